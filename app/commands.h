@@ -1,0 +1,17 @@
+// Subcommand registration. Each app/cmd_*.cpp adds its subcommands to the
+// top-level CLI11 app; callbacks throw std::exception on error, main() prints
+// one "error: ..." line and exits 1.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace timitseg::app {
+
+void add_crf_commands(CLI::App& app);    // crf replay, bench crf      (app/cmd_crf.cpp)
+void add_data_commands(CLI::App& app);   // prepare, features, synth   (app/cmd_data.cpp)
+void add_model_commands(CLI::App& app);  // train, evaluate, decode    (app/cmd_model.cpp)
+
+// The `bench` parent command, shared by every benchmark subcommand.
+CLI::App* bench_command(CLI::App& app);
+
+}  // namespace timitseg::app

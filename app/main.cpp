@@ -1,0 +1,54 @@
+// timitseg: phoneme segmentation with a semi-Markov CRF. Entry point.
+#include <spdlog/cfg/helpers.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "app/commands.h"
+
+namespace timitseg::app {
+
+CLI::App* bench_command(CLI::App& app) {
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+    if (sub->get_name() == "bench") return sub;
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks that print timings (see `timitseg bench --help`)");
+  bench->require_subcommand(1);
+  return bench;
+}
+
+}  // namespace timitseg::app
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
+      "Run `timitseg SUBCOMMAND --help` for the options of each subcommand."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("timitseg 0.1.0"));
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "Logging verbosity: trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
+      ->capture_default_str();
+
+  auto logger = spdlog::stderr_color_mt("timitseg");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
+  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+
+  timitseg::app::add_crf_commands(app);
+  timitseg::app::add_data_commands(app);
+  timitseg::app::add_model_commands(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

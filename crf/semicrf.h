@@ -1,0 +1,131 @@
+// The semi-Markov CRF interface shared by every backend (reference, cpu, cuda).
+//
+// The math is ../shared/spec/semi-crf.md, followed to the letter. Shapes are
+// written [B][T][C] row-major; T is the padded length, each utterance b has a
+// valid length lengths[b] in [1, T]; cum_scores has T+1 rows (cum[0] = 0).
+//
+// Design (after flashlight's sequence criteria): raw pointers in the backend's
+// memory space (host for reference/cpu, CUDA device for cuda), sizes explicit,
+// scratch memory supplied by the caller (workspace_bytes), no hidden allocation
+// in the hot calls. Backends throw std::runtime_error / std::invalid_argument
+// with a clear message on bad input; they never return NaN for finite input.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace timitseg::crf {
+
+struct Dims {
+  int64_t B = 0;  // batch size
+  int64_t T = 0;  // padded number of frames (cum_scores has T+1 rows)
+  int64_t K = 0;  // maximum segment duration
+  int64_t C = 0;  // number of labels
+};
+
+// Inputs. All float32, in the backend's memory space.
+struct Params {
+  const float* cum_scores = nullptr;     // [B][T+1][C]; rows > lengths[b] are ignored
+  const float* transition = nullptr;     // [C][C]   A[from c'][to c]
+  const float* duration_bias = nullptr;  // [K][C]   D[d-1][c]
+  const float* start = nullptr;          // [C]      nullptr means zeros
+  const float* end = nullptr;            // [C]      nullptr means zeros
+  const int32_t* lengths = nullptr;      // [B]      each in [1, T]
+};
+
+// Gradient outputs, float32, overwritten (never accumulated into). A nullptr
+// member means "not wanted". Rows of grad cum_scores past lengths[b] are 0.
+struct Grads {
+  float* cum_scores = nullptr;     // [B][T+1][C]
+  float* transition = nullptr;     // [C][C]
+  float* duration_bias = nullptr;  // [K][C]
+  float* start = nullptr;          // [C]
+  float* end = nullptr;            // [C]
+};
+
+// One decoded segment. Rows of `viterbi_segments` in crf replay are
+// (batch, start, duration, label).
+struct Segment {
+  int32_t batch = 0;
+  int32_t start = 0;
+  int32_t duration = 0;
+  int32_t label = 0;
+  bool operator==(const Segment& o) const {
+    return batch == o.batch && start == o.start && duration == o.duration && label == o.label;
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // True when every pointer passed to this backend is a CUDA device pointer.
+  virtual bool on_device() const = 0;
+
+  // Bytes of scratch memory (same memory space as the data) that the calls
+  // below need for these dims. The caller allocates it once and reuses it.
+  virtual size_t workspace_bytes(const Dims& dims) const = 0;
+
+  // log Z per utterance. log_z: [B] float64 (backend memory space).
+  virtual void log_partition(const Dims& dims, const Params& p, double* log_z, void* workspace) = 0;
+
+  // Score of the gold segmentation derived from frame labels [B][T] int32
+  // (maximal runs split into pieces of at most K, spec "Gold segmentation").
+  // Frames t >= lengths[b] are ignored. gold: [B] float64.
+  virtual void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold,
+                          void* workspace) = 0;
+
+  // Forward + backward. Writes log_z [B] (float64) and, when labels != nullptr,
+  // gold [B] (float64, may be nullptr if not wanted). Gradients are those of
+  //     sum_b scale * NLL_b    (labels given; NLL_b = log Z_b - gold_b)
+  //     sum_b scale * log Z_b  (labels == nullptr)
+  // so a mean-NLL loss passes scale = 1/B.
+  virtual void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale,
+                        double* log_z, double* gold, const Grads& grads, void* workspace) = 0;
+
+  // Viterbi decode. score: [B] float64. Segments are written per utterance:
+  // segments [B][T][3] int32 rows (start, duration, label) in time order,
+  // num_segments [B] int32. Ties go to the smallest d, then the smallest label.
+  virtual void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments,
+                       int32_t* num_segments, void* workspace) = 0;
+
+  // Posterior probability that a segment ends at frame boundary t, for
+  // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.
+  // (P(end at length) = 1.)
+  virtual void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) = 0;
+};
+
+// Backends by name: "reference", "cpu", "cuda". Throws std::runtime_error with
+// one clear line when the name is unknown or (cuda) no device is available.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+// Names this build knows (cuda listed only when compiled in).
+std::vector<std::string> backend_names();
+
+// Host-side input validation used by every backend before any work:
+// K >= 1, C >= 1, T >= 1, B >= 1, lengths in [1,T], labels in [0,C) on valid
+// frames, every value finite. Throws std::invalid_argument naming the tensor,
+// the index and the value. Pointers must be host pointers.
+void validate_host(const Dims& dims, const Params& p, const int32_t* labels);
+
+// Flatten per-utterance Viterbi output ([B][T][3] + counts) into Segment rows.
+std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments, const int32_t* num_segments);
+
+// Runs a backend on host arrays whatever its memory space (copies to and from
+// the device for cuda). Used by `crf replay`, `bench crf`, tests and training
+// on the CPU. Vectors are resized by the callee.
+struct HostResult {
+  std::vector<double> log_z;                    // [B]
+  std::vector<double> gold;                     // [B] (labels given)
+  std::vector<double> viterbi_score;            // [B]
+  std::vector<Segment> segments;                // all utterances, batch-major
+  std::vector<float> grad_cum_scores;           // [B][T+1][C] (labels given)
+  std::vector<float> grad_transition;           // [C][C]
+  std::vector<float> grad_duration_bias;        // [K][C]
+  std::vector<float> grad_start;                // [C]
+  std::vector<float> grad_end;                  // [C]
+};
+
+}  // namespace timitseg::crf

@@ -1,0 +1,52 @@
+// Kaldi-compatible MFCC / log-mel filterbank features (dither 0). Defaults equal
+// Kaldi's compute-mfcc-feats / compute-fbank-feats defaults; see docs/features.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace timitseg::data {
+
+struct FeatureOptions {
+  std::string type = "mfcc";  // mfcc | fbank
+  int sample_rate = 16000;
+  double frame_length_ms = 25.0;
+  double frame_shift_ms = 10.0;
+  bool snip_edges = true;
+  bool remove_dc_offset = true;
+  double preemph_coeff = 0.97;
+  std::string window_type = "povey";
+  int num_mel_bins = 23;       // mfcc default 23; fbank default 40
+  double low_freq = 20.0;
+  double high_freq = 0.0;      // <= 0: offset from Nyquist (Kaldi convention)
+  int num_ceps = 13;
+  double cepstral_lifter = 22.0;
+  bool use_energy = true;      // mfcc: c0 replaced by log energy
+  bool deltas = true;          // mfcc: + deltas and delta-deltas (window 2)
+  bool allow_resample = false; // audio must be 16 kHz unless true
+
+  int frame_length_samples() const;  // 400 at defaults
+  int frame_shift_samples() const;   // 160 at defaults
+  int dim() const;                   // 39 for mfcc+deltas, num_mel_bins for fbank
+  static FeatureOptions defaults_for(const std::string& type);  // "mfcc" | "fbank"
+};
+
+// Mono audio as float samples in the int16 range (Kaldi convention), plus rate.
+struct Audio {
+  std::vector<float> samples;
+  int sample_rate = 0;
+};
+
+// Reads NIST SPHERE or RIFF WAV through libsndfile. Throws naming the file.
+Audio read_audio(const std::string& path);
+
+// Features of one waveform: [num_frames][opts.dim()], not normalized.
+// num_frames = 1 + (N - 400) / 160 at defaults (snip_edges), 0 if N < 400.
+std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames);
+
+// Frame t covers samples [t*shift, t*shift + length); its label is the phone
+// covering the frame centre t*shift + length/2 (docs/data.md).
+int64_t frame_center_sample(int64_t t, const FeatureOptions& opts);
+
+}  // namespace timitseg::data

@@ -1,0 +1,27 @@
+// TIMIT phone sets: the 61 labels of the .PHN files, and the standard
+// 61 -> 48 -> 39 map (Lee & Hon; ../shared/data/timit/phones.60-48-39.map,
+// embedded). `q` (glottal stop) has no target in 48/39; see docs/data.md for
+// how its frames are handled.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace timitseg::data {
+
+class PhoneSet {
+ public:
+  static const PhoneSet& timit();
+  const std::vector<std::string>& names61() const;  // 61 labels, index order is stable
+  // Label set names for a training label set of size 61, 48 or 39.
+  const std::vector<std::string>& names(int set) const;
+  // Map an index of names61() into set 61 (identity), 48 or 39; -1 for q.
+  int map(int idx61, int set) const;
+  int index61(const std::string& phone) const;  // -1 if unknown
+ private:
+  PhoneSet();
+  std::vector<std::string> n61_, n48_, n39_;
+  std::vector<int> to48_, to39_;
+};
+
+}  // namespace timitseg::data
