@@ -96,7 +96,24 @@ class Backend {
   // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.
   // (P(end at length) = 1.)
   virtual void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) = 0;
+
+  // Blocks until all work queued by the calls above has finished (cuda:
+  // stream/device synchronize). Host backends finish inside each call, so the
+  // default does nothing. `bench crf` calls it before reading the clock.
+  virtual void synchronize() {}
 };
+
+// Defined in crf/cuda/ when this build has CUDA (TIMITSEG_HAVE_CUDA); never
+// called otherwise. make_backend("cuda") is the public way to get it.
+std::unique_ptr<Backend> make_cuda_backend();
+// Device memory helpers used by run_host() and `bench crf` for backends with
+// on_device() == true. Defined in crf/cuda/ (CUDA builds only); they throw
+// std::runtime_error with the CUDA error string on failure. Host code calls
+// them only under #ifdef TIMITSEG_HAVE_CUDA.
+void* device_alloc(size_t bytes);
+void device_free(void* ptr);
+void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
+void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
 
 // Backends by name: "reference", "cpu", "cuda". Throws std::runtime_error with
 // one clear line when the name is unknown or (cuda) no device is available.
@@ -109,6 +126,12 @@ std::vector<std::string> backend_names();
 // frames, every value finite. Throws std::invalid_argument naming the tensor,
 // the index and the value. Pointers must be host pointers.
 void validate_host(const Dims& dims, const Params& p, const int32_t* labels);
+
+// The gold segmentation of one utterance from its frame labels [length]
+// (spec "Gold segmentation"): maximal runs of equal labels, a run of length
+// r > K split left to right into floor(r/K) pieces of K then the remainder.
+// Rows carry `batch`. Labels are assumed validated (validate_host).
+std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_t K, int32_t batch = 0);
 
 // Flatten per-utterance Viterbi output ([B][T][3] + counts) into Segment rows.
 std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments, const int32_t* num_segments);
@@ -126,6 +149,22 @@ struct HostResult {
   std::vector<float> grad_duration_bias;        // [K][C]
   std::vector<float> grad_start;                // [C]
   std::vector<float> grad_end;                  // [C]
+  std::vector<double> boundary_posteriors;      // [B][T+1] (when requested)
 };
 
+struct HostRunOptions {
+  bool gradients = true;            // run backward(): log_z, gold (labels given) and all grads
+  bool viterbi = true;              // run viterbi(): viterbi_score, segments
+  bool boundary_posteriors = false; // run boundary_posteriors()
+  double scale = 1.0;               // gradients of sum_b scale * NLL_b (or log Z_b without labels)
+};
+
+// Validates the host inputs (validate_host), then runs the requested
+// operations. `labels` [B][T] may be nullptr: then gold is empty and the
+// gradients are those of sum_b scale * log Z_b. log_z is always filled
+// (from backward() or, when gradients are off, log_partition()).
+// For a backend with on_device() the inputs are copied to device memory,
+// results copied back; device memory is freed on every path (RAII).
+HostResult run_host(Backend& backend, const Dims& dims, const Params& host_params, const int32_t* labels,
+                    const HostRunOptions& options = HostRunOptions());
 }  // namespace timitseg::crf

@@ -1,0 +1,486 @@
+// The cpu backend (see cpu.h). Notation of the spec: sigma, alpha (forward),
+// rho, gamma (backward), all float64 [L+1][C] per utterance.
+//
+// The C x C logsumexp  sigma[u,c] = logsumexp_{c'} (alpha[u,c'] + A[c',c])
+// is computed as a matrix-vector product in the linear domain with both
+// factors scaled to at most 1:
+//     sigma[u,c] = m_u + amax[c] + log( sum_{c'} exp(alpha[u,c'] - m_u) * exp(A[c',c] - amax[c]) )
+// (m_u = max_{c'} alpha[u,c'], amax[c] = max_{c'} A[c',c]). The sum has at least
+// one term exp(alpha-m_u)*exp(A-amax) for every c', is exact up to rounding
+// when it is not tiny, and when it falls below kTiny (terms underflowed, e.g.
+// transitions of -1e4) that entry is recomputed with the exact two-pass
+// logsumexp. gamma uses the same scheme on the rows of A. No epsilon enters a
+// log; nothing is clamped.
+#include "crf/cpu/cpu.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "crf/detail.h"
+
+namespace timitseg::crf::cpu {
+namespace {
+
+using detail::kNegInf;
+
+// Below this a linear-domain sum is recomputed in the log domain (far above
+// the smallest normal double 2.2e-308, so the fast path never sees denormals).
+constexpr double kTiny = 1e-250;
+
+// Runs fn(b, thread) for b in [0, n) on up to `threads` threads.
+template <class Fn>
+void parallel_for(int64_t n, int threads, Fn&& fn) {
+  if (threads <= 1 || n <= 1) {
+    for (int64_t b = 0; b < n; ++b) fn(b, 0);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex error_mutex;
+  auto work = [&](int tid) {
+    try {
+      for (int64_t b = next++; b < n; b = next++) fn(b, tid);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(error_mutex);
+      if (!error) error = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
+  work(0);
+  for (auto& th : pool) th.join();
+  if (error) std::rethrow_exception(error);
+}
+
+// Workspace layout, in doubles:
+//   shared:        amax_col[C], exp_col[C][C], amax_row[C], exp_row[C][C]
+//   per thread:    alpha, sigma, rho, gamma, aux [(T+1)*C] each; tmp[max(K,C)]; v1[C]; v2[C]
+//   per utterance: gA[C*C], gD[K*C], gs[C], ge[C]   (backward only)
+struct Layout {
+  int64_t C, K, T1, threads;
+  int64_t shared() const { return 2 * C + 2 * C * C; }
+  int64_t per_thread() const { return 5 * T1 * C + std::max(K, C) + 2 * C; }
+  int64_t per_utt() const { return C * C + K * C + 2 * C; }
+  size_t bytes(int64_t B) const {
+    return sizeof(double) * static_cast<size_t>(shared() + threads * per_thread() + B * per_utt());
+  }
+};
+
+// Everything one utterance needs; pointers into the caller's arrays and the workspace.
+struct Utt {
+  int64_t L, K, C;
+  const float* cum;   // [L+1][C]
+  const float* A;     // [C][C]
+  const float* D;     // [K][C]
+  const float* s;     // [C] or nullptr
+  const float* e;     // [C] or nullptr
+  const double* amax_col;
+  const double* exp_col;  // exp(A[c'][c] - amax_col[c])
+  const double* amax_row;
+  const double* exp_row;  // exp(A[c][c''] - amax_row[c])
+  double *alpha, *sigma, *rho, *gamma, *aux, *tmp, *v1, *v2;
+
+  double cm(int64_t t, int64_t c) const { return static_cast<double>(cum[t * C + c]); }
+  double Dd(int64_t d, int64_t c) const { return static_cast<double>(D[(d - 1) * C + c]); }
+  double Ad(int64_t a, int64_t b) const { return static_cast<double>(A[a * C + b]); }
+  double start(int64_t c) const { return s ? static_cast<double>(s[c]) : 0.0; }
+  double end(int64_t c) const { return e ? static_cast<double>(e[c]) : 0.0; }
+};
+
+// sigma[u,:] from alpha[u,:] (u >= 1).
+void transition_in(Utt& x, int64_t u) {
+  const int64_t C = x.C;
+  const double* a = x.alpha + u * C;
+  double* sg = x.sigma + u * C;
+  double m = kNegInf;
+  for (int64_t c = 0; c < C; ++c) m = std::max(m, a[c]);
+  if (m == kNegInf) {
+    std::fill(sg, sg + C, kNegInf);
+    return;
+  }
+  double* ea = x.v1;
+  double* acc = x.v2;
+  for (int64_t c = 0; c < C; ++c) ea[c] = std::exp(a[c] - m);
+  std::fill(acc, acc + C, 0.0);
+  for (int64_t cp = 0; cp < C; ++cp) {
+    const double w = ea[cp];
+    const double* row = x.exp_col + cp * C;
+    for (int64_t c = 0; c < C; ++c) acc[c] += w * row[c];
+  }
+  for (int64_t c = 0; c < C; ++c) {
+    if (acc[c] >= kTiny) {
+      sg[c] = m + x.amax_col[c] + std::log(acc[c]);
+    } else {
+      for (int64_t cp = 0; cp < C; ++cp) x.tmp[cp] = a[cp] + x.Ad(cp, c);
+      sg[c] = detail::logsumexp(x.tmp, C);
+    }
+  }
+}
+
+// gamma[t,:] from rho[t,:] (t >= 1).
+void transition_out(Utt& x, int64_t t) {
+  const int64_t C = x.C;
+  const double* r = x.rho + t * C;
+  double* gm = x.gamma + t * C;
+  double m = kNegInf;
+  for (int64_t c = 0; c < C; ++c) m = std::max(m, r[c]);
+  if (m == kNegInf) {
+    std::fill(gm, gm + C, kNegInf);
+    return;
+  }
+  double* er = x.v1;
+  for (int64_t c = 0; c < C; ++c) er[c] = std::exp(r[c] - m);
+  for (int64_t c = 0; c < C; ++c) {
+    const double* row = x.exp_row + c * C;
+    double acc = 0.0;
+    for (int64_t cn = 0; cn < C; ++cn) acc += row[cn] * er[cn];
+    if (acc >= kTiny) {
+      gm[c] = m + x.amax_row[c] + std::log(acc);
+    } else {
+      for (int64_t cn = 0; cn < C; ++cn) x.tmp[cn] = x.Ad(c, cn) + r[cn];
+      gm[c] = detail::logsumexp(x.tmp, C);
+    }
+  }
+}
+
+// Forward: sigma, alpha; returns log Z.
+double forward(Utt& x) {
+  const int64_t L = x.L, K = x.K, C = x.C;
+  for (int64_t c = 0; c < C; ++c) x.sigma[c] = x.start(c), x.alpha[c] = kNegInf;
+  for (int64_t t = 1; t <= L; ++t) {
+    const int64_t dmax = std::min(K, t);
+    for (int64_t c = 0; c < C; ++c) {
+      const double ct = x.cm(t, c);
+      for (int64_t d = 1; d <= dmax; ++d) x.tmp[d - 1] = ct - x.cm(t - d, c) + x.Dd(d, c) + x.sigma[(t - d) * C + c];
+      x.alpha[t * C + c] = detail::logsumexp(x.tmp, dmax);
+    }
+    if (t < L) transition_in(x, t);
+  }
+  for (int64_t c = 0; c < C; ++c) x.tmp[c] = x.alpha[L * C + c] + x.end(c);
+  return detail::logsumexp(x.tmp, C);
+}
+
+// Backward: rho (u = 0..L-1), gamma (t = 1..L). When gD != nullptr (forward
+// done, lz = log Z), also adds d logZ / d D[d-1,c] = sum_u mu(u,d,c) using
+//     mu(u,d,c) = P(a segment with c starts at u) * w_d,
+//     w_d = exp(term_d - m) / sum_d' exp(term_d' - m)
+// with term_d the summands of rho[u,c] (so no extra exp per (u,d,c); every
+// factor is in [0, 1]).
+void backward_pass(Utt& x, double lz = 0.0, double* gD = nullptr) {
+  const int64_t L = x.L, K = x.K, C = x.C;
+  for (int64_t c = 0; c < C; ++c) x.gamma[L * C + c] = x.end(c);
+  for (int64_t u = L - 1; u >= 0; --u) {
+    const int64_t dmax = std::min(K, L - u);
+    for (int64_t c = 0; c < C; ++c) {
+      const double cu = x.cm(u, c);
+      double* v = x.tmp;
+      double m = kNegInf;
+      for (int64_t d = 1; d <= dmax; ++d) {
+        v[d - 1] = x.cm(u + d, c) - cu + x.Dd(d, c) + x.gamma[(u + d) * C + c];
+        m = v[d - 1] > m ? v[d - 1] : m;
+      }
+      if (m == kNegInf) {
+        x.rho[u * C + c] = kNegInf;
+        continue;
+      }
+      double S = 0.0;
+      for (int64_t d = 0; d < dmax; ++d) S += (v[d] = std::exp(v[d] - m));
+      const double r = m + std::log(S);
+      x.rho[u * C + c] = r;
+      if (gD) {
+        const double f = std::exp(x.sigma[u * C + c] + r - lz) / S;
+        for (int64_t d = 1; d <= dmax; ++d) gD[(d - 1) * C + c] += f * v[d - 1];
+      }
+    }
+    if (u >= 1) transition_out(x, u);
+  }
+}
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(int threads)
+      : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+  std::string name() const override { return "cpu"; }
+  bool on_device() const override { return false; }
+  size_t workspace_bytes(const Dims& dims) const override { return layout(dims).bytes(dims.B); }
+
+  void log_partition(const Dims& dims, const Params& p, double* log_z, void* ws) override {
+    validate_host(dims, p, nullptr);
+    Prepared pr = prepare(dims, p, ws);
+    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+      Utt x = utt(pr, dims, p, b, tid);
+      log_z[b] = forward(x);
+    });
+  }
+
+  void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold, void*) override {
+    validate_host(dims, p, labels);
+    for (int64_t b = 0; b < dims.B; ++b) gold[b] = gold_one(dims, p, labels, b, nullptr, nullptr, nullptr, nullptr, nullptr, 0.0);
+  }
+
+  void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
+                const Grads& g, void* ws) override {
+    validate_host(dims, p, labels);
+    Prepared pr = prepare(dims, p, ws);
+    const int64_t T = dims.T, K = dims.K, C = dims.C;
+    const Layout& lay = pr.lay;
+    double* partial = pr.base + lay.shared() + lay.threads * lay.per_thread();
+    parallel_for(dims.B, lay.threads, [&](int64_t b, int tid) {
+      Utt x = utt(pr, dims, p, b, tid);
+      const int64_t L = x.L;
+      const double lz = forward(x);
+      if (log_z) log_z[b] = lz;
+      double* gA = partial + b * lay.per_utt();
+      double* gD = gA + C * C;
+      double* gs = gD + K * C;
+      double* ge = gs + C;
+      std::fill(gA, gA + lay.per_utt(), 0.0);
+      backward_pass(x, lz, gD);  // also d logZ / d D
+      // d logZ / d cum[t,c] = P(segment with c ends at t) - P(segment with c starts at t); kept in aux.
+      double* gc = x.aux;
+      for (int64_t t = 0; t <= L; ++t)
+        for (int64_t c = 0; c < C; ++c) {
+          const double pe = t >= 1 ? std::exp(x.alpha[t * C + c] + x.gamma[t * C + c] - lz) : 0.0;
+          const double ps = t < L ? std::exp(x.sigma[t * C + c] + x.rho[t * C + c] - lz) : 0.0;
+          gc[t * C + c] = pe - ps;
+        }
+      for (int64_t c = 0; c < C; ++c) {
+        gs[c] = std::exp(x.start(c) + x.rho[c] - lz);
+        ge[c] = std::exp(x.alpha[L * C + c] + x.end(c) - lz);
+      }
+      // d logZ / d A[c',c] = sum_{u>=1} exp(alpha[u,c'] + A[c',c] + rho[u,c] - logZ)
+      //   = sum_u P(start at u with c) * exp(alpha[u,c'] - m) exp(A[c',c] - amax[c]) / S[u,c],
+      // S[u,c] = exp(sigma[u,c] - m - amax[c]) the linear-domain sum of transition_in.
+      for (int64_t u = 1; u < L; ++u) {
+        const double* a = x.alpha + u * C;
+        double m = kNegInf;
+        for (int64_t c = 0; c < C; ++c) m = std::max(m, a[c]);
+        double* ea = x.v1;
+        double* w = x.v2;
+        for (int64_t c = 0; c < C; ++c) ea[c] = std::exp(a[c] - m);
+        for (int64_t c = 0; c < C; ++c) {
+          const double S = std::exp(x.sigma[u * C + c] - m - x.amax_col[c]);
+          const double pst = std::exp(x.sigma[u * C + c] + x.rho[u * C + c] - lz);
+          if (S >= kTiny) {
+            w[c] = pst / S;
+          } else {  // exact per-term path for this column
+            w[c] = 0.0;
+            for (int64_t cp = 0; cp < C; ++cp)
+              gA[cp * C + c] += std::exp(a[cp] + x.Ad(cp, c) + x.rho[u * C + c] - lz);
+          }
+        }
+        for (int64_t cp = 0; cp < C; ++cp) {
+          const double f = ea[cp];
+          const double* row = x.exp_col + cp * C;
+          double* out = gA + cp * C;
+          for (int64_t c = 0; c < C; ++c) out[c] += f * row[c] * w[c];
+        }
+      }
+      if (labels) {
+        const double gsc = gold_one(dims, p, labels, b, gc, gA, gD, gs, ge, -1.0);
+        if (gold) gold[b] = gsc;
+      }
+      if (g.cum_scores) {
+        float* out = g.cum_scores + b * (T + 1) * C;
+        for (int64_t i = 0; i < (L + 1) * C; ++i) out[i] = static_cast<float>(scale * gc[i]);
+        std::fill(out + (L + 1) * C, out + (T + 1) * C, 0.0f);
+      }
+    });
+    // Fixed-order reduction of the per-utterance parameter gradients.
+    auto reduce = [&](float* dst, int64_t offset, int64_t n) {
+      if (!dst) return;
+      for (int64_t i = 0; i < n; ++i) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < dims.B; ++b) sum += partial[b * lay.per_utt() + offset + i];
+        dst[i] = static_cast<float>(scale * sum);
+      }
+    };
+    reduce(g.transition, 0, C * C);
+    reduce(g.duration_bias, C * C, K * C);
+    reduce(g.start, C * C + K * C, C);
+    reduce(g.end, C * C + K * C + C, C);
+  }
+
+  void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
+               void* ws) override {
+    validate_host(dims, p, nullptr);
+    Prepared pr = prepare(dims, p, ws);
+    const int64_t T = dims.T, K = dims.K, C = dims.C;
+    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+      Utt x = utt(pr, dims, p, b, tid);
+      const int64_t L = x.L;
+      double* best = x.alpha;   // [L+1][C] max score of [0,t) ending with label c
+      double* smax = x.sigma;   // [L+1][C] max over the previous label (s[c] at 0)
+      int32_t* bp_d = reinterpret_cast<int32_t*>(x.rho);    // [L+1][C]
+      int32_t* bp_c = reinterpret_cast<int32_t*>(x.gamma);  // [L+1][C]
+      for (int64_t c = 0; c < C; ++c) smax[c] = x.start(c), bp_c[c] = -1;
+      for (int64_t t = 1; t <= L; ++t) {
+        for (int64_t c = 0; c < C; ++c) {
+          double top = kNegInf;
+          int32_t arg = 1;
+          for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties: smallest d
+            const double v = (x.cm(t, c) - x.cm(t - d, c) + x.Dd(d, c)) + smax[(t - d) * C + c];
+            if (v > top) top = v, arg = static_cast<int32_t>(d);
+          }
+          best[t * C + c] = top;
+          bp_d[t * C + c] = arg;
+        }
+        if (t < L)
+          for (int64_t c = 0; c < C; ++c) {
+            double top = kNegInf;
+            int32_t arg = 0;
+            for (int64_t cp = 0; cp < C; ++cp) {  // ties: smallest label
+              const double v = best[t * C + cp] + x.Ad(cp, c);
+              if (v > top) top = v, arg = static_cast<int32_t>(cp);
+            }
+            smax[t * C + c] = top;
+            bp_c[t * C + c] = arg;
+          }
+      }
+      int64_t c = 0;
+      double top = kNegInf;
+      for (int64_t k = 0; k < C; ++k)
+        if (best[L * C + k] + x.end(k) > top) top = best[L * C + k] + x.end(k), c = k;
+      score[b] = top;
+      // Trace back (segments come out last-first), then reverse in place.
+      int32_t* rows = segments + b * T * 3;
+      int32_t n = 0;
+      for (int64_t t = L; t > 0;) {
+        const int64_t d = bp_d[t * C + c];
+        rows[3 * n] = static_cast<int32_t>(t - d);
+        rows[3 * n + 1] = static_cast<int32_t>(d);
+        rows[3 * n + 2] = static_cast<int32_t>(c);
+        ++n;
+        c = bp_c[(t - d) * C + c];
+        t -= d;
+      }
+      for (int32_t i = 0, j = n - 1; i < j; ++i, --j)
+        for (int k = 0; k < 3; ++k) std::swap(rows[3 * i + k], rows[3 * j + k]);
+      num_segments[b] = n;
+    });
+  }
+
+  void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* ws) override {
+    validate_host(dims, p, nullptr);
+    Prepared pr = prepare(dims, p, ws);
+    const int64_t T = dims.T, C = dims.C;
+    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+      Utt x = utt(pr, dims, p, b, tid);
+      const double lz = forward(x);
+      backward_pass(x);
+      double* o = out + b * (T + 1);
+      std::fill(o, o + T + 1, 0.0);
+      for (int64_t t = 1; t <= x.L; ++t) {
+        double sum = 0.0;
+        for (int64_t c = 0; c < C; ++c) sum += std::exp(x.alpha[t * C + c] + x.gamma[t * C + c] - lz);
+        o[t] = sum;
+      }
+    });
+  }
+
+ private:
+  int threads_;
+
+  Layout layout(const Dims& d) const {
+    return Layout{d.C, d.K, d.T + 1, static_cast<int64_t>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)))};
+  }
+
+  struct Prepared {
+    Layout lay;
+    double* base;
+  };
+
+  Prepared prepare(const Dims& dims, const Params& p, void* ws) const {
+    Prepared pr{layout(dims), static_cast<double*>(ws)};
+    if (!ws) throw std::invalid_argument("cpu backend: workspace is null (allocate workspace_bytes(dims) bytes)");
+    const int64_t C = dims.C;
+    double* amax_col = pr.base;
+    double* exp_col = amax_col + C;
+    double* amax_row = exp_col + C * C;
+    double* exp_row = amax_row + C;
+    for (int64_t c = 0; c < C; ++c) {
+      double mc = kNegInf, mr = kNegInf;
+      for (int64_t k = 0; k < C; ++k) {
+        mc = std::max(mc, static_cast<double>(p.transition[k * C + c]));
+        mr = std::max(mr, static_cast<double>(p.transition[c * C + k]));
+      }
+      amax_col[c] = mc;
+      amax_row[c] = mr;
+    }
+    for (int64_t a = 0; a < C; ++a)
+      for (int64_t c = 0; c < C; ++c) {
+        exp_col[a * C + c] = std::exp(static_cast<double>(p.transition[a * C + c]) - amax_col[c]);
+        exp_row[a * C + c] = std::exp(static_cast<double>(p.transition[a * C + c]) - amax_row[a]);
+      }
+    return pr;
+  }
+
+  Utt utt(const Prepared& pr, const Dims& dims, const Params& p, int64_t b, int tid) const {
+    const int64_t C = dims.C, T1 = dims.T + 1;
+    Utt x;
+    x.L = p.lengths[b];
+    x.K = dims.K;
+    x.C = C;
+    x.cum = p.cum_scores + b * T1 * C;
+    x.A = p.transition;
+    x.D = p.duration_bias;
+    x.s = p.start;
+    x.e = p.end;
+    x.amax_col = pr.base;
+    x.exp_col = x.amax_col + C;
+    x.amax_row = x.exp_col + C * C;
+    x.exp_row = x.amax_row + C;
+    double* t = pr.base + pr.lay.shared() + tid * pr.lay.per_thread();
+    x.alpha = t;
+    x.sigma = t + T1 * C;
+    x.rho = t + 2 * T1 * C;
+    x.gamma = t + 3 * T1 * C;
+    x.aux = t + 4 * T1 * C;
+    x.tmp = t + 5 * T1 * C;
+    x.v1 = x.tmp + std::max(dims.K, C);
+    x.v2 = x.v1 + C;
+    return x;
+  }
+
+  // Gold score of utterance b; when gc != nullptr also adds sign * indicator of
+  // the gold segments to the float64 gradients (cum rows, A, D, s, e).
+  static double gold_one(const Dims& dims, const Params& p, const int32_t* labels, int64_t b, double* gc, double* gA,
+                         double* gD, double* gs, double* ge, double sign) {
+    const int64_t C = dims.C, T1 = dims.T + 1;
+    const float* cum = p.cum_scores + b * T1 * C;
+    auto st = [&](int64_t c) { return p.start ? static_cast<double>(p.start[c]) : 0.0; };
+    auto en = [&](int64_t c) { return p.end ? static_cast<double>(p.end[c]) : 0.0; };
+    double score = 0.0;
+    int64_t prev = -1;
+    detail::for_each_gold_segment(labels + b * dims.T, p.lengths[b], dims.K, [&](int64_t u, int64_t d, int64_t c) {
+      if (prev < 0) {
+        score = st(c);
+        if (gc) gs[c] += sign;
+      }
+      score += static_cast<double>(cum[(u + d) * C + c]) - static_cast<double>(cum[u * C + c]) +
+               static_cast<double>(p.duration_bias[(d - 1) * C + c]);
+      if (prev >= 0) score += static_cast<double>(p.transition[prev * C + c]);
+      if (gc) {
+        gc[(u + d) * C + c] += sign;
+        gc[u * C + c] -= sign;
+        gD[(d - 1) * C + c] += sign;
+        if (prev >= 0) gA[prev * C + c] += sign;
+      }
+      prev = c;
+    });
+    score += en(prev);
+    if (gc) ge[prev] += sign;
+    return score;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) { return std::make_unique<CpuBackend>(num_threads); }
+
+}  // namespace timitseg::crf::cpu

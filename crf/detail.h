@@ -1,0 +1,110 @@
+// Internal helpers of the crf layer (not part of the public interface).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "crf/semicrf.h"
+
+namespace timitseg::crf::detail {
+
+constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
+// log(exp(a) + exp(b)) with max subtraction; -inf when both are -inf.
+inline double log_add(double a, double b) {
+  const double m = a > b ? a : b;
+  if (m == kNegInf) return kNegInf;
+  return m + std::log(std::exp(a - m) + std::exp(b - m));
+}
+
+// logsumexp of n values (two passes, fixed order); -inf when all are -inf.
+inline double logsumexp(const double* v, int64_t n) {
+  double m = kNegInf;
+  for (int64_t i = 0; i < n; ++i) m = v[i] > m ? v[i] : m;
+  if (m == kNegInf) return kNegInf;
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += std::exp(v[i] - m);
+  return m + std::log(s);
+}
+
+// Calls fn(start, duration, label) for each gold segment of one utterance in
+// time order (spec "Gold segmentation"; same rule as gold_segments()), without
+// allocating.
+template <class Fn>
+void for_each_gold_segment(const int32_t* labels, int64_t length, int64_t K, Fn&& fn) {
+  int64_t t = 0;
+  while (t < length) {
+    int64_t r = 1;
+    while (t + r < length && labels[t + r] == labels[t]) ++r;
+    for (int64_t pos = t; pos < t + r; pos += K) fn(pos, (t + r - pos) < K ? (t + r - pos) : K, labels[t]);
+    t += r;
+  }
+}
+
+inline std::string fmt_value(double v) {
+  std::ostringstream os;
+  os.precision(9);
+  os << v;
+  return os.str();
+}
+
+// Shared by validate_host (float32) and reference::validate_f64 (float64).
+// cum_scores is checked on rows 0..lengths[b] only (rows past the length are
+// padding and never read).
+template <class F>
+void validate_inputs(const Dims& dims, const F* cum, const F* transition, const F* duration_bias,
+                     const F* start, const F* end, const int32_t* lengths, const int32_t* labels) {
+  auto bad = [](const std::string& msg) { throw std::invalid_argument(msg); };
+  if (dims.B < 1) bad("crf: batch size B must be >= 1, got " + std::to_string(dims.B));
+  if (dims.T < 1) bad("crf: number of frames T must be >= 1, got " + std::to_string(dims.T));
+  if (dims.K < 1) bad("crf: max duration K must be >= 1, got " + std::to_string(dims.K));
+  if (dims.C < 1) bad("crf: number of classes C must be >= 1, got " + std::to_string(dims.C));
+  if (dims.T > std::numeric_limits<int32_t>::max() - 1)
+    bad("crf: number of frames T=" + std::to_string(dims.T) + " is too large");
+  if (!cum) bad("crf: cum_scores is null");
+  if (!transition) bad("crf: transition is null");
+  if (!duration_bias) bad("crf: duration_bias is null");
+  if (!lengths) bad("crf: lengths is null");
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < B; ++b)
+    if (lengths[b] < 1 || lengths[b] > T)
+      bad("crf: lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) + " is outside [1, T=" +
+          std::to_string(T) + "]");
+  auto finite = [&](const char* name, const F* v, int64_t n, const std::string& shape) {
+    if (!v) return;
+    for (int64_t i = 0; i < n; ++i)
+      if (!std::isfinite(static_cast<double>(v[i]))) {
+        std::string idx = std::to_string(i);
+        if (shape == "CC") idx = std::to_string(i / C) + "][" + std::to_string(i % C);
+        if (shape == "KC") idx = std::to_string(i / C) + "][" + std::to_string(i % C);
+        bad(std::string("crf: ") + name + "[" + idx + "] = " + fmt_value(static_cast<double>(v[i])) +
+            " is not finite");
+      }
+  };
+  for (int64_t b = 0; b < B; ++b) {
+    const F* row = cum + b * (T + 1) * C;
+    for (int64_t t = 0; t <= lengths[b]; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        if (!std::isfinite(static_cast<double>(row[t * C + c])))
+          bad("crf: cum_scores[" + std::to_string(b) + "][" + std::to_string(t) + "][" + std::to_string(c) +
+              "] = " + fmt_value(static_cast<double>(row[t * C + c])) + " is not finite");
+  }
+  finite("transition", transition, C * C, "CC");
+  finite("duration_bias", duration_bias, K * C, "KC");
+  finite("start", start, C, "C");
+  finite("end", end, C, "C");
+  if (labels)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lengths[b]; ++t) {
+        const int32_t y = labels[b * T + t];
+        if (y < 0 || y >= C)
+          bad("crf: labels[" + std::to_string(b) + "][" + std::to_string(t) + "] = " + std::to_string(y) +
+              " is outside [0, C=" + std::to_string(C) + ")");
+      }
+}
+
+}  // namespace timitseg::crf::detail

@@ -1,0 +1,304 @@
+// The float64 reference backend: the spec's definitions computed directly,
+// O(T K C^2) per utterance, one utterance at a time, no threads. Clarity over
+// speed: this is the oracle for the cpu and cuda backends.
+#include "crf/reference/reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "crf/detail.h"
+
+namespace timitseg::crf::reference {
+namespace {
+
+using detail::kNegInf;
+using detail::logsumexp;
+
+// One utterance's view of the inputs, float64.
+struct Utt {
+  int64_t L, K, C;
+  const double* cum;  // [L+1][C] (rows of this utterance)
+  const double* A;    // [C][C]
+  const double* D;    // [K][C]
+  const double* s;    // [C] or nullptr
+  const double* e;    // [C] or nullptr
+  double start(int64_t c) const { return s ? s[c] : 0.0; }
+  double end(int64_t c) const { return e ? e[c] : 0.0; }
+  double seg(int64_t u, int64_t d, int64_t c) const { return cum[(u + d) * C + c] - cum[u * C + c] + D[(d - 1) * C + c]; }
+  Utt(const Dims& dims, const ParamsF64& p, int64_t b)
+      : L(p.lengths[b]), K(dims.K), C(dims.C), cum(p.cum_scores + b * (dims.T + 1) * dims.C), A(p.transition),
+        D(p.duration_bias), s(p.start), e(p.end) {}
+};
+
+// alpha[t][c], t = 0..L (row 0 unused = -inf).
+std::vector<double> forward_alpha(const Utt& u) {
+  const int64_t L = u.L, K = u.K, C = u.C;
+  std::vector<double> alpha((L + 1) * C, kNegInf);
+  std::vector<double> terms;
+  for (int64_t t = 1; t <= L; ++t)
+    for (int64_t c = 0; c < C; ++c) {
+      terms.clear();
+      for (int64_t d = 1; d <= std::min(K, t); ++d) {
+        const int64_t v = t - d;  // segment [v, t) with label c
+        if (v == 0) {
+          terms.push_back(u.start(c) + u.seg(0, d, c));
+        } else {
+          for (int64_t cp = 0; cp < C; ++cp) terms.push_back(u.seg(v, d, c) + (alpha[v * C + cp] + u.A[cp * C + c]));
+        }
+      }
+      alpha[t * C + c] = logsumexp(terms.data(), static_cast<int64_t>(terms.size()));
+    }
+  return alpha;
+}
+
+double log_z_from_alpha(const Utt& u, const std::vector<double>& alpha) {
+  std::vector<double> terms(u.C);
+  for (int64_t c = 0; c < u.C; ++c) terms[c] = alpha[u.L * u.C + c] + u.end(c);
+  return logsumexp(terms.data(), u.C);
+}
+
+// beta[t][c], t = 1..L (row 0 unused = -inf).
+std::vector<double> backward_beta(const Utt& u) {
+  const int64_t L = u.L, K = u.K, C = u.C;
+  std::vector<double> beta((L + 1) * C, kNegInf);
+  for (int64_t c = 0; c < C; ++c) beta[L * C + c] = u.end(c);
+  std::vector<double> terms;
+  for (int64_t t = L - 1; t >= 1; --t)
+    for (int64_t c = 0; c < C; ++c) {
+      terms.clear();
+      for (int64_t d = 1; d <= std::min(K, L - t); ++d)
+        for (int64_t cn = 0; cn < C; ++cn) terms.push_back(u.A[c * C + cn] + u.seg(t, d, cn) + beta[(t + d) * C + cn]);
+      beta[t * C + c] = logsumexp(terms.data(), static_cast<int64_t>(terms.size()));
+    }
+  return beta;
+}
+
+// log of the summed exp-scores of everything before a segment with label c
+// starting at v: s[c] for v = 0, else logsumexp_{c'} alpha[v][c'] + A[c'][c].
+double log_prefix(const Utt& u, const std::vector<double>& alpha, int64_t v, int64_t c) {
+  if (v == 0) return u.start(c);
+  std::vector<double> terms(u.C);
+  for (int64_t cp = 0; cp < u.C; ++cp) terms[cp] = alpha[v * u.C + cp] + u.A[cp * u.C + c];
+  return logsumexp(terms.data(), u.C);
+}
+
+double gold_one(const Utt& u, const int32_t* lab) {
+  const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(u.L), u.K);
+  double score = u.start(segs.front().label) + u.end(segs.back().label);
+  for (size_t i = 0; i < segs.size(); ++i) {
+    score += u.seg(segs[i].start, segs[i].duration, segs[i].label);
+    if (i > 0) score += u.A[segs[i - 1].label * u.C + segs[i].label];
+  }
+  return score;
+}
+
+}  // namespace
+
+void validate_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels) {
+  detail::validate_inputs<double>(dims, p.cum_scores, p.transition, p.duration_bias, p.start, p.end, p.lengths,
+                                  labels);
+}
+
+void log_partition_f64(const Dims& dims, const ParamsF64& p, double* log_z) {
+  validate_f64(dims, p, nullptr);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    log_z[b] = log_z_from_alpha(u, forward_alpha(u));
+  }
+}
+
+void gold_score_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double* gold) {
+  validate_f64(dims, p, labels);
+  for (int64_t b = 0; b < dims.B; ++b) gold[b] = gold_one(Utt(dims, p, b), labels + b * dims.T);
+}
+
+void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double scale, double* log_z,
+                  double* gold, const GradsF64& g) {
+  validate_f64(dims, p, labels);
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  // Accumulate in float64 in these buffers, then write the requested outputs.
+  std::vector<double> g_cum(B * (T + 1) * C, 0.0), g_A(C * C, 0.0), g_D(K * C, 0.0), g_s(C, 0.0), g_e(C, 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L;
+    const std::vector<double> alpha = forward_alpha(u);
+    const std::vector<double> beta = backward_beta(u);
+    const double lz = log_z_from_alpha(u, alpha);
+    if (log_z) log_z[b] = lz;
+    double* gc = g_cum.data() + b * (T + 1) * C;
+    // Segment marginals mu(v,d,c): d logZ / d cum and d logZ / d D.
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
+        for (int64_t c = 0; c < C; ++c) {
+          const double mu = std::exp(log_prefix(u, alpha, v, c) + u.seg(v, d, c) + beta[(v + d) * C + c] - lz);
+          gc[(v + d) * C + c] += scale * mu;
+          gc[v * C + c] -= scale * mu;
+          g_D[(d - 1) * C + c] += scale * mu;
+          if (v == 0) g_s[c] += scale * mu;
+        }
+    // Transition marginals: label cp ends at v, label c starts at v, any duration d.
+    for (int64_t v = 1; v < L; ++v)
+      for (int64_t cp = 0; cp < C; ++cp)
+        for (int64_t c = 0; c < C; ++c)
+          for (int64_t d = 1; d <= std::min(K, L - v); ++d)
+            g_A[cp * C + c] += scale * std::exp(alpha[v * C + cp] + u.A[cp * C + c] + u.seg(v, d, c) +
+                                                beta[(v + d) * C + c] - lz);
+    for (int64_t c = 0; c < C; ++c) g_e[c] += scale * std::exp(alpha[L * C + c] + u.end(c) - lz);
+    if (labels) {
+      const int32_t* lab = labels + b * T;
+      const double gs = gold_one(u, lab);
+      if (gold) gold[b] = gs;
+      const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(L), K);
+      for (size_t i = 0; i < segs.size(); ++i) {
+        const Segment& sg = segs[i];
+        gc[(sg.start + sg.duration) * C + sg.label] -= scale;
+        gc[sg.start * C + sg.label] += scale;
+        g_D[(sg.duration - 1) * C + sg.label] -= scale;
+        if (i > 0) g_A[segs[i - 1].label * C + sg.label] -= scale;
+      }
+      g_s[segs.front().label] -= scale;
+      g_e[segs.back().label] -= scale;
+    }
+  }
+  auto put = [](double* dst, const std::vector<double>& src) {
+    if (dst) std::copy(src.begin(), src.end(), dst);
+  };
+  put(g.cum_scores, g_cum);
+  put(g.transition, g_A);
+  put(g.duration_bias, g_D);
+  put(g.start, g_s);
+  put(g.end, g_e);
+}
+
+void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments) {
+  validate_f64(dims, p, nullptr);
+  const int64_t T = dims.T, K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L;
+    // best[t][c] = max score of a segmentation of [0,t) ending with label c;
+    // back pointer (d, previous label; -1 for the first segment).
+    std::vector<double> best((L + 1) * C, kNegInf);
+    std::vector<int64_t> bp_d((L + 1) * C, 0), bp_c((L + 1) * C, -1);
+    for (int64_t t = 1; t <= L; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties: smallest d, then smallest label
+          const int64_t v = t - d;
+          if (v == 0) {
+            const double val = u.start(c) + u.seg(0, d, c);
+            if (val > best[t * C + c]) best[t * C + c] = val, bp_d[t * C + c] = d, bp_c[t * C + c] = -1;
+          } else {
+            for (int64_t cp = 0; cp < C; ++cp) {
+              const double val = u.seg(v, d, c) + (best[v * C + cp] + u.A[cp * C + c]);
+              if (val > best[t * C + c]) best[t * C + c] = val, bp_d[t * C + c] = d, bp_c[t * C + c] = cp;
+            }
+          }
+        }
+    int64_t c = 0;
+    double top = kNegInf;
+    for (int64_t k = 0; k < C; ++k)
+      if (best[L * C + k] + u.end(k) > top) top = best[L * C + k] + u.end(k), c = k;
+    score[b] = top;
+    std::vector<int32_t> rows;
+    for (int64_t t = L; t > 0;) {
+      const int64_t d = bp_d[t * C + c], cp = bp_c[t * C + c];
+      rows.insert(rows.begin(), {static_cast<int32_t>(t - d), static_cast<int32_t>(d), static_cast<int32_t>(c)});
+      t -= d;
+      c = cp;
+    }
+    num_segments[b] = static_cast<int32_t>(rows.size() / 3);
+    std::copy(rows.begin(), rows.end(), segments + b * T * 3);
+  }
+}
+
+void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
+  validate_f64(dims, p, nullptr);
+  const int64_t T = dims.T, K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L;
+    const std::vector<double> alpha = forward_alpha(u);
+    const std::vector<double> beta = backward_beta(u);
+    const double lz = log_z_from_alpha(u, alpha);
+    double* o = out + b * (T + 1);
+    std::fill(o, o + T + 1, 0.0);
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
+        for (int64_t c = 0; c < C; ++c)
+          o[v + d] += std::exp(log_prefix(u, alpha, v, c) + u.seg(v, d, c) + beta[(v + d) * C + c] - lz);
+  }
+}
+
+namespace {
+
+// The Backend object: converts the float32 inputs to float64 and calls the
+// functions above. (Allocates internally; workspace_bytes is 0.)
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  bool on_device() const override { return false; }
+  size_t workspace_bytes(const Dims&) const override { return 0; }
+
+  void log_partition(const Dims& dims, const Params& p, double* log_z, void*) override {
+    Conv cv(dims, p);
+    log_partition_f64(dims, cv.params, log_z);
+  }
+  void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold, void*) override {
+    Conv cv(dims, p);
+    gold_score_f64(dims, cv.params, labels, gold);
+  }
+  void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
+                const Grads& grads, void*) override {
+    Conv cv(dims, p);
+    const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+    std::vector<double> gc(B * (T + 1) * C), ga(C * C), gd(K * C), gs(C), ge(C);
+    GradsF64 g64{gc.data(), ga.data(), gd.data(), gs.data(), ge.data()};
+    backward_f64(dims, cv.params, labels, scale, log_z, gold, g64);
+    auto put = [](float* dst, const std::vector<double>& src) {
+      if (dst)
+        for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
+    };
+    put(grads.cum_scores, gc);
+    put(grads.transition, ga);
+    put(grads.duration_bias, gd);
+    put(grads.start, gs);
+    put(grads.end, ge);
+  }
+  void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
+               void*) override {
+    Conv cv(dims, p);
+    viterbi_f64(dims, cv.params, score, segments, num_segments);
+  }
+  void boundary_posteriors(const Dims& dims, const Params& p, double* out, void*) override {
+    Conv cv(dims, p);
+    boundary_posteriors_f64(dims, cv.params, out);
+  }
+
+ private:
+  struct Conv {
+    std::vector<double> cum, A, D, s, e;
+    ParamsF64 params;
+    Conv(const Dims& dims, const Params& p) {
+      // Validate the float32 inputs first (same messages), then widen.
+      validate_host(dims, p, nullptr);
+      const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+      cum.assign(B * (T + 1) * C, 0.0);
+      for (int64_t b = 0; b < B; ++b)  // only valid rows: padding may hold anything
+        for (int64_t i = 0; i < (p.lengths[b] + 1) * C; ++i)
+          cum[b * (T + 1) * C + i] = p.cum_scores[b * (T + 1) * C + i];
+      A.assign(p.transition, p.transition + C * C);
+      D.assign(p.duration_bias, p.duration_bias + K * C);
+      if (p.start) s.assign(p.start, p.start + C);
+      if (p.end) e.assign(p.end, p.end + C);
+      params = ParamsF64{cum.data(), A.data(), D.data(), p.start ? s.data() : nullptr, p.end ? e.data() : nullptr,
+                         p.lengths};
+    }
+  };
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace timitseg::crf::reference

@@ -1,0 +1,54 @@
+// The reference backend: float64 throughout, the plainest possible code,
+// O(T K C^2) per utterance (no factorization, no tricks). It is the oracle for
+// every faster backend (tests/crf/). Besides the Backend object (float32
+// Params, converted to float64 on entry), the float64 entry points below take
+// float64 inputs so finite-difference tests of the whole
+// cumsum + CRF + penalty stack can run in float64 end to end.
+//
+// Definitions used here (spec ../shared/spec/semi-crf.md):
+//   seg(u,d,c)  = cum[u+d,c] - cum[u,c] + D[d-1,c]     (segment [u, u+d) with label c)
+//   alpha[t][c] = log of the summed exp-scores of all segmentations of [0,t)
+//                 whose last segment has label c (including s of the first)
+//   beta[t][c]  = log of the summed exp-scores of all completions of [t,L)
+//                 given a segment with label c ends at t (including e of the last)
+//   mu(u,d,c)   = P(segment (u,d,c) is in y)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "crf/semicrf.h"
+
+namespace timitseg::crf::reference {
+
+struct ParamsF64 {
+  const double* cum_scores = nullptr;     // [B][T+1][C]
+  const double* transition = nullptr;     // [C][C]
+  const double* duration_bias = nullptr;  // [K][C]
+  const double* start = nullptr;          // [C] or nullptr (zeros)
+  const double* end = nullptr;            // [C] or nullptr (zeros)
+  const int32_t* lengths = nullptr;       // [B]
+};
+
+struct GradsF64 {  // overwritten; nullptr = not wanted
+  double* cum_scores = nullptr;     // [B][T+1][C]
+  double* transition = nullptr;     // [C][C]
+  double* duration_bias = nullptr;  // [K][C]
+  double* start = nullptr;          // [C]
+  double* end = nullptr;            // [C]
+};
+
+// Throws std::invalid_argument like validate_host (dims, lengths, labels, finiteness).
+void validate_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels);
+
+void log_partition_f64(const Dims& dims, const ParamsF64& p, double* log_z);
+void gold_score_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double* gold);
+// Gradients of sum_b scale * (log Z_b - gold_b) (or scale * log Z_b without labels).
+void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double scale, double* log_z,
+                  double* gold, const GradsF64& grads);
+void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments);
+void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
+
+std::unique_ptr<Backend> make_reference_backend();
+
+}  // namespace timitseg::crf::reference

@@ -1,0 +1,176 @@
+// `timitseg crf replay` through the built binary: round trip against the
+// library (host runner), labels optional, and error cases that leave no OUT.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "data/safetensors.h"
+#include "helpers.h"
+
+namespace timitseg::crf::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "timitseg_replay_XXXXXX").string();
+    path = mkdtemp(tmpl.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+// Runs the binary; returns the exit status and fills `err` with stderr.
+int run_cli(const std::string& args, std::string* err) {
+  const std::string errfile = (fs::temp_directory_path() / ("timitseg_replay_err_" + std::to_string(::getpid()))).string();
+  const std::string cmd = std::string("\"") + TIMITSEG_BINARY + "\" " + args + " > /dev/null 2> \"" + errfile + "\"";
+  const int rc = std::system(cmd.c_str());
+  std::ifstream in(errfile);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  *err = ss.str();
+  fs::remove(errfile);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+st::File problem_file(const Problem& pb, bool labels, bool lengths_i64) {
+  const int64_t B = pb.dims.B, T = pb.dims.T, K = pb.dims.K, C = pb.dims.C;
+  st::File f;
+  f.tensors["cum_scores"] = st::Tensor::from<float>({B, T + 1, C}, pb.cum);
+  f.tensors["transition"] = st::Tensor::from<float>({C, C}, pb.A);
+  f.tensors["duration_bias"] = st::Tensor::from<float>({K, C}, pb.D);
+  f.tensors["start"] = st::Tensor::from<float>({C}, pb.s);
+  f.tensors["end"] = st::Tensor::from<float>({C}, pb.e);
+  if (lengths_i64) {
+    std::vector<int64_t> l(pb.lengths.begin(), pb.lengths.end());
+    f.tensors["lengths"] = st::Tensor::from<int64_t>({B}, l);
+  } else {
+    f.tensors["lengths"] = st::Tensor::from<int32_t>({B}, pb.lengths);
+  }
+  if (labels) f.tensors["labels"] = st::Tensor::from<int32_t>({B, T}, pb.labels);
+  return f;
+}
+
+TEST(ReplayCli, RoundTripMatchesLibraryOnEveryHostBackend) {
+  TempDir dir;
+  const Problem pb = random_problem(Dims{3, 20, 5, 4}, 17, {20, 9, 1});
+  const std::string in = (dir.path / "in.safetensors").string();
+  st::save(in, problem_file(pb, true, true));
+  for (const std::string name : {"reference", "cpu"}) {
+    SCOPED_TRACE(name);
+    const std::string out = (dir.path / (name + ".safetensors")).string();
+    std::string err;
+    ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
+    const st::File f = st::load(out);
+    auto be = make_backend(name);
+    HostRunOptions opt;
+    opt.boundary_posteriors = true;
+    const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data(), opt);
+    // Same backend, same inputs: bitwise identical results.
+    EXPECT_EQ(f.get("log_partition", st::DType::F64, {3}).to<double>(), r.log_z);
+    EXPECT_EQ(f.get("gold_score", st::DType::F64, {3}).to<double>(), r.gold);
+    EXPECT_EQ(f.get("viterbi_score", st::DType::F64, {3}).to<double>(), r.viterbi_score);
+    const std::vector<double> nll = f.get("nll", st::DType::F64, {3}).to<double>();
+    for (int b = 0; b < 3; ++b) {
+      EXPECT_EQ(nll[b], r.log_z[b] - r.gold[b]);
+      EXPECT_GE(nll[b], 0.0);
+    }
+    EXPECT_EQ(f.get("grad_cum_scores", st::DType::F32, {3, 21, 4}).to<float>(), r.grad_cum_scores);
+    EXPECT_EQ(f.get("grad_transition", st::DType::F32, {4, 4}).to<float>(), r.grad_transition);
+    EXPECT_EQ(f.get("grad_duration_bias", st::DType::F32, {5, 4}).to<float>(), r.grad_duration_bias);
+    EXPECT_EQ(f.get("grad_start", st::DType::F32, {4}).to<float>(), r.grad_start);
+    EXPECT_EQ(f.get("grad_end", st::DType::F32, {4}).to<float>(), r.grad_end);
+    EXPECT_EQ(f.get("boundary_posteriors", st::DType::F64, {3, 21}).to<double>(), r.boundary_posteriors);
+    const st::Tensor& segs = f.get("viterbi_segments", st::DType::I32, {-1, 4});
+    const std::vector<int32_t> rows = segs.to<int32_t>();
+    ASSERT_EQ(rows.size(), r.segments.size() * 4);
+    for (size_t i = 0; i < r.segments.size(); ++i) {
+      const Segment& s = r.segments[i];
+      EXPECT_EQ((std::vector<int32_t>(rows.begin() + 4 * i, rows.begin() + 4 * i + 4)),
+                (std::vector<int32_t>{s.batch, s.start, s.duration, s.label}));
+    }
+    // Segments of each utterance tile [0, length).
+    std::vector<int32_t> next(3, 0);
+    for (const Segment& s : r.segments) {
+      EXPECT_EQ(s.start, next[s.batch]);
+      next[s.batch] += s.duration;
+    }
+    EXPECT_EQ(next, pb.lengths);
+  }
+}
+
+TEST(ReplayCli, WithoutLabelsWritesNoGoldOrGradients) {
+  TempDir dir;
+  const Problem pb = random_problem(Dims{2, 12, 4, 3}, 5, {12, 7});
+  const std::string in = (dir.path / "in.safetensors").string(), out = (dir.path / "out.safetensors").string();
+  st::save(in, problem_file(pb, false, false));
+  std::string err;
+  ASSERT_EQ(run_cli("crf replay " + in + " --backend cpu --out " + out, &err), 0) << err;
+  const st::File f = st::load(out);
+  EXPECT_TRUE(f.has("log_partition"));
+  EXPECT_TRUE(f.has("viterbi_segments"));
+  EXPECT_FALSE(f.has("nll"));
+  EXPECT_FALSE(f.has("grad_cum_scores"));
+  auto be = make_backend("reference");
+  HostRunOptions opt;
+  opt.gradients = false;
+  const HostResult r = run_host(*be, pb.dims, pb.params(), nullptr, opt);
+  expect_close(f.get("log_partition").to<double>(), r.log_z, 1e-9, 0.0, "log_partition");
+}
+
+TEST(ReplayCli, ErrorsLeaveNoOutput) {
+  TempDir dir;
+  Problem pb = random_problem(Dims{2, 10, 4, 3}, 9, {10, 6});
+  pb.labels[1 * 10 + 3] = 7;
+  const std::string in = (dir.path / "bad_label.safetensors").string(), out = (dir.path / "out.safetensors").string();
+  st::save(in, problem_file(pb, true, false));
+  std::string err;
+  EXPECT_EQ(run_cli("crf replay " + in + " --backend cpu --out " + out, &err), 1);
+  EXPECT_NE(err.find("error: " + in + ": crf: labels[1][3] = 7 is outside [0, C=3)"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // Missing tensor: the message names the file and the tensor.
+  st::File f = problem_file(pb, false, false);
+  f.tensors.erase("transition");
+  const std::string in2 = (dir.path / "no_transition.safetensors").string();
+  st::save(in2, f);
+  EXPECT_EQ(run_cli("crf replay " + in2 + " --backend reference --out " + out, &err), 1);
+  EXPECT_NE(err.find(in2), std::string::npos) << err;
+  EXPECT_NE(err.find("transition"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // Wrong dtype of lengths.
+  st::File g = problem_file(pb, false, false);
+  g.tensors["lengths"] = st::Tensor::from<float>({2}, std::vector<float>{10, 6});
+  const std::string in3 = (dir.path / "float_lengths.safetensors").string();
+  st::save(in3, g);
+  EXPECT_EQ(run_cli("crf replay " + in3 + " --out " + out, &err), 1);
+  EXPECT_NE(err.find("tensor 'lengths' has dtype F32, expected I32 or I64"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // Length outside [1, T].
+  st::File h = problem_file(pb, false, false);
+  h.tensors["lengths"] = st::Tensor::from<int32_t>({2}, std::vector<int32_t>{10, 11});
+  const std::string in4 = (dir.path / "long.safetensors").string();
+  st::save(in4, h);
+  EXPECT_EQ(run_cli("crf replay " + in4 + " --out " + out, &err), 1);
+  EXPECT_NE(err.find("lengths[1] = 11 is outside [1, T=10]"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // An existing OUT is left untouched by a failing run.
+  { std::ofstream(out) << "previous"; }
+  EXPECT_EQ(run_cli("crf replay " + in + " --out " + out, &err), 1);
+  std::ifstream prev(out);
+  std::string content;
+  prev >> content;
+  EXPECT_EQ(content, "previous");
+}
+
+}  // namespace
+}  // namespace timitseg::crf::testing
