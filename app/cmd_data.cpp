@@ -1,6 +1,201 @@
-// Subcommands of the data layer. (Being written; see app/commands.h.)
+// Subcommands of the data layer: prepare, features, synth (docs/data.md,
+// docs/features.md, docs/synth.md).
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "app/commands.h"
+#include "data/dataset.h"
+#include "data/features.h"
+#include "data/safetensors.h"
+#include "data/synth.h"
 
 namespace timitseg::app {
-void add_data_commands(CLI::App& app) { (void)app; }
+
+namespace {
+
+// Feature flags shared by `prepare` and `features`: each overrides the default of
+// the chosen --features type only when given.
+struct FeatureFlags {
+  std::string type = "mfcc";
+  int sample_rate = 16000, num_mel_bins = 23, num_ceps = 13;
+  double frame_length_ms = 25, frame_shift_ms = 10, preemph = 0.97, low_freq = 20, high_freq = 0, lifter = 22;
+  std::string window = "povey";
+  bool no_energy = false, energy = false, no_deltas = false, deltas = false, no_dc = false, no_snip = false,
+       allow_resample = false;
+  std::vector<std::pair<CLI::Option*, std::function<void(data::FeatureOptions&)>>> setters;
+
+  void add(CLI::App* s) {
+    s->add_option("--features", type, "Feature type: mfcc (13 cepstra with c0 = log energy, + deltas + delta-deltas = 39 "
+                                      "dims) or fbank (40 log-mel bins)")
+        ->check(CLI::IsMember({"mfcc", "fbank"}))
+        ->capture_default_str();
+    auto opt = [&](CLI::Option* o, std::function<void(data::FeatureOptions&)> f) { setters.emplace_back(o, f); };
+    opt(s->add_option("--sample-rate", sample_rate, "Expected audio sample rate in Hz (default 16000)"),
+        [this](data::FeatureOptions& o) { o.sample_rate = sample_rate; });
+    opt(s->add_option("--frame-length-ms", frame_length_ms, "Frame length in ms (default 25)"),
+        [this](data::FeatureOptions& o) { o.frame_length_ms = frame_length_ms; });
+    opt(s->add_option("--frame-shift-ms", frame_shift_ms, "Frame shift in ms (default 10)"),
+        [this](data::FeatureOptions& o) { o.frame_shift_ms = frame_shift_ms; });
+    opt(s->add_option("--preemph", preemph, "Pre-emphasis coefficient (default 0.97; 0 disables)"),
+        [this](data::FeatureOptions& o) { o.preemph_coeff = preemph; });
+    opt(s->add_option("--window", window, "Window: povey (default), hamming, hanning, sine, blackman, rectangular"),
+        [this](data::FeatureOptions& o) { o.window_type = window; });
+    opt(s->add_option("--num-mel-bins", num_mel_bins, "Number of mel bins (default 23 for mfcc, 40 for fbank)"),
+        [this](data::FeatureOptions& o) { o.num_mel_bins = num_mel_bins; });
+    opt(s->add_option("--low-freq", low_freq, "Lowest mel filter edge in Hz (default 20)"),
+        [this](data::FeatureOptions& o) { o.low_freq = low_freq; });
+    opt(s->add_option("--high-freq", high_freq, "Highest mel filter edge in Hz; <= 0 is an offset from Nyquist "
+                                                "(default 0 = Nyquist)"),
+        [this](data::FeatureOptions& o) { o.high_freq = high_freq; });
+    opt(s->add_option("--num-ceps", num_ceps, "mfcc: number of cepstra kept (default 13)"),
+        [this](data::FeatureOptions& o) { o.num_ceps = num_ceps; });
+    opt(s->add_option("--cepstral-lifter", lifter, "mfcc: cepstral lifter coefficient (default 22; 0 disables)"),
+        [this](data::FeatureOptions& o) { o.cepstral_lifter = lifter; });
+    opt(s->add_flag("--no-energy", no_energy, "mfcc: keep c0 instead of replacing it by the log energy"),
+        [](data::FeatureOptions& o) { o.use_energy = false; });
+    opt(s->add_flag("--energy", energy, "fbank: prepend the log energy as dimension 0 (Kaldi --use-energy)"),
+        [](data::FeatureOptions& o) { o.use_energy = true; });
+    opt(s->add_flag("--no-deltas", no_deltas, "mfcc: no deltas / delta-deltas (13 dims instead of 39)"),
+        [](data::FeatureOptions& o) { o.deltas = false; });
+    opt(s->add_flag("--deltas", deltas, "fbank: append deltas and delta-deltas (3x dims)"),
+        [](data::FeatureOptions& o) { o.deltas = true; });
+    opt(s->add_flag("--no-dc-removal", no_dc, "Do not subtract each frame's mean"),
+        [](data::FeatureOptions& o) { o.remove_dc_offset = false; });
+    opt(s->add_flag("--no-snip-edges", no_snip, "Kaldi --snip-edges=false: frames centred on t*shift + shift/2, "
+                                                "edges reflected"),
+        [](data::FeatureOptions& o) { o.snip_edges = false; });
+    opt(s->add_flag("--allow-resample", allow_resample, "Accept audio at other rates or sample sizes and resample it "
+                                                       "(windowed sinc) instead of rejecting it"),
+        [](data::FeatureOptions& o) { o.allow_resample = true; });
+  }
+  data::FeatureOptions options() const {
+    data::FeatureOptions o = data::FeatureOptions::defaults_for(type);
+    for (const auto& [opt, set] : setters)
+      if (opt->count() > 0) set(o);
+    data::validate(o);
+    return o;
+  }
+};
+
+}  // namespace
+
+void add_data_commands(CLI::App& app) {
+  // ---- prepare ----
+  {
+    auto* sub = app.add_subcommand(
+        "prepare",
+        "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), validate it, and write "
+        "features, frame labels, segments, CMVN statistics, phone maps and duration statistics for the splits train, "
+        "dev, core-test and test to WORKDIR (see docs/data.md). Re-running with the same corpus and options does "
+        "nothing unless --force.");
+    auto dir = std::make_shared<std::string>();
+    auto out = std::make_shared<std::string>();
+    auto threads = std::make_shared<int>(0);
+    auto strict = std::make_shared<bool>(false);
+    auto force = std::make_shared<bool>(false);
+    auto quiet = std::make_shared<bool>(false);
+    auto ff = std::make_shared<FeatureFlags>();
+    sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
+    sub->add_option("--out", *out, "Output WORKDIR (created if missing)")->required();
+    sub->add_option("--threads", *threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+    sub->add_flag("--strict", *strict, "Stop with a non-zero exit at any bad utterance (default: skip it with a "
+                                      "warning and count it)");
+    sub->add_flag("--force", *force, "Recompute even if WORKDIR is up to date");
+    sub->add_flag("--no-progress", *quiet, "No progress bar");
+    ff->add(sub);
+    sub->callback([=] {
+      data::PrepareOptions po;
+      po.timit_dir = *dir;
+      po.workdir = *out;
+      po.features = ff->options();
+      po.threads = *threads;
+      po.strict = *strict;
+      po.force = *force;
+      po.progress = !*quiet;
+      const data::PrepareSummary s = data::prepare(po);
+      if (s.up_to_date) {
+        spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);
+      } else {
+        spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
+                     s.sa_excluded, s.skipped, s.warnings);
+        spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} threads)", s.audio_seconds,
+                     s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9),
+                     po.threads > 0 ? po.threads : static_cast<int>(std::thread::hardware_concurrency()));
+      }
+      for (const auto& c : s.splits)
+        spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
+                     c.speakers, c.frames, c.seconds);
+    });
+  }
+  // ---- features ----
+  {
+    auto* sub = app.add_subcommand(
+        "features",
+        "Raw (not normalized) Kaldi-compatible features of audio files (NIST SPHERE or RIFF WAV): one F32 "
+        "[frames, dims] tensor per input, named by the path as given, in one safetensors file (docs/features.md).");
+    auto inputs = std::make_shared<std::vector<std::string>>();
+    auto out = std::make_shared<std::string>();
+    auto ff = std::make_shared<FeatureFlags>();
+    sub->add_option("wav", *inputs, "Audio files")->required();
+    sub->add_option("--out", *out, "Output .safetensors file (written atomically)")->required();
+    ff->add(sub);
+    sub->callback([=] {
+      const data::FeatureOptions o = ff->options();
+      st::File f;
+      f.metadata["feature_options"] = data::options_to_json(o);
+      for (const auto& path : *inputs) {
+        if (f.tensors.count(path)) throw std::invalid_argument(path + ": given twice");
+        const data::Audio a = data::read_audio(path);
+        int32_t T = 0;
+        std::vector<float> x;
+        try {
+          x = data::compute_features(a, o, &T);
+        } catch (const std::exception& e) {
+          throw std::runtime_error(path + ": " + e.what());
+        }
+        f.tensors[path] = st::Tensor::from<float>({T, o.dim()}, x);
+        spdlog::info("{}: {} frames x {} dims", path, T, o.dim());
+      }
+      st::save(*out, f);
+    });
+  }
+  // ---- synth ----
+  {
+    auto* sub = app.add_subcommand(
+        "synth",
+        "Write a synthetic TIMIT-layout corpus (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN, 16 kHz 16-bit) made by "
+        "per-phone source-filter synthesis; TEST holds speakers of the dev and core-test lists so every split is "
+        "non-empty. Deterministic per seed (docs/synth.md).");
+    auto o = std::make_shared<data::SynthOptions>();
+    sub->add_option("--out", o->out_dir, "Output folder (created)")->required();
+    sub->add_option("--speakers", o->speakers, "Number of speakers (>= 4; a third, at least 3, go to TEST)")
+        ->capture_default_str()
+        ->check(CLI::Range(4, 10000));
+    sub->add_option("--utterances-per-speaker", o->utterances_per_speaker,
+                    "SI/SX utterances per speaker (each speaker also gets one SA1, which prepare excludes)")
+        ->capture_default_str()
+        ->check(CLI::Range(1, 100000));
+    sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
+    sub->add_option("--noise-db", o->noise_db, "Background noise level relative to the speech RMS, in dB")
+        ->capture_default_str();
+    sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
+        ->check(CLI::IsMember({"sphere", "riff"}))
+        ->capture_default_str();
+    sub->add_flag("--lower-case", o->lower_case, "Lower-case file and folder names (default: upper case, as on the "
+                                                 "LDC discs)");
+    sub->callback([o] {
+      const data::SynthSummary s = data::synth_corpus(*o);
+      spdlog::info("{}: {} utterances ({:.1f} s of audio); TRAIN {} speakers, TEST {} speakers ({} dev, {} core-test)",
+                   o->out_dir, s.files, s.seconds, s.train_speakers, s.test_speakers, s.dev_speakers,
+                   s.core_test_speakers);
+    });
+  }
+}
+
 }  // namespace timitseg::app

@@ -12,6 +12,13 @@
 
 namespace timitseg::data {
 
+// A frame-level segment: a maximal run of equal frame labels (61 set).
+struct Segment {
+  int32_t start = 0;   // first frame
+  int32_t length = 0;  // number of frames (>= 1)
+  int32_t label = 0;   // index into PhoneSet::names61()
+};
+
 // One utterance of a prepared split.
 struct Utterance {
   std::string id;       // unique, e.g. "train/dr1/fcjf0/si1027" (lower case)
@@ -22,6 +29,7 @@ struct Utterance {
   std::vector<int32_t> labels;  // [num_frames], index into PhoneSet::names61() (never q)
   int64_t num_samples = 0;      // audio length in samples
   std::string audio_path;       // source .WAV path as found
+  std::vector<Segment> segments;  // maximal runs of `labels` (61 set), in order (added by the data layer)
 };
 
 struct Split {
@@ -33,7 +41,7 @@ struct Split {
 struct Cmvn {
   std::vector<double> mean;  // [dim]
   std::vector<double> var;   // [dim] (population variance)
-  // x[t][d] = (x[t][d] - mean[d]) / sqrt(var[d] + 1e-10 floor documented in docs)
+  // x[t][d] = (x[t][d] - mean[d]) / sqrt(max(var[d], kCmvnVarFloor = 1e-10)) (docs/data.md)
   void apply(float* feats /*[T][dim]*/, int64_t num_frames) const;
 };
 
@@ -46,5 +54,34 @@ const std::vector<std::string>& split_names();
 Split load_split(const std::string& workdir, const std::string& split);
 Cmvn load_cmvn(const std::string& workdir);
 FeatureOptions load_feature_options(const std::string& workdir);
+
+// ---- additions of the data layer (not part of the original contract) ----
+// Floor of the variance in Cmvn::apply.
+constexpr double kCmvnVarFloor = 1e-10;
+// Maximal runs of equal labels: [start, length, label] per run.
+std::vector<Segment> frame_segments(const std::vector<int32_t>& labels);
+// Version of the WORKDIR layout written by prepare (manifest.json "format_version").
+constexpr int kPreparedFormatVersion = 1;
+
+// `timitseg prepare` (data/prepare.cpp).
+struct PrepareOptions {
+  std::string timit_dir;  // TIMIT root (holds TRAIN and/or TEST, either case)
+  std::string workdir;    // output folder (created)
+  FeatureOptions features;
+  int threads = 0;        // <= 0: hardware concurrency
+  bool strict = false;    // stop at the first bad utterance (non-zero exit)
+  bool force = false;     // recompute even if WORKDIR is up to date
+  bool progress = true;   // progress bar on stderr
+};
+struct PrepareSummary {
+  bool up_to_date = false;  // nothing was done (same corpus and options)
+  int64_t utterances_found = 0, sa_excluded = 0, skipped = 0, warnings = 0;
+  std::vector<std::string> problems;  // every problem line, "FILE:LINE: message"
+  struct SplitCount { std::string name; int64_t utterances = 0, frames = 0, speakers = 0; double seconds = 0; };
+  std::vector<SplitCount> splits;
+  double audio_seconds = 0.0;  // audio processed (unique utterances)
+  double wall_seconds = 0.0;
+};
+PrepareSummary prepare(const PrepareOptions& opts);
 
 }  // namespace timitseg::data

@@ -36,6 +36,8 @@ struct FeatureOptions {
 struct Audio {
   std::vector<float> samples;
   int sample_rate = 0;
+  int bits = 16;          // sample size of the file's PCM encoding (0: not integer PCM, e.g. float)
+  std::string container;  // "NIST SPHERE", "RIFF WAV", ... (libsndfile major format)
 };
 
 // Reads NIST SPHERE or RIFF WAV through libsndfile. Throws naming the file.
@@ -46,7 +48,24 @@ Audio read_audio(const std::string& path);
 std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames);
 
 // Frame t covers samples [t*shift, t*shift + length); its label is the phone
-// covering the frame centre t*shift + length/2 (docs/data.md).
+// covering the frame centre t*shift + length/2 (docs/data.md). (With
+// snip_edges false the frame is centred on t*shift + shift/2, Kaldi's rule.)
 int64_t frame_center_sample(int64_t t, const FeatureOptions& opts);
+
+// ---- additions of the data layer (not part of the original contract) ----
+// Number of frames for N samples (snip_edges true: 1 + (N - len) / shift, 0 if
+// N < len; false: Kaldi's (N + shift/2) / shift).
+int64_t num_frames_for(int64_t num_samples, const FeatureOptions& opts);
+// Band-limited resampling (Hann-windowed sinc, 16 zero crossings each side),
+// used only when FeatureOptions::allow_resample is set.
+std::vector<float> resample(const std::vector<float>& x, int from_rate, int to_rate);
+// Checks the options (positive sizes, mel range inside (0, Nyquist], ...);
+// throws std::invalid_argument naming the option.
+void validate(const FeatureOptions& opts);
+// Every option as a JSON object (manifest.json) and back; from_json starts
+// from defaults_for(type) (mfcc when no type) and throws naming the unknown or
+// ill-typed key.
+std::string options_to_json(const FeatureOptions& opts);
+FeatureOptions options_from_json(const std::string& json_text);
 
 }  // namespace timitseg::data

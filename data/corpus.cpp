@@ -1,0 +1,233 @@
+#include "data/corpus.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+
+#include "data/phones.h"
+#include "data/timit_lists.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::data {
+
+std::string to_lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string Problem::str() const {
+  std::string s = file;
+  if (line > 0) s += ":" + std::to_string(line);
+  s += ": ";
+  s += error ? "" : "warning: ";
+  return s + message;
+}
+
+namespace {
+bool parse_int64(const std::string& s, int64_t* out) {
+  if (s.empty()) return false;
+  size_t i = (s[0] == '-' || s[0] == '+') ? 1 : 0;
+  if (i == s.size()) return false;
+  for (size_t k = i; k < s.size(); ++k)
+    if (!std::isdigit(static_cast<unsigned char>(s[k]))) return false;
+  try {
+    *out = std::stoll(s);
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text, int64_t num_samples,
+                                std::vector<Problem>* problems) {
+  const PhoneSet& ps = PhoneSet::timit();
+  std::vector<PhnEntry> out;
+  auto report = [&](int line, const std::string& msg, bool error) {
+    if (problems) problems->push_back({path, line, msg, error});
+  };
+  std::istringstream in(text);
+  std::string line;
+  int lineno = 0;
+  bool any_error = false;
+  int64_t prev_end = 0;
+  bool have_prev = false, after_bad = false;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream ls(line);
+    std::vector<std::string> fields;
+    std::string f;
+    while (ls >> f) fields.push_back(f);
+    if (fields.empty()) continue;  // blank line
+    PhnEntry e;
+    e.line = lineno;
+    if (fields.size() != 3 || !parse_int64(fields[0], &e.start) || !parse_int64(fields[1], &e.end)) {
+      report(lineno, "expected 'start end phone' (two integers and a label), got '" + line + "'", true);
+      any_error = true;
+      after_bad = true;  // no gap / overlap verdict against an unreadable line
+      continue;
+    }
+    e.phone = fields[2];
+    bool bad = false;
+    if (e.start < 0) { report(lineno, "start " + std::to_string(e.start) + " is negative", true); bad = true; }
+    if (e.start >= e.end) {
+      report(lineno, "start " + std::to_string(e.start) + " is not before end " + std::to_string(e.end), true);
+      bad = true;
+    }
+    if (num_samples >= 0 && e.end > num_samples) {
+      report(lineno, "end " + std::to_string(e.end) + " is past the end of the audio (" + std::to_string(num_samples) +
+                         " samples)", true);
+      bad = true;
+    }
+    if (ps.index61(e.phone) < 0) { report(lineno, "unknown phone '" + e.phone + "'", true); bad = true; }
+    if (!bad && !after_bad) {
+      if (have_prev && e.start < prev_end) {
+        report(lineno, "overlaps the previous phone (starts at " + std::to_string(e.start) + ", previous ends at " +
+                           std::to_string(prev_end) + ")", true);
+        bad = true;
+      } else if (have_prev && e.start > prev_end) {
+        report(lineno, "gap of " + std::to_string(e.start - prev_end) + " samples after the previous phone (" +
+                           std::to_string(prev_end) + " .. " + std::to_string(e.start) + ")", false);
+      } else if (!have_prev && e.start > 0) {
+        report(lineno, "gap of " + std::to_string(e.start) + " samples before the first phone", false);
+      }
+    }
+    after_bad = false;
+    if (bad) {
+      any_error = true;
+      // a line whose times are sound (e.g. only the phone is unknown) still
+      // marks where the next phone should start
+      if (e.start >= 0 && e.start < e.end) { prev_end = std::max(prev_end, e.end); have_prev = true; }
+      continue;
+    }
+    prev_end = e.end;
+    have_prev = true;
+    out.push_back(e);
+  }
+  if (!any_error) {
+    if (out.empty()) report(0, "no phones", true);
+    else if (std::all_of(out.begin(), out.end(), [](const PhnEntry& e) { return e.phone == "q"; }))
+      report(0, "only q (glottal stop) phones: no frame can be labelled", true);
+  }
+  return out;
+}
+
+std::vector<int32_t> frame_labels(const std::vector<PhnEntry>& phones, int64_t num_frames, const FeatureOptions& opts,
+                                  double scale) {
+  const PhoneSet& ps = PhoneSet::timit();
+  if (phones.empty()) throw std::invalid_argument("frame_labels: no phones");
+  // Resolve q: label of the preceding phone (after resolution), else the next non-q.
+  const int q = ps.index61("q");
+  std::vector<int> lab(phones.size());
+  for (size_t i = 0; i < phones.size(); ++i) {
+    int idx = ps.index61(phones[i].phone);
+    if (idx < 0) throw std::invalid_argument("frame_labels: unknown phone '" + phones[i].phone + "'");
+    lab[i] = idx;
+  }
+  int first_non_q = -1;
+  for (size_t i = 0; i < lab.size(); ++i)
+    if (lab[i] != q) { first_non_q = static_cast<int>(i); break; }
+  if (first_non_q < 0) throw std::invalid_argument("frame_labels: only q phones");
+  for (size_t i = 0; i < lab.size(); ++i)
+    if (lab[i] == q) lab[i] = (i == 0 || static_cast<int>(i) < first_non_q) ? lab[first_non_q] : lab[i - 1];
+  std::vector<int32_t> out(static_cast<size_t>(num_frames));
+  size_t p = 0;  // last phone whose start <= centre
+  for (int64_t t = 0; t < num_frames; ++t) {
+    const double c = static_cast<double>(frame_center_sample(t, opts));
+    while (p + 1 < phones.size() && phones[p + 1].start * scale <= c) ++p;
+    out[static_cast<size_t>(t)] = lab[p];  // covering phone, or the one before a gap; first phone before it starts
+  }
+  return out;
+}
+
+namespace {
+std::vector<fs::directory_entry> sorted_entries(const fs::path& dir) {
+  std::vector<fs::directory_entry> v;
+  for (const auto& e : fs::directory_iterator(dir)) v.push_back(e);
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path().filename() < b.path().filename(); });
+  return v;
+}
+}  // namespace
+
+std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Problem>* problems) {
+  auto report = [&](const std::string& file, const std::string& msg, bool error) {
+    if (problems) problems->push_back({file, 0, msg, error});
+  };
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) throw std::runtime_error(root + ": not a folder");
+  std::vector<CorpusUtterance> out;
+  std::map<std::string, std::string> seen;  // id -> wav path
+  bool found_part = false;
+  for (const auto& pe : sorted_entries(root)) {
+    const std::string part = to_lower(pe.path().filename().string());
+    if (!pe.is_directory() || (part != "train" && part != "test")) continue;
+    found_part = true;
+    for (const auto& de : sorted_entries(pe.path())) {
+      if (!de.is_directory()) continue;
+      const std::string dr = to_lower(de.path().filename().string());
+      if (dr.rfind("dr", 0) != 0) {
+        report(de.path().string(), "not a dialect-region folder (DR1..DR8): ignored", false);
+        continue;
+      }
+      for (const auto& se : sorted_entries(de.path())) {
+        if (!se.is_directory()) continue;
+        const std::string spk = to_lower(se.path().filename().string());
+        std::map<std::string, std::string> phn_by_stem;
+        std::vector<std::pair<std::string, std::string>> wavs;  // stem, path
+        for (const auto& fe : sorted_entries(se.path())) {
+          if (!fe.is_regular_file()) continue;
+          const std::string fname = fe.path().filename().string();
+          const std::string lower = to_lower(fname);
+          if (lower.size() < 5) continue;
+          const std::string ext = lower.substr(lower.size() - 4);
+          std::string stem = lower.substr(0, lower.size() - 4);
+          // converted copies beside the originals: "SI1027.WAV.wav" is the same utterance as "SI1027.WAV"
+          if (ext == ".wav" && stem.size() > 4 && stem.substr(stem.size() - 4) == ".wav") stem.resize(stem.size() - 4);
+          if (ext == ".wav") wavs.emplace_back(stem, fe.path().string());
+          else if (ext == ".phn") phn_by_stem.emplace(stem, fe.path().string());
+        }
+        for (const auto& [stem, wav] : wavs) {
+          CorpusUtterance u{part, dr, spk, stem, wav, ""};
+          auto it = phn_by_stem.find(stem);
+          if (it != phn_by_stem.end()) u.phn_path = it->second;
+          auto [sit, inserted] = seen.emplace(u.id(), wav);
+          if (!inserted) {
+            report(wav, "duplicate of " + sit->second + " (same utterance, other letter case or format): ignored",
+                   false);
+            continue;
+          }
+          out.push_back(u);
+        }
+      }
+    }
+  }
+  if (!found_part) {
+    std::string hint;  // copies often nest the tree one level down (e.g. timit/TIMIT/TRAIN)
+    for (const auto& e : sorted_entries(root))
+      if (e.is_directory())
+        for (const auto& f : sorted_entries(e.path())) {
+          const std::string n = to_lower(f.path().filename().string());
+          if (f.is_directory() && (n == "train" || n == "test") && hint.empty())
+            hint = " (did you mean --timit " + e.path().string() + "?)";
+        }
+    throw std::runtime_error(root + ": no TRAIN or TEST folder (either letter case): not a TIMIT tree" + hint);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.id() < b.id(); });
+  return out;
+}
+
+std::vector<std::string> splits_of(const CorpusUtterance& u) {
+  if (u.is_sa()) return {};
+  if (u.part == "train") return {"train"};
+  std::vector<std::string> s{"test"};
+  if (dev_speakers().count(u.speaker)) s.push_back("dev");
+  if (core_test_speakers().count(u.speaker)) s.push_back("core-test");
+  return s;
+}
+
+}  // namespace timitseg::data

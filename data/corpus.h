@@ -1,0 +1,76 @@
+// Reading a TIMIT tree: TRAIN|TEST / DR1..DR8 / SPEAKER / UTT.{WAV,PHN}, in
+// either letter case; .PHN parsing and validation; split membership; frame
+// labels (the phone covering each frame centre, q merged into its neighbour)
+// and frame-level segments. See docs/data.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/features.h"
+
+namespace timitseg::data {
+
+// One validation finding. Rendered as "FILE:LINE: message" (line 0: the file
+// as a whole, rendered "FILE: message"). error = the utterance is unusable
+// (skipped by prepare, fatal with --strict); otherwise a warning (e.g. a gap).
+struct Problem {
+  std::string file;
+  int line = 0;
+  std::string message;
+  bool error = true;
+  std::string str() const;
+};
+
+// One line of a .PHN file: samples [start, end) carry `phone` (a 61-set label).
+struct PhnEntry {
+  int64_t start = 0, end = 0;
+  std::string phone;
+  int line = 0;  // 1-based line in the file
+};
+
+// Parses the text of a .PHN file (`path` is used in messages only) and validates
+// it: each line `start end phone`, 0 <= start < end <= num_samples (skipped when
+// num_samples < 0), a known 61-set phone, no overlap with the previous line
+// (errors); gaps between consecutive phones or before the first are warnings.
+// A file with no phones, or only q, is an error. Returns the entries that parsed.
+std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text, int64_t num_samples,
+                                std::vector<Problem>* problems);
+
+// Frame labels [num_frames] (indices into PhoneSet::names61(), never q) of an
+// utterance whose .PHN entries are valid (sorted, non-overlapping):
+//  - frame t takes the phone covering frame_center_sample(t) (start <= c < end);
+//  - a centre in a gap or after the last phone takes the phone before it, a
+//    centre before the first phone takes the first phone;
+//  - q (glottal stop, no 48/39 target) is merged into the preceding phone (its
+//    frames take that phone's label); a q with no phone before it takes the
+//    label of the following non-q phone.
+// `scale` multiplies the .PHN sample positions (used when the audio is resampled).
+std::vector<int32_t> frame_labels(const std::vector<PhnEntry>& phones, int64_t num_frames, const FeatureOptions& opts,
+                                  double scale = 1.0);
+
+// One utterance found in a TIMIT tree. Names are lower case; paths as found.
+struct CorpusUtterance {
+  std::string part;     // "train" | "test" (the top folder)
+  std::string dialect;  // "dr1"
+  std::string speaker;  // "fcjf0"
+  std::string name;     // "si1027"
+  std::string wav_path, phn_path;  // phn_path empty when no .PHN was found
+  std::string id() const { return part + "/" + dialect + "/" + speaker + "/" + name; }
+  bool is_sa() const { return name.rfind("sa", 0) == 0; }
+};
+
+// Lists every .WAV of ROOT/{TRAIN,TEST}/DR*/SPEAKER/ (any letter case), sorted by
+// id. Problems (missing .PHN, duplicate utterances, stray folders) are appended.
+// Throws if ROOT has neither a TRAIN nor a TEST folder.
+std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Problem>* problems);
+
+// The prepared splits an utterance belongs to: SA sentences none; TRAIN
+// {"train"}; TEST {"test"} plus "dev" (50 speakers) and/or "core-test"
+// (24 speakers) from the embedded lists.
+std::vector<std::string> splits_of(const CorpusUtterance& u);
+
+std::string to_lower(std::string s);
+
+}  // namespace timitseg::data

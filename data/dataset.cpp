@@ -1,0 +1,160 @@
+// Loading a prepared WORKDIR (see data/dataset.h and docs/data.md): every file
+// is checked against the SHA-256 and size recorded in WORKDIR/manifest.json
+// before it is parsed.
+#include "data/dataset.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "data/prepare_internal.h"
+#include "data/safetensors.h"
+#include "data/sha256.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::data {
+
+const std::vector<std::string>& split_names() {
+  static const std::vector<std::string> names{"train", "dev", "core-test", "test"};
+  return names;
+}
+
+void Cmvn::apply(float* feats, int64_t num_frames) const {
+  const size_t dim = mean.size();
+  if (var.size() != dim) throw std::invalid_argument("Cmvn: mean and var have different sizes");
+  std::vector<double> inv(dim);
+  for (size_t d = 0; d < dim; ++d) inv[d] = 1.0 / std::sqrt(std::max(var[d], kCmvnVarFloor));
+  for (int64_t t = 0; t < num_frames; ++t) {
+    float* row = feats + t * static_cast<int64_t>(dim);
+    for (size_t d = 0; d < dim; ++d) row[d] = static_cast<float>((row[d] - mean[d]) * inv[d]);
+  }
+}
+
+std::vector<Segment> frame_segments(const std::vector<int32_t>& labels) {
+  std::vector<Segment> out;
+  for (size_t t = 0; t < labels.size(); ++t) {
+    if (!out.empty() && out.back().label == labels[t]) ++out.back().length;
+    else out.push_back({static_cast<int32_t>(t), 1, labels[t]});
+  }
+  return out;
+}
+
+namespace {
+
+std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to rebuild the cache"; }
+
+nlohmann::json read_manifest(const std::string& workdir) {
+  const std::string path = (fs::path(workdir) / "manifest.json").string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": missing (not a prepared WORKDIR?)" + rerun_hint());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(ss.str());
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": corrupt (" + e.what() + ")" + rerun_hint());
+  }
+  if (!j.is_object() || !j.contains("format_version") || !j.contains("files"))
+    throw std::runtime_error(path + ": not a timitseg manifest" + rerun_hint());
+  if (j["format_version"] != kPreparedFormatVersion)
+    throw std::runtime_error(path + ": format version " + j["format_version"].dump() + ", this build reads " +
+                             std::to_string(kPreparedFormatVersion) + rerun_hint());
+  return j;
+}
+
+}  // namespace
+
+std::string verified_file(const std::string& workdir, const std::string& name) {
+  nlohmann::json m = read_manifest(workdir);
+  const std::string path = (fs::path(workdir) / name).string();
+  if (!m["files"].contains(name)) throw std::runtime_error(path + ": not listed in manifest.json" + rerun_hint());
+  const auto& entry = m["files"][name];
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) throw std::runtime_error(path + ": missing" + rerun_hint());
+  const uint64_t want_bytes = entry.at("bytes").get<uint64_t>();
+  const uint64_t have_bytes = fs::file_size(path, ec);
+  if (ec || have_bytes != want_bytes)
+    throw std::runtime_error(path + ": size " + std::to_string(have_bytes) + " bytes, manifest says " +
+                             std::to_string(want_bytes) + " (truncated or replaced)" + rerun_hint());
+  uint64_t n = 0;
+  const std::string sum = sha256_file(path, &n);
+  if (sum != entry.at("sha256").get<std::string>())
+    throw std::runtime_error(path + ": SHA-256 checksum mismatch (the file was edited or corrupted)" + rerun_hint());
+  return path;
+}
+
+Split load_split(const std::string& workdir, const std::string& split) {
+  bool known = false;
+  for (const auto& s : split_names()) known |= (s == split);
+  if (!known) throw std::invalid_argument("unknown split '" + split + "' (train, dev, core-test, test)");
+  const std::string path = verified_file(workdir, split + ".safetensors");
+  st::File f = st::load(path);
+  Split out;
+  out.name = split;
+  auto meta = [&](const std::string& key) {
+    auto it = f.metadata.find(key);
+    if (it == f.metadata.end()) throw std::runtime_error(path + ": no metadata '" + key + "'" + rerun_hint());
+    return it->second;
+  };
+  nlohmann::json utts;
+  try {
+    utts = nlohmann::json::parse(meta("utterances"));
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": metadata 'utterances' is not JSON" + rerun_hint());
+  }
+  const int64_t U = static_cast<int64_t>(utts.size());
+  const st::Tensor& ft = f.get("features", st::DType::F32, {-1, -1});
+  const int64_t F = ft.shape[0], dim = ft.shape[1];
+  const auto feats = ft.to<float>();
+  const auto labels = f.get("labels", st::DType::I32, {F}).to<int32_t>();
+  const auto foff = f.get("utt_frame_offsets", st::DType::I64, {U + 1}).to<int64_t>();
+  const auto nsamp = f.get("num_samples", st::DType::I64, {U}).to<int64_t>();
+  const st::Tensor& segt = f.get("segments", st::DType::I32, {-1, 3});
+  const auto segs = segt.to<int32_t>();
+  const int64_t S = segt.shape[0];
+  const auto soff = f.get("utt_segment_offsets", st::DType::I64, {U + 1}).to<int64_t>();
+  if (foff[0] != 0 || foff[U] != F || soff[0] != 0 || soff[U] != S)
+    throw std::runtime_error(path + ": offsets do not cover the tensors" + rerun_hint());
+  out.utterances.resize(static_cast<size_t>(U));
+  for (int64_t u = 0; u < U; ++u) {
+    Utterance& x = out.utterances[static_cast<size_t>(u)];
+    if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u])
+      throw std::runtime_error(path + ": decreasing offsets at utterance " + std::to_string(u) + rerun_hint());
+    x.id = utts[u].at("id").get<std::string>();
+    x.speaker = utts[u].at("speaker").get<std::string>();
+    x.audio_path = utts[u].at("audio").get<std::string>();
+    x.num_frames = static_cast<int32_t>(foff[u + 1] - foff[u]);
+    x.dim = static_cast<int32_t>(dim);
+    x.num_samples = nsamp[u];
+    x.features.assign(feats.begin() + foff[u] * dim, feats.begin() + foff[u + 1] * dim);
+    x.labels.assign(labels.begin() + foff[u], labels.begin() + foff[u + 1]);
+    for (int64_t s = soff[u]; s < soff[u + 1]; ++s)
+      x.segments.push_back({segs[3 * s], segs[3 * s + 1], segs[3 * s + 2]});
+  }
+  return out;
+}
+
+Cmvn load_cmvn(const std::string& workdir) {
+  const std::string path = verified_file(workdir, "cmvn.safetensors");
+  st::File f = st::load(path);
+  Cmvn c;
+  const st::Tensor& m = f.get("mean", st::DType::F64, {-1});
+  c.mean = m.to<double>();
+  c.var = f.get("var", st::DType::F64, {m.shape[0]}).to<double>();
+  return c;
+}
+
+FeatureOptions load_feature_options(const std::string& workdir) {
+  nlohmann::json m = read_manifest(workdir);
+  if (!m.contains("feature_options"))
+    throw std::runtime_error((fs::path(workdir) / "manifest.json").string() + ": no feature_options" + rerun_hint());
+  return options_from_json(m["feature_options"].dump());
+}
+
+}  // namespace timitseg::data

@@ -1,0 +1,405 @@
+// Kaldi-compatible MFCC / log-mel filterbank features (dither 0), following
+// Kaldi's feature-window.cc, mel-computations.cc, feature-mfcc.cc,
+// feature-fbank.cc and feature-functions.cc (DeltaFeatures). Computed in
+// double precision; see docs/features.md for every step.
+#include "data/features.h"
+
+#include <sndfile.h>
+
+#include <cmath>
+#include <complex>
+#include <limits>
+#include <memory>
+#include <stdexcept>
+#include <unsupported/Eigen/FFT>
+
+#include <nlohmann/json.hpp>
+
+namespace timitseg::data {
+
+namespace {
+constexpr double kPi = 3.14159265358979323846;
+// Kaldi's floor for log energies and log mel energies: FLT_EPSILON.
+const double kLogFloor = static_cast<double>(std::numeric_limits<float>::epsilon());
+
+double mel_scale(double hz) { return 1127.0 * std::log(1.0 + hz / 700.0); }
+
+int round_up_pow2(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+}  // namespace
+
+int FeatureOptions::frame_length_samples() const {
+  return static_cast<int>(sample_rate * 0.001 * frame_length_ms);  // Kaldi: truncation
+}
+int FeatureOptions::frame_shift_samples() const { return static_cast<int>(sample_rate * 0.001 * frame_shift_ms); }
+
+int FeatureOptions::dim() const {
+  int base = (type == "mfcc") ? num_ceps : num_mel_bins + (use_energy ? 1 : 0);
+  return deltas ? 3 * base : base;
+}
+
+FeatureOptions FeatureOptions::defaults_for(const std::string& type) {
+  FeatureOptions o;
+  if (type == "mfcc") return o;
+  if (type == "fbank") {
+    o.type = "fbank";
+    o.num_mel_bins = 40;
+    o.use_energy = false;  // Kaldi compute-fbank-feats default
+    o.deltas = false;
+    return o;
+  }
+  throw std::invalid_argument("feature type must be mfcc or fbank, got '" + type + "'");
+}
+
+void validate(const FeatureOptions& o) {
+  auto bad = [](const std::string& what) { throw std::invalid_argument("feature option " + what); };
+  if (o.type != "mfcc" && o.type != "fbank") bad("type must be mfcc or fbank, got '" + o.type + "'");
+  if (o.sample_rate <= 0) bad("sample_rate must be > 0");
+  if (o.frame_length_samples() < 2) bad("frame_length_ms gives fewer than 2 samples per frame");
+  if (o.frame_shift_samples() < 1) bad("frame_shift_ms gives 0 samples per shift");
+  if (o.window_type != "povey" && o.window_type != "hamming" && o.window_type != "hanning" &&
+      o.window_type != "rectangular" && o.window_type != "sine" && o.window_type != "blackman")
+    bad("window_type must be povey, hamming, hanning, rectangular, sine or blackman, got '" + o.window_type + "'");
+  if (o.preemph_coeff < 0.0 || o.preemph_coeff > 1.0) bad("preemph_coeff must be in [0, 1]");
+  if (o.num_mel_bins < 3) bad("num_mel_bins must be >= 3");
+  double nyq = 0.5 * o.sample_rate;
+  double high = o.high_freq > 0.0 ? o.high_freq : nyq + o.high_freq;
+  if (o.low_freq < 0.0 || o.low_freq >= nyq) bad("low_freq must be in [0, Nyquist)");
+  if (high <= o.low_freq || high > nyq) bad("high_freq must be in (low_freq, Nyquist] (<= 0: offset from Nyquist)");
+  if (o.type == "mfcc" && (o.num_ceps < 1 || o.num_ceps > o.num_mel_bins)) bad("num_ceps must be in [1, num_mel_bins]");
+}
+
+int64_t num_frames_for(int64_t n, const FeatureOptions& o) {
+  const int64_t len = o.frame_length_samples(), shift = o.frame_shift_samples();
+  if (o.snip_edges) return n < len ? 0 : 1 + (n - len) / shift;
+  return (n + shift / 2) / shift;
+}
+
+int64_t frame_center_sample(int64_t t, const FeatureOptions& o) {
+  const int64_t len = o.frame_length_samples(), shift = o.frame_shift_samples();
+  if (o.snip_edges) return t * shift + len / 2;
+  return t * shift + shift / 2;
+}
+
+std::string options_to_json(const FeatureOptions& o) {
+  nlohmann::ordered_json j;
+  j["type"] = o.type;
+  j["sample_rate"] = o.sample_rate;
+  j["frame_length_ms"] = o.frame_length_ms;
+  j["frame_shift_ms"] = o.frame_shift_ms;
+  j["snip_edges"] = o.snip_edges;
+  j["remove_dc_offset"] = o.remove_dc_offset;
+  j["preemph_coeff"] = o.preemph_coeff;
+  j["window_type"] = o.window_type;
+  j["num_mel_bins"] = o.num_mel_bins;
+  j["low_freq"] = o.low_freq;
+  j["high_freq"] = o.high_freq;
+  j["num_ceps"] = o.num_ceps;
+  j["cepstral_lifter"] = o.cepstral_lifter;
+  j["use_energy"] = o.use_energy;
+  j["deltas"] = o.deltas;
+  j["allow_resample"] = o.allow_resample;
+  j["dither"] = 0.0;
+  j["dim"] = o.dim();
+  return j.dump();
+}
+
+FeatureOptions options_from_json(const std::string& text) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(std::string("feature options: invalid JSON: ") + e.what());
+  }
+  if (!j.is_object()) throw std::runtime_error("feature options: expected a JSON object");
+  // Keys not given keep the defaults of the given type (defaults_for), so
+  // {"type": "fbank"} means Kaldi's fbank defaults.
+  FeatureOptions o;
+  if (j.contains("type")) {
+    if (!j["type"].is_string()) throw std::runtime_error("feature options: key 'type': not a string");
+    o = FeatureOptions::defaults_for(j["type"].get<std::string>());
+  }
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const auto& v = it.value();
+    try {
+      if (k == "type") o.type = v.get<std::string>();
+      else if (k == "sample_rate") o.sample_rate = v.get<int>();
+      else if (k == "frame_length_ms") o.frame_length_ms = v.get<double>();
+      else if (k == "frame_shift_ms") o.frame_shift_ms = v.get<double>();
+      else if (k == "snip_edges") o.snip_edges = v.get<bool>();
+      else if (k == "remove_dc_offset") o.remove_dc_offset = v.get<bool>();
+      else if (k == "preemph_coeff") o.preemph_coeff = v.get<double>();
+      else if (k == "window_type") o.window_type = v.get<std::string>();
+      else if (k == "num_mel_bins") o.num_mel_bins = v.get<int>();
+      else if (k == "low_freq") o.low_freq = v.get<double>();
+      else if (k == "high_freq") o.high_freq = v.get<double>();
+      else if (k == "num_ceps") o.num_ceps = v.get<int>();
+      else if (k == "cepstral_lifter") o.cepstral_lifter = v.get<double>();
+      else if (k == "use_energy") o.use_energy = v.get<bool>();
+      else if (k == "deltas") o.deltas = v.get<bool>();
+      else if (k == "allow_resample") o.allow_resample = v.get<bool>();
+      else if (k == "dither" || k == "dim") continue;  // informational
+      else throw std::runtime_error("unknown key");
+    } catch (const std::exception& e) {
+      throw std::runtime_error("feature options: key '" + k + "': " + e.what());
+    }
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------
+Audio read_audio(const std::string& path) {
+  SF_INFO info{};
+  SNDFILE* f = sf_open(path.c_str(), SFM_READ, &info);
+  if (!f) throw std::runtime_error(path + ": cannot read audio: " + sf_strerror(nullptr));
+  std::unique_ptr<SNDFILE, int (*)(SNDFILE*)> guard(f, sf_close);
+  if (info.channels != 1)
+    throw std::runtime_error(path + ": " + std::to_string(info.channels) + " channels, expected mono");
+  Audio a;
+  a.sample_rate = info.samplerate;
+  switch (info.format & SF_FORMAT_SUBMASK) {
+    case SF_FORMAT_PCM_S8: case SF_FORMAT_PCM_U8: a.bits = 8; break;
+    case SF_FORMAT_PCM_16: a.bits = 16; break;
+    case SF_FORMAT_PCM_24: a.bits = 24; break;
+    case SF_FORMAT_PCM_32: a.bits = 32; break;
+    default: a.bits = 0;
+  }
+  switch (info.format & SF_FORMAT_TYPEMASK) {
+    case SF_FORMAT_NIST: a.container = "NIST SPHERE"; break;
+    case SF_FORMAT_WAV: a.container = "RIFF WAV"; break;
+    default: a.container = "other";
+  }
+  a.samples.resize(static_cast<size_t>(info.frames));
+  // Normalized float reading gives s / 32768 for 16-bit PCM, exact in float;
+  // scaling back by 32768 yields the int16 range Kaldi uses.
+  sf_command(f, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
+  sf_count_t got = sf_readf_float(f, a.samples.data(), info.frames);
+  if (got != info.frames)
+    throw std::runtime_error(path + ": truncated audio: read " + std::to_string(got) + " of " +
+                             std::to_string(info.frames) + " samples");
+  for (float& s : a.samples) s *= 32768.0f;
+  return a;
+}
+
+std::vector<float> resample(const std::vector<float>& x, int from, int to) {
+  if (from <= 0 || to <= 0) throw std::invalid_argument("resample: rates must be > 0");
+  if (from == to) return x;
+  const double ratio = static_cast<double>(to) / from;
+  const double cutoff = 0.5 * std::min(from, to) * 0.97;  // Hz, below both Nyquists
+  const int zeros = 16;
+  const double half_width = zeros / (2.0 * cutoff);  // seconds
+  const int64_t n_out = static_cast<int64_t>(std::floor(x.size() * ratio));
+  std::vector<float> y(static_cast<size_t>(n_out));
+  for (int64_t n = 0; n < n_out; ++n) {
+    const double t = static_cast<double>(n) / to;
+    const int64_t k0 = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((t - half_width) * from)));
+    const int64_t k1 = std::min<int64_t>(static_cast<int64_t>(x.size()) - 1,
+                                         static_cast<int64_t>(std::floor((t + half_width) * from)));
+    double acc = 0.0;
+    for (int64_t k = k0; k <= k1; ++k) {
+      const double dt = t - static_cast<double>(k) / from;
+      const double arg = 2.0 * cutoff * dt;
+      const double sinc = (arg == 0.0) ? 1.0 : std::sin(kPi * arg) / (kPi * arg);
+      const double win = 0.5 + 0.5 * std::cos(kPi * dt / half_width);
+      acc += x[static_cast<size_t>(k)] * (2.0 * cutoff / from) * sinc * win;
+    }
+    y[static_cast<size_t>(n)] = static_cast<float>(acc);
+  }
+  return y;
+}
+
+// ---------------------------------------------------------------------------
+namespace {
+
+struct Extractor {
+  FeatureOptions o;
+  int len = 0, shift = 0, nfft = 0;
+  std::vector<double> window;              // [len]
+  std::vector<int> bank_first;             // [bins] first FFT bin with a weight
+  std::vector<std::vector<double>> bank;   // [bins][...] triangular weights
+  std::vector<double> dct;                 // [num_ceps][bins] orthonormal DCT-II rows
+  std::vector<double> lifter;              // [num_ceps]
+  Eigen::FFT<double> fft;
+
+  explicit Extractor(const FeatureOptions& opts) : o(opts) {
+    validate(o);
+    len = o.frame_length_samples();
+    shift = o.frame_shift_samples();
+    nfft = round_up_pow2(len);
+    window.resize(len);
+    const double a = 2.0 * kPi / (len - 1);
+    for (int i = 0; i < len; ++i) {
+      const double c = std::cos(a * i);
+      if (o.window_type == "povey") window[i] = std::pow(0.5 - 0.5 * c, 0.85);
+      else if (o.window_type == "hanning") window[i] = 0.5 - 0.5 * c;
+      else if (o.window_type == "hamming") window[i] = 0.54 - 0.46 * c;
+      else if (o.window_type == "sine") window[i] = std::sin(0.5 * a * i);
+      else if (o.window_type == "blackman") window[i] = 0.42 - 0.5 * c + 0.08 * std::cos(2.0 * a * i);
+      else window[i] = 1.0;  // rectangular
+    }
+    // Mel filterbank (Kaldi MelBanks, no VTLN): bins equally spaced on the mel
+    // scale between low_freq and high_freq; FFT bins 0 .. nfft/2 - 1.
+    const double nyq = 0.5 * o.sample_rate;
+    const double high = o.high_freq > 0.0 ? o.high_freq : nyq + o.high_freq;
+    const double mel_low = mel_scale(o.low_freq), mel_high = mel_scale(high);
+    const double delta = (mel_high - mel_low) / (o.num_mel_bins + 1);
+    const double bin_hz = static_cast<double>(o.sample_rate) / nfft;
+    bank_first.assign(o.num_mel_bins, 0);
+    bank.assign(o.num_mel_bins, {});
+    for (int b = 0; b < o.num_mel_bins; ++b) {
+      const double left = mel_low + b * delta, center = left + delta, right = center + delta;
+      int first = -1;
+      std::vector<double> w;
+      for (int i = 0; i < nfft / 2; ++i) {
+        const double mel = mel_scale(bin_hz * i);
+        if (mel > left && mel < right) {
+          const double weight = mel <= center ? (mel - left) / (center - left) : (right - mel) / (right - center);
+          if (first < 0) first = i;
+          w.resize(i - first + 1, 0.0);
+          w[i - first] = weight;
+        }
+      }
+      if (first < 0)
+        throw std::invalid_argument("feature options: mel bin " + std::to_string(b) +
+                                    " has no FFT bin (too many mel bins for the FFT size)");
+      bank_first[b] = first;
+      bank[b] = std::move(w);
+    }
+    if (o.type == "mfcc") {
+      const int nb = o.num_mel_bins;
+      dct.assign(static_cast<size_t>(o.num_ceps) * nb, 0.0);
+      for (int k = 0; k < o.num_ceps; ++k)
+        for (int n = 0; n < nb; ++n)
+          dct[k * nb + n] = (k == 0) ? std::sqrt(1.0 / nb) : std::sqrt(2.0 / nb) * std::cos(kPi / nb * (n + 0.5) * k);
+      lifter.assign(o.num_ceps, 1.0);
+      if (o.cepstral_lifter != 0.0)
+        for (int k = 0; k < o.num_ceps; ++k) lifter[k] = 1.0 + 0.5 * o.cepstral_lifter * std::sin(kPi * k / o.cepstral_lifter);
+    }
+  }
+
+  int base_dim() const { return o.type == "mfcc" ? o.num_ceps : o.num_mel_bins + (o.use_energy ? 1 : 0); }
+
+  // out: [num_frames][base_dim()]
+  void compute_base(const std::vector<float>& x, int64_t num_frames, std::vector<double>* out) {
+    const int bd = base_dim();
+    const int64_t n = static_cast<int64_t>(x.size());
+    out->assign(static_cast<size_t>(num_frames) * bd, 0.0);
+    std::vector<double> frame(len), padded(nfft, 0.0), power(nfft / 2 + 1), logmel(o.num_mel_bins);
+    std::vector<std::complex<double>> spec;
+    for (int64_t t = 0; t < num_frames; ++t) {
+      int64_t start = o.snip_edges ? t * shift : t * shift + shift / 2 - len / 2;
+      for (int i = 0; i < len; ++i) {
+        int64_t s = start + i;
+        while (s < 0 || s >= n) s = (s < 0) ? -s - 1 : 2 * n - 1 - s;  // Kaldi's reflection
+        frame[i] = x[static_cast<size_t>(s)];
+      }
+      if (o.remove_dc_offset) {
+        double mean = 0.0;
+        for (double v : frame) mean += v;
+        mean /= len;
+        for (double& v : frame) v -= mean;
+      }
+      double energy = 0.0;  // raw energy: after DC removal, before pre-emphasis and window
+      for (double v : frame) energy += v * v;
+      const double log_energy = std::log(std::max(energy, kLogFloor));
+      if (o.preemph_coeff != 0.0) {
+        for (int i = len - 1; i > 0; --i) frame[i] -= o.preemph_coeff * frame[i - 1];
+        frame[0] -= o.preemph_coeff * frame[0];
+      }
+      for (int i = 0; i < len; ++i) padded[i] = frame[i] * window[i];
+      fft.fwd(spec, padded);
+      for (int k = 0; k <= nfft / 2; ++k) power[k] = std::norm(spec[k]);
+      for (int b = 0; b < o.num_mel_bins; ++b) {
+        double e = 0.0;
+        const auto& w = bank[b];
+        for (size_t i = 0; i < w.size(); ++i) e += w[i] * power[bank_first[b] + i];
+        logmel[b] = std::log(std::max(e, kLogFloor));
+      }
+      double* row = out->data() + t * bd;
+      if (o.type == "mfcc") {
+        const int nb = o.num_mel_bins;
+        for (int k = 0; k < o.num_ceps; ++k) {
+          double c = 0.0;
+          for (int m = 0; m < nb; ++m) c += dct[k * nb + m] * logmel[m];
+          row[k] = c * lifter[k];
+        }
+        if (o.use_energy) row[0] = log_energy;
+      } else {
+        int off = 0;
+        if (o.use_energy) row[off++] = log_energy;  // Kaldi fbank puts energy first
+        for (int b = 0; b < o.num_mel_bins; ++b) row[off + b] = logmel[b];
+      }
+    }
+  }
+};
+
+// Kaldi DeltaFeatures (order 2, window 2): scales[1] = [-2..2]/10, scales[2] =
+// scales[1] convolved with [-2..2]/10 (9 taps); frame indices outside
+// [0, T) are clamped (edge frames replicated).
+void add_deltas(const std::vector<double>& base, int64_t T, int bd, std::vector<double>* out) {
+  const int W = 2;
+  std::vector<std::vector<double>> scales(3);
+  scales[0] = {1.0};
+  for (int order = 1; order <= 2; ++order) {
+    const auto& prev = scales[order - 1];
+    const int prev_off = static_cast<int>(prev.size() - 1) / 2;
+    const int cur_off = prev_off + W;
+    std::vector<double> cur(prev.size() + 2 * W, 0.0);
+    double norm = 0.0;
+    for (int j = -W; j <= W; ++j) {
+      norm += j * j;
+      for (int k = -prev_off; k <= prev_off; ++k) cur[j + k + cur_off] += j * prev[k + prev_off];
+    }
+    for (double& v : cur) v /= norm;
+    scales[order] = cur;
+  }
+  const int D = 3 * bd;
+  out->assign(static_cast<size_t>(T) * D, 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    double* row = out->data() + t * D;
+    for (int order = 0; order <= 2; ++order) {
+      const auto& sc = scales[order];
+      const int off = static_cast<int>(sc.size() - 1) / 2;
+      for (int j = -off; j <= off; ++j) {
+        const double s = sc[j + off];
+        if (s == 0.0) continue;
+        const int64_t f = std::min<int64_t>(std::max<int64_t>(t + j, 0), T - 1);
+        const double* src = base.data() + f * bd;
+        for (int d = 0; d < bd; ++d) row[order * bd + d] += s * src[d];
+      }
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames) {
+  validate(opts);
+  const std::vector<float>* x = &audio.samples;
+  std::vector<float> resampled;
+  if (audio.sample_rate != opts.sample_rate) {
+    if (!opts.allow_resample)
+      throw std::invalid_argument("audio sample rate " + std::to_string(audio.sample_rate) + " Hz, features expect " +
+                                  std::to_string(opts.sample_rate) + " Hz (set allow_resample to resample)");
+    resampled = resample(audio.samples, audio.sample_rate, opts.sample_rate);
+    x = &resampled;
+  }
+  Extractor ex(opts);
+  const int64_t T = num_frames_for(static_cast<int64_t>(x->size()), opts);
+  if (T > std::numeric_limits<int32_t>::max()) throw std::invalid_argument("audio too long");
+  std::vector<double> base;
+  ex.compute_base(*x, T, &base);
+  std::vector<double> full;
+  if (opts.deltas) add_deltas(base, T, ex.base_dim(), &full);
+  const std::vector<double>& src = opts.deltas ? full : base;
+  std::vector<float> out(src.size());
+  for (size_t i = 0; i < src.size(); ++i) out[i] = static_cast<float>(src[i]);
+  if (num_frames) *num_frames = static_cast<int32_t>(T);
+  return out;
+}
+
+}  // namespace timitseg::data

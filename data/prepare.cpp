@@ -1,0 +1,453 @@
+// `timitseg prepare`: TIMIT tree -> prepared WORKDIR (docs/data.md):
+//   train|dev|core-test|test.safetensors, cmvn.safetensors, phones.json,
+//   durations.json, manifest.json (written last; SHA-256 of every other file).
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "data/atomic_file.h"
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/phones.h"
+#include "data/prepare_internal.h"
+#include "data/progress.h"
+#include "data/safetensors.h"
+#include "data/sha256.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace timitseg::data {
+
+namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Fingerprint of the corpus: SHA-256 over "relative path, size, mtime" of
+// every .WAV/.PHN used. Any added, removed, resized or touched file changes it.
+std::string corpus_fingerprint(const std::string& root, const std::vector<CorpusUtterance>& utts) {
+  Sha256 h;
+  for (const auto& u : utts) {
+    for (const std::string& p : {u.wav_path, u.phn_path}) {
+      if (p.empty()) continue;
+      std::error_code ec;
+      const auto size = fs::file_size(p, ec);
+      const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+      const std::string line = fs::path(p).lexically_relative(root).string() + "\t" + std::to_string(size) + "\t" +
+                               std::to_string(static_cast<long long>(mtime)) + "\n";
+      h.update(line.data(), line.size());
+    }
+  }
+  return h.hex();
+}
+
+struct Result {
+  bool ok = false;
+  std::vector<Problem> problems;
+  std::vector<float> features;  // [T][dim]
+  std::vector<int32_t> labels;  // [T]
+  int64_t num_samples = 0;
+  double seconds = 0.0;
+};
+
+Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
+  Result r;
+  auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
+  if (u.phn_path.empty()) {
+    err(u.wav_path, "no matching .PHN file");
+    return r;
+  }
+  Audio a;
+  try {
+    a = read_audio(u.wav_path);
+  } catch (const std::exception& e) {
+    std::string msg = e.what();  // "PATH: problem"
+    if (msg.rfind(u.wav_path + ": ", 0) == 0) msg = msg.substr(u.wav_path.size() + 2);
+    err(u.wav_path, msg);
+    return r;
+  }
+  r.num_samples = static_cast<int64_t>(a.samples.size());
+  r.seconds = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
+  if (!fo.allow_resample) {
+    if (a.sample_rate != fo.sample_rate) {
+      err(u.wav_path, "sample rate " + std::to_string(a.sample_rate) + " Hz, expected " +
+                          std::to_string(fo.sample_rate) + " Hz (allow_resample is off)");
+      return r;
+    }
+    if (a.bits != 16) {
+      err(u.wav_path, (a.bits ? std::to_string(a.bits) + "-bit" : std::string("non-integer")) +
+                          " samples, expected 16-bit PCM (allow_resample is off)");
+      return r;
+    }
+  }
+  std::string text;
+  try {
+    text = read_text(u.phn_path);
+  } catch (const std::exception& e) {
+    err(u.phn_path, "cannot read");
+    return r;
+  }
+  auto phones = parse_phn(u.phn_path, text, r.num_samples, &r.problems);
+  for (const auto& p : r.problems)
+    if (p.error) return r;
+  int32_t T = 0;
+  try {
+    r.features = compute_features(a, fo, &T);
+  } catch (const std::exception& e) {
+    err(u.wav_path, e.what());
+    return r;
+  }
+  if (T < 1) {
+    err(u.wav_path, "too short for one feature frame (" + std::to_string(r.num_samples) + " samples)");
+    return r;
+  }
+  const double scale = static_cast<double>(fo.sample_rate) / a.sample_rate;
+  r.labels = frame_labels(phones, T, fo, scale);
+  r.ok = true;
+  return r;
+}
+
+struct Stats { int64_t count; double mean, median, p95, max; };
+Stats stats_of(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  double sum = 0;
+  for (auto x : v) sum += static_cast<double>(x);
+  Stats s{static_cast<int64_t>(n), sum / n, 0, 0, static_cast<double>(v.back())};
+  s.median = (n % 2) ? static_cast<double>(v[n / 2]) : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));  // nearest rank
+  s.p95 = static_cast<double>(v[std::max<size_t>(rank, 1) - 1]);
+  return s;
+}
+
+bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
+                      const json& opts_json) {
+  const std::string path = (fs::path(workdir) / "manifest.json").string();
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  nlohmann::json m;
+  try {
+    m = nlohmann::json::parse(read_text(path));
+    if (m.at("format_version") != kPreparedFormatVersion || m.at("source") != source ||
+        m.at("corpus_fingerprint") != fingerprint || m.at("feature_options") != nlohmann::json::parse(opts_json.dump()))
+      return false;
+    for (auto it = m.at("files").begin(); it != m.at("files").end(); ++it) verified_file(workdir, it.key());
+  } catch (const std::exception& e) {
+    spdlog::info("{}: cache not reusable ({}), rebuilding", workdir, e.what());
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+PrepareSummary prepare(const PrepareOptions& po) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const FeatureOptions& fo = po.features;
+  validate(fo);
+  PrepareSummary sum;
+  std::vector<Problem> scan_problems;
+  const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
+  std::vector<CorpusUtterance> work;
+  for (const auto& u : all) {
+    if (u.is_sa()) ++sum.sa_excluded;
+    else work.push_back(u);
+  }
+  sum.utterances_found = static_cast<int64_t>(all.size());
+  const std::string source = fs::absolute(po.timit_dir).lexically_normal().string();
+  const std::string fingerprint = corpus_fingerprint(po.timit_dir, work);
+  const json opts_json = json::parse(options_to_json(fo));
+
+  if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json)) {
+    sum.up_to_date = true;
+    nlohmann::json m = nlohmann::json::parse(read_text((fs::path(po.workdir) / "manifest.json").string()));
+    for (const auto& name : split_names()) {
+      const auto& s = m["splits"][name];
+      sum.splits.push_back({name, s["utterances"].get<int64_t>(), s["frames"].get<int64_t>(),
+                            s["speakers"].get<int64_t>(), s["seconds"].get<double>()});
+    }
+    sum.skipped = m["skipped"].get<int64_t>();
+    sum.warnings = m["warnings"].get<int64_t>();
+    sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return sum;
+  }
+
+  for (const auto& p : scan_problems) {
+    sum.problems.push_back(p.str());
+    spdlog::warn("{}", p.str());
+    ++sum.warnings;
+  }
+  if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
+
+  // ---- features, labels: multithreaded, results by index (deterministic) ----
+  int threads = po.threads > 0 ? po.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  threads = std::min<int>(threads, static_cast<int>(work.size()));
+  std::vector<Result> results(work.size());
+  std::atomic<size_t> next{0};
+  std::atomic<bool> stop{false};
+  std::exception_ptr failure;
+  std::mutex fail_mu;
+  {
+    if (!po.progress) Progress::set_enabled(false);
+    Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
+    auto worker = [&] {
+      for (;;) {
+        if (stop.load()) return;
+        const size_t i = next.fetch_add(1);
+        if (i >= work.size()) return;
+        try {
+          results[i] = process(work[i], fo);
+        } catch (...) {
+          std::lock_guard<std::mutex> lk(fail_mu);
+          if (!failure) failure = std::current_exception();
+          stop = true;
+          return;
+        }
+        if (po.strict && !results[i].ok) stop = true;
+        bar.advance();
+      }
+    };
+    std::vector<std::thread> pool;
+    for (int k = 0; k < threads; ++k) pool.emplace_back(worker);
+    for (auto& th : pool) th.join();
+    bar.finish();
+  }
+  if (failure) std::rethrow_exception(failure);
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
+
+  std::vector<std::string> errors;
+  for (size_t i = 0; i < work.size(); ++i) {
+    for (const auto& p : results[i].problems) {
+      const std::string line = p.str();
+      sum.problems.push_back(line);
+      if (p.error) errors.push_back(line);
+      else ++sum.warnings;
+      if (!po.strict) spdlog::warn("{}", line);
+    }
+    if (!results[i].ok && !results[i].problems.empty()) {
+      ++sum.skipped;
+      if (!po.strict) spdlog::warn("{}: skipped", work[i].id());
+    }
+  }
+  if (po.strict && !errors.empty()) {
+    std::string msg = "--strict: stopped at a bad utterance (nothing written):";
+    for (const auto& e : errors) msg += "\n  " + e;
+    throw std::runtime_error(msg);
+  }
+  for (size_t i = 0; i < work.size(); ++i) sum.audio_seconds += results[i].seconds;
+
+  // ---- splits ----
+  const int dim = fo.dim();
+  std::map<std::string, std::vector<size_t>> members;
+  for (const auto& s : split_names()) members[s];  // every split exists, possibly empty
+  for (size_t i = 0; i < work.size(); ++i)
+    if (results[i].ok)
+      for (const auto& s : splits_of(work[i])) members[s].push_back(i);
+  if (members["train"].empty())
+    throw std::runtime_error(po.timit_dir + ": no usable TRAIN utterance: CMVN statistics come from the train split");
+
+  fs::create_directories(po.workdir);
+  const fs::path wd(po.workdir);
+  std::error_code ec;
+  fs::remove(wd / "manifest.json", ec);  // a half-updated WORKDIR must not look valid
+
+  const PhoneSet& ps = PhoneSet::timit();
+  json files = json::object();
+  json split_counts = json::object();
+  json durations = json::object();
+  auto record = [&](const std::string& name) {
+    uint64_t bytes = 0;
+    const std::string sha = sha256_file((wd / name).string(), &bytes);
+    files[name] = {{"bytes", bytes}, {"sha256", sha}};
+  };
+
+  // One split: concatenate, write, hash, count, duration statistics. The splits
+  // are independent, so with several threads they are built concurrently;
+  // results are merged in split order (identical output for any thread count).
+  struct SplitOut {
+    json file, counts, durations;
+    PrepareSummary::SplitCount count;
+  };
+  auto build_split = [&](const std::string& split) {
+    SplitOut out;
+    const auto& idx = members.at(split);
+    int64_t F = 0, S = 0;
+    std::vector<std::vector<Segment>> segs(idx.size());
+    for (size_t k = 0; k < idx.size(); ++k) {
+      F += static_cast<int64_t>(results[idx[k]].labels.size());
+      segs[k] = frame_segments(results[idx[k]].labels);
+      S += static_cast<int64_t>(segs[k].size());
+    }
+    std::vector<float> feats;
+    feats.reserve(static_cast<size_t>(F) * dim);
+    std::vector<int32_t> labels, seg_flat;
+    labels.reserve(F);
+    seg_flat.reserve(S * 3);
+    std::vector<int64_t> foff{0}, soff{0}, nsamp;
+    json utts = json::array();
+    std::set<std::string> speakers;
+    double seconds = 0;
+    std::map<int, std::map<std::string, std::vector<int64_t>>> durs;  // set -> phone -> durations (frames)
+    for (size_t k = 0; k < idx.size(); ++k) {
+      const Result& r = results[idx[k]];
+      const CorpusUtterance& u = work[idx[k]];
+      feats.insert(feats.end(), r.features.begin(), r.features.end());
+      labels.insert(labels.end(), r.labels.begin(), r.labels.end());
+      foff.push_back(foff.back() + static_cast<int64_t>(r.labels.size()));
+      for (const auto& s : segs[k]) seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
+      soff.push_back(soff.back() + static_cast<int64_t>(segs[k].size()));
+      nsamp.push_back(r.num_samples);
+      utts.push_back({{"id", u.id()}, {"speaker", u.speaker}, {"audio", u.wav_path}});
+      speakers.insert(u.speaker);
+      seconds += r.seconds;
+      for (int set : {61, 39}) {
+        std::vector<int32_t> mapped(r.labels.size());
+        for (size_t t = 0; t < mapped.size(); ++t) mapped[t] = ps.map(r.labels[t], set);
+        for (const auto& s : frame_segments(mapped)) durs[set][ps.names(set)[s.label]].push_back(s.length);
+      }
+    }
+    st::File f;
+    f.metadata["format_version"] = std::to_string(kPreparedFormatVersion);
+    f.metadata["split"] = split;
+    f.metadata["feature_options"] = opts_json.dump();
+    f.metadata["utterances"] = utts.dump();
+    f.metadata["labels"] = "index into phones61 of phones.json (q merged into the preceding phone)";
+    f.tensors["features"] = st::Tensor::from<float>({F, dim}, feats);
+    f.tensors["labels"] = st::Tensor::from<int32_t>({F}, labels);
+    f.tensors["utt_frame_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(foff.size())}, foff);
+    f.tensors["num_samples"] = st::Tensor::from<int64_t>({static_cast<int64_t>(nsamp.size())}, nsamp);
+    f.tensors["segments"] = st::Tensor::from<int32_t>({S, 3}, seg_flat);
+    f.tensors["utt_segment_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(soff.size())}, soff);
+    const std::string name = split + ".safetensors";
+    st::save((wd / name).string(), f);
+    uint64_t bytes = 0;
+    const std::string sha = sha256_file((wd / name).string(), &bytes);
+    out.file = {{"bytes", bytes}, {"sha256", sha}};
+    out.counts = {{"utterances", idx.size()}, {"frames", F}, {"speakers", speakers.size()}, {"seconds", seconds}};
+    out.count = PrepareSummary::SplitCount{split, static_cast<int64_t>(idx.size()), F,
+                                           static_cast<int64_t>(speakers.size()), seconds};
+    std::ostringstream unit;
+    unit << "frames of " << fo.frame_shift_ms << " ms (maximal runs of frame labels)";
+    json dj = {{"unit", unit.str()}};
+    for (int set : {61, 39}) {
+      json per = json::object();
+      for (const auto& [phone, v] : durs[set]) {
+        Stats s = stats_of(v);
+        per[phone] = {{"count", s.count}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}, {"max", s.max}};
+      }
+      dj[std::to_string(set)] = per;
+    }
+    out.durations = dj;
+    return out;
+  };
+  std::vector<SplitOut> outs;
+  if (threads > 1) {
+    std::vector<std::future<SplitOut>> fut;
+    for (const auto& split : split_names()) fut.push_back(std::async(std::launch::async, build_split, split));
+    for (auto& f : fut) outs.push_back(f.get());
+  } else {
+    for (const auto& split : split_names()) outs.push_back(build_split(split));
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string& split = split_names()[i];
+    files[split + ".safetensors"] = outs[i].file;
+    split_counts[split] = outs[i].counts;
+    durations[split] = outs[i].durations;
+    sum.splits.push_back(outs[i].count);
+  }
+
+  spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
+  // ---- CMVN from train, float64 accumulation in utterance order ----
+  {
+    std::vector<double> s1(dim, 0.0), s2(dim, 0.0);
+    int64_t n = 0;
+    for (size_t i : members["train"]) {
+      const auto& x = results[i].features;
+      const size_t T = results[i].labels.size();
+      for (size_t t = 0; t < T; ++t)
+        for (int d = 0; d < dim; ++d) s1[d] += x[t * dim + d];
+      n += static_cast<int64_t>(T);
+    }
+    std::vector<double> mean(dim), var(dim, 0.0);
+    for (int d = 0; d < dim; ++d) mean[d] = s1[d] / static_cast<double>(n);
+    for (size_t i : members["train"]) {  // two-pass variance (no cancellation)
+      const auto& x = results[i].features;
+      const size_t T = results[i].labels.size();
+      for (size_t t = 0; t < T; ++t)
+        for (int d = 0; d < dim; ++d) {
+          const double c = x[t * dim + d] - mean[d];
+          s2[d] += c * c;
+        }
+    }
+    for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
+    st::File f;
+    f.metadata["split"] = "train";
+    f.metadata["frames"] = std::to_string(n);
+    f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
+    f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
+    f.tensors["var"] = st::Tensor::from<double>({dim}, var);
+    f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
+    st::save((wd / "cmvn.safetensors").string(), f);
+    record("cmvn.safetensors");
+  }
+
+  // ---- phone maps, durations ----
+  {
+    json ph;
+    ph["phones61"] = ps.names(61);
+    ph["phones48"] = ps.names(48);
+    ph["phones39"] = ps.names(39);
+    std::vector<int> m48, m39;
+    for (int i = 0; i < 61; ++i) { m48.push_back(ps.map(i, 48)); m39.push_back(ps.map(i, 39)); }
+    ph["map61to48"] = m48;
+    ph["map61to39"] = m39;
+    ph["q"] = "q has no 48/39 target (-1 in the maps); its frames take the label of the preceding phone, or of the "
+              "following phone when q starts the utterance, so labels never hold q";
+    write_file_atomic((wd / "phones.json").string(), ph.dump(2) + "\n");
+    record("phones.json");
+    write_file_atomic((wd / "durations.json").string(), durations.dump(2) + "\n");
+    record("durations.json");
+  }
+
+  // ---- manifest last ----
+  json m;
+  m["format"] = "timitseg prepared TIMIT";
+  m["format_version"] = kPreparedFormatVersion;
+  m["source"] = source;
+  m["corpus_fingerprint"] = fingerprint;
+  m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
+  m["feature_options"] = opts_json;
+  m["checksum_algorithm"] = "sha256";
+  m["files"] = files;
+  m["splits"] = split_counts;
+  m["utterances_found"] = sum.utterances_found;
+  m["sa_excluded"] = sum.sa_excluded;
+  m["skipped"] = sum.skipped;
+  m["warnings"] = sum.warnings;
+  m["problems"] = sum.problems;
+  write_file_atomic((wd / "manifest.json").string(), m.dump(2) + "\n");
+  sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return sum;
+}
+
+}  // namespace timitseg::data

@@ -1,0 +1,482 @@
+// Synthetic TIMIT-like corpus; see data/synth.h and docs/synth.md.
+#include "data/synth.h"
+
+#include <sndfile.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include <spdlog/spdlog.h>
+
+#include "data/atomic_file.h"
+#include "data/corpus.h"
+#include "data/timit_lists.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::data {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kRate = 16000.0;
+
+// splitmix64: a portable, fully specified generator (std:: distributions are
+// implementation-defined, so they are not used: same seed, same corpus everywhere).
+struct Rng {
+  uint64_t s;
+  explicit Rng(uint64_t seed) : s(seed) {}
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
+  double normal() {  // Box-Muller
+    const double u1 = 1.0 - uniform(), u2 = uniform();
+    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
+  }
+  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
+  template <class T>
+  const T& pick(const std::vector<std::pair<T, double>>& weighted) {
+    double total = 0;
+    for (const auto& w : weighted) total += w.second;
+    double r = uniform() * total;
+    for (const auto& w : weighted) {
+      if (r < w.second) return w.first;
+      r -= w.second;
+    }
+    return weighted.back().first;
+  }
+};
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  Rng r(a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL));
+  return r.next();
+}
+uint64_t hash_str(const std::string& s) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : s) { h ^= c; h *= 1099511628211ULL; }
+  return h;
+}
+
+enum class Kind { Vowel, Glide, Nasal, Fric, Aspirate, Closure, Burst, Flap, Glottal, Silence };
+
+struct Spec {
+  Kind kind;
+  double f1, f2, f3;     // formant targets (Hz, adult male); 0: none (inherit by interpolation)
+  double e1, e2, e3;     // diphthong end targets; 0: same as start
+  double dur_ms;         // mean duration (TIMIT-like)
+  double av, af, ah;     // voicing, frication, aspiration amplitudes
+  double fc, fbw;        // frication band centre and bandwidth (Hz)
+};
+
+const std::map<std::string, Spec>& specs() {
+  static const std::map<std::string, Spec> m = {
+      // vowels                 F1   F2    F3    end targets       ms   av   af  ah  fc fbw
+      {"iy", {Kind::Vowel, 270, 2290, 3010, 0, 0, 0, 95, 1, 0, 0, 0, 0}},
+      {"ih", {Kind::Vowel, 390, 1990, 2550, 0, 0, 0, 70, 1, 0, 0, 0, 0}},
+      {"eh", {Kind::Vowel, 530, 1840, 2480, 0, 0, 0, 85, 1, 0, 0, 0, 0}},
+      {"ae", {Kind::Vowel, 660, 1720, 2410, 0, 0, 0, 125, 1, 0, 0, 0, 0}},
+      {"aa", {Kind::Vowel, 730, 1090, 2440, 0, 0, 0, 115, 1, 0, 0, 0, 0}},
+      {"ah", {Kind::Vowel, 620, 1190, 2390, 0, 0, 0, 85, 1, 0, 0, 0, 0}},
+      {"ao", {Kind::Vowel, 570, 840, 2410, 0, 0, 0, 115, 1, 0, 0, 0, 0}},
+      {"uh", {Kind::Vowel, 440, 1020, 2240, 0, 0, 0, 70, 1, 0, 0, 0, 0}},
+      {"uw", {Kind::Vowel, 300, 870, 2240, 0, 0, 0, 100, 1, 0, 0, 0, 0}},
+      {"ux", {Kind::Vowel, 350, 1600, 2300, 0, 0, 0, 90, 1, 0, 0, 0, 0}},
+      {"er", {Kind::Vowel, 490, 1350, 1690, 0, 0, 0, 110, 1, 0, 0, 0, 0}},
+      {"axr", {Kind::Vowel, 480, 1300, 1750, 0, 0, 0, 80, 0.8, 0, 0, 0, 0}},
+      {"ix", {Kind::Vowel, 420, 1800, 2500, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
+      {"ax", {Kind::Vowel, 500, 1400, 2400, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
+      {"ey", {Kind::Vowel, 480, 1900, 2500, 350, 2200, 2700, 115, 1, 0, 0, 0, 0}},
+      {"ay", {Kind::Vowel, 700, 1200, 2500, 400, 1900, 2550, 135, 1, 0, 0, 0, 0}},
+      {"oy", {Kind::Vowel, 550, 900, 2400, 400, 1800, 2500, 150, 1, 0, 0, 0, 0}},
+      {"aw", {Kind::Vowel, 700, 1250, 2400, 450, 900, 2300, 150, 1, 0, 0, 0, 0}},
+      {"ow", {Kind::Vowel, 550, 950, 2400, 400, 800, 2300, 115, 1, 0, 0, 0, 0}},
+      // glides and liquids
+      {"l", {Kind::Glide, 360, 1000, 2800, 0, 0, 0, 60, 0.7, 0, 0, 0, 0}},
+      {"el", {Kind::Glide, 420, 950, 2700, 0, 0, 0, 90, 0.7, 0, 0, 0, 0}},
+      {"r", {Kind::Glide, 420, 1300, 1600, 0, 0, 0, 55, 0.7, 0, 0, 0, 0}},
+      {"w", {Kind::Glide, 300, 700, 2200, 0, 0, 0, 55, 0.7, 0, 0, 0, 0}},
+      {"y", {Kind::Glide, 280, 2200, 3000, 0, 0, 0, 50, 0.7, 0, 0, 0, 0}},
+      // nasals
+      {"m", {Kind::Nasal, 260, 1000, 2200, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
+      {"em", {Kind::Nasal, 260, 1000, 2200, 0, 0, 0, 80, 0.4, 0, 0, 0, 0}},
+      {"n", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 55, 0.4, 0, 0, 0, 0}},
+      {"en", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 70, 0.4, 0, 0, 0, 0}},
+      {"nx", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 45, 0.4, 0, 0, 0, 0}},
+      {"ng", {Kind::Nasal, 260, 2000, 2600, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
+      // fricatives and affricate releases
+      {"s", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 110, 0, 1.0, 0, 5500, 1500}},
+      {"z", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 85, 0.35, 0.6, 0, 5200, 1500}},
+      {"sh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 115, 0, 1.0, 0, 2700, 1200}},
+      {"zh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 75, 0.35, 0.6, 0, 2600, 1200}},
+      {"f", {Kind::Fric, 300, 1000, 2300, 0, 0, 0, 100, 0, 0.3, 0, 4500, 4000}},
+      {"v", {Kind::Fric, 300, 1000, 2300, 0, 0, 0, 55, 0.4, 0.2, 0, 4000, 4000}},
+      {"th", {Kind::Fric, 350, 1500, 2600, 0, 0, 0, 90, 0, 0.25, 0, 5000, 3000}},
+      {"dh", {Kind::Fric, 350, 1500, 2600, 0, 0, 0, 35, 0.4, 0.15, 0, 4500, 3000}},
+      {"ch", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 90, 0, 0.9, 0, 3000, 1500}},
+      {"jh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 70, 0.35, 0.6, 0, 2800, 1500}},
+      // aspiration: formants inherited from the neighbours
+      {"hh", {Kind::Aspirate, 0, 0, 0, 0, 0, 0, 60, 0, 0, 0.5, 0, 0}},
+      {"hv", {Kind::Aspirate, 0, 0, 0, 0, 0, 0, 60, 0.3, 0, 0.4, 0, 0}},
+      // closures (formants at the stop's locus; voiced ones carry a voice bar)
+      {"bcl", {Kind::Closure, 300, 1000, 2300, 0, 0, 0, 55, 0.08, 0, 0, 0, 0}},
+      {"dcl", {Kind::Closure, 350, 1700, 2600, 0, 0, 0, 45, 0.08, 0, 0, 0, 0}},
+      {"gcl", {Kind::Closure, 300, 2000, 2500, 0, 0, 0, 50, 0.08, 0, 0, 0, 0}},
+      {"pcl", {Kind::Closure, 300, 1000, 2300, 0, 0, 0, 65, 0, 0, 0, 0, 0}},
+      {"tcl", {Kind::Closure, 350, 1700, 2600, 0, 0, 0, 55, 0, 0, 0, 0, 0}},
+      {"kcl", {Kind::Closure, 300, 2000, 2500, 0, 0, 0, 60, 0, 0, 0, 0, 0}},
+      // bursts (voiceless ones aspirated)
+      {"b", {Kind::Burst, 300, 1000, 2300, 0, 0, 0, 20, 0.3, 0.35, 0, 1200, 1500}},
+      {"d", {Kind::Burst, 350, 1700, 2600, 0, 0, 0, 25, 0.3, 0.5, 0, 4000, 2000}},
+      {"g", {Kind::Burst, 300, 2000, 2500, 0, 0, 0, 30, 0.3, 0.5, 0, 2200, 800}},
+      {"p", {Kind::Burst, 300, 1000, 2300, 0, 0, 0, 45, 0, 0.4, 0.35, 1200, 1500}},
+      {"t", {Kind::Burst, 350, 1700, 2600, 0, 0, 0, 50, 0, 0.6, 0.35, 4200, 2000}},
+      {"k", {Kind::Burst, 300, 2000, 2500, 0, 0, 0, 55, 0, 0.5, 0.35, 2300, 800}},
+      {"dx", {Kind::Flap, 350, 1700, 2600, 0, 0, 0, 30, 0.45, 0, 0, 0, 0}},
+      {"q", {Kind::Glottal, 0, 0, 0, 0, 0, 0, 50, 0.35, 0, 0, 0, 0}},
+      {"h#", {Kind::Silence, 0, 0, 0, 0, 0, 0, 160, 0, 0, 0, 0, 0}},
+      {"pau", {Kind::Silence, 0, 0, 0, 0, 0, 0, 120, 0, 0, 0, 0, 0}},
+      {"epi", {Kind::Silence, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0}},
+  };
+  return m;
+}
+
+using W = std::vector<std::pair<std::string, double>>;
+const W kVowels = {{"iy", 6}, {"ih", 6}, {"eh", 4}, {"ae", 4}, {"aa", 4}, {"ah", 3}, {"ao", 3}, {"uh", 1},
+                   {"uw", 2}, {"ux", 2}, {"er", 2}, {"axr", 3}, {"ix", 8}, {"ax", 6}, {"ey", 3}, {"ay", 3},
+                   {"oy", 1}, {"aw", 1}, {"ow", 2}};
+const W kOnsets = {{"b", 3}, {"d", 4}, {"g", 2}, {"p", 3}, {"t", 5}, {"k", 4}, {"s", 5}, {"sh", 2}, {"f", 3},
+                   {"th", 1}, {"v", 2}, {"dh", 4}, {"z", 1}, {"hh", 3}, {"hv", 1}, {"m", 4}, {"n", 4},
+                   {"l", 4}, {"r", 4}, {"w", 3}, {"y", 2}, {"ch", 1}, {"jh", 1}};
+const W kCodas = {{"n", 6}, {"m", 3}, {"ng", 2}, {"t", 5}, {"d", 4}, {"k", 3}, {"p", 2}, {"s", 5}, {"z", 4},
+                  {"l", 4}, {"r", 3}, {"v", 2}, {"f", 1}, {"sh", 1}, {"th", 1}, {"el", 1}, {"en", 1}, {"zh", 0.3},
+                  {"em", 0.3}};
+
+bool is_stop(const std::string& p) { return p == "b" || p == "d" || p == "g" || p == "p" || p == "t" || p == "k"; }
+std::string closure_of(const std::string& p) {
+  if (p == "ch") return "tcl";
+  if (p == "jh") return "dcl";
+  return p + "cl";
+}
+
+// Word-level phone string (no closures yet) -> 61-set phone sequence.
+std::vector<std::string> sentence_phones(Rng& rng, int words) {
+  std::vector<std::string> seq{"h#"};
+  for (int w = 0; w < words; ++w) {
+    std::vector<std::string> word;
+    const int syl = rng.pick<int>({{1, 0.5}, {2, 0.35}, {3, 0.15}});
+    for (int s = 0; s < syl; ++s) {
+      const double r = rng.uniform();
+      if (r < 0.12) {  // cluster
+        if (rng.uniform() < 0.5) { word.push_back("s"); word.push_back(rng.pick<std::string>({{"t", 1}, {"p", 1}, {"k", 1}})); }
+        else { word.push_back(rng.pick<std::string>({{"b", 1}, {"p", 1}, {"k", 1}, {"g", 1}, {"t", 1}})); word.push_back(rng.pick<std::string>({{"r", 2}, {"l", 1}})); }
+      } else if (r < 0.7) {
+        word.push_back(rng.pick(kOnsets));
+      }
+      word.push_back(rng.pick(kVowels));
+      const double c = rng.uniform();
+      if (c < 0.4) word.push_back(rng.pick(kCodas));
+      else if (c < 0.47) { word.push_back(rng.pick<std::string>({{"n", 2}, {"s", 2}, {"m", 1}})); word.push_back(rng.pick<std::string>({{"t", 2}, {"d", 1}, {"p", 1}})); }
+    }
+    if (w > 0 && rng.uniform() < 0.1) seq.push_back("pau");
+    if (specs().at(word[0]).kind == Kind::Vowel && rng.uniform() < 0.2) seq.push_back("q");
+    for (const auto& p : word) seq.push_back(p);
+  }
+  seq.push_back("h#");
+  // stops and affricates get their closure; intervocalic t/d may become a flap;
+  // a short epenthetic silence sometimes precedes a closure
+  std::vector<std::string> out;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const std::string& p = seq[i];
+    const bool prev_v = i > 0 && specs().at(seq[i - 1]).kind == Kind::Vowel;
+    const bool next_v = i + 1 < seq.size() && specs().at(seq[i + 1]).kind == Kind::Vowel;
+    if ((p == "t" || p == "d") && prev_v && next_v && rng.uniform() < 0.35) { out.push_back("dx"); continue; }
+    if (is_stop(p) || p == "ch" || p == "jh") {
+      if (specs().at(out.back()).kind == Kind::Nasal && rng.uniform() < 0.05) out.push_back("epi");
+      out.push_back(closure_of(p));
+    }
+    // syllabic variants after a consonant
+    if (p == "n" && !prev_v && i > 0 && seq[i - 1] != "h#" && rng.uniform() < 0.5) { out.push_back("en"); continue; }
+    if (p == "n" && prev_v && next_v && rng.uniform() < 0.3) { out.push_back("nx"); continue; }
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Klatt resonator y = A x + B y1 + C y2 (unity gain at DC).
+struct Resonator {
+  double a = 1, b = 0, c = 0, y1 = 0, y2 = 0;
+  void set(double f, double bw) {
+    const double T = 1.0 / kRate;
+    c = -std::exp(-2.0 * kPi * bw * T);
+    b = 2.0 * std::exp(-kPi * bw * T) * std::cos(2.0 * kPi * f * T);
+    a = 1.0 - b - c;
+  }
+  double step(double x) {
+    const double y = a * x + b * y1 + c * y2;
+    y2 = y1;
+    y1 = y;
+    return y;
+  }
+};
+
+// Constant-peak-gain band-pass biquad (frication noise shaping).
+struct BandPass {
+  double b0 = 0, b2 = 0, a1 = 0, a2 = 0, x1 = 0, x2 = 0, y1 = 0, y2 = 0;
+  void set(double fc, double bw) {
+    fc = std::min(fc, 0.45 * kRate);
+    const double w0 = 2.0 * kPi * fc / kRate, q = std::max(fc / bw, 0.3);
+    const double alpha = std::sin(w0) / (2.0 * q), a0 = 1.0 + alpha;
+    b0 = alpha / a0; b2 = -alpha / a0; a1 = -2.0 * std::cos(w0) / a0; a2 = (1.0 - alpha) / a0;
+  }
+  double step(double x) {
+    const double y = b0 * x + b2 * x2 - a1 * y1 - a2 * y2;
+    x2 = x1; x1 = x; y2 = y1; y1 = y;
+    return y;
+  }
+};
+
+double rms_where(const std::vector<double>& x, const std::vector<double>& amp, double thr) {
+  double s = 0;
+  int64_t n = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    if (amp[i] > thr) { s += x[i] * x[i] / (amp[i] * amp[i]); ++n; }
+  return n ? std::sqrt(s / n) : 0.0;
+}
+
+}  // namespace
+
+std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed) {
+  if (count < 4) throw std::invalid_argument("synth: --speakers must be >= 4 (TRAIN needs one, TEST three)");
+  Rng rng(mix(seed, 0x5eed));
+  const int n_test = std::max(3, count / 3);
+  // about a third each from the core-test (24) and dev (50) lists, capped by the list sizes
+  const int n_core = std::min(24, std::max(1, (n_test + 2) / 3)), n_dev = std::min(50, std::max(1, (n_test + 1) / 3));
+  const int n_other = n_test - n_core - n_dev;
+  std::vector<std::string> core(core_test_speakers().begin(), core_test_speakers().end());
+  std::vector<std::string> dev(dev_speakers().begin(), dev_speakers().end());
+  std::set<std::string> used;
+  std::vector<SynthSpeaker> out;
+  auto add = [&](const std::string& id, const std::string& part) {
+    used.insert(id);
+    SynthSpeaker s;
+    s.id = id;
+    s.part = part;
+    const bool female = id[0] == 'f';
+    s.f0 = female ? 205.0 + 20.0 * rng.normal() : 118.0 + 14.0 * rng.normal();
+    s.f0 = std::clamp(s.f0, female ? 150.0 : 80.0, female ? 280.0 : 170.0);
+    s.vtl = std::clamp((female ? 1.15 : 1.0) + 0.05 * rng.normal(), 0.88, 1.3);
+    s.rate = std::clamp(1.0 + 0.1 * rng.normal(), 0.75, 1.3);
+    s.gain = std::exp(0.25 * rng.normal());
+    out.push_back(s);
+  };
+  auto take = [&](std::vector<std::string>& list) {  // a random unused entry of an embedded list
+    for (;;) {
+      const std::string id = list[rng.below(static_cast<int>(list.size()))];
+      if (!used.count(id)) return id;
+    }
+  };
+  auto invent = [&] {  // TIMIT style: sex, three initials, digit; never one of the listed TEST speakers
+    for (;;) {
+      std::string id(1, rng.uniform() < 0.3 ? 'f' : 'm');
+      for (int k = 0; k < 3; ++k) id += static_cast<char>('a' + rng.below(26));
+      id += '0';
+      if (!used.count(id) && !dev_speakers().count(id) && !core_test_speakers().count(id)) return id;
+    }
+  };
+  for (int i = 0; i < n_core; ++i) add(take(core), "test");
+  for (int i = 0; i < n_dev; ++i) add(take(dev), "test");
+  for (int i = 0; i < n_other; ++i) add(invent(), "test");
+  for (int i = 0; i < count - n_test; ++i) add(invent(), "train");
+  for (size_t i = 0; i < out.size(); ++i) out[i].dialect = 1 + static_cast<int>(i % 8);
+  return out;
+}
+
+SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index, bool sa, double noise_db) {
+  Rng rng(mix(mix(seed, hash_str(spk.id)), static_cast<uint64_t>(index) + (sa ? 1000003 : 0)));
+  // SA sentences share their text across speakers (as in TIMIT): a seed-only RNG picks it.
+  Rng text_rng(mix(seed, 0x5a5a));
+  Rng& tr = sa ? text_rng : rng;
+  const std::vector<std::string> seq = sentence_phones(tr, sa ? 6 : 4 + tr.below(5));
+
+  // ---- durations ----
+  SynthUtterance u;
+  int64_t pos = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    const Spec& sp = specs().at(seq[i]);
+    const double sigma = sp.kind == Kind::Silence ? 0.5 : 0.35;
+    double ms = sp.dur_ms * std::exp(sigma * rng.normal() - 0.5 * sigma * sigma) * spk.rate;
+    if (i + 1 == seq.size() || (i + 2 < seq.size() && specs().at(seq[i + 1]).kind == Kind::Silence &&
+                                sp.kind == Kind::Vowel))
+      ms *= 1.3;  // phrase-final lengthening
+    ms = std::clamp(ms, 8.0, 4.0 * sp.dur_ms);
+    const int64_t n = std::max<int64_t>(128, static_cast<int64_t>(ms * 16.0));
+    u.phones.push_back({pos, pos + n, seq[i]});
+    pos += n;
+  }
+  const int64_t N = pos;
+
+  // ---- control tracks ----
+  std::vector<double> av(N), af(N), ah(N), fc(N), fbw(N), bwscale(N), f1(N), f2(N), f3(N);
+  struct Anchor { double t, f1, f2, f3; };
+  std::vector<Anchor> anchors;
+  for (const auto& p : u.phones) {
+    const Spec& sp = specs().at(p.label);
+    const double len = static_cast<double>(p.end - p.start);
+    const bool burst = sp.kind == Kind::Burst;
+    for (int64_t n = p.start; n < p.end; ++n) {
+      const double tau = (n - p.start) / kRate;
+      const double decay = burst ? std::exp(-tau / 0.012) : 1.0;  // burst transient, then aspiration
+      av[n] = sp.av;
+      af[n] = sp.af * decay;
+      ah[n] = sp.ah * (burst ? (1.0 - decay) : 1.0);
+      fc[n] = sp.fc * spk.vtl;
+      fbw[n] = sp.fbw;
+      bwscale[n] = sp.kind == Kind::Nasal ? 2.0 : (sp.kind == Kind::Closure ? 3.0 : 1.0);
+    }
+    if (sp.f1 > 0) {
+      const double v = spk.vtl;
+      if (sp.e1 > 0) {
+        anchors.push_back({p.start + 0.2 * len, sp.f1 * v, sp.f2 * v, sp.f3 * v});
+        anchors.push_back({p.start + 0.8 * len, sp.e1 * v, sp.e2 * v, sp.e3 * v});
+      } else {
+        anchors.push_back({p.start + 0.5 * len, sp.f1 * v, sp.f2 * v, sp.f3 * v});
+      }
+    }
+  }
+  // formants: piecewise-linear between anchors (across phone boundaries)
+  size_t k = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    while (k + 1 < anchors.size() && anchors[k + 1].t <= n) ++k;
+    const Anchor& a = anchors[k];
+    const Anchor& b = anchors[std::min(k + 1, anchors.size() - 1)];
+    double w = (b.t > a.t) ? std::clamp((n - a.t) / (b.t - a.t), 0.0, 1.0) : 0.0;
+    if (n < anchors[0].t) w = 0.0;
+    f1[n] = a.f1 + w * (b.f1 - a.f1);
+    f2[n] = a.f2 + w * (b.f2 - a.f2);
+    f3[n] = a.f3 + w * (b.f3 - a.f3);
+  }
+  // amplitude tracks: one-pole smoothing (~4 ms) so boundaries are quick but click-free
+  const double alpha = 1.0 - std::exp(-1.0 / (0.004 * kRate));
+  for (auto* tr2 : {&av, &af, &ah}) {
+    double s = 0;
+    for (int64_t n = 0; n < N; ++n) { s += alpha * ((*tr2)[n] - s); (*tr2)[n] = s; }
+  }
+
+  // ---- sources and filters ----
+  std::vector<double> voiced(N, 0.0), fric(N, 0.0), asp(N, 0.0);
+  Resonator glottal;  // glottal pulse shaping: low-pass (Klatt RGP: F=0, BW=100)
+  glottal.set(0.0, 100.0);
+  Resonator casc[5], casc_asp[5];
+  BandPass bp;
+  double phase = 1.0, period_jitter = 0.0, prev_v = 0.0;
+  const double dur_s = N / kRate;
+  const double vib = 2.0 + rng.uniform(), vib_phase = 2 * kPi * rng.uniform();
+  for (int64_t n = 0; n < N; ++n) {
+    if (n % 32 == 0) {
+      const double bs = bwscale[n];
+      const double F[5] = {f1[n], f2[n], f3[n], 3500.0 * spk.vtl, 4500.0 * spk.vtl};
+      const double B[5] = {70.0 * bs, 100.0 * bs, 150.0 * bs, 250.0, 300.0};
+      for (int r = 0; r < 5; ++r) {
+        const double f = std::min(F[r], 0.45 * kRate);
+        casc[r].set(f, B[r]);
+        casc_asp[r].set(f, B[r]);
+      }
+      if (fbw[n] > 0) bp.set(fc[n], fbw[n]);
+    }
+    const double t = n / kRate;
+    double f0 = spk.f0 * (1.1 - 0.25 * t / dur_s) * (1.0 + 0.04 * std::sin(2 * kPi * vib * t + vib_phase));
+    phase += f0 * (1.0 + period_jitter) / kRate;
+    double pulse = 0.0;
+    if (phase >= 1.0) {
+      phase -= std::floor(phase);
+      pulse = 1.0;
+      period_jitter = 0.01 * rng.normal();
+    }
+    const double noise = rng.normal();
+    double v = glottal.step(pulse * av[n]);
+    const double rad = v - prev_v;  // lip radiation (first difference)
+    prev_v = v;
+    v = rad;
+    double a = noise * ah[n];
+    for (int r = 0; r < 5; ++r) { v = casc[r].step(v); a = casc_asp[r].step(a); }
+    voiced[n] = v;
+    asp[n] = a;
+    fric[n] = fbw[n] > 0 ? bp.step(noise * af[n]) : 0.0;
+  }
+  // ---- levels: voicing, frication and aspiration paths normalized separately ----
+  const double rv = rms_where(voiced, av, 0.5), rf = rms_where(fric, af, 0.2), ra = rms_where(asp, ah, 0.2);
+  const double target = 2200.0 * spk.gain;
+  std::vector<double> y(N);
+  for (int64_t n = 0; n < N; ++n)
+    y[n] = target * ((rv > 0 ? voiced[n] / rv : 0.0) + 0.4 * (rf > 0 ? fric[n] / rf : 0.0) +
+                     0.25 * (ra > 0 ? asp[n] / ra : 0.0));
+  const double noise_rms = target * std::pow(10.0, (noise_db + 5.0 * (rng.uniform() - 0.5)) / 20.0);
+  u.samples.resize(N);
+  for (int64_t n = 0; n < N; ++n) {
+    const double s = std::round(y[n] + noise_rms * rng.normal());
+    u.samples[n] = static_cast<int16_t>(std::clamp(s, -32768.0, 32767.0));
+  }
+  return u;
+}
+
+SynthSummary synth_corpus(const SynthOptions& o) {
+  if (o.utterances_per_speaker < 1) throw std::invalid_argument("synth: --utterances-per-speaker must be >= 1");
+  if (o.format != "sphere" && o.format != "riff")
+    throw std::invalid_argument("synth: --format must be sphere or riff, got '" + o.format + "'");
+  const auto speakers = synth_speakers(o.speakers, o.seed);
+  auto name = [&](std::string s) {
+    if (!o.lower_case)
+      for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  SynthSummary sum;
+  for (size_t si = 0; si < speakers.size(); ++si) {
+    const SynthSpeaker& spk = speakers[si];
+    if (spk.part == "train") ++sum.train_speakers;
+    else {
+      ++sum.test_speakers;
+      sum.dev_speakers += dev_speakers().count(spk.id) ? 1 : 0;
+      sum.core_test_speakers += core_test_speakers().count(spk.id) ? 1 : 0;
+    }
+    const fs::path dir = fs::path(o.out_dir) / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
+    fs::create_directories(dir);
+    for (int k = -1; k < o.utterances_per_speaker; ++k) {
+      const bool sa = k < 0;
+      const int64_t num = static_cast<int64_t>(si) * o.utterances_per_speaker + k;
+      const std::string utt = sa ? "sa1" : (k % 3 == 0 ? "si" + std::to_string(1000 + num) : "sx" + std::to_string(3 + num));
+      const SynthUtterance u = synth_utterance(spk, o.seed, k, sa, o.noise_db);
+      // .WAV in the requested case: "sx3.wav" or "SX3.WAV"; written under a temporary name, then renamed
+      const std::string wav_final = (dir / (name(utt) + name(".wav"))).string();
+      const std::string tmp = wav_final + ".tmp";
+      SF_INFO info{};
+      info.samplerate = 16000;
+      info.channels = 1;
+      info.format = (o.format == "sphere" ? SF_FORMAT_NIST : SF_FORMAT_WAV) | SF_FORMAT_PCM_16;
+      SNDFILE* f = sf_open(tmp.c_str(), SFM_WRITE, &info);
+      if (!f) throw std::runtime_error(tmp + ": cannot write audio: " + sf_strerror(nullptr));
+      const sf_count_t wrote = sf_write_short(f, u.samples.data(), static_cast<sf_count_t>(u.samples.size()));
+      sf_close(f);
+      if (wrote != static_cast<sf_count_t>(u.samples.size())) {
+        fs::remove(tmp);
+        throw std::runtime_error(tmp + ": short write");
+      }
+      fs::rename(tmp, wav_final);
+      std::string phn;
+      for (const auto& p : u.phones) phn += std::to_string(p.start) + " " + std::to_string(p.end) + " " + p.label + "\n";
+      write_file_atomic((dir / (name(utt) + name(".phn"))).string(), phn);
+      ++sum.files;
+      sum.seconds += u.samples.size() / kRate;
+    }
+  }
+  return sum;
+}
+
+}  // namespace timitseg::data

@@ -1,0 +1,53 @@
+// A synthetic TIMIT-layout corpus (`timitseg synth`, docs/synth.md): per-phone
+// source-filter synthesis (voiced / unvoiced / silence / closure + burst; F1-F3
+// targets and bandwidths per phone, interpolated across boundaries), TIMIT-like
+// per-phone durations, speaker variation (F0, vocal-tract length, rate,
+// loudness), background noise. Deterministic per seed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace timitseg::data {
+
+struct SynthOptions {
+  std::string out_dir;
+  int speakers = 16;               // TRAIN gets the rest after TEST's share (>= 3 TEST speakers)
+  int utterances_per_speaker = 6;  // SI/SX sentences per speaker, plus one SA1 (excluded by prepare)
+  uint64_t seed = 1;
+  bool lower_case = false;         // file and folder names in lower case (LDC discs: upper case)
+  std::string format = "sphere";   // sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
+  double noise_db = -35.0;         // background noise level relative to the speech RMS (dB)
+};
+
+struct SynthSummary {
+  int train_speakers = 0, test_speakers = 0, dev_speakers = 0, core_test_speakers = 0;
+  int64_t files = 0;  // .WAV files written (each with a .PHN)
+  double seconds = 0.0;  // audio written, SA included
+};
+
+// One synthesized utterance: 16 kHz int16 samples and its .PHN entries
+// (start, end in samples, 61-set phone).
+struct SynthUtterance {
+  std::vector<int16_t> samples;
+  struct Phone { int64_t start, end; std::string label; };
+  std::vector<Phone> phones;
+};
+
+// The speaker of a synth corpus: TIMIT-style id ("mabc0"), sex, voice.
+struct SynthSpeaker {
+  std::string id;      // lower case
+  std::string part;    // "train" | "test"
+  int dialect = 1;     // 1..8
+  double f0 = 120.0;   // mean F0 (Hz)
+  double vtl = 1.0;    // formant scale (1 / relative vocal-tract length)
+  double rate = 1.0;   // duration scale
+  double gain = 1.0;
+};
+
+std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed);
+SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index, bool sa, double noise_db);
+SynthSummary synth_corpus(const SynthOptions& opts);
+
+}  // namespace timitseg::data

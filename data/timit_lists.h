@@ -1,0 +1,20 @@
+// The TIMIT lists the project needs, embedded as text (data/timit_lists.cpp was
+// generated once from ../shared/data/timit/): the 50 dev speakers, the 24
+// core-test speakers (both from TEST), and the standard 61 -> 48 -> 39 phone map
+// (one line per 61-label phone: "p61<TAB>p48<TAB>p39", or just "q").
+#pragma once
+
+#include <set>
+#include <string>
+
+namespace timitseg::data {
+
+extern const char* const kDevSpeakersTxt;
+extern const char* const kCoreTestSpeakersTxt;
+extern const char* const kPhoneMapTxt;
+
+// Lower-case speaker ids (e.g. "faks0") of the embedded lists.
+const std::set<std::string>& dev_speakers();        // 50
+const std::set<std::string>& core_test_speakers();  // 24
+
+}  // namespace timitseg::data

@@ -1,0 +1,165 @@
+// Reading TIMIT trees laid out with real speaker ids, in upper case (SPHERE, as
+// on the LDC discs) and lower case (RIFF, as in converted copies); split
+// membership; prepare's handling of bad utterances (skip + count, --strict).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/progress.h"
+#include "util.h"
+
+using namespace timitseg::data;
+
+namespace {
+// A tiny TIMIT tree. Speakers: fcjf0, mdab0... real ids:
+//   TRAIN/DR1/FCJF0 (train), TEST/DR1/MDAB0 (core-test), TEST/DR1/FAKS0 (dev),
+//   TEST/DR2/MRJO0? no: TEST/DR4/MTLS0 (core-test) and TEST/DR3/MTPG0 (neither list).
+struct Utt { std::string part, dr, spk, name; };
+const std::vector<Utt> kUtts = {
+    {"train", "dr1", "fcjf0", "sa1"},    {"train", "dr1", "fcjf0", "si1027"}, {"train", "dr1", "fcjf0", "sx127"},
+    {"train", "dr2", "marc0", "sx108"},  {"test", "dr1", "mdab0", "sa2"},     {"test", "dr1", "mdab0", "si1039"},
+    {"test", "dr1", "faks0", "sx133"},   {"test", "dr1", "faks0", "si943"},   {"test", "dr4", "mtls0", "sx110"},
+    {"test", "dr3", "mtpg0", "sx114"},
+};
+std::string up(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+void make_tree(const std::string& root, bool upper, int major) {
+  auto nm = [&](const std::string& s) { return upper ? up(s) : s; };
+  int k = 0;
+  for (const auto& u : kUtts) {
+    const std::string dir = root + "/" + nm(u.part) + "/" + nm(u.dr) + "/" + nm(u.spk) + "/";
+    const int n = 4000 + 160 * (k++);
+    testutil::write_audio(dir + nm(u.name) + nm(".wav"), testutil::test_signal(n, k), 16000, major);
+    testutil::write_text(dir + nm(u.name) + nm(".phn"),
+                         "0 1000 h#\n1000 2500 aa\n2500 " + std::to_string(n) + " h#\n");
+  }
+}
+}  // namespace
+
+TEST(Corpus, ScanEitherCaseAndFormatGivesTheSameSplits) {
+  for (bool upper : {true, false}) {
+    testutil::TempDir d;
+    make_tree(d.str(), upper, upper ? SF_FORMAT_NIST : SF_FORMAT_WAV);
+    std::vector<Problem> probs;
+    auto utts = scan_timit(d.str(), &probs);
+    EXPECT_TRUE(probs.empty());
+    ASSERT_EQ(utts.size(), kUtts.size());
+    std::map<std::string, std::set<std::string>> split;
+    for (const auto& u : utts) {
+      EXPECT_FALSE(u.phn_path.empty()) << u.id();
+      EXPECT_EQ(u.id(), to_lower(u.id()));
+      for (const auto& s : splits_of(u)) split[s].insert(u.id());
+    }
+    EXPECT_EQ(split["train"], (std::set<std::string>{"train/dr1/fcjf0/si1027", "train/dr1/fcjf0/sx127",
+                                                     "train/dr2/marc0/sx108"}));
+    EXPECT_EQ(split["dev"], (std::set<std::string>{"test/dr1/faks0/si943", "test/dr1/faks0/sx133"}));
+    EXPECT_EQ(split["core-test"], (std::set<std::string>{"test/dr1/mdab0/si1039", "test/dr4/mtls0/sx110"}));
+    EXPECT_EQ(split["test"], (std::set<std::string>{"test/dr1/mdab0/si1039", "test/dr1/faks0/sx133",
+                                                    "test/dr1/faks0/si943", "test/dr4/mtls0/sx110",
+                                                    "test/dr3/mtpg0/sx114"}));
+    // the same through prepare and load_split
+    timitseg::Progress::set_enabled(false);
+    PrepareOptions po;
+    po.timit_dir = d.str();
+    po.workdir = d.str("work");
+    po.threads = 2;
+    po.progress = false;
+    auto sum = prepare(po);
+    EXPECT_EQ(sum.sa_excluded, 2);
+    EXPECT_EQ(sum.skipped, 0);
+    for (const auto& name : split_names()) {
+      Split s = load_split(po.workdir, name);
+      std::set<std::string> ids;
+      for (const auto& u : s.utterances) ids.insert(u.id);
+      EXPECT_EQ(ids, split[name]) << name;
+    }
+  }
+}
+
+TEST(Corpus, ProblemsOfTheTree) {
+  testutil::TempDir d;
+  testutil::write_audio(d.str("TRAIN/DR1/FCJF0/SI1027.WAV"), testutil::test_signal(4000));
+  testutil::write_audio(d.str("TRAIN/DR1/FCJF0/si1027.wav"), testutil::test_signal(4000), 16000, SF_FORMAT_WAV);
+  testutil::write_audio(d.str("TRAIN/DR1/FCJF0/SX127.WAV"), testutil::test_signal(4000));  // no .PHN
+  testutil::write_audio(d.str("TRAIN/DR1/FCJF0/SI1027.WAV.wav"), testutil::test_signal(4000), 16000, SF_FORMAT_WAV);
+  testutil::write_text(d.str("TRAIN/DR1/FCJF0/SI1027.PHN"), "0 4000 h#\n");
+  std::vector<Problem> probs;
+  auto utts = scan_timit(d.str(), &probs);
+  ASSERT_EQ(utts.size(), 2u);
+  ASSERT_EQ(probs.size(), 2u);
+  for (const auto& p : probs) {
+    EXPECT_NE(p.message.find("duplicate of " + d.str("TRAIN/DR1/FCJF0/SI1027.WAV")), std::string::npos) << p.str();
+    EXPECT_FALSE(p.error);
+  }
+  EXPECT_EQ(utts[0].wav_path, d.str("TRAIN/DR1/FCJF0/SI1027.WAV"));
+  EXPECT_EQ(utts[0].id(), "train/dr1/fcjf0/si1027");
+  EXPECT_TRUE(utts[1].phn_path.empty());
+  EXPECT_THROW(scan_timit(d.str("TRAIN"), nullptr), std::runtime_error);  // no TRAIN/TEST inside
+  std::filesystem::create_directories(d.str("outer"));
+  std::filesystem::rename(d.str("TRAIN"), d.str("outer/TRAIN"));
+  try {
+    scan_timit(d.str(), nullptr);
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("did you mean --timit " + d.str("outer")), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(scan_timit(d.str("nothing"), nullptr), std::runtime_error);
+}
+
+TEST(Corpus, PrepareSkipsBadUtterancesAndStrictStops) {
+  testutil::TempDir d;
+  make_tree(d.str(), true, SF_FORMAT_NIST);
+  // bad: unknown phone; PHN past the end; 8 kHz audio; missing .PHN; 24-bit audio
+  testutil::write_text(d.str("TRAIN/DR1/FCJF0/SX127.PHN"), "0 1000 h#\n1000 2000 zz\n2000 4160 h#\n");
+  testutil::write_text(d.str("TEST/DR3/MTPG0/SX114.PHN"), "0 1000 h#\n1000 99999 aa\n");
+  testutil::write_audio(d.str("TEST/DR1/FAKS0/SI943.WAV"), testutil::test_signal(4000), 8000);
+  std::filesystem::remove(d.str("TEST/DR1/MDAB0/SI1039.PHN"));
+  testutil::write_audio(d.str("TEST/DR4/MTLS0/SX110.WAV"), testutil::test_signal(5000), 16000, SF_FORMAT_WAV, 1,
+                        SF_FORMAT_PCM_24);
+  // a gap is a warning only
+  testutil::write_text(d.str("TRAIN/DR2/MARC0/SX108.PHN"), "0 1000 h#\n1200 2500 aa\n2500 4480 h#\n");
+  PrepareOptions po;
+  po.timit_dir = d.str();
+  po.workdir = d.str("work");
+  po.progress = false;
+  auto sum = prepare(po);
+  EXPECT_EQ(sum.skipped, 5);
+  EXPECT_EQ(sum.warnings, 1);
+  auto has = [&](const std::string& needle) {
+    for (const auto& p : sum.problems)
+      if (p.find(needle) != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(has("FCJF0/SX127.PHN:2: unknown phone 'zz'"));
+  EXPECT_TRUE(has("MTPG0/SX114.PHN:2: end 99999 is past the end of the audio"));
+  EXPECT_TRUE(has("FAKS0/SI943.WAV: sample rate 8000 Hz, expected 16000 Hz"));
+  EXPECT_TRUE(has("MDAB0/SI1039.WAV: no matching .PHN file"));
+  for (const auto& p : sum.problems) EXPECT_EQ(p.rfind(d.str(), 0), 0u) << p;  // every line starts with its file
+  EXPECT_TRUE(has("MTLS0/SX110.WAV: 24-bit samples, expected 16-bit PCM"));
+  EXPECT_TRUE(has("MARC0/SX108.PHN:2: warning: gap of 200 samples"));
+  Split train = load_split(po.workdir, "train");
+  EXPECT_EQ(train.utterances.size(), 2u);  // fcjf0/si1027, marc0/sx108
+  Split dev = load_split(po.workdir, "dev");
+  EXPECT_EQ(dev.utterances.size(), 1u);  // faks0/sx133
+  // --strict: stops, names the problem, writes nothing
+  po.workdir = d.str("strict");
+  po.strict = true;
+  try {
+    prepare(po);
+    FAIL() << "--strict did not stop";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("--strict"), std::string::npos);
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.str("strict/manifest.json")));
+  // and through the CLI: non-zero exit
+  EXPECT_NE(testutil::run(std::string(TIMITSEG_BINARY) + " prepare --timit " + d.str() + " --out " + d.str("cli") +
+                          " --strict --no-progress"),
+            0);
+  EXPECT_EQ(testutil::run(std::string(TIMITSEG_BINARY) + " prepare --timit " + d.str() + " --out " + d.str("cli") +
+                          " --no-progress"),
+            0);
+}

@@ -1,0 +1,226 @@
+// Features against reference vectors of torchaudio.compliance.kaldi (an
+// independent Kaldi-compatible implementation; fixtures/gen_kaldi_reference.py),
+// plus closed-form checks (frame counts, pure tone, digital silence).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+
+#include <nlohmann/json.hpp>
+
+#include "data/features.h"
+#include "util.h"
+
+using namespace timitseg::data;
+
+namespace {
+nlohmann::json fixtures() {
+  const std::string path = std::string(TIMITSEG_SOURCE_DIR) + "/tests/data/fixtures/kaldi_reference.json";
+  std::ifstream in(path);
+  if (!in) throw std::runtime_error(path + ": missing");
+  return nlohmann::json::parse(in);
+}
+}  // namespace
+
+// Tolerance: |ours - ref| <= 1e-4 * max(|ref|, 1) per value, i.e. 1e-4 relative
+// for values of magnitude >= 1 and 1e-4 absolute below (cepstra near zero).
+TEST(Features, MatchTorchaudioKaldiTo1e4Relative) {
+  const auto fx = fixtures();
+  ASSERT_GE(fx["cases"].size(), 7u);
+  for (const auto& c : fx["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    FeatureOptions o = options_from_json(c["options"].dump());
+    Audio a;
+    a.sample_rate = 16000;
+    for (int v : c["signal"]) a.samples.push_back(static_cast<float>(v));
+    int32_t T = -1;
+    auto x = compute_features(a, o, &T);
+    ASSERT_EQ(T, c["frames"].get<int>());
+    ASSERT_EQ(o.dim(), c["dim"].get<int>());
+    const auto ref = c["features"].get<std::vector<double>>();
+    ASSERT_EQ(x.size(), ref.size());
+    double worst = 0;
+    for (size_t i = 0; i < ref.size(); ++i) {
+      const double err = std::abs(x[i] - ref[i]) / std::max(std::abs(ref[i]), 1.0);
+      worst = std::max(worst, err);
+      ASSERT_LE(err, 1e-4) << "value " << i << " (frame " << i / o.dim() << ", dim " << i % o.dim() << "): ours "
+                           << x[i] << " reference " << ref[i];
+    }
+    std::printf("[ %s ] worst scaled error %.3g\n", c["name"].get<std::string>().c_str(), worst);
+  }
+}
+
+TEST(Features, FrameCountsAndDims) {
+  FeatureOptions o;
+  EXPECT_EQ(o.frame_length_samples(), 400);
+  EXPECT_EQ(o.frame_shift_samples(), 160);
+  EXPECT_EQ(o.dim(), 39);
+  EXPECT_EQ(FeatureOptions::defaults_for("fbank").dim(), 40);
+  EXPECT_THROW(FeatureOptions::defaults_for("plp"), std::invalid_argument);
+  for (int64_t n : {0, 399, 400, 559, 560, 16000, 48123}) {
+    const int64_t want = n < 400 ? 0 : 1 + (n - 400) / 160;
+    EXPECT_EQ(num_frames_for(n, o), want) << n;
+    Audio a;
+    a.sample_rate = 16000;
+    a.samples.assign(static_cast<size_t>(n), 100.0f);
+    int32_t T = -1;
+    auto x = compute_features(a, o, &T);
+    EXPECT_EQ(T, want);
+    EXPECT_EQ(x.size(), static_cast<size_t>(want) * 39);
+  }
+  EXPECT_EQ(frame_center_sample(0, o), 200);
+  EXPECT_EQ(frame_center_sample(3, o), 680);
+}
+
+TEST(Features, PureToneAndSilenceClosedForms) {
+  // fbank of a 1 kHz tone: the largest mel bin is the one whose centre is nearest
+  // 1 kHz on the mel scale (Kaldi mel: 1127 ln(1 + f/700); 40 bins in [20, 8000]).
+  FeatureOptions o = FeatureOptions::defaults_for("fbank");
+  Audio a;
+  a.sample_rate = 16000;
+  for (int i = 0; i < 4000; ++i) a.samples.push_back(static_cast<float>(10000.0 * std::sin(2 * M_PI * 1000.0 * i / 16000.0)));
+  int32_t T = 0;
+  auto x = compute_features(a, o, &T);
+  auto mel = [](double f) { return 1127.0 * std::log(1.0 + f / 700.0); };
+  const double lo = mel(20), hi = mel(8000), d = (hi - lo) / 41;
+  int best_bin = 0;
+  for (int b = 0; b < 40; ++b)
+    if (std::abs(lo + (b + 1) * d - mel(1000)) < std::abs(lo + (best_bin + 1) * d - mel(1000))) best_bin = b;
+  for (int t = 0; t < T; ++t) {
+    int arg = 0;
+    for (int b = 1; b < 40; ++b)
+      if (x[t * 40 + b] > x[t * 40 + arg]) arg = b;
+    EXPECT_EQ(arg, best_bin) << "frame " << t;
+  }
+  // MFCC c0 (log energy, raw: after DC removal, before pre-emphasis / window) of a
+  // tone: sum over 400 samples of (A sin)^2 minus the frame mean's contribution.
+  FeatureOptions m;
+  m.deltas = false;
+  auto y = compute_features(a, m, &T);
+  for (int t = 0; t < T; ++t) {
+    double mean = 0, e = 0;
+    for (int i = 0; i < 400; ++i) mean += a.samples[t * 160 + i];
+    mean /= 400;
+    for (int i = 0; i < 400; ++i) e += (a.samples[t * 160 + i] - mean) * (a.samples[t * 160 + i] - mean);
+    EXPECT_NEAR(y[t * 13], std::log(e), 1e-4 * std::log(e));
+  }
+  // digital silence: every log is floored at log(FLT_EPSILON); cepstra 1.. are 0
+  Audio z;
+  z.sample_rate = 16000;
+  z.samples.assign(1000, 0.0f);
+  auto s = compute_features(z, m, &T);
+  const double floor = std::log(static_cast<double>(std::numeric_limits<float>::epsilon()));
+  for (int t = 0; t < T; ++t) {
+    EXPECT_NEAR(s[t * 13], floor, 1e-5);
+    for (int k = 1; k < 13; ++k) EXPECT_NEAR(s[t * 13 + k], 0.0, 1e-5);
+  }
+  // the same constant (DC) signal: DC removal makes it silence too
+  z.samples.assign(1000, 1234.0f);
+  auto dc = compute_features(z, m, &T);
+  for (int t = 0; t < T; ++t) EXPECT_NEAR(dc[t * 13], floor, 1e-5);
+}
+
+TEST(Features, DeltasOfALinearRampAreConstant) {
+  // deltas of features that grow linearly in t are the slope (away from the
+  // edges, where frames are replicated), delta-deltas are 0.
+  // Built from a signal whose log energy grows linearly: amplitude exp(k t).
+  FeatureOptions o;
+  Audio a;
+  a.sample_rate = 16000;
+  const int n = 400 + 160 * 30;
+  for (int i = 0; i < n; ++i)
+    a.samples.push_back(static_cast<float>(100.0 * std::exp(0.5 * i / 160.0) * (i % 2 ? 1 : -1)));
+  int32_t T = 0;
+  auto x = compute_features(a, o, &T);
+  ASSERT_EQ(T, 31);
+  for (int t = 4; t < T - 4; ++t) {
+    EXPECT_NEAR(x[t * 39 + 13], 1.0, 1e-6);  // d/dt log(e^{2*0.5 t}) = 1 per frame
+    EXPECT_NEAR(x[t * 39 + 26], 0.0, 1e-6);
+  }
+}
+
+TEST(Features, OptionsJsonRoundTripAndValidation) {
+  FeatureOptions o = FeatureOptions::defaults_for("fbank");
+  o.num_mel_bins = 80;
+  o.snip_edges = false;
+  o.window_type = "hamming";
+  FeatureOptions b = options_from_json(options_to_json(o));
+  EXPECT_EQ(options_to_json(b), options_to_json(o));
+  EXPECT_THROW(options_from_json("{\"bogus\": 1}"), std::runtime_error);
+  EXPECT_THROW(options_from_json("{\"num_mel_bins\": \"x\"}"), std::runtime_error);
+  FeatureOptions bad;
+  bad.num_ceps = 30;
+  EXPECT_THROW(validate(bad), std::invalid_argument);
+  bad = FeatureOptions();
+  bad.window_type = "kaiser";
+  EXPECT_THROW(validate(bad), std::invalid_argument);
+  bad = FeatureOptions();
+  bad.high_freq = 9000;
+  EXPECT_THROW(validate(bad), std::invalid_argument);
+}
+
+TEST(Audio, SphereWrittenByHandAndRiffReadTheSame) {
+  testutil::TempDir d;
+  auto sig = testutil::test_signal(3000);
+  // NIST SPHERE header exactly as on the TIMIT discs (1024 bytes, little-endian "01").
+  std::string hdr = "NIST_1A\n   1024\ndatabase_id -s5 TIMIT\nchannel_count -i 1\nsample_count -i 3000\n"
+                    "sample_rate -i 16000\nsample_min -i -4000\nsample_max -i 4000\nsample_n_bytes -i 2\n"
+                    "sample_byte_format -s2 01\nsample_sig_bits -i 16\nend_head\n";
+  hdr.resize(1024, ' ');
+  std::string body(reinterpret_cast<const char*>(sig.data()), sig.size() * 2);  // x86: little-endian
+  testutil::write_text(d.str("SA1.WAV"), hdr + body);
+  testutil::write_audio(d.str("sa1.wav"), sig, 16000, SF_FORMAT_WAV);
+  for (const std::string f : {"SA1.WAV", "sa1.wav"}) {
+    Audio a = read_audio(d.str(f));
+    EXPECT_EQ(a.sample_rate, 16000);
+    EXPECT_EQ(a.bits, 16);
+    ASSERT_EQ(a.samples.size(), sig.size());
+    for (size_t i = 0; i < sig.size(); ++i) ASSERT_EQ(a.samples[i], static_cast<float>(sig[i])) << f << " " << i;
+  }
+  EXPECT_EQ(read_audio(d.str("SA1.WAV")).container, "NIST SPHERE");
+  EXPECT_EQ(read_audio(d.str("sa1.wav")).container, "RIFF WAV");
+}
+
+TEST(Audio, ErrorsNameTheFile) {
+  testutil::TempDir d;
+  try {
+    read_audio(d.str("nope.wav"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("nope.wav"), std::string::npos);
+  }
+  std::vector<short> st(2000, 0);
+  testutil::write_audio(d.str("stereo.wav"), st, 16000, SF_FORMAT_WAV, 2);
+  try {
+    read_audio(d.str("stereo.wav"));
+    FAIL();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("stereo.wav: 2 channels"), std::string::npos) << e.what();
+  }
+  testutil::write_text(d.str("junk.wav"), "this is not audio at all, not even close................");
+  EXPECT_THROW(read_audio(d.str("junk.wav")), std::runtime_error);
+}
+
+TEST(Audio, ResampleOnlyWhenAllowed) {
+  // 8 kHz tone at 500 Hz: rejected by default; resampled, its spectrum peaks at 500 Hz.
+  Audio a;
+  a.sample_rate = 8000;
+  for (int i = 0; i < 8000; ++i) a.samples.push_back(static_cast<float>(8000.0 * std::sin(2 * M_PI * 500.0 * i / 8000.0)));
+  FeatureOptions o;
+  int32_t T = 0;
+  EXPECT_THROW(compute_features(a, o, &T), std::invalid_argument);
+  auto r = resample(a.samples, 8000, 16000);
+  ASSERT_EQ(r.size(), 16000u);
+  // compare with the exact 16 kHz tone away from the edges
+  double err = 0, ref = 0;
+  for (int i = 1000; i < 15000; ++i) {
+    const double want = 8000.0 * std::sin(2 * M_PI * 500.0 * i / 16000.0);
+    err += (r[i] - want) * (r[i] - want);
+    ref += want * want;
+  }
+  EXPECT_LT(std::sqrt(err / ref), 1e-3);
+  o.allow_resample = true;
+  auto x = compute_features(a, o, &T);
+  EXPECT_EQ(T, num_frames_for(16000, o));
+}

@@ -1,0 +1,34 @@
+// SHA-256 against the FIPS 180-2 / NIST example vectors.
+#include <gtest/gtest.h>
+
+#include "data/sha256.h"
+#include "util.h"
+
+using namespace timitseg::data;
+
+TEST(Sha256, NistVectors) {
+  EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // one million 'a', fed in uneven pieces
+  Sha256 h;
+  std::string chunk(997, 'a');
+  size_t left = 1000000;
+  while (left) {
+    size_t n = std::min(left, chunk.size());
+    h.update(chunk.data(), n);
+    left -= n;
+  }
+  EXPECT_EQ(h.hex(), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST(Sha256, FileMatchesString) {
+  testutil::TempDir d;
+  const std::string text = "The quick brown fox jumps over the lazy dog";
+  testutil::write_text(d.str("f.txt"), text);
+  uint64_t n = 0;
+  EXPECT_EQ(sha256_file(d.str("f.txt"), &n), "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592");
+  EXPECT_EQ(n, text.size());
+  EXPECT_THROW(sha256_file(d.str("missing")), std::runtime_error);
+}

@@ -1,0 +1,148 @@
+// The synthetic corpus: determinism, valid TIMIT layout and labels, every split
+// non-empty, and "learnable but not trivial" measured by a nearest-centroid
+// frame classifier (39 phones) trained on train, scored on dev.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/phones.h"
+#include "data/synth.h"
+#include "util.h"
+
+using namespace timitseg::data;
+
+TEST(Synth, DeterministicPerSeed) {
+  const auto spk = synth_speakers(8, 3);
+  const auto spk2 = synth_speakers(8, 3);
+  ASSERT_EQ(spk.size(), 8u);
+  for (size_t i = 0; i < spk.size(); ++i) EXPECT_EQ(spk[i].id, spk2[i].id);
+  auto a = synth_utterance(spk[5], 3, 1, false, -35);
+  auto b = synth_utterance(spk[5], 3, 1, false, -35);
+  auto c = synth_utterance(spk[5], 4, 1, false, -35);
+  EXPECT_EQ(a.samples, b.samples);
+  EXPECT_NE(a.samples, c.samples);
+  // SA sentences share their phone sequence across speakers
+  auto s1 = synth_utterance(spk[0], 3, -1, true, -35), s2 = synth_utterance(spk[6], 3, -1, true, -35);
+  ASSERT_EQ(s1.phones.size(), s2.phones.size());
+  for (size_t i = 0; i < s1.phones.size(); ++i) EXPECT_EQ(s1.phones[i].label, s2.phones[i].label);
+  // two corpora with one seed are byte-identical
+  testutil::TempDir d;
+  for (const char* sub : {"x", "y"}) {
+    SynthOptions o;
+    o.out_dir = d.str(sub);
+    o.speakers = 4;
+    o.utterances_per_speaker = 1;
+    synth_corpus(o);
+  }
+  std::vector<Problem> px, py;
+  auto ux = scan_timit(d.str("x"), &px), uy = scan_timit(d.str("y"), &py);
+  ASSERT_EQ(ux.size(), uy.size());
+  for (size_t i = 0; i < ux.size(); ++i) {
+    EXPECT_EQ(testutil::read_text(ux[i].wav_path), testutil::read_text(uy[i].wav_path));
+    EXPECT_EQ(testutil::read_text(ux[i].phn_path), testutil::read_text(uy[i].phn_path));
+  }
+}
+
+TEST(Synth, ValidTimitCorpusWithEverySplitAndLearnableButNotTrivial) {
+  testutil::TempDir d;
+  SynthOptions o;  // the default corpus of the demo
+  o.out_dir = d.str("corpus");
+  auto s = synth_corpus(o);
+  EXPECT_GE(s.dev_speakers, 1);
+  EXPECT_GE(s.core_test_speakers, 1);
+  EXPECT_GE(s.train_speakers, 1);
+  EXPECT_GT(s.seconds, 120.0);  // "a few minutes"
+  EXPECT_LT(s.seconds, 600.0);
+  std::vector<Problem> probs;
+  auto utts = scan_timit(o.out_dir, &probs);
+  EXPECT_TRUE(probs.empty());
+  std::set<std::string> phones_seen;
+  for (const auto& u : utts) {
+    EXPECT_NE(u.wav_path.find("/DR"), std::string::npos);  // upper case, as on the discs
+    Audio a = read_audio(u.wav_path);
+    EXPECT_EQ(a.container, "NIST SPHERE");
+    EXPECT_EQ(a.sample_rate, 16000);
+    EXPECT_EQ(a.bits, 16);
+    std::vector<Problem> pp;
+    auto ph = parse_phn(u.phn_path, testutil::read_text(u.phn_path), static_cast<int64_t>(a.samples.size()), &pp);
+    EXPECT_TRUE(pp.empty()) << (pp.empty() ? "" : pp[0].str());
+    ASSERT_FALSE(ph.empty());
+    EXPECT_EQ(ph.front().start, 0);
+    EXPECT_EQ(ph.back().end, static_cast<int64_t>(a.samples.size()));  // the .PHN covers the whole file
+    for (const auto& e : ph) phones_seen.insert(e.phone);
+  }
+  EXPECT_GE(phones_seen.size(), 50u);  // most of the 61 labels occur (incl. q, closures, bursts)
+  EXPECT_TRUE(phones_seen.count("q"));
+
+  PrepareOptions po;
+  po.timit_dir = o.out_dir;
+  po.workdir = d.str("work");
+  po.progress = false;
+  po.threads = 2;
+  auto sum = prepare(po);
+  for (const auto& c : sum.splits) EXPECT_GT(c.utterances, 0) << c.name;
+  // nearest-centroid frame classifier on CMVN-normalized features, 39 phones
+  const PhoneSet& ps = PhoneSet::timit();
+  Cmvn cm = load_cmvn(po.workdir);
+  Split train = load_split(po.workdir, "train"), dev = load_split(po.workdir, "dev");
+  const int D = 39;
+  std::vector<double> cen(39 * D, 0.0);
+  std::vector<int64_t> cnt(39, 0), dev_cnt(39, 0);
+  for (auto& u : train.utterances) {
+    cm.apply(u.features.data(), u.num_frames);
+    for (int t = 0; t < u.num_frames; ++t) {
+      const int y = ps.map(u.labels[t], 39);
+      ++cnt[y];
+      for (int k = 0; k < D; ++k) cen[y * D + k] += u.features[t * D + k];
+    }
+  }
+  for (int y = 0; y < 39; ++y)
+    for (int k = 0; k < D; ++k) cen[y * D + k] /= std::max<int64_t>(cnt[y], 1);
+  int64_t right = 0, total = 0;
+  for (auto& u : dev.utterances) {
+    cm.apply(u.features.data(), u.num_frames);
+    for (int t = 0; t < u.num_frames; ++t) {
+      int best = -1;
+      double bd = 1e300;
+      for (int y = 0; y < 39; ++y) {
+        if (!cnt[y]) continue;
+        double dd = 0;
+        for (int k = 0; k < D; ++k) dd += std::pow(u.features[t * D + k] - cen[y * D + k], 2);
+        if (dd < bd) { bd = dd; best = y; }
+      }
+      const int y = ps.map(u.labels[t], 39);
+      ++dev_cnt[y];
+      right += best == y;
+      ++total;
+    }
+  }
+  const double acc = static_cast<double>(right) / total;
+  const double majority = static_cast<double>(*std::max_element(dev_cnt.begin(), dev_cnt.end())) / total;
+  std::printf("[ synth ] nearest-centroid dev frame accuracy %.3f (majority class %.3f)\n", acc, majority);
+  EXPECT_GT(acc, majority + 0.15);  // learnable
+  EXPECT_LT(acc, 0.85);             // not trivial
+}
+
+TEST(Synth, CommandLineLowerCaseRiff) {
+  testutil::TempDir d;
+  ASSERT_EQ(testutil::run(std::string(TIMITSEG_BINARY) + " synth --out " + d.str("c") +
+                          " --speakers 4 --utterances-per-speaker 1 --seed 5 --lower-case --format riff"),
+            0);
+  std::vector<Problem> probs;
+  auto utts = scan_timit(d.str("c"), &probs);
+  EXPECT_TRUE(probs.empty());
+  ASSERT_EQ(utts.size(), 8u);  // 4 speakers x (SA1 + 1)
+  int train = 0, test = 0;
+  for (const auto& u : utts) {
+    EXPECT_NE(u.wav_path.find("/dr"), std::string::npos);
+    EXPECT_EQ(u.wav_path.substr(u.wav_path.size() - 4), ".wav");
+    EXPECT_EQ(read_audio(u.wav_path).container, "RIFF WAV");
+    (u.part == "train" ? train : test) += 1;
+  }
+  EXPECT_EQ(train, 2);  // 1 TRAIN speaker, 3 TEST speakers (core-test, dev, other)
+  EXPECT_EQ(test, 6);
+  EXPECT_NE(testutil::run(std::string(TIMITSEG_BINARY) + " synth --out " + d.str("e") + " --speakers 2"), 0);
+}

@@ -1,0 +1,78 @@
+// Helpers shared by the data-layer tests.
+#pragma once
+
+#include <sndfile.h>
+
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace testutil {
+
+// A fresh temporary folder, removed with its contents at scope exit.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "timitseg_data_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+    path = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string str(const std::string& rel = "") const { return rel.empty() ? path.string() : (path / rel).string(); }
+};
+
+inline void write_text(const std::string& path, const std::string& text) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Writes 16-bit PCM audio with libsndfile: major = SF_FORMAT_NIST or SF_FORMAT_WAV.
+inline void write_audio(const std::string& path, const std::vector<short>& s, int rate = 16000, int major = SF_FORMAT_NIST,
+                        int channels = 1, int sub = SF_FORMAT_PCM_16) {
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+  SF_INFO info{};
+  info.samplerate = rate;
+  info.channels = channels;
+  info.format = major | sub;
+  SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+  if (!f) throw std::runtime_error(path + ": " + sf_strerror(nullptr));
+  sf_writef_short(f, s.data(), static_cast<sf_count_t>(s.size() / channels));
+  sf_close(f);
+}
+
+// Deterministic test signal: int16 range.
+inline std::vector<short> test_signal(int n, unsigned seed = 1) {
+  std::vector<short> s(n);
+  unsigned st = seed;
+  for (int i = 0; i < n; ++i) {
+    st = st * 1103515245u + 12345u;
+    double v = 3000.0 * std::sin(0.05 * i) + 1000.0 * std::sin(0.31 * i) + ((st >> 16) % 400) - 200.0;
+    s[i] = static_cast<short>(v);
+  }
+  return s;
+}
+
+inline int run(const std::string& cmd) {
+  int rc = std::system((cmd + " > /dev/null 2>&1").c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+}  // namespace testutil
