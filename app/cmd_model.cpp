@@ -1,6 +1,118 @@
-// Subcommands of the model layer. (Being written; see app/commands.h.)
+// Subcommands of the model layer: train, evaluate, decode (docs/training.md).
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
 #include "app/commands.h"
+#include "model/config.h"
+#include "model/infer.h"
+#include "model/train.h"
 
 namespace timitseg::app {
-void add_model_commands(CLI::App& app) { (void)app; }
+
+namespace {
+
+struct TrainArgs {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string resume;
+  double crf_reg = -1;
+  std::string crf_backend;
+  int fixed_length = -1;
+};
+
+void run_train(const TrainArgs& a) {
+  using model::Config;
+  std::vector<std::string> overrides = a.sets;
+  if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + model::format_double(a.crf_reg));
+  if (!a.crf_backend.empty()) overrides.push_back("crf.backend=" + a.crf_backend);
+  if (a.fixed_length >= 0) overrides.push_back("debug.fixed_length=" + std::to_string(a.fixed_length));
+  Config cfg;
+  bool resume = false;
+  if (!a.resume.empty()) {
+    // The run's own resolved config (as saved in its latest checkpoint), then overrides.
+    const std::string ckpt = model::latest_checkpoint(a.resume);
+    if (ckpt.empty()) throw std::runtime_error(a.resume + ": no checkpoints/epoch-N.safetensors to resume from");
+    if (!a.config.empty())
+      spdlog::warn("--resume: using the configuration saved in {}; --config {} is ignored", ckpt, a.config);
+    cfg = model::load_checkpoint(ckpt).config;
+    for (const std::string& o : overrides) cfg.set(o, "--set " + o);
+    cfg.train_run_dir = a.resume;
+    cfg.validate();
+    resume = true;
+  } else {
+    if (a.config.empty()) throw std::invalid_argument("train: --config FILE.yaml is required (or --resume RUN_DIR)");
+    cfg = Config::load(a.config, overrides);
+  }
+  const model::TrainData data = model::load_train_data(cfg);
+  const model::TrainResult r = model::train(cfg, data, resume);
+  if (!r.epochs.empty())
+    spdlog::info("done: {} epoch(s); first dev PER {:.2f}%, last dev PER {:.2f}%; checkpoints in {}/checkpoints",
+                 r.epochs.size(), 100 * r.epochs.front().dev_per, 100 * r.epochs.back().dev_per, r.run_dir);
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  // ---- train ----------------------------------------------------------------
+  auto ta = std::make_shared<TrainArgs>();
+  CLI::App* train = app.add_subcommand(
+      "train",
+      "Train an encoder + semi-CRF phone segmenter on a prepared WORKDIR (docs/training.md, keys in docs/config.md)");
+  train->add_option("--config", ta->config, "YAML config file (sections data, features, model, crf, train, debug)");
+  train->add_option("--set", ta->sets,
+                    "Override one config key, KEY=VALUE with VALUE in YAML syntax (repeatable), e.g. --set train.lr=3e-4");
+  train->add_option("--resume", ta->resume,
+                    "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
+                    "(bitwise identical to an uninterrupted run on the CPU); --set may raise train.epochs");
+  train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
+      ->check(CLI::NonNegativeNumber);
+  train->add_option("--crf-backend", ta->crf_backend,
+                    "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
+                    "cuda")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  train->add_option("--fixed-length", ta->fixed_length,
+                    "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
+                    "report N as its length (0 = off); isolates boundary handling")
+      ->check(CLI::NonNegativeNumber);
+  train->callback([ta] { run_train(*ta); });
+
+  // ---- evaluate -------------------------------------------------------------
+  auto eo = std::make_shared<model::EvaluateOptions>();
+  CLI::App* ev = app.add_subcommand(
+      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, segments, ...)");
+  ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
+  ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
+      ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
+      ->capture_default_str();
+  ev->add_option("--workdir", eo->workdir, "Prepared WORKDIR (default: the checkpoint's data.workdir)");
+  ev->add_option("--json", eo->json_out, "Also write the metrics as JSON to this file");
+  ev->add_option("--dump-scores", eo->dump_scores_dir,
+                 "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "
+                 "F32 [T,C] (projection output before centering), segments I32 [N,3] (start, duration, label)");
+  ev->add_option("--crf-backend", eo->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
+  ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  ev->callback([eo] { model::evaluate(*eo); });
+
+  // ---- decode ---------------------------------------------------------------
+  auto dec = std::make_shared<model::DecodeOptions>();
+  CLI::App* de = app.add_subcommand(
+      "decode", "Segment audio files or TIMIT trees with a checkpoint: one TIMIT .PHN (samples) + Praat TextGrid each");
+  de->add_option("inputs", dec->inputs, "Audio files (WAV / NIST SPHERE) or folders searched for *.wav / *.WAV")
+      ->required();
+  de->add_option("--checkpoint", dec->checkpoint, "Checkpoint (.safetensors) written by train")->required();
+  de->add_option("--out", dec->out_dir,
+                 "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their relative layout)")
+      ->required();
+  de->add_option("--crf-backend", dec->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  de->callback([dec] { model::decode(*dec); });
+}
+
 }  // namespace timitseg::app

@@ -1,0 +1,346 @@
+// Config keys, parsing, overrides and validation (docs/config.md).
+#include "model/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <variant>
+
+namespace timitseg::model {
+namespace {
+
+using Member = std::variant<std::string Config::*, int Config::*, int64_t Config::*, uint64_t Config::*,
+                            double Config::*, bool Config::*>;
+struct Entry {
+  const char* key;
+  Member member;
+};
+
+const std::vector<Entry>& entries() {
+  static const std::vector<Entry> e = {
+      {"data.workdir", &Config::data_workdir},
+      {"data.label_set", &Config::data_label_set},
+      {"data.max_train_utterances", &Config::data_max_train_utterances},
+      {"data.max_dev_utterances", &Config::data_max_dev_utterances},
+      {"features.cmvn", &Config::features_cmvn},
+      {"model.hidden_dim", &Config::model_hidden_dim},
+      {"model.num_layers", &Config::model_num_layers},
+      {"model.dropout", &Config::model_dropout},
+      {"crf.max_duration", &Config::crf_max_duration},
+      {"crf.reg", &Config::crf_reg},
+      {"crf.backend", &Config::crf_backend},
+      {"crf.loss_normalization", &Config::crf_loss_normalization},
+      {"train.run_dir", &Config::train_run_dir},
+      {"train.epochs", &Config::train_epochs},
+      {"train.batch_size", &Config::train_batch_size},
+      {"train.lr", &Config::train_lr},
+      {"train.min_lr", &Config::train_min_lr},
+      {"train.lr_schedule", &Config::train_lr_schedule},
+      {"train.weight_decay", &Config::train_weight_decay},
+      {"train.beta1", &Config::train_beta1},
+      {"train.beta2", &Config::train_beta2},
+      {"train.eps", &Config::train_eps},
+      {"train.clip_norm", &Config::train_clip_norm},
+      {"train.seed", &Config::train_seed},
+      {"train.device", &Config::train_device},
+      {"train.threads", &Config::train_threads},
+      {"train.bucketing", &Config::train_bucketing},
+      {"train.bucket_batches", &Config::train_bucket_batches},
+      {"train.log_every", &Config::train_log_every},
+      {"debug.fixed_length", &Config::debug_fixed_length},
+      {"debug.drift_threshold", &Config::debug_drift_threshold},
+      {"debug.check_numerics", &Config::debug_check_numerics},
+      {"debug.inject_nonfinite", &Config::debug_inject_nonfinite},
+  };
+  return e;
+}
+
+const Entry* find_entry(const std::string& key) {
+  for (const Entry& e : entries())
+    if (key == e.key) return &e;
+  return nullptr;
+}
+
+[[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
+  throw std::invalid_argument(origin + ": unknown config key '" + key + "' (did you mean '" +
+                              Config::closest_key(key) + "'?)");
+}
+
+
+// Sets one entry from a YAML scalar; `where` names the file/key for errors.
+void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::string& where) {
+  const std::string key = e.key;
+  if (!value.IsScalar())
+    throw std::invalid_argument(where + ": '" + key + "' must be a single value, not a " +
+                                (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
+  const std::string text = value.Scalar();
+  auto bad = [&](const char* type) {
+    return std::invalid_argument(where + ": '" + key + "' must be " + type + ", got '" + text + "'");
+  };
+  std::visit(
+      [&](auto ptr) {
+        using T = std::decay_t<decltype(cfg.*ptr)>;
+        if constexpr (std::is_same_v<T, std::string>) {
+          cfg.*ptr = text;
+        } else if constexpr (std::is_same_v<T, bool>) {
+          bool b;
+          if (!YAML::convert<bool>::decode(value, b)) throw bad("true or false");
+          cfg.*ptr = b;
+        } else if constexpr (std::is_same_v<T, double>) {
+          // YAML 1.2 number syntax (".inf" and ".nan" are rejected: values must be finite).
+          size_t pos = 0;
+          double d = 0;
+          try {
+            d = std::stod(text, &pos);
+          } catch (...) {
+            throw bad("a number");
+          }
+          if (pos != text.size() || !std::isfinite(d)) throw bad("a finite number");
+          cfg.*ptr = d;
+        } else {
+          // integers: no fraction, no exponent
+          if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos) throw bad("an integer");
+          size_t pos = 0;
+          long long v = 0;
+          try {
+            v = std::stoll(text, &pos);
+          } catch (...) {
+            throw bad("an integer in range");
+          }
+          if (pos != text.size()) throw bad("an integer");
+          if constexpr (std::is_same_v<T, uint64_t>) {
+            if (v < 0) throw bad("a non-negative integer");
+          }
+          if constexpr (std::is_same_v<T, int>) {
+            if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+              throw bad("an integer in range");
+          }
+          cfg.*ptr = static_cast<T>(v);
+        }
+      },
+      e.member);
+}
+
+nlohmann::json entry_json(const Config& cfg, const Entry& e) {
+  return std::visit([&](auto ptr) { return nlohmann::json(cfg.*ptr); }, e.member);
+}
+
+template <class T>
+void check(bool ok, const char* key, const T& value, const std::string& rule) {
+  if (!ok) {
+    std::ostringstream os;
+    os << "config: '" << key << "' = " << value << " is out of range: " << rule;
+    throw std::invalid_argument(os.str());
+  }
+}
+
+}  // namespace
+
+std::string format_double(double v) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
+}
+
+int edit_distance(const std::string& a, const std::string& b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::vector<std::string> Config::keys() {
+  std::vector<std::string> k;
+  for (const Entry& e : entries()) k.push_back(e.key);
+  return k;
+}
+
+std::string Config::closest_key(const std::string& key) {
+  // Edit distance of the key name within its section (a different section
+  // costs 3 more); a valid name that is an abbreviation of the given one
+  // (same first letter, a subsequence: "learning_rate" -> "lr") scores 2.
+  const size_t dot = key.find('.');
+  const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+  const std::string leaf = dot == std::string::npos ? key : key.substr(dot + 1);
+  auto subsequence = [](const std::string& small, const std::string& big) {
+    size_t i = 0;
+    for (char ch : big)
+      if (i < small.size() && small[i] == ch) ++i;
+    return i == small.size();
+  };
+  std::string best;
+  int best_d = std::numeric_limits<int>::max();
+  for (const Entry& e : entries()) {
+    const std::string k = e.key;
+    const std::string ksec = k.substr(0, k.find('.')), kleaf = k.substr(k.find('.') + 1);
+    const int pen = ksec == section ? 0 : 3;
+    int d = std::min(edit_distance(leaf, kleaf) + pen, edit_distance(key, k));
+    if (!leaf.empty() && kleaf[0] == leaf[0] && subsequence(kleaf, leaf)) d = std::min(d, 2 + pen);
+    if (d < best_d) best_d = d, best = k;
+  }
+  return best;
+}
+
+void Config::set(const std::string& assignment, const std::string& origin) {
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw std::invalid_argument(origin + ": expected key=value, got '" + assignment + "'");
+  const std::string key = assignment.substr(0, eq);
+  const std::string text = assignment.substr(eq + 1);
+  const Entry* e = find_entry(key);
+  if (!e) unknown_key(key, origin);
+  YAML::Node node;
+  try {
+    node = YAML::Load(text);
+  } catch (const YAML::Exception& ex) {
+    throw std::invalid_argument(origin + ": cannot parse value of '" + key + "': " + ex.what());
+  }
+  if (node.IsNull()) node = YAML::Node(std::string());  // "key=" sets an empty string
+  assign(*this, *e, node, origin);
+}
+
+Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
+  Config cfg;
+  if (!path.empty()) {
+    std::ifstream in(path);
+    if (!in) throw std::invalid_argument(path + ": cannot open config file");
+    YAML::Node root;
+    try {
+      root = YAML::Load(in);
+    } catch (const YAML::Exception& ex) {
+      throw std::invalid_argument(path + ": YAML syntax error: " + ex.what());
+    }
+    if (!root.IsNull()) {
+      if (!root.IsMap()) throw std::invalid_argument(path + ": top level must be a mapping of sections");
+      for (auto sec : root) {
+        const std::string section = sec.first.as<std::string>();
+        const bool known_section = std::any_of(entries().begin(), entries().end(), [&](const Entry& e) {
+          return std::string(e.key).rfind(section + ".", 0) == 0;
+        });
+        if (!known_section) {
+          // A key written at top level ("lr: 1e-3") or a misspelt section.
+          unknown_key(section, path);
+        }
+        if (!sec.second.IsMap()) {
+          if (sec.second.IsNull()) continue;  // empty section
+          throw std::invalid_argument(path + ": section '" + section + "' must be a mapping of keys");
+        }
+        for (auto kv : sec.second) {
+          const std::string key = section + "." + kv.first.as<std::string>();
+          const Entry* e = find_entry(key);
+          if (!e) unknown_key(key, path);
+          assign(cfg, *e, kv.second, path);
+        }
+      }
+    }
+  }
+  for (const std::string& o : overrides) cfg.set(o, "--set " + o);
+  cfg.validate();
+  return cfg;
+}
+
+Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
+  Config cfg;
+  if (!j.is_object()) throw std::invalid_argument(origin + ": config is not a JSON object");
+  for (auto& [section, body] : j.items()) {
+    if (!body.is_object()) throw std::invalid_argument(origin + ": config section '" + section + "' is not an object");
+    for (auto& [k, v] : body.items()) {
+      const std::string key = section + "." + k;
+      const Entry* e = find_entry(key);
+      if (!e) unknown_key(key, origin);
+      std::string text = v.is_string() ? v.get<std::string>() : v.dump();
+      YAML::Node node(text);
+      if (v.is_number_float()) node = YAML::Node(format_double(v.get<double>()));
+      assign(cfg, *e, node, origin);
+    }
+  }
+  cfg.validate();
+  return cfg;
+}
+
+void Config::validate() const {
+  check(data_label_set == 39 || data_label_set == 48 || data_label_set == 61, "data.label_set", data_label_set,
+        "one of 39, 48, 61");
+  check(data_max_train_utterances >= 0, "data.max_train_utterances", data_max_train_utterances, ">= 0");
+  check(data_max_dev_utterances >= 0, "data.max_dev_utterances", data_max_dev_utterances, ">= 0");
+  check(model_hidden_dim >= 2 && model_hidden_dim % 2 == 0 && model_hidden_dim <= 8192, "model.hidden_dim",
+        model_hidden_dim, "an even number in [2, 8192] (split over two directions)");
+  check(model_num_layers >= 1 && model_num_layers <= 16, "model.num_layers", model_num_layers, "in [1, 16]");
+  check(model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
+  check(crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
+  check(crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
+  check(crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda", "crf.backend", crf_backend,
+        "one of reference, cpu, cuda");
+  check(crf_loss_normalization == "utterance" || crf_loss_normalization == "frame", "crf.loss_normalization",
+        crf_loss_normalization, "one of utterance, frame");
+  check(train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
+  check(train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
+  check(train_lr > 0.0, "train.lr", train_lr, "> 0");
+  check(train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
+  check(train_lr_schedule == "cosine" || train_lr_schedule == "constant", "train.lr_schedule", train_lr_schedule,
+        "one of cosine, constant");
+  check(train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
+  check(train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
+  check(train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");
+  check(train_eps > 0.0, "train.eps", train_eps, "> 0");
+  check(train_clip_norm >= 0.0, "train.clip_norm", train_clip_norm, ">= 0 (0 = off)");
+  check(train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
+        "one of cpu, cuda, auto");
+  check(train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
+  check(train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
+  check(train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
+  check(debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
+  check(debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
+  if (!debug_inject_nonfinite.empty()) {
+    int e = 0, b = 0;
+    char c = 0;
+    std::istringstream is(debug_inject_nonfinite);
+    if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof())
+      check(false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
+  }
+}
+
+nlohmann::json Config::to_json() const {
+  nlohmann::json j = nlohmann::json::object();
+  for (const Entry& e : entries()) {
+    std::string k = e.key;
+    const size_t dot = k.find('.');
+    j[k.substr(0, dot)][k.substr(dot + 1)] = entry_json(*this, e);
+  }
+  return j;
+}
+
+std::string Config::to_yaml() const {
+  YAML::Emitter out;
+  out << YAML::BeginMap;
+  const nlohmann::json j = to_json();
+  for (auto& [section, body] : j.items()) {
+    out << YAML::Key << section << YAML::Value << YAML::BeginMap;
+    for (auto& [k, v] : body.items()) {
+      out << YAML::Key << k << YAML::Value;
+      if (v.is_string()) out << YAML::DoubleQuoted << v.get<std::string>();
+      else if (v.is_boolean()) out << v.get<bool>();
+      else if (v.is_number_float()) {
+        std::string t = format_double(v.get<double>());
+        if (t.find_first_of(".eEn") == std::string::npos) t += ".0";  // keep it a float in YAML
+        out << t;
+      } else out << v.dump();
+    }
+    out << YAML::EndMap;
+  }
+  out << YAML::EndMap;
+  return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace timitseg::model

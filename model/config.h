@@ -1,0 +1,76 @@
+// Training configuration: the YAML file of `timitseg train --config` (sections
+// data, features, model, crf, train, debug), --set overrides, validation and the
+// resolved form saved in the run directory and in checkpoint metadata.
+// Every key is documented in docs/config.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace timitseg::model {
+
+struct Config {
+  // data
+  std::string data_workdir;          // data.workdir (required): a prepared WORKDIR
+  int data_label_set = 39;           // data.label_set: 39 | 48 | 61 (classes trained)
+  int64_t data_max_train_utterances = 0;  // data.max_train_utterances: 0 = all
+  int64_t data_max_dev_utterances = 0;    // data.max_dev_utterances: 0 = all
+  // features
+  bool features_cmvn = true;         // features.cmvn: apply the WORKDIR's train CMVN
+  // model
+  int model_hidden_dim = 256;        // model.hidden_dim: BiLSTM output width (2 x per-direction)
+  int model_num_layers = 3;          // model.num_layers
+  double model_dropout = 0.3;        // model.dropout
+  // crf
+  int crf_max_duration = 30;         // crf.max_duration (K)
+  double crf_reg = 0.0;              // crf.reg: L2 penalty on transition and duration_bias
+  std::string crf_backend = "cpu";   // crf.backend: reference | cpu | cuda
+  std::string crf_loss_normalization = "utterance";  // crf.loss_normalization: utterance | frame
+  // train
+  std::string train_run_dir;         // train.run_dir (required)
+  int train_epochs = 20;             // train.epochs
+  int train_batch_size = 32;         // train.batch_size
+  double train_lr = 1e-3;            // train.lr
+  double train_min_lr = 0.0;         // train.min_lr: end of the cosine schedule
+  std::string train_lr_schedule = "cosine";  // train.lr_schedule: cosine | constant
+  double train_weight_decay = 1e-5;  // train.weight_decay (AdamW, decoupled)
+  double train_beta1 = 0.9;          // train.beta1
+  double train_beta2 = 0.999;        // train.beta2
+  double train_eps = 1e-8;           // train.eps
+  double train_clip_norm = 5.0;      // train.clip_norm: global gradient norm; 0 = off
+  uint64_t train_seed = 0;           // train.seed
+  std::string train_device = "cpu";  // train.device: cpu | cuda | auto
+  int train_threads = 0;             // train.threads: 0 = all cores
+  bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
+  int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
+  int train_log_every = 10;          // train.log_every: batches between plain progress lines
+  // debug
+  int debug_fixed_length = 0;        // debug.fixed_length: 0 = off, N = truncate/pad to N frames
+  double debug_drift_threshold = 20.0;  // debug.drift_threshold
+  bool debug_check_numerics = true;  // debug.check_numerics: per-layer finite checks every batch
+  std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (tests the stop path)
+
+  // Loads FILE (YAML), applies overrides "key=value" (value parsed as YAML) and
+  // validates. Throws std::invalid_argument naming the file/key and problem.
+  static Config load(const std::string& path, const std::vector<std::string>& overrides);
+  // From the resolved JSON saved in a checkpoint / run directory.
+  static Config from_json(const nlohmann::json& j, const std::string& origin);
+  // Applies one "section.key=value" override (value is YAML text).
+  void set(const std::string& assignment, const std::string& origin);
+  void validate() const;  // range / enum checks; throws std::invalid_argument
+  nlohmann::json to_json() const;  // {"data": {...}, ...}
+  std::string to_yaml() const;
+
+  static std::vector<std::string> keys();  // every valid "section.key"
+  // The valid key closest to `key` (edit distance), for error messages.
+  static std::string closest_key(const std::string& key);
+};
+
+int edit_distance(const std::string& a, const std::string& b);
+// Shortest text that reads back as exactly v (std::to_chars).
+std::string format_double(double v);
+
+}  // namespace timitseg::model

@@ -1,0 +1,188 @@
+// Evaluation and decoding with a checkpoint (self-contained: feature options,
+// CMVN and the label set come from the checkpoint).
+#include "model/infer.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "data/atomic_file.h"
+#include "data/features.h"
+#include "data/safetensors.h"
+#include "model/metrics.h"
+#include "model/train.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::model {
+
+int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts) {
+  if (frame <= 0) return 0;
+  return (data::frame_center_sample(frame - 1, opts) + data::frame_center_sample(frame, opts)) / 2;
+}
+
+std::string textgrid(const std::vector<std::tuple<int64_t, int64_t, std::string>>& phn, int64_t num_samples,
+                     int sample_rate) {
+  std::ostringstream os;
+  os.precision(9);
+  const double xmax = static_cast<double>(num_samples) / sample_rate;
+  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
+  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = 1\nitem []:\n";
+  os << "    item [1]:\n        class = \"IntervalTier\"\n        name = \"phones\"\n";
+  os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << phn.size() << "\n";
+  for (size_t i = 0; i < phn.size(); ++i) {
+    const auto& [b, e, name] = phn[i];
+    os << "        intervals [" << i + 1 << "]:\n";
+    os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
+    os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
+    os << "            text = \"" << name << "\"\n";
+  }
+  return os.str();
+}
+
+namespace {
+
+std::string safe_name(std::string id) {
+  for (char& c : id)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')) c = '_';
+  return id;
+}
+
+}  // namespace
+
+nlohmann::json evaluate(const EvaluateOptions& o) {
+  set_threads(o.threads);
+  const ModelState s = load_checkpoint(o.checkpoint);
+  const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
+  if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
+  if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
+  const data::Split split = data::load_split(workdir, o.split);
+  if (split.utterances.empty()) throw std::runtime_error(workdir + ": split '" + o.split + "' has no utterances");
+  if (split.utterances[0].dim != s.dims.input_dim)
+    throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
+                             " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));
+  auto backend = crf::make_backend(o.backend.empty() ? s.config.crf_backend : o.backend);
+  Network<float> net(s.dims);
+  std::vector<const data::Utterance*> utts;
+  for (const auto& u : split.utterances) utts.push_back(&u);
+  if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
+  Metrics metrics(s.labels.names39);
+  UtteranceHook hook;
+  if (!o.dump_scores_dir.empty()) {
+    hook = [&](const data::Utterance& u, const Batch& batch, int row, const Activations<float>& act,
+               const std::vector<crf::Segment>& segs) {
+      const int64_t L = batch.input.lengths[row], T = batch.input.T, B = batch.input.B, D = s.dims.input_dim,
+                    C = s.dims.num_classes;
+      std::vector<float> feats(batch.input.features.begin() + row * T * D,
+                               batch.input.features.begin() + (row * T + L) * D);
+      std::vector<float> scores(static_cast<size_t>(L * C));
+      for (int64_t t = 0; t < L; ++t)
+        for (int64_t c = 0; c < C; ++c) scores[t * C + c] = act.scores(t * B + row, c);
+      std::vector<int32_t> seg;
+      for (const crf::Segment& x : segs) seg.insert(seg.end(), {x.start, x.duration, x.label});
+      st::File f;
+      f.tensors["features"] = st::Tensor::from<float>({L, D}, feats);
+      f.tensors["scores"] = st::Tensor::from<float>({L, C}, scores);
+      f.tensors["segments"] = st::Tensor::from<int32_t>({static_cast<int64_t>(segs.size()), 3}, seg);
+      f.metadata["utterance_id"] = u.id;
+      f.metadata["segments_columns"] = "start_frame,duration_frames,label";
+      f.metadata["label_names"] = nlohmann::json(s.labels.names).dump();
+      st::save((fs::path(o.dump_scores_dir) / (safe_name(u.id) + ".safetensors")).string(), f);
+    };
+  }
+  evaluate_utterances(net, s.params, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, *backend, o.batch_size, metrics,
+                      hook);
+  nlohmann::json j = metrics.to_json();
+  j["checkpoint"] = o.checkpoint;
+  j["split"] = o.split;
+  j["epoch"] = s.epoch;
+  std::printf("evaluate %s on %s (epoch %d, %s backend)\n%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
+              backend->name().c_str(), metrics.table().c_str());
+  std::fflush(stdout);
+  if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
+  return j;
+}
+
+int decode(const DecodeOptions& o) {
+  set_threads(o.threads);
+  const ModelState s = load_checkpoint(o.checkpoint);
+  auto backend = crf::make_backend(o.backend.empty() ? s.config.crf_backend : o.backend);
+  Network<float> net(s.dims);
+  if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
+  // (audio path, output stem relative to out_dir)
+  std::vector<std::pair<std::string, fs::path>> jobs;
+  for (const std::string& in : o.inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<fs::path> found;
+      for (const auto& e : fs::recursive_directory_iterator(in)) {
+        std::string ext = e.path().extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
+      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension()});
+    } else if (fs::is_regular_file(in, ec)) {
+      jobs.push_back({in, fs::path(in).filename().replace_extension()});
+    } else {
+      throw std::runtime_error(in + ": no such file or folder");
+    }
+  }
+  std::map<std::string, std::string> seen;
+  for (const auto& [src, stem] : jobs) {
+    auto [it, fresh] = seen.emplace(stem.string(), src);
+    if (!fresh)
+      throw std::invalid_argument("decode: " + src + " and " + it->second + " would both write " + stem.string() +
+                                  ".PHN; decode them into different --out folders");
+  }
+  Activations<float> act;
+  int done = 0;
+  for (const auto& [src, stem] : jobs) {
+    const data::Audio audio = data::read_audio(src);
+    if (audio.sample_rate != s.features.sample_rate && !s.features.allow_resample)
+      throw std::runtime_error(src + ": sample rate " + std::to_string(audio.sample_rate) + " Hz, the model expects " +
+                               std::to_string(s.features.sample_rate) + " Hz");
+    data::Utterance u;
+    u.id = stem.string();
+    u.features = data::compute_features(audio, s.features, &u.num_frames);
+    u.dim = s.features.dim();
+    u.num_samples = static_cast<int64_t>(audio.samples.size());
+    if (u.num_frames < 1) throw std::runtime_error(src + ": too short for one feature frame");
+    if (u.dim != s.dims.input_dim)
+      throw std::runtime_error(src + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
+                               std::to_string(s.dims.input_dim));
+    u.labels.assign(u.num_frames, 0);  // unused by decoding
+    const Batch batch = make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+    const auto segs = decode_batch(net, s.params, batch, *backend, act);
+    std::vector<std::tuple<int64_t, int64_t, std::string>> phn;
+    std::string text;
+    for (size_t i = 0; i < segs[0].size(); ++i) {
+      const crf::Segment& x = segs[0][i];
+      const int64_t b = boundary_sample(x.start, s.features);
+      const int64_t e = i + 1 == segs[0].size() ? u.num_samples : boundary_sample(x.start + x.duration, s.features);
+      // adjacent segments with the same label (a run longer than K) are merged
+      if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label])
+        std::get<1>(phn.back()) = e;
+      else
+        phn.emplace_back(b, e, s.labels.names[x.label]);
+    }
+    for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
+    const fs::path base = fs::path(o.out_dir) / stem;
+    fs::create_directories(base.parent_path());
+    write_file_atomic(base.string() + ".PHN", text);
+    write_file_atomic(base.string() + ".TextGrid", textgrid(phn, u.num_samples, s.features.sample_rate));
+    ++done;
+    spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+  }
+  spdlog::info("decoded {} utterance(s) into {}", done, o.out_dir);
+  return done;
+}
+
+}  // namespace timitseg::model

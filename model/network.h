@@ -1,0 +1,127 @@
+// The encoder + projection + zero-centered cumsum + CRF parameters, templated on
+// the scalar type: float for training, double for the finite-difference tests.
+//
+// Parameters live in one flat buffer (ParamLayout) under PyTorch's names and
+// row-major layouts, so a checkpoint loads into torch.nn.Linear / nn.LSTM
+// (bidirectional, batch_first, gate order i, f, g, o):
+//   encoder.input_proj.weight [W][D], .bias [W]                 (W = hidden_dim)
+//   encoder.lstm.weight_ih_l{k}[_reverse] [4H][In_k]  (In_0 = W, else 2H; H = W/2)
+//   encoder.lstm.weight_hh_l{k}[_reverse] [4H][H], bias_ih/bias_hh [4H]
+//   crf.projection.weight [C][W], .bias [C]
+//   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
+//
+// Activations are time-major inside: row t*B + b of a [T*B][.] matrix is frame
+// t of utterance b, so each layer's input product is one GEMM over the whole
+// batch and each LSTM step is one [B][H] x [H][4H] GEMM.
+#pragma once
+
+#include <Eigen/Dense>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace timitseg::model {
+
+struct ModelDims {
+  int input_dim = 39;   // D
+  int hidden_dim = 256; // W = 2H
+  int num_layers = 3;
+  int num_classes = 39; // C
+  int max_duration = 30;  // K
+  int per_direction() const { return hidden_dim / 2; }
+};
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelDims& d);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  size_t total() const { return total_; }
+  const ParamInfo& get(const std::string& name) const;
+  const ModelDims& dims() const { return dims_; }
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape);
+  ModelDims dims_;
+  std::vector<ParamInfo> params_;
+  size_t total_ = 0;
+};
+
+// PyTorch default initialisation (uniform +-1/sqrt(fan_in) for Linear,
+// +-1/sqrt(H) for LSTM), CRF parameters zero. Deterministic given rng.
+template <class S>
+void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params);
+
+// Uniform double in [0,1) from 53 random bits (portable, unlike std distributions).
+inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+// A padded batch, batch-major as in the CRF interface.
+template <class S>
+struct BatchInput {
+  int B = 0, T = 0;
+  std::vector<S> features;       // [B][T][D] (normalized; padding ignored)
+  std::vector<int32_t> lengths;  // [B], each in [1, T]
+};
+
+// Per-layer cached activations for the backward pass.
+template <class S>
+struct Activations {
+  using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  int B = 0, T = 0;
+  std::vector<int32_t> lengths;
+  Mat x0;           // [T*B][D]  input
+  Mat drop0;        // [T*B][W]  dropout scale (0 or 1/(1-p)); empty when off
+  std::vector<Mat> layer_in;     // [L] input of layer k ([T*B][In_k], after dropout)
+  std::vector<Mat> layer_out;    // [L] raw output of layer k ([T*B][2H], before dropout)
+  std::vector<Mat> drop;         // [L-1] dropout scale between layers; empty when off
+  std::vector<Mat> gates[2];     // [L] per direction: [T*B][4H] activated i,f,g,o
+  std::vector<Mat> cell[2];      // [L] per direction: [T*B][H] c_t
+  std::vector<Mat> tcell[2];     // [L] per direction: [T*B][H] tanh(c_t)
+  Mat scores;       // [T*B][C]  projection output (before centering)
+  std::vector<S> cum;            // [B][T+1][C] zero-centered cumulative scores
+};
+
+struct TensorCheck {
+  std::string first_nonfinite;  // empty when all finite
+};
+
+template <class S>
+class Network {
+ public:
+  using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+
+  explicit Network(const ModelDims& d) : layout_(d) {}
+  const ParamLayout& layout() const { return layout_; }
+
+  // Forward. dropout > 0 only when training (rng consumed in a fixed order).
+  // With check_numerics, the first non-finite intermediate tensor is named in
+  // `check` (and the forward stops there).
+  void forward(const std::vector<S>& params, const BatchInput<S>& in, double dropout, std::mt19937_64* rng,
+               Activations<S>& act, TensorCheck* check = nullptr) const;
+
+  // Backward from d loss / d cum [B][T+1][C] to d loss / d params (overwrites
+  // grad, same layout as params) and, when dfeatures != nullptr, d loss / d
+  // features [B][T][D]. CRF parameter gradients are not touched here: the
+  // caller adds them (they come straight from the CRF backend).
+  void backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
+                std::vector<S>& grad, std::vector<S>* dfeatures) const;
+
+ private:
+  ParamLayout layout_;
+};
+
+extern template class Network<float>;
+extern template class Network<double>;
+
+}  // namespace timitseg::model

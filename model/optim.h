@@ -1,0 +1,70 @@
+// AdamW (decoupled weight decay, as torch.optim.AdamW), global-norm gradient
+// clipping (as torch.nn.utils.clip_grad_norm_) and the learning-rate schedule.
+// State is float32 like the parameters; norms are accumulated in float64.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace timitseg::model {
+
+struct AdamW {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-5;
+  int64_t step = 0;           // number of updates done
+  std::vector<float> m, v;    // exp_avg, exp_avg_sq (same layout as the parameters)
+
+  void reset(size_t n) {
+    m.assign(n, 0.f);
+    v.assign(n, 0.f);
+    step = 0;
+  }
+  // One update with learning rate lr.
+  void update(std::vector<float>& params, const std::vector<float>& grad, double lr) {
+    ++step;
+    const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+    const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+    const double step_size = lr / bc1;
+    const double sqrt_bc2 = std::sqrt(bc2);
+    const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
+    const float decay = static_cast<float>(1.0 - lr * weight_decay);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const float g = grad[i];
+      params[i] *= decay;
+      m[i] = b1 * m[i] + (1.f - b1) * g;
+      v[i] = b2 * v[i] + (1.f - b2) * g * g;
+      const double denom = std::sqrt(static_cast<double>(v[i])) / sqrt_bc2 + eps;
+      params[i] -= static_cast<float>(step_size * static_cast<double>(m[i]) / denom);
+    }
+  }
+};
+
+// L2 norm of the whole gradient (float64 accumulation, fixed order).
+inline double global_norm(const std::vector<float>& grad) {
+  double s = 0;
+  for (float g : grad) s += static_cast<double>(g) * g;
+  return std::sqrt(s);
+}
+
+// Scales grad so that its global norm is at most max_norm (torch's rule:
+// factor max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping.
+inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
+  const double norm = global_norm(grad);
+  if (max_norm > 0 && std::isfinite(norm)) {
+    const double f = max_norm / (norm + 1e-6);
+    if (f < 1.0)
+      for (float& g : grad) g = static_cast<float>(g * f);
+  }
+  return norm;
+}
+
+// Learning rate at update `step` (0-based) of `total` updates.
+inline double scheduled_lr(const std::string& schedule, double lr, double min_lr, int64_t step, int64_t total) {
+  if (schedule == "constant" || total <= 1) return lr;
+  const double pi = 3.14159265358979323846;
+  const double progress = std::min(1.0, static_cast<double>(step) / static_cast<double>(total - 1));
+  return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(pi * progress));
+}
+
+}  // namespace timitseg::model

@@ -1,0 +1,408 @@
+// Training loop: batching (seeded shuffle, length bucketing, --fixed-length),
+// AdamW + cosine schedule + clipping, dev PER, metrics.jsonl, drift warning,
+// checkpoints and --resume, non-finite stop with a crf-replay file.
+#include "model/train.h"
+
+#include <spdlog/spdlog.h>
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "data/atomic_file.h"
+#include "data/progress.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+namespace fs = std::filesystem;
+
+namespace timitseg::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::string rng_to_string(const std::mt19937_64& rng) {
+  std::ostringstream os;
+  os << rng;
+  return os.str();
+}
+void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::string& origin) {
+  std::istringstream is(s);
+  is >> rng;
+  if (!is) throw std::runtime_error(origin + ": corrupt rng_state metadata");
+}
+
+// Fisher-Yates with the run's engine (portable: no std distributions).
+void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
+}
+
+// Batches of one epoch: a seeded shuffle; with bucketing, pools of
+// bucket_batches * batch_size utterances are sorted by length and cut into
+// batches, and the batch order is shuffled again.
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
+                                                 std::mt19937_64& rng) {
+  std::vector<int> order(lengths.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  shuffle(order, rng);
+  const size_t bs = static_cast<size_t>(cfg.train_batch_size);
+  if (cfg.train_bucketing) {
+    const size_t pool = bs * static_cast<size_t>(cfg.train_bucket_batches);
+    for (size_t p = 0; p < order.size(); p += pool) {
+      auto b = order.begin() + p, e = order.begin() + std::min(order.size(), p + pool);
+      std::stable_sort(b, e, [&](int x, int y) { return lengths[x] < lengths[y]; });
+    }
+  }
+  std::vector<std::vector<int>> batches;
+  for (size_t p = 0; p < order.size(); p += bs)
+    batches.emplace_back(order.begin() + p, order.begin() + std::min(order.size(), p + bs));
+  if (cfg.train_bucketing) {
+    std::vector<int> bo(batches.size());
+    for (size_t i = 0; i < bo.size(); ++i) bo[i] = static_cast<int>(i);
+    shuffle(bo, rng);
+    std::vector<std::vector<int>> shuffled;
+    for (int i : bo) shuffled.push_back(std::move(batches[i]));
+    batches = std::move(shuffled);
+  }
+  return batches;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// metrics.jsonl lines with epoch <= keep_upto (used on --resume).
+std::string metrics_upto(const std::string& path, int keep_upto) {
+  std::istringstream in(read_file(path));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (nlohmann::json::parse(line).at("epoch").get<int>() <= keep_upto) out += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(path + ": a line is not a metrics JSON object: " + line.substr(0, 80));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json TimeBreakdown::to_json() const {
+  return {{"data", data},           {"encoder_forward", encoder_forward}, {"encoder_backward", encoder_backward},
+          {"crf", crf},             {"optimizer", optimizer},             {"dev_eval", dev_eval}};
+}
+
+int set_threads(int threads) {
+  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+#ifdef _OPENMP
+  omp_set_num_threads(n);
+#endif
+  // Parallelism comes from running the two LSTM directions on two threads;
+  // Eigen's own GEMM threading (an OpenMP team per product) costs more in
+  // spinning than it gains at these sizes on a 2-core machine, so it is off.
+  Eigen::setNbThreads(1);
+  return n;
+}
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  const std::regex re("epoch-([0-9]+)\\.safetensors");
+  int best = -1;
+  std::string path;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re) && std::stoi(m[1]) > best) {
+      best = std::stoi(m[1]);
+      path = e.path().string();
+    }
+  }
+  return path;
+}
+
+TrainData load_train_data(const Config& cfg) {
+  if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
+  TrainData d;
+  d.train = data::load_split(cfg.data_workdir, "train");
+  d.dev = data::load_split(cfg.data_workdir, "dev");
+  d.features = data::load_feature_options(cfg.data_workdir);
+  if (cfg.features_cmvn) {
+    d.cmvn = data::load_cmvn(cfg.data_workdir);
+    d.has_cmvn = true;
+  }
+  if (cfg.data_max_train_utterances > 0 && static_cast<int64_t>(d.train.utterances.size()) > cfg.data_max_train_utterances)
+    d.train.utterances.resize(static_cast<size_t>(cfg.data_max_train_utterances));
+  if (cfg.data_max_dev_utterances > 0 && static_cast<int64_t>(d.dev.utterances.size()) > cfg.data_max_dev_utterances)
+    d.dev.utterances.resize(static_cast<size_t>(cfg.data_max_dev_utterances));
+  return d;
+}
+
+void evaluate_utterances(const Network<float>& net, const std::vector<float>& params,
+                         const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
+                         crf::Backend& backend, int batch_size, Metrics& metrics, const UtteranceHook& hook) {
+  std::vector<const data::Utterance*> sorted = utts;
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
+  Activations<float> act;
+  for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
+    std::vector<const data::Utterance*> chunk(sorted.begin() + p,
+                                              sorted.begin() + std::min(sorted.size(), p + batch_size));
+    const Batch batch = make_batch(chunk, cmvn, ls, 0);
+    const auto segs = decode_batch(net, params, batch, backend, act);
+    for (size_t b = 0; b < chunk.size(); ++b) {
+      const int L = batch.input.lengths[b];
+      std::vector<int> ref(L), pred(L, -1);
+      for (int t = 0; t < L; ++t) ref[t] = ls.to39[batch.labels[b * batch.input.T + t]];
+      for (const crf::Segment& s : segs[b])
+        for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.to39.at(s.label);
+      for (int t = 0; t < L; ++t)
+        if (pred[t] < 0)
+          throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + chunk[b]->id);
+      metrics.add(ref, pred);
+      if (hook) hook(*chunk[b], batch, static_cast<int>(b), act, segs[b]);
+    }
+  }
+}
+
+TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
+  Config cfg = cfg_in;
+  cfg.validate();
+  if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
+  if (cfg.train_device == "cuda")
+    throw std::invalid_argument(
+        "config: train.device=cuda: the encoder runs on the CPU in this build; use train.device=cpu (the CRF can "
+        "still run on the GPU with crf.backend=cuda)");
+  if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
+  const int threads = set_threads(cfg.train_threads);
+  const fs::path run_dir(cfg.train_run_dir);
+  const fs::path ckpt_dir = run_dir / "checkpoints";
+  fs::create_directories(ckpt_dir);
+  const std::string metrics_path = (run_dir / "metrics.jsonl").string();
+
+  std::unique_ptr<crf::Backend> backend = crf::make_backend(cfg.crf_backend);
+  const LabelSet ls = LabelSet::make(cfg.data_label_set);
+  ModelState state;
+  state.dims.input_dim = data.train.utterances[0].dim;
+  state.dims.hidden_dim = cfg.model_hidden_dim;
+  state.dims.num_layers = cfg.model_num_layers;
+  state.dims.num_classes = ls.size();
+  state.dims.max_duration = cfg.crf_max_duration;
+  state.labels = ls;
+  state.features = data.features;
+  state.has_cmvn = data.has_cmvn;
+  state.cmvn = data.cmvn;
+  std::mt19937_64 rng(cfg.train_seed);
+  Network<float> net(state.dims);
+  std::string metrics_text;
+  if (resume) {
+    const std::string path = latest_checkpoint(cfg.train_run_dir);
+    if (path.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoints/epoch-N.safetensors to resume from");
+    ModelState s = load_checkpoint(path);
+    if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
+        s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
+        s.dims.max_duration != state.dims.max_duration)
+      throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
+    if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
+    state.params = std::move(s.params);
+    state.optimizer = std::move(s.optimizer);
+    state.epoch = s.epoch;
+    state.best_dev_per = s.best_dev_per;
+    state.best_epoch = s.best_epoch;
+    rng_from_string(rng, s.rng_state, path);
+    metrics_text = metrics_upto(metrics_path, state.epoch);
+    spdlog::info("resuming {} after epoch {} (optimizer step {})", path, state.epoch, state.optimizer.step);
+    if (state.epoch >= cfg.train_epochs)
+      spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, cfg.train_epochs);
+  } else {
+    init_params(net.layout(), rng, state.params);
+    state.optimizer.reset(net.layout().total());
+  }
+  state.optimizer.beta1 = cfg.train_beta1;
+  state.optimizer.beta2 = cfg.train_beta2;
+  state.optimizer.eps = cfg.train_eps;
+  state.optimizer.weight_decay = cfg.train_weight_decay;
+  state.config = cfg;
+  write_file_atomic((run_dir / "config.yaml").string(), cfg.to_yaml());
+  write_file_atomic(metrics_path, metrics_text);
+
+  int fixed_length = cfg.debug_fixed_length;
+  int inject_epoch = -1, inject_batch = -1;
+  if (!cfg.debug_inject_nonfinite.empty()) {
+    char c;
+    std::istringstream(cfg.debug_inject_nonfinite) >> inject_epoch >> c >> inject_batch;
+  }
+  const int64_t N = static_cast<int64_t>(data.train.utterances.size());
+  std::vector<int32_t> lengths(N);
+  for (int64_t i = 0; i < N; ++i) lengths[i] = data.train.utterances[i].num_frames;
+  const int64_t batches_per_epoch = (N + cfg.train_batch_size - 1) / cfg.train_batch_size;
+  const int64_t total_steps = batches_per_epoch * cfg.train_epochs;
+  const data::Cmvn* cmvn = data.has_cmvn ? &data.cmvn : nullptr;
+  std::vector<const data::Utterance*> dev_utts;
+  for (const auto& u : data.dev.utterances) dev_utts.push_back(&u);
+  spdlog::info("training: {} train / {} dev utterances, {} parameters, {} classes, K={}, backend {}, {} threads{}",
+               N, dev_utts.size(), net.layout().total(), ls.size(), cfg.crf_max_duration, backend->name(), threads,
+               fixed_length > 0 ? ", fixed length " + std::to_string(fixed_length) : std::string());
+
+  TrainResult result;
+  result.run_dir = cfg.train_run_dir;
+  std::vector<float> grad;
+  Activations<float> act;
+  for (int epoch = state.epoch + 1; epoch <= cfg.train_epochs; ++epoch) {
+    const auto epoch_t0 = Clock::now();
+    EpochRecord rec;
+    rec.epoch = epoch;
+    const auto batches = make_epoch_batches(lengths, cfg, rng);
+    double loss_sum = 0;
+    int64_t frames = 0, utts = 0, padded = 0;
+    Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(cfg.train_epochs),
+                      static_cast<int64_t>(batches.size()), "batch");
+    double train_seconds = 0;
+    for (size_t bi = 0; bi < batches.size(); ++bi) {
+      const auto t_data = Clock::now();
+      std::vector<const data::Utterance*> chunk;
+      for (int i : batches[bi]) chunk.push_back(&data.train.utterances[i]);
+      const Batch batch = make_batch(chunk, cmvn, ls, fixed_length);
+      rec.times.data += since(t_data);
+      const double lr =
+          scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps);
+      StepTimes st;
+      StepResult sr;
+      const bool inject = epoch == inject_epoch && static_cast<int>(bi) + 1 == inject_batch;
+      std::vector<float> injected;
+      if (inject) {  // debug.inject_nonfinite: poison one transition entry for this step
+        injected = state.params;
+        injected[net.layout().get("crf.transition").offset] = std::numeric_limits<float>::quiet_NaN();
+      }
+      const std::vector<float>& step_params = inject ? injected : state.params;
+      try {
+        sr = loss_and_grad(net, step_params, batch, *backend, cfg, cfg.model_dropout, &rng, grad, act, &st);
+      } catch (const NonFiniteError& e) {
+        const std::string replay =
+            (run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) + ".safetensors"))
+                .string();
+        std::string ids;
+        for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
+        std::string where;
+        try {
+          if (act.cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * ls.size()) {
+            write_replay(replay, net, step_params, batch, act.cum);
+            where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
+                    " --backend reference --out OUT.safetensors`)";
+          } else {
+            where = "; no CRF inputs exist yet for this batch (the forward stopped before cum_scores)";
+          }
+        } catch (const std::exception& w) {
+          where = std::string("; writing the replay file failed: ") + w.what();
+        }
+        throw std::runtime_error("training stopped at epoch " + std::to_string(epoch) + ", batch " +
+                                 std::to_string(bi + 1) + "/" + std::to_string(batches.size()) +
+                                 ": first non-finite tensor: " + e.tensor() + " (" + e.what() + "); utterances: " +
+                                 ids + where +
+                                 ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md");
+      }
+      const auto t_opt = Clock::now();
+      clip_global_norm(grad, cfg.train_clip_norm);
+      state.optimizer.update(state.params, grad, lr);
+      rec.times.optimizer += since(t_opt);
+      rec.times.encoder_forward += st.encoder_forward;
+      rec.times.encoder_backward += st.encoder_backward;
+      rec.times.crf += st.crf;
+      train_seconds = since(epoch_t0);
+      loss_sum += sr.loss;
+      frames += batch.frames;
+      padded += static_cast<int64_t>(batch.input.B) * batch.input.T;
+      utts += batch.input.B;
+      rec.lr = lr;
+      {
+        std::ostringstream pf;
+        pf.precision(4);
+        pf << "loss " << loss_sum / (bi + 1) << "  " << static_cast<int64_t>(frames / std::max(1e-9, train_seconds))
+           << " frames/s";
+        progress.set_postfix(pf.str());
+      }
+      progress.advance();
+      if ((bi + 1) % static_cast<size_t>(cfg.train_log_every) == 0)
+        spdlog::debug("epoch {} batch {}/{}: loss {:.5f} (penalty {:.5f}), lr {:.3g}, T {}", epoch, bi + 1,
+                      batches.size(), sr.loss, sr.penalty, lr, batch.input.T);
+    }
+    progress.finish();
+    rec.train_loss = loss_sum / std::max<size_t>(1, batches.size());
+    rec.frames_per_sec = frames / std::max(1e-9, train_seconds);
+    rec.utterances_per_sec = utts / std::max(1e-9, train_seconds);
+
+    const auto t_dev = Clock::now();
+    Metrics dev(ls.names39);
+    if (!dev_utts.empty()) {
+      evaluate_utterances(net, state.params, dev_utts, cmvn, ls, *backend, cfg.train_batch_size, dev);
+      rec.dev_per = dev.per();
+    } else {
+      rec.dev_per = std::numeric_limits<double>::quiet_NaN();
+    }
+    rec.times.dev_eval = since(t_dev);
+    const auto [mt, md] = crf_param_maxima(net.layout(), state.params);
+    rec.max_abs_transition = mt;
+    rec.max_abs_duration_bias = md;
+    spdlog::debug("epoch {}: max|transition| = {:.4f}, max|duration_bias| = {:.4f}", epoch, mt, md);
+    if (mt > cfg.debug_drift_threshold || md > cfg.debug_drift_threshold)
+      spdlog::warn(
+          "epoch {}: CRF parameters drifting high: max|transition| = {:.3f}, max|duration_bias| = {:.3f} "
+          "(debug.drift_threshold = {}); consider raising --crf-reg (now {})",
+          epoch, mt, md, cfg.debug_drift_threshold, cfg.crf_reg);
+
+    state.epoch = epoch;
+    state.dev_per = rec.dev_per;
+    const bool best = !dev_utts.empty() && rec.dev_per < state.best_dev_per;
+    if (best) {
+      state.best_dev_per = rec.dev_per;
+      state.best_epoch = epoch;
+    }
+    state.rng_state = rng_to_string(rng);
+    const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
+    save_checkpoint(ckpt, state);
+    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
+    rec.epoch_seconds = since(epoch_t0);
+
+    nlohmann::json line = {{"epoch", epoch},
+                           {"train_loss", rec.train_loss},
+                           {"dev_per", dev_utts.empty() ? nlohmann::json(nullptr) : nlohmann::json(rec.dev_per)},
+                           {"dev_frame_accuracy", dev.frame_accuracy()},
+                           {"dev_boundary_f1_tol2", dev.boundary(2).f1()},
+                           {"frames_per_sec", rec.frames_per_sec},
+                           {"utterances_per_sec", rec.utterances_per_sec},
+                           {"epoch_seconds", rec.epoch_seconds},
+                           {"lr", rec.lr},
+                           {"max_abs_transition", mt},
+                           {"max_abs_duration_bias", md},
+                           {"train_frames", frames},
+                           {"padding_fraction", padded ? 1.0 - double(frames) / double(padded) : 0.0},
+                           {"optimizer_step", state.optimizer.step},
+                           {"best", best},
+                           {"seconds", rec.times.to_json()}};
+    metrics_text += line.dump() + "\n";
+    write_file_atomic(metrics_path, metrics_text);
+    spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
+                 "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
+                 epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                 rec.epoch_seconds, rec.times.data, rec.times.encoder_forward, rec.times.encoder_backward,
+                 rec.times.crf, rec.times.optimizer, rec.times.dev_eval);
+    result.epochs.push_back(rec);
+  }
+  return result;
+}
+
+}  // namespace timitseg::model

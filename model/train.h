@@ -1,0 +1,61 @@
+// The training loop of `timitseg train` (docs/training.md) and the shared
+// evaluation pass used for dev PER and `timitseg evaluate`.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "model/config.h"
+#include "model/metrics.h"
+#include "model/model.h"
+
+namespace timitseg::model {
+
+struct TimeBreakdown {
+  double data = 0, encoder_forward = 0, encoder_backward = 0, crf = 0, optimizer = 0, dev_eval = 0;
+  nlohmann::json to_json() const;
+};
+
+struct EpochRecord {
+  int epoch = 0;
+  double train_loss = 0, dev_per = 0, frames_per_sec = 0, utterances_per_sec = 0, epoch_seconds = 0, lr = 0;
+  double max_abs_transition = 0, max_abs_duration_bias = 0;
+  TimeBreakdown times;
+};
+
+struct TrainResult {
+  std::vector<EpochRecord> epochs;  // epochs run by this call
+  std::string run_dir;
+};
+
+// Data already in memory (tests; `train` loads them from cfg.data_workdir).
+struct TrainData {
+  data::Split train, dev;
+  bool has_cmvn = false;
+  data::Cmvn cmvn;
+  data::FeatureOptions features;
+};
+TrainData load_train_data(const Config& cfg);
+
+// Trains from scratch (resume == false) or continues the latest
+// RUN_DIR/checkpoints/epoch-N.safetensors (resume == true; cfg must be the
+// checkpoint's config, possibly with train.epochs raised).
+TrainResult train(const Config& cfg, const TrainData& data, bool resume);
+
+// Latest epoch checkpoint of a run directory ("" when none).
+std::string latest_checkpoint(const std::string& run_dir);
+
+// Decodes utterances batch by batch (sorted by length) and accumulates the
+// 39-phone metrics. on_utterance (optional) sees each utterance's batch row.
+using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row, const Activations<float>&,
+                                         const std::vector<crf::Segment>&)>;
+void evaluate_utterances(const Network<float>& net, const std::vector<float>& params,
+                         const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
+                         crf::Backend& backend, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr);
+
+// Sets Eigen / OpenMP threads (0 = all cores); returns the number used.
+int set_threads(int threads);
+
+}  // namespace timitseg::model

@@ -1,0 +1,225 @@
+// End to end with the built binary on a tiny synth corpus: a 2-epoch run whose
+// loss falls; evaluate (--json, --dump-scores) and decode; --resume gives a
+// bitwise identical final checkpoint; a non-finite step stops training with a
+// diagnostic and a crf-replay file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "data/safetensors.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+
+namespace {
+
+struct Cmd {
+  int rc;
+  std::string output;
+};
+
+Cmd run(const std::string& args) {
+  const std::string cmd = std::string(TIMITSEG_BINARY) + " " + args + " 2>&1";
+  Cmd r{0, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::vector<nlohmann::json> metrics_lines(const fs::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+class TrainE2E : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static std::string config_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("timitseg_model_e2e_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Cmd s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 4 --seed 5");
+    ASSERT_EQ(s.rc, 0) << s.output;
+    Cmd p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());
+    ASSERT_EQ(p.rc, 0) << p.output;
+    config_ = (dir_ / "tiny.yaml").string();
+    std::ofstream(config_) << "data:\n  workdir: " << (dir_ / "work").string()
+                           << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n  dropout: 0.1\n"
+                              "crf:\n  max_duration: 12\n  reg: 0.001\n"
+                              "train:\n  epochs: 2\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n"
+                              "  run_dir: "
+                           << (dir_ / "run_a").string() << "\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+};
+fs::path TrainE2E::dir_;
+std::string TrainE2E::config_;
+
+}  // namespace
+
+TEST_F(TrainE2E, TwoEpochsLossFallsThenEvaluateAndDecode) {
+  const fs::path run_a = dir_ / "run_a";
+  // a tiny drift threshold makes the drift warning fire (numerics unchanged)
+  Cmd t = run("train --config " + config_ + " --set debug.drift_threshold=1e-9");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find("epoch 1: CRF parameters drifting high: max|transition| = "), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("consider raising --crf-reg"), std::string::npos) << t.output;
+  const auto lines = metrics_lines(run_a);
+  ASSERT_EQ(lines.size(), 2u) << t.output;
+  for (const char* key : {"epoch", "train_loss", "dev_per", "frames_per_sec", "utterances_per_sec", "epoch_seconds",
+                          "lr", "max_abs_transition", "max_abs_duration_bias"})
+    for (const auto& l : lines) EXPECT_TRUE(l.contains(key)) << key;
+  EXPECT_EQ(lines[0]["epoch"], 1);
+  EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>()) << t.output;
+  EXPECT_TRUE(fs::exists(run_a / "config.yaml"));
+  EXPECT_TRUE(fs::exists(run_a / "checkpoints" / "epoch-1.safetensors"));
+  EXPECT_TRUE(fs::exists(run_a / "checkpoints" / "epoch-2.safetensors"));
+  EXPECT_TRUE(fs::exists(run_a / "checkpoints" / "best.safetensors"));
+  // checkpoint: PyTorch names and shapes, metadata for decode and resume
+  const st::File ck = st::load((run_a / "checkpoints" / "epoch-2.safetensors").string());
+  EXPECT_EQ(ck.get("encoder.lstm.weight_ih_l0_reverse").shape, (std::vector<int64_t>{32, 16}));
+  EXPECT_EQ(ck.get("crf.duration_bias").shape, (std::vector<int64_t>{12, 39}));
+  EXPECT_TRUE(ck.has("optimizer.exp_avg.crf.transition"));
+  for (const char* m : {"config", "rng_state", "epoch", "feature_options", "label_names"})
+    EXPECT_TRUE(ck.metadata.count(m)) << m;
+
+  // evaluate: the checkpoint reproduces the dev PER logged during training
+  const fs::path json2 = dir_ / "eval_dev.json";
+  Cmd e2 = run("evaluate --checkpoint " + (run_a / "checkpoints" / "epoch-2.safetensors").string() +
+               " --split dev --json " + json2.string());
+  ASSERT_EQ(e2.rc, 0) << e2.output;
+  EXPECT_DOUBLE_EQ(nlohmann::json::parse(slurp(json2))["per"].get<double>(), lines[1]["dev_per"].get<double>());
+
+  // evaluate
+  const fs::path json = dir_ / "eval.json", dump = dir_ / "dump";
+  Cmd e = run("evaluate --checkpoint " + (run_a / "checkpoints" / "best.safetensors").string() +
+              " --split core-test --json " + json.string() + " --dump-scores " + dump.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("PER"), std::string::npos);
+  const auto j = nlohmann::json::parse(slurp(json));
+  for (const char* k : {"per", "segment_f1", "frame_accuracy", "confusion", "durations"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (const char* tol : {"0", "1", "2"}) EXPECT_TRUE(j["boundary_f1"].contains(tol));
+  EXPECT_GE(j["boundary_f1"]["2"].get<double>(), j["boundary_f1"]["0"].get<double>());
+  int dumped = 0;
+  for (const auto& f : fs::directory_iterator(dump)) {
+    const st::File d = st::load(f.path().string());
+    const auto& feats = d.get("features", st::DType::F32, {-1, 39});
+    d.get("scores", st::DType::F32, {feats.shape[0], 39});
+    const auto seg = d.get("segments", st::DType::I32, {-1, 3}).to<int32_t>();
+    int64_t covered = 0;  // segments tile [0, T)
+    for (size_t i = 0; i < seg.size(); i += 3) {
+      EXPECT_EQ(seg[i], covered);
+      covered += seg[i + 1];
+    }
+    EXPECT_EQ(covered, feats.shape[0]);
+    ++dumped;
+  }
+  EXPECT_EQ(dumped, j["utterances"].get<int>());
+
+  // decode a TIMIT tree (TEST) into .PHN + TextGrid
+  const fs::path out = dir_ / "decoded";
+  Cmd dcd = run("decode --checkpoint " + (run_a / "checkpoints" / "best.safetensors").string() + " " +
+                (dir_ / "synth" / "TEST").string() + " --out " + out.string());
+  ASSERT_EQ(dcd.rc, 0) << dcd.output;
+  int phn = 0;
+  for (const auto& f : fs::recursive_directory_iterator(out)) {
+    if (f.path().extension() != ".PHN") continue;
+    ++phn;
+    EXPECT_TRUE(fs::exists(fs::path(f.path()).replace_extension(".TextGrid")));
+    std::istringstream in(slurp(f.path()));
+    long long b, e, prev_end = 0;
+    std::string name;
+    int rows = 0;
+    while (in >> b >> e >> name) {
+      EXPECT_EQ(b, prev_end);
+      EXPECT_GT(e, b);
+      prev_end = e;
+      ++rows;
+    }
+    EXPECT_GT(rows, 0);
+  }
+  EXPECT_GT(phn, 0);
+}
+
+TEST_F(TrainE2E, ResumeIsBitwiseIdentical) {
+  const fs::path run_a = dir_ / "run_a", run_b = dir_ / "run_b";
+  if (!fs::exists(run_a / "checkpoints" / "epoch-2.safetensors")) {
+    Cmd t = run("train --config " + config_);
+    ASSERT_EQ(t.rc, 0) << t.output;
+  }
+  // B: the same run interrupted after epoch 1
+  fs::remove_all(run_b);
+  fs::create_directories(run_b / "checkpoints");
+  fs::copy_file(run_a / "checkpoints" / "epoch-1.safetensors", run_b / "checkpoints" / "epoch-1.safetensors");
+  {
+    std::istringstream in(slurp(run_a / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    std::ofstream(run_b / "metrics.jsonl") << first << "\n";
+  }
+  Cmd r = run("train --resume " + run_b.string());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const st::File a = st::load((run_a / "checkpoints" / "epoch-2.safetensors").string());
+  const st::File b = st::load((run_b / "checkpoints" / "epoch-2.safetensors").string());
+  ASSERT_EQ(a.tensors.size(), b.tensors.size());
+  for (const auto& [name, t] : a.tensors) {
+    ASSERT_TRUE(b.has(name)) << name;
+    EXPECT_EQ(t.bytes, b.get(name).bytes) << name << " differs after --resume";
+  }
+  for (const auto& [k, v] : a.metadata)
+    if (k != "config") EXPECT_EQ(v, b.metadata.at(k)) << k;  // config differs only in train.run_dir
+  const auto la = metrics_lines(run_a), lb = metrics_lines(run_b);
+  ASSERT_EQ(lb.size(), 2u);
+  EXPECT_EQ(la[1]["train_loss"], lb[1]["train_loss"]);
+  EXPECT_EQ(la[1]["dev_per"], lb[1]["dev_per"]);
+}
+
+TEST_F(TrainE2E, NonFiniteStepStopsWithDiagnosticsAndReplayFile) {
+  const fs::path run_c = dir_ / "run_c";
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_c.string() +
+              " --set debug.inject_nonfinite=1:2");
+  EXPECT_NE(t.rc, 0);
+  EXPECT_NE(t.output.find("error: training stopped at epoch 1, batch 2/"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("first non-finite tensor: CRF input"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("transition"), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("utterances: train/"), std::string::npos) << t.output;
+  const fs::path replay = run_c / "nonfinite-epoch1-batch2.safetensors";
+  ASSERT_TRUE(fs::exists(replay)) << t.output;
+  const st::File f = st::load(replay.string());
+  const auto& cum = f.get("cum_scores", st::DType::F32, {4, -1, 39});
+  f.get("transition", st::DType::F32, {39, 39});
+  f.get("duration_bias", st::DType::F32, {12, 39});
+  f.get("lengths", st::DType::I32, {4});
+  f.get("labels", st::DType::I32, {4, cum.shape[1] - 1});
+  // crf replay reproduces the failure, naming the tensor, and writes nothing
+  const fs::path out = dir_ / "replay_out.safetensors";
+  Cmd rp = run("crf replay " + replay.string() + " --backend reference --out " + out.string());
+  EXPECT_NE(rp.rc, 0) << rp.output;
+  EXPECT_NE(rp.output.find("transition"), std::string::npos) << rp.output;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(run_c / "checkpoints" / "epoch-1.safetensors"));
+}
