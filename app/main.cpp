@@ -14,7 +14,7 @@ namespace timitseg::app {
 CLI::App* bench_command(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
     if (sub->get_name() == "bench") return sub;
-  CLI::App* bench = app.add_subcommand("bench", "Benchmarks that print timings (see `timitseg bench --help`)");
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks that print timings; `bench crf`: the semi-CRF backends");
   bench->require_subcommand(1);
   return bench;
 }

@@ -213,11 +213,25 @@ File load(const std::string& path) {
     if (!in) fail(path, where + "read error");
     f.tensors.emplace(name, std::move(t));
   }
+  // Zero-size tensors occupy no bytes and may sit at any offset; the others
+  // must tile the data section exactly (no overlap, no hole, nothing after), as
+  // the reference implementation requires.
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
+               ranges.end());
   std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].begin < ranges[i - 1].end)
+  uint64_t covered = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && ranges[i].begin < ranges[i - 1].end)
       fail(path, "corrupt safetensors file: data of tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
                      "' overlap");
+    if (ranges[i].begin != covered)
+      fail(path, "corrupt safetensors file: bytes " + std::to_string(covered) + ".." + std::to_string(ranges[i].begin) +
+                     " of the data section belong to no tensor");
+    covered = ranges[i].end;
+  }
+  if (covered != data_size)
+    fail(path, "corrupt safetensors file: " + std::to_string(data_size - covered) +
+                   " bytes after the last tensor's data (trailing garbage or a wrong header)");
   return f;
 }
 

@@ -162,9 +162,39 @@ TEST(Safetensors, CorruptionCases) {
         make_raw(R"({"x":{"dtype":"U8","shape":[6],"data_offsets":[0,6]},"y":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
                  data),
         "overlap");
+  check("hole",
+        make_raw(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"y":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})",
+                 data),
+        "belong to no tensor");
+  check("trailing", make_raw(R"({"x":{"dtype":"U8","shape":[6],"data_offsets":[0,6]}})", data), "after the last tensor");
   check("missing_fields", make_raw(R"({"x":{"dtype":"U8"}})", ""), "needs dtype, shape and data_offsets");
   check("bad_metadata", make_raw(R"({"__metadata__":{"a":1}})", ""), "not a string");
   EXPECT_THROW(st::load(dir + "/does_not_exist.safetensors"), std::runtime_error);
+}
+
+// Zero-size tensors share offsets with their neighbours (as Python's
+// safetensors writes them); whatever their name order, the file is valid.
+TEST(Safetensors, ZeroSizeTensorsAnywhere) {
+  const std::string dir = tmpdir();
+  const std::string data(8, '\2');
+  for (const char* header :
+       {R"({"a":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},"b":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
+        R"({"b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
+        R"({"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})"}) {
+    const std::string p = dir + "/zero.safetensors";
+    write_all(p, make_raw(header, data));
+    st::File f = st::load(p);
+    EXPECT_EQ(f.tensors.size(), 2u) << header;
+  }
+  // And through save/load, with the empty tensor between non-empty ones.
+  st::File f;
+  f.tensors["a"] = st::Tensor::from<float>({2}, std::vector<float>{1, 2});
+  f.tensors["b"] = st::Tensor::from<float>({0, 39}, std::vector<float>{});
+  f.tensors["c"] = st::Tensor::from<int32_t>({1}, std::vector<int32_t>{7});
+  st::save(dir + "/zero2.safetensors", f);
+  st::File g = st::load(dir + "/zero2.safetensors");
+  EXPECT_EQ(g.get("b").shape, (std::vector<int64_t>{0, 39}));
+  EXPECT_EQ(g.get("c").to<int32_t>(), std::vector<int32_t>{7});
 }
 
 TEST(Safetensors, FailedSaveLeavesNothing) {
