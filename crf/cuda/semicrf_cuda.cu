@@ -880,6 +880,12 @@ class CudaBackend final : public Backend {
       os << "cuda backend: dims must be >= 1, got B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
       throw std::invalid_argument(os.str());
     }
+    // Utterances map to gridDim.y in the marginal kernel (at most 65535).
+    if (d.B > 65535) {
+      std::ostringstream os;
+      os << "cuda backend: batch size B=" << d.B << " exceeds 65535 utterances per call; split the batch";
+      throw std::invalid_argument(os.str());
+    }
     // Per-utterance indices are int; batch offsets are size_t.
     if ((d.T + 1) * d.C > INT_MAX / 2 || d.C * d.C > INT_MAX / 2 || d.K * d.C > INT_MAX / 2 || d.B > INT_MAX / 2 ||
         d.B * d.T > (1LL << 50)) {
