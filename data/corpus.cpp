@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -22,9 +23,9 @@ std::string to_lower(std::string s) {
 std::string Problem::str() const {
   std::string s = file;
   if (line > 0) s += ":" + std::to_string(line);
-  s += ": ";
-  s += error ? "" : "warning: ";
-  return s + message;
+  // The severity is not part of the text: the log line already says
+  // "[warning]", and the summary counts errors (skipped) and warnings apart.
+  return s + ": " + message;
 }
 
 namespace {
@@ -56,6 +57,7 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
   bool any_error = false;
   int64_t prev_end = 0;
   bool have_prev = false, after_bad = false;
+  int last_line = 0;  // line of the last phone whose times were read
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -98,6 +100,7 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
       }
     }
     after_bad = false;
+    last_line = lineno;
     if (bad) {
       any_error = true;
       // a line whose times are sound (e.g. only the phone is unknown) still
@@ -109,6 +112,15 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
     have_prev = true;
     out.push_back(e);
   }
+  // Audio after the last phone: reported like any other gap (a warning; its
+  // frames are labelled h#, see frame_labels). Real TIMIT files often stop a
+  // few samples short (TRAIN/DR1/FCJF0/SA1: last phone ends at 46720 of 46797).
+  // Up to one default frame length (400 samples, 25 ms) is normal and not
+  // reported, so real TIMIT does not flood the log; longer tails are.
+  constexpr int64_t kTrailingGapTolerance = 400;
+  if (num_samples >= 0 && have_prev && !after_bad && num_samples - prev_end > kTrailingGapTolerance)
+    report(last_line, "gap of " + std::to_string(num_samples - prev_end) + " samples after the last phone (" +
+                          std::to_string(prev_end) + " .. " + std::to_string(num_samples) + ")", false);
   if (!any_error) {
     if (out.empty()) report(0, "no phones", true);
     else if (std::all_of(out.begin(), out.end(), [](const PhnEntry& e) { return e.phone == "q"; }))
@@ -135,12 +147,16 @@ std::vector<int32_t> frame_labels(const std::vector<PhnEntry>& phones, int64_t n
   if (first_non_q < 0) throw std::invalid_argument("frame_labels: only q phones");
   for (size_t i = 0; i < lab.size(); ++i)
     if (lab[i] == q) lab[i] = (i == 0 || static_cast<int>(i) < first_non_q) ? lab[first_non_q] : lab[i - 1];
+  const int silence = ps.index61("h#");
+  const double last_end = static_cast<double>(phones.back().end) * scale;
   std::vector<int32_t> out(static_cast<size_t>(num_frames));
   size_t p = 0;  // last phone whose start <= centre
   for (int64_t t = 0; t < num_frames; ++t) {
     const double c = static_cast<double>(frame_center_sample(t, opts));
     while (p + 1 < phones.size() && phones[p + 1].start * scale <= c) ++p;
-    out[static_cast<size_t>(t)] = lab[p];  // covering phone, or the one before a gap; first phone before it starts
+    // covering phone, or the one before a gap; first phone before it starts;
+    // h# (silence) past the end of the last phone (audio the .PHN does not cover)
+    out[static_cast<size_t>(t)] = c >= last_end ? silence : lab[p];
   }
   return out;
 }
@@ -188,9 +204,16 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
           std::string stem = lower.substr(0, lower.size() - 4);
           // converted copies beside the originals: "SI1027.WAV.wav" is the same utterance as "SI1027.WAV"
           if (ext == ".wav" && stem.size() > 4 && stem.substr(stem.size() - 4) == ".wav") stem.resize(stem.size() - 4);
-          if (ext == ".wav") wavs.emplace_back(stem, fe.path().string());
-          else if (ext == ".phn") phn_by_stem.emplace(stem, fe.path().string());
+          if (ext == ".wav") {
+            wavs.emplace_back(stem, fe.path().string());
+          } else if (ext == ".phn") {
+            auto [pit, fresh] = phn_by_stem.emplace(stem, fe.path().string());
+            if (!fresh)
+              report(fe.path().string(), "duplicate of " + pit->second + " (same utterance, other letter case): ignored",
+                     false);
+          }
         }
+        std::set<std::string> phn_used;
         for (const auto& [stem, wav] : wavs) {
           CorpusUtterance u{part, dr, spk, stem, wav, ""};
           auto it = phn_by_stem.find(stem);
@@ -201,7 +224,17 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
                    false);
             continue;
           }
+          phn_used.insert(stem);
           out.push_back(u);
+        }
+        // a .PHN without a .WAV: listed with an empty wav_path, so that prepare
+        // reports it ("no matching .WAV file"), counts it as skipped and --strict stops
+        for (const auto& [stem, phn] : phn_by_stem) {
+          if (phn_used.count(stem)) continue;
+          CorpusUtterance u{part, dr, spk, stem, "", phn};
+          auto [sit, inserted] = seen.emplace(u.id(), phn);
+          if (inserted) out.push_back(u);
+          else report(phn, "duplicate of " + sit->second + " (same utterance, other letter case): ignored", false);
         }
       }
     }

@@ -13,8 +13,9 @@
 namespace timitseg::data {
 
 // One validation finding. Rendered as "FILE:LINE: message" (line 0: the file
-// as a whole, rendered "FILE: message"). error = the utterance is unusable
-// (skipped by prepare, fatal with --strict); otherwise a warning (e.g. a gap).
+// as a whole, rendered "FILE: message"); the severity is not part of the text.
+// error = the utterance is unusable (skipped by prepare, fatal with --strict);
+// otherwise a warning (e.g. a gap).
 struct Problem {
   std::string file;
   int line = 0;
@@ -33,7 +34,8 @@ struct PhnEntry {
 // Parses the text of a .PHN file (`path` is used in messages only) and validates
 // it: each line `start end phone`, 0 <= start < end <= num_samples (skipped when
 // num_samples < 0), a known 61-set phone, no overlap with the previous line
-// (errors); gaps between consecutive phones or before the first are warnings.
+// (errors); gaps between consecutive phones, before the first, or between the
+// last phone and the end of the audio (num_samples >= 0) are warnings.
 // A file with no phones, or only q, is an error. Returns the entries that parsed.
 std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text, int64_t num_samples,
                                 std::vector<Problem>* problems);
@@ -41,8 +43,9 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
 // Frame labels [num_frames] (indices into PhoneSet::names61(), never q) of an
 // utterance whose .PHN entries are valid (sorted, non-overlapping):
 //  - frame t takes the phone covering frame_center_sample(t) (start <= c < end);
-//  - a centre in a gap or after the last phone takes the phone before it, a
-//    centre before the first phone takes the first phone;
+//  - a centre in a gap between phones takes the phone before it, a centre
+//    before the first phone takes the first phone, a centre at or after the end
+//    of the last phone (audio the .PHN does not cover) takes h# (silence);
 //  - q (glottal stop, no 48/39 target) is merged into the preceding phone (its
 //    frames take that phone's label); a q with no phone before it takes the
 //    label of the following non-q phone.
@@ -56,13 +59,15 @@ struct CorpusUtterance {
   std::string dialect;  // "dr1"
   std::string speaker;  // "fcjf0"
   std::string name;     // "si1027"
-  std::string wav_path, phn_path;  // phn_path empty when no .PHN was found
+  std::string wav_path, phn_path;  // phn_path empty when no .PHN was found, wav_path when no .WAV
   std::string id() const { return part + "/" + dialect + "/" + speaker + "/" + name; }
   bool is_sa() const { return name.rfind("sa", 0) == 0; }
 };
 
-// Lists every .WAV of ROOT/{TRAIN,TEST}/DR*/SPEAKER/ (any letter case), sorted by
-// id. Problems (missing .PHN, duplicate utterances, stray folders) are appended.
+// Lists every utterance of ROOT/{TRAIN,TEST}/DR*/SPEAKER/ (any letter case) that
+// has a .WAV or a .PHN, sorted by id; a .WAV without .PHN has an empty phn_path,
+// a .PHN without .WAV an empty wav_path (prepare reports both as errors).
+// Problems (duplicate utterances, stray folders) are appended as warnings.
 // Throws if ROOT has neither a TRAIN nor a TEST folder.
 std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Problem>* problems);
 

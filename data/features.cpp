@@ -10,6 +10,7 @@
 #include <complex>
 #include <limits>
 #include <memory>
+#include <sstream>
 #include <stdexcept>
 #include <unsupported/Eigen/FFT>
 
@@ -51,25 +52,48 @@ FeatureOptions FeatureOptions::defaults_for(const std::string& type) {
     o.deltas = false;
     return o;
   }
-  throw std::invalid_argument("feature type must be mfcc or fbank, got '" + type + "'");
+  throw std::invalid_argument("feature option --features must be mfcc or fbank, got '" + type + "'");
 }
 
+// Messages name the command-line flag of each option (docs/features.md maps
+// flags to FeatureOptions fields and manifest keys).
 void validate(const FeatureOptions& o) {
   auto bad = [](const std::string& what) { throw std::invalid_argument("feature option " + what); };
-  if (o.type != "mfcc" && o.type != "fbank") bad("type must be mfcc or fbank, got '" + o.type + "'");
-  if (o.sample_rate <= 0) bad("sample_rate must be > 0");
-  if (o.frame_length_samples() < 2) bad("frame_length_ms gives fewer than 2 samples per frame");
-  if (o.frame_shift_samples() < 1) bad("frame_shift_ms gives 0 samples per shift");
+  auto num = [](double v) {
+    std::ostringstream s;
+    s << v;
+    return s.str();
+  };
+  if (o.type != "mfcc" && o.type != "fbank") bad("--features must be mfcc or fbank, got '" + o.type + "'");
+  if (o.sample_rate <= 0) bad("--sample-rate must be positive, got " + std::to_string(o.sample_rate));
+  // !(x > 0) also rejects NaN
+  if (!(o.frame_length_ms > 0.0)) bad("--frame-length-ms must be positive, got " + num(o.frame_length_ms));
+  if (!(o.frame_shift_ms > 0.0)) bad("--frame-shift-ms must be positive, got " + num(o.frame_shift_ms));
+  if (o.sample_rate * 0.001 * o.frame_length_ms < 2.0)
+    bad("--frame-length-ms " + num(o.frame_length_ms) + " is shorter than 2 samples at " +
+        std::to_string(o.sample_rate) + " Hz");
+  if (o.sample_rate * 0.001 * o.frame_shift_ms < 1.0)
+    bad("--frame-shift-ms " + num(o.frame_shift_ms) + " is shorter than 1 sample at " + std::to_string(o.sample_rate) +
+        " Hz");
+  if (o.sample_rate * 0.001 * o.frame_length_ms > 1e8)
+    bad("--frame-length-ms " + num(o.frame_length_ms) + " is too long (more than 1e8 samples)");
+  if (o.sample_rate * 0.001 * o.frame_shift_ms > 1e8)
+    bad("--frame-shift-ms " + num(o.frame_shift_ms) + " is too long (more than 1e8 samples)");
   if (o.window_type != "povey" && o.window_type != "hamming" && o.window_type != "hanning" &&
       o.window_type != "rectangular" && o.window_type != "sine" && o.window_type != "blackman")
-    bad("window_type must be povey, hamming, hanning, rectangular, sine or blackman, got '" + o.window_type + "'");
-  if (o.preemph_coeff < 0.0 || o.preemph_coeff > 1.0) bad("preemph_coeff must be in [0, 1]");
-  if (o.num_mel_bins < 3) bad("num_mel_bins must be >= 3");
+    bad("--window must be povey, hamming, hanning, rectangular, sine or blackman, got '" + o.window_type + "'");
+  if (!(o.preemph_coeff >= 0.0 && o.preemph_coeff <= 1.0)) bad("--preemph must be in [0, 1], got " + num(o.preemph_coeff));
+  if (o.num_mel_bins < 3) bad("--num-mel-bins must be at least 3, got " + std::to_string(o.num_mel_bins));
   double nyq = 0.5 * o.sample_rate;
   double high = o.high_freq > 0.0 ? o.high_freq : nyq + o.high_freq;
-  if (o.low_freq < 0.0 || o.low_freq >= nyq) bad("low_freq must be in [0, Nyquist)");
-  if (high <= o.low_freq || high > nyq) bad("high_freq must be in (low_freq, Nyquist] (<= 0: offset from Nyquist)");
-  if (o.type == "mfcc" && (o.num_ceps < 1 || o.num_ceps > o.num_mel_bins)) bad("num_ceps must be in [1, num_mel_bins]");
+  if (!(o.low_freq >= 0.0 && o.low_freq < nyq))
+    bad("--low-freq must be in [0, Nyquist = " + num(nyq) + " Hz), got " + num(o.low_freq));
+  if (!(high > o.low_freq && high <= nyq))
+    bad("--high-freq must be in (--low-freq, Nyquist = " + num(nyq) + " Hz] (<= 0: offset from Nyquist), got " +
+        num(o.high_freq));
+  if (o.type == "mfcc" && (o.num_ceps < 1 || o.num_ceps > o.num_mel_bins))
+    bad("--num-ceps must be in [1, --num-mel-bins = " + std::to_string(o.num_mel_bins) + "], got " +
+        std::to_string(o.num_ceps));
 }
 
 int64_t num_frames_for(int64_t n, const FeatureOptions& o) {
@@ -384,7 +408,7 @@ std::vector<float> compute_features(const Audio& audio, const FeatureOptions& op
   if (audio.sample_rate != opts.sample_rate) {
     if (!opts.allow_resample)
       throw std::invalid_argument("audio sample rate " + std::to_string(audio.sample_rate) + " Hz, features expect " +
-                                  std::to_string(opts.sample_rate) + " Hz (set allow_resample to resample)");
+                                  std::to_string(opts.sample_rate) + " Hz (pass --allow-resample to resample it)");
     resampled = resample(audio.samples, audio.sample_rate, opts.sample_rate);
     x = &resampled;
   }

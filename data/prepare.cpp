@@ -72,6 +72,10 @@ struct Result {
 Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   Result r;
   auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
+  if (u.wav_path.empty()) {
+    err(u.phn_path, "no matching .WAV file");
+    return r;
+  }
   if (u.phn_path.empty()) {
     err(u.wav_path, "no matching .PHN file");
     return r;
@@ -90,12 +94,12 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   if (!fo.allow_resample) {
     if (a.sample_rate != fo.sample_rate) {
       err(u.wav_path, "sample rate " + std::to_string(a.sample_rate) + " Hz, expected " +
-                          std::to_string(fo.sample_rate) + " Hz (allow_resample is off)");
+                          std::to_string(fo.sample_rate) + " Hz (pass --allow-resample to resample it)");
       return r;
     }
     if (a.bits != 16) {
       err(u.wav_path, (a.bits ? std::to_string(a.bits) + "-bit" : std::string("non-integer")) +
-                          " samples, expected 16-bit PCM (allow_resample is off)");
+                          " samples, expected 16-bit PCM (pass --allow-resample to accept it)");
       return r;
     }
   }
@@ -249,11 +253,10 @@ PrepareSummary prepare(const PrepareOptions& po) {
       if (!po.strict) spdlog::warn("{}: skipped", work[i].id());
     }
   }
-  if (po.strict && !errors.empty()) {
-    std::string msg = "--strict: stopped at a bad utterance (nothing written):";
-    for (const auto& e : errors) msg += "\n  " + e;
-    throw std::runtime_error(msg);
-  }
+  // --strict: one line, the first error of the first bad utterance in id
+  // order (every utterance before it was processed, so this does not depend on
+  // the thread count)
+  if (po.strict && !errors.empty()) throw std::runtime_error(errors.front() + " (--strict: nothing written)");
   for (size_t i = 0; i < work.size(); ++i) sum.audio_seconds += results[i].seconds;
 
   // ---- splits ----
@@ -317,7 +320,9 @@ PrepareSummary prepare(const PrepareOptions& po) {
       for (const auto& s : segs[k]) seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
       soff.push_back(soff.back() + static_cast<int64_t>(segs[k].size()));
       nsamp.push_back(r.num_samples);
-      utts.push_back({{"id", u.id()}, {"speaker", u.speaker}, {"audio", u.wav_path}});
+      // absolute, so that Utterance::audio_path works from any working directory
+      utts.push_back({{"id", u.id()}, {"speaker", u.speaker},
+                      {"audio", fs::absolute(u.wav_path).lexically_normal().string()}});
       speakers.insert(u.speaker);
       seconds += r.seconds;
       for (int set : {61, 39}) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <functional>
 #include <limits>
 
 #include <nlohmann/json.hpp>
@@ -209,7 +210,13 @@ TEST(Audio, ResampleOnlyWhenAllowed) {
   for (int i = 0; i < 8000; ++i) a.samples.push_back(static_cast<float>(8000.0 * std::sin(2 * M_PI * 500.0 * i / 8000.0)));
   FeatureOptions o;
   int32_t T = 0;
-  EXPECT_THROW(compute_features(a, o, &T), std::invalid_argument);
+  try {
+    compute_features(a, o, &T);
+    FAIL() << "8 kHz audio accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "audio sample rate 8000 Hz, features expect 16000 Hz (pass --allow-resample to resample it)");
+  }
   auto r = resample(a.samples, 8000, 16000);
   ASSERT_EQ(r.size(), 16000u);
   // compare with the exact 16 kHz tone away from the edges
@@ -223,4 +230,55 @@ TEST(Audio, ResampleOnlyWhenAllowed) {
   o.allow_resample = true;
   auto x = compute_features(a, o, &T);
   EXPECT_EQ(T, num_frames_for(16000, o));
+}
+
+// Messages of invalid options name the command-line flag (not the FeatureOptions
+// field), and say what is wrong with the given value.
+TEST(Features, InvalidOptionMessagesNameTheFlag) {
+  auto message = [](const FeatureOptions& o) -> std::string {
+    try {
+      validate(o);
+    } catch (const std::invalid_argument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  struct Case { std::function<void(FeatureOptions&)> set; std::string want; };
+  const std::vector<Case> cases = {
+      {[](FeatureOptions& o) { o.frame_shift_ms = -10; }, "feature option --frame-shift-ms must be positive, got -10"},
+      {[](FeatureOptions& o) { o.frame_shift_ms = 0; }, "feature option --frame-shift-ms must be positive, got 0"},
+      {[](FeatureOptions& o) { o.frame_shift_ms = std::nan(""); },
+       "feature option --frame-shift-ms must be positive, got nan"},
+      {[](FeatureOptions& o) { o.frame_shift_ms = 0.05; },
+       "feature option --frame-shift-ms 0.05 is shorter than 1 sample at 16000 Hz"},
+      {[](FeatureOptions& o) { o.frame_length_ms = -25; }, "feature option --frame-length-ms must be positive, got -25"},
+      {[](FeatureOptions& o) { o.frame_length_ms = 0.1; },
+       "feature option --frame-length-ms 0.1 is shorter than 2 samples at 16000 Hz"},
+      {[](FeatureOptions& o) { o.num_mel_bins = 2; }, "feature option --num-mel-bins must be at least 3, got 2"},
+      {[](FeatureOptions& o) { o.num_ceps = 30; }, "feature option --num-ceps must be in [1, --num-mel-bins = 23], got 30"},
+      {[](FeatureOptions& o) { o.window_type = "kaiser"; },
+       "feature option --window must be povey, hamming, hanning, rectangular, sine or blackman, got 'kaiser'"},
+      {[](FeatureOptions& o) { o.preemph_coeff = 1.5; }, "feature option --preemph must be in [0, 1], got 1.5"},
+      {[](FeatureOptions& o) { o.sample_rate = 0; }, "feature option --sample-rate must be positive, got 0"},
+      {[](FeatureOptions& o) { o.low_freq = 9000; },
+       "feature option --low-freq must be in [0, Nyquist = 8000 Hz), got 9000"},
+      {[](FeatureOptions& o) { o.high_freq = 9000; },
+       "feature option --high-freq must be in (--low-freq, Nyquist = 8000 Hz] (<= 0: offset from Nyquist), got 9000"},
+  };
+  for (const auto& c : cases) {
+    FeatureOptions o;
+    c.set(o);
+    EXPECT_EQ(message(o), c.want);
+  }
+  EXPECT_EQ(message(FeatureOptions()), "(accepted)");
+  // through the CLI: non-zero exit, the flag named
+  testutil::TempDir d;
+  testutil::write_audio(d.str("a.wav"), testutil::test_signal(4000));
+  std::string out;
+  EXPECT_NE(testutil::run_capture(std::string(TIMITSEG_BINARY) + " features " + d.str("a.wav") +
+                                      " --frame-shift-ms -10 --out " + d.str("f.safetensors"),
+                                  &out),
+            0);
+  EXPECT_NE(out.find("--frame-shift-ms must be positive, got -10"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(d.str("f.safetensors")));
 }

@@ -9,7 +9,7 @@
 using namespace timitseg::data;
 
 namespace {
-std::vector<Problem> check(const std::string& text, int64_t n = 100000) {
+std::vector<Problem> check(const std::string& text, int64_t n) {
   std::vector<Problem> p;
   parse_phn("DR1/FCJF0/SI1027.PHN", text, n, &p);
   return p;
@@ -30,25 +30,29 @@ TEST(Phn, ParsesValidFile) {
 }
 
 TEST(Phn, EachValidationCaseIsOneLineNamingFileAndLine) {
-  struct Case { std::string text; int line; std::string needle; bool error; };
+  // n: number of audio samples (-1: unknown, no end checks)
+  struct Case { std::string text; int64_t n; int line; std::string needle; bool error; };
   const std::vector<Case> cases = {
-      {"0 100 h#\n100 200\n", 2, "expected 'start end phone'", true},
-      {"0 100 h#\n100 2x0 aa\n", 2, "expected 'start end phone'", true},
-      {"0 100 h# extra\n", 1, "expected 'start end phone'", true},
-      {"-5 100 h#\n", 1, "negative", true},
-      {"0 100 h#\n100 100 aa\n", 2, "not before end", true},
-      {"0 100 h#\n100 90 aa\n", 2, "not before end", true},
-      {"0 100 h#\n100 100001 aa\n", 2, "past the end of the audio (100000 samples)", true},
-      {"0 100 h#\n100 200 xx\n", 2, "unknown phone 'xx'", true},
-      {"0 100 h#\n50 200 aa\n", 2, "overlaps the previous phone", true},
-      {"0 100 h#\n150 200 aa\n", 2, "gap of 50 samples", false},
-      {"10 100 h#\n100 200 aa\n", 1, "gap of 10 samples before the first phone", false},
-      {"", 0, "no phones", true},
-      {"\n\n", 0, "no phones", true},
-      {"0 100 q\n100 200 q\n", 0, "only q", true},
+      {"0 100 h#\n100 200\n", -1, 2, "expected 'start end phone'", true},
+      {"0 100 h#\n100 2x0 aa\n", -1, 2, "expected 'start end phone'", true},
+      {"0 100 h# extra\n", -1, 1, "expected 'start end phone'", true},
+      {"-5 100 h#\n", -1, 1, "negative", true},
+      {"0 100 h#\n100 100 aa\n", -1, 2, "not before end", true},
+      {"0 100 h#\n100 90 aa\n", -1, 2, "not before end", true},
+      {"0 100 h#\n100 100001 aa\n", 100000, 2, "past the end of the audio (100000 samples)", true},
+      {"0 100 h#\n100 200 xx\n", 200, 2, "unknown phone 'xx'", true},
+      {"0 100 h#\n50 200 aa\n", 200, 2, "overlaps the previous phone", true},
+      {"0 100 h#\n150 200 aa\n", 200, 2, "gap of 50 samples after the previous phone (100 .. 150)", false},
+      {"10 100 h#\n100 200 aa\n", 200, 1, "gap of 10 samples before the first phone", false},
+      // the audio goes on after the last phone: reported on the last phone's line
+      {"0 100 h#\n100 200 aa\n", 650, 2, "gap of 450 samples after the last phone (200 .. 650)", false},
+      {"0 100 h#\n100 200 aa\n\n\n", 601, 2, "gap of 401 samples after the last phone (200 .. 601)", false},
+      {"", 100, 0, "no phones", true},
+      {"\n\n", 100, 0, "no phones", true},
+      {"0 100 q\n100 200 q\n", 200, 0, "only q", true},
   };
   for (const auto& c : cases) {
-    auto p = check(c.text);
+    auto p = check(c.text, c.n);
     ASSERT_EQ(p.size(), 1u) << c.text;
     EXPECT_EQ(p[0].line, c.line) << c.text;
     EXPECT_EQ(p[0].error, c.error) << c.text;
@@ -58,10 +62,16 @@ TEST(Phn, EachValidationCaseIsOneLineNamingFileAndLine) {
     const std::string prefix = c.line > 0 ? "DR1/FCJF0/SI1027.PHN:" + std::to_string(c.line) + ": "
                                           : std::string("DR1/FCJF0/SI1027.PHN: ");
     EXPECT_EQ(s.rfind(prefix, 0), 0u) << s;
-    if (!c.error) EXPECT_NE(s.find("warning"), std::string::npos);
+    EXPECT_EQ(s, prefix + p[0].message);  // the severity is not repeated in the text
+    EXPECT_EQ(s.find("warning"), std::string::npos) << s;
   }
+  // the audio ends exactly with the last phone, or its length is unknown: no trailing gap
+  EXPECT_TRUE(check("0 100 h#\n100 200 aa\n", 200).empty());
+  EXPECT_TRUE(check("0 100 h#\n100 200 aa\n", -1).empty());
+  // up to one frame length (400 samples) of untranscribed tail is normal in TIMIT
+  EXPECT_TRUE(check("0 100 h#\n100 200 aa\n", 600).empty());
   // several problems in one file: one line each, in order
-  auto p = check("0 100 h#\n100 200 xx\n150 120 aa\n", 1000);
+  auto p = check("0 100 h#\n100 200 xx\n150 120 aa\n", 200);
   ASSERT_EQ(p.size(), 2u);
   EXPECT_EQ(p[0].line, 2);
   EXPECT_EQ(p[1].line, 3);
@@ -84,9 +94,12 @@ TEST(FrameLabels, CentreRuleGapsAndQ) {
     else if (c < 1500) want = "h#";  // q merged into the preceding phone
     else if (c < 4000) want = "aa";
     else if (c < 4500) want = "aa";  // gap: the phone before it
-    else want = "s";                 // inside s, and after the last phone
+    else if (c < 6000) want = "s";
+    else want = "h#";                // after the last phone (not transcribed): silence
     EXPECT_EQ(lab[t], idx(want)) << "frame " << t << " centre " << c;
   }
+  EXPECT_EQ(lab[36], idx("s"));   // centre 5960
+  EXPECT_EQ(lab[37], idx("h#"));  // centre 6120, past the end of s at 6000
   // frame 5: centre 1000 -> q region -> h#; frame 8: centre 1480 -> q -> h#; frame 9: 1640 -> aa
   EXPECT_EQ(lab[5], idx("h#"));
   EXPECT_EQ(lab[9], idx("aa"));
@@ -111,6 +124,25 @@ TEST(FrameLabels, ScaleForResampledAudio) {
   auto lab = frame_labels(ph, num_frames_for(4000, o), o, 2.0);
   for (size_t t = 0; t < lab.size(); ++t)
     EXPECT_EQ(lab[t], 160 * static_cast<int64_t>(t) + 200 < 2000 ? idx("h#") : idx("aa"));
+  // the end of the last phone is scaled too: aa ends at 1500 (8 kHz) = 3000 (16 kHz)
+  ph[1].end = 1500;
+  lab = frame_labels(ph, num_frames_for(4000, o), o, 2.0);
+  ASSERT_EQ(lab.size(), 23u);  // centres 200 .. 3720
+  for (size_t t = 0; t < lab.size(); ++t) {
+    const int64_t c = 160 * static_cast<int64_t>(t) + 200;
+    EXPECT_EQ(lab[t], c < 2000 ? idx("h#") : c < 3000 ? idx("aa") : idx("h#")) << t;
+  }
+}
+
+TEST(FrameLabels, AfterTheLastPhoneIsSilenceEvenWhenTheLastPhoneIsQ) {
+  FeatureOptions o;
+  // iy [0,2000) q [2000,2400), audio 4000 samples: q takes iy; past 2400: h#
+  std::vector<PhnEntry> ph = {{0, 2000, "iy", 1}, {2000, 2400, "q", 2}};
+  auto lab = frame_labels(ph, num_frames_for(4000, o), o);
+  for (size_t t = 0; t < lab.size(); ++t) {
+    const int64_t c = 160 * static_cast<int64_t>(t) + 200;
+    EXPECT_EQ(lab[t], c < 2400 ? idx("iy") : idx("h#")) << t;
+  }
 }
 
 TEST(FrameSegments, MaximalRuns) {

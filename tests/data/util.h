@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -68,6 +69,18 @@ inline std::vector<short> test_signal(int n, unsigned seed = 1) {
     s[i] = static_cast<short>(v);
   }
   return s;
+}
+
+// Runs `cmd` with stdout and stderr captured into *output; returns the exit status.
+inline int run_capture(const std::string& cmd, std::string* output) {
+  output->clear();
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) throw std::runtime_error("popen failed: " + cmd);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) output->append(buf, n);
+  const int rc = pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
 inline int run(const std::string& cmd) {
