@@ -28,7 +28,7 @@ struct Utterance {
   std::vector<float> features;  // [num_frames][dim], raw (CMVN NOT applied)
   std::vector<int32_t> labels;  // [num_frames], index into PhoneSet::names61() (never q)
   int64_t num_samples = 0;      // audio length in samples
-  std::string audio_path;       // source .WAV path as found
+  std::string audio_path;       // absolute path of the source .WAV
   std::vector<Segment> segments;  // maximal runs of `labels` (61 set), in order (added by the data layer)
 };
 
