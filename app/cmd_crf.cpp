@@ -3,13 +3,16 @@
 //   timitseg bench crf --batch B --frames T --max-duration K --classes C --backend NAME [--json]
 // See docs/crf.md.
 #include <spdlog/spdlog.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <limits>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <stdexcept>
@@ -66,7 +69,32 @@ std::vector<int32_t> int32_tensor(const st::File& f, const std::string& name, co
   return out;
 }
 
+// --threads N: 0 = all hardware threads, negative is an error.
+void check_threads(const char* cmd, int threads) {
+  if (threads < 0)
+    throw std::invalid_argument(std::string(cmd) + ": --threads must be >= 0 (0 = all hardware threads), got " +
+                                std::to_string(threads));
+}
+
+// OUT must not be a directory nor the input file itself (replay would
+// overwrite its own input). Checked before any work.
+void check_output_path(const std::string& in, const std::string& out) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(out, ec);
+  if (ec || !fs::exists(st)) return;  // a new file: st::save reports problems with its folder
+  if (fs::is_directory(st))
+    throw std::invalid_argument("crf replay: --out " + out +
+                                " is a directory; give a file name, e.g. --out " +
+                                (fs::path(out) / "replay.safetensors").string());
+  if (fs::equivalent(in, out, ec) && !ec)
+    throw std::invalid_argument("crf replay: --out " + out + " is the input file " + in +
+                                " itself; refusing to overwrite the input (choose another OUT)");
+}
+
 void run_replay(const ReplayOptions& o) {
+  check_threads("crf replay", o.threads);
+  check_output_path(o.in, o.out);
   const st::File f = st::load(o.in);
   const st::Tensor& cum_t = f.get("cum_scores");
   if (cum_t.dtype != st::DType::F32 || cum_t.shape.size() != 3 || cum_t.shape[1] < 2)
@@ -286,13 +314,85 @@ double max_rel(const std::vector<T>& a, const std::vector<T>& b) {
   return ref > 0 ? diff / ref : diff;
 }
 
+// "123456789 bytes (117.7 MiB)"; computed in double so that absurd dims
+// cannot overflow.
+std::string fmt_bytes(double bytes) {
+  const char* unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  double v = bytes;
+  int u = 0;
+  while (v >= 1024.0 && u < 6) v /= 1024.0, ++u;
+  char buf[96];
+  if (bytes < 9.0e15)
+    std::snprintf(buf, sizeof(buf), "%.0f bytes (%.1f %s)", bytes, v, unit[u]);
+  else
+    std::snprintf(buf, sizeof(buf), "%.3g bytes (%.1f %s)", bytes, v, unit[u]);
+  return buf;
+}
+
+// Physical memory of this machine in bytes (0 when unknown).
+double physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? static_cast<double>(pages) * static_cast<double>(page) : 0.0;
+}
+
+// Host memory `bench crf` needs (in double: no overflow for any dims): the
+// random inputs [B][T+1][C] etc. plus the frame scores [B][T][C] they are made
+// from; for a host backend also the inputs' copies, gradients, Viterbi output
+// and the workspace (the reference backend also widens to float64 inside).
+// Device memory of the cuda backend is that backend's business (a failed
+// cudaMalloc is reported by it).
+double bench_host_bytes(const Dims& d, const std::string& backend, bool dev, int threads_option) {
+  const double B = static_cast<double>(d.B), T = static_cast<double>(d.T), K = static_cast<double>(d.K),
+               C = static_cast<double>(d.C);
+  const double params = 4.0 * (C * C + K * C + 2.0 * C);
+  const double inputs = 4.0 * B * (T + 1) * C + 4.0 * B * T + 4.0 * B + params;
+  const double frames = 4.0 * B * T * C;
+  if (dev) return inputs + frames;
+  double rest = inputs /* copies */ + 4.0 * B * (T + 1) * C + params /* gradients */ + 12.0 * B * T /* segments */ +
+                24.0 * B;
+  if (backend == "reference") {
+    rest += 24.0 * B * (T + 1) * C + 16.0 * (T + 1) * C + 8.0 * K * C;  // float64 copies, gradients, alpha/beta
+  } else {  // cpu layout (crf/cpu/cpu.cpp): shared + per thread + per utterance, float64
+    const double hw = threads_option > 0 ? threads_option : std::max(1u, std::thread::hardware_concurrency());
+    const double threads = std::max(1.0, std::min(B, hw));
+    rest += 8.0 * (2 * C + 2 * C * C + threads * (5 * (T + 1) * C + std::max(K, C) + 2 * C) +
+                   B * (C * C + K * C + 2 * C));
+  }
+  return inputs + std::max(frames, rest);
+}
+
+void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& backend);
+
 void run_bench(const BenchOptions& o) {
   if (o.batch < 1 || o.frames < 1 || o.max_duration < 1 || o.classes < 1)
     throw std::invalid_argument("bench crf: --batch, --frames, --max-duration and --classes must be >= 1");
   if (o.repeats < 1) throw std::invalid_argument("bench crf: --repeats must be >= 1");
   if (o.warmup < 0) throw std::invalid_argument("bench crf: --warmup must be >= 0");
+  check_threads("bench crf", o.threads);
+  if (o.check_utterances < 0)
+    throw std::invalid_argument("bench crf: --check-utterances must be >= 0 (0 = skip the check), got " +
+                                std::to_string(o.check_utterances));
   const Dims dims{o.batch, o.frames, o.max_duration, o.classes};
+  const std::string dims_str = "B=" + std::to_string(dims.B) + " T=" + std::to_string(dims.T) +
+                               " K=" + std::to_string(dims.K) + " C=" + std::to_string(dims.C);
   auto be = backend_by_name(o.backend, o.threads);
+  const double need = bench_host_bytes(dims, o.backend, be->on_device(), o.threads), have = physical_memory_bytes();
+  if (have > 0 && need > have)
+    throw std::runtime_error("bench crf: " + dims_str + " on the " + be->name() + " backend needs about " +
+                             fmt_bytes(need) + " of host memory (inputs, gradients and workspace), more than this "
+                             "machine's physical memory of " + fmt_bytes(have) +
+                             "; use a smaller --batch or --frames");
+  try {
+    run_bench_sized(o, dims, *be);
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error("bench crf: out of host memory for " + dims_str + " on the " + be->name() +
+                             " backend (estimated need " + fmt_bytes(need) + " of " + fmt_bytes(have) +
+                             " physical); use a smaller --batch or --frames");
+  }
+}
+
+void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& backend) {
+  crf::Backend* be = &backend;
   const Inputs in = make_inputs(dims, o.seed);
   crf::validate_host(dims, in.params(), in.labels.data());
   const bool dev = be->on_device();
@@ -405,8 +505,11 @@ void add_crf_commands(CLI::App& app) {
   replay->add_option("--backend", ro->backend, "CRF backend: reference | cpu | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
       ->capture_default_str();
-  replay->add_option("--out", ro->out, "Output safetensors file (written atomically, only on success)")->required();
-  replay->add_option("--threads", ro->threads, "Threads of the cpu backend (0 = all hardware threads)")
+  replay->add_option("--out", ro->out,
+                     "Output safetensors file (written atomically, only on success; must not be IN itself nor a "
+                     "directory)")
+      ->required();
+  replay->add_option("--threads", ro->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
       ->capture_default_str();
   replay->callback([ro] { run_replay(*ro); });
 
@@ -415,7 +518,8 @@ void add_crf_commands(CLI::App& app) {
       "crf",
       "Time the semi-CRF forward, forward+backward and Viterbi (median after warm-up) on random zero-centered\n"
       "inputs, then check the backend against the reference backend. Prints a table (or JSON with --json);\n"
-      "exits with an error when the check fails.");
+      "exits with an error when the check fails. Refuses dims whose host memory (inputs, gradients, workspace)\n"
+      "would exceed the machine's physical memory.");
   bench->add_option("--batch,-B", bo->batch, "Batch size B")->capture_default_str();
   bench->add_option("--frames,-T", bo->frames, "Frames per utterance T (every utterance has full length)")
       ->capture_default_str();
@@ -427,11 +531,11 @@ void add_crf_commands(CLI::App& app) {
   bench->add_option("--warmup", bo->warmup, "Untimed runs of each operation before timing")->capture_default_str();
   bench->add_option("--repeats", bo->repeats, "Timed runs of each operation (the median is reported)")
       ->capture_default_str();
-  bench->add_option("--threads", bo->threads, "Threads of the cpu backend (0 = all hardware threads)")
+  bench->add_option("--threads", bo->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
       ->capture_default_str();
   bench->add_option("--check-utterances", bo->check_utterances,
                     "Compare log Z, all gradients and Viterbi with the reference backend on the first N utterances "
-                    "(0 = skip the check)")
+                    "(>= 0; 0 = skip the check)")
       ->capture_default_str();
   bench->add_option("--seed", bo->seed, "Seed of the random inputs")->capture_default_str();
   bench->add_flag("--json", bo->json, "Print one JSON object instead of the table");

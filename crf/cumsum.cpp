@@ -1,6 +1,7 @@
 #include "crf/cumsum.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -70,17 +71,19 @@ void centered_cumsum_backward(int64_t B, int64_t T, int64_t C, const F* grad_cum
 template <class F>
 double l2_penalty(double reg, int64_t C, int64_t K, const F* transition, const F* duration_bias, F* grad_transition,
                   F* grad_duration_bias) {
-  double sum = 0.0;
-  for (int64_t i = 0; i < C * C; ++i) sum += static_cast<double>(transition[i]) * static_cast<double>(transition[i]);
-  for (int64_t i = 0; i < K * C; ++i)
-    sum += static_cast<double>(duration_bias[i]) * static_cast<double>(duration_bias[i]);
-  if (grad_transition)
-    for (int64_t i = 0; i < C * C; ++i)
-      grad_transition[i] = static_cast<F>(static_cast<double>(grad_transition[i]) + 2.0 * reg * static_cast<double>(transition[i]));
-  if (grad_duration_bias)
-    for (int64_t i = 0; i < K * C; ++i)
-      grad_duration_bias[i] =
-          static_cast<F>(static_cast<double>(grad_duration_bias[i]) + 2.0 * reg * static_cast<double>(duration_bias[i]));
+  // -inf entries are forbidden transitions/durations (constants, see
+  // validate_host): excluded from the penalty, their gradient is left as is.
+  auto add = [reg](int64_t n, const F* v, F* grad) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(v[i]);
+      if (x == -std::numeric_limits<double>::infinity()) continue;
+      sum += x * x;
+      if (grad) grad[i] = static_cast<F>(static_cast<double>(grad[i]) + 2.0 * reg * x);
+    }
+    return sum;
+  };
+  const double sum = add(C * C, transition, grad_transition) + add(K * C, duration_bias, grad_duration_bias);
   return reg * sum;
 }
 

@@ -8,7 +8,8 @@
 //
 // 2. The L2 penalty on the CRF parameters  reg * (||A||^2 + ||D||^2)  (sum of
 //    squares of transition [C][C] and duration_bias [K][C]). start and end are
-//    NOT included (they are few and are left free).
+//    NOT included (they are few and are left free). -inf entries (forbidden
+//    transitions/durations) are constants: excluded from the sum, no gradient.
 //
 // Templates instantiated for float (training) and double (finite-difference tests).
 #pragma once

@@ -45,6 +45,20 @@ void for_each_gold_segment(const int32_t* labels, int64_t length, int64_t K, Fn&
   }
 }
 
+// The errors every backend raises when -inf parameters leave an utterance
+// without a path of finite score, or make its gold segmentation impossible
+// (same wording as the cuda backend). `who` is e.g. "cpu backend".
+[[noreturn]] inline void throw_no_path(const std::string& who, int64_t b) {
+  throw std::runtime_error(who + ": utterance " + std::to_string(b) +
+                           " has no segmentation of finite score (log Z = -inf): the -inf entries of "
+                           "transition/duration_bias/start/end forbid every path of its length");
+}
+[[noreturn]] inline void throw_gold_forbidden(const std::string& who, int64_t b) {
+  throw std::runtime_error(who + ": utterance " + std::to_string(b) +
+                           ": the gold segmentation has score -inf (it uses a -inf entry of "
+                           "transition/duration_bias/start/end), so its NLL would be +inf");
+}
+
 inline std::string fmt_value(double v) {
   std::ostringstream os;
   os.precision(9);
@@ -53,8 +67,10 @@ inline std::string fmt_value(double v) {
 }
 
 // Shared by validate_host (float32) and reference::validate_f64 (float64).
-// cum_scores is checked on rows 0..lengths[b] only (rows past the length are
-// padding and never read).
+// cum_scores must be finite on rows 0..lengths[b] (rows past the length are
+// padding and never read). transition, duration_bias, start and end may hold
+// -inf (a forbidden transition / duration / first label / last label, as in the
+// cuda backend); NaN and +inf are rejected there.
 template <class F>
 void validate_inputs(const Dims& dims, const F* cum, const F* transition, const F* duration_bias,
                      const F* start, const F* end, const int32_t* lengths, const int32_t* labels) {
@@ -74,16 +90,17 @@ void validate_inputs(const Dims& dims, const F* cum, const F* transition, const 
     if (lengths[b] < 1 || lengths[b] > T)
       bad("crf: lengths[" + std::to_string(b) + "] = " + std::to_string(lengths[b]) + " is outside [1, T=" +
           std::to_string(T) + "]");
-  auto finite = [&](const char* name, const F* v, int64_t n, const std::string& shape) {
+  // Parameters: finite or -inf ("forbidden"); NaN and +inf are errors.
+  auto param = [&](const char* name, const F* v, int64_t n, bool matrix, const char* what) {
     if (!v) return;
-    for (int64_t i = 0; i < n; ++i)
-      if (!std::isfinite(static_cast<double>(v[i]))) {
-        std::string idx = std::to_string(i);
-        if (shape == "CC") idx = std::to_string(i / C) + "][" + std::to_string(i % C);
-        if (shape == "KC") idx = std::to_string(i / C) + "][" + std::to_string(i % C);
-        bad(std::string("crf: ") + name + "[" + idx + "] = " + fmt_value(static_cast<double>(v[i])) +
-            " is not finite");
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = static_cast<double>(v[i]);
+      if (std::isnan(x) || x == std::numeric_limits<double>::infinity()) {
+        const std::string idx = matrix ? std::to_string(i / C) + "][" + std::to_string(i % C) : std::to_string(i);
+        bad(std::string("crf: ") + name + "[" + idx + "] = " + fmt_value(x) +
+            " is NaN or +inf (entries must be finite, or -inf to forbid " + what + ")");
       }
+    }
   };
   for (int64_t b = 0; b < B; ++b) {
     const F* row = cum + b * (T + 1) * C;
@@ -93,10 +110,10 @@ void validate_inputs(const Dims& dims, const F* cum, const F* transition, const 
           bad("crf: cum_scores[" + std::to_string(b) + "][" + std::to_string(t) + "][" + std::to_string(c) +
               "] = " + fmt_value(static_cast<double>(row[t * C + c])) + " is not finite");
   }
-  finite("transition", transition, C * C, "CC");
-  finite("duration_bias", duration_bias, K * C, "KC");
-  finite("start", start, C, "C");
-  finite("end", end, C, "C");
+  param("transition", transition, C * C, true, "a transition");
+  param("duration_bias", duration_bias, K * C, true, "a duration");
+  param("start", start, C, false, "a first label");
+  param("end", end, C, false, "a last label");
   if (labels)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < lengths[b]; ++t) {

@@ -123,8 +123,13 @@ std::vector<std::string> backend_names();
 
 // Host-side input validation used by every backend before any work:
 // K >= 1, C >= 1, T >= 1, B >= 1, lengths in [1,T], labels in [0,C) on valid
-// frames, every value finite. Throws std::invalid_argument naming the tensor,
-// the index and the value. Pointers must be host pointers.
+// frames, cum_scores finite on the valid rows 0..lengths[b]; transition,
+// duration_bias, start and end finite or -inf (-inf forbids that transition /
+// duration / first label / last label; NaN and +inf are rejected). Throws
+// std::invalid_argument naming the tensor, the index and the value. Pointers
+// must be host pointers. With -inf parameters every backend throws
+// std::runtime_error naming the utterance when its log Z is -inf (no path of
+// finite score) or, with labels, when its gold segmentation scores -inf.
 void validate_host(const Dims& dims, const Params& p, const int32_t* labels);
 
 // The gold segmentation of one utterance from its frame labels [length]

@@ -11,6 +11,15 @@
 // transitions of -1e4) that entry is recomputed with the exact two-pass
 // logsumexp. gamma uses the same scheme on the rows of A. No epsilon enters a
 // log; nothing is clamped.
+//
+// -inf parameters (forbidden transitions, durations, first/last labels) are
+// exact: exp(-inf) = 0 terms drop out of every sum. A column (row) of A that is
+// entirely -inf has amax = -inf; its scaled factors are set to 0 instead of
+// exp(-inf - -inf) = NaN and its sigma (gamma) entries are -inf directly. Every
+// "subtract the max" step checks for a -inf max first. Forbidden entries get a
+// gradient of exactly 0. log Z = -inf (no path of finite score) and a gold
+// segmentation of score -inf are errors naming the utterance (the smallest
+// such index, whatever thread found it).
 #include "crf/cpu/cpu.h"
 
 #include <algorithm>
@@ -28,6 +37,8 @@ namespace {
 
 using detail::kNegInf;
 
+const char* const kWho = "cpu backend";
+
 // Below this a linear-domain sum is recomputed in the log domain (far above
 // the smallest normal double 2.2e-308, so the fast path never sees denormals).
 constexpr double kTiny = 1e-250;
@@ -39,15 +50,20 @@ void parallel_for(int64_t n, int threads, Fn&& fn) {
     for (int64_t b = 0; b < n; ++b) fn(b, 0);
     return;
   }
+  // On failure a thread stops; indices are handed out in increasing order, so
+  // every index below a failing one was taken too, and the error rethrown is
+  // the one of the smallest failing index (deterministic whatever the timing).
   std::atomic<int64_t> next{0};
   std::exception_ptr error;
+  int64_t error_index = n;
   std::mutex error_mutex;
   auto work = [&](int tid) {
+    int64_t b = 0;
     try {
-      for (int64_t b = next++; b < n; b = next++) fn(b, tid);
+      for (b = next++; b < n; b = next++) fn(b, tid);
     } catch (...) {
       std::lock_guard<std::mutex> lock(error_mutex);
-      if (!error) error = std::current_exception();
+      if (b < error_index) error = std::current_exception(), error_index = b;
     }
   };
   std::vector<std::thread> pool;
@@ -105,7 +121,7 @@ void transition_in(Utt& x, int64_t u) {
   }
   double* ea = x.v1;
   double* acc = x.v2;
-  for (int64_t c = 0; c < C; ++c) ea[c] = std::exp(a[c] - m);
+  for (int64_t c = 0; c < C; ++c) ea[c] = std::exp(a[c] - m);  // -inf entries give 0
   std::fill(acc, acc + C, 0.0);
   for (int64_t cp = 0; cp < C; ++cp) {
     const double w = ea[cp];
@@ -113,7 +129,9 @@ void transition_in(Utt& x, int64_t u) {
     for (int64_t c = 0; c < C; ++c) acc[c] += w * row[c];
   }
   for (int64_t c = 0; c < C; ++c) {
-    if (acc[c] >= kTiny) {
+    if (x.amax_col[c] == kNegInf) {  // every transition into c is forbidden
+      sg[c] = kNegInf;
+    } else if (acc[c] >= kTiny) {
       sg[c] = m + x.amax_col[c] + std::log(acc[c]);
     } else {
       for (int64_t cp = 0; cp < C; ++cp) x.tmp[cp] = a[cp] + x.Ad(cp, c);
@@ -136,6 +154,10 @@ void transition_out(Utt& x, int64_t t) {
   double* er = x.v1;
   for (int64_t c = 0; c < C; ++c) er[c] = std::exp(r[c] - m);
   for (int64_t c = 0; c < C; ++c) {
+    if (x.amax_row[c] == kNegInf) {  // every transition out of c is forbidden
+      gm[c] = kNegInf;
+      continue;
+    }
     const double* row = x.exp_row + c * C;
     double acc = 0.0;
     for (int64_t cn = 0; cn < C; ++cn) acc += row[cn] * er[cn];
@@ -214,13 +236,18 @@ class CpuBackend final : public Backend {
     Prepared pr = prepare(dims, p, ws);
     parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
-      log_z[b] = forward(x);
+      const double lz = forward(x);
+      if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
+      log_z[b] = lz;
     });
   }
 
   void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold, void*) override {
     validate_host(dims, p, labels);
-    for (int64_t b = 0; b < dims.B; ++b) gold[b] = gold_one(dims, p, labels, b, nullptr, nullptr, nullptr, nullptr, nullptr, 0.0);
+    for (int64_t b = 0; b < dims.B; ++b) {
+      gold[b] = gold_one(dims, p, labels, b, nullptr, nullptr, nullptr, nullptr, nullptr, 0.0);
+      if (!(gold[b] > kNegInf)) detail::throw_gold_forbidden(kWho, b);
+    }
   }
 
   void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
@@ -230,10 +257,15 @@ class CpuBackend final : public Backend {
     const int64_t T = dims.T, K = dims.K, C = dims.C;
     const Layout& lay = pr.lay;
     double* partial = pr.base + lay.shared() + lay.threads * lay.per_thread();
+    // Per utterance: does its gold segmentation have score -inf? Reported after
+    // the loop so that a log Z = -inf error (thrown inside) takes precedence,
+    // as in the cuda backend; no parameter gradient is written in either case.
+    std::vector<char> gold_forbidden(dims.B, 0);
     parallel_for(dims.B, lay.threads, [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const int64_t L = x.L;
       const double lz = forward(x);
+      if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
       if (log_z) log_z[b] = lz;
       double* gA = partial + b * lay.per_utt();
       double* gD = gA + C * C;
@@ -260,10 +292,15 @@ class CpuBackend final : public Backend {
         const double* a = x.alpha + u * C;
         double m = kNegInf;
         for (int64_t c = 0; c < C; ++c) m = std::max(m, a[c]);
+        if (m == kNegInf) continue;  // no segment can end at u: no transition at u
         double* ea = x.v1;
         double* w = x.v2;
         for (int64_t c = 0; c < C; ++c) ea[c] = std::exp(a[c] - m);
         for (int64_t c = 0; c < C; ++c) {
+          if (x.amax_col[c] == kNegInf || x.sigma[u * C + c] == kNegInf) {  // no transition into c at u
+            w[c] = 0.0;
+            continue;
+          }
           const double S = std::exp(x.sigma[u * C + c] - m - x.amax_col[c]);
           const double pst = std::exp(x.sigma[u * C + c] + x.rho[u * C + c] - lz);
           if (S >= kTiny) {
@@ -284,6 +321,7 @@ class CpuBackend final : public Backend {
       if (labels) {
         const double gsc = gold_one(dims, p, labels, b, gc, gA, gD, gs, ge, -1.0);
         if (gold) gold[b] = gsc;
+        gold_forbidden[b] = !(gsc > kNegInf);
       }
       if (g.cum_scores) {
         float* out = g.cum_scores + b * (T + 1) * C;
@@ -291,6 +329,8 @@ class CpuBackend final : public Backend {
         std::fill(out + (L + 1) * C, out + (T + 1) * C, 0.0f);
       }
     });
+    for (int64_t b = 0; b < dims.B; ++b)
+      if (gold_forbidden[b]) detail::throw_gold_forbidden(kWho, b);
     // Fixed-order reduction of the per-utterance parameter gradients.
     auto reduce = [&](float* dst, int64_t offset, int64_t n) {
       if (!dst) return;
@@ -346,6 +386,9 @@ class CpuBackend final : public Backend {
       double top = kNegInf;
       for (int64_t k = 0; k < C; ++k)
         if (best[L * C + k] + x.end(k) > top) top = best[L * C + k] + x.end(k), c = k;
+      // A finite maximum means the traceback only visits states of finite
+      // score (a -inf candidate never replaces the -inf initial value: strict >).
+      if (!(top > kNegInf)) detail::throw_no_path(kWho, b);
       score[b] = top;
       // Trace back (segments come out last-first), then reverse in place.
       int32_t* rows = segments + b * T * 3;
@@ -372,6 +415,7 @@ class CpuBackend final : public Backend {
     parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const double lz = forward(x);
+      if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
       backward_pass(x);
       double* o = out + b * (T + 1);
       std::fill(o, o + T + 1, 0.0);
@@ -412,10 +456,13 @@ class CpuBackend final : public Backend {
       amax_col[c] = mc;
       amax_row[c] = mr;
     }
+    // An all -inf column (row) has amax = -inf: its factors are 0, not
+    // exp(-inf - -inf) = NaN (transition_in/out never read them anyway).
     for (int64_t a = 0; a < C; ++a)
       for (int64_t c = 0; c < C; ++c) {
-        exp_col[a * C + c] = std::exp(static_cast<double>(p.transition[a * C + c]) - amax_col[c]);
-        exp_row[a * C + c] = std::exp(static_cast<double>(p.transition[a * C + c]) - amax_row[a]);
+        const double v = static_cast<double>(p.transition[a * C + c]);
+        exp_col[a * C + c] = amax_col[c] == kNegInf ? 0.0 : std::exp(v - amax_col[c]);
+        exp_row[a * C + c] = amax_row[a] == kNegInf ? 0.0 : std::exp(v - amax_row[a]);
       }
     return pr;
   }

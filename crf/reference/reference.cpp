@@ -15,6 +15,14 @@ namespace {
 using detail::kNegInf;
 using detail::logsumexp;
 
+const char* const kWho = "reference backend";
+
+// -inf parameters (forbidden entries) may leave no path of finite score.
+double checked_log_z(double lz, int64_t b) {
+  if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
+  return lz;
+}
+
 // One utterance's view of the inputs, float64.
 struct Utt {
   int64_t L, K, C;
@@ -104,13 +112,16 @@ void log_partition_f64(const Dims& dims, const ParamsF64& p, double* log_z) {
   validate_f64(dims, p, nullptr);
   for (int64_t b = 0; b < dims.B; ++b) {
     const Utt u(dims, p, b);
-    log_z[b] = log_z_from_alpha(u, forward_alpha(u));
+    log_z[b] = checked_log_z(log_z_from_alpha(u, forward_alpha(u)), b);
   }
 }
 
 void gold_score_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double* gold) {
   validate_f64(dims, p, labels);
-  for (int64_t b = 0; b < dims.B; ++b) gold[b] = gold_one(Utt(dims, p, b), labels + b * dims.T);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    gold[b] = gold_one(Utt(dims, p, b), labels + b * dims.T);
+    if (!(gold[b] > kNegInf)) detail::throw_gold_forbidden(kWho, b);
+  }
 }
 
 void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, double scale, double* log_z,
@@ -119,12 +130,16 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
   // Accumulate in float64 in these buffers, then write the requested outputs.
   std::vector<double> g_cum(B * (T + 1) * C, 0.0), g_A(C * C, 0.0), g_D(K * C, 0.0), g_s(C, 0.0), g_e(C, 0.0);
+  // First utterance whose gold segmentation has score -inf. Reported after the
+  // loop, so that a log Z = -inf error of any utterance takes precedence (the
+  // order of the cuda backend); no gradient is written in either case.
+  int64_t gold_forbidden = -1;
   for (int64_t b = 0; b < B; ++b) {
     const Utt u(dims, p, b);
     const int64_t L = u.L;
     const std::vector<double> alpha = forward_alpha(u);
     const std::vector<double> beta = backward_beta(u);
-    const double lz = log_z_from_alpha(u, alpha);
+    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
     if (log_z) log_z[b] = lz;
     double* gc = g_cum.data() + b * (T + 1) * C;
     // Segment marginals mu(v,d,c): d logZ / d cum and d logZ / d D.
@@ -149,6 +164,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
       const int32_t* lab = labels + b * T;
       const double gs = gold_one(u, lab);
       if (gold) gold[b] = gs;
+      if (!(gs > kNegInf) && gold_forbidden < 0) gold_forbidden = b;
       const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(L), K);
       for (size_t i = 0; i < segs.size(); ++i) {
         const Segment& sg = segs[i];
@@ -161,6 +177,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
       g_e[segs.back().label] -= scale;
     }
   }
+  if (gold_forbidden >= 0) detail::throw_gold_forbidden(kWho, gold_forbidden);
   auto put = [](double* dst, const std::vector<double>& src) {
     if (dst) std::copy(src.begin(), src.end(), dst);
   };
@@ -199,6 +216,9 @@ void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* s
     double top = kNegInf;
     for (int64_t k = 0; k < C; ++k)
       if (best[L * C + k] + u.end(k) > top) top = best[L * C + k] + u.end(k), c = k;
+    // A finite maximum means the traceback only visits states of finite score
+    // (a -inf candidate never replaces the -inf initial value: strict >).
+    if (!(top > kNegInf)) detail::throw_no_path(kWho, b);
     score[b] = top;
     std::vector<int32_t> rows;
     for (int64_t t = L; t > 0;) {
@@ -220,7 +240,7 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
     const int64_t L = u.L;
     const std::vector<double> alpha = forward_alpha(u);
     const std::vector<double> beta = backward_beta(u);
-    const double lz = log_z_from_alpha(u, alpha);
+    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
     double* o = out + b * (T + 1);
     std::fill(o, o + T + 1, 0.0);
     for (int64_t v = 0; v < L; ++v)

@@ -38,7 +38,9 @@ struct GradsF64 {  // overwritten; nullptr = not wanted
   double* end = nullptr;            // [C]
 };
 
-// Throws std::invalid_argument like validate_host (dims, lengths, labels, finiteness).
+// Throws std::invalid_argument like validate_host (dims, lengths, labels; cum_scores
+// finite; parameters finite or -inf). The functions below throw std::runtime_error
+// naming the utterance when its log Z is -inf or (with labels) its gold score is -inf.
 void validate_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels);
 
 void log_partition_f64(const Dims& dims, const ParamsF64& p, double* log_z);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <algorithm>
 #include <functional>
 #include <random>
 #include <string>
@@ -94,6 +95,94 @@ inline std::vector<Path> enumerate_paths(const Problem& pb, int64_t b) {
   };
   rec(0);
   return out;
+}
+
+// Independent gold segmentation: runs of equal labels, each cut into pieces of K then the remainder.
+inline std::vector<Segment> gold_by_hand(const int32_t* lab, int64_t L, int64_t K, int32_t b) {
+  std::vector<Segment> out;
+  int64_t t = 0;
+  while (t < L) {
+    int64_t e = t;
+    while (e < L && lab[e] == lab[t]) ++e;
+    const int64_t r = e - t;
+    for (int64_t i = 0; i < r / K; ++i)
+      out.push_back(Segment{b, static_cast<int32_t>(t + i * K), static_cast<int32_t>(K), lab[t]});
+    if (r % K)
+      out.push_back(Segment{b, static_cast<int32_t>(t + (r / K) * K), static_cast<int32_t>(r % K), lab[t]});
+    t = e;
+  }
+  return out;
+}
+
+struct Expected {
+  std::vector<double> log_z, gold, vscore, bpost;  // [B], [B], [B], [B][T+1]
+  std::vector<Segment> vsegs;
+  std::vector<double> g_cum, g_A, g_D, g_s, g_e;
+};
+
+// Everything by enumeration. with_labels = false: gradients of sum_b scale *
+// log Z_b and no gold. Paths of score -inf (forbidden entries) have P = 0.
+inline Expected brute_force(const Problem& pb, double scale, bool with_labels = true) {
+  const int64_t B = pb.dims.B, T = pb.dims.T, K = pb.dims.K, C = pb.dims.C;
+  Expected ex;
+  ex.g_cum.assign(B * (T + 1) * C, 0.0);
+  ex.g_A.assign(C * C, 0.0);
+  ex.g_D.assign(K * C, 0.0);
+  ex.g_s.assign(C, 0.0);
+  ex.g_e.assign(C, 0.0);
+  ex.bpost.assign(B * (T + 1), 0.0);
+  for (int64_t b = 0; b < B; ++b) {
+    const std::vector<Path> paths = enumerate_paths(pb, b);
+    double m = -INFINITY;
+    for (const Path& p : paths) m = std::max(m, p.score);
+    double z = 0.0;
+    for (const Path& p : paths) z += std::exp(p.score - m);
+    const double lz = m + std::log(z);
+    ex.log_z.push_back(lz);
+    // Viterbi: the max score (exact: inputs are multiples of 1/16, see
+    // tiny_problems); among tied paths the traceback rule "smallest d, then
+    // smallest label" read from the end: key (c_n, d_n, c_{n-1}, d_{n-1}, ...).
+    auto key = [](const Path& p) {
+      std::vector<int32_t> k;
+      for (size_t i = p.segs.size(); i-- > 0;) k.push_back(p.segs[i].label), k.push_back(p.segs[i].duration);
+      return k;
+    };
+    const Path* best = &paths[0];
+    for (const Path& p : paths)
+      if (p.score > best->score || (p.score == best->score && key(p) < key(*best))) best = &p;
+    ex.vscore.push_back(best->score);
+    ex.vsegs.insert(ex.vsegs.end(), best->segs.begin(), best->segs.end());
+    const std::vector<Segment> gold = gold_by_hand(pb.labels.data() + b * T, pb.lengths[b], K, static_cast<int32_t>(b));
+    double gold_score = NAN;
+    for (const Path& p : paths) {
+      const double P = std::exp(p.score - lz);
+      if (p.segs == gold) gold_score = p.score;
+      if (P == 0.0) continue;
+      for (size_t i = 0; i < p.segs.size(); ++i) {
+        const Segment& g = p.segs[i];
+        ex.g_cum[(b * (T + 1) + g.start + g.duration) * C + g.label] += scale * P;
+        ex.g_cum[(b * (T + 1) + g.start) * C + g.label] -= scale * P;
+        ex.g_D[(g.duration - 1) * C + g.label] += scale * P;
+        if (i > 0) ex.g_A[p.segs[i - 1].label * C + g.label] += scale * P;
+        ex.bpost[b * (T + 1) + g.start + g.duration] += P;
+      }
+      ex.g_s[p.segs.front().label] += scale * P;
+      ex.g_e[p.segs.back().label] += scale * P;
+    }
+    if (!with_labels) continue;
+    EXPECT_FALSE(std::isnan(gold_score)) << "gold segmentation not among the enumerated paths";
+    ex.gold.push_back(gold_score);
+    for (size_t i = 0; i < gold.size(); ++i) {
+      const Segment& g = gold[i];
+      ex.g_cum[(b * (T + 1) + g.start + g.duration) * C + g.label] -= scale;
+      ex.g_cum[(b * (T + 1) + g.start) * C + g.label] += scale;
+      ex.g_D[(g.duration - 1) * C + g.label] -= scale;
+      if (i > 0) ex.g_A[gold[i - 1].label * C + g.label] -= scale;
+    }
+    ex.g_s[gold.front().label] -= scale;
+    ex.g_e[gold.back().label] -= scale;
+  }
+  return ex;
 }
 
 // |a - b| <= rtol * |b| + atol, elementwise, with a message naming the element.

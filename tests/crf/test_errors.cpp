@@ -81,16 +81,19 @@ TEST(Errors, NonFiniteInputsNameTensorAndIndex) {
   expect_error(pb, false, "cum_scores[1][3][2] = nan is not finite");
   pb = base();
   pb.A[1 * 3 + 2] = inf;
-  expect_error(pb, false, "transition[1][2] = inf is not finite");
+  expect_error(pb, false, "transition[1][2] = inf is NaN or +inf (entries must be finite, or -inf to forbid a transition)");
   pb = base();
-  pb.D[3 * 3 + 0] = -inf;
-  expect_error(pb, false, "duration_bias[3][0] = -inf is not finite");
+  pb.D[3 * 3 + 0] = nan;
+  expect_error(pb, false, "duration_bias[3][0] = nan is NaN or +inf (entries must be finite, or -inf to forbid a duration)");
   pb = base();
   pb.s[2] = nan;
-  expect_error(pb, false, "start[2] = nan is not finite");
+  expect_error(pb, false, "start[2] = nan is NaN or +inf");
   pb = base();
-  pb.e[0] = nan;
-  expect_error(pb, false, "end[0] = nan is not finite");
+  pb.e[0] = inf;
+  expect_error(pb, false, "end[0] = inf is NaN or +inf");
+  pb = base();
+  pb.cum[(0 * 11 + 4) * 3 + 1] = -inf;  // -inf is allowed in the parameters only
+  expect_error(pb, false, "cum_scores[0][4][1] = -inf is not finite");
 }
 
 TEST(Errors, UnknownAndUnavailableBackends) {

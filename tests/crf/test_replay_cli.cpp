@@ -7,6 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "data/safetensors.h"
@@ -170,6 +173,114 @@ TEST(ReplayCli, ErrorsLeaveNoOutput) {
   std::string content;
   prev >> content;
   EXPECT_EQ(content, "previous");
+}
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(ReplayCli, MinusInfParametersGoThroughAndForbiddenGoldIsAnError) {
+  TempDir dir;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Problem pb = random_problem(Dims{2, 8, 3, 3}, 21, {8, 5});
+  // Only transitions 0 -> 1, 1 -> 2, 2 -> 0 allowed; label 2 may not start, label 0 may not end.
+  for (int a = 0; a < 3; ++a)
+    for (int c = 0; c < 3; ++c)
+      if (c != (a + 1) % 3) pb.A[a * 3 + c] = ninf;
+  pb.s[2] = ninf;
+  pb.e[0] = ninf;
+  pb.labels = {0, 0, 1, 1, 1, 2, 2, 2, /**/ 1, 1, 2, 2, 2, 0, 0, 0};
+  const std::string in = (dir.path / "forbidden.safetensors").string(), out = (dir.path / "out.safetensors").string();
+  st::save(in, problem_file(pb, true, false));
+  for (const std::string name : {"reference", "cpu"}) {
+    SCOPED_TRACE(name);
+    std::string err;
+    ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
+    const st::File f = st::load(out);
+    auto be = make_backend(name);
+    const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data());
+    EXPECT_EQ(f.get("log_partition").to<double>(), r.log_z);
+    const std::vector<float> gA = f.get("grad_transition").to<float>();
+    for (int i = 0; i < 9; ++i)
+      if (pb.A[i] == ninf) EXPECT_EQ(gA[i], 0.0f) << "grad_transition[" << i << "]";
+    EXPECT_EQ(f.get("grad_start").to<float>()[2], 0.0f);
+    EXPECT_EQ(f.get("grad_end").to<float>()[0], 0.0f);
+    for (double v : f.get("nll").to<double>()) EXPECT_TRUE(std::isfinite(v) && v >= 0.0) << v;
+    fs::remove(out);
+  }
+  // Utterance 1's gold ends with label 0 (end[0] = -inf): one error line, no OUT.
+  pb.labels = {0, 0, 1, 1, 1, 2, 2, 2, /**/ 1, 1, 2, 2, 0, 0, 0, 0};
+  const std::string in2 = (dir.path / "gold_forbidden.safetensors").string();
+  st::save(in2, problem_file(pb, true, false));
+  std::string err;
+  EXPECT_EQ(run_cli("crf replay " + in2 + " --backend cpu --out " + out, &err), 1);
+  EXPECT_NE(err.find("error: " + in2 + ": cpu backend: utterance 1: the gold segmentation has score -inf"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST(ReplayCli, RefusesToOverwriteItsInputOrWriteADirectory) {
+  TempDir dir;
+  const Problem pb = random_problem(Dims{1, 6, 3, 2}, 23, {6});
+  const std::string in = (dir.path / "in.safetensors").string();
+  st::save(in, problem_file(pb, true, false));
+  const std::string before = read_bytes(in);
+  std::string err;
+  EXPECT_EQ(run_cli("crf replay " + in + " --out " + in, &err), 1);
+  EXPECT_NE(err.find("error: crf replay: --out " + in + " is the input file " + in +
+                     " itself; refusing to overwrite the input"),
+            std::string::npos)
+      << err;
+  // Another spelling of the same file.
+  const std::string alias = (dir.path / "." / "in.safetensors").string();
+  EXPECT_EQ(run_cli("crf replay " + in + " --out " + alias, &err), 1);
+  EXPECT_NE(err.find("is the input file"), std::string::npos) << err;
+  EXPECT_EQ(read_bytes(in), before);
+  // A directory.
+  EXPECT_EQ(run_cli("crf replay " + in + " --out " + dir.path.string(), &err), 1);
+  EXPECT_NE(err.find("error: crf replay: --out " + dir.path.string() + " is a directory; give a file name"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+}
+
+TEST(CrfCli, RejectsNegativeCounts) {
+  TempDir dir;
+  const Problem pb = random_problem(Dims{1, 6, 3, 2}, 24, {6});
+  const std::string in = (dir.path / "in.safetensors").string(), out = (dir.path / "out.safetensors").string();
+  st::save(in, problem_file(pb, true, false));
+  std::string err;
+  EXPECT_EQ(run_cli("crf replay " + in + " --out " + out + " --threads -3", &err), 1);
+  EXPECT_NE(err.find("error: crf replay: --threads must be >= 0 (0 = all hardware threads), got -3"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(out));
+  EXPECT_EQ(run_cli("bench crf -B 2 -T 10 -K 3 -C 4 --threads -3", &err), 1);
+  EXPECT_NE(err.find("error: bench crf: --threads must be >= 0 (0 = all hardware threads), got -3"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(run_cli("bench crf -B 2 -T 10 -K 3 -C 4 --check-utterances -1", &err), 1);
+  EXPECT_NE(err.find("error: bench crf: --check-utterances must be >= 0 (0 = skip the check), got -1"),
+            std::string::npos)
+      << err;
+  // A valid small run still works (and --threads 0 means all cores).
+  EXPECT_EQ(run_cli("bench crf -B 2 -T 10 -K 3 -C 4 --threads 0 --repeats 1 --check-utterances 2", &err), 0) << err;
+}
+
+TEST(CrfCli, OversizedBenchIsRefusedBeforeAllocating) {
+  std::string err;
+  for (const std::string name : {"cpu", "reference"}) {
+    EXPECT_EQ(run_cli("bench crf -T 100000000 -B 1000 --backend " + name, &err), 1) << name;
+    EXPECT_NE(err.find("error: bench crf: B=1000 T=100000000 K=30 C=39 on the " + name + " backend needs about "),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("more than this machine's physical memory of "), std::string::npos) << err;
+    EXPECT_EQ(err.find("bad_alloc"), std::string::npos) << err;
+  }
 }
 
 }  // namespace
