@@ -4,6 +4,7 @@
 #include <sndfile.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -91,8 +92,8 @@ const std::map<std::string, Spec>& specs() {
       {"ux", {Kind::Vowel, 350, 1600, 2300, 0, 0, 0, 90, 1, 0, 0, 0, 0}},
       {"er", {Kind::Vowel, 490, 1350, 1690, 0, 0, 0, 110, 1, 0, 0, 0, 0}},
       {"axr", {Kind::Vowel, 480, 1300, 1750, 0, 0, 0, 80, 0.8, 0, 0, 0, 0}},
-      {"ix", {Kind::Vowel, 420, 1800, 2500, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
-      {"ax", {Kind::Vowel, 500, 1400, 2400, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
+      {"ix", {Kind::Vowel, 430, 1700, 2500, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
+      {"ax", {Kind::Vowel, 510, 1500, 2450, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
       {"ey", {Kind::Vowel, 480, 1900, 2500, 350, 2200, 2700, 115, 1, 0, 0, 0, 0}},
       {"ay", {Kind::Vowel, 700, 1200, 2500, 400, 1900, 2550, 135, 1, 0, 0, 0, 0}},
       {"oy", {Kind::Vowel, 550, 900, 2400, 400, 1800, 2500, 150, 1, 0, 0, 0, 0}},
@@ -105,12 +106,12 @@ const std::map<std::string, Spec>& specs() {
       {"w", {Kind::Glide, 300, 700, 2200, 0, 0, 0, 55, 0.7, 0, 0, 0, 0}},
       {"y", {Kind::Glide, 280, 2200, 3000, 0, 0, 0, 50, 0.7, 0, 0, 0, 0}},
       // nasals
-      {"m", {Kind::Nasal, 260, 1000, 2200, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
-      {"em", {Kind::Nasal, 260, 1000, 2200, 0, 0, 0, 80, 0.4, 0, 0, 0, 0}},
-      {"n", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 55, 0.4, 0, 0, 0, 0}},
-      {"en", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 70, 0.4, 0, 0, 0, 0}},
-      {"nx", {Kind::Nasal, 260, 1500, 2500, 0, 0, 0, 45, 0.4, 0, 0, 0, 0}},
-      {"ng", {Kind::Nasal, 260, 2000, 2600, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
+      {"m", {Kind::Nasal, 260, 1100, 2200, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
+      {"em", {Kind::Nasal, 260, 1100, 2200, 0, 0, 0, 80, 0.4, 0, 0, 0, 0}},
+      {"n", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 55, 0.4, 0, 0, 0, 0}},
+      {"en", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 70, 0.4, 0, 0, 0, 0}},
+      {"nx", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 45, 0.4, 0, 0, 0, 0}},
+      {"ng", {Kind::Nasal, 260, 1800, 2600, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
       // fricatives and affricate releases
       {"s", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 110, 0, 1.0, 0, 5500, 1500}},
       {"z", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 85, 0.35, 0.6, 0, 5200, 1500}},
@@ -201,6 +202,9 @@ std::vector<std::string> sentence_phones(Rng& rng, int words) {
     if (is_stop(p) || p == "ch" || p == "jh") {
       if (specs().at(out.back()).kind == Kind::Nasal && rng.uniform() < 0.05) out.push_back("epi");
       out.push_back(closure_of(p));
+      // a stop before a consonant or the final silence is often unreleased (closure only), as in TIMIT
+      if (is_stop(p) && i + 1 < seq.size() && specs().at(seq[i + 1]).kind != Kind::Vowel && rng.uniform() < 0.25)
+        continue;
     }
     // syllabic variants after a consonant
     if (p == "n" && !prev_v && i > 0 && seq[i - 1] != "h#" && rng.uniform() < 0.5) { out.push_back("en"); continue; }
@@ -272,9 +276,15 @@ std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed) {
     const bool female = id[0] == 'f';
     s.f0 = female ? 205.0 + 20.0 * rng.normal() : 118.0 + 14.0 * rng.normal();
     s.f0 = std::clamp(s.f0, female ? 150.0 : 80.0, female ? 280.0 : 170.0);
-    s.vtl = std::clamp((female ? 1.15 : 1.0) + 0.05 * rng.normal(), 0.88, 1.3);
-    s.rate = std::clamp(1.0 + 0.1 * rng.normal(), 0.75, 1.3);
+    s.vtl = std::clamp((female ? 1.16 : 1.0) + 0.08 * rng.normal(), 0.84, 1.36);
+    s.rate = std::clamp(1.0 + 0.12 * rng.normal(), 0.72, 1.35);
     s.gain = std::exp(0.25 * rng.normal());
+    // voice quality and accent from a generator of their own (the id draws above stay as they were)
+    Rng vr(mix(mix(seed, 0x701ce), hash_str(id)));
+    s.tilt_bw = 100.0 * std::exp(0.35 * vr.normal());  // ~50-200 Hz: pressed .. breathy voices
+    s.breathy = (female ? 0.25 : 0.12) * std::exp(0.5 * vr.normal());
+    for (double& f : s.fscale) f = std::exp(0.04 * vr.normal());
+    s.accent = vr.next() | 1;
     out.push_back(s);
   };
   auto take = [&](std::vector<std::string>& list) {  // a random unused entry of an embedded list
@@ -305,16 +315,17 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
   Rng text_rng(mix(seed, 0x5a5a));
   Rng& tr = sa ? text_rng : rng;
   const std::vector<std::string> seq = sentence_phones(tr, sa ? 6 : 4 + tr.below(5));
+  const size_t P = seq.size();
 
-  // ---- durations ----
+  // ---- durations: log-normal per token, speaker and utterance rate, phrase-final lengthening ----
   SynthUtterance u;
+  const double utt_rate = spk.rate * std::exp(0.08 * rng.normal());
   int64_t pos = 0;
-  for (size_t i = 0; i < seq.size(); ++i) {
+  for (size_t i = 0; i < P; ++i) {
     const Spec& sp = specs().at(seq[i]);
-    const double sigma = sp.kind == Kind::Silence ? 0.5 : 0.35;
-    double ms = sp.dur_ms * std::exp(sigma * rng.normal() - 0.5 * sigma * sigma) * spk.rate;
-    if (i + 1 == seq.size() || (i + 2 < seq.size() && specs().at(seq[i + 1]).kind == Kind::Silence &&
-                                sp.kind == Kind::Vowel))
+    const double sigma = sp.kind == Kind::Silence ? 0.6 : 0.45;
+    double ms = sp.dur_ms * std::exp(sigma * rng.normal() - 0.5 * sigma * sigma) * utt_rate;
+    if (i + 1 == P || (i + 2 < P && specs().at(seq[i + 1]).kind == Kind::Silence && sp.kind == Kind::Vowel))
       ms *= 1.3;  // phrase-final lengthening
     ms = std::clamp(ms, 8.0, 4.0 * sp.dur_ms);
     const int64_t n = std::max<int64_t>(128, static_cast<int64_t>(ms * 16.0));
@@ -323,32 +334,91 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
   }
   const int64_t N = pos;
 
-  // ---- control tracks ----
-  std::vector<double> av(N), af(N), ah(N), fc(N), fbw(N), bwscale(N), f1(N), f2(N), f3(N);
-  struct Anchor { double t, f1, f2, f3; };
+  // ---- per-token formant targets: speaker scale x per-formant scale x accent x token jitter ----
+  // tgt[i][0..2]: start targets, tgt[i][3..5]: end targets (== start for monophthongs); 0: none
+  std::vector<std::array<double, 6>> tgt(P, std::array<double, 6>{0, 0, 0, 0, 0, 0});
+  for (size_t i = 0; i < P; ++i) {
+    const Spec& sp = specs().at(seq[i]);
+    if (sp.f1 <= 0) continue;
+    Rng acc(mix(spk.accent, hash_str(seq[i])));  // this speaker's habitual realization of this phone
+    const double shared = std::exp(0.02 * rng.normal());  // token-wide scale (local vocal-tract shape)
+    for (int k = 0; k < 3; ++k) {
+      const double accent = spk.accent ? std::exp(0.025 * acc.normal()) : 1.0;
+      const double jit = shared * std::exp(0.04 * rng.normal());  // per formant, per token
+      const double sc = spk.vtl * spk.fscale[k] * accent * jit;
+      const double st = (k == 0 ? sp.f1 : k == 1 ? sp.f2 : sp.f3), en = (k == 0 ? sp.e1 : k == 1 ? sp.e2 : sp.e3);
+      tgt[i][k] = st * sc;
+      tgt[i][3 + k] = (en > 0 ? en : st) * sc;
+    }
+  }
+  // target undershoot (Lindblom): a short segment moves only part of the way from its
+  // context (the neighbours' targets) to its own target: x = ctx + (t - ctx)(1 - e^{-d/tau})
+  struct Anchor { double t, f[3]; };
   std::vector<Anchor> anchors;
-  for (const auto& p : u.phones) {
+  const double neutral[3] = {500.0 * spk.vtl, 1500.0 * spk.vtl, 2500.0 * spk.vtl};
+  for (size_t i = 0; i < P; ++i) {
+    if (tgt[i][0] <= 0) continue;
+    const Spec& sp = specs().at(seq[i]);
+    const auto& p = u.phones[i];
+    const double len = static_cast<double>(p.end - p.start), dur_ms = len / 16.0;
+    const double tau = sp.kind == Kind::Vowel ? 25.0 : 20.0;
+    const double reach = 1.0 - std::exp(-dur_ms / tau);
+    const bool has_prev = i > 0 && tgt[i - 1][0] > 0, has_next = i + 1 < P && tgt[i + 1][0] > 0;
+    double left[3], right[3];
+    for (int k = 0; k < 3; ++k) {
+      left[k] = has_prev ? tgt[i - 1][3 + k] : (has_next ? tgt[i + 1][k] : neutral[k]);
+      right[k] = has_next ? tgt[i + 1][k] : (has_prev ? tgt[i - 1][3 + k] : neutral[k]);
+    }
+    if (sp.e1 > 0) {  // diphthong: onset pulled by the left context, offglide by the right
+      Anchor a0{p.start + 0.2 * len, {}}, a1{p.start + 0.8 * len, {}};
+      for (int k = 0; k < 3; ++k) {
+        a0.f[k] = left[k] + reach * (tgt[i][k] - left[k]);
+        a1.f[k] = right[k] + reach * (tgt[i][3 + k] - right[k]);
+      }
+      anchors.push_back(a0);
+      anchors.push_back(a1);
+    } else {
+      Anchor a{p.start + 0.5 * len, {}};
+      for (int k = 0; k < 3; ++k) {
+        const double ctx = 0.5 * (left[k] + right[k]);
+        a.f[k] = ctx + reach * (tgt[i][k] - ctx);
+      }
+      anchors.push_back(a);
+    }
+  }
+
+  // ---- control tracks: per-token amplitude, voicing, frication place, glottal tilt ----
+  std::vector<double> av(N), af(N), ah(N), fc(N), fbw(N), bwscale(N), gbw(N), f1(N), f2(N), f3(N);
+  const double utt_tilt = spk.tilt_bw * std::exp(0.15 * rng.normal());
+  for (size_t i = 0; i < P; ++i) {
+    const auto& p = u.phones[i];
     const Spec& sp = specs().at(p.label);
-    const double len = static_cast<double>(p.end - p.start);
     const bool burst = sp.kind == Kind::Burst;
+    const double gain = std::exp(0.25 * rng.normal());  // token loudness (stress, emphasis)
+    double voicing = sp.av;
+    const bool voiced_obstruent = sp.av > 0 && (sp.kind == Kind::Fric || sp.kind == Kind::Burst ||
+                                                sp.kind == Kind::Closure);
+    const bool voiceless_obstruent = sp.av == 0 && (sp.kind == Kind::Fric || sp.kind == Kind::Burst ||
+                                                    sp.kind == Kind::Closure);
+    if (voiced_obstruent) voicing *= 0.25 + 1.15 * rng.uniform();  // partial devoicing, as in running speech
+    if (voiceless_obstruent && rng.uniform() < 0.3) voicing = 0.12 * rng.uniform();  // voicing carry-over
+    double asp_amp = sp.ah;
+    if (burst && sp.ah > 0 && i >= 2 && seq[i - 2] == "s") asp_amp *= 0.15;  // s+stop: unaspirated
+    const double place = std::exp(0.1 * rng.normal()), width = std::exp(0.2 * rng.normal());
+    const double release = 0.012 * std::exp(0.3 * rng.normal());  // burst transient decay (s)
+    const double tilt = utt_tilt * std::exp(0.2 * rng.normal());
+    const double bws = (sp.kind == Kind::Nasal ? 2.2 : (sp.kind == Kind::Closure ? 3.0 : 1.0)) *
+                       std::exp(0.15 * rng.normal());
     for (int64_t n = p.start; n < p.end; ++n) {
       const double tau = (n - p.start) / kRate;
-      const double decay = burst ? std::exp(-tau / 0.012) : 1.0;  // burst transient, then aspiration
-      av[n] = sp.av;
-      af[n] = sp.af * decay;
-      ah[n] = sp.ah * (burst ? (1.0 - decay) : 1.0);
-      fc[n] = sp.fc * spk.vtl;
-      fbw[n] = sp.fbw;
-      bwscale[n] = sp.kind == Kind::Nasal ? 2.0 : (sp.kind == Kind::Closure ? 3.0 : 1.0);
-    }
-    if (sp.f1 > 0) {
-      const double v = spk.vtl;
-      if (sp.e1 > 0) {
-        anchors.push_back({p.start + 0.2 * len, sp.f1 * v, sp.f2 * v, sp.f3 * v});
-        anchors.push_back({p.start + 0.8 * len, sp.e1 * v, sp.e2 * v, sp.e3 * v});
-      } else {
-        anchors.push_back({p.start + 0.5 * len, sp.f1 * v, sp.f2 * v, sp.f3 * v});
-      }
+      const double decay = burst ? std::exp(-tau / release) : 1.0;  // burst transient, then aspiration
+      av[n] = voicing * gain;
+      af[n] = sp.af * decay * gain;
+      ah[n] = asp_amp * (burst ? (1.0 - decay) : 1.0) * gain;
+      fc[n] = sp.fc * spk.vtl * place;
+      fbw[n] = sp.fbw * width;
+      bwscale[n] = bws;
+      gbw[n] = tilt;
     }
   }
   // formants: piecewise-linear between anchors (across phone boundaries)
@@ -359,9 +429,9 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     const Anchor& b = anchors[std::min(k + 1, anchors.size() - 1)];
     double w = (b.t > a.t) ? std::clamp((n - a.t) / (b.t - a.t), 0.0, 1.0) : 0.0;
     if (n < anchors[0].t) w = 0.0;
-    f1[n] = a.f1 + w * (b.f1 - a.f1);
-    f2[n] = a.f2 + w * (b.f2 - a.f2);
-    f3[n] = a.f3 + w * (b.f3 - a.f3);
+    f1[n] = a.f[0] + w * (b.f[0] - a.f[0]);
+    f2[n] = a.f[1] + w * (b.f[1] - a.f[1]);
+    f3[n] = a.f[2] + w * (b.f[2] - a.f[2]);
   }
   // amplitude tracks: one-pole smoothing (~4 ms) so boundaries are quick but click-free
   const double alpha = 1.0 - std::exp(-1.0 / (0.004 * kRate));
@@ -372,13 +442,17 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
 
   // ---- sources and filters ----
   std::vector<double> voiced(N, 0.0), fric(N, 0.0), asp(N, 0.0);
-  Resonator glottal;  // glottal pulse shaping: low-pass (Klatt RGP: F=0, BW=100)
-  glottal.set(0.0, 100.0);
+  Resonator glottal;  // glottal pulse shaping: low-pass (Klatt RGP: F=0, BW per speaker / token)
   Resonator casc[5], casc_asp[5];
   BandPass bp;
-  double phase = 1.0, period_jitter = 0.0, prev_v = 0.0;
+  double phase = 1.0, period_jitter = 0.0, pulse_amp = 1.0, prev_v = 0.0;
   const double dur_s = N / kRate;
-  const double vib = 2.0 + rng.uniform(), vib_phase = 2 * kPi * rng.uniform();
+  // F0 contour: declination from a random onset to a random offset, two slow random
+  // intonation components, vibrato-like wobble; 1.5% period jitter, ~1 dB shimmer
+  const double f0_on = 1.05 + 0.12 * rng.uniform(), f0_off = 0.78 + 0.12 * rng.uniform();
+  const double in1 = 0.5 + rng.uniform(), in2 = 1.5 + 1.5 * rng.uniform();
+  const double ip1 = 2 * kPi * rng.uniform(), ip2 = 2 * kPi * rng.uniform();
+  const double ia1 = 0.05 + 0.05 * rng.uniform(), ia2 = 0.02 + 0.03 * rng.uniform();
   for (int64_t n = 0; n < N; ++n) {
     if (n % 32 == 0) {
       const double bs = bwscale[n];
@@ -390,22 +464,25 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
         casc_asp[r].set(f, B[r]);
       }
       if (fbw[n] > 0) bp.set(fc[n], fbw[n]);
+      glottal.set(0.0, gbw[n]);
     }
     const double t = n / kRate;
-    double f0 = spk.f0 * (1.1 - 0.25 * t / dur_s) * (1.0 + 0.04 * std::sin(2 * kPi * vib * t + vib_phase));
+    const double f0 = spk.f0 * (f0_on + (f0_off - f0_on) * t / dur_s) *
+                      (1.0 + ia1 * std::sin(2 * kPi * in1 * t + ip1) + ia2 * std::sin(2 * kPi * in2 * t + ip2));
     phase += f0 * (1.0 + period_jitter) / kRate;
     double pulse = 0.0;
     if (phase >= 1.0) {
       phase -= std::floor(phase);
-      pulse = 1.0;
-      period_jitter = 0.01 * rng.normal();
+      pulse = pulse_amp;
+      period_jitter = 0.015 * rng.normal();
+      pulse_amp = std::exp(0.12 * rng.normal());
     }
     const double noise = rng.normal();
     double v = glottal.step(pulse * av[n]);
     const double rad = v - prev_v;  // lip radiation (first difference)
     prev_v = v;
     v = rad;
-    double a = noise * ah[n];
+    double a = noise * (ah[n] + spk.breathy * av[n]);  // aspiration + breathy voicing
     for (int r = 0; r < 5; ++r) { v = casc[r].step(v); a = casc_asp[r].step(a); }
     voiced[n] = v;
     asp[n] = a;
@@ -418,10 +495,20 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
   for (int64_t n = 0; n < N; ++n)
     y[n] = target * ((rv > 0 ? voiced[n] / rv : 0.0) + 0.4 * (rf > 0 ? fric[n] / rf : 0.0) +
                      0.25 * (ra > 0 ? asp[n] / ra : 0.0));
-  const double noise_rms = target * std::pow(10.0, (noise_db + 5.0 * (rng.uniform() - 0.5)) / 20.0);
+  // ---- channel and background noise: per-utterance microphone tilt; noise at a per-utterance
+  // level noise_db +- 7 dB, a random mix of white and low-pass (pink/brown-like) noise ----
+  const double chan = 0.3 * (2.0 * rng.uniform() - 1.0);
+  const double noise_rms = target * std::pow(10.0, (noise_db + 14.0 * (rng.uniform() - 0.5)) / 20.0);
+  const double colour = rng.uniform(), pole = 0.8 + 0.18 * rng.uniform();
+  const double cw = std::sqrt(1.0 - colour), cc = std::sqrt(colour), innov = std::sqrt(1.0 - pole * pole);
+  double lp = 0.0, prev_y = 0.0;
   u.samples.resize(N);
   for (int64_t n = 0; n < N; ++n) {
-    const double s = std::round(y[n] + noise_rms * rng.normal());
+    const double yc = y[n] + chan * prev_y;
+    prev_y = y[n];
+    const double w = rng.normal();
+    lp = pole * lp + innov * rng.normal();  // unit-variance AR(1) noise
+    const double s = std::round(yc + noise_rms * (cw * w + cc * lp));
     u.samples[n] = static_cast<int16_t>(std::clamp(s, -32768.0, 32767.0));
   }
   return u;

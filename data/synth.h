@@ -1,8 +1,11 @@
 // A synthetic TIMIT-layout corpus (`timitseg synth`, docs/synth.md): per-phone
 // source-filter synthesis (voiced / unvoiced / silence / closure + burst; F1-F3
 // targets and bandwidths per phone, interpolated across boundaries), TIMIT-like
-// per-phone durations, speaker variation (F0, vocal-tract length, rate,
-// loudness), background noise. Deterministic per seed.
+// per-phone durations, speaker variation (F0, vocal-tract length, per-formant and
+// per-vowel offsets, glottal tilt, breathiness, rate, loudness), per-token
+// variability (formant jitter, target undershoot, voicing, amplitude, tilt, F0
+// jitter / shimmer) and coloured background noise at a per-utterance SNR.
+// Deterministic per seed.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +21,8 @@ struct SynthOptions {
   uint64_t seed = 1;
   bool lower_case = false;         // file and folder names in lower case (LDC discs: upper case)
   std::string format = "sphere";   // sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
-  double noise_db = -35.0;         // background noise level relative to the speech RMS (dB)
+  double noise_db = -23.0;         // background noise level relative to the speech RMS (dB): the centre of
+                                   // the per-utterance range noise_db +- 7 dB (default: SNR 16-30 dB)
 };
 
 struct SynthSummary {
@@ -44,6 +48,12 @@ struct SynthSpeaker {
   double vtl = 1.0;    // formant scale (1 / relative vocal-tract length)
   double rate = 1.0;   // duration scale
   double gain = 1.0;
+  // voice quality and accent (drawn from a generator seeded by the corpus seed and the id,
+  // so they do not change the speaker-id draws above)
+  double tilt_bw = 100.0;               // glottal low-pass bandwidth (Hz): lower = steeper spectral tilt
+  double breathy = 0.1;                 // aspiration noise mixed into voicing (relative to aspiration level)
+  double fscale[3] = {1.0, 1.0, 1.0};   // per-formant scale on top of vtl (non-uniform vocal tract)
+  uint64_t accent = 0;                  // seeds per-speaker, per-phone formant offsets (0: none)
 };
 
 std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed);

@@ -1,6 +1,6 @@
 // The synthetic corpus: determinism, valid TIMIT layout and labels, every split
-// non-empty, and "learnable but not trivial" measured by a nearest-centroid
-// frame classifier (39 phones) trained on train, scored on dev.
+// non-empty, the per-utterance SNR range, and "learnable but not trivial" measured
+// by a nearest-centroid frame classifier (39 phones) trained on train, scored on dev.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -122,8 +122,43 @@ TEST(Synth, ValidTimitCorpusWithEverySplitAndLearnableButNotTrivial) {
   const double acc = static_cast<double>(right) / total;
   const double majority = static_cast<double>(*std::max_element(dev_cnt.begin(), dev_cnt.end())) / total;
   std::printf("[ synth ] nearest-centroid dev frame accuracy %.3f (majority class %.3f)\n", acc, majority);
-  EXPECT_GT(acc, majority + 0.15);  // learnable
-  EXPECT_LT(acc, 0.85);             // not trivial
+  // measured on this corpus (seed 1): 0.409 against a majority class of 0.262 (docs/synth.md);
+  // the corpus before per-token variability and per-utterance SNR gave 0.561 (too easy)
+  EXPECT_GT(acc, majority + 0.07);  // learnable: well above always answering `sil`
+  EXPECT_LT(acc, 0.50);             // not trivial: frames of one class vary per token, speaker, SNR
+}
+
+// The background noise level is drawn per utterance: noise_db +- 7 dB relative to the
+// speech level (docs/synth.md). Measured from the audio: the leading h# holds noise only
+// (every source track starts at zero and all filters are causal); the speech level is the
+// RMS over vowel segments.
+TEST(Synth, PerUtteranceSnrSpansTheDocumentedRange) {
+  const auto spk = synth_speakers(8, 11);
+  const double noise_db = -23.0;  // SynthOptions' default
+  EXPECT_EQ(SynthOptions().noise_db, noise_db);
+  const std::set<std::string> vowels = {"iy", "ih", "eh", "ae", "aa", "ah", "ao", "uh", "uw", "ux",
+                                        "er", "axr", "ix", "ax", "ey", "ay", "oy", "aw", "ow"};
+  double lo = 1e9, hi = -1e9;
+  for (int s = 0; s < 2; ++s)
+    for (int i = 0; i < 10; ++i) {
+      const auto u = synth_utterance(spk[s * 5], 11, i, false, noise_db);
+      ASSERT_EQ(u.phones.front().label, "h#");
+      double ns = 0, vs = 0;
+      int64_t nn = 0, nv = 0;
+      for (int64_t n = 0; n < u.phones.front().end; ++n, ++nn) ns += double(u.samples[n]) * u.samples[n];
+      for (const auto& p : u.phones)
+        if (vowels.count(p.label))
+          for (int64_t n = p.start; n < p.end; ++n, ++nv) vs += double(u.samples[n]) * u.samples[n];
+      ASSERT_GT(nn, 0);
+      ASSERT_GT(nv, 0);
+      const double snr = 10.0 * std::log10((vs / nv) / (ns / nn));
+      EXPECT_GT(snr, -noise_db - 7.0 - 4.0) << s << " " << i;  // 4 dB: token gains, channel tilt, estimate
+      EXPECT_LT(snr, -noise_db + 7.0 + 4.0) << s << " " << i;
+      lo = std::min(lo, snr);
+      hi = std::max(hi, snr);
+    }
+  std::printf("[ synth ] per-utterance SNR over vowels: %.1f .. %.1f dB\n", lo, hi);
+  EXPECT_GT(hi - lo, 8.0);  // drawn per utterance, not one fixed level
 }
 
 TEST(Synth, CommandLineLowerCaseRiff) {
