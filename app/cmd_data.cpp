@@ -173,7 +173,7 @@ void add_data_commands(CLI::App& app) {
         "per-phone source-filter synthesis; TEST holds speakers of the dev and core-test lists so every split is "
         "non-empty. Deterministic per seed (docs/synth.md).");
     auto o = std::make_shared<data::SynthOptions>();
-    sub->add_option("--out", o->out_dir, "Output folder (created)")->required();
+    sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
     sub->add_option("--speakers", o->speakers, "Number of speakers (>= 4; a third, at least 3, go to TEST)")
         ->capture_default_str()
         ->check(CLI::Range(4, 10000));
@@ -182,7 +182,7 @@ void add_data_commands(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
     sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
-    sub->add_option("--noise-db", o->noise_db, "Background noise level relative to the speech RMS, in dB")
+    sub->add_option("--noise-db", o->noise_db, "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB range drawn per utterance")
         ->capture_default_str();
     sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
         ->check(CLI::IsMember({"sphere", "riff"}))

@@ -1,6 +1,10 @@
 // Synthetic TIMIT-like corpus; see data/synth.h and docs/synth.md.
 #include "data/synth.h"
 
+#include <unistd.h>
+
+#include "data/progress.h"
+
 #include <sndfile.h>
 
 #include <algorithm>
@@ -518,7 +522,32 @@ SynthSummary synth_corpus(const SynthOptions& o) {
   if (o.utterances_per_speaker < 1) throw std::invalid_argument("synth: --utterances-per-speaker must be >= 1");
   if (o.format != "sphere" && o.format != "riff")
     throw std::invalid_argument("synth: --format must be sphere or riff, got '" + o.format + "'");
+  // Never merge into an existing corpus: the corpus is built in a temporary
+  // folder beside OUT and renamed to OUT at the end, so a failure leaves nothing.
+  const fs::path out(o.out_dir);
+  std::error_code ec;
+  if (fs::exists(out, ec)) {
+    if (!fs::is_directory(out, ec)) throw std::runtime_error(o.out_dir + ": exists and is not a folder");
+    if (!fs::is_empty(out, ec))
+      throw std::runtime_error(o.out_dir + ": folder exists and is not empty; synth never merges corpora (choose a new --out or remove it)");
+  }
+  const fs::path tmp_root = out.parent_path().empty() ? fs::path(out.filename().string() + ".tmp-" + std::to_string(::getpid()))
+                                                     : out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  try {
+    fs::create_directories(tmp_root);
+  } catch (const fs::filesystem_error& e) {
+    throw std::runtime_error(o.out_dir + ": cannot create the output folder (" + e.code().message() + ")");
+  }
+  struct Cleanup {
+    fs::path dir;
+    bool armed = true;
+    ~Cleanup() {
+      std::error_code ignore;
+      if (armed) fs::remove_all(dir, ignore);
+    }
+  } cleanup{tmp_root};
   const auto speakers = synth_speakers(o.speakers, o.seed);
+  Progress progress("synth", static_cast<int64_t>(speakers.size()) * (o.utterances_per_speaker + 1), "utt");
   auto name = [&](std::string s) {
     if (!o.lower_case)
       for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -533,7 +562,7 @@ SynthSummary synth_corpus(const SynthOptions& o) {
       sum.dev_speakers += dev_speakers().count(spk.id) ? 1 : 0;
       sum.core_test_speakers += core_test_speakers().count(spk.id) ? 1 : 0;
     }
-    const fs::path dir = fs::path(o.out_dir) / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
+    const fs::path dir = tmp_root / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
     fs::create_directories(dir);
     for (int k = -1; k < o.utterances_per_speaker; ++k) {
       const bool sa = k < 0;
@@ -561,8 +590,13 @@ SynthSummary synth_corpus(const SynthOptions& o) {
       write_file_atomic((dir / (name(utt) + name(".phn"))).string(), phn);
       ++sum.files;
       sum.seconds += u.samples.size() / kRate;
+      progress.advance();
     }
   }
+  progress.finish();
+  fs::rename(tmp_root, out, ec);
+  if (ec) throw std::runtime_error(o.out_dir + ": cannot move the finished corpus into place (" + ec.message() + ")");
+  cleanup.armed = false;
   return sum;
 }
 

@@ -11,7 +11,7 @@ scripts/build.sh
 bin=build/bin/timitseg
 out=work/demo
 mkdir -p "$out"
-[ -d "$out/corpus" ] || $bin synth --out "$out/corpus"
+[ -d "$out/corpus" ] || $bin synth --out "$out/corpus" --speakers 48 --utterances-per-speaker 8
 $bin prepare --timit "$out/corpus" --out "$out/prep" --threads "$(nproc)"
 rm -rf "$out/run"
 $bin train --config configs/synth.yaml --set data.workdir="$out/prep" --set train.run_dir="$out/run"

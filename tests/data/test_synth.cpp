@@ -180,4 +180,17 @@ TEST(Synth, CommandLineLowerCaseRiff) {
   EXPECT_EQ(train, 2);  // 1 TRAIN speaker, 3 TEST speakers (core-test, dev, other)
   EXPECT_EQ(test, 6);
   EXPECT_NE(testutil::run(std::string(TIMITSEG_BINARY) + " synth --out " + d.str("e") + " --speakers 2"), 0);
+  // never merges into an existing corpus, never writes through a file; nothing left behind
+  std::string again, onfile;
+  EXPECT_NE(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --out " + d.str("c") +
+                                      " --speakers 4 --utterances-per-speaker 1",
+                                  &again),
+            0);
+  EXPECT_NE(again.find("folder exists and is not empty"), std::string::npos) << again;
+  EXPECT_EQ(scan_timit(d.str("c"), &probs).size(), 8u);
+  testutil::write_text(d.str("afile"), "x");
+  EXPECT_NE(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --out " + d.str("afile"), &onfile), 0);
+  EXPECT_NE(onfile.find("exists and is not a folder"), std::string::npos) << onfile;
+  for (const auto& e : std::filesystem::directory_iterator(d.str()))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
 }
