@@ -124,9 +124,9 @@ void add_data_commands(CLI::App& app) {
       } else {
         spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
                      s.sa_excluded, s.skipped, s.warnings);
-        spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} threads)", s.audio_seconds,
-                     s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9),
-                     po.threads > 0 ? po.threads : static_cast<int>(std::thread::hardware_concurrency()));
+        const int threads = po.threads > 0 ? po.threads : static_cast<int>(std::thread::hardware_concurrency());
+        spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
+                     s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
       }
       for (const auto& c : s.splits)
         spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
