@@ -1,5 +1,6 @@
 // Config keys, parsing, overrides and validation (docs/config.md).
 #include "model/config.h"
+#include "model/metrics.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -148,17 +149,7 @@ std::string format_double(double v) {
   return std::string(buf, r.ptr);
 }
 
-int edit_distance(const std::string& a, const std::string& b) {
-  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
+int edit_distance(const std::string& a, const std::string& b) { return levenshtein(a, b); }
 
 std::vector<std::string> Config::keys() {
   std::vector<std::string> k;

@@ -11,18 +11,6 @@
 
 namespace timitseg::model {
 
-int levenshtein(const std::vector<int>& a, const std::vector<int>& b) {
-  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
 std::vector<Run> runs_of(const std::vector<int>& frames) {
   std::vector<Run> runs;
   for (size_t t = 0; t < frames.size(); ++t) {

@@ -15,6 +15,7 @@
 //   confusion    frame counts [ref][pred]
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -23,7 +24,21 @@
 
 namespace timitseg::model {
 
-int levenshtein(const std::vector<int>& a, const std::vector<int>& b);
+// Levenshtein distance (unit-cost insertions, deletions, substitutions) of two
+// sequences: phone sequences for PER, strings for config-key suggestions.
+template <class Seq>
+int levenshtein(const Seq& a, const Seq& b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+inline int levenshtein(const std::vector<int>& a, const std::vector<int>& b) { return levenshtein<std::vector<int>>(a, b); }
 // Maximal runs of a frame label sequence: (start, length, label).
 struct Run {
   int start, length, label;

@@ -14,9 +14,9 @@
 using namespace timitseg::data;
 
 namespace {
-// A tiny TIMIT tree. Speakers: fcjf0, mdab0... real ids:
+// A tiny TIMIT tree laid out with real speaker ids:
 //   TRAIN/DR1/FCJF0 (train), TEST/DR1/MDAB0 (core-test), TEST/DR1/FAKS0 (dev),
-//   TEST/DR2/MRJO0? no: TEST/DR4/MTLS0 (core-test) and TEST/DR3/MTPG0 (neither list).
+//   TEST/DR4/MTLS0 (core-test) and TEST/DR3/MTPG0 (neither list).
 struct Utt { std::string part, dr, spk, name; };
 const std::vector<Utt> kUtts = {
     {"train", "dr1", "fcjf0", "sa1"},    {"train", "dr1", "fcjf0", "si1027"}, {"train", "dr1", "fcjf0", "sx127"},
