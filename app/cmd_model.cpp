@@ -46,6 +46,7 @@ void run_train(const TrainArgs& a) {
   } else {
     if (a.config.empty()) throw std::invalid_argument("train: --config FILE.yaml is required (or --resume RUN_DIR)");
     cfg = Config::load(a.config, overrides);
+    if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
   const model::TrainData data = model::load_train_data(cfg);
   const model::TrainResult r = model::train(cfg, data, resume);
@@ -69,7 +70,7 @@ void add_model_commands(CLI::App& app) {
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
                     "(bitwise identical to an uninterrupted run on the CPU); --set may raise train.epochs");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0.0, 1e6));
   train->add_option("--crf-backend", ta->crf_backend,
                     "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
                     "cuda")
@@ -77,7 +78,7 @@ void add_model_commands(CLI::App& app) {
   train->add_option("--fixed-length", ta->fixed_length,
                     "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
                     "report N as its length (0 = off); isolates boundary handling")
-      ->check(CLI::NonNegativeNumber);
+      ->check(CLI::Range(0, 1000000));
   train->callback([ta] { run_train(*ta); });
 
   // ---- evaluate -------------------------------------------------------------
@@ -96,7 +97,9 @@ void add_model_commands(CLI::App& app) {
   ev->add_option("--crf-backend", eo->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
-  ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   ev->callback([eo] { model::evaluate(*eo); });
 
   // ---- decode ---------------------------------------------------------------
@@ -111,7 +114,9 @@ void add_model_commands(CLI::App& app) {
       ->required();
   de->add_option("--crf-backend", dec->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
-  de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")->capture_default_str();
+  de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
   de->callback([dec] { model::decode(*dec); });
 }
 

@@ -68,15 +68,82 @@ const Entry* find_entry(const std::string& key) {
   return nullptr;
 }
 
+std::vector<std::string> section_names() {
+  std::vector<std::string> out;
+  for (const Entry& e : entries()) {
+    const std::string k = e.key;
+    const std::string sec = k.substr(0, k.find('.'));
+    if (std::find(out.begin(), out.end(), sec) == out.end()) out.push_back(sec);
+  }
+  return out;
+}
+
+// Valid keys whose name within the section is `leaf` ("lr" -> "train.lr").
+std::vector<std::string> keys_with_leaf(const std::string& leaf) {
+  std::vector<std::string> out;
+  for (const Entry& e : entries()) {
+    const std::string k = e.key;
+    if (k.substr(k.find('.') + 1) == leaf) out.push_back(k);
+  }
+  return out;
+}
+
+// The hint for a name without a dot: a section, a key's leaf, or the closest section.
+std::string dot_free_hint(const std::string& name, bool in_yaml) {
+  const std::vector<std::string> secs = section_names();
+  if (std::find(secs.begin(), secs.end(), name) != secs.end())
+    return "'" + name + "' is a section; set one of its keys, e.g. '" + name + "." +
+           [&] {
+             for (const Entry& e : entries())
+               if (std::string(e.key).rfind(name + ".", 0) == 0) return std::string(e.key).substr(name.size() + 1);
+             return std::string();
+           }() +
+           "'";
+  const std::vector<std::string> leaf = keys_with_leaf(name);
+  if (leaf.size() == 1) {
+    const std::string sec = leaf[0].substr(0, leaf[0].find('.'));
+    return in_yaml ? "did you mean '" + leaf[0] + "'? write it inside its section: '" + sec + ":' then '  " + name +
+                         ": VALUE'"
+                   : "did you mean '" + leaf[0] + "'?";
+  }
+  std::string best;
+  int best_d = std::numeric_limits<int>::max();
+  for (const std::string& sec : secs) {
+    const int d = levenshtein(name, sec);
+    if (d < best_d) best_d = d, best = sec;
+  }
+  std::string all;
+  for (const std::string& sec : secs) all += (all.empty() ? "" : ", ") + sec;
+  return "did you mean section '" + best + "'? sections: " + all;
+}
+
+// An unknown key of --set or a checkpoint ("section.key", or a name without a dot).
 [[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
+  if (key.find('.') == std::string::npos)
+    throw std::invalid_argument(origin + ": unknown config key '" + key + "' (keys are SECTION.KEY; " +
+                                dot_free_hint(key, false) + ")");
   throw std::invalid_argument(origin + ": unknown config key '" + key + "' (did you mean '" +
                               Config::closest_key(key) + "'?)");
 }
 
+// An unknown top-level name of a YAML config file (only sections live there).
+[[noreturn]] void unknown_section(const std::string& name, const std::string& path) {
+  if (name.find('.') != std::string::npos) {
+    const bool valid = find_entry(name) != nullptr;
+    const std::string key = valid ? name : Config::closest_key(name);
+    const std::string sec = key.substr(0, key.find('.')), leaf = key.substr(key.find('.') + 1);
+    throw std::invalid_argument(path + ": top-level key '" + name + "': " +
+                                (valid ? std::string() : "no such key (did you mean '" + key + "'?); ") +
+                                "YAML config keys are nested, write '" + sec + ":' then '  " + leaf +
+                                ": VALUE' (dotted keys are for --set)");
+  }
+  throw std::invalid_argument(path + ": unknown config section '" + name + "' (" + dot_free_hint(name, true) + ")");
+}
 
 // Sets one entry from a YAML scalar; `where` names the file/key for errors.
 void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::string& where) {
   const std::string key = e.key;
+  cfg.origins[key] = where;
   if (!value.IsScalar())
     throw std::invalid_argument(where + ": '" + key + "' must be a single value, not a " +
                                 (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
@@ -132,11 +199,15 @@ nlohmann::json entry_json(const Config& cfg, const Entry& e) {
   return std::visit([&](auto ptr) { return nlohmann::json(cfg.*ptr); }, e.member);
 }
 
+// A range error names where the value came from: the YAML file, `--set
+// KEY=VALUE`, the checkpoint, or "config" for a default.
 template <class T>
-void check(bool ok, const char* key, const T& value, const std::string& rule) {
+void check(const Config& cfg, bool ok, const char* key, const T& value, const std::string& rule) {
   if (!ok) {
+    const auto it = cfg.origins.find(key);
     std::ostringstream os;
-    os << "config: '" << key << "' = " << value << " is out of range: " << rule;
+    os << (it == cfg.origins.end() ? std::string("config (default value)") : it->second) << ": '" << key << "' = "
+       << value << " is out of range: " << rule;
     throw std::invalid_argument(os.str());
   }
 }
@@ -219,10 +290,7 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
         const bool known_section = std::any_of(entries().begin(), entries().end(), [&](const Entry& e) {
           return std::string(e.key).rfind(section + ".", 0) == 0;
         });
-        if (!known_section) {
-          // A key written at top level ("lr: 1e-3") or a misspelt section.
-          unknown_key(section, path);
-        }
+        if (!known_section) unknown_section(section, path);  // "lr: 1e-3", "train.lr: 1e-3", "modle:"
         if (!sec.second.IsMap()) {
           if (sec.second.IsNull()) continue;  // empty section
           throw std::invalid_argument(path + ": section '" + section + "' must be a mapping of keys");
@@ -261,44 +329,44 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
 }
 
 void Config::validate() const {
-  check(data_label_set == 39 || data_label_set == 48 || data_label_set == 61, "data.label_set", data_label_set,
+  check(*this, data_label_set == 39 || data_label_set == 48 || data_label_set == 61, "data.label_set", data_label_set,
         "one of 39, 48, 61");
-  check(data_max_train_utterances >= 0, "data.max_train_utterances", data_max_train_utterances, ">= 0");
-  check(data_max_dev_utterances >= 0, "data.max_dev_utterances", data_max_dev_utterances, ">= 0");
-  check(model_hidden_dim >= 2 && model_hidden_dim % 2 == 0 && model_hidden_dim <= 8192, "model.hidden_dim",
+  check(*this, data_max_train_utterances >= 0, "data.max_train_utterances", data_max_train_utterances, ">= 0");
+  check(*this, data_max_dev_utterances >= 0, "data.max_dev_utterances", data_max_dev_utterances, ">= 0");
+  check(*this, model_hidden_dim >= 2 && model_hidden_dim % 2 == 0 && model_hidden_dim <= 8192, "model.hidden_dim",
         model_hidden_dim, "an even number in [2, 8192] (split over two directions)");
-  check(model_num_layers >= 1 && model_num_layers <= 16, "model.num_layers", model_num_layers, "in [1, 16]");
-  check(model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
-  check(crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
-  check(crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
-  check(crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda", "crf.backend", crf_backend,
+  check(*this, model_num_layers >= 1 && model_num_layers <= 16, "model.num_layers", model_num_layers, "in [1, 16]");
+  check(*this, model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
+  check(*this, crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
+  check(*this, crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
+  check(*this, crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda", "crf.backend", crf_backend,
         "one of reference, cpu, cuda");
-  check(crf_loss_normalization == "utterance" || crf_loss_normalization == "frame", "crf.loss_normalization",
+  check(*this, crf_loss_normalization == "utterance" || crf_loss_normalization == "frame", "crf.loss_normalization",
         crf_loss_normalization, "one of utterance, frame");
-  check(train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
-  check(train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
-  check(train_lr > 0.0, "train.lr", train_lr, "> 0");
-  check(train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
-  check(train_lr_schedule == "cosine" || train_lr_schedule == "constant", "train.lr_schedule", train_lr_schedule,
+  check(*this, train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
+  check(*this, train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
+  check(*this, train_lr > 0.0, "train.lr", train_lr, "> 0");
+  check(*this, train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
+  check(*this, train_lr_schedule == "cosine" || train_lr_schedule == "constant", "train.lr_schedule", train_lr_schedule,
         "one of cosine, constant");
-  check(train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
-  check(train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
-  check(train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");
-  check(train_eps > 0.0, "train.eps", train_eps, "> 0");
-  check(train_clip_norm >= 0.0, "train.clip_norm", train_clip_norm, ">= 0 (0 = off)");
-  check(train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
+  check(*this, train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
+  check(*this, train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
+  check(*this, train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");
+  check(*this, train_eps > 0.0, "train.eps", train_eps, "> 0");
+  check(*this, train_clip_norm >= 0.0, "train.clip_norm", train_clip_norm, ">= 0 (0 = off)");
+  check(*this, train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
         "one of cpu, cuda, auto");
-  check(train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
-  check(train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
-  check(train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
-  check(debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
-  check(debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
+  check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
+  check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
+  check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
+  check(*this, debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
+  check(*this, debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
   if (!debug_inject_nonfinite.empty()) {
     int e = 0, b = 0;
     char c = 0;
     std::istringstream is(debug_inject_nonfinite);
     if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof())
-      check(false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
+      check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
   }
 }
 

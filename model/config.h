@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ struct Config {
   double debug_drift_threshold = 20.0;  // debug.drift_threshold
   bool debug_check_numerics = true;  // debug.check_numerics: per-layer finite checks every batch
   std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (tests the stop path)
+
+  // Where each key's value was set ("FILE.yaml", "--set KEY=VALUE", "CKPT
+  // (config metadata)"); keys left at their default are absent. Range errors
+  // of validate() name it.
+  std::map<std::string, std::string> origins;
 
   // Loads FILE (YAML), applies overrides "key=value" (value parsed as YAML) and
   // validates. Throws std::invalid_argument naming the file/key and problem.

@@ -8,9 +8,12 @@
 #include <cctype>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <tuple>
+
+#include <unistd.h>
 
 #include "data/atomic_file.h"
 #include "data/features.h"
@@ -54,9 +57,31 @@ std::string safe_name(std::string id) {
   return id;
 }
 
+// Fails early (before a long evaluation) when OUT's folder is missing or not writable.
+void check_output_folder(const std::string& flag, const std::string& out) {
+  fs::path dir = fs::path(out).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(flag + " " + out + ": folder " + dir.string() + " does not exist");
+  const fs::path probe = dir / (".timitseg-write-test-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(probe);
+    if (!f) throw std::invalid_argument(flag + " " + out + ": folder " + dir.string() + " is not writable");
+  }
+  fs::remove(probe, ec);
+}
+
+void check_threads(int threads) {
+  if (threads < 0 || threads > 1024)
+    throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
+}
+
 }  // namespace
 
 nlohmann::json evaluate(const EvaluateOptions& o) {
+  check_threads(o.threads);
+  if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
@@ -110,6 +135,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
 }
 
 int decode(const DecodeOptions& o) {
+  check_threads(o.threads);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   auto backend = crf::make_backend(o.backend.empty() ? s.config.crf_backend : o.backend);

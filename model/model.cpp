@@ -33,14 +33,28 @@ const char* first_nonfinite(const std::vector<T>& v) {
 }  // namespace
 
 LabelSet LabelSet::make(int set) {
+  if (set != 39 && set != 48 && set != 61)
+    throw std::invalid_argument("label set must be 39, 48 or 61, got " + std::to_string(set));
   const data::PhoneSet& ps = data::PhoneSet::timit();
   LabelSet ls;
   ls.set = set;
-  ls.names = ps.names(set);
   ls.names39 = ps.names(39);
+  const int n61 = static_cast<int>(ps.names61().size());
+  ls.idx61_to_class.assign(n61, -1);
+  if (set == 61) {
+    // q has no frames in prepared labels and no 39-phone target: the 61 set trains C = 60 classes.
+    for (int i = 0; i < n61; ++i) {
+      if (ps.map(i, 39) < 0) continue;
+      ls.idx61_to_class[i] = static_cast<int>(ls.names.size());
+      ls.names.push_back(ps.names61()[i]);
+    }
+  } else {
+    ls.names = ps.names(set);
+    for (int i = 0; i < n61; ++i) ls.idx61_to_class[i] = ps.map(i, set);
+  }
   ls.to39.assign(ls.names.size(), -1);
-  for (int i = 0; i < static_cast<int>(ps.names61().size()); ++i) {
-    const int a = ps.map(i, set), b = ps.map(i, 39);
+  for (int i = 0; i < n61; ++i) {
+    const int a = ls.idx61_to_class[i], b = ps.map(i, 39);
     if (a >= 0) ls.to39[a] = b;
   }
   for (size_t c = 0; c < ls.to39.size(); ++c)
@@ -48,7 +62,11 @@ LabelSet LabelSet::make(int set) {
   return ls;
 }
 
-int LabelSet::from61(int idx61) const { return data::PhoneSet::timit().map(idx61, set); }
+int LabelSet::from61(int idx61) const {
+  if (idx61 < 0 || idx61 >= static_cast<int>(idx61_to_class.size()))
+    throw std::out_of_range("phone index " + std::to_string(idx61) + " outside [0, 61)");
+  return idx61_to_class[idx61];
+}
 
 Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
                  int fixed_length) {
@@ -315,25 +333,53 @@ ModelState load_checkpoint(const std::string& path) {
   if (meta("format") != "timitseg-checkpoint-1")
     throw std::runtime_error(path + ": unsupported checkpoint format '" + meta("format") + "'");
   ModelState s;
-  try {
-    s.config = Config::from_json(nlohmann::json::parse(meta("config")), path + " (config metadata)");
-    const nlohmann::json d = nlohmann::json::parse(meta("dims"));
+  // Each metadata value parsed on its own, so that an error names the file and the key.
+  auto parse = [&](const std::string& key, const auto& fn) {
+    const std::string& text = meta(key);
+    try {
+      fn(text);
+    } catch (const std::exception& e) {
+      throw std::runtime_error(path + ": bad checkpoint metadata '" + key + "': " + e.what());
+    }
+  };
+  auto to_int64 = [](const std::string& t) -> int64_t {
+    size_t pos = 0;
+    const long long v = std::stoll(t, &pos);
+    if (pos != t.size()) throw std::invalid_argument("'" + t + "' is not an integer");
+    return v;
+  };
+  auto to_int = [&](const std::string& t) {
+    const int64_t v = to_int64(t);
+    if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
+      throw std::out_of_range("'" + t + "' is out of the int range");
+    return static_cast<int>(v);
+  };
+  auto to_double = [](const std::string& t) {
+    size_t pos = 0;
+    const double v = std::stod(t, &pos);
+    if (pos != t.size()) throw std::invalid_argument("'" + t + "' is not a number");
+    return v;
+  };
+  parse("config", [&](const std::string& t) {
+    s.config = Config::from_json(nlohmann::json::parse(t), path + " (config metadata)");
+  });
+  parse("dims", [&](const std::string& t) {
+    const nlohmann::json d = nlohmann::json::parse(t);
     s.dims.input_dim = d.at("input_dim");
     s.dims.hidden_dim = d.at("hidden_dim");
     s.dims.num_layers = d.at("num_layers");
     s.dims.num_classes = d.at("num_classes");
     s.dims.max_duration = d.at("max_duration");
-    s.labels = LabelSet::make(std::stoi(meta("label_set")));
-    s.features = feature_options_from_json(nlohmann::json::parse(meta("feature_options")));
-    s.epoch = std::stoi(meta("epoch"));
-    s.optimizer.step = std::stoll(meta("optimizer_step"));
-    s.rng_state = meta("rng_state");
-    s.best_dev_per = std::stod(meta("best_dev_per"));
-    s.best_epoch = std::stoi(meta("best_epoch"));
-    s.dev_per = std::stod(meta("dev_per"));
-  } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error(path + ": bad checkpoint metadata: " + e.what());
-  }
+  });
+  parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
+  parse("feature_options",
+        [&](const std::string& t) { s.features = feature_options_from_json(nlohmann::json::parse(t)); });
+  parse("epoch", [&](const std::string& t) { s.epoch = to_int(t); });
+  parse("optimizer_step", [&](const std::string& t) { s.optimizer.step = to_int64(t); });
+  s.rng_state = meta("rng_state");
+  parse("best_dev_per", [&](const std::string& t) { s.best_dev_per = to_double(t); });
+  parse("best_epoch", [&](const std::string& t) { s.best_epoch = to_int(t); });
+  parse("dev_per", [&](const std::string& t) { s.dev_per = to_double(t); });
   if (s.labels.size() != s.dims.num_classes)
     throw std::runtime_error(path + ": label set size " + std::to_string(s.labels.size()) + " != num_classes " +
                              std::to_string(s.dims.num_classes));

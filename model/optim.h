@@ -59,11 +59,13 @@ inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
   return norm;
 }
 
-// Learning rate at update `step` (0-based) of `total` updates.
+// Learning rate at update `step` (0-based) of `total` updates: torch's
+// CosineAnnealingLR with T_max = total stepped once per update, so update 0
+// uses lr and min_lr is reached after the last update (every update counts).
 inline double scheduled_lr(const std::string& schedule, double lr, double min_lr, int64_t step, int64_t total) {
-  if (schedule == "constant" || total <= 1) return lr;
+  if (schedule == "constant" || total <= 0) return lr;
   const double pi = 3.14159265358979323846;
-  const double progress = std::min(1.0, static_cast<double>(step) / static_cast<double>(total - 1));
+  const double progress = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
   return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(pi * progress));
 }
 

@@ -179,6 +179,29 @@ void evaluate_utterances(const Network<float>& net, const std::vector<float>& pa
   }
 }
 
+void check_fresh_run_dir(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  std::error_code ec;
+  std::string found;
+  // An empty metrics.jsonl (a run stopped in its first epoch, e.g. by a
+  // non-finite loss) holds nothing to mix with: retrying the same command works.
+  const std::string metrics = (dir / "metrics.jsonl").string();
+  if (fs::exists(metrics, ec) && read_file(metrics).find_first_not_of(" \t\r\n") != std::string::npos)
+    found = metrics;
+  if (found.empty() && fs::is_directory(dir / "checkpoints", ec)) {
+    static const std::regex epoch_re(R"(epoch-[0-9]+\.safetensors)");
+    for (const auto& e : fs::directory_iterator(dir / "checkpoints", ec))
+      if (std::regex_match(e.path().filename().string(), epoch_re)) {
+        found = e.path().string();
+        break;
+      }
+  }
+  if (!found.empty())
+    throw std::runtime_error(run_dir + " already holds a training run (" + found +
+                             "); continue it with --resume " + run_dir +
+                             " or choose another train.run_dir (a fresh run never mixes with an old one)");
+}
+
 TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   Config cfg = cfg_in;
   cfg.validate();
@@ -188,14 +211,16 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
         "config: train.device=cuda: the encoder runs on the CPU in this build; use train.device=cpu (the CRF can "
         "still run on the GPU with crf.backend=cuda)");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
+  // Everything that can fail on the configuration comes before the first write.
+  std::unique_ptr<crf::Backend> backend = crf::make_backend(cfg.crf_backend);
+  const LabelSet ls = LabelSet::make(cfg.data_label_set);
+  if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   const int threads = set_threads(cfg.train_threads);
   const fs::path run_dir(cfg.train_run_dir);
   const fs::path ckpt_dir = run_dir / "checkpoints";
   fs::create_directories(ckpt_dir);
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
 
-  std::unique_ptr<crf::Backend> backend = crf::make_backend(cfg.crf_backend);
-  const LabelSet ls = LabelSet::make(cfg.data_label_set);
   ModelState state;
   state.dims.input_dim = data.train.utterances[0].dim;
   state.dims.hidden_dim = cfg.model_hidden_dim;
@@ -251,6 +276,11 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   for (int64_t i = 0; i < N; ++i) lengths[i] = data.train.utterances[i].num_frames;
   const int64_t batches_per_epoch = (N + cfg.train_batch_size - 1) / cfg.train_batch_size;
   const int64_t total_steps = batches_per_epoch * cfg.train_epochs;
+  if (inject_epoch > 0 && (inject_epoch <= state.epoch || inject_epoch > cfg.train_epochs ||
+                           inject_batch > batches_per_epoch))
+    spdlog::warn("debug.inject_nonfinite = {}: no such step in this run (epochs {}..{}, {} batches per epoch); "
+                 "nothing will be injected",
+                 cfg.debug_inject_nonfinite, state.epoch + 1, cfg.train_epochs, batches_per_epoch);
   const data::Cmvn* cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   std::vector<const data::Utterance*> dev_utts;
   for (const auto& u : data.dev.utterances) dev_utts.push_back(&u);
@@ -372,9 +402,6 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
       state.best_epoch = epoch;
     }
     state.rng_state = rng_to_string(rng);
-    const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
-    save_checkpoint(ckpt, state);
-    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
     rec.epoch_seconds = since(epoch_t0);
 
     nlohmann::json line = {{"epoch", epoch},
@@ -393,8 +420,14 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                            {"optimizer_step", state.optimizer.step},
                            {"best", best},
                            {"seconds", rec.times.to_json()}};
+    // metrics.jsonl first, then the checkpoint: an interruption between the two
+    // leaves a line for an epoch without a checkpoint, which --resume drops
+    // (it keeps lines with epoch <= the checkpoint's), never a missing line.
     metrics_text += line.dump() + "\n";
     write_file_atomic(metrics_path, metrics_text);
+    const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
+    save_checkpoint(ckpt, state);
+    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
     spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
                  "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
                  epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,

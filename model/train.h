@@ -44,6 +44,10 @@ TrainData load_train_data(const Config& cfg);
 // checkpoint's config, possibly with train.epochs raised).
 TrainResult train(const Config& cfg, const TrainData& data, bool resume);
 
+// Throws when RUN_DIR already holds a run (a non-empty metrics.jsonl or
+// checkpoints/epoch-N.safetensors): a fresh run must not mix with it.
+void check_fresh_run_dir(const std::string& run_dir);
+
 // Latest epoch checkpoint of a run directory ("" when none).
 std::string latest_checkpoint(const std::string& run_dir);
 

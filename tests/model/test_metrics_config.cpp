@@ -77,9 +77,15 @@ TEST(Optim, ClipAndSchedule) {
   EXPECT_DOUBLE_EQ(clip_global_norm(g, 1.0), 5.0);
   EXPECT_NEAR(g[0], 0.6, 1e-6);
   EXPECT_NEAR(g[1], 0.8, 1e-6);
-  EXPECT_DOUBLE_EQ(scheduled_lr("cosine", 1.0, 0.0, 0, 11), 1.0);
-  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.0, 5, 11), 0.5, 1e-15);
-  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.1, 10, 11), 0.1, 1e-15);
+  // cosine over 10 updates (torch CosineAnnealingLR, T_max = 10): 1 at update 0,
+  // 0.5 at update 5, the last update (9) still > min_lr, min_lr after it
+  EXPECT_DOUBLE_EQ(scheduled_lr("cosine", 1.0, 0.0, 0, 10), 1.0);
+  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.0, 5, 10), 0.5, 1e-15);
+  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.1, 9, 10), 0.1 + 0.45 * (1 + std::cos(0.9 * M_PI)), 1e-15);
+  EXPECT_GT(scheduled_lr("cosine", 1.0, 0.1, 9, 10), 0.1 + 1e-3);
+  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.1, 10, 10), 0.1, 1e-15);
+  EXPECT_DOUBLE_EQ(scheduled_lr("constant", 1.0, 0.1, 9, 10), 1.0);
+  EXPECT_DOUBLE_EQ(scheduled_lr("cosine", 1.0, 0.1, 0, 1), 1.0);  // a single update uses lr
   // AdamW first step: p -= lr * (wd * p) then lr * g / (|g| + eps) (bias-corrected)
   AdamW opt;
   opt.weight_decay = 0.1;
@@ -138,7 +144,7 @@ TEST(Config, Errors) {
   EXPECT_NE(e.find("unknown config key 'train.learning_rate'"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean 'train.lr"), std::string::npos) << e;  // closest
   e = error_of("modle:\n  hidden_dim: 4\n");
-  EXPECT_NE(e.find("unknown config key 'modle'"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown config section 'modle' (did you mean section 'model'?"), std::string::npos) << e;
   e = error_of("", {"crf.max_durration=3"});
   EXPECT_NE(e.find("did you mean 'crf.max_duration'"), std::string::npos) << e;
   e = error_of("train:\n  epochs: many\n");
@@ -161,6 +167,46 @@ TEST(Config, Errors) {
   EXPECT_NE(e.find("expected key=value"), std::string::npos) << e;
   EXPECT_EQ(error_of("train:\n  lr: 0.01\n"), "");
   EXPECT_EQ(Config::closest_key("crf.regg"), "crf.reg");
+}
+
+// Suggestions for names without a dot and for dotted top-level YAML keys;
+// range errors name where the value came from.
+TEST(Config, SuggestionsAndOrigins) {
+  const std::string yaml = write_yaml("t", "");
+  std::string e = error_of("train.lr: 0.1\n");
+  EXPECT_NE(e.find("top-level key 'train.lr'"), std::string::npos) << e;
+  EXPECT_NE(e.find("write 'train:' then '  lr: VALUE'"), std::string::npos) << e;
+  EXPECT_EQ(e.find("did you mean 'train.lr'"), std::string::npos) << e;  // it is valid, only misplaced
+  e = error_of("train.lrr: 0.1\n");
+  EXPECT_NE(e.find("no such key (did you mean 'train.lr'?)"), std::string::npos) << e;
+  e = error_of("lr: 0.1\n");
+  EXPECT_NE(e.find("unknown config section 'lr' (did you mean 'train.lr'? write it inside its section"),
+            std::string::npos)
+      << e;
+  e = error_of("", {"model=3"});
+  EXPECT_NE(e.find("--set model=3: unknown config key 'model' (keys are SECTION.KEY; 'model' is a section"),
+            std::string::npos)
+      << e;
+  EXPECT_EQ(e.find("crf.reg"), std::string::npos) << e;
+  e = error_of("", {"modle=3"});
+  EXPECT_NE(e.find("did you mean section 'model'?"), std::string::npos) << e;
+  e = error_of("", {"epochs=3"});
+  EXPECT_NE(e.find("did you mean 'train.epochs'?"), std::string::npos) << e;
+  // origins of range errors
+  e = error_of("model:\n  dropout: 1.5\n");
+  EXPECT_EQ(e.rfind(yaml + ": 'model.dropout' = 1.5 is out of range", 0), 0u) << e;
+  e = error_of("model:\n  dropout: 0.5\n", {"model.dropout=2"});
+  EXPECT_EQ(e.rfind("--set model.dropout=2: 'model.dropout' = 2 is out of range", 0), 0u) << e;
+  nlohmann::json j = Config().to_json();
+  j["train"]["epochs"] = 0;
+  try {
+    Config::from_json(j, "run/checkpoints/epoch-1.safetensors (config metadata)");
+    ADD_FAILURE() << "train.epochs = 0 accepted";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_EQ(std::string(ex.what()).rfind("run/checkpoints/epoch-1.safetensors (config metadata): 'train.epochs' = 0", 0),
+              0u)
+        << ex.what();
+  }
 }
 
 #include "model/model.h"

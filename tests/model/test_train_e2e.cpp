@@ -13,7 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/phones.h"
 #include "data/safetensors.h"
+#include "model/train.h"
 
 namespace fs = std::filesystem;
 using namespace timitseg;
@@ -222,4 +224,105 @@ TEST_F(TrainE2E, NonFiniteStepStopsWithDiagnosticsAndReplayFile) {
   EXPECT_NE(rp.output.find("transition"), std::string::npos) << rp.output;
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(run_c / "checkpoints" / "epoch-1.safetensors"));
+  // nothing was completed, so the same run directory can be retried (without the injection)
+  EXPECT_NO_THROW(model::check_fresh_run_dir(run_c.string()));
+}
+
+// data.label_set 48 and 61 train and evaluate: C = 48 and C = 60 (61 without q,
+// which prepared labels never contain), the checkpoint's label names are the
+// set's, and evaluation scores on 39 phones.
+TEST_F(TrainE2E, LabelSets48And61TrainAndEvaluate) {
+  const std::vector<std::string>& n61 = data::PhoneSet::timit().names61();
+  for (const int set : {48, 61}) {
+    const fs::path run_dir = dir_ / ("run_set" + std::to_string(set));
+    Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_dir.string() +
+                " --set data.label_set=" + std::to_string(set) + " --set train.epochs=1");
+    ASSERT_EQ(t.rc, 0) << t.output;
+    const int C = set == 48 ? 48 : 60;
+    const fs::path ckpt = run_dir / "checkpoints" / "epoch-1.safetensors";
+    const st::File ck = st::load(ckpt.string());
+    EXPECT_EQ(ck.get("crf.duration_bias").shape, (std::vector<int64_t>{12, C}));
+    EXPECT_EQ(ck.get("crf.transition").shape, (std::vector<int64_t>{C, C}));
+    EXPECT_EQ(ck.get("crf.projection.weight").shape, (std::vector<int64_t>{C, 16}));
+    const auto names = nlohmann::json::parse(ck.metadata.at("label_names")).get<std::vector<std::string>>();
+    ASSERT_EQ(static_cast<int>(names.size()), C);
+    if (set == 48) {
+      EXPECT_EQ(names, data::PhoneSet::timit().names(48));
+    } else {
+      std::vector<std::string> expect;
+      for (const std::string& p : n61)
+        if (p != "q") expect.push_back(p);
+      EXPECT_EQ(names, expect);
+    }
+    const fs::path json = dir_ / ("eval_set" + std::to_string(set) + ".json");
+    Cmd e = run("evaluate --checkpoint " + ckpt.string() + " --split dev --json " + json.string());
+    ASSERT_EQ(e.rc, 0) << e.output;
+    const auto j = nlohmann::json::parse(slurp(json));
+    EXPECT_DOUBLE_EQ(j["per"].get<double>(), metrics_lines(run_dir)[0]["dev_per"].get<double>());
+    EXPECT_EQ(j["confusion"].size(), 39u) << "metrics are on 39 phones";
+  }
+}
+
+// A fresh run never mixes with an existing one: it refuses, writes nothing, and
+// --resume still works; a bad backend or label set leaves no run directory.
+TEST_F(TrainE2E, FreshRunRefusesExistingRunDir) {
+  const fs::path run_d = dir_ / "run_d";
+  fs::remove_all(run_d);
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_d.string() + " --set train.epochs=1");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const std::string before = slurp(run_d / "metrics.jsonl");
+  const auto mtime = fs::last_write_time(run_d / "checkpoints" / "epoch-1.safetensors");
+  Cmd again = run("train --config " + config_ + " --set train.run_dir=" + run_d.string() + " --set train.epochs=1");
+  EXPECT_NE(again.rc, 0);
+  EXPECT_NE(again.output.find("error: " + run_d.string() + " already holds a training run"), std::string::npos)
+      << again.output;
+  EXPECT_NE(again.output.find("--resume " + run_d.string()), std::string::npos) << again.output;
+  EXPECT_EQ(slurp(run_d / "metrics.jsonl"), before);
+  EXPECT_EQ(fs::last_write_time(run_d / "checkpoints" / "epoch-1.safetensors"), mtime);
+  // checkpoints alone (metrics.jsonl lost) are refused as well
+  fs::remove(run_d / "metrics.jsonl");
+  Cmd again2 = run("train --config " + config_ + " --set train.run_dir=" + run_d.string());
+  EXPECT_NE(again2.rc, 0);
+  EXPECT_NE(again2.output.find("epoch-1.safetensors"), std::string::npos) << again2.output;
+  // the library entry point refuses too (tests and tools call it directly)
+  EXPECT_THROW(model::check_fresh_run_dir(run_d.string()), std::runtime_error);
+  EXPECT_NO_THROW(model::check_fresh_run_dir((dir_ / "no_such_run").string()));
+
+  // --resume continues the run (raising train.epochs)
+  std::ofstream(run_d / "metrics.jsonl") << before;
+  Cmd r = run("train --resume " + run_d.string() + " --set train.epochs=2");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(metrics_lines(run_d).size(), 2u);
+
+  // a configuration error leaves nothing behind
+  const fs::path run_e = dir_ / "run_e";
+  fs::remove_all(run_e);
+  Cmd bad = run("train --config " + config_ + " --set train.run_dir=" + run_e.string() + " --crf-backend cuda");
+  if (bad.rc != 0) EXPECT_FALSE(fs::exists(run_e)) << bad.output;  // (a CUDA build with a GPU may train)
+}
+
+// Flag checks that come before any work: --json's folder, --threads, CLI ranges;
+// an injection step outside the run is a warning.
+TEST_F(TrainE2E, EarlyChecksAndWarnings) {
+  Cmd e = run("evaluate --checkpoint " + (dir_ / "missing.safetensors").string() + " --json " +
+              (dir_ / "no_such_folder" / "m.json").string());
+  EXPECT_NE(e.rc, 0);
+  EXPECT_NE(e.output.find("error: --json " + (dir_ / "no_such_folder" / "m.json").string() + ": folder " +
+                          (dir_ / "no_such_folder").string() + " does not exist"),
+            std::string::npos)
+      << e.output;
+  for (const std::string& args : {std::string("evaluate --checkpoint x --threads -1"),
+                                  std::string("decode --checkpoint x in --out o --threads -2"),
+                                  std::string("train --crf-reg -1"), std::string("train --fixed-length -3")}) {
+    Cmd c = run(args);
+    EXPECT_NE(c.rc, 0) << args;
+    EXPECT_NE(c.output.find("not in range"), std::string::npos) << args << ": " << c.output;
+    EXPECT_LT(c.output.size(), 200u) << args << ": " << c.output;  // no 300-digit bound
+  }
+  const fs::path run_f = dir_ / "run_f";
+  fs::remove_all(run_f);
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_f.string() +
+              " --set train.epochs=1 --set debug.inject_nonfinite=3:1");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find("debug.inject_nonfinite = 3:1: no such step in this run"), std::string::npos) << t.output;
 }

@@ -1,0 +1,89 @@
+// Checkpoint metadata errors name the file and the key; label sets 39/48/61.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+#include <unistd.h>
+
+#include "data/phones.h"
+#include "data/safetensors.h"
+#include "model/model.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+using namespace timitseg::model;
+
+namespace {
+
+fs::path tiny_checkpoint(const fs::path& dir) {
+  ModelState s;
+  s.dims.input_dim = 3;
+  s.dims.hidden_dim = 4;
+  s.dims.num_layers = 1;
+  s.dims.num_classes = 39;
+  s.dims.max_duration = 4;
+  s.labels = LabelSet::make(39);
+  s.params.assign(ParamLayout(s.dims).total(), 0.25f);
+  s.optimizer.reset(s.params.size());
+  s.rng_state = "x";
+  const fs::path p = dir / "good.safetensors";
+  save_checkpoint(p.string(), s);
+  return p;
+}
+
+TEST(Checkpoint, CorruptMetadataNamesFileAndKey) {
+  const fs::path dir = fs::temp_directory_path() / ("timitseg_ckpt_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path good = tiny_checkpoint(dir);
+  EXPECT_EQ(load_checkpoint(good.string()).epoch, 0);
+  struct Case {
+    std::string key, value;
+  };
+  for (const Case& c : std::vector<Case>{{"epoch", "abc"},
+                                         {"epoch", "3x"},
+                                         {"epoch", "99999999999"},
+                                         {"optimizer_step", ""},
+                                         {"best_dev_per", "zz"},
+                                         {"label_set", "40"},
+                                         {"dims", "{\"input_dim\": 3}"},
+                                         {"feature_options", "[1"}}) {
+    st::File f = st::load(good.string());
+    f.metadata[c.key] = c.value;
+    const fs::path bad = dir / "bad.safetensors";
+    st::save(bad.string(), f);
+    try {
+      load_checkpoint(bad.string());
+      ADD_FAILURE() << c.key << "=" << c.value << " was accepted";
+    } catch (const std::runtime_error& e) {
+      const std::string msg = e.what();
+      EXPECT_EQ(msg.rfind(bad.string() + ": bad checkpoint metadata '" + c.key + "': ", 0), 0u) << msg;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(LabelSet, SizesNamesAndMapTo39) {
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  const int q = ps.index61("q");
+  ASSERT_GE(q, 0);
+  for (const int set : {39, 48, 61}) {
+    const LabelSet ls = LabelSet::make(set);
+    const int C = set == 61 ? 60 : set;
+    ASSERT_EQ(ls.size(), C) << set;
+    ASSERT_EQ(ls.names39.size(), 39u);
+    EXPECT_EQ(ls.from61(q), -1) << set;
+    for (int i = 0; i < 61; ++i) {
+      if (i == q) continue;
+      const int c = ls.from61(i);
+      ASSERT_GE(c, 0) << ps.names61()[i];
+      ASSERT_LT(c, C);
+      // the class maps to the same 39-phone as the 61-label does
+      EXPECT_EQ(ls.to39[c], ps.map(i, 39)) << set << " " << ps.names61()[i];
+      if (set == 61) EXPECT_EQ(ls.names[c], ps.names61()[i]);
+      if (set != 61) EXPECT_EQ(c, ps.map(i, set));
+    }
+  }
+  EXPECT_THROW(LabelSet::make(40), std::invalid_argument);
+}
+
+}  // namespace
