@@ -11,13 +11,13 @@
 #include <array>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
 
-#include "data/atomic_file.h"
 #include "data/corpus.h"
 #include "data/timit_lists.h"
 
@@ -524,15 +524,16 @@ SynthSummary synth_corpus(const SynthOptions& o) {
     throw std::invalid_argument("synth: --format must be sphere or riff, got '" + o.format + "'");
   // Never merge into an existing corpus: the corpus is built in a temporary
   // folder beside OUT and renamed to OUT at the end, so a failure leaves nothing.
-  const fs::path out(o.out_dir);
+  fs::path out = fs::path(o.out_dir).lexically_normal();
+  if (out.filename().empty()) out = out.parent_path();  // "corpus/" -> "corpus"
+  if (out.empty()) throw std::runtime_error("synth: --out is empty");
   std::error_code ec;
   if (fs::exists(out, ec)) {
     if (!fs::is_directory(out, ec)) throw std::runtime_error(o.out_dir + ": exists and is not a folder");
     if (!fs::is_empty(out, ec))
       throw std::runtime_error(o.out_dir + ": folder exists and is not empty; synth never merges corpora (choose a new --out or remove it)");
   }
-  const fs::path tmp_root = out.parent_path().empty() ? fs::path(out.filename().string() + ".tmp-" + std::to_string(::getpid()))
-                                                     : out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
+  const fs::path tmp_root = out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
   try {
     fs::create_directories(tmp_root);
   } catch (const fs::filesystem_error& e) {
@@ -569,25 +570,22 @@ SynthSummary synth_corpus(const SynthOptions& o) {
       const int64_t num = static_cast<int64_t>(si) * o.utterances_per_speaker + k;
       const std::string utt = sa ? "sa1" : (k % 3 == 0 ? "si" + std::to_string(1000 + num) : "sx" + std::to_string(3 + num));
       const SynthUtterance u = synth_utterance(spk, o.seed, k, sa, o.noise_db);
-      // .WAV in the requested case: "sx3.wav" or "SX3.WAV"; written under a temporary name, then renamed
-      const std::string wav_final = (dir / (name(utt) + name(".wav"))).string();
-      const std::string tmp = wav_final + ".tmp";
+      // .WAV in the requested case: "sx3.wav" or "SX3.WAV". Files are written in
+      // place: the whole tree is staged in tmp_root and renamed at the end.
+      const std::string wav = (dir / (name(utt) + name(".wav"))).string();
       SF_INFO info{};
       info.samplerate = 16000;
       info.channels = 1;
       info.format = (o.format == "sphere" ? SF_FORMAT_NIST : SF_FORMAT_WAV) | SF_FORMAT_PCM_16;
-      SNDFILE* f = sf_open(tmp.c_str(), SFM_WRITE, &info);
-      if (!f) throw std::runtime_error(tmp + ": cannot write audio: " + sf_strerror(nullptr));
+      SNDFILE* f = sf_open(wav.c_str(), SFM_WRITE, &info);
+      if (!f) throw std::runtime_error(wav + ": cannot write audio: " + sf_strerror(nullptr));
       const sf_count_t wrote = sf_write_short(f, u.samples.data(), static_cast<sf_count_t>(u.samples.size()));
       sf_close(f);
-      if (wrote != static_cast<sf_count_t>(u.samples.size())) {
-        fs::remove(tmp);
-        throw std::runtime_error(tmp + ": short write");
-      }
-      fs::rename(tmp, wav_final);
-      std::string phn;
-      for (const auto& p : u.phones) phn += std::to_string(p.start) + " " + std::to_string(p.end) + " " + p.label + "\n";
-      write_file_atomic((dir / (name(utt) + name(".phn"))).string(), phn);
+      if (wrote != static_cast<sf_count_t>(u.samples.size())) throw std::runtime_error(wav + ": short write");
+      const std::string phn_path = (dir / (name(utt) + name(".phn"))).string();
+      std::ofstream phn(phn_path, std::ios::binary);
+      for (const auto& p : u.phones) phn << p.start << ' ' << p.end << ' ' << p.label << '\n';
+      if (!phn.flush()) throw std::runtime_error(phn_path + ": cannot write");
       ++sum.files;
       sum.seconds += u.samples.size() / kRate;
       progress.advance();
