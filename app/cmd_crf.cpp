@@ -24,7 +24,7 @@
 #include "crf/cpu/cpu.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace timitseg::app {
 namespace {

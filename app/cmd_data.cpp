@@ -12,7 +12,7 @@
 #include "app/commands.h"
 #include "data/dataset.h"
 #include "data/features.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "data/synth.h"
 
 namespace timitseg::app {

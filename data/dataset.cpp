@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 
 #include "data/prepare_internal.h"
-#include "data/safetensors.h"
-#include "data/sha256.h"
+#include "common/safetensors.h"
+#include "common/sha256.h"
 
 namespace fs = std::filesystem;
 

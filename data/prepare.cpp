@@ -18,14 +18,14 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "data/atomic_file.h"
+#include "common/atomic_file.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
-#include "data/progress.h"
-#include "data/safetensors.h"
-#include "data/sha256.h"
+#include "common/progress.h"
+#include "common/safetensors.h"
+#include "common/sha256.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;

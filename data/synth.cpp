@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include "data/progress.h"
+#include "common/progress.h"
 
 #include <sndfile.h>
 

@@ -15,9 +15,9 @@
 
 #include <unistd.h>
 
-#include "data/atomic_file.h"
+#include "common/atomic_file.h"
 #include "data/features.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "model/metrics.h"
 #include "model/train.h"
 

@@ -10,7 +10,7 @@
 
 #include "crf/cumsum.h"
 #include "data/phones.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace timitseg::model {
 namespace {

@@ -13,7 +13,7 @@
 #include "crf/semicrf.h"
 #include "data/dataset.h"
 #include "model/config.h"
-#include "model/network.h"
+#include "model/cpu/network.h"
 #include "model/optim.h"
 
 namespace timitseg::model {

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include "data/atomic_file.h"
-#include "data/progress.h"
+#include "common/atomic_file.h"
+#include "common/progress.h"
 
 #ifdef _OPENMP
 #include <omp.h>

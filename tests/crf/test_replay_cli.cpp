@@ -12,7 +12,7 @@
 #include <cmath>
 #include <sstream>
 
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

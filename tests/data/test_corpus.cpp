@@ -8,7 +8,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/phones.h"
-#include "data/progress.h"
+#include "common/progress.h"
 #include "util.h"
 
 using namespace timitseg::data;

@@ -9,7 +9,7 @@
 
 #include "data/corpus.h"
 #include "data/dataset.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "data/synth.h"
 #include "util.h"
 

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "data/phones.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "model/model.h"
 
 namespace fs = std::filesystem;

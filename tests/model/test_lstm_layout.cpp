@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "model/network.h"
+#include "model/cpu/network.h"
 
 using namespace timitseg::model;
 

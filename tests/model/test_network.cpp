@@ -12,7 +12,7 @@
 
 #include "crf/semicrf.h"
 #include "model/model.h"
-#include "model/network.h"
+#include "model/cpu/network.h"
 
 using namespace timitseg;
 using namespace timitseg::model;

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "data/phones.h"
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 #include "model/train.h"
 
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace timitseg::data {
+namespace timitseg {
 
 class Sha256 {
  public:
@@ -28,4 +28,4 @@ std::string sha256_hex(const std::string& bytes);
 // SHA-256 of a whole file (streamed); throws "PATH: cannot read" on error.
 std::string sha256_file(const std::string& path, uint64_t* size_bytes = nullptr);
 
-}  // namespace timitseg::data
+}  // namespace timitseg

@@ -1,4 +1,4 @@
-#include "data/progress.h"
+#include "common/progress.h"
 
 #include <unistd.h>
 

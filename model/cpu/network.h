@@ -17,6 +17,8 @@
 
 #include <Eigen/Dense>
 
+#include "model/params.h"
+
 #include <cmath>
 #include <cstdint>
 #include <random>
@@ -25,45 +27,6 @@
 #include <vector>
 
 namespace timitseg::model {
-
-struct ModelDims {
-  int input_dim = 39;   // D
-  int hidden_dim = 256; // W = 2H
-  int num_layers = 3;
-  int num_classes = 39; // C
-  int max_duration = 30;  // K
-  int per_direction() const { return hidden_dim / 2; }
-};
-
-struct ParamInfo {
-  std::string name;
-  std::vector<int64_t> shape;
-  size_t offset = 0;
-  size_t size = 0;
-};
-
-class ParamLayout {
- public:
-  explicit ParamLayout(const ModelDims& d);
-  const std::vector<ParamInfo>& params() const { return params_; }
-  size_t total() const { return total_; }
-  const ParamInfo& get(const std::string& name) const;
-  const ModelDims& dims() const { return dims_; }
-
- private:
-  void add(const std::string& name, std::vector<int64_t> shape);
-  ModelDims dims_;
-  std::vector<ParamInfo> params_;
-  size_t total_ = 0;
-};
-
-// PyTorch default initialisation (uniform +-1/sqrt(fan_in) for Linear,
-// +-1/sqrt(H) for LSTM), CRF parameters zero. Deterministic given rng.
-template <class S>
-void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params);
-
-// Uniform double in [0,1) from 53 random bits (portable, unlike std distributions).
-inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 
 // A padded batch, batch-major as in the CRF interface.
 template <class S>

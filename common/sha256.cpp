@@ -1,4 +1,4 @@
-#include "data/sha256.h"
+#include "common/sha256.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace timitseg::data {
+namespace timitseg {
 
 namespace {
 constexpr uint32_t K[64] = {
@@ -104,4 +104,4 @@ std::string sha256_file(const std::string& path, uint64_t* size_bytes) {
   return h.hex();
 }
 
-}  // namespace timitseg::data
+}  // namespace timitseg

@@ -10,7 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "data/safetensors.h"
+#include "common/safetensors.h"
 
 namespace fs = std::filesystem;
 using namespace timitseg;

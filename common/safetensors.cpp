@@ -1,5 +1,5 @@
-// Safetensors read/write. See data/safetensors.h for the format and guarantees.
-#include "data/safetensors.h"
+// Safetensors read/write. See common/safetensors.h for the format and guarantees.
+#include "common/safetensors.h"
 
 #include <unistd.h>
 
@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "data/atomic_file.h"
+#include "common/atomic_file.h"
 
 namespace timitseg::st {
 namespace {

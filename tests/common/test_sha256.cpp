@@ -1,10 +1,10 @@
 // SHA-256 against the FIPS 180-2 / NIST example vectors.
 #include <gtest/gtest.h>
 
-#include "data/sha256.h"
+#include "common/sha256.h"
 #include "util.h"
 
-using namespace timitseg::data;
+using namespace timitseg;
 
 TEST(Sha256, NistVectors) {
   EXPECT_EQ(sha256_hex(""), "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");

@@ -1,0 +1,60 @@
+// The encoder interface: what an executor (model/cpu/, model/cuda/) computes
+// between the padded features and the CRF's cumulative scores.
+//
+//   features [B][T][D] -> Linear(D, W) -> dropout -> BiLSTM (L layers, H = W/2
+//   per direction, dropout between layers) -> projection Linear(2H, C) ->
+//   zero-centered cumsum over the valid frames -> cum [B][T+1][C]
+//
+// Every pointer is in the executor's memory space (host for cpu, CUDA device
+// memory for cuda), except `lengths`, which is always a host array. Parameters
+// and gradients use the one flat layout of model/params.h (PyTorch names and
+// row-major shapes) on every device; an executor that needs another layout
+// (cuDNN's weight space) converts inside.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/params.h"
+
+namespace timitseg::model {
+
+enum class Device { cpu, cuda };
+const char* device_name(Device d);
+
+struct EncoderBatch {
+  int B = 0, T = 0;
+  const float* features = nullptr;       // [B][T][D], executor memory (padding ignored)
+  const int32_t* lengths = nullptr;      // [B] host, each in [1, T]
+  const int32_t* lengths_dev = nullptr;  // [B] executor memory (== lengths on the CPU)
+};
+
+// Dropout is inverted dropout with probability `dropout` on the input
+// projection's output and between LSTM layers (never after the last layer).
+// The mask is a pure function of (seed, step, layer, index) on the GPU and a
+// draw from the executor's std::mt19937_64 on the CPU: the two devices use
+// different masks, so they are compared with dropout off.
+struct ForwardOptions {
+  double dropout = 0.0;  // 0: evaluation (no activations kept beyond what backward needs)
+  uint64_t seed = 0;
+  uint64_t step = 0;
+};
+
+class Encoder {
+ public:
+  virtual ~Encoder() = default;
+  virtual Device device() const = 0;
+  virtual const ModelDims& dims() const = 0;
+
+  // cum [B][T+1][C] (rows past lengths[b] are 0). Keeps the activations that
+  // backward() needs until the next forward().
+  virtual void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) = 0;
+
+  // From d loss / d cum [B][T+1][C] to d loss / d params: overwrites every
+  // encoder.* and crf.projection.* entry of grad (flat layout) and leaves the
+  // CRF parameters' entries (crf.transition, .duration_bias, .start, .end)
+  // untouched. Uses the activations of the last forward().
+  virtual void backward(const float* params, const float* dcum, float* grad) = 0;
+};
+
+}  // namespace timitseg::model

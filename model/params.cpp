@@ -1,0 +1,69 @@
+// Parameter layout (PyTorch names and shapes) and initialisation.
+#include "model/params.h"
+
+#include <cmath>
+
+namespace timitseg::model {
+
+ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
+  if (d.input_dim < 1 || d.hidden_dim < 2 || d.hidden_dim % 2 || d.num_layers < 1 || d.num_classes < 1 ||
+      d.max_duration < 1)
+    throw std::invalid_argument("model: invalid dimensions (input " + std::to_string(d.input_dim) + ", hidden " +
+                                std::to_string(d.hidden_dim) + ", layers " + std::to_string(d.num_layers) +
+                                ", classes " + std::to_string(d.num_classes) + ", K " +
+                                std::to_string(d.max_duration) + ")");
+  const int64_t D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), C = d.num_classes, K = d.max_duration;
+  add("encoder.input_proj.weight", {W, D});
+  add("encoder.input_proj.bias", {W});
+  for (int k = 0; k < d.num_layers; ++k) {
+    const int64_t in = k == 0 ? W : 2 * H;
+    for (const char* suffix : {"", "_reverse"}) {
+      const std::string l = "_l" + std::to_string(k) + suffix;
+      add("encoder.lstm.weight_ih" + l, {4 * H, in});
+      add("encoder.lstm.weight_hh" + l, {4 * H, H});
+      add("encoder.lstm.bias_ih" + l, {4 * H});
+      add("encoder.lstm.bias_hh" + l, {4 * H});
+    }
+  }
+  add("crf.projection.weight", {C, 2 * H});
+  add("crf.projection.bias", {C});
+  add("crf.transition", {C, C});
+  add("crf.duration_bias", {K, C});
+  add("crf.start", {C});
+  add("crf.end", {C});
+}
+
+void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
+  ParamInfo p;
+  p.name = name;
+  p.shape = std::move(shape);
+  p.size = 1;
+  for (int64_t s : p.shape) p.size *= static_cast<size_t>(s);
+  p.offset = total_;
+  total_ += p.size;
+  params_.push_back(std::move(p));
+}
+
+const ParamInfo& ParamLayout::get(const std::string& name) const {
+  for (const ParamInfo& p : params_)
+    if (p.name == name) return p;
+  throw std::invalid_argument("model: no parameter named '" + name + "'");
+}
+
+template <class S>
+void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params) {
+  params.assign(layout.total(), S(0));
+  const ModelDims& d = layout.dims();
+  for (const ParamInfo& p : layout.params()) {
+    double bound = 0;
+    if (p.name.rfind("encoder.input_proj.", 0) == 0) bound = 1.0 / std::sqrt(double(d.input_dim));
+    else if (p.name.rfind("encoder.lstm.", 0) == 0) bound = 1.0 / std::sqrt(double(d.per_direction()));
+    else if (p.name.rfind("crf.projection.", 0) == 0) bound = 1.0 / std::sqrt(double(d.hidden_dim));
+    else continue;  // transition, duration_bias, start, end: zeros
+    for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>((2.0 * uniform01(rng) - 1.0) * bound);
+  }
+}
+template void init_params<float>(const ParamLayout&, std::mt19937_64&, std::vector<float>&);
+template void init_params<double>(const ParamLayout&, std::mt19937_64&, std::vector<double>&);
+
+}  // namespace timitseg::model

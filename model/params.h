@@ -1,0 +1,59 @@
+// The model definition shared by every executor: dimensions, the flat
+// parameter layout under PyTorch's names and row-major shapes (so a checkpoint
+// loads into torch.nn.Linear / nn.LSTM, bidirectional, batch_first, gate order
+// i, f, g, o), and the initialisation.
+//   encoder.input_proj.weight [W][D], .bias [W]                 (W = hidden_dim)
+//   encoder.lstm.weight_ih_l{k}[_reverse] [4H][In_k]  (In_0 = W, else 2H; H = W/2)
+//   encoder.lstm.weight_hh_l{k}[_reverse] [4H][H], bias_ih/bias_hh [4H]
+//   crf.projection.weight [C][W], .bias [C]
+//   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace timitseg::model {
+
+struct ModelDims {
+  int input_dim = 39;   // D
+  int hidden_dim = 256; // W = 2H
+  int num_layers = 3;
+  int num_classes = 39; // C
+  int max_duration = 30;  // K
+  int per_direction() const { return hidden_dim / 2; }
+};
+
+struct ParamInfo {
+  std::string name;
+  std::vector<int64_t> shape;
+  size_t offset = 0;
+  size_t size = 0;
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelDims& d);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  size_t total() const { return total_; }
+  const ParamInfo& get(const std::string& name) const;
+  const ModelDims& dims() const { return dims_; }
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape);
+  ModelDims dims_;
+  std::vector<ParamInfo> params_;
+  size_t total_ = 0;
+};
+
+// PyTorch default initialisation (uniform +-1/sqrt(fan_in) for Linear,
+// +-1/sqrt(H) for LSTM), CRF parameters zero. Deterministic given rng.
+template <class S>
+void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params);
+
+// Uniform double in [0,1) from 53 random bits (portable, unlike std distributions).
+inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+}  // namespace timitseg::model
