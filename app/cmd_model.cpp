@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "model/config.h"
+#include "model/executor.h"
 #include "model/infer.h"
 #include "model/train.h"
 
@@ -21,6 +22,7 @@ struct TrainArgs {
   std::string resume;
   double crf_reg = -1;
   std::string crf_backend;
+  std::string device;
   int fixed_length = -1;
 };
 
@@ -29,6 +31,7 @@ void run_train(const TrainArgs& a) {
   std::vector<std::string> overrides = a.sets;
   if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + model::format_double(a.crf_reg));
   if (!a.crf_backend.empty()) overrides.push_back("crf.backend=" + a.crf_backend);
+  if (!a.device.empty()) overrides.push_back("train.device=" + a.device);
   if (a.fixed_length >= 0) overrides.push_back("debug.fixed_length=" + std::to_string(a.fixed_length));
   Config cfg;
   bool resume = false;
@@ -48,6 +51,7 @@ void run_train(const TrainArgs& a) {
     cfg = Config::load(a.config, overrides);
     if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
+  model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
   const model::TrainData data = model::load_train_data(cfg);
   const model::TrainResult r = model::train(cfg, data, resume);
   if (!r.epochs.empty())
@@ -75,6 +79,10 @@ void add_model_commands(CLI::App& app) {
                     "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
                     "cuda")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  train->add_option("--device", ta->device,
+                    "Same as --set train.device=NAME: cpu, cuda (the whole step on the GPU: cuDNN encoder, CRF, "
+                    "optimizer), or auto (cuda when a GPU is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   train->add_option("--fixed-length", ta->fixed_length,
                     "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
                     "report N as its length (0 = off); isolates boundary handling")
@@ -94,8 +102,11 @@ void add_model_commands(CLI::App& app) {
   ev->add_option("--dump-scores", eo->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "
                  "F32 [T,C] (projection output before centering), segments I32 [N,3] (start, duration, label)");
-  ev->add_option("--crf-backend", eo->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
+  ev->add_option("--crf-backend", eo->backend,
+                 "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  ev->add_option("--device", eo->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
@@ -112,8 +123,11 @@ void add_model_commands(CLI::App& app) {
   de->add_option("--out", dec->out_dir,
                  "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their relative layout)")
       ->required();
-  de->add_option("--crf-backend", dec->backend, "CRF backend for Viterbi (default: the checkpoint's crf.backend)")
+  de->add_option("--crf-backend", dec->backend,
+                 "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  de->add_option("--device", dec->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

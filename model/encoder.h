@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <random>
 #include <string>
 
 #include "model/params.h"
@@ -36,8 +37,9 @@ struct EncoderBatch {
 // different masks, so they are compared with dropout off.
 struct ForwardOptions {
   double dropout = 0.0;  // 0: evaluation (no activations kept beyond what backward needs)
-  uint64_t seed = 0;
+  uint64_t seed = 0;              // GPU masks: a function of (seed, step, layer, index)
   uint64_t step = 0;
+  std::mt19937_64* rng = nullptr;  // CPU masks: drawn from this engine in a fixed order
 };
 
 class Encoder {

@@ -72,6 +72,26 @@ void check_output_folder(const std::string& flag, const std::string& out) {
   fs::remove(probe, ec);
 }
 
+// The executor for evaluate/decode: device from --device ("" = auto: the GPU
+// when one is present; an explicit cuda without one fails with one line); the
+// CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
+// crf.backend on the CPU (cpu when that was cuda).
+std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std::string& device_opt,
+                                                  const std::string& backend_opt, int threads) {
+  const std::string device = resolve_device(device_opt.empty() ? "auto" : device_opt);
+  ExecutorOptions xo;
+  xo.threads = threads;
+  xo.rnn_algo = s.config.train_rnn_algo;
+  xo.crf_backend = backend_opt.empty() ? s.config.crf_backend : backend_opt;
+  if (backend_opt.empty()) {
+    if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
+    if (device == "cuda") xo.crf_backend = "cuda";
+  }
+  std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
+  exec->set_state(s.params, s.optimizer);
+  return exec;
+}
+
 void check_threads(int threads) {
   if (threads < 0 || threads > 1024)
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
@@ -92,23 +112,21 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (split.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
                              " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));
-  auto backend = crf::make_backend(o.backend.empty() ? s.config.crf_backend : o.backend);
-  Network<float> net(s.dims);
+  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
   if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
   Metrics metrics(s.labels.names39);
   UtteranceHook hook;
   if (!o.dump_scores_dir.empty()) {
-    hook = [&](const data::Utterance& u, const Batch& batch, int row, const Activations<float>& act,
+    hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
                const std::vector<crf::Segment>& segs) {
-      const int64_t L = batch.input.lengths[row], T = batch.input.T, B = batch.input.B, D = s.dims.input_dim,
-                    C = s.dims.num_classes;
+      const int64_t L = batch.input.lengths[row], T = batch.input.T, D = s.dims.input_dim, C = s.dims.num_classes;
       std::vector<float> feats(batch.input.features.begin() + row * T * D,
                                batch.input.features.begin() + (row * T + L) * D);
       std::vector<float> scores(static_cast<size_t>(L * C));
       for (int64_t t = 0; t < L; ++t)
-        for (int64_t c = 0; c < C; ++c) scores[t * C + c] = act.scores(t * B + row, c);
+        for (int64_t c = 0; c < C; ++c) scores[t * C + c] = (*all_scores)[(row * T + t) * C + c];
       std::vector<int32_t> seg;
       for (const crf::Segment& x : segs) seg.insert(seg.end(), {x.start, x.duration, x.label});
       st::File f;
@@ -121,14 +139,14 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       st::save((fs::path(o.dump_scores_dir) / (safe_name(u.id) + ".safetensors")).string(), f);
     };
   }
-  evaluate_utterances(net, s.params, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, *backend, o.batch_size, metrics,
-                      hook);
+  evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, o.batch_size, metrics, hook,
+                      !o.dump_scores_dir.empty());
   nlohmann::json j = metrics.to_json();
   j["checkpoint"] = o.checkpoint;
   j["split"] = o.split;
   j["epoch"] = s.epoch;
-  std::printf("evaluate %s on %s (epoch %d, %s backend)\n%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
-              backend->name().c_str(), metrics.table().c_str());
+  std::printf("evaluate %s on %s (epoch %d, %s)\n%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
+              exec->description().c_str(), metrics.table().c_str());
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   return j;
@@ -138,9 +156,8 @@ int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
-  auto backend = crf::make_backend(o.backend.empty() ? s.config.crf_backend : o.backend);
-  Network<float> net(s.dims);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
+  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads);
   // (audio path, output stem relative to out_dir)
   std::vector<std::pair<std::string, fs::path>> jobs;
   for (const std::string& in : o.inputs) {
@@ -168,7 +185,6 @@ int decode(const DecodeOptions& o) {
       throw std::invalid_argument("decode: " + src + " and " + it->second + " would both write " + stem.string() +
                                   ".PHN; decode them into different --out folders");
   }
-  Activations<float> act;
   int done = 0;
   for (const auto& [src, stem] : jobs) {
     const data::Audio audio = data::read_audio(src);
@@ -186,7 +202,7 @@ int decode(const DecodeOptions& o) {
                                std::to_string(s.dims.input_dim));
     u.labels.assign(u.num_frames, 0);  // unused by decoding
     const Batch batch = make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    const auto segs = decode_batch(net, s.params, batch, *backend, act);
+    const auto segs = exec->decode(batch, nullptr);
     std::vector<std::tuple<int64_t, int64_t, std::string>> phn;
     std::string text;
     for (size_t i = 0; i < segs[0].size(); ++i) {

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
+#include "model/train.h"
 
 namespace timitseg::model {
 
@@ -17,6 +18,7 @@ struct EvaluateOptions {
   std::string backend;            // "" = the checkpoint's crf.backend
   std::string json_out;           // "" = none
   std::string dump_scores_dir;    // "" = none
+  std::string device;               // cpu | cuda | auto ("" = auto: the GPU when present)
   int batch_size = 32;
   int threads = 0;
 };
@@ -28,6 +30,7 @@ struct DecodeOptions {
   std::vector<std::string> inputs;  // audio files or folders (TIMIT trees)
   std::string out_dir;
   std::string backend;  // "" = the checkpoint's crf.backend
+  std::string device;   // cpu | cuda | auto ("" = auto: the GPU when present)
   int threads = 0;
 };
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.

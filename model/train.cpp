@@ -13,6 +13,10 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <mutex>
 #include <thread>
 
 #include "common/atomic_file.h"
@@ -152,18 +156,18 @@ TrainData load_train_data(const Config& cfg) {
   return d;
 }
 
-void evaluate_utterances(const Network<float>& net, const std::vector<float>& params,
-                         const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
-                         crf::Backend& backend, int batch_size, Metrics& metrics, const UtteranceHook& hook) {
+void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
+                         bool want_scores) {
   std::vector<const data::Utterance*> sorted = utts;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
-  Activations<float> act;
+  std::vector<float> scores;
   for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
     std::vector<const data::Utterance*> chunk(sorted.begin() + p,
                                               sorted.begin() + std::min(sorted.size(), p + batch_size));
     const Batch batch = make_batch(chunk, cmvn, ls, 0);
-    const auto segs = decode_batch(net, params, batch, backend, act);
+    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr);
     for (size_t b = 0; b < chunk.size(); ++b) {
       const int L = batch.input.lengths[b];
       std::vector<int> ref(L), pred(L, -1);
@@ -174,7 +178,7 @@ void evaluate_utterances(const Network<float>& net, const std::vector<float>& pa
         if (pred[t] < 0)
           throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + chunk[b]->id);
       metrics.add(ref, pred);
-      if (hook) hook(*chunk[b], batch, static_cast<int>(b), act, segs[b]);
+      if (hook) hook(*chunk[b], batch, static_cast<int>(b), want_scores ? &scores : nullptr, segs[b]);
     }
   }
 }
@@ -202,24 +206,74 @@ void check_fresh_run_dir(const std::string& run_dir) {
                              " or choose another train.run_dir (a fresh run never mixes with an old one)");
 }
 
+// Prepares the batches of one epoch on a background thread, `depth` ahead of
+// the training loop (make_batch is deterministic and draws no random numbers,
+// so prefetching changes no result).
+class BatchPrefetcher {
+ public:
+  BatchPrefetcher(std::function<Batch(size_t)> make, size_t count, size_t depth = 2)
+      : make_(std::move(make)), count_(count), depth_(depth), worker_([this] { run(); }) {}
+  ~BatchPrefetcher() {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+  // The next batch in order; rethrows an error of make_batch.
+  Batch next() {
+    std::unique_lock<std::mutex> lk(mu_);
+    cv_.wait(lk, [&] { return !ready_.empty() || err_; });
+    if (ready_.empty()) std::rethrow_exception(err_);
+    Batch b = std::move(ready_.front());
+    ready_.pop_front();
+    cv_.notify_all();
+    return b;
+  }
+
+ private:
+  void run() {
+    for (size_t i = 0; i < count_; ++i) {
+      {
+        std::unique_lock<std::mutex> lk(mu_);
+        cv_.wait(lk, [&] { return stop_ || ready_.size() < depth_; });
+        if (stop_) return;
+      }
+      try {
+        Batch b = make_(i);
+        std::lock_guard<std::mutex> lk(mu_);
+        ready_.push_back(std::move(b));
+      } catch (...) {
+        std::lock_guard<std::mutex> lk(mu_);
+        err_ = std::current_exception();
+        cv_.notify_all();
+        return;
+      }
+      cv_.notify_all();
+    }
+  }
+  std::function<Batch(size_t)> make_;
+  size_t count_, depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Batch> ready_;
+  std::exception_ptr err_;
+  bool stop_ = false;
+  std::thread worker_;  // last: started after the members it uses
+};
+
 TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   Config cfg = cfg_in;
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
-  if (cfg.train_device == "cuda")
-    throw std::invalid_argument(
-        "config: train.device=cuda: the encoder runs on the CPU in this build; use train.device=cpu (the CRF can "
-        "still run on the GPU with crf.backend=cuda)");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
   // Everything that can fail on the configuration comes before the first write.
-  std::unique_ptr<crf::Backend> backend = crf::make_backend(cfg.crf_backend);
+  const std::string device = resolve_device(cfg.train_device);
+  if (cfg.train_device == "auto") spdlog::info("train.device = auto: training on {}", device);
   const LabelSet ls = LabelSet::make(cfg.data_label_set);
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   const int threads = set_threads(cfg.train_threads);
-  const fs::path run_dir(cfg.train_run_dir);
-  const fs::path ckpt_dir = run_dir / "checkpoints";
-  fs::create_directories(ckpt_dir);
-  const std::string metrics_path = (run_dir / "metrics.jsonl").string();
 
   ModelState state;
   state.dims.input_dim = data.train.utterances[0].dim;
@@ -231,8 +285,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
   state.cmvn = data.cmvn;
+  ExecutorOptions xo;
+  xo.threads = threads;
+  xo.crf_backend = cfg.crf_backend;
+  xo.rnn_algo = cfg.train_rnn_algo;
+  std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
+
+  const fs::path run_dir(cfg.train_run_dir);
+  const fs::path ckpt_dir = run_dir / "checkpoints";
+  fs::create_directories(ckpt_dir);
+  const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
-  Network<float> net(state.dims);
+  const ParamLayout layout(state.dims);
   std::string metrics_text;
   if (resume) {
     const std::string path = latest_checkpoint(cfg.train_run_dir);
@@ -254,18 +318,19 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     if (state.epoch >= cfg.train_epochs)
       spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, cfg.train_epochs);
   } else {
-    init_params(net.layout(), rng, state.params);
-    state.optimizer.reset(net.layout().total());
+    init_params(layout, rng, state.params);
+    state.optimizer.reset(layout.total());
   }
   state.optimizer.beta1 = cfg.train_beta1;
   state.optimizer.beta2 = cfg.train_beta2;
   state.optimizer.eps = cfg.train_eps;
   state.optimizer.weight_decay = cfg.train_weight_decay;
   state.config = cfg;
+  exec->set_state(state.params, state.optimizer);
   write_file_atomic((run_dir / "config.yaml").string(), cfg.to_yaml());
   write_file_atomic(metrics_path, metrics_text);
 
-  int fixed_length = cfg.debug_fixed_length;
+  const int fixed_length = cfg.debug_fixed_length;
   int inject_epoch = -1, inject_batch = -1;
   if (!cfg.debug_inject_nonfinite.empty()) {
     char c;
@@ -284,43 +349,50 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   const data::Cmvn* cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   std::vector<const data::Utterance*> dev_utts;
   for (const auto& u : data.dev.utterances) dev_utts.push_back(&u);
-  spdlog::info("training: {} train / {} dev utterances, {} parameters, {} classes, K={}, backend {}, {} threads{}",
-               N, dev_utts.size(), net.layout().total(), ls.size(), cfg.crf_max_duration, backend->name(), threads,
+  spdlog::info("training on {}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}", exec->description(),
+               N, dev_utts.size(), layout.total(), ls.size(), cfg.crf_max_duration,
                fixed_length > 0 ? ", fixed length " + std::to_string(fixed_length) : std::string());
 
   TrainResult result;
   result.run_dir = cfg.train_run_dir;
-  std::vector<float> grad;
-  Activations<float> act;
   for (int epoch = state.epoch + 1; epoch <= cfg.train_epochs; ++epoch) {
     const auto epoch_t0 = Clock::now();
     EpochRecord rec;
     rec.epoch = epoch;
     const auto batches = make_epoch_batches(lengths, cfg, rng);
-    double loss_sum = 0;
+    double loss_sum = 0, grad_norm_sum = 0;
     int64_t frames = 0, utts = 0, padded = 0;
     Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(cfg.train_epochs),
                       static_cast<int64_t>(batches.size()), "batch");
     double train_seconds = 0;
+    BatchPrefetcher prefetch(
+        [&](size_t bi) {
+          std::vector<const data::Utterance*> chunk;
+          for (int i : batches[bi]) chunk.push_back(&data.train.utterances[i]);
+          return make_batch(chunk, cmvn, ls, fixed_length);
+        },
+        batches.size());
     for (size_t bi = 0; bi < batches.size(); ++bi) {
       const auto t_data = Clock::now();
-      std::vector<const data::Utterance*> chunk;
-      for (int i : batches[bi]) chunk.push_back(&data.train.utterances[i]);
-      const Batch batch = make_batch(chunk, cmvn, ls, fixed_length);
+      const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
       rec.times.data += since(t_data);
-      const double lr =
-          scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps);
-      StepTimes st;
-      StepResult sr;
+      StepOptions so;
+      so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps);
+      so.dropout = cfg.model_dropout;
+      so.clip_norm = cfg.train_clip_norm;
+      so.crf_reg = cfg.crf_reg;
+      so.frame_normalization = cfg.crf_loss_normalization == "frame";
+      so.check_numerics = cfg.debug_check_numerics;
+      so.time_parts = exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
+      so.rng = &rng;
+      so.seed = cfg.train_seed;
       const bool inject = epoch == inject_epoch && static_cast<int>(bi) + 1 == inject_batch;
-      std::vector<float> injected;
-      if (inject) {  // debug.inject_nonfinite: poison one transition entry for this step
-        injected = state.params;
-        injected[net.layout().get("crf.transition").offset] = std::numeric_limits<float>::quiet_NaN();
-      }
-      const std::vector<float>& step_params = inject ? injected : state.params;
+      if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
+        so.poison.emplace_back(layout.get("crf.transition").offset, std::numeric_limits<float>::quiet_NaN());
+      StepResult sr;
       try {
-        sr = loss_and_grad(net, step_params, batch, *backend, cfg, cfg.model_dropout, &rng, grad, act, &st);
+        sr = exec->train_step(batch, so);
+        ++state.optimizer.step;
       } catch (const NonFiniteError& e) {
         const std::string replay =
             (run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) + ".safetensors"))
@@ -329,8 +401,13 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
         for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
         std::string where;
         try {
-          if (act.cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * ls.size()) {
-            write_replay(replay, net, step_params, batch, act.cum);
+          const std::vector<float> cum = exec->last_cum();
+          if (cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * ls.size()) {
+            std::vector<float> step_params;
+            AdamW unused;
+            exec->get_state(step_params, unused);
+            for (const auto& [k, v] : so.poison) step_params.at(k) = v;
+            write_replay(replay, layout, step_params, batch, cum);
             where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
                     " --backend reference --out OUT.safetensors`)";
           } else {
@@ -345,19 +422,17 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                                  ids + where +
                                  ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md");
       }
-      const auto t_opt = Clock::now();
-      clip_global_norm(grad, cfg.train_clip_norm);
-      state.optimizer.update(state.params, grad, lr);
-      rec.times.optimizer += since(t_opt);
-      rec.times.encoder_forward += st.encoder_forward;
-      rec.times.encoder_backward += st.encoder_backward;
-      rec.times.crf += st.crf;
+      rec.times.optimizer += sr.times.optimizer;
+      rec.times.encoder_forward += sr.times.encoder_forward;
+      rec.times.encoder_backward += sr.times.encoder_backward;
+      rec.times.crf += sr.times.crf;
       train_seconds = since(epoch_t0);
       loss_sum += sr.loss;
+      grad_norm_sum += sr.grad_norm;
       frames += batch.frames;
       padded += static_cast<int64_t>(batch.input.B) * batch.input.T;
       utts += batch.input.B;
-      rec.lr = lr;
+      rec.lr = so.lr;
       {
         std::ostringstream pf;
         pf.precision(4);
@@ -368,23 +443,24 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
       progress.advance();
       if ((bi + 1) % static_cast<size_t>(cfg.train_log_every) == 0)
         spdlog::debug("epoch {} batch {}/{}: loss {:.5f} (penalty {:.5f}), lr {:.3g}, T {}", epoch, bi + 1,
-                      batches.size(), sr.loss, sr.penalty, lr, batch.input.T);
+                      batches.size(), sr.loss, sr.penalty, so.lr, batch.input.T);
     }
     progress.finish();
     rec.train_loss = loss_sum / std::max<size_t>(1, batches.size());
     rec.frames_per_sec = frames / std::max(1e-9, train_seconds);
     rec.utterances_per_sec = utts / std::max(1e-9, train_seconds);
+    exec->get_state(state.params, state.optimizer);
 
     const auto t_dev = Clock::now();
     Metrics dev(ls.names39);
     if (!dev_utts.empty()) {
-      evaluate_utterances(net, state.params, dev_utts, cmvn, ls, *backend, cfg.train_batch_size, dev);
+      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev);
       rec.dev_per = dev.per();
     } else {
       rec.dev_per = std::numeric_limits<double>::quiet_NaN();
     }
     rec.times.dev_eval = since(t_dev);
-    const auto [mt, md] = crf_param_maxima(net.layout(), state.params);
+    const auto [mt, md] = crf_param_maxima(layout, state.params);
     rec.max_abs_transition = mt;
     rec.max_abs_duration_bias = md;
     spdlog::debug("epoch {}: max|transition| = {:.4f}, max|duration_bias| = {:.4f}", epoch, mt, md);
@@ -415,11 +491,15 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                            {"lr", rec.lr},
                            {"max_abs_transition", mt},
                            {"max_abs_duration_bias", md},
+                           {"grad_norm_mean", grad_norm_sum / std::max<size_t>(1, batches.size())},
                            {"train_frames", frames},
                            {"padding_fraction", padded ? 1.0 - double(frames) / double(padded) : 0.0},
                            {"optimizer_step", state.optimizer.step},
+                           {"device", device},
                            {"best", best},
                            {"seconds", rec.times.to_json()}};
+    if (exec->device() != Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
+      for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);
     // metrics.jsonl first, then the checkpoint: an interruption between the two
     // leaves a line for an epoch without a checkpoint, which --resume drops
     // (it keeps lines with epoch <= the checkpoint's), never a missing line.
@@ -428,11 +508,17 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
     save_checkpoint(ckpt, state);
     if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
-    spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
-                 "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
-                 epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
-                 rec.epoch_seconds, rec.times.data, rec.times.encoder_forward, rec.times.encoder_backward,
-                 rec.times.crf, rec.times.optimizer, rec.times.dev_eval);
+    if (exec->device() == Device::cpu)
+      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
+                   "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
+                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   rec.epoch_seconds, rec.times.data, rec.times.encoder_forward, rec.times.encoder_backward,
+                   rec.times.crf, rec.times.optimizer, rec.times.dev_eval);
+    else
+      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data wait {:.2f}, "
+                   "dev {:.2f}; per-part GPU timings: timitseg bench train)",
+                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   rec.epoch_seconds, rec.times.data, rec.times.dev_eval);
     result.epochs.push_back(rec);
   }
   return result;

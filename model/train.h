@@ -9,7 +9,9 @@
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/metrics.h"
-#include "model/model.h"
+#include "model/batch.h"
+#include "model/checkpoint.h"
+#include "model/executor.h"
 
 namespace timitseg::model {
 
@@ -51,13 +53,15 @@ void check_fresh_run_dir(const std::string& run_dir);
 // Latest epoch checkpoint of a run directory ("" when none).
 std::string latest_checkpoint(const std::string& run_dir);
 
-// Decodes utterances batch by batch (sorted by length) and accumulates the
-// 39-phone metrics. on_utterance (optional) sees each utterance's batch row.
-using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row, const Activations<float>&,
-                                         const std::vector<crf::Segment>&)>;
-void evaluate_utterances(const Network<float>& net, const std::vector<float>& params,
-                         const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
-                         crf::Backend& backend, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr);
+// Decodes utterances batch by batch (sorted by length) on an executor and
+// accumulates the 39-phone metrics. on_utterance (optional) sees each
+// utterance's batch row, and with want_scores the batch's projection scores
+// [B][T][C] (host).
+using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row,
+                                         const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
+void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
+                         bool want_scores = false);
 
 // Sets Eigen / OpenMP threads (0 = all cores); returns the number used.
 int set_threads(int threads);

@@ -17,6 +17,7 @@
 
 #include <Eigen/Dense>
 
+#include "model/batch.h"
 #include "model/params.h"
 
 #include <cmath>
@@ -27,14 +28,6 @@
 #include <vector>
 
 namespace timitseg::model {
-
-// A padded batch, batch-major as in the CRF interface.
-template <class S>
-struct BatchInput {
-  int B = 0, T = 0;
-  std::vector<S> features;       // [B][T][D] (normalized; padding ignored)
-  std::vector<int32_t> lengths;  // [B], each in [1, T]
-};
 
 // Per-layer cached activations for the backward pass.
 template <class S>

@@ -1,0 +1,248 @@
+// CPU executor: loss step, decoding and the optimizer on the host.
+#include "model/cpu/cpu_executor.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <string>
+
+#include "common/parallel.h"
+#include "crf/cumsum.h"
+
+namespace timitseg::model {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+const float* param_ptr(const ParamLayout& layout, const std::vector<float>& params, const std::string& name) {
+  return params.data() + layout.get(name).offset;
+}
+
+bool any_nonfinite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return true;
+  return false;
+}
+
+crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& params, const std::vector<float>& cum,
+                       const Batch& batch) {
+  crf::Params p;
+  p.cum_scores = cum.data();
+  p.transition = param_ptr(layout, params, "crf.transition");
+  p.duration_bias = param_ptr(layout, params, "crf.duration_bias");
+  p.start = param_ptr(layout, params, "crf.start");
+  p.end = param_ptr(layout, params, "crf.end");
+  p.lengths = batch.input.lengths.data();
+  return p;
+}
+
+}  // namespace
+
+// ---- CpuEncoder --------------------------------------------------------------
+
+CpuEncoder::CpuEncoder(const ModelDims& dims, int /*threads*/) : net_(dims) {}
+
+void CpuEncoder::forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) {
+  const ModelDims& d = dims();
+  const size_t n = net_.layout().total();
+  params_copy_.assign(params, params + n);
+  in_.B = batch.B;
+  in_.T = batch.T;
+  in_.features.assign(batch.features, batch.features + static_cast<size_t>(batch.B) * batch.T * d.input_dim);
+  in_.lengths.assign(batch.lengths, batch.lengths + batch.B);
+  net_.forward(params_copy_, in_, opt.dropout, opt.rng, act_, nullptr);
+  std::copy(act_.cum.begin(), act_.cum.end(), cum);
+}
+
+void CpuEncoder::backward(const float* params, const float* dcum, float* grad) {
+  const ParamLayout& lay = net_.layout();
+  params_copy_.assign(params, params + lay.total());
+  dcum_copy_.assign(dcum, dcum + act_.cum.size());
+  net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr);
+  // The interface leaves the CRF parameters' gradient entries untouched.
+  for (const ParamInfo& p : lay.params())
+    if (p.name.rfind("encoder.", 0) == 0 || p.name.rfind("crf.projection.", 0) == 0)
+      std::copy(grad_copy_.begin() + p.offset, grad_copy_.begin() + p.offset + p.size, grad + p.offset);
+}
+
+// ---- the loss step -----------------------------------------------------------
+
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Backend& backend, const StepOptions& o, std::vector<float>& grad,
+                         Activations<float>& act) {
+  const ModelDims& d = net.layout().dims();
+  const int B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
+  StepResult res;
+  auto t0 = std::chrono::steady_clock::now();
+  TensorCheck check;
+  net.forward(params, batch.input, o.dropout, o.rng, act, o.check_numerics ? &check : nullptr);
+  if (!check.first_nonfinite.empty())
+    throw NonFiniteError(check.first_nonfinite, "non-finite value in " + check.first_nonfinite + " (forward)");
+  res.times.encoder_forward = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  const crf::Dims dims{B, T, K, C};
+  crf::HostRunOptions hro;
+  hro.gradients = true;
+  hro.viterbi = false;
+  const double norm = o.frame_normalization ? static_cast<double>(batch.frames) : double(B);
+  hro.scale = 1.0 / norm;
+  crf::HostResult r;
+  try {
+    r = crf::run_host(backend, dims, crf_params(net.layout(), params, act.cum, batch), batch.labels.data(), hro);
+  } catch (const std::invalid_argument& e) {
+    // validate_host names the tensor (e.g. a non-finite cum_scores entry)
+    throw NonFiniteError("CRF input", e.what());
+  }
+  for (int b = 0; b < B; ++b) {
+    if (!std::isfinite(r.log_z[b]))
+      throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
+    if (!std::isfinite(r.gold[b]))
+      throw NonFiniteError("gold_score", "non-finite gold score for batch row " + std::to_string(b));
+    res.nll_sum += r.log_z[b] - r.gold[b];
+  }
+  const std::pair<const char*, const std::vector<float>*> crf_grads[] = {
+      {"grad_cum_scores", &r.grad_cum_scores}, {"grad_transition", &r.grad_transition},
+      {"grad_duration_bias", &r.grad_duration_bias}, {"grad_start", &r.grad_start}, {"grad_end", &r.grad_end}};
+  for (auto& [name, v] : crf_grads)
+    if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
+  res.times.crf = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  net.backward(params, act, r.grad_cum_scores, grad, nullptr);
+  const ParamLayout& lay = net.layout();
+  auto add = [&](const std::string& name, const std::vector<float>& g) {
+    const ParamInfo& p = lay.get(name);
+    std::copy(g.begin(), g.end(), grad.begin() + p.offset);
+  };
+  add("crf.transition", r.grad_transition);
+  add("crf.duration_bias", r.grad_duration_bias);
+  add("crf.start", r.grad_start);
+  add("crf.end", r.grad_end);
+  res.penalty = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
+                                       param_ptr(lay, params, "crf.duration_bias"),
+                                       grad.data() + lay.get("crf.transition").offset,
+                                       grad.data() + lay.get("crf.duration_bias").offset);
+  res.loss = res.nll_sum / norm + res.penalty;
+  res.times.encoder_backward = seconds_since(t0);
+  if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
+  for (const ParamInfo& p : lay.params())
+    for (size_t i = 0; i < p.size; ++i)
+      if (!std::isfinite(grad[p.offset + i]))
+        throw NonFiniteError("gradient of " + p.name, "non-finite gradient of " + p.name + " at flat index " +
+                                                          std::to_string(i));
+  return res;
+}
+
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Backend& backend, const Config& cfg, double dropout, std::mt19937_64* rng,
+                         std::vector<float>& grad, Activations<float>& act) {
+  StepOptions o;
+  o.dropout = dropout;
+  o.rng = rng;
+  o.crf_reg = cfg.crf_reg;
+  o.frame_normalization = cfg.crf_loss_normalization == "frame";
+  o.check_numerics = cfg.debug_check_numerics;
+  return loss_and_grad(net, params, batch, backend, o, grad, act);
+}
+
+std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
+                                                    const Batch& batch, crf::Backend& backend,
+                                                    Activations<float>& act) {
+  const ModelDims& d = net.layout().dims();
+  const int B = batch.input.B, T = batch.input.T;
+  TensorCheck check;
+  net.forward(params, batch.input, 0.0, nullptr, act, &check);
+  if (!check.first_nonfinite.empty())
+    throw std::runtime_error("decode: non-finite value in " + check.first_nonfinite + " (batch starting with " +
+                             batch.ids[0] + ")");
+  crf::HostRunOptions opt;
+  opt.gradients = false;
+  opt.viterbi = true;
+  const crf::Dims dims{B, T, d.max_duration, d.num_classes};
+  crf::HostResult r = crf::run_host(backend, dims, crf_params(net.layout(), params, act.cum, batch), nullptr, opt);
+  std::vector<std::vector<crf::Segment>> out(B);
+  for (const crf::Segment& s : r.segments) out.at(s.batch).push_back(s);
+  return out;
+}
+
+// ---- CpuExecutor -------------------------------------------------------------
+
+namespace {
+
+class CpuExecutor final : public Executor {
+ public:
+  CpuExecutor(const ModelDims& dims, const ExecutorOptions& o)
+      : enc_(dims, o.threads), threads_(resolve_threads(o.threads)), backend_(crf::make_backend(o.crf_backend)) {
+    if (backend_->on_device())
+      throw std::invalid_argument("the cpu executor needs a host CRF backend (cpu or reference), got " +
+                                  backend_->name() + "; use train.device=cuda for the cuda backend");
+  }
+  Device device() const override { return Device::cpu; }
+  std::string description() const override {
+    return "cpu (" + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + "), crf " +
+           backend_->name();
+  }
+  const ModelDims& dims() const override { return enc_.dims(); }
+  Encoder& encoder() override { return enc_; }
+
+  void set_state(const std::vector<float>& params, const AdamW& optimizer) override {
+    if (params.size() != enc_.network().layout().total())
+      throw std::invalid_argument("cpu executor: parameter buffer has the wrong size");
+    params_ = params;
+    opt_ = optimizer;
+    if (opt_.m.size() != params_.size()) opt_.reset(params_.size());
+  }
+  void get_state(std::vector<float>& params, AdamW& optimizer) override {
+    params = params_;
+    optimizer = opt_;
+  }
+
+  StepResult train_step(const Batch& batch, const StepOptions& o) override {
+    const std::vector<float>* step_params = &params_;
+    if (!o.poison.empty()) {
+      poisoned_ = params_;
+      for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
+      step_params = &poisoned_;
+    }
+    StepResult r = loss_and_grad(enc_.network(), *step_params, batch, *backend_, o, grad_, enc_.activations());
+    const auto t0 = std::chrono::steady_clock::now();
+    r.grad_norm = clip_global_norm(grad_, o.clip_norm);
+    opt_.update(params_, grad_, o.lr);
+    r.times.optimizer = seconds_since(t0);
+    return r;
+  }
+
+  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
+    auto segs = decode_batch(enc_.network(), params_, batch, *backend_, enc_.activations());
+    if (scores) {
+      const Activations<float>& act = enc_.activations();
+      const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;
+      scores->assign(static_cast<size_t>(B) * T * C, 0.f);
+      for (int b = 0; b < B; ++b)
+        for (int t = 0; t < T; ++t)
+          for (int c = 0; c < C; ++c)
+            (*scores)[(static_cast<size_t>(b) * T + t) * C + c] = act.scores(int64_t(t) * B + b, c);
+    }
+    return segs;
+  }
+
+  std::vector<float> last_cum() override { return enc_.activations().cum; }
+
+ private:
+  CpuEncoder enc_;
+  int threads_;
+  std::unique_ptr<crf::Backend> backend_;
+  std::vector<float> params_, grad_, poisoned_;
+  AdamW opt_;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cpu_executor(const ModelDims& dims, const ExecutorOptions& options) {
+  return std::make_unique<CpuExecutor>(dims, options);
+}
+
+}  // namespace timitseg::model

@@ -1,0 +1,56 @@
+// The CPU executor: Network<float> (Eigen) for the encoder, a host CRF backend
+// (cpu or reference), the L2 penalty, clipping and AdamW of model/optim.h.
+// It is the oracle the GPU executor is tested against.
+#pragma once
+
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "crf/semicrf.h"
+#include "model/config.h"
+#include "model/cpu/network.h"
+#include "model/executor.h"
+
+namespace timitseg::model {
+
+// Encoder on the host: Network<float> and the activations of the last forward.
+class CpuEncoder final : public Encoder {
+ public:
+  CpuEncoder(const ModelDims& dims, int threads);
+  Device device() const override { return Device::cpu; }
+  const ModelDims& dims() const override { return net_.layout().dims(); }
+  // Pointer form (the interface): copies params into the network's vector form.
+  void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
+  void backward(const float* params, const float* dcum, float* grad) override;
+
+  const Network<float>& network() const { return net_; }
+  Activations<float>& activations() { return act_; }
+
+ private:
+  Network<float> net_;
+  Activations<float> act_;
+  std::vector<float> params_copy_, grad_copy_, dcum_copy_;
+  BatchInput<float> in_;
+};
+
+// One loss + gradient evaluation on the host (no update). grad is overwritten
+// (layout of params). Throws NonFiniteError naming the first non-finite tensor
+// (forward layers, log Z / gold, CRF gradients, parameter gradients); `act`
+// keeps the batch's activations (cum for the replay file).
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Backend& backend, const StepOptions& opt, std::vector<float>& grad,
+                         Activations<float>& act);
+// The same with the options taken from a Config (tests).
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Backend& backend, const Config& cfg, double dropout, std::mt19937_64* rng,
+                         std::vector<float>& grad, Activations<float>& act);
+
+// Viterbi segments per utterance on the host; act receives the activations.
+std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
+                                                    const Batch& batch, crf::Backend& backend,
+                                                    Activations<float>& act);
+
+std::unique_ptr<Executor> make_cpu_executor(const ModelDims& dims, const ExecutorOptions& options);
+
+}  // namespace timitseg::model

@@ -1,0 +1,423 @@
+// GPU executor (model/cuda/cuda_executor.h). Per training step the host
+// stages the batch in pinned memory and queues on one stream:
+//   H2D features [B][T][D], lengths [B], labels [B][T]
+//   encoder forward -> cum [B][T+1][C]              (model/cuda/cudnn_encoder)
+//   CRF backward -> log Z, gold, d cum, d CRF params (crf cuda backend; or a
+//                                                     host backend through copies)
+//   L2 penalty, encoder backward -> grad             (model/cuda/ops, encoder)
+//   global gradient norm -> read back with log Z, gold, penalty (one sync)
+//   clip + AdamW on the device
+// Parameters, gradients and the AdamW moments stay on the GPU from
+// set_state() to get_state(). Nothing is allocated after the first batch of
+// the largest size seen (every buffer is a Buffer grown with reserve()).
+#include "model/cuda/cuda_executor.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "common/cuda.h"
+#include "common/cuda_check.h"
+#include "model/cuda/cuda_encoder.h"
+#include "model/cuda/ops.h"
+
+namespace timitseg::model {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// Page-locked host memory (cudaMallocHost), grown on demand; async copies
+// from it overlap with host work.
+class Pinned {
+ public:
+  Pinned() = default;
+  ~Pinned() { cuda::pinned_free(ptr_); }
+  Pinned(const Pinned&) = delete;
+  Pinned& operator=(const Pinned&) = delete;
+  void* reserve(size_t bytes) {
+    if (bytes > cap_) {
+      cuda::pinned_free(ptr_);
+      ptr_ = nullptr;
+      cap_ = 0;
+      ptr_ = cuda::pinned_alloc(bytes);
+      cap_ = bytes;
+    }
+    return ptr_;
+  }
+  template <class T>
+  T* as() {
+    return static_cast<T*>(ptr_);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t cap_ = 0;
+};
+
+// Scalars read back once per step.
+struct StepScalars {
+  double norm = 0, penalty = 0;
+};
+
+class CudaExecutor final : public Executor {
+ public:
+  CudaExecutor(const ModelDims& dims, const ExecutorOptions& o)
+      : dims_(dims), layout_(dims), rnn_algo_(o.rnn_algo), crf_name_(o.crf_backend) {
+    cuda::require_device("; train on the CPU with train.device=cpu");
+    TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    CudaEncoderOptions eo;
+    eo.rnn_algo = o.rnn_algo;
+    eo.stream = stream_;
+    encoder_ = make_cuda_encoder(dims, eo);
+    crf::BackendOptions bo;
+    bo.threads = o.threads;
+    bo.stream = stream_;
+    backend_ = crf::make_backend(o.crf_backend, bo);
+    device_name_ = cuda::device_name();
+    const size_t n = layout_.total();
+    params_.reserve(n * sizeof(float));
+    grad_.reserve(n * sizeof(float));
+    m_.reserve(n * sizeof(float));
+    v_.reserve(n * sizeof(float));
+    scalars_.reserve(sizeof(StepScalars));
+    norm_scratch_.reserve(std::max<size_t>(1, gpu::global_norm_scratch_bytes(n)));
+    host_scalars_.reserve(sizeof(StepScalars));
+  }
+  ~CudaExecutor() override {
+    encoder_.reset();
+    backend_.reset();
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::cuda; }
+  std::string description() const override {
+    return "cuda: " + device_name_ + ", cuDNN LSTM (" + rnn_algo_ + "), crf " + backend_->name();
+  }
+  const ModelDims& dims() const override { return dims_; }
+  Encoder& encoder() override { return *encoder_; }
+
+  void set_state(const std::vector<float>& params, const AdamW& opt) override {
+    const size_t n = layout_.total();
+    if (params.size() != n) throw std::invalid_argument("cuda executor: parameter buffer has the wrong size");
+    opt_ = opt;
+    if (opt_.m.size() != n) opt_.reset(n);
+    params_.upload(params.data(), n * sizeof(float), nullptr);
+    m_.upload(opt_.m.data(), n * sizeof(float), nullptr);
+    v_.upload(opt_.v.data(), n * sizeof(float), nullptr);
+    opt_.m.clear();
+    opt_.v.clear();  // the device copies are the state from here on
+  }
+
+  void get_state(std::vector<float>& params, AdamW& opt) override {
+    const size_t n = layout_.total();
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    params.resize(n);
+    opt = opt_;
+    opt.m.resize(n);
+    opt.v.resize(n);
+    params_.download(params.data(), n * sizeof(float), nullptr);
+    m_.download(opt.m.data(), n * sizeof(float), nullptr);
+    v_.download(opt.v.data(), n * sizeof(float), nullptr);
+  }
+
+  StepResult train_step(const Batch& batch, const StepOptions& o) override {
+    StepResult res;
+    const int B = batch.input.B, T = batch.input.T, C = dims_.num_classes, K = dims_.max_duration;
+    const size_t n = layout_.total();
+    auto mark = [&](double& slot, Clock::time_point& t0) {
+      if (!o.time_parts) return;
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      slot += since(t0);
+      t0 = Clock::now();
+    };
+    auto t0 = Clock::now();
+    stage(batch, /*with_labels=*/true);
+    // debug.inject_nonfinite: set the entries for this step, restored below.
+    std::vector<float> saved(o.poison.size());
+    for (size_t i = 0; i < o.poison.size(); ++i) {
+      float* at = params_.as<float>() + o.poison[i].first;
+      cuda::copy_to_host(&saved[i], at, sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      cuda::copy_to_device(at, &o.poison[i].second, sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+    }
+    struct Restore {
+      CudaExecutor* self;
+      const StepOptions& o;
+      std::vector<float>& saved;
+      ~Restore() {
+        for (size_t i = 0; i < o.poison.size(); ++i)
+          try {
+            self->restore_param(o.poison[i].first, saved[i]);
+          } catch (...) {
+          }
+      }
+    } restore{this, o, saved};
+
+    ForwardOptions fo;
+    fo.dropout = o.dropout;
+    fo.seed = o.seed;
+    fo.step = static_cast<uint64_t>(opt_.step + 1);
+    cum_.reserve(cum_bytes(B, T));
+    dcum_.reserve(cum_bytes(B, T));
+    encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+    have_cum_ = true;
+    last_B_ = B;
+    last_T_ = T;
+    mark(res.times.encoder_forward, t0);
+
+    const double norm = o.frame_normalization ? static_cast<double>(batch.frames) : double(B);
+    std::vector<double> log_z(B), gold(B);
+    crf_backward(batch, 1.0 / norm, log_z, gold);
+    mark(res.times.crf, t0);
+
+    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>());
+    const ParamInfo& A = layout_.get("crf.transition");
+    const ParamInfo& D = layout_.get("crf.duration_bias");
+    StepScalars* dsc = scalars_.as<StepScalars>();
+    gpu::l2_penalty(o.crf_reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset,
+                    grad_.as<float>() + A.offset, grad_.as<float>() + D.offset, &dsc->penalty, stream_);
+    gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
+    scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    const StepScalars sc = *host_scalars_.as<StepScalars>();
+    mark(res.times.encoder_backward, t0);
+    for (int b = 0; b < B; ++b) {
+      if (!std::isfinite(log_z[b]))
+        throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
+      if (!std::isfinite(gold[b]))
+        throw NonFiniteError("gold_score", "non-finite gold score for batch row " + std::to_string(b));
+      res.nll_sum += log_z[b] - gold[b];
+    }
+    res.penalty = sc.penalty;
+    res.loss = res.nll_sum / norm + res.penalty;
+    res.grad_norm = sc.norm;
+    if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
+    if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient();
+
+    const auto t_opt = Clock::now();
+    if (o.clip_norm > 0) gpu::clip_by_norm(grad_.as<float>(), n, &dsc->norm, o.clip_norm, stream_);
+    ++opt_.step;
+    gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(), n, o.lr, opt_.beta1,
+                      opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
+    if (o.time_parts) {
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      res.times.optimizer = since(t_opt);
+    }
+    return res;
+  }
+
+  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
+    if (scores)
+      throw std::invalid_argument(
+          "--dump-scores is not available on the GPU executor in this version; add --device cpu");
+    const int B = batch.input.B, T = batch.input.T;
+    stage(batch, /*with_labels=*/false);
+    cum_.reserve(cum_bytes(B, T));
+    ForwardOptions fo;  // dropout 0: evaluation
+    encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+    have_cum_ = true;
+    last_B_ = B;
+    last_T_ = T;
+    const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+    std::vector<crf::Segment> segs;
+    if (backend_->on_device()) {
+      const crf::Params p = device_crf_params();
+      vit_score_.reserve(B * sizeof(double));
+      vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
+      vit_nseg_.reserve(B * sizeof(int32_t));
+      ws_.reserve(std::max<size_t>(1, backend_->workspace_bytes(dims)));
+      backend_->viterbi(dims, p, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>(),
+                        ws_.data());
+      std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
+      vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
+      vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      segs = crf::collect_segments(dims, hs.data(), hn.data());
+    } else {
+      const std::vector<float> cum = last_cum();
+      std::vector<float> hp;
+      host_crf_param_copy(hp);
+      crf::HostRunOptions ro;
+      ro.gradients = false;
+      ro.viterbi = true;
+      crf::HostResult r = crf::run_host(*backend_, dims, host_crf_params(hp, cum, batch), nullptr, ro);
+      segs = std::move(r.segments);
+    }
+    std::vector<std::vector<crf::Segment>> out(B);
+    for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);
+    return out;
+  }
+
+  std::vector<float> last_cum() override {
+    std::vector<float> out;
+    if (!have_cum_) return out;
+    out.resize(static_cast<size_t>(last_B_) * (last_T_ + 1) * dims_.num_classes);
+    cum_.download(out.data(), out.size() * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    return out;
+  }
+
+  void restore_param(size_t index, float value) {
+    cuda::copy_to_device(params_.as<float>() + index, &value, sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+ private:
+  size_t cum_bytes(int B, int T) const {
+    return static_cast<size_t>(B) * (T + 1) * dims_.num_classes * sizeof(float);
+  }
+
+  // Batch -> pinned staging -> device (features, lengths, labels), async.
+  void stage(const Batch& batch, bool with_labels) {
+    const int B = batch.input.B, T = batch.input.T, D = dims_.input_dim;
+    const size_t fbytes = static_cast<size_t>(B) * T * D * sizeof(float);
+    const size_t lbytes = static_cast<size_t>(B) * sizeof(int32_t);
+    const size_t labbytes = static_cast<size_t>(B) * T * sizeof(int32_t);
+    // The previous step's copies out of the staging buffer must be done.
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    char* h = static_cast<char*>(staging_.reserve(fbytes + lbytes + labbytes));
+    std::memcpy(h, batch.input.features.data(), fbytes);
+    std::memcpy(h + fbytes, batch.input.lengths.data(), lbytes);
+    if (with_labels) std::memcpy(h + fbytes + lbytes, batch.labels.data(), labbytes);
+    features_.upload(h, fbytes, stream_);
+    lengths_.upload(h + fbytes, lbytes, stream_);
+    if (with_labels) labels_.upload(h + fbytes + lbytes, labbytes, stream_);
+    lengths_host_ = batch.input.lengths;
+  }
+
+  EncoderBatch encoder_batch(const Batch& batch) const {
+    EncoderBatch eb;
+    eb.B = batch.input.B;
+    eb.T = batch.input.T;
+    eb.features = features_.as<float>();
+    eb.lengths = lengths_host_.data();
+    eb.lengths_dev = lengths_.as<int32_t>();
+    return eb;
+  }
+
+  crf::Params device_crf_params() {
+    crf::Params p;
+    const float* P = params_.as<float>();
+    p.cum_scores = cum_.as<float>();
+    p.transition = P + layout_.get("crf.transition").offset;
+    p.duration_bias = P + layout_.get("crf.duration_bias").offset;
+    p.start = P + layout_.get("crf.start").offset;
+    p.end = P + layout_.get("crf.end").offset;
+    p.lengths = lengths_.as<int32_t>();
+    return p;
+  }
+
+  // The CRF parameters (transition..end, contiguous at the end of the layout) on the host.
+  void host_crf_param_copy(std::vector<float>& hp) {
+    hp.assign(layout_.total(), 0.f);
+    const size_t from = layout_.get("crf.transition").offset;
+    cuda::copy_to_host(hp.data() + from, params_.as<float>() + from, (layout_.total() - from) * sizeof(float),
+                       stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+  crf::Params host_crf_params(const std::vector<float>& hp, const std::vector<float>& cum, const Batch& batch) {
+    crf::Params p;
+    p.cum_scores = cum.data();
+    p.transition = hp.data() + layout_.get("crf.transition").offset;
+    p.duration_bias = hp.data() + layout_.get("crf.duration_bias").offset;
+    p.start = hp.data() + layout_.get("crf.start").offset;
+    p.end = hp.data() + layout_.get("crf.end").offset;
+    p.lengths = batch.input.lengths.data();
+    return p;
+  }
+
+  // log Z, gold (host) and d cum / d CRF parameters (device) for the staged batch.
+  void crf_backward(const Batch& batch, double scale, std::vector<double>& log_z, std::vector<double>& gold) {
+    const int B = batch.input.B, T = batch.input.T;
+    const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+    const ParamInfo& A = layout_.get("crf.transition");
+    const ParamInfo& D = layout_.get("crf.duration_bias");
+    const ParamInfo& S = layout_.get("crf.start");
+    const ParamInfo& E = layout_.get("crf.end");
+    float* G = grad_.as<float>();
+    if (backend_->on_device()) {
+      const crf::Params p = device_crf_params();
+      lz_.reserve(2 * B * sizeof(double));
+      ws_.reserve(std::max<size_t>(1, backend_->workspace_bytes(dims)));
+      const crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
+      try {
+        backend_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g,
+                           ws_.data());
+      } catch (const std::invalid_argument& e) {
+        throw NonFiniteError("CRF input", e.what());  // the backend names the tensor (e.g. cum_scores)
+      }
+      std::vector<double> both(2 * B);
+      lz_.download(both.data(), both.size() * sizeof(double), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      std::copy(both.begin(), both.begin() + B, log_z.begin());
+      std::copy(both.begin() + B, both.end(), gold.begin());
+      return;
+    }
+    // Host backend (reference / cpu): cum to the host, CRF there, gradients back.
+    const std::vector<float> cum = last_cum();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    crf::HostRunOptions ro;
+    ro.gradients = true;
+    ro.viterbi = false;
+    ro.scale = scale;
+    crf::HostResult r;
+    try {
+      r = crf::run_host(*backend_, dims, host_crf_params(hp, cum, batch), batch.labels.data(), ro);
+    } catch (const std::invalid_argument& e) {
+      throw NonFiniteError("CRF input", e.what());
+    }
+    log_z = r.log_z;
+    gold = r.gold;
+    dcum_.upload(r.grad_cum_scores.data(), r.grad_cum_scores.size() * sizeof(float), nullptr);
+    cuda::copy_to_device(G + A.offset, r.grad_transition.data(), A.size * sizeof(float), nullptr);
+    cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), nullptr);
+    cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), nullptr);
+    cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), nullptr);
+  }
+
+  [[noreturn]] void throw_first_nonfinite_gradient() {
+    std::vector<float> g(layout_.total());
+    grad_.download(g.data(), g.size() * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    for (const ParamInfo& p : layout_.params())
+      for (size_t i = 0; i < p.size; ++i)
+        if (!std::isfinite(g[p.offset + i]))
+          throw NonFiniteError("gradient of " + p.name,
+                               "non-finite gradient of " + p.name + " at flat index " + std::to_string(i));
+    throw NonFiniteError("gradient norm", "non-finite global gradient norm (every gradient entry is finite: overflow)");
+  }
+
+  ModelDims dims_;
+  ParamLayout layout_;
+  std::string rnn_algo_, crf_name_, device_name_;
+  cudaStream_t stream_ = nullptr;
+  std::unique_ptr<Encoder> encoder_;
+  std::unique_ptr<crf::Backend> backend_;
+  AdamW opt_;  // hyperparameters and step; the moments live in m_, v_
+  Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
+  Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
+  Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0}, ws_{Memory::device, 0};
+  Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
+  Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
+  Pinned staging_, host_scalars_;
+  std::vector<int32_t> lengths_host_;
+  bool have_cum_ = false;
+  int last_B_ = 0, last_T_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const ExecutorOptions& options) {
+  return std::make_unique<CudaExecutor>(dims, options);
+}
+
+}  // namespace timitseg::model

@@ -1,0 +1,16 @@
+// The GPU executor: the whole training step on one CUDA device (cuDNN BiLSTM
+// encoder, cuBLAS input layer and projection, the cuda CRF backend or a host
+// backend, L2 penalty, clipping and AdamW kernels). Compiles without CUDA
+// headers; defined only in builds with CUDA.
+#pragma once
+
+#include <memory>
+
+#include "model/executor.h"
+
+namespace timitseg::model {
+
+// Throws std::runtime_error("no CUDA device was found (...)") without a device.
+std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const ExecutorOptions& options);
+
+}  // namespace timitseg::model

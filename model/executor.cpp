@@ -1,0 +1,68 @@
+// Executor selection, and helpers shared by every executor.
+#include "model/executor.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/cuda.h"
+#include "common/safetensors.h"
+#include "model/cpu/cpu_executor.h"
+#ifdef TIMITSEG_MODEL_CUDA  // the GPU executor is built (model/cuda/)
+#include "model/cuda/cuda_executor.h"
+#endif
+
+namespace timitseg::model {
+
+const char* device_name(Device d) { return d == Device::cuda ? "cuda" : "cpu"; }
+
+std::string resolve_device(const std::string& device) {
+  if (device == "cpu") return "cpu";
+  if (device == "cuda") {
+    cuda::require_device("; train on the CPU with train.device=cpu (or --device cpu)");
+    return "cuda";
+  }
+  if (device == "auto") return cuda::device_count() > 0 ? "cuda" : "cpu";
+  throw std::invalid_argument("unknown device '" + device + "' (known: cpu, cuda, auto)");
+}
+
+std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
+                                        const ExecutorOptions& options) {
+  const std::string d = resolve_device(device);
+  if (d == "cpu") return make_cpu_executor(dims, options);
+#ifdef TIMITSEG_MODEL_CUDA
+  return make_cuda_executor(dims, options);
+#else
+  throw std::runtime_error(cuda::no_device_message());
+#endif
+}
+
+std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params) {
+  auto maxabs = [&](const std::string& n) {
+    const ParamInfo& p = layout.get(n);
+    double m = 0;
+    for (size_t i = 0; i < p.size; ++i) m = std::max(m, std::abs(double(params[p.offset + i])));
+    return m;
+  };
+  return {maxabs("crf.transition"), maxabs("crf.duration_bias")};
+}
+
+void write_replay(const std::string& path, const ParamLayout& layout, const std::vector<float>& params,
+                  const Batch& batch, const std::vector<float>& cum) {
+  const ModelDims& d = layout.dims();
+  const int64_t B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
+  auto P = [&](const char* name) { return params.data() + layout.get(name).offset; };
+  st::File f;
+  f.tensors["cum_scores"] = st::Tensor::from<float>({B, T + 1, C}, cum);
+  f.tensors["transition"] = st::Tensor::from<float>({C, C}, P("crf.transition"));
+  f.tensors["duration_bias"] = st::Tensor::from<float>({K, C}, P("crf.duration_bias"));
+  f.tensors["start"] = st::Tensor::from<float>({C}, P("crf.start"));
+  f.tensors["end"] = st::Tensor::from<float>({C}, P("crf.end"));
+  f.tensors["lengths"] = st::Tensor::from<int32_t>({B}, batch.input.lengths);
+  f.tensors["labels"] = st::Tensor::from<int32_t>({B, T}, batch.labels);
+  std::string ids;
+  for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : " ") + id;
+  f.metadata["utterance_ids"] = ids;
+  st::save(path, f);
+}
+
+}  // namespace timitseg::model

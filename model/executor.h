@@ -1,0 +1,118 @@
+// The training/inference engine of one device. An Executor owns the
+// parameters and the AdamW state (host memory on the CPU, GPU memory on the
+// GPU) from set_state() on, and runs whole steps: encoder forward (through the
+// Encoder interface), CRF loss and gradients, L2 penalty, encoder backward,
+// global-norm clipping and the AdamW update; or Viterbi decoding.
+//
+// train, evaluate and decode (model/train.cpp, model/infer.cpp) call this
+// interface only; the implementations live in model/cpu/ and model/cuda/.
+// The model definition they share is model/params.h (layout, names,
+// initialisation), model/batch.h, model/checkpoint.h and model/optim.h (the
+// update rule, which the GPU kernels reproduce).
+#pragma once
+
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "crf/semicrf.h"
+#include "model/batch.h"
+#include "model/encoder.h"
+#include "model/optim.h"
+#include "model/params.h"
+
+namespace timitseg::model {
+
+// A non-finite value found during a training step; `tensor` names the first one.
+class NonFiniteError : public std::runtime_error {
+ public:
+  NonFiniteError(const std::string& tensor, const std::string& detail)
+      : std::runtime_error(detail), tensor_(tensor) {}
+  const std::string& tensor() const { return tensor_; }
+
+ private:
+  std::string tensor_;
+};
+
+// Seconds per part of a step (host wall clock; the GPU executor synchronizes
+// between parts only when timing is asked for).
+struct StepTimes {
+  double encoder_forward = 0, encoder_backward = 0, crf = 0, optimizer = 0;
+};
+
+struct StepOptions {
+  double lr = 1e-3;                  // this update's learning rate
+  double dropout = 0.0;              // model.dropout
+  double clip_norm = 0.0;            // train.clip_norm (0 = off)
+  double crf_reg = 0.0;              // crf.reg
+  bool frame_normalization = false;  // crf.loss_normalization == frame (else per utterance)
+  bool check_numerics = true;        // debug.check_numerics
+  bool time_parts = false;           // fill StepResult::times (synchronizes the GPU between parts)
+  std::mt19937_64* rng = nullptr;    // CPU dropout masks: the run's engine (resume is bit-exact)
+  uint64_t seed = 0;                 // GPU dropout masks: a function of (seed, step, layer, index)
+  // debug.inject_nonfinite: (flat parameter index, value) pairs in effect for
+  // this step only (the stored parameters are not changed).
+  std::vector<std::pair<size_t, float>> poison;
+};
+
+struct StepResult {
+  double loss = 0;       // mean NLL (per utterance or frame) + penalty
+  double nll_sum = 0;    // sum over utterances
+  double penalty = 0;
+  double grad_norm = 0;  // global gradient norm before clipping
+  StepTimes times;
+};
+
+struct ExecutorOptions {
+  int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
+  std::string crf_backend = "cpu";    // reference | cpu | cuda
+  std::string rnn_algo = "standard";  // cuda executor: cuDNN RNN algorithm (standard | persist_static | persist_dynamic)
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+  virtual Device device() const = 0;
+  // One line for logs and run.json: "cpu (2 threads), crf cpu" / "cuda: NVIDIA H100 ..., crf cuda".
+  virtual std::string description() const = 0;
+  virtual const ModelDims& dims() const = 0;
+  virtual Encoder& encoder() = 0;
+
+  // Parameters (flat layout of model/params.h, host) and optimizer state in;
+  // from here on they live in the executor.
+  virtual void set_state(const std::vector<float>& params, const AdamW& optimizer) = 0;
+  // The current parameters and optimizer state, copied out to the host.
+  virtual void get_state(std::vector<float>& params, AdamW& optimizer) = 0;
+
+  // One optimizer step on a batch: loss and gradients, global-norm clipping,
+  // AdamW update (optimizer.step + 1). Throws NonFiniteError naming the first
+  // non-finite tensor; then nothing is updated.
+  virtual StepResult train_step(const Batch& batch, const StepOptions& options) = 0;
+
+  // Viterbi segments per utterance (label-set indices), no dropout. scores
+  // (optional): the projection output [B][T][C] on the host (--dump-scores).
+  virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) = 0;
+
+  // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
+  // forward stopped before the cumsum. Used for the replay file of a failure.
+  virtual std::vector<float> last_cum() = 0;
+};
+
+// "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
+// Throws one line ("no CUDA device was found (...)") for cuda without a device.
+std::string resolve_device(const std::string& device);
+std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
+                                        const ExecutorOptions& options);
+
+// max |transition| and max |duration_bias| of flat parameters.
+std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);
+
+// CRF inputs of a batch in `crf replay` format (cum_scores, transition,
+// duration_bias, start, end, lengths, labels), written atomically.
+void write_replay(const std::string& path, const ParamLayout& layout, const std::vector<float>& params,
+                  const Batch& batch, const std::vector<float>& cum);
+
+}  // namespace timitseg::model
