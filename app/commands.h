@@ -10,6 +10,7 @@ namespace timitseg::app {
 void add_crf_commands(CLI::App& app);    // crf replay, bench crf      (app/cmd_crf.cpp)
 void add_data_commands(CLI::App& app);   // prepare, features, synth   (app/cmd_data.cpp)
 void add_model_commands(CLI::App& app);  // train, evaluate, decode    (app/cmd_model.cpp)
+void add_bench_train_command(CLI::App& app);  // bench train          (app/cmd_bench_train.cpp)
 
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);

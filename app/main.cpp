@@ -40,6 +40,7 @@ int main(int argc, char** argv) {
   timitseg::app::add_crf_commands(app);
   timitseg::app::add_data_commands(app);
   timitseg::app::add_model_commands(app);
+  timitseg::app::add_bench_train_command(app);
 
   try {
     app.parse(argc, argv);

@@ -50,9 +50,8 @@ void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
   for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
 }
 
-// Batches of one epoch: a seeded shuffle; with bucketing, pools of
-// bucket_batches * batch_size utterances are sorted by length and cut into
-// batches, and the batch order is shuffled again.
+}  // namespace
+
 std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
                                                  std::mt19937_64& rng) {
   std::vector<int> order(lengths.size());
@@ -79,6 +78,8 @@ std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& len
   }
   return batches;
 }
+
+namespace {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,0 +1,265 @@
+// `timitseg bench train`: training throughput of the whole step (encoder,
+// CRF, optimizer) on a synthetic TIMIT-shaped corpus held in memory, through
+// the same train() as `timitseg train` (bucketing, prefetching, AdamW, dev
+// evaluation and checkpoints included; frames/s counts the training batches
+// only, as train's own figure does). Then a per-part breakdown (each part
+// synchronized and timed on its own) and the time to evaluate (Viterbi decode
+// and every metric) a set of utterances.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+
+#include "app/commands.h"
+#include "common/atomic_file.h"
+#include "common/progress.h"
+#include "data/phones.h"
+#include "model/executor.h"
+#include "model/metrics.h"
+#include "model/train.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::app {
+namespace {
+
+struct BenchTrainOptions {
+  std::string device = "auto", crf_backend, rnn_algo = "standard", json_out, work_dir;
+  int threads = 0, batch = 32, hidden = 256, layers = 3, input_dim = 39, max_duration = 30;
+  int utterances = 1000, min_frames = 150, max_frames = 600, epochs = 2, bucket_batches = 50;
+  int breakdown_steps = 20, eval_utterances = 1344;
+  double dropout = 0.1;
+  bool bucketing = true;
+  uint64_t seed = 1;
+};
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// A TIMIT-shaped split in memory: N(0,1) features [T][D] and 61-phone frame
+// labels made of segments of 1..20 frames with random phones (not q).
+data::Split synthetic_split(const std::string& name, int n, int min_frames, int max_frames, int dim,
+                            std::mt19937_64& rng) {
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  std::vector<int> phones;
+  for (int i = 0; i < static_cast<int>(ps.names61().size()); ++i)
+    if (ps.map(i, 39) >= 0) phones.push_back(i);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  data::Split s;
+  s.name = name;
+  for (int u = 0; u < n; ++u) {
+    data::Utterance x;
+    x.id = name + "-" + std::to_string(u);
+    x.dim = dim;
+    x.num_frames = min_frames + static_cast<int>(rng() % static_cast<uint64_t>(max_frames - min_frames + 1));
+    x.features.resize(static_cast<size_t>(x.num_frames) * dim);
+    for (float& f : x.features) f = normal(rng);
+    x.labels.resize(x.num_frames);
+    for (int t = 0; t < x.num_frames;) {
+      const int d = 1 + static_cast<int>(rng() % 20), p = phones[rng() % phones.size()];
+      for (int k = 0; k < d && t < x.num_frames; ++k) x.labels[t++] = p;
+    }
+    s.utterances.push_back(std::move(x));
+  }
+  return s;
+}
+
+void run_bench_train(const BenchTrainOptions& o) {
+  if (o.min_frames < 1 || o.max_frames < o.min_frames)
+    throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
+  const std::string device = model::resolve_device(o.device);
+  model::Config cfg;
+  cfg.model_hidden_dim = o.hidden;
+  cfg.model_num_layers = o.layers;
+  cfg.model_dropout = o.dropout;
+  cfg.crf_max_duration = o.max_duration;
+  cfg.crf_backend = !o.crf_backend.empty() ? o.crf_backend : (device == "cuda" ? "cuda" : "cpu");
+  cfg.crf_reg = 1e-3;
+  cfg.train_epochs = o.epochs;
+  cfg.train_batch_size = o.batch;
+  cfg.train_device = device;
+  cfg.train_threads = o.threads;
+  cfg.train_rnn_algo = o.rnn_algo;
+  cfg.train_bucketing = o.bucketing;
+  cfg.train_bucket_batches = o.bucket_batches;
+  cfg.train_seed = o.seed;
+  cfg.train_lr = 1e-3;
+  cfg.debug_check_numerics = true;
+  const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
+                                           : fs::path(o.work_dir);
+  if (fs::exists(work) && !fs::is_empty(work))
+    throw std::invalid_argument("bench train: --work-dir " + work.string() + " is not empty");
+  cfg.train_run_dir = (work / "run").string();
+  cfg.validate();
+
+  std::mt19937_64 rng(o.seed);
+  model::TrainData td;
+  td.train = synthetic_split("train", o.utterances, o.min_frames, o.max_frames, o.input_dim, rng);
+  td.dev = synthetic_split("dev", std::max(1, o.batch), o.min_frames, o.max_frames, o.input_dim, rng);
+  td.has_cmvn = false;
+  int64_t train_frames = 0;
+  for (const auto& u : td.train.utterances) train_frames += u.num_frames;
+  std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
+              "bucketing %s, %d epochs\n",
+              device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs);
+  std::fflush(stdout);
+
+  // 1. train() as `timitseg train` runs it.
+  const model::TrainResult tr = model::train(cfg, td, false);
+  nlohmann::json out;
+  out["device"] = device;
+  out["config"] = cfg.to_json();
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : tr.epochs) {
+    std::printf("  epoch %d: %.0f training frames/s (%.2f s)\n", e.epoch, e.frames_per_sec, e.epoch_seconds);
+    epochs.push_back({{"epoch", e.epoch}, {"frames_per_sec", e.frames_per_sec}, {"epoch_seconds", e.epoch_seconds}});
+  }
+  out["epochs"] = epochs;
+  // The first epoch includes one-time set-up (cuDNN plans, allocations): the
+  // figure is the best later epoch.
+  double best = 0;
+  for (size_t i = tr.epochs.size() > 1 ? 1 : 0; i < tr.epochs.size(); ++i)
+    best = std::max(best, tr.epochs[i].frames_per_sec);
+  out["frames_per_sec"] = best;
+  std::printf("training throughput: %.0f frames/s\n", best);
+
+  // 2. Per-part breakdown: the same batches, each part synchronized.
+  const model::LabelSet ls = model::LabelSet::make(39);
+  model::ModelDims dims;
+  dims.input_dim = o.input_dim;
+  dims.hidden_dim = o.hidden;
+  dims.num_layers = o.layers;
+  dims.num_classes = ls.size();
+  dims.max_duration = o.max_duration;
+  model::ExecutorOptions xo;
+  xo.threads = o.threads;
+  xo.crf_backend = cfg.crf_backend;
+  xo.rnn_algo = o.rnn_algo;
+  auto exec = model::make_executor(device, dims, xo);
+  const model::ParamLayout layout(dims);
+  std::vector<float> params;
+  std::mt19937_64 prng(o.seed);
+  model::init_params(layout, prng, params);
+  model::AdamW adam;
+  adam.reset(layout.total());
+  exec->set_state(params, adam);
+  std::vector<int32_t> lengths;
+  for (const auto& u : td.train.utterances) lengths.push_back(u.num_frames);
+  std::mt19937_64 brng(o.seed);
+  const auto batches = model::make_epoch_batches(lengths, cfg, brng);
+  const int steps = std::min<int>(o.breakdown_steps, static_cast<int>(batches.size()));
+  model::StepTimes sum;
+  double data_s = 0, step_s = 0;
+  int64_t frames = 0;
+  for (int i = 0; i < steps + 2; ++i) {  // 2 warm-up steps
+    const auto t0 = Clock::now();
+    std::vector<const data::Utterance*> chunk;
+    for (int k : batches[i % batches.size()]) chunk.push_back(&td.train.utterances[k]);
+    const model::Batch b = model::make_batch(chunk, nullptr, ls, 0);
+    const double dt = since(t0);
+    model::StepOptions so;
+    so.lr = 1e-4;
+    so.dropout = o.dropout;
+    so.clip_norm = 5.0;
+    so.crf_reg = 1e-3;
+    so.time_parts = true;
+    so.rng = &brng;
+    so.seed = o.seed;
+    const auto t1 = Clock::now();
+    const model::StepResult r = exec->train_step(b, so);
+    const double st = since(t1);
+    if (i < 2) continue;
+    data_s += dt;
+    step_s += st;
+    frames += b.frames;
+    sum.encoder_forward += r.times.encoder_forward;
+    sum.crf += r.times.crf;
+    sum.encoder_backward += r.times.encoder_backward;
+    sum.optimizer += r.times.optimizer;
+  }
+  if (steps > 0) {
+    auto ms = [&](double s) { return 1e3 * s / steps; };
+    std::printf("per step (mean of %d synchronized steps, %.0f frames each): data %.2f ms (background thread in "
+                "train), encoder forward %.2f ms, CRF %.2f ms, encoder backward + penalty + norm %.2f ms, "
+                "clip + AdamW %.2f ms; step total %.2f ms = %.0f frames/s when serialized\n",
+                steps, double(frames) / steps, ms(data_s), ms(sum.encoder_forward), ms(sum.crf),
+                ms(sum.encoder_backward), ms(sum.optimizer), ms(step_s), frames / std::max(1e-9, step_s));
+    out["breakdown_ms"] = {{"steps", steps},
+                           {"frames_per_step", double(frames) / steps},
+                           {"data", ms(data_s)},
+                           {"encoder_forward", ms(sum.encoder_forward)},
+                           {"crf", ms(sum.crf)},
+                           {"encoder_backward_penalty_norm", ms(sum.encoder_backward)},
+                           {"clip_adamw", ms(sum.optimizer)},
+                           {"step", ms(step_s)}};
+  }
+
+  // 3. Evaluation: Viterbi decode and every metric of eval_utterances.
+  if (o.eval_utterances > 0) {
+    std::mt19937_64 erng(o.seed + 7);
+    const data::Split ev = synthetic_split("eval", o.eval_utterances, o.min_frames, o.max_frames, o.input_dim, erng);
+    std::vector<const data::Utterance*> utts;
+    for (const auto& u : ev.utterances) utts.push_back(&u);
+    model::Metrics m(ls.names39);
+    model::evaluate_utterances(*exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
+    model::Metrics m2(ls.names39);
+    const auto t0 = Clock::now();
+    model::evaluate_utterances(*exec, utts, nullptr, ls, o.batch, m2);
+    const double s = since(t0);
+    std::printf("evaluation of %d utterances (decode + metrics, batch %d): %.2f s\n", o.eval_utterances, o.batch, s);
+    out["eval"] = {{"utterances", o.eval_utterances}, {"seconds", s}};
+  }
+  out["executor"] = exec->description();
+  std::printf("executor: %s\n", exec->description().c_str());
+  std::error_code ec;
+  if (o.work_dir.empty()) fs::remove_all(work, ec);
+  if (!o.json_out.empty()) write_file_atomic(o.json_out, out.dump(2) + "\n");
+}
+
+}  // namespace
+
+void add_bench_train_command(CLI::App& app) {
+  auto o = std::make_shared<BenchTrainOptions>();
+  CLI::App* c = bench_command(app)->add_subcommand(
+      "train",
+      "Training throughput (frames/s) of the whole step on a synthetic corpus in memory, a per-part breakdown, and "
+      "the time to evaluate a set of utterances");
+  c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->capture_default_str();
+  c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  c->add_option("--rnn-algo", o->rnn_algo, "cuDNN RNN algorithm on the GPU: standard, persist_static, persist_dynamic")
+      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic"}))
+      ->capture_default_str();
+  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();
+  c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")->check(CLI::Range(2, 8192))->capture_default_str();
+  c->add_option("--layers", o->layers, "BiLSTM layers")->check(CLI::Range(1, 64))->capture_default_str();
+  c->add_option("--input-dim", o->input_dim, "Feature dimension")->check(CLI::Range(1, 4096))->capture_default_str();
+  c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")->check(CLI::Range(1, 1000))->capture_default_str();
+  c->add_option("--utterances", o->utterances, "Training utterances per epoch")->check(CLI::Range(1, 10000000))->capture_default_str();
+  c->add_option("--min-frames", o->min_frames, "Shortest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();
+  c->add_option("--max-frames", o->max_frames, "Longest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();
+  c->add_option("--epochs", o->epochs, "Epochs (the figure is the best epoch after the first)")->check(CLI::Range(1, 1000))->capture_default_str();
+  c->add_option("--bucketing", o->bucketing, "Length bucketing as in train.bucketing (true/false)")->capture_default_str();
+  c->add_option("--bucket-batches", o->bucket_batches, "train.bucket_batches")->check(CLI::Range(1, 1000000))->capture_default_str();
+  c->add_option("--dropout", o->dropout, "model.dropout")->check(CLI::Range(0.0, 0.99))->capture_default_str();
+  c->add_option("--breakdown-steps", o->breakdown_steps, "Synchronized steps timed part by part (0 = skip)")->check(CLI::Range(0, 100000))->capture_default_str();
+  c->add_option("--eval-utterances", o->eval_utterances, "Utterances decoded for the evaluation timing (0 = skip)")->check(CLI::Range(0, 10000000))->capture_default_str();
+  c->add_option("--seed", o->seed, "Seed of the synthetic corpus and the model")->capture_default_str();
+  c->add_option("--work-dir", o->work_dir, "Empty folder for the run's checkpoints (default: a temporary folder, removed after)");
+  c->add_option("--json", o->json_out, "Also write the figures as JSON to this file");
+  c->callback([o] { run_bench_train(*o); });
+}
+
+}  // namespace timitseg::app
