@@ -461,7 +461,10 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
 
   set_data_descriptors();
   reserve_buffers();
-  cuda::copy_device_to_device(lengths_dev_.data(), batch.lengths_dev, B_ * sizeof(int32_t), stream_);
+  // (cudaMemcpyAsync / cudaMemsetAsync directly: common/cuda.h's helpers
+  // synchronize the default stream when no stream is given)
+  TS_CUDA(cudaMemcpyAsync(lengths_dev_.data(), batch.lengths_dev, B_ * sizeof(int32_t), cudaMemcpyDeviceToDevice,
+                          stream_));
   const int32_t* len = lengths_dev_.as<int32_t>();
   auto P = [&](const char* name) { return params + layout_.get(name).offset; };
 
@@ -548,7 +551,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
-  dwspace_.zero(ws_total_, stream_);
+  TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
   for (int k = L_ - 1; k >= 0; --k) {
     const size_t rs = (k + 1 < L_ ? reserve_offset_[k + 1] : reserve_bytes_) - reserve_offset_[k];
     TS_CUDNN_RNN(cudnnRNNBackwardData_v8(cudnn_, rnn_[k], len, y_desc_, out(k), dy, x_desc_, dx, h_desc_, nullptr,
