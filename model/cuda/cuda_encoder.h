@@ -1,0 +1,64 @@
+// The encoder on a CUDA device (cuDNN BiLSTM, cuBLAS linear layers, own
+// kernels for bias, dropout, padding and the zero-centered cumsum). Implements
+// model::Encoder (model/encoder.h) with every pointer in device memory except
+// EncoderBatch::lengths (host). Compiles without CUDA headers.
+//
+//   features [B][T][D] -> Linear(D, W) -> dropout -> L x (one cuDNN BiLSTM layer,
+//   H = W/2 per direction; dropout between layers) -> Linear(2H, C) -> rows
+//   t >= lengths[b] zeroed -> zero-centered cumsum -> cum [B][T+1][C]
+//
+// Activations inside are batch-major ([B][T][.], cuDNN's
+// CUDNN_RNN_DATA_LAYOUT_BATCH_MAJOR_UNPACKED), unlike the CPU executor's
+// time-major rows; the results are the same up to float rounding.
+//
+// Dropout mask (inverted dropout with probability p, see model/cuda/ops.h):
+//   u = dropout_uniform(seed, step, site, i)   (model/cuda/dropout_hash.h)
+//   scale = u < p ? 0 : float(1 / (1 - p))
+// site 0 is the input projection's output [B][T][W], site k + 1 the output of
+// LSTM layer k [B][T][2H] (k < L - 1), i the flat batch-major index. Nothing
+// is stored: backward() recomputes the mask from the same key.
+//
+// Work is queued on CudaEncoderOptions::stream; forward()/backward() never
+// synchronize the device (only a buffer growing for a larger batch allocates,
+// which cudaMalloc/cudaFree may serialize). Results are ready once the stream
+// is synchronized.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "model/encoder.h"
+
+namespace timitseg::model {
+
+struct CudaEncoderOptions {
+  std::string rnn_algo = "standard";  // standard | persist_static | persist_dynamic (cuDNN cudnnRNNAlgo_t)
+  void* stream = nullptr;             // cudaStream_t all work is queued on
+};
+
+// The cuDNN encoder with two extras over model::Encoder.
+class CudaEncoder : public Encoder {
+ public:
+  // Training mode (the default): forward() runs cuDNN in CUDNN_FWD_MODE_TRAINING
+  // and keeps the reserve space that backward() needs. With set_training(false)
+  // a forward() with dropout == 0 runs CUDNN_FWD_MODE_INFERENCE (no reserve
+  // space) and a following backward() throws. A forward() with dropout > 0
+  // always runs in training mode.
+  virtual void set_training(bool training) = 0;
+  virtual bool training() const = 0;
+  // One line: algo, sizes, weight/work/reserve space bytes of the last forward.
+  virtual std::string describe() const = 0;
+  // Output of LSTM layer k of the last forward (before dropout): device
+  // [B][T][2H], rows t >= lengths[b] are 0. For numeric checks.
+  virtual const float* layer_output(int k) const = 0;
+  // Projection output of the last forward (device [B][T][C], padding rows 0).
+  virtual const float* scores() const = 0;
+};
+
+// Throws std::invalid_argument for an unknown rnn_algo or bad dims, and
+// std::runtime_error without a CUDA device or when cuDNN refuses the
+// configuration (naming the algo and cuDNN's status string).
+// (Returns the CudaEncoder subclass; it converts to std::unique_ptr<Encoder>.)
+std::unique_ptr<CudaEncoder> make_cuda_encoder(const ModelDims& dims, const CudaEncoderOptions& opt);
+
+}  // namespace timitseg::model

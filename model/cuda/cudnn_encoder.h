@@ -1,0 +1,137 @@
+// The cuDNN encoder class (implementation of model/cuda/cuda_encoder.h) and
+// the cuDNN / cuBLAS status checks. Include only in CUDA code: host code uses
+// cuda_encoder.h.
+//
+// Per forward (shapes batch-major, W = 2H, every layer's input is [B][T][W]):
+//   x0 [B][T][D]      features with rows t >= lengths[b] zeroed (as the CPU)
+//   in[0] [B][T][W]   x0 Win^T + bin, then dropout (site 0)
+//   out[k] [B][T][2H] cuDNN BiLSTM layer k (its own 1-layer bidirectional
+//                     descriptor), padding rows 0; in[k+1] = dropout(out[k])
+//                     (site k + 1), or out[k] itself without dropout
+//   scores [B][T][C]  out[L-1] Wp^T + bp, padding rows 0
+//   cum [B][T+1][C]   zero-centered cumsum (crf/cumsum.h semantics)
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "common/buffer.h"
+#include "model/cuda/cuda_encoder.h"
+
+namespace timitseg::model::cudnn_detail {
+[[noreturn]] void cudnn_fail(cudnnStatus_t status, const char* what, const char* file, int line);
+[[noreturn]] void cublas_fail(cublasStatus_t status, const char* what, const char* file, int line);
+}  // namespace timitseg::model::cudnn_detail
+
+// Every cuDNN / cuBLAS call goes through these: a failure throws
+// std::runtime_error("<call> failed: <status string> (file:line)").
+#define TS_CUDNN(call)                                                                                   \
+  do {                                                                                                   \
+    cudnnStatus_t ts_st_ = (call);                                                                       \
+    if (ts_st_ != CUDNN_STATUS_SUCCESS)                                                                  \
+      ::timitseg::model::cudnn_detail::cudnn_fail(ts_st_, #call, __FILE__, __LINE__);                    \
+  } while (0)
+#define TS_CUBLAS(call)                                                                                  \
+  do {                                                                                                   \
+    cublasStatus_t ts_st_ = (call);                                                                      \
+    if (ts_st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
+      ::timitseg::model::cudnn_detail::cublas_fail(ts_st_, #call, __FILE__, __LINE__);                   \
+  } while (0)
+
+namespace timitseg::model {
+
+// One copy between the flat parameter layout and the cuDNN weight space
+// (offsets in floats; ws_offset into the concatenation of every layer's space).
+struct WeightSegment {
+  int64_t flat_offset = 0;
+  int64_t ws_offset = 0;
+  int64_t length = 0;
+};
+
+class CudnnEncoder final : public CudaEncoder {
+ public:
+  CudnnEncoder(const ModelDims& dims, const CudaEncoderOptions& opt);
+  ~CudnnEncoder() override;
+  CudnnEncoder(const CudnnEncoder&) = delete;
+  CudnnEncoder& operator=(const CudnnEncoder&) = delete;
+
+  Device device() const override { return Device::cuda; }
+  const ModelDims& dims() const override { return dims_; }
+  void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
+  void backward(const float* params, const float* dcum, float* grad) override;
+
+  void set_training(bool training) override { training_ = training; }
+  bool training() const override { return training_; }
+  std::string describe() const override;
+  const float* layer_output(int k) const override;
+  const float* scores() const override { return scores_.as<float>(); }
+
+ private:
+  void init();
+  void release() noexcept;
+  void build_weight_segments();
+  void set_data_descriptors();  // for B_, T_, lengths_
+  void reserve_buffers();       // for B_, T_ and the forward mode
+  float* in(int k);             // [B][T][W] input of layer k
+  float* out(int k) { return layer_out_.as<float>() + static_cast<size_t>(k) * B_ * T_ * 2 * H_; }
+  float* wspace(int k) { return reinterpret_cast<float*>(wspace_.as<char>() + ws_offset_[k]); }
+  float* dwspace(int k) { return reinterpret_cast<float*>(dwspace_.as<char>() + ws_offset_[k]); }
+  void* reserve(int k) { return reserve_.as<char>() + reserve_offset_[k]; }
+  // Row-major C[M][N] = alpha * op(A) op(B) + beta * C with cuBLAS (column-major) on the stream.
+  void gemm_rm(bool transA, bool transB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
+               float* C, int ldc, float beta = 0.f);
+  // out[c] = sum over rows of x[rows][cols] (fixed order, float64 partial sums).
+  void column_sums(const float* x, int64_t rows, int cols, float* out);
+
+  ModelDims dims_;
+  ParamLayout layout_;
+  CudaEncoderOptions opt_;
+  cudnnRNNAlgo_t algo_ = CUDNN_RNN_ALGO_STANDARD;
+  cudaStream_t stream_ = nullptr;
+  int D_ = 0, W_ = 0, H_ = 0, L_ = 0, C_ = 0;
+
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cudnnDropoutDescriptor_t dropout_desc_ = nullptr;
+  std::vector<cudnnRNNDescriptor_t> rnn_;  // [L] one bidirectional single-layer LSTM each
+  cudnnRNNDataDescriptor_t x_desc_ = nullptr, y_desc_ = nullptr;
+  cudnnTensorDescriptor_t h_desc_ = nullptr, c_desc_ = nullptr;
+
+  // weights: every layer's weight space in one buffer (layer k at ws_offset_[k] bytes)
+  std::vector<size_t> ws_bytes_, ws_offset_;
+  size_t ws_total_ = 0;
+  Buffer wspace_{Memory::device, 0}, dwspace_{Memory::device, 0};
+  Buffer segments_{Memory::device, 0};  // [nseg] WeightSegment
+  int64_t nseg_ = 0, max_seg_len_ = 0;
+
+  // the last forward
+  int B_ = 0, T_ = 0;
+  std::vector<int32_t> lengths_;  // [B] host
+  ForwardOptions fwd_;
+  bool dropout_on_ = false;
+  bool training_ = true;
+  bool fwd_training_ = false;     // the last forward ran in CUDNN_FWD_MODE_TRAINING
+  bool have_activations_ = false; // a forward whose activations backward() may still use
+  int dynamic_batch_ = -1;        // persist_dynamic: the batch size cudnnBuildRNNDynamic was run for
+  size_t work_bytes_ = 0, reserve_bytes_ = 0;
+  std::vector<size_t> reserve_offset_;
+
+  Buffer lengths_dev_{Memory::device, 0};  // [B] int32 (copy of EncoderBatch::lengths_dev)
+  Buffer x0_{Memory::device, 0};           // [B][T][D]
+  Buffer layer_in_{Memory::device, 0};     // [L][B][T][W] (slots k >= 1 used only with dropout)
+  Buffer layer_out_{Memory::device, 0};    // [L][B][T][2H]
+  Buffer scores_{Memory::device, 0};       // [B][T][C]
+  Buffer work_{Memory::device, 0};         // cuDNN workspace
+  Buffer reserve_{Memory::device, 0};      // [L] cuDNN reserve spaces
+  Buffer dscores_{Memory::device, 0};      // [B][T][C]
+  Buffer dA_{Memory::device, 0}, dB_{Memory::device, 0};  // [B][T][W] ping-pong activation gradients
+  Buffer cum_scratch_{Memory::device, 0};  // [B][T][C] double (cumsum backward)
+  Buffer colsum_scratch_{Memory::device, 0};  // [chunks][cols] double
+};
+
+}  // namespace timitseg::model

@@ -1,0 +1,43 @@
+// The rest of a training step on the GPU: CRF parameter penalty, global
+// gradient norm, clipping, AdamW, non-finite counts, and the dropout mask.
+// Compiles without CUDA headers. Every pointer is device memory; `stream` is a
+// cudaStream_t as void* (nullptr: the default stream). Nothing synchronizes:
+// results are ready once the stream is. Reductions run in a fixed order (no
+// float atomics): two runs on the same inputs give bitwise identical results.
+// Errors (a failed launch) throw std::runtime_error naming the kernel.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace timitseg::model::gpu {
+
+// value reg*(sum A^2 + sum D^2) -> *penalty (device double[1]); ADDS 2*reg*A, 2*reg*D to the grads.
+// -inf entries are skipped exactly as crf::l2_penalty does. transition [C][C],
+// duration_bias [K][C]; the grads may be nullptr (value only).
+void l2_penalty(double reg, int C, int K, const float* transition, const float* duration_bias,
+                float* grad_transition, float* grad_duration_bias, double* penalty, void* stream);
+
+// ||grad||_2 in float64, fixed-order two-pass reduction, -> *norm (device double[1]).
+// scratch: device memory of global_norm_scratch_bytes(n) bytes.
+size_t global_norm_scratch_bytes(size_t n);
+void global_norm(const float* grad, size_t n, double* norm, void* scratch, void* stream);
+
+// torch's clip_grad_norm_ rule from model/optim.h, factor computed ON THE DEVICE from *norm (no host read):
+// when max_norm > 0 and *norm is finite and f = max_norm / (*norm + 1e-6) < 1, grad[i] = float(grad[i] * f).
+void clip_by_norm(float* grad, size_t n, const double* norm, double max_norm, void* stream);
+
+// model/optim.h AdamW::update, same arithmetic (float32 state, double where it uses double); step = the new step
+// count (>= 1).
+void adamw_update(float* params, float* exp_avg, float* exp_avg_sq, const float* grad, size_t n, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, int64_t step, void* stream);
+
+// count of non-finite values in x[n] -> *count (device) : used by numeric checks.
+void count_nonfinite(const float* x, size_t n, unsigned long long* count, void* stream);
+
+// The encoder's dropout scales (model/cuda/dropout_hash.h): scale[i] = 0 when
+// dropout_uniform(seed, step, site, i) < p, else float(1 / (1 - p)), i < n.
+// p in [0, 1). Exposed so that tests can see the mask the encoder uses.
+void dropout_scale(uint64_t seed, uint64_t step, uint64_t site, double p, size_t n, float* scale, void* stream);
+
+}  // namespace timitseg::model::gpu
