@@ -7,7 +7,7 @@
 #include "common/cuda.h"
 #include "common/safetensors.h"
 #include "model/cpu/cpu_executor.h"
-#ifdef TIMITSEG_MODEL_CUDA  // the GPU executor is built (model/cuda/)
+#ifdef TIMITSEG_HAVE_CUDA  // the GPU executor is built (model/cuda/)
 #include "model/cuda/cuda_executor.h"
 #endif
 
@@ -29,7 +29,7 @@ std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDi
                                         const ExecutorOptions& options) {
   const std::string d = resolve_device(device);
   if (d == "cpu") return make_cpu_executor(dims, options);
-#ifdef TIMITSEG_MODEL_CUDA
+#ifdef TIMITSEG_HAVE_CUDA
   return make_cuda_executor(dims, options);
 #else
   throw std::runtime_error(cuda::no_device_message());

@@ -92,6 +92,10 @@ class Executor {
   // non-finite tensor; then nothing is updated.
   virtual StepResult train_step(const Batch& batch, const StepOptions& options) = 0;
 
+  // The loss and the gradient of a batch without any update (tests, replay):
+  // grad receives d loss / d params (flat layout, host), before clipping.
+  virtual StepResult gradients(const Batch& batch, const StepOptions& options, std::vector<float>& grad) = 0;
+
   // Viterbi segments per utterance (label-set indices), no dropout. scores
   // (optional): the projection output [B][T][C] on the host (--dump-scores).
   virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) = 0;

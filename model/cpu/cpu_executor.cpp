@@ -215,6 +215,14 @@ class CpuExecutor final : public Executor {
     return r;
   }
 
+  StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
+    std::vector<float> p = params_;
+    for (const auto& [i, v] : o.poison) p.at(i) = v;
+    StepResult r = loss_and_grad(enc_.network(), p, batch, *backend_, o, grad, enc_.activations());
+    r.grad_norm = global_norm(grad);
+    return r;
+  }
+
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
     auto segs = decode_batch(enc_.network(), params_, batch, *backend_, enc_.activations());
     if (scores) {

@@ -71,15 +71,13 @@ class CudaExecutor final : public Executor {
   CudaExecutor(const ModelDims& dims, const ExecutorOptions& o)
       : dims_(dims), layout_(dims), rnn_algo_(o.rnn_algo), crf_name_(o.crf_backend) {
     cuda::require_device("; train on the CPU with train.device=cpu");
-    TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    // TODO(crf session merge): a stream of its own once the CRF backend takes one.
+    stream_ = nullptr;  // the legacy default stream: the CRF backend queues there too
     CudaEncoderOptions eo;
     eo.rnn_algo = o.rnn_algo;
     eo.stream = stream_;
     encoder_ = make_cuda_encoder(dims, eo);
-    crf::BackendOptions bo;
-    bo.threads = o.threads;
-    bo.stream = stream_;
-    backend_ = crf::make_backend(o.crf_backend, bo);
+    backend_ = crf::make_backend(o.crf_backend);
     device_name_ = cuda::device_name();
     const size_t n = layout_.total();
     params_.reserve(n * sizeof(float));
@@ -127,7 +125,8 @@ class CudaExecutor final : public Executor {
     v_.download(opt.v.data(), n * sizeof(float), nullptr);
   }
 
-  StepResult train_step(const Batch& batch, const StepOptions& o) override {
+  // Loss and gradients into grad_ (device), scalars read back; no update.
+  StepResult forward_backward(const Batch& batch, const StepOptions& o) {
     StepResult res;
     const int B = batch.input.B, T = batch.input.T, C = dims_.num_classes, K = dims_.max_duration;
     const size_t n = layout_.total();
@@ -165,6 +164,7 @@ class CudaExecutor final : public Executor {
     fo.dropout = o.dropout;
     fo.seed = o.seed;
     fo.step = static_cast<uint64_t>(opt_.step + 1);
+    encoder_->set_training(true);
     cum_.reserve(cum_bytes(B, T));
     dcum_.reserve(cum_bytes(B, T));
     encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
@@ -201,7 +201,13 @@ class CudaExecutor final : public Executor {
     res.grad_norm = sc.norm;
     if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
     if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient();
+    return res;
+  }
 
+  StepResult train_step(const Batch& batch, const StepOptions& o) override {
+    StepResult res = forward_backward(batch, o);
+    const size_t n = layout_.total();
+    StepScalars* dsc = scalars_.as<StepScalars>();
     const auto t_opt = Clock::now();
     if (o.clip_norm > 0) gpu::clip_by_norm(grad_.as<float>(), n, &dsc->norm, o.clip_norm, stream_);
     ++opt_.step;
@@ -214,15 +220,25 @@ class CudaExecutor final : public Executor {
     return res;
   }
 
+  StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
+    StepResult r = forward_backward(batch, o);
+    grad.resize(layout_.total());
+    grad_.download(grad.data(), grad.size() * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    return r;
+  }
+
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
-    if (scores)
-      throw std::invalid_argument(
-          "--dump-scores is not available on the GPU executor in this version; add --device cpu");
     const int B = batch.input.B, T = batch.input.T;
     stage(batch, /*with_labels=*/false);
     cum_.reserve(cum_bytes(B, T));
     ForwardOptions fo;  // dropout 0: evaluation
+    encoder_->set_training(false);
     encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+    if (scores) {
+      scores->resize(static_cast<size_t>(B) * T * dims_.num_classes);
+      cuda::copy_to_host(scores->data(), encoder_->scores(), scores->size() * sizeof(float), stream_);
+    }
     have_cum_ = true;
     last_B_ = B;
     last_T_ = T;
@@ -400,7 +416,7 @@ class CudaExecutor final : public Executor {
   ParamLayout layout_;
   std::string rnn_algo_, crf_name_, device_name_;
   cudaStream_t stream_ = nullptr;
-  std::unique_ptr<Encoder> encoder_;
+  std::unique_ptr<CudaEncoder> encoder_;
   std::unique_ptr<crf::Backend> backend_;
   AdamW opt_;  // hyperparameters and step; the moments live in m_, v_
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
