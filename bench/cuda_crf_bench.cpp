@@ -5,33 +5,31 @@
 // Each backend call is synchronous (it reads back a status word), so a call's
 // host wall time is its full device time, validation included. Warm-up calls
 // first, then --reps timed calls rotating over 3 input sets (so that repeated
-// calls do not just re-read one set from L2); the median is printed.
+// calls do not just re-read one set from L2); the median is printed. The
+// timing loop is crf::time_calls, the one `timitseg bench crf` uses.
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <random>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "crf/cuda/cuda_backend.h"
+#include "common/buffer.h"
+#include "common/cuda.h"
+#include "crf/semicrf.h"
+#include "crf/session.h"
+#include "crf/timing.h"
 
 using namespace timitseg::crf;
+using timitseg::Buffer;
+using timitseg::Memory;
 
 namespace {
 
-struct Buf {
-  void* p = nullptr;
-  explicit Buf(size_t n) : p(device_alloc(n)) {}
-  ~Buf() { device_free(p); }
-  Buf(const Buf&) = delete;
-  Buf& operator=(const Buf&) = delete;
-};
-
 struct InputSet {
-  std::unique_ptr<Buf> cum, A, D, s, e, len, lab;
+  Buffer cum, A, D, s, e, len, lab;
 };
 
 InputSet make_inputs(const Dims& d, uint64_t seed) {
@@ -65,24 +63,15 @@ InputSet make_inputs(const Dims& d, uint64_t seed) {
   for (auto* v : {&A, &D, &s, &e})
     for (auto& y : *v) y = static_cast<float>(nrm(rng));
   InputSet in;
-  auto up = [](const auto& v) {
-    auto b = std::make_unique<Buf>(v.size() * sizeof(v[0]));
-    copy_to_device(b->p, v.data(), v.size() * sizeof(v[0]));
-    return b;
-  };
-  in.cum = up(cum);
-  in.A = up(A);
-  in.D = up(D);
-  in.s = up(s);
-  in.e = up(e);
-  in.len = up(len);
-  in.lab = up(lab);
+  for (Buffer* b : {&in.cum, &in.A, &in.D, &in.s, &in.e, &in.len, &in.lab}) b->set_memory(Memory::device);
+  in.cum.upload(cum);
+  in.A.upload(A);
+  in.D.upload(D);
+  in.s.upload(s);
+  in.e.upload(e);
+  in.len.upload(len);
+  in.lab.upload(lab);
   return in;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
 }
 
 }  // namespace
@@ -99,10 +88,11 @@ int main(int argc, char** argv) {
   app.add_option("-C,--classes", C, "number of labels C")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    auto be = make_cuda_backend();
-    std::printf("device: %s\n", cuda_device_name().c_str());
+    auto be = make_backend("cuda");
+    std::printf("device: %s\n", timitseg::cuda::device_name().c_str());
     std::printf("%-12s %6s %12s %12s %12s %14s\n", "B x T", "K", "forward ms", "fwd+bwd ms", "viterbi ms",
                 "workspace MiB");
+    Session session(*be);  // workspace kept across sizes, grown for the largest
     for (const std::string& sz : sizes) {
       Dims d;
       if (std::sscanf(sz.c_str(), "%ldx%ldx%ld", &d.B, &d.T, &d.K) != 3)
@@ -112,46 +102,36 @@ int main(int argc, char** argv) {
       std::vector<InputSet> sets;
       for (uint64_t i = 0; i < 3; ++i) sets.push_back(make_inputs(d, 1234 + i));
       const size_t wsb = be->workspace_bytes(d);
-      Buf ws(wsb), logz(B * 8), gold(B * 8), gcum(B * (T + 1) * Cz * 4), gA(Cz * Cz * 4), gD(K * Cz * 4), gs(Cz * 4),
-          ge(Cz * 4), vs(B * 8), segs(B * T * 12), nseg(B * 4);
+      session.workspace(d);
+      const Memory dev = Memory::device;
+      Buffer logz(dev, B * 8), gold(dev, B * 8), gcum(dev, B * (T + 1) * Cz * 4), gA(dev, Cz * Cz * 4),
+          gD(dev, K * Cz * 4), gs(dev, Cz * 4), ge(dev, Cz * 4), vs(dev, B * 8), segs(dev, B * T * 12),
+          nseg(dev, B * 4);
       auto params = [&](const InputSet& in) {
         Params p;
-        p.cum_scores = static_cast<const float*>(in.cum->p);
-        p.transition = static_cast<const float*>(in.A->p);
-        p.duration_bias = static_cast<const float*>(in.D->p);
-        p.start = static_cast<const float*>(in.s->p);
-        p.end = static_cast<const float*>(in.e->p);
-        p.lengths = static_cast<const int32_t*>(in.len->p);
+        p.cum_scores = in.cum.as<float>();
+        p.transition = in.A.as<float>();
+        p.duration_bias = in.D.as<float>();
+        p.start = in.s.as<float>();
+        p.end = in.e.as<float>();
+        p.lengths = in.len.as<int32_t>();
         return p;
       };
       Grads g;
-      g.cum_scores = static_cast<float*>(gcum.p);
-      g.transition = static_cast<float*>(gA.p);
-      g.duration_bias = static_cast<float*>(gD.p);
-      g.start = static_cast<float*>(gs.p);
-      g.end = static_cast<float*>(ge.p);
+      g.cum_scores = gcum.as<float>();
+      g.transition = gA.as<float>();
+      g.duration_bias = gD.as<float>();
+      g.start = gs.as<float>();
+      g.end = ge.as<float>();
       auto time_it = [&](auto&& call) {
-        for (int i = 0; i < warmup; ++i) call(sets[i % 3]);
-        device_synchronize();
-        std::vector<double> ms;
-        for (int i = 0; i < reps; ++i) {
-          const auto t0 = std::chrono::steady_clock::now();
-          call(sets[i % 3]);
-          device_synchronize();
-          ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-        }
-        return median(ms);
+        return time_calls(*be, warmup, reps, [&](int i) { call(sets[i % 3]); }).median_ms;
       };
-      const double fwd = time_it([&](const InputSet& in) {
-        be->log_partition(d, params(in), static_cast<double*>(logz.p), ws.p);
-      });
+      const double fwd = time_it([&](const InputSet& in) { session.log_partition(d, params(in), logz.as<double>()); });
       const double fb = time_it([&](const InputSet& in) {
-        be->backward(d, params(in), static_cast<const int32_t*>(in.lab->p), 1.0 / d.B, static_cast<double*>(logz.p),
-                     static_cast<double*>(gold.p), g, ws.p);
+        session.backward(d, params(in), in.lab.as<int32_t>(), 1.0 / d.B, logz.as<double>(), gold.as<double>(), g);
       });
       const double vit = time_it([&](const InputSet& in) {
-        be->viterbi(d, params(in), static_cast<double*>(vs.p), static_cast<int32_t*>(segs.p),
-                    static_cast<int32_t*>(nseg.p), ws.p);
+        session.viterbi(d, params(in), vs.as<double>(), segs.as<int32_t>(), nseg.as<int32_t>());
       });
       char name[64];
       std::snprintf(name, sizeof(name), "%ld x %ld", d.B, d.T);

@@ -1,6 +1,6 @@
 // The semi-Markov CRF interface shared by every backend (reference, cpu, cuda).
 //
-// The math is ../shared/spec/semi-crf.md, followed to the letter. Shapes are
+// The math is docs/crf.md (the semi-CRF specification), followed to the letter. Shapes are
 // written [B][T][C] row-major; T is the padded length, each utterance b has a
 // valid length lengths[b] in [1, T]; cum_scores has T+1 rows (cum[0] = 0).
 //
@@ -98,26 +98,36 @@ class Backend {
   virtual void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) = 0;
 
   // Blocks until all work queued by the calls above has finished (cuda:
-  // stream/device synchronize). Host backends finish inside each call, so the
-  // default does nothing. `bench crf` calls it before reading the clock.
+  // cudaStreamSynchronize on the backend's stream). Host backends finish
+  // inside each call, so the default does nothing. `bench crf` calls it before
+  // reading the clock.
   virtual void synchronize() {}
+
+  // The CUDA stream (a cudaStream_t passed as void*; nullptr = the default
+  // stream) on which the cuda backend queues every kernel, memset and copy.
+  // Host backends ignore it.
+  virtual void set_stream(void* stream) { (void)stream; }
+  // The stream set last (nullptr for host backends and the default stream).
+  virtual void* stream() const { return nullptr; }
 };
 
 // Defined in crf/cuda/ when this build has CUDA (TIMITSEG_HAVE_CUDA); never
-// called otherwise. make_backend("cuda") is the public way to get it.
+// called otherwise. make_backend("cuda") is the public way to get it. Device
+// memory and copies: common/buffer.h and common/cuda.h.
 std::unique_ptr<Backend> make_cuda_backend();
-// Device memory helpers used by run_host() and `bench crf` for backends with
-// on_device() == true. Defined in crf/cuda/ (CUDA builds only); they throw
-// std::runtime_error with the CUDA error string on failure. Host code calls
-// them only under #ifdef TIMITSEG_HAVE_CUDA.
-void* device_alloc(size_t bytes);
-void device_free(void* ptr);
-void copy_to_device(void* device_dst, const void* host_src, size_t bytes);
-void copy_to_host(void* host_dst, const void* device_src, size_t bytes);
+
+// Construction options of make_backend.
+struct BackendOptions {
+  int threads = 0;         // cpu backend: worker threads (<= 0: all hardware threads, common/parallel.h)
+  void* stream = nullptr;  // cuda backend: cudaStream_t for every call (nullptr: the default stream)
+};
 
 // Backends by name: "reference", "cpu", "cuda". Throws std::runtime_error with
-// one clear line when the name is unknown or (cuda) no device is available.
-std::unique_ptr<Backend> make_backend(const std::string& name);
+// one clear line when the name is unknown or (cuda) no device is available
+// (cuda::no_device_message()). App code gets every backend through here and
+// never includes a backend's own header.
+std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
+std::unique_ptr<Backend> make_backend(const std::string& name);  // default options
 // Names this build knows (cuda listed only when compiled in).
 std::vector<std::string> backend_names();
 
@@ -143,7 +153,8 @@ std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments,
 
 // Runs a backend on host arrays whatever its memory space (copies to and from
 // the device for cuda). Used by `crf replay`, `bench crf`, tests and training
-// on the CPU. Vectors are resized by the callee.
+// on the CPU. Vectors are resized by the callee. crf/session.h does the same
+// with buffers kept across calls.
 struct HostResult {
   std::vector<double> log_z;                    // [B]
   std::vector<double> gold;                     // [B] (labels given)
@@ -170,6 +181,7 @@ struct HostRunOptions {
 // (from backward() or, when gradients are off, log_partition()).
 // For a backend with on_device() the inputs are copied to device memory,
 // results copied back; device memory is freed on every path (RAII).
+// A thin wrapper: Session(backend).run_host(...) with a temporary session.
 HostResult run_host(Backend& backend, const Dims& dims, const Params& host_params, const int32_t* labels,
                     const HostRunOptions& options = HostRunOptions());
 }  // namespace timitseg::crf

@@ -23,13 +23,10 @@
 #include "crf/cpu/cpu.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
-#include <exception>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "common/parallel.h"
 #include "crf/detail.h"
 
 namespace timitseg::crf::cpu {
@@ -42,36 +39,6 @@ const char* const kWho = "cpu backend";
 // Below this a linear-domain sum is recomputed in the log domain (far above
 // the smallest normal double 2.2e-308, so the fast path never sees denormals).
 constexpr double kTiny = 1e-250;
-
-// Runs fn(b, thread) for b in [0, n) on up to `threads` threads.
-template <class Fn>
-void parallel_for(int64_t n, int threads, Fn&& fn) {
-  if (threads <= 1 || n <= 1) {
-    for (int64_t b = 0; b < n; ++b) fn(b, 0);
-    return;
-  }
-  // On failure a thread stops; indices are handed out in increasing order, so
-  // every index below a failing one was taken too, and the error rethrown is
-  // the one of the smallest failing index (deterministic whatever the timing).
-  std::atomic<int64_t> next{0};
-  std::exception_ptr error;
-  int64_t error_index = n;
-  std::mutex error_mutex;
-  auto work = [&](int tid) {
-    int64_t b = 0;
-    try {
-      for (b = next++; b < n; b = next++) fn(b, tid);
-    } catch (...) {
-      std::lock_guard<std::mutex> lock(error_mutex);
-      if (b < error_index) error = std::current_exception(), error_index = b;
-    }
-  };
-  std::vector<std::thread> pool;
-  for (int i = 1; i < threads; ++i) pool.emplace_back(work, i);
-  work(0);
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
-}
 
 // Workspace layout, in doubles:
 //   shared:        amax_col[C], exp_col[C][C], amax_row[C], exp_row[C][C]
@@ -225,8 +192,7 @@ void backward_pass(Utt& x, double lz = 0.0, double* gD = nullptr) {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(int threads)
-      : threads_(threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {}
+  explicit CpuBackend(int threads) : threads_(resolve_threads(threads)) {}
   std::string name() const override { return "cpu"; }
   bool on_device() const override { return false; }
   size_t workspace_bytes(const Dims& dims) const override { return layout(dims).bytes(dims.B); }
@@ -234,7 +200,7 @@ class CpuBackend final : public Backend {
   void log_partition(const Dims& dims, const Params& p, double* log_z, void* ws) override {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
-    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+    parallel_for(dims.B, static_cast<int>(pr.lay.threads), [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const double lz = forward(x);
       if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
@@ -261,7 +227,7 @@ class CpuBackend final : public Backend {
     // the loop so that a log Z = -inf error (thrown inside) takes precedence,
     // as in the cuda backend; no parameter gradient is written in either case.
     std::vector<char> gold_forbidden(dims.B, 0);
-    parallel_for(dims.B, lay.threads, [&](int64_t b, int tid) {
+    parallel_for(dims.B, static_cast<int>(lay.threads), [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const int64_t L = x.L;
       const double lz = forward(x);
@@ -351,7 +317,7 @@ class CpuBackend final : public Backend {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
     const int64_t T = dims.T, K = dims.K, C = dims.C;
-    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+    parallel_for(dims.B, static_cast<int>(pr.lay.threads), [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const int64_t L = x.L;
       double* best = x.alpha;   // [L+1][C] max score of [0,t) ending with label c
@@ -412,7 +378,7 @@ class CpuBackend final : public Backend {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
     const int64_t T = dims.T, C = dims.C;
-    parallel_for(dims.B, pr.lay.threads, [&](int64_t b, int tid) {
+    parallel_for(dims.B, static_cast<int>(pr.lay.threads), [&](int64_t b, int tid) {
       Utt x = utt(pr, dims, p, b, tid);
       const double lz = forward(x);
       if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);

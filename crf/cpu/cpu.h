@@ -1,6 +1,6 @@
 // The cpu backend: the spec's factorized recurrences, O(T (C^2 + K C)) per
 // utterance, float32 inputs/outputs, float64 arithmetic and accumulation,
-// std::thread over the batch (dynamic assignment; results do not depend on
+// common/parallel.h over the batch (dynamic assignment; results do not depend on
 // which thread ran which utterance). Parameter gradients are computed per
 // utterance into workspace slots and reduced over b = 0..B-1 in order, so two
 // runs give bitwise identical results and an utterance's own outputs (log Z,
@@ -14,7 +14,7 @@
 
 namespace timitseg::crf::cpu {
 
-// num_threads <= 0: std::thread::hardware_concurrency().
+// num_threads <= 0: all hardware threads (timitseg::resolve_threads).
 std::unique_ptr<Backend> make_cpu_backend(int num_threads = 0);
 
 }  // namespace timitseg::crf::cpu

@@ -5,7 +5,7 @@
 // float64 inputs so finite-difference tests of the whole
 // cumsum + CRF + penalty stack can run in float64 end to end.
 //
-// Definitions used here (spec ../shared/spec/semi-crf.md):
+// Definitions used here (spec: docs/crf.md):
 //   seg(u,d,c)  = cum[u+d,c] - cum[u,c] + D[d-1,c]     (segment [u, u+d) with label c)
 //   alpha[t][c] = log of the summed exp-scores of all segmentations of [0,t)
 //                 whose last segment has label c (including s of the first)

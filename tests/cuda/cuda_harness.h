@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "common/buffer.h"
+#include "common/cuda.h"
 #include "crf/cuda/cuda_backend.h"
 #include "tests/cuda/oracle.h"
 
@@ -15,47 +17,36 @@ namespace timitseg::crf::testing {
 
 #define SKIP_WITHOUT_GPU()                                                                  \
   do {                                                                                      \
-    if (::timitseg::crf::cuda_device_count() == 0)                                          \
+    if (::timitseg::cuda::device_count() == 0)                                              \
       GTEST_SKIP() << "no CUDA device was found: the cuda backend tests need a GPU";        \
   } while (0)
 
-struct DevBuf {
-  void* p = nullptr;
-  size_t n = 0;
-  DevBuf() = default;
-  explicit DevBuf(size_t bytes) : p(device_alloc(bytes)), n(bytes) {}
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  DevBuf(DevBuf&& o) noexcept : p(o.p), n(o.n) { o.p = nullptr; }
-  ~DevBuf() { device_free(p); }
-  template <class T>
-  T* as() const {
-    return static_cast<T*>(p);
-  }
-  template <class T>
-  static DevBuf from(const std::vector<T>& v) {
-    DevBuf b(v.size() * sizeof(T));
-    copy_to_device(b.p, v.data(), v.size() * sizeof(T));
-    return b;
-  }
-  template <class T>
-  std::vector<T> get(size_t count) const {
-    std::vector<T> v(count);
-    copy_to_host(v.data(), p, count * sizeof(T));
-    return v;
-  }
-  // Fill with a byte pattern (poison) from the host.
-  void poison(unsigned char byte = 0x7f) {
-    std::vector<unsigned char> v(n, byte);
-    copy_to_device(p, v.data(), n);
-  }
-};
+// Device buffers are timitseg::Buffer (common/buffer.h); these name the few
+// things the tests do with them.
+inline Buffer device_buffer(size_t bytes) { return Buffer(Memory::device, bytes); }
+template <class T>
+Buffer to_device(const std::vector<T>& v) {
+  Buffer b(Memory::device, 0);
+  b.upload(v);
+  return b;
+}
+template <class T>
+std::vector<T> from_device(const Buffer& b, size_t count) {
+  std::vector<T> v(count);
+  b.download(v.data(), count * sizeof(T));
+  return v;
+}
+// Fills the whole buffer with a byte pattern (poison) from the host.
+inline void poison(Buffer& b, unsigned char byte = 0x7f) {
+  std::vector<unsigned char> v(b.capacity(), byte);
+  b.upload(v.data(), v.size());
+}
 
 struct DevProblem {
-  DevBuf cum, A, D, s, e, len, labels;
+  Buffer cum, A, D, s, e, len, labels;
   explicit DevProblem(const Problem& p)
-      : cum(DevBuf::from(p.cum)), A(DevBuf::from(p.A)), D(DevBuf::from(p.D)), s(DevBuf::from(p.s)),
-        e(DevBuf::from(p.e)), len(DevBuf::from(p.len)), labels(DevBuf::from(p.labels)) {}
+      : cum(to_device(p.cum)), A(to_device(p.A)), D(to_device(p.D)), s(to_device(p.s)), e(to_device(p.e)),
+        len(to_device(p.lengths)), labels(to_device(p.labels)) {}
   Params params() const {
     Params q;
     q.cum_scores = cum.as<float>();
@@ -83,9 +74,11 @@ inline GpuResult run_gpu(Backend& be, const Problem& p, double scale, bool with_
   const size_t B = d.B, T = d.T, K = d.K, C = d.C;
   DevProblem dp(p);
   const Params q = dp.params();
-  DevBuf ws(be.workspace_bytes(d));
-  DevBuf logz(B * 8), gold(B * 8), gcum(B * (T + 1) * C * 4), gA(C * C * 4), gD(K * C * 4), gs(C * 4), ge(C * 4);
-  for (DevBuf* b : {&logz, &gold, &gcum, &gA, &gD, &gs, &ge}) b->poison();
+  Buffer ws(Memory::device, be.workspace_bytes(d));
+  Buffer logz(Memory::device, B * 8), gold(Memory::device, B * 8), gcum(Memory::device, B * (T + 1) * C * 4),
+      gA(Memory::device, C * C * 4), gD(Memory::device, K * C * 4), gs(Memory::device, C * 4),
+      ge(Memory::device, C * 4);
+  for (Buffer* b : {&logz, &gold, &gcum, &gA, &gD, &gs, &ge}) poison(*b);
   Grads g;
   g.cum_scores = gcum.as<float>();
   g.transition = gA.as<float>();
@@ -93,32 +86,33 @@ inline GpuResult run_gpu(Backend& be, const Problem& p, double scale, bool with_
   g.start = gs.as<float>();
   g.end = ge.as<float>();
   be.backward(d, q, with_labels ? dp.labels.as<int32_t>() : nullptr, scale, logz.as<double>(),
-              with_labels ? gold.as<double>() : nullptr, g, ws.p);
+              with_labels ? gold.as<double>() : nullptr, g, ws.data());
   GpuResult r;
-  r.logz = logz.get<double>(B);
-  if (with_labels) r.gold = gold.get<double>(B);
-  r.g_cum = gcum.get<float>(B * (T + 1) * C);
-  r.g_A = gA.get<float>(C * C);
-  r.g_D = gD.get<float>(K * C);
-  r.g_s = gs.get<float>(C);
-  r.g_e = ge.get<float>(C);
+  r.logz = from_device<double>(logz, B);
+  if (with_labels) r.gold = from_device<double>(gold, B);
+  r.g_cum = from_device<float>(gcum, B * (T + 1) * C);
+  r.g_A = from_device<float>(gA, C * C);
+  r.g_D = from_device<float>(gD, K * C);
+  r.g_s = from_device<float>(gs, C);
+  r.g_e = from_device<float>(ge, C);
   if (!all_entry_points) return r;
 
-  logz.poison();
-  be.log_partition(d, q, logz.as<double>(), ws.p);
-  r.logz_fwd_only = logz.get<double>(B);
-  gold.poison();
-  be.gold_score(d, q, dp.labels.as<int32_t>(), gold.as<double>(), ws.p);
-  r.gold_only = gold.get<double>(B);
+  poison(logz);
+  be.log_partition(d, q, logz.as<double>(), ws.data());
+  r.logz_fwd_only = from_device<double>(logz, B);
+  poison(gold);
+  be.gold_score(d, q, dp.labels.as<int32_t>(), gold.as<double>(), ws.data());
+  r.gold_only = from_device<double>(gold, B);
 
-  DevBuf vs(B * 8), segs(B * T * 3 * 4), nseg(B * 4), bp(B * (T + 1) * 8);
-  vs.poison();
-  nseg.poison();
-  segs.poison();  // rows past num_segments stay as they were
-  be.viterbi(d, q, vs.as<double>(), segs.as<int32_t>(), nseg.as<int32_t>(), ws.p);
-  r.vscore = vs.get<double>(B);
-  const auto n = nseg.get<int32_t>(B);
-  const auto sg = segs.get<int32_t>(B * T * 3);
+  Buffer vs(Memory::device, B * 8), segs(Memory::device, B * T * 3 * 4), nseg(Memory::device, B * 4),
+      bp(Memory::device, B * (T + 1) * 8);
+  poison(vs);
+  poison(nseg);
+  poison(segs);  // rows past num_segments stay as they were
+  be.viterbi(d, q, vs.as<double>(), segs.as<int32_t>(), nseg.as<int32_t>(), ws.data());
+  r.vscore = from_device<double>(vs, B);
+  const auto n = from_device<int32_t>(nseg, B);
+  const auto sg = from_device<int32_t>(segs, B * T * 3);
   r.vsegs.resize(B);
   for (size_t b = 0; b < B; ++b) {
     if (n[b] < 0 || static_cast<size_t>(n[b]) > T) {
@@ -130,9 +124,9 @@ inline GpuResult run_gpu(Backend& be, const Problem& p, double scale, bool with_
       r.vsegs[b].push_back({row[0], row[1], row[2]});
     }
   }
-  bp.poison();
-  be.boundary_posteriors(d, q, bp.as<double>(), ws.p);
-  r.bpost = bp.get<double>(B * (T + 1));
+  poison(bp);
+  be.boundary_posteriors(d, q, bp.as<double>(), ws.data());
+  r.bpost = from_device<double>(bp, B * (T + 1));
   return r;
 }
 

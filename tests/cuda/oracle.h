@@ -1,37 +1,29 @@
-// Test-only float64 CPU oracle of ../shared/spec/semi-crf.md, written for
+// Test-only float64 CPU oracle of the semi-CRF (docs/crf.md), written for
 // clarity and independence from the CUDA code: plain loops over the spec's
-// factorized recurrences, plus brute-force enumeration of every segmentation
-// for tiny problems (which checks the oracle itself). Also random problem
-// generation shared by the cuda tests and padding poisoned with NaN.
+// factorized recurrences, for problems far too large to enumerate. It is
+// itself checked against the shared brute-force oracle
+// (tests/support/crf_bruteforce.h) in test_cuda_backend.cpp. Problems come
+// from the shared generator (tests/support/crf_problems.h).
 #pragma once
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <random>
-#include <thread>
 #include <vector>
 
+#include "common/parallel.h"
 #include "crf/semicrf.h"
+#include "tests/support/crf_problems.h"
 
 namespace timitseg::crf::testing {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-struct Problem {
-  Dims dims;
-  std::vector<float> cum;       // [B][T+1][C]
-  std::vector<float> A;         // [C][C]
-  std::vector<float> D;         // [K][C]
-  std::vector<float> s;         // [C]
-  std::vector<float> e;         // [C]
-  std::vector<int32_t> len;     // [B]
-  std::vector<int32_t> labels;  // [B][T]
-  size_t row(int64_t b, int64_t t) const { return (static_cast<size_t>(b) * (dims.T + 1) + t) * dims.C; }
-};
-
+// The cuda tests' problems: the shared generator (tests/support/crf_problems.h)
+// with wide scores, unit parameters, the first utterance at full length, and
+// NaN / garbage padding that the backend must never read.
 struct Options {
   double score_sd = 3.0;   // frame scores N(0, sd^2), zero-centred over valid frames
   double param_sd = 1.0;   // A, D, s, e ~ N(0, sd^2)
@@ -40,60 +32,16 @@ struct Options {
 };
 
 inline Problem make_problem(int64_t B, int64_t T, int64_t K, int64_t C, uint64_t seed, const Options& o = {}) {
-  Problem p;
-  p.dims = {B, T, K, C};
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> nrm(0.0, 1.0);
-  p.len.resize(B);
-  for (int64_t b = 0; b < B; ++b) {
-    if (!o.vary_lengths || b == 0) {
-      p.len[b] = static_cast<int32_t>(T);
-    } else {
-      std::uniform_int_distribution<int64_t> u(1, T);
-      p.len[b] = static_cast<int32_t>(u(rng));
-    }
-  }
-  p.cum.assign(static_cast<size_t>(B) * (T + 1) * C, std::numeric_limits<float>::quiet_NaN());
-  std::vector<double> x(static_cast<size_t>(T) * C);
-  for (int64_t b = 0; b < B; ++b) {
-    const int64_t L = p.len[b];
-    for (int64_t t = 0; t < L; ++t)
-      for (int64_t c = 0; c < C; ++c) x[t * C + c] = o.score_sd * nrm(rng);
-    for (int64_t c = 0; c < C; ++c) {
-      double mean = 0;
-      for (int64_t t = 0; t < L; ++t) mean += x[t * C + c];
-      mean /= static_cast<double>(L);
-      double run = 0;
-      p.cum[p.row(b, 0) + c] = 0.0f;
-      for (int64_t t = 0; t < L; ++t) {
-        run += x[t * C + c] - mean;
-        p.cum[p.row(b, t + 1) + c] = static_cast<float>(run);
-      }
-    }
-    // rows > L stay NaN: the backend must never read them.
-  }
-  auto fill = [&](std::vector<float>& v, size_t n) {
-    v.resize(n);
-    for (auto& y : v) y = static_cast<float>(o.param_sd * nrm(rng));
-  };
-  fill(p.A, C * C);
-  fill(p.D, K * C);
-  fill(p.s, C);
-  fill(p.e, C);
-  p.labels.assign(static_cast<size_t>(B) * T, -7);  // padding labels are garbage
-  const int max_run = o.max_run > 0 ? o.max_run : static_cast<int>(2 * K + 2);
-  std::uniform_int_distribution<int> run_len(1, max_run);
-  std::uniform_int_distribution<int64_t> lab(0, C - 1);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t t = 0;
-    while (t < p.len[b]) {
-      const int64_t r = std::min<int64_t>(run_len(rng), p.len[b] - t);
-      const int32_t c = static_cast<int32_t>(lab(rng));
-      for (int64_t i = 0; i < r; ++i) p.labels[b * T + t + i] = c;
-      t += r;
-    }
-  }
-  return p;
+  ProblemOptions po;
+  po.x_scale = o.score_sd;
+  po.p_scale = o.param_sd;
+  if (o.vary_lengths)
+    po.first_full = true;
+  else
+    po.lengths.assign(static_cast<size_t>(B), static_cast<int32_t>(T));
+  po.max_run = o.max_run > 0 ? o.max_run : static_cast<int>(2 * K + 2);
+  po.poison_padding = true;
+  return random_problem_with(Dims{B, T, K, C}, static_cast<uint32_t>(seed), po);
 }
 
 struct Seg {
@@ -120,7 +68,7 @@ inline double lse(const std::vector<double>& v) {
 // Gold segments: maximal runs split left to right into pieces of at most K.
 inline std::vector<Seg> gold_segments(const Problem& p, int64_t b) {
   std::vector<Seg> out;
-  const int64_t L = p.len[b], T = p.dims.T, K = p.dims.K;
+  const int64_t L = p.lengths[b], T = p.dims.T, K = p.dims.K;
   const int32_t* lab = p.labels.data() + b * T;
   int64_t t = 0;
   while (t < L) {
@@ -156,7 +104,7 @@ inline double score_of(const Problem& p, int64_t b, const std::vector<Seg>& segs
 inline void oracle_utterance(const Problem& p, int64_t b, double scale, bool with_labels, Result& r, bool grads,
                              std::vector<double>& gA, std::vector<double>& gD, std::vector<double>& gs,
                              std::vector<double>& ge) {
-  const int64_t K = p.dims.K, C = p.dims.C, L = p.len[b];
+  const int64_t K = p.dims.K, C = p.dims.C, L = p.lengths[b];
   auto cum = [&](int64_t t, int64_t c) { return static_cast<double>(p.cum[p.row(b, t) + c]); };
   auto A = [&](int64_t from, int64_t to) { return static_cast<double>(p.A[from * C + to]); };
   auto D = [&](int64_t d, int64_t c) { return static_cast<double>(p.D[(d - 1) * C + c]); };
@@ -283,7 +231,7 @@ inline void oracle_utterance(const Problem& p, int64_t b, double scale, bool wit
   (void)T;
 }
 
-// The whole batch; utterances in parallel threads (per-utterance gradient
+// The whole batch; utterances in parallel (common/parallel.h; threads 0 = all) (per-utterance gradient
 // arrays summed in batch order afterwards, so the result is deterministic).
 inline Result oracle(const Problem& p, double scale, bool with_labels, unsigned threads = 0) {
   const int64_t B = p.dims.B, T = p.dims.T, K = p.dims.K, C = p.dims.C;
@@ -296,13 +244,9 @@ inline Result oracle(const Problem& p, double scale, bool with_labels, unsigned 
   r.g_cum.assign(static_cast<size_t>(B) * (T + 1) * C, 0.0);
   std::vector<std::vector<double>> gA(B, std::vector<double>(C * C)), gD(B, std::vector<double>(K * C)),
       gs(B, std::vector<double>(C)), ge(B, std::vector<double>(C));
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned w = 0; w < threads; ++w)
-    pool.emplace_back([&, w] {
-      for (int64_t b = w; b < B; b += threads) oracle_utterance(p, b, scale, with_labels, r, true, gA[b], gD[b], gs[b], ge[b]);
-    });
-  for (auto& th : pool) th.join();
+  parallel_for(B, resolve_threads(static_cast<int>(threads)), [&](int64_t b, int) {
+    oracle_utterance(p, b, scale, with_labels, r, true, gA[b], gD[b], gs[b], ge[b]);
+  });
   r.g_A.assign(C * C, 0);
   r.g_D.assign(K * C, 0);
   r.g_s.assign(C, 0);
@@ -313,24 +257,6 @@ inline Result oracle(const Problem& p, double scale, bool with_labels, unsigned 
     for (int64_t i = 0; i < C; ++i) r.g_s[i] += gs[b][i], r.g_e[i] += ge[b][i];
   }
   return r;
-}
-
-// Brute force: every segmentation of [0,L) for utterance b; calls f(segs).
-inline void for_each_segmentation(int64_t L, int64_t K, int64_t C, const std::function<void(const std::vector<Seg>&)>& f) {
-  std::vector<Seg> cur;
-  std::function<void(int64_t)> rec = [&](int64_t t) {
-    if (t == L) {
-      f(cur);
-      return;
-    }
-    for (int64_t d = 1; d <= std::min(K, L - t); ++d)
-      for (int64_t c = 0; c < C; ++c) {
-        cur.push_back({static_cast<int>(t), static_cast<int>(d), static_cast<int>(c)});
-        rec(t + d);
-        cur.pop_back();
-      }
-  };
-  rec(0);
 }
 
 // ||got - ref|| / max(||ref||, floor). The floor only matters for tensors

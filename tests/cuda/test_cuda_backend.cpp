@@ -1,5 +1,6 @@
 // Tests of the cuda semi-CRF backend against the float64 oracle
-// (tests/cuda/oracle.h, itself checked against brute-force enumeration).
+// (tests/cuda/oracle.h, itself checked against the shared brute-force
+// enumeration of tests/support/crf_bruteforce.h).
 // Every GPU test skips with a message when the machine has no CUDA device.
 #include <gtest/gtest.h>
 
@@ -15,6 +16,7 @@
 
 #include "tests/cuda/cuda_harness.h"
 #include "tests/cuda/oracle.h"
+#include "tests/support/crf_bruteforce.h"
 
 namespace timitseg::crf::testing {
 namespace {
@@ -33,53 +35,24 @@ TEST(Oracle, MatchesBruteForceEnumeration) {
     Problem p = make_problem(B, T, K, C, seed, o);
     const double scale = 0.5;
     const Result r = oracle(p, scale, true, 1);
-    std::vector<double> gcum(p.cum.size(), 0.0), gA(C * C, 0.0), gD(K * C, 0.0), gs(C, 0.0), ge(C, 0.0);
+    const Expected bf = brute_force(p, scale, true);  // tests/support/crf_bruteforce.h
     for (int64_t b = 0; b < B; ++b) {
-      const int64_t L = p.len[b];
-      std::vector<double> scores;
-      double best = -kInf;
-      for_each_segmentation(L, K, C, [&](const std::vector<Seg>& y) {
-        const double s = score_of(p, b, y);
-        scores.push_back(s);
-        best = std::max(best, s);
-      });
-      const double lz = lse(scores);
+      const int64_t L = p.lengths[b];
+      const double lz = bf.log_z[b], best = bf.vscore[b];
       EXPECT_NEAR(r.logz[b], lz, 1e-10 * std::max(1.0, std::abs(lz)));
       EXPECT_NEAR(r.vscore[b], best, 1e-10 * std::max(1.0, std::abs(best)));
       EXPECT_NEAR(score_of(p, b, r.vsegs[b]), best, 1e-10 * std::max(1.0, std::abs(best)));
-      std::vector<double> bpost(L + 1, 0.0);
-      for_each_segmentation(L, K, C, [&](const std::vector<Seg>& y) {
-        const double P = std::exp(score_of(p, b, y) - lz);
-        for (size_t i = 0; i < y.size(); ++i) {
-          const Seg& g = y[i];
-          gcum[p.row(b, g.start + g.dur) + g.label] += scale * P;
-          gcum[p.row(b, g.start) + g.label] -= scale * P;
-          gD[(g.dur - 1) * C + g.label] += scale * P;
-          if (i == 0) gs[g.label] += scale * P;
-          if (i > 0) gA[y[i - 1].label * C + g.label] += scale * P;
-          if (i + 1 == y.size()) ge[g.label] += scale * P;
-          bpost[g.start + g.dur] += P;
-        }
-      });
-      for (int64_t t = 1; t <= L; ++t) EXPECT_NEAR(r.bpost[b * (T + 1) + t], bpost[t], 1e-10);
-      const auto gold = gold_segments(p, b);
-      for (size_t i = 0; i < gold.size(); ++i) {
-        const Seg& g = gold[i];
+      for (int64_t t = 1; t <= L; ++t) EXPECT_NEAR(r.bpost[b * (T + 1) + t], bf.bpost[b * (T + 1) + t], 1e-10);
+      for (const Seg& g : gold_segments(p, b)) {
         EXPECT_GE(g.dur, 1);
         EXPECT_LE(g.dur, K);
-        gcum[p.row(b, g.start + g.dur) + g.label] -= scale;
-        gcum[p.row(b, g.start) + g.label] += scale;
-        gD[(g.dur - 1) * C + g.label] -= scale;
-        if (i == 0) gs[g.label] -= scale;
-        if (i > 0) gA[gold[i - 1].label * C + g.label] -= scale;
-        if (i + 1 == gold.size()) ge[g.label] -= scale;
       }
     }
-    EXPECT_LT(rel_err(r.g_cum, gcum, 1e-4), 1e-10);
-    EXPECT_LT(rel_err(r.g_A, gA, 1e-4), 1e-10);
-    EXPECT_LT(rel_err(r.g_D, gD, 1e-4), 1e-10);
-    EXPECT_LT(rel_err(r.g_s, gs, 1e-4), 1e-10);
-    EXPECT_LT(rel_err(r.g_e, ge, 1e-4), 1e-10);
+    EXPECT_LT(rel_err(r.g_cum, bf.g_cum, 1e-4), 1e-10);
+    EXPECT_LT(rel_err(r.g_A, bf.g_A, 1e-4), 1e-10);
+    EXPECT_LT(rel_err(r.g_D, bf.g_D, 1e-4), 1e-10);
+    EXPECT_LT(rel_err(r.g_s, bf.g_s, 1e-4), 1e-10);
+    EXPECT_LT(rel_err(r.g_e, bf.g_e, 1e-4), 1e-10);
     ++checked;
   }
   EXPECT_EQ(checked, 40);
@@ -87,7 +60,7 @@ TEST(Oracle, MatchesBruteForceEnumeration) {
 
 // ---------------------------------------------------------------------------
 TEST(CudaDevice, NoDeviceIsOneClearLine) {
-  if (cuda_device_count() == 0) {
+  if (timitseg::cuda::device_count() == 0) {
     try {
       make_cuda_backend();
       FAIL() << "make_cuda_backend succeeded without a device";
@@ -101,7 +74,7 @@ TEST(CudaDevice, NoDeviceIsOneClearLine) {
   auto be = make_cuda_backend();
   EXPECT_EQ(be->name(), "cuda");
   EXPECT_TRUE(be->on_device());
-  std::printf("device: %s\n", cuda_device_name().c_str());
+  std::printf("device: %s\n", timitseg::cuda::device_name().c_str());
 }
 
 // Valid segmentation of [0, L) with durations in [1,K] and labels in [0,C).
@@ -135,7 +108,7 @@ void expect_agreement(const Problem& p, const GpuResult& g, const Result& o, boo
   EXPECT_LT(rel_err(g.g_e, o.g_e), tol) << "grad end";
   // Padding rows of the gradient are exactly zero.
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t t = p.len[b] + 1; t <= T; ++t)
+    for (int64_t t = p.lengths[b] + 1; t <= T; ++t)
       for (int64_t c = 0; c < C; ++c) ASSERT_EQ(g.g_cum[p.row(b, t) + c], 0.0f) << b << "," << t << "," << c;
   if (!all_entry_points) return;
   // log_partition alone and gold_score alone give the same bits as backward.
@@ -145,7 +118,7 @@ void expect_agreement(const Problem& p, const GpuResult& g, const Result& o, boo
     const double ref = o.vscore[b];
     const double tie_tol = 1e-10 * std::max(1.0, std::abs(ref));
     EXPECT_NEAR(g.vscore[b], ref, tie_tol) << "Viterbi score of utterance " << b;
-    expect_valid_segmentation(g.vsegs[b], p.len[b], K, C, b);
+    expect_valid_segmentation(g.vsegs[b], p.lengths[b], K, C, b);
     if (!(g.vsegs[b] == o.vsegs[b])) {
       // Only a genuine tie may differ: the GPU's path must score the optimum.
       EXPECT_NEAR(score_of(p, b, g.vsegs[b]), ref, tie_tol) << "Viterbi segments of utterance " << b;
@@ -153,7 +126,7 @@ void expect_agreement(const Problem& p, const GpuResult& g, const Result& o, boo
   }
   EXPECT_LT(rel_err(g.bpost, o.bpost), tol) << "boundary posteriors";
   for (int64_t b = 0; b < B; ++b) {
-    EXPECT_NEAR(g.bpost[b * (T + 1) + p.len[b]], 1.0, 1e-9);
+    EXPECT_NEAR(g.bpost[b * (T + 1) + p.lengths[b]], 1.0, 1e-9);
     EXPECT_EQ(g.bpost[b * (T + 1)], 0.0);
   }
 }
@@ -300,7 +273,7 @@ TEST(CudaNeverNaN, Extremes) {
       // exactly +-1e4 frame scores (before centring) in half of the utterances
       std::mt19937_64 rng(variant);
       for (int64_t b = 0; b < B; b += 2) {
-        const int64_t L = p.len[b];
+        const int64_t L = p.lengths[b];
         std::vector<double> x(L * C);
         for (auto& v : x) v = (rng() & 1) ? 1e4 : -1e4;
         for (int64_t c = 0; c < C; ++c) {
@@ -316,19 +289,19 @@ TEST(CudaNeverNaN, Extremes) {
         for (int64_t j = 0; j < C; ++j)
           if (i != j) p.A[i * C + j] = ninf;
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < p.len[b]; ++t) p.labels[b * T + t] = static_cast<int32_t>(b % C);
+        for (int64_t t = 0; t < p.lengths[b]; ++t) p.labels[b * T + t] = static_cast<int32_t>(b % C);
       if (variant == 3) {
         for (auto& v : p.cum) v = std::isnan(v) ? v : v * 1000.0f;
         for (int64_t c = 1; c < C; ++c) p.s[c] = ninf;  // only label 0 may start
         for (int64_t b = 0; b < B; ++b)
-          for (int64_t t = 0; t < p.len[b]; ++t) p.labels[b * T + t] = 0;
+          for (int64_t t = 0; t < p.lengths[b]; ++t) p.labels[b * T + t] = 0;
       }
     }
     if (variant == 4) {  // -inf everywhere except A[1][0]; every utterance one run of label 0
       for (auto& v : p.A) v = ninf;
       p.A[1 * C + 0] = 0.5f;
       for (int64_t b = 0; b < B; ++b)
-        for (int64_t t = 0; t < p.len[b]; ++t) p.labels[b * T + t] = 0;
+        for (int64_t t = 0; t < p.lengths[b]; ++t) p.labels[b * T + t] = 0;
     }
     const GpuResult g = run_gpu(*be, p, 1.0 / B, true);
     EXPECT_TRUE(all_finite(g.logz) && all_finite(g.gold) && all_finite(g.g_cum) && all_finite(g.g_A) &&
@@ -358,8 +331,8 @@ TEST(CudaErrors, InvalidInputNamedAndNothingWritten) {
       {"NaN duration", [&](Problem& p) { p.D[3 * 4 + 2] = nan; }, "duration_bias[3][2] = nan"},
       {"NaN start", [&](Problem& p) { p.s[3] = nan; }, "start[3] = nan"},
       {"+inf end", [&](Problem& p) { p.e[0] = inf; }, "end[0] = inf"},
-      {"zero length", [&](Problem& p) { p.len[2] = 0; }, "lengths[2] = 0 is outside [1, T=10]"},
-      {"long length", [&](Problem& p) { p.len[1] = 11; }, "lengths[1] = 11 is outside [1, T=10]"},
+      {"zero length", [&](Problem& p) { p.lengths[2] = 0; }, "lengths[2] = 0 is outside [1, T=10]"},
+      {"long length", [&](Problem& p) { p.lengths[1] = 11; }, "lengths[1] = 11 is outside [1, T=10]"},
       {"bad label", [&](Problem& p) { p.labels[0 * 10 + 4] = 4; }, "labels[0][4] = 4 is outside [0, C=4)"},
       {"no finite path", [&](Problem& p) { for (auto& v : p.s) v = -inf; }, "log Z = -inf"},
   };
@@ -371,15 +344,16 @@ TEST(CudaErrors, InvalidInputNamedAndNothingWritten) {
     c.edit(p);
     DevProblem dp(p);
     const Params q = dp.params();
-    DevBuf ws(be->workspace_bytes(p.dims)), logz(3 * 8), gcum(p.cum.size() * 4), gA(16 * 4);
-    logz.poison(0x5a);
-    gcum.poison(0x5a);
-    gA.poison(0x5a);
+    Buffer ws(Memory::device, be->workspace_bytes(p.dims)), logz(Memory::device, 3 * 8),
+        gcum(Memory::device, p.cum.size() * 4), gA(Memory::device, 16 * 4);
+    poison(logz, 0x5a);
+    poison(gcum, 0x5a);
+    poison(gA, 0x5a);
     Grads g;
     g.cum_scores = gcum.as<float>();
     g.transition = gA.as<float>();
     try {
-      be->backward(p.dims, q, dp.labels.as<int32_t>(), 1.0, logz.as<double>(), nullptr, g, ws.p);
+      be->backward(p.dims, q, dp.labels.as<int32_t>(), 1.0, logz.as<double>(), nullptr, g, ws.data());
       ADD_FAILURE() << "no error for " << c.what;
     } catch (const std::exception& e) {
       const std::string msg = e.what();
@@ -387,8 +361,8 @@ TEST(CudaErrors, InvalidInputNamedAndNothingWritten) {
       EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     }
     if (c.expect != "log Z = -inf") {  // validation fails before any output is written
-      for (const DevBuf* b : {&logz, &gcum, &gA}) {
-        const auto bytes = b->get<unsigned char>(b->n);
+      for (const Buffer* b : {&logz, &gcum, &gA}) {
+        const auto bytes = from_device<unsigned char>(*b, b->capacity());
         for (unsigned char x : bytes) ASSERT_EQ(x, 0x5a);
       }
     }

@@ -29,7 +29,7 @@ TEST(CudaVsReference, RunHostAgreement) {
     hp.duration_bias = p.D.data();
     hp.start = p.s.data();
     hp.end = p.e.data();
-    hp.lengths = p.len.data();
+    hp.lengths = p.lengths.data();
     HostRunOptions opt;
     opt.boundary_posteriors = true;
     opt.scale = 1.0 / static_cast<double>(c.B);

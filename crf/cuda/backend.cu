@@ -1,0 +1,303 @@
+// The cuda backend class: dims and pointer checks, device validation, the
+// host side of every operation (which kernels, in which order, on the
+// backend's stream), and the status read-back that turns a kernel's report
+// into one clear error. Kernels: validate.cu, recurrence.cu, gold.cu,
+// backward.cu, posteriors.cu; shared layout: common.cuh. Design and
+// measurements: docs/cuda.md; the math: docs/crf.md.
+//
+// Design summary:
+//   * One thread block per utterance runs a recurrence; the forward (alpha,
+//     sigma) and backward (rho, gamma) recurrences are independent of each
+//     other, so backward() launches both in one grid of 2B blocks.
+//   * Inside a block every output label c is owned by a group of G lanes of one
+//     warp; a lane reduces its share of the terms (durations d, or source
+//     labels c') and the group combines by xor-shuffles in a fixed pattern.
+//   * The last K+1 rows of sigma / gamma (float64) and of cum_scores (float32)
+//     are kept in a shared-memory ring, with the transition and duration
+//     parameters, when they fit; otherwise the same code reads the full
+//     [T+1][C] arrays in global memory.
+//   * All log-space state is float64 and every exp/log is the float64 one:
+//     over T = 100000 steps float32 rounding of a log-sum-exp would drift by
+//     ~1e-5 and miss the 1e-5 agreement. Gradient sums are float64 too.
+//   * Parameter gradients: per (utterance, chunk of positions) partial sums
+//     written to workspace, then summed over (b, chunk) in a fixed order by
+//     one thread per entry. No float atomics anywhere; the only atomics are
+//     integer counts (gold segment counts) and a 64-bit atomicMin that picks
+//     the first invalid input for the error message. Two runs on the same
+//     input give bitwise identical results.
+//   * Padding rows (t > lengths[b]) are never read; their gradient is 0.
+//   * Every kernel, memset and copy is queued on the backend's stream
+//     (set_stream); a call waits only for that stream (status read-back).
+#include <cstdlib>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "common/cuda.h"
+#include "crf/cuda/cuda_backend.h"
+#include "crf/cuda/recurrence.cuh"
+
+namespace timitseg::crf {
+namespace cuda_impl {
+namespace {
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend() {
+    TS_CUDA(cudaGetDevice(&device_));
+    TS_CUDA(cudaGetDeviceProperties(&prop_, device_));
+    smem_limit_ = prop_.sharedMemPerBlockOptin;
+    // Benchmark knob: lanes per label group (4, 8, 16 or 32). Results stay
+    // deterministic for a given value, but the summation order (hence the
+    // last bits) depends on it. Unset: chosen from K and C.
+    if (const char* env = std::getenv("TIMITSEG_CUDA_LANES")) {
+      const std::string v = env;
+      if (v == "4" || v == "8" || v == "16" || v == "32") {
+        lanes_override_ = std::stoi(v);
+      } else if (!v.empty()) {
+        throw std::invalid_argument("TIMITSEG_CUDA_LANES must be 4, 8, 16 or 32, got '" + v + "'");
+      }
+    }
+    // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
+    // global memory even when the shared-memory ring would fit (the path
+    // taken automatically for large K * C, or on GPUs with less shared memory).
+    if (const char* env = std::getenv("TIMITSEG_CUDA_RING")) {
+      const std::string v = env;
+      if (v == "global") {
+        force_global_ring_ = true;
+      } else if (!v.empty() && v != "shared") {
+        throw std::invalid_argument("TIMITSEG_CUDA_RING must be 'shared' or 'global', got '" + v + "'");
+      }
+    }
+  }
+  std::string name() const override { return "cuda"; }
+  bool on_device() const override { return true; }
+  // Every call already waits for its own work (it reads back the status
+  // word); this also covers work the caller queued on the same stream.
+  void synchronize() override { TS_CUDA(cudaStreamSynchronize(stream_)); }
+  void set_stream(void* stream) override { stream_ = static_cast<cudaStream_t>(stream); }
+  void* stream() const override { return stream_; }
+  size_t workspace_bytes(const Dims& dims) const override {
+    check_dims(dims);
+    return make_layout(dims).total;
+  }
+
+  void log_partition(const Dims& dims, const Params& p, double* log_z, void* workspace) override {
+    const Layout l = begin(dims, p, nullptr, workspace, "log_partition");
+    RecArgs a = rec_args(l, p, workspace);
+    a.logz_user = log_z;
+    recurrence<false>(l, a, l.B);
+    finish(l, p, nullptr, workspace);
+  }
+
+  void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold, void* workspace) override {
+    if (!labels) throw std::invalid_argument("cuda backend: gold_score needs labels [B][T] (got a null pointer)");
+    const Layout l = begin(dims, p, labels, workspace, "gold_score");
+    launch_gold(l, p, labels, gold, workspace, stream_);
+    finish(l, p, labels, workspace);
+  }
+
+  void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
+                const Grads& grads, void* workspace) override {
+    if (!std::isfinite(scale)) throw std::invalid_argument("cuda backend: backward scale must be finite");
+    const Layout l = begin(dims, p, labels, workspace, "backward");
+    if (labels) launch_gold(l, p, labels, gold, workspace, stream_);
+    RecArgs a = rec_args(l, p, workspace);
+    a.logz_user = log_z;
+    recurrence<false>(l, a, 2 * l.B);
+    const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
+    if (grads.transition || grads.duration_bias) launch_marginals(l, p, workspace, stream_);
+    if (want_params) launch_param_reduce(l, p, workspace, labels != nullptr, scale, grads, stream_);
+    if (grads.cum_scores) launch_grad_cum(l, p, labels, workspace, scale, grads.cum_scores, stream_);
+    finish(l, p, labels, workspace);
+  }
+
+  void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
+               void* workspace) override {
+    if (!score || !segments || !num_segments)
+      throw std::invalid_argument("cuda backend: viterbi needs score, segments and num_segments outputs");
+    const Layout l = begin(dims, p, nullptr, workspace, "viterbi");
+    RecArgs a = rec_args(l, p, workspace);
+    a.bp_d = at<int32_t>(workspace, l.rho);    // rho/gamma storage is free during Viterbi
+    a.bp_c = at<int32_t>(workspace, l.gamma);
+    a.segtmp = at<int32_t>(workspace, l.segtmp);
+    a.vit_score = score;
+    a.segments = segments;
+    a.nsegs = num_segments;
+    recurrence<true>(l, a, l.B);
+    finish(l, p, nullptr, workspace);
+  }
+
+  void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) override {
+    if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
+    const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");
+    RecArgs a = rec_args(l, p, workspace);
+    recurrence<false>(l, a, 2 * l.B);
+    launch_boundary(l, p, workspace, out, stream_);
+    finish(l, p, nullptr, workspace);
+  }
+
+ private:
+  int device_ = 0;
+  cudaDeviceProp prop_{};
+  size_t smem_limit_ = 48 * 1024;
+  int lanes_override_ = 0;
+  cudaStream_t stream_ = nullptr;  // every kernel, memset and copy is queued here
+  bool force_global_ring_ = false;
+
+  static void check_dims(const Dims& d) {
+    if (d.B < 1 || d.T < 1 || d.K < 1 || d.C < 1) {
+      std::ostringstream os;
+      os << "cuda backend: dims must be >= 1, got B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
+      throw std::invalid_argument(os.str());
+    }
+    // Utterances map to gridDim.y in the marginal kernel (at most 65535).
+    if (d.B > 65535) {
+      std::ostringstream os;
+      os << "cuda backend: batch size B=" << d.B << " exceeds 65535 utterances per call; split the batch";
+      throw std::invalid_argument(os.str());
+    }
+    // Per-utterance indices are int; batch offsets are size_t.
+    if ((d.T + 1) * d.C > INT_MAX / 2 || d.C * d.C > INT_MAX / 2 || d.K * d.C > INT_MAX / 2 || d.B > INT_MAX / 2 ||
+        d.B * d.T > (1LL << 50)) {
+      std::ostringstream os;
+      os << "cuda backend: dims too large, B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
+      throw std::invalid_argument(os.str());
+    }
+  }
+
+  // Checks dims and pointers, validates every input on the device and throws
+  // (before any output is written) if one is invalid.
+  Layout begin(const Dims& dims, const Params& p, const int32_t* labels, void* workspace, const char* what) {
+    check_dims(dims);
+    auto need = [&](const void* ptr, const char* name) {
+      if (!ptr) throw std::invalid_argument(std::string("cuda backend: ") + what + ": " + name + " is a null pointer");
+    };
+    need(p.cum_scores, "cum_scores");
+    need(p.transition, "transition");
+    need(p.duration_bias, "duration_bias");
+    need(p.lengths, "lengths");
+    need(workspace, "workspace");
+    const Layout l = make_layout(dims);
+    TS_CUDA(cudaSetDevice(device_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.status), 0xff, sizeof(unsigned long long), stream_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.zeros), 0, sizeof(float) * l.C, stream_));
+    launch_validate(l, p, labels, at<unsigned long long>(workspace, l.status), stream_);
+    check_status(l, p, labels, workspace);
+    return l;
+  }
+
+  // Waits for the queued work and throws if a kernel flagged a problem.
+  void finish(const Layout& l, const Params& p, const int32_t* labels, void* workspace) {
+    check_status(l, p, labels, workspace);
+  }
+
+  RecArgs rec_args(const Layout& l, const Params& p, void* ws) const {
+    RecArgs a{};
+    a.B = l.B;
+    a.T = l.T;
+    a.K = l.K;
+    a.C = l.C;
+    const int widest = std::max(l.K, l.C);
+    // Measured on an H200 (docs/cuda.md): 8 lanes beat 16 and 32 for C=39, K in {1,30,64}.
+    a.G = lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
+    a.cum = p.cum_scores;
+    a.A = p.transition;
+    a.D = p.duration_bias;
+    a.s = start_ptr(p, ws, l);
+    a.e = end_ptr(p, ws, l);
+    a.lengths = p.lengths;
+    a.alpha = at<double>(ws, l.alpha);
+    a.sigma = at<double>(ws, l.sigma);
+    a.rho = at<double>(ws, l.rho);
+    a.gamma = at<double>(ws, l.gamma);
+    a.logz = at<double>(ws, l.logz);
+    a.logz_rev = at<double>(ws, l.logz_rev);
+    a.status = at<unsigned long long>(ws, l.status);
+    return a;
+  }
+
+  template <bool kMax>
+  void recurrence(const Layout& l, RecArgs& a, int blocks) {
+    launch_recurrence<kMax>(l, a, blocks, smem_limit_, force_global_ring_, stream_);
+  }
+
+  // Copies `bytes` of device memory to the host on the stream and waits.
+  void read_back(void* host_dst, const void* device_src, size_t bytes) {
+    TS_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+  void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws) {
+    unsigned long long key = 0;
+    read_back(&key, at<char>(ws, l.status), sizeof(key));
+    if (key == kNoError) return;
+    const int tensor = static_cast<int>(key >> kIndexBits);
+    const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
+    std::ostringstream os;
+    os << "cuda backend: ";
+    auto fval = [&](const float* ptr) {
+      float v = 0;
+      read_back(&v, ptr + idx, sizeof(v));
+      return v;
+    };
+    switch (tensor) {
+      case kLengths: {
+        int32_t v = 0;
+        read_back(&v, p.lengths + idx, sizeof(v));
+        os << "lengths[" << idx << "] = " << v << " is outside [1, T=" << l.T << "]";
+        throw std::invalid_argument(os.str());
+      }
+      case kCum: {
+        const long long b = idx / ((static_cast<long long>(l.T) + 1) * l.C);
+        const long long t = (idx / l.C) % (l.T + 1), c = idx % l.C;
+        os << "cum_scores[" << b << "][" << t << "][" << c << "] = " << fval(p.cum_scores)
+           << " is not finite (every valid row 0..lengths[b] must be finite)";
+        throw std::invalid_argument(os.str());
+      }
+      case kTransition:
+        os << "transition[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.transition)
+           << " is NaN or +inf (entries must be finite, or -inf to forbid a transition)";
+        throw std::invalid_argument(os.str());
+      case kDuration:
+        os << "duration_bias[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.duration_bias)
+           << " is NaN or +inf (entries must be finite, or -inf to forbid a duration)";
+        throw std::invalid_argument(os.str());
+      case kStart:
+        os << "start[" << idx << "] = " << fval(p.start) << " is NaN or +inf (entries must be finite or -inf)";
+        throw std::invalid_argument(os.str());
+      case kEnd:
+        os << "end[" << idx << "] = " << fval(p.end) << " is NaN or +inf (entries must be finite or -inf)";
+        throw std::invalid_argument(os.str());
+      case kLabels: {
+        int32_t v = 0;
+        read_back(&v, labels + idx, sizeof(v));
+        os << "labels[" << idx / l.T << "][" << idx % l.T << "] = " << v << " is outside [0, C=" << l.C << ")";
+        throw std::invalid_argument(os.str());
+      }
+      case kLogZ:
+        os << "utterance " << idx << " has no segmentation of finite score (log Z = -inf): the -inf entries of "
+           << "transition/duration_bias/start/end forbid every path of its length";
+        throw std::runtime_error(os.str());
+      case kGold:
+        os << "utterance " << idx << ": the gold segmentation has score -inf (it uses a -inf entry of "
+           << "transition/duration_bias/start/end), so its NLL would be +inf";
+        throw std::runtime_error(os.str());
+      default:
+        os << "internal status code " << tensor << " at index " << idx;
+        throw std::runtime_error(os.str());
+    }
+  }
+};
+
+
+}  // namespace
+}  // namespace cuda_impl
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  timitseg::cuda::require_device("; use --backend cpu or reference");
+  return std::make_unique<cuda_impl::CudaBackend>();
+}
+
+}  // namespace timitseg::crf

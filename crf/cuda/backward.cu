@@ -1,0 +1,157 @@
+// Gradients after the forward and backward recurrences: per-chunk marginals
+// of the transition and duration parameters, their fixed-order reduction
+// (plus start / end and the gold counts), and grad cum_scores.
+#include "crf/cuda/common.cuh"
+
+namespace timitseg::crf::cuda_impl {
+
+// Partial parameter gradients of log Z for (chunk, utterance):
+//   dA[c',c] += exp(alpha[u,c'] + A[c',c] + rho[u,c] - logZ)      1 <= u < L
+//   dD[d-1,c] += exp(sigma[u,c] + cum[u+d,c]-cum[u,c] + D[d-1,c] + gamma[u+d,c] - logZ)
+// Each entry is owned by one thread that walks its chunk in order.
+__global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, const float* __restrict__ A,
+                                const float* __restrict__ D, const int32_t* __restrict__ lengths, const double* alpha_all,
+                                const double* sigma_all, const double* rho_all, const double* gamma_all,
+                                const double* logz, double* part) {
+  const int ch = blockIdx.x, b = blockIdx.y;
+  const int C = l.C, K = l.K;
+  const int L = lengths[b];
+  const double lz = logz[b];
+  const bool ok = lz > kNegInf;
+  const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
+  const float* cum = cum_all + base;
+  const double* alpha = alpha_all + base;
+  const double* sigma = sigma_all + base;
+  const double* rho = rho_all + base;
+  const double* gamma = gamma_all + base;
+  const int u0 = ch * l.chunk, u1 = min(L, u0 + l.chunk);
+  const int nA = C * C, nD = K * C;
+  double* out = part + (static_cast<size_t>(b) * l.nch + ch) * (nA + nD);
+  for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) {
+    double acc = 0.0;
+    if (ok && e < nA) {
+      const int cp = e / C, c = e % C;
+      const double a = A[e];
+      for (int u = max(u0, 1); u < u1; ++u)
+        acc += exp(alpha[static_cast<size_t>(u) * C + cp] + a + rho[static_cast<size_t>(u) * C + c] - lz);
+    } else if (ok) {
+      const int k = (e - nA) / C, c = (e - nA) % C;
+      const int d = k + 1;
+      const double dd = D[e - nA];
+      const int uend = min(u1, L - d + 1);  // u + d <= L
+      for (int u = u0; u < uend; ++u) {
+        const size_t r0 = static_cast<size_t>(u) * C + c, r1 = static_cast<size_t>(u + d) * C + c;
+        const double seg = static_cast<double>(cum[r1]) - static_cast<double>(cum[r0]);
+        acc += exp(sigma[r0] + seg + dd + gamma[r1] - lz);
+      }
+    }
+    out[e] = acc;
+  }
+}
+
+// Sums the partials over (b, chunk) in a fixed order, subtracts the gold
+// counts, and writes scale * total as float32. Entries: [C*C | K*C | C | C].
+__global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const float* __restrict__ e,
+                                    const int32_t* __restrict__ lengths, const double* part, const double* alpha_all,
+                                    const double* rho_all, const double* logz, const int32_t* cnt_a,
+                                    const int32_t* cnt_d, const int32_t* cnt_s, const int32_t* cnt_e, int with_gold,
+                                    double scale, float* g_a, float* g_d, float* g_s, float* g_e) {
+  const int C = l.C, K = l.K, B = l.B;
+  const int nA = C * C, nD = K * C, nP = nA + nD;
+  const int n = nP + 2 * C;
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  double total = 0.0;
+  if (i < nP) {
+    float* dst = i < nA ? g_a : g_d;
+    if (!dst) return;
+    for (int b = 0; b < B; ++b) {
+      double sb = 0.0;
+      const double* p = part + static_cast<size_t>(b) * l.nch * nP + i;
+      for (int ch = 0; ch < l.nch; ++ch) sb += p[static_cast<size_t>(ch) * nP];
+      if (with_gold) sb -= i < nA ? cnt_a[static_cast<size_t>(b) * nA + i] : cnt_d[static_cast<size_t>(b) * nD + (i - nA)];
+      total += sb;
+    }
+    dst[i < nA ? i : i - nA] = static_cast<float>(scale * total);
+    return;
+  }
+  const bool is_start = i < nP + C;
+  const int c = is_start ? i - nP : i - nP - C;
+  float* dst = is_start ? g_s : g_e;
+  if (!dst) return;
+  for (int b = 0; b < B; ++b) {
+    const double lz = logz[b];
+    const int L = lengths[b];
+    const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
+    double v = 0.0;
+    if (lz > kNegInf) {
+      v = is_start ? exp(static_cast<double>(s[c]) + rho_all[base + c] - lz)
+                   : exp(alpha_all[base + static_cast<size_t>(L) * C + c] + static_cast<double>(e[c]) - lz);
+    }
+    if (with_gold) v -= is_start ? cnt_s[static_cast<size_t>(b) * C + c] : cnt_e[static_cast<size_t>(b) * C + c];
+    total += v;
+  }
+  dst[c] = static_cast<float>(scale * total);
+}
+
+// d/d cum[t,c] = P(segment with label c ends at t) - P(one starts at t)
+//             = exp(alpha[t,c] + gamma[t,c] - logZ) - exp(sigma[t,c] + rho[t,c] - logZ)
+// minus the gold indicator (labels given); 0 on padding rows.
+__global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
+                                const int32_t* bound_all, const double* alpha_all, const double* sigma_all,
+                                const double* rho_all, const double* gamma_all, const double* logz, double scale,
+                                float* out) {
+  const int C = l.C, T = l.T;
+  const long long n = static_cast<long long>(l.B) * (T + 1) * C;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % C);
+    const int t = static_cast<int>((i / C) % (T + 1));
+    const int b = static_cast<int>(i / (static_cast<long long>(T + 1) * C));
+    const int L = lengths[b];
+    const double lz = logz[b];
+    double g = 0.0;
+    if (t <= L && lz > kNegInf) {
+      if (t >= 1) g += exp(alpha_all[i] + gamma_all[i] - lz);
+      if (t < L) g -= exp(sigma_all[i] + rho_all[i] - lz);
+      if (labels && bound_all[static_cast<size_t>(b) * (T + 1) + t]) {
+        const int32_t* lab = labels + static_cast<size_t>(b) * T;
+        if (t >= 1 && lab[t - 1] == c) g -= 1.0;
+        if (t < L && lab[t] == c) g += 1.0;
+      }
+    }
+    out[i] = static_cast<float>(scale * g);
+  }
+}
+
+
+void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t stream) {
+  dim3 grid(l.nch, l.B);
+  marginal_kernel<<<grid, 256, 0, stream>>>(l, p.cum_scores, p.transition, p.duration_bias, p.lengths,
+                                            at<double>(ws, l.alpha), at<double>(ws, l.sigma), at<double>(ws, l.rho),
+                                            at<double>(ws, l.gamma), at<double>(ws, l.logz), at<double>(ws, l.part));
+  TS_LAUNCHED("marginal_kernel");
+}
+
+void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_gold, double scale, const Grads& grads,
+                         cudaStream_t stream) {
+  const int n = l.C * l.C + l.K * l.C + 2 * l.C;
+  param_reduce_kernel<<<grid_for(n, 128), 128, 0, stream>>>(
+      l, start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, at<double>(ws, l.part), at<double>(ws, l.alpha),
+      at<double>(ws, l.rho), at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d),
+      at<int32_t>(ws, l.cnt_s), at<int32_t>(ws, l.cnt_e), with_gold ? 1 : 0, scale, grads.transition,
+      grads.duration_bias, grads.start, grads.end);
+  TS_LAUNCHED("param_reduce_kernel");
+}
+
+void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                     cudaStream_t stream) {
+  const long long n = static_cast<long long>(l.B) * (l.T + 1) * l.C;
+  grad_cum_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
+                                                        at<double>(ws, l.alpha), at<double>(ws, l.sigma),
+                                                        at<double>(ws, l.rho), at<double>(ws, l.gamma),
+                                                        at<double>(ws, l.logz), scale, out);
+  TS_LAUNCHED("grad_cum_kernel");
+}
+
+}  // namespace timitseg::crf::cuda_impl

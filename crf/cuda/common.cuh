@@ -1,0 +1,140 @@
+// Shared by the files of the cuda backend (crf/cuda/*.cu): the workspace
+// layout, the status word that kernels use to report the first invalid input,
+// and small host helpers (grid sizes, start/end pointers). docs/cuda.md has
+// the design; docs/crf.md the math.
+//
+// Every CUDA call goes through TS_CUDA and every launch is followed by
+// TS_LAUNCHED (common/cuda_check.h). Work is queued on the backend's stream.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "common/cuda_check.h"
+#include "crf/semicrf.h"
+
+namespace timitseg::crf::cuda_impl {
+
+constexpr double kNegInf = -INFINITY;
+
+// Tensor ids in the status key (smaller id = reported first).
+enum TensorId : int {
+  kLengths = 0,
+  kCum = 1,
+  kTransition = 2,
+  kDuration = 3,
+  kStart = 4,
+  kEnd = 5,
+  kLabels = 6,
+  kLogZ = 7,
+  kGold = 8,
+};
+constexpr unsigned long long kNoError = ~0ULL;
+constexpr int kIndexBits = 56;
+
+__device__ inline void report(unsigned long long* status, int tensor, long long index) {
+  unsigned long long key = (static_cast<unsigned long long>(tensor) << kIndexBits) |
+                           (static_cast<unsigned long long>(index) & ((1ULL << kIndexBits) - 1));
+  atomicMin(status, key);  // integer: the smallest key wins whatever the order
+}
+
+// ---------------------------------------------------------------------------
+// Workspace layout (byte offsets, each 256-aligned). [B][T+1][C] arrays are
+// float64 in log space; Viterbi backpointers reuse the rho/gamma storage.
+struct Layout {
+  int B = 0, T = 0, K = 0, C = 0;
+  int nch = 1;    // chunks of positions per utterance for parameter gradients
+  int chunk = 1;  // positions per chunk
+  size_t status = 0, alpha = 0, sigma = 0, rho = 0, gamma = 0, segtmp = 0, bound = 0, logz = 0, logz_rev = 0,
+         gold = 0, cnt_a = 0, cnt_d = 0, cnt_s = 0, cnt_e = 0, part = 0, zeros = 0, total = 0;
+};
+
+inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
+
+inline Layout make_layout(const Dims& d) {
+  Layout l;
+  l.B = static_cast<int>(d.B);
+  l.T = static_cast<int>(d.T);
+  l.K = static_cast<int>(d.K);
+  l.C = static_cast<int>(d.C);
+  // Fixed from the dims alone (never from the device), so the summation order
+  // and hence the bits of the gradients are the same on every GPU.
+  const int64_t want = (512 + d.B - 1) / d.B;
+  const int64_t most = (d.T + 15) / 16;
+  l.nch = static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
+  l.chunk = static_cast<int>((d.T + l.nch - 1) / l.nch);
+  const size_t btc = static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(d.C);
+  const size_t B = static_cast<size_t>(d.B), C = static_cast<size_t>(d.C), K = static_cast<size_t>(d.K);
+  size_t off = 0;
+  auto take = [&](size_t bytes) {
+    size_t at = off;
+    off += align256(bytes);
+    return at;
+  };
+  l.status = take(64);
+  l.alpha = take(btc * sizeof(double));
+  l.sigma = take(btc * sizeof(double));
+  l.rho = take(btc * sizeof(double));
+  l.gamma = take(btc * sizeof(double));
+  l.segtmp = take(B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
+  l.bound = take(B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
+  l.logz = take(B * sizeof(double));
+  l.logz_rev = take(B * sizeof(double));
+  l.gold = take(B * sizeof(double));
+  l.cnt_a = take(B * C * C * sizeof(int32_t));
+  l.cnt_d = take(B * K * C * sizeof(int32_t));
+  l.cnt_s = take(B * C * sizeof(int32_t));
+  l.cnt_e = take(B * C * sizeof(int32_t));
+  l.part = take(B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
+  l.zeros = take(C * sizeof(float));
+  l.total = off;
+  return l;
+}
+
+template <class T>
+T* at(void* ws, size_t off) {
+  return reinterpret_cast<T*>(static_cast<char*>(ws) + off);
+}
+
+
+// Blocks for a grid-stride loop over n items (at least 1, at most 8 * 65535).
+inline int grid_for(long long n, int threads) {
+  long long blocks = (n + threads - 1) / threads;
+  if (blocks < 1) blocks = 1;
+  if (blocks > 65535LL * 8) blocks = 65535LL * 8;
+  return static_cast<int>(blocks);
+}
+
+// start / end, or the workspace's zeros when the caller passed nullptr.
+inline const float* start_ptr(const Params& p, void* ws, const Layout& l) {
+  return p.start ? p.start : at<float>(ws, l.zeros);
+}
+inline const float* end_ptr(const Params& p, void* ws, const Layout& l) {
+  return p.end ? p.end : at<float>(ws, l.zeros);
+}
+
+// Host launches of the kernels, one file each (same grids and block sizes as
+// before the split). All queue on `stream` and return without waiting.
+
+// validate.cu: every input checked; the first invalid one lands in `status`.
+void launch_validate(const Layout& l, const Params& p, const int32_t* labels, unsigned long long* status,
+                     cudaStream_t stream);
+// gold.cu: gold scores (and gold_user when not null), boundaries and counts.
+void launch_gold(const Layout& l, const Params& p, const int32_t* labels, double* gold_user, void* ws,
+                 cudaStream_t stream);
+// backward.cu: per-chunk marginals of A and D, their fixed-order reduction
+// (with start/end), and grad cum_scores.
+void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t stream);
+void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_gold, double scale, const Grads& grads,
+                         cudaStream_t stream);
+void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                     cudaStream_t stream);
+// posteriors.cu: boundary posteriors [B][T+1] from alpha, gamma and log Z.
+void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream);
+
+}  // namespace timitseg::crf::cuda_impl

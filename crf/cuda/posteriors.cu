@@ -1,0 +1,34 @@
+// Boundary posteriors: P(a segment ends at t) from alpha, gamma and log Z.
+#include "crf/cuda/common.cuh"
+
+namespace timitseg::crf::cuda_impl {
+
+// P(a segment ends at t) = sum_c exp(alpha[t,c] + gamma[t,c] - logZ), 1 <= t <= L.
+__global__ void boundary_kernel(Layout l, const int32_t* __restrict__ lengths, const double* alpha_all,
+                                const double* gamma_all, const double* logz, double* out) {
+  const int C = l.C, T = l.T;
+  const long long n = static_cast<long long>(l.B) * (T + 1);
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int t = static_cast<int>(i % (T + 1));
+    const int b = static_cast<int>(i / (T + 1));
+    const int L = lengths[b];
+    const double lz = logz[b];
+    double v = 0.0;
+    if (t >= 1 && t <= L && lz > kNegInf) {
+      const size_t row = static_cast<size_t>(i) * C;
+      for (int c = 0; c < C; ++c) v += exp(alpha_all[row + c] + gamma_all[row + c] - lz);
+    }
+    out[i] = v;
+  }
+}
+
+
+void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream) {
+  const long long n = static_cast<long long>(l.B) * (l.T + 1);
+  boundary_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, at<double>(ws, l.alpha),
+                                                        at<double>(ws, l.gamma), at<double>(ws, l.logz), out);
+  TS_LAUNCHED("boundary_kernel");
+}
+
+}  // namespace timitseg::crf::cuda_impl

@@ -1,0 +1,324 @@
+// The recurrence kernel (docs/cuda.md "Recurrences"): one thread block per
+// utterance, label groups of G lanes, a shared-memory ring of the last K+1
+// rows when it fits. Forward (alpha, sigma), backward (rho, gamma) and
+// Viterbi are one template.
+#include <stdexcept>
+#include <type_traits>
+
+#include "crf/cuda/recurrence.cuh"
+
+namespace timitseg::crf::cuda_impl {
+
+// Semiring accumulators for one lane, combined across a lane group.
+struct LseAcc {
+  double m = kNegInf;  // running max
+  double s = 0.0;      // sum of exp(v - m)
+  __device__ void push(double v, int) {
+    if (v == kNegInf) return;
+    if (v > m) {
+      s = s * exp(m - v) + 1.0;  // m = -inf first: 0 * 0 + 1
+      m = v;
+    } else {
+      s += exp(v - m);
+    }
+  }
+  // Symmetric in (this, other), so both lanes of an xor pair get the same bits.
+  __device__ void combine(double om, double os) {
+    const double M = fmax(m, om);
+    if (M == kNegInf) {
+      m = kNegInf;
+      s = 0.0;
+      return;
+    }
+    s = s * exp(m - M) + os * exp(om - M);
+    m = M;
+  }
+  __device__ void reduce(unsigned mask, int G) {
+    for (int off = G / 2; off >= 1; off >>= 1) {
+      const double om = __shfl_xor_sync(mask, m, off, G);
+      const double os = __shfl_xor_sync(mask, s, off, G);
+      combine(om, os);
+    }
+  }
+  __device__ double value() const { return m == kNegInf ? kNegInf : m + log(s); }
+  __device__ int index() const { return 0; }
+};
+
+// Max with argmax; ties go to the smallest index (spec: smallest d, then
+// smallest label). Each lane pushes indices in increasing order.
+struct MaxAcc {
+  double m = kNegInf;
+  int idx = INT_MAX;
+  __device__ void push(double v, int i) {
+    if (v > m || (v == m && i < idx)) {
+      m = v;
+      idx = i;
+    }
+  }
+  __device__ void combine(double om, int oi) {
+    if (om > m || (om == m && oi < idx)) {
+      m = om;
+      idx = oi;
+    }
+  }
+  __device__ void reduce(unsigned mask, int G) {
+    for (int off = G / 2; off >= 1; off >>= 1) {
+      const double om = __shfl_xor_sync(mask, m, off, G);
+      const int oi = __shfl_xor_sync(mask, idx, off, G);
+      combine(om, oi);
+    }
+  }
+  __device__ double value() const { return m; }
+  __device__ int index() const { return idx; }
+};
+
+// Reduces terms k = 0..n-1 over the G lanes of a group (lane takes k = lane,
+// lane + G, ...). kMax: max with the smallest argmax k. Otherwise
+// log-sum-exp in two passes: the group max, then sum exp(v - max) (one exp
+// per term, none for the cross-lane combine). Sums go lane order then a
+// symmetric xor butterfly, so every lane holds the same bits and the result
+// does not depend on timing. The first kCache terms stay in registers.
+template <bool kMax, class F>
+__device__ inline double group_reduce(int n, int lane, int G, unsigned mask, F term, int& arg) {
+  if (kMax) {
+    MaxAcc acc;
+    for (int k = lane; k < n; k += G) acc.push(term(k), k);
+    acc.reduce(mask, G);
+    arg = acc.idx;
+    return acc.m;
+  }
+  constexpr int kCache = 6;
+  double v[kCache];
+  double m = kNegInf;
+#pragma unroll
+  for (int i = 0; i < kCache; ++i) {
+    const int k = lane + i * G;
+    v[i] = k < n ? term(k) : kNegInf;
+    m = fmax(m, v[i]);
+  }
+  for (int k = lane + kCache * G; k < n; k += G) m = fmax(m, term(k));
+  for (int off = G / 2; off >= 1; off >>= 1) m = fmax(m, __shfl_xor_sync(mask, m, off, G));
+  if (m == kNegInf) return kNegInf;  // the same m in every lane of the group
+  double sum = 0.0;
+#pragma unroll
+  for (int i = 0; i < kCache; ++i)
+    if (v[i] != kNegInf) sum += exp(v[i] - m);
+  for (int k = lane + kCache * G; k < n; k += G) {
+    const double t = term(k);
+    if (t != kNegInf) sum += exp(t - m);
+  }
+  for (int off = G / 2; off >= 1; off >>= 1) sum += __shfl_xor_sync(mask, sum, off, G);
+  return m + log(sum);
+}
+
+// One block per utterance. Forward (blocks 0..B-1):
+//   alpha[t,c] = lse_{d<=min(K,t)} cum[t,c]-cum[t-d,c] + D[d-1,c] + sigma[t-d,c]
+//   sigma[t,c] = lse_{c'} alpha[t,c'] + A[c',c]
+// Backward (blocks B..2B-1), u = L-1 .. 0:
+//   rho[u,c]   = lse_{d<=min(K,L-u)} cum[u+d,c]-cum[u,c] + D[d-1,c] + gamma[u+d,c]
+//   gamma[u,c] = lse_{c''} A[c,c''] + rho[u,c'']
+// Viterbi (kMax): the forward with max and backpointers, then traceback.
+template <class Acc, bool kMax>
+__global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int B = a.B, T = a.T, K = a.K, C = a.C, G = a.G;
+  const bool rev = blockIdx.x >= static_cast<unsigned>(B);
+  const int b = rev ? blockIdx.x - B : blockIdx.x;
+  const int L = a.lengths[b];
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  const int lane = tid % G, grp = tid / G, ngroups = nthreads / G;
+  const int wl = tid & 31;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (wl / G * G));
+
+  const size_t base = static_cast<size_t>(b) * (T + 1) * C;
+  const float* cum = a.cum + base;
+  double* X = (rev ? a.rho : a.alpha) + base;    // phase-1 output [T+1][C]
+  double* Y = (rev ? a.gamma : a.sigma) + base;  // phase-2 output [T+1][C]
+
+  // Shared memory carve-up: doubles first.
+  const int R_s = K + 1;
+  double* xrow = reinterpret_cast<double*>(smem_raw);  // [C]
+  double* yring_s = xrow + C;                          // [K+1][C] (smem mode)
+  float* cumring_s = reinterpret_cast<float*>(yring_s + (a.use_smem ? static_cast<size_t>(R_s) * C : 0));
+  float* D_s = cumring_s + (a.use_smem ? static_cast<size_t>(R_s) * C : 0);
+  float* A_s = D_s + (a.use_smem ? static_cast<size_t>(K) * C : 0);
+
+  const double* yring = a.use_smem ? yring_s : Y;
+  const float* cumring = a.use_smem ? cumring_s : cum;
+  const int R = a.use_smem ? R_s : T + 1;
+  const float* Dp = a.use_smem ? D_s : a.D;
+  const float* Ap = a.use_smem ? A_s : a.A;
+  if (a.use_smem) {
+    for (int i = tid; i < K * C; i += nthreads) D_s[i] = a.D[i];
+    for (int i = tid; i < C * C; i += nthreads) A_s[i] = a.A[i];
+  }
+
+  // Row 0 of the recurrence: forward sigma[0] = s at position 0, backward
+  // gamma[L] = e at position L. X there is -inf (no segment ends at 0 /
+  // starts at L). The ring also gets the cum_scores row of step 1.
+  const int pos0 = rev ? L : 0;
+  const int pos1 = rev ? L - 1 : 1;
+  for (int c = tid; c < C; c += nthreads) {
+    const double y0 = rev ? a.e[c] : a.s[c];
+    Y[static_cast<size_t>(pos0) * C + c] = y0;
+    X[static_cast<size_t>(pos0) * C + c] = kNegInf;
+    if (a.use_smem) {
+      yring_s[(pos0 % R_s) * C + c] = y0;
+      cumring_s[(pos0 % R_s) * C + c] = cum[static_cast<size_t>(pos0) * C + c];
+      cumring_s[(pos1 % R_s) * C + c] = cum[static_cast<size_t>(pos1) * C + c];
+    }
+  }
+  __syncthreads();
+
+  for (int s = 1; s <= L; ++s) {
+    const int pos = rev ? L - s : s;
+    const int slot = pos % R;  // the only division of the step
+    // Prefetch the cum_scores row of the next step into a register; it is
+    // stored into the ring after phase 1 (its slot is read by phase 1 as
+    // d = K), so the load latency hides behind phase 1 and 2.
+    const int pos_next = rev ? pos - 1 : pos + 1;
+    const bool prefetch = a.use_smem && s < L && tid < C;
+    float next_cum = 0.0f;
+    if (prefetch) next_cum = cum[static_cast<size_t>(pos_next) * C + tid];
+
+    // Phase 1: segments ending at pos (forward) / starting at pos (backward).
+    const int dmax = min(K, s);
+    for (int c = grp; c < C; c += ngroups) {
+      const double cp = cumring[slot * C + c];
+      auto term = [=](int k) {  // duration d = k + 1
+        int src = rev ? slot + (k + 1) : slot - (k + 1);
+        src += src < 0 ? R : 0;
+        src -= src >= R ? R : 0;
+        const int row = src * C + c;
+        const double seg = rev ? static_cast<double>(cumring[row]) - cp : cp - static_cast<double>(cumring[row]);
+        return seg + static_cast<double>(Dp[k * C + c]) + yring[row];
+      };
+      int arg = 0;
+      const double v = group_reduce<kMax>(dmax, lane, G, gmask, term, arg);
+      if (lane == 0) {
+        xrow[c] = v;
+        X[static_cast<size_t>(pos) * C + c] = v;
+        if (kMax) a.bp_d[base + static_cast<size_t>(pos) * C + c] = arg + 1;
+      }
+    }
+    __syncthreads();
+    if (s == L) break;  // sigma[L] / gamma[0] are never used
+    if (a.use_smem) {
+      const int nslot = rev ? (slot == 0 ? R - 1 : slot - 1) : (slot + 1 == R ? 0 : slot + 1);
+      if (prefetch) cumring_s[nslot * C + tid] = next_cum;
+      for (int c = tid + nthreads; c < C; c += nthreads) cumring_s[nslot * C + c] = cum[static_cast<size_t>(pos_next) * C + c];
+    }
+    // Phase 2: the C x C transition, once per position.
+    for (int c = grp; c < C; c += ngroups) {
+      auto term = [=](int c2) {
+        const float t = rev ? Ap[c * C + c2] : Ap[c2 * C + c];
+        return xrow[c2] + static_cast<double>(t);
+      };
+      int arg = 0;
+      const double v = group_reduce<kMax>(C, lane, G, gmask, term, arg);
+      if (lane == 0) {
+        Y[static_cast<size_t>(pos) * C + c] = v;
+        if (a.use_smem) yring_s[slot * C + c] = v;
+        if (kMax) a.bp_c[base + static_cast<size_t>(pos) * C + c] = arg;
+      }
+    }
+    __syncthreads();
+  }
+
+  // Final reduction over labels by warp 0: forward lse_c alpha[L,c] + e[c];
+  // backward lse_c s[c] + rho[0,c] (the same log Z, kept as a cross-check).
+  __shared__ double fin_val;
+  __shared__ int fin_idx;
+  if (tid < 32) {
+    Acc acc;
+    for (int c = tid; c < C; c += 32) acc.push(xrow[c] + static_cast<double>(rev ? a.s[c] : a.e[c]), c);
+    acc.reduce(0xffffffffu, 32);
+    if (tid == 0) {
+      fin_val = acc.value();
+      fin_idx = acc.index();
+      if (kMax) {
+        a.vit_score[b] = fin_val;
+      } else if (rev) {
+        a.logz_rev[b] = fin_val;
+      } else {
+        a.logz[b] = fin_val;
+        if (a.logz_user) a.logz_user[b] = fin_val;
+      }
+      if (!(fin_val > kNegInf)) report(a.status, kLogZ, b);
+    }
+  }
+  if (!kMax) return;
+  __syncthreads();
+
+  // Viterbi traceback (thread 0), then a parallel copy into time order.
+  __shared__ int nseg_s;
+  int32_t* tmp = a.segtmp + static_cast<size_t>(b) * T * 3;
+  if (tid == 0) {
+    int n = 0;
+    int t = L, c = fin_idx;
+    bool ok = fin_val > kNegInf && c >= 0 && c < C;
+    while (ok && t > 0) {
+      const int d = a.bp_d[base + static_cast<size_t>(t) * C + c];
+      if (d < 1 || d > min(K, t) || n >= T) {
+        ok = false;
+        break;
+      }
+      const int u = t - d;
+      tmp[n * 3 + 0] = u;
+      tmp[n * 3 + 1] = d;
+      tmp[n * 3 + 2] = c;
+      ++n;
+      if (u > 0) {
+        c = a.bp_c[base + static_cast<size_t>(u) * C + c];
+        if (c < 0 || c >= C) ok = false;
+      }
+      t = u;
+    }
+    if (!ok) {
+      n = 0;
+      report(a.status, kLogZ, b);
+    }
+    nseg_s = n;
+    a.nsegs[b] = n;
+  }
+  __syncthreads();
+  const int n = nseg_s;
+  int32_t* out = a.segments + static_cast<size_t>(b) * T * 3;
+  for (int i = tid; i < n; i += nthreads) {
+    const int j = n - 1 - i;
+    out[i * 3 + 0] = tmp[j * 3 + 0];
+    out[i * 3 + 1] = tmp[j * 3 + 1];
+    out[i * 3 + 2] = tmp[j * 3 + 2];
+  }
+}
+
+
+template <bool kMax>
+void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, bool force_global_ring,
+                     cudaStream_t stream) {
+  using Acc = typename std::conditional<kMax, MaxAcc, LseAcc>::type;
+  const size_t R = static_cast<size_t>(l.K) + 1, C = static_cast<size_t>(l.C), K = static_cast<size_t>(l.K);
+  const size_t smem_full = C * 8 + R * C * 8 + R * C * 4 + K * C * 4 + C * C * 4;
+  const size_t smem_min = C * 8;
+  a.use_smem = (!force_global_ring && smem_full <= smem_limit) ? 1 : 0;
+  const size_t smem = a.use_smem ? smem_full : smem_min;
+  if (smem > smem_limit) throw std::invalid_argument("cuda backend: C too large for shared memory");
+  const auto kernel = recurrence_kernel<Acc, kMax>;
+  if (smem > 48 * 1024)
+    TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // Groups of G lanes, one label each per round; as few rounds as the
+  // thread cap allows, and the labels spread evenly over the rounds.
+  const int max_groups = kMaxRecThreads / a.G;
+  const int rounds = (l.C + max_groups - 1) / max_groups;
+  const int groups = (l.C + rounds - 1) / rounds;
+  int threads = ((groups * a.G + 31) / 32) * 32;
+  threads = std::max(threads, 32);
+  kernel<<<blocks, threads, smem, stream>>>(a);
+  TS_LAUNCHED("recurrence_kernel");
+}
+
+
+template void launch_recurrence<false>(const Layout&, RecArgs&, int, size_t, bool, cudaStream_t);
+template void launch_recurrence<true>(const Layout&, RecArgs&, int, size_t, bool, cudaStream_t);
+
+}  // namespace timitseg::crf::cuda_impl

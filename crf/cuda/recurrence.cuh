@@ -1,0 +1,47 @@
+// The recurrence kernel shared by log_partition / backward (log-sum-exp,
+// forward and backward recurrences) and Viterbi (max with backpointers, then
+// traceback): its arguments and its host launch. Defined in recurrence.cu.
+#pragma once
+
+#include "crf/cuda/common.cuh"
+
+namespace timitseg::crf::cuda_impl {
+
+constexpr int kMaxRecThreads = 640;
+
+struct RecArgs {
+  int B, T, K, C;
+  int G;          // lanes per label group (8, 16 or 32)
+  int use_smem;   // rings and parameters in shared memory
+  const float* cum;
+  const float* A;
+  const float* D;
+  const float* s;  // never null (zeros buffer)
+  const float* e;  // never null
+  const int32_t* lengths;
+  double* alpha;
+  double* sigma;
+  double* rho;
+  double* gamma;
+  int32_t* bp_d;   // Viterbi: argmax duration per [b][t][c]
+  int32_t* bp_c;   // Viterbi: argmax source label per [b][u][c]
+  int32_t* segtmp; // Viterbi: [B][T][3] reversed segments
+  double* logz;      // [B] internal (forward)
+  double* logz_rev;  // [B] internal (backward recurrence: lse_c s + rho[0])
+  double* logz_user; // [B] or null
+  double* vit_score; // [B] (Viterbi)
+  int32_t* segments; // [B][T][3] (Viterbi)
+  int32_t* nsegs;    // [B] (Viterbi)
+  unsigned long long* status;
+};
+
+
+// Launches recurrence_kernel on `blocks` blocks (B: forward or Viterbi;
+// 2B: forward and backward). kMax = false: log-sum-exp, true: Viterbi.
+// The state stays in a shared-memory ring when it fits in smem_limit bytes
+// and force_global_ring is false.
+template <bool kMax>
+void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, bool force_global_ring,
+                       cudaStream_t stream);
+
+}  // namespace timitseg::crf::cuda_impl

@@ -1,0 +1,81 @@
+// Input validation on the device, before any output is written.
+#include "crf/cuda/common.cuh"
+
+namespace timitseg::crf::cuda_impl {
+
+// Input validation on the device: lengths in [1,T]; cum_scores finite on the
+// valid rows 0..L; parameters never NaN or +inf (-inf forbids an entry);
+// labels in [0,C) on valid frames.
+__global__ void validate_kernel(int B, int T, int K, int C, const float* __restrict__ cum,
+                                const float* __restrict__ A, const float* __restrict__ D,
+                                const float* __restrict__ s, const float* __restrict__ e,
+                                const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
+                                unsigned long long* status) {
+  const long long n_len = B;
+  const long long n_cum = static_cast<long long>(B) * (T + 1) * C;
+  const long long n_a = static_cast<long long>(C) * C;
+  const long long n_d = static_cast<long long>(K) * C;
+  const long long n_s = s ? C : 0;
+  const long long n_e = e ? C : 0;
+  const long long n_lab = labels ? static_cast<long long>(B) * T : 0;
+  const long long total = n_len + n_cum + n_a + n_d + n_s + n_e + n_lab;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    long long j = i;
+    if (j < n_len) {
+      int L = lengths[j];
+      if (L < 1 || L > T) report(status, kLengths, j);
+      continue;
+    }
+    j -= n_len;
+    if (j < n_cum) {
+      const long long b = j / (static_cast<long long>(T + 1) * C);
+      const long long t = (j / C) % (T + 1);
+      const int L = lengths[b];
+      if (L < 1 || L > T || t > L) continue;
+      if (!isfinite(cum[j])) report(status, kCum, j);
+      continue;
+    }
+    j -= n_cum;
+    auto bad_param = [](float v) { return isnan(v) || v == INFINITY; };
+    if (j < n_a) {
+      if (bad_param(A[j])) report(status, kTransition, j);
+      continue;
+    }
+    j -= n_a;
+    if (j < n_d) {
+      if (bad_param(D[j])) report(status, kDuration, j);
+      continue;
+    }
+    j -= n_d;
+    if (j < n_s) {
+      if (bad_param(s[j])) report(status, kStart, j);
+      continue;
+    }
+    j -= n_s;
+    if (j < n_e) {
+      if (bad_param(e[j])) report(status, kEnd, j);
+      continue;
+    }
+    j -= n_e;
+    {
+      const long long b = j / T, t = j % T;
+      const int L = lengths[b];
+      if (L < 1 || L > T || t >= L) continue;
+      const int v = labels[j];
+      if (v < 0 || v >= C) report(status, kLabels, j);
+    }
+  }
+}
+
+
+void launch_validate(const Layout& l, const Params& p, const int32_t* labels, unsigned long long* status,
+                     cudaStream_t stream) {
+  const long long total = l.B + static_cast<long long>(l.B) * (l.T + 1) * l.C + l.C * l.C + l.K * l.C + 2 * l.C +
+                          (labels ? static_cast<long long>(l.B) * l.T : 0);
+  validate_kernel<<<grid_for(total, 256), 256, 0, stream>>>(l.B, l.T, l.K, l.C, p.cum_scores, p.transition,
+                                                            p.duration_bias, p.start, p.end, p.lengths, labels, status);
+  TS_LAUNCHED("validate_kernel");
+}
+
+}  // namespace timitseg::crf::cuda_impl

@@ -1,0 +1,169 @@
+// crf::Session (crf/session.h) and crf::run_host, its one-call wrapper.
+#include "crf/session.h"
+
+#include <algorithm>
+
+namespace timitseg::crf {
+
+Session::Session(Backend& backend) : Session(backend, backend.stream()) {}
+
+Session::Session(Backend& backend, void* stream)
+    : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
+  backend_.set_stream(stream_);
+  for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
+                    &segs_, &nseg_, &bp_})
+    b->set_memory(mem_);
+}
+
+void* Session::workspace(const Dims& dims) {
+  ws_.reserve(backend_.workspace_bytes(dims));
+  return ws_.data();
+}
+
+size_t Session::bytes_reserved() const {
+  size_t n = 0;
+  for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
+                          &vs_, &segs_, &nseg_, &bp_})
+    n += b->capacity();
+  return n;
+}
+
+void Session::log_partition(const Dims& dims, const Params& p, double* log_z) {
+  backend_.log_partition(dims, p, log_z, workspace(dims));
+}
+
+void Session::gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold) {
+  backend_.gold_score(dims, p, labels, gold, workspace(dims));
+}
+
+void Session::backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z,
+                       double* gold, const Grads& grads) {
+  backend_.backward(dims, p, labels, scale, log_z, gold, grads, workspace(dims));
+}
+
+void Session::viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments) {
+  backend_.viterbi(dims, p, score, segments, num_segments, workspace(dims));
+}
+
+void Session::boundary_posteriors(const Dims& dims, const Params& p, double* out) {
+  backend_.boundary_posteriors(dims, p, out, workspace(dims));
+}
+
+HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt) {
+  validate_host(dims, hp, labels);
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  HostResult r;
+  if (!backend_.on_device()) {  // host backend: use the host arrays directly
+    void* w = workspace(dims);
+    r.log_z.resize(B);
+    if (opt.gradients) {
+      r.grad_cum_scores.resize(B * (T + 1) * C);
+      r.grad_transition.resize(C * C);
+      r.grad_duration_bias.resize(K * C);
+      r.grad_start.resize(C);
+      r.grad_end.resize(C);
+      if (labels) r.gold.resize(B);
+      Grads g{r.grad_cum_scores.data(), r.grad_transition.data(), r.grad_duration_bias.data(), r.grad_start.data(),
+              r.grad_end.data()};
+      backend_.backward(dims, hp, labels, opt.scale, r.log_z.data(), labels ? r.gold.data() : nullptr, g, w);
+    } else {
+      backend_.log_partition(dims, hp, r.log_z.data(), w);
+      if (labels) {
+        r.gold.resize(B);
+        backend_.gold_score(dims, hp, labels, r.gold.data(), w);
+      }
+    }
+    if (opt.viterbi) {
+      r.viterbi_score.resize(B);
+      segs_host_.resize(B * T * 3);
+      nseg_host_.resize(B);
+      backend_.viterbi(dims, hp, r.viterbi_score.data(), segs_host_.data(), nseg_host_.data(), w);
+      r.segments = collect_segments(dims, segs_host_.data(), nseg_host_.data());
+    }
+    if (opt.boundary_posteriors) {
+      r.boundary_posteriors.resize(B * (T + 1));
+      backend_.boundary_posteriors(dims, hp, r.boundary_posteriors.data(), w);
+    }
+    return r;
+  }
+
+  // Device backend: copy the inputs into the session's buffers, run, copy back.
+  const size_t f = sizeof(float), i32 = sizeof(int32_t), f64 = sizeof(double);
+  // Padding rows of cum_scores may hold anything on the host; only valid rows
+  // were validated, so copy a sanitized version (padding zeroed).
+  cum_host_.assign(hp.cum_scores, hp.cum_scores + B * (T + 1) * C);
+  for (int64_t b = 0; b < B; ++b)
+    std::fill(cum_host_.begin() + b * (T + 1) * C + (hp.lengths[b] + 1) * C, cum_host_.begin() + (b + 1) * (T + 1) * C,
+              0.0f);
+  cum_.upload(cum_host_.data(), cum_host_.size() * f, stream_);
+  A_.upload(hp.transition, C * C * f, stream_);
+  D_.upload(hp.duration_bias, K * C * f, stream_);
+  if (hp.start) s_.upload(hp.start, C * f, stream_);
+  if (hp.end) e_.upload(hp.end, C * f, stream_);
+  len_.upload(hp.lengths, B * i32, stream_);
+  if (labels) lab_.upload(labels, B * T * i32, stream_);
+  const Params dp{cum_.as<float>(), A_.as<float>(), D_.as<float>(), hp.start ? s_.as<float>() : nullptr,
+                  hp.end ? e_.as<float>() : nullptr, len_.as<int32_t>()};
+  const int32_t* dlab = labels ? lab_.as<int32_t>() : nullptr;
+  void* w = workspace(dims);
+  lz_.reserve(B * f64);
+  if (labels) gold_.reserve(B * f64);
+  double* dgold = labels ? gold_.as<double>() : nullptr;
+  r.log_z.resize(B);
+  if (opt.gradients) {
+    gc_.reserve(B * (T + 1) * C * f);
+    ga_.reserve(C * C * f);
+    gd_.reserve(K * C * f);
+    gs_.reserve(C * f);
+    ge_.reserve(C * f);
+    const Grads g{gc_.as<float>(), ga_.as<float>(), gd_.as<float>(), gs_.as<float>(), ge_.as<float>()};
+    backend_.backward(dims, dp, dlab, opt.scale, lz_.as<double>(), dgold, g, w);
+    r.grad_cum_scores.resize(B * (T + 1) * C);
+    r.grad_transition.resize(C * C);
+    r.grad_duration_bias.resize(K * C);
+    r.grad_start.resize(C);
+    r.grad_end.resize(C);
+    gc_.download(r.grad_cum_scores.data(), r.grad_cum_scores.size() * f, stream_);
+    ga_.download(r.grad_transition.data(), r.grad_transition.size() * f, stream_);
+    gd_.download(r.grad_duration_bias.data(), r.grad_duration_bias.size() * f, stream_);
+    gs_.download(r.grad_start.data(), C * f, stream_);
+    ge_.download(r.grad_end.data(), C * f, stream_);
+  } else {
+    backend_.log_partition(dims, dp, lz_.as<double>(), w);
+    if (labels) backend_.gold_score(dims, dp, dlab, dgold, w);
+  }
+  lz_.download(r.log_z.data(), B * f64, stream_);
+  if (labels) {
+    r.gold.resize(B);
+    gold_.download(r.gold.data(), B * f64, stream_);
+  }
+  if (opt.viterbi) {
+    vs_.reserve(B * f64);
+    segs_.reserve(B * T * 3 * i32);
+    nseg_.reserve(B * i32);
+    backend_.viterbi(dims, dp, vs_.as<double>(), segs_.as<int32_t>(), nseg_.as<int32_t>(), w);
+    r.viterbi_score.resize(B);
+    segs_host_.resize(B * T * 3);
+    nseg_host_.resize(B);
+    vs_.download(r.viterbi_score.data(), B * f64, stream_);
+    segs_.download(segs_host_.data(), segs_host_.size() * i32, stream_);
+    nseg_.download(nseg_host_.data(), B * i32, stream_);
+  }
+  if (opt.boundary_posteriors) {
+    bp_.reserve(B * (T + 1) * f64);
+    backend_.boundary_posteriors(dims, dp, bp_.as<double>(), w);
+    r.boundary_posteriors.resize(B * (T + 1));
+    bp_.download(r.boundary_posteriors.data(), r.boundary_posteriors.size() * f64, stream_);
+  }
+  backend_.synchronize();  // the downloads above are complete before the host reads them
+  if (opt.viterbi) r.segments = collect_segments(dims, segs_host_.data(), nseg_host_.data());
+  return r;
+}
+
+HostResult run_host(Backend& backend, const Dims& dims, const Params& host_params, const int32_t* labels,
+                    const HostRunOptions& options) {
+  Session session(backend);
+  return session.run_host(dims, host_params, labels, options);
+}
+
+}  // namespace timitseg::crf

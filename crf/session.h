@@ -1,0 +1,74 @@
+// A CRF session: one backend, one CUDA stream, and every buffer the calls
+// need, kept across calls and grown for the largest batch seen.
+//
+// The session owns the workspace (backend memory space) and, for a backend
+// with on_device(), the device copies of host inputs and the device outputs
+// of run_host(). All of them are timitseg::Buffer (common/buffer.h) grown with
+// reserve(): after the first batch of a given size nothing is allocated.
+//
+// Two ways in:
+//   * run_host(): host arrays in, HostResult out, for any backend (what
+//     crf::run_host does; crf::run_host is a temporary session).
+//   * backward() / viterbi() / log_partition() / gold_score() /
+//     boundary_posteriors(): the backend's own calls minus the workspace.
+//     Inputs and outputs are in the backend's memory space (device pointers
+//     for cuda), so GPU training keeps everything on the device.
+//
+// Session(backend) runs on the backend's current stream (Backend::stream());
+// Session(backend, stream) sets the backend's stream (Backend::set_stream),
+// so a backend shared by two sessions follows the one constructed last. Not
+// thread-safe: one session per thread.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/buffer.h"
+#include "crf/semicrf.h"
+
+namespace timitseg::crf {
+
+class Session {
+ public:
+  // On the backend's current stream.
+  explicit Session(Backend& backend);
+  // stream: a cudaStream_t (nullptr: the default stream); host backends ignore it.
+  Session(Backend& backend, void* stream);
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  Backend& backend() { return backend_; }
+  void* stream() const { return stream_; }
+
+  // Host arrays in, results on the host (see crf::run_host in semicrf.h).
+  HostResult run_host(const Dims& dims, const Params& host_params, const int32_t* labels,
+                      const HostRunOptions& options = HostRunOptions());
+
+  // Device-resident path: the Backend calls with the session's workspace.
+  void log_partition(const Dims& dims, const Params& p, double* log_z);
+  void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold);
+  void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
+                const Grads& grads);
+  void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments);
+  void boundary_posteriors(const Dims& dims, const Params& p, double* out);
+
+  // The workspace for these dims (grown when needed); nullptr when the
+  // backend needs none.
+  void* workspace(const Dims& dims);
+  // Bytes held by the session's buffers (workspace, inputs, outputs).
+  size_t bytes_reserved() const;
+
+ private:
+  Backend& backend_;
+  void* stream_;
+  Memory mem_;
+  Buffer ws_;
+  // Device copies of host inputs and device outputs (on_device() backends).
+  Buffer cum_, A_, D_, s_, e_, len_, lab_;
+  Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
+  // Host scratch: sanitized cum_scores, Viterbi rows and counts.
+  std::vector<float> cum_host_;
+  std::vector<int32_t> segs_host_, nseg_host_;
+};
+
+}  // namespace timitseg::crf
