@@ -70,7 +70,7 @@ void CpuEncoder::backward(const float* params, const float* dcum, float* grad) {
 // ---- the loss step -----------------------------------------------------------
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
-                         crf::Backend& backend, const StepOptions& o, std::vector<float>& grad,
+                         crf::Session& session, const StepOptions& o, std::vector<float>& grad,
                          Activations<float>& act) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
@@ -91,7 +91,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   hro.scale = 1.0 / norm;
   crf::HostResult r;
   try {
-    r = crf::run_host(backend, dims, crf_params(net.layout(), params, act.cum, batch), batch.labels.data(), hro);
+    r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch), batch.labels.data(), hro);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());
@@ -137,6 +137,13 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 }
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Backend& backend, const StepOptions& o, std::vector<float>& grad,
+                         Activations<float>& act) {
+  crf::Session session(backend);
+  return loss_and_grad(net, params, batch, session, o, grad, act);
+}
+
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Backend& backend, const Config& cfg, double dropout, std::mt19937_64* rng,
                          std::vector<float>& grad, Activations<float>& act) {
   StepOptions o;
@@ -149,7 +156,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 }
 
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
-                                                    const Batch& batch, crf::Backend& backend,
+                                                    const Batch& batch, crf::Session& session,
                                                     Activations<float>& act) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
@@ -162,10 +169,17 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
   opt.gradients = false;
   opt.viterbi = true;
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
-  crf::HostResult r = crf::run_host(backend, dims, crf_params(net.layout(), params, act.cum, batch), nullptr, opt);
+  crf::HostResult r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch), nullptr, opt);
   std::vector<std::vector<crf::Segment>> out(B);
   for (const crf::Segment& s : r.segments) out.at(s.batch).push_back(s);
   return out;
+}
+
+std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
+                                                    const Batch& batch, crf::Backend& backend,
+                                                    Activations<float>& act) {
+  crf::Session session(backend);
+  return decode_batch(net, params, batch, session, act);
 }
 
 // ---- CpuExecutor -------------------------------------------------------------
@@ -175,7 +189,10 @@ namespace {
 class CpuExecutor final : public Executor {
  public:
   CpuExecutor(const ModelDims& dims, const ExecutorOptions& o)
-      : enc_(dims, o.threads), threads_(resolve_threads(o.threads)), backend_(crf::make_backend(o.crf_backend)) {
+      : enc_(dims, o.threads),
+        threads_(resolve_threads(o.threads)),
+        backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
+        session_(*backend_) {
     if (backend_->on_device())
       throw std::invalid_argument("the cpu executor needs a host CRF backend (cpu or reference), got " +
                                   backend_->name() + "; use train.device=cuda for the cuda backend");
@@ -207,7 +224,7 @@ class CpuExecutor final : public Executor {
       for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
       step_params = &poisoned_;
     }
-    StepResult r = loss_and_grad(enc_.network(), *step_params, batch, *backend_, o, grad_, enc_.activations());
+    StepResult r = loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations());
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);
     opt_.update(params_, grad_, o.lr);
@@ -218,13 +235,13 @@ class CpuExecutor final : public Executor {
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
     std::vector<float> p = params_;
     for (const auto& [i, v] : o.poison) p.at(i) = v;
-    StepResult r = loss_and_grad(enc_.network(), p, batch, *backend_, o, grad, enc_.activations());
+    StepResult r = loss_and_grad(enc_.network(), p, batch, session_, o, grad, enc_.activations());
     r.grad_norm = global_norm(grad);
     return r;
   }
 
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
-    auto segs = decode_batch(enc_.network(), params_, batch, *backend_, enc_.activations());
+    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations());
     if (scores) {
       const Activations<float>& act = enc_.activations();
       const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;
@@ -243,6 +260,7 @@ class CpuExecutor final : public Executor {
   CpuEncoder enc_;
   int threads_;
   std::unique_ptr<crf::Backend> backend_;
+  crf::Session session_;  // keeps the CRF workspace across steps
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;
 };

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crf/semicrf.h"
+#include "crf/session.h"
 #include "model/config.h"
 #include "model/cpu/network.h"
 #include "model/executor.h"
@@ -39,6 +40,9 @@ class CpuEncoder final : public Encoder {
 // (forward layers, log Z / gold, CRF gradients, parameter gradients); `act`
 // keeps the batch's activations (cum for the replay file).
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Session& session, const StepOptions& opt, std::vector<float>& grad,
+                         Activations<float>& act);
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Backend& backend, const StepOptions& opt, std::vector<float>& grad,
                          Activations<float>& act);
 // The same with the options taken from a Config (tests).
@@ -47,6 +51,9 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
                          std::vector<float>& grad, Activations<float>& act);
 
 // Viterbi segments per utterance on the host; act receives the activations.
+std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
+                                                    const Batch& batch, crf::Session& session,
+                                                    Activations<float>& act);
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Backend& backend,
                                                     Activations<float>& act);

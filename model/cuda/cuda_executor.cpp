@@ -24,6 +24,7 @@
 #include "common/buffer.h"
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "crf/session.h"
 #include "model/cuda/cuda_encoder.h"
 #include "model/cuda/ops.h"
 
@@ -71,13 +72,16 @@ class CudaExecutor final : public Executor {
   CudaExecutor(const ModelDims& dims, const ExecutorOptions& o)
       : dims_(dims), layout_(dims), rnn_algo_(o.rnn_algo), crf_name_(o.crf_backend) {
     cuda::require_device("; train on the CPU with train.device=cpu");
-    // TODO(crf session merge): a stream of its own once the CRF backend takes one.
-    stream_ = nullptr;  // the legacy default stream: the CRF backend queues there too
+    TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CudaEncoderOptions eo;
     eo.rnn_algo = o.rnn_algo;
     eo.stream = stream_;
     encoder_ = make_cuda_encoder(dims, eo);
-    backend_ = crf::make_backend(o.crf_backend);
+    crf::BackendOptions bo;
+    bo.threads = o.threads;
+    bo.stream = stream_;
+    backend_ = crf::make_backend(o.crf_backend, bo);
+    session_ = std::make_unique<crf::Session>(*backend_, stream_);
     device_name_ = cuda::device_name();
     const size_t n = layout_.total();
     params_.reserve(n * sizeof(float));
@@ -90,6 +94,7 @@ class CudaExecutor final : public Executor {
   }
   ~CudaExecutor() override {
     encoder_.reset();
+    session_.reset();
     backend_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -249,9 +254,7 @@ class CudaExecutor final : public Executor {
       vit_score_.reserve(B * sizeof(double));
       vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
       vit_nseg_.reserve(B * sizeof(int32_t));
-      ws_.reserve(std::max<size_t>(1, backend_->workspace_bytes(dims)));
-      backend_->viterbi(dims, p, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>(),
-                        ws_.data());
+      session_->viterbi(dims, p, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
       std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
       vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
       vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
@@ -264,7 +267,7 @@ class CudaExecutor final : public Executor {
       crf::HostRunOptions ro;
       ro.gradients = false;
       ro.viterbi = true;
-      crf::HostResult r = crf::run_host(*backend_, dims, host_crf_params(hp, cum, batch), nullptr, ro);
+      crf::HostResult r = session_->run_host(dims, host_crf_params(hp, cum, batch), nullptr, ro);
       segs = std::move(r.segments);
     }
     std::vector<std::vector<crf::Segment>> out(B);
@@ -362,11 +365,9 @@ class CudaExecutor final : public Executor {
     if (backend_->on_device()) {
       const crf::Params p = device_crf_params();
       lz_.reserve(2 * B * sizeof(double));
-      ws_.reserve(std::max<size_t>(1, backend_->workspace_bytes(dims)));
       const crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
       try {
-        backend_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g,
-                           ws_.data());
+        session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
       } catch (const std::invalid_argument& e) {
         throw NonFiniteError("CRF input", e.what());  // the backend names the tensor (e.g. cum_scores)
       }
@@ -387,17 +388,19 @@ class CudaExecutor final : public Executor {
     ro.scale = scale;
     crf::HostResult r;
     try {
-      r = crf::run_host(*backend_, dims, host_crf_params(hp, cum, batch), batch.labels.data(), ro);
+      r = session_->run_host(dims, host_crf_params(hp, cum, batch), batch.labels.data(), ro);
     } catch (const std::invalid_argument& e) {
       throw NonFiniteError("CRF input", e.what());
     }
     log_z = r.log_z;
     gold = r.gold;
-    dcum_.upload(r.grad_cum_scores.data(), r.grad_cum_scores.size() * sizeof(float), nullptr);
-    cuda::copy_to_device(G + A.offset, r.grad_transition.data(), A.size * sizeof(float), nullptr);
-    cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), nullptr);
-    cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), nullptr);
-    cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), nullptr);
+    // Synchronous copies from pageable memory, then the stream continues.
+    dcum_.upload(r.grad_cum_scores.data(), r.grad_cum_scores.size() * sizeof(float), stream_);
+    cuda::copy_to_device(G + A.offset, r.grad_transition.data(), A.size * sizeof(float), stream_);
+    cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), stream_);
+    cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), stream_);
+    cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
   [[noreturn]] void throw_first_nonfinite_gradient() {
@@ -418,10 +421,11 @@ class CudaExecutor final : public Executor {
   cudaStream_t stream_ = nullptr;
   std::unique_ptr<CudaEncoder> encoder_;
   std::unique_ptr<crf::Backend> backend_;
+  std::unique_ptr<crf::Session> session_;  // keeps the CRF workspace (and host-backend copies) across steps
   AdamW opt_;  // hyperparameters and step; the moments live in m_, v_
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
   Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
-  Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0}, ws_{Memory::device, 0};
+  Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0};
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
   Pinned staging_, host_scalars_;
