@@ -192,11 +192,7 @@ class CpuExecutor final : public Executor {
       : enc_(dims, o.threads),
         threads_(resolve_threads(o.threads)),
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
-        session_(*backend_) {
-    if (backend_->on_device())
-      throw std::invalid_argument("the cpu executor needs a host CRF backend (cpu or reference), got " +
-                                  backend_->name() + "; use train.device=cuda for the cuda backend");
-  }
+        session_(*backend_) {}  // a device CRF backend (cuda) works through the session's copies
   Device device() const override { return Device::cpu; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + "), crf " +

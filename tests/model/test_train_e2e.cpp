@@ -15,6 +15,7 @@
 
 #include "data/phones.h"
 #include "common/safetensors.h"
+#include "common/cuda.h"
 #include "model/train.h"
 
 namespace fs = std::filesystem;
@@ -325,4 +326,24 @@ TEST_F(TrainE2E, EarlyChecksAndWarnings) {
               " --set train.epochs=1 --set debug.inject_nonfinite=3:1");
   ASSERT_EQ(t.rc, 0) << t.output;
   EXPECT_NE(t.output.find("debug.inject_nonfinite = 3:1: no such step in this run"), std::string::npos) << t.output;
+}
+
+// Without a GPU, train.device=cuda (and --device cuda on evaluate) fails with
+// one line naming the problem and writes nothing.
+TEST_F(TrainE2E, DeviceCudaWithoutGpuIsOneLineAndWritesNothing) {
+  if (cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present: train.device=cuda trains";
+  const fs::path run_g = dir_ / "run_g";
+  fs::remove_all(run_g);
+  for (const std::string& how : {std::string("--device cuda"), std::string("--set train.device=cuda")}) {
+    Cmd c = run("train --config " + config_ + " --set train.run_dir=" + run_g.string() + " " + how);
+    EXPECT_EQ(c.rc, 1) << c.output;
+    EXPECT_EQ(c.output.rfind("error: no CUDA device was found (", 0), 0u) << c.output;
+    EXPECT_EQ(std::count(c.output.begin(), c.output.end(), '\n'), 1) << c.output;
+    EXPECT_FALSE(fs::exists(run_g)) << how;
+  }
+  // auto falls back to the CPU and says so.
+  Cmd a = run("train --config " + config_ + " --set train.run_dir=" + run_g.string() +
+              " --device auto --set train.epochs=1");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  EXPECT_NE(a.output.find("train.device = auto: training on cpu"), std::string::npos) << a.output;
 }

@@ -1,0 +1,231 @@
+// The GPU executor against the CPU executor (the oracle), same parameters and
+// batch, dropout off: loss within 1e-4 relative, every parameter gradient
+// within 1e-3 relative (norm-wise per tensor), with the cuda CRF backend and
+// with a host CRF backend through copies; a few training steps track each
+// other; decoding reproduces the segments that the pre-restructuring CPU
+// binary wrote for a committed checkpoint (tests/model/fixtures/legacy).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cuda.h"
+#include "common/safetensors.h"
+#include "model/model.h"
+
+using namespace timitseg;
+using namespace timitseg::model;
+
+namespace {
+
+#define REQUIRE_GPU()                                                          \
+  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
+
+ModelDims small_dims() {
+  ModelDims d;
+  d.input_dim = 13;
+  d.hidden_dim = 32;
+  d.num_layers = 2;
+  d.num_classes = 9;
+  d.max_duration = 6;
+  return d;
+}
+
+// Random features, lengths (one full, one of 1 frame) and labels made of runs.
+Batch random_batch(const ModelDims& d, int B, int T, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  Batch b;
+  b.input.B = B;
+  b.input.T = T;
+  b.input.features.resize(static_cast<size_t>(B) * T * d.input_dim);
+  for (float& x : b.input.features) x = n01(rng);
+  b.labels.assign(static_cast<size_t>(B) * T, 0);
+  for (int i = 0; i < B; ++i) {
+    const int L = i == 0 ? T : (i == 1 ? 1 : 1 + static_cast<int>(rng() % T));
+    b.input.lengths.push_back(L);
+    b.frames += L;
+    b.ids.push_back("u" + std::to_string(i));
+    int lab = static_cast<int>(rng() % d.num_classes);
+    for (int t = 0; t < T; ++t) {
+      if (t < L && rng() % 5 == 0) lab = static_cast<int>(rng() % d.num_classes);
+      b.labels[static_cast<size_t>(i) * T + t] = lab;
+    }
+  }
+  return b;
+}
+
+std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
+  const ParamLayout lay(d);
+  std::mt19937_64 rng(seed);
+  std::vector<float> p;
+  init_params(lay, rng, p);
+  std::normal_distribution<float> n(0.f, 0.5f);
+  for (const char* name : {"crf.transition", "crf.duration_bias", "crf.start", "crf.end"}) {
+    const ParamInfo& info = lay.get(name);
+    for (size_t i = 0; i < info.size; ++i) p[info.offset + i] = n(rng);
+  }
+  return p;
+}
+
+StepOptions no_dropout() {
+  StepOptions o;
+  o.lr = 1e-3;
+  o.dropout = 0.0;
+  o.clip_norm = 5.0;
+  o.crf_reg = 1e-3;
+  return o;
+}
+
+void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf) {
+  const std::vector<float> params = random_params(d, 11);
+  const Batch batch = random_batch(d, 6, 57, 12);
+  AdamW opt;
+  opt.reset(params.size());
+  ExecutorOptions xc;
+  xc.threads = 2;
+  xc.crf_backend = "cpu";
+  auto cpu = make_executor("cpu", d, xc);
+  ExecutorOptions xg;
+  xg.crf_backend = gpu_crf;
+  auto gpu = make_executor("cuda", d, xg);
+  cpu->set_state(params, opt);
+  gpu->set_state(params, opt);
+  std::vector<float> gc, gg;
+  const StepResult rc = cpu->gradients(batch, no_dropout(), gc);
+  const StepResult rg = gpu->gradients(batch, no_dropout(), gg);
+  EXPECT_NEAR(rg.loss, rc.loss, 1e-4 * std::abs(rc.loss)) << "crf " << gpu_crf;
+  EXPECT_NEAR(rg.penalty, rc.penalty, 1e-6 * std::max(1.0, rc.penalty));
+  EXPECT_NEAR(rg.grad_norm, rc.grad_norm, 1e-3 * rc.grad_norm);
+  double worst = 0;
+  std::string worst_name;
+  for (const ParamInfo& p : ParamLayout(d).params()) {
+    double diff = 0, ref = 0;
+    for (size_t i = 0; i < p.size; ++i) {
+      diff += std::pow(double(gg[p.offset + i]) - gc[p.offset + i], 2);
+      ref += std::pow(double(gc[p.offset + i]), 2);
+    }
+    const double rel = std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
+    if (rel > worst) worst = rel, worst_name = p.name;
+    EXPECT_LT(rel, 1e-3) << p.name << " (crf " << gpu_crf << ")";
+  }
+  std::printf("[ executor ] crf %s: loss cpu %.9g gpu %.9g; worst gradient %s rel %.3g\n", gpu_crf.c_str(), rc.loss,
+              rg.loss, worst_name.c_str(), worst);
+}
+
+}  // namespace
+
+TEST(CudaExecutor, GradientsAgreeWithCpuCudaCrf) {
+  REQUIRE_GPU();
+  expect_gradients_agree(small_dims(), "cuda");
+}
+
+TEST(CudaExecutor, GradientsAgreeWithCpuHostCrfBackends) {
+  REQUIRE_GPU();
+  expect_gradients_agree(small_dims(), "reference");
+  expect_gradients_agree(small_dims(), "cpu");
+}
+
+TEST(CudaExecutor, GradientsAgreeAtRecipeSize) {
+  REQUIRE_GPU();
+  ModelDims d;
+  d.input_dim = 39;
+  d.hidden_dim = 256;
+  d.num_layers = 3;
+  d.num_classes = 39;
+  d.max_duration = 30;
+  expect_gradients_agree(d, "cuda");
+}
+
+TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const std::vector<float> params = random_params(d, 21);
+  AdamW opt;
+  opt.reset(params.size());
+  ExecutorOptions xo;
+  xo.threads = 2;
+  auto cpu = make_executor("cpu", d, xo);
+  xo.crf_backend = "cuda";
+  auto gpu = make_executor("cuda", d, xo);
+  cpu->set_state(params, opt);
+  gpu->set_state(params, opt);
+  for (int step = 0; step < 5; ++step) {
+    const Batch b = random_batch(d, 5, 40, 100 + step);
+    const StepResult rc = cpu->train_step(b, no_dropout());
+    const StepResult rg = gpu->train_step(b, no_dropout());
+    EXPECT_NEAR(rg.loss, rc.loss, 1e-3 * std::abs(rc.loss)) << "step " << step;
+  }
+  std::vector<float> pc, pg;
+  AdamW oc, og;
+  cpu->get_state(pc, oc);
+  gpu->get_state(pg, og);
+  EXPECT_EQ(oc.step, 5);
+  EXPECT_EQ(og.step, 5);
+  double diff = 0, ref = 0;
+  for (size_t i = 0; i < pc.size(); ++i) {
+    diff += std::pow(double(pg[i]) - pc[i], 2);
+    ref += std::pow(double(pc[i]) - params[i], 2);  // the distance moved
+  }
+  // The two trajectories differ by far less than the distance travelled.
+  EXPECT_LT(std::sqrt(diff), 1e-2 * std::sqrt(ref));
+}
+
+TEST(CudaExecutor, DecodeReproducesThePreRestructuringCpuBinary) {
+  REQUIRE_GPU();
+  const std::string dir = std::string(TIMITSEG_SOURCE_DIR) + "/tests/model/fixtures/legacy/";
+  const ModelState s = load_checkpoint(dir + "checkpoint-pre-issue11.safetensors");
+  ExecutorOptions xo;
+  xo.crf_backend = "cuda";
+  auto gpu = make_executor("cuda", s.dims, xo);
+  gpu->set_state(s.params, s.optimizer);
+  for (const char* utt : {"test_dr2_fjmg0_si1002", "test_dr2_fjmg0_sx6"}) {
+    const st::File f = st::load(dir + utt + ".safetensors");
+    const st::Tensor& feats = f.tensors.at("features");
+    const int T = static_cast<int>(feats.shape[0]);
+    Batch b;
+    b.input.B = 1;
+    b.input.T = T;
+    b.input.features = feats.to<float>();
+    b.input.lengths = {T};
+    b.labels.assign(T, 0);
+    b.ids = {utt};
+    b.frames = T;
+    std::vector<float> scores;
+    const auto segs = gpu->decode(b, &scores);
+    const std::vector<float> ref = f.tensors.at("scores").to<float>();
+    ASSERT_EQ(scores.size(), ref.size());
+    for (size_t i = 0; i < ref.size(); ++i) ASSERT_NEAR(scores[i], ref[i], 1e-4) << utt << " score " << i;
+    const std::vector<int32_t> rs = f.tensors.at("segments").to<int32_t>();
+    ASSERT_EQ(segs[0].size() * 3, rs.size()) << utt;
+    for (size_t i = 0; i < segs[0].size(); ++i) {
+      EXPECT_EQ(segs[0][i].start, rs[3 * i]) << utt << " segment " << i;
+      EXPECT_EQ(segs[0][i].duration, rs[3 * i + 1]) << utt << " segment " << i;
+      EXPECT_EQ(segs[0][i].label, rs[3 * i + 2]) << utt << " segment " << i;
+    }
+  }
+}
+
+TEST(CudaExecutor, NonFiniteParameterIsNamedAndNothingUpdated) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const std::vector<float> params = random_params(d, 31);
+  AdamW opt;
+  opt.reset(params.size());
+  ExecutorOptions xo;
+  xo.crf_backend = "cuda";
+  auto gpu = make_executor("cuda", d, xo);
+  gpu->set_state(params, opt);
+  StepOptions o = no_dropout();
+  o.poison.emplace_back(ParamLayout(d).get("crf.transition").offset, std::nanf(""));
+  const Batch b = random_batch(d, 3, 20, 5);
+  EXPECT_THROW(gpu->train_step(b, o), NonFiniteError);
+  std::vector<float> after;
+  AdamW oa;
+  gpu->get_state(after, oa);
+  EXPECT_EQ(oa.step, 0);
+  EXPECT_EQ(after, params);  // poison restored, no update
+}
