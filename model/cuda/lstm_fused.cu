@@ -60,7 +60,8 @@
 //   output element is written exactly once; no memset).
 //
 // Budget per CTA (H = 128, NC = 4): registers 64 weights + 16 accumulators +
-//   state, < 255 per thread (ptxas: see the build log with -Xptxas -v);
+//   state; ptxas (CUDA 13, sm_90, -O2): forward 159, backward 167 registers
+//   per thread, no spills (H = 64: 126 / 122; H = 256: 255 / 255, no spills);
 //   static shared memory: forward hbuf 2*8*128*4 = 8 KiB + gsm 8*128*4 = 4 KiB;
 //   backward part 2*4*8*32*4 = 8 KiB + dgs 4 KiB. (H = 256, NC = 8: 128
 //   weights per thread; 20 KiB shared.)
