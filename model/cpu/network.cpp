@@ -214,7 +214,10 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
         const int64_t r = s.row0 + int64_t(t) * nb;
         auto Gt = G.middleRows(r, nb);
         g = Gt;
-        g.noalias() += h * Whh.transpose();
+        // One [1][H] x [H][4H] product per row: at slice sizes Eigen's GEMV
+        // beats its GEMM, which repacks Whh on every call.
+        for (int j = 0; j < nb; ++j)
+          if (t < in.lengths[s.b0 + j]) g.row(j).noalias() += h.row(j) * Whh.transpose();
         // activations in place: i, f, o sigmoid; g tanh
         auto a = g.array();
         a.leftCols(2 * H) = S(1) / (S(1) + (-a.leftCols(2 * H)).exp());
@@ -385,7 +388,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
             dgt.row(j).setZero();
             dc.row(j).setZero();
           }
-        dh.noalias() = dgt * Whh;
+        for (int j = 0; j < nb; ++j) dh.row(j).noalias() = dgt.row(j) * Whh;  // per row, as in the forward
         dG.middleRows(rl, nb) = dgt;
       }
       const int p = dir * NS + si;

@@ -14,8 +14,9 @@
 // into fixed slices of kSliceRows consecutive utterances (the last one may be
 // smaller), and slice s (first utterance b0, nb utterances) owns rows
 // [b0*T, (b0+nb)*T); inside it, row b0*T + t*nb + j is frame t of utterance
-// b0 + j. Every slice runs its own recurrence ([nb][H] x [H][4H] per step),
-// only up to the longest utterance of the slice (rows past it are 0).
+// b0 + j. Every slice runs its own recurrence (per step and row one
+// [1][H] x [H][4H] product), only up to the longest utterance of the slice
+// (rows past it are 0).
 // Exception: Activations::scores is plain time-major, row t*B + b.
 //
 // Threads: the work is cut into a FIXED set of tasks that does not depend on
