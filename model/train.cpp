@@ -22,10 +22,6 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 
-#ifdef _OPENMP
-#include <omp.h>
-#endif
-
 namespace fs = std::filesystem;
 
 namespace timitseg::model {
@@ -112,12 +108,8 @@ nlohmann::json TimeBreakdown::to_json() const {
 
 int set_threads(int threads) {
   int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-#ifdef _OPENMP
-  omp_set_num_threads(n);
-#endif
-  // Parallelism comes from running the two LSTM directions on two threads;
-  // Eigen's own GEMM threading (an OpenMP team per product) costs more in
-  // spinning than it gains at these sizes on a 2-core machine, so it is off.
+  // The CPU encoder's own tasks (model/cpu/network.h); Eigen stays single-threaded.
+  set_default_threads(n);
   Eigen::setNbThreads(1);
   return n;
 }

@@ -1,44 +1,85 @@
 // Encoder (input Linear, dropout, BiLSTM) + projection + zero-centered cumsum,
-// forward and backward through time. See network.h for layouts.
+// forward and backward through time. See network.h for layouts and for the
+// fixed task partition that makes results independent of the thread count.
+//
+// Stages (each one parallel_for; tasks never write the same element):
+//   forward:  per slice: features -> x0 (slice-blocked), z0 = x0 Win^T + bin
+//             per layer k: per slice: layer_in[k] = (z0 | out[k-1]) * mask
+//                          per (direction, slice): gates = X Wih^T + b, then the
+//                          recurrence over the slice's own frames
+//             per slice: scores = out Wp^T + bp (time-major), cumsum
+//   backward: per slice: cumsum backward -> dS, partial dWp/dbp
+//             per layer k: per (direction, slice): recurrence backward, partial
+//                          dWih/dWhh/db, dIn_dir = dG Wih; then the partials
+//                          are summed in slice order per (direction, row block)
+//             per slice: dIn -> partial dWin/dbin, dfeatures
+// Dropout masks are drawn by one extra task that runs beside the compute tasks
+// of the stage before the one that needs them.
 #include "model/cpu/network.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 
+#include "common/parallel.h"
 #include "crf/cumsum.h"
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
 
 namespace timitseg::model {
 
 namespace {
 
-// Directions run on two threads when more than one is available.
-bool parallel_directions() {
-#ifdef _OPENMP
-  return omp_get_max_threads() > 1;
-#else
-  return false;
-#endif
+std::atomic<int> g_default_threads{0};
+
+// One slice of the batch: utterances [b0, b0 + nb), rows [row0, row0 + T*nb)
+// of every slice-blocked [T*B][.] matrix; only its first `rows` = Tmax*nb rows
+// (frames t < Tmax, the slice's longest utterance) are ever non-zero.
+struct Slice {
+  int b0 = 0, nb = 0, Tmax = 0;
+  int64_t row0 = 0, rows = 0;
+};
+
+std::vector<Slice> make_slices(const std::vector<int32_t>& lengths, int T, int per_slice) {
+  const int B = static_cast<int>(lengths.size());
+  std::vector<Slice> v;
+  for (int b0 = 0; b0 < B; b0 += per_slice) {
+    Slice s;
+    s.b0 = b0;
+    s.nb = std::min(per_slice, B - b0);
+    for (int j = 0; j < s.nb; ++j) s.Tmax = std::max<int>(s.Tmax, lengths[b0 + j]);
+    s.row0 = int64_t(b0) * T;
+    s.rows = int64_t(s.Tmax) * s.nb;
+    v.push_back(s);
+  }
+  return v;
 }
 
-template <class Derived>
-bool all_finite(const Eigen::MatrixBase<Derived>& m) {
-  return m.allFinite();
-}
+// Row of frame t of utterance b (b in slice s).
+inline int64_t row_of(const Slice& s, int b, int t) { return s.row0 + int64_t(t) * s.nb + (b - s.b0); }
 
-// Inverted dropout scale: 0 with probability p, else 1/(1-p). Row-major order.
+// Inverted dropout scale: 0 with probability p, else 1/(1-p), drawn in
+// time-major (t, b, unit) order and stored at the slice-blocked rows.
 template <class Mat>
-void dropout_mask(Mat& mask, int64_t rows, int64_t cols, double p, std::mt19937_64& rng) {
+void dropout_mask(Mat& mask, const std::vector<Slice>& slices, int T, int64_t cols, double p, std::mt19937_64& rng) {
   using S = typename Mat::Scalar;
-  mask.resize(rows, cols);
   const S keep = static_cast<S>(1.0 / (1.0 - p));
-  S* m = mask.data();
-  for (int64_t i = 0; i < rows * cols; ++i) m[i] = uniform01(rng) < p ? S(0) : keep;
+  for (int t = 0; t < T; ++t)
+    for (const Slice& s : slices)
+      for (int j = 0; j < s.nb; ++j) {
+        S* m = mask.data() + row_of(s, s.b0 + j, t) * cols;
+        for (int64_t c = 0; c < cols; ++c) m[c] = uniform01(rng) < p ? S(0) : keep;
+      }
 }
+
+std::string lstm_suffix(int k, int dir) { return "_l" + std::to_string(k) + (dir ? "_reverse" : ""); }
 
 }  // namespace
+
+void set_default_threads(int threads) { g_default_threads.store(threads); }
+
+template <class S>
+int Network<S>::threads() const {
+  return resolve_threads(threads_ >= 0 ? threads_ : g_default_threads.load());
+}
 
 template <class S>
 void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, double dropout,
@@ -61,115 +102,177 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
     if (check) check->first_nonfinite = what;
   };
   if (check) check->first_nonfinite.clear();
+  const int nthreads = threads();
+  const std::vector<Slice> slices = make_slices(in.lengths, T, kSliceRows);
+  const int NS = static_cast<int>(slices.size());
+  std::vector<char> bad(2 * NS);  // per-task non-finite flags (check only)
+  auto any_bad = [&](int64_t from, int64_t n) {
+    return std::any_of(bad.begin() + from, bad.begin() + from + n, [](char c) { return c != 0; });
+  };
 
   act.B = B;
   act.T = T;
   act.cum.clear();  // filled only when the forward reaches the cumsum
   act.lengths = in.lengths;
   act.x0.resize(TB, D);
-  for (int t = 0; t < T; ++t)
-    for (int b = 0; b < B; ++b)
-      for (int k = 0; k < D; ++k)
-        act.x0(int64_t(t) * B + b, k) = in.features[(static_cast<size_t>(b) * T + t) * D + k];
-  // Padding frames are zeroed: they never reach a valid output, but keep them finite.
-  for (int b = 0; b < B; ++b)
-    for (int t = in.lengths[b]; t < T; ++t) act.x0.row(int64_t(t) * B + b).setZero();
-  if (check && !all_finite(act.x0)) return fail("features (encoder input)");
-
-  Eigen::Map<const Mat> Win(P("encoder.input_proj.weight"), W, D);
-  Eigen::Map<const Vec> bin(P("encoder.input_proj.bias"), W);
   act.layer_in.assign(L, Mat());
   act.layer_out.assign(L, Mat());
   act.drop.assign(L > 1 ? L - 1 : 0, Mat());
-  Mat& z0 = act.layer_in[0];
-  z0.noalias() = act.x0 * Win.transpose();
-  z0.rowwise() += bin.transpose();
-  if (check && !all_finite(z0)) return fail("encoder.input_proj output");
   if (train) {
-    dropout_mask(act.drop0, TB, W, dropout, *rng);
-    z0.array() *= act.drop0.array();
+    act.drop0.resize(TB, W);  // every element is drawn (padding rows too, as always)
+    for (Mat& m : act.drop) m.resize(TB, 2 * H);
   } else {
     act.drop0.resize(0, 0);
   }
-
   for (int dir = 0; dir < 2; ++dir) {
     act.gates[dir].assign(L, Mat());
     act.cell[dir].assign(L, Mat());
     act.tcell[dir].assign(L, Mat());
   }
+
+  // ---- features -> x0 -> z0 (= layer_in[0] before dropout); task 0 draws drop0
+  Eigen::Map<const Mat> Win(P("encoder.input_proj.weight"), W, D);
+  Eigen::Map<const Vec> bin(P("encoder.input_proj.bias"), W);
+  Mat& z0 = act.layer_in[0];
+  z0.resize(TB, W);
+  const int mask_task = train ? 1 : 0;
+  parallel_for(NS + mask_task, nthreads, [&](int64_t task, int) {
+    if (task < mask_task) return dropout_mask(act.drop0, slices, T, W, dropout, *rng);
+    const int si = static_cast<int>(task - mask_task);
+    const Slice& s = slices[si];
+    auto x = act.x0.middleRows(s.row0, int64_t(T) * s.nb);
+    x.setZero();  // padding frames stay 0
+    for (int j = 0; j < s.nb; ++j)
+      for (int t = 0; t < in.lengths[s.b0 + j]; ++t)
+        for (int k = 0; k < D; ++k)
+          x(int64_t(t) * s.nb + j, k) = in.features[(static_cast<size_t>(s.b0 + j) * T + t) * D + k];
+    auto z = z0.middleRows(s.row0, s.rows);
+    z.noalias() = act.x0.middleRows(s.row0, s.rows) * Win.transpose();
+    z.rowwise() += bin.transpose();
+    z0.middleRows(s.row0 + s.rows, int64_t(T) * s.nb - s.rows).setZero();
+    if (check) bad[si] = !act.x0.middleRows(s.row0, s.rows).allFinite(), bad[NS + si] = !z.allFinite();
+  });
+  if (check && any_bad(0, NS)) return fail("features (encoder input)");
+  if (check && any_bad(NS, NS)) return fail("encoder.input_proj output");
+
   for (int k = 0; k < L; ++k) {
+    const int in_k = k == 0 ? W : 2 * H;
+    // layer input: z0 * drop0 (in place) or out[k-1] * drop[k-1]
+    if (k > 0) act.layer_in[k].resize(TB, 2 * H);
+    if (k > 0 || train)
+      parallel_for(NS, nthreads, [&](int64_t si, int) {
+        const Slice& s = slices[si];
+        const int64_t n = int64_t(T) * s.nb;
+        auto dst = act.layer_in[k].middleRows(s.row0, n);
+        if (k == 0) {
+          dst.array() *= act.drop0.middleRows(s.row0, n).array();
+        } else if (train) {
+          dst = (act.layer_out[k - 1].middleRows(s.row0, n).array() * act.drop[k - 1].middleRows(s.row0, n).array())
+                    .matrix();
+        } else {
+          dst = act.layer_out[k - 1].middleRows(s.row0, n);
+        }
+      });
     Mat& out = act.layer_out[k];
-    out.setZero(TB, 2 * H);
-    // The two directions are independent: one thread each (Eigen runs single-
-    // threaded inside the parallel region). Results do not depend on threads.
-#pragma omp parallel for num_threads(2) schedule(static, 1) if (parallel_directions())
+    out.resize(TB, 2 * H);
     for (int dir = 0; dir < 2; ++dir) {
-      Mat g(B, 4 * H), h(B, H), c(B, H);
-      const std::string l = "_l" + std::to_string(k) + (dir ? "_reverse" : "");
-      const int in_k = k == 0 ? W : 2 * H;
+      act.gates[dir][k].resize(TB, 4 * H);
+      act.cell[dir][k].resize(TB, H);
+      act.tcell[dir][k].resize(TB, H);
+    }
+    // Task 0 (when training and another layer follows) draws drop[k] while the
+    // other tasks run the recurrences; tasks 1.. are (dir, slice), dir-major.
+    const int mt = train && k + 1 < L ? 1 : 0;
+    parallel_for(mt + 2 * NS, nthreads, [&](int64_t task, int) {
+      if (task < mt) return dropout_mask(act.drop[k], slices, T, 2 * H, dropout, *rng);
+      const int dir = static_cast<int>((task - mt) / NS), si = static_cast<int>((task - mt) % NS);
+      const Slice& s = slices[si];
+      const int nb = s.nb, Ts = s.Tmax;
+      const std::string l = lstm_suffix(k, dir);
       Eigen::Map<const Mat> Wih(P("encoder.lstm.weight_ih" + l), 4 * H, in_k);
       Eigen::Map<const Mat> Whh(P("encoder.lstm.weight_hh" + l), 4 * H, H);
       Eigen::Map<const Vec> bih(P("encoder.lstm.bias_ih" + l), 4 * H);
       Eigen::Map<const Vec> bhh(P("encoder.lstm.bias_hh" + l), 4 * H);
       Mat& G = act.gates[dir][k];
-      G.noalias() = act.layer_in[k] * Wih.transpose();  // [T*B][4H] input part of every step
-      const Vec bsum = bih + bhh;
-      G.rowwise() += bsum.transpose();
       Mat& cell = act.cell[dir][k];
       Mat& tcell = act.tcell[dir][k];
-      cell.resize(TB, H);
-      tcell.resize(TB, H);
+      // rows past the slice's longest utterance: all state is 0
+      const int64_t tail0 = s.row0 + s.rows, ntail = int64_t(T) * nb - s.rows;
+      G.middleRows(tail0, ntail).setZero();
+      cell.middleRows(tail0, ntail).setZero();
+      tcell.middleRows(tail0, ntail).setZero();
+      out.block(tail0, dir * H, ntail, H).setZero();
+      auto Gs = G.middleRows(s.row0, s.rows);
+      Gs.noalias() = act.layer_in[k].middleRows(s.row0, s.rows) * Wih.transpose();  // [Ts*nb][4H] input part
+      const Vec bsum = bih + bhh;
+      Gs.rowwise() += bsum.transpose();
+      Mat g(nb, 4 * H), h(nb, H), c(nb, H);
       h.setZero();
       c.setZero();
-      for (int s = 0; s < T; ++s) {
-        const int t = dir == 0 ? s : T - 1 - s;
-        auto Gt = G.middleRows(int64_t(t) * B, B);
+      for (int st = 0; st < Ts; ++st) {
+        const int t = dir == 0 ? st : Ts - 1 - st;  // reverse: from the slice's last frame
+        const int64_t r = s.row0 + int64_t(t) * nb;
+        auto Gt = G.middleRows(r, nb);
         g = Gt;
-        g.noalias() += h * Whh.transpose();
+        // One [1][H] x [H][4H] product per row: at slice sizes Eigen's GEMV
+        // beats its GEMM, which repacks Whh on every call.
+        for (int j = 0; j < nb; ++j)
+          if (t < in.lengths[s.b0 + j]) g.row(j).noalias() += h.row(j) * Whh.transpose();
         // activations in place: i, f, o sigmoid; g tanh
         auto a = g.array();
         a.leftCols(2 * H) = S(1) / (S(1) + (-a.leftCols(2 * H)).exp());
         a.middleCols(2 * H, H) = a.middleCols(2 * H, H).tanh();
         a.rightCols(H) = S(1) / (S(1) + (-a.rightCols(H)).exp());
         c = (a.middleCols(H, H) * c.array() + a.leftCols(H) * a.middleCols(2 * H, H)).matrix();
-        auto tc = tcell.middleRows(int64_t(t) * B, B);
+        auto tc = tcell.middleRows(r, nb);
         tc = c.array().tanh().matrix();
         h = (a.rightCols(H) * tc.array()).matrix();
-        for (int b = 0; b < B; ++b)
-          if (t >= in.lengths[b]) {  // padding: state stays zero, so the reverse
-            g.row(b).setZero();     // direction starts at each utterance's own
-            h.row(b).setZero();     // last frame
-            c.row(b).setZero();
-            tc.row(b).setZero();
+        for (int j = 0; j < nb; ++j)
+          if (t >= in.lengths[s.b0 + j]) {  // padding: state stays zero, so the reverse
+            g.row(j).setZero();            // direction starts at each utterance's own
+            h.row(j).setZero();            // last frame
+            c.row(j).setZero();
+            tc.row(j).setZero();
           }
         Gt = g;
-        cell.middleRows(int64_t(t) * B, B) = c;
-        out.block(int64_t(t) * B, dir * H, B, H) = h;
+        cell.middleRows(r, nb) = c;
+        out.block(r, dir * H, nb, H) = h;
       }
-    }
-    if (check && !all_finite(out)) return fail("encoder.lstm layer " + std::to_string(k) + " output");
-    if (k + 1 < L) {
-      act.layer_in[k + 1] = out;
-      if (train) {
-        dropout_mask(act.drop[k], TB, 2 * H, dropout, *rng);
-        act.layer_in[k + 1].array() *= act.drop[k].array();
-      }
-    }
+      if (check) bad[dir * NS + si] = !out.block(s.row0, dir * H, s.rows, H).allFinite();
+    });
+    if (check && any_bad(0, 2 * NS)) return fail("encoder.lstm layer " + std::to_string(k) + " output");
   }
+
+  // ---- projection (time-major scores) and the zero-centered cumsum, per slice
   Eigen::Map<const Mat> Wp(P("crf.projection.weight"), C, 2 * H);
   Eigen::Map<const Vec> bp(P("crf.projection.bias"), C);
-  act.scores.noalias() = act.layer_out[L - 1] * Wp.transpose();
-  act.scores.rowwise() += bp.transpose();
-  for (int b = 0; b < B; ++b)
-    for (int t = in.lengths[b]; t < T; ++t) act.scores.row(int64_t(t) * B + b).setZero();
-  if (check && !all_finite(act.scores)) return fail("crf.projection output (scores)");
-  {  // zero-centered cumsum over the valid frames (crf/cumsum.h), batch-major
-    std::vector<S> x(static_cast<size_t>(TB) * C);
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t)
-        for (int c = 0; c < C; ++c) x[(static_cast<size_t>(b) * T + t) * C + c] = act.scores(int64_t(t) * B + b, c);
-    act.cum.assign(static_cast<size_t>(B) * (T + 1) * C, S(0));
-    crf::centered_cumsum_forward<S>(B, T, C, x.data(), in.lengths.data(), act.cum.data());
+  act.scores.resize(TB, C);
+  act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    Mat sc = act.layer_out[L - 1].middleRows(s.row0, s.rows) * Wp.transpose();  // [Ts*nb][C]
+    sc.rowwise() += bp.transpose();
+    bool finite = true;
+    std::vector<S> x(static_cast<size_t>(T) * C);  // one utterance, [T][C] (padding frames unread)
+    for (int j = 0; j < s.nb; ++j) {
+      const int b = s.b0 + j, len = in.lengths[b];
+      for (int t = 0; t < T; ++t) {
+        auto dst = act.scores.row(int64_t(t) * B + b);
+        if (t >= len) {
+          dst.setZero();
+          continue;
+        }
+        dst = sc.row(int64_t(t) * s.nb + j);
+        finite = finite && dst.allFinite();
+        for (int c = 0; c < C; ++c) x[static_cast<size_t>(t) * C + c] = dst(c);
+      }
+      crf::centered_cumsum_forward<S>(1, T, C, x.data(), &in.lengths[b], act.cum.data() + size_t(b) * (T + 1) * C);
+    }
+    if (check) bad[si] = !finite;
+  });
+  if (check && any_bad(0, NS)) {
+    act.cum.clear();
+    return fail("crf.projection output (scores)");
   }
   if (check)
     for (S v : act.cum)
@@ -190,55 +293,89 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   grad.assign(layout_.total(), S(0));
   const bool train = act.drop0.size() != 0;
   const std::vector<int32_t>& len = act.lengths;
+  const int nthreads = threads();
+  const std::vector<Slice> slices = make_slices(len, T, kSliceRows);
+  const int NS = static_cast<int>(slices.size());
 
-  Mat dS(TB, C);
-  {
-    std::vector<S> dx(static_cast<size_t>(TB) * C);
-    crf::centered_cumsum_backward<S>(B, T, C, dcum.data(), len.data(), dx.data());
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < T; ++t)
-        for (int c = 0; c < C; ++c) dS(int64_t(t) * B + b, c) = dx[(static_cast<size_t>(b) * T + t) * C + c];
-  }
+  // ---- cumsum backward -> dS [T*B][C] (slice-blocked), partial projection gradients
   Eigen::Map<const Mat> Wp(P("crf.projection.weight"), C, 2 * H);
-  Eigen::Map<Mat>(G_("crf.projection.weight"), C, 2 * H).noalias() = dS.transpose() * act.layer_out[L - 1];
-  Eigen::Map<Vec>(G_("crf.projection.bias"), C) = dS.colwise().sum().transpose();
-  Mat dY = dS * Wp;  // [T*B][2H]
+  Mat dS(TB, C);
+  std::vector<Mat> pWp(NS);  // [NS] partial d Wp [C][2H]
+  std::vector<Vec> pbp(NS);  // [NS] partial d bp [C]
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    std::vector<S> dx(static_cast<size_t>(T) * C);
+    for (int j = 0; j < s.nb; ++j) {
+      const int b = s.b0 + j;
+      crf::centered_cumsum_backward<S>(1, T, C, dcum.data() + size_t(b) * (T + 1) * C, &len[b], dx.data());
+      for (int t = 0; t < s.Tmax; ++t)
+        for (int c = 0; c < C; ++c) dS(int64_t(t) * s.nb + j + s.row0, c) = dx[static_cast<size_t>(t) * C + c];
+    }
+    auto dSs = dS.middleRows(s.row0, s.rows);
+    pWp[si].noalias() = dSs.transpose() * act.layer_out[L - 1].middleRows(s.row0, s.rows);
+    pbp[si] = dSs.colwise().sum().transpose();
+  });
+  {
+    Eigen::Map<Mat> gWp(G_("crf.projection.weight"), C, 2 * H);
+    Eigen::Map<Vec> gbp(G_("crf.projection.bias"), C);
+    gWp = pWp[0];
+    gbp = pbp[0];
+    for (int si = 1; si < NS; ++si) gWp += pWp[si], gbp += pbp[si];  // slice order
+  }
 
-  Mat dIn, dInDir[2];
+  // ---- BiLSTM layers, top to bottom. dIn[dir] [T*B][In_k]: d loss / d layer_in[k]
+  // through direction dir; the layer below reads the sum dIn[0] + dIn[1].
+  Mat dIn[2], dInAbove[2];
+  std::vector<Mat> pWih(2 * NS), pWhh(2 * NS);  // [dir*NS + slice] partials [4H][In_k], [4H][H]
+  std::vector<Vec> pb(2 * NS);                  // [dir*NS + slice] partial [4H]
   for (int k = L - 1; k >= 0; --k) {
     const int in_k = k == 0 ? W : 2 * H;
-#pragma omp parallel for num_threads(2) schedule(static, 1) if (parallel_directions())
-    for (int dir = 0; dir < 2; ++dir) {
-      Mat dG, Hprev, dgt(B, 4 * H), dh(B, H), dc(B, H), dct(B, H), cprev(B, H);
-      const std::string l = "_l" + std::to_string(k) + (dir ? "_reverse" : "");
+    std::swap(dIn[0], dInAbove[0]);
+    std::swap(dIn[1], dInAbove[1]);
+    dIn[0].resize(TB, in_k);
+    dIn[1].resize(TB, in_k);
+    parallel_for(2 * NS, nthreads, [&](int64_t task, int) {
+      const int dir = static_cast<int>(task / NS), si = static_cast<int>(task % NS);
+      const Slice& s = slices[si];
+      const int nb = s.nb, Ts = s.Tmax;
+      const std::string l = lstm_suffix(k, dir);
       Eigen::Map<const Mat> Wih(P("encoder.lstm.weight_ih" + l), 4 * H, in_k);
       Eigen::Map<const Mat> Whh(P("encoder.lstm.weight_hh" + l), 4 * H, H);
       const Mat& gates = act.gates[dir][k];
       const Mat& cell = act.cell[dir][k];
       const Mat& tcell = act.tcell[dir][k];
       const Mat& out = act.layer_out[k];
-      dG.resize(TB, 4 * H);
-      Hprev.setZero(TB, H);
+      // d loss / d h of this direction, [Ts*nb][H]
+      Mat dY;
+      if (k == L - 1) {
+        dY.noalias() = dS.middleRows(s.row0, s.rows) * Wp.middleCols(dir * H, H);
+      } else {
+        dY = dInAbove[0].block(s.row0, dir * H, s.rows, H) + dInAbove[1].block(s.row0, dir * H, s.rows, H);  // fixed order
+        if (train) dY.array() *= act.drop[k].block(s.row0, dir * H, s.rows, H).array();
+      }
+      Mat dG(s.rows, 4 * H), Hprev(s.rows, H), dgt(nb, 4 * H), dh(nb, H), dc(nb, H), dct(nb, H), cprev(nb, H);
       dh.setZero();
       dc.setZero();
-      for (int s = 0; s < T; ++s) {
-        const int t = dir == 0 ? T - 1 - s : s;  // reverse of the forward order
-        const int tp = dir == 0 ? t - 1 : t + 1;  // the step whose state fed step t
-        const bool has_prev = tp >= 0 && tp < T;
-        if (has_prev) {
-          cprev = cell.middleRows(int64_t(tp) * B, B);
-          Hprev.middleRows(int64_t(t) * B, B) = out.block(int64_t(tp) * B, dir * H, B, H);
+      for (int st = 0; st < Ts; ++st) {
+        const int t = dir == 0 ? Ts - 1 - st : st;  // reverse of the forward order
+        const int tp = dir == 0 ? t - 1 : t + 1;    // the step whose state fed step t
+        const int64_t r = s.row0 + int64_t(t) * nb, rl = int64_t(t) * nb;  // global / slice-local row
+        if (tp >= 0 && tp < Ts) {
+          const int64_t rp = s.row0 + int64_t(tp) * nb;
+          cprev = cell.middleRows(rp, nb);
+          Hprev.middleRows(rl, nb) = out.block(rp, dir * H, nb, H);
         } else {
           cprev.setZero();
+          Hprev.middleRows(rl, nb).setZero();
         }
-        auto a = gates.middleRows(int64_t(t) * B, B).array();
+        auto a = gates.middleRows(r, nb).array();
         auto i = a.leftCols(H);
         auto f = a.middleCols(H, H);
         auto gg = a.middleCols(2 * H, H);
         auto o = a.rightCols(H);
-        auto tc = tcell.middleRows(int64_t(t) * B, B).array();
+        auto tc = tcell.middleRows(r, nb).array();
         const Eigen::Array<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> dht =
-            dY.block(int64_t(t) * B, dir * H, B, H).array() + dh.array();
+            dY.middleRows(rl, nb).array() + dh.array();
         dct = (dht * o * (S(1) - tc * tc) + dc.array()).matrix();
         auto dga = dgt.array();
         dga.leftCols(H) = dct.array() * gg * i * (S(1) - i);
@@ -246,39 +383,69 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
         dga.middleCols(2 * H, H) = dct.array() * i * (S(1) - gg * gg);
         dga.rightCols(H) = dht * tc * o * (S(1) - o);
         dc = (dct.array() * f).matrix();
-        for (int b = 0; b < B; ++b)
-          if (t >= len[b]) {  // padding step: its state is the constant 0
-            dgt.row(b).setZero();
-            dc.row(b).setZero();
+        for (int j = 0; j < nb; ++j)
+          if (t >= len[s.b0 + j]) {  // padding step: its state is the constant 0
+            dgt.row(j).setZero();
+            dc.row(j).setZero();
           }
-        dh.noalias() = dgt * Whh;
-        dG.middleRows(int64_t(t) * B, B) = dgt;
+        for (int j = 0; j < nb; ++j) dh.row(j).noalias() = dgt.row(j) * Whh;  // per row, as in the forward
+        dG.middleRows(rl, nb) = dgt;
       }
-      Eigen::Map<Mat>(G_("encoder.lstm.weight_ih" + l), 4 * H, in_k).noalias() = dG.transpose() * act.layer_in[k];
-      Eigen::Map<Mat>(G_("encoder.lstm.weight_hh" + l), 4 * H, H).noalias() = dG.transpose() * Hprev;
-      const Vec db = dG.colwise().sum().transpose();
-      Eigen::Map<Vec>(G_("encoder.lstm.bias_ih" + l), 4 * H) = db;
-      Eigen::Map<Vec>(G_("encoder.lstm.bias_hh" + l), 4 * H) = db;
-      dInDir[dir].noalias() = dG * Wih;
-    }
-    dIn = dInDir[0] + dInDir[1];  // fixed order
-    if (k > 0) {
-      dY = dIn;
-      if (train) dY.array() *= act.drop[k - 1].array();
-    }
+      const int p = dir * NS + si;
+      pWih[p].noalias() = dG.transpose() * act.layer_in[k].middleRows(s.row0, s.rows);
+      pWhh[p].noalias() = dG.transpose() * Hprev;
+      pb[p] = dG.colwise().sum().transpose();
+      dIn[dir].middleRows(s.row0, s.rows).noalias() = dG * Wih;
+    });
+    // Sum the partials in slice order; tasks = (dir, block of kRowBlock gate rows).
+    constexpr int kRowBlock = 64;
+    const int nblk = (4 * H + kRowBlock - 1) / kRowBlock;
+    parallel_for(2 * nblk, nthreads, [&](int64_t task, int) {
+      const int dir = static_cast<int>(task / nblk), r0 = static_cast<int>(task % nblk) * kRowBlock;
+      const int nr = std::min(kRowBlock, 4 * H - r0);
+      const std::string l = lstm_suffix(k, dir);
+      auto gWih = Eigen::Map<Mat>(G_("encoder.lstm.weight_ih" + l), 4 * H, in_k).middleRows(r0, nr);
+      auto gWhh = Eigen::Map<Mat>(G_("encoder.lstm.weight_hh" + l), 4 * H, H).middleRows(r0, nr);
+      auto gbih = Eigen::Map<Vec>(G_("encoder.lstm.bias_ih" + l), 4 * H).segment(r0, nr);
+      auto gbhh = Eigen::Map<Vec>(G_("encoder.lstm.bias_hh" + l), 4 * H).segment(r0, nr);
+      gWih = pWih[dir * NS].middleRows(r0, nr);
+      gWhh = pWhh[dir * NS].middleRows(r0, nr);
+      gbih = pb[dir * NS].segment(r0, nr);
+      for (int si = 1; si < NS; ++si) {
+        gWih += pWih[dir * NS + si].middleRows(r0, nr);
+        gWhh += pWhh[dir * NS + si].middleRows(r0, nr);
+        gbih += pb[dir * NS + si].segment(r0, nr);
+      }
+      gbhh = gbih;
+    });
   }
-  // dIn is now d loss / d (dropped input_proj output)
-  if (train) dIn.array() *= act.drop0.array();
-  Eigen::Map<Mat>(G_("encoder.input_proj.weight"), W, D).noalias() = dIn.transpose() * act.x0;
-  Eigen::Map<Vec>(G_("encoder.input_proj.bias"), W) = dIn.colwise().sum().transpose();
-  if (dfeatures) {
-    Eigen::Map<const Mat> Win(P("encoder.input_proj.weight"), W, D);
-    const Mat dX = dIn * Win;
-    dfeatures->assign(static_cast<size_t>(TB) * D, S(0));
-    for (int b = 0; b < B; ++b)
-      for (int t = 0; t < len[b]; ++t)
-        for (int k = 0; k < D; ++k) (*dfeatures)[(static_cast<size_t>(b) * T + t) * D + k] = dX(int64_t(t) * B + b, k);
-  }
+
+  // ---- input projection: dZ = (dIn[0] + dIn[1]) * drop0 = d loss / d (input_proj output)
+  Eigen::Map<const Mat> Win(P("encoder.input_proj.weight"), W, D);
+  std::vector<Mat> pWin(NS);  // [NS] partial [W][D]
+  std::vector<Vec> pbin(NS);  // [NS] partial [W]
+  if (dfeatures) dfeatures->assign(static_cast<size_t>(TB) * D, S(0));
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    Mat dZ = dIn[0].middleRows(s.row0, s.rows) + dIn[1].middleRows(s.row0, s.rows);  // fixed order
+    if (train) dZ.array() *= act.drop0.middleRows(s.row0, s.rows).array();
+    pWin[si].noalias() = dZ.transpose() * act.x0.middleRows(s.row0, s.rows);
+    pbin[si] = dZ.colwise().sum().transpose();
+    if (dfeatures) {
+      const Mat dX = dZ * Win;  // [Ts*nb][D]
+      for (int j = 0; j < s.nb; ++j) {
+        const int b = s.b0 + j;
+        for (int t = 0; t < len[b]; ++t)
+          for (int q = 0; q < D; ++q)
+            (*dfeatures)[(static_cast<size_t>(b) * T + t) * D + q] = dX(int64_t(t) * s.nb + j, q);
+      }
+    }
+  });
+  Eigen::Map<Mat> gWin(G_("encoder.input_proj.weight"), W, D);
+  Eigen::Map<Vec> gbin(G_("encoder.input_proj.bias"), W);
+  gWin = pWin[0];
+  gbin = pbin[0];
+  for (int si = 1; si < NS; ++si) gWin += pWin[si], gbin += pbin[si];  // slice order
 }
 
 template class Network<float>;

@@ -10,9 +10,22 @@
 //   crf.projection.weight [C][W], .bias [C]
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
 //
-// Activations are time-major inside: row t*B + b of a [T*B][.] matrix is frame
-// t of utterance b, so each layer's input product is one GEMM over the whole
-// batch and each LSTM step is one [B][H] x [H][4H] GEMM.
+// Activations are kept in SLICE-BLOCKED time-major order: the batch is cut
+// into fixed slices of kSliceRows consecutive utterances (the last one may be
+// smaller), and slice s (first utterance b0, nb utterances) owns rows
+// [b0*T, (b0+nb)*T); inside it, row b0*T + t*nb + j is frame t of utterance
+// b0 + j. Every slice runs its own recurrence (per step and row one
+// [1][H] x [H][4H] product), only up to the longest utterance of the slice
+// (rows past it are 0).
+// Exception: Activations::scores is plain time-major, row t*B + b.
+//
+// Threads: the work is cut into a FIXED set of tasks that does not depend on
+// the thread count (per (direction, slice) for the LSTM, per slice for the
+// layout/cumsum/projection work; weight gradients are per-slice partial
+// products summed in slice order), so results are bitwise identical for any
+// number of threads. Dropout masks are drawn serially from the caller's rng in
+// the order (drop0, drop[0], ..., drop[L-2]), each in time-major (t, b, unit)
+// order, exactly as a single-threaded executor would.
 #pragma once
 
 #include <Eigen/Dense>
@@ -35,7 +48,7 @@ struct Activations {
   using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   int B = 0, T = 0;
   std::vector<int32_t> lengths;
-  Mat x0;           // [T*B][D]  input
+  Mat x0;           // [T*B][D]  input (slice-blocked rows, padding rows 0)
   Mat drop0;        // [T*B][W]  dropout scale (0 or 1/(1-p)); empty when off
   std::vector<Mat> layer_in;     // [L] input of layer k ([T*B][In_k], after dropout)
   std::vector<Mat> layer_out;    // [L] raw output of layer k ([T*B][2H], before dropout)
@@ -43,7 +56,7 @@ struct Activations {
   std::vector<Mat> gates[2];     // [L] per direction: [T*B][4H] activated i,f,g,o
   std::vector<Mat> cell[2];      // [L] per direction: [T*B][H] c_t
   std::vector<Mat> tcell[2];     // [L] per direction: [T*B][H] tanh(c_t)
-  Mat scores;       // [T*B][C]  projection output (before centering)
+  Mat scores;       // [T*B][C]  projection output (before centering), TIME-MAJOR row t*B + b
   std::vector<S> cum;            // [B][T+1][C] zero-centered cumulative scores
 };
 
@@ -57,8 +70,15 @@ class Network {
   using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
 
-  explicit Network(const ModelDims& d) : layout_(d) {}
+  // Utterances per slice: the unit of the fixed task partition (see above).
+  static constexpr int kSliceRows = 4;
+
+  // threads: > 0 that many, 0 all cores, < 0 the process default
+  // (set_default_threads, initially all cores).
+  explicit Network(const ModelDims& d, int threads = -1) : layout_(d), threads_(threads) {}
   const ParamLayout& layout() const { return layout_; }
+  void set_threads(int threads) { threads_ = threads; }
+  int threads() const;  // resolved: the number of workers forward/backward use
 
   // Forward. dropout > 0 only when training (rng consumed in a fixed order).
   // With check_numerics, the first non-finite intermediate tensor is named in
@@ -75,7 +95,12 @@ class Network {
 
  private:
   ParamLayout layout_;
+  int threads_ = -1;
 };
+
+// Threads of every Network whose own count is < 0 (0 = all cores, the initial
+// value). `timitseg train/evaluate/decode` set it from --threads / train.threads.
+void set_default_threads(int threads);
 
 extern template class Network<float>;
 extern template class Network<double>;
