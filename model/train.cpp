@@ -21,6 +21,7 @@
 
 #include "common/atomic_file.h"
 #include "common/progress.h"
+#include "model/cpu/network.h"
 
 namespace fs = std::filesystem;
 

@@ -69,7 +69,7 @@ void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
                          bool want_scores = false);
 
-// Sets Eigen / OpenMP threads (0 = all cores); returns the number used.
+// Sets the default thread count of the CPU encoder (0 = all cores; common/parallel.h) and keeps Eigen single-threaded; returns the number used.
 int set_threads(int threads);
 
 }  // namespace timitseg::model

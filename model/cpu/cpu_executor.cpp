@@ -42,7 +42,7 @@ crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& para
 
 // ---- CpuEncoder --------------------------------------------------------------
 
-CpuEncoder::CpuEncoder(const ModelDims& dims, int /*threads*/) : net_(dims) {}
+CpuEncoder::CpuEncoder(const ModelDims& dims, int threads) : net_(dims, threads) {}
 
 void CpuEncoder::forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) {
   const ModelDims& d = dims();
