@@ -313,7 +313,7 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
                   .dump();
   m["label_set"] = std::to_string(s.labels.set);
   m["label_names"] = nlohmann::json(s.labels.names).dump();
-  m["feature_options"] = feature_options_to_json(s.features).dump();
+  m["feature_options"] = model::feature_options_to_json(s.features).dump();
   m["epoch"] = std::to_string(s.epoch);
   m["optimizer_step"] = std::to_string(s.optimizer.step);
   m["rng_state"] = s.rng_state;
