@@ -6,13 +6,15 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "app/commands.h"
+#include "common/parallel.h"
+#include "common/safetensors.h"
 #include "data/dataset.h"
 #include "data/features.h"
-#include "common/safetensors.h"
 #include "data/synth.h"
 
 namespace timitseg::app {
@@ -124,7 +126,7 @@ void add_data_commands(CLI::App& app) {
       } else {
         spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
                      s.sa_excluded, s.skipped, s.warnings);
-        const int threads = po.threads > 0 ? po.threads : static_cast<int>(std::thread::hardware_concurrency());
+        const int threads = resolve_threads(po.threads);
         spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
                      s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
       }
@@ -148,7 +150,7 @@ void add_data_commands(CLI::App& app) {
     sub->callback([=] {
       const data::FeatureOptions o = ff->options();
       st::File f;
-      f.metadata["feature_options"] = data::options_to_json(o);
+      f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();
       for (const auto& path : *inputs) {
         if (f.tensors.count(path)) throw std::invalid_argument(path + ": given twice");
         const data::Audio a = data::read_audio(path);

@@ -5,15 +5,14 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
-#include "data/prepare_internal.h"
+#include "common/files.h"
 #include "common/safetensors.h"
 #include "common/sha256.h"
+#include "data/prepare_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -50,13 +49,11 @@ std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to
 
 nlohmann::json read_manifest(const std::string& workdir) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": missing (not a prepared WORKDIR?)" + rerun_hint());
-  std::stringstream ss;
-  ss << in.rdbuf();
+  require_file(path, " (not a prepared WORKDIR?)" + rerun_hint());
+  const std::string text = read_file(path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(ss.str());
+    j = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
     throw std::runtime_error(path + ": corrupt (" + e.what() + ")" + rerun_hint());
   }
@@ -75,8 +72,8 @@ std::string verified_file(const std::string& workdir, const std::string& name) {
   const std::string path = (fs::path(workdir) / name).string();
   if (!m["files"].contains(name)) throw std::runtime_error(path + ": not listed in manifest.json" + rerun_hint());
   const auto& entry = m["files"][name];
+  require_file(path, rerun_hint());
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) throw std::runtime_error(path + ": missing" + rerun_hint());
   const uint64_t want_bytes = entry.at("bytes").get<uint64_t>();
   const uint64_t have_bytes = fs::file_size(path, ec);
   if (ec || have_bytes != want_bytes)
@@ -152,9 +149,13 @@ Cmvn load_cmvn(const std::string& workdir) {
 
 FeatureOptions load_feature_options(const std::string& workdir) {
   nlohmann::json m = read_manifest(workdir);
-  if (!m.contains("feature_options"))
-    throw std::runtime_error((fs::path(workdir) / "manifest.json").string() + ": no feature_options" + rerun_hint());
-  return options_from_json(m["feature_options"].dump());
+  const std::string path = (fs::path(workdir) / "manifest.json").string();
+  if (!m.contains("feature_options")) throw std::runtime_error(path + ": no feature_options" + rerun_hint());
+  try {
+    return feature_options_from_json(m["feature_options"]);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": " + e.what() + rerun_hint());
+  }
 }
 
 }  // namespace timitseg::data

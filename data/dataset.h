@@ -68,7 +68,7 @@ struct PrepareOptions {
   std::string timit_dir;  // TIMIT root (holds TRAIN and/or TEST, either case)
   std::string workdir;    // output folder (created)
   FeatureOptions features;
-  int threads = 0;        // <= 0: hardware concurrency
+  int threads = 0;        // <= 0: all cores (resolve_threads, common/parallel.h)
   bool strict = false;    // stop at the first bad utterance (non-zero exit)
   bool force = false;     // recompute even if WORKDIR is up to date
   bool progress = true;   // progress bar on stderr

@@ -108,7 +108,7 @@ int64_t frame_center_sample(int64_t t, const FeatureOptions& o) {
   return t * shift + shift / 2;
 }
 
-std::string options_to_json(const FeatureOptions& o) {
+nlohmann::ordered_json feature_options_to_json(const FeatureOptions& o, bool with_info) {
   nlohmann::ordered_json j;
   j["type"] = o.type;
   j["sample_rate"] = o.sample_rate;
@@ -126,52 +126,84 @@ std::string options_to_json(const FeatureOptions& o) {
   j["use_energy"] = o.use_energy;
   j["deltas"] = o.deltas;
   j["allow_resample"] = o.allow_resample;
-  j["dither"] = 0.0;
-  j["dim"] = o.dim();
-  return j.dump();
+  if (with_info) {
+    j["dither"] = 0.0;
+    j["dim"] = o.dim();
+  }
+  return j;
 }
 
-FeatureOptions options_from_json(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(std::string("feature options: invalid JSON: ") + e.what());
-  }
-  if (!j.is_object()) throw std::runtime_error("feature options: expected a JSON object");
+namespace {
+// Typed reads that do not convert silently (nlohmann's get<int>() truncates 23.5).
+int json_int(const nlohmann::json& v) {
+  if (!v.is_number_integer()) throw std::runtime_error("expected an integer, got " + v.dump());
+  const int64_t x = v.get<int64_t>();
+  if (x < std::numeric_limits<int>::min() || x > std::numeric_limits<int>::max())
+    throw std::runtime_error("integer out of range: " + v.dump());
+  return static_cast<int>(x);
+}
+double json_double(const nlohmann::json& v) {
+  if (!v.is_number()) throw std::runtime_error("expected a number, got " + v.dump());
+  return v.get<double>();
+}
+bool json_bool(const nlohmann::json& v) {
+  if (!v.is_boolean()) throw std::runtime_error("expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+std::string json_string(const nlohmann::json& v) {
+  if (!v.is_string()) throw std::runtime_error("expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+}  // namespace
+
+FeatureOptions feature_options_from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::runtime_error("feature options: expected a JSON object, got " + j.dump());
   // Keys not given keep the defaults of the given type (defaults_for), so
   // {"type": "fbank"} means Kaldi's fbank defaults.
   FeatureOptions o;
   if (j.contains("type")) {
-    if (!j["type"].is_string()) throw std::runtime_error("feature options: key 'type': not a string");
-    o = FeatureOptions::defaults_for(j["type"].get<std::string>());
+    try {
+      o = FeatureOptions::defaults_for(json_string(j["type"]));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(std::string("feature options: key 'type': ") + e.what());
+    }
   }
+  const nlohmann::json* dim = nullptr;
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const auto& v = it.value();
     try {
-      if (k == "type") o.type = v.get<std::string>();
-      else if (k == "sample_rate") o.sample_rate = v.get<int>();
-      else if (k == "frame_length_ms") o.frame_length_ms = v.get<double>();
-      else if (k == "frame_shift_ms") o.frame_shift_ms = v.get<double>();
-      else if (k == "snip_edges") o.snip_edges = v.get<bool>();
-      else if (k == "remove_dc_offset") o.remove_dc_offset = v.get<bool>();
-      else if (k == "preemph_coeff") o.preemph_coeff = v.get<double>();
-      else if (k == "window_type") o.window_type = v.get<std::string>();
-      else if (k == "num_mel_bins") o.num_mel_bins = v.get<int>();
-      else if (k == "low_freq") o.low_freq = v.get<double>();
-      else if (k == "high_freq") o.high_freq = v.get<double>();
-      else if (k == "num_ceps") o.num_ceps = v.get<int>();
-      else if (k == "cepstral_lifter") o.cepstral_lifter = v.get<double>();
-      else if (k == "use_energy") o.use_energy = v.get<bool>();
-      else if (k == "deltas") o.deltas = v.get<bool>();
-      else if (k == "allow_resample") o.allow_resample = v.get<bool>();
-      else if (k == "dither" || k == "dim") continue;  // informational
-      else throw std::runtime_error("unknown key");
+      if (k == "type") o.type = json_string(v);
+      else if (k == "sample_rate") o.sample_rate = json_int(v);
+      else if (k == "frame_length_ms") o.frame_length_ms = json_double(v);
+      else if (k == "frame_shift_ms") o.frame_shift_ms = json_double(v);
+      else if (k == "snip_edges") o.snip_edges = json_bool(v);
+      else if (k == "remove_dc_offset") o.remove_dc_offset = json_bool(v);
+      else if (k == "preemph_coeff") o.preemph_coeff = json_double(v);
+      else if (k == "window_type") o.window_type = json_string(v);
+      else if (k == "num_mel_bins") o.num_mel_bins = json_int(v);
+      else if (k == "low_freq") o.low_freq = json_double(v);
+      else if (k == "high_freq") o.high_freq = json_double(v);
+      else if (k == "num_ceps") o.num_ceps = json_int(v);
+      else if (k == "cepstral_lifter") o.cepstral_lifter = json_double(v);
+      else if (k == "use_energy") o.use_energy = json_bool(v);
+      else if (k == "deltas") o.deltas = json_bool(v);
+      else if (k == "allow_resample") o.allow_resample = json_bool(v);
+      else if (k == "dither") {  // informational: features are always computed without dither
+        if (json_double(v) != 0.0) throw std::runtime_error("only 0 is supported, got " + v.dump());
+      } else if (k == "dim") {  // informational: checked once every other key is read
+        json_int(v);
+        dim = &v;
+      } else {
+        throw std::runtime_error("unknown key");
+      }
     } catch (const std::exception& e) {
       throw std::runtime_error("feature options: key '" + k + "': " + e.what());
     }
   }
+  if (dim && json_int(*dim) != o.dim())
+    throw std::runtime_error("feature options: key 'dim': " + dim->dump() + " does not match the other options (" +
+                             std::to_string(o.dim()) + ")");
   return o;
 }
 

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace timitseg::data {
 
 struct FeatureOptions {
@@ -62,10 +64,20 @@ std::vector<float> resample(const std::vector<float>& x, int from_rate, int to_r
 // Checks the options (positive sizes, mel range inside (0, Nyquist], ...);
 // throws std::invalid_argument naming the option.
 void validate(const FeatureOptions& opts);
-// Every option as a JSON object (manifest.json) and back; from_json starts
-// from defaults_for(type) (mfcc when no type) and throws naming the unknown or
-// ill-typed key.
-std::string options_to_json(const FeatureOptions& opts);
-FeatureOptions options_from_json(const std::string& json_text);
+// FeatureOptions as JSON: the one codec of the project (manifest.json, the
+// metadata of prepared split files and of `timitseg features` output,
+// checkpoints). Keys are the field names above, in this order: type,
+// sample_rate, frame_length_ms, frame_shift_ms, snip_edges, remove_dc_offset,
+// preemph_coeff, window_type, num_mel_bins, low_freq, high_freq, num_ceps,
+// cepstral_lifter, use_energy, deltas, allow_resample. with_info appends the
+// informational keys "dither" (always 0) and "dim" (= opts.dim()), as
+// manifest.json and `features` output record them.
+nlohmann::ordered_json feature_options_to_json(const FeatureOptions& opts, bool with_info = false);
+// Back from a JSON object. Starts from defaults_for(type) (mfcc when there is
+// no "type"), so {"type": "fbank"} means Kaldi's fbank defaults; "dither" must
+// be 0 and "dim" must match the other options when present. Throws
+// std::runtime_error "feature options: key 'K': ..." for an unknown or
+// ill-typed key. Does not validate() the values.
+FeatureOptions feature_options_from_json(const nlohmann::json& j);
 
 }  // namespace timitseg::data

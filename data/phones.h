@@ -1,6 +1,6 @@
 // TIMIT phone sets: the 61 labels of the .PHN files, and the standard
-// 61 -> 48 -> 39 map (Lee & Hon; ../shared/data/timit/phones.60-48-39.map,
-// embedded). `q` (glottal stop) has no target in 48/39; see docs/data.md for
+// 61 -> 48 -> 39 map (Lee & Hon 1989, the table of Kaldi's
+// egs/timit/s5/conf/phones.60-48-39.map; embedded in data/timit_lists.cpp). `q` (glottal stop) has no target in 48/39; see docs/data.md for
 // how its frames are handled.
 #pragma once
 

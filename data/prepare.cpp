@@ -6,26 +6,25 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <future>
+#include <limits>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-#include <thread>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/atomic_file.h"
+#include "common/files.h"
+#include "common/parallel.h"
+#include "common/progress.h"
+#include "common/safetensors.h"
+#include "common/sha256.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
-#include "common/progress.h"
-#include "common/safetensors.h"
-#include "common/sha256.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -33,14 +32,6 @@ using json = nlohmann::ordered_json;
 namespace timitseg::data {
 
 namespace {
-
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error(path + ": cannot open");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 // Fingerprint of the corpus: SHA-256 over "relative path, size, mtime" of
 // every .WAV/.PHN used. Any added, removed, resized or touched file changes it.
@@ -105,8 +96,8 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   }
   std::string text;
   try {
-    text = read_text(u.phn_path);
-  } catch (const std::exception& e) {
+    text = read_file(u.phn_path);
+  } catch (const std::exception&) {
     err(u.phn_path, "cannot read");
     return r;
   }
@@ -150,7 +141,7 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
   if (!fs::is_regular_file(path, ec)) return false;
   nlohmann::json m;
   try {
-    m = nlohmann::json::parse(read_text(path));
+    m = nlohmann::json::parse(read_file(path));
     if (m.at("format_version") != kPreparedFormatVersion || m.at("source") != source ||
         m.at("corpus_fingerprint") != fingerprint || m.at("feature_options") != nlohmann::json::parse(opts_json.dump()))
       return false;
@@ -179,11 +170,11 @@ PrepareSummary prepare(const PrepareOptions& po) {
   sum.utterances_found = static_cast<int64_t>(all.size());
   const std::string source = fs::absolute(po.timit_dir).lexically_normal().string();
   const std::string fingerprint = corpus_fingerprint(po.timit_dir, work);
-  const json opts_json = json::parse(options_to_json(fo));
+  const json opts_json = feature_options_to_json(fo, /*with_info=*/true);
 
   if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json)) {
     sum.up_to_date = true;
-    nlohmann::json m = nlohmann::json::parse(read_text((fs::path(po.workdir) / "manifest.json").string()));
+    nlohmann::json m = nlohmann::json::parse(read_file((fs::path(po.workdir) / "manifest.json").string()));
     for (const auto& name : split_names()) {
       const auto& s = m["splits"][name];
       sum.splits.push_back({name, s["utterances"].get<int64_t>(), s["frames"].get<int64_t>(),
@@ -203,39 +194,34 @@ PrepareSummary prepare(const PrepareOptions& po) {
   if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
 
   // ---- features, labels: multithreaded, results by index (deterministic) ----
-  int threads = po.threads > 0 ? po.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  threads = std::min<int>(threads, static_cast<int>(work.size()));
+  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
   std::vector<Result> results(work.size());
-  std::atomic<size_t> next{0};
-  std::atomic<bool> stop{false};
-  std::exception_ptr failure;
-  std::mutex fail_mu;
+  // An utterance after one whose processing threw, or (--strict) after a bad
+  // one, is not processed. Only utterances after the smallest such index are skipped,
+  // so every utterance before the first bad one is processed and the error
+  // reported does not depend on the thread count.
+  std::atomic<int64_t> first_stop{std::numeric_limits<int64_t>::max()};
+  auto stop_at = [&](int64_t i) {
+    int64_t cur = first_stop.load();
+    while (i < cur && !first_stop.compare_exchange_weak(cur, i)) {
+    }
+  };
   {
     if (!po.progress) Progress::set_enabled(false);
     Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
-    auto worker = [&] {
-      for (;;) {
-        if (stop.load()) return;
-        const size_t i = next.fetch_add(1);
-        if (i >= work.size()) return;
-        try {
-          results[i] = process(work[i], fo);
-        } catch (...) {
-          std::lock_guard<std::mutex> lk(fail_mu);
-          if (!failure) failure = std::current_exception();
-          stop = true;
-          return;
-        }
-        if (po.strict && !results[i].ok) stop = true;
-        bar.advance();
+    parallel_for(static_cast<int64_t>(work.size()), threads, [&](int64_t i, int) {
+      if (i > first_stop.load()) return;
+      try {
+        results[i] = process(work[i], fo);
+      } catch (...) {
+        stop_at(i);
+        throw;  // parallel_for rethrows the exception of the smallest failing index
       }
-    };
-    std::vector<std::thread> pool;
-    for (int k = 0; k < threads; ++k) pool.emplace_back(worker);
-    for (auto& th : pool) th.join();
+      if (po.strict && !results[i].ok) stop_at(i);
+      bar.advance();
+    });
     bar.finish();
   }
-  if (failure) std::rethrow_exception(failure);
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
 
@@ -365,14 +351,9 @@ PrepareSummary prepare(const PrepareOptions& po) {
     out.durations = dj;
     return out;
   };
-  std::vector<SplitOut> outs;
-  if (threads > 1) {
-    std::vector<std::future<SplitOut>> fut;
-    for (const auto& split : split_names()) fut.push_back(std::async(std::launch::async, build_split, split));
-    for (auto& f : fut) outs.push_back(f.get());
-  } else {
-    for (const auto& split : split_names()) outs.push_back(build_split(split));
-  }
+  std::vector<SplitOut> outs(split_names().size());
+  parallel_for(static_cast<int64_t>(outs.size()), threads,
+               [&](int64_t i, int) { outs[i] = build_split(split_names()[i]); });
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& split = split_names()[i];
     files[split + ".safetensors"] = outs[i].file;

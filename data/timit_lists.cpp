@@ -1,5 +1,6 @@
-// Generated once from ../shared/data/timit/ (dev_speakers.txt, core_test_speakers.txt,
-// phones.60-48-39.map) so the binary does not depend on that folder. Do not edit by hand.
+// Generated once from the lists in tests/data/fixtures/timit/ (dev_speakers.txt,
+// core_test_speakers.txt, phones.60-48-39.map) so the binary reads no list file at
+// run time. Do not edit by hand: tests/data/test_phones.cpp compares the two.
 #include "data/timit_lists.h"
 
 namespace timitseg::data {

@@ -1,7 +1,9 @@
-// The TIMIT lists the project needs, embedded as text (data/timit_lists.cpp was
-// generated once from ../shared/data/timit/): the 50 dev speakers, the 24
-// core-test speakers (both from TEST), and the standard 61 -> 48 -> 39 phone map
-// (one line per 61-label phone: "p61<TAB>p48<TAB>p39", or just "q").
+// The TIMIT lists the project needs, embedded as text in data/timit_lists.cpp:
+// the standard 50 dev speakers and 24 core-test speakers (both from TEST; the
+// lists of Kaldi's egs/timit/s5/conf/dev_spk.list and test_spk.list), and the
+// standard 61 -> 48 -> 39 phone map (one line per 61-label phone:
+// "p61<TAB>p48<TAB>p39", or just "q"). tests/data/fixtures/timit/ holds the
+// same three lists as plain files; tests/data/test_phones.cpp checks that they agree.
 #pragma once
 
 #include <set>

@@ -4,48 +4,9 @@
 #include <stdexcept>
 
 #include "common/safetensors.h"
+#include "data/features.h"
 
 namespace timitseg::model {
-
-nlohmann::json feature_options_to_json(const data::FeatureOptions& o) {
-  return {{"type", o.type},
-          {"sample_rate", o.sample_rate},
-          {"frame_length_ms", o.frame_length_ms},
-          {"frame_shift_ms", o.frame_shift_ms},
-          {"snip_edges", o.snip_edges},
-          {"remove_dc_offset", o.remove_dc_offset},
-          {"preemph_coeff", o.preemph_coeff},
-          {"window_type", o.window_type},
-          {"num_mel_bins", o.num_mel_bins},
-          {"low_freq", o.low_freq},
-          {"high_freq", o.high_freq},
-          {"num_ceps", o.num_ceps},
-          {"cepstral_lifter", o.cepstral_lifter},
-          {"use_energy", o.use_energy},
-          {"deltas", o.deltas},
-          {"allow_resample", o.allow_resample}};
-}
-
-data::FeatureOptions feature_options_from_json(const nlohmann::json& j) {
-  data::FeatureOptions o;
-  o.type = j.at("type").get<std::string>();
-  o.sample_rate = j.at("sample_rate").get<int>();
-  o.frame_length_ms = j.at("frame_length_ms").get<double>();
-  o.frame_shift_ms = j.at("frame_shift_ms").get<double>();
-  o.snip_edges = j.at("snip_edges").get<bool>();
-  o.remove_dc_offset = j.at("remove_dc_offset").get<bool>();
-  o.preemph_coeff = j.at("preemph_coeff").get<double>();
-  o.window_type = j.at("window_type").get<std::string>();
-  o.num_mel_bins = j.at("num_mel_bins").get<int>();
-  o.low_freq = j.at("low_freq").get<double>();
-  o.high_freq = j.at("high_freq").get<double>();
-  o.num_ceps = j.at("num_ceps").get<int>();
-  o.cepstral_lifter = j.at("cepstral_lifter").get<double>();
-  o.use_energy = j.at("use_energy").get<bool>();
-  o.deltas = j.at("deltas").get<bool>();
-  o.allow_resample = j.at("allow_resample").get<bool>();
-  return o;
-}
 
 static std::string num(double v) {
   std::ostringstream os;
@@ -80,7 +41,7 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
                   .dump();
   m["label_set"] = std::to_string(s.labels.set);
   m["label_names"] = nlohmann::json(s.labels.names).dump();
-  m["feature_options"] = feature_options_to_json(s.features).dump();
+  m["feature_options"] = data::feature_options_to_json(s.features).dump();
   m["epoch"] = std::to_string(s.epoch);
   m["optimizer_step"] = std::to_string(s.optimizer.step);
   m["rng_state"] = s.rng_state;
@@ -140,7 +101,7 @@ ModelState load_checkpoint(const std::string& path) {
   });
   parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
   parse("feature_options",
-        [&](const std::string& t) { s.features = feature_options_from_json(nlohmann::json::parse(t)); });
+        [&](const std::string& t) { s.features = data::feature_options_from_json(nlohmann::json::parse(t)); });
   parse("epoch", [&](const std::string& t) { s.epoch = to_int(t); });
   parse("optimizer_step", [&](const std::string& t) { s.optimizer.step = to_int64(t); });
   s.rng_state = meta("rng_state");

@@ -43,7 +43,4 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
 // Throws naming the file on a missing tensor or a shape mismatch.
 ModelState load_checkpoint(const std::string& path);
 
-nlohmann::json feature_options_to_json(const data::FeatureOptions& o);
-data::FeatureOptions feature_options_from_json(const nlohmann::json& j);
-
 }  // namespace timitseg::model

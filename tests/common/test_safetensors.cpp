@@ -3,35 +3,18 @@
 // written by st::save are parsed back and also checked byte by byte.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/files.h"
 #include "common/safetensors.h"
+#include "tmpdir.h"
 
 namespace fs = std::filesystem;
 using namespace timitseg;
 
 namespace {
-
-std::string tmpdir() {
-  auto d = fs::temp_directory_path() / ("timitseg_st_" + std::to_string(::getpid()));
-  fs::create_directories(d);
-  return d.string();
-}
-
-std::string read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-void write_all(const std::string& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
-}
 
 // A file from a raw JSON header and data bytes.
 std::string make_raw(const std::string& header, const std::string& data) {
@@ -56,7 +39,8 @@ std::string expect_error(const std::string& path) {
 }  // namespace
 
 TEST(Safetensors, RoundTripAllDtypes) {
-  const std::string dir = tmpdir(), path = dir + "/rt.safetensors";
+  commontest::TempDir tmp;
+  const std::string dir = tmp.str(), path = dir + "/rt.safetensors";
   st::File f;
   f.metadata["epoch"] = "3";
   f.metadata["config"] = "a: 1\nb: [x, y]";
@@ -89,7 +73,7 @@ TEST(Safetensors, RoundTripAllDtypes) {
 
   // Byte layout: u64 little-endian header length, JSON header aligned to 8,
   // data in name order with the declared offsets.
-  const std::string raw = read_all(path);
+  const std::string raw = read_file(path);
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(raw[i]);
   EXPECT_EQ(n % 8, 0u);
@@ -109,7 +93,8 @@ TEST(Safetensors, RoundTripAllDtypes) {
 }
 
 TEST(Safetensors, WrongDtypeOrShapeOnGet) {
-  const std::string path = tmpdir() + "/get.safetensors";
+  commontest::TempDir tmp;
+  const std::string path = tmp.str("get.safetensors");
   st::File f;
   f.tensors["x"] = st::Tensor::from<float>({2, 2}, std::vector<float>{1, 2, 3, 4});
   st::save(path, f);
@@ -128,17 +113,18 @@ TEST(Safetensors, WrongDtypeOrShapeOnGet) {
 }
 
 TEST(Safetensors, CorruptionCases) {
-  const std::string dir = tmpdir();
+  commontest::TempDir tmp;
+  const std::string dir = tmp.str();
   const std::string good_header = R"({"x":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   const std::string data(8, '\1');
   auto check = [&](const std::string& name, const std::string& bytes, const std::string& needle) {
     const std::string p = dir + "/" + name + ".safetensors";
-    write_all(p, bytes);
+    commontest::write_bytes(p, bytes);
     const std::string msg = expect_error(p);
     EXPECT_NE(msg.find(needle), std::string::npos) << name << ": " << msg;
   };
   // Sanity: the good file loads.
-  write_all(dir + "/good.safetensors", make_raw(good_header, data));
+  commontest::write_bytes(dir + "/good.safetensors", make_raw(good_header, data));
   EXPECT_EQ(st::load(dir + "/good.safetensors").get("x").numel(), 2);
 
   check("empty", "", "truncated");
@@ -175,14 +161,15 @@ TEST(Safetensors, CorruptionCases) {
 // Zero-size tensors share offsets with their neighbours (as Python's
 // safetensors writes them); whatever their name order, the file is valid.
 TEST(Safetensors, ZeroSizeTensorsAnywhere) {
-  const std::string dir = tmpdir();
+  commontest::TempDir tmp;
+  const std::string dir = tmp.str();
   const std::string data(8, '\2');
   for (const char* header :
        {R"({"a":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]},"b":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
         R"({"b":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},"a":{"dtype":"I64","shape":[1],"data_offsets":[0,8]}})",
         R"({"z":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},"a":{"dtype":"U8","shape":[8],"data_offsets":[0,8]}})"}) {
     const std::string p = dir + "/zero.safetensors";
-    write_all(p, make_raw(header, data));
+    commontest::write_bytes(p, make_raw(header, data));
     st::File f = st::load(p);
     EXPECT_EQ(f.tensors.size(), 2u) << header;
   }
@@ -198,7 +185,8 @@ TEST(Safetensors, ZeroSizeTensorsAnywhere) {
 }
 
 TEST(Safetensors, FailedSaveLeavesNothing) {
-  const std::string dir = tmpdir(), path = dir + "/bad.safetensors";
+  commontest::TempDir tmp;
+  const std::string dir = tmp.str(), path = dir + "/bad.safetensors";
   st::File f;
   st::Tensor t;
   t.dtype = st::DType::F32;

@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "common/sha256.h"
-#include "util.h"
+#include "tmpdir.h"
 
 using namespace timitseg;
 
@@ -24,11 +24,34 @@ TEST(Sha256, NistVectors) {
 }
 
 TEST(Sha256, FileMatchesString) {
-  testutil::TempDir d;
+  commontest::TempDir d;
   const std::string text = "The quick brown fox jumps over the lazy dog";
-  testutil::write_text(d.str("f.txt"), text);
+  commontest::write_bytes(d.str("f.txt"), text);
   uint64_t n = 0;
   EXPECT_EQ(sha256_file(d.str("f.txt"), &n), "d7a8fbb307d7809469ca9abcb0082e4f8d5651e46d3cdb762d02d0bf37c9e592");
   EXPECT_EQ(n, text.size());
   EXPECT_THROW(sha256_file(d.str("missing")), std::runtime_error);
+}
+
+TEST(Sha256, FileLargerThanTheReadBufferMatchesString) {
+  // 2.5 MiB of varied bytes: sha256_file reads 1 MiB at a time, sha256_hex hashes in one update.
+  commontest::TempDir d;
+  std::string bytes(5 * (1 << 19), '\0');
+  uint32_t s = 12345;
+  for (auto& c : bytes) {
+    s = s * 1664525u + 1013904223u;
+    c = static_cast<char>(s >> 24);
+  }
+  commontest::write_bytes(d.str("big.bin"), bytes);
+  uint64_t n = 0;
+  EXPECT_EQ(sha256_file(d.str("big.bin"), &n), sha256_hex(bytes));
+  EXPECT_EQ(n, bytes.size());
+}
+
+TEST(Sha256, DigestFinalizes) {
+  Sha256 h;
+  h.update("abc", 3);
+  EXPECT_EQ(h.hex(), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_THROW(h.update("x", 1), std::logic_error);
+  EXPECT_THROW(h.digest(), std::logic_error);
 }

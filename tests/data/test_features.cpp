@@ -4,9 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <fstream>
 #include <functional>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -18,9 +19,7 @@ using namespace timitseg::data;
 namespace {
 nlohmann::json fixtures() {
   const std::string path = std::string(TIMITSEG_SOURCE_DIR) + "/tests/data/fixtures/kaldi_reference.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error(path + ": missing");
-  return nlohmann::json::parse(in);
+  return nlohmann::json::parse(timitseg::read_file(path));
 }
 }  // namespace
 
@@ -31,7 +30,7 @@ TEST(Features, MatchTorchaudioKaldiTo1e4Relative) {
   ASSERT_GE(fx["cases"].size(), 7u);
   for (const auto& c : fx["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
-    FeatureOptions o = options_from_json(c["options"].dump());
+    FeatureOptions o = feature_options_from_json(c["options"]);
     Audio a;
     a.sample_rate = 16000;
     for (int v : c["signal"]) a.samples.push_back(static_cast<float>(v));
@@ -146,10 +145,13 @@ TEST(Features, OptionsJsonRoundTripAndValidation) {
   o.num_mel_bins = 80;
   o.snip_edges = false;
   o.window_type = "hamming";
-  FeatureOptions b = options_from_json(options_to_json(o));
-  EXPECT_EQ(options_to_json(b), options_to_json(o));
-  EXPECT_THROW(options_from_json("{\"bogus\": 1}"), std::runtime_error);
-  EXPECT_THROW(options_from_json("{\"num_mel_bins\": \"x\"}"), std::runtime_error);
+  o.high_freq = -400.5;
+  FeatureOptions b = feature_options_from_json(feature_options_to_json(o));
+  EXPECT_EQ(feature_options_to_json(b).dump(), feature_options_to_json(o).dump());
+  b = feature_options_from_json(feature_options_to_json(o, true));
+  EXPECT_EQ(feature_options_to_json(b).dump(), feature_options_to_json(o).dump());
+  EXPECT_THROW(feature_options_from_json(nlohmann::json::parse("{\"bogus\": 1}")), std::runtime_error);
+  EXPECT_THROW(feature_options_from_json(nlohmann::json::parse("{\"num_mel_bins\": \"x\"}")), std::runtime_error);
   FeatureOptions bad;
   bad.num_ceps = 30;
   EXPECT_THROW(validate(bad), std::invalid_argument);
@@ -281,4 +283,62 @@ TEST(Features, InvalidOptionMessagesNameTheFlag) {
             0);
   EXPECT_NE(out.find("--frame-shift-ms must be positive, got -10"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(d.str("f.safetensors")));
+}
+
+// The keys are the ones checkpoints on disk hold (model/model.cpp wrote them
+// with nlohmann::json, i.e. sorted); with_info adds dither and dim, as
+// manifest.json records them.
+TEST(Features, OptionsJsonKeys) {
+  const std::vector<std::string> keys{"type",         "sample_rate", "frame_length_ms", "frame_shift_ms",
+                                      "snip_edges",   "remove_dc_offset", "preemph_coeff", "window_type",
+                                      "num_mel_bins", "low_freq",    "high_freq",       "num_ceps",
+                                      "cepstral_lifter", "use_energy", "deltas",       "allow_resample"};
+  const FeatureOptions o;
+  const auto j = feature_options_to_json(o);
+  std::vector<std::string> got;
+  for (auto it = j.begin(); it != j.end(); ++it) got.push_back(it.key());
+  EXPECT_EQ(got, keys);
+  const auto ji = feature_options_to_json(o, true);
+  ASSERT_EQ(ji.size(), keys.size() + 2);
+  EXPECT_EQ(ji["dither"], 0.0);
+  EXPECT_EQ(ji["dim"], 39);
+  EXPECT_EQ(j["high_freq"], 0.0);
+  EXPECT_EQ(j["num_mel_bins"], 23);
+  EXPECT_EQ(j["window_type"], "povey");
+  // a checkpoint's text (every key, sorted) gives the options back
+  FeatureOptions c = FeatureOptions::defaults_for("fbank");
+  c.num_mel_bins = 64;
+  c.deltas = true;
+  c.allow_resample = true;
+  const std::string checkpoint_text = nlohmann::json::parse(feature_options_to_json(c).dump()).dump();
+  const FeatureOptions back = feature_options_from_json(nlohmann::json::parse(checkpoint_text));
+  EXPECT_EQ(back.type, "fbank");
+  EXPECT_EQ(back.num_mel_bins, 64);
+  EXPECT_TRUE(back.deltas);
+  EXPECT_TRUE(back.allow_resample);
+  EXPECT_FALSE(back.use_energy);
+  EXPECT_EQ(back.dim(), 192);
+}
+
+TEST(Features, OptionsJsonErrorsNameTheKey) {
+  auto error_of = [](const std::string& text) -> std::string {
+    try {
+      feature_options_from_json(nlohmann::json::parse(text));
+    } catch (const std::runtime_error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(error_of("{\"bogus\": 1}"), "feature options: key 'bogus': unknown key");
+  EXPECT_EQ(error_of("{\"num_ceps\": 12.5}"), "feature options: key 'num_ceps': expected an integer, got 12.5");
+  EXPECT_EQ(error_of("{\"deltas\": 1}"), "feature options: key 'deltas': expected true or false, got 1");
+  EXPECT_EQ(error_of("{\"low_freq\": \"20\"}"), "feature options: key 'low_freq': expected a number, got \"20\"");
+  EXPECT_EQ(error_of("{\"type\": \"plp\"}").rfind("feature options: key 'type': ", 0), 0u);
+  EXPECT_EQ(error_of("{\"dither\": 1.0}"), "feature options: key 'dither': only 0 is supported, got 1.0");
+  EXPECT_EQ(error_of("{\"deltas\": false, \"dim\": 39}"),
+            "feature options: key 'dim': 39 does not match the other options (13)");
+  EXPECT_EQ(error_of("[1]"), "feature options: expected a JSON object, got [1]");
+  EXPECT_EQ(error_of("{\"type\": \"fbank\", \"dither\": 0, \"dim\": 40}"), "");  // integer 0 and 40 accepted
+  // integer values for double options are accepted (JSON does not distinguish 20 from 20.0)
+  EXPECT_EQ(feature_options_from_json(nlohmann::json::parse("{\"low_freq\": 64}")).low_freq, 64.0);
 }

@@ -1,13 +1,13 @@
-// PhoneSet and the embedded TIMIT lists vs ../shared/data/timit (read here as the oracle
-// when the shared folder is present, else vs known entries of the standard map).
+// PhoneSet and the embedded TIMIT lists vs the plain-text copies shipped in
+// tests/data/fixtures/timit/ (the oracle), and vs known entries of the standard map.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
 #include "data/phones.h"
 #include "data/timit_lists.h"
 
@@ -45,24 +45,23 @@ TEST(Phones, SizesAndKnownMappings) {
   for (int i = 0; i < 61; ++i) EXPECT_EQ(p.index61(p.names61()[i]), i);
 }
 
-TEST(Phones, EmbeddedListsMatchSharedFiles) {
-  const std::filesystem::path shared = std::filesystem::path(TIMITSEG_SOURCE_DIR) / ".." / "shared" / "data" / "timit";
+TEST(Phones, EmbeddedListsMatchFixtureFiles) {
+  const std::filesystem::path dir = std::filesystem::path(TIMITSEG_SOURCE_DIR) / "tests" / "data" / "fixtures" / "timit";
   EXPECT_EQ(dev_speakers().size(), 50u);
   EXPECT_EQ(core_test_speakers().size(), 24u);
   for (const auto& s : core_test_speakers()) EXPECT_EQ(dev_speakers().count(s), 0u) << s;
   EXPECT_EQ(core_test_speakers().count("mdab0"), 1u);
   EXPECT_EQ(dev_speakers().count("faks0"), 1u);
-  if (!std::filesystem::exists(shared / "dev_speakers.txt")) GTEST_SKIP() << "no ../shared beside the source tree";
   auto read_set = [](const std::filesystem::path& f) {
-    std::ifstream in(f);
+    std::istringstream in(timitseg::read_file(f.string()));
     std::set<std::string> s;
     std::string w;
     while (in >> w) s.insert(w);
     return s;
   };
-  EXPECT_EQ(read_set(shared / "dev_speakers.txt"), dev_speakers());
-  EXPECT_EQ(read_set(shared / "core_test_speakers.txt"), core_test_speakers());
-  std::ifstream in(shared / "phones.60-48-39.map");
+  EXPECT_EQ(read_set(dir / "dev_speakers.txt"), dev_speakers());
+  EXPECT_EQ(read_set(dir / "core_test_speakers.txt"), core_test_speakers());
+  std::istringstream in(timitseg::read_file((dir / "phones.60-48-39.map").string()));
   std::string line;
   const PhoneSet& p = PhoneSet::timit();
   int n = 0;

@@ -40,7 +40,7 @@ TEST(Prepare, RoundTripMatchesDirectComputation) {
   Prepared p;
   EXPECT_FALSE(p.first.up_to_date);
   const FeatureOptions fo = load_feature_options(p.po.workdir);
-  EXPECT_EQ(options_to_json(fo), options_to_json(FeatureOptions()));
+  EXPECT_EQ(feature_options_to_json(fo).dump(), feature_options_to_json(FeatureOptions()).dump());
   int64_t total = 0;
   for (const auto& name : split_names()) {
     Split s = load_split(p.po.workdir, name);
@@ -59,7 +59,7 @@ TEST(Prepare, RoundTripMatchesDirectComputation) {
       std::string phn_path = u.audio_path;
       phn_path.replace(phn_path.size() - 3, 3, "PHN");
       std::vector<Problem> probs;
-      auto ph = parse_phn(phn_path, testutil::read_text(phn_path), u.num_samples, &probs);
+      auto ph = parse_phn(phn_path, timitseg::read_file(phn_path), u.num_samples, &probs);
       EXPECT_TRUE(probs.empty());
       EXPECT_EQ(u.labels, frame_labels(ph, T, fo));
       // segments tile the utterance, each a run of one label, adjacent runs differ
@@ -104,13 +104,13 @@ TEST(Prepare, RoundTripMatchesDirectComputation) {
     EXPECT_NEAR(v[d] / n, 1.0, 1e-4);
   }
   // manifest: counts and checksums of every file
-  nlohmann::json man = nlohmann::json::parse(testutil::read_text(p.po.workdir + "/manifest.json"));
+  nlohmann::json man = nlohmann::json::parse(timitseg::read_file(p.po.workdir + "/manifest.json"));
   EXPECT_EQ(man["format_version"], kPreparedFormatVersion);
   EXPECT_EQ(man["splits"]["train"]["utterances"], train.utterances.size());
   for (const std::string f : {"train.safetensors", "dev.safetensors", "core-test.safetensors", "test.safetensors",
                               "cmvn.safetensors", "phones.json", "durations.json"})
     EXPECT_EQ(man["files"][f]["sha256"].get<std::string>().size(), 64u) << f;
-  nlohmann::json dur = nlohmann::json::parse(testutil::read_text(p.po.workdir + "/durations.json"));
+  nlohmann::json dur = nlohmann::json::parse(timitseg::read_file(p.po.workdir + "/durations.json"));
   const auto& sil = dur["train"]["39"]["sil"];
   EXPECT_GT(sil["count"].get<int>(), 0);
   EXPECT_LE(sil["median"].get<double>(), sil["p95"].get<double>());
@@ -146,7 +146,7 @@ TEST(Prepare, CorruptedCacheIsDetected) {
       EXPECT_NE(m.find("re-run `timitseg prepare`"), std::string::npos) << m;
     }
   };
-  std::string bytes = testutil::read_text(train);
+  std::string bytes = timitseg::read_file(train);
   // one edited byte deep in the feature data (size unchanged)
   std::string edited = bytes;
   edited[edited.size() / 2] ^= 0x01;
@@ -163,7 +163,7 @@ TEST(Prepare, CorruptedCacheIsDetected) {
   EXPECT_FALSE(prepare(p.po).up_to_date);
   EXPECT_NO_THROW(load_split(p.po.workdir, "train"));
   // cmvn and a missing manifest
-  std::string cm = testutil::read_text(p.po.workdir + "/cmvn.safetensors");
+  std::string cm = timitseg::read_file(p.po.workdir + "/cmvn.safetensors");
   cm[cm.size() - 3] ^= 0x40;
   testutil::write_text(p.po.workdir + "/cmvn.safetensors", cm);
   EXPECT_THROW(load_cmvn(p.po.workdir), std::runtime_error);
@@ -209,5 +209,5 @@ TEST(Prepare, OutputIndependentOfThreadCount) {
   prepare(one);
   for (const std::string f : {"train.safetensors", "dev.safetensors", "core-test.safetensors", "test.safetensors",
                               "cmvn.safetensors", "durations.json", "phones.json"})
-    EXPECT_EQ(testutil::read_text(p.po.workdir + "/" + f), testutil::read_text(one.workdir + "/" + f)) << f;
+    EXPECT_EQ(timitseg::read_file(p.po.workdir + "/" + f), timitseg::read_file(one.workdir + "/" + f)) << f;
 }

@@ -41,8 +41,8 @@ TEST(Synth, DeterministicPerSeed) {
   auto ux = scan_timit(d.str("x"), &px), uy = scan_timit(d.str("y"), &py);
   ASSERT_EQ(ux.size(), uy.size());
   for (size_t i = 0; i < ux.size(); ++i) {
-    EXPECT_EQ(testutil::read_text(ux[i].wav_path), testutil::read_text(uy[i].wav_path));
-    EXPECT_EQ(testutil::read_text(ux[i].phn_path), testutil::read_text(uy[i].phn_path));
+    EXPECT_EQ(timitseg::read_file(ux[i].wav_path), timitseg::read_file(uy[i].wav_path));
+    EXPECT_EQ(timitseg::read_file(ux[i].phn_path), timitseg::read_file(uy[i].phn_path));
   }
 }
 
@@ -67,7 +67,7 @@ TEST(Synth, ValidTimitCorpusWithEverySplitAndLearnableButNotTrivial) {
     EXPECT_EQ(a.sample_rate, 16000);
     EXPECT_EQ(a.bits, 16);
     std::vector<Problem> pp;
-    auto ph = parse_phn(u.phn_path, testutil::read_text(u.phn_path), static_cast<int64_t>(a.samples.size()), &pp);
+    auto ph = parse_phn(u.phn_path, timitseg::read_file(u.phn_path), static_cast<int64_t>(a.samples.size()), &pp);
     EXPECT_TRUE(pp.empty()) << (pp.empty() ? "" : pp[0].str());
     ASSERT_FALSE(ph.empty());
     EXPECT_EQ(ph.front().start, 0);

@@ -10,10 +10,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
+
+#include "common/files.h"  // timitseg::read_file: the tests read files with it
 
 namespace testutil {
 
@@ -36,13 +37,6 @@ inline void write_text(const std::string& path, const std::string& text) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
   std::ofstream out(path, std::ios::binary);
   out << text;
-}
-
-inline std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 // Writes 16-bit PCM audio with libsndfile: major = SF_FORMAT_NIST or SF_FORMAT_WAV.

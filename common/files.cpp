@@ -1,0 +1,44 @@
+#include "common/files.h"
+
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+
+namespace timitseg {
+
+std::string read_file(const std::string& path) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) throw std::runtime_error(path + ": cannot open for reading (" + std::strerror(errno) + ")");
+  // fopen succeeds on a folder on Linux; say so instead of a read error.
+  struct stat sb {};
+  if (::fstat(::fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
+    std::fclose(f);
+    throw std::runtime_error(path + ": is a folder, not a file");
+  }
+  std::string out;
+  if (S_ISREG(sb.st_mode) && sb.st_size > 0) out.reserve(static_cast<size_t>(sb.st_size));
+  char buf[1 << 16];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const bool err = std::ferror(f);
+  const int e = errno;
+  std::fclose(f);
+  if (err) throw std::runtime_error(path + ": read error (" + std::strerror(e) + ")");
+  return out;
+}
+
+void require_file(const std::string& path, const std::string& hint) {
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) != 0) {
+    const int e = errno;
+    throw std::runtime_error(path + (e == ENOENT ? std::string(": missing") : ": " + std::string(std::strerror(e))) +
+                             hint);
+  }
+  if (S_ISDIR(sb.st_mode)) throw std::runtime_error(path + ": is a folder, not a file" + hint);
+  if (!S_ISREG(sb.st_mode)) throw std::runtime_error(path + ": not a regular file" + hint);
+}
+
+}  // namespace timitseg
