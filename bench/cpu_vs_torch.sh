@@ -45,15 +45,17 @@ for n in "${threads[@]}"; do
   e=$(fps "$e_out")
   t=$(fps "$t_out")
 
-  # ---- LEAD: whole training step ------------------------------------------
-  # `timitseg bench train --device cpu --threads N` (written by the lead)
-  # times the whole training step (encoder + CRF + optimizer) and prints
-  # "... frames/s N" like the other two programs. Once it exists, uncomment
-  # the two lines below: its figure fills the `train` column and the ratio
-  # then compares it (instead of the encoder alone) with torch.
+  # ---- whole training step: `timitseg bench train --device cpu` ------------
+  # (encoder + CRF + optimizer through train(), TRAIN_UTTERANCES utterances,
+  # the second epoch's frames/s); the ratio compares it with torch.
   w=""
-  # w_out="$("$timitseg" bench train --device cpu --threads "$n")"; echo "$w_out" >&2
-  # w=$(fps "$w_out")
+  if [ -x "$timitseg" ]; then
+    # shellcheck disable=SC2086
+    w_out="$("$timitseg" bench train --device cpu --threads "$n" ${size/--classes 39/} --utterances "${TRAIN_UTTERANCES:-96}" \
+             --epochs 2 --eval-utterances 0 --breakdown-steps 0 2>/dev/null)"
+    echo "$w_out" >&2
+    w=$(grep -o 'training throughput: [0-9.]*' <<<"$w_out" | awk '{print $3}' || true)
+  fi
   # --------------------------------------------------------------------------
 
   ours="${w:-$e}"
