@@ -238,8 +238,9 @@ void add_bench_train_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
-  c->add_option("--rnn-algo", o->rnn_algo, "cuDNN RNN algorithm on the GPU: standard, persist_static, persist_dynamic")
-      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic"}))
+  c->add_option("--rnn-algo", o->rnn_algo,
+                "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, or fused (own kernel, Hopper)")
+      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic", "fused"}))
       ->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();

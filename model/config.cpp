@@ -358,8 +358,8 @@ void Config::validate() const {
   check(*this, train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
         "one of cpu, cuda, auto");
   check(*this, train_rnn_algo == "standard" || train_rnn_algo == "persist_static" ||
-                   train_rnn_algo == "persist_dynamic",
-        "train.rnn_algo", train_rnn_algo, "one of standard, persist_static, persist_dynamic");
+                   train_rnn_algo == "persist_dynamic" || train_rnn_algo == "fused",
+        "train.rnn_algo", train_rnn_algo, "one of standard, persist_static, persist_dynamic, fused");
   check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
   check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
   check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");

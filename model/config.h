@@ -45,7 +45,7 @@ struct Config {
   uint64_t train_seed = 0;           // train.seed
   std::string train_device = "cpu";  // train.device: cpu | cuda | auto
   int train_threads = 0;             // train.threads: 0 = all cores
-  std::string train_rnn_algo = "standard";  // train.rnn_algo: cuDNN RNN algorithm on the GPU (standard | persist_static | persist_dynamic)
+  std::string train_rnn_algo = "standard";  // train.rnn_algo: the GPU recurrence: cuDNN (standard | persist_static | persist_dynamic) or fused (own Hopper kernel)
   bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
   int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
   int train_log_every = 10;          // train.log_every: batches between plain progress lines

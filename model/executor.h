@@ -69,7 +69,7 @@ struct StepResult {
 struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
   std::string crf_backend = "cpu";    // reference | cpu | cuda
-  std::string rnn_algo = "standard";  // cuda executor: cuDNN RNN algorithm (standard | persist_static | persist_dynamic)
+  std::string rnn_algo = "standard";  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
 };
 
 class Executor {

@@ -5,6 +5,7 @@
 // float atomics: every sum runs in a fixed order, so two runs on the same
 // inputs give bitwise identical results.
 #include "model/cuda/cudnn_encoder.h"
+#include "model/cuda/lstm_fused.h"
 
 #include <algorithm>
 #include <cstring>
@@ -160,11 +161,11 @@ __global__ void cumsum_backward_kernel(int B, int T, int C, const float* dcum, c
 }
 
 cudnnRNNAlgo_t parse_algo(const std::string& s) {
-  if (s == "standard") return CUDNN_RNN_ALGO_STANDARD;
+  if (s == "standard" || s == "fused") return CUDNN_RNN_ALGO_STANDARD;  // fused: cuDNN descriptors unused
   if (s == "persist_static") return CUDNN_RNN_ALGO_PERSIST_STATIC;
   if (s == "persist_dynamic") return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
   throw std::invalid_argument("cuda encoder: unknown rnn_algo '" + s +
-                              "' (expected standard, persist_static or persist_dynamic)");
+                              "' (expected standard, persist_static, persist_dynamic or fused)");
 }
 
 }  // namespace
@@ -186,6 +187,13 @@ cudnnRNNAlgo_t parse_algo(const std::string& s) {
 CudnnEncoder::CudnnEncoder(const ModelDims& dims, const CudaEncoderOptions& opt)
     : dims_(dims), layout_(dims), opt_(opt) {
   algo_ = parse_algo(opt.rnn_algo);  // before touching the device: a clear error for a typo
+  fused_ = opt.rnn_algo == "fused";
+  if (fused_) {
+    std::string why;
+    if (!fused::supported(dims.per_direction(), &why))
+      throw std::runtime_error("cuda encoder: rnn_algo 'fused' cannot run here (" + why +
+                               "); use train.rnn_algo=standard (cuDNN)");
+  }
   stream_ = static_cast<cudaStream_t>(opt.stream);
   D_ = dims.input_dim;
   W_ = dims.hidden_dim;
@@ -396,7 +404,7 @@ void CudnnEncoder::reserve_buffers() {
   work_bytes_ = 0;
   reserve_bytes_ = 0;
   reserve_offset_.assign(L_, 0);
-  for (int k = 0; k < L_; ++k) {
+  for (int k = 0; k < L_ && !fused_; ++k) {
     size_t ws = 0, rs = 0;
     TS_CUDNN_RNN(cudnnGetRNNTempSpaceSizes(cudnn_, rnn_[k], mode, x_desc_, &ws, &rs));
     work_bytes_ = std::max(work_bytes_, ws);
@@ -410,6 +418,14 @@ void CudnnEncoder::reserve_buffers() {
   layer_in_.reserve(static_cast<size_t>(dropout_on_ ? L_ : 1) * BT * W_ * sizeof(float));
   layer_out_.reserve(static_cast<size_t>(L_) * BT * 2 * H_ * sizeof(float));
   scores_.reserve(BT * C_ * sizeof(float));
+  if (fused_) {
+    fused_xg_.reserve(BT * 8 * H_ * sizeof(float));
+    fused_gates_.reserve(size_t(L_) * 2 * BT * 4 * H_ * sizeof(float));
+    fused_cell_.reserve(size_t(L_) * 2 * BT * H_ * sizeof(float));
+    fused_hprev_.reserve(size_t(L_) * 2 * BT * H_ * sizeof(float));
+    fused_whh_.reserve(size_t(L_) * 2 * 4 * H_ * H_ * sizeof(float));
+    fused_bsum_.reserve(size_t(8) * H_ * sizeof(float));
+  }
 }
 
 void CudnnEncoder::gemm_rm(bool tA, bool tB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -459,7 +475,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   const double p = opt.dropout;
   const float keep = static_cast<float>(1.0 / (1.0 - p));
 
-  set_data_descriptors();
+  if (!fused_) set_data_descriptors();
   reserve_buffers();
   // (cudaMemcpyAsync / cudaMemsetAsync directly: common/cuda.h's helpers
   // synchronize the default stream when no stream is given)
@@ -469,7 +485,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   auto P = [&](const char* name) { return params + layout_.get(name).offset; };
 
   // params -> weight space (one kernel over every segment of every layer)
-  {
+  if (!fused_) {
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_seg_len_ + kThreads - 1) / kThreads, 64)),
                     static_cast<unsigned>(nseg_));
     gather_weights_kernel<<<grid, kThreads, 0, stream_>>>(params, wspace_.as<float>(),
@@ -489,10 +505,14 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
 
   const cudnnForwardMode_t mode = fwd_training_ ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   for (int k = 0; k < L_; ++k) {
+    if (fused_) {
+      fused_layer_forward(k, params, len);
+    } else {
     const size_t rs = fwd_training_ ? (k + 1 < L_ ? reserve_offset_[k + 1] : reserve_bytes_) - reserve_offset_[k] : 0;
     TS_CUDNN_RNN(cudnnRNNForward(cudnn_, rnn_[k], mode, len, x_desc_, in(k), y_desc_, out(k), h_desc_, nullptr,
                                  nullptr, c_desc_, nullptr, nullptr, ws_bytes_[k], wspace(k), work_bytes_,
                                  work_bytes_ ? work_.data() : nullptr, rs, rs ? reserve(k) : nullptr));
+    }
     // cuDNN fills padding rows with 0 (PADDED_IO); zeroed again so that the
     // output is defined whatever the algo does there.
     valid_rows_kernel<<<grid_for(BT * 2 * H_), kThreads, 0, stream_>>>(out(k), out(k), T_, 2 * H_, BT * 2 * H_, len);
@@ -551,8 +571,11 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
-  TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
+  if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
   for (int k = L_ - 1; k >= 0; --k) {
+    if (fused_) {
+      fused_layer_backward(k, params, len, dy, dx, grad);
+    } else {
     const size_t rs = (k + 1 < L_ ? reserve_offset_[k + 1] : reserve_bytes_) - reserve_offset_[k];
     TS_CUDNN_RNN(cudnnRNNBackwardData_v8(cudnn_, rnn_[k], len, y_desc_, out(k), dy, x_desc_, dx, h_desc_, nullptr,
                                          nullptr, nullptr, c_desc_, nullptr, nullptr, nullptr, ws_bytes_[k],
@@ -564,6 +587,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
     TS_CUDNN_RNN(cudnnRNNBackwardWeights_v8(cudnn_, rnn_[k], CUDNN_WGRAD_MODE_ADD, len, x_desc_, in(k), h_desc_,
                                             nullptr, y_desc_, out(k), ws_bytes_[k], dwspace(k), work_bytes_,
                                             work_bytes_ ? work_.data() : nullptr, rs, reserve(k)));
+    }
     // gradient of the dropped input: through dropout site k (input projection for k = 0)
     if (dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(dx, dy, BT * W_,
@@ -575,7 +599,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
     // dy now holds d loss / d (output of layer k-1), or of the input projection for k = 0
   }
   // weight-gradient space -> flat grad (one kernel over every segment)
-  {
+  if (!fused_) {
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_seg_len_ + kThreads - 1) / kThreads, 64)),
                     static_cast<unsigned>(nseg_));
     scatter_grads_kernel<<<grid, kThreads, 0, stream_>>>(dwspace_.as<float>(), grad, segments_.as<WeightSegment>());
@@ -585,6 +609,71 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   const float* dZ = dy;
   gemm_rm(true, false, W_, D_, static_cast<int>(BT), dZ, W_, x0_.as<float>(), D_, G("encoder.input_proj.weight"), D_);
   column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));
+}
+
+// ---- rnn_algo "fused" ---------------------------------------------------------------
+
+namespace {
+// xg[r][dir*4H + j] += bsum[dir*4H + j] for every row r of [rows][8H].
+__global__ void add_gate_bias_kernel(float* xg, const float* bsum, int64_t n, int cols) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    xg[i] += bsum[i % cols];
+}
+// bsum[i] = b_ih[i] + b_hh[i] for one direction's 4H entries.
+__global__ void bias_pair_sum_kernel(const float* bih, const float* bhh, float* out, int n) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = bih[i] + bhh[i];
+}
+}  // namespace
+
+void CudnnEncoder::fused_layer_forward(int k, const float* params, const int32_t* len) {
+  const int64_t BT = int64_t(B_) * T_;
+  const int G4 = 4 * H_;
+  const std::string l = "_l" + std::to_string(k);
+  float* xg = fused_xg_.as<float>();
+  float* bsum = fused_bsum_.as<float>();
+  for (int dir = 0; dir < 2; ++dir) {
+    const std::string sfx = l + (dir ? "_reverse" : "");
+    const float* wih = params + layout_.get("encoder.lstm.weight_ih" + sfx).offset;
+    // xg[:, dir*4H : dir*4H+4H] = in(k) W_ih_dir^T   ([BT][W] x [W][4H], ldc = 8H)
+    gemm_rm(false, true, static_cast<int>(BT), G4, W_, in(k), W_, wih, W_, xg + dir * G4, 2 * G4);
+    bias_pair_sum_kernel<<<(G4 + 255) / 256, 256, 0, stream_>>>(
+        params + layout_.get("encoder.lstm.bias_ih" + sfx).offset,
+        params + layout_.get("encoder.lstm.bias_hh" + sfx).offset, bsum + dir * G4, G4);
+    TS_LAUNCHED("bias_pair_sum_kernel");
+    TS_CUDA(cudaMemcpyAsync(fused_whh(k) + size_t(dir) * G4 * H_,
+                            params + layout_.get("encoder.lstm.weight_hh" + sfx).offset,
+                            size_t(G4) * H_ * sizeof(float), cudaMemcpyDeviceToDevice, stream_));
+  }
+  add_gate_bias_kernel<<<grid_for(BT * 2 * G4), kThreads, 0, stream_>>>(xg, bsum, BT * 2 * G4, 2 * G4);
+  TS_LAUNCHED("add_gate_bias_kernel");
+  fused::forward(B_, T_, H_, xg, fused_whh(k), len, out(k), fused_gates(k), fused_cell(k), fused_hprev(k), stream_);
+}
+
+void CudnnEncoder::fused_layer_backward(int k, const float* params, const int32_t* len, const float* dy, float* dx,
+                                        float* grad) {
+  const int64_t BT = int64_t(B_) * T_;
+  const int G4 = 4 * H_;
+  const std::string l = "_l" + std::to_string(k);
+  float* dxg = fused_xg_.as<float>();  // the forward's xg is no longer needed
+  fused::backward(B_, T_, H_, fused_whh(k), len, dy, fused_gates(k), fused_cell(k), dxg, stream_);
+  float* bgrad = fused_bsum_.as<float>();
+  column_sums(dxg, BT, 2 * G4, bgrad);  // [8H]: d b of both directions (bias_ih and bias_hh alike)
+  for (int dir = 0; dir < 2; ++dir) {
+    const std::string sfx = l + (dir ? "_reverse" : "");
+    float* gih = grad + layout_.get("encoder.lstm.weight_ih" + sfx).offset;
+    float* ghh = grad + layout_.get("encoder.lstm.weight_hh" + sfx).offset;
+    // dW_ih [4H][W] = dxg_dir^T in(k);  dW_hh [4H][H] = dxg_dir^T hprev_dir
+    gemm_rm(true, false, G4, W_, static_cast<int>(BT), dxg + dir * G4, 2 * G4, in(k), W_, gih, W_);
+    gemm_rm(true, false, G4, H_, static_cast<int>(BT), dxg + dir * G4, 2 * G4, fused_hprev(k) + size_t(dir) * BT * H_,
+            H_, ghh, H_);
+    for (const char* b : {"encoder.lstm.bias_ih", "encoder.lstm.bias_hh"})
+      TS_CUDA(cudaMemcpyAsync(grad + layout_.get(b + sfx).offset, bgrad + dir * G4, size_t(G4) * sizeof(float),
+                              cudaMemcpyDeviceToDevice, stream_));
+    // dx [BT][W] = sum_dir dxg_dir W_ih_dir  (padding rows of dxg are 0, so are dx's)
+    const float* wih = params + layout_.get("encoder.lstm.weight_ih" + sfx).offset;
+    gemm_rm(false, false, static_cast<int>(BT), W_, G4, dxg + dir * G4, 2 * G4, wih, W_, dx, W_, dir ? 1.f : 0.f);
+  }
 }
 
 std::string CudnnEncoder::describe() const {

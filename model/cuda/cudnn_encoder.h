@@ -132,6 +132,22 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer dA_{Memory::device, 0}, dB_{Memory::device, 0};  // [B][T][W] ping-pong activation gradients
   Buffer cum_scratch_{Memory::device, 0};  // [B][T][C] double (cumsum backward)
   Buffer colsum_scratch_{Memory::device, 0};  // [chunks][cols] double
+
+  // rnn_algo "fused": the recurrence runs in model/cuda/lstm_fused (Hopper
+  // clusters) instead of cuDNN; the input products and weight gradients are
+  // cuBLAS GEMMs here. Per layer k: gates [2][B][T][4H], cell and hprev
+  // [2][B][T][H] are kept for backward.
+  bool fused_ = false;
+  void fused_layer_forward(int k, const float* params, const int32_t* len);
+  void fused_layer_backward(int k, const float* params, const int32_t* len, const float* dy, float* dx, float* grad);
+  float* fused_gates(int k) { return fused_gates_.as<float>() + size_t(k) * 2 * B_ * T_ * 4 * H_; }
+  float* fused_cell(int k) { return fused_cell_.as<float>() + size_t(k) * 2 * B_ * T_ * H_; }
+  float* fused_hprev(int k) { return fused_hprev_.as<float>() + size_t(k) * 2 * B_ * T_ * H_; }
+  float* fused_whh(int k) { return fused_whh_.as<float>() + size_t(k) * 2 * 4 * H_ * H_; }
+  Buffer fused_xg_{Memory::device, 0};     // [B][T][2][4H] pre-activations (forward) / their gradient (backward)
+  Buffer fused_gates_{Memory::device, 0}, fused_cell_{Memory::device, 0}, fused_hprev_{Memory::device, 0};
+  Buffer fused_whh_{Memory::device, 0};    // [L][2][4H][H] weight_hh of both directions, contiguous
+  Buffer fused_bsum_{Memory::device, 0};   // [8H] b_ih + b_hh of both directions / bias gradients
 };
 
 }  // namespace timitseg::model

@@ -24,6 +24,7 @@
 #include "common/cuda_check.h"
 #include "model/cpu/network.h"
 #include "model/cuda/cuda_encoder.h"
+#include "model/cuda/lstm_fused.h"
 #include "model/cuda/ops.h"
 #include "model/params.h"
 
@@ -159,17 +160,27 @@ GpuResult run_gpu(CudaEncoder& enc, const Problem& pr, const ForwardOptions& fo,
   return r;
 }
 
-// max |gpu - cpu| / max|cpu| over a [B][T][cols] GPU tensor vs a time-major [T*B][cols] CPU one.
+// Row of frame t of utterance b in the CPU executor's activations: plain
+// time-major (t*B + b) for scores, slice-blocked for the layer outputs
+// (model/cpu/network.h: slices of kSliceRows utterances, row b0*T + t*nb + (b-b0)).
+int64_t cpu_row(int B, int T, int b, int t, bool slice_blocked) {
+  if (!slice_blocked) return int64_t(t) * B + b;
+  const int k = Network<float>::kSliceRows;
+  const int b0 = b / k * k, nb = std::min(k, B - b0);
+  return int64_t(b0) * T + int64_t(t) * nb + (b - b0);
+}
+
+// max |gpu - cpu| / max|cpu| over a [B][T][cols] GPU tensor vs the CPU one (rows by cpu_row).
 double batch_major_rel_err(const std::vector<float>& gpu, const Eigen::Matrix<float, -1, -1, Eigen::RowMajor>& cpu,
-                           int B, int T, int cols, std::string* where) {
+                           int B, int T, int cols, std::string* where, bool slice_blocked = false) {
   double mx = 0, worst = 0;
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
-      for (int c = 0; c < cols; ++c) mx = std::max(mx, std::fabs(double(cpu(int64_t(t) * B + b, c))));
+      for (int c = 0; c < cols; ++c) mx = std::max(mx, std::fabs(double(cpu(cpu_row(B, T, b, t, slice_blocked), c))));
   for (int b = 0; b < B; ++b)
     for (int t = 0; t < T; ++t)
       for (int c = 0; c < cols; ++c) {
-        const double g = gpu[(size_t(b) * T + t) * cols + c], h = cpu(int64_t(t) * B + b, c);
+        const double g = gpu[(size_t(b) * T + t) * cols + c], h = cpu(cpu_row(B, T, b, t, slice_blocked), c);
         const double e = std::isfinite(g) ? std::fabs(g - h) : std::numeric_limits<double>::infinity();
         if (e > worst || (worst == 0 && !std::isfinite(e))) {
           worst = e;
@@ -189,7 +200,8 @@ struct GradReport {
 GradReport compare_grads(const ModelDims& d, const std::vector<float>& gpu, const std::vector<float>& cpu) {
   GradReport r;
   std::ostringstream table;
-  for (const ParamInfo& info : ParamLayout(d).params()) {
+  const ParamLayout layout(d);  // (a temporary's params() would dangle in the loop)
+  for (const ParamInfo& info : layout.params()) {
     if (!is_encoder_param(info.name)) continue;
     double num = 0, den = 0;
     for (size_t i = 0; i < info.size; ++i) {
@@ -210,7 +222,8 @@ GradReport compare_grads(const ModelDims& d, const std::vector<float>& gpu, cons
 }
 
 void expect_crf_grads_untouched(const ModelDims& d, const std::vector<float>& grad) {
-  for (const ParamInfo& info : ParamLayout(d).params()) {
+  const ParamLayout layout(d);  // (a temporary's params() would dangle in the loop)
+  for (const ParamInfo& info : layout.params()) {
     if (is_encoder_param(info.name)) continue;
     for (size_t i = 0; i < info.size; ++i)
       if (grad[info.offset + i] != kCrfSentinel) {
@@ -235,7 +248,8 @@ void compare_with_cpu(const Problem& pr, const std::string& algo) {
   // per layer first: the first one that diverges is the one to look at
   for (int k = 0; k < d.num_layers; ++k) {
     std::string where;
-    const double e = batch_major_rel_err(gpu.layer_out[k], cpu.act.layer_out[k], pr.B, pr.T, d.hidden_dim, &where);
+    const double e = batch_major_rel_err(gpu.layer_out[k], cpu.act.layer_out[k], pr.B, pr.T, d.hidden_dim, &where,
+                                         /*slice_blocked=*/true);
     std::cout << "[ info     ] lstm layer " << k << " output: max rel err " << e << " at " << where << "\n";
     EXPECT_LT(e, 1e-4) << "lstm layer " << k << " output differs from the CPU, worst " << where;
   }
@@ -316,6 +330,20 @@ TEST(CudaEncoder, PersistentAlgosMatchCpuOrRefuseClearly) {
   }
 }
 
+// rnn_algo "fused" (model/cuda/lstm_fused: the recurrence in one persistent
+// kernel per layer) against the CPU, at the recipe size (H = 128) and with
+// H = 64; skipped where the kernel cannot run (no Hopper GPU).
+TEST(CudaEncoder, FusedMatchesCpu) {
+  if (timitseg::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found";
+  std::string why;
+  if (!fused::supported(128, &why)) GTEST_SKIP() << "fused LSTM kernel not supported here: " << why;
+  compare_with_cpu(recipe_problem(), "fused");
+  ModelDims d = recipe_dims();
+  d.hidden_dim = 128;
+  d.num_layers = 2;
+  compare_with_cpu(make_problem(d, 11, 90, {90, 1, 45, 89, 3, 60, 77, 12, 90, 30, 2}, 33), "fused");
+}
+
 // An utterance gives the same cum rows and gradient contribution whatever
 // batch it sits in (other lengths, other T, large garbage in padding frames).
 TEST(CudaEncoder, PaddingAndBatchDoNotMatter) {
@@ -361,6 +389,7 @@ TEST(CudaEncoder, PaddingAndBatchDoNotMatter) {
 TEST(CudaEncoder, Deterministic) {
   if (timitseg::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found";
   const Problem pr = recipe_problem(31);
+  const ParamLayout layout(pr.dims);
   Stream stream;
   CudaEncoderOptions opt;
   opt.stream = stream.s;
@@ -383,7 +412,7 @@ TEST(CudaEncoder, Deterministic) {
         if (std::memcmp(&r1.grad[i], &r->grad[i], sizeof(float))) first = i;
       if (first != r1.grad.size()) {
         std::string name;
-        for (const ParamInfo& info : ParamLayout(pr.dims).params())
+        for (const ParamInfo& info : layout.params())
           if (first >= info.offset && first < info.offset + info.size) name = info.name;
         ADD_FAILURE() << "gradients differ between two runs (" << who << ", dropout " << p << "), first at " << name;
       }

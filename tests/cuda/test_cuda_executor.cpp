@@ -14,6 +14,7 @@
 
 #include "common/cuda.h"
 #include "common/safetensors.h"
+#include "model/cuda/lstm_fused.h"
 #include "model/model.h"
 
 using namespace timitseg;
@@ -80,7 +81,7 @@ StepOptions no_dropout() {
   return o;
 }
 
-void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf) {
+void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf, const std::string& algo = "standard") {
   const std::vector<float> params = random_params(d, 11);
   const Batch batch = random_batch(d, 6, 57, 12);
   AdamW opt;
@@ -91,6 +92,7 @@ void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf) {
   auto cpu = make_executor("cpu", d, xc);
   ExecutorOptions xg;
   xg.crf_backend = gpu_crf;
+  xg.rnn_algo = algo;
   auto gpu = make_executor("cuda", d, xg);
   cpu->set_state(params, opt);
   gpu->set_state(params, opt);
@@ -102,7 +104,8 @@ void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf) {
   EXPECT_NEAR(rg.grad_norm, rc.grad_norm, 1e-3 * rc.grad_norm);
   double worst = 0;
   std::string worst_name;
-  for (const ParamInfo& p : ParamLayout(d).params()) {
+  const ParamLayout layout(d);
+  for (const ParamInfo& p : layout.params()) {
     double diff = 0, ref = 0;
     for (size_t i = 0; i < p.size; ++i) {
       diff += std::pow(double(gg[p.offset + i]) - gc[p.offset + i], 2);
@@ -112,7 +115,7 @@ void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf) {
     if (rel > worst) worst = rel, worst_name = p.name;
     EXPECT_LT(rel, 1e-3) << p.name << " (crf " << gpu_crf << ")";
   }
-  std::printf("[ executor ] crf %s: loss cpu %.9g gpu %.9g; worst gradient %s rel %.3g\n", gpu_crf.c_str(), rc.loss,
+  std::printf("[ executor ] %s, crf %s: loss cpu %.9g gpu %.9g; worst gradient %s rel %.3g\n", algo.c_str(), gpu_crf.c_str(), rc.loss,
               rg.loss, worst_name.c_str(), worst);
 }
 
@@ -138,6 +141,11 @@ TEST(CudaExecutor, GradientsAgreeAtRecipeSize) {
   d.num_classes = 39;
   d.max_duration = 30;
   expect_gradients_agree(d, "cuda");
+  std::string why;
+  if (fused::supported(d.per_direction(), &why))
+    expect_gradients_agree(d, "cuda", "fused");
+  else
+    std::printf("[ executor ] fused LSTM kernel not supported here: %s\n", why.c_str());
 }
 
 TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
