@@ -111,7 +111,17 @@ void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf, cons
       diff += std::pow(double(gg[p.offset + i]) - gc[p.offset + i], 2);
       ref += std::pow(double(gc[p.offset + i]), 2);
     }
-    const double rel = std::sqrt(diff) / std::max(std::sqrt(ref), 1e-12);
+    // crf.projection.bias: exactly 0 in exact arithmetic (the centered cumsum
+    // removes a per-class constant), so only rounding noise on both sides:
+    // measured against the projection weight's gradient instead.
+    double scale = std::sqrt(ref);
+    if (p.name == "crf.projection.bias") {
+      const ParamInfo& w = layout.get("crf.projection.weight");
+      double wn = 0;
+      for (size_t i = 0; i < w.size; ++i) wn += double(gc[w.offset + i]) * gc[w.offset + i];
+      scale = std::max(scale, std::sqrt(wn));
+    }
+    const double rel = std::sqrt(diff) / std::max(scale, 1e-12);
     if (rel > worst) worst = rel, worst_name = p.name;
     EXPECT_LT(rel, 1e-3) << p.name << " (crf " << gpu_crf << ")";
   }
@@ -173,8 +183,14 @@ TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
   gpu->get_state(pg, og);
   EXPECT_EQ(oc.step, 5);
   EXPECT_EQ(og.step, 5);
+  // crf.projection.bias is left out: its gradient is rounding noise around an
+  // exact 0 (centered cumsum), which AdamW turns into lr-sized steps of random
+  // sign on either device.
+  const ParamLayout lay(d);
+  const ParamInfo& pb = lay.get("crf.projection.bias");
   double diff = 0, ref = 0;
   for (size_t i = 0; i < pc.size(); ++i) {
+    if (i >= pb.offset && i < pb.offset + pb.size) continue;
     diff += std::pow(double(pg[i]) - pc[i], 2);
     ref += std::pow(double(pc[i]) - params[i], 2);  // the distance moved
   }
@@ -228,7 +244,8 @@ TEST(CudaExecutor, NonFiniteParameterIsNamedAndNothingUpdated) {
   auto gpu = make_executor("cuda", d, xo);
   gpu->set_state(params, opt);
   StepOptions o = no_dropout();
-  o.poison.emplace_back(ParamLayout(d).get("crf.transition").offset, std::nanf(""));
+  const ParamLayout lay(d);
+  o.poison.emplace_back(lay.get("crf.transition").offset, std::nanf(""));
   const Batch b = random_batch(d, 3, 20, 5);
   EXPECT_THROW(gpu->train_step(b, o), NonFiniteError);
   std::vector<float> after;
