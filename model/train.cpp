@@ -284,6 +284,10 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   xo.crf_backend = cfg.crf_backend;
   xo.rnn_algo = cfg.train_rnn_algo;
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
+  if (device == "cuda" && cfg.crf_backend != "cuda")
+    spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
+                 "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
+                 cfg.crf_backend);
 
   const fs::path run_dir(cfg.train_run_dir);
   const fs::path ckpt_dir = run_dir / "checkpoints";
