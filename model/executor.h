@@ -21,6 +21,7 @@
 #include "crf/semicrf.h"
 #include "model/batch.h"
 #include "model/encoder.h"
+#include "model/numerics.h"
 #include "model/optim.h"
 #include "model/params.h"
 
@@ -49,7 +50,9 @@ struct StepOptions {
   double clip_norm = 0.0;            // train.clip_norm (0 = off)
   double crf_reg = 0.0;              // crf.reg
   bool frame_normalization = false;  // crf.loss_normalization == frame (else per utterance)
-  bool check_numerics = true;        // debug.check_numerics
+  bool check_numerics = true;        // debug.check_numerics: per-layer checks, model/numerics.h
+  int64_t step = 0;                  // the global optimizer step this update becomes (from 1)
+  FaultSpec fault;                   // --inject-fault (planted when fault.step == step)
   bool time_parts = false;           // fill StepResult::times (synchronizes the GPU between parts)
   std::mt19937_64* rng = nullptr;    // CPU dropout masks: the run's engine (resume is bit-exact)
   uint64_t seed = 0;                 // GPU dropout masks: a function of (seed, step, layer, index)
@@ -70,6 +73,8 @@ struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
   std::string crf_backend = "cpu";    // reference | cpu | cuda
   std::string rnn_algo = "standard";  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
+  bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
+                                      // may vary between runs (docs/debugging.md)
 };
 
 class Executor {
