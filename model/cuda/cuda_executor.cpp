@@ -345,6 +345,15 @@ class CudaExecutor final : public Executor {
   }
 
   int numerics_slots() const { return numerics_->slots(); }
+  std::vector<NumericsHit> numerics_report() const {
+    std::vector<NumericsHit> out;
+    for (int i = 0; i < numerics_->slots(); ++i) {
+      NumericsHit h = numerics_->slot_name(i);
+      h.stats = numerics_->stats(i);
+      out.push_back(std::move(h));
+    }
+    return out;
+  }
 
   std::vector<float> last_cum() override {
     std::vector<float> out;
@@ -572,4 +581,12 @@ int cuda_numerics_slots(Executor& executor) {
   return e->numerics_slots();
 }
 
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+std::vector<NumericsHit> cuda_numerics_report(Executor& executor) {
+  auto* e = dynamic_cast<CudaExecutor*>(&executor);
+  if (!e) throw std::invalid_argument("cuda_numerics_report: not a cuda executor");
+  return e->numerics_report();
+}
 }  // namespace timitseg::model

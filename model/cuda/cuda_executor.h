@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "model/executor.h"
 
@@ -18,5 +19,7 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
 // Tensors the last train_step / gradients() call of a cuda executor reduced
 // for its numeric checks (0 with check_numerics off: no tap work). Tests.
 int cuda_numerics_slots(Executor& executor);
+// Every slot of that step in tap order: layer, pass, tensor and its stats.
+std::vector<NumericsHit> cuda_numerics_report(Executor& executor);
 
 }  // namespace timitseg::model

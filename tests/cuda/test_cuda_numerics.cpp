@@ -317,6 +317,61 @@ TEST(GpuNumerics, CheckOffDoesNoSlotWorkAndCheckOnTapsEveryDocumentedTensor) {
   }
 }
 
+TEST(GpuNumerics, TapsFollowTheDocumentedOrderAndMeasureTheRightTensors) {
+  REQUIRE_GPU();
+  const ModelDims d = dims64();
+  const std::vector<float> params = init(d, 9);
+  AdamW opt0;
+  opt0.reset(params.size());
+  const Batch b = random_batch(d, 4, 21, 6);
+  // (layer, pass) runs in tap order (model/numerics.h)
+  std::vector<std::pair<std::string, Pass>> want;
+  for (const std::string& l : numerics_layers(d.num_layers))
+    if (l != "optimizer") want.emplace_back(l, Pass::forward);
+  for (const char* l : {"crf", "cumsum", "center", "projection"}) want.emplace_back(l, Pass::backward);
+  for (int k = d.num_layers - 1; k >= 0; --k) {
+    want.emplace_back("lstm." + std::to_string(k) + ".bwd", Pass::backward);
+    want.emplace_back("lstm." + std::to_string(k) + ".fwd", Pass::backward);
+  }
+  for (const char* l : {"input_proj", "input", "penalty", "optimizer"}) want.emplace_back(l, Pass::backward);
+  // the oracle of the first slot: the features with padding rows zeroed
+  std::vector<float> x0 = b.input.features;
+  for (int i = 0; i < b.input.B; ++i)
+    for (int t = b.input.lengths[i]; t < b.input.T; ++t)
+      for (int c = 0; c < d.input_dim; ++c) x0[(static_cast<size_t>(i) * b.input.T + t) * d.input_dim + c] = 0.f;
+  for (const std::string& algo : algos_here(d)) {
+    ExecutorOptions xo;
+    xo.crf_backend = "cuda";
+    xo.rnn_algo = algo;
+    auto gpu = make_executor("cuda", d, xo);
+    gpu->set_state(params, opt0);
+    gpu->train_step(b, step_options(1, true));
+    const std::vector<NumericsHit> rep = cuda_numerics_report(*gpu);
+    std::vector<std::pair<std::string, Pass>> runs;
+    for (const NumericsHit& h : rep) {
+      if (runs.empty() || runs.back().first != h.layer || runs.back().second != h.pass)
+        runs.emplace_back(h.layer, h.pass);
+      EXPECT_FALSE(h.stats.bad()) << algo << ": " << h.describe();
+      EXPECT_GT(h.stats.finite, 0) << algo << ": " << h.describe();
+    }
+    ASSERT_EQ(runs.size(), want.size()) << algo;
+    for (size_t i = 0; i < want.size(); ++i) {
+      EXPECT_EQ(runs[i].first, want[i].first) << algo << " run " << i;
+      EXPECT_EQ(runs[i].second, want[i].second) << algo << " run " << i;
+    }
+    ASSERT_FALSE(rep.empty());
+    expect_same_stats(rep.front().stats, tensor_stats(x0.data(), x0.size()), algo + ": input features");
+    // the last three: params, exp_avg, exp_avg_sq after the update
+    std::vector<float> p;
+    AdamW s;
+    gpu->get_state(p, s);
+    ASSERT_GE(rep.size(), 3u);
+    expect_same_stats(rep[rep.size() - 3].stats, tensor_stats(p.data(), p.size()), algo + ": params");
+    expect_same_stats(rep[rep.size() - 2].stats, tensor_stats(s.m.data(), s.m.size()), algo + ": exp_avg");
+    expect_same_stats(rep[rep.size() - 1].stats, tensor_stats(s.v.data(), s.v.size()), algo + ": exp_avg_sq");
+  }
+}
+
 // ---- determinism ----------------------------------------------------------------------------
 
 TEST(GpuNumerics, DeterministicRunsAreBitwiseIdentical) {
