@@ -15,15 +15,17 @@
 // any parameter changes. With check off and no fault planned: no tap work.
 //
 // Determinism (ExecutorOptions::deterministic, docs/debugging.md): every
-// reduction here and in the encoder's own kernels runs in a fixed order
-// without float atomics. cuDNN's standard LSTM algorithm (CUDNN_RNN_ALGO_STANDARD,
-// FMA math) runs a fixed sequence of GEMMs and pointwise kernels whose
-// reduction order depends only on the sizes; the fused kernel
-// (model/cuda/lstm_fused.cu) keeps one thread per (gate row, batch) and
-// synchronizes the cluster per time step, with no atomics; the weight
-// gradients are cuBLAS GEMMs, whose algorithm is fixed once the handle has a
-// workspace of its own (set when deterministic). Two runs with one seed give
-// bitwise identical parameters (tests/cuda/test_cuda_numerics.cpp checks it).
+// reduction here, in the encoder's own kernels and in the cuda CRF backend
+// runs in a fixed order; there are no float atomics (the only atomics are
+// integer counts, exact in any order). cuDNN's standard LSTM algorithm
+// (CUDNN_RNN_ALGO_STANDARD, FMA math, no TF32) runs a fixed sequence of GEMMs
+// and pointwise kernels chosen from the sizes alone; the fused kernel
+// (model/cuda/lstm_fused.cu) has no atomics and sums in a fixed order; the
+// linear layers and the fused path's weight gradients are cuBLAS GEMMs,
+// whose algorithm cannot vary once the handle has a workspace of its own
+// (cublasSetWorkspace, set when deterministic). Dropout masks are a hash of
+// (seed, step, site, index). Two runs with one seed give bitwise identical
+// parameters and moments (tests/cuda/test_cuda_numerics.cpp checks it).
 // The persistent cuDNN algorithms are refused under deterministic: their
 // determinism has not been established (and cuDNN 9.14 refuses them at our
 // sizes anyway).
