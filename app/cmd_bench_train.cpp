@@ -38,6 +38,7 @@ struct BenchTrainOptions {
   int breakdown_steps = 20, eval_utterances = 1344;
   double dropout = 0.1;
   bool bucketing = true;
+  bool check_numerics = false;  // debug.check_numerics: off by default, so that the figures are the plain ones
   uint64_t seed = 1;
 };
 
@@ -92,7 +93,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   cfg.train_bucket_batches = o.bucket_batches;
   cfg.train_seed = o.seed;
   cfg.train_lr = 1e-3;
-  cfg.debug_check_numerics = true;
+  cfg.debug_check_numerics = o.check_numerics;
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
   if (fs::exists(work) && !fs::is_empty(work))
@@ -108,9 +109,10 @@ void run_bench_train(const BenchTrainOptions& o) {
   int64_t train_frames = 0;
   for (const auto& u : td.train.utterances) train_frames += u.num_frames;
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
-              "bucketing %s, %d epochs\n",
+              "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs);
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, o.rnn_algo.c_str(),
+              o.check_numerics ? "on" : "off");
   std::fflush(stdout);
 
   // 1. train() as `timitseg train` runs it.
@@ -174,6 +176,8 @@ void run_bench_train(const BenchTrainOptions& o) {
     so.time_parts = true;
     so.rng = &brng;
     so.seed = o.seed;
+    so.check_numerics = o.check_numerics;
+    so.step = i + 1;
     const auto t1 = Clock::now();
     const model::StepResult r = exec->train_step(b, so);
     const double st = since(t1);
@@ -254,6 +258,10 @@ void add_bench_train_command(CLI::App& app) {
   c->add_option("--epochs", o->epochs, "Epochs (the figure is the best epoch after the first)")->check(CLI::Range(1, 1000))->capture_default_str();
   c->add_option("--bucketing", o->bucketing, "Length bucketing as in train.bucketing (true/false)")->capture_default_str();
   c->add_option("--bucket-batches", o->bucket_batches, "train.bucket_batches")->check(CLI::Range(1, 1000000))->capture_default_str();
+  c->add_option("--check-numerics", o->check_numerics,
+                "debug.check_numerics: per-layer NaN/Inf checks in every step (true/false; the figure to compare "
+                "with false is their cost)")
+      ->capture_default_str();
   c->add_option("--dropout", o->dropout, "model.dropout")->check(CLI::Range(0.0, 0.99))->capture_default_str();
   c->add_option("--breakdown-steps", o->breakdown_steps, "Synchronized steps timed part by part (0 = skip)")->check(CLI::Range(0, 100000))->capture_default_str();
   c->add_option("--eval-utterances", o->eval_utterances, "Utterances decoded for the evaluation timing (0 = skip)")->check(CLI::Range(0, 10000000))->capture_default_str();

@@ -31,9 +31,16 @@
 
 namespace timitseg::model {
 
+namespace gpu {
+class DeviceNumerics;
+}
+
 struct CudaEncoderOptions {
-  std::string rnn_algo = "standard";  // standard | persist_static | persist_dynamic (cuDNN cudnnRNNAlgo_t)
+  std::string rnn_algo = "standard";  // standard | persist_static | persist_dynamic (cuDNN cudnnRNNAlgo_t) | fused
   void* stream = nullptr;             // cudaStream_t all work is queued on
+  // ExecutorOptions::deterministic: the cuBLAS handle gets a fixed workspace
+  // of its own (cublasSetWorkspace), so that its algorithm choice cannot vary.
+  bool deterministic = false;
 };
 
 // The cuDNN encoder with two extras over model::Encoder.
@@ -53,6 +60,10 @@ class CudaEncoder : public Encoder {
   virtual const float* layer_output(int k) const = 0;
   // Projection output of the last forward (device [B][T][C], padding rows 0).
   virtual const float* scores() const = 0;
+  // Per-layer taps (model/numerics.h, model/cuda/numerics_taps.h): forward()
+  // taps input .. cumsum, backward() taps cumsum .. input, on this object,
+  // which the caller owns and starts per step. nullptr (the default): no taps.
+  virtual void set_numerics(gpu::DeviceNumerics* numerics) = 0;
 };
 
 // Throws std::invalid_argument for an unknown rnn_algo or bad dims, and

@@ -7,6 +7,28 @@
 //   L2 penalty, encoder backward -> grad             (model/cuda/ops, encoder)
 //   global gradient norm -> read back with log Z, gold, penalty (one sync)
 //   clip + AdamW on the device
+// Numeric checks (StepOptions::check_numerics, model/numerics.h): the encoder
+// and this executor tap every layer into a gpu::DeviceNumerics
+// (model/cuda/numerics_taps.h); the slots are read back with the scalars at
+// the one sync point above (and, for the `optimizer` taps, once more after
+// the update). The first bad slot in tap order throws NumericsError before
+// any parameter changes. With check off and no fault planned: no tap work.
+//
+// Determinism (ExecutorOptions::deterministic, docs/debugging.md): every
+// reduction here, in the encoder's own kernels and in the cuda CRF backend
+// runs in a fixed order; there are no float atomics (the only atomics are
+// integer counts, exact in any order). cuDNN's standard LSTM algorithm
+// (CUDNN_RNN_ALGO_STANDARD, FMA math, no TF32) runs a fixed sequence of GEMMs
+// and pointwise kernels chosen from the sizes alone; the fused kernel
+// (model/cuda/lstm_fused.cu) has no atomics and sums in a fixed order; the
+// linear layers and the fused path's weight gradients are cuBLAS GEMMs,
+// whose algorithm cannot vary once the handle has a workspace of its own
+// (cublasSetWorkspace, set when deterministic). Dropout masks are a hash of
+// (seed, step, site, index). Two runs with one seed give bitwise identical
+// parameters and moments (tests/cuda/test_cuda_numerics.cpp checks it).
+// The persistent cuDNN algorithms are refused under deterministic: their
+// determinism has not been established (and cuDNN 9.14 refuses them at our
+// sizes anyway).
 // Parameters, gradients and the AdamW moments stay on the GPU from
 // set_state() to get_state(). Nothing is allocated after the first batch of
 // the largest size seen (every buffer is a Buffer grown with reserve()).
@@ -26,6 +48,7 @@
 #include "common/cuda_check.h"
 #include "crf/session.h"
 #include "model/cuda/cuda_encoder.h"
+#include "model/cuda/numerics_taps.h"
 #include "model/cuda/ops.h"
 
 namespace timitseg::model {
@@ -65,18 +88,34 @@ class Pinned {
 // Scalars read back once per step.
 struct StepScalars {
   double norm = 0, penalty = 0;
+  double penalty_again = 0;  // with taps: the value of the second (gradient) penalty call, unused
 };
+
+// Slots of one step at most: forward 8 + 2L, backward 21 + 9L (model/numerics.h).
+int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers; }
+
+ExecutorOptions checked(const ExecutorOptions& o) {
+  if (o.deterministic && (o.rnn_algo == "persist_static" || o.rnn_algo == "persist_dynamic"))
+    throw std::invalid_argument("cuda executor: --deterministic refuses rnn_algo '" + o.rnn_algo +
+                                "' (the determinism of cuDNN's persistent algorithms is not established); use "
+                                "train.rnn_algo=standard or fused");
+  return o;
+}
 
 class CudaExecutor final : public Executor {
  public:
-  CudaExecutor(const ModelDims& dims, const ExecutorOptions& o)
-      : dims_(dims), layout_(dims), rnn_algo_(o.rnn_algo), crf_name_(o.crf_backend) {
+  CudaExecutor(const ModelDims& dims, const ExecutorOptions& options)
+      : dims_(dims), layout_(dims), rnn_algo_(options.rnn_algo), crf_name_(options.crf_backend) {
+    const ExecutorOptions o = checked(options);
     cuda::require_device("; train on the CPU with train.device=cpu");
     TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CudaEncoderOptions eo;
     eo.rnn_algo = o.rnn_algo;
     eo.stream = stream_;
+    eo.deterministic = o.deterministic;
     encoder_ = make_cuda_encoder(dims, eo);
+    numerics_ = std::make_unique<gpu::DeviceNumerics>(max_numeric_slots(dims));
+    encoder_->set_numerics(numerics_.get());
     crf::BackendOptions bo;
     bo.threads = o.threads;
     bo.stream = stream_;
@@ -94,6 +133,7 @@ class CudaExecutor final : public Executor {
   }
   ~CudaExecutor() override {
     encoder_.reset();
+    numerics_.reset();
     session_.reset();
     backend_.reset();
     if (stream_) cudaStreamDestroy(stream_);
@@ -143,6 +183,8 @@ class CudaExecutor final : public Executor {
     };
     auto t0 = Clock::now();
     stage(batch, /*with_labels=*/true);
+    numerics_->begin_step(o.check_numerics, o.fault, o.step, stream_);
+    const bool taps = numerics_->active();
     // debug.inject_nonfinite: set the entries for this step, restored below.
     std::vector<float> saved(o.poison.size());
     for (size_t i = 0; i < o.poison.size(); ++i) {
@@ -180,20 +222,36 @@ class CudaExecutor final : public Executor {
 
     const double norm = o.frame_normalization ? static_cast<double>(batch.frames) : double(B);
     std::vector<double> log_z(B), gold(B);
-    crf_backward(batch, 1.0 / norm, log_z, gold);
-    mark(res.times.crf, t0);
-
-    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>());
     const ParamInfo& A = layout_.get("crf.transition");
     const ParamInfo& D = layout_.get("crf.duration_bias");
     StepScalars* dsc = scalars_.as<StepScalars>();
+    crf_backward(batch, 1.0 / norm, log_z, gold, o.crf_reg);
+    mark(res.times.crf, t0);
+
+    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>());
+    // with taps, the value was computed (and tapped) in the forward order, in crf_backward
     gpu::l2_penalty(o.crf_reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset,
-                    grad_.as<float>() + A.offset, grad_.as<float>() + D.offset, &dsc->penalty, stream_);
+                    grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
+                    taps ? &dsc->penalty_again : &dsc->penalty, stream_);
+    if (taps) {
+      // the CRF parameter gradients after the penalty's share
+      using gpu::TapTensor;
+      float* G = grad_.as<float>();
+      const ParamInfo& S = layout_.get("crf.start");
+      const ParamInfo& E = layout_.get("crf.end");
+      numerics_->tap("penalty", Pass::backward,
+                     {TapTensor::f32("grad crf.transition", G + A.offset, A.size),
+                      TapTensor::f32("grad crf.duration_bias", G + D.offset, D.size),
+                      TapTensor::f32("grad crf.start", G + S.offset, S.size),
+                      TapTensor::f32("grad crf.end", G + E.offset, E.size)});
+    }
     gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
     scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
+    numerics_->queue_readback();
     TS_CUDA(cudaStreamSynchronize(stream_));
     const StepScalars sc = *host_scalars_.as<StepScalars>();
     mark(res.times.encoder_backward, t0);
+    if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
     for (int b = 0; b < B; ++b) {
       if (!std::isfinite(log_z[b]))
         throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
@@ -218,6 +276,18 @@ class CudaExecutor final : public Executor {
     ++opt_.step;
     gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(), n, o.lr, opt_.beta1,
                       opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
+    if (numerics_->active()) {
+      // after the update by definition: a hit here restores nothing
+      using gpu::TapTensor;
+      numerics_->tap("optimizer", Pass::backward,
+                     {TapTensor::f32("params", params_.as<float>(), n), TapTensor::f32("exp_avg", m_.as<float>(), n),
+                      TapTensor::f32("exp_avg_sq", v_.as<float>(), n)});
+      if (numerics_->checking()) {
+        numerics_->queue_readback();
+        TS_CUDA(cudaStreamSynchronize(stream_));
+        if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
+      }
+    }
     if (o.time_parts) {
       TS_CUDA(cudaStreamSynchronize(stream_));
       res.times.optimizer = since(t_opt);
@@ -236,6 +306,7 @@ class CudaExecutor final : public Executor {
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
     const int B = batch.input.B, T = batch.input.T;
     stage(batch, /*with_labels=*/false);
+    numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
     cum_.reserve(cum_bytes(B, T));
     ForwardOptions fo;  // dropout 0: evaluation
     encoder_->set_training(false);
@@ -272,6 +343,17 @@ class CudaExecutor final : public Executor {
     }
     std::vector<std::vector<crf::Segment>> out(B);
     for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);
+    return out;
+  }
+
+  int numerics_slots() const { return numerics_->slots(); }
+  std::vector<NumericsHit> numerics_report() const {
+    std::vector<NumericsHit> out;
+    for (int i = 0; i < numerics_->slots(); ++i) {
+      NumericsHit h = numerics_->slot_name(i);
+      h.stats = numerics_->stats(i);
+      out.push_back(std::move(h));
+    }
     return out;
   }
 
@@ -353,8 +435,47 @@ class CudaExecutor final : public Executor {
     return p;
   }
 
-  // log Z, gold (host) and d cum / d CRF parameters (device) for the staged batch.
-  void crf_backward(const Batch& batch, double scale, std::vector<double>& log_z, std::vector<double>& gold) {
+  // The forward taps of crf (log Z, gold in lz_) and penalty (its value, computed here
+  // with reg), then the backward taps of crf; only while taps are active.
+  void crf_taps(int B, int T, double reg) {
+    using gpu::TapTensor;
+    const int C = dims_.num_classes, K = dims_.max_duration;
+    numerics_->tap("crf", Pass::forward,
+                   {TapTensor::f64("log_partition [B]", lz_.as<double>(), B),
+                    TapTensor::f64("gold_score [B]", lz_.as<double>() + B, B)});
+    const ParamInfo& A = layout_.get("crf.transition");
+    const ParamInfo& D = layout_.get("crf.duration_bias");
+    StepScalars* dsc = scalars_.as<StepScalars>();
+    gpu::l2_penalty(reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset, nullptr, nullptr,
+                    &dsc->penalty, stream_);
+    numerics_->tap("penalty", Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
+    float* G = grad_.as<float>();
+    const size_t ncum = static_cast<size_t>(B) * (T + 1) * C;
+    const ParamInfo& S = layout_.get("crf.start");
+    const ParamInfo& E = layout_.get("crf.end");
+    numerics_->tap("crf", Pass::backward,
+                   {TapTensor::f32("d cum_scores [B][T+1][C]", dcum_.as<float>(), ncum),
+                    TapTensor::f32("grad crf.transition", G + A.offset, A.size),
+                    TapTensor::f32("grad crf.duration_bias", G + D.offset, D.size),
+                    TapTensor::f32("grad crf.start", G + S.offset, S.size),
+                    TapTensor::f32("grad crf.end", G + E.offset, E.size)});
+  }
+
+  // The CRF backend threw (it validates its inputs): a bad slot before the CRF
+  // is the cause to report; else the backend's own error.
+  [[noreturn]] void crf_failed(const std::invalid_argument& e) {
+    if (numerics_->checking()) {
+      numerics_->queue_readback();
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
+    }
+    throw NonFiniteError("CRF input", e.what());  // the backend names the tensor (e.g. cum_scores)
+  }
+
+  // log Z, gold (host) and d cum / d CRF parameters (device) for the staged batch;
+  // with taps active, the crf and penalty taps (crf_taps), reg = crf.reg.
+  void crf_backward(const Batch& batch, double scale, std::vector<double>& log_z, std::vector<double>& gold,
+                    double reg) {
     const int B = batch.input.B, T = batch.input.T;
     const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
     const ParamInfo& A = layout_.get("crf.transition");
@@ -369,8 +490,9 @@ class CudaExecutor final : public Executor {
       try {
         session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
       } catch (const std::invalid_argument& e) {
-        throw NonFiniteError("CRF input", e.what());  // the backend names the tensor (e.g. cum_scores)
+        crf_failed(e);
       }
+      if (numerics_->active()) crf_taps(B, T, reg);
       std::vector<double> both(2 * B);
       lz_.download(both.data(), both.size() * sizeof(double), stream_);
       TS_CUDA(cudaStreamSynchronize(stream_));
@@ -390,7 +512,7 @@ class CudaExecutor final : public Executor {
     try {
       r = session_->run_host(dims, host_crf_params(hp, cum, batch), batch.labels.data(), ro);
     } catch (const std::invalid_argument& e) {
-      throw NonFiniteError("CRF input", e.what());
+      crf_failed(e);
     }
     log_z = r.log_z;
     gold = r.gold;
@@ -400,6 +522,20 @@ class CudaExecutor final : public Executor {
     cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), stream_);
     cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), stream_);
     cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), stream_);
+    if (numerics_->active()) {
+      // log Z and gold to the device for their taps (a fault planted there comes back)
+      std::vector<double> both(r.log_z);
+      both.insert(both.end(), r.gold.begin(), r.gold.end());
+      lz_.reserve(2 * B * sizeof(double));
+      lz_.upload(both.data(), both.size() * sizeof(double), stream_);
+      crf_taps(B, T, reg);
+      if (numerics_->plants("crf", Pass::forward)) {
+        lz_.download(both.data(), both.size() * sizeof(double), stream_);
+        TS_CUDA(cudaStreamSynchronize(stream_));
+        std::copy(both.begin(), both.begin() + B, log_z.begin());
+        std::copy(both.begin() + B, both.end(), gold.begin());
+      }
+    }
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
@@ -422,6 +558,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<CudaEncoder> encoder_;
   std::unique_ptr<crf::Backend> backend_;
   std::unique_ptr<crf::Session> session_;  // keeps the CRF workspace (and host-backend copies) across steps
+  std::unique_ptr<gpu::DeviceNumerics> numerics_;  // the step's numeric taps (shared with encoder_)
   AdamW opt_;  // hyperparameters and step; the moments live in m_, v_
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
   Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
@@ -440,4 +577,18 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
   return std::make_unique<CudaExecutor>(dims, options);
 }
 
+int cuda_numerics_slots(Executor& executor) {
+  auto* e = dynamic_cast<CudaExecutor*>(&executor);
+  if (!e) throw std::invalid_argument("cuda_numerics_slots: not a cuda executor");
+  return e->numerics_slots();
+}
+
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+std::vector<NumericsHit> cuda_numerics_report(Executor& executor) {
+  auto* e = dynamic_cast<CudaExecutor*>(&executor);
+  if (!e) throw std::invalid_argument("cuda_numerics_report: not a cuda executor");
+  return e->numerics_report();
+}
 }  // namespace timitseg::model

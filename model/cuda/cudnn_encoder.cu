@@ -15,6 +15,7 @@
 #include "common/cuda.h"
 #include "common/cuda_check.h"
 #include "model/cuda/dropout_hash.h"
+#include "model/cuda/numerics_taps.h"
 
 namespace timitseg::model {
 
@@ -237,6 +238,14 @@ void CudnnEncoder::init() {
   TS_CUBLAS(cublasSetStream(cublas_, stream_));
   TS_CUBLAS(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));  // no TF32
   TS_CUBLAS(cublasSetPointerMode(cublas_, CUBLAS_POINTER_MODE_HOST));
+  if (opt_.deterministic) {
+    // A workspace of the handle's own: cuBLAS then never draws from its shared
+    // pool, whose size could change the chosen algorithm (and its reduction
+    // order) from run to run. 32 MiB is NVIDIA's recommendation for Hopper.
+    constexpr size_t kCublasWorkspace = size_t(32) << 20;
+    cublas_work_.reserve(kCublasWorkspace);
+    TS_CUBLAS(cublasSetWorkspace(cublas_, cublas_work_.data(), kCublasWorkspace));
+  }
 
   // cuDNN's own dropout is off (p = 0, no states): ours runs between the layers.
   TS_CUDNN(cudnnCreateDropoutDescriptor(&dropout_desc_));
@@ -294,7 +303,9 @@ void CudnnEncoder::build_weight_segments() {
     return s + "}";
   };
   try {
+    seg_begin_.assign(1, 0);
     for (int k = 0; k < L_ && error.empty(); ++k) {
+      if (k > 0) seg_begin_.push_back(static_cast<int64_t>(segs.size()));
       const char* base = reinterpret_cast<const char*>(wspace(k));
       for (int dir = 0; dir < 2 && error.empty(); ++dir) {
         const std::string suffix = "_l" + std::to_string(k) + (dir ? "_reverse" : "");
@@ -362,6 +373,7 @@ void CudnnEncoder::build_weight_segments() {
     }
   if (!error.empty()) throw std::runtime_error(error);
   nseg_ = static_cast<int64_t>(segs.size());
+  seg_begin_.push_back(nseg_);  // segments are built layer by layer: [L + 1] boundaries
   max_seg_len_ = 0;
   for (const WeightSegment& s : segs) max_seg_len_ = std::max(max_seg_len_, s.length);
   segments_.upload(segs.data(), segs.size() * sizeof(WeightSegment));  // synchronous (pageable)
@@ -496,12 +508,17 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   float* x0 = x0_.as<float>();
   valid_rows_kernel<<<grid_for(BT * D_), kThreads, 0, stream_>>>(batch.features, x0, T_, D_, BT * D_, len);
   TS_LAUNCHED("valid_rows_kernel (features)");
+  const bool taps = tapping();
+  using gpu::TapTensor;
+  constexpr Pass kF = Pass::forward;
+  if (taps) num_->tap("input", kF, {TapTensor::f32("features [B][T][D]", x0, BT * D_)});
   float* z = in(0);
   gemm_rm(false, true, static_cast<int>(BT), W_, D_, x0, D_, P("encoder.input_proj.weight"), D_, z, W_);
   bias_dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(z, P("encoder.input_proj.bias"), W_, BT * W_,
                                                                    dropout_on_, dropout_key(opt.seed, opt.step, 0),
                                                                    p, keep);
   TS_LAUNCHED("bias_dropout_kernel (input_proj)");
+  if (taps) num_->tap("input_proj", kF, {TapTensor::f32("output [B][T][W] (after dropout)", z, BT * W_)});
 
   const cudnnForwardMode_t mode = fwd_training_ ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   for (int k = 0; k < L_; ++k) {
@@ -517,6 +534,12 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
     // output is defined whatever the algo does there.
     valid_rows_kernel<<<grid_for(BT * 2 * H_), kThreads, 0, stream_>>>(out(k), out(k), T_, 2 * H_, BT * 2 * H_, len);
     TS_LAUNCHED("valid_rows_kernel (lstm output)");
+    if (taps) {
+      // each direction's half of out(k) [B][T][2H]: columns [0, H) / [H, 2H)
+      const std::string lk = "lstm." + std::to_string(k);
+      num_->tap(lk + ".fwd", kF, {TapTensor::f32_strided("output [B][T][0:H]", out(k), BT, H_, 2 * H_)});
+      num_->tap(lk + ".bwd", kF, {TapTensor::f32_strided("output [B][T][H:2H]", out(k) + H_, BT, H_, 2 * H_)});
+    }
     if (k + 1 < L_ && dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(out(k), in(k + 1), BT * W_,
                                                                   dropout_key(opt.seed, opt.step, k + 1), p, keep);
@@ -530,8 +553,15 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, P("crf.projection.bias"), T_, C_, BT * C_,
                                                                       len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
+  if (taps) num_->tap("projection", kF, {TapTensor::f32("scores [B][T][C]", s, BT * C_)});
   cumsum_forward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, s, len, cum);
   TS_LAUNCHED("cumsum_forward_kernel");
+  if (taps) {
+    // the centered cumsum is one fused operation: both taps see cum (center first)
+    const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
+    num_->tap("center", kF, {TapTensor::f32("cum_scores [B][T+1][C]", cum, ncum)});
+    num_->tap("cumsum", kF, {TapTensor::f32("cum_scores [B][T+1][C]", cum, ncum)});
+  }
   have_activations_ = true;
 }
 
@@ -562,6 +592,13 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   cumsum_backward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, dcum, len,
                                                                                cum_scratch_.as<double>(), dS);
   TS_LAUNCHED("cumsum_backward_kernel");
+  const bool taps = tapping();
+  using gpu::TapTensor;
+  constexpr Pass kB = Pass::backward;
+  if (taps) {
+    num_->tap("cumsum", kB, {TapTensor::f32("d scores [B][T][C]", dS, BT * C_)});
+    num_->tap("center", kB, {TapTensor::f32("d scores [B][T][C]", dS, BT * C_)});
+  }
   // projection: dWp [C][2H] = dS^T Y, dbp = column sums of dS, dY [B][T][2H] = dS Wp
   gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, G("crf.projection.weight"),
           2 * H_);
@@ -569,6 +606,11 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   float* dy = dA_.as<float>();
   float* dx = dB_.as<float>();
   gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
+  if (taps)
+    num_->tap("projection", kB,
+              {TapTensor::f32("grad crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
+               TapTensor::f32("grad crf.projection.bias", G("crf.projection.bias"), C_),
+               TapTensor::f32("d input [B][T][2H]", dy, BT * 2 * H_)});
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
@@ -587,6 +629,24 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
     TS_CUDNN_RNN(cudnnRNNBackwardWeights_v8(cudnn_, rnn_[k], CUDNN_WGRAD_MODE_ADD, len, x_desc_, in(k), h_desc_,
                                             nullptr, y_desc_, out(k), ws_bytes_[k], dwspace(k), work_bytes_,
                                             work_bytes_ ? work_.data() : nullptr, rs, reserve(k)));
+    // with taps, each layer's gradients reach the flat grad right away (else once, after the loop)
+    if (taps) scatter_layer_grads(k, grad);
+    }
+    if (taps) {
+      // weight and bias gradients of each direction (flat grad), and d input of layer k [B][T][W]
+      const std::string lk = "lstm." + std::to_string(k);
+      auto lstm_grad = [&](const char* what, bool reverse) {
+        const std::string name = std::string("encoder.lstm.") + what + "_l" + std::to_string(k) +
+                                 (reverse ? "_reverse" : "");
+        const ParamInfo& info = layout_.get(name);
+        return TapTensor::f32("grad " + name, grad + info.offset, info.size);
+      };
+      num_->tap(lk + ".bwd", kB,
+                {lstm_grad("weight_ih", true), lstm_grad("weight_hh", true), lstm_grad("bias_ih", true),
+                 lstm_grad("bias_hh", true), TapTensor::f32("d input [B][T][W]", dx, BT * W_)});
+      num_->tap(lk + ".fwd", kB,
+                {lstm_grad("weight_ih", false), lstm_grad("weight_hh", false), lstm_grad("bias_ih", false),
+                 lstm_grad("bias_hh", false)});
     }
     // gradient of the dropped input: through dropout site k (input projection for k = 0)
     if (dropout_on_) {
@@ -599,7 +659,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
     // dy now holds d loss / d (output of layer k-1), or of the input projection for k = 0
   }
   // weight-gradient space -> flat grad (one kernel over every segment)
-  if (!fused_) {
+  if (!fused_ && !taps) {
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_seg_len_ + kThreads - 1) / kThreads, 64)),
                     static_cast<unsigned>(nseg_));
     scatter_grads_kernel<<<grid, kThreads, 0, stream_>>>(dwspace_.as<float>(), grad, segments_.as<WeightSegment>());
@@ -609,6 +669,30 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   const float* dZ = dy;
   gemm_rm(true, false, W_, D_, static_cast<int>(BT), dZ, W_, x0_.as<float>(), D_, G("encoder.input_proj.weight"), D_);
   column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));
+  if (taps)
+    num_->tap("input_proj", kB,
+              {TapTensor::f32("grad encoder.input_proj.weight", G("encoder.input_proj.weight"), size_t(W_) * D_),
+               TapTensor::f32("grad encoder.input_proj.bias", G("encoder.input_proj.bias"), W_),
+               TapTensor::f32("d output [B][T][W]", const_cast<float*>(dZ), BT * W_)});
+  if (taps && num_->wants("input", kB)) {
+    // d features [B][T][D] = dZ Win: computed only for this tap (nothing consumes it)
+    dfeatures_.reserve(static_cast<size_t>(BT) * D_ * sizeof(float));
+    float* dX = dfeatures_.as<float>();
+    gemm_rm(false, false, static_cast<int>(BT), D_, W_, dZ, W_, P("encoder.input_proj.weight"), D_, dX, D_);
+    num_->tap("input", kB, {TapTensor::f32("d features [B][T][D]", dX, BT * D_)});
+  }
+}
+
+bool CudnnEncoder::tapping() const { return num_ && num_->active(); }
+
+void CudnnEncoder::scatter_layer_grads(int k, float* grad) {
+  const int64_t first = seg_begin_.at(k), count = seg_begin_.at(k + 1) - first;
+  if (count <= 0) return;
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>((max_seg_len_ + kThreads - 1) / kThreads, 64)),
+                  static_cast<unsigned>(count));
+  scatter_grads_kernel<<<grid, kThreads, 0, stream_>>>(dwspace_.as<float>(), grad,
+                                                        segments_.as<WeightSegment>() + first);
+  TS_LAUNCHED("scatter_grads_kernel (one layer)");
 }
 
 // ---- rnn_algo "fused" ---------------------------------------------------------------

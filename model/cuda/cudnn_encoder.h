@@ -70,6 +70,7 @@ class CudnnEncoder final : public CudaEncoder {
   std::string describe() const override;
   const float* layer_output(int k) const override;
   const float* scores() const override { return scores_.as<float>(); }
+  void set_numerics(gpu::DeviceNumerics* numerics) override { num_ = numerics; }
 
  private:
   void init();
@@ -87,6 +88,12 @@ class CudnnEncoder final : public CudaEncoder {
                float* C, int ldc, float beta = 0.f);
   // out[c] = sum over rows of x[rows][cols] (fixed order, float64 partial sums).
   void column_sums(const float* x, int64_t rows, int cols, float* out);
+
+  // numeric taps (model/cuda/numerics_taps.h); tapping(): anything to do this step
+  gpu::DeviceNumerics* num_ = nullptr;
+  bool tapping() const;
+  // Copies layer k's weight gradients from dwspace into the flat grad (cuDNN path).
+  void scatter_layer_grads(int k, float* grad);
 
   ModelDims dims_;
   ParamLayout layout_;
@@ -108,6 +115,8 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer wspace_{Memory::device, 0}, dwspace_{Memory::device, 0};
   Buffer segments_{Memory::device, 0};  // [nseg] WeightSegment
   int64_t nseg_ = 0, max_seg_len_ = 0;
+  std::vector<int64_t> seg_begin_;  // [L + 1] layer k's segments are [seg_begin_[k], seg_begin_[k+1])
+  Buffer cublas_work_{Memory::device, 0};  // deterministic: cuBLAS's own fixed workspace
 
   // the last forward
   int B_ = 0, T_ = 0;
@@ -132,6 +141,7 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer dA_{Memory::device, 0}, dB_{Memory::device, 0};  // [B][T][W] ping-pong activation gradients
   Buffer cum_scratch_{Memory::device, 0};  // [B][T][C] double (cumsum backward)
   Buffer colsum_scratch_{Memory::device, 0};  // [chunks][cols] double
+  Buffer dfeatures_{Memory::device, 0};    // [B][T][D] d features (only for the `input` backward tap)
 
   // rnn_algo "fused": the recurrence runs in model/cuda/lstm_fused (Hopper
   // clusters) instead of cuDNN; the input products and weight gradients are

@@ -129,6 +129,95 @@ __global__ void count_nonfinite_kernel(const float* x, size_t n, unsigned long l
   if (threadIdx.x == 0 && shared[0] != 0) atomicAdd(count, shared[0]);  // integer: order does not matter
 }
 
+// ---- numeric checks ----------------------------------------------------------------
+
+struct StatsTable {
+  StatsEntry e[kStatsMaxEntries];
+};
+
+__device__ void stats_identity(StatsSlot& s) {
+  s.nan = s.inf = s.finite = 0;
+  s.min = INFINITY;
+  s.max = -INFINITY;
+}
+__device__ void stats_add_value(StatsSlot& s, double v) {
+  if (isnan(v)) {
+    ++s.nan;
+  } else if (isinf(v)) {
+    ++s.inf;
+  } else {
+    ++s.finite;
+    s.min = fmin(s.min, v);
+    s.max = fmax(s.max, v);
+  }
+}
+__device__ void stats_merge(StatsSlot& a, const StatsSlot& b) {
+  a.nan += b.nan;
+  a.inf += b.inf;
+  a.finite += b.finite;
+  a.min = fmin(a.min, b.min);  // both finite or +-inf: never NaN
+  a.max = fmax(a.max, b.max);
+}
+// In-block tree over shared[blockDim.x] (a power of two); the result in shared[0].
+__device__ void stats_block_reduce(StatsSlot* shared) {
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) stats_merge(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+}
+
+// Elements [begin, end) of entry en, strided over the block. A strided entry
+// walks (row, column) incrementally: one division per thread, not per element.
+template <class T>
+__device__ void stats_range(const T* x, const StatsEntry& en, int64_t begin, int64_t end, StatsSlot& s) {
+  int64_t i = begin + threadIdx.x;
+  if (en.stride == en.cols) {
+    for (; i < end; i += blockDim.x) stats_add_value(s, static_cast<double>(x[i]));
+    return;
+  }
+  const int64_t step_r = blockDim.x / en.cols, step_c = blockDim.x % en.cols;
+  int64_t r = i / en.cols, c = i % en.cols;
+  for (; i < end; i += blockDim.x) {
+    stats_add_value(s, static_cast<double>(x[r * en.stride + c]));
+    r += step_r;
+    c += step_c;
+    if (c >= en.cols) {
+      c -= en.cols;
+      ++r;
+    }
+  }
+}
+
+// grid (kStatsChunks, count): block (j, e) reduces chunk j of entry e. The
+// chunk size depends on the entry's size only; chunks past the end write the identity.
+__global__ void stats_partials_kernel(StatsTable table, StatsSlot* partials) {
+  __shared__ StatsSlot shared[kThreads];
+  const StatsEntry& en = table.e[blockIdx.y];
+  const int64_t n = en.rows * en.cols;
+  const int64_t chunk = (n + kStatsChunks - 1) / kStatsChunks;
+  const int64_t begin = int64_t(blockIdx.x) * chunk;
+  const int64_t end = begin + chunk < n ? begin + chunk : n;
+  StatsSlot s;
+  stats_identity(s);
+  if (en.is_double)
+    stats_range(static_cast<const double*>(en.data), en, begin, end, s);
+  else
+    stats_range(static_cast<const float*>(en.data), en, begin, end, s);
+  shared[threadIdx.x] = s;
+  stats_block_reduce(shared);
+  if (threadIdx.x == 0) partials[int64_t(en.slot) * kStatsChunks + blockIdx.x] = shared[0];
+}
+
+// grid (last - first): block s reduces the kStatsChunks partials of slot first + s.
+__global__ void stats_final_kernel(const StatsSlot* partials, int first, StatsSlot* slots) {
+  __shared__ StatsSlot shared[kStatsChunks];
+  const int slot = first + static_cast<int>(blockIdx.x);
+  shared[threadIdx.x] = partials[int64_t(slot) * kStatsChunks + threadIdx.x];
+  stats_block_reduce(shared);
+  if (threadIdx.x == 0) slots[slot] = shared[0];
+}
+
 __global__ void dropout_scale_kernel(uint64_t key, double p, float keep, size_t n, float* scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
     scale[i] = dropout_uniform_keyed(key, i) < p ? 0.f : keep;
@@ -201,6 +290,34 @@ void count_nonfinite(const float* x, size_t n, unsigned long long* count, void* 
   if (n == 0) return;
   count_nonfinite_kernel<<<blocks_for(n, 4096), kThreads, 0, as_stream(stream)>>>(x, n, count);
   TS_LAUNCHED("count_nonfinite_kernel");
+}
+
+void stats_partials(const StatsEntry* entries, int count, StatsSlot* partials, void* stream) {
+  if (count < 1 || count > kStatsMaxEntries)
+    throw std::invalid_argument("gpu::stats_partials: " + std::to_string(count) + " tensors in one launch (1.." +
+                                std::to_string(kStatsMaxEntries) + ")");
+  StatsTable table{};
+  for (int i = 0; i < count; ++i) {
+    const StatsEntry& e = entries[i];
+    if (!e.data || e.rows < 1 || e.cols < 1 || e.stride < e.cols || e.slot < 0)
+      throw std::invalid_argument("gpu::stats_partials: bad tensor " + std::to_string(i) + " (rows " +
+                                  std::to_string(e.rows) + ", cols " + std::to_string(e.cols) + ", stride " +
+                                  std::to_string(e.stride) + ")");
+    table.e[i] = e;
+  }
+  static_assert(kThreads >= 1 && (kThreads & (kThreads - 1)) == 0, "kThreads: a power of two");
+  const dim3 grid(kStatsChunks, static_cast<unsigned>(count));
+  stats_partials_kernel<<<grid, kThreads, 0, as_stream(stream)>>>(table, partials);
+  TS_LAUNCHED("stats_partials_kernel");
+}
+
+void stats_final(const StatsSlot* partials, int first, int last, StatsSlot* slots, void* stream) {
+  if (first < 0 || last < first) throw std::invalid_argument("gpu::stats_final: bad slot range");
+  if (last == first) return;
+  static_assert((kStatsChunks & (kStatsChunks - 1)) == 0, "kStatsChunks: a power of two");
+  stats_final_kernel<<<static_cast<unsigned>(last - first), kStatsChunks, 0, as_stream(stream)>>>(partials, first,
+                                                                                                 slots);
+  TS_LAUNCHED("stats_final_kernel");
 }
 
 void dropout_scale(uint64_t seed, uint64_t step, uint64_t site, double p, size_t n, float* scale, void* stream) {
