@@ -125,8 +125,9 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   res.times.crf = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  // d features only for the input layer's backward tap
-  std::vector<float> dfeatures;
+  // d features only for the input layer's backward tap (a buffer kept per
+  // thread: no allocation per step)
+  static thread_local std::vector<float> dfeatures;
   net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
                pr);
   auto add = [&](const std::string& name, const std::vector<float>& g) {

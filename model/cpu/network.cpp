@@ -106,6 +106,16 @@ void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, 
   }
   throw NumericsError(hit);
 }
+void Probe::report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const {
+  if (!check_ || !stats.bad()) return;
+  NumericsHit hit;
+  hit.layer = layer;
+  hit.pass = pass;
+  hit.tensor = tensor;
+  hit.stats = stats;
+  throw NumericsError(hit);
+}
+
 template void Probe::tap<float>(const std::string&, Pass, const std::string&, float*, int64_t, int64_t, int64_t);
 template void Probe::tap<double>(const std::string&, Pass, const std::string&, double*, int64_t, int64_t, int64_t);
 
@@ -499,15 +509,24 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   std::vector<Mat> pWin(NS);  // [NS] partial [W][D]
   std::vector<Vec> pbin(NS);  // [NS] partial [W]
   if (dfeatures) dfeatures->assign(static_cast<size_t>(TB) * D, S(0));
-  Mat dZall;  // [T*B][W] d loss / d (input_proj output), kept for the tap only
-  if (pr) dZall.resize(TB, W);
+  // The d (input_proj output) tap, checked per slice (no [T*B][W] copy):
+  // the stats of each slice's rows, merged in slice order below.
+  std::vector<TensorStats> dZstats(pr && pr->check() ? NS : 0);
   parallel_for(NS, nthreads, [&](int64_t si, int) {
     const Slice& s = slices[si];
     Mat dZ = dIn[0].middleRows(s.row0, s.rows) + dIn[1].middleRows(s.row0, s.rows);  // fixed order
     if (train) dZ.array() *= act.drop0.middleRows(s.row0, s.rows).array();
-    if (pr) {
-      dZall.middleRows(s.row0, s.rows) = dZ;
-      zero_tail(dZall, s);
+    if (!dZstats.empty() && dZ.size() > 0 && dZ.allFinite()) {
+      dZstats[si].finite = dZ.size();
+      dZstats[si].min = static_cast<double>(dZ.minCoeff());
+      dZstats[si].max = static_cast<double>(dZ.maxCoeff());
+    } else if (!dZstats.empty()) {
+      TensorStats& st = dZstats[si];
+      for (int64_t r = 0; r < dZ.rows(); ++r) {
+        const TensorStats t = tensor_stats(dZ.data() + r * dZ.outerStride(), static_cast<size_t>(W));
+        st.nan += t.nan, st.inf += t.inf, st.finite += t.finite;
+        st.min = std::min(st.min, t.min), st.max = std::max(st.max, t.max);
+      }
     }
     pWin[si].noalias() = dZ.transpose() * act.x0.middleRows(s.row0, s.rows);
     pbin[si] = dZ.colwise().sum().transpose();
@@ -529,7 +548,12 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   if (pr) {
     tap_grad("input_proj", "encoder.input_proj.weight");
     tap_grad("input_proj", "encoder.input_proj.bias");
-    pr->tap_mat("input_proj", Pass::backward, "d_input_proj_out", dZall);
+    TensorStats st;
+    for (const TensorStats& t : dZstats) {
+      st.nan += t.nan, st.inf += t.inf, st.finite += t.finite;
+      st.min = std::min(st.min, t.min), st.max = std::max(st.max, t.max);
+    }
+    pr->report("input_proj", Pass::backward, "d_input_proj_out", st);
     if (dfeatures) pr->tap("input", Pass::backward, "d_features", dfeatures->data(), dfeatures->size());
   }
 }

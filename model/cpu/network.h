@@ -92,6 +92,10 @@ class Probe {
     tap(layer, pass, tensor, m.data(), m.rows(), m.cols(), m.outerStride());
   }
   bool planted() const { return planted_; }
+  bool check() const { return check_; }
+  // A tensor checked piecewise by the caller (stats of its non-finite pieces
+  // merged): throws NumericsError when check() and stats.bad().
+  void report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const;
 
  private:
   bool check_;
