@@ -167,6 +167,11 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   state.optimizer.beta2 = cfg.train_beta2;
   state.optimizer.eps = cfg.train_eps;
   state.optimizer.weight_decay = cfg.train_weight_decay;
+  if (state.optimizer.step == step)
+    throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
+                             std::to_string(step) +
+                             " (a hit in the optimizer layer is found after the update), so the step cannot be "
+                             "re-run; the parameters and moments it wrote are in this checkpoint");
   if (state.optimizer.step != step - 1)
     throw std::runtime_error((dir / "state.safetensors").string() + ": optimizer step " +
                              std::to_string(state.optimizer.step) + " does not precede the dump's step " +

@@ -253,6 +253,7 @@ class CpuExecutor final : public Executor {
       step_params = &poisoned_;
     }
     Probe probe(o.check_numerics, o.fault, o.step);
+    probe.set_threads(threads_);
     StepResult r =
         loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations(), &probe);
     const auto t0 = std::chrono::steady_clock::now();

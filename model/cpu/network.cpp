@@ -85,11 +85,28 @@ void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, 
   }
   if (!check_) return;
   using Arr = Eigen::Array<S, Eigen::Dynamic, 1>;
+  // rows [r0, r1) all finite? (a contiguous tensor is one long row)
+  const bool contiguous = stride == cols;
+  const int64_t R = contiguous ? 1 : rows, N = contiguous ? rows * cols : cols;
+  auto rows_finite = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r)
+      if (!Eigen::Map<const Arr>(data + r * stride + c0, c1 - c0).allFinite()) return false;
+    return true;
+  };
+  constexpr int64_t kChunk = int64_t(1) << 15;  // elements per task
   bool finite = true;
-  if (stride == cols) {
-    finite = Eigen::Map<const Arr>(data, rows * cols).allFinite();
+  if (threads_ > 1 && R * N >= 4 * kChunk) {
+    const int64_t rows_per = contiguous ? 1 : std::max<int64_t>(1, kChunk / N);
+    const int64_t cols_per = contiguous ? kChunk : N;
+    const int64_t nr = (R + rows_per - 1) / rows_per, nc = (N + cols_per - 1) / cols_per;
+    std::vector<char> ok(static_cast<size_t>(nr * nc), 1);
+    parallel_for(nr * nc, threads_, [&](int64_t i, int) {
+      const int64_t r0 = (i / nc) * rows_per, c0 = (i % nc) * cols_per;
+      ok[i] = rows_finite(r0, std::min(R, r0 + rows_per), c0, std::min(N, c0 + cols_per));
+    });
+    for (char c : ok) finite = finite && c;
   } else {
-    for (int64_t r = 0; r < rows && finite; ++r) finite = Eigen::Map<const Arr>(data + r * stride, cols).allFinite();
+    finite = rows_finite(0, R, 0, N);
   }
   if (finite) return;
   NumericsHit hit;
@@ -142,6 +159,7 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
   if (train && !rng) throw std::invalid_argument("model: dropout needs an rng");
   auto P = [&](const std::string& name) { return params.data() + layout_.get(name).offset; };
   Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
+  if (pr) pr->set_threads(threads());
   const int nthreads = threads();
   const std::vector<Slice> slices = make_slices(in.lengths, T, kSliceRows);
   const int NS = static_cast<int>(slices.size());
@@ -347,6 +365,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   const std::vector<Slice> slices = make_slices(len, T, kSliceRows);
   const int NS = static_cast<int>(slices.size());
   Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
+  if (pr) pr->set_threads(threads());
   // zero the rows of slice s past its longest utterance (never written below)
   auto zero_tail = [&](Mat& m, const Slice& s) { m.middleRows(s.row0 + s.rows, int64_t(T) * s.nb - s.rows).setZero(); };
   auto grad_name = [](const std::string& p) { return "d_" + p; };

@@ -67,8 +67,9 @@ struct Activations {
 // in the tap order of model/numerics.h. A tap plants the fault (element 0 of
 // the FIRST tensor of the fault's layer and pass, when the fault's step is
 // this step) and, with `check`, throws NumericsError for the first tensor
-// holding a NaN or Inf (a vectorized all-finite test per tensor; the full
-// TensorStats are computed only for the bad one). With neither a check nor a
+// holding a NaN or Inf (a vectorized all-finite test per tensor, in parallel
+// chunks for large ones; the full TensorStats are computed only for the bad
+// one). With neither a check nor a
 // planned fault, enabled() is false and nothing is tapped.
 class Probe {
  public:
@@ -93,6 +94,9 @@ class Probe {
   }
   bool planted() const { return planted_; }
   bool check() const { return check_; }
+  // Workers of the all-finite test of large tensors (fixed chunks; the result
+  // does not depend on it). Network and the CPU executor set their own.
+  void set_threads(int threads) { threads_ = threads; }
   // A tensor checked piecewise by the caller (stats of its non-finite pieces
   // merged): throws NumericsError when check() and stats.bad().
   void report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const;
@@ -102,6 +106,7 @@ class Probe {
   FaultSpec fault_;
   bool fault_now_;
   bool planted_ = false;
+  int threads_ = 1;
 };
 
 template <class S>

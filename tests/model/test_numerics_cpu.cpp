@@ -223,3 +223,56 @@ TEST(Numerics, ChecksDoNotChangeResults) {
   EXPECT_EQ(o[0].m, o[1].m);
   EXPECT_EQ(o[0].v, o[1].v);
 }
+
+// Probe::tap on large tensors (the parallel chunked all-finite test) and on a
+// strided block: counts and finite range against direct enumeration, for 1 and
+// 3 workers; values outside the block are not seen; a fault goes to element 0.
+TEST(Numerics, ProbeTapCountsLargeAndStridedTensors) {
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE(threads);
+    std::vector<float> v(300000, 1.f);
+    v[7] = -2.f;
+    v[299999] = NAN;
+    Probe p(true, FaultSpec{}, 1);
+    p.set_threads(threads);
+    try {
+      p.tap("cumsum", Pass::forward, "cum_scores", v.data(), v.size());
+      ADD_FAILURE() << "no error";
+    } catch (const NumericsError& e) {
+      EXPECT_EQ(e.hit().stats.nan, 1);
+      EXPECT_EQ(e.hit().stats.inf, 0);
+      EXPECT_EQ(e.hit().stats.finite, 299999);
+      EXPECT_EQ(e.hit().stats.min, -2.0);
+      EXPECT_EQ(e.hit().stats.max, 1.0);
+    }
+    // [1000][300] row-major, the block of columns [100, 200)
+    std::vector<double> m(1000 * 300, 0.5);
+    m[999 * 300 + 150] = -INFINITY;
+    m[999 * 300 + 250] = NAN;  // outside the block
+    m[3 * 300 + 100] = 4.0;
+    try {
+      p.tap("lstm.0.fwd", Pass::forward, "lstm_out", m.data() + 100, 1000, 100, 300);
+      ADD_FAILURE() << "no error";
+    } catch (const NumericsError& e) {
+      EXPECT_EQ(e.hit().stats.nan, 0);
+      EXPECT_EQ(e.hit().stats.inf, 1);
+      EXPECT_EQ(e.hit().stats.finite, 1000 * 100 - 1);
+      EXPECT_EQ(e.hit().stats.min, 0.5);
+      EXPECT_EQ(e.hit().stats.max, 4.0);
+    }
+    m[999 * 300 + 150] = 0.5;
+    EXPECT_NO_THROW(p.tap("lstm.0.fwd", Pass::forward, "lstm_out", m.data() + 100, 1000, 100, 300));
+    // a fault: element 0 of the first tensor of its layer and pass, once
+    Probe f(false, FaultSpec::parse("layer=input,pass=forward,step=4,value=inf", 1), 4);
+    std::vector<float> a(10, 0.f), b(10, 0.f);
+    f.tap("input", Pass::backward, "d_features", a.data(), a.size());
+    EXPECT_EQ(a[0], 0.f);  // other pass
+    f.tap("input", Pass::forward, "features", a.data(), a.size());
+    f.tap("input", Pass::forward, "features", b.data(), b.size());
+    EXPECT_TRUE(std::isinf(a[0]));
+    EXPECT_EQ(b[0], 0.f);  // only the first tensor
+    Probe g(true, FaultSpec::parse("layer=input,pass=forward,step=4,value=inf", 1), 5);  // another step
+    EXPECT_FALSE(g.wants("input", Pass::forward) && !g.check());
+    EXPECT_NO_THROW(g.tap("input", Pass::forward, "features", b.data(), b.size()));
+  }
+}

@@ -482,3 +482,22 @@ TEST_F(TrainE2E, CpuRunsAreBitwiseDeterministicAcrossThreadCounts) {
       << b.output;
   EXPECT_NE(b.output.find("gradient norm mean"), std::string::npos) << b.output;
 }
+
+// A hit in the optimizer layer is found after the update: the error says so,
+// and replay-step refuses with one line instead of re-running an updated state.
+TEST_F(TrainE2E, OptimizerHitIsReportedAfterTheUpdate) {
+  const fs::path run_o = dir_ / "run_o";
+  fs::remove_all(run_o);
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_o.string() +
+              " --set train.epochs=1 --inject-fault layer=optimizer,pass=backward,step=1,value=nan");
+  EXPECT_EQ(t.rc, 1) << t.output;
+  EXPECT_NE(t.output.find("step 1: non-finite value in layer optimizer, backward pass, tensor params: 1 NaN, 0 Inf"),
+            std::string::npos)
+      << t.output;
+  EXPECT_NE(t.output.find("(after the update)"), std::string::npos) << t.output;
+  const fs::path dump = run_o / "nonfinite-step-1";
+  EXPECT_EQ(st::load((dump / "state.safetensors").string()).metadata.at("optimizer_step"), "1");
+  Cmd r = run("replay-step " + dump.string());
+  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_NE(r.output.find("holds the state AFTER step 1"), std::string::npos) << r.output;
+}
