@@ -15,6 +15,10 @@
 //             per slice: dIn -> partial dWin/dbin, dfeatures
 // Dropout masks are drawn by one extra task that runs beside the compute tasks
 // of the stage before the one that needs them.
+// Taps (model/numerics.h, an enabled Probe): after the parallel section of a
+// stage, on whole tensors (padding rows are 0). With a probe, the x0 fill and
+// the input projection run as two stages, so that a fault planted in the
+// features reaches z0; the projection and the cumsum always are two stages.
 #include "model/cpu/network.h"
 
 #include <algorithm>
