@@ -24,6 +24,9 @@ struct TrainArgs {
   std::string crf_backend;
   std::string device;
   int fixed_length = -1;
+  bool check_numerics = false;
+  std::string inject_fault;
+  bool deterministic = false;
 };
 
 void run_train(const TrainArgs& a) {
@@ -33,6 +36,9 @@ void run_train(const TrainArgs& a) {
   if (!a.crf_backend.empty()) overrides.push_back("crf.backend=" + a.crf_backend);
   if (!a.device.empty()) overrides.push_back("train.device=" + a.device);
   if (a.fixed_length >= 0) overrides.push_back("debug.fixed_length=" + std::to_string(a.fixed_length));
+  if (a.check_numerics) overrides.push_back("debug.check_numerics=true");
+  if (!a.inject_fault.empty()) overrides.push_back("debug.inject_fault=\"" + a.inject_fault + "\"");
+  if (a.deterministic) overrides.push_back("debug.deterministic=true");
   Config cfg;
   bool resume = false;
   if (!a.resume.empty()) {
@@ -87,6 +93,18 @@ void add_model_commands(CLI::App& app) {
                     "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
                     "report N as its length (0 = off); isolates boundary handling")
       ->check(CLI::Range(0, 1000000));
+  train->add_flag("--check-numerics", ta->check_numerics,
+                  "Same as --set debug.check_numerics=true: after every layer's forward and backward, test every "
+                  "tensor for NaN/Inf; the first hit stops training with one report and a dump folder "
+                  "RUN_DIR/nonfinite-step-N for `timitseg replay-step` (docs/debugging.md)");
+  train->add_option("--inject-fault", ta->inject_fault,
+                    "Same as --set debug.inject_fault=SPEC: plant one NaN/Inf, SPEC = "
+                    "layer=NAME,pass=forward|backward,step=N,value=nan|inf (layers: input, input_proj, "
+                    "lstm.K.fwd|bwd, projection, center, cumsum, crf, penalty, optimizer; N: global optimizer step "
+                    "from 1)");
+  train->add_flag("--deterministic", ta->deterministic,
+                  "Same as --set debug.deterministic=true: fixed reduction orders everywhere (deterministic cuDNN "
+                  "algorithms, no order-dependent atomics); the CPU is always deterministic");
   train->callback([ta] { run_train(*ta); });
 
   // ---- evaluate -------------------------------------------------------------

@@ -11,6 +11,7 @@ void add_crf_commands(CLI::App& app);    // crf replay, bench crf      (app/cmd_
 void add_data_commands(CLI::App& app);   // prepare, features, synth   (app/cmd_data.cpp)
 void add_model_commands(CLI::App& app);  // train, evaluate, decode    (app/cmd_model.cpp)
 void add_bench_train_command(CLI::App& app);  // bench train          (app/cmd_bench_train.cpp)
+void add_replay_step_command(CLI::App& app);  // replay-step          (app/cmd_replay_step.cpp)
 
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);

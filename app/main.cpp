@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   timitseg::app::add_data_commands(app);
   timitseg::app::add_model_commands(app);
   timitseg::app::add_bench_train_command(app);
+  timitseg::app::add_replay_step_command(app);
 
   try {
     app.parse(argc, argv);

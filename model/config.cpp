@@ -1,6 +1,7 @@
 // Config keys, parsing, overrides and validation (docs/config.md).
 #include "model/config.h"
 #include "model/metrics.h"
+#include "model/numerics.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -59,6 +60,8 @@ const std::vector<Entry>& entries() {
       {"debug.drift_threshold", &Config::debug_drift_threshold},
       {"debug.check_numerics", &Config::debug_check_numerics},
       {"debug.inject_nonfinite", &Config::debug_inject_nonfinite},
+      {"debug.inject_fault", &Config::debug_inject_fault},
+      {"debug.deterministic", &Config::debug_deterministic},
   };
   return e;
 }
@@ -371,6 +374,13 @@ void Config::validate() const {
     std::istringstream is(debug_inject_nonfinite);
     if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof())
       check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
+  }
+  try {
+    FaultSpec::parse(debug_inject_fault, model_num_layers);
+  } catch (const std::invalid_argument& e) {
+    const auto it = origins.find("debug.inject_fault");
+    throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +
+                                ": 'debug.inject_fault': " + e.what());
   }
 }
 

@@ -53,7 +53,9 @@ struct Config {
   int debug_fixed_length = 0;        // debug.fixed_length: 0 = off, N = truncate/pad to N frames
   double debug_drift_threshold = 20.0;  // debug.drift_threshold
   bool debug_check_numerics = true;  // debug.check_numerics: per-layer finite checks every batch
-  std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (tests the stop path)
+  std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (the older form of inject_fault)
+  std::string debug_inject_fault;  // debug.inject_fault: "layer=NAME,pass=forward|backward,step=N,value=nan|inf" (model/numerics.h)
+  bool debug_deterministic = false;  // debug.deterministic: fixed reduction orders (the CPU always is; docs/debugging.md)
 
   // Where each key's value was set ("FILE.yaml", "--set KEY=VALUE", "CKPT
   // (config metadata)"); keys left at their default are absent. Range errors

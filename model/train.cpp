@@ -22,6 +22,7 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "model/cpu/network.h"
+#include "model/replay_step.h"
 
 namespace fs = std::filesystem;
 
@@ -283,6 +284,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   xo.threads = threads;
   xo.crf_backend = cfg.crf_backend;
   xo.rnn_algo = cfg.train_rnn_algo;
+  xo.deterministic = cfg.debug_deterministic;
+  const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers);
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   if (device == "cuda" && cfg.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
@@ -344,6 +347,12 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     spdlog::warn("debug.inject_nonfinite = {}: no such step in this run (epochs {}..{}, {} batches per epoch); "
                  "nothing will be injected",
                  cfg.debug_inject_nonfinite, state.epoch + 1, cfg.train_epochs, batches_per_epoch);
+  if (!fault.empty() && (fault.step <= state.optimizer.step || fault.step > total_steps))
+    spdlog::warn("debug.inject_fault = {}: no such step in this run (steps {}..{}); nothing will be injected",
+                 fault.to_string(), state.optimizer.step + 1, total_steps);
+  if (!fault.empty() && !cfg.debug_check_numerics)
+    spdlog::warn("debug.inject_fault without debug.check_numerics: the fault is planted, but only the older "
+                 "checks (CRF input, loss, gradients) can stop the step");
   const data::Cmvn* cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   std::vector<const data::Utterance*> dev_utts;
   for (const auto& u : data.dev.utterances) dev_utts.push_back(&u);
@@ -358,7 +367,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     EpochRecord rec;
     rec.epoch = epoch;
     const auto batches = make_epoch_batches(lengths, cfg, rng);
-    double loss_sum = 0, grad_norm_sum = 0;
+    double loss_sum = 0, grad_norm_sum = 0, grad_norm_max = 0;
     int64_t frames = 0, utts = 0, padded = 0;
     Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(cfg.train_epochs),
                       static_cast<int64_t>(batches.size()), "batch");
@@ -384,6 +393,9 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
       so.time_parts = exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
       so.rng = &rng;
       so.seed = cfg.train_seed;
+      so.step = state.optimizer.step + 1;
+      so.fault = fault;
+      const std::mt19937_64 rng_before = rng;  // for the dump of a failed step (2.5 KB copy)
       const bool inject = epoch == inject_epoch && static_cast<int>(bi) + 1 == inject_batch;
       if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
         so.poison.emplace_back(layout.get("crf.transition").offset, std::numeric_limits<float>::quiet_NaN());
@@ -391,6 +403,42 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
       try {
         sr = exec->train_step(batch, so);
         ++state.optimizer.step;
+      } catch (const NumericsError& e) {
+        const NumericsHit& hit = e.hit();
+        std::string ids;
+        for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
+        const fs::path dump = run_dir / ("nonfinite-step-" + std::to_string(so.step));
+        std::string where;
+        try {
+          ModelState before = state;  // dims, labels, features, cmvn, config, best so far
+          exec->get_state(before.params, before.optimizer);  // the failed step updated nothing
+          before.epoch = epoch - 1;
+          before.rng_state = rng_to_string(rng_before);
+          StepDumpInfo info;
+          info.epoch = epoch;
+          info.batch = static_cast<int>(bi + 1);
+          info.step = so.step;
+          info.lr = so.lr;
+          info.rng_state = before.rng_state;
+          info.fault = fault.step == so.step ? fault : FaultSpec{};
+          write_step_dump(dump.string(), batch, cfg, before, info, hit);
+          where = "; dump: " + dump.string() + " (batch, state before the step, config, report.json); replay: "
+                  "`timitseg replay-step " + dump.string() + "` (docs/debugging.md)";
+        } catch (const std::exception& w) {
+          where = std::string("; writing the dump folder failed: ") + w.what();
+        }
+        std::ostringstream os;
+        os.precision(6);
+        os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << batches.size() << ", step "
+           << so.step << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass)
+           << " pass, tensor " << hit.tensor << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
+        if (hit.stats.finite > 0)
+          os << "finite min " << hit.stats.min << ", max " << hit.stats.max;
+        else
+          os << "no finite value";
+        if (hit.layer == "optimizer") os << " (after the update)";
+        os << "; utterances: " << ids << where;
+        throw std::runtime_error(os.str());
       } catch (const NonFiniteError& e) {
         const std::string replay =
             (run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) + ".safetensors"))
@@ -427,6 +475,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
       train_seconds = since(epoch_t0);
       loss_sum += sr.loss;
       grad_norm_sum += sr.grad_norm;
+      grad_norm_max = std::max(grad_norm_max, sr.grad_norm);
       frames += batch.frames;
       padded += static_cast<int64_t>(batch.input.B) * batch.input.T;
       utts += batch.input.B;
@@ -461,12 +510,15 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     const auto [mt, md] = crf_param_maxima(layout, state.params);
     rec.max_abs_transition = mt;
     rec.max_abs_duration_bias = md;
-    spdlog::debug("epoch {}: max|transition| = {:.4f}, max|duration_bias| = {:.4f}", epoch, mt, md);
+    const double grad_norm_mean = grad_norm_sum / std::max<size_t>(1, batches.size());
+    spdlog::debug("epoch {}: max|transition| = {:.4f}, max|duration_bias| = {:.4f}, gradient norm mean {:.4f} max {:.4f}",
+                  epoch, mt, md, grad_norm_mean, grad_norm_max);
+    // the same numbers as metrics.jsonl's max_abs_transition, max_abs_duration_bias, grad_norm_mean, grad_norm_max
     if (mt > cfg.debug_drift_threshold || md > cfg.debug_drift_threshold)
       spdlog::warn(
           "epoch {}: CRF parameters drifting high: max|transition| = {:.3f}, max|duration_bias| = {:.3f} "
-          "(debug.drift_threshold = {}); consider raising --crf-reg (now {})",
-          epoch, mt, md, cfg.debug_drift_threshold, cfg.crf_reg);
+          "(debug.drift_threshold = {}), gradient norm mean {:.3f} max {:.3f}; consider raising --crf-reg (now {})",
+          epoch, mt, md, cfg.debug_drift_threshold, grad_norm_mean, grad_norm_max, cfg.crf_reg);
 
     state.epoch = epoch;
     state.dev_per = rec.dev_per;
@@ -489,7 +541,9 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                            {"lr", rec.lr},
                            {"max_abs_transition", mt},
                            {"max_abs_duration_bias", md},
-                           {"grad_norm_mean", grad_norm_sum / std::max<size_t>(1, batches.size())},
+                           {"grad_norm_mean", grad_norm_mean},
+                           {"grad_norm_max", grad_norm_max},
+                           {"drift_warning", mt > cfg.debug_drift_threshold || md > cfg.debug_drift_threshold},
                            {"train_frames", frames},
                            {"padding_fraction", padded ? 1.0 - double(frames) / double(padded) : 0.0},
                            {"optimizer_step", state.optimizer.step},

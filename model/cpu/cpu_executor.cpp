@@ -71,15 +71,13 @@ void CpuEncoder::backward(const float* params, const float* dcum, float* grad) {
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Session& session, const StepOptions& o, std::vector<float>& grad,
-                         Activations<float>& act) {
+                         Activations<float>& act, Probe* probe) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
+  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
   StepResult res;
   auto t0 = std::chrono::steady_clock::now();
-  TensorCheck check;
-  net.forward(params, batch.input, o.dropout, o.rng, act, o.check_numerics ? &check : nullptr);
-  if (!check.first_nonfinite.empty())
-    throw NonFiniteError(check.first_nonfinite, "non-finite value in " + check.first_nonfinite + " (forward)");
+  net.forward(params, batch.input, o.dropout, o.rng, act, pr);
   res.times.encoder_forward = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
@@ -96,6 +94,17 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());
   }
+  const ParamLayout& lay = net.layout();
+  if (pr) {
+    pr->tap("crf", Pass::forward, "log_z", r.log_z.data(), r.log_z.size());
+    pr->tap("crf", Pass::forward, "gold", r.gold.data(), r.gold.size());
+    // the penalty's value (its gradient share is added after the encoder backward)
+    std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
+    double pen = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
+                                        param_ptr(lay, params, "crf.duration_bias"), gt.data(), gd.data());
+    pr->tap("penalty", Pass::forward, "penalty", &pen, 1);
+    res.penalty = pen;
+  }
   for (int b = 0; b < B; ++b) {
     if (!std::isfinite(r.log_z[b]))
       throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
@@ -103,16 +112,24 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
       throw NonFiniteError("gold_score", "non-finite gold score for batch row " + std::to_string(b));
     res.nll_sum += r.log_z[b] - r.gold[b];
   }
-  const std::pair<const char*, const std::vector<float>*> crf_grads[] = {
+  const std::pair<const char*, std::vector<float>*> crf_grads[] = {
       {"grad_cum_scores", &r.grad_cum_scores}, {"grad_transition", &r.grad_transition},
       {"grad_duration_bias", &r.grad_duration_bias}, {"grad_start", &r.grad_start}, {"grad_end", &r.grad_end}};
+  if (pr) {
+    const char* tap_names[] = {"d_cum_scores", "d_crf.transition", "d_crf.duration_bias", "d_crf.start", "d_crf.end"};
+    for (int i = 0; i < 5; ++i)
+      pr->tap("crf", Pass::backward, tap_names[i], crf_grads[i].second->data(), crf_grads[i].second->size());
+  }
   for (auto& [name, v] : crf_grads)
     if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
   res.times.crf = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
-  net.backward(params, act, r.grad_cum_scores, grad, nullptr);
-  const ParamLayout& lay = net.layout();
+  // d features only for the input layer's backward tap (a buffer kept per
+  // thread: no allocation per step)
+  static thread_local std::vector<float> dfeatures;
+  net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
+               pr);
   auto add = [&](const std::string& name, const std::vector<float>& g) {
     const ParamInfo& p = lay.get(name);
     std::copy(g.begin(), g.end(), grad.begin() + p.offset);
@@ -121,10 +138,16 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   add("crf.duration_bias", r.grad_duration_bias);
   add("crf.start", r.grad_start);
   add("crf.end", r.grad_end);
-  res.penalty = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
-                                       param_ptr(lay, params, "crf.duration_bias"),
-                                       grad.data() + lay.get("crf.transition").offset,
-                                       grad.data() + lay.get("crf.duration_bias").offset);
+  const double penalty = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
+                                                param_ptr(lay, params, "crf.duration_bias"),
+                                                grad.data() + lay.get("crf.transition").offset,
+                                                grad.data() + lay.get("crf.duration_bias").offset);
+  if (!pr) res.penalty = penalty;  // else: the tapped value (a planted fault included)
+  if (pr)
+    for (const char* name : {"crf.transition", "crf.duration_bias"}) {
+      const ParamInfo& p = lay.get(name);
+      pr->tap("penalty", Pass::backward, std::string("d_") + name, grad.data() + p.offset, p.size);
+    }
   res.loss = res.nll_sum / norm + res.penalty;
   res.times.encoder_backward = seconds_since(t0);
   if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
@@ -134,6 +157,13 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
         throw NonFiniteError("gradient of " + p.name, "non-finite gradient of " + p.name + " at flat index " +
                                                           std::to_string(i));
   return res;
+}
+
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Session& session, const StepOptions& o, std::vector<float>& grad,
+                         Activations<float>& act) {
+  Probe probe(o.check_numerics, o.fault, o.step);
+  return loss_and_grad(net, params, batch, session, o, grad, act, &probe);
 }
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
@@ -160,11 +190,13 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
                                                     Activations<float>& act) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
-  TensorCheck check;
-  net.forward(params, batch.input, 0.0, nullptr, act, &check);
-  if (!check.first_nonfinite.empty())
-    throw std::runtime_error("decode: non-finite value in " + check.first_nonfinite + " (batch starting with " +
+  Probe probe(true, FaultSpec{}, 0);
+  try {
+    net.forward(params, batch.input, 0.0, nullptr, act, &probe);
+  } catch (const NumericsError& e) {
+    throw std::runtime_error(std::string("decode: non-finite value: ") + e.what() + " (batch starting with " +
                              batch.ids[0] + ")");
+  }
   crf::HostRunOptions opt;
   opt.gradients = false;
   opt.viterbi = true;
@@ -220,10 +252,18 @@ class CpuExecutor final : public Executor {
       for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
       step_params = &poisoned_;
     }
-    StepResult r = loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations());
+    Probe probe(o.check_numerics, o.fault, o.step);
+    probe.set_threads(threads_);
+    StepResult r =
+        loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations(), &probe);
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);
     opt_.update(params_, grad_, o.lr);
+    if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
+      probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());
+      probe.tap("optimizer", Pass::backward, "exp_avg", opt_.m.data(), opt_.m.size());
+      probe.tap("optimizer", Pass::backward, "exp_avg_sq", opt_.v.data(), opt_.v.size());
+    }
     r.times.optimizer = seconds_since(t0);
     return r;
   }

@@ -37,11 +37,17 @@ class CpuEncoder final : public Encoder {
 
 // One loss + gradient evaluation on the host (no update). grad is overwritten
 // (layout of params). Throws NonFiniteError naming the first non-finite tensor
-// (forward layers, log Z / gold, CRF gradients, parameter gradients); `act`
+// (CRF input, log Z / gold, CRF gradients, loss, parameter gradients), or
+// NumericsError with opt.check_numerics (the per-layer taps); `act`
 // keeps the batch's activations (cum for the replay file).
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Session& session, const StepOptions& opt, std::vector<float>& grad,
                          Activations<float>& act);
+// The same with the step's probe (taps input .. penalty; model/numerics.h):
+// a non-finite tapped tensor throws NumericsError before any other check.
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Session& session, const StepOptions& opt, std::vector<float>& grad,
+                         Activations<float>& act, Probe* probe);
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Backend& backend, const StepOptions& opt, std::vector<float>& grad,
                          Activations<float>& act);

@@ -15,6 +15,10 @@
 //             per slice: dIn -> partial dWin/dbin, dfeatures
 // Dropout masks are drawn by one extra task that runs beside the compute tasks
 // of the stage before the one that needs them.
+// Taps (model/numerics.h, an enabled Probe): after the parallel section of a
+// stage, on whole tensors (padding rows are 0). With a probe, the x0 fill and
+// the input projection run as two stages, so that a fault planted in the
+// features reaches z0; the projection and the cumsum always are two stages.
 #include "model/cpu/network.h"
 
 #include <algorithm>
@@ -77,13 +81,73 @@ std::string lstm_suffix(int k, int dir) { return "_l" + std::to_string(k) + (dir
 void set_default_threads(int threads) { g_default_threads.store(threads); }
 
 template <class S>
+void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
+                int64_t stride) {
+  if (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass && rows > 0 && cols > 0) {
+    data[0] = static_cast<S>(fault_.value);
+    planted_ = true;
+  }
+  if (!check_) return;
+  using Arr = Eigen::Array<S, Eigen::Dynamic, 1>;
+  // rows [r0, r1) all finite? (a contiguous tensor is one long row)
+  const bool contiguous = stride == cols;
+  const int64_t R = contiguous ? 1 : rows, N = contiguous ? rows * cols : cols;
+  auto rows_finite = [&](int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
+    for (int64_t r = r0; r < r1; ++r)
+      if (!Eigen::Map<const Arr>(data + r * stride + c0, c1 - c0).allFinite()) return false;
+    return true;
+  };
+  constexpr int64_t kChunk = int64_t(1) << 15;  // elements per task
+  bool finite = true;
+  if (threads_ > 1 && R * N >= 4 * kChunk) {
+    const int64_t rows_per = contiguous ? 1 : std::max<int64_t>(1, kChunk / N);
+    const int64_t cols_per = contiguous ? kChunk : N;
+    const int64_t nr = (R + rows_per - 1) / rows_per, nc = (N + cols_per - 1) / cols_per;
+    std::vector<char> ok(static_cast<size_t>(nr * nc), 1);
+    parallel_for(nr * nc, threads_, [&](int64_t i, int) {
+      const int64_t r0 = (i / nc) * rows_per, c0 = (i % nc) * cols_per;
+      ok[i] = rows_finite(r0, std::min(R, r0 + rows_per), c0, std::min(N, c0 + cols_per));
+    });
+    for (char c : ok) finite = finite && c;
+  } else {
+    finite = rows_finite(0, R, 0, N);
+  }
+  if (finite) return;
+  NumericsHit hit;
+  hit.layer = layer;
+  hit.pass = pass;
+  hit.tensor = tensor;
+  for (int64_t r = 0; r < rows; ++r) {
+    const TensorStats t = tensor_stats(data + r * stride, static_cast<size_t>(cols));
+    hit.stats.nan += t.nan;
+    hit.stats.inf += t.inf;
+    hit.stats.finite += t.finite;
+    hit.stats.min = std::min(hit.stats.min, t.min);
+    hit.stats.max = std::max(hit.stats.max, t.max);
+  }
+  throw NumericsError(hit);
+}
+void Probe::report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const {
+  if (!check_ || !stats.bad()) return;
+  NumericsHit hit;
+  hit.layer = layer;
+  hit.pass = pass;
+  hit.tensor = tensor;
+  hit.stats = stats;
+  throw NumericsError(hit);
+}
+
+template void Probe::tap<float>(const std::string&, Pass, const std::string&, float*, int64_t, int64_t, int64_t);
+template void Probe::tap<double>(const std::string&, Pass, const std::string&, double*, int64_t, int64_t, int64_t);
+
+template <class S>
 int Network<S>::threads() const {
   return resolve_threads(threads_ >= 0 ? threads_ : g_default_threads.load());
 }
 
 template <class S>
 void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, double dropout,
-                         std::mt19937_64* rng, Activations<S>& act, TensorCheck* check) const {
+                         std::mt19937_64* rng, Activations<S>& act, Probe* probe) const {
   const ModelDims& d = layout_.dims();
   const int B = in.B, T = in.T, D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), L = d.num_layers,
             C = d.num_classes;
@@ -98,17 +162,11 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
   const bool train = dropout > 0.0;
   if (train && !rng) throw std::invalid_argument("model: dropout needs an rng");
   auto P = [&](const std::string& name) { return params.data() + layout_.get(name).offset; };
-  auto fail = [&](const std::string& what) {
-    if (check) check->first_nonfinite = what;
-  };
-  if (check) check->first_nonfinite.clear();
+  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
+  if (pr) pr->set_threads(threads());
   const int nthreads = threads();
   const std::vector<Slice> slices = make_slices(in.lengths, T, kSliceRows);
   const int NS = static_cast<int>(slices.size());
-  std::vector<char> bad(2 * NS);  // per-task non-finite flags (check only)
-  auto any_bad = [&](int64_t from, int64_t n) {
-    return std::any_of(bad.begin() + from, bad.begin() + from + n, [](char c) { return c != 0; });
-  };
 
   act.B = B;
   act.T = T;
@@ -136,24 +194,34 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
   Mat& z0 = act.layer_in[0];
   z0.resize(TB, W);
   const int mask_task = train ? 1 : 0;
-  parallel_for(NS + mask_task, nthreads, [&](int64_t task, int) {
-    if (task < mask_task) return dropout_mask(act.drop0, slices, T, W, dropout, *rng);
-    const int si = static_cast<int>(task - mask_task);
-    const Slice& s = slices[si];
+  auto fill_x0 = [&](const Slice& s) {
     auto x = act.x0.middleRows(s.row0, int64_t(T) * s.nb);
     x.setZero();  // padding frames stay 0
     for (int j = 0; j < s.nb; ++j)
       for (int t = 0; t < in.lengths[s.b0 + j]; ++t)
         for (int k = 0; k < D; ++k)
           x(int64_t(t) * s.nb + j, k) = in.features[(static_cast<size_t>(s.b0 + j) * T + t) * D + k];
+  };
+  auto input_proj = [&](const Slice& s) {
     auto z = z0.middleRows(s.row0, s.rows);
     z.noalias() = act.x0.middleRows(s.row0, s.rows) * Win.transpose();
     z.rowwise() += bin.transpose();
     z0.middleRows(s.row0 + s.rows, int64_t(T) * s.nb - s.rows).setZero();
-    if (check) bad[si] = !act.x0.middleRows(s.row0, s.rows).allFinite(), bad[NS + si] = !z.allFinite();
-  });
-  if (check && any_bad(0, NS)) return fail("features (encoder input)");
-  if (check && any_bad(NS, NS)) return fail("encoder.input_proj output");
+  };
+  if (pr) {  // tap x0 between the two halves, so that a planted fault reaches z0
+    parallel_for(NS + mask_task, nthreads, [&](int64_t task, int) {
+      if (task < mask_task) return dropout_mask(act.drop0, slices, T, W, dropout, *rng);
+      fill_x0(slices[task - mask_task]);
+    });
+    pr->tap_mat("input", Pass::forward, "features", act.x0);
+    parallel_for(NS, nthreads, [&](int64_t si, int) { input_proj(slices[si]); });
+  } else {
+    parallel_for(NS + mask_task, nthreads, [&](int64_t task, int) {
+      if (task < mask_task) return dropout_mask(act.drop0, slices, T, W, dropout, *rng);
+      fill_x0(slices[task - mask_task]);
+      input_proj(slices[task - mask_task]);
+    });
+  }
 
   for (int k = 0; k < L; ++k) {
     const int in_k = k == 0 ? W : 2 * H;
@@ -173,6 +241,7 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
           dst = act.layer_out[k - 1].middleRows(s.row0, n);
         }
       });
+    if (pr && k == 0) pr->tap_mat("input_proj", Pass::forward, "input_proj_out", act.layer_in[0]);
     Mat& out = act.layer_out[k];
     out.resize(TB, 2 * H);
     for (int dir = 0; dir < 2; ++dir) {
@@ -238,50 +307,53 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
         cell.middleRows(r, nb) = c;
         out.block(r, dir * H, nb, H) = h;
       }
-      if (check) bad[dir * NS + si] = !out.block(s.row0, dir * H, s.rows, H).allFinite();
     });
-    if (check && any_bad(0, 2 * NS)) return fail("encoder.lstm layer " + std::to_string(k) + " output");
+    if (pr)
+      for (int dir = 0; dir < 2; ++dir)
+        pr->tap_mat("lstm." + std::to_string(k) + (dir ? ".bwd" : ".fwd"), Pass::forward, "lstm_out",
+                    out.middleCols(dir * H, H));
   }
 
   // ---- projection (time-major scores) and the zero-centered cumsum, per slice
   Eigen::Map<const Mat> Wp(P("crf.projection.weight"), C, 2 * H);
   Eigen::Map<const Vec> bp(P("crf.projection.bias"), C);
   act.scores.resize(TB, C);
-  act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
   parallel_for(NS, nthreads, [&](int64_t si, int) {
     const Slice& s = slices[si];
     Mat sc = act.layer_out[L - 1].middleRows(s.row0, s.rows) * Wp.transpose();  // [Ts*nb][C]
     sc.rowwise() += bp.transpose();
-    bool finite = true;
-    std::vector<S> x(static_cast<size_t>(T) * C);  // one utterance, [T][C] (padding frames unread)
     for (int j = 0; j < s.nb; ++j) {
       const int b = s.b0 + j, len = in.lengths[b];
       for (int t = 0; t < T; ++t) {
         auto dst = act.scores.row(int64_t(t) * B + b);
-        if (t >= len) {
+        if (t >= len)
           dst.setZero();
-          continue;
-        }
-        dst = sc.row(int64_t(t) * s.nb + j);
-        finite = finite && dst.allFinite();
-        for (int c = 0; c < C; ++c) x[static_cast<size_t>(t) * C + c] = dst(c);
+        else
+          dst = sc.row(int64_t(t) * s.nb + j);
       }
+    }
+  });
+  if (pr) pr->tap_mat("projection", Pass::forward, "scores", act.scores);
+  act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    std::vector<S> x(static_cast<size_t>(T) * C);  // one utterance, [T][C] (padding frames unread)
+    for (int j = 0; j < s.nb; ++j) {
+      const int b = s.b0 + j, len = in.lengths[b];
+      for (int t = 0; t < len; ++t)
+        for (int c = 0; c < C; ++c) x[static_cast<size_t>(t) * C + c] = act.scores(int64_t(t) * B + b, c);
       crf::centered_cumsum_forward<S>(1, T, C, x.data(), &in.lengths[b], act.cum.data() + size_t(b) * (T + 1) * C);
     }
-    if (check) bad[si] = !finite;
   });
-  if (check && any_bad(0, NS)) {
-    act.cum.clear();
-    return fail("crf.projection output (scores)");
+  if (pr) {  // one fused operation: both taps see cum_scores, the center tap first
+    pr->tap("center", Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
+    pr->tap("cumsum", Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
   }
-  if (check)
-    for (S v : act.cum)
-      if (!std::isfinite(v)) return fail("cum_scores (zero-centered cumsum)");
 }
 
 template <class S>
 void Network<S>::backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
-                          std::vector<S>& grad, std::vector<S>* dfeatures) const {
+                          std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe) const {
   const ModelDims& d = layout_.dims();
   const int B = act.B, T = act.T, D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), L = d.num_layers,
             C = d.num_classes;
@@ -296,12 +368,19 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   const int nthreads = threads();
   const std::vector<Slice> slices = make_slices(len, T, kSliceRows);
   const int NS = static_cast<int>(slices.size());
+  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
+  if (pr) pr->set_threads(threads());
+  // zero the rows of slice s past its longest utterance (never written below)
+  auto zero_tail = [&](Mat& m, const Slice& s) { m.middleRows(s.row0 + s.rows, int64_t(T) * s.nb - s.rows).setZero(); };
+  auto grad_name = [](const std::string& p) { return "d_" + p; };
+  auto tap_grad = [&](const std::string& layer, const std::string& name) {
+    const ParamInfo& p = layout_.get(name);
+    pr->tap(layer, Pass::backward, grad_name(name), grad.data() + p.offset, p.size);
+  };
 
-  // ---- cumsum backward -> dS [T*B][C] (slice-blocked), partial projection gradients
+  // ---- cumsum backward -> dS [T*B][C] (slice-blocked)
   Eigen::Map<const Mat> Wp(P("crf.projection.weight"), C, 2 * H);
   Mat dS(TB, C);
-  std::vector<Mat> pWp(NS);  // [NS] partial d Wp [C][2H]
-  std::vector<Vec> pbp(NS);  // [NS] partial d bp [C]
   parallel_for(NS, nthreads, [&](int64_t si, int) {
     const Slice& s = slices[si];
     std::vector<S> dx(static_cast<size_t>(T) * C);
@@ -311,9 +390,24 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
       for (int t = 0; t < s.Tmax; ++t)
         for (int c = 0; c < C; ++c) dS(int64_t(t) * s.nb + j + s.row0, c) = dx[static_cast<size_t>(t) * C + c];
     }
+    zero_tail(dS, s);
+  });
+  if (pr) {  // the fused centered cumsum: both taps see d scores, the cumsum tap first
+    pr->tap_mat("cumsum", Pass::backward, "d_scores", dS);
+    pr->tap_mat("center", Pass::backward, "d_scores", dS);
+  }
+
+  // ---- projection backward: partial d Wp / d bp per slice, dOut = d loss / d layer_out[L-1] [T*B][2H]
+  std::vector<Mat> pWp(NS);  // [NS] partial d Wp [C][2H]
+  std::vector<Vec> pbp(NS);  // [NS] partial d bp [C]
+  Mat dOut(TB, 2 * H);
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
     auto dSs = dS.middleRows(s.row0, s.rows);
     pWp[si].noalias() = dSs.transpose() * act.layer_out[L - 1].middleRows(s.row0, s.rows);
     pbp[si] = dSs.colwise().sum().transpose();
+    dOut.middleRows(s.row0, s.rows).noalias() = dSs * Wp;
+    zero_tail(dOut, s);
   });
   {
     Eigen::Map<Mat> gWp(G_("crf.projection.weight"), C, 2 * H);
@@ -321,6 +415,11 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
     gWp = pWp[0];
     gbp = pbp[0];
     for (int si = 1; si < NS; ++si) gWp += pWp[si], gbp += pbp[si];  // slice order
+  }
+  if (pr) {
+    tap_grad("projection", "crf.projection.weight");
+    tap_grad("projection", "crf.projection.bias");
+    pr->tap_mat("projection", Pass::backward, "d_lstm_out", dOut);
   }
 
   // ---- BiLSTM layers, top to bottom. dIn[dir] [T*B][In_k]: d loss / d layer_in[k]
@@ -348,7 +447,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
       // d loss / d h of this direction, [Ts*nb][H]
       Mat dY;
       if (k == L - 1) {
-        dY.noalias() = dS.middleRows(s.row0, s.rows) * Wp.middleCols(dir * H, H);
+        dY = dOut.block(s.row0, dir * H, s.rows, H);
       } else {
         dY = dInAbove[0].block(s.row0, dir * H, s.rows, H) + dInAbove[1].block(s.row0, dir * H, s.rows, H);  // fixed order
         if (train) dY.array() *= act.drop[k].block(s.row0, dir * H, s.rows, H).array();
@@ -396,6 +495,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
       pWhh[p].noalias() = dG.transpose() * Hprev;
       pb[p] = dG.colwise().sum().transpose();
       dIn[dir].middleRows(s.row0, s.rows).noalias() = dG * Wih;
+      zero_tail(dIn[dir], s);
     });
     // Sum the partials in slice order; tasks = (dir, block of kRowBlock gate rows).
     constexpr int kRowBlock = 64;
@@ -418,6 +518,13 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
       }
       gbhh = gbih;
     });
+    if (pr)
+      for (int dir = 1; dir >= 0; --dir) {  // the reverse direction's backward ran last in the forward's mirror
+        const std::string layer = "lstm." + std::to_string(k) + (dir ? ".bwd" : ".fwd"), l = lstm_suffix(k, dir);
+        for (const char* w : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"})
+          tap_grad(layer, std::string("encoder.lstm.") + w + l);
+        pr->tap_mat(layer, Pass::backward, "d_input", dIn[dir]);
+      }
   }
 
   // ---- input projection: dZ = (dIn[0] + dIn[1]) * drop0 = d loss / d (input_proj output)
@@ -425,10 +532,25 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   std::vector<Mat> pWin(NS);  // [NS] partial [W][D]
   std::vector<Vec> pbin(NS);  // [NS] partial [W]
   if (dfeatures) dfeatures->assign(static_cast<size_t>(TB) * D, S(0));
+  // The d (input_proj output) tap, checked per slice (no [T*B][W] copy):
+  // the stats of each slice's rows, merged in slice order below.
+  std::vector<TensorStats> dZstats(pr && pr->check() ? NS : 0);
   parallel_for(NS, nthreads, [&](int64_t si, int) {
     const Slice& s = slices[si];
     Mat dZ = dIn[0].middleRows(s.row0, s.rows) + dIn[1].middleRows(s.row0, s.rows);  // fixed order
     if (train) dZ.array() *= act.drop0.middleRows(s.row0, s.rows).array();
+    if (!dZstats.empty() && dZ.size() > 0 && dZ.allFinite()) {
+      dZstats[si].finite = dZ.size();
+      dZstats[si].min = static_cast<double>(dZ.minCoeff());
+      dZstats[si].max = static_cast<double>(dZ.maxCoeff());
+    } else if (!dZstats.empty()) {
+      TensorStats& st = dZstats[si];
+      for (int64_t r = 0; r < dZ.rows(); ++r) {
+        const TensorStats t = tensor_stats(dZ.data() + r * dZ.outerStride(), static_cast<size_t>(W));
+        st.nan += t.nan, st.inf += t.inf, st.finite += t.finite;
+        st.min = std::min(st.min, t.min), st.max = std::max(st.max, t.max);
+      }
+    }
     pWin[si].noalias() = dZ.transpose() * act.x0.middleRows(s.row0, s.rows);
     pbin[si] = dZ.colwise().sum().transpose();
     if (dfeatures) {
@@ -446,6 +568,17 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
   gWin = pWin[0];
   gbin = pbin[0];
   for (int si = 1; si < NS; ++si) gWin += pWin[si], gbin += pbin[si];  // slice order
+  if (pr) {
+    tap_grad("input_proj", "encoder.input_proj.weight");
+    tap_grad("input_proj", "encoder.input_proj.bias");
+    TensorStats st;
+    for (const TensorStats& t : dZstats) {
+      st.nan += t.nan, st.inf += t.inf, st.finite += t.finite;
+      st.min = std::min(st.min, t.min), st.max = std::max(st.max, t.max);
+    }
+    pr->report("input_proj", Pass::backward, "d_input_proj_out", st);
+    if (dfeatures) pr->tap("input", Pass::backward, "d_features", dfeatures->data(), dfeatures->size());
+  }
 }
 
 template class Network<float>;

@@ -350,15 +350,29 @@ TEST(ModelGradients, NonFiniteInputIsNamed) {
   try {
     loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
     FAIL() << "no error";
-  } catch (const NonFiniteError& e) {
-    EXPECT_EQ(e.tensor(), "features (encoder input)");
+  } catch (const NumericsError& e) {  // debug.check_numerics (default on): the per-layer taps
+    EXPECT_EQ(e.hit().layer, "input");
+    EXPECT_EQ(e.hit().pass, Pass::forward);
+    EXPECT_EQ(e.hit().tensor, "features");
+    EXPECT_EQ(e.hit().stats.inf, 1);
+    EXPECT_EQ(e.hit().stats.nan, 0);
   }
   batch.input.features[4] = 0.f;
   params[net.layout().get("crf.projection.bias").offset + 1] = NAN;
   try {
     loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
     FAIL() << "no error";
+  } catch (const NumericsError& e) {
+    EXPECT_EQ(e.hit().layer, "projection");
+    EXPECT_EQ(e.hit().tensor, "scores");
+    EXPECT_EQ(e.hit().stats.nan, 5 + 3 + 4);  // the bias NaN reaches every real frame (padding rows are 0)
+  }
+  // with the checks off, the older stop names the CRF input
+  cfg.debug_check_numerics = false;
+  try {
+    loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
+    FAIL() << "no error";
   } catch (const NonFiniteError& e) {
-    EXPECT_EQ(e.tensor(), "crf.projection output (scores)");
+    EXPECT_EQ(e.tensor(), "CRF input");
   }
 }

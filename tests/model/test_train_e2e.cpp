@@ -347,3 +347,157 @@ TEST_F(TrainE2E, DeviceCudaWithoutGpuIsOneLineAndWritesNothing) {
   ASSERT_EQ(a.rc, 0) << a.output;
   EXPECT_NE(a.output.find("train.device = auto: training on cpu"), std::string::npos) << a.output;
 }
+
+// Issue 9: --inject-fault with --check-numerics stops with ONE error line naming
+// epoch, batch, step, layer, pass, tensor and counts; the dump folder holds the
+// four files; replay-step reproduces the hit (same layer, pass, tensor and the
+// same statistics) with the run's backend, the reference backend and a fixed
+// length; without the fault the step replays clean, with exactly the loss the
+// uninterrupted run computed for that step (same rng, state, lr).
+TEST_F(TrainE2E, CheckNumericsDumpAndReplayStep) {
+  const fs::path run_n = dir_ / "run_n";
+  fs::remove_all(run_n);
+  const std::string common = " --set model.num_layers=2 --set train.epochs=1";
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_n.string() + common +
+              " --inject-fault layer=lstm.1.bwd,pass=backward,step=2,value=inf --check-numerics");
+  EXPECT_EQ(t.rc, 1) << t.output;
+  size_t errors = 0;
+  std::string line;
+  {
+    std::istringstream in(t.output);
+    for (std::string l; std::getline(in, l);)
+      if (l.rfind("error: ", 0) == 0) ++errors, line = l;
+  }
+  ASSERT_EQ(errors, 1u) << t.output;
+  const std::string tensor = "d_encoder.lstm.weight_ih_l1_reverse";
+  for (const std::string& part :
+       {std::string("training stopped at epoch 1, batch 2/"), std::string(", step 2: "),
+        std::string("layer lstm.1.bwd, backward pass, tensor " + tensor + ": 0 NaN, 1 Inf, finite min "),
+        std::string("utterances: train/"), std::string("nonfinite-step-2"), std::string("timitseg replay-step ")})
+    EXPECT_NE(line.find(part), std::string::npos) << part << "\n" << line;
+  const fs::path dump = run_n / "nonfinite-step-2";
+  for (const char* f : {"batch.safetensors", "state.safetensors", "config.yaml", "report.json"})
+    EXPECT_TRUE(fs::exists(dump / f)) << f;
+  EXPECT_FALSE(fs::exists(run_n / "nonfinite-step-2.tmp"));
+  const nlohmann::json rep = nlohmann::json::parse(slurp(dump / "report.json"));
+  EXPECT_EQ(rep["layer"], "lstm.1.bwd");
+  EXPECT_EQ(rep["pass"], "backward");
+  EXPECT_EQ(rep["tensor"], tensor);
+  EXPECT_EQ(rep["inf"], 1);
+  EXPECT_EQ(rep["nan"], 0);
+  EXPECT_EQ(rep["epoch"], 1);
+  EXPECT_EQ(rep["batch"], 2);
+  EXPECT_EQ(rep["step"], 2);
+  EXPECT_EQ(rep["utterance_ids"].size(), 4u);
+  const st::File bf = st::load((dump / "batch.safetensors").string());
+  const auto& feats = bf.get("features", st::DType::F32, {4, -1, -1});
+  bf.get("labels", st::DType::I32, {4, feats.shape[1]});
+  bf.get("lengths", st::DType::I32, {4});
+  EXPECT_EQ(bf.metadata.at("step"), "2");
+  EXPECT_EQ(bf.metadata.at("fault"), "layer=lstm.1.bwd,pass=backward,step=2,value=inf");
+  // the state before the step: one update done
+  const st::File sf = st::load((dump / "state.safetensors").string());
+  EXPECT_EQ(sf.metadata.at("optimizer_step"), "1");
+  // "tensor T: 0 NaN, 1 Inf, finite values in [...]": the same hit, to the digit
+  const std::string stats = rep["message"].get<std::string>();
+  for (const std::string& extra : {std::string(""), std::string(" --crf-backend reference"),
+                                   std::string(" --fixed-length 40"), std::string(" --threads 1")}) {
+    Cmd r = run("replay-step " + dump.string() + extra);
+    EXPECT_EQ(r.rc, 1) << extra << ": " << r.output;
+    EXPECT_NE(r.output.find("error: replay of " + dump.string() + ": non-finite value: layer lstm.1.bwd, backward "
+                            "pass, tensor " + tensor + ": 0 NaN, 1 Inf"),
+              std::string::npos)
+        << extra << ": " << r.output;
+    if (extra != " --fixed-length 40")  // the same batch: the same finite range, to the digit
+      EXPECT_NE(r.output.find(stats), std::string::npos) << extra << ": " << r.output;
+  }
+  // without the fault the step is clean and its loss is the uninterrupted run's
+  Cmd clean = run("replay-step " + dump.string() + " --without-fault");
+  ASSERT_EQ(clean.rc, 0) << clean.output;
+  double replay_loss = 0;
+  {
+    const size_t p = clean.output.find("step 2: loss ");
+    ASSERT_NE(p, std::string::npos) << clean.output;
+    replay_loss = std::stod(clean.output.substr(p + 13));
+    EXPECT_NE(clean.output.find("no non-finite value"), std::string::npos) << clean.output;
+  }
+  const fs::path run_m = dir_ / "run_m";
+  fs::remove_all(run_m);
+  Cmd full = run("--log-level debug train --config " + config_ + " --set train.run_dir=" + run_m.string() + common +
+                 " --set train.log_every=1");
+  ASSERT_EQ(full.rc, 0) << full.output;
+  const size_t p = full.output.find("epoch 1 batch 2/");
+  ASSERT_NE(p, std::string::npos) << full.output;
+  const size_t q = full.output.find("loss ", p);
+  const double run_loss = std::stod(full.output.substr(q + 5));
+  EXPECT_NEAR(replay_loss, run_loss, 1e-5 * std::abs(run_loss)) << "logged with 5 decimals";
+  // a dump folder that is not one: one line naming the file
+  fs::remove(dump / "state.safetensors");
+  Cmd bad = run("replay-step " + dump.string());
+  EXPECT_EQ(bad.rc, 1);
+  EXPECT_NE(bad.output.find("state.safetensors: missing"), std::string::npos) << bad.output;
+  // --inject-fault is validated before anything runs
+  Cmd wrong = run("train --config " + config_ + " --set train.run_dir=" + (dir_ / "run_w").string() +
+                  " --inject-fault layer=lstm.3.fwd,pass=forward,step=1,value=nan");
+  EXPECT_EQ(wrong.rc, 1);
+  EXPECT_NE(wrong.output.find("unknown layer 'lstm.3.fwd'"), std::string::npos) << wrong.output;
+  EXPECT_FALSE(fs::exists(dir_ / "run_w"));
+}
+
+// On the CPU, results never depend on the thread count: a run with 1 thread and
+// one with 3 threads and --deterministic give bitwise identical checkpoint
+// tensors. metrics.jsonl carries the drift numbers (max |transition|, max
+// |duration_bias|, gradient norm mean and max, the warning flag).
+TEST_F(TrainE2E, CpuRunsAreBitwiseDeterministicAcrossThreadCounts) {
+  const fs::path r1 = dir_ / "run_t1", r3 = dir_ / "run_t3";
+  fs::remove_all(r1);
+  fs::remove_all(r3);
+  Cmd a = run("train --config " + config_ + " --set train.run_dir=" + r1.string() +
+              " --set train.epochs=1 --set train.threads=1");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd b = run("train --config " + config_ + " --set train.run_dir=" + r3.string() +
+              " --set train.epochs=1 --set train.threads=3 --deterministic --set debug.drift_threshold=0.001");
+  ASSERT_EQ(b.rc, 0) << b.output;
+  const st::File fa = st::load((r1 / "checkpoints" / "epoch-1.safetensors").string());
+  const st::File fb = st::load((r3 / "checkpoints" / "epoch-1.safetensors").string());
+  ASSERT_EQ(fa.tensors.size(), fb.tensors.size());
+  for (const auto& [name, t] : fa.tensors) {
+    ASSERT_TRUE(fb.has(name)) << name;
+    EXPECT_EQ(t.bytes, fb.get(name).bytes) << name << " differs between 1 and 3 threads";
+  }
+  const auto la = metrics_lines(r1), lb = metrics_lines(r3);
+  ASSERT_EQ(la.size(), 1u);
+  ASSERT_EQ(lb.size(), 1u);
+  EXPECT_EQ(la[0]["train_loss"], lb[0]["train_loss"]);
+  EXPECT_EQ(la[0]["grad_norm_max"], lb[0]["grad_norm_max"]);
+  EXPECT_GE(la[0]["grad_norm_max"].get<double>(), la[0]["grad_norm_mean"].get<double>());
+  EXPECT_GT(la[0]["grad_norm_mean"].get<double>(), 0.0);
+  EXPECT_EQ(la[0]["drift_warning"], false);
+  EXPECT_EQ(lb[0]["drift_warning"], true);  // threshold 0.001
+  // the warning line carries the same numbers as metrics.jsonl
+  std::ostringstream mt;
+  mt.precision(3);
+  mt << std::fixed << lb[0]["max_abs_transition"].get<double>();
+  EXPECT_NE(b.output.find("CRF parameters drifting high: max|transition| = " + mt.str()), std::string::npos)
+      << b.output;
+  EXPECT_NE(b.output.find("gradient norm mean"), std::string::npos) << b.output;
+}
+
+// A hit in the optimizer layer is found after the update: the error says so,
+// and replay-step refuses with one line instead of re-running an updated state.
+TEST_F(TrainE2E, OptimizerHitIsReportedAfterTheUpdate) {
+  const fs::path run_o = dir_ / "run_o";
+  fs::remove_all(run_o);
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_o.string() +
+              " --set train.epochs=1 --inject-fault layer=optimizer,pass=backward,step=1,value=nan");
+  EXPECT_EQ(t.rc, 1) << t.output;
+  EXPECT_NE(t.output.find("step 1: non-finite value in layer optimizer, backward pass, tensor params: 1 NaN, 0 Inf"),
+            std::string::npos)
+      << t.output;
+  EXPECT_NE(t.output.find("(after the update)"), std::string::npos) << t.output;
+  const fs::path dump = run_o / "nonfinite-step-1";
+  EXPECT_EQ(st::load((dump / "state.safetensors").string()).metadata.at("optimizer_step"), "1");
+  Cmd r = run("replay-step " + dump.string());
+  EXPECT_EQ(r.rc, 1) << r.output;
+  EXPECT_NE(r.output.find("holds the state AFTER step 1"), std::string::npos) << r.output;
+}
