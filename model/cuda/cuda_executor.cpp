@@ -240,10 +240,10 @@ class CudaExecutor final : public Executor {
       const ParamInfo& S = layout_.get("crf.start");
       const ParamInfo& E = layout_.get("crf.end");
       numerics_->tap("penalty", Pass::backward,
-                     {TapTensor::f32("grad crf.transition", G + A.offset, A.size),
-                      TapTensor::f32("grad crf.duration_bias", G + D.offset, D.size),
-                      TapTensor::f32("grad crf.start", G + S.offset, S.size),
-                      TapTensor::f32("grad crf.end", G + E.offset, E.size)});
+                     {TapTensor::f32("d_crf.transition", G + A.offset, A.size),
+                      TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
+                      TapTensor::f32("d_crf.start", G + S.offset, S.size),
+                      TapTensor::f32("d_crf.end", G + E.offset, E.size)});
     }
     gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
     scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
@@ -441,8 +441,8 @@ class CudaExecutor final : public Executor {
     using gpu::TapTensor;
     const int C = dims_.num_classes, K = dims_.max_duration;
     numerics_->tap("crf", Pass::forward,
-                   {TapTensor::f64("log_partition [B]", lz_.as<double>(), B),
-                    TapTensor::f64("gold_score [B]", lz_.as<double>() + B, B)});
+                   {TapTensor::f64("log_z", lz_.as<double>(), B),
+                    TapTensor::f64("gold", lz_.as<double>() + B, B)});
     const ParamInfo& A = layout_.get("crf.transition");
     const ParamInfo& D = layout_.get("crf.duration_bias");
     StepScalars* dsc = scalars_.as<StepScalars>();
@@ -454,11 +454,11 @@ class CudaExecutor final : public Executor {
     const ParamInfo& S = layout_.get("crf.start");
     const ParamInfo& E = layout_.get("crf.end");
     numerics_->tap("crf", Pass::backward,
-                   {TapTensor::f32("d cum_scores [B][T+1][C]", dcum_.as<float>(), ncum),
-                    TapTensor::f32("grad crf.transition", G + A.offset, A.size),
-                    TapTensor::f32("grad crf.duration_bias", G + D.offset, D.size),
-                    TapTensor::f32("grad crf.start", G + S.offset, S.size),
-                    TapTensor::f32("grad crf.end", G + E.offset, E.size)});
+                   {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum),
+                    TapTensor::f32("d_crf.transition", G + A.offset, A.size),
+                    TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
+                    TapTensor::f32("d_crf.start", G + S.offset, S.size),
+                    TapTensor::f32("d_crf.end", G + E.offset, E.size)});
   }
 
   // The CRF backend threw (it validates its inputs): a bad slot before the CRF

@@ -511,14 +511,14 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   const bool taps = tapping();
   using gpu::TapTensor;
   constexpr Pass kF = Pass::forward;
-  if (taps) num_->tap("input", kF, {TapTensor::f32("features [B][T][D]", x0, BT * D_)});
+  if (taps) num_->tap("input", kF, {TapTensor::f32("features", x0, BT * D_)});
   float* z = in(0);
   gemm_rm(false, true, static_cast<int>(BT), W_, D_, x0, D_, P("encoder.input_proj.weight"), D_, z, W_);
   bias_dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(z, P("encoder.input_proj.bias"), W_, BT * W_,
                                                                    dropout_on_, dropout_key(opt.seed, opt.step, 0),
                                                                    p, keep);
   TS_LAUNCHED("bias_dropout_kernel (input_proj)");
-  if (taps) num_->tap("input_proj", kF, {TapTensor::f32("output [B][T][W] (after dropout)", z, BT * W_)});
+  if (taps) num_->tap("input_proj", kF, {TapTensor::f32("input_proj_out", z, BT * W_)});
 
   const cudnnForwardMode_t mode = fwd_training_ ? CUDNN_FWD_MODE_TRAINING : CUDNN_FWD_MODE_INFERENCE;
   for (int k = 0; k < L_; ++k) {
@@ -537,8 +537,8 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
     if (taps) {
       // each direction's half of out(k) [B][T][2H]: columns [0, H) / [H, 2H)
       const std::string lk = "lstm." + std::to_string(k);
-      num_->tap(lk + ".fwd", kF, {TapTensor::f32_strided("output [B][T][0:H]", out(k), BT, H_, 2 * H_)});
-      num_->tap(lk + ".bwd", kF, {TapTensor::f32_strided("output [B][T][H:2H]", out(k) + H_, BT, H_, 2 * H_)});
+      num_->tap(lk + ".fwd", kF, {TapTensor::f32_strided("lstm_out", out(k), BT, H_, 2 * H_)});
+      num_->tap(lk + ".bwd", kF, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
     }
     if (k + 1 < L_ && dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(out(k), in(k + 1), BT * W_,
@@ -553,14 +553,14 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, P("crf.projection.bias"), T_, C_, BT * C_,
                                                                       len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
-  if (taps) num_->tap("projection", kF, {TapTensor::f32("scores [B][T][C]", s, BT * C_)});
+  if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});
   cumsum_forward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, s, len, cum);
   TS_LAUNCHED("cumsum_forward_kernel");
   if (taps) {
     // the centered cumsum is one fused operation: both taps see cum (center first)
     const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
-    num_->tap("center", kF, {TapTensor::f32("cum_scores [B][T+1][C]", cum, ncum)});
-    num_->tap("cumsum", kF, {TapTensor::f32("cum_scores [B][T+1][C]", cum, ncum)});
+    num_->tap("center", kF, {TapTensor::f32("cum_scores", cum, ncum)});
+    num_->tap("cumsum", kF, {TapTensor::f32("cum_scores", cum, ncum)});
   }
   have_activations_ = true;
 }
@@ -596,8 +596,8 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   using gpu::TapTensor;
   constexpr Pass kB = Pass::backward;
   if (taps) {
-    num_->tap("cumsum", kB, {TapTensor::f32("d scores [B][T][C]", dS, BT * C_)});
-    num_->tap("center", kB, {TapTensor::f32("d scores [B][T][C]", dS, BT * C_)});
+    num_->tap("cumsum", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
+    num_->tap("center", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
   }
   // projection: dWp [C][2H] = dS^T Y, dbp = column sums of dS, dY [B][T][2H] = dS Wp
   gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, G("crf.projection.weight"),
@@ -608,9 +608,9 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
   if (taps)
     num_->tap("projection", kB,
-              {TapTensor::f32("grad crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
-               TapTensor::f32("grad crf.projection.bias", G("crf.projection.bias"), C_),
-               TapTensor::f32("d input [B][T][2H]", dy, BT * 2 * H_)});
+              {TapTensor::f32("d_crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
+               TapTensor::f32("d_crf.projection.bias", G("crf.projection.bias"), C_),
+               TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
@@ -639,11 +639,11 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
         const std::string name = std::string("encoder.lstm.") + what + "_l" + std::to_string(k) +
                                  (reverse ? "_reverse" : "");
         const ParamInfo& info = layout_.get(name);
-        return TapTensor::f32("grad " + name, grad + info.offset, info.size);
+        return TapTensor::f32("d_" + name, grad + info.offset, info.size);
       };
       num_->tap(lk + ".bwd", kB,
                 {lstm_grad("weight_ih", true), lstm_grad("weight_hh", true), lstm_grad("bias_ih", true),
-                 lstm_grad("bias_hh", true), TapTensor::f32("d input [B][T][W]", dx, BT * W_)});
+                 lstm_grad("bias_hh", true), TapTensor::f32("d_input", dx, BT * W_)});
       num_->tap(lk + ".fwd", kB,
                 {lstm_grad("weight_ih", false), lstm_grad("weight_hh", false), lstm_grad("bias_ih", false),
                  lstm_grad("bias_hh", false)});
@@ -671,15 +671,15 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));
   if (taps)
     num_->tap("input_proj", kB,
-              {TapTensor::f32("grad encoder.input_proj.weight", G("encoder.input_proj.weight"), size_t(W_) * D_),
-               TapTensor::f32("grad encoder.input_proj.bias", G("encoder.input_proj.bias"), W_),
-               TapTensor::f32("d output [B][T][W]", const_cast<float*>(dZ), BT * W_)});
+              {TapTensor::f32("d_encoder.input_proj.weight", G("encoder.input_proj.weight"), size_t(W_) * D_),
+               TapTensor::f32("d_encoder.input_proj.bias", G("encoder.input_proj.bias"), W_),
+               TapTensor::f32("d_input_proj_out", const_cast<float*>(dZ), BT * W_)});
   if (taps && num_->wants("input", kB)) {
     // d features [B][T][D] = dZ Win: computed only for this tap (nothing consumes it)
     dfeatures_.reserve(static_cast<size_t>(BT) * D_ * sizeof(float));
     float* dX = dfeatures_.as<float>();
     gemm_rm(false, false, static_cast<int>(BT), D_, W_, dZ, W_, P("encoder.input_proj.weight"), D_, dX, D_);
-    num_->tap("input", kB, {TapTensor::f32("d features [B][T][D]", dX, BT * D_)});
+    num_->tap("input", kB, {TapTensor::f32("d_features", dX, BT * D_)});
   }
 }
 
