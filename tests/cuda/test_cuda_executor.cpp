@@ -16,6 +16,7 @@
 #include "common/safetensors.h"
 #include "model/cuda/lstm_fused.h"
 #include "model/model.h"
+#include "tests/support/model_problems.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
@@ -35,41 +36,11 @@ ModelDims small_dims() {
   return d;
 }
 
-// Random features, lengths (one full, one of 1 frame) and labels made of runs.
 Batch random_batch(const ModelDims& d, int B, int T, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n01(0.f, 1.f);
-  Batch b;
-  b.input.B = B;
-  b.input.T = T;
-  b.input.features.resize(static_cast<size_t>(B) * T * d.input_dim);
-  for (float& x : b.input.features) x = n01(rng);
-  b.labels.assign(static_cast<size_t>(B) * T, 0);
-  for (int i = 0; i < B; ++i) {
-    const int L = i == 0 ? T : (i == 1 ? 1 : 1 + static_cast<int>(rng() % T));
-    b.input.lengths.push_back(L);
-    b.frames += L;
-    b.ids.push_back("u" + std::to_string(i));
-    int lab = static_cast<int>(rng() % d.num_classes);
-    for (int t = 0; t < T; ++t) {
-      if (t < L && rng() % 5 == 0) lab = static_cast<int>(rng() % d.num_classes);
-      b.labels[static_cast<size_t>(i) * T + t] = lab;
-    }
-  }
-  return b;
+  return testsupport::random_model_batch(d, B, T, seed);
 }
-
 std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
-  const ParamLayout lay(d);
-  std::mt19937_64 rng(seed);
-  std::vector<float> p;
-  init_params(lay, rng, p);
-  std::normal_distribution<float> n(0.f, 0.5f);
-  for (const char* name : {"crf.transition", "crf.duration_bias", "crf.start", "crf.end"}) {
-    const ParamInfo& info = lay.get(name);
-    for (size_t i = 0; i < info.size; ++i) p[info.offset + i] = n(rng);
-  }
-  return p;
+  return testsupport::random_model_params(d, seed, 0.5f);
 }
 
 StepOptions no_dropout() {
@@ -200,24 +171,15 @@ TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
 
 TEST(CudaExecutor, DecodeReproducesThePreRestructuringCpuBinary) {
   REQUIRE_GPU();
-  const std::string dir = std::string(TIMITSEG_SOURCE_DIR) + "/tests/model/fixtures/legacy/";
+  const std::string dir = testsupport::legacy_fixture_dir();
   const ModelState s = load_checkpoint(dir + "checkpoint-pre-issue11.safetensors");
   ExecutorOptions xo;
   xo.crf_backend = "cuda";
   auto gpu = make_executor("cuda", s.dims, xo);
   gpu->set_state(s.params, s.optimizer);
-  for (const char* utt : {"test_dr2_fjmg0_si1002", "test_dr2_fjmg0_sx6"}) {
+  for (const std::string& utt : testsupport::legacy_utterances()) {
     const st::File f = st::load(dir + utt + ".safetensors");
-    const st::Tensor& feats = f.tensors.at("features");
-    const int T = static_cast<int>(feats.shape[0]);
-    Batch b;
-    b.input.B = 1;
-    b.input.T = T;
-    b.input.features = feats.to<float>();
-    b.input.lengths = {T};
-    b.labels.assign(T, 0);
-    b.ids = {utt};
-    b.frames = T;
+    const Batch b = testsupport::legacy_batch(f, utt);
     std::vector<float> scores;
     const auto segs = gpu->decode(b, &scores);
     const std::vector<float> ref = f.tensors.at("scores").to<float>();

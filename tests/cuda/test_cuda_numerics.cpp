@@ -24,6 +24,7 @@
 #include "model/cuda/numerics_taps.h"
 #include "model/cuda/ops.h"
 #include "model/model.h"
+#include "tests/support/model_problems.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
@@ -66,35 +67,9 @@ ModelDims dims64() {
 }
 
 Batch random_batch(const ModelDims& d, int B, int T, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> n01(0.f, 1.f);
-  Batch b;
-  b.input.B = B;
-  b.input.T = T;
-  b.input.features.resize(static_cast<size_t>(B) * T * d.input_dim);
-  for (float& x : b.input.features) x = n01(rng);
-  b.labels.assign(static_cast<size_t>(B) * T, 0);
-  for (int i = 0; i < B; ++i) {
-    const int L = i == 0 ? T : 1 + static_cast<int>(rng() % T);
-    b.input.lengths.push_back(L);
-    b.frames += L;
-    b.ids.push_back("u" + std::to_string(i));
-    int lab = static_cast<int>(rng() % d.num_classes);
-    for (int t = 0; t < T; ++t) {
-      if (t < L && rng() % 4 == 0) lab = static_cast<int>(rng() % d.num_classes);
-      b.labels[static_cast<size_t>(i) * T + t] = lab;
-    }
-  }
-  return b;
+  return testsupport::random_model_batch(d, B, T, seed);
 }
-
-std::vector<float> init(const ModelDims& d, uint64_t seed) {
-  const ParamLayout lay(d);
-  std::mt19937_64 rng(seed);
-  std::vector<float> p;
-  init_params(lay, rng, p);
-  return p;
-}
+std::vector<float> init(const ModelDims& d, uint64_t seed) { return testsupport::random_model_params(d, seed); }
 
 StepOptions step_options(int64_t step, bool check) {
   StepOptions o;

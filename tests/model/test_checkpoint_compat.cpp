@@ -11,6 +11,7 @@
 
 #include "common/safetensors.h"
 #include "model/model.h"
+#include "tests/support/model_problems.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
@@ -42,19 +43,9 @@ TEST(CheckpointCompat, ReproducesTheOldBinarysScoresAndSegments) {
   auto exec = make_executor("cpu", s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   int checked = 0;
-  for (const char* utt : {"test_dr2_fjmg0_si1002", "test_dr2_fjmg0_sx6"}) {
+  for (const std::string& utt : testsupport::legacy_utterances()) {
     const st::File f = st::load(kDir + utt + ".safetensors");
-    const st::Tensor& feats = f.tensors.at("features");
-    const int T = static_cast<int>(feats.shape[0]), D = static_cast<int>(feats.shape[1]);
-    ASSERT_EQ(D, s.dims.input_dim);
-    Batch b;
-    b.input.B = 1;
-    b.input.T = T;
-    b.input.features = feats.to<float>();
-    b.input.lengths = {T};
-    b.labels.assign(T, 0);
-    b.ids = {utt};
-    b.frames = T;
+    const Batch b = testsupport::legacy_batch(f, utt);
     std::vector<float> scores;
     const auto segs = exec->decode(b, &scores);
     const std::vector<float> ref = f.tensors.at("scores").to<float>();

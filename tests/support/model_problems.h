@@ -1,0 +1,81 @@
+// Random model-level problems shared by the model and GPU tests: a padded
+// batch with labels made of runs (one utterance of full length, one of a
+// single frame), initial parameters with random CRF parameters, and the
+// batches of the legacy checkpoint fixture (tests/model/fixtures/legacy).
+#pragma once
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/safetensors.h"
+#include "model/batch.h"
+#include "model/params.h"
+
+namespace timitseg::testsupport {
+
+// N(0,1) features [B][T][D]; lengths: row 0 = T, row 1 = 1 (when B > 1), the
+// rest uniform in [1, T]; labels in runs, a new label with probability 1/5 per frame.
+inline model::Batch random_model_batch(const model::ModelDims& d, int B, int T, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  model::Batch b;
+  b.input.B = B;
+  b.input.T = T;
+  b.input.features.resize(static_cast<size_t>(B) * T * d.input_dim);
+  for (float& x : b.input.features) x = n01(rng);
+  b.labels.assign(static_cast<size_t>(B) * T, 0);
+  for (int i = 0; i < B; ++i) {
+    const int L = i == 0 ? T : (i == 1 ? 1 : 1 + static_cast<int>(rng() % T));
+    b.input.lengths.push_back(L);
+    b.frames += L;
+    b.ids.push_back("u" + std::to_string(i));
+    int lab = static_cast<int>(rng() % d.num_classes);
+    for (int t = 0; t < T; ++t) {
+      if (t < L && rng() % 5 == 0) lab = static_cast<int>(rng() % d.num_classes);
+      b.labels[static_cast<size_t>(i) * T + t] = lab;
+    }
+  }
+  return b;
+}
+
+// init_params (PyTorch's initialisation) with the given seed; with crf_sd > 0
+// the CRF parameters (transition, duration_bias, start, end) are N(0, crf_sd).
+inline std::vector<float> random_model_params(const model::ModelDims& d, uint64_t seed, float crf_sd = 0.f) {
+  const model::ParamLayout lay(d);
+  std::mt19937_64 rng(seed);
+  std::vector<float> p;
+  model::init_params(lay, rng, p);
+  if (crf_sd > 0) {
+    std::normal_distribution<float> n(0.f, crf_sd);
+    for (const char* name : {"crf.transition", "crf.duration_bias", "crf.start", "crf.end"}) {
+      const model::ParamInfo& info = lay.get(name);
+      for (size_t i = 0; i < info.size; ++i) p[info.offset + i] = n(rng);
+    }
+  }
+  return p;
+}
+
+// The legacy fixture: the checkpoint written before issue 11 and, per
+// utterance, what that binary's `evaluate --dump-scores` wrote.
+inline std::string legacy_fixture_dir() { return std::string(TIMITSEG_SOURCE_DIR) + "/tests/model/fixtures/legacy/"; }
+inline const std::vector<std::string>& legacy_utterances() {
+  static const std::vector<std::string> u{"test_dr2_fjmg0_si1002", "test_dr2_fjmg0_sx6"};
+  return u;
+}
+// A one-utterance batch of the dumped (already normalized) features.
+inline model::Batch legacy_batch(const st::File& dump, const std::string& utt) {
+  const st::Tensor& feats = dump.tensors.at("features");
+  const int T = static_cast<int>(feats.shape[0]);
+  model::Batch b;
+  b.input.B = 1;
+  b.input.T = T;
+  b.input.features = feats.to<float>();
+  b.input.lengths = {T};
+  b.labels.assign(T, 0);
+  b.ids = {utt};
+  b.frames = T;
+  return b;
+}
+
+}  // namespace timitseg::testsupport
