@@ -144,16 +144,24 @@ std::string dot_free_hint(const std::string& name, bool in_yaml) {
   throw std::invalid_argument(path + ": unknown config section '" + name + "' (" + dot_free_hint(name, true) + ")");
 }
 
-// Sets one entry from a YAML scalar; `where` names the file/key for errors.
-void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::string& where) {
+// "FILE:LINE" of a node read from FILE (yaml-cpp lines count from 0), or
+// FILE alone for a node without a position (e.g. built from --set text).
+std::string at(const std::string& path, const YAML::Node& node) {
+  const YAML::Mark m = node.Mark();
+  return m.is_null() ? path : path + ":" + std::to_string(m.line + 1);
+}
+
+// Sets one entry from a YAML scalar. `origin` (FILE, "--set K=V", a checkpoint)
+// is recorded for range errors; `loc` ("FILE:LINE" or the origin) starts type
+// errors: "configs/x.yaml:12: train.epochs: expected an integer, got 'abc'".
+void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::string& origin, const std::string& loc) {
   const std::string key = e.key;
-  cfg.origins[key] = where;
   if (!value.IsScalar())
-    throw std::invalid_argument(where + ": '" + key + "' must be a single value, not a " +
+    throw std::invalid_argument(loc + ": " + key + ": expected a single value, got a " +
                                 (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
   const std::string text = value.Scalar();
-  auto bad = [&](const char* type) {
-    return std::invalid_argument(where + ": '" + key + "' must be " + type + ", got '" + text + "'");
+  auto bad = [&](const std::string& type) {
+    return std::invalid_argument(loc + ": " + key + ": expected " + type + ", got '" + text + "'");
   };
   std::visit(
       [&](auto ptr) {
@@ -161,9 +169,11 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
         if constexpr (std::is_same_v<T, std::string>) {
           cfg.*ptr = text;
         } else if constexpr (std::is_same_v<T, bool>) {
-          bool b;
-          if (!YAML::convert<bool>::decode(value, b)) throw bad("true or false");
-          cfg.*ptr = b;
+          // Only YAML 1.2's true/false: yaml-cpp would also read the YAML 1.1
+          // forms yes/no/on/off/y/n, which are easy to write by mistake.
+          if (text == "true") cfg.*ptr = true;
+          else if (text == "false") cfg.*ptr = false;
+          else throw bad("true or false (yes/no/on/off are not booleans here)");
         } else if constexpr (std::is_same_v<T, double>) {
           // YAML 1.2 number syntax (".inf" and ".nan" are rejected: values must be finite).
           size_t pos = 0;
@@ -177,26 +187,55 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
           cfg.*ptr = d;
         } else {
           // integers: no fraction, no exponent
+          const std::string range =
+              "an integer in [" + std::to_string(std::numeric_limits<T>::min()) + ", " +
+              std::to_string(std::numeric_limits<T>::max()) + "]";
           if (text.empty() || text.find_first_not_of("+-0123456789") != std::string::npos) throw bad("an integer");
           size_t pos = 0;
           long long v = 0;
           try {
             v = std::stoll(text, &pos);
+          } catch (const std::out_of_range&) {
+            throw bad(range);
           } catch (...) {
-            throw bad("an integer in range");
+            throw bad("an integer");
           }
           if (pos != text.size()) throw bad("an integer");
           if constexpr (std::is_same_v<T, uint64_t>) {
             if (v < 0) throw bad("a non-negative integer");
           }
           if constexpr (std::is_same_v<T, int>) {
-            if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max())
-              throw bad("an integer in range");
+            if (v < std::numeric_limits<int>::min() || v > std::numeric_limits<int>::max()) throw bad(range);
           }
           cfg.*ptr = static_cast<T>(v);
         }
       },
       e.member);
+  cfg.origins[key] = origin;
+}
+
+// yaml-cpp keeps every key of a mapping, repeats included (a lookup returns
+// the first, iteration yields all): refuse a key that appears twice in one
+// mapping anywhere in the document, naming both lines. `prefix`: the dotted
+// path of `node` ("" at the top, "train" in a section).
+void check_duplicates(const YAML::Node& node, const std::string& path, const std::string& prefix) {
+  if (node.IsMap()) {
+    std::map<std::string, int> first_line;  // key text -> line (from 1)
+    for (auto kv : node) {
+      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
+      const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
+      const auto [it, fresh] = first_line.emplace(name, line);
+      if (!fresh)
+        throw std::invalid_argument(path + ":" + std::to_string(line) + ": duplicate " +
+                                    (prefix.empty() ? "section" : "key") + " '" + full + "' (first at line " +
+                                    std::to_string(it->second) + ", again at line " + std::to_string(line) +
+                                    "); each key may appear only once");
+      check_duplicates(kv.second, path, full);
+    }
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) check_duplicates(item, path, prefix);
+  }
 }
 
 nlohmann::json entry_json(const Config& cfg, const Entry& e) {
@@ -273,7 +312,28 @@ void Config::set(const std::string& assignment, const std::string& origin) {
     throw std::invalid_argument(origin + ": cannot parse value of '" + key + "': " + ex.what());
   }
   if (node.IsNull()) node = YAML::Node(std::string());  // "key=" sets an empty string
-  assign(*this, *e, node, origin);
+  assign(*this, *e, node, origin, origin);
+}
+
+const std::vector<std::string>& Config::resumable_keys() {
+  static const std::vector<std::string> k = {"train.epochs",          "train.log_every", "train.threads",
+                                             "debug.check_numerics",  "debug.drift_threshold",
+                                             "train.device",          "crf.backend",     "train.rnn_algo"};
+  return k;
+}
+
+void Config::set_on_resume(const std::string& assignment, const std::string& origin) {
+  const size_t eq = assignment.find('=');
+  const std::string key = eq == std::string::npos ? assignment : assignment.substr(0, eq);
+  const std::vector<std::string>& ok = resumable_keys();
+  if (find_entry(key) && std::find(ok.begin(), ok.end(), key) == ok.end()) {
+    std::string list;
+    for (const std::string& k : ok) list += (list.empty() ? "" : ", ") + k;
+    throw std::invalid_argument(origin + ": '" + key + "' cannot be changed on --resume (the run keeps the "
+                                "configuration it was started with; start a new run to change it); keys that may "
+                                "change on resume: " + list);
+  }
+  set(assignment, origin);  // unknown keys and bad values: the usual errors
 }
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
@@ -289,21 +349,22 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
     }
     if (!root.IsNull()) {
       if (!root.IsMap()) throw std::invalid_argument(path + ": top level must be a mapping of sections");
+      check_duplicates(root, path, "");
       for (auto sec : root) {
         const std::string section = sec.first.as<std::string>();
         const bool known_section = std::any_of(entries().begin(), entries().end(), [&](const Entry& e) {
           return std::string(e.key).rfind(section + ".", 0) == 0;
         });
-        if (!known_section) unknown_section(section, path);  // "lr: 1e-3", "train.lr: 1e-3", "modle:"
+        if (!known_section) unknown_section(section, at(path, sec.first));  // "lr: 1e-3", "train.lr: 1e-3", "modle:"
         if (!sec.second.IsMap()) {
           if (sec.second.IsNull()) continue;  // empty section
-          throw std::invalid_argument(path + ": section '" + section + "' must be a mapping of keys");
+          throw std::invalid_argument(at(path, sec.second) + ": section '" + section + "' must be a mapping of keys");
         }
         for (auto kv : sec.second) {
           const std::string key = section + "." + kv.first.as<std::string>();
           const Entry* e = find_entry(key);
-          if (!e) unknown_key(key, path);
-          assign(cfg, *e, kv.second, path);
+          if (!e) unknown_key(key, at(path, kv.first));
+          assign(cfg, *e, kv.second, path, at(path, kv.second));
         }
       }
     }
@@ -325,7 +386,7 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
       std::string text = v.is_string() ? v.get<std::string>() : v.dump();
       YAML::Node node(text);
       if (v.is_number_float()) node = YAML::Node(format_double(v.get<double>()));
-      assign(cfg, *e, node, origin);
+      assign(cfg, *e, node, origin, origin);
     }
   }
   cfg.validate();

@@ -69,11 +69,18 @@ struct Config {
   static Config from_json(const nlohmann::json& j, const std::string& origin);
   // Applies one "section.key=value" override (value is YAML text).
   void set(const std::string& assignment, const std::string& origin);
+  // The same for `train --resume`: only keys listed in resumable_keys() may
+  // change; any other key (even a valid one) is refused, naming it, so a
+  // resumed run keeps the configuration it was started with.
+  void set_on_resume(const std::string& assignment, const std::string& origin);
   void validate() const;  // range / enum checks; throws std::invalid_argument
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;
 
   static std::vector<std::string> keys();  // every valid "section.key"
+  // Keys that `train --resume --set` may change (docs/config.md): the length of
+  // the run, logging, threads, numeric checks and the device/backend choices.
+  static const std::vector<std::string>& resumable_keys();
   // The valid key closest to `key` (edit distance), for error messages.
   static std::string closest_key(const std::string& key);
 };
