@@ -10,6 +10,7 @@
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/infer.h"
+#include "model/interrupt.h"
 #include "model/train.h"
 
 namespace timitseg::app {
@@ -48,7 +49,8 @@ void run_train(const TrainArgs& a) {
     if (!a.config.empty())
       spdlog::warn("--resume: using the configuration saved in {}; --config {} is ignored", ckpt, a.config);
     cfg = model::load_checkpoint(ckpt).config;
-    for (const std::string& o : overrides) cfg.set(o, "--set " + o);
+    // Only the keys of Config::resumable_keys() may change (docs/config.md).
+    for (const std::string& o : overrides) cfg.set_on_resume(o, "--resume with --set " + o);
     cfg.train_run_dir = a.resume;
     cfg.validate();
     resume = true;
@@ -58,6 +60,9 @@ void run_train(const TrainArgs& a) {
     if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
   model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
+  // SIGINT / SIGTERM from here on: stop after the current step with one line
+  // saying how to resume (model/interrupt.h).
+  model::install_stop_handlers();
   const model::TrainData data = model::load_train_data(cfg);
   const model::TrainResult r = model::train(cfg, data, resume);
   if (!r.epochs.empty())
@@ -78,7 +83,9 @@ void add_model_commands(CLI::App& app) {
                     "Override one config key, KEY=VALUE with VALUE in YAML syntax (repeatable), e.g. --set train.lr=3e-4");
   train->add_option("--resume", ta->resume,
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
-                    "(bitwise identical to an uninterrupted run on the CPU); --set may raise train.epochs");
+                    "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
+                    "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, "
+                    "debug.check_numerics, debug.drift_threshold");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));
   train->add_option("--crf-backend", ta->crf_backend,

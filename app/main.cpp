@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "model/interrupt.h"
 
 namespace timitseg::app {
 
@@ -43,10 +44,35 @@ int main(int argc, char** argv) {
   timitseg::app::add_bench_train_command(app);
   timitseg::app::add_replay_step_command(app);
 
+  // One error convention (docs/cli.md): every failure is one line starting
+  // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
+  // or missing option or subcommand), 128 + signal for SIGINT / SIGTERM during
+  // train; --help and --version print to stdout and exit 0.
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // The deepest subcommand that was parsed, for the usage hint.
+    std::string where = "timitseg";
+    for (const CLI::App* sub = &app; sub;) {
+      const std::vector<CLI::App*> subs = sub->get_subcommands();
+      sub = subs.empty() ? nullptr : subs.front();
+      if (sub) where += " " + sub->get_name();
+    }
+    // `timitseg --bogus` / `timitseg trian`: CLI11 reports only the missing
+    // subcommand; name the word it did not understand instead.
+    std::string what = e.what();
+    const std::vector<std::string> extra = app.remaining();
+    if (app.get_subcommands().empty() && !extra.empty())
+      what = "unknown subcommand or option '" + extra.front() + "'";
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s (usage: %s --help)\n", what.c_str(), where.c_str());
+    return 2;
+  } catch (const timitseg::model::Interrupted& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return e.exit_code();
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -22,6 +22,7 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "model/cpu/network.h"
+#include "model/interrupt.h"
 #include "model/replay_step.h"
 
 namespace fs = std::filesystem;
@@ -380,6 +381,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
         },
         batches.size());
     for (size_t bi = 0; bi < batches.size(); ++bi) {
+      // SIGINT / SIGTERM (model/interrupt.h): stop between steps, where nothing
+      // is being written; --resume goes on from the last finished epoch.
+      if (stop_requested()) {
+        progress.finish();
+        const int sig = stop_signal();
+        const std::string at = "interrupted at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi);
+        // epoch - 1 >= 1: checkpoints/epoch-(epoch-1) exists (finished here or resumed from).
+        throw Interrupted(epoch > 1 ? at + "; resume with: timitseg train --resume " + cfg.train_run_dir
+                                    : at + ", before the first epoch finished (nothing to resume); start again with "
+                                           "the same `timitseg train` command",
+                          sig > 0 ? 128 + sig : 1);
+      }
       const auto t_data = Clock::now();
       const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
       rec.times.data += since(t_data);

@@ -1,0 +1,341 @@
+// The error convention of the `timitseg` binary (issue 13), run as a user
+// would: every failure is one stderr line starting "error:", exit 1; usage
+// errors exit 2; --help exits 0; SIGINT / SIGTERM during `train` stop between
+// steps with one line naming the command that resumes, and --resume then
+// continues from the last finished epoch; `--resume --set` refuses keys that
+// may not change on resume.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/interrupt.h"
+#include "model/train.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Proc {
+  int rc = -1;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(line);
+  return out;
+}
+
+// Runs `timitseg ARGS` with stdout and stderr captured separately.
+Proc run(const std::string& args) {
+  static int n = 0;
+  const fs::path base =
+      fs::temp_directory_path() / ("timitseg_clierr_" + std::to_string(::getpid()) + "_" + std::to_string(n++));
+  const std::string cmd = std::string(TIMITSEG_BINARY) + " " + args + " >" + base.string() + ".out 2>" +
+                          base.string() + ".err </dev/null";
+  const int status = std::system(cmd.c_str());
+  Proc r;
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(base.string() + ".out");
+  r.err = slurp(base.string() + ".err");
+  fs::remove(base.string() + ".out");
+  fs::remove(base.string() + ".err");
+  return r;
+}
+
+// stderr is exactly one line, starting "error:".
+void expect_one_error_line(const Proc& r, const std::string& what) {
+  const std::vector<std::string> l = lines_of(r.err);
+  ASSERT_EQ(l.size(), 1u) << what << ": stderr:\n" << r.err;
+  EXPECT_EQ(l[0].rfind("error: ", 0), 0u) << what << ": " << l[0];
+}
+
+int count_error_lines(const std::string& text) {
+  int n = 0;
+  for (const std::string& l : lines_of(text))
+    if (l.rfind("error:", 0) == 0) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(CliErrors, NoSubcommandIsAUsageError) {
+  const Proc r = run("");
+  EXPECT_EQ(r.rc, 2);
+  expect_one_error_line(r, "timitseg alone");
+  EXPECT_NE(r.err.find("subcommand is required"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("timitseg --help"), std::string::npos) << r.err;
+}
+
+TEST(CliErrors, UsageErrorsExit2WithOneLine) {
+  struct Case {
+    const char* args;
+    const char* says;
+  } cases[] = {
+      {"--bogus", "--bogus"},
+      {"train --bogus-flag", "--bogus-flag"},
+      {"evaluate", "--checkpoint is required"},
+      {"evaluate --checkpoint x.safetensors --split nope", "nope"},
+      {"evaluate --checkpoint x.safetensors --threads many", "many"},
+      {"nosuchcommand", "nosuchcommand"},
+  };
+  for (const Case& c : cases) {
+    const Proc r = run(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args << "\n" << r.err;
+    expect_one_error_line(r, c.args);
+    EXPECT_NE(r.err.find(c.says), std::string::npos) << c.args << ": " << r.err;
+  }
+  // The hint names the subcommand whose options were wrong.
+  const Proc r = run("train --bogus-flag");
+  EXPECT_NE(r.err.find("(usage: timitseg train --help)"), std::string::npos) << r.err;
+}
+
+TEST(CliErrors, HelpAndVersionExit0) {
+  Proc r = run("--help");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("train"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");
+  r = run("train --help");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("--resume"), std::string::npos) << r.out;
+  r = run("--version");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("timitseg 0.1.0"), std::string::npos) << r.out;
+}
+
+TEST(CliErrors, FailuresExit1WithOneLine) {
+  const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_cfg_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string bad = (dir / "dup.yaml").string();
+  std::ofstream(bad) << "data:\n  workdir: w\ntrain:\n  epochs: 30\n  epochs: 1\n";
+  Proc r = run("train --config " + bad);
+  EXPECT_EQ(r.rc, 1);
+  expect_one_error_line(r, "duplicate key");
+  EXPECT_EQ(lines_of(r.err).at(0), "error: " + bad +
+                                       ":5: duplicate key 'train.epochs' (first at line 4, again at line 5); each key "
+                                       "may appear only once");
+  const std::string typed = (dir / "typed.yaml").string();
+  std::ofstream(typed) << "train:\n  epochs: abc\n";
+  r = run("train --config " + typed);
+  EXPECT_EQ(r.rc, 1);
+  expect_one_error_line(r, "wrong type");
+  EXPECT_EQ(lines_of(r.err).at(0), "error: " + typed + ":2: train.epochs: expected an integer, got 'abc'");
+  r = run("train --config " + (dir / "missing.yaml").string());
+  EXPECT_EQ(r.rc, 1);
+  expect_one_error_line(r, "missing config");
+  r = run("evaluate --checkpoint " + (dir / "missing.safetensors").string());
+  EXPECT_EQ(r.rc, 1);
+  expect_one_error_line(r, "missing checkpoint");
+  fs::remove_all(dir);
+}
+
+// A tiny synth corpus trained for many short epochs, interrupted by a signal.
+class TrainInterrupt : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("timitseg_interrupt_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    const Proc s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 4 --seed 5");
+    ASSERT_EQ(s.rc, 0) << s.err;
+    const Proc p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());
+    ASSERT_EQ(p.rc, 0) << p.err;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+
+  // Config of a run that would take 1000 epochs.
+  static std::string config(const std::string& run_name) {
+    const std::string path = (dir_ / (run_name + ".yaml")).string();
+    std::ofstream(path) << "data:\n  workdir: " << (dir_ / "work").string()
+                        << "\nmodel:\n  hidden_dim: 8\n  num_layers: 1\n  dropout: 0.1\n"
+                           "crf:\n  max_duration: 12\n"
+                           "train:\n  epochs: 1000\n  batch_size: 2\n  lr: 0.01\n  seed: 3\n  threads: 1\n"
+                           "  run_dir: "
+                        << (dir_ / run_name).string() << "\n";
+    return path;
+  }
+
+  // Starts `timitseg ARGS`, waits for a stderr line containing `wait_for`,
+  // sends `sig`, and returns the exit status and all of stderr.
+  static Proc interrupt(const std::vector<std::string>& args, const std::string& wait_for, int sig) {
+    int fds[2];
+    if (pipe(fds) != 0) return {};
+    const pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fds[1], 2);
+      close(fds[0]);
+      close(fds[1]);
+      if (freopen("/dev/null", "w", stdout) == nullptr) _exit(127);
+      std::vector<char*> argv;
+      std::string bin = TIMITSEG_BINARY;
+      argv.push_back(bin.data());
+      std::vector<std::string> copy = args;
+      for (std::string& a : copy) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(bin.c_str(), argv.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    Proc r;
+    FILE* in = fdopen(fds[0], "r");
+    char buf[4096];
+    bool sent = false;
+    while (std::fgets(buf, sizeof buf, in)) {
+      r.err += buf;
+      if (!sent && std::string(buf).find(wait_for) != std::string::npos) {
+        kill(pid, sig);
+        sent = true;
+      }
+    }
+    std::fclose(in);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    if (!sent) r.rc = -2;  // never saw the line
+    return r;
+  }
+
+  static std::vector<int> metrics_epochs(const fs::path& run_dir) {
+    std::vector<int> out;
+    for (const std::string& l : lines_of(slurp(run_dir / "metrics.jsonl"))) {
+      const size_t at = l.find("\"epoch\":");
+      if (at != std::string::npos) out.push_back(std::atoi(l.c_str() + at + 8));
+    }
+    return out;
+  }
+};
+fs::path TrainInterrupt::dir_;
+
+TEST_F(TrainInterrupt, SigintStopsWithResumeLineAndResumeContinues) {
+  const fs::path run_dir = dir_ / "run_int";
+  const Proc r = interrupt({"train", "--config", config("run_int")}, "epoch 2/1000", SIGINT);
+  ASSERT_NE(r.rc, -2) << "no 'epoch 2/1000' progress line:\n" << r.err;
+  EXPECT_EQ(r.rc, 130) << r.err;
+  EXPECT_EQ(count_error_lines(r.err), 1) << r.err;
+  std::smatch m;
+  const std::string last = lines_of(r.err).back();
+  const std::regex re("error: interrupted at epoch ([0-9]+), batch ([0-9]+); resume with: timitseg train --resume " +
+                      run_dir.string());
+  ASSERT_TRUE(std::regex_match(last, m, re)) << r.err;
+  const int stopped_in = std::stoi(m[1]);
+  ASSERT_GE(stopped_in, 2);
+  // Nothing half-written: finished epochs 1..E-1 only, each with its checkpoint, no temporary files.
+  std::vector<int> expect;
+  for (int e = 1; e < stopped_in; ++e) expect.push_back(e);
+  EXPECT_EQ(metrics_epochs(run_dir), expect);
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / ("epoch-" + std::to_string(stopped_in - 1) + ".safetensors")));
+  EXPECT_FALSE(fs::exists(run_dir / "checkpoints" / ("epoch-" + std::to_string(stopped_in) + ".safetensors")));
+  for (const auto& e : fs::recursive_directory_iterator(run_dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
+
+  // A key that may not change on resume is refused with one line, and the run is untouched.
+  const std::string metrics_before = slurp(run_dir / "metrics.jsonl");
+  Proc bad = run("train --resume " + run_dir.string() + " --set model.hidden_dim=16");
+  EXPECT_EQ(bad.rc, 1) << bad.err;
+  expect_one_error_line(bad, "refused resume key");
+  EXPECT_EQ(lines_of(bad.err).at(0).rfind("error: --resume with --set model.hidden_dim=16: 'model.hidden_dim' cannot "
+                                          "be changed on --resume",
+                                          0),
+            0u)
+      << bad.err;
+  bad = run("train --resume " + run_dir.string() + " --crf-reg 0.5");
+  EXPECT_EQ(bad.rc, 1) << bad.err;
+  EXPECT_NE(bad.err.find("'crf.reg' cannot be changed on --resume"), std::string::npos) << bad.err;
+  EXPECT_EQ(slurp(run_dir / "metrics.jsonl"), metrics_before);
+
+  // --resume continues from the last finished epoch (E-1) and runs epoch E.
+  const Proc res = run("train --resume " + run_dir.string() + " --set train.epochs=" + std::to_string(stopped_in) +
+                      " --set train.log_every=5");
+  EXPECT_EQ(res.rc, 0) << res.err;
+  EXPECT_EQ(count_error_lines(res.err), 0) << res.err;
+  expect.push_back(stopped_in);
+  EXPECT_EQ(metrics_epochs(run_dir), expect);
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / ("epoch-" + std::to_string(stopped_in) + ".safetensors")));
+}
+
+TEST_F(TrainInterrupt, SigtermStopsToo) {
+  const fs::path run_dir = dir_ / "run_term";
+  const Proc r = interrupt({"train", "--config", config("run_term")}, "epoch 2/1000", SIGTERM);
+  ASSERT_NE(r.rc, -2) << r.err;
+  EXPECT_EQ(r.rc, 128 + SIGTERM) << r.err;
+  EXPECT_EQ(count_error_lines(r.err), 1) << r.err;
+  EXPECT_NE(lines_of(r.err).back().find("; resume with: timitseg train --resume " + run_dir.string()),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(TrainInterrupt, SigintInFirstEpochSaysNothingToResume) {
+  const fs::path run_dir = dir_ / "run_first";
+  const Proc r = interrupt({"train", "--config", config("run_first")}, "epoch 1/1000", SIGINT);
+  ASSERT_NE(r.rc, -2) << r.err;
+  EXPECT_EQ(r.rc, 130) << r.err;
+  EXPECT_EQ(count_error_lines(r.err), 1) << r.err;
+  const std::string last = lines_of(r.err).back();
+  // Usually still in epoch 1; a slow reader may see the signal land later.
+  if (last.find("interrupted at epoch 1,") != std::string::npos) {
+    EXPECT_NE(last.find("before the first epoch finished (nothing to resume); start again with the same `timitseg "
+                        "train` command"),
+              std::string::npos)
+        << last;
+    // The same command starts again in the same run folder.
+    const Proc again = run("train --config " + config("run_first") + " --set train.epochs=1");
+    EXPECT_EQ(again.rc, 0) << again.err;
+  } else {
+    EXPECT_NE(last.find("resume with: timitseg train --resume"), std::string::npos) << last;
+  }
+}
+
+// In process, deterministic: a stop requested before the first step ends
+// train() at epoch 1, batch 0, with nothing to resume and nothing written.
+TEST_F(TrainInterrupt, StopBeforeFirstStepInProcess) {
+  using namespace timitseg::model;
+  const Config cfg = Config::load(config("run_inproc"), {});
+  const TrainData data = load_train_data(cfg);
+  request_stop();
+  std::string msg;
+  int code = -1;
+  try {
+    train(cfg, data, false);
+  } catch (const Interrupted& e) {
+    msg = e.what();
+    code = e.exit_code();
+  }
+  EXPECT_TRUE(stop_requested());
+  clear_stop();
+  EXPECT_FALSE(stop_requested());
+  EXPECT_EQ(msg,
+            "interrupted at epoch 1, batch 0, before the first epoch finished (nothing to resume); start again with "
+            "the same `timitseg train` command");
+  EXPECT_EQ(code, 1);  // requested by code, not by a signal
+  const fs::path run_dir = dir_ / "run_inproc";
+  EXPECT_TRUE(!fs::exists(run_dir / "metrics.jsonl") || slurp(run_dir / "metrics.jsonl").empty());
+  // The same command then trains normally (the run folder counts as fresh).
+  check_fresh_run_dir(cfg.train_run_dir);
+  Config one = cfg;
+  one.train_epochs = 1;
+  const TrainResult r = train(one, data, false);
+  EXPECT_EQ(r.epochs.size(), 1u);
+}
