@@ -102,6 +102,7 @@ void add_data_commands(CLI::App& app) {
     auto strict = std::make_shared<bool>(false);
     auto force = std::make_shared<bool>(false);
     auto quiet = std::make_shared<bool>(false);
+    auto dev_speakers = std::make_shared<int>(0);
     auto ff = std::make_shared<FeatureFlags>();
     sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
     sub->add_option("--out", *out, "Output WORKDIR (created if missing)")->required();
@@ -110,6 +111,10 @@ void add_data_commands(CLI::App& app) {
                                       "warning and count it)");
     sub->add_flag("--force", *force, "Recompute even if WORKDIR is up to date");
     sub->add_flag("--no-progress", *quiet, "No progress bar");
+    sub->add_option("--dev-speakers", *dev_speakers,
+                    "Own corpora only (no TEST speaker on the standard dev list): hold N TRAIN speakers out of train "
+                    "as the dev split (default: a seeded 10% of them, at least one; recorded in manifest.json)")
+        ->check(CLI::PositiveNumber);
     ff->add(sub);
     sub->callback([=] {
       data::PrepareOptions po;
@@ -120,6 +125,7 @@ void add_data_commands(CLI::App& app) {
       po.strict = *strict;
       po.force = *force;
       po.progress = !*quiet;
+      po.dev_speakers = *dev_speakers;
       const data::PrepareSummary s = data::prepare(po);
       if (s.up_to_date) {
         spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);
@@ -133,6 +139,14 @@ void add_data_commands(CLI::App& app) {
       for (const auto& c : s.splits)
         spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
                      c.speakers, c.frames, c.seconds);
+      if (s.dev_rule == "from train") {
+        std::string ids;
+        for (const auto& id : s.dev_speaker_ids) ids += (ids.empty() ? "" : " ") + id;
+        spdlog::info("  dev: {} TRAIN speaker{} held out of train (no standard dev speaker in TEST): {}",
+                     s.dev_speaker_ids.size(), s.dev_speaker_ids.size() == 1 ? "" : "s", ids);
+      }
+      if (s.core_test_rule == "empty")
+        spdlog::info("  core-test: empty (no speaker of the standard core-test list in TEST)");
     });
   }
   // ---- features ----

@@ -1,5 +1,6 @@
 // SHA-256 through OpenSSL's libcrypto (EVP API); used for the checksums of the
-// prepared cache (manifest.json) and the corpus fingerprint.
+// prepared cache (manifest.json), the corpus fingerprint and the checkpoints'
+// tensor_sha256 metadata.
 #pragma once
 
 #include <array>

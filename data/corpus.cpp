@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <random>
 #include <set>
 #include <sstream>
 #include <stdexcept>
@@ -261,6 +262,22 @@ std::vector<std::string> splits_of(const CorpusUtterance& u) {
   if (dev_speakers().count(u.speaker)) s.push_back("dev");
   if (core_test_speakers().count(u.speaker)) s.push_back("core-test");
   return s;
+}
+
+std::vector<std::string> choose_dev_speakers(std::vector<std::string> train_speakers, int n, uint64_t seed) {
+  std::sort(train_speakers.begin(), train_speakers.end());
+  train_speakers.erase(std::unique(train_speakers.begin(), train_speakers.end()), train_speakers.end());
+  const size_t m = train_speakers.size();
+  if (n < 1 || static_cast<size_t>(n) >= m)
+    throw std::invalid_argument("cannot take " + std::to_string(n) + " dev speaker" + (n == 1 ? "" : "s") + " from " +
+                                std::to_string(m) + " TRAIN speaker" + (m == 1 ? "" : "s") +
+                                " (between 1 and " + std::to_string(m > 0 ? m - 1 : 0) +
+                                ": train must keep at least one speaker)");
+  std::mt19937_64 rng(seed);
+  for (size_t i = m - 1; i > 0; --i) std::swap(train_speakers[i], train_speakers[rng() % (i + 1)]);
+  train_speakers.resize(static_cast<size_t>(n));
+  std::sort(train_speakers.begin(), train_speakers.end());
+  return train_speakers;
 }
 
 }  // namespace timitseg::data

@@ -76,6 +76,14 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
 // (24 speakers) from the embedded lists.
 std::vector<std::string> splits_of(const CorpusUtterance& u);
 
+// Own corpora: the `n` dev speakers taken from `train_speakers` (a set: the
+// result does not depend on its order), sorted. Deterministic per seed and
+// across platforms: the sorted list is shuffled by Fisher-Yates with
+// std::mt19937_64(seed) (j = engine() % (i + 1), i from the last index down)
+// and the first n are kept. Throws std::invalid_argument unless
+// 1 <= n < train_speakers.size() (train must keep a speaker).
+std::vector<std::string> choose_dev_speakers(std::vector<std::string> train_speakers, int n, uint64_t seed);
+
 std::string to_lower(std::string s);
 
 }  // namespace timitseg::data

@@ -72,6 +72,16 @@ struct PrepareOptions {
   bool strict = false;    // stop at the first bad utterance (non-zero exit)
   bool force = false;     // recompute even if WORKDIR is up to date
   bool progress = true;   // progress bar on stderr
+  // Own corpora (TIMIT layout, other speakers): when no TEST speaker is on the
+  // standard dev list, dev is taken from the TRAIN speakers (and removed from
+  // train): dev_speakers of them (<= 0: kDefaultDevFraction of them, at least
+  // one), chosen by choose_dev_speakers(..., dev_seed). Must stay below the
+  // number of usable TRAIN speakers. A dev_speakers > 0 on a corpus that has
+  // standard dev speakers is an error (it would be ignored).
+  int dev_speakers = 0;
+  uint64_t dev_seed = kDefaultDevSeed;
+  static constexpr uint64_t kDefaultDevSeed = 13;
+  static constexpr double kDefaultDevFraction = 0.10;
 };
 struct PrepareSummary {
   bool up_to_date = false;  // nothing was done (same corpus and options)
@@ -79,6 +89,11 @@ struct PrepareSummary {
   std::vector<std::string> problems;  // every problem line, "FILE:LINE: message"
   struct SplitCount { std::string name; int64_t utterances = 0, frames = 0, speakers = 0; double seconds = 0; };
   std::vector<SplitCount> splits;
+  // How dev and core-test were chosen: "standard list" or, for own corpora,
+  // dev "from train" (dev_speaker_ids: the TRAIN speakers taken) and core-test
+  // "empty"; recorded in manifest.json "split_rule".
+  std::string dev_rule = "standard list", core_test_rule = "standard list";
+  std::vector<std::string> dev_speaker_ids;  // only when dev_rule == "from train"
   double audio_seconds = 0.0;  // audio processed (unique utterances)
   double wall_seconds = 0.0;
 };

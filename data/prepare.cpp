@@ -25,6 +25,7 @@
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
+#include "data/timit_lists.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -135,7 +136,7 @@ Stats stats_of(std::vector<int64_t> v) {
 }
 
 bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
-                      const json& opts_json) {
+                      const json& opts_json, const json& split_opts) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return false;
@@ -143,7 +144,8 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
   try {
     m = nlohmann::json::parse(read_file(path));
     if (m.at("format_version") != kPreparedFormatVersion || m.at("source") != source ||
-        m.at("corpus_fingerprint") != fingerprint || m.at("feature_options") != nlohmann::json::parse(opts_json.dump()))
+        m.at("corpus_fingerprint") != fingerprint || m.at("feature_options") != nlohmann::json::parse(opts_json.dump()) ||
+        m.at("split_options") != nlohmann::json::parse(split_opts.dump()))
       return false;
     for (auto it = m.at("files").begin(); it != m.at("files").end(); ++it) verified_file(workdir, it.key());
   } catch (const std::exception& e) {
@@ -171,8 +173,23 @@ PrepareSummary prepare(const PrepareOptions& po) {
   const std::string source = fs::absolute(po.timit_dir).lexically_normal().string();
   const std::string fingerprint = corpus_fingerprint(po.timit_dir, work);
   const json opts_json = feature_options_to_json(fo, /*with_info=*/true);
+  if (po.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
+  const json split_opts = {{"dev_speakers", po.dev_speakers}, {"dev_seed", po.dev_seed}};
 
-  if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json)) {
+  // Own corpora: is any TEST speaker on the standard dev / core-test list?
+  std::set<std::string> std_dev_found, std_core_found;
+  for (const auto& u : work)
+    if (u.part == "test") {
+      if (dev_speakers().count(u.speaker)) std_dev_found.insert(u.speaker);
+      if (core_test_speakers().count(u.speaker)) std_core_found.insert(u.speaker);
+    }
+  if (po.dev_speakers > 0 && !std_dev_found.empty())
+    throw std::invalid_argument("--dev-speakers " + std::to_string(po.dev_speakers) + ": " + po.timit_dir + " has " +
+                                std::to_string(std_dev_found.size()) +
+                                " speakers of the standard dev list in TEST, which form dev; --dev-speakers applies "
+                                "only to corpora without them");
+
+  if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json, split_opts)) {
     sum.up_to_date = true;
     nlohmann::json m = nlohmann::json::parse(read_file((fs::path(po.workdir) / "manifest.json").string()));
     for (const auto& name : split_names()) {
@@ -182,6 +199,10 @@ PrepareSummary prepare(const PrepareOptions& po) {
     }
     sum.skipped = m["skipped"].get<int64_t>();
     sum.warnings = m["warnings"].get<int64_t>();
+    const auto& rule = m["split_rule"];
+    sum.dev_rule = rule["dev"]["rule"].get<std::string>();
+    sum.core_test_rule = rule["core-test"]["rule"].get<std::string>();
+    if (rule["dev"].contains("speakers")) sum.dev_speaker_ids = rule["dev"]["speakers"].get<std::vector<std::string>>();
     sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return sum;
   }
@@ -246,12 +267,63 @@ PrepareSummary prepare(const PrepareOptions& po) {
   for (size_t i = 0; i < work.size(); ++i) sum.audio_seconds += results[i].seconds;
 
   // ---- splits ----
+  // Own corpora (no TEST speaker on the standard lists): dev is a seeded choice
+  // of the usable TRAIN speakers, held out of train; core-test stays empty.
+  auto note = [&](const std::string& line) {
+    sum.problems.push_back(line);
+    ++sum.warnings;
+    spdlog::warn("{}", line);
+  };
+  json dev_rule = {{"rule", "standard list"}, {"list", "50 TIMIT dev speakers (Kaldi conf/dev_spk.list)"}};
+  std::set<std::string> dev_from_train;
+  if (std_dev_found.empty()) {
+    std::set<std::string> train_spk;
+    for (size_t i = 0; i < work.size(); ++i)
+      if (results[i].ok && work[i].part == "train") train_spk.insert(work[i].speaker);
+    const int m = static_cast<int>(train_spk.size());
+    const int n = po.dev_speakers > 0 ? po.dev_speakers
+                                      : std::max(1, static_cast<int>(std::lround(PrepareOptions::kDefaultDevFraction * m)));
+    std::vector<std::string> chosen;
+    try {
+      chosen = choose_dev_speakers({train_spk.begin(), train_spk.end()}, n, po.dev_seed);
+    } catch (const std::invalid_argument& e) {
+      throw std::runtime_error(po.timit_dir + ": no TEST speaker is on the standard dev list, so dev is taken from the "
+                               "usable TRAIN speakers, but " + e.what());
+    }
+    dev_from_train.insert(chosen.begin(), chosen.end());
+    const std::string how = po.dev_speakers > 0 ? "--dev-speakers " + std::to_string(n)
+                                                : "default: 10% of them, at least one";
+    note(po.timit_dir + ": no speaker of the standard dev list (50 TIMIT speakers) in TEST: dev = " +
+         std::to_string(n) + " of the " + std::to_string(m) + " TRAIN speakers (" + how + ", seed " +
+         std::to_string(po.dev_seed) + "), held out of train");
+    sum.dev_rule = "from train";
+    sum.dev_speaker_ids = chosen;
+    dev_rule = {{"rule", "from train"},
+                {"why", "no speaker of the standard dev list in TEST"},
+                {"speakers", chosen},
+                {"requested", po.dev_speakers > 0 ? json(po.dev_speakers) : json("default")},
+                {"default_fraction", PrepareOptions::kDefaultDevFraction},
+                {"train_speakers", m},
+                {"seed", po.dev_seed},
+                {"method", "sorted usable TRAIN speakers, Fisher-Yates with mt19937_64(seed) "
+                           "(j = engine() % (i + 1), last index down), first N, sorted"}};
+  }
+  json core_rule = {{"rule", "standard list"}, {"list", "24 TIMIT core-test speakers (Kaldi conf/test_spk.list)"}};
+  if (std_core_found.empty()) {
+    note(po.timit_dir + ": no speaker of the standard core-test list (24 TIMIT speakers) in TEST: core-test stays "
+                        "empty");
+    sum.core_test_rule = "empty";
+    core_rule = {{"rule", "empty"}, {"why", "no speaker of the standard core-test list in TEST"}};
+  }
   const int dim = fo.dim();
   std::map<std::string, std::vector<size_t>> members;
   for (const auto& s : split_names()) members[s];  // every split exists, possibly empty
   for (size_t i = 0; i < work.size(); ++i)
-    if (results[i].ok)
-      for (const auto& s : splits_of(work[i])) members[s].push_back(i);
+    if (results[i].ok) {
+      if (work[i].part == "train" && dev_from_train.count(work[i].speaker)) members["dev"].push_back(i);
+      else
+        for (const auto& s : splits_of(work[i])) members[s].push_back(i);
+    }
   if (members["train"].empty())
     throw std::runtime_error(po.timit_dir + ": no usable TRAIN utterance: CMVN statistics come from the train split");
 
@@ -426,6 +498,8 @@ PrepareSummary prepare(const PrepareOptions& po) {
   m["checksum_algorithm"] = "sha256";
   m["files"] = files;
   m["splits"] = split_counts;
+  m["split_options"] = split_opts;
+  m["split_rule"] = {{"dev", dev_rule}, {"core-test", core_rule}};
   m["utterances_found"] = sum.utterances_found;
   m["sa_excluded"] = sum.sa_excluded;
   m["skipped"] = sum.skipped;

@@ -1,9 +1,11 @@
 #include "model/checkpoint.h"
 
+#include <cmath>
 #include <sstream>
 #include <stdexcept>
 
 #include "common/safetensors.h"
+#include "common/sha256.h"
 #include "data/features.h"
 
 namespace timitseg::model {
@@ -14,6 +16,65 @@ static std::string num(double v) {
   os << v;
   return os.str();
 }
+
+std::string checkpoint_tensor_sha256(const st::File& f) {
+  Sha256 h;
+  const char nul = '\0';
+  for (const auto& [name, t] : f.tensors) {
+    h.update(name.data(), name.size());
+    h.update(&nul, 1);
+    const std::string dt = st::dtype_name(t.dtype);
+    h.update(dt.data(), dt.size());
+    h.update(&nul, 1);
+    std::string shape;
+    for (size_t i = 0; i < t.shape.size(); ++i) shape += (i ? "," : "") + std::to_string(t.shape[i]);
+    h.update(shape.data(), shape.size());
+    h.update(&nul, 1);
+    uint8_t len[8];
+    const uint64_t n = t.bytes.size();
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+    h.update(len, 8);
+    if (!t.bytes.empty()) h.update(t.bytes.data(), t.bytes.size());
+  }
+  return h.hex();
+}
+
+namespace {
+
+// -inf marks forbidden transitions / durations / start / end labels (crf/):
+// accepted there, nowhere else.
+bool allows_neg_inf(const std::string& name) {
+  return name == "crf.transition" || name == "crf.duration_bias" || name == "crf.start" || name == "crf.end";
+}
+
+std::string index_str(const std::vector<int64_t>& shape, size_t flat) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    const int64_t n = shape[d] > 0 ? shape[d] : 1;
+    idx[d] = static_cast<int64_t>(flat % static_cast<size_t>(n));
+    flat /= static_cast<size_t>(n);
+  }
+  std::string s = "[";
+  for (size_t d = 0; d < idx.size(); ++d) s += (d ? "][" : "") + std::to_string(idx[d]);
+  return s + "]";
+}
+
+// Throws "PATH: tensor 'NAME' [i][j] = VALUE: WHY" at the first value of
+// data[0..n) that `ok` rejects.
+template <class T, class Ok>
+void check_range(const std::string& path, const std::string& name, const std::vector<int64_t>& shape, const T* data,
+                  size_t n, Ok ok, const char* why) {
+  for (size_t i = 0; i < n; ++i)
+    if (!ok(data[i])) {
+      std::ostringstream v;
+      v.precision(9);
+      v << data[i];
+      throw std::runtime_error(path + ": tensor '" + name + "' " + index_str(shape, i) + " = " + v.str() + ": " +
+                               why + " (corrupted or hand-edited checkpoint)");
+    }
+}
+
+}  // namespace
 
 void save_checkpoint(const std::string& path, const ModelState& s, bool with_optimizer) {
   const ParamLayout layout(s.dims);
@@ -48,10 +109,11 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
   m["best_dev_per"] = num(s.best_dev_per);
   m["best_epoch"] = std::to_string(s.best_epoch);
   m["dev_per"] = num(s.dev_per);
+  m["tensor_sha256"] = checkpoint_tensor_sha256(f);
   st::save(path, f);
 }
 
-ModelState load_checkpoint(const std::string& path) {
+ModelState load_checkpoint(const std::string& path, bool check_values) {
   const st::File f = st::load(path);
   auto meta = [&](const std::string& k) -> const std::string& {
     auto it = f.metadata.find(k);
@@ -60,6 +122,15 @@ ModelState load_checkpoint(const std::string& path) {
   };
   if (meta("format") != "timitseg-checkpoint-1")
     throw std::runtime_error(path + ": unsupported checkpoint format '" + meta("format") + "'");
+  // Checksum first: a corrupted tensor is reported as such, not as the bad
+  // value it happens to produce. Checkpoints older than the key are not checked.
+  if (auto it = f.metadata.find("tensor_sha256"); it != f.metadata.end()) {
+    const std::string actual = checkpoint_tensor_sha256(f);
+    if (actual != it->second)
+      throw std::runtime_error(path + ": tensor data does not match its checksum (metadata tensor_sha256 " +
+                               it->second + ", computed " + actual +
+                               "): the file is corrupted; use another checkpoint (e.g. an earlier epoch-N)");
+  }
   ModelState s;
   // Each metadata value parsed on its own, so that an error names the file and the key.
   auto parse = [&](const std::string& key, const auto& fn) {
@@ -118,20 +189,39 @@ ModelState load_checkpoint(const std::string& path) {
     s.optimizer.m.assign(layout.total(), 0.f);
     s.optimizer.v.assign(layout.total(), 0.f);
   }
+  const auto finite = [](auto x) { return std::isfinite(x); };
+  const auto check = [&](const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
+                         const auto* data, size_t n, auto ok, const char* why) {
+    if (check_values) check_range(file, name, shape, data, n, ok, why);
+  };
   for (const ParamInfo& p : layout.params()) {
     std::vector<float> v = f.get(p.name, st::DType::F32, p.shape).to<float>();
+    if (allows_neg_inf(p.name))
+      check(path, p.name, p.shape, v.data(), v.size(),
+            [](float x) { return std::isfinite(x) || x == -std::numeric_limits<float>::infinity(); },
+            "not finite (only -inf, a forbidden entry, is allowed here)");
+    else
+      check(path, p.name, p.shape, v.data(), v.size(), finite, "not finite");
     std::copy(v.begin(), v.end(), s.params.begin() + p.offset);
     if (has_opt) {
-      v = f.get("optimizer.exp_avg." + p.name, st::DType::F32, p.shape).to<float>();
+      const std::string m_name = "optimizer.exp_avg." + p.name, v_name = "optimizer.exp_avg_sq." + p.name;
+      v = f.get(m_name, st::DType::F32, p.shape).to<float>();
+      check(path, m_name, p.shape, v.data(), v.size(), finite, "not finite");
       std::copy(v.begin(), v.end(), s.optimizer.m.begin() + p.offset);
-      v = f.get("optimizer.exp_avg_sq." + p.name, st::DType::F32, p.shape).to<float>();
+      v = f.get(v_name, st::DType::F32, p.shape).to<float>();
+      check(path, v_name, p.shape, v.data(), v.size(), [](float x) { return std::isfinite(x) && x >= 0.f; },
+            "not finite and >= 0");
       std::copy(v.begin(), v.end(), s.optimizer.v.begin() + p.offset);
     }
   }
   if (f.has("cmvn.mean")) {
     s.has_cmvn = true;
-    s.cmvn.mean = f.get("cmvn.mean", st::DType::F64, {s.dims.input_dim}).to<double>();
-    s.cmvn.var = f.get("cmvn.var", st::DType::F64, {s.dims.input_dim}).to<double>();
+    const std::vector<int64_t> shape{s.dims.input_dim};
+    s.cmvn.mean = f.get("cmvn.mean", st::DType::F64, shape).to<double>();
+    s.cmvn.var = f.get("cmvn.var", st::DType::F64, shape).to<double>();
+    check(path, "cmvn.mean", shape, s.cmvn.mean.data(), s.cmvn.mean.size(), finite, "not finite");
+    check(path, "cmvn.var", shape, s.cmvn.var.data(), s.cmvn.var.size(),
+          [](double x) { return std::isfinite(x) && x > 0.0; }, "a variance must be finite and > 0");
   }
   return s;
 }

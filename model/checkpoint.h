@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/safetensors.h"
 #include "data/dataset.h"
 #include "model/config.h"
 #include "model/labels.h"
@@ -38,9 +39,25 @@ struct ModelState {
 };
 
 // Atomic (safetensors temp file + rename). with_optimizer adds
-// optimizer.exp_avg.NAME / optimizer.exp_avg_sq.NAME tensors.
+// optimizer.exp_avg.NAME / optimizer.exp_avg_sq.NAME tensors. The metadata key
+// `tensor_sha256` holds checkpoint_tensor_sha256() of the tensors written.
 void save_checkpoint(const std::string& path, const ModelState& s, bool with_optimizer = true);
-// Throws naming the file on a missing tensor or a shape mismatch.
-ModelState load_checkpoint(const std::string& path);
+// Throws naming the file on a missing tensor or a shape mismatch; on a
+// `tensor_sha256` that does not match the tensors (checkpoints written before
+// the key existed have none and are not checked); and, naming the tensor and
+// the first bad index and value, on CMVN means that are not finite, CMVN
+// variances that are not finite and > 0, and parameters or optimizer moments
+// that are not finite (-inf is accepted in crf.transition, crf.duration_bias,
+// crf.start and crf.end: forbidden entries of the CRF; exp_avg_sq must be >= 0).
+// check_values = false skips the range checks (not the checksum): for the
+// state dumps of --check-numerics, which hold the non-finite values on purpose.
+ModelState load_checkpoint(const std::string& path, bool check_values = true);
+
+// SHA-256 (hex) of the tensors of a checkpoint, in name order (byte order of
+// the names, as std::map keeps them): per tensor, the name, a NUL byte, the
+// dtype name ("F32"), a NUL byte, the shape as decimal sizes joined by ',', a
+// NUL byte, the byte count as 8 bytes little-endian, then the raw
+// (little-endian) bytes. Independent of the header layout and of the metadata.
+std::string checkpoint_tensor_sha256(const st::File& f);
 
 }  // namespace timitseg::model

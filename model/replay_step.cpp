@@ -121,7 +121,8 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   for (const char* name : {"batch.safetensors", "state.safetensors", "config.yaml"})
     if (!fs::exists(dir / name)) throw std::runtime_error((dir / name).string() + ": missing (not a complete dump folder)");
   Config cfg = Config::load((dir / "config.yaml").string(), {});
-  ModelState state = load_checkpoint((dir / "state.safetensors").string());
+  // a dump holds the non-finite values on purpose: no range checks (the checksum still)
+  ModelState state = load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
   const st::File bf = st::load((dir / "batch.safetensors").string());
   const int D = state.dims.input_dim;
   const st::Tensor& feats = bf.get("features", st::DType::F32, {-1, -1, D});
