@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/atomic_file.h"
+#include "common/files.h"
 
 namespace timitseg::st {
 namespace {
@@ -125,6 +126,7 @@ const Tensor& File::get(const std::string& name, DType dtype, const std::vector<
 
 File load(const std::string& path) {
   static_assert(sizeof(uint64_t) == 8, "u64");
+  require_file(path);  // a missing path or a folder is named as such, not as a read error
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, std::string("cannot open: ") + std::strerror(errno));
   in.seekg(0, std::ios::end);
