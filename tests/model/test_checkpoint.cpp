@@ -8,6 +8,7 @@
 #include "data/phones.h"
 #include "common/safetensors.h"
 #include "model/model.h"
+#include "tests/support/model_problems.h"
 
 namespace fs = std::filesystem;
 using namespace timitseg;
@@ -16,16 +17,7 @@ using namespace timitseg::model;
 namespace {
 
 fs::path tiny_checkpoint(const fs::path& dir) {
-  ModelState s;
-  s.dims.input_dim = 3;
-  s.dims.hidden_dim = 4;
-  s.dims.num_layers = 1;
-  s.dims.num_classes = 39;
-  s.dims.max_duration = 4;
-  s.labels = LabelSet::make(39);
-  s.params.assign(ParamLayout(s.dims).total(), 0.25f);
-  s.optimizer.reset(s.params.size());
-  s.rng_state = "x";
+  const ModelState s = testsupport::tiny_model_state(/*with_cmvn=*/false);
   const fs::path p = dir / "good.safetensors";
   save_checkpoint(p.string(), s);
   return p;

@@ -17,6 +17,7 @@
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "model/model.h"
+#include "tests/support/model_problems.h"
 #include "tests/common/tmpdir.h"
 
 namespace fs = std::filesystem;
@@ -25,23 +26,7 @@ using namespace timitseg::model;
 
 namespace {
 
-// [D=3] input, W=4, one layer, 39 classes, K=4; parameters 0.25, CMVN set.
-ModelState tiny_state() {
-  ModelState s;
-  s.dims.input_dim = 3;
-  s.dims.hidden_dim = 4;
-  s.dims.num_layers = 1;
-  s.dims.num_classes = 39;
-  s.dims.max_duration = 4;
-  s.labels = LabelSet::make(39);
-  s.params.assign(ParamLayout(s.dims).total(), 0.25f);
-  s.optimizer.reset(s.params.size());
-  s.rng_state = "x";
-  s.has_cmvn = true;
-  s.cmvn.mean = {0.5, -1.0, 2.0};
-  s.cmvn.var = {1.0, 0.25, 4.0};
-  return s;
-}
+ModelState tiny_state() { return testsupport::tiny_model_state(/*with_cmvn=*/true); }
 
 // The error message of load_checkpoint(path); fails the test when it loads.
 std::string load_error(const std::string& path) {

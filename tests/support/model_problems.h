@@ -10,6 +10,7 @@
 
 #include "common/safetensors.h"
 #include "model/batch.h"
+#include "model/checkpoint.h"
 #include "model/params.h"
 
 namespace timitseg::testsupport {
@@ -54,6 +55,28 @@ inline std::vector<float> random_model_params(const model::ModelDims& d, uint64_
     }
   }
   return p;
+}
+
+// A tiny model state for checkpoint tests: D=3, W=4, one layer, 39 classes,
+// K=4, every parameter 0.25, fresh AdamW moments; with_cmvn adds a CMVN of
+// mean {0.5, -1, 2} and variance {1, 0.25, 4}.
+inline model::ModelState tiny_model_state(bool with_cmvn) {
+  model::ModelState s;
+  s.dims.input_dim = 3;
+  s.dims.hidden_dim = 4;
+  s.dims.num_layers = 1;
+  s.dims.num_classes = 39;
+  s.dims.max_duration = 4;
+  s.labels = model::LabelSet::make(39);
+  s.params.assign(model::ParamLayout(s.dims).total(), 0.25f);
+  s.optimizer.reset(s.params.size());
+  s.rng_state = "x";
+  if (with_cmvn) {
+    s.has_cmvn = true;
+    s.cmvn.mean = {0.5, -1.0, 2.0};
+    s.cmvn.var = {1.0, 0.25, 4.0};
+  }
+  return s;
 }
 
 // The legacy fixture: the checkpoint written before issue 11 and, per
