@@ -3,11 +3,13 @@
 #include "model/metrics.h"
 #include "model/numerics.h"
 
+#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -372,6 +374,23 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
   for (const std::string& o : overrides) cfg.set(o, "--set " + o);
   cfg.validate();
   return cfg;
+}
+
+void apply_doctest_limits(Config& cfg) {
+  const char* name = "TIMITSEG_DOCTEST_MAX_EPOCHS";
+  const char* env = std::getenv(name);
+  if (!env || !*env) return;
+  const std::string text = env;
+  int cap = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cap);
+  if (ec != std::errc() || end != text.data() + text.size() || cap < 1)
+    throw std::invalid_argument(std::string("environment variable ") + name + "='" + text +
+                                "': expected an integer >= 1 (the epoch cap of the documentation test; unset it "
+                                "for normal training)");
+  spdlog::warn("{}={} is set: train.epochs {} -> {} (a shortened run for the documentation test, "
+               "tests/docs/run_doc_blocks.py; unset it for real training)",
+               name, cap, cfg.train_epochs, std::min(cfg.train_epochs, cap));
+  cfg.train_epochs = std::min(cfg.train_epochs, cap);
 }
 
 Config Config::from_json(const nlohmann::json& j, const std::string& origin) {

@@ -86,6 +86,17 @@ struct Config {
 };
 
 int edit_distance(const std::string& a, const std::string& b);
+
+// The documentation test (tests/docs/run_doc_blocks.py) shortens every training
+// run it starts through one environment variable, read here and nowhere else:
+// TIMITSEG_DOCTEST_MAX_EPOCHS=N (an integer >= 1) caps train.epochs at N and logs
+// a warning saying so whenever it is set; unset (or empty), nothing changes.
+// model::train calls it, so fresh runs, --resume and every command that trains
+// through model::train are shortened alike; the capped value is the one written
+// to config.yaml and the checkpoints. A malformed value throws
+// std::invalid_argument naming the variable.
+void apply_doctest_limits(Config& cfg);
+
 // Shortest text that reads back as exactly v (std::to_chars).
 std::string format_double(double v);
 

@@ -261,6 +261,7 @@ class BatchPrefetcher {
 
 TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   Config cfg = cfg_in;
+  apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
