@@ -4,6 +4,7 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libsndfile1-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
       nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev)
+pkgs+=(python3)  # tests/docs/run_doc_blocks.py (standard library only)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -42,7 +42,8 @@ RUN_LANGUAGES = {"bash", "sh", "shell"}
 ENV_MAX_EPOCHS = "TIMITSEG_DOCTEST_MAX_EPOCHS"
 MARKER = re.compile(r"^\s*<!--\s*doctest:\s*(.*?)\s*-->\s*$")
 FENCE_OPEN = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([^\s`]*)[^`]*$")
-COMMANDISH = re.compile(r"^(\$ |timitseg\b|build/bin/timitseg\b|scripts/|\./scripts/|python3? )")
+# "timitseg synth ...", not "timitseg: a help text" (docs/cli.md).
+COMMANDISH = re.compile(r"^(\$ |timitseg(\s|$)|build/bin/timitseg(\s|$)|scripts/|\./scripts/|python3? )")
 INDENTED_TRANSCRIPT = re.compile(r"^( {4,}|\t)\$ (timitseg|build/bin/timitseg|scripts/)")
 # Top-level entries of the source tree never copied into a scratch folder.
 NOT_COPIED = {".git", "work", "runs", "synth", ".devbundle"}

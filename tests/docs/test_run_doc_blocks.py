@@ -196,7 +196,8 @@ class RunnerTest(unittest.TestCase):
             timitseg synth --out DIR [--speakers 16]
             '''
             '''
-            Usage: a help text is fine unlabelled
+            timitseg: a help text is fine unlabelled
+            Usage: timitseg [OPTIONS] SUBCOMMAND
             '''
             A transcript:
 
@@ -211,7 +212,7 @@ class RunnerTest(unittest.TestCase):
         self.assertIn("README.md:14: doctest marker on a ```text block, which is never run", out)
         self.assertIn("README.md:18: a block without a language that starts with a command", out)
         self.assertNotIn("README.md:21:", out)
-        self.assertIn("README.md:26: a console transcript in an indented code block", out)
+        self.assertIn("README.md:27: a console transcript in an indented code block", out)
         # the valid, unmarked block after the stray marker still ran
         self.assertIn("RUN  README.md:7: echo b", out)
 
