@@ -275,6 +275,11 @@ def main(argv):
                 out, _ = proc.communicate()
                 status = None
             dt = time.monotonic() - t0
+            # Every block's output is kept, to compare with the docs' ```console blocks.
+            log = os.path.join(scratch, "_logs", f"{os.path.basename(work)}-{b.line}.log")
+            os.makedirs(os.path.dirname(log), exist_ok=True)
+            with open(log, "w", encoding="utf-8") as f:
+                f.write(out)
             if status == b.expect_exit:
                 print(f"     ok, exit status {status} ({dt:.1f} s)")
                 counts["passed"] += 1
