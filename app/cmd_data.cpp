@@ -2,7 +2,9 @@
 // docs/features.md, docs/synth.md).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -72,8 +74,10 @@ struct FeatureFlags {
     opt(s->add_flag("--no-snip-edges", no_snip, "Kaldi --snip-edges=false: frames centred on t*shift + shift/2, "
                                                 "edges reflected"),
         [](data::FeatureOptions& o) { o.snip_edges = false; });
-    opt(s->add_flag("--allow-resample", allow_resample, "Accept audio at other rates or sample sizes and resample it "
-                                                       "(windowed sinc) instead of rejecting it"),
+    opt(s->add_flag("--allow-resample", allow_resample,
+                    "prepare: accept audio at another sample rate, sample size or channel count, resampling it with "
+                    "libsoxr and down-mixing it (mean of the channels), instead of skipping the utterance (features "
+                    "and decode always do this, saying so)"),
         [](data::FeatureOptions& o) { o.allow_resample = true; });
   }
   data::FeatureOptions options() const {
@@ -105,10 +109,12 @@ void add_data_commands(CLI::App& app) {
     auto dev_speakers = std::make_shared<int>(0);
     auto ff = std::make_shared<FeatureFlags>();
     sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
-    sub->add_option("--out", *out, "Output WORKDIR (created if missing)")->required();
+    sub->add_option("--out", *out, "Output WORKDIR (created if missing; an existing folder must be empty or a "
+                                   "WORKDIR prepare wrote, recognized by its manifest.json)")->required();
     sub->add_option("--threads", *threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
     sub->add_flag("--strict", *strict, "Stop with a non-zero exit at any bad utterance (default: skip it with a "
-                                      "warning and count it)");
+                                      "warning and count it; the summary counts skipped utterances and warnings per "
+                                      "kind)");
     sub->add_flag("--force", *force, "Recompute even if WORKDIR is up to date");
     sub->add_flag("--no-progress", *quiet, "No progress bar");
     sub->add_option("--dev-speakers", *dev_speakers,
@@ -136,6 +142,16 @@ void add_data_commands(CLI::App& app) {
         spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
                      s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
       }
+      // per kind, most frequent first: "skipped: 2 unknown phone, 1 truncated audio"
+      auto by_kind = [](const std::map<std::string, int64_t>& m) {
+        std::vector<std::pair<std::string, int64_t>> v(m.begin(), m.end());
+        std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+        std::string out;
+        for (const auto& [k, n] : v) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+        return out;
+      };
+      if (!s.skipped_by_kind.empty()) spdlog::info("  skipped: {}", by_kind(s.skipped_by_kind));
+      if (!s.warnings_by_kind.empty()) spdlog::info("  warnings: {}", by_kind(s.warnings_by_kind));
       for (const auto& c : s.splits)
         spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
                      c.speakers, c.frames, c.seconds);
@@ -154,7 +170,9 @@ void add_data_commands(CLI::App& app) {
     auto* sub = app.add_subcommand(
         "features",
         "Raw (not normalized) Kaldi-compatible features of audio files (NIST SPHERE or RIFF WAV): one F32 "
-        "[frames, dims] tensor per input, named by the path as given, in one safetensors file (docs/features.md).");
+        "[frames, dims] tensor per input, named by the path as given, in one safetensors file (docs/features.md). "
+        "Audio at another rate or with several channels is resampled to --sample-rate (libsoxr) and down-mixed "
+        "(mean of the channels), with one line saying so.");
     auto inputs = std::make_shared<std::vector<std::string>>();
     auto out = std::make_shared<std::string>();
     auto ff = std::make_shared<FeatureFlags>();
@@ -167,7 +185,10 @@ void add_data_commands(CLI::App& app) {
       f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();
       for (const auto& path : *inputs) {
         if (f.tensors.count(path)) throw std::invalid_argument(path + ": given twice");
-        const data::Audio a = data::read_audio(path);
+        // any rate and channel count: resampled (libsoxr) and down-mixed, saying so
+        std::string converted;
+        const data::Audio a = data::to_rate(data::read_audio(path), o.sample_rate, &converted);
+        if (!converted.empty()) spdlog::info("{}: {}", path, converted);
         int32_t T = 0;
         std::vector<float> x;
         try {

@@ -141,7 +141,10 @@ void add_model_commands(CLI::App& app) {
   // ---- decode ---------------------------------------------------------------
   auto dec = std::make_shared<model::DecodeOptions>();
   CLI::App* de = app.add_subcommand(
-      "decode", "Segment audio files or TIMIT trees with a checkpoint: one TIMIT .PHN (samples) + Praat TextGrid each");
+      "decode", "Segment audio files or TIMIT trees with a checkpoint: one TIMIT .PHN (samples of the file as "
+                "given) + Praat TextGrid each. Audio at another rate or with several channels is resampled to the "
+                "model's rate (libsoxr) and down-mixed (mean of the channels), with one line saying so. A bad file is "
+                "reported and the others are still decoded; the exit is then non-zero, with a count.");
   de->add_option("inputs", dec->inputs, "Audio files (WAV / NIST SPHERE) or folders searched for *.wav / *.WAV")
       ->required();
   de->add_option("--checkpoint", dec->checkpoint, "Checkpoint (.safetensors) written by train")->required();

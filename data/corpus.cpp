@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "common/text.h"
 #include "data/phones.h"
 #include "data/timit_lists.h"
 
@@ -52,6 +53,16 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
   auto report = [&](int line, const std::string& msg, bool error) {
     if (problems) problems->push_back({path, line, msg, error});
   };
+  // An invisible character (byte-order mark, zero-width or no-break space)
+  // would surface as a puzzling "unknown phone" or field error: name it.
+  InvisibleChar invisible;
+  if (find_invisible(text, &invisible)) {
+    report(invisible.line,
+           "column " + std::to_string(invisible.column) + ": " + invisible.name +
+               ": an invisible character; delete it (or save the file as plain UTF-8 without a byte-order mark)",
+           true);
+    return out;
+  }
   std::istringstream in(text);
   std::string line;
   int lineno = 0;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,9 @@ struct PrepareSummary {
   bool up_to_date = false;  // nothing was done (same corpus and options)
   int64_t utterances_found = 0, sa_excluded = 0, skipped = 0, warnings = 0;
   std::vector<std::string> problems;  // every problem line, "FILE:LINE: message"
+  // skipped utterances by the kind of their first error ("truncated audio",
+  // "unknown phone", ...) and warnings by kind; also in manifest.json
+  std::map<std::string, int64_t> skipped_by_kind, warnings_by_kind;
   struct SplitCount { std::string name; int64_t utterances = 0, frames = 0, speakers = 0; double seconds = 0; };
   std::vector<SplitCount> splits;
   // How dev and core-test were chosen: "standard list" or, for own corpora,

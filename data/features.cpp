@@ -4,8 +4,6 @@
 // double precision; see docs/features.md for every step.
 #include "data/features.h"
 
-#include <sndfile.h>
-
 #include <cmath>
 #include <complex>
 #include <limits>
@@ -205,67 +203,6 @@ FeatureOptions feature_options_from_json(const nlohmann::json& j) {
     throw std::runtime_error("feature options: key 'dim': " + dim->dump() + " does not match the other options (" +
                              std::to_string(o.dim()) + ")");
   return o;
-}
-
-// ---------------------------------------------------------------------------
-Audio read_audio(const std::string& path) {
-  SF_INFO info{};
-  SNDFILE* f = sf_open(path.c_str(), SFM_READ, &info);
-  if (!f) throw std::runtime_error(path + ": cannot read audio: " + sf_strerror(nullptr));
-  std::unique_ptr<SNDFILE, int (*)(SNDFILE*)> guard(f, sf_close);
-  if (info.channels != 1)
-    throw std::runtime_error(path + ": " + std::to_string(info.channels) + " channels, expected mono");
-  Audio a;
-  a.sample_rate = info.samplerate;
-  switch (info.format & SF_FORMAT_SUBMASK) {
-    case SF_FORMAT_PCM_S8: case SF_FORMAT_PCM_U8: a.bits = 8; break;
-    case SF_FORMAT_PCM_16: a.bits = 16; break;
-    case SF_FORMAT_PCM_24: a.bits = 24; break;
-    case SF_FORMAT_PCM_32: a.bits = 32; break;
-    default: a.bits = 0;
-  }
-  switch (info.format & SF_FORMAT_TYPEMASK) {
-    case SF_FORMAT_NIST: a.container = "NIST SPHERE"; break;
-    case SF_FORMAT_WAV: a.container = "RIFF WAV"; break;
-    default: a.container = "other";
-  }
-  a.samples.resize(static_cast<size_t>(info.frames));
-  // Normalized float reading gives s / 32768 for 16-bit PCM, exact in float;
-  // scaling back by 32768 yields the int16 range Kaldi uses.
-  sf_command(f, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
-  sf_count_t got = sf_readf_float(f, a.samples.data(), info.frames);
-  if (got != info.frames)
-    throw std::runtime_error(path + ": truncated audio: read " + std::to_string(got) + " of " +
-                             std::to_string(info.frames) + " samples");
-  for (float& s : a.samples) s *= 32768.0f;
-  return a;
-}
-
-std::vector<float> resample(const std::vector<float>& x, int from, int to) {
-  if (from <= 0 || to <= 0) throw std::invalid_argument("resample: rates must be > 0");
-  if (from == to) return x;
-  const double ratio = static_cast<double>(to) / from;
-  const double cutoff = 0.5 * std::min(from, to) * 0.97;  // Hz, below both Nyquists
-  const int zeros = 16;
-  const double half_width = zeros / (2.0 * cutoff);  // seconds
-  const int64_t n_out = static_cast<int64_t>(std::floor(x.size() * ratio));
-  std::vector<float> y(static_cast<size_t>(n_out));
-  for (int64_t n = 0; n < n_out; ++n) {
-    const double t = static_cast<double>(n) / to;
-    const int64_t k0 = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((t - half_width) * from)));
-    const int64_t k1 = std::min<int64_t>(static_cast<int64_t>(x.size()) - 1,
-                                         static_cast<int64_t>(std::floor((t + half_width) * from)));
-    double acc = 0.0;
-    for (int64_t k = k0; k <= k1; ++k) {
-      const double dt = t - static_cast<double>(k) / from;
-      const double arg = 2.0 * cutoff * dt;
-      const double sinc = (arg == 0.0) ? 1.0 : std::sin(kPi * arg) / (kPi * arg);
-      const double win = 0.5 + 0.5 * std::cos(kPi * dt / half_width);
-      acc += x[static_cast<size_t>(k)] * (2.0 * cutoff / from) * sinc * win;
-    }
-    y[static_cast<size_t>(n)] = static_cast<float>(acc);
-  }
-  return y;
 }
 
 // ---------------------------------------------------------------------------

@@ -36,14 +36,30 @@ struct FeatureOptions {
 
 // Mono audio as float samples in the int16 range (Kaldi convention), plus rate.
 struct Audio {
-  std::vector<float> samples;
+  std::vector<float> samples;  // [N] mono: the mean of the file's channels
   int sample_rate = 0;
   int bits = 16;          // sample size of the file's PCM encoding (0: not integer PCM, e.g. float)
   std::string container;  // "NIST SPHERE", "RIFF WAV", ... (libsndfile major format)
+  int channels = 1;       // channels in the file; samples hold their mean (down-mix) when > 1
 };
 
-// Reads NIST SPHERE or RIFF WAV through libsndfile. Throws naming the file.
+// Reads NIST SPHERE or RIFF WAV (or any other format libsndfile reads) and
+// down-mixes it to mono (mean of the channels). Implemented in data/audio.cpp.
+// Throws std::runtime_error "PATH: problem" with the problem in words:
+//  - a file cut short: "truncated audio: the header says N samples (S s), the
+//    file holds M (B bytes of sample data missing)";
+//  - no samples at all: "no audio samples (...)";
+//  - a header libsndfile refuses: what is wrong with it ("RIFF WAV header gives
+//    a sample rate of 0 Hz", "not a NIST SPHERE or RIFF WAV file", "empty file"),
+//    never libsndfile's own words ("SF_INFO struct incomplete").
 Audio read_audio(const std::string& path);
+
+// Audio at `rate` Hz: resampled with libsoxr (very high quality, linear phase,
+// one thread: deterministic) when its rate differs, otherwise a copy. Fills
+// *what (when given) with "" when nothing changed, else e.g. "resampled from
+// 44100 Hz to 16000 Hz, down-mixed 2 channels (mean)", for the one log line
+// `decode` and `features` print.
+Audio to_rate(const Audio& audio, int rate, std::string* what = nullptr);
 
 // Features of one waveform: [num_frames][opts.dim()], not normalized.
 // num_frames = 1 + (N - 400) / 160 at defaults (snip_edges), 0 if N < 400.
@@ -58,8 +74,11 @@ int64_t frame_center_sample(int64_t t, const FeatureOptions& opts);
 // Number of frames for N samples (snip_edges true: 1 + (N - len) / shift, 0 if
 // N < len; false: Kaldi's (N + shift/2) / shift).
 int64_t num_frames_for(int64_t num_samples, const FeatureOptions& opts);
-// Band-limited resampling (Hann-windowed sinc, 16 zero crossings each side),
-// used only when FeatureOptions::allow_resample is set.
+// Band-limited resampling with libsoxr (SOXR_VHQ, linear phase, one thread),
+// output length round(N * to_rate / from_rate). compute_features uses it only
+// when FeatureOptions::allow_resample is set; `decode` and `features` always
+// (through to_rate). Throws std::invalid_argument for rates <= 0 and
+// std::runtime_error with libsoxr's message if it fails.
 std::vector<float> resample(const std::vector<float>& x, int from_rate, int to_rate);
 // Checks the options (positive sizes, mel range inside (0, Nyquist], ...);
 // throws std::invalid_argument naming the option.

@@ -84,6 +84,11 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   r.num_samples = static_cast<int64_t>(a.samples.size());
   r.seconds = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
   if (!fo.allow_resample) {
+    if (a.channels != 1) {
+      err(u.wav_path, std::to_string(a.channels) + " channels, expected mono (pass --allow-resample to down-mix it: "
+                                                   "the mean of the channels)");
+      return r;
+    }
     if (a.sample_rate != fo.sample_rate) {
       err(u.wav_path, "sample rate " + std::to_string(a.sample_rate) + " Hz, expected " +
                           std::to_string(fo.sample_rate) + " Hz (pass --allow-resample to resample it)");
@@ -135,6 +140,79 @@ Stats stats_of(std::vector<int64_t> v) {
   return s;
 }
 
+// The kind of a problem line, for prepare's summary (counts per kind); the
+// message without its numbers and names.
+std::string problem_kind(const std::string& m) {
+  static const std::vector<std::pair<const char*, const char*>> kinds = {
+      {"truncated audio", "truncated audio"},
+      {"no audio samples", "no audio samples"},
+      {"invisible character", "invisible character"},
+      {"channels, expected mono", "not mono"},
+      {"sample rate", "wrong sample rate"},
+      {"-bit samples", "not 16-bit PCM"},
+      {"non-integer samples", "not 16-bit PCM"},
+      {"no matching .PHN", "no .PHN"},
+      {"no matching .WAV", "no .WAV"},
+      {"past the end of the audio", "PHN past the end of the audio"},
+      {"overlaps the previous phone", "overlapping phones"},
+      {"is not before end", "reversed or empty segment"},
+      {"is negative", "negative start"},
+      {"unknown phone", "unknown phone"},
+      {"expected 'start end phone'", "unreadable PHN line"},
+      {"no phones", "no phones"},
+      {"only q", "no phones"},
+      {"after the last phone", "audio after the last phone"},
+      {"gap of", "gap between phones"},
+      {"duplicate of", "duplicate file"},
+      {"too short for one feature frame", "too short"},
+      {"no speaker of the standard", "own corpus split"},
+      {"cannot read", "unreadable file"},
+  };
+  for (const auto& [needle, kind] : kinds)
+    if (m.find(needle) != std::string::npos) return kind;
+  if (m.find("NIST SPHERE") != std::string::npos || m.find("RIFF") != std::string::npos ||
+      m.find("not a NIST") != std::string::npos || m.find("empty file") != std::string::npos)
+    return "unreadable audio header";
+  return "other";
+}
+
+// A WORKDIR prepare may write into: missing, empty, or one it wrote before
+// (manifest.json of format "timitseg prepared TIMIT", or, after an interrupted
+// run that removed its manifest, nothing but the files prepare writes and
+// their atomic-write temporaries). Anything else is refused, naming the folder,
+// so prepare never overwrites files it did not write.
+void check_output_folder(const std::string& workdir) {
+  const fs::path wd(workdir);
+  std::error_code ec;
+  if (!fs::exists(wd, ec)) return;
+  if (!fs::is_directory(wd, ec))
+    throw std::invalid_argument("--out " + workdir + ": exists and is not a folder");
+  const fs::path manifest = wd / "manifest.json";
+  if (fs::is_regular_file(manifest, ec)) {
+    bool ours = false;
+    try {
+      const nlohmann::json m = nlohmann::json::parse(read_file(manifest.string()));
+      ours = m.is_object() && m.value("format", "") == "timitseg prepared TIMIT";
+    } catch (const std::exception&) {
+    }
+    if (ours) return;
+    throw std::invalid_argument("--out " + workdir + ": holds a manifest.json that timitseg prepare did not write; "
+                                "refusing to overwrite the folder's files (choose a new or empty folder)");
+  }
+  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "durations.json", "manifest.json"};
+  for (const auto& s : split_names()) ours.insert(s + ".safetensors");
+  for (const auto& e : fs::directory_iterator(wd, ec)) {
+    const std::string name = e.path().filename().string();
+    const size_t tmp = name.find(".tmp.");
+    const std::string base = tmp == std::string::npos ? name : name.substr(0, tmp);
+    if (!ours.count(base) || !e.is_regular_file(ec))
+      throw std::invalid_argument("--out " + workdir + ": folder is not empty and is not a WORKDIR timitseg prepare "
+                                  "wrote (no manifest.json; it holds '" + name + "'); refusing to overwrite its files "
+                                  "(choose a new or empty folder)");
+  }
+  if (ec) throw std::runtime_error("--out " + workdir + ": cannot list the folder (" + ec.message() + ")");
+}
+
 bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
                       const json& opts_json, const json& split_opts) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
@@ -163,6 +241,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
   validate(fo);
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
+  check_output_folder(po.workdir);
   const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
   std::vector<CorpusUtterance> work;
   for (const auto& u : all) {
@@ -199,6 +278,9 @@ PrepareSummary prepare(const PrepareOptions& po) {
     }
     sum.skipped = m["skipped"].get<int64_t>();
     sum.warnings = m["warnings"].get<int64_t>();
+    if (m.contains("skipped_by_kind")) sum.skipped_by_kind = m["skipped_by_kind"].get<std::map<std::string, int64_t>>();
+    if (m.contains("warnings_by_kind"))
+      sum.warnings_by_kind = m["warnings_by_kind"].get<std::map<std::string, int64_t>>();
     const auto& rule = m["split_rule"];
     sum.dev_rule = rule["dev"]["rule"].get<std::string>();
     sum.core_test_rule = rule["core-test"]["rule"].get<std::string>();
@@ -211,6 +293,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
     sum.problems.push_back(p.str());
     spdlog::warn("{}", p.str());
     ++sum.warnings;
+    ++sum.warnings_by_kind[problem_kind(p.message)];
   }
   if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
 
@@ -252,11 +335,17 @@ PrepareSummary prepare(const PrepareOptions& po) {
       const std::string line = p.str();
       sum.problems.push_back(line);
       if (p.error) errors.push_back(line);
-      else ++sum.warnings;
+      else ++sum.warnings, ++sum.warnings_by_kind[problem_kind(p.message)];
       if (!po.strict) spdlog::warn("{}", line);
     }
     if (!results[i].ok && !results[i].problems.empty()) {
       ++sum.skipped;
+      // counted by the kind of its first error
+      for (const auto& p : results[i].problems)
+        if (p.error) {
+          ++sum.skipped_by_kind[problem_kind(p.message)];
+          break;
+        }
       if (!po.strict) spdlog::warn("{}: skipped", work[i].id());
     }
   }
@@ -272,6 +361,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
   auto note = [&](const std::string& line) {
     sum.problems.push_back(line);
     ++sum.warnings;
+    ++sum.warnings_by_kind["own corpus split"];
     spdlog::warn("{}", line);
   };
   json dev_rule = {{"rule", "standard list"}, {"list", "50 TIMIT dev speakers (Kaldi conf/dev_spk.list)"}};
@@ -504,6 +594,8 @@ PrepareSummary prepare(const PrepareOptions& po) {
   m["sa_excluded"] = sum.sa_excluded;
   m["skipped"] = sum.skipped;
   m["warnings"] = sum.warnings;
+  m["skipped_by_kind"] = sum.skipped_by_kind;
+  m["warnings_by_kind"] = sum.warnings_by_kind;
   m["problems"] = sum.problems;
   write_file_atomic((wd / "manifest.json").string(), m.dump(2) + "\n");
   sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

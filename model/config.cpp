@@ -2,6 +2,7 @@
 #include "model/config.h"
 #include "model/metrics.h"
 #include "model/numerics.h"
+#include "common/text.h"
 
 #include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
@@ -10,6 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -341,11 +343,19 @@ void Config::set_on_resume(const std::string& assignment, const std::string& ori
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
   Config cfg;
   if (!path.empty()) {
-    std::ifstream in(path);
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw std::invalid_argument(path + ": is a folder, not a config file");
+    std::ifstream in(path, std::ios::binary);
     if (!in) throw std::invalid_argument(path + ": cannot open config file");
+    std::ostringstream text;
+    text << in.rdbuf();
+    // A byte-order mark or a no-break space is invisible in an editor and would
+    // otherwise surface as a puzzling YAML or key error.
+    InvisibleChar invisible;
+    if (find_invisible(text.str(), &invisible)) throw std::invalid_argument(invisible_message(path, invisible));
     YAML::Node root;
     try {
-      root = YAML::Load(in);
+      root = YAML::Load(text.str());
     } catch (const YAML::Exception& ex) {
       throw std::invalid_argument(path + ": YAML syntax error: " + ex.what());
     }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,67 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   return j;
 }
 
+namespace {
+
+// Decodes one audio file into OUT/STEM.PHN and OUT/STEM.TextGrid. Audio at
+// another rate or with several channels is resampled (libsoxr) and down-mixed
+// to the model's rate, saying so in one line; the .PHN is in samples of the
+// file as given (its own rate), the TextGrid in seconds.
+void decode_one(const std::string& src, const fs::path& stem, const ModelState& s, Executor& exec,
+                const std::string& out_dir) {
+  const data::Audio original = data::read_audio(src);
+  std::string converted;
+  const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
+  if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
+  data::Utterance u;
+  u.id = stem.string();
+  try {
+    u.features = data::compute_features(audio, s.features, &u.num_frames);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(src + ": " + e.what());
+  }
+  u.dim = s.features.dim();
+  u.num_samples = static_cast<int64_t>(audio.samples.size());
+  if (u.num_frames < 1)
+    throw std::runtime_error(src + ": too short for one feature frame (" + std::to_string(original.samples.size()) +
+                             " samples at " + std::to_string(original.sample_rate) + " Hz)");
+  if (u.dim != s.dims.input_dim)
+    throw std::runtime_error(src + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
+                             std::to_string(s.dims.input_dim));
+  u.labels.assign(u.num_frames, 0);  // unused by decoding
+  const Batch batch = make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+  const auto segs = exec.decode(batch, nullptr);
+  // model-rate samples -> samples of the file as given
+  const int64_t n_file = static_cast<int64_t>(original.samples.size());
+  auto to_file = [&](int64_t x) {
+    if (original.sample_rate == audio.sample_rate) return x;
+    const int64_t y = static_cast<int64_t>(
+        std::llround(static_cast<double>(x) * original.sample_rate / audio.sample_rate));
+    return std::min(y, n_file);
+  };
+  std::vector<std::tuple<int64_t, int64_t, std::string>> phn;
+  std::string text;
+  for (size_t i = 0; i < segs[0].size(); ++i) {
+    const crf::Segment& x = segs[0][i];
+    const int64_t b = to_file(boundary_sample(x.start, s.features));
+    const int64_t e =
+        i + 1 == segs[0].size() ? n_file : to_file(boundary_sample(x.start + x.duration, s.features));
+    // adjacent segments with the same label (a run longer than K) are merged
+    if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label])
+      std::get<1>(phn.back()) = e;
+    else
+      phn.emplace_back(b, e, s.labels.names[x.label]);
+  }
+  for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
+  const fs::path base = fs::path(out_dir) / stem;
+  fs::create_directories(base.parent_path());
+  write_file_atomic(base.string() + ".PHN", text);
+  write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
+  spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+}
+
+}  // namespace
+
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   set_threads(o.threads);
@@ -185,44 +247,34 @@ int decode(const DecodeOptions& o) {
       throw std::invalid_argument("decode: " + src + " and " + it->second + " would both write " + stem.string() +
                                   ".PHN; decode them into different --out folders");
   }
-  int done = 0;
-  for (const auto& [src, stem] : jobs) {
-    const data::Audio audio = data::read_audio(src);
-    if (audio.sample_rate != s.features.sample_rate && !s.features.allow_resample)
-      throw std::runtime_error(src + ": sample rate " + std::to_string(audio.sample_rate) + " Hz, the model expects " +
-                               std::to_string(s.features.sample_rate) + " Hz");
-    data::Utterance u;
-    u.id = stem.string();
-    u.features = data::compute_features(audio, s.features, &u.num_frames);
-    u.dim = s.features.dim();
-    u.num_samples = static_cast<int64_t>(audio.samples.size());
-    if (u.num_frames < 1) throw std::runtime_error(src + ": too short for one feature frame");
-    if (u.dim != s.dims.input_dim)
-      throw std::runtime_error(src + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
-                               std::to_string(s.dims.input_dim));
-    u.labels.assign(u.num_frames, 0);  // unused by decoding
-    const Batch batch = make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    const auto segs = exec->decode(batch, nullptr);
-    std::vector<std::tuple<int64_t, int64_t, std::string>> phn;
-    std::string text;
-    for (size_t i = 0; i < segs[0].size(); ++i) {
-      const crf::Segment& x = segs[0][i];
-      const int64_t b = boundary_sample(x.start, s.features);
-      const int64_t e = i + 1 == segs[0].size() ? u.num_samples : boundary_sample(x.start + x.duration, s.features);
-      // adjacent segments with the same label (a run longer than K) are merged
-      if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label])
-        std::get<1>(phn.back()) = e;
-      else
-        phn.emplace_back(b, e, s.labels.names[x.label]);
-    }
-    for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
-    const fs::path base = fs::path(o.out_dir) / stem;
-    fs::create_directories(base.parent_path());
-    write_file_atomic(base.string() + ".PHN", text);
-    write_file_atomic(base.string() + ".TextGrid", textgrid(phn, u.num_samples, s.features.sample_rate));
-    ++done;
-    spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+  {  // an output folder that cannot be created or written fails before any work
+    std::error_code ec;
+    fs::create_directories(o.out_dir, ec);
+    if (ec) throw std::runtime_error("--out " + o.out_dir + ": cannot create the folder (" + ec.message() + ")");
+    check_output_folder("--out", (fs::path(o.out_dir) / "x.PHN").string());
   }
+  // Each input on its own: a bad file is reported (one line naming it) and
+  // the others are still decoded; the command fails at the end with a count.
+  // Nothing is written for a bad file (both outputs are written atomically,
+  // after the whole input was read and decoded).
+  int done = 0;
+  std::vector<std::string> failed;
+  for (const auto& [src, stem] : jobs) {
+    try {
+      decode_one(src, stem, s, *exec, o.out_dir);
+      ++done;
+    } catch (const std::exception& e) {
+      std::string msg = e.what();
+      if (msg.rfind(src, 0) != 0) msg = src + ": " + msg;
+      spdlog::error("{}", msg);
+      failed.push_back(src);
+    }
+  }
+  if (!failed.empty())
+    throw std::runtime_error("decode: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
+                             " input file(s) failed (each named above" +
+                             (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
+                             " decoded into " + o.out_dir);
   spdlog::info("decoded {} utterance(s) into {}", done, o.out_dir);
   return done;
 }

@@ -2,7 +2,7 @@
 # Installs the Debian packages timitseg builds against (run as root, or with sudo
 # available). The CUDA toolkit is optional: without it the CPU parts build.
 set -euo pipefail
-pkgs=(cmake g++ make pkg-config libsndfile1-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
+pkgs=(cmake g++ make pkg-config libsndfile1-dev libsoxr-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
       nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev)
 pkgs+=(python3)  # tests/docs/run_doc_blocks.py (standard library only)
 missing=()

@@ -193,14 +193,11 @@ TEST(Audio, ErrorsNameTheFile) {
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("nope.wav"), std::string::npos);
   }
+  // several channels are read and down-mixed (prepare refuses them without
+  // --allow-resample: tests/data/test_bad_inputs.cpp)
   std::vector<short> st(2000, 0);
   testutil::write_audio(d.str("stereo.wav"), st, 16000, SF_FORMAT_WAV, 2);
-  try {
-    read_audio(d.str("stereo.wav"));
-    FAIL();
-  } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("stereo.wav: 2 channels"), std::string::npos) << e.what();
-  }
+  EXPECT_EQ(read_audio(d.str("stereo.wav")).channels, 2);
   testutil::write_text(d.str("junk.wav"), "this is not audio at all, not even close................");
   EXPECT_THROW(read_audio(d.str("junk.wav")), std::runtime_error);
 }

@@ -1,0 +1,88 @@
+#include "common/text.h"
+
+#include <cstdio>
+
+namespace timitseg {
+
+namespace {
+std::string hex_cp(unsigned cp) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "U+%04X", cp);
+  return buf;
+}
+}  // namespace
+
+bool find_invisible(const std::string& text, InvisibleChar* found) {
+  int line = 1, column = 1;
+  const size_t n = text.size();
+  auto at = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = at(i);
+    std::string name;
+    size_t len = 1;
+    if (c == '\n') {
+      ++line;
+      column = 1;
+      ++i;
+      continue;
+    }
+    if (c == '\t' || (c >= 0x20 && c < 0x7f)) {
+      ++column;
+      ++i;
+      continue;
+    }
+    if (c == '\r') {
+      if (i + 1 == n || at(i + 1) == '\n') {  // CR LF line end (or a final CR)
+        ++i;
+        continue;
+      }
+      name = "carriage return (U+000D) inside a line";
+    } else if (c < 0x20 || c == 0x7f) {
+      name = "control character " + hex_cp(c);
+    } else {
+      // UTF-8 decoding; an invalid sequence is reported as such
+      unsigned cp = 0;
+      if ((c & 0xe0) == 0xc0) len = 2, cp = c & 0x1f;
+      else if ((c & 0xf0) == 0xe0) len = 3, cp = c & 0x0f;
+      else if ((c & 0xf8) == 0xf0) len = 4, cp = c & 0x07;
+      else len = 0;
+      bool valid = len > 0 && i + len <= n;
+      for (size_t k = 1; valid && k < len; ++k) {
+        if ((at(i + k) & 0xc0) != 0x80) valid = false;
+        else cp = (cp << 6) | (at(i + k) & 0x3f);
+      }
+      if (!valid) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "byte 0x%02X that is not UTF-8 text", c);
+        name = buf;
+        len = 1;
+      } else if (cp == 0xfeff) {
+        name = "byte-order mark (U+FEFF)";
+      } else if (cp >= 0x200b && cp <= 0x200d) {
+        name = cp == 0x200b ? "zero-width space (U+200B)" : "zero-width joiner/non-joiner (" + hex_cp(cp) + ")";
+      } else if (cp == 0x2060) {
+        name = "word joiner (U+2060)";
+      } else if (cp == 0x00a0 || cp == 0x202f) {
+        name = "no-break space (" + hex_cp(cp) + ")";
+      } else if (cp == 0x2028 || cp == 0x2029) {
+        name = "Unicode line/paragraph separator (" + hex_cp(cp) + ")";
+      } else if (cp >= 0x80 && cp < 0xa0) {
+        name = "control character " + hex_cp(cp);
+      }
+    }
+    if (!name.empty()) {
+      if (found) *found = {line, column, name};
+      return true;
+    }
+    ++column;
+    i += len;
+  }
+  return false;
+}
+
+std::string invisible_message(const std::string& file, const InvisibleChar& c) {
+  return file + ":" + std::to_string(c.line) + ":" + std::to_string(c.column) + ": " + c.name +
+         ": an invisible character; delete it (or save the file as plain UTF-8 without a byte-order mark)";
+}
+
+}  // namespace timitseg

@@ -1,0 +1,30 @@
+// Invisible characters in text files a user edits (.PHN, YAML configs): a
+// byte-order mark, a zero-width space or a no-break space looks like nothing
+// (or like a plain space) in an editor, but breaks parsing in ways whose
+// message would not point at it. Checked before parsing, so the error names
+// the character, its line and its column.
+#pragma once
+
+#include <string>
+
+namespace timitseg {
+
+struct InvisibleChar {
+  int line = 0;       // 1-based
+  int column = 0;     // 1-based, in characters (a UTF-8 sequence counts as one)
+  std::string name;   // "byte-order mark (U+FEFF)", "zero-width space (U+200B)", ...
+};
+
+// The first invisible or unexpected character of TEXT, if any: U+FEFF
+// (byte-order mark, at the start or anywhere), U+200B..U+200D, U+2060 (zero
+// width), U+00A0 and U+202F (no-break spaces), U+2028/U+2029, control
+// characters other than tab, LF and a CR right before LF or at the end (CR LF
+// line ends are fine), and bytes that are not UTF-8. Returns false when there
+// is none.
+bool find_invisible(const std::string& text, InvisibleChar* found);
+
+// "FILE:LINE:COLUMN: <name>: an invisible character; delete it (or save the
+// file as plain UTF-8 without a byte-order mark)".
+std::string invisible_message(const std::string& file, const InvisibleChar& c);
+
+}  // namespace timitseg
