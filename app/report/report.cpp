@@ -290,6 +290,7 @@ std::string curves_section(const std::vector<RunFiles>& runs) {
         s.name = runs[i].label + (dashed ? " (" + std::string(keys.front()) + ")" : "");
         s.color = run_color(static_cast<int>(i));
         s.dashed = dashed;
+        s.run = static_cast<int>(i);
         for (const json& e : runs[i].epochs) {
           s.x.push_back(num(e, "epoch"));
           s.y.push_back(key ? num(e, key) * c.scale : NAN);
@@ -318,6 +319,7 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
     Series s;
     s.name = runs[i].label;
     s.color = run_color(static_cast<int>(i));
+    s.run = static_cast<int>(i);
     for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol) {
       s.x.push_back(tol);
       s.y.push_back(100 * st[i].metrics["boundary_f1"][std::to_string(tol)].get<double>());

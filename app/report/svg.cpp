@@ -200,7 +200,7 @@ std::string line_chart(const LineChart& c) {
       }
     }
     if (parts.back().empty() && parts.size() > 1) parts.pop_back();
-    Attrs base = {{"class", "series"}, {"data-run", std::to_string(i)}, {"data-name", s.name}};
+    Attrs base = {{"class", "series"}, {"data-run", std::to_string(s.run >= 0 ? s.run : static_cast<int>(i))}, {"data-name", s.name}};
     if (s.dashed) base.push_back({"stroke-dasharray", "5,3"});
     for (size_t p = 0; p < parts.size(); ++p) {
       Attrs a = base;

@@ -69,6 +69,7 @@ struct Series {
   std::vector<double> x, y;
   bool dashed = false;  // dashed, and left out of the legend (a second series of a run)
   bool markers = true;
+  int run = -1;  // data-run of the polylines (-1: the series index)
 };
 struct LineChart {
   std::string id, title, x_label, y_label;
@@ -78,7 +79,7 @@ struct LineChart {
   bool y_from_zero = false;    // the y range includes 0
 };
 // <svg id=ID data-plot="line" data-series=N> with one
-// <polyline class="series" data-run=I data-points=P> per series (P finite
+// <polyline class="series" data-run=I data-points=P> per series (I: Series::run or the index) (P finite
 // points; a series with gaps is drawn as several polylines of one
 // data-run, data-points on the first) and "n/a" when a series has none.
 std::string line_chart(const LineChart& c);
