@@ -1,12 +1,14 @@
 // Subcommands of the model layer: train, evaluate, decode (docs/training.md).
 #include <spdlog/spdlog.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
+#include "app/report/report.h"
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/infer.h"
@@ -29,6 +31,57 @@ struct TrainArgs {
   std::string inject_fault;
   bool deterministic = false;
 };
+
+// Refreshes RUN_DIR/report.html after every epoch (docs/report.md). The dev
+// predictions are the epoch's own dev decoding when the epoch is the best so
+// far (no second decoding), else those kept from the best epoch; only a
+// resumed run whose first epoch is not the best decodes best.safetensors once.
+// A failure is a warning: training goes on.
+model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
+  struct Cache {
+    bool tried = false;  // predictions of best.safetensors looked for
+    bool logged = false;
+    report::RunReport run;
+    std::vector<report::Spectrogram> drawn;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [cache, &data, threads](const model::EpochEnd& e) {
+    const std::string path = (std::filesystem::path(e.run_dir) / "report.html").string();
+    try {
+      const auto t0 = std::chrono::steady_clock::now();
+      report::RunReport& run = cache->run;
+      run.run_dir = e.run_dir;
+      if (e.best && !e.dev.empty()) {
+        run.predictions = report::predictions_from_segments(
+            *e.labels, e.dev,
+            "checkpoints/best.safetensors (epoch " + std::to_string(e.epoch) + "), dev split, " +
+                std::to_string(e.dev.size()) + " utterances");
+        run.has_predictions = true;
+        if (cache->drawn.empty()) {
+          std::vector<const data::Utterance*> utts;
+          for (const auto& d : e.dev) utts.push_back(d.first);
+          cache->drawn = report::pick_drawn(utts, data.features);
+        }
+        cache->tried = true;
+      } else if (!cache->tried) {
+        cache->tried = true;
+        run.has_predictions = report::predict_best(e.run_dir, threads, &run.predictions, &cache->drawn, &run.predictions_note);
+      }
+      report::ReportInput in;
+      in.names39 = e.labels->names39;
+      in.runs = {run};
+      in.drawn = cache->drawn;
+      report::write_report(in, path);
+      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      if (!cache->logged)
+        cache->logged = true, spdlog::info("report: {} (refreshed after every epoch, {:.2f} s)", path, secs);
+      else
+        spdlog::debug("report: {} refreshed in {:.2f} s", path, secs);
+    } catch (const std::exception& x) {
+      spdlog::warn("could not write {}: {} (training goes on)", path, x.what());
+    }
+  };
+}
 
 void run_train(const TrainArgs& a) {
   using model::Config;
@@ -64,7 +117,7 @@ void run_train(const TrainArgs& a) {
   // saying how to resume (model/interrupt.h).
   model::install_stop_handlers();
   const model::TrainData data = model::load_train_data(cfg);
-  const model::TrainResult r = model::train(cfg, data, resume);
+  const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads));
   if (!r.epochs.empty())
     spdlog::info("done: {} epoch(s); first dev PER {:.2f}%, last dev PER {:.2f}%; checkpoints in {}/checkpoints",
                  r.epochs.size(), 100 * r.epochs.front().dev_per, 100 * r.epochs.back().dev_per, r.run_dir);

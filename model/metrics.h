@@ -72,7 +72,7 @@ class Metrics {
   nlohmann::json to_json() const;
   std::string table() const;  // human-readable summary
 
-  static constexpr int kMaxTol = 2;
+  static constexpr int kMaxTol = 5;  // boundary F1 at tolerances 0..5 frames (JSON keys "0".."5")
   static constexpr int kHistBins = 100;
 
  private:

@@ -259,7 +259,7 @@ class BatchPrefetcher {
   std::thread worker_;  // last: started after the members it uses
 };
 
-TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
+TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
   Config cfg = cfg_in;
   apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
   cfg.validate();
@@ -514,8 +514,13 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
 
     const auto t_dev = Clock::now();
     Metrics dev(ls.names39);
+    EpochEnd end;  // for after_epoch: the dev segments of this epoch
+    UtteranceHook keep_segments;
+    if (after_epoch)
+      keep_segments = [&end](const data::Utterance& u, const Batch&, int, const std::vector<float>*,
+                             const std::vector<crf::Segment>& segs) { end.dev.emplace_back(&u, segs); };
     if (!dev_utts.empty()) {
-      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev);
+      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev, keep_segments);
       rec.dev_per = dev.per();
     } else {
       rec.dev_per = std::numeric_limits<double>::quiet_NaN();
@@ -586,6 +591,13 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                    epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
                    rec.epoch_seconds, rec.times.data, rec.times.dev_eval);
     result.epochs.push_back(rec);
+    if (after_epoch) {
+      end.run_dir = cfg.train_run_dir;
+      end.epoch = epoch;
+      end.best = best;
+      end.labels = &ls;
+      after_epoch(end);
+    }
   }
   return result;
 }

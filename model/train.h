@@ -41,10 +41,24 @@ struct TrainData {
 };
 TrainData load_train_data(const Config& cfg);
 
+// After each epoch, once its metrics.jsonl line and checkpoints are written:
+// what the epoch's dev evaluation decoded, so a caller can reuse it without
+// decoding again (`train` refreshes RUN_DIR/report.html from it, app/cmd_model.cpp).
+struct EpochEnd {
+  std::string run_dir;
+  int epoch = 0;
+  bool best = false;                  // this epoch's state is checkpoints/best.safetensors
+  const LabelSet* labels = nullptr;   // the label set of the segments
+  // Dev utterances with their Viterbi segments (labels of *labels); empty without a dev split.
+  std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> dev;
+};
+using AfterEpoch = std::function<void(const EpochEnd&)>;
+
 // Trains from scratch (resume == false) or continues the latest
 // RUN_DIR/checkpoints/epoch-N.safetensors (resume == true; cfg must be the
-// checkpoint's config, possibly with train.epochs raised).
-TrainResult train(const Config& cfg, const TrainData& data, bool resume);
+// checkpoint's config, possibly with train.epochs raised). after_epoch
+// (optional) is called after every epoch; an exception from it propagates.
+TrainResult train(const Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
 
 // Throws when RUN_DIR already holds a run (a non-empty metrics.jsonl or
 // checkpoints/epoch-N.safetensors): a fresh run must not mix with it.

@@ -3,7 +3,8 @@
 # available). The CUDA toolkit is optional: without it the CPU parts build.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libsndfile1-dev libsoxr-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
-      nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev)
+      nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev zlib1g-dev
+      chromium)  # chromium: the headless-browser test of the HTML report (tests/app)
 pkgs+=(python3)  # tests/docs/run_doc_blocks.py (standard library only)
 missing=()
 for p in "${pkgs[@]}"; do

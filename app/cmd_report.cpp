@@ -1,0 +1,71 @@
+// `timitseg report RUN_DIR... --out report.html` (docs/report.md): one
+// self-contained HTML page over one or more run folders.
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "app/commands.h"
+#include "app/report/report.h"
+#include "model/labels.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::app {
+
+namespace {
+
+struct ReportArgs {
+  std::vector<std::string> run_dirs;
+  std::string out;
+  int threads = 0;
+};
+
+void run_report(const ReportArgs& a) {
+  const auto t0 = std::chrono::steady_clock::now();
+  // The output folder must exist before the (possibly long) dev evaluations.
+  fs::path dir = fs::path(a.out).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument("--out " + a.out + ": folder " + dir.string() + " does not exist");
+  report::ReportInput in;
+  in.names39 = model::LabelSet::make(39).names39;
+  for (const std::string& run_dir : a.run_dirs) {
+    if (!fs::is_directory(run_dir, ec)) throw std::invalid_argument(run_dir + ": no such run folder");
+    report::RunReport r;
+    r.run_dir = run_dir;
+    r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note);
+    if (!r.has_predictions) spdlog::warn("{}: {}; its dev plots show n/a", run_dir, r.predictions_note);
+    in.runs.push_back(std::move(r));
+  }
+  report::write_report(in, a.out);
+  spdlog::info("report of {} run(s) written in {:.1f} s", a.run_dirs.size(),
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  std::printf("%s\n", fs::absolute(a.out).string().c_str());
+}
+
+}  // namespace
+
+void add_report_command(CLI::App& app) {
+  auto ra = std::make_shared<ReportArgs>();
+  CLI::App* rep = app.add_subcommand(
+      "report",
+      "Write one self-contained HTML page (inline SVG, no script, opens from file://) over run folders: training "
+      "curves, boundary F1 against tolerance, per-phone durations, confusion matrix, decoded utterances, config and "
+      "environment; several runs are overlaid, one colour each (docs/report.md)");
+  rep->add_option("run_dirs", ra->run_dirs,
+                  "Run folders (train.run_dir): metrics.jsonl, config.yaml, run.json if present, and "
+                  "checkpoints/best.safetensors, which is decoded on the dev split of its data.workdir (CPU)")
+      ->required();
+  rep->add_option("--out", ra->out, "Output HTML file (written atomically; the folder must exist)")->required();
+  rep->add_option("--threads", ra->threads, "CPU threads for the dev decoding (0 = all cores)")
+      ->check(CLI::Range(0, 1024))
+      ->capture_default_str();
+  rep->callback([ra] { run_report(*ra); });
+}
+
+}  // namespace timitseg::app
