@@ -46,8 +46,10 @@ TrainData load_train_data(const Config& cfg);
 // checkpoint's config, possibly with train.epochs raised).
 TrainResult train(const Config& cfg, const TrainData& data, bool resume);
 
-// Throws when RUN_DIR already holds a run (a non-empty metrics.jsonl or
-// checkpoints/epoch-N.safetensors): a fresh run must not mix with it.
+// Throws when RUN_DIR already holds a run (checkpoints/epoch-N.safetensors, or
+// metrics.jsonl lines other than a lone epoch-1 line without its checkpoint,
+// which is what a run killed in its first epoch leaves): a fresh run must not
+// mix with it.
 void check_fresh_run_dir(const std::string& run_dir);
 
 // Batches of one epoch (indices into `lengths`): a seeded shuffle; with
