@@ -1,19 +1,77 @@
 #include "common/atomic_file.h"
 
+#include <signal.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <regex>
 #include <stdexcept>
 
 namespace timitseg {
+namespace {
+
+// The injected full disk (test only, atomic_file.h): the one place the
+// environment variables are read.
+struct EnospcHook {
+  long long budget = -1;  // bytes that may still be written; -1: hook off
+  std::string path_filter;
+  std::mutex mu;
+};
+EnospcHook& enospc_hook() {
+  static EnospcHook* h = [] {
+    auto* hook = new EnospcHook;
+    if (const char* n = std::getenv("TIMITSEG_TEST_ENOSPC_AFTER_BYTES"); n && *n) {
+      char* end = nullptr;
+      const long long v = std::strtoll(n, &end, 10);
+      if (*end != '\0' || v < 0)
+        throw std::invalid_argument(std::string("TIMITSEG_TEST_ENOSPC_AFTER_BYTES=") + n +
+                                    ": not a byte count (a test-only variable; unset it)");
+      hook->budget = v;
+    }
+    if (const char* p = std::getenv("TIMITSEG_TEST_ENOSPC_PATH")) hook->path_filter = p;
+    return hook;
+  }();
+  return *h;
+}
+
+// How many of BYTES to PATH the injected disk takes (all of them when the hook is off).
+size_t enospc_allowance(const std::string& path, size_t bytes) {
+  EnospcHook& h = enospc_hook();
+  if (h.budget < 0) return bytes;
+  if (!h.path_filter.empty() && path.find(h.path_filter) == std::string::npos) return bytes;
+  std::lock_guard<std::mutex> lk(h.mu);
+  const size_t take = static_cast<size_t>(std::min<long long>(h.budget, static_cast<long long>(bytes)));
+  h.budget -= static_cast<long long>(take);
+  return take;
+}
+
+[[noreturn]] void write_error(const std::string& path, int err) {
+  if (err == ENOSPC)
+    throw std::runtime_error(path + ": cannot write: no space left on device (" + path +
+                             " is unchanged; free some space and rerun)");
+  if (err == EDQUOT)
+    throw std::runtime_error(path + ": cannot write: disk quota exceeded (" + path +
+                             " is unchanged; free some space and rerun)");
+  throw std::runtime_error(path + ": cannot write: " + std::strerror(err));
+}
+
+}  // namespace
+
+namespace test_hooks {
+long long enospc_after_bytes() { return enospc_hook().budget; }
+}  // namespace test_hooks
 
 AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   static std::atomic<unsigned> counter{0};
   tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) throw std::runtime_error(path + ": cannot write: " + std::strerror(errno));
+  if (!f_) write_error(path, errno);
 }
 
 AtomicFile::~AtomicFile() {
@@ -25,8 +83,10 @@ AtomicFile::~AtomicFile() {
 
 void AtomicFile::write(const void* data, size_t bytes) {
   if (!f_) throw std::logic_error(path_ + ": write after commit");
-  if (bytes && std::fwrite(data, 1, bytes, f_) != bytes)
-    throw std::runtime_error(path_ + ": write failed: " + std::strerror(errno));
+  if (!bytes) return;
+  const size_t allowed = enospc_allowance(path_, bytes);
+  if (allowed && std::fwrite(data, 1, allowed, f_) != allowed) write_error(path_, errno);
+  if (allowed < bytes) write_error(path_, ENOSPC);  // the injected full disk
 }
 
 void AtomicFile::commit() {
@@ -38,7 +98,7 @@ void AtomicFile::commit() {
   if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
     const int e = ok ? errno : err;
     std::remove(tmp_.c_str());
-    throw std::runtime_error(path_ + ": cannot write: " + std::strerror(e));
+    write_error(path_, e);
   }
 }
 
@@ -46,6 +106,25 @@ void write_file_atomic(const std::string& path, const std::string& content) {
   AtomicFile f(path);
   f.write(content);
   f.commit();
+}
+
+int remove_stale_temporaries(const std::string& dir) {
+  namespace fs = std::filesystem;
+  static const std::regex tmp_re(R"(.+\.tmp\.([0-9]+)\.[0-9]+)");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return 0;
+  int removed = 0;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (!std::regex_match(name, m, tmp_re) || e.is_symlink(ec)) continue;
+    const long long pid = std::atoll(m[1].str().c_str());
+    if (pid <= 0 || pid == ::getpid()) continue;
+    // kill(pid, 0): ESRCH means no such process; EPERM means it runs (another user)
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (fs::remove_all(e.path(), ec) > 0 && !ec) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace timitseg

@@ -1,7 +1,10 @@
 // Atomic file writes: data goes to a temporary file in the destination folder
-// and is renamed over the destination only by commit(). If the writer is
-// destroyed without commit() (an exception, an error), the temporary file is
-// removed and the destination is untouched: nothing is ever half-written.
+// (DEST.tmp.PID.N) and is renamed over the destination only by commit(). If the
+// writer is destroyed without commit() (an exception, an error), the temporary
+// file is removed and the destination is untouched: nothing is ever
+// half-written. A process killed with SIGKILL cannot remove its temporary file;
+// remove_stale_temporaries() clears those of dead processes (prepare and train
+// call it on their output folders). docs/reliability.md lists the guarantees.
 #pragma once
 
 #include <cstdio>
@@ -16,7 +19,9 @@ class AtomicFile {
   AtomicFile(const AtomicFile&) = delete;
   AtomicFile& operator=(const AtomicFile&) = delete;
 
-  void write(const void* data, size_t bytes);  // throws naming the path
+  // Throws std::runtime_error naming the path; a full disk reads
+  // "PATH: cannot write: no space left on device (PATH is unchanged; free some space and rerun)".
+  void write(const void* data, size_t bytes);
   void write(const std::string& s) { write(s.data(), s.size()); }
   void commit();  // flush, fsync, rename; throws naming the path
 
@@ -29,5 +34,26 @@ class AtomicFile {
 
 // Whole-file convenience: atomically replace PATH with CONTENT.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Removes the temporaries named NAME.tmp.PID.N in DIR (not recursive; files of
+// AtomicFile writers, or folders a writer staged with such a name, removed with
+// their contents) whose process PID no longer runs: what a process killed with
+// SIGKILL (or a power loss) leaves behind. Temporaries of running processes are
+// left alone. Returns how many were removed; a missing DIR is 0.
+int remove_stale_temporaries(const std::string& dir);
+
+// TEST ONLY: a full disk, injected. Read once per process from the environment:
+//   TIMITSEG_TEST_ENOSPC_AFTER_BYTES=N  AtomicFile writes may write N bytes in
+//                                       all; the write that would exceed N
+//                                       writes what fits and fails with ENOSPC
+//   TIMITSEG_TEST_ENOSPC_PATH=TEXT      (optional) only writes to destinations
+//                                       whose path contains TEXT count and fail
+// Every file the project writes through AtomicFile (checkpoints, metrics.jsonl,
+// the prepared cache, manifests) sees it. Unset (the default) it costs one
+// branch per write. Used by tests/reliability/test_full_disk.cpp.
+namespace test_hooks {
+// The byte budget of the hook (-1: not set), as parsed from the environment.
+long long enospc_after_bytes();
+}  // namespace test_hooks
 
 }  // namespace timitseg

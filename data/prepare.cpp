@@ -12,6 +12,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -203,6 +205,8 @@ void check_output_folder(const std::string& workdir) {
   for (const auto& s : split_names()) ours.insert(s + ".safetensors");
   for (const auto& e : fs::directory_iterator(wd, ec)) {
     const std::string name = e.path().filename().string();
+    // the staging folder of an interrupted prepare (removed by this run)
+    if (name.rfind(".staging.tmp.", 0) == 0) continue;
     const size_t tmp = name.find(".tmp.");
     const std::string base = tmp == std::string::npos ? name : name.substr(0, tmp);
     if (!ours.count(base) || !e.is_regular_file(ec))
@@ -270,6 +274,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
 
   if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json, split_opts)) {
     sum.up_to_date = true;
+    remove_stale_temporaries(po.workdir);  // left by a prepare killed after its last rename
     nlohmann::json m = nlohmann::json::parse(read_file((fs::path(po.workdir) / "manifest.json").string()));
     for (const auto& name : split_names()) {
       const auto& s = m["splits"][name];
@@ -419,185 +424,213 @@ PrepareSummary prepare(const PrepareOptions& po) {
 
   fs::create_directories(po.workdir);
   const fs::path wd(po.workdir);
+  // Everything is written into a staging folder inside WORKDIR first, so a
+  // failure (a full disk, kill -9) leaves the previous cache as it was; the
+  // files are then renamed into place, manifest.json last. Staging folders and
+  // temporaries of killed runs are removed here.
+  remove_stale_temporaries(wd.string());
+  const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
   std::error_code ec;
-  fs::remove(wd / "manifest.json", ec);  // a half-updated WORKDIR must not look valid
-
-  const PhoneSet& ps = PhoneSet::timit();
-  json files = json::object();
-  json split_counts = json::object();
-  json durations = json::object();
-  auto record = [&](const std::string& name) {
-    uint64_t bytes = 0;
-    const std::string sha = sha256_file((wd / name).string(), &bytes);
-    files[name] = {{"bytes", bytes}, {"sha256", sha}};
-  };
-
-  // One split: concatenate, write, hash, count, duration statistics. The splits
-  // are independent, so with several threads they are built concurrently;
-  // results are merged in split order (identical output for any thread count).
-  struct SplitOut {
-    json file, counts, durations;
-    PrepareSummary::SplitCount count;
-  };
-  auto build_split = [&](const std::string& split) {
-    SplitOut out;
-    const auto& idx = members.at(split);
-    int64_t F = 0, S = 0;
-    std::vector<std::vector<Segment>> segs(idx.size());
-    for (size_t k = 0; k < idx.size(); ++k) {
-      F += static_cast<int64_t>(results[idx[k]].labels.size());
-      segs[k] = frame_segments(results[idx[k]].labels);
-      S += static_cast<int64_t>(segs[k].size());
+  fs::remove_all(stage, ec);
+  fs::create_directory(stage);
+  struct StageGuard {
+    fs::path dir;
+    ~StageGuard() {
+      std::error_code e;
+      fs::remove_all(dir, e);
     }
-    std::vector<float> feats;
-    feats.reserve(static_cast<size_t>(F) * dim);
-    std::vector<int32_t> labels, seg_flat;
-    labels.reserve(F);
-    seg_flat.reserve(S * 3);
-    std::vector<int64_t> foff{0}, soff{0}, nsamp;
-    json utts = json::array();
-    std::set<std::string> speakers;
-    double seconds = 0;
-    std::map<int, std::map<std::string, std::vector<int64_t>>> durs;  // set -> phone -> durations (frames)
-    for (size_t k = 0; k < idx.size(); ++k) {
-      const Result& r = results[idx[k]];
-      const CorpusUtterance& u = work[idx[k]];
-      feats.insert(feats.end(), r.features.begin(), r.features.end());
-      labels.insert(labels.end(), r.labels.begin(), r.labels.end());
-      foff.push_back(foff.back() + static_cast<int64_t>(r.labels.size()));
-      for (const auto& s : segs[k]) seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
-      soff.push_back(soff.back() + static_cast<int64_t>(segs[k].size()));
-      nsamp.push_back(r.num_samples);
-      // absolute, so that Utterance::audio_path works from any working directory
-      utts.push_back({{"id", u.id()}, {"speaker", u.speaker},
-                      {"audio", fs::absolute(u.wav_path).lexically_normal().string()}});
-      speakers.insert(u.speaker);
-      seconds += r.seconds;
-      for (int set : {61, 39}) {
-        std::vector<int32_t> mapped(r.labels.size());
-        for (size_t t = 0; t < mapped.size(); ++t) mapped[t] = ps.map(r.labels[t], set);
-        for (const auto& s : frame_segments(mapped)) durs[set][ps.names(set)[s.label]].push_back(s.length);
+  } stage_guard{stage};
+  try {
+    const PhoneSet& ps = PhoneSet::timit();
+    json files = json::object();
+    json split_counts = json::object();
+    json durations = json::object();
+    auto record = [&](const std::string& name) {
+      uint64_t bytes = 0;
+      const std::string sha = sha256_file((stage / name).string(), &bytes);
+      files[name] = {{"bytes", bytes}, {"sha256", sha}};
+    };
+
+    // One split: concatenate, write, hash, count, duration statistics. The splits
+    // are independent, so with several threads they are built concurrently;
+    // results are merged in split order (identical output for any thread count).
+    struct SplitOut {
+      json file, counts, durations;
+      PrepareSummary::SplitCount count;
+    };
+    auto build_split = [&](const std::string& split) {
+      SplitOut out;
+      const auto& idx = members.at(split);
+      int64_t F = 0, S = 0;
+      std::vector<std::vector<Segment>> segs(idx.size());
+      for (size_t k = 0; k < idx.size(); ++k) {
+        F += static_cast<int64_t>(results[idx[k]].labels.size());
+        segs[k] = frame_segments(results[idx[k]].labels);
+        S += static_cast<int64_t>(segs[k].size());
       }
-    }
-    st::File f;
-    f.metadata["format_version"] = std::to_string(kPreparedFormatVersion);
-    f.metadata["split"] = split;
-    f.metadata["feature_options"] = opts_json.dump();
-    f.metadata["utterances"] = utts.dump();
-    f.metadata["labels"] = "index into phones61 of phones.json (q merged into the preceding phone)";
-    f.tensors["features"] = st::Tensor::from<float>({F, dim}, feats);
-    f.tensors["labels"] = st::Tensor::from<int32_t>({F}, labels);
-    f.tensors["utt_frame_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(foff.size())}, foff);
-    f.tensors["num_samples"] = st::Tensor::from<int64_t>({static_cast<int64_t>(nsamp.size())}, nsamp);
-    f.tensors["segments"] = st::Tensor::from<int32_t>({S, 3}, seg_flat);
-    f.tensors["utt_segment_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(soff.size())}, soff);
-    const std::string name = split + ".safetensors";
-    st::save((wd / name).string(), f);
-    uint64_t bytes = 0;
-    const std::string sha = sha256_file((wd / name).string(), &bytes);
-    out.file = {{"bytes", bytes}, {"sha256", sha}};
-    out.counts = {{"utterances", idx.size()}, {"frames", F}, {"speakers", speakers.size()}, {"seconds", seconds}};
-    out.count = PrepareSummary::SplitCount{split, static_cast<int64_t>(idx.size()), F,
-                                           static_cast<int64_t>(speakers.size()), seconds};
-    std::ostringstream unit;
-    unit << "frames of " << fo.frame_shift_ms << " ms (maximal runs of frame labels)";
-    json dj = {{"unit", unit.str()}};
-    for (int set : {61, 39}) {
-      json per = json::object();
-      for (const auto& [phone, v] : durs[set]) {
-        Stats s = stats_of(v);
-        per[phone] = {{"count", s.count}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}, {"max", s.max}};
-      }
-      dj[std::to_string(set)] = per;
-    }
-    out.durations = dj;
-    return out;
-  };
-  std::vector<SplitOut> outs(split_names().size());
-  parallel_for(static_cast<int64_t>(outs.size()), threads,
-               [&](int64_t i, int) { outs[i] = build_split(split_names()[i]); });
-  for (size_t i = 0; i < outs.size(); ++i) {
-    const std::string& split = split_names()[i];
-    files[split + ".safetensors"] = outs[i].file;
-    split_counts[split] = outs[i].counts;
-    durations[split] = outs[i].durations;
-    sum.splits.push_back(outs[i].count);
-  }
-
-  spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
-  // ---- CMVN from train, float64 accumulation in utterance order ----
-  {
-    std::vector<double> s1(dim, 0.0), s2(dim, 0.0);
-    int64_t n = 0;
-    for (size_t i : members["train"]) {
-      const auto& x = results[i].features;
-      const size_t T = results[i].labels.size();
-      for (size_t t = 0; t < T; ++t)
-        for (int d = 0; d < dim; ++d) s1[d] += x[t * dim + d];
-      n += static_cast<int64_t>(T);
-    }
-    std::vector<double> mean(dim), var(dim, 0.0);
-    for (int d = 0; d < dim; ++d) mean[d] = s1[d] / static_cast<double>(n);
-    for (size_t i : members["train"]) {  // two-pass variance (no cancellation)
-      const auto& x = results[i].features;
-      const size_t T = results[i].labels.size();
-      for (size_t t = 0; t < T; ++t)
-        for (int d = 0; d < dim; ++d) {
-          const double c = x[t * dim + d] - mean[d];
-          s2[d] += c * c;
+      std::vector<float> feats;
+      feats.reserve(static_cast<size_t>(F) * dim);
+      std::vector<int32_t> labels, seg_flat;
+      labels.reserve(F);
+      seg_flat.reserve(S * 3);
+      std::vector<int64_t> foff{0}, soff{0}, nsamp;
+      json utts = json::array();
+      std::set<std::string> speakers;
+      double seconds = 0;
+      std::map<int, std::map<std::string, std::vector<int64_t>>> durs;  // set -> phone -> durations (frames)
+      for (size_t k = 0; k < idx.size(); ++k) {
+        const Result& r = results[idx[k]];
+        const CorpusUtterance& u = work[idx[k]];
+        feats.insert(feats.end(), r.features.begin(), r.features.end());
+        labels.insert(labels.end(), r.labels.begin(), r.labels.end());
+        foff.push_back(foff.back() + static_cast<int64_t>(r.labels.size()));
+        for (const auto& s : segs[k]) seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
+        soff.push_back(soff.back() + static_cast<int64_t>(segs[k].size()));
+        nsamp.push_back(r.num_samples);
+        // absolute, so that Utterance::audio_path works from any working directory
+        utts.push_back({{"id", u.id()}, {"speaker", u.speaker},
+                        {"audio", fs::absolute(u.wav_path).lexically_normal().string()}});
+        speakers.insert(u.speaker);
+        seconds += r.seconds;
+        for (int set : {61, 39}) {
+          std::vector<int32_t> mapped(r.labels.size());
+          for (size_t t = 0; t < mapped.size(); ++t) mapped[t] = ps.map(r.labels[t], set);
+          for (const auto& s : frame_segments(mapped)) durs[set][ps.names(set)[s.label]].push_back(s.length);
         }
+      }
+      st::File f;
+      f.metadata["format_version"] = std::to_string(kPreparedFormatVersion);
+      f.metadata["split"] = split;
+      f.metadata["feature_options"] = opts_json.dump();
+      f.metadata["utterances"] = utts.dump();
+      f.metadata["labels"] = "index into phones61 of phones.json (q merged into the preceding phone)";
+      f.tensors["features"] = st::Tensor::from<float>({F, dim}, feats);
+      f.tensors["labels"] = st::Tensor::from<int32_t>({F}, labels);
+      f.tensors["utt_frame_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(foff.size())}, foff);
+      f.tensors["num_samples"] = st::Tensor::from<int64_t>({static_cast<int64_t>(nsamp.size())}, nsamp);
+      f.tensors["segments"] = st::Tensor::from<int32_t>({S, 3}, seg_flat);
+      f.tensors["utt_segment_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(soff.size())}, soff);
+      const std::string name = split + ".safetensors";
+      st::save((stage / name).string(), f);
+      uint64_t bytes = 0;
+      const std::string sha = sha256_file((stage / name).string(), &bytes);
+      out.file = {{"bytes", bytes}, {"sha256", sha}};
+      out.counts = {{"utterances", idx.size()}, {"frames", F}, {"speakers", speakers.size()}, {"seconds", seconds}};
+      out.count = PrepareSummary::SplitCount{split, static_cast<int64_t>(idx.size()), F,
+                                             static_cast<int64_t>(speakers.size()), seconds};
+      std::ostringstream unit;
+      unit << "frames of " << fo.frame_shift_ms << " ms (maximal runs of frame labels)";
+      json dj = {{"unit", unit.str()}};
+      for (int set : {61, 39}) {
+        json per = json::object();
+        for (const auto& [phone, v] : durs[set]) {
+          Stats s = stats_of(v);
+          per[phone] = {{"count", s.count}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}, {"max", s.max}};
+        }
+        dj[std::to_string(set)] = per;
+      }
+      out.durations = dj;
+      return out;
+    };
+    std::vector<SplitOut> outs(split_names().size());
+    parallel_for(static_cast<int64_t>(outs.size()), threads,
+                 [&](int64_t i, int) { outs[i] = build_split(split_names()[i]); });
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const std::string& split = split_names()[i];
+      files[split + ".safetensors"] = outs[i].file;
+      split_counts[split] = outs[i].counts;
+      durations[split] = outs[i].durations;
+      sum.splits.push_back(outs[i].count);
     }
-    for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
-    st::File f;
-    f.metadata["split"] = "train";
-    f.metadata["frames"] = std::to_string(n);
-    f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-    f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-    f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-    f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-    st::save((wd / "cmvn.safetensors").string(), f);
-    record("cmvn.safetensors");
-  }
 
-  // ---- phone maps, durations ----
-  {
-    json ph;
-    ph["phones61"] = ps.names(61);
-    ph["phones48"] = ps.names(48);
-    ph["phones39"] = ps.names(39);
-    std::vector<int> m48, m39;
-    for (int i = 0; i < 61; ++i) { m48.push_back(ps.map(i, 48)); m39.push_back(ps.map(i, 39)); }
-    ph["map61to48"] = m48;
-    ph["map61to39"] = m39;
-    ph["q"] = "q has no 48/39 target (-1 in the maps); its frames take the label of the preceding phone, or of the "
-              "following phone when q starts the utterance, so labels never hold q";
-    write_file_atomic((wd / "phones.json").string(), ph.dump(2) + "\n");
-    record("phones.json");
-    write_file_atomic((wd / "durations.json").string(), durations.dump(2) + "\n");
-    record("durations.json");
-  }
+    spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
+    // ---- CMVN from train, float64 accumulation in utterance order ----
+    {
+      std::vector<double> s1(dim, 0.0), s2(dim, 0.0);
+      int64_t n = 0;
+      for (size_t i : members["train"]) {
+        const auto& x = results[i].features;
+        const size_t T = results[i].labels.size();
+        for (size_t t = 0; t < T; ++t)
+          for (int d = 0; d < dim; ++d) s1[d] += x[t * dim + d];
+        n += static_cast<int64_t>(T);
+      }
+      std::vector<double> mean(dim), var(dim, 0.0);
+      for (int d = 0; d < dim; ++d) mean[d] = s1[d] / static_cast<double>(n);
+      for (size_t i : members["train"]) {  // two-pass variance (no cancellation)
+        const auto& x = results[i].features;
+        const size_t T = results[i].labels.size();
+        for (size_t t = 0; t < T; ++t)
+          for (int d = 0; d < dim; ++d) {
+            const double c = x[t * dim + d] - mean[d];
+            s2[d] += c * c;
+          }
+      }
+      for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
+      st::File f;
+      f.metadata["split"] = "train";
+      f.metadata["frames"] = std::to_string(n);
+      f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
+      f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
+      f.tensors["var"] = st::Tensor::from<double>({dim}, var);
+      f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
+      st::save((stage / "cmvn.safetensors").string(), f);
+      record("cmvn.safetensors");
+    }
 
-  // ---- manifest last ----
-  json m;
-  m["format"] = "timitseg prepared TIMIT";
-  m["format_version"] = kPreparedFormatVersion;
-  m["source"] = source;
-  m["corpus_fingerprint"] = fingerprint;
-  m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
-  m["feature_options"] = opts_json;
-  m["checksum_algorithm"] = "sha256";
-  m["files"] = files;
-  m["splits"] = split_counts;
-  m["split_options"] = split_opts;
-  m["split_rule"] = {{"dev", dev_rule}, {"core-test", core_rule}};
-  m["utterances_found"] = sum.utterances_found;
-  m["sa_excluded"] = sum.sa_excluded;
-  m["skipped"] = sum.skipped;
-  m["warnings"] = sum.warnings;
-  m["skipped_by_kind"] = sum.skipped_by_kind;
-  m["warnings_by_kind"] = sum.warnings_by_kind;
-  m["problems"] = sum.problems;
-  write_file_atomic((wd / "manifest.json").string(), m.dump(2) + "\n");
+    // ---- phone maps, durations ----
+    {
+      json ph;
+      ph["phones61"] = ps.names(61);
+      ph["phones48"] = ps.names(48);
+      ph["phones39"] = ps.names(39);
+      std::vector<int> m48, m39;
+      for (int i = 0; i < 61; ++i) { m48.push_back(ps.map(i, 48)); m39.push_back(ps.map(i, 39)); }
+      ph["map61to48"] = m48;
+      ph["map61to39"] = m39;
+      ph["q"] = "q has no 48/39 target (-1 in the maps); its frames take the label of the preceding phone, or of the "
+                "following phone when q starts the utterance, so labels never hold q";
+      write_file_atomic((stage / "phones.json").string(), ph.dump(2) + "\n");
+      record("phones.json");
+      write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
+      record("durations.json");
+    }
+
+    // ---- manifest last ----
+    json m;
+    m["format"] = "timitseg prepared TIMIT";
+    m["format_version"] = kPreparedFormatVersion;
+    m["source"] = source;
+    m["corpus_fingerprint"] = fingerprint;
+    m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
+    m["feature_options"] = opts_json;
+    m["checksum_algorithm"] = "sha256";
+    m["files"] = files;
+    m["splits"] = split_counts;
+    m["split_options"] = split_opts;
+    m["split_rule"] = {{"dev", dev_rule}, {"core-test", core_rule}};
+    m["utterances_found"] = sum.utterances_found;
+    m["sa_excluded"] = sum.sa_excluded;
+    m["skipped"] = sum.skipped;
+    m["warnings"] = sum.warnings;
+    m["skipped_by_kind"] = sum.skipped_by_kind;
+    m["warnings_by_kind"] = sum.warnings_by_kind;
+    m["problems"] = sum.problems;
+    write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
+
+    // ---- into place: renames only (no space needed); a half-renamed WORKDIR has
+    // no manifest.json, so it never looks valid and the next prepare rebuilds it
+    fs::remove(wd / "manifest.json");
+    for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
+    fs::rename(stage / "manifest.json", wd / "manifest.json");
+  } catch (const std::exception& e) {
+    // name the destination, not the staging folder
+    std::string msg = e.what();
+    const std::string from = stage.string(), to = wd.string();
+    for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
+      msg.replace(at, from.size(), to);
+    throw std::runtime_error(msg);
+  }
   sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;
 }

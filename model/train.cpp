@@ -185,9 +185,22 @@ void check_fresh_run_dir(const std::string& run_dir) {
   std::string found;
   // An empty metrics.jsonl (a run stopped in its first epoch, e.g. by a
   // non-finite loss) holds nothing to mix with: retrying the same command works.
+  // Nor does a lone line for epoch 1 without checkpoints/epoch-1 (a run killed
+  // between the two writes of its first epoch; --resume would drop the line).
   const std::string metrics = (dir / "metrics.jsonl").string();
-  if (fs::exists(metrics, ec) && read_file(metrics).find_first_not_of(" \t\r\n") != std::string::npos)
-    found = metrics;
+  if (fs::exists(metrics, ec)) {
+    std::istringstream in(read_file(metrics));
+    std::string line;
+    while (found.empty() && std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      bool first_epoch = false;
+      try {
+        first_epoch = nlohmann::json::parse(line).at("epoch").get<int>() == 1;
+      } catch (const nlohmann::json::exception&) {
+      }
+      if (!first_epoch || fs::exists(dir / "checkpoints" / "epoch-1.safetensors", ec)) found = metrics;
+    }
+  }
   if (found.empty() && fs::is_directory(dir / "checkpoints", ec)) {
     static const std::regex epoch_re(R"(epoch-[0-9]+\.safetensors)");
     for (const auto& e : fs::directory_iterator(dir / "checkpoints", ec))
@@ -297,6 +310,9 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   const fs::path run_dir(cfg.train_run_dir);
   const fs::path ckpt_dir = run_dir / "checkpoints";
   fs::create_directories(ckpt_dir);
+  // temporaries of a run killed while writing (kill -9, power loss)
+  remove_stale_temporaries(run_dir.string());
+  remove_stale_temporaries(ckpt_dir.string());
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
   const ParamLayout layout(state.dims);
@@ -571,14 +587,16 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
                            {"seconds", rec.times.to_json()}};
     if (exec->device() != Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
       for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);
-    // metrics.jsonl first, then the checkpoint: an interruption between the two
-    // leaves a line for an epoch without a checkpoint, which --resume drops
-    // (it keeps lines with epoch <= the checkpoint's), never a missing line.
+    // metrics.jsonl first, then best, then the epoch's checkpoint: an
+    // interruption before the last write leaves a line (and a best) for an
+    // epoch without a checkpoint, which --resume drops (it keeps lines with
+    // epoch <= the checkpoint's) and redoes identically, never a missing line
+    // or a best.safetensors older than the checkpoints say.
     metrics_text += line.dump() + "\n";
     write_file_atomic(metrics_path, metrics_text);
     const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
-    save_checkpoint(ckpt, state);
     if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
+    save_checkpoint(ckpt, state);
     if (exec->device() == Device::cpu)
       spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
                    "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",

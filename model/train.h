@@ -60,8 +60,10 @@ using AfterEpoch = std::function<void(const EpochEnd&)>;
 // (optional) is called after every epoch; an exception from it propagates.
 TrainResult train(const Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
 
-// Throws when RUN_DIR already holds a run (a non-empty metrics.jsonl or
-// checkpoints/epoch-N.safetensors): a fresh run must not mix with it.
+// Throws when RUN_DIR already holds a run (checkpoints/epoch-N.safetensors, or
+// metrics.jsonl lines other than a lone epoch-1 line without its checkpoint,
+// which is what a run killed in its first epoch leaves): a fresh run must not
+// mix with it.
 void check_fresh_run_dir(const std::string& run_dir);
 
 // Batches of one epoch (indices into `lengths`): a seeded shuffle; with

@@ -2,6 +2,8 @@
 // fails or is abandoned leaves no file (or the old one untouched) and no
 // temporary file behind.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <stdexcept>
 #include <string>
@@ -72,4 +74,28 @@ TEST(AtomicFile, WriteOrCommitAfterCommitIsAnError) {
   EXPECT_THROW(f.write("b"), std::logic_error);
   EXPECT_THROW(f.commit(), std::logic_error);
   EXPECT_EQ(commontest::read_bytes(d.str("x")), "a");
+}
+
+// remove_stale_temporaries: NAME.tmp.PID.N files and folders of a dead process
+// go; those of a running process (here: our parent), other files and a
+// temporary of this very process stay.
+TEST(AtomicFile, RemoveStaleTemporariesOfDeadProcessesOnly) {
+  commontest::TempDir d;
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);  // reaped: no process has this id now
+  const std::string dead = std::to_string(child), alive = std::to_string(getppid()), self = std::to_string(getpid());
+  commontest::write_bytes(d.str("a.safetensors.tmp." + dead + ".0"), "half");
+  std::filesystem::create_directories(d.str(".staging.tmp." + dead + ".3/inner"));
+  commontest::write_bytes(d.str(".staging.tmp." + dead + ".3/inner/x"), "half");
+  commontest::write_bytes(d.str("b.json.tmp." + alive + ".1"), "in use");
+  commontest::write_bytes(d.str("c.json.tmp." + self + ".2"), "in use");
+  commontest::write_bytes(d.str("d.tmp.notapid.0"), "kept");
+  commontest::write_bytes(d.str("e.safetensors"), "kept");
+  EXPECT_EQ(remove_stale_temporaries(d.str()), 2);
+  EXPECT_EQ(d.entries(), (std::vector<std::string>{"b.json.tmp." + alive + ".1", "c.json.tmp." + self + ".2",
+                                                   "d.tmp.notapid.0", "e.safetensors"}));
+  EXPECT_EQ(remove_stale_temporaries(d.str("no_such_folder")), 0);
 }
