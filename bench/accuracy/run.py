@@ -31,6 +31,7 @@ import math
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -94,17 +95,55 @@ class RunFailed(Exception):
     pass
 
 
+class Interrupted(Exception):
+    """--max-minutes reached: the run is left for the next invocation (not a failure)."""
+
+
+DEADLINE = [float("inf")]  # time.time() after which running commands are stopped (--max-minutes)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the command's own process group (timitseg train stops between steps), SIGKILL after 60 s."""
+    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
 def sh(cmd: list[str], log: Path, timeout: float | None) -> None:
-    """Runs cmd, appending its output to log; RunFailed with the log's tail on a non-zero exit."""
+    """Runs cmd, appending its output to log; RunFailed with the log's tail on a non-zero exit or
+    after timeout seconds, Interrupted at the --max-minutes deadline."""
+    t0 = time.time()
     with open(log, "a") as f:
         f.write("$ " + shlex.join(cmd) + "\n")
         f.flush()
         try:
-            rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout, cwd=REPO).returncode
-        except subprocess.TimeoutExpired:
-            raise RunFailed(f"timed out after {timeout:.0f} s: {shlex.join(cmd[:3])} ...")
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
         except OSError as e:
             raise RunFailed(f"cannot run {cmd[0]}: {e.strerror}")
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=2)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.time() > DEADLINE[0]:
+                    stop(proc)
+                    raise Interrupted("stopped at the --max-minutes deadline")
+                if timeout and time.time() - t0 > timeout:
+                    stop(proc)
+                    raise RunFailed(f"timed out after {timeout:.0f} s: {shlex.join(cmd[:3])} ...")
+        except BaseException:
+            if proc.poll() is None:
+                stop(proc)
+            raise
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-8:]
         raise RunFailed(f"exit {rc}: {shlex.join(cmd[:2])} ...\n" + "\n".join(tail))
@@ -119,20 +158,23 @@ def scores_of(score_json: Path) -> dict:
 
 
 class Driver:
-    def __init__(self, a):
+    """The runs of one size, in OUT/SIZE."""
+
+    def __init__(self, a, size_name: str):
         self.a = a
         self.ts = shlex.split(a.timitseg)
-        self.size = dict(SIZES[a.size])
+        self.size_name = size_name
+        self.size = dict(SIZES[size_name])
         if a.epochs:
             self.size["epochs"] = a.epochs
-        self.out = a.out.resolve()
+        self.out = a.out.resolve() / size_name
         self.workdir = str(Path(a.workdir).resolve())
 
     # ---- one run ------------------------------------------------------------
     def run_dir(self, variant: str, seed: int) -> Path:
         return self.out / "runs" / variant / f"seed-{seed}"
 
-    def guarded(self, variant: str, seed: int, body) -> dict:
+    def guarded(self, variant: str, seed: int, body, resumable: bool = False) -> dict:
         d = self.run_dir(variant, seed)
         done, failed = d / "score.json", d / "failed.json"
         rec = {"variant": variant, "seed": seed, "dir": str(d)}
@@ -142,9 +184,13 @@ class Driver:
         if failed.exists() and not self.a.retry_failed:
             say(f"{variant} seed {seed}: failed before, skipped (--retry-failed runs it again)")
             return {**rec, "ok": False, "error": json.loads(failed.read_text())["error"]}
-        if d.exists():
+        if time.time() > DEADLINE[0]:
+            return {**rec, "ok": False, "pending": True, "error": "not started before the --max-minutes deadline"}
+        if d.exists() and not resumable:
             shutil.rmtree(d)  # an unfinished or failed attempt: start over
-        d.mkdir(parents=True)
+        if failed.exists():
+            failed.unlink()
+        d.mkdir(parents=True, exist_ok=True)
         t0 = time.time()
         say(f"{variant} seed {seed}: started")
         try:
@@ -152,7 +198,18 @@ class Driver:
             r = {**rec, "ok": True, **scores_of(done), "seconds": time.time() - t0}
             say(f"{variant} seed {seed}: PER {100 * r['per']:.2f} %, boundary F1 {100 * r['boundary_f1_0']:.1f}, "
                 f"segment F1 {100 * r['segment_f1']:.1f} ({r['seconds']:.0f} s)")
+            old = d / "status.json"
+            if old.exists():  # the reference script's own metrics of the same model, for a sanity check
+                sm = json.loads(old.read_text()).get("script_metrics") or {}
+                if "phone_error_rate" in sm:
+                    r["script_per"] = sm["phone_error_rate"]
+                    if abs(r["script_per"] - r["per"]) > 1e-9:
+                        say(f"{variant} seed {seed}: note: the script's own PER {100 * r['script_per']:.3f} % "
+                            f"differs from timitseg score's {100 * r['per']:.3f} %")
             return r
+        except Interrupted as e:
+            say(f"{variant} seed {seed}: {e}; the next invocation goes on with it")
+            return {**rec, "ok": False, "pending": True, "error": str(e)}
         except Exception as e:  # a failing run is a result; the others go on
             err = str(e) if isinstance(e, RunFailed) else f"{type(e).__name__}: {e}"
             write_atomic(failed, json.dumps({"error": err, "seconds": time.time() - t0}, indent=2) + "\n")
@@ -167,6 +224,7 @@ class Driver:
         def body(d: Path, seed: int) -> None:
             s = self.size
             run_dir = d / "run"
+            ckpt = run_dir / "checkpoints" / f"epoch-{s['epochs']}.safetensors"
             cmd = self.ts + ["train", "--config", str(self.a.config),
                              "--set", f"data.workdir={self.workdir}", "--set", f"train.run_dir={run_dir}",
                              "--set", f"train.seed={seed}", "--set", f"train.epochs={s['epochs']}",
@@ -179,8 +237,17 @@ class Driver:
                 cmd += ["--set", f"train.threads={self.a.threads}", "--set", "crf.backend=cpu"]
             else:
                 cmd += ["--set", "crf.backend=cuda"]
-            sh(cmd, d / "log.txt", self.a.timeout)
-            ckpt = run_dir / "checkpoints" / f"epoch-{s['epochs']}.safetensors"
+            if ckpt.exists():
+                pass  # trained by an earlier invocation; evaluate and score below
+            elif any((run_dir / "checkpoints").glob("epoch-*.safetensors")):
+                # stopped by --max-minutes (or a crash) after some epochs: go on from the last one
+                sh(self.ts + ["train", "--resume", str(run_dir), "--set", f"train.device={self.a.device}"] +
+                   (["--set", f"train.threads={self.a.threads}"] if self.a.device == "cpu" else []),
+                   d / "log.txt", self.a.timeout)
+            else:
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)  # stopped within its first epoch: nothing to resume
+                sh(cmd, d / "log.txt", self.a.timeout)
             if not ckpt.exists():
                 raise RunFailed(f"{ckpt}: not written (see {d / 'log.txt'})")
             pred = d / "predictions.jsonl"
@@ -217,7 +284,7 @@ class Driver:
 
     # ---- the whole comparison -------------------------------------------------
     def prepare_jsonl(self) -> Path:
-        jsonl = self.out / "jsonl"
+        jsonl = self.a.out.resolve() / "jsonl"  # shared by the sizes
         stamp = jsonl / "source.json"
         want = {"workdir": self.workdir, "split": self.a.split,
                 "manifest_mtime": os.path.getmtime(Path(self.workdir) / "manifest.json")}
@@ -230,41 +297,78 @@ class Driver:
         write_atomic(stamp, json.dumps(want) + "\n")
         return jsonl
 
-    def main(self) -> int:
+    def jobs(self) -> tuple[list, list]:
+        """(reference jobs, timitseg jobs): callables that return one run's record."""
         a = self.a
         self.out.mkdir(parents=True, exist_ok=True)
-        variants = DEFAULT_VARIANTS if not a.variant else dict(parse_variant(v) for v in a.variant)
+        variants = self.variants = DEFAULT_VARIANTS if not a.variant else dict(parse_variant(v) for v in a.variant)
         seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
-        ts_jobs = [(name, seed, self.timitseg_body(shlex.split(args))) for name, args in variants.items()
-                   for seed in seeds]
+        ts_jobs = [lambda n=name, sd=seed, b=self.timitseg_body(shlex.split(args)): self.guarded(n, sd, b, True)
+                   for name, args in variants.items() for seed in seeds]
         old_jobs = []
         if a.torch_semimarkov:
             jsonl = self.prepare_jsonl()
-            old_jobs = [(f"old-{m}", seed, self.old_body(m, jsonl)) for m in a.old_models.split(",") for seed in seeds]
+            old_jobs = [lambda n=f"old-{m}", sd=seed, b=self.old_body(m, jsonl): self.guarded(n, sd, b)
+                        for m in a.old_models.split(",") for seed in seeds]
         write_atomic(self.out / "plan.json", json.dumps({
-            "workdir": self.workdir, "split": a.split, "size": a.size, "hyper": self.size, "seeds": seeds,
+            "workdir": self.workdir, "split": a.split, "size": self.size_name, "hyper": self.size, "seeds": seeds,
             "config": str(a.config), "timitseg": a.timitseg, "device": a.device,
             "variants": variants, "old_models": a.old_models if a.torch_semimarkov else None,
             "torch_semimarkov": str(a.torch_semimarkov) if a.torch_semimarkov else None}, indent=2) + "\n")
-        results: list[dict] = []
-        with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool, cf.ThreadPoolExecutor(max_workers=1) as gpu:
-            futs = [gpu.submit(self.guarded, n, s, b) for n, s, b in old_jobs]
-            futs += [pool.submit(self.guarded, n, s, b) for n, s, b in ts_jobs]
-            for f in cf.as_completed(futs):
-                results.append(f.result())
-        order = [f"old-{m}" for m in (a.old_models.split(",") if a.torch_semimarkov else [])] + list(variants)
+        return old_jobs, ts_jobs
+
+    def finish(self, results: list[dict]) -> int:
+        """Writes results.json and results.md of this size; returns the number of pending runs."""
+        a = self.a
+        order = [f"old-{m}" for m in (a.old_models.split(",") if a.torch_semimarkov else [])] + list(self.variants)
         table = summarize(results, order)
         write_atomic(self.out / "results.json", json.dumps(
             {"plan": json.loads((self.out / "plan.json").read_text()), "summary": table,
              "runs": sorted(results, key=lambda r: (order.index(r["variant"]), r["seed"]))}, indent=2) + "\n")
-        md = markdown(table, self.size, a)
+        md = markdown(table, self.size_name, self.size, a)
         write_atomic(self.out / "results.md", md)
         print()
         print(md)
-        failed = sum(1 for r in results if not r["ok"])
-        print(f"{len(results) - failed} runs finished, {failed} failed; {self.out / 'results.json'}, "
-              f"{self.out / 'results.md'}")
-        return 0
+        pending = sum(1 for r in results if r.get("pending"))
+        failed = sum(1 for r in results if not r["ok"]) - pending
+        print(f"{self.size_name}: {len(results) - failed - pending} runs finished, {failed} failed, {pending} "
+              f"pending; {self.out / 'results.json'}, {self.out / 'results.md'}")
+        return pending
+
+
+def run_all(a) -> int:
+    drivers = [Driver(a, name) for name in a.size.split(",")]
+    per_driver: list[list[dict]] = [[] for _ in drivers]
+    with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool, cf.ThreadPoolExecutor(max_workers=1) as gpu:
+        futs = {}
+        # timitseg runs first in the queue of the CPU pool; the reference runs queue on the GPU worker
+        all_jobs = [(i, d.jobs()) for i, d in enumerate(drivers)]
+        for i, (old_jobs, _) in all_jobs:
+            futs.update({gpu.submit(j): i for j in old_jobs})
+        for i, (_, ts_jobs) in all_jobs:
+            futs.update({pool.submit(j): i for j in ts_jobs})
+        for f in cf.as_completed(futs):
+            per_driver[futs[f]].append(f.result())
+    pending = sum(d.finish(r) for d, r in zip(drivers, per_driver))
+    if pending:
+        print("the --max-minutes deadline stopped some runs: run the same command again to finish them")
+        return 4
+    return 0
+
+
+def make_synth(a) -> None:
+    parts = a.synth.split(",")
+    if len(parts) not in (2, 3) or not all(x.strip().isdigit() for x in parts):
+        raise SystemExit(f"error: --synth {a.synth}: expected SPEAKERS,UTTERANCES[,SEED], e.g. 48,8")
+    spk, utt, seed = (parts + ["1"])[:3]
+    ts = shlex.split(a.timitseg)
+    corpus = Path(str(Path(a.workdir)).rstrip("/") + "-corpus")
+    if not corpus.exists():
+        say(f"making the synth corpus {corpus} ({spk} speakers x {utt} utterances, seed {seed})")
+        subprocess.run(ts + ["synth", "--out", str(corpus), "--speakers", spk, "--utterances-per-speaker", utt,
+                             "--seed", seed], check=True)
+    say(f"preparing {a.workdir}")
+    subprocess.run(ts + ["prepare", "--timit", str(corpus), "--out", str(a.workdir)], check=True)
 
 
 def parse_variant(v: str) -> tuple[str, str]:
@@ -288,9 +392,11 @@ def summarize(results: list[dict], order: list[str]) -> list[dict]:
     for v in order:
         rs = [r for r in results if r["variant"] == v]
         ok = [r for r in rs if r["ok"]]
-        row = {"variant": v, "runs": len(rs), "ok": len(ok), "failed": len(rs) - len(ok),
-               "failed_seeds": sorted(r["seed"] for r in rs if not r["ok"]),
-               "errors": sorted({r["error"].splitlines()[0] for r in rs if not r["ok"]})}
+        bad = [r for r in rs if not r["ok"] and not r.get("pending")]
+        row = {"variant": v, "runs": len(rs), "ok": len(ok), "failed": len(bad),
+               "pending": sum(1 for r in rs if r.get("pending")),
+               "failed_seeds": sorted(r["seed"] for r in bad),
+               "errors": sorted({r["error"].splitlines()[0] for r in bad})}
         for key, *_ in METRICS:
             if ok:
                 m, sd = mean_std([r[key] for r in ok])
@@ -299,9 +405,9 @@ def summarize(results: list[dict], order: list[str]) -> list[dict]:
     return rows
 
 
-def markdown(table: list[dict], size: dict, a) -> str:
+def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
     head = "| | " + " | ".join(h for _, h, _, _ in METRICS) + " | runs ok / failed |"
-    lines = [f"Split {a.split} of {a.workdir}; size {a.size} ({size['layers']} x {size['hidden']} BiLSTM, batch "
+    lines = [f"Split {a.split} of {a.workdir}; size {size_name} ({size['layers']} x {size['hidden']} BiLSTM, batch "
              f"{size['batch']}, lr {size['lr']}, crf-reg {size['crf_reg']}, {size['epochs']} epochs); the last "
              f"epoch's model; mean ± std over seeds {a.seeds} (PER in %, F1 x 100).", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
@@ -313,7 +419,7 @@ def markdown(table: list[dict], size: dict, a) -> str:
                 continue
             m, sd = row[key]["mean"] * scale, row[key]["std"] * scale
             cells.append(f"{m:.{dig}f} ± {sd:.{dig}f}" if math.isfinite(sd) else f"{m:.{dig}f}")
-        fail = f"{row['ok']} / {row['failed']}"
+        fail = f"{row['ok']} / {row['failed']}" + (f" ({row['pending']} pending)" if row["pending"] else "")
         if row["failed"]:
             fail += " (seeds " + ",".join(map(str, row["failed_seeds"])) + ": " + "; ".join(row["errors"])[:120] + ")"
         lines.append(f"| {row['variant']} | " + " | ".join(cells) + f" | {fail} |")
@@ -332,9 +438,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--config", type=Path, default=REPO / "configs" / "synth.yaml",
                     help="timitseg base config (default: configs/synth.yaml); the size's keys and the variant's "
                          "--set are applied on top")
-    ap.add_argument("--size", choices=sorted(SIZES), default="demo",
-                    help="demo: 2 x 128, batch 8; recipe: 3 x 256, batch 32; both lr 0.005, crf-reg 0.001, "
-                         "20 epochs, dropout 0.3 for the matched variants")
+    ap.add_argument("--size", default="demo",
+                    help="demo, recipe or both (demo,recipe: OUT/demo and OUT/recipe, run side by side). demo: "
+                         "2 x 128, batch 8; recipe: 3 x 256, batch 32; both lr 0.005, crf-reg 0.001, 20 epochs, "
+                         "dropout 0.3 for the matched variants")
     ap.add_argument("--epochs", type=int, default=0, help="override the size's 20 epochs (smoke tests)")
     ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
     ap.add_argument("--variant", action="append", default=None, metavar="NAME=ARGS",
@@ -352,11 +459,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--python", default=sys.executable, help="python with torch for the reference runs")
     ap.add_argument("--timeout", type=float, default=6 * 3600, help="seconds per training run before it is failed")
     ap.add_argument("--retry-failed", action="store_true", help="run recorded failures again")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="stop after this many minutes (0 = no limit): running commands are stopped, unstarted "
+                         "runs left pending, the table of what finished is written, exit 4; the same command "
+                         "again goes on (timitseg runs resume from their last epoch, reference runs restart)")
     ap.add_argument("--out", type=Path, required=True, help="output folder (runs/, results.json, results.md)")
+    ap.add_argument("--synth", default=None, metavar="SPEAKERS,UTTERANCES[,SEED]",
+                    help="when WORKDIR is not prepared yet, make it first: timitseg synth --speakers SPEAKERS "
+                         "--utterances-per-speaker UTTERANCES --seed SEED (default 1) into WORKDIR-corpus, then "
+                         "timitseg prepare (the demo corpus: 48,8)")
     a = ap.parse_args(argv)
+    if a.synth and not (Path(a.workdir) / "manifest.json").is_file():
+        make_synth(a)
     if not (Path(a.workdir) / "manifest.json").is_file():
-        raise SystemExit(f"error: --workdir {a.workdir}: no manifest.json (not a prepared WORKDIR)")
-    return Driver(a).main()
+        raise SystemExit(f"error: --workdir {a.workdir}: no manifest.json (not a prepared WORKDIR; --synth makes one)")
+    a.workdir = str(Path(a.workdir).resolve())
+    a.out = a.out.resolve()
+    a.config = a.config.resolve()
+    if a.torch_semimarkov:
+        a.torch_semimarkov = a.torch_semimarkov.resolve()
+    for name in a.size.split(","):
+        if name not in SIZES:
+            raise SystemExit(f"error: --size {a.size}: '{name}' is not one of {', '.join(SIZES)}")
+    if a.max_minutes > 0:
+        DEADLINE[0] = time.time() + 60 * a.max_minutes
+    return run_all(a)
 
 
 if __name__ == "__main__":
