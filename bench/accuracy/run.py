@@ -13,9 +13,9 @@ OUT/results.md (a markdown table for docs/training.md).
   timitseg runs       train (configs/synth.yaml + the size's keys + the
                       variant's --set), evaluate --dump-predictions, score;
                       --jobs of them at once (on the CPU with train.threads 2)
-  reference runs      bench/accuracy/old_script_run.py, one at a time (the
-                      GPU), concurrently with the timitseg runs; only with
-                      --torch-semimarkov
+  reference runs      bench/accuracy/old_script_run.py, one at a time on the
+                      GPU (--old-jobs), concurrently with the timitseg runs;
+                      only with --torch-semimarkov
 
 Robust: a failing run (crash, NaN, timeout) is recorded in its folder
 (failed.json, log.txt) and the others go on; re-running the same command skips
@@ -180,7 +180,7 @@ class Driver:
         rec = {"variant": variant, "seed": seed, "dir": str(d)}
         if done.exists():
             say(f"{variant} seed {seed}: finished before, skipped")
-            return {**rec, "ok": True, **scores_of(done)}
+            return self.with_script_per({**rec, "ok": True, **scores_of(done)}, d, quiet=True)
         if failed.exists() and not self.a.retry_failed:
             say(f"{variant} seed {seed}: failed before, skipped (--retry-failed runs it again)")
             return {**rec, "ok": False, "error": json.loads(failed.read_text())["error"]}
@@ -198,15 +198,7 @@ class Driver:
             r = {**rec, "ok": True, **scores_of(done), "seconds": time.time() - t0}
             say(f"{variant} seed {seed}: PER {100 * r['per']:.2f} %, boundary F1 {100 * r['boundary_f1_0']:.1f}, "
                 f"segment F1 {100 * r['segment_f1']:.1f} ({r['seconds']:.0f} s)")
-            old = d / "status.json"
-            if old.exists():  # the reference script's own metrics of the same model, for a sanity check
-                sm = json.loads(old.read_text()).get("script_metrics") or {}
-                if "phone_error_rate" in sm:
-                    r["script_per"] = sm["phone_error_rate"]
-                    if abs(r["script_per"] - r["per"]) > 1e-9:
-                        say(f"{variant} seed {seed}: note: the script's own PER {100 * r['script_per']:.3f} % "
-                            f"differs from timitseg score's {100 * r['per']:.3f} %")
-            return r
+            return self.with_script_per(r, d)
         except Interrupted as e:
             say(f"{variant} seed {seed}: {e}; the next invocation goes on with it")
             return {**rec, "ok": False, "pending": True, "error": str(e)}
@@ -215,6 +207,19 @@ class Driver:
             write_atomic(failed, json.dumps({"error": err, "seconds": time.time() - t0}, indent=2) + "\n")
             say(f"{variant} seed {seed}: FAILED: {err.splitlines()[0]} (log: {d / 'log.txt'})")
             return {**rec, "ok": False, "error": err}
+
+    @staticmethod
+    def with_script_per(r: dict, d: Path, quiet: bool = False) -> dict:
+        """Adds the reference script's own PER of the same model (status.json), a sanity check of the scoring."""
+        st = d / "status.json"
+        if st.exists():
+            sm = json.loads(st.read_text()).get("script_metrics") or {}
+            if isinstance(sm.get("phone_error_rate"), (int, float)):
+                r["script_per"] = sm["phone_error_rate"]
+                if abs(r["script_per"] - r["per"]) > 1e-9 and not quiet:
+                    say(f"{r['variant']} seed {r['seed']}: note: the script's own PER {100 * r['script_per']:.3f} % "
+                        f"differs from timitseg score's {100 * r['per']:.3f} %")
+        return r
 
     def score(self, d: Path, pred: Path) -> None:
         sh(self.ts + ["score", "--workdir", self.workdir, "--split", self.a.split, "--predictions", str(pred),
@@ -339,7 +344,7 @@ class Driver:
 def run_all(a) -> int:
     drivers = [Driver(a, name) for name in a.size.split(",")]
     per_driver: list[list[dict]] = [[] for _ in drivers]
-    with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool, cf.ThreadPoolExecutor(max_workers=1) as gpu:
+    with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool, cf.ThreadPoolExecutor(max_workers=a.old_jobs) as gpu:
         futs = {}
         # timitseg runs first in the queue of the CPU pool; the reference runs queue on the GPU worker
         all_jobs = [(i, d.jobs()) for i, d in enumerate(drivers)]
@@ -452,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--threads", type=int, default=2, help="train.threads of each timitseg run on the CPU")
     ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
                     help="timitseg runs at once (default: cores / 2)")
+    ap.add_argument("--old-jobs", type=int, default=1,
+                    help="reference runs at once (default 1; they share the GPU, whose small kernels leave room)")
     ap.add_argument("--old-models", default="linear,semicrf", help="reference models (linear, semicrf)")
     ap.add_argument("--old-device", default=None, help="torch device of the reference runs (default: cuda if present)")
     ap.add_argument("--old-no-triton", action="store_true", help="reference runs with use_triton=False (CPU)")
