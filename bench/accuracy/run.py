@@ -146,7 +146,9 @@ def sh(cmd: list[str], log: Path, timeout: float | None) -> None:
             raise
     if rc != 0:
         tail = log.read_text(errors="replace").strip().splitlines()[-8:]
-        raise RunFailed(f"exit {rc}: {shlex.join(cmd[:2])} ...\n" + "\n".join(tail))
+        errs = [l for l in tail if "error" in l.lower() or "nan" in l.lower()] or tail[-1:] or [""]
+        sub = next((Path(c).name for c in cmd if c in ("train", "evaluate", "score") or c.endswith(".py")), cmd[0])
+        raise RunFailed(f"{sub} exit {rc}: {errs[-1].strip()[:200]}\n" + "\n".join(tail))
 
 
 def scores_of(score_json: Path) -> dict:
