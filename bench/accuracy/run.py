@@ -136,7 +136,7 @@ def sh(cmd: list[str], log: Path, timeout: float | None) -> None:
                     pass
                 if time.time() > DEADLINE[0]:
                     stop(proc)
-                    raise Interrupted("stopped at the --max-minutes deadline")
+                    raise Interrupted("stopped (--max-minutes deadline or an interrupt)")
                 if timeout and time.time() - t0 > timeout:
                     stop(proc)
                     raise RunFailed(f"timed out after {timeout:.0f} s: {shlex.join(cmd[:3])} ...")
@@ -354,11 +354,22 @@ def run_all(a) -> int:
             futs.update({gpu.submit(j): i for j in old_jobs})
         for i, (_, ts_jobs) in all_jobs:
             futs.update({pool.submit(j): i for j in ts_jobs})
-        for f in cf.as_completed(futs):
-            per_driver[futs[f]].append(f.result())
+        try:
+            for f in cf.as_completed(futs):
+                per_driver[futs[f]].append(f.result())
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM: the workers stop their commands within seconds (as at
+            # the --max-minutes deadline); what finished is summarized as usual
+            say("interrupted: stopping the running commands")
+            DEADLINE[0] = 0.0
+            done = {id(r) for rs in per_driver for r in rs}
+            for f, i in futs.items():
+                r = f.result()
+                if id(r) not in done:
+                    per_driver[i].append(r)
     pending = sum(d.finish(r) for d, r in zip(drivers, per_driver))
     if pending:
-        print("the --max-minutes deadline stopped some runs: run the same command again to finish them")
+        print("some runs were stopped (--max-minutes or an interrupt) or not started: run the same command again to finish them")
         return 4
     return 0
 
@@ -492,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit(f"error: --size {a.size}: '{name}' is not one of {', '.join(SIZES)}")
     if a.max_minutes > 0:
         DEADLINE[0] = time.time() + 60 * a.max_minutes
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
     return run_all(a)
 
 
