@@ -62,6 +62,17 @@ DEFAULT_VARIANTS = {
     "timitseg-linear-matched": "--set crf.max_duration=1 " + MATCHED,
     "timitseg-semicrf-matched": f"--set crf.max_duration={K_SEMI} " + MATCHED,
 }
+# One factor at a time, from the matched settings back to the shipped ones (--preset ablation).
+ABLATION_VARIANTS = {}
+for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
+    _base = f"--set crf.max_duration={_k} " + MATCHED
+    ABLATION_VARIANTS[f"{_crf}-matched"] = _base
+    ABLATION_VARIANTS[f"{_crf}-matched-dropout0.2"] = _base + " --set model.dropout=0.2"
+    ABLATION_VARIANTS[f"{_crf}-matched-bucketing"] = _base + " --set train.bucketing=true"
+    ABLATION_VARIANTS[f"{_crf}-matched-cosine-per-update"] = _base + " --set train.lr_schedule=cosine"
+    ABLATION_VARIANTS[f"{_crf}-matched-init-zero"] = _base + " --set crf.init_scale=0"
+    ABLATION_VARIANTS[f"{_crf}-matched-frame-normalized"] = _base + " --set crf.loss_normalization=frame"
+PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS}
 METRICS = [  # (key in results, header, scale, digits)
     ("per", "PER %", 100, 2),
     ("boundary_f1_0", "boundary F1 tol 0", 100, 1),
@@ -308,7 +319,8 @@ class Driver:
         """(reference jobs, timitseg jobs): callables that return one run's record."""
         a = self.a
         self.out.mkdir(parents=True, exist_ok=True)
-        variants = self.variants = DEFAULT_VARIANTS if not a.variant else dict(parse_variant(v) for v in a.variant)
+        variants = self.variants = (PRESETS[a.preset] if not a.variant else
+                                    dict(parse_variant(v) for v in a.variant))
         seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
         ts_jobs = [lambda n=name, sd=seed, b=self.timitseg_body(shlex.split(args)): self.guarded(n, sd, b, True)
                    for name, args in variants.items() for seed in seeds]
@@ -447,8 +459,9 @@ def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
-                                 epilog="Default timitseg variants (NAME=ARGS):\n" +
-                                 "\n".join(f"  {k}={v}" for k, v in DEFAULT_VARIANTS.items()))
+                                 epilog="timitseg variants of --preset main (NAME=ARGS):\n" +
+                                 "\n".join(f"  {k}={v}" for k, v in DEFAULT_VARIANTS.items()) +
+                                 "\n--preset ablation: " + ", ".join(ABLATION_VARIANTS))
     ap.add_argument("--workdir", required=True, help="prepared WORKDIR (timitseg prepare)")
     ap.add_argument("--torch-semimarkov", type=Path, default=None,
                     help="torch-semimarkov checkout (benchmarking branch); without it only timitseg runs")
@@ -465,6 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=None, metavar="NAME=ARGS",
                     help="a timitseg variant: NAME=--set k=v --set ... (repeatable; replaces the defaults; "
                          "{dropout} etc. expand to the size's values)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="main",
+                    help="timitseg variants when no --variant is given: main (shipped and matched, linear and "
+                         "semi-CRF) or ablation (matched, then one factor at a time set back: dropout 0.2, "
+                         "bucketing, per-update cosine, zero CRF init, per-frame loss)")
     ap.add_argument("--split", default="core-test", help="split scored (default core-test)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="timitseg's train.device")
     ap.add_argument("--threads", type=int, default=2, help="train.threads of each timitseg run on the CPU")
