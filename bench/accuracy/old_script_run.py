@@ -58,11 +58,10 @@ def jsonable(x):
         return {str(k): jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
         return [jsonable(v) for v in x]
-    if hasattr(x, "item") and callable(x.item):
-        try:
-            x = x.item()
-        except (ValueError, TypeError):
-            return str(x)
+    if hasattr(x, "tolist") and callable(x.tolist):  # numpy arrays and scalars, torch tensors
+        x = x.tolist()
+        if isinstance(x, (list, tuple)):
+            return [jsonable(v) for v in x]
     if isinstance(x, float) and not math.isfinite(x):
         return str(x)
     if isinstance(x, (int, float, str, bool)) or x is None:

@@ -329,11 +329,24 @@ class Driver:
             jsonl = self.prepare_jsonl()
             old_jobs = [lambda n=f"old-{m}", sd=seed, b=self.old_body(m, jsonl): self.guarded(n, sd, b)
                         for m in a.old_models.split(",") for seed in seeds]
-        write_atomic(self.out / "plan.json", json.dumps({
-            "workdir": self.workdir, "split": a.split, "size": self.size_name, "hyper": self.size, "seeds": seeds,
-            "config": str(a.config), "timitseg": a.timitseg, "device": a.device,
-            "variants": variants, "old_models": a.old_models if a.torch_semimarkov else None,
-            "torch_semimarkov": str(a.torch_semimarkov) if a.torch_semimarkov else None}, indent=2) + "\n")
+        plan = {"workdir": self.workdir, "split": a.split, "size": self.size_name, "hyper": self.size, "seeds": seeds,
+                "config": str(a.config), "timitseg": a.timitseg, "device": a.device,
+                "variants": variants, "old_models": a.old_models if a.torch_semimarkov else None,
+                "torch_semimarkov": str(a.torch_semimarkov) if a.torch_semimarkov else None}
+        old_plan_path = self.out / "plan.json"
+        if old_plan_path.exists():
+            # finished runs are reused by name: refuse to mix runs of other settings
+            old_plan = json.loads(old_plan_path.read_text())
+            for key in ("workdir", "split", "hyper", "config"):
+                if old_plan.get(key) != plan[key]:
+                    raise SystemExit(f"error: {self.out} holds runs with {key} = {old_plan.get(key)}, this call has "
+                                     f"{plan[key]}; use another --out")
+            for name, args in variants.items():
+                if old_plan.get("variants", {}).get(name, args) != args:
+                    raise SystemExit(f"error: {self.out}: variant {name} was run with '{old_plan['variants'][name]}', "
+                                     f"this call has '{args}'; rename the variant or use another --out")
+            plan["variants"] = {**old_plan.get("variants", {}), **variants}
+        write_atomic(old_plan_path, json.dumps(plan, indent=2) + "\n")
         return old_jobs, ts_jobs
 
     def finish(self, results: list[dict]) -> int:
