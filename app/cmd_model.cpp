@@ -180,6 +180,9 @@ void add_model_commands(CLI::App& app) {
   ev->add_option("--dump-scores", eo->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "
                  "F32 [T,C] (projection output before centering), segments I32 [N,3] (start, duration, label)");
+  ev->add_option("--dump-predictions", eo->dump_predictions,
+                 "Write the predicted frame labels as JSONL, one line per utterance in split order: {\"index\": I, "
+                 "\"utterance_id\": ID, \"phones\": [39-phone name per frame]} (the input of `timitseg score`)");
   ev->add_option("--crf-backend", eo->backend,
                  "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
@@ -190,6 +193,24 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   ev->callback([eo] { model::evaluate(*eo); });
+
+  // ---- score ----------------------------------------------------------------
+  auto so = std::make_shared<model::ScoreOptions>();
+  CLI::App* sc = app.add_subcommand(
+      "score",
+      "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
+      "evaluate (PER, boundary F1 at 0/1/2 frames, segment F1, duration KL, ...)");
+  sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
+  sc->add_option("--split", so->split, "Split of the WORKDIR: dev, core-test, test (or train)")
+      ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
+      ->capture_default_str();
+  sc->add_option("--predictions", so->predictions,
+                 "JSONL, one line per utterance of the split in split order: {\"index\": I (0-based), "
+                 "\"utterance_id\": ID, \"phones\": [39-phone name per frame]}; other fields are ignored "
+                 "(evaluate --dump-predictions writes it)")
+      ->required();
+  sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");
+  sc->callback([so] { model::score(*so); });
 
   // ---- decode ---------------------------------------------------------------
   auto dec = std::make_shared<model::DecodeOptions>();

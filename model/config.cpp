@@ -42,6 +42,7 @@ const std::vector<Entry>& entries() {
       {"crf.reg", &Config::crf_reg},
       {"crf.backend", &Config::crf_backend},
       {"crf.loss_normalization", &Config::crf_loss_normalization},
+      {"crf.init_scale", &Config::crf_init_scale},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -441,8 +442,11 @@ void Config::validate() const {
   check(*this, train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
   check(*this, train_lr > 0.0, "train.lr", train_lr, "> 0");
   check(*this, train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
-  check(*this, train_lr_schedule == "cosine" || train_lr_schedule == "constant", "train.lr_schedule", train_lr_schedule,
-        "one of cosine, constant");
+  check(*this, crf_init_scale >= 0.0 && crf_init_scale <= 10.0, "crf.init_scale", crf_init_scale,
+        "in [0, 10] (0 = zeros)");
+  check(*this,
+        train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
+        "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");
   check(*this, train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
   check(*this, train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
   check(*this, train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");

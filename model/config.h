@@ -30,13 +30,14 @@ struct Config {
   double crf_reg = 0.0;              // crf.reg: L2 penalty on transition and duration_bias
   std::string crf_backend = "cpu";   // crf.backend: reference | cpu | cuda
   std::string crf_loss_normalization = "utterance";  // crf.loss_normalization: utterance | frame
+  double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
   // train
   std::string train_run_dir;         // train.run_dir (required)
   int train_epochs = 20;             // train.epochs
   int train_batch_size = 32;         // train.batch_size
   double train_lr = 1e-3;            // train.lr
   double train_min_lr = 0.0;         // train.min_lr: end of the cosine schedule
-  std::string train_lr_schedule = "cosine";  // train.lr_schedule: cosine | constant
+  std::string train_lr_schedule = "cosine";  // train.lr_schedule: cosine (per update) | cosine_epoch (per epoch) | constant
   double train_weight_decay = 1e-5;  // train.weight_decay (AdamW, decoupled)
   double train_beta1 = 0.9;          // train.beta1
   double train_beta2 = 0.999;        // train.beta2

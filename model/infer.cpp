@@ -103,6 +103,7 @@ void check_threads(int threads) {
 nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
+  if (!o.dump_predictions.empty()) check_output_folder("--dump-predictions", o.dump_predictions);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
@@ -118,10 +119,10 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   for (const auto& u : split.utterances) utts.push_back(&u);
   if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
   Metrics metrics(s.labels.names39);
-  UtteranceHook hook;
+  UtteranceHook scores_hook;
   if (!o.dump_scores_dir.empty()) {
-    hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
-               const std::vector<crf::Segment>& segs) {
+    scores_hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
+                      const std::vector<crf::Segment>& segs) {
       const int64_t L = batch.input.lengths[row], T = batch.input.T, D = s.dims.input_dim, C = s.dims.num_classes;
       std::vector<float> feats(batch.input.features.begin() + row * T * D,
                                batch.input.features.begin() + (row * T + L) * D);
@@ -140,8 +141,30 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       st::save((fs::path(o.dump_scores_dir) / (safe_name(u.id) + ".safetensors")).string(), f);
     };
   }
+  // --dump-predictions: each utterance's 39-phone frame labels, kept by its
+  // index in the split (evaluate_utterances visits them sorted by length).
+  std::vector<std::string> prediction_lines(o.dump_predictions.empty() ? 0 : utts.size());
+  std::map<const data::Utterance*, size_t> index_of;
+  for (size_t i = 0; i < utts.size(); ++i) index_of[utts[i]] = i;
+  UtteranceHook hook;
+  if (scores_hook || !prediction_lines.empty())
+    hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
+               const std::vector<crf::Segment>& segs) {
+      if (scores_hook) scores_hook(u, batch, row, all_scores, segs);
+      if (prediction_lines.empty()) return;
+      std::vector<int> pred(static_cast<size_t>(u.num_frames), -1);
+      for (const crf::Segment& x : segs)
+        for (int t = x.start; t < x.start + x.duration; ++t) pred.at(t) = s.labels.to39.at(x.label);
+      const size_t i = index_of.at(&u);
+      prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
+    };
   evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, o.batch_size, metrics, hook,
                       !o.dump_scores_dir.empty());
+  if (!prediction_lines.empty()) {
+    std::string text;
+    for (const std::string& line : prediction_lines) text += line + "\n";
+    write_file_atomic(o.dump_predictions, text);
+  }
   nlohmann::json j = metrics.to_json();
   j["checkpoint"] = o.checkpoint;
   j["split"] = o.split;
@@ -213,6 +236,86 @@ void decode_one(const std::string& src, const fs::path& stem, const ModelState& 
 }
 
 }  // namespace
+std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
+                            const std::vector<std::string>& names39) {
+  nlohmann::json phones = nlohmann::json::array();
+  for (int p : pred39) phones.push_back(names39.at(static_cast<size_t>(p)));
+  nlohmann::ordered_json j;
+  j["index"] = index;
+  j["utterance_id"] = utterance_id;
+  j["phones"] = std::move(phones);
+  return j.dump();
+}
+
+nlohmann::json score(const ScoreOptions& o) {
+  if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
+  const data::Split split = data::load_split(o.workdir, o.split);
+  const LabelSet ls = LabelSet::make(39);
+  std::map<std::string, int> idx39;
+  for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
+  std::ifstream in(o.predictions, std::ios::binary);
+  if (!in) throw std::runtime_error(o.predictions + ": cannot open the predictions file");
+  Metrics metrics(ls.names39);
+  const size_t U = split.utterances.size();
+  std::string line;
+  size_t n = 0;  // lines read that hold an utterance
+  int64_t lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = o.predictions + ":" + std::to_string(lineno) + ": ";
+    if (n >= U)
+      throw std::runtime_error(where + "an extra line: split '" + o.split + "' of " + o.workdir + " has only " +
+                               std::to_string(U) + " utterances");
+    const data::Utterance& u = split.utterances[n];
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(where + "not a JSON object");
+    }
+    if (!j.is_object() || !j.contains("phones") || !j["phones"].is_array())
+      throw std::runtime_error(where + "no \"phones\" array (expected {\"index\", \"utterance_id\", \"phones\"})");
+    if (!j.contains("index") || !(j["index"].is_number_integer() && j["index"].get<int64_t>() == static_cast<int64_t>(n)))
+      throw std::runtime_error(where + "index " + (j.contains("index") ? j["index"].dump() : "missing") + ", expected " + std::to_string(n) +
+                               " (one line per utterance, in split order)");
+    if (!j.contains("utterance_id") || !j["utterance_id"].is_string())
+      throw std::runtime_error(where + "no \"utterance_id\" string");
+    if (j["utterance_id"].get<std::string>() != u.id)
+      throw std::runtime_error(where + "utterance_id '" + j["utterance_id"].get<std::string>() + "', expected '" +
+                               u.id + "' (utterance " + std::to_string(n) + " of split '" + o.split + "')");
+    const nlohmann::json& ph = j["phones"];
+    if (ph.size() != static_cast<size_t>(u.num_frames))
+      throw std::runtime_error(where + "utterance '" + u.id + "' has " + std::to_string(ph.size()) +
+                               " predicted frames, the split has " + std::to_string(u.num_frames));
+    std::vector<int> ref(static_cast<size_t>(u.num_frames)), pred(static_cast<size_t>(u.num_frames));
+    for (int t = 0; t < u.num_frames; ++t) {
+      const int c = ls.from61(u.labels[t]);
+      if (c < 0) throw std::runtime_error(o.workdir + ": split '" + o.split + "', utterance '" + u.id + "': frame " +
+                                          std::to_string(t) + " has no 39-phone label");
+      ref[t] = ls.to39[c];
+      auto it = ph[t].is_string() ? idx39.find(ph[t].get<std::string>()) : idx39.end();
+      if (it == idx39.end())
+        throw std::runtime_error(where + "utterance '" + u.id + "', frame " + std::to_string(t) + ": " + ph[t].dump() +
+                                 " is not one of the 39 phones");
+      pred[t] = it->second;
+    }
+    metrics.add(ref, pred);
+    ++n;
+  }
+  if (in.bad()) throw std::runtime_error(o.predictions + ": read error");
+  if (n < U)
+    throw std::runtime_error(o.predictions + ": " + std::to_string(n) + " utterance lines, split '" + o.split +
+                             "' of " + o.workdir + " has " + std::to_string(U) + " (the next expected is '" +
+                             split.utterances[n].id + "')");
+  nlohmann::json j = metrics.to_json();
+  j["predictions"] = o.predictions;
+  j["split"] = o.split;
+  std::printf("score %s on %s\n%s", o.predictions.c_str(), o.split.c_str(), metrics.table().c_str());
+  std::fflush(stdout);
+  if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
+  return j;
+}
 
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);

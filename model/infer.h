@@ -18,12 +18,34 @@ struct EvaluateOptions {
   std::string backend;            // "" = the checkpoint's crf.backend
   std::string json_out;           // "" = none
   std::string dump_scores_dir;    // "" = none
+  std::string dump_predictions;   // "" = none; else a predictions JSONL (score's input format, below)
   std::string device;               // cpu | cuda | auto ("" = auto: the GPU when present)
   int batch_size = 32;
   int threads = 0;
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);
+
+// Frame predictions of a whole split as JSONL, one line per utterance in split
+// order: {"index": I (0-based), "utterance_id": ID, "phones": [39-phone name per
+// frame]}; other fields are allowed and ignored. `evaluate --dump-predictions`
+// writes it, `timitseg score` reads it (also from other programs).
+struct ScoreOptions {
+  std::string workdir;      // prepared WORKDIR
+  std::string split = "core-test";
+  std::string predictions;  // the JSONL file
+  std::string json_out;     // "" = none
+};
+// Scores the predictions against the split's reference labels with Metrics
+// (the same numbers evaluate prints for the same predictions); prints the table
+// on stdout and returns the metrics JSON. Errors name the file and line: a
+// missing or extra line, an index or utterance id out of order, a length
+// different from the utterance's frames, an unknown phone name.
+nlohmann::json score(const ScoreOptions& o);
+
+// One line of the predictions JSONL (no trailing newline).
+std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
+                            const std::vector<std::string>& names39);
 
 struct DecodeOptions {
   std::string checkpoint;

@@ -3,8 +3,10 @@
 // State is float32 like the parameters; norms are accumulated in float64.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -59,12 +61,28 @@ inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
   return norm;
 }
 
-// Learning rate at update `step` (0-based) of `total` updates: torch's
-// CosineAnnealingLR with T_max = total stepped once per update, so update 0
-// uses lr and min_lr is reached after the last update (every update counts).
-inline double scheduled_lr(const std::string& schedule, double lr, double min_lr, int64_t step, int64_t total) {
+// Learning rate at update `step` (0-based) of `total` updates:
+//   cosine        torch's CosineAnnealingLR with T_max = total stepped once per
+//                 update, so update 0 uses lr and min_lr is reached after the
+//                 last update (every update counts);
+//   cosine_epoch  CosineAnnealingLR with T_max = epochs stepped once per epoch
+//                 (the reference script): every update of epoch e (0-based,
+//                 e = step / steps_per_epoch, epochs = total / steps_per_epoch)
+//                 uses min_lr + (lr - min_lr) (1 + cos(pi e / epochs)) / 2;
+//   constant      lr.
+inline double scheduled_lr(const std::string& schedule, double lr, double min_lr, int64_t step, int64_t total,
+                           int64_t steps_per_epoch = 0) {
   if (schedule == "constant" || total <= 0) return lr;
   const double pi = 3.14159265358979323846;
+  if (schedule == "cosine_epoch") {
+    if (steps_per_epoch <= 0 || total % steps_per_epoch != 0)
+      throw std::invalid_argument("lr_schedule cosine_epoch: total updates " + std::to_string(total) +
+                                  " are not a whole number of epochs of " + std::to_string(steps_per_epoch) +
+                                  " updates");
+    const int64_t epochs = total / steps_per_epoch;
+    const int64_t e = std::min(step / steps_per_epoch, epochs);
+    return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(pi * static_cast<double>(e) / static_cast<double>(epochs)));
+  }
   const double progress = std::min(1.0, static_cast<double>(step) / static_cast<double>(total));
   return min_lr + 0.5 * (lr - min_lr) * (1.0 + std::cos(pi * progress));
 }

@@ -50,8 +50,15 @@ const ParamInfo& ParamLayout::get(const std::string& name) const {
   throw std::invalid_argument("model: no parameter named '" + name + "'");
 }
 
+double standard_normal(std::mt19937_64& rng) {
+  const double u1 = 1.0 - uniform01(rng);  // (0, 1]: log is finite
+  const double u2 = uniform01(rng);
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * 3.14159265358979323846 * u2);
+}
+
 template <class S>
-void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params) {
+void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params, double crf_init_scale) {
+  if (!(crf_init_scale >= 0.0)) throw std::invalid_argument("init_params: crf_init_scale must be >= 0");
   params.assign(layout.total(), S(0));
   const ModelDims& d = layout.dims();
   for (const ParamInfo& p : layout.params()) {
@@ -59,11 +66,16 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
     if (p.name.rfind("encoder.input_proj.", 0) == 0) bound = 1.0 / std::sqrt(double(d.input_dim));
     else if (p.name.rfind("encoder.lstm.", 0) == 0) bound = 1.0 / std::sqrt(double(d.per_direction()));
     else if (p.name.rfind("crf.projection.", 0) == 0) bound = 1.0 / std::sqrt(double(d.hidden_dim));
-    else continue;  // transition, duration_bias, start, end: zeros
+    else if ((p.name == "crf.transition" || p.name == "crf.duration_bias") && crf_init_scale > 0) {
+      for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>(crf_init_scale * standard_normal(rng));
+      continue;
+    } else {
+      continue;  // start, end (and transition, duration_bias at scale 0): zeros
+    }
     for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>((2.0 * uniform01(rng) - 1.0) * bound);
   }
 }
-template void init_params<float>(const ParamLayout&, std::mt19937_64&, std::vector<float>&);
-template void init_params<double>(const ParamLayout&, std::mt19937_64&, std::vector<double>&);
+template void init_params<float>(const ParamLayout&, std::mt19937_64&, std::vector<float>&, double);
+template void init_params<double>(const ParamLayout&, std::mt19937_64&, std::vector<double>&, double);
 
 }  // namespace timitseg::model

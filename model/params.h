@@ -49,11 +49,17 @@ class ParamLayout {
 };
 
 // PyTorch default initialisation (uniform +-1/sqrt(fan_in) for Linear,
-// +-1/sqrt(H) for LSTM), CRF parameters zero. Deterministic given rng.
+// +-1/sqrt(H) for LSTM). crf.transition [C][C] and crf.duration_bias [K][C]:
+// zero for crf_init_scale = 0 (no random numbers drawn), else N(0, scale^2)
+// (as the reference script's randn * 0.1 for scale 0.1); crf.start / crf.end
+// zero. Deterministic given rng.
 template <class S>
-void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params);
+void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params, double crf_init_scale = 0.0);
+
 
 // Uniform double in [0,1) from 53 random bits (portable, unlike std distributions).
 inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+// Standard normal from two uniform01 draws (Box-Muller, cosine branch; portable).
+double standard_normal(std::mt19937_64& rng);
 
 }  // namespace timitseg::model

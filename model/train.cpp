@@ -337,7 +337,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     if (state.epoch >= cfg.train_epochs)
       spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, cfg.train_epochs);
   } else {
-    init_params(layout, rng, state.params);
+    init_params(layout, rng, state.params, cfg.crf_init_scale);
     state.optimizer.reset(layout.total());
   }
   state.optimizer.beta1 = cfg.train_beta1;
@@ -414,7 +414,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
       rec.times.data += since(t_data);
       StepOptions so;
-      so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps);
+      so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps,
+                           batches_per_epoch);
       so.dropout = cfg.model_dropout;
       so.clip_norm = cfg.train_clip_norm;
       so.crf_reg = cfg.crf_reg;

@@ -1,0 +1,544 @@
+#!/usr/bin/env python3
+"""Side-by-side accuracy of timitseg and the reference script over several seeds.
+
+For every (program, variant, seed) it trains on WORKDIR's train split, takes
+the LAST epoch's model, writes its frame predictions on core-test and scores
+them with `timitseg score`, so both programs are scored by one implementation
+on identical features and labels (bench/accuracy/workdir_to_jsonl.py writes the
+reference script's JSONL from the same WORKDIR). It prints mean +- standard
+deviation over the seeds (sample std, n-1) of PER, boundary F1 at 0/1/2 frames,
+segment F1 and duration KL, and the failed runs; writes OUT/results.json and
+OUT/results.md (a markdown table for docs/training.md).
+
+  timitseg runs       train (configs/synth.yaml + the size's keys + the
+                      variant's --set), evaluate --dump-predictions, score;
+                      --jobs of them at once (on the CPU with train.threads 2)
+  reference runs      bench/accuracy/old_script_run.py, one at a time on the
+                      GPU (--old-jobs), concurrently with the timitseg runs;
+                      only with --torch-semimarkov
+
+Robust: a failing run (crash, NaN, timeout) is recorded in its folder
+(failed.json, log.txt) and the others go on; re-running the same command skips
+finished runs (score.json present) and recorded failures (--retry-failed runs
+them again). docs/training.md, "Accuracy against the reference script".
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import json
+import math
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+
+SIZES = {
+    # the demo of the issue: 2 x 128 BiLSTM, batch 8, lr 0.005 cosine, crf-reg 0.001, 20 epochs, dropout 0.3
+    "demo": dict(hidden=128, layers=2, batch=8, lr=0.005, crf_reg=0.001, epochs=20, dropout=0.3),
+    # the recipe size: 3 x 256, batch 32, otherwise the same
+    "recipe": dict(hidden=256, layers=3, batch=32, lr=0.005, crf_reg=0.001, epochs=20, dropout=0.3),
+}
+K_SEMI = 30  # the reference script's --max-duration default and configs/synth.yaml's crf.max_duration
+
+# The reference script's settings as timitseg keys: its dropout rate (after the
+# input Linear and between LSTM layers, as timitseg places it), an unbucketed
+# shuffle, CosineAnnealingLR stepped per epoch, transition/duration_bias ~
+# N(0, 0.1^2). (Not matched: it centres scores over the padded T.)
+MATCHED = "--set model.dropout={dropout} --set train.bucketing=false --set train.lr_schedule=cosine_epoch " \
+          "--set crf.init_scale=0.1"
+DEFAULT_VARIANTS = {
+    "timitseg-linear-shipped": "--set crf.max_duration=1",
+    "timitseg-semicrf-shipped": f"--set crf.max_duration={K_SEMI}",
+    "timitseg-linear-matched": "--set crf.max_duration=1 " + MATCHED,
+    "timitseg-semicrf-matched": f"--set crf.max_duration={K_SEMI} " + MATCHED,
+}
+# One factor at a time, from the matched settings back to the shipped ones (--preset ablation).
+ABLATION_VARIANTS = {}
+for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
+    _base = f"--set crf.max_duration={_k} " + MATCHED
+    ABLATION_VARIANTS[f"{_crf}-matched"] = _base
+    ABLATION_VARIANTS[f"{_crf}-matched-dropout0.2"] = _base + " --set model.dropout=0.2"
+    ABLATION_VARIANTS[f"{_crf}-matched-bucketing"] = _base + " --set train.bucketing=true"
+    ABLATION_VARIANTS[f"{_crf}-matched-cosine-per-update"] = _base + " --set train.lr_schedule=cosine"
+    ABLATION_VARIANTS[f"{_crf}-matched-init-zero"] = _base + " --set crf.init_scale=0"
+    ABLATION_VARIANTS[f"{_crf}-matched-frame-normalized"] = _base + " --set crf.loss_normalization=frame"
+PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS}
+METRICS = [  # (key in results, header, scale, digits)
+    ("per", "PER %", 100, 2),
+    ("boundary_f1_0", "boundary F1 tol 0", 100, 1),
+    ("boundary_f1_1", "boundary F1 tol 1", 100, 1),
+    ("boundary_f1_2", "boundary F1 tol 2", 100, 1),
+    ("segment_f1", "segment F1", 100, 1),
+    ("duration_kl", "duration KL", 1, 3),
+]
+
+print_lock = threading.Lock()
+
+
+def say(msg: str) -> None:
+    with print_lock:
+        print(time.strftime("[%H:%M:%S] ") + msg, flush=True)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class RunFailed(Exception):
+    pass
+
+
+class Interrupted(Exception):
+    """--max-minutes reached: the run is left for the next invocation (not a failure)."""
+
+
+DEADLINE = [float("inf")]  # time.time() after which running commands are stopped (--max-minutes)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGTERM to the command's own process group (timitseg train stops between steps), SIGKILL after 60 s."""
+    for sig, wait in ((signal.SIGTERM, 60), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def sh(cmd: list[str], log: Path, timeout: float | None) -> None:
+    """Runs cmd, appending its output to log; RunFailed with the log's tail on a non-zero exit or
+    after timeout seconds, Interrupted at the --max-minutes deadline."""
+    t0 = time.time()
+    with open(log, "a") as f:
+        f.write("$ " + shlex.join(cmd) + "\n")
+        f.flush()
+        try:
+            proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
+        except OSError as e:
+            raise RunFailed(f"cannot run {cmd[0]}: {e.strerror}")
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=2)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                if time.time() > DEADLINE[0]:
+                    stop(proc)
+                    raise Interrupted("stopped (--max-minutes deadline or an interrupt)")
+                if timeout and time.time() - t0 > timeout:
+                    stop(proc)
+                    raise RunFailed(f"timed out after {timeout:.0f} s: {shlex.join(cmd[:3])} ...")
+        except BaseException:
+            if proc.poll() is None:
+                stop(proc)
+            raise
+    if rc != 0:
+        tail = log.read_text(errors="replace").strip().splitlines()[-8:]
+        errs = [l for l in tail if "error" in l.lower() or "nan" in l.lower()] or tail[-1:] or [""]
+        sub = next((Path(c).name for c in cmd if c in ("train", "evaluate", "score") or c.endswith(".py")), cmd[0])
+        raise RunFailed(f"{sub} exit {rc}: {errs[-1].strip()[:200]}\n" + "\n".join(tail))
+
+
+def scores_of(score_json: Path) -> dict:
+    j = json.loads(score_json.read_text())
+    bf = j["boundary_f1"]
+    return {"per": j["per"], "boundary_f1_0": bf["0"], "boundary_f1_1": bf["1"], "boundary_f1_2": bf["2"],
+            "segment_f1": j["segment_f1"], "duration_kl": j["duration_kl"], "frame_accuracy": j["frame_accuracy"],
+            "utterances": j["utterances"]}
+
+
+class Driver:
+    """The runs of one size, in OUT/SIZE."""
+
+    def __init__(self, a, size_name: str):
+        self.a = a
+        self.ts = shlex.split(a.timitseg)
+        self.size_name = size_name
+        self.size = dict(SIZES[size_name])
+        if a.epochs:
+            self.size["epochs"] = a.epochs
+        self.out = a.out.resolve() / size_name
+        self.workdir = str(Path(a.workdir).resolve())
+
+    # ---- one run ------------------------------------------------------------
+    def run_dir(self, variant: str, seed: int) -> Path:
+        return self.out / "runs" / variant / f"seed-{seed}"
+
+    def guarded(self, variant: str, seed: int, body, resumable: bool = False) -> dict:
+        d = self.run_dir(variant, seed)
+        done, failed = d / "score.json", d / "failed.json"
+        rec = {"variant": variant, "seed": seed, "dir": str(d)}
+        if done.exists():
+            say(f"{variant} seed {seed}: finished before, skipped")
+            return self.with_script_per({**rec, "ok": True, **scores_of(done)}, d, quiet=True)
+        if failed.exists() and not self.a.retry_failed:
+            say(f"{variant} seed {seed}: failed before, skipped (--retry-failed runs it again)")
+            return {**rec, "ok": False, "error": json.loads(failed.read_text())["error"]}
+        if time.time() > DEADLINE[0]:
+            return {**rec, "ok": False, "pending": True, "error": "not started before the --max-minutes deadline"}
+        if d.exists() and not resumable:
+            shutil.rmtree(d)  # an unfinished or failed attempt: start over
+        if failed.exists():
+            failed.unlink()
+        d.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        say(f"{variant} seed {seed}: started")
+        try:
+            body(d, seed)
+            r = {**rec, "ok": True, **scores_of(done), "seconds": time.time() - t0}
+            say(f"{variant} seed {seed}: PER {100 * r['per']:.2f} %, boundary F1 {100 * r['boundary_f1_0']:.1f}, "
+                f"segment F1 {100 * r['segment_f1']:.1f} ({r['seconds']:.0f} s)")
+            return self.with_script_per(r, d)
+        except Interrupted as e:
+            say(f"{variant} seed {seed}: {e}; the next invocation goes on with it")
+            return {**rec, "ok": False, "pending": True, "error": str(e)}
+        except Exception as e:  # a failing run is a result; the others go on
+            err = str(e) if isinstance(e, RunFailed) else f"{type(e).__name__}: {e}"
+            write_atomic(failed, json.dumps({"error": err, "seconds": time.time() - t0}, indent=2) + "\n")
+            say(f"{variant} seed {seed}: FAILED: {err.splitlines()[0]} (log: {d / 'log.txt'})")
+            return {**rec, "ok": False, "error": err}
+
+    @staticmethod
+    def with_script_per(r: dict, d: Path, quiet: bool = False) -> dict:
+        """Adds the reference script's own PER of the same model (status.json), a sanity check of the scoring."""
+        st = d / "status.json"
+        if st.exists():
+            sm = json.loads(st.read_text()).get("script_metrics") or {}
+            if isinstance(sm.get("phone_error_rate"), (int, float)):
+                r["script_per"] = sm["phone_error_rate"]
+                if abs(r["script_per"] - r["per"]) > 1e-9 and not quiet:
+                    say(f"{r['variant']} seed {r['seed']}: note: the script's own PER {100 * r['script_per']:.3f} % "
+                        f"differs from timitseg score's {100 * r['per']:.3f} %")
+        return r
+
+    def score(self, d: Path, pred: Path) -> None:
+        sh(self.ts + ["score", "--workdir", self.workdir, "--split", self.a.split, "--predictions", str(pred),
+                      "--json", str(d / "score.json")], d / "log.txt", 600)
+
+    def timitseg_body(self, variant_args: list[str]):
+        def body(d: Path, seed: int) -> None:
+            s = self.size
+            run_dir = d / "run"
+            ckpt = run_dir / "checkpoints" / f"epoch-{s['epochs']}.safetensors"
+            cmd = self.ts + ["train", "--config", str(self.a.config),
+                             "--set", f"data.workdir={self.workdir}", "--set", f"train.run_dir={run_dir}",
+                             "--set", f"train.seed={seed}", "--set", f"train.epochs={s['epochs']}",
+                             "--set", f"model.hidden_dim={s['hidden']}", "--set", f"model.num_layers={s['layers']}",
+                             "--set", f"train.batch_size={s['batch']}", "--set", f"train.lr={s['lr']}",
+                             "--set", f"crf.reg={s['crf_reg']}"]
+            cmd += [x.format(**s) for x in variant_args]
+            cmd += ["--set", f"train.device={self.a.device}"]
+            if self.a.device == "cpu":
+                cmd += ["--set", f"train.threads={self.a.threads}", "--set", "crf.backend=cpu"]
+            else:
+                cmd += ["--set", "crf.backend=cuda"]
+            if ckpt.exists():
+                pass  # trained by an earlier invocation; evaluate and score below
+            elif any((run_dir / "checkpoints").glob("epoch-*.safetensors")):
+                # stopped by --max-minutes (or a crash) after some epochs: go on from the last one
+                sh(self.ts + ["train", "--resume", str(run_dir), "--set", f"train.device={self.a.device}"] +
+                   (["--set", f"train.threads={self.a.threads}"] if self.a.device == "cpu" else []),
+                   d / "log.txt", self.a.timeout)
+            else:
+                if run_dir.exists():
+                    shutil.rmtree(run_dir)  # stopped within its first epoch: nothing to resume
+                sh(cmd, d / "log.txt", self.a.timeout)
+            if not ckpt.exists():
+                raise RunFailed(f"{ckpt}: not written (see {d / 'log.txt'})")
+            pred = d / "predictions.jsonl"
+            sh(self.ts + ["evaluate", "--checkpoint", str(ckpt), "--split", self.a.split, "--workdir", self.workdir,
+                          "--device", self.a.device, "--threads", str(self.a.threads), "--json",
+                          str(d / "evaluate.json"), "--dump-predictions", str(pred)], d / "log.txt", 1200)
+            self.score(d, pred)
+        return body
+
+    def old_body(self, model: str, jsonl: Path):
+        def body(d: Path, seed: int) -> None:
+            s = self.size
+            pred = d / "predictions.jsonl"
+            cmd = [self.a.python, str(HERE / "old_script_run.py"), "--torch-semimarkov", str(self.a.torch_semimarkov),
+                   "--data", str(jsonl), "--model", model, "--seed", str(seed), "--epochs", str(s["epochs"]),
+                   "--hidden", str(s["hidden"]), "--layers", str(s["layers"]), "--batch", str(s["batch"]),
+                   "--lr", str(s["lr"]), "--crf-reg", str(s["crf_reg"]), "--max-duration", str(K_SEMI),
+                   "--out", str(pred), "--status", str(d / "status.json")]
+            if self.a.old_device:
+                cmd += ["--device", self.a.old_device]
+            if self.a.old_no_triton:
+                cmd += ["--no-triton"]
+            if self.a.old_backend:
+                cmd += ["--backend", self.a.old_backend]
+            try:
+                sh(cmd, d / "log.txt", self.a.timeout)
+            except RunFailed as e:
+                st = d / "status.json"
+                if st.exists() and not json.loads(st.read_text()).get("ok", False):
+                    raise RunFailed(json.loads(st.read_text())["error"]) from e
+                raise
+            self.score(d, pred)
+        return body
+
+    # ---- the whole comparison -------------------------------------------------
+    def prepare_jsonl(self) -> Path:
+        jsonl = self.a.out.resolve() / "jsonl"  # shared by the sizes
+        stamp = jsonl / "source.json"
+        want = {"workdir": self.workdir, "split": self.a.split,
+                "manifest_mtime": os.path.getmtime(Path(self.workdir) / "manifest.json")}
+        if stamp.exists() and json.loads(stamp.read_text()) == want:
+            return jsonl
+        say(f"writing the reference script's JSONL into {jsonl}")
+        subprocess.run([self.a.python, str(HERE / "workdir_to_jsonl.py"), "--workdir", self.workdir,
+                        "--torch-semimarkov", str(self.a.torch_semimarkov), "--out", str(jsonl),
+                        "--split", "train=train", "--split", f"{self.a.split}=test"], check=True)
+        write_atomic(stamp, json.dumps(want) + "\n")
+        return jsonl
+
+    def jobs(self) -> tuple[list, list]:
+        """(reference jobs, timitseg jobs): callables that return one run's record."""
+        a = self.a
+        self.out.mkdir(parents=True, exist_ok=True)
+        variants = self.variants = (PRESETS[a.preset] if not a.variant else
+                                    dict(parse_variant(v) for v in a.variant))
+        seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
+        ts_jobs = [lambda n=name, sd=seed, b=self.timitseg_body(shlex.split(args)): self.guarded(n, sd, b, True)
+                   for name, args in variants.items() for seed in seeds]
+        old_jobs = []
+        if a.torch_semimarkov:
+            jsonl = self.prepare_jsonl()
+            old_jobs = [lambda n=f"old-{m}", sd=seed, b=self.old_body(m, jsonl): self.guarded(n, sd, b)
+                        for m in a.old_models.split(",") for seed in seeds]
+        plan = {"workdir": self.workdir, "split": a.split, "size": self.size_name, "hyper": self.size, "seeds": seeds,
+                "config": str(a.config), "timitseg": a.timitseg, "device": a.device,
+                "variants": variants, "old_models": a.old_models if a.torch_semimarkov else None,
+                "torch_semimarkov": str(a.torch_semimarkov) if a.torch_semimarkov else None}
+        old_plan_path = self.out / "plan.json"
+        if old_plan_path.exists():
+            # finished runs are reused by name: refuse to mix runs of other settings
+            old_plan = json.loads(old_plan_path.read_text())
+            for key in ("workdir", "split", "hyper", "config"):
+                if old_plan.get(key) != plan[key]:
+                    raise SystemExit(f"error: {self.out} holds runs with {key} = {old_plan.get(key)}, this call has "
+                                     f"{plan[key]}; use another --out")
+            for name, args in variants.items():
+                if old_plan.get("variants", {}).get(name, args) != args:
+                    raise SystemExit(f"error: {self.out}: variant {name} was run with '{old_plan['variants'][name]}', "
+                                     f"this call has '{args}'; rename the variant or use another --out")
+            plan["variants"] = {**old_plan.get("variants", {}), **variants}
+        write_atomic(old_plan_path, json.dumps(plan, indent=2) + "\n")
+        return old_jobs, ts_jobs
+
+    def finish(self, results: list[dict]) -> int:
+        """Writes results.json and results.md of this size; returns the number of pending runs."""
+        a = self.a
+        order = [f"old-{m}" for m in (a.old_models.split(",") if a.torch_semimarkov else [])] + list(self.variants)
+        table = summarize(results, order)
+        write_atomic(self.out / "results.json", json.dumps(
+            {"plan": json.loads((self.out / "plan.json").read_text()), "summary": table,
+             "runs": sorted(results, key=lambda r: (order.index(r["variant"]), r["seed"]))}, indent=2) + "\n")
+        md = markdown(table, self.size_name, self.size, a)
+        write_atomic(self.out / "results.md", md)
+        print()
+        print(md)
+        pending = sum(1 for r in results if r.get("pending"))
+        failed = sum(1 for r in results if not r["ok"]) - pending
+        print(f"{self.size_name}: {len(results) - failed - pending} runs finished, {failed} failed, {pending} "
+              f"pending; {self.out / 'results.json'}, {self.out / 'results.md'}")
+        return pending
+
+
+def run_all(a) -> int:
+    drivers = [Driver(a, name) for name in a.size.split(",")]
+    per_driver: list[list[dict]] = [[] for _ in drivers]
+    with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool, cf.ThreadPoolExecutor(max_workers=a.old_jobs) as gpu:
+        futs = {}
+        # timitseg runs first in the queue of the CPU pool; the reference runs queue on the GPU worker
+        all_jobs = [(i, d.jobs()) for i, d in enumerate(drivers)]
+        for i, (old_jobs, _) in all_jobs:
+            futs.update({gpu.submit(j): i for j in old_jobs})
+        for i, (_, ts_jobs) in all_jobs:
+            futs.update({pool.submit(j): i for j in ts_jobs})
+        try:
+            for f in cf.as_completed(futs):
+                per_driver[futs[f]].append(f.result())
+        except KeyboardInterrupt:
+            # Ctrl-C / SIGTERM: the workers stop their commands within seconds (as at
+            # the --max-minutes deadline); what finished is summarized as usual
+            say("interrupted: stopping the running commands")
+            DEADLINE[0] = 0.0
+            done = {id(r) for rs in per_driver for r in rs}
+            for f, i in futs.items():
+                r = f.result()
+                if id(r) not in done:
+                    per_driver[i].append(r)
+    pending = sum(d.finish(r) for d, r in zip(drivers, per_driver))
+    if pending:
+        print("some runs were stopped (--max-minutes or an interrupt) or not started: run the same command again to finish them")
+        return 4
+    return 0
+
+
+def make_synth(a) -> None:
+    parts = a.synth.split(",")
+    if len(parts) not in (2, 3) or not all(x.strip().isdigit() for x in parts):
+        raise SystemExit(f"error: --synth {a.synth}: expected SPEAKERS,UTTERANCES[,SEED], e.g. 48,8")
+    spk, utt, seed = (parts + ["1"])[:3]
+    ts = shlex.split(a.timitseg)
+    corpus = Path(str(Path(a.workdir)).rstrip("/") + "-corpus")
+    if not corpus.exists():
+        say(f"making the synth corpus {corpus} ({spk} speakers x {utt} utterances, seed {seed})")
+        subprocess.run(ts + ["synth", "--out", str(corpus), "--speakers", spk, "--utterances-per-speaker", utt,
+                             "--seed", seed], check=True)
+    say(f"preparing {a.workdir}")
+    subprocess.run(ts + ["prepare", "--timit", str(corpus), "--out", str(a.workdir)], check=True)
+
+
+def parse_variant(v: str) -> tuple[str, str]:
+    name, sep, args = v.partition("=")
+    if not sep or not name.strip():
+        raise SystemExit(f"error: --variant {v!r}: expected NAME=ARGS, e.g. "
+                         "'semi-drop02=--set crf.max_duration=30 --set model.dropout=0.2'")
+    if name.startswith("old-") or "/" in name:
+        raise SystemExit(f"error: --variant {name}: names may not start with 'old-' or hold '/'")
+    return name.strip(), args
+
+
+def mean_std(xs: list[float]) -> tuple[float, float]:
+    m = sum(xs) / len(xs)
+    sd = math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1)) if len(xs) > 1 else float("nan")
+    return m, sd
+
+
+def summarize(results: list[dict], order: list[str]) -> list[dict]:
+    rows = []
+    for v in order:
+        rs = [r for r in results if r["variant"] == v]
+        ok = [r for r in rs if r["ok"]]
+        bad = [r for r in rs if not r["ok"] and not r.get("pending")]
+        row = {"variant": v, "runs": len(rs), "ok": len(ok), "failed": len(bad),
+               "pending": sum(1 for r in rs if r.get("pending")),
+               "failed_seeds": sorted(r["seed"] for r in bad),
+               "errors": sorted({r["error"].splitlines()[0] for r in bad})}
+        for key, *_ in METRICS:
+            if ok:
+                m, sd = mean_std([r[key] for r in ok])
+                row[key] = {"mean": m, "std": sd, "values": [r[key] for r in sorted(ok, key=lambda r: r["seed"])]}
+        rows.append(row)
+    return rows
+
+
+def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
+    head = "| | " + " | ".join(h for _, h, _, _ in METRICS) + " | runs ok / failed |"
+    lines = [f"Split {a.split} of {a.workdir}; size {size_name} ({size['layers']} x {size['hidden']} BiLSTM, batch "
+             f"{size['batch']}, lr {size['lr']}, crf-reg {size['crf_reg']}, {size['epochs']} epochs); the last "
+             f"epoch's model; mean ± std over seeds {a.seeds} (PER in %, F1 x 100).", "",
+             head, "|" + "---|" * (len(METRICS) + 2)]
+    for row in table:
+        cells = []
+        for key, _, scale, dig in METRICS:
+            if key not in row:
+                cells.append("—")
+                continue
+            m, sd = row[key]["mean"] * scale, row[key]["std"] * scale
+            cells.append(f"{m:.{dig}f} ± {sd:.{dig}f}" if math.isfinite(sd) else f"{m:.{dig}f}")
+        fail = f"{row['ok']} / {row['failed']}" + (f" ({row['pending']} pending)" if row["pending"] else "")
+        if row["failed"]:
+            fail += " (seeds " + ",".join(map(str, row["failed_seeds"])) + ": " + "; ".join(row["errors"])[:120] + ")"
+        lines.append(f"| {row['variant']} | " + " | ".join(cells) + f" | {fail} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="timitseg variants of --preset main (NAME=ARGS):\n" +
+                                 "\n".join(f"  {k}={v}" for k, v in DEFAULT_VARIANTS.items()) +
+                                 "\n--preset ablation: " + ", ".join(ABLATION_VARIANTS))
+    ap.add_argument("--workdir", required=True, help="prepared WORKDIR (timitseg prepare)")
+    ap.add_argument("--torch-semimarkov", type=Path, default=None,
+                    help="torch-semimarkov checkout (benchmarking branch); without it only timitseg runs")
+    ap.add_argument("--timitseg", default="timitseg", help="command that runs timitseg (default: timitseg)")
+    ap.add_argument("--config", type=Path, default=REPO / "configs" / "synth.yaml",
+                    help="timitseg base config (default: configs/synth.yaml); the size's keys and the variant's "
+                         "--set are applied on top")
+    ap.add_argument("--size", default="demo",
+                    help="demo, recipe or both (demo,recipe: OUT/demo and OUT/recipe, run side by side). demo: "
+                         "2 x 128, batch 8; recipe: 3 x 256, batch 32; both lr 0.005, crf-reg 0.001, 20 epochs, "
+                         "dropout 0.3 for the matched variants")
+    ap.add_argument("--epochs", type=int, default=0, help="override the size's 20 epochs (smoke tests)")
+    ap.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
+    ap.add_argument("--variant", action="append", default=None, metavar="NAME=ARGS",
+                    help="a timitseg variant: NAME=--set k=v --set ... (repeatable; replaces the defaults; "
+                         "{dropout} etc. expand to the size's values)")
+    ap.add_argument("--preset", choices=sorted(PRESETS), default="main",
+                    help="timitseg variants when no --variant is given: main (shipped and matched, linear and "
+                         "semi-CRF) or ablation (matched, then one factor at a time set back: dropout 0.2, "
+                         "bucketing, per-update cosine, zero CRF init, per-frame loss)")
+    ap.add_argument("--split", default="core-test", help="split scored (default core-test)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="timitseg's train.device")
+    ap.add_argument("--threads", type=int, default=2, help="train.threads of each timitseg run on the CPU")
+    ap.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) // 2),
+                    help="timitseg runs at once (default: cores / 2)")
+    ap.add_argument("--old-jobs", type=int, default=1,
+                    help="reference runs at once (default 1; they share the GPU, whose small kernels leave room)")
+    ap.add_argument("--old-models", default="linear,semicrf", help="reference models (linear, semicrf)")
+    ap.add_argument("--old-device", default=None, help="torch device of the reference runs (default: cuda if present)")
+    ap.add_argument("--old-no-triton", action="store_true", help="reference runs with use_triton=False (CPU)")
+    ap.add_argument("--old-backend", default=None, help="the reference script's backend (default streaming)")
+    ap.add_argument("--python", default=sys.executable, help="python with torch for the reference runs")
+    ap.add_argument("--timeout", type=float, default=6 * 3600, help="seconds per training run before it is failed")
+    ap.add_argument("--retry-failed", action="store_true", help="run recorded failures again")
+    ap.add_argument("--max-minutes", type=float, default=0,
+                    help="stop after this many minutes (0 = no limit): running commands are stopped, unstarted "
+                         "runs left pending, the table of what finished is written, exit 4; the same command "
+                         "again goes on (timitseg runs resume from their last epoch, reference runs restart)")
+    ap.add_argument("--out", type=Path, required=True, help="output folder (runs/, results.json, results.md)")
+    ap.add_argument("--synth", default=None, metavar="SPEAKERS,UTTERANCES[,SEED]",
+                    help="when WORKDIR is not prepared yet, make it first: timitseg synth --speakers SPEAKERS "
+                         "--utterances-per-speaker UTTERANCES --seed SEED (default 1) into WORKDIR-corpus, then "
+                         "timitseg prepare (the demo corpus: 48,8)")
+    a = ap.parse_args(argv)
+    if a.synth and not (Path(a.workdir) / "manifest.json").is_file():
+        make_synth(a)
+    if not (Path(a.workdir) / "manifest.json").is_file():
+        raise SystemExit(f"error: --workdir {a.workdir}: no manifest.json (not a prepared WORKDIR; --synth makes one)")
+    a.workdir = str(Path(a.workdir).resolve())
+    a.out = a.out.resolve()
+    a.config = a.config.resolve()
+    if a.torch_semimarkov:
+        a.torch_semimarkov = a.torch_semimarkov.resolve()
+    for name in a.size.split(","):
+        if name not in SIZES:
+            raise SystemExit(f"error: --size {a.size}: '{name}' is not one of {', '.join(SIZES)}")
+    if a.max_minutes > 0:
+        DEADLINE[0] = time.time() + 60 * a.max_minutes
+
+    def on_term(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, on_term)
+    return run_all(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

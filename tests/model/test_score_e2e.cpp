@@ -1,0 +1,246 @@
+// `timitseg score` with the built binary on a tiny synth corpus:
+//   - scoring the predictions that `evaluate --dump-predictions` writes
+//     reproduces evaluate's metrics exactly (one implementation for both);
+//   - predictions written here from the split's own labels (the oracle) score
+//     PER 0 and F1 1, and one changed frame inside a run costs exactly two
+//     insertions;
+//   - malformed files fail with the file, the line and the problem.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "model/labels.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+
+namespace {
+
+struct Cmd {
+  int rc;
+  std::string output;
+};
+
+Cmd run(const std::string& args) {
+  const std::string cmd = std::string(TIMITSEG_BINARY) + " " + args + " 2>&1";
+  Cmd r{0, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+class ScoreE2E : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static void SetUpTestSuite() {
+    dir_ = fs::temp_directory_path() / ("timitseg_score_e2e_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    Cmd s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 3 --seed 4");
+    ASSERT_EQ(s.rc, 0) << s.output;
+    Cmd p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());
+    ASSERT_EQ(p.rc, 0) << p.output;
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static std::string work() { return (dir_ / "work").string(); }
+  // Writes predictions of the split from its own 39-phone labels, with `edit` applied.
+  static std::vector<std::vector<std::string>> reference_phones(const std::string& split) {
+    const data::Split s = data::load_split(work(), split);
+    const model::LabelSet ls = model::LabelSet::make(39);
+    std::vector<std::vector<std::string>> out;
+    for (const auto& u : s.utterances) {
+      out.emplace_back();
+      for (int32_t l : u.labels) out.back().push_back(ls.names39[ls.to39[ls.from61(l)]]);
+    }
+    return out;
+  }
+  static std::vector<std::string> ids(const std::string& split) {
+    std::vector<std::string> v;
+    for (const auto& u : data::load_split(work(), split).utterances) v.push_back(u.id);
+    return v;
+  }
+  static fs::path write_jsonl(const std::string& name, const std::vector<std::string>& lines) {
+    const fs::path p = dir_ / name;
+    std::ofstream f(p);
+    for (const auto& l : lines) f << l << "\n";
+    return p;
+  }
+  static std::string line(int64_t index, const std::string& id, const std::vector<std::string>& phones) {
+    return nlohmann::json{{"index", index}, {"utterance_id", id}, {"phones", phones}}.dump();
+  }
+};
+fs::path ScoreE2E::dir_;
+
+}  // namespace
+
+TEST_F(ScoreE2E, ReproducesEvaluateExactly) {
+  const fs::path cfg = dir_ / "tiny.yaml";
+  std::ofstream(cfg) << "data:\n  workdir: " << work()
+                     << "\nmodel:\n  hidden_dim: 16\n  num_layers: 2\n  dropout: 0.1\n"
+                        "crf:\n  max_duration: 8\n  reg: 0.001\n  init_scale: 0.1\n"
+                        "train:\n  epochs: 2\n  batch_size: 4\n  lr: 0.01\n  seed: 2\n  threads: 2\n"
+                        "  lr_schedule: cosine_epoch\n  run_dir: "
+                     << (dir_ / "run").string() << "\n";
+  Cmd t = run("train --config " + cfg.string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const std::string ckpt = (dir_ / "run" / "checkpoints" / "epoch-2.safetensors").string();
+  for (const std::string split : {"core-test", "dev"}) {
+    const fs::path ev = dir_ / ("ev-" + split + ".json"), pred = dir_ / ("pred-" + split + ".jsonl"),
+                   sc = dir_ / ("sc-" + split + ".json");
+    Cmd e = run("evaluate --checkpoint " + ckpt + " --split " + split + " --batch-size 3 --threads 2 --json " +
+                ev.string() + " --dump-predictions " + pred.string());
+    ASSERT_EQ(e.rc, 0) << e.output;
+    Cmd s = run("score --workdir " + work() + " --split " + split + " --predictions " + pred.string() + " --json " +
+                sc.string());
+    ASSERT_EQ(s.rc, 0) << s.output;
+    nlohmann::json a = nlohmann::json::parse(slurp(ev)), b = nlohmann::json::parse(slurp(sc));
+    // one line per utterance, in split order, with index and id
+    std::istringstream in(slurp(pred));
+    std::string l;
+    const auto want_ids = ids(split);
+    size_t n = 0;
+    while (std::getline(in, l)) {
+      const auto j = nlohmann::json::parse(l);
+      ASSERT_LT(n, want_ids.size());
+      EXPECT_EQ(j["index"], n);
+      EXPECT_EQ(j["utterance_id"], want_ids[n]);
+      ++n;
+    }
+    EXPECT_EQ(n, want_ids.size());
+    EXPECT_GT(a["per"].get<double>(), 0.0);  // a real model's errors, not a trivial case
+    for (const char* k : {"checkpoint", "epoch", "predictions", "split"}) {
+      a.erase(k);
+      b.erase(k);
+    }
+    EXPECT_EQ(a, b) << "evaluate:\n" << a.dump() << "\nscore:\n" << b.dump();
+    // the tables printed agree too (after the first line)
+    EXPECT_EQ(e.output.substr(e.output.find("utterances ")), s.output.substr(s.output.find("utterances ")));
+  }
+}
+
+TEST_F(ScoreE2E, OracleValues) {
+  const auto ref = reference_phones("core-test");
+  const auto id = ids("core-test");
+  std::vector<std::string> lines;
+  int64_t phones = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    lines.push_back(line(static_cast<int64_t>(i), id[i], ref[i]));
+    for (size_t t = 0; t < ref[i].size(); ++t) phones += t == 0 || ref[i][t] != ref[i][t - 1];
+  }
+  const fs::path perfect = write_jsonl("perfect.jsonl", lines), js = dir_ / "perfect.json";
+  Cmd s = run("score --workdir " + work() + " --split core-test --predictions " + perfect.string() + " --json " +
+              js.string());
+  ASSERT_EQ(s.rc, 0) << s.output;
+  const auto j = nlohmann::json::parse(slurp(js));
+  EXPECT_EQ(j["per"].get<double>(), 0.0);
+  EXPECT_EQ(j["reference_phones"].get<int64_t>(), phones);
+  EXPECT_EQ(j["segment_f1"].get<double>(), 1.0);
+  for (const char* tol : {"0", "1", "2"}) EXPECT_EQ(j["boundary_f1"][tol].get<double>(), 1.0);
+  EXPECT_EQ(j["frame_accuracy"].get<double>(), 1.0);
+
+  // one frame in the middle of a run of >= 3 frames changed to another phone:
+  // the phone sequence gains two entries (2 insertions), nothing else changes
+  auto edited = ref;
+  bool done = false;
+  for (size_t i = 0; i < edited.size() && !done; ++i)
+    for (size_t t = 1; t + 1 < edited[i].size() && !done; ++t)
+      if (edited[i][t - 1] == edited[i][t] && edited[i][t] == edited[i][t + 1]) {
+        edited[i][t] = edited[i][t] == "aa" ? "ae" : "aa";
+        lines[i] = line(static_cast<int64_t>(i), id[i], edited[i]);
+        done = true;
+      }
+  ASSERT_TRUE(done);
+  const fs::path one = write_jsonl("one.jsonl", lines), js1 = dir_ / "one.json";
+  Cmd s1 = run("score --workdir " + work() + " --split core-test --predictions " + one.string() + " --json " +
+               js1.string());
+  ASSERT_EQ(s1.rc, 0) << s1.output;
+  const auto j1 = nlohmann::json::parse(slurp(js1));
+  EXPECT_EQ(j1["phone_edits"].get<int64_t>(), 2);
+  EXPECT_DOUBLE_EQ(j1["per"].get<double>(), 2.0 / static_cast<double>(phones));
+}
+
+TEST_F(ScoreE2E, ErrorsNameTheLine) {
+  const auto ref = reference_phones("core-test");
+  const auto id = ids("core-test");
+  ASSERT_GE(ref.size(), 2u);
+  auto good = [&] {
+    std::vector<std::string> v;
+    for (size_t i = 0; i < ref.size(); ++i) v.push_back(line(static_cast<int64_t>(i), id[i], ref[i]));
+    return v;
+  };
+  struct Case {
+    std::string name, want;
+    std::vector<std::string> lines;
+  };
+  std::vector<Case> cases;
+  {
+    auto v = good();
+    auto short_ = ref[1];
+    short_.pop_back();
+    v[1] = line(1, id[1], short_);
+    cases.push_back({"short", ":2: utterance '" + id[1] + "' has " + std::to_string(short_.size()) +
+                                  " predicted frames, the split has " + std::to_string(ref[1].size()), v});
+  }
+  {
+    auto v = good();
+    std::swap(v[0], v[1]);
+    cases.push_back({"order", ":1: index 1, expected 0", v});
+  }
+  {
+    auto v = good();
+    v[0] = line(0, "nobody", ref[0]);
+    cases.push_back({"id", ":1: utterance_id 'nobody', expected '" + id[0] + "'", v});
+  }
+  {
+    auto v = good();
+    v.pop_back();
+    cases.push_back({"missing", ": " + std::to_string(ref.size() - 1) + " utterance lines, split 'core-test'", v});
+  }
+  {
+    auto v = good();
+    v.push_back(v.back());
+    cases.push_back({"extra", ":" + std::to_string(ref.size() + 1) + ": an extra line", v});
+  }
+  {
+    auto v = good();
+    auto bad = ref[0];
+    bad[0] = "xx";
+    v[0] = line(0, id[0], bad);
+    cases.push_back({"phone", ":1: utterance '" + id[0] + "', frame 0: \"xx\" is not one of the 39 phones", v});
+  }
+  {
+    auto v = good();
+    v[0] = "{not json";
+    cases.push_back({"json", ":1: not a JSON object", v});
+  }
+  for (const Case& c : cases) {
+    const fs::path p = write_jsonl("bad-" + c.name + ".jsonl", c.lines), js = dir_ / ("bad-" + c.name + ".json");
+    Cmd s = run("score --workdir " + work() + " --split core-test --predictions " + p.string() + " --json " +
+                js.string());
+    EXPECT_EQ(s.rc, 1) << c.name << ": " << s.output;
+    EXPECT_NE(s.output.find(p.string() + c.want), std::string::npos) << c.name << ": " << s.output;
+    EXPECT_FALSE(fs::exists(js)) << c.name;  // nothing written on failure
+  }
+}
