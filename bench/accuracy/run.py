@@ -69,10 +69,14 @@ for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
     ABLATION_VARIANTS[f"{_crf}-matched"] = _base
     ABLATION_VARIANTS[f"{_crf}-matched-dropout0.2"] = _base + " --set model.dropout=0.2"
     ABLATION_VARIANTS[f"{_crf}-matched-bucketing"] = _base + " --set train.bucketing=true"
+    # the trade-off: length-sorted pools of only 4 batches (less padding, most of the shuffle kept)
+    ABLATION_VARIANTS[f"{_crf}-matched-bucketing4"] = _base + " --set train.bucketing=true --set train.bucket_batches=4"
     ABLATION_VARIANTS[f"{_crf}-matched-cosine-per-update"] = _base + " --set train.lr_schedule=cosine"
     ABLATION_VARIANTS[f"{_crf}-matched-init-zero"] = _base + " --set crf.init_scale=0"
     ABLATION_VARIANTS[f"{_crf}-matched-frame-normalized"] = _base + " --set crf.loss_normalization=frame"
-PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS}
+PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS,
+           # both in one run: the shipped configs, then the ablation (its "matched" are main's matched)
+           "all": {**{k: v for k, v in DEFAULT_VARIANTS.items() if k.endswith("-shipped")}, **ABLATION_VARIANTS}}
 METRICS = [  # (key in results, header, scale, digits)
     ("per", "PER %", 100, 2),
     ("boundary_f1_0", "boundary F1 tol 0", 100, 1),
