@@ -3,12 +3,15 @@
 // checkpoints and --resume, non-finite stop with a crf-replay file.
 #include "model/train.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -20,7 +23,9 @@
 #include <thread>
 
 #include "common/atomic_file.h"
+#include "common/cuda.h"
 #include "common/progress.h"
+#include "common/version.h"
 #include "model/cpu/network.h"
 #include "model/interrupt.h"
 #include "model/replay_step.h"
@@ -104,6 +109,125 @@ std::string metrics_upto(const std::string& path, int keep_upto) {
 
 }  // namespace
 
+std::string format_metric(double v, const char* format, double scale) {
+  if (std::isnan(v)) return "n/a";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v * scale);
+  return buf;
+}
+
+std::string iso8601_now() {
+  const auto now = std::chrono::system_clock::now();
+  const std::time_t t = std::chrono::system_clock::to_time_t(now);
+  const int ms = static_cast<int>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[80];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+  return buf;
+}
+
+namespace {
+
+// The CPU model ("model name" of /proc/cpuinfo; "unknown" elsewhere).
+std::string cpu_model() {
+  std::istringstream in(read_file("/proc/cpuinfo"));
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) {
+        const size_t b = line.find_first_not_of(" \t", colon + 1);
+        return b == std::string::npos ? "unknown" : line.substr(b);
+      }
+    }
+  return "unknown";
+}
+
+// One entry of run.json: what ran this training call, where and when.
+nlohmann::json run_entry(const Config& cfg, const std::string& device, const Executor& exec, int threads,
+                         bool resume) {
+  nlohmann::json gpu = nullptr;
+  try {
+    if (cuda::device_count() > 0) gpu = cuda::device_name();
+  } catch (const std::exception&) {
+  }
+  return {{"timitseg_version", version()},
+          {"git_commit", git_commit()},
+          {"build_type", build_type()},
+          {"machine",
+           {{"cpu", cpu_model()},
+            {"cores", std::max(1u, std::thread::hardware_concurrency())},
+            {"threads", threads},
+            {"gpu", gpu}}},
+          {"device", device},
+          {"executor", exec.description()},
+          {"crf_backend", cfg.crf_backend},
+          {"start_time", iso8601_now()},
+          {"resume", resume}};
+}
+
+// run.json: the first call's entry at the top level, each --resume appended
+// to "resumes" (an unreadable old file is replaced, with a warning).
+void write_run_json(const fs::path& run_dir, const nlohmann::json& entry, bool resume) {
+  const fs::path path = run_dir / "run.json";
+  nlohmann::json j = entry;
+  std::error_code ec;
+  if (resume && fs::exists(path, ec)) {
+    try {
+      j = nlohmann::json::parse(read_file(path.string()));
+      if (!j.is_object()) throw std::runtime_error("not a JSON object");
+      j["resumes"].push_back(entry);
+    } catch (const std::exception& e) {
+      spdlog::warn("{}: unreadable ({}); writing a new one", path.string(), e.what());
+      j = entry;
+    }
+  }
+  j.erase("resume");
+  if (j.contains("resumes"))
+    for (auto& r : j["resumes"]) r.erase("resume");
+  write_file_atomic(path.string(), j.dump(2) + "\n");
+}
+
+// While alive, the default logger also writes to RUN_DIR/train.log (appended).
+class LogFile {
+ public:
+  explicit LogFile(const std::string& path) {
+    sink_ = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+    sink_->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogFile() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+    sink_->flush();
+  }
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+
+ private:
+  std::shared_ptr<spdlog::sinks::basic_file_sink_mt> sink_;
+};
+
+// Deletes checkpoints/epoch-M.safetensors for M < last - keep (best and the
+// last epoch stay; train.keep_checkpoints = keep).
+void prune_checkpoints(const fs::path& ckpt_dir, int last, int keep) {
+  static const std::regex re("epoch-([0-9]+)\\.safetensors");
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(ckpt_dir, ec)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re) && std::stoi(m[1]) < last - keep) {
+      fs::remove(e.path(), ec);
+      if (ec) spdlog::warn("cannot delete old checkpoint {}: {}", e.path().string(), ec.message());
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json TimeBreakdown::to_json() const {
   return {{"data", data},           {"encoder_forward", encoder_forward}, {"encoder_backward", encoder_backward},
           {"crf", crf},             {"optimizer", optimizer},             {"dev_eval", dev_eval}};
@@ -154,16 +278,20 @@ TrainData load_train_data(const Config& cfg) {
 
 void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
-                         bool want_scores) {
+                         bool want_scores, double* nll_sum) {
   std::vector<const data::Utterance*> sorted = utts;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
   std::vector<float> scores;
+  std::vector<double> nll;
+  if (nll_sum) *nll_sum = 0;
   for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
     std::vector<const data::Utterance*> chunk(sorted.begin() + p,
                                               sorted.begin() + std::min(sorted.size(), p + batch_size));
     const Batch batch = make_batch(chunk, cmvn, ls, 0);
-    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr);
+    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
+    if (nll_sum)
+      for (double x : nll) *nll_sum += x;
     for (size_t b = 0; b < chunk.size(); ++b) {
       const int L = batch.input.lengths[b];
       std::vector<int> ref(L), pred(L, -1);
@@ -296,6 +424,10 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   const fs::path run_dir(cfg.train_run_dir);
   const fs::path ckpt_dir = run_dir / "checkpoints";
   fs::create_directories(ckpt_dir);
+  const LogFile log_file((run_dir / "train.log").string());
+  spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
+               resume ? "resuming" : "training", cfg.train_run_dir);
+  write_run_json(run_dir, run_entry(cfg, device, *exec, threads, resume), resume);
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
   const ParamLayout layout(state.dims);
@@ -365,6 +497,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
   result.run_dir = cfg.train_run_dir;
   for (int epoch = state.epoch + 1; epoch <= cfg.train_epochs; ++epoch) {
     const auto epoch_t0 = Clock::now();
+    const std::string wall_start = iso8601_now();
     EpochRecord rec;
     rec.epoch = epoch;
     const auto batches = make_epoch_batches(lengths, cfg, rng);
@@ -514,10 +647,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     const auto t_dev = Clock::now();
     Metrics dev(ls.names39);
     if (!dev_utts.empty()) {
-      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev);
+      // the dev loss comes from the decoding forward (log Z - gold score, no dropout, no penalty),
+      // normalized as the training loss (crf.loss_normalization)
+      double nll_sum = 0;
+      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev, nullptr, false, &nll_sum);
       rec.dev_per = dev.per();
+      int64_t dev_frames = 0;
+      for (const data::Utterance* u : dev_utts) dev_frames += u->num_frames;
+      rec.dev_loss = nll_sum / (cfg.crf_loss_normalization == "frame" ? double(std::max<int64_t>(1, dev_frames))
+                                                                       : double(dev_utts.size()));
     } else {
       rec.dev_per = std::numeric_limits<double>::quiet_NaN();
+      rec.dev_loss = std::numeric_limits<double>::quiet_NaN();
     }
     rec.times.dev_eval = since(t_dev);
     const auto [mt, md] = crf_param_maxima(layout, state.params);
@@ -545,9 +686,6 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
 
     nlohmann::json line = {{"epoch", epoch},
                            {"train_loss", rec.train_loss},
-                           {"dev_per", dev_utts.empty() ? nlohmann::json(nullptr) : nlohmann::json(rec.dev_per)},
-                           {"dev_frame_accuracy", dev.frame_accuracy()},
-                           {"dev_boundary_f1_tol2", dev.boundary(2).f1()},
                            {"frames_per_sec", rec.frames_per_sec},
                            {"utterances_per_sec", rec.utterances_per_sec},
                            {"epoch_seconds", rec.epoch_seconds},
@@ -562,7 +700,14 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
                            {"optimizer_step", state.optimizer.step},
                            {"device", device},
                            {"best", best},
-                           {"seconds", rec.times.to_json()}};
+                           {"seconds", rec.times.to_json()},
+                           {"wall_clock", {{"start", wall_start}, {"end", iso8601_now()}}}};
+    if (!dev_utts.empty()) {  // a metric of a missing split is left out, never NaN or null
+      line["dev_per"] = rec.dev_per;
+      line["dev_loss"] = rec.dev_loss;
+      line["dev_frame_accuracy"] = dev.frame_accuracy();
+      line["dev_boundary_f1_tol2"] = dev.boundary(2).f1();
+    }
     if (exec->device() != Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
       for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);
     // metrics.jsonl first, then the checkpoint: an interruption between the two
@@ -572,17 +717,21 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
     write_file_atomic(metrics_path, metrics_text);
     const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
     save_checkpoint(ckpt, state);
-    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
+    // best: the model for evaluate/decode/export, without optimizer state (--resume uses the last epoch-N)
+    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state, /*with_optimizer=*/false);
+    prune_checkpoints(ckpt_dir, epoch, cfg.train_keep_checkpoints);
+    const std::string dev_text = "dev loss " + format_metric(rec.dev_loss, "%.4f") + ", dev PER " +
+                                 format_metric(rec.dev_per, "%.2f%%", 100);
     if (exec->device() == Device::cpu)
-      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
+      spdlog::info("epoch {}: train loss {:.4f}, {}{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
                    "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
-                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   epoch, rec.train_loss, dev_text, best ? " (best)" : "", rec.frames_per_sec,
                    rec.epoch_seconds, rec.times.data, rec.times.encoder_forward, rec.times.encoder_backward,
                    rec.times.crf, rec.times.optimizer, rec.times.dev_eval);
     else
-      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data wait {:.2f}, "
+      spdlog::info("epoch {}: train loss {:.4f}, {}{}, {:.0f} frames/s, {:.1f} s (data wait {:.2f}, "
                    "dev {:.2f}; per-part GPU timings: timitseg bench train)",
-                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   epoch, rec.train_loss, dev_text, best ? " (best)" : "", rec.frames_per_sec,
                    rec.epoch_seconds, rec.times.data, rec.times.dev_eval);
     result.epochs.push_back(rec);
   }
