@@ -43,6 +43,8 @@ int main(int argc, char** argv) {
   timitseg::app::add_model_commands(app);
   timitseg::app::add_bench_train_command(app);
   timitseg::app::add_replay_step_command(app);
+  timitseg::app::add_compare_command(app);
+  timitseg::app::add_export_command(app);
 
   // One error convention (docs/cli.md): every failure is one line starting
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
