@@ -204,6 +204,11 @@ class LogFile {
     sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
     sink_->flush();
   }
+  // A line for train.log only: the error that stops the run (main() prints it on stderr).
+  void error(const std::string& msg) const {
+    sink_->log(spdlog::details::log_msg("timitseg", spdlog::level::err, msg));
+    sink_->flush();
+  }
   LogFile(const LogFile&) = delete;
   LogFile& operator=(const LogFile&) = delete;
 
@@ -521,10 +526,11 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
         const int sig = stop_signal();
         const std::string at = "interrupted at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi);
         // epoch - 1 >= 1: checkpoints/epoch-(epoch-1) exists (finished here or resumed from).
-        throw Interrupted(epoch > 1 ? at + "; resume with: timitseg train --resume " + cfg.train_run_dir
-                                    : at + ", before the first epoch finished (nothing to resume); start again with "
-                                           "the same `timitseg train` command",
-                          sig > 0 ? 128 + sig : 1);
+        const std::string msg = epoch > 1 ? at + "; resume with: timitseg train --resume " + cfg.train_run_dir
+                                          : at + ", before the first epoch finished (nothing to resume); start again "
+                                                 "with the same `timitseg train` command";
+        log_file.error(msg);
+        throw Interrupted(msg, sig > 0 ? 128 + sig : 1);
       }
       const auto t_data = Clock::now();
       const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
@@ -584,6 +590,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
           os << "no finite value";
         if (hit.layer == "optimizer") os << " (after the update)";
         os << "; utterances: " << ids << where;
+        log_file.error(os.str());
         throw std::runtime_error(os.str());
       } catch (const NonFiniteError& e) {
         const std::string replay =
@@ -608,11 +615,13 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume) {
         } catch (const std::exception& w) {
           where = std::string("; writing the replay file failed: ") + w.what();
         }
-        throw std::runtime_error("training stopped at epoch " + std::to_string(epoch) + ", batch " +
-                                 std::to_string(bi + 1) + "/" + std::to_string(batches.size()) +
-                                 ": first non-finite tensor: " + e.tensor() + " (" + e.what() + "); utterances: " +
-                                 ids + where +
-                                 ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md");
+        const std::string msg = "training stopped at epoch " + std::to_string(epoch) + ", batch " +
+                                std::to_string(bi + 1) + "/" + std::to_string(batches.size()) +
+                                ": first non-finite tensor: " + e.tensor() + " (" + e.what() + "); utterances: " +
+                                ids + where +
+                                ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md";
+        log_file.error(msg);
+        throw std::runtime_error(msg);
       }
       rec.times.optimizer += sr.times.optimizer;
       rec.times.encoder_forward += sr.times.encoder_forward;

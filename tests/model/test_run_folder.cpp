@@ -459,3 +459,14 @@ TEST_F(RunFolder, EmptyDevSplitIsNotApplicable) {
     EXPECT_TRUE(j["runs"][name]["core-test"].contains("per")) << name;
   }
 }
+
+// The error that stops a run is in train.log too (main() prints it on stderr).
+TEST_F(RunFolder, TrainLogHoldsTheErrorThatStoppedTheRun) {
+  const fs::path a = dir_ / "stopped";
+  Cmd t = run("train --config " + config("stopped", dir_ / "work", a, 1) +
+              " --set debug.inject_nonfinite=1:2");
+  ASSERT_EQ(t.rc, 1) << t.output;
+  const std::string log = slurp(a / "train.log");
+  EXPECT_NE(log.find("[error] training stopped at epoch 1, batch 2/"), std::string::npos) << log;
+  EXPECT_NE(t.output.find("error: training stopped at epoch 1, batch 2/"), std::string::npos) << t.output;
+}
