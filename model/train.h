@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
+#include "model/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
 
 namespace timitseg::model {
 
@@ -53,12 +54,6 @@ TrainData load_train_data(const Config& cfg);
 // the last epoch-N and the train.keep_checkpoints epochs before it).
 TrainResult train(const Config& cfg, const TrainData& data, bool resume);
 
-// "n/a" for NaN (a metric of an empty or missing split), else the value
-// formatted with printf's format (e.g. "%.2f%%" after scaling by `scale`).
-std::string format_metric(double v, const char* format = "%.2f", double scale = 1.0);
-
-// The current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
-std::string iso8601_now();
 
 // Throws when RUN_DIR already holds a run (a non-empty metrics.jsonl or
 // checkpoints/epoch-N.safetensors): a fresh run must not mix with it.
