@@ -453,6 +453,17 @@ TEST_F(RunFolder, EmptyDevSplitIsNotApplicable) {
       EXPECT_FALSE(l.contains(k)) << k << " in " << l.dump();
   // no best checkpoint without a dev split: compare evaluates the last one
   EXPECT_FALSE(fs::exists(runs / "semicrf" / "checkpoints" / "best.safetensors"));
+  // evaluate on the empty split: n/a, a JSON without metrics, exit 0
+  const fs::path ej = dir_ / "nodev_eval.json";
+  Cmd e = run("evaluate --checkpoint " + (runs / "semicrf" / "checkpoints" / "epoch-2.safetensors").string() +
+              " --split dev --json " + ej.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("has no utterances: PER, boundaries, segments, durations and frame accuracy are n/a"),
+            std::string::npos)
+      << e.output;
+  const auto ejson = nlohmann::json::parse(slurp(ej));
+  EXPECT_EQ(ejson["utterances"], 0);
+  EXPECT_FALSE(ejson.contains("per"));
   const auto j = nlohmann::json::parse(slurp(json));
   for (const char* name : {"linear", "semicrf"}) {
     EXPECT_FALSE(j["runs"][name].contains("dev")) << name;
