@@ -119,8 +119,9 @@ void run_train(const TrainArgs& a) {
   const model::TrainData data = model::load_train_data(cfg);
   const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads));
   if (!r.epochs.empty())
-    spdlog::info("done: {} epoch(s); first dev PER {:.2f}%, last dev PER {:.2f}%; checkpoints in {}/checkpoints",
-                 r.epochs.size(), 100 * r.epochs.front().dev_per, 100 * r.epochs.back().dev_per, r.run_dir);
+    spdlog::info("done: {} epoch(s); first dev PER {}, last dev PER {}; checkpoints in {}/checkpoints",
+                 r.epochs.size(), model::format_metric(r.epochs.front().dev_per, "%.2f%%", 100),
+                 model::format_metric(r.epochs.back().dev_per, "%.2f%%", 100), r.run_dir);
 }
 
 }  // namespace
@@ -137,7 +138,7 @@ void add_model_commands(CLI::App& app) {
   train->add_option("--resume", ta->resume,
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
                     "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
-                    "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, "
+                    "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, train.keep_checkpoints, "
                     "debug.check_numerics, debug.drift_threshold");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));

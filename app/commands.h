@@ -13,6 +13,8 @@ void add_model_commands(CLI::App& app);  // train, evaluate, decode    (app/cmd_
 void add_bench_train_command(CLI::App& app);  // bench train          (app/cmd_bench_train.cpp)
 void add_replay_step_command(CLI::App& app);  // replay-step          (app/cmd_replay_step.cpp)
 void add_report_command(CLI::App& app);       // report               (app/cmd_report.cpp)
+void add_compare_command(CLI::App& app);      // compare              (app/cmd_compare.cpp)
+void add_export_command(CLI::App& app);       // export               (app/cmd_export.cpp)
 
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);

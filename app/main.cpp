@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "common/version.h"
 #include "model/interrupt.h"
 
 namespace timitseg::app {
@@ -27,7 +28,8 @@ int main(int argc, char** argv) {
       "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
       "Run `timitseg SUBCOMMAND --help` for the options of each subcommand."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("timitseg 0.1.0"));
+  app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
+                                           timitseg::git_commit() + ", " + timitseg::build_type() + " build)");
   std::string log_level = "info";
   app.add_option("--log-level", log_level, "Logging verbosity: trace, debug, info, warn, error, off")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
@@ -44,6 +46,8 @@ int main(int argc, char** argv) {
   timitseg::app::add_bench_train_command(app);
   timitseg::app::add_replay_step_command(app);
   timitseg::app::add_report_command(app);
+  timitseg::app::add_compare_command(app);
+  timitseg::app::add_export_command(app);
 
   // One error convention (docs/cli.md): every failure is one line starting
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad

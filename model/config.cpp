@@ -61,6 +61,7 @@ const std::vector<Entry>& entries() {
       {"train.bucketing", &Config::train_bucketing},
       {"train.bucket_batches", &Config::train_bucket_batches},
       {"train.log_every", &Config::train_log_every},
+      {"train.keep_checkpoints", &Config::train_keep_checkpoints},
       {"debug.fixed_length", &Config::debug_fixed_length},
       {"debug.drift_threshold", &Config::debug_drift_threshold},
       {"debug.check_numerics", &Config::debug_check_numerics},
@@ -323,7 +324,8 @@ void Config::set(const std::string& assignment, const std::string& origin) {
 const std::vector<std::string>& Config::resumable_keys() {
   static const std::vector<std::string> k = {"train.epochs",          "train.log_every", "train.threads",
                                              "debug.check_numerics",  "debug.drift_threshold",
-                                             "train.device",          "crf.backend",     "train.rnn_algo"};
+                                             "train.device",          "crf.backend",     "train.rnn_algo",
+                                             "train.keep_checkpoints"};
   return k;
 }
 
@@ -460,6 +462,8 @@ void Config::validate() const {
   check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
   check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
   check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
+  check(*this, train_keep_checkpoints >= 0, "train.keep_checkpoints", train_keep_checkpoints,
+        ">= 0 (0 = only best and last)");
   check(*this, debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
   check(*this, debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
   if (!debug_inject_nonfinite.empty()) {

@@ -50,6 +50,7 @@ struct Config {
   bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
   int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
   int train_log_every = 10;          // train.log_every: batches between plain progress lines
+  int train_keep_checkpoints = 3;    // train.keep_checkpoints: epoch-N checkpoints kept besides best + last (0 = only those two)
   // debug
   int debug_fixed_length = 0;        // debug.fixed_length: 0 = off, N = truncate/pad to N frames
   double debug_drift_threshold = 20.0;  // debug.drift_threshold

@@ -103,7 +103,11 @@ class Executor {
 
   // Viterbi segments per utterance (label-set indices), no dropout. scores
   // (optional): the projection output [B][T][C] on the host (--dump-scores).
-  virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) = 0;
+  // nll (optional): per utterance [B], log Z - gold score of batch.labels from
+  // the same forward (the dev loss; no penalty, no dropout); batch.labels must
+  // then be valid labels.
+  virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
+                                                        std::vector<double>* nll = nullptr) = 0;
 
   // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
   // forward stopped before the cumsum. Used for the replay file of a failure.

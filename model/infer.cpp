@@ -110,7 +110,16 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   const data::Split split = data::load_split(workdir, o.split);
-  if (split.utterances.empty()) throw std::runtime_error(workdir + ": split '" + o.split + "' has no utterances");
+  if (split.utterances.empty()) {
+    // A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
+    nlohmann::json j = {{"checkpoint", o.checkpoint}, {"split", o.split}, {"epoch", s.epoch}, {"utterances", 0}};
+    std::printf("evaluate %s on %s (epoch %d)\n%s: split '%s' has no utterances: PER, boundaries, segments, "
+                "durations and frame accuracy are n/a\n",
+                o.checkpoint.c_str(), o.split.c_str(), s.epoch, workdir.c_str(), o.split.c_str());
+    std::fflush(stdout);
+    if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
+    return j;
+  }
   if (split.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
                              " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));

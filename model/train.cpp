@@ -21,9 +21,11 @@
 
 #include "common/atomic_file.h"
 #include "common/progress.h"
+#include "common/version.h"
 #include "model/cpu/network.h"
 #include "model/interrupt.h"
 #include "model/replay_step.h"
+#include "model/run_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -154,16 +156,20 @@ TrainData load_train_data(const Config& cfg) {
 
 void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
-                         bool want_scores) {
+                         bool want_scores, double* nll_sum) {
   std::vector<const data::Utterance*> sorted = utts;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
   std::vector<float> scores;
+  std::vector<double> nll;
+  if (nll_sum) *nll_sum = 0;
   for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
     std::vector<const data::Utterance*> chunk(sorted.begin() + p,
                                               sorted.begin() + std::min(sorted.size(), p + batch_size));
     const Batch batch = make_batch(chunk, cmvn, ls, 0);
-    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr);
+    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
+    if (nll_sum)
+      for (double x : nll) *nll_sum += x;
     for (size_t b = 0; b < chunk.size(); ++b) {
       const int L = batch.input.lengths[b];
       std::vector<int> ref(L), pred(L, -1);
@@ -313,6 +319,10 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   // temporaries of a run killed while writing (kill -9, power loss)
   remove_stale_temporaries(run_dir.string());
   remove_stale_temporaries(ckpt_dir.string());
+  const LogFile log_file((run_dir / "train.log").string());
+  spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
+               resume ? "resuming" : "training", cfg.train_run_dir);
+  write_run_json(run_dir, run_entry(cfg, device, *exec, threads, resume), resume);
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
   const ParamLayout layout(state.dims);
@@ -382,6 +392,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   result.run_dir = cfg.train_run_dir;
   for (int epoch = state.epoch + 1; epoch <= cfg.train_epochs; ++epoch) {
     const auto epoch_t0 = Clock::now();
+    const std::string wall_start = iso8601_now();
     EpochRecord rec;
     rec.epoch = epoch;
     const auto batches = make_epoch_batches(lengths, cfg, rng);
@@ -405,10 +416,11 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
         const int sig = stop_signal();
         const std::string at = "interrupted at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi);
         // epoch - 1 >= 1: checkpoints/epoch-(epoch-1) exists (finished here or resumed from).
-        throw Interrupted(epoch > 1 ? at + "; resume with: timitseg train --resume " + cfg.train_run_dir
-                                    : at + ", before the first epoch finished (nothing to resume); start again with "
-                                           "the same `timitseg train` command",
-                          sig > 0 ? 128 + sig : 1);
+        const std::string msg = epoch > 1 ? at + "; resume with: timitseg train --resume " + cfg.train_run_dir
+                                          : at + ", before the first epoch finished (nothing to resume); start again "
+                                                 "with the same `timitseg train` command";
+        log_file.error(msg);
+        throw Interrupted(msg, sig > 0 ? 128 + sig : 1);
       }
       const auto t_data = Clock::now();
       const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
@@ -469,6 +481,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
           os << "no finite value";
         if (hit.layer == "optimizer") os << " (after the update)";
         os << "; utterances: " << ids << where;
+        log_file.error(os.str());
         throw std::runtime_error(os.str());
       } catch (const NonFiniteError& e) {
         const std::string replay =
@@ -493,11 +506,13 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
         } catch (const std::exception& w) {
           where = std::string("; writing the replay file failed: ") + w.what();
         }
-        throw std::runtime_error("training stopped at epoch " + std::to_string(epoch) + ", batch " +
-                                 std::to_string(bi + 1) + "/" + std::to_string(batches.size()) +
-                                 ": first non-finite tensor: " + e.tensor() + " (" + e.what() + "); utterances: " +
-                                 ids + where +
-                                 ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md");
+        const std::string msg = "training stopped at epoch " + std::to_string(epoch) + ", batch " +
+                                std::to_string(bi + 1) + "/" + std::to_string(batches.size()) +
+                                ": first non-finite tensor: " + e.tensor() + " (" + e.what() + "); utterances: " +
+                                ids + where +
+                                ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md";
+        log_file.error(msg);
+        throw std::runtime_error(msg);
       }
       rec.times.optimizer += sr.times.optimizer;
       rec.times.encoder_forward += sr.times.encoder_forward;
@@ -537,10 +552,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       keep_segments = [&end](const data::Utterance& u, const Batch&, int, const std::vector<float>*,
                              const std::vector<crf::Segment>& segs) { end.dev.emplace_back(&u, segs); };
     if (!dev_utts.empty()) {
-      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev, keep_segments);
+      // the dev loss comes from the decoding forward (log Z - gold score, no dropout, no penalty),
+      // normalized as the training loss (crf.loss_normalization)
+      double nll_sum = 0;
+      evaluate_utterances(*exec, dev_utts, cmvn, ls, cfg.train_batch_size, dev, keep_segments, false, &nll_sum);
       rec.dev_per = dev.per();
+      int64_t dev_frames = 0;
+      for (const data::Utterance* u : dev_utts) dev_frames += u->num_frames;
+      rec.dev_loss = nll_sum / (cfg.crf_loss_normalization == "frame" ? double(std::max<int64_t>(1, dev_frames))
+                                                                       : double(dev_utts.size()));
     } else {
       rec.dev_per = std::numeric_limits<double>::quiet_NaN();
+      rec.dev_loss = std::numeric_limits<double>::quiet_NaN();
     }
     rec.times.dev_eval = since(t_dev);
     const auto [mt, md] = crf_param_maxima(layout, state.params);
@@ -568,9 +591,6 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
 
     nlohmann::json line = {{"epoch", epoch},
                            {"train_loss", rec.train_loss},
-                           {"dev_per", dev_utts.empty() ? nlohmann::json(nullptr) : nlohmann::json(rec.dev_per)},
-                           {"dev_frame_accuracy", dev.frame_accuracy()},
-                           {"dev_boundary_f1_tol2", dev.boundary(2).f1()},
                            {"frames_per_sec", rec.frames_per_sec},
                            {"utterances_per_sec", rec.utterances_per_sec},
                            {"epoch_seconds", rec.epoch_seconds},
@@ -585,7 +605,14 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
                            {"optimizer_step", state.optimizer.step},
                            {"device", device},
                            {"best", best},
-                           {"seconds", rec.times.to_json()}};
+                           {"seconds", rec.times.to_json()},
+                           {"wall_clock", {{"start", wall_start}, {"end", iso8601_now()}}}};
+    if (!dev_utts.empty()) {  // a metric of a missing split is left out, never NaN or null
+      line["dev_per"] = rec.dev_per;
+      line["dev_loss"] = rec.dev_loss;
+      line["dev_frame_accuracy"] = dev.frame_accuracy();
+      line["dev_boundary_f1_tol2"] = dev.boundary(2).f1();
+    }
     if (exec->device() != Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
       for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);
     // metrics.jsonl first, then best, then the epoch's checkpoint: an
@@ -596,18 +623,24 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     metrics_text += line.dump() + "\n";
     write_file_atomic(metrics_path, metrics_text);
     const std::string ckpt = (ckpt_dir / ("epoch-" + std::to_string(epoch) + ".safetensors")).string();
-    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state);
+    // best first (the model for evaluate/decode/export, without optimizer state;
+    // --resume uses the last epoch-N): a kill between the two files then redoes
+    // this epoch on resume and rewrites best identically
+    if (best) save_checkpoint((ckpt_dir / "best.safetensors").string(), state, /*with_optimizer=*/false);
     save_checkpoint(ckpt, state);
+    prune_checkpoints(ckpt_dir, epoch, cfg.train_keep_checkpoints);
+    const std::string dev_text = "dev loss " + format_metric(rec.dev_loss, "%.4f") + ", dev PER " +
+                                 format_metric(rec.dev_per, "%.2f%%", 100);
     if (exec->device() == Device::cpu)
-      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
+      spdlog::info("epoch {}: train loss {:.4f}, {}{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
                    "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
-                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   epoch, rec.train_loss, dev_text, best ? " (best)" : "", rec.frames_per_sec,
                    rec.epoch_seconds, rec.times.data, rec.times.encoder_forward, rec.times.encoder_backward,
                    rec.times.crf, rec.times.optimizer, rec.times.dev_eval);
     else
-      spdlog::info("epoch {}: train loss {:.4f}, dev PER {:.2f}%{}, {:.0f} frames/s, {:.1f} s (data wait {:.2f}, "
+      spdlog::info("epoch {}: train loss {:.4f}, {}{}, {:.0f} frames/s, {:.1f} s (data wait {:.2f}, "
                    "dev {:.2f}; per-part GPU timings: timitseg bench train)",
-                   epoch, rec.train_loss, 100 * rec.dev_per, best ? " (best)" : "", rec.frames_per_sec,
+                   epoch, rec.train_loss, dev_text, best ? " (best)" : "", rec.frames_per_sec,
                    rec.epoch_seconds, rec.times.data, rec.times.dev_eval);
     result.epochs.push_back(rec);
     if (after_epoch) {

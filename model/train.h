@@ -12,6 +12,7 @@
 #include "model/batch.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
+#include "model/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
 
 namespace timitseg::model {
 
@@ -22,7 +23,9 @@ struct TimeBreakdown {
 
 struct EpochRecord {
   int epoch = 0;
-  double train_loss = 0, dev_per = 0, frames_per_sec = 0, utterances_per_sec = 0, epoch_seconds = 0, lr = 0;
+  // dev_per, dev_loss: NaN when there is no dev split (logged "n/a", left out of metrics.jsonl)
+  double train_loss = 0, dev_per = 0, dev_loss = 0, frames_per_sec = 0, utterances_per_sec = 0, epoch_seconds = 0,
+         lr = 0;
   double max_abs_transition = 0, max_abs_duration_bias = 0;
   TimeBreakdown times;
 };
@@ -58,6 +61,11 @@ using AfterEpoch = std::function<void(const EpochEnd&)>;
 // RUN_DIR/checkpoints/epoch-N.safetensors (resume == true; cfg must be the
 // checkpoint's config, possibly with train.epochs raised). after_epoch
 // (optional) is called after every epoch; an exception from it propagates.
+// The run folder (docs/training.md "The run folder"): train.log (the log of
+// every call, appended), run.json (version, git commit, build, machine,
+// device, CRF backend, start time; one entry more per resume), config.yaml,
+// metrics.jsonl and checkpoints/ (best.safetensors without optimizer state,
+// the last epoch-N and the train.keep_checkpoints epochs before it).
 TrainResult train(const Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
 
 // Throws when RUN_DIR already holds a run (checkpoints/epoch-N.safetensors, or
@@ -83,7 +91,9 @@ using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, i
                                          const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
 void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
-                         bool want_scores = false);
+                         bool want_scores = false, double* nll_sum = nullptr);
+// nll_sum (optional): receives the sum over the utterances of log Z - gold
+// score (their labels' NLL), from the decoding forward (Executor::decode).
 
 // Sets the default thread count of the CPU encoder (0 = all cores; common/parallel.h) and keeps Eigen single-threaded; returns the number used.
 int set_threads(int threads);

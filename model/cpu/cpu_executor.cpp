@@ -187,7 +187,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
-                                                    Activations<float>& act) {
+                                                    Activations<float>& act, std::vector<double>* nll) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
   Probe probe(true, FaultSpec{}, 0);
@@ -201,7 +201,12 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
   opt.gradients = false;
   opt.viterbi = true;
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
-  crf::HostResult r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch), nullptr, opt);
+  crf::HostResult r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch),
+                                       nll ? batch.labels.data() : nullptr, opt);
+  if (nll) {
+    nll->resize(B);
+    for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
+  }
   std::vector<std::vector<crf::Segment>> out(B);
   for (const crf::Segment& s : r.segments) out.at(s.batch).push_back(s);
   return out;
@@ -276,8 +281,9 @@ class CpuExecutor final : public Executor {
     return r;
   }
 
-  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
-    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations());
+  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
+                                                std::vector<double>* nll) override {
+    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll);
     if (scores) {
       const Activations<float>& act = enc_.activations();
       const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;

@@ -57,9 +57,10 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
                          std::vector<float>& grad, Activations<float>& act);
 
 // Viterbi segments per utterance on the host; act receives the activations.
+// nll (optional): per utterance [B], log Z - gold score of batch.labels.
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
-                                                    Activations<float>& act);
+                                                    Activations<float>& act, std::vector<double>* nll = nullptr);
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Backend& backend,
                                                     Activations<float>& act);

@@ -303,9 +303,10 @@ class CudaExecutor final : public Executor {
     return r;
   }
 
-  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores) override {
+  std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
+                                                std::vector<double>* nll) override {
     const int B = batch.input.B, T = batch.input.T;
-    stage(batch, /*with_labels=*/false);
+    stage(batch, /*with_labels=*/nll != nullptr);
     numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
     cum_.reserve(cum_bytes(B, T));
     ForwardOptions fo;  // dropout 0: evaluation
@@ -326,6 +327,16 @@ class CudaExecutor final : public Executor {
       vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
       vit_nseg_.reserve(B * sizeof(int32_t));
       session_->viterbi(dims, p, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
+      if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
+        lz_.reserve(2 * B * sizeof(double));
+        session_->log_partition(dims, p, lz_.as<double>());
+        session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
+        std::vector<double> both(2 * B);
+        lz_.download(both.data(), both.size() * sizeof(double), stream_);
+        TS_CUDA(cudaStreamSynchronize(stream_));
+        nll->resize(B);
+        for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
+      }
       std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
       vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
       vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
@@ -338,8 +349,13 @@ class CudaExecutor final : public Executor {
       crf::HostRunOptions ro;
       ro.gradients = false;
       ro.viterbi = true;
-      crf::HostResult r = session_->run_host(dims, host_crf_params(hp, cum, batch), nullptr, ro);
+      crf::HostResult r =
+          session_->run_host(dims, host_crf_params(hp, cum, batch), nll ? batch.labels.data() : nullptr, ro);
       segs = std::move(r.segments);
+      if (nll) {
+        nll->resize(B);
+        for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
+      }
     }
     std::vector<std::vector<crf::Segment>> out(B);
     for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);

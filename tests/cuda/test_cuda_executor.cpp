@@ -216,3 +216,33 @@ TEST(CudaExecutor, NonFiniteParameterIsNamedAndNothingUpdated) {
   EXPECT_EQ(oa.step, 0);
   EXPECT_EQ(after, params);  // poison restored, no update
 }
+
+// decode's per-utterance NLL (the dev loss, RUN_DIR/metrics.jsonl dev_loss):
+// the reference CRF on the CPU executor is the oracle; on the GPU with the
+// cuda backend (log_partition + gold_score on the device) and a host backend.
+TEST(CudaExecutor, DecodeNllMatchesTheCpuReference) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const std::vector<float> params = random_params(d, 21);
+  const Batch batch = random_batch(d, 5, 41, 22);
+  AdamW opt;
+  opt.reset(params.size());
+  ExecutorOptions xr;
+  xr.crf_backend = "reference";
+  auto cpu = make_executor("cpu", d, xr);
+  cpu->set_state(params, opt);
+  std::vector<double> want;
+  cpu->decode(batch, nullptr, &want);
+  ASSERT_EQ(want.size(), 5u);
+  for (const std::string backend : {"cuda", "cpu"}) {
+    ExecutorOptions xo;
+    xo.crf_backend = backend;
+    auto gpu = make_executor("cuda", d, xo);
+    gpu->set_state(params, opt);
+    std::vector<double> got;
+    gpu->decode(batch, nullptr, &got);
+    ASSERT_EQ(got.size(), want.size()) << backend;
+    for (size_t b = 0; b < want.size(); ++b)
+      EXPECT_NEAR(got[b], want[b], 1e-4 * (1 + std::abs(want[b]))) << backend << " utterance " << b;
+  }
+}

@@ -1,0 +1,15 @@
+// What this binary is: the project version, the git commit of the source tree
+// it was configured from and the build type. Defined in ONE generated
+// translation unit (BUILD/generated/version.cpp, written by CMake at configure
+// time from common/version.cpp.in), so a new commit recompiles that file only.
+// Re-run cmake (any build through `cmake --build` does when CMakeLists change;
+// scripts/build.sh always configures) to refresh the commit.
+#pragma once
+
+namespace timitseg {
+
+const char* version();     // "0.1.0" (project(VERSION) in CMakeLists.txt)
+const char* git_commit();  // 40 hex digits, with "-dirty" when the tree had changes; "unknown" outside git
+const char* build_type();  // CMAKE_BUILD_TYPE: "Release", "Debug", ...
+
+}  // namespace timitseg

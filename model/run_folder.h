@@ -1,0 +1,58 @@
+// The run folder of `timitseg train` (docs/training.md "The run folder"):
+// train.log (a file sink on the default logger while training), run.json
+// (what ran: version, commit, build, machine, device, backend, start time),
+// the pruning of old epoch checkpoints (train.keep_checkpoints), and the
+// formatting shared by logs and tables ("n/a", ISO 8601 times).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "model/executor.h"
+
+namespace spdlog::sinks {
+class sink;
+}
+
+namespace timitseg::model {
+
+// "n/a" for NaN (a metric of an empty or missing split), else the value
+// formatted with printf's format after scaling (e.g. "%.2f%%" with scale 100).
+std::string format_metric(double v, const char* format = "%.2f", double scale = 1.0);
+
+// The current time as ISO 8601 UTC with milliseconds ("2026-05-01T12:00:00.123Z").
+std::string iso8601_now();
+
+// One entry of run.json for this call of train(): timitseg_version,
+// git_commit, build_type, machine {cpu, cores, threads, gpu}, device,
+// executor, crf_backend, start_time.
+nlohmann::json run_entry(const Config& cfg, const std::string& device, const Executor& exec, int threads,
+                         bool resume);
+// RUN_DIR/run.json (atomic): a fresh run writes its entry; a resume appends
+// its entry to "resumes" (an unreadable old file is replaced, with a warning).
+void write_run_json(const std::filesystem::path& run_dir, const nlohmann::json& entry, bool resume);
+
+// Deletes checkpoints/epoch-M.safetensors for M < last - keep (best and the
+// last `keep` + 1 epochs stay; keep = train.keep_checkpoints).
+void prune_checkpoints(const std::filesystem::path& ckpt_dir, int last, int keep);
+
+// While alive, the default logger also writes to PATH (appended: a resumed
+// run continues its train.log).
+class LogFile {
+ public:
+  explicit LogFile(const std::string& path);
+  ~LogFile();
+  // A line for the file only: the error that stops the run (main() prints it on stderr).
+  void error(const std::string& msg) const;
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+
+ private:
+  std::shared_ptr<spdlog::sinks::sink> sink_;
+};
+
+}  // namespace timitseg::model
