@@ -323,8 +323,16 @@ class Driver:
         """(reference jobs, timitseg jobs): callables that return one run's record."""
         a = self.a
         self.out.mkdir(parents=True, exist_ok=True)
-        variants = self.variants = (PRESETS[a.preset] if not a.variant else
-                                    dict(parse_variant(v) for v in a.variant))
+        variants = (PRESETS[a.preset] if not a.variant else dict(parse_variant(v) for v in a.variant))
+        if a.only:
+            names = [x.strip() for x in a.only.split(",") if x.strip()]
+            unknown = [n for n in names if n not in variants]
+            if unknown:
+                raise SystemExit(f"--only: no variant {', '.join(unknown)} (have: {', '.join(variants)})")
+            variants = {n: variants[n] for n in names}
+        if a.extra:
+            variants = {n: v + " " + a.extra for n, v in variants.items()}
+        self.variants = variants
         seeds = [int(x) for x in a.seeds.split(",") if x.strip()]
         ts_jobs = [lambda n=name, sd=seed, b=self.timitseg_body(shlex.split(args)): self.guarded(n, sd, b, True)
                    for name, args in variants.items() for seed in seeds]
@@ -495,6 +503,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variant", action="append", default=None, metavar="NAME=ARGS",
                     help="a timitseg variant: NAME=--set k=v --set ... (repeatable; replaces the defaults; "
                          "{dropout} etc. expand to the size's values)")
+    ap.add_argument("--only", default="", help="comma-separated variant names: run just these of the preset")
+    ap.add_argument("--extra", default="", help="timitseg arguments appended to every variant, e.g. "
+                    "'--set train.rnn_algo=fused' (recorded in the variant, so in results.json)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="main",
                     help="timitseg variants when no --variant is given: main (shipped and matched, linear and "
                          "semi-CRF) or ablation (matched, then one factor at a time set back: dropout 0.2, "
