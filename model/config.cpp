@@ -243,13 +243,20 @@ void check_duplicates(const YAML::Node& node, const std::string& path, const std
   if (node.IsMap()) {
     std::map<std::string, int> first_line;  // key text -> line (from 1)
     for (auto kv : node) {
-      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
-      const std::string full = prefix.empty() ? name : prefix + "." + name;
       const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
+      // A YAML complex key ("? a: 1", a list or an empty key) names nothing
+      // (found by fuzzing: it escaped as yaml-cpp's "bad conversion").
+      if (!kv.first.IsScalar())
+        throw std::invalid_argument(path + ":" + std::to_string(line) + ": " +
+                                    (kv.first.IsMap() ? "a mapping" : kv.first.IsSequence() ? "a list" : "an empty name") +
+                                    " used as a " + (prefix.empty() ? "section" : "key") +
+                                    " name; names are plain words");
+      const std::string name = kv.first.Scalar();
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
       const auto [it, fresh] = first_line.emplace(name, line);
       if (!fresh)
         throw std::invalid_argument(path + ":" + std::to_string(line) + ": duplicate " +
-                                    (prefix.empty() ? "section" : "key") + " '" + full + "' (first at line " +
+                                    (prefix.empty() ? "section" : "key") + " '" + shown(full) + "' (first at line " +
                                     std::to_string(it->second) + ", again at line " + std::to_string(line) +
                                     "); each key may appear only once");
       check_duplicates(kv.second, path, full);
