@@ -1,6 +1,8 @@
-// Regression tests of what the fuzz_config target (tests/fuzz/, docs/fuzzing.md)
-// found: a quoted YAML key, section or value may hold a newline ("ep\nochs"),
-// and errors that quoted it spanned two lines. Every error of Config::load is
+// Regression tests of the fuzz_config target (tests/fuzz/, docs/fuzzing.md): a
+// quoted YAML key, section or value may hold a newline ("ep\nochs"), and errors
+// that quoted it spanned two lines (the target's one-line check, on inputs
+// written by hand); a complex key escaped as yaml-cpp's "bad conversion" (found
+// by the fuzzer). Every error of Config::load is
 // one line naming the file; the name is shown with the control character
 // escaped. Inputs in tests/model/fixtures/fuzz/; expected texts written by hand.
 #include <gtest/gtest.h>
