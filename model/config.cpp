@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -133,9 +132,10 @@ std::string shown(const std::string& name) {
     else if (c == '\t') out += "\\t";
     else if (c == '\r') out += "\\r";
     else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
+      const char* hex = "0123456789ABCDEF";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
     } else out += static_cast<char>(c);
   }
   return out;

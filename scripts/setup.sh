@@ -4,11 +4,11 @@
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libsndfile1-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
       nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev)
+missing=()
 # Optional, for fuzzing (scripts/fuzz.sh, docs/fuzzing.md): clang and its
 # libFuzzer/sanitizer runtimes. Installed when the package sources have them;
 # without them everything else builds and scripts/test.sh skips the fuzz step.
 optional=(clang libclang-rt-14-dev)
-missing=()
 for p in "${pkgs[@]}" "${optional[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
