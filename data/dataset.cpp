@@ -3,7 +3,9 @@
 // before it is parsed.
 #include "data/dataset.h"
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <stdexcept>
 
@@ -70,18 +72,28 @@ nlohmann::json read_manifest(const std::string& workdir) {
 std::string verified_file(const std::string& workdir, const std::string& name) {
   nlohmann::json m = read_manifest(workdir);
   const std::string path = (fs::path(workdir) / name).string();
-  if (!m["files"].contains(name)) throw std::runtime_error(path + ": not listed in manifest.json" + rerun_hint());
-  const auto& entry = m["files"][name];
+  if (!m["files"].is_object() || !m["files"].contains(name)) throw std::runtime_error(path + ": not listed in manifest.json" + rerun_hint());
+  // A malformed entry is named with the manifest (found by fuzzing: a missing or
+  // ill-typed "bytes"/"sha256" escaped as a bare JSON library message).
+  uint64_t want_bytes = 0;
+  std::string want_sum;
+  try {
+    const auto& entry = m["files"].at(name);
+    want_bytes = entry.at("bytes").get<uint64_t>();
+    want_sum = entry.at("sha256").get<std::string>();
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error((fs::path(workdir) / "manifest.json").string() + ": entry of " + name +
+                             " is malformed (needs \"bytes\" and \"sha256\"; " + e.what() + ")" + rerun_hint());
+  }
   require_file(path, rerun_hint());
   std::error_code ec;
-  const uint64_t want_bytes = entry.at("bytes").get<uint64_t>();
   const uint64_t have_bytes = fs::file_size(path, ec);
   if (ec || have_bytes != want_bytes)
     throw std::runtime_error(path + ": size " + std::to_string(have_bytes) + " bytes, manifest says " +
                              std::to_string(want_bytes) + " (truncated or replaced)" + rerun_hint());
   uint64_t n = 0;
   const std::string sum = sha256_file(path, &n);
-  if (sum != entry.at("sha256").get<std::string>())
+  if (sum != want_sum)
     throw std::runtime_error(path + ": SHA-256 checksum mismatch (the file was edited or corrupted)" + rerun_hint());
   return path;
 }
@@ -105,6 +117,7 @@ Split load_split(const std::string& workdir, const std::string& split) {
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": metadata 'utterances' is not JSON" + rerun_hint());
   }
+  if (!utts.is_array()) throw std::runtime_error(path + ": metadata 'utterances' is not a JSON array" + rerun_hint());
   const int64_t U = static_cast<int64_t>(utts.size());
   const st::Tensor& ft = f.get("features", st::DType::F32, {-1, -1});
   const int64_t F = ft.shape[0], dim = ft.shape[1];
@@ -118,14 +131,32 @@ Split load_split(const std::string& workdir, const std::string& split) {
   const auto soff = f.get("utt_segment_offsets", st::DType::I64, {U + 1}).to<int64_t>();
   if (foff[0] != 0 || foff[U] != F || soff[0] != 0 || soff[U] != S)
     throw std::runtime_error(path + ": offsets do not cover the tensors" + rerun_hint());
+  // Values the model layer indexes with are checked here, once (found by
+  // fuzzing: labels and segments were taken as they were).
+  const int32_t num_labels = static_cast<int32_t>(PhoneSet::timit().names61().size());
+  const int32_t q = PhoneSet::timit().index61("q");  // merged away by prepare; it has no 48/39 class
+  for (int64_t t = 0; t < F; ++t)
+    if (labels[t] < 0 || labels[t] >= num_labels || labels[t] == q)
+      throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + ": " +
+                               std::to_string(labels[t]) + " is not a phone index in [0, " +
+                               std::to_string(num_labels) + ") other than q" + rerun_hint());
+  if (F > INT32_MAX) throw std::runtime_error(path + ": more than 2^31 frames" + rerun_hint());
   out.utterances.resize(static_cast<size_t>(U));
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
     if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u])
       throw std::runtime_error(path + ": decreasing offsets at utterance " + std::to_string(u) + rerun_hint());
-    x.id = utts[u].at("id").get<std::string>();
-    x.speaker = utts[u].at("speaker").get<std::string>();
-    x.audio_path = utts[u].at("audio").get<std::string>();
+    try {
+      x.id = utts[u].at("id").get<std::string>();
+      x.speaker = utts[u].at("speaker").get<std::string>();
+      x.audio_path = utts[u].at("audio").get<std::string>();
+    } catch (const nlohmann::json::exception& e) {
+      throw std::runtime_error(path + ": metadata 'utterances' entry " + std::to_string(u) +
+                               " needs strings \"id\", \"speaker\" and \"audio\" (" + e.what() + ")" + rerun_hint());
+    }
+    if (nsamp[u] < 0)
+      throw std::runtime_error(path + ": tensor 'num_samples' index " + std::to_string(u) + ": " +
+                               std::to_string(nsamp[u]) + " is negative" + rerun_hint());
     x.num_frames = static_cast<int32_t>(foff[u + 1] - foff[u]);
     x.dim = static_cast<int32_t>(dim);
     x.num_samples = nsamp[u];
@@ -133,6 +164,16 @@ Split load_split(const std::string& workdir, const std::string& split) {
     x.labels.assign(labels.begin() + foff[u], labels.begin() + foff[u + 1]);
     for (int64_t s = soff[u]; s < soff[u + 1]; ++s)
       x.segments.push_back({segs[3 * s], segs[3 * s + 1], segs[3 * s + 2]});
+    // The segments are the maximal runs of the labels (prepare writes
+    // frame_segments(labels)); anything else is a corrupted cache.
+    const std::vector<Segment> runs = frame_segments(x.labels);
+    bool same = runs.size() == x.segments.size();
+    for (size_t i = 0; same && i < runs.size(); ++i)
+      same = runs[i].start == x.segments[i].start && runs[i].length == x.segments[i].length &&
+             runs[i].label == x.segments[i].label;
+    if (!same)
+      throw std::runtime_error(path + ": tensor 'segments' of utterance " + std::to_string(u) + " (" + x.id +
+                               ") are not the runs of its labels" + rerun_hint());
   }
   return out;
 }

@@ -128,7 +128,27 @@ std::string dot_free_hint(const std::string& name, bool in_yaml) {
 }
 
 // An unknown key of --set or a checkpoint ("section.key", or a name without a dot).
-[[noreturn]] void unknown_key(const std::string& key, const std::string& origin) {
+// A name from the file as it is shown in a message: control characters (a
+// quoted YAML key may hold "\n") escaped, so the error stays one line (found
+// by fuzzing).
+std::string shown(const std::string& name) {
+  std::string out;
+  for (unsigned char c : name) {
+    if (c == '\n') out += "\\n";
+    else if (c == '\t') out += "\\t";
+    else if (c == '\r') out += "\\r";
+    else if (c < 0x20 || c == 0x7f) {
+      const char* hex = "0123456789ABCDEF";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    } else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+[[noreturn]] void unknown_key(const std::string& raw_key, const std::string& origin) {
+  const std::string key = shown(raw_key);
   if (key.find('.') == std::string::npos)
     throw std::invalid_argument(origin + ": unknown config key '" + key + "' (keys are SECTION.KEY; " +
                                 dot_free_hint(key, false) + ")");
@@ -137,9 +157,10 @@ std::string dot_free_hint(const std::string& name, bool in_yaml) {
 }
 
 // An unknown top-level name of a YAML config file (only sections live there).
-[[noreturn]] void unknown_section(const std::string& name, const std::string& path) {
+[[noreturn]] void unknown_section(const std::string& raw_name, const std::string& path) {
+  const std::string name = shown(raw_name);
   if (name.find('.') != std::string::npos) {
-    const bool valid = find_entry(name) != nullptr;
+    const bool valid = find_entry(raw_name) != nullptr;
     const std::string key = valid ? name : Config::closest_key(name);
     const std::string sec = key.substr(0, key.find('.')), leaf = key.substr(key.find('.') + 1);
     throw std::invalid_argument(path + ": top-level key '" + name + "': " +
@@ -167,7 +188,7 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
                                 (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
   const std::string text = value.Scalar();
   auto bad = [&](const std::string& type) {
-    return std::invalid_argument(loc + ": " + key + ": expected " + type + ", got '" + text + "'");
+    return std::invalid_argument(loc + ": " + key + ": expected " + type + ", got '" + shown(text) + "'");
   };
   std::visit(
       [&](auto ptr) {
@@ -228,13 +249,20 @@ void check_duplicates(const YAML::Node& node, const std::string& path, const std
   if (node.IsMap()) {
     std::map<std::string, int> first_line;  // key text -> line (from 1)
     for (auto kv : node) {
-      const std::string name = kv.first.IsScalar() ? kv.first.Scalar() : std::string("?");
-      const std::string full = prefix.empty() ? name : prefix + "." + name;
       const int line = kv.first.Mark().is_null() ? 0 : kv.first.Mark().line + 1;
+      // A YAML complex key ("? a: 1", a list or an empty key) names nothing
+      // (found by fuzzing: it escaped as yaml-cpp's "bad conversion").
+      if (!kv.first.IsScalar())
+        throw std::invalid_argument(path + ":" + std::to_string(line) + ": " +
+                                    (kv.first.IsMap() ? "a mapping" : kv.first.IsSequence() ? "a list" : "an empty name") +
+                                    " used as a " + (prefix.empty() ? "section" : "key") +
+                                    " name; names are plain words");
+      const std::string name = kv.first.Scalar();
+      const std::string full = prefix.empty() ? name : prefix + "." + name;
       const auto [it, fresh] = first_line.emplace(name, line);
       if (!fresh)
         throw std::invalid_argument(path + ":" + std::to_string(line) + ": duplicate " +
-                                    (prefix.empty() ? "section" : "key") + " '" + full + "' (first at line " +
+                                    (prefix.empty() ? "section" : "key") + " '" + shown(full) + "' (first at line " +
                                     std::to_string(it->second) + ", again at line " + std::to_string(line) +
                                     "); each key may appear only once");
       check_duplicates(kv.second, path, full);
@@ -255,8 +283,10 @@ void check(const Config& cfg, bool ok, const char* key, const T& value, const st
   if (!ok) {
     const auto it = cfg.origins.find(key);
     std::ostringstream os;
-    os << (it == cfg.origins.end() ? std::string("config (default value)") : it->second) << ": '" << key << "' = "
-       << value << " is out of range: " << rule;
+    os << (it == cfg.origins.end() ? std::string("config (default value)") : it->second) << ": '" << key << "' = ";
+    if constexpr (std::is_same_v<T, std::string>) os << shown(value);  // one line whatever the string holds
+    else os << value;
+    os << " is out of range: " << rule;
     throw std::invalid_argument(os.str());
   }
 }

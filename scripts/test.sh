@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
 # The test command of README.md: setup + build + ctest (no GPU needed; GPU
-# tests skip with a message when no CUDA device is present).
+# tests skip with a message when no CUDA device is present), then, when clang
+# and libFuzzer are installed, every fuzz target for TIMITSEG_FUZZ_SECONDS
+# (default 30) each (scripts/fuzz.sh, docs/fuzzing.md; 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 scripts/build.sh
 ctest --test-dir build --output-on-failure -j"$(nproc)"
+fuzz_seconds=${TIMITSEG_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" -gt 0 ] && scripts/fuzz.sh --available; then
+  scripts/fuzz.sh "$fuzz_seconds"
+elif [ "$fuzz_seconds" -gt 0 ]; then
+  echo "test: fuzzing skipped: clang with libFuzzer is not installed (scripts/setup.sh installs clang and libclang-rt-14-dev)"
+fi
