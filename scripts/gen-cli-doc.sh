@@ -20,10 +20,10 @@ tmp=$(mktemp)
   echo "The global \`--log-level\` (trace, debug, info, warn, error, off) comes"
   echo "before the subcommand: \`timitseg --log-level debug train ...\`."
   echo
-  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "decode" "compare" "export" "replay-step" "crf replay" "bench crf" "bench train"; do
+  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi
     echo
-    echo '```'
+    echo '```text'
     # shellcheck disable=SC2086
     "$bin" $cmd --help | sed "s#^Usage: [^ ]*timitseg#Usage: timitseg#"
     echo '```'
