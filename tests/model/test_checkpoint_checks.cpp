@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "model/model.h"
@@ -199,4 +201,35 @@ TEST(CheckpointChecks, LegacyFixtureWithoutChecksumLoads) {
   save_checkpoint(again, s);
   EXPECT_EQ(st::load(again).metadata.count("tensor_sha256"), 1u);
   EXPECT_EQ(load_checkpoint(again).params, s.params);
+}
+
+// A checkpoint assembled from another model's files (issue 13: "a checkpoint
+// from another label set or model size"): its metadata says one size, its
+// tensors hold another. The load names the file and the first tensor whose
+// shape disagrees, with both shapes; a label set that does not match the
+// projection's rows is named as such.
+TEST(CheckpointChecks, TensorsOfAnotherModelSizeOrLabelSetAreNamed) {
+  commontest::TempDir dir;
+  const fs::path p = dir.path / "c.safetensors";
+  save_checkpoint(p.string(), tiny_state());  // hidden_dim 4, 39 classes
+  {
+    st::File f = st::load(p.string());
+    nlohmann::json d = nlohmann::json::parse(f.metadata.at("dims"));
+    d["hidden_dim"] = 8;  // the tensors stay those of hidden_dim 4
+    f.metadata["dims"] = d.dump();
+    st::save(p.string(), f);  // tensor data unchanged: the checksum still holds
+  }
+  std::string msg = load_error(p.string());
+  EXPECT_EQ(msg.rfind(p.string() + ":", 0), 0u) << msg;
+  EXPECT_NE(msg.find("encoder.input_proj.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("has shape [4, 3], expected [8, 3]"), std::string::npos) << msg;  // file vs metadata
+
+  save_checkpoint(p.string(), tiny_state());
+  {
+    st::File f = st::load(p.string());
+    f.metadata["label_set"] = "48";  // a 48-phone label set over a 39-class projection
+    st::save(p.string(), f);
+  }
+  msg = load_error(p.string());
+  EXPECT_EQ(msg, p.string() + ": label set size 48 != num_classes 39") << msg;
 }
