@@ -166,6 +166,33 @@ TEST(ReplayCli, ErrorsLeaveNoOutput) {
   EXPECT_NE(err.find("lengths[1] = 11 is outside [1, T=10]"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(out));
 
+  // Length 0 (below [1, T]).
+  st::File h0 = problem_file(pb, false, false);
+  h0.tensors["lengths"] = st::Tensor::from<int32_t>({2}, std::vector<int32_t>{0, 6});
+  const std::string in5 = (dir.path / "empty.safetensors").string();
+  st::save(in5, h0);
+  EXPECT_EQ(run_cli("crf replay " + in5 + " --out " + out, &err), 1);
+  EXPECT_NE(err.find("error: " + in5 + ": crf: lengths[0] = 0 is outside [1, T=10]"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+
+  // Non-finite values: a NaN in cum_scores inside utterance 1, +inf in transition.
+  {
+    Problem q = pb;
+    q.cum[(1 * 11 + 4) * 3 + 2] = std::numeric_limits<float>::quiet_NaN();  // [b=1][t=4][c=2], t <= length 6
+    const std::string in6 = (dir.path / "nan_scores.safetensors").string();
+    st::save(in6, problem_file(q, false, false));
+    EXPECT_EQ(run_cli("crf replay " + in6 + " --backend cpu --out " + out, &err), 1);
+    EXPECT_NE(err.find("error: " + in6 + ": crf: cum_scores[1][4][2] = nan is not finite"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(out));
+    q = pb;
+    q.A[0 * 3 + 1] = std::numeric_limits<float>::infinity();
+    const std::string in7 = (dir.path / "inf_transition.safetensors").string();
+    st::save(in7, problem_file(q, false, false));
+    EXPECT_EQ(run_cli("crf replay " + in7 + " --backend reference --out " + out, &err), 1);
+    EXPECT_NE(err.find("error: " + in7 + ": crf: transition[0][1] = inf is NaN or +inf"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+
   // An existing OUT is left untouched by a failing run.
   { std::ofstream(out) << "previous"; }
   EXPECT_EQ(run_cli("crf replay " + in + " --out " + out, &err), 1);

@@ -339,3 +339,21 @@ TEST_F(TrainInterrupt, StopBeforeFirstStepInProcess) {
   const TrainResult r = train(one, data, false);
   EXPECT_EQ(r.epochs.size(), 1u);
 }
+
+// A run folder that cannot be written (its parent is a regular file; the
+// tests may run as root, where permission bits do not stop a write): one
+// error line naming the folder, exit 1, nothing trained.
+TEST_F(TrainInterrupt, RunFolderThatCannotBeWrittenIsNamed) {
+  const fs::path blocker = dir_ / "not_a_folder";
+  std::ofstream(blocker) << "a file where a folder is needed\n";
+  const std::string run_dir = (blocker / "run").string();
+  const Proc r = run("train --config " + config("unused") + " --set train.run_dir=" + run_dir +
+                     " --set train.epochs=1");
+  EXPECT_EQ(r.rc, 1) << r.err;
+  EXPECT_EQ(count_error_lines(r.err), 1) << r.err;
+  std::string line;
+  for (const std::string& l : lines_of(r.err))
+    if (l.rfind("error: ", 0) == 0) line = l;
+  EXPECT_NE(line.find(run_dir), std::string::npos) << line;
+  EXPECT_EQ(slurp(blocker), "a file where a folder is needed\n");  // left as it was
+}
