@@ -16,6 +16,7 @@
 #include "common/sha256.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "data/features.h"
 #include "tests/data/util.h"
 
 using namespace timitseg::data;
@@ -157,4 +158,25 @@ TEST(FuzzRegression, ManifestEntryWithoutChecksumNamesManifest) {
             0u)
       << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+}
+
+// fuzz target `audio` (found by the 30 s CI run): a file that starts "RIFF"
+// but whose RIFF type field holds a newline ("RIFFNIST_1A\n...": a SPHERE
+// header behind a RIFF tag). The message quoted the type's raw bytes and so
+// took two lines; header bytes are now quoted with \xNN escapes.
+TEST(FuzzRegression, RiffTypeWithNewlineGivesOneLine) {
+  TempDir dir;
+  const std::string path = (dir.path / "SI1.WAV").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << fixture("audio-riff-type-with-newline.wav");
+  }
+  try {
+    read_audio(path);
+    FAIL() << path << " was read as audio";
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg, path + ": a RIFF file of type '_1A\\x0A', not a WAVE file") << msg;
+  }
 }
