@@ -28,44 +28,19 @@
 #include "model/checkpoint.h"
 #include "model/executor.h"
 
+#include "tests/support/cli.h"
+
 namespace fs = std::filesystem;
 using namespace timitseg;
 
 namespace {
 
-struct Cmd {
-  int rc;
-  std::string output;
-};
-
-Cmd sh(const std::string& cmd_line) {
-  Cmd r{0, ""};
-  FILE* p = popen((cmd_line + " 2>&1").c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testsupport::Cmd;
+using testsupport::sh;
+using testsupport::slurp;
 Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-std::vector<nlohmann::json> metrics_lines(const fs::path& run_dir) {
-  std::vector<nlohmann::json> out;
-  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
-  return out;
-}
+using testsupport::metrics_lines;
 
 std::set<std::string> files_in(const fs::path& dir) {
   std::set<std::string> out;

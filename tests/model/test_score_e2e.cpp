@@ -21,35 +21,17 @@
 #include "data/dataset.h"
 #include "model/labels.h"
 
+#include "tests/support/cli.h"
+
 namespace fs = std::filesystem;
 using namespace timitseg;
 
 namespace {
 
-struct Cmd {
-  int rc;
-  std::string output;
-};
-
-Cmd run(const std::string& args) {
-  const std::string cmd = std::string(TIMITSEG_BINARY) + " " + args + " 2>&1";
-  Cmd r{0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
+using testsupport::Cmd;
+using testsupport::sh;
+using testsupport::slurp;
+Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
 
 class ScoreE2E : public ::testing::Test {
  protected:

@@ -25,42 +25,22 @@
 #include "data/dataset.h"
 #include "model/checkpoint.h"
 
+#include "tests/support/cli.h"
+
 namespace fs = std::filesystem;
 using namespace timitseg;
 
 namespace {
 
-struct Cmd {
-  int rc;
-  std::string output;
-};
-
-// Runs a shell command line, stdout and stderr together.
-Cmd sh(const std::string& line) {
-  const std::string cmd = line + " 2>&1";
-  Cmd r{0, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
-  const int status = pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using testsupport::Cmd;
+using testsupport::sh;
+using testsupport::slurp;
 std::string bin() { return TIMITSEG_BINARY; }
 std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
 // The hook's environment for one command.
 std::string enospc(long long after_bytes, const std::string& path_part) {
   return "env TIMITSEG_TEST_ENOSPC_AFTER_BYTES=" + std::to_string(after_bytes) +
          (path_part.empty() ? std::string() : " TIMITSEG_TEST_ENOSPC_PATH=" + path_part) + " ";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
 }
 
 // {relative path: bytes} of every file under ROOT, hidden ones included.

@@ -1,0 +1,54 @@
+// Shared by the end-to-end tests that run the timitseg binary: a command
+// line's exit status and output, a whole file as a string, and the lines of a
+// run folder's metrics.jsonl.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace testsupport {
+
+struct Cmd {
+  int rc;              // exit status; -1 when the process did not exit normally
+  std::string output;  // stdout and stderr together
+};
+
+// Runs a shell command line (stderr joined to stdout).
+inline Cmd sh(const std::string& line) {
+  Cmd r{0, ""};
+  FILE* p = popen((line + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+inline std::string slurp(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// RUN_DIR/metrics.jsonl, one JSON object per non-empty line.
+inline std::vector<nlohmann::json> metrics_lines(const std::filesystem::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+}  // namespace testsupport
