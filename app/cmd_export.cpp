@@ -33,12 +33,7 @@ void run_export(const ExportArgs& a) {
   }
   auto& m = f.metadata;
   m["format"] = "timitseg-model-1";
-  m["dims"] = nlohmann::json{{"input_dim", s.dims.input_dim},
-                             {"hidden_dim", s.dims.hidden_dim},
-                             {"num_layers", s.dims.num_layers},
-                             {"num_classes", s.dims.num_classes},
-                             {"max_duration", s.dims.max_duration}}
-                  .dump();
+  m["dims"] = dims_json(s.dims);
   m["label_set"] = std::to_string(s.labels.set);
   m["label_names"] = nlohmann::json(s.labels.names).dump();
   m["label_names39"] = nlohmann::json(s.labels.names39).dump();

@@ -76,6 +76,15 @@ void check_range(const std::string& path, const std::string& name, const std::ve
 
 }  // namespace
 
+std::string dims_json(const ModelDims& d) {
+  return nlohmann::json{{"input_dim", d.input_dim},
+                        {"hidden_dim", d.hidden_dim},
+                        {"num_layers", d.num_layers},
+                        {"num_classes", d.num_classes},
+                        {"max_duration", d.max_duration}}
+      .dump();
+}
+
 void save_checkpoint(const std::string& path, const ModelState& s, bool with_optimizer) {
   const ParamLayout layout(s.dims);
   if (s.params.size() != layout.total()) throw std::invalid_argument(path + ": parameter buffer has the wrong size");
@@ -94,12 +103,7 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
   auto& m = f.metadata;
   m["format"] = "timitseg-checkpoint-1";
   m["config"] = s.config.to_json().dump();
-  m["dims"] = nlohmann::json{{"input_dim", s.dims.input_dim},
-                             {"hidden_dim", s.dims.hidden_dim},
-                             {"num_layers", s.dims.num_layers},
-                             {"num_classes", s.dims.num_classes},
-                             {"max_duration", s.dims.max_duration}}
-                  .dump();
+  m["dims"] = dims_json(s.dims);
   m["label_set"] = std::to_string(s.labels.set);
   m["label_names"] = nlohmann::json(s.labels.names).dump();
   m["feature_options"] = data::feature_options_to_json(s.features).dump();

@@ -60,4 +60,8 @@ ModelState load_checkpoint(const std::string& path, bool check_values = true);
 // (little-endian) bytes. Independent of the header layout and of the metadata.
 std::string checkpoint_tensor_sha256(const st::File& f);
 
+// The "dims" metadata of checkpoints and exported models: JSON text with
+// input_dim, hidden_dim, num_layers, num_classes, max_duration.
+std::string dims_json(const ModelDims& d);
+
 }  // namespace timitseg::model
