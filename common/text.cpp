@@ -51,6 +51,10 @@ bool find_invisible(const std::string& text, InvisibleChar* found) {
         if ((at(i + k) & 0xc0) != 0x80) valid = false;
         else cp = (cp << 6) | (at(i + k) & 0x3f);
       }
+      // overlong forms (0xC0 0xAF for '/'), UTF-16 surrogates and code points
+      // past U+10FFFF are not UTF-8 either (yaml-cpp would rewrite them)
+      static const unsigned min_cp[5] = {0, 0, 0x80, 0x800, 0x10000};
+      if (valid && (cp < min_cp[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))) valid = false;
       if (!valid) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "byte 0x%02X that is not UTF-8 text", c);

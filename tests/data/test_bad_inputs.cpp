@@ -183,6 +183,8 @@ TEST(BadPhn, InvisibleCharactersAreNamedWithLineAndColumn) {
       {"0 100 h#\n100\xE2\x80\x8B 200 aa\n", 2, "column 4: zero-width space (U+200B)"},
       {"0 100 h#\n100 200\xC2\xA0" "aa\n", 2, "column 8: no-break space (U+00A0)"},
       {"0 100 h#\n100 200 a\xFF\n", 2, "column 10: byte 0xFF that is not UTF-8 text"},
+      {"0 100 h#\n100 200 a\xC0\xAF\n", 2, "column 10: byte 0xC0 that is not UTF-8 text"},      // overlong '/'
+      {"0 100 h#\n100 200 a\xED\xA0\x80\n", 2, "column 10: byte 0xED that is not UTF-8 text"},  // surrogate
       {"0 100 h#\r100 200 aa\n", 1, "column 9: carriage return (U+000D) inside a line"},
   };
   for (const Case& c : cases) {
