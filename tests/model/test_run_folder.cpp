@@ -64,10 +64,8 @@ class RunFolder : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("timitseg_run_folder_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    Cmd s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 4 --seed 5");
-    ASSERT_EQ(s.rc, 0) << s.output;
-    Cmd p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());
-    ASSERT_EQ(p.rc, 0) << p.output;
+    const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 5);
+    ASSERT_EQ(c.rc, 0) << c.output;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   // A tiny config (2 epochs unless overridden) with its run_dir.

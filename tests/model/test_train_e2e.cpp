@@ -40,10 +40,8 @@ class TrainE2E : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("timitseg_model_e2e_" + std::to_string(::getpid()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
-    Cmd s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 4 --seed 5");
-    ASSERT_EQ(s.rc, 0) << s.output;
-    Cmd p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());
-    ASSERT_EQ(p.rc, 0) << p.output;
+    const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 5);
+    ASSERT_EQ(c.rc, 0) << c.output;
     config_ = (dir_ / "tiny.yaml").string();
     std::ofstream(config_) << "data:\n  workdir: " << (dir_ / "work").string()
                            << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n  dropout: 0.1\n"

@@ -41,6 +41,17 @@ inline std::string slurp(const std::filesystem::path& p) {
   return os.str();
 }
 
+// DIR/synth (`BINARY synth`, SPEAKERS x UTTS utterances, SEED) and DIR/work
+// (`BINARY prepare` of it): the failing command's result, or rc 0.
+inline Cmd make_prepared_corpus(const std::string& binary, const std::filesystem::path& dir, int speakers, int utts,
+                                int seed) {
+  const std::string synth = (dir / "synth").string();
+  Cmd r = sh(binary + " synth --out " + synth + " --speakers " + std::to_string(speakers) +
+             " --utterances-per-speaker " + std::to_string(utts) + " --seed " + std::to_string(seed));
+  if (r.rc != 0) return r;
+  return sh(binary + " prepare --timit " + synth + " --out " + (dir / "work").string());
+}
+
 // RUN_DIR/metrics.jsonl, one JSON object per non-empty line.
 inline std::vector<nlohmann::json> metrics_lines(const std::filesystem::path& run_dir) {
   std::vector<nlohmann::json> out;
