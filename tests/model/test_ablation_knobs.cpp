@@ -7,6 +7,7 @@
 //   model.dropout placement          (after the input Linear and between BiLSTM
 //                                    layers only) is tested by test_network.cpp
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -46,7 +47,7 @@ std::vector<double> torch_cosine_annealing_per_epoch(double base_lr, double eta_
 }
 
 std::string write_yaml(const std::string& name, const std::string& text) {
-  const auto p = std::filesystem::temp_directory_path() / ("timitseg_knobs_" + name + ".yaml");
+  const auto p = std::filesystem::temp_directory_path() / ("timitseg_knobs_" + name + "_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(p) << text;
   return p.string();
 }

@@ -1,5 +1,6 @@
 // Metrics on hand-made cases with known answers; config parsing and errors.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
@@ -108,7 +109,9 @@ TEST(Decode, BoundariesAndTextGrid) {
 
 namespace {
 std::string write_yaml(const std::string& name, const std::string& text) {
-  const auto path = std::filesystem::temp_directory_path() / ("timitseg_cfg_" + name + ".yaml");
+  // per process: ctest runs the tests of this file in parallel, each in its own process
+  const auto path =
+      std::filesystem::temp_directory_path() / ("timitseg_cfg_" + name + "_" + std::to_string(::getpid()) + ".yaml");
   std::ofstream(path) << text;
   return path.string();
 }
