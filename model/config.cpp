@@ -43,6 +43,8 @@ const std::vector<Entry>& entries() {
       {"crf.backend", &Config::crf_backend},
       {"crf.loss_normalization", &Config::crf_loss_normalization},
       {"crf.init_scale", &Config::crf_init_scale},
+      {"crf.duration_init", &Config::crf_duration_init},
+      {"crf.lr_scale", &Config::crf_lr_scale},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -476,6 +478,9 @@ void Config::validate() const {
   check(*this, train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
   check(*this, crf_init_scale >= 0.0 && crf_init_scale <= 10.0, "crf.init_scale", crf_init_scale,
         "in [0, 10] (0 = zeros)");
+  check(*this, crf_duration_init == "random" || crf_duration_init == "data", "crf.duration_init", crf_duration_init,
+        "one of random, data");
+  check(*this, crf_lr_scale > 0.0 && crf_lr_scale <= 1000.0, "crf.lr_scale", crf_lr_scale, "in (0, 1000]");
   check(*this,
         train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
         "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");

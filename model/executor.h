@@ -46,6 +46,7 @@ struct StepTimes {
 
 struct StepOptions {
   double lr = 1e-3;                  // this update's learning rate
+  double crf_lr_scale = 1.0;         // crf.lr_scale: crf.transition, duration_bias, start, end use lr * this
   double dropout = 0.0;              // model.dropout
   double clip_norm = 0.0;            // train.clip_norm (0 = off)
   double crf_reg = 0.0;              // crf.reg

@@ -22,16 +22,31 @@ struct AdamW {
     v.assign(n, 0.f);
     step = 0;
   }
-  // One update with learning rate lr.
-  void update(std::vector<float>& params, const std::vector<float>& grad, double lr) {
+  // One update: elements [0, scaled_begin) with learning rate lr, elements
+  // [scaled_begin, n) with lr * lr_scale (crf.lr_scale). The groups follow
+  // torch's AdamW parameter groups: a group's lr scales both its step and its
+  // decoupled weight decay; step, beta1, beta2, eps are shared. With
+  // lr_scale == 1 (or scaled_begin >= n) this is one group, as before.
+  void update(std::vector<float>& params, const std::vector<float>& grad, double lr,
+              size_t scaled_begin = static_cast<size_t>(-1), double lr_scale = 1.0) {
     ++step;
+    const size_t n = params.size();
+    const size_t split = lr_scale == 1.0 ? n : std::min(scaled_begin, n);
+    update_range(params, grad, 0, split, lr);
+    update_range(params, grad, split, n, lr * lr_scale);
+  }
+
+ private:
+  // elements [begin, end) with this step's learning rate lr (step already advanced)
+  void update_range(std::vector<float>& params, const std::vector<float>& grad, size_t begin, size_t end, double lr) {
+    if (begin >= end) return;
     const double bc1 = 1.0 - std::pow(beta1, static_cast<double>(step));
     const double bc2 = 1.0 - std::pow(beta2, static_cast<double>(step));
     const double step_size = lr / bc1;
     const double sqrt_bc2 = std::sqrt(bc2);
     const float b1 = static_cast<float>(beta1), b2 = static_cast<float>(beta2);
     const float decay = static_cast<float>(1.0 - lr * weight_decay);
-    for (size_t i = 0; i < params.size(); ++i) {
+    for (size_t i = begin; i < end; ++i) {
       const float g = grad[i];
       params[i] *= decay;
       m[i] = b1 * m[i] + (1.f - b1) * g;

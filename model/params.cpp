@@ -75,6 +75,48 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
     for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>((2.0 * uniform01(rng) - 1.0) * bound);
   }
 }
+DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_labels, int K, int C) {
+  if (K < 1 || C < 1)
+    throw std::invalid_argument("duration_log_prior: K and C must be >= 1, got K " + std::to_string(K) + ", C " +
+                                std::to_string(C));
+  std::vector<int64_t> n(static_cast<size_t>(K) * C, 0), per_label(static_cast<size_t>(C), 0);
+  DurationPrior out;
+  auto count_run = [&](int32_t c, int64_t r) {  // r >= 1 frames of label c
+    for (; r >= K; r -= K) {
+      ++n[static_cast<size_t>(K - 1) * C + c];
+      ++per_label[c];
+      ++out.segments;
+    }
+    if (r > 0) {
+      ++n[static_cast<size_t>(r - 1) * C + c];
+      ++per_label[c];
+      ++out.segments;
+    }
+  };
+  for (size_t u = 0; u < class_labels.size(); ++u) {
+    const std::vector<int32_t>& y = class_labels[u];
+    int64_t run = 0;
+    for (size_t t = 0; t < y.size(); ++t) {
+      if (y[t] < 0 || y[t] >= C)
+        throw std::invalid_argument("duration_log_prior: utterance " + std::to_string(u) + ", frame " +
+                                    std::to_string(t) + ": label " + std::to_string(y[t]) + " outside [0, " +
+                                    std::to_string(C) + ")");
+      ++run;
+      if (t + 1 == y.size() || y[t + 1] != y[t]) {
+        count_run(y[t], run);
+        run = 0;
+      }
+    }
+  }
+  out.log_p.resize(n.size());
+  for (int d = 0; d < K; ++d)
+    for (int c = 0; c < C; ++c) {
+      const size_t i = static_cast<size_t>(d) * C + c;
+      out.log_p[i] = std::log(static_cast<double>(n[i] + 1) / static_cast<double>(per_label[c] + K));
+    }
+  return out;
+}
+
 template void init_params<float>(const ParamLayout&, std::mt19937_64&, std::vector<float>&, double);
 template void init_params<double>(const ParamLayout&, std::mt19937_64&, std::vector<double>&, double);
 

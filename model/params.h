@@ -40,6 +40,9 @@ class ParamLayout {
   size_t total() const { return total_; }
   const ParamInfo& get(const std::string& name) const;
   const ModelDims& dims() const { return dims_; }
+  // Offset of crf.transition: [crf_structure_begin(), total()) holds crf.transition,
+  // crf.duration_bias, crf.start and crf.end, the parameter group of crf.lr_scale.
+  size_t crf_structure_begin() const { return get("crf.transition").offset; }
 
  private:
   void add(const std::string& name, std::vector<int64_t> shape);
@@ -56,6 +59,18 @@ class ParamLayout {
 template <class S>
 void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>& params, double crf_init_scale = 0.0);
 
+// The prior of crf.duration_init = data: log p(d | c) for d = 1..K and labels
+// c in [0, C), row-major [K][C] like crf.duration_bias, from frame label
+// sequences (class indices in [0, C)). Each maximal run of one label is split
+// as the loss's gold segmentation splits it (docs/crf.md: floor(r/K) pieces of
+// K frames, then the remainder), and the pieces are counted, add-one smoothed:
+// p(d | c) = (n[d][c] + 1) / (n[c] + K), so every entry is finite and each
+// label's K probabilities sum to 1.
+struct DurationPrior {
+  std::vector<double> log_p;  // [K][C]
+  int64_t segments = 0;       // gold segments counted
+};
+DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_labels, int K, int C);
 
 // Uniform double in [0,1) from 53 random bits (portable, unlike std distributions).
 inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }

@@ -181,6 +181,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
 
   StepOptions so;
   so.lr = lr;
+  so.crf_lr_scale = cfg.crf_lr_scale;
   so.dropout = cfg.model_dropout;
   so.clip_norm = cfg.train_clip_norm;
   so.crf_reg = cfg.crf_reg;

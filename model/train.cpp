@@ -348,6 +348,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, cfg.train_epochs);
   } else {
     init_params(layout, rng, state.params, cfg.crf_init_scale);
+    if (cfg.crf_duration_init == "data") {
+      // crf.duration_init = data: the train split's duration distribution, added to the draw above
+      std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
+      for (size_t u = 0; u < classes.size(); ++u)
+        for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(ls.from61(l));
+      const DurationPrior prior = duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
+      const ParamInfo& db = layout.get("crf.duration_bias");
+      for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
+      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
+                   "segments of the train split (K = {})",
+                   prior.segments, state.dims.max_duration);
+    }
     state.optimizer.reset(layout.total());
   }
   state.optimizer.beta1 = cfg.train_beta1;
@@ -426,6 +438,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
       rec.times.data += since(t_data);
       StepOptions so;
+      so.crf_lr_scale = cfg.crf_lr_scale;
       so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, state.optimizer.step, total_steps,
                            batches_per_epoch);
       so.dropout = cfg.model_dropout;

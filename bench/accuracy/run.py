@@ -53,30 +53,43 @@ K_SEMI = 30  # the reference script's --max-duration default and configs/synth.y
 # The reference script's settings as timitseg keys: its dropout rate (after the
 # input Linear and between LSTM layers, as timitseg places it), an unbucketed
 # shuffle, CosineAnnealingLR stepped per epoch, transition/duration_bias ~
-# N(0, 0.1^2). (Not matched: it centres scores over the padded T.)
+# N(0, 0.1^2) trained at the encoder's learning rate. (Not matched: it centres
+# scores over the padded T.)
 MATCHED = "--set model.dropout={dropout} --set train.bucketing=false --set train.lr_schedule=cosine_epoch " \
-          "--set crf.init_scale=0.1"
+          "--set crf.init_scale=0.1 --set crf.lr_scale=1 --set crf.duration_init=random"
 DEFAULT_VARIANTS = {
     "timitseg-linear-shipped": "--set crf.max_duration=1",
     "timitseg-semicrf-shipped": f"--set crf.max_duration={K_SEMI}",
     "timitseg-linear-matched": "--set crf.max_duration=1 " + MATCHED,
     "timitseg-semicrf-matched": f"--set crf.max_duration={K_SEMI} " + MATCHED,
 }
-# One factor at a time, from the matched settings back to the shipped ones (--preset ablation).
+# One factor at a time, from the shipped configs (configs/synth.yaml) back to
+# the script's setting, or to the trade-off offered for GPU speed (--preset ablation).
 ABLATION_VARIANTS = {}
 for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
+    _base = f"--set crf.max_duration={_k}"
+    ABLATION_VARIANTS[f"{_crf}-shipped"] = _base
+    ABLATION_VARIANTS[f"{_crf}-shipped-lr-scale1"] = _base + " --set crf.lr_scale=1"
+    if _k > 1:  # with K = 1 the duration prior is log 1 = 0
+        ABLATION_VARIANTS[f"{_crf}-shipped-duration-random"] = _base + " --set crf.duration_init=random"
+    ABLATION_VARIANTS[f"{_crf}-shipped-bucketing"] = _base + " --set train.bucketing=true"
+# One factor at a time from the matched settings (the first ablation, before
+# crf.lr_scale and crf.duration_init existed; --preset ablation-matched).
+MATCHED_ABLATION_VARIANTS = {}
+for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
     _base = f"--set crf.max_duration={_k} " + MATCHED
-    ABLATION_VARIANTS[f"{_crf}-matched"] = _base
-    ABLATION_VARIANTS[f"{_crf}-matched-dropout0.2"] = _base + " --set model.dropout=0.2"
-    ABLATION_VARIANTS[f"{_crf}-matched-bucketing"] = _base + " --set train.bucketing=true"
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched"] = _base
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-dropout0.2"] = _base + " --set model.dropout=0.2"
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-bucketing"] = _base + " --set train.bucketing=true"
     # the trade-off: length-sorted pools of only 4 batches (less padding, most of the shuffle kept)
-    ABLATION_VARIANTS[f"{_crf}-matched-bucketing4"] = _base + " --set train.bucketing=true --set train.bucket_batches=4"
-    ABLATION_VARIANTS[f"{_crf}-matched-cosine-per-update"] = _base + " --set train.lr_schedule=cosine"
-    ABLATION_VARIANTS[f"{_crf}-matched-init-zero"] = _base + " --set crf.init_scale=0"
-    ABLATION_VARIANTS[f"{_crf}-matched-frame-normalized"] = _base + " --set crf.loss_normalization=frame"
-PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS,
-           # both in one run: the shipped configs, then the ablation (its "matched" are main's matched)
-           "all": {**{k: v for k, v in DEFAULT_VARIANTS.items() if k.endswith("-shipped")}, **ABLATION_VARIANTS}}
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-bucketing4"] = \
+        _base + " --set train.bucketing=true --set train.bucket_batches=4"
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-cosine-per-update"] = _base + " --set train.lr_schedule=cosine"
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-init-zero"] = _base + " --set crf.init_scale=0"
+    MATCHED_ABLATION_VARIANTS[f"{_crf}-matched-frame-normalized"] = _base + " --set crf.loss_normalization=frame"
+PRESETS = {"main": DEFAULT_VARIANTS, "ablation": ABLATION_VARIANTS, "ablation-matched": MATCHED_ABLATION_VARIANTS,
+           # both ablations in one run (their "-shipped" and "-matched" are main's variants)
+           "all": {**ABLATION_VARIANTS, **MATCHED_ABLATION_VARIANTS}}
 METRICS = [  # (key in results, header, scale, digits)
     ("per", "PER %", 100, 2),
     ("boundary_f1_0", "boundary F1 tol 0", 100, 1),
@@ -486,7 +499,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="timitseg variants of --preset main (NAME=ARGS):\n" +
                                  "\n".join(f"  {k}={v}" for k, v in DEFAULT_VARIANTS.items()) +
-                                 "\n--preset ablation: " + ", ".join(ABLATION_VARIANTS))
+                                 "\n--preset ablation: " + ", ".join(ABLATION_VARIANTS) +
+                                 "\n--preset ablation-matched: " + ", ".join(MATCHED_ABLATION_VARIANTS))
     ap.add_argument("--workdir", required=True, help="prepared WORKDIR (timitseg prepare)")
     ap.add_argument("--torch-semimarkov", type=Path, default=None,
                     help="torch-semimarkov checkout (benchmarking branch); without it only timitseg runs")
@@ -508,8 +522,10 @@ def main(argv: list[str] | None = None) -> int:
                     "'--set train.rnn_algo=fused' (recorded in the variant, so in results.json)")
     ap.add_argument("--preset", choices=sorted(PRESETS), default="main",
                     help="timitseg variants when no --variant is given: main (shipped and matched, linear and "
-                         "semi-CRF) or ablation (matched, then one factor at a time set back: dropout 0.2, "
-                         "bucketing, per-update cosine, zero CRF init, per-frame loss)")
+                         "semi-CRF); ablation (shipped, then one factor at a time set back: crf.lr_scale 1, "
+                         "crf.duration_init random, bucketing); ablation-matched (matched, then one factor at a "
+                         "time: dropout 0.2, bucketing, per-update cosine, zero CRF init, per-frame loss); all "
+                         "(both ablations)")
     ap.add_argument("--split", default="core-test", help="split scored (default core-test)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="timitseg's train.device")
     ap.add_argument("--threads", type=int, default=2, help="train.threads of each timitseg run on the CPU")

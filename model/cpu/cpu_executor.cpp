@@ -263,7 +263,7 @@ class CpuExecutor final : public Executor {
         loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations(), &probe);
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);
-    opt_.update(params_, grad_, o.lr);
+    opt_.update(params_, grad_, o.lr, enc_.network().layout().crf_structure_begin(), o.crf_lr_scale);
     if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
       probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());
       probe.tap("optimizer", Pass::backward, "exp_avg", opt_.m.data(), opt_.m.size());

@@ -274,8 +274,13 @@ class CudaExecutor final : public Executor {
     const auto t_opt = Clock::now();
     if (o.clip_norm > 0) gpu::clip_by_norm(grad_.as<float>(), n, &dsc->norm, o.clip_norm, stream_);
     ++opt_.step;
-    gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(), n, o.lr, opt_.beta1,
-                      opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
+    // two parameter groups when crf.lr_scale != 1, as AdamW::update (model/optim.h)
+    const size_t split = o.crf_lr_scale == 1.0 ? n : layout_.crf_structure_begin();
+    gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(), split, o.lr,
+                      opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
+    gpu::adamw_update(params_.as<float>() + split, m_.as<float>() + split, v_.as<float>() + split,
+                      grad_.as<float>() + split, n - split, o.lr * o.crf_lr_scale, opt_.beta1, opt_.beta2, opt_.eps,
+                      opt_.weight_decay, opt_.step, stream_);
     if (numerics_->active()) {
       // after the update by definition: a hit here restores nothing
       using gpu::TapTensor;

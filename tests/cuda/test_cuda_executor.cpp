@@ -129,8 +129,9 @@ TEST(CudaExecutor, GradientsAgreeAtRecipeSize) {
     std::printf("[ executor ] fused LSTM kernel not supported here: %s\n", why.c_str());
 }
 
-TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
-  REQUIRE_GPU();
+// A few training steps on both executors from the same state; crf_lr_scale:
+// crf.lr_scale (two AdamW parameter groups, launched as two kernels on the GPU).
+static void expect_training_tracks_the_cpu(double crf_lr_scale) {
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 21);
   AdamW opt;
@@ -144,8 +145,10 @@ TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
   gpu->set_state(params, opt);
   for (int step = 0; step < 5; ++step) {
     const Batch b = random_batch(d, 5, 40, 100 + step);
-    const StepResult rc = cpu->train_step(b, no_dropout());
-    const StepResult rg = gpu->train_step(b, no_dropout());
+    StepOptions o = no_dropout();
+    o.crf_lr_scale = crf_lr_scale;
+    const StepResult rc = cpu->train_step(b, o);
+    const StepResult rg = gpu->train_step(b, o);
     EXPECT_NEAR(rg.loss, rc.loss, 1e-3 * std::abs(rc.loss)) << "step " << step;
   }
   std::vector<float> pc, pg;
@@ -166,7 +169,19 @@ TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
     ref += std::pow(double(pc[i]) - params[i], 2);  // the distance moved
   }
   // The two trajectories differ by far less than the distance travelled.
-  EXPECT_LT(std::sqrt(diff), 1e-2 * std::sqrt(ref));
+  EXPECT_LT(std::sqrt(diff), 1e-2 * std::sqrt(ref)) << "crf.lr_scale " << crf_lr_scale;
+  std::printf("[ executor ] 5 steps, crf.lr_scale %g: parameters cpu vs gpu %.3g, moved %.3g\n", crf_lr_scale,
+              std::sqrt(diff), std::sqrt(ref));
+}
+
+TEST(CudaExecutor, TrainingStepsTrackTheCpu) {
+  REQUIRE_GPU();
+  expect_training_tracks_the_cpu(1.0);
+}
+
+TEST(CudaExecutor, TrainingStepsTrackTheCpuWithCrfLrScale) {
+  REQUIRE_GPU();
+  expect_training_tracks_the_cpu(30.0);
 }
 
 TEST(CudaExecutor, DecodeReproducesThePreRestructuringCpuBinary) {

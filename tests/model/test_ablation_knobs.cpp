@@ -6,6 +6,13 @@
 //                                    ~ N(0, scale^2); everything else as scale 0
 //   model.dropout placement          (after the input Linear and between BiLSTM
 //                                    layers only) is tested by test_network.cpp
+//   crf.duration_init: data          the duration prior against counts of the CRF
+//                                    library's own gold segmentation (crf::gold_segments)
+//                                    and a hand-counted example; the end-to-end start
+//                                    value is tested by test_train_e2e.cpp
+//   crf.lr_scale                     AdamW's two groups against two independent
+//                                    optimizers (torch's parameter groups) and the CPU
+//                                    executor's step against AdamW on its own gradient
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -18,9 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "crf/semicrf.h"
 #include "model/config.h"
+#include "model/model.h"
 #include "model/optim.h"
 #include "model/params.h"
+#include "tests/support/model_problems.h"
 
 using namespace timitseg::model;
 
@@ -154,4 +164,172 @@ TEST(AblationKnobs, CrfInitScaleStatistics) {
       for (size_t i = p.offset; i < p.offset + p.size; ++i) differ += scaled[i] != other[i];
   EXPECT_GT(differ, size_t(39 * 39 - 5));
   EXPECT_THROW(init_params(lay, r0, zero, -1.0), std::invalid_argument);
+}
+
+TEST(AblationKnobs, DurationPriorByHand) {
+  // K = 2, two labels: label 0 runs of 5 (pieces 2, 2, 1) and 1; label 1 one run of 2
+  const DurationPrior p = duration_log_prior({{0, 0, 0, 0, 0, 1, 1, 0}}, 2, 2);
+  EXPECT_EQ(p.segments, 5);
+  ASSERT_EQ(p.log_p.size(), 4u);  // [K][C]
+  // label 0: n[1] = 2, n[2] = 2 -> (2+1)/(4+2), (2+1)/(4+2); label 1: n[1] = 0, n[2] = 1 -> 1/3, 2/3
+  EXPECT_DOUBLE_EQ(p.log_p[0 * 2 + 0], std::log(0.5));
+  EXPECT_DOUBLE_EQ(p.log_p[1 * 2 + 0], std::log(0.5));
+  EXPECT_DOUBLE_EQ(p.log_p[0 * 2 + 1], std::log(1.0 / 3.0));
+  EXPECT_DOUBLE_EQ(p.log_p[1 * 2 + 1], std::log(2.0 / 3.0));
+  // K = 1 (linear CRF): every frame is a segment, so log p(1 | c) = log 1 = 0
+  const DurationPrior lin = duration_log_prior({{0, 0, 1}, {2}}, 1, 3);
+  EXPECT_EQ(lin.segments, 4);
+  for (double x : lin.log_p) EXPECT_EQ(x, 0.0);
+  EXPECT_THROW(duration_log_prior({{0, 3}}, 2, 3), std::invalid_argument);   // label outside [0, C)
+  EXPECT_THROW(duration_log_prior({{0, -1}}, 2, 3), std::invalid_argument);
+  EXPECT_THROW(duration_log_prior({{0}}, 0, 3), std::invalid_argument);
+}
+
+TEST(AblationKnobs, DurationPriorCountsTheGoldSegmentation) {
+  // random runs (up to 3K frames, so pieces of K and remainders occur) against
+  // counts of crf::gold_segments, the segmentation the loss scores
+  const int K = 7, C = 5;
+  std::mt19937_64 rng(5);
+  std::vector<std::vector<int32_t>> utts(20);
+  for (auto& y : utts) {
+    const int runs = 1 + static_cast<int>(rng() % 12);
+    for (int r = 0; r < runs; ++r) {
+      const int32_t c = static_cast<int32_t>(rng() % C);
+      const int len = 1 + static_cast<int>(rng() % (3 * K));
+      y.insert(y.end(), len, c);
+    }
+  }
+  std::vector<double> n(K * C, 0.0), per(C, 0.0);
+  int64_t total = 0;
+  for (const auto& y : utts)
+    for (const timitseg::crf::Segment& s : timitseg::crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
+      n[(s.duration - 1) * C + s.label] += 1;
+      per[s.label] += 1;
+      ++total;
+    }
+  const DurationPrior p = duration_log_prior(utts, K, C);
+  EXPECT_EQ(p.segments, total);
+  for (int c = 0; c < C; ++c) {
+    double sum = 0;
+    for (int d = 0; d < K; ++d) {
+      EXPECT_NEAR(p.log_p[d * C + c], std::log((n[d * C + c] + 1) / (per[c] + K)), 1e-15) << "d " << d + 1 << " c " << c;
+      sum += std::exp(p.log_p[d * C + c]);
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-12) << "label " << c;
+  }
+}
+
+TEST(AblationKnobs, LrScaleIsTwoTorchParameterGroups) {
+  // AdamW::update(..., split, s) == an optimizer on [0, split) with lr and one
+  // on [split, n) with lr * s (torch.optim.AdamW with two parameter groups)
+  const size_t n = 11, split = 7;
+  const double lr = 0.003, s = 30.0;
+  std::mt19937_64 rng(9);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  std::vector<float> p(n), a, b;
+  for (float& x : p) x = n01(rng);
+  a.assign(p.begin(), p.begin() + split);
+  b.assign(p.begin() + split, p.end());
+  AdamW both, first, second;
+  for (AdamW* o : {&both, &first, &second}) o->weight_decay = 0.01;
+  both.reset(n);
+  first.reset(split);
+  second.reset(n - split);
+  std::vector<float> unscaled = p;
+  AdamW plain;
+  plain.weight_decay = 0.01;
+  plain.reset(n);
+  for (int step = 0; step < 4; ++step) {
+    std::vector<float> g(n);
+    for (float& x : g) x = n01(rng);
+    if (step == 0) {  // the first step by its formula: p (1 - lr_g wd) - lr_g g / (|g| + eps)
+      const std::vector<float> before = p;
+      both.update(p, g, lr, split, s);
+      for (size_t i = 0; i < n; ++i) {
+        const double lg = i < split ? lr : lr * s;
+        EXPECT_NEAR(p[i], before[i] * (1 - lg * 0.01) - lg * g[i] / (std::abs(g[i]) + 1e-8), 1e-6) << i;
+      }
+    } else {
+      both.update(p, g, lr, split, s);
+    }
+    first.update(a, std::vector<float>(g.begin(), g.begin() + split), lr);
+    second.update(b, std::vector<float>(g.begin() + split, g.end()), lr * s);
+    plain.update(unscaled, g, lr, split, 1.0);
+  }
+  for (size_t i = 0; i < n; ++i) EXPECT_EQ(p[i], i < split ? a[i] : b[i - split]) << i;  // bitwise
+  EXPECT_EQ(both.step, 4);
+  // scale 1 is the single group of before, bitwise, and leaves the first group as with any scale
+  for (size_t i = 0; i < split; ++i) EXPECT_EQ(unscaled[i], p[i]) << i;
+}
+
+TEST(AblationKnobs, CpuExecutorAppliesLrScaleToTheCrfStructure) {
+  ModelDims d;
+  d.input_dim = 13;
+  d.hidden_dim = 16;
+  d.num_layers = 1;
+  d.num_classes = 7;
+  d.max_duration = 5;
+  const ParamLayout lay(d);
+  const std::vector<float> params = timitseg::testsupport::random_model_params(d, 4, 0.5f);
+  const Batch batch = timitseg::testsupport::random_model_batch(d, 4, 30, 6);
+  StepOptions o;
+  o.lr = 2e-3;
+  o.dropout = 0.0;
+  o.clip_norm = 0.0;  // the update below uses the unclipped gradient
+  o.crf_reg = 1e-3;
+  o.crf_lr_scale = 25.0;
+  AdamW opt;
+  opt.weight_decay = 1e-5;
+  opt.reset(params.size());
+  ExecutorOptions xo;
+  xo.threads = 1;
+  auto ex = make_executor("cpu", d, xo);
+  ex->set_state(params, opt);
+  std::vector<float> g;
+  ex->gradients(batch, o, g);
+  ex->train_step(batch, o);
+  std::vector<float> got;
+  AdamW after;
+  ex->get_state(got, after);
+  std::vector<float> want = params;
+  opt.update(want, g, o.lr, lay.crf_structure_begin(), o.crf_lr_scale);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_EQ(got[i], want[i]) << i;
+  // the group is exactly crf.transition, crf.duration_bias, crf.start, crf.end, the last tensors
+  EXPECT_EQ(lay.crf_structure_begin(), lay.get("crf.projection.bias").offset + lay.get("crf.projection.bias").size);
+  EXPECT_EQ(lay.get("crf.end").offset + lay.get("crf.end").size, lay.total());
+  // and it moved 25 times as far as the projection's first step would (|step| = lr for |g| >> eps)
+  const ParamInfo& tr = lay.get("crf.transition");
+  int checked = 0;
+  for (size_t i = tr.offset; i < tr.offset + tr.size; ++i)
+    if (std::abs(g[i]) > 1e-3) {
+      EXPECT_NEAR(std::abs(got[i] - params[i] * (1 - 25 * 2e-3 * 1e-5)), 25 * 2e-3, 1e-5) << i;
+      ++checked;
+    }
+  EXPECT_GT(checked, 10);
+}
+
+TEST(AblationKnobs, DurationInitAndLrScaleConfigKeys) {
+  const std::string base = write_yaml("k", "data:\n  workdir: w\ntrain:\n  run_dir: r\n");
+  const Config d = Config::load(base, {});
+  EXPECT_EQ(d.crf_duration_init, "random");  // defaults: as before
+  EXPECT_EQ(d.crf_lr_scale, 1.0);
+  const Config c = Config::load(base, {"crf.duration_init=data", "crf.lr_scale=30"});
+  EXPECT_EQ(c.crf_duration_init, "data");
+  EXPECT_EQ(c.crf_lr_scale, 30.0);
+  const Config y = Config::load(write_yaml("ky", c.to_yaml()), {});
+  EXPECT_EQ(y.crf_duration_init, "data");
+  EXPECT_EQ(y.crf_lr_scale, 30.0);
+  const Config j = Config::from_json(c.to_json(), "ckpt");
+  EXPECT_EQ(j.crf_duration_init, "data");
+  EXPECT_EQ(j.crf_lr_scale, 30.0);
+  for (const char* bad : {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"}) {
+    try {
+      Config::load(base, {bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
 }

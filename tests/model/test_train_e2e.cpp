@@ -13,6 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "crf/semicrf.h"
+#include "data/dataset.h"
 #include "data/phones.h"
 #include "common/safetensors.h"
 #include "common/cuda.h"
@@ -235,6 +237,40 @@ TEST_F(TrainE2E, LabelSets48And61TrainAndEvaluate) {
     EXPECT_DOUBLE_EQ(j["per"].get<double>(), metrics_lines(run_dir)[0]["dev_per"].get<double>());
     EXPECT_EQ(j["confusion"].size(), 39u) << "metrics are on 39 phones";
   }
+}
+
+// crf.duration_init = data: the checkpoint after one epoch at a negligible lr
+// holds log p(d | label) of the train split's gold segments, counted here with
+// the CRF library's gold segmentation (crf::gold_segments), add-one smoothed;
+// crf.lr_scale is recorded in the run's config.
+TEST_F(TrainE2E, DurationInitDataStartsFromTheTrainDurations) {
+  const fs::path run_dir = dir_ / "run_duration_init";
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_dir.string() +
+              " --set train.epochs=1 --set train.lr=1e-12 --set crf.init_scale=0 --set crf.duration_init=data"
+              " --set crf.lr_scale=20");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the "),
+            std::string::npos)
+      << t.output;
+  const int K = 12, C = 39;
+  std::vector<double> n(K * C, 0.0), per(C, 0.0);
+  const data::Split train = data::load_split((dir_ / "work").string(), "train");
+  ASSERT_FALSE(train.utterances.empty());
+  for (const data::Utterance& u : train.utterances) {
+    std::vector<int32_t> y;
+    for (int32_t l : u.labels) y.push_back(data::PhoneSet::timit().map(l, 39));
+    for (const crf::Segment& s : crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
+      n[(s.duration - 1) * C + s.label] += 1;
+      per[s.label] += 1;
+    }
+  }
+  const st::File ck = st::load((run_dir / "checkpoints" / "epoch-1.safetensors").string());
+  const std::vector<float> db = ck.get("crf.duration_bias").to<float>();
+  ASSERT_EQ(db.size(), size_t(K * C));
+  for (int d = 0; d < K; ++d)
+    for (int c = 0; c < C; ++c)
+      EXPECT_NEAR(db[d * C + c], std::log((n[d * C + c] + 1) / (per[c] + K)), 1e-6) << "d " << d + 1 << " c " << c;
+  EXPECT_NE(slurp(run_dir / "config.yaml").find("lr_scale: 20"), std::string::npos);
 }
 
 // A fresh run never mixes with an existing one: it refuses, writes nothing, and
