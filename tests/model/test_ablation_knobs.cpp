@@ -20,6 +20,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <random>
 #include <stdexcept>
 #include <string>
@@ -62,6 +63,29 @@ std::string write_yaml(const std::string& name, const std::string& text) {
   return p.string();
 }
 
+ModelDims dims_of(int input_dim, int hidden_dim, int num_layers, int num_classes, int max_duration) {
+  ModelDims d;
+  d.input_dim = input_dim;
+  d.hidden_dim = hidden_dim;
+  d.num_layers = num_layers;
+  d.num_classes = num_classes;
+  d.max_duration = max_duration;
+  return d;
+}
+
+// Each KEY=VALUE is refused with an error naming KEY.
+void expect_each_rejected(const std::string& config, std::initializer_list<const char*> bad_sets) {
+  for (const char* bad : bad_sets) {
+    try {
+      Config::load(config, {bad});
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const std::invalid_argument& e) {
+      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 
 TEST(AblationKnobs, CosineEpochMatchesTorchSteppedPerEpoch) {
@@ -102,25 +126,11 @@ TEST(AblationKnobs, ConfigKeys) {
   EXPECT_EQ(y.train_lr_schedule, "cosine_epoch");
   EXPECT_EQ(Config::from_json(c.to_json(), "ckpt").crf_init_scale, 0.1);
   const std::string base = write_yaml("b", "data:\n  workdir: w\ntrain:\n  run_dir: r\n");
-  for (const char* bad : {"crf.init_scale=-0.1", "crf.init_scale=11", "train.lr_schedule=cosine_epochs"}) {
-    try {
-      Config::load(base, {bad});
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const std::invalid_argument& e) {
-      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-    }
-  }
+  expect_each_rejected(base, {"crf.init_scale=-0.1", "crf.init_scale=11", "train.lr_schedule=cosine_epochs"});
 }
 
 TEST(AblationKnobs, CrfInitScaleStatistics) {
-  ModelDims dims;
-  dims.input_dim = 39;
-  dims.hidden_dim = 16;
-  dims.num_layers = 1;
-  dims.num_classes = 39;
-  dims.max_duration = 30;
-  const ParamLayout lay(dims);
+  const ParamLayout lay(dims_of(39, 16, 1, 39, 30));
   std::vector<double> zero, scaled, again, other;
   std::mt19937_64 r0(7), r1(7), r2(7), r3(8);
   init_params(lay, r0, zero, 0.0);
@@ -263,12 +273,7 @@ TEST(AblationKnobs, LrScaleIsTwoTorchParameterGroups) {
 }
 
 TEST(AblationKnobs, CpuExecutorAppliesLrScaleToTheCrfStructure) {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 16;
-  d.num_layers = 1;
-  d.num_classes = 7;
-  d.max_duration = 5;
+  const ModelDims d = dims_of(13, 16, 1, 7, 5);
   const ParamLayout lay(d);
   const std::vector<float> params = timitseg::testsupport::random_model_params(d, 4, 0.5f);
   const Batch batch = timitseg::testsupport::random_model_batch(d, 4, 30, 6);
@@ -323,13 +328,5 @@ TEST(AblationKnobs, DurationInitAndLrScaleConfigKeys) {
   const Config j = Config::from_json(c.to_json(), "ckpt");
   EXPECT_EQ(j.crf_duration_init, "data");
   EXPECT_EQ(j.crf_lr_scale, 30.0);
-  for (const char* bad : {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"}) {
-    try {
-      Config::load(base, {bad});
-      ADD_FAILURE() << bad << " was accepted";
-    } catch (const std::invalid_argument& e) {
-      const std::string key = std::string(bad).substr(0, std::string(bad).find('='));
-      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
-    }
-  }
+  expect_each_rejected(base, {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"});
 }
