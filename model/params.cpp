@@ -27,6 +27,7 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
   }
   add("crf.projection.weight", {C, 2 * H});
   add("crf.projection.bias", {C});
+  crf_structure_begin_ = total_;  // the CRF structure group: transition, duration_bias, start, end (last)
   add("crf.transition", {C, C});
   add("crf.duration_bias", {K, C});
   add("crf.start", {C});

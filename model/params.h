@@ -42,13 +42,14 @@ class ParamLayout {
   const ModelDims& dims() const { return dims_; }
   // Offset of crf.transition: [crf_structure_begin(), total()) holds crf.transition,
   // crf.duration_bias, crf.start and crf.end, the parameter group of crf.lr_scale.
-  size_t crf_structure_begin() const { return get("crf.transition").offset; }
+  size_t crf_structure_begin() const { return crf_structure_begin_; }
 
  private:
   void add(const std::string& name, std::vector<int64_t> shape);
   ModelDims dims_;
   std::vector<ParamInfo> params_;
   size_t total_ = 0;
+  size_t crf_structure_begin_ = 0;  // set once in the constructor: read every optimizer step
 };
 
 // PyTorch default initialisation (uniform +-1/sqrt(fan_in) for Linear,

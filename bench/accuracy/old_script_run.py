@@ -29,27 +29,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import random
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
+from accuracy_io import write_atomic  # this folder (the scripts run as files: it is on sys.path)
+
 OLD_DIR = Path("benchmarks/practical_demonstration/timit")
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 def jsonable(x):

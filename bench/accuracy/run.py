@@ -34,10 +34,11 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
+
+from accuracy_io import write_atomic  # this folder (the scripts run as files: it is on sys.path)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -105,18 +106,6 @@ print_lock = threading.Lock()
 def say(msg: str) -> None:
     with print_lock:
         print(time.strftime("[%H:%M:%S] ") + msg, flush=True)
-
-
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
 
 
 class RunFailed(Exception):

@@ -34,13 +34,13 @@ from __future__ import annotations
 import argparse
 import ast
 import json
-import os
 import struct
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from accuracy_io import atomic_output  # this folder (run as a file: it is on sys.path)
 
 OLD_SCRIPT = Path("benchmarks/practical_demonstration/timit/timit_phoneme.py")
 DTYPES = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
@@ -161,22 +161,15 @@ def convert_split(workdir: Path, split: str, out_path: Path, lmap: np.ndarray, n
         bad = int(np.flatnonzero((labels < 0) | (labels >= len(lmap)) | (lmap[np.clip(labels, 0, len(lmap) - 1)] < 0))[0])
         fail(f"{path}: labels[{bad}] = {int(labels[bad])} has no 39-phone target")
     lab39 = lmap[labels]
-    out_path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=out_path.name + ".", suffix=".tmp", dir=out_path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            for u in range(U):
-                b, e = int(off[u]), int(off[u + 1])
-                lab = lab39[b:e]
-                # Field order as the reference script's preprocess writes them.
-                f.write('{"utterance_id": ' + json.dumps(utts[u]["id"]) + ', "speaker_id": ' +
-                        json.dumps(utts[u]["speaker"]) + ', "features": ' + float_rows(feats[b:e]) +
-                        ', "labels": ' + json.dumps(lab.tolist()) + ', "segments": ' +
-                        json.dumps(segments_of(lab)) + "}\n")
-        os.replace(tmp, out_path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    with atomic_output(out_path) as f:
+        for u in range(U):
+            b, e = int(off[u]), int(off[u + 1])
+            lab = lab39[b:e]
+            # Field order as the reference script's preprocess writes them.
+            f.write('{"utterance_id": ' + json.dumps(utts[u]["id"]) + ', "speaker_id": ' +
+                    json.dumps(utts[u]["speaker"]) + ', "features": ' + float_rows(feats[b:e]) +
+                    ', "labels": ' + json.dumps(lab.tolist()) + ', "segments": ' +
+                    json.dumps(segments_of(lab)) + "}\n")
     return U
 
 

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +44,22 @@ std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
   return testsupport::random_model_params(d, seed, 0.5f);
 }
 
+// An executor on DEVICE (cpu or cuda) with the CRF backend CRF, holding PARAMS
+// and fresh AdamW moments (step 0).
+std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
+                                        const std::vector<float>& params, const std::string& crf,
+                                        const std::string& algo = "standard") {
+  ExecutorOptions xo;
+  xo.threads = 2;
+  xo.crf_backend = crf;
+  xo.rnn_algo = algo;
+  auto ex = make_executor(device, d, xo);
+  AdamW opt;
+  opt.reset(params.size());
+  ex->set_state(params, opt);
+  return ex;
+}
+
 StepOptions no_dropout() {
   StepOptions o;
   o.lr = 1e-3;
@@ -55,18 +72,8 @@ StepOptions no_dropout() {
 void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf, const std::string& algo = "standard") {
   const std::vector<float> params = random_params(d, 11);
   const Batch batch = random_batch(d, 6, 57, 12);
-  AdamW opt;
-  opt.reset(params.size());
-  ExecutorOptions xc;
-  xc.threads = 2;
-  xc.crf_backend = "cpu";
-  auto cpu = make_executor("cpu", d, xc);
-  ExecutorOptions xg;
-  xg.crf_backend = gpu_crf;
-  xg.rnn_algo = algo;
-  auto gpu = make_executor("cuda", d, xg);
-  cpu->set_state(params, opt);
-  gpu->set_state(params, opt);
+  auto cpu = executor_with("cpu", d, params, "cpu");
+  auto gpu = executor_with("cuda", d, params, gpu_crf, algo);
   std::vector<float> gc, gg;
   const StepResult rc = cpu->gradients(batch, no_dropout(), gc);
   const StepResult rg = gpu->gradients(batch, no_dropout(), gg);
@@ -134,15 +141,8 @@ TEST(CudaExecutor, GradientsAgreeAtRecipeSize) {
 static void expect_training_tracks_the_cpu(double crf_lr_scale) {
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 21);
-  AdamW opt;
-  opt.reset(params.size());
-  ExecutorOptions xo;
-  xo.threads = 2;
-  auto cpu = make_executor("cpu", d, xo);
-  xo.crf_backend = "cuda";
-  auto gpu = make_executor("cuda", d, xo);
-  cpu->set_state(params, opt);
-  gpu->set_state(params, opt);
+  auto cpu = executor_with("cpu", d, params, "cpu");
+  auto gpu = executor_with("cuda", d, params, "cuda");
   for (int step = 0; step < 5; ++step) {
     const Batch b = random_batch(d, 5, 40, 100 + step);
     StepOptions o = no_dropout();
@@ -214,12 +214,7 @@ TEST(CudaExecutor, NonFiniteParameterIsNamedAndNothingUpdated) {
   REQUIRE_GPU();
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 31);
-  AdamW opt;
-  opt.reset(params.size());
-  ExecutorOptions xo;
-  xo.crf_backend = "cuda";
-  auto gpu = make_executor("cuda", d, xo);
-  gpu->set_state(params, opt);
+  auto gpu = executor_with("cuda", d, params, "cuda");
   StepOptions o = no_dropout();
   const ParamLayout lay(d);
   o.poison.emplace_back(lay.get("crf.transition").offset, std::nanf(""));
@@ -240,20 +235,12 @@ TEST(CudaExecutor, DecodeNllMatchesTheCpuReference) {
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 21);
   const Batch batch = random_batch(d, 5, 41, 22);
-  AdamW opt;
-  opt.reset(params.size());
-  ExecutorOptions xr;
-  xr.crf_backend = "reference";
-  auto cpu = make_executor("cpu", d, xr);
-  cpu->set_state(params, opt);
+  auto cpu = executor_with("cpu", d, params, "reference");
   std::vector<double> want;
   cpu->decode(batch, nullptr, &want);
   ASSERT_EQ(want.size(), 5u);
   for (const std::string backend : {"cuda", "cpu"}) {
-    ExecutorOptions xo;
-    xo.crf_backend = backend;
-    auto gpu = make_executor("cuda", d, xo);
-    gpu->set_state(params, opt);
+    auto gpu = executor_with("cuda", d, params, backend);
     std::vector<double> got;
     gpu->decode(batch, nullptr, &got);
     ASSERT_EQ(got.size(), want.size()) << backend;

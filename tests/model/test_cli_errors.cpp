@@ -23,6 +23,8 @@
 #include "model/interrupt.h"
 #include "model/train.h"
 
+#include "tests/support/cli.h"
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -156,9 +158,7 @@ class TrainInterrupt : public ::testing::Test {
  protected:
   static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("timitseg_interrupt_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testsupport::fresh_temp_dir("timitseg_interrupt");
     const Proc s = run("synth --out " + (dir_ / "synth").string() + " --speakers 6 --utterances-per-speaker 4 --seed 5");
     ASSERT_EQ(s.rc, 0) << s.err;
     const Proc p = run("prepare --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "work").string());

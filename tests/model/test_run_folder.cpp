@@ -38,7 +38,7 @@ namespace {
 using testsupport::Cmd;
 using testsupport::sh;
 using testsupport::slurp;
-Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
+using testsupport::run;
 
 using testsupport::metrics_lines;
 
@@ -61,9 +61,7 @@ class RunFolder : public ::testing::Test {
  protected:
   static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("timitseg_run_folder_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testsupport::fresh_temp_dir("timitseg_run_folder");
     const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 5);
     ASSERT_EQ(c.rc, 0) << c.output;
   }

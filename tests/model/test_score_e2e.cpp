@@ -31,15 +31,13 @@ namespace {
 using testsupport::Cmd;
 using testsupport::sh;
 using testsupport::slurp;
-Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
+using testsupport::run;
 
 class ScoreE2E : public ::testing::Test {
  protected:
   static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("timitseg_score_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testsupport::fresh_temp_dir("timitseg_score_e2e");
     const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 3, 4);
     ASSERT_EQ(c.rc, 0) << c.output;
   }

@@ -30,7 +30,7 @@ namespace {
 using testsupport::Cmd;
 using testsupport::sh;
 using testsupport::slurp;
-Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
+using testsupport::run;
 
 using testsupport::metrics_lines;
 
@@ -39,9 +39,7 @@ class TrainE2E : public ::testing::Test {
   static fs::path dir_;
   static std::string config_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("timitseg_model_e2e_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testsupport::fresh_temp_dir("timitseg_model_e2e");
     const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 5);
     ASSERT_EQ(c.rc, 0) << c.output;
     config_ = (dir_ / "tiny.yaml").string();

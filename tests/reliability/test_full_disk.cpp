@@ -96,9 +96,7 @@ class FullDisk : public ::testing::Test {
  protected:
   static fs::path dir_;
   static void SetUpTestSuite() {
-    dir_ = fs::temp_directory_path() / ("timitseg_full_disk_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = testsupport::fresh_temp_dir("timitseg_full_disk");
     Cmd s = sh(bin() + " synth --out " + q(dir_ / "synth") + " --speakers 6 --utterances-per-speaker 3 --seed 5");
     ASSERT_EQ(s.rc, 0) << s.output;
     Cmd p = sh(bin() + " prepare --no-progress --timit " + q(dir_ / "synth") + " --out " + q(dir_ / "work"));

@@ -1,9 +1,11 @@
 // Shared by the end-to-end tests that run the timitseg binary: a command
-// line's exit status and output, a whole file as a string, and the lines of a
-// run folder's metrics.jsonl.
+// line's exit status and output, the binary under test, a per-process scratch
+// folder, a whole file as a string, a synth + prepared corpus, and the lines of
+// a run folder's metrics.jsonl.
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -32,6 +34,21 @@ inline Cmd sh(const std::string& line) {
   const int status = pclose(p);
   r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return r;
+}
+
+#ifdef TIMITSEG_BINARY
+// The binary under test (the test target's TIMITSEG_BINARY) with ARGS.
+inline Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
+#endif
+
+// An empty folder TEMP/NAME_PID (emptied when it exists): one per process, so
+// the test processes that ctest runs in parallel never share one.
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 inline std::string slurp(const std::filesystem::path& p) {
