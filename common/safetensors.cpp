@@ -14,6 +14,7 @@
 
 #include "common/atomic_file.h"
 #include "common/files.h"
+#include "common/text.h"
 
 namespace timitseg::st {
 namespace {
@@ -23,8 +24,10 @@ using nlohmann::json;
 // 100 MB: far above any header we write; a larger value means corruption.
 constexpr uint64_t kMaxHeaderBytes = 100ull * 1000 * 1000;
 
+// WHAT may quote names and values from the file's header: one_line keeps the
+// message one line whatever they hold (a tensor name with a newline, found by fuzzing).
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw std::runtime_error(path + ": " + what);
+  throw std::runtime_error(path + ": " + one_line(what));
 }
 
 bool parse_dtype(const std::string& s, DType* out) {
@@ -104,13 +107,13 @@ std::vector<double> Tensor::to_double() const {
 
 const Tensor& File::get(const std::string& name) const {
   auto it = tensors.find(name);
-  if (it == tensors.end()) throw std::runtime_error((path.empty() ? "safetensors" : path) + ": no tensor '" + name + "'");
+  if (it == tensors.end()) throw std::runtime_error((path.empty() ? "safetensors" : path) + ": no tensor '" + one_line(name) + "'");
   return it->second;
 }
 
 const Tensor& File::get(const std::string& name, DType dtype, const std::vector<int64_t>& shape) const {
   const Tensor& t = get(name);
-  const std::string where = (path.empty() ? "safetensors" : path) + ": tensor '" + name + "'";
+  const std::string where = (path.empty() ? "safetensors" : path) + ": tensor '" + one_line(name) + "'";
   if (t.dtype != dtype)
     throw std::runtime_error(where + " has dtype " + dtype_name(t.dtype) + ", expected " + dtype_name(dtype));
   bool ok = t.shape.size() == shape.size();
@@ -248,7 +251,7 @@ void save(const std::string& path, const File& file) {
   for (const auto& [name, t] : file.tensors) {
     if (name == "__metadata__") throw std::invalid_argument(path + ": '__metadata__' is not a valid tensor name");
     if (t.bytes.size() != static_cast<size_t>(t.numel()) * dtype_size(t.dtype))
-      throw std::invalid_argument(path + ": tensor '" + name + "' has " + std::to_string(t.bytes.size()) +
+      throw std::invalid_argument(path + ": tensor '" + one_line(name) + "' has " + std::to_string(t.bytes.size()) +
                                   " bytes, shape " + t.shape_str() + " needs " +
                                   std::to_string(t.numel() * dtype_size(t.dtype)));
     h[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.bytes.size()}}};

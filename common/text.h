@@ -27,4 +27,10 @@ bool find_invisible(const std::string& text, InvisibleChar* found);
 // file as plain UTF-8 without a byte-order mark)".
 std::string invisible_message(const std::string& file, const InvisibleChar& c);
 
+// TEXT (a name read from a file) as quoted inside a one-line message: tab,
+// LF and CR as \t \n \r, other control characters and DEL as \xNN, the
+// rest (UTF-8 included) as is. Found by fuzzing: a YAML key or a safetensors
+// tensor name may hold a newline, and an error quoting it took two lines.
+std::string one_line(const std::string& text);
+
 }  // namespace timitseg

@@ -129,28 +129,10 @@ std::string dot_free_hint(const std::string& name, bool in_yaml) {
   return "did you mean section '" + best + "'? sections: " + all;
 }
 
-// An unknown key of --set or a checkpoint ("section.key", or a name without a dot).
-// A name from the file as it is shown in a message: control characters (a
-// quoted YAML key may hold "\n") escaped, so the error stays one line (found
-// by fuzzing).
-std::string shown(const std::string& name) {
-  std::string out;
-  for (unsigned char c : name) {
-    if (c == '\n') out += "\\n";
-    else if (c == '\t') out += "\\t";
-    else if (c == '\r') out += "\\r";
-    else if (c < 0x20 || c == 0x7f) {
-      const char* hex = "0123456789ABCDEF";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else out += static_cast<char>(c);
-  }
-  return out;
-}
-
+// An unknown key of --set or a checkpoint ("section.key", or a name without a dot),
+// shown with control characters escaped (one_line, common/text.h).
 [[noreturn]] void unknown_key(const std::string& raw_key, const std::string& origin) {
-  const std::string key = shown(raw_key);
+  const std::string key = one_line(raw_key);
   if (key.find('.') == std::string::npos)
     throw std::invalid_argument(origin + ": unknown config key '" + key + "' (keys are SECTION.KEY; " +
                                 dot_free_hint(key, false) + ")");
@@ -160,7 +142,7 @@ std::string shown(const std::string& name) {
 
 // An unknown top-level name of a YAML config file (only sections live there).
 [[noreturn]] void unknown_section(const std::string& raw_name, const std::string& path) {
-  const std::string name = shown(raw_name);
+  const std::string name = one_line(raw_name);
   if (name.find('.') != std::string::npos) {
     const bool valid = find_entry(raw_name) != nullptr;
     const std::string key = valid ? name : Config::closest_key(name);
@@ -190,7 +172,7 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
                                 (value.IsMap() ? "mapping" : value.IsSequence() ? "list" : "null"));
   const std::string text = value.Scalar();
   auto bad = [&](const std::string& type) {
-    return std::invalid_argument(loc + ": " + key + ": expected " + type + ", got '" + shown(text) + "'");
+    return std::invalid_argument(loc + ": " + key + ": expected " + type + ", got '" + one_line(text) + "'");
   };
   std::visit(
       [&](auto ptr) {
@@ -264,7 +246,7 @@ void check_duplicates(const YAML::Node& node, const std::string& path, const std
       const auto [it, fresh] = first_line.emplace(name, line);
       if (!fresh)
         throw std::invalid_argument(path + ":" + std::to_string(line) + ": duplicate " +
-                                    (prefix.empty() ? "section" : "key") + " '" + shown(full) + "' (first at line " +
+                                    (prefix.empty() ? "section" : "key") + " '" + one_line(full) + "' (first at line " +
                                     std::to_string(it->second) + ", again at line " + std::to_string(line) +
                                     "); each key may appear only once");
       check_duplicates(kv.second, path, full);
@@ -286,7 +268,7 @@ void check(const Config& cfg, bool ok, const char* key, const T& value, const st
     const auto it = cfg.origins.find(key);
     std::ostringstream os;
     os << (it == cfg.origins.end() ? std::string("config (default value)") : it->second) << ": '" << key << "' = ";
-    if constexpr (std::is_same_v<T, std::string>) os << shown(value);  // one line whatever the string holds
+    if constexpr (std::is_same_v<T, std::string>) os << one_line(value);  // one line whatever the string holds
     else os << value;
     os << " is out of range: " << rule;
     throw std::invalid_argument(os.str());

@@ -31,6 +31,12 @@ std::string fixture(const std::string& name) {
   s << in.rdbuf();
   return s.str();
 }
+// The fixture NAME copied to DIR/FILE (the parsers name files by their path); returns the path.
+std::string fixture_at(const TempDir& dir, const std::string& file, const std::string& name) {
+  const std::string path = (dir.path / file).string();
+  std::ofstream(path, std::ios::binary) << fixture(name);
+  return path;
+}
 }  // namespace
 
 // fuzz_phn: an unreadable line ("6 bcl", line 14) switched off the overlap check
@@ -166,11 +172,7 @@ TEST(FuzzRegression, ManifestEntryWithoutChecksumNamesManifest) {
 // took two lines; header bytes are now quoted with \xNN escapes.
 TEST(FuzzRegression, RiffTypeWithNewlineGivesOneLine) {
   TempDir dir;
-  const std::string path = (dir.path / "SI1.WAV").string();
-  {
-    std::ofstream out(path, std::ios::binary);
-    out << fixture("audio-riff-type-with-newline.wav");
-  }
+  const std::string path = fixture_at(dir, "SI1.WAV", "audio-riff-type-with-newline.wav");
   try {
     read_audio(path);
     FAIL() << path << " was read as audio";
@@ -178,5 +180,22 @@ TEST(FuzzRegression, RiffTypeWithNewlineGivesOneLine) {
     const std::string msg = e.what();
     EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
     EXPECT_EQ(msg, path + ": a RIFF file of type '_1A\\x0A', not a WAVE file") << msg;
+  }
+}
+
+// fuzz target `safetensors` (found by the 30 s CI run): a header whose tensor
+// name holds a newline (JSON "segm\nts") and whose entry lacks dtype, shape and
+// data_offsets. The message quoted the name as it was and took two lines; every
+// header error now goes through one_line (common/text.h), which escapes it.
+TEST(FuzzRegression, SafetensorsTensorNameWithNewlineGivesOneLine) {
+  TempDir dir;
+  const std::string path = fixture_at(dir, "train.safetensors", "safetensors-tensor-name-with-newline.safetensors");
+  try {
+    timitseg::st::load(path);
+    FAIL() << path << " was loaded";
+  } catch (const std::exception& e) {
+    const std::string msg = e.what();
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+    EXPECT_EQ(msg, path + ": tensor 'segm\\nts': entry needs dtype, shape and data_offsets") << msg;
   }
 }
