@@ -189,6 +189,10 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   ev->add_option("--device", eo->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  ev->add_option("--phone-bonus", eo->phone_bonus,
+                 "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
+                 "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
+                 "checkpoint's crf.phone_bonus)");
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
@@ -231,6 +235,10 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   de->add_option("--device", dec->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  de->add_option("--phone-bonus", dec->phone_bonus,
+                 "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
+                 "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
+                 "checkpoint's crf.phone_bonus)");
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -53,6 +53,12 @@ std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_
   return out;
 }
 
+void add_phone_bonus(const float* transition, int64_t C, float beta, float* out) {
+  for (int64_t from = 0; from < C; ++from)
+    for (int64_t to = 0; to < C; ++to)
+      out[from * C + to] = transition[from * C + to] + (from == to ? 0.f : beta);
+}
+
 std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments, const int32_t* num_segments) {
   std::vector<Segment> out;
   for (int64_t b = 0; b < dims.B; ++b) {

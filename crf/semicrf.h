@@ -151,6 +151,17 @@ std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_
 // Flatten per-utterance Viterbi output ([B][T][3] + counts) into Segment rows.
 std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments, const int32_t* num_segments);
 
+// crf.phone_bonus: decoding that favours (beta > 0) or penalizes (beta < 0)
+// changes of label, HTK's insertion log-probability (HVite -p) for phones.
+// Viterbi with transition'[c'][c] = transition[c'][c] + beta for c' != c (the
+// diagonal, a segment followed by one of its own label, is unchanged) returns
+// argmax over segmentations y of score(y) + beta * (label changes in y); start
+// is added once per utterance, so it needs no change, and -inf (forbidden)
+// entries stay -inf. Writes transition' [C][C] into out (host memory, not
+// aliasing transition). Only decoding uses it: the loss keeps the model's own
+// transition.
+void add_phone_bonus(const float* transition, int64_t C, float beta, float* out);
+
 // Runs a backend on host arrays whatever its memory space (copies to and from
 // the device for cuda). Used by `crf replay`, `bench crf`, tests and training
 // on the CPU. Vectors are resized by the callee. crf/session.h does the same

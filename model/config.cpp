@@ -45,6 +45,7 @@ const std::vector<Entry>& entries() {
       {"crf.init_scale", &Config::crf_init_scale},
       {"crf.duration_init", &Config::crf_duration_init},
       {"crf.lr_scale", &Config::crf_lr_scale},
+      {"crf.phone_bonus", &Config::crf_phone_bonus},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -463,6 +464,8 @@ void Config::validate() const {
   check(*this, crf_duration_init == "random" || crf_duration_init == "data", "crf.duration_init", crf_duration_init,
         "one of random, data");
   check(*this, crf_lr_scale > 0.0 && crf_lr_scale <= 1000.0, "crf.lr_scale", crf_lr_scale, "in (0, 1000]");
+  check(*this, crf_phone_bonus >= -100.0 && crf_phone_bonus <= 100.0, "crf.phone_bonus", crf_phone_bonus,
+        "in [-100, 100] (log-score per label change; 0 = plain Viterbi)");
   check(*this,
         train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
         "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crf/semicrf.h"
+#include "crf/session.h"
 #include "model/batch.h"
 #include "model/encoder.h"
 #include "model/numerics.h"
@@ -76,6 +77,7 @@ struct ExecutorOptions {
   std::string rnn_algo = "standard";  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
+  double phone_bonus = 0.0;           // crf.phone_bonus: decode() adds it at each label change (crf::add_phone_bonus)
 };
 
 class Executor {
@@ -102,10 +104,11 @@ class Executor {
   // grad receives d loss / d params (flat layout, host), before clipping.
   virtual StepResult gradients(const Batch& batch, const StepOptions& options, std::vector<float>& grad) = 0;
 
-  // Viterbi segments per utterance (label-set indices), no dropout. scores
+  // Viterbi segments per utterance (label-set indices), no dropout, with
+  // ExecutorOptions::phone_bonus at each label change. scores
   // (optional): the projection output [B][T][C] on the host (--dump-scores).
   // nll (optional): per utterance [B], log Z - gold score of batch.labels from
-  // the same forward (the dev loss; no penalty, no dropout); batch.labels must
+  // the same forward (the dev loss; no penalty, no dropout, no phone bonus); batch.labels must
   // then be valid labels.
   virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                         std::vector<double>* nll = nullptr) = 0;
@@ -120,6 +123,15 @@ class Executor {
 std::string resolve_device(const std::string& device);
 std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
                                         const ExecutorOptions& options);
+
+// Viterbi decoding on host arrays for the executors: segments with
+// phone_bonus at each label change (crf::add_phone_bonus) and, when labels is
+// not nullptr, log Z and the gold score of p itself (the dev loss; without
+// labels log_z is unspecified). With a bonus of 0 one CRF call serves both;
+// otherwise Viterbi runs on a biased copy of p.transition and the loss takes
+// a second call.
+crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
+                               const int32_t* labels, double phone_bonus);
 
 // max |transition| and max |duration_bias| of flat parameters.
 std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);

@@ -1,6 +1,7 @@
 // `timitseg evaluate` and `timitseg decode` (docs/training.md).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +23,7 @@ struct EvaluateOptions {
   std::string device;               // cpu | cuda | auto ("" = auto: the GPU when present)
   int batch_size = 32;
   int threads = 0;
+  std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);
@@ -54,6 +56,7 @@ struct DecodeOptions {
   std::string backend;  // "" = the checkpoint's crf.backend
   std::string device;   // cpu | cuda | auto ("" = auto: the GPU when present)
   int threads = 0;
+  std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
 };
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

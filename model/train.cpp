@@ -306,6 +306,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   xo.crf_backend = cfg.crf_backend;
   xo.rnn_algo = cfg.train_rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
+  xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers);
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   if (device == "cuda" && cfg.crf_backend != "cuda")

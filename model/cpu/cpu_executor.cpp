@@ -187,7 +187,8 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
-                                                    Activations<float>& act, std::vector<double>* nll) {
+                                                    Activations<float>& act, std::vector<double>* nll,
+                                                    double phone_bonus) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
   Probe probe(true, FaultSpec{}, 0);
@@ -197,12 +198,9 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
     throw std::runtime_error(std::string("decode: non-finite value: ") + e.what() + " (batch starting with " +
                              batch.ids[0] + ")");
   }
-  crf::HostRunOptions opt;
-  opt.gradients = false;
-  opt.viterbi = true;
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
-  crf::HostResult r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch),
-                                       nll ? batch.labels.data() : nullptr, opt);
+  const crf::HostResult r = decode_on_host(session, dims, crf_params(net.layout(), params, act.cum, batch),
+                                           nll ? batch.labels.data() : nullptr, phone_bonus);
   if (nll) {
     nll->resize(B);
     for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
@@ -229,7 +227,8 @@ class CpuExecutor final : public Executor {
       : enc_(dims, o.threads),
         threads_(resolve_threads(o.threads)),
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
-        session_(*backend_) {}  // a device CRF backend (cuda) works through the session's copies
+        session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
+        phone_bonus_(o.phone_bonus) {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + "), crf " +
@@ -283,7 +282,7 @@ class CpuExecutor final : public Executor {
 
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                 std::vector<double>* nll) override {
-    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll);
+    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll, phone_bonus_);
     if (scores) {
       const Activations<float>& act = enc_.activations();
       const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;
@@ -303,6 +302,7 @@ class CpuExecutor final : public Executor {
   int threads_;
   std::unique_ptr<crf::Backend> backend_;
   crf::Session session_;  // keeps the CRF workspace across steps
+  double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;
 };

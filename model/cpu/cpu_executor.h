@@ -57,10 +57,14 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
                          std::vector<float>& grad, Activations<float>& act);
 
 // Viterbi segments per utterance on the host; act receives the activations.
-// nll (optional): per utterance [B], log Z - gold score of batch.labels.
+// nll (optional): per utterance [B], log Z - gold score of batch.labels (of
+// the model's own parameters). phone_bonus: crf.phone_bonus, added to the
+// Viterbi score at each label change (crf::add_phone_bonus); with 0 one CRF
+// call serves both, otherwise the NLL takes a second call.
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
-                                                    Activations<float>& act, std::vector<double>* nll = nullptr);
+                                                    Activations<float>& act, std::vector<double>* nll = nullptr,
+                                                    double phone_bonus = 0.0);
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Backend& backend,
                                                     Activations<float>& act);

@@ -105,7 +105,11 @@ ExecutorOptions checked(const ExecutorOptions& o) {
 class CudaExecutor final : public Executor {
  public:
   CudaExecutor(const ModelDims& dims, const ExecutorOptions& options)
-      : dims_(dims), layout_(dims), rnn_algo_(options.rnn_algo), crf_name_(options.crf_backend) {
+      : dims_(dims),
+        layout_(dims),
+        rnn_algo_(options.rnn_algo),
+        crf_name_(options.crf_backend),
+        phone_bonus_(options.phone_bonus) {
     const ExecutorOptions o = checked(options);
     cuda::require_device("; train on the CPU with train.device=cpu");
     TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -331,7 +335,9 @@ class CudaExecutor final : public Executor {
       vit_score_.reserve(B * sizeof(double));
       vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
       vit_nseg_.reserve(B * sizeof(int32_t));
-      session_->viterbi(dims, p, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
+      crf::Params pv = p;  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
+      if (phone_bonus_ != 0.0) pv.transition = biased_transition(p.transition);
+      session_->viterbi(dims, pv, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
       if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
         lz_.reserve(2 * B * sizeof(double));
         session_->log_partition(dims, p, lz_.as<double>());
@@ -351,11 +357,8 @@ class CudaExecutor final : public Executor {
       const std::vector<float> cum = last_cum();
       std::vector<float> hp;
       host_crf_param_copy(hp);
-      crf::HostRunOptions ro;
-      ro.gradients = false;
-      ro.viterbi = true;
-      crf::HostResult r =
-          session_->run_host(dims, host_crf_params(hp, cum, batch), nll ? batch.labels.data() : nullptr, ro);
+      crf::HostResult r = decode_on_host(*session_, dims, host_crf_params(hp, cum, batch),
+                                         nll ? batch.labels.data() : nullptr, phone_bonus_);
       segs = std::move(r.segments);
       if (nll) {
         nll->resize(B);
@@ -435,6 +438,21 @@ class CudaExecutor final : public Executor {
     p.end = P + layout_.get("crf.end").offset;
     p.lengths = lengths_.as<int32_t>();
     return p;
+  }
+
+  // transition [C][C] + crf.phone_bonus off the diagonal (crf::add_phone_bonus),
+  // in a device buffer of its own; the parameters are not touched.
+  const float* biased_transition(const float* transition_dev) {
+    const int64_t C = dims_.num_classes;
+    const size_t bytes = static_cast<size_t>(C) * C * sizeof(float);
+    std::vector<float> a(static_cast<size_t>(C) * C), biased(a.size());
+    cuda::copy_to_host(a.data(), transition_dev, bytes, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    crf::add_phone_bonus(a.data(), C, static_cast<float>(phone_bonus_), biased.data());
+    vit_transition_.reserve(bytes);
+    cuda::copy_to_device(vit_transition_.as<float>(), biased.data(), bytes, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));  // `biased` is freed on return
+    return vit_transition_.as<float>();
   }
 
   // The CRF parameters (transition..end, contiguous at the end of the layout) on the host.
@@ -586,6 +604,8 @@ class CudaExecutor final : public Executor {
   Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0};
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
+  Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
+  double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus
   Pinned staging_, host_scalars_;
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;

@@ -48,11 +48,12 @@ std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
 // and fresh AdamW moments (step 0).
 std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
                                         const std::vector<float>& params, const std::string& crf,
-                                        const std::string& algo = "standard") {
+                                        const std::string& algo = "standard", double phone_bonus = 0.0) {
   ExecutorOptions xo;
   xo.threads = 2;
   xo.crf_backend = crf;
   xo.rnn_algo = algo;
+  xo.phone_bonus = phone_bonus;
   auto ex = make_executor(device, d, xo);
   AdamW opt;
   opt.reset(params.size());
@@ -246,5 +247,32 @@ TEST(CudaExecutor, DecodeNllMatchesTheCpuReference) {
     ASSERT_EQ(got.size(), want.size()) << backend;
     for (size_t b = 0; b < want.size(); ++b)
       EXPECT_NEAR(got[b], want[b], 1e-4 * (1 + std::abs(want[b]))) << backend << " utterance " << b;
+  }
+}
+
+// crf.phone_bonus on the GPU (Viterbi on a biased device copy of transition)
+// against the CPU executor with the same bonus (the host path, checked against
+// brute force in tests/crf/test_phone_bonus.cpp): identical segments for a
+// bonus that changes them, and the NLL returned with them is the bonus-free
+// one. With the cuda backend and with a host backend through copies.
+TEST(CudaExecutor, DecodeWithPhoneBonusMatchesTheCpu) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const std::vector<float> params = random_params(d, 41);
+  const Batch batch = random_batch(d, 6, 53, 42);
+  std::vector<double> nll0;
+  const auto plain = executor_with("cpu", d, params, "cpu")->decode(batch, nullptr, &nll0);
+  for (const double bonus : {1.5, -2.0}) {
+    std::vector<double> nll_cpu;
+    const auto want = executor_with("cpu", d, params, "cpu", "standard", bonus)->decode(batch, nullptr, &nll_cpu);
+    EXPECT_NE(want, plain) << "bonus " << bonus << " should change the decoded segments";
+    for (const std::string backend : {"cuda", "cpu"}) {
+      std::vector<double> nll_gpu;
+      const auto got = executor_with("cuda", d, params, backend, "standard", bonus)->decode(batch, nullptr, &nll_gpu);
+      EXPECT_EQ(got, want) << backend << " bonus " << bonus;
+      ASSERT_EQ(nll_gpu.size(), nll0.size());
+      for (size_t b = 0; b < nll0.size(); ++b)
+        EXPECT_NEAR(nll_gpu[b], nll0[b], 1e-4 * (1 + std::abs(nll0[b]))) << backend << " utterance " << b;
+    }
   }
 }

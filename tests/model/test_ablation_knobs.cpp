@@ -330,3 +330,14 @@ TEST(AblationKnobs, DurationInitAndLrScaleConfigKeys) {
   EXPECT_EQ(j.crf_lr_scale, 30.0);
   expect_each_rejected(base, {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"});
 }
+
+TEST(AblationKnobs, PhoneBonusConfigKey) {
+  const std::string base = write_yaml("pb", "data:\n  workdir: w\ntrain:\n  run_dir: r\n");
+  EXPECT_EQ(Config::load(base, {}).crf_phone_bonus, 0.0);  // default: plain Viterbi
+  const Config c = Config::load(base, {"crf.phone_bonus=-1.25"});
+  EXPECT_EQ(c.crf_phone_bonus, -1.25);
+  EXPECT_EQ(Config::load(write_yaml("pby", c.to_yaml()), {}).crf_phone_bonus, -1.25);
+  EXPECT_EQ(Config::from_json(c.to_json(), "ckpt").crf_phone_bonus, -1.25);
+  expect_each_rejected(base, {"crf.phone_bonus=101", "crf.phone_bonus=-100.5", "crf.phone_bonus=.nan",
+                              "crf.phone_bonus=many"});
+}

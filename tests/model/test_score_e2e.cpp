@@ -4,7 +4,10 @@
 //   - predictions written here from the split's own labels (the oracle) score
 //     PER 0 and F1 1, and one changed frame inside a run costs exactly two
 //     insertions;
-//   - malformed files fail with the file, the line and the problem.
+//   - malformed files fail with the file, the line and the problem;
+//   - crf.phone_bonus reaches evaluate's decoder from the checkpoint and from
+//     --phone-bonus: at -100 every utterance is one phone, at +100 the label
+//     changes at every frame (the decoder's limits, independent of the model).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -108,7 +111,8 @@ TEST_F(ScoreE2E, ReproducesEvaluateExactly) {
     }
     EXPECT_EQ(n, want_ids.size());
     EXPECT_GT(a["per"].get<double>(), 0.0);  // a real model's errors, not a trivial case
-    for (const char* k : {"checkpoint", "epoch", "predictions", "split"}) {
+    EXPECT_EQ(a["phone_bonus"].get<double>(), 0.0);  // the checkpoint's crf.phone_bonus (default)
+    for (const char* k : {"checkpoint", "epoch", "phone_bonus", "predictions", "split"}) {
       a.erase(k);
       b.erase(k);
     }
@@ -221,4 +225,55 @@ TEST_F(ScoreE2E, ErrorsNameTheLine) {
     EXPECT_NE(s.output.find(p.string() + c.want), std::string::npos) << c.name << ": " << s.output;
     EXPECT_FALSE(fs::exists(js)) << c.name;  // nothing written on failure
   }
+}
+
+// Phones per utterance (runs of equal names) of a predictions JSONL.
+static std::vector<std::pair<size_t, size_t>> phones_and_frames(const std::string& jsonl) {
+  std::vector<std::pair<size_t, size_t>> out;
+  std::istringstream in(jsonl);
+  std::string l;
+  while (std::getline(in, l)) {
+    const auto ph = nlohmann::json::parse(l)["phones"].get<std::vector<std::string>>();
+    size_t runs = 0;
+    for (size_t t = 0; t < ph.size(); ++t) runs += t == 0 || ph[t] != ph[t - 1];
+    out.emplace_back(runs, ph.size());
+  }
+  return out;
+}
+
+TEST_F(ScoreE2E, PhoneBonusFromTheCheckpointAndTheFlag) {
+  const fs::path cfg = dir_ / "bonus.yaml";
+  std::ofstream(cfg) << "data:\n  workdir: " << work()
+                     << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n"
+                        "crf:\n  max_duration: 4\n  phone_bonus: -100\n"
+                        "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  threads: 2\n  run_dir: "
+                     << (dir_ / "run-bonus").string() << "\n";
+  Cmd t = run("train --config " + cfg.string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const std::string ckpt = (dir_ / "run-bonus" / "checkpoints" / "epoch-1.safetensors").string();
+  auto evaluate = [&](const std::string& flag, const std::string& name) {
+    const fs::path js = dir_ / (name + ".json"), pred = dir_ / (name + ".jsonl");
+    Cmd e = run("evaluate --checkpoint " + ckpt + " --split dev --threads 2 " + flag + " --json " + js.string() +
+                " --dump-predictions " + pred.string());
+    EXPECT_EQ(e.rc, 0) << e.output;
+    return std::make_pair(nlohmann::json::parse(slurp(js)), phones_and_frames(slurp(pred)));
+  };
+  const auto [j_ckpt, p_ckpt] = evaluate("", "bonus-ckpt");  // -100 from the checkpoint
+  EXPECT_EQ(j_ckpt["phone_bonus"].get<double>(), -100.0);
+  ASSERT_FALSE(p_ckpt.empty());
+  for (const auto& [phones, frames] : p_ckpt) EXPECT_EQ(phones, 1u);
+  const auto [j_plus, p_plus] = evaluate("--phone-bonus 100", "bonus-plus");
+  EXPECT_EQ(j_plus["phone_bonus"].get<double>(), 100.0);
+  for (const auto& [phones, frames] : p_plus) EXPECT_EQ(phones, frames);
+  const auto [j_zero, p_zero] = evaluate("--phone-bonus 0", "bonus-zero");
+  size_t zero_phones = 0, frames_total = 0;
+  for (const auto& [phones, frames] : p_zero) zero_phones += phones, frames_total += frames;
+  EXPECT_GT(zero_phones, p_ckpt.size());  // plain Viterbi lies strictly between the two limits
+  EXPECT_LT(zero_phones, frames_total);
+  // out of range: one line naming the flag, nothing written
+  const fs::path bad = dir_ / "bonus-bad.json";
+  Cmd e = run("evaluate --checkpoint " + ckpt + " --split dev --phone-bonus 1000 --json " + bad.string());
+  EXPECT_EQ(e.rc, 1) << e.output;
+  EXPECT_NE(e.output.find("--phone-bonus must be in [-100, 100]"), std::string::npos) << e.output;
+  EXPECT_FALSE(fs::exists(bad));
 }
