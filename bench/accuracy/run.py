@@ -8,7 +8,10 @@ on identical features and labels (bench/accuracy/workdir_to_jsonl.py writes the
 reference script's JSONL from the same WORKDIR). It prints mean +- standard
 deviation over the seeds (sample std, n-1) of PER, boundary F1 at 0/1/2 frames,
 segment F1 and duration KL, and the failed runs; writes OUT/results.json and
-OUT/results.md (a markdown table for docs/training.md).
+OUT/results.md (a markdown table for docs/training.md). --phone-bonus-sweep
+then decodes every timitseg run's last model with several crf.phone_bonus
+values (no training) and selects one on dev by a fixed rule (OUT/SIZE/sweep.md,
+OUT/sweep-joint.json).
 
   timitseg runs       train (configs/synth.yaml + the size's keys + the
                       variant's --set), evaluate --dump-predictions, score;
@@ -57,7 +60,7 @@ K_SEMI = 30  # the reference script's --max-duration default and configs/synth.y
 # N(0, 0.1^2) trained at the encoder's learning rate. (Not matched: it centres
 # scores over the padded T.)
 MATCHED = "--set model.dropout={dropout} --set train.bucketing=false --set train.lr_schedule=cosine_epoch " \
-          "--set crf.init_scale=0.1 --set crf.lr_scale=1 --set crf.duration_init=random"
+          "--set crf.init_scale=0.1 --set crf.lr_scale=1 --set crf.duration_init=random --set crf.phone_bonus=0"
 DEFAULT_VARIANTS = {
     "timitseg-linear-shipped": "--set crf.max_duration=1",
     "timitseg-semicrf-shipped": f"--set crf.max_duration={K_SEMI}",
@@ -74,6 +77,7 @@ for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
     if _k > 1:  # with K = 1 the duration prior is log 1 = 0
         ABLATION_VARIANTS[f"{_crf}-shipped-duration-random"] = _base + " --set crf.duration_init=random"
     ABLATION_VARIANTS[f"{_crf}-shipped-bucketing"] = _base + " --set train.bucketing=true"
+    ABLATION_VARIANTS[f"{_crf}-shipped-phone-bonus0"] = _base + " --set crf.phone_bonus=0"
 # One factor at a time from the matched settings (the first ablation, before
 # crf.lr_scale and crf.duration_init existed; --preset ablation-matched).
 MATCHED_ABLATION_VARIANTS = {}
@@ -306,6 +310,41 @@ class Driver:
             self.score(d, pred)
         return body
 
+    def sweep(self, rec: dict, split: str, bonus: float) -> dict:
+        """--phone-bonus-sweep: the run's last checkpoint decoded on SPLIT with crf.phone_bonus BONUS (training
+        does not depend on it, so one trained model serves every bonus)."""
+        d = Path(rec["dir"])
+        ckpt = d / "run" / "checkpoints" / f"epoch-{self.size['epochs']}.safetensors"
+        j = d / "sweep" / f"{split}-bonus-{bonus:g}.json"
+        if not j.exists():
+            j.parent.mkdir(parents=True, exist_ok=True)
+            sh(self.ts + ["evaluate", "--checkpoint", str(ckpt), "--split", split, "--workdir", self.workdir,
+                          "--device", self.a.device, "--threads", str(self.a.threads), "--phone-bonus", f"{bonus:g}",
+                          "--json", str(j)], d / "sweep" / "log.txt", 1200)
+        return {"variant": rec["variant"], "seed": rec["seed"], "split": split, "bonus": bonus, "ok": True,
+                **scores_of(j)}
+
+    def finish_sweep(self, results: list[dict]) -> None:
+        """Writes sweep.json and sweep.md: per variant and bonus, mean ± std over seeds on each sweep split, and
+        the bonus selected on the first sweep split by SWEEP_RULE."""
+        a = self.a
+        splits = a.sweep_splits.split(",")
+        rows, chosen = [], {}
+        for v in self.variants:
+            for b in a.bonuses:
+                row = {"variant": v, "bonus": b}
+                for sp in splits:
+                    rs = [r for r in results if r["variant"] == v and r["bonus"] == b and r["split"] == sp]
+                    row[sp] = summarize(rs, [v])[0] if rs else None
+                rows.append(row)
+            chosen[v] = select_bonus([r for r in rows if r["variant"] == v], splits[0])
+        write_atomic(self.out / "sweep.json", json.dumps({"rule": SWEEP_RULE, "selected": chosen, "rows": rows,
+                                                          "runs": results}, indent=2) + "\n")
+        md = sweep_markdown(rows, chosen, splits, self.size_name, a)
+        write_atomic(self.out / "sweep.md", md)
+        print()
+        print(md)
+
     # ---- the whole comparison -------------------------------------------------
     def prepare_jsonl(self) -> Path:
         jsonl = self.a.out.resolve() / "jsonl"  # shared by the sizes
@@ -407,6 +446,18 @@ def run_all(a) -> int:
                 if id(r) not in done:
                     per_driver[i].append(r)
     pending = sum(d.finish(r) for d, r in zip(drivers, per_driver))
+    if a.bonuses and not pending:
+        # the phone-bonus sweep of every finished timitseg run (decoding only: no training)
+        sweeps: list[list[dict]] = [[] for _ in drivers]
+        with cf.ThreadPoolExecutor(max_workers=a.jobs) as pool:
+            futs = {pool.submit(d.sweep, r, sp, b): i for i, (d, rs) in enumerate(zip(drivers, per_driver))
+                    for r in rs if r["ok"] and not r["variant"].startswith("old-")
+                    for sp in a.sweep_splits.split(",") for b in a.bonuses}
+            for f in cf.as_completed(futs):
+                sweeps[futs[f]].append(f.result())
+        for d, rs in zip(drivers, sweeps):
+            d.finish_sweep(rs)
+        joint_selection(a.out)
     if pending:
         print("some runs were stopped (--max-minutes or an interrupt) or not started: run the same command again to finish them")
         return 4
@@ -462,6 +513,73 @@ def summarize(results: list[dict], order: list[str]) -> list[dict]:
     return rows
 
 
+SWEEP_RULE = ("on the first sweep split: the bonus with the lowest mean duration KL among those whose mean PER is "
+              "within 0.2 points of the lowest mean PER")
+
+
+def select_bonus(rows: list[dict], split: str):
+    """SWEEP_RULE over one variant's rows; None when a bonus has no finished run."""
+    if any(r[split] is None or "per" not in r[split] for r in rows):
+        return None
+    best = min(r[split]["per"]["mean"] for r in rows)
+    near = [r for r in rows if r[split]["per"]["mean"] <= best + 0.002]
+    return min(near, key=lambda r: (r[split]["duration_kl"]["mean"], abs(r["bonus"])))["bonus"]
+
+
+def joint_selection(out: Path) -> None:
+    """SWEEP_RULE applied to the mean over sizes (every OUT/SIZE/sweep.json, also of earlier invocations) of each
+    variant's per-size means: one bonus for a config that serves every size. Writes OUT/sweep-joint.json."""
+    sweeps = {p.parent.name: json.loads(p.read_text()) for p in sorted(out.glob("*/sweep.json"))}
+    if len(sweeps) < 2:
+        return
+    chosen, table = {}, {}
+    variants = sorted({r["variant"] for sw in sweeps.values() for r in sw["rows"]})
+    for v in variants:
+        per_size = [[r for r in sw["rows"] if r["variant"] == v] for sw in sweeps.values()]
+        if any(not rows for rows in per_size):
+            continue
+        split = next(iter(k for k in per_size[0][0] if k not in ("variant", "bonus")))
+        bonuses = sorted(set.intersection(*[{r["bonus"] for r in rows} for rows in per_size]))
+        rows = []
+        for b in bonuses:
+            rs = [next(r for r in rows_ if r["bonus"] == b)[split] for rows_ in per_size]
+            if any(r is None or "per" not in r for r in rs):
+                break
+            rows.append({"variant": v, "bonus": b, split: {
+                key: {"mean": sum(r[key]["mean"] for r in rs) / len(rs)} for key in ("per", "duration_kl")}})
+        else:
+            chosen[v] = select_bonus(rows, split)
+            table[v] = rows
+    write_atomic(out / "sweep-joint.json", json.dumps({"rule": SWEEP_RULE + ", on the mean over sizes",
+                                                        "sizes": list(sweeps), "selected": chosen, "rows": table},
+                                                       indent=2) + "\n")
+    print(f"joint selection over sizes {', '.join(sweeps)} ({SWEEP_RULE}, of the mean over sizes): " +
+          ", ".join(f"{v} {b:g}" for v, b in chosen.items()) + f"; {out / 'sweep-joint.json'}")
+
+
+def sweep_markdown(rows: list[dict], chosen: dict, splits: list[str], size_name: str, a) -> str:
+    cols = [("per", "PER %", 100, 2), ("boundary_f1_0", "bF1 tol 0", 100, 1), ("segment_f1", "seg F1", 100, 1),
+            ("duration_kl", "dur KL", 1, 4)]
+    head = "| | bonus | " + " | ".join(f"{sp} {h}" for sp in splits for _, h, _, _ in cols) + " |"
+    lines = [f"crf.phone_bonus sweep, size {size_name}: the last epoch's model of each seed ({a.seeds}) decoded "
+             f"with each bonus; mean ± std over seeds. Selected ({SWEEP_RULE}): " +
+             ", ".join(f"{v} {b:g}" if b is not None else f"{v} n/a" for v, b in chosen.items()) + ".", "",
+             head, "|" + "---|" * (2 + len(splits) * len(cols))]
+    for r in rows:
+        cells = []
+        for sp in splits:
+            for key, _, scale, dig in cols:
+                x = (r[sp] or {}).get(key)
+                if not x:
+                    cells.append("—")
+                    continue
+                m, sd = x["mean"] * scale, x["std"] * scale
+                cells.append(f"{m:.{dig}f} ± {sd:.{dig}f}" if math.isfinite(sd) else f"{m:.{dig}f}")
+        mark = " (selected)" if chosen.get(r["variant"]) == r["bonus"] else ""
+        lines.append(f"| {r['variant']} | {r['bonus']:g}{mark} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
     head = "| | " + " | ".join(h for _, h, _, _ in METRICS) + " | runs ok / failed |"
     lines = [f"Split {a.split} of {a.workdir}; size {size_name} ({size['layers']} x {size['hidden']} BiLSTM, batch "
@@ -512,7 +630,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--preset", choices=sorted(PRESETS), default="main",
                     help="timitseg variants when no --variant is given: main (shipped and matched, linear and "
                          "semi-CRF); ablation (shipped, then one factor at a time set back: crf.lr_scale 1, "
-                         "crf.duration_init random, bucketing); ablation-matched (matched, then one factor at a "
+                         "crf.duration_init random, crf.phone_bonus 0, bucketing); ablation-matched (matched, then one factor at a "
                          "time: dropout 0.2, bucketing, per-update cosine, zero CRF init, per-frame loss); all "
                          "(both ablations)")
     ap.add_argument("--split", default="core-test", help="split scored (default core-test)")
@@ -533,6 +651,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="stop after this many minutes (0 = no limit): running commands are stopped, unstarted "
                          "runs left pending, the table of what finished is written, exit 4; the same command "
                          "again goes on (timitseg runs resume from their last epoch, reference runs restart)")
+    ap.add_argument("--phone-bonus-sweep", default="", metavar="B1,B2,...",
+                    help="after the runs, decode each timitseg run's last checkpoint with each crf.phone_bonus "
+                         "(evaluate --phone-bonus) on --sweep-splits; writes OUT/SIZE/sweep.md and sweep.json with "
+                         "mean ± std per bonus and the bonus selected on the first split (" + SWEEP_RULE + ")")
+    ap.add_argument("--sweep-splits", default="",
+                    help="comma-separated splits of the sweep, the first one selects (default: dev,SPLIT)")
     ap.add_argument("--out", type=Path, required=True, help="output folder (runs/, results.json, results.md)")
     ap.add_argument("--synth", default=None, metavar="SPEAKERS,UTTERANCES[,SEED]",
                     help="when WORKDIR is not prepared yet, make it first: timitseg synth --speakers SPEAKERS "
@@ -551,6 +675,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in a.size.split(","):
         if name not in SIZES:
             raise SystemExit(f"error: --size {a.size}: '{name}' is not one of {', '.join(SIZES)}")
+    try:
+        a.bonuses = [float(x) for x in a.phone_bonus_sweep.split(",") if x.strip()]
+    except ValueError:
+        raise SystemExit(f"error: --phone-bonus-sweep {a.phone_bonus_sweep}: expected numbers, e.g. 0,0.5,1,2")
+    a.sweep_splits = a.sweep_splits or f"dev,{a.split}"
     if a.max_minutes > 0:
         DEADLINE[0] = time.time() + 60 * a.max_minutes
 
