@@ -16,24 +16,9 @@
 namespace timitseg::crf::testing {
 namespace {
 
-// Tiny problems whose inputs (and the bonuses below) are multiples of 1/16:
-// every path score is exact in float64, so ties are exact and the tie rule is
-// tested too.
-std::vector<Problem> tiny_problems() {
-  std::vector<Problem> out;
-  uint32_t seed = 101;
-  for (int64_t T : {1, 3, 5, 6})
-    for (int64_t C : {2, 3})
-      for (int64_t K : {1, 2, 3})
-        for (bool se : {true, false}) {
-          std::vector<int32_t> lengths{static_cast<int32_t>(T), static_cast<int32_t>(std::max<int64_t>(1, T - 2))};
-          Problem pb = random_problem(Dims{2, T, K, C}, seed++, lengths, se, 1.0, 0.7);
-          for (auto* v : {&pb.cum, &pb.A, &pb.D, &pb.s, &pb.e})
-            for (float& x : *v) x = std::round(x * 16.0f) / 16.0f;
-          out.push_back(pb);
-        }
-  return out;
-}
+// Tiny problems (inputs and the bonuses below are multiples of 1/16: exact
+// path scores, exact ties, so the tie rule is tested too).
+std::vector<Problem> tiny_problems() { return tiny_exact_problems({1, 3, 5, 6}, {2, 3}, {1, 2, 3}, 101); }
 
 int label_changes(const std::vector<Segment>& segs) {
   int n = 0;
@@ -41,22 +26,15 @@ int label_changes(const std::vector<Segment>& segs) {
   return n;
 }
 
-// The oracle: enumerate, add beta per label change, take the argmax under the
-// tie rule of tests/support/crf_bruteforce.h (key read from the end).
+// The oracle: enumerate, add beta per label change, take the Viterbi path
+// under the tie rule of tests/support/crf_bruteforce.h.
 void brute_force_with_bonus(const Problem& pb, double beta, std::vector<double>& score, std::vector<Segment>& segs) {
-  auto key = [](const Path& p) {
-    std::vector<int32_t> k;
-    for (size_t i = p.segs.size(); i-- > 0;) k.push_back(p.segs[i].label), k.push_back(p.segs[i].duration);
-    return k;
-  };
   for (int64_t b = 0; b < pb.dims.B; ++b) {
     std::vector<Path> paths = enumerate_paths(pb, b);
     for (Path& p : paths) p.score += beta * label_changes(p.segs);
-    const Path* best = &paths[0];
-    for (const Path& p : paths)
-      if (p.score > best->score || (p.score == best->score && key(p) < key(*best))) best = &p;
-    score.push_back(best->score);
-    segs.insert(segs.end(), best->segs.begin(), best->segs.end());
+    const Path& best = viterbi_path(paths);
+    score.push_back(best.score);
+    segs.insert(segs.end(), best.segs.begin(), best.segs.end());
   }
 }
 

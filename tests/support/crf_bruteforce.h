@@ -25,6 +25,43 @@ struct Path {
   double score;
 };
 
+// Tiny problems for the enumeration, two utterances each (lengths T and
+// max(1, T-2)), one per (T, C, K, with/without start/end) in that loop order,
+// seeds first_seed, first_seed+1, ... Every input is rounded to a multiple of
+// 1/16, so every path score is exact in float64 and Viterbi ties are exact
+// (and frequent), which tests the tie rule.
+inline std::vector<Problem> tiny_exact_problems(const std::vector<int64_t>& Ts, const std::vector<int64_t>& Cs,
+                                                const std::vector<int64_t>& Ks, uint32_t first_seed) {
+  std::vector<Problem> out;
+  uint32_t seed = first_seed;
+  for (int64_t T : Ts)
+    for (int64_t C : Cs)
+      for (int64_t K : Ks)
+        for (bool se : {true, false}) {
+          std::vector<int32_t> lengths{static_cast<int32_t>(T), static_cast<int32_t>(std::max<int64_t>(1, T - 2))};
+          Problem pb = random_problem(Dims{2, T, K, C}, seed++, lengths, se, 1.0, 0.7);
+          for (auto* v : {&pb.cum, &pb.A, &pb.D, &pb.s, &pb.e})
+            for (float& x : *v) x = std::round(x * 16.0f) / 16.0f;
+          out.push_back(pb);
+        }
+  return out;
+}
+
+// The Viterbi path among `paths` by score, ties broken by the traceback rule
+// "smallest d, then smallest label" read from the end: the smallest key
+// (c_n, d_n, c_{n-1}, d_{n-1}, ...).
+inline const Path& viterbi_path(const std::vector<Path>& paths) {
+  auto key = [](const Path& p) {
+    std::vector<int32_t> k;
+    for (size_t i = p.segs.size(); i-- > 0;) k.push_back(p.segs[i].label), k.push_back(p.segs[i].duration);
+    return k;
+  };
+  const Path* best = &paths[0];
+  for (const Path& p : paths)
+    if (p.score > best->score || (p.score == best->score && key(p) < key(*best))) best = &p;
+  return *best;
+}
+
 inline std::vector<Path> enumerate_paths(const Problem& pb, int64_t b) {
   const int64_t T = pb.dims.T, K = pb.dims.K, C = pb.dims.C, L = pb.lengths[b];
   const float* cum = pb.cum.data() + b * (T + 1) * C;
@@ -96,17 +133,8 @@ inline Expected brute_force(const Problem& pb, double scale, bool with_labels = 
     for (const Path& p : paths) z += std::exp(p.score - m);
     const double lz = m + std::log(z);
     ex.log_z.push_back(lz);
-    // Viterbi: the max score (exact: inputs are multiples of 1/16, see
-    // tiny_problems of tests/crf/test_backends_bruteforce.cpp); among tied paths the traceback rule "smallest d, then
-    // smallest label" read from the end: key (c_n, d_n, c_{n-1}, d_{n-1}, ...).
-    auto key = [](const Path& p) {
-      std::vector<int32_t> k;
-      for (size_t i = p.segs.size(); i-- > 0;) k.push_back(p.segs[i].label), k.push_back(p.segs[i].duration);
-      return k;
-    };
-    const Path* best = &paths[0];
-    for (const Path& p : paths)
-      if (p.score > best->score || (p.score == best->score && key(p) < key(*best))) best = &p;
+    // Viterbi: the max score (exact for tiny_exact_problems) under the tie rule.
+    const Path* best = &viterbi_path(paths);
     ex.vscore.push_back(best->score);
     ex.vsegs.insert(ex.vsegs.end(), best->segs.begin(), best->segs.end());
     const std::vector<Segment> gold = gold_by_hand(pb.labels.data() + b * T, pb.lengths[b], K, static_cast<int32_t>(b));
