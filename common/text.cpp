@@ -89,18 +89,32 @@ std::string invisible_message(const std::string& file, const InvisibleChar& c) {
          ": an invisible character; delete it (or save the file as plain UTF-8 without a byte-order mark)";
 }
 
+namespace {
+void append_hex_escape(std::string& out, unsigned char c) {
+  const char* hex = "0123456789ABCDEF";
+  out += "\\x";
+  out += hex[c >> 4];
+  out += hex[c & 15];
+}
+}  // namespace
+
 std::string one_line(const std::string& text) {
   std::string out;
   for (unsigned char c : text) {
     if (c == '\n') out += "\\n";
     else if (c == '\t') out += "\\t";
     else if (c == '\r') out += "\\r";
-    else if (c < 0x20 || c == 0x7f) {
-      const char* hex = "0123456789ABCDEF";
-      out += "\\x";
-      out += hex[c >> 4];
-      out += hex[c & 15];
-    } else out += static_cast<char>(c);
+    else if (c < 0x20 || c == 0x7f) append_hex_escape(out, c);
+    else out += static_cast<char>(c);
+  }
+  return out;
+}
+
+std::string printable_ascii(const std::string& raw) {
+  std::string out;
+  for (unsigned char c : raw) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') out += static_cast<char>(c);
+    else append_hex_escape(out, c);
   }
   return out;
 }

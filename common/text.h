@@ -33,4 +33,9 @@ std::string invisible_message(const std::string& file, const InvisibleChar& c);
 // tensor name may hold a newline, and an error quoting it took two lines.
 std::string one_line(const std::string& text);
 
+// RAW (bytes of a binary file header) as quoted inside a one-line message:
+// printable ASCII as is; every other byte (control characters, bytes >= 0x80,
+// which a header does not hold as UTF-8) and the backslash as \xNN.
+std::string printable_ascii(const std::string& raw);
+
 }  // namespace timitseg

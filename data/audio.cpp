@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "data/features.h"
 
 namespace timitseg::data {
@@ -121,22 +122,6 @@ Header read_header(const std::string& path) {
   return h;
 }
 
-// Header bytes quoted in a message: printable ASCII as is, anything else
-// (a newline, a NUL, a byte >= 0x80) as \xNN, so the message stays one line.
-std::string printable(const std::string& raw) {
-  std::string out;
-  for (unsigned char c : raw) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02X", c);
-      out += buf;
-    }
-  }
-  return out;
-}
-
 bool positive_int(const std::string& s) {
   if (s.empty() || s.size() > 12) return false;
   for (char c : s)
@@ -150,7 +135,7 @@ std::string diagnose(const Header& h, const std::string& lib) {
   if (h.kind == Header::kRiff) {
     if (h.head.size() < 12) return "cut short inside its RIFF header (" + std::to_string(h.file_bytes) + " bytes)";
     if (h.head.compare(8, 4, "WAVE") != 0)
-      return "a RIFF file of type '" + printable(h.head.substr(8, 4)) + "', not a WAVE file";
+      return "a RIFF file of type '" + printable_ascii(h.head.substr(8, 4)) + "', not a WAVE file";
     if (!h.has_fmt)
       return "RIFF WAV header has no complete 'fmt ' chunk: the file is cut short inside its header (" +
              std::to_string(h.file_bytes) + " bytes) or is not a WAV file";
@@ -173,14 +158,14 @@ std::string diagnose(const Header& h, const std::string& lib) {
       return "cut short inside its NIST SPHERE header (" + std::to_string(h.file_bytes) + " of " +
              std::to_string(h.header_bytes) + " header bytes)";
     if (h.sph_coding.find("shorten") != std::string::npos)
-      return "NIST SPHERE samples are compressed with shorten (sample_coding " + printable(h.sph_coding) +
+      return "NIST SPHERE samples are compressed with shorten (sample_coding " + printable_ascii(h.sph_coding) +
              "): decompress the file first (e.g. sph2pipe -f wav)";
     if (h.sph_rate.empty()) return "NIST SPHERE header has no sample_rate field";
-    if (!positive_int(h.sph_rate)) return "NIST SPHERE header gives sample_rate '" + printable(h.sph_rate) + "', not a positive integer";
+    if (!positive_int(h.sph_rate)) return "NIST SPHERE header gives sample_rate '" + printable_ascii(h.sph_rate) + "', not a positive integer";
     if (!h.sph_channels.empty() && !positive_int(h.sph_channels))
-      return "NIST SPHERE header gives channel_count '" + printable(h.sph_channels) + "', not a positive integer";
+      return "NIST SPHERE header gives channel_count '" + printable_ascii(h.sph_channels) + "', not a positive integer";
     if (!h.sph_nbytes.empty() && !positive_int(h.sph_nbytes))
-      return "NIST SPHERE header gives sample_n_bytes '" + printable(h.sph_nbytes) + "', not a positive integer";
+      return "NIST SPHERE header gives sample_n_bytes '" + printable_ascii(h.sph_nbytes) + "', not a positive integer";
     return "NIST SPHERE header not readable: " + lib;
   }
   std::string start;

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "crf/semicrf.h"
+
 namespace timitseg::model {
 
 ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
@@ -82,31 +84,18 @@ DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_
                                 std::to_string(C));
   std::vector<int64_t> n(static_cast<size_t>(K) * C, 0), per_label(static_cast<size_t>(C), 0);
   DurationPrior out;
-  auto count_run = [&](int32_t c, int64_t r) {  // r >= 1 frames of label c
-    for (; r >= K; r -= K) {
-      ++n[static_cast<size_t>(K - 1) * C + c];
-      ++per_label[c];
-      ++out.segments;
-    }
-    if (r > 0) {
-      ++n[static_cast<size_t>(r - 1) * C + c];
-      ++per_label[c];
-      ++out.segments;
-    }
-  };
   for (size_t u = 0; u < class_labels.size(); ++u) {
     const std::vector<int32_t>& y = class_labels[u];
-    int64_t run = 0;
-    for (size_t t = 0; t < y.size(); ++t) {
+    for (size_t t = 0; t < y.size(); ++t)
       if (y[t] < 0 || y[t] >= C)
         throw std::invalid_argument("duration_log_prior: utterance " + std::to_string(u) + ", frame " +
                                     std::to_string(t) + ": label " + std::to_string(y[t]) + " outside [0, " +
                                     std::to_string(C) + ")");
-      ++run;
-      if (t + 1 == y.size() || y[t + 1] != y[t]) {
-        count_run(y[t], run);
-        run = 0;
-      }
+    // the pieces of the loss's own gold segmentation (runs split at K)
+    for (const crf::Segment& g : crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
+      ++n[static_cast<size_t>(g.duration - 1) * C + g.label];
+      ++per_label[g.label];
+      ++out.segments;
     }
   }
   out.log_p.resize(n.size());
