@@ -474,7 +474,7 @@ def make_synth(a) -> None:
     if not corpus.exists():
         say(f"making the synth corpus {corpus} ({spk} speakers x {utt} utterances, seed {seed})")
         subprocess.run(ts + ["synth", "--out", str(corpus), "--speakers", spk, "--utterances-per-speaker", utt,
-                             "--seed", seed], check=True)
+                             "--seed", seed] + shlex.split(a.synth_args), check=True)
     say(f"preparing {a.workdir}")
     subprocess.run(ts + ["prepare", "--timit", str(corpus), "--out", str(a.workdir)], check=True)
 
@@ -662,6 +662,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="when WORKDIR is not prepared yet, make it first: timitseg synth --speakers SPEAKERS "
                          "--utterances-per-speaker UTTERANCES --seed SEED (default 1) into WORKDIR-corpus, then "
                          "timitseg prepare (the demo corpus: 48,8)")
+    ap.add_argument("--synth-args", default="", metavar="ARGS",
+                    help="more arguments of that timitseg synth call, e.g. '--voice flite' (the speech corpus)")
     a = ap.parse_args(argv)
     if a.synth and not (Path(a.workdir) / "manifest.json").is_file():
         make_synth(a)
