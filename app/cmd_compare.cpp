@@ -178,6 +178,7 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
   xo.crf_backend = device == "cuda" ? "cuda" : (cfg.crf_backend == "cuda" ? "cpu" : cfg.crf_backend);
   xo.phone_bonus = s.config.crf_phone_bonus;
+  xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;

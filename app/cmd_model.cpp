@@ -193,6 +193,10 @@ void add_model_commands(CLI::App& app) {
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
+  ev->add_option("--decode", eo->decode,
+                 "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
+                 "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
+      ->check(CLI::IsMember({"viterbi", "posterior"}));
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
@@ -239,6 +243,10 @@ void add_model_commands(CLI::App& app) {
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
+  de->add_option("--decode", dec->decode,
+                 "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
+                 "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
+      ->check(CLI::IsMember({"viterbi", "posterior"}));
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -46,6 +46,8 @@ const std::vector<Entry>& entries() {
       {"crf.duration_init", &Config::crf_duration_init},
       {"crf.lr_scale", &Config::crf_lr_scale},
       {"crf.phone_bonus", &Config::crf_phone_bonus},
+      {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
+      {"crf.decode", &Config::crf_decode},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -466,6 +468,10 @@ void Config::validate() const {
   check(*this, crf_lr_scale > 0.0 && crf_lr_scale <= 1000.0, "crf.lr_scale", crf_lr_scale, "in (0, 1000]");
   check(*this, crf_phone_bonus >= -100.0 && crf_phone_bonus <= 100.0, "crf.phone_bonus", crf_phone_bonus,
         "in [-100, 100] (log-score per label change; 0 = plain Viterbi)");
+  check(*this, crf_frame_ce_weight >= 0.0 && crf_frame_ce_weight <= 100.0, "crf.frame_ce_weight", crf_frame_ce_weight,
+        "in [0, 100] (0 = the CRF loss alone)");
+  check(*this, crf_decode == "viterbi" || crf_decode == "posterior", "crf.decode", crf_decode,
+        "one of viterbi, posterior");
   check(*this,
         train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
         "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");

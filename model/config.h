@@ -34,6 +34,8 @@ struct Config {
   std::string crf_duration_init = "random";  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
   double crf_lr_scale = 1.0;         // crf.lr_scale: lr multiplier of crf.transition, duration_bias, start, end
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
+  double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
+  std::string crf_decode = "viterbi";  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
   // train
   std::string train_run_dir;         // train.run_dir (required)
   int train_epochs = 20;             // train.epochs

@@ -56,7 +56,10 @@ class Encoder {
   // encoder.* and crf.projection.* entry of grad (flat layout) and leaves the
   // CRF parameters' entries (crf.transition, .duration_bias, .start, .end)
   // untouched. Uses the activations of the last forward().
-  virtual void backward(const float* params, const float* dcum, float* grad) = 0;
+  // dscores (optional, executor memory): d loss / d scores [B][T][C] of a
+  // loss term on the projection's output itself (crf.frame_ce_weight; 0 on
+  // padding rows), added to the gradient that comes through the cumsum.
+  virtual void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) = 0;
 };
 
 }  // namespace timitseg::model

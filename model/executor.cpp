@@ -6,6 +6,7 @@
 
 #include "common/cuda.h"
 #include "common/safetensors.h"
+#include "crf/posterior.h"
 #include "model/cpu/cpu_executor.h"
 #ifdef TIMITSEG_HAVE_CUDA  // the GPU executor is built (model/cuda/)
 #include "model/cuda/cuda_executor.h"
@@ -27,6 +28,8 @@ std::string resolve_device(const std::string& device) {
 
 std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
                                         const ExecutorOptions& options) {
+  if (options.decode != "viterbi" && options.decode != "posterior")
+    throw std::invalid_argument("unknown decode '" + options.decode + "' (known: viterbi, posterior)");
   const std::string d = resolve_device(device);
   if (d == "cpu") return make_cpu_executor(dims, options);
 #ifdef TIMITSEG_HAVE_CUDA
@@ -55,6 +58,27 @@ crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, con
   crf::HostResult v = session.run_host(dims, pb, nullptr, opt);
   r.viterbi_score = std::move(v.viterbi_score);
   r.segments = std::move(v.segments);
+  return r;
+}
+
+crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
+                                         const int32_t* labels) {
+  crf::HostRunOptions opt;
+  opt.gradients = true;  // d log Z / d cum (labels == nullptr, scale 1)
+  opt.viterbi = false;
+  crf::HostResult g = session.run_host(dims, p, nullptr, opt);
+  crf::HostResult r;
+  if (labels) {  // log Z and the gold score
+    crf::HostRunOptions lo;
+    lo.gradients = false;
+    lo.viterbi = false;
+    r = session.run_host(dims, p, labels, lo);
+  } else {
+    r.log_z = std::move(g.log_z);
+  }
+  std::vector<double> marginals(static_cast<size_t>(dims.B) * dims.T * dims.C);
+  crf::frame_marginals(dims, g.grad_cum_scores.data(), p.lengths, marginals.data());
+  r.segments = crf::posterior_segments(dims, marginals.data(), p.lengths);
   return r;
 }
 

@@ -52,6 +52,7 @@ struct StepOptions {
   double clip_norm = 0.0;            // train.clip_norm (0 = off)
   double crf_reg = 0.0;              // crf.reg
   bool frame_normalization = false;  // crf.loss_normalization == frame (else per utterance)
+  double frame_ce_weight = 0.0;      // crf.frame_ce_weight: + w * frame CE of the scores / the same norm (model/frame_ce.h)
   bool check_numerics = true;        // debug.check_numerics: per-layer checks, model/numerics.h
   int64_t step = 0;                  // the global optimizer step this update becomes (from 1)
   FaultSpec fault;                   // --inject-fault (planted when fault.step == step)
@@ -64,7 +65,8 @@ struct StepOptions {
 };
 
 struct StepResult {
-  double loss = 0;       // mean NLL (per utterance or frame) + penalty
+  double loss = 0;       // mean NLL (per utterance or frame) + penalty (+ w * frame CE / the same norm)
+  double frame_ce_sum = 0;  // sum over valid frames of the frame CE (computed only when frame_ce_weight > 0)
   double nll_sum = 0;    // sum over utterances
   double penalty = 0;
   double grad_norm = 0;  // global gradient norm before clipping
@@ -78,6 +80,8 @@ struct ExecutorOptions {
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
   double phone_bonus = 0.0;           // crf.phone_bonus: decode() adds it at each label change (crf::add_phone_bonus)
+  std::string decode = "viterbi";     // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
+                                      // marginals, crf/posterior.h; phone_bonus does not apply)
 };
 
 class Executor {
@@ -132,6 +136,13 @@ std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDi
 // a second call.
 crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
                                const int32_t* labels, double phone_bonus);
+
+// crf.decode = posterior on host arrays: the segments of crf::posterior_segments
+// from the frame marginals (crf::frame_marginals of the gradient of log Z, one
+// backward without labels) and, when labels is not nullptr, log Z and the gold
+// score of p (the dev loss; a second call). viterbi_score stays empty.
+crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
+                                         const int32_t* labels);
 
 // max |transition| and max |duration_bias| of flat parameters.
 std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);

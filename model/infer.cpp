@@ -77,14 +77,17 @@ void check_output_folder(const std::string& flag, const std::string& out) {
 // when one is present; an explicit cuda without one fails with one line); the
 // CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
 // crf.backend on the CPU (cpu when that was cuda).
-// The phone bonus: --phone-bonus, else the checkpoint's crf.phone_bonus.
+// The phone bonus: --phone-bonus, else the checkpoint's crf.phone_bonus; the
+// decoding: --decode, else the checkpoint's crf.decode.
 std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std::string& device_opt,
                                                   const std::string& backend_opt, int threads,
-                                                  const std::optional<double>& phone_bonus) {
+                                                  const std::optional<double>& phone_bonus,
+                                                  const std::string& decode_opt) {
   const std::string device = resolve_device(device_opt.empty() ? "auto" : device_opt);
   ExecutorOptions xo;
   xo.threads = threads;
   xo.phone_bonus = phone_bonus.value_or(s.config.crf_phone_bonus);
+  xo.decode = decode_opt.empty() ? s.config.crf_decode : decode_opt;
   xo.rnn_algo = s.config.train_rnn_algo;
   xo.crf_backend = backend_opt.empty() ? s.config.crf_backend : backend_opt;
   if (backend_opt.empty()) {
@@ -102,6 +105,11 @@ void check_phone_bonus(const std::optional<double>& bonus) {
                                 format_double(*bonus));
 }
 
+void check_decode(const std::string& decode) {
+  if (!decode.empty() && decode != "viterbi" && decode != "posterior")
+    throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
+}
+
 void check_threads(int threads) {
   if (threads < 0 || threads > 1024)
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
@@ -112,6 +120,7 @@ void check_threads(int threads) {
 nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
+  check_decode(o.decode);
   if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
   if (!o.dump_predictions.empty()) check_output_folder("--dump-predictions", o.dump_predictions);
   set_threads(o.threads);
@@ -133,7 +142,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (split.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
                              " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));
-  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus);
+  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
   if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
@@ -190,7 +199,10 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const std::string bonus_note = bonus == 0.0 ? "" : ", phone bonus " + format_double(bonus);
+  const std::string decoding = o.decode.empty() ? s.config.crf_decode : o.decode;
+  j["decode"] = decoding;
+  const std::string bonus_note = (decoding == "posterior" ? std::string(", posterior decoding") : std::string()) +
+                                 (bonus == 0.0 || decoding == "posterior" ? "" : ", phone bonus " + format_double(bonus));
   std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
               exec->description().c_str(), bonus_note.c_str(), metrics.table().c_str());
   std::fflush(stdout);
@@ -342,10 +354,11 @@ nlohmann::json score(const ScoreOptions& o) {
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
+  check_decode(o.decode);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
-  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus);
+  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   // (audio path, output stem relative to out_dir)
   std::vector<std::pair<std::string, fs::path>> jobs;
   for (const std::string& in : o.inputs) {

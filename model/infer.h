@@ -24,6 +24,7 @@ struct EvaluateOptions {
   int batch_size = 32;
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
+  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);
@@ -57,6 +58,7 @@ struct DecodeOptions {
   std::string device;   // cpu | cuda | auto ("" = auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
+  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
 };
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

@@ -186,6 +186,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   so.clip_norm = cfg.train_clip_norm;
   so.crf_reg = cfg.crf_reg;
   so.frame_normalization = cfg.crf_loss_normalization == "frame";
+  so.frame_ce_weight = cfg.crf_frame_ce_weight;
   so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
   so.step = step;
   if (!o.without_fault) so.fault = fault;

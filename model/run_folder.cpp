@@ -88,6 +88,7 @@ nlohmann::json run_entry(const Config& cfg, const std::string& device, const Exe
           {"device", device},
           {"executor", exec.description()},
           {"crf_backend", cfg.crf_backend},
+          {"config", cfg.to_json()},  // the resolved config of this call (every ablation knob)
           {"start_time", iso8601_now()},
           {"resume", resume}};
 }

@@ -307,6 +307,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   xo.rnn_algo = cfg.train_rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
+  xo.decode = cfg.crf_decode;
   const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers);
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   if (device == "cuda" && cfg.crf_backend != "cuda")
@@ -446,6 +447,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       so.clip_norm = cfg.train_clip_norm;
       so.crf_reg = cfg.crf_reg;
       so.frame_normalization = cfg.crf_loss_normalization == "frame";
+      so.frame_ce_weight = cfg.crf_frame_ce_weight;
       so.check_numerics = cfg.debug_check_numerics;
       so.time_parts = exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
       so.rng = &rng;

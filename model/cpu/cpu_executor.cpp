@@ -8,6 +8,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "model/frame_ce.h"
 
 namespace timitseg::model {
 namespace {
@@ -38,6 +39,20 @@ crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& para
   return p;
 }
 
+// crf.frame_ce_weight: sum over the batch's valid frames of the frame CE of
+// act.scores (time-major rows t*B + b) and grad_scale * its gradient into dce
+// [B][T][C]; throws NonFiniteError when the sum is not finite.
+double frame_ce_step(const Activations<float>& act, const Batch& batch, int C, double grad_scale,
+                     std::vector<float>& dce) {
+  const int B = batch.input.B, T = batch.input.T;
+  dce.resize(static_cast<size_t>(B) * T * C);
+  const double ce = frame_cross_entropy<float>(B, T, C, act.scores.data(), C, int64_t(B) * C,
+                                               batch.input.lengths.data(), batch.labels.data(), grad_scale, nullptr,
+                                               dce.data());
+  if (!std::isfinite(ce)) throw NonFiniteError("frame_ce", "non-finite frame cross-entropy (crf.frame_ce_weight)");
+  return ce;
+}
+
 }  // namespace
 
 // ---- CpuEncoder --------------------------------------------------------------
@@ -56,11 +71,12 @@ void CpuEncoder::forward(const float* params, const EncoderBatch& batch, const F
   std::copy(act_.cum.begin(), act_.cum.end(), cum);
 }
 
-void CpuEncoder::backward(const float* params, const float* dcum, float* grad) {
+void CpuEncoder::backward(const float* params, const float* dcum, float* grad, const float* dscores) {
   const ParamLayout& lay = net_.layout();
   params_copy_.assign(params, params + lay.total());
   dcum_copy_.assign(dcum, dcum + act_.cum.size());
-  net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr);
+  if (dscores) dscores_copy_.assign(dscores, dscores + size_t(act_.B) * act_.T * lay.dims().num_classes);
+  net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr, nullptr, dscores ? &dscores_copy_ : nullptr);
   // The interface leaves the CRF parameters' gradient entries untouched.
   for (const ParamInfo& p : lay.params())
     if (p.name.rfind("encoder.", 0) == 0 || p.name.rfind("crf.projection.", 0) == 0)
@@ -122,6 +138,10 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   }
   for (auto& [name, v] : crf_grads)
     if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
+  // crf.frame_ce_weight: the frame CE of the scores and its gradient [B][T][C] (kept per thread)
+  static thread_local std::vector<float> dce;
+  const bool with_ce = o.frame_ce_weight > 0.0;
+  if (with_ce) res.frame_ce_sum = frame_ce_step(act, batch, C, o.frame_ce_weight / norm, dce);
   res.times.crf = seconds_since(t0);
 
   t0 = std::chrono::steady_clock::now();
@@ -129,7 +149,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   // thread: no allocation per step)
   static thread_local std::vector<float> dfeatures;
   net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
-               pr);
+               pr, with_ce ? &dce : nullptr);
   auto add = [&](const std::string& name, const std::vector<float>& g) {
     const ParamInfo& p = lay.get(name);
     std::copy(g.begin(), g.end(), grad.begin() + p.offset);
@@ -149,6 +169,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
       pr->tap("penalty", Pass::backward, std::string("d_") + name, grad.data() + p.offset, p.size);
     }
   res.loss = res.nll_sum / norm + res.penalty;
+  if (with_ce) res.loss += o.frame_ce_weight * res.frame_ce_sum / norm;
   res.times.encoder_backward = seconds_since(t0);
   if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
   for (const ParamInfo& p : lay.params())
@@ -181,6 +202,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   o.rng = rng;
   o.crf_reg = cfg.crf_reg;
   o.frame_normalization = cfg.crf_loss_normalization == "frame";
+  o.frame_ce_weight = cfg.crf_frame_ce_weight;
   o.check_numerics = cfg.debug_check_numerics;
   return loss_and_grad(net, params, batch, backend, o, grad, act);
 }
@@ -188,7 +210,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
                                                     Activations<float>& act, std::vector<double>* nll,
-                                                    double phone_bonus) {
+                                                    double phone_bonus, bool posterior) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
   Probe probe(true, FaultSpec{}, 0);
@@ -199,8 +221,10 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
                              batch.ids[0] + ")");
   }
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
-  const crf::HostResult r = decode_on_host(session, dims, crf_params(net.layout(), params, act.cum, batch),
-                                           nll ? batch.labels.data() : nullptr, phone_bonus);
+  const crf::Params p = crf_params(net.layout(), params, act.cum, batch);
+  const int32_t* labels = nll ? batch.labels.data() : nullptr;
+  const crf::HostResult r = posterior ? posterior_decode_on_host(session, dims, p, labels)
+                                      : decode_on_host(session, dims, p, labels, phone_bonus);
   if (nll) {
     nll->resize(B);
     for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
@@ -228,7 +252,8 @@ class CpuExecutor final : public Executor {
         threads_(resolve_threads(o.threads)),
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
-        phone_bonus_(o.phone_bonus) {}
+        phone_bonus_(o.phone_bonus),
+        posterior_(o.decode == "posterior") {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + "), crf " +
@@ -282,7 +307,8 @@ class CpuExecutor final : public Executor {
 
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                 std::vector<double>* nll) override {
-    auto segs = decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll, phone_bonus_);
+    auto segs =
+        decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll, phone_bonus_, posterior_);
     if (scores) {
       const Activations<float>& act = enc_.activations();
       const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;
@@ -303,6 +329,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<crf::Backend> backend_;
   crf::Session session_;  // keeps the CRF workspace across steps
   double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
+  bool posterior_ = false;    // ExecutorOptions::decode == "posterior"
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;
 };

@@ -23,7 +23,7 @@ class CpuEncoder final : public Encoder {
   const ModelDims& dims() const override { return net_.layout().dims(); }
   // Pointer form (the interface): copies params into the network's vector form.
   void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
-  void backward(const float* params, const float* dcum, float* grad) override;
+  void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) override;
 
   const Network<float>& network() const { return net_; }
   Activations<float>& activations() { return act_; }
@@ -31,7 +31,7 @@ class CpuEncoder final : public Encoder {
  private:
   Network<float> net_;
   Activations<float> act_;
-  std::vector<float> params_copy_, grad_copy_, dcum_copy_;
+  std::vector<float> params_copy_, grad_copy_, dcum_copy_, dscores_copy_;
   BatchInput<float> in_;
 };
 
@@ -60,11 +60,12 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 // nll (optional): per utterance [B], log Z - gold score of batch.labels (of
 // the model's own parameters). phone_bonus: crf.phone_bonus, added to the
 // Viterbi score at each label change (crf::add_phone_bonus); with 0 one CRF
-// call serves both, otherwise the NLL takes a second call.
+// call serves both, otherwise the NLL takes a second call. posterior:
+// crf.decode = posterior (posterior_decode_on_host; phone_bonus unused).
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
                                                     Activations<float>& act, std::vector<double>* nll = nullptr,
-                                                    double phone_bonus = 0.0);
+                                                    double phone_bonus = 0.0, bool posterior = false);
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Backend& backend,
                                                     Activations<float>& act);

@@ -74,6 +74,12 @@ void dropout_mask(Mat& mask, const std::vector<Slice>& slices, int T, int64_t co
       }
 }
 
+// dx[i] += ds[i], i < n: a loss term on the scores themselves (Network::backward's dscores).
+template <class S>
+void add_dscores(S* dx, const S* ds, size_t n) {
+  for (size_t i = 0; i < n; ++i) dx[i] += ds[i];
+}
+
 std::string lstm_suffix(int k, int dir) { return "_l" + std::to_string(k) + (dir ? "_reverse" : ""); }
 
 }  // namespace
@@ -353,13 +359,16 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
 
 template <class S>
 void Network<S>::backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
-                          std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe) const {
+                          std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe,
+                          const std::vector<S>* dscores) const {
   const ModelDims& d = layout_.dims();
   const int B = act.B, T = act.T, D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), L = d.num_layers,
             C = d.num_classes;
   const int64_t TB = int64_t(T) * B;
   if (dcum.size() != static_cast<size_t>(B) * (T + 1) * C)
     throw std::invalid_argument("model: d cum_scores does not match [B][T+1][C]");
+  if (dscores && dscores->size() != static_cast<size_t>(TB) * C)
+    throw std::invalid_argument("model: d scores does not match [B][T][C]");
   auto P = [&](const std::string& name) { return params.data() + layout_.get(name).offset; };
   auto G_ = [&](const std::string& name) { return grad.data() + layout_.get(name).offset; };
   grad.assign(layout_.total(), S(0));
@@ -387,6 +396,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
     for (int j = 0; j < s.nb; ++j) {
       const int b = s.b0 + j;
       crf::centered_cumsum_backward<S>(1, T, C, dcum.data() + size_t(b) * (T + 1) * C, &len[b], dx.data());
+      if (dscores) add_dscores(dx.data(), dscores->data() + size_t(b) * T * C, size_t(len[b]) * C);
       for (int t = 0; t < s.Tmax; ++t)
         for (int c = 0; c < C; ++c) dS(int64_t(t) * s.nb + j + s.row0, c) = dx[static_cast<size_t>(t) * C + c];
     }

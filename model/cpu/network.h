@@ -138,8 +138,12 @@ class Network {
   // probe (optional): the backward taps cumsum, center, projection,
   // lstm.{k}.{bwd,fwd} (k from the top), input_proj and, when dfeatures !=
   // nullptr, input. dcum is not changed (a fault is planted by the caller).
+  // dscores (optional): d loss / d scores [B][T][C] (batch-major, 0 on padding)
+  // of a loss term on the projection's scores themselves (crf.frame_ce_weight,
+  // model/frame_ce.h), added to the cumsum's gradient before the projection.
   void backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
-                std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe = nullptr) const;
+                std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe = nullptr,
+                const std::vector<S>* dscores = nullptr) const;
 
  private:
   ParamLayout layout_;

@@ -46,8 +46,10 @@
 #include "common/buffer.h"
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "crf/posterior.h"
 #include "crf/session.h"
 #include "model/cuda/cuda_encoder.h"
+#include "model/cuda/frame_ce.h"
 #include "model/cuda/numerics_taps.h"
 #include "model/cuda/ops.h"
 
@@ -109,7 +111,8 @@ class CudaExecutor final : public Executor {
         layout_(dims),
         rnn_algo_(options.rnn_algo),
         crf_name_(options.crf_backend),
-        phone_bonus_(options.phone_bonus) {
+        phone_bonus_(options.phone_bonus),
+        posterior_(options.decode == "posterior") {
     const ExecutorOptions o = checked(options);
     cuda::require_device("; train on the CPU with train.device=cpu");
     TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -230,9 +233,12 @@ class CudaExecutor final : public Executor {
     const ParamInfo& D = layout_.get("crf.duration_bias");
     StepScalars* dsc = scalars_.as<StepScalars>();
     crf_backward(batch, 1.0 / norm, log_z, gold, o.crf_reg);
+    const bool with_ce = o.frame_ce_weight > 0.0;
+    if (with_ce) frame_ce(B, T, o.frame_ce_weight / norm);
     mark(res.times.crf, t0);
 
-    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>());
+    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>(),
+                       with_ce ? dce_.as<float>() : nullptr);
     // with taps, the value was computed (and tapped) in the forward order, in crf_backward
     gpu::l2_penalty(o.crf_reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset,
                     grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
@@ -265,6 +271,10 @@ class CudaExecutor final : public Executor {
     }
     res.penalty = sc.penalty;
     res.loss = res.nll_sum / norm + res.penalty;
+    if (with_ce) {
+      res.frame_ce_sum = frame_ce_sum(B);
+      res.loss += o.frame_ce_weight * res.frame_ce_sum / norm;
+    }
     res.grad_norm = sc.norm;
     if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
     if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient();
@@ -330,7 +340,9 @@ class CudaExecutor final : public Executor {
     last_T_ = T;
     const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
     std::vector<crf::Segment> segs;
-    if (backend_->on_device()) {
+    if (posterior_) {
+      segs = posterior_decode(batch, nll);
+    } else if (backend_->on_device()) {
       const crf::Params p = device_crf_params();
       vit_score_.reserve(B * sizeof(double));
       vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
@@ -368,6 +380,48 @@ class CudaExecutor final : public Executor {
     std::vector<std::vector<crf::Segment>> out(B);
     for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);
     return out;
+  }
+
+  // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
+  // cuda backend: d log Z / d cum on the device (one backward without labels,
+  // scale 1, parameter gradients not wanted), copied to the host for the
+  // marginals and the per-frame argmax; the dev loss from log_partition and
+  // gold_score on the device. Host backends: posterior_decode_on_host on host copies.
+  std::vector<crf::Segment> posterior_decode(const Batch& batch, std::vector<double>* nll) {
+    const int B = batch.input.B, T = batch.input.T;
+    const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+    if (!backend_->on_device()) {
+      const std::vector<float> cum = last_cum();
+      std::vector<float> hp;
+      host_crf_param_copy(hp);
+      crf::HostResult r =
+          posterior_decode_on_host(*session_, dims, host_crf_params(hp, cum, batch), nll ? batch.labels.data() : nullptr);
+      if (nll) {
+        nll->resize(B);
+        for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
+      }
+      return std::move(r.segments);
+    }
+    const crf::Params p = device_crf_params();
+    const size_t ncum = static_cast<size_t>(B) * (T + 1) * dims_.num_classes;
+    dcum_.reserve(ncum * sizeof(float));
+    lz_.reserve(2 * B * sizeof(double));
+    crf::Grads g{};
+    g.cum_scores = dcum_.as<float>();
+    session_->backward(dims, p, nullptr, 1.0, lz_.as<double>(), nullptr, g);
+    if (nll) session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
+    std::vector<float> grad(ncum);
+    std::vector<double> both(2 * B);
+    dcum_.download(grad.data(), ncum * sizeof(float), stream_);
+    lz_.download(both.data(), both.size() * sizeof(double), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    if (nll) {
+      nll->resize(B);
+      for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
+    }
+    std::vector<double> marginals(static_cast<size_t>(B) * T * dims_.num_classes);
+    crf::frame_marginals(dims, grad.data(), lengths_host_.data(), marginals.data());
+    return crf::posterior_segments(dims, marginals.data(), lengths_host_.data());
   }
 
   int numerics_slots() const { return numerics_->slots(); }
@@ -578,6 +632,30 @@ class CudaExecutor final : public Executor {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
+  // crf.frame_ce_weight: the frame CE of the encoder's scores [B][T][C] against
+  // the staged labels (model/cuda/frame_ce.h), queued on the stream: its
+  // gradient times grad_scale into dce_ [B][T][C], the per-utterance sums into
+  // ce_utt_ [B].
+  void frame_ce(int B, int T, double grad_scale) {
+    const size_t frames = static_cast<size_t>(B) * T;
+    dce_.reserve(frames * dims_.num_classes * sizeof(float));
+    ce_frames_.reserve(frames * sizeof(double));
+    ce_utt_.reserve(static_cast<size_t>(B) * sizeof(double));
+    gpu::frame_cross_entropy(B, T, dims_.num_classes, encoder_->scores(), lengths_.as<int32_t>(),
+                             labels_.as<int32_t>(), grad_scale, ce_frames_.as<double>(), ce_utt_.as<double>(),
+                             dce_.as<float>(), stream_);
+  }
+  // The sum over b = 0..B-1 (in order) of ce_utt_ (one read-back; after frame_ce()).
+  double frame_ce_sum(int B) {
+    std::vector<double> per(B);
+    ce_utt_.download(per.data(), per.size() * sizeof(double), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    double sum = 0.0;
+    for (double v : per) sum += v;
+    if (!std::isfinite(sum)) throw NonFiniteError("frame_ce", "non-finite frame cross-entropy (crf.frame_ce_weight)");
+    return sum;
+  }
+
   [[noreturn]] void throw_first_nonfinite_gradient() {
     std::vector<float> g(layout_.total());
     grad_.download(g.data(), g.size() * sizeof(float), stream_);
@@ -605,7 +683,10 @@ class CudaExecutor final : public Executor {
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
+  // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
+  Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
   double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus
+  bool posterior_ = false;                     // ExecutorOptions::decode == "posterior"
   Pinned staging_, host_scalars_;
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;

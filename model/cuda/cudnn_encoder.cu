@@ -5,6 +5,7 @@
 // float atomics: every sum runs in a fixed order, so two runs on the same
 // inputs give bitwise identical results.
 #include "model/cuda/cudnn_encoder.h"
+#include "model/cuda/frame_ce.h"
 #include "model/cuda/lstm_fused.h"
 
 #include <algorithm>
@@ -567,7 +568,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
 
 // ---- backward -----------------------------------------------------------------------
 
-void CudnnEncoder::backward(const float* params, const float* dcum, float* grad) {
+void CudnnEncoder::backward(const float* params, const float* dcum, float* grad, const float* dscores) {
   if (!params || !dcum || !grad) throw std::invalid_argument("cuda encoder: backward needs params, dcum and grad");
   if (!have_activations_)
     throw std::logic_error("cuda encoder: backward() needs a forward() first (and one backward per forward: "
@@ -592,6 +593,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad)
   cumsum_backward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, dcum, len,
                                                                                cum_scratch_.as<double>(), dS);
   TS_LAUNCHED("cumsum_backward_kernel");
+  if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
   const bool taps = tapping();
   using gpu::TapTensor;
   constexpr Pass kB = Pass::backward;

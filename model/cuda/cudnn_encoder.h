@@ -63,7 +63,7 @@ class CudnnEncoder final : public CudaEncoder {
   Device device() const override { return Device::cuda; }
   const ModelDims& dims() const override { return dims_; }
   void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
-  void backward(const float* params, const float* dcum, float* grad) override;
+  void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) override;
 
   void set_training(bool training) override { training_ = training; }
   bool training() const override { return training_; }

@@ -13,6 +13,7 @@
 #include "crf/semicrf.h"
 #include "model/model.h"
 #include "model/cpu/network.h"
+#include "model/frame_ce.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
@@ -111,6 +112,14 @@ struct Tiny {
   std::vector<int32_t> labels;  // [B][T]
   std::vector<double> features; // [B][T][D]
   double reg = 0.05;
+  double ce_weight = 0.0;     // crf.frame_ce_weight
+  bool frame_norm = false;    // crf.loss_normalization: frame (else utterance)
+  double norm() const {
+    if (!frame_norm) return B;
+    double f = 0;
+    for (int32_t l : lengths) f += l;
+    return f;
+  }
   Tiny() {
     dims.input_dim = 3;
     dims.hidden_dim = 4;
@@ -124,7 +133,23 @@ struct Tiny {
   }
 };
 
-// Total loss in double: mean_b NLL_b + reg (|A|^2 + |D|^2); gradients when asked.
+// Frame cross-entropy written out independently of model/frame_ce.h: the sum
+// over valid frames of log(sum_c exp(x[c])) - x[label] (no max shift: the
+// tiny scores are far from overflow). scores: the network's time-major rows.
+double frame_ce_plain(const Activations<double>& act, const Tiny& tc) {
+  double s = 0;
+  for (int b = 0; b < tc.B; ++b)
+    for (int t = 0; t < tc.lengths[b]; ++t) {
+      double z = 0;
+      for (int c = 0; c < tc.dims.num_classes; ++c) z += std::exp(act.scores(t * tc.B + b, c));
+      s += std::log(z) - act.scores(t * tc.B + b, tc.labels[b * tc.T + t]);
+    }
+  return s;
+}
+
+// Total loss in double: sum_b NLL_b / norm + reg (|A|^2 + |D|^2) + ce_weight *
+// frame CE / norm; gradients when asked (the CE's through model/frame_ce.h
+// and Network::backward's dscores).
 double total_loss(const Network<double>& net, const std::vector<double>& params, const Tiny& tc,
                   const std::vector<double>& features, double dropout, uint64_t seed, std::vector<double>* grad,
                   std::vector<double>* dfeat) {
@@ -151,15 +176,22 @@ double total_loss(const Network<double>& net, const std::vector<double>& params,
   double loss = 0;
   for (int b = 0; b < tc.B; ++b)
     loss += nll_brute(act.cum.data() + size_t(b) * (tc.T + 1) * C, tc.lengths[b], tc.labels.data() + b * tc.T, p,
-                      1.0 / tc.B, grad ? dcum.data() + size_t(b) * (tc.T + 1) * C : nullptr, gA.data(), gD.data(),
-                      gs.data(), ge.data());
-  loss /= tc.B;
+                      1.0 / tc.norm(), grad ? dcum.data() + size_t(b) * (tc.T + 1) * C : nullptr, gA.data(),
+                      gD.data(), gs.data(), ge.data());
+  loss /= tc.norm();
+  std::vector<double> dce;
+  if (tc.ce_weight > 0) {
+    loss += tc.ce_weight * frame_ce_plain(act, tc) / tc.norm();
+    dce.resize(size_t(tc.B) * tc.T * C);
+    frame_cross_entropy<double>(tc.B, tc.T, C, act.scores.data(), C, int64_t(tc.B) * C, tc.lengths.data(),
+                                tc.labels.data(), tc.ce_weight / tc.norm(), nullptr, dce.data());
+  }
   double pen = 0;
   for (double a : p.A) pen += a * a;
   for (double d : p.D) pen += d * d;
   loss += tc.reg * pen;
   if (grad) {
-    net.backward(params, act, dcum, *grad, dfeat);
+    net.backward(params, act, dcum, *grad, dfeat, nullptr, tc.ce_weight > 0 ? &dce : nullptr);
     auto put = [&](const char* n, const std::vector<double>& g, const std::vector<double>* w) {
       const ParamInfo& i = lay.get(n);
       for (size_t k = 0; k < i.size; ++k) (*grad)[i.offset + k] = g[k] + (w ? 2 * tc.reg * (*w)[k] : 0.0);
@@ -189,11 +221,12 @@ void expect_close(double got, double want, double tol, const std::string& what) 
   EXPECT_LE(std::abs(got - want), tol * (1.0 + std::abs(want))) << what << ": analytic " << got << " vs FD " << want;
 }
 
-}  // namespace
-
-TEST(ModelGradients, FiniteDifferencesWholeModelFloat64) {
+// ce_weight / frame_norm: crf.frame_ce_weight and crf.loss_normalization
+void finite_differences_whole_model(double ce_weight, bool frame_norm) {
   for (double dropout : {0.0, 0.3}) {
     Tiny tc;
+    tc.ce_weight = ce_weight;
+    tc.frame_norm = frame_norm;
     Network<double> net(tc.dims);
     std::vector<double> params = tiny_params(net);
     std::vector<double> grad, dfeat;
@@ -238,6 +271,17 @@ TEST(ModelGradients, FiniteDifferencesWholeModelFloat64) {
           }
         }
   }
+}
+
+}  // namespace
+
+TEST(ModelGradients, FiniteDifferencesWholeModelFloat64) { finite_differences_whole_model(0.0, false); }
+
+// crf.frame_ce_weight > 0: the CE's gradient enters the network at the
+// projection's scores (before the centering); both loss normalisations.
+TEST(ModelGradients, FiniteDifferencesWholeModelFloat64WithFrameCrossEntropy) {
+  finite_differences_whole_model(0.7, false);
+  finite_differences_whole_model(2.5, true);
 }
 
 // An utterance's encoder outputs (scores, cum_scores) do not depend on the
@@ -293,39 +337,49 @@ TEST(ModelEncoder, BatchInvariance) {
 }
 
 // The float training step (encoder + crf reference backend + penalty) equals
-// the float64 brute-force oracle: loss and every gradient.
+// the float64 brute-force oracle: loss and every gradient; also with
+// crf.frame_ce_weight > 0 under both loss normalisations.
 TEST(ModelGradients, TrainingStepMatchesOracle) {
-  Tiny tc;
-  Network<double> netd(tc.dims);
-  Network<float> netf(tc.dims);
-  const std::vector<double> pd = tiny_params(netd);
-  const std::vector<float> pf(pd.begin(), pd.end());
-  std::vector<float> ff(tc.features.begin(), tc.features.end());
-  std::vector<double> fd(ff.begin(), ff.end());  // same (float-rounded) input
-  std::vector<double> gd;
-  const double loss_d = total_loss(netd, std::vector<double>(pf.begin(), pf.end()), tc, fd, 0.0, 0, &gd, nullptr);
-  Batch batch;
-  batch.input.B = tc.B;
-  batch.input.T = tc.T;
-  batch.input.features = ff;
-  batch.input.lengths = tc.lengths;
-  batch.labels = tc.labels;
-  batch.ids = {"a", "b", "c"};
-  for (int32_t l : tc.lengths) batch.frames += l;
-  Config cfg;
-  cfg.crf_reg = tc.reg;
-  for (const char* name : {"reference", "cpu"}) {
-    auto backend = crf::make_backend(name);
-    std::vector<float> gf;
-    Activations<float> act;
-    const StepResult r = loss_and_grad(netf, pf, batch, *backend, cfg, 0.0, nullptr, gf, act);
-    EXPECT_NEAR(r.loss, loss_d, 1e-5 * std::abs(loss_d)) << name;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < gd.size(); ++i) {
-      num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
-      den += gd[i] * gd[i];
+  for (const auto& [ce_weight, frame_norm] : {std::pair<double, bool>{0.0, false}, {0.7, false}, {2.5, true}}) {
+    SCOPED_TRACE("frame_ce_weight " + std::to_string(ce_weight) + (frame_norm ? ", frame" : ", utterance"));
+    Tiny tc;
+    tc.ce_weight = ce_weight;
+    tc.frame_norm = frame_norm;
+    Network<double> netd(tc.dims);
+    Network<float> netf(tc.dims);
+    const std::vector<double> pd = tiny_params(netd);
+    const std::vector<float> pf(pd.begin(), pd.end());
+    std::vector<float> ff(tc.features.begin(), tc.features.end());
+    std::vector<double> fd(ff.begin(), ff.end());  // same (float-rounded) input
+    std::vector<double> gd;
+    const double loss_d = total_loss(netd, std::vector<double>(pf.begin(), pf.end()), tc, fd, 0.0, 0, &gd, nullptr);
+    Batch batch;
+    batch.input.B = tc.B;
+    batch.input.T = tc.T;
+    batch.input.features = ff;
+    batch.input.lengths = tc.lengths;
+    batch.labels = tc.labels;
+    batch.ids = {"a", "b", "c"};
+    for (int32_t l : tc.lengths) batch.frames += l;
+    Config cfg;
+    cfg.crf_reg = tc.reg;
+    cfg.crf_frame_ce_weight = ce_weight;
+    cfg.crf_loss_normalization = frame_norm ? "frame" : "utterance";
+    for (const char* name : {"reference", "cpu"}) {
+      auto backend = crf::make_backend(name);
+      std::vector<float> gf;
+      Activations<float> act;
+      const StepResult r = loss_and_grad(netf, pf, batch, *backend, cfg, 0.0, nullptr, gf, act);
+      EXPECT_NEAR(r.loss, loss_d, 1e-5 * std::abs(loss_d)) << name;
+      if (ce_weight == 0) EXPECT_EQ(r.frame_ce_sum, 0.0);
+      if (ce_weight > 0) EXPECT_GT(r.frame_ce_sum, 0.5);  // the term is there (CE of 12 frames of 3 classes)
+      double num = 0, den = 0;
+      for (size_t i = 0; i < gd.size(); ++i) {
+        num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
+        den += gd[i] * gd[i];
+      }
+      EXPECT_LT(std::sqrt(num / den), 1e-5) << name << ": relative gradient error";
     }
-    EXPECT_LT(std::sqrt(num / den), 1e-5) << name << ": relative gradient error";
   }
 }
 

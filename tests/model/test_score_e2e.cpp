@@ -8,8 +8,12 @@
 //   - crf.phone_bonus reaches evaluate's decoder from the checkpoint and from
 //     --phone-bonus: at -100 every utterance is one phone, at +100 the label
 //     changes at every frame (the decoder's limits, independent of the model).
+//   - crf.decode = posterior (from the checkpoint and from --decode) after a
+//     run trained with crf.frame_ce_weight > 0: the decoding differs from
+//     Viterbi and ignores the phone bonus; run.json records both keys.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -112,7 +116,7 @@ TEST_F(ScoreE2E, ReproducesEvaluateExactly) {
     EXPECT_EQ(n, want_ids.size());
     EXPECT_GT(a["per"].get<double>(), 0.0);  // a real model's errors, not a trivial case
     EXPECT_EQ(a["phone_bonus"].get<double>(), 0.0);  // the checkpoint's crf.phone_bonus (default)
-    for (const char* k : {"checkpoint", "epoch", "phone_bonus", "predictions", "split"}) {
+    for (const char* k : {"checkpoint", "epoch", "phone_bonus", "decode", "predictions", "split"}) {
       a.erase(k);
       b.erase(k);
     }
@@ -275,5 +279,57 @@ TEST_F(ScoreE2E, PhoneBonusFromTheCheckpointAndTheFlag) {
   Cmd e = run("evaluate --checkpoint " + ckpt + " --split dev --phone-bonus 1000 --json " + bad.string());
   EXPECT_EQ(e.rc, 1) << e.output;
   EXPECT_NE(e.output.find("--phone-bonus must be in [-100, 100]"), std::string::npos) << e.output;
+  EXPECT_FALSE(fs::exists(bad));
+}
+
+// A run trained with crf.frame_ce_weight: 1 and crf.decode: posterior (its
+// dev evaluation decodes that way too), with crf.phone_bonus: -100, which
+// makes Viterbi decode one phone per utterance: posterior decoding (the
+// checkpoint's, or --decode posterior) ignores the bonus and decodes more
+// phones, identically for any --phone-bonus; --decode viterbi restores the
+// bonus's one-phone limit, and plain Viterbi (bonus 0) differs from the
+// posterior decoding too.
+TEST_F(ScoreE2E, PosteriorDecodingFromTheCheckpointAndTheFlag) {
+  const fs::path cfg = dir_ / "posterior.yaml";
+  const fs::path run_dir = dir_ / "run-posterior";
+  std::ofstream(cfg) << "data:\n  workdir: " << work()
+                     << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n"
+                        "crf:\n  max_duration: 4\n  phone_bonus: -100\n  decode: posterior\n  frame_ce_weight: 1\n"
+                        "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  threads: 2\n  run_dir: "
+                     << run_dir.string() << "\n";
+  Cmd t = run("train --config " + cfg.string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const auto rj = nlohmann::json::parse(slurp(run_dir / "run.json"));
+  EXPECT_EQ(rj["config"]["crf"]["decode"], "posterior");
+  EXPECT_EQ(rj["config"]["crf"]["frame_ce_weight"].get<double>(), 1.0);
+  const auto metrics = nlohmann::json::parse(slurp(run_dir / "metrics.jsonl"));
+  EXPECT_TRUE(std::isfinite(metrics["train_loss"].get<double>())) << metrics.dump();
+  const std::string ckpt = (run_dir / "checkpoints" / "epoch-1.safetensors").string();
+  auto evaluate = [&](const std::string& flag, const std::string& name) {
+    const fs::path js = dir_ / (name + ".json"), pred = dir_ / (name + ".jsonl");
+    Cmd e = run("evaluate --checkpoint " + ckpt + " --split dev --threads 2 " + flag + " --json " + js.string() +
+                " --dump-predictions " + pred.string());
+    EXPECT_EQ(e.rc, 0) << e.output;
+    return std::make_pair(nlohmann::json::parse(slurp(js)), slurp(pred));
+  };
+  const auto [j_post, p_post] = evaluate("", "post-ckpt");
+  EXPECT_EQ(j_post["decode"], "posterior");
+  size_t phones = 0;
+  const auto pf = phones_and_frames(p_post);
+  ASSERT_FALSE(pf.empty());
+  for (const auto& [n, frames] : pf) phones += n;
+  EXPECT_GT(phones, pf.size()) << "the phone bonus -100 reached posterior decoding";
+  const auto [j_flag, p_flag] = evaluate("--decode posterior --phone-bonus 100", "post-flag");
+  EXPECT_EQ(p_flag, p_post);  // the bonus does not apply
+  const auto [j_vit, p_vit] = evaluate("--decode viterbi", "post-viterbi");
+  EXPECT_EQ(j_vit["decode"], "viterbi");
+  for (const auto& [n, frames] : phones_and_frames(p_vit)) EXPECT_EQ(n, 1u);
+  const auto [j_plain, p_plain] = evaluate("--decode viterbi --phone-bonus 0", "post-plain");
+  EXPECT_NE(p_plain, p_post);
+  // an unknown decoding: one line naming the flag, nothing written
+  const fs::path bad = dir_ / "post-bad.json";
+  Cmd e = run("evaluate --checkpoint " + ckpt + " --split dev --decode mbr --json " + bad.string());
+  EXPECT_NE(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("--decode"), std::string::npos) << e.output;
   EXPECT_FALSE(fs::exists(bad));
 }
