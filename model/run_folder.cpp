@@ -88,6 +88,7 @@ nlohmann::json run_entry(const Config& cfg, const std::string& device, const Exe
           {"device", device},
           {"executor", exec.description()},
           {"crf_backend", cfg.crf_backend},
+          {"crf_onset_features", cfg.crf_onset_features},
           {"start_time", iso8601_now()},
           {"resume", resume}};
 }
