@@ -93,11 +93,15 @@ void run_replay(const ReplayOptions& o) {
   std::vector<int32_t> labels;
   const bool has_labels = f.has("labels");
   if (has_labels) labels = int32_tensor(f, "labels", {dims.B, dims.T});
-  const Params p{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
-                 lengths.data()};
+  std::vector<float> onset;  // optional onset scores [B][T][C]
+  const bool has_onset = f.has("onset");
+  if (has_onset) onset = f.get("onset", st::DType::F32, {dims.B, dims.T, dims.C}).to<float>();
+  Params p{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
+           lengths.data()};
+  if (has_onset) p.onset = onset.data();
   auto backend = backend_by_name(o.backend, o.threads);
-  spdlog::info("crf replay: {} B={} T={} K={} C={} labels={} backend={}", o.in, dims.B, dims.T, dims.K, dims.C,
-               has_labels ? "yes" : "no", backend->name());
+  spdlog::info("crf replay: {} B={} T={} K={} C={} labels={} onset={} backend={}", o.in, dims.B, dims.T, dims.K,
+               dims.C, has_labels ? "yes" : "no", has_onset ? "yes" : "no", backend->name());
   crf::HostRunOptions ro;
   ro.gradients = has_labels;
   ro.viterbi = true;
@@ -130,6 +134,7 @@ void run_replay(const ReplayOptions& o) {
     out.tensors["grad_duration_bias"] = st::Tensor::from<float>({K, C}, r.grad_duration_bias);
     out.tensors["grad_start"] = st::Tensor::from<float>({C}, r.grad_start);
     out.tensors["grad_end"] = st::Tensor::from<float>({C}, r.grad_end);
+    if (has_onset) out.tensors["grad_onset"] = st::Tensor::from<float>({B, T, C}, r.grad_onset);
     double mean = 0.0;
     for (double v : nll) mean += v / static_cast<double>(B);
     spdlog::info("crf replay: mean NLL {:.6f} over {} utterances", mean, B);
@@ -149,6 +154,7 @@ void run_replay(const ReplayOptions& o) {
   check("grad_duration_bias", r.grad_duration_bias);
   check("grad_start", r.grad_start);
   check("grad_end", r.grad_end);
+  check("grad_onset", r.grad_onset);
   check("boundary_posteriors", r.boundary_posteriors);
   st::save(o.out, out);
   spdlog::info("crf replay: wrote {} ({} segments)", o.out, r.segments.size());
@@ -162,10 +168,12 @@ void add_replay_command(CLI::App& crf) {
       "replay",
       "Run a semi-CRF batch stored in a safetensors file on any backend and write every result.\n"
       "IN: cum_scores F32 [B,T+1,C], transition F32 [C,C], duration_bias F32 [K,C], optional start/end F32 [C]\n"
-      "(absent = zeros), lengths I32|I64 [B], optional labels I32|I64 [B,T].\n"
+      "(absent = zeros), lengths I32|I64 [B], optional labels I32|I64 [B,T], optional onset F32 [B,T,C]\n"
+      "(onset scores, docs/crf.md; absent = none).\n"
       "OUT: log_partition F64 [B], viterbi_score F64 [B], viterbi_segments I32 [N,4] rows (batch, start, duration,\n"
       "label), boundary_posteriors F64 [B,T+1]; with labels also gold_score F64 [B], nll F64 [B] and the gradients\n"
-      "of sum_b nll_b: grad_cum_scores F32 [B,T+1,C], grad_transition, grad_duration_bias, grad_start, grad_end (F32).\n"
+      "of sum_b nll_b: grad_cum_scores F32 [B,T+1,C], grad_transition, grad_duration_bias, grad_start, grad_end (F32),\n"
+      "and grad_onset F32 [B,T,C] when IN has onset.\n"
       "On any error OUT is not written.");
   replay->add_option("input", ro->in, "Input safetensors file (IN.safetensors)")->required()->check(CLI::ExistingFile);
   replay->add_option("--backend", ro->backend, "CRF backend: reference | cpu | cuda")

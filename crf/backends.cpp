@@ -42,7 +42,7 @@ std::vector<std::string> backend_names() {
 
 void validate_host(const Dims& dims, const Params& p, const int32_t* labels) {
   detail::validate_inputs<float>(dims, p.cum_scores, p.transition, p.duration_bias, p.start, p.end, p.lengths,
-                                 labels);
+                                 labels, p.onset);
 }
 
 std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_t K, int32_t batch) {

@@ -67,13 +67,15 @@ inline std::string fmt_value(double v) {
 }
 
 // Shared by validate_host (float32) and reference::validate_f64 (float64).
+// onset [B][T][C] (optional) must be finite on the valid frames t < lengths[b].
 // cum_scores must be finite on rows 0..lengths[b] (rows past the length are
 // padding and never read). transition, duration_bias, start and end may hold
 // -inf (a forbidden transition / duration / first label / last label, as in the
 // cuda backend); NaN and +inf are rejected there.
 template <class F>
 void validate_inputs(const Dims& dims, const F* cum, const F* transition, const F* duration_bias,
-                     const F* start, const F* end, const int32_t* lengths, const int32_t* labels) {
+                     const F* start, const F* end, const int32_t* lengths, const int32_t* labels,
+                     const F* onset = nullptr) {
   auto bad = [](const std::string& msg) { throw std::invalid_argument(msg); };
   if (dims.B < 1) bad("crf: batch size B must be >= 1, got " + std::to_string(dims.B));
   if (dims.T < 1) bad("crf: number of frames T must be >= 1, got " + std::to_string(dims.T));
@@ -114,6 +116,16 @@ void validate_inputs(const Dims& dims, const F* cum, const F* transition, const 
   param("duration_bias", duration_bias, K * C, true, "a duration");
   param("start", start, C, false, "a first label");
   param("end", end, C, false, "a last label");
+  // onset [B][T][C]: finite on the valid frames t < lengths[b] (padding never read).
+  if (onset)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < lengths[b]; ++t)
+        for (int64_t c = 0; c < C; ++c) {
+          const double v = static_cast<double>(onset[(b * T + t) * C + c]);
+          if (!std::isfinite(v))
+            bad("crf: onset[" + std::to_string(b) + "][" + std::to_string(t) + "][" + std::to_string(c) +
+                "] = " + fmt_value(v) + " is not finite");
+        }
   if (labels)
     for (int64_t b = 0; b < B; ++b)
       for (int64_t t = 0; t < lengths[b]; ++t) {

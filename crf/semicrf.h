@@ -34,6 +34,10 @@ struct Params {
   const float* start = nullptr;          // [C]      nullptr means zeros
   const float* end = nullptr;            // [C]      nullptr means zeros
   const int32_t* lengths = nullptr;      // [B]      each in [1, T]
+  // Onset scores o[b][t][c] (docs/crf.md): added once at the first frame of
+  // every segment with label c starting at t. Frames t >= lengths[b] are never
+  // read. nullptr = none (every result bitwise as without the term).
+  const float* onset = nullptr;          // [B][T][C]
 };
 
 // Gradient outputs, float32, overwritten (never accumulated into). A nullptr
@@ -44,6 +48,7 @@ struct Grads {
   float* duration_bias = nullptr;  // [K][C]
   float* start = nullptr;          // [C]
   float* end = nullptr;            // [C]
+  float* onset = nullptr;          // [B][T][C] (only when Params::onset is set; padding frames written 0)
 };
 
 // One decoded segment. Rows of `viterbi_segments` in crf replay are
@@ -135,7 +140,8 @@ std::vector<std::string> backend_names();
 // K >= 1, C >= 1, T >= 1, B >= 1, lengths in [1,T], labels in [0,C) on valid
 // frames, cum_scores finite on the valid rows 0..lengths[b]; transition,
 // duration_bias, start and end finite or -inf (-inf forbids that transition /
-// duration / first label / last label; NaN and +inf are rejected). Throws
+// duration / first label / last label; NaN and +inf are rejected); onset (when
+// given) finite on the valid frames t < lengths[b]. Throws
 // std::invalid_argument naming the tensor, the index and the value. Pointers
 // must be host pointers. With -inf parameters every backend throws
 // std::runtime_error naming the utterance when its log Z is -inf (no path of
@@ -176,6 +182,7 @@ struct HostResult {
   std::vector<float> grad_duration_bias;        // [K][C]
   std::vector<float> grad_start;                // [C]
   std::vector<float> grad_end;                  // [C]
+  std::vector<float> grad_onset;                // [B][T][C] (when Params::onset is set)
   std::vector<double> boundary_posteriors;      // [B][T+1] (when requested)
 };
 

@@ -11,7 +11,7 @@ Session::Session(Backend& backend, void* stream)
     : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
   backend_.set_stream(stream_);
   for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
-                    &segs_, &nseg_, &bp_})
+                    &segs_, &nseg_, &bp_, &on_, &go_})
     b->set_memory(mem_);
 }
 
@@ -23,7 +23,7 @@ void* Session::workspace(const Dims& dims) {
 size_t Session::bytes_reserved() const {
   size_t n = 0;
   for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
-                          &vs_, &segs_, &nseg_, &bp_})
+                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_})
     n += b->capacity();
   return n;
 }
@@ -65,6 +65,10 @@ HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* 
       if (labels) r.gold.resize(B);
       Grads g{r.grad_cum_scores.data(), r.grad_transition.data(), r.grad_duration_bias.data(), r.grad_start.data(),
               r.grad_end.data()};
+      if (hp.onset) {
+        r.grad_onset.resize(B * T * C);
+        g.onset = r.grad_onset.data();
+      }
       backend_.backward(dims, hp, labels, opt.scale, r.log_z.data(), labels ? r.gold.data() : nullptr, g, w);
     } else {
       backend_.log_partition(dims, hp, r.log_z.data(), w);
@@ -102,8 +106,15 @@ HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* 
   if (hp.end) e_.upload(hp.end, C * f, stream_);
   len_.upload(hp.lengths, B * i32, stream_);
   if (labels) lab_.upload(labels, B * T * i32, stream_);
-  const Params dp{cum_.as<float>(), A_.as<float>(), D_.as<float>(), hp.start ? s_.as<float>() : nullptr,
-                  hp.end ? e_.as<float>() : nullptr, len_.as<int32_t>()};
+  Params dp{cum_.as<float>(), A_.as<float>(), D_.as<float>(), hp.start ? s_.as<float>() : nullptr,
+            hp.end ? e_.as<float>() : nullptr, len_.as<int32_t>()};
+  if (hp.onset) {  // onset [B][T][C]: padding frames zeroed like cum_scores'
+    on_host_.assign(hp.onset, hp.onset + B * T * C);
+    for (int64_t b = 0; b < B; ++b)
+      std::fill(on_host_.begin() + (b * T + hp.lengths[b]) * C, on_host_.begin() + (b + 1) * T * C, 0.0f);
+    on_.upload(on_host_.data(), on_host_.size() * f, stream_);
+    dp.onset = on_.as<float>();
+  }
   const int32_t* dlab = labels ? lab_.as<int32_t>() : nullptr;
   void* w = workspace(dims);
   lz_.reserve(B * f64);
@@ -116,7 +127,11 @@ HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* 
     gd_.reserve(K * C * f);
     gs_.reserve(C * f);
     ge_.reserve(C * f);
-    const Grads g{gc_.as<float>(), ga_.as<float>(), gd_.as<float>(), gs_.as<float>(), ge_.as<float>()};
+    Grads g{gc_.as<float>(), ga_.as<float>(), gd_.as<float>(), gs_.as<float>(), ge_.as<float>()};
+    if (hp.onset) {
+      go_.reserve(B * T * C * f);
+      g.onset = go_.as<float>();
+    }
     backend_.backward(dims, dp, dlab, opt.scale, lz_.as<double>(), dgold, g, w);
     r.grad_cum_scores.resize(B * (T + 1) * C);
     r.grad_transition.resize(C * C);
@@ -128,6 +143,10 @@ HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* 
     gd_.download(r.grad_duration_bias.data(), r.grad_duration_bias.size() * f, stream_);
     gs_.download(r.grad_start.data(), C * f, stream_);
     ge_.download(r.grad_end.data(), C * f, stream_);
+    if (hp.onset) {
+      r.grad_onset.resize(B * T * C);
+      go_.download(r.grad_onset.data(), r.grad_onset.size() * f, stream_);
+    }
   } else {
     backend_.log_partition(dims, dp, lz_.as<double>(), w);
     if (labels) backend_.gold_score(dims, dp, dlab, dgold, w);

@@ -66,8 +66,9 @@ class Session {
   // Device copies of host inputs and device outputs (on_device() backends).
   Buffer cum_, A_, D_, s_, e_, len_, lab_;
   Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
+  Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
   // Host scratch: sanitized cum_scores, Viterbi rows and counts.
-  std::vector<float> cum_host_;
+  std::vector<float> cum_host_, on_host_;
   std::vector<int32_t> segs_host_, nseg_host_;
 };
 

@@ -77,12 +77,13 @@ void check_range(const std::string& path, const std::string& name, const std::ve
 }  // namespace
 
 std::string dims_json(const ModelDims& d) {
-  return nlohmann::json{{"input_dim", d.input_dim},
-                        {"hidden_dim", d.hidden_dim},
-                        {"num_layers", d.num_layers},
-                        {"num_classes", d.num_classes},
-                        {"max_duration", d.max_duration}}
-      .dump();
+  nlohmann::json j{{"input_dim", d.input_dim},
+                   {"hidden_dim", d.hidden_dim},
+                   {"num_layers", d.num_layers},
+                   {"num_classes", d.num_classes},
+                   {"max_duration", d.max_duration}};
+  if (d.onset) j["onset_features"] = true;  // absent = false: checkpoints without onset stay as they were
+  return j.dump();
 }
 
 void save_checkpoint(const std::string& path, const ModelState& s, bool with_optimizer) {
@@ -173,6 +174,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.num_layers = d.at("num_layers");
     s.dims.num_classes = d.at("num_classes");
     s.dims.max_duration = d.at("max_duration");
+    s.dims.onset = d.value("onset_features", false);
   });
   parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
   parse("feature_options",

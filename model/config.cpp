@@ -48,6 +48,7 @@ const std::vector<Entry>& entries() {
       {"crf.phone_bonus", &Config::crf_phone_bonus},
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
       {"crf.decode", &Config::crf_decode},
+      {"crf.onset_features", &Config::crf_onset_features},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -500,7 +501,7 @@ void Config::validate() const {
       check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
   }
   try {
-    FaultSpec::parse(debug_inject_fault, model_num_layers);
+    FaultSpec::parse(debug_inject_fault, model_num_layers, crf_onset_features);
   } catch (const std::invalid_argument& e) {
     const auto it = origins.find("debug.inject_fault");
     throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +

@@ -33,6 +33,7 @@ struct Config {
   double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
   std::string crf_duration_init = "random";  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
   double crf_lr_scale = 1.0;         // crf.lr_scale: lr multiplier of crf.transition, duration_bias, start, end
+  bool crf_onset_features = false;   // crf.onset_features: crf.onset_projection (Linear W -> C) gives the CRF's onset scores
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
   std::string crf_decode = "viterbi";  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)

@@ -4,6 +4,7 @@
 //   features [B][T][D] -> Linear(D, W) -> dropout -> BiLSTM (L layers, H = W/2
 //   per direction, dropout between layers) -> projection Linear(2H, C) ->
 //   zero-centered cumsum over the valid frames -> cum [B][T+1][C]
+//   (crf.onset_features: also onset_projection Linear(2H, C) -> onset [B][T][C])
 //
 // Every pointer is in the executor's memory space (host for cpu, CUDA device
 // memory for cuda), except `lengths`, which is always a host array. Parameters
@@ -60,6 +61,17 @@ class Encoder {
   // loss term on the projection's output itself (crf.frame_ce_weight; 0 on
   // padding rows), added to the gradient that comes through the cumsum.
   virtual void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) = 0;
+
+  // crf.onset_features (ModelDims::onset): forward() that also writes the
+  // onset scores onset [B][T][C] (crf.onset_projection's raw output, padding
+  // frames 0; nullptr = not wanted), and backward() that also takes
+  // d loss / d onset [B][T][C] (required with onset: it reaches the encoder
+  // output and crf.onset_projection.*). Without onset they are forward() and
+  // backward().
+  virtual void forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt,
+                                  float* cum, float* onset) = 0;
+  virtual void backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
+                                   const float* dscores = nullptr) = 0;
 };
 
 }  // namespace timitseg::model

@@ -8,17 +8,19 @@ namespace timitseg::model {
 
 const char* pass_name(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
 
-std::vector<std::string> numerics_layers(int num_layers) {
+std::vector<std::string> numerics_layers(int num_layers, bool onset) {
   std::vector<std::string> v{"input", "input_proj"};
   for (int k = 0; k < num_layers; ++k) {
     v.push_back("lstm." + std::to_string(k) + ".fwd");
     v.push_back("lstm." + std::to_string(k) + ".bwd");
   }
-  for (const char* n : {"projection", "center", "cumsum", "crf", "penalty", "optimizer"}) v.push_back(n);
+  v.push_back("projection");
+  if (onset) v.push_back("onset_projection");  // crf.onset_features only
+  for (const char* n : {"center", "cumsum", "crf", "penalty", "optimizer"}) v.push_back(n);
   return v;
 }
 
-FaultSpec FaultSpec::parse(const std::string& text, int num_layers) {
+FaultSpec FaultSpec::parse(const std::string& text, int num_layers, bool onset) {
   FaultSpec f;
   if (text.empty()) return f;
   auto bad = [&](const std::string& why) {
@@ -33,7 +35,7 @@ FaultSpec FaultSpec::parse(const std::string& text, int num_layers) {
     if (eq == std::string::npos) throw bad("'" + item + "' is not KEY=VALUE");
     const std::string k = item.substr(0, eq), v = item.substr(eq + 1);
     if (k == "layer") {
-      const auto layers = numerics_layers(num_layers);
+      const auto layers = numerics_layers(num_layers, onset);
       bool known = false;
       for (const auto& l : layers) known = known || l == v;
       if (!known) {

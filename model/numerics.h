@@ -14,13 +14,15 @@
 // Layer names, in tap order:
 //   forward:  input (features), input_proj (its output after dropout),
 //             lstm.{k}.fwd / lstm.{k}.bwd (each direction's half of layer k's
-//             output), projection (scores), center, cumsum (the centered
+//             output), projection (scores), onset_projection (the onset
+//             scores; only with crf.onset_features), center, cumsum (the centered
 //             cumsum is one fused operation: both taps see cum_scores, the
 //             center tap first), crf (log Z and gold score per utterance),
 //             penalty (the L2 penalty value)
 //   backward: crf (d cum_scores, d transition/duration_bias/start/end),
 //             cumsum, center (d scores, the gradient through the fused
 //             centered cumsum), projection (d weight, d bias, d input),
+//             onset_projection (its d weight, d bias, and d input so far),
 //             lstm.{k}.bwd / lstm.{k}.fwd (that direction's weight and bias
 //             gradients, and d input of layer k), input_proj (d weight,
 //             d bias, d output), input (d features), penalty (the CRF
@@ -39,8 +41,9 @@ namespace timitseg::model {
 enum class Pass { forward, backward };
 const char* pass_name(Pass p);
 
-// Every layer name of a model with `num_layers` LSTM layers, in forward tap order.
-std::vector<std::string> numerics_layers(int num_layers);
+// Every layer name of a model with `num_layers` LSTM layers, in forward tap
+// order; onset: the model has crf.onset_projection (crf.onset_features).
+std::vector<std::string> numerics_layers(int num_layers, bool onset = false);
 
 // --inject-fault layer=NAME,pass=forward|backward,step=N,value=nan|inf
 // (step: global optimizer step, from 1). Throws std::invalid_argument naming
@@ -52,7 +55,7 @@ struct FaultSpec {
   int64_t step = 0;
   float value = std::numeric_limits<float>::quiet_NaN();
   bool empty() const { return layer.empty(); }
-  static FaultSpec parse(const std::string& text, int num_layers);
+  static FaultSpec parse(const std::string& text, int num_layers, bool onset = false);
   std::string to_string() const;
 };
 

@@ -29,6 +29,10 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
   }
   add("crf.projection.weight", {C, 2 * H});
   add("crf.projection.bias", {C});
+  if (d.onset) {  // crf.onset_features: before the CRF structure group (the encoder's optimizer group)
+    add("crf.onset_projection.weight", {C, 2 * H});
+    add("crf.onset_projection.bias", {C});
+  }
   crf_structure_begin_ = total_;  // the CRF structure group: transition, duration_bias, start, end (last)
   add("crf.transition", {C, C});
   add("crf.duration_bias", {K, C});
@@ -68,7 +72,8 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
     double bound = 0;
     if (p.name.rfind("encoder.input_proj.", 0) == 0) bound = 1.0 / std::sqrt(double(d.input_dim));
     else if (p.name.rfind("encoder.lstm.", 0) == 0) bound = 1.0 / std::sqrt(double(d.per_direction()));
-    else if (p.name.rfind("crf.projection.", 0) == 0) bound = 1.0 / std::sqrt(double(d.hidden_dim));
+    else if (p.name.rfind("crf.projection.", 0) == 0 || p.name.rfind("crf.onset_projection.", 0) == 0)
+      bound = 1.0 / std::sqrt(double(d.hidden_dim));
     else if ((p.name == "crf.transition" || p.name == "crf.duration_bias") && crf_init_scale > 0) {
       for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>(crf_init_scale * standard_normal(rng));
       continue;

@@ -6,6 +6,7 @@
 //   encoder.lstm.weight_ih_l{k}[_reverse] [4H][In_k]  (In_0 = W, else 2H; H = W/2)
 //   encoder.lstm.weight_hh_l{k}[_reverse] [4H][H], bias_ih/bias_hh [4H]
 //   crf.projection.weight [C][W], .bias [C]
+//   crf.onset_projection.weight [C][W], .bias [C]        (only with ModelDims::onset)
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
 #pragma once
 
@@ -23,6 +24,7 @@ struct ModelDims {
   int num_layers = 3;
   int num_classes = 39; // C
   int max_duration = 30;  // K
+  bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
   int per_direction() const { return hidden_dim / 2; }
 };
 

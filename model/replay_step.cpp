@@ -155,7 +155,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   }
   const int64_t step = meta_int(bf, "step");
   const double lr = std::stod(meta(bf, "lr"));
-  const FaultSpec fault = FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers);
+  const FaultSpec fault = FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
   const std::string device = resolve_device(o.device.empty() ? cfg.train_device : o.device);
   ExecutorOptions xo;

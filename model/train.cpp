@@ -297,6 +297,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   state.dims.num_layers = cfg.model_num_layers;
   state.dims.num_classes = ls.size();
   state.dims.max_duration = cfg.crf_max_duration;
+  state.dims.onset = cfg.crf_onset_features;
   state.labels = ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -308,7 +309,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   xo.decode = cfg.crf_decode;
-  const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers);
+  const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.crf_onset_features);
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   if (device == "cuda" && cfg.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
@@ -335,7 +336,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     ModelState s = load_checkpoint(path);
     if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
         s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
-        s.dims.max_duration != state.dims.max_duration)
+        s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset)
       throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
     if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
     state.params = std::move(s.params);

@@ -62,6 +62,7 @@ struct Utt {
   const float* D;     // [K][C]
   const float* s;     // [C] or nullptr
   const float* e;     // [C] or nullptr
+  const float* on;    // [L][C] onset rows of this utterance, or nullptr
   const double* amax_col;
   const double* exp_col;  // exp(A[c'][c] - amax_col[c])
   const double* amax_row;
@@ -73,6 +74,8 @@ struct Utt {
   double Ad(int64_t a, int64_t b) const { return static_cast<double>(A[a * C + b]); }
   double start(int64_t c) const { return s ? static_cast<double>(s[c]) : 0.0; }
   double end(int64_t c) const { return e ? static_cast<double>(e[c]) : 0.0; }
+  // v + o[u,c] with onset; v itself (the very same bits) without.
+  double with_onset(double v, int64_t u, int64_t c) const { return on ? v + static_cast<double>(on[u * C + c]) : v; }
 };
 
 // sigma[u,:] from alpha[u,:] (u >= 1).
@@ -145,7 +148,8 @@ double forward(Utt& x) {
     const int64_t dmax = std::min(K, t);
     for (int64_t c = 0; c < C; ++c) {
       const double ct = x.cm(t, c);
-      for (int64_t d = 1; d <= dmax; ++d) x.tmp[d - 1] = ct - x.cm(t - d, c) + x.Dd(d, c) + x.sigma[(t - d) * C + c];
+      for (int64_t d = 1; d <= dmax; ++d)
+        x.tmp[d - 1] = x.with_onset(ct - x.cm(t - d, c) + x.Dd(d, c) + x.sigma[(t - d) * C + c], t - d, c);
       x.alpha[t * C + c] = detail::logsumexp(x.tmp, dmax);
     }
     if (t < L) transition_in(x, t);
@@ -154,7 +158,7 @@ double forward(Utt& x) {
   return detail::logsumexp(x.tmp, C);
 }
 
-// Backward: rho (u = 0..L-1), gamma (t = 1..L). When gD != nullptr (forward
+// Backward: rho (u = 0..L-1, including o[u,c]), gamma (t = 1..L). When gD != nullptr (forward
 // done, lz = log Z), also adds d logZ / d D[d-1,c] = sum_u mu(u,d,c) using
 //     mu(u,d,c) = P(a segment with c starts at u) * w_d,
 //     w_d = exp(term_d - m) / sum_d' exp(term_d' - m)
@@ -179,7 +183,9 @@ void backward_pass(Utt& x, double lz = 0.0, double* gD = nullptr) {
       }
       double S = 0.0;
       for (int64_t d = 0; d < dmax; ++d) S += (v[d] = std::exp(v[d] - m));
-      const double r = m + std::log(S);
+      // rho[u,c] includes the onset score o[u,c] (common to every duration d,
+      // so the weights w_d below do not see it).
+      const double r = x.with_onset(m + std::log(S), u, c);
       x.rho[u * C + c] = r;
       if (gD) {
         const double f = std::exp(x.sigma[u * C + c] + r - lz) / S;
@@ -284,8 +290,13 @@ class CpuBackend final : public Backend {
           for (int64_t c = 0; c < C; ++c) out[c] += f * row[c] * w[c];
         }
       }
+      // d logZ / d o[u,c] = P(a segment with c starts at u), u < L; kept in the
+      // rows 0..L-1 of sigma (not read again), minus the gold starts below.
+      double* go = x.sigma;
+      if (p.onset)
+        for (int64_t i = 0; i < L * C; ++i) go[i] = std::exp(x.sigma[i] + x.rho[i] - lz);
       if (labels) {
-        const double gsc = gold_one(dims, p, labels, b, gc, gA, gD, gs, ge, -1.0);
+        const double gsc = gold_one(dims, p, labels, b, gc, gA, gD, gs, ge, -1.0, p.onset ? go : nullptr);
         if (gold) gold[b] = gsc;
         gold_forbidden[b] = !(gsc > kNegInf);
       }
@@ -293,6 +304,11 @@ class CpuBackend final : public Backend {
         float* out = g.cum_scores + b * (T + 1) * C;
         for (int64_t i = 0; i < (L + 1) * C; ++i) out[i] = static_cast<float>(scale * gc[i]);
         std::fill(out + (L + 1) * C, out + (T + 1) * C, 0.0f);
+      }
+      if (p.onset && g.onset) {
+        float* out = g.onset + b * T * C;
+        for (int64_t i = 0; i < L * C; ++i) out[i] = static_cast<float>(scale * go[i]);
+        std::fill(out + L * C, out + T * C, 0.0f);
       }
     });
     for (int64_t b = 0; b < dims.B; ++b)
@@ -330,7 +346,7 @@ class CpuBackend final : public Backend {
           double top = kNegInf;
           int32_t arg = 1;
           for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties: smallest d
-            const double v = (x.cm(t, c) - x.cm(t - d, c) + x.Dd(d, c)) + smax[(t - d) * C + c];
+            const double v = x.with_onset((x.cm(t, c) - x.cm(t - d, c) + x.Dd(d, c)) + smax[(t - d) * C + c], t - d, c);
             if (v > top) top = v, arg = static_cast<int32_t>(d);
           }
           best[t * C + c] = top;
@@ -444,6 +460,7 @@ class CpuBackend final : public Backend {
     x.D = p.duration_bias;
     x.s = p.start;
     x.e = p.end;
+    x.on = p.onset ? p.onset + b * dims.T * C : nullptr;
     x.amax_col = pr.base;
     x.exp_col = x.amax_col + C;
     x.amax_row = x.exp_col + C * C;
@@ -461,9 +478,10 @@ class CpuBackend final : public Backend {
   }
 
   // Gold score of utterance b; when gc != nullptr also adds sign * indicator of
-  // the gold segments to the float64 gradients (cum rows, A, D, s, e).
+  // the gold segments to the float64 gradients (cum rows, A, D, s, e, and the
+  // onset rows [L][C] when go != nullptr).
   static double gold_one(const Dims& dims, const Params& p, const int32_t* labels, int64_t b, double* gc, double* gA,
-                         double* gD, double* gs, double* ge, double sign) {
+                         double* gD, double* gs, double* ge, double sign, double* go = nullptr) {
     const int64_t C = dims.C, T1 = dims.T + 1;
     const float* cum = p.cum_scores + b * T1 * C;
     auto st = [&](int64_t c) { return p.start ? static_cast<double>(p.start[c]) : 0.0; };
@@ -478,6 +496,8 @@ class CpuBackend final : public Backend {
       score += static_cast<double>(cum[(u + d) * C + c]) - static_cast<double>(cum[u * C + c]) +
                static_cast<double>(p.duration_bias[(d - 1) * C + c]);
       if (prev >= 0) score += static_cast<double>(p.transition[prev * C + c]);
+      if (p.onset) score += static_cast<double>(p.onset[(b * dims.T + u) * C + c]);
+      if (go) go[u * C + c] += sign;
       if (gc) {
         gc[(u + d) * C + c] += sign;
         gc[u * C + c] -= sign;

@@ -110,6 +110,7 @@ class CudaBackend final : public Backend {
     if (grads.transition || grads.duration_bias) launch_marginals(l, p, workspace, stream_);
     if (want_params) launch_param_reduce(l, p, workspace, labels != nullptr, scale, grads, stream_);
     if (grads.cum_scores) launch_grad_cum(l, p, labels, workspace, scale, grads.cum_scores, stream_);
+    if (p.onset && grads.onset) launch_grad_onset(l, p, labels, workspace, scale, grads.onset, stream_);
     finish(l, p, labels, workspace);
   }
 
@@ -208,6 +209,7 @@ class CudaBackend final : public Backend {
     a.s = start_ptr(p, ws, l);
     a.e = end_ptr(p, ws, l);
     a.lengths = p.lengths;
+    a.onset = p.onset;
     a.alpha = at<double>(ws, l.alpha);
     a.sigma = at<double>(ws, l.sigma);
     a.rho = at<double>(ws, l.rho);
@@ -270,6 +272,13 @@ class CudaBackend final : public Backend {
       case kEnd:
         os << "end[" << idx << "] = " << fval(p.end) << " is NaN or +inf (entries must be finite or -inf)";
         throw std::invalid_argument(os.str());
+      case kOnset: {
+        const long long b = idx / (static_cast<long long>(l.T) * l.C);
+        const long long t = (idx / l.C) % l.T, c = idx % l.C;
+        os << "onset[" << b << "][" << t << "][" << c << "] = " << fval(p.onset)
+           << " is not finite (every valid frame t < lengths[b] must be finite)";
+        throw std::invalid_argument(os.str());
+      }
       case kLabels: {
         int32_t v = 0;
         read_back(&v, labels + idx, sizeof(v));

@@ -7,12 +7,12 @@ namespace timitseg::crf::cuda_impl {
 
 // Partial parameter gradients of log Z for (chunk, utterance):
 //   dA[c',c] += exp(alpha[u,c'] + A[c',c] + rho[u,c] - logZ)      1 <= u < L
-//   dD[d-1,c] += exp(sigma[u,c] + cum[u+d,c]-cum[u,c] + D[d-1,c] + gamma[u+d,c] - logZ)
+//   dD[d-1,c] += exp(sigma[u,c] + cum[u+d,c]-cum[u,c] + D[d-1,c] (+ o[u,c]) + gamma[u+d,c] - logZ)
 // Each entry is owned by one thread that walks its chunk in order.
 __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, const float* __restrict__ A,
                                 const float* __restrict__ D, const int32_t* __restrict__ lengths, const double* alpha_all,
                                 const double* sigma_all, const double* rho_all, const double* gamma_all,
-                                const double* logz, double* part) {
+                                const double* logz, const float* __restrict__ onset_all, double* part) {
   const int ch = blockIdx.x, b = blockIdx.y;
   const int C = l.C, K = l.K;
   const int L = lengths[b];
@@ -24,6 +24,7 @@ __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, con
   const double* sigma = sigma_all + base;
   const double* rho = rho_all + base;
   const double* gamma = gamma_all + base;
+  const float* onset = onset_all ? onset_all + static_cast<size_t>(b) * l.T * C : nullptr;  // [T][C] or null
   const int u0 = ch * l.chunk, u1 = min(L, u0 + l.chunk);
   const int nA = C * C, nD = K * C;
   double* out = part + (static_cast<size_t>(b) * l.nch + ch) * (nA + nD);
@@ -42,7 +43,10 @@ __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, con
       for (int u = u0; u < uend; ++u) {
         const size_t r0 = static_cast<size_t>(u) * C + c, r1 = static_cast<size_t>(u + d) * C + c;
         const double seg = static_cast<double>(cum[r1]) - static_cast<double>(cum[r0]);
-        acc += exp(sigma[r0] + seg + dd + gamma[r1] - lz);
+        if (onset)  // onset rows [T][C]: row u is r0 of the [T+1][C] arrays
+          acc += exp(sigma[r0] + (seg + dd + static_cast<double>(onset[r0])) + gamma[r1] - lz);
+        else
+          acc += exp(sigma[r0] + seg + dd + gamma[r1] - lz);
       }
     }
     out[e] = acc;
@@ -124,12 +128,38 @@ __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, c
   }
 }
 
+// d/d o[t,c] = P(a segment with label c starts at t) = exp(sigma[t,c] + rho[t,c] - logZ)
+// (rho includes o), minus 1 where a gold segment with label c starts at t
+// (labels given); 0 on padding frames t >= L. out: [B][T][C].
+__global__ void grad_onset_kernel(Layout l, const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
+                                  const int32_t* bound_all, const double* sigma_all, const double* rho_all,
+                                  const double* logz, double scale, float* out) {
+  const int C = l.C, T = l.T;
+  const long long n = static_cast<long long>(l.B) * T * C;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % C);
+    const int t = static_cast<int>((i / C) % T);
+    const int b = static_cast<int>(i / (static_cast<long long>(T) * C));
+    const int L = lengths[b];
+    const double lz = logz[b];
+    double g = 0.0;
+    if (t < L && lz > kNegInf) {
+      const size_t j = (static_cast<size_t>(b) * (T + 1) + t) * C + c;  // row t of [T+1][C]
+      g = exp(sigma_all[j] + rho_all[j] - lz);
+      if (labels && bound_all[static_cast<size_t>(b) * (T + 1) + t] && labels[static_cast<size_t>(b) * T + t] == c)
+        g -= 1.0;
+    }
+    out[i] = static_cast<float>(scale * g);
+  }
+}
 
 void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t stream) {
   dim3 grid(l.nch, l.B);
   marginal_kernel<<<grid, 256, 0, stream>>>(l, p.cum_scores, p.transition, p.duration_bias, p.lengths,
                                             at<double>(ws, l.alpha), at<double>(ws, l.sigma), at<double>(ws, l.rho),
-                                            at<double>(ws, l.gamma), at<double>(ws, l.logz), at<double>(ws, l.part));
+                                            at<double>(ws, l.gamma), at<double>(ws, l.logz), p.onset,
+                                            at<double>(ws, l.part));
   TS_LAUNCHED("marginal_kernel");
 }
 
@@ -152,6 +182,15 @@ void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, vo
                                                         at<double>(ws, l.rho), at<double>(ws, l.gamma),
                                                         at<double>(ws, l.logz), scale, out);
   TS_LAUNCHED("grad_cum_kernel");
+}
+
+void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                       cudaStream_t stream) {
+  const long long n = static_cast<long long>(l.B) * l.T * l.C;
+  grad_onset_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
+                                                          at<double>(ws, l.sigma), at<double>(ws, l.rho),
+                                                          at<double>(ws, l.logz), scale, out);
+  TS_LAUNCHED("grad_onset_kernel");
 }
 
 }  // namespace timitseg::crf::cuda_impl

@@ -30,9 +30,10 @@ enum TensorId : int {
   kDuration = 3,
   kStart = 4,
   kEnd = 5,
-  kLabels = 6,
-  kLogZ = 7,
-  kGold = 8,
+  kOnset = 6,
+  kLabels = 7,
+  kLogZ = 8,
+  kGold = 9,
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -134,6 +135,10 @@ void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_g
                          cudaStream_t stream);
 void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
                      cudaStream_t stream);
+// grad onset [B][T][C] = scale * (P(a segment with c starts at t) - gold start
+// indicator); 0 on padding frames. Needs p.onset (the recurrences included it).
+void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                       cudaStream_t stream);
 // posteriors.cu: boundary posteriors [B][T+1] from alpha, gamma and log Z.
 void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream);
 

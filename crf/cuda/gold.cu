@@ -12,7 +12,7 @@ constexpr int kGoldThreads = 256;
 __global__ void gold_kernel(int T, int K, int C, const float* __restrict__ cum_all, const float* __restrict__ A,
                             const float* __restrict__ D, const float* __restrict__ s, const float* __restrict__ e,
                             const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels_all,
-                            int32_t* bound_all, int32_t* cnt_a, int32_t* cnt_d, int32_t* cnt_s, int32_t* cnt_e,
+                            const float* __restrict__ onset_all, int32_t* bound_all, int32_t* cnt_a, int32_t* cnt_d, int32_t* cnt_s, int32_t* cnt_e,
                             double* gold, double* gold_user, unsigned long long* status) {
   __shared__ int last_change[kGoldThreads];
   __shared__ double part[kGoldThreads];
@@ -64,6 +64,7 @@ __global__ void gold_kernel(int T, int K, int C, const float* __restrict__ cum_a
       v += A[pc * C + c];
       atomicAdd(&ca[pc * C + c], 1);
     }
+    if (onset_all) v += static_cast<double>(onset_all[(static_cast<size_t>(b) * T + t) * C + c]);
     if (t + d == L) {
       v += e[c];
       atomicAdd(&cnt_e[static_cast<size_t>(b) * C + c], 1);
@@ -91,7 +92,7 @@ void launch_gold(const Layout& l, const Params& p, const int32_t* labels, double
   TS_CUDA(cudaMemsetAsync(at<char>(ws, l.cnt_a), 0, l.part - l.cnt_a, stream));
   gold_kernel<<<l.B, kGoldThreads, 0, stream>>>(l.T, l.K, l.C, p.cum_scores, p.transition, p.duration_bias,
                                                 start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, labels,
-                                                at<int32_t>(ws, l.bound), at<int32_t>(ws, l.cnt_a),
+                                                p.onset, at<int32_t>(ws, l.bound), at<int32_t>(ws, l.cnt_a),
                                                 at<int32_t>(ws, l.cnt_d), at<int32_t>(ws, l.cnt_s),
                                                 at<int32_t>(ws, l.cnt_e), at<double>(ws, l.gold), gold_user,
                                                 at<unsigned long long>(ws, l.status));

@@ -112,10 +112,12 @@ __device__ inline double group_reduce(int n, int lane, int G, unsigned mask, F t
 }
 
 // One block per utterance. Forward (blocks 0..B-1):
-//   alpha[t,c] = lse_{d<=min(K,t)} cum[t,c]-cum[t-d,c] + D[d-1,c] + sigma[t-d,c]
+//   alpha[t,c] = lse_{d<=min(K,t)} cum[t,c]-cum[t-d,c] + D[d-1,c] + sigma[t-d,c] (+ o[t-d,c])
 //   sigma[t,c] = lse_{c'} alpha[t,c'] + A[c',c]
 // Backward (blocks B..2B-1), u = L-1 .. 0:
-//   rho[u,c]   = lse_{d<=min(K,L-u)} cum[u+d,c]-cum[u,c] + D[d-1,c] + gamma[u+d,c]
+//   rho[u,c]   = lse_{d<=min(K,L-u)} cum[u+d,c]-cum[u,c] + D[d-1,c] + gamma[u+d,c]  (+ o[u,c])
+// The onset o (docs/crf.md), when given, is read from global memory; without
+// it every expression is the one of the version without onset (same bits).
 //   gamma[u,c] = lse_{c''} A[c,c''] + rho[u,c'']
 // Viterbi (kMax): the forward with max and backpointers, then traceback.
 template <class Acc, bool kMax>
@@ -132,6 +134,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
 
   const size_t base = static_cast<size_t>(b) * (T + 1) * C;
   const float* cum = a.cum + base;
+  const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
   double* X = (rev ? a.rho : a.alpha) + base;    // phase-1 output [T+1][C]
   double* Y = (rev ? a.gamma : a.sigma) + base;  // phase-2 output [T+1][C]
 
@@ -191,10 +194,14 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
         src -= src >= R ? R : 0;
         const int row = src * C + c;
         const double seg = rev ? static_cast<double>(cumring[row]) - cp : cp - static_cast<double>(cumring[row]);
-        return seg + static_cast<double>(Dp[k * C + c]) + yring[row];
+        const double v = seg + static_cast<double>(Dp[k * C + c]) + yring[row];
+        // Forward: the segment [pos-d, pos) starts at pos-d; its onset enters here.
+        return (onset && !rev) ? v + static_cast<double>(onset[static_cast<size_t>(pos - (k + 1)) * C + c]) : v;
       };
       int arg = 0;
-      const double v = group_reduce<kMax>(dmax, lane, G, gmask, term, arg);
+      double v = group_reduce<kMax>(dmax, lane, G, gmask, term, arg);
+      // Backward: every segment summed into rho[pos,c] starts at pos.
+      if (onset && rev && v > kNegInf) v += static_cast<double>(onset[static_cast<size_t>(pos) * C + c]);
       if (lane == 0) {
         xrow[c] = v;
         X[static_cast<size_t>(pos) * C + c] = v;

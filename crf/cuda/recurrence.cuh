@@ -18,6 +18,7 @@ struct RecArgs {
   const float* D;
   const float* s;  // never null (zeros buffer)
   const float* e;  // never null
+  const float* onset;  // [B][T][C] onset scores o, or null (none)
   const int32_t* lengths;
   double* alpha;
   double* sigma;

@@ -5,20 +5,21 @@ namespace timitseg::crf::cuda_impl {
 
 // Input validation on the device: lengths in [1,T]; cum_scores finite on the
 // valid rows 0..L; parameters never NaN or +inf (-inf forbids an entry);
-// labels in [0,C) on valid frames.
+// labels in [0,C) on valid frames; onset (when given) finite on valid frames.
 __global__ void validate_kernel(int B, int T, int K, int C, const float* __restrict__ cum,
                                 const float* __restrict__ A, const float* __restrict__ D,
                                 const float* __restrict__ s, const float* __restrict__ e,
                                 const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
-                                unsigned long long* status) {
+                                const float* __restrict__ onset, unsigned long long* status) {
   const long long n_len = B;
   const long long n_cum = static_cast<long long>(B) * (T + 1) * C;
   const long long n_a = static_cast<long long>(C) * C;
   const long long n_d = static_cast<long long>(K) * C;
   const long long n_s = s ? C : 0;
   const long long n_e = e ? C : 0;
+  const long long n_on = onset ? static_cast<long long>(B) * T * C : 0;
   const long long n_lab = labels ? static_cast<long long>(B) * T : 0;
-  const long long total = n_len + n_cum + n_a + n_d + n_s + n_e + n_lab;
+  const long long total = n_len + n_cum + n_a + n_d + n_s + n_e + n_on + n_lab;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     long long j = i;
@@ -58,6 +59,15 @@ __global__ void validate_kernel(int B, int T, int K, int C, const float* __restr
       continue;
     }
     j -= n_e;
+    if (j < n_on) {  // onset [B][T][C]: finite on the valid frames t < L
+      const long long b = j / (static_cast<long long>(T) * C);
+      const long long t = (j / C) % T;
+      const int L = lengths[b];
+      if (L < 1 || L > T || t >= L) continue;
+      if (!isfinite(onset[j])) report(status, kOnset, j);
+      continue;
+    }
+    j -= n_on;
     {
       const long long b = j / T, t = j % T;
       const int L = lengths[b];
@@ -72,9 +82,11 @@ __global__ void validate_kernel(int B, int T, int K, int C, const float* __restr
 void launch_validate(const Layout& l, const Params& p, const int32_t* labels, unsigned long long* status,
                      cudaStream_t stream) {
   const long long total = l.B + static_cast<long long>(l.B) * (l.T + 1) * l.C + l.C * l.C + l.K * l.C + 2 * l.C +
+                          (p.onset ? static_cast<long long>(l.B) * l.T * l.C : 0) +
                           (labels ? static_cast<long long>(l.B) * l.T : 0);
   validate_kernel<<<grid_for(total, 256), 256, 0, stream>>>(l.B, l.T, l.K, l.C, p.cum_scores, p.transition,
-                                                            p.duration_bias, p.start, p.end, p.lengths, labels, status);
+                                                            p.duration_bias, p.start, p.end, p.lengths, labels,
+                                                            p.onset, status);
   TS_LAUNCHED("validate_kernel");
 }
 

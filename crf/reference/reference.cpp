@@ -31,12 +31,17 @@ struct Utt {
   const double* D;    // [K][C]
   const double* s;    // [C] or nullptr
   const double* e;    // [C] or nullptr
+  const double* on;   // [L][C] onset rows of this utterance, or nullptr
   double start(int64_t c) const { return s ? s[c] : 0.0; }
   double end(int64_t c) const { return e ? e[c] : 0.0; }
-  double seg(int64_t u, int64_t d, int64_t c) const { return cum[(u + d) * C + c] - cum[u * C + c] + D[(d - 1) * C + c]; }
+  // Without onset the expression is exactly the one of the spec's first version.
+  double seg(int64_t u, int64_t d, int64_t c) const {
+    const double v = cum[(u + d) * C + c] - cum[u * C + c] + D[(d - 1) * C + c];
+    return on ? v + on[u * C + c] : v;
+  }
   Utt(const Dims& dims, const ParamsF64& p, int64_t b)
       : L(p.lengths[b]), K(dims.K), C(dims.C), cum(p.cum_scores + b * (dims.T + 1) * dims.C), A(p.transition),
-        D(p.duration_bias), s(p.start), e(p.end) {}
+        D(p.duration_bias), s(p.start), e(p.end), on(p.onset ? p.onset + b * dims.T * dims.C : nullptr) {}
 };
 
 // alpha[t][c], t = 0..L (row 0 unused = -inf).
@@ -105,7 +110,7 @@ double gold_one(const Utt& u, const int32_t* lab) {
 
 void validate_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels) {
   detail::validate_inputs<double>(dims, p.cum_scores, p.transition, p.duration_bias, p.start, p.end, p.lengths,
-                                  labels);
+                                  labels, p.onset);
 }
 
 void log_partition_f64(const Dims& dims, const ParamsF64& p, double* log_z) {
@@ -130,6 +135,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
   // Accumulate in float64 in these buffers, then write the requested outputs.
   std::vector<double> g_cum(B * (T + 1) * C, 0.0), g_A(C * C, 0.0), g_D(K * C, 0.0), g_s(C, 0.0), g_e(C, 0.0);
+  std::vector<double> g_o(p.onset ? B * T * C : 0, 0.0);  // d/d o[b][u][c] = P(a segment with c starts at u)
   // First utterance whose gold segmentation has score -inf. Reported after the
   // loop, so that a log Z = -inf error of any utterance takes precedence (the
   // order of the cuda backend); no gradient is written in either case.
@@ -142,7 +148,8 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
     const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
     if (log_z) log_z[b] = lz;
     double* gc = g_cum.data() + b * (T + 1) * C;
-    // Segment marginals mu(v,d,c): d logZ / d cum and d logZ / d D.
+    double* go = p.onset ? g_o.data() + b * T * C : nullptr;
+    // Segment marginals mu(v,d,c): d logZ / d cum, d logZ / d D (and d logZ / d o).
     for (int64_t v = 0; v < L; ++v)
       for (int64_t d = 1; d <= std::min(K, L - v); ++d)
         for (int64_t c = 0; c < C; ++c) {
@@ -151,6 +158,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
           gc[v * C + c] -= scale * mu;
           g_D[(d - 1) * C + c] += scale * mu;
           if (v == 0) g_s[c] += scale * mu;
+          if (go) go[v * C + c] += scale * mu;
         }
     // Transition marginals: label cp ends at v, label c starts at v, any duration d.
     for (int64_t v = 1; v < L; ++v)
@@ -172,6 +180,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
         gc[sg.start * C + sg.label] += scale;
         g_D[(sg.duration - 1) * C + sg.label] -= scale;
         if (i > 0) g_A[segs[i - 1].label * C + sg.label] -= scale;
+        if (go) go[sg.start * C + sg.label] -= scale;
       }
       g_s[segs.front().label] -= scale;
       g_e[segs.back().label] -= scale;
@@ -186,6 +195,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
   put(g.duration_bias, g_D);
   put(g.start, g_s);
   put(g.end, g_e);
+  if (p.onset) put(g.onset, g_o);
 }
 
 void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments) {
@@ -272,8 +282,9 @@ class ReferenceBackend final : public Backend {
                 const Grads& grads, void*) override {
     Conv cv(dims, p);
     const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
-    std::vector<double> gc(B * (T + 1) * C), ga(C * C), gd(K * C), gs(C), ge(C);
+    std::vector<double> gc(B * (T + 1) * C), ga(C * C), gd(K * C), gs(C), ge(C), go(p.onset ? B * T * C : 0);
     GradsF64 g64{gc.data(), ga.data(), gd.data(), gs.data(), ge.data()};
+    if (p.onset) g64.onset = go.data();
     backward_f64(dims, cv.params, labels, scale, log_z, gold, g64);
     auto put = [](float* dst, const std::vector<double>& src) {
       if (dst)
@@ -284,6 +295,7 @@ class ReferenceBackend final : public Backend {
     put(grads.duration_bias, gd);
     put(grads.start, gs);
     put(grads.end, ge);
+    if (p.onset) put(grads.onset, go);
   }
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
                void*) override {
@@ -297,7 +309,7 @@ class ReferenceBackend final : public Backend {
 
  private:
   struct Conv {
-    std::vector<double> cum, A, D, s, e;
+    std::vector<double> cum, A, D, s, e, o;
     ParamsF64 params;
     Conv(const Dims& dims, const Params& p) {
       // Validate the float32 inputs first (same messages), then widen.
@@ -313,6 +325,12 @@ class ReferenceBackend final : public Backend {
       if (p.end) e.assign(p.end, p.end + C);
       params = ParamsF64{cum.data(), A.data(), D.data(), p.start ? s.data() : nullptr, p.end ? e.data() : nullptr,
                          p.lengths};
+      if (p.onset) {  // only valid frames: padding may hold anything
+        o.assign(B * T * C, 0.0);
+        for (int64_t b = 0; b < B; ++b)
+          for (int64_t i = 0; i < p.lengths[b] * C; ++i) o[b * T * C + i] = p.onset[b * T * C + i];
+        params.onset = o.data();
+      }
     }
   };
 };

@@ -6,7 +6,7 @@
 // cumsum + CRF + penalty stack can run in float64 end to end.
 //
 // Definitions used here (spec: docs/crf.md):
-//   seg(u,d,c)  = cum[u+d,c] - cum[u,c] + D[d-1,c]     (segment [u, u+d) with label c)
+//   seg(u,d,c)  = cum[u+d,c] - cum[u,c] + D[d-1,c] (+ o[u,c] with onset)  (segment [u, u+d) with label c)
 //   alpha[t][c] = log of the summed exp-scores of all segmentations of [0,t)
 //                 whose last segment has label c (including s of the first)
 //   beta[t][c]  = log of the summed exp-scores of all completions of [t,L)
@@ -28,6 +28,7 @@ struct ParamsF64 {
   const double* start = nullptr;          // [C] or nullptr (zeros)
   const double* end = nullptr;            // [C] or nullptr (zeros)
   const int32_t* lengths = nullptr;       // [B]
+  const double* onset = nullptr;          // [B][T][C] or nullptr (none)
 };
 
 struct GradsF64 {  // overwritten; nullptr = not wanted
@@ -36,6 +37,7 @@ struct GradsF64 {  // overwritten; nullptr = not wanted
   double* duration_bias = nullptr;  // [K][C]
   double* start = nullptr;          // [C]
   double* end = nullptr;            // [C]
+  double* onset = nullptr;          // [B][T][C] (when ParamsF64::onset is set; padding 0)
 };
 
 // Throws std::invalid_argument like validate_host (dims, lengths, labels; cum_scores

@@ -27,9 +27,11 @@ bool any_nonfinite(const std::vector<float>& v) {
   return false;
 }
 
+// onset: the network's onset scores [B][T][C] (crf.onset_features), empty = none.
 crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& params, const std::vector<float>& cum,
-                       const Batch& batch) {
+                       const Batch& batch, const std::vector<float>& onset) {
   crf::Params p;
+  if (!onset.empty()) p.onset = onset.data();
   p.cum_scores = cum.data();
   p.transition = param_ptr(layout, params, "crf.transition");
   p.duration_bias = param_ptr(layout, params, "crf.duration_bias");
@@ -71,15 +73,29 @@ void CpuEncoder::forward(const float* params, const EncoderBatch& batch, const F
   std::copy(act_.cum.begin(), act_.cum.end(), cum);
 }
 
+void CpuEncoder::forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt,
+                                    float* cum, float* onset) {
+  forward(params, batch, opt, cum);
+  if (onset) std::copy(act_.onset.begin(), act_.onset.end(), onset);
+}
+
 void CpuEncoder::backward(const float* params, const float* dcum, float* grad, const float* dscores) {
+  backward_with_onset(params, dcum, nullptr, grad, dscores);
+}
+
+void CpuEncoder::backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
+                                     const float* dscores) {
   const ParamLayout& lay = net_.layout();
   params_copy_.assign(params, params + lay.total());
   dcum_copy_.assign(dcum, dcum + act_.cum.size());
   if (dscores) dscores_copy_.assign(dscores, dscores + size_t(act_.B) * act_.T * lay.dims().num_classes);
-  net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr, nullptr, dscores ? &dscores_copy_ : nullptr);
+  if (donset) donset_copy_.assign(donset, donset + act_.onset.size());
+  net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr, nullptr, dscores ? &dscores_copy_ : nullptr,
+                donset ? &donset_copy_ : nullptr);
   // The interface leaves the CRF parameters' gradient entries untouched.
   for (const ParamInfo& p : lay.params())
-    if (p.name.rfind("encoder.", 0) == 0 || p.name.rfind("crf.projection.", 0) == 0)
+    if (p.name.rfind("encoder.", 0) == 0 || p.name.rfind("crf.projection.", 0) == 0 ||
+        p.name.rfind("crf.onset_projection.", 0) == 0)
       std::copy(grad_copy_.begin() + p.offset, grad_copy_.begin() + p.offset + p.size, grad + p.offset);
 }
 
@@ -105,7 +121,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   hro.scale = 1.0 / norm;
   crf::HostResult r;
   try {
-    r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch), batch.labels.data(), hro);
+    r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch, act.onset), batch.labels.data(), hro);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());
@@ -136,8 +152,10 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
     for (int i = 0; i < 5; ++i)
       pr->tap("crf", Pass::backward, tap_names[i], crf_grads[i].second->data(), crf_grads[i].second->size());
   }
+  if (pr && !r.grad_onset.empty()) pr->tap("crf", Pass::backward, "d_onset", r.grad_onset.data(), r.grad_onset.size());
   for (auto& [name, v] : crf_grads)
     if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
+  if (any_nonfinite(r.grad_onset)) throw NonFiniteError("grad_onset", "non-finite value in CRF backward grad_onset");
   // crf.frame_ce_weight: the frame CE of the scores and its gradient [B][T][C] (kept per thread)
   static thread_local std::vector<float> dce;
   const bool with_ce = o.frame_ce_weight > 0.0;
@@ -149,7 +167,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   // thread: no allocation per step)
   static thread_local std::vector<float> dfeatures;
   net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
-               pr, with_ce ? &dce : nullptr);
+               pr, with_ce ? &dce : nullptr, r.grad_onset.empty() ? nullptr : &r.grad_onset);
   auto add = [&](const std::string& name, const std::vector<float>& g) {
     const ParamInfo& p = lay.get(name);
     std::copy(g.begin(), g.end(), grad.begin() + p.offset);
@@ -221,7 +239,7 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
                              batch.ids[0] + ")");
   }
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
-  const crf::Params p = crf_params(net.layout(), params, act.cum, batch);
+  const crf::Params p = crf_params(net.layout(), params, act.cum, batch, act.onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
   const crf::HostResult r = posterior ? posterior_decode_on_host(session, dims, p, labels)
                                       : decode_on_host(session, dims, p, labels, phone_bonus);

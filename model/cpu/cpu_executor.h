@@ -24,6 +24,10 @@ class CpuEncoder final : public Encoder {
   // Pointer form (the interface): copies params into the network's vector form.
   void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
   void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) override;
+  void forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum,
+                          float* onset) override;
+  void backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
+                           const float* dscores = nullptr) override;
 
   const Network<float>& network() const { return net_; }
   Activations<float>& activations() { return act_; }
@@ -31,7 +35,7 @@ class CpuEncoder final : public Encoder {
  private:
   Network<float> net_;
   Activations<float> act_;
-  std::vector<float> params_copy_, grad_copy_, dcum_copy_, dscores_copy_;
+  std::vector<float> params_copy_, grad_copy_, dcum_copy_, dscores_copy_, donset_copy_;
   BatchInput<float> in_;
 };
 

@@ -7,7 +7,8 @@
 //             per layer k: per slice: layer_in[k] = (z0 | out[k-1]) * mask
 //                          per (direction, slice): gates = X Wih^T + b, then the
 //                          recurrence over the slice's own frames
-//             per slice: scores = out Wp^T + bp (time-major), cumsum
+//             per slice: scores = out Wp^T + bp (time-major), cumsum;
+//                        with crf.onset_features onset = out Wo^T + bo ([B][T][C])
 //   backward: per slice: cumsum backward -> dS, partial dWp/dbp
 //             per layer k: per (direction, slice): recurrence backward, partial
 //                          dWih/dWhh/db, dIn_dir = dG Wih; then the partials
@@ -81,6 +82,75 @@ void add_dscores(S* dx, const S* ds, size_t n) {
 }
 
 std::string lstm_suffix(int k, int dir) { return "_l" + std::to_string(k) + (dir ? "_reverse" : ""); }
+
+// crf.onset_features: onset scores o = out Wo^T + bo (raw: no centering, no
+// cumsum) into act.onset [B][T][C], padding frames 0. Nothing without onset.
+template <class S>
+void onset_forward(const ParamLayout& layout, int nthreads, const std::vector<S>& params,
+                   const std::vector<int32_t>& lengths, const std::vector<Slice>& slices, Activations<S>& act,
+                   Probe* pr) {
+  using Mat = typename Activations<S>::Mat;
+  using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+  if (!layout.dims().onset) return;
+  const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
+  Eigen::Map<const Mat> Wo(params.data() + layout.get("crf.onset_projection.weight").offset, C, W);
+  Eigen::Map<const Vec> bo(params.data() + layout.get("crf.onset_projection.bias").offset, C);
+  const Mat& out = act.layer_out.back();
+  act.onset.assign(static_cast<size_t>(B) * T * C, S(0));
+  parallel_for(static_cast<int64_t>(slices.size()), nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    Mat o = out.middleRows(s.row0, s.rows) * Wo.transpose();  // [Ts*nb][C]
+    o.rowwise() += bo.transpose();
+    for (int j = 0; j < s.nb; ++j) {
+      const int b = s.b0 + j;
+      for (int t = 0; t < lengths[b]; ++t)
+        for (int c = 0; c < C; ++c) act.onset[(static_cast<size_t>(b) * T + t) * C + c] = o(int64_t(t) * s.nb + j, c);
+    }
+  });
+  if (pr) pr->tap("onset_projection", Pass::forward, "onset_scores", act.onset.data(), act.onset.size());
+}
+
+// Backward of onset_forward: d Wo, d bo (per-slice partials summed in slice
+// order) into grad, and dOut += dO Wo (d loss / d encoder output, slice-blocked).
+template <class S>
+void onset_backward(const ParamLayout& layout, int nthreads, const std::vector<S>& params,
+                    const Activations<S>& act, const std::vector<S>* donset, const std::vector<Slice>& slices,
+                    std::vector<S>& grad, typename Activations<S>::Mat& dOut, Probe* pr) {
+  using Mat = typename Activations<S>::Mat;
+  using Vec = Eigen::Matrix<S, Eigen::Dynamic, 1>;
+  if (!layout.dims().onset) return;
+  const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
+  if (!donset || donset->size() != static_cast<size_t>(B) * T * C)
+    throw std::invalid_argument("model: crf.onset_features needs d onset [B][T][C] in the backward pass");
+  const ParamInfo& wi = layout.get("crf.onset_projection.weight");
+  const ParamInfo& bi = layout.get("crf.onset_projection.bias");
+  Eigen::Map<const Mat> Wo(params.data() + wi.offset, C, W);
+  const int NS = static_cast<int>(slices.size());
+  std::vector<Mat> pW(NS);
+  std::vector<Vec> pb(NS);
+  parallel_for(NS, nthreads, [&](int64_t si, int) {
+    const Slice& s = slices[si];
+    Mat dO = Mat::Zero(s.rows, C);  // slice-blocked rows t*nb + j
+    for (int j = 0; j < s.nb; ++j) {
+      const int b = s.b0 + j;
+      for (int t = 0; t < act.lengths[b]; ++t)
+        for (int c = 0; c < C; ++c) dO(int64_t(t) * s.nb + j, c) = (*donset)[(static_cast<size_t>(b) * T + t) * C + c];
+    }
+    pW[si].noalias() = dO.transpose() * act.layer_out.back().middleRows(s.row0, s.rows);
+    pb[si] = dO.colwise().sum().transpose();
+    dOut.middleRows(s.row0, s.rows).noalias() += dO * Wo;
+  });
+  Eigen::Map<Mat> gW(grad.data() + wi.offset, C, W);
+  Eigen::Map<Vec> gb(grad.data() + bi.offset, C);
+  gW = pW[0];
+  gb = pb[0];
+  for (int si = 1; si < NS; ++si) gW += pW[si], gb += pb[si];  // slice order
+  if (pr) {
+    pr->tap("onset_projection", Pass::backward, "d_crf.onset_projection.weight", grad.data() + wi.offset, wi.size);
+    pr->tap("onset_projection", Pass::backward, "d_crf.onset_projection.bias", grad.data() + bi.offset, bi.size);
+    pr->tap_mat("onset_projection", Pass::backward, "d_lstm_out", dOut);
+  }
+}
 
 }  // namespace
 
@@ -177,6 +247,7 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
   act.B = B;
   act.T = T;
   act.cum.clear();  // filled only when the forward reaches the cumsum
+  act.onset.clear();
   act.lengths = in.lengths;
   act.x0.resize(TB, D);
   act.layer_in.assign(L, Mat());
@@ -340,6 +411,7 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
     }
   });
   if (pr) pr->tap_mat("projection", Pass::forward, "scores", act.scores);
+  onset_forward(layout_, nthreads, params, in.lengths, slices, act, pr);
   act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
   parallel_for(NS, nthreads, [&](int64_t si, int) {
     const Slice& s = slices[si];
@@ -360,7 +432,7 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
 template <class S>
 void Network<S>::backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
                           std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe,
-                          const std::vector<S>* dscores) const {
+                          const std::vector<S>* dscores, const std::vector<S>* donset) const {
   const ModelDims& d = layout_.dims();
   const int B = act.B, T = act.T, D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), L = d.num_layers,
             C = d.num_classes;
@@ -431,6 +503,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
     tap_grad("projection", "crf.projection.bias");
     pr->tap_mat("projection", Pass::backward, "d_lstm_out", dOut);
   }
+  onset_backward(layout_, nthreads, params, act, donset, slices, grad, dOut, pr);
 
   // ---- BiLSTM layers, top to bottom. dIn[dir] [T*B][In_k]: d loss / d layer_in[k]
   // through direction dir; the layer below reads the sum dIn[0] + dIn[1].

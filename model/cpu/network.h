@@ -8,6 +8,7 @@
 //   encoder.lstm.weight_ih_l{k}[_reverse] [4H][In_k]  (In_0 = W, else 2H; H = W/2)
 //   encoder.lstm.weight_hh_l{k}[_reverse] [4H][H], bias_ih/bias_hh [4H]
 //   crf.projection.weight [C][W], .bias [C]
+//   crf.onset_projection.weight [C][W], .bias [C]      (ModelDims::onset only)
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
 //
 // Activations are kept in SLICE-BLOCKED time-major order: the batch is cut
@@ -59,6 +60,7 @@ struct Activations {
   std::vector<Mat> tcell[2];     // [L] per direction: [T*B][H] tanh(c_t)
   Mat scores;       // [T*B][C]  projection output (before centering), TIME-MAJOR row t*B + b
   std::vector<S> cum;            // [B][T+1][C] zero-centered cumulative scores
+  std::vector<S> onset;          // [B][T][C] onset scores of crf.onset_projection (padding 0); empty without
 };
 
 // The per-layer numeric checks and fault injection of one step
@@ -127,7 +129,9 @@ class Network {
 
   // Forward. dropout > 0 only when training (rng consumed in a fixed order).
   // probe (optional): the forward taps input, input_proj, lstm.{k}.{fwd,bwd},
-  // projection, center, cumsum (a NumericsError stops the forward there).
+  // projection, onset_projection (with ModelDims::onset: act.onset, the raw
+  // onset scores [B][T][C] for crf::Params::onset), center, cumsum (a
+  // NumericsError stops the forward there).
   void forward(const std::vector<S>& params, const BatchInput<S>& in, double dropout, std::mt19937_64* rng,
                Activations<S>& act, Probe* probe = nullptr) const;
 
@@ -136,14 +140,17 @@ class Network {
   // features [B][T][D]. CRF parameter gradients are not touched here: the
   // caller adds them (they come straight from the CRF backend).
   // probe (optional): the backward taps cumsum, center, projection,
-  // lstm.{k}.{bwd,fwd} (k from the top), input_proj and, when dfeatures !=
-  // nullptr, input. dcum is not changed (a fault is planted by the caller).
+  // onset_projection, lstm.{k}.{bwd,fwd} (k from the top), input_proj and,
+  // when dfeatures != nullptr, input. dcum is not changed (a fault is planted
+  // by the caller).
   // dscores (optional): d loss / d scores [B][T][C] (batch-major, 0 on padding)
   // of a loss term on the projection's scores themselves (crf.frame_ce_weight,
   // model/frame_ce.h), added to the cumsum's gradient before the projection.
+  // donset: d loss / d onset [B][T][C], required with ModelDims::onset
+  // (crf::Grads::onset), ignored without.
   void backward(const std::vector<S>& params, const Activations<S>& act, const std::vector<S>& dcum,
                 std::vector<S>& grad, std::vector<S>* dfeatures, Probe* probe = nullptr,
-                const std::vector<S>* dscores = nullptr) const;
+                const std::vector<S>* dscores = nullptr, const std::vector<S>* donset = nullptr) const;
 
  private:
   ParamLayout layout_;

@@ -60,6 +60,9 @@ class CudaEncoder : public Encoder {
   virtual const float* layer_output(int k) const = 0;
   // Projection output of the last forward (device [B][T][C], padding rows 0).
   virtual const float* scores() const = 0;
+  // crf.onset_features: onset scores of the last forward (device [B][T][C],
+  // padding rows 0, crf.onset_projection's raw output); nullptr without onset.
+  virtual const float* onset_scores() const = 0;
   // Per-layer taps (model/numerics.h, model/cuda/numerics_taps.h): forward()
   // taps input .. cumsum, backward() taps cumsum .. input, on this object,
   // which the caller owns and starts per step. nullptr (the default): no taps.

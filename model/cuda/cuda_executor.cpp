@@ -94,7 +94,7 @@ struct StepScalars {
 };
 
 // Slots of one step at most: forward 8 + 2L, backward 21 + 9L (model/numerics.h).
-int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers; }
+int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers + (d.onset ? 5 : 0); }
 
 ExecutorOptions checked(const ExecutorOptions& o) {
   if (o.deterministic && (o.rnn_algo == "persist_static" || o.rnn_algo == "persist_dynamic"))
@@ -237,8 +237,8 @@ class CudaExecutor final : public Executor {
     if (with_ce) frame_ce(B, T, o.frame_ce_weight / norm);
     mark(res.times.crf, t0);
 
-    encoder_->backward(params_.as<float>(), dcum_.as<float>(), grad_.as<float>(),
-                       with_ce ? dce_.as<float>() : nullptr);
+    encoder_->backward_with_onset(params_.as<float>(), dcum_.as<float>(), dims_.onset ? donset_.as<float>() : nullptr,
+                                  grad_.as<float>(), with_ce ? dce_.as<float>() : nullptr);
     // with taps, the value was computed (and tapped) in the forward order, in crf_backward
     gpu::l2_penalty(o.crf_reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset,
                     grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
@@ -367,9 +367,10 @@ class CudaExecutor final : public Executor {
       segs = crf::collect_segments(dims, hs.data(), hn.data());
     } else {
       const std::vector<float> cum = last_cum();
+      const std::vector<float> onset = last_onset();
       std::vector<float> hp;
       host_crf_param_copy(hp);
-      crf::HostResult r = decode_on_host(*session_, dims, host_crf_params(hp, cum, batch),
+      crf::HostResult r = decode_on_host(*session_, dims, host_crf_params(hp, cum, batch, onset),
                                          nll ? batch.labels.data() : nullptr, phone_bonus_);
       segs = std::move(r.segments);
       if (nll) {
@@ -392,10 +393,11 @@ class CudaExecutor final : public Executor {
     const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
     if (!backend_->on_device()) {
       const std::vector<float> cum = last_cum();
+      const std::vector<float> onset = last_onset();
       std::vector<float> hp;
       host_crf_param_copy(hp);
-      crf::HostResult r =
-          posterior_decode_on_host(*session_, dims, host_crf_params(hp, cum, batch), nll ? batch.labels.data() : nullptr);
+      crf::HostResult r = posterior_decode_on_host(*session_, dims, host_crf_params(hp, cum, batch, onset),
+                                                   nll ? batch.labels.data() : nullptr);
       if (nll) {
         nll->resize(B);
         for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
@@ -491,7 +493,18 @@ class CudaExecutor final : public Executor {
     p.start = P + layout_.get("crf.start").offset;
     p.end = P + layout_.get("crf.end").offset;
     p.lengths = lengths_.as<int32_t>();
+    p.onset = encoder_->onset_scores();  // nullptr without crf.onset_features
     return p;
+  }
+
+  // crf.onset_features: the onset scores [B][T][C] of the last forward on the host; empty without.
+  std::vector<float> last_onset() {
+    std::vector<float> out;
+    if (!dims_.onset || !have_cum_) return out;
+    out.resize(static_cast<size_t>(last_B_) * last_T_ * dims_.num_classes);
+    cuda::copy_to_host(out.data(), encoder_->onset_scores(), out.size() * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    return out;
   }
 
   // transition [C][C] + crf.phone_bonus off the diagonal (crf::add_phone_bonus),
@@ -517,8 +530,11 @@ class CudaExecutor final : public Executor {
                        stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
-  crf::Params host_crf_params(const std::vector<float>& hp, const std::vector<float>& cum, const Batch& batch) {
+  // onset: the host copy of the onset scores [B][T][C] (last_onset()), empty = none.
+  crf::Params host_crf_params(const std::vector<float>& hp, const std::vector<float>& cum, const Batch& batch,
+                              const std::vector<float>& onset) {
     crf::Params p;
+    if (!onset.empty()) p.onset = onset.data();
     p.cum_scores = cum.data();
     p.transition = hp.data() + layout_.get("crf.transition").offset;
     p.duration_bias = hp.data() + layout_.get("crf.duration_bias").offset;
@@ -552,6 +568,9 @@ class CudaExecutor final : public Executor {
                     TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
                     TapTensor::f32("d_crf.start", G + S.offset, S.size),
                     TapTensor::f32("d_crf.end", G + E.offset, E.size)});
+    if (dims_.onset)  // crf.onset_features: d onset [B][T][C]
+      numerics_->tap("crf", Pass::backward,
+                     {TapTensor::f32("d_onset", donset_.as<float>(), static_cast<size_t>(B) * T * C)});
   }
 
   // The CRF backend threw (it validates its inputs): a bad slot before the CRF
@@ -579,7 +598,11 @@ class CudaExecutor final : public Executor {
     if (backend_->on_device()) {
       const crf::Params p = device_crf_params();
       lz_.reserve(2 * B * sizeof(double));
-      const crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
+      crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
+      if (dims_.onset) {
+        donset_.reserve(static_cast<size_t>(B) * T * dims_.num_classes * sizeof(float));
+        g.onset = donset_.as<float>();
+      }
       try {
         session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
       } catch (const std::invalid_argument& e) {
@@ -595,6 +618,7 @@ class CudaExecutor final : public Executor {
     }
     // Host backend (reference / cpu): cum to the host, CRF there, gradients back.
     const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
     crf::HostRunOptions ro;
@@ -603,7 +627,7 @@ class CudaExecutor final : public Executor {
     ro.scale = scale;
     crf::HostResult r;
     try {
-      r = session_->run_host(dims, host_crf_params(hp, cum, batch), batch.labels.data(), ro);
+      r = session_->run_host(dims, host_crf_params(hp, cum, batch, onset), batch.labels.data(), ro);
     } catch (const std::invalid_argument& e) {
       crf_failed(e);
     }
@@ -615,6 +639,7 @@ class CudaExecutor final : public Executor {
     cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), stream_);
     cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), stream_);
     cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), stream_);
+    if (dims_.onset) donset_.upload(r.grad_onset.data(), r.grad_onset.size() * sizeof(float), stream_);
     if (numerics_->active()) {
       // log Z and gold to the device for their taps (a fault planted there comes back)
       std::vector<double> both(r.log_z);
@@ -680,6 +705,7 @@ class CudaExecutor final : public Executor {
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
   Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
   Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0};
+  Buffer donset_{Memory::device, 0};  // [B][T][C] d loss / d onset (crf.onset_features only)
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)

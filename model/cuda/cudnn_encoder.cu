@@ -431,6 +431,7 @@ void CudnnEncoder::reserve_buffers() {
   layer_in_.reserve(static_cast<size_t>(dropout_on_ ? L_ : 1) * BT * W_ * sizeof(float));
   layer_out_.reserve(static_cast<size_t>(L_) * BT * 2 * H_ * sizeof(float));
   scores_.reserve(BT * C_ * sizeof(float));
+  if (dims_.onset) onset_.reserve(BT * C_ * sizeof(float));
   if (fused_) {
     fused_xg_.reserve(BT * 8 * H_ * sizeof(float));
     fused_gates_.reserve(size_t(L_) * 2 * BT * 4 * H_ * sizeof(float));
@@ -555,6 +556,15 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
                                                                       len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
   if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});
+  if (dims_.onset) {  // crf.onset_features: onset = out[L-1] Wo^T + bo, padding rows 0 (no centering, no cumsum)
+    float* o = onset_.as<float>();
+    gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, P("crf.onset_projection.weight"),
+            2 * H_, o, C_);
+    bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(o, P("crf.onset_projection.bias"), T_, C_,
+                                                                        BT * C_, len);
+    TS_LAUNCHED("bias_valid_rows_kernel (onset_projection)");
+    if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * C_)});
+  }
   cumsum_forward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, s, len, cum);
   TS_LAUNCHED("cumsum_forward_kernel");
   if (taps) {
@@ -568,8 +578,23 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
 
 // ---- backward -----------------------------------------------------------------------
 
+void CudnnEncoder::forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt,
+                                      float* cum, float* onset) {
+  forward(params, batch, opt, cum);
+  if (onset && dims_.onset)
+    TS_CUDA(cudaMemcpyAsync(onset, onset_.data(), static_cast<size_t>(B_) * T_ * C_ * sizeof(float),
+                            cudaMemcpyDeviceToDevice, stream_));
+}
+
 void CudnnEncoder::backward(const float* params, const float* dcum, float* grad, const float* dscores) {
+  backward_with_onset(params, dcum, nullptr, grad, dscores);
+}
+
+void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
+                                       const float* dscores) {
   if (!params || !dcum || !grad) throw std::invalid_argument("cuda encoder: backward needs params, dcum and grad");
+  if (dims_.onset && !donset)
+    throw std::invalid_argument("cuda encoder: crf.onset_features needs d onset [B][T][C] in the backward pass");
   if (!have_activations_)
     throw std::logic_error("cuda encoder: backward() needs a forward() first (and one backward per forward: "
                            "cuDNN's reserve space is consumed)");
@@ -613,6 +638,21 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad,
               {TapTensor::f32("d_crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
                TapTensor::f32("d_crf.projection.bias", G("crf.projection.bias"), C_),
                TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
+  if (dims_.onset) {
+    // onset_projection: dWo [C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
+    // (dO = donset [B][T][C], padding rows 0 as the CRF writes them)
+    gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), donset, C_, out(L_ - 1), 2 * H_,
+            G("crf.onset_projection.weight"), 2 * H_);
+    column_sums(donset, BT, C_, G("crf.onset_projection.bias"));
+    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, P("crf.onset_projection.weight"), 2 * H_, dy,
+            2 * H_, 1.f);
+    if (taps)
+      num_->tap("onset_projection", kB,
+                {TapTensor::f32("d_crf.onset_projection.weight", G("crf.onset_projection.weight"),
+                                size_t(C_) * 2 * H_),
+                 TapTensor::f32("d_crf.onset_projection.bias", G("crf.onset_projection.bias"), C_),
+                 TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
+  }
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));

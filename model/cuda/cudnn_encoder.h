@@ -64,6 +64,11 @@ class CudnnEncoder final : public CudaEncoder {
   const ModelDims& dims() const override { return dims_; }
   void forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) override;
   void backward(const float* params, const float* dcum, float* grad, const float* dscores = nullptr) override;
+  void forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum,
+                          float* onset) override;
+  void backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
+                           const float* dscores = nullptr) override;
+  const float* onset_scores() const override { return dims_.onset ? onset_.as<float>() : nullptr; }
 
   void set_training(bool training) override { training_ = training; }
   bool training() const override { return training_; }
@@ -135,6 +140,7 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer layer_in_{Memory::device, 0};     // [L][B][T][W] (slots k >= 1 used only with dropout)
   Buffer layer_out_{Memory::device, 0};    // [L][B][T][2H]
   Buffer scores_{Memory::device, 0};       // [B][T][C]
+  Buffer onset_{Memory::device, 0};        // [B][T][C] onset scores (crf.onset_features only)
   Buffer work_{Memory::device, 0};         // cuDNN workspace
   Buffer reserve_{Memory::device, 0};      // [L] cuDNN reserve spaces
   Buffer dscores_{Memory::device, 0};      // [B][T][C]

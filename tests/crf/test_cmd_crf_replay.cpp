@@ -108,6 +108,43 @@ TEST(ReplayCli, RoundTripMatchesLibraryOnEveryHostBackend) {
   }
 }
 
+TEST(ReplayCli, OnsetInputGivesGradOnsetLikeTheLibrary) {
+  TempDir dir;
+  Problem pb = random_problem(Dims{2, 15, 4, 3}, 18, {15, 6});
+  add_onset(pb, 18, 1.0);
+  const std::string in = (dir.path / "in.safetensors").string();
+  st::File file = problem_file(pb, true, false);
+  file.tensors["onset"] = st::Tensor::from<float>({2, 15, 3}, pb.o);
+  st::save(in, file);
+  for (const std::string name : {"reference", "cpu"}) {
+    SCOPED_TRACE(name);
+    const std::string out = (dir.path / (name + ".safetensors")).string();
+    std::string err;
+    ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
+    const st::File f = st::load(out);
+    auto be = make_backend(name);
+    HostRunOptions opt;
+    opt.boundary_posteriors = true;
+    const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data(), opt);
+    EXPECT_EQ(f.get("log_partition", st::DType::F64, {2}).to<double>(), r.log_z);
+    EXPECT_EQ(f.get("gold_score", st::DType::F64, {2}).to<double>(), r.gold);
+    EXPECT_EQ(f.get("grad_onset", st::DType::F32, {2, 15, 3}).to<float>(), r.grad_onset);
+    // The onset changes the result (it is read at all).
+    Problem no_onset = pb;
+    no_onset.o.clear();
+    const HostResult plain = run_host(*be, pb.dims, no_onset.params(), pb.labels.data(), opt);
+    EXPECT_NE(plain.log_z[0], r.log_z[0]);
+  }
+  // A wrong shape is one error line and no output.
+  file.tensors["onset"] = st::Tensor::from<float>({2, 14, 3}, std::vector<float>(2 * 14 * 3, 0.f));
+  st::save(in, file);
+  const std::string out = (dir.path / "bad.safetensors").string();
+  std::string err;
+  EXPECT_EQ(run_cli("crf replay " + in + " --backend cpu --out " + out, &err), 1);
+  EXPECT_NE(err.find("onset"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
 TEST(ReplayCli, WithoutLabelsWritesNoGoldOrGradients) {
   TempDir dir;
   const Problem pb = random_problem(Dims{2, 12, 4, 3}, 5, {12, 7});

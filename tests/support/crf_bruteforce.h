@@ -30,8 +30,11 @@ struct Path {
 // seeds first_seed, first_seed+1, ... Every input is rounded to a multiple of
 // 1/16, so every path score is exact in float64 and Viterbi ties are exact
 // (and frequent), which tests the tie rule.
+// with_onset: each problem also gets onset scores (add_onset, rounded to 1/16,
+// seeded by the problem's seed), the other inputs unchanged.
 inline std::vector<Problem> tiny_exact_problems(const std::vector<int64_t>& Ts, const std::vector<int64_t>& Cs,
-                                                const std::vector<int64_t>& Ks, uint32_t first_seed) {
+                                                const std::vector<int64_t>& Ks, uint32_t first_seed,
+                                                bool with_onset = false) {
   std::vector<Problem> out;
   uint32_t seed = first_seed;
   for (int64_t T : Ts)
@@ -42,6 +45,7 @@ inline std::vector<Problem> tiny_exact_problems(const std::vector<int64_t>& Ts, 
           Problem pb = random_problem(Dims{2, T, K, C}, seed++, lengths, se, 1.0, 0.7);
           for (auto* v : {&pb.cum, &pb.A, &pb.D, &pb.s, &pb.e})
             for (float& x : *v) x = std::round(x * 16.0f) / 16.0f;
+          if (with_onset) add_onset(pb, seed - 1, 1.0, true);
           out.push_back(pb);
         }
   return out;
@@ -75,6 +79,7 @@ inline std::vector<Path> enumerate_paths(const Problem& pb, int64_t b) {
         sc += static_cast<double>(cum[(g.start + g.duration) * C + g.label]) - static_cast<double>(cum[g.start * C + g.label]) +
               static_cast<double>(pb.D[(g.duration - 1) * C + g.label]);
         if (i > 0) sc += pb.A[cur[i - 1].label * C + g.label];
+        if (!pb.o.empty()) sc += static_cast<double>(pb.o[(b * T + g.start) * C + g.label]);  // onset o[b_i, c_i]
       }
       out.push_back(Path{cur, sc});
       return;
@@ -112,6 +117,7 @@ struct Expected {
   std::vector<double> log_z, gold, vscore, bpost;  // [B], [B], [B], [B][T+1]
   std::vector<Segment> vsegs;
   std::vector<double> g_cum, g_A, g_D, g_s, g_e;
+  std::vector<double> g_o;  // [B][T][C] when the problem has onset scores
 };
 
 // Everything by enumeration. with_labels = false: gradients of sum_b scale *
@@ -125,6 +131,7 @@ inline Expected brute_force(const Problem& pb, double scale, bool with_labels = 
   ex.g_s.assign(C, 0.0);
   ex.g_e.assign(C, 0.0);
   ex.bpost.assign(B * (T + 1), 0.0);
+  if (!pb.o.empty()) ex.g_o.assign(B * T * C, 0.0);
   for (int64_t b = 0; b < B; ++b) {
     const std::vector<Path> paths = enumerate_paths(pb, b);
     double m = -INFINITY;
@@ -150,6 +157,7 @@ inline Expected brute_force(const Problem& pb, double scale, bool with_labels = 
         ex.g_D[(g.duration - 1) * C + g.label] += scale * P;
         if (i > 0) ex.g_A[p.segs[i - 1].label * C + g.label] += scale * P;
         ex.bpost[b * (T + 1) + g.start + g.duration] += P;
+        if (!ex.g_o.empty()) ex.g_o[(b * T + g.start) * C + g.label] += scale * P;
       }
       ex.g_s[p.segs.front().label] += scale * P;
       ex.g_e[p.segs.back().label] += scale * P;
@@ -163,6 +171,7 @@ inline Expected brute_force(const Problem& pb, double scale, bool with_labels = 
       ex.g_cum[(b * (T + 1) + g.start) * C + g.label] += scale;
       ex.g_D[(g.duration - 1) * C + g.label] -= scale;
       if (i > 0) ex.g_A[gold[i - 1].label * C + g.label] -= scale;
+      if (!ex.g_o.empty()) ex.g_o[(b * T + g.start) * C + g.label] -= scale;
     }
     ex.g_s[gold.front().label] -= scale;
     ex.g_e[gold.back().label] -= scale;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -19,9 +20,12 @@ struct Problem {
   Dims dims;
   std::vector<float> cum, A, D, s, e;    // cum [B][T+1][C], A [C][C], D [K][C], s/e [C] (empty = none)
   std::vector<int32_t> lengths, labels;  // [B], [B][T]
+  std::vector<float> o;                  // onset scores [B][T][C] (empty = none; add_onset)
   Params params() const {
-    return Params{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
-                  lengths.data()};
+    Params p{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
+             lengths.data()};
+    if (!o.empty()) p.onset = o.data();
+    return p;
   }
   // Offset of row t of utterance b in cum ([B][T+1][C]).
   size_t row(int64_t b, int64_t t) const { return (static_cast<size_t>(b) * (dims.T + 1) + t) * dims.C; }
@@ -76,6 +80,26 @@ inline Problem random_problem_with(Dims dims, uint32_t seed, const ProblemOption
       std::fill(pb.labels.begin() + b * T + pb.lengths[b], pb.labels.begin() + (b + 1) * T, -7);
     }
   return pb;
+}
+
+// Gives pb onset scores o ~ N(0, scale^2) [B][T][C] from their own generator
+// (seed), so the other inputs stay those of the problem without onset. round16:
+// rounded to multiples of 1/16 (exact path scores, see tiny_exact_problems).
+// poison_padding: frames t >= lengths[b] hold NaN (a backend must not read them).
+inline void add_onset(Problem& pb, uint32_t seed, double scale = 1.0, bool round16 = false,
+                      bool poison_padding = false) {
+  std::mt19937 rng(seed ^ 0x0a5e7u);
+  std::normal_distribution<double> no(0.0, scale);
+  const int64_t B = pb.dims.B, T = pb.dims.T, C = pb.dims.C;
+  pb.o.assign(B * T * C, 0.0f);
+  for (float& v : pb.o) {
+    v = static_cast<float>(no(rng));
+    if (round16) v = std::round(v * 16.0f) / 16.0f;
+  }
+  if (poison_padding)
+    for (int64_t b = 0; b < B; ++b)
+      std::fill(pb.o.begin() + (b * T + pb.lengths[b]) * C, pb.o.begin() + (b + 1) * T * C,
+                std::numeric_limits<float>::quiet_NaN());
 }
 
 // The short form most tests use.
