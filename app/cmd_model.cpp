@@ -56,6 +56,7 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
             *e.labels, e.dev,
             "checkpoints/best.safetensors (epoch " + std::to_string(e.epoch) + "), dev split, " +
                 std::to_string(e.dev.size()) + " utterances");
+        run.predictions.frame_shift_ms = data.features.frame_shift_ms;
         run.has_predictions = true;
         if (cache->drawn.empty()) {
           std::vector<const data::Utterance*> utts;
