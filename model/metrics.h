@@ -1,11 +1,13 @@
-// Evaluation metrics on 39 phones (docs/training.md "Metrics"). Every metric is
+// Evaluation metrics on 39 phones (docs/training.md "`timitseg evaluate`" and
+// "Boundary metrics at 20 ms"). Every metric is
 // computed from frame label sequences (ids in [0, num_classes)) of the reference
 // and the prediction; phone sequences / segments are the maximal runs of equal
 // labels (adjacent predicted segments with the same label are merged).
 //   PER          sum Levenshtein(ref phones, pred phones) / sum len(ref phones)
 //   boundaries   internal run boundaries (frame index t where label[t] != label[t-1]);
-//                a predicted boundary matches an unmatched reference boundary at
-//                most `tol` frames away (one-to-one, greedy left to right)
+//                a predicted boundary matches a reference boundary at most `tol`
+//                frames away, one-to-one: the count is a maximum matching
+//                (match_boundaries)
 //   boundaries at 20 ms  the field's segmentation metrics (Räsänen et al. 2009, as
 //                TIMIT phone segmentation papers report them): precision, recall, F1
 //                and R-value of the same internal boundaries with a tolerance of

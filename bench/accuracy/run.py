@@ -103,7 +103,8 @@ METRICS = [  # (key in results, header, scale, digits)
     ("boundary_f1_2", "boundary F1 tol 2", 100, 1),
     ("segment_f1", "segment F1", 100, 1),
     ("duration_kl", "duration KL", 1, 3),
-    # the field's segmentation metrics (evaluate/score JSON "boundary_20ms"; docs/training.md "Metrics")
+    # the field's segmentation metrics (evaluate/score JSON "boundary_20ms";
+    # docs/training.md "Boundary metrics at 20 ms")
     ("precision_20ms", "P@20ms", 100, 1),
     ("recall_20ms", "R@20ms", 100, 1),
     ("f1_20ms", "F1@20ms", 100, 1),
@@ -597,7 +598,7 @@ def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
     lines = [f"Split {a.split} of {a.workdir}; size {size_name} ({size['layers']} x {size['hidden']} BiLSTM, batch "
              f"{size['batch']}, lr {size['lr']}, crf-reg {size['crf_reg']}, {size['epochs']} epochs); the last "
              f"epoch's model; mean ± std over seeds {a.seeds} (PER in %, F1, P, R and R-value x 100; "
-             f"@20ms: one-to-one matches within 20 ms, docs/training.md \"Metrics\").", "",
+             f"@20ms: one-to-one matches within 20 ms, docs/training.md \"Boundary metrics at 20 ms\").", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
     for row in table:
         cells = []

@@ -21,7 +21,8 @@ header length, a JSON header, raw little-endian data; tensors `labels` I32 [F]
 WORKDIR/phones.json (map61to48, map61to39). Where WORKDIR/durations.json holds
 the label set (61 and 39), the segment count of every split is checked against
 the sum of its per-phone counts (prepare's own statistics): a mismatch is an
-error. Python 3 standard library only. docs/training.md, "Metrics".
+error. Python 3 standard library only. docs/training.md,
+"Boundary metrics at 20 ms".
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 // The field's segmentation metrics (model/metrics.h, docs/training.md
-// "Metrics"): boundary precision, recall, F1 and R-value at 20 ms, one-to-one.
+// "Boundary metrics at 20 ms"): boundary precision, recall, F1 and R-value at
+// 20 ms, one-to-one.
 // Oracles: values worked out by hand (in the comments), R-values published by a
 // third party from their own implementation, and an exhaustive maximum
 // bipartite matching for the greedy matcher.
