@@ -56,6 +56,7 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
             *e.labels, e.dev,
             "checkpoints/best.safetensors (epoch " + std::to_string(e.epoch) + "), dev split, " +
                 std::to_string(e.dev.size()) + " utterances");
+        run.predictions.frame_shift_ms = data.features.frame_shift_ms;
         run.has_predictions = true;
         if (cache->drawn.empty()) {
           std::vector<const data::Utterance*> utts;
@@ -171,7 +172,7 @@ void add_model_commands(CLI::App& app) {
   // ---- evaluate -------------------------------------------------------------
   auto eo = std::make_shared<model::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
-      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, segments, ...)");
+      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms, segments, ...)");
   ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
   ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
@@ -208,7 +209,7 @@ void add_model_commands(CLI::App& app) {
   CLI::App* sc = app.add_subcommand(
       "score",
       "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
-      "evaluate (PER, boundary F1 at 0/1/2 frames, segment F1, duration KL, ...)");
+      "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms, segment F1, duration KL, ...)");
   sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
   sc->add_option("--split", so->split, "Split of the WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))

@@ -146,7 +146,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
   if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
-  Metrics metrics(s.labels.names39);
+  Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
   UtteranceHook scores_hook;
   if (!o.dump_scores_dir.empty()) {
     scores_hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
@@ -289,7 +289,7 @@ nlohmann::json score(const ScoreOptions& o) {
   for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
   std::ifstream in(o.predictions, std::ios::binary);
   if (!in) throw std::runtime_error(o.predictions + ": cannot open the predictions file");
-  Metrics metrics(ls.names39);
+  Metrics metrics(ls.names39, data::load_feature_options(o.workdir).frame_shift_ms);  // 20 ms in WORKDIR's frames
   const size_t U = split.utterances.size();
   std::string line;
   size_t n = 0;  // lines read that hold an utterance

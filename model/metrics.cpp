@@ -23,8 +23,21 @@ std::vector<Run> runs_of(const std::vector<int>& frames) {
 }
 
 int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pred, int tol) {
-  // Greedy on sorted lists: match when within tol, else drop the smaller one.
-  // For points on a line with a symmetric window this gives a maximum matching.
+  // Greedy on sorted lists: match the two heads when within tol, else drop the
+  // smaller one. This gives a maximum matching (the count every one-to-one rule
+  // that maximises hits agrees on), by induction on the heads p = pred[i], r = ref[j]:
+  //  - |p - r| > tol and p < r: p is more than tol below r and every later
+  //    reference boundary, so p is in no matching of what is left; dropping it
+  //    loses nothing (likewise r when r < p).
+  //  - |p - r| <= tol: some maximum matching M of what is left pairs p with r.
+  //    If M pairs p with r' and r with p' (r' >= r, p' >= p), then swapping to
+  //    (p, r), (p', r') keeps |p' - r'| <= tol: say p <= r (else symmetric);
+  //    r' - p <= tol gives r' <= p + tol <= p' + tol, and p' - r <= tol gives
+  //    p' <= r + tol <= r' + tol. If M pairs only one of them, re-pair it with
+  //    the other; if neither, add (p, r) (M was not maximum). So matching the
+  //    heads keeps a maximum matching reachable.
+  // (Lists hold distinct sorted frame indices: run starts. Checked against an
+  // exhaustive maximum bipartite matching in tests/model/test_boundary_metrics.cpp.)
   size_t i = 0, j = 0;
   int64_t matched = 0;
   while (i < pred.size() && j < ref.size()) {
@@ -39,7 +52,32 @@ int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pr
   return matched;
 }
 
-Metrics::Metrics(std::vector<std::string> names) : names_(std::move(names)), C_(static_cast<int>(names_.size())) {
+int tolerance_frames_for_ms(double tol_ms, double frame_shift_ms) {
+  if (!(frame_shift_ms > 0.0) || !std::isfinite(frame_shift_ms))
+    throw std::invalid_argument("metrics: the frame shift must be a positive number of ms, got " +
+                                std::to_string(frame_shift_ms));
+  if (!(tol_ms >= 0.0) || !std::isfinite(tol_ms))
+    throw std::invalid_argument("metrics: the boundary tolerance must be >= 0 ms, got " + std::to_string(tol_ms));
+  const double frames = std::floor(tol_ms / frame_shift_ms * (1.0 + 1e-9));
+  if (frames > 1e6) throw std::invalid_argument("metrics: a tolerance of " + std::to_string(tol_ms) +
+                                                " ms is more than 1e6 frames of " + std::to_string(frame_shift_ms) + " ms");
+  return static_cast<int>(frames);
+}
+
+double r_value(int64_t matched, int64_t num_ref, int64_t num_pred) {
+  if (num_ref <= 0) return 0.0;
+  const double hr = double(matched) / double(num_ref);   // hit rate = recall
+  const double os = double(num_pred) / double(num_ref) - 1.0;  // over-segmentation = R/P - 1 where P > 0
+  const double r1 = std::sqrt((1.0 - hr) * (1.0 - hr) + os * os);
+  const double r2 = (-os + hr - 1.0) / std::sqrt(2.0);
+  return 1.0 - (std::abs(r1) + std::abs(r2)) / 2.0;
+}
+
+Metrics::Metrics(std::vector<std::string> names, double frame_shift_ms)
+    : names_(std::move(names)),
+      C_(static_cast<int>(names_.size())),
+      frame_shift_ms_(frame_shift_ms),
+      tol_20ms_frames_(tolerance_frames_for_ms(kBoundaryToleranceMs, frame_shift_ms)) {
   confusion_.assign(static_cast<size_t>(C_) * C_, 0);
   hist_ref_.assign(static_cast<size_t>(C_) * kHistBins, 0);
   hist_pred_.assign(static_cast<size_t>(C_) * kHistBins, 0);
@@ -71,6 +109,13 @@ void Metrics::add(const std::vector<int>& ref, const std::vector<int>& pred) {
     boundary_[tol].matched_ref += m;
     boundary_[tol].num_pred += static_cast<int64_t>(pb.size());
     boundary_[tol].num_ref += static_cast<int64_t>(rb.size());
+  }
+  {
+    const int64_t m = match_boundaries(rb, pb, tol_20ms_frames_);
+    boundary_20ms_.matched_pred += m;
+    boundary_20ms_.matched_ref += m;
+    boundary_20ms_.num_pred += static_cast<int64_t>(pb.size());
+    boundary_20ms_.num_ref += static_cast<int64_t>(rb.size());
   }
   std::set<std::tuple<int, int, int>> rs;
   for (const Run& r : rr) rs.insert({r.start, r.length, r.label});
@@ -142,6 +187,17 @@ nlohmann::json Metrics::to_json() const {
   j["boundary_precision"] = bp;
   j["boundary_recall"] = br;
   j["boundary_f1"] = bf;
+  // The field's segmentation metrics (metrics.h): fractions in [0, 1] (R-value <= 1, below 0 only under
+  // heavy over-segmentation); matched = one-to-one pairs, num_ref / num_pred = internal boundaries.
+  j["boundary_20ms"] = {{"tolerance_ms", static_cast<int>(kBoundaryToleranceMs)},
+                        {"tolerance_frames", tol_20ms_frames_},
+                        {"precision", boundary_20ms_.precision()},
+                        {"recall", boundary_20ms_.recall()},
+                        {"f1", boundary_20ms_.f1()},
+                        {"r_value", boundary_20ms_r_value()},
+                        {"matched", boundary_20ms_.matched_ref},
+                        {"num_ref", boundary_20ms_.num_ref},
+                        {"num_pred", boundary_20ms_.num_pred}};
   j["segment_precision"] = segment_.precision();
   j["segment_recall"] = segment_.recall();
   j["segment_f1"] = segment_.f1();
@@ -199,6 +255,11 @@ std::string Metrics::table() const {
                   100 * boundary_[tol].precision(), 100 * boundary_[tol].recall(), 100 * boundary_[tol].f1());
     os << buf;
   }
+  const std::string label20 = "boundaries (20 ms, " + std::to_string(tol_20ms_frames_) + " fr)";
+  std::snprintf(buf, sizeof buf, "%-24s %8.2f %% %8.2f %% %8.2f %%   R-value %.2f %%\n", label20.c_str(),
+                100 * boundary_20ms_.precision(), 100 * boundary_20ms_.recall(), 100 * boundary_20ms_.f1(),
+                100 * boundary_20ms_r_value());
+  os << buf;
   std::snprintf(buf, sizeof buf, "segments (exact)         %8.2f %% %8.2f %% %8.2f %%\n", 100 * segment_.precision(),
                 100 * segment_.recall(), 100 * segment_.f1());
   os << buf;

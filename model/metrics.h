@@ -1,11 +1,19 @@
-// Evaluation metrics on 39 phones (docs/training.md "Metrics"). Every metric is
+// Evaluation metrics on 39 phones (docs/training.md "`timitseg evaluate`" and
+// "Boundary metrics at 20 ms"). Every metric is
 // computed from frame label sequences (ids in [0, num_classes)) of the reference
 // and the prediction; phone sequences / segments are the maximal runs of equal
 // labels (adjacent predicted segments with the same label are merged).
 //   PER          sum Levenshtein(ref phones, pred phones) / sum len(ref phones)
 //   boundaries   internal run boundaries (frame index t where label[t] != label[t-1]);
-//                a predicted boundary matches an unmatched reference boundary at
-//                most `tol` frames away (one-to-one, greedy left to right)
+//                a predicted boundary matches a reference boundary at most `tol`
+//                frames away, one-to-one: the count is a maximum matching
+//                (match_boundaries)
+//   boundaries at 20 ms  the field's segmentation metrics (Räsänen et al. 2009, as
+//                TIMIT phone segmentation papers report them): precision, recall, F1
+//                and R-value of the same internal boundaries with a tolerance of
+//                20 ms = tolerance_frames_for_ms(20, frame shift) frames (2 at 10 ms),
+//                matched one-to-one (below). Utterance starts and ends are NOT counted
+//                (they are always right and would only inflate every number).
 //   segments     exact (start, end, label) matches
 //   frames       accuracy of frame labels
 //   durations    per phone: reference / predicted segment count and mean duration,
@@ -55,12 +63,37 @@ struct PRF {
   }
 };
 
-// Number of one-to-one matches between sorted boundary lists within tol frames.
+// Number of one-to-one matches between sorted boundary lists within tol frames:
+// the size of a maximum matching of the bipartite graph whose edges join a
+// reference and a predicted boundary at most tol frames apart (each boundary
+// in at most one pair). Computed greedily left to right, which is exact for
+// points on a line with a symmetric window (proof in metrics.cpp; checked
+// against an exhaustive maximum matching in tests/model/test_boundary_metrics.cpp).
 int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pred, int tol);
+
+// The tolerance of `tol_ms` milliseconds in frames of `frame_shift_ms`: the
+// largest whole number of frames not longer than tol_ms (floor of
+// tol_ms / frame_shift_ms, with a relative slack of 1e-9 so that 20 / (20/3)
+// gives 3, not 2.999...). 20 ms at 10 ms -> 2; at 6 ms -> 3; at 25 ms -> 0.
+// Throws std::invalid_argument unless frame_shift_ms > 0 and tol_ms >= 0 (finite).
+int tolerance_frames_for_ms(double tol_ms, double frame_shift_ms);
+
+// R-value (Räsänen, Laine and Altosaar 2009, "An improved speech segmentation
+// quality measure: the R-value", Interspeech) from match counts:
+//   HR = recall = matched / num_ref,  OS = num_pred / num_ref - 1  (= R/P - 1 when P > 0)
+//   r1 = sqrt((1 - HR)^2 + OS^2),  r2 = (-OS + HR - 1) / sqrt(2),  R = 1 - (|r1| + |r2|) / 2
+// OS from the counts defines it also where P = 0: no predicted boundary gives
+// OS = -1 and R = 1 - sqrt(2)/2 = 0.2929; predictions that all miss give a
+// finite value too. R = 1 exactly when every reference boundary is hit and
+// nothing else is predicted; R <= 1 always, and R < 0 under heavy
+// over-segmentation (with every boundary hit: once OS > 2 / (1 + 1/sqrt 2) = 1.17). num_ref == 0: 0 (no boundary to find; never NaN).
+double r_value(int64_t matched, int64_t num_ref, int64_t num_pred);
 
 class Metrics {
  public:
-  explicit Metrics(std::vector<std::string> names);  // class names (39)
+  // names: class names (39); frame_shift_ms: the features' frame shift (the
+  // checkpoint's or the WORKDIR's FeatureOptions), for the tolerance of 20 ms in frames.
+  explicit Metrics(std::vector<std::string> names, double frame_shift_ms = 10.0);
   // ref and pred: frame labels of one utterance, same length.
   void add(const std::vector<int>& ref, const std::vector<int>& pred);
 
@@ -68,19 +101,30 @@ class Metrics {
   double frame_accuracy() const { return frames_ ? double(correct_frames_) / frames_ : 0.0; }
   const PRF& boundary(int tol) const { return boundary_[tol]; }
   const PRF& segment() const { return segment_; }
+  // Boundaries at a tolerance of kBoundaryToleranceMs (JSON "boundary_20ms").
+  const PRF& boundary_20ms() const { return boundary_20ms_; }
+  double boundary_20ms_r_value() const {
+    return r_value(boundary_20ms_.matched_ref, boundary_20ms_.num_ref, boundary_20ms_.num_pred);
+  }
+  int tolerance_20ms_frames() const { return tol_20ms_frames_; }
+  double frame_shift_ms() const { return frame_shift_ms_; }
   int64_t utterances() const { return utterances_; }
   nlohmann::json to_json() const;
   std::string table() const;  // human-readable summary
 
   static constexpr int kMaxTol = 5;  // boundary F1 at tolerances 0..5 frames (JSON keys "0".."5")
   static constexpr int kHistBins = 100;
+  static constexpr double kBoundaryToleranceMs = 20.0;
 
  private:
   std::vector<std::string> names_;
   int C_;
+  double frame_shift_ms_;
+  int tol_20ms_frames_;
   int64_t utterances_ = 0, edits_ = 0, ref_phones_ = 0, frames_ = 0, correct_frames_ = 0;
   PRF boundary_[kMaxTol + 1];
   PRF segment_;
+  PRF boundary_20ms_;
   std::vector<int64_t> confusion_;                 // [C][C]
   std::vector<int64_t> hist_ref_, hist_pred_;      // [C][kHistBins]
   std::vector<double> dur_sum_ref_, dur_sum_pred_; // [C]

@@ -106,6 +106,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   *out = predictions_from_segments(s.labels, segs,
                                    "checkpoints/best.safetensors (epoch " + std::to_string(s.epoch) + "), dev split, " +
                                        std::to_string(utts.size()) + " utterances");
+  out->frame_shift_ms = s.features.frame_shift_ms;
   if (drawn && drawn->empty()) *drawn = pick_drawn(utts, s.features);
   return true;
 }
@@ -196,7 +197,7 @@ constexpr int kMaxDur = 30;
 
 Stats stats_of(const RunPredictions& p, const std::vector<std::string>& names) {
   Stats s;
-  model::Metrics m(names);
+  model::Metrics m(names, p.frame_shift_ms);
   const size_t C = names.size();
   s.hist_ref.assign(C, std::vector<int64_t>(kMaxDur, 0));
   s.hist_pred.assign(C, std::vector<int64_t>(kMaxDur, 0));
@@ -330,7 +331,8 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
   }
   std::string table = "<table><tr><th>run</th>";
   for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol) table += "<th>" + std::to_string(tol) + "</th>";
-  table += "<th>PER</th><th>segment F1</th><th>frame accuracy</th></tr>";
+  table += "<th>P 20 ms</th><th>R 20 ms</th><th>F1 20 ms</th><th>R-value 20 ms</th>"
+           "<th>PER</th><th>segment F1</th><th>frame accuracy</th></tr>";
   for (size_t i = 0; i < runs.size(); ++i) {
     table += "<tr><td>" + escape(runs[i].label) + "</td>";
     for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol)
@@ -339,13 +341,24 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
     auto metric = [&](const char* k) {
       return in.runs[i].has_predictions ? pct(st[i].metrics[k].get<double>()) : std::string("n/a");
     };
+    for (const char* k : {"precision", "recall", "f1", "r_value"})  // the field's metrics (model/metrics.h)
+      table += "<td>" + (in.runs[i].has_predictions ? pct(st[i].metrics["boundary_20ms"][k].get<double>())
+                                                    : std::string("n/a")) + "</td>";
     table += "<td>" + metric("per") + "</td><td>" + metric("segment_f1") + "</td><td>" + metric("frame_accuracy") +
              "</td></tr>";
   }
   table += "</table>";
+  std::set<int> frames20;
+  for (size_t i = 0; i < runs.size(); ++i)
+    if (in.runs[i].has_predictions) frames20.insert(st[i].metrics["boundary_20ms"]["tolerance_frames"].get<int>());
+  std::string tol20;
+  for (int f : frames20) tol20 += (tol20.empty() ? "" : " or ") + std::to_string(f) + (f == 1 ? " frame" : " frames");
+  if (tol20.empty()) tol20 = "n/a";
   return "<h2 id=\"tolerance\">Boundary F1 against tolerance</h2><p>A predicted boundary matches a reference "
          "boundary at most <i>tolerance</i> frames away (one-to-one); one frame is the feature frame shift. From the "
-         "best checkpoint's dev predictions.</p><div class=\"grid\"><div class=\"cell\">" +
+         "best checkpoint's dev predictions. The table adds the field's segmentation metrics at 20 ms (" +
+         tol20 + "): boundary precision, recall, F1 and R-value (Räsänen et al. 2009), same boundaries and "
+         "matching.</p><div class=\"grid\"><div class=\"cell\">" +
          line_chart(ch) + "</div><div class=\"cell\">" + table + "</div></div>";
 }
 

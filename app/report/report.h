@@ -27,6 +27,7 @@ struct UtteranceLabels {
 struct RunPredictions {
   std::string source;  // e.g. "checkpoints/best.safetensors (epoch 3), dev split, 24 utterances"
   std::vector<UtteranceLabels> utterances;
+  double frame_shift_ms = 10.0;  // of the features (for the boundary tolerance of 20 ms in frames)
 };
 
 // An utterance drawn under its spectrogram: raw features [T][D].

@@ -54,7 +54,7 @@ PER_WORST_CELL = 0.005  # (2): 0.5 points
 BF1_LOSS = -0.005      # (3): 0.5 points
 CRFS = ("linear", "semicrf")
 SHOWN = [("per", "PER", 100, 2), ("boundary_f1_0", "bF1 0", 100, 1), ("boundary_f1_2", "bF1 2", 100, 1),
-         ("boundary_20ms_f1", "bF1 20ms", 100, 1), ("boundary_20ms_r_value", "R-val 20ms", 100, 1),
+         ("f1_20ms", "bF1 20ms", 100, 1), ("r_value_20ms", "R-val 20ms", 100, 1),
          ("segment_f1", "seg F1", 100, 1), ("duration_kl", "dur KL", 1, 4)]
 
 
@@ -74,7 +74,7 @@ def load_cell(path: Path) -> dict:
 
 
 def bf1_20(m: dict) -> float:
-    return m["boundary_20ms_f1"] if "boundary_20ms_f1" in m else m["boundary_f1_2"]
+    return m["f1_20ms"] if "f1_20ms" in m else m["boundary_f1_2"]
 
 
 def decide(cells: dict[str, dict]) -> dict:

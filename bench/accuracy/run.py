@@ -7,7 +7,8 @@ them with `timitseg score`, so both programs are scored by one implementation
 on identical features and labels (bench/accuracy/workdir_to_jsonl.py writes the
 reference script's JSONL from the same WORKDIR). It prints mean +- standard
 deviation over the seeds (sample std, n-1) of PER, boundary F1 at 0/1/2 frames,
-segment F1 and duration KL, and the failed runs; writes OUT/results.json and
+segment F1, duration KL and boundary precision, recall, F1 and R-value at 20 ms
+(P@20ms, R@20ms, F1@20ms, R-val@20ms), and the failed runs; writes OUT/results.json and
 OUT/results.md (a markdown table for docs/training.md). --phone-bonus-sweep
 then decodes every timitseg run's last model with several crf.phone_bonus
 values (no training) and selects one on dev by a fixed rule (OUT/SIZE/sweep.md,
@@ -102,6 +103,12 @@ METRICS = [  # (key in results, header, scale, digits)
     ("boundary_f1_2", "boundary F1 tol 2", 100, 1),
     ("segment_f1", "segment F1", 100, 1),
     ("duration_kl", "duration KL", 1, 3),
+    # the field's segmentation metrics (evaluate/score JSON "boundary_20ms";
+    # docs/training.md "Boundary metrics at 20 ms")
+    ("precision_20ms", "P@20ms", 100, 1),
+    ("recall_20ms", "R@20ms", 100, 1),
+    ("f1_20ms", "F1@20ms", 100, 1),
+    ("r_value_20ms", "R-val@20ms", 100, 1),
 ]
 
 print_lock = threading.Lock()
@@ -175,9 +182,14 @@ def sh(cmd: list[str], log: Path, timeout: float | None) -> None:
 def scores_of(score_json: Path) -> dict:
     j = json.loads(score_json.read_text())
     bf = j["boundary_f1"]
-    return {"per": j["per"], "boundary_f1_0": bf["0"], "boundary_f1_1": bf["1"], "boundary_f1_2": bf["2"],
-            "segment_f1": j["segment_f1"], "duration_kl": j["duration_kl"], "frame_accuracy": j["frame_accuracy"],
-            "utterances": j["utterances"]}
+    r = {"per": j["per"], "boundary_f1_0": bf["0"], "boundary_f1_1": bf["1"], "boundary_f1_2": bf["2"],
+         "segment_f1": j["segment_f1"], "duration_kl": j["duration_kl"], "frame_accuracy": j["frame_accuracy"],
+         "utterances": j["utterances"]}
+    b20 = j.get("boundary_20ms")  # absent from the score.json of a binary older than the 20 ms metrics
+    if b20:
+        r.update({"precision_20ms": b20["precision"], "recall_20ms": b20["recall"], "f1_20ms": b20["f1"],
+                  "r_value_20ms": b20["r_value"]})
+    return r
 
 
 class Driver:
@@ -506,9 +518,10 @@ def summarize(results: list[dict], order: list[str]) -> list[dict]:
                "failed_seeds": sorted(r["seed"] for r in bad),
                "errors": sorted({r["error"].splitlines()[0] for r in bad})}
         for key, *_ in METRICS:
-            if ok:
-                m, sd = mean_std([r[key] for r in ok])
-                row[key] = {"mean": m, "std": sd, "values": [r[key] for r in sorted(ok, key=lambda r: r["seed"])]}
+            has = [r for r in ok if key in r]  # runs scored before a metric existed lack it ("—" when none has it)
+            if has:
+                m, sd = mean_std([r[key] for r in has])
+                row[key] = {"mean": m, "std": sd, "values": [r[key] for r in sorted(has, key=lambda r: r["seed"])]}
         rows.append(row)
     return rows
 
@@ -584,7 +597,8 @@ def markdown(table: list[dict], size_name: str, size: dict, a) -> str:
     head = "| | " + " | ".join(h for _, h, _, _ in METRICS) + " | runs ok / failed |"
     lines = [f"Split {a.split} of {a.workdir}; size {size_name} ({size['layers']} x {size['hidden']} BiLSTM, batch "
              f"{size['batch']}, lr {size['lr']}, crf-reg {size['crf_reg']}, {size['epochs']} epochs); the last "
-             f"epoch's model; mean ± std over seeds {a.seeds} (PER in %, F1 x 100).", "",
+             f"epoch's model; mean ± std over seeds {a.seeds} (PER in %, F1, P, R and R-value x 100; "
+             f"@20ms: one-to-one matches within 20 ms, docs/training.md \"Boundary metrics at 20 ms\").", "",
              head, "|" + "---|" * (len(METRICS) + 2)]
     for row in table:
         cells = []

@@ -137,6 +137,24 @@ def main():
         check("<script" not in src.lower(), "the report holds a script")
         check(not re.search(r'(src|href)="(https?:)?//', src), "the report fetches something from the network")
         check("@import" not in src and "url(" not in src, "the report's CSS loads something")
+        # the metrics table beside "Boundary F1 against tolerance": tolerances 0..5, then the field's
+        # metrics at 20 ms (= 2 frames of the 10 ms features: F1 at 20 ms equals F1 at tolerance 2),
+        # PER, segment F1, frame accuracy; n/a for the run without a best checkpoint
+        sec = src[src.index('id="tolerance"'):]
+        sec = sec[:sec.index("<h2")] if "<h2" in sec else sec
+        heads = re.findall(r"<th>([^<]*)</th>", sec)
+        check(heads == ["run", "0", "1", "2", "3", "4", "5", "P 20 ms", "R 20 ms", "F1 20 ms", "R-value 20 ms",
+                        "PER", "segment F1", "frame accuracy"], f"metrics table header {heads}")
+        check("2 frames" in sec, "the tolerance text does not say 20 ms = 2 frames")
+        rows = {m.group(1): re.findall(r"<td>([^<]*)</td>", m.group(2))
+                for m in re.finditer(r"<tr><td>([^<]*)</td>((?:<td>[^<]*</td>)+)</tr>", sec)}
+        check(sorted(rows) == ["gappy", "linear", "semi"], f"metrics table rows {sorted(rows)}")
+        for name in ("semi", "linear"):
+            cells = rows[name]
+            check(len(cells) == 13 and all(c.endswith(" %") for c in cells), f"{name}: metrics cells {cells}")
+            check(cells[8] == cells[2], f"{name}: F1 at 20 ms {cells[8]} is not F1 at tolerance 2 {cells[2]}")
+            check(float(cells[9].split()[0]) <= 100, f"{name}: R-value {cells[9]} above 100 %")
+        check(rows["gappy"] == ["n/a"] * 13, f"gappy: metrics cells {rows['gappy']}")
 
         # headless Chromium: screenshot and console
         url = "file://" + page

@@ -3,8 +3,8 @@
 the selection rule on rows whose answer is known by hand, the joint selection
 over sizes, and the whole flow (train, evaluate, score, sweep, sweep.md /
 sweep.json, a second invocation reusing what exists) with a fake `timitseg`
-whose metrics are a known function of --phone-bonus. Python 3 standard
-library only."""
+whose metrics are a known function of --phone-bonus; the columns of the
+metrics at 20 ms in the summaries. Python 3 standard library only."""
 import json
 import math
 import os
@@ -49,7 +49,10 @@ FAKE = textwrap.dedent('''\
     def metrics(bonus, seed):
         noise = 0.0005 * (1 if seed % 2 else -1)
         return {"per": 0.2 + 0.001 * bonus + noise, "boundary_f1": {"0": 0.6, "1": 0.9, "2": 0.95},
-                "segment_f1": 0.4, "duration_kl": 0.02 / (1 + bonus), "frame_accuracy": 0.8, "utterances": 10}
+                "segment_f1": 0.4, "duration_kl": 0.02 / (1 + bonus), "frame_accuracy": 0.8, "utterances": 10,
+                "boundary_20ms": {"tolerance_ms": 20, "tolerance_frames": 2, "precision": 0.9 + noise,
+                                  "recall": 0.8, "f1": 0.85, "r_value": 0.75, "matched": 8, "num_ref": 10,
+                                  "num_pred": 9}}
     if a[0] == "evaluate":
         ckpt = opt("--checkpoint")
         seed = int(open(ckpt).read())
@@ -121,6 +124,47 @@ class JointSelection(unittest.TestCase):
             self.assertFalse((out / "sweep-joint.json").exists())
 
 
+class Metrics20ms(unittest.TestCase):
+    """The columns P@20ms, R@20ms, F1@20ms, R-val@20ms from score.json's "boundary_20ms"."""
+
+    def score_json(self, tmp: Path, name: str, b20) -> Path:
+        j = {"per": 0.25, "boundary_f1": {"0": 0.5, "1": 0.8, "2": 0.9}, "segment_f1": 0.4, "duration_kl": 0.01,
+             "frame_accuracy": 0.7, "utterances": 3}
+        if b20 is not None:
+            j["boundary_20ms"] = b20
+        p = tmp / name
+        p.write_text(json.dumps(j))
+        return p
+
+    def test_scores_summary_and_markdown(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            b20 = lambda p, r, f, rv: {"tolerance_ms": 20, "tolerance_frames": 2, "precision": p, "recall": r,
+                                       "f1": f, "r_value": rv, "matched": 1, "num_ref": 1, "num_pred": 1}
+            s1 = run.scores_of(self.score_json(tmp, "a.json", b20(0.5, 0.6, 0.55, 0.4)))
+            s2 = run.scores_of(self.score_json(tmp, "b.json", b20(0.7, 0.8, 0.75, 0.6)))
+            old = run.scores_of(self.score_json(tmp, "c.json", None))  # a score.json from before the 20 ms metrics
+            self.assertEqual((s1["precision_20ms"], s1["recall_20ms"], s1["f1_20ms"], s1["r_value_20ms"]),
+                             (0.5, 0.6, 0.55, 0.4))
+            self.assertNotIn("r_value_20ms", old)
+            results = [{"variant": "v", "seed": 1, "ok": True, **s1}, {"variant": "v", "seed": 2, "ok": True, **s2},
+                       {"variant": "w", "seed": 1, "ok": True, **old}]
+            table = run.summarize(results, ["v", "w"])
+            # v: means 0.6, 0.7, 0.65, 0.5; sample std of two values x, y is |x - y| / sqrt 2 = 0.2 / sqrt 2
+            self.assertAlmostEqual(table[0]["precision_20ms"]["mean"], 0.6)
+            self.assertAlmostEqual(table[0]["r_value_20ms"]["mean"], 0.5)
+            self.assertAlmostEqual(table[0]["recall_20ms"]["std"], 0.2 / math.sqrt(2))
+            self.assertEqual(table[0]["f1_20ms"]["values"], [0.55, 0.75])
+            self.assertNotIn("precision_20ms", table[1])
+            a = type("A", (), {"split": "test", "workdir": "wd", "seeds": "1,2"})()
+            md = run.markdown(table, "demo", {"layers": 2, "hidden": 64, "batch": 8, "lr": 0.001, "crf_reg": 0.0,
+                                              "epochs": 1}, a)
+            self.assertIn("| P@20ms | R@20ms | F1@20ms | R-val@20ms | runs ok / failed |", md)
+            # v: 60.0 ± 14.1 | 70.0 ± 14.1 | 65.0 ± 14.1 | 50.0 ± 14.1; w: no 20 ms values -> "—"
+            self.assertIn("| 60.0 ± 14.1 | 70.0 ± 14.1 | 65.0 ± 14.1 | 50.0 ± 14.1 | 2 / 0 |", md)
+            self.assertIn("| — | — | — | — | 1 / 0 |", md)
+
+
 class SweepFlow(unittest.TestCase):
     def test_sweep_with_a_fake_binary(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -152,6 +196,9 @@ class SweepFlow(unittest.TestCase):
                     self.assertAlmostEqual(s["per"]["mean"], 0.2 + 0.001 * b)
                     self.assertAlmostEqual(s["per"]["std"], math.sqrt(2) * 0.0005)
                     self.assertAlmostEqual(s["duration_kl"]["mean"], 0.02 / (1 + b))
+            res = (tmp / "out" / "demo" / "results.md").read_text()
+            # the fake's 20 ms metrics: P 0.9 +- 0.0005 (mean 0.9 over seeds 1, 2), R 0.8, F1 0.85, R-value 0.75
+            self.assertIn("| 90.0 ± 0.1 | 80.0 ± 0.0 | 85.0 ± 0.0 | 75.0 ± 0.0 |", res)
             md = (tmp / "out" / "demo" / "sweep.md").read_text()
             self.assertIn("| linear-shipped | 2 (selected) | 20.20 ± 0.07 |", md)
             calls = [json.loads(l) for l in log.read_text().splitlines()]

@@ -15,7 +15,7 @@ import decide  # noqa: E402
 
 
 def m(per, bf20=0.80, bf2=0.90):
-    return {"per": per, "boundary_20ms_f1": bf20, "boundary_f1_2": bf2, "segment_f1": 0.4, "duration_kl": 0.01}
+    return {"per": per, "f1_20ms": bf20, "boundary_f1_2": bf2, "segment_f1": 0.4, "duration_kl": 0.01}
 
 
 class Rule(unittest.TestCase):
@@ -73,7 +73,7 @@ class Rule(unittest.TestCase):
         cells = self.cells([0.19, 0.21])
         for c in cells.values():
             for v in c.values():
-                del v["boundary_20ms_f1"]
+                del v["f1_20ms"]
             c["semicrf-x"]["boundary_f1_2"] = 0.88  # -2 points
         self.assertEqual(decide.decide(cells)["crf"]["semicrf"]["adopted"], [])
 

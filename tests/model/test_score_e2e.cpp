@@ -3,7 +3,8 @@
 //     reproduces evaluate's metrics exactly (one implementation for both);
 //   - predictions written here from the split's own labels (the oracle) score
 //     PER 0 and F1 1, and one changed frame inside a run costs exactly two
-//     insertions;
+//     insertions (and, at 20 ms, two extra predicted boundaries: P, R and R-value
+//     by hand);
 //   - malformed files fail with the file, the line and the problem;
 //   - crf.phone_bonus reaches evaluate's decoder from the checkpoint and from
 //     --phone-bonus: at -100 every utterance is one phone, at +100 the label
@@ -13,6 +14,7 @@
 //     Viterbi and ignores the phone bonus; run.json records both keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -116,6 +118,28 @@ TEST_F(ScoreE2E, ReproducesEvaluateExactly) {
     EXPECT_EQ(n, want_ids.size());
     EXPECT_GT(a["per"].get<double>(), 0.0);  // a real model's errors, not a trivial case
     EXPECT_EQ(a["phone_bonus"].get<double>(), 0.0);  // the checkpoint's crf.phone_bonus (default)
+    // evaluate --json carries the field's metrics at 20 ms (2 frames of the corpus's 10 ms), consistent
+    // with their own counts and with the boundaries at tolerance 2
+    const auto& b20 = a["boundary_20ms"];
+    ASSERT_TRUE(b20.is_object()) << a.dump();
+    EXPECT_EQ(b20["tolerance_ms"].get<int>(), 20);
+    EXPECT_EQ(b20["tolerance_frames"].get<int>(), 2);
+    const int64_t m = b20["matched"].get<int64_t>(), nr = b20["num_ref"].get<int64_t>(),
+                  np = b20["num_pred"].get<int64_t>();
+    EXPECT_GT(nr, 0);
+    EXPECT_GT(np, 0);
+    EXPECT_LE(m, std::min(nr, np));
+    EXPECT_DOUBLE_EQ(b20["precision"].get<double>(), double(m) / double(np));
+    EXPECT_DOUBLE_EQ(b20["recall"].get<double>(), double(m) / double(nr));
+    EXPECT_DOUBLE_EQ(b20["f1"].get<double>(), a["boundary_f1"]["2"].get<double>());
+    EXPECT_DOUBLE_EQ(b20["precision"].get<double>(), a["boundary_precision"]["2"].get<double>());
+    for (const char* k : {"precision", "recall", "f1"}) {
+      EXPECT_GE(b20[k].get<double>(), 0.0);
+      EXPECT_LE(b20[k].get<double>(), 1.0);
+    }
+    EXPECT_LE(b20["r_value"].get<double>(), 1.0);
+    EXPECT_NE(e.output.find("boundaries (20 ms, 2 fr)"), std::string::npos) << e.output;
+    EXPECT_NE(e.output.find("R-value"), std::string::npos) << e.output;
     for (const char* k : {"checkpoint", "epoch", "phone_bonus", "decode", "predictions", "split"}) {
       a.erase(k);
       b.erase(k);
@@ -145,6 +169,13 @@ TEST_F(ScoreE2E, OracleValues) {
   EXPECT_EQ(j["segment_f1"].get<double>(), 1.0);
   for (const char* tol : {"0", "1", "2"}) EXPECT_EQ(j["boundary_f1"][tol].get<double>(), 1.0);
   EXPECT_EQ(j["frame_accuracy"].get<double>(), 1.0);
+  // the field's metrics at 20 ms: every internal boundary (phones minus utterances) matched once
+  const auto& b20 = j["boundary_20ms"];
+  const int64_t internal = phones - static_cast<int64_t>(ref.size());
+  EXPECT_EQ(b20["num_ref"].get<int64_t>(), internal);
+  EXPECT_EQ(b20["num_pred"].get<int64_t>(), internal);
+  EXPECT_EQ(b20["matched"].get<int64_t>(), internal);
+  for (const char* k : {"precision", "recall", "f1", "r_value"}) EXPECT_EQ(b20[k].get<double>(), 1.0) << k;
 
   // one frame in the middle of a run of >= 3 frames changed to another phone:
   // the phone sequence gains two entries (2 insertions), nothing else changes
@@ -165,6 +196,17 @@ TEST_F(ScoreE2E, OracleValues) {
   const auto j1 = nlohmann::json::parse(slurp(js1));
   EXPECT_EQ(j1["phone_edits"].get<int64_t>(), 2);
   EXPECT_DOUBLE_EQ(j1["per"].get<double>(), 2.0 / static_cast<double>(phones));
+  // at 20 ms: the 2 new boundaries are extra predictions (every reference boundary is still hit by
+  // its own exact copy), so with N = internal: P = N/(N+2), R = 1, OS = 2/N, r1 = OS,
+  // r2 = (-OS + 1 - 1)/sqrt 2 -> R-value = 1 - (OS + OS/sqrt 2)/2
+  const auto& c20 = j1["boundary_20ms"];
+  const double N = static_cast<double>(internal), os = 2.0 / N;
+  EXPECT_EQ(c20["matched"].get<int64_t>(), internal);
+  EXPECT_EQ(c20["num_pred"].get<int64_t>(), internal + 2);
+  EXPECT_DOUBLE_EQ(c20["precision"].get<double>(), N / (N + 2));
+  EXPECT_DOUBLE_EQ(c20["recall"].get<double>(), 1.0);
+  EXPECT_NEAR(c20["r_value"].get<double>(), 1 - (os + os / std::sqrt(2.0)) / 2, 1e-12);
+  EXPECT_NE(s1.output.find("R-value"), std::string::npos) << s1.output;
 }
 
 TEST_F(ScoreE2E, ErrorsNameTheLine) {
