@@ -127,6 +127,10 @@ void run_train(const TrainArgs& a) {
 
 }  // namespace
 
+model::AfterEpoch train_report_refresher(const model::TrainData& data, int threads) {
+  return report_refresher(data, threads);
+}
+
 void add_model_commands(CLI::App& app) {
   // ---- train ----------------------------------------------------------------
   auto ta = std::make_shared<TrainArgs>();

@@ -5,6 +5,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "model/train.h"
+
 namespace timitseg::app {
 
 void add_crf_commands(CLI::App& app);    // crf replay, bench crf      (app/cmd_crf.cpp)
@@ -18,5 +20,10 @@ void add_export_command(CLI::App& app);       // export               (app/cmd_e
 
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);
+
+// The after-epoch hook of `train` that refreshes RUN_DIR/report.html
+// (app/cmd_model.cpp); `compare` gives it to each of its runs. One per run:
+// it keeps that run's predictions between epochs.
+model::AfterEpoch train_report_refresher(const model::TrainData& data, int threads);
 
 }  // namespace timitseg::app

@@ -120,6 +120,15 @@ void memset_device(void* dst, int value, size_t bytes, void* stream) {
   if (!stream) TS_CUDA(cudaStreamSynchronize(nullptr));
 }
 
+int sm_count() {
+  int dev = 0, n = 0;
+  TS_CUDA(cudaGetDevice(&dev));
+  TS_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return n;
+}
+
+void memory_info(size_t* free_bytes, size_t* total_bytes) { TS_CUDA(cudaMemGetInfo(free_bytes, total_bytes)); }
+
 void synchronize() { TS_CUDA(cudaDeviceSynchronize()); }
 void stream_synchronize(void* stream) { TS_CUDA(cudaStreamSynchronize(S(stream))); }
 
@@ -145,6 +154,8 @@ void copy_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_device_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void memset_device(void*, int, size_t, void*) { no_cuda(); }
+int sm_count() { no_cuda(); }
+void memory_info(size_t*, size_t*) { no_cuda(); }
 void synchronize() { no_cuda(); }
 void stream_synchronize(void*) { no_cuda(); }
 

@@ -38,6 +38,11 @@ void copy_to_host(void* host_dst, const void* device_src, size_t bytes, void* st
 void copy_device_to_device(void* dst, const void* src, size_t bytes, void* stream = nullptr);
 void memset_device(void* device_dst, int value, size_t bytes, void* stream = nullptr);
 
+// Streaming multiprocessors of the current device (cudaDevAttrMultiProcessorCount).
+int sm_count();
+// Free and total memory of the current device in bytes (cudaMemGetInfo).
+void memory_info(size_t* free_bytes, size_t* total_bytes);
+
 void synchronize();                    // cudaDeviceSynchronize
 void stream_synchronize(void* stream);  // cudaStreamSynchronize
 

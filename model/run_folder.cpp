@@ -3,6 +3,7 @@
 // logs and tables ("n/a" for metrics that do not exist, ISO 8601 times).
 #include "model/run_folder.h"
 
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/spdlog.h>
 
@@ -11,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -131,16 +134,91 @@ void prune_checkpoints(const fs::path& ckpt_dir, int last, int keep) {
   }
 }
 
+namespace {
+
+// The one sink of the default logger that writes train.log files: each
+// message goes to the LogFiles of the thread that logged it; a message of a
+// thread without one goes to the only LogFile when there is exactly one (the
+// prefetch thread or a worker of a single `train`), else nowhere.
+class RunLogRouter final : public spdlog::sinks::sink {
+ public:
+  void log(const spdlog::details::log_msg& msg) override {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = files_.find(msg.thread_id);
+    if (it == files_.end() && files_.size() == 1) it = files_.begin();
+    if (it == files_.end()) return;
+    for (const auto& f : it->second)
+      if (f->should_log(msg.level)) f->log(msg);
+  }
+  void flush() override {
+    std::lock_guard<std::mutex> lk(mu_);
+    for (const auto& [tid, v] : files_)
+      for (const auto& f : v) f->flush();
+  }
+  // The files keep their own pattern (the logger's set_pattern reaches this sink only).
+  void set_pattern(const std::string&) override {}
+  void set_formatter(std::unique_ptr<spdlog::formatter>) override {}
+  void add(size_t tid, std::shared_ptr<spdlog::sinks::sink> f) {
+    std::lock_guard<std::mutex> lk(mu_);
+    files_[tid].push_back(std::move(f));
+  }
+  void remove(size_t tid, const std::shared_ptr<spdlog::sinks::sink>& f) {
+    std::lock_guard<std::mutex> lk(mu_);
+    auto it = files_.find(tid);
+    if (it == files_.end()) return;
+    it->second.erase(std::remove(it->second.begin(), it->second.end(), f), it->second.end());
+    if (it->second.empty()) files_.erase(it);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<size_t, std::vector<std::shared_ptr<spdlog::sinks::sink>>> files_;
+};
+
+RunLogRouter& router() {
+  static const std::shared_ptr<RunLogRouter> r = std::make_shared<RunLogRouter>();
+  static std::mutex mu;
+  // on the current default logger (a test may have replaced it)
+  std::lock_guard<std::mutex> lk(mu);
+  auto& sinks = spdlog::default_logger()->sinks();
+  if (std::find(sinks.begin(), sinks.end(), r) == sinks.end()) sinks.push_back(r);
+  return *r;
+}
+
+thread_local std::string t_log_tag;
+
+class TagFlag final : public spdlog::custom_flag_formatter {
+ public:
+  void format(const spdlog::details::log_msg&, const std::tm&, spdlog::memory_buf_t& dest) override {
+    if (t_log_tag.empty()) return;
+    const std::string t = "[" + t_log_tag + "] ";
+    dest.append(t.data(), t.data() + t.size());
+  }
+  std::unique_ptr<custom_flag_formatter> clone() const override { return std::make_unique<TagFlag>(); }
+};
+
+}  // namespace
+
+void prepare_concurrent_logging() {
+  router();
+  auto f = std::make_unique<spdlog::pattern_formatter>();
+  f->add_flag<TagFlag>('*').set_pattern("[%H:%M:%S] [%^%l%$] %*%v");
+  spdlog::default_logger()->set_formatter(std::move(f));
+}
+
+LogTag::LogTag(std::string tag) : previous_(std::move(t_log_tag)) { t_log_tag = std::move(tag); }
+LogTag::~LogTag() { t_log_tag = std::move(previous_); }
+
 LogFile::LogFile(const std::string& path) {
   auto sink = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
   sink->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
   sink_ = sink;
-  spdlog::default_logger()->sinks().push_back(sink_);
+  thread_id_ = spdlog::details::os::thread_id();
+  router().add(thread_id_, sink_);
 }
 
 LogFile::~LogFile() {
-  auto& sinks = spdlog::default_logger()->sinks();
-  sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  router().remove(thread_id_, sink_);
   sink_->flush();
 }
 

@@ -41,7 +41,13 @@ void write_run_json(const std::filesystem::path& run_dir, const nlohmann::json& 
 void prune_checkpoints(const std::filesystem::path& ckpt_dir, int last, int keep);
 
 // While alive, the default logger also writes to PATH (appended: a resumed
-// run continues its train.log).
+// run continues its train.log): the messages logged by the thread that made
+// it, and, while it is the only LogFile, those of every other thread too.
+// Several LogFiles on several threads (`compare --jobs N`: one run per thread)
+// each get their own thread's messages. One routing sink on the default
+// logger does this; it is added the first time a LogFile is made, or by
+// prepare_concurrent_logging() (call that before starting the threads: a
+// logger's sink list must not change while other threads log).
 class LogFile {
  public:
   explicit LogFile(const std::string& path);
@@ -53,6 +59,26 @@ class LogFile {
 
  private:
   std::shared_ptr<spdlog::sinks::sink> sink_;
+  size_t thread_id_ = 0;  // spdlog's id of the thread that made it
+};
+
+// Adds the routing sink of LogFile to the default logger now, and gives the
+// default logger's console output a "[TAG] " prefix for threads that hold a
+// LogTag (pattern: main.cpp's "[%H:%M:%S] [%^%l%$] %v" with the tag before
+// the message). Call it once, before starting training threads.
+void prepare_concurrent_logging();
+
+// While alive, this thread's console log lines start with "[tag] " (after
+// prepare_concurrent_logging(); train.log lines are not tagged: each is one run's).
+class LogTag {
+ public:
+  explicit LogTag(std::string tag);
+  ~LogTag();
+  LogTag(const LogTag&) = delete;
+  LogTag& operator=(const LogTag&) = delete;
+
+ private:
+  std::string previous_;
 };
 
 }  // namespace timitseg::model

@@ -114,6 +114,10 @@ nlohmann::json TimeBreakdown::to_json() const {
 int set_threads(int threads) {
   int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   // The CPU encoder's own tasks (model/cpu/network.h); Eigen stays single-threaded.
+  // Under a lock: `compare --jobs N` trains on several threads at once, and
+  // Eigen's thread setting is a plain static.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
   set_default_threads(n);
   Eigen::setNbThreads(1);
   return n;

@@ -245,6 +245,24 @@ std::string summary_section(const ReportInput& in, const std::vector<RunFiles>& 
   return h + "</table>";
 }
 
+std::string tables_section(const ReportInput& in) {
+  std::string h;
+  for (const ReportTable& t : in.tables) {
+    h += "<h2 id=\"" + escape(t.id) + "\">" + escape(t.title) + "</h2>";
+    if (!t.note.empty()) h += "<p>" + escape(t.note) + "</p>";
+    h += "<table id=\"" + escape(t.id) + "-table\"><tr>";
+    for (const std::string& c : t.header) h += "<th>" + escape(c) + "</th>";
+    h += "</tr>";
+    for (const auto& row : t.rows) {
+      h += "<tr>";
+      for (const std::string& c : row) h += "<td>" + escape(c) + "</td>";
+      h += "</tr>";
+    }
+    h += "</table>";
+  }
+  return h;
+}
+
 std::string curves_section(const std::vector<RunFiles>& runs) {
   struct Curve {
     const char* id;
@@ -656,6 +674,7 @@ std::string build_html(const ReportInput& in) {
                   "<a href=\"#confusion\">confusion matrix</a> · <a href=\"#utterances\">decoded utterances</a> · "
                   "<a href=\"#environment\">configuration and environment</a>. How to read it: docs/report.md.</p>";
   h += summary_section(in, runs);
+  h += tables_section(in);
   h += curves_section(runs);
   h += tolerance_section(in, runs, st);
   h += durations_section(in, runs, st);

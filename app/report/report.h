@@ -46,8 +46,17 @@ struct RunReport {
   std::string predictions_note;  // why there are none ("no checkpoints/best.safetensors", ...)
 };
 
+// A table of the caller's, shown after the runs (`compare`: the per-model
+// means and the paired significance of the differences). Cells are text.
+struct ReportTable {
+  std::string id, title, note;  // note: a paragraph under the title (how to read it)
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
 struct ReportInput {
   std::vector<RunReport> runs;
+  std::vector<ReportTable> tables;  // optional (compare's), after the run summary
   std::vector<std::string> names39;  // phone names of the confusion matrix and durations
   std::vector<Spectrogram> drawn;    // utterances drawn (reference from the first run that has them)
 };

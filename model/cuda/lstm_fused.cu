@@ -103,6 +103,9 @@ cudaStream_t S(void* s) { return static_cast<cudaStream_t>(s); }
 
 // Cluster size (CTAs) for H units per direction; 0 if H is not supported.
 __host__ __device__ constexpr int cluster_size(int H) { return H == 64 ? 4 : H == 128 ? 4 : H == 256 ? 8 : 0; }
+static_assert(grid_ctas(32, 64) == 2 * 4 * cluster_size(64) && grid_ctas(32, 128) == 2 * 4 * cluster_size(128) &&
+                  grid_ctas(9, 256) == 2 * 2 * cluster_size(256),
+              "lstm_fused.h's grid_ctas must match cluster_size and launch_config's grid");
 
 // Register tile of out[b][o] = sum_i in[b][i] * M[o][i] (see the top).
 template <int O, int I>

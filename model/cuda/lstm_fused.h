@@ -36,6 +36,15 @@ namespace timitseg::model::fused {
 // ceil(B / kGroup) groups x (CTAs per cluster).
 constexpr int kGroup = 8;
 
+// CTAs of one launch for batch B and H units per direction (0 for an
+// unsupported H): 2 directions x ceil(B / kGroup) groups x the cluster size
+// (4 for H = 64 and 128, 8 for H = 256; lstm_fused.cu's cluster_size). With one
+// CTA per SM (__launch_bounds__(256, 1)) it is the number of SMs a launch
+// occupies: B = 32, H = 128 gives 32 (`compare --jobs` sizes its default by it).
+constexpr int grid_ctas(int B, int H) {
+  return (H == 64 || H == 128 ? 4 : H == 256 ? 8 : 0) * ((B + kGroup - 1) / kGroup) * 2;
+}
+
 // True when the kernels can run here: H is one of the supported sizes
 // (64, 128 or 256 units per direction), there is a CUDA device of compute
 // capability >= 9.0 (thread-block clusters, distributed shared memory), this
