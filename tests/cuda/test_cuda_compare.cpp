@@ -39,7 +39,7 @@ TEST(CudaCompare, ConcurrentRunsAreBitwiseTheRunsOneAtATime) {
   const std::string algo = model::fused::supported(H, &why) ? "fused" : "standard";
   if (algo != "fused") std::fprintf(stderr, "fused LSTM not available (%s): testing with cuDNN standard\n", why.c_str());
   const fs::path dir = testsupport::fresh_temp_dir("timitseg_cuda_compare");
-  const Cmd corpus = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir, 8, 5, 11);
+  const Cmd corpus = testsupport::make_prepared_corpus(testsupport::binary(), dir, 8, 5, 11);
   ASSERT_EQ(corpus.rc, 0) << corpus.output;
   auto config = [&](const std::string& name) {
     const std::string path = (dir / (name + ".yaml")).string();

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -37,8 +38,15 @@ inline Cmd sh(const std::string& line) {
 }
 
 #ifdef TIMITSEG_BINARY
-// The binary under test (the test target's TIMITSEG_BINARY) with ARGS.
-inline Cmd run(const std::string& args) { return sh(std::string(TIMITSEG_BINARY) + " " + args); }
+// The binary under test: the test target's TIMITSEG_BINARY, or the command in
+// the environment variable TIMITSEG_TEST_BINARY when set (test binaries run on
+// another machine than the one they were built on, e.g. from a bundle).
+inline std::string binary() {
+  const char* e = std::getenv("TIMITSEG_TEST_BINARY");
+  return e && *e ? std::string(e) : std::string(TIMITSEG_BINARY);
+}
+// The binary under test with ARGS.
+inline Cmd run(const std::string& args) { return sh(binary() + " " + args); }
 #endif
 
 // An empty folder TEMP/NAME_PID (emptied when it exists): one per process, so
