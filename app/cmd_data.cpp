@@ -207,8 +207,8 @@ void add_data_commands(CLI::App& app) {
     auto* sub = app.add_subcommand(
         "synth",
         "Write a synthetic TIMIT-layout corpus (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN, 16 kHz 16-bit) made by "
-        "per-phone source-filter synthesis; TEST holds speakers of the dev and core-test lists so every split is "
-        "non-empty. Deterministic per seed (docs/synth.md).");
+        "per-phone source-filter synthesis (--voice tones) or spoken by libflite (--voice flite); TEST holds speakers "
+        "of the dev and core-test lists so every split is non-empty. Deterministic per seed (docs/synth.md).");
     auto o = std::make_shared<data::SynthOptions>();
     sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
     sub->add_option("--speakers", o->speakers, "Number of speakers (>= 4; a third, at least 3, go to TEST)")
@@ -219,14 +219,23 @@ void add_data_commands(CLI::App& app) {
         ->capture_default_str()
         ->check(CLI::Range(1, 100000));
     sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
-    sub->add_option("--noise-db", o->noise_db, "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB range drawn per utterance")
+    auto* noise = sub->add_option("--noise-db", o->noise_db,
+                                  "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB "
+                                  "range drawn per utterance (--voice flite: default -30)")
+                      ->capture_default_str();
+    sub->add_option("--voice", o->voice,
+                    "tones: the source-filter synthesizer; flite: random English sentences spoken by libflite's voices "
+                    "awb, rms (male speakers) and slt (female), flite's own phone boundaries mapped to TIMIT's 61 "
+                    "phones (needs a build with libflite, Debian flite1-dev)")
+        ->check(CLI::IsMember({"tones", "flite"}))
         ->capture_default_str();
     sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
         ->check(CLI::IsMember({"sphere", "riff"}))
         ->capture_default_str();
     sub->add_flag("--lower-case", o->lower_case, "Lower-case file and folder names (default: upper case, as on the "
                                                  "LDC discs)");
-    sub->callback([o] {
+    sub->callback([o, noise] {
+      if (o->voice == "flite" && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
       const data::SynthSummary s = data::synth_corpus(*o);
       spdlog::info("{}: {} utterances ({:.1f} s of audio); TRAIN {} speakers, TEST {} speakers ({} dev, {} core-test)",
                    o->out_dir, s.files, s.seconds, s.train_speakers, s.test_speakers, s.dev_speakers,

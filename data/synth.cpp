@@ -20,6 +20,9 @@
 
 #include "data/corpus.h"
 #include "data/timit_lists.h"
+#include "data/flite_tts.h"
+#include "data/synth_flite.h"
+#include "data/synth_internal.h"
 
 namespace fs = std::filesystem;
 
@@ -27,48 +30,11 @@ namespace timitseg::data {
 
 namespace {
 
+using synth_detail::Rng;
+using synth_detail::hash_str;
+using synth_detail::mix;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRate = 16000.0;
-
-// splitmix64: a portable, fully specified generator (std:: distributions are
-// implementation-defined, so they are not used: same seed, same corpus everywhere).
-struct Rng {
-  uint64_t s;
-  explicit Rng(uint64_t seed) : s(seed) {}
-  uint64_t next() {
-    uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-  double normal() {  // Box-Muller
-    const double u1 = 1.0 - uniform(), u2 = uniform();
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * kPi * u2);
-  }
-  int below(int n) { return static_cast<int>(next() % static_cast<uint64_t>(n)); }
-  template <class T>
-  const T& pick(const std::vector<std::pair<T, double>>& weighted) {
-    double total = 0;
-    for (const auto& w : weighted) total += w.second;
-    double r = uniform() * total;
-    for (const auto& w : weighted) {
-      if (r < w.second) return w.first;
-      r -= w.second;
-    }
-    return weighted.back().first;
-  }
-};
-
-uint64_t mix(uint64_t a, uint64_t b) {
-  Rng r(a * 0x9e3779b97f4a7c15ULL ^ (b + 0x632be59bd9b4e019ULL));
-  return r.next();
-}
-uint64_t hash_str(const std::string& s) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (unsigned char c : s) { h ^= c; h *= 1099511628211ULL; }
-  return h;
-}
 
 enum class Kind { Vowel, Glide, Nasal, Fric, Aspirate, Closure, Burst, Flap, Glottal, Silence };
 
@@ -522,6 +488,10 @@ SynthSummary synth_corpus(const SynthOptions& o) {
   if (o.utterances_per_speaker < 1) throw std::invalid_argument("synth: --utterances-per-speaker must be >= 1");
   if (o.format != "sphere" && o.format != "riff")
     throw std::invalid_argument("synth: --format must be sphere or riff, got '" + o.format + "'");
+  if (o.voice != "tones" && o.voice != "flite")
+    throw std::invalid_argument("synth: --voice must be tones or flite, got '" + o.voice + "'");
+  const bool flite = o.voice == "flite";
+  if (flite && !flite_built_in()) throw std::runtime_error(flite_missing_message());
   // Never merge into an existing corpus: the corpus is built in a temporary
   // folder beside OUT and renamed to OUT at the end, so a failure leaves nothing.
   fs::path out = fs::path(o.out_dir).lexically_normal();
@@ -548,7 +518,7 @@ SynthSummary synth_corpus(const SynthOptions& o) {
     }
   } cleanup{tmp_root};
   const auto speakers = synth_speakers(o.speakers, o.seed);
-  Progress progress("synth", static_cast<int64_t>(speakers.size()) * (o.utterances_per_speaker + 1), "utt");
+  Progress progress(flite ? "synth flite" : "synth", static_cast<int64_t>(speakers.size()) * (o.utterances_per_speaker + 1), "utt");
   auto name = [&](std::string s) {
     if (!o.lower_case)
       for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
@@ -569,7 +539,8 @@ SynthSummary synth_corpus(const SynthOptions& o) {
       const bool sa = k < 0;
       const int64_t num = static_cast<int64_t>(si) * o.utterances_per_speaker + k;
       const std::string utt = sa ? "sa1" : (k % 3 == 0 ? "si" + std::to_string(1000 + num) : "sx" + std::to_string(3 + num));
-      const SynthUtterance u = synth_utterance(spk, o.seed, k, sa, o.noise_db);
+      const SynthUtterance u = flite ? synth_flite_utterance(spk, o.seed, k, sa, o.noise_db)
+                                     : synth_utterance(spk, o.seed, k, sa, o.noise_db);
       // .WAV in the requested case: "sx3.wav" or "SX3.WAV". Files are written in
       // place: the whole tree is staged in tmp_root and renamed at the end.
       const std::string wav = (dir / (name(utt) + name(".wav"))).string();

@@ -21,9 +21,13 @@ struct SynthOptions {
   uint64_t seed = 1;
   bool lower_case = false;         // file and folder names in lower case (LDC discs: upper case)
   std::string format = "sphere";   // sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
+  std::string voice = "tones";     // tones (the source-filter synthesizer) | flite (libflite speech, data/synth_flite.h)
   double noise_db = -23.0;         // background noise level relative to the speech RMS (dB): the centre of
-                                   // the per-utterance range noise_db +- 7 dB (default: SNR 16-30 dB)
+                                   // the per-utterance range noise_db +- 7 dB (default: SNR 16-30 dB;
+                                   // the CLI's default for --voice flite is kFliteNoiseDb)
 };
+
+constexpr double kFliteNoiseDb = -30.0;  // `synth --voice flite` without --noise-db: SNR 23-37 dB
 
 struct SynthSummary {
   int train_speakers = 0, test_speakers = 0, dev_speakers = 0, core_test_speakers = 0;
