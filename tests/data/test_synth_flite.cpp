@@ -259,7 +259,7 @@ TEST(SynthFlite, BoundariesLandOnTheAudioTransitions) {
   EXPECT_EQ(voices.size(), 3u);
   // Thresholds from measurement (docs/synth.md; this corpus, seed 1): at 6 dB (x4 in power)
   // 81.5% of the 275 silence/vowel boundaries and 91.8% of the 207 sibilant/vowel ones pass;
-  // moved by +-30 or +-50 ms, 16.4-50.2% and 32.9-56.5% (at 3 dB 97% of the real ones pass
+  // moved by +-30 or +-50 ms, 16.4-50.2% and 32.9-57.0% (at 3 dB 97% of the real ones pass
   // but so do 50-84% of the moved ones; at 10 dB the real ones drop to 45%: flite's energy
   // contours change over 10-30 ms, not at once).
   constexpr double kEnergyDb = 6.0, kBandDb = 6.0;
