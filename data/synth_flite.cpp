@@ -115,10 +115,6 @@ std::string flite_sentence(uint64_t seed) {
       comma_before[at] = comma;
     }
     if (w.size() > 10) continue;
-    for (size_t i = 0; i + 1 < w.size(); ++i) {  // "a egg" -> "an egg", "an hour"; "a usual"
-      const std::string& next = w[i + 1];
-      if (w[i] == "a" && ((std::string("aeio").find(next[0]) != std::string::npos) || next == "hour")) w[i] = "an";
-    }
     std::string s;
     for (size_t i = 0; i < w.size(); ++i) {
       if (i > 0) s += comma_before[i] ? ", " : " ";
