@@ -59,7 +59,7 @@ SHOWN = [("per", "PER", 100, 2), ("boundary_f1_0", "bF1 0", 100, 1), ("boundary_
 
 
 def load_cell(path: Path) -> dict:
-    """{variant: {metric: mean}} of the variants whose every seed finished, plus the seeds."""
+    """{variant: {metric: mean}} of the variants whose every seed finished."""
     j = json.loads((path / "results.json").read_text())
     split = j["plan"].get("split")
     if split != "dev":
@@ -70,6 +70,20 @@ def load_cell(path: Path) -> dict:
         if row["ok"] != len(seeds) or row["failed"] or row["pending"]:
             continue
         out[row["variant"]] = {k: v["mean"] for k, v in row.items() if isinstance(v, dict) and "mean" in v}
+    return out
+
+
+def merge_cells(parts: list[tuple[Path, dict]], renames: dict[str, str]) -> dict:
+    """One cell from several run.py folders of the same corpus and size; a variant measured in two of them
+    must have the same means there (the runs are deterministic), and RENAMES maps a variant's name in the
+    folders to its name in the decision (the same settings measured under another name)."""
+    out: dict = {}
+    for path, cell in parts:
+        for v, m in cell.items():
+            v = renames.get(v, v)
+            if v in out and any(abs(out[v][k] - m[k]) > 1e-12 for k in m if k in out[v]):
+                raise SystemExit(f"error: {path}: variant {v} differs from its measurement in another folder")
+            out[v] = m
     return out
 
 
@@ -166,21 +180,32 @@ def markdown(res: dict, cells: dict[str, dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter, epilog="Rule: " + RULE)
-    ap.add_argument("--cell", action="append", required=True, metavar="NAME=DIR",
-                    help="a cell: NAME (e.g. speech/demo) = an OUT/SIZE folder of run.py --split dev (repeatable)")
+    ap.add_argument("--cell", action="append", required=True, metavar="NAME=DIR[,DIR...]",
+                    help="a cell: NAME (e.g. speech/demo) = one or more OUT/SIZE folders of run.py --split dev of "
+                         "that corpus and size (repeatable)")
+    ap.add_argument("--rename", action="append", default=[], metavar="OLD=NEW",
+                    help="a variant measured as OLD is NEW in the decision (e.g. semicrf-onset-k60=semicrf-combined "
+                         "when the combination of the adopted knobs was measured under its own name)")
     ap.add_argument("--out", type=Path, required=True, help="folder for decision.json and decision.md")
     a = ap.parse_args(argv)
-    paths = {}
+    renames = dict(r.split("=", 1) for r in a.rename if "=" in r)
+    paths: dict[str, list[Path]] = {}
     for c in a.cell:
-        name, sep, d = c.partition("=")
+        name, sep, ds = c.partition("=")
         if not sep or not name:
-            raise SystemExit(f"error: --cell {c!r}: expected NAME=DIR")
-        if not (Path(d) / "results.json").is_file():
-            raise SystemExit(f"error: --cell {c}: {d}/results.json is missing")
-        paths[name] = Path(d)
-    cells = {n: load_cell(p) for n, p in paths.items()}
+            raise SystemExit(f"error: --cell {c!r}: expected NAME=DIR[,DIR...]")
+        for d in ds.split(","):
+            if not (Path(d) / "results.json").is_file():
+                raise SystemExit(f"error: --cell {c}: {d}/results.json is missing")
+            paths.setdefault(name, []).append(Path(d))
+    cells = {n: merge_cells([(p, load_cell(p)) for p in ps], renames) for n, ps in paths.items()}
     res = decide(cells)
-    sweeps = {n: json.loads((p / "sweep.json").read_text()) for n, p in paths.items() if (p / "sweep.json").is_file()}
+    res["inputs"] = {n: [str(p) for p in ps] for n, ps in paths.items()}
+    sweeps = {}
+    for n, ps in paths.items():
+        rows = [r for p in ps if (p / "sweep.json").is_file() for r in json.loads((p / "sweep.json").read_text())["rows"]]
+        if rows:
+            sweeps[n] = {"rows": [{**r, "variant": renames.get(r["variant"], r["variant"])} for r in rows]}
     if sweeps and len(sweeps) == len(paths):
         res["phone_bonus"] = decide_bonus(sweeps)
     md = markdown(res, cells)
