@@ -473,6 +473,8 @@ void Config::validate() const {
         "in [0, 100] (0 = the CRF loss alone)");
   check(*this, crf_decode == "viterbi" || crf_decode == "posterior", "crf.decode", crf_decode,
         "one of viterbi, posterior");
+  check(*this, crf_onset_features == "false" || crf_onset_features == "true" || crf_onset_features == "auto",
+        "crf.onset_features", crf_onset_features, "one of false, true, auto");
   check(*this,
         train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
         "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");
@@ -501,7 +503,7 @@ void Config::validate() const {
       check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
   }
   try {
-    FaultSpec::parse(debug_inject_fault, model_num_layers, crf_onset_features);
+    FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled());
   } catch (const std::invalid_argument& e) {
     const auto it = origins.find("debug.inject_fault");
     throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +

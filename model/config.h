@@ -33,7 +33,9 @@ struct Config {
   double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
   std::string crf_duration_init = "random";  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
   double crf_lr_scale = 1.0;         // crf.lr_scale: lr multiplier of crf.transition, duration_bias, start, end
-  bool crf_onset_features = false;   // crf.onset_features: crf.onset_projection (Linear W -> C) gives the CRF's onset scores
+  // crf.onset_features: false | true | auto (true for the semi-CRF, K > 1; false for the linear CRF, K = 1):
+  // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.
+  std::string crf_onset_features = "false";
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
   std::string crf_decode = "viterbi";  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
@@ -82,6 +84,8 @@ struct Config {
   // resumed run keeps the configuration it was started with.
   void set_on_resume(const std::string& assignment, const std::string& origin);
   void validate() const;  // range / enum checks; throws std::invalid_argument
+  // crf.onset_features resolved: true, or auto with crf.max_duration > 1 (the semi-CRF).
+  bool onset_enabled() const { return crf_onset_features == "true" || (crf_onset_features == "auto" && crf_max_duration > 1); }
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;
 

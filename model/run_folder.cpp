@@ -92,7 +92,7 @@ nlohmann::json run_entry(const Config& cfg, const std::string& device, const Exe
           {"executor", exec.description()},
           {"crf_backend", cfg.crf_backend},
           {"config", cfg.to_json()},  // the resolved config of this call (every ablation knob)
-          {"crf_onset_features", cfg.crf_onset_features},
+          {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)
           {"start_time", iso8601_now()},
           {"resume", resume}};
 }

@@ -301,7 +301,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   state.dims.num_layers = cfg.model_num_layers;
   state.dims.num_classes = ls.size();
   state.dims.max_duration = cfg.crf_max_duration;
-  state.dims.onset = cfg.crf_onset_features;
+  state.dims.onset = cfg.onset_enabled();
   state.labels = ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -313,7 +313,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   xo.decode = cfg.crf_decode;
-  const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.crf_onset_features);
+  const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   if (device == "cuda" && cfg.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "

@@ -53,7 +53,20 @@ SIZES = {
     # the recipe size: 3 x 256, batch 32, otherwise the same
     "recipe": dict(hidden=256, layers=3, batch=32, lr=0.005, crf_reg=0.001, epochs=20, dropout=0.3),
 }
-K_SEMI = 30  # the reference script's --max-duration default and configs/synth.yaml's crf.max_duration
+K_SEMI = 30  # the reference script's --max-duration default (the matched variants)
+
+
+def _shipped_k() -> int:
+    """crf.max_duration of configs/synth.yaml: the semi-CRF's K of the shipped variants."""
+    import re
+    text = (Path(__file__).resolve().parents[2] / "configs" / "synth.yaml").read_text()
+    m = re.search(r"^crf:\n(?:  .*\n)*?  max_duration: (\d+)", text, re.M)
+    if not m:
+        raise SystemExit("error: configs/synth.yaml: no crf.max_duration")
+    return int(m.group(1))
+
+
+K_SHIPPED = _shipped_k()
 
 # The reference script's settings as timitseg keys: its dropout rate (after the
 # input Linear and between LSTM layers, as timitseg places it), an unbucketed
@@ -64,14 +77,14 @@ MATCHED = "--set model.dropout={dropout} --set train.bucketing=false --set train
           "--set crf.init_scale=0.1 --set crf.lr_scale=1 --set crf.duration_init=random --set crf.phone_bonus=0"
 DEFAULT_VARIANTS = {
     "timitseg-linear-shipped": "--set crf.max_duration=1",
-    "timitseg-semicrf-shipped": f"--set crf.max_duration={K_SEMI}",
+    "timitseg-semicrf-shipped": f"--set crf.max_duration={K_SHIPPED}",
     "timitseg-linear-matched": "--set crf.max_duration=1 " + MATCHED,
     "timitseg-semicrf-matched": f"--set crf.max_duration={K_SEMI} " + MATCHED,
 }
 # One factor at a time, from the shipped configs (configs/synth.yaml) back to
 # the script's setting, or to the trade-off offered for GPU speed (--preset ablation).
 ABLATION_VARIANTS = {}
-for _crf, _k in (("linear", 1), ("semicrf", K_SEMI)):
+for _crf, _k in (("linear", 1), ("semicrf", K_SHIPPED)):
     _base = f"--set crf.max_duration={_k}"
     ABLATION_VARIANTS[f"{_crf}-shipped"] = _base
     ABLATION_VARIANTS[f"{_crf}-shipped-lr-scale1"] = _base + " --set crf.lr_scale=1"

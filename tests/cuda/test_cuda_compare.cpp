@@ -34,7 +34,7 @@ void expect_same_tensors(const fs::path& a, const fs::path& b) {
 
 TEST(CudaCompare, ConcurrentRunsAreBitwiseTheRunsOneAtATime) {
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found: compare --jobs on the GPU needs one";
-  const int H = 64;
+  const int H = 64;  // per direction; model.hidden_dim is W = 2H
   std::string why;
   const std::string algo = model::fused::supported(H, &why) ? "fused" : "standard";
   if (algo != "fused") std::fprintf(stderr, "fused LSTM not available (%s): testing with cuDNN standard\n", why.c_str());
@@ -44,7 +44,7 @@ TEST(CudaCompare, ConcurrentRunsAreBitwiseTheRunsOneAtATime) {
   auto config = [&](const std::string& name) {
     const std::string path = (dir / (name + ".yaml")).string();
     std::ofstream(path) << "data:\n  workdir: " << (dir / "work").string()
-                        << "\nmodel:\n  hidden_dim: " << H
+                        << "\nmodel:\n  hidden_dim: " << 2 * H
                         << "\n  num_layers: 2\n  dropout: 0.1\n"
                            "crf:\n  max_duration: 12\n  backend: cuda\n"
                            "train:\n  epochs: 3\n  batch_size: 8\n  lr: 0.005\n  seed: 5\n  device: cuda\n"

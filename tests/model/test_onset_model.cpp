@@ -229,14 +229,14 @@ TEST(OnsetModel, CheckpointRoundTripKeepsDimsAndParameters) {
   s.params.resize(lay.total());
   for (size_t i = 0; i < s.params.size(); ++i) s.params[i] = 0.001f * static_cast<float>(i % 997) - 0.3f;
   s.optimizer.reset(s.params.size());
-  s.config.crf_onset_features = true;
+  s.config.crf_onset_features = "true";
   const std::filesystem::path path = std::filesystem::temp_directory_path() /
                                      ("timitseg_onset_ckpt_" + std::to_string(::getpid()) + ".safetensors");
   save_checkpoint(path.string(), s);
   const ModelState r = load_checkpoint(path.string());
   std::filesystem::remove(path);
   EXPECT_TRUE(r.dims.onset);
-  EXPECT_TRUE(r.config.crf_onset_features);
+  EXPECT_TRUE(r.config.onset_enabled());
   EXPECT_EQ(r.params, s.params);
   const ParamInfo& w = ParamLayout(r.dims).get("crf.onset_projection.weight");
   EXPECT_EQ(r.params[w.offset + 3], s.params[w.offset + 3]);
@@ -244,11 +244,30 @@ TEST(OnsetModel, CheckpointRoundTripKeepsDimsAndParameters) {
 
 TEST(OnsetModel, ConfigKeyParsesAndIsFixedOnResume) {
   Config c;
-  EXPECT_FALSE(c.crf_onset_features);
+  EXPECT_FALSE(c.onset_enabled());
   c.set("crf.onset_features=true", "test");
-  EXPECT_TRUE(c.crf_onset_features);
-  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_onset_features, true);
-  EXPECT_THROW(c.set("crf.onset_features=maybe", "test"), std::invalid_argument);
+  EXPECT_TRUE(c.onset_enabled());
+  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_onset_features, "true");
+  // auto: on for the semi-CRF (K > 1), off for the linear CRF (K = 1)
+  c.set("crf.onset_features=auto", "test");
+  c.set("crf.max_duration=60", "test");
+  EXPECT_TRUE(c.onset_enabled());
+  c.set("crf.max_duration=1", "test");
+  EXPECT_FALSE(c.onset_enabled());
+  c.set("crf.onset_features=false", "test");
+  c.set("crf.max_duration=60", "test");
+  EXPECT_FALSE(c.onset_enabled());
+  {
+    Config bad;
+    bad.set("crf.onset_features=maybe", "test");
+    try {
+      bad.validate();
+      ADD_FAILURE() << "no error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("crf.onset_features"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("one of false, true, auto"), std::string::npos) << e.what();
+    }
+  }
   try {
     c.set_on_resume("crf.onset_features=false", "o");
     ADD_FAILURE() << "no error";
