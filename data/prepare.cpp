@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <map>
 #include <set>
@@ -36,6 +37,8 @@ namespace timitseg::data {
 
 namespace {
 
+using Result = ProcessedUtterance;
+
 // Fingerprint of the corpus: SHA-256 over "relative path, size, mtime" of
 // every .WAV/.PHN used. Any added, removed, resized or touched file changes it.
 std::string corpus_fingerprint(const std::string& root, const std::vector<CorpusUtterance>& utts) {
@@ -53,15 +56,6 @@ std::string corpus_fingerprint(const std::string& root, const std::vector<Corpus
   }
   return h.hex();
 }
-
-struct Result {
-  bool ok = false;
-  std::vector<Problem> problems;
-  std::vector<float> features;  // [T][dim]
-  std::vector<int32_t> labels;  // [T]
-  int64_t num_samples = 0;
-  double seconds = 0.0;
-};
 
 Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   Result r;
@@ -127,19 +121,6 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   r.labels = frame_labels(phones, T, fo, scale);
   r.ok = true;
   return r;
-}
-
-struct Stats { int64_t count; double mean, median, p95, max; };
-Stats stats_of(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  double sum = 0;
-  for (auto x : v) sum += static_cast<double>(x);
-  Stats s{static_cast<int64_t>(n), sum / n, 0, 0, static_cast<double>(v.back())};
-  s.median = (n % 2) ? static_cast<double>(v[n / 2]) : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));  // nearest rank
-  s.p95 = static_cast<double>(v[std::max<size_t>(rank, 1) - 1]);
-  return s;
 }
 
 // The kind of a problem line, for prepare's summary (counts per kind); the
@@ -239,101 +220,64 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
 
 }  // namespace
 
-PrepareSummary prepare(const PrepareOptions& po) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const FeatureOptions& fo = po.features;
-  validate(fo);
-  PrepareSummary sum;
-  std::vector<Problem> scan_problems;
-  check_output_folder(po.workdir);
-  const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
-  std::vector<CorpusUtterance> work;
-  for (const auto& u : all) {
-    if (u.is_sa()) ++sum.sa_excluded;
-    else work.push_back(u);
+namespace {
+
+// The summary of an up-to-date WORKDIR, read back from its manifest.json.
+void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
+  remove_stale_temporaries(workdir);  // left by a prepare killed after its last rename
+  nlohmann::json m = nlohmann::json::parse(read_file((fs::path(workdir) / "manifest.json").string()));
+  for (const auto& name : split_names()) {
+    const auto& s = m["splits"][name];
+    sum.splits.push_back({name, s["utterances"].get<int64_t>(), s["frames"].get<int64_t>(),
+                          s["speakers"].get<int64_t>(), s["seconds"].get<double>()});
   }
-  sum.utterances_found = static_cast<int64_t>(all.size());
-  const std::string source = fs::absolute(po.timit_dir).lexically_normal().string();
-  const std::string fingerprint = corpus_fingerprint(po.timit_dir, work);
-  const json opts_json = feature_options_to_json(fo, /*with_info=*/true);
-  if (po.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
-  const json split_opts = {{"dev_speakers", po.dev_speakers}, {"dev_seed", po.dev_seed}};
+  sum.skipped = m["skipped"].get<int64_t>();
+  sum.warnings = m["warnings"].get<int64_t>();
+  if (m.contains("skipped_by_kind")) sum.skipped_by_kind = m["skipped_by_kind"].get<std::map<std::string, int64_t>>();
+  if (m.contains("warnings_by_kind"))
+    sum.warnings_by_kind = m["warnings_by_kind"].get<std::map<std::string, int64_t>>();
+  const auto& rule = m["split_rule"];
+  sum.dev_rule = rule["dev"]["rule"].get<std::string>();
+  sum.core_test_rule = rule["core-test"]["rule"].get<std::string>();
+  if (rule["dev"].contains("speakers")) sum.dev_speaker_ids = rule["dev"]["speakers"].get<std::vector<std::string>>();
+}
 
-  // Own corpora: is any TEST speaker on the standard dev / core-test list?
-  std::set<std::string> std_dev_found, std_core_found;
-  for (const auto& u : work)
-    if (u.part == "test") {
-      if (dev_speakers().count(u.speaker)) std_dev_found.insert(u.speaker);
-      if (core_test_speakers().count(u.speaker)) std_core_found.insert(u.speaker);
-    }
-  if (po.dev_speakers > 0 && !std_dev_found.empty())
-    throw std::invalid_argument("--dev-speakers " + std::to_string(po.dev_speakers) + ": " + po.timit_dir + " has " +
-                                std::to_string(std_dev_found.size()) +
-                                " speakers of the standard dev list in TEST, which form dev; --dev-speakers applies "
-                                "only to corpora without them");
-
-  if (!po.force && manifest_matches(po.workdir, source, fingerprint, opts_json, split_opts)) {
-    sum.up_to_date = true;
-    remove_stale_temporaries(po.workdir);  // left by a prepare killed after its last rename
-    nlohmann::json m = nlohmann::json::parse(read_file((fs::path(po.workdir) / "manifest.json").string()));
-    for (const auto& name : split_names()) {
-      const auto& s = m["splits"][name];
-      sum.splits.push_back({name, s["utterances"].get<int64_t>(), s["frames"].get<int64_t>(),
-                            s["speakers"].get<int64_t>(), s["seconds"].get<double>()});
-    }
-    sum.skipped = m["skipped"].get<int64_t>();
-    sum.warnings = m["warnings"].get<int64_t>();
-    if (m.contains("skipped_by_kind")) sum.skipped_by_kind = m["skipped_by_kind"].get<std::map<std::string, int64_t>>();
-    if (m.contains("warnings_by_kind"))
-      sum.warnings_by_kind = m["warnings_by_kind"].get<std::map<std::string, int64_t>>();
-    const auto& rule = m["split_rule"];
-    sum.dev_rule = rule["dev"]["rule"].get<std::string>();
-    sum.core_test_rule = rule["core-test"]["rule"].get<std::string>();
-    if (rule["dev"].contains("speakers")) sum.dev_speaker_ids = rule["dev"]["speakers"].get<std::vector<std::string>>();
-    sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    return sum;
-  }
-
-  for (const auto& p : scan_problems) {
-    sum.problems.push_back(p.str());
-    spdlog::warn("{}", p.str());
-    ++sum.warnings;
-    ++sum.warnings_by_kind[problem_kind(p.message)];
-  }
-  if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
-
-  // ---- features, labels: multithreaded, results by index (deterministic) ----
-  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
+// Features and labels of every utterance: multithreaded, results by index
+// (deterministic). An utterance after one whose processing threw, or
+// (--strict) after a bad one, is not processed. Only utterances after the
+// smallest such index are skipped, so every utterance before the first bad one
+// is processed and the error reported does not depend on the thread count.
+std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const PrepareOptions& po, int threads) {
   std::vector<Result> results(work.size());
-  // An utterance after one whose processing threw, or (--strict) after a bad
-  // one, is not processed. Only utterances after the smallest such index are skipped,
-  // so every utterance before the first bad one is processed and the error
-  // reported does not depend on the thread count.
   std::atomic<int64_t> first_stop{std::numeric_limits<int64_t>::max()};
   auto stop_at = [&](int64_t i) {
     int64_t cur = first_stop.load();
     while (i < cur && !first_stop.compare_exchange_weak(cur, i)) {
     }
   };
-  {
-    if (!po.progress) Progress::set_enabled(false);
-    Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
-    parallel_for(static_cast<int64_t>(work.size()), threads, [&](int64_t i, int) {
-      if (i > first_stop.load()) return;
-      try {
-        results[i] = process(work[i], fo);
-      } catch (...) {
-        stop_at(i);
-        throw;  // parallel_for rethrows the exception of the smallest failing index
-      }
-      if (po.strict && !results[i].ok) stop_at(i);
-      bar.advance();
-    });
-    bar.finish();
-  }
-  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
+  if (!po.progress) Progress::set_enabled(false);
+  Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
+  parallel_for(static_cast<int64_t>(work.size()), threads, [&](int64_t i, int) {
+    if (i > first_stop.load()) return;
+    try {
+      results[i] = process(work[i], po.features);
+    } catch (...) {
+      stop_at(i);
+      throw;  // parallel_for rethrows the exception of the smallest failing index
+    }
+    if (po.strict && !results[i].ok) stop_at(i);
+    bar.advance();
+  });
+  bar.finish();
+  return results;
+}
 
+// The problems of the processed utterances into the summary (warnings,
+// skipped utterances by kind); with --strict, throws the first error of the
+// first bad utterance in id order (every utterance before it was processed, so
+// this does not depend on the thread count).
+void collect_problems(const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
+                      const PrepareOptions& po, PrepareSummary& sum) {
   std::vector<std::string> errors;
   for (size_t i = 0; i < work.size(); ++i) {
     for (const auto& p : results[i].problems) {
@@ -354,24 +298,31 @@ PrepareSummary prepare(const PrepareOptions& po) {
       if (!po.strict) spdlog::warn("{}: skipped", work[i].id());
     }
   }
-  // --strict: one line, the first error of the first bad utterance in id
-  // order (every utterance before it was processed, so this does not depend on
-  // the thread count)
   if (po.strict && !errors.empty()) throw std::runtime_error(errors.front() + " (--strict: nothing written)");
   for (size_t i = 0; i < work.size(); ++i) sum.audio_seconds += results[i].seconds;
+}
 
-  // ---- splits ----
-  // Own corpora (no TEST speaker on the standard lists): dev is a seeded choice
-  // of the usable TRAIN speakers, held out of train; core-test stays empty.
+// Which utterances form which split, and the rules that chose dev and core-test.
+struct SplitPlan {
+  std::map<std::string, std::vector<size_t>> members;  // split -> indices into work
+  json dev_rule, core_rule;
+};
+
+// Own corpora (no TEST speaker on the standard lists): dev is a seeded choice
+// of the usable TRAIN speakers, held out of train; core-test stays empty.
+SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtterance>& work,
+                      const std::vector<Result>& results, bool std_dev_found, bool std_core_found,
+                      PrepareSummary& sum) {
   auto note = [&](const std::string& line) {
     sum.problems.push_back(line);
     ++sum.warnings;
     ++sum.warnings_by_kind["own corpus split"];
     spdlog::warn("{}", line);
   };
-  json dev_rule = {{"rule", "standard list"}, {"list", "50 TIMIT dev speakers (Kaldi conf/dev_spk.list)"}};
+  SplitPlan plan;
+  plan.dev_rule = {{"rule", "standard list"}, {"list", "50 TIMIT dev speakers (Kaldi conf/dev_spk.list)"}};
   std::set<std::string> dev_from_train;
-  if (std_dev_found.empty()) {
+  if (!std_dev_found) {
     std::set<std::string> train_spk;
     for (size_t i = 0; i < work.size(); ++i)
       if (results[i].ok && work[i].part == "train") train_spk.insert(work[i].speaker);
@@ -393,41 +344,118 @@ PrepareSummary prepare(const PrepareOptions& po) {
          std::to_string(po.dev_seed) + "), held out of train");
     sum.dev_rule = "from train";
     sum.dev_speaker_ids = chosen;
-    dev_rule = {{"rule", "from train"},
-                {"why", "no speaker of the standard dev list in TEST"},
-                {"speakers", chosen},
-                {"requested", po.dev_speakers > 0 ? json(po.dev_speakers) : json("default")},
-                {"default_fraction", PrepareOptions::kDefaultDevFraction},
-                {"train_speakers", m},
-                {"seed", po.dev_seed},
-                {"method", "sorted usable TRAIN speakers, Fisher-Yates with mt19937_64(seed) "
-                           "(j = engine() % (i + 1), last index down), first N, sorted"}};
+    plan.dev_rule = {{"rule", "from train"},
+                     {"why", "no speaker of the standard dev list in TEST"},
+                     {"speakers", chosen},
+                     {"requested", po.dev_speakers > 0 ? json(po.dev_speakers) : json("default")},
+                     {"default_fraction", PrepareOptions::kDefaultDevFraction},
+                     {"train_speakers", m},
+                     {"seed", po.dev_seed},
+                     {"method", "sorted usable TRAIN speakers, Fisher-Yates with mt19937_64(seed) "
+                                "(j = engine() % (i + 1), last index down), first N, sorted"}};
   }
-  json core_rule = {{"rule", "standard list"}, {"list", "24 TIMIT core-test speakers (Kaldi conf/test_spk.list)"}};
-  if (std_core_found.empty()) {
+  plan.core_rule = {{"rule", "standard list"}, {"list", "24 TIMIT core-test speakers (Kaldi conf/test_spk.list)"}};
+  if (!std_core_found) {
     note(po.timit_dir + ": no speaker of the standard core-test list (24 TIMIT speakers) in TEST: core-test stays "
                         "empty");
     sum.core_test_rule = "empty";
-    core_rule = {{"rule", "empty"}, {"why", "no speaker of the standard core-test list in TEST"}};
+    plan.core_rule = {{"rule", "empty"}, {"why", "no speaker of the standard core-test list in TEST"}};
   }
-  const int dim = fo.dim();
-  std::map<std::string, std::vector<size_t>> members;
-  for (const auto& s : split_names()) members[s];  // every split exists, possibly empty
+  for (const auto& s : split_names()) plan.members[s];  // every split exists, possibly empty
   for (size_t i = 0; i < work.size(); ++i)
     if (results[i].ok) {
-      if (work[i].part == "train" && dev_from_train.count(work[i].speaker)) members["dev"].push_back(i);
+      if (work[i].part == "train" && dev_from_train.count(work[i].speaker)) plan.members["dev"].push_back(i);
       else
-        for (const auto& s : splits_of(work[i])) members[s].push_back(i);
+        for (const auto& s : splits_of(work[i])) plan.members[s].push_back(i);
     }
-  if (members["train"].empty())
+  if (plan.members["train"].empty())
     throw std::runtime_error(po.timit_dir + ": no usable TRAIN utterance: CMVN statistics come from the train split");
+  return plan;
+}
 
-  fs::create_directories(po.workdir);
-  const fs::path wd(po.workdir);
-  // Everything is written into a staging folder inside WORKDIR first, so a
-  // failure (a full disk, kill -9) leaves the previous cache as it was; the
-  // files are then renamed into place, manifest.json last. Staging folders and
-  // temporaries of killed runs are removed here.
+
+// What manifest.json says besides the files and splits.
+struct ManifestInfo {
+  std::string source, fingerprint;
+  json opts_json, split_opts;
+};
+
+// STAGE/manifest.json (written last: its presence marks a complete WORKDIR).
+void write_manifest(const fs::path& stage, const ManifestInfo& info, const json& files, const json& split_counts,
+                    const SplitPlan& plan, const PrepareSummary& sum) {
+  json m;
+  m["format"] = "timitseg prepared TIMIT";
+  m["format_version"] = kPreparedFormatVersion;
+  m["source"] = info.source;
+  m["corpus_fingerprint"] = info.fingerprint;
+  m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
+  m["feature_options"] = info.opts_json;
+  m["checksum_algorithm"] = "sha256";
+  m["files"] = files;
+  m["splits"] = split_counts;
+  m["split_options"] = info.split_opts;
+  m["split_rule"] = {{"dev", plan.dev_rule}, {"core-test", plan.core_rule}};
+  m["utterances_found"] = sum.utterances_found;
+  m["sa_excluded"] = sum.sa_excluded;
+  m["skipped"] = sum.skipped;
+  m["warnings"] = sum.warnings;
+  m["skipped_by_kind"] = sum.skipped_by_kind;
+  m["warnings_by_kind"] = sum.warnings_by_kind;
+  m["problems"] = sum.problems;
+  write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
+}
+
+// Every file of the WORKDIR into STAGE, then renamed into place, manifest.json last.
+void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<CorpusUtterance>& work,
+                 const std::vector<Result>& results, const SplitPlan& plan, const PrepareOptions& po,
+                 const ManifestInfo& info, int threads, PrepareSummary& sum,
+                 const std::function<double()>& since) {
+  json files = json::object();
+  json split_counts = json::object();
+  json durations = json::object();
+  auto record = [&](const std::string& name) {
+    uint64_t bytes = 0;
+    const std::string sha = sha256_file((stage / name).string(), &bytes);
+    files[name] = {{"bytes", bytes}, {"sha256", sha}};
+  };
+  // The splits are independent, so with several threads they are built
+  // concurrently; results are merged in split order (identical output for any thread count).
+  std::vector<SplitOut> outs(split_names().size());
+  parallel_for(static_cast<int64_t>(outs.size()), threads, [&](int64_t i, int) {
+    outs[i] = build_split(split_names()[i], plan.members.at(split_names()[i]), work, results, po.features,
+                          info.opts_json, stage);
+  });
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const std::string& split = split_names()[i];
+    files[split + ".safetensors"] = outs[i].file;
+    split_counts[split] = outs[i].counts;
+    durations[split] = outs[i].durations;
+    sum.splits.push_back(outs[i].count);
+  }
+  spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
+  write_cmvn(plan.members.at("train"), results, po.features.dim(), stage);
+  record("cmvn.safetensors");
+  write_phone_maps(stage);
+  record("phones.json");
+  write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
+  record("durations.json");
+  write_manifest(stage, info, files, split_counts, plan, sum);
+  // into place: renames only (no space needed); a half-renamed WORKDIR has
+  // no manifest.json, so it never looks valid and the next prepare rebuilds it
+  fs::remove(wd / "manifest.json");
+  for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
+  fs::rename(stage / "manifest.json", wd / "manifest.json");
+}
+
+// Everything is written into a staging folder inside WORKDIR first, so a
+// failure (a full disk, kill -9) leaves the previous cache as it was; the
+// files are then renamed into place, manifest.json last. Staging folders and
+// temporaries of killed runs are removed here.
+void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance>& work,
+                   const std::vector<Result>& results, const SplitPlan& plan, const PrepareOptions& po,
+                   const ManifestInfo& info, int threads, PrepareSummary& sum, const std::function<double()>& since) {
+  fs::create_directories(workdir);
+  const fs::path wd(workdir);
   remove_stale_temporaries(wd.string());
   const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
   std::error_code ec;
@@ -441,188 +469,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
     }
   } stage_guard{stage};
   try {
-    const PhoneSet& ps = PhoneSet::timit();
-    json files = json::object();
-    json split_counts = json::object();
-    json durations = json::object();
-    auto record = [&](const std::string& name) {
-      uint64_t bytes = 0;
-      const std::string sha = sha256_file((stage / name).string(), &bytes);
-      files[name] = {{"bytes", bytes}, {"sha256", sha}};
-    };
-
-    // One split: concatenate, write, hash, count, duration statistics. The splits
-    // are independent, so with several threads they are built concurrently;
-    // results are merged in split order (identical output for any thread count).
-    struct SplitOut {
-      json file, counts, durations;
-      PrepareSummary::SplitCount count;
-    };
-    auto build_split = [&](const std::string& split) {
-      SplitOut out;
-      const auto& idx = members.at(split);
-      int64_t F = 0, S = 0;
-      std::vector<std::vector<Segment>> segs(idx.size());
-      for (size_t k = 0; k < idx.size(); ++k) {
-        F += static_cast<int64_t>(results[idx[k]].labels.size());
-        segs[k] = frame_segments(results[idx[k]].labels);
-        S += static_cast<int64_t>(segs[k].size());
-      }
-      std::vector<float> feats;
-      feats.reserve(static_cast<size_t>(F) * dim);
-      std::vector<int32_t> labels, seg_flat;
-      labels.reserve(F);
-      seg_flat.reserve(S * 3);
-      std::vector<int64_t> foff{0}, soff{0}, nsamp;
-      json utts = json::array();
-      std::set<std::string> speakers;
-      double seconds = 0;
-      std::map<int, std::map<std::string, std::vector<int64_t>>> durs;  // set -> phone -> durations (frames)
-      for (size_t k = 0; k < idx.size(); ++k) {
-        const Result& r = results[idx[k]];
-        const CorpusUtterance& u = work[idx[k]];
-        feats.insert(feats.end(), r.features.begin(), r.features.end());
-        labels.insert(labels.end(), r.labels.begin(), r.labels.end());
-        foff.push_back(foff.back() + static_cast<int64_t>(r.labels.size()));
-        for (const auto& s : segs[k]) seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
-        soff.push_back(soff.back() + static_cast<int64_t>(segs[k].size()));
-        nsamp.push_back(r.num_samples);
-        // absolute, so that Utterance::audio_path works from any working directory
-        utts.push_back({{"id", u.id()}, {"speaker", u.speaker},
-                        {"audio", fs::absolute(u.wav_path).lexically_normal().string()}});
-        speakers.insert(u.speaker);
-        seconds += r.seconds;
-        for (int set : {61, 39}) {
-          std::vector<int32_t> mapped(r.labels.size());
-          for (size_t t = 0; t < mapped.size(); ++t) mapped[t] = ps.map(r.labels[t], set);
-          for (const auto& s : frame_segments(mapped)) durs[set][ps.names(set)[s.label]].push_back(s.length);
-        }
-      }
-      st::File f;
-      f.metadata["format_version"] = std::to_string(kPreparedFormatVersion);
-      f.metadata["split"] = split;
-      f.metadata["feature_options"] = opts_json.dump();
-      f.metadata["utterances"] = utts.dump();
-      f.metadata["labels"] = "index into phones61 of phones.json (q merged into the preceding phone)";
-      f.tensors["features"] = st::Tensor::from<float>({F, dim}, feats);
-      f.tensors["labels"] = st::Tensor::from<int32_t>({F}, labels);
-      f.tensors["utt_frame_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(foff.size())}, foff);
-      f.tensors["num_samples"] = st::Tensor::from<int64_t>({static_cast<int64_t>(nsamp.size())}, nsamp);
-      f.tensors["segments"] = st::Tensor::from<int32_t>({S, 3}, seg_flat);
-      f.tensors["utt_segment_offsets"] = st::Tensor::from<int64_t>({static_cast<int64_t>(soff.size())}, soff);
-      const std::string name = split + ".safetensors";
-      st::save((stage / name).string(), f);
-      uint64_t bytes = 0;
-      const std::string sha = sha256_file((stage / name).string(), &bytes);
-      out.file = {{"bytes", bytes}, {"sha256", sha}};
-      out.counts = {{"utterances", idx.size()}, {"frames", F}, {"speakers", speakers.size()}, {"seconds", seconds}};
-      out.count = PrepareSummary::SplitCount{split, static_cast<int64_t>(idx.size()), F,
-                                             static_cast<int64_t>(speakers.size()), seconds};
-      std::ostringstream unit;
-      unit << "frames of " << fo.frame_shift_ms << " ms (maximal runs of frame labels)";
-      json dj = {{"unit", unit.str()}};
-      for (int set : {61, 39}) {
-        json per = json::object();
-        for (const auto& [phone, v] : durs[set]) {
-          Stats s = stats_of(v);
-          per[phone] = {{"count", s.count}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}, {"max", s.max}};
-        }
-        dj[std::to_string(set)] = per;
-      }
-      out.durations = dj;
-      return out;
-    };
-    std::vector<SplitOut> outs(split_names().size());
-    parallel_for(static_cast<int64_t>(outs.size()), threads,
-                 [&](int64_t i, int) { outs[i] = build_split(split_names()[i]); });
-    for (size_t i = 0; i < outs.size(); ++i) {
-      const std::string& split = split_names()[i];
-      files[split + ".safetensors"] = outs[i].file;
-      split_counts[split] = outs[i].counts;
-      durations[split] = outs[i].durations;
-      sum.splits.push_back(outs[i].count);
-    }
-
-    spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
-    // ---- CMVN from train, float64 accumulation in utterance order ----
-    {
-      std::vector<double> s1(dim, 0.0), s2(dim, 0.0);
-      int64_t n = 0;
-      for (size_t i : members["train"]) {
-        const auto& x = results[i].features;
-        const size_t T = results[i].labels.size();
-        for (size_t t = 0; t < T; ++t)
-          for (int d = 0; d < dim; ++d) s1[d] += x[t * dim + d];
-        n += static_cast<int64_t>(T);
-      }
-      std::vector<double> mean(dim), var(dim, 0.0);
-      for (int d = 0; d < dim; ++d) mean[d] = s1[d] / static_cast<double>(n);
-      for (size_t i : members["train"]) {  // two-pass variance (no cancellation)
-        const auto& x = results[i].features;
-        const size_t T = results[i].labels.size();
-        for (size_t t = 0; t < T; ++t)
-          for (int d = 0; d < dim; ++d) {
-            const double c = x[t * dim + d] - mean[d];
-            s2[d] += c * c;
-          }
-      }
-      for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
-      st::File f;
-      f.metadata["split"] = "train";
-      f.metadata["frames"] = std::to_string(n);
-      f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-      f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-      f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-      f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-      st::save((stage / "cmvn.safetensors").string(), f);
-      record("cmvn.safetensors");
-    }
-
-    // ---- phone maps, durations ----
-    {
-      json ph;
-      ph["phones61"] = ps.names(61);
-      ph["phones48"] = ps.names(48);
-      ph["phones39"] = ps.names(39);
-      std::vector<int> m48, m39;
-      for (int i = 0; i < 61; ++i) { m48.push_back(ps.map(i, 48)); m39.push_back(ps.map(i, 39)); }
-      ph["map61to48"] = m48;
-      ph["map61to39"] = m39;
-      ph["q"] = "q has no 48/39 target (-1 in the maps); its frames take the label of the preceding phone, or of the "
-                "following phone when q starts the utterance, so labels never hold q";
-      write_file_atomic((stage / "phones.json").string(), ph.dump(2) + "\n");
-      record("phones.json");
-      write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
-      record("durations.json");
-    }
-
-    // ---- manifest last ----
-    json m;
-    m["format"] = "timitseg prepared TIMIT";
-    m["format_version"] = kPreparedFormatVersion;
-    m["source"] = source;
-    m["corpus_fingerprint"] = fingerprint;
-    m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
-    m["feature_options"] = opts_json;
-    m["checksum_algorithm"] = "sha256";
-    m["files"] = files;
-    m["splits"] = split_counts;
-    m["split_options"] = split_opts;
-    m["split_rule"] = {{"dev", dev_rule}, {"core-test", core_rule}};
-    m["utterances_found"] = sum.utterances_found;
-    m["sa_excluded"] = sum.sa_excluded;
-    m["skipped"] = sum.skipped;
-    m["warnings"] = sum.warnings;
-    m["skipped_by_kind"] = sum.skipped_by_kind;
-    m["warnings_by_kind"] = sum.warnings_by_kind;
-    m["problems"] = sum.problems;
-    write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
-
-    // ---- into place: renames only (no space needed); a half-renamed WORKDIR has
-    // no manifest.json, so it never looks valid and the next prepare rebuilds it
-    fs::remove(wd / "manifest.json");
-    for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
-    fs::rename(stage / "manifest.json", wd / "manifest.json");
+    write_stage(stage, wd, work, results, plan, po, info, threads, sum, since);
   } catch (const std::exception& e) {
     // name the destination, not the staging folder
     std::string msg = e.what();
@@ -631,7 +478,69 @@ PrepareSummary prepare(const PrepareOptions& po) {
       msg.replace(at, from.size(), to);
     throw std::runtime_error(msg);
   }
-  sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
+// utterance, collect the problems, plan the splits, write the WORKDIR.
+PrepareSummary prepare(const PrepareOptions& po) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  const FeatureOptions& fo = po.features;
+  validate(fo);
+  PrepareSummary sum;
+  std::vector<Problem> scan_problems;
+  check_output_folder(po.workdir);
+  const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
+  std::vector<CorpusUtterance> work;
+  for (const auto& u : all) {
+    if (u.is_sa()) ++sum.sa_excluded;
+    else work.push_back(u);
+  }
+  sum.utterances_found = static_cast<int64_t>(all.size());
+  ManifestInfo info;
+  info.source = fs::absolute(po.timit_dir).lexically_normal().string();
+  info.fingerprint = corpus_fingerprint(po.timit_dir, work);
+  info.opts_json = feature_options_to_json(fo, /*with_info=*/true);
+  if (po.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
+  info.split_opts = {{"dev_speakers", po.dev_speakers}, {"dev_seed", po.dev_seed}};
+
+  // Own corpora: is any TEST speaker on the standard dev / core-test list?
+  std::set<std::string> std_dev_found, std_core_found;
+  for (const auto& u : work)
+    if (u.part == "test") {
+      if (dev_speakers().count(u.speaker)) std_dev_found.insert(u.speaker);
+      if (core_test_speakers().count(u.speaker)) std_core_found.insert(u.speaker);
+    }
+  if (po.dev_speakers > 0 && !std_dev_found.empty())
+    throw std::invalid_argument("--dev-speakers " + std::to_string(po.dev_speakers) + ": " + po.timit_dir + " has " +
+                                std::to_string(std_dev_found.size()) +
+                                " speakers of the standard dev list in TEST, which form dev; --dev-speakers applies "
+                                "only to corpora without them");
+
+  if (!po.force && manifest_matches(po.workdir, info.source, info.fingerprint, info.opts_json, info.split_opts)) {
+    sum.up_to_date = true;
+    summary_from_manifest(po.workdir, sum);
+    sum.wall_seconds = since();
+    return sum;
+  }
+
+  for (const auto& p : scan_problems) {
+    sum.problems.push_back(p.str());
+    spdlog::warn("{}", p.str());
+    ++sum.warnings;
+    ++sum.warnings_by_kind[problem_kind(p.message)];
+  }
+  if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
+
+  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
+  const std::vector<Result> results = process_all(work, po, threads);
+  spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
+  collect_problems(work, results, po, sum);
+  const SplitPlan plan = plan_splits(po, work, results, !std_dev_found.empty(), !std_core_found.empty(), sum);
+  write_workdir(po.workdir, work, results, plan, po, info, threads, sum, since);
+  sum.wall_seconds = since();
   return sum;
 }
 

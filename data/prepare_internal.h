@@ -1,12 +1,50 @@
-// Internals shared by data/dataset.cpp and data/prepare.cpp.
+// Internals shared by data/dataset.cpp, data/prepare.cpp and data/prepare_write.cpp.
 #pragma once
 
+#include <cstdint>
+#include <filesystem>
 #include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/features.h"
 
 namespace timitseg::data {
 
 // WORKDIR/NAME after checking its size and SHA-256 against manifest.json;
 // throws naming the file and telling the user to re-run prepare.
 std::string verified_file(const std::string& workdir, const std::string& name);
+
+// One utterance after `prepare`'s processing stage (data/prepare.cpp).
+struct ProcessedUtterance {
+  bool ok = false;
+  std::vector<Problem> problems;
+  std::vector<float> features;  // [T][dim]
+  std::vector<int32_t> labels;  // [T]
+  int64_t num_samples = 0;
+  double seconds = 0.0;
+};
+
+// One split's file, its manifest entry, counts and duration statistics (data/prepare_write.cpp).
+struct SplitOut {
+  nlohmann::ordered_json file, counts, durations;
+  PrepareSummary::SplitCount count;
+};
+
+// One split: the utterances work[idx[k]] concatenated into STAGE/SPLIT.safetensors, hashed, counted,
+// with the duration statistics of durations.json.
+SplitOut build_split(const std::string& split, const std::vector<size_t>& idx, const std::vector<CorpusUtterance>& work,
+                     const std::vector<ProcessedUtterance>& results, const FeatureOptions& fo,
+                     const nlohmann::ordered_json& opts_json, const std::filesystem::path& stage);
+
+// STAGE/cmvn.safetensors: mean and variance of the train utterances results[train[k]].
+void write_cmvn(const std::vector<size_t>& train, const std::vector<ProcessedUtterance>& results, int dim,
+                const std::filesystem::path& stage);
+
+// STAGE/phones.json: the phone sets and the 61 -> 48 / 39 maps.
+void write_phone_maps(const std::filesystem::path& stage);
 
 }  // namespace timitseg::data
