@@ -279,16 +279,12 @@ std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed) {
   return out;
 }
 
-SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index, bool sa, double noise_db) {
-  Rng rng(mix(mix(seed, hash_str(spk.id)), static_cast<uint64_t>(index) + (sa ? 1000003 : 0)));
-  // SA sentences share their text across speakers (as in TIMIT): a seed-only RNG picks it.
-  Rng text_rng(mix(seed, 0x5a5a));
-  Rng& tr = sa ? text_rng : rng;
-  const std::vector<std::string> seq = sentence_phones(tr, sa ? 6 : 4 + tr.below(5));
-  const size_t P = seq.size();
+namespace {
 
-  // ---- durations: log-normal per token, speaker and utterance rate, phrase-final lengthening ----
-  SynthUtterance u;
+// Phone durations: log-normal per token, speaker and utterance rate,
+// phrase-final lengthening; appends the phones to u (16 kHz samples).
+void phone_durations(const SynthSpeaker& spk, const std::vector<std::string>& seq, Rng& rng, SynthUtterance& u) {
+  const size_t P = seq.size();
   const double utt_rate = spk.rate * std::exp(0.08 * rng.normal());
   int64_t pos = 0;
   for (size_t i = 0; i < P; ++i) {
@@ -302,10 +298,13 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     u.phones.push_back({pos, pos + n, seq[i]});
     pos += n;
   }
-  const int64_t N = pos;
+}
 
-  // ---- per-token formant targets: speaker scale x per-formant scale x accent x token jitter ----
-  // tgt[i][0..2]: start targets, tgt[i][3..5]: end targets (== start for monophthongs); 0: none
+// Per-token formant targets: speaker scale x per-formant scale x accent x token jitter.
+// tgt[i][0..2]: start targets, tgt[i][3..5]: end targets (== start for monophthongs); 0: none
+std::vector<std::array<double, 6>> formant_targets(const SynthSpeaker& spk, const std::vector<std::string>& seq,
+                                                   Rng& rng) {
+  const size_t P = seq.size();
   std::vector<std::array<double, 6>> tgt(P, std::array<double, 6>{0, 0, 0, 0, 0, 0});
   for (size_t i = 0; i < P; ++i) {
     const Spec& sp = specs().at(seq[i]);
@@ -321,9 +320,17 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
       tgt[i][3 + k] = (en > 0 ? en : st) * sc;
     }
   }
-  // target undershoot (Lindblom): a short segment moves only part of the way from its
-  // context (the neighbours' targets) to its own target: x = ctx + (t - ctx)(1 - e^{-d/tau})
-  struct Anchor { double t, f[3]; };
+  return tgt;
+}
+
+struct Anchor { double t, f[3]; };
+
+// Target undershoot (Lindblom): a short segment moves only part of the way from its
+// context (the neighbours' targets) to its own target: x = ctx + (t - ctx)(1 - e^{-d/tau}).
+// One anchor per monophthong, two per diphthong, at sample times.
+std::vector<Anchor> formant_anchors(const SynthSpeaker& spk, const std::vector<std::string>& seq,
+                                    const std::vector<std::array<double, 6>>& tgt, const SynthUtterance& u) {
+  const size_t P = seq.size();
   std::vector<Anchor> anchors;
   const double neutral[3] = {500.0 * spk.vtl, 1500.0 * spk.vtl, 2500.0 * spk.vtl};
   for (size_t i = 0; i < P; ++i) {
@@ -357,8 +364,22 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     }
   }
 
-  // ---- control tracks: per-token amplitude, voicing, frication place, glottal tilt ----
-  std::vector<double> av(N), af(N), ah(N), fc(N), fbw(N), bwscale(N), gbw(N), f1(N), f2(N), f3(N);
+  return anchors;
+}
+
+// The control tracks of the synthesizer, one value per sample [N].
+struct Tracks {
+  std::vector<double> av, af, ah, fc, fbw, bwscale, gbw, f1, f2, f3;
+};
+
+// Per-token amplitude, voicing, frication place and glottal tilt tracks.
+Tracks control_tracks(const SynthSpeaker& spk, const std::vector<std::string>& seq, const SynthUtterance& u,
+                      int64_t N, Rng& rng) {
+  const size_t P = seq.size();
+  Tracks tr{std::vector<double>(N), std::vector<double>(N), std::vector<double>(N), std::vector<double>(N),
+            std::vector<double>(N), std::vector<double>(N), std::vector<double>(N), std::vector<double>(N),
+            std::vector<double>(N), std::vector<double>(N)};
+  auto& [av, af, ah, fc, fbw, bwscale, gbw, f1, f2, f3] = tr;
   const double utt_tilt = spk.tilt_bw * std::exp(0.15 * rng.normal());
   for (size_t i = 0; i < P; ++i) {
     const auto& p = u.phones[i];
@@ -391,7 +412,13 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
       gbw[n] = tilt;
     }
   }
-  // formants: piecewise-linear between anchors (across phone boundaries)
+  return tr;
+}
+
+// Formants piecewise-linear between anchors (across phone boundaries), then the amplitude
+// tracks smoothed by one pole (~4 ms) so boundaries are quick but click-free.
+void formant_and_smooth_tracks(const std::vector<Anchor>& anchors, int64_t N, Tracks& tr) {
+  auto& [av, af, ah, fc, fbw, bwscale, gbw, f1, f2, f3] = tr;
   size_t k = 0;
   for (int64_t n = 0; n < N; ++n) {
     while (k + 1 < anchors.size() && anchors[k + 1].t <= n) ++k;
@@ -403,14 +430,24 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     f2[n] = a.f[1] + w * (b.f[1] - a.f[1]);
     f3[n] = a.f[2] + w * (b.f[2] - a.f[2]);
   }
-  // amplitude tracks: one-pole smoothing (~4 ms) so boundaries are quick but click-free
   const double alpha = 1.0 - std::exp(-1.0 / (0.004 * kRate));
   for (auto* tr2 : {&av, &af, &ah}) {
     double s = 0;
     for (int64_t n = 0; n < N; ++n) { s += alpha * ((*tr2)[n] - s); (*tr2)[n] = s; }
   }
 
-  // ---- sources and filters ----
+}
+
+// The three source paths through their filters, one value per sample [N].
+struct Paths {
+  std::vector<double> voiced, fric, asp;
+};
+
+// Sources and filters: glottal pulses (F0 contour, jitter, shimmer) through the
+// glottal low-pass, lip radiation and the formant cascade; aspiration through the
+// same cascade; frication noise through its band-pass.
+Paths source_paths(const SynthSpeaker& spk, const Tracks& tr, int64_t N, Rng& rng) {
+  const auto& [av, af, ah, fc, fbw, bwscale, gbw, f1, f2, f3] = tr;
   std::vector<double> voiced(N, 0.0), fric(N, 0.0), asp(N, 0.0);
   Resonator glottal;  // glottal pulse shaping: low-pass (Klatt RGP: F=0, BW per speaker / token)
   Resonator casc[5], casc_asp[5];
@@ -458,7 +495,17 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     asp[n] = a;
     fric[n] = fbw[n] > 0 ? bp.step(noise * af[n]) : 0.0;
   }
-  // ---- levels: voicing, frication and aspiration paths normalized separately ----
+  return Paths{std::move(voiced), std::move(fric), std::move(asp)};
+}
+
+// Levels (the voicing, frication and aspiration paths normalized separately),
+// then channel and background noise, rounded into u.samples.
+void mix_to_samples(const SynthSpeaker& spk, const Paths& paths, const Tracks& tr, int64_t N, double noise_db, Rng& rng,
+                    SynthUtterance& u) {
+  const auto& [voiced, fric, asp] = paths;
+  const auto& av = tr.av;
+  const auto& af = tr.af;
+  const auto& ah = tr.ah;
   const double rv = rms_where(voiced, av, 0.5), rf = rms_where(fric, af, 0.2), ra = rms_where(asp, ah, 0.2);
   const double target = 2200.0 * spk.gain;
   std::vector<double> y(N);
@@ -481,6 +528,26 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
     const double s = std::round(yc + noise_rms * (cw * w + cc * lp));
     u.samples[n] = static_cast<int16_t>(std::clamp(s, -32768.0, 32767.0));
   }
+}
+
+}  // namespace
+
+// The stages, in the order they draw from the utterance's random engine.
+SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index, bool sa, double noise_db) {
+  Rng rng(mix(mix(seed, hash_str(spk.id)), static_cast<uint64_t>(index) + (sa ? 1000003 : 0)));
+  // SA sentences share their text across speakers (as in TIMIT): a seed-only RNG picks it.
+  Rng text_rng(mix(seed, 0x5a5a));
+  Rng& tr = sa ? text_rng : rng;
+  const std::vector<std::string> seq = sentence_phones(tr, sa ? 6 : 4 + tr.below(5));
+  SynthUtterance u;
+  phone_durations(spk, seq, rng, u);
+  const int64_t N = u.phones.empty() ? 0 : u.phones.back().end;
+  const std::vector<std::array<double, 6>> tgt = formant_targets(spk, seq, rng);
+  const std::vector<Anchor> anchors = formant_anchors(spk, seq, tgt, u);
+  Tracks tracks = control_tracks(spk, seq, u, N, rng);
+  formant_and_smooth_tracks(anchors, N, tracks);
+  const Paths paths = source_paths(spk, tracks, N, rng);
+  mix_to_samples(spk, paths, tracks, N, noise_db, rng, u);
   return u;
 }
 
