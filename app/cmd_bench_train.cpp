@@ -73,6 +73,82 @@ data::Split synthetic_split(const std::string& name, int n, int min_frames, int 
   return s;
 }
 
+// 2. Per-part breakdown: the same batches as train(), each part synchronized; into out["breakdown_ms"].
+void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const model::Config& cfg,
+                    const data::Split& train, const model::LabelSet& ls, nlohmann::json& out) {
+  std::vector<int32_t> lengths;
+  for (const auto& u : train.utterances) lengths.push_back(u.num_frames);
+  std::mt19937_64 brng(o.seed);
+  const auto batches = model::make_epoch_batches(lengths, cfg, brng);
+  const int steps = std::min<int>(o.breakdown_steps, static_cast<int>(batches.size()));
+  model::StepTimes sum;
+  double data_s = 0, step_s = 0;
+  int64_t frames = 0;
+  for (int i = 0; i < steps + 2; ++i) {  // 2 warm-up steps
+    const auto t0 = Clock::now();
+    std::vector<const data::Utterance*> chunk;
+    for (int k : batches[i % batches.size()]) chunk.push_back(&train.utterances[k]);
+    const model::Batch b = model::make_batch(chunk, nullptr, ls, 0);
+    const double dt = since(t0);
+    model::StepOptions so;
+    so.lr = 1e-4;
+    so.dropout = o.dropout;
+    so.clip_norm = 5.0;
+    so.crf_reg = 1e-3;
+    so.time_parts = true;
+    so.rng = &brng;
+    so.seed = o.seed;
+    so.check_numerics = o.check_numerics;
+    so.step = i + 1;
+    const auto t1 = Clock::now();
+    const model::StepResult r = exec.train_step(b, so);
+    const double st = since(t1);
+    if (i < 2) continue;
+    data_s += dt;
+    step_s += st;
+    frames += b.frames;
+    sum.encoder_forward += r.times.encoder_forward;
+    sum.crf += r.times.crf;
+    sum.encoder_backward += r.times.encoder_backward;
+    sum.optimizer += r.times.optimizer;
+  }
+  if (steps > 0) {
+    auto ms = [&](double s) { return 1e3 * s / steps; };
+    std::printf("per step (mean of %d synchronized steps, %.0f frames each): data %.2f ms (background thread in "
+                "train), encoder forward %.2f ms, CRF %.2f ms, encoder backward + penalty + norm %.2f ms, "
+                "clip + AdamW %.2f ms; step total %.2f ms = %.0f frames/s when serialized\n",
+                steps, double(frames) / steps, ms(data_s), ms(sum.encoder_forward), ms(sum.crf),
+                ms(sum.encoder_backward), ms(sum.optimizer), ms(step_s), frames / std::max(1e-9, step_s));
+    out["breakdown_ms"] = {{"steps", steps},
+                           {"frames_per_step", double(frames) / steps},
+                           {"data", ms(data_s)},
+                           {"encoder_forward", ms(sum.encoder_forward)},
+                           {"crf", ms(sum.crf)},
+                           {"encoder_backward_penalty_norm", ms(sum.encoder_backward)},
+                           {"clip_adamw", ms(sum.optimizer)},
+                           {"step", ms(step_s)}};
+  }
+
+}
+
+// 3. Evaluation: Viterbi decode and every metric of eval_utterances; into out["eval"].
+void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model::LabelSet& ls, nlohmann::json& out) {
+  if (o.eval_utterances > 0) {
+    std::mt19937_64 erng(o.seed + 7);
+    const data::Split ev = synthetic_split("eval", o.eval_utterances, o.min_frames, o.max_frames, o.input_dim, erng);
+    std::vector<const data::Utterance*> utts;
+    for (const auto& u : ev.utterances) utts.push_back(&u);
+    model::Metrics m(ls.names39);
+    model::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
+    model::Metrics m2(ls.names39);
+    const auto t0 = Clock::now();
+    model::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m2);
+    const double s = since(t0);
+    std::printf("evaluation of %d utterances (decode + metrics, batch %d): %.2f s\n", o.eval_utterances, o.batch, s);
+    out["eval"] = {{"utterances", o.eval_utterances}, {"seconds", s}};
+  }
+}
+
 void run_bench_train(const BenchTrainOptions& o) {
   if (o.min_frames < 1 || o.max_frames < o.min_frames)
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
@@ -134,7 +210,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   out["frames_per_sec"] = best;
   std::printf("training throughput: %.0f frames/s\n", best);
 
-  // 2. Per-part breakdown: the same batches, each part synchronized.
+  // 2. and 3.: per-part breakdown and evaluation on an executor of their own.
   const model::LabelSet ls = model::LabelSet::make(39);
   model::ModelDims dims;
   dims.input_dim = o.input_dim;
@@ -154,74 +230,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   model::AdamW adam;
   adam.reset(layout.total());
   exec->set_state(params, adam);
-  std::vector<int32_t> lengths;
-  for (const auto& u : td.train.utterances) lengths.push_back(u.num_frames);
-  std::mt19937_64 brng(o.seed);
-  const auto batches = model::make_epoch_batches(lengths, cfg, brng);
-  const int steps = std::min<int>(o.breakdown_steps, static_cast<int>(batches.size()));
-  model::StepTimes sum;
-  double data_s = 0, step_s = 0;
-  int64_t frames = 0;
-  for (int i = 0; i < steps + 2; ++i) {  // 2 warm-up steps
-    const auto t0 = Clock::now();
-    std::vector<const data::Utterance*> chunk;
-    for (int k : batches[i % batches.size()]) chunk.push_back(&td.train.utterances[k]);
-    const model::Batch b = model::make_batch(chunk, nullptr, ls, 0);
-    const double dt = since(t0);
-    model::StepOptions so;
-    so.lr = 1e-4;
-    so.dropout = o.dropout;
-    so.clip_norm = 5.0;
-    so.crf_reg = 1e-3;
-    so.time_parts = true;
-    so.rng = &brng;
-    so.seed = o.seed;
-    so.check_numerics = o.check_numerics;
-    so.step = i + 1;
-    const auto t1 = Clock::now();
-    const model::StepResult r = exec->train_step(b, so);
-    const double st = since(t1);
-    if (i < 2) continue;
-    data_s += dt;
-    step_s += st;
-    frames += b.frames;
-    sum.encoder_forward += r.times.encoder_forward;
-    sum.crf += r.times.crf;
-    sum.encoder_backward += r.times.encoder_backward;
-    sum.optimizer += r.times.optimizer;
-  }
-  if (steps > 0) {
-    auto ms = [&](double s) { return 1e3 * s / steps; };
-    std::printf("per step (mean of %d synchronized steps, %.0f frames each): data %.2f ms (background thread in "
-                "train), encoder forward %.2f ms, CRF %.2f ms, encoder backward + penalty + norm %.2f ms, "
-                "clip + AdamW %.2f ms; step total %.2f ms = %.0f frames/s when serialized\n",
-                steps, double(frames) / steps, ms(data_s), ms(sum.encoder_forward), ms(sum.crf),
-                ms(sum.encoder_backward), ms(sum.optimizer), ms(step_s), frames / std::max(1e-9, step_s));
-    out["breakdown_ms"] = {{"steps", steps},
-                           {"frames_per_step", double(frames) / steps},
-                           {"data", ms(data_s)},
-                           {"encoder_forward", ms(sum.encoder_forward)},
-                           {"crf", ms(sum.crf)},
-                           {"encoder_backward_penalty_norm", ms(sum.encoder_backward)},
-                           {"clip_adamw", ms(sum.optimizer)},
-                           {"step", ms(step_s)}};
-  }
-
-  // 3. Evaluation: Viterbi decode and every metric of eval_utterances.
-  if (o.eval_utterances > 0) {
-    std::mt19937_64 erng(o.seed + 7);
-    const data::Split ev = synthetic_split("eval", o.eval_utterances, o.min_frames, o.max_frames, o.input_dim, erng);
-    std::vector<const data::Utterance*> utts;
-    for (const auto& u : ev.utterances) utts.push_back(&u);
-    model::Metrics m(ls.names39);
-    model::evaluate_utterances(*exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
-    model::Metrics m2(ls.names39);
-    const auto t0 = Clock::now();
-    model::evaluate_utterances(*exec, utts, nullptr, ls, o.batch, m2);
-    const double s = since(t0);
-    std::printf("evaluation of %d utterances (decode + metrics, batch %d): %.2f s\n", o.eval_utterances, o.batch, s);
-    out["eval"] = {{"utterances", o.eval_utterances}, {"seconds", s}};
-  }
+  step_breakdown(o, *exec, cfg, td.train, ls, out);
+  eval_timing(o, *exec, ls, out);
   out["executor"] = exec->description();
   std::printf("executor: %s\n", exec->description().c_str());
   std::error_code ec;

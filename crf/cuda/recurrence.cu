@@ -111,6 +111,55 @@ __device__ inline double group_reduce(int n, int lane, int G, unsigned mask, F t
   return m + log(sum);
 }
 
+// The Viterbi traceback of recurrence_kernel<.., true> for utterance b of
+// length L (thread 0, from the best final label fin_idx through the
+// backpointers), then a parallel copy of the segments into time order.
+// Called by every thread of the block (it synchronizes).
+__device__ __forceinline__ void viterbi_traceback(const RecArgs& a, int b, int L, size_t base, double fin_val,
+                                                  int fin_idx) {
+  const int T = a.T, K = a.K, C = a.C;
+  const int tid = threadIdx.x, nthreads = blockDim.x;
+  __shared__ int nseg_s;
+  int32_t* tmp = a.segtmp + static_cast<size_t>(b) * T * 3;
+  if (tid == 0) {
+    int n = 0;
+    int t = L, c = fin_idx;
+    bool ok = fin_val > kNegInf && c >= 0 && c < C;
+    while (ok && t > 0) {
+      const int d = a.bp_d[base + static_cast<size_t>(t) * C + c];
+      if (d < 1 || d > min(K, t) || n >= T) {
+        ok = false;
+        break;
+      }
+      const int u = t - d;
+      tmp[n * 3 + 0] = u;
+      tmp[n * 3 + 1] = d;
+      tmp[n * 3 + 2] = c;
+      ++n;
+      if (u > 0) {
+        c = a.bp_c[base + static_cast<size_t>(u) * C + c];
+        if (c < 0 || c >= C) ok = false;
+      }
+      t = u;
+    }
+    if (!ok) {
+      n = 0;
+      report(a.status, kLogZ, b);
+    }
+    nseg_s = n;
+    a.nsegs[b] = n;
+  }
+  __syncthreads();
+  const int n = nseg_s;
+  int32_t* out = a.segments + static_cast<size_t>(b) * T * 3;
+  for (int i = tid; i < n; i += nthreads) {
+    const int j = n - 1 - i;
+    out[i * 3 + 0] = tmp[j * 3 + 0];
+    out[i * 3 + 1] = tmp[j * 3 + 1];
+    out[i * 3 + 2] = tmp[j * 3 + 2];
+  }
+}
+
 // One block per utterance. Forward (blocks 0..B-1):
 //   alpha[t,c] = lse_{d<=min(K,t)} cum[t,c]-cum[t-d,c] + D[d-1,c] + sigma[t-d,c] (+ o[t-d,c])
 //   sigma[t,c] = lse_{c'} alpha[t,c'] + A[c',c]
@@ -258,45 +307,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
   __syncthreads();
 
   // Viterbi traceback (thread 0), then a parallel copy into time order.
-  __shared__ int nseg_s;
-  int32_t* tmp = a.segtmp + static_cast<size_t>(b) * T * 3;
-  if (tid == 0) {
-    int n = 0;
-    int t = L, c = fin_idx;
-    bool ok = fin_val > kNegInf && c >= 0 && c < C;
-    while (ok && t > 0) {
-      const int d = a.bp_d[base + static_cast<size_t>(t) * C + c];
-      if (d < 1 || d > min(K, t) || n >= T) {
-        ok = false;
-        break;
-      }
-      const int u = t - d;
-      tmp[n * 3 + 0] = u;
-      tmp[n * 3 + 1] = d;
-      tmp[n * 3 + 2] = c;
-      ++n;
-      if (u > 0) {
-        c = a.bp_c[base + static_cast<size_t>(u) * C + c];
-        if (c < 0 || c >= C) ok = false;
-      }
-      t = u;
-    }
-    if (!ok) {
-      n = 0;
-      report(a.status, kLogZ, b);
-    }
-    nseg_s = n;
-    a.nsegs[b] = n;
-  }
-  __syncthreads();
-  const int n = nseg_s;
-  int32_t* out = a.segments + static_cast<size_t>(b) * T * 3;
-  for (int i = tid; i < n; i += nthreads) {
-    const int j = n - 1 - i;
-    out[i * 3 + 0] = tmp[j * 3 + 0];
-    out[i * 3 + 1] = tmp[j * 3 + 1];
-    out[i * 3 + 2] = tmp[j * 3 + 2];
-  }
+  viterbi_traceback(a, b, L, base, fin_val, fin_idx);
 }
 
 

@@ -42,6 +42,18 @@ namespace timitseg::model::cudnn_detail {
     if (ts_st_ != CUBLAS_STATUS_SUCCESS)                                                                 \
       ::timitseg::model::cudnn_detail::cublas_fail(ts_st_, #call, __FILE__, __LINE__);                   \
   } while (0)
+// Inside CudnnEncoder's members (cudnn_encoder.cu, cudnn_encoder_passes.cu):
+// a cuDNN RNN call that may be refused for the chosen algo and sizes: the one
+// error names the algo, the sizes and cuDNN's status string.
+#define TS_CUDNN_RNN(call)                                                                                   \
+  do {                                                                                                       \
+    cudnnStatus_t ts_st_ = (call);                                                                           \
+    if (ts_st_ != CUDNN_STATUS_SUCCESS)                                                                      \
+      throw std::runtime_error("cuda encoder: cuDNN refused rnn_algo '" + opt_.rnn_algo + "' (B=" +          \
+                               std::to_string(B_) + ", T=" + std::to_string(T_) + ", input " +               \
+                               std::to_string(W_) + ", hidden " + std::to_string(H_) + "): " #call ": " +   \
+                               cudnnGetErrorString(ts_st_));                                                 \
+  } while (0)
 
 namespace timitseg::model {
 
