@@ -23,8 +23,8 @@
 #include "common/progress.h"
 #include "data/phones.h"
 #include "model/executor.h"
-#include "model/metrics.h"
-#include "model/train.h"
+#include "eval/metrics.h"
+#include "train/train.h"
 
 namespace fs = std::filesystem;
 

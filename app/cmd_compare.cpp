@@ -33,12 +33,12 @@
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/executor.h"
-#include "model/interrupt.h"
-#include "model/metrics.h"
+#include "train/interrupt.h"
+#include "eval/metrics.h"
 #include "model/cuda/lstm_fused.h"
 #include "model/params.h"
-#include "model/run_folder.h"
-#include "model/train.h"
+#include "train/run_folder.h"
+#include "train/train.h"
 
 namespace fs = std::filesystem;
 

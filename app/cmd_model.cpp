@@ -11,9 +11,9 @@
 #include "app/report/report.h"
 #include "model/config.h"
 #include "model/executor.h"
-#include "model/infer.h"
-#include "model/interrupt.h"
-#include "model/train.h"
+#include "eval/infer.h"
+#include "train/interrupt.h"
+#include "train/train.h"
 
 namespace timitseg::app {
 
@@ -115,7 +115,7 @@ void run_train(const TrainArgs& a) {
   }
   model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
   // SIGINT / SIGTERM from here on: stop after the current step with one line
-  // saying how to resume (model/interrupt.h).
+  // saying how to resume (train/interrupt.h).
   model::install_stop_handlers();
   const model::TrainData data = model::load_train_data(cfg);
   const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads));

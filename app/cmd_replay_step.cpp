@@ -1,5 +1,5 @@
 // `timitseg replay-step DUMP`: re-runs one training step from the dump folder
-// that a --check-numerics stop wrote (model/replay_step.h, docs/debugging.md).
+// that a --check-numerics stop wrote (train/replay_step.h, docs/debugging.md).
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -7,7 +7,7 @@
 #include <string>
 
 #include "app/commands.h"
-#include "model/replay_step.h"
+#include "train/replay_step.h"
 
 namespace timitseg::app {
 

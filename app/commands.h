@@ -5,7 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "model/train.h"
+#include "train/train.h"
 
 namespace timitseg::app {
 

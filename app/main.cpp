@@ -9,7 +9,7 @@
 
 #include "app/commands.h"
 #include "common/version.h"
-#include "model/interrupt.h"
+#include "train/interrupt.h"
 
 namespace timitseg::app {
 

@@ -1,6 +1,6 @@
 // Evaluation and decoding with a checkpoint (self-contained: feature options,
 // CMVN and the label set come from the checkpoint).
-#include "model/infer.h"
+#include "eval/infer.h"
 
 #include <spdlog/spdlog.h>
 
@@ -19,8 +19,7 @@
 #include "common/atomic_file.h"
 #include "data/features.h"
 #include "common/safetensors.h"
-#include "model/metrics.h"
-#include "model/train.h"
+#include "eval/metrics.h"
 
 namespace fs = std::filesystem;
 

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
-#include "model/train.h"
+#include "eval/evaluate.h"
 
 namespace timitseg::model {
 

@@ -1,5 +1,5 @@
 // Evaluation metrics (see metrics.h for the definitions).
-#include "model/metrics.h"
+#include "eval/metrics.h"
 
 #include <algorithm>
 #include <cmath>
@@ -37,7 +37,7 @@ int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pr
   //    the other; if neither, add (p, r) (M was not maximum). So matching the
   //    heads keeps a maximum matching reachable.
   // (Lists hold distinct sorted frame indices: run starts. Checked against an
-  // exhaustive maximum bipartite matching in tests/model/test_boundary_metrics.cpp.)
+  // exhaustive maximum bipartite matching in tests/eval/test_boundary_metrics.cpp.)
   size_t i = 0, j = 0;
   int64_t matched = 0;
   while (i < pred.size() && j < ref.size()) {

@@ -30,23 +30,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/levenshtein.h"
+
 namespace timitseg::model {
 
-// Levenshtein distance (unit-cost insertions, deletions, substitutions) of two
-// sequences: phone sequences for PER, strings for config-key suggestions.
-template <class Seq>
-int levenshtein(const Seq& a, const Seq& b) {
-  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j)
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-inline int levenshtein(const std::vector<int>& a, const std::vector<int>& b) { return levenshtein<std::vector<int>>(a, b); }
+// levenshtein (PER): common/levenshtein.h, here as model::levenshtein too.
+using ::timitseg::levenshtein;
 // Maximal runs of a frame label sequence: (start, length, label).
 struct Run {
   int start, length, label;
@@ -68,7 +57,7 @@ struct PRF {
 // reference and a predicted boundary at most tol frames apart (each boundary
 // in at most one pair). Computed greedily left to right, which is exact for
 // points on a line with a symmetric window (proof in metrics.cpp; checked
-// against an exhaustive maximum matching in tests/model/test_boundary_metrics.cpp).
+// against an exhaustive maximum matching in tests/eval/test_boundary_metrics.cpp).
 int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pred, int tol);
 
 // The tolerance of `tol_ms` milliseconds in frames of `frame_shift_ms`: the

@@ -1,6 +1,6 @@
 // Config keys, parsing, overrides and validation (docs/config.md).
 #include "model/config.h"
-#include "model/metrics.h"
+#include "common/levenshtein.h"
 #include "model/numerics.h"
 #include "common/text.h"
 

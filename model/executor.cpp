@@ -3,11 +3,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
+#include <thread>
+
+#include <Eigen/Core>
 
 #include "common/cuda.h"
 #include "common/safetensors.h"
 #include "crf/posterior.h"
 #include "model/cpu/cpu_executor.h"
+#include "model/cpu/network.h"  // set_default_threads
 #ifdef TIMITSEG_HAVE_CUDA  // the GPU executor is built (model/cuda/)
 #include "model/cuda/cuda_executor.h"
 #endif
@@ -15,6 +20,18 @@
 namespace timitseg::model {
 
 const char* device_name(Device d) { return d == Device::cuda ? "cuda" : "cpu"; }
+
+int set_threads(int threads) {
+  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // The CPU encoder's own tasks (model/cpu/network.h); Eigen stays single-threaded.
+  // Under a lock: `compare --jobs N` trains on several threads at once, and
+  // Eigen's thread setting is a plain static.
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lk(mu);
+  set_default_threads(n);
+  Eigen::setNbThreads(1);
+  return n;
+}
 
 std::string resolve_device(const std::string& device) {
   if (device == "cpu") return "cpu";

@@ -4,7 +4,7 @@
 // Encoder interface), CRF loss and gradients, L2 penalty, encoder backward,
 // global-norm clipping and the AdamW update; or Viterbi decoding.
 //
-// train, evaluate and decode (model/train.cpp, model/infer.cpp) call this
+// train, evaluate and decode (train/train.cpp, eval/infer.cpp) call this
 // interface only; the implementations live in model/cpu/ and model/cuda/.
 // The model definition they share is model/params.h (layout, names,
 // initialisation), model/batch.h, model/checkpoint.h and model/optim.h (the
@@ -143,6 +143,11 @@ crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, con
 // score of p (the dev loss; a second call). viterbi_score stays empty.
 crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
                                          const int32_t* labels);
+
+// Sets the default thread count of the CPU encoder (0 = all cores;
+// common/parallel.h) and keeps Eigen single-threaded; returns the number used.
+// train, evaluate, decode, compare and the report call it before make_executor.
+int set_threads(int threads);
 
 // max |transition| and max |duration_bias| of flat parameters.
 std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);

@@ -1,5 +1,5 @@
-// SIGINT / SIGTERM: an atomic flag set by a one-shot handler (model/interrupt.h).
-#include "model/interrupt.h"
+// SIGINT / SIGTERM: an atomic flag set by a one-shot handler (train/interrupt.h).
+#include "train/interrupt.h"
 
 #include <atomic>
 #include <csignal>

@@ -1,5 +1,5 @@
-// Step dump folders and replay-step (model/replay_step.h).
-#include "model/replay_step.h"
+// Step dump folders and replay-step (train/replay_step.h).
+#include "train/replay_step.h"
 
 #include <spdlog/spdlog.h>
 
@@ -11,7 +11,7 @@
 #include "common/atomic_file.h"
 #include "common/safetensors.h"
 #include "model/optim.h"
-#include "model/train.h"
+#include "train/train.h"
 
 namespace fs = std::filesystem;
 

@@ -1,7 +1,7 @@
 // The run folder of `timitseg train` (docs/training.md "The run folder"):
 // train.log, run.json, checkpoint pruning, and the formatting shared by the
 // logs and tables ("n/a" for metrics that do not exist, ISO 8601 times).
-#include "model/run_folder.h"
+#include "train/run_folder.h"
 
 #include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/basic_file_sink.h>

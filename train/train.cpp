@@ -1,7 +1,7 @@
 // Training loop: batching (seeded shuffle, length bucketing, --fixed-length),
 // AdamW + cosine schedule + clipping, dev PER, metrics.jsonl, drift warning,
 // checkpoints and --resume, non-finite stop with a crf-replay file.
-#include "model/train.h"
+#include "train/train.h"
 
 #include <spdlog/spdlog.h>
 
@@ -23,9 +23,9 @@
 #include "common/progress.h"
 #include "common/version.h"
 #include "model/cpu/network.h"
-#include "model/interrupt.h"
-#include "model/replay_step.h"
-#include "model/run_folder.h"
+#include "train/interrupt.h"
+#include "train/replay_step.h"
+#include "train/run_folder.h"
 
 namespace fs = std::filesystem;
 
@@ -111,18 +111,6 @@ nlohmann::json TimeBreakdown::to_json() const {
           {"crf", crf},             {"optimizer", optimizer},             {"dev_eval", dev_eval}};
 }
 
-int set_threads(int threads) {
-  int n = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  // The CPU encoder's own tasks (model/cpu/network.h); Eigen stays single-threaded.
-  // Under a lock: `compare --jobs N` trains on several threads at once, and
-  // Eigen's thread setting is a plain static.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lk(mu);
-  set_default_threads(n);
-  Eigen::setNbThreads(1);
-  return n;
-}
-
 std::string latest_checkpoint(const std::string& run_dir) {
   const fs::path dir = fs::path(run_dir) / "checkpoints";
   std::error_code ec;
@@ -156,37 +144,6 @@ TrainData load_train_data(const Config& cfg) {
   if (cfg.data_max_dev_utterances > 0 && static_cast<int64_t>(d.dev.utterances.size()) > cfg.data_max_dev_utterances)
     d.dev.utterances.resize(static_cast<size_t>(cfg.data_max_dev_utterances));
   return d;
-}
-
-void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
-                         bool want_scores, double* nll_sum) {
-  std::vector<const data::Utterance*> sorted = utts;
-  std::stable_sort(sorted.begin(), sorted.end(),
-                   [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
-  std::vector<float> scores;
-  std::vector<double> nll;
-  if (nll_sum) *nll_sum = 0;
-  for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
-    std::vector<const data::Utterance*> chunk(sorted.begin() + p,
-                                              sorted.begin() + std::min(sorted.size(), p + batch_size));
-    const Batch batch = make_batch(chunk, cmvn, ls, 0);
-    const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
-    if (nll_sum)
-      for (double x : nll) *nll_sum += x;
-    for (size_t b = 0; b < chunk.size(); ++b) {
-      const int L = batch.input.lengths[b];
-      std::vector<int> ref(L), pred(L, -1);
-      for (int t = 0; t < L; ++t) ref[t] = ls.to39[batch.labels[b * batch.input.T + t]];
-      for (const crf::Segment& s : segs[b])
-        for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.to39.at(s.label);
-      for (int t = 0; t < L; ++t)
-        if (pred[t] < 0)
-          throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + chunk[b]->id);
-      metrics.add(ref, pred);
-      if (hook) hook(*chunk[b], batch, static_cast<int>(b), want_scores ? &scores : nullptr, segs[b]);
-    }
-  }
 }
 
 void check_fresh_run_dir(const std::string& run_dir) {
@@ -428,7 +385,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
         },
         batches.size());
     for (size_t bi = 0; bi < batches.size(); ++bi) {
-      // SIGINT / SIGTERM (model/interrupt.h): stop between steps, where nothing
+      // SIGINT / SIGTERM (train/interrupt.h): stop between steps, where nothing
       // is being written; --resume goes on from the last finished epoch.
       if (stop_requested()) {
         progress.finish();

@@ -1,5 +1,5 @@
-// The training loop of `timitseg train` (docs/training.md) and the shared
-// evaluation pass used for dev PER and `timitseg evaluate`.
+// The training loop of `timitseg train` (docs/training.md); the dev
+// evaluation of every epoch is eval/evaluate.h's pass.
 #pragma once
 
 #include <functional>
@@ -8,11 +8,12 @@
 
 #include "data/dataset.h"
 #include "model/config.h"
-#include "model/metrics.h"
+#include "eval/evaluate.h"
+#include "eval/metrics.h"
 #include "model/batch.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
-#include "model/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
+#include "train/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
 
 namespace timitseg::model {
 
@@ -82,20 +83,5 @@ std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& len
 
 // Latest epoch checkpoint of a run directory ("" when none).
 std::string latest_checkpoint(const std::string& run_dir);
-
-// Decodes utterances batch by batch (sorted by length) on an executor and
-// accumulates the 39-phone metrics. on_utterance (optional) sees each
-// utterance's batch row, and with want_scores the batch's projection scores
-// [B][T][C] (host).
-using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row,
-                                         const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
-void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
-                         bool want_scores = false, double* nll_sum = nullptr);
-// nll_sum (optional): receives the sum over the utterances of log Z - gold
-// score (their labels' NLL), from the decoding forward (Executor::decode).
-
-// Sets the default thread count of the CPU encoder (0 = all cores; common/parallel.h) and keeps Eigen single-threaded; returns the number used.
-int set_threads(int threads);
 
 }  // namespace timitseg::model

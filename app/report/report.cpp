@@ -17,8 +17,8 @@
 #include "common/files.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
-#include "model/metrics.h"
-#include "model/train.h"
+#include "eval/metrics.h"
+#include "train/train.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -359,7 +359,7 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
     auto metric = [&](const char* k) {
       return in.runs[i].has_predictions ? pct(st[i].metrics[k].get<double>()) : std::string("n/a");
     };
-    for (const char* k : {"precision", "recall", "f1", "r_value"})  // the field's metrics (model/metrics.h)
+    for (const char* k : {"precision", "recall", "f1", "r_value"})  // the field's metrics (eval/metrics.h)
       table += "<td>" + (in.runs[i].has_predictions ? pct(st[i].metrics["boundary_20ms"][k].get<double>())
                                                     : std::string("n/a")) + "</td>";
     table += "<td>" + metric("per") + "</td><td>" + metric("segment_f1") + "</td><td>" + metric("frame_accuracy") +

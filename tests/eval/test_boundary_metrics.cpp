@@ -1,4 +1,4 @@
-// The field's segmentation metrics (model/metrics.h, docs/training.md
+// The field's segmentation metrics (eval/metrics.h, docs/training.md
 // "Boundary metrics at 20 ms"): boundary precision, recall, F1 and R-value at
 // 20 ms, one-to-one.
 // Oracles: values worked out by hand (in the comments), R-values published by a
@@ -13,7 +13,7 @@
 #include <set>
 #include <vector>
 
-#include "model/metrics.h"
+#include "eval/metrics.h"
 
 using namespace timitseg::model;
 
@@ -100,7 +100,7 @@ TEST(BoundaryMetrics, RValueReproducesPublishedFigures) {
 }
 
 TEST(BoundaryMetrics, HandMadeUtterance) {
-  // The utterance of Metrics.HandMadeUtterance (tests/model/test_metrics_config.cpp):
+  // The utterance of Metrics.HandMadeUtterance (tests/eval/test_metrics_config.cpp):
   // ref boundaries 3, 5; pred boundaries 2, 5, 6; 20 ms = 2 frames at 10 ms.
   // One-to-one: 2<->3, 5<->5; 6 is left (5 is taken) -> matched 2,
   // P = 2/3, R = 2/2 = 1, F1 = 2 (2/3)(1) / (2/3 + 1) = 0.8;

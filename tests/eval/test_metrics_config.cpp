@@ -8,8 +8,8 @@
 #include <fstream>
 
 #include "model/config.h"
-#include "model/infer.h"
-#include "model/metrics.h"
+#include "eval/infer.h"
+#include "eval/metrics.h"
 #include "model/optim.h"
 
 using namespace timitseg::model;

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "model/config.h"
-#include "model/interrupt.h"
-#include "model/train.h"
+#include "train/interrupt.h"
+#include "train/train.h"
 
 #include "tests/support/cli.h"
 

@@ -18,7 +18,7 @@
 #include "data/phones.h"
 #include "common/safetensors.h"
 #include "common/cuda.h"
-#include "model/train.h"
+#include "train/train.h"
 
 #include "tests/support/cli.h"
 

@@ -1,0 +1,30 @@
+// The evaluation pass shared by `timitseg evaluate` (eval/infer.cpp), the dev
+// evaluation of every training epoch (train/train.cpp), `compare` and the
+// report: decode on an executor, accumulate the metrics.
+#pragma once
+
+#include <functional>
+#include <vector>
+
+#include "crf/semicrf.h"
+#include "data/dataset.h"
+#include "eval/metrics.h"
+#include "model/batch.h"
+#include "model/executor.h"
+#include "model/labels.h"
+
+namespace timitseg::model {
+
+// Decodes utterances batch by batch (sorted by length) on an executor and
+// accumulates the 39-phone metrics. on_utterance (optional) sees each
+// utterance's batch row, and with want_scores the batch's projection scores
+// [B][T][C] (host).
+using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row,
+                                         const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
+void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
+                         bool want_scores = false, double* nll_sum = nullptr);
+// nll_sum (optional): receives the sum over the utterances of log Z - gold
+// score (their labels' NLL), from the decoding forward (Executor::decode).
+
+}  // namespace timitseg::model
