@@ -1,0 +1,74 @@
+#!/usr/bin/env python3
+"""The map of the layers (docs/design.md) kept: every #include "FOLDER/..." of
+the product's sources points down or within its own folder.
+
+  scripts/check_layers.py [--root DIR]
+
+  app    -> train, eval, model, crf, data, common
+  train  -> eval, model, crf, data, common   (each epoch's dev evaluation decodes and scores)
+  eval   -> model, crf, data, common
+  model  -> crf, data, common
+  crf    -> common
+  data   -> common
+  common -> (nothing of the project)
+
+Prints every include that runs another way (FILE:LINE: FOLDER may not include
+OTHER/...) and exits 1 when there is any, 0 otherwise. Only quoted includes
+whose first path part is one of these folders count (system and library
+headers use <...>).
+"""
+import argparse
+import os
+import re
+import sys
+
+MAY_INCLUDE = {
+    "common": set(),
+    "crf": {"common"},
+    "data": {"common"},
+    "model": {"crf", "data", "common"},
+    "eval": {"model", "crf", "data", "common"},
+    "train": {"eval", "model", "crf", "data", "common"},
+    "app": {"train", "eval", "model", "crf", "data", "common"},
+}
+EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]*"')
+
+
+def violations(root):
+    out = []
+    for folder, allowed in MAY_INCLUDE.items():
+        for dp, dn, fn in os.walk(os.path.join(root, folder)):
+            dn.sort()
+            for f in sorted(fn):
+                if not f.endswith(EXTENSIONS):
+                    continue
+                path = os.path.join(dp, f)
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    for n, line in enumerate(fh, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        target = m.group(1)
+                        if target in MAY_INCLUDE and target != folder and target not in allowed:
+                            out.append(f"{os.path.relpath(path, root)}:{n}: {folder}/ may not include {target}/ "
+                                       f"({line.strip()}); allowed: {', '.join(sorted(allowed)) or 'nothing'}")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    a = ap.parse_args()
+    bad = violations(a.root)
+    for line in bad:
+        print(line)
+    if bad:
+        print(f"check_layers: {len(bad)} include(s) against the map of the layers (docs/design.md)")
+        return 1
+    print("check_layers: every include points down (app -> train -> eval -> model -> crf, data -> common)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""scripts/check_layers.py on small trees whose verdict is known (build.check_layers_checker)."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCRIPT = os.path.join(ROOT, "scripts", "check_layers.py")
+
+
+def tree(files):
+    """A temporary tree of FILES (relative path -> text); `with tree(...) as root`."""
+    d = tempfile.TemporaryDirectory()
+    for rel, text in files.items():
+        path = os.path.join(d.name, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+    return d
+
+
+def run(root):
+    return subprocess.run([sys.executable, SCRIPT, "--root", root], capture_output=True, text=True)
+
+
+class Layers(unittest.TestCase):
+    def test_downward_includes_pass(self):
+        with tree({"app/a.cpp": '#include "train/t.h"\n#include "common/c.h"\n',
+                   "train/t.h": '#include "eval/e.h"\n#include "train/u.h"\n',
+                   "eval/e.h": '#include "model/m.h"\n',
+                   "model/m.h": '#include "crf/c.h"\n#include "data/d.h"\n#include <vector>\n',
+                   "crf/cuda/k.cu": '#include "common/cuda.h"\n',
+                   "common/c.h": '#include "common/b.h"\n#include "tests/x.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 0, r.stdout)
+
+    def test_upward_and_sideways_includes_fail(self):
+        with tree({"model/infer.cpp": '// x\n#include "train/train.h"\n',
+                   "crf/a.cu": '#include "data/d.h"\n',
+                   "eval/e.cpp": '  #  include "app/commands.h"\n',
+                   "common/c.h": '#include "model/m.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("model/infer.cpp:2: model/ may not include train/", r.stdout)
+            self.assertIn("crf/a.cu:1: crf/ may not include data/", r.stdout)
+            self.assertIn("eval/e.cpp:1: eval/ may not include app/", r.stdout)
+            self.assertIn("common/c.h:1: common/ may not include model/", r.stdout)
+            self.assertIn("4 include(s)", r.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
