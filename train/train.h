@@ -9,6 +9,7 @@
 #include "data/dataset.h"
 #include "model/config.h"
 #include "eval/evaluate.h"
+#include "train/batches.h"  // make_epoch_batches (bench train)
 #include "eval/metrics.h"
 #include "model/batch.h"
 #include "model/checkpoint.h"
@@ -74,12 +75,6 @@ TrainResult train(const Config& cfg, const TrainData& data, bool resume, const A
 // which is what a run killed in its first epoch leaves): a fresh run must not
 // mix with it.
 void check_fresh_run_dir(const std::string& run_dir);
-
-// Batches of one epoch (indices into `lengths`): a seeded shuffle; with
-// train.bucketing, pools of bucket_batches * batch_size utterances are sorted
-// by length and cut into batches, and the batch order is shuffled again.
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
-                                                 std::mt19937_64& rng);
 
 // Latest epoch checkpoint of a run directory ("" when none).
 std::string latest_checkpoint(const std::string& run_dir);

@@ -1,0 +1,83 @@
+// The batches of one training epoch (train/batches.h).
+#include "train/batches.h"
+
+#include <algorithm>
+
+namespace timitseg::model {
+namespace {
+
+// Fisher-Yates with the run's engine (portable: no std distributions).
+void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
+  for (size_t i = v.size(); i > 1; --i) std::swap(v[i - 1], v[rng() % i]);
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
+                                                 std::mt19937_64& rng) {
+  std::vector<int> order(lengths.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  shuffle(order, rng);
+  const size_t bs = static_cast<size_t>(cfg.train_batch_size);
+  if (cfg.train_bucketing) {
+    const size_t pool = bs * static_cast<size_t>(cfg.train_bucket_batches);
+    for (size_t p = 0; p < order.size(); p += pool) {
+      auto b = order.begin() + p, e = order.begin() + std::min(order.size(), p + pool);
+      std::stable_sort(b, e, [&](int x, int y) { return lengths[x] < lengths[y]; });
+    }
+  }
+  std::vector<std::vector<int>> batches;
+  for (size_t p = 0; p < order.size(); p += bs)
+    batches.emplace_back(order.begin() + p, order.begin() + std::min(order.size(), p + bs));
+  if (cfg.train_bucketing) {
+    std::vector<int> bo(batches.size());
+    for (size_t i = 0; i < bo.size(); ++i) bo[i] = static_cast<int>(i);
+    shuffle(bo, rng);
+    std::vector<std::vector<int>> shuffled;
+    for (int i : bo) shuffled.push_back(std::move(batches[i]));
+    batches = std::move(shuffled);
+  }
+  return batches;
+}
+
+BatchPrefetcher::~BatchPrefetcher() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  worker_.join();
+}
+
+Batch BatchPrefetcher::next() {
+  std::unique_lock<std::mutex> lk(mu_);
+  cv_.wait(lk, [&] { return !ready_.empty() || err_; });
+  if (ready_.empty()) std::rethrow_exception(err_);
+  Batch b = std::move(ready_.front());
+  ready_.pop_front();
+  cv_.notify_all();
+  return b;
+}
+
+void BatchPrefetcher::run() {
+  for (size_t i = 0; i < count_; ++i) {
+    {
+      std::unique_lock<std::mutex> lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || ready_.size() < depth_; });
+      if (stop_) return;
+    }
+    try {
+      Batch b = make_(i);
+      std::lock_guard<std::mutex> lk(mu_);
+      ready_.push_back(std::move(b));
+    } catch (...) {
+      std::lock_guard<std::mutex> lk(mu_);
+      err_ = std::current_exception();
+      cv_.notify_all();
+      return;
+    }
+    cv_.notify_all();
+  }
+}
+
+}  // namespace timitseg::model
