@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "app/cmd_compare.h"
 #include "app/commands.h"
 #include "app/report/report.h"
 #include "app/report/significance.h"
@@ -88,62 +89,6 @@ std::vector<uint64_t> parse_seeds(const std::string& spec, uint64_t base) {
     }
   }
   return out;
-}
-
-const char* kSplits[] = {"dev", "core-test"};
-// Metric keys of the table and JSON, in order: (key, row label, scale for the table, printf format).
-struct MetricRow {
-  const char* key;
-  const char* label;
-  double scale;
-  const char* format;
-};
-const MetricRow kRows[] = {
-    {"per", "PER %", 100, "%.2f"},
-    {"boundary_f1_tol0", "boundary F1 tol 0 %", 100, "%.2f"},
-    {"boundary_f1_tol1", "boundary F1 tol 1 %", 100, "%.2f"},
-    {"boundary_f1_tol2", "boundary F1 tol 2 %", 100, "%.2f"},
-    // at 20 ms, one-to-one (Metrics::to_json's boundary_20ms): shown when present
-    {"boundary_20ms_precision", "boundary P 20 ms %", 100, "%.2f"},
-    {"boundary_20ms_recall", "boundary R 20 ms %", 100, "%.2f"},
-    {"boundary_20ms_f1", "boundary F1 20 ms %", 100, "%.2f"},
-    {"boundary_20ms_r_value", "boundary R-value 20 ms %", 100, "%.2f"},
-    {"segment_f1", "segment F1 %", 100, "%.2f"},
-    {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
-    {"duration_kl", "duration KL", 1, "%.4f"},
-    {"frame_accuracy", "frame accuracy %", 100, "%.2f"},
-    {"decode_seconds", "decode time (s)", 1, "%.2f"},
-};
-
-// One trained model's numbers: per split (absent when the split is empty) and training speed.
-struct RunNumbers {
-  std::map<std::string, std::map<std::string, double>> splits;  // split -> key -> value
-  double train_frames_per_sec = std::nan("");
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-// Mean training frames/s over the epochs of RUN_DIR/metrics.jsonl (NaN when none).
-double mean_train_fps(const fs::path& run_dir) {
-  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
-  std::string line;
-  double sum = 0;
-  int n = 0;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      sum += nlohmann::json::parse(line).at("frames_per_sec").get<double>();
-      ++n;
-    } catch (const nlohmann::json::exception&) {
-      throw std::runtime_error((run_dir / "metrics.jsonl").string() + ": a line is not a metrics JSON object");
-    }
-  }
-  return n ? sum / n : std::nan("");
 }
 
 // Keys that change how a run is logged, checked or kept, never what it
@@ -415,125 +360,12 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   return jobs;
 }
 
-// Evaluates the run's best checkpoint (the last epoch when there is no best: no dev split) on dev and core-test;
-// *dev_report: the dev split's decoded labels for the report; *names39 (optional): the run's phone names.
-RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, data::Split>& splits,
-                        report::RunReport* dev_report, std::vector<std::string>* names39) {
-  const fs::path ckpt_dir = fs::path(cfg.train_run_dir) / "checkpoints";
-  std::string ckpt = (ckpt_dir / "best.safetensors").string();
-  if (!fs::exists(ckpt)) ckpt = model::latest_checkpoint(cfg.train_run_dir);
-  if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
-  const model::ModelState s = model::load_checkpoint(ckpt);
-  const std::string device = model::resolve_device(cfg.train_device);
-  model::ExecutorOptions xo;
-  xo.threads = model::set_threads(cfg.train_threads);
-  xo.rnn_algo = cfg.train_rnn_algo;
-  // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
-  xo.crf_backend = device == "cuda" ? "cuda" : (cfg.crf_backend == "cuda" ? "cpu" : cfg.crf_backend);
-  xo.phone_bonus = s.config.crf_phone_bonus;
-  xo.decode = s.config.crf_decode;
-  std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
-  exec->set_state(s.params, s.optimizer);
-  RunNumbers out;
-  out.train_frames_per_sec = mean_train_fps(cfg.train_run_dir);
-  if (names39) *names39 = s.labels.names39;
-  dev_report->run_dir = cfg.train_run_dir;
-  dev_report->has_predictions = false;
-  dev_report->predictions_note = "no dev split";
-  for (const auto& [name, split] : splits) {
-    if (split.utterances.empty()) continue;  // n/a
-    std::vector<const data::Utterance*> utts;
-    for (const auto& u : split.utterances) utts.push_back(&u);
-    model::Metrics m(s.labels.names39);
-    std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> decoded;
-    model::UtteranceHook keep;
-    if (name == "dev")
-      keep = [&decoded](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
-                        const std::vector<crf::Segment>& segs) { decoded.emplace_back(&u, segs); };
-    const auto t0 = std::chrono::steady_clock::now();
-    model::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, cfg.train_batch_size, m, keep);
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (name == "dev") {
-      dev_report->predictions = report::predictions_from_segments(
-          s.labels, decoded,
-          fs::path(ckpt).filename().string() + " (epoch " + std::to_string(s.epoch) + "), dev split, " +
-              std::to_string(decoded.size()) + " utterances");
-      dev_report->has_predictions = true;
-    }
-    const nlohmann::json j = m.to_json();
-    auto& v = out.splits[name];
-    v["per"] = m.per();
-    for (int tol = 0; tol <= 2; ++tol) v["boundary_f1_tol" + std::to_string(tol)] = m.boundary(tol).f1();
-    if (j.contains("boundary_20ms"))  // the field's boundary metrics at 20 ms (Metrics::to_json)
-      for (const char* k : {"precision", "recall", "f1", "r_value"})
-        if (j["boundary_20ms"].contains(k)) v[std::string("boundary_20ms_") + k] = j["boundary_20ms"][k].get<double>();
-    v["segment_f1"] = m.segment().f1();
-    v["duration_mae"] = j.at("duration_mean_mae").get<double>();
-    v["duration_kl"] = j.at("duration_kl").get<double>();
-    v["frame_accuracy"] = m.frame_accuracy();
-    v["decode_seconds"] = secs;
-    spdlog::info("compare: {} on {}: PER {:.2f}%, {} utterances decoded in {:.2f} s ({})", ckpt, name, 100 * m.per(),
-                 utts.size(), secs, exec->description());
-  }
-  return out;
-}
-
-struct Summary {
-  std::vector<double> values;
-  double mean() const {
-    double s = 0;
-    for (double v : values) s += v;
-    return s / values.size();
-  }
-  double std() const {  // sample standard deviation (n - 1)
-    const double m = mean();
-    double s = 0;
-    for (double v : values) s += (v - m) * (v - m);
-    return std::sqrt(s / (values.size() - 1));
-  }
-  nlohmann::json to_json() const {
-    nlohmann::json j = {{"mean", mean()}, {"n", values.size()}, {"values", values}};
-    if (values.size() > 1) j["std"] = std();  // with one seed there is no spread: left out
-    return j;
-  }
-  std::string text(double scale, const char* format) const {
-    if (values.empty()) return "n/a";
-    std::string t = model::format_metric(mean(), format, scale);
-    if (values.size() > 1) t += " ± " + model::format_metric(std(), format, scale);
-    return t;
-  }
-};
-
-void run_compare(const CompareArgs& a) {
-  if (a.config.empty()) throw std::invalid_argument("compare: --config FILE.yaml is required");
-  const model::Config base = model::Config::load(a.config, a.sets);
-  if (base.train_run_dir.empty()) throw std::invalid_argument(a.config + ": train.run_dir is required (the runs go "
-                                                               "into RUN_DIR/linear and RUN_DIR/semicrf)");
-  if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
-  const std::vector<uint64_t> seeds = parse_seeds(a.seeds, base.train_seed);
-  if (!a.json_out.empty()) {
-    const fs::path dir = fs::path(a.json_out).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw std::invalid_argument("--json " + a.json_out + ": folder " + dir.string() + " does not exist");
-  }
-  const int K = base.crf_max_duration;
-  if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
-  // no GPU for train.device=cuda: one line, before anything is written
-  const std::string device = model::resolve_device(base.train_device);
-  model::install_stop_handlers();
-
-  struct Variant {
-    std::string name, title;
-    int K;
-  };
-  const std::vector<Variant> variants = {{"linear", "linear CRF (K=1)", 1},
-                                         {"semicrf", "semi-CRF (K=" + std::to_string(K) + ")", K}};
-  const bool seed_dirs = !(seeds.size() == 1 && a.seeds.empty());
-  // jobs[s * 2 + v]: seed s, variant v (the training order of --jobs 1)
+// The jobs of the comparison, jobs[s * variants + v]: seed s, variant v (the training order of --jobs 1).
+std::vector<Job> make_jobs(const CompareArgs& a, const model::Config& base, const std::vector<uint64_t>& seeds,
+                           const std::vector<compare::Variant>& variants, bool seed_dirs) {
   std::vector<Job> jobs;
   for (uint64_t seed : seeds)
-    for (const Variant& var : variants) {
+    for (const compare::Variant& var : variants) {
       std::vector<std::string> sets = a.sets;
       const fs::path dir = seed_dirs ? fs::path(base.train_run_dir) / ("seed-" + std::to_string(seed)) / var.name
                                      : fs::path(base.train_run_dir) / var.name;
@@ -545,12 +377,14 @@ void run_compare(const CompareArgs& a) {
       j.name = seed_dirs ? "seed-" + std::to_string(seed) + "/" + var.name : var.name;
       jobs.push_back(std::move(j));
     }
-  auto job_of = [&](size_t v, size_t s) -> const Job& { return jobs[s * variants.size() + v]; };
+  return jobs;
+}
 
-  // Every folder is checked before anything is trained: one error line for all conflicts.
+// What to do with every folder (plan), checked before anything is trained: one error line for all conflicts.
+void check_conflicts(std::vector<Job>& jobs, bool force) {
   std::vector<std::string> conflicts;
   for (Job& j : jobs) {
-    const std::string c = plan(j, a.force);
+    const std::string c = plan(j, force);
     if (!c.empty()) conflicts.push_back(c);
   }
   if (!conflicts.empty())
@@ -560,14 +394,25 @@ void run_compare(const CompareArgs& a) {
         ". Run again with --force to train " + (conflicts.size() == 1 ? "it" : "them") +
         " afresh (the old run is deleted once the new one has finished its first epoch), or choose another "
         "train.run_dir");
-  int to_train = 0;
+}
+
+// The training part of compare: how many runs trained, how many at a time, how long.
+struct TrainingDone {
+  int to_train = 0, jobs_used = 1;
+  double wall_seconds = 0;
+};
+
+// Trains the jobs that are not reused (--jobs at a time); one error naming every run that did not finish.
+TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, const std::string& device, int jobs_arg) {
+  TrainingDone done;
+  int& to_train = done.to_train;
+  int& jobs_used = done.jobs_used;
+  double& train_wall = done.wall_seconds;
   for (const Job& j : jobs) to_train += j.action != Job::Action::reuse;
 
-  double train_wall = 0;
-  int jobs_used = 1;
   if (to_train > 0) {
     const model::TrainData data = model::load_train_data(base);
-    jobs_used = a.jobs > 0 ? a.jobs : default_jobs(device, base, data, to_train);
+    jobs_used = jobs_arg > 0 ? jobs_arg : default_jobs(device, base, data, to_train);
     jobs_used = std::max(1, std::min(jobs_used, to_train));
     spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", to_train, jobs.size(), jobs_used, device,
                  device == "cpu" && jobs_used > 1 ? " (their parallel sections share one thread pool)" : "");
@@ -590,110 +435,54 @@ void run_compare(const CompareArgs& a) {
     }
     spdlog::info("compare: trained {} runs in {:.1f} s, {} at a time", to_train, train_wall, jobs_used);
   }
+  return done;
+}
 
-  std::map<std::string, data::Split> splits;
-  for (const char* name : kSplits) splits[name] = data::load_split(base.data_workdir, name);
+// The driver: the jobs (one per variant and seed), their folders checked,
+// the training, then evaluation, table, overlay report and JSON (app/cmd_compare_results.cpp).
+void run_compare(const CompareArgs& a) {
+  if (a.config.empty()) throw std::invalid_argument("compare: --config FILE.yaml is required");
+  const model::Config base = model::Config::load(a.config, a.sets);
+  if (base.train_run_dir.empty()) throw std::invalid_argument(a.config + ": train.run_dir is required (the runs go "
+                                                               "into RUN_DIR/linear and RUN_DIR/semicrf)");
+  if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
+  const std::vector<uint64_t> seeds = parse_seeds(a.seeds, base.train_seed);
+  if (!a.json_out.empty()) {
+    const fs::path dir = fs::path(a.json_out).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !fs::is_directory(dir, ec))
+      throw std::invalid_argument("--json " + a.json_out + ": folder " + dir.string() + " does not exist");
+  }
+  const int K = base.crf_max_duration;
+  if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
+  // no GPU for train.device=cuda: one line, before anything is written
+  const std::string device = model::resolve_device(base.train_device);
+  model::install_stop_handlers();
 
-  // numbers[v][s]; the report's runs in the same order
-  std::vector<std::vector<RunNumbers>> numbers(variants.size(), std::vector<RunNumbers>(seeds.size()));
-  report::ReportInput overlay;
-  for (size_t s = 0; s < seeds.size(); ++s)
-    for (size_t v = 0; v < variants.size(); ++v) {
-      report::RunReport rr;
-      numbers[v][s] = evaluate_run(job_of(v, s).cfg, splits, &rr, overlay.names39.empty() ? &overlay.names39 : nullptr);
-      overlay.runs.push_back(std::move(rr));
-    }
-  // summaries[v][split][key]
-  std::vector<std::map<std::string, std::map<std::string, Summary>>> sums(variants.size());
-  std::vector<Summary> fps(variants.size());
+  const std::vector<compare::Variant> variants = {{"linear", "linear CRF (K=1)", 1},
+                                                  {"semicrf", "semi-CRF (K=" + std::to_string(K) + ")", K}};
+  const bool seed_dirs = !(seeds.size() == 1 && a.seeds.empty());
+  std::vector<Job> jobs = make_jobs(a, base, seeds, variants, seed_dirs);
+  check_conflicts(jobs, a.force);
+  const TrainingDone done = train_jobs(jobs, base, device, a.jobs);
+  std::vector<std::vector<model::Config>> cfgs(variants.size());  // [v][s]
   for (size_t v = 0; v < variants.size(); ++v)
-    for (size_t s = 0; s < seeds.size(); ++s) {
-      const RunNumbers& r = numbers[v][s];
-      for (const auto& [split, vals] : r.splits)
-        for (const auto& [k, x] : vals) sums[v][split][k].values.push_back(x);
-      if (!std::isnan(r.train_frames_per_sec)) fps[v].values.push_back(r.train_frames_per_sec);
-    }
-  // tests[split][key]: semi-CRF minus linear CRF, paired by seed (seeds where both runs have the metric)
-  std::map<std::string, std::map<std::string, report::PairedTest>> tests;
-  for (const char* split : kSplits)
-    for (const MetricRow& row : kRows) {
-      if (std::string(row.key) == "decode_seconds") continue;  // a time, not a result
-      std::vector<double> lin, semi;
-      for (size_t s = 0; s < seeds.size(); ++s) {
-        const auto a0 = numbers[0][s].splits.find(split), a1 = numbers[1][s].splits.find(split);
-        if (a0 == numbers[0][s].splits.end() || a1 == numbers[1][s].splits.end()) continue;
-        if (!a0->second.count(row.key) || !a1->second.count(row.key)) continue;
-        lin.push_back(a0->second.at(row.key));
-        semi.push_back(a1->second.at(row.key));
-      }
-      if (!lin.empty()) tests[split][row.key] = report::paired_test(lin, semi);
-    }
-  auto present = [&](const MetricRow& row) {  // a row some run has (boundary_20ms only with that metric)
-    for (size_t v = 0; v < variants.size(); ++v)
-      for (const auto& [split, m] : sums[v])
-        if (m.count(row.key)) return true;
-    return false;
-  };
+    for (size_t s = 0; s < seeds.size(); ++s) cfgs[v].push_back(jobs[s * variants.size() + v].cfg);
 
-  // ---- the table --------------------------------------------------------------
+  compare::CompareResults res = compare::collect_results(base, variants, cfgs);
   const std::string seeds_text =
       seeds.size() == 1 ? "1 seed (" + std::to_string(seeds[0]) + "): a single run, no spread; use --seeds N"
                         : std::to_string(seeds.size()) + " seeds, mean ± std";
-  std::ostringstream os;
-  os << "compare: " << variants[0].title << " vs " << variants[1].title << ", " << base.train_epochs
-     << " epochs, " << seeds_text << "\n";
-  char buf[512];
-  std::vector<std::string> cols;
-  for (const char* split : kSplits)
-    for (const Variant& var : variants) cols.push_back(var.name + " " + split);
-  std::snprintf(buf, sizeof buf, "%-26s", "metric");
-  os << buf;
-  for (const std::string& c : cols) {
-    std::snprintf(buf, sizeof buf, " %20s", c.c_str());
-    os << buf;
-  }
-  os << "\n";
-  for (const MetricRow& row : kRows) {
-    if (!present(row)) continue;
-    std::snprintf(buf, sizeof buf, "%-26s", row.label);
-    os << buf;
-    for (const char* split : kSplits)
-      for (size_t v = 0; v < variants.size(); ++v) {
-        const auto sp = sums[v].find(split);
-        const std::string t = sp == sums[v].end() || !sp->second.count(row.key)
-                                  ? "n/a"
-                                  : sp->second.at(row.key).text(row.scale, row.format);
-        std::snprintf(buf, sizeof buf, " %20s", t.c_str());
-        os << buf;
-      }
-    os << "\n";
-  }
-  std::snprintf(buf, sizeof buf, "%-26s", "train frames/s");
-  os << buf;
-  for (size_t i = 0; i < std::size(kSplits); ++i)
-    for (size_t v = 0; v < variants.size(); ++v) {
-      std::snprintf(buf, sizeof buf, " %20s", fps[v].text(1, "%.0f").c_str());
-      os << buf;
-    }
-  os << "\n\nsemi-CRF minus linear CRF, paired by seed (" << seeds.size() << (seeds.size() == 1 ? " seed" : " seeds")
-     << "): mean difference ± std of the differences, paired t-test (t, degrees of freedom, two-sided p) and exact "
-        "sign test (two-sided p, seeds where the semi-CRF is higher+/lower-)\n";
-  std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", "metric", "split", "mean diff ± std", "t (df)",
-                "p (t-test)", "p (sign test)");
-  os << buf;
+  std::ostringstream title;
+  title << "compare: " << variants[0].title << " vs " << variants[1].title << ", " << base.train_epochs
+        << " epochs, " << seeds_text << "\n";
   std::vector<std::vector<std::string>> sig_rows;
-  for (const MetricRow& row : kRows)
-    for (const char* split : kSplits) {
-      const auto sp = tests.find(split);
-      if (sp == tests.end() || !sp->second.count(row.key)) continue;
-      const report::PairedTest& t = sp->second.at(row.key);
-      const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
-                                              report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
-      std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", cells[0].c_str(), cells[1].c_str(),
-                    cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
-      os << buf;
-      sig_rows.push_back(cells);
-    }
+  std::vector<std::string> cols;
+  std::ostringstream os;
+  os << compare::compare_table(res, variants, seeds.size(), title.str(), &sig_rows, &cols);
+  char buf[512];
+  const int to_train = done.to_train, jobs_used = done.jobs_used;
+  const double train_wall = done.wall_seconds;
   os << "\nrun folders: " << (fs::path(base.train_run_dir) / "{linear,semicrf}").string()
      << (seed_dirs ? " under seed-S/" : "") << "\n";
   if (to_train > 0) {
@@ -704,88 +493,22 @@ void run_compare(const CompareArgs& a) {
     os << "training wall time: 0 s (every run reused)\n";
   }
 
-  // ---- the overlay report -------------------------------------------------------
-  const std::string report_path = (fs::path(base.train_run_dir) / "report.html").string();
-  {
-    std::vector<const data::Utterance*> dev_utts;
-    for (const auto& u : splits["dev"].utterances) dev_utts.push_back(&u);
-    overlay.drawn = report::pick_drawn(dev_utts, data::load_feature_options(base.data_workdir));
-    report::ReportTable means;
-    means.id = "compare";
-    means.title = "compare: " + variants[0].title + " vs " + variants[1].title;
-    means.note = std::to_string(base.train_epochs) + " epochs, " + seeds_text +
-                 "; each run evaluated with its best checkpoint (the last without a dev split).";
-    means.header = {"metric"};
-    for (const std::string& c : cols) means.header.push_back(c);
-    for (const MetricRow& row : kRows) {
-      if (!present(row)) continue;
-      std::vector<std::string> r = {row.label};
-      for (const char* split : kSplits)
-        for (size_t v = 0; v < variants.size(); ++v) {
-          const auto sp = sums[v].find(split);
-          r.push_back(sp == sums[v].end() || !sp->second.count(row.key) ? "n/a"
-                                                                        : sp->second.at(row.key).text(row.scale, row.format));
-        }
-      means.rows.push_back(r);
-    }
-    report::ReportTable sig;
-    sig.id = "significance";
-    sig.title = "Significance: semi-CRF minus linear CRF, paired by seed";
-    sig.note = "Per metric and split: the mean over seeds of (semi-CRF - linear CRF) on the same seed, the sample "
-               "std of those differences, a paired two-sided t-test and the exact two-sided sign test (docs/"
-               "training.md). With 1 seed there is no test: n/a (1 seed).";
-    sig.header = {"metric", "split", "mean diff ± std", "t (df)", "p (t-test)", "p (sign test)"};
-    sig.rows = sig_rows;
-    overlay.tables = {means, sig};
-    report::write_report(overlay, report_path);
-    // a reused run from before compare wrote report.html gets its own too
-    for (const report::RunReport& rr : overlay.runs) {
-      const fs::path own = fs::path(rr.run_dir) / "report.html";
-      std::error_code ec;
-      if (fs::exists(own, ec)) continue;
-      report::ReportInput one;
-      one.names39 = overlay.names39;
-      one.runs = {rr};
-      one.drawn = overlay.drawn;
-      report::write_report(one, own.string());
-    }
-  }
+  const std::string report_path = compare::write_compare_report(res, base, variants, seeds_text, cols, sig_rows);
   os << "report: " << report_path << "\n";
   std::printf("%s", os.str().c_str());
   std::fflush(stdout);
-
-  // ---- JSON ---------------------------------------------------------------------
   if (!a.json_out.empty()) {
-    nlohmann::json j;
-    j["config"] = a.config;
-    j["epochs"] = base.train_epochs;
-    j["seeds"] = seeds;
-    j["report"] = report_path;
-    j["jobs"] = jobs_used;
-    j["runs_trained"] = to_train;
-    j["train_wall_seconds"] = train_wall;
-    for (size_t v = 0; v < variants.size(); ++v) {
-      nlohmann::json r;
-      r["title"] = variants[v].title;
-      r["max_duration"] = variants[v].K;
-      std::vector<std::string> dirs;
-      for (size_t s = 0; s < seeds.size(); ++s) dirs.push_back(job_of(v, s).cfg.train_run_dir);
-      r["run_dirs"] = dirs;
-      if (!fps[v].values.empty()) r["train_frames_per_sec"] = fps[v].to_json();
-      for (const char* split : kSplits) {
-        const auto sp = sums[v].find(split);
-        if (sp == sums[v].end()) continue;  // an empty split: its metrics are left out, never NaN
-        for (const auto& [k, sum] : sp->second) r[split][k] = sum.to_json();
-      }
-      j["runs"][variants[v].name] = r;
-    }
-    for (const auto& [split, m] : tests)
-      for (const auto& [k, t] : m) j["significance"][split][k] = report::to_json(t);
-    write_file_atomic(a.json_out, j.dump(2) + "\n");
-    spdlog::info("compare: table written to {}", a.json_out);
+    compare::CompareJsonInfo info;
+    info.config = a.config;
+    info.report_path = report_path;
+    info.epochs = base.train_epochs;
+    info.jobs = jobs_used;
+    info.runs_trained = to_train;
+    info.train_wall_seconds = train_wall;
+    info.seeds = seeds;
+    compare::write_compare_json(a.json_out, res, variants, cfgs, info);
   }
 }
-
 }  // namespace
 
 void add_compare_command(CLI::App& app) {

@@ -1,0 +1,122 @@
+// `timitseg compare` (app/cmd_compare.cpp: planning and training the runs;
+// app/cmd_compare_results.cpp: evaluating them, the table, the overlay report
+// and the JSON). Internal to app/.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/report/report.h"
+#include "app/report/significance.h"
+#include "data/dataset.h"
+#include "model/config.h"
+#include "train/run_folder.h"  // format_metric
+
+namespace timitseg::app::compare {
+
+inline const char* const kSplits[] = {"dev", "core-test"};
+// Metric keys of the table and JSON, in order: (key, row label, scale for the table, printf format).
+struct MetricRow {
+  const char* key;
+  const char* label;
+  double scale;
+  const char* format;
+};
+inline const MetricRow kRows[] = {
+    {"per", "PER %", 100, "%.2f"},
+    {"boundary_f1_tol0", "boundary F1 tol 0 %", 100, "%.2f"},
+    {"boundary_f1_tol1", "boundary F1 tol 1 %", 100, "%.2f"},
+    {"boundary_f1_tol2", "boundary F1 tol 2 %", 100, "%.2f"},
+    // at 20 ms, one-to-one (Metrics::to_json's boundary_20ms): shown when present
+    {"boundary_20ms_precision", "boundary P 20 ms %", 100, "%.2f"},
+    {"boundary_20ms_recall", "boundary R 20 ms %", 100, "%.2f"},
+    {"boundary_20ms_f1", "boundary F1 20 ms %", 100, "%.2f"},
+    {"boundary_20ms_r_value", "boundary R-value 20 ms %", 100, "%.2f"},
+    {"segment_f1", "segment F1 %", 100, "%.2f"},
+    {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
+    {"duration_kl", "duration KL", 1, "%.4f"},
+    {"frame_accuracy", "frame accuracy %", 100, "%.2f"},
+    {"decode_seconds", "decode time (s)", 1, "%.2f"},
+};
+
+// One trained model's numbers: per split (absent when the split is empty) and training speed.
+struct RunNumbers {
+  std::map<std::string, std::map<std::string, double>> splits;  // split -> key -> value
+  double train_frames_per_sec = std::nan("");
+};
+
+// A mean over seeds (mean ± sample std).
+struct Summary {
+  std::vector<double> values;
+  double mean() const {
+    double s = 0;
+    for (double v : values) s += v;
+    return s / values.size();
+  }
+  double std() const {  // sample standard deviation (n - 1)
+    const double m = mean();
+    double s = 0;
+    for (double v : values) s += (v - m) * (v - m);
+    return std::sqrt(s / (values.size() - 1));
+  }
+  nlohmann::json to_json() const {
+    nlohmann::json j = {{"mean", mean()}, {"n", values.size()}, {"values", values}};
+    if (values.size() > 1) j["std"] = std();  // with one seed there is no spread: left out
+    return j;
+  }
+  std::string text(double scale, const char* format) const {
+    if (values.empty()) return "n/a";
+    std::string t = model::format_metric(mean(), format, scale);
+    if (values.size() > 1) t += " ± " + model::format_metric(std(), format, scale);
+    return t;
+  }
+};
+
+// One model of the comparison: the linear CRF or the semi-CRF.
+struct Variant {
+  std::string name, title;
+  int K;
+};
+
+// Every number of the comparison: per variant v and seed s.
+struct CompareResults {
+  std::map<std::string, data::Split> splits;                          // dev, core-test
+  std::vector<std::vector<RunNumbers>> numbers;                       // [v][s]
+  std::vector<std::map<std::string, std::map<std::string, Summary>>> sums;  // [v][split][key]
+  std::vector<Summary> fps;                                           // [v] training frames/s
+  std::map<std::string, std::map<std::string, report::PairedTest>> tests;  // [split][key]: semi minus linear
+  report::ReportInput overlay;                                        // the runs, in [s][v] order
+  bool present(const MetricRow& row) const;  // a row some run has (boundary_20ms only with that metric)
+};
+
+// Evaluates every run (cfgs[v][s], best checkpoint) on dev and core-test and sums them up.
+CompareResults collect_results(const model::Config& base, const std::vector<Variant>& variants,
+                               const std::vector<std::vector<model::Config>>& cfgs);
+
+// The table printed by compare; *sig_rows: the significance rows (for the report), *cols: the column names.
+std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
+                          const std::string& title_line, std::vector<std::vector<std::string>>* sig_rows,
+                          std::vector<std::string>* cols);
+
+// RUN_DIR/report.html overlaying every run (and a report.html for each reused run without one); returns its path.
+std::string write_compare_report(CompareResults& res, const model::Config& base, const std::vector<Variant>& variants,
+                                 const std::string& seeds_text, const std::vector<std::string>& cols,
+                                 const std::vector<std::vector<std::string>>& sig_rows);
+
+// What --json says besides the numbers.
+struct CompareJsonInfo {
+  std::string config, report_path;
+  int epochs = 0, jobs = 1, runs_trained = 0;
+  double train_wall_seconds = 0;
+  std::vector<uint64_t> seeds;
+};
+// --json FILE (atomic).
+void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
+                        const std::vector<std::vector<model::Config>>& cfgs, const CompareJsonInfo& info);
+
+}  // namespace timitseg::app::compare

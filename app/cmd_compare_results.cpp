@@ -1,0 +1,321 @@
+// `timitseg compare`: the runs evaluated (best checkpoint, dev and
+// core-test), summed up over seeds, the paired significance of the
+// differences, the table, the overlay report and the JSON (app/cmd_compare.h).
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "app/cmd_compare.h"
+#include "common/atomic_file.h"
+#include "eval/evaluate.h"
+#include "model/checkpoint.h"
+#include "model/executor.h"
+#include "train/run_folder.h"
+#include "train/train.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::app::compare {
+
+namespace {
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+// Mean training frames/s over the epochs of RUN_DIR/metrics.jsonl (NaN when none).
+double mean_train_fps(const fs::path& run_dir) {
+  std::istringstream in(slurp(run_dir / "metrics.jsonl"));
+  std::string line;
+  double sum = 0;
+  int n = 0;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      sum += nlohmann::json::parse(line).at("frames_per_sec").get<double>();
+      ++n;
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error((run_dir / "metrics.jsonl").string() + ": a line is not a metrics JSON object");
+    }
+  }
+  return n ? sum / n : std::nan("");
+}
+
+// Evaluates the run's best checkpoint (the last epoch when there is no best: no dev split) on dev and core-test;
+// *dev_report: the dev split's decoded labels for the report; *names39 (optional): the run's phone names.
+RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, data::Split>& splits,
+                        report::RunReport* dev_report, std::vector<std::string>* names39) {
+  const fs::path ckpt_dir = fs::path(cfg.train_run_dir) / "checkpoints";
+  std::string ckpt = (ckpt_dir / "best.safetensors").string();
+  if (!fs::exists(ckpt)) ckpt = model::latest_checkpoint(cfg.train_run_dir);
+  if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
+  const model::ModelState s = model::load_checkpoint(ckpt);
+  const std::string device = model::resolve_device(cfg.train_device);
+  model::ExecutorOptions xo;
+  xo.threads = model::set_threads(cfg.train_threads);
+  xo.rnn_algo = cfg.train_rnn_algo;
+  // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
+  xo.crf_backend = device == "cuda" ? "cuda" : (cfg.crf_backend == "cuda" ? "cpu" : cfg.crf_backend);
+  xo.phone_bonus = s.config.crf_phone_bonus;
+  xo.decode = s.config.crf_decode;
+  std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
+  exec->set_state(s.params, s.optimizer);
+  RunNumbers out;
+  out.train_frames_per_sec = mean_train_fps(cfg.train_run_dir);
+  if (names39) *names39 = s.labels.names39;
+  dev_report->run_dir = cfg.train_run_dir;
+  dev_report->has_predictions = false;
+  dev_report->predictions_note = "no dev split";
+  for (const auto& [name, split] : splits) {
+    if (split.utterances.empty()) continue;  // n/a
+    std::vector<const data::Utterance*> utts;
+    for (const auto& u : split.utterances) utts.push_back(&u);
+    model::Metrics m(s.labels.names39);
+    std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> decoded;
+    model::UtteranceHook keep;
+    if (name == "dev")
+      keep = [&decoded](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
+                        const std::vector<crf::Segment>& segs) { decoded.emplace_back(&u, segs); };
+    const auto t0 = std::chrono::steady_clock::now();
+    model::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, cfg.train_batch_size, m, keep);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (name == "dev") {
+      dev_report->predictions = report::predictions_from_segments(
+          s.labels, decoded,
+          fs::path(ckpt).filename().string() + " (epoch " + std::to_string(s.epoch) + "), dev split, " +
+              std::to_string(decoded.size()) + " utterances");
+      dev_report->has_predictions = true;
+    }
+    const nlohmann::json j = m.to_json();
+    auto& v = out.splits[name];
+    v["per"] = m.per();
+    for (int tol = 0; tol <= 2; ++tol) v["boundary_f1_tol" + std::to_string(tol)] = m.boundary(tol).f1();
+    if (j.contains("boundary_20ms"))  // the field's boundary metrics at 20 ms (Metrics::to_json)
+      for (const char* k : {"precision", "recall", "f1", "r_value"})
+        if (j["boundary_20ms"].contains(k)) v[std::string("boundary_20ms_") + k] = j["boundary_20ms"][k].get<double>();
+    v["segment_f1"] = m.segment().f1();
+    v["duration_mae"] = j.at("duration_mean_mae").get<double>();
+    v["duration_kl"] = j.at("duration_kl").get<double>();
+    v["frame_accuracy"] = m.frame_accuracy();
+    v["decode_seconds"] = secs;
+    spdlog::info("compare: {} on {}: PER {:.2f}%, {} utterances decoded in {:.2f} s ({})", ckpt, name, 100 * m.per(),
+                 utts.size(), secs, exec->description());
+  }
+  return out;
+}
+
+}  // namespace
+
+bool CompareResults::present(const MetricRow& row) const {
+  for (size_t v = 0; v < sums.size(); ++v)
+    for (const auto& [split, m] : sums[v])
+      if (m.count(row.key)) return true;
+  return false;
+}
+
+CompareResults collect_results(const model::Config& base, const std::vector<Variant>& variants,
+                               const std::vector<std::vector<model::Config>>& cfgs) {
+  const size_t num_seeds = cfgs.at(0).size();
+  CompareResults res;
+  std::map<std::string, data::Split>& splits = res.splits;
+  for (const char* name : kSplits) splits[name] = data::load_split(base.data_workdir, name);
+  // numbers[v][s]; the report's runs in the same order
+  res.numbers.assign(variants.size(), std::vector<RunNumbers>(num_seeds));
+  auto& numbers = res.numbers;
+  report::ReportInput& overlay = res.overlay;
+  for (size_t s = 0; s < num_seeds; ++s)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      report::RunReport rr;
+      numbers[v][s] = evaluate_run(cfgs[v][s], splits, &rr, overlay.names39.empty() ? &overlay.names39 : nullptr);
+      overlay.runs.push_back(std::move(rr));
+    }
+  res.sums.resize(variants.size());
+  res.fps.resize(variants.size());
+  auto& sums = res.sums;
+  auto& fps = res.fps;
+  for (size_t v = 0; v < variants.size(); ++v)
+    for (size_t s = 0; s < num_seeds; ++s) {
+      const RunNumbers& r = numbers[v][s];
+      for (const auto& [split, vals] : r.splits)
+        for (const auto& [k, x] : vals) sums[v][split][k].values.push_back(x);
+      if (!std::isnan(r.train_frames_per_sec)) fps[v].values.push_back(r.train_frames_per_sec);
+    }
+  // tests[split][key]: semi-CRF minus linear CRF, paired by seed (seeds where both runs have the metric)
+  for (const char* split : kSplits)
+    for (const MetricRow& row : kRows) {
+      if (std::string(row.key) == "decode_seconds") continue;  // a time, not a result
+      std::vector<double> lin, semi;
+      for (size_t s = 0; s < num_seeds; ++s) {
+        const auto a0 = numbers[0][s].splits.find(split), a1 = numbers[1][s].splits.find(split);
+        if (a0 == numbers[0][s].splits.end() || a1 == numbers[1][s].splits.end()) continue;
+        if (!a0->second.count(row.key) || !a1->second.count(row.key)) continue;
+        lin.push_back(a0->second.at(row.key));
+        semi.push_back(a1->second.at(row.key));
+      }
+      if (!lin.empty()) res.tests[split][row.key] = report::paired_test(lin, semi);
+    }
+  return res;
+}
+
+std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
+                          const std::string& title_line, std::vector<std::vector<std::string>>* sig_rows_out,
+                          std::vector<std::string>* cols_out) {
+  const auto& sums = res.sums;
+  const auto& fps = res.fps;
+  const auto& tests = res.tests;
+  auto present = [&](const MetricRow& row) { return res.present(row); };
+  std::ostringstream os;
+  os << title_line;
+  char buf[512];
+  std::vector<std::string>& cols = *cols_out;
+  for (const char* split : kSplits)
+    for (const Variant& var : variants) cols.push_back(var.name + " " + split);
+  std::snprintf(buf, sizeof buf, "%-26s", "metric");
+  os << buf;
+  for (const std::string& c : cols) {
+    std::snprintf(buf, sizeof buf, " %20s", c.c_str());
+    os << buf;
+  }
+  os << "\n";
+  for (const MetricRow& row : kRows) {
+    if (!present(row)) continue;
+    std::snprintf(buf, sizeof buf, "%-26s", row.label);
+    os << buf;
+    for (const char* split : kSplits)
+      for (size_t v = 0; v < variants.size(); ++v) {
+        const auto sp = sums[v].find(split);
+        const std::string t = sp == sums[v].end() || !sp->second.count(row.key)
+                                  ? "n/a"
+                                  : sp->second.at(row.key).text(row.scale, row.format);
+        std::snprintf(buf, sizeof buf, " %20s", t.c_str());
+        os << buf;
+      }
+    os << "\n";
+  }
+  std::snprintf(buf, sizeof buf, "%-26s", "train frames/s");
+  os << buf;
+  for (size_t i = 0; i < std::size(kSplits); ++i)
+    for (size_t v = 0; v < variants.size(); ++v) {
+      std::snprintf(buf, sizeof buf, " %20s", fps[v].text(1, "%.0f").c_str());
+      os << buf;
+    }
+  os << "\n\nsemi-CRF minus linear CRF, paired by seed (" << num_seeds << (num_seeds == 1 ? " seed" : " seeds")
+     << "): mean difference ± std of the differences, paired t-test (t, degrees of freedom, two-sided p) and exact "
+        "sign test (two-sided p, seeds where the semi-CRF is higher+/lower-)\n";
+  std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", "metric", "split", "mean diff ± std", "t (df)",
+                "p (t-test)", "p (sign test)");
+  os << buf;
+  std::vector<std::vector<std::string>>& sig_rows = *sig_rows_out;
+  for (const MetricRow& row : kRows)
+    for (const char* split : kSplits) {
+      const auto sp = tests.find(split);
+      if (sp == tests.end() || !sp->second.count(row.key)) continue;
+      const report::PairedTest& t = sp->second.at(row.key);
+      const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
+                                              report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
+      std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", cells[0].c_str(), cells[1].c_str(),
+                    cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
+      os << buf;
+      sig_rows.push_back(cells);
+    }
+  return os.str();
+}
+
+std::string write_compare_report(CompareResults& res, const model::Config& base, const std::vector<Variant>& variants,
+                                 const std::string& seeds_text, const std::vector<std::string>& cols,
+                                 const std::vector<std::vector<std::string>>& sig_rows) {
+  auto& splits = res.splits;
+  auto& sums = res.sums;
+  report::ReportInput& overlay = res.overlay;
+  auto present = [&](const MetricRow& row) { return res.present(row); };
+  const std::string report_path = (fs::path(base.train_run_dir) / "report.html").string();
+  {
+    std::vector<const data::Utterance*> dev_utts;
+    for (const auto& u : splits["dev"].utterances) dev_utts.push_back(&u);
+    overlay.drawn = report::pick_drawn(dev_utts, data::load_feature_options(base.data_workdir));
+    report::ReportTable means;
+    means.id = "compare";
+    means.title = "compare: " + variants[0].title + " vs " + variants[1].title;
+    means.note = std::to_string(base.train_epochs) + " epochs, " + seeds_text +
+                 "; each run evaluated with its best checkpoint (the last without a dev split).";
+    means.header = {"metric"};
+    for (const std::string& c : cols) means.header.push_back(c);
+    for (const MetricRow& row : kRows) {
+      if (!present(row)) continue;
+      std::vector<std::string> r = {row.label};
+      for (const char* split : kSplits)
+        for (size_t v = 0; v < variants.size(); ++v) {
+          const auto sp = sums[v].find(split);
+          r.push_back(sp == sums[v].end() || !sp->second.count(row.key) ? "n/a"
+                                                                        : sp->second.at(row.key).text(row.scale, row.format));
+        }
+      means.rows.push_back(r);
+    }
+    report::ReportTable sig;
+    sig.id = "significance";
+    sig.title = "Significance: semi-CRF minus linear CRF, paired by seed";
+    sig.note = "Per metric and split: the mean over seeds of (semi-CRF - linear CRF) on the same seed, the sample "
+               "std of those differences, a paired two-sided t-test and the exact two-sided sign test (docs/"
+               "training.md). With 1 seed there is no test: n/a (1 seed).";
+    sig.header = {"metric", "split", "mean diff ± std", "t (df)", "p (t-test)", "p (sign test)"};
+    sig.rows = sig_rows;
+    overlay.tables = {means, sig};
+    report::write_report(overlay, report_path);
+    // a reused run from before compare wrote report.html gets its own too
+    for (const report::RunReport& rr : overlay.runs) {
+      const fs::path own = fs::path(rr.run_dir) / "report.html";
+      std::error_code ec;
+      if (fs::exists(own, ec)) continue;
+      report::ReportInput one;
+      one.names39 = overlay.names39;
+      one.runs = {rr};
+      one.drawn = overlay.drawn;
+      report::write_report(one, own.string());
+    }
+  }
+  return report_path;
+}
+
+void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
+                        const std::vector<std::vector<model::Config>>& cfgs, const CompareJsonInfo& info) {
+  const auto& sums = res.sums;
+  const auto& fps = res.fps;
+  const auto& tests = res.tests;
+  nlohmann::json j;
+  j["config"] = info.config;
+  j["epochs"] = info.epochs;
+  j["seeds"] = info.seeds;
+  j["report"] = info.report_path;
+  j["jobs"] = info.jobs;
+  j["runs_trained"] = info.runs_trained;
+  j["train_wall_seconds"] = info.train_wall_seconds;
+  for (size_t v = 0; v < variants.size(); ++v) {
+    nlohmann::json r;
+    r["title"] = variants[v].title;
+    r["max_duration"] = variants[v].K;
+    std::vector<std::string> dirs;
+    for (size_t s = 0; s < cfgs[v].size(); ++s) dirs.push_back(cfgs[v][s].train_run_dir);
+    r["run_dirs"] = dirs;
+    if (!fps[v].values.empty()) r["train_frames_per_sec"] = fps[v].to_json();
+    for (const char* split : kSplits) {
+      const auto sp = sums[v].find(split);
+      if (sp == sums[v].end()) continue;  // an empty split: its metrics are left out, never NaN
+      for (const auto& [k, sum] : sp->second) r[split][k] = sum.to_json();
+    }
+    j["runs"][variants[v].name] = r;
+  }
+  for (const auto& [split, m] : tests)
+    for (const auto& [k, t] : m) j["significance"][split][k] = report::to_json(t);
+  write_file_atomic(path, j.dump(2) + "\n");
+  spdlog::info("compare: table written to {}", path);
+}
+
+}  // namespace timitseg::app::compare
