@@ -89,159 +89,165 @@ struct FeatureFlags {
   }
 };
 
+// timitseg prepare (data::prepare) and its summary lines.
+void add_prepare_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "prepare",
+      "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), validate it, and write "
+      "features, frame labels, segments, CMVN statistics, phone maps and duration statistics for the splits train, "
+      "dev, core-test and test to WORKDIR (see docs/data.md). Re-running with the same corpus and options does "
+      "nothing unless --force.");
+  auto dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  auto threads = std::make_shared<int>(0);
+  auto strict = std::make_shared<bool>(false);
+  auto force = std::make_shared<bool>(false);
+  auto quiet = std::make_shared<bool>(false);
+  auto dev_speakers = std::make_shared<int>(0);
+  auto ff = std::make_shared<FeatureFlags>();
+  sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
+  sub->add_option("--out", *out, "Output WORKDIR (created if missing; an existing folder must be empty or a "
+                                 "WORKDIR prepare wrote, recognized by its manifest.json)")->required();
+  sub->add_option("--threads", *threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
+  sub->add_flag("--strict", *strict, "Stop with a non-zero exit at any bad utterance (default: skip it with a "
+                                    "warning and count it; the summary counts skipped utterances and warnings per "
+                                    "kind)");
+  sub->add_flag("--force", *force, "Recompute even if WORKDIR is up to date");
+  sub->add_flag("--no-progress", *quiet, "No progress bar");
+  sub->add_option("--dev-speakers", *dev_speakers,
+                  "Own corpora only (no TEST speaker on the standard dev list): hold N TRAIN speakers out of train "
+                  "as the dev split (default: a seeded 10% of them, at least one; recorded in manifest.json)")
+      ->check(CLI::PositiveNumber);
+  ff->add(sub);
+  sub->callback([=] {
+    data::PrepareOptions po;
+    po.timit_dir = *dir;
+    po.workdir = *out;
+    po.features = ff->options();
+    po.threads = *threads;
+    po.strict = *strict;
+    po.force = *force;
+    po.progress = !*quiet;
+    po.dev_speakers = *dev_speakers;
+    const data::PrepareSummary s = data::prepare(po);
+    if (s.up_to_date) {
+      spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);
+    } else {
+      spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
+                   s.sa_excluded, s.skipped, s.warnings);
+      const int threads = resolve_threads(po.threads);
+      spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
+                   s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
+    }
+    // per kind, most frequent first: "skipped: 2 unknown phone, 1 truncated audio"
+    auto by_kind = [](const std::map<std::string, int64_t>& m) {
+      std::vector<std::pair<std::string, int64_t>> v(m.begin(), m.end());
+      std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+      std::string out;
+      for (const auto& [k, n] : v) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + k;
+      return out;
+    };
+    if (!s.skipped_by_kind.empty()) spdlog::info("  skipped: {}", by_kind(s.skipped_by_kind));
+    if (!s.warnings_by_kind.empty()) spdlog::info("  warnings: {}", by_kind(s.warnings_by_kind));
+    for (const auto& c : s.splits)
+      spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
+                   c.speakers, c.frames, c.seconds);
+    if (s.dev_rule == "from train") {
+      std::string ids;
+      for (const auto& id : s.dev_speaker_ids) ids += (ids.empty() ? "" : " ") + id;
+      spdlog::info("  dev: {} TRAIN speaker{} held out of train (no standard dev speaker in TEST): {}",
+                   s.dev_speaker_ids.size(), s.dev_speaker_ids.size() == 1 ? "" : "s", ids);
+    }
+    if (s.core_test_rule == "empty")
+      spdlog::info("  core-test: empty (no speaker of the standard core-test list in TEST)");
+  });
+}
+
+// timitseg features: raw features of audio files.
+void add_features_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "features",
+      "Raw (not normalized) Kaldi-compatible features of audio files (NIST SPHERE or RIFF WAV): one F32 "
+      "[frames, dims] tensor per input, named by the path as given, in one safetensors file (docs/features.md). "
+      "Audio at another rate or with several channels is resampled to --sample-rate (libsoxr) and down-mixed "
+      "(mean of the channels), with one line saying so.");
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  auto ff = std::make_shared<FeatureFlags>();
+  sub->add_option("wav", *inputs, "Audio files")->required();
+  sub->add_option("--out", *out, "Output .safetensors file (written atomically)")->required();
+  ff->add(sub);
+  sub->callback([=] {
+    const data::FeatureOptions o = ff->options();
+    st::File f;
+    f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();
+    for (const auto& path : *inputs) {
+      if (f.tensors.count(path)) throw std::invalid_argument(path + ": given twice");
+      // any rate and channel count: resampled (libsoxr) and down-mixed, saying so
+      std::string converted;
+      const data::Audio a = data::to_rate(data::read_audio(path), o.sample_rate, &converted);
+      if (!converted.empty()) spdlog::info("{}: {}", path, converted);
+      int32_t T = 0;
+      std::vector<float> x;
+      try {
+        x = data::compute_features(a, o, &T);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(path + ": " + e.what());
+      }
+      f.tensors[path] = st::Tensor::from<float>({T, o.dim()}, x);
+      spdlog::info("{}: {} frames x {} dims", path, T, o.dim());
+    }
+    st::save(*out, f);
+  });
+}
+
+// timitseg synth: a synthetic TIMIT-layout corpus.
+void add_synth_command(CLI::App& app) {
+  auto* sub = app.add_subcommand(
+      "synth",
+      "Write a synthetic TIMIT-layout corpus (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN, 16 kHz 16-bit) made by "
+      "per-phone source-filter synthesis (--voice tones) or spoken by libflite (--voice flite); TEST holds speakers "
+      "of the dev and core-test lists so every split is non-empty. Deterministic per seed (docs/synth.md).");
+  auto o = std::make_shared<data::SynthOptions>();
+  sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
+  sub->add_option("--speakers", o->speakers, "Number of speakers (>= 4; a third, at least 3, go to TEST)")
+      ->capture_default_str()
+      ->check(CLI::Range(4, 10000));
+  sub->add_option("--utterances-per-speaker", o->utterances_per_speaker,
+                  "SI/SX utterances per speaker (each speaker also gets one SA1, which prepare excludes)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
+  auto* noise = sub->add_option("--noise-db", o->noise_db,
+                                "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB "
+                                "range drawn per utterance (--voice flite: default -30)")
+                    ->capture_default_str();
+  sub->add_option("--voice", o->voice,
+                  "tones: the source-filter synthesizer; flite: random English sentences spoken by libflite's voices "
+                  "awb, rms (male speakers) and slt (female), flite's own phone boundaries mapped to TIMIT's 61 "
+                  "phones (needs a build with libflite, Debian flite1-dev)")
+      ->check(CLI::IsMember({"tones", "flite"}))
+      ->capture_default_str();
+  sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
+      ->check(CLI::IsMember({"sphere", "riff"}))
+      ->capture_default_str();
+  sub->add_flag("--lower-case", o->lower_case, "Lower-case file and folder names (default: upper case, as on the "
+                                               "LDC discs)");
+  sub->callback([o, noise] {
+    if (o->voice == "flite" && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
+    const data::SynthSummary s = data::synth_corpus(*o);
+    spdlog::info("{}: {} utterances ({:.1f} s of audio); TRAIN {} speakers, TEST {} speakers ({} dev, {} core-test)",
+                 o->out_dir, s.files, s.seconds, s.train_speakers, s.test_speakers, s.dev_speakers,
+                 s.core_test_speakers);
+  });
+}
+
 }  // namespace
 
 void add_data_commands(CLI::App& app) {
-  // ---- prepare ----
-  {
-    auto* sub = app.add_subcommand(
-        "prepare",
-        "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), validate it, and write "
-        "features, frame labels, segments, CMVN statistics, phone maps and duration statistics for the splits train, "
-        "dev, core-test and test to WORKDIR (see docs/data.md). Re-running with the same corpus and options does "
-        "nothing unless --force.");
-    auto dir = std::make_shared<std::string>();
-    auto out = std::make_shared<std::string>();
-    auto threads = std::make_shared<int>(0);
-    auto strict = std::make_shared<bool>(false);
-    auto force = std::make_shared<bool>(false);
-    auto quiet = std::make_shared<bool>(false);
-    auto dev_speakers = std::make_shared<int>(0);
-    auto ff = std::make_shared<FeatureFlags>();
-    sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
-    sub->add_option("--out", *out, "Output WORKDIR (created if missing; an existing folder must be empty or a "
-                                   "WORKDIR prepare wrote, recognized by its manifest.json)")->required();
-    sub->add_option("--threads", *threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
-    sub->add_flag("--strict", *strict, "Stop with a non-zero exit at any bad utterance (default: skip it with a "
-                                      "warning and count it; the summary counts skipped utterances and warnings per "
-                                      "kind)");
-    sub->add_flag("--force", *force, "Recompute even if WORKDIR is up to date");
-    sub->add_flag("--no-progress", *quiet, "No progress bar");
-    sub->add_option("--dev-speakers", *dev_speakers,
-                    "Own corpora only (no TEST speaker on the standard dev list): hold N TRAIN speakers out of train "
-                    "as the dev split (default: a seeded 10% of them, at least one; recorded in manifest.json)")
-        ->check(CLI::PositiveNumber);
-    ff->add(sub);
-    sub->callback([=] {
-      data::PrepareOptions po;
-      po.timit_dir = *dir;
-      po.workdir = *out;
-      po.features = ff->options();
-      po.threads = *threads;
-      po.strict = *strict;
-      po.force = *force;
-      po.progress = !*quiet;
-      po.dev_speakers = *dev_speakers;
-      const data::PrepareSummary s = data::prepare(po);
-      if (s.up_to_date) {
-        spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);
-      } else {
-        spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
-                     s.sa_excluded, s.skipped, s.warnings);
-        const int threads = resolve_threads(po.threads);
-        spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
-                     s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
-      }
-      // per kind, most frequent first: "skipped: 2 unknown phone, 1 truncated audio"
-      auto by_kind = [](const std::map<std::string, int64_t>& m) {
-        std::vector<std::pair<std::string, int64_t>> v(m.begin(), m.end());
-        std::stable_sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
-        std::string out;
-        for (const auto& [k, n] : v) out += (out.empty() ? "" : ", ") + std::to_string(n) + " " + k;
-        return out;
-      };
-      if (!s.skipped_by_kind.empty()) spdlog::info("  skipped: {}", by_kind(s.skipped_by_kind));
-      if (!s.warnings_by_kind.empty()) spdlog::info("  warnings: {}", by_kind(s.warnings_by_kind));
-      for (const auto& c : s.splits)
-        spdlog::info("  {:<9} {:>5} utterances {:>4} speakers {:>8} frames {:>8.1f} s", c.name, c.utterances,
-                     c.speakers, c.frames, c.seconds);
-      if (s.dev_rule == "from train") {
-        std::string ids;
-        for (const auto& id : s.dev_speaker_ids) ids += (ids.empty() ? "" : " ") + id;
-        spdlog::info("  dev: {} TRAIN speaker{} held out of train (no standard dev speaker in TEST): {}",
-                     s.dev_speaker_ids.size(), s.dev_speaker_ids.size() == 1 ? "" : "s", ids);
-      }
-      if (s.core_test_rule == "empty")
-        spdlog::info("  core-test: empty (no speaker of the standard core-test list in TEST)");
-    });
-  }
-  // ---- features ----
-  {
-    auto* sub = app.add_subcommand(
-        "features",
-        "Raw (not normalized) Kaldi-compatible features of audio files (NIST SPHERE or RIFF WAV): one F32 "
-        "[frames, dims] tensor per input, named by the path as given, in one safetensors file (docs/features.md). "
-        "Audio at another rate or with several channels is resampled to --sample-rate (libsoxr) and down-mixed "
-        "(mean of the channels), with one line saying so.");
-    auto inputs = std::make_shared<std::vector<std::string>>();
-    auto out = std::make_shared<std::string>();
-    auto ff = std::make_shared<FeatureFlags>();
-    sub->add_option("wav", *inputs, "Audio files")->required();
-    sub->add_option("--out", *out, "Output .safetensors file (written atomically)")->required();
-    ff->add(sub);
-    sub->callback([=] {
-      const data::FeatureOptions o = ff->options();
-      st::File f;
-      f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();
-      for (const auto& path : *inputs) {
-        if (f.tensors.count(path)) throw std::invalid_argument(path + ": given twice");
-        // any rate and channel count: resampled (libsoxr) and down-mixed, saying so
-        std::string converted;
-        const data::Audio a = data::to_rate(data::read_audio(path), o.sample_rate, &converted);
-        if (!converted.empty()) spdlog::info("{}: {}", path, converted);
-        int32_t T = 0;
-        std::vector<float> x;
-        try {
-          x = data::compute_features(a, o, &T);
-        } catch (const std::exception& e) {
-          throw std::runtime_error(path + ": " + e.what());
-        }
-        f.tensors[path] = st::Tensor::from<float>({T, o.dim()}, x);
-        spdlog::info("{}: {} frames x {} dims", path, T, o.dim());
-      }
-      st::save(*out, f);
-    });
-  }
-  // ---- synth ----
-  {
-    auto* sub = app.add_subcommand(
-        "synth",
-        "Write a synthetic TIMIT-layout corpus (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN, 16 kHz 16-bit) made by "
-        "per-phone source-filter synthesis (--voice tones) or spoken by libflite (--voice flite); TEST holds speakers "
-        "of the dev and core-test lists so every split is non-empty. Deterministic per seed (docs/synth.md).");
-    auto o = std::make_shared<data::SynthOptions>();
-    sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
-    sub->add_option("--speakers", o->speakers, "Number of speakers (>= 4; a third, at least 3, go to TEST)")
-        ->capture_default_str()
-        ->check(CLI::Range(4, 10000));
-    sub->add_option("--utterances-per-speaker", o->utterances_per_speaker,
-                    "SI/SX utterances per speaker (each speaker also gets one SA1, which prepare excludes)")
-        ->capture_default_str()
-        ->check(CLI::Range(1, 100000));
-    sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
-    auto* noise = sub->add_option("--noise-db", o->noise_db,
-                                  "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB "
-                                  "range drawn per utterance (--voice flite: default -30)")
-                      ->capture_default_str();
-    sub->add_option("--voice", o->voice,
-                    "tones: the source-filter synthesizer; flite: random English sentences spoken by libflite's voices "
-                    "awb, rms (male speakers) and slt (female), flite's own phone boundaries mapped to TIMIT's 61 "
-                    "phones (needs a build with libflite, Debian flite1-dev)")
-        ->check(CLI::IsMember({"tones", "flite"}))
-        ->capture_default_str();
-    sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
-        ->check(CLI::IsMember({"sphere", "riff"}))
-        ->capture_default_str();
-    sub->add_flag("--lower-case", o->lower_case, "Lower-case file and folder names (default: upper case, as on the "
-                                                 "LDC discs)");
-    sub->callback([o, noise] {
-      if (o->voice == "flite" && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
-      const data::SynthSummary s = data::synth_corpus(*o);
-      spdlog::info("{}: {} utterances ({:.1f} s of audio); TRAIN {} speakers, TEST {} speakers ({} dev, {} core-test)",
-                   o->out_dir, s.files, s.seconds, s.train_speakers, s.test_speakers, s.dev_speakers,
-                   s.core_test_speakers);
-    });
-  }
+  add_prepare_command(app);
+  add_features_command(app);
+  add_synth_command(app);
 }
 
 }  // namespace timitseg::app
