@@ -1,0 +1,112 @@
+// Decoding on the GPU executor (model/cuda/cuda_executor_impl.h): Viterbi
+// on the device (cuda backend) or through host copies, and crf.decode =
+// posterior, with the dev loss from the same forward.
+#include "model/cuda/cuda_executor_impl.h"
+
+namespace timitseg::model::cuda_detail {
+
+std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, std::vector<float>* scores,
+                                                           std::vector<double>* nll) {
+  const int B = batch.input.B, T = batch.input.T;
+  stage(batch, /*with_labels=*/nll != nullptr);
+  numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
+  cum_.reserve(cum_bytes(B, T));
+  ForwardOptions fo;  // dropout 0: evaluation
+  encoder_->set_training(false);
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  if (scores) {
+    scores->resize(static_cast<size_t>(B) * T * dims_.num_classes);
+    cuda::copy_to_host(scores->data(), encoder_->scores(), scores->size() * sizeof(float), stream_);
+  }
+  have_cum_ = true;
+  last_B_ = B;
+  last_T_ = T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  std::vector<crf::Segment> segs;
+  if (posterior_) {
+    segs = posterior_decode(batch, nll);
+  } else if (backend_->on_device()) {
+    const crf::Params p = device_crf_params();
+    vit_score_.reserve(B * sizeof(double));
+    vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
+    vit_nseg_.reserve(B * sizeof(int32_t));
+    crf::Params pv = p;  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
+    if (phone_bonus_ != 0.0) pv.transition = biased_transition(p.transition);
+    session_->viterbi(dims, pv, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
+    if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
+      lz_.reserve(2 * B * sizeof(double));
+      session_->log_partition(dims, p, lz_.as<double>());
+      session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
+      std::vector<double> both(2 * B);
+      lz_.download(both.data(), both.size() * sizeof(double), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      nll->resize(B);
+      for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
+    }
+    std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
+    vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
+    vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    segs = crf::collect_segments(dims, hs.data(), hn.data());
+  } else {
+    const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    crf::HostResult r = decode_on_host(*session_, dims, host_crf_params(hp, cum, batch, onset),
+                                       nll ? batch.labels.data() : nullptr, phone_bonus_);
+    segs = std::move(r.segments);
+    if (nll) {
+      nll->resize(B);
+      for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
+    }
+  }
+  std::vector<std::vector<crf::Segment>> out(B);
+  for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);
+  return out;
+}
+
+// crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
+// cuda backend: d log Z / d cum on the device (one backward without labels,
+// scale 1, parameter gradients not wanted), copied to the host for the
+// marginals and the per-frame argmax; the dev loss from log_partition and
+// gold_score on the device. Host backends: posterior_decode_on_host on host copies.
+std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std::vector<double>* nll) {
+  const int B = batch.input.B, T = batch.input.T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  if (!backend_->on_device()) {
+    const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    crf::HostResult r = posterior_decode_on_host(*session_, dims, host_crf_params(hp, cum, batch, onset),
+                                                 nll ? batch.labels.data() : nullptr);
+    if (nll) {
+      nll->resize(B);
+      for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];
+    }
+    return std::move(r.segments);
+  }
+  const crf::Params p = device_crf_params();
+  const size_t ncum = static_cast<size_t>(B) * (T + 1) * dims_.num_classes;
+  dcum_.reserve(ncum * sizeof(float));
+  lz_.reserve(2 * B * sizeof(double));
+  crf::Grads g{};
+  g.cum_scores = dcum_.as<float>();
+  session_->backward(dims, p, nullptr, 1.0, lz_.as<double>(), nullptr, g);
+  if (nll) session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
+  std::vector<float> grad(ncum);
+  std::vector<double> both(2 * B);
+  dcum_.download(grad.data(), ncum * sizeof(float), stream_);
+  lz_.download(both.data(), both.size() * sizeof(double), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  if (nll) {
+    nll->resize(B);
+    for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
+  }
+  std::vector<double> marginals(static_cast<size_t>(B) * T * dims_.num_classes);
+  crf::frame_marginals(dims, grad.data(), lengths_host_.data(), marginals.data());
+  return crf::posterior_segments(dims, marginals.data(), lengths_host_.data());
+}
+
+}  // namespace timitseg::model::cuda_detail
