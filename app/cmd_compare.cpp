@@ -296,6 +296,7 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   dims.num_classes = ls.size();
   dims.max_duration = cfg.crf_max_duration;
   dims.onset = cfg.onset_enabled();
+  dims.duration_lognormal = cfg.duration_lognormal();
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
   xo.crf_backend = cfg.crf_backend;

@@ -23,6 +23,7 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "common/version.h"
+#include "model/duration_model.h"
 #include "train/batches.h"
 #include "train/interrupt.h"
 #include "train/replay_step.h"
@@ -183,6 +184,7 @@ void describe_state(const TrainingRun& r, const TrainData& data, ModelState& sta
   state.dims.num_classes = r.ls.size();
   state.dims.max_duration = r.cfg.crf_max_duration;
   state.dims.onset = r.cfg.onset_enabled();
+  state.dims.duration_lognormal = r.cfg.duration_lognormal();
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -198,7 +200,8 @@ void resume_state(TrainingRun& r) {
   ModelState s = load_checkpoint(path);
   if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
       s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
-      s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset)
+      s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
+      s.dims.duration_lognormal != state.dims.duration_lognormal)
     throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
   if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
   state.params = std::move(s.params);
@@ -218,7 +221,17 @@ void resume_state(TrainingRun& r) {
 void fresh_state(TrainingRun& r, const TrainData& data) {
   ModelState& state = r.state;
   init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == "data") {
+  if (r.cfg.crf_duration_init == "data" && state.dims.duration_lognormal) {
+    // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
+    std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
+    for (size_t u = 0; u < classes.size(); ++u)
+      for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
+    const std::vector<float> fit = fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
+    std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
+    spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
+                 "and spread of log duration) to the gold segments of the train split (K = {})",
+                 state.dims.max_duration);
+  } else if (r.cfg.crf_duration_init == "data") {
     // crf.duration_init = data: the train split's duration distribution, added to the draw above
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
@@ -230,6 +243,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
                  "segments of the train split (K = {})",
                  prior.segments, state.dims.max_duration);
   }
+  derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
   state.optimizer.reset(r.layout->total());
 }
 
