@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "common/parallel.h"
 #include "common/safetensors.h"
 #include "data/dataset.h"
@@ -180,6 +181,7 @@ void add_data_commands(CLI::App& app) {
     sub->add_option("--out", *out, "Output .safetensors file (written atomically)")->required();
     ff->add(sub);
     sub->callback([=] {
+      check_output_file("--out", *out, "features.safetensors");  // before any work
       const data::FeatureOptions o = ff->options();
       st::File f;
       f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();

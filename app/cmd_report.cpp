@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "app/report/report.h"
+#include "common/files.h"
 #include "model/labels.h"
 
 namespace fs = std::filesystem;
@@ -26,12 +27,9 @@ struct ReportArgs {
 
 void run_report(const ReportArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  // The output folder must exist before the (possibly long) dev evaluations.
-  fs::path dir = fs::path(a.out).parent_path();
-  if (dir.empty()) dir = ".";
+  // A file path in an existing folder, before the (possibly long) dev evaluations.
+  check_output_file("--out", a.out, "report.html");
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw std::invalid_argument("--out " + a.out + ": folder " + dir.string() + " does not exist");
   report::ReportInput in;
   in.names39 = model::LabelSet::make(39).names39;
   for (const std::string& run_dir : a.run_dirs) {

@@ -91,7 +91,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(threads);
-  xo.crf_backend = s.config.crf_backend == "cuda" ? "cpu" : s.config.crf_backend;
+  xo.crf_backend = s.config.crf_backend == "cuda" || s.config.crf_backend == "auto" ? "cpu" : s.config.crf_backend;
   xo.phone_bonus = s.config.crf_phone_bonus;
   xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
