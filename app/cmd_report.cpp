@@ -34,6 +34,10 @@ void run_report(const ReportArgs& a) {
   in.names39 = model::LabelSet::make(39).names39;
   for (const std::string& run_dir : a.run_dirs) {
     if (!fs::is_directory(run_dir, ec)) throw std::invalid_argument(run_dir + ": no such run folder");
+    // one error for a folder that holds no run, before any warning about its checkpoints
+    if (!fs::exists(fs::path(run_dir) / "metrics.jsonl", ec) && !fs::exists(fs::path(run_dir) / "config.yaml", ec))
+      throw std::invalid_argument(run_dir + ": not a run folder (neither metrics.jsonl nor config.yaml; give a "
+                                  "train.run_dir)");
     report::RunReport r;
     r.run_dir = run_dir;
     r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note);

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "common/version.h"
+#include "data/flite_tts.h"
 #include "model/interrupt.h"
 
 namespace timitseg::app {
@@ -32,8 +33,10 @@ int main(int argc, char** argv) {
   // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
+  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
-                                           timitseg::git_commit() + ", " + timitseg::build_type() + " build)");
+                                        timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
+                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite)");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")

@@ -51,6 +51,15 @@ std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to
 
 nlohmann::json read_manifest(const std::string& workdir) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
+  std::error_code ec;
+  if (!fs::exists(workdir, ec))  // nothing prepared there yet: --force is no help
+    throw std::runtime_error(workdir + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
+                             "`timitseg prepare --timit CORPUS --out " + workdir + "`, or point data.workdir at "
+                             "one (--set data.workdir=DIR)");
+  if (fs::is_directory(workdir, ec) && !fs::exists(path, ec))
+    throw std::runtime_error(path + ": missing (" + workdir + " is not a prepared WORKDIR); prepare one with "
+                             "`timitseg prepare --timit CORPUS --out DIR` (a new or empty folder) and point "
+                             "data.workdir at it");
   require_file(path, " (not a prepared WORKDIR?)" + rerun_hint());
   const std::string text = read_file(path);
   nlohmann::json j;

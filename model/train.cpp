@@ -290,7 +290,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
   // Everything that can fail on the configuration comes before the first write.
-  const DeviceChoice choice = resolve_choices(cfg);  // `auto` resolved, one info line each (model/device_choice.h)
+  const DeviceChoice choice = resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
   const std::string& device = choice.device;
   const LabelSet ls = LabelSet::make(cfg.data_label_set);
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
@@ -330,6 +330,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   const LogFile log_file((run_dir / "train.log").string());
   spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
                resume ? "resuming" : "training", cfg.train_run_dir);
+  for (const std::string& pick : choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
   write_run_json(run_dir, run_entry(cfg, choice, *exec, threads, resume), resume);
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
@@ -364,9 +365,12 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       const DurationPrior prior = duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
       const ParamInfo& db = layout.get("crf.duration_bias");
       for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
-      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
-                   "segments of the train split (K = {})",
-                   prior.segments, state.dims.max_duration);
+      if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
+        spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
+      else
+        spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
+                     "segments of the train split (K = {})",
+                     prior.segments, state.dims.max_duration);
     }
     state.optimizer.reset(layout.total());
   }
