@@ -198,7 +198,7 @@ TEST(NewUserCli, VersionSaysWhetherLibfliteIsBuiltInAndFeaturesHasNoPrepareFlag)
   const bool with = v.output.find(" build, with libflite)") != std::string::npos;
   const bool without = v.output.find(" build, without libflite)") != std::string::npos;
   EXPECT_TRUE(with != without) << v.output;
-  const Cmd s = run("synth --voice flite --speakers 1 --utterances-per-speaker 1 --out " +
+  const Cmd s = run("synth --voice flite --speakers 4 --utterances-per-speaker 1 --out " +
                     (testsupport::fresh_temp_dir("timitseg_flite_probe") / "c").string());
   EXPECT_EQ(s.rc == 0, with) << v.output << s.output;  // the version line tells the truth
   const Cmd f = run("features --help");
