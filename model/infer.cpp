@@ -75,6 +75,9 @@ void check_output_folder(const std::string& flag, const std::string& out) {
   fs::remove(probe, ec);
 }
 
+// The end of the one-line error of --device cuda without a GPU (evaluate, decode).
+const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)";
+
 // The executor for evaluate/decode: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
 // CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
@@ -86,9 +89,8 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
-  const DeviceChoice choice = resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt,
-                                              "; decode on the CPU with --device cpu, or --device auto (the GPU "
-                                              "when one is present)");
+  const DeviceChoice choice =
+      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
   const std::string& device = choice.device;
   ExecutorOptions xo;
   xo.threads = threads;
@@ -127,6 +129,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
+  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
   set_threads(o.threads);
@@ -361,6 +364,7 @@ int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
+  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");

@@ -106,7 +106,7 @@ TEST_F(NewUser, GlobalFlagsAfterTheSubcommandAndEvaluateOnAMissingGpu) {
     const Cmd c = run(std::string(cmd) + " --device cuda --checkpoint " + best() + extra);
     EXPECT_EQ(c.rc, 1) << c.output;
     EXPECT_EQ(c.output.rfind("error: no CUDA device was found (", 0), 0u) << c.output;
-    EXPECT_NE(c.output.find("with --device cpu, or --device auto"), std::string::npos) << c.output;
+    EXPECT_NE(c.output.find("run on the CPU with --device cpu, or --device auto"), std::string::npos) << c.output;
     EXPECT_EQ(c.output.find("train.device"), std::string::npos) << c.output;
     EXPECT_EQ(count(c.output, "\n"), 1u) << c.output;
   }
