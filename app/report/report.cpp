@@ -426,7 +426,8 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
   std::string h = "<h2 id=\"durations\">Segment durations per phone</h2>";
   if (ref_run < 0) return h + "<p class=\"na\">n/a: no run has dev predictions.</p>";
   h += "<p>Fraction of each phone's segments per duration (frames; the last bin holds " + std::to_string(kMaxDur) +
-       " frames and longer). Grey bars: reference (dev); lines: each run's predictions. Title: phone, reference "
+       " frames and longer). Grey bars: reference (dev); lines: each run's predictions (its colour and line style). "
+       "Title: phone, reference "
        "segment count n.</p>" + legend_html(runs) + "<div class=\"grid\" id=\"duration-grid\">";
   const double W = 192, H = 118, l = 26, r = 6, t = 18, b = 20, pw = W - l - r, ph = H - t - b;
   for (size_t c = 0; c < in.names39.size(); ++c) {
@@ -461,8 +462,9 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
       if (!in.runs[i].has_predictions) continue;
       std::vector<std::pair<double, double>> pts;
       for (int k = 0; k < kMaxDur; ++k) pts.push_back({l + (k + 0.5) * bw, t + ph - fr[i][k] / ymax * ph});
-      svg.polyline(pts, run_color(static_cast<int>(i)), 1.5,
-                   {{"class", "series"}, {"data-run", std::to_string(i)}, {"data-points", std::to_string(pts.size())}});
+      Attrs a = {{"class", "series"}, {"data-run", std::to_string(i)}, {"data-points", std::to_string(pts.size())}};
+      if (!run_dash(static_cast<int>(i)).empty()) a.push_back({"stroke-dasharray", run_dash(static_cast<int>(i))});
+      svg.polyline(pts, run_color(static_cast<int>(i)), 1.5, a);
     }
     h += svg.str();
   }

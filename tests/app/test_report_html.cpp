@@ -178,6 +178,13 @@ TEST_F(ReportHtml, OverlaidRunsDifferInLineStyle) {
     EXPECT_NE(svg.find("class=\"legend-line\" stroke-dasharray=\"" + report::run_dash(1) + "\""), std::string::npos)
         << plot;
   }
+  // the per-phone duration panels too
+  const size_t grid = h.find("id=\"duration-grid\"");
+  ASSERT_NE(grid, std::string::npos);
+  const std::string durations = h.substr(grid, h.find("id=\"confusion\"") - grid);
+  EXPECT_TRUE(std::regex_search(durations, std::regex("<polyline[^>]*class=\"series\" data-run=\"1\"[^>]*stroke-dasharray=\"" +
+                                                      report::run_dash(1) + "\"")));
+  EXPECT_FALSE(std::regex_search(durations, std::regex("<polyline[^>]*data-run=\"0\"[^>]*stroke-dasharray")));
   // the second series (dev loss) is dotted and marked, whatever the run
   const std::string loss = svg_with(h, "id=\"plot-train-loss\"");
   EXPECT_NE(loss.find("class=\"series second\" data-run=\"1\""), std::string::npos);
