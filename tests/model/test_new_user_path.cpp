@@ -207,3 +207,25 @@ TEST(NewUserCli, VersionSaysWhetherLibfliteIsBuiltInAndFeaturesHasNoPrepareFlag)
   EXPECT_NE(p.output.find("--allow-resample"), std::string::npos) << p.output;
   EXPECT_EQ(p.output.find("prepare: accept"), std::string::npos) << p.output;
 }
+
+// compare compares the three `auto` keys as resolved here: runs saved with the
+// explicit values that `auto` picks on this machine are reused by a request for
+// `auto`, and the reverse; another explicit value is a difference, named.
+TEST_F(NewUser, CompareTreatsAutoAsItsPickOnThisMachine) {
+  if (timitseg::cuda::device_count() > 0) GTEST_SKIP() << "a CUDA device is present: auto picks the GPU here";
+  const std::string runs = (dir_ / "cmp").string();
+  const std::string base = "compare --config " + std::string(TIMITSEG_SOURCE_DIR) +
+                           "/configs/synth.yaml --set data.workdir=" + (dir_ / "work").string() +
+                           " --set train.run_dir=" + runs +
+                           " --set model.hidden_dim=16 --set model.num_layers=1 --set train.epochs=1 "
+                           "--set train.threads=2";
+  const Cmd first = run(base + " --set train.device=cpu --set crf.backend=cpu --set train.rnn_algo=standard");
+  ASSERT_EQ(first.rc, 0) << first.output;
+  const Cmd again = run(base);  // the shipped auto values
+  EXPECT_EQ(again.rc, 0) << again.output;
+  EXPECT_NE(again.output.find(runs + "/linear is finished (epoch 1/1): reused"), std::string::npos) << again.output;
+  EXPECT_NE(again.output.find(runs + "/semicrf is finished (epoch 1/1): reused"), std::string::npos) << again.output;
+  const Cmd other = run(base + " --set crf.backend=reference");
+  EXPECT_EQ(other.rc, 1) << other.output;
+  EXPECT_NE(other.output.find("crf.backend: \"cpu\" -> \"reference\""), std::string::npos) << other.output;
+}
