@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/report/report.h"
+#include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/infer.h"
@@ -110,7 +111,10 @@ void run_train(const TrainArgs& a) {
     cfg.validate();
     resume = true;
     if (last.epoch >= cfg.train_epochs) {
-      // A finished run: one line, nothing loaded or written (docs/training.md "Resuming").
+      // A finished run: one line, nothing loaded or written (docs/training.md); only the
+      // temporaries of a write that was killed are cleared, as every train call does.
+      remove_stale_temporaries(a.resume);
+      remove_stale_temporaries((std::filesystem::path(a.resume) / "checkpoints").string());
       spdlog::info("{} is finished: it has trained {} of train.epochs = {} epoch(s); nothing to do. To train it "
                    "longer: timitseg train --resume {} --set train.epochs=N with N > {} (from epoch {} on the learning rate "
                    "follows the schedule of an N-epoch run; the epochs trained keep theirs); for an N-epoch schedule "

@@ -74,7 +74,11 @@ TEST_F(NewUser, ShippedConfigOnTheCpuRecordsTheResolvedChoices) {
 TEST_F(NewUser, ResumeOfAFinishedRunSaysHowToTrainLonger) {
   ASSERT_EQ(train_.rc, 0) << train_.output;
   const auto mtime = fs::last_write_time(fs::path(run_) / "run.json");
+  // the temporary of a report write killed by kill -9 (a process that no longer exists) is cleared, as by any train
+  const fs::path stale = fs::path(run_) / "report.html.tmp.4194303.7";
+  std::ofstream(stale) << "half";
   const Cmd r = run("train --resume " + run_);
+  EXPECT_FALSE(fs::exists(stale));
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find(run_ + " is finished: it has trained 1 of train.epochs = 1 epoch(s); nothing to do. To "
                           "train it longer: timitseg train --resume " + run_ + " --set train.epochs=N with N > 1"),
