@@ -26,6 +26,7 @@
 
 #include "app/cmd_compare.h"
 #include "app/commands.h"
+#include "common/files.h"
 #include "app/report/report.h"
 #include "app/report/significance.h"
 #include "common/atomic_file.h"
@@ -33,6 +34,7 @@
 #include "common/progress.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/device_choice.h"
 #include "model/executor.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
@@ -100,8 +102,13 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 
 // Every key (section.key) whose value differs between the run's saved config
 // and the requested one, as "key: old -> new".
+// train.device, train.rnn_algo and crf.backend are compared resolved on this
+// machine (model/device_choice.h): `auto` stands for its pick here, so a run
+// saved with `auto` and a request for `cpu` on the CPU (or the reverse) are the
+// same run; an explicit value that differs from the pick is a difference.
 std::vector<std::string> differences(const model::Config& saved, const model::Config& requested) {
-  nlohmann::json ja = saved.to_json(), jb = requested.to_json();
+  const model::DeviceFacts facts = model::probe_device_facts();
+  nlohmann::json ja = model::with_choices(saved, facts).to_json(), jb = model::with_choices(requested, facts).to_json();
   std::vector<std::string> out;
   for (const std::string& k : model::Config::keys()) {
     if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), k) != std::end(kIgnoredKeys)) continue;
@@ -282,7 +289,7 @@ void train_all(std::vector<Job>& all, const model::TrainData& data, int jobs) {
   for (std::thread& t : workers) t.join();
 }
 
-// The default --jobs: 1 on the CPU; on the GPU as many runs as fill its SMs
+// The default --jobs: 1 on the CPU; on the GPU as many runs as fill its SMs twice
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
@@ -299,8 +306,9 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   dims.duration_lognormal = cfg.duration_lognormal();
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
+  xo.crf_backend = choice.crf_backend;
+  xo.rnn_algo = choice.rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   size_t free0 = 0, free1 = 0, total = 0;
   std::string algo;
@@ -348,14 +356,17 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   const int sms = cuda::sm_count();
   const int ctas = model::fused::grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
   const bool fused = algo.find("fused") != std::string::npos && ctas > 0;
-  // fused: enough runs to cover every SM once; cuDNN's kernels: no per-run figure, memory decides
-  const int by_sms = fused ? (sms + ctas - 1) / ctas : to_train;
+  // fused: enough runs to cover every SM twice (a run keeps its SMs busy only part of each step: host read-back
+  // of the step's scalars, batch staging, dev evaluation; measured on one H100, compare --seeds 3 of
+  // configs/timit.yaml, 6 runs of 64 CTAs: --jobs 1/2/3/6 took 33.8/18.9/13.6/9.9 s, docs/training.md);
+  // cuDNN's kernels: no per-run figure, memory decides
+  const int by_sms = fused ? 2 * ((sms + ctas - 1) / ctas) : to_train;
   const int jobs = std::max(1, std::min({to_train, by_memory, by_sms}));
   spdlog::info("compare: --jobs {} by default ({} runs to train; {}; one run takes {:.0f} MiB of the {:.0f} MiB free "
                "GPU memory, room for {})",
                jobs, to_train,
                fused ? "a fused run occupies " + std::to_string(ctas) + " of " + std::to_string(sms) +
-                           " SMs, " + std::to_string(by_sms) + " cover them all"
+                           " SMs, " + std::to_string(by_sms) + " cover them twice"
                      : "cuDNN LSTM: no per-run SM figure",
                per_run / (1 << 20), free0 / double(1 << 20), by_memory);
   return jobs;
@@ -448,12 +459,7 @@ void run_compare(const CompareArgs& a) {
                                                                "into RUN_DIR/linear and RUN_DIR/semicrf)");
   if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
   const std::vector<uint64_t> seeds = parse_seeds(a.seeds, base.train_seed);
-  if (!a.json_out.empty()) {
-    const fs::path dir = fs::path(a.json_out).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw std::invalid_argument("--json " + a.json_out + ": folder " + dir.string() + " does not exist");
-  }
+  if (!a.json_out.empty()) check_output_file("--json", a.json_out, "compare.json");
   const int K = base.crf_max_duration;
   if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
   // no GPU for train.device=cuda: one line, before anything is written

@@ -14,6 +14,7 @@
 #include "common/atomic_file.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
+#include "model/device_choice.h"
 #include "model/executor.h"
 #include "train/run_folder.h"
 #include "train/train.h"
@@ -58,12 +59,13 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   if (!fs::exists(ckpt)) ckpt = model::latest_checkpoint(cfg.train_run_dir);
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
   const model::ModelState s = model::load_checkpoint(ckpt);
-  const std::string device = model::resolve_device(cfg.train_device);
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
+  const std::string& device = choice.device;
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
-  xo.rnn_algo = cfg.train_rnn_algo;
+  xo.rnn_algo = choice.rnn_algo;
   // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
-  xo.crf_backend = device == "cuda" ? "cuda" : (cfg.crf_backend == "cuda" ? "cpu" : cfg.crf_backend);
+  xo.crf_backend = device == "cuda" ? "cuda" : (choice.crf_backend == "cuda" ? "cpu" : choice.crf_backend);
   xo.phone_bonus = s.config.crf_phone_bonus;
   xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);

@@ -23,6 +23,7 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "common/version.h"
+#include "model/device_choice.h"
 #include "model/duration_model.h"
 #include "train/batches.h"
 #include "train/interrupt.h"
@@ -157,7 +158,8 @@ namespace {
 // What every step of a run reads: set up once by set_up_run, before the first epoch.
 struct TrainingRun {
   Config cfg;                 // the caller's, with the doctest limits applied and validated
-  std::string device;         // cpu | cuda (train.device resolved)
+  DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
+  std::string device;         // cpu | cuda (choice.device)
   LabelSet ls;
   int threads = 0;
   FaultSpec fault;            // debug.inject_fault
@@ -239,9 +241,12 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     const DurationPrior prior = duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
     const ParamInfo& db = r.layout->get("crf.duration_bias");
     for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
-    spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
-                 "segments of the train split (K = {})",
-                 prior.segments, state.dims.max_duration);
+    if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
+      spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
+    else
+      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
+                   "segments of the train split (K = {})",
+                   prior.segments, state.dims.max_duration);
   }
   derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
   state.optimizer.reset(r.layout->total());
@@ -288,25 +293,25 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
-  r.device = resolve_device(cfg.train_device);
-  if (cfg.train_device == "auto") spdlog::info("train.device = auto: training on {}", r.device);
+  r.choice = resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
+  r.device = r.choice.device;
   r.ls = LabelSet::make(cfg.data_label_set);
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   r.threads = set_threads(cfg.train_threads);
   describe_state(r, data, r.state);
   ExecutorOptions xo;
   xo.threads = r.threads;
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  xo.crf_backend = r.choice.crf_backend;
+  xo.rnn_algo = r.choice.rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   xo.decode = cfg.crf_decode;
   r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   r.exec = make_executor(r.device, r.state.dims, xo);
-  if (r.device == "cuda" && cfg.crf_backend != "cuda")
+  if (r.device == "cuda" && r.choice.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
                  "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
-                 cfg.crf_backend);
+                 r.choice.crf_backend);
 
   r.run_dir = fs::path(cfg.train_run_dir);
   r.ckpt_dir = r.run_dir / "checkpoints";
@@ -317,7 +322,8 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   r.log_file.emplace((r.run_dir / "train.log").string());
   spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
                resume ? "resuming" : "training", cfg.train_run_dir);
-  write_run_json(r.run_dir, run_entry(cfg, r.device, *r.exec, r.threads, resume), resume);
+  for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
+  write_run_json(r.run_dir, run_entry(cfg, r.choice, *r.exec, r.threads, resume), resume);
   r.metrics_path = (r.run_dir / "metrics.jsonl").string();
   r.rng.seed(cfg.train_seed);
   r.layout.emplace(r.state.dims);

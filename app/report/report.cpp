@@ -16,6 +16,7 @@
 #include "app/report/svg.h"
 #include "common/atomic_file.h"
 #include "common/files.h"
+#include "data/features.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
 #include "eval/metrics.h"
@@ -48,6 +49,26 @@ RunPredictions predictions_from_segments(
   return p;
 }
 
+std::vector<float> log_mel_spectrogram(const data::Utterance& u, const data::FeatureOptions& f, int* bins) {
+  data::FeatureOptions o = data::FeatureOptions::defaults_for("fbank");
+  o.sample_rate = f.sample_rate;
+  o.frame_length_ms = f.frame_length_ms;
+  o.frame_shift_ms = f.frame_shift_ms;
+  o.snip_edges = f.snip_edges;
+  o.num_mel_bins = kSpectrogramMelBins;
+  o.use_energy = false;
+  o.deltas = false;
+  if (u.audio_path.empty()) throw std::runtime_error("no audio path in the WORKDIR manifest");
+  const data::Audio a = data::to_rate(data::read_audio(u.audio_path), o.sample_rate);
+  int32_t T = 0;
+  std::vector<float> x = data::compute_features(a, o, &T);
+  if (T != u.num_frames)
+    throw std::runtime_error(u.audio_path + ": " + std::to_string(T) + " frames, the features have " +
+                             std::to_string(u.num_frames) + " (the audio changed since prepare?)");
+  *bins = o.dim();
+  return x;
+}
+
 std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& utts, const data::FeatureOptions& f,
                                     int n) {
   std::vector<const data::Utterance*> sorted = utts;
@@ -58,9 +79,18 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
     s.id = sorted[i]->id;
     s.T = sorted[i]->num_frames;
     s.D = sorted[i]->dim;
-    s.features = sorted[i]->features;
     s.frame_shift_ms = f.frame_shift_ms;
     s.feature_type = f.type;
+    s.audio_path = sorted[i]->audio_path;
+    try {
+      int bins = 0;
+      s.features = log_mel_spectrogram(*sorted[i], f, &bins);
+      s.D = bins;
+      s.log_mel = true;
+    } catch (const std::exception& e) {  // the audio moved or is gone: the model's features instead, saying so
+      s.features = sorted[i]->features;
+      s.note = e.what();
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -92,7 +122,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(threads);
-  xo.crf_backend = s.config.crf_backend == "cuda" ? "cpu" : s.config.crf_backend;
+  xo.crf_backend = s.config.crf_backend == "cuda" || s.config.crf_backend == "auto" ? "cpu" : s.config.crf_backend;
   xo.phone_bonus = s.config.crf_phone_bonus;
   xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
@@ -110,6 +140,39 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   out->frame_shift_ms = s.features.frame_shift_ms;
   if (drawn && drawn->empty()) *drawn = pick_drawn(utts, s.features);
   return true;
+}
+
+const std::vector<PhoneClass>& phone_classes() {
+  static const std::vector<PhoneClass> c = {
+      {"vowels", {"iy", "ih", "eh", "ae", "ah", "uw", "uh", "aa", "ey", "ay", "oy", "aw", "ow", "er"}},
+      {"semivowels", {"l", "r", "w", "y", "hh"}},
+      {"nasals", {"m", "n", "ng"}},
+      {"fricatives", {"s", "sh", "z", "f", "th", "v", "dh"}},
+      {"affricates", {"jh", "ch"}},
+      {"stops", {"b", "d", "g", "p", "t", "k", "dx"}},
+      {"silence", {"sil"}},
+  };
+  return c;
+}
+
+std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of) {
+  std::vector<int> order;
+  std::vector<bool> used(names39.size(), false);
+  if (class_of) class_of->clear();
+  for (const PhoneClass& pc : phone_classes())
+    for (const char* p : pc.phones)
+      for (size_t i = 0; i < names39.size(); ++i)
+        if (!used[i] && names39[i] == p) {
+          used[i] = true;
+          order.push_back(static_cast<int>(i));
+          if (class_of) class_of->push_back(pc.name);
+        }
+  for (size_t i = 0; i < names39.size(); ++i)
+    if (!used[i]) {
+      order.push_back(static_cast<int>(i));
+      if (class_of) class_of->push_back("other");
+    }
+  return order;
 }
 
 namespace {

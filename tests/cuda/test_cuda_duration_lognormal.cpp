@@ -27,17 +27,6 @@ namespace {
 #define REQUIRE_GPU()                                                          \
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
 
-std::vector<float> random_ln(int C, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<float> ln(3 * C);
-  for (int c = 0; c < C; ++c) {
-    ln[c] = static_cast<float>(0.5 + 2.5 * uniform01(rng));
-    ln[C + c] = static_cast<float>(c == 0 ? -7.0 : -1.5 + 1.8 * uniform01(rng));  // label 0: below the clamp
-    ln[2 * C + c] = static_cast<float>(2.0 * uniform01(rng) - 1.0);
-  }
-  return ln;
-}
-
 ModelDims ln_dims() {
   ModelDims d;
   d.input_dim = 13;
@@ -49,24 +38,12 @@ ModelDims ln_dims() {
   return d;
 }
 
-std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
-                                        const std::vector<float>& params, const std::string& crf) {
-  ExecutorOptions xo;
-  xo.threads = 2;
-  xo.crf_backend = crf;
-  auto ex = make_executor(device, d, xo);
-  AdamW opt;
-  opt.reset(params.size());
-  ex->set_state(params, opt);
-  return ex;
-}
-
 }  // namespace
 
 TEST(CudaDurationLognormal, KernelsMatchTheHost) {
   REQUIRE_GPU();
   const int K = 60, C = 48;
-  const std::vector<float> ln = random_ln(C, 4);
+  const std::vector<float> ln = testsupport::random_lognormal_rows(C, 4, 0);
   std::vector<float> want(K * C), gt(K * C), want_g(3 * C);
   lognormal_duration_table(K, C, ln.data(), want.data());
   std::mt19937_64 rng(2);
@@ -95,7 +72,7 @@ TEST(CudaDurationLognormal, ExecutorAgreesWithCpu) {
   const ModelDims d = ln_dims();
   const ParamLayout lay(d);
   std::vector<float> params = testsupport::random_model_params(d, 5, 0.4f);
-  const std::vector<float> ln = random_ln(d.num_classes, 6);
+  const std::vector<float> ln = testsupport::random_lognormal_rows(d.num_classes, 6, 0);
   std::copy(ln.begin(), ln.end(), params.begin() + lay.get("crf.duration_lognormal").offset);
   StepOptions o;
   o.lr = 2e-3;
@@ -103,13 +80,13 @@ TEST(CudaDurationLognormal, ExecutorAgreesWithCpu) {
   o.clip_norm = 5;
   o.crf_reg = 1e-3;
   const Batch batch = testsupport::random_model_batch(d, 6, 50, 3);
-  auto cpu = executor_with("cpu", d, params, "cpu");
+  auto cpu = testsupport::executor_with("cpu", d, params, "cpu");
   std::vector<float> gc;
   const StepResult rc = cpu->gradients(batch, o, gc);
   const ParamInfo& D = lay.get("crf.duration_bias");
   const ParamInfo& LN = lay.get("crf.duration_lognormal");
   for (const std::string crf : {"cuda", "cpu"}) {
-    auto gpu = executor_with("cuda", d, params, crf);
+    auto gpu = testsupport::executor_with("cuda", d, params, crf);
     std::vector<float> gg;
     const StepResult rg = gpu->gradients(batch, o, gg);
     EXPECT_NEAR(rg.loss, rc.loss, 1e-4 * std::abs(rc.loss)) << crf;
@@ -122,7 +99,7 @@ TEST(CudaDurationLognormal, ExecutorAgreesWithCpu) {
     EXPECT_GT(ref, 1e-8) << crf;
     EXPECT_LT(std::sqrt(diff / ref), 1e-3) << crf;
   }
-  auto gpu = executor_with("cuda", d, params, "cuda");
+  auto gpu = testsupport::executor_with("cuda", d, params, "cuda");
   for (int s = 1; s <= 5; ++s) {
     o.step = s;
     const Batch b = testsupport::random_model_batch(d, 5, 40, 100 + s);

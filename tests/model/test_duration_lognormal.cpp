@@ -34,22 +34,11 @@ double lognormal_log_density(double d, double mu, double sigma, double offset) {
   return std::log(pdf) + 0.5 * std::log(2.0 * M_PI) + offset;
 }
 
-std::vector<float> random_ln(int C, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  std::vector<float> ln(3 * C);
-  for (int c = 0; c < C; ++c) {
-    ln[c] = static_cast<float>(0.5 + 2.5 * uniform01(rng));             // mu in [0.5, 3]
-    ln[C + c] = static_cast<float>(-1.5 + 1.8 * uniform01(rng));        // log sigma in [-1.5, 0.3]
-    ln[2 * C + c] = static_cast<float>(2.0 * uniform01(rng) - 1.0);      // offset in [-1, 1]
-  }
-  return ln;
-}
-
 }  // namespace
 
 TEST(DurationLognormal, TableIsTheLogNormalLogDensity) {
   const int K = 40, C = 5;
-  const std::vector<float> ln = random_ln(C, 3);
+  const std::vector<float> ln = testsupport::random_lognormal_rows(C, 3);
   std::vector<float> table(K * C);
   lognormal_duration_table(K, C, ln.data(), table.data());
   for (int k = 0; k < K; ++k)
@@ -95,7 +84,7 @@ TEST(DurationLognormal, LogSigmaIsClampedAndItsGradientIsZeroOutside) {
 
 TEST(DurationLognormal, GradientMatchesFiniteDifferences) {
   const int K = 25, C = 4;
-  std::vector<float> ln = random_ln(C, 11);
+  std::vector<float> ln = testsupport::random_lognormal_rows(C, 11);
   std::mt19937_64 rng(5);
   std::vector<double> w(K * C);  // L = sum w * table
   for (double& x : w) x = 2.0 * uniform01(rng) - 1.0;
@@ -190,7 +179,7 @@ TEST(DurationLognormal, ExecutorChainsTheTableGradient) {
   dt.duration_lognormal = false;
   const ParamLayout ll(dl), lt(dt);
   std::vector<float> pl = testsupport::random_model_params(dl, 21, 0.3f);
-  const std::vector<float> ln = random_ln(dl.num_classes, 8);
+  const std::vector<float> ln = testsupport::random_lognormal_rows(dl.num_classes, 8);
   std::copy(ln.begin(), ln.end(), pl.begin() + ll.get("crf.duration_lognormal").offset);
   derive_duration_table(ll, pl.data());
   const std::vector<float> pt(pl.begin(), pl.begin() + lt.total());  // the same values without the 3 rows
@@ -244,7 +233,7 @@ TEST(DurationLognormal, TrainStepsKeepTheTableDerivedAndLowerTheLoss) {
   d.duration_lognormal = true;
   const ParamLayout lay(d);
   std::vector<float> p = testsupport::random_model_params(d, 2);
-  const std::vector<float> ln = random_ln(d.num_classes, 1);
+  const std::vector<float> ln = testsupport::random_lognormal_rows(d.num_classes, 1);
   std::copy(ln.begin(), ln.end(), p.begin() + lay.get("crf.duration_lognormal").offset);
   ExecutorOptions xo;
   xo.threads = 1;
