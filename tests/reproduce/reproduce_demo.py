@@ -6,8 +6,9 @@ evaluated, against committed checkpoints (sha256) and metrics.
 
 Runs `timitseg synth` (8 speakers x 4 utterances), `prepare`, then for a linear
 CRF (crf.max_duration=1) and a semi-CRF (K=8, onset features) `train` of
-configs/synth.yaml cut to 2 epochs of a 16-unit, 1-layer encoder, `evaluate
---json` and `decode`. Two checks:
+configs/synth.yaml cut to 2 epochs of a 16-unit, 1-layer encoder on the CPU
+(train.device=cpu, crf.backend=cpu), `evaluate --json` and `decode`
+(--device cpu): the CPU also on a machine with a GPU. Two checks:
 
 1. threads: the semi-CRF trained with train.threads=1 and =2 gives bitwise
    identical checkpoints but for the config they record (the CPU encoder's fixed task partition,
@@ -83,7 +84,9 @@ def train(binary, cwd, log, name, K, threads):
     run([binary, "train", "--config", os.path.join(SOURCE, "configs", "synth.yaml"), "--set", "data.workdir=work",
          "--set", f"train.run_dir=runs/{name}", "--set", "train.epochs=2", "--set", "model.hidden_dim=16",
          "--set", "model.num_layers=1", "--set", f"crf.max_duration={K}", "--set", f"train.threads={threads}",
-         "--set", "train.batch_size=4"], cwd, log)
+         "--set", "train.batch_size=4",
+         # the CPU even where a GPU is present (the shipped config says auto)
+         "--set", "train.device=cpu", "--set", "crf.backend=cpu"], cwd, log)
 
 
 def results(binary, cwd, log, name):
@@ -91,9 +94,9 @@ def results(binary, cwd, log, name):
     run_dir = os.path.join(cwd, "runs", name)
     best = os.path.join("runs", name, "checkpoints", "best.safetensors")  # relative: evaluate --json names it
     run([binary, "evaluate", "--checkpoint", best, "--split", "dev", "--json", f"eval_{name}.json",
-         "--threads", "1"], cwd, log)
-    run([binary, "decode", "--checkpoint", best, "synth/TEST", "--out", f"decoded_{name}", "--threads", "1"],
-        cwd, log)
+         "--threads", "1", "--device", "cpu"], cwd, log)
+    run([binary, "decode", "--checkpoint", best, "synth/TEST", "--out", f"decoded_{name}", "--threads", "1",
+         "--device", "cpu"], cwd, log)
     out = {"checkpoints": {}, "metrics": [], "evaluate": None, "decoded_phn": {}}
     for f in sorted(os.listdir(os.path.join(run_dir, "checkpoints"))):
         out["checkpoints"][f] = sha256(os.path.join(run_dir, "checkpoints", f))
