@@ -260,6 +260,65 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
   }
 }
 
+void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+               double* score, int32_t* spans) {
+  validate_f64(dims, p, nullptr);
+  validate_align_host(dims, N, phones, num_phones);
+  const int64_t K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L, n_ph = num_phones[b];
+    const int32_t* y = phones + b * N;
+    int32_t* out = spans + b * N * 2;
+    std::fill(out, out + N * 2, 0);
+    score[b] = kNegInf;
+    if (n_ph > L) continue;  // infeasible: every phone needs a frame
+    // The score of phone label c over [v, v+r): the gold-run rule, pieces of K
+    // then the remainder, each a segment; A[c][c] between consecutive pieces.
+    auto phone_score = [&](int64_t v, int64_t r, int64_t c) {
+      double sc = 0.0;
+      for (int64_t pos = v; pos < v + r; pos += K) {
+        if (pos > v) sc += u.A[c * C + c];
+        sc += u.seg(pos, std::min(K, v + r - pos), c);
+      }
+      return sc;
+    };
+    // best[t][n]: max score of [0,t) holding phones 1..n (n = 1..n_ph), the
+    // last one ending at t; arg_r[t][n]: its duration.
+    std::vector<double> best((L + 1) * (n_ph + 1), kNegInf);
+    std::vector<int64_t> arg_r((L + 1) * (n_ph + 1), 0);
+    for (int64_t n = 1; n <= n_ph; ++n) {
+      const int64_t c = y[n - 1];
+      for (int64_t t = 1; t <= L; ++t) {
+        double& top = best[t * (n_ph + 1) + n];
+        // r = j K + d, candidates in the order (d, j): ties go to the smallest final piece d, then the fewest pieces.
+        for (int64_t d = 1; d <= std::min(K, t); ++d)
+          for (int64_t r = d; r <= t; r += K) {
+            const int64_t v = t - r;  // the phone is [v, t)
+            double before;
+            if (n == 1) {
+              before = v == 0 ? u.start(c) : kNegInf;
+            } else {
+              before = v >= 1 ? best[v * (n_ph + 1) + n - 1] + u.A[y[n - 2] * C + c] : kNegInf;
+            }
+            if (before == kNegInf) continue;
+            const double val = before + phone_score(v, r, c);
+            if (val > top) top = val, arg_r[t * (n_ph + 1) + n] = r;
+          }
+      }
+    }
+    const double total = best[L * (n_ph + 1) + n_ph] + u.end(y[n_ph - 1]);
+    if (!(total > kNegInf)) continue;  // no alignment of finite score
+    score[b] = total;
+    for (int64_t n = n_ph, t = L; n >= 1; --n) {
+      const int64_t r = arg_r[t * (n_ph + 1) + n];
+      out[2 * (n - 1)] = static_cast<int32_t>(t - r);
+      out[2 * (n - 1) + 1] = static_cast<int32_t>(r);
+      t -= r;
+    }
+  }
+}
+
 namespace {
 
 // The Backend object: converts the float32 inputs to float64 and calls the
@@ -301,6 +360,12 @@ class ReferenceBackend final : public Backend {
                void*) override {
     Conv cv(dims, p);
     viterbi_f64(dims, cv.params, score, segments, num_segments);
+  }
+  size_t align_workspace_bytes(const Dims&, int64_t) const override { return 0; }
+  void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+             double* score, int32_t* spans, void*) override {
+    Conv cv(dims, p);
+    align_f64(dims, cv.params, N, phones, num_phones, score, spans);
   }
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void*) override {
     Conv cv(dims, p);
