@@ -383,6 +383,43 @@ class CudaExecutor final : public Executor {
     return out;
   }
 
+  crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                         const std::vector<int32_t>& num_phones) override {
+    const int B = batch.input.B, T = batch.input.T;
+    stage(batch, /*with_labels=*/false);
+    numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+    cum_.reserve(cum_bytes(B, T));
+    ForwardOptions fo;  // dropout 0: evaluation
+    encoder_->set_training(false);
+    encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+    have_cum_ = true;
+    last_B_ = B;
+    last_T_ = T;
+    const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+    if (!backend_->on_device()) {
+      const std::vector<float> cum = last_cum();
+      const std::vector<float> onset = last_onset();
+      std::vector<float> hp;
+      host_crf_param_copy(hp);
+      return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data());
+    }
+    crf::validate_align_host(dims, N, phones.data(), num_phones.data());
+    const crf::Params p = device_crf_params();
+    align_phones_.upload(phones.data(), phones.size() * sizeof(int32_t), stream_);
+    align_nph_.upload(num_phones.data(), num_phones.size() * sizeof(int32_t), stream_);
+    align_score_.reserve(B * sizeof(double));
+    align_spans_.reserve(static_cast<size_t>(B) * N * 2 * sizeof(int32_t));
+    session_->align(dims, p, N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(), align_score_.as<double>(),
+                    align_spans_.as<int32_t>());
+    crf::AlignResult r;
+    r.score.resize(B);
+    r.spans.resize(static_cast<size_t>(B) * N * 2);
+    align_score_.download(r.score.data(), B * sizeof(double), stream_);
+    align_spans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    return r;
+  }
+
   // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
   // cuda backend: d log Z / d cum on the device (one backward without labels,
   // scale 1, parameter gradients not wanted), copied to the host for the
@@ -708,6 +745,8 @@ class CudaExecutor final : public Executor {
   Buffer donset_{Memory::device, 0};  // [B][T][C] d loss / d onset (crf.onset_features only)
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
+  Buffer align_phones_{Memory::device, 0}, align_nph_{Memory::device, 0};   // align: [B][N], [B]
+  Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
