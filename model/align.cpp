@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -308,6 +309,7 @@ nlohmann::json AlignMetrics::to_json() const {
   j["boundaries"] = abs_ms.size();
   j["utterances"] = utterances;
   j["infeasible"] = infeasible;
+  j["seconds"] = seconds;
   if (abs_ms.empty()) return j;  // no boundary: the fractions and errors do not exist (never NaN)
   nlohmann::json within;
   for (int tol : kTolerancesMs) {
@@ -335,11 +337,11 @@ std::string AlignMetrics::table() const {
     return buf;
   }
   std::snprintf(buf, sizeof buf,
-                "forced alignment (%zu boundaries, %lld utterances%s)\n"
+                "forced alignment (%zu boundaries, %lld utterances%s, %.2f s)\n"
                 "  within 10 ms  %6.2f %%\n  within 20 ms  %6.2f %%\n  within 25 ms  %6.2f %%\n"
                 "  within 50 ms  %6.2f %%\n  mean |error|  %6.2f ms\n  median |error| %5.2f ms\n",
                 abs_ms.size(), static_cast<long long>(utterances),
-                infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "",
+                infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds,
                 100 * j["within_ms"]["10"].get<double>(), 100 * j["within_ms"]["20"].get<double>(),
                 100 * j["within_ms"]["25"].get<double>(), 100 * j["within_ms"]["50"].get<double>(),
                 j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
@@ -353,6 +355,7 @@ AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utte
   std::stable_sort(utts.begin(), utts.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
   AlignMetrics m;
+  const auto t0 = std::chrono::steady_clock::now();
   for (size_t at = 0; at < utts.size(); at += batch_size) {
     const std::vector<const data::Utterance*> part(utts.begin() + at,
                                                    utts.begin() + std::min(utts.size(), at + batch_size));
@@ -387,6 +390,7 @@ AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utte
       m.add(ref_ends, hyp_ends, s.features.frame_shift_ms);
     }
   }
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return m;
 }
 

@@ -63,6 +63,7 @@ std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u
 struct AlignMetrics {
   std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
   int64_t utterances = 0, infeasible = 0;
+  double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // {"boundaries": N, "within_ms": {"10": f, "20": f, "25": f, "50": f}, "mean_abs_ms": m, "median_abs_ms": m}
   nlohmann::json to_json() const;

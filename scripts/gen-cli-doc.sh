@@ -20,7 +20,7 @@ tmp=$(mktemp)
   echo "The global \`--log-level\` (trace, debug, info, warn, error, off) comes"
   echo "before the subcommand: \`timitseg --log-level debug train ...\`."
   echo
-  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train"; do
+  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi
     echo
     echo '```text'
