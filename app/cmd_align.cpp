@@ -91,7 +91,8 @@ void run_bench_align(const BenchAlignOptions& o) {
   const crf::Params p{cum.as<float>(), A.as<float>(), D.as<float>(), s.as<float>(), e.as<float>(), len.as<int32_t>()};
   const crf::Timing t = crf::time_calls(*be, o.warmup, o.repeats, [&](int) {
     for (int64_t c = 0; c < calls; ++c)
-      session.align(dims, p, in.N, ph.as<int32_t>(), np.as<int32_t>(), score.as<double>(), spans.as<int32_t>());
+      session.align(dims, p, in.N, ph.as<int32_t>(), np.as<int32_t>(), nullptr, score.as<double>(),
+                    spans.as<int32_t>());
   });
   const double frames = static_cast<double>(calls * B * o.frames);
   // Check: the first utterances on this backend and on the reference.
@@ -143,6 +144,7 @@ void add_align_command(CLI::App& app) {
   auto timit = std::make_shared<std::string>();
   auto no_closures = std::make_shared<bool>(false);
   auto no_edge = std::make_shared<bool>(false);
+  auto obligatory = std::make_shared<bool>(false);
   CLI::App* c = app.add_subcommand(
       "align",
       "Forced alignment: place a known phone (or word) sequence in each audio file with a checkpoint (the semi-CRF's "
@@ -178,7 +180,10 @@ void add_align_command(CLI::App& app) {
               "Words: do not give stops and affricates TIMIT's closure (by default b -> bcl b, ch -> tcl ch, ...)");
   c->add_flag("--no-edge-silence", *no_edge, "Words: no h# before the first and after the last word");
   c->add_flag("--word-silence", o->words.word_silence,
-              "Words: a pau between every two words (every boundary gets one; it is not optional)");
+              "Words: a pau between every two words, which the aligner may skip (0 frames) where it hears none");
+  c->add_flag("--obligatory-silence", *obligatory,
+              "Words: the silences (h# at the edges, pau with --word-silence) must take at least one frame "
+              "(by default the aligner may skip them)");
   c->add_option("--crf-backend", o->backend,
                 "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
@@ -186,11 +191,12 @@ void add_align_command(CLI::App& app) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
-  c->callback([o, timit, no_closures, no_edge] {
+  c->callback([o, timit, no_closures, no_edge, obligatory] {
     model::AlignOptions a = *o;
     if (!timit->empty()) a.inputs.push_back(*timit);
     a.words.closures = !*no_closures;
     a.words.edge_silence = !*no_edge;
+    a.words.optional_silence = !*obligatory;
     model::align(a);
   });
 

@@ -11,7 +11,7 @@ Session::Session(Backend& backend, void* stream)
     : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
   backend_.set_stream(stream_);
   for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
-                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_})
+                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
     b->set_memory(mem_);
 }
 
@@ -23,7 +23,7 @@ void* Session::workspace(const Dims& dims) {
 size_t Session::bytes_reserved() const {
   size_t n = 0;
   for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
-                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_})
+                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
     n += b->capacity();
   return n;
 }
@@ -77,29 +77,31 @@ Params Session::upload_params(const Dims& dims, const Params& hp) {
 }
 
 void Session::align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
-                    double* score, int32_t* spans) {
+                    const int32_t* optional, double* score, int32_t* spans) {
   align_ws_.reserve(backend_.align_workspace_bytes(dims, N));
-  backend_.align(dims, p, N, phones, num_phones, score, spans, align_ws_.data());
+  backend_.align(dims, p, N, phones, num_phones, optional, score, spans, align_ws_.data());
 }
 
 AlignResult Session::align_host(const Dims& dims, const Params& hp, int64_t N, const int32_t* phones,
-                                const int32_t* num_phones) {
+                                const int32_t* num_phones, const int32_t* optional) {
   validate_host(dims, hp, nullptr);
-  validate_align_host(dims, N, phones, num_phones);
+  validate_align_host(dims, N, phones, num_phones, optional);
   const int64_t B = dims.B;
   AlignResult r;
   r.score.resize(B);
   r.spans.resize(B * N * 2);
   if (!backend_.on_device()) {
-    align(dims, hp, N, phones, num_phones, r.score.data(), r.spans.data());
+    align(dims, hp, N, phones, num_phones, optional, r.score.data(), r.spans.data());
     return r;
   }
   const Params dp = upload_params(dims, hp);
   ph_.upload(phones, B * N * sizeof(int32_t), stream_);
   nph_.upload(num_phones, B * sizeof(int32_t), stream_);
+  if (optional) opt_.upload(optional, B * N * sizeof(int32_t), stream_);
   vs_.reserve(B * sizeof(double));
   aspans_.reserve(B * N * 2 * sizeof(int32_t));
-  align(dims, dp, N, ph_.as<int32_t>(), nph_.as<int32_t>(), vs_.as<double>(), aspans_.as<int32_t>());
+  align(dims, dp, N, ph_.as<int32_t>(), nph_.as<int32_t>(), optional ? opt_.as<int32_t>() : nullptr, vs_.as<double>(),
+        aspans_.as<int32_t>());
   vs_.download(r.score.data(), B * sizeof(double), stream_);
   aspans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
   backend_.synchronize();
@@ -107,9 +109,9 @@ AlignResult Session::align_host(const Dims& dims, const Params& hp, int64_t N, c
 }
 
 AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
-                       const int32_t* phones, const int32_t* num_phones) {
+                       const int32_t* phones, const int32_t* num_phones, const int32_t* optional) {
   Session session(backend);
-  return session.align_host(dims, host_params, N, phones, num_phones);
+  return session.align_host(dims, host_params, N, phones, num_phones, optional);
 }
 
 HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt) {

@@ -232,24 +232,26 @@ Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dic
   if (words.empty()) fail(source, 0, "empty transcript (no words)");
   Transcript tr;
   tr.source = source;
-  auto add = [&](const std::string& p, int w) {
+  auto add = [&](const std::string& p, int w, bool optional = false) {
     tr.phones.push_back(p);
     tr.word_of_phone.push_back(w);
+    tr.optional.push_back(optional ? 1 : 0);
   };
-  if (o.edge_silence) add("h#", -1);
+  const bool opt = o.optional_silence;
+  if (o.edge_silence) add("h#", -1, opt);
   for (size_t i = 0; i < words.size(); ++i) {
     const Word& w = words[i];
     const std::vector<std::string>* pron = dict.lookup(w.text);
     if (!pron)
       throw TranscriptError(source + (w.line > 0 ? ":" + std::to_string(w.line) : std::string()) + ": word " +
                             quoted(w.text) + " is not in the dictionary " + dict.path());
-    if (i > 0 && o.word_silence) add("pau", -1);
+    if (i > 0 && o.word_silence) add("pau", -1, opt);
     tr.words.push_back(w.text);
     for (const std::string& p : *pron)
       for (const std::string& q : o.closures ? with_closure(p) : std::vector<std::string>{p})
         add(q, static_cast<int>(i));
   }
-  if (o.edge_silence) add("h#", -1);
+  if (o.edge_silence) add("h#", -1, opt);
   return tr;
 }
 

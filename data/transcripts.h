@@ -89,12 +89,14 @@ struct Transcript {
   std::vector<std::string> phones;    // phone names (61-set, or a label set's own names)
   std::vector<std::string> words;     // empty when the transcript was given as phones
   std::vector<int> word_of_phone;     // [phones] index into words, -1 for silence / no words
+  std::vector<int> optional;          // [phones] 1 = may be skipped (0 frames); empty = none
 };
 
 struct WordOptions {
-  bool closures = true;      // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
-  bool edge_silence = true;  // h# before the first and after the last word (TIMIT utterances have them)
-  bool word_silence = false; // pau between words (every word boundary)
+  bool closures = true;           // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
+  bool edge_silence = true;       // h# before the first and after the last word (TIMIT utterances have them)
+  bool word_silence = false;      // pau between every two words
+  bool optional_silence = true;   // those silences may be skipped (0 frames) by the aligner; false: obligatory
 };
 
 // Words -> phones through DICT. Errors "SOURCE: word 'x' is not in the

@@ -110,10 +110,12 @@ Ready read_job(const Job& job, const ModelState& s) {
   if (u.dim != s.dims.input_dim)
     throw std::runtime_error(job.audio + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
                              std::to_string(s.dims.input_dim));
-  const int64_t n = static_cast<int64_t>(r.cs.classes.size());
+  const int64_t n = static_cast<int64_t>(std::count(r.cs.optional.begin(), r.cs.optional.end(), 0));
   if (n > u.num_frames)
-    throw std::runtime_error(job.audio + ": the transcript has " + std::to_string(n) + " phones but the audio only " +
-                             std::to_string(u.num_frames) + " frames (each phone needs one); it cannot fit");
+    throw std::runtime_error(job.audio + ": the transcript has " + std::to_string(n) +
+                             (n == static_cast<int64_t>(r.cs.classes.size()) ? "" : " non-optional") +
+                             " phones but the audio only " + std::to_string(u.num_frames) +
+                             " frames (each phone needs one); it cannot fit");
   u.labels.assign(u.num_frames, 0);  // unused by alignment
   r.n_file = static_cast<int64_t>(original.samples.size());
   r.file_rate = original.sample_rate;
@@ -121,7 +123,8 @@ Ready read_job(const Job& job, const ModelState& s) {
   return r;
 }
 
-// Writes OUT/stem.PHN and .TextGrid from the spans [n][2] (frames) of r.
+// Writes OUT/stem.PHN and .TextGrid from the spans [n][2] (frames) of r;
+// skipped optional phones (0 frames) are left out.
 void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const std::string& out_dir) {
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
@@ -129,12 +132,16 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
     return std::min(y, r.n_file);
   };
   const size_t n = r.cs.classes.size();
+  size_t last = 0;  // the last phone kept
+  for (size_t i = 0; i < n; ++i)
+    if (spans[2 * i + 1] > 0) last = i;
   std::vector<int64_t> b(n), e(n);
   std::vector<Interval> phones;
   std::string text;
   for (size_t i = 0; i < n; ++i) {
+    if (spans[2 * i + 1] == 0) continue;
     b[i] = to_file(boundary_sample(spans[2 * i], s.features));
-    e[i] = i + 1 == n ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
+    e[i] = i == last ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
     phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
     text += std::to_string(b[i]) + " " + std::to_string(e[i]) + " " + s.labels.names[r.cs.classes[i]] + "\n";
   }
@@ -147,7 +154,8 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
     for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
       int64_t ws = -1, we = -1;
       for (size_t i = 0; i < n; ++i) {
-        if (r.cs.word_first[i] < 0 || w < r.cs.word_first[i] || w > r.cs.word_last[i]) continue;
+        if (spans[2 * i + 1] == 0 || r.cs.word_first[i] < 0 || w < r.cs.word_first[i] || w > r.cs.word_last[i])
+          continue;
         const int64_t mid = (b[i] + e[i]) / 2;
         if (ws < 0) ws = r.cs.word_first[i] < w ? mid : b[i];
         we = r.cs.word_last[i] > w ? mid : e[i];
@@ -268,18 +276,24 @@ ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls) {
                                   std::to_string(ls.size()) + " phones: " + label_list(ls) +
                                   "; TIMIT 61-set names are mapped into it)");
     const int w = tr.word_of_phone.empty() ? -1 : tr.word_of_phone[i];
+    const int32_t opt = tr.optional.empty() ? 0 : tr.optional[i];
     if (!cs.classes.empty() && cs.classes.back() == c) {  // one run, as in the frame labels
       if (w >= 0) {
         if (cs.word_first.back() < 0) cs.word_first.back() = w;
         cs.word_last.back() = w;
       }
+      cs.optional.back() = cs.optional.back() && opt;
       continue;
     }
+    if (opt && !cs.optional.empty() && cs.optional.back()) continue;  // a second optional phone in a row
     cs.classes.push_back(c);
     cs.word_first.push_back(w);
     cs.word_last.push_back(w);
+    cs.optional.push_back(opt);
   }
-  if (cs.classes.empty()) throw data::TranscriptError(tr.source + ": empty transcript");
+  if (std::find(cs.optional.begin(), cs.optional.end(), 0) == cs.optional.end())
+    throw data::TranscriptError(tr.source + ": empty transcript" +
+                                (cs.classes.empty() ? std::string() : std::string(" (only optional silence)")));
   return cs;
 }
 
@@ -372,7 +386,7 @@ AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utte
       nph[b] = static_cast<int32_t>(refs[b].size());
       for (size_t i = 0; i < refs[b].size(); ++i) phones[b * N + i] = refs[b][i].first;
     }
-    const crf::AlignResult r = exec.align(batch, N, phones, nph);
+    const crf::AlignResult r = exec.align(batch, N, phones, nph, {});
     for (int64_t b = 0; b < B; ++b) {
       ++m.utterances;
       if (!(r.score[b] > -INFINITY)) {
@@ -465,13 +479,14 @@ int align(const AlignOptions& o) {
       N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
     }
     const int64_t B = static_cast<int64_t>(pending.size());
-    std::vector<int32_t> phones(B * N, 0), nph(B);
+    std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
     for (int64_t b = 0; b < B; ++b) {
       nph[b] = static_cast<int32_t>(pending[b].cs.classes.size());
       std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
+      std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
     }
     const Batch batch = make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    const crf::AlignResult r = exec->align(batch, N, phones, nph);
+    const crf::AlignResult r = exec->align(batch, N, phones, nph, optional);
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
       try {

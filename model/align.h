@@ -42,11 +42,15 @@ struct AlignOptions {
 int align(const AlignOptions& o);
 
 // A transcript in a label set: classes [n] (consecutive equal classes merged
-// into one phone, as frame labels merge them into one run), and per phone the
-// first and last word it belongs to (-1: silence, or no words).
+// into one phone, as frame labels merge them into one run; the merged phone
+// is optional only when all its parts are), per phone the first and last word
+// it belongs to (-1: silence, or no words), and optional [n] (1 = may be
+// skipped; an optional phone right after another optional one is dropped, so
+// the CRF's rule "never two in a row" holds).
 struct ClassSequence {
   std::vector<int32_t> classes;
   std::vector<int> word_first, word_last;
+  std::vector<int32_t> optional;
   std::vector<std::string> words;
 };
 // Phone names: the label set's own names, else TIMIT 61-set names mapped into

@@ -27,15 +27,24 @@ AlignLayout make_align_layout(const Dims& d, int64_t N) {
   return a;
 }
 
-// num_phones[b] in [1, N]; phones[b][i] in [0, C) for i < num_phones[b].
+// num_phones[b] in [1, N]; phones[b][i] in [0, C) for i < num_phones[b];
+// optional (when given) 0 or 1 there, never 1 twice in a row (kOptional at
+// [b][i]), never 1 everywhere (kOptionalAll at b).
 __global__ void align_validate_kernel(int B, int N, int C, const int32_t* __restrict__ phones,
-                                      const int32_t* __restrict__ num_phones, unsigned long long* status) {
+                                      const int32_t* __restrict__ num_phones, const int32_t* __restrict__ optional,
+                                      unsigned long long* status) {
   const long long total = static_cast<long long>(B) * (N + 1);
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     if (i < B) {
       const int n = num_phones[i];
-      if (n < 1 || n > N) report(status, kNumPhones, i);
+      if (n < 1 || n > N) {
+        report(status, kNumPhones, i);
+      } else if (optional) {
+        bool kept = false;
+        for (int k = 0; k < n; ++k) kept |= optional[i * N + k] == 0;
+        if (!kept) report(status, kOptionalAll, i);
+      }
       continue;
     }
     const long long j = i - B, b = j / N, k = j % N;
@@ -43,13 +52,17 @@ __global__ void align_validate_kernel(int B, int N, int C, const int32_t* __rest
     if (n < 1 || n > N || k >= n) continue;
     const int c = phones[j];
     if (c < 0 || c >= C) report(status, kPhones, j);
+    if (optional) {
+      const int o = optional[j];
+      if ((o != 0 && o != 1) || (o == 1 && k > 0 && optional[j - 1] == 1)) report(status, kOptional, j);
+    }
   }
 }
 
 void launch_align_validate(int B, int N, int C, const int32_t* phones, const int32_t* num_phones,
-                           unsigned long long* status, cudaStream_t stream) {
+                           const int32_t* optional, unsigned long long* status, cudaStream_t stream) {
   const long long total = static_cast<long long>(B) * (N + 1);
-  align_validate_kernel<<<grid_for(total, 256), 256, 0, stream>>>(B, N, C, phones, num_phones, status);
+  align_validate_kernel<<<grid_for(total, 256), 256, 0, stream>>>(B, N, C, phones, num_phones, optional, status);
   TS_LAUNCHED("align_validate_kernel");
 }
 
@@ -66,6 +79,7 @@ struct AlignArgs {
   const int32_t* lengths;
   const int32_t* phones;      // [B][N]
   const int32_t* num_phones;  // [B]
+  const int32_t* optional;    // [B][N] or null
   double* F;      // [B][T+1][N]
   double* S;      // [B][T+1][N]
   int32_t* bp_d;  // [B][T+1][N]
@@ -79,9 +93,13 @@ __global__ void align_kernel(AlignArgs a) {
   const int T = a.T, K = a.K, C = a.C, N = a.N;
   const int L = a.lengths[b], np = a.num_phones[b];
   const int32_t* y = a.phones + static_cast<size_t>(b) * N;
+  const int32_t* opt = a.optional ? a.optional + static_cast<size_t>(b) * N : nullptr;
+  auto is_opt = [&](int n) { return opt != nullptr && opt[n] == 1; };
   int32_t* out = a.spans + static_cast<size_t>(b) * N * 2;
   for (int i = tid; i < 2 * N; i += nt) out[i] = 0;
-  if (np > L) {  // infeasible: every phone needs a frame (uniform over the block)
+  int needed = 0;  // every thread counts the same (uniform over the block)
+  for (int n = 0; n < np; ++n) needed += !is_opt(n);
+  if (needed > L) {  // infeasible: every phone kept needs a frame
     if (tid == 0) a.score[b] = kNegInf;
     return;
   }
@@ -98,9 +116,10 @@ __global__ void align_kernel(AlignArgs a) {
                      static_cast<double>(a.D[(d - 1) * C + c]);
     return on ? v + static_cast<double>(on[static_cast<size_t>(u) * C + c]) : v;
   };
+  // S[0][n]: the first kept phone starts at 0 (phone 0, or phone 1 with phone 0 skipped).
   for (int n = tid; n < np; n += nt) {
-    S[n] = n == 0 ? static_cast<double>(a.s[y[0]]) : kNegInf;
-    bp_s[n] = 0;
+    S[n] = n == 0 ? static_cast<double>(a.s[y[0]]) : (n == 1 && is_opt(0) ? static_cast<double>(a.s[y[1]]) : kNegInf);
+    bp_s[n] = n == 1 ? 2 : 0;
   }
   __syncthreads();
   for (int t = 1; t <= L; ++t) {
@@ -117,11 +136,17 @@ __global__ void align_kernel(AlignArgs a) {
     }
     __syncthreads();
     if (t < L) {
-      for (int n = tid; n < np; n += nt) {  // S[t][n]: ties to the entry (the phone starts at t)
+      // S[t][n]: ties to the entry after phone n-1, then after phone n-2 with
+      // the optional phone n-1 skipped, then the continuation.
+      for (int n = tid; n < np; n += nt) {
         const int c = y[n];
         double top = n == 0 ? kNegInf
                             : F[static_cast<size_t>(t) * N + n - 1] + static_cast<double>(a.A[y[n - 1] * C + c]);
         int arg = 0;
+        if (n >= 2 && is_opt(n - 1)) {
+          const double skip = F[static_cast<size_t>(t) * N + n - 2] + static_cast<double>(a.A[y[n - 2] * C + c]);
+          if (skip > top) top = skip, arg = 2;
+        }
         if (t >= K) {
           const double cont =
               S[static_cast<size_t>(t - K) * N + n] + seg(t - K, K, c) + static_cast<double>(a.A[c * C + c]);
@@ -134,22 +159,35 @@ __global__ void align_kernel(AlignArgs a) {
     __syncthreads();
   }
   if (tid != 0) return;
-  const double total = F[static_cast<size_t>(L) * N + np - 1] + static_cast<double>(a.e[y[np - 1]]);
+  double total = F[static_cast<size_t>(L) * N + np - 1] + static_cast<double>(a.e[y[np - 1]]);
+  bool skip_last = false;
+  if (np >= 2 && is_opt(np - 1)) {  // the last phone skipped
+    const double alt = F[static_cast<size_t>(L) * N + np - 2] + static_cast<double>(a.e[y[np - 2]]);
+    if (alt > total) total = alt, skip_last = true;
+  }
   if (!(total > kNegInf)) {  // no alignment of finite score
     a.score[b] = kNegInf;
     return;
   }
   a.score[b] = total;
-  int n = np - 1, end = L, u = L - bp_d[static_cast<size_t>(L) * N + n];
+  int n = np - 1, end = L;
+  if (skip_last) out[2 * n] = L, --n;
+  int u = end - bp_d[static_cast<size_t>(end) * N + n];
   while (true) {
-    if (bp_s[static_cast<size_t>(u) * N + n] == 1) {
+    const int how = bp_s[static_cast<size_t>(u) * N + n];
+    if (how == 1) {
       u -= K;
       continue;
     }
     out[2 * n] = u;
     out[2 * n + 1] = end - u;
-    if (n == 0) break;
-    --n;
+    if (how == 2) {
+      out[2 * (n - 1)] = u;
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+    if (n < 0) break;
     end = u;
     u = end - bp_d[static_cast<size_t>(end) * N + n];
   }
@@ -158,7 +196,8 @@ __global__ void align_kernel(AlignArgs a) {
 }  // namespace
 
 void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N, const int32_t* phones,
-                  const int32_t* num_phones, void* ws, double* score, int32_t* spans, cudaStream_t stream) {
+                  const int32_t* num_phones, const int32_t* optional, void* ws, double* score, int32_t* spans,
+                  cudaStream_t stream) {
   AlignArgs a{};
   a.T = l.T;
   a.K = l.K;
@@ -173,6 +212,7 @@ void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N
   a.lengths = p.lengths;
   a.phones = phones;
   a.num_phones = num_phones;
+  a.optional = optional;
   a.F = at<double>(ws, al.F);
   a.S = at<double>(ws, al.S);
   a.bp_d = at<int32_t>(ws, al.bp_d);

@@ -137,7 +137,7 @@ class CudaBackend final : public Backend {
   }
 
   void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
-             double* score, int32_t* spans, void* workspace) override {
+             const int32_t* optional, double* score, int32_t* spans, void* workspace) override {
     check_dims(dims);
     check_align_n(dims, N);
     auto need = [&](const void* ptr, const char* name) {
@@ -164,10 +164,10 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.status), 0xff, sizeof(unsigned long long), stream_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.zeros), 0, sizeof(float) * l.C, stream_));
     launch_validate(l, p, nullptr, at<unsigned long long>(workspace, al.status), stream_);
-    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones,
+    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional,
                           at<unsigned long long>(workspace, al.status), stream_);
-    check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N));
-    launch_align(l, al, p, static_cast<int>(N), phones, num_phones, workspace, score, spans, stream_);
+    check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
+    launch_align(l, al, p, static_cast<int>(N), phones, num_phones, optional, workspace, score, spans, stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
@@ -281,7 +281,8 @@ class CudaBackend final : public Backend {
   }
 
   void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
-                    const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0) {
+                    const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0,
+                    const int32_t* optional = nullptr) {
     unsigned long long key = 0;
     read_back(&key, at<char>(ws, l.status), sizeof(key));
     if (key == kNoError) return;
@@ -355,6 +356,19 @@ class CudaBackend final : public Backend {
         os << "align: phones[" << idx / N << "][" << idx % N << "] = " << v << " is outside [0, C=" << l.C << ")";
         throw std::invalid_argument(os.str());
       }
+      case kOptional: {
+        int32_t v = 0;
+        read_back(&v, optional + idx, sizeof(v));
+        os << "align: optional[" << idx / N << "][" << idx % N << "] = ";
+        if (v != 0 && v != 1)
+          os << v << " is not 0 or 1";
+        else
+          os << "1 follows another optional phone (two optional phones in a row are not supported)";
+        throw std::invalid_argument(os.str());
+      }
+      case kOptionalAll:
+        os << "align: utterance " << idx << " has only optional phones";
+        throw std::invalid_argument(os.str());
       default:
         os << "internal status code " << tensor << " at index " << idx;
         throw std::runtime_error(os.str());

@@ -36,6 +36,8 @@ enum TensorId : int {
   kGold = 9,
   kNumPhones = 10,  // align: num_phones[b] outside [1, N]
   kPhones = 11,     // align: phones[b][i] outside [0, C)
+  kOptional = 12,   // align: optional[b][i] not 0/1, or a second optional phone in a row
+  kOptionalAll = 13,  // align: utterance b has only optional phones
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -152,9 +154,10 @@ struct AlignLayout {
 };
 AlignLayout make_align_layout(const Dims& d, int64_t N);
 void launch_align_validate(int B, int N, int C, const int32_t* phones, const int32_t* num_phones,
-                           unsigned long long* status, cudaStream_t stream);
+                           const int32_t* optional, unsigned long long* status, cudaStream_t stream);
 // One block per utterance; writes score [B] (-inf when infeasible) and spans [B][N][2].
 void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N, const int32_t* phones,
-                  const int32_t* num_phones, void* ws, double* score, int32_t* spans, cudaStream_t stream);
+                  const int32_t* num_phones, const int32_t* optional, void* ws, double* score, int32_t* spans,
+                  cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

@@ -384,7 +384,8 @@ class CudaExecutor final : public Executor {
   }
 
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                         const std::vector<int32_t>& num_phones) override {
+                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override {
+    const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
     const int B = batch.input.B, T = batch.input.T;
     stage(batch, /*with_labels=*/false);
     numerics_->begin_step(false, FaultSpec{}, 0, stream_);
@@ -401,16 +402,18 @@ class CudaExecutor final : public Executor {
       const std::vector<float> onset = last_onset();
       std::vector<float> hp;
       host_crf_param_copy(hp);
-      return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data());
+      return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
+                                  host_opt);
     }
-    crf::validate_align_host(dims, N, phones.data(), num_phones.data());
+    crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
     const crf::Params p = device_crf_params();
     align_phones_.upload(phones.data(), phones.size() * sizeof(int32_t), stream_);
     align_nph_.upload(num_phones.data(), num_phones.size() * sizeof(int32_t), stream_);
+    if (host_opt) align_opt_.upload(host_opt, optional.size() * sizeof(int32_t), stream_);
     align_score_.reserve(B * sizeof(double));
     align_spans_.reserve(static_cast<size_t>(B) * N * 2 * sizeof(int32_t));
-    session_->align(dims, p, N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(), align_score_.as<double>(),
-                    align_spans_.as<int32_t>());
+    session_->align(dims, p, N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(),
+                    host_opt ? align_opt_.as<int32_t>() : nullptr, align_score_.as<double>(), align_spans_.as<int32_t>());
     crf::AlignResult r;
     r.score.resize(B);
     r.spans.resize(static_cast<size_t>(B) * N * 2);
@@ -746,6 +749,7 @@ class CudaExecutor final : public Executor {
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
   Buffer align_phones_{Memory::device, 0}, align_nph_{Memory::device, 0};   // align: [B][N], [B]
+  Buffer align_opt_{Memory::device, 0};                                     // align: optional [B][N]
   Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]

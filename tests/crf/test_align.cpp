@@ -23,11 +23,13 @@ struct BothRuns {
   AlignResult ref, cpu;
 };
 
-BothRuns run_both(const Problem& pb, int64_t N, const std::vector<int32_t>& phones, const std::vector<int32_t>& nph) {
+BothRuns run_both(const Problem& pb, int64_t N, const std::vector<int32_t>& phones, const std::vector<int32_t>& nph,
+                  const std::vector<int32_t>& optional = {}) {
   auto ref = make_backend("reference");
   auto cpu = make_backend("cpu", BackendOptions{2, nullptr});
-  return BothRuns{align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data()),
-             align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data())};
+  const int32_t* opt = optional.empty() ? nullptr : optional.data();
+  return BothRuns{align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data(), opt),
+                  align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data(), opt)};
 }
 
 std::vector<int32_t> phones_of(const std::vector<int32_t>& phones, const std::vector<int32_t>& nph, int64_t N,
@@ -59,9 +61,9 @@ void expect_same_spans_or_tied(const Problem& pb, const std::vector<int32_t>& ph
 // Checks one backend's result for utterance b against the enumeration: the
 // max score, and the returned spans score that max (so they are an argmax).
 void expect_matches_enumeration(const Problem& pb, int64_t b, const std::vector<int32_t>& ph, const AlignResult& r,
-                                int64_t N, const char* who, double tol) {
+                                int64_t N, const char* who, double tol, const std::vector<int32_t>& opt = {}) {
   SCOPED_TRACE(::testing::Message() << who << " utterance " << b << " L=" << pb.lengths[b] << " n=" << ph.size());
-  const std::vector<AlignPath> all = enumerate_alignments(pb, b, ph);
+  const std::vector<AlignPath> all = enumerate_alignments(pb, b, ph, opt);
   double best = -kInf;
   for (const AlignPath& a : all) best = std::max(best, a.score);
   if (best == -kInf) {  // infeasible (no composition, or every one forbidden)
@@ -75,7 +77,7 @@ void expect_matches_enumeration(const Problem& pb, int64_t b, const std::vector<
   int64_t t = 0;
   for (size_t n = 0; n < ph.size(); ++n) {
     EXPECT_EQ(sp[2 * n], t) << "phone " << n;
-    EXPECT_GE(sp[2 * n + 1], 1) << "phone " << n;
+    EXPECT_GE(sp[2 * n + 1], !opt.empty() && opt[n] == 1 ? 0 : 1) << "phone " << n;
     t += sp[2 * n + 1];
   }
   EXPECT_EQ(t, pb.lengths[b]);
@@ -260,6 +262,88 @@ TEST(Align, CpuMatchesReferenceRealisticSize) {
   EXPECT_EQ(a1.score[0], c2.score[2]);
   EXPECT_EQ(std::vector<int32_t>(a1.spans.begin(), a1.spans.end()),
             std::vector<int32_t>(c2.spans.begin() + 2 * N * 2, c2.spans.begin() + 3 * N * 2));
+}
+
+// Optional phones (an optional silence between words): each may take 0
+// frames; against the enumeration of every composition with 0 allowed there,
+// K = 1 and K > 1, optional first and last phones, -inf entries.
+TEST(Align, BruteForceOptionalPhones) {
+  std::mt19937 rng(2024);
+  std::bernoulli_distribution forbid(0.15);
+  uint32_t seed = 8100;
+  int skipped = 0, kept_optional = 0;
+  for (int rep = 0; rep < 12; ++rep)
+    for (int64_t K : {1, 2, 4}) {
+      const int64_t T = 7, C = 3, B = 3, N = 6;
+      Problem pb = random_problem(Dims{B, T, K, C}, ++seed, {7, 5, 2});
+      if (rep % 3 == 1) add_onset(pb, seed);
+      if (rep % 3 == 2)
+        for (float& a : pb.A)
+          if (forbid(rng)) a = -std::numeric_limits<float>::infinity();
+      std::vector<int32_t> phones, nph;
+      random_phones(rng, B, N, C, phones, nph, 2);
+      const std::vector<int32_t> opt = random_optional(rng, B, N, nph, 0.5);
+      const BothRuns r = run_both(pb, N, phones, nph, opt);
+      expect_same_spans_or_tied(pb, phones, nph, N, r.cpu, r.ref);
+      for (int64_t b = 0; b < B; ++b) {
+        const std::vector<int32_t> ph = phones_of(phones, nph, N, b);
+        const std::vector<int32_t> ob(opt.begin() + b * N, opt.begin() + b * N + nph[b]);
+        expect_matches_enumeration(pb, b, ph, r.ref, N, "reference", 1e-9, ob);
+        expect_matches_enumeration(pb, b, ph, r.cpu, N, "cpu", 1e-9, ob);
+        if (r.ref.score[b] == -kInf) continue;
+        for (int64_t i = 0; i < nph[b]; ++i)
+          if (ob[i]) (r.ref.spans[(b * N + i) * 2 + 1] == 0 ? skipped : kept_optional)++;
+      }
+    }
+  EXPECT_GT(skipped, 5);  // both outcomes of an optional phone occur
+  EXPECT_GT(kept_optional, 5);
+  // Exact inputs: ties resolved alike (phone kept before skipped).
+  for (const Problem& pb : tiny_exact_problems({4, 6}, {2}, {1, 3}, 950)) {
+    const int64_t N = pb.dims.T;
+    std::vector<int32_t> phones, nph;
+    random_phones(rng, pb.dims.B, N, pb.dims.C, phones, nph);
+    const std::vector<int32_t> opt = random_optional(rng, pb.dims.B, N, nph, 0.5);
+    const BothRuns r = run_both(pb, N, phones, nph, opt);
+    EXPECT_EQ(r.cpu.spans, r.ref.spans);
+    EXPECT_EQ(r.cpu.score, r.ref.score);
+  }
+}
+
+// Every phone optional but one, N > L with optional phones that make it fit,
+// and the validation of the flags.
+TEST(Align, OptionalPhonesFitAndValidation) {
+  Problem pb = random_problem(Dims{1, 3, 2, 3}, 5, {3});
+  // 5 phones, 2 optional: 3 kept phones fit in 3 frames.
+  std::vector<int32_t> phones{0, 1, 2, 1, 0}, nph{5}, opt{1, 0, 1, 0, 0};
+  const BothRuns r = run_both(pb, 5, phones, nph, opt);
+  for (const AlignResult* a : {&r.ref, &r.cpu}) {
+    ASSERT_TRUE(std::isfinite(a->score[0]));
+    EXPECT_EQ(a->spans, (std::vector<int32_t>{0, 0, 0, 1, 1, 0, 1, 1, 2, 1}));
+  }
+  opt = {1, 0, 0, 0, 0};  // 4 kept phones, 3 frames: infeasible
+  EXPECT_EQ(run_both(pb, 5, phones, nph, opt).cpu.score[0], -kInf);
+  for (const char* name : {"reference", "cpu"}) {
+    auto be = make_backend(name);
+    auto err = [&](std::vector<int32_t> o) {
+      try {
+        align_host(*be, pb.dims, pb.params(), 5, phones.data(), nph.data(), o.data());
+      } catch (const std::invalid_argument& e) {
+        return std::string(e.what());
+      }
+      return std::string("(no error)");
+    };
+    EXPECT_EQ(err({0, 1, 1, 0, 0}),
+              "crf: align: optional[0][2] = 1 follows another optional phone (two optional phones in a row are not "
+              "supported)");
+    EXPECT_EQ(err({0, 2, 0, 0, 0}), "crf: align: optional[0][1] = 2 is not 0 or 1");
+    std::vector<int32_t> one{2}, n1{1}, o1{1};
+    try {
+      align_host(*be, pb.dims, pb.params(), 1, one.data(), n1.data(), o1.data());
+      ADD_FAILURE() << "no error";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(e.what(), "crf: align: utterance 0 has only optional phones");
+    }
+  }
 }
 
 // Invalid phone inputs are std::invalid_argument naming the tensor and index.

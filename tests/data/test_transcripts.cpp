@@ -104,10 +104,15 @@ TEST(Transcripts, WordsToPhonesWithClosuresAndSilences) {
   Transcript t = words_to_phones(words, d, "u.TXT", WordOptions{});
   EXPECT_EQ(t.phones, V({"h#", "sh", "iy", "hh", "ae", "dcl", "d", "tcl", "ch", "eh", "kcl", "k", "tcl", "t", "h#"}));
   EXPECT_EQ(t.word_of_phone, std::vector<int>({-1, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, -1}));
+  EXPECT_EQ(t.optional, std::vector<int>({1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1}));  // edge h# may be skipped
   EXPECT_EQ(t.words, V({"she", "had", "checked"}));
-  t = words_to_phones(words, d, "u.TXT", WordOptions{false, false, true});
+  t = words_to_phones(words, d, "u.TXT", WordOptions{false, false, true, true});
   EXPECT_EQ(t.phones, V({"sh", "iy", "pau", "hh", "ae", "d", "pau", "ch", "eh", "k", "t"}));
   EXPECT_EQ(t.word_of_phone, std::vector<int>({0, 0, -1, 1, 1, 1, -1, 2, 2, 2, 2}));
+  EXPECT_EQ(t.optional, std::vector<int>({0, 0, 1, 0, 0, 0, 1, 0, 0, 0, 0}));
+  t = words_to_phones(words, d, "u.TXT", WordOptions{false, true, true, false});  // obligatory silences
+  EXPECT_EQ(t.phones.front(), "h#");
+  EXPECT_EQ(t.optional, std::vector<int>(t.phones.size(), 0));
   EXPECT_EQ(error_of([&] { words_to_phones({{"she", 1}, {"zebra", 3}}, d, "u.TXT", WordOptions{}); }),
             "u.TXT:3: word 'zebra' is not in the dictionary D");
   EXPECT_EQ(error_of([&] { words_to_phones({}, d, "u.TXT", WordOptions{}); }), "u.TXT: empty transcript (no words)");

@@ -55,7 +55,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (words.size() < 20) words.push_back(data::Word{word, 0});
   }
   const data::Transcript tr = data::words_to_phones(words, dict, "FUZZ/words", data::WordOptions{});
-  fuzz::check(tr.phones.size() == tr.word_of_phone.size(), "phones and word_of_phone differ in size");
+  fuzz::check(tr.phones.size() == tr.word_of_phone.size() && tr.phones.size() == tr.optional.size(),
+              "phones, word_of_phone and optional differ in size");
+  fuzz::check(tr.optional.front() == 1 && tr.optional.back() == 1, "edge silences are not optional");
   fuzz::check(tr.phones.front() == "h#" && tr.phones.back() == "h#", "no edge silence");
   fuzz::check(tr.words.size() == words.size(), "words lost");
   size_t n = 1;

@@ -182,6 +182,16 @@ TEST_F(AlignE2E, WordsThroughDictionaryGiveAWordsTier) {
   EXPECT_NE(tg.find("text = \"alpha\""), std::string::npos);
   EXPECT_NE(tg.find("text = \"beta\""), std::string::npos);
   EXPECT_EQ(read_phn(base.string() + ".PHN").size(), expected_names(fs::path(wav).replace_extension(".PHN")).size());
+  // Optional silences (edges and between the words): the aligner may skip them; the .PHN then has
+  // between the transcript's phones and those plus the three silences.
+  const fs::path out_s = dir_ / "al_words_sil";
+  Cmd s2 = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+               " --no-closures --word-silence --out " + out_s.string() + " --device cpu");
+  ASSERT_EQ(s2.rc, 0) << s2.output;
+  const size_t n_sil = read_phn((out_s / wav.filename().replace_extension()).string() + ".PHN").size();
+  const size_t n_plain = expected_names(fs::path(wav).replace_extension(".PHN")).size();
+  EXPECT_GE(n_sil, n_plain - 2);  // h# of the made-up words may merge with the optional edge h#
+  EXPECT_LE(n_sil, n_plain + 3);
   // A word missing from the dictionary: one line naming the list file and line; nothing written.
   std::ofstream(list) << wav.string() << " alpha gamma\n";
   Cmd b = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +

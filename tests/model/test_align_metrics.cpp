@@ -32,6 +32,27 @@ TEST(AlignModel, ToClassesMapsMergesAndKeepsWords) {
   } catch (const data::TranscriptError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("u.WRD: phone 'xx' is not in the label set (39 phones: ", 0), 0u) << e.what();
   }
+  // Optional phones: a merged phone is optional only when all its parts are;
+  // a second optional phone in a row is dropped; only optional phones left is an empty transcript.
+  data::Transcript o;
+  o.source = "o";
+  o.phones = {"h#", "sh", "pau", "h#", "iy", "pau", "bcl", "b", "h#"};
+  o.optional = {1, 0, 1, 1, 0, 1, 0, 0, 1};
+  const model::ClassSequence co = model::to_classes(o, ls);
+  names.clear();
+  for (int32_t c : co.classes) names.push_back(ls.names[c]);
+  // 39 set: pau, h# and bcl are all sil: "pau h#" merge (optional), "pau bcl" merge (obligatory).
+  EXPECT_EQ(names, (std::vector<std::string>{"sil", "sh", "sil", "iy", "sil", "b", "sil"}));
+  EXPECT_EQ(co.optional, (std::vector<int32_t>{1, 0, 1, 0, 0, 0, 1}));
+  const model::LabelSet l61 = model::LabelSet::make(61);
+  const model::ClassSequence c61 = model::to_classes(o, l61);  // 61 set: pau then h# are two optional phones
+  names.clear();
+  for (int32_t c : c61.classes) names.push_back(l61.names[c]);
+  EXPECT_EQ(names, (std::vector<std::string>{"h#", "sh", "pau", "iy", "pau", "bcl", "b", "h#"}));
+  EXPECT_EQ(c61.optional, (std::vector<int32_t>{1, 0, 1, 0, 1, 0, 0, 1}));
+  o.phones = {"h#", "pau"};
+  o.optional = {1, 1};
+  EXPECT_THROW(model::to_classes(o, l61), data::TranscriptError);
   // The label set's own names are accepted too (cl, vcl in the 48 set).
   const model::LabelSet l48 = model::LabelSet::make(48);
   data::Transcript u;

@@ -52,9 +52,14 @@ inline std::vector<Segment> split_spans(const std::vector<int32_t>& phones, cons
 }
 
 // Every alignment of phones (n of them) to utterance b's L frames, in the
-// order of compositions (r_1, ..., r_n) lexicographic.
-inline std::vector<AlignPath> enumerate_alignments(const Problem& pb, int64_t b, const std::vector<int32_t>& phones) {
+// order of compositions (r_1, ..., r_n) lexicographic; r_i >= 1, or >= 0 when
+// optional[i] is 1 (a skipped phone has the span (t, 0)).
+inline std::vector<AlignPath> enumerate_alignments(const Problem& pb, int64_t b, const std::vector<int32_t>& phones,
+                                                   const std::vector<int32_t>& optional = {}) {
   const int64_t L = pb.lengths[b], n = static_cast<int64_t>(phones.size()), K = pb.dims.K;
+  auto opt = [&](int64_t i) { return !optional.empty() && optional[i] == 1; };
+  std::vector<int64_t> kept_after(n + 1, 0);  // phones kept from i on (each needs a frame)
+  for (int64_t i = n - 1; i >= 0; --i) kept_after[i] = kept_after[i + 1] + (opt(i) ? 0 : 1);
   std::vector<AlignPath> out;
   std::vector<int32_t> spans(2 * n, 0);
   std::function<void(int64_t, int64_t)> rec = [&](int64_t i, int64_t t) {
@@ -62,7 +67,7 @@ inline std::vector<AlignPath> enumerate_alignments(const Problem& pb, int64_t b,
       if (t == L) out.push_back(AlignPath{spans, segmentation_score(pb, b, split_spans(phones, spans, K))});
       return;
     }
-    for (int64_t r = 1; t + r + (n - i - 1) <= L; ++r) {
+    for (int64_t r = opt(i) ? 0 : 1; t + r + kept_after[i + 1] <= L; ++r) {
       spans[2 * i] = static_cast<int32_t>(t);
       spans[2 * i + 1] = static_cast<int32_t>(r);
       rec(i + 1, t + r);
@@ -84,6 +89,23 @@ inline void random_phones(std::mt19937& rng, int64_t B, int64_t N, int64_t C, st
     num_phones[b] = static_cast<int32_t>(un(rng));
     for (int64_t i = 0; i < num_phones[b]; ++i) phones[b * N + i] = ulab(rng);
   }
+}
+
+// Random optional flags [B][N] for phones with num_phones: each phone optional
+// with probability p, never two in a row, never all of an utterance's.
+inline std::vector<int32_t> random_optional(std::mt19937& rng, int64_t B, int64_t N, const std::vector<int32_t>& nph,
+                                            double p) {
+  std::bernoulli_distribution coin(p);
+  std::vector<int32_t> opt(B * N, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < nph[b]; ++i) {
+      opt[b * N + i] = (i == 0 || opt[b * N + i - 1] == 0) && coin(rng) ? 1 : 0;
+      kept += opt[b * N + i] == 0;
+    }
+    if (kept == 0) opt[b * N] = 0;
+  }
+  return opt;
 }
 
 }  // namespace timitseg::crf::testing
