@@ -30,6 +30,7 @@
 #include "common/atomic_file.h"
 #include "common/cuda.h"
 #include "common/progress.h"
+#include "model/align.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/executor.h"
@@ -112,6 +113,13 @@ const MetricRow kRows[] = {
     {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
     {"duration_kl", "duration KL", 1, "%.4f"},
     {"frame_accuracy", "frame accuracy %", 100, "%.2f"},
+    // forced alignment of the reference phone sequences (model::align_utterances, docs/align.md)
+    {"align_within_10ms", "align within 10 ms %", 100, "%.2f"},
+    {"align_within_20ms", "align within 20 ms %", 100, "%.2f"},
+    {"align_within_25ms", "align within 25 ms %", 100, "%.2f"},
+    {"align_within_50ms", "align within 50 ms %", 100, "%.2f"},
+    {"align_mean_abs_ms", "align mean |error| ms", 1, "%.2f"},
+    {"align_median_abs_ms", "align median |error| ms", 1, "%.2f"},
     {"decode_seconds", "decode time (s)", 1, "%.2f"},
 };
 
@@ -472,6 +480,14 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
     v["duration_kl"] = j.at("duration_kl").get<double>();
     v["frame_accuracy"] = m.frame_accuracy();
     v["decode_seconds"] = secs;
+    // Forced alignment of the split's reference phone sequences (the field's metric; docs/align.md).
+    const nlohmann::json al = model::align_utterances(*exec, utts, s, cfg.train_batch_size).to_json();
+    if (al.contains("within_ms")) {
+      for (const char* tol : {"10", "20", "25", "50"})
+        v[std::string("align_within_") + tol + "ms"] = al["within_ms"][tol].get<double>();
+      v["align_mean_abs_ms"] = al["mean_abs_ms"].get<double>();
+      v["align_median_abs_ms"] = al["median_abs_ms"].get<double>();
+    }
     spdlog::info("compare: {} on {}: PER {:.2f}%, {} utterances decoded in {:.2f} s ({})", ckpt, name, 100 * m.per(),
                  utts.size(), secs, exec->description());
   }
@@ -795,7 +811,9 @@ void add_compare_command(CLI::App& app) {
       "Train the linear CRF (crf.max_duration=1) and the semi-CRF (K from the config) with the same encoder, data, "
       "seed(s) and schedule into TRAIN.RUN_DIR/linear and TRAIN.RUN_DIR/semicrf, evaluate both (best checkpoint) on "
       "dev and core-test and print one table: PER, boundary F1 at 0/1/2 frames (and P/R/F1/R-value at 20 ms), "
-      "segment F1, duration mean absolute error and KL, frame accuracy, training frames/s, decode time; then the "
+      "segment F1, duration mean absolute error and KL, frame accuracy, forced alignment of the reference phones "
+      "(fraction of boundaries within 10/20/25/50 ms, mean and median error; docs/align.md), training frames/s, "
+      "decode time; then the "
       "semi-CRF minus linear CRF differences paired by seed with a t-test and a sign test, and "
       "TRAIN.RUN_DIR/report.html overlaying every run. A run folder is reused only when its saved config equals "
       "the requested one (resumed when unfinished); otherwise compare names the keys that differ and stops "
