@@ -204,10 +204,10 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
           return t;
         };
       } else {
-        j.script = [e, list_path, dict, o] {
+        j.script = [e, list_path, dict, wo = o.words] {
           std::vector<data::Word> words;
           for (const std::string& w : e.tokens) words.push_back(data::Word{data::to_lower(w), e.line});
-          return data::words_to_phones(words, *dict, list_path, o.words);
+          return data::words_to_phones(words, *dict, list_path, wo);
         };
       }
       jobs.push_back(std::move(j));
@@ -216,7 +216,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
   }
   auto beside = [&](const std::string& audio) -> std::function<data::Transcript()> {
     const std::string m = mode == "auto" ? (dict ? "words" : "phn") : mode;
-    return [audio, m, dict, o]() -> data::Transcript {
+    return [audio, m, dict, wo = o.words]() -> data::Transcript {
       if (m == "phn") {
         const std::string phn = sibling(audio, ".PHN");
         if (phn.empty()) throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
@@ -233,7 +233,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
                                     " beside it");
       const std::string text = read_file(path);
       return data::words_to_phones(wrd ? data::parse_wrd(path, text) : data::parse_txt(path, text), *dict, path,
-                                   o.words);
+                                   wo);
     };
   };
   for (const std::string& in : o.inputs) {
