@@ -345,7 +345,7 @@ void train_all(std::vector<Job>& all, const model::TrainData& data, int jobs) {
   for (std::thread& t : workers) t.join();
 }
 
-// The default --jobs: 1 on the CPU; on the GPU as many runs as fill its SMs
+// The default --jobs: 1 on the CPU; on the GPU as many runs as fill its SMs twice
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
@@ -359,6 +359,7 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   dims.num_classes = ls.size();
   dims.max_duration = cfg.crf_max_duration;
   dims.onset = cfg.onset_enabled();
+  dims.duration_lognormal = cfg.duration_lognormal();
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
   xo.crf_backend = cfg.crf_backend;
@@ -410,14 +411,17 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   const int sms = cuda::sm_count();
   const int ctas = model::fused::grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
   const bool fused = algo.find("fused") != std::string::npos && ctas > 0;
-  // fused: enough runs to cover every SM once; cuDNN's kernels: no per-run figure, memory decides
-  const int by_sms = fused ? (sms + ctas - 1) / ctas : to_train;
+  // fused: enough runs to cover every SM twice (a run keeps its SMs busy only part of each step: host read-back
+  // of the step's scalars, batch staging, dev evaluation; measured on one H100, compare --seeds 3 of
+  // configs/timit.yaml, 6 runs of 64 CTAs: --jobs 1/2/3/6 took 33.8/18.9/13.6/9.9 s, docs/training.md);
+  // cuDNN's kernels: no per-run figure, memory decides
+  const int by_sms = fused ? 2 * ((sms + ctas - 1) / ctas) : to_train;
   const int jobs = std::max(1, std::min({to_train, by_memory, by_sms}));
   spdlog::info("compare: --jobs {} by default ({} runs to train; {}; one run takes {:.0f} MiB of the {:.0f} MiB free "
                "GPU memory, room for {})",
                jobs, to_train,
                fused ? "a fused run occupies " + std::to_string(ctas) + " of " + std::to_string(sms) +
-                           " SMs, " + std::to_string(by_sms) + " cover them all"
+                           " SMs, " + std::to_string(by_sms) + " cover them twice"
                      : "cuDNN LSTM: no per-run SM figure",
                per_run / (1 << 20), free0 / double(1 << 20), by_memory);
   return jobs;

@@ -83,6 +83,7 @@ std::string dims_json(const ModelDims& d) {
                    {"num_classes", d.num_classes},
                    {"max_duration", d.max_duration}};
   if (d.onset) j["onset_features"] = true;  // absent = false: checkpoints without onset stay as they were
+  if (d.duration_lognormal) j["duration_model"] = "lognormal";  // absent = table
   return j.dump();
 }
 
@@ -175,6 +176,10 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.num_classes = d.at("num_classes");
     s.dims.max_duration = d.at("max_duration");
     s.dims.onset = d.value("onset_features", false);
+    const std::string dm = d.value("duration_model", std::string("table"));
+    if (dm != "table" && dm != "lognormal")
+      throw std::runtime_error(path + ": dims metadata: duration_model '" + dm + "' is not table or lognormal");
+    s.dims.duration_lognormal = dm == "lognormal";
   });
   parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
   parse("feature_options",

@@ -49,6 +49,7 @@ const std::vector<Entry>& entries() {
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
       {"crf.decode", &Config::crf_decode},
       {"crf.onset_features", &Config::crf_onset_features},
+      {"crf.duration_model", &Config::crf_duration_model},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},
@@ -475,6 +476,8 @@ void Config::validate() const {
         "one of viterbi, posterior");
   check(*this, crf_onset_features == "false" || crf_onset_features == "true" || crf_onset_features == "auto",
         "crf.onset_features", crf_onset_features, "one of false, true, auto");
+  check(*this, crf_duration_model == "table" || crf_duration_model == "lognormal", "crf.duration_model",
+        crf_duration_model, "one of table, lognormal");
   check(*this,
         train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
         "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");

@@ -36,6 +36,9 @@ struct Config {
   // crf.onset_features: false | true | auto (true for the semi-CRF, K > 1; false for the linear CRF, K = 1):
   // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.
   std::string crf_onset_features = "false";
+  // crf.duration_model: table (crf.duration_bias [K][C] free) | lognormal (per label mu, log_sigma, offset:
+  // crf.duration_lognormal [3][C], the table derived from it; model/duration_model.h)
+  std::string crf_duration_model = "table";
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
   std::string crf_decode = "viterbi";  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
@@ -85,6 +88,7 @@ struct Config {
   void set_on_resume(const std::string& assignment, const std::string& origin);
   void validate() const;  // range / enum checks; throws std::invalid_argument
   // crf.onset_features resolved: true, or auto with crf.max_duration > 1 (the semi-CRF).
+  bool duration_lognormal() const { return crf_duration_model == "lognormal"; }
   bool onset_enabled() const { return crf_onset_features == "true" || (crf_onset_features == "auto" && crf_max_duration > 1); }
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;

@@ -89,7 +89,9 @@ std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std:
     for (size_t i = 0; i < p.size; ++i) m = std::max(m, std::abs(double(params[p.offset + i])));
     return m;
   };
-  return {maxabs("crf.transition"), maxabs("crf.duration_bias")};
+  // crf.duration_model = lognormal: the table is derived (its tails are large by design); its 3 x C parameters drift
+  return {maxabs("crf.transition"),
+          maxabs(layout.dims().duration_lognormal ? "crf.duration_lognormal" : "crf.duration_bias")};
 }
 
 void write_replay(const std::string& path, const ParamLayout& layout, const std::vector<float>& params,

@@ -152,7 +152,8 @@ crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, con
 crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
                                          const int32_t* labels);
 
-// max |transition| and max |duration_bias| of flat parameters.
+// max |transition| and max |duration_bias| of flat parameters (with crf.duration_model = lognormal:
+// max |crf.duration_lognormal|, the parameters behind the derived table).
 std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);
 
 // CRF inputs of a batch in `crf replay` format (cum_scores, transition,

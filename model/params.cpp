@@ -33,11 +33,13 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
     add("crf.onset_projection.weight", {C, 2 * H});
     add("crf.onset_projection.bias", {C});
   }
-  crf_structure_begin_ = total_;  // the CRF structure group: transition, duration_bias, start, end (last)
+  crf_structure_begin_ = total_;  // the CRF structure group: transition, duration_bias, start, end (last; then
+                                  // crf.duration_lognormal with crf.duration_model = lognormal)
   add("crf.transition", {C, C});
   add("crf.duration_bias", {K, C});
   add("crf.start", {C});
   add("crf.end", {C});
+  if (d.duration_lognormal) add("crf.duration_lognormal", {3, C});  // mu, log_sigma, offset (model/duration_model.h)
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
@@ -78,7 +80,7 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
       for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>(crf_init_scale * standard_normal(rng));
       continue;
     } else {
-      continue;  // start, end (and transition, duration_bias at scale 0): zeros
+      continue;  // start, end, duration_lognormal (and transition, duration_bias at scale 0): zeros
     }
     for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>((2.0 * uniform01(rng) - 1.0) * bound);
   }

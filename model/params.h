@@ -8,6 +8,9 @@
 //   crf.projection.weight [C][W], .bias [C]
 //   crf.onset_projection.weight [C][W], .bias [C]        (only with ModelDims::onset)
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
+//   crf.duration_lognormal [3][C]       (only with ModelDims::duration_lognormal:
+//                                        rows mu, log_sigma, offset; crf.duration_bias is then derived from it,
+//                                        model/duration_model.h)
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@ struct ModelDims {
   int num_classes = 39; // C
   int max_duration = 30;  // K
   bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
+  bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
   int per_direction() const { return hidden_dim / 2; }
 };
 
@@ -43,7 +47,8 @@ class ParamLayout {
   const ParamInfo& get(const std::string& name) const;
   const ModelDims& dims() const { return dims_; }
   // Offset of crf.transition: [crf_structure_begin(), total()) holds crf.transition,
-  // crf.duration_bias, crf.start and crf.end, the parameter group of crf.lr_scale.
+  // crf.duration_bias, crf.start and crf.end (and crf.duration_lognormal), the parameter
+  // group of crf.lr_scale.
   size_t crf_structure_begin() const { return crf_structure_begin_; }
 
  private:

@@ -23,6 +23,7 @@
 #include "common/progress.h"
 #include "common/version.h"
 #include "model/cpu/network.h"
+#include "model/duration_model.h"
 #include "model/interrupt.h"
 #include "model/replay_step.h"
 #include "model/run_folder.h"
@@ -302,6 +303,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   state.dims.num_classes = ls.size();
   state.dims.max_duration = cfg.crf_max_duration;
   state.dims.onset = cfg.onset_enabled();
+  state.dims.duration_lognormal = cfg.duration_lognormal();
   state.labels = ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -340,7 +342,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     ModelState s = load_checkpoint(path);
     if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
         s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
-        s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset)
+        s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
+        s.dims.duration_lognormal != state.dims.duration_lognormal)
       throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
     if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
     state.params = std::move(s.params);
@@ -355,7 +358,18 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, cfg.train_epochs);
   } else {
     init_params(layout, rng, state.params, cfg.crf_init_scale);
-    if (cfg.crf_duration_init == "data") {
+    if (cfg.crf_duration_init == "data" && state.dims.duration_lognormal) {
+      // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
+      std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
+      for (size_t u = 0; u < classes.size(); ++u)
+        for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(ls.from61(l));
+      const std::vector<float> fit =
+          fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
+      std::copy(fit.begin(), fit.end(), state.params.begin() + layout.get("crf.duration_lognormal").offset);
+      spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
+                   "and spread of log duration) to the gold segments of the train split (K = {})",
+                   state.dims.max_duration);
+    } else if (cfg.crf_duration_init == "data") {
       // crf.duration_init = data: the train split's duration distribution, added to the draw above
       std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
       for (size_t u = 0; u < classes.size(); ++u)
@@ -367,6 +381,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
                    "segments of the train split (K = {})",
                    prior.segments, state.dims.max_duration);
     }
+    derive_duration_table(layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
     state.optimizer.reset(layout.total());
   }
   state.optimizer.beta1 = cfg.train_beta1;

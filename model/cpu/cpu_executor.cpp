@@ -8,6 +8,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "model/duration_model.h"
 #include "model/frame_ce.h"
 
 namespace timitseg::model {
@@ -132,7 +133,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
     pr->tap("crf", Pass::forward, "gold", r.gold.data(), r.gold.size());
     // the penalty's value (its gradient share is added after the encoder backward)
     std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
-    double pen = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
+    double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params, "crf.transition"),
                                         param_ptr(lay, params, "crf.duration_bias"), gt.data(), gd.data());
     pr->tap("penalty", Pass::forward, "penalty", &pen, 1);
     res.penalty = pen;
@@ -176,7 +177,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   add("crf.duration_bias", r.grad_duration_bias);
   add("crf.start", r.grad_start);
   add("crf.end", r.grad_end);
-  const double penalty = crf::l2_penalty<float>(o.crf_reg, C, K, param_ptr(lay, params, "crf.transition"),
+  const double penalty = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params, "crf.transition"),
                                                 param_ptr(lay, params, "crf.duration_bias"),
                                                 grad.data() + lay.get("crf.transition").offset,
                                                 grad.data() + lay.get("crf.duration_bias").offset);
@@ -186,6 +187,8 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
       const ParamInfo& p = lay.get(name);
       pr->tap("penalty", Pass::backward, std::string("d_") + name, grad.data() + p.offset, p.size);
     }
+  // crf.duration_model = lognormal: d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
+  chain_duration_gradient(lay, params.data(), grad.data());
   res.loss = res.nll_sum / norm + res.penalty;
   if (with_ce) res.loss += o.frame_ce_weight * res.frame_ce_sum / norm;
   res.times.encoder_backward = seconds_since(t0);
@@ -284,6 +287,7 @@ class CpuExecutor final : public Executor {
     if (params.size() != enc_.network().layout().total())
       throw std::invalid_argument("cpu executor: parameter buffer has the wrong size");
     params_ = params;
+    derive_duration_table(enc_.network().layout(), params_.data());  // lognormal: the table follows its parameters
     opt_ = optimizer;
     if (opt_.m.size() != params_.size()) opt_.reset(params_.size());
   }
@@ -306,6 +310,7 @@ class CpuExecutor final : public Executor {
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);
     opt_.update(params_, grad_, o.lr, enc_.network().layout().crf_structure_begin(), o.crf_lr_scale);
+    derive_duration_table(enc_.network().layout(), params_.data());
     if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
       probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());
       probe.tap("optimizer", Pass::backward, "exp_avg", opt_.m.data(), opt_.m.size());

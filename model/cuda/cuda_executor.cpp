@@ -34,6 +34,8 @@
 // the largest size seen (every buffer is a Buffer grown with reserve()).
 #include "model/cuda/cuda_executor.h"
 
+#include "model/duration_model.h"
+
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -158,7 +160,9 @@ class CudaExecutor final : public Executor {
     if (params.size() != n) throw std::invalid_argument("cuda executor: parameter buffer has the wrong size");
     opt_ = opt;
     if (opt_.m.size() != n) opt_.reset(n);
-    params_.upload(params.data(), n * sizeof(float), nullptr);
+    std::vector<float> derived = params;  // crf.duration_model = lognormal: the table follows its parameters
+    derive_duration_table(layout_, derived.data());
+    params_.upload(derived.data(), n * sizeof(float), nullptr);
     m_.upload(opt_.m.data(), n * sizeof(float), nullptr);
     v_.upload(opt_.v.data(), n * sizeof(float), nullptr);
     opt_.m.clear();
@@ -240,7 +244,7 @@ class CudaExecutor final : public Executor {
     encoder_->backward_with_onset(params_.as<float>(), dcum_.as<float>(), dims_.onset ? donset_.as<float>() : nullptr,
                                   grad_.as<float>(), with_ce ? dce_.as<float>() : nullptr);
     // with taps, the value was computed (and tapped) in the forward order, in crf_backward
-    gpu::l2_penalty(o.crf_reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset,
+    gpu::l2_penalty(o.crf_reg, C, penalized_durations(dims_), params_.as<float>() + A.offset, params_.as<float>() + D.offset,
                     grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
                     taps ? &dsc->penalty_again : &dsc->penalty, stream_);
     if (taps) {
@@ -254,6 +258,11 @@ class CudaExecutor final : public Executor {
                       TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
                       TapTensor::f32("d_crf.start", G + S.offset, S.size),
                       TapTensor::f32("d_crf.end", G + E.offset, E.size)});
+    }
+    if (dims_.duration_lognormal) {  // d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
+      const ParamInfo& LN = layout_.get("crf.duration_lognormal");
+      gpu::lognormal_duration_backward(K, C, params_.as<float>() + LN.offset, grad_.as<float>() + D.offset,
+                                       grad_.as<float>() + LN.offset, stream_);
     }
     gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
     scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
@@ -295,6 +304,10 @@ class CudaExecutor final : public Executor {
     gpu::adamw_update(params_.as<float>() + split, m_.as<float>() + split, v_.as<float>() + split,
                       grad_.as<float>() + split, n - split, o.lr * o.crf_lr_scale, opt_.beta1, opt_.beta2, opt_.eps,
                       opt_.weight_decay, opt_.step, stream_);
+    if (dims_.duration_lognormal)  // the table follows the updated log-normal parameters
+      gpu::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
+                                    params_.as<float>() + layout_.get("crf.duration_lognormal").offset,
+                                    params_.as<float>() + layout_.get("crf.duration_bias").offset, stream_);
     if (numerics_->active()) {
       // after the update by definition: a hit here restores nothing
       using gpu::TapTensor;
@@ -588,14 +601,14 @@ class CudaExecutor final : public Executor {
   // with reg), then the backward taps of crf; only while taps are active.
   void crf_taps(int B, int T, double reg) {
     using gpu::TapTensor;
-    const int C = dims_.num_classes, K = dims_.max_duration;
+    const int C = dims_.num_classes;
     numerics_->tap("crf", Pass::forward,
                    {TapTensor::f64("log_z", lz_.as<double>(), B),
                     TapTensor::f64("gold", lz_.as<double>() + B, B)});
     const ParamInfo& A = layout_.get("crf.transition");
     const ParamInfo& D = layout_.get("crf.duration_bias");
     StepScalars* dsc = scalars_.as<StepScalars>();
-    gpu::l2_penalty(reg, C, K, params_.as<float>() + A.offset, params_.as<float>() + D.offset, nullptr, nullptr,
+    gpu::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset, params_.as<float>() + D.offset, nullptr, nullptr,
                     &dsc->penalty, stream_);
     numerics_->tap("penalty", Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
     float* G = grad_.as<float>();

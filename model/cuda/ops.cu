@@ -227,11 +227,65 @@ __global__ void dropout_scale_kernel(uint64_t key, double p, float keep, size_t 
 
 void l2_penalty(double reg, int C, int K, const float* transition, const float* duration_bias,
                 float* grad_transition, float* grad_duration_bias, double* penalty, void* stream) {
-  if (C < 1 || K < 1) throw std::invalid_argument("gpu::l2_penalty: C and K must be >= 1");
+  if (C < 1 || K < 0) throw std::invalid_argument("gpu::l2_penalty: C must be >= 1 and K >= 0");
   l2_penalty_kernel<<<1, kThreads, 0, as_stream(stream)>>>(reg, int64_t(C) * C, int64_t(K) * C, transition,
                                                            duration_bias, grad_transition, grad_duration_bias,
                                                            penalty);
   TS_LAUNCHED("l2_penalty_kernel");
+}
+
+namespace {
+// log sigma's clamp, as model/duration_model.h (kMinLogSigma, kMaxLogSigma)
+constexpr double kLnMinLogSigma = -2.995732273553991;  // log 0.05
+constexpr double kLnMaxLogSigma = 1.6094379124341003;  // log 5
+
+// one thread per (k, c): table[k][c] = offset_c - log d - ls_c - (log d - mu_c)^2 / (2 sigma_c^2), d = k + 1
+__global__ void lognormal_table_kernel(int K, int C, const float* ln, float* table) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= K * C) return;
+  const int k = i / C, c = i % C;
+  const double ls = fmin(fmax(static_cast<double>(ln[C + c]), kLnMinLogSigma), kLnMaxLogSigma);
+  const double inv_var = exp(-2.0 * ls);
+  const double log_d = log(static_cast<double>(k + 1));
+  const double z = log_d - static_cast<double>(ln[c]);
+  table[i] = static_cast<float>(static_cast<double>(ln[2 * C + c]) - log_d - ls - 0.5 * z * z * inv_var);
+}
+
+// one thread per label c, k in order (the host loop's order): deterministic
+__global__ void lognormal_backward_kernel(int K, int C, const float* ln, float* grad_table, float* grad_ln) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const double raw = static_cast<double>(ln[C + c]);
+  const bool inside = raw > kLnMinLogSigma && raw < kLnMaxLogSigma;
+  const double ls = fmin(fmax(raw, kLnMinLogSigma), kLnMaxLogSigma);
+  const double inv_var = exp(-2.0 * ls);
+  double g_mu = 0, g_ls = 0, g_off = 0;
+  for (int k = 0; k < K; ++k) {
+    float* gt = grad_table + static_cast<size_t>(k) * C + c;
+    const double g = static_cast<double>(*gt);
+    const double z = log(static_cast<double>(k + 1)) - static_cast<double>(ln[c]);
+    g_mu += g * z * inv_var;
+    g_ls += g * (z * z * inv_var - 1.0);
+    g_off += g;
+    *gt = 0.f;
+  }
+  grad_ln[c] = static_cast<float>(g_mu);
+  grad_ln[C + c] = inside ? static_cast<float>(g_ls) : 0.f;
+  grad_ln[2 * C + c] = static_cast<float>(g_off);
+}
+}  // namespace
+
+void lognormal_duration_table(int K, int C, const float* ln, float* table, void* stream) {
+  if (C < 1 || K < 1) throw std::invalid_argument("gpu::lognormal_duration_table: C and K must be >= 1");
+  const int n = K * C;
+  lognormal_table_kernel<<<(n + 255) / 256, 256, 0, as_stream(stream)>>>(K, C, ln, table);
+  TS_LAUNCHED("lognormal_table_kernel");
+}
+
+void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln, void* stream) {
+  if (C < 1 || K < 1) throw std::invalid_argument("gpu::lognormal_duration_backward: C and K must be >= 1");
+  lognormal_backward_kernel<<<(C + 127) / 128, 128, 0, as_stream(stream)>>>(K, C, ln, grad_table, grad_ln);
+  TS_LAUNCHED("lognormal_backward_kernel");
 }
 
 namespace {

@@ -44,23 +44,6 @@ std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
   return testsupport::random_model_params(d, seed, 0.5f);
 }
 
-// An executor on DEVICE (cpu or cuda) with the CRF backend CRF, holding PARAMS
-// and fresh AdamW moments (step 0).
-std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
-                                        const std::vector<float>& params, const std::string& crf,
-                                        const std::string& algo = "standard", double phone_bonus = 0.0) {
-  ExecutorOptions xo;
-  xo.threads = 2;
-  xo.crf_backend = crf;
-  xo.rnn_algo = algo;
-  xo.phone_bonus = phone_bonus;
-  auto ex = make_executor(device, d, xo);
-  AdamW opt;
-  opt.reset(params.size());
-  ex->set_state(params, opt);
-  return ex;
-}
-
 StepOptions no_dropout() {
   StepOptions o;
   o.lr = 1e-3;
@@ -73,8 +56,8 @@ StepOptions no_dropout() {
 void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf, const std::string& algo = "standard") {
   const std::vector<float> params = random_params(d, 11);
   const Batch batch = random_batch(d, 6, 57, 12);
-  auto cpu = executor_with("cpu", d, params, "cpu");
-  auto gpu = executor_with("cuda", d, params, gpu_crf, algo);
+  auto cpu = testsupport::executor_with("cpu", d, params, "cpu");
+  auto gpu = testsupport::executor_with("cuda", d, params, gpu_crf, algo);
   std::vector<float> gc, gg;
   const StepResult rc = cpu->gradients(batch, no_dropout(), gc);
   const StepResult rg = gpu->gradients(batch, no_dropout(), gg);
@@ -142,8 +125,8 @@ TEST(CudaExecutor, GradientsAgreeAtRecipeSize) {
 static void expect_training_tracks_the_cpu(double crf_lr_scale) {
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 21);
-  auto cpu = executor_with("cpu", d, params, "cpu");
-  auto gpu = executor_with("cuda", d, params, "cuda");
+  auto cpu = testsupport::executor_with("cpu", d, params, "cpu");
+  auto gpu = testsupport::executor_with("cuda", d, params, "cuda");
   for (int step = 0; step < 5; ++step) {
     const Batch b = random_batch(d, 5, 40, 100 + step);
     StepOptions o = no_dropout();
@@ -215,7 +198,7 @@ TEST(CudaExecutor, NonFiniteParameterIsNamedAndNothingUpdated) {
   REQUIRE_GPU();
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 31);
-  auto gpu = executor_with("cuda", d, params, "cuda");
+  auto gpu = testsupport::executor_with("cuda", d, params, "cuda");
   StepOptions o = no_dropout();
   const ParamLayout lay(d);
   o.poison.emplace_back(lay.get("crf.transition").offset, std::nanf(""));
@@ -236,12 +219,12 @@ TEST(CudaExecutor, DecodeNllMatchesTheCpuReference) {
   const ModelDims d = small_dims();
   const std::vector<float> params = random_params(d, 21);
   const Batch batch = random_batch(d, 5, 41, 22);
-  auto cpu = executor_with("cpu", d, params, "reference");
+  auto cpu = testsupport::executor_with("cpu", d, params, "reference");
   std::vector<double> want;
   cpu->decode(batch, nullptr, &want);
   ASSERT_EQ(want.size(), 5u);
   for (const std::string backend : {"cuda", "cpu"}) {
-    auto gpu = executor_with("cuda", d, params, backend);
+    auto gpu = testsupport::executor_with("cuda", d, params, backend);
     std::vector<double> got;
     gpu->decode(batch, nullptr, &got);
     ASSERT_EQ(got.size(), want.size()) << backend;
@@ -261,14 +244,14 @@ TEST(CudaExecutor, DecodeWithPhoneBonusMatchesTheCpu) {
   const std::vector<float> params = random_params(d, 41);
   const Batch batch = random_batch(d, 6, 53, 42);
   std::vector<double> nll0;
-  const auto plain = executor_with("cpu", d, params, "cpu")->decode(batch, nullptr, &nll0);
+  const auto plain = testsupport::executor_with("cpu", d, params, "cpu")->decode(batch, nullptr, &nll0);
   for (const double bonus : {1.5, -2.0}) {
     std::vector<double> nll_cpu;
-    const auto want = executor_with("cpu", d, params, "cpu", "standard", bonus)->decode(batch, nullptr, &nll_cpu);
+    const auto want = testsupport::executor_with("cpu", d, params, "cpu", "standard", bonus)->decode(batch, nullptr, &nll_cpu);
     EXPECT_NE(want, plain) << "bonus " << bonus << " should change the decoded segments";
     for (const std::string backend : {"cuda", "cpu"}) {
       std::vector<double> nll_gpu;
-      const auto got = executor_with("cuda", d, params, backend, "standard", bonus)->decode(batch, nullptr, &nll_gpu);
+      const auto got = testsupport::executor_with("cuda", d, params, backend, "standard", bonus)->decode(batch, nullptr, &nll_gpu);
       EXPECT_EQ(got, want) << backend << " bonus " << bonus;
       ASSERT_EQ(nll_gpu.size(), nll0.size());
       for (size_t b = 0; b < nll0.size(); ++b)

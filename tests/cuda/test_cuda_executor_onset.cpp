@@ -34,18 +34,6 @@ ModelDims onset_dims() {
   return d;
 }
 
-std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
-                                        const std::vector<float>& params, const std::string& crf) {
-  ExecutorOptions xo;
-  xo.threads = 2;
-  xo.crf_backend = crf;
-  auto ex = make_executor(device, d, xo);
-  AdamW opt;
-  opt.reset(params.size());
-  ex->set_state(params, opt);
-  return ex;
-}
-
 StepOptions no_dropout() {
   StepOptions o;
   o.lr = 1e-3;
@@ -62,12 +50,12 @@ TEST(CudaExecutorOnset, GradientsAgreeWithCpu) {
   const ModelDims d = onset_dims();
   const std::vector<float> params = testsupport::random_model_params(d, 11, 0.5f);
   const Batch batch = testsupport::random_model_batch(d, 6, 57, 12);
-  auto cpu = executor_with("cpu", d, params, "cpu");
+  auto cpu = testsupport::executor_with("cpu", d, params, "cpu");
   std::vector<float> gc;
   const StepResult rc = cpu->gradients(batch, no_dropout(), gc);
   const ParamLayout layout(d);
   for (const std::string crf : {"cuda", "cpu"}) {
-    auto gpu = executor_with("cuda", d, params, crf);
+    auto gpu = testsupport::executor_with("cuda", d, params, crf);
     std::vector<float> gg;
     const StepResult rg = gpu->gradients(batch, no_dropout(), gg);
     EXPECT_NEAR(rg.loss, rc.loss, 1e-4 * std::abs(rc.loss)) << crf;
@@ -98,8 +86,8 @@ TEST(CudaExecutorOnset, TrainingStepsAndDecodeTrackTheCpu) {
   REQUIRE_GPU();
   const ModelDims d = onset_dims();
   const std::vector<float> params = testsupport::random_model_params(d, 21, 0.5f);
-  auto cpu = executor_with("cpu", d, params, "cpu");
-  auto gpu = executor_with("cuda", d, params, "cuda");
+  auto cpu = testsupport::executor_with("cpu", d, params, "cpu");
+  auto gpu = testsupport::executor_with("cuda", d, params, "cuda");
   for (int step = 0; step < 5; ++step) {
     const Batch b = testsupport::random_model_batch(d, 5, 40, 100 + step);
     const StepResult rc = cpu->train_step(b, no_dropout());
@@ -120,12 +108,12 @@ TEST(CudaExecutorOnset, TrainingStepsAndDecodeTrackTheCpu) {
   }
   EXPECT_LT(std::sqrt(diff), 1e-2 * std::sqrt(ref));
   // Decoding (Viterbi with onset) and its NLL from the same trained parameters.
-  auto cpu2 = executor_with("cpu", d, pc, "reference");
+  auto cpu2 = testsupport::executor_with("cpu", d, pc, "reference");
   const Batch b = testsupport::random_model_batch(d, 4, 33, 7);
   std::vector<double> want;
   const auto want_segs = cpu2->decode(b, nullptr, &want);
   for (const std::string crf : {"cuda", "cpu"}) {
-    auto g2 = executor_with("cuda", d, pc, crf);
+    auto g2 = testsupport::executor_with("cuda", d, pc, crf);
     std::vector<double> got;
     const auto segs = g2->decode(b, nullptr, &got);
     ASSERT_EQ(got.size(), want.size());

@@ -4,6 +4,7 @@
 // batches of the legacy checkpoint fixture (tests/model/fixtures/legacy).
 #pragma once
 
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "common/safetensors.h"
 #include "model/batch.h"
 #include "model/checkpoint.h"
+#include "model/executor.h"
 #include "model/params.h"
 
 namespace timitseg::testsupport {
@@ -99,6 +101,38 @@ inline model::Batch legacy_batch(const st::File& dump, const std::string& utt) {
   b.ids = {utt};
   b.frames = T;
   return b;
+}
+
+// An executor on DEVICE (cpu or cuda) with the CRF backend CRF, holding PARAMS
+// and fresh AdamW moments (step 0); 2 CPU threads.
+inline std::unique_ptr<model::Executor> executor_with(const std::string& device, const model::ModelDims& d,
+                                                      const std::vector<float>& params, const std::string& crf,
+                                                      const std::string& algo = "standard",
+                                                      double phone_bonus = 0.0) {
+  model::ExecutorOptions xo;
+  xo.threads = 2;
+  xo.crf_backend = crf;
+  xo.rnn_algo = algo;
+  xo.phone_bonus = phone_bonus;
+  auto ex = model::make_executor(device, d, xo);
+  model::AdamW opt;
+  opt.reset(params.size());
+  ex->set_state(params, opt);
+  return ex;
+}
+
+// crf.duration_lognormal rows [3][C] (mu in [0.5, 3], log sigma in [-1.5, 0.3],
+// offset in [-1, 1]); below_clamp_label >= 0: that label's log sigma is -7,
+// below the clamp of model/duration_model.h.
+inline std::vector<float> random_lognormal_rows(int C, uint64_t seed, int below_clamp_label = -1) {
+  std::mt19937_64 rng(seed);
+  std::vector<float> ln(static_cast<size_t>(3) * C);
+  for (int c = 0; c < C; ++c) {
+    ln[c] = static_cast<float>(0.5 + 2.5 * model::uniform01(rng));
+    ln[C + c] = static_cast<float>(c == below_clamp_label ? -7.0 : -1.5 + 1.8 * model::uniform01(rng));
+    ln[2 * C + c] = static_cast<float>(2.0 * model::uniform01(rng) - 1.0);
+  }
+  return ln;
 }
 
 }  // namespace timitseg::testsupport
