@@ -19,9 +19,11 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "data/phones.h"
+#include "model/device_choice.h"
 #include "model/executor.h"
 #include "model/metrics.h"
 #include "model/train.h"
@@ -76,13 +78,14 @@ data::Split synthetic_split(const std::string& name, int n, int min_frames, int 
 void run_bench_train(const BenchTrainOptions& o) {
   if (o.min_frames < 1 || o.max_frames < o.min_frames)
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
+  if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
   const std::string device = model::resolve_device(o.device);
   model::Config cfg;
   cfg.model_hidden_dim = o.hidden;
   cfg.model_num_layers = o.layers;
   cfg.model_dropout = o.dropout;
   cfg.crf_max_duration = o.max_duration;
-  cfg.crf_backend = !o.crf_backend.empty() ? o.crf_backend : (device == "cuda" ? "cuda" : "cpu");
+  cfg.crf_backend = !o.crf_backend.empty() ? o.crf_backend : "auto";  // cuda on the GPU, else cpu
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
@@ -94,6 +97,11 @@ void run_bench_train(const BenchTrainOptions& o) {
   cfg.train_seed = o.seed;
   cfg.train_lr = 1e-3;
   cfg.debug_check_numerics = o.check_numerics;
+  {  // `auto` of --rnn-algo and the default --crf-backend (model/device_choice.h)
+    const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true);
+    cfg.crf_backend = choice.crf_backend;
+    cfg.train_rnn_algo = choice.rnn_algo;
+  }
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
   if (fs::exists(work) && !fs::is_empty(work))
@@ -111,7 +119,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, o.rnn_algo.c_str(),
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, cfg.train_rnn_algo.c_str(),
               o.check_numerics ? "on" : "off");
   std::fflush(stdout);
 
@@ -145,7 +153,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   model::ExecutorOptions xo;
   xo.threads = o.threads;
   xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = o.rnn_algo;
+  xo.rnn_algo = cfg.train_rnn_algo;
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);
   std::vector<float> params;
@@ -243,8 +251,9 @@ void add_bench_train_command(CLI::App& app) {
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   c->add_option("--rnn-algo", o->rnn_algo,
-                "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, or fused (own kernel, Hopper)")
-      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic", "fused"}))
+                "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, fused (own kernel, Hopper), or auto "
+                "(fused on compute capability 9.x, else standard)")
+      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic", "fused", "auto"}))
       ->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();

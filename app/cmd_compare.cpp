@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "app/report/report.h"
 #include "app/report/significance.h"
 #include "common/atomic_file.h"
@@ -33,6 +34,7 @@
 #include "model/align.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
+#include "model/device_choice.h"
 #include "model/executor.h"
 #include "model/interrupt.h"
 #include "model/metrics.h"
@@ -163,8 +165,13 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 
 // Every key (section.key) whose value differs between the run's saved config
 // and the requested one, as "key: old -> new".
+// train.device, train.rnn_algo and crf.backend are compared resolved on this
+// machine (model/device_choice.h): `auto` stands for its pick here, so a run
+// saved with `auto` and a request for `cpu` on the CPU (or the reverse) are the
+// same run; an explicit value that differs from the pick is a difference.
 std::vector<std::string> differences(const model::Config& saved, const model::Config& requested) {
-  nlohmann::json ja = saved.to_json(), jb = requested.to_json();
+  const model::DeviceFacts facts = model::probe_device_facts();
+  nlohmann::json ja = model::with_choices(saved, facts).to_json(), jb = model::with_choices(requested, facts).to_json();
   std::vector<std::string> out;
   for (const std::string& k : model::Config::keys()) {
     if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), k) != std::end(kIgnoredKeys)) continue;
@@ -362,8 +369,9 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   dims.duration_lognormal = cfg.duration_lognormal();
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
+  xo.crf_backend = choice.crf_backend;
+  xo.rnn_algo = choice.rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   size_t free0 = 0, free1 = 0, total = 0;
   std::string algo;
@@ -436,12 +444,13 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   if (!fs::exists(ckpt)) ckpt = model::latest_checkpoint(cfg.train_run_dir);
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
   const model::ModelState s = model::load_checkpoint(ckpt);
-  const std::string device = model::resolve_device(cfg.train_device);
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
+  const std::string& device = choice.device;
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(cfg.train_threads);
-  xo.rnn_algo = cfg.train_rnn_algo;
+  xo.rnn_algo = choice.rnn_algo;
   // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
-  xo.crf_backend = device == "cuda" ? "cuda" : (cfg.crf_backend == "cuda" ? "cpu" : cfg.crf_backend);
+  xo.crf_backend = device == "cuda" ? "cuda" : (choice.crf_backend == "cuda" ? "cpu" : choice.crf_backend);
   xo.phone_bonus = s.config.crf_phone_bonus;
   xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
@@ -531,12 +540,7 @@ void run_compare(const CompareArgs& a) {
                                                                "into RUN_DIR/linear and RUN_DIR/semicrf)");
   if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
   const std::vector<uint64_t> seeds = parse_seeds(a.seeds, base.train_seed);
-  if (!a.json_out.empty()) {
-    const fs::path dir = fs::path(a.json_out).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !fs::is_directory(dir, ec))
-      throw std::invalid_argument("--json " + a.json_out + ": folder " + dir.string() + " does not exist");
-  }
+  if (!a.json_out.empty()) check_output_file("--json", a.json_out, "compare.json");
   const int K = base.crf_max_duration;
   if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
   // no GPU for train.device=cuda: one line, before anything is written

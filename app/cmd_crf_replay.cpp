@@ -55,6 +55,9 @@ std::vector<int32_t> int32_tensor(const st::File& f, const std::string& name, co
 // overwrite its own input). Checked before any work.
 void check_output_path(const std::string& in, const std::string& out) {
   namespace fs = std::filesystem;
+  if (!out.empty() && out.back() == '/')
+    throw std::invalid_argument("crf replay: --out " + out + " names a directory (it ends with '/'); give a file "
+                                "name, e.g. --out " + (fs::path(out) / "replay.safetensors").string());
   std::error_code ec;
   const fs::file_status st = fs::status(out, ec);
   if (ec || !fs::exists(st)) return;  // a new file: st::save reports problems with its folder

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "common/parallel.h"
 #include "common/safetensors.h"
 #include "data/dataset.h"
@@ -34,7 +35,8 @@ struct FeatureFlags {
        allow_resample = false;
   std::vector<std::pair<CLI::Option*, std::function<void(data::FeatureOptions&)>>> setters;
 
-  void add(CLI::App* s) {
+  // prepare: true adds --allow-resample (features and decode always resample, saying so).
+  void add(CLI::App* s, bool prepare) {
     s->add_option("--features", type, "Feature type: mfcc (13 cepstra with c0 = log energy, + deltas + delta-deltas = 39 "
                                       "dims) or fbank (40 log-mel bins)")
         ->check(CLI::IsMember({"mfcc", "fbank"}))
@@ -74,11 +76,12 @@ struct FeatureFlags {
     opt(s->add_flag("--no-snip-edges", no_snip, "Kaldi --snip-edges=false: frames centred on t*shift + shift/2, "
                                                 "edges reflected"),
         [](data::FeatureOptions& o) { o.snip_edges = false; });
-    opt(s->add_flag("--allow-resample", allow_resample,
-                    "prepare: accept audio at another sample rate, sample size or channel count, resampling it with "
-                    "libsoxr and down-mixing it (mean of the channels), instead of skipping the utterance (features "
-                    "and decode always do this, saying so)"),
-        [](data::FeatureOptions& o) { o.allow_resample = true; });
+    if (prepare)
+      opt(s->add_flag("--allow-resample", allow_resample,
+                      "Accept audio at another sample rate, sample size or channel count, resampling it with "
+                      "libsoxr and down-mixing it (mean of the channels), instead of skipping the utterance "
+                      "(`features` and `decode` always do this, saying so)"),
+          [](data::FeatureOptions& o) { o.allow_resample = true; });
   }
   data::FeatureOptions options() const {
     data::FeatureOptions o = data::FeatureOptions::defaults_for(type);
@@ -121,7 +124,7 @@ void add_data_commands(CLI::App& app) {
                     "Own corpora only (no TEST speaker on the standard dev list): hold N TRAIN speakers out of train "
                     "as the dev split (default: a seeded 10% of them, at least one; recorded in manifest.json)")
         ->check(CLI::PositiveNumber);
-    ff->add(sub);
+    ff->add(sub, /*prepare=*/true);
     sub->callback([=] {
       data::PrepareOptions po;
       po.timit_dir = *dir;
@@ -178,8 +181,9 @@ void add_data_commands(CLI::App& app) {
     auto ff = std::make_shared<FeatureFlags>();
     sub->add_option("wav", *inputs, "Audio files")->required();
     sub->add_option("--out", *out, "Output .safetensors file (written atomically)")->required();
-    ff->add(sub);
+    ff->add(sub, /*prepare=*/false);
     sub->callback([=] {
+      check_output_file("--out", *out, "features.safetensors");  // before any work
       const data::FeatureOptions o = ff->options();
       st::File f;
       f.metadata["feature_options"] = data::feature_options_to_json(o, /*with_info=*/true).dump();

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "common/safetensors.h"
 #include "common/version.h"
 #include "model/checkpoint.h"
@@ -21,6 +22,7 @@ struct ExportArgs {
 };
 
 void run_export(const ExportArgs& a) {
+  check_output_file("--out", a.out, "model.safetensors");  // before any work (docs/cli.md "Output paths")
   // load_checkpoint verifies the checksum and the value ranges before anything is written.
   const model::ModelState s = model::load_checkpoint(a.checkpoint);
   const model::ParamLayout layout(s.dims);

@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/report/report.h"
+#include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/infer.h"
@@ -102,12 +103,25 @@ void run_train(const TrainArgs& a) {
     if (ckpt.empty()) throw std::runtime_error(a.resume + ": no checkpoints/epoch-N.safetensors to resume from");
     if (!a.config.empty())
       spdlog::warn("--resume: using the configuration saved in {}; --config {} is ignored", ckpt, a.config);
-    cfg = model::load_checkpoint(ckpt).config;
+    const model::ModelState last = model::load_checkpoint(ckpt);
+    cfg = last.config;
     // Only the keys of Config::resumable_keys() may change (docs/config.md).
     for (const std::string& o : overrides) cfg.set_on_resume(o, "--resume with --set " + o);
     cfg.train_run_dir = a.resume;
     cfg.validate();
     resume = true;
+    if (last.epoch >= cfg.train_epochs) {
+      // A finished run: one line, nothing loaded or written (docs/training.md); only the
+      // temporaries of a write that was killed are cleared, as every train call does.
+      remove_stale_temporaries(a.resume);
+      remove_stale_temporaries((std::filesystem::path(a.resume) / "checkpoints").string());
+      spdlog::info("{} is finished: it has trained {} of train.epochs = {} epoch(s); nothing to do. To train it "
+                   "longer: timitseg train --resume {} --set train.epochs=N with N > {} (from epoch {} on the learning rate "
+                   "follows the schedule of an N-epoch run; the epochs trained keep theirs); for an N-epoch schedule "
+                   "from the start, train a new run: --set train.epochs=N --set train.run_dir=NEW_DIR",
+                   a.resume, last.epoch, cfg.train_epochs, a.resume, last.epoch, last.epoch + 1);
+      return;
+    }
   } else {
     if (a.config.empty()) throw std::invalid_argument("train: --config FILE.yaml is required (or --resume RUN_DIR)");
     cfg = Config::load(a.config, overrides);
@@ -149,8 +163,8 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::Range(0.0, 1e6));
   train->add_option("--crf-backend", ta->crf_backend,
                     "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
-                    "cuda")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+                    "cuda, or auto (cuda on the GPU, cpu on the CPU)")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda", "auto"}));
   train->add_option("--device", ta->device,
                     "Same as --set train.device=NAME: cpu, cuda (the whole step on the GPU: cuDNN encoder, CRF, "
                     "optimizer), or auto (cuda when a GPU is present)")

@@ -10,6 +10,7 @@
 
 #include "app/commands.h"
 #include "app/report/report.h"
+#include "common/files.h"
 #include "model/labels.h"
 
 namespace fs = std::filesystem;
@@ -26,16 +27,17 @@ struct ReportArgs {
 
 void run_report(const ReportArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
-  // The output folder must exist before the (possibly long) dev evaluations.
-  fs::path dir = fs::path(a.out).parent_path();
-  if (dir.empty()) dir = ".";
+  // A file path in an existing folder, before the (possibly long) dev evaluations.
+  check_output_file("--out", a.out, "report.html");
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw std::invalid_argument("--out " + a.out + ": folder " + dir.string() + " does not exist");
   report::ReportInput in;
   in.names39 = model::LabelSet::make(39).names39;
   for (const std::string& run_dir : a.run_dirs) {
     if (!fs::is_directory(run_dir, ec)) throw std::invalid_argument(run_dir + ": no such run folder");
+    // one error for a folder that holds no run, before any warning about its checkpoints
+    if (!fs::exists(fs::path(run_dir) / "metrics.jsonl", ec) && !fs::exists(fs::path(run_dir) / "config.yaml", ec))
+      throw std::invalid_argument(run_dir + ": not a run folder (neither metrics.jsonl nor config.yaml; give a "
+                                  "train.run_dir)");
     report::RunReport r;
     r.run_dir = run_dir;
     r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note);

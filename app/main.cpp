@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "common/version.h"
+#include "data/flite_tts.h"
 #include "model/interrupt.h"
 
 namespace timitseg::app {
@@ -28,10 +29,17 @@ int main(int argc, char** argv) {
       "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
       "Run `timitseg SUBCOMMAND --help` for the options of each subcommand."};
   app.require_subcommand(1);
+  // Global options (--log-level) are accepted after the subcommand too
+  // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
+  // this line, inherit it and pass what they do not know up to this app.
+  app.fallthrough();
+  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
-                                           timitseg::git_commit() + ", " + timitseg::build_type() + " build)");
+                                        timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
+                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite)");
   std::string log_level = "info";
-  app.add_option("--log-level", log_level, "Logging verbosity: trace, debug, info, warn, error, off")
+  app.add_option("--log-level", log_level,
+                 "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
 

@@ -127,6 +127,13 @@ int sm_count() {
   return n;
 }
 
+void compute_capability(int* major, int* minor) {
+  int dev = 0;
+  TS_CUDA(cudaGetDevice(&dev));
+  TS_CUDA(cudaDeviceGetAttribute(major, cudaDevAttrComputeCapabilityMajor, dev));
+  TS_CUDA(cudaDeviceGetAttribute(minor, cudaDevAttrComputeCapabilityMinor, dev));
+}
+
 void memory_info(size_t* free_bytes, size_t* total_bytes) { TS_CUDA(cudaMemGetInfo(free_bytes, total_bytes)); }
 
 void synchronize() { TS_CUDA(cudaDeviceSynchronize()); }
@@ -155,6 +162,7 @@ void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_device_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void memset_device(void*, int, size_t, void*) { no_cuda(); }
 int sm_count() { no_cuda(); }
+void compute_capability(int*, int*) { no_cuda(); }
 void memory_info(size_t*, size_t*) { no_cuda(); }
 void synchronize() { no_cuda(); }
 void stream_synchronize(void*) { no_cuda(); }

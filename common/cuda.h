@@ -40,6 +40,8 @@ void memset_device(void* device_dst, int value, size_t bytes, void* stream = nul
 
 // Streaming multiprocessors of the current device (cudaDevAttrMultiProcessorCount).
 int sm_count();
+// Compute capability of the current device (9.0 for an H100: major 9, minor 0).
+void compute_capability(int* major, int* minor);
 // Free and total memory of the current device in bytes (cudaMemGetInfo).
 void memory_info(size_t* free_bytes, size_t* total_bytes);
 

@@ -5,7 +5,11 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <stdexcept>
+
+#include <unistd.h>
 
 namespace timitseg {
 
@@ -39,6 +43,29 @@ void require_file(const std::string& path, const std::string& hint) {
   }
   if (S_ISDIR(sb.st_mode)) throw std::runtime_error(path + ": is a folder, not a file" + hint);
   if (!S_ISREG(sb.st_mode)) throw std::runtime_error(path + ": not a regular file" + hint);
+}
+
+void check_output_file(const std::string& flag, const std::string& path, const std::string& example_name) {
+  namespace fs = std::filesystem;
+  if (path.empty()) throw std::invalid_argument(flag + ": empty path; give a file path, e.g. " + flag + " " + example_name);
+  const std::string inside = (fs::path(path) / example_name).string();
+  if (path.back() == '/')
+    throw std::invalid_argument(flag + " " + path + ": names a folder (it ends with '/'); give a file path, e.g. " +
+                                flag + " " + (fs::path(path.substr(0, path.find_last_not_of('/') + 1)) / example_name).string());
+  std::error_code ec;
+  if (fs::is_directory(path, ec))
+    throw std::invalid_argument(flag + " " + path + ": is an existing folder; give a file path, e.g. " + flag + " " +
+                                inside);
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  if (!fs::is_directory(dir, ec))
+    throw std::invalid_argument(flag + " " + path + ": folder " + dir.string() + " does not exist");
+  const fs::path probe = dir / (".timitseg-write-test-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(probe);
+    if (!f) throw std::invalid_argument(flag + " " + path + ": folder " + dir.string() + " is not writable");
+  }
+  fs::remove(probe, ec);
 }
 
 }  // namespace timitseg

@@ -18,4 +18,12 @@ std::string read_file(const std::string& path);
 // For the places that must name a missing input before doing any work.
 void require_file(const std::string& path, const std::string& hint = "");
 
+// Checks an output FILE path given as `flag` (e.g. "--json") before any work is
+// done (docs/cli.md "Output paths"); throws std::invalid_argument, one line:
+//   "--json out/: names a folder (it ends with '/'); give a file path, e.g. --json out/metrics.json",
+//   "--json out: is an existing folder; give a file path, e.g. --json out/metrics.json",
+//   "--json a/b.json: folder a does not exist", "--json a/b.json: folder a is not writable".
+// example_name: the file name suggested inside the folder ("metrics.json").
+void check_output_file(const std::string& flag, const std::string& path, const std::string& example_name);
+
 }  // namespace timitseg

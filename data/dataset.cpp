@@ -51,6 +51,18 @@ std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to
 
 nlohmann::json read_manifest(const std::string& workdir) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
+  std::error_code ec;
+  if (!fs::exists(workdir, ec))  // nothing prepared there yet: --force is no help
+    throw std::runtime_error(workdir + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
+                             "`timitseg prepare --timit CORPUS --out " + workdir + "`, or point data.workdir at "
+                             "one (--set data.workdir=DIR)");
+  // a folder without manifest.json and without the split files prepare writes: never prepared (a
+  // prepared one that lost its manifest gets the rebuild hint below)
+  if (fs::is_directory(workdir, ec) && !fs::exists(path, ec) &&
+      !fs::exists(fs::path(workdir) / "train.safetensors", ec) && !fs::exists(fs::path(workdir) / "dev.safetensors", ec))
+    throw std::runtime_error(path + ": missing (" + workdir + " is not a prepared WORKDIR); prepare one with "
+                             "`timitseg prepare --timit CORPUS --out DIR` (a new or empty folder) and point "
+                             "data.workdir at it");
   require_file(path, " (not a prepared WORKDIR?)" + rerun_hint());
   const std::string text = read_file(path);
   nlohmann::json j;

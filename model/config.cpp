@@ -455,8 +455,8 @@ void Config::validate() const {
   check(*this, model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
   check(*this, crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
   check(*this, crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
-  check(*this, crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda", "crf.backend", crf_backend,
-        "one of reference, cpu, cuda");
+  check(*this, crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda" || crf_backend == "auto",
+        "crf.backend", crf_backend, "one of reference, cpu, cuda, auto");
   check(*this, crf_loss_normalization == "utterance" || crf_loss_normalization == "frame", "crf.loss_normalization",
         crf_loss_normalization, "one of utterance, frame");
   check(*this, train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
@@ -489,8 +489,8 @@ void Config::validate() const {
   check(*this, train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
         "one of cpu, cuda, auto");
   check(*this, train_rnn_algo == "standard" || train_rnn_algo == "persist_static" ||
-                   train_rnn_algo == "persist_dynamic" || train_rnn_algo == "fused",
-        "train.rnn_algo", train_rnn_algo, "one of standard, persist_static, persist_dynamic, fused");
+                   train_rnn_algo == "persist_dynamic" || train_rnn_algo == "fused" || train_rnn_algo == "auto",
+        "train.rnn_algo", train_rnn_algo, "one of standard, persist_static, persist_dynamic, fused, auto");
   check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
   check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
   check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");

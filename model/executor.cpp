@@ -16,10 +16,10 @@ namespace timitseg::model {
 
 const char* device_name(Device d) { return d == Device::cuda ? "cuda" : "cpu"; }
 
-std::string resolve_device(const std::string& device) {
+std::string resolve_device(const std::string& device, const std::string& hint) {
   if (device == "cpu") return "cpu";
   if (device == "cuda") {
-    cuda::require_device("; train on the CPU with train.device=cpu (or --device cpu)");
+    cuda::require_device(hint.empty() ? "; train on the CPU with train.device=cpu or auto (or --device cpu)" : hint);
     return "cuda";
   }
   if (device == "auto") return cuda::device_count() > 0 ? "cuda" : "cpu";

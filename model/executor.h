@@ -131,8 +131,10 @@ class Executor {
 };
 
 // "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
-// Throws one line ("no CUDA device was found (...)") for cuda without a device.
-std::string resolve_device(const std::string& device);
+// Throws one line ("no CUDA device was found (...)") for cuda without a
+// device, ending with `hint` (what to do instead; "" = train's: train.device=cpu
+// or --device cpu). The other `auto` keys: model/device_choice.h.
+std::string resolve_device(const std::string& device, const std::string& hint = "");
 std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
                                         const ExecutorOptions& options);
 

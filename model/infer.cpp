@@ -1,6 +1,7 @@
 // Evaluation and decoding with a checkpoint (self-contained: feature options,
 // CMVN and the label set come from the checkpoint).
 #include "model/infer.h"
+#include "model/device_choice.h"
 
 #include <spdlog/spdlog.h>
 
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/files.h"
 #include "data/features.h"
 #include "common/safetensors.h"
 #include "model/align.h"
@@ -74,6 +76,9 @@ void check_output_folder(const std::string& flag, const std::string& out) {
   fs::remove(probe, ec);
 }
 
+// The end of the one-line error of --device cuda without a GPU (evaluate, decode).
+const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)";
+
 // The executor for evaluate/decode: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
 // CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
@@ -84,13 +89,16 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
                                                   const std::string& backend_opt, int threads,
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt) {
-  const std::string device = resolve_device(device_opt.empty() ? "auto" : device_opt);
+  // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
+  const DeviceChoice choice =
+      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
+  const std::string& device = choice.device;
   ExecutorOptions xo;
   xo.threads = threads;
   xo.phone_bonus = phone_bonus.value_or(s.config.crf_phone_bonus);
   xo.decode = decode_opt.empty() ? s.config.crf_decode : decode_opt;
-  xo.rnn_algo = s.config.train_rnn_algo;
-  xo.crf_backend = backend_opt.empty() ? s.config.crf_backend : backend_opt;
+  xo.rnn_algo = choice.rnn_algo;
+  xo.crf_backend = backend_opt.empty() ? choice.crf_backend : backend_opt;
   if (backend_opt.empty()) {
     if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
     if (device == "cuda") xo.crf_backend = "cuda";
@@ -122,8 +130,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
-  if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
-  if (!o.dump_predictions.empty()) check_output_folder("--dump-predictions", o.dump_predictions);
+  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
+  if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
+  if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
@@ -289,7 +298,7 @@ std::string prediction_line(int64_t index, const std::string& utterance_id, cons
 }
 
 nlohmann::json score(const ScoreOptions& o) {
-  if (!o.json_out.empty()) check_output_folder("--json", o.json_out);
+  if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   const data::Split split = data::load_split(o.workdir, o.split);
   const LabelSet ls = LabelSet::make(39);
   std::map<std::string, int> idx39;
@@ -362,6 +371,7 @@ int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
+  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");

@@ -1,5 +1,6 @@
 // Step dump folders and replay-step (model/replay_step.h).
 #include "model/replay_step.h"
+#include "model/device_choice.h"
 
 #include <spdlog/spdlog.h>
 
@@ -157,11 +158,12 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   const double lr = std::stod(meta(bf, "lr"));
   const FaultSpec fault = FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
-  const std::string device = resolve_device(o.device.empty() ? cfg.train_device : o.device);
+  const DeviceChoice choice = resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
+  const std::string& device = choice.device;
   ExecutorOptions xo;
   xo.threads = set_threads(o.threads >= 0 ? o.threads : cfg.train_threads);
-  xo.crf_backend = o.crf_backend.empty() ? cfg.crf_backend : o.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  xo.crf_backend = o.crf_backend.empty() ? choice.crf_backend : o.crf_backend;
+  xo.rnn_algo = choice.rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
   state.optimizer.beta1 = cfg.train_beta1;

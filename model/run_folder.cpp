@@ -73,7 +73,7 @@ std::string cpu_model() {
 }  // namespace
 
 // One entry of run.json: what ran this training call, where and when.
-nlohmann::json run_entry(const Config& cfg, const std::string& device, const Executor& exec, int threads,
+nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Executor& exec, int threads,
                          bool resume) {
   nlohmann::json gpu = nullptr;
   try {
@@ -88,10 +88,11 @@ nlohmann::json run_entry(const Config& cfg, const std::string& device, const Exe
             {"cores", std::max(1u, std::thread::hardware_concurrency())},
             {"threads", threads},
             {"gpu", gpu}}},
-          {"device", device},
+          {"device", choice.device},            // train.device resolved (auto: cuda when a GPU is present)
+          {"rnn_algo", choice.rnn_algo},        // train.rnn_algo resolved (auto: fused on sm_90)
+          {"crf_backend", choice.crf_backend},  // crf.backend resolved (auto: cuda on the GPU)
           {"executor", exec.description()},
-          {"crf_backend", cfg.crf_backend},
-          {"config", cfg.to_json()},  // the resolved config of this call (every ablation knob)
+          {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
           {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)
           {"start_time", iso8601_now()},
           {"resume", resume}};

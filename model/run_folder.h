@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/config.h"
+#include "model/device_choice.h"
 #include "model/executor.h"
 
 namespace spdlog::sinks {
@@ -29,8 +30,10 @@ std::string iso8601_now();
 
 // One entry of run.json for this call of train(): timitseg_version,
 // git_commit, build_type, machine {cpu, cores, threads, gpu}, device,
-// executor, crf_backend, start_time.
-nlohmann::json run_entry(const Config& cfg, const std::string& device, const Executor& exec, int threads,
+// rnn_algo, crf_backend (the resolved values of train.device, train.rnn_algo,
+// crf.backend: `auto` replaced by its pick, model/device_choice.h), executor,
+// config (as given, `auto` kept), start_time.
+nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Executor& exec, int threads,
                          bool resume);
 // RUN_DIR/run.json (atomic): a fresh run writes its entry; a resume appends
 // its entry to "resumes" (an unreadable old file is replaced, with a warning).

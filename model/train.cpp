@@ -26,6 +26,7 @@
 #include "model/duration_model.h"
 #include "model/interrupt.h"
 #include "model/replay_step.h"
+#include "model/device_choice.h"
 #include "model/run_folder.h"
 
 namespace fs = std::filesystem;
@@ -290,8 +291,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
   // Everything that can fail on the configuration comes before the first write.
-  const std::string device = resolve_device(cfg.train_device);
-  if (cfg.train_device == "auto") spdlog::info("train.device = auto: training on {}", device);
+  const DeviceChoice choice = resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
+  const std::string& device = choice.device;
   const LabelSet ls = LabelSet::make(cfg.data_label_set);
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   const int threads = set_threads(cfg.train_threads);
@@ -310,17 +311,17 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   state.cmvn = data.cmvn;
   ExecutorOptions xo;
   xo.threads = threads;
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  xo.crf_backend = choice.crf_backend;
+  xo.rnn_algo = choice.rnn_algo;
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   xo.decode = cfg.crf_decode;
   const FaultSpec fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
-  if (device == "cuda" && cfg.crf_backend != "cuda")
+  if (device == "cuda" && choice.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
                  "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
-                 cfg.crf_backend);
+                 choice.crf_backend);
 
   const fs::path run_dir(cfg.train_run_dir);
   const fs::path ckpt_dir = run_dir / "checkpoints";
@@ -331,7 +332,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
   const LogFile log_file((run_dir / "train.log").string());
   spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
                resume ? "resuming" : "training", cfg.train_run_dir);
-  write_run_json(run_dir, run_entry(cfg, device, *exec, threads, resume), resume);
+  for (const std::string& pick : choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
+  write_run_json(run_dir, run_entry(cfg, choice, *exec, threads, resume), resume);
   const std::string metrics_path = (run_dir / "metrics.jsonl").string();
   std::mt19937_64 rng(cfg.train_seed);
   const ParamLayout layout(state.dims);
@@ -377,9 +379,12 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       const DurationPrior prior = duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
       const ParamInfo& db = layout.get("crf.duration_bias");
       for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
-      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
-                   "segments of the train split (K = {})",
-                   prior.segments, state.dims.max_duration);
+      if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
+        spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
+      else
+        spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
+                     "segments of the train split (K = {})",
+                     prior.segments, state.dims.max_duration);
     }
     derive_duration_table(layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
     state.optimizer.reset(layout.total());

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds timitseg into build/ (Release). Extra arguments go to
-# cmake's configure step, e.g. -DTIMITSEG_CUDA=OFF.
+# cmake's configure step, e.g. -DTIMITSEG_CUDA=OFF (a CPU-only build: it skips
+# the CUDA sources, most of a fresh build's time; configure says which it does).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "$@"

@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
-# README command 1: set up, build, make the synthetic TIMIT-layout corpus,
-# prepare features, train on the CPU with configs/synth.yaml, evaluate the best
-# checkpoint on the dev and core-test splits, and writes the HTML report
-# (training curves, confusion matrix, durations, decoded utterances; docs/report.md).
-# Everything lands under work/demo/.
+# README command 1: set up, build, make a synthetic TIMIT-layout corpus, prepare
+# features, train with configs/synth.yaml (train.device: auto, so the GPU when
+# one is present, else the CPU), evaluate the best checkpoint on the dev and
+# core-test splits, and write the HTML report (training curves, confusion
+# matrix, durations, decoded utterances; docs/report.md).
+# The corpus is the speech corpus (`synth --voice flite`, sentences spoken by
+# libflite) when the binary has libflite built in (`timitseg --version` says
+# "with libflite"), else the tone corpus (`synth --voice tones`).
+# Everything lands under work/demo/: corpus-flite/ or corpus-tones/, prep/ (the
+# prepared WORKDIR that README's later commands use), run/, dev.json,
+# core-test.json, report.html.
 # Re-running reuses the corpus and the prepared features (prepare is a no-op
 # when nothing changed) and starts a fresh training run.
+#
+#   scripts/demo.sh             the whole demo (installs packages: root or sudo)
+#   scripts/demo.sh --no-build  without scripts/setup.sh and scripts/build.sh:
+#                               uses the build/bin/timitseg already built
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
+case "${1:-}" in
+  "") scripts/setup.sh; scripts/build.sh ;;
+  --no-build) ;;
+  *) echo "usage: scripts/demo.sh [--no-build]" >&2; exit 2 ;;
+esac
 bin=build/bin/timitseg
+[ -x "$bin" ] || { echo "demo: $bin is not built (run scripts/demo.sh without --no-build)" >&2; exit 1; }
 out=work/demo
 mkdir -p "$out"
-[ -d "$out/corpus" ] || $bin synth --out "$out/corpus" --speakers 48 --utterances-per-speaker 8
-$bin prepare --timit "$out/corpus" --out "$out/prep" --threads "$(nproc)"
+if $bin --version | grep -q "with libflite"; then voice=flite; else voice=tones; fi
+corpus="$out/corpus-$voice"
+if [ ! -d "$corpus" ]; then
+  echo "demo: making the $voice corpus in $corpus"
+  $bin synth --voice "$voice" --out "$corpus" --speakers 48 --utterances-per-speaker 8
+fi
+$bin prepare --timit "$corpus" --out "$out/prep" --threads "$(nproc)"
 rm -rf "$out/run"
 $bin train --config configs/synth.yaml --set data.workdir="$out/prep" --set train.run_dir="$out/run"
 $bin evaluate --checkpoint "$out/run/checkpoints/best.safetensors" --split dev --json "$out/dev.json"
 $bin evaluate --checkpoint "$out/run/checkpoints/best.safetensors" --split core-test --json "$out/core-test.json"
-$bin report "$out/run" --out "$out/report.html"
-echo "demo: done. Metrics per epoch: $out/run/metrics.jsonl; evaluation: $out/dev.json, $out/core-test.json"
-echo "demo: report: $(realpath "$out/report.html") (open it in a browser; train also refreshes $out/run/report.html after every epoch)"
+echo "demo: done ($voice corpus). Metrics per epoch: $out/run/metrics.jsonl; evaluation: $out/dev.json, $out/core-test.json"
+echo "demo: the report (open it in a browser; train also refreshes $out/run/report.html after every epoch):"
+$bin report "$out/run" --out "$out/report.html"  # prints the report's absolute path

@@ -18,7 +18,18 @@ tmp=$(mktemp)
   echo "\`error: interrupted at epoch E, batch B; resume with: timitseg train --resume RUN_DIR\`"
   echo "(exit 130 or 143; docs/config.md)."
   echo "The global \`--log-level\` (trace, debug, info, warn, error, off) comes"
-  echo "before the subcommand: \`timitseg --log-level debug train ...\`."
+  echo "before or after the subcommand: \`timitseg --log-level debug train ...\` or"
+  echo "\`timitseg evaluate --log-level debug ...\`."
+  echo
+  echo "**Output paths.** An option that names an output FILE (\`export --out\`,"
+  echo "\`report --out\`, \`features --out\`, \`crf replay --out\`, \`--json\` of evaluate,"
+  echo "score, compare and bench train, \`evaluate --dump-predictions\`) must name a file:"
+  echo "a path ending in \`/\` or naming an existing folder is refused before any work,"
+  echo "with one line naming the path and a file to give instead, e.g."
+  echo "\`error: --out dir/: names a folder (it ends with '/'); give a file path, e.g. --out dir/model.safetensors\`;"
+  echo "so is a file in a folder that does not exist or cannot be written. Options that"
+  echo "name a folder (\`decode --out\`, \`prepare --out\`, \`synth --out\`,"
+  echo "\`evaluate --dump-scores\`) take it with or without a trailing slash."
   echo
   for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi

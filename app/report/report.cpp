@@ -15,6 +15,7 @@
 #include "app/report/svg.h"
 #include "common/atomic_file.h"
 #include "common/files.h"
+#include "data/features.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
 #include "model/metrics.h"
@@ -47,6 +48,26 @@ RunPredictions predictions_from_segments(
   return p;
 }
 
+std::vector<float> log_mel_spectrogram(const data::Utterance& u, const data::FeatureOptions& f, int* bins) {
+  data::FeatureOptions o = data::FeatureOptions::defaults_for("fbank");
+  o.sample_rate = f.sample_rate;
+  o.frame_length_ms = f.frame_length_ms;
+  o.frame_shift_ms = f.frame_shift_ms;
+  o.snip_edges = f.snip_edges;
+  o.num_mel_bins = kSpectrogramMelBins;
+  o.use_energy = false;
+  o.deltas = false;
+  if (u.audio_path.empty()) throw std::runtime_error("no audio path in the WORKDIR manifest");
+  const data::Audio a = data::to_rate(data::read_audio(u.audio_path), o.sample_rate);
+  int32_t T = 0;
+  std::vector<float> x = data::compute_features(a, o, &T);
+  if (T != u.num_frames)
+    throw std::runtime_error(u.audio_path + ": " + std::to_string(T) + " frames, the features have " +
+                             std::to_string(u.num_frames) + " (the audio changed since prepare?)");
+  *bins = o.dim();
+  return x;
+}
+
 std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& utts, const data::FeatureOptions& f,
                                     int n) {
   std::vector<const data::Utterance*> sorted = utts;
@@ -57,9 +78,18 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
     s.id = sorted[i]->id;
     s.T = sorted[i]->num_frames;
     s.D = sorted[i]->dim;
-    s.features = sorted[i]->features;
     s.frame_shift_ms = f.frame_shift_ms;
     s.feature_type = f.type;
+    s.audio_path = sorted[i]->audio_path;
+    try {
+      int bins = 0;
+      s.features = log_mel_spectrogram(*sorted[i], f, &bins);
+      s.D = bins;
+      s.log_mel = true;
+    } catch (const std::exception& e) {  // the audio moved or is gone: the model's features instead, saying so
+      s.features = sorted[i]->features;
+      s.note = e.what();
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -91,7 +121,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(threads);
-  xo.crf_backend = s.config.crf_backend == "cuda" ? "cpu" : s.config.crf_backend;
+  xo.crf_backend = s.config.crf_backend == "cuda" || s.config.crf_backend == "auto" ? "cpu" : s.config.crf_backend;
   xo.phone_bonus = s.config.crf_phone_bonus;
   xo.decode = s.config.crf_decode;
   std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
@@ -215,11 +245,16 @@ Stats stats_of(const RunPredictions& p, const std::vector<std::string>& names) {
 
 std::string pct(double v) { return std::isfinite(v) ? fmt(100 * v, 2) + " %" : "n/a"; }
 
+// Each run's colour and line style (run_dash), as its curves draw them.
 std::string legend_html(const std::vector<RunFiles>& runs) {
   std::string h = "<div class=\"legend-row\">";
-  for (size_t i = 0; i < runs.size(); ++i)
-    h += "<span class=\"swatch\" style=\"background:" + run_color(static_cast<int>(i)) + "\"></span>" +
-         escape(runs[i].label) + " &nbsp; ";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const std::string& dash = run_dash(static_cast<int>(i));
+    h += "<svg class=\"legend-sample\" width=\"34\" height=\"10\" data-run=\"" + std::to_string(i) +
+         "\"><line x1=\"1\" y1=\"5\" x2=\"33\" y2=\"5\" stroke=\"" + run_color(static_cast<int>(i)) +
+         "\" stroke-width=\"2.5\"" + (dash.empty() ? std::string() : " stroke-dasharray=\"" + dash + "\"") +
+         "/></svg> " + escape(runs[i].label) + " &nbsp; ";
+  }
   return h + "</div>";
 }
 
@@ -280,17 +315,19 @@ std::string curves_section(const std::vector<RunFiles>& runs) {
   if (norms.size() > 1) loss_unit = "nats, per crf.loss_normalization";
   const std::string loss_label = "loss (" + loss_unit + ")";
   const std::vector<Curve> curves = {
-      {"plot-train-loss", "Train loss (solid) and dev loss (dashed)", loss_label.c_str(), {"train_loss"}, {"dev_loss"}, 1, false},
+      {"plot-train-loss", "Train loss and dev loss (dotted)", loss_label.c_str(), {"train_loss"}, {"dev_loss"}, 1, false},
       {"plot-dev-per", "Dev phone error rate", "PER (%)", {"dev_per"}, {}, 100, false},
       {"plot-dev-boundary-f1", "Dev boundary F1 (tolerance 2 frames)", "boundary F1 (%)", {"dev_boundary_f1_tol2"}, {}, 100, false},
       {"plot-lr", "Learning rate (end of epoch)", "learning rate", {"lr"}, {}, 1, true},
       {"plot-max-transition", "CRF drift: max |transition|", "max |transition| (log-potential)", {"max_abs_transition"}, {}, 1, true},
       {"plot-max-duration-bias", "CRF drift: max |duration_bias|", "max |duration_bias| (log-potential)", {"max_abs_duration_bias"}, {}, 1, true},
-      {"plot-grad-norm", "Gradient norm: mean (solid), max (dashed)", "global L2 norm", {"grad_norm", "grad_norm_mean"}, {"grad_norm_max"}, 1, true},
+      {"plot-grad-norm", "Gradient norm: mean, max (dotted)", "global L2 norm", {"grad_norm", "grad_norm_mean"}, {"grad_norm_max"}, 1, true},
       {"plot-frames-per-sec", "Training speed", "frames per second", {"frames_per_sec"}, {}, 1, true},
   };
   std::string h = "<h2 id=\"curves\">Training curves</h2><p>Per epoch, from RUN_DIR/metrics.jsonl; x: epoch. "
-                  "A point is missing where the run did not record the value.</p>" + legend_html(runs) +
+                  "A point is missing where the run did not record the value. Each run has its colour and its line style "
+                  "(solid, long dashes, dash-dot, ...), so runs that share their first epochs stay apart; a run's second "
+                  "series (dev loss, max gradient norm) is dotted.</p>" + legend_html(runs) +
                   "<div class=\"grid\">";
   for (const Curve& c : curves) {
     LineChart ch;
@@ -311,6 +348,7 @@ std::string curves_section(const std::vector<RunFiles>& runs) {
         s.name = runs[i].label + (dashed ? " (" + std::string(keys.front()) + ")" : "");
         s.color = run_color(static_cast<int>(i));
         s.dashed = dashed;
+        s.dash = run_dash(static_cast<int>(i));
         s.run = static_cast<int>(i);
         for (const json& e : runs[i].epochs) {
           s.x.push_back(num(e, "epoch"));
@@ -340,6 +378,7 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
     Series s;
     s.name = runs[i].label;
     s.color = run_color(static_cast<int>(i));
+    s.dash = run_dash(static_cast<int>(i));
     s.run = static_cast<int>(i);
     for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol) {
       s.x.push_back(tol);
@@ -387,7 +426,8 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
   std::string h = "<h2 id=\"durations\">Segment durations per phone</h2>";
   if (ref_run < 0) return h + "<p class=\"na\">n/a: no run has dev predictions.</p>";
   h += "<p>Fraction of each phone's segments per duration (frames; the last bin holds " + std::to_string(kMaxDur) +
-       " frames and longer). Grey bars: reference (dev); lines: each run's predictions. Title: phone, reference "
+       " frames and longer). Grey bars: reference (dev); lines: each run's predictions (its colour and line style). "
+       "Title: phone, reference "
        "segment count n.</p>" + legend_html(runs) + "<div class=\"grid\" id=\"duration-grid\">";
   const double W = 192, H = 118, l = 26, r = 6, t = 18, b = 20, pw = W - l - r, ph = H - t - b;
   for (size_t c = 0; c < in.names39.size(); ++c) {
@@ -422,8 +462,9 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
       if (!in.runs[i].has_predictions) continue;
       std::vector<std::pair<double, double>> pts;
       for (int k = 0; k < kMaxDur; ++k) pts.push_back({l + (k + 0.5) * bw, t + ph - fr[i][k] / ymax * ph});
-      svg.polyline(pts, run_color(static_cast<int>(i)), 1.5,
-                   {{"class", "series"}, {"data-run", std::to_string(i)}, {"data-points", std::to_string(pts.size())}});
+      Attrs a = {{"class", "series"}, {"data-run", std::to_string(i)}, {"data-points", std::to_string(pts.size())}};
+      if (!run_dash(static_cast<int>(i)).empty()) a.push_back({"stroke-dasharray", run_dash(static_cast<int>(i))});
+      svg.polyline(pts, run_color(static_cast<int>(i)), 1.5, a);
     }
     h += svg.str();
   }
@@ -431,12 +472,53 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
              "panel at the top of its axis).</p>";
 }
 
+}  // namespace
+
+const std::vector<PhoneClass>& phone_classes() {
+  static const std::vector<PhoneClass> c = {
+      {"vowels", {"iy", "ih", "eh", "ae", "ah", "uw", "uh", "aa", "ey", "ay", "oy", "aw", "ow", "er"}},
+      {"semivowels", {"l", "r", "w", "y", "hh"}},
+      {"nasals", {"m", "n", "ng"}},
+      {"fricatives", {"s", "sh", "z", "f", "th", "v", "dh"}},
+      {"affricates", {"jh", "ch"}},
+      {"stops", {"b", "d", "g", "p", "t", "k", "dx"}},
+      {"silence", {"sil"}},
+  };
+  return c;
+}
+
+std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of) {
+  std::vector<int> order;
+  std::vector<bool> used(names39.size(), false);
+  if (class_of) class_of->clear();
+  for (const PhoneClass& pc : phone_classes())
+    for (const char* p : pc.phones)
+      for (size_t i = 0; i < names39.size(); ++i)
+        if (!used[i] && names39[i] == p) {
+          used[i] = true;
+          order.push_back(static_cast<int>(i));
+          if (class_of) class_of->push_back(pc.name);
+        }
+  for (size_t i = 0; i < names39.size(); ++i)
+    if (!used[i]) {
+      order.push_back(static_cast<int>(i));
+      if (class_of) class_of->push_back("other");
+    }
+  return order;
+}
+
+namespace {
+
 std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>& runs, const std::vector<Stats>& st) {
   std::string h = "<h2 id=\"confusion\">Confusion matrix (dev frames)</h2><p>Row: reference phone, column: "
-                  "predicted phone; colour: fraction of the reference phone's frames (each row sums to 1), darker "
+                  "predicted phone, both in phonetic class order (vowels, semivowels, nasals, fricatives, affricates, "
+                  "stops, silence; lines between the classes), so confusions within a class sit in the blocks on the "
+                  "diagonal; colour: fraction of the reference phone's frames (each row sums to 1), darker "
                   "is more. The diagonal is the per-phone frame accuracy. Hover a cell for its count.</p><div class=\"grid\">";
   const int C = static_cast<int>(in.names39.size());
-  const double cell = 13, left = 44, top = 60, W = left + C * cell + 16, H = top + C * cell + 60;
+  std::vector<std::string> cls;
+  const std::vector<int> ord = phone_class_order(in.names39, &cls);  // display position -> phone index
+  const double cell = 17, left = 112, top = 70, W = left + C * cell + 16, H = top + C * cell + 60;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!in.runs[i].has_predictions) {
       h += "<div class=\"cell\"><b>" + escape(runs[i].label) + "</b>: n/a (" + escape(in.runs[i].predictions_note) +
@@ -447,18 +529,32 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
                    {"data-run", std::to_string(i)}, {"data-classes", std::to_string(C)}});
     svg.text(W / 2, 16, runs[i].label, "middle", 14, {{"class", "title"}, {"fill", run_color(static_cast<int>(i))}});
     svg.text(left + C * cell / 2, 32, "predicted phone", "middle", 12, {{"class", "axis-label"}});
-    for (int c = 0; c < C; ++c) {
-      const double x = left + c * cell + cell / 2;
-      svg.raw("<text x=\"" + fmt(x) + "\" y=\"" + fmt(top - 4) + "\" font-size=\"9\" transform=\"rotate(-60 " + fmt(x) +
-              " " + fmt(top - 4) + ")\">" + escape(in.names39[c]) + "</text>");
-      svg.text(left - 3, top + c * cell + cell - 3, in.names39[c], "end", 9);
+    for (int k = 0; k < C; ++k) {
+      const std::string& name = in.names39[ord[k]];
+      const double x = left + k * cell + cell / 2 + 4;
+      svg.raw("<text class=\"col-label\" x=\"" + fmt(x) + "\" y=\"" + fmt(top - 4) + "\" font-size=\"12\" "
+              "transform=\"rotate(-60 " + fmt(x) + " " + fmt(top - 4) + ")\">" + escape(name) + "</text>");
+      svg.text(left - 4, top + k * cell + cell - 4, name, "end", 12, {{"class", "row-label"}});
+    }
+    // the classes: a name left of each block of rows, a line between blocks
+    for (int k = 0; k < C;) {
+      int e = k;
+      while (e < C && cls[e] == cls[k]) ++e;
+      svg.text(left - 34, top + (k + e) * cell / 2 + 4, cls[k], "end", 11, {{"class", "class-label"}});
+      if (k > 0) {
+        svg.line(left, top + k * cell, left + C * cell, top + k * cell, "#888", 1, {{"class", "class-line"}});
+        svg.line(left + k * cell, top, left + k * cell, top + C * cell, "#888", 1, {{"class", "class-line"}});
+      }
+      k = e;
     }
     svg.raw("<text x=\"10\" y=\"" + fmt(top + C * cell / 2) + "\" font-size=\"12\" text-anchor=\"middle\" "
             "class=\"axis-label\" transform=\"rotate(-90 10 " + fmt(top + C * cell / 2) + ")\">reference phone</text>");
-    for (int r = 0; r < C; ++r) {
+    for (int rk = 0; rk < C; ++rk) {
+      const int r = ord[rk];
       int64_t row = 0;
       for (int c = 0; c < C; ++c) row += st[i].confusion[r][c];
-      for (int c = 0; c < C; ++c) {
+      for (int ck = 0; ck < C; ++ck) {
+        const int c = ord[ck];
         const int64_t n = st[i].confusion[r][c];
         const double f = row ? double(n) / row : 0.0;
         // white -> Okabe-Ito blue (#0072B2) -> dark blue: one hue, readable without colour vision
@@ -467,9 +563,9 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
                   B = static_cast<int>(std::lround(255 + a * (120 - 255)));
         char col[16];
         std::snprintf(col, sizeof col, "#%02x%02x%02x", R, G, B);
-        svg.raw("<rect class=\"cell\" x=\"" + fmt(left + c * cell) + "\" y=\"" + fmt(top + r * cell) + "\" width=\"" +
+        svg.raw("<rect class=\"cell\" x=\"" + fmt(left + ck * cell) + "\" y=\"" + fmt(top + rk * cell) + "\" width=\"" +
                 fmt(cell) + "\" height=\"" + fmt(cell) + "\" fill=\"" + col + "\" data-count=\"" + std::to_string(n) +
-                "\"><title>" + escape(in.names39[r]) + " as " + escape(in.names39[c]) + ": " + std::to_string(n) +
+                "\" data-ref=\"" + escape(in.names39[r]) + "\" data-pred=\"" + escape(in.names39[c]) + "\"><title>" + escape(in.names39[r]) + " as " + escape(in.names39[c]) + ": " + std::to_string(n) +
                 " frames (" + fmt(100 * f, 1) + " % of " + escape(in.names39[r]) + ")</title></rect>");
       }
     }
@@ -491,8 +587,19 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
 }
 
 std::string spectrogram_png(const Spectrogram& s) {
-  // Per-dimension z-score over the utterance, clipped at +-3, viridis; dimension 0 at the bottom.
   std::vector<uint8_t> rgb(static_cast<size_t>(s.T) * s.D * 3);
+  if (s.log_mel) {
+    // log-mel energies (natural log): the top 10 nats (about 43 dB) of the utterance, viridis; low bins at the bottom
+    float top = -1e30f;
+    for (float v : s.features) top = std::max(top, v);
+    for (int d = 0; d < s.D; ++d)
+      for (int t = 0; t < s.T; ++t) {
+        const double v = s.features[static_cast<size_t>(t) * s.D + d];
+        viridis(std::clamp((v - (top - 10.0)) / 10.0, 0.0, 1.0), &rgb[(static_cast<size_t>(s.D - 1 - d) * s.T + t) * 3]);
+      }
+    return png_rgb(s.T, s.D, rgb);
+  }
+  // the model's features: per-dimension z-score over the utterance, clipped at +-3, viridis; dimension 0 at the bottom.
   for (int d = 0; d < s.D; ++d) {
     double mean = 0, var = 0;
     for (int t = 0; t < s.T; ++t) mean += s.features[static_cast<size_t>(t) * s.D + d];
@@ -511,9 +618,11 @@ std::string spectrogram_png(const Spectrogram& s) {
 }
 
 std::string utterances_section(const ReportInput& in, const std::vector<RunFiles>& runs) {
-  std::string h = "<h2 id=\"utterances\">Decoded dev utterances</h2><p>Top: the features (" +
-                  std::string(in.drawn.empty() ? "n/a" : in.drawn[0].feature_type) +
-                  ", each dimension standardized over the utterance; dimension 0 at the bottom). Below: the reference "
+  std::string h = "<h2 id=\"utterances\">Decoded dev utterances</h2><p>Top: the log-mel spectrogram of the "
+                  "utterance's audio (" + std::to_string(kSpectrogramMelBins) + " mel bins, Kaldi-compatible fbank on "
+                  "the frames of the model's features; low frequencies at the bottom; colour: the top 43 dB of the "
+                  "utterance, brighter is louder); where the audio cannot be read, the model's input features instead "
+                  "(each dimension standardized over the utterance), saying why. Below: the reference "
                   "segmentation, then each run's prediction (best checkpoint, Viterbi); phone labels on bars wide "
                   "enough to hold them (hover a bar for its label and frames).</p>";
   if (in.drawn.empty()) return h + "<p class=\"na\">n/a: no dev predictions to draw.</p>";
@@ -529,8 +638,15 @@ std::string utterances_section(const ReportInput& in, const std::vector<RunFiles
     svg.raw("<image class=\"spectrogram\" x=\"" + fmt(left) + "\" y=\"" + fmt(top) + "\" width=\"" + fmt(pw) +
             "\" height=\"" + fmt(spec_h) + "\" preserveAspectRatio=\"none\" style=\"image-rendering:pixelated\" "
             "href=\"data:image/png;base64," + base64(spectrogram_png(s)) + "\"/>");
-    svg.text(left - 6, top + spec_h / 2, "features", "end", 11);
-    svg.text(left - 6, top + spec_h / 2 + 13, "(dim " + std::to_string(s.D) + ")", "end", 10);
+    if (s.log_mel) {
+      svg.text(left - 6, top + spec_h / 2, "log-mel", "end", 11, {{"class", "spec-kind"}});
+      svg.text(left - 6, top + spec_h / 2 + 13, "(" + std::to_string(s.D) + " bins)", "end", 10);
+    } else {
+      svg.text(left - 6, top + spec_h / 2, s.feature_type + " features", "end", 11, {{"class", "spec-kind"}});
+      svg.text(left - 6, top + spec_h / 2 + 13, "(dim " + std::to_string(s.D) + ")", "end", 10);
+      svg.text(left + pw, 16, "no spectrogram: audio not reachable (" + s.note + ")", "end", 11,
+               {{"class", "spec-note"}});
+    }
     // the reference: from the first run that decoded this utterance
     const UtteranceLabels* ref = nullptr;
     std::vector<const UtteranceLabels*> preds(runs.size(), nullptr);
@@ -613,17 +729,21 @@ std::string environment_section(const ReportInput& in, const std::vector<RunFile
         if (r.run_json.is_object() && r.run_json.contains(k)) return str_field(r.run_json, k);
       return std::string("n/a");
     };
-    std::string device = str_field(last, "device");
+    // resolved values first (run.json: `auto` replaced by its pick), then the epoch's record, then the config
+    std::string device = rj({"device"});
+    if (device == "n/a") device = str_field(last, "device");
     if (device == "n/a") device = yaml_str(r.config, "train", "device");
+    std::string backend = rj({"crf_backend"});
+    if (backend == "n/a") backend = yaml_str(r.config, "crf", "backend");
     std::string threads = rj({"threads"});
     if (threads == "n/a") threads = yaml_str(r.config, "train", "threads") + " (train.threads; 0 = all cores)";
     h += "<div class=\"cell env\" id=\"env-" + std::to_string(i) + "\"><h3><span class=\"swatch\" style=\"background:" +
          run_color(static_cast<int>(i)) + "\"></span>" + escape(r.label) + "</h3><table>" +
          "<tr><td>run folder</td><td>" + escape(in.runs[i].run_dir) + "</td></tr>" +
-         "<tr><td>version</td><td>" + escape(rj({"version"})) + "</td></tr>" +
+         "<tr><td>version</td><td>" + escape(rj({"timitseg_version", "version"})) + "</td></tr>" +
          "<tr><td>git commit</td><td>" + escape(rj({"git_commit", "commit"})) + "</td></tr>" +
          "<tr><td>device</td><td>" + escape(device) + "</td></tr>" +
-         "<tr><td>CRF backend</td><td>" + escape(yaml_str(r.config, "crf", "backend")) + "</td></tr>" +
+         "<tr><td>CRF backend</td><td>" + escape(backend) + "</td></tr>" +
          "<tr><td>threads</td><td>" + escape(threads) + "</td></tr>" +
          "<tr><td>data.workdir</td><td>" + escape(yaml_str(r.config, "data", "workdir")) + "</td></tr>" +
          "<tr><td>epochs recorded</td><td>" + std::to_string(r.epochs.size()) + "</td></tr></table>";

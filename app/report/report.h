@@ -30,14 +30,28 @@ struct RunPredictions {
   double frame_shift_ms = 10.0;  // of the features (for the boundary tolerance of 20 ms in frames)
 };
 
-// An utterance drawn under its spectrogram: raw features [T][D].
+// An utterance drawn with its segmentations. The picture is a log-mel
+// spectrogram [T][D] computed from the utterance's audio (data/ fbank,
+// Kaldi-compatible, kSpectrogramMelBins bins, the frames of the model's
+// features) when the audio is reachable; otherwise the model's input features
+// [T][D] with `note` saying why.
 struct Spectrogram {
   std::string id;
   int T = 0, D = 0;
-  std::vector<float> features;  // [T][D]
+  std::vector<float> features;  // [T][D]: log-mel energies (log_mel) or the raw model features
   double frame_shift_ms = 10.0;
-  std::string feature_type;     // mfcc | fbank
+  std::string feature_type;     // mfcc | fbank: the model's features
+  bool log_mel = false;         // features holds the log-mel spectrogram of the audio
+  std::string audio_path;       // the audio it was computed from (the WORKDIR manifest's path)
+  std::string note;             // !log_mel: why ("PATH: cannot open ...")
 };
+constexpr int kSpectrogramMelBins = 64;
+
+// The log-mel spectrogram of `u` from its audio (u.audio_path), on the frames
+// of `f` (frame length, shift, snip_edges, sample rate): fbank with
+// kSpectrogramMelBins bins, no energy, no deltas. Throws naming the path when
+// the audio cannot be read or its frame count differs from u.num_frames.
+std::vector<float> log_mel_spectrogram(const data::Utterance& u, const data::FeatureOptions& f, int* bins);
 
 struct RunReport {
   std::string run_dir;
@@ -62,6 +76,19 @@ struct ReportInput {
 };
 
 constexpr int kDrawnUtterances = 3;
+
+// The phonetic classes of the 39-phone set in the conventional grouping
+// (Lee & Hon 1989 / the TIMIT documentation), in the confusion matrix's order:
+// vowels, semivowels and glides, nasals, fricatives, affricates, stops,
+// closures and silence (docs/report.md).
+struct PhoneClass {
+  const char* name;
+  std::vector<const char*> phones;
+};
+const std::vector<PhoneClass>& phone_classes();
+// Indices of names39 in phone_classes() order (a name of no class goes last, in
+// its own order); *class_of (optional) gets each ordered phone's class name ("other").
+std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of = nullptr);
 
 // The 39-phone labels of decoded dev utterances (reference: the utterance's
 // 61-phone labels through `ls`; prediction: the Viterbi segments' labels).

@@ -87,6 +87,11 @@ const std::string& run_color(int i) {
   return okabe_ito[static_cast<size_t>(i) % okabe_ito.size()];
 }
 
+const std::string& run_dash(int i) {
+  static const std::vector<std::string> dashes = {"", "10,4", "10,3,2,3", "4,3", "12,3,2,3,2,3"};
+  return dashes[static_cast<size_t>(i) % dashes.size()];
+}
+
 std::string attrs_str(const Attrs& attrs) {
   std::string s;
   for (const auto& [k, v] : attrs) s += " " + k + "=\"" + escape(v) + "\"";
@@ -167,6 +172,7 @@ std::string line_chart(const LineChart& c) {
     const Series& s = c.series[i];
     if (s.dashed) continue;  // a run's second series (its colour is in the legend already; the title says which)
     Attrs la = {{"class", "legend-line"}};
+    if (!s.dash.empty()) la.push_back({"stroke-dasharray", s.dash});
     svg.line(lx, 30, lx + 18, 30, s.color, 2.5, la);
     svg.text(lx + 22, 34, s.name, "start", 11, {{"class", "legend"}});
     lx += 30 + 6.2 * static_cast<double>(s.name.size());
@@ -200,8 +206,11 @@ std::string line_chart(const LineChart& c) {
       }
     }
     if (parts.back().empty() && parts.size() > 1) parts.pop_back();
-    Attrs base = {{"class", "series"}, {"data-run", std::to_string(s.run >= 0 ? s.run : static_cast<int>(i))}, {"data-name", s.name}};
-    if (s.dashed) base.push_back({"stroke-dasharray", "5,3"});
+    Attrs base = {{"class", s.dashed ? "series second" : "series"},
+                  {"data-run", std::to_string(s.run >= 0 ? s.run : static_cast<int>(i))},
+                  {"data-name", s.name}};
+    const std::string dash = s.dashed ? std::string(kSecondSeriesDash) : s.dash;
+    if (!dash.empty()) base.push_back({"stroke-dasharray", dash});
     for (size_t p = 0; p < parts.size(); ++p) {
       Attrs a = base;
       a.push_back({"data-points", std::to_string(p == 0 ? finite : 0)});

@@ -32,6 +32,12 @@ std::string tick_label(double v, double step);
 
 // Okabe-Ito colour-blind-safe palette (yellow last: weak on white).
 const std::string& run_color(int i);
+// The line style of run i, a stroke-dasharray ("" = solid): solid, long dashes,
+// dash-dot, short dashes, dash-dot-dot, then again. Overlaid runs whose curves
+// coincide (the same first epochs) stay told apart without colour.
+const std::string& run_dash(int i);
+// The stroke-dasharray of a run's second series (dev loss, max gradient norm): dotted.
+inline const char* kSecondSeriesDash = "1.5,3";
 
 // Attributes as (name, value) pairs, values escaped on output.
 using Attrs = std::vector<std::pair<std::string, std::string>>;
@@ -67,7 +73,8 @@ std::string attrs_str(const Attrs& attrs);
 struct Series {
   std::string name, color;
   std::vector<double> x, y;
-  bool dashed = false;  // dashed, and left out of the legend (a second series of a run)
+  bool dashed = false;  // a second series of a run: dotted (kSecondSeriesDash), class "series second", not in the legend
+  std::string dash;     // stroke-dasharray of the line and its legend sample ("" = solid; run_dash(run))
   bool markers = true;
   int run = -1;  // data-run of the polylines (-1: the series index)
 };

@@ -192,7 +192,7 @@ def main():
                      "plot-max-duration-bias", "plot-grad-norm", "plot-frames-per-sec"]:
             check(plot in svgs, f"no <svg id={plot}>")
             polys = [a for t, a, svg in dom.elems if t == "polyline" and svg == plot and "series" in a.get("class", "")
-                     and "stroke-dasharray" not in a]
+                     and "second" not in a.get("class", "").split()]
             for i, run_name in enumerate(runs):
                 pts = sum(int(a["data-points"]) for a in polys if a["data-run"] == str(i))
                 want = n_epochs[i] - (1 if (plot == "plot-lr" and run_name == "gappy") else 0)

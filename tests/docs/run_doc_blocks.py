@@ -16,6 +16,10 @@ Markers, an HTML comment on the line right before a block's opening fence:
   <!-- doctest: needs-gpu -->      run only where a CUDA GPU is present
   <!-- doctest: expect-exit N -->  the block must end with exit status N (its
                                    first failing command ends it: set -e)
+  <!-- doctest: instead: COMMAND -->  the test runs COMMAND in place of the block
+                                   (README's demo without its package installation
+                                   and build: `scripts/demo.sh --no-build`), so
+                                   later blocks see what it wrote
 (needs-gpu and expect-exit combine: `<!-- doctest: needs-gpu; expect-exit 1 -->`).
 
 Errors that fail the test, each naming FILE:LINE: a block that fails (its
@@ -50,7 +54,7 @@ NOT_COPIED = {".git", "work", "runs", "synth", ".devbundle"}
 
 
 class Block:
-    def __init__(self, path, line, language, text, skip=None, needs_gpu=False, expect_exit=0):
+    def __init__(self, path, line, language, text, skip=None, needs_gpu=False, expect_exit=0, instead=None):
         self.path = path          # markdown file, as shown in messages
         self.line = line          # 1-based line of the opening fence
         self.language = language
@@ -58,6 +62,7 @@ class Block:
         self.skip = skip          # reason, or None
         self.needs_gpu = needs_gpu
         self.expect_exit = expect_exit
+        self.instead = instead    # the command run in place of the block, or None
 
     @property
     def where(self):
@@ -65,12 +70,17 @@ class Block:
 
 
 def parse_marker(text, where):
-    """Directives of one marker comment -> (skip, needs_gpu, expect_exit); raises ValueError."""
+    """Directives of one marker comment -> (skip, needs_gpu, expect_exit, instead); raises ValueError."""
+    if text.startswith("instead"):
+        m = re.match(r"^instead:\s*(\S.*)$", text)
+        if not m:
+            raise ValueError(f"{where}: 'instead' needs a command: <!-- doctest: instead: COMMAND RUN IN PLACE OF THE BLOCK -->")
+        return None, False, 0, m.group(1)
     if text.startswith("skip"):
         m = re.match(r"^skip:\s*(\S.*)$", text)
         if not m:
             raise ValueError(f"{where}: 'skip' needs a reason: <!-- doctest: skip: WHY IT CANNOT RUN HERE -->")
-        return m.group(1), False, 0
+        return m.group(1), False, 0, None
     needs_gpu, expect_exit = False, 0
     for part in [p.strip() for p in text.split(";")]:
         if part == "needs-gpu":
@@ -79,8 +89,8 @@ def parse_marker(text, where):
             expect_exit = int(part.split()[1])
         else:
             raise ValueError(f"{where}: unknown doctest directive '{part}' (known: 'skip: REASON', "
-                             f"'needs-gpu', 'expect-exit N'; combine the last two with ';')")
-    return None, needs_gpu, expect_exit
+                             f"'instead: COMMAND', 'needs-gpu', 'expect-exit N'; combine the last two with ';')")
+    return None, needs_gpu, expect_exit, None
 
 
 def parse_markdown(path, shown):
@@ -118,14 +128,15 @@ def parse_markdown(path, shown):
             pending = None
             first = next((b.strip() for b in body if b.strip()), "")
             if language in RUN_LANGUAGES:
-                skip, needs_gpu, expect_exit = None, False, 0
+                skip, needs_gpu, expect_exit, instead = None, False, 0, None
                 if marker:
                     try:
-                        skip, needs_gpu, expect_exit = parse_marker(marker[1], f"{shown}:{marker[0]}")
+                        skip, needs_gpu, expect_exit, instead = parse_marker(marker[1], f"{shown}:{marker[0]}")
                     except ValueError as e:
                         errors.append(str(e))
                         continue
-                blocks.append(Block(shown, start, language, "\n".join(body) + "\n", skip, needs_gpu, expect_exit))
+                blocks.append(Block(shown, start, language, "\n".join(body) + "\n", skip, needs_gpu, expect_exit,
+                                    instead))
             else:
                 if marker:
                     errors.append(f"{shown}:{marker[0]}: doctest marker on a ```{language or '(no language)'} "
@@ -261,10 +272,15 @@ def main(argv):
                 make_scratch(source_dir, bin_dir, work)
                 made = True
             first = next((l.strip() for l in b.text.split("\n") if l.strip()), "")
-            print(f"RUN  {b.where}: {first[:100]}", flush=True)
+            text = b.text
+            if b.instead is not None:
+                print(f"RUN  {b.where}: {b.instead} (instead of the block's '{first[:60]}')", flush=True)
+                text = b.instead + "\n"
+            else:
+                print(f"RUN  {b.where}: {first[:100]}", flush=True)
             t0 = time.monotonic()
             # Own process group, so a timeout ends the block's children too.
-            proc = subprocess.Popen(["bash", "-eu", "-o", "pipefail", "-c", b.text], cwd=work, env=env,
+            proc = subprocess.Popen(["bash", "-eu", "-o", "pipefail", "-c", text], cwd=work, env=env,
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                     errors="replace", start_new_session=True)
             try:

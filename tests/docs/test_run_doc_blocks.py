@@ -162,6 +162,26 @@ class RunnerTest(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertIn("3 blocks passed, 0 failed, 1 skipped", out)
 
+    def test_instead_runs_its_command_in_place_of_the_block(self):
+        self.write("README.md", """
+            <!-- doctest: instead: echo replaced > made.txt -->
+            '''bash
+            exit 9
+            '''
+            '''bash
+            grep -q replaced made.txt
+            '''
+            <!-- doctest: instead -->
+            '''bash
+            true
+            '''
+            """)
+        code, out = self.run_runner()
+        self.assertEqual(code, 1, out)
+        self.assertIn("README.md:8: 'instead' needs a command", out)
+        self.assertIn("RUN  README.md:2: echo replaced > made.txt (instead of the block's 'exit 9')", out)
+        self.assertIn("2 blocks passed, 0 failed", out)
+
     def test_an_unexpected_exit_status_fails(self):
         self.write("README.md", """
             <!-- doctest: expect-exit 1 -->

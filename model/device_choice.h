@@ -1,0 +1,72 @@
+// The `auto` values of train.device, train.rnn_algo and crf.backend
+// (docs/config.md "auto"): what each resolves to on this machine.
+//
+//   train.device   auto -> cuda when a CUDA device is present, else cpu
+//   train.rnn_algo auto -> fused on the GPU of compute capability 9.x (Hopper,
+//                          sm_90) when the model's units per direction are a
+//                          size the fused kernel has (64, 128, 256), else
+//                          standard (cuDNN); on the CPU it is not used and
+//                          resolves to standard
+//   crf.backend    auto -> cuda on the GPU, cpu on the CPU
+//
+// An explicit value is kept as given. The choose_* functions are pure (the
+// machine comes in as DeviceFacts, so tests can pose as any GPU);
+// resolve_choices() probes the machine, resolves a Config and logs one info
+// line per `auto` it resolved. The saved config (config.yaml, checkpoints)
+// keeps `auto`; run.json records the resolved values (model/run_folder.h).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace timitseg::model {
+
+// The machine as the `auto` values see it: its first CUDA device.
+struct DeviceFacts {
+  int gpus = 0;                    // CUDA devices (0: none, no driver, or a build without CUDA)
+  int cc_major = 0, cc_minor = 0;  // compute capability of the current device (when gpus > 0)
+  std::string gpu_name;            // "NVIDIA H100 80GB HBM3" (when gpus > 0)
+  std::string no_gpu_reason;       // cuda::no_device_message() (when gpus == 0)
+};
+// This machine's facts; never throws.
+DeviceFacts probe_device_facts();
+
+// auto -> "cuda" when facts.gpus > 0, else "cpu"; any other value unchanged.
+std::string choose_device(const std::string& device, const DeviceFacts& facts);
+// auto -> "fused" when device == "cuda", facts.cc_major == 9 and
+// per_direction is 64, 128 or 256, else "standard"; others unchanged.
+// device: the resolved device (cpu or cuda).
+std::string choose_rnn_algo(const std::string& rnn_algo, const std::string& device, int per_direction,
+                            const DeviceFacts& facts);
+// auto -> "cuda" when device == "cuda", else "cpu"; others unchanged.
+std::string choose_crf_backend(const std::string& crf_backend, const std::string& device);
+
+// One run's device choices, resolved.
+struct DeviceChoice {
+  std::string device;       // cpu | cuda
+  std::string rnn_algo;     // standard | persist_static | persist_dynamic | fused
+  std::string crf_backend;  // reference | cpu | cuda
+  // One line per `auto` resolved: "train.device = auto: cuda (NVIDIA H100 80GB HBM3)".
+  std::vector<std::string> picks;
+};
+
+// The choices of cfg on the machine of `facts` (pure): explicit values kept,
+// `auto` resolved. device_override (not empty): used instead of
+// cfg.train_device (evaluate --device, replay-step --device).
+DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::string& device_override = "");
+
+// The same on this machine: explicit cuda without a CUDA device throws
+// resolve_device's one line (with `hint`), a fused pick that the kernel cannot
+// run here (model/cuda/lstm_fused.h supported()) falls back to standard with
+// the reason, and each `auto` pick is logged (one info line each) when `log`.
+DeviceChoice resolve_choices(const Config& cfg, bool log = true, const std::string& device_override = "",
+                             const std::string& hint = "");
+
+// cfg with each `auto` of the three keys replaced by its pick on `facts`
+// (explicit values unchanged): the form `compare` compares, so that a run
+// saved with `auto` and one asking `cpu` on the CPU are the same run.
+Config with_choices(const Config& cfg, const DeviceFacts& facts);
+
+}  // namespace timitseg::model
