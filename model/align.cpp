@@ -24,6 +24,7 @@
 #include "data/features.h"
 #include "data/phones.h"
 #include "model/batch.h"
+#include "model/device_choice.h"
 #include "model/infer.h"
 #include "model/train.h"
 
@@ -35,17 +36,22 @@ namespace {
 
 using Interval = std::tuple<int64_t, int64_t, std::string>;
 
-// The executor for align: the rule of evaluate/decode (--device, default the
-// GPU when present; --crf-backend, default cuda on the GPU, else the
-// checkpoint's crf.backend with cpu for cuda). Alignment uses the model's own
-// transition: no phone bonus, no posterior decoding.
+// The executor for align: the rule of evaluate/decode (model/infer.cpp):
+// --device, default auto (the GPU when present); the checkpoint's
+// train.rnn_algo and crf.backend `auto` resolved for that device
+// (model/device_choice.h); --crf-backend, else cuda on the GPU and the
+// checkpoint's backend on the CPU (cpu for cuda). Alignment uses the model's
+// own transition: no phone bonus, no posterior decoding.
 std::unique_ptr<Executor> make_align_executor(const ModelState& s, const std::string& device_opt,
                                               const std::string& backend_opt, int threads) {
-  const std::string device = resolve_device(device_opt.empty() ? "auto" : device_opt);
+  const DeviceChoice choice =
+      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt,
+                      "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)");
+  const std::string& device = choice.device;
   ExecutorOptions xo;
   xo.threads = threads;
-  xo.rnn_algo = s.config.train_rnn_algo;
-  xo.crf_backend = backend_opt.empty() ? s.config.crf_backend : backend_opt;
+  xo.rnn_algo = choice.rnn_algo;
+  xo.crf_backend = backend_opt.empty() ? choice.crf_backend : backend_opt;
   if (backend_opt.empty()) {
     if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
     if (device == "cuda") xo.crf_backend = "cuda";

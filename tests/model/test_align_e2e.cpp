@@ -52,7 +52,7 @@ class AlignE2E : public ::testing::Test {
     const std::string config = (dir_ / "tiny.yaml").string();
     std::ofstream(config) << "data:\n  workdir: " << (dir_ / "work").string()
                           << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n"
-                             "crf:\n  max_duration: 8\n"
+                             "crf:\n  max_duration: 8\n  backend: auto\n"
                              "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n"
                              "  run_dir: "
                           << (dir_ / "run").string() << "\n";
