@@ -41,6 +41,13 @@ inline const MetricRow kRows[] = {
     {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
     {"duration_kl", "duration KL", 1, "%.4f"},
     {"frame_accuracy", "frame accuracy %", 100, "%.2f"},
+    // forced alignment of the reference phone sequences (model::align_utterances, docs/align.md)
+    {"align_within_10ms", "align within 10 ms %", 100, "%.2f"},
+    {"align_within_20ms", "align within 20 ms %", 100, "%.2f"},
+    {"align_within_25ms", "align within 25 ms %", 100, "%.2f"},
+    {"align_within_50ms", "align within 50 ms %", 100, "%.2f"},
+    {"align_mean_abs_ms", "align mean |error| ms", 1, "%.2f"},
+    {"align_median_abs_ms", "align median |error| ms", 1, "%.2f"},
     {"decode_seconds", "decode time (s)", 1, "%.2f"},
 };
 

@@ -12,6 +12,7 @@
 
 #include "app/cmd_compare.h"
 #include "common/atomic_file.h"
+#include "eval/align.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
 #include "model/device_choice.h"
@@ -108,6 +109,14 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
     v["duration_kl"] = j.at("duration_kl").get<double>();
     v["frame_accuracy"] = m.frame_accuracy();
     v["decode_seconds"] = secs;
+    // Forced alignment of the split's reference phone sequences (the field's metric; docs/align.md).
+    const nlohmann::json al = model::align_utterances(*exec, utts, s, cfg.train_batch_size).to_json();
+    if (al.contains("within_ms")) {
+      for (const char* tol : {"10", "20", "25", "50"})
+        v[std::string("align_within_") + tol + "ms"] = al["within_ms"][tol].get<double>();
+      v["align_mean_abs_ms"] = al["mean_abs_ms"].get<double>();
+      v["align_median_abs_ms"] = al["median_abs_ms"].get<double>();
+    }
     spdlog::info("compare: {} on {}: PER {:.2f}%, {} utterances decoded in {:.2f} s ({})", ckpt, name, 100 * m.per(),
                  utts.size(), secs, exec->description());
   }

@@ -217,6 +217,10 @@ void add_model_commands(CLI::App& app) {
                  "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
       ->check(CLI::IsMember({"viterbi", "posterior"}));
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
+  ev->add_flag("--align", eo->align,
+               "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
+               "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
+               "absolute boundary error, boundaries matched by index (JSON \"align\"; docs/align.md)");
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

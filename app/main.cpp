@@ -56,6 +56,7 @@ int main(int argc, char** argv) {
   timitseg::app::add_report_command(app);
   timitseg::app::add_compare_command(app);
   timitseg::app::add_export_command(app);
+  timitseg::app::add_align_command(app);
 
   // One error convention (docs/cli.md): every failure is one line starting
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad

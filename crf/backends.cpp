@@ -53,6 +53,47 @@ std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_
   return out;
 }
 
+void validate_align_host(const Dims& dims, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                         const int32_t* optional) {
+  auto bad = [](const std::string& msg) { throw std::invalid_argument(msg); };
+  if (N < 1) bad("crf: align: phone stride N must be >= 1, got " + std::to_string(N));
+  if (!phones) bad("crf: align: phones is null");
+  if (!num_phones) bad("crf: align: num_phones is null");
+  for (int64_t b = 0; b < dims.B; ++b) {
+    if (num_phones[b] < 1 || num_phones[b] > N)
+      bad("crf: align: num_phones[" + std::to_string(b) + "] = " + std::to_string(num_phones[b]) +
+          " is outside [1, N=" + std::to_string(N) + "]");
+    for (int64_t i = 0; i < num_phones[b]; ++i) {
+      const int32_t c = phones[b * N + i];
+      if (c < 0 || c >= dims.C)
+        bad("crf: align: phones[" + std::to_string(b) + "][" + std::to_string(i) + "] = " + std::to_string(c) +
+            " is outside [0, C=" + std::to_string(dims.C) + ")");
+    }
+    if (!optional) continue;
+    int64_t kept = 0;
+    for (int64_t i = 0; i < num_phones[b]; ++i) {
+      const int32_t o = optional[b * N + i];
+      const std::string at = "crf: align: optional[" + std::to_string(b) + "][" + std::to_string(i) + "] = ";
+      if (o != 0 && o != 1) bad(at + std::to_string(o) + " is not 0 or 1");
+      if (o == 1 && i > 0 && optional[b * N + i - 1] == 1)
+        bad(at + "1 follows another optional phone (two optional phones in a row are not supported)");
+      kept += o == 0;
+    }
+    if (kept == 0) bad("crf: align: utterance " + std::to_string(b) + " has only optional phones");
+  }
+}
+
+std::vector<Segment> align_segments(int64_t K, const int32_t* phones, int64_t n, const int32_t* spans, int32_t batch) {
+  std::vector<Segment> out;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t u = spans[2 * i], r = spans[2 * i + 1];  // r = 0: a skipped optional phone
+    for (int64_t pos = u; pos < u + r; pos += K)
+      out.push_back(Segment{batch, static_cast<int32_t>(pos), static_cast<int32_t>(std::min(K, u + r - pos)),
+                            phones[i]});
+  }
+  return out;
+}
+
 void add_phone_bonus(const float* transition, int64_t C, float beta, float* out) {
   for (int64_t from = 0; from < C; ++from)
     for (int64_t to = 0; to < C; ++to)

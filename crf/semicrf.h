@@ -97,6 +97,24 @@ class Backend {
   virtual void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments,
                        int32_t* num_segments, void* workspace) = 0;
 
+  // Forced alignment (constrained Viterbi, docs/crf.md "Forced alignment"):
+  // utterance b's phone sequence is phones[b][0..num_phones[b]) ([B][N]
+  // int32, labels in [0, C); num_phones[b] in [1, N]); each phone gets a span
+  // of >= 1 frames, in order, covering [0, lengths[b]); a phone longer than K
+  // is scored as the loss scores a gold run (pieces of K, then the remainder).
+  // optional [B][N] int32 (nullptr = none): 1 marks a phone that may be
+  // skipped (0 frames; an optional silence between words); never two
+  // optional phones in a row, never every phone optional.
+  // Outputs: score [B] float64 (the best alignment's Score), spans [B][N][2]
+  // int32 rows (start, duration) per phone, duration 0 for a skipped phone
+  // (start = where it would be). An infeasible utterance (more non-optional
+  // phones than frames, or no alignment of finite score because of -inf
+  // parameters) gets score -inf and spans (0, 0); it is not an error. Rows
+  // past num_phones[b] are written (0, 0). Workspace: align_workspace_bytes.
+  virtual size_t align_workspace_bytes(const Dims& dims, int64_t N) const = 0;
+  virtual void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                     const int32_t* optional, double* score, int32_t* spans, void* workspace) = 0;
+
   // Posterior probability that a segment ends at frame boundary t, for
   // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.
   // (P(end at length) = 1.)
@@ -154,6 +172,21 @@ void validate_host(const Dims& dims, const Params& p, const int32_t* labels);
 // Rows carry `batch`. Labels are assumed validated (validate_host).
 std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_t K, int32_t batch = 0);
 
+// Host-side checks of align's phone inputs (every backend's host part calls
+// it; the cuda backend checks on the device with the same messages): N >= 1,
+// num_phones[b] in [1, N], phones[b][i] in [0, C) for i < num_phones[b];
+// optional (when given) 0 or 1 there, never 1 twice in a row, never 1 for
+// every phone. Throws std::invalid_argument naming the tensor, the index and the value.
+void validate_align_host(const Dims& dims, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                         const int32_t* optional = nullptr);
+
+// The segments (start, duration, label) of an alignment's segmentation:
+// each phone's span [start, start+duration) split left to right into pieces
+// of K, then the remainder (the gold-run rule); skipped phones (duration 0)
+// give none. spans [n][2], phones [n].
+std::vector<Segment> align_segments(int64_t K, const int32_t* phones, int64_t n, const int32_t* spans,
+                                    int32_t batch = 0);
+
 // Flatten per-utterance Viterbi output ([B][T][3] + counts) into Segment rows.
 std::vector<Segment> collect_segments(const Dims& dims, const int32_t* segments, const int32_t* num_segments);
 
@@ -202,4 +235,12 @@ struct HostRunOptions {
 // A thin wrapper: Session(backend).run_host(...) with a temporary session.
 HostResult run_host(Backend& backend, const Dims& dims, const Params& host_params, const int32_t* labels,
                     const HostRunOptions& options = HostRunOptions());
+// Forced alignment on host arrays for any backend (crf/session.h does the
+// same with buffers kept across calls). phones [B][N], num_phones [B].
+struct AlignResult {
+  std::vector<double> score;   // [B], -inf for an infeasible utterance
+  std::vector<int32_t> spans;  // [B][N][2] (start, duration) per phone
+};
+AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
+                       const int32_t* phones, const int32_t* num_phones, const int32_t* optional = nullptr);
 }  // namespace timitseg::crf

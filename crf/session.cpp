@@ -11,7 +11,7 @@ Session::Session(Backend& backend, void* stream)
     : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
   backend_.set_stream(stream_);
   for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
-                    &segs_, &nseg_, &bp_, &on_, &go_})
+                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
     b->set_memory(mem_);
 }
 
@@ -23,7 +23,7 @@ void* Session::workspace(const Dims& dims) {
 size_t Session::bytes_reserved() const {
   size_t n = 0;
   for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
-                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_})
+                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
     n += b->capacity();
   return n;
 }
@@ -47,6 +47,71 @@ void Session::viterbi(const Dims& dims, const Params& p, double* score, int32_t*
 
 void Session::boundary_posteriors(const Dims& dims, const Params& p, double* out) {
   backend_.boundary_posteriors(dims, p, out, workspace(dims));
+}
+
+Params Session::upload_params(const Dims& dims, const Params& hp) {
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  const size_t f = sizeof(float), i32 = sizeof(int32_t);
+  // Padding rows of cum_scores may hold anything on the host; only valid rows
+  // were validated, so copy a sanitized version (padding zeroed).
+  cum_host_.assign(hp.cum_scores, hp.cum_scores + B * (T + 1) * C);
+  for (int64_t b = 0; b < B; ++b)
+    std::fill(cum_host_.begin() + b * (T + 1) * C + (hp.lengths[b] + 1) * C, cum_host_.begin() + (b + 1) * (T + 1) * C,
+              0.0f);
+  cum_.upload(cum_host_.data(), cum_host_.size() * f, stream_);
+  A_.upload(hp.transition, C * C * f, stream_);
+  D_.upload(hp.duration_bias, K * C * f, stream_);
+  if (hp.start) s_.upload(hp.start, C * f, stream_);
+  if (hp.end) e_.upload(hp.end, C * f, stream_);
+  len_.upload(hp.lengths, B * i32, stream_);
+  Params dp{cum_.as<float>(), A_.as<float>(), D_.as<float>(), hp.start ? s_.as<float>() : nullptr,
+            hp.end ? e_.as<float>() : nullptr, len_.as<int32_t>()};
+  if (hp.onset) {  // onset [B][T][C]: padding frames zeroed like cum_scores'
+    on_host_.assign(hp.onset, hp.onset + B * T * C);
+    for (int64_t b = 0; b < B; ++b)
+      std::fill(on_host_.begin() + (b * T + hp.lengths[b]) * C, on_host_.begin() + (b + 1) * T * C, 0.0f);
+    on_.upload(on_host_.data(), on_host_.size() * f, stream_);
+    dp.onset = on_.as<float>();
+  }
+  return dp;
+}
+
+void Session::align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                    const int32_t* optional, double* score, int32_t* spans) {
+  align_ws_.reserve(backend_.align_workspace_bytes(dims, N));
+  backend_.align(dims, p, N, phones, num_phones, optional, score, spans, align_ws_.data());
+}
+
+AlignResult Session::align_host(const Dims& dims, const Params& hp, int64_t N, const int32_t* phones,
+                                const int32_t* num_phones, const int32_t* optional) {
+  validate_host(dims, hp, nullptr);
+  validate_align_host(dims, N, phones, num_phones, optional);
+  const int64_t B = dims.B;
+  AlignResult r;
+  r.score.resize(B);
+  r.spans.resize(B * N * 2);
+  if (!backend_.on_device()) {
+    align(dims, hp, N, phones, num_phones, optional, r.score.data(), r.spans.data());
+    return r;
+  }
+  const Params dp = upload_params(dims, hp);
+  ph_.upload(phones, B * N * sizeof(int32_t), stream_);
+  nph_.upload(num_phones, B * sizeof(int32_t), stream_);
+  if (optional) opt_.upload(optional, B * N * sizeof(int32_t), stream_);
+  vs_.reserve(B * sizeof(double));
+  aspans_.reserve(B * N * 2 * sizeof(int32_t));
+  align(dims, dp, N, ph_.as<int32_t>(), nph_.as<int32_t>(), optional ? opt_.as<int32_t>() : nullptr, vs_.as<double>(),
+        aspans_.as<int32_t>());
+  vs_.download(r.score.data(), B * sizeof(double), stream_);
+  aspans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
+  backend_.synchronize();
+  return r;
+}
+
+AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
+                       const int32_t* phones, const int32_t* num_phones, const int32_t* optional) {
+  Session session(backend);
+  return session.align_host(dims, host_params, N, phones, num_phones, optional);
 }
 
 HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt) {
@@ -93,28 +158,8 @@ HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* 
 
   // Device backend: copy the inputs into the session's buffers, run, copy back.
   const size_t f = sizeof(float), i32 = sizeof(int32_t), f64 = sizeof(double);
-  // Padding rows of cum_scores may hold anything on the host; only valid rows
-  // were validated, so copy a sanitized version (padding zeroed).
-  cum_host_.assign(hp.cum_scores, hp.cum_scores + B * (T + 1) * C);
-  for (int64_t b = 0; b < B; ++b)
-    std::fill(cum_host_.begin() + b * (T + 1) * C + (hp.lengths[b] + 1) * C, cum_host_.begin() + (b + 1) * (T + 1) * C,
-              0.0f);
-  cum_.upload(cum_host_.data(), cum_host_.size() * f, stream_);
-  A_.upload(hp.transition, C * C * f, stream_);
-  D_.upload(hp.duration_bias, K * C * f, stream_);
-  if (hp.start) s_.upload(hp.start, C * f, stream_);
-  if (hp.end) e_.upload(hp.end, C * f, stream_);
-  len_.upload(hp.lengths, B * i32, stream_);
+  const Params dp = upload_params(dims, hp);
   if (labels) lab_.upload(labels, B * T * i32, stream_);
-  Params dp{cum_.as<float>(), A_.as<float>(), D_.as<float>(), hp.start ? s_.as<float>() : nullptr,
-            hp.end ? e_.as<float>() : nullptr, len_.as<int32_t>()};
-  if (hp.onset) {  // onset [B][T][C]: padding frames zeroed like cum_scores'
-    on_host_.assign(hp.onset, hp.onset + B * T * C);
-    for (int64_t b = 0; b < B; ++b)
-      std::fill(on_host_.begin() + (b * T + hp.lengths[b]) * C, on_host_.begin() + (b + 1) * T * C, 0.0f);
-    on_.upload(on_host_.data(), on_host_.size() * f, stream_);
-    dp.onset = on_.as<float>();
-  }
   const int32_t* dlab = labels ? lab_.as<int32_t>() : nullptr;
   void* w = workspace(dims);
   lz_.reserve(B * f64);

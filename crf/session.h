@@ -52,6 +52,15 @@ class Session {
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments);
   void boundary_posteriors(const Dims& dims, const Params& p, double* out);
 
+  // Forced alignment (Backend::align) with the session's align workspace,
+  // pointers in the backend's memory space.
+  void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+             const int32_t* optional, double* score, int32_t* spans);
+  // Host arrays in (phones [B][N], num_phones [B], optional [B][N] or nullptr), score [B] and spans
+  // [B][N][2] out, for any backend (copies for cuda). Validates first.
+  AlignResult align_host(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
+                         const int32_t* num_phones, const int32_t* optional = nullptr);
+
   // The workspace for these dims (grown when needed); nullptr when the
   // backend needs none.
   void* workspace(const Dims& dims);
@@ -66,7 +75,10 @@ class Session {
   // Device copies of host inputs and device outputs (on_device() backends).
   Buffer cum_, A_, D_, s_, e_, len_, lab_;
   Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
+  Buffer align_ws_, ph_, nph_, aspans_, opt_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
+  // Copies host inputs into the device buffers (padding rows zeroed); the device Params.
+  Params upload_params(const Dims& dims, const Params& hp);
   // Host scratch: sanitized cum_scores, Viterbi rows and counts.
   std::vector<float> cum_host_, on_host_;
   std::vector<int32_t> segs_host_, nseg_host_;

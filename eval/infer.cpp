@@ -21,6 +21,7 @@
 #include "common/files.h"
 #include "data/features.h"
 #include "common/safetensors.h"
+#include "eval/align.h"
 #include "eval/metrics.h"
 
 namespace fs = std::filesystem;
@@ -211,8 +212,14 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["decode"] = decoding;
   const std::string bonus_note = (decoding == "posterior" ? std::string(", posterior decoding") : std::string()) +
                                  (bonus == 0.0 || decoding == "posterior" ? "" : ", phone bonus " + format_double(bonus));
-  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
-              exec->description().c_str(), bonus_note.c_str(), metrics.table().c_str());
+  std::string align_table;
+  if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
+    const AlignMetrics am = align_utterances(*exec, utts, s, o.batch_size);
+    j["align"] = am.to_json();
+    align_table = am.table();
+  }
+  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
+              exec->description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   return j;

@@ -117,6 +117,14 @@ class Executor {
   virtual std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                         std::vector<double>* nll = nullptr) = 0;
 
+  // Forced alignment (crf::Backend::align, docs/crf.md "Forced alignment"):
+  // one forward without dropout, then the constrained Viterbi of each
+  // utterance's phone sequence phones [B][N] (num_phones [B]; label-set
+  // indices; optional [B][N] 1 = may be skipped, empty = none). Returns score
+  // [B] (-inf: infeasible) and spans [B][N][2] (start frame, frames; 0 frames
+  // for a skipped phone) on the host; the model's own transition (no phone bonus).
+  virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                                 const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) = 0;
   // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
   // forward stopped before the cumsum. Used for the replay file of a failure.
   virtual std::vector<float> last_cum() = 0;

@@ -5,7 +5,7 @@
 # Prints one line per target: executions, coverage, result; exits non-zero if
 # any target found something (the input is kept in build-fuzz/fuzz/TARGET/).
 #
-#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: phn audio safetensors config cache manifest
+#   scripts/fuzz.sh [SECONDS] [TARGET...]   targets: phn audio safetensors config cache manifest dict transcript
 #   scripts/fuzz.sh --available             exit 0 if clang can link a libFuzzer target here
 #
 # Inputs found to be new during a run are kept in build-fuzz/fuzz/TARGET/corpus
@@ -16,11 +16,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
-all_targets=(phn audio safetensors config cache manifest)
+all_targets=(phn audio safetensors config cache manifest dict transcript)
 # -max_len per format: a .PHN of ~60 lines; a SPHERE (1024-byte header) or RIFF
 # file with ~3000 samples; split and checkpoint files of a few KB; a config or
-# manifest of a few KB.
-declare -A max_len=([phn]=4096 [audio]=8192 [safetensors]=8192 [config]=4096 [cache]=8192 [manifest]=8192)
+# manifest of a few KB; a dictionary excerpt or a transcript list of a few KB.
+declare -A max_len=([phn]=4096 [audio]=8192 [safetensors]=8192 [config]=4096 [cache]=8192 [manifest]=8192 [dict]=4096
+                   [transcript]=4096)
 
 available() {
   command -v clang++ >/dev/null 2>&1 || return 1

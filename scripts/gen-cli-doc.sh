@@ -31,7 +31,7 @@ tmp=$(mktemp)
   echo "name a folder (\`decode --out\`, \`prepare --out\`, \`synth --out\`,"
   echo "\`evaluate --dump-scores\`) take it with or without a trailing slash."
   echo
-  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train"; do
+  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi
     echo
     echo '```text'

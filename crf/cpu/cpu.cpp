@@ -390,6 +390,115 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Forced alignment: the F/S recurrence of docs/crf.md, per thread
+  // F, S [(T+1)][N] float64 and their back pointers bp_d (final piece d of F),
+  // bp_s (0 = the phone starts here, 1 = a piece of K before) [(T+1)][N] int32.
+  size_t align_workspace_bytes(const Dims& dims, int64_t N) const override {
+    return static_cast<size_t>(align_threads(dims)) * align_per_thread(dims, N);
+  }
+
+  void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+             const int32_t* optional, double* score, int32_t* spans, void* ws) override {
+    validate_host(dims, p, nullptr);
+    validate_align_host(dims, N, phones, num_phones, optional);
+    if (!ws) throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
+    const int64_t T1 = dims.T + 1, K = dims.K, C = dims.C;
+    const size_t per_thread = align_per_thread(dims, N);
+    parallel_for(dims.B, align_threads(dims), [&](int64_t b, int tid) {
+      char* base = static_cast<char*>(ws) + static_cast<size_t>(tid) * per_thread;
+      double* F = reinterpret_cast<double*>(base);
+      double* S = F + T1 * N;
+      int32_t* bp_d = reinterpret_cast<int32_t*>(S + T1 * N);
+      int32_t* bp_s = bp_d + T1 * N;
+      const int64_t L = p.lengths[b], np = num_phones[b];
+      const int32_t* y = phones + b * N;
+      const int32_t* opt = optional ? optional + b * N : nullptr;
+      auto is_opt = [&](int64_t n) { return opt != nullptr && opt[n] == 1; };
+      const float* cum = p.cum_scores + b * T1 * C;
+      const float* on = p.onset ? p.onset + b * dims.T * C : nullptr;
+      int32_t* out = spans + b * N * 2;
+      std::fill(out, out + N * 2, 0);
+      score[b] = kNegInf;
+      int64_t needed = 0;
+      for (int64_t n = 0; n < np; ++n) needed += !is_opt(n);
+      if (needed > L) return;  // infeasible: every phone kept needs a frame
+      auto A = [&](int64_t from, int64_t to) { return static_cast<double>(p.transition[from * C + to]); };
+      auto st = [&](int64_t c) { return p.start ? static_cast<double>(p.start[c]) : 0.0; };
+      auto en = [&](int64_t c) { return p.end ? static_cast<double>(p.end[c]) : 0.0; };
+      auto seg = [&](int64_t u, int64_t d, int64_t c) {
+        const double v = static_cast<double>(cum[(u + d) * C + c]) - static_cast<double>(cum[u * C + c]) +
+                         static_cast<double>(p.duration_bias[(d - 1) * C + c]);
+        return on ? v + static_cast<double>(on[u * C + c]) : v;
+      };
+      // S[0][n]: the first kept phone starts at 0 (phone 0, or phone 1 with phone 0 skipped).
+      for (int64_t n = 0; n < np; ++n) {
+        S[n] = n == 0 ? st(y[0]) : (n == 1 && is_opt(0) ? st(y[1]) : kNegInf);
+        bp_s[n] = n == 1 ? 2 : 0;
+      }
+      for (int64_t t = 1; t <= L; ++t) {
+        for (int64_t n = 0; n < np; ++n) {  // F[t][n]: ties to the smallest final piece d
+          const int64_t c = y[n];
+          double top = kNegInf;
+          int32_t arg = 1;
+          for (int64_t d = 1; d <= std::min(K, t); ++d) {
+            const double v = S[(t - d) * N + n] + seg(t - d, d, c);
+            if (v > top) top = v, arg = static_cast<int32_t>(d);
+          }
+          F[t * N + n] = top;
+          bp_d[t * N + n] = arg;
+        }
+        if (t == L) break;
+        // S[t][n]: ties to the entry after phone n-1, then after phone n-2 with the
+        // optional phone n-1 skipped, then the continuation (a piece of K before).
+        for (int64_t n = 0; n < np; ++n) {
+          const int64_t c = y[n];
+          double top = n == 0 ? kNegInf : F[t * N + n - 1] + A(y[n - 1], c);
+          int32_t arg = 0;
+          if (n >= 2 && is_opt(n - 1)) {
+            const double skip = F[t * N + n - 2] + A(y[n - 2], c);
+            if (skip > top) top = skip, arg = 2;
+          }
+          if (t >= K) {
+            const double cont = S[(t - K) * N + n] + seg(t - K, K, c) + A(c, c);
+            if (cont > top) top = cont, arg = 1;
+          }
+          S[t * N + n] = top;
+          bp_s[t * N + n] = arg;
+        }
+      }
+      double total = F[L * N + np - 1] + en(y[np - 1]);
+      bool skip_last = false;
+      if (np >= 2 && is_opt(np - 1)) {  // the last phone skipped
+        const double alt = F[L * N + np - 2] + en(y[np - 2]);
+        if (alt > total) total = alt, skip_last = true;
+      }
+      if (!(total > kNegInf)) return;  // no alignment of finite score
+      score[b] = total;
+      // Trace back from (L, last kept phone): its final piece, then K-pieces
+      // while bp_s says so, then the phone before (or the one before that).
+      int64_t n = np - 1, end = L;
+      if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
+      int64_t u = end - bp_d[end * N + n];
+      while (true) {
+        if (bp_s[u * N + n] == 1) {
+          u -= K;
+          continue;
+        }
+        out[2 * n] = static_cast<int32_t>(u);
+        out[2 * n + 1] = static_cast<int32_t>(end - u);
+        if (bp_s[u * N + n] == 2) {
+          out[2 * (n - 1)] = static_cast<int32_t>(u);
+          n -= 2;
+        } else {
+          n -= 1;
+        }
+        if (n < 0) break;
+        end = u;
+        u = end - bp_d[end * N + n];
+      }
+    });
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* ws) override {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
@@ -411,6 +520,14 @@ class CpuBackend final : public Backend {
 
  private:
   int threads_;
+
+  int align_threads(const Dims& d) const {
+    return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)));
+  }
+  static size_t align_per_thread(const Dims& d, int64_t N) {
+    return static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) *
+           (2 * sizeof(double) + 2 * sizeof(int32_t));
+  }
 
   Layout layout(const Dims& d) const {
     return Layout{d.C, d.K, d.T + 1, static_cast<int64_t>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)))};

@@ -130,6 +130,47 @@ class CudaBackend final : public Backend {
     finish(l, p, nullptr, workspace);
   }
 
+  size_t align_workspace_bytes(const Dims& dims, int64_t N) const override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    return make_align_layout(dims, N).total;
+  }
+
+  void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+             const int32_t* optional, double* score, int32_t* spans, void* workspace) override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    auto need = [&](const void* ptr, const char* name) {
+      if (!ptr) throw std::invalid_argument(std::string("cuda backend: align: ") + name + " is a null pointer");
+    };
+    need(p.cum_scores, "cum_scores");
+    need(p.transition, "transition");
+    need(p.duration_bias, "duration_bias");
+    need(p.lengths, "lengths");
+    need(phones, "phones");
+    need(num_phones, "num_phones");
+    need(score, "score");
+    need(spans, "spans");
+    need(workspace, "workspace");
+    const AlignLayout al = make_align_layout(dims, N);
+    Layout l;  // dims, and the status word of the align workspace (check_status reads it)
+    l.B = static_cast<int>(dims.B);
+    l.T = static_cast<int>(dims.T);
+    l.K = static_cast<int>(dims.K);
+    l.C = static_cast<int>(dims.C);
+    l.status = al.status;
+    l.zeros = al.zeros;
+    TS_CUDA(cudaSetDevice(device_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.status), 0xff, sizeof(unsigned long long), stream_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.zeros), 0, sizeof(float) * l.C, stream_));
+    launch_validate(l, p, nullptr, at<unsigned long long>(workspace, al.status), stream_);
+    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional,
+                          at<unsigned long long>(workspace, al.status), stream_);
+    check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
+    launch_align(l, al, p, static_cast<int>(N), phones, num_phones, optional, workspace, score, spans, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) override {
     if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
     const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");
@@ -164,6 +205,14 @@ class CudaBackend final : public Backend {
         d.B * d.T > (1LL << 50)) {
       std::ostringstream os;
       os << "cuda backend: dims too large, B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
+      throw std::invalid_argument(os.str());
+    }
+  }
+
+  static void check_align_n(const Dims& d, int64_t N) {
+    if (N < 1 || (d.T + 1) * N > INT_MAX / 2 || d.B * (d.T + 1) * N > (1LL << 50)) {
+      std::ostringstream os;
+      os << "cuda backend: align: phone stride N=" << N << " must be >= 1 (and (T+1)*N small enough), T=" << d.T;
       throw std::invalid_argument(os.str());
     }
   }
@@ -231,7 +280,9 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
-  void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws) {
+  void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
+                    const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0,
+                    const int32_t* optional = nullptr) {
     unsigned long long key = 0;
     read_back(&key, at<char>(ws, l.status), sizeof(key));
     if (key == kNoError) return;
@@ -293,6 +344,31 @@ class CudaBackend final : public Backend {
         os << "utterance " << idx << ": the gold segmentation has score -inf (it uses a -inf entry of "
            << "transition/duration_bias/start/end), so its NLL would be +inf";
         throw std::runtime_error(os.str());
+      case kNumPhones: {
+        int32_t v = 0;
+        read_back(&v, num_phones + idx, sizeof(v));
+        os << "align: num_phones[" << idx << "] = " << v << " is outside [1, N=" << N << "]";
+        throw std::invalid_argument(os.str());
+      }
+      case kPhones: {
+        int32_t v = 0;
+        read_back(&v, phones + idx, sizeof(v));
+        os << "align: phones[" << idx / N << "][" << idx % N << "] = " << v << " is outside [0, C=" << l.C << ")";
+        throw std::invalid_argument(os.str());
+      }
+      case kOptional: {
+        int32_t v = 0;
+        read_back(&v, optional + idx, sizeof(v));
+        os << "align: optional[" << idx / N << "][" << idx % N << "] = ";
+        if (v != 0 && v != 1)
+          os << v << " is not 0 or 1";
+        else
+          os << "1 follows another optional phone (two optional phones in a row are not supported)";
+        throw std::invalid_argument(os.str());
+      }
+      case kOptionalAll:
+        os << "align: utterance " << idx << " has only optional phones";
+        throw std::invalid_argument(os.str());
       default:
         os << "internal status code " << tensor << " at index " << idx;
         throw std::runtime_error(os.str());

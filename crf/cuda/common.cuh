@@ -34,6 +34,10 @@ enum TensorId : int {
   kLabels = 7,
   kLogZ = 8,
   kGold = 9,
+  kNumPhones = 10,  // align: num_phones[b] outside [1, N]
+  kPhones = 11,     // align: phones[b][i] outside [0, C)
+  kOptional = 12,   // align: optional[b][i] not 0/1, or a second optional phone in a row
+  kOptionalAll = 13,  // align: utterance b has only optional phones
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -141,5 +145,19 @@ void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, 
                        cudaStream_t stream);
 // posteriors.cu: boundary posteriors [B][T+1] from alpha, gamma and log Z.
 void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream);
+
+// align.cu: forced alignment. Its workspace (align_workspace_bytes) is laid
+// out apart from the one above: status word, zeros [C] (start/end when null),
+// F, S [B][T+1][N] float64 and the back pointers bp_d, bp_s [B][T+1][N] int32.
+struct AlignLayout {
+  size_t status = 0, zeros = 0, F = 0, S = 0, bp_d = 0, bp_s = 0, total = 0;
+};
+AlignLayout make_align_layout(const Dims& d, int64_t N);
+void launch_align_validate(int B, int N, int C, const int32_t* phones, const int32_t* num_phones,
+                           const int32_t* optional, unsigned long long* status, cudaStream_t stream);
+// One block per utterance; writes score [B] (-inf when infeasible) and spans [B][N][2].
+void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N, const int32_t* phones,
+                  const int32_t* num_phones, const int32_t* optional, void* ws, double* score, int32_t* spans,
+                  cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

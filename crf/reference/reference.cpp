@@ -260,6 +260,90 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
   }
 }
 
+void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+               const int32_t* optional, double* score, int32_t* spans) {
+  validate_f64(dims, p, nullptr);
+  validate_align_host(dims, N, phones, num_phones, optional);
+  const int64_t K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L, n_ph = num_phones[b];
+    const int32_t* y = phones + b * N;
+    auto opt = [&](int64_t n) { return optional != nullptr && optional[b * N + n - 1] == 1; };  // n 1-based
+    int32_t* out = spans + b * N * 2;
+    std::fill(out, out + N * 2, 0);
+    score[b] = kNegInf;
+    int64_t needed = 0;
+    for (int64_t n = 1; n <= n_ph; ++n) needed += !opt(n);
+    if (needed > L) continue;  // infeasible: every phone kept needs a frame
+    // The score of phone label c over [v, v+r): the gold-run rule, pieces of K
+    // then the remainder, each a segment; A[c][c] between consecutive pieces.
+    auto phone_score = [&](int64_t v, int64_t r, int64_t c) {
+      double sc = 0.0;
+      for (int64_t pos = v; pos < v + r; pos += K) {
+        if (pos > v) sc += u.A[c * C + c];
+        sc += u.seg(pos, std::min(K, v + r - pos), c);
+      }
+      return sc;
+    };
+    // best[t][n]: max score of [0,t) holding phones 1..n (n = 1..n_ph), phone
+    // n kept and ending at t (an optional phone before it may be skipped);
+    // arg_r[t][n]: its duration; arg_skip[t][n]: phone n-1 was skipped.
+    const int64_t W = n_ph + 1;
+    std::vector<double> best((L + 1) * W, kNegInf);
+    std::vector<int64_t> arg_r((L + 1) * W, 0);
+    std::vector<char> arg_skip((L + 1) * W, 0);
+    for (int64_t n = 1; n <= n_ph; ++n) {
+      const int64_t c = y[n - 1];
+      for (int64_t t = 1; t <= L; ++t) {
+        const int64_t at = t * W + n;
+        // r = j K + d, candidates in the order (d, j, predecessor): ties go to the smallest
+        // final piece d, then the fewest pieces, then phone n-1 kept over skipped.
+        for (int64_t d = 1; d <= std::min(K, t); ++d)
+          for (int64_t r = d; r <= t; r += K) {
+            const int64_t v = t - r;  // the phone is [v, t)
+            double before[2] = {kNegInf, kNegInf};  // phone n-1 kept, phone n-1 skipped
+            if (v == 0) {
+              if (n == 1) before[0] = u.start(c);
+              if (n == 2 && opt(1)) before[1] = u.start(c);
+            } else {
+              if (n >= 2) before[0] = best[v * W + n - 1] + u.A[y[n - 2] * C + c];
+              if (n >= 3 && opt(n - 1)) before[1] = best[v * W + n - 2] + u.A[y[n - 3] * C + c];
+            }
+            for (int k = 0; k < 2; ++k) {
+              if (before[k] == kNegInf) continue;
+              const double val = before[k] + phone_score(v, r, c);
+              if (val > best[at]) best[at] = val, arg_r[at] = r, arg_skip[at] = static_cast<char>(k);
+            }
+          }
+      }
+    }
+    double total = best[L * W + n_ph] + u.end(y[n_ph - 1]);
+    bool skip_last = false;
+    if (opt(n_ph)) {  // the last phone skipped: phone n_ph-1 ends the utterance
+      const double alt = best[L * W + n_ph - 1] + u.end(y[n_ph - 2]);
+      if (alt > total) total = alt, skip_last = true;
+    }
+    if (!(total > kNegInf)) continue;  // no alignment of finite score
+    score[b] = total;
+    int64_t n = n_ph, t = L;
+    if (skip_last) out[2 * (n - 1)] = static_cast<int32_t>(L), --n;
+    while (n >= 1) {
+      const int64_t r = arg_r[t * W + n];
+      const bool skipped = arg_skip[t * W + n];
+      out[2 * (n - 1)] = static_cast<int32_t>(t - r);
+      out[2 * (n - 1) + 1] = static_cast<int32_t>(r);
+      t -= r;
+      if (skipped) {
+        out[2 * (n - 2)] = static_cast<int32_t>(t);
+        n -= 2;
+      } else {
+        n -= 1;
+      }
+    }
+  }
+}
+
 namespace {
 
 // The Backend object: converts the float32 inputs to float64 and calls the
@@ -301,6 +385,12 @@ class ReferenceBackend final : public Backend {
                void*) override {
     Conv cv(dims, p);
     viterbi_f64(dims, cv.params, score, segments, num_segments);
+  }
+  size_t align_workspace_bytes(const Dims&, int64_t) const override { return 0; }
+  void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+             const int32_t* optional, double* score, int32_t* spans, void*) override {
+    Conv cv(dims, p);
+    align_f64(dims, cv.params, N, phones, num_phones, optional, score, spans);
   }
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void*) override {
     Conv cv(dims, p);

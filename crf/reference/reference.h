@@ -52,6 +52,12 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
                   double* gold, const GradsF64& grads);
 void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments);
 void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
+// Forced alignment by its definition (docs/crf.md "Forced alignment"): a max
+// over every duration r of every phone, each phone's pieces scored one by one,
+// O(L^2 N) per utterance. phones [B][N], num_phones [B], optional [B][N] or
+// nullptr, score [B] (-inf when infeasible), spans [B][N][2].
+void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+               const int32_t* optional, double* score, int32_t* spans);
 
 std::unique_ptr<Backend> make_reference_backend();
 

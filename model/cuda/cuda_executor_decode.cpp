@@ -1,6 +1,6 @@
 // Decoding on the GPU executor (model/cuda/cuda_executor_impl.h): Viterbi
 // on the device (cuda backend) or through host copies, and crf.decode =
-// posterior, with the dev loss from the same forward.
+// posterior, with the dev loss from the same forward; forced alignment.
 #include "model/cuda/cuda_executor_impl.h"
 
 namespace timitseg::model::cuda_detail {
@@ -107,6 +107,48 @@ std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std
   std::vector<double> marginals(static_cast<size_t>(B) * T * dims_.num_classes);
   crf::frame_marginals(dims, grad.data(), lengths_host_.data(), marginals.data());
   return crf::posterior_segments(dims, marginals.data(), lengths_host_.data());
+}
+
+// Forced alignment of the phone sequences [B][N] (crf::Session::align on the
+// device, or align_host on host copies for a host backend).
+crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                                     const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) {
+  const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
+  const int B = batch.input.B, T = batch.input.T;
+  stage(batch, /*with_labels=*/false);
+  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+  cum_.reserve(cum_bytes(B, T));
+  ForwardOptions fo;  // dropout 0: evaluation
+  encoder_->set_training(false);
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  have_cum_ = true;
+  last_B_ = B;
+  last_T_ = T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  if (!backend_->on_device()) {
+    const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
+                                host_opt);
+  }
+  crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
+  const crf::Params p = device_crf_params();
+  align_phones_.upload(phones.data(), phones.size() * sizeof(int32_t), stream_);
+  align_nph_.upload(num_phones.data(), num_phones.size() * sizeof(int32_t), stream_);
+  if (host_opt) align_opt_.upload(host_opt, optional.size() * sizeof(int32_t), stream_);
+  align_score_.reserve(B * sizeof(double));
+  align_spans_.reserve(static_cast<size_t>(B) * N * 2 * sizeof(int32_t));
+  session_->align(dims, p, N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(),
+                  host_opt ? align_opt_.as<int32_t>() : nullptr, align_score_.as<double>(), align_spans_.as<int32_t>());
+  crf::AlignResult r;
+  r.score.resize(B);
+  r.spans.resize(static_cast<size_t>(B) * N * 2);
+  align_score_.download(r.score.data(), B * sizeof(double), stream_);
+  align_spans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  return r;
 }
 
 }  // namespace timitseg::model::cuda_detail

@@ -1,7 +1,7 @@
 // The GPU executor's class (model/cuda/cuda_executor.h has the interface;
 // the design of a step: model/cuda/cuda_executor.cpp). Internal to
-// model/cuda/: the step and the state here, decoding in
-// cuda_executor_decode.cpp.
+// model/cuda/: the step and the state here, decoding and forced alignment
+// in cuda_executor_decode.cpp.
 #pragma once
 
 #include "model/cuda/cuda_executor.h"
@@ -310,6 +310,9 @@ class CudaExecutor final : public Executor {
   // Viterbi (or crf.decode = posterior) segments of a batch (model/cuda/cuda_executor_decode.cpp).
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                 std::vector<double>* nll) override;
+  // Forced alignment of the phone sequences (cuda_executor_decode.cpp).
+  crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override;
 
   // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
   // cuda backend: d log Z / d cum on the device (one backward without labels,
@@ -600,6 +603,9 @@ class CudaExecutor final : public Executor {
   Buffer donset_{Memory::device, 0};  // [B][T][C] d loss / d onset (crf.onset_features only)
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};
   Buffer vit_score_{Memory::device, 0}, vit_segs_{Memory::device, 0}, vit_nseg_{Memory::device, 0};
+  Buffer align_phones_{Memory::device, 0}, align_nph_{Memory::device, 0};   // align: [B][N], [B]
+  Buffer align_opt_{Memory::device, 0};                                     // align: optional [B][N]
+  Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};

@@ -229,7 +229,8 @@ TEST_F(Compare, OverlayReportAndSignificance) {
 
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["report"], (runs / "report.html").string());
-  for (const char* key : {"per", "boundary_f1_tol0", "segment_f1", "duration_kl"}) {
+  for (const char* key : {"per", "boundary_f1_tol0", "segment_f1", "duration_kl", "align_within_20ms",
+                          "align_mean_abs_ms"}) {
     const auto& lin = j["runs"]["linear"]["dev"][key]["values"];
     const auto& semi = j["runs"]["semicrf"]["dev"][key]["values"];
     const double d0 = semi[0].get<double>() - lin[0].get<double>(), d1 = semi[1].get<double>() - lin[1].get<double>();
@@ -251,6 +252,13 @@ TEST_F(Compare, OverlayReportAndSignificance) {
     }
   }
   EXPECT_FALSE(j["significance"]["dev"].contains("decode_seconds"));
+  // forced alignment rows (docs/align.md): fractions in [0, 1], in the table and the report
+  for (const char* variant : {"linear", "semicrf"})
+    for (const auto& v : j["runs"][variant]["dev"]["align_within_50ms"]["values"]) {
+      EXPECT_GE(v.get<double>(), 0.0);
+      EXPECT_LE(v.get<double>(), 1.0);
+    }
+  EXPECT_NE(html.find("align within 20 ms %"), std::string::npos);
 
   // one seed: no test, said so
   Cmd one = run("compare --config " + config("sig1", dir_ / "sig1", 1));

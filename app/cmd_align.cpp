@@ -1,0 +1,227 @@
+// `timitseg align` (forced alignment with a checkpoint) and `timitseg bench
+// align` (the constrained Viterbi of a CRF backend on random inputs, timed
+// and checked against the reference). docs/align.md.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "app/commands.h"
+#include "common/buffer.h"
+#include "crf/cumsum.h"
+#include "crf/semicrf.h"
+#include "crf/session.h"
+#include "crf/timing.h"
+#include "eval/align.h"
+
+namespace timitseg::app {
+namespace {
+
+struct BenchAlignOptions {
+  int64_t utterances = 1344, batch = 1344, frames = 300, phones = 38, max_duration = 60, classes = 39;
+  std::string backend = "cpu";
+  int warmup = 1, repeats = 3, threads = 0, check_utterances = 4;
+  uint32_t seed = 0;
+  bool json = false;
+};
+
+// Random inputs of one batch: frame scores N(0,1) through the centered cumsum,
+// parameters N(0, 0.5^2), full-length utterances; phone sequences of random
+// labels (repeats allowed) of --phones phones each.
+struct AlignInputs {
+  crf::Dims dims;
+  int64_t N = 0;
+  std::vector<float> cum, A, D, s, e;
+  std::vector<int32_t> lengths, phones, nph;
+  crf::Params params() const { return crf::Params{cum.data(), A.data(), D.data(), s.data(), e.data(), lengths.data()}; }
+};
+
+AlignInputs make_align_inputs(const crf::Dims& dims, int64_t N, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<double> nx(0.0, 1.0), np(0.0, 0.5);
+  AlignInputs in;
+  in.dims = dims;
+  in.N = N;
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  in.lengths.assign(B, static_cast<int32_t>(T));
+  std::vector<float> x(B * T * C);
+  for (float& v : x) v = static_cast<float>(nx(rng));
+  in.cum.assign(B * (T + 1) * C, 0.0f);
+  crf::centered_cumsum_forward<float>(B, T, C, x.data(), in.lengths.data(), in.cum.data());
+  for (int64_t i = 0; i < C * C; ++i) in.A.push_back(static_cast<float>(np(rng)));
+  for (int64_t i = 0; i < K * C; ++i) in.D.push_back(static_cast<float>(np(rng)));
+  for (int64_t i = 0; i < C; ++i) in.s.push_back(static_cast<float>(np(rng))), in.e.push_back(static_cast<float>(np(rng)));
+  std::uniform_int_distribution<int32_t> ul(0, static_cast<int32_t>(C - 1));
+  in.phones.resize(B * N);
+  for (int32_t& p : in.phones) p = ul(rng);
+  in.nph.assign(B, static_cast<int32_t>(N));
+  return in;
+}
+
+void run_bench_align(const BenchAlignOptions& o) {
+  if (o.utterances < 1 || o.batch < 1 || o.frames < 1 || o.phones < 1 || o.max_duration < 1 || o.classes < 1)
+    throw std::invalid_argument("bench align: --utterances, --batch, --frames, --phones, --max-duration and --classes must be >= 1");
+  if (o.phones > o.frames) throw std::invalid_argument("bench align: --phones must be <= --frames (each phone needs a frame)");
+  if (o.warmup < 0 || o.repeats < 1 || o.threads < 0 || o.check_utterances < 0)
+    throw std::invalid_argument("bench align: --warmup, --threads, --check-utterances >= 0 and --repeats >= 1");
+  const int64_t B = std::min(o.batch, o.utterances);
+  const int64_t calls = (o.utterances + B - 1) / B;
+  const crf::Dims dims{B, o.frames, o.max_duration, o.classes};
+  const AlignInputs in = make_align_inputs(dims, o.phones, o.seed);
+  std::unique_ptr<crf::Backend> be = crf::make_backend(o.backend, crf::BackendOptions{o.threads, nullptr});
+  crf::Session session(*be);
+  // Inputs and outputs in the backend's memory space, allocated once.
+  const Memory mem = be->on_device() ? Memory::device : Memory::host;
+  auto upload = [&](const auto& v) {
+    Buffer b(mem, 0);
+    b.upload(v);
+    return b;
+  };
+  Buffer cum = upload(in.cum), A = upload(in.A), D = upload(in.D), s = upload(in.s), e = upload(in.e),
+         len = upload(in.lengths), ph = upload(in.phones), np = upload(in.nph);
+  Buffer score(mem, B * sizeof(double)), spans(mem, B * in.N * 2 * sizeof(int32_t));
+  const crf::Params p{cum.as<float>(), A.as<float>(), D.as<float>(), s.as<float>(), e.as<float>(), len.as<int32_t>()};
+  const crf::Timing t = crf::time_calls(*be, o.warmup, o.repeats, [&](int) {
+    for (int64_t c = 0; c < calls; ++c)
+      session.align(dims, p, in.N, ph.as<int32_t>(), np.as<int32_t>(), nullptr, score.as<double>(),
+                    spans.as<int32_t>());
+  });
+  const double frames = static_cast<double>(calls * B * o.frames);
+  // Check: the first utterances on this backend and on the reference.
+  int64_t checked = 0, mismatches = 0;
+  double max_rel = 0.0;
+  if (o.check_utterances > 0) {
+    const int64_t n = std::min<int64_t>(o.check_utterances, B);
+    AlignInputs h = make_align_inputs(crf::Dims{n, o.frames, o.max_duration, o.classes}, o.phones, o.seed);
+    // (inputs of their own, batch n, the same shapes; run on both backends)
+    auto ref = crf::make_backend("reference");
+    const crf::AlignResult a = crf::align_host(*be, h.dims, h.params(), h.N, h.phones.data(), h.nph.data());
+    const crf::AlignResult r = crf::align_host(*ref, h.dims, h.params(), h.N, h.phones.data(), h.nph.data());
+    for (int64_t b = 0; b < n; ++b) {
+      ++checked;
+      max_rel = std::max(max_rel, std::fabs(a.score[b] - r.score[b]) / std::max(1.0, std::fabs(r.score[b])));
+      if (!std::equal(a.spans.begin() + b * h.N * 2, a.spans.begin() + (b + 1) * h.N * 2, r.spans.begin() + b * h.N * 2))
+        ++mismatches;
+    }
+  }
+  if (o.json) {
+    nlohmann::json j = {{"backend", be->name()},      {"utterances", calls * B}, {"batch", B},
+                        {"frames", o.frames},         {"phones", o.phones},      {"max_duration", o.max_duration},
+                        {"classes", o.classes},       {"median_ms", t.median_ms}, {"min_ms", t.min_ms},
+                        {"frames_per_s", frames / (t.median_ms / 1000.0)},       {"checked_utterances", checked},
+                        {"max_rel_score_err", max_rel}, {"span_mismatches", mismatches}};
+    std::printf("%s\n", j.dump(2).c_str());
+  } else {
+    std::printf("bench align: backend %s, %lld utterances (%lld call(s) of B=%lld), T=%lld frames, N=%lld phones, "
+                "K=%lld, C=%lld\n",
+                be->name().c_str(), static_cast<long long>(calls * B), static_cast<long long>(calls),
+                static_cast<long long>(B), static_cast<long long>(o.frames), static_cast<long long>(o.phones),
+                static_cast<long long>(o.max_duration), static_cast<long long>(o.classes));
+    std::printf("  align: median %.3f ms, min %.3f ms (%.3g frames/s)\n", t.median_ms, t.min_ms,
+                frames / (t.median_ms / 1000.0));
+    if (checked)
+      std::printf("  check vs reference (%lld utterances): max relative score error %.3g, spans differing: %lld\n",
+                  static_cast<long long>(checked), max_rel, static_cast<long long>(mismatches));
+  }
+  std::fflush(stdout);
+  if (max_rel > 1e-9)
+    throw std::runtime_error("bench align: the " + be->name() + " backend's scores differ from the reference by " +
+                             std::to_string(max_rel) + " (relative)");
+}
+
+}  // namespace
+
+void add_align_command(CLI::App& app) {
+  auto o = std::make_shared<model::AlignOptions>();
+  auto timit = std::make_shared<std::string>();
+  auto no_closures = std::make_shared<bool>(false);
+  auto no_edge = std::make_shared<bool>(false);
+  auto obligatory = std::make_shared<bool>(false);
+  CLI::App* c = app.add_subcommand(
+      "align",
+      "Forced alignment: place a known phone (or word) sequence in each audio file with a checkpoint (the semi-CRF's "
+      "constrained Viterbi; docs/align.md). Writes one TIMIT .PHN (samples of the file as given) + Praat TextGrid "
+      "(tier phones, and words when words were given) per input, atomically. A bad file is reported and the others "
+      "are still aligned; the exit is then non-zero, with a count.");
+  c->add_option("inputs", o->inputs,
+                "Audio files (WAV / NIST SPHERE) or folders searched for *.wav / *.WAV; the transcript is the file "
+                "beside each (see --transcript)");
+  c->add_option("--timit", *timit, "A TIMIT tree (or any folder): every .WAV under it, with the .PHN (or, with --dict, "
+                                   ".WRD/.TXT) beside it");
+  c->add_option("--checkpoint", o->checkpoint, "Checkpoint (.safetensors) written by train")->required();
+  c->add_option("--out", o->out_dir, "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their layout)")
+      ->required();
+  c->add_option("--phones", o->phones_file,
+                "List file instead of inputs: one utterance per line, 'AUDIO phone phone ...' (label-set names or "
+                "TIMIT 61-set names; '#' comment lines); no silence is added");
+  c->add_option("--words", o->words_file,
+                "List file instead of inputs: one utterance per line, 'AUDIO word word ...' (needs --dict)");
+  c->add_option("--dict", o->dict,
+                "Pronunciation dictionary: TIMIT's TIMITDIC.TXT format ('word  /p h o n e s/', ';' comments, stress "
+                "digits dropped) or CMUdict's ('WORD  AH0 B ...', ARPAbet mapped to TIMIT phones, WORD(2) variants); "
+                "the first pronunciation of a word is used");
+  c->add_option("--dict-format", o->dict_format, "timit, cmudict or auto (TIMIT when entries hold '/')")
+      ->check(CLI::IsMember({"timit", "cmudict", "auto"}))
+      ->capture_default_str();
+  c->add_option("--transcript", o->transcript,
+                "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
+                "sentence), auto (with --dict .WRD then .TXT, else .PHN)")
+      ->check(CLI::IsMember({"auto", "phn", "wrd", "txt"}))
+      ->capture_default_str();
+  c->add_flag("--no-closures", *no_closures,
+              "Words: do not give stops and affricates TIMIT's closure (by default b -> bcl b, ch -> tcl ch, ...)");
+  c->add_flag("--no-edge-silence", *no_edge, "Words: no h# before the first and after the last word");
+  c->add_flag("--word-silence", o->words.word_silence,
+              "Words: a pau between every two words, which the aligner may skip (0 frames) where it hears none");
+  c->add_flag("--obligatory-silence", *obligatory,
+              "Words: the silences (h# at the edges, pau with --word-silence) must take at least one frame "
+              "(by default the aligner may skip them)");
+  c->add_option("--crf-backend", o->backend,
+                "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  c->add_option("--device", o->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
+  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  c->callback([o, timit, no_closures, no_edge, obligatory] {
+    model::AlignOptions a = *o;
+    if (!timit->empty()) a.inputs.push_back(*timit);
+    a.words.closures = !*no_closures;
+    a.words.edge_silence = !*no_edge;
+    a.words.optional_silence = !*obligatory;
+    model::align(a);
+  });
+
+  auto b = std::make_shared<BenchAlignOptions>();
+  CLI::App* bc = bench_command(app)->add_subcommand(
+      "align",
+      "Time forced alignment (Backend::align, the constrained Viterbi) of one CRF backend on random inputs shaped like "
+      "the TIMIT test set (1344 utterances), then check the first utterances against the reference backend");
+  bc->add_option("--utterances", b->utterances, "Utterances aligned per timed run")->capture_default_str();
+  bc->add_option("--batch", b->batch, "Utterances per align call")->capture_default_str();
+  bc->add_option("--frames", b->frames, "Frames per utterance (T)")->capture_default_str();
+  bc->add_option("--phones", b->phones, "Phones per utterance (N <= T)")->capture_default_str();
+  bc->add_option("--max-duration", b->max_duration, "K")->capture_default_str();
+  bc->add_option("--classes", b->classes, "C")->capture_default_str();
+  bc->add_option("--backend", b->backend, "reference, cpu or cuda")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
+      ->capture_default_str();
+  bc->add_option("--warmup", b->warmup, "Untimed runs first")->capture_default_str();
+  bc->add_option("--repeats", b->repeats, "Timed runs (median and minimum printed)")->capture_default_str();
+  bc->add_option("--threads", b->threads, "cpu backend threads (0 = all cores)")->capture_default_str();
+  bc->add_option("--check-utterances", b->check_utterances, "Utterances checked against the reference (0 = none)")
+      ->capture_default_str();
+  bc->add_option("--seed", b->seed, "Random seed of the inputs")->capture_default_str();
+  bc->add_flag("--json", b->json, "Print the figures as JSON");
+  bc->callback([b] { run_bench_align(*b); });
+}
+
+}  // namespace timitseg::app

@@ -1,0 +1,111 @@
+// Transcripts for forced alignment (`timitseg align`, docs/align.md):
+// pronunciation dictionaries (TIMIT's TIMITDIC.TXT format and CMUdict's),
+// word transcripts (.WRD, .TXT, one-utterance-per-line lists) and phone
+// transcripts (.PHN with times ignored, or lists). Phones are TIMIT 61-set
+// names here (data/phones.h); the model layer maps them into a checkpoint's
+// label set. Every reader takes the file's text and its path (for messages,
+// so the fuzz targets need no files) and throws TranscriptError, one line
+// "FILE:LINE: message" (or "FILE: message" for the file as a whole).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace timitseg::data {
+
+class TranscriptError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+enum class DictFormat { timit, cmudict };
+
+// "timit" | "cmudict" -> the format; "auto" -> detect (TIMIT when the first
+// entry line has a '/'). Throws std::invalid_argument for another name.
+DictFormat dict_format_from_text(const std::string& name, const std::string& text);
+
+// ARPAbet (CMUdict, stress digit included) -> TIMIT 61-set name: the
+// lower-cased symbol, except AH0 -> ax (schwa) and ER0 -> axr (unstressed r-
+// coloured schwa), as TIMIT transcribes them; other stress digits are dropped.
+// Returns "" for a symbol that is not ARPAbet.
+std::string arpabet_to_timit(const std::string& symbol);
+
+// A pronunciation dictionary: lower-case word -> pronunciations in file order
+// (the first is used), phones as TIMIT 61-set names, phonemic (no closures).
+class Dictionary {
+ public:
+  // TIMIT: lines "word  /p h o n e s/", ';' starts a comment line, stress
+  // digits 1 and 2 dropped, "word~tag" (part-of-speech variants) is a variant
+  // of "word". CMUdict: lines "WORD  AH0 B ...", ";;;" comment lines, "#"
+  // starts a trailing comment, "WORD(2)" a variant, ARPAbet mapped by
+  // arpabet_to_timit. Errors name PATH and the line: a line that does not
+  // parse, a phone that is not TIMIT's (or ARPAbet), an empty pronunciation;
+  // a file without entries is an error too.
+  static Dictionary parse(const std::string& path, const std::string& text, DictFormat format);
+  static Dictionary load(const std::string& path, const std::string& format_name);  // reads PATH; format or "auto"
+  // The first pronunciation of WORD (any case), or nullptr.
+  const std::vector<std::string>* lookup(const std::string& word) const;
+  size_t size() const { return entries_.size(); }
+  const std::map<std::string, std::vector<std::vector<std::string>>>& entries() const { return entries_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::map<std::string, std::vector<std::vector<std::string>>> entries_;
+};
+
+// A word as read, lower case, with where it came from.
+struct Word {
+  std::string text;
+  int line = 0;  // 1-based line of its file (0: unknown)
+};
+
+// A TIMIT .WRD file: lines "start end word" (samples). Times are not used.
+std::vector<Word> parse_wrd(const std::string& path, const std::string& text);
+// A TIMIT .TXT file: "start end The sentence." (the two sample numbers are
+// optional); words lower-cased, punctuation around them (.,;:!?"()) dropped.
+std::vector<Word> parse_txt(const std::string& path, const std::string& text);
+// The phones of a .PHN file in order, times ignored; q (glottal stop, no
+// 48/39 target; merged into its neighbour in training labels) is dropped.
+std::vector<std::string> parse_phn_phones(const std::string& path, const std::string& text);
+
+// One line of a list file (--phones FILE, --words FILE): "AUDIO tok tok ...".
+struct ListEntry {
+  std::string audio;
+  std::vector<std::string> tokens;  // phones or words as written
+  int line = 0;
+};
+// Blank lines and lines starting with '#' are skipped; a line with an audio
+// path and no tokens is an error (empty transcript), and so is an audio path
+// listed twice. Paths cannot contain white space.
+std::vector<ListEntry> parse_list(const std::string& path, const std::string& text);
+
+// An utterance's phone sequence for the aligner, with its words when known.
+struct Transcript {
+  std::string source;                 // "FILE" or "FILE:LINE", for messages
+  std::vector<std::string> phones;    // phone names (61-set, or a label set's own names)
+  std::vector<std::string> words;     // empty when the transcript was given as phones
+  std::vector<int> word_of_phone;     // [phones] index into words, -1 for silence / no words
+  std::vector<int> optional;          // [phones] 1 = may be skipped (0 frames); empty = none
+};
+
+struct WordOptions {
+  bool closures = true;           // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
+  bool edge_silence = true;       // h# before the first and after the last word (TIMIT utterances have them)
+  bool word_silence = false;      // pau between every two words
+  bool optional_silence = true;   // those silences may be skipped (0 frames) by the aligner; false: obligatory
+};
+
+// Words -> phones through DICT. Errors "SOURCE: word 'x' is not in the
+// dictionary DICT" (SOURCE with the word's line when known) and "SOURCE: empty
+// transcript" for no words.
+Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dict, const std::string& source,
+                           const WordOptions& options);
+
+// The closure + release of a stop or affricate (61-set names), or {phone}.
+std::vector<std::string> with_closure(const std::string& phone);
+
+}  // namespace timitseg::data

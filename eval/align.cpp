@@ -1,0 +1,531 @@
+// Forced alignment with a checkpoint (see align.h, docs/align.md).
+#include "eval/align.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <tuple>
+
+#include <unistd.h>
+
+#include "common/atomic_file.h"
+#include "common/files.h"
+#include "data/corpus.h"
+#include "data/features.h"
+#include "data/phones.h"
+#include "model/batch.h"
+#include "model/device_choice.h"
+#include "eval/infer.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::model {
+
+namespace {
+
+using Interval = std::tuple<int64_t, int64_t, std::string>;
+
+// The executor for align: the rule of evaluate/decode (eval/infer.cpp):
+// --device, default auto (the GPU when present); the checkpoint's
+// train.rnn_algo and crf.backend `auto` resolved for that device
+// (model/device_choice.h); --crf-backend, else cuda on the GPU and the
+// checkpoint's backend on the CPU (cpu for cuda). Alignment uses the model's
+// own transition: no phone bonus, no posterior decoding.
+std::unique_ptr<Executor> make_align_executor(const ModelState& s, const std::string& device_opt,
+                                              const std::string& backend_opt, int threads) {
+  const DeviceChoice choice =
+      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt,
+                      "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)");
+  const std::string& device = choice.device;
+  ExecutorOptions xo;
+  xo.threads = threads;
+  xo.rnn_algo = choice.rnn_algo;
+  xo.crf_backend = backend_opt.empty() ? choice.crf_backend : backend_opt;
+  if (backend_opt.empty()) {
+    if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
+    if (device == "cuda") xo.crf_backend = "cuda";
+  }
+  std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
+  exec->set_state(s.params, s.optimizer);
+  return exec;
+}
+
+std::string label_list(const LabelSet& ls) {
+  std::string out;
+  for (const std::string& n : ls.names) out += (out.empty() ? "" : " ") + n;
+  return out;
+}
+
+// FILE beside AUDIO with extension EXT (upper or lower case), or "".
+std::string sibling(const std::string& audio, const std::string& ext_upper) {
+  for (const std::string& ext : {ext_upper, data::to_lower(ext_upper)}) {
+    const fs::path p = fs::path(audio).replace_extension(ext);
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+struct Job {
+  std::string audio;
+  fs::path stem;                             // output stem relative to --out
+  std::function<data::Transcript()> script;  // reads the transcript (throws naming its file)
+};
+
+// One utterance read and ready: features, its classes, what the writer needs.
+struct Ready {
+  const Job* job = nullptr;
+  data::Utterance utt;
+  ClassSequence cs;
+  int64_t n_file = 0;  // samples of the file as given
+  int file_rate = 0, model_rate = 0;
+};
+
+Ready read_job(const Job& job, const ModelState& s) {
+  Ready r;
+  r.job = &job;
+  r.cs = to_classes(job.script(), s.labels);
+  const data::Audio original = data::read_audio(job.audio);
+  std::string converted;
+  const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
+  if (!converted.empty()) spdlog::info("{}: {} for the model", job.audio, converted);
+  data::Utterance& u = r.utt;
+  u.id = job.stem.string();
+  try {
+    u.features = data::compute_features(audio, s.features, &u.num_frames);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(job.audio + ": " + e.what());
+  }
+  u.dim = s.features.dim();
+  u.num_samples = static_cast<int64_t>(audio.samples.size());
+  if (u.num_frames < 1)
+    throw std::runtime_error(job.audio + ": too short for one feature frame (" +
+                             std::to_string(original.samples.size()) + " samples at " +
+                             std::to_string(original.sample_rate) + " Hz)");
+  if (u.dim != s.dims.input_dim)
+    throw std::runtime_error(job.audio + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
+                             std::to_string(s.dims.input_dim));
+  const int64_t n = static_cast<int64_t>(std::count(r.cs.optional.begin(), r.cs.optional.end(), 0));
+  if (n > u.num_frames)
+    throw std::runtime_error(job.audio + ": the transcript has " + std::to_string(n) +
+                             (n == static_cast<int64_t>(r.cs.classes.size()) ? "" : " non-optional") +
+                             " phones but the audio only " + std::to_string(u.num_frames) +
+                             " frames (each phone needs one); it cannot fit");
+  u.labels.assign(u.num_frames, 0);  // unused by alignment
+  r.n_file = static_cast<int64_t>(original.samples.size());
+  r.file_rate = original.sample_rate;
+  r.model_rate = audio.sample_rate;
+  return r;
+}
+
+// Writes OUT/stem.PHN and .TextGrid from the spans [n][2] (frames) of r;
+// skipped optional phones (0 frames) are left out.
+void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const std::string& out_dir) {
+  auto to_file = [&](int64_t x) {
+    if (r.file_rate == r.model_rate) return x;
+    const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
+    return std::min(y, r.n_file);
+  };
+  const size_t n = r.cs.classes.size();
+  size_t last = 0;  // the last phone kept
+  for (size_t i = 0; i < n; ++i)
+    if (spans[2 * i + 1] > 0) last = i;
+  std::vector<int64_t> b(n), e(n);
+  std::vector<Interval> phones;
+  std::string text;
+  for (size_t i = 0; i < n; ++i) {
+    if (spans[2 * i + 1] == 0) continue;
+    b[i] = to_file(boundary_sample(spans[2 * i], s.features));
+    e[i] = i == last ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
+    phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
+    text += std::to_string(b[i]) + " " + std::to_string(e[i]) + " " + s.labels.names[r.cs.classes[i]] + "\n";
+  }
+  std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", phones}};
+  if (!r.cs.words.empty()) {
+    // Word w spans its first to its last phone; a phone shared by two words
+    // (equal labels merged across the boundary) is split at its midpoint.
+    std::vector<Interval> words;
+    int64_t at = 0;
+    for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
+      int64_t ws = -1, we = -1;
+      for (size_t i = 0; i < n; ++i) {
+        if (spans[2 * i + 1] == 0 || r.cs.word_first[i] < 0 || w < r.cs.word_first[i] || w > r.cs.word_last[i])
+          continue;
+        const int64_t mid = (b[i] + e[i]) / 2;
+        if (ws < 0) ws = r.cs.word_first[i] < w ? mid : b[i];
+        we = r.cs.word_last[i] > w ? mid : e[i];
+      }
+      if (ws < 0) continue;  // cannot happen: every word has a phone
+      if (ws > at) words.emplace_back(at, ws, "");
+      words.emplace_back(ws, we, r.cs.words[w]);
+      at = we;
+    }
+    if (at < r.n_file) words.emplace_back(at, r.n_file, "");
+    tiers.emplace_back("words", words);
+  }
+  const fs::path base = fs::path(out_dir) / r.job->stem;
+  fs::create_directories(base.parent_path());
+  write_file_atomic(base.string() + ".PHN", text);
+  write_file_atomic(base.string() + ".TextGrid", textgrid_tiers(tiers, r.n_file, r.file_rate));
+}
+
+void check_output_dir(const std::string& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw std::runtime_error("--out " + dir + ": cannot create the folder (" + ec.message() + ")");
+  const fs::path probe = fs::path(dir) / (".timitseg-write-test-" + std::to_string(::getpid()));
+  {
+    std::ofstream f(probe);
+    if (!f) throw std::invalid_argument("--out " + dir + ": folder is not writable");
+  }
+  fs::remove(probe, ec);
+}
+
+std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict) {
+  std::vector<Job> jobs;
+  const std::string mode = o.transcript;
+  if (!o.phones_file.empty() || !o.words_file.empty()) {
+    const bool phones = !o.phones_file.empty();
+    const std::string list_path = phones ? o.phones_file : o.words_file;
+    const std::vector<data::ListEntry> list = data::parse_list(list_path, read_file(list_path));
+    for (const data::ListEntry& e : list) {
+      const std::string source = list_path + ":" + std::to_string(e.line);
+      Job j{e.audio, fs::path(e.audio).filename().replace_extension(), nullptr};
+      if (phones) {
+        j.script = [e, source] {
+          data::Transcript t;
+          t.source = source;
+          t.phones = e.tokens;
+          return t;
+        };
+      } else {
+        j.script = [e, list_path, dict, wo = o.words] {
+          std::vector<data::Word> words;
+          for (const std::string& w : e.tokens) words.push_back(data::Word{data::to_lower(w), e.line});
+          return data::words_to_phones(words, *dict, list_path, wo);
+        };
+      }
+      jobs.push_back(std::move(j));
+    }
+    return jobs;
+  }
+  auto beside = [&](const std::string& audio) -> std::function<data::Transcript()> {
+    const std::string m = mode == "auto" ? (dict ? "words" : "phn") : mode;
+    return [audio, m, dict, wo = o.words]() -> data::Transcript {
+      if (m == "phn") {
+        const std::string phn = sibling(audio, ".PHN");
+        if (phn.empty()) throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
+        data::Transcript t;
+        t.source = phn;
+        t.phones = data::parse_phn_phones(phn, read_file(phn));
+        return t;
+      }
+      std::string path = m == "txt" ? "" : sibling(audio, ".WRD");
+      bool wrd = !path.empty();
+      if (path.empty() && m != "wrd") path = sibling(audio, ".TXT");
+      if (path.empty())
+        throw data::TranscriptError(audio + ": no " + (m == "wrd" ? ".WRD" : m == "txt" ? ".TXT" : ".WRD or .TXT") +
+                                    " beside it");
+      const std::string text = read_file(path);
+      return data::words_to_phones(wrd ? data::parse_wrd(path, text) : data::parse_txt(path, text), *dict, path,
+                                   wo);
+    };
+  };
+  for (const std::string& in : o.inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<fs::path> found;
+      for (const auto& e : fs::recursive_directory_iterator(in)) {
+        std::string ext = e.path().extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
+      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension(), beside(p.string())});
+    } else if (fs::is_regular_file(in, ec)) {
+      jobs.push_back({in, fs::path(in).filename().replace_extension(), beside(in)});
+    } else {
+      throw std::runtime_error(in + ": no such file or folder");
+    }
+  }
+  return jobs;
+}
+
+}  // namespace
+
+ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls) {
+  ClassSequence cs;
+  cs.words = tr.words;
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  for (size_t i = 0; i < tr.phones.size(); ++i) {
+    const std::string& name = tr.phones[i];
+    int c = static_cast<int>(std::find(ls.names.begin(), ls.names.end(), name) - ls.names.begin());
+    if (c == ls.size()) {
+      const int i61 = ps.index61(name);
+      if (name == "q") continue;  // no 48/39 target; merged into a neighbour in training labels
+      c = i61 >= 0 ? ls.from61(i61) : -1;
+    }
+    if (c < 0)
+      throw data::TranscriptError(tr.source + ": phone '" + name + "' is not in the label set (" +
+                                  std::to_string(ls.size()) + " phones: " + label_list(ls) +
+                                  "; TIMIT 61-set names are mapped into it)");
+    const int w = tr.word_of_phone.empty() ? -1 : tr.word_of_phone[i];
+    const int32_t opt = tr.optional.empty() ? 0 : tr.optional[i];
+    if (!cs.classes.empty() && cs.classes.back() == c) {  // one run, as in the frame labels
+      if (w >= 0) {
+        if (cs.word_first.back() < 0) cs.word_first.back() = w;
+        cs.word_last.back() = w;
+      }
+      cs.optional.back() = cs.optional.back() && opt;
+      continue;
+    }
+    if (opt && !cs.optional.empty() && cs.optional.back()) continue;  // a second optional phone in a row
+    cs.classes.push_back(c);
+    cs.word_first.push_back(w);
+    cs.word_last.push_back(w);
+    cs.optional.push_back(opt);
+  }
+  if (std::find(cs.optional.begin(), cs.optional.end(), 0) == cs.optional.end())
+    throw data::TranscriptError(tr.source + ": empty transcript" +
+                                (cs.classes.empty() ? std::string() : std::string(" (only optional silence)")));
+  return cs;
+}
+
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const LabelSet& ls) {
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  for (int32_t t = 0; t < u.num_frames; ++t) {
+    const int32_t c = ls.from61(u.labels[t]);
+    if (!runs.empty() && runs.back().first == c)
+      ++runs.back().second;
+    else
+      runs.emplace_back(c, 1);
+  }
+  return runs;
+}
+
+void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms) {
+  for (size_t i = 0; i < ref_ends.size(); ++i)
+    abs_ms.push_back(std::fabs(static_cast<double>(ref_ends[i]) - static_cast<double>(hyp_ends.at(i))) * frame_ms);
+}
+
+namespace {
+const int kTolerancesMs[] = {10, 20, 25, 50};
+}
+
+nlohmann::json AlignMetrics::to_json() const {
+  nlohmann::json j;
+  j["boundaries"] = abs_ms.size();
+  j["utterances"] = utterances;
+  j["infeasible"] = infeasible;
+  j["seconds"] = seconds;
+  if (abs_ms.empty()) return j;  // no boundary: the fractions and errors do not exist (never NaN)
+  nlohmann::json within;
+  for (int tol : kTolerancesMs) {
+    int64_t k = 0;
+    for (double e : abs_ms) k += e <= tol + 1e-9;
+    within[std::to_string(tol)] = static_cast<double>(k) / static_cast<double>(abs_ms.size());
+  }
+  j["within_ms"] = within;
+  double sum = 0;
+  for (double e : abs_ms) sum += e;
+  j["mean_abs_ms"] = sum / static_cast<double>(abs_ms.size());
+  std::vector<double> v = abs_ms;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  j["median_abs_ms"] = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  return j;
+}
+
+std::string AlignMetrics::table() const {
+  const nlohmann::json j = to_json();
+  char buf[512];
+  if (abs_ms.empty()) {
+    std::snprintf(buf, sizeof buf, "forced alignment: no boundaries (%lld utterances, %lld infeasible)\n",
+                  static_cast<long long>(utterances), static_cast<long long>(infeasible));
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "forced alignment (%zu boundaries, %lld utterances%s, %.2f s)\n"
+                "  within 10 ms  %6.2f %%\n  within 20 ms  %6.2f %%\n  within 25 ms  %6.2f %%\n"
+                "  within 50 ms  %6.2f %%\n  mean |error|  %6.2f ms\n  median |error| %5.2f ms\n",
+                abs_ms.size(), static_cast<long long>(utterances),
+                infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds,
+                100 * j["within_ms"]["10"].get<double>(), 100 * j["within_ms"]["20"].get<double>(),
+                100 * j["within_ms"]["25"].get<double>(), 100 * j["within_ms"]["50"].get<double>(),
+                j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
+  return buf;
+}
+
+AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts_in, const ModelState& s,
+                              int batch_size) {
+  if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
+  std::vector<const data::Utterance*> utts = utts_in;
+  std::stable_sort(utts.begin(), utts.end(),
+                   [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
+  AlignMetrics m;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (size_t at = 0; at < utts.size(); at += batch_size) {
+    const std::vector<const data::Utterance*> part(utts.begin() + at,
+                                                   utts.begin() + std::min(utts.size(), at + batch_size));
+    const Batch batch = make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> refs;
+    int64_t N = 1;
+    for (const data::Utterance* u : part) {
+      refs.push_back(reference_runs(*u, s.labels));
+      N = std::max<int64_t>(N, static_cast<int64_t>(refs.back().size()));
+    }
+    const int64_t B = static_cast<int64_t>(part.size());
+    std::vector<int32_t> phones(B * N, 0), nph(B);
+    for (int64_t b = 0; b < B; ++b) {
+      nph[b] = static_cast<int32_t>(refs[b].size());
+      for (size_t i = 0; i < refs[b].size(); ++i) phones[b * N + i] = refs[b][i].first;
+    }
+    const crf::AlignResult r = exec.align(batch, N, phones, nph, {});
+    for (int64_t b = 0; b < B; ++b) {
+      ++m.utterances;
+      if (!(r.score[b] > -INFINITY)) {
+        ++m.infeasible;
+        spdlog::warn("evaluate --align: {}: no alignment of finite score", part[b]->id);
+        continue;
+      }
+      std::vector<int32_t> ref_ends, hyp_ends;
+      int32_t t = 0;
+      for (size_t i = 0; i + 1 < refs[b].size(); ++i) {
+        t += refs[b][i].second;
+        ref_ends.push_back(t);
+        hyp_ends.push_back(r.spans[(b * N + i) * 2] + r.spans[(b * N + i) * 2 + 1]);
+      }
+      m.add(ref_ends, hyp_ends, s.features.frame_shift_ms);
+    }
+  }
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return m;
+}
+
+std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<Interval>>>& tiers,
+                           int64_t num_samples, int sample_rate) {
+  std::ostringstream os;
+  os.precision(9);
+  const double xmax = static_cast<double>(num_samples) / sample_rate;
+  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
+  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = " << tiers.size() << "\nitem []:\n";
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    const auto& [name, iv] = tiers[k];
+    os << "    item [" << k + 1 << "]:\n        class = \"IntervalTier\"\n        name = \"" << name << "\"\n";
+    os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << iv.size() << "\n";
+    for (size_t i = 0; i < iv.size(); ++i) {
+      const auto& [b, e, text] = iv[i];
+      os << "        intervals [" << i + 1 << "]:\n";
+      os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
+      os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
+      std::string quoted;
+      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);  // Praat doubles quotes
+      os << "            text = \"" << quoted << "\"\n";
+    }
+  }
+  return os.str();
+}
+
+int align(const AlignOptions& o) {
+  if (o.threads < 0 || o.threads > 1024)
+    throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(o.threads));
+  if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
+  const int sources = (o.inputs.empty() ? 0 : 1) + (o.phones_file.empty() ? 0 : 1) + (o.words_file.empty() ? 0 : 1);
+  if (sources == 0) throw std::invalid_argument("align: give audio files or folders, --timit TREE, --phones FILE or --words FILE");
+  if (sources > 1)
+    throw std::invalid_argument("align: give only one of: audio files/folders (or --timit), --phones FILE, --words FILE");
+  if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
+  if ((o.transcript == "wrd" || o.transcript == "txt") && o.dict.empty())
+    throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
+  set_threads(o.threads);
+  const ModelState s = load_checkpoint(o.checkpoint);
+  std::shared_ptr<data::Dictionary> dict;
+  if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
+  const std::vector<Job> jobs = collect_jobs(o, dict);
+  std::map<std::string, std::string> seen;
+  for (const Job& j : jobs) {
+    auto [it, fresh] = seen.emplace(j.stem.string(), j.audio);
+    if (!fresh)
+      throw std::invalid_argument("align: " + j.audio + " and " + it->second + " would both write " + j.stem.string() +
+                                  ".PHN; align them into different --out folders");
+  }
+  check_output_dir(o.out_dir);
+  std::unique_ptr<Executor> exec = make_align_executor(s, o.device, o.backend, o.threads);
+  spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
+  int done = 0;
+  std::vector<std::string> failed;
+  // One line per bad input: transcript errors name their file and line
+  // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
+  // other error is prefixed with the audio path unless it starts with it.
+  auto report = [&](const std::string& src, const std::string& what, bool names_file) {
+    std::string msg = what;
+    if (!names_file && msg.rfind(src, 0) != 0) msg = src + ": " + msg;
+    spdlog::error("{}", msg);
+    failed.push_back(src);
+  };
+  std::vector<Ready> pending;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    std::vector<const data::Utterance*> utts;
+    int64_t N = 1;
+    for (const Ready& r : pending) {
+      utts.push_back(&r.utt);
+      N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
+    }
+    const int64_t B = static_cast<int64_t>(pending.size());
+    std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      nph[b] = static_cast<int32_t>(pending[b].cs.classes.size());
+      std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
+      std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
+    }
+    const Batch batch = make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+    const crf::AlignResult r = exec->align(batch, N, phones, nph, optional);
+    for (int64_t b = 0; b < B; ++b) {
+      const std::string& src = pending[b].job->audio;
+      try {
+        if (!(r.score[b] > -INFINITY))
+          throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
+                                         "entries forbid this phone sequence at this length)");
+        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o.out_dir);
+        ++done;
+      } catch (const std::exception& e) {
+        report(src, e.what(), false);
+      }
+    }
+    pending.clear();
+  };
+  for (const Job& j : jobs) {
+    try {
+      pending.push_back(read_job(j, s));
+    } catch (const data::TranscriptError& e) {
+      report(j.audio, e.what(), true);
+      continue;
+    } catch (const std::exception& e) {
+      report(j.audio, e.what(), false);
+      continue;
+    }
+    if (static_cast<int>(pending.size()) >= o.batch_size) flush();
+  }
+  flush();
+  if (!failed.empty())
+    throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
+                             " input file(s) failed (each named above" +
+                             (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
+                             " aligned into " + o.out_dir);
+  spdlog::info("aligned {} utterance(s) into {}", done, o.out_dir);
+  return done;
+}
+
+}  // namespace timitseg::model

@@ -1,0 +1,87 @@
+// Forced alignment with a checkpoint: `timitseg align` (audio + known phone
+// or word sequence -> .PHN + TextGrid) and the alignment metrics of
+// `evaluate --align` (docs/align.md). The constrained Viterbi is
+// crf::Backend::align (docs/crf.md "Forced alignment"); the transcripts come
+// from data/transcripts.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/dataset.h"
+#include "data/transcripts.h"
+#include "model/checkpoint.h"
+#include "model/executor.h"
+#include "model/labels.h"
+
+namespace timitseg::model {
+
+struct AlignOptions {
+  std::string checkpoint;
+  std::vector<std::string> inputs;  // audio files or folders (searched for *.wav); --timit TREE is one more folder
+  std::string phones_file;          // --phones FILE: "AUDIO phone phone ..." per line
+  std::string words_file;           // --words FILE: "AUDIO word word ..." per line (needs --dict)
+  std::string dict;                 // --dict FILE (TIMITDIC.TXT or CMUdict format)
+  std::string dict_format = "auto"; // timit | cmudict | auto
+  std::string transcript = "auto";  // beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
+  data::WordOptions words;          // closures, edge silence, silence between words
+  std::string out_dir;
+  std::string backend;  // "" = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
+  std::string device;   // cpu | cuda | auto ("" = auto)
+  int threads = 0;
+  int batch_size = 32;
+};
+// Writes OUT/<name>.PHN (sample units of the file as given) and
+// OUT/<name>.TextGrid (tier "phones", and "words" when words were given) per
+// input, atomically; a bad input is one error line and the others go on
+// (then throws at the end with the count). Returns the number aligned.
+int align(const AlignOptions& o);
+
+// A transcript in a label set: classes [n] (consecutive equal classes merged
+// into one phone, as frame labels merge them into one run; the merged phone
+// is optional only when all its parts are), per phone the first and last word
+// it belongs to (-1: silence, or no words), and optional [n] (1 = may be
+// skipped; an optional phone right after another optional one is dropped, so
+// the CRF's rule "never two in a row" holds).
+struct ClassSequence {
+  std::vector<int32_t> classes;
+  std::vector<int> word_first, word_last;
+  std::vector<int32_t> optional;
+  std::vector<std::string> words;
+};
+// Phone names: the label set's own names, else TIMIT 61-set names mapped into
+// it (q dropped). Throws data::TranscriptError "SOURCE: phone 'x' is not in the
+// label set (...)" and "SOURCE: empty transcript".
+ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls);
+
+// Reference phones of a prepared utterance: the runs of its frame labels in
+// the label set, (class, frames) each.
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const LabelSet& ls);
+
+// Alignment accuracy, the field's metric: every internal reference boundary
+// (between phones n and n+1) against the aligned one of the same index.
+struct AlignMetrics {
+  std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
+  int64_t utterances = 0, infeasible = 0;
+  double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
+  void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
+  // {"boundaries": N, "within_ms": {"10": f, "20": f, "25": f, "50": f}, "mean_abs_ms": m, "median_abs_ms": m}
+  nlohmann::json to_json() const;
+  std::string table() const;
+};
+// evaluate --align: aligns each utterance's reference phone sequence
+// (reference_runs) with the executor, batch by batch, and scores the boundaries.
+AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const ModelState& s,
+                              int batch_size);
+
+// Praat TextGrid (long text format) with several interval tiers (name,
+// intervals (start sample, end sample, text)); gaps are not filled here.
+std::string textgrid_tiers(
+    const std::vector<std::pair<std::string, std::vector<std::tuple<int64_t, int64_t, std::string>>>>& tiers,
+    int64_t num_samples, int sample_rate);
+
+}  // namespace timitseg::model

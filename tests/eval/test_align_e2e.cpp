@@ -1,0 +1,232 @@
+// End to end with the built binary: `timitseg align` on a tiny synth corpus
+// with a 1-epoch checkpoint (transcripts from the .PHN beside the audio, from
+// a --phones list and from words through a dictionary), identical output on
+// the reference and cpu backends, bad inputs reported one line each while the
+// others are aligned, and `evaluate --align`'s JSON.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "data/transcripts.h"
+#include "eval/align.h"
+#include "model/checkpoint.h"
+#include "tests/support/cli.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+
+namespace {
+
+using testsupport::Cmd;
+using testsupport::run;
+using testsupport::slurp;
+
+struct PhnRow {
+  long long b, e;
+  std::string name;
+};
+
+std::vector<PhnRow> read_phn(const fs::path& p) {
+  std::vector<PhnRow> rows;
+  std::istringstream in(slurp(p));
+  PhnRow r;
+  while (in >> r.b >> r.e >> r.name) rows.push_back(r);
+  return rows;
+}
+
+class AlignE2E : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static fs::path ckpt_;
+  static void SetUpTestSuite() {
+    dir_ = testsupport::fresh_temp_dir("timitseg_align_e2e");
+    const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 4, 3, 7);
+    ASSERT_EQ(c.rc, 0) << c.output;
+    const std::string config = (dir_ / "tiny.yaml").string();
+    std::ofstream(config) << "data:\n  workdir: " << (dir_ / "work").string()
+                          << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n"
+                             "crf:\n  max_duration: 8\n  backend: auto\n"
+                             "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n"
+                             "  run_dir: "
+                          << (dir_ / "run").string() << "\n";
+    const Cmd t = run("train --config " + config);
+    ASSERT_EQ(t.rc, 0) << t.output;
+    ckpt_ = dir_ / "run" / "checkpoints" / "best.safetensors";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  // The transcript of a .PHN in the checkpoint's label set (what align must place).
+  static std::vector<std::string> expected_names(const fs::path& phn) {
+    const model::ModelState s = model::load_checkpoint(ckpt_.string());
+    data::Transcript t;
+    t.source = phn.string();
+    t.phones = data::parse_phn_phones(phn.string(), read_file(phn.string()));
+    std::vector<std::string> out;
+    for (int32_t c : model::to_classes(t, s.labels).classes) out.push_back(s.labels.names[c]);
+    return out;
+  }
+};
+fs::path AlignE2E::dir_;
+fs::path AlignE2E::ckpt_;
+
+}  // namespace
+
+TEST_F(AlignE2E, TimitTreeFromPhnBesideAudioSameOnEveryHostBackend) {
+  const fs::path test = dir_ / "synth" / "TEST";
+  Cmd a = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " +
+              (dir_ / "al_cpu").string() + " --crf-backend cpu --device cpu --threads 2");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd r = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " +
+              (dir_ / "al_ref").string() + " --crf-backend reference --device cpu --batch-size 3");
+  ASSERT_EQ(r.rc, 0) << r.output;
+  int n = 0;
+  for (const auto& f : fs::recursive_directory_iterator(test)) {
+    if (f.path().extension() != ".WAV") continue;
+    ++n;
+    const fs::path rel = fs::relative(f.path(), test).replace_extension();
+    const fs::path out = dir_ / "al_cpu" / rel;
+    ASSERT_TRUE(fs::exists(out.string() + ".PHN")) << out;
+    EXPECT_EQ(slurp(out.string() + ".PHN"), slurp((dir_ / "al_ref" / rel).string() + ".PHN")) << rel;
+    EXPECT_EQ(slurp(out.string() + ".TextGrid"), slurp((dir_ / "al_ref" / rel).string() + ".TextGrid")) << rel;
+    // The phones are the transcript's, in order, contiguous, covering the audio.
+    const std::vector<PhnRow> rows = read_phn(out.string() + ".PHN");
+    const std::vector<std::string> want = expected_names(fs::path(f.path()).replace_extension(".PHN"));
+    ASSERT_EQ(rows.size(), want.size()) << rel;
+    long long prev = 0;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      EXPECT_EQ(rows[i].name, want[i]) << rel << " phone " << i;
+      EXPECT_EQ(rows[i].b, prev);
+      EXPECT_GT(rows[i].e, rows[i].b);
+      prev = rows[i].e;
+    }
+    const std::string tg = slurp(out.string() + ".TextGrid");
+    EXPECT_NE(tg.find("name = \"phones\""), std::string::npos);
+    EXPECT_EQ(tg.find("name = \"words\""), std::string::npos);
+  }
+  EXPECT_GT(n, 0);
+}
+
+TEST_F(AlignE2E, PhonesListBadLinesReportedOthersAligned) {
+  // Two good utterances, one with a phone outside every label set, one with more phones than frames.
+  std::vector<fs::path> wavs;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "synth" / "TEST"))
+    if (f.path().extension() == ".WAV") wavs.push_back(f.path());
+  std::sort(wavs.begin(), wavs.end());
+  ASSERT_GE(wavs.size(), 4u);
+  auto phones_of = [](const fs::path& wav) {
+    std::string s;
+    for (const std::string& p : data::parse_phn_phones("x", read_file(fs::path(wav).replace_extension(".PHN").string())))
+      s += " " + p;
+    return s;
+  };
+  std::string too_many;
+  for (int i = 0; i < 5000; ++i) too_many += i % 2 ? " aa" : " s";
+  const fs::path list = dir_ / "phones.txt";
+  std::ofstream(list) << "# audio, then phones\n"
+                      << wavs[0].string() << phones_of(wavs[0]) << "\n"
+                      << wavs[1].string() << " h# zz aa h#\n"
+                      << wavs[2].string() << too_many << "\n"
+                      << wavs[3].string() << phones_of(wavs[3]) << "\n";
+  const fs::path out = dir_ / "al_list";
+  Cmd a = run("align --checkpoint " + ckpt_.string() + " --phones " + list.string() + " --out " + out.string() +
+              " --device cpu --threads 2");
+  EXPECT_NE(a.rc, 0) << a.output;
+  EXPECT_NE(a.output.find(list.string() + ":3: phone 'zz' is not in the label set"), std::string::npos) << a.output;
+  EXPECT_NE(a.output.find(wavs[2].string() + ": the transcript has 5000 phones but the audio only"), std::string::npos)
+      << a.output;
+  EXPECT_NE(a.output.find("align: 2 of 4 input file(s) failed"), std::string::npos) << a.output;
+  auto stem = [&](const fs::path& w) { return out / w.filename().replace_extension(); };
+  EXPECT_TRUE(fs::exists(stem(wavs[0]).string() + ".PHN"));
+  EXPECT_TRUE(fs::exists(stem(wavs[3]).string() + ".PHN"));
+  EXPECT_FALSE(fs::exists(stem(wavs[1]).string() + ".PHN"));
+  EXPECT_FALSE(fs::exists(stem(wavs[2]).string() + ".TextGrid"));
+  EXPECT_EQ(read_phn(stem(wavs[0]).string() + ".PHN").size(),
+            expected_names(fs::path(wavs[0]).replace_extension(".PHN")).size());
+}
+
+TEST_F(AlignE2E, WordsThroughDictionaryGiveAWordsTier) {
+  fs::path wav;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "synth" / "TEST"))
+    if (f.path().extension() == ".WAV") wav = f.path();
+  std::vector<std::string> ph = data::parse_phn_phones("x", read_file(fs::path(wav).replace_extension(".PHN").string()));
+  ASSERT_GE(ph.size(), 4u);
+  // Two made-up words covering the .PHN's phones (h# included), in CMUdict format.
+  const size_t half = ph.size() / 2;
+  auto arpa = [](const std::string& p) {
+    std::string s = p;
+    for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    return s;
+  };
+  // Phones not in ARPAbet (closures, h#, ...) would not parse as CMUdict, so use TIMIT's format.
+  std::string w1, w2;
+  for (size_t i = 0; i < ph.size(); ++i) (i < half ? w1 : w2) += (i == 0 || i == half ? "" : " ") + ph[i];
+  (void)arpa;
+  const fs::path dict = dir_ / "dict.txt";
+  std::ofstream(dict) << "; made-up words\nalpha  /" << w1 << "/\nbeta  /" << w2 << "/\n";
+  const fs::path list = dir_ / "words.txt";
+  std::ofstream(list) << wav.string() << " Alpha BETA\n";
+  const fs::path out = dir_ / "al_words";
+  Cmd a = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+              " --no-closures --no-edge-silence --out " + out.string() + " --device cpu");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  const fs::path base = out / wav.filename().replace_extension();
+  const std::string tg = slurp(base.string() + ".TextGrid");
+  EXPECT_NE(tg.find("size = 2"), std::string::npos) << tg;
+  EXPECT_NE(tg.find("name = \"words\""), std::string::npos);
+  EXPECT_NE(tg.find("text = \"alpha\""), std::string::npos);
+  EXPECT_NE(tg.find("text = \"beta\""), std::string::npos);
+  EXPECT_EQ(read_phn(base.string() + ".PHN").size(), expected_names(fs::path(wav).replace_extension(".PHN")).size());
+  // Optional silences (edges and between the words): the aligner may skip them; the .PHN then has
+  // between the transcript's phones and those plus the three silences.
+  const fs::path out_s = dir_ / "al_words_sil";
+  Cmd s2 = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+               " --no-closures --word-silence --out " + out_s.string() + " --device cpu");
+  ASSERT_EQ(s2.rc, 0) << s2.output;
+  const size_t n_sil = read_phn((out_s / wav.filename().replace_extension()).string() + ".PHN").size();
+  const size_t n_plain = expected_names(fs::path(wav).replace_extension(".PHN")).size();
+  EXPECT_GE(n_sil, n_plain - 2);  // h# of the made-up words may merge with the optional edge h#
+  EXPECT_LE(n_sil, n_plain + 3);
+  // A word missing from the dictionary: one line naming the list file and line; nothing written.
+  std::ofstream(list) << wav.string() << " alpha gamma\n";
+  Cmd b = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+              " --out " + (dir_ / "al_words2").string() + " --device cpu");
+  EXPECT_NE(b.rc, 0);
+  EXPECT_NE(b.output.find(list.string() + ":1: word 'gamma' is not in the dictionary " + dict.string()),
+            std::string::npos)
+      << b.output;
+  EXPECT_FALSE(fs::exists(dir_ / "al_words2" / (wav.filename().replace_extension().string() + ".PHN")));
+  // An unparsable dictionary line fails before any work, naming file and line.
+  std::ofstream(dict) << "alpha  /" << w1 << "/\nbeta " << w2 << "\n";
+  Cmd c = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+              " --dict-format timit --out " + (dir_ / "al_words3").string() + " --device cpu");
+  EXPECT_NE(c.rc, 0);
+  EXPECT_NE(c.output.find("error: " + dict.string() + ":2: expected 'word  /p h o n e s/'"), std::string::npos)
+      << c.output;
+}
+
+TEST_F(AlignE2E, EvaluateAlignJson) {
+  const fs::path js = dir_ / "eval.json";
+  Cmd e = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " + js.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("forced alignment ("), std::string::npos) << e.output;
+  const nlohmann::json j = nlohmann::json::parse(slurp(js));
+  ASSERT_TRUE(j.contains("align")) << j.dump();
+  const nlohmann::json& a = j["align"];
+  EXPECT_GT(a["boundaries"].get<int64_t>(), 0);
+  double prev = 0.0;
+  for (const char* tol : {"10", "20", "25", "50"}) {
+    const double f = a["within_ms"][tol].get<double>();
+    EXPECT_GE(f, prev) << tol;
+    EXPECT_LE(f, 1.0);
+    prev = f;
+  }
+  EXPECT_GE(a["mean_abs_ms"].get<double>(), 0.0);
+  EXPECT_GE(a["median_abs_ms"].get<double>(), 0.0);
+  EXPECT_EQ(a["infeasible"].get<int64_t>(), 0);
+}
