@@ -23,6 +23,7 @@
 #include "data/corpus.h"
 #include "data/features.h"
 #include "data/phones.h"
+#include "common/parallel.h"
 #include "model/batch.h"
 #include "model/device_choice.h"
 #include "eval/infer.h"
@@ -506,19 +507,32 @@ int align(const AlignOptions& o) {
     }
     pending.clear();
   };
-  for (const Job& j : jobs) {
-    try {
-      pending.push_back(read_job(j, s));
-    } catch (const data::TranscriptError& e) {
-      report(j.audio, e.what(), true);
-      continue;
-    } catch (const std::exception& e) {
-      report(j.audio, e.what(), false);
-      continue;
+  // Each batch's inputs (audio, features, transcript) are read in parallel
+  // (one job per index: the results and the order of the error lines do not
+  // depend on the thread count), then aligned in one call.
+  const int threads = resolve_threads(o.threads);
+  for (size_t at = 0; at < jobs.size(); at += static_cast<size_t>(o.batch_size)) {
+    const size_t n = std::min(jobs.size() - at, static_cast<size_t>(o.batch_size));
+    std::vector<Ready> ready(n);
+    std::vector<std::string> error(n);
+    std::vector<char> names_file(n, 0);
+    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
+      try {
+        ready[i] = read_job(jobs[at + i], s);
+      } catch (const data::TranscriptError& e) {
+        error[i] = e.what();
+        names_file[i] = 1;
+      } catch (const std::exception& e) {
+        error[i] = e.what();
+        if (error[i].empty()) error[i] = "unknown error";
+      }
+    });
+    for (size_t i = 0; i < n; ++i) {
+      if (!error[i].empty()) report(jobs[at + i].audio, error[i], names_file[i] != 0);
+      else pending.push_back(std::move(ready[i]));
     }
-    if (static_cast<int>(pending.size()) >= o.batch_size) flush();
+    flush();
   }
-  flush();
   if (!failed.empty())
     throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
                              " input file(s) failed (each named above" +
