@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/bench_inputs.h"
 #include "app/commands.h"
 #include "common/buffer.h"
 #include "crf/cumsum.h"
@@ -36,33 +37,20 @@ struct BenchAlignOptions {
 // Random inputs of one batch: frame scores N(0,1) through the centered cumsum,
 // parameters N(0, 0.5^2), full-length utterances; phone sequences of random
 // labels (repeats allowed) of --phones phones each.
-struct AlignInputs {
-  crf::Dims dims;
+struct AlignInputs : RandomCrfInputs {
   int64_t N = 0;
-  std::vector<float> cum, A, D, s, e;
-  std::vector<int32_t> lengths, phones, nph;
-  crf::Params params() const { return crf::Params{cum.data(), A.data(), D.data(), s.data(), e.data(), lengths.data()}; }
+  std::vector<int32_t> phones, nph;  // [B][N] random labels, [B] all N
 };
 
 AlignInputs make_align_inputs(const crf::Dims& dims, int64_t N, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::normal_distribution<double> nx(0.0, 1.0), np(0.0, 0.5);
   AlignInputs in;
-  in.dims = dims;
+  fill_random_crf_inputs(dims, rng, in);
   in.N = N;
-  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
-  in.lengths.assign(B, static_cast<int32_t>(T));
-  std::vector<float> x(B * T * C);
-  for (float& v : x) v = static_cast<float>(nx(rng));
-  in.cum.assign(B * (T + 1) * C, 0.0f);
-  crf::centered_cumsum_forward<float>(B, T, C, x.data(), in.lengths.data(), in.cum.data());
-  for (int64_t i = 0; i < C * C; ++i) in.A.push_back(static_cast<float>(np(rng)));
-  for (int64_t i = 0; i < K * C; ++i) in.D.push_back(static_cast<float>(np(rng)));
-  for (int64_t i = 0; i < C; ++i) in.s.push_back(static_cast<float>(np(rng))), in.e.push_back(static_cast<float>(np(rng)));
-  std::uniform_int_distribution<int32_t> ul(0, static_cast<int32_t>(C - 1));
-  in.phones.resize(B * N);
+  std::uniform_int_distribution<int32_t> ul(0, static_cast<int32_t>(dims.C - 1));
+  in.phones.resize(dims.B * N);
   for (int32_t& p : in.phones) p = ul(rng);
-  in.nph.assign(B, static_cast<int32_t>(N));
+  in.nph.assign(dims.B, static_cast<int32_t>(N));
   return in;
 }
 

@@ -25,6 +25,8 @@
 #include "crf/session.h"
 #include "crf/timing.h"
 
+#include "app/bench_inputs.h"
+
 namespace timitseg::app::crf_cmd {
 namespace {
 
@@ -40,30 +42,16 @@ struct BenchOptions {
   bool json = false;
 };
 
-struct Inputs {
-  Dims dims;
-  std::vector<float> cum, A, D, s, e;
-  std::vector<int32_t> lengths, labels;
-  Params params() const { return Params{cum.data(), A.data(), D.data(), s.data(), e.data(), lengths.data()}; }
+struct Inputs : RandomCrfInputs {
+  std::vector<int32_t> labels;  // [B][T]
 };
 
-// Random zero-centered inputs: frame scores ~ N(0,1) through the centered
-// cumsum layer, parameters ~ N(0, 0.5^2), every utterance of full length T,
-// labels as random runs of 1..2K frames.
+// app/bench_inputs.h's random inputs, then labels as random runs of 1..2K frames.
 Inputs make_inputs(const Dims& dims, uint32_t seed) {
   std::mt19937 rng(seed);
-  std::normal_distribution<double> nx(0.0, 1.0), np(0.0, 0.5);
   Inputs in;
-  in.dims = dims;
+  fill_random_crf_inputs(dims, rng, in);
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
-  in.lengths.assign(B, static_cast<int32_t>(T));
-  std::vector<float> x(B * T * C);
-  for (float& v : x) v = static_cast<float>(nx(rng));
-  in.cum.assign(B * (T + 1) * C, 0.0f);
-  crf::centered_cumsum_forward<float>(B, T, C, x.data(), in.lengths.data(), in.cum.data());
-  for (int64_t i = 0; i < C * C; ++i) in.A.push_back(static_cast<float>(np(rng)));
-  for (int64_t i = 0; i < K * C; ++i) in.D.push_back(static_cast<float>(np(rng)));
-  for (int64_t i = 0; i < C; ++i) in.s.push_back(static_cast<float>(np(rng))), in.e.push_back(static_cast<float>(np(rng)));
   std::uniform_int_distribution<int32_t> ul(0, static_cast<int32_t>(C - 1)), ur(1, static_cast<int32_t>(2 * K));
   in.labels.assign(B * T, 0);
   for (int64_t b = 0; b < B; ++b)

@@ -36,31 +36,6 @@ namespace {
 
 using Interval = std::tuple<int64_t, int64_t, std::string>;
 
-// The executor for align: the rule of evaluate/decode (eval/infer.cpp):
-// --device, default auto (the GPU when present); the checkpoint's
-// train.rnn_algo and crf.backend `auto` resolved for that device
-// (model/device_choice.h); --crf-backend, else cuda on the GPU and the
-// checkpoint's backend on the CPU (cpu for cuda). Alignment uses the model's
-// own transition: no phone bonus, no posterior decoding.
-std::unique_ptr<Executor> make_align_executor(const ModelState& s, const std::string& device_opt,
-                                              const std::string& backend_opt, int threads) {
-  const DeviceChoice choice =
-      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt,
-                      "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)");
-  const std::string& device = choice.device;
-  ExecutorOptions xo;
-  xo.threads = threads;
-  xo.rnn_algo = choice.rnn_algo;
-  xo.crf_backend = backend_opt.empty() ? choice.crf_backend : backend_opt;
-  if (backend_opt.empty()) {
-    if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
-    if (device == "cuda") xo.crf_backend = "cuda";
-  }
-  std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
-  exec->set_state(s.params, s.optimizer);
-  return exec;
-}
-
 std::string label_list(const LabelSet& ls) {
   std::string out;
   for (const std::string& n : ls.names) out += (out.empty() ? "" : " ") + n;
@@ -242,24 +217,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
                                    wo);
     };
   };
-  for (const std::string& in : o.inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<fs::path> found;
-      for (const auto& e : fs::recursive_directory_iterator(in)) {
-        std::string ext = e.path().extension().string();
-        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
-      }
-      std::sort(found.begin(), found.end());
-      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
-      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension(), beside(p.string())});
-    } else if (fs::is_regular_file(in, ec)) {
-      jobs.push_back({in, fs::path(in).filename().replace_extension(), beside(in)});
-    } else {
-      throw std::runtime_error(in + ": no such file or folder");
-    }
-  }
+  for (const auto& [audio, stem] : audio_inputs(o.inputs)) jobs.push_back({audio, stem, beside(audio)});
   return jobs;
 }
 
@@ -462,7 +420,8 @@ int align(const AlignOptions& o) {
                                   ".PHN; align them into different --out folders");
   }
   check_output_dir(o.out_dir);
-  std::unique_ptr<Executor> exec = make_align_executor(s, o.device, o.backend, o.threads);
+  // the model's own transition: no phone bonus, no posterior decoding
+  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
   int done = 0;
   std::vector<std::string> failed;

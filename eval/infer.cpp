@@ -78,6 +78,8 @@ void check_output_folder(const std::string& flag, const std::string& out) {
 // The end of the one-line error of --device cuda without a GPU (evaluate, decode).
 const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device auto (the GPU when one is present)";
 
+}  // namespace
+
 // The executor for evaluate/decode: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
 // CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
@@ -106,6 +108,31 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
   exec->set_state(s.params, s.optimizer);
   return exec;
 }
+
+std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs) {
+  std::vector<std::pair<std::string, fs::path>> jobs;
+  for (const std::string& in : inputs) {
+    std::error_code ec;
+    if (fs::is_directory(in, ec)) {
+      std::vector<fs::path> found;
+      for (const auto& e : fs::recursive_directory_iterator(in)) {
+        std::string ext = e.path().extension().string();
+        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
+        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
+      }
+      std::sort(found.begin(), found.end());
+      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
+      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension()});
+    } else if (fs::is_regular_file(in, ec)) {
+      jobs.push_back({in, fs::path(in).filename().replace_extension()});
+    } else {
+      throw std::runtime_error(in + ": no such file or folder");
+    }
+  }
+  return jobs;
+}
+
+namespace {
 
 void check_phone_bonus(const std::optional<double>& bonus) {
   if (bonus && !(*bonus >= -100.0 && *bonus <= 100.0))
@@ -376,25 +403,7 @@ int decode(const DecodeOptions& o) {
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
   std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   // (audio path, output stem relative to out_dir)
-  std::vector<std::pair<std::string, fs::path>> jobs;
-  for (const std::string& in : o.inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<fs::path> found;
-      for (const auto& e : fs::recursive_directory_iterator(in)) {
-        std::string ext = e.path().extension().string();
-        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
-      }
-      std::sort(found.begin(), found.end());
-      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
-      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension()});
-    } else if (fs::is_regular_file(in, ec)) {
-      jobs.push_back({in, fs::path(in).filename().replace_extension()});
-    } else {
-      throw std::runtime_error(in + ": no such file or folder");
-    }
-  }
+  const std::vector<std::pair<std::string, fs::path>> jobs = audio_inputs(o.inputs);
   std::map<std::string, std::string> seen;
   for (const auto& [src, stem] : jobs) {
     auto [it, fresh] = seen.emplace(stem.string(), src);

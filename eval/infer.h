@@ -1,8 +1,11 @@
 // `timitseg evaluate` and `timitseg decode` (docs/training.md).
 #pragma once
 
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +64,24 @@ struct DecodeOptions {
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
 };
+// The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
+// when one is present; an explicit cuda without one fails with one line); the
+// CRF backend from --crf-backend, else cuda on the GPU and the checkpoint's
+// crf.backend on the CPU (cpu when that was cuda); the checkpoint's `auto`
+// train.rnn_algo / crf.backend resolved for that device. The phone bonus:
+// phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
+// else the checkpoint's crf.decode.
+std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std::string& device_opt,
+                                                  const std::string& backend_opt, int threads,
+                                                  const std::optional<double>& phone_bonus,
+                                                  const std::string& decode_opt);
+
+// The audio inputs of decode/align: each argument a file, or a folder searched
+// recursively for *.wav / *.WAV (sorted); (audio path, output stem: the path
+// relative to the folder, or the file name, without extension). Throws one line
+// for a missing path or a folder without audio.
+std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs);
+
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.
 int decode(const DecodeOptions& o);
