@@ -21,19 +21,6 @@ namespace {
 
 constexpr float kNegInfF = -std::numeric_limits<float>::infinity();
 
-// Score of a segmentation of utterance b (float64, -inf when it uses a -inf entry).
-double path_score(const Problem& pb, int64_t b, const std::vector<Segment>& segs) {
-  const int64_t T = pb.dims.T, C = pb.dims.C;
-  const float* cum = pb.cum.data() + b * (T + 1) * C;
-  double sc = (pb.s.empty() ? 0.0 : pb.s[segs.front().label]) + (pb.e.empty() ? 0.0 : pb.e[segs.back().label]);
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const Segment& g = segs[i];
-    sc += static_cast<double>(cum[(g.start + g.duration) * C + g.label]) -
-          static_cast<double>(cum[g.start * C + g.label]) + static_cast<double>(pb.D[(g.duration - 1) * C + g.label]);
-    if (i > 0) sc += pb.A[segs[i - 1].label * C + g.label];
-  }
-  return sc;
-}
 
 // Every gradient entry of a forbidden parameter is exactly 0; everything finite.
 void expect_forbidden_grads_zero(const Problem& pb, const std::vector<float>& gA, const std::vector<float>& gD,
@@ -108,7 +95,7 @@ bool finite_gold_labels(Problem& pb) {
       for (const Segment& g : p.segs)
         for (int32_t t = g.start; t < g.start + g.duration; ++t) pb.labels[b * T + t] = g.label;
       const auto gold = gold_by_hand(pb.labels.data() + b * T, pb.lengths[b], pb.dims.K, static_cast<int32_t>(b));
-      if (std::isfinite(path_score(pb, b, gold))) {
+      if (std::isfinite(segmentation_score(pb, b, gold))) {
         found = true;
         break;
       }
@@ -191,7 +178,7 @@ TEST(NegInf, BruteForceWithForbiddenEntries) {
         std::vector<Segment> mine;
         for (const Segment& g : r.segments)
           if (g.batch == b) mine.push_back(g);
-        EXPECT_TRUE(std::isfinite(path_score(pb, b, mine))) << name << " viterbi path of utterance " << b;
+        EXPECT_TRUE(std::isfinite(segmentation_score(pb, b, mine))) << name << " viterbi path of utterance " << b;
       }
     }
   }
@@ -277,7 +264,7 @@ TEST(NegInf, CpuMatchesReferenceB4T300K30C39) {
       std::vector<Segment> mine;
       for (const Segment& g : got.segments)
         if (g.batch == b) mine.push_back(g);
-      EXPECT_TRUE(std::isfinite(path_score(pb, b, mine))) << who << " viterbi path of utterance " << b;
+      EXPECT_TRUE(std::isfinite(segmentation_score(pb, b, mine))) << who << " viterbi path of utterance " << b;
     }
   }
   expect_forbidden_grads_zero(pb, want.grad_transition, want.grad_duration_bias, want.grad_start, want.grad_end,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "crf/semicrf.h"
+#include "tests/support/crf_bruteforce.h"
 #include "tests/support/crf_problems.h"
 
 namespace timitseg::crf::testing {
@@ -20,22 +21,6 @@ struct AlignPath {
   std::vector<int32_t> spans;  // [N][2] (start, duration)
   double score;                // -inf when it uses a forbidden entry
 };
-
-// Score(y) of a segmentation of utterance b (start, end, segment, duration,
-// onset, transition terms), float64.
-inline double segmentation_score(const Problem& pb, int64_t b, const std::vector<Segment>& segs) {
-  const int64_t T = pb.dims.T, C = pb.dims.C;
-  const float* cum = pb.cum.data() + b * (T + 1) * C;
-  double sc = (pb.s.empty() ? 0.0 : pb.s[segs.front().label]) + (pb.e.empty() ? 0.0 : pb.e[segs.back().label]);
-  for (size_t i = 0; i < segs.size(); ++i) {
-    const Segment& g = segs[i];
-    sc += static_cast<double>(cum[(g.start + g.duration) * C + g.label]) -
-          static_cast<double>(cum[g.start * C + g.label]) + static_cast<double>(pb.D[(g.duration - 1) * C + g.label]);
-    if (i > 0) sc += pb.A[segs[i - 1].label * C + g.label];
-    if (!pb.o.empty()) sc += static_cast<double>(pb.o[(b * T + g.start) * C + g.label]);
-  }
-  return sc;
-}
 
 // The segmentation of given phone spans: each phone of r frames is r/K pieces
 // of K, then r%K frames if nonzero (written independently of crf::align_segments).

@@ -66,22 +66,30 @@ inline const Path& viterbi_path(const std::vector<Path>& paths) {
   return *best;
 }
 
-inline std::vector<Path> enumerate_paths(const Problem& pb, int64_t b) {
-  const int64_t T = pb.dims.T, K = pb.dims.K, C = pb.dims.C, L = pb.lengths[b];
+// Score(y) of a segmentation of utterance b: start, end, segment sums of the
+// cumulative scores, duration, onset and transition terms, in float64 (-inf
+// when it uses a forbidden entry).
+inline double segmentation_score(const Problem& pb, int64_t b, const std::vector<Segment>& segs) {
+  const int64_t T = pb.dims.T, C = pb.dims.C;
   const float* cum = pb.cum.data() + b * (T + 1) * C;
+  double sc = (pb.s.empty() ? 0.0 : pb.s[segs.front().label]) + (pb.e.empty() ? 0.0 : pb.e[segs.back().label]);
+  for (size_t i = 0; i < segs.size(); ++i) {
+    const Segment& g = segs[i];
+    sc += static_cast<double>(cum[(g.start + g.duration) * C + g.label]) -
+          static_cast<double>(cum[g.start * C + g.label]) + static_cast<double>(pb.D[(g.duration - 1) * C + g.label]);
+    if (i > 0) sc += pb.A[segs[i - 1].label * C + g.label];
+    if (!pb.o.empty()) sc += static_cast<double>(pb.o[(b * T + g.start) * C + g.label]);  // onset o[b_i, c_i]
+  }
+  return sc;
+}
+
+inline std::vector<Path> enumerate_paths(const Problem& pb, int64_t b) {
+  const int64_t K = pb.dims.K, C = pb.dims.C, L = pb.lengths[b];
   std::vector<Path> out;
   std::vector<Segment> cur;
   std::function<void(int64_t)> rec = [&](int64_t t) {
     if (t == L) {
-      double sc = (pb.s.empty() ? 0.0 : pb.s[cur.front().label]) + (pb.e.empty() ? 0.0 : pb.e[cur.back().label]);
-      for (size_t i = 0; i < cur.size(); ++i) {
-        const Segment& g = cur[i];
-        sc += static_cast<double>(cum[(g.start + g.duration) * C + g.label]) - static_cast<double>(cum[g.start * C + g.label]) +
-              static_cast<double>(pb.D[(g.duration - 1) * C + g.label]);
-        if (i > 0) sc += pb.A[cur[i - 1].label * C + g.label];
-        if (!pb.o.empty()) sc += static_cast<double>(pb.o[(b * T + g.start) * C + g.label]);  // onset o[b_i, c_i]
-      }
-      out.push_back(Path{cur, sc});
+      out.push_back(Path{cur, segmentation_score(pb, b, cur)});
       return;
     }
     for (int64_t d = 1; d <= K && t + d <= L; ++d)
