@@ -16,6 +16,14 @@ struct BatchInput {
   int B = 0, T = 0;
   std::vector<S> features;       // [B][T][D] (normalized; padding ignored)
   std::vector<int32_t> lengths;  // [B], each in [1, T]
+  // A rank's share of a global batch (several training processes,
+  // train/batches.h shard_of_batch): row b is row share_rows[b] of the global
+  // batch of global_B rows padded to global_T frames, and gets that row's
+  // dropout masks (the CPU draws the whole global batch's masks from the run's
+  // engine and keeps its rows; the GPU hashes the global index). Empty: the
+  // batch is a whole batch.
+  std::vector<int32_t> share_rows;  // [B]
+  int global_B = 0, global_T = 0;
 };
 
 // A padded batch, ready for the network and the CRF.

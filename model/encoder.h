@@ -29,6 +29,11 @@ struct EncoderBatch {
   const float* features = nullptr;       // [B][T][D], executor memory (padding ignored)
   const int32_t* lengths = nullptr;      // [B] host, each in [1, T]
   const int32_t* lengths_dev = nullptr;  // [B] executor memory (== lengths on the CPU)
+  // A rank's share of a global batch (BatchInput::share_rows, model/batch.h):
+  // row b is row share_rows[b] (host, [B]) of a global batch [global_B][global_T];
+  // the dropout masks are that row's. nullptr: the batch is whole.
+  const int32_t* share_rows = nullptr;
+  int global_B = 0, global_T = 0;
 };
 
 // Dropout is inverted dropout with probability `dropout` on the input

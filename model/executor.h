@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/dist.h"
 #include "crf/semicrf.h"
 #include "crf/session.h"
 #include "model/batch.h"
@@ -54,6 +55,10 @@ struct StepOptions {
   bool frame_normalization = false;  // crf.loss_normalization == frame (else per utterance)
   double frame_ce_weight = 0.0;      // crf.frame_ce_weight: + w * frame CE of the scores / the same norm (model/frame_ce.h)
   bool check_numerics = true;        // debug.check_numerics: per-layer checks, model/numerics.h
+  // > 0: the loss normalization of the global batch (its utterances, or its
+  // frames with frame_normalization) that every rank divides its share's sums
+  // by, so that the ranks' gradients sum to the global batch's; 0: this batch's own.
+  double loss_norm = 0.0;
   int64_t step = 0;                  // the global optimizer step this update becomes (from 1)
   FaultSpec fault;                   // --inject-fault (planted when fault.step == step)
   bool time_parts = false;           // fill StepResult::times (synchronizes the GPU between parts)
@@ -80,6 +85,10 @@ struct ExecutorOptions {
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
   double phone_bonus = 0.0;           // crf.phone_bonus: decode() adds it at each label change (crf::add_phone_bonus)
+  // Several training processes (docs/multigpu.md): train_step and gradients
+  // reduce the data gradient, the loss sums and the step status over them
+  // (the L2 penalty is added once, by rank 0); null or size 1: one process.
+  dist::Communicator* world = nullptr;
   std::string decode = "viterbi";     // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
                                       // marginals, crf/posterior.h; phone_bonus does not apply)
 };

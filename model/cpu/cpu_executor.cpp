@@ -8,6 +8,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "model/dist_step.h"
 #include "model/duration_model.h"
 #include "model/frame_ce.h"
 
@@ -118,7 +119,7 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   crf::HostRunOptions hro;
   hro.gradients = true;
   hro.viterbi = false;
-  const double norm = o.frame_normalization ? static_cast<double>(batch.frames) : double(B);
+  const double norm = step_norm(o, batch);  // the global batch's with several processes (model/dist_step.h)
   hro.scale = 1.0 / norm;
   crf::HostResult r;
   try {
@@ -274,7 +275,8 @@ class CpuExecutor final : public Executor {
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
         phone_bonus_(o.phone_bonus),
-        posterior_(o.decode == "posterior") {}
+        posterior_(o.decode == "posterior"),
+        world_(o.world) {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {
     return "cpu (" + std::to_string(threads_) + " thread" + (threads_ == 1 ? "" : "s") + "), crf " +
@@ -297,16 +299,9 @@ class CpuExecutor final : public Executor {
   }
 
   StepResult train_step(const Batch& batch, const StepOptions& o) override {
-    const std::vector<float>* step_params = &params_;
-    if (!o.poison.empty()) {
-      poisoned_ = params_;
-      for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
-      step_params = &poisoned_;
-    }
     Probe probe(o.check_numerics, o.fault, o.step);
     probe.set_threads(threads_);
-    StepResult r =
-        loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad_, enc_.activations(), &probe);
+    StepResult r = share_loss_and_grad(batch, o, grad_, &probe);
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);
     opt_.update(params_, grad_, o.lr, enc_.network().layout().crf_structure_begin(), o.crf_lr_scale);
@@ -321,13 +316,11 @@ class CpuExecutor final : public Executor {
   }
 
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
-    std::vector<float> p = params_;
-    for (const auto& [i, v] : o.poison) p.at(i) = v;
-    StepResult r = loss_and_grad(enc_.network(), p, batch, session_, o, grad, enc_.activations());
+    Probe probe(o.check_numerics, o.fault, o.step);
+    StepResult r = share_loss_and_grad(batch, o, grad, &probe);
     r.grad_norm = global_norm(grad);
     return r;
   }
-
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override {
     const Network<float>& net = enc_.network();
@@ -364,12 +357,46 @@ class CpuExecutor final : public Executor {
   std::vector<float> last_cum() override { return enc_.activations().cum; }
 
  private:
+  // The loss and the gradient of this process's batch (with o.poison applied
+  // for this step only); with several processes (world_) the gradient and the
+  // loss sums of every rank's share, reduced (model/dist_step.h). An empty
+  // share (a last batch with fewer utterances than ranks) adds zeros.
+  StepResult share_loss_and_grad(const Batch& batch, const StepOptions& o, std::vector<float>& grad, Probe* probe) {
+    const std::vector<float>* step_params = &params_;
+    if (!o.poison.empty()) {
+      poisoned_ = params_;
+      for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
+      step_params = &poisoned_;
+    }
+    const bool several = world_ && world_->size() > 1;
+    if (!several) return loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad, enc_.activations(), probe);
+    StepResult r;
+    std::exception_ptr err;
+    try {
+      if (batch.input.B > 0)
+        r = loss_and_grad(enc_.network(), *step_params, batch, session_, share_options(o, world_), grad,
+                          enc_.activations(), probe);
+      else
+        grad.assign(params_.size(), 0.f);
+    } catch (const std::exception&) {
+      err = std::current_exception();
+    }
+    agree_on_step(*world_, err, o.step);
+    const auto t0 = std::chrono::steady_clock::now();
+    world_->allreduce_sum(grad.data(), grad.size(), "the gradient all-reduce");
+    reduce_step_scalars(*world_, r, o, step_norm(o, batch));
+    r.times.optimizer += seconds_since(t0);  // the reduction, counted with the update
+    if (!std::isfinite(r.loss)) throw NonFiniteError("loss", "non-finite loss (summed over the ranks)");
+    return r;
+  }
+
   CpuEncoder enc_;
   int threads_;
   std::unique_ptr<crf::Backend> backend_;
   crf::Session session_;  // keeps the CRF workspace across steps
   double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
   bool posterior_ = false;    // ExecutorOptions::decode == "posterior"
+  dist::Communicator* world_ = nullptr;  // ExecutorOptions::world
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;
 };

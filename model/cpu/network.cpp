@@ -123,6 +123,15 @@ void Network<S>::forward(const std::vector<S>& params, const BatchInput<S>& in, 
                                   std::to_string(b) + " is outside [1, " + std::to_string(T) + "]");
   const bool train = dropout > 0.0;
   if (train && !rng) throw std::invalid_argument("model: dropout needs an rng");
+  if (!in.share_rows.empty()) {  // a rank's share of a global batch (model/batch.h)
+    std::vector<char> seen(static_cast<size_t>(std::max(0, in.global_B)), 0);
+    bool ok = static_cast<int>(in.share_rows.size()) == in.B && in.global_T >= in.T;
+    for (int32_t g : in.share_rows) {
+      ok = ok && g >= 0 && g < in.global_B && !seen[static_cast<size_t>(g)];
+      if (ok) seen[static_cast<size_t>(g)] = 1;
+    }
+    if (!ok) throw std::invalid_argument("model: share_rows do not map the batch's rows into its global batch");
+  }
   Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
   if (pr) pr->set_threads(threads());
   cpu_detail::ForwardContext<S> c{layout_, params, in, dropout, rng, act, pr, threads(),

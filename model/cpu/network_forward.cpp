@@ -168,14 +168,14 @@ void forward_input(ForwardContext<S>& c) {
   };
   if (c.pr) {  // tap x0 between the two halves, so that a planted fault reaches z0
     parallel_for(NS + mask_task, c.nthreads, [&](int64_t task, int) {
-      if (task < mask_task) return dropout_mask(act.drop0, c.slices, T, W, c.dropout, *c.rng);
+      if (task < mask_task) return dropout_mask(act.drop0, c.slices, T, W, c.dropout, *c.rng, c.in);
       fill_x0(c.slices[task - mask_task]);
     });
     c.pr->tap_mat("input", Pass::forward, "features", act.x0);
     parallel_for(NS, c.nthreads, [&](int64_t si, int) { input_proj(c.slices[si]); });
   } else {
     parallel_for(NS + mask_task, c.nthreads, [&](int64_t task, int) {
-      if (task < mask_task) return dropout_mask(act.drop0, c.slices, T, W, c.dropout, *c.rng);
+      if (task < mask_task) return dropout_mask(act.drop0, c.slices, T, W, c.dropout, *c.rng, c.in);
       fill_x0(c.slices[task - mask_task]);
       input_proj(c.slices[task - mask_task]);
     });
@@ -219,7 +219,7 @@ void forward_lstm_layer(ForwardContext<S>& c, int k) {
   // other tasks run the recurrences; tasks 1.. are (dir, slice), dir-major.
   const int mt = train && k + 1 < L ? 1 : 0;
   parallel_for(mt + 2 * NS, c.nthreads, [&](int64_t task, int) {
-    if (task < mt) return dropout_mask(act.drop[k], c.slices, T, 2 * H, c.dropout, *c.rng);
+    if (task < mt) return dropout_mask(act.drop[k], c.slices, T, 2 * H, c.dropout, *c.rng, c.in);
     const int dir = static_cast<int>((task - mt) / NS), si = static_cast<int>((task - mt) % NS);
     lstm_forward_task(c, k, dir, c.slices[si]);
   });

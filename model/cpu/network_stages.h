@@ -44,16 +44,37 @@ inline int64_t row_of(const Slice& s, int b, int t) { return s.row0 + int64_t(t)
 
 // Inverted dropout scale: 0 with probability p, else 1/(1-p), drawn in
 // time-major (t, b, unit) order and stored at the slice-blocked rows.
-template <class Mat>
-void dropout_mask(Mat& mask, const std::vector<Slice>& slices, int T, int64_t cols, double p, std::mt19937_64& rng) {
-  using S = typename Mat::Scalar;
-  const S keep = static_cast<S>(1.0 / (1.0 - p));
-  for (int t = 0; t < T; ++t)
-    for (const Slice& s : slices)
-      for (int j = 0; j < s.nb; ++j) {
-        S* m = mask.data() + row_of(s, s.b0 + j, t) * cols;
-        for (int64_t c = 0; c < cols; ++c) m[c] = uniform01(rng) < p ? S(0) : keep;
+// A rank's share of a global batch (in.share_rows, model/batch.h): the draws
+// are those of the whole global batch [global_T][global_B][unit], in the same
+// order, and only the share's rows are kept, so every rank's engine advances
+// as one process's does and each row gets the mask it would get there.
+template <class Mat, class S>
+void dropout_mask(Mat& mask, const std::vector<Slice>& slices, int T, int64_t cols, double p, std::mt19937_64& rng,
+                  const BatchInput<S>& in) {
+  using M = typename Mat::Scalar;
+  const M keep = static_cast<M>(1.0 / (1.0 - p));
+  if (in.share_rows.empty()) {
+    for (int t = 0; t < T; ++t)
+      for (const Slice& s : slices)
+        for (int j = 0; j < s.nb; ++j) {
+          M* m = mask.data() + row_of(s, s.b0 + j, t) * cols;
+          for (int64_t c = 0; c < cols; ++c) m[c] = uniform01(rng) < p ? M(0) : keep;
+        }
+    return;
+  }
+  std::vector<int> local(static_cast<size_t>(in.global_B), -1), slice_of;  // global row -> local row; local row -> slice
+  for (size_t b = 0; b < in.share_rows.size(); ++b) local.at(static_cast<size_t>(in.share_rows[b])) = static_cast<int>(b);
+  for (size_t si = 0; si < slices.size(); ++si) slice_of.insert(slice_of.end(), slices[si].nb, static_cast<int>(si));
+  for (int t = 0; t < in.global_T; ++t)
+    for (int gb = 0; gb < in.global_B; ++gb) {
+      const int b = local[gb];
+      if (b < 0 || t >= T) {  // another rank's row, or padding past this share's length: drawn, not kept
+        rng.discard(static_cast<unsigned long long>(cols));  // uniform01 takes one draw each
+        continue;
       }
+      M* m = mask.data() + row_of(slices[slice_of[b]], b, t) * cols;
+      for (int64_t c = 0; c < cols; ++c) m[c] = uniform01(rng) < p ? M(0) : keep;
+    }
 }
 
 inline std::string lstm_suffix(int k, int dir) { return "_l" + std::to_string(k) + (dir ? "_reverse" : ""); }

@@ -1,0 +1,34 @@
+// One optimizer step over several training processes (docs/multigpu.md "One
+// step"): what the CPU and the GPU executors share around their gradient
+// all-reduce. Each rank computes its share's data gradient with the global
+// loss normalization (StepOptions::loss_norm); rank 0 alone adds the L2
+// penalty; the ranks agree on the step's status before anything is reduced,
+// then sum the gradient and the loss sums, so every rank applies the same update.
+#pragma once
+
+#include <exception>
+
+#include "common/dist.h"
+#include "model/executor.h"
+
+namespace timitseg::model {
+
+// The options of this rank's share: the penalty only on rank 0 (it depends on
+// the parameters alone, which every rank holds; summed it must count once).
+StepOptions share_options(const StepOptions& o, const dist::Communicator* world);
+
+// The normalization of the loss: StepOptions::loss_norm when set, else the
+// batch's own (utterances, or frames with frame_normalization).
+double step_norm(const StepOptions& o, const Batch& batch);
+
+// Agrees on the outcome of every rank's share (err: this rank's failure, null
+// when it succeeded): returns when every share succeeded; otherwise the lowest
+// failing rank rethrows err (dist::failure_agreed() is then true) and every
+// other rank throws dist::PeerFailure. Nothing is updated on any rank then.
+void agree_on_step(dist::Communicator& world, std::exception_ptr err, int64_t step);
+
+// Sums nll_sum, frame_ce_sum and penalty over the ranks and recomputes loss
+// from them with the global norm (every rank then reports the same loss).
+void reduce_step_scalars(dist::Communicator& world, StepResult& r, const StepOptions& o, double norm);
+
+}  // namespace timitseg::model
