@@ -138,8 +138,9 @@ void finalize_world() {
 bool failure_agreed() { return g_failure_agreed; }
 void set_failure_agreed() { g_failure_agreed = true; }
 
-void agree(const char* what, const std::function<void()>& f) {
-  Communicator& w = world();
+void agree(const char* what, const std::function<void()>& f) { agree(world(), what, f); }
+
+void agree(Communicator& w, const char* what, const std::function<void()>& f) {
   if (w.size() == 1) {
     f();
     return;
