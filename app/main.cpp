@@ -37,7 +37,8 @@ int main(int argc, char** argv) {
   // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
                                         timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
-                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite)");
+                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
+                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI)");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")

@@ -21,6 +21,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cuda.h"
+#include "common/dist.h"
 #include "common/files.h"
 #include "common/version.h"
 
@@ -96,7 +97,11 @@ nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Ex
           {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
           {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)
           {"start_time", iso8601_now()},
-          {"resume", resume}};
+          {"resume", resume},
+          // several processes (docs/multigpu.md): their number, the launcher and the MPI library
+          {"world_size", dist::world().size()},
+          {"launcher", dist::world().launch().launcher},
+          {"mpi_library", dist::world().library()}};
 }
 
 // run.json: the first call's entry at the top level, each --resume appended

@@ -470,7 +470,8 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
       [&](size_t bi) {
         std::vector<const data::Utterance*> chunk;
         for (int i : shares[bi].utts) chunk.push_back(&data.train.utterances[i]);
-        Batch batch = make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        // an empty share (fewer utterances than ranks): an empty batch, which adds zeros to the step
+        Batch batch = chunk.empty() ? Batch{} : make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },
