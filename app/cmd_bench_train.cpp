@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "common/dist.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
 #include "common/progress.h"
@@ -152,6 +153,9 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
 }
 
 void run_bench_train(const BenchTrainOptions& o) {
+  start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
+  const dist::Communicator& world = dist::world();
+  const bool rank0 = world.rank() == 0;
   if (o.min_frames < 1 || o.max_frames < o.min_frames)
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
@@ -192,17 +196,23 @@ void run_bench_train(const BenchTrainOptions& o) {
   td.has_cmvn = false;
   int64_t train_frames = 0;
   for (const auto& u : td.train.utterances) train_frames += u.num_frames;
+  if (rank0)
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
               o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, cfg.train_rnn_algo.c_str(),
               o.check_numerics ? "on" : "off");
+  if (rank0 && world.size() > 1)
+    std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
+                world.launch().launcher.c_str(), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
   std::fflush(stdout);
 
   // 1. train() as `timitseg train` runs it.
   const model::TrainResult tr = model::train(cfg, td, false);
+  if (!rank0) return;  // the other ranks' part ends with the training
   nlohmann::json out;
   out["device"] = device;
+  out["world_size"] = world.size();
   out["config"] = cfg.to_json();
   nlohmann::json epochs = nlohmann::json::array();
   for (const auto& e : tr.epochs) {
@@ -216,7 +226,14 @@ void run_bench_train(const BenchTrainOptions& o) {
   for (size_t i = tr.epochs.size() > 1 ? 1 : 0; i < tr.epochs.size(); ++i)
     best = std::max(best, tr.epochs[i].frames_per_sec);
   out["frames_per_sec"] = best;
-  std::printf("training throughput: %.0f frames/s\n", best);
+  std::printf("training throughput: %.0f frames/s%s\n", best,
+              world.size() > 1 ? (" (all " + std::to_string(world.size()) + " ranks together)").c_str() : "");
+  if (world.size() > 1) {  // the per-part breakdown and evaluation below are one executor's: not repeated per rank
+    std::error_code ec;
+    if (o.work_dir.empty()) fs::remove_all(work, ec);
+    if (!o.json_out.empty()) write_file_atomic(o.json_out, out.dump(2) + "\n");
+    return;
+  }
 
   // 2. and 3.: per-part breakdown and evaluation on an executor of their own.
   const model::LabelSet ls = model::LabelSet::make(39);

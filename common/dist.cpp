@@ -4,7 +4,12 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <climits>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -201,6 +206,59 @@ void check_same_on_every_rank(int64_t fp, const std::string& what) {
     throw std::runtime_error(line);
   }
   throw PeerFailure(line, 1);
+}
+
+struct Watchdog::State {
+  double seconds = 0;
+  std::atomic<int64_t> last_ns{0};
+  std::atomic<const char*> phase{"the set-up"};
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop = false;
+  std::thread thread;
+};
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+Watchdog::Watchdog(double seconds) : s_(std::make_unique<State>()) {
+  s_->seconds = seconds;
+  s_->last_ns = now_ns();
+  if (seconds <= 0) return;
+  State* st = s_.get();
+  const std::string who = world().who();
+  st->thread = std::thread([st, who] {
+    std::unique_lock<std::mutex> lock(st->mu);
+    while (!st->stop) {
+      st->cv.wait_for(lock, std::chrono::milliseconds(200));
+      const double idle = double(now_ns() - st->last_ns.load()) * 1e-9;
+      if (!st->stop && idle > st->seconds) {
+        std::fprintf(stderr, "error: %s: no progress for %.0f s in %s (the watchdog: 2 x train.dist_timeout); ending "
+                     "this process so that the launcher ends the job\n", who.c_str(), idle, st->phase.load());
+        std::fflush(stderr);
+        std::_Exit(1);
+      }
+    }
+  });
+}
+
+Watchdog::~Watchdog() {
+  if (!s_->thread.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->stop = true;
+  }
+  s_->cv.notify_all();
+  s_->thread.join();
+}
+
+void Watchdog::stamp(const char* phase) {
+  s_->phase = phase;
+  s_->last_ns = now_ns();
 }
 
 }  // namespace timitseg::dist

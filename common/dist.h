@@ -145,4 +145,23 @@ int64_t fingerprint(const void* data, size_t bytes);
 // Stops with one line naming the ranks whose fingerprint differs from rank 0's.
 void check_same_on_every_rank(int64_t fp, const std::string& what);
 
+// The last resort when the main thread stops making progress outside a
+// collective (a blocking call that never returns): a thread that, after
+// `seconds` without a stamp(), prints one line naming the rank and the phase
+// and ends this process (_exit: no MPI call from this thread), which the
+// launcher turns into the end of the job. seconds <= 0: off.
+class Watchdog {
+ public:
+  explicit Watchdog(double seconds);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+  // The main thread is alive and entering `phase` (a string literal or one that outlives the next stamp).
+  void stamp(const char* phase);
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 }  // namespace timitseg::dist

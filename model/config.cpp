@@ -507,7 +507,7 @@ void Config::validate() const {
   if (!debug_inject_exit.empty()) {
     const InjectExit x = InjectExit::parse(debug_inject_exit);
     check(*this, x.rank >= 0, "debug.inject_exit", debug_inject_exit,
-          "RANK:STEP:ACTION with RANK >= 0, STEP >= 1 and ACTION one of throw, kill, hang, or empty");
+          "RANK:STEP:ACTION with RANK >= 0 or all, STEP >= 1 and ACTION one of throw, kill, hang, or empty");
   }
   if (!debug_inject_nonfinite.empty()) {
     int e = 0, b = 0;
@@ -567,8 +567,10 @@ InjectExit InjectExit::parse(const std::string& text) {
   if (b == std::string::npos) return x;
   try {
     size_t used = 0;
-    const int rank = std::stoi(text.substr(0, a), &used);
-    if (used != a) return x;
+    const bool all = text.substr(0, a) == "all";
+    const int rank = all ? 0 : std::stoi(text.substr(0, a), &used);
+    if (!all && used != a) return x;
+    x.all = all;
     const std::string step_text = text.substr(a + 1, b - a - 1);
     const long long step = std::stoll(step_text, &used);
     if (used != step_text.size()) return x;

@@ -16,6 +16,7 @@ namespace timitseg::model {
 // debug.inject_exit "RANK:STEP:ACTION" (rank < 0: not a valid spec).
 struct InjectExit {
   int rank = -1;
+  bool all = false;  // RANK "all": every rank
   int64_t step = 0;
   std::string action;  // throw | kill | hang
   static InjectExit parse(const std::string& text);
@@ -79,7 +80,7 @@ struct Config {
   std::string debug_inject_fault;  // debug.inject_fault: "layer=NAME,pass=forward|backward,step=N,value=nan|inf" (model/numerics.h)
   bool debug_step_log = false;      // debug.step_log: RUN_DIR/steps.jsonl, the loss and gradient norm of every step to 17 digits (rank 0)
   int debug_fault_rank = -1;         // debug.fault_rank: the rank that debug.inject_fault / inject_nonfinite act on (-1 = every rank)
-  std::string debug_inject_exit;     // debug.inject_exit: "RANK:STEP:throw|kill|hang": that rank throws, kills itself (SIGKILL) or stops answering before that step (tests of the fault handling)
+  std::string debug_inject_exit;     // debug.inject_exit: "RANK:STEP:throw|kill|hang" (RANK a number or all): that rank throws, kills itself (SIGKILL) or stops answering before that step (tests of the fault handling)
   bool debug_deterministic = false;  // debug.deterministic: fixed reduction orders (the CPU always is; docs/debugging.md)
 
   // Where each key's value was set ("FILE.yaml", "--set KEY=VALUE", "CKPT

@@ -135,7 +135,7 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
 }
 
 void inject_exit(const InjectExit& x, const dist::Communicator& world, int64_t step) {
-  if (x.rank != world.rank() || x.step != step) return;
+  if ((!x.all && x.rank != world.rank()) || x.rank < 0 || x.step != step) return;
   if (x.action == "throw")
     throw std::runtime_error("debug.inject_exit: an exception planted before step " + std::to_string(step));
   if (x.action == "kill") {

@@ -100,6 +100,10 @@ struct TrainingRun {
   std::vector<const data::Utterance*> dev_utts;
   dist::Communicator* world = nullptr;  // dist::world(): one process, or the ranks of mpirun / srun
   InjectExit inject_exit;               // debug.inject_exit
+  std::unique_ptr<dist::Watchdog> watchdog;  // several processes: 2 x train.dist_timeout without progress ends this one
+  void stamp(const char* phase) const {
+    if (watchdog) watchdog->stamp(phase);
+  }
   bool rank0() const { return world->rank() == 0; }
   // An error line for RUN_DIR/train.log (rank 0 writes it; other ranks' reach stderr only).
   void log_error(const std::string& msg) const {
@@ -255,6 +259,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   r.world = &dist::world();
   r.world->set_timeout(cfg.train_dist_timeout);
+  if (r.world->size() > 1) r.watchdog = std::make_unique<dist::Watchdog>(2 * cfg.train_dist_timeout);
   set_up_ranks(r, data);
   r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
@@ -481,6 +486,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
       progress.finish();
       stop_interrupted(r, epoch, bi, code);
     }
+    r.stamp("a training step");
     const auto t_data = Clock::now();
     const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
     rec.times.data += since(t_data);
@@ -526,6 +532,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
 // penalty) normalized as the training loss (crf.loss_normalization). With
 // end, the dev segments are kept for after_epoch. NaN without a dev split.
 Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
+  r.stamp("the dev evaluation");
   const auto t_dev = Clock::now();
   Metrics dev(r.ls.names39);
   UtteranceHook keep_segments;
@@ -665,6 +672,7 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     }
     r.state.rng_state = rng_to_string(r.rng);
     rec.epoch_seconds = since(epoch_t0);
+    r.stamp("the checkpoint");
     dist::agree("the checkpoint", [&] {  // rank 0 alone writes the run folder
       if (r.rank0()) checkpoint(r, rec, metrics_line(r, rec, tot, dev, drift, best, wall_start), best);
     });

@@ -23,6 +23,8 @@ Cases:
   throw, kill, hang
               rank 1 throws / SIGKILLs itself / stops answering (train.dist_timeout
               = 3) at step 3: the job ends within 10 s (hang: 15 s), non-zero
+  stall       every rank stops answering outside a collective: the watchdog
+              (2 x train.dist_timeout = 4 s) ends the job within 15 s
   interrupt   SIGINT to mpirun after epoch 1: every rank stops, the resume line
               is printed once, the resumed run equals an uninterrupted one
   refusals    a binary acting as a build without MPI refuses 2 ranks in one
@@ -208,14 +210,17 @@ def case_exit(binary, cwd, action):
     if action == "hang":
         extra += ["--set", "train.dist_timeout=3"]
         limit = 15
+    if action == "stall":  # every rank stuck outside a collective: only the watchdog (2 x dist_timeout) ends it
+        extra = ["--set", "train.epochs=3", "--set", "debug.inject_exit=all:3:hang", "--set", "train.dist_timeout=2"]
+        limit = 15
     r, secs = run(mpi(2, base_args(binary, f"runs/{action}", extra)), cwd, expect=None, timeout=120)
     if r.returncode == 0 or secs > limit:
         fail(f"{action}: exit {r.returncode} after {secs:.1f} s (want non-zero within {limit} s)")
     errs = error_lines(r.stderr)
-    want = {"throw": "rank 1 of 2", "kill": None, "hang": "no progress in"}[action]
+    want = {"throw": "rank 1 of 2", "kill": None, "hang": "no progress in", "stall": "watchdog"}[action]
     if want and not any(want in e for e in errs):
         fail(f"{action}: no error line with '{want}'; stderr:\n{r.stderr[-3000:]}")
-    if action == "throw" and len(errs) != 1:
+    if action in ("throw", "hang") and len(errs) != 1:
         fail(f"throw: {len(errs)} error lines (want one):\n{r.stderr[-3000:]}")
     left = subprocess.run(["pgrep", "-f", f"runs/{action} "], capture_output=True, text=True).stdout.split()
     if left:
@@ -274,8 +279,8 @@ def case_refusals(binary, cwd):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("case", choices=["match_one", "bitwise", "resume", "nan", "throw", "kill", "hang", "interrupt",
-                                     "refusals"])
+    ap.add_argument("case", choices=["match_one", "bitwise", "resume", "nan", "throw", "kill", "hang", "stall",
+                                     "interrupt", "refusals"])
     ap.add_argument("--binary", required=True)
     ap.add_argument("--scratch", required=True)
     a = ap.parse_args()
@@ -289,7 +294,7 @@ def main():
     cwd = os.path.join(a.scratch, a.case)
     make_corpus(a.binary, cwd)
     t0 = time.time()
-    if a.case in ("throw", "kill", "hang"):
+    if a.case in ("throw", "kill", "hang", "stall"):
         case_exit(a.binary, cwd, a.case)
     else:
         globals()["case_" + a.case](a.binary, cwd)
