@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Training on several processes on the CPU (issue 24, docs/multigpu.md):
+"""Training on several processes (issue 24, docs/multigpu.md):
 `mpirun -np N timitseg train --device cpu` against one process.
 
-One ctest per case (tests/dist/CMakeLists.txt): `dist_cpu.py CASE --binary
+One ctest per case (tests/dist/CMakeLists.txt): `dist_runs.py CASE --binary
 timitseg --scratch DIR`. Each case makes its own small synthetic corpus
 (`timitseg synth`: 8 speakers x 4 utterances, 20 training utterances) and
 trains a small recipe-shaped model (configs/synth.yaml with dropout 0.3, a
@@ -29,6 +29,10 @@ Cases:
               is printed once, the resumed run equals an uninterrupted one
   refusals    a binary acting as a build without MPI refuses 2 ranks in one
               line on rank 0 and nothing on rank 1; `evaluate` under mpirun is refused
+  gpu_match_one  (needs a GPU) 2 GPU ranks against 1 GPU process, loss within
+              1e-5, parameters within 1e-4; two --deterministic 2-rank runs bitwise.
+              With one GPU both ranks share it (host-staged all-reduce)
+  gpu_nccl_two   the same on 2 GPUs through NCCL (skipped: needs 2 GPUs)
 Exit 77 (skipped) when mpirun is not installed.
 """
 import argparse
@@ -50,15 +54,18 @@ ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIR
 
 
 def fail(msg):
-    print(f"dist_cpu: FAILED: {msg}", file=sys.stderr)
+    print(f"dist_runs: FAILED: {msg}", file=sys.stderr)
     sys.exit(1)
+
+
+DEVICE = ["--set", "train.device=cpu", "--set", "crf.backend=cpu"]  # gpu_* cases: cuda (main)
 
 
 def base_args(binary, run_dir, extra=()):
     return [binary, "train", "--config", os.path.join(SOURCE, "configs", "synth.yaml"), "--set", "data.workdir=work",
             "--set", f"train.run_dir={run_dir}", "--set", "model.hidden_dim=16", "--set", "model.num_layers=2",
-            "--set", "crf.max_duration=8", "--set", "train.threads=1", "--set", "train.device=cpu",
-            "--set", "crf.backend=cpu", "--set", "train.batch_size=5", "--set", "debug.step_log=true",
+            "--set", "crf.max_duration=8", "--set", "train.threads=1", *DEVICE,
+            "--set", "train.batch_size=5", "--set", "debug.step_log=true",
             "--set", "train.lr_schedule=constant", "--check-numerics", *extra]
 
 
@@ -138,6 +145,49 @@ def make_corpus(binary, scratch):
     os.makedirs(scratch)
     run([binary, "synth", "--out", "synth", "--speakers", "8", "--utterances-per-speaker", "4", "--seed", "3"], scratch)
     run([binary, "prepare", "--timit", "synth", "--out", "work"], scratch)
+
+
+def gpu_count():
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return 0
+    r = subprocess.run([exe, "-L"], capture_output=True, text=True)
+    return sum(1 for l in r.stdout.splitlines() if l.startswith("GPU ")) if r.returncode == 0 else 0
+
+
+def case_gpu_match_one(binary, cwd):
+    """2 GPU ranks against 1 GPU process (1e-5 / 1e-4), and two --deterministic 2-rank runs bitwise.
+    On a machine with one GPU both ranks share it: their all-reduce goes through the host
+    (TIMITSEG_GPU_COLLECTIVES=mpi), NCCL refusing two ranks on one GPU; with 2 GPUs it is NCCL."""
+    n = gpu_count()
+    shared = n < 2
+    if shared:
+        ENV["TIMITSEG_GPU_COLLECTIVES"] = "mpi"
+    what = "2 ranks sharing one GPU (host-staged all-reduce)" if shared else "2 GPUs (NCCL)"
+    extra = ["--set", "train.epochs=5", "--set", "train.rnn_algo=fused"]
+    run(base_args(binary, "runs/one", extra), cwd)
+    run(mpi(2, base_args(binary, "runs/two", extra)), cwd)
+    compare_runs(f"{cwd}/runs/two", f"{cwd}/runs/one", what, loss_tol=1e-5, param_tol=1e-4, min_steps=20)
+    sums = []
+    for name in ("det_a", "det_b"):
+        run(mpi(2, base_args(binary, f"runs/{name}", extra + ["--deterministic"])), cwd)
+        t = tensors(last_checkpoint(f"{cwd}/runs/{name}"))
+        h = hashlib.sha256()
+        for k in sorted(t):
+            h.update(k.encode() + t[k].tobytes())
+        sums.append(h.hexdigest())
+    if sums[0] != sums[1]:
+        fail(f"two --deterministic 2-rank GPU runs differ: {sums}")
+    print(f"  {what}, --deterministic twice: identical tensors ({sums[0][:16]})")
+
+
+def case_gpu_nccl_two(binary, cwd):
+    """The same on 2 GPUs through NCCL: needs a machine with 2 GPUs."""
+    n = gpu_count()
+    if n < 2:
+        print(f"dist_runs: skipped: needs 2 GPUs (found {n})")
+        sys.exit(77)
+    case_gpu_match_one(binary, cwd)
 
 
 def case_match_one(binary, cwd):
@@ -280,17 +330,22 @@ def case_refusals(binary, cwd):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("case", choices=["match_one", "bitwise", "resume", "nan", "throw", "kill", "hang", "stall",
-                                     "interrupt", "refusals"])
+                                     "interrupt", "refusals", "gpu_match_one", "gpu_nccl_two"])
     ap.add_argument("--binary", required=True)
     ap.add_argument("--scratch", required=True)
     a = ap.parse_args()
     if not shutil.which("mpirun"):
-        print("dist_cpu: skipped: mpirun is not installed (Debian: openmpi-bin; scripts/setup.sh)")
+        print("dist_runs: skipped: mpirun is not installed (Debian: openmpi-bin; scripts/setup.sh)")
         sys.exit(77)
     r = subprocess.run([a.binary, "--version"], capture_output=True, text=True)
     if "without MPI" in r.stdout:
-        print(f"dist_cpu: skipped: {a.binary} was built without MPI (-DTIMITSEG_MPI=OFF or no libopenmpi-dev)")
+        print(f"dist_runs: skipped: {a.binary} was built without MPI (-DTIMITSEG_MPI=OFF or no libopenmpi-dev)")
         sys.exit(77)
+    if a.case.startswith("gpu_"):
+        if gpu_count() < 1:
+            print("dist_runs: skipped: needs a CUDA GPU (`nvidia-smi -L` lists none)")
+            sys.exit(77)
+        DEVICE[:] = ["--set", "train.device=cuda", "--set", "crf.backend=cuda"]
     cwd = os.path.join(a.scratch, a.case)
     make_corpus(a.binary, cwd)
     t0 = time.time()
@@ -298,7 +353,7 @@ def main():
         case_exit(a.binary, cwd, a.case)
     else:
         globals()["case_" + a.case](a.binary, cwd)
-    print(f"dist_cpu {a.case}: passed in {time.time() - t0:.1f} s")
+    print(f"dist_runs {a.case}: passed in {time.time() - t0:.1f} s")
 
 
 if __name__ == "__main__":
