@@ -85,7 +85,9 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
   };
 }
 
-void run_train(const TrainArgs& a) {
+// The set-up of `train` before the loop: the configuration (the run's own on
+// --resume), its checks and the data. false: a finished run, nothing to do.
+bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::TrainData& data) {
   using model::Config;
   std::vector<std::string> overrides = a.sets;
   if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + model::format_double(a.crf_reg));
@@ -95,8 +97,6 @@ void run_train(const TrainArgs& a) {
   if (a.check_numerics) overrides.push_back("debug.check_numerics=true");
   if (!a.inject_fault.empty()) overrides.push_back("debug.inject_fault=\"" + a.inject_fault + "\"");
   if (a.deterministic) overrides.push_back("debug.deterministic=true");
-  Config cfg;
-  bool resume = false;
   if (!a.resume.empty()) {
     // The run's own resolved config (as saved in its latest checkpoint), then overrides.
     const std::string ckpt = model::latest_checkpoint(a.resume);
@@ -113,14 +113,16 @@ void run_train(const TrainArgs& a) {
     if (last.epoch >= cfg.train_epochs) {
       // A finished run: one line, nothing loaded or written (docs/training.md); only the
       // temporaries of a write that was killed are cleared, as every train call does.
-      remove_stale_temporaries(a.resume);
-      remove_stale_temporaries((std::filesystem::path(a.resume) / "checkpoints").string());
+      if (dist::world().rank() == 0) {
+        remove_stale_temporaries(a.resume);
+        remove_stale_temporaries((std::filesystem::path(a.resume) / "checkpoints").string());
+      }
       spdlog::info("{} is finished: it has trained {} of train.epochs = {} epoch(s); nothing to do. To train it "
                    "longer: timitseg train --resume {} --set train.epochs=N with N > {} (from epoch {} on the learning rate "
                    "follows the schedule of an N-epoch run; the epochs trained keep theirs); for an N-epoch schedule "
                    "from the start, train a new run: --set train.epochs=N --set train.run_dir=NEW_DIR",
                    a.resume, last.epoch, cfg.train_epochs, a.resume, last.epoch, last.epoch + 1);
-      return;
+      return false;
     }
   } else {
     if (a.config.empty()) throw std::invalid_argument("train: --config FILE.yaml is required (or --resume RUN_DIR)");
@@ -131,7 +133,19 @@ void run_train(const TrainArgs& a) {
   // SIGINT / SIGTERM from here on: stop after the current step with one line
   // saying how to resume (train/interrupt.h).
   model::install_stop_handlers();
-  const model::TrainData data = model::load_train_data(cfg);
+  data = model::load_train_data(cfg);
+  return true;
+}
+
+void run_train(const TrainArgs& a) {
+  start_ranks();  // mpirun / srun: this process's rank (common/dist.h); one process otherwise
+  model::Config cfg;
+  bool resume = false, go = false;
+  model::TrainData data;
+  // Every rank reads the configuration and the data; a failure on any rank
+  // stops them all, reported once (dist::agree).
+  dist::agree("the set-up", [&] { go = prepare_train(a, cfg, resume, data); });
+  if (!go) return;
   const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads));
   if (!r.epochs.empty())
     spdlog::info("done: {} epoch(s); first dev PER {}, last dev PER {}; checkpoints in {}/checkpoints",

@@ -22,6 +22,14 @@ void add_align_command(CLI::App& app);        // align, bench align    (app/cmd_
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);
 
+// Several processes (app/ranks.cpp, common/dist.h): makes dist::world() for
+// `train` and `bench train` (first thing they do); rank 0 keeps the logs and
+// progress bars, the other ranks print errors only.
+void start_ranks();
+// "" when this process may run argv's subcommand; else the one line that
+// refuses a subcommand other than train / bench train launched on several ranks.
+std::string refuse_several_ranks(int argc, char** argv);
+
 // The after-epoch hook of `train` that refreshes RUN_DIR/report.html
 // (app/cmd_model.cpp); `compare` gives it to each of its runs. One per run:
 // it keeps that run's predictions between epochs.

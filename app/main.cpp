@@ -8,6 +8,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "common/dist.h"
 #include "common/version.h"
 #include "data/flite_tts.h"
 #include "train/interrupt.h"
@@ -36,7 +37,8 @@ int main(int argc, char** argv) {
   // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
                                         timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
-                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite)");
+                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
+                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI)");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")
@@ -62,8 +64,20 @@ int main(int argc, char** argv) {
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
   // or missing option or subcommand), 128 + signal for SIGINT / SIGTERM during
   // train; --help and --version print to stdout and exit 0.
+  if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
+    if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
+    return 1;
+  }
+  // Several processes (train, bench train under mpirun / srun): a failure the
+  // ranks agreed on (dist::agree) is printed by the rank that had it and ends
+  // every rank normally; any other failure is printed with its rank and ends
+  // the whole job at once (MPI_Abort), so that no rank waits for it.
+  using timitseg::dist::world;
   try {
     app.parse(argc, argv);
+  } catch (const timitseg::dist::PeerFailure& e) {  // another rank failed and printed why
+    timitseg::dist::finalize_world();
+    return e.exit_code();
   } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
@@ -83,14 +97,21 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s (usage: %s --help)\n", what.c_str(), where.c_str());
     return 2;
-  } catch (const timitseg::model::Interrupted& e) {
+  } catch (const timitseg::model::Interrupted& e) {  // every rank stopped after the same step
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s\n", e.what());
+    if (world().rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
+    timitseg::dist::finalize_world();
     return e.exit_code();
   } catch (const std::exception& e) {
     std::fflush(stdout);
+    if (world().size() > 1 && !timitseg::dist::failure_agreed()) {
+      std::fprintf(stderr, "error: %s: %s (stopping every rank)\n", world().who().c_str(), e.what());
+      world().abort(1);
+    }
     std::fprintf(stderr, "error: %s\n", e.what());
+    timitseg::dist::finalize_world();
     return 1;
   }
+  timitseg::dist::finalize_world();
   return 0;
 }

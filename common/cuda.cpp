@@ -33,6 +33,8 @@ int device_count() {
   return n;
 }
 
+void set_device(int device) { TS_CUDA(cudaSetDevice(device)); }
+
 std::string no_device_message() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
@@ -148,6 +150,7 @@ namespace {
 }  // namespace
 
 int device_count() { return 0; }
+void set_device(int) { no_cuda(); }
 std::string no_device_message() {
   return "no CUDA device was found (this build of timitseg has no CUDA support; rebuild with -DTIMITSEG_CUDA=ON)";
 }

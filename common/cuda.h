@@ -18,6 +18,8 @@ namespace timitseg::cuda {
 // Number of CUDA devices; 0 when there is none, no driver, or no CUDA in this
 // build. Never throws.
 int device_count();
+// cudaSetDevice for this host thread and the threads it starts afterwards (a rank's GPU, train/distributed.h).
+void set_device(int device);
 // The one-line error every GPU path gives without a device:
 // "no CUDA device was found (<why>)".
 std::string no_device_message();

@@ -136,6 +136,7 @@ void finalize_world();
 // failure_agreed() is then true, so main() prints it and ends normally) and
 // every other rank throws PeerFailure. With one process: f() as it is.
 void agree(const char* what, const std::function<void()>& f);
+void agree(Communicator& w, const char* what, const std::function<void()>& f);  // over w instead of world()
 bool failure_agreed();
 void set_failure_agreed();
 

@@ -7,32 +7,43 @@
 
 namespace timitseg::model {
 
-void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
-                         bool want_scores, double* nll_sum) {
+std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::vector<const data::Utterance*>& utts,
+                                                                   int batch_size) {
   std::vector<const data::Utterance*> sorted = utts;
   std::stable_sort(sorted.begin(), sorted.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
+  std::vector<std::vector<const data::Utterance*>> chunks;
+  for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size))
+    chunks.emplace_back(sorted.begin() + p, sorted.begin() + std::min(sorted.size(), p + batch_size));
+  return chunks;
+}
+
+void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
+                           int length, const std::vector<crf::Segment>& segs) {
+  std::vector<int> ref(length), pred(length, -1);
+  for (int t = 0; t < length; ++t) ref[t] = ls.to39[ref_labels[t]];
+  for (const crf::Segment& s : segs)
+    for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.to39.at(s.label);
+  for (int t = 0; t < length; ++t)
+    if (pred[t] < 0)
+      throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + u.id);
+  metrics.add(ref, pred);
+}
+
+void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
+                         bool want_scores, double* nll_sum) {
   std::vector<float> scores;
   std::vector<double> nll;
   if (nll_sum) *nll_sum = 0;
-  for (size_t p = 0; p < sorted.size(); p += static_cast<size_t>(batch_size)) {
-    std::vector<const data::Utterance*> chunk(sorted.begin() + p,
-                                              sorted.begin() + std::min(sorted.size(), p + batch_size));
+  for (const std::vector<const data::Utterance*>& chunk : evaluation_chunks(utts, batch_size)) {
     const Batch batch = make_batch(chunk, cmvn, ls, 0);
     const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
     if (nll_sum)
       for (double x : nll) *nll_sum += x;
     for (size_t b = 0; b < chunk.size(); ++b) {
-      const int L = batch.input.lengths[b];
-      std::vector<int> ref(L), pred(L, -1);
-      for (int t = 0; t < L; ++t) ref[t] = ls.to39[batch.labels[b * batch.input.T + t]];
-      for (const crf::Segment& s : segs[b])
-        for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.to39.at(s.label);
-      for (int t = 0; t < L; ++t)
-        if (pred[t] < 0)
-          throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + chunk[b]->id);
-      metrics.add(ref, pred);
+      add_utterance_metrics(metrics, ls, *chunk[b], batch.labels.data() + b * batch.input.T, batch.input.lengths[b],
+                            segs[b]);
       if (hook) hook(*chunk[b], batch, static_cast<int>(b), want_scores ? &scores : nullptr, segs[b]);
     }
   }

@@ -27,4 +27,15 @@ void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance
 // nll_sum (optional): receives the sum over the utterances of log Z - gold
 // score (their labels' NLL), from the decoding forward (Executor::decode).
 
+// The batches evaluate_utterances decodes, in its order: the utterances
+// sorted by length (stable), batch_size at a time. The dev evaluation on
+// several processes (train/distributed.h) gives chunk j to rank j mod N, so
+// every utterance is decoded in the same batch as in one process.
+std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::vector<const data::Utterance*>& utts,
+                                                                   int batch_size);
+// Adds one utterance's 39-phone metrics: reference labels (row `row` of
+// ref_labels [length] label-set indices) against the segments' labels; throws when the segments leave a frame uncovered.
+void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
+                           int length, const std::vector<crf::Segment>& segs);
+
 }  // namespace timitseg::model

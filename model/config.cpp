@@ -69,12 +69,16 @@ const std::vector<Entry>& entries() {
       {"train.bucket_batches", &Config::train_bucket_batches},
       {"train.log_every", &Config::train_log_every},
       {"train.keep_checkpoints", &Config::train_keep_checkpoints},
+      {"train.dist_timeout", &Config::train_dist_timeout},
       {"debug.fixed_length", &Config::debug_fixed_length},
       {"debug.drift_threshold", &Config::debug_drift_threshold},
       {"debug.check_numerics", &Config::debug_check_numerics},
       {"debug.inject_nonfinite", &Config::debug_inject_nonfinite},
       {"debug.inject_fault", &Config::debug_inject_fault},
       {"debug.deterministic", &Config::debug_deterministic},
+      {"debug.step_log", &Config::debug_step_log},
+      {"debug.fault_rank", &Config::debug_fault_rank},
+      {"debug.inject_exit", &Config::debug_inject_exit},
   };
   return e;
 }
@@ -344,7 +348,7 @@ const std::vector<std::string>& Config::resumable_keys() {
   static const std::vector<std::string> k = {"train.epochs",          "train.log_every", "train.threads",
                                              "debug.check_numerics",  "debug.drift_threshold",
                                              "train.device",          "crf.backend",     "train.rnn_algo",
-                                             "train.keep_checkpoints"};
+                                             "train.keep_checkpoints", "train.dist_timeout"};
   return k;
 }
 
@@ -498,6 +502,13 @@ void Config::validate() const {
         ">= 0 (0 = only best and last)");
   check(*this, debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
   check(*this, debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
+  check(*this, train_dist_timeout > 0.0, "train.dist_timeout", train_dist_timeout, "> 0 (seconds)");
+  check(*this, debug_fault_rank >= -1, "debug.fault_rank", debug_fault_rank, ">= -1 (-1 = every rank)");
+  if (!debug_inject_exit.empty()) {
+    const InjectExit x = InjectExit::parse(debug_inject_exit);
+    check(*this, x.rank >= 0, "debug.inject_exit", debug_inject_exit,
+          "RANK:STEP:ACTION with RANK >= 0, STEP >= 1 and ACTION one of throw, kill, hang, or empty");
+  }
   if (!debug_inject_nonfinite.empty()) {
     int e = 0, b = 0;
     char c = 0;
@@ -544,6 +555,31 @@ std::string Config::to_yaml() const {
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
+}
+
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+
+InjectExit InjectExit::parse(const std::string& text) {
+  InjectExit x;
+  const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
+  if (b == std::string::npos) return x;
+  try {
+    size_t used = 0;
+    const int rank = std::stoi(text.substr(0, a), &used);
+    if (used != a) return x;
+    const std::string step_text = text.substr(a + 1, b - a - 1);
+    const long long step = std::stoll(step_text, &used);
+    if (used != step_text.size()) return x;
+    const std::string action = text.substr(b + 1);
+    if (step < 1 || (action != "throw" && action != "kill" && action != "hang")) return x;
+    x.rank = rank;
+    x.step = step;
+    x.action = action;
+  } catch (const std::exception&) {
+  }
+  return x;
 }
 
 }  // namespace timitseg::model

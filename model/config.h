@@ -13,6 +13,14 @@
 
 namespace timitseg::model {
 
+// debug.inject_exit "RANK:STEP:ACTION" (rank < 0: not a valid spec).
+struct InjectExit {
+  int rank = -1;
+  int64_t step = 0;
+  std::string action;  // throw | kill | hang
+  static InjectExit parse(const std::string& text);
+};
+
 struct Config {
   // data
   std::string data_workdir;          // data.workdir (required): a prepared WORKDIR
@@ -61,6 +69,7 @@ struct Config {
   bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
   int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
   int train_log_every = 10;          // train.log_every: batches between plain progress lines
+  double train_dist_timeout = 300.0;  // train.dist_timeout: seconds a rank waits in one collective before it aborts the job (several processes, docs/multigpu.md)
   int train_keep_checkpoints = 3;    // train.keep_checkpoints: epoch-N checkpoints kept besides best + last (0 = only those two)
   // debug
   int debug_fixed_length = 0;        // debug.fixed_length: 0 = off, N = truncate/pad to N frames
@@ -68,6 +77,9 @@ struct Config {
   bool debug_check_numerics = true;  // debug.check_numerics: per-layer finite checks every batch
   std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (the older form of inject_fault)
   std::string debug_inject_fault;  // debug.inject_fault: "layer=NAME,pass=forward|backward,step=N,value=nan|inf" (model/numerics.h)
+  bool debug_step_log = false;      // debug.step_log: RUN_DIR/steps.jsonl, the loss and gradient norm of every step to 17 digits (rank 0)
+  int debug_fault_rank = -1;         // debug.fault_rank: the rank that debug.inject_fault / inject_nonfinite act on (-1 = every rank)
+  std::string debug_inject_exit;     // debug.inject_exit: "RANK:STEP:throw|kill|hang": that rank throws, kills itself (SIGKILL) or stops answering before that step (tests of the fault handling)
   bool debug_deterministic = false;  // debug.deterministic: fixed reduction orders (the CPU always is; docs/debugging.md)
 
   // Where each key's value was set ("FILE.yaml", "--set KEY=VALUE", "CKPT

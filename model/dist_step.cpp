@@ -18,7 +18,7 @@ double step_norm(const StepOptions& o, const Batch& batch) {
 
 void agree_on_step(dist::Communicator& world, std::exception_ptr err, int64_t step) {
   const std::string what = "the status of step " + std::to_string(step);
-  dist::agree(what.c_str(), [&] {
+  dist::agree(world, what.c_str(), [&] {
     if (err) std::rethrow_exception(err);
   });
 }

@@ -2,6 +2,7 @@
 #include "train/batches.h"
 
 #include <algorithm>
+#include <stdexcept>
 
 namespace timitseg::model {
 namespace {
@@ -78,6 +79,23 @@ void BatchPrefetcher::run() {
     }
     cv_.notify_all();
   }
+}
+
+std::vector<int> shard_of_batch(const std::vector<int>& batch, const std::vector<int32_t>& lengths, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size) throw std::invalid_argument("shard_of_batch: rank out of range");
+  std::vector<int> order(batch.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return lengths.at(static_cast<size_t>(batch[a])) > lengths.at(static_cast<size_t>(batch[b]));
+  });
+  std::vector<int> mine;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const size_t round = k / static_cast<size_t>(size), within = k % static_cast<size_t>(size);
+    const int owner = static_cast<int>(round % 2 == 0 ? within : static_cast<size_t>(size) - 1 - within);
+    if (owner == rank) mine.push_back(order[k]);
+  }
+  std::sort(mine.begin(), mine.end());
+  return mine;
 }
 
 }  // namespace timitseg::model

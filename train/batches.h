@@ -23,6 +23,15 @@ namespace timitseg::model {
 std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
                                                  std::mt19937_64& rng);
 
+// A rank's share of one global batch (several training processes,
+// docs/multigpu.md): the positions in `batch` (ascending) of the utterances
+// that rank `rank` of `size` trains on. The batch's utterances are sorted by
+// length, longest first (ties by position), and dealt in snake order (ranks
+// 0..N-1, then N-1..0, ...), so shares differ in size by at most one and each
+// rank gets one of the N longest. A pure function of (lengths, rank, size); a
+// share is empty only when the batch has fewer utterances than ranks.
+std::vector<int> shard_of_batch(const std::vector<int>& batch, const std::vector<int32_t>& lengths, int rank, int size);
+
 // Prepares the batches of one epoch on a background thread, `depth` ahead of
 // the training loop (make_batch is deterministic and draws no random numbers,
 // so prefetching changes no result).

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -20,6 +21,7 @@
 
 #include "common/atomic_file.h"
 #include "common/cuda.h"
+#include "common/dist.h"
 #include "common/files.h"
 #include "common/version.h"
 
@@ -95,7 +97,11 @@ nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Ex
           {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
           {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)
           {"start_time", iso8601_now()},
-          {"resume", resume}};
+          {"resume", resume},
+          // several processes (docs/multigpu.md): their number, the launcher and the MPI library
+          {"world_size", dist::world().size()},
+          {"launcher", dist::world().launch().launcher},
+          {"mpi_library", dist::world().library()}};
 }
 
 // run.json: the first call's entry at the top level, each --resume appended
@@ -226,6 +232,89 @@ LogFile::~LogFile() {
 void LogFile::error(const std::string& msg) const {
   sink_->log(spdlog::details::log_msg("timitseg", spdlog::level::err, msg));
   sink_->flush();
+}
+
+// ---- moved from train/train.cpp: the run folder's checkpoints and metrics ----
+
+namespace {
+
+std::string read_file_or_empty(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+}  // namespace
+
+// metrics.jsonl lines with epoch <= keep_upto (used on --resume).
+std::string metrics_upto(const std::string& path, int keep_upto) {
+  std::istringstream in(read_file_or_empty(path));
+  std::string line, out;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      if (nlohmann::json::parse(line).at("epoch").get<int>() <= keep_upto) out += line + "\n";
+    } catch (const nlohmann::json::exception&) {
+      throw std::runtime_error(path + ": a line is not a metrics JSON object: " + line.substr(0, 80));
+    }
+  }
+  return out;
+}
+
+
+std::string latest_checkpoint(const std::string& run_dir) {
+  const fs::path dir = fs::path(run_dir) / "checkpoints";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "";
+  const std::regex re("epoch-([0-9]+)\\.safetensors");
+  int best = -1;
+  std::string path;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string name = e.path().filename().string();
+    if (std::regex_match(name, m, re) && std::stoi(m[1]) > best) {
+      best = std::stoi(m[1]);
+      path = e.path().string();
+    }
+  }
+  return path;
+}
+
+void check_fresh_run_dir(const std::string& run_dir) {
+  const fs::path dir(run_dir);
+  std::error_code ec;
+  std::string found;
+  // An empty metrics.jsonl (a run stopped in its first epoch, e.g. by a
+  // non-finite loss) holds nothing to mix with: retrying the same command works.
+  // Nor does a lone line for epoch 1 without checkpoints/epoch-1 (a run killed
+  // between the two writes of its first epoch; --resume would drop the line).
+  const std::string metrics = (dir / "metrics.jsonl").string();
+  if (fs::exists(metrics, ec)) {
+    std::istringstream in(read_file_or_empty(metrics));
+    std::string line;
+    while (found.empty() && std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      bool first_epoch = false;
+      try {
+        first_epoch = nlohmann::json::parse(line).at("epoch").get<int>() == 1;
+      } catch (const nlohmann::json::exception&) {
+      }
+      if (!first_epoch || fs::exists(dir / "checkpoints" / "epoch-1.safetensors", ec)) found = metrics;
+    }
+  }
+  if (found.empty() && fs::is_directory(dir / "checkpoints", ec)) {
+    static const std::regex epoch_re(R"(epoch-[0-9]+\.safetensors)");
+    for (const auto& e : fs::directory_iterator(dir / "checkpoints", ec))
+      if (std::regex_match(e.path().filename().string(), epoch_re)) {
+        found = e.path().string();
+        break;
+      }
+  }
+  if (!found.empty())
+    throw std::runtime_error(run_dir + " already holds a training run (" + found +
+                             "); continue it with --resume " + run_dir +
+                             " or choose another train.run_dir (a fresh run never mixes with an old one)");
 }
 
 }  // namespace timitseg::model

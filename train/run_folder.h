@@ -84,4 +84,7 @@ class LogTag {
   std::string previous_;
 };
 
+// RUN_DIR/metrics.jsonl's lines with epoch <= keep_upto (--resume keeps those); "" for a missing file.
+std::string metrics_upto(const std::string& path, int keep_upto);
+
 }  // namespace timitseg::model

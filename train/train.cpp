@@ -26,6 +26,7 @@
 #include "model/device_choice.h"
 #include "model/duration_model.h"
 #include "train/batches.h"
+#include "train/distributed.h"
 #include "train/interrupt.h"
 #include "train/replay_step.h"
 #include "train/run_folder.h"
@@ -51,53 +52,9 @@ void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::stri
 
 }  // namespace
 
-namespace {
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
-}
-
-// metrics.jsonl lines with epoch <= keep_upto (used on --resume).
-std::string metrics_upto(const std::string& path, int keep_upto) {
-  std::istringstream in(read_file(path));
-  std::string line, out;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    try {
-      if (nlohmann::json::parse(line).at("epoch").get<int>() <= keep_upto) out += line + "\n";
-    } catch (const nlohmann::json::exception&) {
-      throw std::runtime_error(path + ": a line is not a metrics JSON object: " + line.substr(0, 80));
-    }
-  }
-  return out;
-}
-
-}  // namespace
-
 nlohmann::json TimeBreakdown::to_json() const {
   return {{"data", data},           {"encoder_forward", encoder_forward}, {"encoder_backward", encoder_backward},
           {"crf", crf},             {"optimizer", optimizer},             {"dev_eval", dev_eval}};
-}
-
-std::string latest_checkpoint(const std::string& run_dir) {
-  const fs::path dir = fs::path(run_dir) / "checkpoints";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return "";
-  const std::regex re("epoch-([0-9]+)\\.safetensors");
-  int best = -1;
-  std::string path;
-  for (const auto& e : fs::directory_iterator(dir)) {
-    std::smatch m;
-    const std::string name = e.path().filename().string();
-    if (std::regex_match(name, m, re) && std::stoi(m[1]) > best) {
-      best = std::stoi(m[1]);
-      path = e.path().string();
-    }
-  }
-  return path;
 }
 
 TrainData load_train_data(const Config& cfg) {
@@ -117,42 +74,6 @@ TrainData load_train_data(const Config& cfg) {
   return d;
 }
 
-void check_fresh_run_dir(const std::string& run_dir) {
-  const fs::path dir(run_dir);
-  std::error_code ec;
-  std::string found;
-  // An empty metrics.jsonl (a run stopped in its first epoch, e.g. by a
-  // non-finite loss) holds nothing to mix with: retrying the same command works.
-  // Nor does a lone line for epoch 1 without checkpoints/epoch-1 (a run killed
-  // between the two writes of its first epoch; --resume would drop the line).
-  const std::string metrics = (dir / "metrics.jsonl").string();
-  if (fs::exists(metrics, ec)) {
-    std::istringstream in(read_file(metrics));
-    std::string line;
-    while (found.empty() && std::getline(in, line)) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      bool first_epoch = false;
-      try {
-        first_epoch = nlohmann::json::parse(line).at("epoch").get<int>() == 1;
-      } catch (const nlohmann::json::exception&) {
-      }
-      if (!first_epoch || fs::exists(dir / "checkpoints" / "epoch-1.safetensors", ec)) found = metrics;
-    }
-  }
-  if (found.empty() && fs::is_directory(dir / "checkpoints", ec)) {
-    static const std::regex epoch_re(R"(epoch-[0-9]+\.safetensors)");
-    for (const auto& e : fs::directory_iterator(dir / "checkpoints", ec))
-      if (std::regex_match(e.path().filename().string(), epoch_re)) {
-        found = e.path().string();
-        break;
-      }
-  }
-  if (!found.empty())
-    throw std::runtime_error(run_dir + " already holds a training run (" + found +
-                             "); continue it with --resume " + run_dir +
-                             " or choose another train.run_dir (a fresh run never mixes with an old one)");
-}
-
 namespace {
 
 // What every step of a run reads: set up once by set_up_run, before the first epoch.
@@ -169,6 +90,7 @@ struct TrainingRun {
   fs::path run_dir, ckpt_dir;
   std::optional<LogFile> log_file;  // RUN_DIR/train.log, for the whole call
   std::string metrics_path, metrics_text;
+  std::string steps_text;  // debug.step_log: RUN_DIR/steps.jsonl so far
   std::mt19937_64 rng;
   int fixed_length = 0;
   int inject_epoch = -1, inject_batch = -1;  // debug.inject_nonfinite
@@ -176,6 +98,13 @@ struct TrainingRun {
   int64_t batches_per_epoch = 0, total_steps = 0;
   const data::Cmvn* cmvn = nullptr;
   std::vector<const data::Utterance*> dev_utts;
+  dist::Communicator* world = nullptr;  // dist::world(): one process, or the ranks of mpirun / srun
+  InjectExit inject_exit;               // debug.inject_exit
+  bool rank0() const { return world->rank() == 0; }
+  // An error line for RUN_DIR/train.log (rank 0 writes it; other ranks' reach stderr only).
+  void log_error(const std::string& msg) const {
+    if (log_file) log_file->error(msg);
+  }
 };
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
@@ -213,6 +142,7 @@ void resume_state(TrainingRun& r) {
   state.best_epoch = s.best_epoch;
   rng_from_string(r.rng, s.rng_state, path);
   r.metrics_text = metrics_upto(r.metrics_path, state.epoch);
+  if (r.cfg.debug_step_log) r.steps_text = steps_upto((r.run_dir / "steps.jsonl").string(), state.optimizer.step);
   spdlog::info("resuming {} after epoch {} (optimizer step {})", path, state.epoch, state.optimizer.step);
   if (state.epoch >= r.cfg.train_epochs)
     spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, r.cfg.train_epochs);
@@ -256,7 +186,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
 void plan_schedule(TrainingRun& r, const TrainData& data) {
   const Config& cfg = r.cfg;
   r.fixed_length = cfg.debug_fixed_length;
-  if (!cfg.debug_inject_nonfinite.empty()) {
+  if (!cfg.debug_inject_nonfinite.empty() && fault_on_this_rank(cfg, *r.world)) {
     char c;
     std::istringstream(cfg.debug_inject_nonfinite) >> r.inject_epoch >> c >> r.inject_batch;
   }
@@ -278,9 +208,35 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                  "checks (CRF input, loss, gradients) can stop the step");
   r.cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   for (const auto& u : data.dev.utterances) r.dev_utts.push_back(&u);
-  spdlog::info("training on {}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}", r.exec->description(),
-               N, r.dev_utts.size(), r.layout->total(), r.ls.size(), cfg.crf_max_duration,
+  r.inject_exit = InjectExit::parse(cfg.debug_inject_exit);
+  const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
+                                                      r.world->launch().launcher + ", " + r.world->library() + ")"
+                                                : std::string();
+  spdlog::info("training on {}{}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}",
+               r.exec->description(), ranks, N, r.dev_utts.size(), r.layout->total(), r.ls.size(), cfg.crf_max_duration,
                r.fixed_length > 0 ? ", fixed length " + std::to_string(r.fixed_length) : std::string());
+}
+
+// Several ranks (train/distributed.h): the global batch holds a share for
+// every rank, every rank reads the same data, a GPU rank takes its local GPU.
+void set_up_ranks(TrainingRun& r, const TrainData& data) {
+  const dist::Communicator& w = *r.world;
+  if (w.size() == 1) return;
+  if (r.cfg.train_batch_size < w.size())
+    throw std::invalid_argument("config: train.batch_size = " + std::to_string(r.cfg.train_batch_size) +
+                                " is the global batch, split across " + std::to_string(w.size()) +
+                                " ranks; it must be at least the number of ranks");
+  std::string ids;
+  int64_t frames = 0;
+  for (const data::Split* split : {&data.train, &data.dev})
+    for (const data::Utterance& u : split->utterances) {
+      ids += u.id + "\n";
+      frames += u.num_frames;
+    }
+  ids += std::to_string(frames);
+  dist::check_same_on_every_rank(dist::fingerprint(ids.data(), ids.size()),
+                                 "the training data (utterance ids and frames of data.workdir's train and dev splits)");
+  if (r.device == "cuda") select_local_gpu(w.launch());
 }
 
 // Set up the run: everything that can fail on the configuration before the
@@ -297,7 +253,10 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   r.device = r.choice.device;
   r.ls = LabelSet::make(cfg.data_label_set);
   if (!resume) check_fresh_run_dir(cfg.train_run_dir);
-  r.threads = set_threads(cfg.train_threads);
+  r.world = &dist::world();
+  r.world->set_timeout(cfg.train_dist_timeout);
+  set_up_ranks(r, data);
+  r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
   ExecutorOptions xo;
   xo.threads = r.threads;
@@ -306,7 +265,9 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
   xo.decode = cfg.crf_decode;
-  r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
+  if (fault_on_this_rank(cfg, *r.world))
+    r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
+  xo.world = r.world;
   r.exec = make_executor(r.device, r.state.dims, xo);
   if (r.device == "cuda" && r.choice.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
@@ -315,44 +276,54 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
 
   r.run_dir = fs::path(cfg.train_run_dir);
   r.ckpt_dir = r.run_dir / "checkpoints";
-  fs::create_directories(r.ckpt_dir);
-  // temporaries of a run killed while writing (kill -9, power loss)
-  remove_stale_temporaries(r.run_dir.string());
-  remove_stale_temporaries(r.ckpt_dir.string());
-  r.log_file.emplace((r.run_dir / "train.log").string());
-  spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
-               resume ? "resuming" : "training", cfg.train_run_dir);
-  for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
-  write_run_json(r.run_dir, run_entry(cfg, r.choice, *r.exec, r.threads, resume), resume);
   r.metrics_path = (r.run_dir / "metrics.jsonl").string();
+  dist::agree("the run folder's set-up", [&] {
+    if (!r.rank0()) return;  // rank 0 alone writes the run folder
+    fs::create_directories(r.ckpt_dir);
+    // temporaries of a run killed while writing (kill -9, power loss)
+    remove_stale_temporaries(r.run_dir.string());
+    remove_stale_temporaries(r.ckpt_dir.string());
+    r.log_file.emplace((r.run_dir / "train.log").string());
+    spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
+                 resume ? "resuming" : "training", cfg.train_run_dir);
+    for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
+    write_run_json(r.run_dir, run_entry(cfg, r.choice, *r.exec, r.threads, resume), resume);
+  });
   r.rng.seed(cfg.train_seed);
   r.layout.emplace(r.state.dims);
-  if (resume)
-    resume_state(r);
-  else
-    fresh_state(r, data);
+  dist::agree("the state before the first epoch", [&] {
+    if (resume)
+      resume_state(r);
+    else
+      fresh_state(r, data);
+  });
+  check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
   r.state.optimizer.beta1 = cfg.train_beta1;
   r.state.optimizer.beta2 = cfg.train_beta2;
   r.state.optimizer.eps = cfg.train_eps;
   r.state.optimizer.weight_decay = cfg.train_weight_decay;
   r.state.config = cfg;
   r.exec->set_state(r.state.params, r.state.optimizer);
-  write_file_atomic((r.run_dir / "config.yaml").string(), cfg.to_yaml());
-  write_file_atomic(r.metrics_path, r.metrics_text);
+  dist::agree("the run folder's set-up", [&] {
+    if (!r.rank0()) return;
+    write_file_atomic((r.run_dir / "config.yaml").string(), cfg.to_yaml());
+    write_file_atomic(r.metrics_path, r.metrics_text);
+  });
   plan_schedule(r, data);
 }
 
 // SIGINT / SIGTERM (train/interrupt.h) seen between steps, where nothing is
 // being written: stops with Interrupted; --resume goes on from the last finished epoch.
-[[noreturn]] void stop_interrupted(const TrainingRun& r, int epoch, size_t bi) {
-  const int sig = stop_signal();
+// exit_code: agreed_stop's (every rank stops after the same step with the same code).
+[[noreturn]] void stop_interrupted(const TrainingRun& r, int epoch, size_t bi, int exit_code) {
   const std::string at = "interrupted at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi);
   // epoch - 1 >= 1: checkpoints/epoch-(epoch-1) exists (finished here or resumed from).
-  const std::string msg = epoch > 1 ? at + "; resume with: timitseg train --resume " + r.cfg.train_run_dir
+  const std::string msg = epoch > 1 ? at + "; resume with: " + resume_command(r.cfg.train_run_dir, *r.world) +
+                                          (r.world->size() > 1 ? " (any number of ranks)" : "")
                                     : at + ", before the first epoch finished (nothing to resume); start again "
                                            "with the same `timitseg train` command";
-  r.log_file->error(msg);
-  throw Interrupted(msg, sig > 0 ? 128 + sig : 1);
+  r.log_error(msg);
+  throw Interrupted(msg, exit_code);
 }
 
 std::string utterance_ids(const Batch& batch) {
@@ -367,7 +338,8 @@ std::string utterance_ids(const Batch& batch) {
                                    const std::mt19937_64& rng_before, int epoch, size_t bi, size_t nbatches) {
   const NumericsHit& hit = e.hit();
   const std::string ids = utterance_ids(batch);
-  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step));
+  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step) +
+                                     (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : ""));
   std::string where;
   try {
     ModelState before = r.state;  // dims, labels, features, cmvn, config, best so far
@@ -390,7 +362,7 @@ std::string utterance_ids(const Batch& batch) {
   std::ostringstream os;
   os.precision(6);
   os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
-     << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass) << " pass, tensor " << hit.tensor
+     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass) << " pass, tensor " << hit.tensor
      << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
   if (hit.stats.finite > 0)
     os << "finite min " << hit.stats.min << ", max " << hit.stats.max;
@@ -398,7 +370,7 @@ std::string utterance_ids(const Batch& batch) {
     os << "no finite value";
   if (hit.layer == "optimizer") os << " (after the update)";
   os << "; utterances: " << ids << where;
-  r.log_file->error(os.str());
+  r.log_error(os.str());
   throw std::runtime_error(os.str());
 }
 
@@ -407,7 +379,8 @@ std::string utterance_ids(const Batch& batch) {
 [[noreturn]] void stop_on_nonfinite(const TrainingRun& r, const NonFiniteError& e, const Batch& batch, const StepOptions& so,
                                     int epoch, size_t bi, size_t nbatches) {
   const std::string replay =
-      (r.run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) + ".safetensors"))
+      (r.run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) +
+                    (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : "") + ".safetensors"))
           .string();
   const std::string ids = utterance_ids(batch);
   std::string where;
@@ -428,16 +401,18 @@ std::string utterance_ids(const Batch& batch) {
     where = std::string("; writing the replay file failed: ") + w.what();
   }
   const std::string msg = "training stopped at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi + 1) +
-                          "/" + std::to_string(nbatches) + ": first non-finite tensor: " + e.tensor() + " (" +
+                          "/" + std::to_string(nbatches) +
+                          (r.world->size() > 1 ? " on " + r.world->who() : std::string()) + ": first non-finite tensor: " + e.tensor() + " (" +
                           e.what() + "); utterances: " + ids + where +
                           ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md";
-  r.log_file->error(msg);
+  r.log_error(msg);
   throw std::runtime_error(msg);
 }
 
 // One step: the options of this update (scheduled lr, debug injections), the
 // executor's train_step, and on a non-finite value the report that stops the run.
-StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, size_t nbatches, StepOptions& so) {
+StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, size_t nbatches, StepOptions& so,
+                    const BatchShare& share) {
   const Config& cfg = r.cfg;
   so.crf_lr_scale = cfg.crf_lr_scale;
   so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
@@ -453,6 +428,9 @@ StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, si
   so.seed = cfg.train_seed;
   so.step = r.state.optimizer.step + 1;
   so.fault = r.fault;
+  if (r.world->size() > 1)  // every rank divides by the global batch's norm (model/dist_step.h)
+    so.loss_norm = so.frame_normalization ? double(share.global_frames) : double(share.global_B);
+  inject_exit(r.inject_exit, *r.world, so.step);
   const std::mt19937_64 rng_before = r.rng;  // for the dump of a failed step (2.5 KB copy)
   const bool inject = epoch == r.inject_epoch && static_cast<int>(bi) + 1 == r.inject_batch;
   if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
@@ -480,7 +458,9 @@ struct EpochTotals {
 // One epoch: its batches (seeded shuffle), prepared on a background thread,
 // one step each; loss, throughput and time per part into rec.
 EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::time_point epoch_t0, EpochRecord& rec) {
-  const auto batches = make_epoch_batches(r.lengths, r.cfg, r.rng);
+  const auto batches = make_epoch_batches(r.lengths, r.cfg, r.rng);  // the global batches: the same on every rank
+  std::vector<BatchShare> shares;
+  for (const std::vector<int>& b : batches) shares.push_back(share_of_batch(b, r.lengths, r.fixed_length, *r.world));
   EpochTotals tot;
   tot.batches = batches.size();
   Progress progress("epoch " + std::to_string(epoch) + "/" + std::to_string(r.cfg.train_epochs),
@@ -489,31 +469,35 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
   BatchPrefetcher prefetch(
       [&](size_t bi) {
         std::vector<const data::Utterance*> chunk;
-        for (int i : batches[bi]) chunk.push_back(&data.train.utterances[i]);
-        return make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        for (int i : shares[bi].utts) chunk.push_back(&data.train.utterances[i]);
+        // an empty share (fewer utterances than ranks): an empty batch, which adds zeros to the step
+        Batch batch = chunk.empty() ? Batch{} : make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        mark_share(batch, shares[bi], *r.world);
+        return batch;
       },
       batches.size());
   for (size_t bi = 0; bi < batches.size(); ++bi) {
-    if (stop_requested()) {
+    if (const int code = agreed_stop(*r.world)) {  // one process: stop_requested()
       progress.finish();
-      stop_interrupted(r, epoch, bi);
+      stop_interrupted(r, epoch, bi, code);
     }
     const auto t_data = Clock::now();
     const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
     rec.times.data += since(t_data);
     StepOptions so;
-    const StepResult sr = one_step(r, batch, epoch, bi, batches.size(), so);
+    const StepResult sr = one_step(r, batch, epoch, bi, batches.size(), so, shares[bi]);
     rec.times.optimizer += sr.times.optimizer;
     rec.times.encoder_forward += sr.times.encoder_forward;
     rec.times.encoder_backward += sr.times.encoder_backward;
     rec.times.crf += sr.times.crf;
     train_seconds = since(epoch_t0);
     tot.loss_sum += sr.loss;
+    if (r.cfg.debug_step_log) r.steps_text += step_line(so.step, sr);
     tot.grad_norm_sum += sr.grad_norm;
     tot.grad_norm_max = std::max(tot.grad_norm_max, sr.grad_norm);
-    tot.frames += batch.frames;
-    tot.padded += static_cast<int64_t>(batch.input.B) * batch.input.T;
-    tot.utts += batch.input.B;
+    tot.frames += shares[bi].global_frames;  // the global batch's (every rank counts the same)
+    tot.padded += static_cast<int64_t>(shares[bi].global_B) * shares[bi].global_T;
+    tot.utts += shares[bi].global_B;
     rec.lr = so.lr;
     {
       std::ostringstream pf;
@@ -532,6 +516,8 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
   rec.frames_per_sec = tot.frames / std::max(1e-9, train_seconds);
   rec.utterances_per_sec = tot.utts / std::max(1e-9, train_seconds);
   r.exec->get_state(r.state.params, r.state.optimizer);
+  check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v,
+                     "after epoch " + std::to_string(epoch));
   return tot;
 }
 
@@ -548,7 +534,12 @@ Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
                           const std::vector<crf::Segment>& segs) { end->dev.emplace_back(&u, segs); };
   if (!r.dev_utts.empty()) {
     double nll_sum = 0;
-    evaluate_utterances(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, keep_segments, false, &nll_sum);
+    if (r.world->size() > 1)  // chunk j on rank j mod N, merged: the one-process metrics (train/distributed.h)
+      evaluate_across_ranks(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, &nll_sum,
+                            end ? &end->dev : nullptr, *r.world);
+    else
+      evaluate_utterances(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, keep_segments, false,
+                          &nll_sum);
     rec.dev_per = dev.per();
     int64_t dev_frames = 0;
     for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
@@ -601,6 +592,10 @@ nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const 
                          {"best", best},
                          {"seconds", rec.times.to_json()},
                          {"wall_clock", {{"start", wall_start}, {"end", iso8601_now()}}}};
+  if (r.world->size() > 1) {  // several processes: their number, and rank 0's wait in the collectives
+    line["world_size"] = r.world->size();
+    line["seconds"]["collectives"] = r.world->take_wait_seconds();
+  }
   if (!r.dev_utts.empty()) {
     line["dev_per"] = rec.dev_per;
     line["dev_loss"] = rec.dev_loss;
@@ -620,6 +615,7 @@ nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const 
 void checkpoint(TrainingRun& r, const EpochRecord& rec, const nlohmann::json& line, bool best) {
   r.metrics_text += line.dump() + "\n";
   write_file_atomic(r.metrics_path, r.metrics_text);
+  if (r.cfg.debug_step_log) write_file_atomic((r.run_dir / "steps.jsonl").string(), r.steps_text);
   const std::string ckpt = (r.ckpt_dir / ("epoch-" + std::to_string(rec.epoch) + ".safetensors")).string();
   // best first (the model for evaluate/decode/export, without optimizer state;
   // --resume uses the last epoch-N): a kill between the two files then redoes
@@ -669,9 +665,11 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
     }
     r.state.rng_state = rng_to_string(r.rng);
     rec.epoch_seconds = since(epoch_t0);
-    checkpoint(r, rec, metrics_line(r, rec, tot, dev, drift, best, wall_start), best);
+    dist::agree("the checkpoint", [&] {  // rank 0 alone writes the run folder
+      if (r.rank0()) checkpoint(r, rec, metrics_line(r, rec, tot, dev, drift, best, wall_start), best);
+    });
     result.epochs.push_back(rec);
-    if (after_epoch) {
+    if (after_epoch && r.rank0()) {
       end.run_dir = r.cfg.train_run_dir;
       end.epoch = epoch;
       end.best = best;

@@ -376,8 +376,10 @@ class CpuExecutor final : public Executor {
       if (batch.input.B > 0)
         r = loss_and_grad(enc_.network(), *step_params, batch, session_, share_options(o, world_), grad,
                           enc_.activations(), probe);
-      else
+      else {
         grad.assign(params_.size(), 0.f);
+        enc_.network().skip_dropout_draws(batch.input.global_B, batch.input.global_T, o.dropout, o.rng);
+      }
     } catch (const std::exception&) {
       err = std::current_exception();
     }

@@ -132,6 +132,16 @@ class Network {
   // projection, onset_projection (with ModelDims::onset: act.onset, the raw
   // onset scores [B][T][C] for crf::Params::onset), center, cumsum (a
   // NumericsError stops the forward there).
+  // An empty share of a global batch (several processes, model/batch.h): the
+  // engine advances by the draws of the global batch's masks, as forward's
+  // would, so that every rank's engine stays where one process's is.
+  void skip_dropout_draws(int global_B, int global_T, double dropout, std::mt19937_64* rng) const {
+    if (dropout <= 0.0 || !rng) return;
+    const ModelDims& d = layout_.dims();
+    const unsigned long long cols = static_cast<unsigned long long>(d.hidden_dim) +
+                                    static_cast<unsigned long long>(d.num_layers - 1) * 2 * d.per_direction();
+    rng->discard(static_cast<unsigned long long>(global_B) * static_cast<unsigned long long>(global_T) * cols);
+  }
   void forward(const std::vector<S>& params, const BatchInput<S>& in, double dropout, std::mt19937_64* rng,
                Activations<S>& act, Probe* probe = nullptr) const;
 

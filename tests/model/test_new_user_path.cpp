@@ -199,8 +199,11 @@ TEST_F(NewUser, MissingWorkdirNamesPrepareWithoutForce) {
 TEST(NewUserCli, VersionSaysWhetherLibfliteIsBuiltInAndFeaturesHasNoPrepareFlag) {
   const Cmd v = run("--version");
   EXPECT_EQ(v.rc, 0);
-  const bool with = v.output.find(" build, with libflite)") != std::string::npos;
-  const bool without = v.output.find(" build, without libflite)") != std::string::npos;
+  const bool with = v.output.find(" build, with libflite, ") != std::string::npos;
+  const bool without = v.output.find(" build, without libflite, ") != std::string::npos;
+  // and whether MPI is (mpirun launches of train, docs/multigpu.md)
+  EXPECT_TRUE((v.output.find(" with MPI)") != std::string::npos) != (v.output.find(" without MPI)") != std::string::npos))
+      << v.output;
   EXPECT_TRUE(with != without) << v.output;
   const Cmd s = run("synth --voice flite --speakers 4 --utterances-per-speaker 1 --out " +
                     (testsupport::fresh_temp_dir("timitseg_flite_probe") / "c").string());
