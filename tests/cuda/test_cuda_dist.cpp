@@ -7,6 +7,7 @@
 //     (tests/cuda/thread_world.h) and the host-staged all-reduce: the global
 //     gradient equals the whole batch's, the ranks end bitwise equal, and they
 //     track one process with the whole batch; an empty share adds nothing;
+//     a share that fails stops both ranks at that step, before any update;
 //   - a world of one process (SingleCommunicator) is bitwise the executor
 //     without a world, and so is the several-process path forced on through
 //     either all-reduce ("mpi", and "nccl": a one-rank NCCL communicator);
@@ -291,6 +292,58 @@ TEST(CudaDist, EmptyShareAddsNothing) {
   size_t differ = 0;
   for (size_t i = 0; i < pw.size(); ++i) differ += p0[i] != pw[i];
   EXPECT_EQ(differ, 0u);
+}
+
+// Rank 1's share fails (a NaN planted in a weight, debug.inject_nonfinite, with
+// the numeric checks on): rank 1 throws its own error, rank 0 a PeerFailure
+// naming rank 1, neither waits for the other in the all-reduce, nothing is
+// updated, and the next step runs on both ranks alike.
+TEST(CudaDist, AFailedShareStopsEveryRankBeforeAnyUpdate) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const ParamLayout layout(d);
+  const std::vector<float> params = params_for(d, 41);
+  const Batch whole = testsupport::random_model_batch(d, 4, 27, 60);
+  const std::vector<std::vector<int32_t>> rows{{0, 2}, {1, 3}};
+  testsupport::ThreadGroup group(2);
+  testsupport::ThreadCommunicator c0(group, 0), c1(group, 1);
+  std::vector<std::unique_ptr<Executor>> ranks;
+  ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
+  ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+  StepOptions o = step_options(false);
+  o.step = 1;
+  o.loss_norm = step_norm(o, whole);
+  const size_t at = layout.get("encoder.input_proj.weight").offset + 3;
+  std::vector<int> kind(2, 0);  // 1: its own error, 2: dist::PeerFailure
+  std::vector<std::string> what(2);
+  on_threads(2, [&](int k) {
+    StepOptions ok = o;
+    if (k == 1) ok.poison = {{at, std::numeric_limits<float>::quiet_NaN()}};
+    try {
+      ranks[k]->train_step(share_of(d, whole, rows[k]), ok);
+    } catch (const dist::PeerFailure& e) {
+      kind[k] = 2;
+      what[k] = e.what();
+    } catch (const std::exception& e) {
+      kind[k] = 1;
+      what[k] = e.what();
+    }
+  });
+  std::printf("[ ranks ] rank 0: %s\n[ ranks ] rank 1: %s\n", what[0].c_str(), what[1].c_str());
+  EXPECT_EQ(kind[0], 2) << what[0];
+  EXPECT_EQ(kind[1], 1) << what[1];
+  EXPECT_NE(what[0].find("rank 1 of 2"), std::string::npos) << what[0];
+  for (int k = 0; k < 2; ++k) {
+    std::vector<float> p;
+    AdamW a;
+    ranks[k]->get_state(p, a);
+    EXPECT_EQ(a.step, 0) << "rank " << k << " updated";
+    EXPECT_EQ(0, std::memcmp(p.data(), params.data(), p.size() * sizeof(float))) << "rank " << k << " changed";
+  }
+  std::vector<StepResult> r(2);
+  on_threads(2, [&](int k) { r[k] = ranks[k]->train_step(share_of(d, whole, rows[k]), o); });
+  EXPECT_EQ(r[0].loss, r[1].loss);
+  EXPECT_TRUE(std::isfinite(r[0].loss));
 }
 
 // Three train_steps from the same state; the parameters, moments and results.
