@@ -15,8 +15,11 @@
 //   u = dropout_uniform(seed, step, site, i)   (model/cuda/dropout_hash.h)
 //   scale = u < p ? 0 : float(1 / (1 - p))
 // site 0 is the input projection's output [B][T][W], site k + 1 the output of
-// LSTM layer k [B][T][2H] (k < L - 1), i the flat batch-major index. Nothing
-// is stored: backward() recomputes the mask from the same key.
+// LSTM layer k [B][T][2H] (k < L - 1), i the flat batch-major index. For a
+// rank's share of a global batch (EncoderBatch::share_rows) i is the index
+// that the element has in the global batch [global_B][global_T][W], so a row
+// gets the mask of a process holding the whole batch (docs/multigpu.md).
+// Nothing is stored: backward() recomputes the mask from the same key.
 //
 // Work is queued on CudaEncoderOptions::stream; forward()/backward() never
 // synchronize the device (only a buffer growing for a larger batch allocates,

@@ -6,6 +6,9 @@
 //                                                     host backend through copies)
 //   L2 penalty, encoder backward -> grad             (model/cuda/ops, encoder)
 //   global gradient norm -> read back with log Z, gold, penalty (one sync)
+//   [several processes, ExecutorOptions::world: the agreed step status, the
+//    gradient all-reduce (model/cuda/device_reducer.h), the loss sums and the
+//    norm of the reduced gradient: cuda_executor_dist.cpp]
 //   clip + AdamW on the device
 // Numeric checks (StepOptions::check_numerics, model/numerics.h): the encoder
 // and this executor tap every layer into a gpu::DeviceNumerics
@@ -38,6 +41,15 @@ namespace timitseg::model {
 
 std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const ExecutorOptions& options) {
   return std::make_unique<cuda_detail::CudaExecutor>(dims, options);
+}
+
+std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
+                                                              const std::string& collectives) {
+  if (!options.world) throw std::invalid_argument("make_cuda_executor_with_collectives: options.world must be set");
+  if (collectives != "nccl" && collectives != "mpi")
+    throw std::invalid_argument("make_cuda_executor_with_collectives: collectives must be 'nccl' or 'mpi', got '" +
+                                collectives + "'");
+  return std::make_unique<cuda_detail::CudaExecutor>(dims, options, collectives);
 }
 
 int cuda_numerics_slots(Executor& executor) {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "model/executor.h"
@@ -15,6 +16,14 @@ namespace timitseg::model {
 // ExecutorOptions::deterministic with rnn_algo persist_static / persist_dynamic
 // throws std::invalid_argument (their determinism is not established).
 std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const ExecutorOptions& options);
+
+// Tests: a cuda executor that takes the several-process path of a step
+// (the share, the agreed status, the gradient all-reduce) through collectives
+// "nccl" or "mpi" (model/cuda/device_reducer.h) even when options.world (which
+// must be set) has one process; make_cuda_executor chooses by itself, and only
+// for a world of several.
+std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
+                                                              const std::string& collectives);
 
 // Tensors the last train_step / gradients() call of a cuda executor reduced
 // for its numeric checks (0 with check_numerics off: no tap work). Tests.

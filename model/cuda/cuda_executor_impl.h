@@ -23,9 +23,11 @@
 #include "crf/posterior.h"
 #include "crf/session.h"
 #include "model/cuda/cuda_encoder.h"
+#include "model/cuda/device_reducer.h"
 #include "model/cuda/frame_ce.h"
 #include "model/cuda/numerics_taps.h"
 #include "model/cuda/ops.h"
+#include "model/dist_step.h"
 
 namespace timitseg::model::cuda_detail {
 
@@ -80,7 +82,10 @@ inline ExecutorOptions checked(const ExecutorOptions& o) {
 
 class CudaExecutor final : public Executor {
  public:
-  CudaExecutor(const ModelDims& dims, const ExecutorOptions& options)
+  // collectives: "" chooses the gradient all-reduce from the environment
+  // (model/cuda/device_reducer.h) for a world of several processes and none
+  // otherwise; "nccl" or "mpi" forces that one even for a world of one (tests).
+  CudaExecutor(const ModelDims& dims, const ExecutorOptions& options, const std::string& collectives = "")
       : dims_(dims),
         layout_(dims),
         rnn_algo_(options.rnn_algo),
@@ -111,8 +116,13 @@ class CudaExecutor final : public Executor {
     scalars_.reserve(sizeof(StepScalars));
     norm_scratch_.reserve(std::max<size_t>(1, gpu::global_norm_scratch_bytes(n)));
     host_scalars_.reserve(sizeof(StepScalars));
+    world_ = o.world;
+    if (world_ && (world_->size() > 1 || !collectives.empty()))
+      reducer_ = gpu::make_device_reducer(*world_, collectives.empty() ? gpu::collectives_from_environment()
+                                                                       : collectives);
   }
   ~CudaExecutor() override {
+    reducer_.reset();
     encoder_.reset();
     numerics_.reset();
     session_.reset();
@@ -122,7 +132,8 @@ class CudaExecutor final : public Executor {
 
   Device device() const override { return Device::cuda; }
   std::string description() const override {
-    return "cuda: " + device_name_ + ", cuDNN LSTM (" + rnn_algo_ + "), crf " + backend_->name();
+    return "cuda: " + device_name_ + ", cuDNN LSTM (" + rnn_algo_ + "), crf " + backend_->name() +
+           (reducer_ ? ", allreduce " + reducer_->name() : "");
   }
   const ModelDims& dims() const override { return dims_; }
   Encoder& encoder() override { return *encoder_; }
@@ -203,7 +214,7 @@ class CudaExecutor final : public Executor {
     last_T_ = T;
     mark(res.times.encoder_forward, t0);
 
-    const double norm = o.frame_normalization ? static_cast<double>(batch.frames) : double(B);
+    const double norm = step_norm(o, batch);  // the global batch's with several processes (model/dist_step.h)
     std::vector<double> log_z(B), gold(B);
     const ParamInfo& A = layout_.get("crf.transition");
     const ParamInfo& D = layout_.get("crf.duration_bias");
@@ -262,8 +273,13 @@ class CudaExecutor final : public Executor {
     return res;
   }
 
+  // Several processes (reducer_): this rank's share, the agreed status, the
+  // gradient all-reduce and the global norm of the reduced gradient
+  // (cuda_executor_dist.cpp). The result is the global batch's on every rank.
+  StepResult share_forward_backward(const Batch& batch, const StepOptions& o);
+
   StepResult train_step(const Batch& batch, const StepOptions& o) override {
-    StepResult res = forward_backward(batch, o);
+    StepResult res = reducer_ ? share_forward_backward(batch, o) : forward_backward(batch, o);
     const size_t n = layout_.total();
     StepScalars* dsc = scalars_.as<StepScalars>();
     const auto t_opt = Clock::now();
@@ -294,13 +310,13 @@ class CudaExecutor final : public Executor {
     }
     if (o.time_parts) {
       TS_CUDA(cudaStreamSynchronize(stream_));
-      res.times.optimizer = since(t_opt);
+      res.times.optimizer += since(t_opt);  // (+ the all-reduce with several processes)
     }
     return res;
   }
 
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
-    StepResult r = forward_backward(batch, o);
+    StepResult r = reducer_ ? share_forward_backward(batch, o) : forward_backward(batch, o);
     grad.resize(layout_.total());
     grad_.download(grad.data(), grad.size() * sizeof(float), stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
@@ -376,6 +392,11 @@ class CudaExecutor final : public Executor {
     eb.features = features_.as<float>();
     eb.lengths = lengths_host_.data();
     eb.lengths_dev = lengths_.as<int32_t>();
+    if (!batch.input.share_rows.empty()) {  // a rank's share: the global batch's dropout masks
+      eb.share_rows = batch.input.share_rows.data();
+      eb.global_B = batch.input.global_B;
+      eb.global_T = batch.input.global_T;
+    }
     return eb;
   }
 
@@ -615,6 +636,8 @@ class CudaExecutor final : public Executor {
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;
   int last_B_ = 0, last_T_ = 0;
+  dist::Communicator* world_ = nullptr;          // ExecutorOptions::world
+  std::unique_ptr<gpu::DeviceReducer> reducer_;  // several processes (or forced): the gradient all-reduce
 };
 
 }  // namespace timitseg::model::cuda_detail

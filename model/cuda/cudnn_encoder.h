@@ -65,6 +65,21 @@ struct WeightSegment {
   int64_t length = 0;
 };
 
+// The index of element i of a [B][T][cols] activation in the dropout hash:
+// i itself for a whole batch (share == nullptr); for a rank's share of a
+// global batch (EncoderBatch::share_rows, device [B]) the index that the same
+// element has in the global batch [global_B][gT][cols], so a row gets the mask
+// that a process holding the whole batch gives it.
+struct MaskIndex {
+  const int32_t* share = nullptr;  // [B] device, or nullptr
+  int T = 0, gT = 0, cols = 0;
+  __device__ uint64_t operator()(int64_t i) const {
+    if (!share) return static_cast<uint64_t>(i);
+    const int64_t row = i / cols, b = row / T, t = row % T, c = i % cols;
+    return static_cast<uint64_t>((int64_t(share[b]) * gT + t) * cols + c);
+  }
+};
+
 class CudnnEncoder final : public CudaEncoder {
  public:
   CudnnEncoder(const ModelDims& dims, const CudaEncoderOptions& opt);
@@ -105,6 +120,11 @@ class CudnnEncoder final : public CudaEncoder {
                float* C, int ldc, float beta = 0.f);
   // out[c] = sum over rows of x[rows][cols] (fixed order, float64 partial sums).
   void column_sums(const float* x, int64_t rows, int cols, float* out);
+
+  // EncoderBatch::share_rows: refused unless every row lies in the global batch, once;
+  // mask_index(): the dropout index of the last forward's batch (share or whole).
+  void check_share(const EncoderBatch& batch) const;
+  MaskIndex mask_index();
 
   // numeric taps (model/cuda/numerics_taps.h); tapping(): anything to do this step
   gpu::DeviceNumerics* num_ = nullptr;
@@ -148,6 +168,11 @@ class CudnnEncoder final : public CudaEncoder {
   std::vector<size_t> reserve_offset_;
 
   Buffer lengths_dev_{Memory::device, 0};  // [B] int32 (copy of EncoderBatch::lengths_dev)
+  // a rank's share (EncoderBatch::share_rows): its rows in the global batch, host and device [B];
+  // global_T_ 0 for a whole batch (then the dropout index is today's flat index)
+  std::vector<int32_t> share_rows_;
+  Buffer share_rows_dev_{Memory::device, 0};
+  int global_T_ = 0;
   Buffer x0_{Memory::device, 0};           // [B][T][D]
   Buffer layer_in_{Memory::device, 0};     // [L][B][T][W] (slots k >= 1 used only with dropout)
   Buffer layer_out_{Memory::device, 0};    // [L][B][T][2H]

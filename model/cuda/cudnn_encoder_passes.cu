@@ -56,20 +56,21 @@ __global__ void valid_rows_kernel(const float* src, float* dst, int T, int cols,
   }
 }
 
-// z[r][c] = (z[r][c] + bias[c]) * scale(r*cols + c), scale = dropout mask or 1.
+// z[r][c] = (z[r][c] + bias[c]) * scale(index(r*cols + c)), scale = dropout mask or 1.
 __global__ void bias_dropout_kernel(float* z, const float* bias, int cols, int64_t n, bool drop, uint64_t key,
-                                    double p, float keep) {
+                                    double p, float keep, MaskIndex index) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float v = z[i] + bias[i % cols];
-    if (drop) v *= dropout_uniform_keyed(key, static_cast<uint64_t>(i)) < p ? 0.f : keep;
+    if (drop) v *= dropout_uniform_keyed(key, index(i)) < p ? 0.f : keep;
     z[i] = v;
   }
 }
 
-// dst[i] = src[i] * scale(i) (forward between layers and every dropout backward).
-__global__ void dropout_kernel(const float* src, float* dst, int64_t n, uint64_t key, double p, float keep) {
+// dst[i] = src[i] * scale(index(i)) (forward between layers and every dropout backward).
+__global__ void dropout_kernel(const float* src, float* dst, int64_t n, uint64_t key, double p, float keep,
+                               MaskIndex index) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
-    dst[i] = src[i] * (dropout_uniform_keyed(key, static_cast<uint64_t>(i)) < p ? 0.f : keep);
+    dst[i] = src[i] * (dropout_uniform_keyed(key, index(i)) < p ? 0.f : keep);
 }
 
 // s[b][t][c] = t < len[b] ? s[b][t][c] + bias[c] : 0
@@ -170,6 +171,31 @@ void CudnnEncoder::column_sums(const float* x, int64_t rows, int cols, float* ou
   TS_LAUNCHED("colsum_final_kernel");
 }
 
+// A rank's share (EncoderBatch::share_rows): global_T >= T and every row in [0, global_B), distinct.
+void CudnnEncoder::check_share(const EncoderBatch& batch) const {
+  if (!batch.share_rows) return;
+  if (batch.global_B < batch.B || batch.global_T < batch.T)
+    throw std::invalid_argument("cuda encoder: a share of " + std::to_string(batch.B) + " rows padded to T=" +
+                                std::to_string(batch.T) + " cannot come from a global batch of " +
+                                std::to_string(batch.global_B) + " rows padded to " + std::to_string(batch.global_T));
+  std::vector<char> seen(static_cast<size_t>(batch.global_B), 0);
+  for (int b = 0; b < batch.B; ++b) {
+    const int32_t g = batch.share_rows[b];
+    if (g < 0 || g >= batch.global_B || seen[static_cast<size_t>(g)]++)
+      throw std::invalid_argument("cuda encoder: share_rows[" + std::to_string(b) + "] = " + std::to_string(g) +
+                                  " is outside [0, global_B=" + std::to_string(batch.global_B) + ") or repeated");
+  }
+}
+
+MaskIndex CudnnEncoder::mask_index() {
+  MaskIndex mi;
+  if (global_T_ > 0) mi.share = share_rows_dev_.as<int32_t>();
+  mi.T = T_;
+  mi.gT = global_T_;
+  mi.cols = W_;
+  return mi;
+}
+
 // ---- forward ------------------------------------------------------------------------
 
 void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) {
@@ -185,6 +211,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
                                   "]");
   if (!(opt.dropout >= 0.0 && opt.dropout < 1.0))
     throw std::invalid_argument("cuda encoder: dropout must be in [0, 1), got " + std::to_string(opt.dropout));
+  check_share(batch);
   have_activations_ = false;
   B_ = batch.B;
   T_ = batch.T;
@@ -202,6 +229,14 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   // synchronize the default stream when no stream is given)
   TS_CUDA(cudaMemcpyAsync(lengths_dev_.data(), batch.lengths_dev, B_ * sizeof(int32_t), cudaMemcpyDeviceToDevice,
                           stream_));
+  if (batch.share_rows) {  // a rank's share: its rows' indices in the global batch, for the dropout masks
+    share_rows_.assign(batch.share_rows, batch.share_rows + B_);
+    share_rows_dev_.reserve(static_cast<size_t>(B_) * sizeof(int32_t));
+    TS_CUDA(cudaMemcpyAsync(share_rows_dev_.data(), share_rows_.data(), B_ * sizeof(int32_t), cudaMemcpyHostToDevice,
+                            stream_));
+  }
+  global_T_ = batch.share_rows ? batch.global_T : 0;
+  const MaskIndex mi = mask_index();
   const int32_t* len = lengths_dev_.as<int32_t>();
   auto P = [&](const char* name) { return params + layout_.get(name).offset; };
 
@@ -225,7 +260,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   gemm_rm(false, true, static_cast<int>(BT), W_, D_, x0, D_, P("encoder.input_proj.weight"), D_, z, W_);
   bias_dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(z, P("encoder.input_proj.bias"), W_, BT * W_,
                                                                    dropout_on_, dropout_key(opt.seed, opt.step, 0),
-                                                                   p, keep);
+                                                                   p, keep, mi);
   TS_LAUNCHED("bias_dropout_kernel (input_proj)");
   if (taps) num_->tap("input_proj", kF, {TapTensor::f32("input_proj_out", z, BT * W_)});
 
@@ -250,8 +285,8 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
       num_->tap(lk + ".bwd", kF, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
     }
     if (k + 1 < L_ && dropout_on_) {
-      dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(out(k), in(k + 1), BT * W_,
-                                                                  dropout_key(opt.seed, opt.step, k + 1), p, keep);
+      dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(
+          out(k), in(k + 1), BT * W_, dropout_key(opt.seed, opt.step, k + 1), p, keep, mi);
       TS_LAUNCHED("dropout_kernel (between layers)");
     }
   }
@@ -313,6 +348,7 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
   const int32_t* len = lengths_dev_.as<int32_t>();
   const double p = fwd_.dropout;
   const float keep = static_cast<float>(1.0 / (1.0 - p));
+  const MaskIndex mi = mask_index();  // the forward's share (its rows stay in share_rows_dev_)
   auto P = [&](const char* name) { return params + layout_.get(name).offset; };
   auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
   dscores_.reserve(static_cast<size_t>(BT) * C_ * sizeof(float));
@@ -400,7 +436,7 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
     // gradient of the dropped input: through dropout site k (input projection for k = 0)
     if (dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(dx, dy, BT * W_,
-                                                                  dropout_key(fwd_.seed, fwd_.step, k), p, keep);
+                                                                  dropout_key(fwd_.seed, fwd_.step, k), p, keep, mi);
       TS_LAUNCHED("dropout_kernel (backward)");
     } else {
       std::swap(dx, dy);
