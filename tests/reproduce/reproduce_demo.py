@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The demo reproduced bitwise (issue 22): a tiny fixed CPU recipe, trained and
-evaluated, against committed checkpoints (sha256) and metrics.
+evaluated, against committed checkpoints (sha256 of the content) and metrics.
 
   reproduce_demo.py --binary BUILD/bin/timitseg --scratch DIR [--expected FILE] [--update] [--native]
 
@@ -13,7 +13,8 @@ configs/synth.yaml cut to 2 epochs of a 16-unit, 1-layer encoder on the CPU
 1. threads: the semi-CRF trained with train.threads=1 and =2 gives bitwise
    identical checkpoints but for the config they record (the CPU encoder's fixed task partition,
    docs/training.md). This holds on every machine.
-2. committed: the checkpoints' sha256, metrics.jsonl without its timing fields
+2. committed: the checkpoints' sha256 without the config they record (a new
+   config key changes that record, not a result), metrics.jsonl without its timing fields
    (epoch_seconds, frames_per_sec, utterances_per_sec, seconds, wall_clock),
    the evaluate --json output and the decoded .PHN files equal expected.json.
    Float results are deterministic on one machine but libm's exp/log (glibc
@@ -99,7 +100,7 @@ def results(binary, cwd, log, name):
          "--device", "cpu"], cwd, log)
     out = {"checkpoints": {}, "metrics": [], "evaluate": None, "decoded_phn": {}}
     for f in sorted(os.listdir(os.path.join(run_dir, "checkpoints"))):
-        out["checkpoints"][f] = sha256(os.path.join(run_dir, "checkpoints", f))
+        out["checkpoints"][f] = content_digest(os.path.join(run_dir, "checkpoints", f))
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         for line in f:
             d = json.loads(line)
