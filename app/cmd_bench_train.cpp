@@ -271,7 +271,8 @@ void add_bench_train_command(CLI::App& app) {
   CLI::App* c = bench_command(app)->add_subcommand(
       "train",
       "Training throughput (frames/s) of the whole step on a synthetic corpus in memory, a per-part breakdown, and "
-      "the time to evaluate a set of utterances");
+      "the time to evaluate a set of utterances; under mpirun or srun the training throughput of all the processes "
+      "together, --batch being the global batch (the scaling benchmark of docs/multigpu.md)");
   c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
       ->capture_default_str();

@@ -164,7 +164,8 @@ void add_model_commands(CLI::App& app) {
   auto ta = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand(
       "train",
-      "Train an encoder + semi-CRF phone segmenter on a prepared WORKDIR (docs/training.md, keys in docs/config.md)");
+      "Train an encoder + semi-CRF phone segmenter on a prepared WORKDIR (docs/training.md, keys in docs/config.md); "
+      "started by mpirun or srun, one run spread over the processes (docs/training.md \"Several processes\")");
   train->add_option("--config", ta->config, "YAML config file (sections data, features, model, crf, train, debug)");
   train->add_option("--set", ta->sets,
                     "Override one config key, KEY=VALUE with VALUE in YAML syntax (repeatable), e.g. --set train.lr=3e-4");
@@ -172,7 +173,8 @@ void add_model_commands(CLI::App& app) {
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
                     "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
                     "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, train.keep_checkpoints, "
-                    "debug.check_numerics, debug.drift_threshold");
+                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold; any number of processes may "
+                    "resume a run of any number");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));
   train->add_option("--crf-backend", ta->crf_backend,
