@@ -192,4 +192,25 @@ std::string steps_upto(const std::string& path, int64_t upto) {
   return out;
 }
 
+// Several ranks (train/distributed.h): the global batch holds a share for
+// every rank, every rank reads the same data, a GPU rank takes its local GPU.
+void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& w) {
+  if (w.size() == 1) return;
+  if (cfg.train_batch_size < w.size())
+    throw std::invalid_argument("config: train.batch_size = " + std::to_string(cfg.train_batch_size) +
+                                " is the global batch, split across " + std::to_string(w.size()) +
+                                " ranks; it must be at least the number of ranks");
+  std::string ids;
+  int64_t frames = 0;
+  for (const data::Split* split : {&data.train, &data.dev})
+    for (const data::Utterance& u : split->utterances) {
+      ids += u.id + "\n";
+      frames += u.num_frames;
+    }
+  ids += std::to_string(frames);
+  dist::check_same_on_every_rank(dist::fingerprint(ids.data(), ids.size()),
+                                 "the training data (utterance ids and frames of data.workdir's train and dev splits)");
+  if (device == "cuda") select_local_gpu(w.launch());
+}
+
 }  // namespace timitseg::model

@@ -18,6 +18,7 @@
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/labels.h"
+#include "train/train.h"
 
 namespace timitseg::model {
 
@@ -78,5 +79,10 @@ void select_local_gpu(const dist::Launch& launch);
 std::string step_line(int64_t step, const StepResult& r);
 // The lines of RUN_DIR/steps.jsonl with step <= upto (--resume); "" for a missing file.
 std::string steps_upto(const std::string& path, int64_t upto);
+
+// Several ranks: the global batch holds a share for every rank (one line
+// otherwise), every rank reads the same data (a fingerprint compared across
+// the ranks), a GPU rank takes its local GPU. Nothing with one process.
+void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& world);
 
 }  // namespace timitseg::model

@@ -67,6 +67,16 @@ void write_step_dump(const std::string& dir, const Batch& batch, const Config& c
     f.metadata["seed"] = std::to_string(cfg.train_seed);
     f.metadata["rng_state"] = info.rng_state;
     f.metadata["fault"] = info.fault.to_string();
+    if (info.world_size > 1) {  // a rank's share of a global batch
+      f.metadata["rank"] = std::to_string(info.rank);
+      f.metadata["world_size"] = std::to_string(info.world_size);
+      f.metadata["loss_norm"] = format_double(info.loss_norm);
+      if (!batch.input.share_rows.empty()) {
+        f.tensors["share_rows"] = st::Tensor::from<int32_t>({B}, batch.input.share_rows);
+        f.metadata["global_B"] = std::to_string(batch.input.global_B);
+        f.metadata["global_T"] = std::to_string(batch.input.global_T);
+      }
+    }
     st::save((tmp / "batch.safetensors").string(), f);
     save_checkpoint((tmp / "state.safetensors").string(), state);
     write_file_atomic((tmp / "config.yaml").string(), cfg.to_yaml());
@@ -83,6 +93,9 @@ void write_step_dump(const std::string& dir, const Batch& batch, const Config& c
                         {"step", info.step},
                         {"utterance_ids", batch.ids},
                         {"fault", info.fault.to_string()},
+                        {"rank", info.rank},
+                        {"world_size", info.world_size},
+                        {"loss_norm", info.loss_norm},
                         {"message", hit.describe()}};
     write_file_atomic((tmp / "report.json").string(), r.dump(2) + "\n");
     fs::remove_all(final_dir, ec);
@@ -146,7 +159,20 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
                                std::to_string(batch.input.lengths[b]) + " is outside [1, " + std::to_string(T) + "]");
     batch.frames += batch.input.lengths[b];
   }
-  if (o.fixed_length > 0) batch = fix_batch_length(batch, o.fixed_length, D);
+  // A rank's share (several processes): the global batch's masks and the global normalization.
+  const int rank = bf.metadata.count("rank") ? static_cast<int>(meta_int(bf, "rank")) : 0;
+  const double loss_norm = bf.metadata.count("loss_norm") ? std::stod(meta(bf, "loss_norm")) : 0.0;
+  if (bf.has("share_rows")) {
+    batch.input.share_rows = bf.get("share_rows", st::DType::I32, {B}).to<int32_t>();
+    batch.input.global_B = static_cast<int>(meta_int(bf, "global_B"));
+    batch.input.global_T = static_cast<int>(meta_int(bf, "global_T"));
+  }
+  if (o.fixed_length > 0) {
+    if (!batch.input.share_rows.empty())
+      spdlog::warn("replay-step --fixed-length on a rank's share: its dropout masks are drawn as for a whole batch, "
+                   "not as the run drew them");
+    batch = fix_batch_length(batch, o.fixed_length, D);
+  }
 
   std::mt19937_64 rng;
   {
@@ -191,6 +217,8 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   so.frame_ce_weight = cfg.crf_frame_ce_weight;
   so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
   so.step = step;
+  so.loss_norm = loss_norm;
+  if (rank != 0) so.crf_reg = 0.0;  // the penalty was rank 0's (model/dist_step.h)
   if (!o.without_fault) so.fault = fault;
   so.rng = &rng;
   so.seed = cfg.train_seed;

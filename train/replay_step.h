@@ -34,6 +34,12 @@ struct StepDumpInfo {
   double lr = 0;      // the step's learning rate
   std::string rng_state;  // CPU engine before the step
   FaultSpec fault;        // the run's --inject-fault ("" when none)
+  // Several processes (docs/multigpu.md): the failing rank, the rank count and
+  // the step's global loss normalization (0: one process). The batch is then
+  // that rank's share (its share_rows, global_B and global_T are saved too),
+  // and replay-step re-runs that share in one process with the same masks.
+  int rank = 0, world_size = 1;
+  double loss_norm = 0;
 };
 
 // Writes DIR atomically (a temporary folder renamed at the end; an existing

@@ -221,28 +221,6 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                r.fixed_length > 0 ? ", fixed length " + std::to_string(r.fixed_length) : std::string());
 }
 
-// Several ranks (train/distributed.h): the global batch holds a share for
-// every rank, every rank reads the same data, a GPU rank takes its local GPU.
-void set_up_ranks(TrainingRun& r, const TrainData& data) {
-  const dist::Communicator& w = *r.world;
-  if (w.size() == 1) return;
-  if (r.cfg.train_batch_size < w.size())
-    throw std::invalid_argument("config: train.batch_size = " + std::to_string(r.cfg.train_batch_size) +
-                                " is the global batch, split across " + std::to_string(w.size()) +
-                                " ranks; it must be at least the number of ranks");
-  std::string ids;
-  int64_t frames = 0;
-  for (const data::Split* split : {&data.train, &data.dev})
-    for (const data::Utterance& u : split->utterances) {
-      ids += u.id + "\n";
-      frames += u.num_frames;
-    }
-  ids += std::to_string(frames);
-  dist::check_same_on_every_rank(dist::fingerprint(ids.data(), ids.size()),
-                                 "the training data (utterance ids and frames of data.workdir's train and dev splits)");
-  if (r.device == "cuda") select_local_gpu(w.launch());
-}
-
 // Set up the run: everything that can fail on the configuration before the
 // first write, the executor, the run folder (train.log, run.json,
 // config.yaml, metrics.jsonl), the state (fresh or resumed) on the executor.
@@ -260,7 +238,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   r.world = &dist::world();
   r.world->set_timeout(cfg.train_dist_timeout);
   if (r.world->size() > 1) r.watchdog = std::make_unique<dist::Watchdog>(2 * cfg.train_dist_timeout);
-  set_up_ranks(r, data);
+  set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
   ExecutorOptions xo;
@@ -358,6 +336,9 @@ std::string utterance_ids(const Batch& batch) {
     info.lr = so.lr;
     info.rng_state = before.rng_state;
     info.fault = r.fault.step == so.step ? r.fault : FaultSpec{};
+    info.rank = r.world->rank();
+    info.world_size = r.world->size();
+    info.loss_norm = so.loss_norm;
     write_step_dump(dump.string(), batch, r.cfg, before, info, hit);
     where = "; dump: " + dump.string() + " (batch, state before the step, config, report.json); replay: "
             "`timitseg replay-step " + dump.string() + "` (docs/debugging.md)";
@@ -645,15 +626,31 @@ void checkpoint(TrainingRun& r, const EpochRecord& rec, const nlohmann::json& li
                  rec.epoch_seconds, rec.times.data, rec.times.dev_eval);
 }
 
+void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_epoch, TrainResult& result);
+
 }  // namespace
 
-// The driver: set up the run, then per epoch one epoch of steps, the dev
-// evaluation, the drift check, the state after the epoch, the checkpoint.
+// The driver: set up the run, then the epochs (run_epochs below); a stop
+// caused by another rank is recorded in train.log.
 TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
   TrainingRun r;
   set_up_run(r, cfg_in, data, resume);
   TrainResult result;
   result.run_dir = r.cfg.train_run_dir;
+  try {
+    run_epochs(r, data, after_epoch, result);
+  } catch (const dist::PeerFailure& e) {  // another rank stopped the run: rank 0 records why in train.log
+    r.log_error(e.what());
+    throw;
+  }
+  return result;
+}
+
+namespace {
+
+// The epochs of train(): per epoch one epoch of steps, the dev evaluation, the
+// drift check, the state after the epoch, the checkpoint.
+void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_epoch, TrainResult& result) {
   for (int epoch = r.state.epoch + 1; epoch <= r.cfg.train_epochs; ++epoch) {
     const auto epoch_t0 = Clock::now();
     const std::string wall_start = iso8601_now();
@@ -685,7 +682,8 @@ TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, cons
       after_epoch(end);
     }
   }
-  return result;
 }
+
+}  // namespace
 
 }  // namespace timitseg::model

@@ -41,6 +41,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import shutil
 import signal
 import struct
@@ -255,7 +256,19 @@ def case_nan(binary, cwd):
         fail(f"want one report naming rank 1, step 3 and lstm.0.fwd; stderr:\n{r.stderr[-3000:]}")
     if not os.path.isdir(f"{cwd}/runs/nan/nonfinite-step-3-rank1"):
         fail(f"no dump runs/nan/nonfinite-step-3-rank1: {os.listdir(cwd + '/runs/nan')}")
+    with open(f"{cwd}/runs/nan/train.log") as f:
+        log = f.read()
+    if "rank 1 of 2 failed" not in log:
+        fail(f"rank 0's train.log does not record rank 1's failure:\n{log[-1500:]}")
+    # replay-step re-runs rank 1's share in one process, with the run's masks and global normalization:
+    # the same tensor with the same finite range as in training
+    rp, _ = run([binary, "replay-step", "runs/nan/nonfinite-step-3-rank1", "--device", "cpu"], cwd, expect=1)
+    trained = re.search(r"finite min (\S+), max (\S+);", errs[0])
+    replayed = re.search(r"finite values in \[(\S+), (\S+)\]", rp.stderr)
+    if not trained or not replayed or trained.groups() != replayed.groups():
+        fail(f"replay-step of the rank's dump does not reproduce the range: {errs[0][:300]} / {rp.stderr[-400:]}")
     print(f"  NaN on rank 1: exit {r.returncode} after {secs:.1f} s; {errs[0][:160]}")
+    print(f"  replay-step of nonfinite-step-3-rank1: the same range [{replayed.group(1)}, {replayed.group(2)}]")
 
 
 def case_exit(binary, cwd, action):
