@@ -11,6 +11,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <thread>
 #include <string>
 #include <vector>
 
@@ -302,4 +303,18 @@ TEST(CpuExecutorShares, ABadShareMappingIsRefused) {
   o.rng = &rng;
   std::vector<float> g;
   EXPECT_THROW(ex->gradients(b, o, g), std::invalid_argument);
+}
+
+TEST(ThreadsOfRank, RanksOnOneNodeShareItsCores) {
+  dist::Launch one;
+  EXPECT_EQ(threads_of_rank(0, one), 0);  // one process: all cores, as before
+  EXPECT_EQ(threads_of_rank(3, one), 3);
+  dist::Launch l;
+  l.size = 4;
+  l.local_size = 2;
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(threads_of_rank(0, l), std::max(1, cores / 2));
+  EXPECT_EQ(threads_of_rank(5, l), 5);  // an explicit train.threads wins
+  l.local_size = 4 * cores;             // more ranks than cores: one thread each
+  EXPECT_EQ(threads_of_rank(0, l), 1);
 }
