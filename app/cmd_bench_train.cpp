@@ -152,6 +152,30 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
   }
 }
 
+// Several processes: the gradient all-reduce alone, 50 times (the scaling
+// model's t_ar, docs/multigpu.md), with nccl-tests' algorithm and bus bandwidth.
+nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& cfg, const std::string& device) {
+  dist::Communicator& world = dist::world();
+  model::ModelDims dims;
+  dims.input_dim = o.input_dim;
+  dims.hidden_dim = o.hidden;
+  dims.num_layers = o.layers;
+  dims.num_classes = model::LabelSet::make(39).size();
+  dims.max_duration = o.max_duration;
+  dims.onset = cfg.onset_enabled();  // the trained model's layout
+  const size_t n = model::ParamLayout(dims).total();
+  const model::AllreduceTiming t = model::time_gradient_allreduce(device, world, n, 50);
+  int64_t slowest_ns = static_cast<int64_t>(t.seconds * 1e9);
+  world.allreduce_max(&slowest_ns, 1, "the all-reduce timing");
+  const double s = double(slowest_ns) * 1e-9, bytes = double(n) * sizeof(float);
+  const double algbw = bytes / s * 1e-9, busbw = algbw * 2.0 * (world.size() - 1) / world.size();
+  if (world.rank() == 0)
+    std::printf("gradient all-reduce (%s, %zu floats = %.2f MB, %d ranks): %.3f ms (the slowest rank, mean of 50); "
+                "algbw %.2f GB/s, busbw %.2f GB/s (nccl-tests' definitions)\n",
+                t.method.c_str(), n, bytes * 1e-6, world.size(), s * 1e3, algbw, busbw);
+  return {{"method", t.method}, {"floats", n}, {"seconds", s}, {"algbw_gb_s", algbw}, {"busbw_gb_s", busbw}};
+}
+
 void run_bench_train(const BenchTrainOptions& o) {
   start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
   const dist::Communicator& world = dist::world();
@@ -209,8 +233,9 @@ void run_bench_train(const BenchTrainOptions& o) {
 
   // 1. train() as `timitseg train` runs it.
   const model::TrainResult tr = model::train(cfg, td, false);
-  if (!rank0) return;  // the other ranks' part ends with the training
   nlohmann::json out;
+  if (world.size() > 1) out["allreduce"] = time_allreduce(o, cfg, device);  // every rank takes part
+  if (!rank0) return;  // the other ranks' part ends here
   out["device"] = device;
   out["world_size"] = world.size();
   out["config"] = cfg.to_json();

@@ -2,6 +2,7 @@
 #include "model/executor.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <thread>
@@ -54,6 +55,24 @@ std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDi
 #else
   throw std::runtime_error(cuda::no_device_message());
 #endif
+}
+
+AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communicator& world, size_t n, int reps) {
+  if (reps < 1) throw std::invalid_argument("time_gradient_allreduce: reps must be >= 1");
+  if (resolve_device(device) == "cuda") {
+#ifdef TIMITSEG_HAVE_CUDA
+    return cuda_allreduce_timing(world, n, reps);
+#endif
+  }
+  std::vector<float> buf(n, 0.f);
+  for (int i = 0; i < 3; ++i) world.allreduce_sum(buf.data(), n, "the all-reduce timing");
+  world.barrier("the all-reduce timing");
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) world.allreduce_sum(buf.data(), n, "the all-reduce timing");
+  AllreduceTiming t;
+  t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  t.method = "mpi";
+  return t;
 }
 
 crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,

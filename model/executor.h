@@ -177,4 +177,15 @@ std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std:
 void write_replay(const std::string& path, const ParamLayout& layout, const std::vector<float>& params,
                   const Batch& batch, const std::vector<float>& cum);
 
+// The gradient all-reduce alone, as a training step of several processes runs
+// it (bench train under mpirun; docs/multigpu.md "Scaling model"): `reps` sums
+// of an n-float buffer over world's ranks, after a warm-up; seconds per
+// all-reduce on this rank. device cpu: MPI_Allreduce on host memory; cuda: the
+// GPU executor's reducer (NCCL, or host-staged with TIMITSEG_GPU_COLLECTIVES=mpi).
+struct AllreduceTiming {
+  double seconds = 0;  // per all-reduce
+  std::string method;  // "mpi" | "nccl" | "mpi (host-staged)"
+};
+AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communicator& world, size_t n, int reps);
+
 }  // namespace timitseg::model

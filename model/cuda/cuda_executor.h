@@ -31,4 +31,7 @@ int cuda_numerics_slots(Executor& executor);
 // Every slot of that step in tap order: layer, pass, tensor and its stats.
 std::vector<NumericsHit> cuda_numerics_report(Executor& executor);
 
+// time_gradient_allreduce (model/executor.h) on the current CUDA device.
+AllreduceTiming cuda_allreduce_timing(dist::Communicator& world, size_t n, int reps);
+
 }  // namespace timitseg::model

@@ -1,0 +1,40 @@
+// The GPU executor's gradient all-reduce timed alone (bench train on several
+// processes; model/executor.h time_gradient_allreduce).
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <string>
+
+#include "common/cuda.h"
+#include "common/cuda_check.h"
+#include "model/cuda/cuda_executor.h"
+#include "model/cuda/device_reducer.h"
+
+namespace timitseg::model {
+
+AllreduceTiming cuda_allreduce_timing(dist::Communicator& world, size_t n, int reps) {
+  const std::unique_ptr<gpu::DeviceReducer> reducer =
+      gpu::make_device_reducer(world, gpu::collectives_from_environment());
+  float* dev = static_cast<float*>(cuda::device_alloc(n * sizeof(float)));
+  cudaStream_t stream = nullptr;
+  AllreduceTiming t;
+  t.method = reducer->name();
+  try {
+    TS_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    TS_CUDA(cudaMemsetAsync(dev, 0, n * sizeof(float), stream));
+    for (int i = 0; i < 3; ++i) reducer->allreduce_sum(dev, n, stream);  // warm-up (NCCL's first call sets up)
+    world.barrier("the all-reduce timing");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < reps; ++i) reducer->allreduce_sum(dev, n, stream);
+    t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  } catch (...) {
+    if (stream) cudaStreamDestroy(stream);
+    cuda::device_free(dev);
+    throw;
+  }
+  TS_CUDA(cudaStreamDestroy(stream));
+  cuda::device_free(dev);
+  return t;
+}
+
+}  // namespace timitseg::model
