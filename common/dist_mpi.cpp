@@ -108,9 +108,11 @@ class MpiCommunicator final : public Communicator {
     wait(req, what);
   }
 
-  // MPI_Test until done: spins for the first 50 microseconds (a GPU step's
-  // scalars), then sleeps 20 us between tests (a waiting CPU rank leaves its
-  // core to the others); past the deadline one line and MPI_Abort.
+  // MPI_Test until done: spins for the first 2 ms (Open MPI progresses a large
+  // message only inside MPI calls, fragment by fragment: a sleep between tests
+  // would stretch a 4.9 MB all-reduce many times), then yields the core
+  // between tests up to 50 ms, then sleeps 50 us between tests (a rank waiting
+  // for a slower one leaves the CPU to it); past the deadline one line and MPI_Abort.
   void wait(MPI_Request& req, const char* what) {
     using Clock = std::chrono::steady_clock;
     const auto t0 = Clock::now();
@@ -127,7 +129,10 @@ class MpiCommunicator final : public Communicator {
                      who().c_str(), what, timeout_);
         abort(1);
       }
-      if (waited > 50e-6) std::this_thread::sleep_for(std::chrono::microseconds(20));
+      if (waited > 50e-3)
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      else if (waited > 2e-3)
+        std::this_thread::yield();
     }
     wait_ += std::chrono::duration<double>(Clock::now() - t0).count();
   }
