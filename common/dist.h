@@ -131,7 +131,8 @@ void set_world(std::unique_ptr<Communicator> c);
 // Ends MPI after a normal end or an agreed failure (no-op without MPI).
 void finalize_world();
 
-// Runs f on every rank and agrees on its outcome: when it throws on any
+// Runs f on every rank and agrees on its outcome (f itself must call no
+// collective: a rank that failed before it would never join): when it throws on any
 // rank, the lowest failing rank rethrows its own exception (marked as agreed:
 // failure_agreed() is then true, so main() prints it and ends normally) and
 // every other rank throws PeerFailure. With one process: f() as it is.

@@ -196,10 +196,14 @@ std::string steps_upto(const std::string& path, int64_t upto) {
 // every rank, every rank reads the same data, a GPU rank takes its local GPU.
 void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& w) {
   if (w.size() == 1) return;
-  if (cfg.train_batch_size < w.size())
-    throw std::invalid_argument("config: train.batch_size = " + std::to_string(cfg.train_batch_size) +
-                                " is the global batch, split across " + std::to_string(w.size()) +
-                                " ranks; it must be at least the number of ranks");
+  // Each check agreed on its own (dist::agree around code without collectives
+  // only: a collective inside could wait for a rank that has already left).
+  dist::agree(w, "the set-up", [&] {
+    if (cfg.train_batch_size < w.size())
+      throw std::invalid_argument("config: train.batch_size = " + std::to_string(cfg.train_batch_size) +
+                                  " is the global batch, split across " + std::to_string(w.size()) +
+                                  " ranks; it must be at least the number of ranks");
+  });
   std::string ids;
   int64_t frames = 0;
   for (const data::Split* split : {&data.train, &data.dev})
@@ -210,7 +214,7 @@ void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& d
   ids += std::to_string(frames);
   dist::check_same_on_every_rank(dist::fingerprint(ids.data(), ids.size()),
                                  "the training data (utterance ids and frames of data.workdir's train and dev splits)");
-  if (device == "cuda") select_local_gpu(w.launch());
+  if (device == "cuda") dist::agree(w, "the GPU of each rank", [&] { select_local_gpu(w.launch()); });
 }
 
 }  // namespace timitseg::model

@@ -341,7 +341,12 @@ def case_refusals(binary, cwd):
     errs2 = error_lines(r2.stderr)
     if r2.returncode == 0 or len(errs2) != 1 or "runs in one process" not in errs2[0]:
         fail(f"evaluate under mpirun: exit {r2.returncode}, stderr:\n{r2.stderr[-2000:]}")
-    print(f"  {errs[0][:150]}\n  {errs2[0][:150]}")
+    # a set-up error seen by every rank: reported once
+    r3, _ = run(mpi(3, base_args(binary, "runs/small", ["--set", "train.batch_size=2"])), cwd, expect=None)
+    errs3 = error_lines(r3.stderr)
+    if r3.returncode == 0 or len(errs3) != 1 or "at least the number of ranks" not in errs3[0]:
+        fail(f"batch 2 on 3 ranks: exit {r3.returncode}, stderr:\n{r3.stderr[-2000:]}")
+    print(f"  {errs[0][:150]}\n  {errs2[0][:150]}\n  {errs3[0][:150]}")
 
 
 def main():
