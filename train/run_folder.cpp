@@ -12,7 +12,6 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <regex>
@@ -238,11 +237,10 @@ void LogFile::error(const std::string& msg) const {
 
 namespace {
 
+// common/files.h's read_file, or "" for a file that does not exist.
 std::string read_file_or_empty(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream os;
-  os << in.rdbuf();
-  return os.str();
+  std::error_code ec;
+  return fs::exists(path, ec) ? read_file(path) : std::string();
 }
 
 }  // namespace

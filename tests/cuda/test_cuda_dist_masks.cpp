@@ -149,33 +149,44 @@ double share_vs_whole(const ModelDims& d, const Rows& w, const Out& whole, const
   return worst / std::max(scale, 1e-30);
 }
 
+// What every test here sets up: parameters drawn from `seed`, a stream, a
+// CUDA encoder on it, and the forward options with dropout p at (mask_seed, step).
+struct Rig {
+  ModelDims d = dims();
+  std::vector<float> params;
+  Stream stream;
+  std::unique_ptr<CudaEncoder> enc;
+  ForwardOptions fo;
+  Rig(uint64_t seed, double p, uint64_t mask_seed, uint64_t step) {
+    std::mt19937_64 rng(seed);
+    init_params(ParamLayout(d), rng, params);
+    CudaEncoderOptions eo;
+    eo.stream = stream.s;
+    enc = make_cuda_encoder(d, eo);
+    fo.dropout = p;
+    fo.seed = mask_seed;
+    fo.step = step;
+  }
+  Out run(const Rows& r) { return model::run(*enc, params, r, fo, stream.s); }
+};
+
 TEST(CudaDistMasks, ShareRowsGetTheWholeBatchMasks) {
   REQUIRE_GPU();
-  const ModelDims d = dims();
-  const ParamLayout layout(d);
-  std::mt19937_64 rng(3);
-  std::vector<float> params;
-  init_params(layout, rng, params);
+  Rig rig(3, 0.3, 1234, 7);
+  const ModelDims& d = rig.d;
+  const std::vector<float>& params = rig.params;
   const Rows w = whole_batch(d, 17);
-  Stream stream;
-  CudaEncoderOptions eo;
-  eo.stream = stream.s;
-  auto enc = make_cuda_encoder(d, eo);
-  ForwardOptions fo;
-  fo.dropout = 0.3;
-  fo.seed = 1234;
-  fo.step = 7;
-  const Out whole = run(*enc, params, w, fo, stream.s);
+  const Out whole = rig.run(w);
 
   const Rows a = share_of(d, w, {3, 1}, true);  // T = 19 < 23: the index must use the global T
-  const Out oa = run(*enc, params, a, fo, stream.s);
+  const Out oa = rig.run(a);
   const double rel = share_vs_whole(d, w, whole, a, oa);
   std::printf("[ masks ] share {3, 1} vs the whole batch's rows: max rel diff %.3g\n", rel);
   EXPECT_LT(rel, 1e-5);
 
   // The same rows as a batch of their own get other masks: the check above can fail.
   Rows alone = share_of(d, w, {3, 1}, false);
-  const Out ol = run(*enc, params, alone, fo, stream.s);
+  const Out ol = rig.run(alone);
   Rows alone_named = alone;  // compared against the whole batch's rows 3 and 1
   alone_named.share = {3, 1};
   const double rel_alone = share_vs_whole(d, w, whole, alone_named, ol);
@@ -184,7 +195,7 @@ TEST(CudaDistMasks, ShareRowsGetTheWholeBatchMasks) {
 
   // The other share; the two shares' gradients sum to the whole batch's (masks in backward).
   const Rows b = share_of(d, w, {0, 2}, true);
-  const Out ob = run(*enc, params, b, fo, stream.s);
+  const Out ob = rig.run(b);
   EXPECT_LT(share_vs_whole(d, w, whole, b, ob), 1e-5);
   double diff = 0, ref = 0;
   for (size_t i = 0; i < params.size(); ++i) {
@@ -199,22 +210,11 @@ TEST(CudaDistMasks, ShareRowsGetTheWholeBatchMasks) {
 
 TEST(CudaDistMasks, WholeBatchNamedAsAShareOfItselfIsBitwiseTheWholeBatch) {
   REQUIRE_GPU();
-  const ModelDims d = dims();
-  const ParamLayout layout(d);
-  std::mt19937_64 rng(5);
-  std::vector<float> params;
-  init_params(layout, rng, params);
+  Rig rig(5, 0.25, 99, 2);
+  const ModelDims& d = rig.d;
   const Rows w = whole_batch(d, 19);
-  Stream stream;
-  CudaEncoderOptions eo;
-  eo.stream = stream.s;
-  auto enc = make_cuda_encoder(d, eo);
-  ForwardOptions fo;
-  fo.dropout = 0.25;
-  fo.seed = 99;
-  fo.step = 2;
-  const Out whole = run(*enc, params, w, fo, stream.s);
-  const Out self = run(*enc, params, share_of(d, w, {0, 1, 2, 3}, true), fo, stream.s);  // global index == flat index
+  const Out whole = rig.run(w);
+  const Out self = rig.run(share_of(d, w, {0, 1, 2, 3}, true));  // global index == flat index
   ASSERT_EQ(whole.cum.size(), self.cum.size());
   EXPECT_EQ(0, std::memcmp(whole.cum.data(), self.cum.data(), whole.cum.size() * sizeof(float)));
   EXPECT_EQ(0, std::memcmp(whole.grad.data(), self.grad.data(), whole.grad.size() * sizeof(float)));
@@ -222,26 +222,17 @@ TEST(CudaDistMasks, WholeBatchNamedAsAShareOfItselfIsBitwiseTheWholeBatch) {
 
 TEST(CudaDistMasks, BadShareRowsAreRefused) {
   REQUIRE_GPU();
-  const ModelDims d = dims();
-  const ParamLayout layout(d);
-  std::mt19937_64 rng(5);
-  std::vector<float> params;
-  init_params(layout, rng, params);
+  Rig rig(5, 0.1, 0, 0);
+  const ModelDims& d = rig.d;
   const Rows w = whole_batch(d, 21);
-  Stream stream;
-  CudaEncoderOptions eo;
-  eo.stream = stream.s;
-  auto enc = make_cuda_encoder(d, eo);
-  ForwardOptions fo;
-  fo.dropout = 0.1;
   Rows bad = share_of(d, w, {3, 1}, true);
   bad.share = {3, 4};  // row 4 of a batch of 4
-  EXPECT_THROW(run(*enc, params, bad, fo, stream.s), std::invalid_argument);
+  EXPECT_THROW(rig.run(bad), std::invalid_argument);
   bad.share = {1, 1};
-  EXPECT_THROW(run(*enc, params, bad, fo, stream.s), std::invalid_argument);
+  EXPECT_THROW(rig.run(bad), std::invalid_argument);
   bad.share = {3, 1};
   bad.global_T = 10;  // shorter than the share's T = 19
-  EXPECT_THROW(run(*enc, params, bad, fo, stream.s), std::invalid_argument);
+  EXPECT_THROW(rig.run(bad), std::invalid_argument);
 }
 
 }  // namespace

@@ -108,6 +108,15 @@ def last_checkpoint(run_dir):
     return os.path.join(d, f"epoch-{n}.safetensors")
 
 
+def tensor_digest(run_dir):
+    """SHA-256 of the last checkpoint's tensors (names and bytes; not the config it records)."""
+    t = tensors(last_checkpoint(run_dir))
+    h = hashlib.sha256()
+    for k in sorted(t):
+        h.update(k.encode() + t[k].tobytes())
+    return h.hexdigest()
+
+
 def compare_runs(a, b, what, loss_tol=1e-6, param_tol=1e-5, min_steps=1):
     sa, sb = steps(a), steps(b)
     if len(sa) != len(sb) or len(sa) < min_steps:
@@ -176,11 +185,7 @@ def case_gpu_match_one(binary, cwd):
     sums = []
     for name in ("det_a", "det_b"):
         run(mpi(2, base_args(binary, f"runs/{name}", extra + ["--deterministic"])), cwd)
-        t = tensors(last_checkpoint(f"{cwd}/runs/{name}"))
-        h = hashlib.sha256()
-        for k in sorted(t):
-            h.update(k.encode() + t[k].tobytes())
-        sums.append(h.hexdigest())
+        sums.append(tensor_digest(f"{cwd}/runs/{name}"))
     if sums[0] != sums[1]:
         fail(f"two --deterministic 2-rank GPU runs differ: {sums}")
     print(f"  {what}, --deterministic twice: identical tensors ({sums[0][:16]})")
@@ -217,11 +222,7 @@ def case_bitwise(binary, cwd):
     sums = []
     for name in ("a", "b"):
         run(mpi(2, base_args(binary, f"runs/{name}", ["--set", "train.epochs=2"])), cwd)
-        t = tensors(last_checkpoint(f"{cwd}/runs/{name}"))
-        h = hashlib.sha256()
-        for k in sorted(t):
-            h.update(k.encode() + t[k].tobytes())
-        sums.append(h.hexdigest())
+        sums.append(tensor_digest(f"{cwd}/runs/{name}"))
     if sums[0] != sums[1]:
         fail(f"two 2-rank runs differ: {sums}")
     print(f"  two 2-rank runs: identical tensors ({sums[0][:16]})")
