@@ -263,7 +263,8 @@ def case_nan(binary, cwd):
         fail(f"rank 0's train.log does not record rank 1's failure:\n{log[-1500:]}")
     # replay-step re-runs rank 1's share in one process, with the run's masks and global normalization:
     # the same tensor with the same finite range as in training
-    rp, _ = run([binary, "replay-step", "runs/nan/nonfinite-step-3-rank1", "--device", "cpu"], cwd, expect=1)
+    device = "cuda" if "train.device=cuda" in DEVICE else "cpu"
+    rp, _ = run([binary, "replay-step", "runs/nan/nonfinite-step-3-rank1", "--device", device], cwd, expect=1)
     trained = re.search(r"finite min (\S+), max (\S+);", errs[0])
     replayed = re.search(r"finite values in \[(\S+), (\S+)\]", rp.stderr)
     if not trained or not replayed or trained.groups() != replayed.groups():
@@ -356,6 +357,8 @@ def main():
                                      "interrupt", "refusals", "gpu_match_one", "gpu_nccl_two"])
     ap.add_argument("--binary", required=True)
     ap.add_argument("--scratch", required=True)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="the fault and resume cases on GPU ranks (one GPU each, NCCL); gpu_* cases are always cuda")
     a = ap.parse_args()
     if not shutil.which("mpirun"):
         print("dist_runs: skipped: mpirun is not installed (Debian: openmpi-bin; scripts/setup.sh)")
@@ -364,11 +367,12 @@ def main():
     if "without MPI" in r.stdout:
         print(f"dist_runs: skipped: {a.binary} was built without MPI (-DTIMITSEG_MPI=OFF or no libopenmpi-dev)")
         sys.exit(77)
-    if a.case.startswith("gpu_"):
+    if a.device == "cuda" or a.case.startswith("gpu_"):
         if gpu_count() < 1:
             print("dist_runs: skipped: needs a CUDA GPU (`nvidia-smi -L` lists none)")
             sys.exit(77)
-        DEVICE[:] = ["--set", "train.device=cuda", "--set", "crf.backend=cuda"]
+        # 2 x 64 units: the fused LSTM kernel (train.rnn_algo auto on sm_90) needs 64, 128 or 256 per direction
+        DEVICE[:] = ["--set", "train.device=cuda", "--set", "crf.backend=cuda", "--set", "model.hidden_dim=128"]
     cwd = os.path.join(a.scratch, a.case)
     make_corpus(a.binary, cwd)
     t0 = time.time()
