@@ -71,6 +71,7 @@ AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communi
   for (int i = 0; i < reps; ++i) world.allreduce_sum(buf.data(), n, "the all-reduce timing");
   AllreduceTiming t;
   t.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / reps;
+  t.seconds_queued = t.seconds;
   t.method = "mpi";
   return t;
 }

@@ -183,8 +183,10 @@ void write_replay(const std::string& path, const ParamLayout& layout, const std:
 // all-reduce on this rank. device cpu: MPI_Allreduce on host memory; cuda: the
 // GPU executor's reducer (NCCL, or host-staged with TIMITSEG_GPU_COLLECTIVES=mpi).
 struct AllreduceTiming {
-  double seconds = 0;  // per all-reduce
-  std::string method;  // "mpi" | "nccl" | "mpi (host-staged)"
+  double seconds = 0;         // per all-reduce, each waited for (queued, then waited; a step's pattern)
+  double seconds_queued = 0;  // per all-reduce, `reps` queued back to back and waited for once (nccl-tests'
+                              // loop: the GPU time); the same as seconds on the CPU
+  std::string method;         // "mpi" | "nccl" | "mpi (host-staged)"
 };
 AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communicator& world, size_t n, int reps);
 

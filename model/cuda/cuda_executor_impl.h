@@ -67,6 +67,7 @@ class Pinned {
 struct StepScalars {
   double norm = 0, penalty = 0;
   double penalty_again = 0;  // with taps: the value of the second (gradient) penalty call, unused
+  double reduced_norm = 0;   // several processes: the norm of the gradient summed over the ranks
 };
 
 // Slots of one step at most: forward 8 + 2L, backward 21 + 9L (model/numerics.h).
@@ -117,9 +118,11 @@ class CudaExecutor final : public Executor {
     norm_scratch_.reserve(std::max<size_t>(1, gpu::global_norm_scratch_bytes(n)));
     host_scalars_.reserve(sizeof(StepScalars));
     world_ = o.world;
-    if (world_ && (world_->size() > 1 || !collectives.empty()))
+    if (world_ && (world_->size() > 1 || !collectives.empty())) {
       reducer_ = gpu::make_device_reducer(*world_, collectives.empty() ? gpu::collectives_from_environment()
                                                                        : collectives);
+      grad_sum_.reserve(n * sizeof(float));
+    }
   }
   ~CudaExecutor() override {
     reducer_.reset();
@@ -166,7 +169,25 @@ class CudaExecutor final : public Executor {
 
   // Loss and gradients into grad_ (device), scalars read back; no update.
   StepResult forward_backward(const Batch& batch, const StepOptions& o) {
-    StepResult res;
+    QueuedStep q = queue_forward_backward(batch, o);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    return finish_forward_backward(q, o);
+  }
+
+  // What queue_forward_backward leaves for finish_forward_backward.
+  struct QueuedStep {
+    StepResult res;                  // the part timings so far
+    std::vector<double> log_z, gold;  // [B] (the CRF's read-back)
+    double norm = 1;                  // step_norm
+    Clock::time_point t0;             // the encoder backward's start (time_parts)
+  };
+
+  // forward_backward up to its one synchronization: the batch staged, the
+  // forward, the CRF (log Z and gold read back), the backward, the penalty,
+  // the gradient norm and the scalars' and taps' read-back queued on stream_.
+  QueuedStep queue_forward_backward(const Batch& batch, const StepOptions& o) {
+    QueuedStep q;
+    StepResult& res = q.res;
     const int B = batch.input.B, T = batch.input.T, C = dims_.num_classes, K = dims_.max_duration;
     const size_t n = layout_.total();
     auto mark = [&](double& slot, Clock::time_point& t0) {
@@ -215,7 +236,11 @@ class CudaExecutor final : public Executor {
     mark(res.times.encoder_forward, t0);
 
     const double norm = step_norm(o, batch);  // the global batch's with several processes (model/dist_step.h)
-    std::vector<double> log_z(B), gold(B);
+    q.norm = norm;
+    std::vector<double>& log_z = q.log_z;
+    std::vector<double>& gold = q.gold;
+    log_z.assign(B, 0.0);
+    gold.assign(B, 0.0);
     const ParamInfo& A = layout_.get("crf.transition");
     const ParamInfo& D = layout_.get("crf.duration_bias");
     StepScalars* dsc = scalars_.as<StepScalars>();
@@ -250,10 +275,22 @@ class CudaExecutor final : public Executor {
     gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
     scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
     numerics_->queue_readback();
-    TS_CUDA(cudaStreamSynchronize(stream_));
+    q.t0 = t0;
+    return q;
+  }
+
+  // forward_backward after its synchronization: the taps' first hit, the
+  // non-finite checks and the loss from the read-back.
+  StepResult finish_forward_backward(QueuedStep& q, const StepOptions& o) {
+    StepResult res = q.res;
+    const int B = static_cast<int>(q.log_z.size());
+    const double norm = q.norm;
     const StepScalars sc = *host_scalars_.as<StepScalars>();
-    mark(res.times.encoder_backward, t0);
+    if (o.time_parts) res.times.encoder_backward += since(q.t0);
     if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
+    const std::vector<double>& log_z = q.log_z;
+    const std::vector<double>& gold = q.gold;
+    const bool with_ce = o.frame_ce_weight > 0.0;
     for (int b = 0; b < B; ++b) {
       if (!std::isfinite(log_z[b]))
         throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
@@ -269,7 +306,7 @@ class CudaExecutor final : public Executor {
     }
     res.grad_norm = sc.norm;
     if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
-    if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient();
+    if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient(grad_);
     return res;
   }
 
@@ -283,14 +320,15 @@ class CudaExecutor final : public Executor {
     const size_t n = layout_.total();
     StepScalars* dsc = scalars_.as<StepScalars>();
     const auto t_opt = Clock::now();
-    if (o.clip_norm > 0) gpu::clip_by_norm(grad_.as<float>(), n, &dsc->norm, o.clip_norm, stream_);
+    float* g = update_grad();
+    if (o.clip_norm > 0) gpu::clip_by_norm(g, n, reducer_ ? &dsc->reduced_norm : &dsc->norm, o.clip_norm, stream_);
     ++opt_.step;
     // two parameter groups when crf.lr_scale != 1, as AdamW::update (model/optim.h)
     const size_t split = o.crf_lr_scale == 1.0 ? n : layout_.crf_structure_begin();
-    gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), grad_.as<float>(), split, o.lr,
+    gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), g, split, o.lr,
                       opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
     gpu::adamw_update(params_.as<float>() + split, m_.as<float>() + split, v_.as<float>() + split,
-                      grad_.as<float>() + split, n - split, o.lr * o.crf_lr_scale, opt_.beta1, opt_.beta2, opt_.eps,
+                      g + split, n - split, o.lr * o.crf_lr_scale, opt_.beta1, opt_.beta2, opt_.eps,
                       opt_.weight_decay, opt_.step, stream_);
     if (dims_.duration_lognormal)  // the table follows the updated log-normal parameters
       gpu::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
@@ -318,7 +356,7 @@ class CudaExecutor final : public Executor {
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
     StepResult r = reducer_ ? share_forward_backward(batch, o) : forward_backward(batch, o);
     grad.resize(layout_.total());
-    grad_.download(grad.data(), grad.size() * sizeof(float), stream_);
+    cuda::copy_to_host(grad.data(), update_grad(), grad.size() * sizeof(float), stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
     return r;
   }
@@ -597,9 +635,13 @@ class CudaExecutor final : public Executor {
     return sum;
   }
 
-  [[noreturn]] void throw_first_nonfinite_gradient() {
+  // The gradient that clip and AdamW use: the sum over the ranks with several processes, else grad_.
+  float* update_grad() { return reducer_ ? grad_sum_.as<float>() : grad_.as<float>(); }
+
+  // The first non-finite entry of `grad` (grad_, or grad_sum_), in layout order, as one NonFiniteError.
+  [[noreturn]] void throw_first_nonfinite_gradient(Buffer& grad) {
     std::vector<float> g(layout_.total());
-    grad_.download(g.data(), g.size() * sizeof(float), stream_);
+    grad.download(g.data(), g.size() * sizeof(float), stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
     for (const ParamInfo& p : layout_.params())
       for (size_t i = 0; i < p.size; ++i)
@@ -619,6 +661,7 @@ class CudaExecutor final : public Executor {
   std::unique_ptr<gpu::DeviceNumerics> numerics_;  // the step's numeric taps (shared with encoder_)
   AdamW opt_;  // hyperparameters and step; the moments live in m_, v_
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
+  Buffer grad_sum_{Memory::device, 0};  // several processes: grad_ summed over the ranks (clip and AdamW use it)
   Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
   Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0};
   Buffer donset_{Memory::device, 0};  // [B][T][C] d loss / d onset (crf.onset_features only)

@@ -25,7 +25,8 @@ class HostStagedReducer final : public DeviceReducer {
   HostStagedReducer(const HostStagedReducer&) = delete;
   HostStagedReducer& operator=(const HostStagedReducer&) = delete;
 
-  void allreduce_sum(float* dev, size_t n, cudaStream_t stream) override {
+  // Synchronous: the sum is in dst on return (wait() has nothing left to do but the stream's own work).
+  void enqueue_sum(const float* src, float* dst, size_t n, cudaStream_t stream) override {
     if (n == 0) return;
     if (n > cap_) {
       cuda::pinned_free(host_);
@@ -34,12 +35,13 @@ class HostStagedReducer final : public DeviceReducer {
       host_ = static_cast<float*>(cuda::pinned_alloc(n * sizeof(float)));
       cap_ = n;
     }
-    TS_CUDA(cudaMemcpyAsync(host_, dev, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
+    TS_CUDA(cudaMemcpyAsync(host_, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream));
     TS_CUDA(cudaStreamSynchronize(stream));
     world_.allreduce_sum(host_, n, "the gradient all-reduce (host-staged)");
-    TS_CUDA(cudaMemcpyAsync(dev, host_, n * sizeof(float), cudaMemcpyHostToDevice, stream));
+    TS_CUDA(cudaMemcpyAsync(dst, host_, n * sizeof(float), cudaMemcpyHostToDevice, stream));
     TS_CUDA(cudaStreamSynchronize(stream));
   }
+  void wait(cudaStream_t stream) override { TS_CUDA(cudaStreamSynchronize(stream)); }
   std::string name() const override { return "mpi (host-staged)"; }
 
  private:

@@ -39,10 +39,20 @@ namespace timitseg::model::gpu {
 class DeviceReducer {
  public:
   virtual ~DeviceReducer() = default;
-  // dev[0, n) (device float32) <- its sum over every rank, after the work
-  // queued on stream before; returns when the sum is in dev (the stream has
-  // reached it). Throws std::runtime_error (one line) on a failure.
-  virtual void allreduce_sum(float* dev, size_t n, cudaStream_t stream) = 0;
+  // Queues dst[0, n) <- the sum over every rank of src[0, n) (device float32;
+  // src == dst: in place) on stream, after the work queued there before. May
+  // return before the sum is done (NCCL); every rank must queue the same
+  // sums in the same order. Throws std::runtime_error (one line) on a failure.
+  virtual void enqueue_sum(const float* src, float* dst, size_t n, cudaStream_t stream) = 0;
+  // Returns when stream has reached everything queued on it, the sums
+  // included, polling this reducer's errors and the communicator's deadline
+  // meanwhile (a peer that never joins ends in one line, not a hang).
+  virtual void wait(cudaStream_t stream) = 0;
+  // dev <- its sum over every rank, in place; returns when the sum is in dev.
+  void allreduce_sum(float* dev, size_t n, cudaStream_t stream) {
+    enqueue_sum(dev, dev, n, stream);
+    wait(stream);
+  }
   // "nccl" | "mpi (host-staged)" (the executor's description()).
   virtual std::string name() const = 0;
 };

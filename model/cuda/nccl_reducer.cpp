@@ -9,6 +9,7 @@
 #include <nccl.h>
 
 #include <chrono>
+#include <cstdio>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -57,27 +58,37 @@ class NcclReducer final : public DeviceReducer {
   NcclReducer(const NcclReducer&) = delete;
   NcclReducer& operator=(const NcclReducer&) = delete;
 
-  void allreduce_sum(float* dev, size_t n, cudaStream_t stream) override {
+  void enqueue_sum(const float* src, float* dst, size_t n, cudaStream_t stream) override {
     if (!comm_) throw std::runtime_error("NCCL: the communicator of " + world_.who() + " was aborted by an earlier failure");
     if (n == 0) return;
-    const ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat, ncclSum, comm_, stream);
+    const ncclResult_t r = ncclAllReduce(src, dst, n, ncclFloat, ncclSum, comm_, stream);
     check(r, "ncclAllReduce");
     if (r == ncclInProgress) wait_ready("ncclAllReduce", "");
-    // the reduction on the stream: done, a CUDA error, an NCCL error, or the deadline
-    const auto until = Clock::now() + deadline();
-    for (;;) {
+  }
+
+  // The stream: done, a CUDA error, an NCCL error, or the deadline. Spins on
+  // cudaStreamQuery for the first kSpin (a step's reduction takes tens of
+  // microseconds; a yield there costs as much), then yields; NCCL's
+  // asynchronous error and the deadline are looked at every 64 polls.
+  void wait(cudaStream_t stream) override {
+    if (!comm_) throw std::runtime_error("NCCL: the communicator of " + world_.who() + " was aborted by an earlier failure");
+    constexpr auto kSpin = std::chrono::milliseconds(2);
+    const auto start = Clock::now(), until = start + deadline();
+    for (unsigned poll = 0;; ++poll) {
       const cudaError_t q = cudaStreamQuery(stream);
-      if (q == cudaSuccess) break;
+      if (q == cudaSuccess) return;
       if (q != cudaErrorNotReady) {
         abort_comm();
         throw std::runtime_error("cuda: the stream of the NCCL all-reduce on " + world_.who() +
                                  " failed: " + cudaGetErrorString(q));
       }
+      if (poll % 64 != 63) continue;
       ncclResult_t st = ncclSuccess;
       check(ncclCommGetAsyncError(comm_, &st), "ncclCommGetAsyncError");
       if (st != ncclSuccess && st != ncclInProgress) fail(st, "ncclAllReduce (asynchronous error)", "");
-      if (Clock::now() > until) timed_out("ncclAllReduce of the gradient");
-      std::this_thread::yield();
+      const auto now = Clock::now();
+      if (now > until) timed_out("ncclAllReduce of the gradient");
+      if (now - start > kSpin) std::this_thread::yield();
     }
   }
   std::string name() const override { return "nccl"; }
@@ -102,10 +113,13 @@ class NcclReducer final : public DeviceReducer {
     abort_comm();
     throw std::runtime_error(line + hint);
   }
+  // The same words as the MPI communicator's deadline (common/dist_mpi.cpp).
   [[noreturn]] void timed_out(const char* what) {
     abort_comm();
-    throw std::runtime_error("NCCL: " + std::string(what) + " on " + world_.who() + " did not complete within " +
-                             std::to_string(world_.timeout()) + " s (train.dist_timeout): a peer stopped or hangs");
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.0f", world_.timeout());
+    throw std::runtime_error(std::string("NCCL: no progress in ") + what + " for " + secs +
+                             " s (train.dist_timeout; a rank that stopped answering, or one still busy elsewhere)");
   }
   // A call's immediate result: in progress and success go on, anything else fails.
   void check(ncclResult_t r, const char* call) {
