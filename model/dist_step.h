@@ -2,8 +2,10 @@
 // step"): what the CPU and the GPU executors share around their gradient
 // all-reduce. Each rank computes its share's data gradient with the global
 // loss normalization (StepOptions::loss_norm); rank 0 alone adds the L2
-// penalty; the ranks agree on the step's status before anything is reduced,
-// then sum the gradient and the loss sums, so every rank applies the same update.
+// penalty; the ranks agree on the step's status before any update (the CPU
+// before the gradient's all-reduce, the GPU after it: every rank joins it, and
+// the sum of a failed step is discarded), and sum the gradient and the loss
+// sums, so every rank applies the same update.
 #pragma once
 
 #include <exception>

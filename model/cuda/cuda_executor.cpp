@@ -6,9 +6,10 @@
 //                                                     host backend through copies)
 //   L2 penalty, encoder backward -> grad             (model/cuda/ops, encoder)
 //   global gradient norm -> read back with log Z, gold, penalty (one sync)
-//   [several processes, ExecutorOptions::world: the agreed step status, the
-//    gradient all-reduce (model/cuda/device_reducer.h), the loss sums and the
-//    norm of the reduced gradient: cuda_executor_dist.cpp]
+//   [several processes, ExecutorOptions::world: the gradient all-reduce
+//    (model/cuda/device_reducer.h) and the norm of the sum queued before the
+//    sync, which then covers them; the agreed step status and the loss sums
+//    after it: cuda_executor_dist.cpp]
 //   clip + AdamW on the device
 // Numeric checks (StepOptions::check_numerics, model/numerics.h): the encoder
 // and this executor tap every layer into a gpu::DeviceNumerics
