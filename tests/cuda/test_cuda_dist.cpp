@@ -126,6 +126,17 @@ std::unique_ptr<Executor> gpu_executor(const ModelDims& d, const std::vector<flo
   return ex;
 }
 
+// Two GPU executors as ranks 0 and 1 of a world of two threads (host-staged all-reduce).
+struct TwoThreadRanks {
+  testsupport::ThreadGroup group{2};
+  testsupport::ThreadCommunicator c0{group, 0}, c1{group, 1};
+  std::vector<std::unique_ptr<Executor>> ranks;
+  TwoThreadRanks(const ModelDims& d, const std::vector<float>& params) {
+    ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
+    ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+  }
+};
+
 // (ii) share A with the penalty + share B without it, both at the global norm.
 void expect_shares_sum_to_whole(bool lognormal, bool frame_norm) {
   const ModelDims d = small_dims(lognormal);
@@ -189,11 +200,8 @@ TEST(CudaDist, TwoThreadRanksComputeTheWholeBatchStep) {
   const std::vector<std::vector<int32_t>> rows{{0, 3}, {1, 2, 4}};  // unequal shares
   const StepOptions base = step_options(false);
 
-  testsupport::ThreadGroup group(2);
-  testsupport::ThreadCommunicator c0(group, 0), c1(group, 1);
-  std::vector<std::unique_ptr<Executor>> ranks;
-  ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
-  ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+  TwoThreadRanks two(d, params);
+  std::vector<std::unique_ptr<Executor>>& ranks = two.ranks;
   EXPECT_NE(ranks[0]->description().find("allreduce mpi (host-staged)"), std::string::npos) << ranks[0]->description();
   auto one = gpu_executor(d, params, nullptr);
 
@@ -255,11 +263,8 @@ TEST(CudaDist, EmptyShareAddsNothing) {
   const std::vector<float> params = params_for(d, 23);
   const Batch whole = testsupport::random_model_batch(d, 3, 29, 40);
   const StepOptions base = step_options(false);
-  testsupport::ThreadGroup group(2);
-  testsupport::ThreadCommunicator c0(group, 0), c1(group, 1);
-  std::vector<std::unique_ptr<Executor>> ranks;
-  ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
-  ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+  TwoThreadRanks two(d, params);
+  std::vector<std::unique_ptr<Executor>>& ranks = two.ranks;
   auto one = gpu_executor(d, params, nullptr);
   StepOptions o = base;
   o.step = 1;
@@ -305,11 +310,8 @@ TEST(CudaDist, AFailedShareStopsEveryRankBeforeAnyUpdate) {
   const std::vector<float> params = params_for(d, 41);
   const Batch whole = testsupport::random_model_batch(d, 4, 27, 60);
   const std::vector<std::vector<int32_t>> rows{{0, 2}, {1, 3}};
-  testsupport::ThreadGroup group(2);
-  testsupport::ThreadCommunicator c0(group, 0), c1(group, 1);
-  std::vector<std::unique_ptr<Executor>> ranks;
-  ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
-  ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+  TwoThreadRanks two(d, params);
+  std::vector<std::unique_ptr<Executor>>& ranks = two.ranks;
   StepOptions o = step_options(false);
   o.step = 1;
   o.loss_norm = step_norm(o, whole);

@@ -21,6 +21,7 @@
 #include "common/cuda_check.h"
 #include "model/cuda/cuda_encoder.h"
 #include "model/params.h"
+#include "tests/cuda/test_stream.h"
 
 namespace timitseg::model {
 namespace {
@@ -28,13 +29,7 @@ namespace {
 #define REQUIRE_GPU() \
   if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found: the GPU share tests need one"
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { TS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
+using testsupport::Stream;
 
 ModelDims dims() {
   ModelDims d;

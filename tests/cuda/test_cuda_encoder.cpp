@@ -27,19 +27,14 @@
 #include "model/cuda/lstm_fused.h"
 #include "model/cuda/ops.h"
 #include "model/params.h"
+#include "tests/cuda/test_stream.h"
 
 namespace timitseg::model {
 namespace {
 
 constexpr float kCrfSentinel = 777.f;  // CRF parameters' gradient entries: backward must leave them
 
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { TS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-  Stream(const Stream&) = delete;
-  Stream& operator=(const Stream&) = delete;
-};
+using testsupport::Stream;
 
 struct Problem {
   ModelDims dims;

@@ -13,6 +13,7 @@
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/support/crf_problems.h"
+#include "tests/cuda/test_stream.h"
 
 namespace timitseg::crf::testing {
 namespace {
@@ -39,12 +40,7 @@ const std::vector<Step> kSteps = {
     {{3, 20, 6, 39}, false}, {{9, 41, 6, 39}, true}, {{4, 9, 2, 5}, true},
 };
 
-// A CUDA stream for the test's lifetime.
-struct Stream {
-  cudaStream_t s = nullptr;
-  Stream() { TS_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)); }
-  ~Stream() { cudaStreamDestroy(s); }
-};
+using testsupport::Stream;
 
 TEST(CudaSession, ReusedAcrossBatchSizesMatchesFreshRunHost) {
   SKIP_WITHOUT_GPU();
