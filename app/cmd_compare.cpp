@@ -32,6 +32,8 @@
 #include "common/atomic_file.h"
 #include "common/cuda.h"
 #include "common/progress.h"
+#include "common/run_lock.h"
+#include "common/walk.h"
 #include "model/checkpoint.h"
 #include "model/config.h"
 #include "model/device_choice.h"
@@ -469,6 +471,11 @@ void run_compare(const CompareArgs& a) {
   const std::vector<compare::Variant> variants = {{"linear", "linear CRF (K=1)", 1},
                                                   {"semicrf", "semi-CRF (K=" + std::to_string(K) + ")", K}};
   const bool seed_dirs = !(seeds.size() == 1 && a.seeds.empty());
+  // one writer per run folder (common/run_lock.h): compare holds the parent of its runs, train() each run's
+  InputSet inputs;
+  inputs.add(base.data_workdir);
+  refuse_output("train.run_dir", base.train_run_dir, inputs, "data.workdir, the prepared data");
+  const RunLock lock(base.train_run_dir, "train.run_dir");
   std::vector<Job> jobs = make_jobs(a, base, seeds, variants, seed_dirs);
   check_conflicts(jobs, a.force);
   const TrainingDone done = train_jobs(jobs, base, device, a.jobs);

@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "common/files.h"
+#include "common/walk.h"
 #include "common/safetensors.h"
 #include "common/version.h"
 #include "model/checkpoint.h"
@@ -23,6 +24,9 @@ struct ExportArgs {
 
 void run_export(const ExportArgs& a) {
   check_output_file("--out", a.out, "model.safetensors");  // before any work (docs/cli.md "Output paths")
+  InputSet inputs;
+  inputs.add(a.checkpoint);
+  refuse_output("--out", a.out, inputs, "the checkpoint being exported; an output never replaces its input");
   // load_checkpoint verifies the checksum and the value ranges before anything is written.
   const model::ModelState s = model::load_checkpoint(a.checkpoint);
   const model::ParamLayout layout(s.dims);

@@ -5,12 +5,15 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "app/commands.h"
 #include "app/report/report.h"
 #include "common/files.h"
+#include "common/run_lock.h"
+#include "common/walk.h"
 #include "model/labels.h"
 
 namespace fs = std::filesystem;
@@ -25,10 +28,28 @@ struct ReportArgs {
   int threads = 0;
 };
 
+// DIR holds a run (or held one): train, compare or report may write there.
+bool holds_run(fs::path dir) {
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  for (const char* name : {"metrics.jsonl", "config.yaml", RunLock::kFileName})
+    if (fs::exists(dir / name, ec)) return true;
+  return false;
+}
+
 void run_report(const ReportArgs& a) {
   const auto t0 = std::chrono::steady_clock::now();
   // A file path in an existing folder, before the (possibly long) dev evaluations.
   check_output_file("--out", a.out, "report.html");
+  InputSet inputs;  // what the report reads of each run: never replaced by it
+  for (const std::string& run_dir : a.run_dirs)
+    for (const char* name : {"metrics.jsonl", "config.yaml", "run.json", "train.log", "checkpoints/best.safetensors"})
+      inputs.add(fs::path(run_dir) / name);
+  refuse_output("--out", a.out, inputs, "a file of a run the report reads");
+  // one writer per run folder (common/run_lock.h): a report into a run folder is refused at once while a train
+  // or compare writes there; a report of a running run into another folder only reads it
+  std::optional<RunLock> lock;
+  if (holds_run(fs::path(a.out).parent_path())) lock.emplace(fs::path(a.out).parent_path().string(), "--out");
   std::error_code ec;
   report::ReportInput in;
   in.names39 = model::LabelSet::make(39).names39;

@@ -10,6 +10,7 @@
 #include <stdexcept>
 
 #include "common/text.h"
+#include "common/walk.h"
 #include "data/phones.h"
 #include "data/timit_lists.h"
 
@@ -177,12 +178,19 @@ std::vector<int32_t> frame_labels(const std::vector<PhnEntry>& phones, int64_t n
 }
 
 namespace {
-std::vector<fs::directory_entry> sorted_entries(const fs::path& dir) {
-  std::vector<fs::directory_entry> v;
-  for (const auto& e : fs::directory_iterator(dir)) v.push_back(e);
-  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path().filename() < b.path().filename(); });
+// The folder walker of the project (common/walk.h): links to files and folders
+// followed, a dangling link or a link cycle reported as a warning and skipped.
+std::vector<FolderEntry> sorted_entries(const fs::path& dir, std::vector<Problem>* problems) {
+  std::vector<std::string> lines;
+  std::vector<FolderEntry> v = list_folder(dir, &lines);
+  if (problems)
+    for (const std::string& l : lines) {
+      const size_t colon = l.find(": ");
+      problems->push_back({l.substr(0, colon), 0, l.substr(colon + 2), false});
+    }
   return v;
 }
+bool is_folder(const FolderEntry& e) { return e.kind == FolderEntry::kFolder; }
 }  // namespace
 
 std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Problem>* problems) {
@@ -194,25 +202,25 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
   std::vector<CorpusUtterance> out;
   std::map<std::string, std::string> seen;  // id -> wav path
   bool found_part = false;
-  for (const auto& pe : sorted_entries(root)) {
-    const std::string part = to_lower(pe.path().filename().string());
-    if (!pe.is_directory() || (part != "train" && part != "test")) continue;
+  for (const auto& pe : sorted_entries(root, problems)) {
+    const std::string part = to_lower(pe.path.filename().string());
+    if (!is_folder(pe) || (part != "train" && part != "test")) continue;
     found_part = true;
-    for (const auto& de : sorted_entries(pe.path())) {
-      if (!de.is_directory()) continue;
-      const std::string dr = to_lower(de.path().filename().string());
+    for (const auto& de : sorted_entries(pe.path, problems)) {
+      if (!is_folder(de)) continue;
+      const std::string dr = to_lower(de.path.filename().string());
       if (dr.rfind("dr", 0) != 0) {
-        report(de.path().string(), "not a dialect-region folder (DR1..DR8): ignored", false);
+        report(de.path.string(), "not a dialect-region folder (DR1..DR8): ignored", false);
         continue;
       }
-      for (const auto& se : sorted_entries(de.path())) {
-        if (!se.is_directory()) continue;
-        const std::string spk = to_lower(se.path().filename().string());
+      for (const auto& se : sorted_entries(de.path, problems)) {
+        if (!is_folder(se)) continue;
+        const std::string spk = to_lower(se.path.filename().string());
         std::map<std::string, std::string> phn_by_stem;
         std::vector<std::pair<std::string, std::string>> wavs;  // stem, path
-        for (const auto& fe : sorted_entries(se.path())) {
-          if (!fe.is_regular_file()) continue;
-          const std::string fname = fe.path().filename().string();
+        for (const auto& fe : sorted_entries(se.path, problems)) {
+          if (fe.kind != FolderEntry::kFile) continue;
+          const std::string fname = fe.path.filename().string();
           const std::string lower = to_lower(fname);
           if (lower.size() < 5) continue;
           const std::string ext = lower.substr(lower.size() - 4);
@@ -220,11 +228,11 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
           // converted copies beside the originals: "SI1027.WAV.wav" is the same utterance as "SI1027.WAV"
           if (ext == ".wav" && stem.size() > 4 && stem.substr(stem.size() - 4) == ".wav") stem.resize(stem.size() - 4);
           if (ext == ".wav") {
-            wavs.emplace_back(stem, fe.path().string());
+            wavs.emplace_back(stem, fe.path.string());
           } else if (ext == ".phn") {
-            auto [pit, fresh] = phn_by_stem.emplace(stem, fe.path().string());
+            auto [pit, fresh] = phn_by_stem.emplace(stem, fe.path.string());
             if (!fresh)
-              report(fe.path().string(), "duplicate of " + pit->second + " (same utterance, other letter case): ignored",
+              report(fe.path.string(), "duplicate of " + pit->second + " (same utterance, other letter case): ignored",
                      false);
           }
         }
@@ -256,12 +264,12 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
   }
   if (!found_part) {
     std::string hint;  // copies often nest the tree one level down (e.g. timit/TIMIT/TRAIN)
-    for (const auto& e : sorted_entries(root))
-      if (e.is_directory())
-        for (const auto& f : sorted_entries(e.path())) {
-          const std::string n = to_lower(f.path().filename().string());
-          if (f.is_directory() && (n == "train" || n == "test") && hint.empty())
-            hint = " (did you mean --timit " + e.path().string() + "?)";
+    for (const auto& e : sorted_entries(root, nullptr))
+      if (is_folder(e))
+        for (const auto& f : sorted_entries(e.path, nullptr)) {
+          const std::string n = to_lower(f.path.filename().string());
+          if (is_folder(f) && (n == "train" || n == "test") && hint.empty())
+            hint = " (did you mean --timit " + e.path.string() + "?)";
         }
     throw std::runtime_error(root + ": no TRAIN or TEST folder (either letter case): not a TIMIT tree" + hint);
   }

@@ -24,6 +24,7 @@
 #include "common/progress.h"
 #include "common/safetensors.h"
 #include "common/sha256.h"
+#include "common/walk.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/phones.h"
@@ -196,6 +197,22 @@ void check_output_folder(const std::string& workdir) {
                                   "(choose a new or empty folder)");
   }
   if (ec) throw std::runtime_error("--out " + workdir + ": cannot list the folder (" + ec.message() + ")");
+}
+
+// WORKDIR is never the corpus nor one of its folders, through links too: the
+// prepared files would land among the inputs (docs/reliability.md).
+void refuse_corpus_folder(const std::string& timit_dir, const std::string& workdir) {
+  std::error_code ec;
+  if (!fs::is_directory(timit_dir, ec)) return;  // scan_timit names it
+  InputSet corpus;
+  std::vector<fs::path> folders;
+  std::set<std::pair<dev_t, ino_t>> skip;  // a WORKDIR inside the tree is not part of the corpus
+  std::pair<dev_t, ino_t> id;
+  if (file_identity(workdir, &id)) skip.insert(id);
+  walk_files(timit_dir, nullptr, skip, &folders);
+  for (const fs::path& f : folders) corpus.add(f);
+  refuse_output("--out", workdir, corpus, "a folder of the corpus --timit " + timit_dir +
+                                              "; the prepared data go into a folder of their own");
 }
 
 bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
@@ -491,6 +508,7 @@ PrepareSummary prepare(const PrepareOptions& po) {
   validate(fo);
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
+  refuse_corpus_folder(po.timit_dir, po.workdir);
   check_output_folder(po.workdir);
   const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
   std::vector<CorpusUtterance> work;

@@ -155,26 +155,19 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
   write_file_atomic(base.string() + ".TextGrid", textgrid_tiers(tiers, r.n_file, r.file_rate));
 }
 
-void check_output_dir(const std::string& dir) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw std::runtime_error("--out " + dir + ": cannot create the folder (" + ec.message() + ")");
-  const fs::path probe = fs::path(dir) / (".timitseg-write-test-" + std::to_string(::getpid()));
-  {
-    std::ofstream f(probe);
-    if (!f) throw std::invalid_argument("--out " + dir + ": folder is not writable");
-  }
-  fs::remove(probe, ec);
-}
-
-std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict) {
+std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect) {
   std::vector<Job> jobs;
   const std::string mode = o.transcript;
   if (!o.phones_file.empty() || !o.words_file.empty()) {
     const bool phones = !o.phones_file.empty();
     const std::string list_path = phones ? o.phones_file : o.words_file;
     const std::vector<data::ListEntry> list = data::parse_list(list_path, read_file(list_path));
+    protect.add(list_path);
     for (const data::ListEntry& e : list) {
+      try {  // the audio and the files beside it (its .PHN, ...); a missing one is reported when it is read
+        audio_inputs({e.audio}, "", &protect);
+      } catch (const std::exception&) {
+      }
       const std::string source = list_path + ":" + std::to_string(e.line);
       Job j{e.audio, fs::path(e.audio).filename().replace_extension(), nullptr};
       if (phones) {
@@ -217,7 +210,8 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
                                    wo);
     };
   };
-  for (const auto& [audio, stem] : audio_inputs(o.inputs)) jobs.push_back({audio, stem, beside(audio)});
+  for (const auto& [audio, stem] : audio_inputs(o.inputs, o.out_dir, &protect))
+    jobs.push_back({audio, stem, beside(audio)});
   return jobs;
 }
 
@@ -411,7 +405,10 @@ int align(const AlignOptions& o) {
   const ModelState s = load_checkpoint(o.checkpoint);
   std::shared_ptr<data::Dictionary> dict;
   if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
-  const std::vector<Job> jobs = collect_jobs(o, dict);
+  InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
+  protect.add(o.checkpoint);
+  if (!o.dict.empty()) protect.add(o.dict);
+  const std::vector<Job> jobs = collect_jobs(o, dict, protect);
   std::map<std::string, std::string> seen;
   for (const Job& j : jobs) {
     auto [it, fresh] = seen.emplace(j.stem.string(), j.audio);
@@ -419,7 +416,10 @@ int align(const AlignOptions& o) {
       throw std::invalid_argument("align: " + j.audio + " and " + it->second + " would both write " + j.stem.string() +
                                   ".PHN; align them into different --out folders");
   }
-  check_output_dir(o.out_dir);
+  std::vector<fs::path> stems;
+  for (const Job& j : jobs) stems.push_back(j.stem);
+  CreatedFolders made;  // a failure before the first write leaves no --out folder
+  prepare_out_dir(o.out_dir, stems, protect, &made);
   // the model's own transition: no phone bonus, no posterior decoding
   std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
@@ -497,6 +497,7 @@ int align(const AlignOptions& o) {
                              " input file(s) failed (each named above" +
                              (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
                              " aligned into " + o.out_dir);
+  made.keep();
   spdlog::info("aligned {} utterance(s) into {}", done, o.out_dir);
   return done;
 }

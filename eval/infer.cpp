@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -109,27 +110,74 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
   return exec;
 }
 
-std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs) {
+namespace {
+
+std::string lower(std::string x) {
+  std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return x;
+}
+
+// The name of a file up to its first dot, lower case: SI1000.WAV, SI1000.PHN, si1000.wav.wav -> si1000.
+std::string base_name(const fs::path& p) {
+  const std::string n = p.filename().string();
+  return lower(n.substr(0, n.find('.')));
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs,
+                                                                        const std::string& out_dir,
+                                                                        InputSet* protect) {
+  std::set<std::pair<dev_t, ino_t>> skip;  // the output folder inside an input tree is not an input
+  std::pair<dev_t, ino_t> out_id;
+  if (!out_dir.empty() && file_identity(out_dir, &out_id)) skip.insert(out_id);
   std::vector<std::pair<std::string, fs::path>> jobs;
   for (const std::string& in : inputs) {
     std::error_code ec;
     if (fs::is_directory(in, ec)) {
+      std::vector<std::string> problems;
+      std::vector<fs::path> folders;
+      const std::vector<fs::path> files = walk_files(in, &problems, skip, &folders);
+      for (const std::string& p : problems) spdlog::warn("{}", p);
       std::vector<fs::path> found;
-      for (const auto& e : fs::recursive_directory_iterator(in)) {
-        std::string ext = e.path().extension().string();
-        std::transform(ext.begin(), ext.end(), ext.begin(), ::tolower);
-        if (e.is_regular_file() && ext == ".wav") found.push_back(e.path());
+      for (const fs::path& rel : files) {
+        if (protect) protect->add(fs::path(in) / rel);
+        if (lower(rel.extension().string()) == ".wav") found.push_back(rel);
       }
-      std::sort(found.begin(), found.end());
+      if (protect)
+        for (const fs::path& f : folders) protect->add(f);
       if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
-      for (const fs::path& p : found) jobs.push_back({p.string(), fs::relative(p, in).replace_extension()});
+      // the output stem is the path as walked (a link's own name), never resolved through the link
+      for (const fs::path& rel : found) jobs.push_back({(fs::path(in) / rel).string(), fs::path(rel).replace_extension()});
     } else if (fs::is_regular_file(in, ec)) {
       jobs.push_back({in, fs::path(in).filename().replace_extension()});
+      if (protect) {
+        protect->add(in);
+        fs::path dir = fs::path(in).parent_path();
+        if (dir.empty()) dir = ".";
+        for (const FolderEntry& e : list_folder(dir, nullptr))  // its transcripts beside it
+          if (e.kind == FolderEntry::kFile && base_name(e.path) == base_name(in)) protect->add(e.path);
+      }
     } else {
       throw std::runtime_error(in + ": no such file or folder");
     }
   }
   return jobs;
+}
+
+void prepare_out_dir(const std::string& out_dir, const std::vector<fs::path>& stems, const InputSet& protect,
+                     CreatedFolders* made) {
+  refuse_output("--out", out_dir, protect, "outputs never go among the inputs");
+  for (const fs::path& stem : stems)
+    for (const char* ext : {".PHN", ".TextGrid"}) {
+      const fs::path file = (fs::path(out_dir) / stem).string() + ext;
+      const std::string in = protect.same_as(file);
+      if (!in.empty())
+        throw std::invalid_argument("--out " + out_dir + ": " + file.string() + " would replace the input " + in +
+                                    " (an output never replaces an input); give another --out folder");
+    }
+  made->create(out_dir, "--out");  // removed again if the command fails before writing into it
+  check_output_folder("--out", (fs::path(out_dir) / "x.PHN").string());
 }
 
 namespace {
@@ -181,7 +229,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
-  if (!o.dump_scores_dir.empty()) fs::create_directories(o.dump_scores_dir);
+  CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
+  if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
   Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
   UtteranceHook scores_hook;
   if (!o.dump_scores_dir.empty()) {
@@ -249,6 +298,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
               exec->description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
+  made.keep();
   return j;
 }
 
@@ -403,7 +453,9 @@ int decode(const DecodeOptions& o) {
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
   std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   // (audio path, output stem relative to out_dir)
-  const std::vector<std::pair<std::string, fs::path>> jobs = audio_inputs(o.inputs);
+  InputSet protect;  // never written: the inputs, their transcripts, the checkpoint
+  protect.add(o.checkpoint);
+  const std::vector<std::pair<std::string, fs::path>> jobs = audio_inputs(o.inputs, o.out_dir, &protect);
   std::map<std::string, std::string> seen;
   for (const auto& [src, stem] : jobs) {
     auto [it, fresh] = seen.emplace(stem.string(), src);
@@ -411,12 +463,11 @@ int decode(const DecodeOptions& o) {
       throw std::invalid_argument("decode: " + src + " and " + it->second + " would both write " + stem.string() +
                                   ".PHN; decode them into different --out folders");
   }
-  {  // an output folder that cannot be created or written fails before any work
-    std::error_code ec;
-    fs::create_directories(o.out_dir, ec);
-    if (ec) throw std::runtime_error("--out " + o.out_dir + ": cannot create the folder (" + ec.message() + ")");
-    check_output_folder("--out", (fs::path(o.out_dir) / "x.PHN").string());
-  }
+  // an output folder that is an input, would replace one, or cannot be created or written fails before any work
+  std::vector<fs::path> stems;
+  for (const auto& job : jobs) stems.push_back(job.second);
+  CreatedFolders made;
+  prepare_out_dir(o.out_dir, stems, protect, &made);
   // Each input on its own: a bad file is reported (one line naming it) and
   // the others are still decoded; the command fails at the end with a count.
   // Nothing is written for a bad file (both outputs are written atomically,
@@ -439,6 +490,7 @@ int decode(const DecodeOptions& o) {
                              " input file(s) failed (each named above" +
                              (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
                              " decoded into " + o.out_dir);
+  made.keep();
   spdlog::info("decoded {} utterance(s) into {}", done, o.out_dir);
   return done;
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/walk.h"
 #include "model/model.h"
 #include "eval/evaluate.h"
 
@@ -77,10 +78,26 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
                                                   const std::string& decode_opt);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched
-// recursively for *.wav / *.WAV (sorted); (audio path, output stem: the path
-// relative to the folder, or the file name, without extension). Throws one line
-// for a missing path or a folder without audio.
-std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs);
+// at any depth for *.wav / *.WAV (sorted), links to files and folders followed
+// (common/walk.h: a cycle or a dangling link is one warning line, the other
+// files go on); (audio path, output stem: the path relative to the folder as
+// given, through the links' names, never their targets, or the file name,
+// without extension). Throws one line for a missing path or a folder without
+// audio. The folder OUT_DIR, when inside an input folder, is not searched.
+// *inputs (when given) receives what the command must never write: every file
+// and folder found under the input folders, each input file and the files
+// beside it with its name (its .PHN, .WRD, .TXT).
+std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs,
+                                                                        const std::string& out_dir = "",
+                                                                        InputSet* protect = nullptr);
+
+// Before any work: refuses (one line naming both) an --out folder that is an
+// input folder or one of its folders, and any OUT/stem.PHN or .TextGrid that is
+// (through links) one of the inputs; then creates OUT (with its missing
+// parents, recorded in *made so that a failed command leaves no folder) and
+// checks that it is writable.
+void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesystem::path>& stems,
+                     const InputSet& protect, CreatedFolders* made);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

@@ -7,10 +7,12 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "common/run_lock.h"
 #include "model/config.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
@@ -83,6 +85,15 @@ class LogTag {
  private:
   std::string previous_;
 };
+
+// One writer per run folder (common/run_lock.h): on rank 0 (`holder`) takes
+// RUN_DIR's lock into *lock, creating the folder, before anything is checked
+// or written; then, for a fresh run (!resume), check_fresh_run_dir. The check
+// and the first write are thus atomic against a second `train`, `--resume`,
+// `compare` or `report` into the folder, which is refused with one line naming
+// it and this process's pid. A train.run_dir that is data.workdir (through
+// links too) is refused first.
+void lock_run_folder(std::optional<RunLock>& lock, const Config& cfg, bool resume, bool holder);
 
 // RUN_DIR/metrics.jsonl's lines with epoch <= keep_upto (--resume keeps those); "" for a missing file.
 std::string metrics_upto(const std::string& path, int keep_upto);

@@ -88,6 +88,7 @@ struct TrainingRun {
   std::unique_ptr<Executor> exec;
   std::optional<ParamLayout> layout;
   fs::path run_dir, ckpt_dir;
+  std::optional<RunLock> lock;       // RUN_DIR/.timitseg.lock (rank 0), for the whole call
   std::optional<LogFile> log_file;  // RUN_DIR/train.log, for the whole call
   std::string metrics_path, metrics_text;
   std::string steps_text;  // debug.step_log: RUN_DIR/steps.jsonl so far
@@ -234,8 +235,9 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   r.choice = resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
   r.device = r.choice.device;
   r.ls = LabelSet::make(cfg.data_label_set);
-  if (!resume) check_fresh_run_dir(cfg.train_run_dir);
   r.world = &dist::world();
+  // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
+  dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });
   r.world->set_timeout(cfg.train_dist_timeout);
   if (r.world->size() > 1) r.watchdog = std::make_unique<dist::Watchdog>(2 * cfg.train_dist_timeout);
   set_up_ranks(r.cfg, data, r.device, *r.world);
