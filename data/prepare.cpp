@@ -204,13 +204,13 @@ void check_output_folder(const std::string& workdir) {
 void refuse_corpus_folder(const std::string& timit_dir, const std::string& workdir) {
   std::error_code ec;
   if (!fs::is_directory(timit_dir, ec)) return;  // scan_timit names it
-  InputSet corpus;
-  std::vector<fs::path> folders;
-  std::set<std::pair<dev_t, ino_t>> skip;  // a WORKDIR inside the tree is not part of the corpus
-  std::pair<dev_t, ino_t> id;
-  if (file_identity(workdir, &id)) skip.insert(id);
-  walk_files(timit_dir, nullptr, skip, &folders);
-  for (const fs::path& f : folders) corpus.add(f);
+  InputSet corpus;  // the folders that hold audio or transcripts (a WORKDIR inside the tree holds neither)
+  corpus.add(timit_dir);
+  for (const fs::path& rel : walk_files(timit_dir, nullptr)) {
+    const std::string ext = to_lower(rel.extension().string());
+    if (ext != ".wav" && ext != ".phn") continue;
+    for (fs::path d = rel.parent_path(); !d.empty(); d = d.parent_path()) corpus.add(fs::path(timit_dir) / d);
+  }
   refuse_output("--out", workdir, corpus, "a folder of the corpus --timit " + timit_dir +
                                               "; the prepared data go into a folder of their own");
 }
