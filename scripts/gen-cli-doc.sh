@@ -31,6 +31,18 @@ tmp=$(mktemp)
   echo "name a folder (\`decode --out\`, \`prepare --out\`, \`synth --out\`,"
   echo "\`evaluate --dump-scores\`) take it with or without a trailing slash."
   echo
+  echo "**Inputs are never written.** Links to files and folders are followed when"
+  echo "reading (\`prepare\`, \`align\`, \`decode\`, \`evaluate\`; a link cycle or a dangling"
+  echo "link is one warning line, the other files go on); outputs land under the"
+  echo "folder or file named, at the path of the input as given (a link's own name,"
+  echo "never its target). An output that is an input or would replace one (an"
+  echo "\`--out\` folder of the input tree, \`export --out\` naming its checkpoint, a"
+  echo "\`train.run_dir\` that is \`data.workdir\`) is refused before any work with one"
+  echo "line naming both; a command that fails before writing leaves no folder behind."
+  echo "A run folder has one writer: a second \`train\`, \`train --resume\`, \`compare\`"
+  echo "or \`report --out RUN_DIR/...\` while one writes there is refused with one line"
+  echo "naming the folder and the holder's pid (docs/reliability.md)."
+  echo
   for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi
     echo
