@@ -30,7 +30,9 @@ compare        a WORKDIR of linked files: runs land under train.run_dir;
                train.run_dir equal to the WORKDIR (through a link): refused.
 train          two fresh `train` started together into one folder: one runs,
                the other exits 1 with one line naming the folder and the
-               holder's pid; two `--resume` while it runs: refused likewise;
+               holder's pid; two `--resume` and a `report` into the folder while
+               it runs: refused likewise; `report` of it into another folder
+               and `evaluate` of its best checkpoint: allowed;
                kill -9 of the holder, then two `--resume` started together: one
                finishes, one is refused; the folder holds that run's files only.
 """
@@ -292,6 +294,20 @@ def case_export_report(top, run_dir):
     if files_under(os.path.dirname(out)) != {"r.html"}:
         fail("report: %s holds %s" % (os.path.dirname(out), files_under(os.path.dirname(out))))
     same_snapshot(before, snapshot(runs), "report of a linked run")
+    # --out inside the input tree (the run folder): that one file is added, nothing else changes
+    chmod_tree(runs, True)
+    before = snapshot(runs)
+    for args, out in ((["export", link], os.path.join(runs, "r", "model.safetensors")),
+                      (["report", linked, "--threads", "1"], os.path.join(runs, "r", "again.html"))):
+        run(args + ["--out", out], what="%s --out inside the run folder" % args[0])
+        after = snapshot(runs)
+        lock = os.path.join(runs, "r", ".timitseg.lock")  # report into a run folder holds its lock: its pid
+        after[lock] = before[lock]
+        if set(after) - set(before) != {out} or any(after[k] != v for k, v in before.items()):
+            fail("%s --out %s: the run folder changed otherwise: %s" % (args[0], out, sorted(set(after) ^ set(before))))
+        os.remove(out)
+        del after[out]
+        same_snapshot(before, after, "%s --out inside the run folder" % args[0])
     print("links: export/report: --out an input (through links) refused; outputs only under --out", flush=True)
 
 
@@ -367,6 +383,13 @@ def case_train_lock(top, cfg_text):
     r1, r2 = start(["train", "--resume", run_dir]), start(["train", "--resume", run_dir])
     for r in (r1, r2):
         lock_line(finish(r), run_dir, holder.pid)
+    # a report into the run folder writes it: refused; reading the running run stays allowed
+    lock_line(run(["report", run_dir, "--out", os.path.join(run_dir, "r.html")], expect=1), run_dir, holder.pid)
+    run(["report", run_dir, "--out", os.path.join(base, "reader.html"), "--threads", "1"], what="report of a running run")
+    best = os.path.join(run_dir, "checkpoints", "best.safetensors")  # replaced atomically, never pruned
+    run(["evaluate", "--checkpoint", best, "--threads", "1"], what="evaluate of a running run's checkpoint")
+    if holder.poll() is not None:
+        fail("the holder ended before the readers were done: %s" % finish(holder).stderr[-2000:])
     holder.send_signal(signal.SIGKILL)
     holder.wait()
     epochs_done = max(int(f[6:-12]) for f in os.listdir(os.path.join(run_dir, "checkpoints")) if f.startswith("epoch-"))
@@ -395,7 +418,7 @@ def case_train_lock(top, cfg_text):
     if log.count(": training " + run_dir) > 1 or log.count(": resuming " + run_dir) != 1:
         fail("train.log holds other runs' lines:\n" + log[-3000:])
     print("links: train: of two fresh runs and of two --resume one ran, the other exited 1 naming the folder and the "
-          "holder's pid; after kill -9 of the holder --resume finished epochs 1..%d" % (epochs_done + 2), flush=True)
+          "holder's pid, report and evaluate read it meanwhile; after kill -9 of the holder --resume finished epochs 1..%d" % (epochs_done + 2), flush=True)
 
 
 TINY = ("data:\n  workdir: @WD@\nmodel:\n  hidden_dim: 8\n  num_layers: 1\n  dropout: 0.1\n"
