@@ -41,12 +41,14 @@ RunLock::RunLock(const std::string& dir, const std::string& flag) : dir_(dir) {
   created_.create(dir, flag);
   const std::string path = lock_path(dir);
   fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd_ < 0) throw std::runtime_error(path + ": cannot open the run folder's lock file (" + std::strerror(errno) + ")");
+  if (fd_ < 0)
+    throw std::runtime_error(path + ": cannot open the run folder's lock file (" + std::strerror(errno) + ")");
   if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;
     long pid = 0;
     // the holder writes its pid right after taking the lock: give it a moment
-    for (int i = 0; i < 50 && (pid = read_pid(fd_)) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    for (int i = 0; i < 50 && (pid = read_pid(fd_)) == 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
     ::close(fd_);
     fd_ = -1;
     if (e != EWOULDBLOCK)

@@ -43,7 +43,9 @@ std::vector<FolderEntry> list_folder(const fs::path& dir, std::vector<std::strin
       }
       continue;
     }
-    e.kind = S_ISDIR(sb.st_mode) ? FolderEntry::kFolder : S_ISREG(sb.st_mode) ? FolderEntry::kFile : FolderEntry::kOther;
+    e.kind = S_ISDIR(sb.st_mode)   ? FolderEntry::kFolder
+             : S_ISREG(sb.st_mode) ? FolderEntry::kFile
+                                   : FolderEntry::kOther;
     out.push_back(std::move(e));
   }
   if (ec) throw std::runtime_error(dir.string() + ": cannot read the folder (" + ec.message() + ")");

@@ -148,7 +148,8 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const st
         for (const fs::path& f : folders) protect->add(f);
       if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
       // the output stem is the path as walked (a link's own name), never resolved through the link
-      for (const fs::path& rel : found) jobs.push_back({(fs::path(in) / rel).string(), fs::path(rel).replace_extension()});
+      for (const fs::path& rel : found)
+        jobs.push_back({(fs::path(in) / rel).string(), fs::path(rel).replace_extension()});
     } else if (fs::is_regular_file(in, ec)) {
       jobs.push_back({in, fs::path(in).filename().replace_extension()});
       if (protect) {

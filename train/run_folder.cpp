@@ -319,7 +319,8 @@ void lock_run_folder(std::optional<RunLock>& lock, const Config& cfg, bool resum
   const std::string& run_dir = cfg.train_run_dir;
   InputSet inputs;  // the prepared data is read, never written: a run folder is never the WORKDIR
   inputs.add(cfg.data_workdir);
-  refuse_output("train.run_dir", run_dir, inputs, "data.workdir, the prepared data; runs go into a folder of their own");
+  refuse_output("train.run_dir", run_dir, inputs,
+                "data.workdir, the prepared data; runs go into a folder of their own");
   if (holder) lock.emplace(run_dir, "train.run_dir");
   if (!resume) check_fresh_run_dir(run_dir);
 }
