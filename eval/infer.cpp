@@ -61,18 +61,14 @@ std::string safe_name(std::string id) {
   return id;
 }
 
-// Fails early (before a long evaluation) when OUT's folder is missing or not writable.
-void check_output_folder(const std::string& flag, const std::string& out) {
-  fs::path dir = fs::path(out).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw std::invalid_argument(flag + " " + out + ": folder " + dir.string() + " does not exist");
-  const fs::path probe = dir / (".timitseg-write-test-" + std::to_string(::getpid()));
+// Fails early (before any work) when the folder DIR (it exists) cannot be written: "FLAG DIR: folder is not writable".
+void check_writable_folder(const std::string& flag, const std::string& dir) {
+  const fs::path probe = fs::path(dir) / (".timitseg-write-test-" + std::to_string(::getpid()));
   {
     std::ofstream f(probe);
-    if (!f) throw std::invalid_argument(flag + " " + out + ": folder " + dir.string() + " is not writable");
+    if (!f) throw std::invalid_argument(flag + " " + dir + ": folder is not writable");
   }
+  std::error_code ec;
   fs::remove(probe, ec);
 }
 
@@ -178,7 +174,7 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<fs::path>& st
                                     " (an output never replaces an input); give another --out folder");
     }
   made->create(out_dir, "--out");  // removed again if the command fails before writing into it
-  check_output_folder("--out", (fs::path(out_dir) / "x.PHN").string());
+  check_writable_folder("--out", out_dir);
 }
 
 namespace {
