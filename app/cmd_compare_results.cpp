@@ -8,10 +8,12 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "app/cmd_compare.h"
 #include "common/atomic_file.h"
+#include "common/run_lock.h"
 #include "eval/align.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
@@ -285,6 +287,13 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
       const fs::path own = fs::path(rr.run_dir) / "report.html";
       std::error_code ec;
       if (fs::exists(own, ec)) continue;
+      std::optional<RunLock> lock;  // written into the run's folder: as its one writer (common/run_lock.h)
+      try {
+        lock.emplace(rr.run_dir, "train.run_dir");
+      } catch (const std::runtime_error& e) {
+        spdlog::warn("{}; its own report.html is left for later", e.what());
+        continue;
+      }
       report::ReportInput one;
       one.names39 = overlay.names39;
       one.runs = {rr};
