@@ -163,6 +163,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const ModelState s = load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
+  data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   const data::Split split = data::load_split(workdir, o.split);
   if (split.utterances.empty()) {

@@ -97,7 +97,7 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
 }
 
 bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, std::vector<Spectrogram>* drawn,
-                  std::string* note) {
+                  std::string* note, const std::string& workdir_override) {
   const fs::path best = fs::path(run_dir) / "checkpoints" / "best.safetensors";
   std::error_code ec;
   if (!fs::exists(best, ec)) {
@@ -105,20 +105,22 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
     return false;
   }
   const model::ModelState s = model::load_checkpoint(best.string());
-  if (s.config.data_workdir.empty()) {
-    *note = best.string() + " names no data.workdir";
+  const std::string workdir = workdir_override.empty() ? s.config.data_workdir : workdir_override;
+  if (workdir.empty()) {
+    *note = best.string() + " names no data.workdir (give one with --workdir DIR)";
     return false;
   }
-  data::Split dev = data::load_split(s.config.data_workdir, "dev");
+  data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  data::Split dev = data::load_split(workdir, "dev");
   if (s.config.data_max_dev_utterances > 0 &&
       static_cast<int64_t>(dev.utterances.size()) > s.config.data_max_dev_utterances)
     dev.utterances.resize(static_cast<size_t>(s.config.data_max_dev_utterances));
   if (dev.utterances.empty()) {
-    *note = s.config.data_workdir + ": the dev split is empty";
+    *note = workdir + ": the dev split is empty";
     return false;
   }
   if (dev.utterances[0].dim != s.dims.input_dim)
-    throw std::runtime_error(s.config.data_workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
+    throw std::runtime_error(workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(threads);
