@@ -35,11 +35,15 @@ int main(int argc, char** argv) {
   // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
-  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
+  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words);
+  // then MPI, NCCL and CUDA with its architectures, as the configure step found them.
+  const std::string archs = timitseg::cuda_architectures();
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
                                         timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
                                         (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
-                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI)");
+                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI, " +
+                                        (timitseg::nccl_built_in() ? "with" : "without") + " NCCL, " +
+                                        (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")
