@@ -199,7 +199,7 @@ void add_model_commands(CLI::App& app) {
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
                     "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
                     "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, train.keep_checkpoints, "
-                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold; any number of processes may "
+                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold, data.workdir (a WORKDIR that moved); any number of processes may "
                     "resume a run of any number");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));
@@ -237,7 +237,11 @@ void add_model_commands(CLI::App& app) {
   ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
       ->capture_default_str();
-  ev->add_option("--workdir", eo->workdir, "Prepared WORKDIR (default: the checkpoint's data.workdir)");
+  ev->add_option("--workdir", eo->workdir,
+                 "Prepared WORKDIR (default: the checkpoint's data.workdir, an absolute path; give it when that "
+                 "folder has moved)");
+  ev->add_flag("--no-progress", [eo](int64_t) { eo->progress = false; },
+               "No progress bar (stderr: a bar on a terminal, else a line at each 10% of the utterances)");
   ev->add_option("--json", eo->json_out, "Also write the metrics as JSON to this file");
   ev->add_option("--dump-scores", eo->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "

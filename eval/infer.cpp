@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <sstream>
 #include <tuple>
 
@@ -223,8 +224,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       const size_t i = index_of.at(&u);
       prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
     };
+  std::unique_ptr<Progress> bar;  // on stderr: a bar on a terminal, else a line per 10 % (common/progress.h)
+  if (o.progress) bar = std::make_unique<Progress>("evaluate " + o.split, static_cast<int64_t>(utts.size()), "utt");
   evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, o.batch_size, metrics, hook,
-                      !o.dump_scores_dir.empty());
+                      !o.dump_scores_dir.empty(), nullptr, bar.get());
+  if (bar) bar->finish();
   if (!prediction_lines.empty()) {
     std::string text;
     for (const std::string& line : prediction_lines) text += line + "\n";

@@ -110,6 +110,11 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
 bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, std::vector<Spectrogram>* drawn,
                   std::string* note, const std::string& workdir = "");
 
+// The legend names of runs whose folder names repeat: each path without the
+// leading folders all of them share ("runs/c/seed-0/linear", "runs/c/seed-1/linear"
+// -> "seed-0/linear", "seed-1/linear"); the last folder always stays.
+std::vector<std::string> differing_parts(const std::vector<std::string>& dirs);
+
 // The report's HTML. Throws naming the file on a malformed metrics.jsonl.
 std::string build_html(const ReportInput& in);
 // build_html written atomically to `path`.
