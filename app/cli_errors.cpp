@@ -11,7 +11,9 @@ namespace timitseg::app {
 namespace {
 
 std::vector<const CLI::App*> subcommands_of(const CLI::App& app) {
-  return const_cast<CLI::App&>(app).get_subcommands([](CLI::App*) { return true; });
+  // every subcommand, also those not parsed (get_subcommands() alone lists the parsed ones)
+  const std::vector<CLI::App*> all = const_cast<CLI::App&>(app).get_subcommands([](CLI::App*) { return true; });
+  return {all.begin(), all.end()};
 }
 
 std::vector<std::string> subcommand_names(const CLI::App& app) {
