@@ -71,8 +71,18 @@ std::string check_subcommand_words(const CLI::App& app, int argc, const char* co
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--") break;
-    if (!a.empty() && a[0] == '-') {
-      if (a == "--log-level") ++i;  // the only global option with a separate value
+    if (a.size() > 1 && a[0] == '-') {
+      // an option before the subcommand word: known here (or a parent's), else an error now,
+      // so that its value is not taken for a subcommand ("--log-levl debug train")
+      const std::string name = a.substr(0, a.find('='));
+      const CLI::Option* opt = nullptr;
+      for (const CLI::App* level = cur; level && !opt; level = level->get_parent())
+        for (const CLI::Option* o : level->get_options())
+          if (o->check_name(name)) opt = o;
+      if (!opt)
+        return "unknown option '" + name + "'" + (cur == &app ? "" : " of " + path.substr(9)) +
+               did_you_mean(name, option_names(*cur)) + " (usage: " + path + " --help)";
+      if (opt->get_type_size() > 0 && name == a) ++i;  // its value is the next word
       continue;
     }
     const std::vector<const CLI::App*> subs = subcommands_of(*cur);

@@ -80,6 +80,7 @@ int main(int argc, char** argv) {
   // the whole job at once (MPI_Abort), so that no rank waits for it.
   // `timitseg` alone: the main help (the subcommands), exit 0 (docs/cli.md).
   if (argc == 1) {
+    app.name(argv[0]);  // as parse() names it, for the same "Usage:" line as --help
     std::printf("%s", app.help().c_str());
     return 0;
   }
