@@ -57,6 +57,11 @@ TEST(WorkdirPaths, RelativeWorkdirWorksFromAnyFolderAndAfterAMove) {
   r = run_in(b, "evaluate --checkpoint ../a/run/checkpoints/best.safetensors --split test");
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_NE(r.output.find("PER"), std::string::npos) << r.output;
+  // its progress (issue 31 item 10; not a terminal here: a line at each 10 %), none with --no-progress
+  EXPECT_NE(r.output.find("evaluate test: 100% "), std::string::npos) << r.output;
+  r = run_in(b, "evaluate --checkpoint ../a/run/checkpoints/best.safetensors --split test --no-progress");
+  EXPECT_EQ(r.rc, 0) << r.output;
+  EXPECT_EQ(r.output.find("evaluate test:"), std::string::npos) << r.output;
   r = run_in(b, "report ../a/run --out report.html --threads 2");
   EXPECT_EQ(r.rc, 0) << r.output;
   EXPECT_TRUE(fs::exists(b / "report.html"));
