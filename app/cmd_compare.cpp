@@ -108,8 +108,16 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 // machine (model/device_choice.h): `auto` stands for its pick here, so a run
 // saved with `auto` and a request for `cpu` on the CPU (or the reverse) are the
 // same run; an explicit value that differs from the pick is a difference.
-std::vector<std::string> differences(const model::Config& saved, const model::Config& requested) {
+std::vector<std::string> differences(const model::Config& saved_as_is, const model::Config& requested) {
   const model::DeviceFacts facts = model::probe_device_facts();
+  // a run saved before data.workdir was recorded absolute (issue 31): its relative
+  // path is taken from here, as the requested one was
+  model::Config saved = saved_as_is;
+  if (!saved.data_workdir.empty() && fs::path(saved.data_workdir).is_relative()) {
+    fs::path abs = fs::absolute(saved.data_workdir).lexically_normal();
+    if (!abs.has_filename()) abs = abs.parent_path();
+    saved.data_workdir = abs.string();
+  }
   nlohmann::json ja = model::with_choices(saved, facts).to_json(), jb = model::with_choices(requested, facts).to_json();
   std::vector<std::string> out;
   for (const std::string& k : model::Config::keys()) {

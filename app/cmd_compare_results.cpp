@@ -178,13 +178,41 @@ CompareResults collect_results(const model::Config& base, const std::vector<Vari
   return res;
 }
 
+namespace {
+
+// "align within 25 ms" equals "within 20 ms" when the alignment errors are
+// whole 10-ms frames (no error lies in (20, 25] ms): true when every run has
+// the same value for both, and the 25 ms row is then left out, said once.
+bool align_25_equals_20(const CompareResults& res) {
+  bool any = false;
+  for (const auto& per_split : res.sums)
+    for (const auto& [split, vals] : per_split) {
+      const auto a = vals.find("align_within_20ms"), b = vals.find("align_within_25ms");
+      if (a == vals.end() || b == vals.end()) continue;
+      if (a->second.values != b->second.values) return false;
+      any = true;
+    }
+  return any;
+}
+
+constexpr const char* kSame25Note =
+    "align within 25 ms: the same as within 20 ms in every run (the alignment errors are whole 10-ms frames), "
+    "not shown";
+constexpr const char* kOneSeedNote =
+    "Significance of the semi-CRF minus the linear CRF: needs 2 seeds or more (--seeds N); this compare has 1";
+
+}  // namespace
+
 std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
                           const std::string& title_line, std::vector<std::vector<std::string>>* sig_rows_out,
                           std::vector<std::string>* cols_out) {
   const auto& sums = res.sums;
   const auto& fps = res.fps;
   const auto& tests = res.tests;
-  auto present = [&](const MetricRow& row) { return res.present(row); };
+  const bool same25 = align_25_equals_20(res);
+  auto present = [&](const MetricRow& row) {
+    return res.present(row) && !(same25 && std::string(row.key) == "align_within_25ms");
+  };
   std::ostringstream os;
   os << title_line;
   char buf[512];
@@ -220,7 +248,13 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
       std::snprintf(buf, sizeof buf, " %20s", fps[v].text(1, "%.0f").c_str());
       os << buf;
     }
-  os << "\n\nsemi-CRF minus linear CRF, paired by seed (" << num_seeds << (num_seeds == 1 ? " seed" : " seeds")
+  os << "\n";
+  if (same25) os << "(" << kSame25Note << ")\n";
+  if (num_seeds < 2) {
+    os << "\n" << kOneSeedNote << "\n";
+    return os.str();
+  }
+  os << "\nsemi-CRF minus linear CRF, paired by seed (" << num_seeds << (num_seeds == 1 ? " seed" : " seeds")
      << "): mean difference ± std of the differences, paired t-test (t, degrees of freedom, two-sided p) and exact "
         "sign test (two-sided p, seeds where the semi-CRF is higher+/lower-)\n";
   std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", "metric", "split", "mean diff ± std", "t (df)",
@@ -230,7 +264,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   for (const MetricRow& row : kRows)
     for (const char* split : kSplits) {
       const auto sp = tests.find(split);
-      if (sp == tests.end() || !sp->second.count(row.key)) continue;
+      if (sp == tests.end() || !sp->second.count(row.key) || !present(row)) continue;
       const report::PairedTest& t = sp->second.at(row.key);
       const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
                                               report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
@@ -248,7 +282,10 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
   auto& splits = res.splits;
   auto& sums = res.sums;
   report::ReportInput& overlay = res.overlay;
-  auto present = [&](const MetricRow& row) { return res.present(row); };
+  const bool same25 = align_25_equals_20(res);
+  auto present = [&](const MetricRow& row) {
+    return res.present(row) && !(same25 && std::string(row.key) == "align_within_25ms");
+  };
   const std::string report_path = (fs::path(base.train_run_dir) / "report.html").string();
   {
     std::vector<const data::Utterance*> dev_utts;
@@ -258,7 +295,9 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
     means.id = "compare";
     means.title = "compare: " + variants[0].title + " vs " + variants[1].title;
     means.note = std::to_string(base.train_epochs) + " epochs, " + seeds_text +
-                 "; each run evaluated with its best checkpoint (the last without a dev split).";
+                 "; each run evaluated with its best checkpoint (the last without a dev split)." +
+                 (same25 ? std::string(" ") + kSame25Note + "." : "") +
+                 (sig_rows.empty() ? std::string(" ") + kOneSeedNote + "." : "");
     means.header = {"metric"};
     for (const std::string& c : cols) means.header.push_back(c);
     for (const MetricRow& row : kRows) {
@@ -272,6 +311,10 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
         }
       means.rows.push_back(r);
     }
+    std::vector<std::string> fps_row = {"train frames/s"};  // as the console table
+    for (size_t i = 0; i < std::size(kSplits); ++i)
+      for (size_t v = 0; v < variants.size(); ++v) fps_row.push_back(res.fps[v].text(1, "%.0f"));
+    means.rows.push_back(fps_row);
     report::ReportTable sig;
     sig.id = "significance";
     sig.title = "Significance: semi-CRF minus linear CRF, paired by seed";
@@ -280,7 +323,8 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
                "training.md). With 1 seed there is no test: n/a (1 seed).";
     sig.header = {"metric", "split", "mean diff ± std", "t (df)", "p (t-test)", "p (sign test)"};
     sig.rows = sig_rows;
-    overlay.tables = {means, sig};
+    overlay.tables = {means};
+    if (!sig_rows.empty()) overlay.tables.push_back(sig);  // one seed: no test (said in the note above)
     report::write_report(overlay, report_path);
     // a reused run from before compare wrote report.html gets its own too
     for (const report::RunReport& rr : overlay.runs) {

@@ -3,9 +3,12 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "app/commands.h"
 #include "app/report/report.h"
@@ -38,7 +41,8 @@ struct TrainArgs {
 // far (no second decoding), else those kept from the best epoch; only a
 // resumed run whose first epoch is not the best decodes best.safetensors once.
 // A failure is a warning: training goes on.
-model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
+// `workdir`: the run's data.workdir now (a resume may point at a moved one); "" = best.safetensors's.
+model::AfterEpoch report_refresher(const model::TrainData& data, int threads, const std::string& workdir = "") {
   struct Cache {
     bool tried = false;  // predictions of best.safetensors looked for
     bool logged = false;
@@ -46,7 +50,7 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
     std::vector<report::Spectrogram> drawn;
   };
   auto cache = std::make_shared<Cache>();
-  return [cache, &data, threads](const model::EpochEnd& e) {
+  return [cache, &data, threads, workdir](const model::EpochEnd& e) {
     const std::string path = (std::filesystem::path(e.run_dir) / "report.html").string();
     try {
       const auto t0 = std::chrono::steady_clock::now();
@@ -67,7 +71,8 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads) {
         cache->tried = true;
       } else if (!cache->tried) {
         cache->tried = true;
-        run.has_predictions = report::predict_best(e.run_dir, threads, &run.predictions, &cache->drawn, &run.predictions_note);
+        run.has_predictions = report::predict_best(e.run_dir, threads, &run.predictions, &cache->drawn, &run.predictions_note,
+                                                    workdir);
       }
       report::ReportInput in;
       in.names39 = e.labels->names39;
@@ -137,6 +142,19 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::
   return true;
 }
 
+// The dev PER of RUN_DIR/metrics.jsonl's epoch-1 line, formatted; "n/a" when
+// the file or the value is missing (no dev split).
+std::string first_dev_per_of_run(const std::string& run_dir) {
+  std::ifstream in(std::filesystem::path(run_dir) / "metrics.jsonl");
+  std::string line;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.value("epoch", 0) == 1 && j.contains("dev_per") && j["dev_per"].is_number())
+      return model::format_metric(j["dev_per"].get<double>(), "%.2f%%", 100);
+  }
+  return "n/a";
+}
+
 void run_train(const TrainArgs& a) {
   start_ranks();  // mpirun / srun: this process's rank (common/dist.h); one process otherwise
   model::Config cfg;
@@ -146,11 +164,19 @@ void run_train(const TrainArgs& a) {
   // stops them all, reported once (dist::agree).
   dist::agree("the set-up", [&] { go = prepare_train(a, cfg, resume, data); });
   if (!go) return;
-  const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads));
-  if (!r.epochs.empty())
+  const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads, cfg.data_workdir));
+  if (r.epochs.empty()) return;
+  const std::string last = model::format_metric(r.epochs.back().dev_per, "%.2f%%", 100);
+  if (!resume) {
     spdlog::info("done: {} epoch(s); first dev PER {}, last dev PER {}; checkpoints in {}/checkpoints",
-                 r.epochs.size(), model::format_metric(r.epochs.front().dev_per, "%.2f%%", 100),
-                 model::format_metric(r.epochs.back().dev_per, "%.2f%%", 100), r.run_dir);
+                 r.epochs.size(), model::format_metric(r.epochs.front().dev_per, "%.2f%%", 100), last, r.run_dir);
+    return;
+  }
+  // A resumed run: this call's epochs within the run's, and the run's first dev PER (metrics.jsonl).
+  spdlog::info("done: {} epoch(s) in this call (epochs {}-{} of the run's {}); the run's first dev PER {} (epoch 1), "
+               "last dev PER {}; checkpoints in {}/checkpoints",
+               r.epochs.size(), r.epochs.front().epoch, r.epochs.back().epoch, r.epochs.back().epoch,
+               first_dev_per_of_run(r.run_dir), last, r.run_dir);
 }
 
 }  // namespace
@@ -173,7 +199,7 @@ void add_model_commands(CLI::App& app) {
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
                     "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
                     "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, train.keep_checkpoints, "
-                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold; any number of processes may "
+                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold, data.workdir (a WORKDIR that moved); any number of processes may "
                     "resume a run of any number");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));
@@ -211,7 +237,11 @@ void add_model_commands(CLI::App& app) {
   ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
       ->capture_default_str();
-  ev->add_option("--workdir", eo->workdir, "Prepared WORKDIR (default: the checkpoint's data.workdir)");
+  ev->add_option("--workdir", eo->workdir,
+                 "Prepared WORKDIR (default: the checkpoint's data.workdir, an absolute path; give it when that "
+                 "folder has moved)");
+  ev->add_flag("--no-progress", [eo](int64_t) { eo->progress = false; },
+               "No progress bar (stderr: a bar on a terminal, else a line at each 10% of the utterances)");
   ev->add_option("--json", eo->json_out, "Also write the metrics as JSON to this file");
   ev->add_option("--dump-scores", eo->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "

@@ -25,6 +25,7 @@ namespace {
 struct ReportArgs {
   std::vector<std::string> run_dirs;
   std::string out;
+  std::string workdir;  // "" = each run's data.workdir
   int threads = 0;
 };
 
@@ -61,7 +62,8 @@ void run_report(const ReportArgs& a) {
                                   "train.run_dir)");
     report::RunReport r;
     r.run_dir = run_dir;
-    r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note);
+    r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note,
+                                                a.workdir);
     if (!r.has_predictions) spdlog::warn("{}: {}; its dev plots show n/a", run_dir, r.predictions_note);
     in.runs.push_back(std::move(r));
   }
@@ -85,6 +87,9 @@ void add_report_command(CLI::App& app) {
                   "checkpoints/best.safetensors, which is decoded on the dev split of its data.workdir (CPU)")
       ->required();
   rep->add_option("--out", ra->out, "Output HTML file (written atomically; the folder must exist)")->required();
+  rep->add_option("--workdir", ra->workdir,
+                  "Prepared WORKDIR whose dev split is decoded, for every run (default: each run's data.workdir, "
+                  "as its checkpoint recorded it; give it when that folder has moved)");
   rep->add_option("--threads", ra->threads, "CPU threads for the dev decoding (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -7,6 +7,7 @@
 #include <exception>
 #include <string>
 
+#include "app/cli_errors.h"
 #include "app/commands.h"
 #include "common/dist.h"
 #include "common/version.h"
@@ -34,11 +35,15 @@ int main(int argc, char** argv) {
   // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
-  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words).
+  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words);
+  // then MPI, NCCL and CUDA with its architectures, as the configure step found them.
+  const std::string archs = timitseg::cuda_architectures();
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
                                         timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
                                         (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
-                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI)");
+                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI, " +
+                                        (timitseg::nccl_built_in() ? "with" : "without") + " NCCL, " +
+                                        (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, off (before or after the subcommand)")
@@ -62,7 +67,8 @@ int main(int argc, char** argv) {
 
   // One error convention (docs/cli.md): every failure is one line starting
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
-  // or missing option or subcommand), 128 + signal for SIGINT / SIGTERM during
+  // or missing option or subcommand; no arguments at all print the main help
+  // and exit 0), 128 + signal for SIGINT / SIGTERM during
   // train; --help and --version print to stdout and exit 0.
   if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
     if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
@@ -72,6 +78,17 @@ int main(int argc, char** argv) {
   // ranks agreed on (dist::agree) is printed by the rank that had it and ends
   // every rank normally; any other failure is printed with its rank and ends
   // the whole job at once (MPI_Abort), so that no rank waits for it.
+  // `timitseg` alone: the main help (the subcommands), exit 0 (docs/cli.md).
+  if (argc == 1) {
+    app.name(argv[0]);  // as parse() names it, for the same "Usage:" line as --help
+    std::printf("%s", app.help().c_str());
+    return 0;
+  }
+  // An unknown subcommand, also before --help (`timitseg trian --help`): one line with a suggestion.
+  if (const std::string bad = timitseg::app::check_subcommand_words(app, argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "error: %s\n", bad.c_str());
+    return 2;
+  }
   using timitseg::dist::world;
   try {
     app.parse(argc, argv);
@@ -81,21 +98,9 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {  // --help, --help-all, --version
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    // The deepest subcommand that was parsed, for the usage hint.
-    std::string where = "timitseg";
-    for (const CLI::App* sub = &app; sub;) {
-      const std::vector<CLI::App*> subs = sub->get_subcommands();
-      sub = subs.empty() ? nullptr : subs.front();
-      if (sub) where += " " + sub->get_name();
-    }
-    // `timitseg --bogus` / `timitseg trian`: CLI11 reports only the missing
-    // subcommand; name the word it did not understand instead.
-    std::string what = e.what();
-    const std::vector<std::string> extra = app.remaining();
-    if (app.get_subcommands().empty() && !extra.empty())
-      what = "unknown subcommand or option '" + extra.front() + "'";
+    // One line naming the word not understood, with "did you mean" (app/cli_errors.h).
     std::fflush(stdout);
-    std::fprintf(stderr, "error: %s (usage: %s --help)\n", what.c_str(), where.c_str());
+    std::fprintf(stderr, "error: %s\n", timitseg::app::usage_error_message(app, e).c_str());
     return 2;
   } catch (const timitseg::model::Interrupted& e) {  // every rank stopped after the same step
     std::fflush(stdout);

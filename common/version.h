@@ -11,5 +11,8 @@ namespace timitseg {
 const char* version();     // "0.1.0" (project(VERSION) in CMakeLists.txt)
 const char* git_commit();  // 40 hex digits, with "-dirty" when the tree had changes; "unknown" outside git
 const char* build_type();  // CMAKE_BUILD_TYPE: "Release", "Debug", ...
+// What the configure step built in (`timitseg --version` says it):
+const char* cuda_architectures();  // CMAKE_CUDA_ARCHITECTURES ("80;86;89;90"); "" in a build without CUDA
+bool nccl_built_in();              // NCCL (found next to the CUDA toolkit, with MPI): GPU all-reduce
 
 }  // namespace timitseg

@@ -45,6 +45,14 @@ std::vector<Segment> frame_segments(const std::vector<int32_t>& labels) {
   return out;
 }
 
+void require_workdir(const std::string& workdir, const std::string& option) {
+  std::error_code ec;
+  if (!fs::exists(workdir, ec))  // nothing prepared there yet (or moved): --force is no help
+    throw std::runtime_error(workdir + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
+                             "`timitseg prepare --timit CORPUS --out " + workdir + "`, or point data.workdir at "
+                             "one (" + option + ")");
+}
+
 namespace {
 
 std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to rebuild the cache"; }
@@ -52,10 +60,7 @@ std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to
 nlohmann::json read_manifest(const std::string& workdir) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
   std::error_code ec;
-  if (!fs::exists(workdir, ec))  // nothing prepared there yet: --force is no help
-    throw std::runtime_error(workdir + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
-                             "`timitseg prepare --timit CORPUS --out " + workdir + "`, or point data.workdir at "
-                             "one (--set data.workdir=DIR)");
+  require_workdir(workdir, "--set data.workdir=DIR");  // train's option; evaluate and report check first with theirs
   // a folder without manifest.json and without the split files prepare writes: never prepared (a
   // prepared one that lost its manifest gets the rebuild hint below)
   if (fs::is_directory(workdir, ec) && !fs::exists(path, ec) &&

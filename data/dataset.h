@@ -52,6 +52,12 @@ const std::vector<std::string>& split_names();
 // Loads a split of a prepared WORKDIR, verifying the checksums in
 // WORKDIR/manifest.json; a missing, truncated or edited file gives one error
 // naming the file and telling the user to re-run `timitseg prepare`.
+// Throws the one-line error for a WORKDIR that does not exist (never prepared,
+// or moved since a run recorded it): how to make one, and `option`, the way
+// the calling command points at another ("--set data.workdir=DIR" for train,
+// "--workdir DIR" for evaluate and report). load_split and the other loaders
+// check it with train's option.
+void require_workdir(const std::string& workdir, const std::string& option);
 Split load_split(const std::string& workdir, const std::string& split);
 Cmvn load_cmvn(const std::string& workdir);
 FeatureOptions load_feature_options(const std::string& workdir);

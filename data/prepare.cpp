@@ -295,16 +295,21 @@ std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const 
 // this does not depend on the thread count).
 void collect_problems(const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
                       const PrepareOptions& po, PrepareSummary& sum) {
+  // The log agrees with the summary: one [warning] line per counted warning,
+  // and the errors of a skipped utterance as [error] lines naming it.
   std::vector<std::string> errors;
   for (size_t i = 0; i < work.size(); ++i) {
+    const bool skipped = !results[i].ok && !results[i].problems.empty();
     for (const auto& p : results[i].problems) {
       const std::string line = p.str();
       sum.problems.push_back(line);
       if (p.error) errors.push_back(line);
       else ++sum.warnings, ++sum.warnings_by_kind[problem_kind(p.message)];
-      if (!po.strict) spdlog::warn("{}", line);
+      if (po.strict) continue;
+      if (p.error) spdlog::error("{} ({} skipped)", line, work[i].id());
+      else spdlog::warn("{}", line);
     }
-    if (!results[i].ok && !results[i].problems.empty()) {
+    if (skipped) {
       ++sum.skipped;
       // counted by the kind of its first error
       for (const auto& p : results[i].problems)
@@ -312,7 +317,6 @@ void collect_problems(const std::vector<CorpusUtterance>& work, const std::vecto
           ++sum.skipped_by_kind[problem_kind(p.message)];
           break;
         }
-      if (!po.strict) spdlog::warn("{}: skipped", work[i].id());
     }
   }
   if (po.strict && !errors.empty()) throw std::runtime_error(errors.front() + " (--strict: nothing written)");

@@ -32,7 +32,7 @@ void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utt
 
 void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
-                         bool want_scores, double* nll_sum) {
+                         bool want_scores, double* nll_sum, Progress* progress) {
   std::vector<float> scores;
   std::vector<double> nll;
   if (nll_sum) *nll_sum = 0;
@@ -46,6 +46,7 @@ void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance
                             segs[b]);
       if (hook) hook(*chunk[b], batch, static_cast<int>(b), want_scores ? &scores : nullptr, segs[b]);
     }
+    if (progress) progress->advance(static_cast<int64_t>(chunk.size()));
   }
 }
 

@@ -6,6 +6,7 @@
 #include <functional>
 #include <vector>
 
+#include "common/progress.h"
 #include "crf/semicrf.h"
 #include "data/dataset.h"
 #include "eval/metrics.h"
@@ -23,9 +24,10 @@ using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, i
                                          const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
 void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
-                         bool want_scores = false, double* nll_sum = nullptr);
+                         bool want_scores = false, double* nll_sum = nullptr, Progress* progress = nullptr);
 // nll_sum (optional): receives the sum over the utterances of log Z - gold
 // score (their labels' NLL), from the decoding forward (Executor::decode).
+// progress (optional): advanced by each batch's utterances (`evaluate`'s bar).
 
 // The batches evaluate_utterances decodes, in its order: the utterances
 // sorted by length (stable), batch_size at a time. The dev evaluation on

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -208,6 +209,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const ModelState s = load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
+  data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   const data::Split split = data::load_split(workdir, o.split);
   if (split.utterances.empty()) {
@@ -268,8 +270,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       const size_t i = index_of.at(&u);
       prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
     };
+  std::unique_ptr<Progress> bar;  // on stderr: a bar on a terminal, else a line per 10 % (common/progress.h)
+  if (o.progress) bar = std::make_unique<Progress>("evaluate " + o.split, static_cast<int64_t>(utts.size()), "utt");
   evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, o.batch_size, metrics, hook,
-                      !o.dump_scores_dir.empty());
+                      !o.dump_scores_dir.empty(), nullptr, bar.get());
+  if (bar) bar->finish();
   if (!prediction_lines.empty()) {
     std::string text;
     for (const std::string& line : prediction_lines) text += line + "\n";

@@ -29,6 +29,7 @@ struct EvaluateOptions {
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  bool progress = true;               // a progress bar on stderr (--no-progress: none)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align.h), "align" in the JSON
 };
 // Prints the metrics table on stdout; returns the metrics JSON.

@@ -284,6 +284,18 @@ void check(const Config& cfg, bool ok, const char* key, const T& value, const st
   }
 }
 
+// data.workdir from here on is the absolute path it names from the current
+// folder (docs/config.md): config.yaml, run.json and the checkpoints record
+// it, so that evaluate, report and train --resume work from any folder.
+void make_workdir_absolute(Config& cfg) {
+  if (cfg.data_workdir.empty()) return;
+  std::error_code ec;
+  std::filesystem::path abs = std::filesystem::absolute(cfg.data_workdir, ec).lexically_normal();
+  if (ec) return;  // no current folder: left as given
+  if (abs.has_relative_path() && !abs.has_filename()) abs = abs.parent_path();  // "work/prep/": no trailing '/'
+  cfg.data_workdir = abs.string();
+}
+
 }  // namespace
 
 std::string format_double(double v) {
@@ -348,7 +360,8 @@ const std::vector<std::string>& Config::resumable_keys() {
   static const std::vector<std::string> k = {"train.epochs",          "train.log_every", "train.threads",
                                              "debug.check_numerics",  "debug.drift_threshold",
                                              "train.device",          "crf.backend",     "train.rnn_algo",
-                                             "train.keep_checkpoints", "train.dist_timeout"};
+                                             "train.keep_checkpoints", "train.dist_timeout",
+                                             "data.workdir"};
   return k;
 }
 
@@ -364,6 +377,7 @@ void Config::set_on_resume(const std::string& assignment, const std::string& ori
                                 "change on resume: " + list);
   }
   set(assignment, origin);  // unknown keys and bad values: the usual errors
+  if (key == "data.workdir") make_workdir_absolute(*this);  // a WORKDIR moved since the run started
 }
 
 Config Config::load(const std::string& path, const std::vector<std::string>& overrides) {
@@ -408,6 +422,7 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
     }
   }
   for (const std::string& o : overrides) cfg.set(o, "--set " + o);
+  make_workdir_absolute(cfg);
   cfg.validate();
   return cfg;
 }

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages timitseg builds against (run as root, or with sudo
 # available). The CUDA toolkit is optional: without it the CPU parts build.
+# apt-get waits up to TIMITSEG_APT_LOCK_TIMEOUT seconds (default 600) for a
+# dpkg lock that another package manager holds.
 set -euo pipefail
 pkgs=(cmake g++ make pkg-config libsndfile1-dev libsoxr-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
       nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev zlib1g-dev
@@ -24,11 +26,32 @@ fi
 echo "setup: installing ${missing[*]}"
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-$SUDO apt-get update -qq
-if ! DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"; then
+# Another apt-get or dpkg (unattended-upgrades, a second setup) holds the dpkg
+# lock: wait for it up to 10 minutes instead of failing at once, and if it is
+# still held, say so (not "installing without the optional packages").
+lock_wait=(-o "DPkg::Lock::Timeout=${TIMITSEG_APT_LOCK_TIMEOUT:-600}")
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+lock_held() { grep -qE 'Could not get lock|Unable to acquire the dpkg frontend lock|Unable to lock directory' "$log"; }
+lock_error() {
+  echo "setup: the dpkg lock is still held after ${TIMITSEG_APT_LOCK_TIMEOUT:-600} s by another package manager ($(grep -m1 -oE 'held by process [0-9]+( \([^)]*\))?' "$log" || echo 'apt-get, dpkg or unattended-upgrades')): let it finish, then run scripts/setup.sh again" >&2
+  exit 100
+}
+apt_get() {  # apt-get with the lock wait; its stderr is printed and kept in $log
+  local rc=0
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get "${lock_wait[@]}" "$@" 2>"$log" || rc=$?
+  cat "$log" >&2
+  return $rc
+}
+apt_get update -qq || { lock_held && lock_error; exit 1; }
+if ! apt_get install -y -qq --no-install-recommends "${missing[@]}"; then
+  lock_held && lock_error
   # Retry without the optional packages: they must never block the build.
   required=()
   for p in "${missing[@]}"; do [[ " ${optional[*]} " == *" $p "* ]] || required+=("$p"); done
   echo "setup: installing without the optional fuzzing packages (${optional[*]})" >&2
-  [ ${#required[@]} -eq 0 ] || DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${required[@]}"
+  if [ ${#required[@]} -gt 0 ] && ! apt_get install -y -qq --no-install-recommends "${required[@]}"; then
+    lock_held && lock_error
+    exit 100
+  fi
 fi

@@ -5,6 +5,8 @@
 # output, and prints one line per reason with the number of tests and their
 # names, e.g.
 #   test: skipped 41 tests: no CUDA device was found (...): CudaBackend.Forward, ... (GTEST_SKIP)
+# from gtest's SKIPPED messages and from the "SCRIPT: skipped: REASON" line a
+# test script prints before exiting 77 (ctest's SKIP_RETURN_CODE).
 # Nothing is printed when no test was skipped. scripts/test.sh calls it after ctest.
 set -euo pipefail
 log="${1:-build}/Testing/Temporary/LastTest.log"
@@ -15,6 +17,9 @@ awk '
   / Skipped$/ && name != "" { reading = 1; msg = ""; next }
   reading && /^\[  SKIPPED \]/ { reading = 0; add(name, msg); next }
   reading { if ($0 != "") msg = (msg == "" ? $0 : msg " " $0); next }
+  # scripts (dist_runs.py, reproduce_demo.py, report_browser.py): one line
+  # "SCRIPT: skipped: REASON" before their exit 77 (SKIP_RETURN_CODE)
+  /^[A-Za-z0-9_.-]+: skipped: / && name != "" { m = $0; sub(/^[^:]*: skipped: /, "", m); add(name, m); next }
   function add(n, m) {
     if (m == "") m = "(no message)";
     if (!(m in count)) order[++k] = m;

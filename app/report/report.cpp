@@ -97,7 +97,7 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
 }
 
 bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, std::vector<Spectrogram>* drawn,
-                  std::string* note) {
+                  std::string* note, const std::string& workdir_override) {
   const fs::path best = fs::path(run_dir) / "checkpoints" / "best.safetensors";
   std::error_code ec;
   if (!fs::exists(best, ec)) {
@@ -105,20 +105,22 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
     return false;
   }
   const model::ModelState s = model::load_checkpoint(best.string());
-  if (s.config.data_workdir.empty()) {
-    *note = best.string() + " names no data.workdir";
+  const std::string workdir = workdir_override.empty() ? s.config.data_workdir : workdir_override;
+  if (workdir.empty()) {
+    *note = best.string() + " names no data.workdir (give one with --workdir DIR)";
     return false;
   }
-  data::Split dev = data::load_split(s.config.data_workdir, "dev");
+  data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  data::Split dev = data::load_split(workdir, "dev");
   if (s.config.data_max_dev_utterances > 0 &&
       static_cast<int64_t>(dev.utterances.size()) > s.config.data_max_dev_utterances)
     dev.utterances.resize(static_cast<size_t>(s.config.data_max_dev_utterances));
   if (dev.utterances.empty()) {
-    *note = s.config.data_workdir + ": the dev split is empty";
+    *note = workdir + ": the dev split is empty";
     return false;
   }
   if (dev.utterances[0].dim != s.dims.input_dim)
-    throw std::runtime_error(s.config.data_workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
+    throw std::runtime_error(workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::ExecutorOptions xo;
   xo.threads = model::set_threads(threads);
@@ -242,16 +244,44 @@ const char* kCss =
 
 }  // namespace
 
+std::vector<std::string> differing_parts(const std::vector<std::string>& dirs) {
+  std::vector<std::vector<std::string>> parts;
+  for (const std::string& d : dirs) {
+    std::vector<std::string> p;
+    for (const fs::path& c : fs::path(d).lexically_normal())
+      if (!c.empty() && c != ".") p.push_back(c.string());
+    parts.push_back(p);
+  }
+  size_t common = 0;  // leading components every path shares (never all of a path's)
+  for (;; ++common) {
+    bool same = !parts.empty();
+    for (const auto& p : parts) same = same && common + 1 < p.size() && p[common] == parts[0][common];
+    if (!same) break;
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    std::string label;
+    for (size_t k = common; k < parts[i].size(); ++k) label += (label.empty() || label == "/" ? "" : "/") + parts[i][k];
+    out.push_back(label.empty() ? dirs[i] : label);
+  }
+  return out;
+}
+
 std::string build_html(const ReportInput& in) {
   if (in.runs.empty()) throw std::invalid_argument("report: no run folder given");
   std::vector<RunFiles> runs;
   for (const RunReport& r : in.runs) runs.push_back(read_run(r.run_dir));
-  // Duplicate folder names in the legend: use the paths.
+  // Duplicate folder names in the legend (compare's seed-S/linear, seed-S/semicrf):
+  // name each run by the part of its path that differs from the others'.
   std::set<std::string> labels;
   bool dup = false;
   for (const RunFiles& r : runs) dup |= !labels.insert(r.label).second;
-  if (dup)
-    for (size_t i = 0; i < runs.size(); ++i) runs[i].label = in.runs[i].run_dir;
+  if (dup) {
+    std::vector<std::string> dirs;
+    for (const RunReport& r : in.runs) dirs.push_back(r.run_dir);
+    const std::vector<std::string> differ = differing_parts(dirs);
+    for (size_t i = 0; i < runs.size(); ++i) runs[i].label = differ[i];
+  }
   std::vector<Stats> st(runs.size());
   for (size_t i = 0; i < runs.size(); ++i)
     if (in.runs[i].has_predictions) st[i] = stats_of(in.runs[i].predictions, in.names39);

@@ -102,11 +102,18 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
                                     int n = kDrawnUtterances);
 
 // Evaluates RUN_DIR/checkpoints/best.safetensors on the dev split of its
-// data.workdir (CPU, data.max_dev_utterances as in training). Returns false
-// with *note set when there is nothing to evaluate (no best checkpoint, no dev
-// split); errors reading existing files throw.
+// data.workdir, or of `workdir` when not empty (report --workdir: a WORKDIR
+// moved since the run), on the CPU, data.max_dev_utterances as in training.
+// Returns false with *note set when there is nothing to evaluate (no best
+// checkpoint, no dev split); a missing WORKDIR and errors reading existing
+// files throw.
 bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, std::vector<Spectrogram>* drawn,
-                  std::string* note);
+                  std::string* note, const std::string& workdir = "");
+
+// The legend names of runs whose folder names repeat: each path without the
+// leading folders all of them share ("runs/c/seed-0/linear", "runs/c/seed-1/linear"
+// -> "seed-0/linear", "seed-1/linear"); the last folder always stays.
+std::vector<std::string> differing_parts(const std::vector<std::string>& dirs);
 
 // The report's HTML. Throws naming the file on a malformed metrics.jsonl.
 std::string build_html(const ReportInput& in);

@@ -104,7 +104,7 @@ def main():
     binary = sys.argv[1]
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
-        print("SKIPPED: chromium not installed (Debian package `chromium`, scripts/setup.sh)")
+        print("report_browser: skipped: chromium not installed (Debian package `chromium`, scripts/setup.sh)")
         return SKIP
     tmp = tempfile.mkdtemp(prefix="timitseg_report_browser_")
     try:

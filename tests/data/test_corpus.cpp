@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <sstream>
+
+#include <spdlog/sinks/ostream_sink.h>
+#include <spdlog/spdlog.h>
 
 #include "data/corpus.h"
 #include "data/dataset.h"
@@ -151,9 +155,30 @@ TEST(Corpus, PrepareSkipsBadUtterancesAndStrictStops) {
   po.timit_dir = d.str();
   po.workdir = d.str("work");
   po.progress = false;
+  // the log, to count its lines by level
+  std::ostringstream log;
+  auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(log);
+  sink->set_pattern("%l %v");
+  spdlog::default_logger()->sinks().push_back(sink);
   auto sum = prepare(po);
+  spdlog::default_logger()->sinks().pop_back();
   EXPECT_EQ(sum.skipped, 6);
   EXPECT_EQ(sum.warnings, 2);
+  // the log agrees with the counts (issue 31): one "warning" line per warning, the
+  // errors as "error" lines naming the skipped utterance, nothing else at those levels
+  int warning_lines = 0, error_lines = 0;
+  std::istringstream lines(log.str());
+  for (std::string l; std::getline(lines, l);) {
+    if (l.rfind("warning ", 0) == 0) ++warning_lines;
+    if (l.rfind("error ", 0) == 0) {
+      ++error_lines;
+      EXPECT_NE(l.find(" skipped)"), std::string::npos) << l;
+    }
+  }
+  EXPECT_EQ(warning_lines, sum.warnings) << log.str();
+  EXPECT_EQ(error_lines, sum.skipped) << log.str();  // one error per bad utterance here
+  EXPECT_NE(log.str().find("FCJF0/SX127.PHN:2: unknown phone 'zz' (train/dr1/fcjf0/sx127 skipped)"), std::string::npos)
+      << log.str();
   EXPECT_EQ(sum.sa_excluded, 3);
   auto has = [&](const std::string& needle) {
     for (const auto& p : sum.problems)

@@ -325,8 +325,13 @@ def case_interrupt(binary, cwd):
         time.sleep(0.01)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=60)
-    if p.returncode == 0:
-        fail(f"interrupted run exited 0; stderr:\n{err[-2000:]}")
+    # Open MPI's mpirun sets its exit status to 1 when it receives SIGINT, before the
+    # ranks stop (docs/reliability.md); srun and one process give 130
+    if p.returncode != 1:
+        fail(f"interrupted run under mpirun exited {p.returncode}, want 1 (mpirun's own status); stderr:\n{err[-2000:]}")
+    noise = [l for l in err.splitlines() if "Epoll" in l or l.startswith("[warn]")]
+    if noise:
+        fail(f"lines other than the log and the error line: {noise}")
     lines = [l for l in err.splitlines() if "resume with:" in l]
     if len(lines) != 1 or "mpirun -np 2 timitseg train --resume runs/int" not in lines[0]:
         fail(f"want the resume line once; exit {p.returncode}, stderr:\n{err[-3000:]}")

@@ -1,15 +1,21 @@
 #!/usr/bin/env python3
 """Runs every ```bash / ```sh command block of README.md and docs/*.md.
 
-The documentation test of timitseg (docs/testing-docs.md has the rules): each
-markdown file gets a fresh scratch copy of the repository (without build
-folders, .git, work/ and runs/) with build/bin pointing at the built binary;
-its command blocks run there in file order, one `bash -eu -o pipefail` process
+The documentation test of timitseg (docs/testing-docs.md has the rules): the
+markdown files run one after another in one shared scratch checkout, as a
+user reading them in order would: README.md, then the docs in the order
+README's "## Documentation" list names them, then any other docs by name. The
+checkout is a copy of the repository (without build folders, .git, work/ and
+runs/) made a git repository of its own, with build/bin pointing at the built
+binary; each command block runs there, one `bash -eu -o pipefail` process
 each, so a block sees the files the blocks before it wrote (a synth corpus, a
-prepared workdir, a run folder). The built binary's folder is first on PATH
-(blocks say `timitseg ...`), and TIMITSEG_DOCTEST_MAX_EPOCHS=1 is exported, so
-every training run stops after one epoch (the binary logs a warning;
-model::apply_doctest_limits).
+prepared workdir, a run folder), also those of earlier files. The built
+binary's folder is first on PATH (blocks say `timitseg ...`), and
+TIMITSEG_DOCTEST_MAX_EPOCHS=1 is exported, so every training run stops after
+one epoch (the binary logs a warning; model::apply_doctest_limits). After the
+last file, `git status --porcelain` in the checkout must be empty: the docs
+write under work/ and runs/ (or names .gitignore covers) and change no
+tracked file.
 
 Markers, an HTML comment on the line right before a block's opening fence:
   <!-- doctest: skip: REASON -->   never run here; the reason is printed
@@ -25,7 +31,7 @@ Markers, an HTML comment on the line right before a block's opening fence:
 Errors that fail the test, each naming FILE:LINE: a block that fails (its
 output tail is printed; the file's later blocks are then not run), a marker
 that is not on the line before a fence, a marker on a block that is never run,
-an unknown directive, a fence without a language whose first line is a command
+an unknown directive, a checkout left unclean by the blocks, a fence without a language whose first line is a command
 (`timitseg ...`, `scripts/...`, `$ ...`: say ```bash to run it, or
 ```text/```console when it is not to be run), and a console transcript
 (`$ timitseg ...`) in an indented code block.
@@ -160,13 +166,25 @@ def parse_markdown(path, shown):
 
 
 def markdown_files(source_dir, only):
+    """The files given, else README.md, then docs/*.md in README order (the
+    docs/X.md links of its "## Documentation" section, in order), then the
+    other docs by name."""
     if only:
         return [os.path.relpath(os.path.abspath(p), source_dir) if os.path.isabs(p) else p for p in only]
-    files = ["README.md"] if os.path.isfile(os.path.join(source_dir, "README.md")) else []
+    readme = os.path.join(source_dir, "README.md")
+    files = ["README.md"] if os.path.isfile(readme) else []
     docs = os.path.join(source_dir, "docs")
-    if os.path.isdir(docs):
-        files += ["docs/" + n for n in sorted(os.listdir(docs)) if n.endswith(".md")]
-    return files
+    names = sorted(n for n in os.listdir(docs) if n.endswith(".md")) if os.path.isdir(docs) else []
+    listed = []
+    if files:
+        with open(readme, encoding="utf-8") as f:
+            section = re.split(r"^## ", f.read(), flags=re.M)
+        for part in section:
+            if part.startswith("Documentation"):
+                for n in re.findall(r"docs/([A-Za-z0-9_.-]+\.md)", part):
+                    if n in names and n not in listed:
+                        listed.append(n)
+    return files + ["docs/" + n for n in listed + [n for n in names if n not in listed]]
 
 
 def gpu_present(mode):
@@ -183,14 +201,31 @@ def gpu_present(mode):
 
 
 def make_scratch(source_dir, bin_dir, dest):
-    """A copy of the source tree (no build folders, .git, work/, runs/) with build/bin -> bin_dir."""
+    """A copy of the source tree (no build folders, .git, work/, runs/) with
+    build/bin -> bin_dir, made a git repository with one commit (as a fresh
+    clone) when git is installed. Returns whether it is one."""
     def ignore(folder, names):
         if os.path.abspath(folder) != os.path.abspath(source_dir):
             return []
         return [n for n in names if n in NOT_COPIED or n.startswith("build")]
     shutil.copytree(source_dir, dest, ignore=ignore, symlinks=True)
+    is_repo = False
+    if shutil.which("git"):
+        git = ["git", "-c", "user.name=doctest", "-c", "user.email=doctest@localhost", "-c", "commit.gpgsign=false"]
+        for cmd in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "the checkout the docs run in"]):
+            subprocess.run(git + cmd, cwd=dest, check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(dest, ".git", "info", "exclude"), "a") as f:
+            f.write("/build/\n")  # the link to the binary made below is the test's, not the docs'
+        is_repo = True
     os.makedirs(os.path.join(dest, "build"))
     os.symlink(os.path.abspath(bin_dir), os.path.join(dest, "build", "bin"))
+    return is_repo
+
+
+def unclean(checkout):
+    """`git status --porcelain` lines of the checkout (build/ is ignored by .gitignore)."""
+    r = subprocess.run(["git", "status", "--porcelain"], cwd=checkout, capture_output=True, text=True)
+    return [l for l in r.stdout.splitlines() if l.strip()]
 
 
 def tail(text, n):
@@ -241,6 +276,8 @@ def main(argv):
     counts = {"passed": 0, "failed": 0, "skipped": 0, "not run": 0}
     problems = []  # one line each, repeated in the summary
     t_all = time.monotonic()
+    work = os.path.join(scratch, "checkout")  # one checkout for every file (made at the first block run)
+    made = is_repo = False
     for shown in markdown_files(source_dir, a.files):
         path = os.path.join(source_dir, shown)
         if not os.path.isfile(path):
@@ -252,8 +289,7 @@ def main(argv):
         problems += errors
         if not blocks:
             continue
-        work = os.path.join(scratch, re.sub(r"[^A-Za-z0-9_.-]", "_", shown[:-3] if shown.endswith(".md") else shown))
-        made = False
+        log_name = re.sub(r"[^A-Za-z0-9_.-]", "_", shown[:-3] if shown.endswith(".md") else shown)
         failed_at = None
         for b in blocks:
             if b.skip is not None:
@@ -269,7 +305,7 @@ def main(argv):
                 counts["not run"] += 1
                 continue
             if not made:
-                make_scratch(source_dir, bin_dir, work)
+                is_repo = make_scratch(source_dir, bin_dir, work)
                 made = True
             first = next((l.strip() for l in b.text.split("\n") if l.strip()), "")
             text = b.text
@@ -292,7 +328,7 @@ def main(argv):
                 status = None
             dt = time.monotonic() - t0
             # Every block's output is kept, to compare with the docs' ```console blocks.
-            log = os.path.join(scratch, "_logs", f"{os.path.basename(work)}-{b.line}.log")
+            log = os.path.join(scratch, "_logs", f"{log_name}-{b.line}.log")
             os.makedirs(os.path.dirname(log), exist_ok=True)
             with open(log, "w", encoding="utf-8") as f:
                 f.write(out)
@@ -308,6 +344,18 @@ def main(argv):
             counts["failed"] += 1
             failed_at = b.where
 
+    if made and not is_repo:
+        print("NOTE git is not installed: the checkout's `git status --porcelain` is not checked")
+    elif made:
+        left = unclean(work)
+        if left:
+            msg = (f"after the last file, `git status --porcelain` in {work} is not empty: the blocks wrote files "
+                   f"outside work/ and runs/ that .gitignore does not cover, or changed tracked files: "
+                   + ", ".join(l.strip() for l in left[:20]) + (" ..." if len(left) > 20 else ""))
+            print(f"FAIL {msg}")
+            problems.append(msg)
+        else:
+            print("     ok, the checkout is clean afterwards (`git status --porcelain` prints nothing)")
     print(f"docs test: {counts['passed']} blocks passed, {counts['failed']} failed, {counts['skipped']} skipped, "
           f"{counts['not run']} not run after a failure; {len(problems) - counts['failed']} other problems; "
           f"{time.monotonic() - t_all:.0f} s")

@@ -37,6 +37,8 @@ class RunnerTest(unittest.TestCase):
             f.write("k: 1\n")
         with open(os.path.join(self.src, "work", "big"), "w") as f:
             f.write("not copied\n")
+        with open(os.path.join(self.src, ".gitignore"), "w") as f:
+            f.write("/runs/\n/work/\n")
         fake = os.path.join(self.bin, "timitseg")
         with open(fake, "w") as f:
             f.write('#!/bin/sh\necho "fake timitseg $*"\n[ "$1" = fail ] && exit 7\nexit 0\n')
@@ -59,16 +61,17 @@ class RunnerTest(unittest.TestCase):
         self.write("README.md", """
             # t
             '''bash
-            timitseg synth > made.txt
+            mkdir -p work
+            timitseg synth > work/made.txt
             test -f configs/x.yaml
             test ! -e work/big
             test -x build/bin/timitseg
-            echo "cap=$TIMITSEG_DOCTEST_MAX_EPOCHS" >> made.txt
+            echo "cap=$TIMITSEG_DOCTEST_MAX_EPOCHS" >> work/made.txt
             '''
             text between
             '''sh
-            grep -q "fake timitseg synth" made.txt
-            grep -q "cap=1" made.txt
+            grep -q "fake timitseg synth" work/made.txt
+            grep -q "cap=1" work/made.txt
             '''
             '''text
             this is never run: exit 9
@@ -76,19 +79,58 @@ class RunnerTest(unittest.TestCase):
             '''console
             $ timitseg fail
             '''
+            ## Documentation
+            - docs/b.md: second
+            - docs/a.md: third
+            ## Other
+            docs/c.md
+            """)
+        # README's order (b, a), then the unlisted ones by name (c); one shared checkout
+        self.write("docs/a.md", """
+            '''bash
+            grep -q "cap=1" work/made.txt && test -e work/b.txt && echo a >> work/order.txt
+            '''
             """)
         self.write("docs/b.md", """
             '''bash
-            test ! -e made.txt   # another file: another scratch folder
+            test -e work/made.txt   # the checkout README's blocks ran in
+            echo b > work/order.txt && touch work/b.txt
+            '''
+            """)
+        self.write("docs/c.md", """
+            '''bash
+            echo c >> work/order.txt
             '''
             """)
         code, out = self.run_runner()
         self.assertEqual(code, 0, out)
-        self.assertIn("3 blocks passed, 0 failed, 0 skipped", out)
-        self.assertIn("RUN  README.md:2: timitseg synth > made.txt", out)
-        self.assertIn("RUN  README.md:10:", out)
-        self.assertIn("RUN  docs/b.md:1:", out)
-        self.assertEqual(out.count("RUN "), 3, out)
+        self.assertIn("5 blocks passed, 0 failed, 0 skipped", out)
+        self.assertIn("RUN  README.md:2: mkdir -p work", out)
+        self.assertIn("RUN  README.md:11:", out)
+        self.assertLess(out.index("RUN  docs/b.md:1:"), out.index("RUN  docs/a.md:1:"))
+        self.assertLess(out.index("RUN  docs/a.md:1:"), out.index("RUN  docs/c.md:1:"))
+        self.assertEqual(out.count("RUN "), 5, out)
+        with open(os.path.join(self.scratch, "checkout", "work", "order.txt")) as f:
+            self.assertEqual(f.read(), "b\na\nc\n")
+        self.assertIn("the checkout is clean afterwards", out)
+
+    def test_files_left_outside_work_or_a_changed_tracked_file_fail_the_run(self):
+        self.write("README.md", """
+            '''bash
+            echo stray > stray.txt
+            mkdir -p runs work && touch runs/ok work/ok
+            '''
+            """)
+        self.write("docs/a.md", """
+            '''bash
+            echo "k: 2" > configs/x.yaml
+            '''
+            """)
+        code, out = self.run_runner()
+        self.assertEqual(code, 1, out)
+        self.assertIn("2 blocks passed, 0 failed", out)
+        line = next(l for l in out.splitlines() if l.startswith("FAIL after the last file, `git status --porcelain`"))
+        self.assertTrue(line.endswith(": M configs/x.yaml, ?? stray.txt"), line)  # runs/ and work/ are not listed
 
     def test_a_failing_block_fails_the_run_naming_file_and_line_and_stops_that_file(self):
         self.write("README.md", """
@@ -140,7 +182,7 @@ class RunnerTest(unittest.TestCase):
             '''
             <!-- doctest: needs-gpu -->
             '''bash
-            echo gpu-ran > gpu.txt
+            mkdir -p work && echo gpu-ran > work/gpu.txt
             '''
             <!-- doctest: expect-exit 7 -->
             '''bash

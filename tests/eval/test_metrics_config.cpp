@@ -128,7 +128,10 @@ std::string error_of(const std::string& yaml, std::vector<std::string> sets = {}
 TEST(Config, LoadsAndOverrides) {
   const Config c = Config::load(write_yaml("ok", "data:\n  workdir: w\ntrain:\n  lr: 3e-4\n  epochs: 5\n"),
                                 {"model.hidden_dim=32", "crf.backend=reference", "debug.fixed_length=200"});
-  EXPECT_EQ(c.data_workdir, "w");
+  // data.workdir: absolute from the current folder (docs/config.md), also "a/../b/" given by --set
+  EXPECT_EQ(c.data_workdir, (std::filesystem::current_path() / "w").string());
+  EXPECT_EQ(Config::load("", {"data.workdir=a/../b/"}).data_workdir, (std::filesystem::current_path() / "b").string());
+  EXPECT_EQ(Config::load("", {"data.workdir=/x/y"}).data_workdir, "/x/y");
   EXPECT_DOUBLE_EQ(c.train_lr, 3e-4);
   EXPECT_EQ(c.train_epochs, 5);
   EXPECT_EQ(c.model_hidden_dim, 32);

@@ -118,7 +118,7 @@ TEST(ConfigErrors, ResumeAcceptsOnlyDocumentedKeys) {
   const std::vector<std::string> documented = {"train.epochs",         "train.log_every",       "train.threads",
                                                "debug.check_numerics", "debug.drift_threshold", "train.device",
                                                "crf.backend",          "train.rnn_algo",        "train.keep_checkpoints",
-                                               "train.dist_timeout"};
+                                               "train.dist_timeout",   "data.workdir"};
   std::vector<std::string> got = Config::resumable_keys();
   std::vector<std::string> want = documented;
   std::sort(got.begin(), got.end());

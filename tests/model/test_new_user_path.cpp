@@ -7,6 +7,7 @@
 // data.workdir that does not exist, and `--version`.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -201,9 +202,18 @@ TEST(NewUserCli, VersionSaysWhetherLibfliteIsBuiltInAndFeaturesHasNoPrepareFlag)
   EXPECT_EQ(v.rc, 0);
   const bool with = v.output.find(" build, with libflite, ") != std::string::npos;
   const bool without = v.output.find(" build, without libflite, ") != std::string::npos;
-  // and whether MPI is (mpirun launches of train, docs/multigpu.md)
-  EXPECT_TRUE((v.output.find(" with MPI)") != std::string::npos) != (v.output.find(" without MPI)") != std::string::npos))
+  // and whether MPI is (mpirun launches of train, docs/multigpu.md), NCCL, and CUDA with the architectures
+  // the configure step compiled for (TIMITSEG_TEST_CUDA_ARCHS: CMake's CMAKE_CUDA_ARCHITECTURES, "" without CUDA)
+  const bool mpi = v.output.find(" with MPI, ") != std::string::npos;
+  EXPECT_TRUE(mpi != (v.output.find(" without MPI, ") != std::string::npos)) << v.output;
+  const bool nccl = v.output.find(" with NCCL, ") != std::string::npos;
+  EXPECT_TRUE(nccl != (v.output.find(" without NCCL, ") != std::string::npos)) << v.output;
+  std::string archs = TIMITSEG_TEST_CUDA_ARCHS;  // "80,86,89,90"
+  std::replace(archs.begin(), archs.end(), ',', ';');
+  EXPECT_NE(v.output.find(archs.empty() ? " without CUDA)\n" : " with CUDA for architectures " + archs + ")\n"),
+            std::string::npos)
       << v.output;
+  if (nccl) EXPECT_TRUE(mpi && !archs.empty()) << v.output;  // NCCL is used only with MPI and CUDA
   EXPECT_TRUE(with != without) << v.output;
   const Cmd s = run("synth --voice flite --speakers 4 --utterances-per-speaker 1 --out " +
                     (testsupport::fresh_temp_dir("timitseg_flite_probe") / "c").string());

@@ -161,10 +161,10 @@ def main():
     with open(a.expected) as f:
         want = json.load(f)
     if a.native:
-        print("reproduce_demo: SKIP the committed results: a TIMITSEG_NATIVE build (-march=native) may round differently")
+        print("reproduce_demo: skipped: the committed results: a TIMITSEG_NATIVE build (-march=native) may round differently")
         return SKIP
     if want["machine"] != got["machine"]:
-        print(f"reproduce_demo: SKIP the committed results: made on {want['machine']}, this machine is "
+        print(f"reproduce_demo: skipped: the committed results: made on {want['machine']}, this machine is "
               f"{got['machine']} (libm may round differently); regenerate with --update on this kind of machine")
         return SKIP
     bad = []

@@ -83,12 +83,41 @@ int count_error_lines(const std::string& text) {
 
 }  // namespace
 
-TEST(CliErrors, NoSubcommandIsAUsageError) {
+TEST(CliErrors, NoArgumentsPrintTheMainHelp) {
   const Proc r = run("");
-  EXPECT_EQ(r.rc, 2);
-  expect_one_error_line(r, "timitseg alone");
-  EXPECT_NE(r.err.find("subcommand is required"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("timitseg --help"), std::string::npos) << r.err;
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(r.out, run("--help").out);  // the same text as --help: the subcommands and global options
+  EXPECT_NE(r.out.find("evaluate"), std::string::npos) << r.out;
+}
+
+// Unknown subcommands and options (issue 31): one line, exit 2, the word not
+// understood and the nearest valid name by edit distance.
+TEST(CliErrors, UnknownNamesGetASuggestion) {
+  struct Case {
+    const char* args;
+    const char* line;
+  } cases[] = {
+      {"trian", "error: unknown subcommand 'trian' (did you mean 'train'?) (usage: timitseg --help)"},
+      {"trian --help", "error: unknown subcommand 'trian' (did you mean 'train'?) (usage: timitseg --help)"},
+      {"evalute --checkpoint x", "error: unknown subcommand 'evalute' (did you mean 'evaluate'?) (usage: timitseg --help)"},
+      {"zzzzzz", "error: unknown subcommand 'zzzzzz' (usage: timitseg --help)"},
+      {"bench crff", "error: unknown subcommand 'crff' of bench (did you mean 'crf'?) (usage: timitseg bench --help)"},
+      {"train --confg configs/synth.yaml",
+       "error: unknown option '--confg' of train (did you mean '--config'?) (usage: timitseg train --help)"},
+      {"train --config=x --rsume r",
+       "error: unknown option '--rsume' of train (did you mean '--resume'?) (usage: timitseg train --help)"},
+      {"--log-levl debug train", "error: unknown option '--log-levl' (did you mean '--log-level'?) (usage: timitseg --help)"},
+      {"evaluate --checkpoint x --wrkdir=w",
+       "error: unknown option '--wrkdir' of evaluate (did you mean '--workdir'?) (usage: timitseg evaluate --help)"},
+      {"train --qqqqqqqq", "error: unknown option '--qqqqqqqq' of train (usage: timitseg train --help)"},
+  };
+  for (const Case& c : cases) {
+    const Proc r = run(c.args);
+    EXPECT_EQ(r.rc, 2) << c.args;
+    EXPECT_EQ(r.err, std::string(c.line) + "\n") << c.args;
+    EXPECT_EQ(r.out, "") << c.args;
+  }
 }
 
 TEST(CliErrors, UsageErrorsExit2WithOneLine) {

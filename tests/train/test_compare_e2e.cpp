@@ -260,8 +260,32 @@ TEST_F(Compare, OverlayReportAndSignificance) {
     }
   EXPECT_NE(html.find("align within 20 ms %"), std::string::npos);
 
-  // one seed: no test, said so
+  // the HTML table has the console's train frames/s row; the legend names the runs by the
+  // part of their paths that differs (seed and CRF), not by whole (cut) paths
+  EXPECT_NE(html.find("<td>train frames/s</td>"), std::string::npos);
+  for (const char* seed : {"seed-3", "seed-4"})
+    for (const char* name : {"linear", "semicrf"})
+      EXPECT_NE(html.find("</svg> " + std::string(seed) + "/" + name + " &nbsp;"), std::string::npos) << seed << name;
+  // 25 ms rows: left out (said once) exactly when they equal the 20 ms ones in every run
+  bool same = true;
+  for (const char* variant : {"linear", "semicrf"})
+    for (const char* split : {"dev", "core-test"})
+      if (j["runs"][variant].contains(split))
+        same = same && j["runs"][variant][split]["align_within_20ms"]["values"] ==
+                           j["runs"][variant][split]["align_within_25ms"]["values"];
+  EXPECT_EQ(c.output.find("align within 25 ms %") == std::string::npos, same) << c.output;
+  EXPECT_EQ(count(c.output, "align within 25 ms: the same as within 20 ms in every run"), same ? 1u : 0u) << c.output;
+
+  // one seed: no significance table, one line saying why
   Cmd one = run("compare --config " + config("sig1", dir_ / "sig1", 1));
   ASSERT_EQ(one.rc, 0) << one.output;
-  EXPECT_NE(one.output.find("n/a (1 seed)"), std::string::npos) << one.output;
+  EXPECT_EQ(one.output.find("n/a (1 seed)"), std::string::npos) << one.output;
+  EXPECT_EQ(one.output.find("paired t-test"), std::string::npos) << one.output;
+  EXPECT_EQ(count(one.output, "Significance of the semi-CRF minus the linear CRF: needs 2 seeds or more (--seeds N); "
+                              "this compare has 1"),
+            1u)
+      << one.output;
+  const std::string html1 = slurp(dir_ / "sig1" / "report.html");
+  EXPECT_EQ(html1.find("id=\"significance\""), std::string::npos);
+  EXPECT_NE(html1.find("needs 2 seeds or more"), std::string::npos);
 }

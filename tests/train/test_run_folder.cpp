@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -335,10 +336,24 @@ TEST_F(RunFolder, ExportWritesTheModelTensorsBitForBit) {
 // The Python block of docs/export.md, run as written: it loads the exported
 // model into torch.nn and reproduces evaluate --dump-scores' scores.
 TEST_F(RunFolder, ExportedModelLoadsIntoTorch) {
+  // The first interpreter that has torch and numpy: TIMITSEG_PYTHON, CMake's
+  // Python3 (a pyenv shim, say), /usr/bin/python3, python3 on PATH.
   const char* env = std::getenv("TIMITSEG_PYTHON");
-  const std::string python = env && *env ? env : "python3";
-  if (sh(python + " -c 'import torch, numpy'").rc != 0)
-    GTEST_SKIP() << python << " cannot import torch and numpy (set TIMITSEG_PYTHON to a Python that can)";
+  std::vector<std::string> candidates;
+  if (env && *env) candidates.push_back(env);
+  for (const std::string c : {std::string(TIMITSEG_CMAKE_PYTHON), std::string("/usr/bin/python3"), std::string("python3")})
+    if (!c.empty() && std::find(candidates.begin(), candidates.end(), c) == candidates.end()) candidates.push_back(c);
+  std::string python, tried;
+  for (const std::string& c : candidates) {
+    if (sh("'" + c + "' -c 'import torch, numpy'").rc == 0) {
+      python = "'" + c + "'";
+      break;
+    }
+    tried += (tried.empty() ? "" : ", ") + c;
+  }
+  if (python.empty())
+    GTEST_SKIP() << "no Python that can import torch and numpy (tried " << tried
+                 << "); set TIMITSEG_PYTHON=/path/to/python3, or configure with -DPython3_EXECUTABLE=/path/to/python3";
   const std::string doc = slurp(fs::path(TIMITSEG_SOURCE_DIR) / "docs" / "export.md");
   const size_t b = doc.find("```python\n"), e = doc.find("\n```", b + 10);
   ASSERT_NE(b, std::string::npos) << "docs/export.md has no ```python block";
