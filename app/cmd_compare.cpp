@@ -38,7 +38,6 @@
 #include "model/executor.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
-#include "model/cuda/lstm_fused.h"
 #include "model/params.h"
 #include "train/run_folder.h"
 #include "train/train.h"
@@ -354,7 +353,7 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   const double per_run = std::max<double>(1.0, static_cast<double>(free0) - static_cast<double>(free1));
   const int by_memory = std::max(1, static_cast<int>(0.9 * static_cast<double>(free0) / per_run));
   const int sms = cuda::sm_count();
-  const int ctas = model::fused::grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
+  const int ctas = model::fused_grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
   const bool fused = algo.find("fused") != std::string::npos && ctas > 0;
   // fused: enough runs to cover every SM twice (a run keeps its SMs busy only part of each step: host read-back
   // of the step's scalars, batch staging, dev evaluation; measured on one H100, compare --seeds 3 of

@@ -12,7 +12,6 @@
 #include "common/atomic_file.h"
 #include "common/safetensors.h"
 #include "model/optim.h"
-#include "train/train.h"
 
 namespace fs = std::filesystem;
 

@@ -18,24 +18,14 @@
 #include "model/cuda/lstm_fused.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
+
+using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
-
-#define REQUIRE_GPU()                                                          \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
-
-ModelDims small_dims() {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 32;
-  d.num_layers = 2;
-  d.num_classes = 9;
-  d.max_duration = 6;
-  return d;
-}
 
 Batch random_batch(const ModelDims& d, int B, int T, uint64_t seed) {
   return testsupport::random_model_batch(d, B, T, seed);
