@@ -26,6 +26,7 @@
 #include "data/phones.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "eval/metrics.h"
 #include "train/train.h"
 
@@ -276,10 +277,11 @@ void run_bench_train(const BenchTrainOptions& o) {
   dims.num_layers = o.layers;
   dims.num_classes = ls.size();
   dims.max_duration = o.max_duration;
-  model::ExecutorOptions xo;
-  xo.threads = o.threads;
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  model::DeviceChoice choice;  // cfg's, resolved above
+  choice.device = device;
+  choice.crf_backend = cfg.crf_backend;
+  choice.rnn_algo = cfg.train_rnn_algo;
+  const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);
   std::vector<float> params;

@@ -36,6 +36,7 @@
 #include "model/config.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
 #include "model/params.h"
@@ -296,19 +297,10 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   if (device != "cuda" || to_train <= 1) return 1;
   const model::LabelSet ls = model::LabelSet::make(cfg.data_label_set);
   model::ModelDims dims;
-  dims.input_dim = data.train.utterances.at(0).dim;
-  dims.hidden_dim = cfg.model_hidden_dim;
-  dims.num_layers = cfg.model_num_layers;
-  dims.num_classes = ls.size();
-  dims.max_duration = cfg.crf_max_duration;
-  dims.onset = cfg.onset_enabled();
-  dims.duration_lognormal = cfg.duration_lognormal();
-  model::ExecutorOptions xo;
-  xo.threads = model::set_threads(cfg.train_threads);
+  dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
+  const int threads = model::set_threads(cfg.train_threads);
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;
-  xo.deterministic = cfg.debug_deterministic;
+  const model::ExecutorOptions xo = model::executor_options(cfg, choice, threads);
   size_t free0 = 0, free1 = 0, total = 0;
   std::string algo;
   try {

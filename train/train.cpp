@@ -25,6 +25,7 @@
 #include "common/version.h"
 #include "model/device_choice.h"
 #include "model/duration_model.h"
+#include "model/options.h"
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"
@@ -96,13 +97,7 @@ struct TrainingRun {
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
 void describe_state(const TrainingRun& r, const TrainData& data, ModelState& state) {
-  state.dims.input_dim = data.train.utterances[0].dim;
-  state.dims.hidden_dim = r.cfg.model_hidden_dim;
-  state.dims.num_layers = r.cfg.model_num_layers;
-  state.dims.num_classes = r.ls.size();
-  state.dims.max_duration = r.cfg.crf_max_duration;
-  state.dims.onset = r.cfg.onset_enabled();
-  state.dims.duration_lognormal = r.cfg.duration_lognormal();
+  state.dims = model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -224,13 +219,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  ExecutorOptions xo;
-  xo.threads = r.threads;
-  xo.crf_backend = r.choice.crf_backend;
-  xo.rnn_algo = r.choice.rnn_algo;
-  xo.deterministic = cfg.debug_deterministic;
-  xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
-  xo.decode = cfg.crf_decode;
+  ExecutorOptions xo = executor_options(cfg, r.choice, r.threads);  // model/options.h
   if (fault_on_this_rank(cfg, *r.world))
     r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   xo.world = r.world;
@@ -264,10 +253,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
       fresh_state(r, data);
   });
   check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
-  r.state.optimizer.beta1 = cfg.train_beta1;
-  r.state.optimizer.beta2 = cfg.train_beta2;
-  r.state.optimizer.eps = cfg.train_eps;
-  r.state.optimizer.weight_decay = cfg.train_weight_decay;
+  set_optimizer_settings(cfg, r.state.optimizer);
   r.state.config = cfg;
   r.exec->set_state(r.state.params, r.state.optimizer);
   dist::agree("the run folder's set-up", [&] {
@@ -383,18 +369,11 @@ std::string utterance_ids(const Batch& batch) {
 StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, size_t nbatches, StepOptions& so,
                     const BatchShare& share) {
   const Config& cfg = r.cfg;
-  so.crf_lr_scale = cfg.crf_lr_scale;
+  so = step_options(cfg);  // model/options.h
   so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
-  so.dropout = cfg.model_dropout;
-  so.clip_norm = cfg.train_clip_norm;
-  so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == "frame";
-  so.frame_ce_weight = cfg.crf_frame_ce_weight;
-  so.check_numerics = cfg.debug_check_numerics;
   so.time_parts = r.exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
   so.rng = &r.rng;
-  so.seed = cfg.train_seed;
   so.step = r.state.optimizer.step + 1;
   so.fault = r.fault;
   if (r.world->size() > 1)  // every rank divides by the global batch's norm (model/dist_step.h)
