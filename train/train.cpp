@@ -31,6 +31,7 @@
 #include "train/interrupt.h"
 #include "train/replay_step.h"
 #include "train/run_folder.h"
+#include "train/step_failure.h"
 
 namespace fs = std::filesystem;
 
@@ -40,11 +41,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string rng_to_string(const std::mt19937_64& rng) {
-  std::ostringstream os;
-  os << rng;
-  return os.str();
-}
 void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::string& origin) {
   std::istringstream is(s);
   is >> rng;
@@ -278,90 +274,22 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   throw Interrupted(msg, exit_code);
 }
 
-std::string utterance_ids(const Batch& batch) {
-  std::string ids;
-  for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
-  return ids;
-}
-
-// A step stopped by the per-layer checks (debug.check_numerics): the dump
-// folder RUN_DIR/nonfinite-step-N for replay-step, then one error.
-[[noreturn]] void stop_on_numerics(const TrainingRun& r, const NumericsError& e, const Batch& batch, const StepOptions& so,
-                                   const std::mt19937_64& rng_before, int epoch, size_t bi, size_t nbatches) {
-  const NumericsHit& hit = e.hit();
-  const std::string ids = utterance_ids(batch);
-  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step) +
-                                     (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : ""));
-  std::string where;
-  try {
-    ModelState before = r.state;  // dims, labels, features, cmvn, config, best so far
-    r.exec->get_state(before.params, before.optimizer);  // the failed step updated nothing
-    before.epoch = epoch - 1;
-    before.rng_state = rng_to_string(rng_before);
-    StepDumpInfo info;
-    info.epoch = epoch;
-    info.batch = static_cast<int>(bi + 1);
-    info.step = so.step;
-    info.lr = so.lr;
-    info.rng_state = before.rng_state;
-    info.fault = r.fault.step == so.step ? r.fault : FaultSpec{};
-    info.rank = r.world->rank();
-    info.world_size = r.world->size();
-    info.loss_norm = so.loss_norm;
-    write_step_dump(dump.string(), batch, r.cfg, before, info, hit);
-    where = "; dump: " + dump.string() + " (batch, state before the step, config, report.json); replay: "
-            "`timitseg replay-step " + dump.string() + "` (docs/debugging.md)";
-  } catch (const std::exception& w) {
-    where = std::string("; writing the dump folder failed: ") + w.what();
-  }
-  std::ostringstream os;
-  os.precision(6);
-  os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
-     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass) << " pass, tensor " << hit.tensor
-     << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
-  if (hit.stats.finite > 0)
-    os << "finite min " << hit.stats.min << ", max " << hit.stats.max;
-  else
-    os << "no finite value";
-  if (hit.layer == "optimizer") os << " (after the update)";
-  os << "; utterances: " << ids << where;
-  r.log_error(os.str());
-  throw std::runtime_error(os.str());
-}
-
-// A step stopped by the older checks (CRF input, loss, gradients): the
-// batch's CRF inputs in a `crf replay` file, then one error.
-[[noreturn]] void stop_on_nonfinite(const TrainingRun& r, const NonFiniteError& e, const Batch& batch, const StepOptions& so,
-                                    int epoch, size_t bi, size_t nbatches) {
-  const std::string replay =
-      (r.run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) +
-                    (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : "") + ".safetensors"))
-          .string();
-  const std::string ids = utterance_ids(batch);
-  std::string where;
-  try {
-    const std::vector<float> cum = r.exec->last_cum();
-    if (cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * r.ls.size()) {
-      std::vector<float> step_params;
-      AdamW unused;
-      r.exec->get_state(step_params, unused);
-      for (const auto& [k, v] : so.poison) step_params.at(k) = v;
-      write_replay(replay, *r.layout, step_params, batch, cum);
-      where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
-              " --backend reference --out OUT.safetensors`)";
-    } else {
-      where = "; no CRF inputs exist yet for this batch (the forward stopped before cum_scores)";
-    }
-  } catch (const std::exception& w) {
-    where = std::string("; writing the replay file failed: ") + w.what();
-  }
-  const std::string msg = "training stopped at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi + 1) +
-                          "/" + std::to_string(nbatches) +
-                          (r.world->size() > 1 ? " on " + r.world->who() : std::string()) + ": first non-finite tensor: " + e.tensor() + " (" +
-                          e.what() + "); utterances: " + ids + where +
-                          ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md";
-  r.log_error(msg);
-  throw std::runtime_error(msg);
+// Where a failed step happened, for its report (train/step_failure.h).
+FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatches) {
+  FailedStep f;
+  f.cfg = &r.cfg;
+  f.run_dir = r.run_dir;
+  f.exec = r.exec.get();
+  f.state = &r.state;
+  f.layout = &*r.layout;
+  f.num_classes = r.ls.size();
+  f.fault = r.fault;
+  f.world = r.world;
+  f.epoch = epoch;
+  f.bi = bi;
+  f.nbatches = nbatches;
+  f.log_error = [&r](const std::string& msg) { r.log_error(msg); };
+  return f;
 }
 
 // One step: the options of this update (scheduled lr, debug injections), the
@@ -388,9 +316,9 @@ StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, si
     sr = r.exec->train_step(batch, so);
     ++r.state.optimizer.step;
   } catch (const NumericsError& e) {
-    stop_on_numerics(r, e, batch, so, rng_before, epoch, bi, nbatches);
+    stop_on_numerics(failed_step(r, epoch, bi, nbatches), e, batch, so, rng_before);
   } catch (const NonFiniteError& e) {
-    stop_on_nonfinite(r, e, batch, so, epoch, bi, nbatches);
+    stop_on_nonfinite(failed_step(r, epoch, bi, nbatches), e, batch, so);
   }
   return sr;
 }
