@@ -1,6 +1,7 @@
 // The arithmetic of a step's recipe shared by both executors (model/step_recipe.h).
 #include "model/step_recipe.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -40,6 +41,28 @@ void check_gradient_finite(const ParamLayout& layout, const float* grad) {
       if (!std::isfinite(grad[p.offset + i]))
         throw NonFiniteError("gradient of " + p.name,
                              "non-finite gradient of " + p.name + " at flat index " + std::to_string(i));
+}
+
+HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o) {
+  if (o.frame_ce_weight > 0.0) return {};
+  const ParamInfo& bias = layout.get("crf.projection.bias");
+  return {bias.offset, bias.offset + bias.size};
+}
+
+void update_holding(AdamW& opt, std::vector<float>& params, const std::vector<float>& grad, double lr,
+                    size_t scaled_begin, double lr_scale, HeldRange held) {
+  if (held.empty()) {
+    opt.update(params, grad, lr, scaled_begin, lr_scale);
+    return;
+  }
+  const auto span = [&](const std::vector<float>& v) {
+    return std::vector<float>(v.begin() + held.begin, v.begin() + held.end);
+  };
+  const std::vector<float> p = span(params), m = span(opt.m), v = span(opt.v);
+  opt.update(params, grad, lr, scaled_begin, lr_scale);
+  std::copy(p.begin(), p.end(), params.begin() + held.begin);
+  std::copy(m.begin(), m.end(), opt.m.begin() + held.begin);
+  std::copy(v.begin(), v.end(), opt.v.begin() + held.begin);
 }
 
 }  // namespace timitseg::model

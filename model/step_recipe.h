@@ -21,8 +21,10 @@
 //   6 backward       encoder backward of d cum (+ d frame CE, + d onset)
 //   7 clip           global gradient norm, clipped to train.clip_norm
 //                    (after the all-reduce with several processes)
-//   8 update         AdamW (model/optim.h; crf.lr_scale's two groups), the
-//                    lognormal duration table re-derived
+//   8 update         AdamW (model/optim.h; crf.lr_scale's two groups), but
+//                    for the held parameters (held_parameters: their values
+//                    and moments stay as they are), the lognormal duration
+//                    table re-derived
 //
 // The loss of a step is step_loss (nll / norm + penalty + w * CE / norm); a
 // non-finite loss or gradient throws NonFiniteError before anything is
@@ -30,9 +32,11 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "model/batch.h"
 #include "model/executor.h"
+#include "model/optim.h"
 #include "model/params.h"
 
 namespace timitseg::model {
@@ -57,5 +61,24 @@ double step_loss(const StepResult& r, const StepOptions& o, double norm);
 // Throws NonFiniteError("gradient of NAME") at the first non-finite entry of
 // grad (flat layout), in layout order; returns when every entry is finite.
 void check_gradient_finite(const ParamLayout& layout, const float* grad);
+
+// Stage 8: the flat range [begin, end) of parameters that a step holds at
+// their value: crf.projection.bias while crf.frame_ce_weight is 0. The
+// centered cumsum removes any per-class constant of the scores, so without
+// the frame CE its gradient is zero in exact arithmetic and its float
+// gradient is rounding noise, which AdamW would turn into steps of about lr
+// (docs/crf.md "Parameters that are not trained"). Empty (begin == end)
+// when nothing is held.
+struct HeldRange {
+  size_t begin = 0, end = 0;
+  bool empty() const { return begin >= end; }
+};
+HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o);
+
+// Stage 8 on the host: opt.update(params, grad, lr, scaled_begin, lr_scale)
+// with the held range's parameters and moments as they were (AdamW's update
+// is elementwise, so this is the update of the other entries alone).
+void update_holding(AdamW& opt, std::vector<float>& params, const std::vector<float>& grad, double lr,
+                    size_t scaled_begin, double lr_scale, HeldRange held);
 
 }  // namespace timitseg::model

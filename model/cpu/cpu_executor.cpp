@@ -311,7 +311,8 @@ class CpuExecutor final : public Executor {
     StepResult r = share_loss_and_grad(batch, o, grad_, &probe);
     const auto t0 = std::chrono::steady_clock::now();
     r.grad_norm = clip_global_norm(grad_, o.clip_norm);  // 7 clip, 8 update (model/step_recipe.h)
-    opt_.update(params_, grad_, o.lr, enc_.network().layout().crf_structure_begin(), o.crf_lr_scale);
+    const ParamLayout& lay = enc_.network().layout();
+    update_holding(opt_, params_, grad_, o.lr, lay.crf_structure_begin(), o.crf_lr_scale, held_parameters(lay, o));
     derive_duration_table(enc_.network().layout(), params_.data());
     if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
       probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());

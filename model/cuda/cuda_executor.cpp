@@ -291,11 +291,19 @@ StepResult CudaExecutor::train_step(const Batch& batch, const StepOptions& o) {
   ++opt_.step;
   // two parameter groups when crf.lr_scale != 1, as AdamW::update (model/optim.h)
   const size_t split = o.crf_lr_scale == 1.0 ? n : layout_.crf_structure_begin();
-  gpu::adamw_update(params_.as<float>(), m_.as<float>(), v_.as<float>(), g, split, o.lr,
-                    opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
-  gpu::adamw_update(params_.as<float>() + split, m_.as<float>() + split, v_.as<float>() + split,
-                    g + split, n - split, o.lr * o.crf_lr_scale, opt_.beta1, opt_.beta2, opt_.eps,
-                    opt_.weight_decay, opt_.step, stream_);
+  // the held parameters (model/step_recipe.h held_parameters) are left out: values and moments unchanged
+  const HeldRange held = held_parameters(layout_, o);
+  auto adamw = [&](size_t begin, size_t end, double lr) {
+    auto run = [&](size_t b, size_t e) {
+      gpu::adamw_update(params_.as<float>() + b, m_.as<float>() + b, v_.as<float>() + b, g + b, e - b, lr,
+                        opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
+    };
+    if (held.empty() || held.end <= begin || held.begin >= end) return run(begin, end);
+    if (begin < held.begin) run(begin, held.begin);
+    if (held.end < end) run(held.end, end);
+  };
+  adamw(0, split, o.lr);
+  adamw(split, n, o.lr * o.crf_lr_scale);
   if (dims_.duration_lognormal)  // the table follows the updated log-normal parameters
     gpu::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
                                   params_.as<float>() + layout_.get("crf.duration_lognormal").offset,
