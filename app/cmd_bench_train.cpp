@@ -26,6 +26,7 @@
 #include "data/phones.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "eval/metrics.h"
 #include "train/train.h"
 
@@ -184,14 +185,9 @@ nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& c
   return out;
 }
 
-void run_bench_train(const BenchTrainOptions& o) {
-  start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
-  const dist::Communicator& world = dist::world();
-  const bool rank0 = world.rank() == 0;
-  if (o.min_frames < 1 || o.max_frames < o.min_frames)
-    throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
-  if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
-  const std::string device = model::resolve_device(o.device);
+// The config of the benchmark's run: the options' model and schedule, with
+// the `auto` of --rnn-algo and the default --crf-backend resolved here.
+model::Config bench_config(const BenchTrainOptions& o, const std::string& device) {
   model::Config cfg;
   cfg.model_hidden_dim = o.hidden;
   cfg.model_num_layers = o.layers;
@@ -214,6 +210,18 @@ void run_bench_train(const BenchTrainOptions& o) {
     cfg.crf_backend = choice.crf_backend;
     cfg.train_rnn_algo = choice.rnn_algo;
   }
+  return cfg;
+}
+
+void run_bench_train(const BenchTrainOptions& o) {
+  start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
+  const dist::Communicator& world = dist::world();
+  const bool rank0 = world.rank() == 0;
+  if (o.min_frames < 1 || o.max_frames < o.min_frames)
+    throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
+  if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
+  const std::string device = model::resolve_device(o.device);
+  model::Config cfg = bench_config(o, device);
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
   if (fs::exists(work) && !fs::is_empty(work))
@@ -270,16 +278,12 @@ void run_bench_train(const BenchTrainOptions& o) {
 
   // 2. and 3.: per-part breakdown and evaluation on an executor of their own.
   const model::LabelSet ls = model::LabelSet::make(39);
-  model::ModelDims dims;
-  dims.input_dim = o.input_dim;
-  dims.hidden_dim = o.hidden;
-  dims.num_layers = o.layers;
-  dims.num_classes = ls.size();
-  dims.max_duration = o.max_duration;
-  model::ExecutorOptions xo;
-  xo.threads = o.threads;
-  xo.crf_backend = cfg.crf_backend;
-  xo.rnn_algo = cfg.train_rnn_algo;
+  const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
+  model::DeviceChoice choice;  // cfg's, resolved above
+  choice.device = device;
+  choice.crf_backend = cfg.crf_backend;
+  choice.rnn_algo = cfg.train_rnn_algo;
+  const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);
   std::vector<float> params;

@@ -38,9 +38,9 @@
 #include "model/config.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
-#include "model/cuda/lstm_fused.h"
 #include "model/params.h"
 #include "train/run_folder.h"
 #include "train/train.h"
@@ -307,19 +307,10 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   if (device != "cuda" || to_train <= 1) return 1;
   const model::LabelSet ls = model::LabelSet::make(cfg.data_label_set);
   model::ModelDims dims;
-  dims.input_dim = data.train.utterances.at(0).dim;
-  dims.hidden_dim = cfg.model_hidden_dim;
-  dims.num_layers = cfg.model_num_layers;
-  dims.num_classes = ls.size();
-  dims.max_duration = cfg.crf_max_duration;
-  dims.onset = cfg.onset_enabled();
-  dims.duration_lognormal = cfg.duration_lognormal();
-  model::ExecutorOptions xo;
-  xo.threads = model::set_threads(cfg.train_threads);
+  dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
+  const int threads = model::set_threads(cfg.train_threads);
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;
-  xo.deterministic = cfg.debug_deterministic;
+  const model::ExecutorOptions xo = model::executor_options(cfg, choice, threads);
   size_t free0 = 0, free1 = 0, total = 0;
   std::string algo;
   try {
@@ -364,7 +355,7 @@ int default_jobs(const std::string& device, const model::Config& cfg, const mode
   const double per_run = std::max<double>(1.0, static_cast<double>(free0) - static_cast<double>(free1));
   const int by_memory = std::max(1, static_cast<int>(0.9 * static_cast<double>(free0) / per_run));
   const int sms = cuda::sm_count();
-  const int ctas = model::fused::grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
+  const int ctas = model::fused_grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
   const bool fused = algo.find("fused") != std::string::npos && ctas > 0;
   // fused: enough runs to cover every SM twice (a run keeps its SMs busy only part of each step: host read-back
   // of the step's scalars, batch staging, dev evaluation; measured on one H100, compare --seeds 3 of

@@ -19,6 +19,7 @@
 #include "model/checkpoint.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "train/run_folder.h"
 #include "train/train.h"
 
@@ -64,13 +65,9 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   const model::ModelState s = model::load_checkpoint(ckpt);
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
   const std::string& device = choice.device;
-  model::ExecutorOptions xo;
-  xo.threads = model::set_threads(cfg.train_threads);
-  xo.rnn_algo = choice.rnn_algo;
-  // as evaluate: the GPU decodes with the cuda backend, the CPU with the run's host backend
-  xo.crf_backend = device == "cuda" ? "cuda" : (choice.crf_backend == "cuda" ? "cpu" : choice.crf_backend);
-  xo.phone_bonus = s.config.crf_phone_bonus;
-  xo.decode = s.config.crf_decode;
+  // as evaluate (model/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
+  const model::ExecutorOptions xo =
+      model::inference_executor_options(s.config, choice, model::set_threads(cfg.train_threads));
   std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;

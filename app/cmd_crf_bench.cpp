@@ -166,6 +166,36 @@ void run_bench(const BenchOptions& o) {
   }
 }
 
+// The first nc utterances of `in` on `be` against the reference backend:
+// log Z, the gradients and the Viterbi segments; ok = within 1e-5 relative
+// and the same segments.
+nlohmann::json check_against_reference(const Inputs& in, int64_t nc, crf::Backend& be, bool& ok) {
+  const Inputs sub = head(in, nc);
+  crf::HostRunOptions ro;
+  ro.scale = 1.0 / static_cast<double>(nc);
+  auto ref = crf::make_backend("reference");
+  const HostResult want = crf::run_host(*ref, sub.dims, sub.params(), sub.labels.data(), ro);
+  const HostResult got = crf::run_host(be, sub.dims, sub.params(), sub.labels.data(), ro);
+  double grad = 0.0;
+  grad = std::max(grad, max_rel(got.grad_cum_scores, want.grad_cum_scores));
+  grad = std::max(grad, max_rel(got.grad_transition, want.grad_transition));
+  grad = std::max(grad, max_rel(got.grad_duration_bias, want.grad_duration_bias));
+  grad = std::max(grad, max_rel(got.grad_start, want.grad_start));
+  grad = std::max(grad, max_rel(got.grad_end, want.grad_end));
+  double logz = 0.0;
+  for (int64_t b = 0; b < nc; ++b) {
+    const double r = std::fabs(got.log_z[b] - want.log_z[b]) / std::max(std::fabs(want.log_z[b]), 1e-300);
+    logz = std::max(logz, std::isfinite(r) ? r : std::numeric_limits<double>::infinity());
+  }
+  const bool same_segments = got.segments == want.segments;
+  ok = logz <= 1e-5 && grad <= 1e-5 && same_segments;
+  return {{"utterances", nc},
+          {"log_z_max_rel_err", logz},
+          {"grad_max_rel_err", grad},
+          {"viterbi_segments_identical", same_segments},
+          {"ok", ok}};
+}
+
 void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& backend) {
   crf::Backend* be = &backend;
   const Inputs in = make_inputs(dims, o.seed);
@@ -203,35 +233,9 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
   time_op("viterbi", [&] { session.viterbi(dims, p, vs.as<double>(), segs.as<int32_t>(), nseg.as<int32_t>()); });
 
   // Check against the reference backend on the first utterances.
-  nlohmann::json check = nullptr;
   bool ok = true;
   const int64_t nc = std::min<int64_t>(B, o.check_utterances);
-  if (nc > 0) {
-    const Inputs sub = head(in, nc);
-    crf::HostRunOptions ro;
-    ro.scale = 1.0 / static_cast<double>(nc);
-    auto ref = crf::make_backend("reference");
-    const HostResult want = crf::run_host(*ref, sub.dims, sub.params(), sub.labels.data(), ro);
-    const HostResult got = crf::run_host(*be, sub.dims, sub.params(), sub.labels.data(), ro);
-    double grad = 0.0;
-    grad = std::max(grad, max_rel(got.grad_cum_scores, want.grad_cum_scores));
-    grad = std::max(grad, max_rel(got.grad_transition, want.grad_transition));
-    grad = std::max(grad, max_rel(got.grad_duration_bias, want.grad_duration_bias));
-    grad = std::max(grad, max_rel(got.grad_start, want.grad_start));
-    grad = std::max(grad, max_rel(got.grad_end, want.grad_end));
-    double logz = 0.0;
-    for (int64_t b = 0; b < nc; ++b) {
-      const double r = std::fabs(got.log_z[b] - want.log_z[b]) / std::max(std::fabs(want.log_z[b]), 1e-300);
-      logz = std::max(logz, std::isfinite(r) ? r : std::numeric_limits<double>::infinity());
-    }
-    const bool same_segments = got.segments == want.segments;
-    ok = logz <= 1e-5 && grad <= 1e-5 && same_segments;
-    check = {{"utterances", nc},
-             {"log_z_max_rel_err", logz},
-             {"grad_max_rel_err", grad},
-             {"viterbi_segments_identical", same_segments},
-             {"ok", ok}};
-  }
+  const nlohmann::json check = nc > 0 ? check_against_reference(in, nc, *be, ok) : nlohmann::json(nullptr);
 
   if (o.json) {
     nlohmann::json j;

@@ -185,8 +185,10 @@ model::AfterEpoch train_report_refresher(const model::TrainData& data, int threa
   return report_refresher(data, threads);
 }
 
-void add_model_commands(CLI::App& app) {
-  // ---- train ----------------------------------------------------------------
+namespace {
+
+// `timitseg train` and its options (docs/training.md).
+void add_train_command(CLI::App& app) {
   auto ta = std::make_shared<TrainArgs>();
   CLI::App* train = app.add_subcommand(
       "train",
@@ -228,8 +230,10 @@ void add_model_commands(CLI::App& app) {
                   "Same as --set debug.deterministic=true: fixed reduction orders everywhere (deterministic cuDNN "
                   "algorithms, no order-dependent atomics); the CPU is always deterministic");
   train->callback([ta] { run_train(*ta); });
+}
 
-  // ---- evaluate -------------------------------------------------------------
+// `timitseg evaluate`: decode a split with a checkpoint and print its metrics.
+void add_evaluate_command(CLI::App& app) {
   auto eo = std::make_shared<model::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
       "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms, segments, ...)");
@@ -271,8 +275,10 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   ev->callback([eo] { model::evaluate(*eo); });
+}
 
-  // ---- score ----------------------------------------------------------------
+// `timitseg score`: the metrics of frame predictions made by any program.
+void add_score_command(CLI::App& app) {
   auto so = std::make_shared<model::ScoreOptions>();
   CLI::App* sc = app.add_subcommand(
       "score",
@@ -289,8 +295,10 @@ void add_model_commands(CLI::App& app) {
       ->required();
   sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");
   sc->callback([so] { model::score(*so); });
+}
 
-  // ---- decode ---------------------------------------------------------------
+// `timitseg decode`: segment audio files or TIMIT trees with a checkpoint.
+void add_decode_command(CLI::App& app) {
   auto dec = std::make_shared<model::DecodeOptions>();
   CLI::App* de = app.add_subcommand(
       "decode", "Segment audio files or TIMIT trees with a checkpoint: one TIMIT .PHN (samples of the file as "
@@ -320,6 +328,15 @@ void add_model_commands(CLI::App& app) {
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   de->callback([dec] { model::decode(*dec); });
+}
+
+}  // namespace
+
+void add_model_commands(CLI::App& app) {
+  add_train_command(app);
+  add_evaluate_command(app);
+  add_score_command(app);
+  add_decode_command(app);
 }
 
 }  // namespace timitseg::app

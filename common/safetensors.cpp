@@ -127,6 +127,57 @@ const Tensor& File::get(const std::string& name, DType dtype, const std::vector<
   return t;
 }
 
+// The header's JSON, parsed with a callback that catches duplicate names
+// (plain parsing keeps the last); throws naming path unless it is an object.
+json parse_header(const std::string& path, const std::string& header) {
+  std::set<std::string> seen;
+  std::string duplicate;
+  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::key && depth == 1) {
+      const std::string key = parsed.get<std::string>();
+      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
+    }
+    return true;
+  };
+  json h;
+  try {
+    h = json::parse(header, cb);
+  } catch (const json::exception& e) {
+    fail(path, std::string("corrupt safetensors header (not valid JSON): ") + e.what());
+  }
+  if (!duplicate.empty()) fail(path, "corrupt safetensors header: duplicate tensor name '" + duplicate + "'");
+  if (!h.is_object()) fail(path, "corrupt safetensors header: not a JSON object");
+  return h;
+}
+
+// A tensor's bytes in the data section.
+struct Range {
+  uint64_t begin, end;
+  std::string name;
+};
+
+// Zero-size tensors occupy no bytes and may sit at any offset; the others
+// must tile the data section exactly (no overlap, no hole, nothing after), as
+// the reference implementation requires.
+void check_tiling(const std::string& path, std::vector<Range> ranges, uint64_t data_size) {
+  ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
+               ranges.end());
+  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
+  uint64_t covered = 0;
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    if (i > 0 && ranges[i].begin < ranges[i - 1].end)
+      fail(path, "corrupt safetensors file: data of tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
+                     "' overlap");
+    if (ranges[i].begin != covered)
+      fail(path, "corrupt safetensors file: bytes " + std::to_string(covered) + ".." + std::to_string(ranges[i].begin) +
+                     " of the data section belong to no tensor");
+    covered = ranges[i].end;
+  }
+  if (covered != data_size)
+    fail(path, "corrupt safetensors file: " + std::to_string(data_size - covered) +
+                   " bytes after the last tensor's data (trailing garbage or a wrong header)");
+}
+
 File load(const std::string& path) {
   static_assert(sizeof(uint64_t) == 8, "u64");
   require_file(path);  // a missing path or a folder is named as such, not as a read error
@@ -148,32 +199,11 @@ File load(const std::string& path) {
   in.read(header.data(), static_cast<std::streamsize>(header_len));
   if (!in) fail(path, "read error in header");
 
-  // Parse with a callback that catches duplicate names (plain parsing keeps the last).
-  std::set<std::string> seen;
-  std::string duplicate;
-  json::parser_callback_t cb = [&](int depth, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::key && depth == 1) {
-      const std::string key = parsed.get<std::string>();
-      if (!seen.insert(key).second && duplicate.empty()) duplicate = key;
-    }
-    return true;
-  };
-  json h;
-  try {
-    h = json::parse(header, cb);
-  } catch (const json::exception& e) {
-    fail(path, std::string("corrupt safetensors header (not valid JSON): ") + e.what());
-  }
-  if (!duplicate.empty()) fail(path, "corrupt safetensors header: duplicate tensor name '" + duplicate + "'");
-  if (!h.is_object()) fail(path, "corrupt safetensors header: not a JSON object");
+  const json h = parse_header(path, header);
 
   const uint64_t data_size = file_size - 8 - header_len;
   File f;
   f.path = path;
-  struct Range {
-    uint64_t begin, end;
-    std::string name;
-  };
   std::vector<Range> ranges;
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
@@ -218,25 +248,7 @@ File load(const std::string& path) {
     if (!in) fail(path, where + "read error");
     f.tensors.emplace(name, std::move(t));
   }
-  // Zero-size tensors occupy no bytes and may sit at any offset; the others
-  // must tile the data section exactly (no overlap, no hole, nothing after), as
-  // the reference implementation requires.
-  ranges.erase(std::remove_if(ranges.begin(), ranges.end(), [](const Range& r) { return r.begin == r.end; }),
-               ranges.end());
-  std::sort(ranges.begin(), ranges.end(), [](const Range& a, const Range& b) { return a.begin < b.begin; });
-  uint64_t covered = 0;
-  for (size_t i = 0; i < ranges.size(); ++i) {
-    if (i > 0 && ranges[i].begin < ranges[i - 1].end)
-      fail(path, "corrupt safetensors file: data of tensors '" + ranges[i - 1].name + "' and '" + ranges[i].name +
-                     "' overlap");
-    if (ranges[i].begin != covered)
-      fail(path, "corrupt safetensors file: bytes " + std::to_string(covered) + ".." + std::to_string(ranges[i].begin) +
-                     " of the data section belong to no tensor");
-    covered = ranges[i].end;
-  }
-  if (covered != data_size)
-    fail(path, "corrupt safetensors file: " + std::to_string(data_size - covered) +
-                   " bytes after the last tensor's data (trailing garbage or a wrong header)");
+  check_tiling(path, ranges, data_size);
   return f;
 }
 

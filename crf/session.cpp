@@ -114,47 +114,53 @@ AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_pa
   return session.align_host(dims, host_params, N, phones, num_phones, optional);
 }
 
+// run_host on a host backend (reference, cpu): the host arrays directly.
+HostResult Session::run_on_host_backend(const Dims& dims, const Params& hp, const int32_t* labels,
+                                        const HostRunOptions& opt) {
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  HostResult r;
+  void* w = workspace(dims);
+  r.log_z.resize(B);
+  if (opt.gradients) {
+    r.grad_cum_scores.resize(B * (T + 1) * C);
+    r.grad_transition.resize(C * C);
+    r.grad_duration_bias.resize(K * C);
+    r.grad_start.resize(C);
+    r.grad_end.resize(C);
+    if (labels) r.gold.resize(B);
+    Grads g{r.grad_cum_scores.data(), r.grad_transition.data(), r.grad_duration_bias.data(), r.grad_start.data(),
+            r.grad_end.data()};
+    if (hp.onset) {
+      r.grad_onset.resize(B * T * C);
+      g.onset = r.grad_onset.data();
+    }
+    backend_.backward(dims, hp, labels, opt.scale, r.log_z.data(), labels ? r.gold.data() : nullptr, g, w);
+  } else {
+    backend_.log_partition(dims, hp, r.log_z.data(), w);
+    if (labels) {
+      r.gold.resize(B);
+      backend_.gold_score(dims, hp, labels, r.gold.data(), w);
+    }
+  }
+  if (opt.viterbi) {
+    r.viterbi_score.resize(B);
+    segs_host_.resize(B * T * 3);
+    nseg_host_.resize(B);
+    backend_.viterbi(dims, hp, r.viterbi_score.data(), segs_host_.data(), nseg_host_.data(), w);
+    r.segments = collect_segments(dims, segs_host_.data(), nseg_host_.data());
+  }
+  if (opt.boundary_posteriors) {
+    r.boundary_posteriors.resize(B * (T + 1));
+    backend_.boundary_posteriors(dims, hp, r.boundary_posteriors.data(), w);
+  }
+  return r;
+}
+
 HostResult Session::run_host(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt) {
   validate_host(dims, hp, labels);
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
   HostResult r;
-  if (!backend_.on_device()) {  // host backend: use the host arrays directly
-    void* w = workspace(dims);
-    r.log_z.resize(B);
-    if (opt.gradients) {
-      r.grad_cum_scores.resize(B * (T + 1) * C);
-      r.grad_transition.resize(C * C);
-      r.grad_duration_bias.resize(K * C);
-      r.grad_start.resize(C);
-      r.grad_end.resize(C);
-      if (labels) r.gold.resize(B);
-      Grads g{r.grad_cum_scores.data(), r.grad_transition.data(), r.grad_duration_bias.data(), r.grad_start.data(),
-              r.grad_end.data()};
-      if (hp.onset) {
-        r.grad_onset.resize(B * T * C);
-        g.onset = r.grad_onset.data();
-      }
-      backend_.backward(dims, hp, labels, opt.scale, r.log_z.data(), labels ? r.gold.data() : nullptr, g, w);
-    } else {
-      backend_.log_partition(dims, hp, r.log_z.data(), w);
-      if (labels) {
-        r.gold.resize(B);
-        backend_.gold_score(dims, hp, labels, r.gold.data(), w);
-      }
-    }
-    if (opt.viterbi) {
-      r.viterbi_score.resize(B);
-      segs_host_.resize(B * T * 3);
-      nseg_host_.resize(B);
-      backend_.viterbi(dims, hp, r.viterbi_score.data(), segs_host_.data(), nseg_host_.data(), w);
-      r.segments = collect_segments(dims, segs_host_.data(), nseg_host_.data());
-    }
-    if (opt.boundary_posteriors) {
-      r.boundary_posteriors.resize(B * (T + 1));
-      backend_.boundary_posteriors(dims, hp, r.boundary_posteriors.data(), w);
-    }
-    return r;
-  }
+  if (!backend_.on_device()) return run_on_host_backend(dims, hp, labels, opt);  // the host arrays directly
 
   // Device backend: copy the inputs into the session's buffers, run, copy back.
   const size_t f = sizeof(float), i32 = sizeof(int32_t), f64 = sizeof(double);

@@ -79,6 +79,8 @@ class Session {
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
   // Copies host inputs into the device buffers (padding rows zeroed); the device Params.
   Params upload_params(const Dims& dims, const Params& hp);
+  // run_host on a host backend: the host arrays directly, no copies.
+  HostResult run_on_host_backend(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt);
   // Host scratch: sanitized cum_scores, Viterbi rows and counts.
   std::vector<float> cum_host_, on_host_;
   std::vector<int32_t> segs_host_, nseg_host_;

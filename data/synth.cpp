@@ -23,6 +23,7 @@
 #include "data/flite_tts.h"
 #include "data/synth_flite.h"
 #include "data/synth_internal.h"
+#include "data/synth_specs.h"
 
 namespace fs = std::filesystem;
 
@@ -36,88 +37,9 @@ using synth_detail::mix;
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kRate = 16000.0;
 
-enum class Kind { Vowel, Glide, Nasal, Fric, Aspirate, Closure, Burst, Flap, Glottal, Silence };
-
-struct Spec {
-  Kind kind;
-  double f1, f2, f3;     // formant targets (Hz, adult male); 0: none (inherit by interpolation)
-  double e1, e2, e3;     // diphthong end targets; 0: same as start
-  double dur_ms;         // mean duration (TIMIT-like)
-  double av, af, ah;     // voicing, frication, aspiration amplitudes
-  double fc, fbw;        // frication band centre and bandwidth (Hz)
-};
-
-const std::map<std::string, Spec>& specs() {
-  static const std::map<std::string, Spec> m = {
-      // vowels                 F1   F2    F3    end targets       ms   av   af  ah  fc fbw
-      {"iy", {Kind::Vowel, 270, 2290, 3010, 0, 0, 0, 95, 1, 0, 0, 0, 0}},
-      {"ih", {Kind::Vowel, 390, 1990, 2550, 0, 0, 0, 70, 1, 0, 0, 0, 0}},
-      {"eh", {Kind::Vowel, 530, 1840, 2480, 0, 0, 0, 85, 1, 0, 0, 0, 0}},
-      {"ae", {Kind::Vowel, 660, 1720, 2410, 0, 0, 0, 125, 1, 0, 0, 0, 0}},
-      {"aa", {Kind::Vowel, 730, 1090, 2440, 0, 0, 0, 115, 1, 0, 0, 0, 0}},
-      {"ah", {Kind::Vowel, 620, 1190, 2390, 0, 0, 0, 85, 1, 0, 0, 0, 0}},
-      {"ao", {Kind::Vowel, 570, 840, 2410, 0, 0, 0, 115, 1, 0, 0, 0, 0}},
-      {"uh", {Kind::Vowel, 440, 1020, 2240, 0, 0, 0, 70, 1, 0, 0, 0, 0}},
-      {"uw", {Kind::Vowel, 300, 870, 2240, 0, 0, 0, 100, 1, 0, 0, 0, 0}},
-      {"ux", {Kind::Vowel, 350, 1600, 2300, 0, 0, 0, 90, 1, 0, 0, 0, 0}},
-      {"er", {Kind::Vowel, 490, 1350, 1690, 0, 0, 0, 110, 1, 0, 0, 0, 0}},
-      {"axr", {Kind::Vowel, 480, 1300, 1750, 0, 0, 0, 80, 0.8, 0, 0, 0, 0}},
-      {"ix", {Kind::Vowel, 430, 1700, 2500, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
-      {"ax", {Kind::Vowel, 510, 1500, 2450, 0, 0, 0, 50, 0.8, 0, 0, 0, 0}},
-      {"ey", {Kind::Vowel, 480, 1900, 2500, 350, 2200, 2700, 115, 1, 0, 0, 0, 0}},
-      {"ay", {Kind::Vowel, 700, 1200, 2500, 400, 1900, 2550, 135, 1, 0, 0, 0, 0}},
-      {"oy", {Kind::Vowel, 550, 900, 2400, 400, 1800, 2500, 150, 1, 0, 0, 0, 0}},
-      {"aw", {Kind::Vowel, 700, 1250, 2400, 450, 900, 2300, 150, 1, 0, 0, 0, 0}},
-      {"ow", {Kind::Vowel, 550, 950, 2400, 400, 800, 2300, 115, 1, 0, 0, 0, 0}},
-      // glides and liquids
-      {"l", {Kind::Glide, 360, 1000, 2800, 0, 0, 0, 60, 0.7, 0, 0, 0, 0}},
-      {"el", {Kind::Glide, 420, 950, 2700, 0, 0, 0, 90, 0.7, 0, 0, 0, 0}},
-      {"r", {Kind::Glide, 420, 1300, 1600, 0, 0, 0, 55, 0.7, 0, 0, 0, 0}},
-      {"w", {Kind::Glide, 300, 700, 2200, 0, 0, 0, 55, 0.7, 0, 0, 0, 0}},
-      {"y", {Kind::Glide, 280, 2200, 3000, 0, 0, 0, 50, 0.7, 0, 0, 0, 0}},
-      // nasals
-      {"m", {Kind::Nasal, 260, 1100, 2200, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
-      {"em", {Kind::Nasal, 260, 1100, 2200, 0, 0, 0, 80, 0.4, 0, 0, 0, 0}},
-      {"n", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 55, 0.4, 0, 0, 0, 0}},
-      {"en", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 70, 0.4, 0, 0, 0, 0}},
-      {"nx", {Kind::Nasal, 260, 1400, 2500, 0, 0, 0, 45, 0.4, 0, 0, 0, 0}},
-      {"ng", {Kind::Nasal, 260, 1800, 2600, 0, 0, 0, 60, 0.4, 0, 0, 0, 0}},
-      // fricatives and affricate releases
-      {"s", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 110, 0, 1.0, 0, 5500, 1500}},
-      {"z", {Kind::Fric, 350, 1700, 2600, 0, 0, 0, 85, 0.35, 0.6, 0, 5200, 1500}},
-      {"sh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 115, 0, 1.0, 0, 2700, 1200}},
-      {"zh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 75, 0.35, 0.6, 0, 2600, 1200}},
-      {"f", {Kind::Fric, 300, 1000, 2300, 0, 0, 0, 100, 0, 0.3, 0, 4500, 4000}},
-      {"v", {Kind::Fric, 300, 1000, 2300, 0, 0, 0, 55, 0.4, 0.2, 0, 4000, 4000}},
-      {"th", {Kind::Fric, 350, 1500, 2600, 0, 0, 0, 90, 0, 0.25, 0, 5000, 3000}},
-      {"dh", {Kind::Fric, 350, 1500, 2600, 0, 0, 0, 35, 0.4, 0.15, 0, 4500, 3000}},
-      {"ch", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 90, 0, 0.9, 0, 3000, 1500}},
-      {"jh", {Kind::Fric, 300, 1900, 2500, 0, 0, 0, 70, 0.35, 0.6, 0, 2800, 1500}},
-      // aspiration: formants inherited from the neighbours
-      {"hh", {Kind::Aspirate, 0, 0, 0, 0, 0, 0, 60, 0, 0, 0.5, 0, 0}},
-      {"hv", {Kind::Aspirate, 0, 0, 0, 0, 0, 0, 60, 0.3, 0, 0.4, 0, 0}},
-      // closures (formants at the stop's locus; voiced ones carry a voice bar)
-      {"bcl", {Kind::Closure, 300, 1000, 2300, 0, 0, 0, 55, 0.08, 0, 0, 0, 0}},
-      {"dcl", {Kind::Closure, 350, 1700, 2600, 0, 0, 0, 45, 0.08, 0, 0, 0, 0}},
-      {"gcl", {Kind::Closure, 300, 2000, 2500, 0, 0, 0, 50, 0.08, 0, 0, 0, 0}},
-      {"pcl", {Kind::Closure, 300, 1000, 2300, 0, 0, 0, 65, 0, 0, 0, 0, 0}},
-      {"tcl", {Kind::Closure, 350, 1700, 2600, 0, 0, 0, 55, 0, 0, 0, 0, 0}},
-      {"kcl", {Kind::Closure, 300, 2000, 2500, 0, 0, 0, 60, 0, 0, 0, 0, 0}},
-      // bursts (voiceless ones aspirated)
-      {"b", {Kind::Burst, 300, 1000, 2300, 0, 0, 0, 20, 0.3, 0.35, 0, 1200, 1500}},
-      {"d", {Kind::Burst, 350, 1700, 2600, 0, 0, 0, 25, 0.3, 0.5, 0, 4000, 2000}},
-      {"g", {Kind::Burst, 300, 2000, 2500, 0, 0, 0, 30, 0.3, 0.5, 0, 2200, 800}},
-      {"p", {Kind::Burst, 300, 1000, 2300, 0, 0, 0, 45, 0, 0.4, 0.35, 1200, 1500}},
-      {"t", {Kind::Burst, 350, 1700, 2600, 0, 0, 0, 50, 0, 0.6, 0.35, 4200, 2000}},
-      {"k", {Kind::Burst, 300, 2000, 2500, 0, 0, 0, 55, 0, 0.5, 0.35, 2300, 800}},
-      {"dx", {Kind::Flap, 350, 1700, 2600, 0, 0, 0, 30, 0.45, 0, 0, 0, 0}},
-      {"q", {Kind::Glottal, 0, 0, 0, 0, 0, 0, 50, 0.35, 0, 0, 0, 0}},
-      {"h#", {Kind::Silence, 0, 0, 0, 0, 0, 0, 160, 0, 0, 0, 0, 0}},
-      {"pau", {Kind::Silence, 0, 0, 0, 0, 0, 0, 120, 0, 0, 0, 0, 0}},
-      {"epi", {Kind::Silence, 0, 0, 0, 0, 0, 0, 40, 0, 0, 0, 0, 0}},
-  };
-  return m;
-}
+using synth_detail::Kind;
+using synth_detail::Spec;
+const std::map<std::string, Spec>& specs() { return synth_detail::phone_specs(); }
 
 using W = std::vector<std::pair<std::string, double>>;
 const W kVowels = {{"iy", 6}, {"ih", 6}, {"eh", 4}, {"ae", 4}, {"aa", 4}, {"ah", 3}, {"ao", 3}, {"uh", 1},

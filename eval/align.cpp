@@ -390,7 +390,10 @@ std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<
   return os.str();
 }
 
-int align(const AlignOptions& o) {
+namespace {
+
+// The options' own consistency, before anything is read: one error naming the option.
+void check_align_options(const AlignOptions& o) {
   if (o.threads < 0 || o.threads > 1024)
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(o.threads));
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
@@ -401,6 +404,12 @@ int align(const AlignOptions& o) {
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
   if ((o.transcript == "wrd" || o.transcript == "txt") && o.dict.empty())
     throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
+}
+
+}  // namespace
+
+int align(const AlignOptions& o) {
+  check_align_options(o);
   set_threads(o.threads);
   const ModelState s = load_checkpoint(o.checkpoint);
   std::shared_ptr<data::Dictionary> dict;

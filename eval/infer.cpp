@@ -2,6 +2,7 @@
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
 #include "model/device_choice.h"
+#include "model/options.h"
 
 #include <spdlog/spdlog.h>
 
@@ -92,16 +93,10 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
   const DeviceChoice choice =
       resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
   const std::string& device = choice.device;
-  ExecutorOptions xo;
-  xo.threads = threads;
-  xo.phone_bonus = phone_bonus.value_or(s.config.crf_phone_bonus);
-  xo.decode = decode_opt.empty() ? s.config.crf_decode : decode_opt;
-  xo.rnn_algo = choice.rnn_algo;
-  xo.crf_backend = backend_opt.empty() ? choice.crf_backend : backend_opt;
-  if (backend_opt.empty()) {
-    if (device == "cpu" && xo.crf_backend == "cuda") xo.crf_backend = "cpu";
-    if (device == "cuda") xo.crf_backend = "cuda";
-  }
+  ExecutorOptions xo = inference_executor_options(s.config, choice, threads);  // model/options.h
+  if (phone_bonus) xo.phone_bonus = *phone_bonus;
+  if (!decode_opt.empty()) xo.decode = decode_opt;
+  if (!backend_opt.empty()) xo.crf_backend = backend_opt;
   std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   return exec;

@@ -119,6 +119,56 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
   st::save(path, f);
 }
 
+namespace {
+
+// The parameters, the optimizer moments (when present) and the CMVN of
+// checkpoint f into s (its dims already read), each checked when check_values.
+void read_tensors(const st::File& f, const std::string& path, bool check_values, ModelState& s) {
+  const ParamLayout layout(s.dims);
+  s.params.assign(layout.total(), 0.f);
+  bool has_opt = f.has("optimizer.exp_avg." + layout.params()[0].name);
+  if (has_opt) {
+    s.optimizer.m.assign(layout.total(), 0.f);
+    s.optimizer.v.assign(layout.total(), 0.f);
+  }
+  const auto finite = [](auto x) { return std::isfinite(x); };
+  const auto check = [&](const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
+                         const auto* data, size_t n, auto ok, const char* why) {
+    if (check_values) check_range(file, name, shape, data, n, ok, why);
+  };
+  for (const ParamInfo& p : layout.params()) {
+    std::vector<float> v = f.get(p.name, st::DType::F32, p.shape).to<float>();
+    if (allows_neg_inf(p.name))
+      check(path, p.name, p.shape, v.data(), v.size(),
+            [](float x) { return std::isfinite(x) || x == -std::numeric_limits<float>::infinity(); },
+            "not finite (only -inf, a forbidden entry, is allowed here)");
+    else
+      check(path, p.name, p.shape, v.data(), v.size(), finite, "not finite");
+    std::copy(v.begin(), v.end(), s.params.begin() + p.offset);
+    if (has_opt) {
+      const std::string m_name = "optimizer.exp_avg." + p.name, v_name = "optimizer.exp_avg_sq." + p.name;
+      v = f.get(m_name, st::DType::F32, p.shape).to<float>();
+      check(path, m_name, p.shape, v.data(), v.size(), finite, "not finite");
+      std::copy(v.begin(), v.end(), s.optimizer.m.begin() + p.offset);
+      v = f.get(v_name, st::DType::F32, p.shape).to<float>();
+      check(path, v_name, p.shape, v.data(), v.size(), [](float x) { return std::isfinite(x) && x >= 0.f; },
+            "not finite and >= 0");
+      std::copy(v.begin(), v.end(), s.optimizer.v.begin() + p.offset);
+    }
+  }
+  if (f.has("cmvn.mean")) {
+    s.has_cmvn = true;
+    const std::vector<int64_t> shape{s.dims.input_dim};
+    s.cmvn.mean = f.get("cmvn.mean", st::DType::F64, shape).to<double>();
+    s.cmvn.var = f.get("cmvn.var", st::DType::F64, shape).to<double>();
+    check(path, "cmvn.mean", shape, s.cmvn.mean.data(), s.cmvn.mean.size(), finite, "not finite");
+    check(path, "cmvn.var", shape, s.cmvn.var.data(), s.cmvn.var.size(),
+          [](double x) { return std::isfinite(x) && x > 0.0; }, "a variance must be finite and > 0");
+  }
+}
+
+}  // namespace
+
 ModelState load_checkpoint(const std::string& path, bool check_values) {
   const st::File f = st::load(path);
   auto meta = [&](const std::string& k) -> const std::string& {
@@ -193,47 +243,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
   if (s.labels.size() != s.dims.num_classes)
     throw std::runtime_error(path + ": label set size " + std::to_string(s.labels.size()) + " != num_classes " +
                              std::to_string(s.dims.num_classes));
-  const ParamLayout layout(s.dims);
-  s.params.assign(layout.total(), 0.f);
-  bool has_opt = f.has("optimizer.exp_avg." + layout.params()[0].name);
-  if (has_opt) {
-    s.optimizer.m.assign(layout.total(), 0.f);
-    s.optimizer.v.assign(layout.total(), 0.f);
-  }
-  const auto finite = [](auto x) { return std::isfinite(x); };
-  const auto check = [&](const std::string& file, const std::string& name, const std::vector<int64_t>& shape,
-                         const auto* data, size_t n, auto ok, const char* why) {
-    if (check_values) check_range(file, name, shape, data, n, ok, why);
-  };
-  for (const ParamInfo& p : layout.params()) {
-    std::vector<float> v = f.get(p.name, st::DType::F32, p.shape).to<float>();
-    if (allows_neg_inf(p.name))
-      check(path, p.name, p.shape, v.data(), v.size(),
-            [](float x) { return std::isfinite(x) || x == -std::numeric_limits<float>::infinity(); },
-            "not finite (only -inf, a forbidden entry, is allowed here)");
-    else
-      check(path, p.name, p.shape, v.data(), v.size(), finite, "not finite");
-    std::copy(v.begin(), v.end(), s.params.begin() + p.offset);
-    if (has_opt) {
-      const std::string m_name = "optimizer.exp_avg." + p.name, v_name = "optimizer.exp_avg_sq." + p.name;
-      v = f.get(m_name, st::DType::F32, p.shape).to<float>();
-      check(path, m_name, p.shape, v.data(), v.size(), finite, "not finite");
-      std::copy(v.begin(), v.end(), s.optimizer.m.begin() + p.offset);
-      v = f.get(v_name, st::DType::F32, p.shape).to<float>();
-      check(path, v_name, p.shape, v.data(), v.size(), [](float x) { return std::isfinite(x) && x >= 0.f; },
-            "not finite and >= 0");
-      std::copy(v.begin(), v.end(), s.optimizer.v.begin() + p.offset);
-    }
-  }
-  if (f.has("cmvn.mean")) {
-    s.has_cmvn = true;
-    const std::vector<int64_t> shape{s.dims.input_dim};
-    s.cmvn.mean = f.get("cmvn.mean", st::DType::F64, shape).to<double>();
-    s.cmvn.var = f.get("cmvn.var", st::DType::F64, shape).to<double>();
-    check(path, "cmvn.mean", shape, s.cmvn.mean.data(), s.cmvn.mean.size(), finite, "not finite");
-    check(path, "cmvn.var", shape, s.cmvn.var.data(), s.cmvn.var.size(),
-          [](double x) { return std::isfinite(x) && x > 0.0; }, "a variance must be finite and > 0");
-  }
+  read_tensors(f, path, check_values, s);
   return s;
 }
 

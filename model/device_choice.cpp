@@ -99,4 +99,6 @@ Config with_choices(const Config& cfg, const DeviceFacts& facts) {
   return out;
 }
 
+int fused_grid_ctas(int B, int H) { return fused::grid_ctas(B, H); }
+
 }  // namespace timitseg::model

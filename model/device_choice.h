@@ -64,6 +64,11 @@ DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::
 DeviceChoice resolve_choices(const Config& cfg, bool log = true, const std::string& device_override = "",
                              const std::string& hint = "");
 
+// The SMs one fused-LSTM run occupies at batch B and H units per direction
+// (model/cuda/lstm_fused.h grid_ctas; 0 for an H the kernel lacks): `compare
+// --jobs` sizes its default by it.
+int fused_grid_ctas(int B, int H);
+
 // cfg with each `auto` of the three keys replaced by its pick on `facts`
 // (explicit values unchanged): the form `compare` compares, so that a run
 // saved with `auto` and one asking `cpu` on the CPU are the same run.

@@ -11,11 +11,6 @@ StepOptions share_options(const StepOptions& o, const dist::Communicator* world)
   return s;
 }
 
-double step_norm(const StepOptions& o, const Batch& batch) {
-  if (o.loss_norm > 0) return o.loss_norm;
-  return o.frame_normalization ? static_cast<double>(batch.frames) : static_cast<double>(batch.input.B);
-}
-
 void agree_on_step(dist::Communicator& world, std::exception_ptr err, int64_t step) {
   const std::string what = "the status of step " + std::to_string(step);
   dist::agree(world, what.c_str(), [&] {
@@ -29,8 +24,7 @@ void reduce_step_scalars(dist::Communicator& world, StepResult& r, const StepOpt
   r.nll_sum = s[0];
   r.frame_ce_sum = s[1];
   r.penalty = s[2];
-  r.loss = r.nll_sum / norm + r.penalty;
-  if (o.frame_ce_weight > 0.0) r.loss += o.frame_ce_weight * r.frame_ce_sum / norm;
+  r.loss = step_loss(r, o, norm);  // model/step_recipe.h
 }
 
 }  // namespace timitseg::model

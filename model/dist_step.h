@@ -5,23 +5,21 @@
 // penalty; the ranks agree on the step's status before any update (the CPU
 // before the gradient's all-reduce, the GPU after it: every rank joins it, and
 // the sum of a failed step is discarded), and sum the gradient and the loss
-// sums, so every rank applies the same update.
+// sums, so every rank applies the same update. The stages of the step:
+// model/step_recipe.h.
 #pragma once
 
 #include <exception>
 
 #include "common/dist.h"
 #include "model/executor.h"
+#include "model/step_recipe.h"  // step_norm, step_loss: the recipe of a step
 
 namespace timitseg::model {
 
 // The options of this rank's share: the penalty only on rank 0 (it depends on
 // the parameters alone, which every rank holds; summed it must count once).
 StepOptions share_options(const StepOptions& o, const dist::Communicator* world);
-
-// The normalization of the loss: StepOptions::loss_norm when set, else the
-// batch's own (utterances, or frames with frame_normalization).
-double step_norm(const StepOptions& o, const Batch& batch);
 
 // Agrees on the outcome of every rank's share (err: this rank's failure, null
 // when it succeeded): returns when every share succeeded; otherwise the lowest

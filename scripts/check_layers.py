@@ -12,6 +12,11 @@ the product's sources points down or within its own folder.
   data   -> common
   common -> (nothing of the project)
 
+The implementations of the model's interfaces are private to model/: no
+folder but model/ includes "model/cpu/..." or "model/cuda/..." (eval/, train/
+and app/ reach them only through model/executor.h, model/encoder.h,
+model/device_choice.h).
+
 Prints every include that runs another way (FILE:LINE: FOLDER may not include
 OTHER/...) and exits 1 when there is any, 0 otherwise. Only quoted includes
 whose first path part is one of these folders count (system and library
@@ -32,7 +37,9 @@ MAY_INCLUDE = {
     "app": {"train", "eval", "model", "crf", "data", "common"},
 }
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"/]+)/[^"]*"')
+INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')
+# Sub-folders private to their folder: "FOLDER/SUB/..." from any other folder is refused.
+PRIVATE = {"model": ("cpu", "cuda")}
 
 
 def violations(root):
@@ -49,10 +56,15 @@ def violations(root):
                         m = INCLUDE.match(line)
                         if not m:
                             continue
-                        target = m.group(1)
+                        target = m.group(2)
+                        where = f"{os.path.relpath(path, root)}:{n}"
                         if target in MAY_INCLUDE and target != folder and target not in allowed:
-                            out.append(f"{os.path.relpath(path, root)}:{n}: {folder}/ may not include {target}/ "
+                            out.append(f"{where}: {folder}/ may not include {target}/ "
                                        f"({line.strip()}); allowed: {', '.join(sorted(allowed)) or 'nothing'}")
+                        parts = m.group(1).split("/")
+                        if target != folder and len(parts) > 2 and parts[1] in PRIVATE.get(target, ()):
+                            out.append(f"{where}: {folder}/ may not include {target}/{parts[1]}/ "
+                                       f"({line.strip()}); it is private to {target}/ (use its interfaces)")
     return out
 
 

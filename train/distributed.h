@@ -18,7 +18,7 @@
 #include "model/config.h"
 #include "model/executor.h"
 #include "model/labels.h"
-#include "train/train.h"
+#include "train/train_data.h"
 
 namespace timitseg::model {
 

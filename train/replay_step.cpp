@@ -1,6 +1,7 @@
 // Step dump folders and replay-step (train/replay_step.h).
 #include "train/replay_step.h"
 #include "model/device_choice.h"
+#include "model/options.h"
 
 #include <spdlog/spdlog.h>
 
@@ -12,7 +13,6 @@
 #include "common/atomic_file.h"
 #include "common/safetensors.h"
 #include "model/optim.h"
-#include "train/train.h"
 
 namespace fs = std::filesystem;
 
@@ -186,16 +186,10 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
 
   const DeviceChoice choice = resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
   const std::string& device = choice.device;
-  ExecutorOptions xo;
-  xo.threads = set_threads(o.threads >= 0 ? o.threads : cfg.train_threads);
-  xo.crf_backend = o.crf_backend.empty() ? choice.crf_backend : o.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;
-  xo.deterministic = cfg.debug_deterministic;
+  ExecutorOptions xo = executor_options(cfg, choice, set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
+  if (!o.crf_backend.empty()) xo.crf_backend = o.crf_backend;
   std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
-  state.optimizer.beta1 = cfg.train_beta1;
-  state.optimizer.beta2 = cfg.train_beta2;
-  state.optimizer.eps = cfg.train_eps;
-  state.optimizer.weight_decay = cfg.train_weight_decay;
+  set_optimizer_settings(cfg, state.optimizer);
   if (state.optimizer.step == step)
     throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
                              std::to_string(step) +
@@ -207,21 +201,14 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
                              std::to_string(step));
   exec->set_state(state.params, state.optimizer);
 
-  StepOptions so;
+  StepOptions so = step_options(cfg);
   so.lr = lr;
-  so.crf_lr_scale = cfg.crf_lr_scale;
-  so.dropout = cfg.model_dropout;
-  so.clip_norm = cfg.train_clip_norm;
-  so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == "frame";
-  so.frame_ce_weight = cfg.crf_frame_ce_weight;
   so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
   so.step = step;
   so.loss_norm = loss_norm;
   if (rank != 0) so.crf_reg = 0.0;  // the penalty was rank 0's (model/dist_step.h)
   if (!o.without_fault) so.fault = fault;
   so.rng = &rng;
-  so.seed = cfg.train_seed;
   spdlog::info("replaying step {} (epoch {}, batch {}) of {} on {}{}{}", step, meta(bf, "epoch"), meta(bf, "batch"),
                o.dump, exec->description(), o.fixed_length > 0 ? ", fixed length " + std::to_string(o.fixed_length) : "",
                so.fault.empty() ? std::string() : ", fault " + so.fault.to_string());

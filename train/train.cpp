@@ -25,11 +25,13 @@
 #include "common/version.h"
 #include "model/device_choice.h"
 #include "model/duration_model.h"
+#include "model/options.h"
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"
 #include "train/replay_step.h"
 #include "train/run_folder.h"
+#include "train/step_failure.h"
 
 namespace fs = std::filesystem;
 
@@ -39,11 +41,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-std::string rng_to_string(const std::mt19937_64& rng) {
-  std::ostringstream os;
-  os << rng;
-  return os.str();
-}
 void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::string& origin) {
   std::istringstream is(s);
   is >> rng;
@@ -55,23 +52,6 @@ void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::stri
 nlohmann::json TimeBreakdown::to_json() const {
   return {{"data", data},           {"encoder_forward", encoder_forward}, {"encoder_backward", encoder_backward},
           {"crf", crf},             {"optimizer", optimizer},             {"dev_eval", dev_eval}};
-}
-
-TrainData load_train_data(const Config& cfg) {
-  if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
-  TrainData d;
-  d.train = data::load_split(cfg.data_workdir, "train");
-  d.dev = data::load_split(cfg.data_workdir, "dev");
-  d.features = data::load_feature_options(cfg.data_workdir);
-  if (cfg.features_cmvn) {
-    d.cmvn = data::load_cmvn(cfg.data_workdir);
-    d.has_cmvn = true;
-  }
-  if (cfg.data_max_train_utterances > 0 && static_cast<int64_t>(d.train.utterances.size()) > cfg.data_max_train_utterances)
-    d.train.utterances.resize(static_cast<size_t>(cfg.data_max_train_utterances));
-  if (cfg.data_max_dev_utterances > 0 && static_cast<int64_t>(d.dev.utterances.size()) > cfg.data_max_dev_utterances)
-    d.dev.utterances.resize(static_cast<size_t>(cfg.data_max_dev_utterances));
-  return d;
 }
 
 namespace {
@@ -114,13 +94,7 @@ struct TrainingRun {
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
 void describe_state(const TrainingRun& r, const TrainData& data, ModelState& state) {
-  state.dims.input_dim = data.train.utterances[0].dim;
-  state.dims.hidden_dim = r.cfg.model_hidden_dim;
-  state.dims.num_layers = r.cfg.model_num_layers;
-  state.dims.num_classes = r.ls.size();
-  state.dims.max_duration = r.cfg.crf_max_duration;
-  state.dims.onset = r.cfg.onset_enabled();
-  state.dims.duration_lognormal = r.cfg.duration_lognormal();
+  state.dims = model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -243,13 +217,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  ExecutorOptions xo;
-  xo.threads = r.threads;
-  xo.crf_backend = r.choice.crf_backend;
-  xo.rnn_algo = r.choice.rnn_algo;
-  xo.deterministic = cfg.debug_deterministic;
-  xo.phone_bonus = cfg.crf_phone_bonus;  // the per-epoch dev decode
-  xo.decode = cfg.crf_decode;
+  ExecutorOptions xo = executor_options(cfg, r.choice, r.threads);  // model/options.h
   if (fault_on_this_rank(cfg, *r.world))
     r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   xo.world = r.world;
@@ -283,10 +251,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
       fresh_state(r, data);
   });
   check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
-  r.state.optimizer.beta1 = cfg.train_beta1;
-  r.state.optimizer.beta2 = cfg.train_beta2;
-  r.state.optimizer.eps = cfg.train_eps;
-  r.state.optimizer.weight_decay = cfg.train_weight_decay;
+  set_optimizer_settings(cfg, r.state.optimizer);
   r.state.config = cfg;
   r.exec->set_state(r.state.params, r.state.optimizer);
   dist::agree("the run folder's set-up", [&] {
@@ -311,90 +276,22 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
   throw Interrupted(msg, exit_code);
 }
 
-std::string utterance_ids(const Batch& batch) {
-  std::string ids;
-  for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
-  return ids;
-}
-
-// A step stopped by the per-layer checks (debug.check_numerics): the dump
-// folder RUN_DIR/nonfinite-step-N for replay-step, then one error.
-[[noreturn]] void stop_on_numerics(const TrainingRun& r, const NumericsError& e, const Batch& batch, const StepOptions& so,
-                                   const std::mt19937_64& rng_before, int epoch, size_t bi, size_t nbatches) {
-  const NumericsHit& hit = e.hit();
-  const std::string ids = utterance_ids(batch);
-  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step) +
-                                     (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : ""));
-  std::string where;
-  try {
-    ModelState before = r.state;  // dims, labels, features, cmvn, config, best so far
-    r.exec->get_state(before.params, before.optimizer);  // the failed step updated nothing
-    before.epoch = epoch - 1;
-    before.rng_state = rng_to_string(rng_before);
-    StepDumpInfo info;
-    info.epoch = epoch;
-    info.batch = static_cast<int>(bi + 1);
-    info.step = so.step;
-    info.lr = so.lr;
-    info.rng_state = before.rng_state;
-    info.fault = r.fault.step == so.step ? r.fault : FaultSpec{};
-    info.rank = r.world->rank();
-    info.world_size = r.world->size();
-    info.loss_norm = so.loss_norm;
-    write_step_dump(dump.string(), batch, r.cfg, before, info, hit);
-    where = "; dump: " + dump.string() + " (batch, state before the step, config, report.json); replay: "
-            "`timitseg replay-step " + dump.string() + "` (docs/debugging.md)";
-  } catch (const std::exception& w) {
-    where = std::string("; writing the dump folder failed: ") + w.what();
-  }
-  std::ostringstream os;
-  os.precision(6);
-  os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
-     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass) << " pass, tensor " << hit.tensor
-     << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
-  if (hit.stats.finite > 0)
-    os << "finite min " << hit.stats.min << ", max " << hit.stats.max;
-  else
-    os << "no finite value";
-  if (hit.layer == "optimizer") os << " (after the update)";
-  os << "; utterances: " << ids << where;
-  r.log_error(os.str());
-  throw std::runtime_error(os.str());
-}
-
-// A step stopped by the older checks (CRF input, loss, gradients): the
-// batch's CRF inputs in a `crf replay` file, then one error.
-[[noreturn]] void stop_on_nonfinite(const TrainingRun& r, const NonFiniteError& e, const Batch& batch, const StepOptions& so,
-                                    int epoch, size_t bi, size_t nbatches) {
-  const std::string replay =
-      (r.run_dir / ("nonfinite-epoch" + std::to_string(epoch) + "-batch" + std::to_string(bi + 1) +
-                    (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : "") + ".safetensors"))
-          .string();
-  const std::string ids = utterance_ids(batch);
-  std::string where;
-  try {
-    const std::vector<float> cum = r.exec->last_cum();
-    if (cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * r.ls.size()) {
-      std::vector<float> step_params;
-      AdamW unused;
-      r.exec->get_state(step_params, unused);
-      for (const auto& [k, v] : so.poison) step_params.at(k) = v;
-      write_replay(replay, *r.layout, step_params, batch, cum);
-      where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
-              " --backend reference --out OUT.safetensors`)";
-    } else {
-      where = "; no CRF inputs exist yet for this batch (the forward stopped before cum_scores)";
-    }
-  } catch (const std::exception& w) {
-    where = std::string("; writing the replay file failed: ") + w.what();
-  }
-  const std::string msg = "training stopped at epoch " + std::to_string(epoch) + ", batch " + std::to_string(bi + 1) +
-                          "/" + std::to_string(nbatches) +
-                          (r.world->size() > 1 ? " on " + r.world->who() : std::string()) + ": first non-finite tensor: " + e.tensor() + " (" +
-                          e.what() + "); utterances: " + ids + where +
-                          ". Debug: --crf-backend reference, --fixed-length N, --crf-reg, docs/training.md";
-  r.log_error(msg);
-  throw std::runtime_error(msg);
+// Where a failed step happened, for its report (train/step_failure.h).
+FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatches) {
+  FailedStep f;
+  f.cfg = &r.cfg;
+  f.run_dir = r.run_dir;
+  f.exec = r.exec.get();
+  f.state = &r.state;
+  f.layout = &*r.layout;
+  f.num_classes = r.ls.size();
+  f.fault = r.fault;
+  f.world = r.world;
+  f.epoch = epoch;
+  f.bi = bi;
+  f.nbatches = nbatches;
+  f.log_error = [&r](const std::string& msg) { r.log_error(msg); };
+  return f;
 }
 
 // One step: the options of this update (scheduled lr, debug injections), the
@@ -402,18 +299,11 @@ std::string utterance_ids(const Batch& batch) {
 StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, size_t nbatches, StepOptions& so,
                     const BatchShare& share) {
   const Config& cfg = r.cfg;
-  so.crf_lr_scale = cfg.crf_lr_scale;
+  so = step_options(cfg);  // model/options.h
   so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
-  so.dropout = cfg.model_dropout;
-  so.clip_norm = cfg.train_clip_norm;
-  so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == "frame";
-  so.frame_ce_weight = cfg.crf_frame_ce_weight;
-  so.check_numerics = cfg.debug_check_numerics;
   so.time_parts = r.exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
   so.rng = &r.rng;
-  so.seed = cfg.train_seed;
   so.step = r.state.optimizer.step + 1;
   so.fault = r.fault;
   if (r.world->size() > 1)  // every rank divides by the global batch's norm (model/dist_step.h)
@@ -428,9 +318,9 @@ StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, si
     sr = r.exec->train_step(batch, so);
     ++r.state.optimizer.step;
   } catch (const NumericsError& e) {
-    stop_on_numerics(r, e, batch, so, rng_before, epoch, bi, nbatches);
+    stop_on_numerics(failed_step(r, epoch, bi, nbatches), e, batch, so, rng_before);
   } catch (const NonFiniteError& e) {
-    stop_on_nonfinite(r, e, batch, so, epoch, bi, nbatches);
+    stop_on_nonfinite(failed_step(r, epoch, bi, nbatches), e, batch, so);
   }
   return sr;
 }

@@ -15,6 +15,7 @@
 #include "model/checkpoint.h"
 #include "model/executor.h"
 #include "train/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
+#include "train/train_data.h"  // TrainData, load_train_data
 
 namespace timitseg::model {
 
@@ -36,15 +37,6 @@ struct TrainResult {
   std::vector<EpochRecord> epochs;  // epochs run by this call
   std::string run_dir;
 };
-
-// Data already in memory (tests; `train` loads them from cfg.data_workdir).
-struct TrainData {
-  data::Split train, dev;
-  bool has_cmvn = false;
-  data::Cmvn cmvn;
-  data::FeatureOptions features;
-};
-TrainData load_train_data(const Config& cfg);
 
 // After each epoch, once its metrics.jsonl line and checkpoints are written:
 // what the epoch's dev evaluation decoded, so a caller can reuse it without

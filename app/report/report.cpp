@@ -19,6 +19,7 @@
 #include "data/features.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
+#include "model/options.h"
 #include "eval/metrics.h"
 #include "train/train.h"
 
@@ -122,11 +123,11 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   if (dev.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
-  model::ExecutorOptions xo;
-  xo.threads = model::set_threads(threads);
-  xo.crf_backend = s.config.crf_backend == "cuda" || s.config.crf_backend == "auto" ? "cpu" : s.config.crf_backend;
-  xo.phone_bonus = s.config.crf_phone_bonus;
-  xo.decode = s.config.crf_decode;
+  model::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (model/options.h)
+  cpu.device = "cpu";
+  cpu.rnn_algo = "standard";
+  cpu.crf_backend = s.config.crf_backend;
+  const model::ExecutorOptions xo = model::inference_executor_options(s.config, cpu, model::set_threads(threads));
   std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   std::vector<const data::Utterance*> utts;

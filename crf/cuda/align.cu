@@ -88,6 +88,47 @@ struct AlignArgs {
   int32_t* spans; // [B][N][2]
 };
 
+// Thread 0 of align_kernel once F, S and their back pointers are complete: the
+// score of utterance b (the last phone, or the one before it with an optional
+// last phone skipped; -inf: no alignment) and its spans by the traceback.
+__device__ void align_finish(const AlignArgs& a, int b, int L, int np, const int32_t* y, const int32_t* opt,
+                             const double* F, const int32_t* bp_d, const int32_t* bp_s, int32_t* out) {
+  const int N = a.N, K = a.K;
+  auto is_opt = [&](int n) { return opt != nullptr && opt[n] == 1; };
+  double total = F[static_cast<size_t>(L) * N + np - 1] + static_cast<double>(a.e[y[np - 1]]);
+  bool skip_last = false;
+  if (np >= 2 && is_opt(np - 1)) {  // the last phone skipped
+    const double alt = F[static_cast<size_t>(L) * N + np - 2] + static_cast<double>(a.e[y[np - 2]]);
+    if (alt > total) total = alt, skip_last = true;
+  }
+  if (!(total > kNegInf)) {  // no alignment of finite score
+    a.score[b] = kNegInf;
+    return;
+  }
+  a.score[b] = total;
+  int n = np - 1, end = L;
+  if (skip_last) out[2 * n] = L, --n;
+  int u = end - bp_d[static_cast<size_t>(end) * N + n];
+  while (true) {
+    const int how = bp_s[static_cast<size_t>(u) * N + n];
+    if (how == 1) {
+      u -= K;
+      continue;
+    }
+    out[2 * n] = u;
+    out[2 * n + 1] = end - u;
+    if (how == 2) {
+      out[2 * (n - 1)] = u;
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+    if (n < 0) break;
+    end = u;
+    u = end - bp_d[static_cast<size_t>(end) * N + n];
+  }
+}
+
 __global__ void align_kernel(AlignArgs a) {
   const int b = blockIdx.x, tid = threadIdx.x, nt = blockDim.x;
   const int T = a.T, K = a.K, C = a.C, N = a.N;
@@ -159,38 +200,7 @@ __global__ void align_kernel(AlignArgs a) {
     __syncthreads();
   }
   if (tid != 0) return;
-  double total = F[static_cast<size_t>(L) * N + np - 1] + static_cast<double>(a.e[y[np - 1]]);
-  bool skip_last = false;
-  if (np >= 2 && is_opt(np - 1)) {  // the last phone skipped
-    const double alt = F[static_cast<size_t>(L) * N + np - 2] + static_cast<double>(a.e[y[np - 2]]);
-    if (alt > total) total = alt, skip_last = true;
-  }
-  if (!(total > kNegInf)) {  // no alignment of finite score
-    a.score[b] = kNegInf;
-    return;
-  }
-  a.score[b] = total;
-  int n = np - 1, end = L;
-  if (skip_last) out[2 * n] = L, --n;
-  int u = end - bp_d[static_cast<size_t>(end) * N + n];
-  while (true) {
-    const int how = bp_s[static_cast<size_t>(u) * N + n];
-    if (how == 1) {
-      u -= K;
-      continue;
-    }
-    out[2 * n] = u;
-    out[2 * n + 1] = end - u;
-    if (how == 2) {
-      out[2 * (n - 1)] = u;
-      n -= 2;
-    } else {
-      n -= 1;
-    }
-    if (n < 0) break;
-    end = u;
-    u = end - bp_d[static_cast<size_t>(end) * N + n];
-  }
+  align_finish(a, b, L, np, y, opt, F, bp_d, bp_s, out);
 }
 
 }  // namespace

@@ -160,6 +160,76 @@ __device__ __forceinline__ void viterbi_traceback(const RecArgs& a, int b, int L
   }
 }
 
+// Phase 2 of a step of recurrence_kernel: Y[pos,c] (sigma / gamma) for every
+// label c from xrow (alpha / rho at pos) and the transition Ap, one group of
+// G lanes per label; with kMax the back pointers bp_c.
+template <bool kMax>
+__device__ void transition_phase(const RecArgs& a, bool rev, int pos, int slot, size_t base, const float* Ap,
+                                 const double* xrow, double* Y, double* yring_s, int G, unsigned gmask) {
+  const int C = a.C, tid = threadIdx.x;
+  const int lane = tid % G, grp = tid / G, ngroups = blockDim.x / G;
+  for (int c = grp; c < C; c += ngroups) {
+    auto term = [=](int c2) {
+      const float t = rev ? Ap[c * C + c2] : Ap[c2 * C + c];
+      return xrow[c2] + static_cast<double>(t);
+    };
+    int arg = 0;
+    const double v = group_reduce<kMax>(C, lane, G, gmask, term, arg);
+    if (lane == 0) {
+      Y[static_cast<size_t>(pos) * C + c] = v;
+      if (a.use_smem) yring_s[slot * C + c] = v;
+      if (kMax) a.bp_c[base + static_cast<size_t>(pos) * C + c] = arg;
+    }
+  }
+}
+
+// Row 0 of the recurrence: forward sigma[0] = s at position 0, backward
+// gamma[L] = e at position L. X there is -inf (no segment ends at 0 /
+// starts at L). The ring also gets the cum_scores row of step 1.
+__device__ void init_row0(const RecArgs& a, bool rev, int L, const float* cum, double* X, double* Y, double* yring_s,
+                          float* cumring_s, int R_s) {
+  const int tid = threadIdx.x, nthreads = blockDim.x, C = a.C;
+  const int pos0 = rev ? L : 0;
+  const int pos1 = rev ? L - 1 : 1;
+  for (int c = tid; c < C; c += nthreads) {
+    const double y0 = rev ? a.e[c] : a.s[c];
+    Y[static_cast<size_t>(pos0) * C + c] = y0;
+    X[static_cast<size_t>(pos0) * C + c] = kNegInf;
+    if (a.use_smem) {
+      yring_s[(pos0 % R_s) * C + c] = y0;
+      cumring_s[(pos0 % R_s) * C + c] = cum[static_cast<size_t>(pos0) * C + c];
+      cumring_s[(pos1 % R_s) * C + c] = cum[static_cast<size_t>(pos1) * C + c];
+    }
+  }
+}
+
+// Final reduction over labels by warp 0: forward lse_c alpha[L,c] + e[c];
+// backward lse_c s[c] + rho[0,c] (the same log Z, kept as a cross-check).
+// fin_val, fin_idx: the block's shared result (log Z or the Viterbi score and its final label).
+template <class Acc, bool kMax>
+__device__ void finish_recurrence(const RecArgs& a, int b, bool rev, const double* xrow, double& fin_val,
+                                  int& fin_idx) {
+  const int tid = threadIdx.x, C = a.C;
+  if (tid < 32) {
+    Acc acc;
+    for (int c = tid; c < C; c += 32) acc.push(xrow[c] + static_cast<double>(rev ? a.s[c] : a.e[c]), c);
+    acc.reduce(0xffffffffu, 32);
+    if (tid == 0) {
+      fin_val = acc.value();
+      fin_idx = acc.index();
+      if (kMax) {
+        a.vit_score[b] = fin_val;
+      } else if (rev) {
+        a.logz_rev[b] = fin_val;
+      } else {
+        a.logz[b] = fin_val;
+        if (a.logz_user) a.logz_user[b] = fin_val;
+      }
+      if (!(fin_val > kNegInf)) report(a.status, kLogZ, b);
+    }
+  }
+}
+
 // One block per utterance. Forward (blocks 0..B-1):
 //   alpha[t,c] = lse_{d<=min(K,t)} cum[t,c]-cum[t-d,c] + D[d-1,c] + sigma[t-d,c] (+ o[t-d,c])
 //   sigma[t,c] = lse_{c'} alpha[t,c'] + A[c',c]
@@ -205,21 +275,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
     for (int i = tid; i < C * C; i += nthreads) A_s[i] = a.A[i];
   }
 
-  // Row 0 of the recurrence: forward sigma[0] = s at position 0, backward
-  // gamma[L] = e at position L. X there is -inf (no segment ends at 0 /
-  // starts at L). The ring also gets the cum_scores row of step 1.
-  const int pos0 = rev ? L : 0;
-  const int pos1 = rev ? L - 1 : 1;
-  for (int c = tid; c < C; c += nthreads) {
-    const double y0 = rev ? a.e[c] : a.s[c];
-    Y[static_cast<size_t>(pos0) * C + c] = y0;
-    X[static_cast<size_t>(pos0) * C + c] = kNegInf;
-    if (a.use_smem) {
-      yring_s[(pos0 % R_s) * C + c] = y0;
-      cumring_s[(pos0 % R_s) * C + c] = cum[static_cast<size_t>(pos0) * C + c];
-      cumring_s[(pos1 % R_s) * C + c] = cum[static_cast<size_t>(pos1) * C + c];
-    }
-  }
+  init_row0(a, rev, L, cum, X, Y, yring_s, cumring_s, R_s);
   __syncthreads();
 
   for (int s = 1; s <= L; ++s) {
@@ -265,44 +321,14 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
       for (int c = tid + nthreads; c < C; c += nthreads) cumring_s[nslot * C + c] = cum[static_cast<size_t>(pos_next) * C + c];
     }
     // Phase 2: the C x C transition, once per position.
-    for (int c = grp; c < C; c += ngroups) {
-      auto term = [=](int c2) {
-        const float t = rev ? Ap[c * C + c2] : Ap[c2 * C + c];
-        return xrow[c2] + static_cast<double>(t);
-      };
-      int arg = 0;
-      const double v = group_reduce<kMax>(C, lane, G, gmask, term, arg);
-      if (lane == 0) {
-        Y[static_cast<size_t>(pos) * C + c] = v;
-        if (a.use_smem) yring_s[slot * C + c] = v;
-        if (kMax) a.bp_c[base + static_cast<size_t>(pos) * C + c] = arg;
-      }
-    }
+    transition_phase<kMax>(a, rev, pos, slot, base, Ap, xrow, Y, yring_s, G, gmask);
     __syncthreads();
   }
 
-  // Final reduction over labels by warp 0: forward lse_c alpha[L,c] + e[c];
-  // backward lse_c s[c] + rho[0,c] (the same log Z, kept as a cross-check).
+  // Final reduction over labels by warp 0 (finish_recurrence).
   __shared__ double fin_val;
   __shared__ int fin_idx;
-  if (tid < 32) {
-    Acc acc;
-    for (int c = tid; c < C; c += 32) acc.push(xrow[c] + static_cast<double>(rev ? a.s[c] : a.e[c]), c);
-    acc.reduce(0xffffffffu, 32);
-    if (tid == 0) {
-      fin_val = acc.value();
-      fin_idx = acc.index();
-      if (kMax) {
-        a.vit_score[b] = fin_val;
-      } else if (rev) {
-        a.logz_rev[b] = fin_val;
-      } else {
-        a.logz[b] = fin_val;
-        if (a.logz_user) a.logz_user[b] = fin_val;
-      }
-      if (!(fin_val > kNegInf)) report(a.status, kLogZ, b);
-    }
-  }
+  finish_recurrence<Acc, kMax>(a, b, rev, xrow, fin_val, fin_idx);
   if (!kMax) return;
   __syncthreads();
 

@@ -11,6 +11,7 @@
 #include "model/dist_step.h"
 #include "model/duration_model.h"
 #include "model/frame_ce.h"
+#include "model/step_recipe.h"
 
 namespace timitseg::model {
 namespace {
@@ -53,8 +54,7 @@ double frame_ce_step(const Activations<float>& act, const Batch& batch, int C, d
   const double ce = frame_cross_entropy<float>(B, T, C, act.scores.data(), C, int64_t(B) * C,
                                                batch.input.lengths.data(), batch.labels.data(), grad_scale, nullptr,
                                                dce.data());
-  if (!std::isfinite(ce)) throw NonFiniteError("frame_ce", "non-finite frame cross-entropy (crf.frame_ce_weight)");
-  return ce;
+  return check_frame_ce(ce);
 }
 
 }  // namespace
@@ -101,51 +101,47 @@ void CpuEncoder::backward_with_onset(const float* params, const float* dcum, con
       std::copy(grad_copy_.begin() + p.offset, grad_copy_.begin() + p.offset + p.size, grad + p.offset);
 }
 
-// ---- the loss step -----------------------------------------------------------
+// ---- the loss step (the stages of model/step_recipe.h) -------------------------
 
-StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
-                         crf::Session& session, const StepOptions& o, std::vector<float>& grad,
-                         Activations<float>& act, Probe* probe) {
+namespace {
+
+// Stage 2, the CRF: log Z, gold and the CRF gradients scaled by 1 / norm; the
+// crf and penalty forward taps (the penalty's value into res.penalty: its
+// gradient share is added after the encoder backward).
+crf::HostResult crf_stage(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                          crf::Session& session, const StepOptions& o, double norm, const Activations<float>& act,
+                          Probe* pr, StepResult& res) {
   const ModelDims& d = net.layout().dims();
-  const int B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
-  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
-  StepResult res;
-  auto t0 = std::chrono::steady_clock::now();
-  net.forward(params, batch.input, o.dropout, o.rng, act, pr);
-  res.times.encoder_forward = seconds_since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  const crf::Dims dims{B, T, K, C};
+  const ParamLayout& lay = net.layout();
+  const int C = d.num_classes, K = d.max_duration;
+  const crf::Dims dims{batch.input.B, batch.input.T, K, C};
   crf::HostRunOptions hro;
   hro.gradients = true;
   hro.viterbi = false;
-  const double norm = step_norm(o, batch);  // the global batch's with several processes (model/dist_step.h)
   hro.scale = 1.0 / norm;
   crf::HostResult r;
   try {
-    r = session.run_host(dims, crf_params(net.layout(), params, act.cum, batch, act.onset), batch.labels.data(), hro);
+    r = session.run_host(dims, crf_params(lay, params, act.cum, batch, act.onset), batch.labels.data(), hro);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());
   }
-  const ParamLayout& lay = net.layout();
   if (pr) {
     pr->tap("crf", Pass::forward, "log_z", r.log_z.data(), r.log_z.size());
     pr->tap("crf", Pass::forward, "gold", r.gold.data(), r.gold.size());
-    // the penalty's value (its gradient share is added after the encoder backward)
     std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
     double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params, "crf.transition"),
                                         param_ptr(lay, params, "crf.duration_bias"), gt.data(), gd.data());
     pr->tap("penalty", Pass::forward, "penalty", &pen, 1);
     res.penalty = pen;
   }
-  for (int b = 0; b < B; ++b) {
-    if (!std::isfinite(r.log_z[b]))
-      throw NonFiniteError("log_partition", "non-finite log partition for batch row " + std::to_string(b));
-    if (!std::isfinite(r.gold[b]))
-      throw NonFiniteError("gold_score", "non-finite gold score for batch row " + std::to_string(b));
-    res.nll_sum += r.log_z[b] - r.gold[b];
-  }
+  return r;
+}
+
+// Stage 4, the output checks: log Z and gold (check_crf_outputs, the NLL sum
+// into res), then the CRF gradients (their backward taps first).
+void check_crf_stage(crf::HostResult& r, int B, Probe* pr, StepResult& res) {
+  res.nll_sum = check_crf_outputs(r.log_z.data(), r.gold.data(), B);
   const std::pair<const char*, std::vector<float>*> crf_grads[] = {
       {"grad_cum_scores", &r.grad_cum_scores}, {"grad_transition", &r.grad_transition},
       {"grad_duration_bias", &r.grad_duration_bias}, {"grad_start", &r.grad_start}, {"grad_end", &r.grad_end}};
@@ -158,27 +154,16 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   for (auto& [name, v] : crf_grads)
     if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
   if (any_nonfinite(r.grad_onset)) throw NonFiniteError("grad_onset", "non-finite value in CRF backward grad_onset");
-  // crf.frame_ce_weight: the frame CE of the scores and its gradient [B][T][C] (kept per thread)
-  static thread_local std::vector<float> dce;
-  const bool with_ce = o.frame_ce_weight > 0.0;
-  if (with_ce) res.frame_ce_sum = frame_ce_step(act, batch, C, o.frame_ce_weight / norm, dce);
-  res.times.crf = seconds_since(t0);
+}
 
-  t0 = std::chrono::steady_clock::now();
-  // d features only for the input layer's backward tap (a buffer kept per
-  // thread: no allocation per step)
-  static thread_local std::vector<float> dfeatures;
-  net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
-               pr, with_ce ? &dce : nullptr, r.grad_onset.empty() ? nullptr : &r.grad_onset);
-  auto add = [&](const std::string& name, const std::vector<float>& g) {
-    const ParamInfo& p = lay.get(name);
-    std::copy(g.begin(), g.end(), grad.begin() + p.offset);
-  };
-  add("crf.transition", r.grad_transition);
-  add("crf.duration_bias", r.grad_duration_bias);
-  add("crf.start", r.grad_start);
-  add("crf.end", r.grad_end);
-  const double penalty = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params, "crf.transition"),
+// Stage 5, the penalty's gradient share on top of the CRF gradients in grad
+// (its value into res.penalty unless tapped), its backward taps, then the
+// lognormal duration chain.
+void penalty_stage(const ParamLayout& lay, const std::vector<float>& params, const StepOptions& o, Probe* pr,
+                   std::vector<float>& grad, StepResult& res) {
+  const ModelDims& d = lay.dims();
+  const double penalty = crf::l2_penalty<float>(o.crf_reg, d.num_classes, penalized_durations(d),
+                                                param_ptr(lay, params, "crf.transition"),
                                                 param_ptr(lay, params, "crf.duration_bias"),
                                                 grad.data() + lay.get("crf.transition").offset,
                                                 grad.data() + lay.get("crf.duration_bias").offset);
@@ -190,16 +175,51 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
     }
   // crf.duration_model = lognormal: d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
   chain_duration_gradient(lay, params.data(), grad.data());
-  res.loss = res.nll_sum / norm + res.penalty;
-  if (with_ce) res.loss += o.frame_ce_weight * res.frame_ce_sum / norm;
+}
+
+}  // namespace
+
+StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                         crf::Session& session, const StepOptions& o, std::vector<float>& grad,
+                         Activations<float>& act, Probe* probe) {
+  const ParamLayout& lay = net.layout();
+  const int C = lay.dims().num_classes;
+  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
+  StepResult res;
+  auto t0 = std::chrono::steady_clock::now();
+  net.forward(params, batch.input, o.dropout, o.rng, act, pr);  // 1 forward
+  res.times.encoder_forward = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  const double norm = step_norm(o, batch);  // 3 (the global batch's with several processes)
+  crf::HostResult r = crf_stage(net, params, batch, session, o, norm, act, pr, res);  // 2 CRF
+  check_crf_stage(r, batch.input.B, pr, res);                                         // 4 output checks
+  // crf.frame_ce_weight: the frame CE of the scores and its gradient [B][T][C] (kept per thread)
+  static thread_local std::vector<float> dce;
+  const bool with_ce = o.frame_ce_weight > 0.0;
+  if (with_ce) res.frame_ce_sum = frame_ce_step(act, batch, C, o.frame_ce_weight / norm, dce);
+  res.times.crf = seconds_since(t0);
+
+  t0 = std::chrono::steady_clock::now();
+  // 6 backward; d features only for the input layer's backward tap (a buffer
+  // kept per thread: no allocation per step)
+  static thread_local std::vector<float> dfeatures;
+  net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
+               pr, with_ce ? &dce : nullptr, r.grad_onset.empty() ? nullptr : &r.grad_onset);
+  auto add = [&](const std::string& name, const std::vector<float>& g) {
+    const ParamInfo& p = lay.get(name);
+    std::copy(g.begin(), g.end(), grad.begin() + p.offset);
+  };
+  add("crf.transition", r.grad_transition);
+  add("crf.duration_bias", r.grad_duration_bias);
+  add("crf.start", r.grad_start);
+  add("crf.end", r.grad_end);
+  penalty_stage(lay, params, o, pr, grad, res);  // 5 penalty (its gradient share)
+  res.loss = step_loss(res, o, norm);
   res.times.encoder_backward = seconds_since(t0);
   if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
-  for (const ParamInfo& p : lay.params())
-    for (size_t i = 0; i < p.size; ++i)
-      if (!std::isfinite(grad[p.offset + i]))
-        throw NonFiniteError("gradient of " + p.name, "non-finite gradient of " + p.name + " at flat index " +
-                                                          std::to_string(i));
-  return res;
+  check_gradient_finite(lay, grad.data());
+  return res;  // 7 clip and 8 update: CpuExecutor::train_step
 }
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
@@ -214,19 +234,6 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
                          Activations<float>& act) {
   crf::Session session(backend);
   return loss_and_grad(net, params, batch, session, o, grad, act);
-}
-
-StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
-                         crf::Backend& backend, const Config& cfg, double dropout, std::mt19937_64* rng,
-                         std::vector<float>& grad, Activations<float>& act) {
-  StepOptions o;
-  o.dropout = dropout;
-  o.rng = rng;
-  o.crf_reg = cfg.crf_reg;
-  o.frame_normalization = cfg.crf_loss_normalization == "frame";
-  o.frame_ce_weight = cfg.crf_frame_ce_weight;
-  o.check_numerics = cfg.debug_check_numerics;
-  return loss_and_grad(net, params, batch, backend, o, grad, act);
 }
 
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
@@ -303,8 +310,9 @@ class CpuExecutor final : public Executor {
     probe.set_threads(threads_);
     StepResult r = share_loss_and_grad(batch, o, grad_, &probe);
     const auto t0 = std::chrono::steady_clock::now();
-    r.grad_norm = clip_global_norm(grad_, o.clip_norm);
-    opt_.update(params_, grad_, o.lr, enc_.network().layout().crf_structure_begin(), o.crf_lr_scale);
+    r.grad_norm = clip_global_norm(grad_, o.clip_norm);  // 7 clip, 8 update (model/step_recipe.h)
+    const ParamLayout& lay = enc_.network().layout();
+    update_holding(opt_, params_, grad_, o.lr, lay.crf_structure_begin(), o.crf_lr_scale, held_parameters(lay, o));
     derive_duration_table(enc_.network().layout(), params_.data());
     if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
       probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());

@@ -9,7 +9,6 @@
 
 #include "crf/semicrf.h"
 #include "crf/session.h"
-#include "model/config.h"
 #include "model/cpu/network.h"
 #include "model/executor.h"
 
@@ -55,10 +54,6 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Backend& backend, const StepOptions& opt, std::vector<float>& grad,
                          Activations<float>& act);
-// The same with the options taken from a Config (tests).
-StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
-                         crf::Backend& backend, const Config& cfg, double dropout, std::mt19937_64* rng,
-                         std::vector<float>& grad, Activations<float>& act);
 
 // Viterbi segments per utterance on the host; act receives the activations.
 // nll (optional): per utterance [B], log Z - gold score of batch.labels (of

@@ -3,6 +3,16 @@
 // posterior, with the dev loss from the same forward; forced alignment.
 #include "model/cuda/cuda_executor_impl.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "common/cuda.h"
+#include "common/cuda_check.h"
+#include "crf/posterior.h"
+#include "model/cuda/ops.h"
+#include "model/dist_step.h"
+#include "model/duration_model.h"
+
 namespace timitseg::model::cuda_detail {
 
 std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, std::vector<float>* scores,

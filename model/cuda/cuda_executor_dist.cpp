@@ -29,6 +29,15 @@
 // rounding). One process (no reducer_) never comes here.
 #include "model/cuda/cuda_executor_impl.h"
 
+#include <algorithm>
+#include <cmath>
+
+#include "common/cuda.h"
+#include "common/cuda_check.h"
+#include "crf/posterior.h"
+#include "model/cuda/ops.h"
+#include "model/dist_step.h"
+
 #include <exception>
 
 namespace timitseg::model::cuda_detail {

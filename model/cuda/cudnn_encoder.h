@@ -192,6 +192,13 @@ class CudnnEncoder final : public CudaEncoder {
   // [2][B][T][H] are kept for backward.
   bool fused_ = false;
   void fused_layer_forward(int k, const float* params, const int32_t* len);
+  // The passes' head and tail (cudnn_encoder_passes.cu): projection, onset
+  // projection and centered cumsum forward; their backward into dy; the input
+  // projection's backward from dy.
+  void project_and_center(const float* params, const int32_t* len, float* cum);
+  void projection_backward(const float* params, const float* dcum, const float* donset, const float* dscores,
+                           float* grad, float* dy);
+  void input_proj_backward(const float* params, const float* dy, float* grad);
   void fused_layer_backward(int k, const float* params, const int32_t* len, const float* dy, float* dx, float* grad);
   float* fused_gates(int k) { return fused_gates_.as<float>() + size_t(k) * 2 * B_ * T_ * 4 * H_; }
   float* fused_cell(int k) { return fused_cell_.as<float>() + size_t(k) * 2 * B_ * T_ * H_; }

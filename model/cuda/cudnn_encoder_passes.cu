@@ -290,7 +290,18 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
       TS_LAUNCHED("dropout_kernel (between layers)");
     }
   }
-  // scores = out[L-1] Wp^T + bp, padding rows 0; then the centered cumsum
+  project_and_center(params, len, cum);
+  have_activations_ = true;
+}
+
+// The forward's head: scores = out[L-1] Wp^T + bp (padding rows 0), the onset
+// scores with crf.onset_features, then the centered cumsum into cum; their taps.
+void CudnnEncoder::project_and_center(const float* params, const int32_t* len, float* cum) {
+  const int64_t BT = int64_t(B_) * T_;
+  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
+  const bool taps = tapping();
+  using gpu::TapTensor;
+  constexpr Pass kF = Pass::forward;
   float* s = scores_.as<float>();
   gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, P("crf.projection.weight"), 2 * H_, s,
           C_);
@@ -315,7 +326,6 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
     num_->tap("center", kF, {TapTensor::f32("cum_scores", cum, ncum)});
     num_->tap("cumsum", kF, {TapTensor::f32("cum_scores", cum, ncum)});
   }
-  have_activations_ = true;
 }
 
 // ---- backward -----------------------------------------------------------------------
@@ -326,6 +336,82 @@ void CudnnEncoder::forward_with_onset(const float* params, const EncoderBatch& b
   if (onset && dims_.onset)
     TS_CUDA(cudaMemcpyAsync(onset, onset_.data(), static_cast<size_t>(B_) * T_ * C_ * sizeof(float),
                             cudaMemcpyDeviceToDevice, stream_));
+}
+
+// The backward of the encoder's head into dy [B][T][2H] (d loss / d out[L-1]):
+// the centered cumsum's (+ dscores, crf.frame_ce_weight's share), the
+// projection's and, with crf.onset_features, the onset projection's; their
+// parameter gradients into grad; their taps.
+void CudnnEncoder::projection_backward(const float* params, const float* dcum, const float* donset,
+                                       const float* dscores, float* grad, float* dy) {
+  const int64_t BT = int64_t(B_) * T_;
+  const int32_t* len = lengths_dev_.as<int32_t>();
+  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
+  auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
+  // dS [B][T][C] (padding rows exactly 0)
+  float* dS = dscores_.as<float>();
+  cumsum_backward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, dcum, len,
+                                                                               cum_scratch_.as<double>(), dS);
+  TS_LAUNCHED("cumsum_backward_kernel");
+  if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
+  const bool taps = tapping();
+  using gpu::TapTensor;
+  constexpr Pass kB = Pass::backward;
+  if (taps) {
+    num_->tap("cumsum", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
+    num_->tap("center", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
+  }
+  // projection: dWp [C][2H] = dS^T Y, dbp = column sums of dS, dY [B][T][2H] = dS Wp
+  gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, G("crf.projection.weight"),
+          2 * H_);
+  column_sums(dS, BT, C_, G("crf.projection.bias"));
+  gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
+  if (taps)
+    num_->tap("projection", kB,
+              {TapTensor::f32("d_crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
+               TapTensor::f32("d_crf.projection.bias", G("crf.projection.bias"), C_),
+               TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
+  if (dims_.onset) {
+    // onset_projection: dWo [C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
+    // (dO = donset [B][T][C], padding rows 0 as the CRF writes them)
+    gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), donset, C_, out(L_ - 1), 2 * H_,
+            G("crf.onset_projection.weight"), 2 * H_);
+    column_sums(donset, BT, C_, G("crf.onset_projection.bias"));
+    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, P("crf.onset_projection.weight"), 2 * H_, dy,
+            2 * H_, 1.f);
+    if (taps)
+      num_->tap("onset_projection", kB,
+                {TapTensor::f32("d_crf.onset_projection.weight", G("crf.onset_projection.weight"),
+                                size_t(C_) * 2 * H_),
+                 TapTensor::f32("d_crf.onset_projection.bias", G("crf.onset_projection.bias"), C_),
+                 TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
+  }
+}
+
+// The input projection's backward from dZ [B][T][W]: dWin [W][D] = dZ^T x0,
+// dbin = column sums of dZ; its taps (and d features for the input tap).
+void CudnnEncoder::input_proj_backward(const float* params, const float* dy, float* grad) {
+  const int64_t BT = int64_t(B_) * T_;
+  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
+  auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
+  const bool taps = tapping();
+  using gpu::TapTensor;
+  constexpr Pass kB = Pass::backward;
+  const float* dZ = dy;
+  gemm_rm(true, false, W_, D_, static_cast<int>(BT), dZ, W_, x0_.as<float>(), D_, G("encoder.input_proj.weight"), D_);
+  column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));
+  if (taps)
+    num_->tap("input_proj", kB,
+              {TapTensor::f32("d_encoder.input_proj.weight", G("encoder.input_proj.weight"), size_t(W_) * D_),
+               TapTensor::f32("d_encoder.input_proj.bias", G("encoder.input_proj.bias"), W_),
+               TapTensor::f32("d_input_proj_out", const_cast<float*>(dZ), BT * W_)});
+  if (taps && num_->wants("input", kB)) {
+    // d features [B][T][D] = dZ Win: computed only for this tap (nothing consumes it)
+    dfeatures_.reserve(static_cast<size_t>(BT) * D_ * sizeof(float));
+    float* dX = dfeatures_.as<float>();
+    gemm_rm(false, false, static_cast<int>(BT), D_, W_, dZ, W_, P("encoder.input_proj.weight"), D_, dX, D_);
+    num_->tap("input", kB, {TapTensor::f32("d_features", dX, BT * D_)});
+  }
 }
 
 void CudnnEncoder::backward(const float* params, const float* dcum, float* grad, const float* dscores) {
@@ -349,53 +435,17 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
   const double p = fwd_.dropout;
   const float keep = static_cast<float>(1.0 / (1.0 - p));
   const MaskIndex mi = mask_index();  // the forward's share (its rows stay in share_rows_dev_)
-  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
-  auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
   dscores_.reserve(static_cast<size_t>(BT) * C_ * sizeof(float));
   cum_scratch_.reserve(static_cast<size_t>(BT) * C_ * sizeof(double));
   dA_.reserve(static_cast<size_t>(BT) * W_ * sizeof(float));
   dB_.reserve(static_cast<size_t>(BT) * W_ * sizeof(float));
 
-  // dS [B][T][C] (padding rows exactly 0)
-  float* dS = dscores_.as<float>();
-  cumsum_backward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, dcum, len,
-                                                                               cum_scratch_.as<double>(), dS);
-  TS_LAUNCHED("cumsum_backward_kernel");
-  if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
+  float* dy = dA_.as<float>();
+  float* dx = dB_.as<float>();
+  projection_backward(params, dcum, donset, dscores, grad, dy);
   const bool taps = tapping();
   using gpu::TapTensor;
   constexpr Pass kB = Pass::backward;
-  if (taps) {
-    num_->tap("cumsum", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
-    num_->tap("center", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
-  }
-  // projection: dWp [C][2H] = dS^T Y, dbp = column sums of dS, dY [B][T][2H] = dS Wp
-  gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, G("crf.projection.weight"),
-          2 * H_);
-  column_sums(dS, BT, C_, G("crf.projection.bias"));
-  float* dy = dA_.as<float>();
-  float* dx = dB_.as<float>();
-  gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
-  if (taps)
-    num_->tap("projection", kB,
-              {TapTensor::f32("d_crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
-               TapTensor::f32("d_crf.projection.bias", G("crf.projection.bias"), C_),
-               TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
-  if (dims_.onset) {
-    // onset_projection: dWo [C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
-    // (dO = donset [B][T][C], padding rows 0 as the CRF writes them)
-    gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), donset, C_, out(L_ - 1), 2 * H_,
-            G("crf.onset_projection.weight"), 2 * H_);
-    column_sums(donset, BT, C_, G("crf.onset_projection.bias"));
-    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, P("crf.onset_projection.weight"), 2 * H_, dy,
-            2 * H_, 1.f);
-    if (taps)
-      num_->tap("onset_projection", kB,
-                {TapTensor::f32("d_crf.onset_projection.weight", G("crf.onset_projection.weight"),
-                                size_t(C_) * 2 * H_),
-                 TapTensor::f32("d_crf.onset_projection.bias", G("crf.onset_projection.bias"), C_),
-                 TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
-  }
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
@@ -450,22 +500,7 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
     scatter_grads_kernel<<<grid, kThreads, 0, stream_>>>(dwspace_.as<float>(), grad, segments_.as<WeightSegment>());
     TS_LAUNCHED("scatter_grads_kernel");
   }
-  // input projection: dWin [W][D] = dZ^T x0, dbin = column sums of dZ
-  const float* dZ = dy;
-  gemm_rm(true, false, W_, D_, static_cast<int>(BT), dZ, W_, x0_.as<float>(), D_, G("encoder.input_proj.weight"), D_);
-  column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));
-  if (taps)
-    num_->tap("input_proj", kB,
-              {TapTensor::f32("d_encoder.input_proj.weight", G("encoder.input_proj.weight"), size_t(W_) * D_),
-               TapTensor::f32("d_encoder.input_proj.bias", G("encoder.input_proj.bias"), W_),
-               TapTensor::f32("d_input_proj_out", const_cast<float*>(dZ), BT * W_)});
-  if (taps && num_->wants("input", kB)) {
-    // d features [B][T][D] = dZ Win: computed only for this tap (nothing consumes it)
-    dfeatures_.reserve(static_cast<size_t>(BT) * D_ * sizeof(float));
-    float* dX = dfeatures_.as<float>();
-    gemm_rm(false, false, static_cast<int>(BT), D_, W_, dZ, W_, P("encoder.input_proj.weight"), D_, dX, D_);
-    num_->tap("input", kB, {TapTensor::f32("d_features", dX, BT * D_)});
-  }
+  input_proj_backward(params, dy, grad);  // dy: d loss / d the input projection's output
 }
 
 bool CudnnEncoder::tapping() const { return num_ && num_->active(); }

@@ -165,6 +165,52 @@ __device__ __forceinline__ int clamped_length(const int32_t* lengths, int b, int
   if (b >= B) return 0;
   return min(max(static_cast<int>(lengths[b]), 0), T);
 }
+
+// Load/store-only pieces of the kernels (no arithmetic), inlined. Forward padding frames [len, T): 0.
+template <int H>
+__device__ __forceinline__ void zero_forward_padding(int len, int T, float* gates_b, float* cell_b, float* hprev_b,
+                                                     float* y_b) {
+  for (int t = len; t < T; ++t) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) gates_b[static_cast<int64_t>(t) * 4 * H + q * H] = 0.0f;
+    cell_b[static_cast<int64_t>(t) * H] = 0.0f;
+    hprev_b[static_cast<int64_t>(t) * H] = 0.0f;
+    y_b[static_cast<int64_t>(t) * 2 * H] = 0.0f;
+  }
+}
+// Backward: padding frames [len, T) of d xg: 0.
+template <int H>
+__device__ __forceinline__ void zero_backward_padding(int len, int T, float* dxg_b) {
+  for (int t = len; t < T; ++t)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) dxg_b[static_cast<int64_t>(t) * 2 * 4 * H + q * H] = 0.0f;
+}
+
+// Backward's transposed tile: w[e][n] = W[dir][row(r = input_of(n))][unit k = o0 + e] (wd = W[dir]).
+template <int H, int U, class Mv>
+__device__ __forceinline__ void load_transposed_tile(const float* wd, int u0, int c, int o0,
+                                                     float (&w)[Mv::OPT][Mv::IPT]) {
+#pragma unroll
+  for (int n = 0; n < Mv::IPT; ++n) {
+    const int r = Mv::input_of(n, c), q = r / U, j = r % U;
+    const float* row = wd + static_cast<int64_t>(q * H + u0 + j) * H + o0;
+#pragma unroll
+    for (int e = 0; e < Mv::OPT; ++e) w[e][n] = __ldg(row + e);
+  }
+}
+
+// Backward: this CTA's d h partials (acc, units o0 + e) into part[rank] of each unit's CTA (DSMEM).
+template <int U, int NC, class Mv>
+__device__ __forceinline__ void send_partials(cg::cluster_group& cluster, float (&part)[NC][BG][U], int rank, int c,
+                                              int o0, const float (&acc)[Mv::OPT][BG]) {
+#pragma unroll
+  for (int e = 0; e < Mv::OPT; ++e) {
+    const int k = o0 + e, dst = k / U, kl = k % U;
+#pragma unroll
+    for (int b = 0; b < BG; ++b)
+      if ((e * BG + b) % kSplit == c) *cluster.map_shared_rank(&part[rank][b][kl], dst) = acc[e][b];
+  }
+}
 #endif
 
 struct FwdArgs {
@@ -283,15 +329,7 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fused_forward_kernel(FwdArgs
     cluster.sync();
   }
   // Padding frames of this (dir, utterance, unit): 0.
-  if (is_cell && bg < B)
-    for (int t = len; t < T; ++t) {
-      float* gt = gates_b + static_cast<int64_t>(t) * G4H;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) gt[q * H] = 0.0f;
-      cell_b[static_cast<int64_t>(t) * H] = 0.0f;
-      hprev_b[static_cast<int64_t>(t) * H] = 0.0f;
-      y_b[static_cast<int64_t>(t) * 2 * H] = 0.0f;
-    }
+  if (is_cell && bg < B) zero_forward_padding<H>(len, T, gates_b, cell_b, hprev_b, y_b);
 #endif
 }
 
@@ -320,14 +358,7 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fused_backward_kernel(BwdArg
   // w[e][n] = W[dir][row(r = input_of(n))][k = o0 + e].
   const int c = tid % kSplit, o0 = (tid / kSplit) * Mv::OPT;
   float w[Mv::OPT][Mv::IPT];
-  const float* wd = a.w_hh + static_cast<int64_t>(dir) * 4 * H * H;
-#pragma unroll
-  for (int n = 0; n < Mv::IPT; ++n) {
-    const int r = Mv::input_of(n, c), q = r / U, j = r % U;
-    const float* row = wd + static_cast<int64_t>(q * H + u0 + j) * H + o0;
-#pragma unroll
-    for (int e = 0; e < Mv::OPT; ++e) w[e][n] = __ldg(row + e);
-  }
+  load_transposed_tile<H, U, Mv>(a.w_hh + static_cast<int64_t>(dir) * 4 * H * H, u0, c, o0, w);
   __syncthreads();
   int steps = 0;
 #pragma unroll
@@ -396,21 +427,10 @@ __global__ void __launch_bounds__(kThreads, 1) lstm_fused_backward_kernel(BwdArg
     }
     __syncthreads();
     Mv::run(w, &dgs[0][0], c, acc);
-#pragma unroll
-    for (int e = 0; e < Mv::OPT; ++e) {
-      const int k = o0 + e, dst = k / U, kl = k % U;
-#pragma unroll
-      for (int b = 0; b < BG; ++b)
-        if ((e * BG + b) % kSplit == c) *cluster.map_shared_rank(&part[nxt][rank][b][kl], dst) = acc[e][b];
-    }
+    send_partials<U, NC, Mv>(cluster, part[nxt], rank, c, o0, acc);
     cluster.sync();
   }
-  if (is_cell && bg < B)
-    for (int t = len; t < T; ++t) {
-      float* dt = dxg_b + static_cast<int64_t>(t) * 2 * G4H;
-#pragma unroll
-      for (int q = 0; q < 4; ++q) dt[q * H] = 0.0f;
-    }
+  if (is_cell && bg < B) zero_backward_padding<H>(len, T, dxg_b);
 #endif
 }
 

@@ -49,6 +49,21 @@ class Layers(unittest.TestCase):
             self.assertIn("common/c.h:1: common/ may not include model/", r.stdout)
             self.assertIn("4 include(s)", r.stdout)
 
+    def test_model_implementations_are_private(self):
+        with tree({"model/executor.cpp": '#include "model/cpu/cpu_executor.h"\n#include "model/cuda/ops.h"\n',
+                   "model/cuda/k.cu": '#include "model/cpu/network.h"\n',
+                   "eval/infer.cpp": '#include "model/executor.h"\n#include "model/cpu/network.h"\n',
+                   "app/cmd.cpp": '#include "model/cuda/lstm_fused.h"\n#include "model/cudax.h"\n',
+                   "train/t.cpp": '#include "model/cpu.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("eval/infer.cpp:2: eval/ may not include model/cpu/", r.stdout)
+            self.assertIn("app/cmd.cpp:1: app/ may not include model/cuda/", r.stdout)
+            self.assertNotIn("model/executor.cpp", r.stdout)  # model/ itself may
+            self.assertNotIn("model/cuda/k.cu", r.stdout)
+            self.assertNotIn("train/t.cpp", r.stdout)  # a file named model/cpu.h is no sub-folder
+            self.assertIn("2 include(s)", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

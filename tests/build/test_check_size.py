@@ -46,20 +46,20 @@ class Scanner(unittest.TestCase):
         with tempfile.TemporaryDirectory() as d:
             ok = os.path.join(d, "ok.cpp")
             with open(ok, "w") as f:
-                f.write("int f() {\n" + body(148) + "}\n")  # 150 lines: at the limit
+                f.write("int f() {\n" + body(98) + "}\n")  # 100 lines: at the limit
             long_fn = os.path.join(d, "long.cpp")
             with open(long_fn, "w") as f:
-                f.write("int f() {\n" + body(149) + "}\n")  # 151 lines
+                f.write("int f() {\n" + body(99) + "}\n")  # 101 lines
             long_file = os.path.join(d, "big.h")
             with open(long_file, "w") as f:
-                f.write("// line\n" * 701)
+                f.write("// line\n" * 601)
             script = os.path.join(ROOT, "scripts", "check_size.py")
             r = subprocess.run([sys.executable, script, ok], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, r.stdout)
             r = subprocess.run([sys.executable, script, ok, long_fn, long_file], capture_output=True, text=True)
             self.assertEqual(r.returncode, 1)
-            self.assertIn("long.cpp:1: function f has 151 lines", r.stdout)
-            self.assertIn("big.h: file has 701 lines", r.stdout)
+            self.assertIn("long.cpp:1: function f has 101 lines (limit 100)", r.stdout)
+            self.assertIn("big.h: file has 601 lines (limit 600)", r.stdout)
             self.assertNotIn("ok.cpp", r.stdout)
 
 

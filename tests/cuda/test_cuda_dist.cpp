@@ -38,25 +38,14 @@
 #include "model/model.h"
 #include "tests/cuda/thread_world.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
+
+using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
-
-#define REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found: the GPU several-process tests need one"
-
-ModelDims small_dims(bool lognormal = false) {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 32;
-  d.num_layers = 2;
-  d.num_classes = 9;
-  d.max_duration = lognormal ? 12 : 6;
-  d.duration_lognormal = lognormal;
-  return d;
-}
 
 // Random CRF parameters; with lognormal durations random crf.duration_lognormal rows too.
 std::vector<float> params_for(const ModelDims& d, uint64_t seed) {

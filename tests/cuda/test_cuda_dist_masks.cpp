@@ -22,12 +22,10 @@
 #include "model/cuda/cuda_encoder.h"
 #include "model/params.h"
 #include "tests/cuda/test_stream.h"
+#include "tests/support/gpu.h"
 
 namespace timitseg::model {
 namespace {
-
-#define REQUIRE_GPU() \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found: the GPU share tests need one"
 
 using testsupport::Stream;
 

@@ -18,25 +18,14 @@
 #include "model/duration_model.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
 
-#define REQUIRE_GPU()                                                          \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
-
-ModelDims ln_dims() {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 32;
-  d.num_layers = 2;
-  d.num_classes = 9;
-  d.max_duration = 12;
-  d.duration_lognormal = true;
-  return d;
-}
+ModelDims ln_dims() { return testsupport::small_dims(/*lognormal=*/true); }
 
 }  // namespace
 

@@ -283,7 +283,7 @@ void compare_with_cpu(const Problem& pr, const std::string& algo) {
   expect_crf_grads_untouched(d, gpu.grad);
 }
 
-ModelDims small_dims() {
+ModelDims tiny_encoder_dims() {
   ModelDims d;
   d.input_dim = 13;
   d.hidden_dim = 16;
@@ -303,7 +303,7 @@ ModelDims recipe_dims() {
   return d;
 }
 
-Problem small_problem(uint64_t seed = 11) { return make_problem(small_dims(), 5, 37, {37, 1, 20, 33, 9}, seed); }
+Problem small_problem(uint64_t seed = 11) { return make_problem(tiny_encoder_dims(), 5, 37, {37, 1, 20, 33, 9}, seed); }
 Problem recipe_problem(uint64_t seed = 12) {
   return make_problem(recipe_dims(), 8, 300, {300, 1, 157, 299, 42, 250, 2, 120}, seed);
 }
@@ -354,7 +354,7 @@ TEST(CudaEncoder, FusedMatchesCpu) {
 // batch it sits in (other lengths, other T, large garbage in padding frames).
 TEST(CudaEncoder, PaddingAndBatchDoNotMatter) {
   if (timitseg::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found";
-  const ModelDims d = small_dims();
+  const ModelDims d = tiny_encoder_dims();
   const int C = d.num_classes, D = d.input_dim, Lu = 7;
   Problem a = make_problem(d, 3, 20, {20, Lu, 13}, 21);  // utterance u = row 1
   Problem b = make_problem(d, 4, 31, {31, 5, Lu, 2}, 22);  // u = row 2

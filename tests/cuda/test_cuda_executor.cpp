@@ -18,24 +18,14 @@
 #include "model/cuda/lstm_fused.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
+
+using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
-
-#define REQUIRE_GPU()                                                          \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
-
-ModelDims small_dims() {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 32;
-  d.num_layers = 2;
-  d.num_classes = 9;
-  d.max_duration = 6;
-  return d;
-}
 
 Batch random_batch(const ModelDims& d, int B, int T, uint64_t seed) {
   return testsupport::random_model_batch(d, B, T, seed);
@@ -257,5 +247,42 @@ TEST(CudaExecutor, DecodeWithPhoneBonusMatchesTheCpu) {
       for (size_t b = 0; b < nll0.size(); ++b)
         EXPECT_NEAR(nll_gpu[b], nll0[b], 1e-4 * (1 + std::abs(nll0[b]))) << backend << " utterance " << b;
     }
+  }
+}
+
+// crf.projection.bias held while crf.frame_ce_weight is 0 (model/step_recipe.h
+// held_parameters; tests/model/test_held_parameters.cpp on the CPU): two GPU
+// steps leave it and its moments bitwise as they were; every other tensor
+// trains. With the frame CE on, the bias trains too.
+TEST(CudaExecutor, ProjectionBiasHeldWithoutFrameCe) {
+  REQUIRE_GPU();
+  const ModelDims d = small_dims();
+  const ParamLayout lay(d);
+  const ParamInfo& bias = lay.get("crf.projection.bias");
+  const ParamInfo& w = lay.get("crf.projection.weight");
+  const std::vector<float> params = random_params(d, 41);
+  const Batch b = random_batch(d, 3, 20, 42);
+  for (const double ce : {0.0, 0.5}) {
+    auto gpu = testsupport::executor_with("cuda", d, params, "cuda");
+    StepOptions o = no_dropout();
+    o.frame_ce_weight = ce;
+    for (int step = 1; step <= 2; ++step) {
+      o.step = step;
+      gpu->train_step(b, o);
+    }
+    std::vector<float> after;
+    AdamW oa;
+    gpu->get_state(after, oa);
+    size_t bias_moved = 0, weight_moved = 0;
+    for (size_t i = 0; i < bias.size; ++i) {
+      bias_moved += after[bias.offset + i] != params[bias.offset + i];
+      if (ce == 0.0) {
+        EXPECT_EQ(oa.m[bias.offset + i], 0.f) << i;
+        EXPECT_EQ(oa.v[bias.offset + i], 0.f) << i;
+      }
+    }
+    for (size_t i = 0; i < w.size; ++i) weight_moved += after[w.offset + i] != params[w.offset + i];
+    EXPECT_EQ(bias_moved, ce == 0.0 ? 0u : bias.size) << "frame_ce_weight " << ce;
+    EXPECT_EQ(weight_moved, w.size) << "frame_ce_weight " << ce;
   }
 }

@@ -24,24 +24,14 @@
 #include "model/frame_ce.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
+
+using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
-
-#define REQUIRE_GPU()                                                          \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found"
-
-ModelDims small_dims() {
-  ModelDims d;
-  d.input_dim = 13;
-  d.hidden_dim = 32;
-  d.num_layers = 2;
-  d.num_classes = 9;
-  d.max_duration = 6;
-  return d;
-}
 
 std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDims& d,
                                         const std::vector<float>& params, const std::string& crf,

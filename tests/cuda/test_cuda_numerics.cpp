@@ -25,14 +25,12 @@
 #include "model/cuda/ops.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
+#include "tests/support/gpu.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
 
 namespace {
-
-#define REQUIRE_GPU()                                                                            \
-  if (cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found: the GPU numeric-check tests need a GPU"
 
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 const float kInf = std::numeric_limits<float>::infinity();

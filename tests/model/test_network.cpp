@@ -12,6 +12,7 @@
 
 #include "crf/semicrf.h"
 #include "model/model.h"
+#include "model/cpu/cpu_executor.h"
 #include "model/cpu/network.h"
 #include "model/frame_ce.h"
 
@@ -361,15 +362,15 @@ TEST(ModelGradients, TrainingStepMatchesOracle) {
     batch.labels = tc.labels;
     batch.ids = {"a", "b", "c"};
     for (int32_t l : tc.lengths) batch.frames += l;
-    Config cfg;
-    cfg.crf_reg = tc.reg;
-    cfg.crf_frame_ce_weight = ce_weight;
-    cfg.crf_loss_normalization = frame_norm ? "frame" : "utterance";
+    StepOptions o;
+    o.crf_reg = tc.reg;
+    o.frame_ce_weight = ce_weight;
+    o.frame_normalization = frame_norm;
     for (const char* name : {"reference", "cpu"}) {
       auto backend = crf::make_backend(name);
       std::vector<float> gf;
       Activations<float> act;
-      const StepResult r = loss_and_grad(netf, pf, batch, *backend, cfg, 0.0, nullptr, gf, act);
+      const StepResult r = loss_and_grad(netf, pf, batch, *backend, o, gf, act);
       EXPECT_NEAR(r.loss, loss_d, 1e-5 * std::abs(loss_d)) << name;
       if (ce_weight == 0) EXPECT_EQ(r.frame_ce_sum, 0.0);
       if (ce_weight > 0) EXPECT_GT(r.frame_ce_sum, 0.5);  // the term is there (CE of 12 frames of 3 classes)
@@ -397,12 +398,12 @@ TEST(ModelGradients, NonFiniteInputIsNamed) {
   batch.input.lengths = tc.lengths;
   batch.labels = tc.labels;
   batch.ids = {"a", "b", "c"};
-  Config cfg;
+  StepOptions o;  // debug.check_numerics on, as by default
   auto backend = crf::make_backend("cpu");
   std::vector<float> grad;
   Activations<float> act;
   try {
-    loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
+    loss_and_grad(net, params, batch, *backend, o, grad, act);
     FAIL() << "no error";
   } catch (const NumericsError& e) {  // debug.check_numerics (default on): the per-layer taps
     EXPECT_EQ(e.hit().layer, "input");
@@ -414,7 +415,7 @@ TEST(ModelGradients, NonFiniteInputIsNamed) {
   batch.input.features[4] = 0.f;
   params[net.layout().get("crf.projection.bias").offset + 1] = NAN;
   try {
-    loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
+    loss_and_grad(net, params, batch, *backend, o, grad, act);
     FAIL() << "no error";
   } catch (const NumericsError& e) {
     EXPECT_EQ(e.hit().layer, "projection");
@@ -422,9 +423,9 @@ TEST(ModelGradients, NonFiniteInputIsNamed) {
     EXPECT_EQ(e.hit().stats.nan, 5 + 3 + 4);  // the bias NaN reaches every real frame (padding rows are 0)
   }
   // with the checks off, the older stop names the CRF input
-  cfg.debug_check_numerics = false;
+  o.check_numerics = false;
   try {
-    loss_and_grad(net, params, batch, *backend, cfg, 0.0, nullptr, grad, act);
+    loss_and_grad(net, params, batch, *backend, o, grad, act);
     FAIL() << "no error";
   } catch (const NonFiniteError& e) {
     EXPECT_EQ(e.tensor(), "CRF input");

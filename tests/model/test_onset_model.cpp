@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "crf/reference/reference.h"
+#include "model/cpu/cpu_executor.h"
 #include "model/cpu/network.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
@@ -170,13 +171,13 @@ TEST(OnsetModel, TrainingStepMatchesFloat64Oracle) {
   batch.labels = tc.labels;
   batch.ids = {"a", "b", "c"};
   for (int32_t l : tc.lengths) batch.frames += l;
-  Config cfg;
-  cfg.crf_reg = tc.reg;
+  StepOptions o;
+  o.crf_reg = tc.reg;
   for (const char* name : {"reference", "cpu"}) {
     auto backend = crf::make_backend(name);
     std::vector<float> gf;
     Activations<float> act;
-    const StepResult r = loss_and_grad(netf, pf, batch, *backend, cfg, 0.0, nullptr, gf, act);
+    const StepResult r = loss_and_grad(netf, pf, batch, *backend, o, gf, act);
     EXPECT_NEAR(r.loss, loss_d, 1e-5 * std::abs(loss_d)) << name;
     double num = 0, den = 0;
     for (size_t i = 0; i < gd.size(); ++i) num += (gf[i] - gd[i]) * (gf[i] - gd[i]), den += gd[i] * gd[i];

@@ -17,6 +17,20 @@
 
 namespace timitseg::testsupport {
 
+// The small model of the executor tests: 13 inputs, 32 hidden units, 2
+// layers, 9 classes, K = 6 (K = 12 with lognormal durations, whose table needs
+// room for its tail).
+inline model::ModelDims small_dims(bool lognormal = false) {
+  model::ModelDims d;
+  d.input_dim = 13;
+  d.hidden_dim = 32;
+  d.num_layers = 2;
+  d.num_classes = 9;
+  d.max_duration = lognormal ? 12 : 6;
+  d.duration_lognormal = lognormal;
+  return d;
+}
+
 // N(0,1) features [B][T][D]; lengths: row 0 = T, row 1 = 1 (when B > 1), the
 // rest uniform in [1, T]; labels in runs, a new label with probability 1/5 per frame.
 inline model::Batch random_model_batch(const model::ModelDims& d, int B, int T, uint64_t seed) {

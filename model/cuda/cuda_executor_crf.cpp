@@ -1,0 +1,199 @@
+// The GPU executor's CRF stage (stage 2 and the frame CE of model/step_recipe.h):
+// the cuda backend on the device, or a host backend (reference / cpu) through
+// copies; the crf and penalty taps. The class: model/cuda/cuda_executor_impl.h.
+#include "model/cuda/cuda_executor_impl.h"
+
+#include <algorithm>
+
+#include "common/cuda.h"
+#include "common/cuda_check.h"
+#include "model/cuda/frame_ce.h"
+#include "model/cuda/ops.h"
+#include "model/duration_model.h"
+#include "model/step_recipe.h"
+
+namespace timitseg::model::cuda_detail {
+
+crf::Params CudaExecutor::device_crf_params() {
+  crf::Params p;
+  const float* P = params_.as<float>();
+  p.cum_scores = cum_.as<float>();
+  p.transition = P + layout_.get("crf.transition").offset;
+  p.duration_bias = P + layout_.get("crf.duration_bias").offset;
+  p.start = P + layout_.get("crf.start").offset;
+  p.end = P + layout_.get("crf.end").offset;
+  p.lengths = lengths_.as<int32_t>();
+  p.onset = encoder_->onset_scores();  // nullptr without crf.onset_features
+  return p;
+}
+
+std::vector<float> CudaExecutor::last_onset() {
+  std::vector<float> out;
+  if (!dims_.onset || !have_cum_) return out;
+  out.resize(static_cast<size_t>(last_B_) * last_T_ * dims_.num_classes);
+  cuda::copy_to_host(out.data(), encoder_->onset_scores(), out.size() * sizeof(float), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  return out;
+}
+
+const float* CudaExecutor::biased_transition(const float* transition_dev) {
+  const int64_t C = dims_.num_classes;
+  const size_t bytes = static_cast<size_t>(C) * C * sizeof(float);
+  std::vector<float> a(static_cast<size_t>(C) * C), biased(a.size());
+  cuda::copy_to_host(a.data(), transition_dev, bytes, stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  crf::add_phone_bonus(a.data(), C, static_cast<float>(phone_bonus_), biased.data());
+  vit_transition_.reserve(bytes);
+  cuda::copy_to_device(vit_transition_.as<float>(), biased.data(), bytes, stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));  // `biased` is freed on return
+  return vit_transition_.as<float>();
+}
+
+void CudaExecutor::host_crf_param_copy(std::vector<float>& hp) {
+  hp.assign(layout_.total(), 0.f);
+  const size_t from = layout_.get("crf.transition").offset;
+  cuda::copy_to_host(hp.data() + from, params_.as<float>() + from, (layout_.total() - from) * sizeof(float),
+                     stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+}
+
+crf::Params CudaExecutor::host_crf_params(const std::vector<float>& hp, const std::vector<float>& cum, const Batch& batch,
+                            const std::vector<float>& onset) {
+  crf::Params p;
+  if (!onset.empty()) p.onset = onset.data();
+  p.cum_scores = cum.data();
+  p.transition = hp.data() + layout_.get("crf.transition").offset;
+  p.duration_bias = hp.data() + layout_.get("crf.duration_bias").offset;
+  p.start = hp.data() + layout_.get("crf.start").offset;
+  p.end = hp.data() + layout_.get("crf.end").offset;
+  p.lengths = batch.input.lengths.data();
+  return p;
+}
+
+void CudaExecutor::crf_taps(int B, int T, double reg) {
+  using gpu::TapTensor;
+  const int C = dims_.num_classes;
+  numerics_->tap("crf", Pass::forward,
+                 {TapTensor::f64("log_z", lz_.as<double>(), B),
+                  TapTensor::f64("gold", lz_.as<double>() + B, B)});
+  const ParamInfo& A = layout_.get("crf.transition");
+  const ParamInfo& D = layout_.get("crf.duration_bias");
+  StepScalars* dsc = scalars_.as<StepScalars>();
+  gpu::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset, params_.as<float>() + D.offset, nullptr, nullptr,
+                  &dsc->penalty, stream_);
+  numerics_->tap("penalty", Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
+  float* G = grad_.as<float>();
+  const size_t ncum = static_cast<size_t>(B) * (T + 1) * C;
+  const ParamInfo& S = layout_.get("crf.start");
+  const ParamInfo& E = layout_.get("crf.end");
+  numerics_->tap("crf", Pass::backward,
+                 {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum),
+                  TapTensor::f32("d_crf.transition", G + A.offset, A.size),
+                  TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
+                  TapTensor::f32("d_crf.start", G + S.offset, S.size),
+                  TapTensor::f32("d_crf.end", G + E.offset, E.size)});
+  if (dims_.onset)  // crf.onset_features: d onset [B][T][C]
+    numerics_->tap("crf", Pass::backward,
+                   {TapTensor::f32("d_onset", donset_.as<float>(), static_cast<size_t>(B) * T * C)});
+}
+
+void CudaExecutor::crf_failed(const std::invalid_argument& e) {
+  if (numerics_->checking()) {
+    numerics_->queue_readback();
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
+  }
+  throw NonFiniteError("CRF input", e.what());  // the backend names the tensor (e.g. cum_scores)
+}
+
+void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<double>& log_z, std::vector<double>& gold,
+                  double reg) {
+  const int B = batch.input.B, T = batch.input.T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const ParamInfo& A = layout_.get("crf.transition");
+  const ParamInfo& D = layout_.get("crf.duration_bias");
+  const ParamInfo& S = layout_.get("crf.start");
+  const ParamInfo& E = layout_.get("crf.end");
+  float* G = grad_.as<float>();
+  if (backend_->on_device()) {
+    const crf::Params p = device_crf_params();
+    lz_.reserve(2 * B * sizeof(double));
+    crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
+    if (dims_.onset) {
+      donset_.reserve(static_cast<size_t>(B) * T * dims_.num_classes * sizeof(float));
+      g.onset = donset_.as<float>();
+    }
+    try {
+      session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
+    } catch (const std::invalid_argument& e) {
+      crf_failed(e);
+    }
+    if (numerics_->active()) crf_taps(B, T, reg);
+    std::vector<double> both(2 * B);
+    lz_.download(both.data(), both.size() * sizeof(double), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    std::copy(both.begin(), both.begin() + B, log_z.begin());
+    std::copy(both.begin() + B, both.end(), gold.begin());
+    return;
+  }
+  // Host backend (reference / cpu): cum to the host, CRF there, gradients back.
+  const std::vector<float> cum = last_cum();
+  const std::vector<float> onset = last_onset();
+  std::vector<float> hp;
+  host_crf_param_copy(hp);
+  crf::HostRunOptions ro;
+  ro.gradients = true;
+  ro.viterbi = false;
+  ro.scale = scale;
+  crf::HostResult r;
+  try {
+    r = session_->run_host(dims, host_crf_params(hp, cum, batch, onset), batch.labels.data(), ro);
+  } catch (const std::invalid_argument& e) {
+    crf_failed(e);
+  }
+  log_z = r.log_z;
+  gold = r.gold;
+  // Synchronous copies from pageable memory, then the stream continues.
+  dcum_.upload(r.grad_cum_scores.data(), r.grad_cum_scores.size() * sizeof(float), stream_);
+  cuda::copy_to_device(G + A.offset, r.grad_transition.data(), A.size * sizeof(float), stream_);
+  cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), stream_);
+  cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), stream_);
+  cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), stream_);
+  if (dims_.onset) donset_.upload(r.grad_onset.data(), r.grad_onset.size() * sizeof(float), stream_);
+  if (numerics_->active()) {
+    // log Z and gold to the device for their taps (a fault planted there comes back)
+    std::vector<double> both(r.log_z);
+    both.insert(both.end(), r.gold.begin(), r.gold.end());
+    lz_.reserve(2 * B * sizeof(double));
+    lz_.upload(both.data(), both.size() * sizeof(double), stream_);
+    crf_taps(B, T, reg);
+    if (numerics_->plants("crf", Pass::forward)) {
+      lz_.download(both.data(), both.size() * sizeof(double), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      std::copy(both.begin(), both.begin() + B, log_z.begin());
+      std::copy(both.begin() + B, both.end(), gold.begin());
+    }
+  }
+  TS_CUDA(cudaStreamSynchronize(stream_));
+}
+
+void CudaExecutor::frame_ce(int B, int T, double grad_scale) {
+  const size_t frames = static_cast<size_t>(B) * T;
+  dce_.reserve(frames * dims_.num_classes * sizeof(float));
+  ce_frames_.reserve(frames * sizeof(double));
+  ce_utt_.reserve(static_cast<size_t>(B) * sizeof(double));
+  gpu::frame_cross_entropy(B, T, dims_.num_classes, encoder_->scores(), lengths_.as<int32_t>(),
+                           labels_.as<int32_t>(), grad_scale, ce_frames_.as<double>(), ce_utt_.as<double>(),
+                           dce_.as<float>(), stream_);
+}
+
+double CudaExecutor::frame_ce_sum(int B) {
+  std::vector<double> per(B);
+  ce_utt_.download(per.data(), per.size() * sizeof(double), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  double sum = 0.0;
+  for (double v : per) sum += v;
+  return check_frame_ce(sum);
+}
+
+}  // namespace timitseg::model::cuda_detail

@@ -1,0 +1,61 @@
+// A validated Config turned into dims and options (model/options.h).
+#include "model/options.h"
+
+namespace timitseg::model {
+
+ModelDims model_dims(const Config& cfg, int input_dim, int num_classes) {
+  ModelDims d;
+  d.input_dim = input_dim;
+  d.hidden_dim = cfg.model_hidden_dim;
+  d.num_layers = cfg.model_num_layers;
+  d.num_classes = num_classes;
+  d.max_duration = cfg.crf_max_duration;
+  d.onset = cfg.onset_enabled();
+  d.duration_lognormal = cfg.duration_lognormal();
+  return d;
+}
+
+ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, int threads) {
+  ExecutorOptions xo;
+  xo.threads = threads;
+  xo.crf_backend = choice.crf_backend;
+  xo.rnn_algo = choice.rnn_algo;
+  xo.deterministic = cfg.debug_deterministic;
+  xo.phone_bonus = cfg.crf_phone_bonus;
+  xo.decode = cfg.crf_decode;
+  return xo;
+}
+
+std::string inference_crf_backend(const std::string& device, const std::string& configured) {
+  if (device == "cuda") return "cuda";
+  return configured == "cuda" || configured == "auto" ? "cpu" : configured;
+}
+
+ExecutorOptions inference_executor_options(const Config& cfg, const DeviceChoice& choice, int threads) {
+  ExecutorOptions xo = executor_options(cfg, choice, threads);
+  xo.crf_backend = inference_crf_backend(choice.device, choice.crf_backend);
+  xo.deterministic = false;
+  return xo;
+}
+
+StepOptions step_options(const Config& cfg) {
+  StepOptions so;
+  so.crf_lr_scale = cfg.crf_lr_scale;
+  so.dropout = cfg.model_dropout;
+  so.clip_norm = cfg.train_clip_norm;
+  so.crf_reg = cfg.crf_reg;
+  so.frame_normalization = cfg.crf_loss_normalization == "frame";
+  so.frame_ce_weight = cfg.crf_frame_ce_weight;
+  so.check_numerics = cfg.debug_check_numerics;
+  so.seed = cfg.train_seed;
+  return so;
+}
+
+void set_optimizer_settings(const Config& cfg, AdamW& optimizer) {
+  optimizer.beta1 = cfg.train_beta1;
+  optimizer.beta2 = cfg.train_beta2;
+  optimizer.eps = cfg.train_eps;
+  optimizer.weight_decay = cfg.train_weight_decay;
+}
+
+}  // namespace timitseg::model
