@@ -406,6 +406,20 @@ void check_align_options(const AlignOptions& o) {
     throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
 }
 
+// The output stems of the jobs; two jobs that would write one file are refused.
+std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
+  std::map<std::string, std::string> seen;
+  std::vector<fs::path> stems;
+  for (const Job& j : jobs) {
+    auto [it, fresh] = seen.emplace(j.stem.string(), j.audio);
+    if (!fresh)
+      throw std::invalid_argument("align: " + j.audio + " and " + it->second + " would both write " + j.stem.string() +
+                                  ".PHN; align them into different --out folders");
+    stems.push_back(j.stem);
+  }
+  return stems;
+}
+
 }  // namespace
 
 int align(const AlignOptions& o) {
@@ -418,15 +432,7 @@ int align(const AlignOptions& o) {
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
   const std::vector<Job> jobs = collect_jobs(o, dict, protect);
-  std::map<std::string, std::string> seen;
-  for (const Job& j : jobs) {
-    auto [it, fresh] = seen.emplace(j.stem.string(), j.audio);
-    if (!fresh)
-      throw std::invalid_argument("align: " + j.audio + " and " + it->second + " would both write " + j.stem.string() +
-                                  ".PHN; align them into different --out folders");
-  }
-  std::vector<fs::path> stems;
-  for (const Job& j : jobs) stems.push_back(j.stem);
+  const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   // the model's own transition: no phone bonus, no posterior decoding

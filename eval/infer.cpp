@@ -191,6 +191,32 @@ void check_threads(int threads) {
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
 }
 
+// --dump-scores DIR: each utterance's features, scores and decoded segments
+// in DIR/ID.safetensors.
+UtteranceHook dump_scores_hook(const std::string& dir, const ModelState& state) {
+  const ModelState* model = &state;  // outlives the hook (the caller's evaluation)
+  return [dir, model](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
+                      const std::vector<crf::Segment>& segs) {
+    const ModelState& s = *model;
+    const int64_t L = batch.input.lengths[row], T = batch.input.T, D = s.dims.input_dim, C = s.dims.num_classes;
+    std::vector<float> feats(batch.input.features.begin() + row * T * D,
+                             batch.input.features.begin() + (row * T + L) * D);
+    std::vector<float> scores(static_cast<size_t>(L * C));
+    for (int64_t t = 0; t < L; ++t)
+      for (int64_t c = 0; c < C; ++c) scores[t * C + c] = (*all_scores)[(row * T + t) * C + c];
+    std::vector<int32_t> seg;
+    for (const crf::Segment& x : segs) seg.insert(seg.end(), {x.start, x.duration, x.label});
+    st::File f;
+    f.tensors["features"] = st::Tensor::from<float>({L, D}, feats);
+    f.tensors["scores"] = st::Tensor::from<float>({L, C}, scores);
+    f.tensors["segments"] = st::Tensor::from<int32_t>({static_cast<int64_t>(segs.size()), 3}, seg);
+    f.metadata["utterance_id"] = u.id;
+    f.metadata["segments_columns"] = "start_frame,duration_frames,label";
+    f.metadata["label_names"] = nlohmann::json(s.labels.names).dump();
+    st::save((fs::path(dir) / (safe_name(u.id) + ".safetensors")).string(), f);
+  };
+}
+
 }  // namespace
 
 nlohmann::json evaluate(const EvaluateOptions& o) {
@@ -227,27 +253,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
   Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
   UtteranceHook scores_hook;
-  if (!o.dump_scores_dir.empty()) {
-    scores_hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
-                      const std::vector<crf::Segment>& segs) {
-      const int64_t L = batch.input.lengths[row], T = batch.input.T, D = s.dims.input_dim, C = s.dims.num_classes;
-      std::vector<float> feats(batch.input.features.begin() + row * T * D,
-                               batch.input.features.begin() + (row * T + L) * D);
-      std::vector<float> scores(static_cast<size_t>(L * C));
-      for (int64_t t = 0; t < L; ++t)
-        for (int64_t c = 0; c < C; ++c) scores[t * C + c] = (*all_scores)[(row * T + t) * C + c];
-      std::vector<int32_t> seg;
-      for (const crf::Segment& x : segs) seg.insert(seg.end(), {x.start, x.duration, x.label});
-      st::File f;
-      f.tensors["features"] = st::Tensor::from<float>({L, D}, feats);
-      f.tensors["scores"] = st::Tensor::from<float>({L, C}, scores);
-      f.tensors["segments"] = st::Tensor::from<int32_t>({static_cast<int64_t>(segs.size()), 3}, seg);
-      f.metadata["utterance_id"] = u.id;
-      f.metadata["segments_columns"] = "start_frame,duration_frames,label";
-      f.metadata["label_names"] = nlohmann::json(s.labels.names).dump();
-      st::save((fs::path(o.dump_scores_dir) / (safe_name(u.id) + ".safetensors")).string(), f);
-    };
-  }
+  if (!o.dump_scores_dir.empty()) scores_hook = dump_scores_hook(o.dump_scores_dir, s);
   // --dump-predictions: each utterance's 39-phone frame labels, kept by its
   // index in the split (evaluate_utterances visits them sorted by length).
   std::vector<std::string> prediction_lines(o.dump_predictions.empty() ? 0 : utts.size());

@@ -572,10 +572,6 @@ std::string Config::to_yaml() const {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace timitseg::model
-
-namespace timitseg::model {
-
 InjectExit InjectExit::parse(const std::string& text) {
   InjectExit x;
   const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
