@@ -92,6 +92,13 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
   if (audio.find_first_of(" \t\n") != std::string::npos)
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "path '" + audio + "' has white space, which a phone list cannot hold");
   if (!fs::is_regular_file(audio)) throw ApiError(TIMITSEG_ERR_ARGUMENT, audio + ": no such file");
+  {  // the phone names checked here, so that a bad one is the message (align() logs it and counts)
+    timitseg::data::Transcript t;
+    t.source = "phones";
+    std::istringstream words(phones);
+    for (std::string w; words >> w;) t.phones.push_back(w);
+    model::to_classes(t, m->state.labels);
+  }
   TempDir dir;
   model::AlignOptions o;
   o.checkpoint = m->checkpoint;
