@@ -64,9 +64,9 @@ bool present(const timitseg_tensor* t);
 std::string shape_str(const std::vector<int64_t>& s);
 
 // Contiguous host copies of a tensor's values (any dtype of its kind, any
-// strides, CPU or CUDA).
-std::vector<double> read_f64(const timitseg_tensor& t);
-std::vector<int64_t> read_i64(const timitseg_tensor& t);
+// strides, CPU or CUDA; a CUDA tensor is copied on `stream`, a cudaStream_t).
+std::vector<double> read_f64(const timitseg_tensor& t, void* stream = nullptr);
+std::vector<int64_t> read_i64(const timitseg_tensor& t, void* stream = nullptr);
 // Writes contiguous host values into the tensor (converted to its dtype, its
 // strides; copied to the device for CUDA). Sizes must match (checked by the caller).
 void write_f64(const timitseg_tensor& t, const std::vector<double>& v, void* stream);

@@ -31,11 +31,11 @@ std::vector<int32_t> Batch::gather_rows(const std::vector<int64_t>& all, int64_t
 
 namespace {
 
-std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T, int device) {
+std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T, int device, void* stream) {
   check_int(t, "lengths");
   check_shape(t, "lengths", {B});
   check_device(t, "lengths", device);
-  const std::vector<int64_t> v = read_i64(t);
+  const std::vector<int64_t> v = read_i64(t, stream);
   std::vector<int32_t> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
     if (v[b] < 0 || v[b] > T)
@@ -84,7 +84,7 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   b.B = shape[0];
   b.T = b.cumulative ? shape[1] - 1 : shape[1];
   b.f64 = s.dtype == TIMITSEG_F64;
-  b.lengths = read_lengths(in.lengths, b.B, b.T, b.device);
+  b.lengths = read_lengths(in.lengths, b.B, b.T, b.device, b.stream);
   const bool has_onset = present(&in.onset);
   if (has_onset) {
     check_float(in.onset, "onset");
@@ -96,7 +96,7 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   const int64_t Bk = static_cast<int64_t>(b.rows.size()), T = b.T, C = b.C;
   b.dims = crf::Dims{Bk, T, b.K, C};
   if (Bk == 0) return b;
-  const std::vector<double> x = read_f64(s);
+  const std::vector<double> x = read_f64(s, b.stream);
   const int64_t in_rows = b.cumulative ? T + 1 : T;
   b.cum.assign(static_cast<size_t>(Bk * (T + 1) * C), 0.0f);
   for (int64_t k = 0; k < Bk; ++k) {
@@ -116,7 +116,7 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
     }
   }
   if (has_onset) {
-    const std::vector<double> o = read_f64(in.onset);
+    const std::vector<double> o = read_f64(in.onset, b.stream);
     b.onset.assign(static_cast<size_t>(Bk * T * C), 0.0f);
     for (int64_t k = 0; k < Bk; ++k) {
       const int64_t r = b.rows[k];

@@ -48,7 +48,7 @@ std::vector<std::vector<crf::Segment>> gold_from_segments(const timitseg_crf& h,
   capi::check_shape(g.num_segments, "gold.num_segments", {b.B});
   capi::check_device(g.segments, "gold.segments", b.device);
   capi::check_device(g.num_segments, "gold.num_segments", b.device);
-  const std::vector<int64_t> seg = capi::read_i64(g.segments), ns = capi::read_i64(g.num_segments);
+  const std::vector<int64_t> seg = capi::read_i64(g.segments, b.stream), ns = capi::read_i64(g.num_segments, b.stream);
   std::vector<std::vector<crf::Segment>> out;
   for (int64_t r = 0; r < b.B; ++r) {
     const std::string at = "utterance " + std::to_string(r) + ": ";
@@ -166,7 +166,7 @@ void nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold*
     capi::check_int(gold->labels, "gold.labels");
     capi::check_shape(gold->labels, "gold.labels", {b.B, b.T});
     capi::check_device(gold->labels, "gold.labels", b.device);
-    labels = b.gather_rows(capi::read_i64(gold->labels), b.T);
+    labels = b.gather_rows(capi::read_i64(gold->labels, b.stream), b.T);
   } else {
     segs = gold_from_segments(*h, b, *gold);
   }
@@ -248,7 +248,7 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
   capi::check_int(*spans, "spans");
   capi::check_shape(*spans, "spans", {b.B, N, 2});
   capi::check_device(*spans, "spans", b.device);
-  const std::vector<int64_t> nph = capi::read_i64(*num_phones);
+  const std::vector<int64_t> nph = capi::read_i64(*num_phones, b.stream);
   for (int64_t r = 0; r < b.B; ++r)
     if (b.lengths[r] == 0 ? nph[r] != 0 : (nph[r] < 1 || nph[r] > N))
       throw ApiError(TIMITSEG_ERR_LENGTH, "num_phones[" + std::to_string(r) + "] = " + std::to_string(nph[r]) +
@@ -259,12 +259,12 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
     capi::check_int(*optional, "optional");
     capi::check_shape(*optional, "optional", {b.B, N});
     capi::check_device(*optional, "optional", b.device);
-    opt = b.gather_rows(capi::read_i64(*optional), N);
+    opt = b.gather_rows(capi::read_i64(*optional, b.stream), N);
   }
   std::vector<double> sc;
   std::vector<int32_t> sp(static_cast<size_t>(b.B * N * 2), 0);
   if (b.dims.B > 0 && N > 0) {
-    const std::vector<int32_t> ph = b.gather_rows(capi::read_i64(*phones), N), np = b.gather_rows(nph, 1);
+    const std::vector<int32_t> ph = b.gather_rows(capi::read_i64(*phones, b.stream), N), np = b.gather_rows(nph, 1);
     const crf::AlignResult a = h->session->align_host(b.dims, b.params(*h), N, ph.data(), np.data(),
                                                       opt.empty() ? nullptr : opt.data());
     sc = a.score;

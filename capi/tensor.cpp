@@ -56,17 +56,20 @@ void for_each_offset(const timitseg_tensor& t, Fn fn) {
 
 // The bytes of t's storage span, copied to the host when t is on CUDA
 // (contiguous: check_device), or t's own pointer.
-const char* host_bytes(const timitseg_tensor& t, std::vector<char>& copy) {
+const char* host_bytes(const timitseg_tensor& t, std::vector<char>& copy, void* stream) {
   if (t.device != TIMITSEG_DEVICE_CUDA) return static_cast<const char*>(t.data);
   copy.resize(static_cast<size_t>(numel(t)) * elem_size(t.dtype));
-  if (!copy.empty()) cuda::copy_to_host(copy.data(), t.data, copy.size());
+  if (!copy.empty()) {
+    cuda::copy_to_host(copy.data(), t.data, copy.size(), stream);
+    cuda::stream_synchronize(stream);
+  }
   return copy.data();
 }
 
 template <class Out>
-std::vector<Out> read_as(const timitseg_tensor& t) {
+std::vector<Out> read_as(const timitseg_tensor& t, void* stream) {
   std::vector<char> copy;
-  const char* base = host_bytes(t, copy);
+  const char* base = host_bytes(t, copy, stream);
   const bool dev = t.device == TIMITSEG_DEVICE_CUDA;
   std::vector<Out> v(static_cast<size_t>(numel(t)));
   for_each_offset(t, [&](int64_t k, int64_t off) {
@@ -156,8 +159,8 @@ void check_device(const timitseg_tensor& t, const char* name, int device) {
     throw ApiError(TIMITSEG_ERR_SHAPE, std::string(name) + " is a strided CUDA tensor; pass a contiguous one");
 }
 
-std::vector<double> read_f64(const timitseg_tensor& t) { return read_as<double>(t); }
-std::vector<int64_t> read_i64(const timitseg_tensor& t) { return read_as<int64_t>(t); }
+std::vector<double> read_f64(const timitseg_tensor& t, void* stream) { return read_as<double>(t, stream); }
+std::vector<int64_t> read_i64(const timitseg_tensor& t, void* stream) { return read_as<int64_t>(t, stream); }
 void write_f64(const timitseg_tensor& t, const std::vector<double>& v, void* stream) { write_from(t, v, stream); }
 void write_i32(const timitseg_tensor& t, const std::vector<int32_t>& v, void* stream) { write_from(t, v, stream); }
 

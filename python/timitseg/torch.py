@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from . import _lib
+from .checkpoint import read_safetensors
 from .crf import CRF
 
 _COMPUTE = (torch.float32, torch.float64)
@@ -177,22 +178,3 @@ class SemiCRF(torch.nn.Module):
                     raise _lib.ShapeError("%s: %s has shape %s, the module's is %s"
                                           % (path, key, list(v.shape), list(getattr(self, n).shape)))
                 getattr(self, n).copy_(v)
-
-
-def read_safetensors(path, prefix=""):
-    """The F32/F64/I32/I64 tensors of a safetensors file whose names start with prefix, as numpy arrays."""
-    import json
-    import struct
-    dtypes = {"F32": np.float32, "F64": np.float64, "I32": np.int32, "I64": np.int64}
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        base = 8 + n
-        out = {}
-        for name, info in header.items():
-            if name == "__metadata__" or not name.startswith(prefix) or info["dtype"] not in dtypes:
-                continue
-            a, b = info["data_offsets"]
-            f.seek(base + a)
-            out[name] = np.frombuffer(f.read(b - a), dtype=dtypes[info["dtype"]]).reshape(info["shape"])
-        return out
