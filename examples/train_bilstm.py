@@ -124,7 +124,7 @@ def main():
             opt.zero_grad()
             loss.backward()
             opt.step()
-            total += float(loss) * len(lengths)
+            total += float(loss.detach()) * len(lengths)
         per = dev_per(model, dev, a.device)
         best = min(best, per)
         print("epoch %d: train loss %.4f, dev PER %.2f%% (best %.2f%%), %.1f s"
