@@ -13,7 +13,9 @@ failure (out of memory, an error, a crash, a timeout) is a table cell.
 
 Conventions: all methods get the same zero-centered cum_scores [B][T+1][C],
 transition [C][C] (from, to), duration_bias [K][C] (duration d at row d-1),
-start = end = 0. torch-struct takes edge potentials [B][T][K+1][C][C] built
+start = end = 0 (flash-semicrf has no start vector: it adds a transition from
+every label into the first segment; "vs ours" then compares with our start[c] =
+logsumexp_c' transition[c'][c], the same function). torch-struct takes edge potentials [B][T][K+1][C][C] built
 from them (its memory is O(T K C^2): it runs out of memory at long T by design).
 "Error" is against the same method in float64 where it has one (flash-semicrf,
 torch-struct), against timitseg's float64 reference backend for ours, and the
@@ -61,7 +63,7 @@ def method_fn(method, op, K):
         import timitseg
         crfs = {}
 
-        def f(cum, A, D, lengths, backend=None):
+        def f(cum, A, D, lengths, backend=None, start=None):
             be = backend or ("cuda" if cum.is_cuda else "cpu")
             key = (be, cum.shape[2])
             if key not in crfs:
@@ -69,6 +71,7 @@ def method_fn(method, op, K):
             crf = crfs[key]
             crf.set_param("transition", A.float())
             crf.set_param("duration_bias", D.float())
+            crf.set_param("start", (start if start is not None else torch.zeros(cum.shape[2])).float())
             c32 = cum.float()
             if op == "forward":
                 return crf.log_partition(c32, lengths, cumulative=True)
@@ -104,6 +107,10 @@ def method_fn(method, op, K):
             first = torch.full((C,), neg, dtype=cum.dtype, device=cum.device)
             first[0] = 0.0
             edge[:, 0] = edge[:, 0] - A.t() + first  # the first segment: no transition (start = 0)
+            n = torch.arange(T, device=cum.device).view(1, T, 1)
+            d = torch.arange(K + 1, device=cum.device).view(1, 1, K + 1)
+            past = (n + d) > lengths.view(-1, 1, 1)  # segments that end past the utterance
+            edge = edge.masked_fill(past.unsqueeze(-1).unsqueeze(-1), neg)
             dist = SemiMarkovCRF(edge, lengths=lengths + 1)
             out = dist.max if op == "viterbi" else dist.partition
             if op == "fwd+bwd":
@@ -157,7 +164,11 @@ def run_cell(a):
             ref = f(c64, A64, D64, L64)
         res["max_err"] = float((out.double().cpu() - ref.double().cpu()).abs().max())
         if a.op == "forward":
-            ours = method_fn("timitseg", "forward", K)(c64.cpu(), A64.cpu(), D64.cpu(), L64.cpu(), backend="reference")
+            # flash-semicrf starts from alpha[0] = 0 for every label and adds a transition into the first
+            # segment: ours with start[c] = logsumexp_c' A[c', c] is that function
+            start = torch.logsumexp(A64.cpu(), 0) if a.method.startswith("flash") else None
+            ours = method_fn("timitseg", "forward", K)(c64.cpu(), A64.cpu(), D64.cpu(), L64.cpu(), backend="reference",
+                                                       start=start)
             res["vs_ours"] = float((out.double().cpu() - ours.double().cpu()).abs().max())
     print(json.dumps(res))
 

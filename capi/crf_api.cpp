@@ -74,6 +74,7 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
     throw ApiError(name == "cuda" ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
   }
   h->cuda = h->backend->on_device();
+  h->backend_name = h->backend->name();
   h->session = std::make_unique<crf::Session>(*h->backend);
   const size_t C = static_cast<size_t>(p.num_labels), K = static_cast<size_t>(p.max_duration);
   h->transition.assign(C * C, 0.0f);
@@ -158,10 +159,7 @@ int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out) {
 void timitseg_crf_free(timitseg_crf* crf) { delete crf; }
 
 const char* timitseg_crf_backend_name(const timitseg_crf* crf) {
-  if (crf == nullptr) return "";
-  static thread_local std::string name;
-  name = crf->backend->name();
-  return name.c_str();
+  return crf == nullptr ? "" : crf->backend_name.c_str();
 }
 
 int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_tensor* value) {

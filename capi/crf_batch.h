@@ -18,6 +18,7 @@ struct timitseg_crf {
   std::vector<float> transition, duration_bias, start, end, duration_lognormal;
   // The device of the tensors this handle takes: CUDA tensors only with the cuda backend.
   bool cuda = false;
+  std::string backend_name;  // timitseg_crf_backend_name
 };
 
 namespace timitseg::capi {
