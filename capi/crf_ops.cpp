@@ -39,6 +39,25 @@ crf::HostResult run(timitseg_crf& h, const Batch& b, const int32_t* labels, cons
   return h.session->run_host(b.dims, b.params(h, transition), labels, o);
 }
 
+// Viterbi alone: host backends call the session directly (run_host also
+// computes log Z); a device backend goes through run_host's uploads.
+crf::HostResult run_viterbi(timitseg_crf& h, const Batch& b, const float* transition) {
+  crf::HostResult r;
+  if (b.dims.B == 0) return r;
+  if (h.cuda) {
+    crf::HostRunOptions o;
+    o.gradients = false;
+    return run(h, b, nullptr, o, transition);
+  }
+  const crf::Params p = b.params(h, transition);
+  crf::validate_host(b.dims, p, nullptr);
+  std::vector<int32_t> segs(static_cast<size_t>(b.dims.B * b.T * 3)), counts(static_cast<size_t>(b.dims.B));
+  r.viterbi_score.resize(static_cast<size_t>(b.dims.B));
+  h.session->viterbi(b.dims, p, r.viterbi_score.data(), segs.data(), counts.data());
+  r.segments = crf::collect_segments(b.dims, segs.data(), counts.data());
+  return r;
+}
+
 // The gold segments [B][S][3] + counts of the kept rows, checked to tile each utterance.
 std::vector<std::vector<crf::Segment>> gold_from_segments(const timitseg_crf& h, const Batch& b,
                                                           const timitseg_crf_gold& g) {
@@ -196,9 +215,7 @@ void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* sco
   capi::check_device(*num_segments, "num_segments", b.device);
   std::vector<float> bonus(h->transition.size());
   crf::add_phone_bonus(h->transition.data(), b.C, static_cast<float>(h->p.phone_bonus), bonus.data());
-  crf::HostRunOptions o;
-  o.gradients = false;
-  crf::HostResult r = run(*h, b, nullptr, o, h->p.phone_bonus != 0.0 ? bonus.data() : nullptr);
+  crf::HostResult r = run_viterbi(*h, b, h->p.phone_bonus != 0.0 ? bonus.data() : nullptr);
   std::vector<int32_t> rows(static_cast<size_t>(b.B * b.T * 3), 0), counts(static_cast<size_t>(b.B), 0);
   for (const crf::Segment& s : r.segments) {
     const int64_t row = b.rows[s.batch];
@@ -214,12 +231,18 @@ void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* b
   Batch b = prepare(h, in);
   const int64_t T = b.T, C = b.C;
   if (capi::present(boundaries)) {
-    crf::HostRunOptions o;
-    o.gradients = false;
-    o.viterbi = false;
-    o.boundary_posteriors = true;
-    const crf::HostResult r = run(*h, b, nullptr, o);
-    capi::write_rows(b, r.boundary_posteriors, T + 1, *boundaries, "boundaries", {b.B, T + 1});
+    std::vector<double> bp(static_cast<size_t>(b.dims.B * (T + 1)));
+    if (b.dims.B > 0 && !h->cuda) {  // host backends: the one call (run_host would add a log_partition)
+      crf::validate_host(b.dims, b.params(*h), nullptr);
+      h->session->boundary_posteriors(b.dims, b.params(*h), bp.data());
+    } else if (b.dims.B > 0) {
+      crf::HostRunOptions o;
+      o.gradients = false;
+      o.viterbi = false;
+      o.boundary_posteriors = true;
+      bp = run(*h, b, nullptr, o).boundary_posteriors;
+    }
+    capi::write_rows(b, bp, T + 1, *boundaries, "boundaries", {b.B, T + 1});
   }
   if (capi::present(frames)) {
     crf::HostRunOptions o;
