@@ -85,7 +85,22 @@ def _find_library():
                   "from the timitseg repository, or set TIMITSEG_LIBRARY to a built build/lib/libtimitseg.so" % here)
 
 
+def _preload_torch():
+    """A CUDA build of libtimitseg.so links the system's NCCL, cuDNN and cuBLAS;
+    loaded before torch, their sonames would be taken by torch too (torch then
+    fails on a newer NCCL symbol). torch first, when installed, makes ours use
+    torch's copies (same major versions). TIMITSEG_NO_TORCH_PRELOAD=1 skips it."""
+    import importlib.util
+    if os.environ.get("TIMITSEG_NO_TORCH_PRELOAD") == "1" or importlib.util.find_spec("torch") is None:
+        return
+    try:
+        import torch  # noqa: F401
+    except Exception:  # a broken torch must not break the numpy path
+        pass
+
+
 def _load():
+    _preload_torch()
     lib = ctypes.CDLL(_find_library())
     P = ctypes.POINTER
     vp, i32, i64, dbl, cp = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_double, ctypes.c_char_p
