@@ -4,6 +4,7 @@
 // caller's tensors.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "capi/crf_batch.h"
 #include "crf/cumsum.h"
@@ -170,11 +171,36 @@ void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, cons
   }
 }
 
+// Every output of nll checked before any work (a failed call writes nothing).
+void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor& out, const timitseg_crf_grads* g) {
+  const int64_t C = b.C, K = b.K;
+  auto check = [&](const timitseg_tensor& t, const char* name, const std::vector<int64_t>& shape) {
+    if (!capi::present(&t)) return;
+    capi::check_float(t, name);
+    capi::check_shape(t, name, shape);
+    capi::check_device(t, name, b.device);
+  };
+  check(out, "nll", {b.B});
+  if (!g) return;
+  check(g->scores, "grads.scores", {b.B, b.cumulative ? b.T + 1 : b.T, C});
+  check(g->transition, "grads.transition", {C, C});
+  check(g->duration_bias, "grads.duration_bias", {K, C});
+  check(g->start, "grads.start", {C});
+  check(g->end, "grads.end", {C});
+  check(g->duration_lognormal, "grads.duration_lognormal", {3, C});
+  check(g->onset, "grads.onset", {b.B, b.T, C});
+  if (capi::present(&g->duration_lognormal) && h.p.duration_model != TIMITSEG_DURATION_LOGNORMAL)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.duration_lognormal given, but the duration model is TABLE");
+  if (capi::present(&g->onset) && b.onset.empty())
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.onset given, but the batch has no onset");
+}
+
 void nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
          timitseg_tensor* out, const timitseg_crf_grads* grads) {
   Batch b = prepare(h, in);
   need(gold, "gold");
   need(out, "nll");
+  check_outputs(*h, b, *out, grads);
   const bool by_labels = capi::present(&gold->labels);
   if (by_labels == capi::present(&gold->segments))
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "gold: give exactly one of labels and segments");
@@ -213,6 +239,9 @@ void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* sco
   capi::check_shape(*num_segments, "num_segments", {b.B});
   capi::check_device(*segments, "segments", b.device);
   capi::check_device(*num_segments, "num_segments", b.device);
+  capi::check_float(*score, "score");
+  capi::check_shape(*score, "score", {b.B});
+  capi::check_device(*score, "score", b.device);
   std::vector<float> bonus(h->transition.size());
   crf::add_phone_bonus(h->transition.data(), b.C, static_cast<float>(h->p.phone_bonus), bonus.data());
   crf::HostResult r = run_viterbi(*h, b, h->p.phone_bonus != 0.0 ? bonus.data() : nullptr);
@@ -230,6 +259,13 @@ void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* sco
 void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* boundaries, timitseg_tensor* frames) {
   Batch b = prepare(h, in);
   const int64_t T = b.T, C = b.C;
+  for (auto [t, name, shape] : {std::tuple{boundaries, "boundaries", std::vector<int64_t>{b.B, T + 1}},
+                                std::tuple{frames, "frames", std::vector<int64_t>{b.B, T, C}}})
+    if (capi::present(t)) {
+      capi::check_float(*t, name);
+      capi::check_shape(*t, name, shape);
+      capi::check_device(*t, name, b.device);
+    }
   if (capi::present(boundaries)) {
     std::vector<double> bp(static_cast<size_t>(b.dims.B * (T + 1)));
     if (b.dims.B > 0 && !h->cuda) {  // host backends: the one call (run_host would add a log_partition)
@@ -271,6 +307,9 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
   capi::check_int(*spans, "spans");
   capi::check_shape(*spans, "spans", {b.B, N, 2});
   capi::check_device(*spans, "spans", b.device);
+  capi::check_float(*score, "score");
+  capi::check_shape(*score, "score", {b.B});
+  capi::check_device(*score, "score", b.device);
   const std::vector<int64_t> nph = capi::read_i64(*num_phones, b.stream);
   for (int64_t r = 0; r < b.B; ++r)
     if (b.lengths[r] == 0 ? nph[r] != 0 : (nph[r] < 1 || nph[r] > N))

@@ -154,6 +154,23 @@ TEST(CapiBatches, ErrorsNameTheArgument) {
   EXPECT_EQ(timitseg_crf_log_partition(nullptr, &good, &out), TIMITSEG_ERR_ARGUMENT);
   EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_log_partition: crf is NULL");
 
+  // A bad gradient tensor fails before anything is written.
+  {
+    std::vector<int32_t> lab0(B * T, 0);
+    std::vector<double> n(B, -7.0);
+    std::vector<float> gx(B * T * C, -7.0f), gA(C * C + 1, -7.0f);
+    timitseg_crf_gold g0{};
+    g0.labels = i32(lab0, {B, T});
+    timitseg_crf_grads gr{};
+    gr.scores = f32(gx, {B, T, C});
+    gr.transition = f32(gA, {C * C + 1});
+    timitseg_tensor tn0 = f64(n, {B});
+    x[1 * T * C + 2 * C + 1] = 0.5f;
+    EXPECT_EQ(timitseg_crf_nll(h, &good, &g0, 1.0, &tn0, &gr), TIMITSEG_ERR_SHAPE);
+    EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_nll: grads.transition has shape [5], expected [2, 2]");
+    for (double v : n) EXPECT_EQ(v, -7.0);
+    for (float v : gx) EXPECT_EQ(v, -7.0f);
+  }
   // Labels out of range, a parameter with NaN, an unknown parameter, bad params.
   out = f64(lz, {B});
   std::vector<int32_t> lab(B * T, 5);
