@@ -7,7 +7,8 @@ NaN/Inf count over seeds (extreme scores |x| up to 1e4 and padded batches
 included). Every cell runs in its own process with a time limit, so a peer's
 failure (out of memory, an error, a crash, a timeout) is a table cell.
 
-    pip install --no-deps --target work/pydeps work/wheels/*.whl     # the two peers' wheels
+    pip install --no-deps --target work/pydeps work/wheels/flash_semicrf-0.2.0-py3-none-any.whl \\
+        work/wheels/torch_struct-0.5-py3-none-any.whl                 # the two peers' wheels
     PYTHONPATH=python:work/pydeps TIMITSEG_LIBRARY=build/lib/libtimitseg.so \\
         python3 bench/python_semicrf.py --out work/bench_semicrf.md
 
