@@ -40,6 +40,20 @@ crf::HostResult run(timitseg_crf& h, const Batch& b, const int32_t* labels, cons
   return h.session->run_host(b.dims, b.params(h, transition), labels, o);
 }
 
+// Labels [B][inner] in [0, C) on each row's first count(r) entries, named
+// by the caller's indices (the backends' own checks see the kept rows only).
+template <class Count>
+void check_labels(const Batch& b, const std::vector<int64_t>& v, int64_t inner, const char* name, Count count) {
+  for (int64_t r = 0; r < b.B; ++r)
+    for (int64_t t = 0; t < count(r); ++t) {
+      const int64_t x = v[static_cast<size_t>(r * inner + t)];
+      if (x < 0 || x >= b.C)
+        throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string(name) + "[" + std::to_string(r) + "][" + std::to_string(t) +
+                                                  "] = " + std::to_string(x) + " is outside [0, C = " +
+                                                  std::to_string(b.C) + ")");
+    }
+}
+
 // Viterbi alone: host backends call the session directly (run_host also
 // computes log Z); a device backend goes through run_host's uploads.
 crf::HostResult run_viterbi(timitseg_crf& h, const Batch& b, const float* transition) {
@@ -211,7 +225,9 @@ void nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold*
     capi::check_int(gold->labels, "gold.labels");
     capi::check_shape(gold->labels, "gold.labels", {b.B, b.T});
     capi::check_device(gold->labels, "gold.labels", b.device);
-    labels = b.gather_rows(capi::read_i64(gold->labels, b.stream), b.T);
+    const std::vector<int64_t> all = capi::read_i64(gold->labels, b.stream);
+    check_labels(b, all, b.T, "gold.labels", [&](int64_t r) { return static_cast<int64_t>(b.lengths[r]); });
+    labels = b.gather_rows(all, b.T);
   } else {
     segs = gold_from_segments(*h, b, *gold);
   }
@@ -326,7 +342,9 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
   std::vector<double> sc;
   std::vector<int32_t> sp(static_cast<size_t>(b.B * N * 2), 0);
   if (b.dims.B > 0 && N > 0) {
-    const std::vector<int32_t> ph = b.gather_rows(capi::read_i64(*phones, b.stream), N), np = b.gather_rows(nph, 1);
+    const std::vector<int64_t> all = capi::read_i64(*phones, b.stream);
+    check_labels(b, all, N, "phones", [&](int64_t r) { return nph[r]; });
+    const std::vector<int32_t> ph = b.gather_rows(all, N), np = b.gather_rows(nph, 1);
     const crf::AlignResult a = h->session->align_host(b.dims, b.params(*h), N, ph.data(), np.data(),
                                                       opt.empty() ? nullptr : opt.data());
     sc = a.score;

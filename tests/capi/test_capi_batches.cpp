@@ -179,7 +179,14 @@ TEST(CapiBatches, ErrorsNameTheArgument) {
   timitseg_crf_gold gold{};
   gold.labels = i32(lab, {B, T});
   EXPECT_EQ(timitseg_crf_nll(h, &good, &gold, 1.0, &tn, nullptr), TIMITSEG_ERR_ARGUMENT);
-  EXPECT_NE(std::string(timitseg_last_error()).find("labels"), std::string::npos) << timitseg_last_error();
+  EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_nll: gold.labels[0][0] = 5 is outside [0, C = 2)");
+  std::vector<int32_t> len0{0, 2};  // row 0 empty: the bad label is in the caller's row 1
+  std::fill(lab.begin(), lab.end(), 1);
+  lab[1 * T + 1] = -1;
+  timitseg_crf_batch b0 = good;
+  b0.lengths = i32(len0, {B});
+  EXPECT_EQ(timitseg_crf_nll(h, &b0, &gold, 1.0, &tn, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_nll: gold.labels[1][1] = -1 is outside [0, C = 2)");
   std::vector<float> A(C * C, NAN);
   timitseg_tensor tA = f32(A, {C, C});
   EXPECT_EQ(timitseg_crf_set_param(h, "transition", &tA), TIMITSEG_ERR_ARGUMENT);
