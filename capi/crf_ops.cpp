@@ -33,11 +33,32 @@ Batch prepare(timitseg_crf* h, const timitseg_crf_batch* in) {
   return capi::prepare(*h, *in);
 }
 
+// Runs f (a backend call on the kept utterances); when utterances of length 0
+// were left out, a backend's message, which counts kept utterances only, gets
+// the map to the caller's rows.
+template <class F>
+auto on_kept(const Batch& b, F f) -> decltype(f()) {
+  if (static_cast<int64_t>(b.rows.size()) == b.B) return f();
+  std::string map;
+  for (size_t k = 0; k < b.rows.size() && k < 16; ++k) map += (k ? ", " : "") + std::to_string(b.rows[k]);
+  const std::string note = " (the batch without its utterances of length 0: utterance k there is the caller's row [" +
+                           map + (b.rows.size() > 16 ? ", ...]" : "]") + "[k])";
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(e.what() + note);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(e.what() + note);
+  }
+}
+
 // Runs the session on the kept utterances (none: an empty result).
 crf::HostResult run(timitseg_crf& h, const Batch& b, const int32_t* labels, const crf::HostRunOptions& o,
                     const float* transition = nullptr) {
   if (b.dims.B == 0) return crf::HostResult();
-  return h.session->run_host(b.dims, b.params(h, transition), labels, o);
+  return on_kept(b, [&] { return h.session->run_host(b.dims, b.params(h, transition), labels, o); });
 }
 
 // Labels [B][inner] in [0, C) on each row's first count(r) entries, named
@@ -65,10 +86,12 @@ crf::HostResult run_viterbi(timitseg_crf& h, const Batch& b, const float* transi
     return run(h, b, nullptr, o, transition);
   }
   const crf::Params p = b.params(h, transition);
-  crf::validate_host(b.dims, p, nullptr);
   std::vector<int32_t> segs(static_cast<size_t>(b.dims.B * b.T * 3)), counts(static_cast<size_t>(b.dims.B));
   r.viterbi_score.resize(static_cast<size_t>(b.dims.B));
-  h.session->viterbi(b.dims, p, r.viterbi_score.data(), segs.data(), counts.data());
+  on_kept(b, [&] {
+    crf::validate_host(b.dims, p, nullptr);
+    h.session->viterbi(b.dims, p, r.viterbi_score.data(), segs.data(), counts.data());
+  });
   r.segments = crf::collect_segments(b.dims, segs.data(), counts.data());
   return r;
 }
@@ -285,8 +308,10 @@ void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* b
   if (capi::present(boundaries)) {
     std::vector<double> bp(static_cast<size_t>(b.dims.B * (T + 1)));
     if (b.dims.B > 0 && !h->cuda) {  // host backends: the one call (run_host would add a log_partition)
-      crf::validate_host(b.dims, b.params(*h), nullptr);
-      h->session->boundary_posteriors(b.dims, b.params(*h), bp.data());
+      on_kept(b, [&] {
+        crf::validate_host(b.dims, b.params(*h), nullptr);
+        h->session->boundary_posteriors(b.dims, b.params(*h), bp.data());
+      });
     } else if (b.dims.B > 0) {
       crf::HostRunOptions o;
       o.gradients = false;
@@ -345,8 +370,9 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
     const std::vector<int64_t> all = capi::read_i64(*phones, b.stream);
     check_labels(b, all, N, "phones", [&](int64_t r) { return nph[r]; });
     const std::vector<int32_t> ph = b.gather_rows(all, N), np = b.gather_rows(nph, 1);
-    const crf::AlignResult a = h->session->align_host(b.dims, b.params(*h), N, ph.data(), np.data(),
-                                                      opt.empty() ? nullptr : opt.data());
+    const crf::AlignResult a = on_kept(b, [&] {
+      return h->session->align_host(b.dims, b.params(*h), N, ph.data(), np.data(), opt.empty() ? nullptr : opt.data());
+    });
     sc = a.score;
     for (size_t k = 0; k < b.rows.size(); ++k)
       std::copy(a.spans.begin() + k * N * 2, a.spans.begin() + (k + 1) * N * 2, sp.begin() + b.rows[k] * N * 2);

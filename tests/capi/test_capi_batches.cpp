@@ -171,6 +171,20 @@ TEST(CapiBatches, ErrorsNameTheArgument) {
     for (double v : n) EXPECT_EQ(v, -7.0);
     for (float v : gx) EXPECT_EQ(v, -7.0f);
   }
+  // A backend's error (here: every path forbidden) names the caller's row when length-0 rows were left out.
+  {
+    std::vector<float> Aneg(C * C, -INFINITY), Aok(C * C, 0.0f), Dneg(2 * C, -INFINITY), Dok(2 * C, 0.0f);
+    timitseg_tensor tD = f32(Dneg, {2, C});
+    ASSERT_EQ(timitseg_crf_set_param(h, "duration_bias", &tD), TIMITSEG_OK);
+    std::vector<int32_t> len01{0, 2};
+    timitseg_crf_batch b01 = good;
+    b01.lengths = i32(len01, {B});
+    EXPECT_EQ(timitseg_crf_log_partition(h, &b01, &out), TIMITSEG_ERR_RUNTIME);
+    const std::string m = timitseg_last_error();
+    EXPECT_NE(m.find("utterance k there is the caller's row [1][k]"), std::string::npos) << m;
+    tD = f32(Dok, {2, C});
+    ASSERT_EQ(timitseg_crf_set_param(h, "duration_bias", &tD), TIMITSEG_OK);
+  }
   // Labels out of range, a parameter with NaN, an unknown parameter, bad params.
   out = f64(lz, {B});
   std::vector<int32_t> lab(B * T, 5);
