@@ -46,12 +46,14 @@ std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T
   return out;
 }
 
-// x [T][C] of one utterance (double values) -> cum [T+1][C] floats.
+// x [T][C] of one utterance (double values) -> cum [T+1][C] floats (only
+// the L valid frames are read: the layer ignores the others).
 template <class F>
 void centered_row(const double* x, int64_t T, int64_t C, int32_t L, float* cum) {
-  std::vector<F> xf(x, x + T * C), cf(static_cast<size_t>((T + 1) * C));
-  crf::centered_cumsum_forward<F>(1, T, C, xf.data(), &L, cf.data());
+  std::vector<F> xf(x, x + L * C), cf(static_cast<size_t>((L + 1) * C));
+  crf::centered_cumsum_forward<F>(1, L, C, xf.data(), &L, cf.data());
   for (size_t i = 0; i < cf.size(); ++i) cum[i] = static_cast<float>(cf[i]);
+  (void)T;
 }
 
 void check_finite(const std::vector<double>& v, const char* name, int64_t b, int64_t rows, int64_t C, int64_t first,

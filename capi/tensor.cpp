@@ -42,6 +42,10 @@ template <class Fn>
 void for_each_offset(const timitseg_tensor& t, Fn fn) {
   const int64_t n = numel(t);
   if (n == 0) return;
+  if (t.device == TIMITSEG_DEVICE_CUDA || contiguous(t)) {  // the common case: offset = index
+    for (int64_t k = 0; k < n; ++k) fn(k, k);
+    return;
+  }
   int64_t idx[TIMITSEG_MAX_DIMS] = {0, 0, 0, 0};
   for (int64_t k = 0; k < n; ++k) {
     int64_t off = 0;
