@@ -4,9 +4,14 @@
 
     python3 examples/train_bilstm.py --workdir work/demo/prep --epochs 30
 
-The model is the app's recipe in PyTorch: CMVN'd features -> BiLSTM ->
-linear projection to 39 classes -> timitseg.torch.SemiCRF (mean NLL per
-utterance + crf.reg's penalty), AdamW. Decoding is the CRF's Viterbi; the PER
+The model is the app's recipe (configs/synth.yaml's values are the defaults)
+in PyTorch: CMVN'd features -> BiLSTM (dropout) -> linear projection to 39
+classes, and a second projection to onset scores (crf.onset_features) ->
+timitseg.torch.SemiCRF (mean NLL per utterance + crf.reg's penalty; duration
+bias initialised N(0, 0.1^2) + log p(d | label) of the train split, as
+crf.duration_init: data; the CRF's parameters at crf.lr_scale x the lr), AdamW
+with weight decay, gradient clipping and a cosine schedule per epoch. Decoding
+is the CRF's Viterbi with crf.phone_bonus; the PER
 is the Levenshtein distance between the decoded and the reference 39-phone
 sequences (runs of equal labels), summed over dev and divided by the number of
 reference phones, as `timitseg evaluate` reports it. Needs torch and numpy.
@@ -47,18 +52,38 @@ def edit_distance(a, b):
     return d[len(b)]
 
 
+def duration_log_prior(labels, K, C):
+    """log p(d | c), add-one smoothed, over the gold segmentation's pieces (runs split at K): [K][C]."""
+    n = np.zeros((K, C))
+    for y in labels:
+        t = 0
+        while t < len(y):
+            r = t
+            while r < len(y) and y[r] == y[t]:
+                r += 1
+            for u in range(t, r, K):
+                n[min(K, r - u) - 1, y[t]] += 1
+            t = r
+    return np.log((n + 1) / (n.sum(0, keepdims=True) + K))
+
+
 class Tagger(torch.nn.Module):
-    def __init__(self, dim, hidden, layers, classes, max_duration, backend, reg):
+    def __init__(self, dim, hidden, layers, classes, a):
         super().__init__()
-        self.lstm = torch.nn.LSTM(dim, hidden, layers, batch_first=True, bidirectional=True)
-        self.proj = torch.nn.Linear(2 * hidden, classes)
-        self.crf = SemiCRF(classes, max_duration, backend=backend, reg=reg)
+        self.lstm = torch.nn.LSTM(dim, hidden // 2, layers, batch_first=True, bidirectional=True,
+                                  dropout=a.dropout if layers > 1 else 0.0)
+        self.drop = torch.nn.Dropout(a.dropout)
+        self.proj = torch.nn.Linear(hidden, classes)
+        self.onset = torch.nn.Linear(hidden, classes) if a.onset else None
+        self.crf = SemiCRF(classes, a.max_duration, backend=a.backend, reg=a.reg, phone_bonus=a.phone_bonus,
+                           init_scale=0.1)
 
     def scores(self, x, lengths):
         packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         h, _ = self.lstm(packed)
         h, _ = torch.nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
-        return self.proj(h)
+        h = self.drop(h)
+        return self.proj(h), (self.onset(h) if self.onset is not None else None)
 
 
 def batches(data, size, rng=None):
@@ -78,8 +103,8 @@ def dev_per(model, dev, device):
     model.eval()
     with torch.no_grad():
         for x, lengths, y in batches(dev, 32):
-            s = model.scores(x.to(device), lengths.to(device))
-            _, segs = model.crf.viterbi(s, lengths.to(device))
+            s, o = model.scores(x.to(device), lengths.to(device))
+            _, segs = model.crf.viterbi(s, lengths.to(device), onset=o)
             for b, seg in enumerate(segs):
                 hyp = runs([int(r[2]) for r in seg.tolist() for _ in range(int(r[1]))])
                 ref = runs(y[b, :lengths[b]].tolist())
@@ -93,12 +118,20 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--workdir", required=True, help="a prepared WORKDIR (timitseg prepare)")
     ap.add_argument("--epochs", type=int, default=30)
-    ap.add_argument("--batch-size", type=int, default=32)
-    ap.add_argument("--hidden", type=int, default=128, help="LSTM units per direction")
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=128, help="model.hidden_dim (both directions)")
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--max-duration", type=int, default=30, help="the CRF's K (crf.max_duration)")
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--reg", type=float, default=0.0, help="crf.reg")
+    ap.add_argument("--dropout", type=float, default=0.3)
+    ap.add_argument("--max-duration", type=int, default=60, help="the CRF's K (crf.max_duration)")
+    ap.add_argument("--lr", type=float, default=0.005)
+    ap.add_argument("--lr-scale", type=float, default=30.0, help="crf.lr_scale: the CRF parameters' lr factor")
+    ap.add_argument("--weight-decay", type=float, default=1e-5)
+    ap.add_argument("--clip-norm", type=float, default=5.0)
+    ap.add_argument("--reg", type=float, default=0.001, help="crf.reg")
+    ap.add_argument("--phone-bonus", type=float, default=1.0, help="crf.phone_bonus (decoding)")
+    ap.add_argument("--no-onset", dest="onset", action="store_false", help="no onset scores (crf.onset_features)")
+    ap.add_argument("--no-duration-prior", dest="prior", action="store_false",
+                    help="duration_bias ~ N(0, 0.1^2) only (crf.duration_init: random)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--backend", default="auto", help="CRF backend: auto, cpu, cuda, reference")
@@ -111,20 +144,31 @@ def main():
     mean, std = cmvn["mean"], np.sqrt(np.maximum(cmvn["var"], 1e-10))
     norm = lambda d: [(((f - mean) / std).astype(np.float32), l) for f, l in d]  # noqa: E731
     train, dev = norm(load_split(a.workdir, "train", map39)), norm(load_split(a.workdir, "dev", map39))
-    model = Tagger(train[0][0].shape[1], a.hidden, a.layers, len(phones["phones39"]), a.max_duration,
-                   a.backend, a.reg).to(a.device)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr)
+    C = len(phones["phones39"])
+    model = Tagger(train[0][0].shape[1], a.hidden, a.layers, C, a).to(a.device)
+    if a.prior:
+        with torch.no_grad():
+            prior = duration_log_prior([l for _, l in train], a.max_duration, C)
+            model.crf.duration_bias += torch.from_numpy(prior).float().to(a.device)
+    crf_params = list(model.crf.parameters())
+    others = [p for p in model.parameters() if all(p is not q for q in crf_params)]
+    opt = torch.optim.AdamW([{"params": others}, {"params": crf_params, "lr": a.lr * a.lr_scale}], lr=a.lr,
+                            weight_decay=a.weight_decay)
+    sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a.epochs)
     print("train %d utterances, dev %d; CRF backend %s on %s" % (len(train), len(dev), model.crf.backend, a.device))
     best = float("inf")
     for epoch in range(1, a.epochs + 1):
         t0, total = time.time(), 0.0
         for x, lengths, y in batches(train, a.batch_size, rng):
             x, lengths, y = x.to(a.device), lengths.to(a.device), y.to(a.device)
-            loss = model.crf(model.scores(x, lengths), lengths, labels=y).mean() + model.crf.penalty()
+            s, o = model.scores(x, lengths)
+            loss = model.crf(s, lengths, labels=y, onset=o).mean() + model.crf.penalty()
             opt.zero_grad()
             loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_norm)
             opt.step()
             total += float(loss.detach()) * len(lengths)
+        sched.step()
         per = dev_per(model, dev, a.device)
         best = min(best, per)
         print("epoch %d: train loss %.4f, dev PER %.2f%% (best %.2f%%), %.1f s"
