@@ -13,8 +13,11 @@
  *     pointer, dtype, device, shape, strides in elements) and results are
  *     written into the caller's tensors. Nothing a call returns must be freed,
  *     except the handles.
- *   - Thread safety: the library has no mutable global state. A handle may be
- *     used by one thread at a time; different handles run in parallel.
+ *   - Thread safety: the CRF calls have no mutable global state: a handle is
+ *     used by one thread at a time, different handles run in parallel. The
+ *     model calls run the commands' code: timitseg_model_align_file sets the
+ *     process's worker-thread count (as `timitseg align --threads` does) and
+ *     both log progress lines on stderr (spdlog, thread-safe).
  *   - CUDA: tensors may live on a CUDA device (device = TIMITSEG_DEVICE_CUDA)
  *     when the handle's backend is TIMITSEG_BACKEND_CUDA; the call queues its
  *     work on `stream` (a cudaStream_t passed as void*, NULL = the default
