@@ -314,11 +314,28 @@ namespace {
 void decode_one(const std::string& src, const fs::path& stem, const ModelState& s, Executor& exec,
                 const std::string& out_dir) {
   const data::Audio original = data::read_audio(src);
+  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec);
+  std::string text;
+  for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
+  const fs::path base = fs::path(out_dir) / stem;
+  fs::create_directories(base.parent_path());
+  write_file_atomic(base.string() + ".PHN", text);
+  const int64_t n_file = static_cast<int64_t>(original.samples.size());
+  write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
+  spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+}
+
+}  // namespace
+
+// Audio at another rate or with several channels is resampled (libsoxr) and
+// down-mixed to the model's rate, saying so in one line.
+std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const ModelState& s,
+                                 Executor& exec) {
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
   data::Utterance u;
-  u.id = stem.string();
+  u.id = src;
   try {
     u.features = data::compute_features(audio, s.features, &u.num_frames);
   } catch (const std::exception& e) {
@@ -343,8 +360,7 @@ void decode_one(const std::string& src, const fs::path& stem, const ModelState& 
         std::llround(static_cast<double>(x) * original.sample_rate / audio.sample_rate));
     return std::min(y, n_file);
   };
-  std::vector<std::tuple<int64_t, int64_t, std::string>> phn;
-  std::string text;
+  std::vector<PhnRow> phn;
   for (size_t i = 0; i < segs[0].size(); ++i) {
     const crf::Segment& x = segs[0][i];
     const int64_t b = to_file(boundary_sample(x.start, s.features));
@@ -356,15 +372,9 @@ void decode_one(const std::string& src, const fs::path& stem, const ModelState& 
     else
       phn.emplace_back(b, e, s.labels.names[x.label]);
   }
-  for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
-  const fs::path base = fs::path(out_dir) / stem;
-  fs::create_directories(base.parent_path());
-  write_file_atomic(base.string() + ".PHN", text);
-  write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
-  spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+  return phn;
 }
 
-}  // namespace
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
                             const std::vector<std::string>& names39) {
   nlohmann::json phones = nlohmann::json::array();

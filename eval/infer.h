@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -99,6 +100,15 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const st
 // checks that it is writable.
 void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesystem::path>& stems,
                      const InputSet& protect, CreatedFolders* made);
+
+// The .PHN rows decode writes for one audio (begin sample, end sample, label
+// name; samples of the audio as given, whatever its rate): the audio resampled
+// to the model's rate, features, the executor's decoding, adjacent segments of
+// one label merged. `src` names the audio in errors. The C API's
+// timitseg_model_decode_* (include/timitseg.h) call it too.
+using PhnRow = std::tuple<int64_t, int64_t, std::string>;
+std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const ModelState& s,
+                                 Executor& exec);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

@@ -5,6 +5,7 @@ the product's sources points down or within its own folder.
   scripts/check_layers.py [--root DIR]
 
   app    -> train, eval, model, crf, data, common
+  capi   -> eval, model, crf, data, common   (libtimitseg.so, the C API of include/timitseg.h; beside app)
   train  -> eval, model, crf, data, common   (each epoch's dev evaluation decodes and scores)
   eval   -> model, crf, data, common
   model  -> crf, data, common
@@ -35,6 +36,7 @@ MAY_INCLUDE = {
     "eval": {"model", "crf", "data", "common"},
     "train": {"eval", "model", "crf", "data", "common"},
     "app": {"train", "eval", "model", "crf", "data", "common"},
+    "capi": {"eval", "model", "crf", "data", "common"},
 }
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')

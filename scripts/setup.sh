@@ -11,6 +11,7 @@ pkgs=(cmake g++ make pkg-config libsndfile1-dev libsoxr-dev libeigen3-dev libcli
       libboost-math-dev  # header-only Boost.Math: compare's t-test and sign test
       chromium)  # chromium: the headless-browser test of the HTML report (tests/app)
 pkgs+=(python3)  # tests/docs/run_doc_blocks.py (standard library only)
+pkgs+=(python3-numpy python3-pytest python3-pip)  # the Python package's tests (python/tests, ctest python.pytest)
 missing=()
 # Optional, for fuzzing (scripts/fuzz.sh, docs/fuzzing.md): clang and its
 # libFuzzer/sanitizer runtimes. Installed when the package sources have them;
@@ -19,8 +20,23 @@ optional=(clang libclang-rt-14-dev)
 for p in "${pkgs[@]}" "${optional[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# The Python side (python/, docs/python.md) for the python3 on PATH: numpy and
+# pytest (the ctest python.pytest), scikit-build-core (pip install ./python).
+# torch only with TIMITSEG_TORCH=1: PyPI's Linux wheel pulls the CUDA wheels,
+# 5.7 GB installed and 2 min 24 s here (2026-11-26), so by default the torch
+# tests skip, saying so, and the numpy tests cover the C API.
+python_packages() {
+  local want=(numpy pytest scikit_build_core) need=()
+  for m in "${want[@]}"; do python3 -c "import $m" 2>/dev/null || need+=("${m//_/-}"); done
+  if [ "${TIMITSEG_TORCH:-0}" = 1 ] && ! python3 -c "import torch" 2>/dev/null; then need+=(torch); fi
+  [ ${#need[@]} -eq 0 ] && { echo "setup: python packages present (numpy pytest scikit-build-core)"; return 0; }
+  echo "setup: pip install ${need[*]}"
+  python3 -m pip install --quiet "${need[@]}" 2>/dev/null ||
+    python3 -m pip install --quiet --break-system-packages "${need[@]}"
+}
 if [ ${#missing[@]} -eq 0 ]; then
   echo "setup: all packages present (${pkgs[*]} ${optional[*]})"
+  python_packages
   exit 0
 fi
 echo "setup: installing ${missing[*]}"
@@ -55,3 +71,4 @@ if ! apt_get install -y -qq --no-install-recommends "${missing[@]}"; then
     exit 100
   fi
 fi
+python_packages

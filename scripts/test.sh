@@ -12,6 +12,8 @@ scripts/build.sh
 rc=0
 ctest --test-dir build --output-on-failure -j"$(nproc)" || rc=$?
 scripts/skipped.sh build  # the skip reasons (GTEST_SKIP messages) that ctest does not print
+# pytest's skip reasons (python.pytest runs with -rs; e.g. the torch tests without torch)
+grep -h "^SKIPPED \[" build/Testing/Temporary/LastTest.log 2>/dev/null | sed 's/^/test: python.pytest: /' || true
 [ "$rc" -eq 0 ] || exit "$rc"
 fuzz_seconds=${TIMITSEG_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" -gt 0 ] && scripts/fuzz.sh --available; then

@@ -1,0 +1,189 @@
+// The CRF half of the C API (include/timitseg.h): handles, parameters and the
+// calls, over crf::Session. Every entry point is a guard(): no exception leaves.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "capi/crf_batch.h"
+#include "common/cuda.h"
+#include "common/version.h"
+#include "crf/cumsum.h"
+#include "crf/posterior.h"
+#include "model/duration_model.h"
+
+using timitseg::capi::ApiError;
+using timitseg::capi::Batch;
+using timitseg::capi::guard;
+namespace crf = timitseg::crf;
+namespace capi = timitseg::capi;
+
+namespace {
+
+void need(const void* p, const char* what) {
+  if (p == nullptr) throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string(what) + " is NULL");
+}
+
+bool lognormal(const timitseg_crf& h) { return h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL; }
+
+// The parameter `name` of the handle and its shape.
+std::vector<float>& param(timitseg_crf& h, const std::string& name, std::vector<int64_t>& shape) {
+  const int64_t C = h.p.num_labels, K = h.p.max_duration;
+  if (name == "transition") return shape = {C, C}, h.transition;
+  if (name == "duration_bias") return shape = {K, C}, h.duration_bias;
+  if (name == "start") return shape = {C}, h.start;
+  if (name == "end") return shape = {C}, h.end;
+  if (name == "duration_lognormal" && lognormal(h)) return shape = {3, C}, h.duration_lognormal;
+  throw ApiError(TIMITSEG_ERR_ARGUMENT, "no parameter '" + name + "' (transition, duration_bias, start, end" +
+                                            (lognormal(h) ? ", duration_lognormal)" : ")"));
+}
+
+void derive_durations(timitseg_crf& h) {
+  if (lognormal(h))
+    timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal.data(),
+                                              h.duration_bias.data());
+}
+
+void create(const timitseg_crf_params& p, timitseg_crf** out) {
+  need(out, "out");
+  *out = nullptr;
+  if (p.num_labels < 1 || p.max_duration < 1)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "num_labels (" + std::to_string(p.num_labels) + ") and max_duration (" +
+                                              std::to_string(p.max_duration) + ") must be >= 1");
+  if (p.duration_model != TIMITSEG_DURATION_TABLE && p.duration_model != TIMITSEG_DURATION_LOGNORMAL)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "duration_model must be TABLE (0) or LOGNORMAL (1), got " +
+                                              std::to_string(p.duration_model));
+  if (!(p.reg >= 0.0) || !std::isfinite(p.reg) || !(std::fabs(p.phone_bonus) <= 100.0))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "reg must be finite and >= 0, phone_bonus in [-100, 100]");
+  if (p.threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0, got " + std::to_string(p.threads));
+  std::string name;
+  switch (p.backend) {
+    case TIMITSEG_BACKEND_AUTO: name = timitseg::cuda::device_count() > 0 ? "cuda" : "cpu"; break;
+    case TIMITSEG_BACKEND_REFERENCE: name = "reference"; break;
+    case TIMITSEG_BACKEND_CPU: name = "cpu"; break;
+    case TIMITSEG_BACKEND_CUDA: name = "cuda"; break;
+    default: throw ApiError(TIMITSEG_ERR_ARGUMENT, "backend must be AUTO, REFERENCE, CPU or CUDA, got " + std::to_string(p.backend));
+  }
+  auto h = std::make_unique<timitseg_crf>();
+  h->p = p;
+  crf::BackendOptions bo;
+  bo.threads = p.threads;
+  try {
+    h->backend = crf::make_backend(name, bo);
+  } catch (const std::exception& e) {
+    throw ApiError(name == "cuda" ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
+  }
+  h->cuda = h->backend->on_device();
+  h->backend_name = h->backend->name();
+  h->session = std::make_unique<crf::Session>(*h->backend);
+  const size_t C = static_cast<size_t>(p.num_labels), K = static_cast<size_t>(p.max_duration);
+  h->transition.assign(C * C, 0.0f);
+  h->duration_bias.assign(K * C, 0.0f);
+  h->start.assign(C, 0.0f);
+  h->end.assign(C, 0.0f);
+  if (lognormal(*h)) h->duration_lognormal.assign(3 * C, 0.0f);
+  derive_durations(*h);
+  *out = h.release();
+}
+
+void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
+  need(name, "name");
+  need(v, "value");
+  std::vector<int64_t> shape;
+  std::vector<float>& dst = param(h, name, shape);
+  if (lognormal(h) && std::string(name) == "duration_bias")
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "duration_bias is derived from duration_lognormal (duration_model "
+                                          "LOGNORMAL); set duration_lognormal");
+  const std::string what = std::string("parameter ") + name;
+  capi::check_float(*v, what.c_str());
+  capi::check_shape(*v, what.c_str(), shape);
+  capi::check_device(*v, what.c_str(), h.cuda ? v->device : TIMITSEG_DEVICE_CPU);
+  const std::vector<double> x = capi::read_f64(*v);
+  const bool lognormal_rows = std::string(name) == "duration_lognormal";
+  for (size_t i = 0; i < x.size(); ++i)
+    if (std::isnan(x[i]) || x[i] == std::numeric_limits<double>::infinity() || (lognormal_rows && !std::isfinite(x[i])))
+      throw ApiError(TIMITSEG_ERR_ARGUMENT, what + "[" + std::to_string(i) + "] = " + std::to_string(x[i]) +
+                                                (lognormal_rows ? " is not finite" : " is NaN or +inf (entries must be finite, or -inf to forbid)"));
+  for (size_t i = 0; i < x.size(); ++i) dst[i] = static_cast<float>(x[i]);
+  if (lognormal_rows) derive_durations(h);
+}
+
+void get_param(const timitseg_crf& h, const char* name, timitseg_tensor* out) {
+  need(name, "name");
+  need(out, "out");
+  std::vector<int64_t> shape;
+  const std::vector<float>& src = param(const_cast<timitseg_crf&>(h), name, shape);
+  const std::string what = std::string("out (parameter ") + name + ")";
+  capi::check_float(*out, what.c_str());
+  capi::check_shape(*out, what.c_str(), shape);
+  capi::check_device(*out, what.c_str(), h.cuda ? out->device : TIMITSEG_DEVICE_CPU);
+  capi::write_f64(*out, std::vector<double>(src.begin(), src.end()), nullptr);
+}
+
+}  // namespace
+
+extern "C" {
+
+int timitseg_api_version(void) { return TIMITSEG_API_VERSION; }
+const char* timitseg_version_string(void) {
+  static const std::string v = std::string(timitseg::version()) + (timitseg_has_cuda() ? " (cuda)" : " (cpu only)");
+  return v.c_str();
+}
+int timitseg_has_cuda(void) {
+  const auto names = crf::backend_names();
+  return std::find(names.begin(), names.end(), "cuda") != names.end() ? 1 : 0;
+}
+
+const char* timitseg_status_name(int status) {
+  static const char* const names[] = {"TIMITSEG_OK", "TIMITSEG_ERR_ARGUMENT", "TIMITSEG_ERR_SHAPE",
+                                      "TIMITSEG_ERR_DTYPE", "TIMITSEG_ERR_DEVICE", "TIMITSEG_ERR_LENGTH",
+                                      "TIMITSEG_ERR_RUNTIME", "TIMITSEG_ERR_MEMORY"};
+  return status >= 0 && status <= 7 ? names[status] : "an unknown status";
+}
+
+timitseg_crf_params timitseg_crf_default_params(void) {
+  timitseg_crf_params p;
+  std::memset(&p, 0, sizeof p);
+  p.backend = TIMITSEG_BACKEND_AUTO;
+  p.duration_model = TIMITSEG_DURATION_TABLE;
+  return p;
+}
+
+int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out) {
+  return guard("timitseg_crf_create", [&] {
+    need(params, "params");
+    create(*params, out);
+  });
+}
+
+void timitseg_crf_free(timitseg_crf* crf) { delete crf; }
+
+const char* timitseg_crf_backend_name(const timitseg_crf* crf) {
+  return crf == nullptr ? "" : crf->backend_name.c_str();
+}
+
+int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_tensor* value) {
+  return guard("timitseg_crf_set_param", [&] {
+    need(crf, "crf");
+    set_param(*crf, name, value);
+  });
+}
+
+int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_tensor* out) {
+  return guard("timitseg_crf_get_param", [&] {
+    need(crf, "crf");
+    get_param(*crf, name, out);
+  });
+}
+
+int timitseg_crf_penalty(const timitseg_crf* crf, double* out) {
+  return guard("timitseg_crf_penalty", [&] {
+    need(crf, "crf");
+    need(out, "out");
+    const int Kp = lognormal(*crf) ? 0 : crf->p.max_duration;
+    *out = crf::l2_penalty<float>(crf->p.reg, crf->p.num_labels, Kp, crf->transition.data(),
+                                  crf->duration_bias.data(), nullptr, nullptr);
+  });
+}
+
+}  // extern "C"

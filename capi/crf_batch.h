@@ -1,0 +1,53 @@
+// The CRF handle of the C API and one prepared batch (host arrays in the
+// layout of crf/semicrf.h, utterances of length 0 left out).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "capi/api_detail.h"
+#include "crf/semicrf.h"
+#include "crf/session.h"
+
+struct timitseg_crf {
+  timitseg_crf_params p{};
+  std::unique_ptr<timitseg::crf::Backend> backend;
+  std::unique_ptr<timitseg::crf::Session> session;
+  std::vector<float> transition, duration_bias, start, end, duration_lognormal;
+  // The device of the tensors this handle takes: CUDA tensors only with the cuda backend.
+  bool cuda = false;
+  std::string backend_name;  // timitseg_crf_backend_name
+};
+
+namespace timitseg::capi {
+
+struct Batch {
+  int64_t B = 0, T = 0, C = 0, K = 0;  // the caller's batch (B rows, padded T)
+  int device = TIMITSEG_DEVICE_CPU;
+  void* stream = nullptr;
+  bool cumulative = false;
+  bool f64 = false;                   // scores are F64 (the centering runs in double)
+  std::vector<int32_t> lengths;       // [B]
+  std::vector<int64_t> rows;          // the caller's row of each kept utterance (length >= 1)
+  crf::Dims dims;                     // the kept utterances: B' rows, same T, K, C
+  std::vector<float> cum;             // [B'][T+1][C]
+  std::vector<float> onset;           // [B'][T][C] or empty
+  std::vector<int32_t> len;           // [B']
+  crf::Params params(const timitseg_crf& h, const float* transition = nullptr) const;
+  // Kept rows of an int tensor [B][...] of `inner` values per row, as int32.
+  std::vector<int32_t> gather_rows(const std::vector<int64_t>& all, int64_t inner) const;
+};
+
+// Checks and converts a batch (shapes, dtypes, device, lengths, finite scores).
+Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in);
+
+// d loss / d cum [B'][T+1][C] -> the caller's grads.scores (through the
+// centering unless cumulative), rows of length 0 written 0.
+void write_score_grad(const Batch& b, const std::vector<float>& grad_cum, const timitseg_tensor& out);
+// Values per kept row [B'][inner] -> the caller's [B][inner] tensor (0 for rows of length 0).
+void write_rows(const Batch& b, const std::vector<double>& kept, int64_t inner, const timitseg_tensor& out,
+                const char* name, const std::vector<int64_t>& shape);
+
+}  // namespace timitseg::capi

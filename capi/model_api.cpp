@@ -1,0 +1,193 @@
+// The checkpoint half of the C API (include/timitseg.h): a loaded checkpoint
+// and its executor; decode as `timitseg decode` (eval/infer.h decode_audio),
+// align as `timitseg align --phones` (eval/align.h).
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+
+#include "capi/api_detail.h"
+#include "common/files.h"
+#include "eval/align.h"
+#include "eval/infer.h"
+#include "model/checkpoint.h"
+
+using timitseg::capi::ApiError;
+using timitseg::capi::guard;
+namespace model = timitseg::model;
+namespace fs = std::filesystem;
+
+struct timitseg_model {
+  std::string checkpoint;
+  std::string device, backend;
+  int threads = 0;
+  model::ModelState state;
+  std::unique_ptr<model::Executor> exec;
+};
+
+struct timitseg_segments {
+  std::vector<model::PhnRow> rows;
+};
+
+namespace {
+
+void need(const void* p, const char* what) {
+  if (p == nullptr) throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string(what) + " is NULL");
+}
+
+void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model** out) {
+  need(checkpoint, "checkpoint");
+  need(out, "out");
+  *out = nullptr;
+  const timitseg_model_params d = p ? *p : timitseg_model_default_params();
+  auto m = std::make_unique<timitseg_model>();
+  m->checkpoint = checkpoint;
+  m->device = d.device ? d.device : "auto";
+  m->backend = d.backend ? d.backend : "";
+  m->threads = d.threads;
+  if (m->device != "cpu" && m->device != "cuda" && m->device != "auto")
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + m->device + "'");
+  if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
+  m->state = model::load_checkpoint(m->checkpoint);
+  m->exec = model::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
+  *out = m.release();
+}
+
+void decode(timitseg_model* m, const timitseg::data::Audio& audio, const std::string& src, timitseg_segments** out) {
+  need(m, "model");
+  need(out, "out");
+  *out = nullptr;
+  auto s = std::make_unique<timitseg_segments>();
+  s->rows = model::decode_audio(audio, src, m->state, *m->exec);
+  *out = s.release();
+}
+
+// A fresh private folder for one alignment (removed by the destructor).
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    static std::atomic<int> n{0};
+    path = fs::temp_directory_path() / ("timitseg-capi-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// `timitseg align --phones` on one file, its .PHN read back.
+void align(timitseg_model* m, const char* path, const char* phones, timitseg_segments** out) {
+  need(m, "model");
+  need(path, "path");
+  need(phones, "phones");
+  need(out, "out");
+  *out = nullptr;
+  const std::string audio = path;
+  if (audio.find_first_of(" \t\n") != std::string::npos)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "path '" + audio + "' has white space, which a phone list cannot hold");
+  if (!fs::is_regular_file(audio)) throw ApiError(TIMITSEG_ERR_ARGUMENT, audio + ": no such file");
+  {  // the phone names checked here, so that a bad one is the message (align() logs it and counts)
+    timitseg::data::Transcript t;
+    t.source = "phones";
+    std::istringstream words(phones);
+    for (std::string w; words >> w;) t.phones.push_back(w);
+    model::to_classes(t, m->state.labels);
+  }
+  TempDir dir;
+  model::AlignOptions o;
+  o.checkpoint = m->checkpoint;
+  o.phones_file = (dir.path / "phones.txt").string();
+  o.out_dir = (dir.path / "out").string();
+  o.device = m->device;
+  o.backend = m->backend;
+  o.threads = m->threads;
+  std::ofstream(o.phones_file) << audio << " " << phones << "\n";
+  model::align(o);
+  const fs::path phn = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".PHN");
+  std::istringstream in(timitseg::read_file(phn.string()));
+  auto s = std::make_unique<timitseg_segments>();
+  int64_t b = 0, e = 0;
+  std::string name;
+  while (in >> b >> e >> name) s->rows.emplace_back(b, e, name);
+  *out = s.release();
+}
+
+}  // namespace
+
+extern "C" {
+
+timitseg_model_params timitseg_model_default_params(void) {
+  timitseg_model_params p;
+  std::memset(&p, 0, sizeof p);
+  return p;
+}
+
+int timitseg_model_load(const char* checkpoint, const timitseg_model_params* params, timitseg_model** out) {
+  return guard("timitseg_model_load", [&] { load(checkpoint, params, out); });
+}
+
+void timitseg_model_free(timitseg_model* model) { delete model; }
+
+int timitseg_model_sample_rate(const timitseg_model* model) { return model ? model->state.features.sample_rate : 0; }
+int timitseg_model_num_labels(const timitseg_model* model) {
+  return model ? static_cast<int>(model->state.labels.names.size()) : 0;
+}
+const char* timitseg_model_label_name(const timitseg_model* model, int label) {
+  if (!model || label < 0 || label >= static_cast<int>(model->state.labels.names.size())) return nullptr;
+  return model->state.labels.names[static_cast<size_t>(label)].c_str();
+}
+
+int timitseg_model_decode_file(timitseg_model* model, const char* path, timitseg_segments** out) {
+  return guard("timitseg_model_decode_file", [&] {
+    need(path, "path");
+    decode(model, timitseg::data::read_audio(path), path, out);
+  });
+}
+
+int timitseg_model_decode_samples(timitseg_model* model, const float* samples, int64_t num_samples,
+                                  int32_t sample_rate, timitseg_segments** out) {
+  return guard("timitseg_model_decode_samples", [&] {
+    if (num_samples < 0 || (num_samples > 0 && samples == nullptr))
+      throw ApiError(TIMITSEG_ERR_ARGUMENT, "samples is NULL or num_samples < 0");
+    if (sample_rate < 1000 || sample_rate > 384000)
+      throw ApiError(TIMITSEG_ERR_ARGUMENT, "sample_rate must be in [1000, 384000] Hz, got " + std::to_string(sample_rate));
+    timitseg::data::Audio a;
+    a.samples.resize(static_cast<size_t>(num_samples));
+    for (int64_t i = 0; i < num_samples; ++i) a.samples[i] = samples[i] * 32768.0f;  // the int16 range of read_audio
+    a.sample_rate = sample_rate;
+    a.bits = 0;
+    a.container = "samples";
+    decode(model, a, "samples", out);
+  });
+}
+
+int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones, timitseg_segments** out) {
+  return guard("timitseg_model_align_file", [&] { align(model, path, phones, out); });
+}
+
+int64_t timitseg_segments_count(const timitseg_segments* segs) {
+  return segs ? static_cast<int64_t>(segs->rows.size()) : 0;
+}
+
+int timitseg_segments_get(const timitseg_segments* segs, int64_t i, int64_t* begin, int64_t* end, const char** label) {
+  return guard("timitseg_segments_get", [&] {
+    need(segs, "segs");
+    if (i < 0 || i >= static_cast<int64_t>(segs->rows.size()))
+      throw ApiError(TIMITSEG_ERR_ARGUMENT, "index " + std::to_string(i) + " is outside [0, " +
+                                                std::to_string(segs->rows.size()) + ")");
+    const auto& [b, e, name] = segs->rows[static_cast<size_t>(i)];
+    if (begin) *begin = b;
+    if (end) *end = e;
+    if (label) *label = name.c_str();
+  });
+}
+
+void timitseg_segments_free(timitseg_segments* segs) { delete segs; }
+
+}  // extern "C"

@@ -1,0 +1,243 @@
+/* timitseg.h: the C API of timitseg (libtimitseg.so), the one binding surface
+ * of the semi-Markov CRF and of checkpoint inference. python/ binds it with
+ * ctypes; Julia, Rust or C can do the same. docs/python.md describes it.
+ *
+ * Conventions (after llama.cpp and whisper.cpp):
+ *   - Opaque handles (timitseg_crf, timitseg_model, timitseg_segments),
+ *     created by *_create / *_load, released by *_free (free(NULL) is a no-op).
+ *   - Every call that can fail returns an int status (TIMITSEG_OK = 0, else a
+ *     timitseg_status); the message is timitseg_last_error(), one line naming
+ *     the argument and the problem, kept per thread until that thread's next
+ *     failing call. No C++ exception ever crosses this interface.
+ *   - Memory is the caller's: tensors are described by timitseg_tensor (data
+ *     pointer, dtype, device, shape, strides in elements) and results are
+ *     written into the caller's tensors. Nothing a call returns must be freed,
+ *     except the handles.
+ *   - Thread safety: the CRF calls have no mutable global state: a handle is
+ *     used by one thread at a time, different handles run in parallel. The
+ *     model calls run the commands' code: timitseg_model_align_file sets the
+ *     process's worker-thread count (as `timitseg align --threads` does) and
+ *     both log progress lines on stderr (spdlog, thread-safe).
+ *   - CUDA: tensors may live on a CUDA device (device = TIMITSEG_DEVICE_CUDA)
+ *     when the handle's backend is TIMITSEG_BACKEND_CUDA; the call queues its
+ *     work on `stream` (a cudaStream_t passed as void*, NULL = the default
+ *     stream) and returns when the results are in the caller's tensors.
+ *
+ * The CRF is the one of docs/crf.md (every backend computes it exactly):
+ * per-frame scores x [B][T][C] are zero-centered over each utterance's valid
+ * frames and summed into cum [B][T+1][C]; parameters transition [C][C] (from,
+ * to), duration_bias [K][C] (D[d-1][c]), start [C], end [C], named as in a
+ * timitseg checkpoint without the "crf." prefix. An utterance of length 0 is
+ * allowed here: its log partition, NLL, gradients and Viterbi score are 0 and
+ * it has no segments.
+ */
+#ifndef TIMITSEG_H
+#define TIMITSEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(TIMITSEG_BUILDING_SHARED)
+#define TIMITSEG_API __attribute__((visibility("default")))
+#else
+#define TIMITSEG_API
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The version of this interface: bumped on any incompatible change. A binding
+ * checks timitseg_api_version() == the TIMITSEG_API_VERSION it was written for. */
+#define TIMITSEG_API_VERSION 1
+TIMITSEG_API int timitseg_api_version(void);
+/* The library's version and build ("0.1.0 (cuda)" or "0.1.0 (cpu only)"); static storage. */
+TIMITSEG_API const char* timitseg_version_string(void);
+/* 1 when this build has the CUDA backend, else 0. */
+TIMITSEG_API int timitseg_has_cuda(void);
+
+/* ---- status and errors --------------------------------------------------- */
+typedef enum timitseg_status {
+  TIMITSEG_OK = 0,
+  TIMITSEG_ERR_ARGUMENT = 1,  /* a bad value (NULL handle, out-of-range option or label, non-finite score) */
+  TIMITSEG_ERR_SHAPE = 2,     /* a tensor of the wrong rank or shape */
+  TIMITSEG_ERR_DTYPE = 3,     /* a tensor of a dtype the call does not take */
+  TIMITSEG_ERR_DEVICE = 4,    /* a tensor on a device the handle's backend cannot read, or no CUDA */
+  TIMITSEG_ERR_LENGTH = 5,    /* a length outside [0, T], a phone count outside [1, N], a segmentation that does not cover */
+  TIMITSEG_ERR_RUNTIME = 6,   /* the computation failed (e.g. -inf parameters leave no path), or I/O */
+  TIMITSEG_ERR_MEMORY = 7     /* an allocation failed */
+} timitseg_status;
+
+/* The message of this thread's last failed call ("" if none); valid until this
+ * thread's next call into the library. */
+TIMITSEG_API const char* timitseg_last_error(void);
+/* "TIMITSEG_ERR_SHAPE" etc.; static storage. */
+TIMITSEG_API const char* timitseg_status_name(int status);
+
+/* ---- tensors ---------------------------------------------------------------- */
+typedef enum timitseg_dtype { TIMITSEG_F32 = 0, TIMITSEG_F64 = 1, TIMITSEG_I32 = 2, TIMITSEG_I64 = 3 } timitseg_dtype;
+typedef enum timitseg_device { TIMITSEG_DEVICE_CPU = 0, TIMITSEG_DEVICE_CUDA = 1 } timitseg_device;
+
+#define TIMITSEG_MAX_DIMS 4
+/* A caller-owned tensor. strides are in elements (not bytes), any sign-free
+ * layout; data == NULL means "absent" where a tensor is optional. */
+typedef struct timitseg_tensor {
+  void* data;
+  int32_t dtype;         /* timitseg_dtype */
+  int32_t device;        /* timitseg_device */
+  int32_t device_index;  /* CUDA device ordinal (0 for the CPU) */
+  int32_t ndim;
+  int64_t shape[TIMITSEG_MAX_DIMS];
+  int64_t strides[TIMITSEG_MAX_DIMS];
+} timitseg_tensor;
+
+/* ---- the CRF handle ------------------------------------------------------------ */
+typedef enum timitseg_backend {
+  TIMITSEG_BACKEND_AUTO = 0,      /* cuda when this build has it and a device is present, else cpu */
+  TIMITSEG_BACKEND_REFERENCE = 1, /* float64, O(T K C^2): the oracle */
+  TIMITSEG_BACKEND_CPU = 2,       /* factorized, threaded */
+  TIMITSEG_BACKEND_CUDA = 3
+} timitseg_backend;
+
+typedef enum timitseg_duration_model {
+  TIMITSEG_DURATION_TABLE = 0,     /* duration_bias [K][C] is the parameter */
+  TIMITSEG_DURATION_LOGNORMAL = 1  /* duration_lognormal [3][C] (mu, log_sigma, offset) derives duration_bias */
+} timitseg_duration_model;
+
+typedef struct timitseg_crf_params {
+  int32_t num_labels;     /* C >= 1 */
+  int32_t max_duration;   /* K >= 1 */
+  int32_t backend;        /* timitseg_backend */
+  int32_t threads;        /* cpu backend's worker threads; 0 = all hardware threads */
+  int32_t duration_model; /* timitseg_duration_model (crf.duration_model) */
+  double reg;             /* crf.reg: nll adds reg * (||transition||^2 + ||duration_bias||^2) to the batch loss
+                             (transition only with the log-normal), once per call, with its gradient */
+  double phone_bonus;     /* crf.phone_bonus: viterbi decodes with transition + bonus off the diagonal */
+} timitseg_crf_params;
+
+/* C = 0, K = 0 (must be set), backend AUTO, threads 0, table durations, reg 0, bonus 0. */
+TIMITSEG_API timitseg_crf_params timitseg_crf_default_params(void);
+
+typedef struct timitseg_crf timitseg_crf;
+
+/* Creates a handle holding the parameters (all 0, or the log-normal rows
+ * mu 0, log_sigma 0, offset 0) and a session with its workspaces. */
+TIMITSEG_API int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out);
+TIMITSEG_API void timitseg_crf_free(timitseg_crf* crf);
+/* The backend that runs ("reference", "cpu", "cuda"); valid while the handle lives. */
+TIMITSEG_API const char* timitseg_crf_backend_name(const timitseg_crf* crf);
+
+/* Parameters by name: "transition" [C][C], "duration_bias" [K][C], "start" [C],
+ * "end" [C], "duration_lognormal" [3][C] (log-normal model only; setting it
+ * re-derives duration_bias, which may then not be set directly). The tensor
+ * is F32 or F64, on the CPU or (cuda backend) the device; values are copied.
+ * Entries may be -inf (forbidden), never NaN or +inf. */
+TIMITSEG_API int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_tensor* value);
+TIMITSEG_API int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_tensor* out);
+
+/* One batch. scores: F32 or F64 [B][T][C] (per-frame scores x, centered and
+ * summed here), or, with cumulative = 1, [B][T+1][C] already-summed cum_scores
+ * as `timitseg crf replay` reads them (row 0 ignored and taken as 0). lengths:
+ * I32 or I64 [B], each in [0, T]. onset: optional F32/F64 [B][T][C] onset
+ * scores (docs/crf.md), data NULL = none. All on one device. */
+typedef struct timitseg_crf_batch {
+  timitseg_tensor scores;
+  int32_t cumulative;
+  timitseg_tensor lengths;
+  timitseg_tensor onset;
+  void* stream; /* cudaStream_t or NULL */
+} timitseg_crf_batch;
+
+/* The gold segmentation of nll: exactly one of
+ *   labels [B][T] I32/I64 frame labels (runs split at K, docs/crf.md), or
+ *   segments [B][S][3] I32/I64 rows (start, duration, label) in time order
+ *   with num_segments [B]; they must tile [0, length) with 1 <= duration <= K. */
+typedef struct timitseg_crf_gold {
+  timitseg_tensor labels;
+  timitseg_tensor segments;
+  timitseg_tensor num_segments;
+} timitseg_crf_gold;
+
+/* Gradient outputs, overwritten; data NULL = not wanted. Shapes: scores like
+ * the batch's scores, transition [C][C], duration_bias [K][C], start [C],
+ * end [C], duration_lognormal [3][C] (log-normal only), onset [B][T][C]. */
+typedef struct timitseg_crf_grads {
+  timitseg_tensor scores, transition, duration_bias, start, end, duration_lognormal, onset;
+} timitseg_crf_grads;
+
+/* log_z [B] F32/F64. */
+TIMITSEG_API int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* log_z);
+
+/* nll [B] F32/F64 = log Z_b - Score(gold_b) (without the penalty), and, when
+ * grads is not NULL, the gradients of  scale * sum_b nll_b + penalty. */
+TIMITSEG_API int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_crf_gold* gold,
+                                  double scale, timitseg_tensor* nll, const timitseg_crf_grads* grads);
+
+/* The penalty reg * (...) of the handle's parameters (0 when reg = 0). */
+TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
+
+/* Viterbi: score [B] F32/F64; segments [B][T][3] I32 rows (start, duration,
+ * label) in time order, num_segments [B] I32; rows past num_segments[b] are
+ * written 0. Ties: smallest duration, then smallest label. */
+TIMITSEG_API int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
+                                      timitseg_tensor* segments, timitseg_tensor* num_segments);
+
+/* Posteriors; either output may have data NULL. boundaries [B][T+1] F32/F64:
+ * P(a segment ends at t), t = 1..length (0 elsewhere); frames [B][T][C]
+ * F32/F64: P(frame t lies in a segment of label c) (0 on padding). */
+TIMITSEG_API int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,
+                                        timitseg_tensor* frames);
+
+/* Forced alignment (docs/crf.md "Forced alignment"): phones [B][N] I32/I64,
+ * num_phones [B] in [1, N] (0 allowed for an utterance of length 0),
+ * optional [B][N] 0/1 or data NULL. score [B] F32/F64 (-inf: infeasible),
+ * spans [B][N][2] I32 (start, duration) per phone. */
+TIMITSEG_API int timitseg_crf_align(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_tensor* phones,
+                                    const timitseg_tensor* num_phones, const timitseg_tensor* optional,
+                                    timitseg_tensor* score, timitseg_tensor* spans);
+
+/* ---- checkpoint inference ------------------------------------------------------ */
+typedef struct timitseg_model timitseg_model;
+typedef struct timitseg_segments timitseg_segments;
+
+typedef struct timitseg_model_params {
+  const char* device;  /* "cpu", "cuda" or "auto" (NULL = "auto": the GPU when present) */
+  const char* backend; /* CRF backend, NULL = as `timitseg decode` picks it */
+  int32_t threads;     /* 0 = all hardware threads */
+} timitseg_model_params;
+TIMITSEG_API timitseg_model_params timitseg_model_default_params(void);
+
+/* Loads a checkpoint (safetensors written by `timitseg train`). */
+TIMITSEG_API int timitseg_model_load(const char* checkpoint, const timitseg_model_params* params,
+                                     timitseg_model** out);
+TIMITSEG_API void timitseg_model_free(timitseg_model* model);
+/* The model's sample rate (Hz) and number of labels; label names by index. */
+TIMITSEG_API int timitseg_model_sample_rate(const timitseg_model* model);
+TIMITSEG_API int timitseg_model_num_labels(const timitseg_model* model);
+TIMITSEG_API const char* timitseg_model_label_name(const timitseg_model* model, int label);
+
+/* Decodes audio as `timitseg decode` does (the same .PHN rows): from a file
+ * (any rate or channel count: resampled and down-mixed), or from mono float
+ * samples in [-1, 1] at sample_rate Hz (what a 16-bit PCM file reads as: s / 32768).
+ * Segments are in samples of the input. */
+TIMITSEG_API int timitseg_model_decode_file(timitseg_model* model, const char* path, timitseg_segments** out);
+TIMITSEG_API int timitseg_model_decode_samples(timitseg_model* model, const float* samples, int64_t num_samples,
+                                               int32_t sample_rate, timitseg_segments** out);
+/* Forced alignment of a known phone sequence ("h# sh iy ..." names of the
+ * model's label set or TIMIT's 61 phones, space separated), as `timitseg
+ * align --phones` does (it runs that command's code on a temporary phone
+ * list, reloading the checkpoint; the path may not contain white space). */
+TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones,
+                                           timitseg_segments** out);
+
+/* Segments of a decode or an alignment: (begin sample, end sample, label name). */
+TIMITSEG_API int64_t timitseg_segments_count(const timitseg_segments* segs);
+TIMITSEG_API int timitseg_segments_get(const timitseg_segments* segs, int64_t i, int64_t* begin, int64_t* end,
+                                       const char** label);
+TIMITSEG_API void timitseg_segments_free(timitseg_segments* segs);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TIMITSEG_H */

@@ -1,0 +1,101 @@
+"""The op equals `timitseg crf replay` on the same inputs to the last bit on
+the same backend, and Model.load + decode equals the `decode` command's .PHN
+(both with the binary of the same build)."""
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import safetensors_io
+import timitseg
+from timitseg.checkpoint import read_safetensors
+
+
+def run(binary, *args):
+    r = subprocess.run([binary, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert r.returncode == 0, r.stdout
+    return r.stdout
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("with_onset", [False, True])
+def test_op_equals_crf_replay_bitwise(binary, tmp_path, backend, with_onset):
+    rng = np.random.default_rng(7)
+    B, T, C, K = 3, 12, 4, 5
+    lengths = np.array([12, 7, 1], dtype=np.int32)
+    x = rng.normal(0, 1, (B, T, C))
+    cum = np.zeros((B, T + 1, C), dtype=np.float32)
+    for b in range(B):
+        L = lengths[b]
+        xc = x[b, :L] - x[b, :L].mean(axis=0)
+        cum[b, 1:L + 1] = np.cumsum(xc, axis=0)
+    params = {"transition": rng.normal(0, .5, (C, C)), "duration_bias": rng.normal(0, .5, (K, C)),
+              "start": rng.normal(0, .5, C), "end": rng.normal(0, .5, C)}
+    params = {k: v.astype(np.float32) for k, v in params.items()}
+    labels = rng.integers(0, C, (B, T)).astype(np.int32)
+    inputs = dict(cum_scores=cum, lengths=lengths, labels=labels, **params)
+    onset = rng.normal(0, 1, (B, T, C)).astype(np.float32) if with_onset else None
+    if with_onset:
+        inputs["onset"] = onset
+    safetensors_io.write(tmp_path / "in.safetensors", inputs)
+    run(binary, "crf", "replay", str(tmp_path / "in.safetensors"), "--backend", backend, "--threads", "1",
+        "--out", str(tmp_path / "out.safetensors"))
+    want = read_safetensors(str(tmp_path / "out.safetensors"))
+
+    crf = timitseg.CRF(C, K, backend=backend, threads=1)
+    for k, v in params.items():
+        crf.set_param(k, v)
+    nll, g = crf.nll(cum, lengths, labels=labels, onset=onset, cumulative=True)
+    lz = crf.log_partition(cum, lengths, onset=onset, cumulative=True)
+    vs, segs = crf.viterbi(cum, lengths, onset=onset, cumulative=True)
+    bo, _ = crf.marginals(cum, lengths, onset=onset, cumulative=True, frames=False)
+    np.testing.assert_array_equal(nll, want["nll"])
+    np.testing.assert_array_equal(lz, want["log_partition"])
+    np.testing.assert_array_equal(vs, want["viterbi_score"])
+    np.testing.assert_array_equal(bo, want["boundary_posteriors"])
+    rows = np.concatenate([np.hstack([np.full((len(s), 1), b), s]) for b, s in enumerate(segs)])
+    np.testing.assert_array_equal(rows, want["viterbi_segments"])
+    for b in range(B):  # rows 1..length of grad cum_scores (row 0 and padding are the backend's own)
+        np.testing.assert_array_equal(g["scores"][b, 1:lengths[b] + 1], want["grad_cum_scores"][b, 1:lengths[b] + 1])
+    for k in params:
+        np.testing.assert_array_equal(g[k], want["grad_" + k], err_msg=k)
+    if with_onset:
+        np.testing.assert_array_equal(g["onset"], want["grad_onset"])
+
+
+@pytest.fixture(scope="module")
+def checkpoint(binary, tmp_path_factory):
+    d = tmp_path_factory.mktemp("model")
+    run(binary, "synth", "--out", str(d / "synth"), "--speakers", "4", "--utterances-per-speaker", "3", "--seed", "5")
+    run(binary, "prepare", "--timit", str(d / "synth"), "--out", str(d / "work"))
+    (d / "tiny.yaml").write_text(
+        "data:\n  workdir: %s\nmodel:\n  hidden_dim: 16\n  num_layers: 1\ncrf:\n  max_duration: 8\n  backend: cpu\n"
+        "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n  device: cpu\n  run_dir: %s\n"
+        % (d / "work", d / "run"))
+    run(binary, "train", "--config", str(d / "tiny.yaml"))
+    wavs = sorted(str(p) for p in (d / "synth").rglob("*") if p.suffix.lower() == ".wav")
+    return d, str(d / "run" / "checkpoints" / "best.safetensors"), wavs
+
+
+def read_phn(path):
+    return [(int(b), int(e), n) for b, e, n in (line.split() for line in open(path) if line.strip())]
+
+
+def test_model_decode_equals_the_decode_command(binary, checkpoint):
+    d, ckpt, wavs = checkpoint
+    run(binary, "decode", "--checkpoint", ckpt, "--device", "cpu", "--out", str(d / "dec"), *wavs[:3])
+    m = timitseg.Model.load(ckpt, device="cpu")
+    assert m.sample_rate == 16000 and len(m.labels) == 39
+    for w in wavs[:3]:
+        want = read_phn(str(d / "dec" / (os.path.splitext(os.path.basename(w))[0] + ".PHN")))
+        assert want and [tuple(s) for s in m.decode(w)] == want
+    phones = [n for _, _, n in read_phn(os.path.splitext(wavs[0])[0] + ".PHN")]
+    al = m.align(wavs[0], phones)
+    assert al[0].begin == 0 and all(a.end == b.begin for a, b in zip(al, al[1:]))
+    with pytest.raises(timitseg.TimitsegError, match="nope.wav"):
+        m.decode(str(d / "nope.wav"))
+    with pytest.raises(timitseg.TimitsegError, match="phone 'zz'"):
+        m.align(wavs[0], "h# zz h#")
+    with pytest.raises(timitseg.TimitsegError, match="missing.safetensors"):
+        timitseg.Model.load(str(d / "missing.safetensors"))

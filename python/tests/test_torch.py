@@ -1,0 +1,136 @@
+"""timitseg.torch.SemiCRF: gradcheck, float64 agreement with the numpy path,
+half precision, mixed lengths, errors; CUDA (with torch's current stream)
+when a GPU and a CUDA build are present."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it with "
+                                            "TIMITSEG_TORCH=1); the numpy tests cover the C API")
+import timitseg  # noqa: E402
+from timitseg.torch import SemiCRF  # noqa: E402
+
+
+def module(C=3, K=3, backend="reference", seed=0, **kw):
+    torch.manual_seed(seed)
+    m = SemiCRF(C, K, backend=backend, init_scale=0.5, **kw)
+    with torch.no_grad():
+        m.start.normal_(0, 0.5)
+        m.end.normal_(0, 0.5)
+    return m
+
+
+def test_parameters_carry_the_checkpoint_names():
+    m = module()
+    assert sorted(n for n, _ in m.named_parameters()) == ["duration_bias", "end", "start", "transition"]
+    ln = module(duration_model="lognormal")
+    assert sorted(n for n, _ in ln.named_parameters()) == ["duration_lognormal", "end", "start", "transition"]
+    assert "duration_bias" in dict(ln.named_buffers())
+
+
+def test_gradcheck_float64():
+    m = module(backend="reference")
+    B, T, C = 2, 5, 3
+    x = torch.randn(B, T, C, dtype=torch.float64, requires_grad=True)
+    lengths = torch.tensor([5, 3])
+    labels = torch.randint(0, C, (B, T))
+    weights = torch.tensor([0.3, 1.7], dtype=torch.float64)  # unequal: the per-utterance parameter path too
+
+    # The kernels compute in float32: differences of 1e-3 resolve gradients to about 1e-3.
+    assert torch.autograd.gradcheck(lambda xx: (m(xx, lengths, labels=labels) * weights).sum(), (x,),
+                                    eps=1e-3, atol=2e-3, rtol=1e-2)
+    loss = (m(x, lengths, labels=labels) * weights).sum()
+    loss.backward()
+    for name in ["transition", "duration_bias", "start", "end"]:
+        p = getattr(m, name)
+        g = p.grad.clone()
+        base = p.detach().clone()
+        for idx in [(0,) * p.dim(), tuple(s - 1 for s in p.shape)]:
+            vals = []
+            for sgn in (1, -1):
+                with torch.no_grad():
+                    p.copy_(base)
+                    p[idx] += sgn * 1e-2
+                with torch.no_grad():
+                    vals.append(float((m(x.detach(), lengths, labels=labels) * weights).sum()))
+            with torch.no_grad():
+                p.copy_(base)
+            assert float(g[idx]) == pytest.approx((vals[0] - vals[1]) / 2e-2, abs=3e-3), (name, idx)
+
+
+def test_float64_agrees_with_numpy_and_float32():
+    m = module(backend="cpu")
+    x = torch.randn(3, 6, 3, dtype=torch.float64)
+    lengths = torch.tensor([6, 0, 2])
+    labels = torch.randint(0, 3, (3, 6))
+    nll = m(x, lengths, labels=labels)
+    crf = m.handle
+    want = crf.nll(x.numpy(), lengths.numpy(), labels=labels.numpy(), grads=False)
+    np.testing.assert_array_equal(nll.detach().numpy(), want)
+    n32 = m(x.float(), lengths, labels=labels)
+    np.testing.assert_allclose(n32.detach().numpy(), want, rtol=1e-5, atol=1e-5)
+    assert nll[1] == 0.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_computed_in_float32(dtype):
+    m = module(backend="cpu")
+    x = torch.randn(2, 5, 3).to(dtype).requires_grad_()
+    lengths = torch.tensor([5, 4])
+    labels = torch.randint(0, 3, (2, 5))
+    nll = m(x, lengths, labels=labels)
+    want = m(x.detach().float(), lengths, labels=labels)
+    torch.testing.assert_close(nll, want)
+    nll.sum().backward()
+    assert x.grad.dtype == dtype
+
+
+def test_viterbi_marginals_align_and_lognormal():
+    m = module(backend="cpu")
+    x = torch.randn(2, 6, 3)
+    lengths = torch.tensor([6, 4])
+    score, segs = m.viterbi(x, lengths)
+    assert [int(s[:, 1].sum()) for s in segs] == [6, 4]
+    bo, fr = m.marginals(x, lengths)
+    torch.testing.assert_close(fr[0].sum(1), torch.ones(6, dtype=torch.float64))
+    s, spans = m.align(x, lengths, torch.tensor([[0, 1, 2], [2, 1, 0]]), torch.tensor([3, 3]))
+    assert int(spans[0, :, 1].sum()) == 6 and int(spans[1, :, 1].sum()) == 4
+    ln = module(duration_model="lognormal", backend="cpu")
+    nll = ln(x, lengths, labels=torch.randint(0, 3, (2, 6))).sum()
+    nll.backward()
+    assert ln.duration_lognormal.grad is not None and torch.all(torch.isfinite(ln.duration_lognormal.grad))
+    assert float(ln.duration_bias.abs().sum()) > 0  # the derived table
+
+
+def test_bad_device_and_dtype_are_one_exception():
+    m = module(backend="cpu")
+    with pytest.raises(timitseg.DTypeError, match="lengths has dtype"):
+        m(torch.randn(2, 4, 3), torch.tensor([4.0, 2.0]), labels=torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(timitseg.ShapeError, match="scores has shape"):
+        m(torch.randn(2, 4, 5), torch.tensor([4, 2]), labels=torch.zeros(2, 4, dtype=torch.long))
+    with pytest.raises(timitseg.LengthError, match=r"lengths\[0\] = 9"):
+        m(torch.randn(2, 4, 3), torch.tensor([9, 2]), labels=torch.zeros(2, 4, dtype=torch.long))
+
+
+cuda = pytest.mark.skipif(not (torch.cuda.is_available() and timitseg.has_cuda()),
+                          reason="needs a CUDA device and a CUDA build of libtimitseg")
+
+
+@cuda
+def test_cuda_equals_cpu_backend_and_reruns_bitwise():
+    x = torch.randn(4, 50, 5, device="cuda")
+    lengths = torch.tensor([50, 1, 0, 33], device="cuda")
+    labels = torch.randint(0, 5, (4, 50), device="cuda")
+    g = module(5, 6, backend="cuda").cuda()
+    c = module(5, 6, backend="reference")
+    out = []
+    for _ in range(2):
+        xx = x.clone().requires_grad_()
+        n = g(xx, lengths, labels=labels)
+        n.sum().backward()
+        out.append((n.detach().cpu(), xx.grad.cpu(), g.transition.grad.cpu().clone()))
+        g.zero_grad()
+    assert all(torch.equal(a, b) for a, b in zip(out[0], out[1]))  # --deterministic-style reruns
+    n_ref = c(x.cpu(), lengths.cpu(), labels=labels.cpu())
+    torch.testing.assert_close(out[0][0], n_ref.detach(), rtol=1e-5, atol=1e-4)
+    with pytest.raises(timitseg.DeviceError, match="on the CPU"):
+        g(x, lengths.cpu(), labels=labels)

@@ -1,0 +1,179 @@
+"""The semi-Markov CRF of timitseg (docs/crf.md) on numpy arrays or torch
+tensors, through the C API. Inputs are read in place (any strides, float32 or
+float64 scores, int32 or int64 integers); outputs are new arrays of the input's
+kind (numpy, or torch on the input's device)."""
+import ctypes
+
+import numpy as np
+
+from . import _lib
+from ._lib import check, describe, is_torch, lib
+
+PARAM_NAMES = ("transition", "duration_bias", "start", "end")
+
+
+def _empty(like, shape, dtype):
+    """A new array of `like`'s kind (numpy, or torch on like's device)."""
+    if is_torch(like):
+        import torch
+        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
+    return np.zeros(shape, dtype=dtype)
+
+
+def _stream(x):
+    if is_torch(x) and x.is_cuda:
+        import torch
+        return ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+    return None
+
+
+class CRF:
+    """A CRF handle: C labels, maximum duration K, a backend ("auto",
+    "reference", "cpu", "cuda"), the parameters (transition [C][C],
+    duration_bias [K][C], start [C], end [C]; with duration_model "lognormal"
+    also duration_lognormal [3][C], from which duration_bias is derived), and
+    the session's workspaces. All parameters start at 0."""
+
+    def __init__(self, num_labels, max_duration, backend="auto", threads=0, duration_model="table", reg=0.0,
+                 phone_bonus=0.0):
+        if backend not in _lib.BACKENDS:
+            raise ValueError("backend must be one of %s, got %r" % (", ".join(_lib.BACKENDS), backend))
+        if duration_model not in _lib.DURATION_MODELS:
+            raise ValueError("duration_model must be table or lognormal, got %r" % (duration_model,))
+        p = lib.timitseg_crf_default_params()
+        p.num_labels, p.max_duration, p.backend, p.threads = num_labels, max_duration, _lib.BACKENDS[backend], threads
+        p.duration_model, p.reg, p.phone_bonus = _lib.DURATION_MODELS[duration_model], reg, phone_bonus
+        self._h = ctypes.c_void_p()
+        check(lib.timitseg_crf_create(ctypes.byref(p), ctypes.byref(self._h)))
+        self.num_labels, self.max_duration, self.duration_model = num_labels, max_duration, duration_model
+        self.backend = lib.timitseg_crf_backend_name(self._h).decode()
+
+    def __del__(self):
+        h = getattr(self, "_h", None)
+        if h:
+            lib.timitseg_crf_free(h)
+            self._h = None
+
+    def param_names(self):
+        return PARAM_NAMES + (("duration_lognormal",) if self.duration_model == "lognormal" else ())
+
+    def param_shape(self, name):
+        C, K = self.num_labels, self.max_duration
+        return {"transition": (C, C), "duration_bias": (K, C), "start": (C,), "end": (C,),
+                "duration_lognormal": (3, C)}[name]
+
+    def set_param(self, name, value):
+        if not is_torch(value):
+            value = np.asarray(value)
+        t = describe(value, "parameter " + name)
+        check(lib.timitseg_crf_set_param(self._h, name.encode(), ctypes.byref(t)))
+
+    def get_param(self, name):
+        if name not in self.param_names():
+            raise ValueError("no parameter %r (%s)" % (name, ", ".join(self.param_names())))
+        out = np.zeros(self.param_shape(name), dtype=np.float32)
+        t = describe(out, "out")
+        check(lib.timitseg_crf_get_param(self._h, name.encode(), ctypes.byref(t)))
+        return out
+
+    # ---- batches -----------------------------------------------------------------
+    def _batch(self, scores, lengths, onset, cumulative):
+        keep = [scores, lengths, onset]
+        b = _lib.CrfBatch()
+        b.scores = describe(scores, "scores")
+        b.cumulative = 1 if cumulative else 0
+        b.lengths = describe(lengths, "lengths")
+        b.onset = describe(onset, "onset") if onset is not None else _lib.absent()
+        b.stream = _stream(scores)
+        return b, keep
+
+    @staticmethod
+    def _dims(scores, cumulative):
+        shape = tuple(scores.shape)
+        if len(shape) != 3:
+            raise _lib.ShapeError("scores has shape %s, expected [B, T, C]%s"
+                                  % (list(shape), " (T+1 rows: cumulative)" if cumulative else ""))
+        return shape[0], shape[1] - 1 if cumulative else shape[1], shape[2]
+
+    def log_partition(self, scores, lengths, onset=None, cumulative=False):
+        """log Z [B] (float64) of frame scores [B][T][C] (or cum_scores [B][T+1][C] with cumulative)."""
+        B, _, _ = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        out = _empty(scores, (B,), "float64")
+        t = describe(out, "log_z")
+        check(lib.timitseg_crf_log_partition(self._h, ctypes.byref(b), ctypes.byref(t)))
+        return out
+
+    def nll(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, cumulative=False,
+            scale=1.0, grads=True):
+        """NLL [B] (float64) against the gold frame labels [B][T] or segments
+        [B][S][3] (start, duration, label) + num_segments [B]; with grads the
+        gradients of scale * sum(nll) + the penalty, as a dict: scores (the
+        scores' shape and dtype), the parameters (float32), onset."""
+        B, T, C = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        gold = _lib.CrfGold()
+        if labels is not None:
+            gold.labels = describe(labels, "labels")
+        if segments is not None:
+            gold.segments = describe(segments, "segments")
+            gold.num_segments = describe(num_segments, "num_segments") if num_segments is not None else _lib.absent()
+        out = _empty(scores, (B,), "float64")
+        tn = describe(out, "nll")
+        g, result = None, {}
+        if grads:
+            g = _lib.CrfGrads()
+            sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
+            result["scores"] = _empty(scores, tuple(scores.shape), sdt)
+            for name in self.param_names():
+                result[name] = _empty(scores, self.param_shape(name), "float32")
+            if onset is not None:
+                result["onset"] = _empty(scores, (B, T, C), "float32")
+            for name, arr in result.items():
+                setattr(g, name, describe(arr, "grads." + name))
+        check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
+                                   ctypes.byref(g) if g is not None else None))
+        return (out, result) if grads else out
+
+    def viterbi(self, scores, lengths, onset=None, cumulative=False):
+        """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""
+        B, T, _ = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        score = _empty(scores, (B,), "float64")
+        segs = _empty(scores, (B, T, 3), "int32")
+        counts = _empty(scores, (B,), "int32")
+        ts, tg, tc = describe(score, "score"), describe(segs, "segments"), describe(counts, "num_segments")
+        check(lib.timitseg_crf_viterbi(self._h, ctypes.byref(b), ctypes.byref(ts), ctypes.byref(tg),
+                                       ctypes.byref(tc)))
+        n = counts.tolist()
+        return score, [segs[i, :n[i]] for i in range(B)]
+
+    def marginals(self, scores, lengths, onset=None, cumulative=False, boundaries=True, frames=True):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; either may be None."""
+        B, T, C = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        bo = _empty(scores, (B, T + 1), "float64") if boundaries else None
+        fr = _empty(scores, (B, T, C), "float64") if frames else None
+        tb = describe(bo, "boundaries") if boundaries else _lib.absent()
+        tf = describe(fr, "frames") if frames else _lib.absent()
+        check(lib.timitseg_crf_marginals(self._h, ctypes.byref(b), ctypes.byref(tb), ctypes.byref(tf)))
+        return bo, fr
+
+    def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
+        """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""
+        B, _, _ = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        N = tuple(phones.shape)[1] if len(tuple(phones.shape)) == 2 else 0
+        score = _empty(scores, (B,), "float64")
+        spans = _empty(scores, (B, N, 2), "int32")
+        tp, tn = describe(phones, "phones"), describe(num_phones, "num_phones")
+        to = describe(optional, "optional") if optional is not None else _lib.absent()
+        ts, tsp = describe(score, "score"), describe(spans, "spans")
+        check(lib.timitseg_crf_align(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn), ctypes.byref(to),
+                                     ctypes.byref(ts), ctypes.byref(tsp)))
+        return score, spans
+
+    def penalty(self):
+        v = ctypes.c_double()
+        check(lib.timitseg_crf_penalty(self._h, ctypes.byref(v)))
+        return v.value

@@ -1,0 +1,180 @@
+"""timitseg.torch.SemiCRF: the semi-CRF as a PyTorch module whose loss's
+backward is timitseg's own kernels (through the C API).
+
+    crf = SemiCRF(num_labels=39, max_duration=30)
+    loss = crf(scores, lengths, labels=labels).mean()   # scores [B][T][C]
+    loss.backward()
+
+Parameters carry the names of a timitseg checkpoint under its "crf." prefix
+(transition [C][C], duration_bias [K][C], start [C], end [C]; with
+duration_model="lognormal", duration_lognormal [3][C] and duration_bias a
+derived buffer), so a module registered as `crf` loads a checkpoint's CRF.
+float16/bfloat16 scores are computed in float32 (their gradient is cast back).
+"""
+import numpy as np
+import torch
+
+from . import _lib
+from .checkpoint import read_safetensors
+from .crf import CRF
+
+_COMPUTE = (torch.float32, torch.float64)
+
+
+def _as_compute(x):
+    return x if x.dtype in _COMPUTE else x.float()
+
+
+class _NLL(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, crf, names, gold, scores, lengths, onset, *params):
+        handle = crf.handle
+        for name, p in zip(names, params):
+            handle.set_param(name, p.detach())
+        need = ctx.needs_input_grad
+        want_grads = any(need[3:])
+        x = _as_compute(scores.detach())
+        res = handle.nll(x, lengths, onset=None if onset is None else onset.detach(), grads=want_grads, **gold)
+        nll, grads = (res if want_grads else (res, {}))
+        ctx.grads = grads
+        ctx.names = names
+        ctx.score_dtype = scores.dtype
+        ctx.has_onset = onset is not None
+        ctx.gold, ctx.lengths, ctx.onset, ctx.x = gold, lengths, onset, x
+        ctx.handle = handle
+        return nll.to(scores.dtype if scores.dtype == torch.float64 else torch.float32)
+
+    @staticmethod
+    def backward(ctx, grad_nll):
+        g = ctx.grads
+        gn = grad_nll.detach().to(torch.float64)
+        if torch.all(gn == gn.reshape(-1)[0]):
+            w = gn.reshape(-1)[0]  # one weight for every utterance (mean, sum): the summed gradients scale
+            param_grads = [g[n].to(torch.float64).mul(w).to(torch.float32) for n in ctx.names]
+        else:  # per-utterance weights: the parameter gradients one utterance at a time
+            param_grads = _weighted_param_grads(ctx, gn)
+        gs = g["scores"].to(torch.float64).mul(gn.reshape(-1, 1, 1)).to(ctx.score_dtype)
+        go = g["onset"].to(torch.float64).mul(gn.reshape(-1, 1, 1)).to(torch.float32) if ctx.has_onset else None
+        return (None, None, None, gs, None, go) + tuple(param_grads)
+
+
+def _weighted_param_grads(ctx, gn):
+    out = [torch.zeros_like(ctx.grads[n], dtype=torch.float64) for n in ctx.names]
+    for b in range(gn.shape[0]):
+        sl = slice(b, b + 1)
+        gold = {k: (v[sl] if k != "num_segments" else v[sl]) for k, v in ctx.gold.items()}
+        onset = None if ctx.onset is None else ctx.onset.detach()[sl]
+        _, gb = ctx.handle.nll(ctx.x[sl], ctx.lengths[sl], onset=onset, **gold)
+        for i, n in enumerate(ctx.names):
+            out[i] += gb[n].to(torch.float64) * gn[b]
+    return [o.to(torch.float32) for o in out]
+
+
+class SemiCRF(torch.nn.Module):
+    """The semi-Markov CRF of docs/crf.md with C labels and durations 1..K.
+
+    backend: "auto" (cuda when built and present, else cpu), "cpu", "reference"
+    or "cuda"; tensors on CUDA need the cuda backend. reg: crf.reg's L2 penalty,
+    returned by penalty() (added by the caller, as the app adds it to the batch
+    loss). phone_bonus: crf.phone_bonus for viterbi. init_scale: the parameters
+    start as N(0, init_scale^2) (start and end at 0), the app's crf.init_scale.
+    """
+
+    def __init__(self, num_labels, max_duration, backend="auto", duration_model="table", reg=0.0, phone_bonus=0.0,
+                 init_scale=0.1, threads=0):
+        super().__init__()
+        C, K = num_labels, max_duration
+        self.num_labels, self.max_duration, self.duration_model, self.reg = C, K, duration_model, reg
+        self.handle = CRF(C, K, backend=backend, threads=threads, duration_model=duration_model,
+                          phone_bonus=phone_bonus)
+        self.transition = torch.nn.Parameter(torch.randn(C, C) * init_scale)
+        self.start = torch.nn.Parameter(torch.zeros(C))
+        self.end = torch.nn.Parameter(torch.zeros(C))
+        if duration_model == "lognormal":
+            rows = torch.zeros(3, C)
+            rows[0] = 1.0  # mu = log e frames
+            self.duration_lognormal = torch.nn.Parameter(rows)
+            self.register_buffer("duration_bias", torch.zeros(K, C))
+        else:
+            self.duration_bias = torch.nn.Parameter(torch.randn(K, C) * init_scale)
+
+    @property
+    def backend(self):
+        return self.handle.backend
+
+    def _param_names(self):
+        if self.duration_model == "lognormal":
+            return ("transition", "duration_lognormal", "start", "end")
+        return ("transition", "duration_bias", "start", "end")
+
+    def _sync(self):
+        """The module's parameters into the handle (and the derived duration table back)."""
+        for n in self._param_names():
+            self.handle.set_param(n, getattr(self, n).detach())
+        if self.duration_model == "lognormal":
+            with torch.no_grad():
+                self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
+
+    def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None):
+        """NLL per utterance [B] of frame scores [B][T][C] (utterance lengths
+        [B], 0 allowed) against gold frame labels [B][T] or segments [B][S][3]
+        (start, duration, label) with num_segments [B]. Differentiable in
+        scores, onset and the parameters."""
+        gold = {}
+        if labels is not None:
+            gold["labels"] = labels
+        if segments is not None:
+            gold["segments"], gold["num_segments"] = segments, num_segments
+        names = self._param_names()
+        nll = _NLL.apply(self, names, gold, scores, lengths, onset, *[getattr(self, n) for n in names])
+        if self.duration_model == "lognormal":
+            with torch.no_grad():
+                self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
+        return nll
+
+    def penalty(self):
+        """crf.reg * (||transition||^2 + ||duration_bias||^2) (transition only with the log-normal), -inf entries left out."""
+        terms = [self.transition] + ([] if self.duration_model == "lognormal" else [self.duration_bias])
+        total = 0.0
+        for t in terms:
+            total = total + torch.where(torch.isinf(t), torch.zeros_like(t), t).pow(2).sum()
+        return self.reg * total
+
+    @torch.no_grad()
+    def log_partition(self, scores, lengths, onset=None):
+        self._sync()
+        return self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
+
+    @torch.no_grad()
+    def marginals(self, scores, lengths, onset=None):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64."""
+        self._sync()
+        return self.handle.marginals(_as_compute(scores), lengths, onset=onset)
+
+    @torch.no_grad()
+    def viterbi(self, scores, lengths, onset=None):
+        """(score [B], list of B int32 tensors [n][3] (start, duration, label))."""
+        self._sync()
+        return self.handle.viterbi(_as_compute(scores), lengths, onset=onset)
+
+    @torch.no_grad()
+    def align(self, scores, lengths, phones, num_phones, optional=None, onset=None):
+        """Forced alignment: (score [B], spans [B][N][2] (start, duration))."""
+        self._sync()
+        return self.handle.align(_as_compute(scores), lengths, phones, num_phones, optional=optional, onset=onset)
+
+    def load_checkpoint(self, path, strict=True):
+        """Copies the crf.* parameters of a timitseg checkpoint (safetensors) into the module."""
+        tensors = read_safetensors(path, prefix="crf.")
+        with torch.no_grad():
+            for n in self._param_names() + (("duration_bias",) if self.duration_model == "lognormal" else ()):
+                key = "crf." + n
+                if key not in tensors:
+                    if strict:
+                        raise KeyError("%s: no tensor %s" % (path, key))
+                    continue
+                v = torch.from_numpy(np.array(tensors[key]))
+                if tuple(v.shape) != tuple(getattr(self, n).shape):
+                    raise _lib.ShapeError("%s: %s has shape %s, the module's is %s"
+                                          % (path, key, list(v.shape), list(getattr(self, n).shape)))
+                getattr(self, n).copy_(v)

@@ -1,0 +1,139 @@
+// The checkpoint calls of the C API: decode of a file and of samples equals
+// what `timitseg decode` (model::decode) writes to the .PHN; align places the
+// given phones in order; bad inputs are statuses with one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "common/files.h"
+#include "eval/infer.h"
+#include "model/checkpoint.h"
+#include "tests/support/cli.h"
+#include "tests/support/model_problems.h"
+#include "timitseg.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+using Rows = std::vector<std::tuple<int64_t, int64_t, std::string>>;
+
+namespace {
+
+// 16-bit mono RIFF WAV of `pcm` at `rate` Hz.
+void write_wav(const fs::path& p, const std::vector<int16_t>& pcm, int rate) {
+  std::ofstream f(p, std::ios::binary);
+  auto u32 = [&](uint32_t v) { f.write(reinterpret_cast<const char*>(&v), 4); };
+  auto u16 = [&](uint16_t v) { f.write(reinterpret_cast<const char*>(&v), 2); };
+  const uint32_t bytes = static_cast<uint32_t>(pcm.size() * 2);
+  f.write("RIFF", 4), u32(36 + bytes), f.write("WAVEfmt ", 8), u32(16), u16(1), u16(1), u32(rate), u32(rate * 2);
+  u16(2), u16(16), f.write("data", 4), u32(bytes);
+  f.write(reinterpret_cast<const char*>(pcm.data()), bytes);
+}
+
+Rows rows_of(timitseg_segments* s) {
+  Rows out;
+  for (int64_t i = 0; i < timitseg_segments_count(s); ++i) {
+    int64_t b = 0, e = 0;
+    const char* name = nullptr;
+    EXPECT_EQ(timitseg_segments_get(s, i, &b, &e, &name), TIMITSEG_OK);
+    out.emplace_back(b, e, name);
+  }
+  return out;
+}
+
+class CapiModel : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static std::vector<int16_t> pcm_;
+  static void SetUpTestSuite() {
+    dir_ = ::testsupport::fresh_temp_dir("timitseg_capi_model");
+    model::ModelState s;
+    s.dims.input_dim = s.features.dim();
+    s.dims.hidden_dim = 8;
+    s.dims.num_layers = 1;
+    s.dims.num_classes = 39;
+    s.dims.max_duration = 6;
+    s.config.crf_max_duration = 6;
+    s.config.crf_backend = "cpu";
+    s.labels = model::LabelSet::make(39);
+    s.params = testsupport_params(s.dims);
+    s.optimizer.reset(s.params.size());
+    s.rng_state = "x";
+    model::save_checkpoint((dir_ / "m.safetensors").string(), s, false);
+    for (int n = 0; n < 8000; ++n)  // 0.5 s of two tones and a pause
+      pcm_.push_back(static_cast<int16_t>(n % 4000 < 3000 ? 6000 * std::sin(0.05 * n * (1 + n / 4000)) : 0));
+    write_wav(dir_ / "a.wav", pcm_, 16000);
+  }
+  static std::vector<float> testsupport_params(const model::ModelDims& d) {
+    return timitseg::testsupport::random_model_params(d, 5, 0.5f);
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+};
+fs::path CapiModel::dir_;
+std::vector<int16_t> CapiModel::pcm_;
+
+}  // namespace
+
+TEST_F(CapiModel, DecodeEqualsTheDecodeCommandsPhn) {
+  model::DecodeOptions o;
+  o.checkpoint = (dir_ / "m.safetensors").string();
+  o.inputs = {(dir_ / "a.wav").string()};
+  o.out_dir = (dir_ / "out").string();
+  o.device = "cpu";
+  ASSERT_EQ(model::decode(o), 1);
+  Rows want;
+  std::istringstream in(read_file((dir_ / "out" / "a.PHN").string()));
+  int64_t b, e;
+  std::string name;
+  while (in >> b >> e >> name) want.emplace_back(b, e, name);
+  ASSERT_FALSE(want.empty());
+
+  timitseg_model_params p = timitseg_model_default_params();
+  p.device = "cpu";
+  timitseg_model* m = nullptr;
+  ASSERT_EQ(timitseg_model_load(o.checkpoint.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(timitseg_model_sample_rate(m), 16000);
+  EXPECT_EQ(timitseg_model_num_labels(m), 39);
+  timitseg_segments* s = nullptr;
+  ASSERT_EQ(timitseg_model_decode_file(m, (dir_ / "a.wav").c_str(), &s), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(rows_of(s), want);
+  timitseg_segments_free(s);
+  std::vector<float> x;
+  for (int16_t v : pcm_) x.push_back(v / 32768.0f);
+  ASSERT_EQ(timitseg_model_decode_samples(m, x.data(), static_cast<int64_t>(x.size()), 16000, &s), TIMITSEG_OK)
+      << timitseg_last_error();
+  EXPECT_EQ(rows_of(s), want);
+  timitseg_segments_free(s);
+
+  // align: the given phones, in order, tiling the audio
+  ASSERT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), "h# aa s iy h#", &s), TIMITSEG_OK)
+      << timitseg_last_error();
+  const Rows al = rows_of(s);
+  timitseg_segments_free(s);
+  ASSERT_EQ(al.size(), 5u);
+  const std::vector<std::string> names{"sil", "aa", "s", "iy", "sil"};  // h# is sil in the 39-phone set
+  for (size_t i = 0; i < al.size(); ++i) {
+    EXPECT_EQ(std::get<2>(al[i]), names[i]);
+    if (i > 0) EXPECT_EQ(std::get<0>(al[i]), std::get<1>(al[i - 1]));
+  }
+  EXPECT_EQ(std::get<0>(al.front()), 0);
+  EXPECT_EQ(std::get<1>(al.back()), static_cast<int64_t>(pcm_.size()));
+
+  EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), "h# zz h#", &s), TIMITSEG_ERR_RUNTIME);
+  EXPECT_EQ(s, nullptr);
+  EXPECT_NE(std::string(timitseg_last_error()).find("zz"), std::string::npos) << timitseg_last_error();
+  EXPECT_EQ(timitseg_model_decode_file(m, (dir_ / "missing.wav").c_str(), &s), TIMITSEG_ERR_RUNTIME);
+  EXPECT_NE(std::string(timitseg_last_error()).find("missing.wav"), std::string::npos) << timitseg_last_error();
+  EXPECT_EQ(timitseg_model_decode_samples(m, x.data(), 10, 16000, &s), TIMITSEG_ERR_RUNTIME);
+  EXPECT_NE(std::string(timitseg_last_error()).find("too short"), std::string::npos) << timitseg_last_error();
+  timitseg_model_free(m);
+  EXPECT_EQ(timitseg_model_load((dir_ / "nope.safetensors").c_str(), nullptr, &m), TIMITSEG_ERR_RUNTIME);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::string(timitseg_last_error()).find("nope.safetensors"), std::string::npos) << timitseg_last_error();
+}
