@@ -5,6 +5,7 @@
 // others are aligned, and `evaluate --align`'s JSON.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
 #include "model/checkpoint.h"
@@ -229,4 +232,38 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
   EXPECT_GE(a["mean_abs_ms"].get<double>(), 0.0);
   EXPECT_GE(a["median_abs_ms"].get<double>(), 0.0);
   EXPECT_EQ(a["infeasible"].get<int64_t>(), 0);
+  // The sample-accurate figure against an independent computation: `align` of the same
+  // files writes the aligned boundaries in samples; each is compared here with the
+  // reference .PHN (phn_reference: the same phone sequence) in ms.
+  const fs::path test = dir_ / "synth" / "TEST", out = dir_ / "al_eval";
+  Cmd al = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " + out.string() +
+               " --device cpu");
+  ASSERT_EQ(al.rc, 0) << al.output;
+  const model::ModelState s = model::load_checkpoint(ckpt_.string());
+  std::vector<double> errors;
+  for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
+    const fs::path wav = u.audio_path, phn = fs::path(u.audio_path).replace_extension(".PHN");
+    std::vector<data::Problem> problems;
+    const auto ref = model::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
+    const std::vector<PhnRow> rows = read_phn((out / fs::relative(wav, test).replace_extension()).string() + ".PHN");
+    ASSERT_EQ(rows.size(), ref.size()) << phn;
+    for (size_t i = 1; i < ref.size(); ++i)
+      errors.push_back(std::fabs(static_cast<double>(rows[i].b - ref[i].start)) / 16.0);  // 16 samples per ms
+  }
+  const nlohmann::json& sa = a["samples"];
+  EXPECT_EQ(sa["without_phn"].get<int64_t>(), 0);
+  ASSERT_EQ(sa["boundaries"].get<size_t>(), errors.size());
+  double sum = 0;
+  int within20 = 0;
+  for (double e : errors) {
+    sum += e;
+    within20 += e <= 20.0;
+  }
+  EXPECT_NEAR(sa["mean_abs_ms"].get<double>(), sum / errors.size(), 1e-9);
+  EXPECT_NEAR(sa["within_ms"]["20"].get<double>(), static_cast<double>(within20) / errors.size(), 1e-12);
+  size_t in_classes = 0;
+  for (const auto& [name, c] : sa["by_class"].items()) in_classes += c["boundaries"].get<size_t>();
+  EXPECT_EQ(in_classes, errors.size());
+  EXPECT_NE(e.output.find("sample-accurate"), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("frame-quantized"), std::string::npos) << e.output;
 }
