@@ -26,6 +26,7 @@
 #include "common/parallel.h"
 #include "model/batch.h"
 #include "model/device_choice.h"
+#include "eval/align_formats.h"
 #include "eval/infer.h"
 
 namespace fs = std::filesystem;
@@ -104,9 +105,9 @@ Ready read_job(const Job& job, const ModelState& s) {
   return r;
 }
 
-// Writes OUT/stem.PHN and .TextGrid from the spans [n][2] (frames) of r;
-// skipped optional phones (0 frames) are left out.
-void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const std::string& out_dir) {
+// Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
+// r; skipped optional phones (0 frames) are left out.
+void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const AlignOptions& o) {
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -117,20 +118,21 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
   for (size_t i = 0; i < n; ++i)
     if (spans[2 * i + 1] > 0) last = i;
   std::vector<int64_t> b(n), e(n);
-  std::vector<Interval> phones;
-  std::string text;
+  AlignedOutput out;
+  out.utterance = r.job->stem.string();
+  out.audio = r.job->audio;
+  out.sample_rate = r.file_rate;
+  out.num_samples = r.n_file;
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
     b[i] = to_file(boundary_sample(spans[2 * i], s.features));
     e[i] = i == last ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
-    phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
-    text += std::to_string(b[i]) + " " + std::to_string(e[i]) + " " + s.labels.names[r.cs.classes[i]] + "\n";
+    out.phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
   }
-  std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", phones}};
   if (!r.cs.words.empty()) {
     // Word w spans its first to its last phone; a phone shared by two words
     // (equal labels merged across the boundary) is split at its midpoint.
-    std::vector<Interval> words;
+    out.has_words = true;
     int64_t at = 0;
     for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
       int64_t ws = -1, we = -1;
@@ -142,17 +144,15 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
         we = r.cs.word_last[i] > w ? mid : e[i];
       }
       if (ws < 0) continue;  // cannot happen: every word has a phone
-      if (ws > at) words.emplace_back(at, ws, "");
-      words.emplace_back(ws, we, r.cs.words[w]);
+      if (ws > at) out.words.emplace_back(at, ws, "");
+      out.words.emplace_back(ws, we, r.cs.words[w]);
       at = we;
     }
-    if (at < r.n_file) words.emplace_back(at, r.n_file, "");
-    tiers.emplace_back("words", words);
+    if (at < r.n_file) out.words.emplace_back(at, r.n_file, "");
   }
-  const fs::path base = fs::path(out_dir) / r.job->stem;
+  const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
-  write_file_atomic(base.string() + ".PHN", text);
-  write_file_atomic(base.string() + ".TextGrid", textgrid_tiers(tiers, r.n_file, r.file_rate));
+  for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
 }
 
 void check_output_dir(const std::string& dir) {
@@ -167,6 +167,28 @@ void check_output_dir(const std::string& dir) {
   fs::remove(probe, ec);
 }
 
+// Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
+// a command (Kaldi's "... |" pipes) is refused, as are duplicate ids and ids
+// that are not plain file names.
+std::map<std::string, std::string> read_wav_scp(const std::string& path) {
+  std::map<std::string, std::string> scp;
+  std::istringstream in(read_file(path));
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    std::istringstream ls(line);
+    std::string id, audio, extra;
+    if (!(ls >> id) || id[0] == '#') continue;
+    const std::string at = "--wav-scp " + path + ":" + std::to_string(lineno) + ": ";
+    if (!(ls >> audio)) throw std::invalid_argument(at + "expected 'UTTID AUDIO', got only '" + id + "'");
+    if (ls >> extra || audio.back() == '|')
+      throw std::invalid_argument(at + "'" + id + "' is given by a command; only an audio file path is supported");
+    if (id == "." || id == ".." || id.find('/') != std::string::npos)
+      throw std::invalid_argument(at + "utterance id '" + id + "' cannot name an output file (no '/', '.' or '..')");
+    if (!scp.emplace(id, audio).second) throw std::invalid_argument(at + "utterance id '" + id + "' given twice");
+  }
+  return scp;
+}
+
 std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict) {
   std::vector<Job> jobs;
   const std::string mode = o.transcript;
@@ -174,9 +196,23 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
     const bool phones = !o.phones_file.empty();
     const std::string list_path = phones ? o.phones_file : o.words_file;
     const std::vector<data::ListEntry> list = data::parse_list(list_path, read_file(list_path));
+    std::map<std::string, std::string> scp;
+    if (!o.wav_scp.empty()) scp = read_wav_scp(o.wav_scp);
     for (const data::ListEntry& e : list) {
       const std::string source = list_path + ":" + std::to_string(e.line);
       Job j{e.audio, fs::path(e.audio).filename().replace_extension(), nullptr};
+      if (!o.wav_scp.empty()) {  // Kaldi: the line starts with an utterance id, its audio is in wav.scp
+        const auto it = scp.find(e.audio);
+        j.stem = e.audio;
+        if (it == scp.end()) {
+          j.script = [source, id = e.audio, scp_path = o.wav_scp]() -> data::Transcript {
+            throw data::TranscriptError(source + ": utterance '" + id + "' is not in --wav-scp " + scp_path);
+          };
+          jobs.push_back(std::move(j));
+          continue;
+        }
+        j.audio = it->second;
+      }
       if (phones) {
         j.script = [e, source] {
           data::Transcript t;
@@ -306,6 +342,9 @@ int align(const AlignOptions& o) {
   if (sources > 1)
     throw std::invalid_argument("align: give only one of: audio files/folders (or --timit), --phones FILE, --words FILE");
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
+  if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
+    throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
+  parse_align_formats(o.formats);  // an unknown name stops the command before any work
   if ((o.transcript == "wrd" || o.transcript == "txt") && o.dict.empty())
     throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
   set_threads(o.threads);
@@ -359,7 +398,7 @@ int align(const AlignOptions& o) {
         if (!(r.score[b] > -INFINITY))
           throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
                                          "entries forbid this phone sequence at this length)");
-        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o.out_dir);
+        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o);
         ++done;
       } catch (const std::exception& e) {
         report(src, e.what(), false);

@@ -30,15 +30,17 @@ struct AlignOptions {
   std::string dict_format = "auto"; // timit | cmudict | auto
   std::string transcript = "auto";  // beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
+  std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
+  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)
   std::string out_dir;
   std::string backend;  // "" = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   std::string device;   // cpu | cuda | auto ("" = auto)
   int threads = 0;
   int batch_size = 32;
 };
-// Writes OUT/<name>.PHN (sample units of the file as given) and
-// OUT/<name>.TextGrid (tier "phones", and "words" when words were given) per
-// input, atomically; a bad input is one error line and the others go on
+// Writes OUT/<name>.<suffix> per input and format (align_formats.h; by default
+// .PHN in samples of the file as given, and .TextGrid with the tier "phones",
+// and "words" when words were given), each atomically; a bad input is one error line and the others go on
 // (then throws at the end with the count). Returns the number aligned.
 int align(const AlignOptions& o);
 
