@@ -21,6 +21,7 @@
 // segmentation of score -inf are errors naming the utterance (the smallest
 // such index, whatever thread found it).
 #include "crf/cpu/cpu.h"
+#include "crf/cpu/align_bounded.h"
 
 #include <algorithm>
 #include <cmath>
@@ -401,7 +402,9 @@ class CpuBackend final : public Backend {
              const int32_t* optional, double* score, int32_t* spans, void* ws) override {
     validate_host(dims, p, nullptr);
     validate_align_host(dims, N, phones, num_phones, optional);
-    if (!ws) throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
+    const bool bounded = full_table_bytes(dims, N) > cpu::kAlignFullTableBytes;  // docs/crf.md, bounded memory
+    if (!ws && !bounded)
+      throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
     const int64_t T1 = dims.T + 1, K = dims.K, C = dims.C;
     const size_t per_thread = align_per_thread(dims, N);
     parallel_for(dims.B, align_threads(dims), [&](int64_t b, int tid) {
@@ -419,6 +422,10 @@ class CpuBackend final : public Backend {
       int32_t* out = spans + b * N * 2;
       std::fill(out, out + N * 2, 0);
       score[b] = kNegInf;
+      if (bounded) {  // checkpoints instead of the full table: the same values (crf/cpu/align_bounded.h)
+        score[b] = cpu::align_bounded({L, np, K, C, y, opt, cum, on, &p}, out);
+        return;
+      }
       int64_t needed = 0;
       for (int64_t n = 0; n < np; ++n) needed += !is_opt(n);
       if (needed > L) return;  // infeasible: every phone kept needs a frame
@@ -524,9 +531,14 @@ class CpuBackend final : public Backend {
   int align_threads(const Dims& d) const {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)));
   }
-  static size_t align_per_thread(const Dims& d, int64_t N) {
+  static size_t full_table_bytes(const Dims& d, int64_t N) {
     return static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) *
            (2 * sizeof(double) + 2 * sizeof(int32_t));
+  }
+  // The full table per thread; none when the checkpointed method is used (it allocates its own).
+  static size_t align_per_thread(const Dims& d, int64_t N) {
+    const size_t full = full_table_bytes(d, N);
+    return full > cpu::kAlignFullTableBytes ? 0 : full;
   }
 
   Layout layout(const Dims& d) const {
