@@ -5,10 +5,15 @@
 #include "crf/cpu/align_bounded.h"
 
 #include <algorithm>
+#include <memory>
 #include <cmath>
 #include <cstring>
+#include <new>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "common/progress.h"
 #include "crf/detail.h"
 
 namespace timitseg::crf::cpu {
@@ -22,7 +27,8 @@ using detail::kNegInf;
 class Rows {
  public:
   explicit Rows(const AlignUtterance& u)
-      : u_(u), R_(u.K + 1), S_(static_cast<size_t>(R_ * u.np)), F_(static_cast<size_t>(u.np)) {}
+      : u_(u), R_(u.K + 1), S_(static_cast<size_t>(R_ * u.np)), F_(static_cast<size_t>(u.np)),
+        arg_(static_cast<size_t>(u.np)) {}
   double* S(int64_t t) { return S_.data() + (t % R_) * u_.np; }
   const std::vector<double>& F() const { return F_; }
   bool is_opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
@@ -47,16 +53,18 @@ class Rows {
   void step(int64_t t, int32_t* bpd, int8_t* bps) {
     const int64_t np = u_.np, K = u_.K;
     const int32_t* y = u_.y;
-    for (int64_t n = 0; n < np; ++n) {  // ties to the smallest final piece d
-      const int64_t c = y[n];
-      double top = kNegInf;
-      int32_t arg = 1;
-      for (int64_t d = 1; d <= std::min(K, t); ++d) {
-        const double v = S(t - d)[n] + seg(t - d, d, c);
-        if (v > top) top = v, arg = static_cast<int32_t>(d);
+    // F[t][n] = max over d (ties to the smallest final piece d): per n the same
+    // comparisons in the same order as the full table's loop, with d outside
+    // so that the rows are read in order.
+    int32_t* arg = bpd ? bpd : arg_.data();
+    std::fill(F_.begin(), F_.end(), kNegInf);
+    std::fill(arg, arg + np, 1);
+    for (int64_t d = 1; d <= std::min(K, t); ++d) {
+      const double* sd = S(t - d);
+      for (int64_t n = 0; n < np; ++n) {
+        const double v = sd[n] + seg(t - d, d, y[n]);
+        if (v > F_[n]) F_[n] = v, arg[n] = static_cast<int32_t>(d);
       }
-      F_[n] = top;
-      if (bpd) bpd[n] = arg;
     }
     if (t == u_.L) return;
     double* st_row = S(t);
@@ -81,6 +89,7 @@ class Rows {
   const AlignUtterance& u_;
   int64_t R_;
   std::vector<double> S_, F_;
+  std::vector<int32_t> arg_;  // F's argmax when no back pointers are kept
 };
 
 }  // namespace
@@ -94,16 +103,36 @@ size_t bounded_align_bytes(int64_t L, int64_t np, int64_t K, int64_t M) {
   const size_t n = static_cast<size_t>(np);
   return static_cast<size_t>(L / M) * static_cast<size_t>(K) * n * sizeof(double) +  // checkpoints
          static_cast<size_t>(M) * n * (sizeof(int32_t) + sizeof(int8_t)) +           // one segment's back pointers
-         static_cast<size_t>(K + 2) * n * sizeof(double);                             // the ring and F
+         static_cast<size_t>(K + 2) * n * sizeof(double) + n * sizeof(int32_t);      // the ring and F
 }
 
+namespace {
+double align_bounded_impl(const AlignUtterance& u, int32_t* out, int64_t M, Progress* bar);
+}  // namespace
+
 double align_bounded(const AlignUtterance& u, int32_t* out, int64_t M) {
+  if (M <= 0) M = bounded_segment_frames(u.L, u.K);
+  // A progress bar on long work (pass 1 and the traceback's recomputation: at most 2 L frames).
+  std::unique_ptr<Progress> bar;
+  if (u.L * u.np * u.K >= kProgressWork) bar = std::make_unique<Progress>("align (bounded memory)", 2 * u.L, "frame");
+  try {
+    return align_bounded_impl(u, out, M, bar.get());
+  } catch (const std::bad_alloc&) {
+    throw std::runtime_error("crf: align: " + std::to_string(u.L) + " frames and " + std::to_string(u.np) +
+                             " phones need " + std::to_string(bounded_align_bytes(u.L, u.np, u.K, M) >> 20) +
+                             " MiB even in bounded memory, and the allocation failed: free memory, or split the "
+                             "recording (e.g. at long pauses) and align the parts");
+  }
+}
+
+namespace {
+
+double align_bounded_impl(const AlignUtterance& u, int32_t* out, int64_t M, Progress* bar) {
   const int64_t L = u.L, np = u.np, K = u.K;
   std::fill(out, out + np * 2, 0);
   int64_t needed = 0;
   for (int64_t n = 0; n < np; ++n) needed += !(u.opt != nullptr && u.opt[n] == 1);
   if (needed > L) return kNegInf;  // infeasible: every phone kept needs a frame
-  if (M <= 0) M = bounded_segment_frames(L, K);
   // Pass 1: the rows with the ring only; at c_j = j M the K rows before it are stored.
   std::vector<double> ckpt(static_cast<size_t>(L / M) * K * np);
   Rows r(u);
@@ -113,6 +142,7 @@ double align_bounded(const AlignUtterance& u, int32_t* out, int64_t M) {
       for (int64_t i = 0; i < K; ++i)
         if (t - K + i >= 0) std::memcpy(&ckpt[((t / M - 1) * K + i) * np], r.S(t - K + i), np * sizeof(double));
     r.step(t, nullptr, nullptr);
+    if (bar && t % 1024 == 0) bar->advance(1024);
   }
   double total = r.F()[np - 1] + r.en(u.y[np - 1]);
   bool skip_last = false;
@@ -138,6 +168,7 @@ double align_bounded(const AlignUtterance& u, int32_t* out, int64_t M) {
       }
       for (int64_t s = from; s < std::min((j + 1) * M, L + 1); ++s)
         r.step(s, bpd.data() + (s - j * M) * np, bps.data() + (s - j * M) * np);
+      if (bar) bar->advance(std::min((j + 1) * M, L + 1) - from);
       loaded = j;
     }
     return (t - j * M) * np;
@@ -166,5 +197,7 @@ double align_bounded(const AlignUtterance& u, int32_t* out, int64_t M) {
   }
   return total;
 }
+
+}  // namespace
 
 }  // namespace timitseg::crf::cpu

@@ -14,6 +14,8 @@ namespace timitseg::crf::cpu {
 // Above this size of one utterance's full table ((T+1) N x 24 bytes) the cpu
 // backend aligns by checkpoints; the reference backend refuses.
 constexpr size_t kAlignFullTableBytes = size_t{256} << 20;
+// align_bounded shows a progress bar (common/progress.h) when L N K reaches this.
+constexpr int64_t kProgressWork = int64_t{20} * 1000 * 1000 * 1000;
 
 // One utterance: L frames, np phones y (optional flags opt or nullptr), its
 // cumulative scores [L+1][C] and onset [L][C] (or nullptr); p supplies the

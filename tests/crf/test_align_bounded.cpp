@@ -9,8 +9,11 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "common/progress.h"
 #include "crf/cpu/align_bounded.h"
 #include "crf/semicrf.h"
 #include "tests/support/crf_problems.h"
@@ -132,6 +135,28 @@ TEST(AlignBounded, CpuBackendSwitchesAboveTheTableSize) {
   }
   EXPECT_LT(cpu::bounded_align_bytes(12000, N, 6, cpu::bounded_segment_frames(12000, 6)),
             static_cast<size_t>(12001) * N * 24 / 10);
+}
+
+TEST(AlignBounded, MemoryThatCannotBeHadIsOneLine) {
+  // 4M frames, 4M phones, K = 10^4: petabytes even in bounded memory (beyond any address
+  // space, so the allocation fails whatever the overcommit setting); nothing is read first.
+  Progress::set_enabled(false);
+  const float dummy[1] = {0.0f};
+  const Params p{dummy, dummy, dummy, nullptr, nullptr, nullptr};
+  const int64_t L = 4000000, np = 4000000, K = 10000;
+  std::vector<int32_t> y(2, 0), spans(np * 2, 7);
+  const cpu::AlignUtterance u{L, np, K, 1, y.data(), nullptr, dummy, nullptr, &p};
+  try {
+    cpu::align_bounded(u, spans.data());
+    FAIL() << "no exception";
+  } catch (const std::runtime_error& e) {
+    const std::string want = "crf: align: 4000000 frames and 4000000 phones need " +
+                             std::to_string(cpu::bounded_align_bytes(L, np, K, cpu::bounded_segment_frames(L, K)) >> 20) +
+                             " MiB even in bounded memory, and the allocation failed: free memory, or split the "
+                             "recording (e.g. at long pauses) and align the parts";
+    EXPECT_EQ(std::string(e.what()), want);
+  }
+  Progress::set_enabled(true);
 }
 
 }  // namespace
