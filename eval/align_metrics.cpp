@@ -255,10 +255,12 @@ AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utte
       }
       std::vector<int32_t> q;
       for (const RefPhone& p : phn[b]) q.push_back(p.cls);
-      if (q != seqs[b] || !feasible) {
+      if (q != seqs[b]) {
         again.push_back(part[b]);
         again_seqs.push_back(q);
         again_index.push_back(b);
+      } else if (!feasible) {
+        phn[b].clear();  // the same sequence: no alignment to score
       }
     }
     int64_t N2 = 1;
