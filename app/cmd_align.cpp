@@ -137,7 +137,7 @@ void add_align_command(CLI::App& app) {
       "align",
       "Forced alignment: place a known phone (or word) sequence in each audio file with a checkpoint (the semi-CRF's "
       "constrained Viterbi; docs/align.md). Writes one TIMIT .PHN (samples of the file as given) + Praat TextGrid "
-      "(tier phones, and words when words were given) per input, atomically. A bad file is reported and the others "
+      "(tier phones, and words when words were given) per input, atomically, or the formats of --format. A bad file is reported and the others "
       "are still aligned; the exit is then non-zero, with a count.");
   c->add_option("inputs", o->inputs,
                 "Audio files (WAV / NIST SPHERE) or folders searched for *.wav / *.WAV; the transcript is the file "
@@ -145,13 +145,25 @@ void add_align_command(CLI::App& app) {
   c->add_option("--timit", *timit, "A TIMIT tree (or any folder): every .WAV under it, with the .PHN (or, with --dict, "
                                    ".WRD/.TXT) beside it");
   c->add_option("--checkpoint", o->checkpoint, "Checkpoint (.safetensors) written by train")->required();
-  c->add_option("--out", o->out_dir, "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their layout)")
+  c->add_option("--out", o->out_dir,
+                "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid by default, see --format (folders keep their layout)")
       ->required();
   c->add_option("--phones", o->phones_file,
                 "List file instead of inputs: one utterance per line, 'AUDIO phone phone ...' (label-set names or "
                 "TIMIT 61-set names; '#' comment lines); no silence is added");
   c->add_option("--words", o->words_file,
                 "List file instead of inputs: one utterance per line, 'AUDIO word word ...' (needs --dict)");
+  c->add_option("--wav-scp", o->wav_scp,
+                "Kaldi style: a wav.scp file, 'UTTID AUDIO' per line; the lines of --phones/--words (e.g. Kaldi's "
+                "text) then start with an utterance id instead of an audio path, and outputs are named by the ids");
+  c->add_option("--format", o->formats,
+                "Output formats, comma-separated, each file written atomically: phn (NAME.PHN, TIMIT, samples), "
+                "textgrid (NAME.TextGrid, Praat), csv (NAME.csv: tier,start,end,start_sample,end_sample,label), json "
+                "(NAME.json), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
+                "each when words were given")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->capture_default_str();
   c->add_option("--dict", o->dict,
                 "Pronunciation dictionary: TIMIT's TIMITDIC.TXT format ('word  /p h o n e s/', ';' comments, stress "
                 "digits dropped) or CMUdict's ('WORD  AH0 B ...', ARPAbet mapped to TIMIT phones, WORD(2) variants); "

@@ -96,4 +96,35 @@ int PhoneSet::index61(const std::string& phone) const {
   return it == n61_.end() ? -1 : static_cast<int>(it - n61_.begin());
 }
 
+const std::vector<std::string>& broad_class_names() {
+  static const std::vector<std::string> n = {"vowels", "stops", "fricatives", "nasals", "liquids_glides", "silence"};
+  return n;
+}
+
+int PhoneSet::broad_class(const std::string& phone) const {
+  // per broad class (broad_class_names() order), its 39-set members
+  static const char* const members[] = {
+      "aa ae ah aw ay eh er ey ih iy ow oy uh uw", "b d g p t k dx ch jh", "dh f hh s sh th v z", "m n ng",
+      "l r w y", "sil"};
+  std::string p39;
+  if (std::find(n39_.begin(), n39_.end(), phone) != n39_.end()) {
+    p39 = phone;
+  } else if (const int i61 = index61(phone); i61 >= 0) {
+    if (to39_[i61] < 0) return -1;  // q
+    p39 = n39_[to39_[i61]];
+  } else {  // a 48-set name that is not a 61 name (cl, vcl, sil): the 39 target of a 61 phone mapped to it
+    const auto it = std::find(n48_.begin(), n48_.end(), phone);
+    if (it == n48_.end()) return -1;
+    const int i48 = static_cast<int>(it - n48_.begin());
+    for (size_t i = 0; i < to48_.size(); ++i)
+      if (to48_[i] == i48) p39 = n39_[to39_[i]];
+  }
+  for (int k = 0; k < 6; ++k) {
+    std::istringstream in(members[k]);
+    for (std::string m; in >> m;)
+      if (m == p39) return k;
+  }
+  return -1;
+}
+
 }  // namespace timitseg::data

@@ -26,6 +26,7 @@
 #include "common/parallel.h"
 #include "model/batch.h"
 #include "model/device_choice.h"
+#include "eval/align_formats.h"
 #include "eval/infer.h"
 
 namespace fs = std::filesystem;
@@ -104,9 +105,9 @@ Ready read_job(const Job& job, const ModelState& s) {
   return r;
 }
 
-// Writes OUT/stem.PHN and .TextGrid from the spans [n][2] (frames) of r;
-// skipped optional phones (0 frames) are left out.
-void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const std::string& out_dir) {
+// Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
+// r; skipped optional phones (0 frames) are left out.
+void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const AlignOptions& o) {
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -117,20 +118,21 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
   for (size_t i = 0; i < n; ++i)
     if (spans[2 * i + 1] > 0) last = i;
   std::vector<int64_t> b(n), e(n);
-  std::vector<Interval> phones;
-  std::string text;
+  AlignedOutput out;
+  out.utterance = r.job->stem.string();
+  out.audio = r.job->audio;
+  out.sample_rate = r.file_rate;
+  out.num_samples = r.n_file;
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
     b[i] = to_file(boundary_sample(spans[2 * i], s.features));
     e[i] = i == last ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
-    phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
-    text += std::to_string(b[i]) + " " + std::to_string(e[i]) + " " + s.labels.names[r.cs.classes[i]] + "\n";
+    out.phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
   }
-  std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", phones}};
   if (!r.cs.words.empty()) {
     // Word w spans its first to its last phone; a phone shared by two words
     // (equal labels merged across the boundary) is split at its midpoint.
-    std::vector<Interval> words;
+    out.has_words = true;
     int64_t at = 0;
     for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
       int64_t ws = -1, we = -1;
@@ -142,17 +144,37 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
         we = r.cs.word_last[i] > w ? mid : e[i];
       }
       if (ws < 0) continue;  // cannot happen: every word has a phone
-      if (ws > at) words.emplace_back(at, ws, "");
-      words.emplace_back(ws, we, r.cs.words[w]);
+      if (ws > at) out.words.emplace_back(at, ws, "");
+      out.words.emplace_back(ws, we, r.cs.words[w]);
       at = we;
     }
-    if (at < r.n_file) words.emplace_back(at, r.n_file, "");
-    tiers.emplace_back("words", words);
+    if (at < r.n_file) out.words.emplace_back(at, r.n_file, "");
   }
-  const fs::path base = fs::path(out_dir) / r.job->stem;
+  const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
-  write_file_atomic(base.string() + ".PHN", text);
-  write_file_atomic(base.string() + ".TextGrid", textgrid_tiers(tiers, r.n_file, r.file_rate));
+  for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
+}
+
+// Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
+// a command (Kaldi's "... |" pipes) is refused, as are duplicate ids and ids
+// that are not plain file names.
+std::map<std::string, std::string> read_wav_scp(const std::string& path) {
+  std::map<std::string, std::string> scp;
+  std::istringstream in(read_file(path));
+  std::string line;
+  for (int lineno = 1; std::getline(in, line); ++lineno) {
+    std::istringstream ls(line);
+    std::string id, audio, extra;
+    if (!(ls >> id) || id[0] == '#') continue;
+    const std::string at = "--wav-scp " + path + ":" + std::to_string(lineno) + ": ";
+    if (!(ls >> audio)) throw std::invalid_argument(at + "expected 'UTTID AUDIO', got only '" + id + "'");
+    if (ls >> extra || audio.back() == '|')
+      throw std::invalid_argument(at + "'" + id + "' is given by a command; only an audio file path is supported");
+    if (id == "." || id == ".." || id.find('/') != std::string::npos)
+      throw std::invalid_argument(at + "utterance id '" + id + "' cannot name an output file (no '/', '.' or '..')");
+    if (!scp.emplace(id, audio).second) throw std::invalid_argument(at + "utterance id '" + id + "' given twice");
+  }
+  return scp;
 }
 
 std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect) {
@@ -163,13 +185,30 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
     const std::string list_path = phones ? o.phones_file : o.words_file;
     const std::vector<data::ListEntry> list = data::parse_list(list_path, read_file(list_path));
     protect.add(list_path);
+    std::map<std::string, std::string> scp;
+    if (!o.wav_scp.empty()) {
+      scp = read_wav_scp(o.wav_scp);
+      protect.add(o.wav_scp);
+    }
     for (const data::ListEntry& e : list) {
-      try {  // the audio and the files beside it (its .PHN, ...); a missing one is reported when it is read
-        audio_inputs({e.audio}, "", &protect);
-      } catch (const std::exception&) {
-      }
       const std::string source = list_path + ":" + std::to_string(e.line);
       Job j{e.audio, fs::path(e.audio).filename().replace_extension(), nullptr};
+      if (!o.wav_scp.empty()) {  // Kaldi: the line starts with an utterance id, its audio is in wav.scp
+        const auto it = scp.find(e.audio);
+        j.stem = e.audio;
+        if (it == scp.end()) {
+          j.script = [source, id = e.audio, scp_path = o.wav_scp]() -> data::Transcript {
+            throw data::TranscriptError(source + ": utterance '" + id + "' is not in --wav-scp " + scp_path);
+          };
+          jobs.push_back(std::move(j));
+          continue;
+        }
+        j.audio = it->second;
+      }
+      try {  // the audio and the files beside it (its .PHN, ...); a missing one is reported when it is read
+        audio_inputs({j.audio}, "", &protect);
+      } catch (const std::exception&) {
+      }
       if (phones) {
         j.script = [e, source] {
           data::Transcript t;
@@ -267,105 +306,6 @@ std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u
   return runs;
 }
 
-void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms) {
-  for (size_t i = 0; i < ref_ends.size(); ++i)
-    abs_ms.push_back(std::fabs(static_cast<double>(ref_ends[i]) - static_cast<double>(hyp_ends.at(i))) * frame_ms);
-}
-
-namespace {
-const int kTolerancesMs[] = {10, 20, 25, 50};
-}
-
-nlohmann::json AlignMetrics::to_json() const {
-  nlohmann::json j;
-  j["boundaries"] = abs_ms.size();
-  j["utterances"] = utterances;
-  j["infeasible"] = infeasible;
-  j["seconds"] = seconds;
-  if (abs_ms.empty()) return j;  // no boundary: the fractions and errors do not exist (never NaN)
-  nlohmann::json within;
-  for (int tol : kTolerancesMs) {
-    int64_t k = 0;
-    for (double e : abs_ms) k += e <= tol + 1e-9;
-    within[std::to_string(tol)] = static_cast<double>(k) / static_cast<double>(abs_ms.size());
-  }
-  j["within_ms"] = within;
-  double sum = 0;
-  for (double e : abs_ms) sum += e;
-  j["mean_abs_ms"] = sum / static_cast<double>(abs_ms.size());
-  std::vector<double> v = abs_ms;
-  std::sort(v.begin(), v.end());
-  const size_t m = v.size() / 2;
-  j["median_abs_ms"] = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
-  return j;
-}
-
-std::string AlignMetrics::table() const {
-  const nlohmann::json j = to_json();
-  char buf[512];
-  if (abs_ms.empty()) {
-    std::snprintf(buf, sizeof buf, "forced alignment: no boundaries (%lld utterances, %lld infeasible)\n",
-                  static_cast<long long>(utterances), static_cast<long long>(infeasible));
-    return buf;
-  }
-  std::snprintf(buf, sizeof buf,
-                "forced alignment (%zu boundaries, %lld utterances%s, %.2f s)\n"
-                "  within 10 ms  %6.2f %%\n  within 20 ms  %6.2f %%\n  within 25 ms  %6.2f %%\n"
-                "  within 50 ms  %6.2f %%\n  mean |error|  %6.2f ms\n  median |error| %5.2f ms\n",
-                abs_ms.size(), static_cast<long long>(utterances),
-                infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds,
-                100 * j["within_ms"]["10"].get<double>(), 100 * j["within_ms"]["20"].get<double>(),
-                100 * j["within_ms"]["25"].get<double>(), 100 * j["within_ms"]["50"].get<double>(),
-                j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
-  return buf;
-}
-
-AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts_in, const ModelState& s,
-                              int batch_size) {
-  if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
-  std::vector<const data::Utterance*> utts = utts_in;
-  std::stable_sort(utts.begin(), utts.end(),
-                   [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
-  AlignMetrics m;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (size_t at = 0; at < utts.size(); at += batch_size) {
-    const std::vector<const data::Utterance*> part(utts.begin() + at,
-                                                   utts.begin() + std::min(utts.size(), at + batch_size));
-    const Batch batch = make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    std::vector<std::vector<std::pair<int32_t, int32_t>>> refs;
-    int64_t N = 1;
-    for (const data::Utterance* u : part) {
-      refs.push_back(reference_runs(*u, s.labels));
-      N = std::max<int64_t>(N, static_cast<int64_t>(refs.back().size()));
-    }
-    const int64_t B = static_cast<int64_t>(part.size());
-    std::vector<int32_t> phones(B * N, 0), nph(B);
-    for (int64_t b = 0; b < B; ++b) {
-      nph[b] = static_cast<int32_t>(refs[b].size());
-      for (size_t i = 0; i < refs[b].size(); ++i) phones[b * N + i] = refs[b][i].first;
-    }
-    const crf::AlignResult r = exec.align(batch, N, phones, nph, {});
-    for (int64_t b = 0; b < B; ++b) {
-      ++m.utterances;
-      if (!(r.score[b] > -INFINITY)) {
-        ++m.infeasible;
-        spdlog::warn("evaluate --align: {}: no alignment of finite score", part[b]->id);
-        continue;
-      }
-      std::vector<int32_t> ref_ends, hyp_ends;
-      int32_t t = 0;
-      for (size_t i = 0; i + 1 < refs[b].size(); ++i) {
-        t += refs[b][i].second;
-        ref_ends.push_back(t);
-        hyp_ends.push_back(r.spans[(b * N + i) * 2] + r.spans[(b * N + i) * 2 + 1]);
-      }
-      m.add(ref_ends, hyp_ends, s.features.frame_shift_ms);
-    }
-  }
-  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return m;
-}
-
 std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<Interval>>>& tiers,
                            int64_t num_samples, int sample_rate) {
   std::ostringstream os;
@@ -402,6 +342,9 @@ void check_align_options(const AlignOptions& o) {
   if (sources > 1)
     throw std::invalid_argument("align: give only one of: audio files/folders (or --timit), --phones FILE, --words FILE");
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
+  if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
+    throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
+  parse_align_formats(o.formats);  // an unknown name stops the command before any work
   if ((o.transcript == "wrd" || o.transcript == "txt") && o.dict.empty())
     throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
 }
@@ -473,7 +416,7 @@ int align(const AlignOptions& o) {
         if (!(r.score[b] > -INFINITY))
           throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
                                          "entries forbid this phone sequence at this length)");
-        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o.out_dir);
+        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o);
         ++done;
       } catch (const std::exception& e) {
         report(src, e.what(), false);

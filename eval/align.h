@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/transcripts.h"
 #include "model/checkpoint.h"
@@ -29,15 +30,17 @@ struct AlignOptions {
   std::string dict_format = "auto"; // timit | cmudict | auto
   std::string transcript = "auto";  // beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
+  std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
+  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)
   std::string out_dir;
   std::string backend;  // "" = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   std::string device;   // cpu | cuda | auto ("" = auto)
   int threads = 0;
   int batch_size = 32;
 };
-// Writes OUT/<name>.PHN (sample units of the file as given) and
-// OUT/<name>.TextGrid (tier "phones", and "words" when words were given) per
-// input, atomically; a bad input is one error line and the others go on
+// Writes OUT/<name>.<suffix> per input and format (align_formats.h; by default
+// .PHN in samples of the file as given, and .TextGrid with the tier "phones",
+// and "words" when words were given), each atomically; a bad input is one error line and the others go on
 // (then throws at the end with the count). Returns the number aligned.
 int align(const AlignOptions& o);
 
@@ -62,14 +65,46 @@ ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls);
 // the label set, (class, frames) each.
 std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const LabelSet& ls);
 
-// Alignment accuracy, the field's metric: every internal reference boundary
-// (between phones n and n+1) against the aligned one of the same index.
-struct AlignMetrics {
+// Boundary errors and their summary: within 10/20/25/50 ms, mean and median
+// |error| (a boundary counts as within t ms when its error is at most t).
+struct BoundaryErrors {
   std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
-  int64_t utterances = 0, infeasible = 0;
+  std::vector<int> cls;        // broad class (data::broad_class_names()) of the phone after it; -1 none
+  // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m}; no
+  // fractions when N = 0 (never NaN)
+  nlohmann::json summary() const;
+  // summary() of the boundaries of each broad class, keyed by its name (classes with none left out)
+  nlohmann::json by_class() const;
+};
+
+// Reference phones of a .PHN in a label set, in samples of the file: q merged
+// into the phone before it (into the next one when it comes first), then
+// consecutive phones of one class merged into one (as the frame labels merge
+// them); a phone's end is the next one's start (a gap goes to the phone before
+// it, as in the frame labels), the last one's end is its .PHN end.
+struct RefPhone {
+  int32_t cls = 0;
+  int64_t start = 0, end = 0;
+};
+std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const LabelSet& ls);
+
+// Alignment accuracy, the field's metric: every internal reference boundary
+// (between phones n and n+1) against the aligned one of the same index, twice:
+// frame-quantized (abs_ms: against the prepared frame labels' runs, whole
+// frames) and sample-accurate (samples: against the .PHN times, the aligned
+// boundary in samples as `align` writes it).
+struct AlignMetrics {
+  std::vector<double> abs_ms;  // frame-quantized |aligned - reference| per boundary, ms
+  BoundaryErrors samples;      // sample-accurate
+  int64_t utterances = 0, infeasible = 0, without_phn = 0;  // without_phn: no readable .PHN beside the audio
   double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
-  // {"boundaries": N, "within_ms": {"10": f, "20": f, "25": f, "50": f}, "mean_abs_ms": m, "median_abs_ms": m}
+  // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
+  // aligned in samples at hyp_rate, with the broad class of the phone after each.
+  void add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp, int hyp_rate,
+                   const std::vector<int>& cls);
+  // The frame-quantized figures at the top level {"boundaries", "within_ms", "mean_abs_ms",
+  // "median_abs_ms"}, and "samples": {the same, "by_class": {...}, "without_phn": n}
   nlohmann::json to_json() const;
   std::string table() const;
 };

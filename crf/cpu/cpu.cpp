@@ -21,6 +21,7 @@
 // segmentation of score -inf are errors naming the utterance (the smallest
 // such index, whatever thread found it).
 #include "crf/cpu/cpu.h"
+#include "crf/cpu/align_bounded.h"
 
 #include <algorithm>
 #include <cmath>
@@ -36,6 +37,33 @@ namespace {
 using detail::kNegInf;
 
 const char* const kWho = "cpu backend";
+
+// The traceback of the full-table forced alignment (docs/crf.md): from (L,
+// the last kept phone), its final piece, then K-pieces while bp_s says so,
+// then the phone before (or the one before that). out: [N][2] (start, length).
+void trace_back_alignment(int64_t L, int64_t np, int64_t N, int64_t K, bool skip_last, const int32_t* bp_d,
+                          const int32_t* bp_s, int32_t* out) {
+  int64_t n = np - 1, end = L;
+  if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
+  int64_t u = end - bp_d[end * N + n];
+  while (true) {
+    if (bp_s[u * N + n] == 1) {
+      u -= K;
+      continue;
+    }
+    out[2 * n] = static_cast<int32_t>(u);
+    out[2 * n + 1] = static_cast<int32_t>(end - u);
+    if (bp_s[u * N + n] == 2) {
+      out[2 * (n - 1)] = static_cast<int32_t>(u);
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+    if (n < 0) break;
+    end = u;
+    u = end - bp_d[end * N + n];
+  }
+}
 
 class CpuBackend final : public Backend {
  public:
@@ -210,7 +238,9 @@ class CpuBackend final : public Backend {
              const int32_t* optional, double* score, int32_t* spans, void* ws) override {
     validate_host(dims, p, nullptr);
     validate_align_host(dims, N, phones, num_phones, optional);
-    if (!ws) throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
+    const bool bounded = full_table_bytes(dims, N) > cpu::kAlignFullTableBytes;  // docs/crf.md, bounded memory
+    if (!ws && !bounded)
+      throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
     const int64_t T1 = dims.T + 1, K = dims.K, C = dims.C;
     const size_t per_thread = align_per_thread(dims, N);
     parallel_for(dims.B, align_threads(dims), [&](int64_t b, int tid) {
@@ -228,6 +258,10 @@ class CpuBackend final : public Backend {
       int32_t* out = spans + b * N * 2;
       std::fill(out, out + N * 2, 0);
       score[b] = kNegInf;
+      if (bounded) {  // checkpoints instead of the full table: the same values (crf/cpu/align_bounded.h)
+        score[b] = cpu::align_bounded({L, np, K, C, y, opt, cum, on, &p}, out);
+        return;
+      }
       int64_t needed = 0;
       for (int64_t n = 0; n < np; ++n) needed += !is_opt(n);
       if (needed > L) return;  // infeasible: every phone kept needs a frame
@@ -283,28 +317,7 @@ class CpuBackend final : public Backend {
       }
       if (!(total > kNegInf)) return;  // no alignment of finite score
       score[b] = total;
-      // Trace back from (L, last kept phone): its final piece, then K-pieces
-      // while bp_s says so, then the phone before (or the one before that).
-      int64_t n = np - 1, end = L;
-      if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
-      int64_t u = end - bp_d[end * N + n];
-      while (true) {
-        if (bp_s[u * N + n] == 1) {
-          u -= K;
-          continue;
-        }
-        out[2 * n] = static_cast<int32_t>(u);
-        out[2 * n + 1] = static_cast<int32_t>(end - u);
-        if (bp_s[u * N + n] == 2) {
-          out[2 * (n - 1)] = static_cast<int32_t>(u);
-          n -= 2;
-        } else {
-          n -= 1;
-        }
-        if (n < 0) break;
-        end = u;
-        u = end - bp_d[end * N + n];
-      }
+      trace_back_alignment(L, np, N, K, skip_last, bp_d, bp_s, out);
     });
   }
 
@@ -333,9 +346,14 @@ class CpuBackend final : public Backend {
   int align_threads(const Dims& d) const {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)));
   }
-  static size_t align_per_thread(const Dims& d, int64_t N) {
+  static size_t full_table_bytes(const Dims& d, int64_t N) {
     return static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) *
            (2 * sizeof(double) + 2 * sizeof(int32_t));
+  }
+  // The full table per thread; none when the checkpointed method is used (it allocates its own).
+  static size_t align_per_thread(const Dims& d, int64_t N) {
+    const size_t full = full_table_bytes(d, N);
+    return full > cpu::kAlignFullTableBytes ? 0 : full;
   }
 
   Layout layout(const Dims& d) const {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <vector>
 
+#include "crf/cpu/align_bounded.h"
 #include "crf/detail.h"
 
 namespace timitseg::crf::reference {
@@ -276,6 +277,12 @@ void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* p
     int64_t needed = 0;
     for (int64_t n = 1; n <= n_ph; ++n) needed += !opt(n);
     if (needed > L) continue;  // infeasible: every phone kept needs a frame
+    const double table = static_cast<double>(L + 1) * static_cast<double>(n_ph + 1) * 17.0;  // best, arg_r, arg_skip
+    if (table > static_cast<double>(cpu::kAlignFullTableBytes))
+      throw std::invalid_argument("crf: reference backend: align of utterance " + std::to_string(b) + " (" +
+                                  std::to_string(L) + " frames, " + std::to_string(n_ph) + " phones) needs a " +
+                                  std::to_string(static_cast<int64_t>(table / (1 << 20))) +
+                                  " MiB table, over its 256 MiB limit; use --crf-backend cpu (bounded memory)");
     // The score of phone label c over [v, v+r): the gold-run rule, pieces of K
     // then the remainder, each a segment; A[c][c] between consecutive pieces.
     auto phone_score = [&](int64_t v, int64_t r, int64_t c) {

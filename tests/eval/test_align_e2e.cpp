@@ -5,6 +5,8 @@
 // others are aligned, and `evaluate --align`'s JSON.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -14,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "data/corpus.h"
+#include "data/dataset.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
 #include "model/checkpoint.h"
@@ -229,4 +233,139 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
   EXPECT_GE(a["mean_abs_ms"].get<double>(), 0.0);
   EXPECT_GE(a["median_abs_ms"].get<double>(), 0.0);
   EXPECT_EQ(a["infeasible"].get<int64_t>(), 0);
+  // The sample-accurate figure against an independent computation: `align` of the same
+  // files writes the aligned boundaries in samples; each is compared here with the
+  // reference .PHN (phn_reference: the same phone sequence) in ms.
+  const fs::path test = dir_ / "synth" / "TEST", out = dir_ / "al_eval";
+  Cmd al = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " + out.string() +
+               " --device cpu");
+  ASSERT_EQ(al.rc, 0) << al.output;
+  const model::ModelState s = model::load_checkpoint(ckpt_.string());
+  std::vector<double> errors;
+  for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
+    const fs::path wav = u.audio_path, phn = fs::path(u.audio_path).replace_extension(".PHN");
+    std::vector<data::Problem> problems;
+    const auto ref = model::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
+    const std::vector<PhnRow> rows = read_phn((out / fs::relative(wav, test).replace_extension()).string() + ".PHN");
+    ASSERT_EQ(rows.size(), ref.size()) << phn;
+    for (size_t i = 1; i < ref.size(); ++i)
+      errors.push_back(std::fabs(static_cast<double>(rows[i].b - ref[i].start)) / 16.0);  // 16 samples per ms
+  }
+  const nlohmann::json& sa = a["samples"];
+  EXPECT_EQ(sa["without_phn"].get<int64_t>(), 0);
+  ASSERT_EQ(sa["boundaries"].get<size_t>(), errors.size());
+  double sum = 0;
+  int within20 = 0;
+  for (double e : errors) {
+    sum += e;
+    within20 += e <= 20.0;
+  }
+  EXPECT_NEAR(sa["mean_abs_ms"].get<double>(), sum / errors.size(), 1e-9);
+  EXPECT_NEAR(sa["within_ms"]["20"].get<double>(), static_cast<double>(within20) / errors.size(), 1e-12);
+  size_t in_classes = 0;
+  for (const auto& [name, c] : sa["by_class"].items()) in_classes += c["boundaries"].get<size_t>();
+  EXPECT_EQ(in_classes, errors.size());
+  EXPECT_NE(e.output.find("sample-accurate"), std::string::npos) << e.output;
+  EXPECT_NE(e.output.find("frame-quantized"), std::string::npos) << e.output;
 }
+
+// Kaldi-style input (wav.scp + a text file of utterance ids and words) and every
+// output format: each parsed and checked against the .PHN of the same run.
+TEST_F(AlignE2E, KaldiIdsAndEveryFormat) {
+  fs::path wav;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "synth" / "TEST"))
+    if (f.path().extension() == ".WAV") wav = f.path();
+  const std::vector<std::string> ph =
+      data::parse_phn_phones("x", read_file(fs::path(wav).replace_extension(".PHN").string()));
+  std::string w1, w2;
+  for (size_t i = 0; i < ph.size(); ++i) (i < ph.size() / 2 ? w1 : w2) += " " + ph[i];
+  const fs::path dict = dir_ / "kaldi_dict.txt", scp = dir_ / "wav.scp", text = dir_ / "text", out = dir_ / "al_kaldi";
+  std::ofstream(dict) << "alpha  /" << w1 << " /\nbeta  /" << w2 << " /\n";
+  std::ofstream(scp) << "utt_a " << wav.string() << "\n";
+  std::ofstream(text) << "utt_a alpha beta\nutt_missing alpha\n";
+  Cmd a = run("align --checkpoint " + ckpt_.string() + " --words " + text.string() + " --wav-scp " + scp.string() +
+              " --dict " + dict.string() + " --no-closures --no-edge-silence --format phn,textgrid,csv,json,ctm --out " +
+              out.string() + " --device cpu");
+  EXPECT_NE(a.rc, 0);
+  EXPECT_NE(a.output.find(text.string() + ":2: utterance 'utt_missing' is not in --wav-scp " + scp.string()),
+            std::string::npos)
+      << a.output;
+  EXPECT_NE(a.output.find("align: 1 of 2 input file(s) failed"), std::string::npos) << a.output;
+  const std::vector<PhnRow> rows = read_phn(out / "utt_a.PHN");
+  ASSERT_GE(rows.size(), 2u);
+  std::vector<std::string> names;
+  for (const auto& f : fs::directory_iterator(out)) names.push_back(f.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"utt_a.PHN", "utt_a.TextGrid", "utt_a.csv", "utt_a.ctm", "utt_a.json",
+                                             "utt_a.words.ctm"}));  // nothing for utt_missing, no temporary files
+  // JSON: the same phones in samples and seconds, the two words covering them
+  const nlohmann::json j = nlohmann::json::parse(slurp(out / "utt_a.json"));
+  EXPECT_EQ(j["utterance"], "utt_a");
+  const int rate = j["sample_rate"].get<int>();
+  EXPECT_EQ(rate, 16000);
+  ASSERT_EQ(j["phones"].size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(j["phones"][i]["label"], rows[i].name);
+    EXPECT_EQ(j["phones"][i]["start_sample"].get<long long>(), rows[i].b);
+    EXPECT_EQ(j["phones"][i]["end_sample"].get<long long>(), rows[i].e);
+    EXPECT_NEAR(j["phones"][i]["start"].get<double>(), rows[i].b / 16000.0, 1e-12);
+  }
+  ASSERT_EQ(j["words"].size(), 2u);
+  EXPECT_EQ(j["words"][0]["label"], "alpha");
+  EXPECT_EQ(j["words"][1]["label"], "beta");
+  EXPECT_EQ(j["words"][0]["start_sample"].get<long long>(), rows.front().b);
+  EXPECT_EQ(j["words"][1]["end_sample"].get<long long>(), rows.back().e);
+  // CSV: a header, one row per phone then per word
+  std::istringstream csv(slurp(out / "utt_a.csv"));
+  std::string line;
+  std::getline(csv, line);
+  EXPECT_EQ(line, "tier,start,end,start_sample,end_sample,label");
+  for (size_t i = 0; i < rows.size() + 2; ++i) {
+    ASSERT_TRUE(std::getline(csv, line));
+    std::vector<std::string> f;
+    std::istringstream ls(line);
+    for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
+    ASSERT_EQ(f.size(), 6u) << line;
+    if (i < rows.size()) {
+      EXPECT_EQ(f[0], "phone");
+      EXPECT_EQ(std::stoll(f[3]), rows[i].b);
+      EXPECT_EQ(std::stoll(f[4]), rows[i].e);
+      EXPECT_EQ(f[5], rows[i].name);
+      EXPECT_NEAR(std::stod(f[1]), rows[i].b / 16000.0, 1e-6);
+    } else {
+      EXPECT_EQ(f[0], "word");
+      EXPECT_EQ(f[5], i == rows.size() ? "alpha" : "beta");
+    }
+  }
+  EXPECT_FALSE(std::getline(csv, line));
+  // CTM: "utt_a 1 start duration phone", start + duration = the next start
+  std::istringstream ctm(slurp(out / "utt_a.ctm"));
+  size_t n = 0;
+  for (std::string id, ch, label; ctm >> id >> ch;) {
+    double start = 0, dur = 0;
+    ctm >> start >> dur >> label;
+    ASSERT_LT(n, rows.size());
+    EXPECT_EQ(id, "utt_a");
+    EXPECT_EQ(ch, "1");
+    EXPECT_EQ(label, rows[n].name);
+    EXPECT_NEAR(start * 16000.0, static_cast<double>(rows[n].b), 0.01);
+    EXPECT_NEAR((start + dur) * 16000.0, static_cast<double>(rows[n].e), 0.02);
+    ++n;
+  }
+  EXPECT_EQ(n, rows.size());
+  const std::string wctm = slurp(out / "utt_a.words.ctm");
+  EXPECT_EQ(std::count(wctm.begin(), wctm.end(), '\n'), 2);
+  EXPECT_EQ(wctm.rfind("utt_a 1 ", 0), 0u) << wctm;
+  // bad wav.scp lines: one line naming the file and line
+  std::ofstream(scp) << "utt_a sox in.wav -t wav - |\n";
+  Cmd b = run("align --checkpoint " + ckpt_.string() + " --words " + text.string() + " --wav-scp " + scp.string() +
+              " --dict " + dict.string() + " --out " + out.string() + " --device cpu");
+  EXPECT_NE(b.rc, 0);
+  EXPECT_NE(b.output.find("--wav-scp " + scp.string() + ":1: 'utt_a' is given by a command"), std::string::npos)
+      << b.output;
+  Cmd c = run("align --checkpoint " + ckpt_.string() + " --timit " + (dir_ / "synth" / "TEST").string() +
+              " --format phn,srt --out " + out.string() + " --device cpu");
+  EXPECT_NE(c.rc, 0);
+  EXPECT_NE(c.output.find("--format"), std::string::npos) << c.output;
+}
+

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "data/phones.h"
@@ -88,6 +89,71 @@ TEST(AlignModel, ReferenceRunsAndBoundaryMetrics) {
   EXPECT_DOUBLE_EQ(j["mean_abs_ms"].get<double>(), 17.5);
   EXPECT_DOUBLE_EQ(j["median_abs_ms"].get<double>(), 15.0);
   EXPECT_FALSE(model::AlignMetrics().to_json().contains("mean_abs_ms"));  // no boundary: no NaN
+}
+
+TEST(AlignModel, BroadClassesOfEveryPhoneSet) {
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  const std::vector<std::string>& names = data::broad_class_names();
+  ASSERT_EQ(names.size(), 6u);
+  auto cls = [&](const char* p) { return ps.broad_class(p); };
+  EXPECT_EQ(names[cls("ax-h")], "vowels");
+  EXPECT_EQ(names[cls("axr")], "vowels");
+  EXPECT_EQ(names[cls("jh")], "stops");
+  EXPECT_EQ(names[cls("dx")], "stops");
+  EXPECT_EQ(names[cls("hv")], "fricatives");
+  EXPECT_EQ(names[cls("zh")], "fricatives");
+  EXPECT_EQ(names[cls("eng")], "nasals");
+  EXPECT_EQ(names[cls("nx")], "nasals");
+  EXPECT_EQ(names[cls("el")], "liquids_glides");
+  EXPECT_EQ(names[cls("y")], "liquids_glides");
+  for (const char* p : {"h#", "pau", "epi", "bcl", "kcl", "cl", "vcl", "sil"}) EXPECT_EQ(names[cls(p)], "silence") << p;
+  EXPECT_EQ(cls("q"), -1);
+  EXPECT_EQ(cls("xx"), -1);
+  // every phone of the three sets has a class; the 39 set splits 14/9/8/3/4/1
+  for (int set : {61, 48, 39})
+    for (const std::string& p : ps.names(set)) EXPECT_TRUE(p == "q" || cls(p.c_str()) >= 0) << p;
+  std::vector<int> count(6, 0);
+  for (const std::string& p : ps.names(39)) ++count[cls(p.c_str())];
+  EXPECT_EQ(count, (std::vector<int>{14, 9, 8, 3, 4, 1}));
+}
+
+TEST(AlignModel, PhnReferenceMergesQGapsAndEqualClasses) {
+  const model::LabelSet ls = model::LabelSet::make(39);
+  std::vector<data::PhnEntry> phn;
+  for (const auto& [b, e, p] : std::vector<std::tuple<int64_t, int64_t, std::string>>{
+           {0, 100, "q"}, {100, 2000, "h#"}, {2000, 2500, "bcl"}, {2500, 2700, "b"}, {2800, 4000, "ah"},
+           {4000, 4300, "q"}, {4300, 5000, "t"}, {5000, 6000, "h#"}})
+    phn.push_back({b, e, p, 0});
+  const auto ref = model::phn_reference(phn, ls);
+  // leading q -> h#; h# bcl -> one sil; the gap 2700-2800 -> b; the q 4000-4300 -> ah
+  std::vector<std::tuple<std::string, int64_t, int64_t>> got;
+  for (const model::RefPhone& r : ref) got.emplace_back(ls.names[r.cls], r.start, r.end);
+  EXPECT_EQ(got, (std::vector<std::tuple<std::string, int64_t, int64_t>>{
+                     {"sil", 0, 2500}, {"b", 2500, 2800}, {"ah", 2800, 4300}, {"t", 4300, 5000}, {"sil", 5000, 6000}}));
+}
+
+TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
+  model::AlignMetrics m;
+  // reference at 16 kHz: 100 ms, 200 ms; aligned at 8 kHz: 101 ms, 197.5 ms -> errors 1, 2.5 ms
+  m.add_samples({1600, 3200}, 16000, {808, 1580}, 8000, {0, 5});
+  m.add_samples({16000}, 16000, {8100}, 8000, {0});  // 1000 ms against 1012.5 ms -> 12.5 ms
+  m.utterances = 2;
+  const nlohmann::json j = m.to_json()["samples"];
+  EXPECT_EQ(j["boundaries"], 3);
+  EXPECT_NEAR(j["within_ms"]["10"].get<double>(), 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(j["within_ms"]["20"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(j["mean_abs_ms"].get<double>(), 16.0 / 3.0, 1e-9);
+  EXPECT_NEAR(j["median_abs_ms"].get<double>(), 2.5, 1e-9);
+  EXPECT_EQ(j["by_class"]["vowels"]["boundaries"], 2);
+  EXPECT_NEAR(j["by_class"]["vowels"]["mean_abs_ms"].get<double>(), 6.75, 1e-9);
+  EXPECT_NEAR(j["by_class"]["vowels"]["within_ms"]["10"].get<double>(), 0.5, 1e-12);
+  EXPECT_NEAR(j["by_class"]["silence"]["median_abs_ms"].get<double>(), 2.5, 1e-9);
+  EXPECT_FALSE(j["by_class"].contains("stops"));
+  EXPECT_EQ(j["without_phn"], 0);
+  const std::string t = m.table();
+  EXPECT_NE(t.find("frame-quantized"), std::string::npos) << t;
+  EXPECT_NE(t.find("sample-accurate        3   66.67  100.00  100.00  100.00     5.33     2.50"), std::string::npos) << t;
+  EXPECT_NE(t.find("vowels"), std::string::npos) << t;
 }
 
 TEST(AlignModel, TextGridTiers) {

@@ -1,0 +1,137 @@
+// The output formats of `timitseg align --format` (align_formats.h, docs/align.md).
+#include "eval/align_formats.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
+
+#include "eval/align.h"
+
+namespace timitseg::model {
+
+namespace {
+
+using Interval = AlignedOutput::Interval;
+
+std::string seconds(int64_t sample, int rate) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", static_cast<double>(sample) / rate);
+  return buf;
+}
+
+std::string phn(const AlignedOutput& a) {
+  std::string text;
+  for (const auto& [b, e, label] : a.phones) text += std::to_string(b) + " " + std::to_string(e) + " " + label + "\n";
+  return text;
+}
+
+std::string textgrid(const AlignedOutput& a) {
+  std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", a.phones}};
+  if (a.has_words) tiers.emplace_back("words", a.words);
+  return textgrid_tiers(tiers, a.num_samples, a.sample_rate);
+}
+
+// RFC 4180: a field with a comma, a quote or a line break is quoted, quotes doubled.
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\r\n") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) q += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return q + "\"";
+}
+
+std::string csv(const AlignedOutput& a) {
+  std::string text = "tier,start,end,start_sample,end_sample,label\n";
+  auto rows = [&](const char* tier, const std::vector<Interval>& iv) {
+    for (const auto& [b, e, label] : iv) {
+      if (label.empty()) continue;  // a words-tier gap
+      text += std::string(tier) + "," + seconds(b, a.sample_rate) + "," + seconds(e, a.sample_rate) + "," +
+              std::to_string(b) + "," + std::to_string(e) + "," + csv_field(label) + "\n";
+    }
+  };
+  rows("phone", a.phones);
+  if (a.has_words) rows("word", a.words);
+  return text;
+}
+
+std::string json(const AlignedOutput& a) {
+  auto list = [&](const std::vector<Interval>& iv) {
+    nlohmann::json l = nlohmann::json::array();
+    for (const auto& [b, e, label] : iv)
+      if (!label.empty())
+        l.push_back({{"label", label},
+                     {"start", static_cast<double>(b) / a.sample_rate},
+                     {"end", static_cast<double>(e) / a.sample_rate},
+                     {"start_sample", b},
+                     {"end_sample", e}});
+    return l;
+  };
+  nlohmann::json j = {{"utterance", a.utterance},   {"audio", a.audio},        {"sample_rate", a.sample_rate},
+                      {"num_samples", a.num_samples}, {"phones", list(a.phones)}};
+  if (a.has_words) j["words"] = list(a.words);
+  return j.dump(2) + "\n";
+}
+
+// Kaldi CTM: "utterance channel start duration token" per line, seconds, channel 1.
+std::string ctm(const AlignedOutput& a, const std::vector<Interval>& iv) {
+  std::string text;
+  for (const auto& [b, e, label] : iv)
+    if (!label.empty())
+      text += a.utterance + " 1 " + seconds(b, a.sample_rate) + " " + seconds(e - b, a.sample_rate) + " " + label + "\n";
+  return text;
+}
+
+struct Format {
+  const char* name;
+  std::function<void(const AlignedOutput&, std::vector<std::pair<std::string, std::string>>&)> write;
+};
+
+const std::vector<Format>& formats() {
+  static const std::vector<Format> f = {
+      {"phn", [](const AlignedOutput& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
+      {"textgrid", [](const AlignedOutput& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
+      {"csv", [](const AlignedOutput& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
+      {"json", [](const AlignedOutput& a, auto& out) { out.emplace_back(".json", json(a)); }},
+      {"ctm",
+       [](const AlignedOutput& a, auto& out) {
+         out.emplace_back(".ctm", ctm(a, a.phones));
+         if (a.has_words) out.emplace_back(".words.ctm", ctm(a, a.words));
+       }},
+  };
+  return f;
+}
+
+}  // namespace
+
+const std::vector<std::string>& align_format_names() {
+  static const std::vector<std::string> n = [] {
+    std::vector<std::string> v;
+    for (const Format& f : formats()) v.push_back(f.name);
+    return v;
+  }();
+  return n;
+}
+
+std::vector<std::string> parse_align_formats(const std::vector<std::string>& names) {
+  const std::vector<std::string>& all = align_format_names();
+  for (const std::string& n : names)
+    if (std::find(all.begin(), all.end(), n) == all.end())
+      throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of phn, textgrid, csv, json, ctm)");
+  if (names.empty()) throw std::invalid_argument("--format: give at least one of phn, textgrid, csv, json, ctm");
+  std::vector<std::string> out;
+  for (const std::string& n : all)
+    if (std::find(names.begin(), names.end(), n) != names.end()) out.push_back(n);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
+                                                                  const std::vector<std::string>& names) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Format& f : formats())
+    if (std::find(names.begin(), names.end(), f.name) != names.end()) f.write(a, out);
+  return out;
+}
+
+}  // namespace timitseg::model

@@ -1,0 +1,36 @@
+// The output formats of `timitseg align --format` (docs/align.md): one table
+// of (name, file suffix, writer); each writer renders one aligned utterance.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace timitseg::model {
+
+// One aligned utterance, in samples of the file as given.
+struct AlignedOutput {
+  using Interval = std::tuple<int64_t, int64_t, std::string>;  // start sample, end sample, label
+  std::string utterance;  // its id: the output name (a Kaldi utterance id, or the audio file's name)
+  std::string audio;      // the audio path as given
+  int sample_rate = 0;    // of the file
+  int64_t num_samples = 0;
+  std::vector<Interval> phones;  // contiguous, covering [0, num_samples)
+  bool has_words = false;
+  std::vector<Interval> words;  // the words tier: the words and "" where no word is (covers the file)
+};
+
+// Format names in table order: phn, textgrid, csv, json, ctm.
+const std::vector<std::string>& align_format_names();
+// "phn,textgrid" -> the names, in the table's order without repeats; throws
+// std::invalid_argument "--format: unknown format 'x' (one or more of phn, textgrid, csv, json, ctm)".
+std::vector<std::string> parse_align_formats(const std::vector<std::string>& names);
+// (file suffix, text) of each file of the given formats: phn ".PHN", textgrid
+// ".TextGrid", csv ".csv", json ".json", ctm ".ctm" (phones) and, with words,
+// ".words.ctm".
+std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
+                                                                  const std::vector<std::string>& formats);
+
+}  // namespace timitseg::model

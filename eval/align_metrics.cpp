@@ -1,0 +1,294 @@
+// The scores of `evaluate --align` (see align.h, docs/align.md): the
+// frame-quantized figure against the prepared frame labels and the
+// sample-accurate one against the .PHN times, per broad class too.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/files.h"
+#include "data/corpus.h"
+#include "data/features.h"
+#include "data/phones.h"
+#include "eval/align.h"
+#include "eval/infer.h"
+#include "model/batch.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::model {
+
+namespace {
+
+const int kTolerancesMs[] = {10, 20, 25, 50};
+
+nlohmann::json summarize(const std::vector<double>& abs_ms) {
+  nlohmann::json j;
+  j["boundaries"] = abs_ms.size();
+  if (abs_ms.empty()) return j;  // no boundary: the fractions and errors do not exist (never NaN)
+  nlohmann::json within;
+  for (int tol : kTolerancesMs) {
+    int64_t k = 0;
+    for (double e : abs_ms) k += e <= tol + 1e-9;
+    within[std::to_string(tol)] = static_cast<double>(k) / static_cast<double>(abs_ms.size());
+  }
+  j["within_ms"] = within;
+  double sum = 0;
+  for (double e : abs_ms) sum += e;
+  j["mean_abs_ms"] = sum / static_cast<double>(abs_ms.size());
+  std::vector<double> v = abs_ms;
+  std::sort(v.begin(), v.end());
+  const size_t m = v.size() / 2;
+  j["median_abs_ms"] = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  return j;
+}
+
+// One table row: "  NAME  B  w10 w20 w25 w50  mean  median".
+std::string row(const std::string& name, const nlohmann::json& j) {
+  char buf[256];
+  if (!j.contains("within_ms")) {
+    std::snprintf(buf, sizeof buf, "  %-16s %7d   (no boundaries)\n", name.c_str(), 0);
+    return buf;
+  }
+  const nlohmann::json& w = j["within_ms"];
+  std::snprintf(buf, sizeof buf, "  %-16s %7lld %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f\n", name.c_str(),
+                static_cast<long long>(j["boundaries"].get<int64_t>()), 100 * w["10"].get<double>(),
+                100 * w["20"].get<double>(), 100 * w["25"].get<double>(), 100 * w["50"].get<double>(),
+                j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
+  return buf;
+}
+
+// The .PHN beside AUDIO (upper or lower case extension), or "".
+std::string phn_beside(const std::string& audio) {
+  if (audio.empty()) return "";
+  for (const char* ext : {".PHN", ".phn"}) {
+    const fs::path p = fs::path(audio).replace_extension(ext);
+    std::error_code ec;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  return "";
+}
+
+// The sample-accurate reference of a prepared utterance and its file's rate;
+// an error line ("" when fine) when its .PHN cannot be read.
+std::string read_reference(const data::Utterance& u, const ModelState& s, std::vector<RefPhone>* ref, int* rate) {
+  const std::string phn = phn_beside(u.audio_path);
+  if (phn.empty()) return u.id + ": no .PHN beside " + (u.audio_path.empty() ? "(no audio path)" : u.audio_path);
+  try {
+    std::vector<data::Problem> problems;
+    const std::vector<data::PhnEntry> entries = data::parse_phn(phn, read_file(phn), -1, &problems);
+    for (const data::Problem& p : problems)
+      if (p.error) return p.str();
+    *ref = phn_reference(entries, s.labels);
+    // without --allow-resample, prepare accepted only files at the model's rate
+    *rate = s.features.allow_resample ? data::read_audio(u.audio_path).sample_rate : s.features.sample_rate;
+  } catch (const std::exception& e) {
+    return phn + ": " + e.what();
+  }
+  if (ref->empty()) return phn + ": no phones";
+  return "";
+}
+
+}  // namespace
+
+std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const LabelSet& ls) {
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  std::vector<RefPhone> out;
+  int64_t q_start = -1;  // a leading q: its time goes to the next phone
+  for (const data::PhnEntry& e : phn) {
+    const int i61 = ps.index61(e.phone);
+    if (e.phone == "q") {
+      if (out.empty() && q_start < 0) q_start = e.start;
+      if (!out.empty()) out.back().end = e.end;
+      continue;
+    }
+    if (i61 < 0) throw std::runtime_error("unknown phone '" + e.phone + "' (line " + std::to_string(e.line) + ")");
+    const int32_t c = ls.from61(i61);
+    if (!out.empty() && out.back().cls == c) {
+      out.back().end = e.end;
+      continue;
+    }
+    if (!out.empty()) out.back().end = e.start;  // a gap goes to the phone before it
+    out.push_back({c, q_start >= 0 ? q_start : e.start, e.end});
+    q_start = -1;
+  }
+  return out;
+}
+
+void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms) {
+  for (size_t i = 0; i < ref_ends.size(); ++i)
+    abs_ms.push_back(std::fabs(static_cast<double>(ref_ends[i]) - static_cast<double>(hyp_ends.at(i))) * frame_ms);
+}
+
+void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp,
+                               int hyp_rate, const std::vector<int>& cls) {
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double r = static_cast<double>(ref[i]) / ref_rate, h = static_cast<double>(hyp.at(i)) / hyp_rate;
+    samples.abs_ms.push_back(std::fabs(h - r) * 1000.0);
+    samples.cls.push_back(cls.at(i));
+  }
+}
+
+nlohmann::json BoundaryErrors::summary() const { return summarize(abs_ms); }
+
+nlohmann::json BoundaryErrors::by_class() const {
+  nlohmann::json j = nlohmann::json::object();
+  const std::vector<std::string>& names = data::broad_class_names();
+  for (size_t k = 0; k < names.size(); ++k) {
+    std::vector<double> v;
+    for (size_t i = 0; i < abs_ms.size(); ++i)
+      if (cls[i] == static_cast<int>(k)) v.push_back(abs_ms[i]);
+    if (!v.empty()) j[names[k]] = summarize(v);
+  }
+  return j;
+}
+
+nlohmann::json AlignMetrics::to_json() const {
+  nlohmann::json j = summarize(abs_ms);
+  j["utterances"] = utterances;
+  j["infeasible"] = infeasible;
+  j["seconds"] = seconds;
+  nlohmann::json sj = samples.summary();
+  sj["by_class"] = samples.by_class();
+  sj["without_phn"] = without_phn;
+  j["samples"] = sj;
+  return j;
+}
+
+std::string AlignMetrics::table() const {
+  std::string out;
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "forced alignment (%lld utterances%s, %.2f s)\n", static_cast<long long>(utterances),
+                infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds);
+  out += buf;
+  out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median\n";
+  out += row("frame-quantized", summarize(abs_ms));
+  if (without_phn < utterances) {
+    out += row("sample-accurate", samples.summary());
+    const nlohmann::json bc = samples.by_class();
+    for (const std::string& name : data::broad_class_names())
+      if (bc.contains(name)) out += row("  " + name, bc[name]);
+  }
+  if (without_phn > 0) {
+    std::snprintf(buf, sizeof buf, "  (%lld utterance(s) without a readable .PHN: not in the sample-accurate rows)\n",
+                  static_cast<long long>(without_phn));
+    out += buf;
+  }
+  return out;
+}
+
+namespace {
+
+// The aligned end frames of phones 0..n-2 of utterance b.
+std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t N, size_t n) {
+  std::vector<int32_t> ends;
+  for (size_t i = 0; i + 1 < n; ++i) ends.push_back(r.spans[(b * N + i) * 2] + r.spans[(b * N + i) * 2 + 1]);
+  return ends;
+}
+
+// Aligns each utterance of `part` to its class sequence; the result and N.
+crf::AlignResult align_part(Executor& exec, const std::vector<const data::Utterance*>& part,
+                            const std::vector<std::vector<int32_t>>& seqs, const ModelState& s, int64_t* N_out) {
+  const Batch batch = make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+  int64_t N = 1;
+  for (const auto& q : seqs) N = std::max<int64_t>(N, static_cast<int64_t>(q.size()));
+  const int64_t B = static_cast<int64_t>(part.size());
+  std::vector<int32_t> phones(B * N, 0), nph(B);
+  for (int64_t b = 0; b < B; ++b) {
+    nph[b] = static_cast<int32_t>(seqs[b].size());
+    std::copy(seqs[b].begin(), seqs[b].end(), phones.begin() + b * N);
+  }
+  *N_out = N;
+  return exec.align(batch, N, phones, nph, {});
+}
+
+}  // namespace
+
+AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts_in, const ModelState& s,
+                              int batch_size) {
+  if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
+  std::vector<const data::Utterance*> utts = utts_in;
+  std::stable_sort(utts.begin(), utts.end(),
+                   [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
+  AlignMetrics m;
+  const data::PhoneSet& ps = data::PhoneSet::timit();
+  for (size_t at = 0; at < utts.size(); at += batch_size) {
+    const std::vector<const data::Utterance*> part(utts.begin() + at,
+                                                   utts.begin() + std::min(utts.size(), at + batch_size));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::vector<std::pair<int32_t, int32_t>>> refs;
+    std::vector<std::vector<int32_t>> seqs;
+    for (const data::Utterance* u : part) {
+      refs.push_back(reference_runs(*u, s.labels));
+      seqs.emplace_back();
+      for (const auto& run : refs.back()) seqs.back().push_back(run.first);
+    }
+    int64_t N = 1;
+    const crf::AlignResult r = align_part(exec, part, seqs, s, &N);
+    m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    // sample-accurate: the .PHN's own phone sequence; realigned when it differs from the frame runs
+    std::vector<std::vector<RefPhone>> phn(part.size());
+    std::vector<int> rates(part.size(), 0);
+    std::vector<const data::Utterance*> again;
+    std::vector<std::vector<int32_t>> again_seqs;
+    std::vector<size_t> again_index;
+    for (size_t b = 0; b < part.size(); ++b) {
+      ++m.utterances;
+      const bool feasible = r.score[b] > -INFINITY;
+      if (!feasible) {
+        ++m.infeasible;
+        spdlog::warn("evaluate --align: {}: no alignment of finite score", part[b]->id);
+      } else {
+        std::vector<int32_t> ref_ends;
+        int32_t t = 0;
+        for (size_t i = 0; i + 1 < refs[b].size(); ++i) ref_ends.push_back(t += refs[b][i].second);
+        m.add(ref_ends, aligned_ends(r, static_cast<int64_t>(b), N, refs[b].size()), s.features.frame_shift_ms);
+      }
+      const std::string why = read_reference(*part[b], s, &phn[b], &rates[b]);
+      if (!why.empty()) {
+        if (m.without_phn++ == 0) spdlog::warn("evaluate --align: no sample-accurate reference: {}", why);
+        phn[b].clear();
+        continue;
+      }
+      std::vector<int32_t> q;
+      for (const RefPhone& p : phn[b]) q.push_back(p.cls);
+      if (q != seqs[b]) {
+        again.push_back(part[b]);
+        again_seqs.push_back(q);
+        again_index.push_back(b);
+      } else if (!feasible) {
+        phn[b].clear();  // the same sequence: no alignment to score
+      }
+    }
+    int64_t N2 = 1;
+    crf::AlignResult r2;
+    if (!again.empty()) r2 = align_part(exec, again, again_seqs, s, &N2);
+    for (size_t b = 0, k = 0; b < part.size(); ++b) {
+      if (phn[b].empty()) continue;
+      const bool other = k < again_index.size() && again_index[k] == b;
+      const crf::AlignResult& res = other ? r2 : r;
+      const int64_t row_b = other ? static_cast<int64_t>(k) : static_cast<int64_t>(b);
+      if (other) ++k;
+      if (!(res.score[row_b] > -INFINITY)) {  // counted (and named) above when the frame runs are infeasible
+        if (other && r.score[b] > -INFINITY)
+          spdlog::warn("evaluate --align: {}: its .PHN phone sequence has no alignment of finite score", part[b]->id);
+        continue;
+      }
+      const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
+      std::vector<int64_t> ref, hyp;
+      std::vector<int> cls;
+      for (size_t i = 0; i < ends.size(); ++i) {
+        ref.push_back(phn[b][i + 1].start);
+        hyp.push_back(boundary_sample(ends[i], s.features));
+        cls.push_back(ps.broad_class(s.labels.names[phn[b][i + 1].cls]));
+      }
+      m.add_samples(ref, rates[b], hyp, s.features.sample_rate, cls);
+    }
+  }
+  return m;
+}
+
+}  // namespace timitseg::model
