@@ -20,6 +20,18 @@ def _empty(like, shape, dtype):
     return np.zeros(shape, dtype=dtype)
 
 
+def _int32(x):
+    """int64 lengths or labels as int32, the zero-copy path's type (capi/crf_fast.h), on the array's own
+    device (a device kernel for CUDA, no host copy). Values outside int32 are clamped to its ends, which
+    every check then rejects as it would reject the value."""
+    if is_torch(x):
+        import torch
+        return x.clamp(-2 ** 31, 2 ** 31 - 1).to(torch.int32) if x.dtype == torch.int64 else x
+    if isinstance(x, np.ndarray) and x.dtype == np.int64:
+        return np.clip(x, -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+    return x
+
+
 def _stream(x):
     if is_torch(x) and x.is_cuda:
         import torch
@@ -78,6 +90,7 @@ class CRF:
 
     # ---- batches -----------------------------------------------------------------
     def _batch(self, scores, lengths, onset, cumulative):
+        lengths = _int32(lengths)
         keep = [scores, lengths, onset]
         b = _lib.CrfBatch()
         b.scores = describe(scores, "scores")
@@ -114,6 +127,8 @@ class CRF:
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
         if labels is not None:
+            labels = _int32(labels)
+            _keep.append(labels)
             gold.labels = describe(labels, "labels")
         if segments is not None:
             gold.segments = describe(segments, "segments")

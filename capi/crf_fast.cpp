@@ -1,0 +1,241 @@
+// The zero-copy path of the C API's CRF calls (crf_fast.h).
+#include "capi/crf_fast.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "common/cuda.h"
+#include "crf/cumsum.h"
+#ifdef TIMITSEG_HAVE_CUDA
+#include "model/cuda/cumsum.h"
+#include "model/cuda/ops.h"
+#endif
+
+namespace timitseg::capi {
+namespace {
+
+namespace gpu_ns {
+#ifdef TIMITSEG_HAVE_CUDA
+constexpr bool kHave = true;
+#else
+constexpr bool kHave = false;
+#endif
+}  // namespace gpu_ns
+
+int space(const timitseg_crf& h) { return h.cuda ? TIMITSEG_DEVICE_CUDA : TIMITSEG_DEVICE_CPU; }
+
+// t has exactly `shape`, dtype `dtype` (or `dtype2`), is contiguous, has data, and lives in h's space.
+bool fits(const timitseg_crf& h, const timitseg_tensor& t, std::initializer_list<int64_t> shape, int dtype,
+          int dtype2 = -1) {
+  if (t.data == nullptr || t.device != space(h) || (t.dtype != dtype && t.dtype != dtype2)) return false;
+  if (t.ndim != static_cast<int>(shape.size())) return false;
+  int i = 0;
+  for (int64_t s : shape)
+    if (t.shape[i++] != s) return false;
+  return is_contiguous(t);
+}
+
+// The parts common to both calls: the scores and lengths qualify, every length
+// is in [1, T] (read back for cuda), the centered cumsum is in h.fast_cum.
+// On success fills dims and the backend's Params (the handle's parameters).
+bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
+  if (h.cuda && !gpu_ns::kHave) return false;
+  const timitseg_tensor& s = in.scores;
+  if (in.cumulative != 0 || present(&in.onset) || s.ndim != 3) return false;
+  const int64_t B = s.shape[0], T = s.shape[1], C = h.p.num_labels;
+  if (B < 1 || T < 1 || B > INT32_MAX || T > INT32_MAX || !fits(h, s, {B, T, C}, TIMITSEG_F32)) return false;
+  if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
+  if (h.fast_pending && h.fast_stream != in.stream) settle(h);
+  h.fast_lengths.resize(static_cast<size_t>(B));
+  const size_t lbytes = static_cast<size_t>(B) * sizeof(int32_t);
+  if (h.cuda) {
+    cuda::copy_to_host(h.fast_lengths.data(), in.lengths.data, lbytes, in.stream);
+    cuda::stream_synchronize(in.stream);
+  } else {
+    std::memcpy(h.fast_lengths.data(), in.lengths.data, lbytes);
+  }
+  for (int32_t L : h.fast_lengths)
+    if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
+  const float* x = static_cast<const float*>(s.data);
+  if (!h.cuda)  // a non-finite score: the general path names it
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t i = 0; i < h.fast_lengths[b] * C; ++i)
+        if (!std::isfinite(x[b * T * C + i])) return false;
+  const Memory mem = h.cuda ? Memory::device : Memory::host;
+  for (Buffer* buf : {&h.fast_cum, &h.fast_gcum, &h.fast_scratch, &h.fast_lz, &h.fast_gold, &h.fast_penalty})
+    if (buf->memory() != mem) buf->set_memory(mem);
+  h.fast_cum.reserve(static_cast<size_t>(B * (T + 1) * C) * sizeof(float));
+  h.fast_lz.reserve(static_cast<size_t>(B) * sizeof(double));
+  h.fast_gold.reserve(static_cast<size_t>(B) * sizeof(double));
+  float* cum = h.fast_cum.as<float>();
+  const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
+  d = crf::Dims{B, T, h.p.max_duration, C};
+  if (h.cuda) {
+#ifdef TIMITSEG_HAVE_CUDA
+    model::gpu::centered_cumsum_forward(static_cast<int>(B), static_cast<int>(T), static_cast<int>(C), x, len, cum,
+                                        in.stream);
+#endif
+  } else {
+    crf::centered_cumsum_forward<float>(B, T, C, x, len, cum);
+  }
+  p = crf::Params();
+  p.cum_scores = cum;
+  p.lengths = len;
+  const size_t K = static_cast<size_t>(h.p.max_duration), Cs = static_cast<size_t>(C);
+  if (h.cuda) {
+    const float* base = h.dev_params.as<float>();
+    p.transition = base;
+    p.duration_bias = base + Cs * Cs;
+    p.start = base + Cs * Cs + K * Cs;
+    p.end = base + Cs * Cs + K * Cs + Cs;
+  } else {
+    p.transition = h.transition.data();
+    p.duration_bias = h.duration_bias.data();
+    p.start = h.start.data();
+    p.end = h.end.data();
+  }
+  return true;
+}
+
+// Runs f with the backend on the caller's stream (restored after); the
+// work queued last may still run when it returns (settle()).
+template <class F>
+void on_stream(timitseg_crf& h, void* stream, F f) {
+  void* const old = h.backend->stream();
+  h.backend->set_stream(stream);
+  h.fast_stream = stream;
+  h.fast_pending = h.cuda;
+  try {
+    f();
+  } catch (...) {
+    h.backend->set_stream(old);
+    throw;
+  }
+  h.backend->set_stream(old);
+}
+
+// out[b] = a[b] - g[b] (g nullptr: a[b]) in double, stored in out's dtype.
+void difference(const timitseg_crf& h, int64_t B, const double* a, const double* g, const timitseg_tensor& out,
+                void* stream) {
+  const bool f64 = out.dtype == TIMITSEG_F64;
+  if (h.cuda) {
+#ifdef TIMITSEG_HAVE_CUDA
+    model::gpu::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
+#endif
+    return;
+  }
+  (void)stream;
+  for (int64_t b = 0; b < B; ++b) {
+    const double v = g ? a[b] - g[b] : a[b];
+    if (f64)
+      static_cast<double*>(out.data)[b] = v;
+    else
+      static_cast<float*>(out.data)[b] = static_cast<float>(v);
+  }
+}
+
+float* ptr(const timitseg_tensor& t) { return present(&t) ? static_cast<float*>(t.data) : nullptr; }
+
+// The grads qualify: each present one float32, contiguous, of its shape, in h's space.
+bool grads_fit(const timitseg_crf& h, const timitseg_crf_grads& g, int64_t B, int64_t T) {
+  const int64_t C = h.p.num_labels, K = h.p.max_duration;
+  if (present(&g.duration_lognormal) || present(&g.onset)) return false;
+  const auto ok = [&](const timitseg_tensor& t, std::initializer_list<int64_t> shape) {
+    return !present(&t) || fits(h, t, shape, TIMITSEG_F32);
+  };
+  return ok(g.scores, {B, T, C}) && ok(g.transition, {C, C}) && ok(g.duration_bias, {K, C}) && ok(g.start, {C}) &&
+         ok(g.end, {C});
+}
+
+// The backward's gradients into the caller's tensors: the scores' through the
+// centering, the penalty's added to transition and duration_bias.
+void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const timitseg_crf_grads& g,
+                  void* stream) {
+  const int64_t C = d.C, K = d.K;
+  const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
+  const float* gcum = h.fast_gcum.as<float>();
+  float* gx = ptr(g.scores);
+  if (h.cuda) {
+#ifdef TIMITSEG_HAVE_CUDA
+    const float* base = h.dev_params.as<float>();
+    h.fast_penalty.reserve(sizeof(double));
+    model::gpu::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
+                           ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
+    if (gx) {
+      const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
+      h.fast_scratch.reserve(model::gpu::centered_cumsum_scratch_bytes(B, T, Ci));
+      model::gpu::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
+    }
+#endif
+    return;
+  }
+  (void)stream;
+  crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
+                         ptr(g.duration_bias));
+  if (gx) crf::centered_cumsum_backward<float>(d.B, d.T, C, gcum, len, gx);
+}
+
+}  // namespace
+
+void settle(timitseg_crf& h) {
+  if (!h.fast_pending) return;
+  h.fast_pending = false;
+  cuda::stream_synchronize(h.fast_stream);
+}
+
+void upload_params(timitseg_crf& h) {
+  if (!h.cuda) return;
+  settle(h);
+  std::vector<float> all(h.transition);
+  all.insert(all.end(), h.duration_bias.begin(), h.duration_bias.end());
+  all.insert(all.end(), h.start.begin(), h.start.end());
+  all.insert(all.end(), h.end.begin(), h.end.end());
+  h.dev_params.set_memory(Memory::device);
+  h.dev_params.upload(all);  // a synchronous copy: the next call on any stream sees it
+}
+
+bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z) {
+  crf::Dims d;
+  crf::Params p;
+  const timitseg_tensor& s = in.scores;
+  if (s.ndim != 3 || !fits(h, log_z, {s.shape[0]}, TIMITSEG_F32, TIMITSEG_F64) || !begin(h, in, d, p)) return false;
+  on_stream(h, in.stream, [&] {
+    h.session->log_partition(d, p, h.fast_lz.as<double>());
+    difference(h, d.B, h.fast_lz.as<double>(), nullptr, log_z, in.stream);
+  });
+  ++h.fast_calls;
+  return true;
+}
+
+bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
+              const timitseg_tensor& out, const timitseg_crf_grads* grads) {
+  const timitseg_tensor& s = in.scores;
+  if (s.ndim != 3 || !std::isfinite(scale) || present(&gold.segments) || present(&gold.num_segments)) return false;
+  const int64_t B = s.shape[0], T = s.shape[1];
+  if (!fits(h, out, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, gold.labels, {B, T}, TIMITSEG_I32, TIMITSEG_I32))
+    return false;
+  if (grads && !grads_fit(h, *grads, B, T)) return false;
+  crf::Dims d;
+  crf::Params p;
+  if (!begin(h, in, d, p)) return false;
+  const int32_t* labels = static_cast<const int32_t*>(gold.labels.data);
+  double* lz = h.fast_lz.as<double>();
+  double* gs = h.fast_gold.as<double>();
+  on_stream(h, in.stream, [&] {
+    if (grads) {
+      h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
+      crf::Grads g{h.fast_gcum.as<float>(), ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start),
+                   ptr(grads->end)};
+      h.session->backward(d, p, labels, scale, lz, gs, g);
+      finish_grads(h, d, p.lengths, *grads, in.stream);
+    } else {
+      h.session->log_partition(d, p, lz);
+      h.session->gold_score(d, p, labels, gs);
+    }
+    difference(h, d.B, lz, gs, out, in.stream);
+  });
+  ++h.fast_calls;
+  return true;
+}
+
+}  // namespace timitseg::capi
