@@ -2,25 +2,16 @@
 #include "capi/crf_fast.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <initializer_list>
 
 #include "common/cuda.h"
 #include "crf/cumsum.h"
-#ifdef TIMITSEG_HAVE_CUDA
-#include "model/cuda/cumsum.h"
-#include "model/cuda/ops.h"
-#endif
+#include "model/crf_device.h"
 
 namespace timitseg::capi {
 namespace {
-
-namespace gpu_ns {
-#ifdef TIMITSEG_HAVE_CUDA
-constexpr bool kHave = true;
-#else
-constexpr bool kHave = false;
-#endif
-}  // namespace gpu_ns
 
 int space(const timitseg_crf& h) { return h.cuda ? TIMITSEG_DEVICE_CUDA : TIMITSEG_DEVICE_CPU; }
 
@@ -39,7 +30,6 @@ bool fits(const timitseg_crf& h, const timitseg_tensor& t, std::initializer_list
 // is in [1, T] (read back for cuda), the centered cumsum is in h.fast_cum.
 // On success fills dims and the backend's Params (the handle's parameters).
 bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
-  if (h.cuda && !gpu_ns::kHave) return false;
   const timitseg_tensor& s = in.scores;
   if (in.cumulative != 0 || present(&in.onset) || s.ndim != 3) return false;
   const int64_t B = s.shape[0], T = s.shape[1], C = h.p.num_labels;
@@ -71,10 +61,8 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
   d = crf::Dims{B, T, h.p.max_duration, C};
   if (h.cuda) {
-#ifdef TIMITSEG_HAVE_CUDA
-    model::gpu::centered_cumsum_forward(static_cast<int>(B), static_cast<int>(T), static_cast<int>(C), x, len, cum,
-                                        in.stream);
-#endif
+    model::device::centered_cumsum_forward(static_cast<int>(B), static_cast<int>(T), static_cast<int>(C), x, len, cum,
+                                           in.stream);
   } else {
     crf::centered_cumsum_forward<float>(B, T, C, x, len, cum);
   }
@@ -119,9 +107,7 @@ void difference(const timitseg_crf& h, int64_t B, const double* a, const double*
                 void* stream) {
   const bool f64 = out.dtype == TIMITSEG_F64;
   if (h.cuda) {
-#ifdef TIMITSEG_HAVE_CUDA
-    model::gpu::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
-#endif
+    model::device::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
     return;
   }
   (void)stream;
@@ -156,17 +142,15 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   const float* gcum = h.fast_gcum.as<float>();
   float* gx = ptr(g.scores);
   if (h.cuda) {
-#ifdef TIMITSEG_HAVE_CUDA
     const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
-    model::gpu::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
+    model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
                            ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
     if (gx) {
       const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
-      h.fast_scratch.reserve(model::gpu::centered_cumsum_scratch_bytes(B, T, Ci));
-      model::gpu::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
+      h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
+      model::device::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
     }
-#endif
     return;
   }
   (void)stream;
@@ -219,6 +203,10 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
   crf::Params p;
   if (!begin(h, in, d, p)) return false;
   const int32_t* labels = static_cast<const int32_t*>(gold.labels.data);
+  if (!h.cuda)  // a label outside [0, C): the general path names it as gold.labels
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
+        if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
   on_stream(h, in.stream, [&] {

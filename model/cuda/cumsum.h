@@ -1,7 +1,7 @@
 // The zero-centered cumsum of crf/cumsum.h on the GPU (its forward and
 // backward, the same float64 order as crf::centered_cumsum_forward/backward,
 // so the results are bitwise those of the host code), used by the cuDNN
-// encoder's head and by the C API's device path (capi/crf_fast.cpp). Compiles
+// encoder's head and, through model/crf_device.h, by the C API's zero-copy path. Compiles
 // without CUDA headers; pointers are device memory, `stream` a cudaStream_t as
 // void* (nullptr: the default stream). Nothing synchronizes. A failed launch
 // throws std::runtime_error naming the kernel.
