@@ -1,6 +1,7 @@
 // The zero-copy path of the C API's CRF calls (crf_fast.h).
 #include "capi/crf_fast.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -26,14 +27,48 @@ bool fits(const timitseg_crf& h, const timitseg_tensor& t, std::initializer_list
   return is_contiguous(t);
 }
 
+// The host backends' checks that the general path words better: a
+// non-finite score on a valid row (frame scores rows 0..L-1, cumulative 1..L).
+bool finite_scores(const timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_t rows, int64_t C) {
+  const float* x = static_cast<const float*>(in.scores.data);
+  const int64_t first = in.cumulative ? 1 : 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = first * C; i < (h.fast_lengths[b] + first) * C; ++i)
+      if (!std::isfinite(x[b * rows * C + i])) return false;
+  return true;
+}
+
+// cum [B][T+1][C] for the backend in h.fast_cum: the centered cumsum of frame
+// scores, or the caller's cumulative scores with row 0 and rows past the
+// length set to 0 (what the general path copies).
+float* make_cum(timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_t T, int64_t C) {
+  h.fast_cum.reserve(static_cast<size_t>(B * (T + 1) * C) * sizeof(float));
+  float* cum = h.fast_cum.as<float>();
+  const float* x = static_cast<const float*>(in.scores.data);
+  const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
+  const int Bi = static_cast<int>(B), Ti = static_cast<int>(T), Ci = static_cast<int>(C);
+  if (h.cuda && in.cumulative) {
+    model::device::copy_cumulative(Bi, Ti, Ci, x, len, cum, in.stream);
+  } else if (h.cuda) {
+    model::device::centered_cumsum_forward(Bi, Ti, Ci, x, len, cum, in.stream);
+  } else if (in.cumulative) {
+    const int64_t row = (T + 1) * C;
+    std::fill(cum, cum + B * row, 0.0f);
+    for (int64_t b = 0; b < B; ++b) std::copy(x + b * row + C, x + b * row + (len[b] + 1) * C, cum + b * row + C);
+  } else {
+    crf::centered_cumsum_forward<float>(B, T, C, x, len, cum);
+  }
+  return cum;
+}
+
 // The parts common to both calls: the scores and lengths qualify, every length
-// is in [1, T] (read back for cuda), the centered cumsum is in h.fast_cum.
+// is in [1, T] (read back for cuda), cum [B][T+1][C] is in h.fast_cum.
 // On success fills dims and the backend's Params (the handle's parameters).
 bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
   const timitseg_tensor& s = in.scores;
-  if (in.cumulative != 0 || present(&in.onset) || s.ndim != 3) return false;
-  const int64_t B = s.shape[0], T = s.shape[1], C = h.p.num_labels;
-  if (B < 1 || T < 1 || B > INT32_MAX || T > INT32_MAX || !fits(h, s, {B, T, C}, TIMITSEG_F32)) return false;
+  if (present(&in.onset) || s.ndim != 3) return false;
+  const int64_t B = s.shape[0], rows = s.shape[1], T = in.cumulative ? rows - 1 : rows, C = h.p.num_labels;
+  if (B < 1 || T < 1 || B > INT32_MAX || T >= INT32_MAX || !fits(h, s, {B, rows, C}, TIMITSEG_F32)) return false;
   if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
   if (h.fast_pending && h.fast_stream != in.stream) settle(h);
   h.fast_lengths.resize(static_cast<size_t>(B));
@@ -46,29 +81,16 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   }
   for (int32_t L : h.fast_lengths)
     if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
-  const float* x = static_cast<const float*>(s.data);
-  if (!h.cuda)  // a non-finite score: the general path names it
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t i = 0; i < h.fast_lengths[b] * C; ++i)
-        if (!std::isfinite(x[b * T * C + i])) return false;
+  if (!h.cuda && !finite_scores(h, in, B, rows, C)) return false;
   const Memory mem = h.cuda ? Memory::device : Memory::host;
   for (Buffer* buf : {&h.fast_cum, &h.fast_gcum, &h.fast_scratch, &h.fast_lz, &h.fast_gold, &h.fast_penalty})
     if (buf->memory() != mem) buf->set_memory(mem);
-  h.fast_cum.reserve(static_cast<size_t>(B * (T + 1) * C) * sizeof(float));
   h.fast_lz.reserve(static_cast<size_t>(B) * sizeof(double));
   h.fast_gold.reserve(static_cast<size_t>(B) * sizeof(double));
-  float* cum = h.fast_cum.as<float>();
-  const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
   d = crf::Dims{B, T, h.p.max_duration, C};
-  if (h.cuda) {
-    model::device::centered_cumsum_forward(static_cast<int>(B), static_cast<int>(T), static_cast<int>(C), x, len, cum,
-                                           in.stream);
-  } else {
-    crf::centered_cumsum_forward<float>(B, T, C, x, len, cum);
-  }
   p = crf::Params();
-  p.cum_scores = cum;
-  p.lengths = len;
+  p.cum_scores = make_cum(h, in, B, T, C);
+  p.lengths = static_cast<const int32_t*>(in.lengths.data);
   const size_t K = static_cast<size_t>(h.p.max_duration), Cs = static_cast<size_t>(C);
   if (h.cuda) {
     const float* base = h.dev_params.as<float>();
@@ -122,25 +144,27 @@ void difference(const timitseg_crf& h, int64_t B, const double* a, const double*
 
 float* ptr(const timitseg_tensor& t) { return present(&t) ? static_cast<float*>(t.data) : nullptr; }
 
-// The grads qualify: each present one float32, contiguous, of its shape, in h's space.
-bool grads_fit(const timitseg_crf& h, const timitseg_crf_grads& g, int64_t B, int64_t T) {
+// The grads qualify: each present one float32, contiguous, of its shape, in h's
+// space; scores [B][rows][C] as the scores (rows = T, or T+1 when cumulative).
+bool grads_fit(const timitseg_crf& h, const timitseg_crf_grads& g, int64_t B, int64_t rows) {
   const int64_t C = h.p.num_labels, K = h.p.max_duration;
   if (present(&g.duration_lognormal) || present(&g.onset)) return false;
   const auto ok = [&](const timitseg_tensor& t, std::initializer_list<int64_t> shape) {
     return !present(&t) || fits(h, t, shape, TIMITSEG_F32);
   };
-  return ok(g.scores, {B, T, C}) && ok(g.transition, {C, C}) && ok(g.duration_bias, {K, C}) && ok(g.start, {C}) &&
+  return ok(g.scores, {B, rows, C}) && ok(g.transition, {C, C}) && ok(g.duration_bias, {K, C}) && ok(g.start, {C}) &&
          ok(g.end, {C});
 }
 
-// The backward's gradients into the caller's tensors: the scores' through the
-// centering, the penalty's added to transition and duration_bias.
+// The backward's gradients into the caller's tensors: the frame scores'
+// through the centering (cumulative scores': the backend wrote them), the
+// penalty's added to transition and duration_bias.
 void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const timitseg_crf_grads& g,
-                  void* stream) {
+                  bool cumulative, void* stream) {
   const int64_t C = d.C, K = d.K;
   const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
   const float* gcum = h.fast_gcum.as<float>();
-  float* gx = ptr(g.scores);
+  float* gx = cumulative ? nullptr : ptr(g.scores);
   if (h.cuda) {
     const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
@@ -195,10 +219,11 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
               const timitseg_tensor& out, const timitseg_crf_grads* grads) {
   const timitseg_tensor& s = in.scores;
   if (s.ndim != 3 || !std::isfinite(scale) || present(&gold.segments) || present(&gold.num_segments)) return false;
-  const int64_t B = s.shape[0], T = s.shape[1];
+  const bool cumulative = in.cumulative != 0;
+  const int64_t B = s.shape[0], rows = s.shape[1], T = cumulative ? rows - 1 : rows;
   if (!fits(h, out, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, gold.labels, {B, T}, TIMITSEG_I32, TIMITSEG_I32))
     return false;
-  if (grads && !grads_fit(h, *grads, B, T)) return false;
+  if (grads && !grads_fit(h, *grads, B, rows)) return false;
   crf::Dims d;
   crf::Params p;
   if (!begin(h, in, d, p)) return false;
@@ -212,10 +237,10 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
   on_stream(h, in.stream, [&] {
     if (grads) {
       h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
-      crf::Grads g{h.fast_gcum.as<float>(), ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start),
-                   ptr(grads->end)};
+      float* gcum = cumulative && present(&grads->scores) ? ptr(grads->scores) : h.fast_gcum.as<float>();
+      crf::Grads g{gcum, ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start), ptr(grads->end)};
       h.session->backward(d, p, labels, scale, lz, gs, g);
-      finish_grads(h, d, p.lengths, *grads, in.stream);
+      finish_grads(h, d, p.lengths, *grads, cumulative, in.stream);
     } else {
       h.session->log_partition(d, p, lz);
       h.session->gold_score(d, p, labels, gs);

@@ -1,5 +1,6 @@
 // The zero-copy path of the C API's CRF calls (docs/python.md "Zero-copy"):
-// contiguous float32 scores [B][T][C] in the backend's memory space (CUDA
+// contiguous float32 scores [B][T][C] (or cumulative [B][T+1][C]; no onset)
+// in the backend's memory space (CUDA
 // device memory and the caller's stream for the cuda backend, host memory for
 // reference/cpu), int32 lengths (every one >= 1) and labels, outputs float32
 // (float64 for the per-utterance values) contiguous in the same space. The

@@ -19,6 +19,8 @@ void centered_cumsum_forward(int B, int T, int C, const float* x, const int32_t*
 size_t centered_cumsum_scratch_bytes(int B, int T, int C);
 void centered_cumsum_backward(int B, int T, int C, const float* grad_cum, const int32_t* lengths, void* scratch,
                               float* grad_x, void* stream);
+// cum [B][T+1][C] -> out, row 0 and rows t > lengths[b] of every utterance set to 0.
+void copy_cumulative(int B, int T, int C, const float* cum, const int32_t* lengths, float* out, void* stream);
 // ADDS 2*reg*A / 2*reg*D to the grads (nullptr: skipped), -inf entries left out;
 // the penalty's value -> *penalty (device double[1]). K = 0: transition only.
 void l2_penalty(double reg, int C, int K, const float* transition, const float* duration_bias,

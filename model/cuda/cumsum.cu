@@ -60,6 +60,14 @@ __global__ void cumsum_backward_kernel(int B, int T, int C, const float* dcum, c
   for (int t = L; t < T; ++t) xb[int64_t(t) * C + c] = 0.f;
 }
 
+__global__ void copy_cumulative_kernel(int64_t n, int64_t row, int C, const float* cum, const int32_t* len,
+                                       float* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t t = (i % row) / C;
+  out[i] = t == 0 || t > len[i / row] ? 0.f : cum[i];
+}
+
 __global__ void difference_kernel(int B, const double* a, const double* b_, void* out, bool f64) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= B) return;
@@ -89,6 +97,14 @@ void centered_cumsum_backward(int B, int T, int C, const float* grad_cum, const 
   cumsum_backward_kernel<<<grid_for(int64_t(B) * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       B, T, C, grad_cum, lengths, static_cast<double*>(scratch), grad_x);
   TS_LAUNCHED("cumsum_backward_kernel");
+}
+
+void copy_cumulative(int B, int T, int C, const float* cum, const int32_t* lengths, float* out, void* stream) {
+  const int64_t row = int64_t(T + 1) * C, n = int64_t(B) * row;
+  if (n == 0) return;
+  copy_cumulative_kernel<<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, row, C, cum, lengths,
+                                                                                                   out);
+  TS_LAUNCHED("copy_cumulative_kernel");
 }
 
 void difference_rows(int B, const double* a, const double* b_, void* out, bool f64, void* stream) {

@@ -22,6 +22,10 @@ size_t centered_cumsum_scratch_bytes(int B, int T, int C);
 void centered_cumsum_backward(int B, int T, int C, const float* grad_cum, const int32_t* lengths, void* scratch,
                               float* grad_x, void* stream);
 
+// cum [B][T+1][C] of a caller -> out, the same with row 0 of every utterance set to 0
+// and rows t > lengths[b] set to 0, as the general path of the C API copies them.
+void copy_cumulative(int B, int T, int C, const float* cum, const int32_t* lengths, float* out, void* stream);
+
 // out[b] = a[b] - b_[b] (b_ nullptr: a[b]) in float64, stored as float32 (f64 = false) or float64.
 void difference_rows(int B, const double* a, const double* b_, void* out, bool f64, void* stream);
 

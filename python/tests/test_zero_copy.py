@@ -57,6 +57,18 @@ def test_numpy_float32_fast_equals_general_bitwise(backend, monkeypatch):
         assert np.all(np.isfinite(fast[0][0]))
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_numpy_cumulative_fast_equals_general_bitwise(backend, monkeypatch):
+    crf = make(4, 3, backend, 3)
+    x, L, y = problem(5, 11, 4, 4)
+    cum = np.cumsum(np.concatenate([np.zeros((5, 1, 4), np.float32), x], axis=1), axis=1, dtype=np.float32)
+    fast = crf.nll(cum, L, labels=y, cumulative=True), crf.log_partition(cum, L, cumulative=True)
+    with monkeypatch.context() as m:
+        m.setattr(tcrf, "_int32", lambda v: v)
+        general = crf.nll(cum, L, labels=y, cumulative=True), crf.log_partition(cum, L, cumulative=True)
+    assert_same_bits(fast, general)
+
+
 def test_int64_values_outside_int32_are_still_rejected():
     crf = make(3, 3, "cpu", 2)
     x, L, y = problem(2, 5, 3, 3, lengths=[5, 4])

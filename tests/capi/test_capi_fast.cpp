@@ -78,22 +78,24 @@ struct Call {
 
 // nll (with every gradient) and log_partition; `wide` passes lengths and labels
 // as int64 (the general path), else int32 (the zero-copy path).
-Out run(timitseg_crf* h, const Case& c, bool wide, bool dev, double scale = 0.5) {
-  const int64_t B = c.B, T = c.T, K = c.K, C = c.C;
+// With cumulative, c.x holds cum_scores [B][T+1][C].
+Out run(timitseg_crf* h, const Case& c, bool wide, bool dev, double scale = 0.5, bool cumulative = false) {
+  const int64_t B = c.B, T = c.T, K = c.K, C = c.C, rows = cumulative ? T + 1 : T;
   Call m(dev);
   std::vector<float> x = c.x;
   std::vector<int32_t> len = c.len, lab = c.lab;
   std::vector<int64_t> len64(len.begin(), len.end()), lab64(lab.begin(), lab.end());
   Out o;
-  o.nll.assign(B, 0), o.lz.assign(B, 0), o.gx.assign(B * T * C, 0), o.gA.assign(C * C, 0), o.gD.assign(K * C, 0),
+  o.nll.assign(B, 0), o.lz.assign(B, 0), o.gx.assign(B * rows * C, 0), o.gA.assign(C * C, 0), o.gD.assign(K * C, 0),
       o.gs.assign(C, 0), o.ge.assign(C, 0);
   timitseg_crf_batch in{};
-  in.scores = m.put(x, TIMITSEG_F32, {B, T, C});
+  in.scores = m.put(x, TIMITSEG_F32, {B, rows, C});
+  in.cumulative = cumulative ? 1 : 0;
   in.lengths = wide ? m.put(len64, TIMITSEG_I64, {B}) : m.put(len, TIMITSEG_I32, {B});
   timitseg_crf_gold gold{};
   gold.labels = wide ? m.put(lab64, TIMITSEG_I64, {B, T}) : m.put(lab, TIMITSEG_I32, {B, T});
   timitseg_crf_grads g{};
-  g.scores = m.put(o.gx, TIMITSEG_F32, {B, T, C});
+  g.scores = m.put(o.gx, TIMITSEG_F32, {B, rows, C});
   g.transition = m.put(o.gA, TIMITSEG_F32, {C, C});
   g.duration_bias = m.put(o.gD, TIMITSEG_F32, {K, C});
   g.start = m.put(o.gs, TIMITSEG_F32, {C});
@@ -166,6 +168,28 @@ TEST(CapiFast, HostBackendsFastEqualsGeneralBitwise) {
     }
 }
 
+// cum_scores (cumulative = 1) too, with values in row 0 and the padding rows
+// that both paths must ignore (the general path copies them as 0).
+TEST(CapiFast, CumulativeScoresFastEqualsGeneralBitwise) {
+  for (int backend : {TIMITSEG_BACKEND_REFERENCE, TIMITSEG_BACKEND_CPU}) {
+    Case c = make_case(7);
+    std::mt19937 g(9);
+    c.x.resize(static_cast<size_t>(c.B * (c.T + 1) * c.C));
+    float run_sum = 0.f;
+    for (float& v : c.x) v = (run_sum += std::normal_distribution<float>(0.f, 1.f)(g));
+    timitseg_crf* h = handle(backend, c);
+    const Out general = run(h, c, true, false, 0.5, true);
+    const Out fast = run(h, c, false, false, 0.5, true);
+    EXPECT_EQ(h->fast_calls, 2u);
+    expect_same_bits(fast, general);
+    // row 0 is taken as 0: shifting it changes nothing
+    Case shifted = c;
+    for (int b = 0; b < c.B; ++b) shifted.x[static_cast<size_t>(b * (c.T + 1) * c.C)] += 100.f;
+    expect_same_bits(run(h, shifted, false, false, 0.5, true), fast);
+    timitseg_crf_free(h);
+  }
+}
+
 // A batch with a row of length 0, a strided score tensor or float64 scores
 // goes the general path (and still gives the values).
 TEST(CapiFast, RowsOfLengthZeroTakeTheGeneralPath) {
@@ -217,6 +241,13 @@ TEST(CapiFastCuda, DevicePointersMatchReferenceAndGeneralPath) {
     expect_close(fast.gD, want.gD, 1e-5, "grads.duration_bias");
     expect_close(fast.gs, want.gs, 1e-5, "grads.start");
     expect_close(fast.ge, want.ge, 1e-5, "grads.end");
+    Case cum = c;  // cumulative scores: device copy with row 0 and padding zeroed
+    cum.x.resize(static_cast<size_t>(c.B * (c.T + 1) * c.C));
+    for (size_t i = 0; i < cum.x.size(); ++i) cum.x[i] = std::sin(0.37f * static_cast<float>(i)) * 3.f;
+    const Out cf = run(h, cum, false, true, 0.5, true), cg = run(h, cum, true, true, 0.5, true);
+    EXPECT_EQ(h->fast_calls, 6u);
+    expect_same_bits(cf, cg);
+    expect_close(cf.lz, run(ref, cum, false, false, 0.5, true).lz, 1e-5, "log_z (cumulative)");
     timitseg_crf_free(ref);
     timitseg_crf_free(h);
   }
