@@ -111,10 +111,12 @@ class SemiCRF(torch.nn.Module):
         tensor, or the same one written in place (an optimizer step bumps torch's version counter)."""
         seen = self.__dict__.setdefault("_pushed", {})
         for name, p in zip(names, params):
-            key = (p.data_ptr(), p.device, p.dtype, p._version)
-            if seen.get(name) != key:
-                self.handle.set_param(name, p.detach())
-                seen[name] = key
+            old = seen.get(name)
+            if old is None or old[0] is not p or old[2] != p.data_ptr() or old[3] != p._version:
+                v = p.detach()
+                self.handle.set_param(name, v)
+                # v keeps the storage alive: no new tensor can get its address while it is the key
+                seen[name] = (p, v, p.data_ptr(), p._version)
 
     def _sync(self):
         """The module's parameters into the handle (and the derived duration table back)."""
