@@ -61,6 +61,8 @@ void check_int(const timitseg_tensor& t, const char* name);
 // CUDA), naming both; CUDA tensors must be contiguous (TIMITSEG_ERR_SHAPE).
 void check_device(const timitseg_tensor& t, const char* name, int device);
 bool present(const timitseg_tensor* t);
+// Row-major contiguous (sizes-1 dimensions may have any stride).
+bool is_contiguous(const timitseg_tensor& t);
 std::string shape_str(const std::vector<int64_t>& s);
 
 // Contiguous host copies of a tensor's values (any dtype of its kind, any

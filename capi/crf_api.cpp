@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "capi/crf_batch.h"
+#include "capi/crf_fast.h"
 #include "common/cuda.h"
 #include "common/version.h"
 #include "crf/cumsum.h"
@@ -83,6 +84,7 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   h->end.assign(C, 0.0f);
   if (lognormal(*h)) h->duration_lognormal.assign(3 * C, 0.0f);
   derive_durations(*h);
+  capi::upload_params(*h);
   *out = h.release();
 }
 
@@ -106,6 +108,7 @@ void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
                                                 (lognormal_rows ? " is not finite" : " is NaN or +inf (entries must be finite, or -inf to forbid)"));
   for (size_t i = 0; i < x.size(); ++i) dst[i] = static_cast<float>(x[i]);
   if (lognormal_rows) derive_durations(h);
+  capi::upload_params(h);
 }
 
 void get_param(const timitseg_crf& h, const char* name, timitseg_tensor* out) {
@@ -156,7 +159,14 @@ int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out) {
   });
 }
 
-void timitseg_crf_free(timitseg_crf* crf) { delete crf; }
+void timitseg_crf_free(timitseg_crf* crf) {
+  if (crf == nullptr) return;
+  try {
+    capi::settle(*crf);  // the last zero-copy call's kernels use the handle's buffers
+  } catch (...) {
+  }
+  delete crf;
+}
 
 const char* timitseg_crf_backend_name(const timitseg_crf* crf) {
   return crf == nullptr ? "" : crf->backend_name.c_str();

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "capi/api_detail.h"
+#include "common/buffer.h"
 #include "crf/semicrf.h"
 #include "crf/session.h"
 
@@ -19,6 +20,17 @@ struct timitseg_crf {
   // The device of the tensors this handle takes: CUDA tensors only with the cuda backend.
   bool cuda = false;
   std::string backend_name;  // timitseg_crf_backend_name
+  // The zero-copy path (capi/crf_fast.h): the parameters' device copies
+  // (cuda: transition, duration_bias, start, end back to back) and the
+  // workspaces it keeps across calls (the backend's memory space).
+  timitseg::Buffer dev_params;
+  timitseg::Buffer fast_cum, fast_gcum, fast_scratch, fast_lz, fast_gold, fast_penalty;
+  std::vector<int32_t> fast_lengths;  // the lengths' host copy
+  uint64_t fast_calls = 0;            // calls the zero-copy path served (tests read it)
+  // The stream of the last zero-copy call while its last kernels may still
+  // run (they use the workspaces and dev_params): settle() waits for it.
+  void* fast_stream = nullptr;
+  bool fast_pending = false;
 };
 
 namespace timitseg::capi {

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "capi/crf_batch.h"
+#include "capi/crf_fast.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
 #include "model/duration_model.h"
@@ -30,6 +31,7 @@ void need(const void* p, const char* what) {
 Batch prepare(timitseg_crf* h, const timitseg_crf_batch* in) {
   need(h, "crf");
   need(in, "batch");
+  capi::settle(*h);  // the general path shares the session's buffers with the zero-copy path
   return capi::prepare(*h, *in);
 }
 
@@ -234,6 +236,11 @@ void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor&
 
 void nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
          timitseg_tensor* out, const timitseg_crf_grads* grads) {
+  need(h, "crf");
+  need(in, "batch");
+  need(gold, "gold");
+  need(out, "nll");
+  if (capi::fast_nll(*h, *in, *gold, scale, *out, grads)) return;  // the zero-copy path (crf_fast.h)
   Batch b = prepare(h, in);
   need(gold, "gold");
   need(out, "nll");
@@ -389,8 +396,11 @@ const char* timitseg_last_error(void) { return capi::last_error(); }
 
 int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* log_z) {
   return guard("timitseg_crf_log_partition", [&] {
-    Batch b = prepare(crf, batch);
+    need(crf, "crf");
+    need(batch, "batch");
     need(log_z, "log_z");
+    if (capi::fast_log_partition(*crf, *batch, *log_z)) return;  // the zero-copy path (crf_fast.h)
+    Batch b = prepare(crf, batch);
     crf::HostRunOptions o;
     o.gradients = false;
     o.viterbi = false;

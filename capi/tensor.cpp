@@ -127,6 +127,8 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return out + "]";
 }
 
+bool is_contiguous(const timitseg_tensor& t) { return contiguous(t); }
+
 bool present(const timitseg_tensor* t) { return t != nullptr && t->data != nullptr; }
 
 std::vector<int64_t> check_shape(const timitseg_tensor& t, const char* name, const std::vector<int64_t>& shape) {

@@ -21,7 +21,11 @@
  *   - CUDA: tensors may live on a CUDA device (device = TIMITSEG_DEVICE_CUDA)
  *     when the handle's backend is TIMITSEG_BACKEND_CUDA; the call queues its
  *     work on `stream` (a cudaStream_t passed as void*, NULL = the default
- *     stream) and returns when the results are in the caller's tensors.
+ *     stream), in order with the caller's earlier work there, and its results
+ *     are in the caller's tensors for any later work on that stream; read them
+ *     from the host after a cudaStreamSynchronize(stream). (The zero-copy path
+ *     of nll and log_partition, docs/python.md "Zero-copy", may return before
+ *     its last kernels ran; the other calls return with the results written.)
  *
  * The CRF is the one of docs/crf.md (every backend computes it exactly):
  * per-frame scores x [B][T][C] are zero-centered over each utterance's valid

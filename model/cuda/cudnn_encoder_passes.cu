@@ -1,10 +1,11 @@
 // The forward and backward passes of the cuDNN encoder (model/cuda/cudnn_encoder.h)
-// and their kernels (bias, dropout, padding rows, column sums, centered
-// cumsum); construction and buffers: cudnn_encoder.cu.
+// and their kernels (bias, dropout, padding rows, column sums; the centered
+// cumsum is model/cuda/cumsum.h); construction and buffers: cudnn_encoder.cu.
 // Numerics: no TF32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH), no fast-math, no
 // float atomics: every sum runs in a fixed order, so two runs on the same
 // inputs give bitwise identical results.
 #include "model/cuda/cudnn_encoder.h"
+#include "model/cuda/cumsum.h"
 #include "model/cuda/frame_ce.h"
 #include "model/cuda/lstm_fused.h"
 
@@ -101,51 +102,6 @@ __global__ void colsum_final_kernel(const double* partial, int64_t chunks, int c
   double s = 0.0;
   for (int64_t j = 0; j < chunks; ++j) s += partial[j * cols + c];
   out[c] = static_cast<float>(s);
-}
-
-// crf::centered_cumsum_forward, one thread per (b, c), same float64 order:
-//   mean = (sum_{t<L} x[t]) / L;  run += x[t] - mean;  cum[t+1] = float(run);  rows > L: 0
-__global__ void cumsum_forward_kernel(int B, int T, int C, const float* x, const int32_t* len, float* cum) {
-  const int64_t id = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (id >= int64_t(B) * C) return;
-  const int b = static_cast<int>(id / C), c = static_cast<int>(id % C);
-  const int L = len[b];
-  const float* xb = x + int64_t(b) * T * C;
-  float* cb = cum + int64_t(b) * (T + 1) * C;
-  double mean = 0.0;
-  for (int t = 0; t < L; ++t) mean += static_cast<double>(xb[int64_t(t) * C + c]);
-  mean /= static_cast<double>(L);
-  double run = 0.0;
-  cb[c] = 0.f;
-  for (int t = 0; t < L; ++t) {
-    run += static_cast<double>(xb[int64_t(t) * C + c]) - mean;
-    cb[int64_t(t + 1) * C + c] = static_cast<float>(run);
-  }
-  for (int t = L + 1; t <= T; ++t) cb[int64_t(t) * C + c] = 0.f;
-}
-
-// crf::centered_cumsum_backward, one thread per (b, c), same float64 order:
-//   g[t] = sum_{s=t+1..L} dcum[s] (t descending);  mean = (sum_{t<L} g[t]) / L (t ascending)
-//   dx[t] = float(g[t] - mean) for t < L, 0 for padding.  g: scratch [B][T][C] double.
-__global__ void cumsum_backward_kernel(int B, int T, int C, const float* dcum, const int32_t* len, double* g,
-                                       float* dx) {
-  const int64_t id = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
-  if (id >= int64_t(B) * C) return;
-  const int b = static_cast<int>(id / C), c = static_cast<int>(id % C);
-  const int L = len[b];
-  const float* gb = dcum + int64_t(b) * (T + 1) * C;
-  double* g_b = g + int64_t(b) * T * C;
-  float* xb = dx + int64_t(b) * T * C;
-  double run = 0.0;
-  for (int t = L - 1; t >= 0; --t) {
-    run += static_cast<double>(gb[int64_t(t + 1) * C + c]);
-    g_b[int64_t(t) * C + c] = run;
-  }
-  double mean = 0.0;
-  for (int t = 0; t < L; ++t) mean += g_b[int64_t(t) * C + c];
-  mean /= static_cast<double>(L);
-  for (int t = 0; t < L; ++t) xb[int64_t(t) * C + c] = static_cast<float>(g_b[int64_t(t) * C + c] - mean);
-  for (int t = L; t < T; ++t) xb[int64_t(t) * C + c] = 0.f;
 }
 
 }  // namespace
@@ -318,8 +274,7 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
     TS_LAUNCHED("bias_valid_rows_kernel (onset_projection)");
     if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * C_)});
   }
-  cumsum_forward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, s, len, cum);
-  TS_LAUNCHED("cumsum_forward_kernel");
+  gpu::centered_cumsum_forward(B_, T_, C_, s, len, cum, stream_);
   if (taps) {
     // the centered cumsum is one fused operation: both taps see cum (center first)
     const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
@@ -350,9 +305,7 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
   auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
   // dS [B][T][C] (padding rows exactly 0)
   float* dS = dscores_.as<float>();
-  cumsum_backward_kernel<<<grid_for(int64_t(B_) * C_), kThreads, 0, stream_>>>(B_, T_, C_, dcum, len,
-                                                                               cum_scratch_.as<double>(), dS);
-  TS_LAUNCHED("cumsum_backward_kernel");
+  gpu::centered_cumsum_backward(B_, T_, C_, dcum, len, cum_scratch_.data(), dS, stream_);
   if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
   const bool taps = tapping();
   using gpu::TapTensor;

@@ -12,12 +12,26 @@ from ._lib import check, describe, is_torch, lib
 PARAM_NAMES = ("transition", "duration_bias", "start", "end")
 
 
-def _empty(like, shape, dtype):
-    """A new array of `like`'s kind (numpy, or torch on like's device)."""
+def _empty(like, shape, dtype, zeroed=True):
+    """A new array of `like`'s kind (numpy, or torch on like's device); zeroed=False for an
+    output the call writes whole (nll, log_partition: every path writes every entry)."""
     if is_torch(like):
         import torch
-        return torch.zeros(shape, dtype=getattr(torch, dtype), device=like.device)
-    return np.zeros(shape, dtype=dtype)
+        make = torch.zeros if zeroed else torch.empty
+        return make(shape, dtype=getattr(torch, dtype), device=like.device)
+    return (np.zeros if zeroed else np.empty)(shape, dtype=dtype)
+
+
+def _int32(x):
+    """int64 lengths or labels as int32, the zero-copy path's type (capi/crf_fast.h), on the array's own
+    device (a device kernel for CUDA, no host copy). Values outside int32 are clamped to its ends, which
+    every check then rejects as it would reject the value."""
+    if is_torch(x):
+        import torch
+        return x.clamp(-2 ** 31, 2 ** 31 - 1).to(torch.int32) if x.dtype == torch.int64 else x
+    if isinstance(x, np.ndarray) and x.dtype == np.int64:
+        return np.clip(x, -2 ** 31, 2 ** 31 - 1).astype(np.int32)
+    return x
 
 
 def _stream(x):
@@ -78,6 +92,7 @@ class CRF:
 
     # ---- batches -----------------------------------------------------------------
     def _batch(self, scores, lengths, onset, cumulative):
+        lengths = _int32(lengths)
         keep = [scores, lengths, onset]
         b = _lib.CrfBatch()
         b.scores = describe(scores, "scores")
@@ -99,7 +114,7 @@ class CRF:
         """log Z [B] (float64) of frame scores [B][T][C] (or cum_scores [B][T+1][C] with cumulative)."""
         B, _, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
-        out = _empty(scores, (B,), "float64")
+        out = _empty(scores, (B,), "float64", zeroed=False)
         t = describe(out, "log_z")
         check(lib.timitseg_crf_log_partition(self._h, ctypes.byref(b), ctypes.byref(t)))
         return out
@@ -114,21 +129,23 @@ class CRF:
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
         if labels is not None:
+            labels = _int32(labels)
+            _keep.append(labels)
             gold.labels = describe(labels, "labels")
         if segments is not None:
             gold.segments = describe(segments, "segments")
             gold.num_segments = describe(num_segments, "num_segments") if num_segments is not None else _lib.absent()
-        out = _empty(scores, (B,), "float64")
+        out = _empty(scores, (B,), "float64", zeroed=False)
         tn = describe(out, "nll")
         g, result = None, {}
         if grads:
             g = _lib.CrfGrads()
             sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
-            result["scores"] = _empty(scores, tuple(scores.shape), sdt)
+            result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
             for name in self.param_names():
-                result[name] = _empty(scores, self.param_shape(name), "float32")
+                result[name] = _empty(scores, self.param_shape(name), "float32", zeroed=False)
             if onset is not None:
-                result["onset"] = _empty(scores, (B, T, C), "float32")
+                result["onset"] = _empty(scores, (B, T, C), "float32", zeroed=False)
             for name, arr in result.items():
                 setattr(g, name, describe(arr, "grads." + name))
         check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),

@@ -29,8 +29,7 @@ class _NLL(torch.autograd.Function):
     @staticmethod
     def forward(ctx, crf, names, gold, scores, lengths, onset, *params):
         handle = crf.handle
-        for name, p in zip(names, params):
-            handle.set_param(name, p.detach())
+        crf._push(names, params)
         need = ctx.needs_input_grad
         want_grads = any(need[3:])
         x = _as_compute(scores.detach())
@@ -107,10 +106,22 @@ class SemiCRF(torch.nn.Module):
             return ("transition", "duration_lognormal", "start", "end")
         return ("transition", "duration_bias", "start", "end")
 
+    def _push(self, names, params):
+        """The parameters into the handle, each only when it changed since it was last set: a new
+        tensor, or the same one written in place (an optimizer step bumps torch's version counter)."""
+        seen = self.__dict__.setdefault("_pushed", {})
+        for name, p in zip(names, params):
+            old = seen.get(name)
+            if old is None or old[0] is not p or old[2] != p.data_ptr() or old[3] != p._version:
+                v = p.detach()
+                self.handle.set_param(name, v)
+                # v keeps the storage alive: no new tensor can get its address while it is the key
+                seen[name] = (p, v, p.data_ptr(), p._version)
+
     def _sync(self):
         """The module's parameters into the handle (and the derived duration table back)."""
-        for n in self._param_names():
-            self.handle.set_param(n, getattr(self, n).detach())
+        names = self._param_names()
+        self._push(names, [getattr(self, n) for n in names])
         if self.duration_model == "lognormal":
             with torch.no_grad():
                 self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))

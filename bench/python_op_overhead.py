@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""The Python op's overhead over the bare kernels: `timitseg bench crf
+--backend cuda --json` (the backend's forward and forward+backward on device
+buffers, no C API, no torch) against, in the same process and on the same
+GPU, timitseg's op from torch on CUDA tensors (the zero-copy path,
+capi/crf_fast.h): the handle's log_partition and nll with all gradients
+(timitseg.CRF), and SemiCRF's forward + backward through autograd. Inputs as
+bench crf's: B utterances of full length T, C labels, durations up to K,
+float32 frame scores (the op adds the centered cumsum that bench crf's
+inputs already have). Times: torch.cuda.Event median over --repeats calls.
+
+    PYTHONPATH=python TIMITSEG_LIBRARY=build/lib/libtimitseg.so \\
+        python3 bench/python_op_overhead.py --timitseg build/bin/timitseg
+"""
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+
+
+def bench_crf(binary, B, T, K, C, repeats):
+    cmd = [binary, "bench", "crf", "--backend", "cuda", "-B", str(B), "-T", str(T), "-K", str(K), "-C", str(C),
+           "--warmup", "5", "--repeats", str(repeats), "--check-utterances", "0", "--json"]
+    out = subprocess.run(cmd, stdout=subprocess.PIPE, check=True, text=True).stdout
+    t = json.loads(out[out.index("{"):])["timings_ms"]
+    return t["forward"]["median"], t["forward+backward"]["median"]
+
+
+def median_ms(fn, repeats, warmup=10):
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--timitseg", default="build/bin/timitseg", help="the timitseg binary of the same build")
+    ap.add_argument("--shape", default="32,200,30,39", help="B,T,K,C")
+    ap.add_argument("--repeats", type=int, default=100)
+    ap.add_argument("--limit", type=float, default=10.0, help="the overhead (%%) that fails the run")
+    a = ap.parse_args()
+    B, T, K, C = (int(v) for v in a.shape.split(","))
+    import torch
+    import timitseg
+    from timitseg.torch import SemiCRF
+    torch.manual_seed(0)
+    x = torch.randn(B, T, C, device="cuda")
+    lengths = torch.full((B,), T, dtype=torch.int32, device="cuda")
+    labels = torch.randint(0, C, (B, T), device="cuda", dtype=torch.int32)
+    crf = timitseg.CRF(C, K, backend="cuda")
+    rng = torch.Generator().manual_seed(1)
+    for n in ("transition", "duration_bias"):
+        crf.set_param(n, (torch.randn(crf.param_shape(n), generator=rng) * 0.1).numpy())
+    m = SemiCRF(C, K, backend="cuda").cuda()
+    xr = x.clone().requires_grad_()
+
+    def module_step():
+        m(xr, lengths, labels=labels).mean().backward()
+
+    ours = {
+        "forward (CRF.log_partition)": median_ms(lambda: crf.log_partition(x, lengths), a.repeats),
+        "forward+backward (CRF.nll, all grads)": median_ms(lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B),
+                                                           a.repeats),
+        "forward+backward (SemiCRF + autograd)": median_ms(module_step, a.repeats),
+    }
+    fwd, fb = bench_crf(a.timitseg, B, T, K, C, a.repeats)
+    print("GPU: %s; B %d T %d K %d C %d; median of %d calls (ms)" % (torch.cuda.get_device_name(), B, T, K, C,
+                                                                     a.repeats))
+    print("%-40s %10s %10s %10s" % ("", "op", "bench crf", "overhead"))
+    worst = 0.0
+    for name, t in ours.items():
+        base = fwd if name.startswith("forward (") else fb
+        over = 100.0 * (t - base) / base
+        worst = max(worst, over) if "CRF." in name else worst
+        print("%-40s %10.3f %10.3f %9.1f%%" % (name, t, base, over))
+    print("the op's overhead over bench crf (CRF calls): %.1f %% (limit %.0f %%)" % (worst, a.limit))
+    return 0 if worst <= a.limit else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

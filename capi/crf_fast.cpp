@@ -1,0 +1,254 @@
+// The zero-copy path of the C API's CRF calls (crf_fast.h).
+#include "capi/crf_fast.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+
+#include "common/cuda.h"
+#include "crf/cumsum.h"
+#include "model/crf_device.h"
+
+namespace timitseg::capi {
+namespace {
+
+int space(const timitseg_crf& h) { return h.cuda ? TIMITSEG_DEVICE_CUDA : TIMITSEG_DEVICE_CPU; }
+
+// t has exactly `shape`, dtype `dtype` (or `dtype2`), is contiguous, has data, and lives in h's space.
+bool fits(const timitseg_crf& h, const timitseg_tensor& t, std::initializer_list<int64_t> shape, int dtype,
+          int dtype2 = -1) {
+  if (t.data == nullptr || t.device != space(h) || (t.dtype != dtype && t.dtype != dtype2)) return false;
+  if (t.ndim != static_cast<int>(shape.size())) return false;
+  int i = 0;
+  for (int64_t s : shape)
+    if (t.shape[i++] != s) return false;
+  return is_contiguous(t);
+}
+
+// The host backends' checks that the general path words better: a
+// non-finite score on a valid row (frame scores rows 0..L-1, cumulative 1..L).
+bool finite_scores(const timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_t rows, int64_t C) {
+  const float* x = static_cast<const float*>(in.scores.data);
+  const int64_t first = in.cumulative ? 1 : 0;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t i = first * C; i < (h.fast_lengths[b] + first) * C; ++i)
+      if (!std::isfinite(x[b * rows * C + i])) return false;
+  return true;
+}
+
+// cum [B][T+1][C] for the backend in h.fast_cum: the centered cumsum of frame
+// scores, or the caller's cumulative scores with row 0 and rows past the
+// length set to 0 (what the general path copies).
+float* make_cum(timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_t T, int64_t C) {
+  h.fast_cum.reserve(static_cast<size_t>(B * (T + 1) * C) * sizeof(float));
+  float* cum = h.fast_cum.as<float>();
+  const float* x = static_cast<const float*>(in.scores.data);
+  const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
+  const int Bi = static_cast<int>(B), Ti = static_cast<int>(T), Ci = static_cast<int>(C);
+  if (h.cuda && in.cumulative) {
+    model::device::copy_cumulative(Bi, Ti, Ci, x, len, cum, in.stream);
+  } else if (h.cuda) {
+    model::device::centered_cumsum_forward(Bi, Ti, Ci, x, len, cum, in.stream);
+  } else if (in.cumulative) {
+    const int64_t row = (T + 1) * C;
+    std::fill(cum, cum + B * row, 0.0f);
+    for (int64_t b = 0; b < B; ++b) std::copy(x + b * row + C, x + b * row + (len[b] + 1) * C, cum + b * row + C);
+  } else {
+    crf::centered_cumsum_forward<float>(B, T, C, x, len, cum);
+  }
+  return cum;
+}
+
+// The parts common to both calls: the scores and lengths qualify, every length
+// is in [1, T] (read back for cuda), cum [B][T+1][C] is in h.fast_cum.
+// On success fills dims and the backend's Params (the handle's parameters).
+bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
+  const timitseg_tensor& s = in.scores;
+  if (present(&in.onset) || s.ndim != 3) return false;
+  const int64_t B = s.shape[0], rows = s.shape[1], T = in.cumulative ? rows - 1 : rows, C = h.p.num_labels;
+  if (B < 1 || T < 1 || B > INT32_MAX || T >= INT32_MAX || !fits(h, s, {B, rows, C}, TIMITSEG_F32)) return false;
+  if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
+  if (h.fast_pending && h.fast_stream != in.stream) settle(h);
+  h.fast_lengths.resize(static_cast<size_t>(B));
+  const size_t lbytes = static_cast<size_t>(B) * sizeof(int32_t);
+  if (h.cuda) {
+    cuda::copy_to_host(h.fast_lengths.data(), in.lengths.data, lbytes, in.stream);
+    cuda::stream_synchronize(in.stream);
+  } else {
+    std::memcpy(h.fast_lengths.data(), in.lengths.data, lbytes);
+  }
+  for (int32_t L : h.fast_lengths)
+    if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
+  if (!h.cuda && !finite_scores(h, in, B, rows, C)) return false;
+  const Memory mem = h.cuda ? Memory::device : Memory::host;
+  for (Buffer* buf : {&h.fast_cum, &h.fast_gcum, &h.fast_scratch, &h.fast_lz, &h.fast_gold, &h.fast_penalty})
+    if (buf->memory() != mem) buf->set_memory(mem);
+  h.fast_lz.reserve(static_cast<size_t>(B) * sizeof(double));
+  h.fast_gold.reserve(static_cast<size_t>(B) * sizeof(double));
+  d = crf::Dims{B, T, h.p.max_duration, C};
+  p = crf::Params();
+  p.cum_scores = make_cum(h, in, B, T, C);
+  p.lengths = static_cast<const int32_t*>(in.lengths.data);
+  const size_t K = static_cast<size_t>(h.p.max_duration), Cs = static_cast<size_t>(C);
+  if (h.cuda) {
+    const float* base = h.dev_params.as<float>();
+    p.transition = base;
+    p.duration_bias = base + Cs * Cs;
+    p.start = base + Cs * Cs + K * Cs;
+    p.end = base + Cs * Cs + K * Cs + Cs;
+  } else {
+    p.transition = h.transition.data();
+    p.duration_bias = h.duration_bias.data();
+    p.start = h.start.data();
+    p.end = h.end.data();
+  }
+  return true;
+}
+
+// Runs f with the backend on the caller's stream (restored after); the
+// work queued last may still run when it returns (settle()).
+template <class F>
+void on_stream(timitseg_crf& h, void* stream, F f) {
+  void* const old = h.backend->stream();
+  h.backend->set_stream(stream);
+  h.fast_stream = stream;
+  h.fast_pending = h.cuda;
+  try {
+    f();
+  } catch (...) {
+    h.backend->set_stream(old);
+    throw;
+  }
+  h.backend->set_stream(old);
+}
+
+// out[b] = a[b] - g[b] (g nullptr: a[b]) in double, stored in out's dtype.
+void difference(const timitseg_crf& h, int64_t B, const double* a, const double* g, const timitseg_tensor& out,
+                void* stream) {
+  const bool f64 = out.dtype == TIMITSEG_F64;
+  if (h.cuda) {
+    model::device::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
+    return;
+  }
+  (void)stream;
+  for (int64_t b = 0; b < B; ++b) {
+    const double v = g ? a[b] - g[b] : a[b];
+    if (f64)
+      static_cast<double*>(out.data)[b] = v;
+    else
+      static_cast<float*>(out.data)[b] = static_cast<float>(v);
+  }
+}
+
+float* ptr(const timitseg_tensor& t) { return present(&t) ? static_cast<float*>(t.data) : nullptr; }
+
+// The grads qualify: each present one float32, contiguous, of its shape, in h's
+// space; scores [B][rows][C] as the scores (rows = T, or T+1 when cumulative).
+bool grads_fit(const timitseg_crf& h, const timitseg_crf_grads& g, int64_t B, int64_t rows) {
+  const int64_t C = h.p.num_labels, K = h.p.max_duration;
+  if (present(&g.duration_lognormal) || present(&g.onset)) return false;
+  const auto ok = [&](const timitseg_tensor& t, std::initializer_list<int64_t> shape) {
+    return !present(&t) || fits(h, t, shape, TIMITSEG_F32);
+  };
+  return ok(g.scores, {B, rows, C}) && ok(g.transition, {C, C}) && ok(g.duration_bias, {K, C}) && ok(g.start, {C}) &&
+         ok(g.end, {C});
+}
+
+// The backward's gradients into the caller's tensors: the frame scores'
+// through the centering (cumulative scores': the backend wrote them), the
+// penalty's added to transition and duration_bias.
+void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const timitseg_crf_grads& g,
+                  bool cumulative, void* stream) {
+  const int64_t C = d.C, K = d.K;
+  const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
+  const float* gcum = h.fast_gcum.as<float>();
+  float* gx = cumulative ? nullptr : ptr(g.scores);
+  if (h.cuda) {
+    const float* base = h.dev_params.as<float>();
+    h.fast_penalty.reserve(sizeof(double));
+    model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
+                           ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
+    if (gx) {
+      const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
+      h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
+      model::device::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
+    }
+    return;
+  }
+  (void)stream;
+  crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
+                         ptr(g.duration_bias));
+  if (gx) crf::centered_cumsum_backward<float>(d.B, d.T, C, gcum, len, gx);
+}
+
+}  // namespace
+
+void settle(timitseg_crf& h) {
+  if (!h.fast_pending) return;
+  h.fast_pending = false;
+  cuda::stream_synchronize(h.fast_stream);
+}
+
+void upload_params(timitseg_crf& h) {
+  if (!h.cuda) return;
+  settle(h);
+  std::vector<float> all(h.transition);
+  all.insert(all.end(), h.duration_bias.begin(), h.duration_bias.end());
+  all.insert(all.end(), h.start.begin(), h.start.end());
+  all.insert(all.end(), h.end.begin(), h.end.end());
+  h.dev_params.set_memory(Memory::device);
+  h.dev_params.upload(all);  // a synchronous copy: the next call on any stream sees it
+}
+
+bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z) {
+  crf::Dims d;
+  crf::Params p;
+  const timitseg_tensor& s = in.scores;
+  if (s.ndim != 3 || !fits(h, log_z, {s.shape[0]}, TIMITSEG_F32, TIMITSEG_F64) || !begin(h, in, d, p)) return false;
+  on_stream(h, in.stream, [&] {
+    h.session->log_partition(d, p, h.fast_lz.as<double>());
+    difference(h, d.B, h.fast_lz.as<double>(), nullptr, log_z, in.stream);
+  });
+  ++h.fast_calls;
+  return true;
+}
+
+bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
+              const timitseg_tensor& out, const timitseg_crf_grads* grads) {
+  const timitseg_tensor& s = in.scores;
+  if (s.ndim != 3 || !std::isfinite(scale) || present(&gold.segments) || present(&gold.num_segments)) return false;
+  const bool cumulative = in.cumulative != 0;
+  const int64_t B = s.shape[0], rows = s.shape[1], T = cumulative ? rows - 1 : rows;
+  if (!fits(h, out, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, gold.labels, {B, T}, TIMITSEG_I32, TIMITSEG_I32))
+    return false;
+  if (grads && !grads_fit(h, *grads, B, rows)) return false;
+  crf::Dims d;
+  crf::Params p;
+  if (!begin(h, in, d, p)) return false;
+  const int32_t* labels = static_cast<const int32_t*>(gold.labels.data);
+  if (!h.cuda)  // a label outside [0, C): the general path names it as gold.labels
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
+        if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
+  double* lz = h.fast_lz.as<double>();
+  double* gs = h.fast_gold.as<double>();
+  on_stream(h, in.stream, [&] {
+    if (grads) {
+      h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
+      float* gcum = cumulative && present(&grads->scores) ? ptr(grads->scores) : h.fast_gcum.as<float>();
+      crf::Grads g{gcum, ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start), ptr(grads->end)};
+      h.session->backward(d, p, labels, scale, lz, gs, g);
+      finish_grads(h, d, p.lengths, *grads, cumulative, in.stream);
+    } else {
+      h.session->log_partition(d, p, lz);
+      h.session->gold_score(d, p, labels, gs);
+    }
+    difference(h, d.B, lz, gs, out, in.stream);
+  });
+  ++h.fast_calls;
+  return true;
+}
+
+}  // namespace timitseg::capi

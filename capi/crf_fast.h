@@ -1,0 +1,32 @@
+// The zero-copy path of the C API's CRF calls (docs/python.md "Zero-copy"):
+// contiguous float32 scores [B][T][C] (or cumulative [B][T+1][C]; no onset)
+// in the backend's memory space (CUDA
+// device memory and the caller's stream for the cuda backend, host memory for
+// reference/cpu), int32 lengths (every one >= 1) and labels, outputs float32
+// (float64 for the per-utterance values) contiguous in the same space. The
+// caller's pointers go straight to the backend: the centered cumsum runs into
+// the handle's workspace (on the device for cuda, model/cuda/cumsum.h), the
+// gradients are written into the caller's tensors, and the only host
+// synchronizations are the lengths' read-back (cuda) and the backend's own
+// status checks. Results are bitwise those of the general path (crf_batch.h)
+// on the same backend. A call that does not qualify returns false having done
+// nothing; the general path then runs (and reports any error).
+#pragma once
+
+#include "capi/crf_batch.h"
+
+namespace timitseg::capi {
+
+// The handle's device copies of its parameters (cuda backend), refreshed from
+// its host vectors; a no-op for host backends. Called whenever they change.
+void upload_params(timitseg_crf& h);
+
+// Waits for the last zero-copy call's stream when its work may still be
+// queued (before the workspaces or the parameters are used another way).
+void settle(timitseg_crf& h);
+
+bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z);
+bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
+              const timitseg_tensor& out, const timitseg_crf_grads* grads);
+
+}  // namespace timitseg::capi

@@ -1,0 +1,116 @@
+// The centered cumsum on the GPU (model/cuda/cumsum.h).
+#include "model/cuda/cumsum.h"
+
+#include <stdexcept>
+
+#include "common/cuda_check.h"
+
+namespace timitseg::model::gpu {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : b);
+}
+
+// crf::centered_cumsum_forward, one thread per (b, c), same float64 order:
+//   mean = (sum_{t<L} x[t]) / L;  run += x[t] - mean;  cum[t+1] = float(run);  rows > L: 0
+__global__ void cumsum_forward_kernel(int B, int T, int C, const float* x, const int32_t* len, float* cum) {
+  const int64_t id = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (id >= int64_t(B) * C) return;
+  const int b = static_cast<int>(id / C), c = static_cast<int>(id % C);
+  const int L = len[b];
+  const float* xb = x + int64_t(b) * T * C;
+  float* cb = cum + int64_t(b) * (T + 1) * C;
+  double mean = 0.0;
+  for (int t = 0; t < L; ++t) mean += static_cast<double>(xb[int64_t(t) * C + c]);
+  mean /= static_cast<double>(L > 0 ? L : 1);
+  double run = 0.0;
+  cb[c] = 0.f;
+  for (int t = 0; t < L; ++t) {
+    run += static_cast<double>(xb[int64_t(t) * C + c]) - mean;
+    cb[int64_t(t + 1) * C + c] = static_cast<float>(run);
+  }
+  for (int t = (L > 0 ? L : 0) + 1; t <= T; ++t) cb[int64_t(t) * C + c] = 0.f;
+}
+
+// crf::centered_cumsum_backward, one thread per (b, c), same float64 order:
+//   g[t] = sum_{s=t+1..L} dcum[s] (t descending);  mean = (sum_{t<L} g[t]) / L (t ascending)
+//   dx[t] = float(g[t] - mean) for t < L, 0 for padding.  g: scratch [B][T][C] double.
+__global__ void cumsum_backward_kernel(int B, int T, int C, const float* dcum, const int32_t* len, double* g,
+                                       float* dx) {
+  const int64_t id = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (id >= int64_t(B) * C) return;
+  const int b = static_cast<int>(id / C), c = static_cast<int>(id % C);
+  const int L = len[b] > 0 ? len[b] : 0;
+  const float* gb = dcum + int64_t(b) * (T + 1) * C;
+  double* g_b = g + int64_t(b) * T * C;
+  float* xb = dx + int64_t(b) * T * C;
+  double run = 0.0;
+  for (int t = L - 1; t >= 0; --t) {
+    run += static_cast<double>(gb[int64_t(t + 1) * C + c]);
+    g_b[int64_t(t) * C + c] = run;
+  }
+  double mean = 0.0;
+  for (int t = 0; t < L; ++t) mean += g_b[int64_t(t) * C + c];
+  mean /= static_cast<double>(L > 0 ? L : 1);
+  for (int t = 0; t < L; ++t) xb[int64_t(t) * C + c] = static_cast<float>(g_b[int64_t(t) * C + c] - mean);
+  for (int t = L; t < T; ++t) xb[int64_t(t) * C + c] = 0.f;
+}
+
+__global__ void copy_cumulative_kernel(int64_t n, int64_t row, int C, const float* cum, const int32_t* len,
+                                       float* out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= n) return;
+  const int64_t t = (i % row) / C;
+  out[i] = t == 0 || t > len[i / row] ? 0.f : cum[i];
+}
+
+__global__ void difference_kernel(int B, const double* a, const double* b_, void* out, bool f64) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= B) return;
+  const double v = b_ ? a[i] - b_[i] : a[i];
+  if (f64)
+    static_cast<double*>(out)[i] = v;
+  else
+    static_cast<float*>(out)[i] = static_cast<float>(v);
+}
+
+}  // namespace
+
+void centered_cumsum_forward(int B, int T, int C, const float* x, const int32_t* lengths, float* cum, void* stream) {
+  if (B < 1 || T < 0 || C < 1) throw std::invalid_argument("gpu::centered_cumsum_forward: bad dims");
+  cumsum_forward_kernel<<<grid_for(int64_t(B) * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(B, T, C, x,
+                                                                                                     lengths, cum);
+  TS_LAUNCHED("cumsum_forward_kernel");
+}
+
+size_t centered_cumsum_scratch_bytes(int B, int T, int C) {
+  return static_cast<size_t>(B) * static_cast<size_t>(T) * static_cast<size_t>(C) * sizeof(double);
+}
+
+void centered_cumsum_backward(int B, int T, int C, const float* grad_cum, const int32_t* lengths, void* scratch,
+                              float* grad_x, void* stream) {
+  if (B < 1 || T < 0 || C < 1) throw std::invalid_argument("gpu::centered_cumsum_backward: bad dims");
+  cumsum_backward_kernel<<<grid_for(int64_t(B) * C), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      B, T, C, grad_cum, lengths, static_cast<double*>(scratch), grad_x);
+  TS_LAUNCHED("cumsum_backward_kernel");
+}
+
+void copy_cumulative(int B, int T, int C, const float* cum, const int32_t* lengths, float* out, void* stream) {
+  const int64_t row = int64_t(T + 1) * C, n = int64_t(B) * row;
+  if (n == 0) return;
+  copy_cumulative_kernel<<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(n, row, C, cum, lengths,
+                                                                                                   out);
+  TS_LAUNCHED("copy_cumulative_kernel");
+}
+
+void difference_rows(int B, const double* a, const double* b_, void* out, bool f64, void* stream) {
+  if (B < 1) return;
+  difference_kernel<<<grid_for(B), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(B, a, b_, out, f64);
+  TS_LAUNCHED("difference_kernel");
+}
+
+}  // namespace timitseg::model::gpu
