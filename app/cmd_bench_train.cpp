@@ -193,13 +193,14 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.model_num_layers = o.layers;
   cfg.model_dropout = o.dropout;
   cfg.crf_max_duration = o.max_duration;
-  cfg.crf_backend = !o.crf_backend.empty() ? o.crf_backend : "auto";  // cuda on the GPU, else cpu
+  cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(!o.crf_backend.empty() ? o.crf_backend : "auto",
+                                                                "--crf-backend");  // cuda on the GPU, else cpu
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
-  cfg.train_device = device;
+  cfg.train_device = model::enum_value<model::DeviceSetting>(device, "--device");
   cfg.train_threads = o.threads;
-  cfg.train_rnn_algo = o.rnn_algo;
+  cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(o.rnn_algo, "--rnn-algo");
   cfg.train_bucketing = o.bucketing;
   cfg.train_bucket_batches = o.bucket_batches;
   cfg.train_seed = o.seed;
@@ -207,8 +208,8 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.debug_check_numerics = o.check_numerics;
   {  // `auto` of --rnn-algo and the default --crf-backend (model/device_choice.h)
     const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true);
-    cfg.crf_backend = choice.crf_backend;
-    cfg.train_rnn_algo = choice.rnn_algo;
+    cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(choice.crf_backend, "crf.backend");
+    cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(choice.rnn_algo, "train.rnn_algo");
   }
   return cfg;
 }
@@ -240,7 +241,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, cfg.train_rnn_algo.c_str(),
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
               o.check_numerics ? "on" : "off");
   if (rank0 && world.size() > 1)
     std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
@@ -281,8 +282,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
   model::DeviceChoice choice;  // cfg's, resolved above
   choice.device = device;
-  choice.crf_backend = cfg.crf_backend;
-  choice.rnn_algo = cfg.train_rnn_algo;
+  choice.crf_backend = model::to_string(cfg.crf_backend);
+  choice.rnn_algo = model::to_string(cfg.train_rnn_algo);
   const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);

@@ -134,7 +134,7 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::
     cfg = Config::load(a.config, overrides);
     if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
-  model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
+  model::resolve_device(model::to_string(cfg.train_device));  // no GPU for train.device=cuda: one line, before anything is read or written
   // SIGINT / SIGTERM from here on: stop after the current step with one line
   // saying how to resume (train/interrupt.h).
   model::install_stop_handlers();

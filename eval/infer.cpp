@@ -287,7 +287,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const std::string decoding = o.decode.empty() ? s.config.crf_decode : o.decode;
+  const std::string decoding = o.decode.empty() ? to_string(s.config.crf_decode) : o.decode;
   j["decode"] = decoding;
   const std::string bonus_note = (decoding == "posterior" ? std::string(", posterior decoding") : std::string()) +
                                  (bonus == 0.0 || decoding == "posterior" ? "" : ", phone bonus " + format_double(bonus));
