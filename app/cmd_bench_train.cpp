@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "common/dist.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
@@ -312,14 +313,14 @@ void add_bench_train_command(CLI::App& app) {
       "the time to evaluate a set of utterances; under mpirun or srun the training throughput of all the processes "
       "together, --batch being the global batch (the scaling benchmark of docs/multigpu.md)");
   c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->check(enum_words<model::DeviceSetting>())
       ->capture_default_str();
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   c->add_option("--rnn-algo", o->rnn_algo,
                 "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, fused (own kernel, Hopper), or auto "
                 "(fused on compute capability 9.x, else standard)")
-      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic", "fused", "auto"}))
+      ->check(enum_words<model::RnnAlgo>())
       ->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();

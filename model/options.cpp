@@ -19,10 +19,10 @@ ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, 
   ExecutorOptions xo;
   xo.threads = threads;
   xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;
+  xo.rnn_algo = enum_value<RnnAlgo>(choice.rnn_algo, "train.rnn_algo");  // resolved: never auto
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;
-  xo.decode = to_string(cfg.crf_decode);
+  xo.decode = cfg.crf_decode;
   return xo;
 }
 

@@ -282,7 +282,7 @@ class CpuExecutor final : public Executor {
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
         phone_bonus_(o.phone_bonus),
-        posterior_(o.decode == "posterior"),
+        posterior_(o.decode == DecodeMode::posterior),
         world_(o.world) {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {

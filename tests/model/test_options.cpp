@@ -85,15 +85,15 @@ TEST(Options, ExecutorAndOptimizerFromTheConfig) {
   const ExecutorOptions xo = executor_options(non_default(), choice, 5);
   EXPECT_EQ(xo.threads, 5);
   EXPECT_EQ(xo.crf_backend, "reference");
-  EXPECT_EQ(xo.rnn_algo, "fused");
+  EXPECT_EQ(xo.rnn_algo, RnnAlgo::fused);
   EXPECT_TRUE(xo.deterministic);
   EXPECT_EQ(xo.phone_bonus, -1.5);
-  EXPECT_EQ(xo.decode, "posterior");
+  EXPECT_EQ(xo.decode, DecodeMode::posterior);
   EXPECT_EQ(xo.world, nullptr);
   const ExecutorOptions io = inference_executor_options(non_default(), choice, 5);
   EXPECT_EQ(io.crf_backend, "cuda");  // the GPU decodes with the cuda backend
   EXPECT_FALSE(io.deterministic);
-  EXPECT_EQ(io.decode, "posterior");
+  EXPECT_EQ(io.decode, DecodeMode::posterior);
   AdamW opt;
   opt.reset(4);
   opt.step = 9;
