@@ -405,7 +405,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<crf::Backend> backend_;
   crf::Session session_;  // keeps the CRF workspace across steps
   double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
-  bool posterior_ = false;    // ExecutorOptions::decode == "posterior"
+  bool posterior_ = false;    // ExecutorOptions::decode == DecodeMode::posterior
   dist::Communicator* world_ = nullptr;  // ExecutorOptions::world
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;
