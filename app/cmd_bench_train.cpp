@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "common/dist.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
@@ -193,13 +194,14 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.model_num_layers = o.layers;
   cfg.model_dropout = o.dropout;
   cfg.crf_max_duration = o.max_duration;
-  cfg.crf_backend = !o.crf_backend.empty() ? o.crf_backend : "auto";  // cuda on the GPU, else cpu
+  cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(!o.crf_backend.empty() ? o.crf_backend : "auto",
+                                                                "--crf-backend");  // cuda on the GPU, else cpu
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
-  cfg.train_device = device;
+  cfg.train_device = model::enum_value<model::DeviceSetting>(device, "--device");
   cfg.train_threads = o.threads;
-  cfg.train_rnn_algo = o.rnn_algo;
+  cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(o.rnn_algo, "--rnn-algo");
   cfg.train_bucketing = o.bucketing;
   cfg.train_bucket_batches = o.bucket_batches;
   cfg.train_seed = o.seed;
@@ -207,8 +209,8 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.debug_check_numerics = o.check_numerics;
   {  // `auto` of --rnn-algo and the default --crf-backend (model/device_choice.h)
     const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true);
-    cfg.crf_backend = choice.crf_backend;
-    cfg.train_rnn_algo = choice.rnn_algo;
+    cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(choice.crf_backend, "crf.backend");
+    cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(choice.rnn_algo, "train.rnn_algo");
   }
   return cfg;
 }
@@ -240,7 +242,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, cfg.train_rnn_algo.c_str(),
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
               o.check_numerics ? "on" : "off");
   if (rank0 && world.size() > 1)
     std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
@@ -281,8 +283,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
   model::DeviceChoice choice;  // cfg's, resolved above
   choice.device = device;
-  choice.crf_backend = cfg.crf_backend;
-  choice.rnn_algo = cfg.train_rnn_algo;
+  choice.crf_backend = model::to_string(cfg.crf_backend);
+  choice.rnn_algo = model::to_string(cfg.train_rnn_algo);
   const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);
@@ -311,14 +313,14 @@ void add_bench_train_command(CLI::App& app) {
       "the time to evaluate a set of utterances; under mpirun or srun the training throughput of all the processes "
       "together, --batch being the global batch (the scaling benchmark of docs/multigpu.md)");
   c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}))
+      ->check(enum_words<model::DeviceSetting>())
       ->capture_default_str();
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   c->add_option("--rnn-algo", o->rnn_algo,
                 "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, fused (own kernel, Hopper), or auto "
                 "(fused on compute capability 9.x, else standard)")
-      ->check(CLI::IsMember({"standard", "persist_static", "persist_dynamic", "fused", "auto"}))
+      ->check(enum_words<model::RnnAlgo>())
       ->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();

@@ -464,7 +464,7 @@ void run_compare(const CompareArgs& a) {
   const int K = base.crf_max_duration;
   if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
   // no GPU for train.device=cuda: one line, before anything is written
-  const std::string device = model::resolve_device(base.train_device);
+  const std::string device = model::resolve_device(model::to_string(base.train_device));
   model::install_stop_handlers();
 
   const std::vector<compare::Variant> variants = {{"linear", "linear CRF (K=1)", 1},

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "app/report/report.h"
 #include "common/atomic_file.h"
 #include "model/config.h"
@@ -134,7 +135,7 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::
     cfg = Config::load(a.config, overrides);
     if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
-  model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
+  model::resolve_device(model::to_string(cfg.train_device));  // no GPU for train.device=cuda: one line, before anything is read or written
   // SIGINT / SIGTERM from here on: stop after the current step with one line
   // saying how to resume (train/interrupt.h).
   model::install_stop_handlers();
@@ -208,11 +209,11 @@ void add_train_command(CLI::App& app) {
   train->add_option("--crf-backend", ta->crf_backend,
                     "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
                     "cuda, or auto (cuda on the GPU, cpu on the CPU)")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda", "auto"}));
+      ->check(enum_words<model::CrfBackendSetting>());
   train->add_option("--device", ta->device,
                     "Same as --set train.device=NAME: cpu, cuda (the whole step on the GPU: cuDNN encoder, CRF, "
                     "optimizer), or auto (cuda when a GPU is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+      ->check(enum_words<model::DeviceSetting>());
   train->add_option("--fixed-length", ta->fixed_length,
                     "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
                     "report N as its length (0 = off); isolates boundary handling")
@@ -257,7 +258,7 @@ void add_evaluate_command(CLI::App& app) {
                  "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   ev->add_option("--device", eo->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+      ->check(enum_words<model::DeviceSetting>());
   ev->add_option("--phone-bonus", eo->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
@@ -265,7 +266,7 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--decode", eo->decode,
                  "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
                  "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
-      ->check(CLI::IsMember({"viterbi", "posterior"}));
+      ->check(enum_words<model::DecodeMode>());
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
   ev->add_flag("--align", eo->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
@@ -315,7 +316,7 @@ void add_decode_command(CLI::App& app) {
                  "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   de->add_option("--device", dec->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+      ->check(enum_words<model::DeviceSetting>());
   de->add_option("--phone-bonus", dec->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
@@ -323,7 +324,7 @@ void add_decode_command(CLI::App& app) {
   de->add_option("--decode", dec->decode,
                  "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
                  "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
-      ->check(CLI::IsMember({"viterbi", "posterior"}));
+      ->check(enum_words<model::DecodeMode>());
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -95,7 +95,7 @@ std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std
   const std::string& device = choice.device;
   ExecutorOptions xo = inference_executor_options(s.config, choice, threads);  // model/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
-  if (!decode_opt.empty()) xo.decode = decode_opt;
+  if (!decode_opt.empty()) xo.decode = enum_value<DecodeMode>(decode_opt, "--decode");  // as check_decode
   if (!backend_opt.empty()) xo.crf_backend = backend_opt;
   std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
@@ -182,7 +182,8 @@ void check_phone_bonus(const std::optional<double>& bonus) {
 }
 
 void check_decode(const std::string& decode) {
-  if (!decode.empty() && decode != "viterbi" && decode != "posterior")
+  DecodeMode mode{};
+  if (!decode.empty() && !parse_enum(decode, &mode))
     throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
 }
 
@@ -287,10 +288,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const std::string decoding = o.decode.empty() ? s.config.crf_decode : o.decode;
-  j["decode"] = decoding;
-  const std::string bonus_note = (decoding == "posterior" ? std::string(", posterior decoding") : std::string()) +
-                                 (bonus == 0.0 || decoding == "posterior" ? "" : ", phone bonus " + format_double(bonus));
+  const DecodeMode decoding = o.decode.empty() ? s.config.crf_decode : enum_value<DecodeMode>(o.decode, "--decode");
+  j["decode"] = to_string(decoding);
+  const bool posterior = decoding == DecodeMode::posterior;
+  const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
+                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
     const AlignMetrics am = align_utterances(*exec, utts, s, o.batch_size);

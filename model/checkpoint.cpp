@@ -227,9 +227,10 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.max_duration = d.at("max_duration");
     s.dims.onset = d.value("onset_features", false);
     const std::string dm = d.value("duration_model", std::string("table"));
-    if (dm != "table" && dm != "lognormal")
+    DurationModel model = DurationModel::table;  // crf.duration_model's words (model/config_enums.h)
+    if (!parse_enum(dm, &model))
       throw std::runtime_error(path + ": dims metadata: duration_model '" + dm + "' is not table or lognormal");
-    s.dims.duration_lognormal = dm == "lognormal";
+    s.dims.duration_lognormal = model == DurationModel::lognormal;
   });
   parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
   parse("feature_options",

@@ -21,8 +21,10 @@
 namespace timitseg::model {
 namespace {
 
-using Member = std::variant<std::string Config::*, int Config::*, int64_t Config::*, uint64_t Config::*,
-                            double Config::*, bool Config::*>;
+template <class... T>
+using MemberOf = std::variant<T Config::*...>;
+using Member = MemberOf<std::string, int, int64_t, uint64_t, double, bool, CrfBackendSetting, LossNormalization,
+                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, LrSchedule, DeviceSetting, RnnAlgo>;
 struct Entry {
   const char* key;
   Member member;
@@ -188,6 +190,9 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
         using T = std::decay_t<decltype(cfg.*ptr)>;
         if constexpr (std::is_same_v<T, std::string>) {
           cfg.*ptr = text;
+        } else if constexpr (std::is_enum_v<T>) {
+          if (parse_enum(text, &(cfg.*ptr))) cfg.bad_words.erase(key);  // a word (model/config_enums.h)
+          else cfg.bad_words[key] = text;                               // other text: validate() reports it
         } else if constexpr (std::is_same_v<T, bool>) {
           // Only YAML 1.2's true/false: yaml-cpp would also read the YAML 1.1
           // forms yes/no/on/off/y/n, which are easy to write by mistake.
@@ -266,7 +271,10 @@ void check_duplicates(const YAML::Node& node, const std::string& path, const std
 }
 
 nlohmann::json entry_json(const Config& cfg, const Entry& e) {
-  return std::visit([&](auto ptr) { return nlohmann::json(cfg.*ptr); }, e.member);
+  return std::visit([&](auto ptr) {  // an enum-like key as its word
+    if constexpr (std::is_enum_v<std::decay_t<decltype(cfg.*ptr)>>) return nlohmann::json(to_string(cfg.*ptr));
+    else return nlohmann::json(cfg.*ptr);
+  }, e.member);
 }
 
 // A range error names where the value came from: the YAML file, `--set
@@ -282,6 +290,11 @@ void check(const Config& cfg, bool ok, const char* key, const T& value, const st
     os << " is out of range: " << rule;
     throw std::invalid_argument(os.str());
   }
+}
+
+template <class E>  // an enum-like key's text that was none of its words (Config::bad_words)
+void check_words(const Config& cfg, E /*value*/, const char* key) {
+  if (cfg.bad_words.count(key)) check(cfg, false, key, cfg.bad_words.at(key), "one of " + enum_choices<E>());
 }
 
 // data.workdir from here on is the absolute path it names from the current
@@ -474,42 +487,31 @@ void Config::validate() const {
   check(*this, model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
   check(*this, crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
   check(*this, crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
-  check(*this, crf_backend == "reference" || crf_backend == "cpu" || crf_backend == "cuda" || crf_backend == "auto",
-        "crf.backend", crf_backend, "one of reference, cpu, cuda, auto");
-  check(*this, crf_loss_normalization == "utterance" || crf_loss_normalization == "frame", "crf.loss_normalization",
-        crf_loss_normalization, "one of utterance, frame");
+  check_words(*this, crf_backend, "crf.backend");
+  check_words(*this, crf_loss_normalization, "crf.loss_normalization");
   check(*this, train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
   check(*this, train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
   check(*this, train_lr > 0.0, "train.lr", train_lr, "> 0");
   check(*this, train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
   check(*this, crf_init_scale >= 0.0 && crf_init_scale <= 10.0, "crf.init_scale", crf_init_scale,
         "in [0, 10] (0 = zeros)");
-  check(*this, crf_duration_init == "random" || crf_duration_init == "data", "crf.duration_init", crf_duration_init,
-        "one of random, data");
+  check_words(*this, crf_duration_init, "crf.duration_init");
   check(*this, crf_lr_scale > 0.0 && crf_lr_scale <= 1000.0, "crf.lr_scale", crf_lr_scale, "in (0, 1000]");
   check(*this, crf_phone_bonus >= -100.0 && crf_phone_bonus <= 100.0, "crf.phone_bonus", crf_phone_bonus,
         "in [-100, 100] (log-score per label change; 0 = plain Viterbi)");
   check(*this, crf_frame_ce_weight >= 0.0 && crf_frame_ce_weight <= 100.0, "crf.frame_ce_weight", crf_frame_ce_weight,
         "in [0, 100] (0 = the CRF loss alone)");
-  check(*this, crf_decode == "viterbi" || crf_decode == "posterior", "crf.decode", crf_decode,
-        "one of viterbi, posterior");
-  check(*this, crf_onset_features == "false" || crf_onset_features == "true" || crf_onset_features == "auto",
-        "crf.onset_features", crf_onset_features, "one of false, true, auto");
-  check(*this, crf_duration_model == "table" || crf_duration_model == "lognormal", "crf.duration_model",
-        crf_duration_model, "one of table, lognormal");
-  check(*this,
-        train_lr_schedule == "cosine" || train_lr_schedule == "cosine_epoch" || train_lr_schedule == "constant",
-        "train.lr_schedule", train_lr_schedule, "one of cosine, cosine_epoch, constant");
+  check_words(*this, crf_decode, "crf.decode");
+  check_words(*this, crf_onset_features, "crf.onset_features");
+  check_words(*this, crf_duration_model, "crf.duration_model");
+  check_words(*this, train_lr_schedule, "train.lr_schedule");
   check(*this, train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
   check(*this, train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
   check(*this, train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");
   check(*this, train_eps > 0.0, "train.eps", train_eps, "> 0");
   check(*this, train_clip_norm >= 0.0, "train.clip_norm", train_clip_norm, ">= 0 (0 = off)");
-  check(*this, train_device == "cpu" || train_device == "cuda" || train_device == "auto", "train.device", train_device,
-        "one of cpu, cuda, auto");
-  check(*this, train_rnn_algo == "standard" || train_rnn_algo == "persist_static" ||
-                   train_rnn_algo == "persist_dynamic" || train_rnn_algo == "fused" || train_rnn_algo == "auto",
-        "train.rnn_algo", train_rnn_algo, "one of standard, persist_static, persist_dynamic, fused, auto");
+  check_words(*this, train_device, "train.device");
+  check_words(*this, train_rnn_algo, "train.rnn_algo");
   check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
   check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
   check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/config_enums.h"
+
 namespace timitseg::model {
 
 // debug.inject_exit "RANK:STEP:ACTION" (rank < 0: not a valid spec).
@@ -37,36 +39,36 @@ struct Config {
   // crf
   int crf_max_duration = 30;         // crf.max_duration (K)
   double crf_reg = 0.0;              // crf.reg: L2 penalty on transition and duration_bias
-  std::string crf_backend = "cpu";   // crf.backend: reference | cpu | cuda | auto (model/device_choice.h)
-  std::string crf_loss_normalization = "utterance";  // crf.loss_normalization: utterance | frame
+  CrfBackendSetting crf_backend = CrfBackendSetting::cpu;  // crf.backend: reference | cpu | cuda | auto (model/device_choice.h)
+  LossNormalization crf_loss_normalization = LossNormalization::utterance;  // crf.loss_normalization: utterance | frame
   double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
-  std::string crf_duration_init = "random";  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
+  DurationInit crf_duration_init = DurationInit::random;  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
   double crf_lr_scale = 1.0;         // crf.lr_scale: lr multiplier of crf.transition, duration_bias, start, end
   // crf.onset_features: false | true | auto (true for the semi-CRF, K > 1; false for the linear CRF, K = 1):
   // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.
-  std::string crf_onset_features = "false";
+  OnsetFeatures crf_onset_features = OnsetFeatures::off;
   // crf.duration_model: table (crf.duration_bias [K][C] free) | lognormal (per label mu, log_sigma, offset:
   // crf.duration_lognormal [3][C], the table derived from it; model/duration_model.h)
-  std::string crf_duration_model = "table";
+  DurationModel crf_duration_model = DurationModel::table;
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
-  std::string crf_decode = "viterbi";  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
+  DecodeMode crf_decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
   // train
   std::string train_run_dir;         // train.run_dir (required)
   int train_epochs = 20;             // train.epochs
   int train_batch_size = 32;         // train.batch_size
   double train_lr = 1e-3;            // train.lr
   double train_min_lr = 0.0;         // train.min_lr: end of the cosine schedule
-  std::string train_lr_schedule = "cosine";  // train.lr_schedule: cosine (per update) | cosine_epoch (per epoch) | constant
+  LrSchedule train_lr_schedule = LrSchedule::cosine;  // train.lr_schedule: cosine (per update) | cosine_epoch (per epoch) | constant
   double train_weight_decay = 1e-5;  // train.weight_decay (AdamW, decoupled)
   double train_beta1 = 0.9;          // train.beta1
   double train_beta2 = 0.999;        // train.beta2
   double train_eps = 1e-8;           // train.eps
   double train_clip_norm = 5.0;      // train.clip_norm: global gradient norm; 0 = off
   uint64_t train_seed = 0;           // train.seed
-  std::string train_device = "cpu";  // train.device: cpu | cuda | auto (model/device_choice.h)
+  DeviceSetting train_device = DeviceSetting::cpu;  // train.device: cpu | cuda | auto (model/device_choice.h)
   int train_threads = 0;             // train.threads: 0 = all cores
-  std::string train_rnn_algo = "standard";  // train.rnn_algo: the GPU recurrence: cuDNN (standard | persist_static | persist_dynamic) or fused (own Hopper kernel), or auto (model/device_choice.h)
+  RnnAlgo train_rnn_algo = RnnAlgo::standard;  // train.rnn_algo: the GPU recurrence: cuDNN (standard | persist_static | persist_dynamic) or fused (own Hopper kernel), or auto (model/device_choice.h)
   bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
   int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
   int train_log_every = 10;          // train.log_every: batches between plain progress lines
@@ -87,6 +89,11 @@ struct Config {
   // (config metadata)"); keys left at their default are absent. Range errors
   // of validate() name it.
   std::map<std::string, std::string> origins;
+  // The text of an enum-like key that is none of its words, by key, as read
+  // (the key keeps its previous value): validate() reports it in its place
+  // among the range checks, with the same words as every range error. A
+  // later valid value of the key removes it.
+  std::map<std::string, std::string> bad_words;
 
   // Loads FILE (YAML), applies overrides "key=value" (value parsed as YAML) and
   // validates. Throws std::invalid_argument naming the file/key and problem.
@@ -101,8 +108,10 @@ struct Config {
   void set_on_resume(const std::string& assignment, const std::string& origin);
   void validate() const;  // range / enum checks; throws std::invalid_argument
   // crf.onset_features resolved: true, or auto with crf.max_duration > 1 (the semi-CRF).
-  bool duration_lognormal() const { return crf_duration_model == "lognormal"; }
-  bool onset_enabled() const { return crf_onset_features == "true" || (crf_onset_features == "auto" && crf_max_duration > 1); }
+  bool duration_lognormal() const { return crf_duration_model == DurationModel::lognormal; }
+  bool onset_enabled() const {
+    return crf_onset_features == OnsetFeatures::on || (crf_onset_features == OnsetFeatures::automatic && crf_max_duration > 1);
+  }
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;
 

@@ -45,19 +45,19 @@ std::string choose_crf_backend(const std::string& crf_backend, const std::string
 }
 
 DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::string& device_override) {
-  const std::string asked = device_override.empty() ? cfg.train_device : device_override;
+  const std::string asked = device_override.empty() ? to_string(cfg.train_device) : device_override;
   const int H = cfg.model_hidden_dim / 2;
   DeviceChoice c;
   c.device = choose_device(asked, facts);
-  c.rnn_algo = choose_rnn_algo(cfg.train_rnn_algo, c.device, H, facts);
-  c.crf_backend = choose_crf_backend(cfg.crf_backend, c.device);
+  c.rnn_algo = choose_rnn_algo(to_string(cfg.train_rnn_algo), c.device, H, facts);
+  c.crf_backend = choose_crf_backend(to_string(cfg.crf_backend), c.device);
   const std::string cc = std::to_string(facts.cc_major) + "." + std::to_string(facts.cc_minor);
   if (asked == "auto")
     c.picks.push_back("train.device = auto: " + c.device + " (" +
                       (c.device == "cuda" ? facts.gpu_name : facts.no_gpu_reason.empty() ? "no CUDA device"
                                                                                          : facts.no_gpu_reason) +
                       ")");
-  if (cfg.train_rnn_algo == "auto") {
+  if (cfg.train_rnn_algo == RnnAlgo::automatic) {
     std::string why;
     if (c.device != "cuda") why = "on the CPU the GPU recurrence is not used";
     else if (c.rnn_algo == "fused") why = "the own Hopper kernel: compute capability " + cc;
@@ -65,18 +65,18 @@ DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::
     else why = "cuDNN: " + std::to_string(H) + " units per direction, the fused kernel has 64, 128, 256";
     c.picks.push_back("train.rnn_algo = auto: " + c.rnn_algo + " (" + why + ")");
   }
-  if (cfg.crf_backend == "auto")
+  if (cfg.crf_backend == CrfBackendSetting::automatic)
     c.picks.push_back("crf.backend = auto: " + c.crf_backend + (c.device == "cuda" ? " (on the GPU)" : " (on the CPU)"));
   return c;
 }
 
 DeviceChoice resolve_choices(const Config& cfg, bool log, const std::string& device_override, const std::string& hint) {
-  const std::string asked = device_override.empty() ? cfg.train_device : device_override;
+  const std::string asked = device_override.empty() ? to_string(cfg.train_device) : device_override;
   if (asked == "cuda") resolve_device("cuda", hint);  // no GPU: one line naming the way out
   else if (asked != "cpu" && asked != "auto") resolve_device(asked);  // unknown: resolve_device's error
   DeviceChoice c = choose_all(cfg, probe_device_facts(), device_override);
 #ifdef TIMITSEG_HAVE_CUDA
-  if (cfg.train_rnn_algo == "auto" && c.rnn_algo == "fused") {
+  if (cfg.train_rnn_algo == RnnAlgo::automatic && c.rnn_algo == "fused") {
     std::string why;
     if (!fused::supported(cfg.model_hidden_dim / 2, &why)) {
       c.rnn_algo = "standard";
@@ -93,9 +93,9 @@ DeviceChoice resolve_choices(const Config& cfg, bool log, const std::string& dev
 Config with_choices(const Config& cfg, const DeviceFacts& facts) {
   const DeviceChoice c = choose_all(cfg, facts);
   Config out = cfg;
-  out.train_device = c.device;
-  out.train_rnn_algo = c.rnn_algo;
-  out.crf_backend = c.crf_backend;
+  parse_enum(c.device, &out.train_device);  // the resolved words are words of the keys
+  parse_enum(c.rnn_algo, &out.train_rnn_algo);
+  parse_enum(c.crf_backend, &out.crf_backend);
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include "crf/semicrf.h"
 #include "crf/session.h"
 #include "model/batch.h"
+#include "model/config_enums.h"
 #include "model/encoder.h"
 #include "model/numerics.h"
 #include "model/optim.h"
@@ -81,7 +82,8 @@ struct StepResult {
 struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
   std::string crf_backend = "cpu";    // reference | cpu | cuda
-  std::string rnn_algo = "standard";  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
+  RnnAlgo rnn_algo = RnnAlgo::standard;  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
+                                         // (never automatic: resolved before, model/device_choice.h)
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
   double phone_bonus = 0.0;           // crf.phone_bonus: decode() adds it at each label change (crf::add_phone_bonus)
@@ -89,7 +91,7 @@ struct ExecutorOptions {
   // reduce the data gradient, the loss sums and the step status over them
   // (the L2 penalty is added once, by rank 0); null or size 1: one process.
   dist::Communicator* world = nullptr;
-  std::string decode = "viterbi";     // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
+  DecodeMode decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
                                       // marginals, crf/posterior.h; phone_bonus does not apply)
 };
 

@@ -19,7 +19,7 @@ ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, 
   ExecutorOptions xo;
   xo.threads = threads;
   xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;
+  xo.rnn_algo = enum_value<RnnAlgo>(choice.rnn_algo, "train.rnn_algo");  // resolved: never auto
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;
   xo.decode = cfg.crf_decode;
@@ -44,7 +44,7 @@ StepOptions step_options(const Config& cfg) {
   so.dropout = cfg.model_dropout;
   so.clip_norm = cfg.train_clip_norm;
   so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == "frame";
+  so.frame_normalization = cfg.crf_loss_normalization == LossNormalization::frame;
   so.frame_ce_weight = cfg.crf_frame_ce_weight;
   so.check_numerics = cfg.debug_check_numerics;
   so.seed = cfg.train_seed;

@@ -132,7 +132,7 @@ void resume_state(TrainingRun& r) {
 void fresh_state(TrainingRun& r, const TrainData& data) {
   ModelState& state = r.state;
   init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == "data" && state.dims.duration_lognormal) {
+  if (r.cfg.crf_duration_init == DurationInit::data && state.dims.duration_lognormal) {
     // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
@@ -142,7 +142,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
                  "and spread of log duration) to the gold segments of the train split (K = {})",
                  state.dims.max_duration);
-  } else if (r.cfg.crf_duration_init == "data") {
+  } else if (r.cfg.crf_duration_init == DurationInit::data) {
     // crf.duration_init = data: the train split's duration distribution, added to the draw above
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
@@ -423,7 +423,7 @@ Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
     rec.dev_per = dev.per();
     int64_t dev_frames = 0;
     for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
-    rec.dev_loss = nll_sum / (r.cfg.crf_loss_normalization == "frame" ? double(std::max<int64_t>(1, dev_frames))
+    rec.dev_loss = nll_sum / (r.cfg.crf_loss_normalization == LossNormalization::frame ? double(std::max<int64_t>(1, dev_frames))
                                                                        : double(r.dev_utts.size()));
   } else {
     rec.dev_per = std::numeric_limits<double>::quiet_NaN();

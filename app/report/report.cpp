@@ -126,7 +126,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   model::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (model/options.h)
   cpu.device = "cpu";
   cpu.rnn_algo = "standard";
-  cpu.crf_backend = s.config.crf_backend;
+  cpu.crf_backend = model::to_string(s.config.crf_backend);
   const model::ExecutorOptions xo = model::inference_executor_options(s.config, cpu, model::set_threads(threads));
   std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
   exec->set_state(s.params, s.optimizer);

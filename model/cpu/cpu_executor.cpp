@@ -282,7 +282,7 @@ class CpuExecutor final : public Executor {
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
         phone_bonus_(o.phone_bonus),
-        posterior_(o.decode == "posterior"),
+        posterior_(o.decode == DecodeMode::posterior),
         world_(o.world) {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {
@@ -405,7 +405,7 @@ class CpuExecutor final : public Executor {
   std::unique_ptr<crf::Backend> backend_;
   crf::Session session_;  // keeps the CRF workspace across steps
   double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
-  bool posterior_ = false;    // ExecutorOptions::decode == "posterior"
+  bool posterior_ = false;    // ExecutorOptions::decode == DecodeMode::posterior
   dist::Communicator* world_ = nullptr;  // ExecutorOptions::world
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;

@@ -72,8 +72,9 @@ namespace {
 int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers + (d.onset ? 5 : 0); }
 
 ExecutorOptions checked(const ExecutorOptions& o) {
-  if (o.deterministic && (o.rnn_algo == "persist_static" || o.rnn_algo == "persist_dynamic"))
-    throw std::invalid_argument("cuda executor: --deterministic refuses rnn_algo '" + o.rnn_algo +
+  if (o.deterministic && (o.rnn_algo == RnnAlgo::persist_static || o.rnn_algo == RnnAlgo::persist_dynamic))
+    throw std::invalid_argument(std::string("cuda executor: --deterministic refuses rnn_algo '") +
+                                to_string(o.rnn_algo) +
                                 "' (the determinism of cuDNN's persistent algorithms is not established); use "
                                 "train.rnn_algo=standard or fused");
   return o;
@@ -84,10 +85,10 @@ ExecutorOptions checked(const ExecutorOptions& o) {
 CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options, const std::string& collectives)
     : dims_(dims),
       layout_(dims),
-      rnn_algo_(options.rnn_algo),
+      rnn_algo_(to_string(options.rnn_algo)),
       crf_name_(options.crf_backend),
       phone_bonus_(options.phone_bonus),
-      posterior_(options.decode == "posterior") {
+      posterior_(options.decode == DecodeMode::posterior) {
   const ExecutorOptions o = checked(options);
   cuda::require_device("; train on the CPU with train.device=cpu");
   TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

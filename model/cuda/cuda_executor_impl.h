@@ -193,7 +193,7 @@ class CudaExecutor final : public Executor {
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
   double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus
-  bool posterior_ = false;                     // ExecutorOptions::decode == "posterior"
+  bool posterior_ = false;                     // ExecutorOptions::decode == DecodeMode::posterior
   Pinned staging_, host_scalars_;
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;

@@ -39,11 +39,11 @@ constexpr size_t kAlign = 256;  // bytes: alignment of each layer's weight / res
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-cudnnRNNAlgo_t parse_algo(const std::string& s) {
-  if (s == "standard" || s == "fused") return CUDNN_RNN_ALGO_STANDARD;  // fused: cuDNN descriptors unused
-  if (s == "persist_static") return CUDNN_RNN_ALGO_PERSIST_STATIC;
-  if (s == "persist_dynamic") return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
-  throw std::invalid_argument("cuda encoder: unknown rnn_algo '" + s +
+cudnnRNNAlgo_t parse_algo(RnnAlgo a) {
+  if (a == RnnAlgo::standard || a == RnnAlgo::fused) return CUDNN_RNN_ALGO_STANDARD;  // fused: cuDNN descriptors unused
+  if (a == RnnAlgo::persist_static) return CUDNN_RNN_ALGO_PERSIST_STATIC;
+  if (a == RnnAlgo::persist_dynamic) return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
+  throw std::invalid_argument(std::string("cuda encoder: unknown rnn_algo '") + to_string(a) +  // auto, unresolved
                               "' (expected standard, persist_static, persist_dynamic or fused)");
 }
 
@@ -53,8 +53,8 @@ cudnnRNNAlgo_t parse_algo(const std::string& s) {
 
 CudnnEncoder::CudnnEncoder(const ModelDims& dims, const CudaEncoderOptions& opt)
     : dims_(dims), layout_(dims), opt_(opt) {
-  algo_ = parse_algo(opt.rnn_algo);  // before touching the device: a clear error for a typo
-  fused_ = opt.rnn_algo == "fused";
+  algo_ = parse_algo(opt.rnn_algo);  // before touching the device: a clear error for an unresolved auto
+  fused_ = opt.rnn_algo == RnnAlgo::fused;
   if (fused_) {
     std::string why;
     if (!fused::supported(dims.per_direction(), &why))
@@ -312,7 +312,7 @@ std::string CudnnEncoder::describe() const {
   size_t ws = 0;
   for (size_t b : ws_bytes_) ws += b;
   o << "cuDNN " << cudnnGetVersion() << " BiLSTM (" << L_ << " layers of 1, input " << W_ << ", hidden " << H_
-    << " per direction), rnn_algo " << opt_.rnn_algo << ", FMA math (no TF32); weight space " << ws
+    << " per direction), rnn_algo " << to_string(opt_.rnn_algo) << ", FMA math (no TF32); weight space " << ws
     << " bytes; last batch B=" << B_ << " T=" << T_ << " " << (fwd_training_ ? "training" : "inference")
     << ": workspace " << work_bytes_ << " bytes, reserve " << reserve_bytes_ << " bytes";
   return o.str();

@@ -49,8 +49,9 @@ namespace timitseg::model::cudnn_detail {
   do {                                                                                                       \
     cudnnStatus_t ts_st_ = (call);                                                                           \
     if (ts_st_ != CUDNN_STATUS_SUCCESS)                                                                      \
-      throw std::runtime_error("cuda encoder: cuDNN refused rnn_algo '" + opt_.rnn_algo + "' (B=" +          \
-                               std::to_string(B_) + ", T=" + std::to_string(T_) + ", input " +               \
+      throw std::runtime_error(std::string("cuda encoder: cuDNN refused rnn_algo '") +                        \
+                               to_string(opt_.rnn_algo) + "' (B=" + std::to_string(B_) + ", T=" +             \
+                               std::to_string(T_) + ", input " +                                              \
                                std::to_string(W_) + ", hidden " + std::to_string(H_) + "): " #call ": " +   \
                                cudnnGetErrorString(ts_st_));                                                 \
   } while (0)

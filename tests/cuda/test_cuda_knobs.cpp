@@ -39,7 +39,7 @@ std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDi
   ExecutorOptions xo;
   xo.threads = 2;
   xo.crf_backend = crf;
-  xo.decode = decode;
+  xo.decode = enum_value<DecodeMode>(decode, "decode");
   auto ex = make_executor(device, d, xo);
   AdamW opt;
   opt.reset(params.size());

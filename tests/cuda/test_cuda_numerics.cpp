@@ -209,7 +209,7 @@ TEST(GpuNumerics, EveryLayerAndPassIsNamedAtTheFaultStep) {
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
     xo.crf_backend = "cuda";
-    xo.rnn_algo = algo;
+    xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
     auto gpu = make_executor("cuda", d, xo);
     int cases = 0;
     for (const std::string& layer : numerics_layers(d.num_layers)) {
@@ -271,7 +271,7 @@ TEST(GpuNumerics, CheckOffDoesNoSlotWorkAndCheckOnTapsEveryDocumentedTensor) {
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
     xo.crf_backend = "cuda";
-    xo.rnn_algo = algo;
+    xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
     auto gpu = make_executor("cuda", d, xo);
     gpu->set_state(params, opt0);
     gpu->train_step(b, step_options(1, false));
@@ -315,7 +315,7 @@ TEST(GpuNumerics, TapsFollowTheDocumentedOrderAndMeasureTheRightTensors) {
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
     xo.crf_backend = "cuda";
-    xo.rnn_algo = algo;
+    xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
     auto gpu = make_executor("cuda", d, xo);
     gpu->set_state(params, opt0);
     gpu->train_step(b, step_options(1, true));
@@ -359,7 +359,7 @@ TEST(GpuNumerics, DeterministicRunsAreBitwiseIdentical) {
     auto run = [&](bool check) {
       ExecutorOptions xo;
       xo.crf_backend = "cuda";
-      xo.rnn_algo = algo;
+      xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
       xo.deterministic = true;
       auto gpu = make_executor("cuda", d, xo);
       gpu->set_state(params, opt0);
@@ -387,7 +387,7 @@ TEST(GpuNumerics, DeterministicRefusesThePersistentAlgorithms) {
   for (const char* algo : {"persist_static", "persist_dynamic"}) {
     ExecutorOptions xo;
     xo.crf_backend = "cuda";
-    xo.rnn_algo = algo;
+    xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
     xo.deterministic = true;
     try {
       make_cuda_executor(d, xo);

@@ -80,13 +80,13 @@ TEST(Optim, ClipAndSchedule) {
   EXPECT_NEAR(g[1], 0.8, 1e-6);
   // cosine over 10 updates (torch CosineAnnealingLR, T_max = 10): 1 at update 0,
   // 0.5 at update 5, the last update (9) still > min_lr, min_lr after it
-  EXPECT_DOUBLE_EQ(scheduled_lr("cosine", 1.0, 0.0, 0, 10), 1.0);
-  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.0, 5, 10), 0.5, 1e-15);
-  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.1, 9, 10), 0.1 + 0.45 * (1 + std::cos(0.9 * M_PI)), 1e-15);
-  EXPECT_GT(scheduled_lr("cosine", 1.0, 0.1, 9, 10), 0.1 + 1e-3);
-  EXPECT_NEAR(scheduled_lr("cosine", 1.0, 0.1, 10, 10), 0.1, 1e-15);
-  EXPECT_DOUBLE_EQ(scheduled_lr("constant", 1.0, 0.1, 9, 10), 1.0);
-  EXPECT_DOUBLE_EQ(scheduled_lr("cosine", 1.0, 0.1, 0, 1), 1.0);  // a single update uses lr
+  EXPECT_DOUBLE_EQ(scheduled_lr(LrSchedule::cosine, 1.0, 0.0, 0, 10), 1.0);
+  EXPECT_NEAR(scheduled_lr(LrSchedule::cosine, 1.0, 0.0, 5, 10), 0.5, 1e-15);
+  EXPECT_NEAR(scheduled_lr(LrSchedule::cosine, 1.0, 0.1, 9, 10), 0.1 + 0.45 * (1 + std::cos(0.9 * M_PI)), 1e-15);
+  EXPECT_GT(scheduled_lr(LrSchedule::cosine, 1.0, 0.1, 9, 10), 0.1 + 1e-3);
+  EXPECT_NEAR(scheduled_lr(LrSchedule::cosine, 1.0, 0.1, 10, 10), 0.1, 1e-15);
+  EXPECT_DOUBLE_EQ(scheduled_lr(LrSchedule::constant, 1.0, 0.1, 9, 10), 1.0);
+  EXPECT_DOUBLE_EQ(scheduled_lr(LrSchedule::cosine, 1.0, 0.1, 0, 1), 1.0);  // a single update uses lr
   // AdamW first step: p -= lr * (wd * p) then lr * g / (|g| + eps) (bias-corrected)
   AdamW opt;
   opt.weight_decay = 0.1;
@@ -135,7 +135,7 @@ TEST(Config, LoadsAndOverrides) {
   EXPECT_DOUBLE_EQ(c.train_lr, 3e-4);
   EXPECT_EQ(c.train_epochs, 5);
   EXPECT_EQ(c.model_hidden_dim, 32);
-  EXPECT_EQ(c.crf_backend, "reference");
+  EXPECT_EQ(c.crf_backend, timitseg::model::CrfBackendSetting::reference);
   EXPECT_EQ(c.debug_fixed_length, 200);
   EXPECT_EQ(c.model_num_layers, 3);  // default
   // round trip through JSON (checkpoint metadata) and YAML (run dir)

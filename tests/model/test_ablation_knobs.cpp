@@ -95,35 +95,35 @@ TEST(AblationKnobs, CosineEpochMatchesTorchSteppedPerEpoch) {
   const std::vector<double> torch_lr = torch_cosine_annealing_per_epoch(lr, min_lr, epochs, epochs);
   for (int64_t u = 0; u < total; ++u) {
     const int e = static_cast<int>(u / per_epoch);
-    EXPECT_NEAR(scheduled_lr("cosine_epoch", lr, min_lr, u, total, per_epoch), torch_lr[e], 1e-15)
+    EXPECT_NEAR(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, u, total, per_epoch), torch_lr[e], 1e-15)
         << "update " << u << " (epoch " << e << ")";
   }
   // Every update of an epoch shares one rate; epoch 0 uses lr; the last epoch
   // min_lr + (lr - min_lr)(1 + cos(pi 19/20))/2, well above min_lr.
-  EXPECT_DOUBLE_EQ(scheduled_lr("cosine_epoch", lr, min_lr, 6, total, per_epoch), lr);
-  EXPECT_EQ(scheduled_lr("cosine_epoch", lr, min_lr, 7, total, per_epoch),
-            scheduled_lr("cosine_epoch", lr, min_lr, 13, total, per_epoch));
-  EXPECT_NEAR(scheduled_lr("cosine_epoch", lr, min_lr, total - 1, total, per_epoch),
+  EXPECT_DOUBLE_EQ(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 6, total, per_epoch), lr);
+  EXPECT_EQ(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 7, total, per_epoch),
+            scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 13, total, per_epoch));
+  EXPECT_NEAR(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, total - 1, total, per_epoch),
               min_lr + (lr - min_lr) * (1 + std::cos(M_PI * 19 / 20)) / 2, 1e-15);
   // the per-update cosine differs from it inside an epoch
-  EXPECT_NE(scheduled_lr("cosine", lr, min_lr, 13, total), scheduled_lr("cosine_epoch", lr, min_lr, 13, total, per_epoch));
+  EXPECT_NE(scheduled_lr(LrSchedule::cosine, lr, min_lr, 13, total), scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 13, total, per_epoch));
   // updates must be whole epochs
-  EXPECT_THROW(scheduled_lr("cosine_epoch", lr, min_lr, 0, total + 1, per_epoch), std::invalid_argument);
-  EXPECT_THROW(scheduled_lr("cosine_epoch", lr, min_lr, 0, total, 0), std::invalid_argument);
+  EXPECT_THROW(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 0, total + 1, per_epoch), std::invalid_argument);
+  EXPECT_THROW(scheduled_lr(LrSchedule::cosine_epoch, lr, min_lr, 0, total, 0), std::invalid_argument);
 }
 
 TEST(AblationKnobs, ConfigKeys) {
   const Config d = Config::load(write_yaml("d", "data:\n  workdir: w\ntrain:\n  run_dir: r\n"), {});
   EXPECT_EQ(d.crf_init_scale, 0.0);  // defaults unchanged
-  EXPECT_EQ(d.train_lr_schedule, "cosine");
+  EXPECT_EQ(d.train_lr_schedule, LrSchedule::cosine);
   const Config c = Config::load(write_yaml("c", "data:\n  workdir: w\ntrain:\n  run_dir: r\n"),
                                 {"crf.init_scale=0.1", "train.lr_schedule=cosine_epoch"});
   EXPECT_EQ(c.crf_init_scale, 0.1);
-  EXPECT_EQ(c.train_lr_schedule, "cosine_epoch");
+  EXPECT_EQ(c.train_lr_schedule, LrSchedule::cosine_epoch);
   // round trip through the resolved YAML and JSON (checkpoint metadata)
   const Config y = Config::load(write_yaml("y", c.to_yaml()), {});
   EXPECT_EQ(y.crf_init_scale, 0.1);
-  EXPECT_EQ(y.train_lr_schedule, "cosine_epoch");
+  EXPECT_EQ(y.train_lr_schedule, LrSchedule::cosine_epoch);
   EXPECT_EQ(Config::from_json(c.to_json(), "ckpt").crf_init_scale, 0.1);
   const std::string base = write_yaml("b", "data:\n  workdir: w\ntrain:\n  run_dir: r\n");
   expect_each_rejected(base, {"crf.init_scale=-0.1", "crf.init_scale=11", "train.lr_schedule=cosine_epochs"});
@@ -320,16 +320,16 @@ TEST(AblationKnobs, CpuExecutorAppliesLrScaleToTheCrfStructure) {
 TEST(AblationKnobs, DurationInitAndLrScaleConfigKeys) {
   const std::string base = write_yaml("k", "data:\n  workdir: w\ntrain:\n  run_dir: r\n");
   const Config d = Config::load(base, {});
-  EXPECT_EQ(d.crf_duration_init, "random");  // defaults: as before
+  EXPECT_EQ(d.crf_duration_init, DurationInit::random);  // defaults: as before
   EXPECT_EQ(d.crf_lr_scale, 1.0);
   const Config c = Config::load(base, {"crf.duration_init=data", "crf.lr_scale=30"});
-  EXPECT_EQ(c.crf_duration_init, "data");
+  EXPECT_EQ(c.crf_duration_init, DurationInit::data);
   EXPECT_EQ(c.crf_lr_scale, 30.0);
   const Config y = Config::load(write_yaml("ky", c.to_yaml()), {});
-  EXPECT_EQ(y.crf_duration_init, "data");
+  EXPECT_EQ(y.crf_duration_init, DurationInit::data);
   EXPECT_EQ(y.crf_lr_scale, 30.0);
   const Config j = Config::from_json(c.to_json(), "ckpt");
-  EXPECT_EQ(j.crf_duration_init, "data");
+  EXPECT_EQ(j.crf_duration_init, DurationInit::data);
   EXPECT_EQ(j.crf_lr_scale, 30.0);
   expect_each_rejected(base, {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"});
 }

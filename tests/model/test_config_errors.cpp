@@ -139,9 +139,9 @@ TEST(ConfigErrors, ResumeAcceptsOnlyDocumentedKeys) {
   EXPECT_EQ(c.train_threads, 2);
   EXPECT_FALSE(c.debug_check_numerics);
   EXPECT_DOUBLE_EQ(c.debug_drift_threshold, 4.5);
-  EXPECT_EQ(c.train_device, "auto");
-  EXPECT_EQ(c.crf_backend, "reference");
-  EXPECT_EQ(c.train_rnn_algo, "fused");
+  EXPECT_EQ(c.train_device, timitseg::model::DeviceSetting::automatic);
+  EXPECT_EQ(c.crf_backend, timitseg::model::CrfBackendSetting::reference);
+  EXPECT_EQ(c.train_rnn_algo, timitseg::model::RnnAlgo::fused);
 
   // Every other valid key is refused, naming it, and leaves the config as it was.
   int refused = 0;

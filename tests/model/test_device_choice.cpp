@@ -31,9 +31,9 @@ DeviceFacts gpu(int major, int minor, const std::string& name) {
 
 Config autos(int hidden_dim = 128) {
   Config c;
-  c.train_device = "auto";
-  c.train_rnn_algo = "auto";
-  c.crf_backend = "auto";
+  c.train_device = DeviceSetting::automatic;
+  c.train_rnn_algo = RnnAlgo::automatic;
+  c.crf_backend = CrfBackendSetting::automatic;
   c.model_hidden_dim = hidden_dim;
   return c;
 }
@@ -98,9 +98,9 @@ TEST(DeviceChoice, ChooseAllResolvesEachAutoWithOnePickLine) {
 
   // explicit values: kept, nothing to log
   Config e;
-  e.train_device = "cpu";
-  e.train_rnn_algo = "standard";
-  e.crf_backend = "reference";
+  e.train_device = DeviceSetting::cpu;
+  e.train_rnn_algo = RnnAlgo::standard;
+  e.crf_backend = CrfBackendSetting::reference;
   const DeviceChoice x = choose_all(e, gpu(9, 0, "H100"));
   EXPECT_EQ(x.device, "cpu");
   EXPECT_EQ(x.crf_backend, "reference");
@@ -114,9 +114,9 @@ TEST(DeviceChoice, ChooseAllResolvesEachAutoWithOnePickLine) {
 
 TEST(DeviceChoice, ConfigAcceptsAutoAndRejectsOtherNames) {
   const Config c = Config::load("", {"train.device=auto", "train.rnn_algo=auto", "crf.backend=auto"});
-  EXPECT_EQ(c.train_device, "auto");
-  EXPECT_EQ(c.train_rnn_algo, "auto");
-  EXPECT_EQ(c.crf_backend, "auto");
+  EXPECT_EQ(c.train_device, DeviceSetting::automatic);
+  EXPECT_EQ(c.train_rnn_algo, RnnAlgo::automatic);
+  EXPECT_EQ(c.crf_backend, CrfBackendSetting::automatic);
   auto error = [](const std::string& set) {
     try {
       Config::load("", {set});
@@ -134,9 +134,9 @@ TEST(DeviceChoice, ConfigAcceptsAutoAndRejectsOtherNames) {
   // the shipped configs say auto for the three keys
   for (const char* f : {"configs/synth.yaml", "configs/timit.yaml"}) {
     const Config s = Config::load(std::string(TIMITSEG_SOURCE_DIR) + "/" + f, {});
-    EXPECT_EQ(s.train_device, "auto") << f;
-    EXPECT_EQ(s.train_rnn_algo, "auto") << f;
-    EXPECT_EQ(s.crf_backend, "auto") << f;
+    EXPECT_EQ(s.train_device, DeviceSetting::automatic) << f;
+    EXPECT_EQ(s.train_rnn_algo, RnnAlgo::automatic) << f;
+    EXPECT_EQ(s.crf_backend, CrfBackendSetting::automatic) << f;
   }
 }
 
@@ -144,16 +144,16 @@ TEST(DeviceChoice, CompareSeesAutoAsItsPickOnThisMachine) {
   // a run saved with `auto` against a request for the explicit values `auto` picks: no difference
   const Config saved = autos();
   Config asked = autos();
-  asked.train_device = "cpu";
-  asked.train_rnn_algo = "standard";
-  asked.crf_backend = "cpu";
+  asked.train_device = DeviceSetting::cpu;
+  asked.train_rnn_algo = RnnAlgo::standard;
+  asked.crf_backend = CrfBackendSetting::cpu;
   const Config s1 = with_choices(saved, no_gpu()), a1 = with_choices(asked, no_gpu());
   EXPECT_EQ(s1.to_json(), a1.to_json());
   // on an H100 the same pair differs (auto means cuda / fused / cuda there)
   const Config s2 = with_choices(saved, gpu(9, 0, "H100")), a2 = with_choices(asked, gpu(9, 0, "H100"));
-  EXPECT_EQ(s2.train_device, "cuda");
-  EXPECT_EQ(s2.train_rnn_algo, "fused");
-  EXPECT_EQ(s2.crf_backend, "cuda");
+  EXPECT_EQ(s2.train_device, DeviceSetting::cuda);
+  EXPECT_EQ(s2.train_rnn_algo, RnnAlgo::fused);
+  EXPECT_EQ(s2.crf_backend, CrfBackendSetting::cuda);
   EXPECT_NE(s2.to_json(), a2.to_json());
   // other keys untouched
   EXPECT_EQ(s2.model_hidden_dim, saved.model_hidden_dim);
@@ -167,7 +167,7 @@ TEST(DeviceChoice, ResolveOnThisMachine) {
   if (!has_gpu) {
     EXPECT_EQ(c.rnn_algo, "standard");
     Config e = autos();
-    e.train_device = "cuda";
+    e.train_device = DeviceSetting::cuda;
     try {
       resolve_choices(e, false, "", "; use --device cpu");
       FAIL() << "cuda without a GPU was accepted";

@@ -271,7 +271,7 @@ TEST(DurationLognormal, CheckpointAndConfigKey) {
   s.params.resize(lay.total());
   for (size_t i = 0; i < s.params.size(); ++i) s.params[i] = 0.001f * static_cast<float>(i % 997) - 0.3f;
   s.optimizer.reset(s.params.size());
-  s.config.crf_duration_model = "lognormal";
+  s.config.crf_duration_model = DurationModel::lognormal;
   const std::filesystem::path path = std::filesystem::temp_directory_path() /
                                      ("timitseg_lognormal_ckpt_" + std::to_string(::getpid()) + ".safetensors");
   save_checkpoint(path.string(), s);
@@ -285,7 +285,7 @@ TEST(DurationLognormal, CheckpointAndConfigKey) {
   EXPECT_FALSE(c.duration_lognormal());
   c.set("crf.duration_model=lognormal", "test");
   EXPECT_TRUE(c.duration_lognormal());
-  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_duration_model, "lognormal");
+  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_duration_model, DurationModel::lognormal);
   Config bad;
   bad.set("crf.duration_model=gamma", "test");
   try {

@@ -107,7 +107,7 @@ TEST(FrameCrossEntropy, ConfigKeyDefaultAndRange) {
   ok.crf_frame_ce_weight = 100;
   EXPECT_NO_THROW(ok.validate());
   Config dec;
-  dec.crf_decode = "mbr";
+  dec.set("crf.decode=mbr", "test");
   try {
     dec.validate();
     ADD_FAILURE() << "crf.decode=mbr accepted";

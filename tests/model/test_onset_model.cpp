@@ -230,7 +230,7 @@ TEST(OnsetModel, CheckpointRoundTripKeepsDimsAndParameters) {
   s.params.resize(lay.total());
   for (size_t i = 0; i < s.params.size(); ++i) s.params[i] = 0.001f * static_cast<float>(i % 997) - 0.3f;
   s.optimizer.reset(s.params.size());
-  s.config.crf_onset_features = "true";
+  s.config.crf_onset_features = OnsetFeatures::on;
   const std::filesystem::path path = std::filesystem::temp_directory_path() /
                                      ("timitseg_onset_ckpt_" + std::to_string(::getpid()) + ".safetensors");
   save_checkpoint(path.string(), s);
@@ -248,7 +248,7 @@ TEST(OnsetModel, ConfigKeyParsesAndIsFixedOnResume) {
   EXPECT_FALSE(c.onset_enabled());
   c.set("crf.onset_features=true", "test");
   EXPECT_TRUE(c.onset_enabled());
-  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_onset_features, "true");
+  EXPECT_EQ(Config::from_json(c.to_json(), "json").crf_onset_features, OnsetFeatures::on);
   // auto: on for the semi-CRF (K > 1), off for the linear CRF (K = 1)
   c.set("crf.onset_features=auto", "test");
   c.set("crf.max_duration=60", "test");

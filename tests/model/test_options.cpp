@@ -19,14 +19,14 @@ Config non_default() {
   c.model_num_layers = 2;
   c.model_dropout = 0.125;
   c.crf_max_duration = 7;
-  c.crf_onset_features = "auto";  // K > 1: on
-  c.crf_duration_model = "lognormal";
+  c.crf_onset_features = OnsetFeatures::automatic;  // K > 1: on
+  c.crf_duration_model = DurationModel::lognormal;
   c.crf_reg = 0.25;
-  c.crf_loss_normalization = "frame";
+  c.crf_loss_normalization = LossNormalization::frame;
   c.crf_frame_ce_weight = 0.5;
   c.crf_lr_scale = 3.0;
   c.crf_phone_bonus = -1.5;
-  c.crf_decode = "posterior";
+  c.crf_decode = DecodeMode::posterior;
   c.train_clip_norm = 2.5;
   c.train_seed = 77;
   c.train_beta1 = 0.8;
@@ -51,7 +51,7 @@ TEST(Options, ModelDimsFromTheConfig) {
   EXPECT_TRUE(d.duration_lognormal);
   Config linear;
   linear.crf_max_duration = 1;
-  linear.crf_onset_features = "auto";  // K = 1: off
+  linear.crf_onset_features = OnsetFeatures::automatic;  // K = 1: off
   const ModelDims l = model_dims(linear, 13, 39);
   EXPECT_FALSE(l.onset);
   EXPECT_FALSE(l.duration_lognormal);
@@ -85,15 +85,15 @@ TEST(Options, ExecutorAndOptimizerFromTheConfig) {
   const ExecutorOptions xo = executor_options(non_default(), choice, 5);
   EXPECT_EQ(xo.threads, 5);
   EXPECT_EQ(xo.crf_backend, "reference");
-  EXPECT_EQ(xo.rnn_algo, "fused");
+  EXPECT_EQ(xo.rnn_algo, RnnAlgo::fused);
   EXPECT_TRUE(xo.deterministic);
   EXPECT_EQ(xo.phone_bonus, -1.5);
-  EXPECT_EQ(xo.decode, "posterior");
+  EXPECT_EQ(xo.decode, DecodeMode::posterior);
   EXPECT_EQ(xo.world, nullptr);
   const ExecutorOptions io = inference_executor_options(non_default(), choice, 5);
   EXPECT_EQ(io.crf_backend, "cuda");  // the GPU decodes with the cuda backend
   EXPECT_FALSE(io.deterministic);
-  EXPECT_EQ(io.decode, "posterior");
+  EXPECT_EQ(io.decode, DecodeMode::posterior);
   AdamW opt;
   opt.reset(4);
   opt.step = 9;

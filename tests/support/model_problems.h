@@ -126,7 +126,7 @@ inline std::unique_ptr<model::Executor> executor_with(const std::string& device,
   model::ExecutorOptions xo;
   xo.threads = 2;
   xo.crf_backend = crf;
-  xo.rnn_algo = algo;
+  xo.rnn_algo = model::enum_value<model::RnnAlgo>(algo, "algo");
   xo.phone_bonus = phone_bonus;
   auto ex = model::make_executor(device, d, xo);
   model::AdamW opt;

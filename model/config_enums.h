@@ -1,0 +1,107 @@
+// The enum-like config keys as enums (docs/config.md): the YAML/JSON/--set
+// text is parsed into these at the config boundary (model/config.cpp) and
+// written back from them, so config.yaml, run.json and the checkpoints keep
+// the same words while nothing below the config compares strings.
+//
+// One enum per key and one table of names per enum (kNames below): to_string
+// gives an enum's word, parse_enum reads one back (false for any other text),
+// enum_choices lists the words ("reference, cpu, cuda, auto"), in the order
+// of the error messages. A new value is one line of its table.
+#pragma once
+
+#include <array>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace timitseg::model {
+
+// crf.backend: the CRF's host or device implementation (auto: model/device_choice.h).
+enum class CrfBackendSetting { reference, cpu, cuda, automatic };
+// crf.loss_normalization: the loss per utterance or per frame.
+enum class LossNormalization { utterance, frame };
+// crf.duration_init: duration_bias from init_scale only, or + log p(d | label) of the train split.
+enum class DurationInit { random, data };
+// crf.onset_features: written false | true | auto (Config::onset_enabled resolves auto).
+enum class OnsetFeatures { off, on, automatic };
+// crf.duration_model: a free [K][C] table, or per label log-normal parameters.
+enum class DurationModel { table, lognormal };
+// crf.decode: Viterbi, or the per-frame argmax of the label marginals.
+enum class DecodeMode { viterbi, posterior };
+// train.lr_schedule: cosine per update, cosine per epoch, or constant.
+enum class LrSchedule { cosine, cosine_epoch, constant };
+// train.device: cpu | cuda | auto (the resolved device is model/encoder.h's Device).
+enum class DeviceSetting { cpu, cuda, automatic };
+// train.rnn_algo: cuDNN's algorithms, the own fused kernel, or auto.
+enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic };
+
+template <class E>
+struct EnumNames;  // kNames: every value with its config word, in message order
+
+#define TIMITSEG_ENUM_NAMES(E, N, ...)                                          \
+  template <>                                                                    \
+  struct EnumNames<E> {                                                          \
+    static constexpr std::array<std::pair<E, const char*>, N> kNames{{__VA_ARGS__}}; \
+  }
+
+TIMITSEG_ENUM_NAMES(CrfBackendSetting, 4, {CrfBackendSetting::reference, "reference"}, {CrfBackendSetting::cpu, "cpu"},
+                    {CrfBackendSetting::cuda, "cuda"}, {CrfBackendSetting::automatic, "auto"});
+TIMITSEG_ENUM_NAMES(LossNormalization, 2, {LossNormalization::utterance, "utterance"},
+                    {LossNormalization::frame, "frame"});
+TIMITSEG_ENUM_NAMES(DurationInit, 2, {DurationInit::random, "random"}, {DurationInit::data, "data"});
+TIMITSEG_ENUM_NAMES(OnsetFeatures, 3, {OnsetFeatures::off, "false"}, {OnsetFeatures::on, "true"},
+                    {OnsetFeatures::automatic, "auto"});
+TIMITSEG_ENUM_NAMES(DurationModel, 2, {DurationModel::table, "table"}, {DurationModel::lognormal, "lognormal"});
+TIMITSEG_ENUM_NAMES(DecodeMode, 2, {DecodeMode::viterbi, "viterbi"}, {DecodeMode::posterior, "posterior"});
+TIMITSEG_ENUM_NAMES(LrSchedule, 3, {LrSchedule::cosine, "cosine"}, {LrSchedule::cosine_epoch, "cosine_epoch"},
+                    {LrSchedule::constant, "constant"});
+TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSetting::cuda, "cuda"},
+                    {DeviceSetting::automatic, "auto"});
+TIMITSEG_ENUM_NAMES(RnnAlgo, 5, {RnnAlgo::standard, "standard"}, {RnnAlgo::persist_static, "persist_static"},
+                    {RnnAlgo::persist_dynamic, "persist_dynamic"}, {RnnAlgo::fused, "fused"},
+                    {RnnAlgo::automatic, "auto"});
+#undef TIMITSEG_ENUM_NAMES
+
+// The config word of v ("auto" for automatic).
+template <class E, class = decltype(EnumNames<E>::kNames)>
+const char* to_string(E v) {
+  for (const auto& [e, name] : EnumNames<E>::kNames)
+    if (e == v) return name;
+  return "?";  // unreachable: every value has a name
+}
+
+// text's value, when it is one of E's words exactly (case-sensitive, as before).
+template <class E>
+bool parse_enum(std::string_view text, E* out) {
+  for (const auto& [e, name] : EnumNames<E>::kNames)
+    if (text == name) {
+      *out = e;
+      return true;
+    }
+  return false;
+}
+
+// text's value for text that a caller has already checked (a CLI11 IsMember
+// list, a resolved choice); any other text throws std::invalid_argument
+// "WHAT: 'TEXT' is not one of WORD, WORD".
+template <class E>
+E enum_value(std::string_view text, const std::string& what);
+
+// "reference, cpu, cuda, auto": E's words in table order.
+template <class E>
+std::string enum_choices() {
+  std::string s;
+  for (const auto& [e, name] : EnumNames<E>::kNames) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
+}
+
+template <class E>
+E enum_value(std::string_view text, const std::string& what) {
+  E v{};
+  if (!parse_enum(text, &v))
+    throw std::invalid_argument(what + ": '" + std::string(text) + "' is not one of " + enum_choices<E>());
+  return v;
+}
+
+}  // namespace timitseg::model
