@@ -60,7 +60,7 @@ class CapiModel : public ::testing::Test {
     s.dims.num_classes = 39;
     s.dims.max_duration = 6;
     s.config.crf_max_duration = 6;
-    s.config.crf_backend = "cpu";
+    s.config.crf_backend = model::CrfBackendSetting::cpu;
     s.labels = model::LabelSet::make(39);
     s.params = testsupport_params(s.dims);
     s.optimizer.reset(s.params.size());
