@@ -326,9 +326,16 @@ def case_interrupt(binary, cwd):
     # ranks stop (docs/reliability.md); srun and one process give 130
     if p.returncode != 1:
         fail(f"interrupted run under mpirun exited {p.returncode}, want 1 (mpirun's own status); stderr:\n{err[-2000:]}")
-    noise = [l for l in err.splitlines() if "Epoll" in l or l.startswith("[warn]")]
+    # mpirun's own libevent race on abnormal termination (Open MPI issues 2004, 5520;
+    # docs/reliability.md): "[warn] Epoll MOD(1) on fd N failed. ... Bad file descriptor",
+    # printed by mpirun now and then; any other [warn] line is ours and fails the test
+    libevent = re.compile(r"^\[warn\] Epoll (ADD|MOD|DEL)\(\d+\) on fd \d+ failed\..*Bad file descriptor$")
+    noise = [l for l in err.splitlines() if ("Epoll" in l or l.startswith("[warn]")) and not libevent.match(l)]
     if noise:
         fail(f"lines other than the log and the error line: {noise}")
+    mpirun_warnings = [l for l in err.splitlines() if libevent.match(l)]
+    if mpirun_warnings:
+        print(f"  note: mpirun printed {len(mpirun_warnings)} libevent line(s) of its own (Open MPI's teardown race)")
     lines = [l for l in err.splitlines() if "resume with:" in l]
     if len(lines) != 1 or "mpirun -np 2 timitseg train --resume runs/int" not in lines[0]:
         fail(f"want the resume line once; exit {p.returncode}, stderr:\n{err[-3000:]}")
