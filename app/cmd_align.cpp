@@ -128,7 +128,7 @@ void run_bench_align(const BenchAlignOptions& o) {
 }  // namespace
 
 void add_align_command(CLI::App& app) {
-  auto o = std::make_shared<model::AlignOptions>();
+  auto o = std::make_shared<eval::AlignOptions>();
   auto timit = std::make_shared<std::string>();
   auto no_closures = std::make_shared<bool>(false);
   auto no_edge = std::make_shared<bool>(false);
@@ -192,12 +192,12 @@ void add_align_command(CLI::App& app) {
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->callback([o, timit, no_closures, no_edge, obligatory] {
-    model::AlignOptions a = *o;
+    eval::AlignOptions a = *o;
     if (!timit->empty()) a.inputs.push_back(*timit);
     a.words.closures = !*no_closures;
     a.words.edge_silence = !*no_edge;
     a.words.optional_silence = !*obligatory;
-    model::align(a);
+    eval::align(a);
   });
 
   auto b = std::make_shared<BenchAlignOptions>();

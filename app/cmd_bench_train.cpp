@@ -84,7 +84,7 @@ void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const mod
   std::vector<int32_t> lengths;
   for (const auto& u : train.utterances) lengths.push_back(u.num_frames);
   std::mt19937_64 brng(o.seed);
-  const auto batches = model::make_epoch_batches(lengths, cfg, brng);
+  const auto batches = train::make_epoch_batches(lengths, cfg, brng);
   const int steps = std::min<int>(o.breakdown_steps, static_cast<int>(batches.size()));
   model::StepTimes sum;
   double data_s = 0, step_s = 0;
@@ -143,11 +143,11 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
     const data::Split ev = synthetic_split("eval", o.eval_utterances, o.min_frames, o.max_frames, o.input_dim, erng);
     std::vector<const data::Utterance*> utts;
     for (const auto& u : ev.utterances) utts.push_back(&u);
-    model::Metrics m(ls.names39);
-    model::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
-    model::Metrics m2(ls.names39);
+    eval::Metrics m(ls.names39);
+    eval::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
+    eval::Metrics m2(ls.names39);
     const auto t0 = Clock::now();
-    model::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m2);
+    eval::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m2);
     const double s = since(t0);
     std::printf("evaluation of %d utterances (decode + metrics, batch %d): %.2f s\n", o.eval_utterances, o.batch, s);
     out["eval"] = {{"utterances", o.eval_utterances}, {"seconds", s}};
@@ -232,7 +232,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   cfg.validate();
 
   std::mt19937_64 rng(o.seed);
-  model::TrainData td;
+  train::TrainData td;
   td.train = synthetic_split("train", o.utterances, o.min_frames, o.max_frames, o.input_dim, rng);
   td.dev = synthetic_split("dev", std::max(1, o.batch), o.min_frames, o.max_frames, o.input_dim, rng);
   td.has_cmvn = false;
@@ -250,7 +250,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   std::fflush(stdout);
 
   // 1. train() as `timitseg train` runs it.
-  const model::TrainResult tr = model::train(cfg, td, false);
+  const train::TrainResult tr = train::train(cfg, td, false);
   nlohmann::json out;
   if (world.size() > 1) out["allreduce"] = time_allreduce(o, cfg, device);  // every rank takes part
   if (!rank0) return;  // the other ranks' part ends here

@@ -165,10 +165,10 @@ std::string plan(Job& job, bool force) {
   if (fs::exists(replaced_path(dir), ec))
     throw std::runtime_error(replaced_path(dir).string() + " exists: it holds the old run that a `compare --force` "
                              "was replacing when it was killed; delete it, or move it back to " + dir);
-  const std::string ckpt = model::latest_checkpoint(dir);
+  const std::string ckpt = train::latest_checkpoint(dir);
   if (ckpt.empty()) {
     try {
-      model::check_fresh_run_dir(dir);
+      train::check_fresh_run_dir(dir);
       job.action = Job::Action::fresh;
     } catch (const std::exception& e) {
       if (!force) return e.what();
@@ -198,7 +198,7 @@ std::string plan(Job& job, bool force) {
 }
 
 // Trains job.cfg (fresh, resumed or replacing the old folder); RUN_DIR/report.html after every epoch.
-void execute(const Job& job, const model::TrainData& data) {
+void execute(const Job& job, const train::TrainData& data) {
   const model::Config& cfg = job.cfg;
   const std::string& dir = cfg.train_run_dir;
   switch (job.action) {
@@ -206,12 +206,12 @@ void execute(const Job& job, const model::TrainData& data) {
       return;
     case Job::Action::fresh:
       spdlog::info("compare: training {} (K={}, seed {})", dir, cfg.crf_max_duration, cfg.train_seed);
-      model::train(cfg, data, false, train_report_refresher(data, cfg.train_threads));
+      train::train(cfg, data, false, train_report_refresher(data, cfg.train_threads));
       return;
     case Job::Action::resume: {
-      const model::ModelState s = model::load_checkpoint(model::latest_checkpoint(dir));
+      const model::ModelState s = model::load_checkpoint(train::latest_checkpoint(dir));
       spdlog::info("compare: {} stopped after epoch {}/{}: resuming", dir, s.epoch, cfg.train_epochs);
-      model::train(cfg, data, true, train_report_refresher(data, cfg.train_threads));
+      train::train(cfg, data, true, train_report_refresher(data, cfg.train_threads));
       return;
     }
     case Job::Action::replace: {
@@ -223,8 +223,8 @@ void execute(const Job& job, const model::TrainData& data) {
                    dir, job.why, aside.string());
       fs::rename(dir, aside);
       bool old_deleted = false;
-      model::AfterEpoch report = train_report_refresher(data, cfg.train_threads);
-      auto after = [&](const model::EpochEnd& e) {
+      train::AfterEpoch report = train_report_refresher(data, cfg.train_threads);
+      auto after = [&](const train::EpochEnd& e) {
         if (!old_deleted) {
           std::error_code ec;
           fs::remove_all(aside, ec);
@@ -236,7 +236,7 @@ void execute(const Job& job, const model::TrainData& data) {
         report(e);
       };
       try {
-        model::train(cfg, data, false, after);
+        train::train(cfg, data, false, after);
       } catch (...) {
         if (!old_deleted) {
           std::error_code ec;
@@ -257,20 +257,20 @@ void execute(const Job& job, const model::TrainData& data) {
 // Runs the jobs that train, `jobs` at a time (one thread each; each run's
 // executor has its own CUDA stream and handles), the others finishing when
 // one fails. Fills job.error / job.interrupted.
-void train_all(std::vector<Job>& all, const model::TrainData& data, int jobs) {
+void train_all(std::vector<Job>& all, const train::TrainData& data, int jobs) {
   std::vector<Job*> todo;
   for (Job& j : all)
     if (j.action != Job::Action::reuse) todo.push_back(&j);
   auto run_one = [&](Job& j) {
-    if (model::stop_requested()) {
+    if (train::stop_requested()) {
       j.interrupted = true;
-      j.interrupt_code = model::stop_signal() > 0 ? 128 + model::stop_signal() : 1;
+      j.interrupt_code = train::stop_signal() > 0 ? 128 + train::stop_signal() : 1;
       j.error = "not started (interrupted)";
       return;
     }
     try {
       execute(j, data);
-    } catch (const model::Interrupted& e) {
+    } catch (const train::Interrupted& e) {
       j.interrupted = true;
       j.interrupt_code = e.exit_code();
       j.error = e.what();
@@ -285,14 +285,14 @@ void train_all(std::vector<Job>& all, const model::TrainData& data, int jobs) {
   }
   // Concurrent runs: console lines tagged with the run, one train.log each,
   // no redrawn progress bars (the epoch lines say where each run is).
-  model::prepare_concurrent_logging();
+  train::prepare_concurrent_logging();
   Progress::set_enabled(false);
   std::atomic<size_t> next{0};
   std::vector<std::thread> workers;
   for (int w = 0; w < jobs && w < static_cast<int>(todo.size()); ++w)
     workers.emplace_back([&] {
       for (size_t i; (i = next.fetch_add(1)) < todo.size();) {
-        model::LogTag tag(todo[i]->name);
+        train::LogTag tag(todo[i]->name);
         run_one(*todo[i]);
       }
     });
@@ -303,7 +303,7 @@ void train_all(std::vector<Job>& all, const model::TrainData& data, int jobs) {
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
-int default_jobs(const std::string& device, const model::Config& cfg, const model::TrainData& data, int to_train) {
+int default_jobs(const std::string& device, const model::Config& cfg, const train::TrainData& data, int to_train) {
   if (device != "cuda" || to_train <= 1) return 1;
   const model::LabelSet ls = model::LabelSet::make(cfg.data_label_set);
   model::ModelDims dims;
@@ -424,7 +424,7 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, const
   for (const Job& j : jobs) to_train += j.action != Job::Action::reuse;
 
   if (to_train > 0) {
-    const model::TrainData data = model::load_train_data(base);
+    const train::TrainData data = train::load_train_data(base);
     jobs_used = jobs_arg > 0 ? jobs_arg : default_jobs(device, base, data, to_train);
     jobs_used = std::max(1, std::min(jobs_used, to_train));
     spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", to_train, jobs.size(), jobs_used, device,
@@ -443,7 +443,7 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, const
       const std::string msg = "compare: " + std::to_string(failed.size()) + " of " + std::to_string(to_train) +
                               " runs did not finish (the others did; run compare again to resume or retrain "
                               "them): " + join(failed, "; ");
-      if (interrupt_code) throw model::Interrupted(msg, interrupt_code);
+      if (interrupt_code) throw train::Interrupted(msg, interrupt_code);
       throw std::runtime_error(msg);
     }
     spdlog::info("compare: trained {} runs in {:.1f} s, {} at a time", to_train, train_wall, jobs_used);
@@ -465,7 +465,7 @@ void run_compare(const CompareArgs& a) {
   if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
   // no GPU for train.device=cuda: one line, before anything is written
   const std::string device = model::resolve_device(model::to_string(base.train_device));
-  model::install_stop_handlers();
+  train::install_stop_handlers();
 
   const std::vector<compare::Variant> variants = {{"linear", "linear CRF (K=1)", 1},
                                                   {"semicrf", "semi-CRF (K=" + std::to_string(K) + ")", K}};

@@ -41,7 +41,7 @@ inline const MetricRow kRows[] = {
     {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
     {"duration_kl", "duration KL", 1, "%.4f"},
     {"frame_accuracy", "frame accuracy %", 100, "%.2f"},
-    // forced alignment of the reference phone sequences (model::align_utterances, docs/align.md)
+    // forced alignment of the reference phone sequences (eval::align_utterances, docs/align.md)
     {"align_within_10ms", "align within 10 ms %", 100, "%.2f"},
     {"align_within_20ms", "align within 20 ms %", 100, "%.2f"},
     {"align_within_25ms", "align within 25 ms %", 100, "%.2f"},
@@ -78,8 +78,8 @@ struct Summary {
   }
   std::string text(double scale, const char* format) const {
     if (values.empty()) return "n/a";
-    std::string t = model::format_metric(mean(), format, scale);
-    if (values.size() > 1) t += " ± " + model::format_metric(std(), format, scale);
+    std::string t = train::format_metric(mean(), format, scale);
+    if (values.size() > 1) t += " ± " + train::format_metric(std(), format, scale);
     return t;
   }
 };

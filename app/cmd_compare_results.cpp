@@ -60,7 +60,7 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
                         report::RunReport* dev_report, std::vector<std::string>* names39) {
   const fs::path ckpt_dir = fs::path(cfg.train_run_dir) / "checkpoints";
   std::string ckpt = (ckpt_dir / "best.safetensors").string();
-  if (!fs::exists(ckpt)) ckpt = model::latest_checkpoint(cfg.train_run_dir);
+  if (!fs::exists(ckpt)) ckpt = train::latest_checkpoint(cfg.train_run_dir);
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
   const model::ModelState s = model::load_checkpoint(ckpt);
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
@@ -80,14 +80,14 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
     if (split.utterances.empty()) continue;  // n/a
     std::vector<const data::Utterance*> utts;
     for (const auto& u : split.utterances) utts.push_back(&u);
-    model::Metrics m(s.labels.names39);
+    eval::Metrics m(s.labels.names39);
     std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> decoded;
-    model::UtteranceHook keep;
+    eval::UtteranceHook keep;
     if (name == "dev")
       keep = [&decoded](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                         const std::vector<crf::Segment>& segs) { decoded.emplace_back(&u, segs); };
     const auto t0 = std::chrono::steady_clock::now();
-    model::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, cfg.train_batch_size, m, keep);
+    eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, cfg.train_batch_size, m, keep);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (name == "dev") {
       dev_report->predictions = report::predictions_from_segments(
@@ -109,7 +109,7 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
     v["frame_accuracy"] = m.frame_accuracy();
     v["decode_seconds"] = secs;
     // Forced alignment of the split's reference phone sequences (the field's metric; docs/align.md).
-    const nlohmann::json al = model::align_utterances(*exec, utts, s, cfg.train_batch_size).to_json();
+    const nlohmann::json al = eval::align_utterances(*exec, utts, s, cfg.train_batch_size).to_json();
     if (al.contains("within_ms")) {
       for (const char* tol : {"10", "20", "25", "50"})
         v[std::string("align_within_") + tol + "ms"] = al["within_ms"][tol].get<double>();

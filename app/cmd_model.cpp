@@ -43,7 +43,7 @@ struct TrainArgs {
 // resumed run whose first epoch is not the best decodes best.safetensors once.
 // A failure is a warning: training goes on.
 // `workdir`: the run's data.workdir now (a resume may point at a moved one); "" = best.safetensors's.
-model::AfterEpoch report_refresher(const model::TrainData& data, int threads, const std::string& workdir = "") {
+train::AfterEpoch report_refresher(const train::TrainData& data, int threads, const std::string& workdir = "") {
   struct Cache {
     bool tried = false;  // predictions of best.safetensors looked for
     bool logged = false;
@@ -51,7 +51,7 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads, co
     std::vector<report::Spectrogram> drawn;
   };
   auto cache = std::make_shared<Cache>();
-  return [cache, &data, threads, workdir](const model::EpochEnd& e) {
+  return [cache, &data, threads, workdir](const train::EpochEnd& e) {
     const std::string path = (std::filesystem::path(e.run_dir) / "report.html").string();
     try {
       const auto t0 = std::chrono::steady_clock::now();
@@ -93,7 +93,7 @@ model::AfterEpoch report_refresher(const model::TrainData& data, int threads, co
 
 // The set-up of `train` before the loop: the configuration (the run's own on
 // --resume), its checks and the data. false: a finished run, nothing to do.
-bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::TrainData& data) {
+bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, train::TrainData& data) {
   using model::Config;
   std::vector<std::string> overrides = a.sets;
   if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + model::format_double(a.crf_reg));
@@ -105,7 +105,7 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::
   if (a.deterministic) overrides.push_back("debug.deterministic=true");
   if (!a.resume.empty()) {
     // The run's own resolved config (as saved in its latest checkpoint), then overrides.
-    const std::string ckpt = model::latest_checkpoint(a.resume);
+    const std::string ckpt = train::latest_checkpoint(a.resume);
     if (ckpt.empty()) throw std::runtime_error(a.resume + ": no checkpoints/epoch-N.safetensors to resume from");
     if (!a.config.empty())
       spdlog::warn("--resume: using the configuration saved in {}; --config {} is ignored", ckpt, a.config);
@@ -133,13 +133,13 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, model::
   } else {
     if (a.config.empty()) throw std::invalid_argument("train: --config FILE.yaml is required (or --resume RUN_DIR)");
     cfg = Config::load(a.config, overrides);
-    if (!cfg.train_run_dir.empty()) model::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
+    if (!cfg.train_run_dir.empty()) train::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
   model::resolve_device(model::to_string(cfg.train_device));  // no GPU for train.device=cuda: one line, before anything is read or written
   // SIGINT / SIGTERM from here on: stop after the current step with one line
   // saying how to resume (train/interrupt.h).
-  model::install_stop_handlers();
-  data = model::load_train_data(cfg);
+  train::install_stop_handlers();
+  data = train::load_train_data(cfg);
   return true;
 }
 
@@ -151,7 +151,7 @@ std::string first_dev_per_of_run(const std::string& run_dir) {
   while (std::getline(in, line)) {
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_object() && j.value("epoch", 0) == 1 && j.contains("dev_per") && j["dev_per"].is_number())
-      return model::format_metric(j["dev_per"].get<double>(), "%.2f%%", 100);
+      return train::format_metric(j["dev_per"].get<double>(), "%.2f%%", 100);
   }
   return "n/a";
 }
@@ -160,17 +160,17 @@ void run_train(const TrainArgs& a) {
   start_ranks();  // mpirun / srun: this process's rank (common/dist.h); one process otherwise
   model::Config cfg;
   bool resume = false, go = false;
-  model::TrainData data;
+  train::TrainData data;
   // Every rank reads the configuration and the data; a failure on any rank
   // stops them all, reported once (dist::agree).
   dist::agree("the set-up", [&] { go = prepare_train(a, cfg, resume, data); });
   if (!go) return;
-  const model::TrainResult r = model::train(cfg, data, resume, report_refresher(data, cfg.train_threads, cfg.data_workdir));
+  const train::TrainResult r = train::train(cfg, data, resume, report_refresher(data, cfg.train_threads, cfg.data_workdir));
   if (r.epochs.empty()) return;
-  const std::string last = model::format_metric(r.epochs.back().dev_per, "%.2f%%", 100);
+  const std::string last = train::format_metric(r.epochs.back().dev_per, "%.2f%%", 100);
   if (!resume) {
     spdlog::info("done: {} epoch(s); first dev PER {}, last dev PER {}; checkpoints in {}/checkpoints",
-                 r.epochs.size(), model::format_metric(r.epochs.front().dev_per, "%.2f%%", 100), last, r.run_dir);
+                 r.epochs.size(), train::format_metric(r.epochs.front().dev_per, "%.2f%%", 100), last, r.run_dir);
     return;
   }
   // A resumed run: this call's epochs within the run's, and the run's first dev PER (metrics.jsonl).
@@ -182,7 +182,7 @@ void run_train(const TrainArgs& a) {
 
 }  // namespace
 
-model::AfterEpoch train_report_refresher(const model::TrainData& data, int threads) {
+train::AfterEpoch train_report_refresher(const train::TrainData& data, int threads) {
   return report_refresher(data, threads);
 }
 
@@ -235,7 +235,7 @@ void add_train_command(CLI::App& app) {
 
 // `timitseg evaluate`: decode a split with a checkpoint and print its metrics.
 void add_evaluate_command(CLI::App& app) {
-  auto eo = std::make_shared<model::EvaluateOptions>();
+  auto eo = std::make_shared<eval::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
       "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms, segments, ...)");
   ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
@@ -275,12 +275,12 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  ev->callback([eo] { model::evaluate(*eo); });
+  ev->callback([eo] { eval::evaluate(*eo); });
 }
 
 // `timitseg score`: the metrics of frame predictions made by any program.
 void add_score_command(CLI::App& app) {
-  auto so = std::make_shared<model::ScoreOptions>();
+  auto so = std::make_shared<eval::ScoreOptions>();
   CLI::App* sc = app.add_subcommand(
       "score",
       "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
@@ -295,12 +295,12 @@ void add_score_command(CLI::App& app) {
                  "(evaluate --dump-predictions writes it)")
       ->required();
   sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");
-  sc->callback([so] { model::score(*so); });
+  sc->callback([so] { eval::score(*so); });
 }
 
 // `timitseg decode`: segment audio files or TIMIT trees with a checkpoint.
 void add_decode_command(CLI::App& app) {
-  auto dec = std::make_shared<model::DecodeOptions>();
+  auto dec = std::make_shared<eval::DecodeOptions>();
   CLI::App* de = app.add_subcommand(
       "decode", "Segment audio files or TIMIT trees with a checkpoint: one TIMIT .PHN (samples of the file as "
                 "given) + Praat TextGrid each. Audio at another rate or with several channels is resampled to the "
@@ -328,7 +328,7 @@ void add_decode_command(CLI::App& app) {
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  de->callback([dec] { model::decode(*dec); });
+  de->callback([dec] { eval::decode(*dec); });
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 namespace timitseg::app {
 
 void add_replay_step_command(CLI::App& app) {
-  auto o = std::make_shared<model::ReplayStepOptions>();
+  auto o = std::make_shared<train::ReplayStepOptions>();
   CLI::App* rs = app.add_subcommand(
       "replay-step",
       "Re-run the training step of a dump folder (RUN_DIR/nonfinite-step-N, written by a --check-numerics stop) "
@@ -33,7 +33,7 @@ void add_replay_step_command(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   rs->callback([o] {
     try {
-      const model::ReplayStepResult r = model::replay_step(*o);
+      const train::ReplayStepResult r = train::replay_step(*o);
       std::printf("step %lld: loss %.9g, gradient norm %.9g, no non-finite value\n", static_cast<long long>(r.step),
                   r.result.loss, r.result.grad_norm);
     } catch (const model::NumericsError& e) {

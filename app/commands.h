@@ -33,6 +33,6 @@ std::string refuse_several_ranks(int argc, char** argv);
 // The after-epoch hook of `train` that refreshes RUN_DIR/report.html
 // (app/cmd_model.cpp); `compare` gives it to each of its runs. One per run:
 // it keeps that run's predictions between epochs.
-model::AfterEpoch train_report_refresher(const model::TrainData& data, int threads);
+train::AfterEpoch train_report_refresher(const train::TrainData& data, int threads);
 
 }  // namespace timitseg::app

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", timitseg::app::usage_error_message(app, e).c_str());
     return 2;
-  } catch (const timitseg::model::Interrupted& e) {  // every rank stopped after the same step
+  } catch (const timitseg::train::Interrupted& e) {  // every rank stopped after the same step
     std::fflush(stdout);
     if (world().rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     timitseg::dist::finalize_world();

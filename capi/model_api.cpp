@@ -19,6 +19,7 @@
 using timitseg::capi::ApiError;
 using timitseg::capi::guard;
 namespace model = timitseg::model;
+namespace eval = timitseg::eval;
 namespace fs = std::filesystem;
 
 struct timitseg_model {
@@ -30,7 +31,7 @@ struct timitseg_model {
 };
 
 struct timitseg_segments {
-  std::vector<model::PhnRow> rows;
+  std::vector<eval::PhnRow> rows;
 };
 
 namespace {
@@ -53,7 +54,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + m->device + "'");
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
-  m->exec = model::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
+  m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
   *out = m.release();
 }
 
@@ -62,7 +63,7 @@ void decode(timitseg_model* m, const timitseg::data::Audio& audio, const std::st
   need(out, "out");
   *out = nullptr;
   auto s = std::make_unique<timitseg_segments>();
-  s->rows = model::decode_audio(audio, src, m->state, *m->exec);
+  s->rows = eval::decode_audio(audio, src, m->state, *m->exec);
   *out = s.release();
 }
 
@@ -97,10 +98,10 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
     t.source = "phones";
     std::istringstream words(phones);
     for (std::string w; words >> w;) t.phones.push_back(w);
-    model::to_classes(t, m->state.labels);
+    eval::to_classes(t, m->state.labels);
   }
   TempDir dir;
-  model::AlignOptions o;
+  eval::AlignOptions o;
   o.checkpoint = m->checkpoint;
   o.phones_file = (dir.path / "phones.txt").string();
   o.out_dir = (dir.path / "out").string();
@@ -108,7 +109,7 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
   o.backend = m->backend;
   o.threads = m->threads;
   std::ofstream(o.phones_file) << audio << " " << phones << "\n";
-  model::align(o);
+  eval::align(o);
   const fs::path phn = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".PHN");
   std::istringstream in(timitseg::read_file(phn.string()));
   auto s = std::make_unique<timitseg_segments>();

@@ -31,13 +31,13 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 namespace {
 
 using Interval = std::tuple<int64_t, int64_t, std::string>;
 
-std::string label_list(const LabelSet& ls) {
+std::string label_list(const model::LabelSet& ls) {
   std::string out;
   for (const std::string& n : ls.names) out += (out.empty() ? "" : " ") + n;
   return out;
@@ -68,7 +68,7 @@ struct Ready {
   int file_rate = 0, model_rate = 0;
 };
 
-Ready read_job(const Job& job, const ModelState& s) {
+Ready read_job(const Job& job, const model::ModelState& s) {
   Ready r;
   r.job = &job;
   r.cs = to_classes(job.script(), s.labels);
@@ -107,7 +107,7 @@ Ready read_job(const Job& job, const ModelState& s) {
 
 // Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
 // r; skipped optional phones (0 frames) are left out.
-void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const AlignOptions& o) {
+void write_alignment(const Ready& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o) {
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -256,7 +256,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
 
 }  // namespace
 
-ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls) {
+ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls) {
   ClassSequence cs;
   cs.words = tr.words;
   const data::PhoneSet& ps = data::PhoneSet::timit();
@@ -294,7 +294,7 @@ ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls) {
   return cs;
 }
 
-std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const LabelSet& ls) {
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<std::pair<int32_t, int32_t>> runs;
   for (int32_t t = 0; t < u.num_frames; ++t) {
     const int32_t c = ls.from61(u.labels[t]);
@@ -367,8 +367,8 @@ std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
 
 int align(const AlignOptions& o) {
   check_align_options(o);
-  set_threads(o.threads);
-  const ModelState s = load_checkpoint(o.checkpoint);
+  model::set_threads(o.threads);
+  const model::ModelState s = model::load_checkpoint(o.checkpoint);
   std::shared_ptr<data::Dictionary> dict;
   if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
@@ -379,7 +379,7 @@ int align(const AlignOptions& o) {
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   // the model's own transition: no phone bonus, no posterior decoding
-  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
+  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
   int done = 0;
   std::vector<std::string> failed;
@@ -408,7 +408,7 @@ int align(const AlignOptions& o) {
       std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
       std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
     }
-    const Batch batch = make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+    const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
     const crf::AlignResult r = exec->align(batch, N, phones, nph, optional);
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
@@ -460,4 +460,4 @@ int align(const AlignOptions& o) {
   return done;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

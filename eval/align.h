@@ -19,7 +19,7 @@
 #include "model/executor.h"
 #include "model/labels.h"
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 struct AlignOptions {
   std::string checkpoint;
@@ -59,11 +59,11 @@ struct ClassSequence {
 // Phone names: the label set's own names, else TIMIT 61-set names mapped into
 // it (q dropped). Throws data::TranscriptError "SOURCE: phone 'x' is not in the
 // label set (...)" and "SOURCE: empty transcript".
-ClassSequence to_classes(const data::Transcript& tr, const LabelSet& ls);
+ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls);
 
 // Reference phones of a prepared utterance: the runs of its frame labels in
 // the label set, (class, frames) each.
-std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const LabelSet& ls);
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls);
 
 // Boundary errors and their summary: within 10/20/25/50 ms, mean and median
 // |error| (a boundary counts as within t ms when its error is at most t).
@@ -86,7 +86,7 @@ struct RefPhone {
   int32_t cls = 0;
   int64_t start = 0, end = 0;
 };
-std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const LabelSet& ls);
+std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls);
 
 // Alignment accuracy, the field's metric: every internal reference boundary
 // (between phones n and n+1) against the aligned one of the same index, twice:
@@ -110,7 +110,7 @@ struct AlignMetrics {
 };
 // evaluate --align: aligns each utterance's reference phone sequence
 // (reference_runs) with the executor, batch by batch, and scores the boundaries.
-AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const ModelState& s,
+AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
                               int batch_size);
 
 // Praat TextGrid (long text format) with several interval tiers (name,
@@ -119,4 +119,4 @@ std::string textgrid_tiers(
     const std::vector<std::pair<std::string, std::vector<std::tuple<int64_t, int64_t, std::string>>>>& tiers,
     int64_t num_samples, int sample_rate);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

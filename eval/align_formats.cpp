@@ -10,7 +10,7 @@
 
 #include "eval/align.h"
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 namespace {
 
@@ -134,4 +134,4 @@ std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedO
   return out;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

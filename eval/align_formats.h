@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 // One aligned utterance, in samples of the file as given.
 struct AlignedOutput {
@@ -33,4 +33,4 @@ std::vector<std::string> parse_align_formats(const std::vector<std::string>& nam
 std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
                                                                   const std::vector<std::string>& formats);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

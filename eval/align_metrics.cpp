@@ -19,7 +19,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 namespace {
 
@@ -74,7 +74,7 @@ std::string phn_beside(const std::string& audio) {
 
 // The sample-accurate reference of a prepared utterance and its file's rate;
 // an error line ("" when fine) when its .PHN cannot be read.
-std::string read_reference(const data::Utterance& u, const ModelState& s, std::vector<RefPhone>* ref, int* rate) {
+std::string read_reference(const data::Utterance& u, const model::ModelState& s, std::vector<RefPhone>* ref, int* rate) {
   const std::string phn = phn_beside(u.audio_path);
   if (phn.empty()) return u.id + ": no .PHN beside " + (u.audio_path.empty() ? "(no audio path)" : u.audio_path);
   try {
@@ -94,7 +94,7 @@ std::string read_reference(const data::Utterance& u, const ModelState& s, std::v
 
 }  // namespace
 
-std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const LabelSet& ls) {
+std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls) {
   const data::PhoneSet& ps = data::PhoneSet::timit();
   std::vector<RefPhone> out;
   int64_t q_start = -1;  // a leading q: its time goes to the next phone
@@ -190,9 +190,9 @@ std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t 
 }
 
 // Aligns each utterance of `part` to its class sequence; the result and N.
-crf::AlignResult align_part(Executor& exec, const std::vector<const data::Utterance*>& part,
-                            const std::vector<std::vector<int32_t>>& seqs, const ModelState& s, int64_t* N_out) {
-  const Batch batch = make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+crf::AlignResult align_part(model::Executor& exec, const std::vector<const data::Utterance*>& part,
+                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, int64_t* N_out) {
+  const model::Batch batch = model::make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   int64_t N = 1;
   for (const auto& q : seqs) N = std::max<int64_t>(N, static_cast<int64_t>(q.size()));
   const int64_t B = static_cast<int64_t>(part.size());
@@ -207,7 +207,7 @@ crf::AlignResult align_part(Executor& exec, const std::vector<const data::Uttera
 
 }  // namespace
 
-AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts_in, const ModelState& s,
+AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts_in, const model::ModelState& s,
                               int batch_size) {
   if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   std::vector<const data::Utterance*> utts = utts_in;
@@ -291,4 +291,4 @@ AlignMetrics align_utterances(Executor& exec, const std::vector<const data::Utte
   return m;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

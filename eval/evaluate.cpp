@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::vector<const data::Utterance*>& utts,
                                                                    int batch_size) {
@@ -18,7 +18,7 @@ std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::ve
   return chunks;
 }
 
-void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
+void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
                            int length, const std::vector<crf::Segment>& segs) {
   std::vector<int> ref(length), pred(length, -1);
   for (int t = 0; t < length; ++t) ref[t] = ls.to39[ref_labels[t]];
@@ -30,14 +30,14 @@ void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utt
   metrics.add(ref, pred);
 }
 
-void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
+void evaluate_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const model::LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
                          bool want_scores, double* nll_sum, Progress* progress) {
   std::vector<float> scores;
   std::vector<double> nll;
   if (nll_sum) *nll_sum = 0;
   for (const std::vector<const data::Utterance*>& chunk : evaluation_chunks(utts, batch_size)) {
-    const Batch batch = make_batch(chunk, cmvn, ls, 0);
+    const model::Batch batch = model::make_batch(chunk, cmvn, ls, 0);
     const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
     if (nll_sum)
       for (double x : nll) *nll_sum += x;
@@ -50,4 +50,4 @@ void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance
   }
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

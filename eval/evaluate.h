@@ -14,16 +14,16 @@
 #include "model/executor.h"
 #include "model/labels.h"
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 // Decodes utterances batch by batch (sorted by length) on an executor and
 // accumulates the 39-phone metrics. on_utterance (optional) sees each
 // utterance's batch row, and with want_scores the batch's projection scores
 // [B][T][C] (host).
-using UtteranceHook = std::function<void(const data::Utterance&, const Batch&, int row,
+using UtteranceHook = std::function<void(const data::Utterance&, const model::Batch&, int row,
                                          const std::vector<float>* scores, const std::vector<crf::Segment>&)>;
-void evaluate_utterances(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                         const LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
+void evaluate_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                         const model::LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook = nullptr,
                          bool want_scores = false, double* nll_sum = nullptr, Progress* progress = nullptr);
 // nll_sum (optional): receives the sum over the utterances of log Z - gold
 // score (their labels' NLL), from the decoding forward (Executor::decode).
@@ -37,7 +37,7 @@ std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::ve
                                                                    int batch_size);
 // Adds one utterance's 39-phone metrics: reference labels (row `row` of
 // ref_labels [length] label-set indices) against the segments' labels; throws when the segments leave a frame uncovered.
-void add_utterance_metrics(Metrics& metrics, const LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
+void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
                            int length, const std::vector<crf::Segment>& segs);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

@@ -29,7 +29,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts) {
   if (frame <= 0) return 0;
@@ -85,19 +85,19 @@ const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device 
 // crf.backend on the CPU (cpu when that was cuda).
 // The phone bonus: --phone-bonus, else the checkpoint's crf.phone_bonus; the
 // decoding: --decode, else the checkpoint's crf.decode.
-std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std::string& device_opt,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, const std::string& device_opt,
                                                   const std::string& backend_opt, int threads,
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
-  const DeviceChoice choice =
-      resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
+  const model::DeviceChoice choice =
+      model::resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
   const std::string& device = choice.device;
-  ExecutorOptions xo = inference_executor_options(s.config, choice, threads);  // model/options.h
+  model::ExecutorOptions xo = model::inference_executor_options(s.config, choice, threads);  // model/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
-  if (!decode_opt.empty()) xo.decode = enum_value<DecodeMode>(decode_opt, "--decode");  // as check_decode
+  if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
   if (!backend_opt.empty()) xo.crf_backend = backend_opt;
-  std::unique_ptr<Executor> exec = make_executor(device, s.dims, xo);
+  std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   return exec;
 }
@@ -178,12 +178,12 @@ namespace {
 void check_phone_bonus(const std::optional<double>& bonus) {
   if (bonus && !(*bonus >= -100.0 && *bonus <= 100.0))
     throw std::invalid_argument("--phone-bonus must be in [-100, 100] (log-score per label change), got " +
-                                format_double(*bonus));
+                                model::format_double(*bonus));
 }
 
 void check_decode(const std::string& decode) {
-  DecodeMode mode{};
-  if (!decode.empty() && !parse_enum(decode, &mode))
+  model::DecodeMode mode{};
+  if (!decode.empty() && !model::parse_enum(decode, &mode))
     throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
 }
 
@@ -194,11 +194,11 @@ void check_threads(int threads) {
 
 // --dump-scores DIR: each utterance's features, scores and decoded segments
 // in DIR/ID.safetensors.
-UtteranceHook dump_scores_hook(const std::string& dir, const ModelState& state) {
-  const ModelState* model = &state;  // outlives the hook (the caller's evaluation)
-  return [dir, model](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
+UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& state) {
+  const model::ModelState* model = &state;  // outlives the hook (the caller's evaluation)
+  return [dir, model](const data::Utterance& u, const model::Batch& batch, int row, const std::vector<float>* all_scores,
                       const std::vector<crf::Segment>& segs) {
-    const ModelState& s = *model;
+    const model::ModelState& s = *model;
     const int64_t L = batch.input.lengths[row], T = batch.input.T, D = s.dims.input_dim, C = s.dims.num_classes;
     std::vector<float> feats(batch.input.features.begin() + row * T * D,
                              batch.input.features.begin() + (row * T + L) * D);
@@ -224,11 +224,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
-  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
+  if (o.device == "cuda") model::resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
-  set_threads(o.threads);
-  const ModelState s = load_checkpoint(o.checkpoint);
+  model::set_threads(o.threads);
+  const model::ModelState s = model::load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
@@ -247,7 +247,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (split.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
                              " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));
-  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
+  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
   CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
@@ -262,7 +262,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   for (size_t i = 0; i < utts.size(); ++i) index_of[utts[i]] = i;
   UtteranceHook hook;
   if (scores_hook || !prediction_lines.empty())
-    hook = [&](const data::Utterance& u, const Batch& batch, int row, const std::vector<float>* all_scores,
+    hook = [&](const data::Utterance& u, const model::Batch& batch, int row, const std::vector<float>* all_scores,
                const std::vector<crf::Segment>& segs) {
       if (scores_hook) scores_hook(u, batch, row, all_scores, segs);
       if (prediction_lines.empty()) return;
@@ -288,11 +288,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const DecodeMode decoding = o.decode.empty() ? s.config.crf_decode : enum_value<DecodeMode>(o.decode, "--decode");
+  const model::DecodeMode decoding = o.decode.empty() ? s.config.crf_decode : model::enum_value<model::DecodeMode>(o.decode, "--decode");
   j["decode"] = to_string(decoding);
-  const bool posterior = decoding == DecodeMode::posterior;
+  const bool posterior = decoding == model::DecodeMode::posterior;
   const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
-                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + format_double(bonus));
+                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + model::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
     const AlignMetrics am = align_utterances(*exec, utts, s, o.batch_size);
@@ -313,7 +313,7 @@ namespace {
 // another rate or with several channels is resampled (libsoxr) and down-mixed
 // to the model's rate, saying so in one line; the .PHN is in samples of the
 // file as given (its own rate), the TextGrid in seconds.
-void decode_one(const std::string& src, const fs::path& stem, const ModelState& s, Executor& exec,
+void decode_one(const std::string& src, const fs::path& stem, const model::ModelState& s, model::Executor& exec,
                 const std::string& out_dir) {
   const data::Audio original = data::read_audio(src);
   const std::vector<PhnRow> phn = decode_audio(original, src, s, exec);
@@ -331,8 +331,8 @@ void decode_one(const std::string& src, const fs::path& stem, const ModelState& 
 
 // Audio at another rate or with several channels is resampled (libsoxr) and
 // down-mixed to the model's rate, saying so in one line.
-std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const ModelState& s,
-                                 Executor& exec) {
+std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
+                                 model::Executor& exec) {
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
@@ -352,7 +352,7 @@ std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string&
     throw std::runtime_error(src + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
                              std::to_string(s.dims.input_dim));
   u.labels.assign(u.num_frames, 0);  // unused by decoding
-  const Batch batch = make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+  const model::Batch batch = model::make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   const auto segs = exec.decode(batch, nullptr);
   // model-rate samples -> samples of the file as given
   const int64_t n_file = static_cast<int64_t>(original.samples.size());
@@ -391,7 +391,7 @@ std::string prediction_line(int64_t index, const std::string& utterance_id, cons
 nlohmann::json score(const ScoreOptions& o) {
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   const data::Split split = data::load_split(o.workdir, o.split);
-  const LabelSet ls = LabelSet::make(39);
+  const model::LabelSet ls = model::LabelSet::make(39);
   std::map<std::string, int> idx39;
   for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
   std::ifstream in(o.predictions, std::ios::binary);
@@ -462,11 +462,11 @@ int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
-  if (o.device == "cuda") resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
-  set_threads(o.threads);
-  const ModelState s = load_checkpoint(o.checkpoint);
+  if (o.device == "cuda") model::resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
+  model::set_threads(o.threads);
+  const model::ModelState s = model::load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
-  std::unique_ptr<Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
+  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   // (audio path, output stem relative to out_dir)
   InputSet protect;  // never written: the inputs, their transcripts, the checkpoint
   protect.add(o.checkpoint);
@@ -510,4 +510,4 @@ int decode(const DecodeOptions& o) {
   return done;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

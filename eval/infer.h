@@ -15,7 +15,7 @@
 #include "model/model.h"
 #include "eval/evaluate.h"
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 struct EvaluateOptions {
   std::string checkpoint;
@@ -74,7 +74,7 @@ struct DecodeOptions {
 // train.rnn_algo / crf.backend resolved for that device. The phone bonus:
 // phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
 // else the checkpoint's crf.decode.
-std::unique_ptr<Executor> make_inference_executor(const ModelState& s, const std::string& device_opt,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, const std::string& device_opt,
                                                   const std::string& backend_opt, int threads,
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt);
@@ -107,8 +107,8 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesyst
 // one label merged. `src` names the audio in errors. The C API's
 // timitseg_model_decode_* (include/timitseg.h) call it too.
 using PhnRow = std::tuple<int64_t, int64_t, std::string>;
-std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const ModelState& s,
-                                 Executor& exec);
+std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
+                                 model::Executor& exec);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.
@@ -122,4 +122,4 @@ int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts);
 std::string textgrid(const std::vector<std::tuple<int64_t, int64_t, std::string>>& phn, int64_t num_samples,
                      int sample_rate);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

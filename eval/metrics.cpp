@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <tuple>
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 std::vector<Run> runs_of(const std::vector<int>& frames) {
   std::vector<Run> runs;
@@ -277,4 +277,4 @@ std::string Metrics::table() const {
   return os.str();
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

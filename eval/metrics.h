@@ -32,7 +32,7 @@
 
 #include "common/levenshtein.h"
 
-namespace timitseg::model {
+namespace timitseg::eval {
 
 // levenshtein (PER): common/levenshtein.h, here as model::levenshtein too.
 using ::timitseg::levenshtein;
@@ -124,4 +124,4 @@ class Metrics {
 double kl_divergence_smoothed(const std::vector<int64_t>& p, const std::vector<int64_t>& q);
 double js_divergence(const std::vector<int64_t>& p, const std::vector<int64_t>& q);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::eval

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-namespace timitseg::model {
+namespace timitseg::train {
 namespace {
 
 // Fisher-Yates with the run's engine (portable: no std distributions).
@@ -14,7 +14,7 @@ void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
 
 }  // namespace
 
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const model::Config& cfg,
                                                  std::mt19937_64& rng) {
   std::vector<int> order(lengths.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -50,11 +50,11 @@ BatchPrefetcher::~BatchPrefetcher() {
   worker_.join();
 }
 
-Batch BatchPrefetcher::next() {
+model::Batch BatchPrefetcher::next() {
   std::unique_lock<std::mutex> lk(mu_);
   cv_.wait(lk, [&] { return !ready_.empty() || err_; });
   if (ready_.empty()) std::rethrow_exception(err_);
-  Batch b = std::move(ready_.front());
+  model::Batch b = std::move(ready_.front());
   ready_.pop_front();
   cv_.notify_all();
   return b;
@@ -68,7 +68,7 @@ void BatchPrefetcher::run() {
       if (stop_) return;
     }
     try {
-      Batch b = make_(i);
+      model::Batch b = make_(i);
       std::lock_guard<std::mutex> lk(mu_);
       ready_.push_back(std::move(b));
     } catch (...) {
@@ -98,4 +98,4 @@ std::vector<int> shard_of_batch(const std::vector<int>& batch, const std::vector
   return mine;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

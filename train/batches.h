@@ -15,12 +15,12 @@
 #include "model/batch.h"
 #include "model/config.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // Batches of one epoch (indices into `lengths`): a seeded shuffle; with
 // train.bucketing, pools of bucket_batches * batch_size utterances are sorted
 // by length and cut into batches, and the batch order is shuffled again.
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const Config& cfg,
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const model::Config& cfg,
                                                  std::mt19937_64& rng);
 
 // A rank's share of one global batch (several training processes,
@@ -37,24 +37,24 @@ std::vector<int> shard_of_batch(const std::vector<int>& batch, const std::vector
 // so prefetching changes no result).
 class BatchPrefetcher {
  public:
-  BatchPrefetcher(std::function<Batch(size_t)> make, size_t count, size_t depth = 2)
+  BatchPrefetcher(std::function<model::Batch(size_t)> make, size_t count, size_t depth = 2)
       : make_(std::move(make)), count_(count), depth_(depth), worker_([this] { run(); }) {}
   ~BatchPrefetcher();
   BatchPrefetcher(const BatchPrefetcher&) = delete;
   BatchPrefetcher& operator=(const BatchPrefetcher&) = delete;
   // The next batch in order; rethrows an error of make_batch.
-  Batch next();
+  model::Batch next();
 
  private:
   void run();
-  std::function<Batch(size_t)> make_;
+  std::function<model::Batch(size_t)> make_;
   size_t count_, depth_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<Batch> ready_;
+  std::deque<model::Batch> ready_;
   std::exception_ptr err_;
   bool stop_ = false;
   std::thread worker_;  // last: started after the members it uses
 };
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

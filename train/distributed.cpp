@@ -20,7 +20,7 @@
 #include "train/batches.h"
 #include "train/interrupt.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 BatchShare share_of_batch(const std::vector<int>& batch, const std::vector<int32_t>& lengths, int fixed_length,
                           const dist::Communicator& world) {
@@ -44,7 +44,7 @@ BatchShare share_of_batch(const std::vector<int>& batch, const std::vector<int32
   return s;
 }
 
-void mark_share(Batch& batch, const BatchShare& share, const dist::Communicator& world) {
+void mark_share(model::Batch& batch, const BatchShare& share, const dist::Communicator& world) {
   if (world.size() == 1) return;
   batch.input.share_rows = share.rows;
   batch.input.global_B = share.global_B;
@@ -75,11 +75,11 @@ T take(const std::string& in, size_t& at) {
 
 }  // namespace
 
-void evaluate_across_ranks(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                           const LabelSet& ls, int batch_size, Metrics& metrics, double* nll_sum,
+void evaluate_across_ranks(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                           const model::LabelSet& ls, int batch_size, eval::Metrics& metrics, double* nll_sum,
                            std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>>* keep,
                            dist::Communicator& world) {
-  const auto chunks = evaluation_chunks(utts, batch_size);
+  const auto chunks = eval::evaluation_chunks(utts, batch_size);
   std::vector<const data::Utterance*> sorted;
   for (const auto& c : chunks) sorted.insert(sorted.end(), c.begin(), c.end());
   std::string mine;
@@ -88,7 +88,7 @@ void evaluate_across_ranks(Executor& exec, const std::vector<const data::Utteran
     int64_t pos = 0;
     for (size_t j = 0; j < chunks.size(); pos += static_cast<int64_t>(chunks[j].size()), ++j) {
       if (static_cast<int>(j % static_cast<size_t>(world.size())) != world.rank()) continue;
-      const Batch batch = make_batch(chunks[j], cmvn, ls, 0);
+      const model::Batch batch = model::make_batch(chunks[j], cmvn, ls, 0);
       const auto segs = exec.decode(batch, nullptr, &nll);
       for (size_t b = 0; b < chunks[j].size(); ++b) {
         const int64_t p = pos + static_cast<int64_t>(b);
@@ -121,7 +121,7 @@ void evaluate_across_ranks(Executor& exec, const std::vector<const data::Utteran
     const data::Utterance& u = *sorted[p];
     ref.resize(static_cast<size_t>(u.num_frames));
     for (int t = 0; t < u.num_frames; ++t) ref[t] = ls.from61(u.labels[t]);  // as make_batch collates them
-    add_utterance_metrics(metrics, ls, u, ref.data(), u.num_frames, segs[p]);
+    eval::add_utterance_metrics(metrics, ls, u, ref.data(), u.num_frames, segs[p]);
     if (nll_sum) *nll_sum += nll[p];
     if (keep) keep->emplace_back(&u, std::move(segs[p]));
   }
@@ -134,7 +134,7 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
   return "timitseg train --resume " + run_dir;
 }
 
-void inject_exit(const InjectExit& x, const dist::Communicator& world, int64_t step) {
+void inject_exit(const model::InjectExit& x, const dist::Communicator& world, int64_t step) {
   if ((!x.all && x.rank != world.rank()) || x.rank < 0 || x.step != step) return;
   if (x.action == "throw")
     throw std::runtime_error("debug.inject_exit: an exception planted before step " + std::to_string(step));
@@ -145,7 +145,7 @@ void inject_exit(const InjectExit& x, const dist::Communicator& world, int64_t s
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: until the job is torn down
 }
 
-bool fault_on_this_rank(const Config& cfg, const dist::Communicator& world) {
+bool fault_on_this_rank(const model::Config& cfg, const dist::Communicator& world) {
   return cfg.debug_fault_rank < 0 || cfg.debug_fault_rank == world.rank();
 }
 
@@ -174,7 +174,7 @@ void select_local_gpu(const dist::Launch& launch) {
   spdlog::info("rank {} (local rank {} on {}): GPU {}", launch.rank, launch.local_rank, launch.host, device);
 }
 
-std::string step_line(int64_t step, const StepResult& r) {
+std::string step_line(int64_t step, const model::StepResult& r) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "{\"step\": %lld, \"loss\": %.17g, \"grad_norm\": %.17g}\n",
                 static_cast<long long>(step), r.loss, r.grad_norm);
@@ -194,7 +194,7 @@ std::string steps_upto(const std::string& path, int64_t upto) {
 
 // Several ranks (train/distributed.h): the global batch holds a share for
 // every rank, every rank reads the same data, a GPU rank takes its local GPU.
-void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& w) {
+void set_up_ranks(const model::Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& w) {
   if (w.size() == 1) return;
   // Each check agreed on its own (dist::agree around code without collectives
   // only: a collective inside could wait for a rank that has already left).
@@ -217,4 +217,4 @@ void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& d
   if (device == "cuda") dist::agree(w, "the GPU of each rank", [&] { select_local_gpu(w.launch()); });
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

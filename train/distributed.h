@@ -20,7 +20,7 @@
 #include "model/labels.h"
 #include "train/train_data.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // This rank's part of one global batch of the epoch.
 struct BatchShare {
@@ -34,7 +34,7 @@ struct BatchShare {
 BatchShare share_of_batch(const std::vector<int>& batch, const std::vector<int32_t>& lengths, int fixed_length,
                           const dist::Communicator& world);
 // Marks a collated share as such (BatchInput::share_rows; nothing with one process).
-void mark_share(Batch& batch, const BatchShare& share, const dist::Communicator& world);
+void mark_share(model::Batch& batch, const BatchShare& share, const dist::Communicator& world);
 
 // The stop request (train/interrupt.h) agreed by every rank at a step
 // boundary: 0 when no rank was asked to stop, else the exit code of the stop
@@ -46,8 +46,8 @@ int agreed_stop(dist::Communicator& world);
 // and NLLs gathered to every rank and the metrics accumulated in the
 // one-process order, so every metric and the NLL sum are those of one process
 // on the same executor. keep (optional): every utterance with its segments.
-void evaluate_across_ranks(Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
-                           const LabelSet& ls, int batch_size, Metrics& metrics, double* nll_sum,
+void evaluate_across_ranks(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
+                           const model::LabelSet& ls, int batch_size, eval::Metrics& metrics, double* nll_sum,
                            std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>>* keep,
                            dist::Communicator& world);
 
@@ -57,10 +57,10 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
 
 // debug.inject_exit: on its rank, before its step, throws, SIGKILLs this
 // process or stops answering (sleeps until killed).
-void inject_exit(const InjectExit& x, const dist::Communicator& world, int64_t step);
+void inject_exit(const model::InjectExit& x, const dist::Communicator& world, int64_t step);
 
 // Whether debug.inject_fault / inject_nonfinite act on this rank (debug.fault_rank).
-bool fault_on_this_rank(const Config& cfg, const dist::Communicator& world);
+bool fault_on_this_rank(const model::Config& cfg, const dist::Communicator& world);
 
 // The parameters and the optimizer state are the same bits on every rank
 // (the divergence check of every epoch end and of the set-up); one line naming
@@ -76,13 +76,13 @@ int threads_of_rank(int threads, const dist::Launch& launch);
 void select_local_gpu(const dist::Launch& launch);
 
 // debug.step_log: one steps.jsonl line, {"step", "loss", "grad_norm"} printed to 17 digits.
-std::string step_line(int64_t step, const StepResult& r);
+std::string step_line(int64_t step, const model::StepResult& r);
 // The lines of RUN_DIR/steps.jsonl with step <= upto (--resume); "" for a missing file.
 std::string steps_upto(const std::string& path, int64_t upto);
 
 // Several ranks: the global batch holds a share for every rank (one line
 // otherwise), every rank reads the same data (a fingerprint compared across
 // the ranks), a GPU rank takes its local GPU. Nothing with one process.
-void set_up_ranks(const Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& world);
+void set_up_ranks(const model::Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& world);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

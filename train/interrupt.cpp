@@ -4,7 +4,7 @@
 #include <atomic>
 #include <csignal>
 
-namespace timitseg::model {
+namespace timitseg::train {
 namespace {
 
 // Lock-free int atomics are async-signal-safe to store from a handler.
@@ -40,4 +40,4 @@ void install_stop_handlers() {
   sigaction(SIGTERM, &sa, nullptr);
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

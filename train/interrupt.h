@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // Installs the SIGINT and SIGTERM handlers (call once, before training).
 void install_stop_handlers();
@@ -30,4 +30,4 @@ class Interrupted : public std::runtime_error {
   int exit_code_;
 };
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 namespace {
 
@@ -41,8 +41,8 @@ int64_t meta_int(const st::File& f, const std::string& key) {
 
 }  // namespace
 
-void write_step_dump(const std::string& dir, const Batch& batch, const Config& cfg, const ModelState& state,
-                     const StepDumpInfo& info, const NumericsHit& hit) {
+void write_step_dump(const std::string& dir, const model::Batch& batch, const model::Config& cfg, const model::ModelState& state,
+                     const StepDumpInfo& info, const model::NumericsHit& hit) {
   const int64_t B = batch.input.B, T = batch.input.T;
   const int64_t D = B * T > 0 ? static_cast<int64_t>(batch.input.features.size()) / (B * T) : 0;
   const fs::path final_dir(dir);
@@ -63,14 +63,14 @@ void write_step_dump(const std::string& dir, const Batch& batch, const Config& c
     f.metadata["epoch"] = std::to_string(info.epoch);
     f.metadata["batch"] = std::to_string(info.batch);
     f.metadata["step"] = std::to_string(info.step);
-    f.metadata["lr"] = format_double(info.lr);
+    f.metadata["lr"] = model::format_double(info.lr);
     f.metadata["seed"] = std::to_string(cfg.train_seed);
     f.metadata["rng_state"] = info.rng_state;
     f.metadata["fault"] = info.fault.to_string();
     if (info.world_size > 1) {  // a rank's share of a global batch
       f.metadata["rank"] = std::to_string(info.rank);
       f.metadata["world_size"] = std::to_string(info.world_size);
-      f.metadata["loss_norm"] = format_double(info.loss_norm);
+      f.metadata["loss_norm"] = model::format_double(info.loss_norm);
       if (!batch.input.share_rows.empty()) {
         f.tensors["share_rows"] = st::Tensor::from<int32_t>({B}, batch.input.share_rows);
         f.metadata["global_B"] = std::to_string(batch.input.global_B);
@@ -78,10 +78,10 @@ void write_step_dump(const std::string& dir, const Batch& batch, const Config& c
       }
     }
     st::save((tmp / "batch.safetensors").string(), f);
-    save_checkpoint((tmp / "state.safetensors").string(), state);
+    model::save_checkpoint((tmp / "state.safetensors").string(), state);
     write_file_atomic((tmp / "config.yaml").string(), cfg.to_yaml());
     nlohmann::json r = {{"layer", hit.layer},
-                        {"pass", pass_name(hit.pass)},
+                        {"pass", model::pass_name(hit.pass)},
                         {"tensor", hit.tensor},
                         {"nan", hit.stats.nan},
                         {"inf", hit.stats.inf},
@@ -106,9 +106,9 @@ void write_step_dump(const std::string& dir, const Batch& batch, const Config& c
   }
 }
 
-Batch fix_batch_length(const Batch& in, int N, int D) {
+model::Batch fix_batch_length(const model::Batch& in, int N, int D) {
   if (N <= 0) return in;
-  Batch out;
+  model::Batch out;
   const int B = in.input.B, T = in.input.T;
   out.input.B = B;
   out.input.T = N;
@@ -134,14 +134,14 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   if (!fs::is_directory(dir)) throw std::runtime_error(o.dump + ": not a folder (expected RUN_DIR/nonfinite-step-N)");
   for (const char* name : {"batch.safetensors", "state.safetensors", "config.yaml"})
     if (!fs::exists(dir / name)) throw std::runtime_error((dir / name).string() + ": missing (not a complete dump folder)");
-  Config cfg = Config::load((dir / "config.yaml").string(), {});
+  model::Config cfg = model::Config::load((dir / "config.yaml").string(), {});
   // a dump holds the non-finite values on purpose: no range checks (the checksum still)
-  ModelState state = load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
+  model::ModelState state = model::load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
   const st::File bf = st::load((dir / "batch.safetensors").string());
   const int D = state.dims.input_dim;
   const st::Tensor& feats = bf.get("features", st::DType::F32, {-1, -1, D});
   const int B = static_cast<int>(feats.shape[0]), T = static_cast<int>(feats.shape[1]);
-  Batch batch;
+  model::Batch batch;
   batch.input.B = B;
   batch.input.T = T;
   batch.input.features = feats.to<float>();
@@ -182,14 +182,14 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   }
   const int64_t step = meta_int(bf, "step");
   const double lr = std::stod(meta(bf, "lr"));
-  const FaultSpec fault = FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
+  const model::FaultSpec fault = model::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
-  const DeviceChoice choice = resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
   const std::string& device = choice.device;
-  ExecutorOptions xo = executor_options(cfg, choice, set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
+  model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
   if (!o.crf_backend.empty()) xo.crf_backend = o.crf_backend;
-  std::unique_ptr<Executor> exec = make_executor(device, state.dims, xo);
-  set_optimizer_settings(cfg, state.optimizer);
+  std::unique_ptr<model::Executor> exec = model::make_executor(device, state.dims, xo);
+  model::set_optimizer_settings(cfg, state.optimizer);
   if (state.optimizer.step == step)
     throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
                              std::to_string(step) +
@@ -201,7 +201,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
                              std::to_string(step));
   exec->set_state(state.params, state.optimizer);
 
-  StepOptions so = step_options(cfg);
+  model::StepOptions so = model::step_options(cfg);
   so.lr = lr;
   so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
   so.step = step;
@@ -219,4 +219,4 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   return r;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -25,7 +25,7 @@
 #include "model/executor.h"
 #include "model/numerics.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 struct StepDumpInfo {
   int epoch = 0;
@@ -33,7 +33,7 @@ struct StepDumpInfo {
   int64_t step = 0;   // global optimizer step, from 1
   double lr = 0;      // the step's learning rate
   std::string rng_state;  // CPU engine before the step
-  FaultSpec fault;        // the run's --inject-fault ("" when none)
+  model::FaultSpec fault;        // the run's --inject-fault ("" when none)
   // Several processes (docs/multigpu.md): the failing rank, the rank count and
   // the step's global loss normalization (0: one process). The batch is then
   // that rank's share (its share_rows, global_B and global_T are saved too),
@@ -44,8 +44,8 @@ struct StepDumpInfo {
 
 // Writes DIR atomically (a temporary folder renamed at the end; an existing
 // DIR is replaced). `state` is the model and optimizer state before the step.
-void write_step_dump(const std::string& dir, const Batch& batch, const Config& cfg, const ModelState& state,
-                     const StepDumpInfo& info, const NumericsHit& hit);
+void write_step_dump(const std::string& dir, const model::Batch& batch, const model::Config& cfg, const model::ModelState& state,
+                     const StepDumpInfo& info, const model::NumericsHit& hit);
 
 struct ReplayStepOptions {
   std::string dump;         // the dump folder
@@ -59,7 +59,7 @@ struct ReplayStepOptions {
 
 struct ReplayStepResult {
   int64_t step = 0;
-  StepResult result;
+  model::StepResult result;
   std::string executor;  // Executor::description()
 };
 
@@ -71,6 +71,6 @@ ReplayStepResult replay_step(const ReplayStepOptions& options);
 
 // debug.fixed_length applied to a collated batch: every row truncated or
 // padded (zero features, last label repeated) to exactly N frames.
-Batch fix_batch_length(const Batch& batch, int fixed_length, int input_dim);
+model::Batch fix_batch_length(const model::Batch& batch, int fixed_length, int input_dim);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

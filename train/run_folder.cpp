@@ -26,7 +26,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 std::string format_metric(double v, const char* format, double scale) {
   if (std::isnan(v)) return "n/a";
@@ -74,7 +74,7 @@ std::string cpu_model() {
 }  // namespace
 
 // One entry of run.json: what ran this training call, where and when.
-nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Executor& exec, int threads,
+nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume) {
   nlohmann::json gpu = nullptr;
   try {
@@ -315,7 +315,7 @@ void check_fresh_run_dir(const std::string& run_dir) {
                              " or choose another train.run_dir (a fresh run never mixes with an old one)");
 }
 
-void lock_run_folder(std::optional<RunLock>& lock, const Config& cfg, bool resume, bool holder) {
+void lock_run_folder(std::optional<RunLock>& lock, const model::Config& cfg, bool resume, bool holder) {
   const std::string& run_dir = cfg.train_run_dir;
   InputSet inputs;  // the prepared data is read, never written: a run folder is never the WORKDIR
   inputs.add(cfg.data_workdir);
@@ -325,4 +325,4 @@ void lock_run_folder(std::optional<RunLock>& lock, const Config& cfg, bool resum
   if (!resume) check_fresh_run_dir(run_dir);
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

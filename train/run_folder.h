@@ -21,7 +21,7 @@ namespace spdlog::sinks {
 class sink;
 }
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // "n/a" for NaN (a metric of an empty or missing split), else the value
 // formatted with printf's format after scaling (e.g. "%.2f%%" with scale 100).
@@ -35,7 +35,7 @@ std::string iso8601_now();
 // rnn_algo, crf_backend (the resolved values of train.device, train.rnn_algo,
 // crf.backend: `auto` replaced by its pick, model/device_choice.h), executor,
 // config (as given, `auto` kept), start_time.
-nlohmann::json run_entry(const Config& cfg, const DeviceChoice& choice, const Executor& exec, int threads,
+nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume);
 // RUN_DIR/run.json (atomic): a fresh run writes its entry; a resume appends
 // its entry to "resumes" (an unreadable old file is replaced, with a warning).
@@ -93,9 +93,9 @@ class LogTag {
 // `compare` or `report` into the folder, which is refused with one line naming
 // it and this process's pid. A train.run_dir that is data.workdir (through
 // links too) is refused first.
-void lock_run_folder(std::optional<RunLock>& lock, const Config& cfg, bool resume, bool holder);
+void lock_run_folder(std::optional<RunLock>& lock, const model::Config& cfg, bool resume, bool holder);
 
 // RUN_DIR/metrics.jsonl's lines with epoch <= keep_upto (--resume keeps those); "" for a missing file.
 std::string metrics_upto(const std::string& path, int keep_upto);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -7,7 +7,7 @@
 #include "model/checkpoint.h"
 #include "model/numerics.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 namespace fs = std::filesystem;
 
@@ -19,7 +19,7 @@ std::string rng_to_string(const std::mt19937_64& rng) {
 
 namespace {
 
-std::string utterance_ids(const Batch& batch) {
+std::string utterance_ids(const model::Batch& batch) {
   std::string ids;
   for (const std::string& id : batch.ids) ids += (ids.empty() ? "" : ", ") + id;
   return ids;
@@ -29,17 +29,17 @@ std::string utterance_ids(const Batch& batch) {
 
 // A step stopped by the per-layer checks (debug.check_numerics): the dump
 // folder RUN_DIR/nonfinite-step-N for replay-step, then one error.
-[[noreturn]] void stop_on_numerics(const FailedStep& r, const NumericsError& e, const Batch& batch, const StepOptions& so,
+[[noreturn]] void stop_on_numerics(const FailedStep& r, const model::NumericsError& e, const model::Batch& batch, const model::StepOptions& so,
                                    const std::mt19937_64& rng_before) {
   const int epoch = r.epoch;
   const size_t bi = r.bi, nbatches = r.nbatches;
-  const NumericsHit& hit = e.hit();
+  const model::NumericsHit& hit = e.hit();
   const std::string ids = utterance_ids(batch);
   const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step) +
                                      (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : ""));
   std::string where;
   try {
-    ModelState before = *r.state;  // dims, labels, features, cmvn, config, best so far
+    model::ModelState before = *r.state;  // dims, labels, features, cmvn, config, best so far
     r.exec->get_state(before.params, before.optimizer);  // the failed step updated nothing
     before.epoch = epoch - 1;
     before.rng_state = rng_to_string(rng_before);
@@ -49,7 +49,7 @@ std::string utterance_ids(const Batch& batch) {
     info.step = so.step;
     info.lr = so.lr;
     info.rng_state = before.rng_state;
-    info.fault = r.fault.step == so.step ? r.fault : FaultSpec{};
+    info.fault = r.fault.step == so.step ? r.fault : model::FaultSpec{};
     info.rank = r.world->rank();
     info.world_size = r.world->size();
     info.loss_norm = so.loss_norm;
@@ -62,7 +62,7 @@ std::string utterance_ids(const Batch& batch) {
   std::ostringstream os;
   os.precision(6);
   os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
-     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << pass_name(hit.pass) << " pass, tensor " << hit.tensor
+     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << model::pass_name(hit.pass) << " pass, tensor " << hit.tensor
      << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
   if (hit.stats.finite > 0)
     os << "finite min " << hit.stats.min << ", max " << hit.stats.max;
@@ -76,7 +76,7 @@ std::string utterance_ids(const Batch& batch) {
 
 // A step stopped by the older checks (CRF input, loss, gradients): the
 // batch's CRF inputs in a `crf replay` file, then one error.
-[[noreturn]] void stop_on_nonfinite(const FailedStep& r, const NonFiniteError& e, const Batch& batch, const StepOptions& so) {
+[[noreturn]] void stop_on_nonfinite(const FailedStep& r, const model::NonFiniteError& e, const model::Batch& batch, const model::StepOptions& so) {
   const int epoch = r.epoch;
   const size_t bi = r.bi, nbatches = r.nbatches;
   const std::string replay =
@@ -89,10 +89,10 @@ std::string utterance_ids(const Batch& batch) {
     const std::vector<float> cum = r.exec->last_cum();
     if (cum.size() == static_cast<size_t>(batch.input.B) * (batch.input.T + 1) * r.num_classes) {
       std::vector<float> step_params;
-      AdamW unused;
+      model::AdamW unused;
       r.exec->get_state(step_params, unused);
       for (const auto& [k, v] : so.poison) step_params.at(k) = v;
-      write_replay(replay, *r.layout, step_params, batch, cum);
+      model::write_replay(replay, *r.layout, step_params, batch, cum);
       where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
               " --backend reference --out OUT.safetensors`)";
     } else {
@@ -110,4 +110,4 @@ std::string utterance_ids(const Batch& batch) {
   throw std::runtime_error(msg);
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -19,17 +19,17 @@
 #include "model/params.h"
 #include "train/replay_step.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // Where the failed step happened and what its report reads (the run's, borrowed).
 struct FailedStep {
-  const Config* cfg = nullptr;
+  const model::Config* cfg = nullptr;
   std::filesystem::path run_dir;
-  Executor* exec = nullptr;        // the parameters before the step (a failed step updates nothing)
-  const ModelState* state = nullptr;
-  const ParamLayout* layout = nullptr;
+  model::Executor* exec = nullptr;        // the parameters before the step (a failed step updates nothing)
+  const model::ModelState* state = nullptr;
+  const model::ParamLayout* layout = nullptr;
   int num_classes = 0;
-  FaultSpec fault;                 // debug.inject_fault of this rank
+  model::FaultSpec fault;                 // debug.inject_fault of this rank
   dist::Communicator* world = nullptr;
   int epoch = 0;
   size_t bi = 0, nbatches = 0;     // the batch (0-based) of the epoch's nbatches
@@ -42,12 +42,12 @@ std::string rng_to_string(const std::mt19937_64& rng);
 // A step stopped by the per-layer checks (debug.check_numerics): the dump
 // folder RUN_DIR/nonfinite-step-N for replay-step, then one error
 // (std::runtime_error, also logged). rng_before: the engine before the step.
-[[noreturn]] void stop_on_numerics(const FailedStep& f, const NumericsError& e, const Batch& batch,
-                                   const StepOptions& so, const std::mt19937_64& rng_before);
+[[noreturn]] void stop_on_numerics(const FailedStep& f, const model::NumericsError& e, const model::Batch& batch,
+                                   const model::StepOptions& so, const std::mt19937_64& rng_before);
 
 // A step stopped by the older checks (CRF input, loss, gradients): the
 // batch's CRF inputs in a `crf replay` file, then one error.
-[[noreturn]] void stop_on_nonfinite(const FailedStep& f, const NonFiniteError& e, const Batch& batch,
-                                    const StepOptions& so);
+[[noreturn]] void stop_on_nonfinite(const FailedStep& f, const model::NonFiniteError& e, const model::Batch& batch,
+                                    const model::StepOptions& so);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -35,7 +35,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::model {
+namespace timitseg::train {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -58,15 +58,15 @@ namespace {
 
 // What every step of a run reads: set up once by set_up_run, before the first epoch.
 struct TrainingRun {
-  Config cfg;                 // the caller's, with the doctest limits applied and validated
-  DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
+  model::Config cfg;                 // the caller's, with the doctest limits applied and validated
+  model::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
   std::string device;         // cpu | cuda (choice.device)
-  LabelSet ls;
+  model::LabelSet ls;
   int threads = 0;
-  FaultSpec fault;            // debug.inject_fault
-  ModelState state;           // dims, labels, features, CMVN, parameters, optimizer, epoch, best so far
-  std::unique_ptr<Executor> exec;
-  std::optional<ParamLayout> layout;
+  model::FaultSpec fault;            // debug.inject_fault
+  model::ModelState state;           // dims, labels, features, CMVN, parameters, optimizer, epoch, best so far
+  std::unique_ptr<model::Executor> exec;
+  std::optional<model::ParamLayout> layout;
   fs::path run_dir, ckpt_dir;
   std::optional<RunLock> lock;       // RUN_DIR/.timitseg.lock (rank 0), for the whole call
   std::optional<LogFile> log_file;  // RUN_DIR/train.log, for the whole call
@@ -80,7 +80,7 @@ struct TrainingRun {
   const data::Cmvn* cmvn = nullptr;
   std::vector<const data::Utterance*> dev_utts;
   dist::Communicator* world = nullptr;  // dist::world(): one process, or the ranks of mpirun / srun
-  InjectExit inject_exit;               // debug.inject_exit
+  model::InjectExit inject_exit;               // debug.inject_exit
   std::unique_ptr<dist::Watchdog> watchdog;  // several processes: 2 x train.dist_timeout without progress ends this one
   void stamp(const char* phase) const {
     if (watchdog) watchdog->stamp(phase);
@@ -93,8 +93,8 @@ struct TrainingRun {
 };
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
-void describe_state(const TrainingRun& r, const TrainData& data, ModelState& state) {
-  state.dims = model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
+void describe_state(const TrainingRun& r, const TrainData& data, model::ModelState& state) {
+  state.dims = model::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -104,10 +104,10 @@ void describe_state(const TrainingRun& r, const TrainData& data, ModelState& sta
 // --resume: parameters, optimizer, epoch, best so far and rng from the latest
 // epoch checkpoint; metrics.jsonl's lines up to its epoch.
 void resume_state(TrainingRun& r) {
-  ModelState& state = r.state;
+  model::ModelState& state = r.state;
   const std::string path = latest_checkpoint(r.cfg.train_run_dir);
   if (path.empty()) throw std::runtime_error(r.cfg.train_run_dir + ": no checkpoints/epoch-N.safetensors to resume from");
-  ModelState s = load_checkpoint(path);
+  model::ModelState s = model::load_checkpoint(path);
   if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
       s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
       s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
@@ -130,25 +130,25 @@ void resume_state(TrainingRun& r) {
 // A fresh run: parameters drawn from the run's rng (crf.duration_init = data
 // adds the train split's duration distribution), a zero optimizer.
 void fresh_state(TrainingRun& r, const TrainData& data) {
-  ModelState& state = r.state;
-  init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == DurationInit::data && state.dims.duration_lognormal) {
+  model::ModelState& state = r.state;
+  model::init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
+  if (r.cfg.crf_duration_init == model::DurationInit::data && state.dims.duration_lognormal) {
     // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
       for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-    const std::vector<float> fit = fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
+    const std::vector<float> fit = model::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
     std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
     spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
                  "and spread of log duration) to the gold segments of the train split (K = {})",
                  state.dims.max_duration);
-  } else if (r.cfg.crf_duration_init == DurationInit::data) {
+  } else if (r.cfg.crf_duration_init == model::DurationInit::data) {
     // crf.duration_init = data: the train split's duration distribution, added to the draw above
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
       for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-    const DurationPrior prior = duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
-    const ParamInfo& db = r.layout->get("crf.duration_bias");
+    const model::DurationPrior prior = model::duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
+    const model::ParamInfo& db = r.layout->get("crf.duration_bias");
     for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
     if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
       spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
@@ -157,13 +157,13 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
                    "segments of the train split (K = {})",
                    prior.segments, state.dims.max_duration);
   }
-  derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
+  model::derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
   state.optimizer.reset(r.layout->total());
 }
 
 // The schedule of the run (batches per epoch, steps) and the debug injections, with warnings for ones that never fire.
 void plan_schedule(TrainingRun& r, const TrainData& data) {
-  const Config& cfg = r.cfg;
+  const model::Config& cfg = r.cfg;
   r.fixed_length = cfg.debug_fixed_length;
   if (!cfg.debug_inject_nonfinite.empty() && fault_on_this_rank(cfg, *r.world)) {
     char c;
@@ -187,7 +187,7 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                  "checks (CRF input, loss, gradients) can stop the step");
   r.cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   for (const auto& u : data.dev.utterances) r.dev_utts.push_back(&u);
-  r.inject_exit = InjectExit::parse(cfg.debug_inject_exit);
+  r.inject_exit = model::InjectExit::parse(cfg.debug_inject_exit);
   const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
                                                       r.world->launch().launcher + ", " + r.world->library() + ")"
                                                 : std::string();
@@ -199,29 +199,29 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
 // Set up the run: everything that can fail on the configuration before the
 // first write, the executor, the run folder (train.log, run.json,
 // config.yaml, metrics.jsonl), the state (fresh or resumed) on the executor.
-void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, bool resume) {
+void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& data, bool resume) {
   r.cfg = cfg_in;
-  Config& cfg = r.cfg;
-  apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
+  model::Config& cfg = r.cfg;
+  model::apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
-  r.choice = resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
+  r.choice = model::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
   r.device = r.choice.device;
-  r.ls = LabelSet::make(cfg.data_label_set);
+  r.ls = model::LabelSet::make(cfg.data_label_set);
   r.world = &dist::world();
   // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
   dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });
   r.world->set_timeout(cfg.train_dist_timeout);
   if (r.world->size() > 1) r.watchdog = std::make_unique<dist::Watchdog>(2 * cfg.train_dist_timeout);
   set_up_ranks(r.cfg, data, r.device, *r.world);
-  r.threads = set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
+  r.threads = model::set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  ExecutorOptions xo = executor_options(cfg, r.choice, r.threads);  // model/options.h
+  model::ExecutorOptions xo = model::executor_options(cfg, r.choice, r.threads);  // model/options.h
   if (fault_on_this_rank(cfg, *r.world))
-    r.fault = FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
+    r.fault = model::FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   xo.world = r.world;
-  r.exec = make_executor(r.device, r.state.dims, xo);
+  r.exec = model::make_executor(r.device, r.state.dims, xo);
   if (r.device == "cuda" && r.choice.crf_backend != "cuda")
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
                  "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
@@ -251,7 +251,7 @@ void set_up_run(TrainingRun& r, const Config& cfg_in, const TrainData& data, boo
       fresh_state(r, data);
   });
   check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
-  set_optimizer_settings(cfg, r.state.optimizer);
+  model::set_optimizer_settings(cfg, r.state.optimizer);
   r.state.config = cfg;
   r.exec->set_state(r.state.params, r.state.optimizer);
   dist::agree("the run folder's set-up", [&] {
@@ -296,13 +296,13 @@ FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatch
 
 // One step: the options of this update (scheduled lr, debug injections), the
 // executor's train_step, and on a non-finite value the report that stops the run.
-StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, size_t nbatches, StepOptions& so,
+model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch, size_t bi, size_t nbatches, model::StepOptions& so,
                     const BatchShare& share) {
-  const Config& cfg = r.cfg;
-  so = step_options(cfg);  // model/options.h
-  so.lr = scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
+  const model::Config& cfg = r.cfg;
+  so = model::step_options(cfg);  // model/options.h
+  so.lr = model::scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
-  so.time_parts = r.exec->device() == Device::cpu;  // free on the CPU; on the GPU it would serialize the step
+  so.time_parts = r.exec->device() == model::Device::cpu;  // free on the CPU; on the GPU it would serialize the step
   so.rng = &r.rng;
   so.step = r.state.optimizer.step + 1;
   so.fault = r.fault;
@@ -313,13 +313,13 @@ StepResult one_step(TrainingRun& r, const Batch& batch, int epoch, size_t bi, si
   const bool inject = epoch == r.inject_epoch && static_cast<int>(bi) + 1 == r.inject_batch;
   if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
     so.poison.emplace_back(r.layout->get("crf.transition").offset, std::numeric_limits<float>::quiet_NaN());
-  StepResult sr;
+  model::StepResult sr;
   try {
     sr = r.exec->train_step(batch, so);
     ++r.state.optimizer.step;
-  } catch (const NumericsError& e) {
+  } catch (const model::NumericsError& e) {
     stop_on_numerics(failed_step(r, epoch, bi, nbatches), e, batch, so, rng_before);
-  } catch (const NonFiniteError& e) {
+  } catch (const model::NonFiniteError& e) {
     stop_on_nonfinite(failed_step(r, epoch, bi, nbatches), e, batch, so);
   }
   return sr;
@@ -349,7 +349,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
         std::vector<const data::Utterance*> chunk;
         for (int i : shares[bi].utts) chunk.push_back(&data.train.utterances[i]);
         // an empty share (fewer utterances than ranks): an empty batch, which adds zeros to the step
-        Batch batch = chunk.empty() ? Batch{} : make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        model::Batch batch = chunk.empty() ? model::Batch{} : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },
@@ -361,10 +361,10 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
     }
     r.stamp("a training step");
     const auto t_data = Clock::now();
-    const Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
+    const model::Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
     rec.times.data += since(t_data);
-    StepOptions so;
-    const StepResult sr = one_step(r, batch, epoch, bi, batches.size(), so, shares[bi]);
+    model::StepOptions so;
+    const model::StepResult sr = one_step(r, batch, epoch, bi, batches.size(), so, shares[bi]);
     rec.times.optimizer += sr.times.optimizer;
     rec.times.encoder_forward += sr.times.encoder_forward;
     rec.times.encoder_backward += sr.times.encoder_backward;
@@ -404,13 +404,13 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
 // loss from the decoding forward (log Z - gold score, no dropout, no
 // penalty) normalized as the training loss (crf.loss_normalization). With
 // end, the dev segments are kept for after_epoch. NaN without a dev split.
-Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
+eval::Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
   r.stamp("the dev evaluation");
   const auto t_dev = Clock::now();
-  Metrics dev(r.ls.names39);
-  UtteranceHook keep_segments;
+  eval::Metrics dev(r.ls.names39);
+  eval::UtteranceHook keep_segments;
   if (end)
-    keep_segments = [end](const data::Utterance& u, const Batch&, int, const std::vector<float>*,
+    keep_segments = [end](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                           const std::vector<crf::Segment>& segs) { end->dev.emplace_back(&u, segs); };
   if (!r.dev_utts.empty()) {
     double nll_sum = 0;
@@ -418,12 +418,12 @@ Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
       evaluate_across_ranks(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, &nll_sum,
                             end ? &end->dev : nullptr, *r.world);
     else
-      evaluate_utterances(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, keep_segments, false,
+      eval::evaluate_utterances(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, keep_segments, false,
                           &nll_sum);
     rec.dev_per = dev.per();
     int64_t dev_frames = 0;
     for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
-    rec.dev_loss = nll_sum / (r.cfg.crf_loss_normalization == LossNormalization::frame ? double(std::max<int64_t>(1, dev_frames))
+    rec.dev_loss = nll_sum / (r.cfg.crf_loss_normalization == model::LossNormalization::frame ? double(std::max<int64_t>(1, dev_frames))
                                                                        : double(r.dev_utts.size()));
   } else {
     rec.dev_per = std::numeric_limits<double>::quiet_NaN();
@@ -436,7 +436,7 @@ Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
 // Drift check: the CRF parameters' maxima into rec, a warning above
 // debug.drift_threshold; returns whether it fired.
 bool drift_check(const TrainingRun& r, int epoch, EpochRecord& rec, const EpochTotals& tot) {
-  const auto [mt, md] = crf_param_maxima(*r.layout, r.state.params);
+  const auto [mt, md] = model::crf_param_maxima(*r.layout, r.state.params);
   rec.max_abs_transition = mt;
   rec.max_abs_duration_bias = md;
   spdlog::debug("epoch {}: max|transition| = {:.4f}, max|duration_bias| = {:.4f}, gradient norm mean {:.4f} max {:.4f}",
@@ -452,7 +452,7 @@ bool drift_check(const TrainingRun& r, int epoch, EpochRecord& rec, const EpochT
 }
 
 // The epoch's metrics.jsonl line (a metric of a missing split is left out, never NaN or null).
-nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const EpochTotals& tot, const Metrics& dev,
+nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const EpochTotals& tot, const eval::Metrics& dev,
                             bool drift, bool best, const std::string& wall_start) {
   nlohmann::json line = {{"epoch", rec.epoch},
                          {"train_loss", rec.train_loss},
@@ -482,7 +482,7 @@ nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const 
     line["dev_frame_accuracy"] = dev.frame_accuracy();
     line["dev_boundary_f1_tol2"] = dev.boundary(2).f1();
   }
-  if (r.exec->device() != Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
+  if (r.exec->device() != model::Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
     for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);
   return line;
 }
@@ -500,12 +500,12 @@ void checkpoint(TrainingRun& r, const EpochRecord& rec, const nlohmann::json& li
   // best first (the model for evaluate/decode/export, without optimizer state;
   // --resume uses the last epoch-N): a kill between the two files then redoes
   // this epoch on resume and rewrites best identically
-  if (best) save_checkpoint((r.ckpt_dir / "best.safetensors").string(), r.state, /*with_optimizer=*/false);
-  save_checkpoint(ckpt, r.state);
+  if (best) model::save_checkpoint((r.ckpt_dir / "best.safetensors").string(), r.state, /*with_optimizer=*/false);
+  model::save_checkpoint(ckpt, r.state);
   prune_checkpoints(r.ckpt_dir, rec.epoch, r.cfg.train_keep_checkpoints);
   const std::string dev_text = "dev loss " + format_metric(rec.dev_loss, "%.4f") + ", dev PER " +
                                format_metric(rec.dev_per, "%.2f%%", 100);
-  if (r.exec->device() == Device::cpu)
+  if (r.exec->device() == model::Device::cpu)
     spdlog::info("epoch {}: train loss {:.4f}, {}{}, {:.0f} frames/s, {:.1f} s (data {:.2f}, encoder "
                  "fwd {:.2f} bwd {:.2f}, crf {:.2f}, optimizer {:.2f}, dev {:.2f})",
                  rec.epoch, rec.train_loss, dev_text, best ? " (best)" : "", rec.frames_per_sec,
@@ -524,7 +524,7 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
 
 // The driver: set up the run, then the epochs (run_epochs below); a stop
 // caused by another rank is recorded in train.log.
-TrainResult train(const Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
+TrainResult train(const model::Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
   TrainingRun r;
   set_up_run(r, cfg_in, data, resume);
   TrainResult result;
@@ -550,7 +550,7 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
     rec.epoch = epoch;
     const EpochTotals tot = one_epoch(r, data, epoch, epoch_t0, rec);
     EpochEnd end;  // for after_epoch: the dev segments of this epoch
-    const Metrics dev = dev_evaluation(r, rec, after_epoch ? &end : nullptr);
+    const eval::Metrics dev = dev_evaluation(r, rec, after_epoch ? &end : nullptr);
     const bool drift = drift_check(r, epoch, rec, tot);
     r.state.epoch = epoch;
     r.state.dev_per = rec.dev_per;
@@ -578,4 +578,4 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
 
 }  // namespace
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

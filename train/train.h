@@ -17,7 +17,7 @@
 #include "train/run_folder.h"  // format_metric: "n/a" for metrics of empty splits
 #include "train/train_data.h"  // TrainData, load_train_data
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 struct TimeBreakdown {
   double data = 0, encoder_forward = 0, encoder_backward = 0, crf = 0, optimizer = 0, dev_eval = 0;
@@ -45,7 +45,7 @@ struct EpochEnd {
   std::string run_dir;
   int epoch = 0;
   bool best = false;                  // this epoch's state is checkpoints/best.safetensors
-  const LabelSet* labels = nullptr;   // the label set of the segments
+  const model::LabelSet* labels = nullptr;   // the label set of the segments
   // Dev utterances with their Viterbi segments (labels of *labels); empty without a dev split.
   std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> dev;
 };
@@ -60,7 +60,7 @@ using AfterEpoch = std::function<void(const EpochEnd&)>;
 // device, CRF backend, start time; one entry more per resume), config.yaml,
 // metrics.jsonl and checkpoints/ (best.safetensors without optimizer state,
 // the last epoch-N and the train.keep_checkpoints epochs before it).
-TrainResult train(const Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
+TrainResult train(const model::Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
 
 // Throws when RUN_DIR already holds a run (checkpoints/epoch-N.safetensors, or
 // metrics.jsonl lines other than a lone epoch-1 line without its checkpoint,
@@ -71,4 +71,4 @@ void check_fresh_run_dir(const std::string& run_dir);
 // Latest epoch checkpoint of a run directory ("" when none).
 std::string latest_checkpoint(const std::string& run_dir);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

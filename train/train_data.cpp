@@ -3,9 +3,9 @@
 
 #include <stdexcept>
 
-namespace timitseg::model {
+namespace timitseg::train {
 
-TrainData load_train_data(const Config& cfg) {
+TrainData load_train_data(const model::Config& cfg) {
   if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
   TrainData d;
   d.train = data::load_split(cfg.data_workdir, "train");
@@ -22,4 +22,4 @@ TrainData load_train_data(const Config& cfg) {
   return d;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

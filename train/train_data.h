@@ -5,7 +5,7 @@
 #include "data/dataset.h"
 #include "model/config.h"
 
-namespace timitseg::model {
+namespace timitseg::train {
 
 // Data already in memory (tests; `train` loads them from cfg.data_workdir).
 struct TrainData {
@@ -18,6 +18,6 @@ struct TrainData {
 // The splits of cfg.data_workdir (data.workdir, required), cut to
 // data.max_train_utterances / data.max_dev_utterances, with the CMVN when
 // features.cmvn. Throws naming the key or the file.
-TrainData load_train_data(const Config& cfg);
+TrainData load_train_data(const model::Config& cfg);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::train

@@ -26,7 +26,7 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 RunPredictions predictions_from_segments(
     const model::LabelSet& ls, const std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>>& dev,
@@ -133,8 +133,8 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   std::vector<const data::Utterance*> utts;
   for (const auto& u : dev.utterances) utts.push_back(&u);
   std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> segs;
-  model::Metrics unused(s.labels.names39);
-  model::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 32, unused,
+  eval::Metrics unused(s.labels.names39);
+  eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 32, unused,
                              [&](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                                  const std::vector<crf::Segment>& sg) { segs.emplace_back(&u, sg); });
   *out = predictions_from_segments(s.labels, segs,
@@ -308,4 +308,4 @@ std::string build_html(const ReportInput& in) {
 
 void write_report(const ReportInput& in, const std::string& path) { write_file_atomic(path, build_html(in)); }
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

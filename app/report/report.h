@@ -15,7 +15,7 @@
 #include "data/dataset.h"
 #include "model/labels.h"
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 // 39-phone frame labels of one utterance: reference and prediction, [T] each.
 struct UtteranceLabels {
@@ -120,4 +120,4 @@ std::string build_html(const ReportInput& in);
 // build_html written atomically to `path`.
 void write_report(const ReportInput& in, const std::string& path);
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

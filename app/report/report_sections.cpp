@@ -16,7 +16,7 @@
 
 namespace fs = std::filesystem;
 
-namespace timitseg::report::sections {
+namespace timitseg::app::report::sections {
 
 double num(const json& j, const char* key) {
   auto it = j.find(key);
@@ -39,14 +39,14 @@ std::string yaml_str(const YAML::Node& cfg, const char* section, const char* key
 
 Stats stats_of(const RunPredictions& p, const std::vector<std::string>& names) {
   Stats s;
-  model::Metrics m(names, p.frame_shift_ms);
+  eval::Metrics m(names, p.frame_shift_ms);
   const size_t C = names.size();
   s.hist_ref.assign(C, std::vector<int64_t>(kMaxDur, 0));
   s.hist_pred.assign(C, std::vector<int64_t>(kMaxDur, 0));
   for (const UtteranceLabels& u : p.utterances) {
     m.add(u.ref, u.pred);
-    for (const model::Run& r : model::runs_of(u.ref)) ++s.hist_ref[r.label][std::min(r.length, kMaxDur) - 1];
-    for (const model::Run& r : model::runs_of(u.pred)) ++s.hist_pred[r.label][std::min(r.length, kMaxDur) - 1];
+    for (const eval::Run& r : eval::runs_of(u.ref)) ++s.hist_ref[r.label][std::min(r.length, kMaxDur) - 1];
+    for (const eval::Run& r : eval::runs_of(u.pred)) ++s.hist_pred[r.label][std::min(r.length, kMaxDur) - 1];
   }
   s.metrics = m.to_json();
   s.confusion = s.metrics["confusion"].get<std::vector<std::vector<int64_t>>>();
@@ -192,19 +192,19 @@ std::string tolerance_section(const ReportInput& in, const std::vector<RunFiles>
     s.color = run_color(static_cast<int>(i));
     s.dash = run_dash(static_cast<int>(i));
     s.run = static_cast<int>(i);
-    for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol) {
+    for (int tol = 0; tol <= eval::Metrics::kMaxTol; ++tol) {
       s.x.push_back(tol);
       s.y.push_back(100 * st[i].metrics["boundary_f1"][std::to_string(tol)].get<double>());
     }
     ch.series.push_back(std::move(s));
   }
   std::string table = "<table><tr><th>run</th>";
-  for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol) table += "<th>" + std::to_string(tol) + "</th>";
+  for (int tol = 0; tol <= eval::Metrics::kMaxTol; ++tol) table += "<th>" + std::to_string(tol) + "</th>";
   table += "<th>P 20 ms</th><th>R 20 ms</th><th>F1 20 ms</th><th>R-value 20 ms</th>"
            "<th>PER</th><th>segment F1</th><th>frame accuracy</th></tr>";
   for (size_t i = 0; i < runs.size(); ++i) {
     table += "<tr><td>" + escape(runs[i].label) + "</td>";
-    for (int tol = 0; tol <= model::Metrics::kMaxTol; ++tol)
+    for (int tol = 0; tol <= eval::Metrics::kMaxTol; ++tol)
       table += "<td>" + (in.runs[i].has_predictions ? pct(st[i].metrics["boundary_f1"][std::to_string(tol)].get<double>())
                                                     : std::string("n/a")) + "</td>";
     auto metric = [&](const char* k) {
@@ -441,10 +441,10 @@ std::string utterances_section(const ReportInput& in, const std::vector<RunFiles
         svg.close_group();
         return;
       }
-      const std::vector<model::Run> rs = model::runs_of(*labels);
+      const std::vector<eval::Run> rs = eval::runs_of(*labels);
       svg.open_group({{"class", "tier"}, {"data-tier", tier_id}, {"data-segments", std::to_string(rs.size())}});
       for (size_t j = 0; j < rs.size(); ++j) {
-        const model::Run& r = rs[j];
+        const eval::Run& r = rs[j];
         const std::string& name39 = in.names39.at(r.label);
         const double x = left + r.start * fx, w = r.length * fx;
         svg.raw("<rect class=\"seg\" x=\"" + fmt(x) + "\" y=\"" + fmt(y) + "\" width=\"" + fmt(w) + "\" height=\"" +
@@ -532,4 +532,4 @@ std::string environment_section(const ReportInput& in, const std::vector<RunFile
   return h + "</div>";
 }
 
-}  // namespace timitseg::report::sections
+}  // namespace timitseg::app::report::sections

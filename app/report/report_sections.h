@@ -13,7 +13,7 @@
 
 #include "app/report/report.h"
 
-namespace timitseg::report::sections {
+namespace timitseg::app::report::sections {
 
 using json = nlohmann::json;
 
@@ -28,7 +28,7 @@ struct RunFiles {
 
 // The statistics of one run's predictions.
 struct Stats {
-  json metrics;                            // model::Metrics::to_json
+  json metrics;                            // eval::Metrics::to_json
   std::vector<std::vector<int64_t>> confusion;  // [ref][pred]
   std::vector<std::vector<int64_t>> hist_ref, hist_pred;  // [39][kMaxDur] (last bin: >= kMaxDur)
 };
@@ -46,4 +46,4 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
 std::string utterances_section(const ReportInput& in, const std::vector<RunFiles>& runs);
 std::string environment_section(const ReportInput& in, const std::vector<RunFiles>& runs);
 
-}  // namespace timitseg::report::sections
+}  // namespace timitseg::app::report::sections

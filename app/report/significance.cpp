@@ -9,7 +9,7 @@
 #include <limits>
 #include <stdexcept>
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 double t_two_sided_p(double t, int df) {
   if (df < 1) throw std::invalid_argument("t-test: degrees of freedom must be >= 1");
@@ -105,4 +105,4 @@ std::string p_sign_text(const PairedTest& t) {
   return p_text(t.p_sign) + " (" + std::to_string(t.positive) + "+/" + std::to_string(t.negative) + "-)";
 }
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

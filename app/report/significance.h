@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 struct PairedTest {
   int n = 0;                  // pairs (seeds)
@@ -50,4 +50,4 @@ std::string t_text(const PairedTest& t);
 std::string p_t_text(const PairedTest& t);
 std::string p_sign_text(const PairedTest& t);
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

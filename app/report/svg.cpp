@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 std::string escape(std::string_view text) {
   std::string out;
@@ -280,4 +280,4 @@ void viridis(double v, uint8_t rgb[3]) {
   for (int k = 0; k < 3; ++k) rgb[k] = static_cast<uint8_t>(std::lround(stops[i][k] + f * (stops[i + 1][k] - stops[i][k])));
 }
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-namespace timitseg::report {
+namespace timitseg::app::report {
 
 // Escapes & < > " ' for HTML/SVG text and attribute values.
 std::string escape(std::string_view text);
@@ -99,4 +99,4 @@ std::string base64(const std::string& bytes);
 // Sequential colour map (viridis, 5 stops interpolated) of v in [0, 1].
 void viridis(double v, uint8_t rgb[3]);
 
-}  // namespace timitseg::report
+}  // namespace timitseg::app::report

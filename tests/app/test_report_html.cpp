@@ -91,11 +91,11 @@ class ReportHtml : public ::testing::Test {
     return -1;
   }
   // 3 frames of iy decoded as ih, 2 of sil right, 4 of s right
-  report::RunReport run(const std::string& name) const {
-    report::RunReport r;
+  app::report::RunReport run(const std::string& name) const {
+    app::report::RunReport r;
     r.run_dir = (dir_ / name).string();
     r.has_predictions = true;
-    report::UtteranceLabels u;
+    app::report::UtteranceLabels u;
     u.id = "dev/u1";
     u.ref = {idx("iy"), idx("iy"), idx("iy"), idx("sil"), idx("sil"), idx("s"), idx("s"), idx("s"), idx("s")};
     u.pred = {idx("ih"), idx("ih"), idx("ih"), idx("sil"), idx("sil"), idx("s"), idx("s"), idx("s"), idx("s")};
@@ -110,10 +110,10 @@ class ReportHtml : public ::testing::Test {
 }  // namespace
 
 TEST_F(ReportHtml, ConfigTableShowsTheVersionAndResolvedChoices) {
-  report::ReportInput in;
+  app::report::ReportInput in;
   in.names39 = names_;
   in.runs = {run("semi")};
-  const std::string h = report::build_html(in);
+  const std::string h = app::report::build_html(in);
   EXPECT_NE(h.find("<tr><td>version</td><td>9.8.7</td></tr>"), std::string::npos);
   EXPECT_NE(h.find("<tr><td>device</td><td>cpu</td></tr>"), std::string::npos);
   EXPECT_NE(h.find("<tr><td>CRF backend</td><td>cpu</td></tr>"), std::string::npos);
@@ -122,7 +122,7 @@ TEST_F(ReportHtml, ConfigTableShowsTheVersionAndResolvedChoices) {
 TEST_F(ReportHtml, ConfusionMatrixInPhoneticClassOrder) {
   // the order: every 39-set phone once, the classes in their conventional order
   std::vector<std::string> cls;
-  const std::vector<int> ord = report::phone_class_order(names_, &cls);
+  const std::vector<int> ord = app::report::phone_class_order(names_, &cls);
   ASSERT_EQ(ord.size(), 39u);
   std::vector<std::string> ordered;
   for (int i : ord) ordered.push_back(names_[i]);
@@ -134,10 +134,10 @@ TEST_F(ReportHtml, ConfusionMatrixInPhoneticClassOrder) {
   EXPECT_EQ(cls.front(), "vowels");
   EXPECT_EQ(cls.back(), "silence");
 
-  report::ReportInput in;
+  app::report::ReportInput in;
   in.names39 = names_;
   in.runs = {run("semi")};
-  const std::string svg = svg_with(report::build_html(in), "id=\"plot-confusion-0\"");
+  const std::string svg = svg_with(app::report::build_html(in), "id=\"plot-confusion-0\"");
   ASSERT_FALSE(svg.empty());
   // row labels in that order, at a readable size
   EXPECT_EQ(all(svg, std::regex("font-size=\"12\"[^>]*class=\"row-label\"[^>]*>([^<]*)<")), want);
@@ -160,10 +160,10 @@ TEST_F(ReportHtml, ConfusionMatrixInPhoneticClassOrder) {
 }
 
 TEST_F(ReportHtml, OverlaidRunsDifferInLineStyle) {
-  report::ReportInput in;
+  app::report::ReportInput in;
   in.names39 = names_;
   in.runs = {run("semi"), run("linear")};
-  const std::string h = report::build_html(in);
+  const std::string h = app::report::build_html(in);
   for (const char* plot : {"id=\"plot-dev-per\"", "id=\"plot-boundary-f1-tolerance\""}) {
     const std::string svg = svg_with(h, plot);
     ASSERT_FALSE(svg.empty()) << plot;
@@ -173,9 +173,9 @@ TEST_F(ReportHtml, OverlaidRunsDifferInLineStyle) {
     ASSERT_TRUE(std::regex_search(svg, m0, r0)) << plot;
     ASSERT_TRUE(std::regex_search(svg, m1, r1)) << plot;
     EXPECT_EQ(m0.str().find("stroke-dasharray"), std::string::npos) << "run 0 is solid: " << m0.str();
-    EXPECT_NE(m1.str().find("stroke-dasharray=\"" + report::run_dash(1) + "\""), std::string::npos) << m1.str();
+    EXPECT_NE(m1.str().find("stroke-dasharray=\"" + app::report::run_dash(1) + "\""), std::string::npos) << m1.str();
     // the chart's legend draws the same style
-    EXPECT_NE(svg.find("class=\"legend-line\" stroke-dasharray=\"" + report::run_dash(1) + "\""), std::string::npos)
+    EXPECT_NE(svg.find("class=\"legend-line\" stroke-dasharray=\"" + app::report::run_dash(1) + "\""), std::string::npos)
         << plot;
   }
   // the per-phone duration panels too
@@ -183,18 +183,18 @@ TEST_F(ReportHtml, OverlaidRunsDifferInLineStyle) {
   ASSERT_NE(grid, std::string::npos);
   const std::string durations = h.substr(grid, h.find("id=\"confusion\"") - grid);
   EXPECT_TRUE(std::regex_search(durations, std::regex("<polyline[^>]*class=\"series\" data-run=\"1\"[^>]*stroke-dasharray=\"" +
-                                                      report::run_dash(1) + "\"")));
+                                                      app::report::run_dash(1) + "\"")));
   EXPECT_FALSE(std::regex_search(durations, std::regex("<polyline[^>]*data-run=\"0\"[^>]*stroke-dasharray")));
   // the second series (dev loss) is dotted and marked, whatever the run
   const std::string loss = svg_with(h, "id=\"plot-train-loss\"");
   EXPECT_NE(loss.find("class=\"series second\" data-run=\"1\""), std::string::npos);
-  EXPECT_NE(loss.find(std::string("stroke-dasharray=\"") + report::kSecondSeriesDash + "\""), std::string::npos);
+  EXPECT_NE(loss.find(std::string("stroke-dasharray=\"") + app::report::kSecondSeriesDash + "\""), std::string::npos);
   // the page legend shows each run's style
-  EXPECT_NE(h.find("data-run=\"1\"><line x1=\"1\" y1=\"5\" x2=\"33\" y2=\"5\" stroke=\"" + report::run_color(1) +
-                   "\" stroke-width=\"2.5\" stroke-dasharray=\"" + report::run_dash(1) + "\""),
+  EXPECT_NE(h.find("data-run=\"1\"><line x1=\"1\" y1=\"5\" x2=\"33\" y2=\"5\" stroke=\"" + app::report::run_color(1) +
+                   "\" stroke-width=\"2.5\" stroke-dasharray=\"" + app::report::run_dash(1) + "\""),
             std::string::npos);
-  EXPECT_NE(report::run_dash(1), report::run_dash(2));
-  EXPECT_EQ(report::run_dash(0), "");
+  EXPECT_NE(app::report::run_dash(1), app::report::run_dash(2));
+  EXPECT_EQ(app::report::run_dash(0), "");
 }
 
 TEST_F(ReportHtml, SpectrogramIsTheLogMelOfTheAudioOrSaysWhyNot) {
@@ -208,40 +208,40 @@ TEST_F(ReportHtml, SpectrogramIsTheLogMelOfTheAudioOrSaysWhyNot) {
   u.features.assign(48 * 39, 0.5f);
   u.audio_path = wav.string();
   const data::FeatureOptions mfcc = data::FeatureOptions::defaults_for("mfcc");
-  std::vector<report::Spectrogram> d = report::pick_drawn({&u}, mfcc, 1);
+  std::vector<app::report::Spectrogram> d = app::report::pick_drawn({&u}, mfcc, 1);
   ASSERT_EQ(d.size(), 1u);
   ASSERT_TRUE(d[0].log_mel) << d[0].note;
-  EXPECT_EQ(d[0].D, report::kSpectrogramMelBins);
+  EXPECT_EQ(d[0].D, app::report::kSpectrogramMelBins);
   EXPECT_EQ(d[0].T, 48);
   // the loudest bin of a middle frame: the mel filter whose centre is nearest 1 kHz
   // (centres evenly spaced in mel = 1127 ln(1 + f / 700) between 20 Hz and 8 kHz)
   auto mel = [](double f) { return 1127.0 * std::log(1.0 + f / 700.0); };
-  const double lo = mel(20), hi = mel(8000), step = (hi - lo) / (report::kSpectrogramMelBins + 1);
+  const double lo = mel(20), hi = mel(8000), step = (hi - lo) / (app::report::kSpectrogramMelBins + 1);
   int want = 0;
-  for (int k = 0; k < report::kSpectrogramMelBins; ++k)
+  for (int k = 0; k < app::report::kSpectrogramMelBins; ++k)
     if (std::abs(lo + (k + 1) * step - mel(1000)) < std::abs(lo + (want + 1) * step - mel(1000))) want = k;
-  const float* row = &d[0].features[24 * report::kSpectrogramMelBins];
-  const int got = static_cast<int>(std::max_element(row, row + report::kSpectrogramMelBins) - row);
+  const float* row = &d[0].features[24 * app::report::kSpectrogramMelBins];
+  const int got = static_cast<int>(std::max_element(row, row + app::report::kSpectrogramMelBins) - row);
   EXPECT_EQ(got, want);
   EXPECT_GT(row[got] - row[5], 5.0) << "1 kHz tone: bin " << got << " should stand well above 100 Hz";
 
   write_run(dir_ / "semi", 1);
-  report::ReportInput in;
+  app::report::ReportInput in;
   in.names39 = names_;
   in.runs = {run("semi")};
   in.drawn = d;
-  std::string h = report::build_html(in);
+  std::string h = app::report::build_html(in);
   EXPECT_NE(h.find("class=\"spec-kind\">log-mel<"), std::string::npos);
   EXPECT_EQ(h.find("no spectrogram"), std::string::npos);
 
   // the audio gone: the model's features, with a note naming the file
   fs::remove(wav);
-  d = report::pick_drawn({&u}, mfcc, 1);
+  d = app::report::pick_drawn({&u}, mfcc, 1);
   ASSERT_FALSE(d[0].log_mel);
   EXPECT_EQ(d[0].D, 39);
   EXPECT_NE(d[0].note.find(wav.string()), std::string::npos) << d[0].note;
   in.drawn = d;
-  h = report::build_html(in);
+  h = app::report::build_html(in);
   EXPECT_NE(h.find("class=\"spec-kind\">mfcc features<"), std::string::npos);
   EXPECT_NE(h.find("no spectrogram: audio not reachable (" + wav.string()), std::string::npos);
 }

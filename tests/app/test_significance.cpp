@@ -10,7 +10,7 @@
 
 #include "app/report/significance.h"
 
-using namespace timitseg::report;
+using namespace timitseg::app::report;
 
 TEST(Significance, PairedTTestMatchesScipy) {
   struct Case {

@@ -11,7 +11,7 @@
 
 #include "app/report/svg.h"
 
-using namespace timitseg::report;
+using namespace timitseg::app::report;
 
 TEST(Svg, EscapesTextAndAttributes) {
   EXPECT_EQ(escape("a<b & c>\"d\" 'e'"), "a&lt;b &amp; c&gt;&quot;d&quot; &#39;e&#39;");

@@ -1,5 +1,5 @@
 // The checkpoint calls of the C API: decode of a file and of samples equals
-// what `timitseg decode` (model::decode) writes to the .PHN; align places the
+// what `timitseg decode` (eval::decode) writes to the .PHN; align places the
 // given phones in order; bad inputs are statuses with one line.
 #include <gtest/gtest.h>
 
@@ -81,12 +81,12 @@ std::vector<int16_t> CapiModel::pcm_;
 }  // namespace
 
 TEST_F(CapiModel, DecodeEqualsTheDecodeCommandsPhn) {
-  model::DecodeOptions o;
+  eval::DecodeOptions o;
   o.checkpoint = (dir_ / "m.safetensors").string();
   o.inputs = {(dir_ / "a.wav").string()};
   o.out_dir = (dir_ / "out").string();
   o.device = "cpu";
-  ASSERT_EQ(model::decode(o), 1);
+  ASSERT_EQ(eval::decode(o), 1);
   Rows want;
   std::istringstream in(read_file((dir_ / "out" / "a.PHN").string()));
   int64_t b, e;

@@ -72,7 +72,7 @@ class AlignE2E : public ::testing::Test {
     t.source = phn.string();
     t.phones = data::parse_phn_phones(phn.string(), read_file(phn.string()));
     std::vector<std::string> out;
-    for (int32_t c : model::to_classes(t, s.labels).classes) out.push_back(s.labels.names[c]);
+    for (int32_t c : eval::to_classes(t, s.labels).classes) out.push_back(s.labels.names[c]);
     return out;
   }
 };
@@ -245,7 +245,7 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
   for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
     const fs::path wav = u.audio_path, phn = fs::path(u.audio_path).replace_extension(".PHN");
     std::vector<data::Problem> problems;
-    const auto ref = model::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
+    const auto ref = eval::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
     const std::vector<PhnRow> rows = read_phn((out / fs::relative(wav, test).replace_extension()).string() + ".PHN");
     ASSERT_EQ(rows.size(), ref.size()) << phn;
     for (size_t i = 1; i < ref.size(); ++i)

@@ -14,8 +14,8 @@ using namespace timitseg;
 
 namespace {
 
-model::AlignedOutput sample(bool words) {
-  model::AlignedOutput a;
+eval::AlignedOutput sample(bool words) {
+  eval::AlignedOutput a;
   a.utterance = "spk1_utt2";
   a.audio = "in/a.wav";
   a.sample_rate = 16000;
@@ -36,7 +36,7 @@ std::string text_of(const std::vector<std::pair<std::string, std::string>>& file
 }  // namespace
 
 TEST(AlignFormats, EveryFormatWithWords) {
-  const auto files = model::render_alignment(sample(true), {"phn", "textgrid", "csv", "json", "ctm"});
+  const auto files = eval::render_alignment(sample(true), {"phn", "textgrid", "csv", "json", "ctm"});
   std::vector<std::string> suffixes;
   for (const auto& f : files) suffixes.push_back(f.first);
   EXPECT_EQ(suffixes, (std::vector<std::string>{".PHN", ".TextGrid", ".csv", ".json", ".ctm", ".words.ctm"}));
@@ -69,20 +69,20 @@ TEST(AlignFormats, EveryFormatWithWords) {
 }
 
 TEST(AlignFormats, WithoutWordsNoWordOutput) {
-  const auto files = model::render_alignment(sample(false), {"csv", "ctm", "json"});
+  const auto files = eval::render_alignment(sample(false), {"csv", "ctm", "json"});
   ASSERT_EQ(files.size(), 3u);  // no .words.ctm
   EXPECT_EQ(text_of(files, ".csv").find("word,"), std::string::npos);
   EXPECT_FALSE(nlohmann::json::parse(text_of(files, ".json")).contains("words"));
-  EXPECT_EQ(model::render_alignment(sample(false), {"textgrid"})[0].second.find("words"), std::string::npos);
+  EXPECT_EQ(eval::render_alignment(sample(false), {"textgrid"})[0].second.find("words"), std::string::npos);
 }
 
 TEST(AlignFormats, ParseListKeepsTableOrderAndRejectsUnknown) {
-  EXPECT_EQ(model::parse_align_formats({"ctm", "phn", "ctm"}), (std::vector<std::string>{"phn", "ctm"}));
+  EXPECT_EQ(eval::parse_align_formats({"ctm", "phn", "ctm"}), (std::vector<std::string>{"phn", "ctm"}));
   try {
-    model::parse_align_formats({"phn", "srt"});
+    eval::parse_align_formats({"phn", "srt"});
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "--format: unknown format 'srt' (one or more of phn, textgrid, csv, json, ctm)");
   }
-  EXPECT_THROW(model::parse_align_formats({}), std::invalid_argument);
+  EXPECT_THROW(eval::parse_align_formats({}), std::invalid_argument);
 }

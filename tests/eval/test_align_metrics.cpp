@@ -20,7 +20,7 @@ TEST(AlignModel, ToClassesMapsMergesAndKeepsWords) {
   t.phones = {"h#", "bcl", "b", "q", "ah", "s", "s", "t", "aa", "pcl", "p", "h#"};
   t.words = {"bus", "stop"};
   t.word_of_phone = {-1, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, -1};
-  const model::ClassSequence cs = model::to_classes(t, ls);
+  const eval::ClassSequence cs = eval::to_classes(t, ls);
   std::vector<std::string> names;
   for (int32_t c : cs.classes) names.push_back(ls.names[c]);
   EXPECT_EQ(names, (std::vector<std::string>{"sil", "b", "ah", "s", "t", "aa", "sil", "p", "sil"}));
@@ -28,7 +28,7 @@ TEST(AlignModel, ToClassesMapsMergesAndKeepsWords) {
   EXPECT_EQ(cs.word_last, (std::vector<int>{0, 0, 0, 1, 1, 1, 1, 1, -1}));
   t.phones[4] = "xx";
   try {
-    model::to_classes(t, ls);
+    eval::to_classes(t, ls);
     ADD_FAILURE() << "no error";
   } catch (const data::TranscriptError& e) {
     EXPECT_EQ(std::string(e.what()).rfind("u.WRD: phone 'xx' is not in the label set (39 phones: ", 0), 0u) << e.what();
@@ -39,29 +39,29 @@ TEST(AlignModel, ToClassesMapsMergesAndKeepsWords) {
   o.source = "o";
   o.phones = {"h#", "sh", "pau", "h#", "iy", "pau", "bcl", "b", "h#"};
   o.optional = {1, 0, 1, 1, 0, 1, 0, 0, 1};
-  const model::ClassSequence co = model::to_classes(o, ls);
+  const eval::ClassSequence co = eval::to_classes(o, ls);
   names.clear();
   for (int32_t c : co.classes) names.push_back(ls.names[c]);
   // 39 set: pau, h# and bcl are all sil: "pau h#" merge (optional), "pau bcl" merge (obligatory).
   EXPECT_EQ(names, (std::vector<std::string>{"sil", "sh", "sil", "iy", "sil", "b", "sil"}));
   EXPECT_EQ(co.optional, (std::vector<int32_t>{1, 0, 1, 0, 0, 0, 1}));
   const model::LabelSet l61 = model::LabelSet::make(61);
-  const model::ClassSequence c61 = model::to_classes(o, l61);  // 61 set: pau then h# are two optional phones
+  const eval::ClassSequence c61 = eval::to_classes(o, l61);  // 61 set: pau then h# are two optional phones
   names.clear();
   for (int32_t c : c61.classes) names.push_back(l61.names[c]);
   EXPECT_EQ(names, (std::vector<std::string>{"h#", "sh", "pau", "iy", "pau", "bcl", "b", "h#"}));
   EXPECT_EQ(c61.optional, (std::vector<int32_t>{1, 0, 1, 0, 1, 0, 0, 1}));
   o.phones = {"h#", "pau"};
   o.optional = {1, 1};
-  EXPECT_THROW(model::to_classes(o, l61), data::TranscriptError);
+  EXPECT_THROW(eval::to_classes(o, l61), data::TranscriptError);
   // The label set's own names are accepted too (cl, vcl in the 48 set).
   const model::LabelSet l48 = model::LabelSet::make(48);
   data::Transcript u;
   u.source = "l";
   u.phones = {"sil", "vcl", "b", "cl", "t", "sil"};
-  EXPECT_EQ(model::to_classes(u, l48).classes.size(), 6u);
+  EXPECT_EQ(eval::to_classes(u, l48).classes.size(), 6u);
   u.phones = {"q"};
-  EXPECT_THROW(model::to_classes(u, l48), data::TranscriptError);
+  EXPECT_THROW(eval::to_classes(u, l48), data::TranscriptError);
 }
 
 TEST(AlignModel, ReferenceRunsAndBoundaryMetrics) {
@@ -71,13 +71,13 @@ TEST(AlignModel, ReferenceRunsAndBoundaryMetrics) {
   for (const char* p : {"h#", "h#", "pau", "s", "s", "s", "ix", "ih", "t"})  // h#, pau -> sil; ix, ih -> ih
     u.labels.push_back(ps.index61(p));
   u.num_frames = static_cast<int32_t>(u.labels.size());
-  const auto runs = model::reference_runs(u, ls);
+  const auto runs = eval::reference_runs(u, ls);
   ASSERT_EQ(runs.size(), 4u);
   EXPECT_EQ(runs[0].second, 3);
   EXPECT_EQ(runs[1].second, 3);
   EXPECT_EQ(runs[2].second, 2);
   EXPECT_EQ(runs[3].second, 1);
-  model::AlignMetrics m;
+  eval::AlignMetrics m;
   m.add({3, 6, 8}, {3, 8, 4}, 10.0);  // errors 0, 20, 40 ms
   m.add({5}, {6}, 10.0);              // 10 ms
   const nlohmann::json j = m.to_json();
@@ -88,7 +88,7 @@ TEST(AlignModel, ReferenceRunsAndBoundaryMetrics) {
   EXPECT_DOUBLE_EQ(j["within_ms"]["50"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j["mean_abs_ms"].get<double>(), 17.5);
   EXPECT_DOUBLE_EQ(j["median_abs_ms"].get<double>(), 15.0);
-  EXPECT_FALSE(model::AlignMetrics().to_json().contains("mean_abs_ms"));  // no boundary: no NaN
+  EXPECT_FALSE(eval::AlignMetrics().to_json().contains("mean_abs_ms"));  // no boundary: no NaN
 }
 
 TEST(AlignModel, BroadClassesOfEveryPhoneSet) {
@@ -124,16 +124,16 @@ TEST(AlignModel, PhnReferenceMergesQGapsAndEqualClasses) {
            {0, 100, "q"}, {100, 2000, "h#"}, {2000, 2500, "bcl"}, {2500, 2700, "b"}, {2800, 4000, "ah"},
            {4000, 4300, "q"}, {4300, 5000, "t"}, {5000, 6000, "h#"}})
     phn.push_back({b, e, p, 0});
-  const auto ref = model::phn_reference(phn, ls);
+  const auto ref = eval::phn_reference(phn, ls);
   // leading q -> h#; h# bcl -> one sil; the gap 2700-2800 -> b; the q 4000-4300 -> ah
   std::vector<std::tuple<std::string, int64_t, int64_t>> got;
-  for (const model::RefPhone& r : ref) got.emplace_back(ls.names[r.cls], r.start, r.end);
+  for (const eval::RefPhone& r : ref) got.emplace_back(ls.names[r.cls], r.start, r.end);
   EXPECT_EQ(got, (std::vector<std::tuple<std::string, int64_t, int64_t>>{
                      {"sil", 0, 2500}, {"b", 2500, 2800}, {"ah", 2800, 4300}, {"t", 4300, 5000}, {"sil", 5000, 6000}}));
 }
 
 TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
-  model::AlignMetrics m;
+  eval::AlignMetrics m;
   // reference at 16 kHz: 100 ms, 200 ms; aligned at 8 kHz: 101 ms, 197.5 ms -> errors 1, 2.5 ms
   m.add_samples({1600, 3200}, 16000, {808, 1580}, 8000, {0, 5});
   m.add_samples({16000}, 16000, {8100}, 8000, {0});  // 1000 ms against 1012.5 ms -> 12.5 ms
@@ -157,7 +157,7 @@ TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
 }
 
 TEST(AlignModel, TextGridTiers) {
-  const std::string tg = model::textgrid_tiers(
+  const std::string tg = eval::textgrid_tiers(
       {{"phones", {{0, 8000, "sil"}, {8000, 16000, "aa"}}}, {"words", {{0, 8000, ""}, {8000, 16000, "say \"a\""}}}},
       16000, 16000);
   EXPECT_NE(tg.find("size = 2\n"), std::string::npos);

@@ -15,7 +15,7 @@
 
 #include "eval/metrics.h"
 
-using namespace timitseg::model;
+using namespace timitseg::eval;
 
 namespace {
 

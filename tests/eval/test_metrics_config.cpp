@@ -13,6 +13,7 @@
 #include "model/optim.h"
 
 using namespace timitseg::model;
+using namespace timitseg::eval;
 
 TEST(Metrics, Levenshtein) {
   EXPECT_EQ(levenshtein({1, 2, 3}, {1, 2, 3}), 0);

@@ -341,6 +341,7 @@ TEST_F(TrainInterrupt, SigintInFirstEpochSaysNothingToResume) {
 // train() at epoch 1, batch 0, with nothing to resume and nothing written.
 TEST_F(TrainInterrupt, StopBeforeFirstStepInProcess) {
   using namespace timitseg::model;
+using namespace timitseg::train;
   const Config cfg = Config::load(config("run_inproc"), {});
   const TrainData data = load_train_data(cfg);
   request_stop();

@@ -25,6 +25,7 @@
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::train;
 
 namespace {
 

@@ -199,7 +199,7 @@ TEST_F(TrainE2E, NonFiniteStepStopsWithDiagnosticsAndReplayFile) {
   EXPECT_FALSE(fs::exists(out));
   EXPECT_FALSE(fs::exists(run_c / "checkpoints" / "epoch-1.safetensors"));
   // nothing was completed, so the same run directory can be retried (without the injection)
-  EXPECT_NO_THROW(model::check_fresh_run_dir(run_c.string()));
+  EXPECT_NO_THROW(train::check_fresh_run_dir(run_c.string()));
 }
 
 // data.label_set 48 and 61 train and evaluate: C = 48 and C = 60 (61 without q,
@@ -293,8 +293,8 @@ TEST_F(TrainE2E, FreshRunRefusesExistingRunDir) {
   EXPECT_NE(again2.rc, 0);
   EXPECT_NE(again2.output.find("epoch-1.safetensors"), std::string::npos) << again2.output;
   // the library entry point refuses too (tests and tools call it directly)
-  EXPECT_THROW(model::check_fresh_run_dir(run_d.string()), std::runtime_error);
-  EXPECT_NO_THROW(model::check_fresh_run_dir((dir_ / "no_such_run").string()));
+  EXPECT_THROW(train::check_fresh_run_dir(run_d.string()), std::runtime_error);
+  EXPECT_NO_THROW(train::check_fresh_run_dir((dir_ / "no_such_run").string()));
 
   // --resume continues the run (raising train.epochs)
   std::ofstream(run_d / "metrics.jsonl") << before;

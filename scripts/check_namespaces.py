@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""Namespaces match folders (issue 32): every .h/.cpp/.cu/.cuh of the product's
+folders opens the namespace of its folder and no other folder's.
+
+  scripts/check_namespaces.py [--root DIR]
+
+  common/ -> timitseg (its generic utilities; sub-namespaces such as timitseg::cuda allowed)
+  FOLDER/ -> timitseg::FOLDER, or a namespace inside it (timitseg::crf::cpu,
+             timitseg::model::gpu, timitseg::app::report::sections, ...)
+             for FOLDER in app capi crf data model eval train
+
+A sub-folder's files live inside their folder's namespace: crf/cpu/ in
+timitseg::crf::cpu, crf/reference/ in timitseg::crf::reference, crf/cuda/ in
+timitseg::crf::cuda_impl; model/cpu/ and model/cuda/, the private
+implementations of model/'s interfaces, in timitseg::model and its detail
+namespaces (a namespace timitseg::model::cuda would hide common/'s
+timitseg::cuda from all of model/). Two kinds of file are exempt: a file that
+opens no namespace at all and declares nothing but includes or macros, and
+capi/ files defining the C API (`extern "C"`), whose functions and handle
+structs are global by the C ABI.
+
+Prints FILE: what is wrong, for each file that opens no namespace of its
+folder or opens another folder's namespace (timitseg::OTHER), and exits 1 when
+there is any, 0 otherwise.
+"""
+import argparse
+import os
+import re
+import sys
+
+FOLDERS = ("common", "crf", "data", "model", "eval", "train", "app", "capi")
+EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
+OPEN = re.compile(r"^\s*namespace\s+([A-Za-z_][\w:]*)\s*\{", re.M)
+COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
+
+
+def expected(folder):
+    return "timitseg" if folder == "common" else f"timitseg::{folder}"
+
+
+def opened(text):
+    """The project namespaces a file opens (`namespace timitseg::x {`, or nested
+    `namespace timitseg {` ... `namespace x {` one level down)."""
+    code = COMMENT.sub("", text)
+    names = []
+    for m in OPEN.finditer(code):
+        names.append(m.group(1))
+    out = [n for n in names if n == "timitseg" or n.startswith("timitseg::")]
+    # `namespace timitseg {` followed by `namespace x {`: count as timitseg::x
+    if "timitseg" in names:
+        for a, b in zip(names, names[1:]):
+            if a == "timitseg" and not b.startswith("timitseg"):
+                out.append(f"timitseg::{b}")
+    return out
+
+
+def problems(root):
+    out = []
+    for folder in FOLDERS:
+        want = expected(folder)
+        for dp, dn, fn in os.walk(os.path.join(root, folder)):
+            dn.sort()
+            for f in sorted(fn):
+                if not f.endswith(EXTENSIONS):
+                    continue
+                path = os.path.join(dp, f)
+                rel = os.path.relpath(path, root)
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    text = fh.read()
+                ns = opened(text)
+                code = COMMENT.sub("", text)
+                if folder == "capi" and 'extern "C"' in code:
+                    continue
+                if not ns:
+                    if re.search(r"^\s*namespace\s", code, re.M) or re.search(
+                            r"^\s*(struct|class|enum|template|using|[\w:<>]+\s+[\w:]+\s*\()", code, re.M):
+                        out.append(f"{rel}: opens no namespace {want} (code of {folder}/ lives in {want})")
+                    continue
+                if folder == "common":
+                    if "timitseg" not in ns and not any(n.startswith("timitseg::") for n in ns):
+                        out.append(f"{rel}: opens no namespace timitseg")
+                    foreign = [n for n in ns if n.split("::")[1:2] and n.split("::")[1] in FOLDERS]
+                else:
+                    mine = [n for n in ns if n == want or n.startswith(want + "::")]
+                    if not mine:
+                        out.append(f"{rel}: opens {', '.join(sorted(set(ns)))}, not {want} (the namespace of {folder}/)")
+                    foreign = [n for n in ns if n != "timitseg" and not (n == want or n.startswith(want + "::"))
+                               and n.split("::")[1] in FOLDERS]
+                for n in sorted(set(foreign)):
+                    out.append(f"{rel}: opens {n}, the namespace of {n.split('::')[1]}/, from {folder}/")
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    a = ap.parse_args()
+    bad = problems(a.root)
+    for line in bad:
+        print(line)
+    if bad:
+        files = {line.split(": ", 1)[0] for line in bad}
+        print(f"check_namespaces: {len(files)} file(s) whose namespace does not match its folder (docs/design.md)")
+        return 1
+    print("check_namespaces: every file opens the namespace of its folder (common/: timitseg, FOLDER/: timitseg::FOLDER)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
