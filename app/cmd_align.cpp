@@ -16,6 +16,7 @@
 
 #include "app/bench_inputs.h"
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "common/buffer.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"
@@ -64,7 +65,7 @@ void run_bench_align(const BenchAlignOptions& o) {
   const int64_t calls = (o.utterances + B - 1) / B;
   const crf::Dims dims{B, o.frames, o.max_duration, o.classes};
   const AlignInputs in = make_align_inputs(dims, o.phones, o.seed);
-  std::unique_ptr<crf::Backend> be = crf::make_backend(o.backend, crf::BackendOptions{o.threads, nullptr});
+  std::unique_ptr<crf::Backend> be = crf::make_backend(crf::backend_kind(o.backend), crf::BackendOptions{o.threads, nullptr});
   crf::Session session(*be);
   // Inputs and outputs in the backend's memory space, allocated once.
   const Memory mem = be->on_device() ? Memory::device : Memory::host;
@@ -90,7 +91,7 @@ void run_bench_align(const BenchAlignOptions& o) {
     const int64_t n = std::min<int64_t>(o.check_utterances, B);
     AlignInputs h = make_align_inputs(crf::Dims{n, o.frames, o.max_duration, o.classes}, o.phones, o.seed);
     // (inputs of their own, batch n, the same shapes; run on both backends)
-    auto ref = crf::make_backend("reference");
+    auto ref = crf::make_backend(crf::BackendKind::reference);
     const crf::AlignResult a = crf::align_host(*be, h.dims, h.params(), h.N, h.phones.data(), h.nph.data());
     const crf::AlignResult r = crf::align_host(*ref, h.dims, h.params(), h.N, h.phones.data(), h.nph.data());
     for (int64_t b = 0; b < n; ++b) {
@@ -184,11 +185,10 @@ void add_align_command(CLI::App& app) {
   c->add_flag("--obligatory-silence", *obligatory,
               "Words: the silences (h# at the edges, pau with --word-silence) must take at least one frame "
               "(by default the aligner may skip them)");
-  c->add_option("--crf-backend", o->backend,
-                "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
-  c->add_option("--device", o->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
+  add_backend_option(c, "--crf-backend", &o->backend,
+                     "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)");
+  add_enum_option<model::DeviceSetting>(c, "--device", &o->device,
+                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
   c->callback([o, timit, no_closures, no_edge, obligatory] {

@@ -156,7 +156,7 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
 
 // Several processes: the gradient all-reduce alone, 50 times (the scaling
 // model's t_ar, docs/multigpu.md), with nccl-tests' algorithm and bus bandwidth.
-nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& cfg, const std::string& device) {
+nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& cfg, model::Device device) {
   dist::Communicator& world = dist::world();
   model::ModelDims dims;
   dims.input_dim = o.input_dim;
@@ -188,7 +188,7 @@ nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& c
 
 // The config of the benchmark's run: the options' model and schedule, with
 // the `auto` of --rnn-algo and the default --crf-backend resolved here.
-model::Config bench_config(const BenchTrainOptions& o, const std::string& device) {
+model::Config bench_config(const BenchTrainOptions& o, model::Device device) {
   model::Config cfg;
   cfg.model_hidden_dim = o.hidden;
   cfg.model_num_layers = o.layers;
@@ -199,7 +199,7 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
-  cfg.train_device = model::enum_value<model::DeviceSetting>(device, "--device");
+  cfg.train_device = model::device_setting(device);
   cfg.train_threads = o.threads;
   cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(o.rnn_algo, "--rnn-algo");
   cfg.train_bucketing = o.bucketing;
@@ -209,8 +209,8 @@ model::Config bench_config(const BenchTrainOptions& o, const std::string& device
   cfg.debug_check_numerics = o.check_numerics;
   {  // `auto` of --rnn-algo and the default --crf-backend (model/device_choice.h)
     const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true);
-    cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(choice.crf_backend, "crf.backend");
-    cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(choice.rnn_algo, "train.rnn_algo");
+    cfg.crf_backend = model::backend_setting(choice.crf_backend);
+    cfg.train_rnn_algo = choice.rnn_algo;
   }
   return cfg;
 }
@@ -222,7 +222,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   if (o.min_frames < 1 || o.max_frames < o.min_frames)
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
-  const std::string device = model::resolve_device(o.device);
+  const model::Device device = model::resolve_device(model::enum_value<model::DeviceSetting>(o.device, "--device"));
   model::Config cfg = bench_config(o, device);
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
@@ -241,7 +241,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   if (rank0)
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
-              device.c_str(), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
+              model::device_name(device), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
               o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
               o.check_numerics ? "on" : "off");
   if (rank0 && world.size() > 1)
@@ -254,7 +254,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   nlohmann::json out;
   if (world.size() > 1) out["allreduce"] = time_allreduce(o, cfg, device);  // every rank takes part
   if (!rank0) return;  // the other ranks' part ends here
-  out["device"] = device;
+  out["device"] = model::device_name(device);
   out["world_size"] = world.size();
   out["config"] = cfg.to_json();
   nlohmann::json epochs = nlohmann::json::array();
@@ -283,8 +283,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
   model::DeviceChoice choice;  // cfg's, resolved above
   choice.device = device;
-  choice.crf_backend = model::to_string(cfg.crf_backend);
-  choice.rnn_algo = model::to_string(cfg.train_rnn_algo);
+  choice.crf_backend = model::backend_kind(cfg.crf_backend);  // resolved above: never auto
+  choice.rnn_algo = cfg.train_rnn_algo;
   const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);

@@ -303,8 +303,8 @@ void train_all(std::vector<Job>& all, const train::TrainData& data, int jobs) {
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
-int default_jobs(const std::string& device, const model::Config& cfg, const train::TrainData& data, int to_train) {
-  if (device != "cuda" || to_train <= 1) return 1;
+int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train) {
+  if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::LabelSet::make(cfg.data_label_set);
   model::ModelDims dims;
   dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
@@ -416,7 +416,7 @@ struct TrainingDone {
 };
 
 // Trains the jobs that are not reused (--jobs at a time); one error naming every run that did not finish.
-TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, const std::string& device, int jobs_arg) {
+TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, model::Device device, int jobs_arg) {
   TrainingDone done;
   int& to_train = done.to_train;
   int& jobs_used = done.jobs_used;
@@ -427,8 +427,8 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, const
     const train::TrainData data = train::load_train_data(base);
     jobs_used = jobs_arg > 0 ? jobs_arg : default_jobs(device, base, data, to_train);
     jobs_used = std::max(1, std::min(jobs_used, to_train));
-    spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", to_train, jobs.size(), jobs_used, device,
-                 device == "cpu" && jobs_used > 1 ? " (their parallel sections share one thread pool)" : "");
+    spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", to_train, jobs.size(), jobs_used,
+                 model::device_name(device), device == model::Device::cpu && jobs_used > 1 ? " (their parallel sections share one thread pool)" : "");
     const auto t0 = std::chrono::steady_clock::now();
     train_all(jobs, data, jobs_used);
     train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -464,7 +464,7 @@ void run_compare(const CompareArgs& a) {
   const int K = base.crf_max_duration;
   if (K == 1) spdlog::warn("compare: crf.max_duration is 1 in {}: the semi-CRF run is a linear CRF too", a.config);
   // no GPU for train.device=cuda: one line, before anything is written
-  const std::string device = model::resolve_device(model::to_string(base.train_device));
+  const model::Device device = model::resolve_device(base.train_device);
   train::install_stop_handlers();
 
   const std::vector<compare::Variant> variants = {{"linear", "linear CRF (K=1)", 1},

@@ -64,11 +64,10 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
   const model::ModelState s = model::load_checkpoint(ckpt);
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  const std::string& device = choice.device;
   // as evaluate (model/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
   const model::ExecutorOptions xo =
       model::inference_executor_options(s.config, choice, model::set_threads(cfg.train_threads));
-  std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;
   out.train_frames_per_sec = mean_train_fps(cfg.train_run_dir);

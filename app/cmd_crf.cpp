@@ -21,7 +21,7 @@ void check_threads(const char* cmd, int threads) {
 std::unique_ptr<crf::Backend> backend_by_name(const std::string& name, int threads) {
   crf::BackendOptions options;
   options.threads = threads;
-  return crf::make_backend(name, options);
+  return crf::make_backend(crf::backend_kind(name), options);  // the user's word read here
 }
 
 }  // namespace crf_cmd

@@ -117,7 +117,7 @@ double physical_memory_bytes() {
 // and the workspace (the reference backend also widens to float64 inside).
 // Device memory of the cuda backend is that backend's business (a failed
 // cudaMalloc is reported by it).
-double bench_host_bytes(const Dims& d, const std::string& backend, bool dev, int threads_option) {
+double bench_host_bytes(const Dims& d, crf::BackendKind backend, bool dev, int threads_option) {
   const double B = static_cast<double>(d.B), T = static_cast<double>(d.T), K = static_cast<double>(d.K),
                C = static_cast<double>(d.C);
   const double params = 4.0 * (C * C + K * C + 2.0 * C);
@@ -126,7 +126,7 @@ double bench_host_bytes(const Dims& d, const std::string& backend, bool dev, int
   if (dev) return inputs + frames;
   double rest = inputs /* copies */ + 4.0 * B * (T + 1) * C + params /* gradients */ + 12.0 * B * T /* segments */ +
                 24.0 * B;
-  if (backend == "reference") {
+  if (backend == crf::BackendKind::reference) {
     rest += 24.0 * B * (T + 1) * C + 16.0 * (T + 1) * C + 8.0 * K * C;  // float64 copies, gradients, alpha/beta
   } else {  // cpu layout (crf/cpu/cpu.cpp): shared + per thread + per utterance, float64
     const double threads = std::max(1.0, std::min(B, static_cast<double>(resolve_threads(threads_option))));
@@ -151,7 +151,7 @@ void run_bench(const BenchOptions& o) {
   const std::string dims_str = "B=" + std::to_string(dims.B) + " T=" + std::to_string(dims.T) +
                                " K=" + std::to_string(dims.K) + " C=" + std::to_string(dims.C);
   auto be = backend_by_name(o.backend, o.threads);
-  const double need = bench_host_bytes(dims, o.backend, be->on_device(), o.threads), have = physical_memory_bytes();
+  const double need = bench_host_bytes(dims, crf::backend_kind(o.backend), be->on_device(), o.threads), have = physical_memory_bytes();
   if (have > 0 && need > have)
     throw std::runtime_error("bench crf: " + dims_str + " on the " + be->name() + " backend needs about " +
                              fmt_bytes(need) + " of host memory (inputs, gradients and workspace), more than this "
@@ -173,7 +173,7 @@ nlohmann::json check_against_reference(const Inputs& in, int64_t nc, crf::Backen
   const Inputs sub = head(in, nc);
   crf::HostRunOptions ro;
   ro.scale = 1.0 / static_cast<double>(nc);
-  auto ref = crf::make_backend("reference");
+  auto ref = crf::make_backend(crf::BackendKind::reference);
   const HostResult want = crf::run_host(*ref, sub.dims, sub.params(), sub.labels.data(), ro);
   const HostResult got = crf::run_host(be, sub.dims, sub.params(), sub.labels.data(), ro);
   double grad = 0.0;

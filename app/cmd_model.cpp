@@ -135,7 +135,7 @@ bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, train::
     cfg = Config::load(a.config, overrides);
     if (!cfg.train_run_dir.empty()) train::check_fresh_run_dir(cfg.train_run_dir);  // before loading data
   }
-  model::resolve_device(model::to_string(cfg.train_device));  // no GPU for train.device=cuda: one line, before anything is read or written
+  model::resolve_device(cfg.train_device);  // no GPU for train.device=cuda: one line, before anything is read or written
   // SIGINT / SIGTERM from here on: stop after the current step with one line
   // saying how to resume (train/interrupt.h).
   train::install_stop_handlers();
@@ -254,11 +254,11 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--dump-predictions", eo->dump_predictions,
                  "Write the predicted frame labels as JSONL, one line per utterance in split order: {\"index\": I, "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]} (the input of `timitseg score`)");
-  ev->add_option("--crf-backend", eo->backend,
-                 "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
-  ev->add_option("--device", eo->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
-      ->check(enum_words<model::DeviceSetting>());
+  add_backend_option(ev, "--crf-backend", &eo->backend,
+                     "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
+                     "cuda)");
+  add_enum_option<model::DeviceSetting>(ev, "--device", &eo->device,
+                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
   ev->add_option("--phone-bonus", eo->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
@@ -312,11 +312,11 @@ void add_decode_command(CLI::App& app) {
   de->add_option("--out", dec->out_dir,
                  "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their relative layout)")
       ->required();
-  de->add_option("--crf-backend", dec->backend,
-                 "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
-  de->add_option("--device", dec->device, "cpu, cuda or auto (default auto: the GPU when one is present)")
-      ->check(enum_words<model::DeviceSetting>());
+  add_backend_option(de, "--crf-backend", &dec->backend,
+                     "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
+                     "cuda)");
+  add_enum_option<model::DeviceSetting>(de, "--device", &dec->device,
+                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
   de->add_option("--phone-bonus", dec->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "

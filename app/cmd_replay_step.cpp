@@ -7,6 +7,7 @@
 #include <string>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "train/replay_step.h"
 
 namespace timitseg::app {
@@ -19,10 +20,8 @@ void add_replay_step_command(CLI::App& app) {
       "exactly: same batch, model and optimizer state, rng, step and fault (docs/debugging.md)");
   rs->add_option("dump", o->dump, "Dump folder: batch.safetensors, state.safetensors, config.yaml, report.json")
       ->required();
-  rs->add_option("--device", o->device, "cpu, cuda or auto (default: the run's train.device)")
-      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
-  rs->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: the run's crf.backend)")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
+  add_enum_option<model::DeviceSetting>(rs, "--device", &o->device, "cpu, cuda or auto (default: the run's train.device)");
+  add_backend_option(rs, "--crf-backend", &o->crf_backend, "reference, cpu or cuda (default: the run's crf.backend)");
   rs->add_option("--fixed-length", o->fixed_length,
                  "Truncate or pad every row of the batch to N frames (as debug.fixed_length; 0 = off)")
       ->check(CLI::Range(0, 1000000));

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "crf/semicrf.h"
 #include "model/config_enums.h"
 
 namespace timitseg::app {
@@ -21,6 +22,25 @@ CLI::IsMember enum_words() {
   std::vector<std::string> words;
   for (const auto& entry : model::EnumNames<E>::kNames) words.emplace_back(entry.second);
   return CLI::IsMember(words);
+}
+
+// An option taking E's words, read into *out with model::enum_value when given
+// (the command line is where the text becomes the enum).
+template <class E, class Out>
+CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, Out* out, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          flag, [out, flag](const std::string& s) { *out = model::enum_value<E>(s, flag); }, help)
+      ->check(enum_words<E>());
+}
+
+// --crf-backend / --backend: the CRF backend's words (crf::backend_kind_names), read into *out when given.
+template <class Out>
+CLI::Option* add_backend_option(CLI::App* cmd, const std::string& flag, Out* out, const std::string& help) {
+  return cmd
+      ->add_option_function<std::string>(
+          flag, [out](const std::string& s) { *out = crf::backend_kind(s); }, help)
+      ->check(CLI::IsMember(crf::backend_kind_names()));
 }
 
 }  // namespace timitseg::app

@@ -57,12 +57,14 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   if (!(p.reg >= 0.0) || !std::isfinite(p.reg) || !(std::fabs(p.phone_bonus) <= 100.0))
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "reg must be finite and >= 0, phone_bonus in [-100, 100]");
   if (p.threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0, got " + std::to_string(p.threads));
-  std::string name;
+  crf::BackendKind kind{};
   switch (p.backend) {
-    case TIMITSEG_BACKEND_AUTO: name = timitseg::cuda::device_count() > 0 ? "cuda" : "cpu"; break;
-    case TIMITSEG_BACKEND_REFERENCE: name = "reference"; break;
-    case TIMITSEG_BACKEND_CPU: name = "cpu"; break;
-    case TIMITSEG_BACKEND_CUDA: name = "cuda"; break;
+    case TIMITSEG_BACKEND_AUTO:
+      kind = timitseg::cuda::device_count() > 0 ? crf::BackendKind::cuda : crf::BackendKind::cpu;
+      break;
+    case TIMITSEG_BACKEND_REFERENCE: kind = crf::BackendKind::reference; break;
+    case TIMITSEG_BACKEND_CPU: kind = crf::BackendKind::cpu; break;
+    case TIMITSEG_BACKEND_CUDA: kind = crf::BackendKind::cuda; break;
     default: throw ApiError(TIMITSEG_ERR_ARGUMENT, "backend must be AUTO, REFERENCE, CPU or CUDA, got " + std::to_string(p.backend));
   }
   auto h = std::make_unique<timitseg_crf>();
@@ -70,9 +72,9 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   crf::BackendOptions bo;
   bo.threads = p.threads;
   try {
-    h->backend = crf::make_backend(name, bo);
+    h->backend = crf::make_backend(kind, bo);
   } catch (const std::exception& e) {
-    throw ApiError(name == "cuda" ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
+    throw ApiError(kind == crf::BackendKind::cuda ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
   }
   h->cuda = h->backend->on_device();
   h->backend_name = h->backend->name();

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "capi/api_detail.h"
@@ -20,11 +21,13 @@ using timitseg::capi::ApiError;
 using timitseg::capi::guard;
 namespace model = timitseg::model;
 namespace eval = timitseg::eval;
+namespace crf = timitseg::crf;
 namespace fs = std::filesystem;
 
 struct timitseg_model {
   std::string checkpoint;
-  std::string device, backend;
+  model::DeviceSetting device = model::DeviceSetting::automatic;
+  std::optional<crf::BackendKind> backend;  // unset: inference_crf_backend
   int threads = 0;
   model::ModelState state;
   std::unique_ptr<model::Executor> exec;
@@ -47,13 +50,13 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   const timitseg_model_params d = p ? *p : timitseg_model_default_params();
   auto m = std::make_unique<timitseg_model>();
   m->checkpoint = checkpoint;
-  m->device = d.device ? d.device : "auto";
-  m->backend = d.backend ? d.backend : "";
+  const std::string device = d.device ? d.device : "auto";  // the user's words, read here into the enums
   m->threads = d.threads;
-  if (m->device != "cpu" && m->device != "cuda" && m->device != "auto")
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + m->device + "'");
+  if (!model::parse_enum(device, &m->device))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + device + "'");
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
+  if (d.backend && *d.backend) m->backend = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
   m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
   *out = m.release();
 }

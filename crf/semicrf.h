@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace timitseg::crf {
@@ -135,7 +136,7 @@ class Backend {
 };
 
 // Defined in crf/cuda/ when this build has CUDA (TIMITSEG_HAVE_CUDA); never
-// called otherwise. make_backend("cuda") is the public way to get it. Device
+// called otherwise. make_backend(BackendKind::cuda) is the public way to get it. Device
 // memory and copies: common/buffer.h and common/cuda.h.
 std::unique_ptr<Backend> make_cuda_backend();
 
@@ -145,13 +146,28 @@ struct BackendOptions {
   void* stream = nullptr;  // cuda backend: cudaStream_t for every call (nullptr: the default stream)
 };
 
-// Backends by name: "reference", "cpu", "cuda". Throws std::runtime_error with
-// one clear line when the name is unknown or (cuda) no device is available
+// The backends: the float64 oracle, the host recurrences, the device kernels.
+// Code below the command line and the C API selects one by this enum; a
+// user's word (`bench crf --backend`, `crf replay --backend`, `align
+// --backend`, timitseg_crf_create) is read into it at that boundary by
+// parse_backend_kind / backend_kind, over the one table of names in
+// crf/backends.cpp.
+enum class BackendKind { reference, cpu, cuda };
+// "reference", "cpu", "cuda": the kind's name for log lines, errors and JSON.
+const char* to_string(BackendKind kind);
+// name's kind when it is one of the names exactly; false for any other text.
+bool parse_backend_kind(std::string_view name, BackendKind* out);
+// The same, throwing std::runtime_error "unknown crf backend 'NAME' (known:
+// reference, cpu, cuda)" (the names this build has, backend_names()).
+BackendKind backend_kind(std::string_view name);
+// Every kind's name in table order ("reference", "cpu", "cuda"), built with CUDA or not: the words a flag accepts.
+std::vector<std::string> backend_kind_names();
+
+// The backend of a kind. Throws std::runtime_error with one clear line when
+// (cuda) this build has no CUDA or no device is available
 // (cuda::no_device_message()). App code gets every backend through here and
 // never includes a backend's own header.
-std::unique_ptr<Backend> make_backend(const std::string& name, const BackendOptions& options);
-std::unique_ptr<Backend> make_backend(const std::string& name);  // default options
-// Names this build knows (cuda listed only when compiled in).
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options = BackendOptions());
 std::vector<std::string> backend_names();
 
 // Host-side input validation used by every backend before any work:

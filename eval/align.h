@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,8 +34,8 @@ struct AlignOptions {
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)
   std::string out_dir;
-  std::string backend;  // "" = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
-  std::string device;   // cpu | cuda | auto ("" = auto)
+  std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
+  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device
   int threads = 0;
   int batch_size = 32;
 };

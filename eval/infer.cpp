@@ -85,19 +85,19 @@ const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device 
 // crf.backend on the CPU (cpu when that was cuda).
 // The phone bonus: --phone-bonus, else the checkpoint's crf.phone_bonus; the
 // decoding: --decode, else the checkpoint's crf.decode.
-std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, const std::string& device_opt,
-                                                  const std::string& backend_opt, int threads,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
+                                                         const std::optional<crf::BackendKind>& backend_opt,
+                                                         int threads,
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
-      model::resolve_choices(s.config, /*log=*/false, device_opt.empty() ? "auto" : device_opt, kNoGpuHint);
-  const std::string& device = choice.device;
+      model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
   model::ExecutorOptions xo = model::inference_executor_options(s.config, choice, threads);  // model/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
   if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
-  if (!backend_opt.empty()) xo.crf_backend = backend_opt;
-  std::unique_ptr<model::Executor> exec = model::make_executor(device, s.dims, xo);
+  if (backend_opt) xo.crf_backend = *backend_opt;
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   return exec;
 }
@@ -224,7 +224,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
-  if (o.device == "cuda") model::resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
+  if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
   model::set_threads(o.threads);
@@ -462,7 +462,7 @@ int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
   check_decode(o.decode);
-  if (o.device == "cuda") model::resolve_device("cuda", kNoGpuHint);  // no GPU: one line before any work
+  if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");

@@ -21,11 +21,11 @@ struct EvaluateOptions {
   std::string checkpoint;
   std::string split = "dev";      // dev | core-test | test | train
   std::string workdir;            // "" = the checkpoint's data.workdir
-  std::string backend;            // "" = the checkpoint's crf.backend
+  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (model/options.h)
   std::string json_out;           // "" = none
   std::string dump_scores_dir;    // "" = none
   std::string dump_predictions;   // "" = none; else a predictions JSONL (score's input format, below)
-  std::string device;               // cpu | cuda | auto ("" = auto: the GPU when present)
+  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int batch_size = 32;
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
@@ -61,8 +61,8 @@ struct DecodeOptions {
   std::string checkpoint;
   std::vector<std::string> inputs;  // audio files or folders (TIMIT trees)
   std::string out_dir;
-  std::string backend;  // "" = the checkpoint's crf.backend
-  std::string device;   // cpu | cuda | auto ("" = auto: the GPU when present)
+  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (model/options.h)
+  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
@@ -74,8 +74,9 @@ struct DecodeOptions {
 // train.rnn_algo / crf.backend resolved for that device. The phone bonus:
 // phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
 // else the checkpoint's crf.decode.
-std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, const std::string& device_opt,
-                                                  const std::string& backend_opt, int threads,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
+                                                         const std::optional<crf::BackendKind>& backend_opt,
+                                                         int threads,
                                                   const std::optional<double>& phone_bonus,
                                                   const std::string& decode_opt);
 

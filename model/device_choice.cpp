@@ -27,59 +27,81 @@ DeviceFacts probe_device_facts() {
   return f;
 }
 
-std::string choose_device(const std::string& device, const DeviceFacts& facts) {
-  if (device != "auto") return device;
-  return facts.gpus > 0 ? "cuda" : "cpu";
+Device choose_device(DeviceSetting device, const DeviceFacts& facts) {
+  if (device == DeviceSetting::cpu) return Device::cpu;
+  if (device == DeviceSetting::cuda) return Device::cuda;
+  return facts.gpus > 0 ? Device::cuda : Device::cpu;
 }
 
-std::string choose_rnn_algo(const std::string& rnn_algo, const std::string& device, int per_direction,
-                            const DeviceFacts& facts) {
-  if (rnn_algo != "auto") return rnn_algo;
+RnnAlgo choose_rnn_algo(RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts) {
+  if (rnn_algo != RnnAlgo::automatic) return rnn_algo;
   const bool fused_size = per_direction == 64 || per_direction == 128 || per_direction == 256;
-  return device == "cuda" && facts.cc_major == 9 && fused_size ? "fused" : "standard";
+  return device == Device::cuda && facts.cc_major == 9 && fused_size ? RnnAlgo::fused : RnnAlgo::standard;
 }
 
-std::string choose_crf_backend(const std::string& crf_backend, const std::string& device) {
-  if (crf_backend != "auto") return crf_backend;
-  return device == "cuda" ? "cuda" : "cpu";
+crf::BackendKind backend_kind(CrfBackendSetting crf_backend) {
+  switch (crf_backend) {
+    case CrfBackendSetting::reference: return crf::BackendKind::reference;
+    case CrfBackendSetting::cpu: return crf::BackendKind::cpu;
+    case CrfBackendSetting::cuda: return crf::BackendKind::cuda;
+    case CrfBackendSetting::automatic: break;
+  }
+  throw std::logic_error("backend_kind: crf.backend auto is resolved by choose_crf_backend first");
 }
 
-DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::string& device_override) {
-  const std::string asked = device_override.empty() ? to_string(cfg.train_device) : device_override;
+CrfBackendSetting backend_setting(crf::BackendKind kind) {
+  switch (kind) {
+    case crf::BackendKind::reference: return CrfBackendSetting::reference;
+    case crf::BackendKind::cpu: return CrfBackendSetting::cpu;
+    case crf::BackendKind::cuda: return CrfBackendSetting::cuda;
+  }
+  throw std::logic_error("backend_setting: not a BackendKind");
+}
+
+DeviceSetting device_setting(Device device) { return device == Device::cuda ? DeviceSetting::cuda : DeviceSetting::cpu; }
+
+crf::BackendKind choose_crf_backend(CrfBackendSetting crf_backend, Device device) {
+  if (crf_backend != CrfBackendSetting::automatic) return backend_kind(crf_backend);
+  return device == Device::cuda ? crf::BackendKind::cuda : crf::BackendKind::cpu;
+}
+
+DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, std::optional<DeviceSetting> device_override) {
+  const DeviceSetting asked = device_override.value_or(cfg.train_device);
   const int H = cfg.model_hidden_dim / 2;
   DeviceChoice c;
   c.device = choose_device(asked, facts);
-  c.rnn_algo = choose_rnn_algo(to_string(cfg.train_rnn_algo), c.device, H, facts);
-  c.crf_backend = choose_crf_backend(to_string(cfg.crf_backend), c.device);
+  c.rnn_algo = choose_rnn_algo(cfg.train_rnn_algo, c.device, H, facts);
+  c.crf_backend = choose_crf_backend(cfg.crf_backend, c.device);
+  const bool gpu = c.device == Device::cuda;
   const std::string cc = std::to_string(facts.cc_major) + "." + std::to_string(facts.cc_minor);
-  if (asked == "auto")
-    c.picks.push_back("train.device = auto: " + c.device + " (" +
-                      (c.device == "cuda" ? facts.gpu_name : facts.no_gpu_reason.empty() ? "no CUDA device"
-                                                                                         : facts.no_gpu_reason) +
+  if (asked == DeviceSetting::automatic)
+    c.picks.push_back(std::string("train.device = auto: ") + device_name(c.device) + " (" +
+                      (gpu ? facts.gpu_name : facts.no_gpu_reason.empty() ? "no CUDA device" : facts.no_gpu_reason) +
                       ")");
   if (cfg.train_rnn_algo == RnnAlgo::automatic) {
     std::string why;
-    if (c.device != "cuda") why = "on the CPU the GPU recurrence is not used";
-    else if (c.rnn_algo == "fused") why = "the own Hopper kernel: compute capability " + cc;
+    if (!gpu) why = "on the CPU the GPU recurrence is not used";
+    else if (c.rnn_algo == RnnAlgo::fused) why = "the own Hopper kernel: compute capability " + cc;
     else if (facts.cc_major != 9) why = "cuDNN: compute capability " + cc + ", the fused kernel needs 9.x";
     else why = "cuDNN: " + std::to_string(H) + " units per direction, the fused kernel has 64, 128, 256";
-    c.picks.push_back("train.rnn_algo = auto: " + c.rnn_algo + " (" + why + ")");
+    c.picks.push_back(std::string("train.rnn_algo = auto: ") + to_string(c.rnn_algo) + " (" + why + ")");
   }
   if (cfg.crf_backend == CrfBackendSetting::automatic)
-    c.picks.push_back("crf.backend = auto: " + c.crf_backend + (c.device == "cuda" ? " (on the GPU)" : " (on the CPU)"));
+    c.picks.push_back(std::string("crf.backend = auto: ") + crf::to_string(c.crf_backend) +
+                      (gpu ? " (on the GPU)" : " (on the CPU)"));
   return c;
 }
 
-DeviceChoice resolve_choices(const Config& cfg, bool log, const std::string& device_override, const std::string& hint) {
-  const std::string asked = device_override.empty() ? to_string(cfg.train_device) : device_override;
-  if (asked == "cuda") resolve_device("cuda", hint);  // no GPU: one line naming the way out
-  else if (asked != "cpu" && asked != "auto") resolve_device(asked);  // unknown: resolve_device's error
+DeviceChoice resolve_choices(const Config& cfg, bool log, std::optional<DeviceSetting> device_override,
+                             const std::string& hint) {
+  const DeviceSetting asked = device_override.value_or(cfg.train_device);
+  if (asked == DeviceSetting::cuda) resolve_device(asked, hint);  // no GPU: one line naming the way out
   DeviceChoice c = choose_all(cfg, probe_device_facts(), device_override);
 #ifdef TIMITSEG_HAVE_CUDA
-  if (cfg.train_rnn_algo == RnnAlgo::automatic && c.rnn_algo == "fused") {
+  if (cfg.train_rnn_algo == RnnAlgo::automatic && c.rnn_algo == RnnAlgo::fused) {
     std::string why;
     if (!fused::supported(cfg.model_hidden_dim / 2, &why)) {
-      c.rnn_algo = "standard";
+      c.rnn_algo = RnnAlgo::standard;
       for (std::string& p : c.picks)
         if (p.rfind("train.rnn_algo", 0) == 0) p = "train.rnn_algo = auto: standard (cuDNN: the fused kernel cannot run here: " + why + ")";
     }
@@ -93,9 +115,9 @@ DeviceChoice resolve_choices(const Config& cfg, bool log, const std::string& dev
 Config with_choices(const Config& cfg, const DeviceFacts& facts) {
   const DeviceChoice c = choose_all(cfg, facts);
   Config out = cfg;
-  parse_enum(c.device, &out.train_device);  // the resolved words are words of the keys
-  parse_enum(c.rnn_algo, &out.train_rnn_algo);
-  parse_enum(c.crf_backend, &out.crf_backend);
+  out.train_device = device_setting(c.device);
+  out.train_rnn_algo = c.rnn_algo;
+  out.crf_backend = backend_setting(c.crf_backend);
   return out;
 }
 

@@ -16,10 +16,13 @@
 // keeps `auto`; run.json records the resolved values (train/run_folder.h).
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "crf/semicrf.h"
 #include "model/config.h"
+#include "model/encoder.h"
 
 namespace timitseg::model {
 
@@ -33,36 +36,40 @@ struct DeviceFacts {
 // This machine's facts; never throws.
 DeviceFacts probe_device_facts();
 
-// auto -> "cuda" when facts.gpus > 0, else "cpu"; any other value unchanged.
-std::string choose_device(const std::string& device, const DeviceFacts& facts);
-// auto -> "fused" when device == "cuda", facts.cc_major == 9 and
-// per_direction is 64, 128 or 256, else "standard"; others unchanged.
-// device: the resolved device (cpu or cuda).
-std::string choose_rnn_algo(const std::string& rnn_algo, const std::string& device, int per_direction,
-                            const DeviceFacts& facts);
-// auto -> "cuda" when device == "cuda", else "cpu"; others unchanged.
-std::string choose_crf_backend(const std::string& crf_backend, const std::string& device);
+// auto -> cuda when facts.gpus > 0, else cpu; cpu and cuda as they are.
+Device choose_device(DeviceSetting device, const DeviceFacts& facts);
+// auto -> fused when device is cuda, facts.cc_major == 9 and per_direction
+// is 64, 128 or 256, else standard; the others unchanged.
+RnnAlgo choose_rnn_algo(RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts);
+// auto -> cuda when device is cuda, else cpu; the others as they are.
+crf::BackendKind choose_crf_backend(CrfBackendSetting crf_backend, Device device);
+// The kind of an explicit crf.backend (reference, cpu, cuda); auto throws std::logic_error (choose it first).
+crf::BackendKind backend_kind(CrfBackendSetting crf_backend);
+// The settings that name a resolved choice (cuda -> DeviceSetting::cuda, ...): a config of resolved values.
+CrfBackendSetting backend_setting(crf::BackendKind kind);
+DeviceSetting device_setting(Device device);
 
-// One run's device choices, resolved.
+// One run's device choices, resolved (their words: device_name, to_string).
 struct DeviceChoice {
-  std::string device;       // cpu | cuda
-  std::string rnn_algo;     // standard | persist_static | persist_dynamic | fused
-  std::string crf_backend;  // reference | cpu | cuda
+  Device device = Device::cpu;
+  RnnAlgo rnn_algo = RnnAlgo::standard;                   // never automatic
+  crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
   // One line per `auto` resolved: "train.device = auto: cuda (NVIDIA H100 80GB HBM3)".
   std::vector<std::string> picks;
 };
 
 // The choices of cfg on the machine of `facts` (pure): explicit values kept,
-// `auto` resolved. device_override (not empty): used instead of
+// `auto` resolved. device_override (when set): used instead of
 // cfg.train_device (evaluate --device, replay-step --device).
-DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, const std::string& device_override = "");
+DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts,
+                        std::optional<DeviceSetting> device_override = std::nullopt);
 
 // The same on this machine: explicit cuda without a CUDA device throws
 // resolve_device's one line (with `hint`), a fused pick that the kernel cannot
 // run here (model/cuda/lstm_fused.h supported()) falls back to standard with
 // the reason, and each `auto` pick is logged (one info line each) when `log`.
-DeviceChoice resolve_choices(const Config& cfg, bool log = true, const std::string& device_override = "",
-                             const std::string& hint = "");
+DeviceChoice resolve_choices(const Config& cfg, bool log = true,
+                             std::optional<DeviceSetting> device_override = std::nullopt, const std::string& hint = "");
 
 // The SMs one fused-LSTM run occupies at batch B and H units per direction
 // (model/cuda/lstm_fused.h grid_ctas; 0 for an H the kernel lacks): `compare

@@ -34,30 +34,32 @@ int set_threads(int threads) {
   return n;
 }
 
-std::string resolve_device(const std::string& device, const std::string& hint) {
-  if (device == "cpu") return "cpu";
-  if (device == "cuda") {
-    cuda::require_device(hint.empty() ? "; train on the CPU with train.device=cpu or auto (or --device cpu)" : hint);
-    return "cuda";
+Device resolve_device(DeviceSetting device, const std::string& hint) {
+  switch (device) {
+    case DeviceSetting::cpu:
+      return Device::cpu;
+    case DeviceSetting::cuda:
+      cuda::require_device(hint.empty() ? "; train on the CPU with train.device=cpu or auto (or --device cpu)" : hint);
+      return Device::cuda;
+    case DeviceSetting::automatic:
+      return cuda::device_count() > 0 ? Device::cuda : Device::cpu;
   }
-  if (device == "auto") return cuda::device_count() > 0 ? "cuda" : "cpu";
-  throw std::invalid_argument("unknown device '" + device + "' (known: cpu, cuda, auto)");
+  throw std::logic_error("resolve_device: not a DeviceSetting");
 }
 
-std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
-                                        const ExecutorOptions& options) {
-  const std::string d = resolve_device(device);
-  if (d == "cpu") return make_cpu_executor(dims, options);
+std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options) {
+  if (device == Device::cpu) return make_cpu_executor(dims, options);
 #ifdef TIMITSEG_HAVE_CUDA
+  cuda::require_device("; train on the CPU with train.device=cpu or auto (or --device cpu)");
   return make_cuda_executor(dims, options);
 #else
   throw std::runtime_error(cuda::no_device_message());
 #endif
 }
 
-AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communicator& world, size_t n, int reps) {
+AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world, size_t n, int reps) {
   if (reps < 1) throw std::invalid_argument("time_gradient_allreduce: reps must be >= 1");
-  if (resolve_device(device) == "cuda") {
+  if (device == Device::cuda) {
 #ifdef TIMITSEG_HAVE_CUDA
     return cuda_allreduce_timing(world, n, reps);
 #endif

@@ -81,7 +81,7 @@ struct StepResult {
 
 struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
-  std::string crf_backend = "cpu";    // reference | cpu | cuda
+  crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
   RnnAlgo rnn_algo = RnnAlgo::standard;  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
                                          // (never automatic: resolved before, model/device_choice.h)
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
@@ -141,13 +141,13 @@ class Executor {
   virtual std::vector<float> last_cum() = 0;
 };
 
-// "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
-// Throws one line ("no CUDA device was found (...)") for cuda without a
-// device, ending with `hint` (what to do instead; "" = train's: train.device=cpu
-// or --device cpu). The other `auto` keys: model/device_choice.h.
-std::string resolve_device(const std::string& device, const std::string& hint = "");
-std::unique_ptr<Executor> make_executor(const std::string& device, const ModelDims& dims,
-                                        const ExecutorOptions& options);
+// The device of a setting: cpu, cuda, or auto (cuda when a CUDA device is
+// present, else cpu). Throws one line ("no CUDA device was found (...)") for
+// cuda without a device, ending with `hint` (what to do instead; "" = train's:
+// train.device=cpu or --device cpu). The other `auto` keys: model/device_choice.h.
+Device resolve_device(DeviceSetting device, const std::string& hint = "");
+// The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
+std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);
 
 // Viterbi decoding on host arrays for the executors: segments with
 // phone_bonus at each label change (crf::add_phone_bonus) and, when labels is
@@ -190,6 +190,6 @@ struct AllreduceTiming {
                               // loop: the GPU time); the same as seconds on the CPU
   std::string method;         // "mpi" | "nccl" | "mpi (host-staged)"
 };
-AllreduceTiming time_gradient_allreduce(const std::string& device, dist::Communicator& world, size_t n, int reps);
+AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world, size_t n, int reps);
 
 }  // namespace timitseg::model

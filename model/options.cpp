@@ -19,16 +19,16 @@ ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, 
   ExecutorOptions xo;
   xo.threads = threads;
   xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = enum_value<RnnAlgo>(choice.rnn_algo, "train.rnn_algo");  // resolved: never auto
+  xo.rnn_algo = choice.rnn_algo;  // resolved: never auto
   xo.deterministic = cfg.debug_deterministic;
   xo.phone_bonus = cfg.crf_phone_bonus;
   xo.decode = cfg.crf_decode;
   return xo;
 }
 
-std::string inference_crf_backend(const std::string& device, const std::string& configured) {
-  if (device == "cuda") return "cuda";
-  return configured == "cuda" || configured == "auto" ? "cpu" : configured;
+crf::BackendKind inference_crf_backend(Device device, crf::BackendKind chosen) {
+  if (device == Device::cuda) return crf::BackendKind::cuda;
+  return chosen == crf::BackendKind::cuda ? crf::BackendKind::cpu : chosen;
 }
 
 ExecutorOptions inference_executor_options(const Config& cfg, const DeviceChoice& choice, int threads) {

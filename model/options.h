@@ -31,8 +31,9 @@ ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, 
 
 // The CRF backend of inference (evaluate, decode, compare's results, the
 // report), the one rule: the GPU decodes with the cuda backend; on the CPU the
-// configured host backend, cpu where it was cuda or auto.
-std::string inference_crf_backend(const std::string& device, const std::string& configured);
+// chosen host backend (crf.backend, `auto` resolved by choose_crf_backend), cpu
+// where it was cuda.
+crf::BackendKind inference_crf_backend(Device device, crf::BackendKind chosen);
 
 // The executor of inference on choice.device: executor_options with the CRF
 // backend of inference_crf_backend and no debug.deterministic (inference has

@@ -194,7 +194,7 @@ std::string steps_upto(const std::string& path, int64_t upto) {
 
 // Several ranks (train/distributed.h): the global batch holds a share for
 // every rank, every rank reads the same data, a GPU rank takes its local GPU.
-void set_up_ranks(const model::Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& w) {
+void set_up_ranks(const model::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& w) {
   if (w.size() == 1) return;
   // Each check agreed on its own (dist::agree around code without collectives
   // only: a collective inside could wait for a rank that has already left).
@@ -214,7 +214,7 @@ void set_up_ranks(const model::Config& cfg, const TrainData& data, const std::st
   ids += std::to_string(frames);
   dist::check_same_on_every_rank(dist::fingerprint(ids.data(), ids.size()),
                                  "the training data (utterance ids and frames of data.workdir's train and dev splits)");
-  if (device == "cuda") dist::agree(w, "the GPU of each rank", [&] { select_local_gpu(w.launch()); });
+  if (device == model::Device::cuda) dist::agree(w, "the GPU of each rank", [&] { select_local_gpu(w.launch()); });
 }
 
 }  // namespace timitseg::train

@@ -83,6 +83,6 @@ std::string steps_upto(const std::string& path, int64_t upto);
 // Several ranks: the global batch holds a share for every rank (one line
 // otherwise), every rank reads the same data (a fingerprint compared across
 // the ranks), a GPU rank takes its local GPU. Nothing with one process.
-void set_up_ranks(const model::Config& cfg, const TrainData& data, const std::string& device, dist::Communicator& world);
+void set_up_ranks(const model::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& world);
 
 }  // namespace timitseg::train

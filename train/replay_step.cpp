@@ -185,10 +185,9 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   const model::FaultSpec fault = model::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
-  const std::string& device = choice.device;
   model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
-  if (!o.crf_backend.empty()) xo.crf_backend = o.crf_backend;
-  std::unique_ptr<model::Executor> exec = model::make_executor(device, state.dims, xo);
+  if (o.crf_backend) xo.crf_backend = *o.crf_backend;
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, xo);
   model::set_optimizer_settings(cfg, state.optimizer);
   if (state.optimizer.step == step)
     throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -49,8 +50,8 @@ void write_step_dump(const std::string& dir, const model::Batch& batch, const mo
 
 struct ReplayStepOptions {
   std::string dump;         // the dump folder
-  std::string device;       // cpu | cuda | auto; "" = the run's train.device
-  std::string crf_backend;  // reference | cpu | cuda; "" = the run's crf.backend
+  std::optional<model::DeviceSetting> device;     // --device; unset = the run's train.device
+  std::optional<crf::BackendKind> crf_backend;  // --crf-backend; unset = the run's crf.backend
   int fixed_length = 0;     // > 0: truncate/pad every row to N frames (debug.fixed_length)
   bool check_numerics = false;  // force the per-layer checks on (else the run's debug.check_numerics)
   bool without_fault = false;   // do not plant the run's --inject-fault

@@ -89,9 +89,9 @@ nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& ch
             {"cores", std::max(1u, std::thread::hardware_concurrency())},
             {"threads", threads},
             {"gpu", gpu}}},
-          {"device", choice.device},            // train.device resolved (auto: cuda when a GPU is present)
-          {"rnn_algo", choice.rnn_algo},        // train.rnn_algo resolved (auto: fused on sm_90)
-          {"crf_backend", choice.crf_backend},  // crf.backend resolved (auto: cuda on the GPU)
+          {"device", model::device_name(choice.device)},          // train.device resolved (auto: cuda when a GPU is present)
+          {"rnn_algo", model::to_string(choice.rnn_algo)},        // train.rnn_algo resolved (auto: fused on sm_90)
+          {"crf_backend", crf::to_string(choice.crf_backend)},  // crf.backend resolved (auto: cuda on the GPU)
           {"executor", exec.description()},
           {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
           {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)

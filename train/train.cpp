@@ -60,7 +60,7 @@ namespace {
 struct TrainingRun {
   model::Config cfg;                 // the caller's, with the doctest limits applied and validated
   model::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
-  std::string device;         // cpu | cuda (choice.device)
+  model::Device device = model::Device::cpu;  // choice.device
   model::LabelSet ls;
   int threads = 0;
   model::FaultSpec fault;            // debug.inject_fault
@@ -222,10 +222,10 @@ void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& da
     r.fault = model::FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
   xo.world = r.world;
   r.exec = model::make_executor(r.device, r.state.dims, xo);
-  if (r.device == "cuda" && r.choice.crf_backend != "cuda")
+  if (r.device == model::Device::cuda && r.choice.crf_backend != crf::BackendKind::cuda)
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
                  "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
-                 r.choice.crf_backend);
+                 crf::to_string(r.choice.crf_backend));
 
   r.run_dir = fs::path(cfg.train_run_dir);
   r.ckpt_dir = r.run_dir / "checkpoints";
@@ -468,7 +468,7 @@ nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const 
                          {"train_frames", tot.frames},
                          {"padding_fraction", tot.padded ? 1.0 - double(tot.frames) / double(tot.padded) : 0.0},
                          {"optimizer_step", r.state.optimizer.step},
-                         {"device", r.device},
+                         {"device", model::device_name(r.device)},
                          {"best", best},
                          {"seconds", rec.times.to_json()},
                          {"wall_clock", {{"start", wall_start}, {"end", iso8601_now()}}}};

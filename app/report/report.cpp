@@ -124,11 +124,11 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
     throw std::runtime_error(workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (model/options.h)
-  cpu.device = "cpu";
-  cpu.rnn_algo = "standard";
-  cpu.crf_backend = model::to_string(s.config.crf_backend);
+  cpu.device = model::Device::cpu;
+  cpu.rnn_algo = model::RnnAlgo::standard;
+  cpu.crf_backend = model::choose_crf_backend(s.config.crf_backend, model::Device::cpu);
   const model::ExecutorOptions xo = model::inference_executor_options(s.config, cpu, model::set_threads(threads));
-  std::unique_ptr<model::Executor> exec = model::make_executor("cpu", s.dims, xo);
+  std::unique_ptr<model::Executor> exec = model::make_executor(cpu.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : dev.utterances) utts.push_back(&u);

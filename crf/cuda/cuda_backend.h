@@ -1,6 +1,6 @@
 // The CUDA semi-CRF backend (crf/cuda/*.cu, entry point in backend.cu).
 //
-// App code gets it through crf::make_backend("cuda", options) and never
+// App code gets it through crf::make_backend(crf::BackendKind::cuda, options) and never
 // includes this header; tests and benchmarks of the backend itself may.
 // Device memory and copies: common/buffer.h and common/cuda.h (one set of
 // CUDA helpers for the project).

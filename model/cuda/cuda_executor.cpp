@@ -86,7 +86,7 @@ CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options
     : dims_(dims),
       layout_(dims),
       rnn_algo_(to_string(options.rnn_algo)),
-      crf_name_(options.crf_backend),
+      crf_name_(crf::to_string(options.crf_backend)),
       phone_bonus_(options.phone_bonus),
       posterior_(options.decode == DecodeMode::posterior) {
   const ExecutorOptions o = checked(options);

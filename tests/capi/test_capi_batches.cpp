@@ -251,7 +251,7 @@ TEST(CapiBatches, AlignMatchesTheBackend) {
   const Dims d{2, 8, 3, 3};
   tc::Problem pb = tc::random_problem(d, 21, {8, 5});
   std::vector<int32_t> ph{0, 2, 1, 0, 1, 2, 0, 0}, nph{4, 3};  // [B][N=4]
-  auto be = timitseg::crf::make_backend("cpu");
+  auto be = timitseg::crf::make_backend(timitseg::crf::BackendKind::cpu);
   const timitseg::crf::AlignResult want = timitseg::crf::align_host(*be, d, pb.params(), 4, ph.data(), nph.data());
   timitseg_crf* h = make_crf(TIMITSEG_BACKEND_CPU, 3, 3, pb.A, pb.D, pb.s, pb.e);
   std::vector<int32_t> len3{8, 5, 0}, ph3(ph), nph3{4, 3, 0};

@@ -120,7 +120,7 @@ TEST(CapiCrf, FrameScoresAreCenteredAndSummedBitwiseAsTheApp) {
   std::vector<float> x(d.B * d.T * d.C);
   for (size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * i) * 2.0f;
   timitseg::crf::centered_cumsum_forward<float>(d.B, d.T, d.C, x.data(), pb.lengths.data(), pb.cum.data());
-  auto be = timitseg::crf::make_backend("cpu");
+  auto be = timitseg::crf::make_backend(timitseg::crf::BackendKind::cpu);
   const timitseg::crf::HostResult r = timitseg::crf::run_host(*be, d, pb.params(), pb.labels.data());
   std::vector<float> want_gx(x.size());
   timitseg::crf::centered_cumsum_backward<float>(d.B, d.T, d.C, r.grad_cum_scores.data(), pb.lengths.data(), want_gx.data());

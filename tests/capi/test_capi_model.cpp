@@ -85,7 +85,7 @@ TEST_F(CapiModel, DecodeEqualsTheDecodeCommandsPhn) {
   o.checkpoint = (dir_ / "m.safetensors").string();
   o.inputs = {(dir_ / "a.wav").string()};
   o.out_dir = (dir_ / "out").string();
-  o.device = "cpu";
+  o.device = timitseg::model::DeviceSetting::cpu;
   ASSERT_EQ(eval::decode(o), 1);
   Rows want;
   std::istringstream in(read_file((dir_ / "out" / "a.PHN").string()));

@@ -25,8 +25,8 @@ struct BothRuns {
 
 BothRuns run_both(const Problem& pb, int64_t N, const std::vector<int32_t>& phones, const std::vector<int32_t>& nph,
                   const std::vector<int32_t>& optional = {}) {
-  auto ref = make_backend("reference");
-  auto cpu = make_backend("cpu", BackendOptions{2, nullptr});
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu = make_backend(BackendKind::cpu, BackendOptions{2, nullptr});
   const int32_t* opt = optional.empty() ? nullptr : optional.data();
   return BothRuns{align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data(), opt),
                   align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data(), opt)};
@@ -196,8 +196,8 @@ TEST(Align, LongPhonesScoreAsTheGoldSegmentation) {
   // Strong frame evidence for long runs: phone n's label scores high on its frames.
   std::vector<int32_t> phones{0, 3, 1, 4, 2, 0, /*b=1*/ 4, 1, 3, 0, 2, 1};
   std::vector<int32_t> nph{6, 6};
-  auto ref = make_backend("reference");
-  auto cpu = make_backend("cpu");
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu = make_backend(BackendKind::cpu);
   const AlignResult rr = align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data());
   const AlignResult rc = align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data());
   EXPECT_EQ(rc.spans, rr.spans);
@@ -239,9 +239,9 @@ TEST(Align, CpuMatchesReferenceRealisticSize) {
   std::mt19937 rng(4);
   std::vector<int32_t> phones, nph;
   random_phones(rng, B, N, C, phones, nph, 20);
-  auto ref = make_backend("reference");
-  auto cpu1 = make_backend("cpu", BackendOptions{1, nullptr});
-  auto cpu2 = make_backend("cpu", BackendOptions{2, nullptr});
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu1 = make_backend(BackendKind::cpu, BackendOptions{1, nullptr});
+  auto cpu2 = make_backend(BackendKind::cpu, BackendOptions{2, nullptr});
   const AlignResult r = align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data());
   const AlignResult c1 = align_host(*cpu1, pb.dims, pb.params(), N, phones.data(), nph.data());
   const AlignResult c2 = align_host(*cpu2, pb.dims, pb.params(), N, phones.data(), nph.data());
@@ -323,7 +323,7 @@ TEST(Align, OptionalPhonesFitAndValidation) {
   opt = {1, 0, 0, 0, 0};  // 4 kept phones, 3 frames: infeasible
   EXPECT_EQ(run_both(pb, 5, phones, nph, opt).cpu.score[0], -kInf);
   for (const char* name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     auto err = [&](std::vector<int32_t> o) {
       try {
         align_host(*be, pb.dims, pb.params(), 5, phones.data(), nph.data(), o.data());
@@ -350,7 +350,7 @@ TEST(Align, OptionalPhonesFitAndValidation) {
 TEST(Align, InvalidPhonesAreErrors) {
   Problem pb = random_problem(Dims{2, 5, 2, 3}, 3, {5, 5});
   for (const char* name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     std::vector<int32_t> phones{0, 1, 2, 0, 3, 1}, nph{3, 2};
     try {
       align_host(*be, pb.dims, pb.params(), 3, phones.data(), nph.data());

@@ -46,7 +46,7 @@ Phones random_phones(int64_t B, int64_t N, int64_t C, bool with_optional, uint32
 }
 
 AlignResult full_table(const Problem& pb, const Phones& ph, bool with_optional) {
-  auto cpu = make_backend("cpu", BackendOptions{2, nullptr});
+  auto cpu = make_backend(BackendKind::cpu, BackendOptions{2, nullptr});
   return align_host(*cpu, pb.dims, pb.params(), ph.N, ph.y.data(), ph.nph.data(),
                     with_optional ? ph.opt.data() : nullptr);
 }
@@ -119,7 +119,7 @@ TEST(AlignBounded, CpuBackendSwitchesAboveTheTableSize) {
   const Dims big{2, 12000, 6, 4};
   const int64_t N = 1000;
   ASSERT_GT(static_cast<size_t>(big.T + 1) * N * 24, cpu::kAlignFullTableBytes);
-  auto be = make_backend("cpu", BackendOptions{2, nullptr});
+  auto be = make_backend(BackendKind::cpu, BackendOptions{2, nullptr});
   EXPECT_EQ(be->align_workspace_bytes(big, N), 0u);
   EXPECT_GT(be->align_workspace_bytes(Dims{2, 300, 6, 4}, 38), 0u);
   Problem pb = random_problem(big, 5, {12000, 9000});

@@ -94,7 +94,7 @@ TEST(BruteForce, ViterbiTiesGoToSmallestDurationThenSmallestLabel) {
   // All scores zero: every segmentation ties. Smallest d first means the last
   // segment is traced with d = 1 at every step; smallest label is 0.
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     Problem pb;
     pb.dims = Dims{1, 4, 3, 2};
     pb.cum.assign(5 * 2, 0.0f);

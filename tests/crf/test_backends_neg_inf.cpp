@@ -125,7 +125,7 @@ TEST(NegInf, BruteForceWithForbiddenEntries) {
       // Covered by the error tests; here just: both backends refuse, no output.
       ++no_path;
       for (const std::string name : {"reference", "cpu"}) {
-        auto be = make_backend(name);
+        auto be = make_backend(backend_kind(name));
         EXPECT_THROW(run_host(*be, pb.dims, pb.params(), nullptr), std::runtime_error) << name;
       }
       continue;
@@ -154,7 +154,7 @@ TEST(NegInf, BruteForceWithForbiddenEntries) {
       if (pb.D[i] == kNegInfF) EXPECT_EQ(gd[i], 0.0) << "reference grad_duration_bias[" << i << "]";
     // Both backends through run_host (float32 in/out).
     for (const std::string name : {"reference", "cpu"}) {
-      auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(name);
+      auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(backend_kind(name));
       HostRunOptions opt;
       opt.scale = scale;
       opt.boundary_posteriors = true;
@@ -239,7 +239,7 @@ TEST(NegInf, CpuMatchesReferenceB4T300K30C39) {
   const Problem pb = forbidden_problem(Dims{4, 300, 30, 39}, 7, {300, 211, 57, 1});
   HostRunOptions opt;
   opt.boundary_posteriors = true;
-  auto ref = make_backend("reference");
+  auto ref = make_backend(BackendKind::reference);
   const HostResult want = run_host(*ref, pb.dims, pb.params(), pb.labels.data(), opt);
   for (int threads : {1, 2}) {
     auto cpu = cpu::make_cpu_backend(threads);
@@ -297,7 +297,7 @@ void expect_runtime_error(Fn&& fn, const std::string& needle, const std::string&
 TEST(NegInf, NoValidPathIsAnErrorNamingTheUtterance) {
   const Problem pb = no_path_problem();
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(name);
+    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(backend_kind(name));
     const std::string needle = name + " backend: utterance 1 has no segmentation of finite score (log Z = -inf)";
     std::vector<uint64_t> ws((be->workspace_bytes(pb.dims) + 7) / 8 + 1);
     std::vector<double> lz(4), gold(4), vs(4), bp(4 * 7);
@@ -334,7 +334,7 @@ TEST(NegInf, ForbiddenGoldSegmentationIsAnError) {
   pb.A[0 * 3 + 1] = kNegInfF;
   pb.labels = {2, 2, 1, 1, 0, 0, /**/ 1, 1, 1, 1, 2, 0, /**/ 2, 0, 1, 1, 0, 0};
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(name);
+    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(backend_kind(name));
     const std::string needle = name +
                                " backend: utterance 2: the gold segmentation has score -inf (it uses a -inf entry "
                                "of transition/duration_bias/start/end), so its NLL would be +inf";

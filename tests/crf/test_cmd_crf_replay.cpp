@@ -71,7 +71,7 @@ TEST(ReplayCli, RoundTripMatchesLibraryOnEveryHostBackend) {
     std::string err;
     ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
     const st::File f = st::load(out);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     HostRunOptions opt;
     opt.boundary_posteriors = true;
     const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data(), opt);
@@ -122,7 +122,7 @@ TEST(ReplayCli, OnsetInputGivesGradOnsetLikeTheLibrary) {
     std::string err;
     ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
     const st::File f = st::load(out);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     HostRunOptions opt;
     opt.boundary_posteriors = true;
     const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data(), opt);
@@ -157,7 +157,7 @@ TEST(ReplayCli, WithoutLabelsWritesNoGoldOrGradients) {
   EXPECT_TRUE(f.has("viterbi_segments"));
   EXPECT_FALSE(f.has("nll"));
   EXPECT_FALSE(f.has("grad_cum_scores"));
-  auto be = make_backend("reference");
+  auto be = make_backend(BackendKind::reference);
   HostRunOptions opt;
   opt.gradients = false;
   const HostResult r = run_host(*be, pb.dims, pb.params(), nullptr, opt);
@@ -264,7 +264,7 @@ TEST(ReplayCli, MinusInfParametersGoThroughAndForbiddenGoldIsAnError) {
     std::string err;
     ASSERT_EQ(run_cli("crf replay " + in + " --backend " + name + " --out " + out, &err), 0) << err;
     const st::File f = st::load(out);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     const HostResult r = run_host(*be, pb.dims, pb.params(), pb.labels.data());
     EXPECT_EQ(f.get("log_partition").to<double>(), r.log_z);
     const std::vector<float> gA = f.get("grad_transition").to<float>();

@@ -15,7 +15,7 @@ namespace timitseg::crf::testing {
 namespace {
 
 HostResult run(const std::string& name, const Problem& pb, bool labels = true, double scale = 1.0) {
-  auto be = name == "cpu1" ? cpu::make_cpu_backend(1) : make_backend(name);
+  auto be = name == "cpu1" ? cpu::make_cpu_backend(1) : make_backend(backend_kind(name));
   HostRunOptions opt;
   opt.scale = scale;
   opt.boundary_posteriors = true;

@@ -99,7 +99,7 @@ TEST(OnsetBruteForce, ReferenceFloat64MatchesEnumerationTo1e9) {
 TEST(OnsetBruteForce, ReferenceAndCpuBackendsMatchEnumeration) {
   const double scale = 0.75;
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(name);
+    auto be = name == "cpu" ? cpu::make_cpu_backend(2) : make_backend(backend_kind(name));
     for (const Problem& pb : tiny_onset_problems()) {
       SCOPED_TRACE(name + " " + describe(pb));
       const Expected ex = brute_force(pb, scale);
@@ -201,8 +201,8 @@ void forbid_unused(Problem& pb) {
 }
 
 void expect_cpu_matches_reference(const Problem& pb, bool labels) {
-  auto ref = make_backend("reference");
-  auto cpu = make_backend("cpu");
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu = make_backend(BackendKind::cpu);
   HostRunOptions opt;
   opt.boundary_posteriors = true;
   opt.scale = 0.5;
@@ -258,7 +258,7 @@ TEST(OnsetGold, SplitRunCountsEveryPieceByHand) {
                       (cum(5, 0) - cum(4, 0) + D(1, 0) + o(4, 0)) + A(0, 1) +
                       (cum(7, 1) - cum(5, 1) + D(2, 1) + o(5, 1)) + pb.e[1];
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     std::vector<double> gold(1);
     std::vector<uint8_t> ws(be->workspace_bytes(pb.dims));
     be->gold_score(pb.dims, pb.params(), pb.labels.data(), gold.data(), ws.data());
@@ -285,7 +285,7 @@ TEST(OnsetBitwise, ZeroOnsetEqualsNoOnset) {
   zero.o.assign(3 * 60 * 6, 0.0f);
   for (const std::string name : {"reference", "cpu"}) {
     SCOPED_TRACE(name);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     HostRunOptions opt;
     opt.boundary_posteriors = true;
     const HostResult a = run_host(*be, plain.dims, plain.params(), plain.labels.data(), opt);
@@ -313,7 +313,7 @@ TEST(OnsetPadding, PaddingFramesAreNeverReadAndGetZeroGradient) {
   ASSERT_TRUE(std::isnan(poisoned.o[(1 * 40 + 17) * 4]));
   for (const std::string name : {"reference", "cpu"}) {
     SCOPED_TRACE(name);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     HostRunOptions opt;
     opt.boundary_posteriors = true;
     const HostResult a = run_host(*be, clean.dims, clean.params(), clean.labels.data(), opt);
@@ -333,7 +333,7 @@ TEST(OnsetValidate, NonFiniteOnsetOnAValidFrameNamesTensorAndIndex) {
   add_onset(pb, 48);
   pb.o[(1 * 6 + 3) * 3 + 2] = std::numeric_limits<float>::infinity();
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     try {
       run_host(*be, pb.dims, pb.params(), pb.labels.data());
       ADD_FAILURE() << name << ": no error";

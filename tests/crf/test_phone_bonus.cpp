@@ -55,7 +55,7 @@ TEST(PhoneBonus, AddsBetaOffTheDiagonalOnlyAndKeepsForbiddenEntries) {
 
 TEST(PhoneBonus, ViterbiIsTheArgmaxOfScorePlusBonusPerLabelChange) {
   for (const std::string name : {"reference", "cpu"}) {
-    auto backend = make_backend(name);
+    auto backend = make_backend(backend_kind(name));
     Session session(*backend);
     for (const double beta : {-2.5, -0.5, 0.0, 0.75, 1.25, 4.0})
       for (const Problem& pb : tiny_problems()) {
@@ -74,7 +74,7 @@ TEST(PhoneBonus, ViterbiIsTheArgmaxOfScorePlusBonusPerLabelChange) {
 // score returned with it are those of the model's own transition (the
 // brute-force oracle's), whatever beta is.
 TEST(PhoneBonus, TheLossReturnedWithTheSegmentsIgnoresTheBonus) {
-  auto backend = make_backend("reference");
+  auto backend = make_backend(BackendKind::reference);
   Session session(*backend);
   int changed = 0;
   for (const Problem& pb : tiny_problems()) {
@@ -94,7 +94,7 @@ TEST(PhoneBonus, TheLossReturnedWithTheSegmentsIgnoresTheBonus) {
 // every possible place (a segment per frame, each label unlike the last);
 // -100 gives one label for the whole utterance.
 TEST(PhoneBonus, ExtremeBonusesGiveOneLabelOrAChangeAtEveryFrame) {
-  auto backend = make_backend("cpu");
+  auto backend = make_backend(BackendKind::cpu);
   Session session(*backend);
   const Problem pb = random_problem(Dims{3, 40, 4, 5}, 7, {40, 23, 1});
   const HostResult many = model::decode_on_host(session, pb.dims, pb.params(), nullptr, 100.0);

@@ -92,7 +92,7 @@ TEST(PosteriorDecoding, MarginalsFromTheGradientOfLogZIdentity) {
 // row 0 also satisfies the prefix form.
 TEST(PosteriorDecoding, BackendMarginalsMatchBruteForce) {
   for (const std::string name : {"reference", "cpu"}) {
-    auto backend = make_backend(name);
+    auto backend = make_backend(backend_kind(name));
     Session session(*backend);
     for (const Problem& pb : tiny_problems()) {
       SCOPED_TRACE(name + " " + describe(pb));
@@ -122,7 +122,7 @@ TEST(PosteriorDecoding, BackendMarginalsMatchBruteForce) {
 TEST(PosteriorDecoding, SegmentsAreTheRunsOfTheArgmaxOfTheMarginals) {
   int frames_checked = 0;
   for (const std::string name : {"reference", "cpu"}) {
-    auto backend = make_backend(name);
+    auto backend = make_backend(backend_kind(name));
     Session session(*backend);
     for (const Problem& pb : tiny_problems()) {
       SCOPED_TRACE(name + " " + describe(pb));
@@ -178,7 +178,7 @@ TEST(PosteriorDecoding, TiesGoToTheSmallestLabel) {
 // log Z and the gold score returned with the posterior segments are the
 // oracle's (the dev loss), and the decoding differs from Viterbi somewhere.
 TEST(PosteriorDecoding, LossReturnedWithTheSegmentsAndDifferenceFromViterbi) {
-  auto backend = make_backend("cpu");
+  auto backend = make_backend(BackendKind::cpu);
   Session session(*backend);
   int differ = 0;
   for (const Problem& pb : tiny_problems()) {

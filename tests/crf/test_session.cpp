@@ -39,7 +39,7 @@ const std::vector<Step> kSteps = {
 TEST(Session, ReusedAcrossBatchSizesMatchesFreshRunHost) {
   for (const std::string name : {"cpu", "reference"}) {
     SCOPED_TRACE(name);
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     Session session(*be);
     uint32_t seed = 70;
     for (const Step& st : kSteps) {
@@ -54,7 +54,7 @@ TEST(Session, ReusedAcrossBatchSizesMatchesFreshRunHost) {
       expect_same(reused, fresh);
       // The values are real results, not an echo of one buffer: log Z agrees
       // with the brute-force-checked reference to rounding.
-      auto ref = make_backend("reference");
+      auto ref = make_backend(BackendKind::reference);
       const HostResult want = run_host(*ref, pb.dims, pb.params(), labels, opt);
       expect_close(reused.log_z, want.log_z, 1e-9, 1e-9, "log_z");
     }
@@ -62,7 +62,7 @@ TEST(Session, ReusedAcrossBatchSizesMatchesFreshRunHost) {
 }
 
 TEST(Session, NothingReservedAfterTheLargestBatch) {
-  auto be = make_backend("cpu");
+  auto be = make_backend(BackendKind::cpu);
   Session session(*be);
   const Dims big{9, 41, 6, 5};
   const Problem pb = random_problem(big, 5);
@@ -81,7 +81,7 @@ TEST(Session, NothingReservedAfterTheLargestBatch) {
 // The device-resident path (here: host pointers, the cpu backend's memory
 // space) gives what the host runner gives.
 TEST(Session, BackendCallsMatchRunHost) {
-  auto be = make_backend("cpu");
+  auto be = make_backend(BackendKind::cpu);
   Session session(*be);
   for (const Step& st : kSteps) {
     const Dims& d = st.dims;
@@ -127,7 +127,7 @@ TEST(Session, BackendOptionsThreadsGiveIdenticalBits) {
   BackendOptions one, many;
   one.threads = 1;
   many.threads = 3;
-  auto a = make_backend("cpu", one), b = make_backend("cpu", many);
+  auto a = make_backend(BackendKind::cpu, one), b = make_backend(BackendKind::cpu, many);
   expect_same(run_host(*a, pb.dims, pb.params(), pb.labels.data(), opt),
               run_host(*b, pb.dims, pb.params(), pb.labels.data(), opt));
   EXPECT_EQ(a->stream(), nullptr);  // host backends ignore streams

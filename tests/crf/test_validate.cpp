@@ -15,7 +15,7 @@ namespace {
 // message contains `needle`.
 void expect_error(const Problem& pb, bool with_labels, const std::string& needle) {
   for (const std::string name : {"reference", "cpu"}) {
-    auto be = make_backend(name);
+    auto be = make_backend(backend_kind(name));
     try {
       run_host(*be, pb.dims, pb.params(), with_labels ? pb.labels.data() : nullptr);
       ADD_FAILURE() << name << ": no error, expected one containing '" << needle << "'";
@@ -58,7 +58,7 @@ TEST(Errors, LabelOutsideRange) {
   // A bad label on a padding frame (t >= length) is ignored.
   Problem ok = base();
   ok.labels[1 * 10 + 8] = 99;
-  auto be = make_backend("cpu");
+  auto be = make_backend(BackendKind::cpu);
   EXPECT_NO_THROW(run_host(*be, ok.dims, ok.params(), ok.labels.data()));
 }
 
@@ -98,7 +98,7 @@ TEST(Errors, NonFiniteInputsNameTensorAndIndex) {
 
 TEST(Errors, UnknownAndUnavailableBackends) {
   try {
-    make_backend("gpu");
+    make_backend(backend_kind("gpu"));
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("unknown crf backend 'gpu' (known: reference, cpu"), std::string::npos)
@@ -106,7 +106,7 @@ TEST(Errors, UnknownAndUnavailableBackends) {
   }
 #ifndef TIMITSEG_HAVE_CUDA
   try {
-    make_backend("cuda");
+    make_backend(BackendKind::cuda);
     ADD_FAILURE() << "no error";
   } catch (const std::runtime_error& e) {
     EXPECT_STREQ(e.what(),
@@ -117,7 +117,7 @@ TEST(Errors, UnknownAndUnavailableBackends) {
 
 TEST(Errors, CpuWorkspaceNull) {
   Problem pb = base();
-  auto be = make_backend("cpu");
+  auto be = make_backend(BackendKind::cpu);
   std::vector<double> lz(2);
   EXPECT_THROW(be->log_partition(pb.dims, pb.params(), lz.data(), nullptr), std::invalid_argument);
 }

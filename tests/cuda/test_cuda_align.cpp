@@ -24,9 +24,9 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 // ties within rounding (then both score the same).
 void check_against_host(const Problem& pb, int64_t N, const std::vector<int32_t>& phones,
                         const std::vector<int32_t>& nph, const std::vector<int32_t>& optional = {}) {
-  auto ref = make_backend("reference");
-  auto cpu = make_backend("cpu");
-  auto gpu = make_backend("cuda");
+  auto ref = make_backend(BackendKind::reference);
+  auto cpu = make_backend(BackendKind::cpu);
+  auto gpu = make_backend(BackendKind::cuda);
   const int32_t* opt = optional.empty() ? nullptr : optional.data();
   const AlignResult r = align_host(*ref, pb.dims, pb.params(), N, phones.data(), nph.data(), opt);
   const AlignResult c = align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data(), opt);
@@ -66,7 +66,7 @@ TEST(CudaAlign, TinyProblemsAgainstEnumerationAndReference) {
         std::vector<int32_t> phones, nph;
         random_phones(rng, 3, N, 3, phones, nph);
         check_against_host(pb, N, phones, nph);
-        auto gpu = make_backend("cuda");
+        auto gpu = make_backend(BackendKind::cuda);
         const AlignResult g = align_host(*gpu, pb.dims, pb.params(), N, phones.data(), nph.data());
         for (int64_t b = 0; b < 3; ++b) {
           const std::vector<int32_t> ph(phones.begin() + b * N, phones.begin() + b * N + nph[b]);
@@ -115,7 +115,7 @@ TEST(CudaAlign, RealisticBatchMatchesCpuBitwise) {
   nph[3] = N;  // more phones than frames when that utterance is short
   check_against_host(pb, N, phones, nph);
   // A kept session: the second batch of the same size allocates nothing.
-  auto gpu = make_backend("cuda");
+  auto gpu = make_backend(BackendKind::cuda);
   Session session(*gpu);
   const AlignResult a = session.align_host(pb.dims, pb.params(), N, phones.data(), nph.data());
   const size_t held = session.bytes_reserved();
@@ -136,7 +136,7 @@ TEST(CudaAlign, OptionalPhonesAgainstEnumerationAndCpu) {
       random_phones(rng, 3, 6, 3, phones, nph, 2);
       const std::vector<int32_t> opt = random_optional(rng, 3, 6, nph, 0.5);
       check_against_host(pb, 6, phones, nph, opt);
-      auto gpu = make_backend("cuda");
+      auto gpu = make_backend(BackendKind::cuda);
       const AlignResult g = align_host(*gpu, pb.dims, pb.params(), 6, phones.data(), nph.data(), opt.data());
       for (int64_t b = 0; b < 3; ++b) {
         const std::vector<int32_t> ph(phones.begin() + b * 6, phones.begin() + b * 6 + nph[b]);
@@ -160,7 +160,7 @@ TEST(CudaAlign, OptionalPhonesAgainstEnumerationAndCpu) {
 TEST(CudaAlign, InvalidPhonesAreErrors) {
   SKIP_WITHOUT_GPU();
   Problem pb = random_problem(Dims{2, 5, 2, 3}, 3, {5, 5});
-  auto gpu = make_backend("cuda");
+  auto gpu = make_backend(BackendKind::cuda);
   Session session(*gpu);
   // Through the device path directly (align_host validates on the host first).
   const int64_t N = 3;

@@ -106,9 +106,9 @@ std::unique_ptr<Executor> gpu_executor(const ModelDims& d, const std::vector<flo
                                        const std::string& collectives = "") {
   ExecutorOptions xo;
   xo.threads = 2;
-  xo.crf_backend = "cuda";
+  xo.crf_backend = crf::BackendKind::cuda;
   xo.world = world;
-  auto ex = collectives.empty() ? make_executor("cuda", d, xo) : make_cuda_executor_with_collectives(d, xo, collectives);
+  auto ex = collectives.empty() ? make_executor(Device::cuda, d, xo) : make_cuda_executor_with_collectives(d, xo, collectives);
   AdamW opt;
   opt.reset(params.size());
   ex->set_state(params, opt);

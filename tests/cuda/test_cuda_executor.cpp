@@ -163,8 +163,8 @@ TEST(CudaExecutor, DecodeReproducesThePreRestructuringCpuBinary) {
   const std::string dir = testsupport::legacy_fixture_dir();
   const ModelState s = load_checkpoint(dir + "checkpoint-pre-issue11.safetensors");
   ExecutorOptions xo;
-  xo.crf_backend = "cuda";
-  auto gpu = make_executor("cuda", s.dims, xo);
+  xo.crf_backend = crf::BackendKind::cuda;
+  auto gpu = make_executor(Device::cuda, s.dims, xo);
   gpu->set_state(s.params, s.optimizer);
   for (const std::string& utt : testsupport::legacy_utterances()) {
     const st::File f = st::load(dir + utt + ".safetensors");

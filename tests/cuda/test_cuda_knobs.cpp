@@ -38,9 +38,9 @@ std::unique_ptr<Executor> executor_with(const std::string& device, const ModelDi
                                         const std::string& decode = "viterbi") {
   ExecutorOptions xo;
   xo.threads = 2;
-  xo.crf_backend = crf;
+  xo.crf_backend = crf::backend_kind(crf);
   xo.decode = enum_value<DecodeMode>(decode, "decode");
-  auto ex = make_executor(device, d, xo);
+  auto ex = make_executor(resolve_device(enum_value<DeviceSetting>(device, "device")), d, xo);
   AdamW opt;
   opt.reset(params.size());
   ex->set_state(params, opt);

@@ -208,9 +208,9 @@ TEST(GpuNumerics, EveryLayerAndPassIsNamedAtTheFaultStep) {
   const Batch b1 = random_batch(d, 4, 23, 1), b2 = random_batch(d, 4, 19, 2);
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
-    xo.crf_backend = "cuda";
+    xo.crf_backend = crf::BackendKind::cuda;
     xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
-    auto gpu = make_executor("cuda", d, xo);
+    auto gpu = make_executor(Device::cuda, d, xo);
     int cases = 0;
     for (const std::string& layer : numerics_layers(d.num_layers)) {
       for (Pass pass : {Pass::forward, Pass::backward}) {
@@ -270,9 +270,9 @@ TEST(GpuNumerics, CheckOffDoesNoSlotWorkAndCheckOnTapsEveryDocumentedTensor) {
   const int want = 29 + 11 * d.num_layers;
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
-    xo.crf_backend = "cuda";
+    xo.crf_backend = crf::BackendKind::cuda;
     xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
-    auto gpu = make_executor("cuda", d, xo);
+    auto gpu = make_executor(Device::cuda, d, xo);
     gpu->set_state(params, opt0);
     gpu->train_step(b, step_options(1, false));
     EXPECT_EQ(cuda_numerics_slots(*gpu), 0) << algo;
@@ -314,9 +314,9 @@ TEST(GpuNumerics, TapsFollowTheDocumentedOrderAndMeasureTheRightTensors) {
       for (int c = 0; c < d.input_dim; ++c) x0[(static_cast<size_t>(i) * b.input.T + t) * d.input_dim + c] = 0.f;
   for (const std::string& algo : algos_here(d)) {
     ExecutorOptions xo;
-    xo.crf_backend = "cuda";
+    xo.crf_backend = crf::BackendKind::cuda;
     xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
-    auto gpu = make_executor("cuda", d, xo);
+    auto gpu = make_executor(Device::cuda, d, xo);
     gpu->set_state(params, opt0);
     gpu->train_step(b, step_options(1, true));
     const std::vector<NumericsHit> rep = cuda_numerics_report(*gpu);
@@ -358,10 +358,10 @@ TEST(GpuNumerics, DeterministicRunsAreBitwiseIdentical) {
   for (const std::string& algo : algos_here(d)) {
     auto run = [&](bool check) {
       ExecutorOptions xo;
-      xo.crf_backend = "cuda";
+      xo.crf_backend = crf::BackendKind::cuda;
       xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
       xo.deterministic = true;
-      auto gpu = make_executor("cuda", d, xo);
+      auto gpu = make_executor(Device::cuda, d, xo);
       gpu->set_state(params, opt0);
       for (int i = 0; i < 3; ++i) {
         StepOptions o = step_options(i + 1, check);
@@ -386,7 +386,7 @@ TEST(GpuNumerics, DeterministicRefusesThePersistentAlgorithms) {
   const ModelDims d = dims64();
   for (const char* algo : {"persist_static", "persist_dynamic"}) {
     ExecutorOptions xo;
-    xo.crf_backend = "cuda";
+    xo.crf_backend = crf::BackendKind::cuda;
     xo.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
     xo.deterministic = true;
     try {

@@ -72,7 +72,7 @@ void expect_matches(const HostResult& g, const HostResult& r, const Problem& p, 
 
 TEST(CudaOnset, MatchesBruteForceEnumeration) {
   SKIP_WITHOUT_GPU();
-  auto gpu = make_backend("cuda");
+  auto gpu = make_backend(BackendKind::cuda);
   const double scale = 0.75;
   for (const Problem& pb : tiny_exact_problems({1, 2, 3, 5, 6}, {1, 2, 3}, {1, 2, 3}, 101, true)) {
     SCOPED_TRACE(::testing::Message() << "T=" << pb.dims.T << " C=" << pb.dims.C << " K=" << pb.dims.K);
@@ -103,13 +103,13 @@ Problem onset_problem(int64_t B, int64_t T, int64_t K, int64_t C, uint64_t seed)
 
 TEST(CudaOnset, AgreesWithReferenceOnBothRings) {
   SKIP_WITHOUT_GPU();
-  auto ref = make_backend("reference");
+  auto ref = make_backend(BackendKind::reference);
   struct Cfg {
     int64_t B, T, K, C;
   };
   for (const char* ring : {"shared", "global"}) {
     setenv("TIMITSEG_CUDA_RING", ring, 1);
-    auto gpu = make_backend("cuda");  // reads TIMITSEG_CUDA_RING when constructed
+    auto gpu = make_backend(BackendKind::cuda);  // reads TIMITSEG_CUDA_RING when constructed
     uint64_t seed = 900;
     for (const Cfg& c : std::vector<Cfg>{{4, 60, 10, 7}, {8, 200, 30, 39}, {3, 40, 64, 33}, {2, 3, 9, 2}}) {
       SCOPED_TRACE(::testing::Message() << ring << " B=" << c.B << " T=" << c.T << " K=" << c.K << " C=" << c.C);
@@ -130,8 +130,8 @@ TEST(CudaOnset, AgreesWithReferenceOnBothRings) {
 
 TEST(CudaOnset, MinusInfParameterEntries) {
   SKIP_WITHOUT_GPU();
-  auto ref = make_backend("reference");
-  auto gpu = make_backend("cuda");
+  auto ref = make_backend(BackendKind::reference);
+  auto gpu = make_backend(BackendKind::cuda);
   Problem p = onset_problem(3, 120, 12, 7, 950);
   // Forbid half of the transitions and durations the gold segmentation does not use.
   const int64_t T = p.dims.T, K = p.dims.K, C = p.dims.C;
@@ -163,7 +163,7 @@ bool bitwise_equal(const std::vector<T>& a, const std::vector<T>& b) {
 
 TEST(CudaOnset, ZeroOnsetIsBitwiseNoOnsetAndRunsAreDeterministic) {
   SKIP_WITHOUT_GPU();
-  auto gpu = make_backend("cuda");
+  auto gpu = make_backend(BackendKind::cuda);
   const Problem plain = make_problem(4, 150, 20, 39, 960);
   Problem zero = plain;
   zero.o.assign(4 * 150 * 39, 0.0f);
@@ -191,7 +191,7 @@ TEST(CudaOnset, ZeroOnsetIsBitwiseNoOnsetAndRunsAreDeterministic) {
 
 TEST(CudaOnset, DeviceValidationNamesOnsetEntry) {
   SKIP_WITHOUT_GPU();
-  auto gpu = make_backend("cuda");
+  auto gpu = make_backend(BackendKind::cuda);
   Problem p = make_problem(2, 6, 3, 3, 970);
   add_onset(p, 970);
   std::fill(p.o.begin() + (1 * 6 + p.lengths[1]) * 3, p.o.end(), std::numeric_limits<float>::quiet_NaN());

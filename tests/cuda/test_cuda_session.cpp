@@ -49,10 +49,10 @@ TEST(CudaSession, ReusedAcrossBatchSizesMatchesFreshRunHost) {
     SCOPED_TRACE(st_ptr ? "non-default stream" : "default stream");
     BackendOptions bo;
     bo.stream = st_ptr;
-    auto be = make_backend("cuda", bo);
+    auto be = make_backend(BackendKind::cuda, bo);
     EXPECT_EQ(be->stream(), st_ptr);
-    auto fresh_be = make_backend("cuda");  // default stream, fresh buffers per call
-    auto ref = make_backend("reference");
+    auto fresh_be = make_backend(BackendKind::cuda);  // default stream, fresh buffers per call
+    auto ref = make_backend(BackendKind::reference);
     Session session(*be);
     EXPECT_EQ(session.stream(), st_ptr);
     uint32_t seed = 70;
@@ -75,7 +75,7 @@ TEST(CudaSession, ReusedAcrossBatchSizesMatchesFreshRunHost) {
 
 TEST(CudaSession, NothingAllocatedAfterTheLargestBatch) {
   SKIP_WITHOUT_GPU();
-  auto be = make_backend("cuda");
+  auto be = make_backend(BackendKind::cuda);
   Session session(*be);
   const Dims big{9, 41, 6, 39};
   const Problem pb = random_problem(big, 5);
@@ -98,7 +98,7 @@ TEST(CudaSession, NothingAllocatedAfterTheLargestBatch) {
 TEST(CudaSession, DeviceCallsMatchRunHost) {
   SKIP_WITHOUT_GPU();
   Stream stream;
-  auto be = make_backend("cuda");
+  auto be = make_backend(BackendKind::cuda);
   Session session(*be, stream.s);
   for (const Step& st : kSteps) {
     const Dims& d = st.dims;

@@ -14,8 +14,8 @@ namespace {
 
 TEST(CudaVsReference, RunHostAgreement) {
   SKIP_WITHOUT_GPU();
-  auto ref = make_backend("reference");
-  auto gpu = make_backend("cuda");
+  auto ref = make_backend(BackendKind::reference);
+  auto gpu = make_backend(BackendKind::cuda);
   struct Cfg {
     int64_t B, T, K, C;
   };

@@ -288,7 +288,7 @@ TEST(AblationKnobs, CpuExecutorAppliesLrScaleToTheCrfStructure) {
   opt.reset(params.size());
   ExecutorOptions xo;
   xo.threads = 1;
-  auto ex = make_executor("cpu", d, xo);
+  auto ex = make_executor(Device::cpu, d, xo);
   ex->set_state(params, opt);
   std::vector<float> g;
   ex->gradients(batch, o, g);

@@ -39,8 +39,8 @@ TEST(CheckpointCompat, ReproducesTheOldBinarysScoresAndSegments) {
   const ModelState s = load_checkpoint(kDir + "checkpoint-pre-issue11.safetensors");
   ExecutorOptions xo;
   xo.threads = 1;
-  xo.crf_backend = "cpu";
-  auto exec = make_executor("cpu", s.dims, xo);
+  xo.crf_backend = crf::BackendKind::cpu;
+  auto exec = make_executor(Device::cpu, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   int checked = 0;
   for (const std::string& utt : testsupport::legacy_utterances()) {

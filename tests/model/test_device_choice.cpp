@@ -41,59 +41,59 @@ Config autos(int hidden_dim = 128) {
 }  // namespace
 
 TEST(DeviceChoice, DeviceAutoIsTheGpuWhenOneIsPresent) {
-  EXPECT_EQ(choose_device("auto", no_gpu()), "cpu");
-  EXPECT_EQ(choose_device("auto", gpu(9, 0, "H100")), "cuda");
-  EXPECT_EQ(choose_device("auto", gpu(7, 5, "T4")), "cuda");
+  EXPECT_EQ(std::string(device_name(choose_device(DeviceSetting::automatic, no_gpu()))), "cpu");
+  EXPECT_EQ(std::string(device_name(choose_device(DeviceSetting::automatic, gpu(9, 0, "H100")))), "cuda");
+  EXPECT_EQ(std::string(device_name(choose_device(DeviceSetting::automatic, gpu(7, 5, "T4")))), "cuda");
   // explicit values win, whatever the machine
-  EXPECT_EQ(choose_device("cpu", gpu(9, 0, "H100")), "cpu");
-  EXPECT_EQ(choose_device("cuda", no_gpu()), "cuda");
+  EXPECT_EQ(std::string(device_name(choose_device(DeviceSetting::cpu, gpu(9, 0, "H100")))), "cpu");
+  EXPECT_EQ(std::string(device_name(choose_device(DeviceSetting::cuda, no_gpu()))), "cuda");
 }
 
 TEST(DeviceChoice, RnnAlgoAutoIsFusedOnComputeCapability9xOnly) {
   const DeviceFacts h100 = gpu(9, 0, "H100"), a100 = gpu(8, 0, "A100"), next = gpu(10, 0, "B200");
-  for (int H : {64, 128, 256}) EXPECT_EQ(choose_rnn_algo("auto", "cuda", H, h100), "fused") << H;
-  EXPECT_EQ(choose_rnn_algo("auto", "cuda", 128, gpu(9, 1, "H-next")), "fused");
-  EXPECT_EQ(choose_rnn_algo("auto", "cuda", 128, a100), "standard");
-  EXPECT_EQ(choose_rnn_algo("auto", "cuda", 128, next), "standard");
+  for (int H : {64, 128, 256}) EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cuda, H, h100))), "fused") << H;
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cuda, 128, gpu(9, 1, "H-next")))), "fused");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cuda, 128, a100))), "standard");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cuda, 128, next))), "standard");
   // sizes the fused kernel does not have
-  for (int H : {8, 32, 96, 512}) EXPECT_EQ(choose_rnn_algo("auto", "cuda", H, h100), "standard") << H;
+  for (int H : {8, 32, 96, 512}) EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cuda, H, h100))), "standard") << H;
   // the CPU does not use it: standard, even on a machine with an H100
-  EXPECT_EQ(choose_rnn_algo("auto", "cpu", 128, h100), "standard");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::automatic, Device::cpu, 128, h100))), "standard");
   // explicit values kept
-  EXPECT_EQ(choose_rnn_algo("fused", "cuda", 128, a100), "fused");
-  EXPECT_EQ(choose_rnn_algo("persist_static", "cuda", 128, h100), "persist_static");
-  EXPECT_EQ(choose_rnn_algo("standard", "cuda", 128, h100), "standard");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::fused, Device::cuda, 128, a100))), "fused");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::persist_static, Device::cuda, 128, h100))), "persist_static");
+  EXPECT_EQ(std::string(to_string(choose_rnn_algo(RnnAlgo::standard, Device::cuda, 128, h100))), "standard");
 }
 
 TEST(DeviceChoice, CrfBackendAutoFollowsTheDevice) {
-  EXPECT_EQ(choose_crf_backend("auto", "cuda"), "cuda");
-  EXPECT_EQ(choose_crf_backend("auto", "cpu"), "cpu");
-  EXPECT_EQ(choose_crf_backend("reference", "cuda"), "reference");
-  EXPECT_EQ(choose_crf_backend("cpu", "cuda"), "cpu");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(choose_crf_backend(CrfBackendSetting::automatic, Device::cuda))), "cuda");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(choose_crf_backend(CrfBackendSetting::automatic, Device::cpu))), "cpu");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(choose_crf_backend(CrfBackendSetting::reference, Device::cuda))), "reference");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(choose_crf_backend(CrfBackendSetting::cpu, Device::cuda))), "cpu");
 }
 
 TEST(DeviceChoice, ChooseAllResolvesEachAutoWithOnePickLine) {
   const DeviceChoice h = choose_all(autos(), gpu(9, 0, "NVIDIA H100 80GB HBM3"));
-  EXPECT_EQ(h.device, "cuda");
-  EXPECT_EQ(h.rnn_algo, "fused");
-  EXPECT_EQ(h.crf_backend, "cuda");
+  EXPECT_EQ(std::string(device_name(h.device)), "cuda");
+  EXPECT_EQ(std::string(to_string(h.rnn_algo)), "fused");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(h.crf_backend)), "cuda");
   ASSERT_EQ(h.picks.size(), 3u);
   EXPECT_EQ(h.picks[0], "train.device = auto: cuda (NVIDIA H100 80GB HBM3)");
   EXPECT_EQ(h.picks[1], "train.rnn_algo = auto: fused (the own Hopper kernel: compute capability 9.0)");
   EXPECT_EQ(h.picks[2], "crf.backend = auto: cuda (on the GPU)");
 
   const DeviceChoice c = choose_all(autos(), no_gpu());
-  EXPECT_EQ(c.device, "cpu");
-  EXPECT_EQ(c.rnn_algo, "standard");
-  EXPECT_EQ(c.crf_backend, "cpu");
+  EXPECT_EQ(std::string(device_name(c.device)), "cpu");
+  EXPECT_EQ(std::string(to_string(c.rnn_algo)), "standard");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(c.crf_backend)), "cpu");
   ASSERT_EQ(c.picks.size(), 3u);
   EXPECT_EQ(c.picks[0], "train.device = auto: cpu (no CUDA device was found (no NVIDIA GPU or driver on this machine))");
 
   const DeviceChoice a = choose_all(autos(), gpu(8, 0, "A100"));
-  EXPECT_EQ(a.rnn_algo, "standard");
+  EXPECT_EQ(std::string(to_string(a.rnn_algo)), "standard");
   EXPECT_NE(a.picks[1].find("compute capability 8.0, the fused kernel needs 9.x"), std::string::npos) << a.picks[1];
   const DeviceChoice wide = choose_all(autos(1024), gpu(9, 0, "H100"));  // 512 units per direction
-  EXPECT_EQ(wide.rnn_algo, "standard");
+  EXPECT_EQ(std::string(to_string(wide.rnn_algo)), "standard");
   EXPECT_NE(wide.picks[1].find("512 units per direction"), std::string::npos) << wide.picks[1];
 
   // explicit values: kept, nothing to log
@@ -102,14 +102,14 @@ TEST(DeviceChoice, ChooseAllResolvesEachAutoWithOnePickLine) {
   e.train_rnn_algo = RnnAlgo::standard;
   e.crf_backend = CrfBackendSetting::reference;
   const DeviceChoice x = choose_all(e, gpu(9, 0, "H100"));
-  EXPECT_EQ(x.device, "cpu");
-  EXPECT_EQ(x.crf_backend, "reference");
+  EXPECT_EQ(std::string(device_name(x.device)), "cpu");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(x.crf_backend)), "reference");
   EXPECT_TRUE(x.picks.empty());
   // evaluate --device cpu on a GPU machine: the override decides, auto backend follows it
-  const DeviceChoice o = choose_all(autos(), gpu(9, 0, "H100"), "cpu");
-  EXPECT_EQ(o.device, "cpu");
-  EXPECT_EQ(o.crf_backend, "cpu");
-  EXPECT_EQ(o.rnn_algo, "standard");
+  const DeviceChoice o = choose_all(autos(), gpu(9, 0, "H100"), DeviceSetting::cpu);
+  EXPECT_EQ(std::string(device_name(o.device)), "cpu");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(o.crf_backend)), "cpu");
+  EXPECT_EQ(std::string(to_string(o.rnn_algo)), "standard");
 }
 
 TEST(DeviceChoice, ConfigAcceptsAutoAndRejectsOtherNames) {
@@ -162,14 +162,14 @@ TEST(DeviceChoice, CompareSeesAutoAsItsPickOnThisMachine) {
 TEST(DeviceChoice, ResolveOnThisMachine) {
   const bool has_gpu = timitseg::cuda::device_count() > 0;
   const DeviceChoice c = resolve_choices(autos(), /*log=*/false);
-  EXPECT_EQ(c.device, has_gpu ? "cuda" : "cpu");
-  EXPECT_EQ(c.crf_backend, has_gpu ? "cuda" : "cpu");
+  EXPECT_EQ(std::string(device_name(c.device)), has_gpu ? "cuda" : "cpu");
+  EXPECT_EQ(std::string(timitseg::crf::to_string(c.crf_backend)), has_gpu ? "cuda" : "cpu");
   if (!has_gpu) {
-    EXPECT_EQ(c.rnn_algo, "standard");
+    EXPECT_EQ(std::string(to_string(c.rnn_algo)), "standard");
     Config e = autos();
     e.train_device = DeviceSetting::cuda;
     try {
-      resolve_choices(e, false, "", "; use --device cpu");
+      resolve_choices(e, false, std::nullopt, "; use --device cpu");
       FAIL() << "cuda without a GPU was accepted";
     } catch (const std::runtime_error& x) {
       const std::string m = x.what();

@@ -186,8 +186,8 @@ TEST(DurationLognormal, ExecutorChainsTheTableGradient) {
   const Batch batch = testsupport::random_model_batch(dl, 3, 14, 4);
   ExecutorOptions xo;
   xo.threads = 1;
-  auto el = make_executor("cpu", dl, xo);
-  auto et = make_executor("cpu", dt, xo);
+  auto el = make_executor(Device::cpu, dl, xo);
+  auto et = make_executor(Device::cpu, dt, xo);
   AdamW opt;
   const ParamInfo& D = ll.get("crf.duration_bias");
   std::vector<float> scrambled = pl;  // set_state derives the table: a stale table must not matter
@@ -237,7 +237,7 @@ TEST(DurationLognormal, TrainStepsKeepTheTableDerivedAndLowerTheLoss) {
   std::copy(ln.begin(), ln.end(), p.begin() + lay.get("crf.duration_lognormal").offset);
   ExecutorOptions xo;
   xo.threads = 1;
-  auto ex = make_executor("cpu", d, xo);
+  auto ex = make_executor(Device::cpu, d, xo);
   AdamW opt;
   ex->set_state(p, opt);
   const Batch batch = testsupport::random_model_batch(d, 4, 20, 9);

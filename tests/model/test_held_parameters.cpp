@@ -28,7 +28,7 @@ void check_step(double frame_ce_weight) {
   const Batch batch = random_model_batch(d, 3, 11, 6);
   ExecutorOptions xo;
   xo.threads = 1;
-  auto exec = make_executor("cpu", d, xo);
+  auto exec = make_executor(Device::cpu, d, xo);
   AdamW opt;
   opt.reset(p0.size());
   // two steps, so that the second sees moments of the first

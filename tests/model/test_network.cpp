@@ -367,7 +367,7 @@ TEST(ModelGradients, TrainingStepMatchesOracle) {
     o.frame_ce_weight = ce_weight;
     o.frame_normalization = frame_norm;
     for (const char* name : {"reference", "cpu"}) {
-      auto backend = crf::make_backend(name);
+      auto backend = crf::make_backend(crf::backend_kind(name));
       std::vector<float> gf;
       Activations<float> act;
       const StepResult r = loss_and_grad(netf, pf, batch, *backend, o, gf, act);
@@ -399,7 +399,7 @@ TEST(ModelGradients, NonFiniteInputIsNamed) {
   batch.labels = tc.labels;
   batch.ids = {"a", "b", "c"};
   StepOptions o;  // debug.check_numerics on, as by default
-  auto backend = crf::make_backend("cpu");
+  auto backend = crf::make_backend(crf::BackendKind::cpu);
   std::vector<float> grad;
   Activations<float> act;
   try {

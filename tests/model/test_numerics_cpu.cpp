@@ -107,7 +107,7 @@ TEST(Numerics, CheckNamesEveryFaultyLayerAndPassOnTheCpu) {
   const Fixture fx;
   ExecutorOptions xo;
   xo.threads = 2;
-  xo.crf_backend = "cpu";
+  xo.crf_backend = crf::BackendKind::cpu;
   const auto cases = all_cases(fx.dims.num_layers);
   ASSERT_EQ(cases.size(), 2 * numerics_layers(2).size() - 1);
   for (const Case& c : cases) {

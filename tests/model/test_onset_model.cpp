@@ -174,7 +174,7 @@ TEST(OnsetModel, TrainingStepMatchesFloat64Oracle) {
   StepOptions o;
   o.crf_reg = tc.reg;
   for (const char* name : {"reference", "cpu"}) {
-    auto backend = crf::make_backend(name);
+    auto backend = crf::make_backend(crf::backend_kind(name));
     std::vector<float> gf;
     Activations<float> act;
     const StepResult r = loss_and_grad(netf, pf, batch, *backend, o, gf, act);
@@ -291,8 +291,8 @@ TEST(OnsetModel, ShortCpuTrainingLowersTheLoss) {
   const Batch batch = testsupport::random_model_batch(d, 4, 30, 4);
   ExecutorOptions xo;
   xo.threads = 2;
-  xo.crf_backend = "cpu";
-  auto ex = make_executor("cpu", d, xo);
+  xo.crf_backend = crf::BackendKind::cpu;
+  auto ex = make_executor(Device::cpu, d, xo);
   AdamW opt;
   opt.reset(params.size());
   ex->set_state(params, opt);
@@ -351,7 +351,7 @@ TEST(OnsetModel, NumericTapsNameTheOnsetProjection) {
   batch.labels = tc.labels;
   batch.ids = {"a", "b", "c"};
   for (int32_t l : tc.lengths) batch.frames += l;
-  auto backend = crf::make_backend("cpu");
+  auto backend = crf::make_backend(crf::BackendKind::cpu);
   for (const Pass pass : {Pass::forward, Pass::backward}) {
     StepOptions o;
     o.check_numerics = true;

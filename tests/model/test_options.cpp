@@ -79,19 +79,19 @@ TEST(Options, StepOptionsFromTheConfig) {
 
 TEST(Options, ExecutorAndOptimizerFromTheConfig) {
   DeviceChoice choice;
-  choice.device = "cuda";
-  choice.crf_backend = "reference";
-  choice.rnn_algo = "fused";
+  choice.device = Device::cuda;
+  choice.crf_backend = timitseg::crf::BackendKind::reference;
+  choice.rnn_algo = RnnAlgo::fused;
   const ExecutorOptions xo = executor_options(non_default(), choice, 5);
   EXPECT_EQ(xo.threads, 5);
-  EXPECT_EQ(xo.crf_backend, "reference");
+  EXPECT_EQ(xo.crf_backend, timitseg::crf::BackendKind::reference);
   EXPECT_EQ(xo.rnn_algo, RnnAlgo::fused);
   EXPECT_TRUE(xo.deterministic);
   EXPECT_EQ(xo.phone_bonus, -1.5);
   EXPECT_EQ(xo.decode, DecodeMode::posterior);
   EXPECT_EQ(xo.world, nullptr);
   const ExecutorOptions io = inference_executor_options(non_default(), choice, 5);
-  EXPECT_EQ(io.crf_backend, "cuda");  // the GPU decodes with the cuda backend
+  EXPECT_EQ(io.crf_backend, timitseg::crf::BackendKind::cuda);  // the GPU decodes with the cuda backend
   EXPECT_FALSE(io.deterministic);
   EXPECT_EQ(io.decode, DecodeMode::posterior);
   AdamW opt;
@@ -108,11 +108,18 @@ TEST(Options, ExecutorAndOptimizerFromTheConfig) {
 }
 
 TEST(Options, OneRulePicksTheInferenceBackend) {
-  // (device, configured) -> backend: the GPU always cuda; the CPU the host backend, cpu for cuda and auto
+  // (device, configured crf.backend) -> backend: the GPU always cuda; the CPU the host backend, cpu for cuda and auto
+  using B = timitseg::crf::BackendKind;
+  using S = CrfBackendSetting;
   const struct {
-    const char *device, *configured, *want;
-  } cases[] = {{"cuda", "cuda", "cuda"},     {"cuda", "cpu", "cuda"}, {"cuda", "reference", "cuda"},
-               {"cuda", "auto", "cuda"},     {"cpu", "cuda", "cpu"},  {"cpu", "auto", "cpu"},
-               {"cpu", "reference", "reference"}, {"cpu", "cpu", "cpu"}};
-  for (const auto& c : cases) EXPECT_EQ(inference_crf_backend(c.device, c.configured), c.want) << c.device << " " << c.configured;
+    Device device;
+    S configured;
+    B want;
+  } cases[] = {{Device::cuda, S::cuda, B::cuda},          {Device::cuda, S::cpu, B::cuda},
+               {Device::cuda, S::reference, B::cuda},     {Device::cuda, S::automatic, B::cuda},
+               {Device::cpu, S::cuda, B::cpu},            {Device::cpu, S::automatic, B::cpu},
+               {Device::cpu, S::reference, B::reference}, {Device::cpu, S::cpu, B::cpu}};
+  for (const auto& c : cases)
+    EXPECT_EQ(inference_crf_backend(c.device, choose_crf_backend(c.configured, c.device)), c.want)
+        << device_name(c.device) << " " << to_string(c.configured);
 }

@@ -245,7 +245,7 @@ TEST(CpuExecutorShares, TwoSharesSumToTheWholeBatch) {
     o.step = 3;
     ExecutorOptions xo;
     xo.threads = 2;
-    auto ex = make_executor("cpu", d, xo);
+    auto ex = make_executor(Device::cpu, d, xo);
     AdamW opt;
     opt.reset(params.size());
     ex->set_state(params, opt);
@@ -295,7 +295,7 @@ TEST(CpuExecutorShares, ABadShareMappingIsRefused) {
   b.input.global_T = 10;
   ExecutorOptions xo;
   xo.threads = 1;
-  auto ex = make_executor("cpu", d, xo);
+  auto ex = make_executor(Device::cpu, d, xo);
   AdamW opt;
   ex->set_state(params, opt);
   StepOptions o;

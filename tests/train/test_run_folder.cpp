@@ -285,8 +285,8 @@ TEST_F(RunFolder, DevLossEqualsTheLossOfAGradientPass) {
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   model::ExecutorOptions xo;
   xo.threads = 2;
-  xo.crf_backend = "reference";  // float64 oracle backend
-  auto exec = model::make_executor("cpu", s.dims, xo);
+  xo.crf_backend = crf::BackendKind::reference;  // float64 oracle backend
+  auto exec = model::make_executor(model::Device::cpu, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   model::StepOptions so;  // dropout 0, crf_reg 0, per-utterance normalization
   std::vector<float> grad;
