@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
   app.add_option("-C,--classes", C, "number of labels C")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   try {
-    auto be = make_backend("cuda");
+    auto be = make_backend(BackendKind::cuda);
     std::printf("device: %s\n", timitseg::cuda::device_name().c_str());
     std::printf("%-12s %6s %12s %12s %12s %14s\n", "B x T", "K", "forward ms", "fwd+bwd ms", "viterbi ms",
                 "workspace MiB");
