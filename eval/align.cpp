@@ -177,9 +177,19 @@ std::map<std::string, std::string> read_wav_scp(const std::string& path) {
   return scp;
 }
 
+// The file beside each audio (--transcript), read from its word once, here.
+enum class Beside { phn, wrd, txt, automatic };
+Beside beside_of(const std::string& word) {
+  const std::pair<const char*, Beside> table[] = {
+      {"phn", Beside::phn}, {"wrd", Beside::wrd}, {"txt", Beside::txt}, {"auto", Beside::automatic}};
+  for (const auto& [name, b] : table)
+    if (word == name) return b;
+  throw std::invalid_argument("--transcript must be phn, wrd, txt or auto, got '" + word + "'");
+}
+
 std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect) {
   std::vector<Job> jobs;
-  const std::string mode = o.transcript;
+  const Beside mode = beside_of(o.transcript);
   if (!o.phones_file.empty() || !o.words_file.empty()) {
     const bool phones = !o.phones_file.empty();
     const std::string list_path = phones ? o.phones_file : o.words_file;
@@ -228,9 +238,9 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
     return jobs;
   }
   auto beside = [&](const std::string& audio) -> std::function<data::Transcript()> {
-    const std::string m = mode == "auto" ? (dict ? "words" : "phn") : mode;
+    const Beside m = mode == Beside::automatic ? (dict ? Beside::automatic : Beside::phn) : mode;  // auto: words
     return [audio, m, dict, wo = o.words]() -> data::Transcript {
-      if (m == "phn") {
+      if (m == Beside::phn) {
         const std::string phn = sibling(audio, ".PHN");
         if (phn.empty()) throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
         data::Transcript t;
@@ -238,11 +248,12 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
         t.phones = data::parse_phn_phones(phn, read_file(phn));
         return t;
       }
-      std::string path = m == "txt" ? "" : sibling(audio, ".WRD");
+      std::string path = m == Beside::txt ? "" : sibling(audio, ".WRD");
       bool wrd = !path.empty();
-      if (path.empty() && m != "wrd") path = sibling(audio, ".TXT");
+      if (path.empty() && m != Beside::wrd) path = sibling(audio, ".TXT");
       if (path.empty())
-        throw data::TranscriptError(audio + ": no " + (m == "wrd" ? ".WRD" : m == "txt" ? ".TXT" : ".WRD or .TXT") +
+        throw data::TranscriptError(audio + ": no " +
+                                    (m == Beside::wrd ? ".WRD" : m == Beside::txt ? ".TXT" : ".WRD or .TXT") +
                                     " beside it");
       const std::string text = read_file(path);
       return data::words_to_phones(wrd ? data::parse_wrd(path, text) : data::parse_txt(path, text), *dict, path,
