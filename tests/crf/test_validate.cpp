@@ -96,6 +96,33 @@ TEST(Errors, NonFiniteInputsNameTensorAndIndex) {
   expect_error(pb, false, "cum_scores[0][4][1] = -inf is not finite");
 }
 
+TEST(Errors, BackendKindNamesRoundTripAndUnknownNamesFailInOneLine) {
+  // the one table: every kind's name parses back to it; the names are the documented words
+  const std::vector<std::string> want{"reference", "cpu", "cuda"};
+  EXPECT_EQ(backend_kind_names(), want);
+  for (BackendKind k : {BackendKind::reference, BackendKind::cpu, BackendKind::cuda}) {
+    BackendKind back{};
+    ASSERT_TRUE(parse_backend_kind(to_string(k), &back)) << to_string(k);
+    EXPECT_EQ(back, k);
+    EXPECT_EQ(backend_kind(to_string(k)), k);
+  }
+  // words are exact: case, blanks and other names are refused
+  BackendKind out = BackendKind::reference;
+  for (const char* bad : {"CPU", " cpu", "cpu ", "", "auto", "gpu", "Reference"}) {
+    EXPECT_FALSE(parse_backend_kind(bad, &out)) << "'" << bad << "'";
+    EXPECT_EQ(out, BackendKind::reference) << "unchanged on failure";
+    try {
+      backend_kind(bad);
+      ADD_FAILURE() << "no error for '" << bad << "'";
+    } catch (const std::runtime_error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("unknown crf backend '" + std::string(bad) + "' (known: reference, cpu", 0), 0u)
+          << e.what();
+    }
+  }
+  // the kind a backend is made of is the backend it names itself
+  for (BackendKind k : {BackendKind::reference, BackendKind::cpu}) EXPECT_EQ(make_backend(k)->name(), to_string(k));
+}
+
 TEST(Errors, UnknownAndUnavailableBackends) {
   try {
     make_backend(backend_kind("gpu"));

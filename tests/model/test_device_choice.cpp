@@ -140,6 +140,28 @@ TEST(DeviceChoice, ConfigAcceptsAutoAndRejectsOtherNames) {
   }
 }
 
+TEST(DeviceChoice, SettingsAndResolvedKindsMapOneToOne) {
+  using timitseg::crf::BackendKind;
+  // an explicit crf.backend names one kind, and the kind names that setting back
+  const struct {
+    CrfBackendSetting setting;
+    BackendKind kind;
+  } pairs[] = {{CrfBackendSetting::reference, BackendKind::reference},
+               {CrfBackendSetting::cpu, BackendKind::cpu},
+               {CrfBackendSetting::cuda, BackendKind::cuda}};
+  for (const auto& p : pairs) {
+    EXPECT_EQ(backend_kind(p.setting), p.kind);
+    EXPECT_EQ(backend_setting(p.kind), p.setting);
+    // the words agree: the config's word of the setting is the backend's name
+    EXPECT_EQ(std::string(to_string(p.setting)), std::string(timitseg::crf::to_string(p.kind)));
+  }
+  EXPECT_THROW(backend_kind(CrfBackendSetting::automatic), std::logic_error);  // auto is chosen first
+  EXPECT_EQ(device_setting(Device::cpu), DeviceSetting::cpu);
+  EXPECT_EQ(device_setting(Device::cuda), DeviceSetting::cuda);
+  EXPECT_EQ(std::string(device_name(Device::cuda)), std::string(to_string(DeviceSetting::cuda)));
+  EXPECT_EQ(std::string(device_name(Device::cpu)), std::string(to_string(DeviceSetting::cpu)));
+}
+
 TEST(DeviceChoice, CompareSeesAutoAsItsPickOnThisMachine) {
   // a run saved with `auto` against a request for the explicit values `auto` picks: no difference
   const Config saved = autos();
