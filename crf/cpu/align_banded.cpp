@@ -5,10 +5,14 @@
 #include "crf/cpu/align_banded.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
+#include "common/parallel.h"
 #include "common/progress.h"
 #include "crf/detail.h"
 
@@ -18,8 +22,10 @@ namespace {
 
 using detail::kNegInf;
 
-// Passes of this much work (rows x width x K) or more draw a progress bar.
+// Passes of this much work (rows x width x K) or more draw a progress bar;
+// recordings of this many frames or more log each pass (time, band size).
 constexpr double kBandProgressWork = 1e9;
+constexpr int64_t kLogFrames = 10000;
 
 // The rows of the recurrence over a band: S in a ring of K+1 rows of the
 // band's widest row, F for the current row. Row t holds phones [lo[t], hi[t]);
@@ -28,6 +34,7 @@ class BandRows {
  public:
   BandRows(const AlignUtterance& u, std::vector<int32_t>& lo, std::vector<int32_t>& hi, int64_t width)
       : u_(u), lo_(lo), hi_(hi), W_(width), R_(u.K + 1), S_(static_cast<size_t>(R_ * W_), kNegInf),
+        G_(static_cast<size_t>(R_ * W_), 0.0), O_(u.onset ? static_cast<size_t>(R_ * W_) : 0, 0.0),
         F_(static_cast<size_t>(W_), kNegInf) {}
 
   bool is_opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
@@ -46,9 +53,22 @@ class BandRows {
   double F(int64_t t, int64_t n) const { return n >= lo_[t] && n < hi_[t] ? F_[n - lo_[t]] : kNegInf; }
   int64_t centre() const { return centre_; }
 
+  // Row t's cum[t][y_n] (and onset[t][y_n]) for the phones of its band, read by
+  // the rows after it: the same float -> double values seg() reads.
+  void gather(int64_t t) {
+    const int64_t C = u_.C, l = lo_[t];
+    double* g = &G_[(t % R_) * W_];
+    for (int64_t n = l; n < hi_[t]; ++n) g[n - l] = static_cast<double>(u_.cum[t * C + u_.y[n]]);
+    if (u_.onset && t < u_.L) {
+      double* o = &O_[(t % R_) * W_];
+      for (int64_t n = l; n < hi_[t]; ++n) o[n - l] = static_cast<double>(u_.onset[t * C + u_.y[n]]);
+    }
+  }
+
   // Row 0: S[0][.] (the first kept phone starts at 0).
   void row0(int8_t* bps) {
     if (adaptive) lo_[0] = 0, hi_[0] = static_cast<int32_t>(std::min(W_, u_.np));
+    gather(0);
     double* s0 = &S_[0];
     std::fill(s0, s0 + W_, kNegInf);
     for (int64_t n = lo_[0]; n < hi_[0]; ++n) {
@@ -66,16 +86,22 @@ class BandRows {
       lo_[t] = static_cast<int32_t>(std::max(prev, std::min({centre_ - W_ / 2, prev + 2, cap})));
       hi_[t] = static_cast<int32_t>(std::min(np, lo_[t] + W_));
     }
-    const int64_t l = lo_[t], h = hi_[t];
+    const int64_t l = lo_[t], h = hi_[t], C = u_.C;
     const int32_t* y = u_.y;
+    gather(t);
     std::fill(F_.begin(), F_.begin() + (h - l), kNegInf);
     if (bpd) std::fill(bpd, bpd + (h - l), uint16_t{1});
     uint16_t scratch = 0;
+    const double* gt = &G_[(t % R_) * W_];  // gt[n - l] = cum[t][y_n]
     for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
-      const int64_t r = t - d, lr = lo_[r];
+      const int64_t r = t - d, lr = lo_[r], n0 = std::max(l, lr), n1 = std::min(h, static_cast<int64_t>(hi_[r]));
       const double* sr = &S_[(r % R_) * W_];
-      for (int64_t n = std::max(l, lr); n < std::min(h, static_cast<int64_t>(hi_[r])); ++n) {
-        const double v = sr[n - lr] + seg(r, d, y[n]);
+      const double* gr = &G_[(r % R_) * W_];
+      const double* orow = u_.onset ? &O_[(r % R_) * W_] : nullptr;
+      const float* dd = u_.p->duration_bias + (d - 1) * C;
+      for (int64_t n = n0; n < n1; ++n) {  // seg(r, d, y_n), the same expression in the same order
+        const double sg = gt[n - l] - gr[n - lr] + static_cast<double>(dd[y[n]]);
+        const double v = sr[n - lr] + (orow ? sg + orow[n - lr] : sg);
         uint16_t& arg = bpd ? bpd[n - l] : scratch;
         if (v > F_[n - l]) F_[n - l] = v, arg = static_cast<uint16_t>(d);
       }
@@ -110,8 +136,8 @@ class BandRows {
   const AlignUtterance& u_;
   std::vector<int32_t>&lo_, &hi_;
   int64_t W_, R_;
-  std::vector<double> S_, F_;
-  int64_t centre_ = 0;  // the best F of the last row
+  std::vector<double> S_, G_, O_, F_;  // S, the gathered cum and onset: rings of K+1 rows
+  int64_t centre_ = 0;                   // the best F of the last row
 };
 
 std::unique_ptr<Progress> bar_for(const std::string& label, int64_t L, double work) {
@@ -169,29 +195,39 @@ int64_t Band::max_width() const {
   return m;
 }
 
-std::vector<int32_t> forward_centres(const AlignUtterance& u, int64_t width) {
+namespace {
+
+std::vector<int32_t> centres(const AlignUtterance& u, int64_t width, Progress* bar) {
   const int64_t L = u.L, W = std::max<int64_t>(1, std::min(width, u.np));
   std::vector<int32_t> lo(static_cast<size_t>(L + 1)), hi(static_cast<size_t>(L + 1)), centre(lo.size(), 0);
   BandRows r(u, lo, hi, W);
   r.adaptive = true;
-  std::unique_ptr<Progress> bar = bar_for("align: placing the band", L, double(L) * double(W) * double(u.K));
   r.row0(nullptr);
   for (int64_t t = 1; t <= L; ++t) {
     r.step(t, nullptr, nullptr);
     centre[t] = static_cast<int32_t>(r.centre());
     if (bar && t % 4096 == 0) bar->advance(4096);
   }
+  if (bar) bar->advance(L % 4096);
   return centre;
 }
 
-std::vector<int32_t> backward_centres(const AlignUtterance& u, int64_t width) {
+std::vector<int32_t> reversed_centres(const AlignUtterance& u, int64_t width, Progress* bar) {
   const Reversed rev(u);
-  const std::vector<int32_t> c = forward_centres(rev.u, width);
+  const std::vector<int32_t> c = centres(rev.u, width, bar);
   const int64_t L = u.L, np = u.np;
   std::vector<int32_t> out(c.size());
   // reversed phones 0..n' done at reversed row t' = original phones np-1-n'.. in [L-t', L)
   for (int64_t t = 0; t <= L; ++t) out[t] = static_cast<int32_t>(std::max<int64_t>(0, np - 2 - c[L - t]));
   return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> forward_centres(const AlignUtterance& u, int64_t width) { return centres(u, width, nullptr); }
+
+std::vector<int32_t> backward_centres(const AlignUtterance& u, int64_t width) {
+  return reversed_centres(u, width, nullptr);
 }
 
 Band band_between(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t np, int64_t margin) {
@@ -237,6 +273,7 @@ BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) 
     r.step(t, bpd.data() + off[t], bps.data() + off[t]);
     if (bar && t % 4096 == 0) bar->advance(4096);
   }
+  if (bar) bar->advance(L % 4096);
   BandPass res;
   double total = r.F(L, np - 1) + r.en(u.y[np - 1]);
   bool skip_last = false;
@@ -300,7 +337,7 @@ Band every_phone(int64_t L, int64_t np) {
 }  // namespace
 
 double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size_t max_bytes, BandedStats* stats,
-                    const Band* first) {
+                    const Band* first, int threads) {
   const int64_t L = u.L, np = u.np, K = u.K;
   BandedStats local;
   BandedStats& s = stats ? *stats : local;
@@ -311,15 +348,39 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
   if (needed > L) return kNegInf;  // infeasible: every phone kept needs a frame
   const int64_t W = width > 0 ? width : kBandStartWidth;
   int64_t margin = std::max<int64_t>(2, W / 2);
-  Band band = first                    ? *first
-               : 2 * margin + 1 >= np ? every_phone(L, np)
-                                      : band_between(forward_centres(u, W), backward_centres(u, W), np, margin);
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto seconds = [&] {
+    const double x = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    return x;
+  };
+  Band band;
+  if (first) {
+    band = *first;
+  } else if (2 * margin + 1 >= np) {
+    band = every_phone(L, np);
+  } else {  // the two centre passes side by side
+    std::vector<int32_t> fwd, bwd;
+    std::unique_ptr<Progress> bar =
+        bar_for("align: placing the band", 2 * L, 2.0 * double(L) * double(std::min(W, np)) * double(K));
+    parallel_for(2, threads, [&](int64_t i, int) {
+      if (i == 0) fwd = centres(u, W, bar.get());
+      else bwd = reversed_centres(u, W, bar.get());
+    });
+    band = band_between(fwd, bwd, np, margin);
+    if (L >= kLogFrames) spdlog::info("align: {} frames, {} phones: band placed in {:.2f} s", L, np, seconds());
+  }
   size_t bytes = band_bytes(band, K);
   while (bytes <= max_bytes) {
     s.cells = band.cells();
     s.max_width = band.max_width();
     ++s.passes;
     const BandPass pass = align_in_band(u, band, spans);
+    if (L >= kLogFrames)
+      spdlog::info("align: {} frames, {} phones: banded pass {} in {:.2f} s, {} cells (mean {:.1f}, widest {} phones a frame){}",
+                 L, np, s.passes, seconds(), s.cells, static_cast<double>(s.cells) / static_cast<double>(L + 1), s.max_width,
+                 pass.touches_edge ? ": the path touches the band's edge, widening" : "");
     if (!pass.touches_edge) return pass.score;
     margin *= 2;
     if (pass.score > kNegInf) {
@@ -338,6 +399,8 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
   const size_t exact = bounded_align_bytes(L, np, K, M);
   if (exact <= max_bytes) {
     s.exact_fallback = true;
+    spdlog::info("align: {} frames, {} phones: the band would exceed {} MiB; the exact checkpointed method instead", L,
+                 np, max_bytes >> 20);
     return align_bounded(u, spans, M);
   }
   throw std::runtime_error("crf: align: " + std::to_string(L) + " frames and " + std::to_string(np) +

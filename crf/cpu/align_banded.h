@@ -74,8 +74,9 @@ struct BandedStats {
 // std::runtime_error says which limit was hit and what to do. Writes spans
 // [np][2], returns the score (-inf: infeasible). `first`, when given, is the
 // first band instead of the one between the centres (tests force the
-// widening with it).
+// widening with it). threads: the two centre passes run side by side when >= 2
+// (common/parallel.h; the result does not depend on it).
 double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width = 0, size_t max_bytes = kBandMaxBytes,
-                    BandedStats* stats = nullptr, const Band* first = nullptr);
+                    BandedStats* stats = nullptr, const Band* first = nullptr, int threads = 1);
 
 }  // namespace timitseg::crf::cpu

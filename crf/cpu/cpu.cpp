@@ -260,7 +260,8 @@ class CpuBackend final : public Backend {
       std::fill(out, out + N * 2, 0);
       score[b] = kNegInf;
       if (bounded) {  // a band around the path, exact fallbacks (crf/cpu/align_banded.h)
-        score[b] = cpu::align_banded({L, np, K, C, y, opt, cum, on, &p}, out);
+        score[b] = cpu::align_banded({L, np, K, C, y, opt, cum, on, &p}, out, 0, cpu::kBandMaxBytes, nullptr, nullptr,
+                                     dims.B == 1 ? threads_ : 1);
         return;
       }
       int64_t needed = 0;
