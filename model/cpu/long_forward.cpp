@@ -25,13 +25,11 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
   act.lengths = in.lengths;
   act.scores.setZero(in.T, C);
   std::vector<float> onset;
-  const int64_t windows = (T + window - 1) / window;
   std::unique_ptr<Progress> bar;
-  if (windows > 1) bar = std::make_unique<Progress>("encoder (windows of " + std::to_string(window) + " frames)", T, "frame");
+  if (T > window) bar = std::make_unique<Progress>("encoder (windows of " + std::to_string(window) + " frames)", T, "frame");
   Activations<float> w;  // one window's activations
-  for (int64_t a = 0; a < T; a += window) {
-    const int64_t b = std::min(T, a + window);
-    const int64_t wa = std::max<int64_t>(0, a - context), wb = std::min(T, b + context);
+  for (const Window& win : windows_of(T, window, context)) {
+    const int64_t a = win.a, b = win.b, wa = win.wa, wb = win.wb;
     BatchInput<float> sub;
     sub.B = 1;
     sub.T = static_cast<int>(wb - wa);

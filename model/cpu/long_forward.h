@@ -9,11 +9,9 @@
 
 #include "model/batch.h"
 #include "model/cpu/network.h"
+#include "model/long_input.h"
 
 namespace timitseg::model {
-
-constexpr int kWindowFrames = 16384;  // about 2.7 minutes at 10 ms
-constexpr int kContextFrames = 512;   // 5.1 s either side
 
 // Whether forward_in_windows applies: one utterance longer than `window` frames.
 bool long_input(const BatchInput<float>& in, int window = kWindowFrames);

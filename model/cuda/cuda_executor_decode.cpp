@@ -12,6 +12,7 @@
 #include "model/cuda/ops.h"
 #include "model/dist_step.h"
 #include "model/duration_model.h"
+#include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
 
@@ -129,6 +130,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
                                      const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, host_opt);
   stage(batch, /*with_labels=*/false);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));
