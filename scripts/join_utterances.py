@@ -43,6 +43,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, required=True)
     ap.add_argument("--out", required=True, help="output stem: OUT.wav, OUT.PHN and OUT.utts")
+    ap.add_argument("--frame-multiple", type=int, default=0,
+                    help="cut each utterance's end to a multiple of this many samples (e.g. 160, the 10 ms frame "
+                         "shift at 16 kHz), so that every utterance starts on the frame grid of the joined recording "
+                         "and its boundaries can be compared with those of the utterance aligned alone")
     ap.add_argument("folders", nargs="+")
     a = ap.parse_args()
     inputs = []
@@ -65,10 +69,14 @@ def main():
             rate = r
         elif r != rate:
             sys.exit(f"error: {wav}: {r} Hz, the others {rate} Hz")
+        if a.frame_multiple > 0:
+            n = len(data) // 2
+            data = data[: 2 * (n - n % a.frame_multiple)]
+        n = len(data) // 2
         for line in open(phn):
             p = line.split()
-            if len(p) == 3:
-                lines.append(f"{int(p[0]) + at} {int(p[1]) + at} {p[2]}\n")
+            if len(p) == 3 and int(p[0]) < n:
+                lines.append(f"{int(p[0]) + at} {min(int(p[1]), n) + at} {p[2]}\n")
         chunks.append(data)
         utts.append(f"{at} {len(data) // 2} {wav}\n")
         at += len(data) // 2

@@ -399,8 +399,8 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
   const size_t exact = bounded_align_bytes(L, np, K, M);
   if (exact <= max_bytes) {
     s.exact_fallback = true;
-    spdlog::info("align: {} frames, {} phones: the band would exceed {} MiB; the exact checkpointed method instead", L,
-                 np, max_bytes >> 20);
+    spdlog::info("align: {} frames, {} phones: the band would exceed {}; the exact checkpointed method instead", L, np,
+                 mib(max_bytes));
     return align_bounded(u, spans, M);
   }
   throw std::runtime_error("crf: align: " + std::to_string(L) + " frames and " + std::to_string(np) +

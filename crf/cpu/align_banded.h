@@ -23,7 +23,7 @@ namespace timitseg::crf::cpu {
 // The width (phones) of the two first passes that place the band, and the
 // most memory the band's back pointers may take (3 bytes a cell) before
 // align_banded stops widening.
-constexpr int64_t kBandStartWidth = 64;
+constexpr int64_t kBandStartWidth = 32;
 constexpr size_t kBandMaxBytes = size_t{1} << 30;
 
 // A band over the rows t = 0..L of one utterance: row t holds the phones

@@ -19,6 +19,7 @@ namespace timitseg::model::cuda_detail {
 std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, std::vector<float>* scores,
                                                            std::vector<double>* nll) {
   const int B = batch.input.B, T = batch.input.T;
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return decode_long(batch, scores, nll);
   stage(batch, /*with_labels=*/nll != nullptr);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
   cum_.reserve(cum_bytes(B, T));

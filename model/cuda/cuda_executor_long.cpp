@@ -1,6 +1,7 @@
 // Long recordings on the GPU executor (model/cuda/cuda_executor_impl.h,
-// align_long): the encoder in windows so that its GPU memory stays that of
-// one window, the constrained Viterbi on the host in a band.
+// align_long, decode_long): the encoder in windows so that its GPU memory
+// stays that of one window; the constrained Viterbi (in a band) or the
+// decoding on the host's cpu backend.
 #include <memory>
 
 #include "common/cuda.h"
@@ -12,12 +13,11 @@
 
 namespace timitseg::model::cuda_detail {
 
-crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                          const std::vector<int32_t>& num_phones, const int32_t* optional) {
+void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset) {
   const int T = batch.input.T, C = dims_.num_classes, D = dims_.input_dim;
   const int64_t L = batch.input.lengths[0];
-  std::vector<float> x(static_cast<size_t>(T) * C, 0.0f);  // projection output [T][C] (padding 0)
-  std::vector<float> onset(dims_.onset ? static_cast<size_t>(T) * C : 0, 0.0f);
+  x.assign(static_cast<size_t>(T) * C, 0.0f);  // projection output [T][C] (padding 0)
+  onset.assign(dims_.onset ? static_cast<size_t>(T) * C : 0, 0.0f);
   encoder_->set_training(false);
   ForwardOptions fo;  // dropout 0: evaluation
   Progress bar("encoder (windows of " + std::to_string(kWindowFrames) + " frames)", L, "frame");
@@ -41,6 +41,13 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   }
   bar.finish();
   have_cum_ = false;  // cum_ holds the last window only
+}
+
+crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                                          const std::vector<int32_t>& num_phones, const int32_t* optional) {
+  const int T = batch.input.T, C = dims_.num_classes;
+  std::vector<float> x, onset;
+  long_scores(batch, x, onset);
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
   crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
   x = std::vector<float>();
@@ -50,6 +57,30 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
   return crf::align_host(*cpu, dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
                          optional);
+}
+
+std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& batch, std::vector<float>* scores,
+                                                                std::vector<double>* nll) {
+  const int T = batch.input.T, C = dims_.num_classes;
+  std::vector<float> x, onset;
+  long_scores(batch, x, onset);
+  std::vector<float> cum(static_cast<size_t>(T + 1) * C);
+  crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
+  if (scores) *scores = std::move(x);
+  x = std::vector<float>();
+  std::vector<float> hp;
+  host_crf_param_copy(hp);
+  const crf::Dims dims{1, T, dims_.max_duration, C};
+  std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
+  crf::Session session(*cpu);
+  const crf::Params p = host_crf_params(hp, cum, batch, onset);
+  const int32_t* labels = nll ? batch.labels.data() : nullptr;
+  const crf::HostResult r = posterior_ ? posterior_decode_on_host(session, dims, p, labels)
+                                       : decode_on_host(session, dims, p, labels, phone_bonus_);
+  if (nll) *nll = {r.log_z[0] - r.gold[0]};
+  std::vector<std::vector<crf::Segment>> out(1);
+  for (const crf::Segment& s : r.segments) out[0].push_back(s);
+  return out;
 }
 
 }  // namespace timitseg::model::cuda_detail
