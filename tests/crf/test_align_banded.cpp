@@ -3,11 +3,14 @@
 // recurrence, bitwise (scores and spans): random inputs with narrow bands
 // (the edge check and the widening passes forced), planted alignments of a
 // few thousand frames, bands given by hand that cut the best path (the edge
-// is seen), the band covering every phone, the exact fallback and the one
-// error line when no method fits the memory limit.
+// is seen), utterances joined into one aligned as each alone, the band
+// covering every phone, the exact fallback and the one error line when no
+// method fits the memory limit.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <stdexcept>
@@ -224,6 +227,55 @@ TEST(AlignBanded, PlantedAlignmentsInOnePassEqualTheFullTable) {
       EXPECT_FALSE(st.exact_fallback);
     }
   }
+}
+
+TEST(AlignBanded, JoinedUtterancesAlignAsEachAlone) {
+  // 40 planted utterances of 300 frames (a sharp model: signal 3 against
+  // N(0,1) noise) joined into one of 12,000 frames (the
+  // frame scores concatenated, the cumsum centred over the whole, the phone
+  // sequences concatenated): the banded alignment of the whole equals the
+  // exact (checkpointed) one, and its boundaries are those of each utterance
+  // aligned alone for at least 99 % of them within one frame.
+  Progress::set_enabled(false);
+  const int64_t U = 40, T = 300, K = 20, C = 8;
+  const Planted pl = planted(U, T, K, C, 3.0, 77, 24);
+  const AlignResult alone = full_table(pl.pb, pl.ph, false);
+  // the joined frame scores: differences of each utterance's (centred) cum, then centred again over the whole
+  std::vector<float> x(static_cast<size_t>(U * T * C));
+  for (int64_t b = 0; b < U; ++b)
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t c = 0; c < C; ++c)
+        x[(b * T + t) * C + c] = pl.pb.cum[pl.pb.row(b, t + 1) + c] - pl.pb.cum[pl.pb.row(b, t) + c];
+  const int32_t L = static_cast<int32_t>(U * T);
+  std::vector<float> cum(static_cast<size_t>(L + 1) * C);
+  centered_cumsum_forward<float>(1, L, C, x.data(), &L, cum.data());
+  std::vector<int32_t> y, first;  // the joined phones; utterance b's first phone index
+  for (int64_t b = 0; b < U; ++b) {
+    first.push_back(static_cast<int32_t>(y.size()));
+    y.insert(y.end(), pl.ph.y.begin() + b * pl.ph.N, pl.ph.y.begin() + b * pl.ph.N + pl.ph.nph[b]);
+  }
+  const int64_t np = static_cast<int64_t>(y.size());
+  Params p = pl.pb.params();
+  p.cum_scores = cum.data();
+  const cpu::AlignUtterance u{L, np, K, C, y.data(), nullptr, cum.data(), nullptr, &p};
+  std::vector<int32_t> banded(np * 2), exact(np * 2);
+  cpu::BandedStats st;
+  const double s = cpu::align_banded(u, banded.data(), 0, cpu::kBandMaxBytes, &st);
+  EXPECT_EQ(s, cpu::align_bounded(u, exact.data()));
+  EXPECT_EQ(banded, exact);
+  EXPECT_LT(st.max_width, 64);  // a narrow band (with a signal of 1.5 the centres part: 637 phones a frame on average)
+  int64_t boundaries = 0, within = 0;
+  for (int64_t b = 0; b < U; ++b)
+    for (int64_t i = 1; i < pl.ph.nph[b]; ++i) {  // internal boundaries: the start of phone i
+      const int32_t own = alone.spans[(b * pl.ph.N + i) * 2];
+      const int32_t joined = banded[(first[b] + i) * 2] - static_cast<int32_t>(b * T);
+      ++boundaries;
+      within += std::abs(own - joined) <= 1;
+    }
+  EXPECT_GE(within * 100, boundaries * 99) << within << " of " << boundaries;
+  std::printf("[ info ] joined: %ld of %ld boundaries within one frame of the utterance aligned alone\n",
+              static_cast<long>(within), static_cast<long>(boundaries));
+  Progress::set_enabled(true);
 }
 
 TEST(AlignBanded, ABandThatCutsThePathTouchesItsEdge) {
