@@ -26,6 +26,7 @@
 #include "common/parallel.h"
 #include "model/batch.h"
 #include "model/device_choice.h"
+#include "model/long_input.h"
 #include "eval/align_formats.h"
 #include "eval/infer.h"
 
@@ -445,8 +446,14 @@ int align(const AlignOptions& o) {
       }
     });
     for (size_t i = 0; i < n; ++i) {
-      if (!error[i].empty()) report(jobs[at + i].audio, error[i], names_file[i] != 0);
-      else pending.push_back(std::move(ready[i]));
+      if (!error[i].empty()) {
+        report(jobs[at + i].audio, error[i], names_file[i] != 0);
+        continue;
+      }
+      const bool alone = ready[i].utt.num_frames > kWindowFrames;  // a long recording: a batch of its own
+      if (alone) flush();                                           // (encoder in windows, alignment in a band)
+      pending.push_back(std::move(ready[i]));
+      if (alone) flush();
     }
     flush();
   }
