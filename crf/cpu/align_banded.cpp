@@ -321,7 +321,8 @@ BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) 
 namespace {
 
 size_t band_bytes(const Band& b, int64_t K) {
-  return static_cast<size_t>(b.cells()) * 3 + static_cast<size_t>(K + 2) * b.max_width() * sizeof(double) +
+  // back pointers, the rings of S, gathered cum and onset (K+1 rows each) and F, the rows' bounds and offsets
+  return static_cast<size_t>(b.cells()) * 3 + static_cast<size_t>(3 * (K + 1) + 1) * b.max_width() * sizeof(double) +
          b.lo.size() * (2 * sizeof(int32_t) + sizeof(int64_t));
 }
 
