@@ -26,6 +26,7 @@
 #include "common/parallel.h"
 #include "model/batch.h"
 #include "model/device_choice.h"
+#include "model/long_input.h"
 #include "eval/align_formats.h"
 #include "eval/infer.h"
 
@@ -374,6 +375,25 @@ std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
   return stems;
 }
 
+// The phone sequences of the pending utterances [B][N] (N: the longest,
+// written back) aligned in one batch.
+crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N) {
+  std::vector<const data::Utterance*> utts;
+  for (const Ready& r : pending) {
+    utts.push_back(&r.utt);
+    N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
+  }
+  const int64_t B = static_cast<int64_t>(pending.size());
+  std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
+  for (int64_t b = 0; b < B; ++b) {
+    nph[b] = static_cast<int32_t>(pending[b].cs.classes.size());
+    std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
+    std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
+  }
+  const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+  return exec.align(batch, N, phones, nph, optional);
+}
+
 }  // namespace
 
 int align(const AlignOptions& o) {
@@ -406,21 +426,16 @@ int align(const AlignOptions& o) {
   std::vector<Ready> pending;
   auto flush = [&] {
     if (pending.empty()) return;
-    std::vector<const data::Utterance*> utts;
     int64_t N = 1;
-    for (const Ready& r : pending) {
-      utts.push_back(&r.utt);
-      N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
+    crf::AlignResult r;
+    try {
+      r = align_batch(*exec, pending, s, N);
+    } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
+      for (const Ready& p : pending) report(p.job->audio, e.what(), false);
+      pending.clear();
+      return;
     }
     const int64_t B = static_cast<int64_t>(pending.size());
-    std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
-    for (int64_t b = 0; b < B; ++b) {
-      nph[b] = static_cast<int32_t>(pending[b].cs.classes.size());
-      std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
-      std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
-    }
-    const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    const crf::AlignResult r = exec->align(batch, N, phones, nph, optional);
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
       try {
@@ -456,8 +471,14 @@ int align(const AlignOptions& o) {
       }
     });
     for (size_t i = 0; i < n; ++i) {
-      if (!error[i].empty()) report(jobs[at + i].audio, error[i], names_file[i] != 0);
-      else pending.push_back(std::move(ready[i]));
+      if (!error[i].empty()) {
+        report(jobs[at + i].audio, error[i], names_file[i] != 0);
+        continue;
+      }
+      const bool alone = ready[i].utt.num_frames > model::kWindowFrames;  // a long recording: a batch of its own
+      if (alone) flush();                                           // (encoder in windows, alignment in a band)
+      pending.push_back(std::move(ready[i]));
+      if (alone) flush();
     }
     flush();
   }

@@ -21,6 +21,7 @@
 // segmentation of score -inf are errors naming the utterance (the smallest
 // such index, whatever thread found it).
 #include "crf/cpu/cpu.h"
+#include "crf/cpu/align_banded.h"
 #include "crf/cpu/align_bounded.h"
 
 #include <algorithm>
@@ -238,7 +239,7 @@ class CpuBackend final : public Backend {
              const int32_t* optional, double* score, int32_t* spans, void* ws) override {
     validate_host(dims, p, nullptr);
     validate_align_host(dims, N, phones, num_phones, optional);
-    const bool bounded = full_table_bytes(dims, N) > cpu::kAlignFullTableBytes;  // docs/crf.md, bounded memory
+    const bool bounded = full_table_bytes(dims, N) > cpu::kAlignFullTableBytes;  // docs/crf.md, long recordings
     if (!ws && !bounded)
       throw std::invalid_argument("cpu backend: align workspace is null (allocate align_workspace_bytes(dims, N) bytes)");
     const int64_t T1 = dims.T + 1, K = dims.K, C = dims.C;
@@ -258,8 +259,9 @@ class CpuBackend final : public Backend {
       int32_t* out = spans + b * N * 2;
       std::fill(out, out + N * 2, 0);
       score[b] = kNegInf;
-      if (bounded) {  // checkpoints instead of the full table: the same values (crf/cpu/align_bounded.h)
-        score[b] = cpu::align_bounded({L, np, K, C, y, opt, cum, on, &p}, out);
+      if (bounded) {  // a band around the path, exact fallbacks (crf/cpu/align_banded.h)
+        score[b] = cpu::align_banded({L, np, K, C, y, opt, cum, on, &p}, out, 0, cpu::kBandMaxBytes, nullptr, nullptr,
+                                     dims.B == 1 ? threads_ : 1);
         return;
       }
       int64_t needed = 0;

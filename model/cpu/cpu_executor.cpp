@@ -8,6 +8,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "model/cpu/long_forward.h"
 #include "model/dist_step.h"
 #include "model/duration_model.h"
 #include "model/frame_ce.h"
@@ -244,7 +245,10 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
   const int B = batch.input.B, T = batch.input.T;
   Probe probe(true, FaultSpec{}, 0);
   try {
-    net.forward(params, batch.input, 0.0, nullptr, act, &probe);
+    if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
+      forward_in_windows(net, params, batch.input, act, &probe);
+    else
+      net.forward(params, batch.input, 0.0, nullptr, act, &probe);
   } catch (const NumericsError& e) {
     throw std::runtime_error(std::string("decode: non-finite value: ") + e.what() + " (batch starting with " +
                              batch.ids[0] + ")");
@@ -335,7 +339,10 @@ class CpuExecutor final : public Executor {
     Activations<float>& act = enc_.activations();
     Probe probe(true, FaultSpec{}, 0);
     try {
-      net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
+      if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
+        forward_in_windows(net, params_, batch.input, act, &probe);
+      else
+        net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
     } catch (const NumericsError& e) {
       throw std::runtime_error(std::string("align: non-finite value: ") + e.what() + " (batch starting with " +
                                batch.ids[0] + ")");

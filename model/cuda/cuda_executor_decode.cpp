@@ -12,12 +12,14 @@
 #include "model/cuda/ops.h"
 #include "model/dist_step.h"
 #include "model/duration_model.h"
+#include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
 
 std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, std::vector<float>* scores,
                                                            std::vector<double>* nll) {
   const int B = batch.input.B, T = batch.input.T;
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return decode_long(batch, scores, nll);
   stage(batch, /*with_labels=*/nll != nullptr);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
   cum_.reserve(cum_bytes(B, T));
@@ -120,11 +122,16 @@ std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std
 }
 
 // Forced alignment of the phone sequences [B][N] (crf::Session::align on the
-// device, or align_host on host copies for a host backend).
+// device, or align_host on host copies for a host backend or a long recording).
+namespace {
+constexpr double kDeviceAlignTableBytes = 1024.0 * 1024.0 * 1024.0;  // 1 GiB
+}  // namespace
+
 crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                      const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, host_opt);
   stage(batch, /*with_labels=*/false);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));
@@ -135,13 +142,22 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   last_B_ = B;
   last_T_ = T;
   const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
-  if (!backend_->on_device()) {
+  // The cuda backend keeps the full table, B (T+1) N x 24 bytes of GPU memory;
+  // above kDeviceAlignTableBytes (long recordings) the cpu backend aligns the
+  // host copies in a band instead (crf/cpu/align_banded.h, docs/align.md).
+  const bool long_audio =
+      static_cast<double>(B) * static_cast<double>(T + 1) * static_cast<double>(N) * 24.0 > kDeviceAlignTableBytes;
+  if (!backend_->on_device() || long_audio) {
     const std::vector<float> cum = last_cum();
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
-                                host_opt);
+    const crf::Params hpar = host_crf_params(hp, cum, batch, onset);
+    if (backend_->on_device()) {
+      std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
+      return crf::align_host(*cpu, dims, hpar, N, phones.data(), num_phones.data(), host_opt);
+    }
+    return session_->align_host(dims, hpar, N, phones.data(), num_phones.data(), host_opt);
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
   const crf::Params p = device_crf_params();

@@ -133,6 +133,17 @@ class CudaExecutor final : public Executor {
   // crf.onset_features: the onset scores [B][T][C] of the last forward on the host; empty without.
   std::vector<float> last_onset();
 
+  // A long recording (one utterance over kWindowFrames, model/long_input.h;
+  // cuda_executor_long.cpp): long_scores runs the encoder in windows and
+  // gathers its scores x [T][C] (and onset [T][C]) on the host; align_long and
+  // decode_long centre the cumsum over the whole recording and run the
+  // constrained Viterbi (in a band) or the decoding on the cpu backend.
+  void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
+  crf::AlignResult align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
+                              const std::vector<int32_t>& num_phones, const int32_t* optional);
+  std::vector<std::vector<crf::Segment>> decode_long(const Batch& batch, std::vector<float>* scores,
+                                                     std::vector<double>* nll);
+
   // transition [C][C] + crf.phone_bonus off the diagonal (crf::add_phone_bonus),
   // in a device buffer of its own; the parameters are not touched.
   const float* biased_transition(const float* transition_dev);

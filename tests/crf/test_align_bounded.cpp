@@ -115,7 +115,8 @@ TEST(AlignBounded, ForbiddenTransitionsAndLongPhones) {
 }
 
 TEST(AlignBounded, CpuBackendSwitchesAboveTheTableSize) {
-  // (T+1) N x 24 bytes over kAlignFullTableBytes: the backend needs no workspace and aligns by checkpoints.
+  // (T+1) N x 24 bytes over kAlignFullTableBytes: the backend needs no workspace and aligns in a band
+  // (crf/cpu/align_banded.h; random scores, the band finds the full path here).
   const Dims big{2, 12000, 6, 4};
   const int64_t N = 1000;
   ASSERT_GT(static_cast<size_t>(big.T + 1) * N * 24, cpu::kAlignFullTableBytes);

@@ -1,0 +1,415 @@
+// The banded constrained Viterbi (align_banded.h, docs/crf.md "Forced
+// alignment of long recordings (banded)"). Every expression of a banded pass
+// is the one of the cpu backend's full-table recurrence (crf/cpu/cpu.cpp,
+// CpuBackend::align), in the same order; a cell outside the band is -inf.
+#include "crf/cpu/align_banded.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include <spdlog/spdlog.h>
+
+#include "common/parallel.h"
+#include "common/progress.h"
+#include "crf/detail.h"
+
+namespace timitseg::crf::cpu {
+
+namespace {
+
+using detail::kNegInf;
+
+// Passes of this much work (rows x width x K) or more draw a progress bar;
+// recordings of this many frames or more log each pass (time, band size).
+constexpr double kBandProgressWork = 1e9;
+constexpr int64_t kLogFrames = 10000;
+
+// The rows of the recurrence over a band: S in a ring of K+1 rows of the
+// band's widest row, F for the current row. Row t holds phones [lo[t], hi[t]);
+// in the adaptive mode (the centre passes) lo/hi are chosen row by row.
+class BandRows {
+ public:
+  BandRows(const AlignUtterance& u, std::vector<int32_t>& lo, std::vector<int32_t>& hi, int64_t width)
+      : u_(u), lo_(lo), hi_(hi), W_(width), R_(u.K + 1), S_(static_cast<size_t>(R_ * W_), kNegInf),
+        G_(static_cast<size_t>(R_ * W_), 0.0), O_(u.onset ? static_cast<size_t>(R_ * W_) : 0, 0.0),
+        F_(static_cast<size_t>(W_), kNegInf) {}
+
+  bool is_opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
+  double A(int64_t from, int64_t to) const { return static_cast<double>(u_.p->transition[from * u_.C + to]); }
+  double st(int64_t c) const { return u_.p->start ? static_cast<double>(u_.p->start[c]) : 0.0; }
+  double en(int64_t c) const { return u_.p->end ? static_cast<double>(u_.p->end[c]) : 0.0; }
+  double seg(int64_t u, int64_t d, int64_t c) const {
+    const int64_t C = u_.C;
+    const double v = static_cast<double>(u_.cum[(u + d) * C + c]) - static_cast<double>(u_.cum[u * C + c]) +
+                     static_cast<double>(u_.p->duration_bias[(d - 1) * C + c]);
+    return u_.onset ? v + static_cast<double>(u_.onset[u * C + c]) : v;
+  }
+  double S(int64_t t, int64_t n) const {
+    return n >= lo_[t] && n < hi_[t] ? S_[(t % R_) * W_ + (n - lo_[t])] : kNegInf;
+  }
+  double F(int64_t t, int64_t n) const { return n >= lo_[t] && n < hi_[t] ? F_[n - lo_[t]] : kNegInf; }
+  int64_t centre() const { return centre_; }
+
+  // Row t's cum[t][y_n] (and onset[t][y_n]) for the phones of its band, read by
+  // the rows after it: the same float -> double values seg() reads.
+  void gather(int64_t t) {
+    const int64_t C = u_.C, l = lo_[t];
+    double* g = &G_[(t % R_) * W_];
+    for (int64_t n = l; n < hi_[t]; ++n) g[n - l] = static_cast<double>(u_.cum[t * C + u_.y[n]]);
+    if (u_.onset && t < u_.L) {
+      double* o = &O_[(t % R_) * W_];
+      for (int64_t n = l; n < hi_[t]; ++n) o[n - l] = static_cast<double>(u_.onset[t * C + u_.y[n]]);
+    }
+  }
+
+  // Row 0: S[0][.] (the first kept phone starts at 0).
+  void row0(int8_t* bps) {
+    if (adaptive) lo_[0] = 0, hi_[0] = static_cast<int32_t>(std::min(W_, u_.np));
+    gather(0);
+    double* s0 = &S_[0];
+    std::fill(s0, s0 + W_, kNegInf);
+    for (int64_t n = lo_[0]; n < hi_[0]; ++n) {
+      s0[n - lo_[0]] = n == 0 ? st(u_.y[0]) : (n == 1 && is_opt(0) ? st(u_.y[1]) : kNegInf);
+      if (bps) bps[n - lo_[0]] = static_cast<int8_t>(n == 1 ? 2 : 0);
+    }
+  }
+
+  // Row t: (adaptive: the window around the best F of row t-1, moving at most
+  // 2 phones a row), F[t][.], then S[t][.] unless t = L; back pointers when given.
+  void step(int64_t t, uint16_t* bpd, int8_t* bps) {
+    const int64_t np = u_.np, K = u_.K;
+    if (adaptive) {
+      const int64_t prev = lo_[t - 1], cap = std::max<int64_t>(prev, np - W_);
+      lo_[t] = static_cast<int32_t>(std::max(prev, std::min({centre_ - W_ / 2, prev + 2, cap})));
+      hi_[t] = static_cast<int32_t>(std::min(np, lo_[t] + W_));
+    }
+    const int64_t l = lo_[t], h = hi_[t], C = u_.C;
+    const int32_t* y = u_.y;
+    gather(t);
+    std::fill(F_.begin(), F_.begin() + (h - l), kNegInf);
+    if (bpd) std::fill(bpd, bpd + (h - l), uint16_t{1});
+    uint16_t scratch = 0;
+    const double* gt = &G_[(t % R_) * W_];  // gt[n - l] = cum[t][y_n]
+    for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
+      const int64_t r = t - d, lr = lo_[r], n0 = std::max(l, lr), n1 = std::min(h, static_cast<int64_t>(hi_[r]));
+      const double* sr = &S_[(r % R_) * W_];
+      const double* gr = &G_[(r % R_) * W_];
+      const double* orow = u_.onset ? &O_[(r % R_) * W_] : nullptr;
+      const float* dd = u_.p->duration_bias + (d - 1) * C;
+      for (int64_t n = n0; n < n1; ++n) {  // seg(r, d, y_n), the same expression in the same order
+        const double sg = gt[n - l] - gr[n - lr] + static_cast<double>(dd[y[n]]);
+        const double v = sr[n - lr] + (orow ? sg + orow[n - lr] : sg);
+        uint16_t& arg = bpd ? bpd[n - l] : scratch;
+        if (v > F_[n - l]) F_[n - l] = v, arg = static_cast<uint16_t>(d);
+      }
+    }
+    int64_t best = -1;
+    for (int64_t n = l; n < h; ++n)
+      if (F_[n - l] > kNegInf && (best < 0 || F_[n - l] > F_[best - l])) best = n;
+    if (best >= 0) centre_ = best;
+    if (t == u_.L) return;
+    double* srow = &S_[(t % R_) * W_];
+    std::fill(srow, srow + W_, kNegInf);
+    for (int64_t n = l; n < h; ++n) {  // ties: entry, then skip, then continuation
+      const int64_t c = y[n];
+      double top = n == 0 ? kNegInf : F(t, n - 1) + A(y[n - 1], c);
+      int8_t arg = 0;
+      if (n >= 2 && is_opt(n - 1)) {
+        const double skip = F(t, n - 2) + A(y[n - 2], c);
+        if (skip > top) top = skip, arg = 2;
+      }
+      if (t >= K) {
+        const double cont = S(t - K, n) + seg(t - K, K, c) + A(c, c);
+        if (cont > top) top = cont, arg = 1;
+      }
+      srow[n - l] = top;
+      if (bps) bps[n - l] = arg;
+    }
+  }
+
+  bool adaptive = false;
+
+ private:
+  const AlignUtterance& u_;
+  std::vector<int32_t>&lo_, &hi_;
+  int64_t W_, R_;
+  std::vector<double> S_, G_, O_, F_;  // S, the gathered cum and onset: rings of K+1 rows
+  int64_t centre_ = 0;                   // the best F of the last row
+};
+
+std::unique_ptr<Progress> bar_for(const std::string& label, int64_t L, double work) {
+  if (work < kBandProgressWork) return nullptr;
+  return std::make_unique<Progress>(label, L, "frame");
+}
+
+// The time-reversed problem: frames and phones reversed, transitions
+// transposed, start and end swapped (onset scores left out: the centres are
+// only an estimate).
+struct Reversed {
+  std::vector<float> cum, A;
+  std::vector<int32_t> y, opt;
+  Params p;
+  AlignUtterance u;
+  explicit Reversed(const AlignUtterance& f) {
+    const int64_t L = f.L, C = f.C, np = f.np;
+    cum.resize(static_cast<size_t>((L + 1) * C));
+    for (int64_t t = 0; t <= L; ++t)
+      for (int64_t c = 0; c < C; ++c) cum[t * C + c] = f.cum[L * C + c] - f.cum[(L - t) * C + c];
+    A.resize(static_cast<size_t>(C * C));
+    for (int64_t a = 0; a < C; ++a)
+      for (int64_t b = 0; b < C; ++b) A[a * C + b] = f.p->transition[b * C + a];
+    y.assign(f.y, f.y + np);
+    std::reverse(y.begin(), y.end());
+    if (f.opt) {
+      opt.assign(f.opt, f.opt + np);
+      std::reverse(opt.begin(), opt.end());
+    }
+    p = *f.p;
+    p.cum_scores = cum.data();
+    p.transition = A.data();
+    std::swap(p.start, p.end);
+    p.onset = nullptr;
+    u = f;
+    u.cum = cum.data();
+    u.y = y.data();
+    u.opt = f.opt ? opt.data() : nullptr;
+    u.onset = nullptr;
+    u.p = &p;
+  }
+};
+
+}  // namespace
+
+int64_t Band::cells() const {
+  int64_t s = 0;
+  for (size_t t = 0; t < lo.size(); ++t) s += hi[t] - lo[t];
+  return s;
+}
+
+int64_t Band::max_width() const {
+  int64_t m = 1;
+  for (size_t t = 0; t < lo.size(); ++t) m = std::max<int64_t>(m, hi[t] - lo[t]);
+  return m;
+}
+
+namespace {
+
+std::vector<int32_t> centres(const AlignUtterance& u, int64_t width, Progress* bar) {
+  const int64_t L = u.L, W = std::max<int64_t>(1, std::min(width, u.np));
+  std::vector<int32_t> lo(static_cast<size_t>(L + 1)), hi(static_cast<size_t>(L + 1)), centre(lo.size(), 0);
+  BandRows r(u, lo, hi, W);
+  r.adaptive = true;
+  r.row0(nullptr);
+  for (int64_t t = 1; t <= L; ++t) {
+    r.step(t, nullptr, nullptr);
+    centre[t] = static_cast<int32_t>(r.centre());
+    if (bar && t % 4096 == 0) bar->advance(4096);
+  }
+  if (bar) bar->advance(L % 4096);
+  return centre;
+}
+
+std::vector<int32_t> reversed_centres(const AlignUtterance& u, int64_t width, Progress* bar) {
+  const Reversed rev(u);
+  const std::vector<int32_t> c = centres(rev.u, width, bar);
+  const int64_t L = u.L, np = u.np;
+  std::vector<int32_t> out(c.size());
+  // reversed phones 0..n' done at reversed row t' = original phones np-1-n'.. in [L-t', L)
+  for (int64_t t = 0; t <= L; ++t) out[t] = static_cast<int32_t>(std::max<int64_t>(0, np - 2 - c[L - t]));
+  return out;
+}
+
+}  // namespace
+
+std::vector<int32_t> forward_centres(const AlignUtterance& u, int64_t width) { return centres(u, width, nullptr); }
+
+std::vector<int32_t> backward_centres(const AlignUtterance& u, int64_t width) {
+  return reversed_centres(u, width, nullptr);
+}
+
+Band band_between(const std::vector<int32_t>& a, const std::vector<int32_t>& b, int64_t np, int64_t margin) {
+  Band band;
+  band.lo.resize(a.size());
+  band.hi.resize(a.size());
+  for (size_t t = 0; t < a.size(); ++t) {
+    band.lo[t] = static_cast<int32_t>(std::max<int64_t>(0, std::min(a[t], b[t]) - margin));
+    band.hi[t] = static_cast<int32_t>(std::min<int64_t>(np, std::max(a[t], b[t]) + margin + 1));
+  }
+  band.lo.front() = 0;  // the first phones start at row 0, the last ones end at L
+  band.hi.back() = static_cast<int32_t>(np);
+  return band;
+}
+
+Band band_around(const int32_t* spans, int64_t np, int64_t L, int64_t margin, const Band* old) {
+  std::vector<int32_t> at(static_cast<size_t>(L + 1), static_cast<int32_t>(np - 1));  // the phone covering frame t
+  for (int64_t n = 0; n < np; ++n)
+    for (int64_t f = spans[2 * n]; f < spans[2 * n] + spans[2 * n + 1] && f < L; ++f) at[f] = static_cast<int32_t>(n);
+  Band band = band_between(at, at, np, margin);
+  if (old)
+    for (int64_t t = 0; t <= L; ++t) {
+      band.lo[t] = std::min(band.lo[t], old->lo[t]);
+      band.hi[t] = std::max(band.hi[t], old->hi[t]);
+    }
+  return band;
+}
+
+BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) {
+  const int64_t L = u.L, np = u.np, K = u.K;
+  std::fill(out, out + np * 2, 0);
+  if (K > 65535) throw std::invalid_argument("crf: align_in_band: K = " + std::to_string(K) + " exceeds 65535");
+  std::vector<int64_t> off(static_cast<size_t>(L + 2), 0);  // row t's cells start at off[t]
+  for (int64_t t = 0; t <= L; ++t) off[t + 1] = off[t] + (band.hi[t] - band.lo[t]);
+  std::vector<uint16_t> bpd(static_cast<size_t>(off[L + 1]));
+  std::vector<int8_t> bps(static_cast<size_t>(off[L + 1]));
+  std::vector<int32_t> lo = band.lo, hi = band.hi;
+  BandRows r(u, lo, hi, band.max_width());
+  std::unique_ptr<Progress> bar =
+      bar_for("align: banded pass", L, static_cast<double>(off[L + 1]) * static_cast<double>(K));
+  r.row0(bps.data());
+  for (int64_t t = 1; t <= L; ++t) {
+    r.step(t, bpd.data() + off[t], bps.data() + off[t]);
+    if (bar && t % 4096 == 0) bar->advance(4096);
+  }
+  if (bar) bar->advance(L % 4096);
+  BandPass res;
+  double total = r.F(L, np - 1) + r.en(u.y[np - 1]);
+  bool skip_last = false;
+  if (np >= 2 && r.is_opt(np - 1)) {  // the last phone skipped
+    const double alt = r.F(L, np - 2) + r.en(u.y[np - 2]);
+    if (alt > total) total = alt, skip_last = true;
+  }
+  const bool everything = off[L + 1] == (L + 1) * np;
+  if (!(total > kNegInf)) {  // none in the band: an edge (unless the band is every phone)
+    res.score = kNegInf;
+    res.touches_edge = !everything;
+    return res;
+  }
+  res.score = total;
+  // Trace back from (L, last kept phone), as the full table does; note every
+  // cell of the path on an inner edge of its row.
+  auto cell = [&](int64_t t, int64_t n) {
+    if ((n == lo[t] && lo[t] > 0) || (n == hi[t] - 1 && hi[t] < np)) res.touches_edge = true;
+    return static_cast<size_t>(off[t] + (n - lo[t]));
+  };
+  int64_t n = np - 1, end = L;
+  if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
+  int64_t v = end - bpd[cell(end, n)];
+  while (true) {
+    const int8_t how = bps[cell(v, n)];
+    if (how == 1) {
+      v -= K;
+      continue;
+    }
+    out[2 * n] = static_cast<int32_t>(v);
+    out[2 * n + 1] = static_cast<int32_t>(end - v);
+    if (how == 2) {
+      out[2 * (n - 1)] = static_cast<int32_t>(v);
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+    if (n < 0) break;
+    end = v;
+    v = end - bpd[cell(end, n)];
+  }
+  return res;
+}
+
+namespace {
+
+size_t band_bytes(const Band& b, int64_t K) {
+  // back pointers, the rings of S, gathered cum and onset (K+1 rows each) and F, the rows' bounds and offsets
+  return static_cast<size_t>(b.cells()) * 3 + static_cast<size_t>(3 * (K + 1) + 1) * b.max_width() * sizeof(double) +
+         b.lo.size() * (2 * sizeof(int32_t) + sizeof(int64_t));
+}
+
+std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
+
+Band every_phone(int64_t L, int64_t np) {
+  Band b;
+  b.lo.assign(static_cast<size_t>(L + 1), 0);
+  b.hi.assign(static_cast<size_t>(L + 1), static_cast<int32_t>(np));
+  return b;
+}
+
+}  // namespace
+
+double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size_t max_bytes, BandedStats* stats,
+                    const Band* first, int threads) {
+  const int64_t L = u.L, np = u.np, K = u.K;
+  BandedStats local;
+  BandedStats& s = stats ? *stats : local;
+  s = BandedStats{};
+  std::fill(spans, spans + np * 2, 0);
+  int64_t needed = 0;
+  for (int64_t n = 0; n < np; ++n) needed += !(u.opt != nullptr && u.opt[n] == 1);
+  if (needed > L) return kNegInf;  // infeasible: every phone kept needs a frame
+  const int64_t W = width > 0 ? width : kBandStartWidth;
+  int64_t margin = std::max<int64_t>(2, W / 2);
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto seconds = [&] {
+    const double x = std::chrono::duration<double>(clock::now() - t0).count();
+    t0 = clock::now();
+    return x;
+  };
+  Band band;
+  if (first) {
+    band = *first;
+  } else if (2 * margin + 1 >= np) {
+    band = every_phone(L, np);
+  } else {  // the two centre passes side by side
+    std::vector<int32_t> fwd, bwd;
+    std::unique_ptr<Progress> bar =
+        bar_for("align: placing the band", 2 * L, 2.0 * double(L) * double(std::min(W, np)) * double(K));
+    parallel_for(2, threads, [&](int64_t i, int) {
+      if (i == 0) fwd = centres(u, W, bar.get());
+      else bwd = reversed_centres(u, W, bar.get());
+    });
+    band = band_between(fwd, bwd, np, margin);
+    if (L >= kLogFrames) spdlog::info("align: {} frames, {} phones: band placed in {:.2f} s", L, np, seconds());
+  }
+  size_t bytes = band_bytes(band, K);
+  while (bytes <= max_bytes) {
+    s.cells = band.cells();
+    s.max_width = band.max_width();
+    ++s.passes;
+    const BandPass pass = align_in_band(u, band, spans);
+    if (L >= kLogFrames)
+      spdlog::info("align: {} frames, {} phones: banded pass {} in {:.2f} s, {} cells (mean {:.1f}, widest {} phones a frame){}",
+                 L, np, s.passes, seconds(), s.cells, static_cast<double>(s.cells) / static_cast<double>(L + 1), s.max_width,
+                 pass.touches_edge ? ": the path touches the band's edge, widening" : "");
+    if (!pass.touches_edge) return pass.score;
+    margin *= 2;
+    if (pass.score > kNegInf) {
+      band = band_around(spans, np, L, margin, &band);
+    } else {  // no path in the band: widen every row
+      for (int64_t t = 0; t <= L; ++t) {
+        band.lo[t] = static_cast<int32_t>(std::max<int64_t>(0, band.lo[t] - margin));
+        band.hi[t] = static_cast<int32_t>(std::min<int64_t>(np, band.hi[t] + margin));
+      }
+    }
+    bytes = band_bytes(band, K);
+  }
+  // The band cannot widen within max_bytes: the exact checkpointed recurrence, if it fits.
+  std::fill(spans, spans + np * 2, 0);
+  const int64_t M = bounded_segment_frames(L, K);
+  const size_t exact = bounded_align_bytes(L, np, K, M);
+  if (exact <= max_bytes) {
+    s.exact_fallback = true;
+    spdlog::info("align: {} frames, {} phones: the band would exceed {}; the exact checkpointed method instead", L, np,
+                 mib(max_bytes));
+    return align_bounded(u, spans, M);
+  }
+  throw std::runtime_error("crf: align: " + std::to_string(L) + " frames and " + std::to_string(np) +
+                           " phones: the best path still touches the edge of its band, a wider band needs " +
+                           mib(bytes) + " and the exact method " + mib(exact) + ", over the limit of " +
+                           mib(max_bytes) +
+                           "; check that the transcript matches the audio, or split the recording (e.g. at long "
+                           "pauses) and align the parts");
+}
+
+}  // namespace timitseg::crf::cpu

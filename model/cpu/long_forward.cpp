@@ -1,0 +1,54 @@
+// The encoder in windows (long_forward.h).
+#include "model/cpu/long_forward.h"
+
+#include <algorithm>
+#include <memory>
+#include <stdexcept>
+
+#include "common/progress.h"
+#include "crf/cumsum.h"
+
+namespace timitseg::model {
+
+bool long_input(const BatchInput<float>& in, int window) { return in.B == 1 && in.lengths[0] > window; }
+
+void forward_in_windows(const Network<float>& net, const std::vector<float>& params, const BatchInput<float>& in,
+                        Activations<float>& act, Probe* probe, int window, int context) {
+  if (in.B != 1) throw std::invalid_argument("forward_in_windows: one utterance at a time (B = " + std::to_string(in.B) + ")");
+  if (window < 1 || context < 0) throw std::invalid_argument("forward_in_windows: window must be >= 1, context >= 0");
+  const ModelDims& d = net.layout().dims();
+  const int64_t T = in.lengths[0], C = d.num_classes;
+  const int64_t D = static_cast<int64_t>(in.features.size()) / in.T;
+  act = Activations<float>{};
+  act.B = 1;
+  act.T = in.T;
+  act.lengths = in.lengths;
+  act.scores.setZero(in.T, C);
+  std::vector<float> onset;
+  std::unique_ptr<Progress> bar;
+  if (T > window) bar = std::make_unique<Progress>("encoder (windows of " + std::to_string(window) + " frames)", T, "frame");
+  Activations<float> w;  // one window's activations
+  for (const Window& win : windows_of(T, window, context)) {
+    const int64_t a = win.a, b = win.b, wa = win.wa, wb = win.wb;
+    BatchInput<float> sub;
+    sub.B = 1;
+    sub.T = static_cast<int>(wb - wa);
+    sub.lengths = {sub.T};
+    sub.features.assign(in.features.begin() + wa * D, in.features.begin() + wb * D);
+    net.forward(params, sub, 0.0, nullptr, w, probe);
+    act.scores.middleRows(a, b - a) = w.scores.middleRows(a - wa, b - a);  // B = 1: row t is frame t
+    if (!w.onset.empty()) {
+      onset.resize(static_cast<size_t>(in.T) * C, 0.0f);
+      std::copy(w.onset.begin() + (a - wa) * C, w.onset.begin() + (b - wa) * C, onset.begin() + a * C);
+    }
+    if (bar) bar->advance(b - a);
+  }
+  act.onset = std::move(onset);
+  std::vector<float> x(static_cast<size_t>(in.T) * C);  // [T][C], as Network::forward hands it to the cumsum
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t q = 0; q < C; ++q) x[t * C + q] = act.scores(t, q);
+  act.cum.assign(static_cast<size_t>(in.T + 1) * C, 0.0f);
+  crf::centered_cumsum_forward<float>(1, in.T, C, x.data(), &in.lengths[0], act.cum.data());
+}
+
+}  // namespace timitseg::model

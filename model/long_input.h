@@ -1,0 +1,26 @@
+// Long recordings through the encoder in windows (docs/align.md, "Long
+// recordings"): the BiLSTM runs over windows of kWindowFrames frames with
+// kContextFrames frames of context on each side; each window's middle is
+// kept. Shared by the CPU executor (model/cpu/long_forward.h) and the GPU
+// executor (model/cuda/cuda_executor_long.cpp), so that both cut alike.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace timitseg::model {
+
+constexpr int kWindowFrames = 16384;  // about 2.7 minutes at 10 ms
+constexpr int kContextFrames = 512;   // 5.1 s either side
+
+// One window: frames [a, b) kept, [wa, wb) forwarded (wa <= a < b <= wb).
+struct Window {
+  int64_t a = 0, b = 0, wa = 0, wb = 0;
+};
+
+// The windows covering frames [0, length): [0, window), [window, 2 window), ...
+// each with `context` frames either side where the recording has them.
+// Throws std::invalid_argument for window < 1 or context < 0.
+std::vector<Window> windows_of(int64_t length, int64_t window = kWindowFrames, int64_t context = kContextFrames);
+
+}  // namespace timitseg::model

@@ -1,0 +1,89 @@
+// The encoder in windows for long recordings (model/cpu/long_forward.h)
+// against Network::forward over the whole utterance: bitwise when the context
+// covers the utterance (each window then sees every frame), and an error that
+// shrinks as the context grows otherwise (the BiLSTM's memory fades).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "common/progress.h"
+#include "model/cpu/long_forward.h"
+#include "model/cpu/network.h"
+#include "tests/support/model_problems.h"
+
+namespace timitseg::model {
+namespace {
+
+struct Whole {
+  std::vector<float> cum, onset;
+};
+
+ModelDims onset_dims() {
+  ModelDims d = testsupport::small_dims();
+  d.onset = true;
+  return d;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double m = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) m = std::max(m, std::fabs(double(a[i]) - double(b[i])));
+  return m;
+}
+
+TEST(LongForward, WholeContextIsTheForwardBitwise) {
+  Progress::set_enabled(false);
+  const ModelDims d = onset_dims();
+  const Network<float> net(d);
+  const std::vector<float> params = testsupport::random_model_params(d, 3, 0.5f);
+  const Batch b = testsupport::random_model_batch(d, 1, 300, 4);
+  Activations<float> whole, win;
+  net.forward(params, b.input, 0.0, nullptr, whole);
+  ASSERT_TRUE(long_input(b.input, 64));
+  EXPECT_FALSE(long_input(b.input, 300));
+  forward_in_windows(net, params, b.input, win, nullptr, 64, 300);
+  EXPECT_EQ(win.cum, whole.cum);
+  EXPECT_EQ(win.onset, whole.onset);
+  ASSERT_FALSE(win.onset.empty());
+  Progress::set_enabled(true);
+}
+
+TEST(LongForward, ShortContextErrorShrinksWithTheContext) {
+  Progress::set_enabled(false);
+  const ModelDims d = onset_dims();
+  const Network<float> net(d);
+  const std::vector<float> params = testsupport::random_model_params(d, 5, 0.5f);
+  const Batch b = testsupport::random_model_batch(d, 1, 600, 6);
+  Activations<float> whole;
+  net.forward(params, b.input, 0.0, nullptr, whole);
+  double scale = 0;
+  for (float v : whole.onset) scale = std::max(scale, std::fabs(double(v)));
+  std::vector<double> err;
+  for (int context : {0, 8, 32, 128}) {
+    Activations<float> win;
+    forward_in_windows(net, params, b.input, win, nullptr, 100, context);
+    // the onset scores are per frame (no cumsum): their error is the encoder's
+    err.push_back(max_abs_diff(win.onset, whole.onset) / scale);
+    std::printf("[ info ] context %d: max |onset error| / max |onset| = %.3g\n", context, err.back());
+  }
+  EXPECT_GT(err[0], 1e-4);  // no context: the window edges differ
+  for (size_t i = 1; i < err.size(); ++i) EXPECT_LT(err[i], err[i - 1]);
+  EXPECT_LT(err.back(), 1e-5);
+  Progress::set_enabled(true);
+}
+
+TEST(LongForward, OneUtteranceOnly) {
+  const ModelDims d = testsupport::small_dims();
+  const Network<float> net(d);
+  const std::vector<float> params = testsupport::random_model_params(d, 1);
+  const Batch b = testsupport::random_model_batch(d, 2, 50, 1);
+  Activations<float> act;
+  EXPECT_FALSE(long_input(b.input, 10));
+  EXPECT_THROW(forward_in_windows(net, params, b.input, act, nullptr, 10, 2), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace timitseg::model
