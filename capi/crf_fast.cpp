@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <stdexcept>
 
 #include "common/cuda.h"
 #include "crf/cumsum.h"
@@ -61,8 +62,12 @@ float* make_cum(timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_
   return cum;
 }
 
-// The parts common to both calls: the scores and lengths qualify, every length
-// is in [1, T] (read back for cuda), cum [B][T+1][C] is in h.fast_cum.
+// The parts common to both calls: the scores and lengths qualify, cum
+// [B][T+1][C] is in h.fast_cum. Host backends: every length is in [1, T] and
+// every valid score finite (else false: the general path). cuda: the lengths
+// are not read back (no host wait); the backend's device check rejects one
+// outside [1, T] (std::invalid_argument, before any output is written), and
+// the caller then falls back to the general path (run_or_fall_back).
 // On success fills dims and the backend's Params (the handle's parameters).
 bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
   const timitseg_tensor& s = in.scores;
@@ -71,17 +76,13 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   if (B < 1 || T < 1 || B > INT32_MAX || T >= INT32_MAX || !fits(h, s, {B, rows, C}, TIMITSEG_F32)) return false;
   if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
   if (h.fast_pending && h.fast_stream != in.stream) settle(h);
-  h.fast_lengths.resize(static_cast<size_t>(B));
-  const size_t lbytes = static_cast<size_t>(B) * sizeof(int32_t);
-  if (h.cuda) {
-    cuda::copy_to_host(h.fast_lengths.data(), in.lengths.data, lbytes, in.stream);
-    cuda::stream_synchronize(in.stream);
-  } else {
-    std::memcpy(h.fast_lengths.data(), in.lengths.data, lbytes);
+  if (!h.cuda) {
+    h.fast_lengths.resize(static_cast<size_t>(B));
+    std::memcpy(h.fast_lengths.data(), in.lengths.data, static_cast<size_t>(B) * sizeof(int32_t));
+    for (int32_t L : h.fast_lengths)
+      if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
+    if (!finite_scores(h, in, B, rows, C)) return false;
   }
-  for (int32_t L : h.fast_lengths)
-    if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
-  if (!h.cuda && !finite_scores(h, in, B, rows, C)) return false;
   const Memory mem = h.cuda ? Memory::device : Memory::host;
   for (Buffer* buf : {&h.fast_cum, &h.fast_gcum, &h.fast_scratch, &h.fast_lz, &h.fast_gold, &h.fast_penalty})
     if (buf->memory() != mem) buf->set_memory(mem);
@@ -108,20 +109,30 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
 }
 
 // Runs f with the backend on the caller's stream (restored after); the
-// work queued last may still run when it returns (settle()).
+// work queued last may still run when it returns (settle()). Returns false
+// when the cuda backend's device check rejected an input (a length outside
+// [1, T], a label outside [0, C), a non-finite score: std::invalid_argument,
+// thrown before any output is written): the general path then runs, handling
+// rows of length 0 and wording any error as it does for every call.
 template <class F>
-void on_stream(timitseg_crf& h, void* stream, F f) {
+bool on_stream(timitseg_crf& h, void* stream, F f) {
   void* const old = h.backend->stream();
   h.backend->set_stream(stream);
   h.fast_stream = stream;
   h.fast_pending = h.cuda;
   try {
     f();
+  } catch (const std::invalid_argument&) {
+    h.backend->set_stream(old);
+    if (!h.cuda) throw;
+    settle(h);
+    return false;
   } catch (...) {
     h.backend->set_stream(old);
     throw;
   }
   h.backend->set_stream(old);
+  return true;
 }
 
 // out[b] = a[b] - g[b] (g nullptr: a[b]) in double, stored in out's dtype.
@@ -207,10 +218,11 @@ bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const tim
   crf::Params p;
   const timitseg_tensor& s = in.scores;
   if (s.ndim != 3 || !fits(h, log_z, {s.shape[0]}, TIMITSEG_F32, TIMITSEG_F64) || !begin(h, in, d, p)) return false;
-  on_stream(h, in.stream, [&] {
+  const bool done = on_stream(h, in.stream, [&] {
     h.session->log_partition(d, p, h.fast_lz.as<double>());
     difference(h, d.B, h.fast_lz.as<double>(), nullptr, log_z, in.stream);
   });
+  if (!done) return false;
   ++h.fast_calls;
   return true;
 }
@@ -234,7 +246,7 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
         if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
-  on_stream(h, in.stream, [&] {
+  const bool done = on_stream(h, in.stream, [&] {
     if (grads) {
       h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
       float* gcum = cumulative && present(&grads->scores) ? ptr(grads->scores) : h.fast_gcum.as<float>();
@@ -247,6 +259,7 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
     }
     difference(h, d.B, lz, gs, out, in.stream);
   });
+  if (!done) return false;
   ++h.fast_calls;
   return true;
 }

@@ -101,6 +101,36 @@ def test_viterbi_marginals_align_and_lognormal():
     assert float(ln.duration_bias.abs().sum()) > 0  # the derived table
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_reductions_equal_mean_and_sum_bitwise(dtype):
+    """reduction="mean"/"sum" (a backward without a host wait) gives the bits of .mean()/.sum() of the
+    per-utterance NLL, in the value and in every gradient; per-utterance weights still match one by one."""
+    B, T, C = 3, 9, 4
+    x0 = torch.randn(B, T, C).to(dtype)
+    lengths, labels = torch.tensor([9, 0, 5]), torch.randint(0, C, (B, T))
+    names = ["transition", "duration_bias", "start", "end"]
+
+    def run(reduce):
+        m = module(C, 4, backend="cpu", seed=7)
+        x = x0.clone().requires_grad_()
+        loss = reduce(m, x)
+        loss.backward()
+        return [loss.detach()] + [x.grad] + [getattr(m, n).grad for n in names]
+
+    for red in ("mean", "sum"):
+        want = run(lambda m, x: getattr(m(x, lengths, labels=labels), red)())
+        got = run(lambda m, x: m(x, lengths, labels=labels, reduction=red))
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype and torch.equal(w, g), red
+    w = torch.tensor([0.5, 2.0, -1.25], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    weighted = run(lambda m, x: (m(x, lengths, labels=labels) * w).sum())
+    parts = [run(lambda m, x, b=b: m(x, lengths, labels=labels)[b] * w[b]) for b in range(B)]
+    for i in range(2, len(weighted)):  # the parameters' gradients: the sum of the utterances' within rounding
+        torch.testing.assert_close(weighted[i], sum(p[i] for p in parts), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="reduction must be one of none, mean, sum"):
+        module()(x0.float(), lengths, labels=labels, reduction="avg")
+
+
 def test_bad_device_and_dtype_are_one_exception():
     m = module(backend="cpu")
     with pytest.raises(timitseg.DTypeError, match="lengths has dtype"):

@@ -61,6 +61,14 @@ class CRF:
         check(lib.timitseg_crf_create(ctypes.byref(p), ctypes.byref(self._h)))
         self.num_labels, self.max_duration, self.duration_model = num_labels, max_duration, duration_model
         self.backend = lib.timitseg_crf_backend_name(self._h).decode()
+        # (name, offset, size, shape) of each parameter's gradient in nll's one flat buffer
+        self._flat_layout, at = [], 0
+        for name in self.param_names():
+            shape = self.param_shape(name)
+            size = int(np.prod(shape))
+            self._flat_layout.append((name, at, size, shape))
+            at += size
+        self._flat_size = at
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -125,6 +133,13 @@ class CRF:
         [B][S][3] (start, duration, label) + num_segments [B]; with grads the
         gradients of scale * sum(nll) + the penalty, as a dict: scores (the
         scores' shape and dtype), the parameters (float32), onset."""
+        out, result, _ = self._nll(scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads,
+                                   "float64")
+        return (out, result) if grads else out
+
+    def _nll(self, scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads, out_dtype):
+        """nll's work: (nll [B] of out_dtype, the gradients' dict, the parameters' gradients as one flat
+        float32 buffer whose views the dict holds, None without grads). O(1) Python per call."""
         B, T, C = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
@@ -135,22 +150,23 @@ class CRF:
         if segments is not None:
             gold.segments = describe(segments, "segments")
             gold.num_segments = describe(num_segments, "num_segments") if num_segments is not None else _lib.absent()
-        out = _empty(scores, (B,), "float64", zeroed=False)
+        out = _empty(scores, (B,), out_dtype, zeroed=False)
         tn = describe(out, "nll")
-        g, result = None, {}
+        g, result, flat = None, {}, None
         if grads:
             g = _lib.CrfGrads()
             sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
             result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
-            for name in self.param_names():
-                result[name] = _empty(scores, self.param_shape(name), "float32", zeroed=False)
+            flat = _empty(scores, (self._flat_size,), "float32", zeroed=False)  # one allocation for every parameter
+            for name, at, n, sh in self._flat_layout:
+                result[name] = flat[at:at + n].reshape(sh)
             if onset is not None:
                 result["onset"] = _empty(scores, (B, T, C), "float32", zeroed=False)
             for name, arr in result.items():
                 setattr(g, name, describe(arr, "grads." + name))
         check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
                                    ctypes.byref(g) if g is not None else None))
-        return (out, result) if grads else out
+        return out, result, flat
 
     def viterbi(self, scores, lengths, onset=None, cumulative=False):
         """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""
