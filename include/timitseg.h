@@ -192,6 +192,17 @@ TIMITSEG_API int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batc
 TIMITSEG_API int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,
                                         timitseg_tensor* frames);
 
+/* Segment posteriors: segments [B][T][K][C] F32/F64, entry [b][t][d-1][c] =
+ * P(a segment of label c and duration d ends at frame t, i.e. covers frames
+ * t-d+1..t); 0 for t >= length or d > t+1. Summed over d and c, row t is the
+ * boundary posterior at t+1 of timitseg_crf_marginals. Every backend computes
+ * them on the host in float64 (the reference recurrences; CUDA tensors are
+ * copied). B*T*K*C may be at most TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
+ * (2 GiB as float64; TIMITSEG_ERR_SHAPE beyond). */
+#define TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES 268435456
+TIMITSEG_API int timitseg_crf_segment_posteriors(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                                 timitseg_tensor* segments);
+
 /* Forced alignment (docs/crf.md "Forced alignment"): phones [B][N] I32/I64,
  * num_phones [B] in [1, N] (0 allowed for an utterance of length 0),
  * optional [B][N] 0/1 or data NULL. score [B] F32/F64 (-inf: infeasible),

@@ -164,3 +164,29 @@ def test_cuda_equals_cpu_backend_and_reruns_bitwise():
     torch.testing.assert_close(out[0][0], n_ref.detach(), rtol=1e-5, atol=1e-4)
     with pytest.raises(timitseg.DeviceError, match="on the CPU"):
         g(x, lengths.cpu(), labels=labels)
+
+
+def test_module_segment_posteriors_sum_to_boundary_posteriors():
+    m = module(3, 4, backend="cpu")
+    x, lengths = torch.randn(2, 6, 3), torch.tensor([6, 4])
+    bo, fr, sg = m.marginals(x, lengths, segments=True)
+    assert sg.shape == (2, 6, 4, 3) and sg.dtype == torch.float64
+    torch.testing.assert_close(sg.sum(dim=(2, 3)), bo[:, 1:], rtol=0, atol=1e-6)
+    # frame posteriors: P(frame t in a segment of label c) = sum of the segments covering t
+    cover = torch.zeros(2, 6, 3, dtype=torch.float64)
+    for t in range(6):
+        for d in range(1, 5):
+            for f in range(max(0, t - d + 1), t + 1):
+                cover[:, f] += sg[:, t, d - 1]
+    torch.testing.assert_close(cover, fr, rtol=0, atol=1e-6)
+
+
+@cuda
+def test_cuda_segment_posteriors_equal_reference():
+    x = torch.randn(3, 20, 5, device="cuda")
+    lengths = torch.tensor([20, 0, 7], device="cuda")
+    g, r = module(5, 6, backend="cuda").cuda(), module(5, 6, backend="reference")
+    _, _, sg = g.marginals(x, lengths, segments=True)
+    _, _, sr = r.marginals(x.cpu(), lengths.cpu(), segments=True)
+    assert sg.is_cuda
+    torch.testing.assert_close(sg.cpu(), sr, rtol=0, atol=1e-12)

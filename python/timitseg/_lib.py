@@ -10,6 +10,7 @@ import os
 import struct
 
 API_VERSION = 1
+SEGMENT_POSTERIORS_MAX_ENTRIES = 268435456  # TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
 MAX_DIMS = 4
 
 F32, F64, I32, I64 = 0, 1, 2, 3
@@ -121,6 +122,7 @@ def _load():
         "timitseg_crf_nll": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads)]),
         "timitseg_crf_viterbi": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor)]),
         "timitseg_crf_marginals": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor)]),
+        "timitseg_crf_segment_posteriors": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
         "timitseg_crf_align": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                               P(Tensor)]),
         "timitseg_model_default_params": (ModelParams, []),

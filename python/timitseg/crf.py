@@ -181,16 +181,29 @@ class CRF:
         n = counts.tolist()
         return score, [segs[i, :n[i]] for i in range(B)]
 
-    def marginals(self, scores, lengths, onset=None, cumulative=False, boundaries=True, frames=True):
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; either may be None."""
+    def marginals(self, scores, lengths, onset=None, cumulative=False, boundaries=True, frames=True, segments=False):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; either may be None.
+        With segments=True a third: segment posteriors [B][T][K][C] float64, entry [b][t][d-1][c] =
+        P(a segment of label c and duration d ends at frame t) (0 for t >= length or d > t+1)."""
         B, T, C = self._dims(scores, cumulative)
+        K = self.max_duration
+        if segments and B * T * K * C > _lib.SEGMENT_POSTERIORS_MAX_ENTRIES:
+            raise _lib.ShapeError("segments [B][T][K][C] = %s would hold %d entries, over the limit of %d (2 GiB as "
+                                  "float64); pass fewer or shorter utterances"
+                                  % (list((B, T, K, C)), B * T * K * C, _lib.SEGMENT_POSTERIORS_MAX_ENTRIES))
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         bo = _empty(scores, (B, T + 1), "float64") if boundaries else None
         fr = _empty(scores, (B, T, C), "float64") if frames else None
-        tb = describe(bo, "boundaries") if boundaries else _lib.absent()
-        tf = describe(fr, "frames") if frames else _lib.absent()
-        check(lib.timitseg_crf_marginals(self._h, ctypes.byref(b), ctypes.byref(tb), ctypes.byref(tf)))
-        return bo, fr
+        if boundaries or frames:
+            tb = describe(bo, "boundaries") if boundaries else _lib.absent()
+            tf = describe(fr, "frames") if frames else _lib.absent()
+            check(lib.timitseg_crf_marginals(self._h, ctypes.byref(b), ctypes.byref(tb), ctypes.byref(tf)))
+        if not segments:
+            return bo, fr
+        sg = _empty(scores, (B, T, K, C), "float64", zeroed=False)
+        ts = describe(sg, "segments")
+        check(lib.timitseg_crf_segment_posteriors(self._h, ctypes.byref(b), ctypes.byref(ts)))
+        return bo, fr, sg
 
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
         """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""

@@ -198,10 +198,12 @@ class SemiCRF(torch.nn.Module):
         return self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
 
     @torch.no_grad()
-    def marginals(self, scores, lengths, onset=None):
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64."""
+    def marginals(self, scores, lengths, onset=None, segments=False):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; with segments=True
+        also segment posteriors [B][T][K][C]: P(a segment of label c and duration d ends at frame t) at
+        [b][t][d-1][c]."""
         self._sync()
-        return self.handle.marginals(_as_compute(scores), lengths, onset=onset)
+        return self.handle.marginals(_as_compute(scores), lengths, onset=onset, segments=segments)
 
     @torch.no_grad()
     def viterbi(self, scores, lengths, onset=None):
