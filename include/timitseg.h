@@ -245,6 +245,27 @@ TIMITSEG_API int timitseg_model_decode_samples(timitseg_model* model, const floa
 TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones,
                                            timitseg_segments** out);
 
+/* Forced alignment of words through a pronunciation dictionary, as `timitseg
+ * align --words LIST --dict DICTIONARY` does (it runs that command's code, as
+ * timitseg_model_align_file does): words space separated; the dictionary a
+ * file in TIMIT's TIMITDIC.TXT or CMUdict's format. *phones receives the
+ * phone segments (the command's .PHN rows), *words the word segments (the
+ * words tier of its TextGrid/csv: begin and end samples, the word); both are
+ * freed with timitseg_segments_free. A word not in the dictionary, a bad
+ * dictionary line or a phone outside the label set is the error message. */
+typedef struct timitseg_align_words_options {
+  int32_t closures;           /* 1: stops and affricates get TIMIT's closure (b -> bcl b); 0 = --no-closures */
+  int32_t edge_silence;       /* 1: h# before the first and after the last word; 0 = --no-edge-silence */
+  int32_t word_silence;       /* 1 = --word-silence: a pau between every two words (may take 0 frames) */
+  int32_t obligatory_silence; /* 1 = --obligatory-silence: the silences take at least one frame */
+  const char* dict_format;    /* "timit", "cmudict" or "auto" (NULL = auto) */
+} timitseg_align_words_options;
+/* closures 1, edge_silence 1, word_silence 0, obligatory_silence 0, dict_format NULL: the command's defaults. */
+TIMITSEG_API timitseg_align_words_options timitseg_align_words_default_options(void);
+TIMITSEG_API int timitseg_model_align_words_file(timitseg_model* model, const char* path, const char* words,
+                                                 const char* dictionary, const timitseg_align_words_options* options,
+                                                 timitseg_segments** phones, timitseg_segments** words_out);
+
 /* Segments of a decode or an alignment: (begin sample, end sample, label name). */
 TIMITSEG_API int64_t timitseg_segments_count(const timitseg_segments* segs);
 TIMITSEG_API int timitseg_segments_get(const timitseg_segments* segs, int64_t i, int64_t* begin, int64_t* end,

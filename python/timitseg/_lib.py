@@ -69,6 +69,11 @@ class CrfGrads(ctypes.Structure):
                                       "duration_lognormal", "onset")]
 
 
+class AlignWordsOptions(ctypes.Structure):
+    _fields_ = [("closures", ctypes.c_int32), ("edge_silence", ctypes.c_int32), ("word_silence", ctypes.c_int32),
+                ("obligatory_silence", ctypes.c_int32), ("dict_format", ctypes.c_char_p)]
+
+
 class ModelParams(ctypes.Structure):
     _fields_ = [("device", ctypes.c_char_p), ("backend", ctypes.c_char_p), ("threads", ctypes.c_int32)]
 
@@ -134,6 +139,8 @@ def _load():
         "timitseg_model_decode_file": (ctypes.c_int, [vp, cp, P(vp)]),
         "timitseg_model_decode_samples": (ctypes.c_int, [vp, P(ctypes.c_float), i64, i32, P(vp)]),
         "timitseg_model_align_file": (ctypes.c_int, [vp, cp, cp, P(vp)]),
+        "timitseg_align_words_default_options": (AlignWordsOptions, []),
+        "timitseg_model_align_words_file": (ctypes.c_int, [vp, cp, cp, cp, P(AlignWordsOptions), P(vp), P(vp)]),
         "timitseg_segments_count": (i64, [vp]),
         "timitseg_segments_get": (ctypes.c_int, [vp, i64, P(i64), P(i64), P(cp)]),
         "timitseg_segments_free": (None, [vp]),
