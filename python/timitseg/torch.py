@@ -69,19 +69,25 @@ class _NLL(torch.autograd.Function):
             w, rows = gn.reshape(-1)[0], None
         else:
             w, rows = None, gn
+        go = None
         if rows is None:
-            flat = _scaled(ctx.flat, w, torch.float32) if ctx.flat is not None else None
+            if g["scores"].dtype == w.dtype == ctx.score_dtype == torch.float32:
+                # one launch scales both buffers (torch's multi-tensor kernel: the same products as mul)
+                flat, gs = torch._foreach_mul([ctx.flat, g["scores"]], w)
+            else:
+                flat, gs = _scaled(ctx.flat, w, torch.float32), _scaled(g["scores"], w, ctx.score_dtype)
             param_grads, at = [], 0
             for n in ctx.names:
                 k = g[n].numel()
                 param_grads.append(flat[at:at + k].view(g[n].shape))
                 at += k
-            scale = w
+            if ctx.has_onset:
+                go = _scaled(g["onset"], w, torch.float32)
         else:  # per-utterance weights: the parameter gradients one utterance at a time
             param_grads = _weighted_param_grads(ctx, rows)
-            scale = rows.reshape(-1, 1, 1)
-        gs = _scaled(g["scores"], scale, ctx.score_dtype)
-        go = _scaled(g["onset"], scale, torch.float32) if ctx.has_onset else None
+            gs = _scaled(g["scores"], rows.reshape(-1, 1, 1), ctx.score_dtype)
+            if ctx.has_onset:
+                go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
         return (None, None, None, None, gs, None, go) + tuple(param_grads)
 
 
