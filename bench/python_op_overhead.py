@@ -46,12 +46,34 @@ def median_ms(fn, repeats, warmup=10):
     return statistics.median(times)
 
 
+def profile(name, fn, folder):
+    """5 calls of fn under torch.profiler: a Chrome trace FOLDER/NAME.json and the top entries."""
+    import os
+    import torch
+    from torch.profiler import ProfilerActivity
+    os.makedirs(folder, exist_ok=True)
+    for _ in range(10):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            with torch.profiler.record_function("step"):
+                fn()
+            torch.cuda.synchronize()
+    prof.export_chrome_trace(os.path.join(folder, name + ".json"))
+    print("---- profile %s (5 calls)" % name)
+    print(prof.key_averages().table(sort_by="self_cuda_time_total", row_limit=12, max_name_column_width=48))
+    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=12, max_name_column_width=48))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--timitseg", default="build/bin/timitseg", help="the timitseg binary of the same build")
     ap.add_argument("--shape", default="32,200,30,39", help="B,T,K,C")
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--limit", type=float, default=10.0, help="the overhead (%%) that fails the run")
+    ap.add_argument("--profile", help="also write torch.profiler traces (CPU, CUDA runtime calls, kernels) of 5 "
+                                      "calls each to this folder and print where the time goes")
     a = ap.parse_args()
     B, T, K, C = (int(v) for v in a.shape.split(","))
     import torch
@@ -88,6 +110,13 @@ def main():
     except TypeError:
         pass
     ours["forward+backward (SemiCRF, .mean())"] = median_ms(module_step, a.repeats)
+    if a.profile:
+        steps = {"nll": lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B),
+                 "log_partition": lambda: crf.log_partition(x, lengths)}
+        if "forward+backward (SemiCRF reduction=mean)" in ours:
+            steps["semicrf_mean"] = lambda: module_step(reduction="mean")
+        for name, fn in steps.items():
+            profile(name, fn, a.profile)
     fwd, fb = bench_crf(a.timitseg, B, T, K, C, a.repeats)
     print("GPU: %s; B %d T %d K %d C %d; median of %d calls (ms)" % (torch.cuda.get_device_name(), B, T, K, C,
                                                                      a.repeats))

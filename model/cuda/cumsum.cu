@@ -99,7 +99,14 @@ __global__ void cumsum_backward_kernel(int B, int T, int C, const float* __restr
       if (t0 + u < L) mean += v[u];
   }
   mean /= static_cast<double>(L > 0 ? L : 1);
-  for (int t = 0; t < L; ++t) xb[int64_t(t) * C] = static_cast<float>(g_b[int64_t(t) * C] - mean);
+  for (int t0 = 0; t0 < L; t0 += kChunk) {
+    double v[kChunk];
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u) v[u] = t0 + u < L ? g_b[int64_t(t0 + u) * C] : 0.0;
+#pragma unroll
+    for (int u = 0; u < kChunk; ++u)
+      if (t0 + u < L) xb[int64_t(t0 + u) * C] = static_cast<float>(v[u] - mean);
+  }
   for (int t = L; t < T; ++t) xb[int64_t(t) * C] = 0.f;
 }
 

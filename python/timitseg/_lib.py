@@ -224,5 +224,27 @@ def describe(x, name):
     return Tensor.from_buffer_copy(_PACK.pack(data, code, device, index, n, *shape, *pad, *strides, *pad))
 
 
+def part_layout(layout):
+    """(offset in bytes, ndim, shape and strides padded to MAX_DIMS) of each float32 part of
+    (name, offset, size, shape): what describe_parts packs."""
+    out = []
+    for _, at, _, shape in layout:
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= d
+        pad = _PAD[:MAX_DIMS - len(shape)]
+        out.append((4 * at, len(shape), tuple(shape) + pad + tuple(reversed(strides)) + pad))
+    return out
+
+
+def describe_parts(flat, parts):
+    """Descriptors of contiguous float32 parts (part_layout) of a flat float32 tensor or array,
+    without making views: the flat buffer's address + each part's offset."""
+    t = describe(flat, "grads")
+    base, code, device, index, pack = t.data, t.dtype, t.device, t.device_index, _PACK.pack
+    return [Tensor.from_buffer_copy(pack(base + off, code, device, index, n, *dims)) for off, n, dims in parts]
+
+
 def absent():
     return Tensor()

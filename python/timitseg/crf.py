@@ -69,6 +69,9 @@ class CRF:
             self._flat_layout.append((name, at, size, shape))
             at += size
         self._flat_size = at
+        self._flat_names = [name for name, _, _, _ in self._flat_layout]
+        self._flat_parts = _lib.part_layout(self._flat_layout)
+        self._flat_views = {name: (at, size, shape) for name, at, size, shape in self._flat_layout}
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -137,9 +140,11 @@ class CRF:
                                    "float64")
         return (out, result) if grads else out
 
-    def _nll(self, scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads, out_dtype):
+    def _nll(self, scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads, out_dtype,
+             views=True):
         """nll's work: (nll [B] of out_dtype, the gradients' dict, the parameters' gradients as one flat
-        float32 buffer whose views the dict holds, None without grads). O(1) Python per call."""
+        float32 buffer (None without grads) whose views the dict holds unless views=False). O(1) Python
+        per call."""
         B, T, C = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
@@ -158,12 +163,16 @@ class CRF:
             sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
             result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
             flat = _empty(scores, (self._flat_size,), "float32", zeroed=False)  # one allocation for every parameter
-            for name, at, n, sh in self._flat_layout:
-                result[name] = flat[at:at + n].reshape(sh)
             if onset is not None:
                 result["onset"] = _empty(scores, (B, T, C), "float32", zeroed=False)
             for name, arr in result.items():
                 setattr(g, name, describe(arr, "grads." + name))
+            # the parameters' descriptors straight from the flat buffer's address (no views made here)
+            for name, t in zip(self._flat_names, _lib.describe_parts(flat, self._flat_parts)):
+                setattr(g, name, t)
+            if views:
+                for name, at, n, sh in self._flat_layout:
+                    result[name] = flat[at:at + n].reshape(sh)
         check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
                                    ctypes.byref(g) if g is not None else None))
         return out, result, flat

@@ -45,7 +45,7 @@ class _NLL(torch.autograd.Function):
         out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
         nll, grads, flat = handle._nll(x, lengths, gold.get("labels"), gold.get("segments"),
                                        gold.get("num_segments"), None if onset is None else onset.detach(), False,
-                                       1.0, want_grads, out_dtype)
+                                       1.0, want_grads, out_dtype, views=False)
         ctx.grads, ctx.flat, ctx.names, ctx.reduction, ctx.B = grads, flat, names, reduction, nll.shape[0]
         ctx.score_dtype = scores.dtype
         ctx.has_onset = onset is not None
@@ -76,11 +76,8 @@ class _NLL(torch.autograd.Function):
                 flat, gs = torch._foreach_mul([ctx.flat, g["scores"]], w)
             else:
                 flat, gs = _scaled(ctx.flat, w, torch.float32), _scaled(g["scores"], w, ctx.score_dtype)
-            param_grads, at = [], 0
-            for n in ctx.names:
-                k = g[n].numel()
-                param_grads.append(flat[at:at + k].view(g[n].shape))
-                at += k
+            part = ctx.handle._flat_views
+            param_grads = [flat[part[n][0]:part[n][0] + part[n][1]].view(part[n][2]) for n in ctx.names]
             if ctx.has_onset:
                 go = _scaled(g["onset"], w, torch.float32)
         else:  # per-utterance weights: the parameter gradients one utterance at a time
@@ -101,7 +98,7 @@ def _scaled(grad, w, dtype):
 
 
 def _weighted_param_grads(ctx, gn):
-    out = [torch.zeros_like(ctx.grads[n], dtype=torch.float64) for n in ctx.names]
+    out = [torch.zeros(ctx.handle.param_shape(n), dtype=torch.float64, device=gn.device) for n in ctx.names]
     for b in range(gn.shape[0]):
         sl = slice(b, b + 1)
         gold = {k: (v[sl] if k != "num_segments" else v[sl]) for k, v in ctx.gold.items()}
