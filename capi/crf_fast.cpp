@@ -211,6 +211,12 @@ void upload_params(timitseg_crf& h) {
   all.insert(all.end(), h.end.begin(), h.end.end());
   h.dev_params.set_memory(Memory::device);
   h.dev_params.upload(all);  // a synchronous copy: the next call on any stream sees it
+  if (h.p.phone_bonus != 0.0) {
+    std::vector<float> bonus(h.transition.size());
+    crf::add_phone_bonus(h.transition.data(), h.p.num_labels, static_cast<float>(h.p.phone_bonus), bonus.data());
+    h.dev_bonus.set_memory(Memory::device);
+    h.dev_bonus.upload(bonus);
+  }
 }
 
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z) {
@@ -258,6 +264,31 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
       h.session->gold_score(d, p, labels, gs);
     }
     difference(h, d.B, lz, gs, out, in.stream);
+  });
+  if (!done) return false;
+  ++h.fast_calls;
+  return true;
+}
+
+bool fast_viterbi(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& score,
+                  const timitseg_tensor& segments, const timitseg_tensor& num_segments) {
+  const timitseg_tensor& s = in.scores;
+  if (!h.cuda || s.ndim != 3) return false;  // host backends: the general path reads host memory already
+  const int64_t B = s.shape[0], T = in.cumulative ? s.shape[1] - 1 : s.shape[1];
+  if (!fits(h, score, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, segments, {B, T, 3}, TIMITSEG_I32) ||
+      !fits(h, num_segments, {B}, TIMITSEG_I32))
+    return false;
+  crf::Dims d;
+  crf::Params p;
+  if (!begin(h, in, d, p)) return false;
+  if (h.p.phone_bonus != 0.0) p.transition = h.dev_bonus.as<float>();  // as the general path's add_phone_bonus
+  double* sc = h.fast_lz.as<double>();
+  int32_t* seg = static_cast<int32_t*>(segments.data);
+  const bool done = on_stream(h, in.stream, [&] {
+    // rows past num_segments[b] are 0 (the backend writes each utterance's segments only)
+    cuda::memset_device(seg, 0, static_cast<size_t>(B * T * 3) * sizeof(int32_t), in.stream);
+    h.session->viterbi(d, p, sc, seg, static_cast<int32_t*>(num_segments.data));
+    difference(h, d.B, sc, nullptr, score, in.stream);
   });
   if (!done) return false;
   ++h.fast_calls;

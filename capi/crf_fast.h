@@ -30,5 +30,11 @@ void settle(timitseg_crf& h);
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z);
 bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
               const timitseg_tensor& out, const timitseg_crf_grads* grads);
+// Viterbi on the cuda backend with device outputs (score F32/F64 [B], segments
+// I32 [B][T][3], num_segments I32 [B], contiguous): the decode stays on the
+// device, on the caller's stream (the general path copies the scores to the
+// host, centers them there and copies them back). Host backends: false.
+bool fast_viterbi(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& score,
+                  const timitseg_tensor& segments, const timitseg_tensor& num_segments);
 
 }  // namespace timitseg::capi

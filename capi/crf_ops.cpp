@@ -415,7 +415,12 @@ int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const t
 
 int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
                          timitseg_tensor* segments, timitseg_tensor* num_segments) {
-  return guard("timitseg_crf_viterbi", [&] { viterbi(crf, batch, score, segments, num_segments); });
+  return guard("timitseg_crf_viterbi", [&] {
+    if (crf && batch && score && segments && num_segments && capi::fast_viterbi(*crf, *batch, *score, *segments,
+                                                                                 *num_segments))
+      return;  // the zero-copy path (crf_fast.h)
+    viterbi(crf, batch, score, segments, num_segments);
+  });
 }
 
 int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,

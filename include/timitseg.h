@@ -182,7 +182,10 @@ TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
 
 /* Viterbi: score [B] F32/F64; segments [B][T][3] I32 rows (start, duration,
  * label) in time order, num_segments [B] I32; rows past num_segments[b] are
- * written 0. Ties: smallest duration, then smallest label. */
+ * written 0. Ties: smallest duration, then smallest label. On the cuda backend
+ * with float32 scores, int32 lengths and contiguous outputs on the device
+ * (score F32/F64, segments and num_segments I32) the whole call stays on the
+ * device, on `stream` (the zero-copy path, docs/python.md). */
 TIMITSEG_API int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
                                       timitseg_tensor* segments, timitseg_tensor* num_segments);
 

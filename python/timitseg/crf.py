@@ -181,9 +181,9 @@ class CRF:
         """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""
         B, T, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
-        score = _empty(scores, (B,), "float64")
-        segs = _empty(scores, (B, T, 3), "int32")
-        counts = _empty(scores, (B,), "int32")
+        score = _empty(scores, (B,), "float64", zeroed=False)  # every entry written (rows past a count: 0)
+        segs = _empty(scores, (B, T, 3), "int32", zeroed=False)
+        counts = _empty(scores, (B,), "int32", zeroed=False)
         ts, tg, tc = describe(score, "score"), describe(segs, "segments"), describe(counts, "num_segments")
         check(lib.timitseg_crf_viterbi(self._h, ctypes.byref(b), ctypes.byref(ts), ctypes.byref(tg),
                                        ctypes.byref(tc)))
