@@ -122,6 +122,15 @@ def test_reductions_equal_mean_and_sum_bitwise(dtype):
         got = run(lambda m, x: m(x, lengths, labels=labels, reduction=red))
         for w, g in zip(want, got):
             assert w.dtype == g.dtype and torch.equal(w, g), red
+        # against the handle's own gradients of scale * sum(nll) (no autograd): the module's weights are right
+        m = module(C, 4, backend="cpu", seed=7)
+        m._sync()
+        _, gh = m.handle.nll(x0.float() if dtype != torch.float64 else x0, lengths, labels=labels,
+                             scale=1.0 / B if red == "mean" else 1.0)
+        for n, g in zip(names, got[2:]):
+            torch.testing.assert_close(g, gh[n], rtol=1e-6, atol=1e-7, msg=lambda s, n=n: "%s %s: %s" % (red, n, s))
+        torch.testing.assert_close(got[1].double(), gh["scores"].double(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6,
+                                   atol=1e-2 if dtype == torch.bfloat16 else 1e-7)
     w = torch.tensor([0.5, 2.0, -1.25], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
     weighted = run(lambda m, x: (m(x, lengths, labels=labels) * w).sum())
     parts = [run(lambda m, x, b=b: m(x, lengths, labels=labels)[b] * w[b]) for b in range(B)]

@@ -71,7 +71,9 @@ class CRF:
         self._flat_size = at
         self._flat_names = [name for name, _, _, _ in self._flat_layout]
         self._flat_parts = _lib.part_layout(self._flat_layout)
-        self._flat_views = {name: (at, size, shape) for name, at, size, shape in self._flat_layout}
+        # (shape, strides, offset) of each part, for as_strided views of a scaled copy of the buffer
+        self._flat_strided = {name: (shape, tuple(d[_lib.MAX_DIMS:_lib.MAX_DIMS + len(shape)]), off // 4)
+                              for (name, _, _, shape), (off, _, d) in zip(self._flat_layout, self._flat_parts)}
 
     def __del__(self):
         h = getattr(self, "_h", None)

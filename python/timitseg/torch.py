@@ -76,8 +76,8 @@ class _NLL(torch.autograd.Function):
                 flat, gs = torch._foreach_mul([ctx.flat, g["scores"]], w)
             else:
                 flat, gs = _scaled(ctx.flat, w, torch.float32), _scaled(g["scores"], w, ctx.score_dtype)
-            part = ctx.handle._flat_views
-            param_grads = [flat[part[n][0]:part[n][0] + part[n][1]].view(part[n][2]) for n in ctx.names]
+            part = ctx.handle._flat_strided
+            param_grads = [flat.as_strided(*part[n]) for n in ctx.names]  # views of the one scaled buffer
             if ctx.has_onset:
                 go = _scaled(g["onset"], w, torch.float32)
         else:  # per-utterance weights: the parameter gradients one utterance at a time
