@@ -179,8 +179,9 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   if (h.cuda) {
     const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
-    model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
-                           ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
+    if (h.p.reg != 0.0)  // reg 0 adds nothing (as write_grads of the general path skips it)
+      model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
+                                ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
     if (gx) {
       const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
       h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
@@ -189,8 +190,9 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
     return;
   }
   (void)stream;
-  crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
-                         ptr(g.duration_bias));
+  if (h.p.reg != 0.0)
+    crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
+                           ptr(g.duration_bias));
   if (gx) crf::centered_cumsum_backward<float>(d.B, d.T, C, gcum, len, gx);
 }
 

@@ -24,9 +24,10 @@ unsigned grid_for(int64_t n, int threads = kThreads) {
 // latency per frame, ~0.1 ms at T = 200). kChunk for float loads, kChunkD for
 // the float64 scratch. Measured on one H100 at B 32, T 200, C 39 (torch.profiler,
 // bench/python_op_overhead.py --profile): chunks of 16 gave the forward 15 us
-// and the backward 26 us, about one memory latency per chunk and pass.
-constexpr int kChunk = 64;
-constexpr int kChunkD = 32;
+// and the backward 26 us; chunks of 64 (float) and 32 (float64) were slower,
+// 27-32 us and 31 us.
+constexpr int kChunk = 16;
+constexpr int kChunkD = 16;
 
 // A length as the kernels use it: clamped to [0, T] (a length outside it is an
 // error the caller reports; the kernels must not read outside the rows).
