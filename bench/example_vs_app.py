@@ -62,13 +62,19 @@ def main():
         for name, cmd in (("app-%d" % s, app), ("example-%d" % s, ex)):
             log = open(os.path.join(a.out, name + ".log"), "w")
             procs.append((name, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), log, time.time()))
-    failed = []
-    for name, p, log, t0 in procs:
-        rc = p.wait()
-        log.close()
-        print("%s: exit %d, %.0f s" % (name, rc, time.time() - t0), flush=True)
-        if rc != 0:
-            failed.append(name)
+    failed, running = [], list(procs)
+    while running:  # each run reported when it ends (its own wall time)
+        for item in list(running):
+            name, p, log, t0 = item
+            rc = p.poll()
+            if rc is None:
+                continue
+            running.remove(item)
+            log.close()
+            print("%s: exit %d, %.0f s" % (name, rc, time.time() - t0), flush=True)
+            if rc != 0:
+                failed.append(name)
+        time.sleep(0.5)
     if failed:
         for name in failed:
             with open(os.path.join(a.out, name + ".log")) as f:
