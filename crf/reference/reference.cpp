@@ -261,6 +261,29 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
   }
 }
 
+void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
+  validate_f64(dims, p, nullptr);
+  const int64_t T = dims.T, K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L;
+    const std::vector<double> alpha = forward_alpha(u);
+    const std::vector<double> beta = backward_beta(u);
+    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
+    std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, alpha, v, c);
+    double* o = out + b * T * K * C;
+    std::fill(o, o + T * K * C, 0.0);
+    for (int64_t t = 0; t < L; ++t)  // the segment [v, t+1), v = t+1-d
+      for (int64_t d = 1; d <= std::min(K, t + 1); ++d)
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t v = t + 1 - d;
+          o[(t * K + d - 1) * C + c] = std::exp(prefix[v * C + c] + u.seg(v, d, c) + beta[(t + 1) * C + c] - lz);
+        }
+  }
+}
+
 void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                const int32_t* optional, double* score, int32_t* spans) {
   validate_f64(dims, p, nullptr);

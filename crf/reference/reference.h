@@ -52,6 +52,11 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
                   double* gold, const GradsF64& grads);
 void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments);
 void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
+// Segment posteriors out [B][T][K][C]: out[b][t][d-1][c] = P(a segment of label
+// c and duration d ends at frame t, i.e. covers frames t-d+1..t) = mu(t-d+1, d, c),
+// from the same alpha/beta tables as boundary_posteriors_f64 (summed over d and
+// c, row t gives its boundary posterior at t+1); 0 where t >= L or d > t+1.
+void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
 // Forced alignment by its definition (docs/crf.md "Forced alignment"): a max
 // over every duration r of every phone, each phone's pieces scored one by one,
 // O(L^2 N) per utterance. phones [B][N], num_phones [B], optional [B][N] or

@@ -154,7 +154,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     host_crf_param_copy(hp);
     const crf::Params hpar = host_crf_params(hp, cum, batch, onset);
     if (backend_->on_device()) {
-      std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
+      std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
       return crf::align_host(*cpu, dims, hpar, N, phones.data(), num_phones.data(), host_opt);
     }
     return session_->align_host(dims, hpar, N, phones.data(), num_phones.data(), host_opt);
