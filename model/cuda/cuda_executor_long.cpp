@@ -54,7 +54,7 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   std::vector<float> hp;
   host_crf_param_copy(hp);
   const crf::Dims dims{1, T, dims_.max_duration, C};
-  std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
+  std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   return crf::align_host(*cpu, dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
                          optional);
 }
@@ -71,7 +71,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
   std::vector<float> hp;
   host_crf_param_copy(hp);
   const crf::Dims dims{1, T, dims_.max_duration, C};
-  std::unique_ptr<crf::Backend> cpu = crf::make_backend("cpu", crf::BackendOptions{0, nullptr});
+  std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::Session session(*cpu);
   const crf::Params p = host_crf_params(hp, cum, batch, onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
