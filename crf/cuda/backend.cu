@@ -211,7 +211,13 @@ class CudaBackend final : public Backend {
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {
-    return fast_enabled_ && !force_global_ring_ && lse_fast_smem_bytes(K, C) <= smem_limit_;
+    return fast_enabled_ && !force_global_ring_ && lse_fast_fits(K, C, lanes(K, C), smem_limit_);
+  }
+  // Lanes per label group. Measured on an H200 (docs/cuda.md): 8 lanes beat
+  // 16 and 32 for C=39, K in {1,30,64}.
+  int lanes(int K, int C) const {
+    const int widest = std::max(K, C);
+    return lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
   }
 
   static void check_dims(const Dims& d) {
@@ -278,10 +284,8 @@ class CudaBackend final : public Backend {
     a.T = l.T;
     a.K = l.K;
     a.C = l.C;
-    const int widest = std::max(l.K, l.C);
-    // Measured on an H200 (docs/cuda.md): 8 lanes beat 16 and 32 for C=39, K in {1,30,64}.
     a.store = 1;
-    a.G = lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
+    a.G = lanes(l.K, l.C);
     a.cum = p.cum_scores;
     a.A = p.transition;
     a.D = p.duration_bias;

@@ -52,8 +52,11 @@ void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limi
 // The scaled linear-domain log-sum-exp kernel (recurrence_fast.cu, docs/cuda.md
 // "Fast recurrence"): same outputs as launch_recurrence<false> to float64
 // rounding (not bitwise), exact fallback per entry. Shared memory it needs
-// for these dims; launch_lse_fast requires it to fit in smem_limit.
+// for these dims; lse_fast_fits: whether the kernel runs these dims with G
+// lanes per label (C * G <= kMaxRecThreads, shared memory within smem_limit);
+// launch_lse_fast requires it.
 size_t lse_fast_smem_bytes(int K, int C);
+bool lse_fast_fits(int K, int C, int G, size_t smem_limit);
 void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

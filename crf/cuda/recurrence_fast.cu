@@ -1,34 +1,40 @@
 // The scaled linear-domain log-sum-exp recurrence (docs/cuda.md "Fast
 // recurrence"): the forward (alpha, sigma) and backward (rho, gamma)
-// recurrences of docs/crf.md with one exp/log per (position, label) instead of
-// one exp per (position, label, duration or source label). One block per
-// utterance and direction, labels owned by groups of G lanes as in
-// recurrence.cu; all state float64.
+// recurrences of docs/crf.md with fused multiply-adds for the terms and two
+// exps per (position, label) on the sequential path, no log there. One block
+// per utterance and direction; label c is owned by the group of G lanes
+// c*G .. c*G+G-1 (C*G <= kMaxRecThreads); all state float64.
 //
 // Forward (backward: mirror, in brackets). With the ring value
 //   w[u,c] = sigma[u,c] - cum[u,c] + o[u,c]          [w[v,c] = gamma[v,c] + cum[v,c]]
 // phase 1 is
 //   alpha[t,c] = cum[t,c] + lse_d (D[d-1,c] + w[t-d,c])
-//              = cum[t,c] + Dmax[c] + ref[c] + log sum_d ED[d-1,c] q[t-d,c]
+//              = cum[t,c] + Dmax[c] + ref[c] + log S1,  S1 = sum_d ED[d-1,c] q[t-d,c]
 //   [rho[u,c] = o[u,c] - cum[u,c] + lse_d (D[d-1,c] + w[u+d,c])]
-// where ED[k,c] = exp(D[k,c] - Dmax[c]) <= 1 (Dmax[c] = max_k D[k,c]) and the
-// linear ring q[u,c] = exp(w[u,c] - ref[c]) with a per-label reference ref[c].
-// Phase 2 is a matrix-vector product with the row max M = max_c' alpha[t,c']:
-//   sigma[t,c] = M + Amax[c] + log sum_c' ET[c][c'] P[c'],  P[c'] = exp(alpha[t,c'] - M) <= 1,
-//   ET[c][c'] = exp(A[c',c] - Amax[c]) <= 1              [A[c,c'], row max]
+// with ED[k,c] = exp(D[k,c] - Dmax[c]) <= 1 and the linear ring
+// q[u,c] = exp(w[u,c] - ref[c]) for a per-label reference ref[c]. Phase 2 is
+//   sigma[t,c] = R + Amax[c] + log S2,  S2 = sum_c' ET[c][c'] P[c'],
+//   P[c'] = exp(alpha[t,c'] - R),  ET[c][c'] = exp(A[c',c] - Amax[c]) <= 1   [A[c,c']]
+// where R, the reference of row t, is the (upper bound of the) row max of the
+// previous row, known before phase 1: no reduction over labels sits between
+// the phases. A value is kept as an offset and a mantissa, x = off + log m
+// with S = m 2^e, m in [0.5, 1), off = ... + e log 2, so the sequential path
+// needs no log; the log is taken only for the tables (backward), the exact
+// fallback and log Z.
 //
-// ref[c] is reset to the window max of w (so every q <= 1) every
-// kRescalePeriod positions and whenever a new w exceeds ref[c] +
-// kRescaleMargin; between resets q <= exp(kRescaleMargin). Exactness: every
-// factor is either <= 1 (ED, ET, P) or <= exp(256) (q), so a product that
-// underflows is below 2^-1022 * 2^370 = 2^-652; a sum accepted in
-// [kSumLo, kSumHi] = [2^-500, 2^1000] therefore loses nothing above 2^-150 of
-// itself, and the result is the log-sum-exp to float64 rounding. A sum outside
-// that range (all terms tiny, -inf entries, scores of +-1e4) falls back, for
-// that (position, label) only, to the exact two-pass log-sum-exp of
-// recurrence.cu on the log ring wl. The choice depends on the data alone, so
-// reruns are bitwise identical; log_partition and backward run the same code
-// (only the table stores differ), so their log Z agree bitwise.
+// Exactness. ref[c] is reset to the window max of the offsets (every q < 1)
+// every kRescalePeriod positions and whenever a new offset exceeds it by more
+// than kRescaleMargin; between resets q < exp(256). A product that underflows
+// in S1 is then below 2^-1022 * 2^370; in S2 every finite ET is >= 2^-900
+// (checked per label, else phase 2 of that label is always exact) and a P
+// that underflows is below 2^-1022; so a sum accepted in [kSumLo, kSumHi] =
+// [2^-500, 2^1000] has lost nothing above 2^-150 of itself, and its log is
+// the log-sum-exp to float64 rounding. Any other sum (every term tiny, -inf
+// entries, P overflowing when a row grows by more than 700 nats, scores of
+// +-1e4) is recomputed for that (position, label) by the exact two-pass
+// log-sum-exp on the exact log values. The choice depends on the data
+// alone, so reruns are bitwise identical; log_partition and backward run the
+// same code (only the table stores differ), so their log Z agree bitwise.
 #include <stdexcept>
 
 #include "crf/cuda/recurrence.cuh"
@@ -41,16 +47,27 @@ constexpr int kRescalePeriod = 16;
 constexpr double kRescaleMargin = 256.0;
 constexpr double kSumLo = 0x1p-500;
 constexpr double kSumHi = 0x1p1000;
+constexpr double kEtMin = 0x1p-900;
+constexpr double kLn2 = 0.69314718055994530942;
 
-// Symmetric xor-butterfly sum over the G lanes of a group: every lane ends
-// with the same bits.
-__device__ __forceinline__ double group_sum(double v, int G, unsigned mask) {
+template <int G>
+__device__ __forceinline__ double group_sum(double v, unsigned mask) {
+#pragma unroll
   for (int off = G / 2; off >= 1; off >>= 1) v += __shfl_xor_sync(mask, v, off, G);
   return v;
 }
-__device__ __forceinline__ double group_max(double v, int G, unsigned mask) {
+template <int G>
+__device__ __forceinline__ double group_max(double v, unsigned mask) {
+#pragma unroll
   for (int off = G / 2; off >= 1; off >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, off, G));
   return v;
+}
+
+// A normal positive x as m 2^e with m in [0.5, 1) (bit operations, no log).
+__device__ __forceinline__ double split_exp(double x, int& e) {
+  const int hi = __double2hiint(x);
+  e = ((hi >> 20) & 0x7ff) - 1022;
+  return __hiloint2double((hi & 0x800fffff) | 0x3fe00000, __double2loint(x));
 }
 
 // Ring slot of the row `d` positions away from `slot` (towards the start
@@ -62,157 +79,155 @@ __device__ __forceinline__ int ring_slot(int slot, int d, bool rev, int K) {
   return src;
 }
 
-// Shared memory, all float64: wl, q, ED [K][C]; ET [C][C]; ref, dmax, amax,
-// xrow, P [C]; cur [2][C] (the cum_scores row of this / the next position); mrow.
-struct FastSmem {
-  double *wl, *q, *ED, *ET, *ref, *dmax, *amax, *xrow, *P, *cur, *mrow;
-};
-
-__device__ FastSmem carve(unsigned char* raw, int K, int C) {
-  FastSmem m;
-  double* p = reinterpret_cast<double*>(raw);
-  const size_t KC = static_cast<size_t>(K) * C;
-  m.wl = p, p += KC;
-  m.q = p, p += KC;
-  m.ED = p, p += KC;
-  m.ET = p, p += static_cast<size_t>(C) * C;
-  m.ref = p, p += C;
-  m.dmax = p, p += C;
-  m.amax = p, p += C;
-  m.xrow = p, p += C;
-  m.P = p, p += C;
-  m.cur = p, p += 2 * C;
-  m.mrow = p;
-  return m;
-}
-
 // Transition from c2 to c in the direction of the recurrence (forward A[c2][c],
 // backward A[c][c2]).
 __device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, int c2) {
   return rev ? A[c * C + c2] : A[c2 * C + c];
 }
 
-// The parameters' linear forms (ED, ET with their maxima) and row 0 of the
-// recurrence: forward sigma[0] = s, backward gamma[L] = e; alpha[0] / rho[L]
-// = -inf. The ring gets w of row 0 with ref = w (q = 1, or 0 for -inf).
-__device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, const float* cum, const float* onset,
-                          double* X, double* Y) {
-  const int K = a.K, C = a.C, tid = threadIdx.x, nthreads = blockDim.x;
-  for (int c = tid; c < C; c += nthreads) {
-    double dm = kNegInf, am = kNegInf;
-    for (int k = 0; k < K; ++k) dm = fmax(dm, static_cast<double>(a.D[k * C + c]));
-    for (int c2 = 0; c2 < C; ++c2) am = fmax(am, static_cast<double>(trans(a.A, C, rev, c, c2)));
-    m.dmax[c] = dm;
-    m.amax[c] = am;
-  }
-  __syncthreads();
-  for (int i = tid; i < K * C; i += nthreads) {
-    const double dm = m.dmax[i % C];
-    m.ED[i] = dm == kNegInf ? 0.0 : exp(static_cast<double>(a.D[i]) - dm);
-  }
-  for (int i = tid; i < C * C; i += nthreads) {
-    const int c = i / C, c2 = i % C;
-    const double am = m.amax[c];
-    m.ET[i] = am == kNegInf ? 0.0 : exp(static_cast<double>(trans(a.A, C, rev, c, c2)) - am);
-  }
-  const int pos0 = rev ? L : 0, pos1 = rev ? L - 1 : 1;
-  const int slot0 = pos0 % K;
-  for (int c = tid; c < C; c += nthreads) {
-    const double y0 = rev ? a.e[c] : a.s[c];
-    if (X) X[static_cast<size_t>(pos0) * C + c] = kNegInf;
-    if (Y) Y[static_cast<size_t>(pos0) * C + c] = y0;
-    const double cp = cum[static_cast<size_t>(pos0) * C + c];
-    double w = rev ? y0 + cp : y0 - cp;
-    if (!rev && onset) w += static_cast<double>(onset[c]);  // o[0,c]
-    m.wl[slot0 * C + c] = w;
-    m.q[slot0 * C + c] = w == kNegInf ? 0.0 : 1.0;
-    m.ref[c] = w;
-    m.cur[C + c] = cum[static_cast<size_t>(pos1) * C + c];  // buffer of step 1
-  }
+// Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
+// xoff, xm, P [C]; cur [2][C] (cum_scores of this / the next position).
+struct FastSmem {
+  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *cur;
+};
+
+__device__ FastSmem carve(unsigned char* raw, int K, int C) {
+  FastSmem m;
+  double* p = reinterpret_cast<double*>(raw);
+  const int KC = K * C;
+  m.q = p, p += KC;
+  m.woff = p, p += KC;
+  m.wm = p, p += KC;
+  m.ED = p, p += KC;
+  m.ET = p, p += C * C;
+  m.xoff = p, p += C;
+  m.xm = p, p += C;
+  m.P = p, p += C;
+  m.cur = p;
+  return m;
 }
 
-// Phase 1 for label c at position pos (step s): X[pos,c] (alpha / rho).
-__device__ __forceinline__ double fast_phase1(const RecArgs& a, const FastSmem& m, bool rev, int pos, int slot,
-                                              int dmax, int c, const double* cur, const float* onset, int lane, int G,
-                                              unsigned gmask) {
-  const int K = a.K, C = a.C;
-  double part = 0.0;
-  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
-  const double sum = group_sum(part, G, gmask);
-  double v;
-  if (sum >= kSumLo && sum <= kSumHi) {
-    v = (m.ref[c] + m.dmax[c]) + log(sum);
-  } else {  // exact fallback on the log ring
-    auto term = [=](int k) {
-      return static_cast<double>(a.D[k * C + c]) + m.wl[ring_slot(slot, k + 1, rev, K) * C + c];
-    };
-    int arg = 0;
-    v = group_reduce<false>(dmax, lane, G, gmask, term, arg);
+// Exact two-pass log-sum-exp over the group (fallbacks; rare, kept out of line).
+template <int G>
+__device__ __noinline__ double exact_phase1(const FastSmem m, const float* D, int K, int C, int c, int slot, bool rev,
+                                            int dmax, int lane, unsigned gmask) {
+  double mx = kNegInf;
+  for (int k = lane; k < dmax; k += G) {
+    const int row = ring_slot(slot, k + 1, rev, K) * C + c;
+    mx = fmax(mx, static_cast<double>(D[k * C + c]) + (m.woff[row] + log(m.wm[row])));
   }
-  const double cp = cur[c];
-  double x = rev ? v - cp : v + cp;
-  // Backward: every segment summed into rho[pos,c] starts at pos.
-  if (rev && onset && x > kNegInf) x += static_cast<double>(onset[static_cast<size_t>(pos) * C + c]);
-  return x;
+  mx = group_max<G>(mx, gmask);
+  if (mx == kNegInf) return kNegInf;
+  double s = 0.0;
+  for (int k = lane; k < dmax; k += G) {
+    const int row = ring_slot(slot, k + 1, rev, K) * C + c;
+    const double t = static_cast<double>(D[k * C + c]) + (m.woff[row] + log(m.wm[row]));
+    if (t != kNegInf) s += exp(t - mx);
+  }
+  return mx + log(group_sum<G>(s, gmask));
 }
 
-// Phase 2 for label c: Y[pos,c] (sigma / gamma) from P and ET, with the exact
-// fallback on xrow.
-__device__ __forceinline__ double fast_phase2(const RecArgs& a, const FastSmem& m, bool rev, int c, double M, int lane,
-                                              int G, unsigned gmask) {
-  const int C = a.C;
-  const double am = m.amax[c];
-  if (M == kNegInf || am == kNegInf) return kNegInf;  // every term is -inf
-  double part = 0.0;
-  for (int c2 = lane; c2 < C; c2 += G) part = fma(m.ET[c * C + c2], m.P[c2], part);
-  const double sum = group_sum(part, G, gmask);
-  if (sum >= kSumLo && sum <= kSumHi) return (M + am) + log(sum);
-  auto term = [=](int c2) { return m.xrow[c2] + static_cast<double>(trans(a.A, C, rev, c, c2)); };
-  int arg = 0;
-  return group_reduce<false>(C, lane, G, gmask, term, arg);
+template <int G>
+__device__ __noinline__ double exact_phase2(const FastSmem m, const float* A, int C, int c, bool rev, int lane,
+                                            unsigned gmask) {
+  double mx = kNegInf;
+  for (int c2 = lane; c2 < C; c2 += G)
+    mx = fmax(mx, (m.xoff[c2] + log(m.xm[c2])) + static_cast<double>(trans(A, C, rev, c, c2)));
+  mx = group_max<G>(mx, gmask);
+  if (mx == kNegInf) return kNegInf;
+  double s = 0.0;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    const double t = (m.xoff[c2] + log(m.xm[c2])) + static_cast<double>(trans(A, C, rev, c, c2));
+    if (t != kNegInf) s += exp(t - mx);
+  }
+  return mx + log(group_sum<G>(s, gmask));
 }
 
-// Stores w[pos,c] into the rings: q relative to ref[c], or, on a reset step
-// (every kRescalePeriod steps, or w above ref + kRescaleMargin), ref[c] :=
-// the max of w over the rows the next steps read and their q recomputed.
-// Called by the whole group (w is the same in every lane).
-__device__ __forceinline__ void fast_ring_store(const RecArgs& a, const FastSmem& m, bool rev, int s, int slot, int c,
-                                                double w, int lane, int G, unsigned gmask) {
-  const int K = a.K, C = a.C;
-  const double r = m.ref[c];
-  const bool reset = (s % kRescalePeriod == 0) || !(w <= r + kRescaleMargin);
+// Stores w = wo + log(wmv) of row `slot` into the rings: q relative to ref, or,
+// on a reset step (every kRescalePeriod steps, or wo above ref +
+// kRescaleMargin), ref := the max offset over the rows the next steps read and
+// their q recomputed. Called by the whole group (same values in every lane).
+template <int G>
+__device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool rev, int s, int slot, int c, double wo,
+                                           double wmv, double& ref, int lane, unsigned gmask) {
+  const int at = slot * C + c;
+  const bool reset = (s % kRescalePeriod == 0) || !(wo <= ref + kRescaleMargin);
   if (!reset) {
     if (lane == 0) {
-      m.wl[slot * C + c] = w;
-      m.q[slot * C + c] = r == kNegInf ? 0.0 : exp(w - r);  // r = -inf only with w = -inf here
+      m.woff[at] = wo;
+      m.wm[at] = wmv;
+      m.q[at] = ref == kNegInf ? 0.0 : wmv * exp(wo - ref);  // ref = -inf only with wo = -inf here
     }
     return;
   }
-  if (lane == 0) m.wl[slot * C + c] = w;
+  if (lane == 0) m.woff[at] = wo, m.wm[at] = wmv;
   __syncwarp(gmask);
-  const int nr = min(K, s + 1);  // rows pos, pos -+ 1, ..., the window of the next step
+  const int nr = min(K, s + 1);  // rows pos, pos -+ 1, ...: the window of the next step
   double mx = kNegInf;
-  for (int j = lane; j < nr; j += G) mx = fmax(mx, m.wl[ring_slot(slot, j, rev, K) * C + c]);
-  mx = group_max(mx, G, gmask);
+  for (int j = lane; j < nr; j += G) mx = fmax(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
+  mx = group_max<G>(mx, gmask);
   for (int j = lane; j < nr; j += G) {
     const int row = ring_slot(slot, j, rev, K) * C + c;
-    m.q[row] = mx == kNegInf ? 0.0 : exp(m.wl[row] - mx);
+    m.q[row] = mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx);
   }
-  if (lane == 0) m.ref[c] = mx;
+  ref = mx;
+}
+
+// Per-label set-up by the group of c: Dmax, Amax, ED, ET and whether every
+// finite ET is >= kEtMin; row 0 of the recurrence (forward sigma[0] = s,
+// backward gamma[L] = e; alpha[0] / rho[L] = -inf) into the ring and tables.
+template <int G>
+__device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, int c, int lane, unsigned gmask,
+                          const float* cum, const float* onset, double* X, double* Y, double& dmx, double& amx,
+                          bool& etok, double& ref) {
+  const int K = a.K, C = a.C;
+  dmx = kNegInf, amx = kNegInf;
+  for (int k = lane; k < K; k += G) dmx = fmax(dmx, static_cast<double>(a.D[k * C + c]));
+  for (int c2 = lane; c2 < C; c2 += G) amx = fmax(amx, static_cast<double>(trans(a.A, C, rev, c, c2)));
+  dmx = group_max<G>(dmx, gmask);
+  amx = group_max<G>(amx, gmask);
+  for (int k = lane; k < K; k += G) m.ED[k * C + c] = dmx == kNegInf ? 0.0 : exp(static_cast<double>(a.D[k * C + c]) - dmx);
+  bool small = false;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    const double t = static_cast<double>(trans(a.A, C, rev, c, c2));
+    const double et = amx == kNegInf ? 0.0 : exp(t - amx);
+    m.ET[c * C + c2] = et;
+    small = small || (t != kNegInf && !(et >= kEtMin));
+  }
+  etok = !__any_sync(gmask, small);
+  const int pos0 = rev ? L : 0, pos1 = rev ? L - 1 : 1;
+  const double y0 = rev ? a.e[c] : a.s[c];
+  const double cp = cum[pos0 * C + c];
+  double w = rev ? y0 + cp : y0 - cp;
+  if (!rev && onset) w += static_cast<double>(onset[c]);  // o[0,c]
+  ref = w;
+  if (lane == 0) {
+    if (X) X[pos0 * C + c] = kNegInf;
+    if (Y) Y[pos0 * C + c] = y0;
+    const int at = (pos0 % K) * C + c;
+    m.woff[at] = w;
+    m.wm[at] = 1.0;
+    m.q[at] = w == kNegInf ? 0.0 : 1.0;
+    const double cp1 = cum[pos1 * C + c];
+    m.cur[C + c] = cp1;  // buffer of step 1
+    // An upper bound of alpha[1,c] / rho[L-1,c] (reference of step 1, its max over labels).
+    m.xoff[c] = rev ? (ref + dmx) - cp1 : (ref + dmx) + cp1;
+  }
 }
 
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
 // recurrence_kernel). X/Y tables written only when a.store.
+template <int G>
 __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int B = a.B, T = a.T, K = a.K, C = a.C, G = a.G;
+  const int B = a.B, T = a.T, K = a.K, C = a.C;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
   const int b = rev ? blockIdx.x - B : blockIdx.x;
   const int L = a.lengths[b];
-  const int tid = threadIdx.x, nthreads = blockDim.x;
-  const int lane = tid % G, grp = tid / G, ngroups = nthreads / G;
-  const int wlane = tid & 31, warp = tid / 32, nwarps = nthreads / 32;
-  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << (wlane / G * G));
+  const int tid = threadIdx.x;
+  const int lane = tid % G, c = tid / G;
+  const bool active = c < C;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
 
   const size_t base = static_cast<size_t>(b) * (T + 1) * C;
   const float* cum = a.cum + base;
@@ -221,7 +236,14 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
   const FastSmem m = carve(smem_raw, K, C);
 
-  fast_init(a, m, rev, L, cum, onset, X, Y);
+  double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
+  bool etok = true;
+  if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
+  __syncthreads();
+  if (active) {
+    for (int c2 = lane; c2 < C; c2 += G) R = fmax(R, m.xoff[c2]);
+    R = group_max<G>(R, gmask);
+  }
   __syncthreads();
 
   for (int s = 1; s <= L; ++s) {
@@ -232,51 +254,85 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
     const int pos_next = rev ? pos - 1 : pos + 1;
     const bool prefetch = s < L && tid < C;
     float next_cum = 0.0f;
-    if (prefetch) next_cum = cum[static_cast<size_t>(pos_next) * C + tid];
+    if (prefetch) next_cum = cum[pos_next * C + tid];
 
-    // Phase 1: segments ending at pos (forward) / starting at pos (backward).
-    const int dmax = min(K, s);
-    for (int c = grp; c < C; c += ngroups) {
-      const double x = fast_phase1(a, m, rev, pos, slot, dmax, c, cur, onset, lane, G, gmask);
+    // Phase 1: segments ending at pos (forward) / starting at pos (backward);
+    // P of the row against the reference R.
+    if (active) {
+      const int dmax = min(K, s);
+      double part = 0.0;
+      for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+      const double sum = group_sum<G>(part, gmask);
+      const double cp = cur[c];
+      double xo, xmv = 1.0;
+      if (sum >= kSumLo && sum <= kSumHi) {
+        int e = 0;
+        xmv = split_exp(sum, e);
+        xo = (ref + dmx) + static_cast<double>(e) * kLn2;
+        xo = rev ? xo - cp : xo + cp;
+      } else {
+        const double v = exact_phase1<G>(m, a.D, K, C, c, slot, rev, dmax, lane, gmask);
+        xo = rev ? v - cp : v + cp;
+      }
+      // Backward: every segment summed into rho[pos,c] starts at pos.
+      if (rev && onset && xo > kNegInf) xo += static_cast<double>(onset[pos * C + c]);
       if (lane == 0) {
-        m.xrow[c] = x;
-        if (X) X[static_cast<size_t>(pos) * C + c] = x;
+        m.xoff[c] = xo;
+        m.xm[c] = xmv;
+        m.P[c] = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : xmv * exp(xo - R));
+        if (X) X[pos * C + c] = xo + log(xmv);
       }
     }
     __syncthreads();
     if (s == L) break;  // sigma[L] / gamma[0] are never used
+    if (prefetch) m.cur[((s + 1) & 1) * C + tid] = next_cum;
 
-    // Phase 2a: the row max M of xrow (every warp the same bits) and
-    // P = exp(xrow - M); the next cum_scores row into the other buffer.
-    double* nxt = m.cur + ((s + 1) & 1) * C;
-    if (prefetch) nxt[tid] = next_cum;
-    for (int c = tid + nthreads; s < L && c < C; c += nthreads) nxt[c] = cum[static_cast<size_t>(pos_next) * C + c];
-    for (int c0 = warp * 32; c0 < C; c0 += nwarps * 32) {
-      double mx = kNegInf;
-      for (int i = wlane; i < C; i += 32) mx = fmax(mx, m.xrow[i]);
-      mx = group_max(mx, 32, 0xffffffffu);
-      const int c = c0 + wlane;
-      if (c < C) m.P[c] = mx == kNegInf ? 0.0 : exp(m.xrow[c] - mx);
-      if (c0 == 0 && wlane == 0) *m.mrow = mx;
-    }
-    __syncthreads();
-
-    // Phase 2b: the C x C transition as a matrix-vector product, then w into the rings.
-    const double M = *m.mrow;
-    for (int c = grp; c < C; c += ngroups) {
-      const double y = fast_phase2(a, m, rev, c, M, lane, G, gmask);
-      if (lane == 0 && Y) Y[static_cast<size_t>(pos) * C + c] = y;
+    // Phase 2: the C x C transition as a matrix-vector product; the max offset
+    // of the row (the next reference); w into the rings.
+    if (active) {
+      double part = 0.0, mx = kNegInf;
+      for (int c2 = lane; c2 < C; c2 += G) {
+        part = fma(m.ET[c * C + c2], m.P[c2], part);
+        mx = fmax(mx, m.xoff[c2]);
+      }
+      const double sum = group_sum<G>(part, gmask);
+      mx = group_max<G>(mx, gmask);
+      double yo, ymv = 1.0;
+      if (amx == kNegInf) {
+        yo = kNegInf;  // every transition into c is -inf
+      } else if (etok && sum >= kSumLo && sum <= kSumHi) {
+        int e = 0;
+        ymv = split_exp(sum, e);
+        yo = (R + amx) + static_cast<double>(e) * kLn2;
+      } else {
+        yo = exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
+      }
+      if (lane == 0 && Y) Y[pos * C + c] = yo + log(ymv);
       const double cp = cur[c];
-      double w = rev ? y + cp : y - cp;
-      if (!rev && onset) w += static_cast<double>(onset[static_cast<size_t>(pos) * C + c]);
-      fast_ring_store(a, m, rev, s, slot, c, w, lane, G, gmask);
+      double wo = rev ? yo + cp : yo - cp;
+      if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
+      ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, ref, lane, gmask);
+      R = mx;
     }
     __syncthreads();
   }
 
+  // log Z from the exact last row (forward alpha[L], backward rho[0]).
+  if (active && lane == 0) m.P[c] = m.xoff[c] + log(m.xm[c]);
+  __syncthreads();
   __shared__ double fin_val;
   __shared__ int fin_idx;
-  finish_recurrence<LseAcc, false>(a, b, rev, m.xrow, fin_val, fin_idx);
+  finish_recurrence<LseAcc, false>(a, b, rev, m.P, fin_val, fin_idx);
+}
+
+template <int G>
+void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
+  const auto kernel = lse_fast_kernel<G>;
+  if (smem > 48 * 1024)
+    TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const int threads = std::max(32, (a.C * G + 31) / 32 * 32);
+  kernel<<<blocks, threads, smem, stream>>>(a);
+  TS_LAUNCHED("lse_fast_kernel");
 }
 
 }  // namespace
@@ -284,23 +340,24 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
 // Dynamic shared memory, plus 64 bytes for the kernel's static fin_val / fin_idx.
 size_t lse_fast_smem_bytes(int K, int C) {
   const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C);
-  return sizeof(double) * (3 * k * c + c * c + 7 * c + 1) + 64;
+  return sizeof(double) * (4 * k * c + c * c + 5 * c) + 64;
+}
+
+bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
+  return static_cast<long long>(C) * G <= kMaxRecThreads && lse_fast_smem_bytes(K, C) <= smem_limit &&
+         (G == 4 || G == 8 || G == 16 || G == 32);
 }
 
 void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, cudaStream_t stream) {
+  if (!lse_fast_fits(l.K, l.C, a.G, smem_limit))
+    throw std::logic_error("cuda backend: launch_lse_fast called for dims it does not fit");
   const size_t smem = lse_fast_smem_bytes(l.K, l.C) - 64;  // the dynamic part
-  if (smem + 64 > smem_limit) throw std::logic_error("cuda backend: launch_lse_fast called with too little shared memory");
-  if (smem > 48 * 1024)
-    TS_CUDA(cudaFuncSetAttribute(lse_fast_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  // Thread shape as launch_recurrence: groups of G lanes, the labels spread
-  // evenly over as few rounds as the thread cap allows.
-  const int max_groups = kMaxRecThreads / a.G;
-  const int rounds = (l.C + max_groups - 1) / max_groups;
-  const int groups = (l.C + rounds - 1) / rounds;
-  int threads = ((groups * a.G + 31) / 32) * 32;
-  threads = std::max(threads, 32);
-  lse_fast_kernel<<<blocks, threads, smem, stream>>>(a);
-  TS_LAUNCHED("lse_fast_kernel");
+  switch (a.G) {
+    case 4: launch_g<4>(a, blocks, smem, stream); break;
+    case 8: launch_g<8>(a, blocks, smem, stream); break;
+    case 16: launch_g<16>(a, blocks, smem, stream); break;
+    default: launch_g<32>(a, blocks, smem, stream); break;
+  }
 }
 
 }  // namespace timitseg::crf::cuda_impl
