@@ -3,7 +3,8 @@
 // recurrences of docs/crf.md with fused multiply-adds for the terms and two
 // exps per (position, label) on the sequential path, no log there. One block
 // per utterance and direction; label c is owned by the group of G lanes
-// c*G .. c*G+G-1 (C*G <= kMaxRecThreads); all state float64.
+// c*G .. c*G+G-1, plus one warp that writes the tables (C*G + 32 <=
+// kMaxRecThreads); all state float64.
 //
 // Forward (backward: mirror, in brackets). With the ring value
 //   w[u,c] = sigma[u,c] - cum[u,c] + o[u,c]          [w[v,c] = gamma[v,c] + cum[v,c]]
@@ -19,8 +20,10 @@
 // previous row, known before phase 1: no reduction over labels sits between
 // the phases. A value is kept as an offset and a mantissa, x = off + log m
 // with S = m 2^e, m in [0.5, 1), off = ... + e log 2, so the sequential path
-// needs no log; the log is taken only for the tables (backward), the exact
-// fallback and log Z.
+// needs no log: the log is taken only for the tables (backward: by one extra
+// warp, off the groups' path), the exact fallback and log Z. The two exps of
+// a step are independent of its sums (P = S1 exp(base - R), q = S2 exp(wbase
+// - ref)), so they overlap the loads and shuffles.
 //
 // Exactness. ref[c] is reset to the window max of the offsets (every q < 1)
 // every kRescalePeriod positions and whenever a new offset exceeds it by more
@@ -86,9 +89,9 @@ __device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, i
 }
 
 // Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
-// xoff, xm, P [C]; cur [2][C] (cum_scores of this / the next position).
+// xoff, xm, P, yoff, ym [C]; cur [2][C] (cum_scores of this / the next position).
 struct FastSmem {
-  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *cur;
+  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
 };
 
 __device__ FastSmem carve(unsigned char* raw, int K, int C) {
@@ -103,6 +106,8 @@ __device__ FastSmem carve(unsigned char* raw, int K, int C) {
   m.xoff = p, p += C;
   m.xm = p, p += C;
   m.P = p, p += C;
+  m.yoff = p, p += C;
+  m.ym = p, p += C;
   m.cur = p;
   return m;
 }
@@ -143,20 +148,22 @@ __device__ __noinline__ double exact_phase2(const FastSmem m, const float* A, in
   return mx + log(group_sum<G>(s, gmask));
 }
 
-// Stores w = wo + log(wmv) of row `slot` into the rings: q relative to ref, or,
-// on a reset step (every kRescalePeriod steps, or wo above ref +
-// kRescaleMargin), ref := the max offset over the rows the next steps read and
-// their q recomputed. Called by the whole group (same values in every lane).
+// Stores w = wo + log(wmv) of row `slot` into the rings: q relative to ref
+// (qv when the caller has it, NaN otherwise), or, on a reset step (every
+// kRescalePeriod steps, or wo above ref + kRescaleMargin), ref := the max
+// offset over the rows the next steps read and their q recomputed. Called by
+// the whole group (same values in every lane).
 template <int G>
 __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool rev, int s, int slot, int c, double wo,
-                                           double wmv, double& ref, int lane, unsigned gmask) {
+                                           double wmv, double qv, double& ref, int lane, unsigned gmask) {
   const int at = slot * C + c;
   const bool reset = (s % kRescalePeriod == 0) || !(wo <= ref + kRescaleMargin);
   if (!reset) {
     if (lane == 0) {
       m.woff[at] = wo;
       m.wm[at] = wmv;
-      m.q[at] = ref == kNegInf ? 0.0 : wmv * exp(wo - ref);  // ref = -inf only with wo = -inf here
+      // ref = -inf only with wo = -inf here
+      m.q[at] = qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref));
     }
     return;
   }
@@ -227,6 +234,10 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   const int tid = threadIdx.x;
   const int lane = tid % G, c = tid / G;
   const bool active = c < C;
+  // With a.store, the warp after the label groups writes the tables (the log
+  // of each value), off the sequential path of the groups.
+  const int nmain = (C * G + 31) / 32 * 32;
+  const bool helper = tid >= nmain;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
 
   const size_t base = static_cast<size_t>(b) * (T + 1) * C;
@@ -260,28 +271,37 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
     // P of the row against the reference R.
     if (active) {
       const int dmax = min(K, s);
+      const double cp = cur[c];
+      // x = base + e log 2 + log m for a sum m 2^e; P = sum * exp(base - R),
+      // the exp independent of the sum (off the sequential path).
+      double base = rev ? (ref + dmx) - cp : (ref + dmx) + cp;
+      // Backward: every segment summed into rho[pos,c] starts at pos.
+      const double o = (rev && onset) ? static_cast<double>(onset[pos * C + c]) : 0.0;
+      if (rev && onset) base += o;
+      const double F = exp(base - R);
       double part = 0.0;
       for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
       const double sum = group_sum<G>(part, gmask);
-      const double cp = cur[c];
-      double xo, xmv = 1.0;
+      double xo, xmv = 1.0, pv;
       if (sum >= kSumLo && sum <= kSumHi) {
         int e = 0;
         xmv = split_exp(sum, e);
-        xo = (ref + dmx) + static_cast<double>(e) * kLn2;
-        xo = rev ? xo - cp : xo + cp;
+        xo = base + static_cast<double>(e) * kLn2;
+        pv = (F >= 0x1p-1000 && F <= 0x1p1000) ? sum * F : xmv * exp(xo - R);
       } else {
         const double v = exact_phase1<G>(m, a.D, K, C, c, slot, rev, dmax, lane, gmask);
         xo = rev ? v - cp : v + cp;
+        if (rev && onset && xo > kNegInf) xo += o;
+        pv = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : exp(xo - R));
       }
-      // Backward: every segment summed into rho[pos,c] starts at pos.
-      if (rev && onset && xo > kNegInf) xo += static_cast<double>(onset[pos * C + c]);
       if (lane == 0) {
         m.xoff[c] = xo;
         m.xm[c] = xmv;
-        m.P[c] = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : xmv * exp(xo - R));
-        if (X) X[pos * C + c] = xo + log(xmv);
+        m.P[c] = pv;
       }
+    } else if (helper && Y && s > 1) {  // the Y row of the previous step
+      const int prev = rev ? pos + 1 : pos - 1;
+      for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = m.yoff[c2] + log(m.ym[c2]);
     }
     __syncthreads();
     if (s == L) break;  // sigma[L] / gamma[0] are never used
@@ -290,6 +310,11 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
     // Phase 2: the C x C transition as a matrix-vector product; the max offset
     // of the row (the next reference); w into the rings.
     if (active) {
+      // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
+      const double cp = cur[c];
+      double wbase = rev ? (R + amx) + cp : (R + amx) - cp;
+      if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
+      const double F = exp(wbase - ref);
       double part = 0.0, mx = kNegInf;
       for (int c2 = lane; c2 < C; c2 += G) {
         part = fma(m.ET[c * C + c2], m.P[c2], part);
@@ -297,28 +322,34 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
       }
       const double sum = group_sum<G>(part, gmask);
       mx = group_max<G>(mx, gmask);
-      double yo, ymv = 1.0;
-      if (amx == kNegInf) {
-        yo = kNegInf;  // every transition into c is -inf
-      } else if (etok && sum >= kSumLo && sum <= kSumHi) {
+      double yo, ymv = 1.0, wo, qv = NAN;
+      if (amx != kNegInf && etok && sum >= kSumLo && sum <= kSumHi) {
         int e = 0;
         ymv = split_exp(sum, e);
         yo = (R + amx) + static_cast<double>(e) * kLn2;
+        wo = wbase + static_cast<double>(e) * kLn2;
+        if (F >= 0x1p-1000 && F <= 0x1p1000) qv = sum * F;
       } else {
-        yo = exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
+        // amx = -inf: every transition into c is -inf.
+        yo = amx == kNegInf ? kNegInf : exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
+        wo = rev ? yo + cp : yo - cp;
+        if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
       }
-      if (lane == 0 && Y) Y[pos * C + c] = yo + log(ymv);
-      const double cp = cur[c];
-      double wo = rev ? yo + cp : yo - cp;
-      if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
-      ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, ref, lane, gmask);
+      if (lane == 0 && Y) m.yoff[c] = yo, m.ym[c] = ymv;
+      ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
       R = mx;
+    } else if (helper && X) {  // the X row of this step
+      for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = m.xoff[c2] + log(m.xm[c2]);
     }
     __syncthreads();
   }
 
-  // log Z from the exact last row (forward alpha[L], backward rho[0]).
-  if (active && lane == 0) m.P[c] = m.xoff[c] + log(m.xm[c]);
+  // log Z from the exact last row (forward alpha[L], backward rho[0]), which
+  // is also the last X row.
+  if (active && lane == 0) {
+    m.P[c] = m.xoff[c] + log(m.xm[c]);
+    if (X) X[(rev ? 0 : L) * C + c] = m.P[c];
+  }
   __syncthreads();
   __shared__ double fin_val;
   __shared__ int fin_idx;
@@ -330,7 +361,8 @@ void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
   const auto kernel = lse_fast_kernel<G>;
   if (smem > 48 * 1024)
     TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  const int threads = std::max(32, (a.C * G + 31) / 32 * 32);
+  // The label groups, and one warp writing the tables when a.store.
+  const int threads = std::max(32, (a.C * G + 31) / 32 * 32) + (a.store ? 32 : 0);
   kernel<<<blocks, threads, smem, stream>>>(a);
   TS_LAUNCHED("lse_fast_kernel");
 }
@@ -340,11 +372,13 @@ void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
 // Dynamic shared memory, plus 64 bytes for the kernel's static fin_val / fin_idx.
 size_t lse_fast_smem_bytes(int K, int C) {
   const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C);
-  return sizeof(double) * (4 * k * c + c * c + 5 * c) + 64;
+  return sizeof(double) * (4 * k * c + c * c + 7 * c) + 64;
 }
 
 bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
-  return static_cast<long long>(C) * G <= kMaxRecThreads && lse_fast_smem_bytes(K, C) <= smem_limit &&
+  // The label groups plus the table warp within the thread cap.
+  return (static_cast<long long>(C) * G + 31) / 32 * 32 + 32 <= kMaxRecThreads &&
+         lse_fast_smem_bytes(K, C) <= smem_limit &&
          (G == 4 || G == 8 || G == 16 || G == 32);
 }
 
