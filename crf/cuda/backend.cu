@@ -1,7 +1,7 @@
 // The cuda backend class: dims and pointer checks, device validation, the
 // host side of every operation (which kernels, in which order, on the
 // backend's stream), and the status read-back that turns a kernel's report
-// into one clear error. Kernels: validate.cu, recurrence.cu, gold.cu,
+// into one clear error. Kernels: validate.cu, recurrence.cu, recurrence_fast.cu, gold.cu,
 // backward.cu, posteriors.cu; shared layout: common.cuh. Design and
 // measurements: docs/cuda.md; the math: docs/crf.md.
 //
@@ -16,6 +16,11 @@
 //     are kept in a shared-memory ring, with the transition and duration
 //     parameters, when they fit; otherwise the same code reads the full
 //     [T+1][C] arrays in global memory.
+//   * Log-sum-exp recurrences (log_partition, backward, boundary posteriors)
+//     run on the scaled linear-domain kernel of recurrence_fast.cu where it
+//     fits (FMAs for the terms, two exps per position and label, exact
+//     fallback per entry; log_partition then needs no [T] table); Viterbi and
+//     larger dims on the log-domain kernel of recurrence.cu.
 //   * All log-space state is float64 and every exp/log is the float64 one:
 //     over T = 100000 steps float32 rounding of a log-sum-exp would drift by
 //     ~1e-5 and miss the 1e-5 agreement. Gradient sums are float64 too.

@@ -222,6 +222,83 @@ __device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, 
   }
 }
 
+// Phase 1 of step s (position pos) for label c: segments ending at pos
+// (forward) / starting at pos (backward); xoff, xm and P (against the
+// reference R) of the row into shared memory.
+template <int G>
+__device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
+                                            int c, const double* cur, const float* onset, double ref, double dmx,
+                                            double R, int lane, unsigned gmask) {
+  const int K = a.K, C = a.C;
+  const int dmax = min(K, s);
+  const double cp = cur[c];
+  // x = base + e log 2 + log m for a sum m 2^e; P = sum * exp(base - R),
+  // the exp independent of the sum (off the sequential path).
+  double base = rev ? (ref + dmx) - cp : (ref + dmx) + cp;
+  // Backward: every segment summed into rho[pos,c] starts at pos.
+  const double o = (rev && onset) ? static_cast<double>(onset[pos * C + c]) : 0.0;
+  if (rev && onset) base += o;
+  const double F = exp(base - R);
+  double part = 0.0;
+  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  const double sum = group_sum<G>(part, gmask);
+  double xo, xmv = 1.0, pv;
+  if (sum >= kSumLo && sum <= kSumHi) {
+    int e = 0;
+    xmv = split_exp(sum, e);
+    xo = base + static_cast<double>(e) * kLn2;
+    pv = (F >= 0x1p-1000 && F <= 0x1p1000) ? sum * F : xmv * exp(xo - R);
+  } else {
+    const double v = exact_phase1<G>(m, a.D, K, C, c, slot, rev, dmax, lane, gmask);
+    xo = rev ? v - cp : v + cp;
+    if (rev && onset && xo > kNegInf) xo += o;
+    pv = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : exp(xo - R));
+  }
+  if (lane == 0) {
+    m.xoff[c] = xo;
+    m.xm[c] = xmv;
+    m.P[c] = pv;
+  }
+}
+
+// Phase 2 of step s for label c: the C x C transition as a matrix-vector
+// product; the max offset of the row (R := the next reference); w into the
+// rings; with store, yoff / ym for the table warp.
+template <int G>
+__device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
+                                            int c, const double* cur, const float* onset, bool store, double amx,
+                                            bool etok, double& ref, double& R, int lane, unsigned gmask) {
+  const int K = a.K, C = a.C;
+  // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
+  const double cp = cur[c];
+  double wbase = rev ? (R + amx) + cp : (R + amx) - cp;
+  if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
+  const double F = exp(wbase - ref);
+  double part = 0.0, mx = kNegInf;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    part = fma(m.ET[c * C + c2], m.P[c2], part);
+    mx = fmax(mx, m.xoff[c2]);
+  }
+  const double sum = group_sum<G>(part, gmask);
+  mx = group_max<G>(mx, gmask);
+  double yo, ymv = 1.0, wo, qv = NAN;
+  if (amx != kNegInf && etok && sum >= kSumLo && sum <= kSumHi) {
+    int e = 0;
+    ymv = split_exp(sum, e);
+    yo = (R + amx) + static_cast<double>(e) * kLn2;
+    wo = wbase + static_cast<double>(e) * kLn2;
+    if (F >= 0x1p-1000 && F <= 0x1p1000) qv = sum * F;
+  } else {
+    // amx = -inf: every transition into c is -inf.
+    yo = amx == kNegInf ? kNegInf : exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
+    wo = rev ? yo + cp : yo - cp;
+    if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
+  }
+  if (lane == 0 && store) m.yoff[c] = yo, m.ym[c] = ymv;
+  ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
+  R = mx;
+}
+
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
 // recurrence_kernel). X/Y tables written only when a.store.
 template <int G>
@@ -267,38 +344,9 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
     float next_cum = 0.0f;
     if (prefetch) next_cum = cum[pos_next * C + tid];
 
-    // Phase 1: segments ending at pos (forward) / starting at pos (backward);
-    // P of the row against the reference R.
+    // Phase 1 (fast_phase1); the table warp writes the Y row of the previous step.
     if (active) {
-      const int dmax = min(K, s);
-      const double cp = cur[c];
-      // x = base + e log 2 + log m for a sum m 2^e; P = sum * exp(base - R),
-      // the exp independent of the sum (off the sequential path).
-      double base = rev ? (ref + dmx) - cp : (ref + dmx) + cp;
-      // Backward: every segment summed into rho[pos,c] starts at pos.
-      const double o = (rev && onset) ? static_cast<double>(onset[pos * C + c]) : 0.0;
-      if (rev && onset) base += o;
-      const double F = exp(base - R);
-      double part = 0.0;
-      for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
-      const double sum = group_sum<G>(part, gmask);
-      double xo, xmv = 1.0, pv;
-      if (sum >= kSumLo && sum <= kSumHi) {
-        int e = 0;
-        xmv = split_exp(sum, e);
-        xo = base + static_cast<double>(e) * kLn2;
-        pv = (F >= 0x1p-1000 && F <= 0x1p1000) ? sum * F : xmv * exp(xo - R);
-      } else {
-        const double v = exact_phase1<G>(m, a.D, K, C, c, slot, rev, dmax, lane, gmask);
-        xo = rev ? v - cp : v + cp;
-        if (rev && onset && xo > kNegInf) xo += o;
-        pv = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : exp(xo - R));
-      }
-      if (lane == 0) {
-        m.xoff[c] = xo;
-        m.xm[c] = xmv;
-        m.P[c] = pv;
-      }
+      fast_phase1<G>(a, m, rev, s, pos, slot, c, cur, onset, ref, dmx, R, lane, gmask);
     } else if (helper && Y && s > 1) {  // the Y row of the previous step
       const int prev = rev ? pos + 1 : pos - 1;
       for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = m.yoff[c2] + log(m.ym[c2]);
@@ -307,37 +355,9 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
     if (s == L) break;  // sigma[L] / gamma[0] are never used
     if (prefetch) m.cur[((s + 1) & 1) * C + tid] = next_cum;
 
-    // Phase 2: the C x C transition as a matrix-vector product; the max offset
-    // of the row (the next reference); w into the rings.
+    // Phase 2 (fast_phase2); the table warp writes the X row of this step.
     if (active) {
-      // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
-      const double cp = cur[c];
-      double wbase = rev ? (R + amx) + cp : (R + amx) - cp;
-      if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
-      const double F = exp(wbase - ref);
-      double part = 0.0, mx = kNegInf;
-      for (int c2 = lane; c2 < C; c2 += G) {
-        part = fma(m.ET[c * C + c2], m.P[c2], part);
-        mx = fmax(mx, m.xoff[c2]);
-      }
-      const double sum = group_sum<G>(part, gmask);
-      mx = group_max<G>(mx, gmask);
-      double yo, ymv = 1.0, wo, qv = NAN;
-      if (amx != kNegInf && etok && sum >= kSumLo && sum <= kSumHi) {
-        int e = 0;
-        ymv = split_exp(sum, e);
-        yo = (R + amx) + static_cast<double>(e) * kLn2;
-        wo = wbase + static_cast<double>(e) * kLn2;
-        if (F >= 0x1p-1000 && F <= 0x1p1000) qv = sum * F;
-      } else {
-        // amx = -inf: every transition into c is -inf.
-        yo = amx == kNegInf ? kNegInf : exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
-        wo = rev ? yo + cp : yo - cp;
-        if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
-      }
-      if (lane == 0 && Y) m.yoff[c] = yo, m.ym[c] = ymv;
-      ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
-      R = mx;
+      fast_phase2<G>(a, m, rev, s, pos, slot, c, cur, onset, Y != nullptr, amx, etok, ref, R, lane, gmask);
     } else if (helper && X) {  // the X row of this step
       for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = m.xoff[c2] + log(m.xm[c2]);
     }
