@@ -74,6 +74,9 @@ class Backend {
   // Bytes of scratch memory (same memory space as the data) that the calls
   // below need for these dims. The caller allocates it once and reuses it.
   virtual size_t workspace_bytes(const Dims& dims) const = 0;
+  // Bytes log_partition alone needs (<= workspace_bytes; a backend whose
+  // forward keeps no [T] tables returns less: cuda, docs/cuda.md).
+  virtual size_t log_partition_workspace_bytes(const Dims& dims) const { return workspace_bytes(dims); }
 
   // log Z per utterance. log_z: [B] float64 (backend memory space).
   virtual void log_partition(const Dims& dims, const Params& p, double* log_z, void* workspace) = 0;

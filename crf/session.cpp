@@ -29,7 +29,9 @@ size_t Session::bytes_reserved() const {
 }
 
 void Session::log_partition(const Dims& dims, const Params& p, double* log_z) {
-  backend_.log_partition(dims, p, log_z, workspace(dims));
+  // The forward alone may need less than workspace(dims): grow only to that.
+  ws_.reserve(backend_.log_partition_workspace_bytes(dims));
+  backend_.log_partition(dims, p, log_z, ws_.data());
 }
 
 void Session::gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold) {

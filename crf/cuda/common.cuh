@@ -61,7 +61,10 @@ struct Layout {
 
 inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-inline Layout make_layout(const Dims& d) {
+// tables = false: the layout of log_partition on the fast recurrence, which
+// keeps its state in shared memory: no [B][T+1][C] tables, no gradient
+// scratch (status, log Z and the zeros only).
+inline Layout make_layout(const Dims& d, bool tables = true) {
   Layout l;
   l.B = static_cast<int>(d.B);
   l.T = static_cast<int>(d.T);
@@ -81,21 +84,22 @@ inline Layout make_layout(const Dims& d) {
     off += align256(bytes);
     return at;
   };
+  const size_t tb = tables ? 1 : 0;
   l.status = take(64);
-  l.alpha = take(btc * sizeof(double));
-  l.sigma = take(btc * sizeof(double));
-  l.rho = take(btc * sizeof(double));
-  l.gamma = take(btc * sizeof(double));
-  l.segtmp = take(B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
-  l.bound = take(B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
+  l.alpha = take(tb * btc * sizeof(double));
+  l.sigma = take(tb * btc * sizeof(double));
+  l.rho = take(tb * btc * sizeof(double));
+  l.gamma = take(tb * btc * sizeof(double));
+  l.segtmp = take(tb * B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
+  l.bound = take(tb * B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
   l.logz = take(B * sizeof(double));
   l.logz_rev = take(B * sizeof(double));
-  l.gold = take(B * sizeof(double));
-  l.cnt_a = take(B * C * C * sizeof(int32_t));
-  l.cnt_d = take(B * K * C * sizeof(int32_t));
-  l.cnt_s = take(B * C * sizeof(int32_t));
-  l.cnt_e = take(B * C * sizeof(int32_t));
-  l.part = take(B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
+  l.gold = take(tb * B * sizeof(double));
+  l.cnt_a = take(tb * B * C * C * sizeof(int32_t));
+  l.cnt_d = take(tb * B * K * C * sizeof(int32_t));
+  l.cnt_s = take(tb * B * C * sizeof(int32_t));
+  l.cnt_e = take(tb * B * C * sizeof(int32_t));
+  l.part = take(tb * B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
   l.zeros = take(C * sizeof(float));
   l.total = off;
   return l;
