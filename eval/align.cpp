@@ -107,7 +107,9 @@ Ready read_job(const Job& job, const ModelState& s) {
 
 // Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
 // r; skipped optional phones (0 frames) are left out.
-void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const AlignOptions& o) {
+// conf (nullptr: not computed) holds the confidences of this utterance's phones at `at` ([B][N] arrays).
+void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, const AlignOptions& o,
+                     const AlignConfidence* conf, size_t at) {
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -123,6 +125,17 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
   out.audio = r.job->audio;
   out.sample_rate = r.file_rate;
   out.num_samples = r.n_file;
+  UtteranceConfidence uc;
+  if (conf) {
+    std::vector<int32_t> dur(n);
+    for (size_t i = 0; i < n; ++i) dur[i] = spans[2 * i + 1];
+    uc = utterance_confidence(dur, r.cs.word_first, r.cs.word_last, static_cast<int>(r.cs.words.size()),
+                              conf->boundary.data() + at, conf->start.data() + at, conf->end.data() + at,
+                              conf->label.data() + at);
+    out.phone_confidence = uc.phones;
+    spdlog::info("{}: {} phones, mean boundary_confidence {:.3f}, mean label_confidence {:.3f}", r.job->audio,
+                 uc.phones.size(), uc.mean_boundary, uc.mean_label);
+  }
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
     b[i] = to_file(boundary_sample(spans[2 * i], s.features));
@@ -133,7 +146,11 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
     // Word w spans its first to its last phone; a phone shared by two words
     // (equal labels merged across the boundary) is split at its midpoint.
     out.has_words = true;
-    int64_t at = 0;
+    int64_t t = 0;
+    size_t next_word = 0;
+    auto gap_conf = [&] {
+      if (conf) out.word_confidence.emplace_back(0.0, 0.0);  // a gap: not written
+    };
     for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
       int64_t ws = -1, we = -1;
       for (size_t i = 0; i < n; ++i) {
@@ -144,11 +161,12 @@ void write_alignment(const Ready& r, const int32_t* spans, const ModelState& s, 
         we = r.cs.word_last[i] > w ? mid : e[i];
       }
       if (ws < 0) continue;  // cannot happen: every word has a phone
-      if (ws > at) out.words.emplace_back(at, ws, "");
+      if (ws > t) out.words.emplace_back(t, ws, ""), gap_conf();
       out.words.emplace_back(ws, we, r.cs.words[w]);
-      at = we;
+      if (conf) out.word_confidence.push_back(uc.words[next_word++]);
+      t = we;
     }
-    if (at < r.n_file) out.words.emplace_back(at, r.n_file, "");
+    if (t < r.n_file) out.words.emplace_back(t, r.n_file, ""), gap_conf();
   }
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
@@ -409,14 +427,18 @@ int align(const AlignOptions& o) {
       std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
     }
     const Batch batch = make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-    const crf::AlignResult r = exec->align(batch, N, phones, nph, optional);
+    AlignConfidence conf;
+    const crf::AlignResult r = exec->align(batch, N, phones, nph, optional, &conf);
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
       try {
         if (!(r.score[b] > -INFINITY))
           throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
                                          "entries forbid this phone sequence at this length)");
-        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o);
+        if (!conf.computed[b] && !conf.reason[b].empty())
+          spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
+        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o, conf.computed[b] ? &conf : nullptr,
+                        static_cast<size_t>(b * N));
         ++done;
       } catch (const std::exception& e) {
         report(src, e.what(), false);

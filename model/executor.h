@@ -95,6 +95,18 @@ struct ExecutorOptions {
                                       // marginals, crf/posterior.h; phone_bonus does not apply)
 };
 
+// Confidence of aligned phones (docs/crf.md "Confidence"), [B][N] each on
+// the host: boundary (both boundaries within ±1 frame, under the transcript),
+// start and end (each boundary within ±1 frame), label (the unconstrained
+// span marginal of the phone's span and label). computed[b] = 0 when
+// utterance b's constrained table was over the memory limit (reason[b] says
+// why) or the utterance is infeasible; its scores are then 0.
+struct AlignConfidence {
+  std::vector<double> boundary, start, end, label;
+  std::vector<char> computed;
+  std::vector<std::string> reason;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -134,12 +146,27 @@ class Executor {
   // indices; optional [B][N] 1 = may be skipped, empty = none). Returns score
   // [B] (-inf: infeasible) and spans [B][N][2] (start frame, frames; 0 frames
   // for a skipped phone) on the host; the model's own transition (no phone bonus).
+  // confidence (nullptr = not wanted): the scores of docs/crf.md "Confidence"
+  // for the aligned spans, from the same forward (fill_align_confidence).
   virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                 const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) = 0;
+                                 const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                                 AlignConfidence* confidence = nullptr) = 0;
   // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
   // forward stopped before the cumsum. Used for the replay file of a failure.
   virtual std::vector<float> last_cum() = 0;
 };
+
+// Fills `out` for the aligned spans `r` of an align() on host arrays (any
+// backend through the session's copies): one batched call of
+// Backend::align_posteriors and of Backend::span_marginals when the batch's
+// constrained tables fit in kConfidenceBatchBytes, else per utterance; an
+// utterance whose own table exceeds kConfidenceUtteranceBytes is not computed
+// (reason given).
+constexpr double kConfidenceBatchBytes = 1024.0 * 1024 * 1024;
+constexpr double kConfidenceUtteranceBytes = 512.0 * 1024 * 1024;
+void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                           const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out);
 
 // "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
 // Throws one line ("no CUDA device was found (...)") for cuda without a

@@ -122,7 +122,8 @@ std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std
 // Forced alignment of the phone sequences [B][N] (crf::Session::align on the
 // device, or align_host on host copies for a host backend).
 crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                     const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) {
+                                     const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                                     AlignConfidence* confidence) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
   stage(batch, /*with_labels=*/false);
@@ -140,8 +141,10 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    return session_->align_host(dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
-                                host_opt);
+    const crf::Params host_p = host_crf_params(hp, cum, batch, onset);
+    crf::AlignResult r = session_->align_host(dims, host_p, N, phones.data(), num_phones.data(), host_opt);
+    if (confidence) fill_align_confidence(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence);
+    return r;
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
   const crf::Params p = device_crf_params();
@@ -158,6 +161,14 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   align_score_.download(r.score.data(), B * sizeof(double), stream_);
   align_spans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
+  if (confidence) {  // on host copies of this forward (the session uploads them for the cuda backend)
+    const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    fill_align_confidence(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional, r,
+                          confidence);
+  }
   return r;
 }
 

@@ -104,7 +104,8 @@ class CudaExecutor final : public Executor {
                                                 std::vector<double>* nll) override;
   // Forced alignment of the phone sequences (cuda_executor_decode.cpp).
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override;
+                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                         AlignConfidence* confidence) override;
 
   // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
   // cuda backend: d log Z / d cum on the device (one backward without labels,

@@ -1,0 +1,94 @@
+// fill_align_confidence (model/executor.h): the confidence scores of aligned
+// phones (docs/crf.md "Confidence") through a crf::Session on host arrays.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "model/executor.h"
+
+namespace timitseg::model {
+namespace {
+
+// Utterance b of a batch alone: its rows of cum/onset, its phones, dims with T = its length.
+struct OneUtt {
+  crf::Dims dims;
+  crf::Params p;
+  int32_t length;
+};
+
+OneUtt one_utterance(const crf::Dims& dims, const crf::Params& hp, int64_t b) {
+  OneUtt u;
+  u.length = hp.lengths[b];
+  u.dims = crf::Dims{1, u.length, dims.K, dims.C};
+  u.p = hp;
+  u.p.cum_scores = hp.cum_scores + b * (dims.T + 1) * dims.C;
+  u.p.onset = hp.onset ? hp.onset + b * dims.T * dims.C : nullptr;
+  u.p.lengths = &u.length;
+  return u;
+}
+
+// One call of both confidence methods for the batch (dims, hp) with N phones a row.
+void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N, const int32_t* phones,
+               const int32_t* nph, const int32_t* opt, const int32_t* spans, double* post3, double* label) {
+  const crf::AlignPosteriorResult ap = session.align_posteriors_host(dims, hp, N, phones, nph, opt, spans);
+  std::copy(ap.posterior.begin(), ap.posterior.end(), post3);
+  std::vector<int32_t> queries(dims.B * N * 3, 0), nq(nph, nph + dims.B);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    if (!(ap.log_z_c[b] > -INFINITY)) nq[b] = 0;  // infeasible: no spans to score
+    for (int64_t n = 0; n < nq[b]; ++n) {
+      queries[(b * N + n) * 3] = spans[(b * N + n) * 2];
+      queries[(b * N + n) * 3 + 1] = spans[(b * N + n) * 2 + 1];
+      queries[(b * N + n) * 3 + 2] = phones[b * N + n];
+    }
+  }
+  const crf::SpanMarginalResult sm = session.span_marginals_host(dims, hp, N, queries.data(), nq.data());
+  std::copy(sm.marginal.begin(), sm.marginal.end(), label);
+}
+
+}  // namespace
+
+void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N,
+                           const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out) {
+  const int64_t B = dims.B;
+  const int32_t* opt = optional.empty() ? nullptr : optional.data();
+  std::vector<double> post3(B * N * 3, 0.0), label(B * N, 0.0);
+  out->computed.assign(B, 0);
+  out->reason.assign(B, "");
+  std::vector<char> feasible(B);
+  for (int64_t b = 0; b < B; ++b) feasible[b] = r.score[b] > -INFINITY;
+  if (static_cast<double>(B) * crf::align_posterior_table_bytes(dims.T, N) <= kConfidenceBatchBytes) {
+    run_batch(session, dims, hp, N, phones.data(), num_phones.data(), opt, r.spans.data(), post3.data(), label.data());
+    for (int64_t b = 0; b < B; ++b) out->computed[b] = feasible[b];
+  } else {
+    for (int64_t b = 0; b < B; ++b) {
+      const OneUtt u = one_utterance(dims, hp, b);
+      const double bytes = crf::align_posterior_table_bytes(u.length, num_phones[b]);
+      if (bytes > kConfidenceUtteranceBytes) {
+        char buf[256];
+        std::snprintf(buf, sizeof buf,
+                      "the constrained forward-backward needs a %.0f MiB table (%d frames x %d phones x 32 bytes), "
+                      "over the %.0f MiB limit",
+                      bytes / (1 << 20), u.length, num_phones[b], kConfidenceUtteranceBytes / (1 << 20));
+        out->reason[b] = buf;
+        continue;
+      }
+      run_batch(session, u.dims, u.p, N, phones.data() + b * N, num_phones.data() + b, opt ? opt + b * N : nullptr,
+                r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N);
+      out->computed[b] = feasible[b];
+    }
+  }
+  out->boundary.assign(B * N, 0.0);
+  out->start.assign(B * N, 0.0);
+  out->end.assign(B * N, 0.0);
+  out->label = label;
+  for (int64_t i = 0; i < B * N; ++i) {
+    out->boundary[i] = post3[3 * i];
+    out->start[i] = post3[3 * i + 1];
+    out->end[i] = post3[3 * i + 2];
+  }
+}
+
+}  // namespace timitseg::model
