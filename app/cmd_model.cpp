@@ -12,7 +12,9 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/report/reliability.h"
 #include "app/report/report.h"
+#include "common/files.h"
 #include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
@@ -271,11 +273,23 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_flag("--align", eo->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
                "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
-               "absolute boundary error, boundaries matched by index (JSON \"align\"; docs/align.md)");
+               "absolute boundary error, boundaries matched by index, and the AUROC and calibration of the confidences "
+               "(corrupted transcripts for label_confidence) (JSON \"align\"; docs/align.md)");
+  auto plot = std::make_shared<std::string>();
+  ev->add_option("--reliability-plot", *plot,
+                 "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
+                 "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  ev->callback([eo] { model::evaluate(*eo); });
+  ev->callback([eo, plot] {
+    if (!plot->empty()) {  // before any work: one line naming the option
+      if (!eo->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
+      check_output_file("--reliability-plot", *plot, "reliability.svg");
+    }
+    const nlohmann::json j = model::evaluate(*eo);
+    if (!plot->empty()) write_file_atomic(*plot, report::reliability_svg(j.at("align").at("confidence")));
+  });
 }
 
 // `timitseg score`: the metrics of frame predictions made by any program.
