@@ -324,7 +324,8 @@ void add_decode_command(CLI::App& app) {
       ->required();
   de->add_option("--checkpoint", dec->checkpoint, "Checkpoint (.safetensors) written by train")->required();
   de->add_option("--out", dec->out_dir,
-                 "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their relative layout)")
+                 "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid, and the other --format files (folders keep their "
+                 "relative layout)")
       ->required();
   de->add_option("--crf-backend", dec->backend,
                  "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)")
@@ -339,6 +340,14 @@ void add_decode_command(CLI::App& app) {
                  "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
                  "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
       ->check(enum_words<model::DecodeMode>());
+  de->add_option("--format", dec->formats,
+                 "Output formats, comma-separated, each file written atomically: phn (NAME.PHN), textgrid "
+                 "(NAME.TextGrid), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,posterior), json "
+                 "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
+                 "that segment, label and span, under the model (its segment marginal; docs/align.md)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

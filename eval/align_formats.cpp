@@ -71,8 +71,9 @@ std::string csv_field(const std::string& s) {
 
 std::string csv(const AlignedOutput& a) {
   const bool conf = !a.phone_confidence.empty();
+  const bool post = !a.phone_posterior.empty();
   std::string text = std::string("tier,start,end,start_sample,end_sample,label") +
-                     (conf ? ",boundary_confidence,label_confidence" : "") + "\n";
+                     (conf ? ",boundary_confidence,label_confidence" : "") + (post ? ",posterior" : "") + "\n";
   auto rows = [&](const char* tier, const std::vector<Interval>& iv, const std::vector<std::pair<double, double>>& c) {
     for (size_t i = 0; i < iv.size(); ++i) {
       const auto& [b, e, label] = iv[i];
@@ -80,6 +81,7 @@ std::string csv(const AlignedOutput& a) {
       text += std::string(tier) + "," + seconds(b, a.sample_rate) + "," + seconds(e, a.sample_rate) + "," +
               std::to_string(b) + "," + std::to_string(e) + "," + csv_field(label);
       if (conf) text += "," + fixed6(c[i].first) + "," + fixed6(c[i].second);
+      if (post) text += "," + (&iv == &a.phones ? fixed6(a.phone_posterior[i]) : std::string());
       text += "\n";
     }
   };
@@ -100,6 +102,7 @@ std::string json(const AlignedOutput& a) {
                             {"start_sample", b},
                             {"end_sample", e}};
       if (!c.empty()) row["boundary_confidence"] = c[i].first, row["label_confidence"] = c[i].second;
+      if (&iv == &a.phones && !a.phone_posterior.empty()) row["posterior"] = a.phone_posterior[i];
       l.push_back(row);
     }
     return l;

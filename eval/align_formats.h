@@ -24,6 +24,8 @@ struct AlignedOutput {
   // label_confidence) per entry of phones and of words (gaps: unused); empty
   // when not computed (the formats then leave the fields out).
   std::vector<std::pair<double, double>> phone_confidence, word_confidence;
+  // decode: each phone's posterior (its span marginal), csv column and JSON key "posterior"; empty = none.
+  std::vector<double> phone_posterior;
 };
 
 // Confidence of the phones of one utterance, aligned spans given: per kept

@@ -151,6 +151,12 @@ class Executor {
   virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                  const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
                                  AlignConfidence* confidence = nullptr) = 0;
+  // Span marginals (crf::Backend::span_marginals, docs/crf.md "Confidence")
+  // of queries [B][Q][3] (start, duration, label; num_queries [B]) after one
+  // forward without dropout, with the model's own transition (no phone
+  // bonus): [B][Q] on the host. decode's segment posteriors.
+  virtual std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                             const std::vector<int32_t>& num_queries) = 0;
   // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
   // forward stopped before the cumsum. Used for the replay file of a failure.
   virtual std::vector<float> last_cum() = 0;

@@ -350,6 +350,25 @@ class CpuExecutor final : public Executor {
     return r;
   }
 
+  std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                     const std::vector<int32_t>& num_queries) override {
+    const Network<float>& net = enc_.network();
+    Activations<float>& act = enc_.activations();
+    Probe probe(true, FaultSpec{}, 0);
+    try {
+      net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
+    } catch (const NumericsError& e) {
+      throw std::runtime_error(std::string("span_marginals: non-finite value: ") + e.what() + " (batch starting with " +
+                               batch.ids[0] + ")");
+    }
+    const ModelDims& d = dims();
+    const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
+    return session_
+        .span_marginals_host(cd, crf_params(net.layout(), params_, act.cum, batch, act.onset), Q, queries.data(),
+                             num_queries.data())
+        .marginal;
+  }
+
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                 std::vector<double>* nll) override {
     auto segs =

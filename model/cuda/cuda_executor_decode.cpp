@@ -172,4 +172,28 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   return r;
 }
 
+// Span marginals of queries [B][Q][3] after one forward without dropout: the
+// session's host path on copies of this forward (it uploads them for the cuda backend).
+std::vector<double> CudaExecutor::span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                                 const std::vector<int32_t>& num_queries) {
+  const int B = batch.input.B, T = batch.input.T;
+  stage(batch, /*with_labels=*/false);
+  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+  cum_.reserve(cum_bytes(B, T));
+  ForwardOptions fo;  // dropout 0: evaluation
+  encoder_->set_training(false);
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  have_cum_ = true;
+  last_B_ = B;
+  last_T_ = T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const std::vector<float> cum = last_cum();
+  const std::vector<float> onset = last_onset();
+  std::vector<float> hp;
+  host_crf_param_copy(hp);
+  return session_
+      ->span_marginals_host(dims, host_crf_params(hp, cum, batch, onset), Q, queries.data(), num_queries.data())
+      .marginal;
+}
+
 }  // namespace timitseg::model::cuda_detail

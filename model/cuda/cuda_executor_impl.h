@@ -107,6 +107,10 @@ class CudaExecutor final : public Executor {
                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
                          AlignConfidence* confidence) override;
 
+  // Span marginals of queries after one forward (cuda_executor_decode.cpp), through host copies.
+  std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                     const std::vector<int32_t>& num_queries) override;
+
   // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
   // cuda backend: d log Z / d cum on the device (one backward without labels,
   // scale 1, parameter gradients not wanted), copied to the host for the

@@ -137,3 +137,19 @@ TEST(AlignFormats, UtteranceConfidenceByHand) {
   EXPECT_DOUBLE_EQ(u.mean_boundary, (0.9 + 0.8 + 0.7 + 0.6) / 4);
   EXPECT_DOUBLE_EQ(u.mean_label, (0.5 + 0.4 + 0.9 + 0.2) / 4);
 }
+
+// decode's posterior: a csv column and a JSON key on the phones only.
+TEST(AlignFormats, DecodePosteriorColumnAndKey) {
+  model::AlignedOutput a = sample(true);
+  a.phone_posterior = {0.5, 0.25, 1.0};
+  const auto files = model::render_alignment(a, {"csv", "json"});
+  EXPECT_EQ(text_of(files, ".csv"),
+            "tier,start,end,start_sample,end_sample,label,posterior\n"
+            "phone,0.000000,0.250000,0,4000,sil,0.500000\n"
+            "phone,0.250000,0.550000,4000,8800,ah,0.250000\n"
+            "phone,0.550000,1.000000,8800,16000,s,1.000000\n"
+            "word,0.250000,1.000000,4000,16000,\"us, \"\"we\"\"\",\n");
+  const nlohmann::json j = nlohmann::json::parse(text_of(files, ".json"));
+  EXPECT_DOUBLE_EQ(j["phones"][1]["posterior"].get<double>(), 0.25);
+  EXPECT_FALSE(j["words"][0].contains("posterior"));
+}
