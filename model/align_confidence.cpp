@@ -51,7 +51,8 @@ void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& 
 
 void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N,
                            const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
-                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out) {
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
+                           double batch_limit, double utterance_limit) {
   const int64_t B = dims.B;
   const int32_t* opt = optional.empty() ? nullptr : optional.data();
   std::vector<double> post3(B * N * 3, 0.0), label(B * N, 0.0);
@@ -59,19 +60,24 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
   out->reason.assign(B, "");
   std::vector<char> feasible(B);
   for (int64_t b = 0; b < B; ++b) feasible[b] = r.score[b] > -INFINITY;
-  if (static_cast<double>(B) * crf::align_posterior_table_bytes(dims.T, N) <= kConfidenceBatchBytes) {
+  // The constrained tables and the unconstrained pass's workspace (the loss's recurrences, (T+1) C per thread).
+  auto need = [&](const crf::Dims& d, int64_t n) {
+    return static_cast<double>(d.B) * crf::align_posterior_table_bytes(d.T, n) +
+           static_cast<double>(session.backend().workspace_bytes(d));
+  };
+  if (need(dims, N) <= batch_limit) {
     run_batch(session, dims, hp, N, phones.data(), num_phones.data(), opt, r.spans.data(), post3.data(), label.data());
     for (int64_t b = 0; b < B; ++b) out->computed[b] = feasible[b];
   } else {
     for (int64_t b = 0; b < B; ++b) {
       const OneUtt u = one_utterance(dims, hp, b);
-      const double bytes = crf::align_posterior_table_bytes(u.length, num_phones[b]);
-      if (bytes > kConfidenceUtteranceBytes) {
-        char buf[256];
+      const double bytes = need(u.dims, num_phones[b]);
+      if (bytes > utterance_limit) {
+        char buf[320];
         std::snprintf(buf, sizeof buf,
-                      "the constrained forward-backward needs a %.0f MiB table (%d frames x %d phones x 32 bytes), "
-                      "over the %.0f MiB limit",
-                      bytes / (1 << 20), u.length, num_phones[b], kConfidenceUtteranceBytes / (1 << 20));
+                      "the forward-backward passes need %.0f MiB (%d frames x %d phones x 32 bytes, and the "
+                      "unconstrained pass's workspace), over the %.0f MiB limit",
+                      bytes / (1 << 20), u.length, num_phones[b], utterance_limit / (1 << 20));
         out->reason[b] = buf;
         continue;
       }

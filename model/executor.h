@@ -165,14 +165,16 @@ class Executor {
 // Fills `out` for the aligned spans `r` of an align() on host arrays (any
 // backend through the session's copies): one batched call of
 // Backend::align_posteriors and of Backend::span_marginals when the batch's
-// constrained tables fit in kConfidenceBatchBytes, else per utterance; an
-// utterance whose own table exceeds kConfidenceUtteranceBytes is not computed
-// (reason given).
+// constrained tables and the backend's workspace fit in kConfidenceBatchBytes,
+// else per utterance; an utterance whose own need exceeds
+// kConfidenceUtteranceBytes is not computed (reason given).
 constexpr double kConfidenceBatchBytes = 1024.0 * 1024 * 1024;
 constexpr double kConfidenceUtteranceBytes = 512.0 * 1024 * 1024;
 void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
                            const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
-                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out);
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
+                           double batch_limit = kConfidenceBatchBytes,
+                           double utterance_limit = kConfidenceUtteranceBytes);
 
 // "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
 // Throws one line ("no CUDA device was found (...)") for cuda without a
