@@ -65,7 +65,8 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
     return static_cast<double>(d.B) * crf::align_posterior_table_bytes(d.T, n) +
            static_cast<double>(session.backend().workspace_bytes(d));
   };
-  if (need(dims, N) <= batch_limit) {
+  // (the cpu backend refuses a table over 512 MiB per utterance: kConfidenceUtteranceBytes keeps below it)
+  if (need(dims, N) <= batch_limit && crf::align_posterior_table_bytes(dims.T, N) <= utterance_limit) {
     run_batch(session, dims, hp, N, phones.data(), num_phones.data(), opt, r.spans.data(), post3.data(), label.data());
     for (int64_t b = 0; b < B; ++b) out->computed[b] = feasible[b];
   } else {
@@ -81,8 +82,9 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
         out->reason[b] = buf;
         continue;
       }
-      run_batch(session, u.dims, u.p, N, phones.data() + b * N, num_phones.data() + b, opt ? opt + b * N : nullptr,
-                r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N);
+      // one row: its own phone count as the stride (the backend's table is (length+1) x num_phones[b])
+      run_batch(session, u.dims, u.p, num_phones[b], phones.data() + b * N, num_phones.data() + b,
+                opt ? opt + b * N : nullptr, r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N);
       out->computed[b] = feasible[b];
     }
   }
