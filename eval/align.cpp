@@ -437,6 +437,8 @@ int align(const AlignOptions& o) {
                                          "entries forbid this phone sequence at this length)");
         if (!conf.computed[b] && !conf.reason[b].empty())
           spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
+        else if (conf.windowed[b])
+          spdlog::info("{}: confidences {}", src, conf.reason[b]);
         write_alignment(pending[b], r.spans.data() + b * N * 2, s, o, conf.computed[b] ? &conf : nullptr,
                         static_cast<size_t>(b * N));
         ++done;

@@ -104,7 +104,15 @@ struct ExecutorOptions {
 struct AlignConfidence {
   std::vector<double> boundary, start, end, label;
   std::vector<char> computed;
+  std::vector<char> windowed;  // 1: computed by windows of the transcript (fill_align_confidence)
   std::vector<std::string> reason;
+};
+// The windows of fill_align_confidence for an utterance over the limit: core
+// phones per window, context phones on each side, and the memory limit of one
+// window (<= 0: utterance_limit).
+struct WindowLimits {
+  int64_t core = 32, margin = 16;
+  double limit = 0.0;
 };
 
 class Executor {
@@ -167,14 +175,17 @@ class Executor {
 // Backend::align_posteriors and of Backend::span_marginals when the batch's
 // constrained tables and the backend's workspace fit in kConfidenceBatchBytes,
 // else per utterance; an utterance whose own need exceeds
-// kConfidenceUtteranceBytes is not computed (reason given).
+// kConfidenceUtteranceBytes is scored by windows of its transcript (each
+// conditioned on the aligned phones outside it; docs/align.md), and not
+// computed (reason given) when even a window is over the limit.
 constexpr double kConfidenceBatchBytes = 1024.0 * 1024 * 1024;
 constexpr double kConfidenceUtteranceBytes = 512.0 * 1024 * 1024;
 void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
                            const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
                            const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
                            double batch_limit = kConfidenceBatchBytes,
-                           double utterance_limit = kConfidenceUtteranceBytes);
+                           double utterance_limit = kConfidenceUtteranceBytes,
+                           WindowLimits window_limits = WindowLimits());
 
 // "cpu", "cuda" or "auto" (cuda when a CUDA device is present, else cpu).
 // Throws one line ("no CUDA device was found (...)") for cuda without a

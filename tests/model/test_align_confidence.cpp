@@ -4,6 +4,8 @@
 // the memory limit: not computed, with the reason.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstdio>
 #include <random>
 #include <vector>
 
@@ -71,6 +73,66 @@ TEST(AlignConfidence, AgainstReferenceBatchedAndPerUtteranceAndLimit) {
     }
   }
   EXPECT_GT(total, 1.0);
+}
+
+}  // namespace
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+namespace {
+
+// An utterance over the limit is scored by windows of its transcript: one
+// window holding everything gives the exact values bitwise; smaller windows
+// are conditioned on the aligned phones outside them, and their error
+// against the exact values (printed: the figures of docs/align.md) vanishes
+// once the context covers the transcript.
+TEST(AlignConfidence, WindowsOfTheTranscript) {
+  crf::testing::Problem pb = crf::testing::random_problem(crf::Dims{1, 240, 6, 7}, 21, {240});
+  crf::testing::add_onset(pb, 22);
+  const int64_t N = 48;
+  std::mt19937 rng(23);
+  std::vector<int32_t> phones, nph;
+  crf::testing::random_phones(rng, 1, N, 7, phones, nph, N);
+  const std::vector<int32_t> opt = crf::testing::random_optional(rng, 1, N, nph, 0.2);
+  auto cpu = crf::make_backend("cpu", crf::BackendOptions{1, nullptr});
+  crf::Session session(*cpu);
+  const crf::Params p = pb.params();
+  const crf::AlignResult r = session.align_host(pb.dims, p, N, phones.data(), nph.data(), opt.data());
+  ASSERT_TRUE(std::isfinite(r.score[0]));
+  AlignConfidence exact;
+  fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &exact);
+  const double whole = crf::align_posterior_table_bytes(240, N) + static_cast<double>(cpu->workspace_bytes(pb.dims));
+  auto run = [&](int64_t core, int64_t margin, AlignConfidence* out) {
+    fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, out, 0.0, whole - 1.0,
+                          WindowLimits{core, margin, whole + 1.0});  // the utterance is over, a window is not
+    ASSERT_EQ(out->computed[0], 1);
+    ASSERT_EQ(out->windowed[0], 1);
+    EXPECT_NE(out->reason[0].find("computed by windows of"), std::string::npos);
+  };
+  AlignConfidence one;
+  run(N, 0, &one);  // one window: the utterance itself
+  EXPECT_EQ(one.boundary, exact.boundary);
+  EXPECT_EQ(one.label, exact.label);
+  double err_full_context = -1.0;
+  for (int64_t margin : {0, 2, 8, 48}) {
+    AlignConfidence w;
+    run(8, margin, &w);
+    double eb = 0.0, el = 0.0;
+    for (int64_t i = 0; i < N; ++i) {
+      eb = std::max(eb, std::fabs(w.boundary[i] - exact.boundary[i]));
+      el = std::max(el, std::fabs(w.label[i] - exact.label[i]));
+    }
+    std::printf("windows of 8 phones, context %lld: max |error| boundary %.3g, label %.3g\n",
+                static_cast<long long>(margin), eb, el);
+    if (margin == 48) err_full_context = std::max(eb, el);
+  }
+  EXPECT_LT(err_full_context, 1e-12);  // context over the whole transcript: every window is the utterance
+  // Even a window over the limit: not computed, zeros, the reason.
+  AlignConfidence none;
+  fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &none, 0.0, 1.0, WindowLimits{8, 2, 0.0});
+  EXPECT_EQ(none.computed[0], 0);
+  EXPECT_EQ(none.boundary[0], 0.0);
+  EXPECT_NE(none.reason[0].find("over the 0 MiB limit"), std::string::npos) << none.reason[0];
 }
 
 }  // namespace
