@@ -66,6 +66,7 @@ struct DecodeOptions {
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
@@ -108,8 +109,9 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesyst
 // one label merged. `src` names the audio in errors. The C API's
 // timitseg_model_decode_* (include/timitseg.h) call it too.
 using PhnRow = std::tuple<int64_t, int64_t, std::string>;
+// posterior (nullptr = not wanted): each row's span marginal, [rows] (docs/crf.md "Confidence").
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec);
+                                 model::Executor& exec, std::vector<double>* posterior = nullptr);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

@@ -196,6 +196,71 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
+  // Confidence (docs/crf.md "Confidence"; kernels in confidence.cu).
+  void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                      const int32_t* num_queries, double* log_z, double* out, void* workspace) override {
+    if (!queries || !num_queries || !out)
+      throw std::invalid_argument("cuda backend: span_marginals: queries, num_queries and out must not be null");
+    if (Q < 1 || dims.B * Q > (1LL << 40))
+      throw std::invalid_argument("cuda backend: span_marginals: query stride Q=" + std::to_string(Q) +
+                                  " must be >= 1 (and B*Q small enough)");
+    const Layout l = begin(dims, p, nullptr, workspace, "span_marginals");
+    launch_query_validate(l, p.lengths, static_cast<int>(Q), queries, num_queries,
+                          at<unsigned long long>(workspace, l.status), stream_);
+    check_status(l, p, nullptr, workspace, queries, num_queries, static_cast<int>(Q));
+    RecArgs a = rec_args(l, p, workspace);
+    a.logz_user = log_z;
+    recurrence<false>(l, a, 2 * l.B);
+    launch_span_marginals(l, p, static_cast<int>(Q), queries, num_queries, workspace, out, stream_);
+    finish(l, p, nullptr, workspace);
+  }
+
+  size_t align_posterior_workspace_bytes(const Dims& dims, int64_t N) const override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    return make_conf_layout(dims, N).total;
+  }
+
+  void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                        const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                        double* out, void* workspace) override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    auto need = [&](const void* ptr, const char* name) {
+      if (!ptr)
+        throw std::invalid_argument(std::string("cuda backend: align_posteriors: ") + name + " is a null pointer");
+    };
+    need(p.cum_scores, "cum_scores");
+    need(p.transition, "transition");
+    need(p.duration_bias, "duration_bias");
+    need(p.lengths, "lengths");
+    need(phones, "phones");
+    need(num_phones, "num_phones");
+    need(spans, "spans");
+    need(out, "out");
+    need(workspace, "workspace");
+    const ConfLayout cl = make_conf_layout(dims, N);
+    Layout l;  // dims, and the status word of this workspace (check_status reads it)
+    l.B = static_cast<int>(dims.B);
+    l.T = static_cast<int>(dims.T);
+    l.K = static_cast<int>(dims.K);
+    l.C = static_cast<int>(dims.C);
+    l.status = cl.status;
+    l.zeros = cl.zeros;
+    auto* status = at<unsigned long long>(workspace, cl.status);
+    TS_CUDA(cudaSetDevice(device_));
+    TS_CUDA(cudaMemsetAsync(status, 0xff, sizeof(unsigned long long), stream_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, cl.zeros), 0, sizeof(float) * l.C, stream_));
+    launch_validate(l, p, nullptr, status, stream_);
+    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional, status, stream_);
+    check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
+    launch_span_validate(l, p.lengths, static_cast<int>(N), num_phones, spans, status, stream_);
+    check_status(l, p, nullptr, workspace, spans, num_phones, static_cast<int>(N));
+    launch_align_posteriors(l, cl, p, static_cast<int>(N), phones, num_phones, optional, spans, workspace, log_z_c,
+                            out, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) override {
     if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
     const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");
@@ -326,6 +391,30 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
+  // The message of a confidence input flagged on the device (check_status):
+  // `items` is spans [B][N][2] (kSpans) or queries [B][N][3] (kQueries, N = Q).
+  std::string confidence_status(int tensor, long long idx, const Layout& l, const Params& p, const int32_t* items,
+                                const int32_t* counts, int N) {
+    std::ostringstream os;
+    int32_t v[3] = {0, 0, 0}, len = 0;
+    if (tensor == kNumQueries) {
+      read_back(v, counts + idx, sizeof(int32_t));
+      os << "span_marginals: num_queries[" << idx << "] = " << v[0] << " is outside [0, Q=" << N << "]";
+      return os.str();
+    }
+    const int width = tensor == kSpans ? 2 : 3;
+    read_back(v, items + width * idx, width * sizeof(int32_t));
+    read_back(&len, p.lengths + idx / N, sizeof(len));
+    if (tensor == kSpans)
+      os << "align_posteriors: spans[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1]
+         << ") is not a span (start, duration >= 0) inside [0, length=" << len << "]";
+    else
+      os << "span_marginals: queries[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1] << ", "
+         << v[2] << ") is not (start, duration >= 0, label in [0, C=" << l.C << ")) inside [0, length=" << len
+         << "]";
+    return os.str();
+  }
+
   void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
                     const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0,
                     const int32_t* optional = nullptr) {
@@ -415,6 +504,10 @@ class CudaBackend final : public Backend {
       case kOptionalAll:
         os << "align: utterance " << idx << " has only optional phones";
         throw std::invalid_argument(os.str());
+      case kSpans:
+      case kQueries:
+      case kNumQueries:
+        throw std::invalid_argument(os.str() + confidence_status(tensor, idx, l, p, phones, num_phones, N));
       default:
         os << "internal status code " << tensor << " at index " << idx;
         throw std::runtime_error(os.str());

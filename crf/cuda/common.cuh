@@ -38,6 +38,9 @@ enum TensorId : int {
   kPhones = 11,     // align: phones[b][i] outside [0, C)
   kOptional = 12,   // align: optional[b][i] not 0/1, or a second optional phone in a row
   kOptionalAll = 13,  // align: utterance b has only optional phones
+  kSpans = 14,        // align_posteriors: spans[b][n] not inside [0, lengths[b]]
+  kQueries = 15,      // span_marginals: queries[b][i] out of range
+  kNumQueries = 16,   // span_marginals: num_queries[b] outside [0, Q]
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -163,5 +166,24 @@ void launch_align_validate(int B, int N, int C, const int32_t* phones, const int
 void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N, const int32_t* phones,
                   const int32_t* num_phones, const int32_t* optional, void* ws, double* score, int32_t* spans,
                   cudaStream_t stream);
+
+// confidence.cu: span marginals (after the recurrences of a backward without
+// labels: sigma, gamma, log Z in the workspace above) and the constrained
+// forward-backward, whose workspace (align_posterior_workspace_bytes) is the
+// status word, zeros [C] and S, F, H, G [B][T+1][N] float64.
+struct ConfLayout {
+  size_t status = 0, zeros = 0, S = 0, F = 0, H = 0, G = 0, total = 0;
+};
+ConfLayout make_conf_layout(const Dims& d, int64_t N);
+void launch_query_validate(const Layout& l, const int32_t* lengths, int Q, const int32_t* queries,
+                           const int32_t* num_queries, unsigned long long* status, cudaStream_t stream);
+void launch_span_validate(const Layout& l, const int32_t* lengths, int N, const int32_t* num_phones,
+                          const int32_t* spans, unsigned long long* status, cudaStream_t stream);
+void launch_span_marginals(const Layout& l, const Params& p, int Q, const int32_t* queries, const int32_t* num_queries,
+                           void* ws, double* out, cudaStream_t stream);
+// One block per utterance; writes log_z_c [B] (-inf when infeasible; may be null) and out [B][N][3].
+void launch_align_posteriors(const Layout& l, const ConfLayout& cl, const Params& p, int N, const int32_t* phones,
+                             const int32_t* num_phones, const int32_t* optional, const int32_t* spans, void* ws,
+                             double* log_z_c, double* out, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

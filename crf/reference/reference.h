@@ -64,6 +64,18 @@ void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
 void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                const int32_t* optional, double* score, int32_t* spans);
 
+// Confidence (docs/crf.md "Confidence") by the definitions: span marginals
+// exp(prefix + the span's pieces + beta - log Z) from the reference's alpha
+// and beta (queries [B][Q][3], out [B][Q]); the constrained posteriors by a
+// forward and a backward sum over every duration of every phone (O(L^2 N) per
+// utterance; phones, optional and spans as Backend::align_posteriors, out
+// [B][N][3], log_z_c [B] or nullptr).
+void span_marginals_f64(const Dims& dims, const ParamsF64& p, int64_t Q, const int32_t* queries,
+                        const int32_t* num_queries, double* log_z, double* out);
+void align_posteriors_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones,
+                          const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                          double* out);
+
 std::unique_ptr<Backend> make_reference_backend();
 
 }  // namespace timitseg::crf::reference
