@@ -52,8 +52,9 @@ struct Config {
   bool onset;
 };
 
-// One tile per chunk (B = 32, T = 200), several tiles (B = 1: chunks of 196
-// positions), K > T, K = 1, C = 1, and onset scores.
+// One tile per chunk (chunks of at most 16 positions while B T <= 8192),
+// several tiles (B = 1, T = 20000: chunks of 40; B = 2, T = 12000: 47), K > T,
+// K = 1, C = 1, and onset scores.
 TEST(CudaFastMarginals, EqualTheExactKernel) {
   SKIP_WITHOUT_GPU();
   auto linear = make_cuda_backend();
@@ -66,7 +67,9 @@ TEST(CudaFastMarginals, EqualTheExactKernel) {
                                              {32, 200, 30, 39, true},
                                              {2, 100, 70, 30, true},
                                              {1, 3000, 60, 39, false},
-                                             {4, 2000, 60, 39, true}}) {
+                                             {4, 2000, 60, 39, true},
+                                             {1, 20000, 20, 9, true},       // chunks of 40: 3 tiles
+                                             {2, 12000, 60, 39, false}}) {  // chunks of 47
     SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " K=" << c.K << " C=" << c.C
                                       << " onset=" << c.onset);
     Problem p = make_problem(c.B, c.T, c.K, c.C, ++seed);
