@@ -64,19 +64,38 @@ struct MargArgs {
 };
 
 // Column maxima of A and D, the chunk's reference ref[c], and each entry's
-// scale f (EA or ED; -1 = always exact; 0 = the parameter is -inf).
+// scale f (EA or ED; -1 = always exact; 0 = the parameter is -inf). The
+// maxima are taken by up to kTile slices of the block per column (partials
+// in the P / Q / p tiles, then combined by one thread per column), so that
+// no thread walks a whole column: the loads are the kernel's latency.
 __device__ void marg_setup(const MargArgs& a, MargSmem m, const float* cum, const double* sigma, const float* onset,
                            int u0, int u1) {
   const int C = a.l.C, K = a.l.K, nA = C * C, nD = K * C;
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+  const int ns = max(1, min(kTile, static_cast<int>(blockDim.x) / C));
+  for (int i = threadIdx.x; i < ns * C; i += blockDim.x) {
+    const int c = i % C, j = i / C;
     double am = kNegInf, dm = kNegInf, rf = kNegInf;
-    for (int c2 = 0; c2 < C; ++c2) am = fmax(am, static_cast<double>(a.A[c2 * C + c]));
-    for (int k = 0; k < K; ++k) dm = fmax(dm, static_cast<double>(a.D[k * C + c]));
-#pragma unroll 8
-    for (int u = u0; u < u1; ++u) {
+#pragma unroll 4
+    for (int c2 = j; c2 < C; c2 += ns) am = fmax(am, static_cast<double>(a.A[c2 * C + c]));
+#pragma unroll 4
+    for (int k = j; k < K; k += ns) dm = fmax(dm, static_cast<double>(a.D[k * C + c]));
+#pragma unroll 4
+    for (int u = u0 + j; u < u1; u += ns) {
       const size_t r = static_cast<size_t>(u) * C + c;
       const double o = onset ? static_cast<double>(onset[r]) : 0.0;
       rf = fmax(rf, sigma[r] - static_cast<double>(cum[r]) + o);
+    }
+    m.P[i] = am;
+    m.Q[i] = dm;
+    m.p[i] = rf;
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    double am = kNegInf, dm = kNegInf, rf = kNegInf;
+    for (int j = 0; j < ns; ++j) {
+      am = fmax(am, m.P[j * C + c]);
+      dm = fmax(dm, m.Q[j * C + c]);
+      rf = fmax(rf, m.p[j * C + c]);
     }
     m.amax[c] = am;
     m.dmax[c] = dm;
