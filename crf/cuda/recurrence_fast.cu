@@ -239,26 +239,8 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
   const double o = (rev && onset) ? static_cast<double>(onset[pos * C + c]) : 0.0;
   if (rev && onset) base += o;
   const double F = exp(base - R);
-  // Terms k = lane, lane + G, ...: the ring row d = k + 1 away, walked by
-  // one index step of G rows per term (one wrap at most: G < K when a lane
-  // has a second term; a lane's first row is at most K away).
   double part = 0.0;
-  const int KC = K * C, GC = G * C;
-  int src = rev ? slot + lane + 1 : slot - lane - 1;
-  src += src < 0 ? K : 0;
-  src -= src >= K ? K : 0;
-  int qi = src * C + c, ei = lane * C + c;
-  for (int k = lane; k < dmax; k += G) {
-    part = fma(m.ED[ei], m.q[qi], part);
-    ei += GC;
-    if (rev) {
-      qi += GC;
-      qi -= qi >= KC ? KC : 0;
-    } else {
-      qi -= GC;
-      qi += qi < 0 ? KC : 0;
-    }
-  }
+  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
   const double sum = group_sum<G>(part, gmask);
   double xo, xmv = 1.0, pv;
   if (sum >= kSumLo && sum <= kSumHi) {
