@@ -75,6 +75,17 @@ class CudaBackend final : public Backend {
         throw std::invalid_argument("TIMITSEG_CUDA_RECURRENCE must be 'fast' or 'exact', got '" + v + "'");
       }
     }
+    // Test knob: TIMITSEG_CUDA_MARGINALS=exact sums the parameter marginals
+    // with one exp per term (marginal_kernel) even where the linear-domain
+    // kernel (marginal_fast.cu) fits; the two agree to float64 rounding.
+    if (const char* env = std::getenv("TIMITSEG_CUDA_MARGINALS")) {
+      const std::string v = env;
+      if (v == "exact") {
+        fast_marginals_ = false;
+      } else if (!v.empty() && v != "linear") {
+        throw std::invalid_argument("TIMITSEG_CUDA_MARGINALS must be 'linear' or 'exact', got '" + v + "'");
+      }
+    }
     // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
@@ -132,7 +143,12 @@ class CudaBackend final : public Backend {
     a.logz_user = log_z;
     recurrence<false>(l, a, 2 * l.B);
     const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
-    if (grads.transition || grads.duration_bias) launch_marginals(l, p, workspace, stream_);
+    if (grads.transition || grads.duration_bias) {
+      if (use_fast_marginals(l.K, l.C))
+        launch_marginals_fast(l, p, workspace, stream_);
+      else
+        launch_marginals(l, p, workspace, stream_);
+    }
     if (want_params) launch_param_reduce(l, p, workspace, labels != nullptr, scale, grads, stream_);
     if (grads.cum_scores) launch_grad_cum(l, p, labels, workspace, scale, grads.cum_scores, stream_);
     if (p.onset && grads.onset) launch_grad_onset(l, p, labels, workspace, scale, grads.onset, stream_);
@@ -278,10 +294,16 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;  // every kernel, memset and copy is queued here
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
+  bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {
     return fast_enabled_ && !force_global_ring_ && lse_fast_fits(K, C, lanes(K, C), smem_limit_);
+  }
+  // Parameter marginals in the linear domain where its shared memory fits
+  // (the exact recurrence knob and the global ring select the exact ones too).
+  bool use_fast_marginals(int K, int C) const {
+    return fast_marginals_ && fast_enabled_ && !force_global_ring_ && marginal_fast_smem_bytes(K, C) <= smem_limit_;
   }
   // Lanes per label group. Measured on an H200 (docs/cuda.md): 8 lanes beat
   // 16 and 32 for C=39, K in {1,30,64}.
@@ -319,8 +341,10 @@ class CudaBackend final : public Backend {
     }
   }
 
-  // Checks dims and pointers, validates every input on the device and throws
-  // (before any output is written) if one is invalid.
+  // Checks dims and pointers and queues the validation of every input on the
+  // device. No host wait here: every kernel queued after it returns at once
+  // when it reported an invalid input (input_invalid, common.cuh), so nothing
+  // is written, and finish() reads the status once and throws.
   // tables: the workspace holds the [T] tables (make_layout); false only for
   // log_partition on the fast recurrence.
   Layout begin(const Dims& dims, const Params& p, const int32_t* labels, void* workspace, const char* what,
@@ -339,7 +363,6 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.status), 0xff, sizeof(unsigned long long), stream_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.zeros), 0, sizeof(float) * l.C, stream_));
     launch_validate(l, p, labels, at<unsigned long long>(workspace, l.status), stream_);
-    check_status(l, p, labels, workspace);
     return l;
   }
 

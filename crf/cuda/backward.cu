@@ -12,7 +12,9 @@ namespace timitseg::crf::cuda_impl {
 __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, const float* __restrict__ A,
                                 const float* __restrict__ D, const int32_t* __restrict__ lengths, const double* alpha_all,
                                 const double* sigma_all, const double* rho_all, const double* gamma_all,
-                                const double* logz, const float* __restrict__ onset_all, double* part) {
+                                const double* logz, const float* __restrict__ onset_all, double* part,
+                                const unsigned long long* status) {
+  if (input_invalid(status)) return;
   const int ch = blockIdx.x, b = blockIdx.y;
   const int C = l.C, K = l.K;
   const int L = lengths[b];
@@ -54,48 +56,58 @@ __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, con
 }
 
 // Sums the partials over (b, chunk) in a fixed order, subtracts the gold
-// counts, and writes scale * total as float32. Entries: [C*C | K*C | C | C].
+// counts, and writes scale * total as float32. Entries: [C*C | K*C | C | C],
+// one warp each: lane j takes the (b, chunk) pairs j, j + 32, ... in order
+// (with the gold count of utterance b where the pair is (b, 0)), then the
+// lanes' sums meet in a fixed xor butterfly (the same bits in every lane).
+constexpr int kReduceWarps = 4;
+__device__ __forceinline__ double warp_sum_fixed(double v) {
+  for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+  return v;
+}
 __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const float* __restrict__ e,
                                     const int32_t* __restrict__ lengths, const double* part, const double* alpha_all,
                                     const double* rho_all, const double* logz, const int32_t* cnt_a,
                                     const int32_t* cnt_d, const int32_t* cnt_s, const int32_t* cnt_e, int with_gold,
-                                    double scale, float* g_a, float* g_d, float* g_s, float* g_e) {
+                                    double scale, float* g_a, float* g_d, float* g_s, float* g_e,
+                                    const unsigned long long* status) {
+  if (input_invalid(status)) return;
   const int C = l.C, K = l.K, B = l.B;
   const int nA = C * C, nD = K * C, nP = nA + nD;
   const int n = nP + 2 * C;
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n) return;
-  double total = 0.0;
+  const int i = blockIdx.x * kReduceWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (i >= n) return;  // whole warps
+  double v = 0.0;
   if (i < nP) {
     float* dst = i < nA ? g_a : g_d;
     if (!dst) return;
-    for (int b = 0; b < B; ++b) {
-      double sb = 0.0;
-      const double* p = part + static_cast<size_t>(b) * l.nch * nP + i;
-      for (int ch = 0; ch < l.nch; ++ch) sb += p[static_cast<size_t>(ch) * nP];
-      if (with_gold) sb -= i < nA ? cnt_a[static_cast<size_t>(b) * nA + i] : cnt_d[static_cast<size_t>(b) * nD + (i - nA)];
-      total += sb;
+    const int pairs = B * l.nch;
+    for (int j = lane; j < pairs; j += 32) {
+      v += part[static_cast<size_t>(j) * nP + i];
+      const int b = j / l.nch;
+      if (with_gold && j % l.nch == 0)
+        v -= i < nA ? cnt_a[static_cast<size_t>(b) * nA + i] : cnt_d[static_cast<size_t>(b) * nD + (i - nA)];
     }
-    dst[i < nA ? i : i - nA] = static_cast<float>(scale * total);
+    v = warp_sum_fixed(v);
+    if (lane == 0) dst[i < nA ? i : i - nA] = static_cast<float>(scale * v);
     return;
   }
   const bool is_start = i < nP + C;
   const int c = is_start ? i - nP : i - nP - C;
   float* dst = is_start ? g_s : g_e;
   if (!dst) return;
-  for (int b = 0; b < B; ++b) {
+  for (int b = lane; b < B; b += 32) {
     const double lz = logz[b];
     const int L = lengths[b];
     const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
-    double v = 0.0;
     if (lz > kNegInf) {
-      v = is_start ? exp(static_cast<double>(s[c]) + rho_all[base + c] - lz)
-                   : exp(alpha_all[base + static_cast<size_t>(L) * C + c] + static_cast<double>(e[c]) - lz);
+      v += is_start ? exp(static_cast<double>(s[c]) + rho_all[base + c] - lz)
+                    : exp(alpha_all[base + static_cast<size_t>(L) * C + c] + static_cast<double>(e[c]) - lz);
     }
     if (with_gold) v -= is_start ? cnt_s[static_cast<size_t>(b) * C + c] : cnt_e[static_cast<size_t>(b) * C + c];
-    total += v;
   }
-  dst[c] = static_cast<float>(scale * total);
+  v = warp_sum_fixed(v);
+  if (lane == 0) dst[c] = static_cast<float>(scale * v);
 }
 
 // d/d cum[t,c] = P(segment with label c ends at t) - P(one starts at t)
@@ -104,7 +116,8 @@ __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const
 __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
                                 const int32_t* bound_all, const double* alpha_all, const double* sigma_all,
                                 const double* rho_all, const double* gamma_all, const double* logz, double scale,
-                                float* out) {
+                                float* out, const unsigned long long* status) {
+  if (input_invalid(status)) return;
   const int C = l.C, T = l.T;
   const long long n = static_cast<long long>(l.B) * (T + 1) * C;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
@@ -133,7 +146,8 @@ __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, c
 // (labels given); 0 on padding frames t >= L. out: [B][T][C].
 __global__ void grad_onset_kernel(Layout l, const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
                                   const int32_t* bound_all, const double* sigma_all, const double* rho_all,
-                                  const double* logz, double scale, float* out) {
+                                  const double* logz, double scale, float* out, const unsigned long long* status) {
+  if (input_invalid(status)) return;
   const int C = l.C, T = l.T;
   const long long n = static_cast<long long>(l.B) * T * C;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
@@ -159,18 +173,18 @@ void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t s
   marginal_kernel<<<grid, 256, 0, stream>>>(l, p.cum_scores, p.transition, p.duration_bias, p.lengths,
                                             at<double>(ws, l.alpha), at<double>(ws, l.sigma), at<double>(ws, l.rho),
                                             at<double>(ws, l.gamma), at<double>(ws, l.logz), p.onset,
-                                            at<double>(ws, l.part));
+                                            at<double>(ws, l.part), at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("marginal_kernel");
 }
 
 void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_gold, double scale, const Grads& grads,
                          cudaStream_t stream) {
-  const int n = l.C * l.C + l.K * l.C + 2 * l.C;
-  param_reduce_kernel<<<grid_for(n, 128), 128, 0, stream>>>(
+  const int n = l.C * l.C + l.K * l.C + 2 * l.C;  // entries, one warp each
+  param_reduce_kernel<<<(n + kReduceWarps - 1) / kReduceWarps, 32 * kReduceWarps, 0, stream>>>(
       l, start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, at<double>(ws, l.part), at<double>(ws, l.alpha),
       at<double>(ws, l.rho), at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d),
       at<int32_t>(ws, l.cnt_s), at<int32_t>(ws, l.cnt_e), with_gold ? 1 : 0, scale, grads.transition,
-      grads.duration_bias, grads.start, grads.end);
+      grads.duration_bias, grads.start, grads.end, at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("param_reduce_kernel");
 }
 
@@ -180,7 +194,8 @@ void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, vo
   grad_cum_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
                                                         at<double>(ws, l.alpha), at<double>(ws, l.sigma),
                                                         at<double>(ws, l.rho), at<double>(ws, l.gamma),
-                                                        at<double>(ws, l.logz), scale, out);
+                                                        at<double>(ws, l.logz), scale, out,
+                                                        at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("grad_cum_kernel");
 }
 
@@ -189,7 +204,8 @@ void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, 
   const long long n = static_cast<long long>(l.B) * l.T * l.C;
   grad_onset_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
                                                           at<double>(ws, l.sigma), at<double>(ws, l.rho),
-                                                          at<double>(ws, l.logz), scale, out);
+                                                          at<double>(ws, l.logz), scale, out,
+                                                          at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("grad_onset_kernel");
 }
 

@@ -51,6 +51,15 @@ __device__ inline void report(unsigned long long* status, int tensor, long long 
   atomicMin(status, key);  // integer: the smallest key wins whatever the order
 }
 
+// True when the validation kernel reported an invalid input. Every kernel
+// queued after it returns at once then, so nothing is written (the host reads
+// the status once, at the end of the call). Stable during any later kernel:
+// input errors have the smallest keys, and the codes later kernels report
+// (kLogZ, kGold) are larger, so the test is the same for every thread.
+__device__ inline bool input_invalid(const unsigned long long* status) {
+  return static_cast<int>(*status >> kIndexBits) < kLogZ;
+}
+
 // ---------------------------------------------------------------------------
 // Workspace layout (byte offsets, each 256-aligned). [B][T+1][C] arrays are
 // float64 in log space; Viterbi backpointers reuse the rho/gamma storage.
@@ -142,6 +151,12 @@ void launch_gold(const Layout& l, const Params& p, const int32_t* labels, double
 // backward.cu: per-chunk marginals of A and D, their fixed-order reduction
 // (with start/end), and grad cum_scores.
 void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t stream);
+// marginal_fast.cu: the same partials in the scaled linear domain (4 C exps
+// per position, exact fallback per term; docs/cuda.md "Linear marginals"),
+// bits within float64 rounding of launch_marginals'. Shared memory it needs
+// (launch only when within the device's opt-in limit).
+size_t marginal_fast_smem_bytes(int K, int C);
+void launch_marginals_fast(const Layout& l, const Params& p, void* ws, cudaStream_t stream);
 void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_gold, double scale, const Grads& grads,
                          cudaStream_t stream);
 void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,

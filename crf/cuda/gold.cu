@@ -17,6 +17,7 @@ __global__ void gold_kernel(int T, int K, int C, const float* __restrict__ cum_a
   __shared__ int last_change[kGoldThreads];
   __shared__ double part[kGoldThreads];
   const int b = blockIdx.x, tid = threadIdx.x;
+  if (input_invalid(status)) return;
   const int L = lengths[b];
   const float* cum = cum_all + static_cast<size_t>(b) * (T + 1) * C;
   const int32_t* lab = labels_all + static_cast<size_t>(b) * T;

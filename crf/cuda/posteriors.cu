@@ -5,7 +5,9 @@ namespace timitseg::crf::cuda_impl {
 
 // P(a segment ends at t) = sum_c exp(alpha[t,c] + gamma[t,c] - logZ), 1 <= t <= L.
 __global__ void boundary_kernel(Layout l, const int32_t* __restrict__ lengths, const double* alpha_all,
-                                const double* gamma_all, const double* logz, double* out) {
+                                const double* gamma_all, const double* logz, double* out,
+                                const unsigned long long* status) {
+  if (input_invalid(status)) return;
   const int C = l.C, T = l.T;
   const long long n = static_cast<long long>(l.B) * (T + 1);
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
@@ -27,7 +29,8 @@ __global__ void boundary_kernel(Layout l, const int32_t* __restrict__ lengths, c
 void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream) {
   const long long n = static_cast<long long>(l.B) * (l.T + 1);
   boundary_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, at<double>(ws, l.alpha),
-                                                        at<double>(ws, l.gamma), at<double>(ws, l.logz), out);
+                                                        at<double>(ws, l.gamma), at<double>(ws, l.logz), out,
+                                                        at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("boundary_kernel");
 }
 

@@ -117,6 +117,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
   const int B = a.B, T = a.T, K = a.K, C = a.C, G = a.G;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
   const int b = rev ? blockIdx.x - B : blockIdx.x;
+  if (input_invalid(a.status)) return;
   const int L = a.lengths[b];
   const int tid = threadIdx.x, nthreads = blockDim.x;
   const int lane = tid % G, grp = tid / G, ngroups = nthreads / G;

@@ -43,10 +43,11 @@ inline void poison(Buffer& b, unsigned char byte = 0x7f) {
 }
 
 struct DevProblem {
-  Buffer cum, A, D, s, e, len, labels;
+  Buffer cum, A, D, s, e, len, labels, o;  // o: onset scores [B][T][C] (empty: none)
   explicit DevProblem(const Problem& p)
       : cum(to_device(p.cum)), A(to_device(p.A)), D(to_device(p.D)), s(to_device(p.s)), e(to_device(p.e)),
-        len(to_device(p.lengths)), labels(to_device(p.labels)) {}
+        len(to_device(p.lengths)), labels(to_device(p.labels)), o(to_device(p.o)), has_onset(!p.o.empty()) {}
+  bool has_onset;
   Params params() const {
     Params q;
     q.cum_scores = cum.as<float>();
@@ -55,6 +56,7 @@ struct DevProblem {
     q.start = s.as<float>();
     q.end = e.as<float>();
     q.lengths = len.as<int32_t>();
+    q.onset = has_onset ? o.as<float>() : nullptr;
     return q;
   }
 };
