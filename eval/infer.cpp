@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +27,7 @@
 #include "common/safetensors.h"
 #include "eval/align.h"
 #include "eval/metrics.h"
+#include "model/long_input.h"
 
 namespace fs = std::filesystem;
 
@@ -314,9 +316,12 @@ namespace {
 // to the model's rate, saying so in one line; the .PHN is in samples of the
 // file as given (its own rate), the TextGrid in seconds.
 void decode_one(const std::string& src, const fs::path& stem, const model::ModelState& s, model::Executor& exec,
-                const std::string& out_dir) {
+                const std::string& out_dir, int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
   const data::Audio original = data::read_audio(src);
-  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec);
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, threads);
+  const auto t1 = std::chrono::steady_clock::now();
   std::string text;
   for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
   const fs::path base = fs::path(out_dir) / stem;
@@ -325,6 +330,11 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
   const int64_t n_file = static_cast<int64_t>(original.samples.size());
   write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
   spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+  if (data::num_frames_for(static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
+                                std::max(1, original.sample_rate),
+                            s.features) >= model::kWindowFrames)  // a long recording: where the time went
+    spdlog::info("{}: audio read in {:.2f} s, outputs written in {:.2f} s", src, read_s,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
 }
 
 }  // namespace
@@ -332,17 +342,21 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
 // Audio at another rate or with several channels is resampled (libsoxr) and
 // down-mixed to the model's rate, saying so in one line.
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec) {
+                                 model::Executor& exec, int threads) {
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
   data::Utterance u;
   u.id = src;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
-    u.features = data::compute_features(audio, s.features, &u.num_frames);
+    u.features = data::compute_features(audio, s.features, &u.num_frames, threads);
   } catch (const std::exception& e) {
     throw std::runtime_error(src + ": " + e.what());
   }
+  if (u.num_frames >= model::kWindowFrames)  // a long recording: where the time went
+    spdlog::info("{}: {} frames of features in {:.2f} s", src, u.num_frames,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   u.dim = s.features.dim();
   u.num_samples = static_cast<int64_t>(audio.samples.size());
   if (u.num_frames < 1)
@@ -491,7 +505,7 @@ int decode(const DecodeOptions& o) {
   std::vector<std::string> failed;
   for (const auto& [src, stem] : jobs) {
     try {
-      decode_one(src, stem, s, *exec, o.out_dir);
+      decode_one(src, stem, s, *exec, o.out_dir, o.threads);
       ++done;
     } catch (const std::exception& e) {
       std::string msg = e.what();

@@ -106,10 +106,11 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesyst
 // name; samples of the audio as given, whatever its rate): the audio resampled
 // to the model's rate, features, the executor's decoding, adjacent segments of
 // one label merged. `src` names the audio in errors. The C API's
-// timitseg_model_decode_* (include/timitseg.h) call it too.
+// timitseg_model_decode_* (include/timitseg.h) call it too. threads: the
+// feature workers (data::compute_features; the result does not depend on it).
 using PhnRow = std::tuple<int64_t, int64_t, std::string>;
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec);
+                                 model::Executor& exec, int threads = 1);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

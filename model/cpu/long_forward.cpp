@@ -2,8 +2,11 @@
 #include "model/cpu/long_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
+
+#include <spdlog/spdlog.h>
 
 #include "common/progress.h"
 #include "crf/cumsum.h"
@@ -19,6 +22,7 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
   const ModelDims& d = net.layout().dims();
   const int64_t T = in.lengths[0], C = d.num_classes;
   const int64_t D = static_cast<int64_t>(in.features.size()) / in.T;
+  const auto t0 = std::chrono::steady_clock::now();
   act = Activations<float>{};
   act.B = 1;
   act.T = in.T;
@@ -49,6 +53,9 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
     for (int64_t q = 0; q < C; ++q) x[t * C + q] = act.scores(t, q);
   act.cum.assign(static_cast<size_t>(in.T + 1) * C, 0.0f);
   crf::centered_cumsum_forward<float>(1, in.T, C, x.data(), &in.lengths[0], act.cum.data());
+  if (T > window)
+    spdlog::info("{} frames: encoder in {} window(s) and cumsum in {:.2f} s", T, windows_of(T, window, context).size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace timitseg::model
