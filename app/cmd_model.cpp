@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/long_flags.h"
 #include "app/report/report.h"
 #include "common/atomic_file.h"
 #include "model/config.h"
@@ -328,6 +329,7 @@ void add_decode_command(CLI::App& app) {
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  add_centre_frames_option(de, &dec->centre_frames);
   de->callback([dec] { eval::decode(*dec); });
 }
 

@@ -426,7 +426,7 @@ int align(const AlignOptions& o) {
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   // the model's own transition: no phone bonus, no posterior decoding
-  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
+  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
   int done = 0;
   std::vector<std::string> failed;

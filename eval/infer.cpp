@@ -91,7 +91,7 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt) {
+                                                  const std::string& decode_opt, int64_t centre_frames) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
       model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
@@ -99,6 +99,7 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
   if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
   if (backend_opt) xo.crf_backend = *backend_opt;
+  xo.centre_frames = centre_frames;
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   return exec;
@@ -480,7 +481,8 @@ int decode(const DecodeOptions& o) {
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
-  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
+  std::unique_ptr<model::Executor> exec =
+      make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)
   InputSet protect;  // never written: the inputs, their transcripts, the checkpoint
   protect.add(o.checkpoint);

@@ -66,6 +66,7 @@ struct DecodeOptions {
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  int64_t centre_frames = 0;          // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
@@ -73,12 +74,13 @@ struct DecodeOptions {
 // crf.backend on the CPU (cpu when that was cuda); the checkpoint's `auto`
 // train.rnn_algo / crf.backend resolved for that device. The phone bonus:
 // phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
-// else the checkpoint's crf.decode.
+// else the checkpoint's crf.decode. centre_frames: a long recording's centring
+// (--centre-frames, ExecutorOptions::centre_frames).
 std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt);
+                                                  const std::string& decode_opt, int64_t centre_frames = 0);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched
 // at any depth for *.wav / *.WAV (sorted), links to files and folders followed

@@ -214,6 +214,7 @@ class CudaExecutor final : public Executor {
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
   double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus
   bool posterior_ = false;                     // ExecutorOptions::decode == DecodeMode::posterior
+  int64_t centre_frames_ = 0;                  // ExecutorOptions::centre_frames (long recordings)
   Pinned staging_, host_scalars_;
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;

@@ -78,7 +78,7 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   long_scores(batch, x, onset);
   const auto t0 = Clock::now();
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
-  crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
+  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
   x = std::vector<float>();
   std::vector<float> hp;
   host_crf_param_copy(hp);
@@ -101,8 +101,19 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
   if (backend_->on_device() && !posterior_) {
     long_scores_device(batch);
     const auto t0 = Clock::now();
-    long_cum_.reserve(static_cast<size_t>(T + 1) * C * sizeof(float));
-    gpu::centered_cumsum_forward(1, T, C, long_x_.as<float>(), lengths_.as<int32_t>(), long_cum_.as<float>(), stream_);
+    const size_t ncum = static_cast<size_t>(T + 1) * C;
+    long_cum_.reserve(ncum * sizeof(float));
+    if (centre_frames_ == 0) {  // the whole recording's mean: the device cumsum (bitwise the host's)
+      gpu::centered_cumsum_forward(1, T, C, long_x_.as<float>(), lengths_.as<int32_t>(), long_cum_.as<float>(),
+                                   stream_);
+    } else {  // a running mean: model::long_cumsum on the host (as the CPU executor), uploaded
+      std::vector<float> x(static_cast<size_t>(T) * C), cum(ncum);
+      long_x_.download(x.data(), x.size() * sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
+      long_cum_.upload(cum.data(), ncum * sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));  // `cum` is freed at the end of this block
+    }
     if (scores) {
       scores->resize(static_cast<size_t>(T) * C);
       long_x_.download(scores->data(), scores->size() * sizeof(float), stream_);
@@ -118,7 +129,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
   std::vector<float> x, onset;
   long_scores(batch, x, onset);
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
-  crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
+  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
   if (scores) *scores = std::move(x);
   x = std::vector<float>();
   std::vector<float> hp;
