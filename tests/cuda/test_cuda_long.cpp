@@ -6,7 +6,7 @@
 // host: the device cumsum is bitwise the host's, so the segments must be
 // identical), and the CPU executor (its own encoder in windows: the NLL within
 // 1e-4 relative, the frame labels agreeing on >= 99.9 % of the frames).
-// Skips without a GPU.
+// With --centre-frames the same three ways. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -66,6 +66,45 @@ TEST(CudaLong, DecodeOnTheDeviceEqualsTheHostPathAndTracksTheCpu) {
   std::printf("[ long ] T=%d: %zu segments on the device, %zu on the CPU; frame labels agree on %.4f %%; nll %.6f / %.6f\n",
               T, dev[0].size(), cpu[0].size(), 100.0 * agree, ndev[0], ncpu[0]);
   EXPECT_GE(agree, 0.999);
+  Progress::set_enabled(true);
+}
+
+// --centre-frames (ExecutorOptions::centre_frames = 200): on the GPU the
+// running-mean cumsum is computed on the host (model::long_cumsum) and
+// uploaded; the device Viterbi on it equals the host path's, and tracks the
+// CPU executor's as above; and it differs from the whole-recording centring.
+TEST(CudaLong, DecodeWithCentreFramesEqualsTheHostPathAndTracksTheCpu) {
+  REQUIRE_GPU();
+  Progress::set_enabled(false);
+  ModelDims d = testsupport::small_dims();
+  const std::vector<float> params = testsupport::random_model_params(d, 71, 0.5f);
+  const int T = static_cast<int>(kWindowFrames) + 1500;
+  const Batch batch = testsupport::random_model_batch(d, 1, T, 72);
+  auto make = [&](const std::string& device, const std::string& crf, int64_t centre) {
+    ExecutorOptions xo;
+    xo.threads = 2;
+    xo.crf_backend = crf::backend_kind(crf);
+    xo.centre_frames = centre;
+    auto ex = make_executor(resolve_device(enum_value<DeviceSetting>(device, "device")), d, xo);
+    AdamW opt;
+    opt.reset(params.size());
+    ex->set_state(params, opt);
+    return ex;
+  };
+  std::vector<double> ndev, nhost, ncpu;
+  const auto dev = make("cuda", "cuda", 200)->decode(batch, nullptr, &ndev);
+  const auto host = make("cuda", "cpu", 200)->decode(batch, nullptr, &nhost);
+  const auto cpu = make("cpu", "cpu", 200)->decode(batch, nullptr, &ncpu);
+  const auto whole = make("cuda", "cuda", 0)->decode(batch, nullptr, nullptr);
+  EXPECT_EQ(dev, host);
+  EXPECT_NE(dev, whole);
+  EXPECT_NEAR(ndev[0], nhost[0], 1e-6 * (1 + std::abs(nhost[0])));
+  EXPECT_NEAR(ndev[0], ncpu[0], 1e-4 * (1 + std::abs(ncpu[0])));
+  const std::vector<int32_t> a = frame_labels(dev[0], T), b = frame_labels(cpu[0], T);
+  int64_t same = 0;
+  for (int t = 0; t < T; ++t) same += a[t] == b[t] && a[t] >= 0;
+  std::printf("[ long ] centre 200, T=%d: frame labels agree on %.4f %%\n", T, 100.0 * same / T);
+  EXPECT_GE(static_cast<double>(same) / T, 0.999);
   Progress::set_enabled(true);
 }
 
