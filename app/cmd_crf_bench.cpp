@@ -19,6 +19,7 @@
 
 #include "app/cmd_crf.h"
 #include "common/buffer.h"
+#include "common/cuda.h"
 #include "common/parallel.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"
@@ -210,16 +211,15 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
     buf.upload(v);
     return buf;
   };
+  // Device memory in use (cudaMemGetInfo) is read before any allocation,
+  // after the forward's (inputs, log Z, its workspace) and after all of them.
+  size_t free0 = 0, free_fwd = 0, free_all = 0, total = 0;
+  if (dev) cuda::memory_info(&free0, &total);
   Buffer cum = upload(in.cum), A = upload(in.A), D = upload(in.D), s = upload(in.s), e = upload(in.e),
-         len = upload(in.lengths), lab = upload(in.labels);
-  Buffer lz(mem, B * sizeof(double)), gold(mem, B * sizeof(double)), vs(mem, B * sizeof(double));
-  Buffer gc(mem, B * (T + 1) * C * sizeof(float)), ga(mem, C * C * sizeof(float)), gd(mem, K * C * sizeof(float)),
-      gs(mem, C * sizeof(float)), ge(mem, C * sizeof(float));
-  Buffer segs(mem, B * T * 3 * sizeof(int32_t)), nseg(mem, B * sizeof(int32_t));
+         len = upload(in.lengths);
+  Buffer lz(mem, B * sizeof(double));
   const Params p{cum.as<float>(), A.as<float>(), D.as<float>(), s.as<float>(), e.as<float>(), len.as<int32_t>()};
-  const crf::Grads g{gc.as<float>(), ga.as<float>(), gd.as<float>(), gs.as<float>(), ge.as<float>()};
   crf::Session session(*be);
-  session.workspace(dims);
   spdlog::info("bench crf: backend {} B={} T={} K={} C={} (warm-up {}, repeats {})", be->name(), B, T, K, C, o.warmup,
                o.repeats);
   std::vector<NamedTiming> times;
@@ -227,6 +227,19 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
     times.push_back(NamedTiming{op, crf::time_calls(*be, o.warmup, o.repeats, [&](int) { fn(); })});
   };
   time_op("forward", [&] { session.log_partition(dims, p, lz.as<double>()); });
+  if (dev) cuda::memory_info(&free_fwd, &total);
+  const size_t ws_fwd = be->log_partition_workspace_bytes(dims), ws_all = be->workspace_bytes(dims);
+
+  Buffer lab = upload(in.labels);
+  Buffer gold(mem, B * sizeof(double)), vs(mem, B * sizeof(double));
+  Buffer gc(mem, B * (T + 1) * C * sizeof(float)), ga(mem, C * C * sizeof(float)), gd(mem, K * C * sizeof(float)),
+      gs(mem, C * sizeof(float)), ge(mem, C * sizeof(float));
+  Buffer segs(mem, B * T * 3 * sizeof(int32_t)), nseg(mem, B * sizeof(int32_t));
+  const crf::Grads g{gc.as<float>(), ga.as<float>(), gd.as<float>(), gs.as<float>(), ge.as<float>()};
+  session.workspace(dims);
+  if (dev) cuda::memory_info(&free_all, &total);
+  const double mib = 1.0 / 1048576.0;
+  const double used_fwd = static_cast<double>(free0 - free_fwd) * mib, used_all = static_cast<double>(free0 - free_all) * mib;
   time_op("forward+backward", [&] {
     session.backward(dims, p, lab.as<int32_t>(), 1.0 / static_cast<double>(B), lz.as<double>(), gold.as<double>(), g);
   });
@@ -248,6 +261,8 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
                                {"min", t.t.min_ms},
                                {"frames_per_s", static_cast<double>(B * T) / (t.t.median_ms / 1000.0)}};
     j["check"] = check;
+    j["workspace_mib"] = {{"forward", static_cast<double>(ws_fwd) * mib}, {"all", static_cast<double>(ws_all) * mib}};
+    if (dev) j["device_memory_mib"] = {{"forward", used_fwd}, {"all", used_all}};
     std::printf("%s\n", j.dump(2).c_str());
   } else {
     std::printf("bench crf: backend=%s B=%lld T=%lld K=%lld C=%lld, warm-up %d, repeats %d (median, ms)\n",
@@ -257,6 +272,12 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
     for (const NamedTiming& t : times)
       std::printf("%-18s %12.3f %12.3f %14.0f\n", t.op.c_str(), t.t.median_ms, t.t.min_ms,
                   static_cast<double>(B * T) / (t.t.median_ms / 1000.0));
+    std::printf("workspace: forward %.3f MiB, forward+backward/viterbi %.3f MiB\n", static_cast<double>(ws_fwd) * mib,
+                static_cast<double>(ws_all) * mib);
+    if (dev)
+      std::printf("device memory in use (cudaMemGetInfo, MiB): forward (inputs, log Z, workspace) %.1f; "
+                  "all operations %.1f\n",
+                  used_fwd, used_all);
     if (nc > 0)
       std::printf("check vs reference (%lld utterances): log Z max rel err %.3g, grads max rel err %.3g, "
                   "viterbi segments %s: %s\n",
@@ -279,7 +300,9 @@ void add_bench_command(CLI::App& bench_parent) {
   CLI::App* bench = bench_parent.add_subcommand(
       "crf",
       "Time the semi-CRF forward, forward+backward and Viterbi (median after warm-up) on random zero-centered\n"
-      "inputs, then check the backend against the reference backend. Prints a table (or JSON with --json);\n"
+      "inputs, then check the backend against the reference backend. Prints a table (or JSON with --json),\n"
+      "the workspace of the forward and of the other operations and, on cuda, the device memory in use\n"
+      "(cudaMemGetInfo) after the forward's allocations and after all of them;\n"
       "exits with an error when the check fails. Refuses dims whose host memory (inputs, gradients, workspace)\n"
       "would exceed the machine's physical memory.");
   bench->add_option("--batch,-B", bo->batch, "Batch size B")->capture_default_str();

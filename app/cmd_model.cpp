@@ -13,7 +13,9 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "app/long_flags.h"
+#include "app/report/reliability.h"
 #include "app/report/report.h"
+#include "common/files.h"
 #include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
@@ -272,11 +274,23 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_flag("--align", eo->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
                "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
-               "absolute boundary error, boundaries matched by index (JSON \"align\"; docs/align.md)");
+               "absolute boundary error, boundaries matched by index, and the AUROC and calibration of the confidences "
+               "(corrupted transcripts for label_confidence) (JSON \"align\"; docs/align.md)");
+  auto plot = std::make_shared<std::string>();
+  ev->add_option("--reliability-plot", *plot,
+                 "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
+                 "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
-  ev->callback([eo] { eval::evaluate(*eo); });
+  ev->callback([eo, plot] {
+    if (!plot->empty()) {  // before any work: one line naming the option
+      if (!eo->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
+      check_output_file("--reliability-plot", *plot, "reliability.svg");
+    }
+    const nlohmann::json j = eval::evaluate(*eo);
+    if (!plot->empty()) write_file_atomic(*plot, report::reliability_svg(j.at("align").at("confidence")));
+  });
 }
 
 // `timitseg score`: the metrics of frame predictions made by any program.
@@ -311,7 +325,8 @@ void add_decode_command(CLI::App& app) {
       ->required();
   de->add_option("--checkpoint", dec->checkpoint, "Checkpoint (.safetensors) written by train")->required();
   de->add_option("--out", dec->out_dir,
-                 "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid (folders keep their relative layout)")
+                 "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid, and the other --format files (folders keep their "
+                 "relative layout)")
       ->required();
   add_backend_option(de, "--crf-backend", &dec->backend,
                      "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
@@ -326,6 +341,14 @@ void add_decode_command(CLI::App& app) {
                  "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
                  "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
       ->check(enum_words<model::DecodeMode>());
+  de->add_option("--format", dec->formats,
+                 "Output formats, comma-separated, each file written atomically: phn (NAME.PHN), textgrid "
+                 "(NAME.TextGrid), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,posterior), json "
+                 "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
+                 "that segment, label and span, under the model (its segment marginal; docs/align.md)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();

@@ -24,6 +24,7 @@ struct timitseg_crf {
   // (cuda: transition, duration_bias, start, end back to back) and the
   // workspaces it keeps across calls (the backend's memory space).
   timitseg::Buffer dev_params;
+  timitseg::Buffer dev_bonus;  // cuda: transition + phone_bonus off the diagonal (viterbi's), when the bonus is not 0
   timitseg::Buffer fast_cum, fast_gcum, fast_scratch, fast_lz, fast_gold, fast_penalty;
   std::vector<int32_t> fast_lengths;  // the lengths' host copy
   uint64_t fast_calls = 0;            // calls the zero-copy path served (tests read it)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <initializer_list>
+#include <stdexcept>
 
 #include "common/cuda.h"
 #include "crf/cumsum.h"
@@ -61,8 +62,12 @@ float* make_cum(timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_
   return cum;
 }
 
-// The parts common to both calls: the scores and lengths qualify, every length
-// is in [1, T] (read back for cuda), cum [B][T+1][C] is in h.fast_cum.
+// The parts common to both calls: the scores and lengths qualify, cum
+// [B][T+1][C] is in h.fast_cum. Host backends: every length is in [1, T] and
+// every valid score finite (else false: the general path). cuda: the lengths
+// are not read back (no host wait); the backend's device check rejects one
+// outside [1, T] (std::invalid_argument, before any output is written), and
+// the caller then falls back to the general path (run_or_fall_back).
 // On success fills dims and the backend's Params (the handle's parameters).
 bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Params& p) {
   const timitseg_tensor& s = in.scores;
@@ -71,17 +76,13 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   if (B < 1 || T < 1 || B > INT32_MAX || T >= INT32_MAX || !fits(h, s, {B, rows, C}, TIMITSEG_F32)) return false;
   if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
   if (h.fast_pending && h.fast_stream != in.stream) settle(h);
-  h.fast_lengths.resize(static_cast<size_t>(B));
-  const size_t lbytes = static_cast<size_t>(B) * sizeof(int32_t);
-  if (h.cuda) {
-    cuda::copy_to_host(h.fast_lengths.data(), in.lengths.data, lbytes, in.stream);
-    cuda::stream_synchronize(in.stream);
-  } else {
-    std::memcpy(h.fast_lengths.data(), in.lengths.data, lbytes);
+  if (!h.cuda) {
+    h.fast_lengths.resize(static_cast<size_t>(B));
+    std::memcpy(h.fast_lengths.data(), in.lengths.data, static_cast<size_t>(B) * sizeof(int32_t));
+    for (int32_t L : h.fast_lengths)
+      if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
+    if (!finite_scores(h, in, B, rows, C)) return false;
   }
-  for (int32_t L : h.fast_lengths)
-    if (L < 1 || L > T) return false;  // rows of length 0 and errors: the general path
-  if (!h.cuda && !finite_scores(h, in, B, rows, C)) return false;
   const Memory mem = h.cuda ? Memory::device : Memory::host;
   for (Buffer* buf : {&h.fast_cum, &h.fast_gcum, &h.fast_scratch, &h.fast_lz, &h.fast_gold, &h.fast_penalty})
     if (buf->memory() != mem) buf->set_memory(mem);
@@ -108,20 +109,30 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
 }
 
 // Runs f with the backend on the caller's stream (restored after); the
-// work queued last may still run when it returns (settle()).
+// work queued last may still run when it returns (settle()). Returns false
+// when the cuda backend's device check rejected an input (a length outside
+// [1, T], a label outside [0, C), a non-finite score: std::invalid_argument,
+// thrown before any output is written): the general path then runs, handling
+// rows of length 0 and wording any error as it does for every call.
 template <class F>
-void on_stream(timitseg_crf& h, void* stream, F f) {
+bool on_stream(timitseg_crf& h, void* stream, F f) {
   void* const old = h.backend->stream();
   h.backend->set_stream(stream);
   h.fast_stream = stream;
   h.fast_pending = h.cuda;
   try {
     f();
+  } catch (const std::invalid_argument&) {
+    h.backend->set_stream(old);
+    if (!h.cuda) throw;
+    settle(h);
+    return false;
   } catch (...) {
     h.backend->set_stream(old);
     throw;
   }
   h.backend->set_stream(old);
+  return true;
 }
 
 // out[b] = a[b] - g[b] (g nullptr: a[b]) in double, stored in out's dtype.
@@ -168,8 +179,9 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   if (h.cuda) {
     const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
-    model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
-                           ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
+    if (h.p.reg != 0.0)  // reg 0 adds nothing (as write_grads of the general path skips it)
+      model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
+                                ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
     if (gx) {
       const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
       h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
@@ -178,8 +190,9 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
     return;
   }
   (void)stream;
-  crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
-                         ptr(g.duration_bias));
+  if (h.p.reg != 0.0)
+    crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
+                           ptr(g.duration_bias));
   if (gx) crf::centered_cumsum_backward<float>(d.B, d.T, C, gcum, len, gx);
 }
 
@@ -200,6 +213,12 @@ void upload_params(timitseg_crf& h) {
   all.insert(all.end(), h.end.begin(), h.end.end());
   h.dev_params.set_memory(Memory::device);
   h.dev_params.upload(all);  // a synchronous copy: the next call on any stream sees it
+  if (h.p.phone_bonus != 0.0) {
+    std::vector<float> bonus(h.transition.size());
+    crf::add_phone_bonus(h.transition.data(), h.p.num_labels, static_cast<float>(h.p.phone_bonus), bonus.data());
+    h.dev_bonus.set_memory(Memory::device);
+    h.dev_bonus.upload(bonus);
+  }
 }
 
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z) {
@@ -207,10 +226,11 @@ bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const tim
   crf::Params p;
   const timitseg_tensor& s = in.scores;
   if (s.ndim != 3 || !fits(h, log_z, {s.shape[0]}, TIMITSEG_F32, TIMITSEG_F64) || !begin(h, in, d, p)) return false;
-  on_stream(h, in.stream, [&] {
+  const bool done = on_stream(h, in.stream, [&] {
     h.session->log_partition(d, p, h.fast_lz.as<double>());
     difference(h, d.B, h.fast_lz.as<double>(), nullptr, log_z, in.stream);
   });
+  if (!done) return false;
   ++h.fast_calls;
   return true;
 }
@@ -234,7 +254,7 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
         if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
-  on_stream(h, in.stream, [&] {
+  const bool done = on_stream(h, in.stream, [&] {
     if (grads) {
       h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
       float* gcum = cumulative && present(&grads->scores) ? ptr(grads->scores) : h.fast_gcum.as<float>();
@@ -247,6 +267,32 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
     }
     difference(h, d.B, lz, gs, out, in.stream);
   });
+  if (!done) return false;
+  ++h.fast_calls;
+  return true;
+}
+
+bool fast_viterbi(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& score,
+                  const timitseg_tensor& segments, const timitseg_tensor& num_segments) {
+  const timitseg_tensor& s = in.scores;
+  if (!h.cuda || s.ndim != 3) return false;  // host backends: the general path reads host memory already
+  const int64_t B = s.shape[0], T = in.cumulative ? s.shape[1] - 1 : s.shape[1];
+  if (!fits(h, score, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, segments, {B, T, 3}, TIMITSEG_I32) ||
+      !fits(h, num_segments, {B}, TIMITSEG_I32))
+    return false;
+  crf::Dims d;
+  crf::Params p;
+  if (!begin(h, in, d, p)) return false;
+  if (h.p.phone_bonus != 0.0) p.transition = h.dev_bonus.as<float>();  // as the general path's add_phone_bonus
+  double* sc = h.fast_lz.as<double>();
+  int32_t* seg = static_cast<int32_t*>(segments.data);
+  const bool done = on_stream(h, in.stream, [&] {
+    // rows past num_segments[b] are 0 (the backend writes each utterance's segments only)
+    cuda::memset_device(seg, 0, static_cast<size_t>(B * T * 3) * sizeof(int32_t), in.stream);
+    h.session->viterbi(d, p, sc, seg, static_cast<int32_t*>(num_segments.data));
+    difference(h, d.B, sc, nullptr, score, in.stream);
+  });
+  if (!done) return false;
   ++h.fast_calls;
   return true;
 }

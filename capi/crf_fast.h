@@ -7,10 +7,12 @@
 // caller's pointers go straight to the backend: the centered cumsum runs into
 // the handle's workspace (on the device for cuda, model/cuda/cumsum.h), the
 // gradients are written into the caller's tensors, and the only host
-// synchronizations are the lengths' read-back (cuda) and the backend's own
-// status checks. Results are bitwise those of the general path (crf_batch.h)
-// on the same backend. A call that does not qualify returns false having done
-// nothing; the general path then runs (and reports any error).
+// synchronizations are the backend's own status checks (the lengths are
+// checked there, on the device, not read back). Results are bitwise those of
+// the general path (crf_batch.h) on the same backend. A call that does not
+// qualify (or, cuda, whose inputs the backend's device check rejects: a row
+// of length 0, a bad length, label or score) returns false having written no
+// output; the general path then runs (and reports any error).
 #pragma once
 
 #include "capi/crf_batch.h"
@@ -28,5 +30,11 @@ void settle(timitseg_crf& h);
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z);
 bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
               const timitseg_tensor& out, const timitseg_crf_grads* grads);
+// Viterbi on the cuda backend with device outputs (score F32/F64 [B], segments
+// I32 [B][T][3], num_segments I32 [B], contiguous): the decode stays on the
+// device, on the caller's stream (the general path copies the scores to the
+// host, centers them there and copies them back). Host backends: false.
+bool fast_viterbi(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& score,
+                  const timitseg_tensor& segments, const timitseg_tensor& num_segments);
 
 }  // namespace timitseg::capi

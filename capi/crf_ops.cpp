@@ -189,8 +189,9 @@ void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, cons
     r.grad_end.assign(C, 0.0f);
   }
   const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
-  crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(),
-                         r.grad_transition.data(), r.grad_duration_bias.data());
+  if (h.p.reg != 0.0)  // reg 0: no penalty, no launch on the zero-copy path either (the same bits)
+    crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(),
+                           r.grad_transition.data(), r.grad_duration_bias.data());
   if (capi::present(&g.scores)) capi::write_score_grad(b, r.grad_cum_scores, g.scores);
   write_param_grad(b, g.transition, "grads.transition", r.grad_transition, {C, C});
   write_param_grad(b, g.duration_bias, "grads.duration_bias", r.grad_duration_bias, {K, C});
@@ -415,7 +416,12 @@ int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const t
 
 int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
                          timitseg_tensor* segments, timitseg_tensor* num_segments) {
-  return guard("timitseg_crf_viterbi", [&] { viterbi(crf, batch, score, segments, num_segments); });
+  return guard("timitseg_crf_viterbi", [&] {
+    if (crf && batch && score && segments && num_segments && capi::fast_viterbi(*crf, *batch, *score, *segments,
+                                                                                 *num_segments))
+      return;  // the zero-copy path (crf_fast.h)
+    viterbi(crf, batch, score, segments, num_segments);
+  });
 }
 
 int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,

@@ -3,6 +3,7 @@
 // align as `timitseg align --phones` (eval/align.h).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +14,7 @@
 
 #include "capi/api_detail.h"
 #include "common/files.h"
+#include "data/transcripts.h"
 #include "eval/align.h"
 #include "eval/infer.h"
 #include "model/checkpoint.h"
@@ -85,6 +87,25 @@ struct TempDir {
   }
 };
 
+// The audio path of a list line: a file, without white space (the list is space separated).
+std::string list_audio(const char* path) {
+  const std::string audio = path;
+  if (audio.find_first_of(" \t\n") != std::string::npos)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "path '" + audio + "' has white space, which a phone list cannot hold");
+  if (!fs::is_regular_file(audio)) throw ApiError(TIMITSEG_ERR_ARGUMENT, audio + ": no such file");
+  return audio;
+}
+
+eval::AlignOptions align_options(const timitseg_model& m, const TempDir& dir) {
+  eval::AlignOptions o;
+  o.checkpoint = m.checkpoint;
+  o.out_dir = (dir.path / "out").string();
+  o.device = m.device;
+  o.backend = m.backend;
+  o.threads = m.threads;
+  return o;
+}
+
 // `timitseg align --phones` on one file, its .PHN read back.
 void align(timitseg_model* m, const char* path, const char* phones, timitseg_segments** out) {
   need(m, "model");
@@ -92,10 +113,7 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
   need(phones, "phones");
   need(out, "out");
   *out = nullptr;
-  const std::string audio = path;
-  if (audio.find_first_of(" \t\n") != std::string::npos)
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "path '" + audio + "' has white space, which a phone list cannot hold");
-  if (!fs::is_regular_file(audio)) throw ApiError(TIMITSEG_ERR_ARGUMENT, audio + ": no such file");
+  const std::string audio = list_audio(path);
   {  // the phone names checked here, so that a bad one is the message (align() logs it and counts)
     timitseg::data::Transcript t;
     t.source = "phones";
@@ -104,13 +122,8 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
     eval::to_classes(t, m->state.labels);
   }
   TempDir dir;
-  eval::AlignOptions o;
-  o.checkpoint = m->checkpoint;
+  eval::AlignOptions o = align_options(*m, dir);
   o.phones_file = (dir.path / "phones.txt").string();
-  o.out_dir = (dir.path / "out").string();
-  o.device = m->device;
-  o.backend = m->backend;
-  o.threads = m->threads;
   std::ofstream(o.phones_file) << audio << " " << phones << "\n";
   eval::align(o);
   const fs::path phn = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".PHN");
@@ -120,6 +133,78 @@ void align(timitseg_model* m, const char* path, const char* phones, timitseg_seg
   std::string name;
   while (in >> b >> e >> name) s->rows.emplace_back(b, e, name);
   *out = s.release();
+}
+
+// One field of a line of the align command's .csv (align_formats.cpp: quoted when it holds , " or a newline).
+std::string csv_next(const std::string& line, size_t& at) {
+  std::string v;
+  if (at < line.size() && line[at] == '"') {
+    for (++at; at < line.size(); ++at) {
+      if (line[at] == '"' && at + 1 < line.size() && line[at + 1] == '"') {
+        v += '"', ++at;
+      } else if (line[at] == '"') {
+        ++at;
+        break;
+      } else {
+        v += line[at];
+      }
+    }
+  } else {
+    const size_t end = std::min(line.find(',', at), line.size());
+    v = line.substr(at, end - at);
+    at = end;
+  }
+  if (at < line.size() && line[at] == ',') ++at;
+  return v;
+}
+
+// `timitseg align --words --dict` on one file: the phones and the words of its .csv.
+void align_words(timitseg_model* m, const char* path, const char* words, const char* dictionary,
+                 const timitseg_align_words_options* opt, timitseg_segments** phones_out,
+                 timitseg_segments** words_out) {
+  need(m, "model");
+  need(path, "path");
+  need(words, "words");
+  need(dictionary, "dictionary");
+  need(phones_out, "phones");
+  need(words_out, "words_out");
+  *phones_out = *words_out = nullptr;
+  const timitseg_align_words_options d = opt ? *opt : timitseg_align_words_default_options();
+  const std::string audio = list_audio(path);
+  TempDir dir;
+  eval::AlignOptions o = align_options(*m, dir);
+  o.dict = dictionary;
+  o.dict_format = d.dict_format ? d.dict_format : "auto";
+  o.words.closures = d.closures != 0;
+  o.words.edge_silence = d.edge_silence != 0;
+  o.words.word_silence = d.word_silence != 0;
+  o.words.optional_silence = d.obligatory_silence == 0;
+  o.formats = {"csv"};
+  {  // the dictionary, its format and every word checked here, so that a bad one is the message
+    const timitseg::data::Dictionary dict = timitseg::data::Dictionary::load(o.dict, o.dict_format);
+    std::vector<timitseg::data::Word> list;
+    std::istringstream in(words);
+    for (std::string w; in >> w;) list.push_back(timitseg::data::Word{w, 0});
+    eval::to_classes(timitseg::data::words_to_phones(list, dict, "words", o.words), m->state.labels);
+  }
+  o.words_file = (dir.path / "words.txt").string();
+  std::ofstream(o.words_file) << audio << " " << words << "\n";
+  eval::align(o);
+  const fs::path csv = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".csv");
+  std::istringstream in(timitseg::read_file(csv.string()));
+  auto ph = std::make_unique<timitseg_segments>(), wd = std::make_unique<timitseg_segments>();
+  std::string line;
+  std::getline(in, line);  // tier,start,end,start_sample,end_sample,label
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    size_t at = 0;
+    const std::string tier = csv_next(line, at);
+    csv_next(line, at), csv_next(line, at);  // start, end in seconds
+    const int64_t b = std::stoll(csv_next(line, at)), e = std::stoll(csv_next(line, at));
+    (tier == "word" ? wd : ph)->rows.emplace_back(b, e, csv_next(line, at));
+  }
+  *phones_out = ph.release();
+  *words_out = wd.release();
 }
 
 }  // namespace
@@ -173,6 +258,21 @@ int timitseg_model_decode_samples(timitseg_model* model, const float* samples, i
 
 int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones, timitseg_segments** out) {
   return guard("timitseg_model_align_file", [&] { align(model, path, phones, out); });
+}
+
+timitseg_align_words_options timitseg_align_words_default_options(void) {
+  timitseg_align_words_options o;
+  std::memset(&o, 0, sizeof o);
+  o.closures = 1;
+  o.edge_silence = 1;
+  return o;
+}
+
+int timitseg_model_align_words_file(timitseg_model* model, const char* path, const char* words, const char* dictionary,
+                                    const timitseg_align_words_options* options, timitseg_segments** phones,
+                                    timitseg_segments** words_out) {
+  return guard("timitseg_model_align_words_file",
+               [&] { align_words(model, path, words, dictionary, options, phones, words_out); });
 }
 
 int64_t timitseg_segments_count(const timitseg_segments* segs) {

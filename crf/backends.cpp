@@ -119,6 +119,41 @@ void validate_align_host(const Dims& dims, int64_t N, const int32_t* phones, con
   }
 }
 
+void validate_align_spans_host(const Dims& dims, int64_t N, const int32_t* num_phones, const int32_t* lengths,
+                               const int32_t* spans) {
+  if (!spans) throw std::invalid_argument("crf: align_posteriors: spans is null");
+  for (int64_t b = 0; b < dims.B; ++b)
+    for (int64_t i = 0; i < num_phones[b]; ++i) {
+      const int64_t s = spans[(b * N + i) * 2], r = spans[(b * N + i) * 2 + 1];
+      if (s < 0 || r < 0 || s + r > lengths[b])
+        throw std::invalid_argument("crf: align_posteriors: spans[" + std::to_string(b) + "][" + std::to_string(i) +
+                                    "] = (" + std::to_string(s) + ", " + std::to_string(r) +
+                                    ") is not a span (start, duration >= 0) inside [0, length=" +
+                                    std::to_string(lengths[b]) + "]");
+    }
+}
+
+void validate_span_queries_host(const Dims& dims, int64_t Q, const int32_t* queries, const int32_t* num_queries,
+                                const int32_t* lengths) {
+  auto bad = [](const std::string& msg) { throw std::invalid_argument(msg); };
+  if (Q < 1) bad("crf: span_marginals: query stride Q must be >= 1, got " + std::to_string(Q));
+  if (!queries) bad("crf: span_marginals: queries is null");
+  if (!num_queries) bad("crf: span_marginals: num_queries is null");
+  for (int64_t b = 0; b < dims.B; ++b) {
+    if (num_queries[b] < 0 || num_queries[b] > Q)
+      bad("crf: span_marginals: num_queries[" + std::to_string(b) + "] = " + std::to_string(num_queries[b]) +
+          " is outside [0, Q=" + std::to_string(Q) + "]");
+    for (int64_t i = 0; i < num_queries[b]; ++i) {
+      const int32_t* q = queries + (b * Q + i) * 3;
+      if (q[0] < 0 || q[1] < 0 || static_cast<int64_t>(q[0]) + q[1] > lengths[b] || q[2] < 0 || q[2] >= dims.C)
+        bad("crf: span_marginals: queries[" + std::to_string(b) + "][" + std::to_string(i) + "] = (" +
+            std::to_string(q[0]) + ", " + std::to_string(q[1]) + ", " + std::to_string(q[2]) +
+            ") is not (start, duration >= 0, label in [0, C=" + std::to_string(dims.C) +
+            ")) inside [0, length=" + std::to_string(lengths[b]) + "]");
+    }
+  }
+}
+
 std::vector<Segment> align_segments(int64_t K, const int32_t* phones, int64_t n, const int32_t* spans, int32_t batch) {
   std::vector<Segment> out;
   for (int64_t i = 0; i < n; ++i) {

@@ -74,6 +74,9 @@ class Backend {
   // Bytes of scratch memory (same memory space as the data) that the calls
   // below need for these dims. The caller allocates it once and reuses it.
   virtual size_t workspace_bytes(const Dims& dims) const = 0;
+  // Bytes log_partition alone needs (<= workspace_bytes; a backend whose
+  // forward keeps no [T] tables returns less: cuda, docs/cuda.md).
+  virtual size_t log_partition_workspace_bytes(const Dims& dims) const { return workspace_bytes(dims); }
 
   // log Z per utterance. log_z: [B] float64 (backend memory space).
   virtual void log_partition(const Dims& dims, const Params& p, double* log_z, void* workspace) = 0;
@@ -115,6 +118,33 @@ class Backend {
   virtual size_t align_workspace_bytes(const Dims& dims, int64_t N) const = 0;
   virtual void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                      const int32_t* optional, double* score, int32_t* spans, void* workspace) = 0;
+
+  // Confidence (docs/crf.md "Confidence"). Unconstrained span marginals:
+  // queries [B][Q][3] int32 rows (start, duration, label), num_queries [B] in
+  // [0, Q]; out [B][Q] float64 = P(the segmentation holds the span's pieces:
+  // [start, start+duration) with label, cut into pieces of K then the
+  // remainder, in a row), i.e. the segment marginal for duration <= K. A row
+  // of duration 0 (a skipped phone) and rows past num_queries[b] get 0.
+  // log_z [B] (nullptr = not wanted). Workspace: workspace_bytes(dims).
+  // An utterance with log Z = -inf is an error, as in backward().
+  virtual void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                              const int32_t* num_queries, double* log_z, double* out, void* workspace) = 0;
+
+  // Constrained forward-backward under the transcript (align's phone inputs):
+  // for each phone n and its query span spans[b][n] = (s, r) ([B][N][2], e.g.
+  // align's output), out [B][N][3] float64 =
+  //   (P_c(phone n occupies [s', e') with |s'-s| <= 1, |e'-e| <= 1)   = boundary_confidence,
+  //    P_c(phone n starts at s' with |s'-s| <= 1),  P_c(phone n ends at e' with |e'-e| <= 1))
+  // with e = s + r; for r = 0 all three are P_c(phone n is skipped). log_z_c [B]
+  // (nullptr = not wanted) = log Z_c, -inf for an infeasible utterance (then
+  // out is 0; not an error). Rows past num_phones[b] are 0. Workspace:
+  // align_posterior_workspace_bytes (the cpu backend, like align, keeps
+  // (T+1) N x 32 bytes per thread; the caller checks align_posterior_table_bytes
+  // against its memory limit first, docs/align.md).
+  virtual size_t align_posterior_workspace_bytes(const Dims& dims, int64_t N) const = 0;
+  virtual void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                                const int32_t* num_phones, const int32_t* optional, const int32_t* spans,
+                                double* log_z_c, double* out, void* workspace) = 0;
 
   // Posterior probability that a segment ends at frame boundary t, for
   // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.
@@ -196,6 +226,22 @@ std::vector<Segment> gold_segments(const int32_t* labels, int32_t length, int64_
 void validate_align_host(const Dims& dims, int64_t N, const int32_t* phones, const int32_t* num_phones,
                          const int32_t* optional = nullptr);
 
+// Host-side checks of the confidence queries (every host backend calls them;
+// the cuda backend checks on the device with the same messages): spans
+// [B][N][2] for phones n < num_phones[b] with start >= 0, duration >= 0 and
+// start + duration <= lengths[b]; queries [B][Q][3] with num_queries[b] in
+// [0, Q], start >= 0, duration >= 0, start + duration <= lengths[b], label in
+// [0, C). Throws std::invalid_argument naming the tensor, the index and the value.
+void validate_align_spans_host(const Dims& dims, int64_t N, const int32_t* num_phones, const int32_t* lengths,
+                               const int32_t* spans);
+void validate_span_queries_host(const Dims& dims, int64_t Q, const int32_t* queries, const int32_t* num_queries,
+                                const int32_t* lengths);
+// Bytes of the constrained forward-backward's tables for one utterance of
+// T+1 frames and N phones (four float64 tables of (T+1) N).
+inline double align_posterior_table_bytes(int64_t T, int64_t N) {
+  return 32.0 * static_cast<double>(T + 1) * static_cast<double>(N);
+}
+
 // The segments (start, duration, label) of an alignment's segmentation:
 // each phone's span [start, start+duration) split left to right into pieces
 // of K, then the remainder (the gold-run rule); skipped phones (duration 0)
@@ -259,4 +305,19 @@ struct AlignResult {
 };
 AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
                        const int32_t* phones, const int32_t* num_phones, const int32_t* optional = nullptr);
+// Confidence on host arrays for any backend (copies for cuda): span
+// marginals [B][Q] and log Z [B]; constrained posteriors [B][N][3] and log Z_c [B].
+struct SpanMarginalResult {
+  std::vector<double> log_z;     // [B]
+  std::vector<double> marginal;  // [B][Q]
+};
+SpanMarginalResult span_marginals_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t Q,
+                                       const int32_t* queries, const int32_t* num_queries);
+struct AlignPosteriorResult {
+  std::vector<double> log_z_c;    // [B], -inf for an infeasible utterance
+  std::vector<double> posterior;  // [B][N][3]
+};
+AlignPosteriorResult align_posteriors_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
+                                           const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
+                                           const int32_t* spans);
 }  // namespace timitseg::crf

@@ -11,7 +11,7 @@ Session::Session(Backend& backend, void* stream)
     : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
   backend_.set_stream(stream_);
   for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
-                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
+                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &conf_in_, &conf_out_})
     b->set_memory(mem_);
 }
 
@@ -23,13 +23,15 @@ void* Session::workspace(const Dims& dims) {
 size_t Session::bytes_reserved() const {
   size_t n = 0;
   for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
-                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_})
+                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &conf_in_, &conf_out_})
     n += b->capacity();
   return n;
 }
 
 void Session::log_partition(const Dims& dims, const Params& p, double* log_z) {
-  backend_.log_partition(dims, p, log_z, workspace(dims));
+  // The forward alone may need less than workspace(dims): grow only to that.
+  ws_.reserve(backend_.log_partition_workspace_bytes(dims));
+  backend_.log_partition(dims, p, log_z, ws_.data());
 }
 
 void Session::gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold) {

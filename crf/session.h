@@ -61,6 +61,19 @@ class Session {
   AlignResult align_host(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
                          const int32_t* num_phones, const int32_t* optional = nullptr);
 
+  // Confidence (Backend::span_marginals, Backend::align_posteriors) with the
+  // session's workspaces, pointers in the backend's memory space; and the same
+  // on host arrays for any backend (copies for cuda; validates first).
+  void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                      const int32_t* num_queries, double* log_z, double* out);
+  void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                        const int32_t* optional, const int32_t* spans, double* log_z_c, double* out);
+  SpanMarginalResult span_marginals_host(const Dims& dims, const Params& host_params, int64_t Q,
+                                         const int32_t* queries, const int32_t* num_queries);
+  AlignPosteriorResult align_posteriors_host(const Dims& dims, const Params& host_params, int64_t N,
+                                             const int32_t* phones, const int32_t* num_phones,
+                                             const int32_t* optional, const int32_t* spans);
+
   // The workspace for these dims (grown when needed); nullptr when the
   // backend needs none.
   void* workspace(const Dims& dims);
@@ -76,6 +89,7 @@ class Session {
   Buffer cum_, A_, D_, s_, e_, len_, lab_;
   Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
   Buffer align_ws_, ph_, nph_, aspans_, opt_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
+  Buffer conf_in_, conf_out_;  // confidence: queries [B][Q][3] or spans [B][N][2]; outputs [B][Q] or [B][N][3]
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
   // Copies host inputs into the device buffers (padding rows zeroed); the device Params.
   Params upload_params(const Dims& dims, const Params& hp);

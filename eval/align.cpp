@@ -116,7 +116,10 @@ Ready read_job(const Job& job, const model::ModelState& s, int threads) {
 
 // Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
 // r; skipped optional phones (0 frames) are left out.
-void write_alignment(const Ready& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o) {
+// conf (nullptr: not computed) holds the confidences of this utterance's phones at `at` ([B][N] arrays).
+void write_alignment(const Ready& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
+                     const model::AlignConfidence* conf, size_t at) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -132,6 +135,17 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
   out.audio = r.job->audio;
   out.sample_rate = r.file_rate;
   out.num_samples = r.n_file;
+  UtteranceConfidence uc;
+  if (conf) {
+    std::vector<int32_t> dur(n);
+    for (size_t i = 0; i < n; ++i) dur[i] = spans[2 * i + 1];
+    uc = utterance_confidence(dur, r.cs.word_first, r.cs.word_last, static_cast<int>(r.cs.words.size()),
+                              conf->boundary.data() + at, conf->start.data() + at, conf->end.data() + at,
+                              conf->label.data() + at);
+    out.phone_confidence = uc.phones;
+    spdlog::info("{}: {} phones, mean boundary_confidence {:.3f}, mean label_confidence {:.3f}", r.job->audio,
+                 uc.phones.size(), uc.mean_boundary, uc.mean_label);
+  }
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
     b[i] = to_file(boundary_sample(spans[2 * i], s.features));
@@ -142,7 +156,11 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
     // Word w spans its first to its last phone; a phone shared by two words
     // (equal labels merged across the boundary) is split at its midpoint.
     out.has_words = true;
-    int64_t at = 0;
+    int64_t t = 0;
+    size_t next_word = 0;
+    auto gap_conf = [&] {
+      if (conf) out.word_confidence.emplace_back(0.0, 0.0);  // a gap: not written
+    };
     for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
       int64_t ws = -1, we = -1;
       for (size_t i = 0; i < n; ++i) {
@@ -153,15 +171,19 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
         we = r.cs.word_last[i] > w ? mid : e[i];
       }
       if (ws < 0) continue;  // cannot happen: every word has a phone
-      if (ws > at) out.words.emplace_back(at, ws, "");
+      if (ws > t) out.words.emplace_back(t, ws, ""), gap_conf();
       out.words.emplace_back(ws, we, r.cs.words[w]);
-      at = we;
+      if (conf) out.word_confidence.push_back(uc.words[next_word++]);
+      t = we;
     }
-    if (at < r.n_file) out.words.emplace_back(at, r.n_file, "");
+    if (t < r.n_file) out.words.emplace_back(t, r.n_file, ""), gap_conf();
   }
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
   for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
+  if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 // Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
@@ -389,7 +411,8 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
-crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N) {
+crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
+                             model::AlignConfidence* conf) {
   std::vector<const data::Utterance*> utts;
   for (const Ready& r : pending) {
     utts.push_back(&r.utt);
@@ -404,7 +427,7 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
   }
   const auto t0 = std::chrono::steady_clock::now();
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-  crf::AlignResult r = exec.align(batch, N, phones, nph, optional);
+  crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
   if (B == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: encoder and alignment in {:.2f} s", pending[0].job->audio, seconds_since(t0));
   return r;
@@ -425,8 +448,7 @@ int align(const AlignOptions& o) {
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  // the model's own transition: no phone bonus, no posterior decoding
-  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);
+  auto exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
   int done = 0;
   std::vector<std::string> failed;
@@ -444,14 +466,14 @@ int align(const AlignOptions& o) {
     if (pending.empty()) return;
     int64_t N = 1;
     crf::AlignResult r;
+    model::AlignConfidence conf;
     try {
-      r = align_batch(*exec, pending, s, N);
+      r = align_batch(*exec, pending, s, N, &conf);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
       for (const Ready& p : pending) report(p.job->audio, e.what(), false);
       pending.clear();
       return;
     }
-    const auto t_aligned = std::chrono::steady_clock::now();
     const int64_t B = static_cast<int64_t>(pending.size());
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
@@ -459,14 +481,17 @@ int align(const AlignOptions& o) {
         if (!(r.score[b] > -INFINITY))
           throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
                                          "entries forbid this phone sequence at this length)");
-        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o);
+        if (!conf.computed[b] && !conf.reason[b].empty())
+          spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
+        else if (conf.windowed[b])
+          spdlog::info("{}: confidences {}", src, conf.reason[b]);
+        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o, conf.computed[b] ? &conf : nullptr,
+                        static_cast<size_t>(b * N));
         ++done;
       } catch (const std::exception& e) {
         report(src, e.what(), false);
       }
     }
-    if (pending.size() == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-      spdlog::info("{}: outputs written in {:.2f} s", pending[0].job->audio, seconds_since(t_aligned));
     pending.clear();
   };
   // Each batch's inputs (audio, features, transcript) are read in parallel

@@ -16,6 +16,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/transcripts.h"
+#include "eval/confidence_metrics.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
 #include "model/labels.h"
@@ -100,6 +101,7 @@ struct AlignMetrics {
   BoundaryErrors samples;      // sample-accurate
   int64_t utterances = 0, infeasible = 0, without_phn = 0;  // without_phn: no readable .PHN beside the audio
   double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
+  ConfidenceMetrics confidence;  // the confidences scored (docs/align.md "Confidence")
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
   // aligned in samples at hyp_rate, with the broad class of the phone after each.

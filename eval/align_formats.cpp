@@ -22,15 +22,42 @@ std::string seconds(int64_t sample, int rate) {
   return buf;
 }
 
+std::string fixed6(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6f", v);
+  return buf;
+}
+
 std::string phn(const AlignedOutput& a) {
   std::string text;
   for (const auto& [b, e, label] : a.phones) text += std::to_string(b) + " " + std::to_string(e) + " " + label + "\n";
   return text;
 }
 
+std::string fixed3(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3f", v);
+  return buf;
+}
+
+// The phones tier's intervals with a confidence as text (which: 0 boundary, 1 label).
+std::vector<Interval> confidence_tier(const AlignedOutput& a, int which) {
+  std::vector<Interval> iv;
+  for (size_t i = 0; i < a.phones.size(); ++i) {
+    const auto& [b, e, label] = a.phones[i];
+    const auto& c = a.phone_confidence[i];
+    iv.emplace_back(b, e, fixed3(which == 0 ? c.first : c.second));
+  }
+  return iv;
+}
+
 std::string textgrid(const AlignedOutput& a) {
   std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", a.phones}};
   if (a.has_words) tiers.emplace_back("words", a.words);
+  if (!a.phone_confidence.empty()) {
+    tiers.emplace_back("boundary_confidence", confidence_tier(a, 0));
+    tiers.emplace_back("label_confidence", confidence_tier(a, 1));
+  }
   return textgrid_tiers(tiers, a.num_samples, a.sample_rate);
 }
 
@@ -43,34 +70,49 @@ std::string csv_field(const std::string& s) {
 }
 
 std::string csv(const AlignedOutput& a) {
-  std::string text = "tier,start,end,start_sample,end_sample,label\n";
-  auto rows = [&](const char* tier, const std::vector<Interval>& iv) {
-    for (const auto& [b, e, label] : iv) {
+  const bool conf = !a.phone_confidence.empty();
+  const bool post = !a.phone_posterior.empty();
+  std::string text = std::string("tier,start,end,start_sample,end_sample,label") +
+                     (conf ? ",boundary_confidence,label_confidence" : "") + (post ? ",posterior" : "") + "\n";
+  auto rows = [&](const char* tier, const std::vector<Interval>& iv, const std::vector<std::pair<double, double>>& c) {
+    for (size_t i = 0; i < iv.size(); ++i) {
+      const auto& [b, e, label] = iv[i];
       if (label.empty()) continue;  // a words-tier gap
       text += std::string(tier) + "," + seconds(b, a.sample_rate) + "," + seconds(e, a.sample_rate) + "," +
-              std::to_string(b) + "," + std::to_string(e) + "," + csv_field(label) + "\n";
+              std::to_string(b) + "," + std::to_string(e) + "," + csv_field(label);
+      if (conf) text += "," + fixed6(c[i].first) + "," + fixed6(c[i].second);
+      if (post) text += "," + (&iv == &a.phones ? fixed6(a.phone_posterior[i]) : std::string());
+      text += "\n";
     }
   };
-  rows("phone", a.phones);
-  if (a.has_words) rows("word", a.words);
+  rows("phone", a.phones, a.phone_confidence);
+  if (a.has_words) rows("word", a.words, a.word_confidence);
   return text;
 }
 
 std::string json(const AlignedOutput& a) {
-  auto list = [&](const std::vector<Interval>& iv) {
+  auto list = [&](const std::vector<Interval>& iv, const std::vector<std::pair<double, double>>& c) {
     nlohmann::json l = nlohmann::json::array();
-    for (const auto& [b, e, label] : iv)
-      if (!label.empty())
-        l.push_back({{"label", label},
-                     {"start", static_cast<double>(b) / a.sample_rate},
-                     {"end", static_cast<double>(e) / a.sample_rate},
-                     {"start_sample", b},
-                     {"end_sample", e}});
+    for (size_t i = 0; i < iv.size(); ++i) {
+      const auto& [b, e, label] = iv[i];
+      if (label.empty()) continue;
+      nlohmann::json row = {{"label", label},
+                            {"start", static_cast<double>(b) / a.sample_rate},
+                            {"end", static_cast<double>(e) / a.sample_rate},
+                            {"start_sample", b},
+                            {"end_sample", e}};
+      if (!c.empty()) row["boundary_confidence"] = c[i].first, row["label_confidence"] = c[i].second;
+      if (&iv == &a.phones && !a.phone_posterior.empty()) row["posterior"] = a.phone_posterior[i];
+      l.push_back(row);
+    }
     return l;
   };
-  nlohmann::json j = {{"utterance", a.utterance},   {"audio", a.audio},        {"sample_rate", a.sample_rate},
-                      {"num_samples", a.num_samples}, {"phones", list(a.phones)}};
-  if (a.has_words) j["words"] = list(a.words);
+  nlohmann::json j = {{"utterance", a.utterance},
+                      {"audio", a.audio},
+                      {"sample_rate", a.sample_rate},
+                      {"num_samples", a.num_samples},
+                      {"phones", list(a.phones, a.phone_confidence)}};
+  if (a.has_words) j["words"] = list(a.words, a.word_confidence);
   return j.dump(2) + "\n";
 }
 
@@ -104,6 +146,35 @@ const std::vector<Format>& formats() {
 }
 
 }  // namespace
+
+UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, const std::vector<int>& word_first,
+                                         const std::vector<int>& word_last, int num_words, const double* boundary,
+                                         const double* start, const double* end, const double* label) {
+  UtteranceConfidence u;
+  const size_t n = durations.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (durations[i] == 0) continue;  // a skipped phone is not written
+    u.phones.emplace_back(boundary[i], label[i]);
+    u.mean_boundary += boundary[i];
+    u.mean_label += label[i];
+  }
+  if (!u.phones.empty()) {
+    u.mean_boundary /= static_cast<double>(u.phones.size());
+    u.mean_label /= static_cast<double>(u.phones.size());
+  }
+  for (int w = 0; w < num_words; ++w) {
+    double first_start = -1.0, last_end = -1.0, lab = 1.0;
+    for (size_t i = 0; i < n; ++i) {
+      if (durations[i] == 0 || word_first[i] < 0 || w < word_first[i] || w > word_last[i]) continue;
+      if (first_start < 0.0) first_start = start[i];
+      last_end = end[i];
+      lab = std::min(lab, label[i]);
+    }
+    if (first_start < 0.0) continue;  // cannot happen: every word has a phone
+    u.words.emplace_back(std::min(first_start, last_end), lab);
+  }
+  return u;
+}
 
 const std::vector<std::string>& align_format_names() {
   static const std::vector<std::string> n = [] {

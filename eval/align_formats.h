@@ -20,7 +20,26 @@ struct AlignedOutput {
   std::vector<Interval> phones;  // contiguous, covering [0, num_samples)
   bool has_words = false;
   std::vector<Interval> words;  // the words tier: the words and "" where no word is (covers the file)
+  // Confidence (docs/crf.md "Confidence"), one (boundary_confidence,
+  // label_confidence) per entry of phones and of words (gaps: unused); empty
+  // when not computed (the formats then leave the fields out).
+  std::vector<std::pair<double, double>> phone_confidence, word_confidence;
+  // decode: each phone's posterior (its span marginal), csv column and JSON key "posterior"; empty = none.
+  std::vector<double> phone_posterior;
 };
+
+// Confidence of the phones of one utterance, aligned spans given: per kept
+// phone (boundary, label) and per word (min of its first phone's start and
+// last phone's end window; min of its phones' label confidence). word_first/
+// word_last [n] as ClassSequence; durations [n] (0 = skipped); start/end/
+// boundary/label [n]. Returns per kept phone and per word (in word order).
+struct UtteranceConfidence {
+  std::vector<std::pair<double, double>> phones, words;
+  double mean_boundary = 0.0, mean_label = 0.0;
+};
+UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, const std::vector<int>& word_first,
+                                         const std::vector<int>& word_last, int num_words, const double* boundary,
+                                         const double* start, const double* end, const double* label);
 
 // Format names in table order: phn, textgrid, csv, json, ctm.
 const std::vector<std::string>& align_format_names();

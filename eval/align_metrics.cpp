@@ -4,6 +4,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <numeric>
+#include <random>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -155,6 +157,7 @@ nlohmann::json AlignMetrics::to_json() const {
   sj["by_class"] = samples.by_class();
   sj["without_phn"] = without_phn;
   j["samples"] = sj;
+  j["confidence"] = confidence.to_json();
   return j;
 }
 
@@ -177,7 +180,7 @@ std::string AlignMetrics::table() const {
                   static_cast<long long>(without_phn));
     out += buf;
   }
-  return out;
+  return out + confidence.table();
 }
 
 namespace {
@@ -191,7 +194,8 @@ std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t 
 
 // Aligns each utterance of `part` to its class sequence; the result and N.
 crf::AlignResult align_part(model::Executor& exec, const std::vector<const data::Utterance*>& part,
-                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, int64_t* N_out) {
+                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, int64_t* N_out,
+                            model::AlignConfidence* conf = nullptr) {
   const model::Batch batch = model::make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   int64_t N = 1;
   for (const auto& q : seqs) N = std::max<int64_t>(N, static_cast<int64_t>(q.size()));
@@ -202,7 +206,80 @@ crf::AlignResult align_part(model::Executor& exec, const std::vector<const data:
     std::copy(seqs[b].begin(), seqs[b].end(), phones.begin() + b * N);
   }
   *N_out = N;
-  return exec.align(batch, N, phones, nph, {});
+  return exec.align(batch, N, phones, nph, {}, conf);
+}
+
+// The boundary confidences of utterance b (aligned to its frame runs, which
+// are also its .PHN's phones): off_20ms against the .PHN in samples, within_1
+// against the frame runs (ConfidenceMetrics).
+void add_boundary_confidence(const crf::AlignResult& r, const model::AlignConfidence& conf, int64_t b, int64_t N,
+                             const std::vector<std::pair<int32_t, int32_t>>& runs, const std::vector<RefPhone>& phn,
+                             int rate, const model::ModelState& s, ConfidenceMetrics* cm) {
+  if (!conf.computed[b]) {
+    cm->not_computed += conf.reason[b].empty() ? 0 : 1;
+    return;
+  }
+  const size_t n = runs.size();
+  int32_t ref_start = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t u = r.spans[(b * N + i) * 2], e = u + r.spans[(b * N + i) * 2 + 1];
+    const int32_t ref_end = ref_start + runs[i].second;
+    const double ms_per_sample = 1000.0 / rate, ms_model = 1000.0 / s.features.sample_rate;
+    const double err_start = i == 0 ? 0.0 : std::fabs(phn[i].start * ms_per_sample - boundary_sample(u, s.features) * ms_model);
+    const double err_end = i + 1 == n ? 0.0 : std::fabs(phn[i].end * ms_per_sample - boundary_sample(e, s.features) * ms_model);
+    cm->boundary.push_back(conf.boundary[b * N + i]);
+    cm->off_20ms.push_back(err_start > 20.0 || err_end > 20.0);
+    cm->within_1.push_back(std::abs(u - ref_start) <= 1 && std::abs(e - ref_end) <= 1);
+    ref_start = ref_end;
+  }
+}
+
+// 10 % of each transcript's phones (at least one) replaced by another label,
+// drawn from a generator seeded by the utterance id (FNV-1a): reproducible
+// whatever the batch or thread count.
+std::vector<int32_t> corrupt(const std::vector<int32_t>& seq, const std::string& id, int C, std::vector<char>* replaced) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : id) h = (h ^ ch) * 1099511628211ULL;
+  std::mt19937_64 rng(h ^ 34);
+  const size_t n = seq.size();
+  const size_t k = std::max<size_t>(1, static_cast<size_t>(std::llround(0.1 * static_cast<double>(n))));
+  std::vector<size_t> idx(n);
+  std::iota(idx.begin(), idx.end(), size_t{0});
+  std::shuffle(idx.begin(), idx.end(), rng);
+  std::vector<int32_t> out = seq;
+  replaced->assign(n, 0);
+  for (size_t j = 0; j < k && j < n && C > 1; ++j) {
+    const int32_t shift = 1 + static_cast<int32_t>(std::uniform_int_distribution<int>(0, C - 2)(rng));
+    out[idx[j]] = (seq[idx[j]] + shift) % C;
+    (*replaced)[idx[j]] = 1;
+  }
+  return out;
+}
+
+// Aligns the corrupted transcripts of `part` and adds each phone's
+// label_confidence, whether it was replaced, and whether it is exact (not
+// replaced, the reference run's span).
+void score_label_confidence(model::Executor& exec, const std::vector<const data::Utterance*>& part,
+                            const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
+                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, ConfidenceMetrics* cm) {
+  std::vector<std::vector<int32_t>> bad(part.size());
+  std::vector<std::vector<char>> replaced(part.size());
+  for (size_t b = 0; b < part.size(); ++b) bad[b] = corrupt(seqs[b], part[b]->id, s.labels.size(), &replaced[b]);
+  int64_t N = 1;
+  model::AlignConfidence conf;
+  const crf::AlignResult r = align_part(exec, part, bad, s, &N, &conf);
+  for (size_t b = 0; b < part.size(); ++b) {
+    if (!conf.computed[b]) continue;
+    int32_t ref_start = 0;
+    for (size_t i = 0; i < bad[b].size(); ++i) {
+      const int64_t at = static_cast<int64_t>(b) * N + static_cast<int64_t>(i);
+      const bool same_span = r.spans[at * 2] == ref_start && r.spans[at * 2 + 1] == refs[b][i].second;
+      cm->label.push_back(conf.label[at]);
+      cm->replaced.push_back(replaced[b][i]);
+      cm->exact.push_back(!replaced[b][i] && same_span);
+      ref_start += refs[b][i].second;
+    }
+  }
 }
 
 }  // namespace
@@ -227,8 +304,10 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
       for (const auto& run : refs.back()) seqs.back().push_back(run.first);
     }
     int64_t N = 1;
-    const crf::AlignResult r = align_part(exec, part, seqs, s, &N);
+    model::AlignConfidence conf;
+    const crf::AlignResult r = align_part(exec, part, seqs, s, &N, &conf);
     m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    score_label_confidence(exec, part, refs, seqs, s, &m.confidence);
     // sample-accurate: the .PHN's own phone sequence; realigned when it differs from the frame runs
     std::vector<std::vector<RefPhone>> phn(part.size());
     std::vector<int> rates(part.size(), 0);
@@ -277,6 +356,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
           spdlog::warn("evaluate --align: {}: its .PHN phone sequence has no alignment of finite score", part[b]->id);
         continue;
       }
+      if (!other) add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m.confidence);
       const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
       std::vector<int64_t> ref, hyp;
       std::vector<int> cls;

@@ -1,6 +1,8 @@
 // Evaluation and decoding with a checkpoint (self-contained: feature options,
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
+
+#include "eval/align_formats.h"
 #include "model/device_choice.h"
 #include "model/options.h"
 
@@ -317,19 +319,27 @@ namespace {
 // to the model's rate, saying so in one line; the .PHN is in samples of the
 // file as given (its own rate), the TextGrid in seconds.
 void decode_one(const std::string& src, const fs::path& stem, const model::ModelState& s, model::Executor& exec,
-                const std::string& out_dir, int threads) {
+                const DecodeOptions& o) {
+  const std::string& out_dir = o.out_dir;
   const auto t0 = std::chrono::steady_clock::now();
   const data::Audio original = data::read_audio(src);
   const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, threads);
+  std::vector<std::string> more;  // csv, json, ctm: the align writers, with each row's posterior
+  for (const std::string& f : o.formats)
+    if (f != "phn" && f != "textgrid") more.push_back(f);
+  std::vector<double> posterior;
+  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, more.empty() ? nullptr : &posterior, o.threads);
   const auto t1 = std::chrono::steady_clock::now();
   std::string text;
   for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
   const fs::path base = fs::path(out_dir) / stem;
   fs::create_directories(base.parent_path());
-  write_file_atomic(base.string() + ".PHN", text);
   const int64_t n_file = static_cast<int64_t>(original.samples.size());
-  write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
+  if (std::find(o.formats.begin(), o.formats.end(), "phn") != o.formats.end()) write_file_atomic(base.string() + ".PHN", text);
+  if (std::find(o.formats.begin(), o.formats.end(), "textgrid") != o.formats.end())
+    write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
+  AlignedOutput out{stem.string(), src, original.sample_rate, n_file, phn, false, {}, {}, {}, posterior};
+  for (const auto& [suffix, body] : render_alignment(out, more)) write_file_atomic(base.string() + suffix, body);
   spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
   if (data::num_frames_for(static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
                                 std::max(1, original.sample_rate),
@@ -343,7 +353,7 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
 // Audio at another rate or with several channels is resampled (libsoxr) and
 // down-mixed to the model's rate, saying so in one line.
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, int threads) {
+                                 model::Executor& exec, std::vector<double>* posterior, int threads) {
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
@@ -378,16 +388,24 @@ std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string&
     return std::min(y, n_file);
   };
   std::vector<PhnRow> phn;
+  std::vector<int32_t> spans;  // [rows][3] (start frame, frames, label) of the merged rows
   for (size_t i = 0; i < segs[0].size(); ++i) {
     const crf::Segment& x = segs[0][i];
     const int64_t b = to_file(boundary_sample(x.start, s.features));
     const int64_t e =
         i + 1 == segs[0].size() ? n_file : to_file(boundary_sample(x.start + x.duration, s.features));
     // adjacent segments with the same label (a run longer than K) are merged
-    if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label])
+    if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label]) {
       std::get<1>(phn.back()) = e;
-    else
+      spans[spans.size() - 2] += x.duration;
+    } else {
       phn.emplace_back(b, e, s.labels.names[x.label]);
+      spans.insert(spans.end(), {x.start, x.duration, x.label});
+    }
+  }
+  if (posterior) {  // each row's span marginal (a run longer than K: its pieces in a row; docs/crf.md "Confidence")
+    const int32_t rows = static_cast<int32_t>(phn.size());
+    *posterior = exec.span_marginals(batch, rows, spans, {rows});
   }
   return phn;
 }
@@ -481,6 +499,7 @@ int decode(const DecodeOptions& o) {
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
+  parse_align_formats(o.formats);  // an unknown name stops the command before any work
   std::unique_ptr<model::Executor> exec =
       make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)
@@ -507,7 +526,7 @@ int decode(const DecodeOptions& o) {
   std::vector<std::string> failed;
   for (const auto& [src, stem] : jobs) {
     try {
-      decode_one(src, stem, s, *exec, o.out_dir, o.threads);
+      decode_one(src, stem, s, *exec, o);
       ++done;
     } catch (const std::exception& e) {
       std::string msg = e.what();

@@ -66,6 +66,7 @@ struct DecodeOptions {
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
   int64_t centre_frames = 0;          // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
@@ -111,8 +112,9 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesyst
 // timitseg_model_decode_* (include/timitseg.h) call it too. threads: the
 // feature workers (data::compute_features; the result does not depend on it).
 using PhnRow = std::tuple<int64_t, int64_t, std::string>;
+// posterior (nullptr = not wanted): each row's span marginal, [rows] (docs/crf.md "Confidence").
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, int threads = 1);
+                                 model::Executor& exec, std::vector<double>* posterior = nullptr, int threads = 1);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

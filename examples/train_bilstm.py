@@ -5,8 +5,8 @@
     python3 examples/train_bilstm.py --workdir work/demo/prep --epochs 30
 
 The model is the app's recipe (configs/synth.yaml's values are the defaults)
-in PyTorch: CMVN'd features -> BiLSTM (dropout) -> linear projection to 39
-classes, and a second projection to onset scores (crf.onset_features) ->
+in PyTorch: CMVN'd features -> input Linear (dropout) -> BiLSTM (dropout
+between layers) -> linear projection to 39 classes, and a second projection to onset scores (crf.onset_features) ->
 timitseg.torch.SemiCRF (mean NLL per utterance + crf.reg's penalty; duration
 bias initialised N(0, 0.1^2) + log p(d | label) of the train split, as
 crf.duration_init: data; the CRF's parameters at crf.lr_scale x the lr), AdamW
@@ -68,21 +68,29 @@ def duration_log_prior(labels, K, C):
 
 
 class Tagger(torch.nn.Module):
+    """The app's model (model/params.h, docs/config.md "model"): an input Linear D -> W, dropout,
+    a BiLSTM of W/2 units per direction with dropout between layers and none after the last,
+    crf.projection W -> C (its bias held at its initial value, as the app holds it without
+    crf.frame_ce_weight: its gradient is 0 in exact arithmetic) and crf.onset_projection W -> C.
+    torch's default initialisations draw from the app's ranges (U(+-1/sqrt(fan_in)), U(+-1/sqrt(H)))."""
+
     def __init__(self, dim, hidden, layers, classes, a):
         super().__init__()
-        self.lstm = torch.nn.LSTM(dim, hidden // 2, layers, batch_first=True, bidirectional=True,
-                                  dropout=a.dropout if layers > 1 else 0.0)
+        self.inp = torch.nn.Linear(dim, hidden)
         self.drop = torch.nn.Dropout(a.dropout)
+        self.lstm = torch.nn.LSTM(hidden, hidden // 2, layers, batch_first=True, bidirectional=True,
+                                  dropout=a.dropout if layers > 1 else 0.0)
         self.proj = torch.nn.Linear(hidden, classes)
+        self.proj.bias.requires_grad_(False)
         self.onset = torch.nn.Linear(hidden, classes) if a.onset else None
         self.crf = SemiCRF(classes, a.max_duration, backend=a.backend, reg=a.reg, phone_bonus=a.phone_bonus,
                            init_scale=0.1)
 
     def scores(self, x, lengths):
+        x = self.drop(self.inp(x))
         packed = torch.nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
         h, _ = self.lstm(packed)
         h, _ = torch.nn.utils.rnn.pad_packed_sequence(h, batch_first=True, total_length=x.shape[1])
-        h = self.drop(h)
         return self.proj(h), (self.onset(h) if self.onset is not None else None)
 
 
@@ -135,7 +143,12 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--backend", default="auto", help="CRF backend: auto, cpu, cuda, reference")
+    ap.add_argument("--metrics", help="write one JSON line per epoch (epoch, train_loss, dev_per as a fraction, "
+                                      "as the app's metrics.jsonl) to this file")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
     a = ap.parse_args()
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
     phones = json.load(open(os.path.join(a.workdir, "phones.json")))
@@ -151,18 +164,18 @@ def main():
             prior = duration_log_prior([l for _, l in train], a.max_duration, C)
             model.crf.duration_bias += torch.from_numpy(prior).float().to(a.device)
     crf_params = list(model.crf.parameters())
-    others = [p for p in model.parameters() if all(p is not q for q in crf_params)]
+    others = [p for p in model.parameters() if p.requires_grad and all(p is not q for q in crf_params)]
     opt = torch.optim.AdamW([{"params": others}, {"params": crf_params, "lr": a.lr * a.lr_scale}], lr=a.lr,
                             weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a.epochs)
     print("train %d utterances, dev %d; CRF backend %s on %s" % (len(train), len(dev), model.crf.backend, a.device))
-    best = float("inf")
+    best, lines = float("inf"), []
     for epoch in range(1, a.epochs + 1):
         t0, total = time.time(), 0.0
         for x, lengths, y in batches(train, a.batch_size, rng):
             x, lengths, y = x.to(a.device), lengths.to(a.device), y.to(a.device)
             s, o = model.scores(x, lengths)
-            loss = model.crf(s, lengths, labels=y, onset=o).mean() + model.crf.penalty()
+            loss = model.crf(s, lengths, labels=y, onset=o, reduction="mean") + model.crf.penalty()
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), a.clip_norm)
@@ -173,6 +186,12 @@ def main():
         best = min(best, per)
         print("epoch %d: train loss %.4f, dev PER %.2f%% (best %.2f%%), %.1f s"
               % (epoch, total / len(train), per, best, time.time() - t0), flush=True)
+        if a.metrics:  # one JSON line per epoch, the file replaced whole (never half-written)
+            lines.append(json.dumps({"epoch": epoch, "train_loss": total / len(train), "dev_per": per / 100.0}))
+            tmp = a.metrics + ".tmp"
+            with open(tmp, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            os.replace(tmp, a.metrics)
 
 
 if __name__ == "__main__":

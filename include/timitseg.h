@@ -182,7 +182,10 @@ TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
 
 /* Viterbi: score [B] F32/F64; segments [B][T][3] I32 rows (start, duration,
  * label) in time order, num_segments [B] I32; rows past num_segments[b] are
- * written 0. Ties: smallest duration, then smallest label. */
+ * written 0. Ties: smallest duration, then smallest label. On the cuda backend
+ * with float32 scores, int32 lengths and contiguous outputs on the device
+ * (score F32/F64, segments and num_segments I32) the whole call stays on the
+ * device, on `stream` (the zero-copy path, docs/python.md). */
 TIMITSEG_API int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
                                       timitseg_tensor* segments, timitseg_tensor* num_segments);
 
@@ -191,6 +194,17 @@ TIMITSEG_API int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batc
  * F32/F64: P(frame t lies in a segment of label c) (0 on padding). */
 TIMITSEG_API int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,
                                         timitseg_tensor* frames);
+
+/* Segment posteriors: segments [B][T][K][C] F32/F64, entry [b][t][d-1][c] =
+ * P(a segment of label c and duration d ends at frame t, i.e. covers frames
+ * t-d+1..t); 0 for t >= length or d > t+1. Summed over d and c, row t is the
+ * boundary posterior at t+1 of timitseg_crf_marginals. Every backend computes
+ * them on the host in float64 (the reference recurrences; CUDA tensors are
+ * copied). B*T*K*C may be at most TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
+ * (2 GiB as float64; TIMITSEG_ERR_SHAPE beyond). */
+#define TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES 268435456
+TIMITSEG_API int timitseg_crf_segment_posteriors(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                                 timitseg_tensor* segments);
 
 /* Forced alignment (docs/crf.md "Forced alignment"): phones [B][N] I32/I64,
  * num_phones [B] in [1, N] (0 allowed for an utterance of length 0),
@@ -233,6 +247,27 @@ TIMITSEG_API int timitseg_model_decode_samples(timitseg_model* model, const floa
  * list, reloading the checkpoint; the path may not contain white space). */
 TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones,
                                            timitseg_segments** out);
+
+/* Forced alignment of words through a pronunciation dictionary, as `timitseg
+ * align --words LIST --dict DICTIONARY` does (it runs that command's code, as
+ * timitseg_model_align_file does): words space separated; the dictionary a
+ * file in TIMIT's TIMITDIC.TXT or CMUdict's format. *phones receives the
+ * phone segments (the command's .PHN rows), *words the word segments (the
+ * words tier of its TextGrid/csv: begin and end samples, the word); both are
+ * freed with timitseg_segments_free. A word not in the dictionary, a bad
+ * dictionary line or a phone outside the label set is the error message. */
+typedef struct timitseg_align_words_options {
+  int32_t closures;           /* 1: stops and affricates get TIMIT's closure (b -> bcl b); 0 = --no-closures */
+  int32_t edge_silence;       /* 1: h# before the first and after the last word; 0 = --no-edge-silence */
+  int32_t word_silence;       /* 1 = --word-silence: a pau between every two words (may take 0 frames) */
+  int32_t obligatory_silence; /* 1 = --obligatory-silence: the silences take at least one frame */
+  const char* dict_format;    /* "timit", "cmudict" or "auto" (NULL = auto) */
+} timitseg_align_words_options;
+/* closures 1, edge_silence 1, word_silence 0, obligatory_silence 0, dict_format NULL: the command's defaults. */
+TIMITSEG_API timitseg_align_words_options timitseg_align_words_default_options(void);
+TIMITSEG_API int timitseg_model_align_words_file(timitseg_model* model, const char* path, const char* words,
+                                                 const char* dictionary, const timitseg_align_words_options* options,
+                                                 timitseg_segments** phones, timitseg_segments** words_out);
 
 /* Segments of a decode or an alignment: (begin sample, end sample, label name). */
 TIMITSEG_API int64_t timitseg_segments_count(const timitseg_segments* segs);

@@ -97,6 +97,26 @@ struct ExecutorOptions {
                                       // recording, M > 0 by the mean of M frames either side (model::long_cumsum)
 };
 
+// Confidence of aligned phones (docs/crf.md "Confidence"), [B][N] each on
+// the host: boundary (both boundaries within ±1 frame, under the transcript),
+// start and end (each boundary within ±1 frame), label (the unconstrained
+// span marginal of the phone's span and label). computed[b] = 0 when
+// utterance b's constrained table was over the memory limit (reason[b] says
+// why) or the utterance is infeasible; its scores are then 0.
+struct AlignConfidence {
+  std::vector<double> boundary, start, end, label;
+  std::vector<char> computed;
+  std::vector<char> windowed;  // 1: computed by windows of the transcript (fill_align_confidence)
+  std::vector<std::string> reason;
+};
+// The windows of fill_align_confidence for an utterance over the limit: core
+// phones per window, context phones on each side, and the memory limit of one
+// window (<= 0: utterance_limit).
+struct WindowLimits {
+  int64_t core = 32, margin = 16;
+  double limit = 0.0;
+};
+
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -136,12 +156,38 @@ class Executor {
   // indices; optional [B][N] 1 = may be skipped, empty = none). Returns score
   // [B] (-inf: infeasible) and spans [B][N][2] (start frame, frames; 0 frames
   // for a skipped phone) on the host; the model's own transition (no phone bonus).
+  // confidence (nullptr = not wanted): the scores of docs/crf.md "Confidence"
+  // for the aligned spans, from the same forward (fill_align_confidence).
   virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                 const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) = 0;
+                                 const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                                 AlignConfidence* confidence = nullptr) = 0;
+  // Span marginals (crf::Backend::span_marginals, docs/crf.md "Confidence")
+  // of queries [B][Q][3] (start, duration, label; num_queries [B]) after one
+  // forward without dropout, with the model's own transition (no phone
+  // bonus): [B][Q] on the host. decode's segment posteriors.
+  virtual std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                             const std::vector<int32_t>& num_queries) = 0;
   // cum_scores [B][T+1][C] of the last forward, on the host; empty when the
   // forward stopped before the cumsum. Used for the replay file of a failure.
   virtual std::vector<float> last_cum() = 0;
 };
+
+// Fills `out` for the aligned spans `r` of an align() on host arrays (any
+// backend through the session's copies): one batched call of
+// Backend::align_posteriors and of Backend::span_marginals when the batch's
+// constrained tables and the backend's workspace fit in kConfidenceBatchBytes,
+// else per utterance; an utterance whose own need exceeds
+// kConfidenceUtteranceBytes is scored by windows of its transcript (each
+// conditioned on the aligned phones outside it; docs/align.md), and not
+// computed (reason given) when even a window is over the limit.
+constexpr double kConfidenceBatchBytes = 1024.0 * 1024 * 1024;
+constexpr double kConfidenceUtteranceBytes = 512.0 * 1024 * 1024;
+void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                           const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
+                           double batch_limit = kConfidenceBatchBytes,
+                           double utterance_limit = kConfidenceUtteranceBytes,
+                           WindowLimits window_limits = WindowLimits());
 
 // The device of a setting: cpu, cuda, or auto (cuda when a CUDA device is
 // present, else cpu). Throws one line ("no CUDA device was found (...)") for

@@ -23,6 +23,7 @@
 #include "crf/cpu/cpu.h"
 #include "crf/cpu/align_banded.h"
 #include "crf/cpu/align_bounded.h"
+#include "crf/cpu/align_posteriors.h"
 
 #include <algorithm>
 #include <cmath>
@@ -323,6 +324,70 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Span marginals: exp(sigma[s,c] + the span's pieces + gamma[e,c] - log Z) (docs/crf.md "Confidence").
+  void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                      const int32_t* num_queries, double* log_z, double* out, void* ws) override {
+    validate_host(dims, p, nullptr);
+    validate_span_queries_host(dims, Q, queries, num_queries, p.lengths);
+    Prepared pr = prepare(dims, p, ws);
+    parallel_for(dims.B, static_cast<int>(pr.lay.threads), [&](int64_t b, int tid) {
+      Utt x = utt(pr, dims, p, b, tid);
+      const double lz = forward(x);
+      if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
+      if (log_z) log_z[b] = lz;
+      backward_pass(x);
+      double* o = out + b * Q;
+      std::fill(o, o + Q, 0.0);
+      for (int64_t i = 0; i < num_queries[b]; ++i) {
+        const int32_t* q = queries + (b * Q + i) * 3;
+        const int64_t v = q[0], r = q[1], c = q[2], C = x.C;
+        if (r == 0) continue;  // a skipped phone has no span
+        double sc = x.sigma[v * C + c];
+        for (int64_t pos = v; pos < v + r; pos += x.K) {
+          if (pos > v) sc += x.Ad(c, c);
+          const int64_t d = std::min(x.K, v + r - pos);
+          sc += x.with_onset(x.cm(pos + d, c) - x.cm(pos, c) + x.Dd(d, c), pos, c);
+        }
+        o[i] = std::exp(sc + x.gamma[(v + r) * C + c] - lz);
+      }
+    });
+  }
+
+  // Constrained forward-backward (crf/cpu/align_posteriors.h): per thread
+  // 4 (T+1) N doubles of tables and K doubles of scratch.
+  size_t align_posterior_workspace_bytes(const Dims& dims, int64_t N) const override {
+    return static_cast<size_t>(align_threads(dims)) * posterior_per_thread(dims, N);
+  }
+  void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                        const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                        double* out, void* ws) override {
+    validate_host(dims, p, nullptr);
+    validate_align_host(dims, N, phones, num_phones, optional);
+    validate_align_spans_host(dims, N, num_phones, p.lengths, spans);
+    const double table = align_posterior_table_bytes(dims.T, N);
+    if (table > static_cast<double>(cpu::kAlignPosteriorTableBytes))
+      throw std::invalid_argument("cpu backend: align_posteriors: T=" + std::to_string(dims.T) + " frames x N=" +
+                                  std::to_string(N) + " phones need a " +
+                                  std::to_string(static_cast<int64_t>(table / (1 << 20))) +
+                                  " MiB table per utterance, over the 512 MiB limit; compute it per window");
+    if (!ws) throw std::invalid_argument("cpu backend: align_posteriors workspace is null (allocate "
+                                         "align_posterior_workspace_bytes(dims, N) bytes)");
+    const size_t per_thread = posterior_per_thread(dims, N);
+    parallel_for(dims.B, align_threads(dims), [&](int64_t b, int tid) {
+      double* tables = reinterpret_cast<double*>(static_cast<char*>(ws) + static_cast<size_t>(tid) * per_thread);
+      const int64_t np = num_phones[b];
+      const AlignUtterance au{p.lengths[b], np, dims.K, dims.C, phones + b * N, optional ? optional + b * N : nullptr,
+                              p.cum_scores + b * (dims.T + 1) * dims.C,
+                              p.onset ? p.onset + b * dims.T * dims.C : nullptr, &p};
+      ConstrainedPosteriors cp(au, tables, tables + 4 * (au.L + 1) * np);
+      const double lz = cp.run();
+      if (log_z_c) log_z_c[b] = lz;
+      double* o = out + b * N * 3;
+      std::fill(o, o + N * 3, 0.0);
+      for (int64_t n = 0; n < np; ++n) cp.query(n, spans[(b * N + n) * 2], spans[(b * N + n) * 2 + 1], o + n * 3);
+    });
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* ws) override {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
@@ -347,6 +412,10 @@ class CpuBackend final : public Backend {
 
   int align_threads(const Dims& d) const {
     return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads_, d.B)));
+  }
+  static size_t posterior_per_thread(const Dims& d, int64_t N) {
+    return sizeof(double) * (4 * static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) +
+                             static_cast<size_t>(d.K));
   }
   static size_t full_table_bytes(const Dims& d, int64_t N) {
     return static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) *

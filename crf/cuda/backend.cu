@@ -1,7 +1,7 @@
 // The cuda backend class: dims and pointer checks, device validation, the
 // host side of every operation (which kernels, in which order, on the
 // backend's stream), and the status read-back that turns a kernel's report
-// into one clear error. Kernels: validate.cu, recurrence.cu, gold.cu,
+// into one clear error. Kernels: validate.cu, recurrence.cu, recurrence_fast.cu, gold.cu,
 // backward.cu, posteriors.cu; shared layout: common.cuh. Design and
 // measurements: docs/cuda.md; the math: docs/crf.md.
 //
@@ -16,6 +16,11 @@
 //     are kept in a shared-memory ring, with the transition and duration
 //     parameters, when they fit; otherwise the same code reads the full
 //     [T+1][C] arrays in global memory.
+//   * Log-sum-exp recurrences (log_partition, backward, boundary posteriors)
+//     run on the scaled linear-domain kernel of recurrence_fast.cu where it
+//     fits (FMAs for the terms, two exps per position and label, exact
+//     fallback per entry; log_partition then needs no [T] table); Viterbi and
+//     larger dims on the log-domain kernel of recurrence.cu.
 //   * All log-space state is float64 and every exp/log is the float64 one:
 //     over T = 100000 steps float32 rounding of a log-sum-exp would drift by
 //     ~1e-5 and miss the 1e-5 agreement. Gradient sums are float64 too.
@@ -59,6 +64,17 @@ class CudaBackend final : public Backend {
         throw std::invalid_argument("TIMITSEG_CUDA_LANES must be 4, 8, 16 or 32, got '" + v + "'");
       }
     }
+    // Test knob: TIMITSEG_CUDA_RECURRENCE=exact runs log-sum-exp on the
+    // log-domain kernel (recurrence.cu) even where the scaled linear-domain
+    // one (recurrence_fast.cu) fits; the two agree to float64 rounding.
+    if (const char* env = std::getenv("TIMITSEG_CUDA_RECURRENCE")) {
+      const std::string v = env;
+      if (v == "exact") {
+        fast_enabled_ = false;
+      } else if (!v.empty() && v != "fast") {
+        throw std::invalid_argument("TIMITSEG_CUDA_RECURRENCE must be 'fast' or 'exact', got '" + v + "'");
+      }
+    }
     // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
@@ -82,11 +98,20 @@ class CudaBackend final : public Backend {
     check_dims(dims);
     return make_layout(dims).total;
   }
+  // The fast recurrence keeps the forward's state in shared memory: log Z
+  // needs no [B][T+1][C] table then.
+  size_t log_partition_workspace_bytes(const Dims& dims) const override {
+    check_dims(dims);
+    return make_layout(dims, !use_fast(static_cast<int>(dims.K), static_cast<int>(dims.C))).total;
+  }
 
   void log_partition(const Dims& dims, const Params& p, double* log_z, void* workspace) override {
-    const Layout l = begin(dims, p, nullptr, workspace, "log_partition");
+    check_dims(dims);
+    const bool tables = !use_fast(static_cast<int>(dims.K), static_cast<int>(dims.C));
+    const Layout l = begin(dims, p, nullptr, workspace, "log_partition", tables);
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
+    a.store = tables ? 1 : 0;  // on the fast kernel no table (the workspace is then the small layout)
     recurrence<false>(l, a, l.B);
     finish(l, p, nullptr, workspace);
   }
@@ -171,6 +196,71 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
+  // Confidence (docs/crf.md "Confidence"; kernels in confidence.cu).
+  void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                      const int32_t* num_queries, double* log_z, double* out, void* workspace) override {
+    if (!queries || !num_queries || !out)
+      throw std::invalid_argument("cuda backend: span_marginals: queries, num_queries and out must not be null");
+    if (Q < 1 || dims.B * Q > (1LL << 40))
+      throw std::invalid_argument("cuda backend: span_marginals: query stride Q=" + std::to_string(Q) +
+                                  " must be >= 1 (and B*Q small enough)");
+    const Layout l = begin(dims, p, nullptr, workspace, "span_marginals");
+    launch_query_validate(l, p.lengths, static_cast<int>(Q), queries, num_queries,
+                          at<unsigned long long>(workspace, l.status), stream_);
+    check_status(l, p, nullptr, workspace, queries, num_queries, static_cast<int>(Q));
+    RecArgs a = rec_args(l, p, workspace);
+    a.logz_user = log_z;
+    recurrence<false>(l, a, 2 * l.B);
+    launch_span_marginals(l, p, static_cast<int>(Q), queries, num_queries, workspace, out, stream_);
+    finish(l, p, nullptr, workspace);
+  }
+
+  size_t align_posterior_workspace_bytes(const Dims& dims, int64_t N) const override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    return make_conf_layout(dims, N).total;
+  }
+
+  void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                        const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                        double* out, void* workspace) override {
+    check_dims(dims);
+    check_align_n(dims, N);
+    auto need = [&](const void* ptr, const char* name) {
+      if (!ptr)
+        throw std::invalid_argument(std::string("cuda backend: align_posteriors: ") + name + " is a null pointer");
+    };
+    need(p.cum_scores, "cum_scores");
+    need(p.transition, "transition");
+    need(p.duration_bias, "duration_bias");
+    need(p.lengths, "lengths");
+    need(phones, "phones");
+    need(num_phones, "num_phones");
+    need(spans, "spans");
+    need(out, "out");
+    need(workspace, "workspace");
+    const ConfLayout cl = make_conf_layout(dims, N);
+    Layout l;  // dims, and the status word of this workspace (check_status reads it)
+    l.B = static_cast<int>(dims.B);
+    l.T = static_cast<int>(dims.T);
+    l.K = static_cast<int>(dims.K);
+    l.C = static_cast<int>(dims.C);
+    l.status = cl.status;
+    l.zeros = cl.zeros;
+    auto* status = at<unsigned long long>(workspace, cl.status);
+    TS_CUDA(cudaSetDevice(device_));
+    TS_CUDA(cudaMemsetAsync(status, 0xff, sizeof(unsigned long long), stream_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, cl.zeros), 0, sizeof(float) * l.C, stream_));
+    launch_validate(l, p, nullptr, status, stream_);
+    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional, status, stream_);
+    check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
+    launch_span_validate(l, p.lengths, static_cast<int>(N), num_phones, spans, status, stream_);
+    check_status(l, p, nullptr, workspace, spans, num_phones, static_cast<int>(N));
+    launch_align_posteriors(l, cl, p, static_cast<int>(N), phones, num_phones, optional, spans, workspace, log_z_c,
+                            out, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) override {
     if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
     const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");
@@ -187,6 +277,18 @@ class CudaBackend final : public Backend {
   int lanes_override_ = 0;
   cudaStream_t stream_ = nullptr;  // every kernel, memset and copy is queued here
   bool force_global_ring_ = false;
+  bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
+
+  // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
+  bool use_fast(int K, int C) const {
+    return fast_enabled_ && !force_global_ring_ && lse_fast_fits(K, C, lanes(K, C), smem_limit_);
+  }
+  // Lanes per label group. Measured on an H200 (docs/cuda.md): 8 lanes beat
+  // 16 and 32 for C=39, K in {1,30,64}.
+  int lanes(int K, int C) const {
+    const int widest = std::max(K, C);
+    return lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
+  }
 
   static void check_dims(const Dims& d) {
     if (d.B < 1 || d.T < 1 || d.K < 1 || d.C < 1) {
@@ -219,7 +321,10 @@ class CudaBackend final : public Backend {
 
   // Checks dims and pointers, validates every input on the device and throws
   // (before any output is written) if one is invalid.
-  Layout begin(const Dims& dims, const Params& p, const int32_t* labels, void* workspace, const char* what) {
+  // tables: the workspace holds the [T] tables (make_layout); false only for
+  // log_partition on the fast recurrence.
+  Layout begin(const Dims& dims, const Params& p, const int32_t* labels, void* workspace, const char* what,
+               bool tables = true) {
     check_dims(dims);
     auto need = [&](const void* ptr, const char* name) {
       if (!ptr) throw std::invalid_argument(std::string("cuda backend: ") + what + ": " + name + " is a null pointer");
@@ -229,7 +334,7 @@ class CudaBackend final : public Backend {
     need(p.duration_bias, "duration_bias");
     need(p.lengths, "lengths");
     need(workspace, "workspace");
-    const Layout l = make_layout(dims);
+    const Layout l = make_layout(dims, tables);
     TS_CUDA(cudaSetDevice(device_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.status), 0xff, sizeof(unsigned long long), stream_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.zeros), 0, sizeof(float) * l.C, stream_));
@@ -249,9 +354,8 @@ class CudaBackend final : public Backend {
     a.T = l.T;
     a.K = l.K;
     a.C = l.C;
-    const int widest = std::max(l.K, l.C);
-    // Measured on an H200 (docs/cuda.md): 8 lanes beat 16 and 32 for C=39, K in {1,30,64}.
-    a.G = lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
+    a.store = 1;
+    a.G = lanes(l.K, l.C);
     a.cum = p.cum_scores;
     a.A = p.transition;
     a.D = p.duration_bias;
@@ -269,8 +373,15 @@ class CudaBackend final : public Backend {
     return a;
   }
 
+  // Log-sum-exp (kMax false) on the fast kernel where it fits, else, and for
+  // Viterbi, the log-domain kernel (which always writes the tables).
   template <bool kMax>
   void recurrence(const Layout& l, RecArgs& a, int blocks) {
+    if (!kMax && use_fast(l.K, l.C)) {
+      launch_lse_fast(l, a, blocks, smem_limit_, stream_);
+      return;
+    }
+    if (!a.store) throw std::logic_error("cuda backend: a table-free forward needs the fast recurrence");
     launch_recurrence<kMax>(l, a, blocks, smem_limit_, force_global_ring_, stream_);
   }
 
@@ -278,6 +389,30 @@ class CudaBackend final : public Backend {
   void read_back(void* host_dst, const void* device_src, size_t bytes) {
     TS_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
     TS_CUDA(cudaStreamSynchronize(stream_));
+  }
+
+  // The message of a confidence input flagged on the device (check_status):
+  // `items` is spans [B][N][2] (kSpans) or queries [B][N][3] (kQueries, N = Q).
+  std::string confidence_status(int tensor, long long idx, const Layout& l, const Params& p, const int32_t* items,
+                                const int32_t* counts, int N) {
+    std::ostringstream os;
+    int32_t v[3] = {0, 0, 0}, len = 0;
+    if (tensor == kNumQueries) {
+      read_back(v, counts + idx, sizeof(int32_t));
+      os << "span_marginals: num_queries[" << idx << "] = " << v[0] << " is outside [0, Q=" << N << "]";
+      return os.str();
+    }
+    const int width = tensor == kSpans ? 2 : 3;
+    read_back(v, items + width * idx, width * sizeof(int32_t));
+    read_back(&len, p.lengths + idx / N, sizeof(len));
+    if (tensor == kSpans)
+      os << "align_posteriors: spans[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1]
+         << ") is not a span (start, duration >= 0) inside [0, length=" << len << "]";
+    else
+      os << "span_marginals: queries[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1] << ", "
+         << v[2] << ") is not (start, duration >= 0, label in [0, C=" << l.C << ")) inside [0, length=" << len
+         << "]";
+    return os.str();
   }
 
   void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
@@ -369,6 +504,10 @@ class CudaBackend final : public Backend {
       case kOptionalAll:
         os << "align: utterance " << idx << " has only optional phones";
         throw std::invalid_argument(os.str());
+      case kSpans:
+      case kQueries:
+      case kNumQueries:
+        throw std::invalid_argument(os.str() + confidence_status(tensor, idx, l, p, phones, num_phones, N));
       default:
         os << "internal status code " << tensor << " at index " << idx;
         throw std::runtime_error(os.str());

@@ -38,6 +38,9 @@ enum TensorId : int {
   kPhones = 11,     // align: phones[b][i] outside [0, C)
   kOptional = 12,   // align: optional[b][i] not 0/1, or a second optional phone in a row
   kOptionalAll = 13,  // align: utterance b has only optional phones
+  kSpans = 14,        // align_posteriors: spans[b][n] not inside [0, lengths[b]]
+  kQueries = 15,      // span_marginals: queries[b][i] out of range
+  kNumQueries = 16,   // span_marginals: num_queries[b] outside [0, Q]
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -61,7 +64,10 @@ struct Layout {
 
 inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
-inline Layout make_layout(const Dims& d) {
+// tables = false: the layout of log_partition on the fast recurrence, which
+// keeps its state in shared memory: no [B][T+1][C] tables, no gradient
+// scratch (status, log Z and the zeros only).
+inline Layout make_layout(const Dims& d, bool tables = true) {
   Layout l;
   l.B = static_cast<int>(d.B);
   l.T = static_cast<int>(d.T);
@@ -81,21 +87,22 @@ inline Layout make_layout(const Dims& d) {
     off += align256(bytes);
     return at;
   };
+  const size_t tb = tables ? 1 : 0;
   l.status = take(64);
-  l.alpha = take(btc * sizeof(double));
-  l.sigma = take(btc * sizeof(double));
-  l.rho = take(btc * sizeof(double));
-  l.gamma = take(btc * sizeof(double));
-  l.segtmp = take(B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
-  l.bound = take(B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
+  l.alpha = take(tb * btc * sizeof(double));
+  l.sigma = take(tb * btc * sizeof(double));
+  l.rho = take(tb * btc * sizeof(double));
+  l.gamma = take(tb * btc * sizeof(double));
+  l.segtmp = take(tb * B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
+  l.bound = take(tb * B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
   l.logz = take(B * sizeof(double));
   l.logz_rev = take(B * sizeof(double));
-  l.gold = take(B * sizeof(double));
-  l.cnt_a = take(B * C * C * sizeof(int32_t));
-  l.cnt_d = take(B * K * C * sizeof(int32_t));
-  l.cnt_s = take(B * C * sizeof(int32_t));
-  l.cnt_e = take(B * C * sizeof(int32_t));
-  l.part = take(B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
+  l.gold = take(tb * B * sizeof(double));
+  l.cnt_a = take(tb * B * C * C * sizeof(int32_t));
+  l.cnt_d = take(tb * B * K * C * sizeof(int32_t));
+  l.cnt_s = take(tb * B * C * sizeof(int32_t));
+  l.cnt_e = take(tb * B * C * sizeof(int32_t));
+  l.part = take(tb * B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
   l.zeros = take(C * sizeof(float));
   l.total = off;
   return l;
@@ -159,5 +166,24 @@ void launch_align_validate(int B, int N, int C, const int32_t* phones, const int
 void launch_align(const Layout& l, const AlignLayout& al, const Params& p, int N, const int32_t* phones,
                   const int32_t* num_phones, const int32_t* optional, void* ws, double* score, int32_t* spans,
                   cudaStream_t stream);
+
+// confidence.cu: span marginals (after the recurrences of a backward without
+// labels: sigma, gamma, log Z in the workspace above) and the constrained
+// forward-backward, whose workspace (align_posterior_workspace_bytes) is the
+// status word, zeros [C] and S, F, H, G [B][T+1][N] float64.
+struct ConfLayout {
+  size_t status = 0, zeros = 0, S = 0, F = 0, H = 0, G = 0, total = 0;
+};
+ConfLayout make_conf_layout(const Dims& d, int64_t N);
+void launch_query_validate(const Layout& l, const int32_t* lengths, int Q, const int32_t* queries,
+                           const int32_t* num_queries, unsigned long long* status, cudaStream_t stream);
+void launch_span_validate(const Layout& l, const int32_t* lengths, int N, const int32_t* num_phones,
+                          const int32_t* spans, unsigned long long* status, cudaStream_t stream);
+void launch_span_marginals(const Layout& l, const Params& p, int Q, const int32_t* queries, const int32_t* num_queries,
+                           void* ws, double* out, cudaStream_t stream);
+// One block per utterance; writes log_z_c [B] (-inf when infeasible; may be null) and out [B][N][3].
+void launch_align_posteriors(const Layout& l, const ConfLayout& cl, const Params& p, int N, const int32_t* phones,
+                             const int32_t* num_phones, const int32_t* optional, const int32_t* spans, void* ws,
+                             double* log_z_c, double* out, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

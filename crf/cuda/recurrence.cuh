@@ -1,6 +1,9 @@
-// The recurrence kernel shared by log_partition / backward (log-sum-exp,
-// forward and backward recurrences) and Viterbi (max with backpointers, then
-// traceback): its arguments and its host launch. Defined in recurrence.cu.
+// The recurrence kernels: the log-domain kernel shared by log_partition /
+// backward (log-sum-exp, forward and backward recurrences) and Viterbi (max
+// with backpointers, then traceback), defined in recurrence.cu; and the scaled
+// linear-domain log-sum-exp kernel (recurrence_fast.cu) that log_partition /
+// backward / boundary_posteriors use when its shared memory fits. Their
+// arguments and host launches.
 #pragma once
 
 #include "crf/cuda/common.cuh"
@@ -13,6 +16,7 @@ struct RecArgs {
   int B, T, K, C;
   int G;          // lanes per label group (8, 16 or 32)
   int use_smem;   // rings and parameters in shared memory
+  int store;      // write the [T+1][C] tables alpha/sigma (rho/gamma); 0: log Z only (fast kernel)
   const float* cum;
   const float* A;
   const float* D;
@@ -44,5 +48,15 @@ struct RecArgs {
 template <bool kMax>
 void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, bool force_global_ring,
                        cudaStream_t stream);
+
+// The scaled linear-domain log-sum-exp kernel (recurrence_fast.cu, docs/cuda.md
+// "Fast recurrence"): same outputs as launch_recurrence<false> to float64
+// rounding (not bitwise), exact fallback per entry. Shared memory it needs
+// for these dims; lse_fast_fits: whether the kernel runs these dims with G
+// lanes per label (C * G <= kMaxRecThreads, shared memory within smem_limit);
+// launch_lse_fast requires it.
+size_t lse_fast_smem_bytes(int K, int C);
+bool lse_fast_fits(int K, int C, int G, size_t smem_limit);
+void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

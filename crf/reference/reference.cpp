@@ -261,6 +261,55 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
   }
 }
 
+void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
+  validate_f64(dims, p, nullptr);
+  const int64_t T = dims.T, K = dims.K, C = dims.C;
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const int64_t L = u.L;
+    const std::vector<double> alpha = forward_alpha(u);
+    const std::vector<double> beta = backward_beta(u);
+    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
+    std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, alpha, v, c);
+    double* o = out + b * T * K * C;
+    std::fill(o, o + T * K * C, 0.0);
+    for (int64_t t = 0; t < L; ++t)  // the segment [v, t+1), v = t+1-d
+      for (int64_t d = 1; d <= std::min(K, t + 1); ++d)
+        for (int64_t c = 0; c < C; ++c) {
+          const int64_t v = t + 1 - d;
+          o[(t * K + d - 1) * C + c] = std::exp(prefix[v * C + c] + u.seg(v, d, c) + beta[(t + 1) * C + c] - lz);
+        }
+  }
+}
+
+void span_marginals_f64(const Dims& dims, const ParamsF64& p, int64_t Q, const int32_t* queries,
+                        const int32_t* num_queries, double* log_z, double* out) {
+  validate_f64(dims, p, nullptr);
+  validate_span_queries_host(dims, Q, queries, num_queries, p.lengths);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    const Utt u(dims, p, b);
+    const std::vector<double> alpha = forward_alpha(u);
+    const std::vector<double> beta = backward_beta(u);
+    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
+    if (log_z) log_z[b] = lz;
+    double* o = out + b * Q;
+    std::fill(o, o + Q, 0.0);
+    for (int64_t i = 0; i < num_queries[b]; ++i) {
+      const int32_t* q = queries + (b * Q + i) * 3;
+      const int64_t v = q[0], r = q[1], c = q[2];
+      if (r == 0) continue;  // a skipped phone has no span
+      double sc = log_prefix(u, alpha, v, c);  // everything before, then the pieces one by one
+      for (int64_t pos = v; pos < v + r; pos += u.K) {
+        if (pos > v) sc += u.A[c * u.C + c];
+        sc += u.seg(pos, std::min(u.K, v + r - pos), c);
+      }
+      o[i] = std::exp(sc + beta[(v + r) * u.C + c] - lz);
+    }
+  }
+}
+
 void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                const int32_t* optional, double* score, int32_t* spans) {
   validate_f64(dims, p, nullptr);
@@ -398,6 +447,18 @@ class ReferenceBackend final : public Backend {
              const int32_t* optional, double* score, int32_t* spans, void*) override {
     Conv cv(dims, p);
     align_f64(dims, cv.params, N, phones, num_phones, optional, score, spans);
+  }
+  void span_marginals(const Dims& dims, const Params& p, int64_t Q, const int32_t* queries,
+                      const int32_t* num_queries, double* log_z, double* out, void*) override {
+    Conv cv(dims, p);
+    span_marginals_f64(dims, cv.params, Q, queries, num_queries, log_z, out);
+  }
+  size_t align_posterior_workspace_bytes(const Dims&, int64_t) const override { return 0; }
+  void align_posteriors(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                        const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                        double* out, void*) override {
+    Conv cv(dims, p);
+    align_posteriors_f64(dims, cv.params, N, phones, num_phones, optional, spans, log_z_c, out);
   }
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void*) override {
     Conv cv(dims, p);

@@ -52,12 +52,29 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
                   double* gold, const GradsF64& grads);
 void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments);
 void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
+// Segment posteriors out [B][T][K][C]: out[b][t][d-1][c] = P(a segment of label
+// c and duration d ends at frame t, i.e. covers frames t-d+1..t) = mu(t-d+1, d, c),
+// from the same alpha/beta tables as boundary_posteriors_f64 (summed over d and
+// c, row t gives its boundary posterior at t+1); 0 where t >= L or d > t+1.
+void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
 // Forced alignment by its definition (docs/crf.md "Forced alignment"): a max
 // over every duration r of every phone, each phone's pieces scored one by one,
 // O(L^2 N) per utterance. phones [B][N], num_phones [B], optional [B][N] or
 // nullptr, score [B] (-inf when infeasible), spans [B][N][2].
 void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                const int32_t* optional, double* score, int32_t* spans);
+
+// Confidence (docs/crf.md "Confidence") by the definitions: span marginals
+// exp(prefix + the span's pieces + beta - log Z) from the reference's alpha
+// and beta (queries [B][Q][3], out [B][Q]); the constrained posteriors by a
+// forward and a backward sum over every duration of every phone (O(L^2 N) per
+// utterance; phones, optional and spans as Backend::align_posteriors, out
+// [B][N][3], log_z_c [B] or nullptr).
+void span_marginals_f64(const Dims& dims, const ParamsF64& p, int64_t Q, const int32_t* queries,
+                        const int32_t* num_queries, double* log_z, double* out);
+void align_posteriors_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones,
+                          const int32_t* num_phones, const int32_t* optional, const int32_t* spans, double* log_z_c,
+                          double* out);
 
 std::unique_ptr<Backend> make_reference_backend();
 

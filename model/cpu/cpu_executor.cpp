@@ -335,7 +335,8 @@ class CpuExecutor final : public Executor {
     return r;
   }
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override {
+                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                         AlignConfidence* confidence) override {
     const Network<float>& net = enc_.network();
     Activations<float>& act = enc_.activations();
     Probe probe(true, FaultSpec{}, 0);
@@ -350,8 +351,30 @@ class CpuExecutor final : public Executor {
     }
     const ModelDims& d = dims();
     const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
-    return session_.align_host(cd, crf_params(net.layout(), params_, act.cum, batch, act.onset), N, phones.data(),
-                               num_phones.data(), optional.empty() ? nullptr : optional.data());
+    const crf::Params hp = crf_params(net.layout(), params_, act.cum, batch, act.onset);
+    crf::AlignResult r =
+        session_.align_host(cd, hp, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
+    if (confidence) fill_align_confidence(session_, cd, hp, N, phones, num_phones, optional, r, confidence);
+    return r;
+  }
+
+  std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                     const std::vector<int32_t>& num_queries) override {
+    const Network<float>& net = enc_.network();
+    Activations<float>& act = enc_.activations();
+    Probe probe(true, FaultSpec{}, 0);
+    try {
+      net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
+    } catch (const NumericsError& e) {
+      throw std::runtime_error(std::string("span_marginals: non-finite value: ") + e.what() + " (batch starting with " +
+                               batch.ids[0] + ")");
+    }
+    const ModelDims& d = dims();
+    const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
+    return session_
+        .span_marginals_host(cd, crf_params(net.layout(), params_, act.cum, batch, act.onset), Q, queries.data(),
+                             num_queries.data())
+        .marginal;
   }
 
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,

@@ -41,6 +41,7 @@ std::atomic<int> g_default_threads{0};
 }  // namespace
 
 void set_default_threads(int threads) { g_default_threads.store(threads); }
+int default_threads() { return resolve_threads(g_default_threads.load()); }
 
 template <class S>
 void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,

@@ -170,6 +170,8 @@ class Network {
 // Threads of every Network whose own count is < 0 (0 = all cores, the initial
 // value). `timitseg train/evaluate/decode` set it from --threads / train.threads.
 void set_default_threads(int threads);
+// That count resolved (0 -> all cores): what --threads asked for.
+int default_threads();
 
 extern template class Network<float>;
 extern template class Network<double>;

@@ -136,10 +136,11 @@ constexpr double kDeviceAlignTableBytes = 1024.0 * 1024.0 * 1024.0;  // 1 GiB
 }  // namespace
 
 crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                     const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) {
+                                     const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                                     AlignConfidence* confidence) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
-  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, host_opt);
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, optional, confidence);
   stage(batch, /*with_labels=*/false);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));
@@ -160,12 +161,16 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    const crf::Params hpar = host_crf_params(hp, cum, batch, onset);
+    const crf::Params host_p = host_crf_params(hp, cum, batch, onset);
+    crf::AlignResult r;
     if (backend_->on_device()) {
       std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
-      return crf::align_host(*cpu, dims, hpar, N, phones.data(), num_phones.data(), host_opt);
+      r = crf::align_host(*cpu, dims, host_p, N, phones.data(), num_phones.data(), host_opt);
+    } else {
+      r = session_->align_host(dims, host_p, N, phones.data(), num_phones.data(), host_opt);
     }
-    return session_->align_host(dims, hpar, N, phones.data(), num_phones.data(), host_opt);
+    if (confidence) fill_align_confidence(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence);
+    return r;
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
   const crf::Params p = device_crf_params();
@@ -182,7 +187,39 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   align_score_.download(r.score.data(), B * sizeof(double), stream_);
   align_spans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
+  if (confidence) {  // on host copies of this forward (the session uploads them for the cuda backend)
+    const std::vector<float> cum = last_cum();
+    const std::vector<float> onset = last_onset();
+    std::vector<float> hp;
+    host_crf_param_copy(hp);
+    fill_align_confidence(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional, r,
+                          confidence);
+  }
   return r;
+}
+
+// Span marginals of queries [B][Q][3] after one forward without dropout: the
+// session's host path on copies of this forward (it uploads them for the cuda backend).
+std::vector<double> CudaExecutor::span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                                 const std::vector<int32_t>& num_queries) {
+  const int B = batch.input.B, T = batch.input.T;
+  stage(batch, /*with_labels=*/false);
+  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+  cum_.reserve(cum_bytes(B, T));
+  ForwardOptions fo;  // dropout 0: evaluation
+  encoder_->set_training(false);
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  have_cum_ = true;
+  last_B_ = B;
+  last_T_ = T;
+  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const std::vector<float> cum = last_cum();
+  const std::vector<float> onset = last_onset();
+  std::vector<float> hp;
+  host_crf_param_copy(hp);
+  return session_
+      ->span_marginals_host(dims, host_crf_params(hp, cum, batch, onset), Q, queries.data(), num_queries.data())
+      .marginal;
 }
 
 }  // namespace timitseg::model::cuda_detail

@@ -104,7 +104,12 @@ class CudaExecutor final : public Executor {
                                                 std::vector<double>* nll) override;
   // Forced alignment of the phone sequences (cuda_executor_decode.cpp).
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional) override;
+                         const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                         AlignConfidence* confidence) override;
+
+  // Span marginals of queries after one forward (cuda_executor_decode.cpp), through host copies.
+  std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                     const std::vector<int32_t>& num_queries) override;
 
   // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).
   // cuda backend: d log Z / d cum on the device (one backward without labels,
@@ -144,7 +149,8 @@ class CudaExecutor final : public Executor {
   void long_scores_device(const Batch& batch);
   void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
   crf::AlignResult align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                              const std::vector<int32_t>& num_phones, const int32_t* optional);
+                              const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                              AlignConfidence* confidence);
   std::vector<std::vector<crf::Segment>> decode_long(const Batch& batch, std::vector<float>* scores,
                                                      std::vector<double>* nll);
   // The cuda backend's Viterbi of device inputs p (cuda_executor_decode.cpp);

@@ -72,7 +72,8 @@ void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::v
 }
 
 crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
-                                          const std::vector<int32_t>& num_phones, const int32_t* optional) {
+                                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                                          AlignConfidence* confidence) {
   const int T = batch.input.T, C = dims_.num_classes;
   std::vector<float> x, onset;
   long_scores(batch, x, onset);
@@ -85,8 +86,14 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
   const crf::Dims dims{1, T, dims_.max_duration, C};
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
-  return crf::align_host(*cpu, dims, host_crf_params(hp, cum, batch, onset), N, phones.data(), num_phones.data(),
-                         optional);
+  const crf::Params p = host_crf_params(hp, cum, batch, onset);
+  crf::AlignResult r =
+      crf::align_host(*cpu, dims, p, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
+  if (confidence) {  // windows of the transcript on the host (docs/align.md "Confidence")
+    crf::Session session(*cpu);
+    fill_align_confidence(session, dims, p, N, phones, num_phones, optional, r, confidence);
+  }
+  return r;
 }
 
 // crf.decode = viterbi with the cuda backend: the cumsum centred over the

@@ -13,7 +13,8 @@
 namespace timitseg::model::gpu {
 
 // x [B][T][C] -> cum [B][T+1][C]; lengths [B] (device) in [0, T]: rows t > L
-// of cum are 0 (a row of length 0 is all 0).
+// of cum are 0 (a row of length 0 is all 0). A length outside [0, T] is read
+// as its nearest end (no access outside the rows; the caller reports it).
 void centered_cumsum_forward(int B, int T, int C, const float* x, const int32_t* lengths, float* cum, void* stream);
 
 // grad_cum [B][T+1][C] -> grad_x [B][T][C] (overwritten, padding frames 0).

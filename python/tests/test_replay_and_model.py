@@ -99,3 +99,50 @@ def test_model_decode_equals_the_decode_command(binary, checkpoint):
         m.align(wavs[0], "h# zz h#")
     with pytest.raises(timitseg.TimitsegError, match="missing.safetensors"):
         timitseg.Model.load(str(d / "missing.safetensors"))
+
+
+def read_csv_tiers(path):
+    """{tier: [(start_sample, end_sample, label)]} of the align command's .csv."""
+    import csv
+    out = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            out.setdefault(row["tier"], []).append((int(row["start_sample"]), int(row["end_sample"]), row["label"]))
+    return out
+
+
+def test_model_align_words_equals_the_align_command(binary, checkpoint):
+    """Model.align(audio, words=..., dictionary=...) gives the phones and the words of `timitseg align
+    --words --dict` (its .PHN and the word tier of its .csv), with the command's options."""
+    d, ckpt, wavs = checkpoint
+    dic = d / "dict.txt"
+    dic.write_text("; a TIMIT-format test dictionary\nhello  /hh ah l ow/\nworld  /w er1 l d/\nsee  /s iy/\n")
+    words = "hello world see hello"
+    m = timitseg.Model.load(ckpt, device="cpu")
+    cases = [([], {}), (["--word-silence", "--no-closures"], {"word_silence": True, "closures": False}),
+             (["--obligatory-silence"], {"obligatory_silence": True})]
+    for k, (flags, kw) in enumerate(cases):
+        wav = wavs[k]
+        lst = d / ("words%d.txt" % k)
+        lst.write_text("%s %s\n" % (wav, words))
+        out = d / ("al%d" % k)
+        run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--words", str(lst), "--dict", str(dic),
+            "--format", "phn,csv", "--out", str(out), *flags)
+        stem = os.path.splitext(os.path.basename(wav))[0]
+        want_phones = read_phn(str(out / (stem + ".PHN")))
+        want_words = read_csv_tiers(str(out / (stem + ".csv")))["word"]
+        got = m.align(wav, words=words, dictionary=str(dic), **kw)
+        assert [tuple(s) for s in got.phones] == want_phones
+        assert [tuple(s) for s in got.words] == want_words
+        assert [w.label for w in got.words] == words.split()
+        assert got.words[0].begin >= got.phones[0].begin and got.words[-1].end <= got.phones[-1].end
+        labels = " %s " % " ".join(s.label for s in got.phones)  # 39-set names: a closure folds into sil
+        assert (" l sil d " in labels) == (k != 1) and (" l d " in labels) == (k == 1)  # world's d
+        if k == 2:  # the edge silences take a frame each
+            assert labels.startswith(" sil ") and labels.endswith(" sil ") and got.words[0].begin > 0
+    with pytest.raises(timitseg.TimitsegError, match="word 'nosuchword' is not in the dictionary"):
+        m.align(wavs[0], words="hello nosuchword", dictionary=str(dic))
+    with pytest.raises(timitseg.TimitsegError, match="missing.txt"):
+        m.align(wavs[0], words="hello", dictionary=str(d / "missing.txt"))
+    with pytest.raises(ValueError, match="exactly one of phones and words"):
+        m.align(wavs[0])

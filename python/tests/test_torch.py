@@ -101,6 +101,45 @@ def test_viterbi_marginals_align_and_lognormal():
     assert float(ln.duration_bias.abs().sum()) > 0  # the derived table
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_reductions_equal_mean_and_sum_bitwise(dtype):
+    """reduction="mean"/"sum" (a backward without a host wait) gives the bits of .mean()/.sum() of the
+    per-utterance NLL, in the value and in every gradient; per-utterance weights still match one by one."""
+    B, T, C = 3, 9, 4
+    x0 = torch.randn(B, T, C).to(dtype)
+    lengths, labels = torch.tensor([9, 0, 5]), torch.randint(0, C, (B, T))
+    names = ["transition", "duration_bias", "start", "end"]
+
+    def run(reduce):
+        m = module(C, 4, backend="cpu", seed=7)
+        x = x0.clone().requires_grad_()
+        loss = reduce(m, x)
+        loss.backward()
+        return [loss.detach()] + [x.grad] + [getattr(m, n).grad for n in names]
+
+    for red in ("mean", "sum"):
+        want = run(lambda m, x: getattr(m(x, lengths, labels=labels), red)())
+        got = run(lambda m, x: m(x, lengths, labels=labels, reduction=red))
+        for w, g in zip(want, got):
+            assert w.dtype == g.dtype and torch.equal(w, g), red
+        # against the handle's own gradients of scale * sum(nll) (no autograd): the module's weights are right
+        m = module(C, 4, backend="cpu", seed=7)
+        m._sync()
+        _, gh = m.handle.nll(x0.float() if dtype != torch.float64 else x0, lengths, labels=labels,
+                             scale=1.0 / B if red == "mean" else 1.0)
+        for n, g in zip(names, got[2:]):
+            torch.testing.assert_close(g, gh[n], rtol=1e-6, atol=1e-7, msg=lambda s, n=n: "%s %s: %s" % (red, n, s))
+        torch.testing.assert_close(got[1].double(), gh["scores"].double(), rtol=1e-2 if dtype == torch.bfloat16 else 1e-6,
+                                   atol=1e-2 if dtype == torch.bfloat16 else 1e-7)
+    w = torch.tensor([0.5, 2.0, -1.25], dtype=torch.float64 if dtype == torch.float64 else torch.float32)
+    weighted = run(lambda m, x: (m(x, lengths, labels=labels) * w).sum())
+    parts = [run(lambda m, x, b=b: m(x, lengths, labels=labels)[b] * w[b]) for b in range(B)]
+    for i in range(2, len(weighted)):  # the parameters' gradients: the sum of the utterances' within rounding
+        torch.testing.assert_close(weighted[i], sum(p[i] for p in parts), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="reduction must be one of none, mean, sum"):
+        module()(x0.float(), lengths, labels=labels, reduction="avg")
+
+
 def test_bad_device_and_dtype_are_one_exception():
     m = module(backend="cpu")
     with pytest.raises(timitseg.DTypeError, match="lengths has dtype"):
@@ -134,3 +173,29 @@ def test_cuda_equals_cpu_backend_and_reruns_bitwise():
     torch.testing.assert_close(out[0][0], n_ref.detach(), rtol=1e-5, atol=1e-4)
     with pytest.raises(timitseg.DeviceError, match="on the CPU"):
         g(x, lengths.cpu(), labels=labels)
+
+
+def test_module_segment_posteriors_sum_to_boundary_posteriors():
+    m = module(3, 4, backend="cpu")
+    x, lengths = torch.randn(2, 6, 3), torch.tensor([6, 4])
+    bo, fr, sg = m.marginals(x, lengths, segments=True)
+    assert sg.shape == (2, 6, 4, 3) and sg.dtype == torch.float64
+    torch.testing.assert_close(sg.sum(dim=(2, 3)), bo[:, 1:], rtol=0, atol=1e-6)
+    # frame posteriors: P(frame t in a segment of label c) = sum of the segments covering t
+    cover = torch.zeros(2, 6, 3, dtype=torch.float64)
+    for t in range(6):
+        for d in range(1, 5):
+            for f in range(max(0, t - d + 1), t + 1):
+                cover[:, f] += sg[:, t, d - 1]
+    torch.testing.assert_close(cover, fr, rtol=0, atol=1e-6)
+
+
+@cuda
+def test_cuda_segment_posteriors_equal_reference():
+    x = torch.randn(3, 20, 5, device="cuda")
+    lengths = torch.tensor([20, 0, 7], device="cuda")
+    g, r = module(5, 6, backend="cuda").cuda(), module(5, 6, backend="reference")
+    _, _, sg = g.marginals(x, lengths, segments=True)
+    _, _, sr = r.marginals(x.cpu(), lengths.cpu(), segments=True)
+    assert sg.is_cuda
+    torch.testing.assert_close(sg.cpu(), sr, rtol=0, atol=1e-12)

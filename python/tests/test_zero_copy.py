@@ -151,3 +151,36 @@ def test_cuda_module_backward_stays_on_device_and_reruns_bitwise():
         out.append((n.detach().clone(), xx.grad.clone(), m.transition.grad.clone()))
         m.zero_grad()
     assert out[0][1].is_cuda and all(torch.equal(a, b) for a, b in zip(out[0], out[1]))
+    # reduction="mean" (no host wait in the backward) gives the bits of .mean()
+    xx = x.clone().requires_grad_()
+    loss = m(xx, L, labels=y, reduction="mean")
+    loss.backward()
+    assert torch.equal(loss.detach(), out[0][0].mean())
+    assert torch.equal(xx.grad, out[0][1]) and torch.equal(m.transition.grad, out[0][2])
+
+
+@cuda
+def test_cuda_viterbi_stays_on_device_and_equals_general_path(monkeypatch):
+    """cuda Viterbi with int32 lengths runs on the device (crf_fast.h fast_viterbi): the same score bits and
+    segments as the general path (int64 lengths: host copies), with and without a phone bonus, a row of length
+    0 falling back to the general path; the segments equal the reference backend's."""
+    for bonus in (0.0, 1.5):
+        g = timitseg.CRF(39, 30, backend="cuda", phone_bonus=bonus)
+        r = timitseg.CRF(39, 30, backend="reference", phone_bonus=bonus)
+        rng = np.random.default_rng(8)
+        for n in ("transition", "duration_bias", "start", "end"):
+            v = (rng.standard_normal(g.param_shape(n)) * 0.5).astype(np.float32)
+            g.set_param(n, v)
+            r.set_param(n, v)
+        for lengths in ([120, 7, 1, 64, 120, 33], [120, 0, 5, 64, 1, 2]):
+            x, L, _ = problem(6, 120, 39, 12, lengths=lengths)
+            xs, Ls = torch.from_numpy(x).cuda(), torch.from_numpy(L).cuda()
+            s_fast, seg_fast = g.viterbi(xs, Ls)
+            with monkeypatch.context() as m:
+                m.setattr(tcrf, "_int32", lambda v: v)
+                s_gen, seg_gen = g.viterbi(xs, Ls)
+            assert s_fast.is_cuda and s_fast.cpu().numpy().tobytes() == s_gen.cpu().numpy().tobytes()
+            s_ref, seg_ref = r.viterbi(x, L)
+            np.testing.assert_allclose(s_fast.cpu().numpy(), s_ref, rtol=1e-5, atol=1e-4)
+            for a, b, c in zip(seg_fast, seg_gen, seg_ref):
+                assert torch.equal(a, b) and np.array_equal(a.cpu().numpy(), c)

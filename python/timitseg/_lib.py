@@ -7,8 +7,10 @@ TIMITSEG_LIBRARY (a path), then libtimitseg.so next to this file (where
 """
 import ctypes
 import os
+import struct
 
 API_VERSION = 1
+SEGMENT_POSTERIORS_MAX_ENTRIES = 268435456  # TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
 MAX_DIMS = 4
 
 F32, F64, I32, I64 = 0, 1, 2, 3
@@ -67,6 +69,11 @@ class CrfGrads(ctypes.Structure):
                                       "duration_lognormal", "onset")]
 
 
+class AlignWordsOptions(ctypes.Structure):
+    _fields_ = [("closures", ctypes.c_int32), ("edge_silence", ctypes.c_int32), ("word_silence", ctypes.c_int32),
+                ("obligatory_silence", ctypes.c_int32), ("dict_format", ctypes.c_char_p)]
+
+
 class ModelParams(ctypes.Structure):
     _fields_ = [("device", ctypes.c_char_p), ("backend", ctypes.c_char_p), ("threads", ctypes.c_int32)]
 
@@ -120,6 +127,7 @@ def _load():
         "timitseg_crf_nll": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads)]),
         "timitseg_crf_viterbi": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor)]),
         "timitseg_crf_marginals": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor)]),
+        "timitseg_crf_segment_posteriors": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
         "timitseg_crf_align": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                               P(Tensor)]),
         "timitseg_model_default_params": (ModelParams, []),
@@ -131,6 +139,8 @@ def _load():
         "timitseg_model_decode_file": (ctypes.c_int, [vp, cp, P(vp)]),
         "timitseg_model_decode_samples": (ctypes.c_int, [vp, P(ctypes.c_float), i64, i32, P(vp)]),
         "timitseg_model_align_file": (ctypes.c_int, [vp, cp, cp, P(vp)]),
+        "timitseg_align_words_default_options": (AlignWordsOptions, []),
+        "timitseg_model_align_words_file": (ctypes.c_int, [vp, cp, cp, cp, P(AlignWordsOptions), P(vp), P(vp)]),
         "timitseg_segments_count": (i64, [vp]),
         "timitseg_segments_get": (ctypes.c_int, [vp, i64, P(i64), P(i64), P(cp)]),
         "timitseg_segments_free": (None, [vp]),
@@ -159,40 +169,81 @@ def check(status):
 _NP_DTYPES = {"float32": F32, "float64": F64, "int32": I32, "int64": I64}
 
 
+_TORCH_TYPES = set()  # the tensor classes seen (is_torch's cache)
+_TORCH_DTYPES = {}    # torch dtype -> (code, name), filled on first use
+_PACK = struct.Struct("@P4i%dq%dq" % (MAX_DIMS, MAX_DIMS))  # Tensor's layout (checked below)
+_PAD = (0,) * (2 * MAX_DIMS)
+assert ctypes.sizeof(Tensor) == _PACK.size, "timitseg_tensor's layout changed"
+
+
 def is_torch(x):
-    return type(x).__module__.startswith("torch") and hasattr(x, "data_ptr")
+    tp = type(x)
+    if tp in _TORCH_TYPES:
+        return True
+    if tp.__module__.startswith("torch") and hasattr(x, "data_ptr"):
+        _TORCH_TYPES.add(tp)
+        return True
+    return False
+
+
+def _torch_dtype(x, name):
+    code = _TORCH_DTYPES.get(x.dtype)
+    if code is None:
+        dt = str(x.dtype).replace("torch.", "")
+        if dt not in _NP_DTYPES:
+            raise DTypeError("%s has dtype %s, expected float32, float64, int32 or int64" % (name, dt))
+        code = _TORCH_DTYPES[x.dtype] = _NP_DTYPES[dt]
+    return code
 
 
 def describe(x, name):
     """A Tensor descriptor of a numpy array or torch tensor, in place (no copy).
-    Raises DTypeError for a dtype the library does not take."""
-    t = Tensor()
+    Raises DTypeError for a dtype the library does not take. A few microseconds
+    (one struct.pack): it runs for every tensor of every call."""
     if is_torch(x):
-        dt = str(x.dtype).replace("torch.", "")
-        if dt not in _NP_DTYPES:
-            raise DTypeError("%s has dtype %s, expected float32, float64, int32 or int64" % (name, dt))
-        t.data = x.data_ptr() if x.numel() > 0 else None
-        t.dtype = _NP_DTYPES[dt]
-        t.device = DEVICE_CUDA if x.is_cuda else DEVICE_CPU
-        t.device_index = (x.device.index or 0) if x.is_cuda else 0
-        shape, strides = tuple(x.shape), tuple(x.stride())
+        code = _torch_dtype(x, name)
+        data = x.data_ptr() if x.numel() > 0 else 0
+        dev = x.device
+        cuda = dev.type == "cuda"
+        device, index = (DEVICE_CUDA, dev.index or 0) if cuda else (DEVICE_CPU, 0)
+        shape, strides = x.shape, x.stride()
     else:
         dt = str(x.dtype)
         if dt not in _NP_DTYPES:
             raise DTypeError("%s has dtype %s, expected float32, float64, int32 or int64" % (name, dt))
-        t.data = x.ctypes.data if x.size > 0 else None
-        t.dtype = _NP_DTYPES[dt]
-        t.device = DEVICE_CPU
+        data = x.ctypes.data if x.size > 0 else 0
+        code, device, index = _NP_DTYPES[dt], DEVICE_CPU, 0
         shape = x.shape
         if any(s % x.itemsize for s in x.strides):
             raise ShapeError("%s has strides %s bytes, not a multiple of its item size" % (name, x.strides))
         strides = tuple(s // x.itemsize for s in x.strides)
-    if len(shape) > MAX_DIMS:
-        raise ShapeError("%s has %d dimensions, at most %d are taken" % (name, len(shape), MAX_DIMS))
-    t.ndim = len(shape)
-    for i, (n, s) in enumerate(zip(shape, strides)):
-        t.shape[i], t.strides[i] = n, s
-    return t
+    n = len(shape)
+    if n > MAX_DIMS:
+        raise ShapeError("%s has %d dimensions, at most %d are taken" % (name, n, MAX_DIMS))
+    pad = _PAD[:MAX_DIMS - n]
+    return Tensor.from_buffer_copy(_PACK.pack(data, code, device, index, n, *shape, *pad, *strides, *pad))
+
+
+def part_layout(layout):
+    """(offset in bytes, ndim, shape and strides padded to MAX_DIMS) of each float32 part of
+    (name, offset, size, shape): what describe_parts packs."""
+    out = []
+    for _, at, _, shape in layout:
+        strides, acc = [], 1
+        for d in reversed(shape):
+            strides.append(acc)
+            acc *= d
+        pad = _PAD[:MAX_DIMS - len(shape)]
+        out.append((4 * at, len(shape), tuple(shape) + pad + tuple(reversed(strides)) + pad))
+    return out
+
+
+def describe_parts(flat, parts):
+    """Descriptors of contiguous float32 parts (part_layout) of a flat float32 tensor or array,
+    without making views: the flat buffer's address + each part's offset."""
+    t = describe(flat, "grads")
+    base, code, device, index, pack = t.data, t.dtype, t.device, t.device_index, _PACK.pack
+    return [Tensor.from_buffer_copy(pack(base + off, code, device, index, n, *dims)) for off, n, dims in parts]
 
 
 def absent():

@@ -61,6 +61,19 @@ class CRF:
         check(lib.timitseg_crf_create(ctypes.byref(p), ctypes.byref(self._h)))
         self.num_labels, self.max_duration, self.duration_model = num_labels, max_duration, duration_model
         self.backend = lib.timitseg_crf_backend_name(self._h).decode()
+        # (name, offset, size, shape) of each parameter's gradient in nll's one flat buffer
+        self._flat_layout, at = [], 0
+        for name in self.param_names():
+            shape = self.param_shape(name)
+            size = int(np.prod(shape))
+            self._flat_layout.append((name, at, size, shape))
+            at += size
+        self._flat_size = at
+        self._flat_names = [name for name, _, _, _ in self._flat_layout]
+        self._flat_parts = _lib.part_layout(self._flat_layout)
+        # (shape, strides, offset) of each part, for as_strided views of a scaled copy of the buffer
+        self._flat_strided = {name: (shape, tuple(d[_lib.MAX_DIMS:_lib.MAX_DIMS + len(shape)]), off // 4)
+                              for (name, _, _, shape), (off, _, d) in zip(self._flat_layout, self._flat_parts)}
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -125,6 +138,15 @@ class CRF:
         [B][S][3] (start, duration, label) + num_segments [B]; with grads the
         gradients of scale * sum(nll) + the penalty, as a dict: scores (the
         scores' shape and dtype), the parameters (float32), onset."""
+        out, result, _ = self._nll(scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads,
+                                   "float64")
+        return (out, result) if grads else out
+
+    def _nll(self, scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads, out_dtype,
+             views=True):
+        """nll's work: (nll [B] of out_dtype, the gradients' dict, the parameters' gradients as one flat
+        float32 buffer (None without grads) whose views the dict holds unless views=False). O(1) Python
+        per call."""
         B, T, C = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
@@ -135,46 +157,64 @@ class CRF:
         if segments is not None:
             gold.segments = describe(segments, "segments")
             gold.num_segments = describe(num_segments, "num_segments") if num_segments is not None else _lib.absent()
-        out = _empty(scores, (B,), "float64", zeroed=False)
+        out = _empty(scores, (B,), out_dtype, zeroed=False)
         tn = describe(out, "nll")
-        g, result = None, {}
+        g, result, flat = None, {}, None
         if grads:
             g = _lib.CrfGrads()
             sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
             result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
-            for name in self.param_names():
-                result[name] = _empty(scores, self.param_shape(name), "float32", zeroed=False)
+            flat = _empty(scores, (self._flat_size,), "float32", zeroed=False)  # one allocation for every parameter
             if onset is not None:
                 result["onset"] = _empty(scores, (B, T, C), "float32", zeroed=False)
             for name, arr in result.items():
                 setattr(g, name, describe(arr, "grads." + name))
+            # the parameters' descriptors straight from the flat buffer's address (no views made here)
+            for name, t in zip(self._flat_names, _lib.describe_parts(flat, self._flat_parts)):
+                setattr(g, name, t)
+            if views:
+                for name, at, n, sh in self._flat_layout:
+                    result[name] = flat[at:at + n].reshape(sh)
         check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
                                    ctypes.byref(g) if g is not None else None))
-        return (out, result) if grads else out
+        return out, result, flat
 
     def viterbi(self, scores, lengths, onset=None, cumulative=False):
         """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""
         B, T, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
-        score = _empty(scores, (B,), "float64")
-        segs = _empty(scores, (B, T, 3), "int32")
-        counts = _empty(scores, (B,), "int32")
+        score = _empty(scores, (B,), "float64", zeroed=False)  # every entry written (rows past a count: 0)
+        segs = _empty(scores, (B, T, 3), "int32", zeroed=False)
+        counts = _empty(scores, (B,), "int32", zeroed=False)
         ts, tg, tc = describe(score, "score"), describe(segs, "segments"), describe(counts, "num_segments")
         check(lib.timitseg_crf_viterbi(self._h, ctypes.byref(b), ctypes.byref(ts), ctypes.byref(tg),
                                        ctypes.byref(tc)))
         n = counts.tolist()
         return score, [segs[i, :n[i]] for i in range(B)]
 
-    def marginals(self, scores, lengths, onset=None, cumulative=False, boundaries=True, frames=True):
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; either may be None."""
+    def marginals(self, scores, lengths, onset=None, cumulative=False, boundaries=True, frames=True, segments=False):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; either may be None.
+        With segments=True a third: segment posteriors [B][T][K][C] float64, entry [b][t][d-1][c] =
+        P(a segment of label c and duration d ends at frame t) (0 for t >= length or d > t+1)."""
         B, T, C = self._dims(scores, cumulative)
+        K = self.max_duration
+        if segments and B * T * K * C > _lib.SEGMENT_POSTERIORS_MAX_ENTRIES:
+            raise _lib.ShapeError("segments [B][T][K][C] = %s would hold %d entries, over the limit of %d (2 GiB as "
+                                  "float64); pass fewer or shorter utterances"
+                                  % (list((B, T, K, C)), B * T * K * C, _lib.SEGMENT_POSTERIORS_MAX_ENTRIES))
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         bo = _empty(scores, (B, T + 1), "float64") if boundaries else None
         fr = _empty(scores, (B, T, C), "float64") if frames else None
-        tb = describe(bo, "boundaries") if boundaries else _lib.absent()
-        tf = describe(fr, "frames") if frames else _lib.absent()
-        check(lib.timitseg_crf_marginals(self._h, ctypes.byref(b), ctypes.byref(tb), ctypes.byref(tf)))
-        return bo, fr
+        if boundaries or frames:
+            tb = describe(bo, "boundaries") if boundaries else _lib.absent()
+            tf = describe(fr, "frames") if frames else _lib.absent()
+            check(lib.timitseg_crf_marginals(self._h, ctypes.byref(b), ctypes.byref(tb), ctypes.byref(tf)))
+        if not segments:
+            return bo, fr
+        sg = _empty(scores, (B, T, K, C), "float64", zeroed=False)
+        ts = describe(sg, "segments")
+        check(lib.timitseg_crf_segment_posteriors(self._h, ctypes.byref(b), ctypes.byref(ts)))
+        return bo, fr, sg
 
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
         """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""

@@ -20,6 +20,17 @@ class Segment(tuple):
     label = property(lambda s: s[2])
 
 
+class Alignment(tuple):
+    """(phones, words) of a word alignment: lists of Segment (begin, end samples; the phone or the word)."""
+    __slots__ = ()
+
+    def __new__(cls, phones, words):
+        return tuple.__new__(cls, (phones, words))
+
+    phones = property(lambda s: s[0])
+    words = property(lambda s: s[1])
+
+
 def _segments(handle):
     try:
         out = []
@@ -79,9 +90,35 @@ class Model:
             check(lib.timitseg_model_decode_samples(self._h, ptr, x.size, int(sample_rate), ctypes.byref(out)))
         return _segments(out)
 
-    def align(self, path, phones):
-        """Forced alignment of the phones (a list of names or one space-separated string) in an audio file."""
-        text = phones if isinstance(phones, str) else " ".join(phones)
+    def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,
+              word_silence=False, obligatory_silence=False, dict_format="auto"):
+        """Forced alignment of an audio file, as `timitseg align` does.
+
+        phones: a list of names or one space-separated string (`align --phones`): returns the phone
+        Segments (the command's .PHN rows). words + dictionary (`align --words --dict`): words a list
+        or one string, dictionary a file in TIMIT's TIMITDIC.TXT or CMUdict's format; returns
+        Alignment(phones, words), the phone Segments and the word Segments (begin and end samples, the
+        word) of the command's output. The options are the command's: closures=False is
+        --no-closures, edge_silence=False --no-edge-silence, word_silence --word-silence,
+        obligatory_silence --obligatory-silence, dict_format --dict-format (timit, cmudict, auto)."""
+        if (phones is None) == (words is None):
+            raise ValueError("align: give phones, or words and a dictionary (exactly one of phones and words)")
         out = ctypes.c_void_p()
-        check(lib.timitseg_model_align_file(self._h, os.fsencode(path), text.encode(), ctypes.byref(out)))
-        return _segments(out)
+        if phones is not None:
+            text = phones if isinstance(phones, str) else " ".join(phones)
+            check(lib.timitseg_model_align_file(self._h, os.fsencode(path), text.encode(), ctypes.byref(out)))
+            return _segments(out)
+        if dictionary is None:
+            raise ValueError("align(words=...): give dictionary, a pronunciation dictionary file")
+        if dict_format not in ("timit", "cmudict", "auto"):
+            raise ValueError("align: dict_format must be timit, cmudict or auto, got %r" % (dict_format,))
+        text = words if isinstance(words, str) else " ".join(words)
+        o = lib.timitseg_align_words_default_options()
+        o.closures, o.edge_silence = int(bool(closures)), int(bool(edge_silence))
+        o.word_silence, o.obligatory_silence = int(bool(word_silence)), int(bool(obligatory_silence))
+        o.dict_format = dict_format.encode()
+        wout = ctypes.c_void_p()
+        check(lib.timitseg_model_align_words_file(self._h, os.fsencode(path), text.encode(), os.fsencode(dictionary),
+                                                  ctypes.byref(o), ctypes.byref(out), ctypes.byref(wout)))
+        phone_segs = _segments(out)
+        return Alignment(phone_segs, _segments(wout))

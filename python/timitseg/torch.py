@@ -25,40 +25,80 @@ def _as_compute(x):
     return x if x.dtype in _COMPUTE else x.float()
 
 
+_REDUCTIONS = ("none", "mean", "sum")
+
+
 class _NLL(torch.autograd.Function):
+    """The NLL [B] (reduction "none") or its mean / sum over the batch. The forward computes every
+    gradient of sum(nll) (scale 1) in the same call; the backward scales them by the incoming
+    gradient on torch's current stream, without a host wait when one weight serves every utterance
+    (a reduction, or a gradient broadcast from one value as sum() gives): one multiplication for
+    the parameters' gradients (one flat buffer) and one for the scores'."""
+
     @staticmethod
-    def forward(ctx, crf, names, gold, scores, lengths, onset, *params):
+    def forward(ctx, crf, names, gold, reduction, scores, lengths, onset, *params):
         handle = crf.handle
         crf._push(names, params)
         need = ctx.needs_input_grad
-        want_grads = any(need[3:])
+        want_grads = any(need[4:])
         x = _as_compute(scores.detach())
-        res = handle.nll(x, lengths, onset=None if onset is None else onset.detach(), grads=want_grads, **gold)
-        nll, grads = (res if want_grads else (res, {}))
-        ctx.grads = grads
-        ctx.names = names
+        out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+        nll, grads, flat = handle._nll(x, lengths, gold.get("labels"), gold.get("segments"),
+                                       gold.get("num_segments"), None if onset is None else onset.detach(), False,
+                                       1.0, want_grads, out_dtype, views=False)
+        ctx.grads, ctx.flat, ctx.names, ctx.reduction, ctx.B = grads, flat, names, reduction, nll.shape[0]
         ctx.score_dtype = scores.dtype
         ctx.has_onset = onset is not None
         ctx.gold, ctx.lengths, ctx.onset, ctx.x = gold, lengths, onset, x
         ctx.handle = handle
-        return nll.to(scores.dtype if scores.dtype == torch.float64 else torch.float32)
+        if reduction == "mean":
+            return nll.mean()
+        return nll.sum() if reduction == "sum" else nll
 
     @staticmethod
-    def backward(ctx, grad_nll):
+    def backward(ctx, grad_out):
         g = ctx.grads
-        gn = grad_nll.detach().to(torch.float64)
-        if torch.all(gn == gn.reshape(-1)[0]):
-            w = gn.reshape(-1)[0]  # one weight for every utterance (mean, sum): the summed gradients scale
-            param_grads = [g[n].to(torch.float64).mul(w).to(torch.float32) for n in ctx.names]
+        gn = grad_out.detach()
+        if ctx.reduction == "mean":
+            w, rows = gn / ctx.B, None  # as torch's mean backward: each utterance's weight g / B
+        elif ctx.reduction == "sum":
+            w, rows = gn, None
+        elif gn.numel() == 0 or gn.stride(0) == 0 or gn.numel() == 1:
+            w, rows = gn.reshape(-1)[0] if gn.numel() else gn.sum(), None  # one value broadcast: no host wait
+        elif bool(torch.all(gn == gn.reshape(-1)[0])):  # a host wait: the weights of .mean() look like this
+            w, rows = gn.reshape(-1)[0], None
+        else:
+            w, rows = None, gn
+        go = None
+        if rows is None:
+            if g["scores"].dtype == w.dtype == ctx.score_dtype == torch.float32:
+                # one launch scales both buffers (torch's multi-tensor kernel: the same products as mul)
+                flat, gs = torch._foreach_mul([ctx.flat, g["scores"]], w)
+            else:
+                flat, gs = _scaled(ctx.flat, w, torch.float32), _scaled(g["scores"], w, ctx.score_dtype)
+            part = ctx.handle._flat_strided
+            param_grads = [flat.as_strided(*part[n]) for n in ctx.names]  # views of the one scaled buffer
+            if ctx.has_onset:
+                go = _scaled(g["onset"], w, torch.float32)
         else:  # per-utterance weights: the parameter gradients one utterance at a time
-            param_grads = _weighted_param_grads(ctx, gn)
-        gs = g["scores"].to(torch.float64).mul(gn.reshape(-1, 1, 1)).to(ctx.score_dtype)
-        go = g["onset"].to(torch.float64).mul(gn.reshape(-1, 1, 1)).to(torch.float32) if ctx.has_onset else None
-        return (None, None, None, gs, None, go) + tuple(param_grads)
+            param_grads = _weighted_param_grads(ctx, rows)
+            gs = _scaled(g["scores"], rows.reshape(-1, 1, 1), ctx.score_dtype)
+            if ctx.has_onset:
+                go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
+        return (None, None, None, None, gs, None, go) + tuple(param_grads)
+
+
+def _scaled(grad, w, dtype):
+    """grad * w rounded once to dtype: in float32 when grad, w and dtype are float32 (float32's
+    product is the exact one rounded, as the float64 product rounded to float32 would be), else
+    through float64 (half-precision scores, a float64 weight)."""
+    if grad.dtype == w.dtype == dtype == torch.float32:
+        return grad.mul(w)
+    return grad.to(torch.float64).mul(w.to(torch.float64)).to(dtype)
 
 
 def _weighted_param_grads(ctx, gn):
-    out = [torch.zeros_like(ctx.grads[n], dtype=torch.float64) for n in ctx.names]
+    out = [torch.zeros(ctx.handle.param_shape(n), dtype=torch.float64, device=gn.device) for n in ctx.names]
     for b in range(gn.shape[0]):
         sl = slice(b, b + 1)
         gold = {k: (v[sl] if k != "num_segments" else v[sl]) for k, v in ctx.gold.items()}
@@ -126,18 +166,22 @@ class SemiCRF(torch.nn.Module):
             with torch.no_grad():
                 self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
 
-    def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None):
+    def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, reduction="none"):
         """NLL per utterance [B] of frame scores [B][T][C] (utterance lengths
         [B], 0 allowed) against gold frame labels [B][T] or segments [B][S][3]
-        (start, duration, label) with num_segments [B]. Differentiable in
-        scores, onset and the parameters."""
+        (start, duration, label) with num_segments [B]; reduction "mean" or
+        "sum" returns their mean / sum (the same value as .mean() / .sum(), and
+        a backward that never waits for the GPU). Differentiable in scores,
+        onset and the parameters."""
+        if reduction not in _REDUCTIONS:
+            raise ValueError("reduction must be one of %s, got %r" % (", ".join(_REDUCTIONS), reduction))
         gold = {}
         if labels is not None:
             gold["labels"] = labels
         if segments is not None:
             gold["segments"], gold["num_segments"] = segments, num_segments
         names = self._param_names()
-        nll = _NLL.apply(self, names, gold, scores, lengths, onset, *[getattr(self, n) for n in names])
+        nll = _NLL.apply(self, names, gold, reduction, scores, lengths, onset, *[getattr(self, n) for n in names])
         if self.duration_model == "lognormal":
             with torch.no_grad():
                 self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
@@ -157,10 +201,12 @@ class SemiCRF(torch.nn.Module):
         return self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
 
     @torch.no_grad()
-    def marginals(self, scores, lengths, onset=None):
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64."""
+    def marginals(self, scores, lengths, onset=None, segments=False):
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; with segments=True
+        also segment posteriors [B][T][K][C]: P(a segment of label c and duration d ends at frame t) at
+        [b][t][d-1][c]."""
         self._sync()
-        return self.handle.marginals(_as_compute(scores), lengths, onset=onset)
+        return self.handle.marginals(_as_compute(scores), lengths, onset=onset, segments=segments)
 
     @torch.no_grad()
     def viterbi(self, scores, lengths, onset=None):

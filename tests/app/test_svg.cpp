@@ -9,6 +9,11 @@
 #include <string>
 #include <vector>
 
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
+#include "app/report/reliability.h"
 #include "app/report/svg.h"
 
 using namespace timitseg::app::report;
@@ -176,4 +181,24 @@ TEST(Svg, ViridisEndsAndMiddle) {
   EXPECT_EQ((std::vector<int>{c[0], c[1], c[2]}), (std::vector<int>{33, 145, 140}));
   viridis(NAN, c);
   EXPECT_EQ(c[0], 68);
+}
+
+// The reliability plot of evaluate --align: the diagonal and one curve per
+// score, empty bins left out, the ECE in the legend, a standalone SVG.
+TEST(ReliabilityPlot, CurvesFromTheBins) {
+  auto bins = [](std::vector<std::tuple<int64_t, double, double>> rows) {
+    nlohmann::json b = nlohmann::json::array();
+    for (const auto& [n, c, a] : rows) b.push_back({{"count", n}, {"mean_confidence", c}, {"accuracy", a}});
+    return b;
+  };
+  nlohmann::json conf;
+  conf["boundary_confidence"]["reliability"] = {{"ece", 0.0815}, {"bins", bins({{3, 0.15, 0.5}, {0, 0.0, 0.0}, {7, 0.95, 0.9}})}};
+  conf["label_confidence"]["reliability"] = {{"ece", 0.05}, {"bins", bins({{2, 0.25, 0.0}})}};
+  const std::string svg = timitseg::app::report::reliability_svg(conf);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_NE(svg.find("data-series=\"3\""), std::string::npos) << svg.substr(0, 400);
+  EXPECT_NE(svg.find("boundary_confidence (ECE 0.082)"), std::string::npos);
+  EXPECT_NE(svg.find("label_confidence (ECE 0.05)"), std::string::npos);
+  EXPECT_NE(svg.find("data-points=\"2\""), std::string::npos);  // the boundary curve: the empty bin left out
 }

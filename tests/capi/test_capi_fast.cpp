@@ -276,3 +276,42 @@ TEST(CapiFastCuda, ExtremeScoresGiveNoNaN) {
   timitseg_crf_free(ref);
   timitseg_crf_free(h);
 }
+
+// cuda: the lengths are checked by the backend on the device (no read-back).
+// A row of length 0 falls back to the general path (no zero-copy call counted)
+// with the same values as the general path; a length past T and a label
+// outside [0, C) give the general path's one-line errors (the cumsum kernels
+// clamp the length: nothing is read outside the rows).
+TEST(CapiFastCuda, DeviceCheckedLengthsFallBackToTheGeneralPath) {
+  NEED_GPU();
+  const Case c = make_case(31, 1.0f, {13, 0, 4, 13});
+  timitseg_crf* h = handle(TIMITSEG_BACKEND_CUDA, c);
+  ASSERT_NE(h, nullptr) << timitseg_last_error();
+  const Out fast = run(h, c, false, true);
+  EXPECT_EQ(h->fast_calls, 0u) << "a row of length 0 must take the general path";
+  expect_same_bits(fast, run(h, c, true, true));
+  EXPECT_EQ(fast.nll[1], 0.0);
+  Case bad = c;
+  bad.len = {13, 14, 4, 13};
+  Call m(true);
+  std::vector<float> x = bad.x, lz(static_cast<size_t>(bad.B));
+  std::vector<int32_t> len = bad.len, lab = bad.lab;
+  timitseg_crf_batch in{};
+  in.scores = m.put(x, TIMITSEG_F32, {bad.B, bad.T, bad.C});
+  in.lengths = m.put(len, TIMITSEG_I32, {bad.B});
+  timitseg_tensor out = m.put(lz, TIMITSEG_F32, {bad.B});
+  EXPECT_EQ(timitseg_crf_log_partition(h, &in, &out), TIMITSEG_ERR_LENGTH);
+  EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_log_partition: lengths[1] = 14 is outside [0, T = 13]");
+  len = c.len;
+  len[1] = 5;
+  lab[static_cast<size_t>(bad.T + 2)] = bad.C;  // utterance 1, frame 2
+  in.lengths = m.put(len, TIMITSEG_I32, {bad.B});
+  timitseg_crf_gold gold{};
+  gold.labels = m.put(lab, TIMITSEG_I32, {bad.B, bad.T});
+  const int st = timitseg_crf_nll(h, &in, &gold, 1.0, &out, nullptr);
+  EXPECT_NE(st, TIMITSEG_OK);
+  const std::string msg = timitseg_last_error();
+  EXPECT_NE(msg.find("gold.labels[1][2] = 5"), std::string::npos) << msg;
+  EXPECT_EQ(h->fast_calls, 0u);
+  timitseg_crf_free(h);
+}

@@ -319,13 +319,17 @@ TEST_F(AlignE2E, KaldiIdsAndEveryFormat) {
   std::istringstream csv(slurp(out / "utt_a.csv"));
   std::string line;
   std::getline(csv, line);
-  EXPECT_EQ(line, "tier,start,end,start_sample,end_sample,label");
+  EXPECT_EQ(line, "tier,start,end,start_sample,end_sample,label,boundary_confidence,label_confidence");
   for (size_t i = 0; i < rows.size() + 2; ++i) {
     ASSERT_TRUE(std::getline(csv, line));
     std::vector<std::string> f;
     std::istringstream ls(line);
     for (std::string x; std::getline(ls, x, ',');) f.push_back(x);
-    ASSERT_EQ(f.size(), 6u) << line;
+    ASSERT_EQ(f.size(), 8u) << line;
+    for (size_t k : {6, 7}) {  // probabilities
+      EXPECT_GE(std::stod(f[k]), 0.0) << line;
+      EXPECT_LE(std::stod(f[k]), 1.0) << line;
+    }
     if (i < rows.size()) {
       EXPECT_EQ(f[0], "phone");
       EXPECT_EQ(std::stoll(f[3]), rows[i].b);
@@ -369,3 +373,62 @@ TEST_F(AlignE2E, KaldiIdsAndEveryFormat) {
   EXPECT_NE(c.output.find("--format"), std::string::npos) << c.output;
 }
 
+
+// The confidences of align and the posteriors of decode (docs/align.md
+// "Confidence"): in [0, 1], the same on the reference backend (the float64
+// definitions) as on the cpu backend (the recurrences) to 1e-9, and
+// evaluate --align's confidence section.
+TEST_F(AlignE2E, ConfidencesAndPosteriorsSameOnReferenceAndCpu) {
+  const fs::path test = dir_ / "synth" / "TEST";
+  auto values = [](const fs::path& json, const char* list, const std::vector<std::string>& keys) {
+    const nlohmann::json j = nlohmann::json::parse(slurp(json));
+    std::vector<double> v;
+    for (const auto& row : j.at(list))
+      for (const std::string& k : keys) v.push_back(row.at(k).get<double>());
+    return v;
+  };
+  for (const char* cmd : {"align", "decode"}) {
+    const bool al = std::string(cmd) == "align";
+    std::vector<std::vector<double>> got;
+    for (const char* be : {"cpu", "reference"}) {
+      const fs::path out = dir_ / (std::string("conf_") + cmd + "_" + be);
+      const std::string input = al ? "--timit " + test.string() : test.string();
+      Cmd c = run(std::string(cmd) + " --checkpoint " + ckpt_.string() + " " + input + " --out " + out.string() +
+                  " --format json,csv --device cpu --crf-backend " + be);
+      ASSERT_EQ(c.rc, 0) << c.output;
+      if (al) EXPECT_NE(c.output.find("mean boundary_confidence"), std::string::npos) << c.output;
+      std::vector<double> all;
+      for (const auto& f : fs::recursive_directory_iterator(out)) {
+        if (f.path().extension() != ".json") continue;
+        const auto v = al ? values(f.path(), "phones", {"boundary_confidence", "label_confidence"})
+                          : values(f.path(), "phones", {"posterior"});
+        all.insert(all.end(), v.begin(), v.end());
+        EXPECT_NE(slurp(fs::path(f.path()).replace_extension(".csv")).find(al ? ",label_confidence\n" : ",posterior\n"),
+                  std::string::npos);
+      }
+      got.push_back(all);
+    }
+    ASSERT_EQ(got[0].size(), got[1].size());
+    ASSERT_GT(got[0].size(), 10u);
+    double sum = 0.0;
+    for (size_t i = 0; i < got[0].size(); ++i) {
+      EXPECT_GE(got[0][i], 0.0);
+      EXPECT_LE(got[0][i], 1.0 + 1e-12);
+      EXPECT_NEAR(got[0][i], got[1][i], 1e-9) << cmd << " value " << i;
+      sum += got[0][i];
+    }
+    EXPECT_GT(sum, 0.0) << cmd;
+  }
+  const fs::path js = dir_ / "eval_conf.json";
+  Cmd e = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " + js.string() +
+              " --reliability-plot " + (dir_ / "rel.svg").string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("label_confidence:    AUROC(replaced)"), std::string::npos) << e.output;
+  const nlohmann::json c = nlohmann::json::parse(slurp(js))["align"]["confidence"];
+  EXPECT_GT(c["label_confidence"]["replaced"].get<int64_t>(), 0);
+  EXPECT_LT(c["label_confidence"]["replaced"].get<int64_t>(), c["label_confidence"]["phones"].get<int64_t>());
+  const double auc = c["label_confidence"]["auroc_replaced"].get<double>();
+  EXPECT_GE(auc, 0.0);
+  EXPECT_LE(auc, 1.0);
+  EXPECT_NE(slurp(dir_ / "rel.svg").find("label_confidence (ECE"), std::string::npos);
+}

@@ -1,0 +1,52 @@
+// The constrained forward-backward of one utterance on the cpu backend
+// (docs/crf.md "Confidence"): log Z_c over every alignment of the transcript
+// and the posteriors of phone spans, starts, ends and skips, from four full
+// tables of (L+1) x np doubles (S and F forward, H and G backward; E is
+// recomputed from F). Written over one utterance view (AlignUtterance) so
+// that a caller can run it on any window of frames and transcript positions
+// (a Params whose start/end are the transitions from / into the phones
+// outside the window gives the posteriors conditioned on the window's edges).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "crf/cpu/align_bounded.h"
+
+namespace timitseg::crf::cpu {
+
+// Above this size of one utterance's tables (align_posterior_table_bytes) the
+// cpu backend refuses align_posteriors with one line (the caller windows).
+constexpr size_t kAlignPosteriorTableBytes = size_t{512} << 20;
+
+class ConstrainedPosteriors {
+ public:
+  // tables: 4 (L+1) np doubles, tmp: K doubles (caller-owned, overwritten).
+  ConstrainedPosteriors(const AlignUtterance& u, double* tables, double* tmp);
+  // Forward and backward passes; returns log Z_c (-inf: no alignment of finite score).
+  double run();
+  double log_z() const { return lz_; }
+  // Posteriors (0-based phone n; 0 outside the valid range), after run():
+  double span(int64_t n, int64_t s, int64_t e) const;  // P_c(phone n occupies [s, e))
+  double starts(int64_t n, int64_t u) const;           // P_c(phone n starts at u)
+  double ends(int64_t n, int64_t t) const;             // P_c(phone n ends at t)
+  double skipped(int64_t n) const;                     // P_c(optional phone n has 0 frames)
+  // Backend::align_posteriors' three numbers for the query span (s, r) of phone n.
+  void query(int64_t n, int64_t s, int64_t r, double* out3) const;
+
+ private:
+  const AlignUtterance& u_;
+  double *S_, *F_, *H_, *G_, *tmp_;
+  double lz_;
+  bool opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
+  double A(int64_t from, int64_t to) const;
+  double st(int64_t c) const;
+  double en(int64_t c) const;
+  double seg(int64_t v, int64_t d, int64_t c) const;
+  double phone(int64_t v, int64_t r, int64_t c) const;
+  double entry(int64_t t, int64_t n) const;  // E[t][n]: phone n starts at t (transition into it included)
+  double& at(double* tab, int64_t t, int64_t n) const { return tab[t * u_.np + n]; }
+  double get(const double* tab, int64_t t, int64_t n) const { return tab[t * u_.np + n]; }
+};
+
+}  // namespace timitseg::crf::cpu

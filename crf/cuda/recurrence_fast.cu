@@ -1,0 +1,417 @@
+// The scaled linear-domain log-sum-exp recurrence (docs/cuda.md "Fast
+// recurrence"): the forward (alpha, sigma) and backward (rho, gamma)
+// recurrences of docs/crf.md with fused multiply-adds for the terms and two
+// exps per (position, label) on the sequential path, no log there. One block
+// per utterance and direction; label c is owned by the group of G lanes
+// c*G .. c*G+G-1, plus one warp that writes the tables (C*G + 32 <=
+// kMaxRecThreads); all state float64.
+//
+// Forward (backward: mirror, in brackets). With the ring value
+//   w[u,c] = sigma[u,c] - cum[u,c] + o[u,c]          [w[v,c] = gamma[v,c] + cum[v,c]]
+// phase 1 is
+//   alpha[t,c] = cum[t,c] + lse_d (D[d-1,c] + w[t-d,c])
+//              = cum[t,c] + Dmax[c] + ref[c] + log S1,  S1 = sum_d ED[d-1,c] q[t-d,c]
+//   [rho[u,c] = o[u,c] - cum[u,c] + lse_d (D[d-1,c] + w[u+d,c])]
+// with ED[k,c] = exp(D[k,c] - Dmax[c]) <= 1 and the linear ring
+// q[u,c] = exp(w[u,c] - ref[c]) for a per-label reference ref[c]. Phase 2 is
+//   sigma[t,c] = R + Amax[c] + log S2,  S2 = sum_c' ET[c][c'] P[c'],
+//   P[c'] = exp(alpha[t,c'] - R),  ET[c][c'] = exp(A[c',c] - Amax[c]) <= 1   [A[c,c']]
+// where R, the reference of row t, is the (upper bound of the) row max of the
+// previous row, known before phase 1: no reduction over labels sits between
+// the phases. A value is kept as an offset and a mantissa, x = off + log m
+// with S = m 2^e, m in [0.5, 1), off = ... + e log 2, so the sequential path
+// needs no log: the log is taken only for the tables (backward: by one extra
+// warp, off the groups' path), the exact fallback and log Z. The two exps of
+// a step are independent of its sums (P = S1 exp(base - R), q = S2 exp(wbase
+// - ref)), so they overlap the loads and shuffles.
+//
+// Exactness. ref[c] is reset to the window max of the offsets (every q < 1)
+// every kRescalePeriod positions and whenever a new offset exceeds it by more
+// than kRescaleMargin; between resets q < exp(256). A product that underflows
+// in S1 is then below 2^-1022 * 2^370; in S2 every finite ET is >= 2^-900
+// (checked per label, else phase 2 of that label is always exact) and a P
+// that underflows is below 2^-1022; so a sum accepted in [kSumLo, kSumHi] =
+// [2^-500, 2^1000] has lost nothing above 2^-150 of itself, and its log is
+// the log-sum-exp to float64 rounding. Any other sum (every term tiny, -inf
+// entries, P overflowing when a row grows by more than 700 nats, scores of
+// +-1e4) is recomputed for that (position, label) by the exact two-pass
+// log-sum-exp on the exact log values. The choice depends on the data
+// alone, so reruns are bitwise identical; log_partition and backward run the
+// same code (only the table stores differ), so their log Z agree bitwise.
+#include <stdexcept>
+
+#include "crf/cuda/recurrence.cuh"
+#include "crf/cuda/reduce.cuh"
+
+namespace timitseg::crf::cuda_impl {
+namespace {
+
+constexpr int kRescalePeriod = 16;
+constexpr double kRescaleMargin = 256.0;
+constexpr double kSumLo = 0x1p-500;
+constexpr double kSumHi = 0x1p1000;
+constexpr double kEtMin = 0x1p-900;
+constexpr double kLn2 = 0.69314718055994530942;
+
+template <int G>
+__device__ __forceinline__ double group_sum(double v, unsigned mask) {
+#pragma unroll
+  for (int off = G / 2; off >= 1; off >>= 1) v += __shfl_xor_sync(mask, v, off, G);
+  return v;
+}
+template <int G>
+__device__ __forceinline__ double group_max(double v, unsigned mask) {
+#pragma unroll
+  for (int off = G / 2; off >= 1; off >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, off, G));
+  return v;
+}
+
+// A normal positive x as m 2^e with m in [0.5, 1) (bit operations, no log).
+__device__ __forceinline__ double split_exp(double x, int& e) {
+  const int hi = __double2hiint(x);
+  e = ((hi >> 20) & 0x7ff) - 1022;
+  return __hiloint2double((hi & 0x800fffff) | 0x3fe00000, __double2loint(x));
+}
+
+// Ring slot of the row `d` positions away from `slot` (towards the start
+// for the forward, towards the end for the backward), 0 <= d <= K.
+__device__ __forceinline__ int ring_slot(int slot, int d, bool rev, int K) {
+  int src = rev ? slot + d : slot - d;
+  src += src < 0 ? K : 0;
+  src -= src >= K ? K : 0;
+  return src;
+}
+
+// Transition from c2 to c in the direction of the recurrence (forward A[c2][c],
+// backward A[c][c2]).
+__device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, int c2) {
+  return rev ? A[c * C + c2] : A[c2 * C + c];
+}
+
+// Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
+// xoff, xm, P, yoff, ym [C]; cur [2][C] (cum_scores of this / the next position).
+struct FastSmem {
+  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
+};
+
+__device__ FastSmem carve(unsigned char* raw, int K, int C) {
+  FastSmem m;
+  double* p = reinterpret_cast<double*>(raw);
+  const int KC = K * C;
+  m.q = p, p += KC;
+  m.woff = p, p += KC;
+  m.wm = p, p += KC;
+  m.ED = p, p += KC;
+  m.ET = p, p += C * C;
+  m.xoff = p, p += C;
+  m.xm = p, p += C;
+  m.P = p, p += C;
+  m.yoff = p, p += C;
+  m.ym = p, p += C;
+  m.cur = p;
+  return m;
+}
+
+// Exact two-pass log-sum-exp over the group (fallbacks; rare, kept out of line).
+template <int G>
+__device__ __noinline__ double exact_phase1(const FastSmem m, const float* D, int K, int C, int c, int slot, bool rev,
+                                            int dmax, int lane, unsigned gmask) {
+  double mx = kNegInf;
+  for (int k = lane; k < dmax; k += G) {
+    const int row = ring_slot(slot, k + 1, rev, K) * C + c;
+    mx = fmax(mx, static_cast<double>(D[k * C + c]) + (m.woff[row] + log(m.wm[row])));
+  }
+  mx = group_max<G>(mx, gmask);
+  if (mx == kNegInf) return kNegInf;
+  double s = 0.0;
+  for (int k = lane; k < dmax; k += G) {
+    const int row = ring_slot(slot, k + 1, rev, K) * C + c;
+    const double t = static_cast<double>(D[k * C + c]) + (m.woff[row] + log(m.wm[row]));
+    if (t != kNegInf) s += exp(t - mx);
+  }
+  return mx + log(group_sum<G>(s, gmask));
+}
+
+template <int G>
+__device__ __noinline__ double exact_phase2(const FastSmem m, const float* A, int C, int c, bool rev, int lane,
+                                            unsigned gmask) {
+  double mx = kNegInf;
+  for (int c2 = lane; c2 < C; c2 += G)
+    mx = fmax(mx, (m.xoff[c2] + log(m.xm[c2])) + static_cast<double>(trans(A, C, rev, c, c2)));
+  mx = group_max<G>(mx, gmask);
+  if (mx == kNegInf) return kNegInf;
+  double s = 0.0;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    const double t = (m.xoff[c2] + log(m.xm[c2])) + static_cast<double>(trans(A, C, rev, c, c2));
+    if (t != kNegInf) s += exp(t - mx);
+  }
+  return mx + log(group_sum<G>(s, gmask));
+}
+
+// Stores w = wo + log(wmv) of row `slot` into the rings: q relative to ref
+// (qv when the caller has it, NaN otherwise), or, on a reset step (every
+// kRescalePeriod steps, or wo above ref + kRescaleMargin), ref := the max
+// offset over the rows the next steps read and their q recomputed. Called by
+// the whole group (same values in every lane).
+template <int G>
+__device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool rev, int s, int slot, int c, double wo,
+                                           double wmv, double qv, double& ref, int lane, unsigned gmask) {
+  const int at = slot * C + c;
+  const bool reset = (s % kRescalePeriod == 0) || !(wo <= ref + kRescaleMargin);
+  if (!reset) {
+    if (lane == 0) {
+      m.woff[at] = wo;
+      m.wm[at] = wmv;
+      // ref = -inf only with wo = -inf here
+      m.q[at] = qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref));
+    }
+    return;
+  }
+  if (lane == 0) m.woff[at] = wo, m.wm[at] = wmv;
+  __syncwarp(gmask);
+  const int nr = min(K, s + 1);  // rows pos, pos -+ 1, ...: the window of the next step
+  double mx = kNegInf;
+  for (int j = lane; j < nr; j += G) mx = fmax(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
+  mx = group_max<G>(mx, gmask);
+  for (int j = lane; j < nr; j += G) {
+    const int row = ring_slot(slot, j, rev, K) * C + c;
+    m.q[row] = mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx);
+  }
+  ref = mx;
+}
+
+// Per-label set-up by the group of c: Dmax, Amax, ED, ET and whether every
+// finite ET is >= kEtMin; row 0 of the recurrence (forward sigma[0] = s,
+// backward gamma[L] = e; alpha[0] / rho[L] = -inf) into the ring and tables.
+template <int G>
+__device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, int c, int lane, unsigned gmask,
+                          const float* cum, const float* onset, double* X, double* Y, double& dmx, double& amx,
+                          bool& etok, double& ref) {
+  const int K = a.K, C = a.C;
+  dmx = kNegInf, amx = kNegInf;
+  for (int k = lane; k < K; k += G) dmx = fmax(dmx, static_cast<double>(a.D[k * C + c]));
+  for (int c2 = lane; c2 < C; c2 += G) amx = fmax(amx, static_cast<double>(trans(a.A, C, rev, c, c2)));
+  dmx = group_max<G>(dmx, gmask);
+  amx = group_max<G>(amx, gmask);
+  for (int k = lane; k < K; k += G) m.ED[k * C + c] = dmx == kNegInf ? 0.0 : exp(static_cast<double>(a.D[k * C + c]) - dmx);
+  bool small = false;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    const double t = static_cast<double>(trans(a.A, C, rev, c, c2));
+    const double et = amx == kNegInf ? 0.0 : exp(t - amx);
+    m.ET[c * C + c2] = et;
+    small = small || (t != kNegInf && !(et >= kEtMin));
+  }
+  etok = !__any_sync(gmask, small);
+  const int pos0 = rev ? L : 0, pos1 = rev ? L - 1 : 1;
+  const double y0 = rev ? a.e[c] : a.s[c];
+  const double cp = cum[pos0 * C + c];
+  double w = rev ? y0 + cp : y0 - cp;
+  if (!rev && onset) w += static_cast<double>(onset[c]);  // o[0,c]
+  ref = w;
+  if (lane == 0) {
+    if (X) X[pos0 * C + c] = kNegInf;
+    if (Y) Y[pos0 * C + c] = y0;
+    const int at = (pos0 % K) * C + c;
+    m.woff[at] = w;
+    m.wm[at] = 1.0;
+    m.q[at] = w == kNegInf ? 0.0 : 1.0;
+    const double cp1 = cum[pos1 * C + c];
+    m.cur[C + c] = cp1;  // buffer of step 1
+    // An upper bound of alpha[1,c] / rho[L-1,c] (reference of step 1, its max over labels).
+    m.xoff[c] = rev ? (ref + dmx) - cp1 : (ref + dmx) + cp1;
+  }
+}
+
+// Phase 1 of step s (position pos) for label c: segments ending at pos
+// (forward) / starting at pos (backward); xoff, xm and P (against the
+// reference R) of the row into shared memory.
+template <int G>
+__device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
+                                            int c, const double* cur, const float* onset, double ref, double dmx,
+                                            double R, int lane, unsigned gmask) {
+  const int K = a.K, C = a.C;
+  const int dmax = min(K, s);
+  const double cp = cur[c];
+  // x = base + e log 2 + log m for a sum m 2^e; P = sum * exp(base - R),
+  // the exp independent of the sum (off the sequential path).
+  double base = rev ? (ref + dmx) - cp : (ref + dmx) + cp;
+  // Backward: every segment summed into rho[pos,c] starts at pos.
+  const double o = (rev && onset) ? static_cast<double>(onset[pos * C + c]) : 0.0;
+  if (rev && onset) base += o;
+  const double F = exp(base - R);
+  double part = 0.0;
+  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  const double sum = group_sum<G>(part, gmask);
+  double xo, xmv = 1.0, pv;
+  if (sum >= kSumLo && sum <= kSumHi) {
+    int e = 0;
+    xmv = split_exp(sum, e);
+    xo = base + static_cast<double>(e) * kLn2;
+    pv = (F >= 0x1p-1000 && F <= 0x1p1000) ? sum * F : xmv * exp(xo - R);
+  } else {
+    const double v = exact_phase1<G>(m, a.D, K, C, c, slot, rev, dmax, lane, gmask);
+    xo = rev ? v - cp : v + cp;
+    if (rev && onset && xo > kNegInf) xo += o;
+    pv = xo == kNegInf ? 0.0 : (R == kNegInf ? INFINITY : exp(xo - R));
+  }
+  if (lane == 0) {
+    m.xoff[c] = xo;
+    m.xm[c] = xmv;
+    m.P[c] = pv;
+  }
+}
+
+// Phase 2 of step s for label c: the C x C transition as a matrix-vector
+// product; the max offset of the row (R := the next reference); w into the
+// rings; with store, yoff / ym for the table warp.
+template <int G>
+__device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
+                                            int c, const double* cur, const float* onset, bool store, double amx,
+                                            bool etok, double& ref, double& R, int lane, unsigned gmask) {
+  const int K = a.K, C = a.C;
+  // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
+  const double cp = cur[c];
+  double wbase = rev ? (R + amx) + cp : (R + amx) - cp;
+  if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
+  const double F = exp(wbase - ref);
+  double part = 0.0, mx = kNegInf;
+  for (int c2 = lane; c2 < C; c2 += G) {
+    part = fma(m.ET[c * C + c2], m.P[c2], part);
+    mx = fmax(mx, m.xoff[c2]);
+  }
+  const double sum = group_sum<G>(part, gmask);
+  mx = group_max<G>(mx, gmask);
+  double yo, ymv = 1.0, wo, qv = NAN;
+  if (amx != kNegInf && etok && sum >= kSumLo && sum <= kSumHi) {
+    int e = 0;
+    ymv = split_exp(sum, e);
+    yo = (R + amx) + static_cast<double>(e) * kLn2;
+    wo = wbase + static_cast<double>(e) * kLn2;
+    if (F >= 0x1p-1000 && F <= 0x1p1000) qv = sum * F;
+  } else {
+    // amx = -inf: every transition into c is -inf.
+    yo = amx == kNegInf ? kNegInf : exact_phase2<G>(m, a.A, C, c, rev, lane, gmask);
+    wo = rev ? yo + cp : yo - cp;
+    if (!rev && onset) wo += static_cast<double>(onset[pos * C + c]);
+  }
+  if (lane == 0 && store) m.yoff[c] = yo, m.ym[c] = ymv;
+  ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
+  R = mx;
+}
+
+// One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
+// recurrence_kernel). X/Y tables written only when a.store.
+template <int G>
+__global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int B = a.B, T = a.T, K = a.K, C = a.C;
+  const bool rev = blockIdx.x >= static_cast<unsigned>(B);
+  const int b = rev ? blockIdx.x - B : blockIdx.x;
+  const int L = a.lengths[b];
+  const int tid = threadIdx.x;
+  const int lane = tid % G, c = tid / G;
+  const bool active = c < C;
+  // With a.store, the warp after the label groups writes the tables (the log
+  // of each value), off the sequential path of the groups.
+  const int nmain = (C * G + 31) / 32 * 32;
+  const bool helper = tid >= nmain;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
+
+  const size_t base = static_cast<size_t>(b) * (T + 1) * C;
+  const float* cum = a.cum + base;
+  const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
+  double* X = a.store ? (rev ? a.rho : a.alpha) + base : nullptr;    // [T+1][C]
+  double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
+  const FastSmem m = carve(smem_raw, K, C);
+
+  double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
+  bool etok = true;
+  if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
+  __syncthreads();
+  if (active) {
+    for (int c2 = lane; c2 < C; c2 += G) R = fmax(R, m.xoff[c2]);
+    R = group_max<G>(R, gmask);
+  }
+  __syncthreads();
+
+  for (int s = 1; s <= L; ++s) {
+    const int pos = rev ? L - s : s;
+    const int slot = pos % K;
+    const double* cur = m.cur + (s & 1) * C;  // cum_scores row pos
+    // The next position's cum_scores row: loaded now, stored after phase 1.
+    const int pos_next = rev ? pos - 1 : pos + 1;
+    const bool prefetch = s < L && tid < C;
+    float next_cum = 0.0f;
+    if (prefetch) next_cum = cum[pos_next * C + tid];
+
+    // Phase 1 (fast_phase1); the table warp writes the Y row of the previous step.
+    if (active) {
+      fast_phase1<G>(a, m, rev, s, pos, slot, c, cur, onset, ref, dmx, R, lane, gmask);
+    } else if (helper && Y && s > 1) {  // the Y row of the previous step
+      const int prev = rev ? pos + 1 : pos - 1;
+      for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = m.yoff[c2] + log(m.ym[c2]);
+    }
+    __syncthreads();
+    if (s == L) break;  // sigma[L] / gamma[0] are never used
+    if (prefetch) m.cur[((s + 1) & 1) * C + tid] = next_cum;
+
+    // Phase 2 (fast_phase2); the table warp writes the X row of this step.
+    if (active) {
+      fast_phase2<G>(a, m, rev, s, pos, slot, c, cur, onset, Y != nullptr, amx, etok, ref, R, lane, gmask);
+    } else if (helper && X) {  // the X row of this step
+      for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = m.xoff[c2] + log(m.xm[c2]);
+    }
+    __syncthreads();
+  }
+
+  // log Z from the exact last row (forward alpha[L], backward rho[0]), which
+  // is also the last X row.
+  if (active && lane == 0) {
+    m.P[c] = m.xoff[c] + log(m.xm[c]);
+    if (X) X[(rev ? 0 : L) * C + c] = m.P[c];
+  }
+  __syncthreads();
+  __shared__ double fin_val;
+  __shared__ int fin_idx;
+  finish_recurrence<LseAcc, false>(a, b, rev, m.P, fin_val, fin_idx);
+}
+
+template <int G>
+void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
+  const auto kernel = lse_fast_kernel<G>;
+  if (smem > 48 * 1024)
+    TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // The label groups, and one warp writing the tables when a.store.
+  const int threads = std::max(32, (a.C * G + 31) / 32 * 32) + (a.store ? 32 : 0);
+  kernel<<<blocks, threads, smem, stream>>>(a);
+  TS_LAUNCHED("lse_fast_kernel");
+}
+
+}  // namespace
+
+// Dynamic shared memory, plus 64 bytes for the kernel's static fin_val / fin_idx.
+size_t lse_fast_smem_bytes(int K, int C) {
+  const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C);
+  return sizeof(double) * (4 * k * c + c * c + 7 * c) + 64;
+}
+
+bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
+  // The label groups plus the table warp within the thread cap.
+  return (static_cast<long long>(C) * G + 31) / 32 * 32 + 32 <= kMaxRecThreads &&
+         lse_fast_smem_bytes(K, C) <= smem_limit &&
+         (G == 4 || G == 8 || G == 16 || G == 32);
+}
+
+void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, cudaStream_t stream) {
+  if (!lse_fast_fits(l.K, l.C, a.G, smem_limit))
+    throw std::logic_error("cuda backend: launch_lse_fast called for dims it does not fit");
+  const size_t smem = lse_fast_smem_bytes(l.K, l.C) - 64;  // the dynamic part
+  switch (a.G) {
+    case 4: launch_g<4>(a, blocks, smem, stream); break;
+    case 8: launch_g<8>(a, blocks, smem, stream); break;
+    case 16: launch_g<16>(a, blocks, smem, stream); break;
+    default: launch_g<32>(a, blocks, smem, stream); break;
+  }
+}
+
+}  // namespace timitseg::crf::cuda_impl

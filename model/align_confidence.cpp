@@ -1,0 +1,198 @@
+// fill_align_confidence (model/executor.h): the confidence scores of aligned
+// phones (docs/crf.md "Confidence") through a crf::Session on host arrays.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/parallel.h"
+#include "model/cpu/network.h"  // default_threads: the command's --threads
+#include "model/executor.h"
+
+namespace timitseg::model {
+namespace {
+
+// Frames [first, first + length) of utterance b of a batch alone: its rows of
+// cum/onset, dims with B = 1 and T = length (p.lengths points at `length`:
+// not copyable).
+struct OneUtt {
+  crf::Dims dims;
+  crf::Params p;
+  int32_t length;
+  OneUtt(const crf::Dims& d, const crf::Params& hp, int64_t b, int64_t first, int32_t frames)
+      : dims{1, frames, d.K, d.C}, p(hp), length(frames) {
+    p.cum_scores = hp.cum_scores + (b * (d.T + 1) + first) * d.C;
+    p.onset = hp.onset ? hp.onset + (b * d.T + first) * d.C : nullptr;
+    p.lengths = &length;
+  }
+  OneUtt(const OneUtt&) = delete;
+  OneUtt& operator=(const OneUtt&) = delete;
+};
+
+// One call of both confidence methods for the batch (dims, hp) with N phones a row.
+void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N, const int32_t* phones,
+               const int32_t* nph, const int32_t* opt, const int32_t* spans, double* post3, double* label) {
+  const crf::AlignPosteriorResult ap = session.align_posteriors_host(dims, hp, N, phones, nph, opt, spans);
+  std::copy(ap.posterior.begin(), ap.posterior.end(), post3);
+  std::vector<int32_t> queries(dims.B * N * 3, 0), nq(nph, nph + dims.B);
+  for (int64_t b = 0; b < dims.B; ++b) {
+    if (!(ap.log_z_c[b] > -INFINITY)) nq[b] = 0;  // infeasible: no spans to score
+    for (int64_t n = 0; n < nq[b]; ++n) {
+      queries[(b * N + n) * 3] = spans[(b * N + n) * 2];
+      queries[(b * N + n) * 3 + 1] = spans[(b * N + n) * 2 + 1];
+      queries[(b * N + n) * 3 + 2] = phones[b * N + n];
+    }
+  }
+  const crf::SpanMarginalResult sm = session.span_marginals_host(dims, hp, N, queries.data(), nq.data());
+  std::copy(sm.marginal.begin(), sm.marginal.end(), label);
+}
+
+// The confidences of utterance b (np phones y, optional flags opt or nullptr,
+// aligned spans [np][2]) by windows of its transcript (docs/align.md): the
+// core phones [c0, c1) are scored inside the window of phones [c0 - margin,
+// c1 + margin), its frames from the start of its first phone to the end of its
+// last, conditioned on the aligned phones outside it: the window's start
+// scores are the transitions from the last kept phone before it, its end
+// scores those into the first kept phone after it (the model's own start and
+// end at the utterance's edges). Returns false (nothing written) when one
+// window's need exceeds `limit`.
+bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t b, int64_t np,
+              const int32_t* y, const int32_t* opt, const int32_t* spans, double* post3, double* label,
+              const WindowLimits& wl, const std::function<double(const crf::Dims&, int64_t)>& need) {
+  const int64_t C = dims.C, L = hp.lengths[b];
+  const int64_t windows = (np + wl.core - 1) / wl.core;
+  auto bounds = [&](int64_t k, int64_t* c0, int64_t* c1, int64_t* p0, int64_t* p1, int64_t* a, int64_t* e) {
+    *c0 = k * wl.core;
+    *c1 = std::min(np, *c0 + wl.core);
+    *p0 = std::max<int64_t>(0, *c0 - wl.margin);
+    *p1 = std::min(np, *c1 + wl.margin);
+    *a = spans[2 * *p0];
+    *e = *p1 == np ? L : spans[2 * *p1];
+  };
+  for (int64_t k = 0; k < windows; ++k) {  // every window under the limit before any work
+    int64_t c0, c1, p0, p1, a, e;
+    bounds(k, &c0, &c1, &p0, &p1, &a, &e);
+    if (need(crf::Dims{1, e - a, dims.K, C}, p1 - p0) > wl.limit) return false;
+  }
+  // Windows in parallel on a host backend (a session each; the backend's own
+  // threads then run serially inside), one after another on a device backend.
+  const bool host = !session.backend().on_device();
+  const int threads = host ? static_cast<int>(std::min<int64_t>(default_threads(), windows)) : 1;  // --threads
+  std::vector<std::unique_ptr<crf::Session>> sessions(threads);
+  for (int t = 1; t < threads; ++t) sessions[t] = std::make_unique<crf::Session>(session.backend());
+  parallel_for(windows, threads, [&](int64_t k, int worker) {
+    crf::Session& sess = worker == 0 ? session : *sessions[worker];
+    int64_t c0, c1, p0, p1, a, e;
+    bounds(k, &c0, &c1, &p0, &p1, &a, &e);
+    const int64_t n = p1 - p0;
+    const OneUtt w(dims, hp, b, a, static_cast<int32_t>(e - a));
+    crf::Params p = w.p;
+    std::vector<float> end_col(C);
+    int64_t before = p0 - 1, after = p1;  // the kept phones around the window (a skipped one is passed over)
+    if (before >= 0 && spans[2 * before + 1] == 0) --before;
+    if (after < np && spans[2 * after + 1] == 0) ++after;
+    if (before >= 0) p.start = hp.transition + y[before] * C;
+    if (after < np) {
+      for (int64_t c = 0; c < C; ++c) end_col[c] = hp.transition[c * C + y[after]];
+      p.end = end_col.data();
+    }
+    std::vector<int32_t> sp(spans + 2 * p0, spans + 2 * p1);
+    for (int64_t i = 0; i < n; ++i) sp[2 * i] -= static_cast<int32_t>(a);
+    const int32_t count = static_cast<int32_t>(n);
+    std::vector<double> p3(n * 3, 0.0), lab(n, 0.0);
+    run_batch(sess, w.dims, p, n, y + p0, &count, opt ? opt + p0 : nullptr, sp.data(), p3.data(), lab.data());
+    for (int64_t i = c0; i < c1; ++i) {  // the core phones: disjoint between windows
+      std::copy(p3.begin() + (i - p0) * 3, p3.begin() + (i - p0) * 3 + 3, post3 + i * 3);
+      label[i] = lab[i - p0];
+    }
+  });
+  return true;
+}
+
+}  // namespace
+
+void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N,
+                           const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
+                           double batch_limit, double utterance_limit, WindowLimits window_limits) {
+  // Measurement knob (docs/align.md): TIMITSEG_CONFIDENCE_UTTERANCE_MIB replaces the per-utterance limit,
+  // so that the windows can be compared with the exact values on recordings that fit.
+  if (const char* env = std::getenv("TIMITSEG_CONFIDENCE_UTTERANCE_MIB")) {
+    char* end = nullptr;
+    const double mib = std::strtod(env, &end);
+    if (end == env || *end != '\0' || !(mib > 0.0) || !std::isfinite(mib))
+      throw std::invalid_argument(std::string("TIMITSEG_CONFIDENCE_UTTERANCE_MIB must be a positive number of MiB, got '") +
+                                  env + "'");
+    utterance_limit = mib * 1024 * 1024;
+  }
+  const int64_t B = dims.B;
+  const int32_t* opt = optional.empty() ? nullptr : optional.data();
+  std::vector<double> post3(B * N * 3, 0.0), label(B * N, 0.0);
+  out->computed.assign(B, 0);
+  out->windowed.assign(B, 0);
+  WindowLimits windows = window_limits;
+  if (!(windows.limit > 0.0)) windows.limit = utterance_limit;
+  out->reason.assign(B, "");
+  std::vector<char> feasible(B);
+  for (int64_t b = 0; b < B; ++b) feasible[b] = r.score[b] > -INFINITY;
+  // The constrained tables and the unconstrained pass's workspace (the loss's recurrences, (T+1) C per thread).
+  const std::function<double(const crf::Dims&, int64_t)> need = [&](const crf::Dims& d, int64_t n) {
+    return static_cast<double>(d.B) * crf::align_posterior_table_bytes(d.T, n) +
+           static_cast<double>(session.backend().workspace_bytes(d));
+  };
+  // (the cpu backend refuses a table over 512 MiB per utterance: kConfidenceUtteranceBytes keeps below it)
+  if (need(dims, N) <= batch_limit && crf::align_posterior_table_bytes(dims.T, N) <= utterance_limit) {
+    run_batch(session, dims, hp, N, phones.data(), num_phones.data(), opt, r.spans.data(), post3.data(), label.data());
+    for (int64_t b = 0; b < B; ++b) out->computed[b] = feasible[b];
+  } else {
+    for (int64_t b = 0; b < B; ++b) {
+      const OneUtt u(dims, hp, b, 0, hp.lengths[b]);
+      const double bytes = need(u.dims, num_phones[b]);
+      if (bytes > utterance_limit && feasible[b] &&
+          windowed(session, dims, hp, b, num_phones[b], phones.data() + b * N, opt ? opt + b * N : nullptr,
+                   r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N, windows, need)) {
+        out->computed[b] = 1;
+        out->windowed[b] = 1;
+        char buf[320];
+        std::snprintf(buf, sizeof buf,
+                      "computed by windows of %lld phones with %lld phones of context on each side (the whole "
+                      "utterance would need %.0f MiB, over the %.0f MiB limit)",
+                      static_cast<long long>(windows.core), static_cast<long long>(windows.margin), bytes / (1 << 20),
+                      utterance_limit / (1 << 20));
+        out->reason[b] = buf;
+        continue;
+      }
+      if (bytes > utterance_limit) {
+        std::fill(post3.begin() + b * N * 3, post3.begin() + (b + 1) * N * 3, 0.0);  // a window may have written
+        std::fill(label.begin() + b * N, label.begin() + (b + 1) * N, 0.0);
+        char buf[320];
+        std::snprintf(buf, sizeof buf,
+                      "the forward-backward passes need %.0f MiB (%d frames x %d phones x 32 bytes, and the "
+                      "unconstrained pass's workspace), over the %.0f MiB limit",
+                      bytes / (1 << 20), u.length, num_phones[b], utterance_limit / (1 << 20));
+        out->reason[b] = buf;
+        continue;
+      }
+      // one row: its own phone count as the stride (the backend's table is (length+1) x num_phones[b])
+      run_batch(session, u.dims, u.p, num_phones[b], phones.data() + b * N, num_phones.data() + b,
+                opt ? opt + b * N : nullptr, r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N);
+      out->computed[b] = feasible[b];
+    }
+  }
+  out->boundary.assign(B * N, 0.0);
+  out->start.assign(B * N, 0.0);
+  out->end.assign(B * N, 0.0);
+  out->label = label;
+  for (int64_t i = 0; i < B * N; ++i) {
+    out->boundary[i] = post3[3 * i];
+    out->start[i] = post3[3 * i + 1];
+    out->end[i] = post3[3 * i + 2];
+  }
+}
+
+}  // namespace timitseg::model

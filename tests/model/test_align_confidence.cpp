@@ -1,0 +1,139 @@
+// fill_align_confidence (model/executor.h): the confidences of aligned
+// phones from a session, against the reference backend's own calls (the
+// float64 definitions), the per-utterance path equal to the batched one, and
+// the memory limit: not computed, with the reason.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <vector>
+
+#include "crf/session.h"
+#include "model/executor.h"
+#include "tests/support/align_bruteforce.h"
+
+namespace timitseg::model {
+namespace {
+
+using crf::testing::Problem;
+
+struct Case {
+  Problem pb;
+  int64_t N = 6;
+  std::vector<int32_t> phones, nph, opt;
+};
+
+Case make_case() {
+  Case c;
+  c.pb = crf::testing::random_problem(crf::Dims{3, 30, 4, 5}, 11, {30, 17, 24});
+  crf::testing::add_onset(c.pb, 12);
+  std::mt19937 rng(13);
+  crf::testing::random_phones(rng, 3, c.N, 5, c.phones, c.nph, 2);
+  c.opt = crf::testing::random_optional(rng, 3, c.N, c.nph, 0.3);
+  return c;
+}
+
+TEST(AlignConfidence, AgainstReferenceBatchedAndPerUtteranceAndLimit) {
+  const Case c = make_case();
+  auto cpu = crf::make_backend(timitseg::crf::BackendKind::cpu, crf::BackendOptions{2, nullptr});
+  auto ref = crf::make_backend(timitseg::crf::BackendKind::reference);
+  crf::Session session(*cpu);
+  const crf::Params p = c.pb.params();
+  const crf::AlignResult r = session.align_host(c.pb.dims, p, c.N, c.phones.data(), c.nph.data(), c.opt.data());
+  AlignConfidence batched, single, none;
+  fill_align_confidence(session, c.pb.dims, p, c.N, c.phones, c.nph, c.opt, r, &batched);
+  fill_align_confidence(session, c.pb.dims, p, c.N, c.phones, c.nph, c.opt, r, &single, /*batch_limit=*/0.0);
+  fill_align_confidence(session, c.pb.dims, p, c.N, c.phones, c.nph, c.opt, r, &none, 0.0, /*utterance_limit=*/1.0);
+  // The oracle: the reference backend's two calls on the same spans.
+  const crf::AlignPosteriorResult ap =
+      crf::align_posteriors_host(*ref, c.pb.dims, p, c.N, c.phones.data(), c.nph.data(), c.opt.data(), r.spans.data());
+  std::vector<int32_t> q(3 * c.N * 3, 0);
+  for (int64_t i = 0; i < 3 * c.N; ++i) {
+    q[3 * i] = r.spans[2 * i];
+    q[3 * i + 1] = r.spans[2 * i + 1];
+    q[3 * i + 2] = c.phones[i];
+  }
+  const crf::SpanMarginalResult sm = crf::span_marginals_host(*ref, c.pb.dims, p, c.N, q.data(), c.nph.data());
+  double total = 0.0;
+  for (int64_t b = 0; b < 3; ++b) {
+    EXPECT_EQ(batched.computed[b], 1) << b;
+    EXPECT_EQ(none.computed[b], 0) << b;
+    EXPECT_NE(none.reason[b].find("over the 0 MiB limit"), std::string::npos) << none.reason[b];
+    for (int64_t n = 0; n < c.nph[b]; ++n) {
+      const int64_t i = b * c.N + n;
+      EXPECT_NEAR(batched.boundary[i], ap.posterior[3 * i], 1e-9);
+      EXPECT_NEAR(batched.start[i], ap.posterior[3 * i + 1], 1e-9);
+      EXPECT_NEAR(batched.end[i], ap.posterior[3 * i + 2], 1e-9);
+      EXPECT_NEAR(batched.label[i], sm.marginal[i], 1e-9);
+      EXPECT_EQ(single.boundary[i], batched.boundary[i]);  // an utterance's results do not depend on its batch
+      EXPECT_EQ(single.label[i], batched.label[i]);
+      EXPECT_EQ(none.boundary[i], 0.0);
+      total += batched.boundary[i] + batched.label[i];
+    }
+  }
+  EXPECT_GT(total, 1.0);
+}
+
+}  // namespace
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+namespace {
+
+// An utterance over the limit is scored by windows of its transcript: one
+// window holding everything gives the exact values bitwise; smaller windows
+// are conditioned on the aligned phones outside them, and their error
+// against the exact values (printed: the figures of docs/align.md) vanishes
+// once the context covers the transcript.
+TEST(AlignConfidence, WindowsOfTheTranscript) {
+  crf::testing::Problem pb = crf::testing::random_problem(crf::Dims{1, 240, 6, 7}, 21, {240});
+  crf::testing::add_onset(pb, 22);
+  const int64_t N = 48;
+  std::mt19937 rng(23);
+  std::vector<int32_t> phones, nph;
+  crf::testing::random_phones(rng, 1, N, 7, phones, nph, N);
+  const std::vector<int32_t> opt = crf::testing::random_optional(rng, 1, N, nph, 0.2);
+  auto cpu = crf::make_backend(timitseg::crf::BackendKind::cpu, crf::BackendOptions{1, nullptr});
+  crf::Session session(*cpu);
+  const crf::Params p = pb.params();
+  const crf::AlignResult r = session.align_host(pb.dims, p, N, phones.data(), nph.data(), opt.data());
+  ASSERT_TRUE(std::isfinite(r.score[0]));
+  AlignConfidence exact;
+  fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &exact);
+  const double whole = crf::align_posterior_table_bytes(240, N) + static_cast<double>(cpu->workspace_bytes(pb.dims));
+  auto run = [&](int64_t core, int64_t margin, AlignConfidence* out) {
+    fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, out, 0.0, whole - 1.0,
+                          WindowLimits{core, margin, whole + 1.0});  // the utterance is over, a window is not
+    ASSERT_EQ(out->computed[0], 1);
+    ASSERT_EQ(out->windowed[0], 1);
+    EXPECT_NE(out->reason[0].find("computed by windows of"), std::string::npos);
+  };
+  AlignConfidence one;
+  run(N, 0, &one);  // one window: the utterance itself
+  EXPECT_EQ(one.boundary, exact.boundary);
+  EXPECT_EQ(one.label, exact.label);
+  double err_full_context = -1.0;
+  for (int64_t margin : {0, 2, 8, 48}) {
+    AlignConfidence w;
+    run(8, margin, &w);
+    double eb = 0.0, el = 0.0;
+    for (int64_t i = 0; i < N; ++i) {
+      eb = std::max(eb, std::fabs(w.boundary[i] - exact.boundary[i]));
+      el = std::max(el, std::fabs(w.label[i] - exact.label[i]));
+    }
+    std::printf("windows of 8 phones, context %lld: max |error| boundary %.3g, label %.3g\n",
+                static_cast<long long>(margin), eb, el);
+    if (margin == 48) err_full_context = std::max(eb, el);
+  }
+  EXPECT_LT(err_full_context, 1e-12);  // context over the whole transcript: every window is the utterance
+  // Even a window over the limit: not computed, zeros, the reason.
+  AlignConfidence none;
+  fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &none, 0.0, 1.0, WindowLimits{8, 2, 0.0});
+  EXPECT_EQ(none.computed[0], 0);
+  EXPECT_EQ(none.boundary[0], 0.0);
+  EXPECT_NE(none.reason[0].find("over the 0 MiB limit"), std::string::npos) << none.reason[0];
+}
+
+}  // namespace
+}  // namespace timitseg::model
