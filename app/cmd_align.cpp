@@ -17,6 +17,7 @@
 #include "app/bench_inputs.h"
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/long_flags.h"
 #include "common/buffer.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"
@@ -191,6 +192,7 @@ void add_align_command(CLI::App& app) {
                                         "cpu, cuda or auto (default auto: the GPU when one is present)");
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  add_centre_frames_option(c, &o->centre_frames);
   c->callback([o, timit, no_closures, no_edge, obligatory] {
     eval::AlignOptions a = *o;
     if (!timit->empty()) a.inputs.push_back(*timit);

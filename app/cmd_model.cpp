@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/long_flags.h"
 #include "app/report/reliability.h"
 #include "app/report/report.h"
 #include "common/files.h"
@@ -351,6 +352,7 @@ void add_decode_command(CLI::App& app) {
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))
       ->capture_default_str();
+  add_centre_frames_option(de, &dec->centre_frames);
   de->callback([dec] { eval::decode(*dec); });
 }
 

@@ -42,6 +42,30 @@ void centered_cumsum_forward(int64_t B, int64_t T, int64_t C, const F* x, const 
   }
 }
 
+void running_centered_cumsum_forward(int64_t T, int64_t C, const float* x, int64_t L, int64_t half, float* cum) {
+  if (L < 1 || L > T || half < 0)
+    throw std::invalid_argument("running_centered_cumsum_forward: need 1 <= L <= T and half >= 0, got L=" +
+                                std::to_string(L) + " T=" + std::to_string(T) + " half=" + std::to_string(half));
+  std::vector<double> sum(C, 0.0), run(C, 0.0);
+  int64_t a = 0, b = std::min(L, half + 1);  // the window [a, b) of frame 0
+  for (int64_t t = a; t < b; ++t)
+    for (int64_t c = 0; c < C; ++c) sum[c] += static_cast<double>(x[t * C + c]);
+  for (int64_t c = 0; c < C; ++c) cum[c] = 0.0f;
+  for (int64_t t = 0; t < L; ++t) {
+    const int64_t na = std::max<int64_t>(0, t - half), nb = std::min(L, t + half + 1);  // frame t's window
+    for (; b < nb; ++b)
+      for (int64_t c = 0; c < C; ++c) sum[c] += static_cast<double>(x[b * C + c]);
+    for (; a < na; ++a)
+      for (int64_t c = 0; c < C; ++c) sum[c] -= static_cast<double>(x[a * C + c]);
+    const double n = static_cast<double>(b - a);
+    for (int64_t c = 0; c < C; ++c) {
+      run[c] += static_cast<double>(x[t * C + c]) - sum[c] / n;
+      cum[(t + 1) * C + c] = static_cast<float>(run[c]);
+    }
+  }
+  for (int64_t i = (L + 1) * C; i < (T + 1) * C; ++i) cum[i] = 0.0f;
+}
+
 template <class F>
 void centered_cumsum_backward(int64_t B, int64_t T, int64_t C, const F* grad_cum, const int32_t* lengths,
                               F* grad_x) {

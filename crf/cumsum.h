@@ -28,6 +28,18 @@ void centered_cumsum_forward(int64_t B, int64_t T, int64_t C, const F* x, const 
 // are rows t > L; grad_x at padding frames t >= L is exactly 0.
 //      g[t,c]      = sum_{s=t+1..L} grad_cum[s,c]                  (reverse cumsum)
 //      grad_x[t,c] = g[t,c] - (1/L) sum_{t'<L} g[t',c]             (through the mean)
+// A long recording's variant (docs/crf.md "Centring a long recording"): one
+// utterance x [T][C] of L valid frames, each frame centred by the mean of the
+// frames of its own neighbourhood [t - half, t + half] (clipped to [0, L))
+// instead of the whole utterance's:
+//      xc[t,c] = x[t,c] - mean_{t' in [max(0, t-half), min(L, t+half+1))} x[t',c]
+//      cum[0,c] = 0,  cum[t+1,c] = cum[t,c] + xc[t,c]             t < L
+// rows t > L of cum are 0. Float64 sums: the window's sum slides (one frame in,
+// one out, in frame order). half >= L - 1: every window is the utterance, and
+// cum is bitwise centered_cumsum_forward's. Throws std::invalid_argument for
+// L outside [1, T] or half < 0. Inference only (no backward).
+void running_centered_cumsum_forward(int64_t T, int64_t C, const float* x, int64_t L, int64_t half, float* cum);
+
 template <class F>
 void centered_cumsum_backward(int64_t B, int64_t T, int64_t C, const F* grad_cum, const int32_t* lengths, F* grad_x);
 

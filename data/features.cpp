@@ -4,13 +4,17 @@
 // double precision; see docs/features.md for every step.
 #include "data/features.h"
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <limits>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 #include <unsupported/Eigen/FFT>
+
+#include "common/parallel.h"
 
 #include <nlohmann/json.hpp>
 
@@ -276,14 +280,14 @@ struct Extractor {
 
   int base_dim() const { return o.type == "mfcc" ? o.num_ceps : o.num_mel_bins + (o.use_energy ? 1 : 0); }
 
-  // out: [num_frames][base_dim()]
-  void compute_base(const std::vector<float>& x, int64_t num_frames, std::vector<double>* out) {
+  // Rows [t0, t1) of out [num_frames][base_dim()] (already sized); each row
+  // depends on its own frame alone.
+  void compute_base(const std::vector<float>& x, int64_t t0, int64_t t1, std::vector<double>* out) {
     const int bd = base_dim();
     const int64_t n = static_cast<int64_t>(x.size());
-    out->assign(static_cast<size_t>(num_frames) * bd, 0.0);
     std::vector<double> frame(len), padded(nfft, 0.0), power(nfft / 2 + 1), logmel(o.num_mel_bins);
     std::vector<std::complex<double>> spec;
-    for (int64_t t = 0; t < num_frames; ++t) {
+    for (int64_t t = t0; t < t1; ++t) {
       int64_t start = o.snip_edges ? t * shift : t * shift + shift / 2 - len / 2;
       for (int i = 0; i < len; ++i) {
         int64_t s = start + i;
@@ -333,7 +337,8 @@ struct Extractor {
 // Kaldi DeltaFeatures (order 2, window 2): scales[1] = [-2..2]/10, scales[2] =
 // scales[1] convolved with [-2..2]/10 (9 taps); frame indices outside
 // [0, T) are clamped (edge frames replicated).
-void add_deltas(const std::vector<double>& base, int64_t T, int bd, std::vector<double>* out) {
+// Rows [t0, t1) of out [T][3 bd] (already sized, zero).
+void add_deltas(const std::vector<double>& base, int64_t T, int bd, int64_t t0, int64_t t1, std::vector<double>* out) {
   const int W = 2;
   std::vector<std::vector<double>> scales(3);
   scales[0] = {1.0};
@@ -351,8 +356,7 @@ void add_deltas(const std::vector<double>& base, int64_t T, int bd, std::vector<
     scales[order] = cur;
   }
   const int D = 3 * bd;
-  out->assign(static_cast<size_t>(T) * D, 0.0);
-  for (int64_t t = 0; t < T; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     double* row = out->data() + t * D;
     for (int order = 0; order <= 2; ++order) {
       const auto& sc = scales[order];
@@ -370,7 +374,10 @@ void add_deltas(const std::vector<double>& base, int64_t T, int bd, std::vector<
 
 }  // namespace
 
-std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames) {
+// Frames per parallel job of compute_features (about 10 s of audio).
+constexpr int64_t kFeatureChunkFrames = 1024;
+
+std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames, int threads) {
   validate(opts);
   const std::vector<float>* x = &audio.samples;
   std::vector<float> resampled;
@@ -381,13 +388,26 @@ std::vector<float> compute_features(const Audio& audio, const FeatureOptions& op
     resampled = resample(audio.samples, audio.sample_rate, opts.sample_rate);
     x = &resampled;
   }
-  Extractor ex(opts);
+  const Extractor proto(opts);
   const int64_t T = num_frames_for(static_cast<int64_t>(x->size()), opts);
   if (T > std::numeric_limits<int32_t>::max()) throw std::invalid_argument("audio too long");
-  std::vector<double> base;
-  ex.compute_base(*x, T, &base);
+  // Chunks of frames on `threads` workers: every row is computed by the same
+  // code from its own frame (deltas: from the base rows), so the features are
+  // bitwise the same for any thread count (tests/data/test_features.cpp).
+  const int bd = proto.base_dim();
+  const int64_t chunks = (T + kFeatureChunkFrames - 1) / kFeatureChunkFrames;
+  const int workers = chunks > 1 ? resolve_threads(threads) : 1;
+  auto rows = [&](int64_t i) {
+    return std::pair<int64_t, int64_t>{i * kFeatureChunkFrames, std::min(T, (i + 1) * kFeatureChunkFrames)};
+  };
+  std::vector<double> base(static_cast<size_t>(T) * bd, 0.0);
+  std::vector<Extractor> ex(static_cast<size_t>(workers), proto);  // the FFT plan cache is per worker
+  parallel_for(chunks, workers, [&](int64_t i, int w) { ex[w].compute_base(*x, rows(i).first, rows(i).second, &base); });
   std::vector<double> full;
-  if (opts.deltas) add_deltas(base, T, ex.base_dim(), &full);
+  if (opts.deltas) {
+    full.assign(static_cast<size_t>(T) * 3 * bd, 0.0);
+    parallel_for(chunks, workers, [&](int64_t i, int) { add_deltas(base, T, bd, rows(i).first, rows(i).second, &full); });
+  }
   const std::vector<double>& src = opts.deltas ? full : base;
   std::vector<float> out(src.size());
   for (size_t i = 0; i < src.size(); ++i) out[i] = static_cast<float>(src[i]);

@@ -63,7 +63,10 @@ Audio to_rate(const Audio& audio, int rate, std::string* what = nullptr);
 
 // Features of one waveform: [num_frames][opts.dim()], not normalized.
 // num_frames = 1 + (N - 400) / 160 at defaults (snip_edges), 0 if N < 400.
-std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames);
+// threads: workers for chunks of 1024 frames (common/parallel.h; <= 0: all
+// cores); the result is bitwise the same for any count.
+std::vector<float> compute_features(const Audio& audio, const FeatureOptions& opts, int32_t* num_frames,
+                                    int threads = 1);
 
 // Frame t covers samples [t*shift, t*shift + length); its label is the phone
 // covering the frame centre t*shift + length/2 (docs/data.md). (With

@@ -15,6 +15,7 @@
 #include <memory>
 #include <sstream>
 #include <tuple>
+#include <utility>
 
 #include <unistd.h>
 
@@ -69,21 +70,28 @@ struct Ready {
   int file_rate = 0, model_rate = 0;
 };
 
-Ready read_job(const Job& job, const model::ModelState& s) {
+Ready read_job(const Job& job, const model::ModelState& s, int threads) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
   Ready r;
   r.job = &job;
   r.cs = to_classes(job.script(), s.labels);
   const data::Audio original = data::read_audio(job.audio);
+  const double read_s = std::chrono::duration<double>(clock::now() - t0).count();
+  t0 = clock::now();
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", job.audio, converted);
   data::Utterance& u = r.utt;
   u.id = job.stem.string();
   try {
-    u.features = data::compute_features(audio, s.features, &u.num_frames);
+    u.features = data::compute_features(audio, s.features, &u.num_frames, threads);
   } catch (const std::exception& e) {
     throw std::runtime_error(job.audio + ": " + e.what());
   }
+  if (u.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: audio and transcript read in {:.2f} s, {} frames of features in {:.2f} s", job.audio, read_s,
+                 u.num_frames, std::chrono::duration<double>(clock::now() - t0).count());
   u.dim = s.features.dim();
   u.num_samples = static_cast<int64_t>(audio.samples.size());
   if (u.num_frames < 1)
@@ -111,6 +119,7 @@ Ready read_job(const Job& job, const model::ModelState& s) {
 // conf (nullptr: not computed) holds the confidences of this utterance's phones at `at` ([B][N] arrays).
 void write_alignment(const Ready& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
                      const model::AlignConfidence* conf, size_t at) {
+  const auto t0 = std::chrono::steady_clock::now();
   auto to_file = [&](int64_t x) {
     if (r.file_rate == r.model_rate) return x;
     const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
@@ -172,6 +181,9 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
   for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
+  if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 // Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
@@ -393,6 +405,10 @@ std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
   return stems;
 }
 
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
 crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
@@ -409,8 +425,12 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
     std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
     std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
   }
+  const auto t0 = std::chrono::steady_clock::now();
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-  return exec.align(batch, N, phones, nph, optional, conf);
+  crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
+  if (B == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: encoder and alignment in {:.2f} s", pending[0].job->audio, seconds_since(t0));
+  return r;
 }
 
 }  // namespace
@@ -428,8 +448,7 @@ int align(const AlignOptions& o) {
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  // the model's own transition: no phone bonus, no posterior decoding
-  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi");
+  auto exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
   spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
   int done = 0;
   std::vector<std::string> failed;
@@ -486,7 +505,7 @@ int align(const AlignOptions& o) {
     std::vector<char> names_file(n, 0);
     parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
       try {
-        ready[i] = read_job(jobs[at + i], s);
+        ready[i] = read_job(jobs[at + i], s, threads);  // one job: its features on `threads` workers
       } catch (const data::TranscriptError& e) {
         error[i] = e.what();
         names_file[i] = 1;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -28,6 +29,7 @@
 #include "common/safetensors.h"
 #include "eval/align.h"
 #include "eval/metrics.h"
+#include "model/long_input.h"
 
 namespace fs = std::filesystem;
 
@@ -91,7 +93,7 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt) {
+                                                  const std::string& decode_opt, int64_t centre_frames) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
       model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
@@ -99,6 +101,7 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
   if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
   if (backend_opt) xo.crf_backend = *backend_opt;
+  xo.centre_frames = centre_frames;
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   return exec;
@@ -318,12 +321,15 @@ namespace {
 void decode_one(const std::string& src, const fs::path& stem, const model::ModelState& s, model::Executor& exec,
                 const DecodeOptions& o) {
   const std::string& out_dir = o.out_dir;
+  const auto t0 = std::chrono::steady_clock::now();
   const data::Audio original = data::read_audio(src);
+  const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::vector<std::string> more;  // csv, json, ctm: the align writers, with each row's posterior
   for (const std::string& f : o.formats)
     if (f != "phn" && f != "textgrid") more.push_back(f);
   std::vector<double> posterior;
-  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, more.empty() ? nullptr : &posterior);
+  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, more.empty() ? nullptr : &posterior, o.threads);
+  const auto t1 = std::chrono::steady_clock::now();
   std::string text;
   for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
   const fs::path base = fs::path(out_dir) / stem;
@@ -335,6 +341,11 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
   AlignedOutput out{stem.string(), src, original.sample_rate, n_file, phn, false, {}, {}, {}, posterior};
   for (const auto& [suffix, body] : render_alignment(out, more)) write_file_atomic(base.string() + suffix, body);
   spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
+  if (data::num_frames_for(static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
+                                std::max(1, original.sample_rate),
+                            s.features) >= model::kWindowFrames)  // a long recording: where the time went
+    spdlog::info("{}: audio read in {:.2f} s, outputs written in {:.2f} s", src, read_s,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
 }
 
 }  // namespace
@@ -342,17 +353,21 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
 // Audio at another rate or with several channels is resampled (libsoxr) and
 // down-mixed to the model's rate, saying so in one line.
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, std::vector<double>* posterior) {
+                                 model::Executor& exec, std::vector<double>* posterior, int threads) {
   std::string converted;
   const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
   data::Utterance u;
   u.id = src;
+  const auto t0 = std::chrono::steady_clock::now();
   try {
-    u.features = data::compute_features(audio, s.features, &u.num_frames);
+    u.features = data::compute_features(audio, s.features, &u.num_frames, threads);
   } catch (const std::exception& e) {
     throw std::runtime_error(src + ": " + e.what());
   }
+  if (u.num_frames >= model::kWindowFrames)  // a long recording: where the time went
+    spdlog::info("{}: {} frames of features in {:.2f} s", src, u.num_frames,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   u.dim = s.features.dim();
   u.num_samples = static_cast<int64_t>(audio.samples.size());
   if (u.num_frames < 1)
@@ -485,7 +500,8 @@ int decode(const DecodeOptions& o) {
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
   parse_align_formats(o.formats);  // an unknown name stops the command before any work
-  std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
+  std::unique_ptr<model::Executor> exec =
+      make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)
   InputSet protect;  // never written: the inputs, their transcripts, the checkpoint
   protect.add(o.checkpoint);

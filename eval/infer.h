@@ -67,6 +67,7 @@ struct DecodeOptions {
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
+  int64_t centre_frames = 0;          // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the
@@ -74,12 +75,13 @@ struct DecodeOptions {
 // crf.backend on the CPU (cpu when that was cuda); the checkpoint's `auto`
 // train.rnn_algo / crf.backend resolved for that device. The phone bonus:
 // phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
-// else the checkpoint's crf.decode.
+// else the checkpoint's crf.decode. centre_frames: a long recording's centring
+// (--centre-frames, ExecutorOptions::centre_frames).
 std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt);
+                                                  const std::string& decode_opt, int64_t centre_frames = 0);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched
 // at any depth for *.wav / *.WAV (sorted), links to files and folders followed
@@ -107,11 +109,12 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesyst
 // name; samples of the audio as given, whatever its rate): the audio resampled
 // to the model's rate, features, the executor's decoding, adjacent segments of
 // one label merged. `src` names the audio in errors. The C API's
-// timitseg_model_decode_* (include/timitseg.h) call it too.
+// timitseg_model_decode_* (include/timitseg.h) call it too. threads: the
+// feature workers (data::compute_features; the result does not depend on it).
 using PhnRow = std::tuple<int64_t, int64_t, std::string>;
 // posterior (nullptr = not wanted): each row's span marginal, [rows] (docs/crf.md "Confidence").
 std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, std::vector<double>* posterior = nullptr);
+                                 model::Executor& exec, std::vector<double>* posterior = nullptr, int threads = 1);
 
 // Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
 // Returns the number of utterances decoded.

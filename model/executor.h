@@ -93,6 +93,8 @@ struct ExecutorOptions {
   dist::Communicator* world = nullptr;
   DecodeMode decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
                                       // marginals, crf/posterior.h; phone_bonus does not apply)
+  int64_t centre_frames = 0;          // a long recording (model/long_input.h): 0 centres its cumsum over the whole
+                                      // recording, M > 0 by the mean of M frames either side (model::long_cumsum)
 };
 
 // Confidence of aligned phones (docs/crf.md "Confidence"), [B][N] each on

@@ -1,8 +1,11 @@
 // Windows of a long recording (long_input.h).
 #include "model/long_input.h"
 
+#include "crf/cumsum.h"
+
 #include <algorithm>
 #include <stdexcept>
+#include <string>
 
 namespace timitseg::model {
 
@@ -18,6 +21,16 @@ std::vector<Window> windows_of(int64_t length, int64_t window, int64_t context) 
     out.push_back(w);
   }
   return out;
+}
+
+void long_cumsum(int64_t T, int64_t C, const float* x, int32_t L, int64_t centre_frames, float* cum) {
+  if (centre_frames < 0)
+    throw std::invalid_argument("--centre-frames must be >= 0 (0 = the whole recording), got " +
+                                std::to_string(centre_frames));
+  if (centre_frames == 0)
+    crf::centered_cumsum_forward<float>(1, T, C, x, &L, cum);
+  else
+    crf::running_centered_cumsum_forward(T, C, x, L, centre_frames, cum);
 }
 
 }  // namespace timitseg::model

@@ -23,4 +23,12 @@ struct Window {
 // Throws std::invalid_argument for window < 1 or context < 0.
 std::vector<Window> windows_of(int64_t length, int64_t window = kWindowFrames, int64_t context = kContextFrames);
 
+// The cumsum [T+1][C] of a long recording's scores x [T][C] (L valid frames):
+// centre_frames = 0 centres every frame by the whole recording's mean
+// (crf::centered_cumsum_forward, as a short utterance); centre_frames = M > 0
+// by the mean of the frames [t - M, t + M] around it
+// (crf::running_centered_cumsum_forward; `--centre-frames`, docs/align.md).
+// The CPU and GPU executors call this one function, so both centre alike.
+void long_cumsum(int64_t T, int64_t C, const float* x, int32_t L, int64_t centre_frames, float* cum);
+
 }  // namespace timitseg::model

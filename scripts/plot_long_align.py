@@ -11,7 +11,7 @@ import os
 import sys
 from xml.sax.saxutils import escape
 
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
 def nice_max(v):

@@ -27,6 +27,26 @@ using detail::kNegInf;
 constexpr double kBandProgressWork = 1e9;
 constexpr int64_t kLogFrames = 10000;
 
+// F[i] = max(F[i], S[r][n] + seg(r, d, y_n)) for the m phones n of one final
+// piece d (i = 0..m-1 from the first of them), its arg d when larger (ties keep
+// the smaller d, taken first): seg's expression in the full table's order
+// (gt - gr + duration bias db[i] = double(duration_bias[d-1][y_n]), then +
+// onset), without branches and gathers so that the compiler can vectorize it
+// (the same float64 operations: the same bits).
+template <bool kOnset, bool kArg>
+inline void final_pieces(int64_t m, int64_t d, const double* __restrict gt, const double* __restrict gr,
+                         const double* __restrict sr, const double* __restrict orow, const double* __restrict db,
+                         double* __restrict F, double* __restrict arg) {
+  const double dv = static_cast<double>(d);  // d as a double: the same width as F, so both blends vectorize
+  for (int64_t i = 0; i < m; ++i) {
+    const double sg = gt[i] - gr[i] + db[i];
+    const double v = sr[i] + (kOnset ? sg + orow[i] : sg);
+    const bool better = v > F[i];
+    F[i] = better ? v : F[i];
+    if constexpr (kArg) arg[i] = better ? dv : arg[i];
+  }
+}
+
 // The rows of the recurrence over a band: S in a ring of K+1 rows of the
 // band's widest row, F for the current row. Row t holds phones [lo[t], hi[t]);
 // in the adaptive mode (the centre passes) lo/hi are chosen row by row.
@@ -35,7 +55,11 @@ class BandRows {
   BandRows(const AlignUtterance& u, std::vector<int32_t>& lo, std::vector<int32_t>& hi, int64_t width)
       : u_(u), lo_(lo), hi_(hi), W_(width), R_(u.K + 1), S_(static_cast<size_t>(R_ * W_), kNegInf),
         G_(static_cast<size_t>(R_ * W_), 0.0), O_(u.onset ? static_cast<size_t>(R_ * W_) : 0, 0.0),
-        F_(static_cast<size_t>(W_), kNegInf) {}
+        F_(static_cast<size_t>(W_), kNegInf), D_(static_cast<size_t>(W_), 1.0), DB_(static_cast<size_t>(u.K * u.np)) {
+    for (int64_t d = 1; d <= u.K; ++d)  // DB[d-1][n] = duration_bias[d-1][y_n], the float -> double seg() reads
+      for (int64_t n = 0; n < u.np; ++n)
+        DB_[(d - 1) * u.np + n] = static_cast<double>(u.p->duration_bias[(d - 1) * u.C + u.y[n]]);
+  }
 
   bool is_opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
   double A(int64_t from, int64_t to) const { return static_cast<double>(u_.p->transition[from * u_.C + to]); }
@@ -86,26 +110,31 @@ class BandRows {
       lo_[t] = static_cast<int32_t>(std::max(prev, std::min({centre_ - W_ / 2, prev + 2, cap})));
       hi_[t] = static_cast<int32_t>(std::min(np, lo_[t] + W_));
     }
-    const int64_t l = lo_[t], h = hi_[t], C = u_.C;
+    const int64_t l = lo_[t], h = hi_[t];
     const int32_t* y = u_.y;
     gather(t);
     std::fill(F_.begin(), F_.begin() + (h - l), kNegInf);
-    if (bpd) std::fill(bpd, bpd + (h - l), uint16_t{1});
-    uint16_t scratch = 0;
-    const double* gt = &G_[(t % R_) * W_];  // gt[n - l] = cum[t][y_n]
-    for (int64_t d = 1; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
+    if (bpd) std::fill(D_.begin(), D_.begin() + (h - l), 1.0);
+    const int64_t rt = t % R_;
+    const double* gt = &G_[rt * W_];  // gt[n - l] = cum[t][y_n]
+    for (int64_t d = 1, rr = rt; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
+      rr = rr == 0 ? R_ - 1 : rr - 1;  // (t - d) % R_
       const int64_t r = t - d, lr = lo_[r], n0 = std::max(l, lr), n1 = std::min(h, static_cast<int64_t>(hi_[r]));
-      const double* sr = &S_[(r % R_) * W_];
-      const double* gr = &G_[(r % R_) * W_];
-      const double* orow = u_.onset ? &O_[(r % R_) * W_] : nullptr;
-      const float* dd = u_.p->duration_bias + (d - 1) * C;
-      for (int64_t n = n0; n < n1; ++n) {  // seg(r, d, y_n), the same expression in the same order
-        const double sg = gt[n - l] - gr[n - lr] + static_cast<double>(dd[y[n]]);
-        const double v = sr[n - lr] + (orow ? sg + orow[n - lr] : sg);
-        uint16_t& arg = bpd ? bpd[n - l] : scratch;
-        if (v > F_[n - l]) F_[n - l] = v, arg = static_cast<uint16_t>(d);
-      }
+      if (n0 >= n1) continue;
+      const double* sr = &S_[rr * W_] + (n0 - lr);
+      const double* gr = &G_[rr * W_] + (n0 - lr);
+      const double* orow = u_.onset ? &O_[rr * W_] + (n0 - lr) : nullptr;
+      const double* db = &DB_[(d - 1) * u_.np + n0];
+      double* arg = bpd ? &D_[n0 - l] : nullptr;
+      const int64_t m = n1 - n0;
+      double* f = &F_[n0 - l];
+      if (orow && arg) final_pieces<true, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
+      else if (orow) final_pieces<true, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
+      else if (arg) final_pieces<false, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
+      else final_pieces<false, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
     }
+    if (bpd)
+      for (int64_t i = 0; i < h - l; ++i) bpd[i] = static_cast<uint16_t>(D_[i]);
     int64_t best = -1;
     for (int64_t n = l; n < h; ++n)
       if (F_[n - l] > kNegInf && (best < 0 || F_[n - l] > F_[best - l])) best = n;
@@ -137,6 +166,8 @@ class BandRows {
   std::vector<int32_t>&lo_, &hi_;
   int64_t W_, R_;
   std::vector<double> S_, G_, O_, F_;  // S, the gathered cum and onset: rings of K+1 rows
+  std::vector<double> D_;              // [W] the current row's final piece d (back pointers, as doubles)
+  std::vector<double> DB_;             // [K][np] the duration bias of every phone
   int64_t centre_ = 0;                   // the best F of the last row
 };
 
@@ -320,10 +351,11 @@ BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) 
 
 namespace {
 
-size_t band_bytes(const Band& b, int64_t K) {
-  // back pointers, the rings of S, gathered cum and onset (K+1 rows each) and F, the rows' bounds and offsets
-  return static_cast<size_t>(b.cells()) * 3 + static_cast<size_t>(3 * (K + 1) + 1) * b.max_width() * sizeof(double) +
-         b.lo.size() * (2 * sizeof(int32_t) + sizeof(int64_t));
+size_t band_bytes(const Band& b, int64_t K, int64_t np) {
+  // back pointers, the rings of S, gathered cum and onset (K+1 rows each), F and its d, the rows' bounds and offsets,
+  // the duration bias of every phone [K][np]
+  return static_cast<size_t>(b.cells()) * 3 + static_cast<size_t>(3 * (K + 1) + 2) * b.max_width() * sizeof(double) +
+         b.lo.size() * (2 * sizeof(int32_t) + sizeof(int64_t)) + static_cast<size_t>(K) * static_cast<size_t>(np) * sizeof(double);
 }
 
 std::string mib(size_t bytes) { return std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB"; }
@@ -372,7 +404,7 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
     band = band_between(fwd, bwd, np, margin);
     if (L >= kLogFrames) spdlog::info("align: {} frames, {} phones: band placed in {:.2f} s", L, np, seconds());
   }
-  size_t bytes = band_bytes(band, K);
+  size_t bytes = band_bytes(band, K, np);
   while (bytes <= max_bytes) {
     s.cells = band.cells();
     s.max_width = band.max_width();
@@ -392,7 +424,7 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
         band.hi[t] = static_cast<int32_t>(std::min<int64_t>(np, band.hi[t] + margin));
       }
     }
-    bytes = band_bytes(band, K);
+    bytes = band_bytes(band, K, np);
   }
   // The band cannot widen within max_bytes: the exact checkpointed recurrence, if it fits.
   std::fill(spans, spans + np * 2, 0);

@@ -240,13 +240,13 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
                                                     Activations<float>& act, std::vector<double>* nll,
-                                                    double phone_bonus, bool posterior) {
+                                                    double phone_bonus, bool posterior, int64_t centre_frames) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
   Probe probe(true, FaultSpec{}, 0);
   try {
     if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
-      forward_in_windows(net, params, batch.input, act, &probe);
+      forward_in_windows(net, params, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames);
     else
       net.forward(params, batch.input, 0.0, nullptr, act, &probe);
   } catch (const NumericsError& e) {
@@ -287,6 +287,7 @@ class CpuExecutor final : public Executor {
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
         phone_bonus_(o.phone_bonus),
         posterior_(o.decode == DecodeMode::posterior),
+        centre_frames_(o.centre_frames),
         world_(o.world) {}
   Device device() const override { return Device::cpu; }
   std::string description() const override {
@@ -341,7 +342,7 @@ class CpuExecutor final : public Executor {
     Probe probe(true, FaultSpec{}, 0);
     try {
       if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
-        forward_in_windows(net, params_, batch.input, act, &probe);
+        forward_in_windows(net, params_, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames_);
       else
         net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
     } catch (const NumericsError& e) {
@@ -379,7 +380,8 @@ class CpuExecutor final : public Executor {
   std::vector<std::vector<crf::Segment>> decode(const Batch& batch, std::vector<float>* scores,
                                                 std::vector<double>* nll) override {
     auto segs =
-        decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll, phone_bonus_, posterior_);
+        decode_batch(enc_.network(), params_, batch, session_, enc_.activations(), nll, phone_bonus_, posterior_,
+                     centre_frames_);
     if (scores) {
       const Activations<float>& act = enc_.activations();
       const int B = batch.input.B, T = batch.input.T, C = dims().num_classes;
@@ -436,6 +438,7 @@ class CpuExecutor final : public Executor {
   crf::Session session_;  // keeps the CRF workspace across steps
   double phone_bonus_ = 0.0;  // ExecutorOptions::phone_bonus (decode only)
   bool posterior_ = false;    // ExecutorOptions::decode == DecodeMode::posterior
+  int64_t centre_frames_ = 0;  // ExecutorOptions::centre_frames (long recordings)
   dist::Communicator* world_ = nullptr;  // ExecutorOptions::world
   std::vector<float> params_, grad_, poisoned_;
   AdamW opt_;

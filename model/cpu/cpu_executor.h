@@ -61,10 +61,12 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
 // Viterbi score at each label change (crf::add_phone_bonus); with 0 one CRF
 // call serves both, otherwise the NLL takes a second call. posterior:
 // crf.decode = posterior (posterior_decode_on_host; phone_bonus unused).
+// centre_frames: a long recording's centring (ExecutorOptions::centre_frames).
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
                                                     Activations<float>& act, std::vector<double>* nll = nullptr,
-                                                    double phone_bonus = 0.0, bool posterior = false);
+                                                    double phone_bonus = 0.0, bool posterior = false,
+                                                    int64_t centre_frames = 0);
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Backend& backend,
                                                     Activations<float>& act);

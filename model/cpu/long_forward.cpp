@@ -2,8 +2,11 @@
 #include "model/cpu/long_forward.h"
 
 #include <algorithm>
+#include <chrono>
 #include <memory>
 #include <stdexcept>
+
+#include <spdlog/spdlog.h>
 
 #include "common/progress.h"
 #include "crf/cumsum.h"
@@ -13,12 +16,13 @@ namespace timitseg::model {
 bool long_input(const BatchInput<float>& in, int window) { return in.B == 1 && in.lengths[0] > window; }
 
 void forward_in_windows(const Network<float>& net, const std::vector<float>& params, const BatchInput<float>& in,
-                        Activations<float>& act, Probe* probe, int window, int context) {
+                        Activations<float>& act, Probe* probe, int window, int context, int64_t centre_frames) {
   if (in.B != 1) throw std::invalid_argument("forward_in_windows: one utterance at a time (B = " + std::to_string(in.B) + ")");
   if (window < 1 || context < 0) throw std::invalid_argument("forward_in_windows: window must be >= 1, context >= 0");
   const ModelDims& d = net.layout().dims();
   const int64_t T = in.lengths[0], C = d.num_classes;
   const int64_t D = static_cast<int64_t>(in.features.size()) / in.T;
+  const auto t0 = std::chrono::steady_clock::now();
   act = Activations<float>{};
   act.B = 1;
   act.T = in.T;
@@ -48,7 +52,10 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
   for (int64_t t = 0; t < T; ++t)
     for (int64_t q = 0; q < C; ++q) x[t * C + q] = act.scores(t, q);
   act.cum.assign(static_cast<size_t>(in.T + 1) * C, 0.0f);
-  crf::centered_cumsum_forward<float>(1, in.T, C, x.data(), &in.lengths[0], act.cum.data());
+  long_cumsum(in.T, C, x.data(), in.lengths[0], centre_frames, act.cum.data());
+  if (T > window)
+    spdlog::info("{} frames: encoder in {} window(s) and cumsum in {:.2f} s", T, windows_of(T, window, context).size(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
 }  // namespace timitseg::model

@@ -25,6 +25,6 @@ bool long_input(const BatchInput<float>& in, int window = kWindowFrames);
 // Network::forward throws (NumericsError through probe).
 void forward_in_windows(const Network<float>& net, const std::vector<float>& params, const BatchInput<float>& in,
                         Activations<float>& act, Probe* probe, int window = kWindowFrames,
-                        int context = kContextFrames);
+                        int context = kContextFrames, int64_t centre_frames = 0);
 
 }  // namespace timitseg::model

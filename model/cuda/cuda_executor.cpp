@@ -88,7 +88,8 @@ CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options
       rnn_algo_(to_string(options.rnn_algo)),
       crf_name_(crf::to_string(options.crf_backend)),
       phone_bonus_(options.phone_bonus),
-      posterior_(options.decode == DecodeMode::posterior) {
+      posterior_(options.decode == DecodeMode::posterior),
+      centre_frames_(options.centre_frames) {
   const ExecutorOptions o = checked(options);
   cuda::require_device("; train on the CPU with train.device=cpu");
   TS_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));

@@ -38,28 +38,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
   if (posterior_) {
     segs = posterior_decode(batch, nll);
   } else if (backend_->on_device()) {
-    const crf::Params p = device_crf_params();
-    vit_score_.reserve(B * sizeof(double));
-    vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
-    vit_nseg_.reserve(B * sizeof(int32_t));
-    crf::Params pv = p;  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
-    if (phone_bonus_ != 0.0) pv.transition = biased_transition(p.transition);
-    session_->viterbi(dims, pv, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
-    if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
-      lz_.reserve(2 * B * sizeof(double));
-      session_->log_partition(dims, p, lz_.as<double>());
-      session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
-      std::vector<double> both(2 * B);
-      lz_.download(both.data(), both.size() * sizeof(double), stream_);
-      TS_CUDA(cudaStreamSynchronize(stream_));
-      nll->resize(B);
-      for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
-    }
-    std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
-    vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
-    vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
-    TS_CUDA(cudaStreamSynchronize(stream_));
-    segs = crf::collect_segments(dims, hs.data(), hn.data());
+    segs = viterbi_on_device(dims, device_crf_params(), nll);
   } else {
     const std::vector<float> cum = last_cum();
     const std::vector<float> onset = last_onset();
@@ -76,6 +55,35 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
   std::vector<std::vector<crf::Segment>> out(B);
   for (const crf::Segment& s : segs) out.at(s.batch).push_back(s);
   return out;
+}
+
+// The Viterbi of the cuda backend on device inputs p (cum [B][T+1][C] and the
+// lengths on the device): segments read back; with nll, log Z and the gold
+// score of the staged labels_ [B][T] from the same inputs, nll [B] = log Z - gold.
+std::vector<crf::Segment> CudaExecutor::viterbi_on_device(const crf::Dims& dims, const crf::Params& p,
+                                                          std::vector<double>* nll) {
+  const int B = static_cast<int>(dims.B), T = static_cast<int>(dims.T);
+  vit_score_.reserve(B * sizeof(double));
+  vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
+  vit_nseg_.reserve(B * sizeof(int32_t));
+  crf::Params pv = p;  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
+  if (phone_bonus_ != 0.0) pv.transition = biased_transition(p.transition);
+  session_->viterbi(dims, pv, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
+  if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
+    lz_.reserve(2 * B * sizeof(double));
+    session_->log_partition(dims, p, lz_.as<double>());
+    session_->gold_score(dims, p, labels_.as<int32_t>(), lz_.as<double>() + B);
+    std::vector<double> both(2 * B);
+    lz_.download(both.data(), both.size() * sizeof(double), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));
+    nll->resize(B);
+    for (int b = 0; b < B; ++b) (*nll)[b] = both[b] - both[B + b];
+  }
+  std::vector<int32_t> hs(static_cast<size_t>(B) * T * 3), hn(B);
+  vit_segs_.download(hs.data(), hs.size() * sizeof(int32_t), stream_);
+  vit_nseg_.download(hn.data(), hn.size() * sizeof(int32_t), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
+  return crf::collect_segments(dims, hs.data(), hn.data());
 }
 
 // crf.decode = posterior for the cum_ of the last forward (crf/posterior.h).

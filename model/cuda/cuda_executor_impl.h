@@ -139,16 +139,23 @@ class CudaExecutor final : public Executor {
   std::vector<float> last_onset();
 
   // A long recording (one utterance over kWindowFrames, model/long_input.h;
-  // cuda_executor_long.cpp): long_scores runs the encoder in windows and
-  // gathers its scores x [T][C] (and onset [T][C]) on the host; align_long and
-  // decode_long centre the cumsum over the whole recording and run the
-  // constrained Viterbi (in a band) or the decoding on the cpu backend.
+  // cuda_executor_long.cpp): long_scores_device runs the encoder in windows and
+  // gathers its scores [1][T][C] (and onset [1][T][C]) into long_x_ (long_onset_)
+  // on the device, lengths_ set to the recording's; long_scores copies them to
+  // the host. align_long centres the cumsum over the whole recording and runs
+  // the constrained Viterbi (in a band) on the cpu backend; decode_long runs
+  // the cumsum and the Viterbi on the device with the cuda backend (host
+  // copies otherwise).
+  void long_scores_device(const Batch& batch);
   void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
   crf::AlignResult align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                               const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
                               AlignConfidence* confidence);
   std::vector<std::vector<crf::Segment>> decode_long(const Batch& batch, std::vector<float>* scores,
                                                      std::vector<double>* nll);
+  // The cuda backend's Viterbi of device inputs p (cuda_executor_decode.cpp);
+  // with nll, log Z - gold score of labels_ [B][T] too.
+  std::vector<crf::Segment> viterbi_on_device(const crf::Dims& dims, const crf::Params& p, std::vector<double>* nll);
 
   // transition [C][C] + crf.phone_bonus off the diagonal (crf::add_phone_bonus),
   // in a device buffer of its own; the parameters are not touched.
@@ -207,10 +214,13 @@ class CudaExecutor final : public Executor {
   Buffer align_opt_{Memory::device, 0};                                     // align: optional [B][N]
   Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
   Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
+  // a long recording: scores and onset [1][T][C], centred cumsum [1][T+1][C] (decode_long)
+  Buffer long_x_{Memory::device, 0}, long_onset_{Memory::device, 0}, long_cum_{Memory::device, 0};
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
   double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus
   bool posterior_ = false;                     // ExecutorOptions::decode == DecodeMode::posterior
+  int64_t centre_frames_ = 0;                  // ExecutorOptions::centre_frames (long recordings)
   Pinned staging_, host_scalars_;
   std::vector<int32_t> lengths_host_;
   bool have_cum_ = false;

@@ -1,23 +1,35 @@
 // Long recordings on the GPU executor (model/cuda/cuda_executor_impl.h,
 // align_long, decode_long): the encoder in windows so that its GPU memory
-// stays that of one window; the constrained Viterbi (in a band) or the
-// decoding on the host's cpu backend.
+// stays that of one window, the kept rows of every window gathered into
+// scores [1][T][C] on the device; `decode` centres the cumsum and runs the
+// Viterbi there (cuda backend), `align` runs the constrained Viterbi in a band
+// on the host's cpu backend (crf/cpu/align_banded.h).
+#include <chrono>
 #include <memory>
+
+#include <spdlog/spdlog.h>
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
 #include "common/progress.h"
 #include "crf/cumsum.h"
 #include "model/cuda/cuda_executor_impl.h"
+#include "model/cuda/cumsum.h"
 #include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
 
-void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset) {
+void CudaExecutor::long_scores_device(const Batch& batch) {
+  const auto t0 = Clock::now();
   const int T = batch.input.T, C = dims_.num_classes, D = dims_.input_dim;
   const int64_t L = batch.input.lengths[0];
-  x.assign(static_cast<size_t>(T) * C, 0.0f);  // projection output [T][C] (padding 0)
-  onset.assign(dims_.onset ? static_cast<size_t>(T) * C : 0, 0.0f);
+  const size_t tc_bytes = static_cast<size_t>(T) * C * sizeof(float);
+  long_x_.reserve(tc_bytes);  // projection output [T][C] (padding rows t >= L: 0)
+  long_x_.zero(tc_bytes, stream_);
+  if (dims_.onset) {
+    long_onset_.reserve(tc_bytes);
+    long_onset_.zero(tc_bytes, stream_);
+  }
   encoder_->set_training(false);
   ForwardOptions fo;  // dropout 0: evaluation
   Progress bar("encoder (windows of " + std::to_string(kWindowFrames) + " frames)", L, "frame");
@@ -33,14 +45,30 @@ void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::v
     cum_.reserve(cum_bytes(1, sub.input.T));
     encoder_->forward(params_.as<float>(), encoder_batch(sub), fo, cum_.as<float>());
     const size_t off = static_cast<size_t>(w.a - w.wa) * C, rows = static_cast<size_t>(w.b - w.a) * C;
-    cuda::copy_to_host(x.data() + w.a * C, encoder_->scores() + off, rows * sizeof(float), stream_);
+    cuda::copy_device_to_device(long_x_.as<float>() + w.a * C, encoder_->scores() + off, rows * sizeof(float),
+                                stream_);
     if (dims_.onset)
-      cuda::copy_to_host(onset.data() + w.a * C, encoder_->onset_scores() + off, rows * sizeof(float), stream_);
-    TS_CUDA(cudaStreamSynchronize(stream_));
+      cuda::copy_device_to_device(long_onset_.as<float>() + w.a * C, encoder_->onset_scores() + off,
+                                  rows * sizeof(float), stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));  // `sub`'s staging is reused by the next window
     bar.advance(w.b - w.a);
   }
   bar.finish();
   have_cum_ = false;  // cum_ holds the last window only
+  lengths_host_ = batch.input.lengths;
+  // lengths_ [1] of the whole recording again (stage() left the last window's)
+  lengths_.upload(batch.input.lengths.data(), sizeof(int32_t), stream_);
+  spdlog::info("{} frames: encoder in {} window(s) in {:.2f} s", L, windows_of(L).size(), since(t0));
+}
+
+void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset) {
+  const int T = batch.input.T, C = dims_.num_classes;
+  long_scores_device(batch);
+  x.resize(static_cast<size_t>(T) * C);
+  onset.resize(dims_.onset ? static_cast<size_t>(T) * C : 0);
+  long_x_.download(x.data(), x.size() * sizeof(float), stream_);
+  if (dims_.onset) long_onset_.download(onset.data(), onset.size() * sizeof(float), stream_);
+  TS_CUDA(cudaStreamSynchronize(stream_));
 }
 
 crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
@@ -49,11 +77,13 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   const int T = batch.input.T, C = dims_.num_classes;
   std::vector<float> x, onset;
   long_scores(batch, x, onset);
+  const auto t0 = Clock::now();
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
-  crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
+  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
   x = std::vector<float>();
   std::vector<float> hp;
   host_crf_param_copy(hp);
+  spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
   const crf::Dims dims{1, T, dims_.max_duration, C};
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   const crf::Params p = host_crf_params(hp, cum, batch, onset);
@@ -66,18 +96,51 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   return r;
 }
 
+// crf.decode = viterbi with the cuda backend: the cumsum centred over the
+// recording and the Viterbi on the device (its workspace 32 T C bytes and
+// back pointers inside it; 0.55 GB at T = 360,000, C = 48). Otherwise (a host
+// backend, crf.decode = posterior) the decoding runs on host copies.
 std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& batch, std::vector<float>* scores,
                                                                 std::vector<double>* nll) {
   const int T = batch.input.T, C = dims_.num_classes;
+  const crf::Dims dims{1, T, dims_.max_duration, C};
+  std::vector<std::vector<crf::Segment>> out(1);
+  if (backend_->on_device() && !posterior_) {
+    long_scores_device(batch);
+    const auto t0 = Clock::now();
+    const size_t ncum = static_cast<size_t>(T + 1) * C;
+    long_cum_.reserve(ncum * sizeof(float));
+    if (centre_frames_ == 0) {  // the whole recording's mean: the device cumsum (bitwise the host's)
+      gpu::centered_cumsum_forward(1, T, C, long_x_.as<float>(), lengths_.as<int32_t>(), long_cum_.as<float>(),
+                                   stream_);
+    } else {  // a running mean: model::long_cumsum on the host (as the CPU executor), uploaded
+      std::vector<float> x(static_cast<size_t>(T) * C), cum(ncum);
+      long_x_.download(x.data(), x.size() * sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));
+      long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
+      long_cum_.upload(cum.data(), ncum * sizeof(float), stream_);
+      TS_CUDA(cudaStreamSynchronize(stream_));  // `cum` is freed at the end of this block
+    }
+    if (scores) {
+      scores->resize(static_cast<size_t>(T) * C);
+      long_x_.download(scores->data(), scores->size() * sizeof(float), stream_);
+    }
+    if (nll) labels_.upload(batch.labels.data(), batch.labels.size() * sizeof(int32_t), stream_);
+    crf::Params p = device_crf_params();
+    p.cum_scores = long_cum_.as<float>();
+    p.onset = dims_.onset ? long_onset_.as<float>() : nullptr;
+    out[0] = viterbi_on_device(dims, p, nll);
+    spdlog::info("{} frames: cumsum and Viterbi on the device in {:.2f} s", batch.input.lengths[0], since(t0));
+    return out;
+  }
   std::vector<float> x, onset;
   long_scores(batch, x, onset);
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
-  crf::centered_cumsum_forward<float>(1, T, C, x.data(), batch.input.lengths.data(), cum.data());
+  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
   if (scores) *scores = std::move(x);
   x = std::vector<float>();
   std::vector<float> hp;
   host_crf_param_copy(hp);
-  const crf::Dims dims{1, T, dims_.max_duration, C};
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::Session session(*cpu);
   const crf::Params p = host_crf_params(hp, cum, batch, onset);
@@ -85,7 +148,6 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
   const crf::HostResult r = posterior_ ? posterior_decode_on_host(session, dims, p, labels)
                                        : decode_on_host(session, dims, p, labels, phone_bonus_);
   if (nll) *nll = {r.log_z[0] - r.gold[0]};
-  std::vector<std::vector<crf::Segment>> out(1);
   for (const crf::Segment& s : r.segments) out[0].push_back(s);
   return out;
 }

@@ -4,8 +4,10 @@
 // and l2_penalty. Plus direct checks of the cumsum layer and the penalty.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
+#include <vector>
 
 #include "crf/cumsum.h"
 #include "crf/reference/reference.h"
@@ -98,6 +100,57 @@ TEST(Cumsum, ForwardMatchesDefinitionAndIgnoresPadding) {
   EXPECT_NEAR(cum[5 * 2 + 0], 0.0, 1e-12);
   EXPECT_NEAR(cum[5 * 2 + 1], 0.0, 1e-12);
   EXPECT_DOUBLE_EQ(cum[1 * 2 + 0], 1.0 - 5.0);
+}
+
+// The running-mean centring of a long recording (crf::running_centered_cumsum_forward):
+// hand-computed on a tiny case; against the definition evaluated directly in
+// float64 (each frame's window mean summed afresh) on random scores, for
+// several half-widths; a window covering the utterance is bitwise
+// centered_cumsum_forward; padding rows are 0; bad arguments are one line.
+TEST(Cumsum, RunningCentredMatchesTheDefinitionAndWideWindowsAreTheWholeMean) {
+  {  // C = 1, x = 1 2 3 10, half = 1: windows {0,1} {0,1,2} {1,2,3} {2,3}, means 1.5 2 5 6.5
+    const std::vector<float> x{1, 2, 3, 10};
+    std::vector<float> cum(6 * 1, -7.f);  // T = 5 (one padding frame)
+    const std::vector<float> x5{1, 2, 3, 10, 99};
+    running_centered_cumsum_forward(5, 1, x5.data(), 4, 1, cum.data());
+    // xc = -0.5 0 -2 3.5 -> cum 0 -0.5 -0.5 -2.5 1 | padding 0
+    const std::vector<float> want{0.f, -0.5f, -0.5f, -2.5f, 1.f, 0.f};
+    EXPECT_EQ(cum, want);
+  }
+  std::mt19937_64 rng(5);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  const int64_t T = 400, C = 3, L = 371;
+  std::vector<float> x(static_cast<size_t>(T * C));
+  for (int64_t i = 0; i < T * C; ++i) x[i] = 5.f * n01(rng) + static_cast<float>(i % C);  // per-class offsets
+  for (int64_t half : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{50}, int64_t{200}}) {
+    std::vector<float> cum(static_cast<size_t>((T + 1) * C), -7.f);
+    running_centered_cumsum_forward(T, C, x.data(), L, half, cum.data());
+    double worst = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      double run = 0;  // the definition, each window's mean summed afresh in float64
+      EXPECT_EQ(cum[c], 0.f);
+      for (int64_t t = 0; t < L; ++t) {
+        const int64_t a = std::max<int64_t>(0, t - half), b = std::min<int64_t>(L, t + half + 1);
+        double m = 0;
+        for (int64_t u = a; u < b; ++u) m += x[u * C + c];
+        run += x[t * C + c] - m / static_cast<double>(b - a);
+        worst = std::max(worst, std::fabs(run - static_cast<double>(cum[(t + 1) * C + c])));
+      }
+      for (int64_t t = L + 1; t <= T; ++t) EXPECT_EQ(cum[t * C + c], 0.f) << "padding row " << t;
+    }
+    EXPECT_LT(worst, 1e-3) << "half " << half;  // float32 storage of values up to ~100
+    if (half == 0) EXPECT_LT(worst, 1e-12);       // each frame its own mean: every increment is 0
+  }
+  std::vector<float> whole(static_cast<size_t>((T + 1) * C)), wide(whole.size());
+  const int32_t len = static_cast<int32_t>(L);
+  centered_cumsum_forward<float>(1, T, C, x.data(), &len, whole.data());
+  for (int64_t half : {L - 1, L, int64_t{100000}}) {
+    running_centered_cumsum_forward(T, C, x.data(), L, half, wide.data());
+    EXPECT_EQ(wide, whole) << "half " << half;
+  }
+  EXPECT_THROW(running_centered_cumsum_forward(T, C, x.data(), L, -1, wide.data()), std::invalid_argument);
+  EXPECT_THROW(running_centered_cumsum_forward(T, C, x.data(), T + 1, 3, wide.data()), std::invalid_argument);
+  EXPECT_THROW(running_centered_cumsum_forward(T, C, x.data(), 0, 3, wide.data()), std::invalid_argument);
 }
 
 TEST(Cumsum, BackwardPaddingGradientIsExactlyZeroFloat32) {

@@ -140,6 +140,43 @@ TEST(Features, DeltasOfALinearRampAreConstant) {
   }
 }
 
+// compute_features in chunks of 1024 frames on several workers (long
+// recordings): bitwise the one-worker result for every thread count, MFCC
+// with deltas (their window crosses the chunks' edges) and fbank; and each
+// row the features of that frame alone: a prefix of the audio gives the same
+// rows (deltas: away from the prefix's last frames, which they replicate).
+TEST(Features, ThreadsGiveBitwiseTheSameFeaturesAndRowsAreLocal) {
+  Audio a;
+  a.sample_rate = 16000;
+  const int frames = 2 * 1024 + 700;  // three chunks
+  uint64_t x = 88172645463325252ull;  // xorshift noise plus a tone: every row differs
+  for (int i = 0; i < 400 + 160 * (frames - 1); ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    a.samples.push_back(static_cast<float>(int64_t(x % 2001) - 1000) + 3000.0f * std::sin(0.01f * i));
+  }
+  for (const char* type : {"mfcc", "fbank"}) {
+    SCOPED_TRACE(type);
+    const FeatureOptions o = FeatureOptions::defaults_for(type);
+    int32_t T1 = 0;
+    const auto one = compute_features(a, o, &T1, 1);
+    ASSERT_EQ(T1, frames);
+    for (int threads : {2, 3, 0}) {
+      int32_t T = 0;
+      EXPECT_EQ(compute_features(a, o, &T, threads), one) << threads << " threads";
+      EXPECT_EQ(T, T1);
+    }
+    Audio prefix = a;
+    const int kept = 1500;  // across the first chunk's edge
+    prefix.samples.resize(400 + 160 * (kept - 1));
+    int32_t Tp = 0;
+    const auto part = compute_features(prefix, o, &Tp, 4);
+    ASSERT_EQ(Tp, kept);
+    const int D = o.dim(), margin = o.deltas ? 4 : 0;
+    for (int t = 0; t < kept - margin; ++t)
+      for (int k = 0; k < D; ++k) ASSERT_EQ(part[t * D + k], one[t * D + k]) << "row " << t << " dim " << k;
+  }
+}
+
 TEST(Features, OptionsJsonRoundTripAndValidation) {
   FeatureOptions o = FeatureOptions::defaults_for("fbank");
   o.num_mel_bins = 80;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/progress.h"
+#include "crf/cumsum.h"
 #include "model/cpu/long_forward.h"
 #include "model/cpu/network.h"
 #include "tests/support/model_problems.h"
@@ -72,6 +73,33 @@ TEST(LongForward, ShortContextErrorShrinksWithTheContext) {
   EXPECT_GT(err[0], 1e-4);  // no context: the window edges differ
   for (size_t i = 1; i < err.size(); ++i) EXPECT_LT(err[i], err[i - 1]);
   EXPECT_LT(err.back(), 1e-5);
+  Progress::set_enabled(true);
+}
+
+// --centre-frames (ExecutorOptions::centre_frames): the same windowed scores,
+// the cumsum centred by the running mean of crf::running_centered_cumsum_forward
+// (bitwise), different from the whole recording's centring; a window wider
+// than the recording is that centring again.
+TEST(LongForward, CentreFramesCentresByTheRunningMean) {
+  Progress::set_enabled(false);
+  const ModelDims d = testsupport::small_dims();
+  const Network<float> net(d);
+  const std::vector<float> params = testsupport::random_model_params(d, 7, 0.5f);
+  const Batch b = testsupport::random_model_batch(d, 1, 600, 8);
+  Activations<float> whole, run, wide;
+  forward_in_windows(net, params, b.input, whole, nullptr, 100, 32, 0);
+  forward_in_windows(net, params, b.input, run, nullptr, 100, 32, 20);
+  forward_in_windows(net, params, b.input, wide, nullptr, 100, 32, 599);
+  const int64_t T = 600, C = d.num_classes;
+  std::vector<float> x(static_cast<size_t>(T * C));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t q = 0; q < C; ++q) x[t * C + q] = run.scores(t, q);
+  std::vector<float> want(static_cast<size_t>((T + 1) * C));
+  crf::running_centered_cumsum_forward(T, C, x.data(), T, 20, want.data());
+  EXPECT_EQ(run.cum, want);
+  EXPECT_NE(run.cum, whole.cum);
+  EXPECT_EQ(wide.cum, whole.cum);
+  EXPECT_THROW(forward_in_windows(net, params, b.input, run, nullptr, 100, 32, -1), std::invalid_argument);
   Progress::set_enabled(true);
 }
 
