@@ -48,6 +48,15 @@ inline const MetricRow kRows[] = {
     {"align_within_50ms", "align within 50 ms %", 100, "%.2f"},
     {"align_mean_abs_ms", "align mean |error| ms", 1, "%.2f"},
     {"align_median_abs_ms", "align median |error| ms", 1, "%.2f"},
+    // the same against the .PHN times in samples (sample-accurate, as published aligners are scored)
+    {"align_samples_within_10ms", "align (samples) within 10 ms %", 100, "%.2f"},
+    {"align_samples_within_20ms", "align (samples) within 20 ms %", 100, "%.2f"},
+    {"align_samples_within_25ms", "align (samples) within 25 ms %", 100, "%.2f"},
+    {"align_samples_within_50ms", "align (samples) within 50 ms %", 100, "%.2f"},
+    {"align_samples_mean_abs_ms", "align (samples) mean |error| ms", 1, "%.2f"},
+    // the confidences (docs/align.md "Confidence"): AUROC of 1 - confidence
+    {"boundary_confidence_auroc", "boundary confidence AUROC", 1, "%.3f"},
+    {"label_confidence_auroc", "label confidence AUROC", 1, "%.3f"},
     {"decode_seconds", "decode time (s)", 1, "%.2f"},
 };
 

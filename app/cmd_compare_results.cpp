@@ -29,6 +29,24 @@ namespace timitseg::app::compare {
 
 namespace {
 
+// The sample-accurate alignment scores and the confidences' AUROCs of an
+// align_utterances JSON (eval/align_metrics.cpp), where present.
+void add_sample_and_confidence_rows(const nlohmann::json& al, std::map<std::string, double>& v) {
+  auto number = [](const nlohmann::json& j, const char* k) { return j.contains(k) && j[k].is_number(); };
+  if (al.contains("samples") && al["samples"].contains("within_ms")) {
+    const nlohmann::json& sm = al["samples"];
+    for (const char* tol : {"10", "20", "25", "50"})
+      if (number(sm["within_ms"], tol)) v[std::string("align_samples_within_") + tol + "ms"] = sm["within_ms"][tol];
+    if (number(sm, "mean_abs_ms")) v["align_samples_mean_abs_ms"] = sm["mean_abs_ms"];
+  }
+  if (!al.contains("confidence")) return;
+  const nlohmann::json& c = al["confidence"];
+  if (c.contains("boundary_confidence") && number(c["boundary_confidence"], "auroc_off_20ms"))
+    v["boundary_confidence_auroc"] = c["boundary_confidence"]["auroc_off_20ms"];
+  if (c.contains("label_confidence") && number(c["label_confidence"], "auroc_replaced"))
+    v["label_confidence_auroc"] = c["label_confidence"]["auroc_replaced"];
+}
+
 std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream os;
@@ -115,6 +133,7 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
       v["align_mean_abs_ms"] = al["mean_abs_ms"].get<double>();
       v["align_median_abs_ms"] = al["median_abs_ms"].get<double>();
     }
+    add_sample_and_confidence_rows(al, v);
     spdlog::info("compare: {} on {}: PER {:.2f}%, {} utterances decoded in {:.2f} s ({})", ckpt, name, 100 * m.per(),
                  utts.size(), secs, exec->description());
   }

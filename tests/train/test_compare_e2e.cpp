@@ -230,7 +230,7 @@ TEST_F(Compare, OverlayReportAndSignificance) {
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["report"], (runs / "report.html").string());
   for (const char* key : {"per", "boundary_f1_tol0", "segment_f1", "duration_kl", "align_within_20ms",
-                          "align_mean_abs_ms"}) {
+                          "align_mean_abs_ms", "align_samples_within_20ms", "align_samples_mean_abs_ms"}) {
     const auto& lin = j["runs"]["linear"]["dev"][key]["values"];
     const auto& semi = j["runs"]["semicrf"]["dev"][key]["values"];
     const double d0 = semi[0].get<double>() - lin[0].get<double>(), d1 = semi[1].get<double>() - lin[1].get<double>();
