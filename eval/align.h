@@ -39,7 +39,7 @@ struct AlignOptions {
   model::DeviceSetting device = model::DeviceSetting::automatic;  // --device
   int threads = 0;
   int batch_size = 32;
-  int64_t centre_frames = 0;  // --centre-frames: a long recording's centring (0 = the whole recording)
+  int64_t centre_frames = 200;  // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // Writes OUT/<name>.<suffix> per input and format (align_formats.h; by default
 // .PHN in samples of the file as given, and .TextGrid with the tier "phones",

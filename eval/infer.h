@@ -67,7 +67,7 @@ struct DecodeOptions {
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
-  int64_t centre_frames = 0;          // --centre-frames: a long recording's centring (0 = the whole recording)
+  int64_t centre_frames = 200;        // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU
 // when one is present; an explicit cuda without one fails with one line); the

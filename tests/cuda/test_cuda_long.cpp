@@ -72,7 +72,7 @@ TEST(CudaLong, DecodeOnTheDeviceEqualsTheHostPathAndTracksTheCpu) {
 // --centre-frames (ExecutorOptions::centre_frames = 200): on the GPU the
 // running-mean cumsum is computed on the host (model::long_cumsum) and
 // uploaded; the device Viterbi on it equals the host path's, and tracks the
-// CPU executor's as above; and it differs from the whole-recording centring.
+// CPU executor's as above; and its loss differs from the whole-recording centring's.
 TEST(CudaLong, DecodeWithCentreFramesEqualsTheHostPathAndTracksTheCpu) {
   REQUIRE_GPU();
   Progress::set_enabled(false);
@@ -91,13 +91,17 @@ TEST(CudaLong, DecodeWithCentreFramesEqualsTheHostPathAndTracksTheCpu) {
     ex->set_state(params, opt);
     return ex;
   };
-  std::vector<double> ndev, nhost, ncpu;
+  std::vector<double> ndev, nhost, ncpu, nwhole;
   const auto dev = make("cuda", "cuda", 200)->decode(batch, nullptr, &ndev);
   const auto host = make("cuda", "cpu", 200)->decode(batch, nullptr, &nhost);
   const auto cpu = make("cpu", "cpu", 200)->decode(batch, nullptr, &ncpu);
-  const auto whole = make("cuda", "cuda", 0)->decode(batch, nullptr, nullptr);
+  make("cuda", "cuda", 0)->decode(batch, nullptr, &nwhole);
   EXPECT_EQ(dev, host);
-  EXPECT_NE(dev, whole);
+  // The centring changes the scores: the loss of the gold labels differs (the
+  // decoded segments of these random scores may not: they follow the model's
+  // transition and duration parameters).
+  EXPECT_GT(std::abs(ndev[0] - nwhole[0]), 1e-6 * (1 + std::abs(nwhole[0])))  // device vs CPU: 4e-5 apart
+      << "centre 200: " << ndev[0] << ", whole recording: " << nwhole[0];
   EXPECT_NEAR(ndev[0], nhost[0], 1e-6 * (1 + std::abs(nhost[0])));
   EXPECT_NEAR(ndev[0], ncpu[0], 1e-4 * (1 + std::abs(ncpu[0])));
   const std::vector<int32_t> a = frame_labels(dev[0], T), b = frame_labels(cpu[0], T);
