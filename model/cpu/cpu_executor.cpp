@@ -237,22 +237,32 @@ StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& pa
   return loss_and_grad(net, params, batch, session, o, grad, act);
 }
 
+namespace {
+// The forward of inference (no dropout) into act: a long recording's encoder
+// in windows (bounded memory, its cumsum centred by centre_frames), else the
+// whole batch; a non-finite value is one error naming `what` and the batch.
+void inference_forward(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
+                       Activations<float>& act, int64_t centre_frames, const char* what) {
+  Probe probe(true, FaultSpec{}, 0);
+  try {
+    if (long_input(batch.input))
+      forward_in_windows(net, params, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames);
+    else
+      net.forward(params, batch.input, 0.0, nullptr, act, &probe);
+  } catch (const NumericsError& e) {
+    throw std::runtime_error(std::string(what) + ": non-finite value: " + e.what() + " (batch starting with " +
+                             batch.ids[0] + ")");
+  }
+}
+}  // namespace
+
 std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, const std::vector<float>& params,
                                                     const Batch& batch, crf::Session& session,
                                                     Activations<float>& act, std::vector<double>* nll,
                                                     double phone_bonus, bool posterior, int64_t centre_frames) {
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
-  Probe probe(true, FaultSpec{}, 0);
-  try {
-    if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
-      forward_in_windows(net, params, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames);
-    else
-      net.forward(params, batch.input, 0.0, nullptr, act, &probe);
-  } catch (const NumericsError& e) {
-    throw std::runtime_error(std::string("decode: non-finite value: ") + e.what() + " (batch starting with " +
-                             batch.ids[0] + ")");
-  }
+  inference_forward(net, params, batch, act, centre_frames, "decode");
   const crf::Dims dims{B, T, d.max_duration, d.num_classes};
   const crf::Params p = crf_params(net.layout(), params, act.cum, batch, act.onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
@@ -339,16 +349,7 @@ class CpuExecutor final : public Executor {
                          AlignConfidence* confidence) override {
     const Network<float>& net = enc_.network();
     Activations<float>& act = enc_.activations();
-    Probe probe(true, FaultSpec{}, 0);
-    try {
-      if (long_input(batch.input))  // a long recording: the encoder in windows (bounded memory)
-        forward_in_windows(net, params_, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames_);
-      else
-        net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
-    } catch (const NumericsError& e) {
-      throw std::runtime_error(std::string("align: non-finite value: ") + e.what() + " (batch starting with " +
-                               batch.ids[0] + ")");
-    }
+    inference_forward(net, params_, batch, act, centre_frames_, "align");
     const ModelDims& d = dims();
     const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
     const crf::Params hp = crf_params(net.layout(), params_, act.cum, batch, act.onset);
@@ -362,13 +363,7 @@ class CpuExecutor final : public Executor {
                                      const std::vector<int32_t>& num_queries) override {
     const Network<float>& net = enc_.network();
     Activations<float>& act = enc_.activations();
-    Probe probe(true, FaultSpec{}, 0);
-    try {
-      net.forward(params_, batch.input, 0.0, nullptr, act, &probe);
-    } catch (const NumericsError& e) {
-      throw std::runtime_error(std::string("span_marginals: non-finite value: ") + e.what() + " (batch starting with " +
-                               batch.ids[0] + ")");
-    }
+    inference_forward(net, params_, batch, act, centre_frames_, "span_marginals");  // as decode: windows when long
     const ModelDims& d = dims();
     const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
     return session_

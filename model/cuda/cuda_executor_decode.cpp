@@ -203,6 +203,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
 std::vector<double> CudaExecutor::span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
                                                  const std::vector<int32_t>& num_queries) {
   const int B = batch.input.B, T = batch.input.T;
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return span_marginals_long(batch, Q, queries, num_queries);
   stage(batch, /*with_labels=*/false);
   numerics_->begin_step(false, FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));

@@ -148,6 +148,14 @@ class CudaExecutor final : public Executor {
   // copies otherwise).
   void long_scores_device(const Batch& batch);
   void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
+  struct LongHost {
+    std::vector<float> cum, onset, hp;
+    crf::Dims dims{};
+    crf::Params p{};
+  };
+  void long_host_inputs(const Batch& batch, LongHost& h);
+  std::vector<double> span_marginals_long(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                          const std::vector<int32_t>& num_queries);
   crf::AlignResult align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                               const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
                               AlignConfidence* confidence);

@@ -71,29 +71,47 @@ void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::v
   TS_CUDA(cudaStreamSynchronize(stream_));
 }
 
+// The long recording's CRF inputs on the host: scores through the encoder in
+// windows, the cumsum centred by centre_frames_ (model::long_cumsum), the CRF
+// parameters; `p` points into this struct's vectors.
+void CudaExecutor::long_host_inputs(const Batch& batch, LongHost& h) {
+  const int T = batch.input.T, C = dims_.num_classes;
+  std::vector<float> x;
+  long_scores(batch, x, h.onset);
+  const auto t0 = Clock::now();
+  h.cum.assign(static_cast<size_t>(T + 1) * C, 0.f);
+  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, h.cum.data());
+  host_crf_param_copy(h.hp);
+  spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
+  h.dims = crf::Dims{1, T, dims_.max_duration, C};
+  h.p = host_crf_params(h.hp, h.cum, batch, h.onset);
+}
+
 crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                           const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
                                           AlignConfidence* confidence) {
-  const int T = batch.input.T, C = dims_.num_classes;
-  std::vector<float> x, onset;
-  long_scores(batch, x, onset);
-  const auto t0 = Clock::now();
-  std::vector<float> cum(static_cast<size_t>(T + 1) * C);
-  long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
-  x = std::vector<float>();
-  std::vector<float> hp;
-  host_crf_param_copy(hp);
-  spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
-  const crf::Dims dims{1, T, dims_.max_duration, C};
+  LongHost h;
+  long_host_inputs(batch, h);
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
-  const crf::Params p = host_crf_params(hp, cum, batch, onset);
-  crf::AlignResult r =
-      crf::align_host(*cpu, dims, p, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
+  crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
+                                       optional.empty() ? nullptr : optional.data());
   if (confidence) {  // windows of the transcript on the host (docs/align.md "Confidence")
     crf::Session session(*cpu);
-    fill_align_confidence(session, dims, p, N, phones, num_phones, optional, r, confidence);
+    fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
   }
   return r;
+}
+
+// decode's segment posteriors of a long recording: the same scores and
+// centring as decode_long, the span marginals on the host's cpu backend (its
+// tables [T+1][C] float64: 0.2 GB at T = 360,000, C = 39).
+std::vector<double> CudaExecutor::span_marginals_long(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
+                                                      const std::vector<int32_t>& num_queries) {
+  LongHost h;
+  long_host_inputs(batch, h);
+  std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
+  crf::Session session(*cpu);
+  return session.span_marginals_host(h.dims, h.p, Q, queries.data(), num_queries.data()).marginal;
 }
 
 // crf.decode = viterbi with the cuda backend: the cumsum centred over the

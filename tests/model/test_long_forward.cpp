@@ -13,6 +13,7 @@
 #include "crf/cumsum.h"
 #include "model/cpu/long_forward.h"
 #include "model/cpu/network.h"
+#include "model/model.h"
 #include "tests/support/model_problems.h"
 
 namespace timitseg::model {
@@ -100,6 +101,48 @@ TEST(LongForward, CentreFramesCentresByTheRunningMean) {
   EXPECT_NE(run.cum, whole.cum);
   EXPECT_EQ(wide.cum, whole.cum);
   EXPECT_THROW(forward_in_windows(net, params, b.input, run, nullptr, 100, 32, -1), std::invalid_argument);
+  Progress::set_enabled(true);
+}
+
+// decode's segment posteriors of a long recording (Executor::span_marginals,
+// decode --format csv/json) come from the same windowed, running-centred
+// cumsum as its segments (bounded memory), not from a forward over the whole
+// recording; each is a probability.
+TEST(LongForward, SpanMarginalsOfALongRecordingUseDecodesWindowedScores) {
+  Progress::set_enabled(false);
+  const ModelDims d = testsupport::small_dims();
+  const std::vector<float> params = testsupport::random_model_params(d, 21, 0.5f);
+  const int T = static_cast<int>(kWindowFrames) + 400;
+  const Batch batch = testsupport::random_model_batch(d, 1, T, 22);
+  ExecutorOptions xo;
+  xo.threads = 2;
+  xo.centre_frames = 200;
+  auto ex = make_executor(Device::cpu, d, xo);
+  AdamW opt;
+  opt.reset(params.size());
+  ex->set_state(params, opt);
+  const auto segs = ex->decode(batch, nullptr, nullptr);
+  const std::vector<float> decode_cum = ex->last_cum();
+  ASSERT_EQ(segs.size(), 1u);
+  const int64_t Q = static_cast<int64_t>(segs[0].size());
+  ASSERT_GT(Q, 0);
+  std::vector<int32_t> q(static_cast<size_t>(3 * Q));
+  for (int64_t i = 0; i < Q; ++i) {
+    q[3 * i] = segs[0][i].start;
+    q[3 * i + 1] = segs[0][i].duration;
+    q[3 * i + 2] = segs[0][i].label;
+  }
+  const std::vector<double> post = ex->span_marginals(batch, Q, q, {static_cast<int32_t>(Q)});
+  EXPECT_EQ(ex->last_cum(), decode_cum);  // the same windows and centring, bitwise
+  Activations<float> whole;
+  const Network<float> net(d);
+  net.forward(params, batch.input, 0.0, nullptr, whole, nullptr);
+  EXPECT_NE(whole.cum, decode_cum);  // what span_marginals used before
+  ASSERT_EQ(post.size(), static_cast<size_t>(Q));
+  for (double p : post) {
+    EXPECT_GT(p, 0.0);
+    EXPECT_LE(p, 1.0 + 1e-12);
+  }
   Progress::set_enabled(true);
 }
 
