@@ -11,19 +11,15 @@ namespace timitseg::crf::cuda_impl {
 AlignLayout make_align_layout(const Dims& d, int64_t N) {
   AlignLayout a;
   const size_t cells = static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(N);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    size_t at = off;
-    off += align256(bytes);
-    return at;
-  };
+  WorkspaceCarver ws;
+  auto take = [&](size_t bytes) { return ws.take(bytes); };
   a.status = take(64);
   a.zeros = take(static_cast<size_t>(d.C) * sizeof(float));
   a.F = take(cells * sizeof(double));
   a.S = take(cells * sizeof(double));
   a.bp_d = take(cells * sizeof(int32_t));
   a.bp_s = take(cells * sizeof(int32_t));
-  a.total = off;
+  a.total = ws.off;
   return a;
 }
 

@@ -73,6 +73,17 @@ struct Layout {
 
 inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
+// Carves one workspace into 256-byte aligned parts: take(bytes) returns the
+// part's byte offset; `off` is the total once every part is taken.
+struct WorkspaceCarver {
+  size_t off = 0;
+  size_t take(size_t bytes) {
+    const size_t at = off;
+    off += align256(bytes);
+    return at;
+  }
+};
+
 // tables = false: the layout of log_partition on the fast recurrence, which
 // keeps its state in shared memory: no [B][T+1][C] tables, no gradient
 // scratch (status, log Z and the zeros only).
@@ -90,12 +101,8 @@ inline Layout make_layout(const Dims& d, bool tables = true) {
   l.chunk = static_cast<int>((d.T + l.nch - 1) / l.nch);
   const size_t btc = static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(d.C);
   const size_t B = static_cast<size_t>(d.B), C = static_cast<size_t>(d.C), K = static_cast<size_t>(d.K);
-  size_t off = 0;
-  auto take = [&](size_t bytes) {
-    size_t at = off;
-    off += align256(bytes);
-    return at;
-  };
+  WorkspaceCarver ws;
+  auto take = [&](size_t bytes) { return ws.take(bytes); };
   const size_t tb = tables ? 1 : 0;
   l.status = take(64);
   l.alpha = take(tb * btc * sizeof(double));
@@ -113,7 +120,7 @@ inline Layout make_layout(const Dims& d, bool tables = true) {
   l.cnt_e = take(tb * B * C * sizeof(int32_t));
   l.part = take(tb * B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
   l.zeros = take(C * sizeof(float));
-  l.total = off;
+  l.total = ws.off;
   return l;
 }
 
