@@ -129,6 +129,21 @@ std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std
   return crf::posterior_segments(dims, marginals.data(), lengths_host_.data());
 }
 
+// The forward of inference (no dropout, no labels staged, nothing tapped) of
+// a batch that fits: cum_ [B][T+1][C] on the device, kept as the last forward.
+void CudaExecutor::inference_forward(const Batch& batch) {
+  const int B = batch.input.B, T = batch.input.T;
+  stage(batch, /*with_labels=*/false);
+  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+  cum_.reserve(cum_bytes(B, T));
+  ForwardOptions fo;  // dropout 0: evaluation
+  encoder_->set_training(false);
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  have_cum_ = true;
+  last_B_ = B;
+  last_T_ = T;
+}
+
 // Forced alignment of the phone sequences [B][N] (crf::Session::align on the
 // device, or align_host on host copies for a host backend or a long recording).
 namespace {
@@ -141,15 +156,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, optional, confidence);
-  stage(batch, /*with_labels=*/false);
-  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
-  cum_.reserve(cum_bytes(B, T));
-  ForwardOptions fo;  // dropout 0: evaluation
-  encoder_->set_training(false);
-  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
-  have_cum_ = true;
-  last_B_ = B;
-  last_T_ = T;
+  inference_forward(batch);
   const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
   // The cuda backend keeps the full table, B (T+1) N x 24 bytes of GPU memory;
   // above kDeviceAlignTableBytes (long recordings) the cpu backend aligns the
@@ -204,15 +211,7 @@ std::vector<double> CudaExecutor::span_marginals(const Batch& batch, int64_t Q, 
                                                  const std::vector<int32_t>& num_queries) {
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return span_marginals_long(batch, Q, queries, num_queries);
-  stage(batch, /*with_labels=*/false);
-  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
-  cum_.reserve(cum_bytes(B, T));
-  ForwardOptions fo;  // dropout 0: evaluation
-  encoder_->set_training(false);
-  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
-  have_cum_ = true;
-  last_B_ = B;
-  last_T_ = T;
+  inference_forward(batch);
   const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
   const std::vector<float> cum = last_cum();
   const std::vector<float> onset = last_onset();

@@ -148,6 +148,7 @@ class CudaExecutor final : public Executor {
   // copies otherwise).
   void long_scores_device(const Batch& batch);
   void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
+  void inference_forward(const Batch& batch);  // a batch that fits (cuda_executor_decode.cpp)
   struct LongHost {
     std::vector<float> cum, onset, hp;
     crf::Dims dims{};
