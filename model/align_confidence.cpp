@@ -106,6 +106,9 @@ double banded_posteriors(const crf::Dims& wd, const crf::Params& p, int64_t n, c
 // scores those into the first kept phone after it (the model's own start and
 // end at the utterance's edges). Returns false (nothing written) when one
 // window's need exceeds `limit`.
+// The label windows' core, in boundary windows' cores (with the band).
+constexpr int64_t kLabelCores = 8;
+
 bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t b, int64_t np,
               const int32_t* y, const int32_t* opt, const int32_t* spans, double* post3, double* label,
               const WindowLimits& wl, const std::function<double(const crf::Dims&, int64_t)>& need) {
@@ -136,10 +139,12 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
   };
   const Clock::time_point t0 = Clock::now();
   std::atomic<int64_t> boundary_us{0}, label_us{0};  // summed over the workers
-  parallel_for(windows, threads, [&](int64_t k, int worker) {
-    crf::Session& sess = worker == 0 ? session : *sessions[worker];
-    int64_t c0, c1, p0, p1, a, e;
-    bounds(k, &c0, &c1, &p0, &p1, &a, &e);
+  // Window k of `core` phones: its core [c0, c1), its phones from p0 (n), its
+  // frames as one utterance (wd, p: the edge transitions) and its spans in them.
+  auto with_window = [&](int64_t core, int64_t k, const auto& f) {
+    const int64_t c0 = k * core, c1 = std::min(np, c0 + core);
+    const int64_t p0 = std::max<int64_t>(0, c0 - wl.margin), p1 = std::min(np, c1 + wl.margin);
+    const int64_t a = spans[2 * p0], e = p1 == np ? L : spans[2 * p1];
     const int64_t n = p1 - p0;
     const OneUtt w(dims, hp, b, a, static_cast<int32_t>(e - a));
     crf::Params p = w.p;
@@ -154,33 +159,55 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
     }
     std::vector<int32_t> sp(spans + 2 * p0, spans + 2 * p1);
     for (int64_t i = 0; i < n; ++i) sp[2 * i] -= static_cast<int32_t>(a);
-    const int32_t count = static_cast<int32_t>(n);
-    std::vector<double> p3(n * 3, 0.0), lab(n, 0.0);
-    if (host && wl.band > 0) {  // the constrained pass in a band around the aligned path
+    f(c0, c1, p0, n, w.dims, p, sp.data());
+  };
+  const bool banded = host && wl.band > 0;
+  parallel_for(windows, threads, [&](int64_t k, int worker) {
+    crf::Session& sess = worker == 0 ? session : *sessions[worker];
+    with_window(wl.core, k, [&](int64_t c0, int64_t c1, int64_t p0, int64_t n, const crf::Dims& wd,
+                                const crf::Params& p, const int32_t* sp) {
+      const int32_t count = static_cast<int32_t>(n);
+      std::vector<double> p3(n * 3, 0.0), lab(n, 0.0);
       Clock::time_point t = Clock::now();
-      const double lz = banded_posteriors(w.dims, p, n, y + p0, opt ? opt + p0 : nullptr, sp.data(), wl.band, p3.data());
-      boundary_us += micros(t);
-      t = Clock::now();
-      run_labels(sess, w.dims, p, n, y + p0, &count, sp.data(), &lz, lab.data());
-      label_us += micros(t);
-    } else {  // every phone of the window (a device backend, or band 0)
-      Clock::time_point t = Clock::now();
-      const crf::AlignPosteriorResult ap =
-          sess.align_posteriors_host(w.dims, p, n, y + p0, &count, opt ? opt + p0 : nullptr, sp.data());
-      std::copy(ap.posterior.begin(), ap.posterior.end(), p3.begin());
-      boundary_us += micros(t);
-      t = Clock::now();
-      run_labels(sess, w.dims, p, n, y + p0, &count, sp.data(), ap.log_z_c.data(), lab.data());
-      label_us += micros(t);
-    }
-    for (int64_t i = c0; i < c1; ++i) {  // the core phones: disjoint between windows
-      std::copy(p3.begin() + (i - p0) * 3, p3.begin() + (i - p0) * 3 + 3, post3 + i * 3);
-      label[i] = lab[i - p0];
-    }
+      if (banded) {  // the constrained pass in a band around the aligned path; the labels below
+        banded_posteriors(wd, p, n, y + p0, opt ? opt + p0 : nullptr, sp, wl.band, p3.data());
+        boundary_us += micros(t);
+      } else {  // every phone of the window (a device backend, or band 0)
+        const crf::AlignPosteriorResult ap =
+            sess.align_posteriors_host(wd, p, n, y + p0, &count, opt ? opt + p0 : nullptr, sp);
+        std::copy(ap.posterior.begin(), ap.posterior.end(), p3.begin());
+        boundary_us += micros(t);
+        t = Clock::now();
+        run_labels(sess, wd, p, n, y + p0, &count, sp, ap.log_z_c.data(), lab.data());
+        label_us += micros(t);
+      }
+      for (int64_t i = c0; i < c1; ++i) {  // the core phones: disjoint between windows
+        std::copy(p3.begin() + (i - p0) * 3, p3.begin() + (i - p0) * 3 + 3, post3 + i * 3);
+        if (!banded) label[i] = lab[i - p0];
+      }
+    });
   });
-  spdlog::info("confidences: {} windows in {:.2f} s on {} thread(s) (band {}; worker time: boundary {:.2f} s, label {:.2f} s)",
-               windows, micros(t0) * 1e-6, threads, host && wl.band > 0 ? std::to_string(wl.band) + " phones" : "none",
-               boundary_us.load() * 1e-6, label_us.load() * 1e-6);
+  // With the band, the labels (the unconstrained pass, linear in the window's
+  // frames) by windows of kLabelCores x core phones with the same context.
+  const int64_t label_core = wl.core * kLabelCores, label_windows = (np + label_core - 1) / label_core;
+  if (banded)
+    parallel_for(label_windows, threads, [&](int64_t k, int worker) {
+      crf::Session& sess = worker == 0 ? session : *sessions[worker];
+      with_window(label_core, k, [&](int64_t c0, int64_t c1, int64_t p0, int64_t n, const crf::Dims& wd,
+                                     const crf::Params& p, const int32_t* sp) {
+        const int32_t count = static_cast<int32_t>(n);
+        std::vector<double> lab(n, 0.0);
+        const double feasible = 0.0;  // the aligned path lies in the window
+        const Clock::time_point t = Clock::now();
+        run_labels(sess, wd, p, n, y + p0, &count, sp, &feasible, lab.data());
+        label_us += micros(t);
+        for (int64_t i = c0; i < c1; ++i) label[i] = lab[i - p0];
+      });
+    });
+  spdlog::info("confidences: {} windows ({} for the labels) in {:.2f} s on {} thread(s) (band: {}; worker time: "
+               "boundary {:.2f} s, label {:.2f} s)",
+               windows, banded ? label_windows : windows, micros(t0) * 1e-6, threads,
+               banded ? std::to_string(wl.band) + " phone(s)" : "none", boundary_us.load() * 1e-6, label_us.load() * 1e-6);
   return true;
 }
 
