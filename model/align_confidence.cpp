@@ -1,6 +1,8 @@
 // fill_align_confidence (model/executor.h): the confidence scores of aligned
 // phones (docs/crf.md "Confidence") through a crf::Session on host arrays.
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include <spdlog/spdlog.h>
+
 #include "common/parallel.h"
+#include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
 #include "model/cpu/network.h"  // default_threads: the command's --threads
 #include "model/executor.h"
 
@@ -34,14 +39,14 @@ struct OneUtt {
   OneUtt& operator=(const OneUtt&) = delete;
 };
 
-// One call of both confidence methods for the batch (dims, hp) with N phones a row.
-void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N, const int32_t* phones,
-               const int32_t* nph, const int32_t* opt, const int32_t* spans, double* post3, double* label) {
-  const crf::AlignPosteriorResult ap = session.align_posteriors_host(dims, hp, N, phones, nph, opt, spans);
-  std::copy(ap.posterior.begin(), ap.posterior.end(), post3);
+// The label confidences (unconstrained span marginals) of the aligned spans
+// of a batch (dims, hp) with N phones a row; a row whose log_z_c is -inf
+// (infeasible) gets none.
+void run_labels(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N, const int32_t* phones,
+                const int32_t* nph, const int32_t* spans, const double* log_z_c, double* label) {
   std::vector<int32_t> queries(dims.B * N * 3, 0), nq(nph, nph + dims.B);
   for (int64_t b = 0; b < dims.B; ++b) {
-    if (!(ap.log_z_c[b] > -INFINITY)) nq[b] = 0;  // infeasible: no spans to score
+    if (!(log_z_c[b] > -INFINITY)) nq[b] = 0;  // infeasible: no spans to score
     for (int64_t n = 0; n < nq[b]; ++n) {
       queries[(b * N + n) * 3] = spans[(b * N + n) * 2];
       queries[(b * N + n) * 3 + 1] = spans[(b * N + n) * 2 + 1];
@@ -50,6 +55,46 @@ void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& 
   }
   const crf::SpanMarginalResult sm = session.span_marginals_host(dims, hp, N, queries.data(), nq.data());
   std::copy(sm.marginal.begin(), sm.marginal.end(), label);
+}
+
+// One call of both confidence methods for the batch (dims, hp) with N phones a row.
+void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N, const int32_t* phones,
+               const int32_t* nph, const int32_t* opt, const int32_t* spans, double* post3, double* label) {
+  const crf::AlignPosteriorResult ap = session.align_posteriors_host(dims, hp, N, phones, nph, opt, spans);
+  std::copy(ap.posterior.begin(), ap.posterior.end(), post3);
+  run_labels(session, dims, hp, N, phones, nph, spans, ap.log_z_c.data(), label);
+}
+
+// The boundary confidences of one window (wd: B = 1, L = wd.T frames; n
+// phones y, aligned spans sp [n][2] in the window's frames) on the host, the
+// constrained forward-backward restricted to a band of +-band phones around
+// the aligned path at every frame (crf::cpu::ConstrainedPosteriors::set_band;
+// docs/align.md "Confidence": the posterior mass outside it is negligible).
+// Returns log Z_c of the band (-inf: infeasible).
+double banded_posteriors(const crf::Dims& wd, const crf::Params& p, int64_t n, const int32_t* y, const int32_t* opt,
+                         const int32_t* sp, int64_t band, double* post3) {
+  const int64_t L = wd.T;
+  std::vector<int32_t> at(L + 1, -1), lo(L + 1), hi(L + 1);  // at[t]: the kept phone holding frame t
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t t = sp[2 * i]; t < sp[2 * i] + sp[2 * i + 1] && t < L; ++t) at[t] = static_cast<int32_t>(i);
+  for (int64_t i = n - 1; i >= 0 && at[L] < 0; --i)
+    if (sp[2 * i + 1] > 0) at[L] = static_cast<int32_t>(i);  // the end: the last kept phone
+  for (int64_t t = 1; t <= L; ++t)
+    if (at[t] < 0) at[t] = at[t - 1];  // (no gaps in an alignment: defensive)
+  for (int64_t t = L - 1; t >= 0; --t)
+    if (at[t] < 0) at[t] = at[t + 1];
+  for (int64_t t = 0; t <= L; ++t) {
+    lo[t] = static_cast<int32_t>(std::max<int64_t>(0, at[t] - band));
+    hi[t] = static_cast<int32_t>(std::min<int64_t>(n, at[t] + band + 1));
+  }
+  std::vector<double> tables(4 * (L + 1) * n), tmp(wd.K);
+  const crf::cpu::AlignUtterance au{L, n, wd.K, wd.C, y, opt, p.cum_scores, p.onset, &p};
+  crf::cpu::ConstrainedPosteriors cp(au, tables.data(), tmp.data());
+  cp.set_band(lo.data(), hi.data());
+  const double lz = cp.run();
+  std::fill(post3, post3 + n * 3, 0.0);
+  for (int64_t i = 0; i < n; ++i) cp.query(i, sp[2 * i], sp[2 * i + 1], post3 + i * 3);
+  return lz;
 }
 
 // The confidences of utterance b (np phones y, optional flags opt or nullptr,
@@ -61,6 +106,9 @@ void run_batch(crf::Session& session, const crf::Dims& dims, const crf::Params& 
 // scores those into the first kept phone after it (the model's own start and
 // end at the utterance's edges). Returns false (nothing written) when one
 // window's need exceeds `limit`.
+// The label windows' core, in boundary windows' cores (with the band).
+constexpr int64_t kLabelCores = 8;
+
 bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t b, int64_t np,
               const int32_t* y, const int32_t* opt, const int32_t* spans, double* post3, double* label,
               const WindowLimits& wl, const std::function<double(const crf::Dims&, int64_t)>& need) {
@@ -85,10 +133,18 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
   const int threads = host ? static_cast<int>(std::min<int64_t>(default_threads(), windows)) : 1;  // --threads
   std::vector<std::unique_ptr<crf::Session>> sessions(threads);
   for (int t = 1; t < threads; ++t) sessions[t] = std::make_unique<crf::Session>(session.backend());
-  parallel_for(windows, threads, [&](int64_t k, int worker) {
-    crf::Session& sess = worker == 0 ? session : *sessions[worker];
-    int64_t c0, c1, p0, p1, a, e;
-    bounds(k, &c0, &c1, &p0, &p1, &a, &e);
+  using Clock = std::chrono::steady_clock;
+  auto micros = [](Clock::time_point a) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - a).count();
+  };
+  const Clock::time_point t0 = Clock::now();
+  std::atomic<int64_t> boundary_us{0}, label_us{0};  // summed over the workers
+  // Window k of `core` phones: its core [c0, c1), its phones from p0 (n), its
+  // frames as one utterance (wd, p: the edge transitions) and its spans in them.
+  auto with_window = [&](int64_t core, int64_t k, const auto& f) {
+    const int64_t c0 = k * core, c1 = std::min(np, c0 + core);
+    const int64_t p0 = std::max<int64_t>(0, c0 - wl.margin), p1 = std::min(np, c1 + wl.margin);
+    const int64_t a = spans[2 * p0], e = p1 == np ? L : spans[2 * p1];
     const int64_t n = p1 - p0;
     const OneUtt w(dims, hp, b, a, static_cast<int32_t>(e - a));
     crf::Params p = w.p;
@@ -103,15 +159,68 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
     }
     std::vector<int32_t> sp(spans + 2 * p0, spans + 2 * p1);
     for (int64_t i = 0; i < n; ++i) sp[2 * i] -= static_cast<int32_t>(a);
-    const int32_t count = static_cast<int32_t>(n);
-    std::vector<double> p3(n * 3, 0.0), lab(n, 0.0);
-    run_batch(sess, w.dims, p, n, y + p0, &count, opt ? opt + p0 : nullptr, sp.data(), p3.data(), lab.data());
-    for (int64_t i = c0; i < c1; ++i) {  // the core phones: disjoint between windows
-      std::copy(p3.begin() + (i - p0) * 3, p3.begin() + (i - p0) * 3 + 3, post3 + i * 3);
-      label[i] = lab[i - p0];
-    }
+    f(c0, c1, p0, n, w.dims, p, sp.data());
+  };
+  const bool banded = host && wl.band > 0;
+  parallel_for(windows, threads, [&](int64_t k, int worker) {
+    crf::Session& sess = worker == 0 ? session : *sessions[worker];
+    with_window(wl.core, k, [&](int64_t c0, int64_t c1, int64_t p0, int64_t n, const crf::Dims& wd,
+                                const crf::Params& p, const int32_t* sp) {
+      const int32_t count = static_cast<int32_t>(n);
+      std::vector<double> p3(n * 3, 0.0), lab(n, 0.0);
+      Clock::time_point t = Clock::now();
+      if (banded) {  // the constrained pass in a band around the aligned path; the labels below
+        banded_posteriors(wd, p, n, y + p0, opt ? opt + p0 : nullptr, sp, wl.band, p3.data());
+        boundary_us += micros(t);
+      } else {  // every phone of the window (a device backend, or band 0)
+        const crf::AlignPosteriorResult ap =
+            sess.align_posteriors_host(wd, p, n, y + p0, &count, opt ? opt + p0 : nullptr, sp);
+        std::copy(ap.posterior.begin(), ap.posterior.end(), p3.begin());
+        boundary_us += micros(t);
+        t = Clock::now();
+        run_labels(sess, wd, p, n, y + p0, &count, sp, ap.log_z_c.data(), lab.data());
+        label_us += micros(t);
+      }
+      for (int64_t i = c0; i < c1; ++i) {  // the core phones: disjoint between windows
+        std::copy(p3.begin() + (i - p0) * 3, p3.begin() + (i - p0) * 3 + 3, post3 + i * 3);
+        if (!banded) label[i] = lab[i - p0];
+      }
+    });
   });
+  // With the band, the labels (the unconstrained pass, linear in the window's
+  // frames) by windows of kLabelCores x core phones with the same context.
+  const int64_t label_core = wl.core * kLabelCores, label_windows = (np + label_core - 1) / label_core;
+  if (banded)
+    parallel_for(label_windows, threads, [&](int64_t k, int worker) {
+      crf::Session& sess = worker == 0 ? session : *sessions[worker];
+      with_window(label_core, k, [&](int64_t c0, int64_t c1, int64_t p0, int64_t n, const crf::Dims& wd,
+                                     const crf::Params& p, const int32_t* sp) {
+        const int32_t count = static_cast<int32_t>(n);
+        std::vector<double> lab(n, 0.0);
+        const double feasible = 0.0;  // the aligned path lies in the window
+        const Clock::time_point t = Clock::now();
+        run_labels(sess, wd, p, n, y + p0, &count, sp, &feasible, lab.data());
+        label_us += micros(t);
+        for (int64_t i = c0; i < c1; ++i) label[i] = lab[i - p0];
+      });
+    });
+  spdlog::info("confidences: {} windows ({} for the labels) in {:.2f} s on {} thread(s) (band: {}; worker time: "
+               "boundary {:.2f} s, label {:.2f} s)",
+               windows, banded ? label_windows : windows, micros(t0) * 1e-6, threads,
+               banded ? std::to_string(wl.band) + " phone(s)" : "none", boundary_us.load() * 1e-6, label_us.load() * 1e-6);
   return true;
+}
+
+// A measurement knob's value (docs/align.md): the number in environment
+// variable `name`, or `fallback` when unset; one line naming it when not a number >= `min`.
+double env_number(const char* name, double fallback, double min, const char* what) {
+  const char* env = std::getenv(name);
+  if (!env) return fallback;
+  char* end = nullptr;
+  const double v = std::strtod(env, &end);
+  if (end == env || *end != '\0' || !(v >= min) || !std::isfinite(v))
+    throw std::invalid_argument(std::string(name) + " must be " + what + ", got '" + env + "'");
+  return v;
 }
 
 }  // namespace
@@ -120,16 +229,14 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
                            const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
                            const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
                            double batch_limit, double utterance_limit, WindowLimits window_limits) {
-  // Measurement knob (docs/align.md): TIMITSEG_CONFIDENCE_UTTERANCE_MIB replaces the per-utterance limit,
-  // so that the windows can be compared with the exact values on recordings that fit.
-  if (const char* env = std::getenv("TIMITSEG_CONFIDENCE_UTTERANCE_MIB")) {
-    char* end = nullptr;
-    const double mib = std::strtod(env, &end);
-    if (end == env || *end != '\0' || !(mib > 0.0) || !std::isfinite(mib))
-      throw std::invalid_argument(std::string("TIMITSEG_CONFIDENCE_UTTERANCE_MIB must be a positive number of MiB, got '") +
-                                  env + "'");
-    utterance_limit = mib * 1024 * 1024;
-  }
+  // Measurement knobs (docs/align.md): TIMITSEG_CONFIDENCE_UTTERANCE_MIB replaces the per-utterance limit,
+  // so that the windows can be compared with the exact values on recordings that fit;
+  // TIMITSEG_CONFIDENCE_BAND the windows' band (0: every phone of the window, the exact windows).
+  utterance_limit =
+      env_number("TIMITSEG_CONFIDENCE_UTTERANCE_MIB", utterance_limit / (1024 * 1024), 1e-9, "a positive number of MiB") *
+      1024 * 1024;
+  window_limits.band = static_cast<int64_t>(env_number("TIMITSEG_CONFIDENCE_BAND", static_cast<double>(window_limits.band),
+                                                       0.0, "a number of phones >= 0 (0: no band)"));
   const int64_t B = dims.B;
   const int32_t* opt = optional.empty() ? nullptr : optional.data();
   std::vector<double> post3(B * N * 3, 0.0), label(B * N, 0.0);

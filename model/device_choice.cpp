@@ -5,9 +5,7 @@
 
 #include "common/cuda.h"
 #include "model/executor.h"
-#ifdef TIMITSEG_HAVE_CUDA
-#include "model/cuda/lstm_fused.h"
-#endif
+#include "model/cuda/lstm_fused.h"  // grid_ctas is constexpr in the header: every build
 
 namespace timitseg::model {
 

@@ -110,11 +110,14 @@ struct AlignConfidence {
   std::vector<std::string> reason;
 };
 // The windows of fill_align_confidence for an utterance over the limit: core
-// phones per window, context phones on each side, and the memory limit of one
-// window (<= 0: utterance_limit).
+// phones per window, context phones on each side, the memory limit of one
+// window (<= 0: utterance_limit), and on a host backend the band of the
+// window's constrained pass: +-band phones around the aligned path at every
+// frame (<= 0: every phone of the window; docs/align.md "Confidence").
 struct WindowLimits {
   int64_t core = 32, margin = 16;
   double limit = 0.0;
+  int64_t band = 8;
 };
 
 class Executor {

@@ -64,38 +64,39 @@ double ConstrainedPosteriors::run() {
   for (int64_t n = 0; n < np; ++n) needed += !opt(n);
   lz_ = kNegInf;
   if (needed > L) return lz_;  // infeasible: every phone kept needs a frame
+  if (lo_) std::fill(S_, S_ + 4 * (L + 1) * np, kNegInf);  // the cells outside the band
   // Forward: S[t][n] (a piece of phone n starts at t), F[t][n] (phones 0..n done at t).
-  for (int64_t n = 0; n < np; ++n) at(S_, 0, n) = entry(0, n), at(F_, 0, n) = kNegInf;
+  for (int64_t n = lo(0); n < hi(0); ++n) at(S_, 0, n) = entry(0, n), at(F_, 0, n) = kNegInf;
   for (int64_t t = 1; t <= L; ++t) {
-    for (int64_t n = 0; n < np; ++n) {
+    for (int64_t n = lo(t); n < hi(t); ++n) {
       const int64_t dmax = std::min(K, t);
       for (int64_t d = 1; d <= dmax; ++d) tmp_[d - 1] = get(S_, t - d, n) + seg(t - d, d, y[n]);
       at(F_, t, n) = detail::logsumexp(tmp_, dmax);
     }
     if (t == L) break;
-    for (int64_t n = 0; n < np; ++n) {
+    for (int64_t n = lo(t); n < hi(t); ++n) {
       const double cont = t >= K ? get(S_, t - K, n) + seg(t - K, K, y[n]) + A(y[n], y[n]) : kNegInf;
       at(S_, t, n) = lse2(entry(t, n), cont);
     }
   }
-  for (int64_t n = 0; n < np; ++n) at(S_, L, n) = kNegInf;
+  for (int64_t n = lo(L); n < hi(L); ++n) at(S_, L, n) = kNegInf;
   lz_ = get(F_, L, np - 1) + en(y[np - 1]);
   if (np >= 2 && opt(np - 1)) lz_ = lse2(lz_, get(F_, L, np - 2) + en(y[np - 2]));
   if (!(lz_ > kNegInf)) return lz_ = kNegInf;
   // Backward: G[t][n] (phone n ends at t, everything after), H[t][n] (a piece of phone n starts at t, everything on).
-  for (int64_t n = 0; n < np; ++n) {
+  for (int64_t n = lo(L); n < hi(L); ++n) {
     at(G_, L, n) = (n == np - 1 || (n == np - 2 && opt(np - 1))) ? en(y[n]) : kNegInf;
     at(H_, L, n) = kNegInf;
   }
   for (int64_t t = L - 1; t >= 0; --t) {
-    for (int64_t n = 0; n < np; ++n) {
+    for (int64_t n = lo(t); n < hi(t); ++n) {
       const int64_t dmax = std::min(K, L - t);
       for (int64_t d = 1; d <= dmax; ++d) tmp_[d - 1] = seg(t, d, y[n]) + get(G_, t + d, n);
       const double fin = detail::logsumexp(tmp_, dmax);
       const double cont = t + K < L ? seg(t, K, y[n]) + A(y[n], y[n]) + get(H_, t + K, n) : kNegInf;
       at(H_, t, n) = lse2(fin, cont);
     }
-    for (int64_t n = 0; n < np; ++n) {
+    for (int64_t n = lo(t); n < hi(t); ++n) {
       if (t == 0) {
         at(G_, 0, n) = kNegInf;
         continue;

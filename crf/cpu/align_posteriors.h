@@ -23,6 +23,11 @@ class ConstrainedPosteriors {
  public:
   // tables: 4 (L+1) np doubles, tmp: K doubles (caller-owned, overwritten).
   ConstrainedPosteriors(const AlignUtterance& u, double* tables, double* tmp);
+  // Restricts run() to the phones [lo[t], hi[t]) at frame t (t = 0..L; the
+  // arrays outlive run()): every other cell is -inf, so the posteriors are
+  // those of the alignments inside the band (confidence windows: a band around
+  // the aligned path, model/align_confidence.cpp). lo/hi nullptr: every phone.
+  void set_band(const int32_t* lo, const int32_t* hi) { lo_ = lo, hi_ = hi; }
   // Forward and backward passes; returns log Z_c (-inf: no alignment of finite score).
   double run();
   double log_z() const { return lz_; }
@@ -38,6 +43,10 @@ class ConstrainedPosteriors {
   const AlignUtterance& u_;
   double *S_, *F_, *H_, *G_, *tmp_;
   double lz_;
+  const int32_t* lo_ = nullptr;  // [L+1]: the band's first phone a frame (nullptr: 0)
+  const int32_t* hi_ = nullptr;  // [L+1]: one past its last (nullptr: np)
+  int64_t lo(int64_t t) const { return lo_ ? lo_[t] : 0; }
+  int64_t hi(int64_t t) const { return hi_ ? hi_[t] : u_.np; }
   bool opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
   double A(int64_t from, int64_t to) const;
   double st(int64_t c) const;

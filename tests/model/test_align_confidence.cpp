@@ -104,7 +104,7 @@ TEST(AlignConfidence, WindowsOfTheTranscript) {
   const double whole = crf::align_posterior_table_bytes(240, N) + static_cast<double>(cpu->workspace_bytes(pb.dims));
   auto run = [&](int64_t core, int64_t margin, AlignConfidence* out) {
     fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, out, 0.0, whole - 1.0,
-                          WindowLimits{core, margin, whole + 1.0});  // the utterance is over, a window is not
+                          WindowLimits{core, margin, whole + 1.0, 0});  // over; a window is not; no band
     ASSERT_EQ(out->computed[0], 1);
     ASSERT_EQ(out->windowed[0], 1);
     EXPECT_NE(out->reason[0].find("computed by windows of"), std::string::npos);
@@ -133,6 +133,67 @@ TEST(AlignConfidence, WindowsOfTheTranscript) {
   EXPECT_EQ(none.computed[0], 0);
   EXPECT_EQ(none.boundary[0], 0.0);
   EXPECT_NE(none.reason[0].find("over the 0 MiB limit"), std::string::npos) << none.reason[0];
+}
+
+}  // namespace
+}  // namespace timitseg::model
+
+namespace timitseg::model {
+namespace {
+
+// The windows' constrained pass in a band of +-B phones around the aligned
+// path (WindowLimits::band, the default 8) against the exact windows (band
+// 0) on a recording where windows apply, with peaked scores (as a trained
+// model's): the boundary confidences within the tolerance of docs/align.md,
+// bitwise once the band covers every window, and the label confidences (by
+// windows of 8 cores with the same context) within 1e-9. A band of 1 phone
+// moves them: the band is used.
+TEST(AlignConfidence, BandedWindowsMatchTheExactWindows) {
+  crf::testing::Problem pb = crf::testing::random_problem(crf::Dims{1, 480, 6, 7}, 31, {480});  // T = 480, C = 7
+  crf::testing::add_onset(pb, 32);
+  const int64_t N = 72, T = 480, C = 7;
+  std::mt19937 rng(33);
+  std::vector<int32_t> phones, nph;
+  crf::testing::random_phones(rng, 1, N, 7, phones, nph, N);
+  // Frames that say the transcript (as a trained model's scores): phone n's
+  // frames [n T / N, (n + 1) T / N) get +3 for its label, so the posteriors are peaked.
+  std::vector<double> bonus(C, 0.0);
+  for (int64_t t = 0; t < T; ++t) {
+    bonus[phones[t * N / T]] += 3.0;
+    for (int64_t c = 0; c < C; ++c) pb.cum[pb.row(0, t + 1) + c] += static_cast<float>(bonus[c]);
+  }
+  const std::vector<int32_t> opt = crf::testing::random_optional(rng, 1, N, nph, 0.2);
+  auto cpu = crf::make_backend(timitseg::crf::BackendKind::cpu, crf::BackendOptions{1, nullptr});
+  crf::Session session(*cpu);
+  const crf::Params p = pb.params();
+  const crf::AlignResult r = session.align_host(pb.dims, p, N, phones.data(), nph.data(), opt.data());
+  ASSERT_TRUE(std::isfinite(r.score[0]));
+  const double whole = crf::align_posterior_table_bytes(480, N) + static_cast<double>(cpu->workspace_bytes(pb.dims));
+  auto run = [&](int64_t band) {
+    AlignConfidence out;
+    fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &out, 0.0, whole - 1.0,
+                          WindowLimits{16, 16, whole + 1.0, band});
+    EXPECT_EQ(out.windowed[0], 1);
+    return out;
+  };
+  const AlignConfidence exact = run(0), wide = run(N), banded = run(8), narrow = run(1);
+  EXPECT_EQ(wide.boundary, exact.boundary);
+  EXPECT_EQ(wide.start, exact.start);
+  double err8 = 0.0, err1 = 0.0, total = 0.0, err_label = 0.0;
+  for (int64_t i = 0; i < N; ++i) {
+    err_label = std::max(err_label, std::fabs(banded.label[i] - exact.label[i]));
+    for (std::vector<double> AlignConfidence::*f : {&AlignConfidence::boundary, &AlignConfidence::start, &AlignConfidence::end}) {
+      err8 = std::max(err8, std::fabs((banded.*f)[i] - (exact.*f)[i]));
+      err1 = std::max(err1, std::fabs((narrow.*f)[i] - (exact.*f)[i]));
+    }
+    total += exact.boundary[i];
+  }
+  std::printf("band of 8 phones: max |error| %.3g; band of 1: %.3g; labels (windows of 8 cores) %.3g; mean boundary "
+              "confidence %.3f\n", err8, err1, err_label, total / N);
+  EXPECT_LT(err_label, 1e-9);
+  EXPECT_LT(err8, 1e-6);
+  EXPECT_GT(err1, err8);
+  EXPECT_GT(total / N, 0.3);  // peaked: the confidences are not all near 0
 }
 
 }  // namespace
