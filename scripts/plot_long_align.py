@@ -11,12 +11,14 @@ import os
 import sys
 from xml.sax.saxutils import escape
 
-COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#7f7f7f", "#17becf",
+          "#bcbd22"]  # one color a series (up to 10 a panel)
 
 
 def nice_max(v):
-    for m in (1, 2, 2.5, 5, 10):
-        for e in range(-1, 7):
+    """The smallest of 1, 2, 2.5, 5 x 10^e that is >= v."""
+    for e in range(-1, 7):
+        for m in (1, 2, 2.5, 5):
             if m * 10 ** e >= v:
                 return m * 10 ** e
     return v
