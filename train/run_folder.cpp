@@ -145,7 +145,8 @@ namespace {
 // The one sink of the default logger that writes train.log files: each
 // message goes to the LogFiles of the thread that logged it; a message of a
 // thread without one goes to the only LogFile when there is exactly one (the
-// prefetch thread or a worker of a single `train`), else nowhere.
+// prefetch thread or a worker of a single `train`), else nowhere. Each line
+// is flushed as it is written (docs/reliability.md "train.log").
 class RunLogRouter final : public spdlog::sinks::sink {
  public:
   void log(const spdlog::details::log_msg& msg) override {
@@ -154,7 +155,10 @@ class RunLogRouter final : public spdlog::sinks::sink {
     if (it == files_.end() && files_.size() == 1) it = files_.begin();
     if (it == files_.end()) return;
     for (const auto& f : it->second)
-      if (f->should_log(msg.level)) f->log(msg);
+      if (f->should_log(msg.level)) {
+        f->log(msg);
+        f->flush();  // each line reaches the file now: `tail -f` sees it, a killed run keeps it
+      }
   }
   void flush() override {
     std::lock_guard<std::mutex> lk(mu_);

@@ -508,3 +508,20 @@ TEST_F(TrainE2E, OptimizerHitIsReportedAfterTheUpdate) {
   EXPECT_EQ(r.rc, 1) << r.output;
   EXPECT_NE(r.output.find("holds the state AFTER step 1"), std::string::npos) << r.output;
 }
+
+// train.log is flushed line by line (`tail -f` sees each line as it is logged,
+// and a killed run keeps every line it logged): a run SIGKILLed before its
+// second step (debug.inject_exit; one batch an epoch) has epoch 1's line, whole.
+TEST_F(TrainE2E, TrainLogHoldsEveryLineOfAKilledRun) {
+  const fs::path run_k = dir_ / "run_k";
+  fs::remove_all(run_k);
+  Cmd t = run("train --config " + config_ + " --set train.run_dir=" + run_k.string() +
+              " --set train.batch_size=1000 --set debug.inject_exit=0:2:kill");
+  EXPECT_TRUE(t.rc == 128 + 9 || t.rc == -1) << t.rc << "\n" << t.output;  // SIGKILLed (the shell's 137), not an exit
+  ASSERT_EQ(metrics_lines(run_k).size(), 1u) << t.output;  // epoch 1 finished, epoch 2 never stepped
+  const std::string log = slurp(run_k / "train.log");
+  EXPECT_NE(log.find("] [info] epoch 1: train loss "), std::string::npos) << log;
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back(), '\n') << log;  // no half line
+  EXPECT_NE(t.output.find("epoch 1: train loss "), std::string::npos) << t.output;  // the console's line too
+}
