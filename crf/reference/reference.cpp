@@ -97,6 +97,23 @@ double log_prefix(const Utt& u, const std::vector<double>& alpha, int64_t v, int
   return logsumexp(terms.data(), u.C);
 }
 
+// One utterance's lattice for its posteriors: alpha, beta and log Z (-inf log Z
+// is the no-path error). The posterior of a span of label c ending at frame
+// `end` whose score, everything before it included, is `log_through`:
+// exp(log_through + beta[end][c] - log Z), evaluated in that order (the
+// segment, boundary and span posteriors and the gradient share it).
+struct Lattice {
+  Utt u;
+  std::vector<double> alpha, beta;
+  double lz;
+  Lattice(const Dims& dims, const ParamsF64& p, int64_t b)
+      : u(dims, p, b), alpha(forward_alpha(u)), beta(backward_beta(u)),
+        lz(checked_log_z(log_z_from_alpha(u, alpha), b)) {}
+  double posterior(double log_through, int64_t end, int64_t c) const {
+    return std::exp(log_through + beta[end * u.C + c] - lz);
+  }
+};
+
 double gold_one(const Utt& u, const int32_t* lab) {
   const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(u.L), u.K);
   double score = u.start(segs.front().label) + u.end(segs.back().label);
@@ -142,11 +159,11 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
   // order of the cuda backend); no gradient is written in either case.
   int64_t gold_forbidden = -1;
   for (int64_t b = 0; b < B; ++b) {
-    const Utt u(dims, p, b);
+    const Lattice lat(dims, p, b);
+    const Utt& u = lat.u;
     const int64_t L = u.L;
-    const std::vector<double> alpha = forward_alpha(u);
-    const std::vector<double> beta = backward_beta(u);
-    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
+    const std::vector<double>& alpha = lat.alpha;
+    const double lz = lat.lz;
     if (log_z) log_z[b] = lz;
     double* gc = g_cum.data() + b * (T + 1) * C;
     double* go = p.onset ? g_o.data() + b * T * C : nullptr;
@@ -154,7 +171,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
     for (int64_t v = 0; v < L; ++v)
       for (int64_t d = 1; d <= std::min(K, L - v); ++d)
         for (int64_t c = 0; c < C; ++c) {
-          const double mu = std::exp(log_prefix(u, alpha, v, c) + u.seg(v, d, c) + beta[(v + d) * C + c] - lz);
+          const double mu = lat.posterior(log_prefix(u, alpha, v, c) + u.seg(v, d, c), v + d, c);
           gc[(v + d) * C + c] += scale * mu;
           gc[v * C + c] -= scale * mu;
           g_D[(d - 1) * C + c] += scale * mu;
@@ -166,8 +183,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
       for (int64_t cp = 0; cp < C; ++cp)
         for (int64_t c = 0; c < C; ++c)
           for (int64_t d = 1; d <= std::min(K, L - v); ++d)
-            g_A[cp * C + c] += scale * std::exp(alpha[v * C + cp] + u.A[cp * C + c] + u.seg(v, d, c) +
-                                                beta[(v + d) * C + c] - lz);
+            g_A[cp * C + c] += scale * lat.posterior(alpha[v * C + cp] + u.A[cp * C + c] + u.seg(v, d, c), v + d, c);
     for (int64_t c = 0; c < C; ++c) g_e[c] += scale * std::exp(alpha[L * C + c] + u.end(c) - lz);
     if (labels) {
       const int32_t* lab = labels + b * T;
@@ -247,17 +263,15 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) 
   validate_f64(dims, p, nullptr);
   const int64_t T = dims.T, K = dims.K, C = dims.C;
   for (int64_t b = 0; b < dims.B; ++b) {
-    const Utt u(dims, p, b);
+    const Lattice lat(dims, p, b);
+    const Utt& u = lat.u;
     const int64_t L = u.L;
-    const std::vector<double> alpha = forward_alpha(u);
-    const std::vector<double> beta = backward_beta(u);
-    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
     double* o = out + b * (T + 1);
     std::fill(o, o + T + 1, 0.0);
     for (int64_t v = 0; v < L; ++v)
       for (int64_t d = 1; d <= std::min(K, L - v); ++d)
         for (int64_t c = 0; c < C; ++c)
-          o[v + d] += std::exp(log_prefix(u, alpha, v, c) + u.seg(v, d, c) + beta[(v + d) * C + c] - lz);
+          o[v + d] += lat.posterior(log_prefix(u, lat.alpha, v, c) + u.seg(v, d, c), v + d, c);
   }
 }
 
@@ -265,21 +279,19 @@ void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
   validate_f64(dims, p, nullptr);
   const int64_t T = dims.T, K = dims.K, C = dims.C;
   for (int64_t b = 0; b < dims.B; ++b) {
-    const Utt u(dims, p, b);
+    const Lattice lat(dims, p, b);
+    const Utt& u = lat.u;
     const int64_t L = u.L;
-    const std::vector<double> alpha = forward_alpha(u);
-    const std::vector<double> beta = backward_beta(u);
-    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
     std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
     for (int64_t v = 0; v < L; ++v)
-      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, alpha, v, c);
+      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, lat.alpha, v, c);
     double* o = out + b * T * K * C;
     std::fill(o, o + T * K * C, 0.0);
     for (int64_t t = 0; t < L; ++t)  // the segment [v, t+1), v = t+1-d
       for (int64_t d = 1; d <= std::min(K, t + 1); ++d)
         for (int64_t c = 0; c < C; ++c) {
           const int64_t v = t + 1 - d;
-          o[(t * K + d - 1) * C + c] = std::exp(prefix[v * C + c] + u.seg(v, d, c) + beta[(t + 1) * C + c] - lz);
+          o[(t * K + d - 1) * C + c] = lat.posterior(prefix[v * C + c] + u.seg(v, d, c), t + 1, c);
         }
   }
 }
@@ -289,23 +301,21 @@ void span_marginals_f64(const Dims& dims, const ParamsF64& p, int64_t Q, const i
   validate_f64(dims, p, nullptr);
   validate_span_queries_host(dims, Q, queries, num_queries, p.lengths);
   for (int64_t b = 0; b < dims.B; ++b) {
-    const Utt u(dims, p, b);
-    const std::vector<double> alpha = forward_alpha(u);
-    const std::vector<double> beta = backward_beta(u);
-    const double lz = checked_log_z(log_z_from_alpha(u, alpha), b);
-    if (log_z) log_z[b] = lz;
+    const Lattice lat(dims, p, b);
+    const Utt& u = lat.u;
+    if (log_z) log_z[b] = lat.lz;
     double* o = out + b * Q;
     std::fill(o, o + Q, 0.0);
     for (int64_t i = 0; i < num_queries[b]; ++i) {
       const int32_t* q = queries + (b * Q + i) * 3;
       const int64_t v = q[0], r = q[1], c = q[2];
       if (r == 0) continue;  // a skipped phone has no span
-      double sc = log_prefix(u, alpha, v, c);  // everything before, then the pieces one by one
+      double sc = log_prefix(u, lat.alpha, v, c);  // everything before, then the pieces one by one
       for (int64_t pos = v; pos < v + r; pos += u.K) {
         if (pos > v) sc += u.A[c * u.C + c];
         sc += u.seg(pos, std::min(u.K, v + r - pos), c);
       }
-      o[i] = std::exp(sc + beta[(v + r) * u.C + c] - lz);
+      o[i] = lat.posterior(sc, v + r, c);
     }
   }
 }
