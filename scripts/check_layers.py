@@ -23,10 +23,11 @@ OTHER/...) and exits 1 when there is any, 0 otherwise. Only quoted includes
 whose first path part is one of these folders count (system and library
 headers use <...>).
 """
-import argparse
 import os
 import re
 import sys
+
+import checklib
 
 MAY_INCLUDE = {
     "common": set(),
@@ -46,42 +47,30 @@ PRIVATE = {"model": ("cpu", "cuda")}
 
 def violations(root):
     out = []
-    for folder, allowed in MAY_INCLUDE.items():
-        for dp, dn, fn in os.walk(os.path.join(root, folder)):
-            dn.sort()
-            for f in sorted(fn):
-                if not f.endswith(EXTENSIONS):
+    for folder, path in checklib.source_files(root, MAY_INCLUDE, EXTENSIONS):
+        allowed = MAY_INCLUDE[folder]
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            for n, line in enumerate(fh, 1):
+                m = INCLUDE.match(line)
+                if not m:
                     continue
-                path = os.path.join(dp, f)
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    for n, line in enumerate(fh, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        target = m.group(2)
-                        where = f"{os.path.relpath(path, root)}:{n}"
-                        if target in MAY_INCLUDE and target != folder and target not in allowed:
-                            out.append(f"{where}: {folder}/ may not include {target}/ "
-                                       f"({line.strip()}); allowed: {', '.join(sorted(allowed)) or 'nothing'}")
-                        parts = m.group(1).split("/")
-                        if target != folder and len(parts) > 2 and parts[1] in PRIVATE.get(target, ()):
-                            out.append(f"{where}: {folder}/ may not include {target}/{parts[1]}/ "
-                                       f"({line.strip()}); it is private to {target}/ (use its interfaces)")
+                target = m.group(2)
+                where = f"{os.path.relpath(path, root)}:{n}"
+                if target in MAY_INCLUDE and target != folder and target not in allowed:
+                    out.append(f"{where}: {folder}/ may not include {target}/ "
+                               f"({line.strip()}); allowed: {', '.join(sorted(allowed)) or 'nothing'}")
+                parts = m.group(1).split("/")
+                if target != folder and len(parts) > 2 and parts[1] in PRIVATE.get(target, ()):
+                    out.append(f"{where}: {folder}/ may not include {target}/{parts[1]}/ "
+                               f"({line.strip()}); it is private to {target}/ (use its interfaces)")
     return out
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    a = ap.parse_args()
+    a = checklib.arguments(__doc__).parse_args()
     bad = violations(a.root)
-    for line in bad:
-        print(line)
-    if bad:
-        print(f"check_layers: {len(bad)} include(s) against the map of the layers (docs/design.md)")
-        return 1
-    print("check_layers: every include points down (app -> train -> eval -> model -> crf, data -> common)")
-    return 0
+    return checklib.report(bad, f"check_layers: {len(bad)} include(s) against the map of the layers (docs/design.md)",
+                           "check_layers: every include points down (app -> train -> eval -> model -> crf, data -> common)")
 
 
 if __name__ == "__main__":

@@ -23,10 +23,11 @@ Prints FILE: what is wrong, for each file that opens no namespace of its
 folder or opens another folder's namespace (timitseg::OTHER), and exits 1 when
 there is any, 0 otherwise.
 """
-import argparse
 import os
 import re
 import sys
+
+import checklib
 
 FOLDERS = ("common", "crf", "data", "model", "eval", "train", "app", "capi")
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
@@ -56,54 +57,42 @@ def opened(text):
 
 def problems(root):
     out = []
-    for folder in FOLDERS:
+    for folder, path in checklib.source_files(root, FOLDERS, EXTENSIONS):
         want = expected(folder)
-        for dp, dn, fn in os.walk(os.path.join(root, folder)):
-            dn.sort()
-            for f in sorted(fn):
-                if not f.endswith(EXTENSIONS):
-                    continue
-                path = os.path.join(dp, f)
-                rel = os.path.relpath(path, root)
-                with open(path, encoding="utf-8", errors="replace") as fh:
-                    text = fh.read()
-                ns = opened(text)
-                code = COMMENT.sub("", text)
-                if folder == "capi" and 'extern "C"' in code:
-                    continue
-                if not ns:
-                    if re.search(r"^\s*namespace\s", code, re.M) or re.search(
-                            r"^\s*(struct|class|enum|template|using|[\w:<>]+\s+[\w:]+\s*\()", code, re.M):
-                        out.append(f"{rel}: opens no namespace {want} (code of {folder}/ lives in {want})")
-                    continue
-                if folder == "common":
-                    if "timitseg" not in ns and not any(n.startswith("timitseg::") for n in ns):
-                        out.append(f"{rel}: opens no namespace timitseg")
-                    foreign = [n for n in ns if n.split("::")[1:2] and n.split("::")[1] in FOLDERS]
-                else:
-                    mine = [n for n in ns if n == want or n.startswith(want + "::")]
-                    if not mine:
-                        out.append(f"{rel}: opens {', '.join(sorted(set(ns)))}, not {want} (the namespace of {folder}/)")
-                    foreign = [n for n in ns if n != "timitseg" and not (n == want or n.startswith(want + "::"))
-                               and n.split("::")[1] in FOLDERS]
-                for n in sorted(set(foreign)):
-                    out.append(f"{rel}: opens {n}, the namespace of {n.split('::')[1]}/, from {folder}/")
+        rel = os.path.relpath(path, root)
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            text = fh.read()
+        ns = opened(text)
+        code = COMMENT.sub("", text)
+        if folder == "capi" and 'extern "C"' in code:
+            continue
+        if not ns:
+            if re.search(r"^\s*namespace\s", code, re.M) or re.search(
+                    r"^\s*(struct|class|enum|template|using|[\w:<>]+\s+[\w:]+\s*\()", code, re.M):
+                out.append(f"{rel}: opens no namespace {want} (code of {folder}/ lives in {want})")
+            continue
+        if folder == "common":
+            if "timitseg" not in ns and not any(n.startswith("timitseg::") for n in ns):
+                out.append(f"{rel}: opens no namespace timitseg")
+            foreign = [n for n in ns if n.split("::")[1:2] and n.split("::")[1] in FOLDERS]
+        else:
+            mine = [n for n in ns if n == want or n.startswith(want + "::")]
+            if not mine:
+                out.append(f"{rel}: opens {', '.join(sorted(set(ns)))}, not {want} (the namespace of {folder}/)")
+            foreign = [n for n in ns if n != "timitseg" and not (n == want or n.startswith(want + "::"))
+                       and n.split("::")[1] in FOLDERS]
+        for n in sorted(set(foreign)):
+            out.append(f"{rel}: opens {n}, the namespace of {n.split('::')[1]}/, from {folder}/")
     return out
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    a = ap.parse_args()
+    a = checklib.arguments(__doc__).parse_args()
     bad = problems(a.root)
-    for line in bad:
-        print(line)
-    if bad:
-        files = {line.split(": ", 1)[0] for line in bad}
-        print(f"check_namespaces: {len(files)} file(s) whose namespace does not match its folder (docs/design.md)")
-        return 1
-    print("check_namespaces: every file opens the namespace of its folder (common/: timitseg, FOLDER/: timitseg::FOLDER)")
-    return 0
+    files = {line.split(": ", 1)[0] for line in bad}
+    return checklib.report(
+        bad, f"check_namespaces: {len(files)} file(s) whose namespace does not match its folder (docs/design.md)",
+        "check_namespaces: every file opens the namespace of its folder (common/: timitseg, FOLDER/: timitseg::FOLDER)")
 
 
 if __name__ == "__main__":

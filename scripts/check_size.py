@@ -17,10 +17,11 @@ function (constructors, operators, templates, lambdas bound at namespace scope
 and CUDA kernels alike); a block without one is a class, namespace or
 initializer. Lambdas and local classes count toward the function around them.
 """
-import argparse
 import os
 import re
 import sys
+
+import checklib
 
 FOLDERS = ("app", "capi", "common", "crf", "data", "model", "train", "eval")
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
@@ -160,25 +161,14 @@ def match_brace(code, i):
     return len(code) - 1
 
 
-def source_files(root):
-    for folder in FOLDERS:
-        top = os.path.join(root, folder)
-        for dp, dn, fn in os.walk(top):
-            dn.sort()
-            for f in sorted(fn):
-                if f.endswith(EXTENSIONS):
-                    yield os.path.join(dp, f)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    ap = checklib.arguments(__doc__)
     ap.add_argument("--max-function", type=int, default=100)
     ap.add_argument("--max-file", type=int, default=600)
     ap.add_argument("files", nargs="*")
     a = ap.parse_args()
-    files = a.files or list(source_files(a.root))
-    over = 0
+    files = a.files or [path for _, path in checklib.source_files(a.root, FOLDERS, EXTENSIONS)]
+    over = []
     for path in files:
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
@@ -188,17 +178,13 @@ def main():
         rel = os.path.relpath(path, a.root) if not a.files else path
         lines = text.count("\n") + (0 if text.endswith("\n") or not text else 1)
         if lines > a.max_file:
-            print(f"{rel}: file has {lines} lines (limit {a.max_file})")
-            over += 1
+            over.append(f"{rel}: file has {lines} lines (limit {a.max_file})")
         for name, first, last in functions(strip_code(text)):
             if last - first + 1 > a.max_function:
-                print(f"{rel}:{first}: function {name} has {last - first + 1} lines (limit {a.max_function})")
-                over += 1
-    if over:
-        print(f"check_size: {over} over the limits (functions > {a.max_function} lines, files > {a.max_file} lines)")
-        return 1
-    print(f"check_size: {len(files)} files, no function over {a.max_function} lines, no file over {a.max_file} lines")
-    return 0
+                over.append(f"{rel}:{first}: function {name} has {last - first + 1} lines (limit {a.max_function})")
+    return checklib.report(
+        over, f"check_size: {len(over)} over the limits (functions > {a.max_function} lines, files > {a.max_file} lines)",
+        f"check_size: {len(files)} files, no function over {a.max_function} lines, no file over {a.max_file} lines")
 
 
 if __name__ == "__main__":

@@ -1,28 +1,12 @@
 #!/usr/bin/env python3
 """scripts/check_layers.py on small trees whose verdict is known (build.check_layers_checker)."""
-import os
-import subprocess
-import sys
-import tempfile
 import unittest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SCRIPT = os.path.join(ROOT, "scripts", "check_layers.py")
-
-
-def tree(files):
-    """A temporary tree of FILES (relative path -> text); `with tree(...) as root`."""
-    d = tempfile.TemporaryDirectory()
-    for rel, text in files.items():
-        path = os.path.join(d.name, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write(text)
-    return d
+from checker_trees import run_checker, tree
 
 
 def run(root):
-    return subprocess.run([sys.executable, SCRIPT, "--root", root], capture_output=True, text=True)
+    return run_checker("check_layers.py", root)
 
 
 class Layers(unittest.TestCase):

@@ -1,0 +1,34 @@
+"""What the source checks scripts/check_layers.py, check_namespaces.py and
+check_size.py (the ctests build.check_*) share: the command line (--root, by
+default the checkout the script is in), the walk over the product's folders,
+and the report (one line a problem, then one summary line; exit status 1 when
+there is any problem, 0 otherwise). Python standard library only.
+"""
+import argparse
+import os
+
+
+def arguments(doc):
+    """An argument parser with the script's docstring as its help and --root."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--root", default=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    return ap
+
+
+def source_files(root, folders, extensions):
+    """(folder, path) of each file below ROOT/FOLDER whose name ends in one of
+    EXTENSIONS (a tuple), folder by folder in the order given, then sorted."""
+    for folder in folders:
+        for dp, dn, fn in os.walk(os.path.join(root, folder)):
+            dn.sort()
+            for f in sorted(fn):
+                if f.endswith(extensions):
+                    yield folder, os.path.join(dp, f)
+
+
+def report(problems, failed, passed):
+    """Prints each problem, then FAILED (when there is any) or PASSED; the exit status."""
+    for line in problems:
+        print(line)
+    print(failed if problems else passed)
+    return 1 if problems else 0
