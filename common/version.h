@@ -1,9 +1,10 @@
 // What this binary is: the project version, the git commit of the source tree
-// it was configured from and the build type. Defined in ONE generated
-// translation unit (BUILD/generated/version.cpp, written by CMake at configure
-// time from common/version.cpp.in), so a new commit recompiles that file only.
-// Re-run cmake (any build through `cmake --build` does when CMakeLists change;
-// scripts/build.sh always configures) to refresh the commit.
+// it was built from and the build type. Defined in ONE generated translation
+// unit (BUILD/common/generated/version.cpp, written by CMake at configure time
+// from common/version.cpp.in), which includes the commit from
+// BUILD/common/generated/git_commit.h: common/git_stamp.cmake rewrites that
+// header before every build of timitseg_common when HEAD or the tree's
+// "-dirty" changed, so a build after a commit recompiles that file only.
 #pragma once
 
 namespace timitseg {
