@@ -173,11 +173,11 @@ void add_align_command(CLI::App& app) {
   c->add_option("--dict-format", o->dict_format, "timit, cmudict or auto (TIMIT when entries hold '/')")
       ->check(CLI::IsMember({"timit", "cmudict", "auto"}))
       ->capture_default_str();
-  c->add_option("--transcript", o->transcript,
-                "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
-                "sentence), auto (with --dict .WRD then .TXT, else .PHN)")
-      ->check(CLI::IsMember({"auto", "phn", "wrd", "txt"}))
-      ->capture_default_str();
+  add_enum_option<model::TranscriptSource>(
+      c, "--transcript", &o->transcript,
+      "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
+      "sentence), auto (with --dict .WRD then .TXT, else .PHN)")
+      ->default_str(model::to_string(o->transcript));
   c->add_flag("--no-closures", *no_closures,
               "Words: do not give stops and affricates TIMIT's closure (by default b -> bcl b, ch -> tcl ch, ...)");
   c->add_flag("--no-edge-silence", *no_edge, "Words: no h# before the first and after the last word");

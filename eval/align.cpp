@@ -208,19 +208,12 @@ std::map<std::string, std::string> read_wav_scp(const std::string& path) {
   return scp;
 }
 
-// The file beside each audio (--transcript), read from its word once, here.
-enum class Beside { phn, wrd, txt, automatic };
-Beside beside_of(const std::string& word) {
-  const std::pair<const char*, Beside> table[] = {
-      {"phn", Beside::phn}, {"wrd", Beside::wrd}, {"txt", Beside::txt}, {"auto", Beside::automatic}};
-  for (const auto& [name, b] : table)
-    if (word == name) return b;
-  throw std::invalid_argument("--transcript must be phn, wrd, txt or auto, got '" + word + "'");
-}
+// The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
+using Beside = model::TranscriptSource;
 
 std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect) {
   std::vector<Job> jobs;
-  const Beside mode = beside_of(o.transcript);
+  const Beside mode = o.transcript;
   if (!o.phones_file.empty() || !o.words_file.empty()) {
     const bool phones = !o.phones_file.empty();
     const std::string list_path = phones ? o.phones_file : o.words_file;
@@ -387,8 +380,9 @@ void check_align_options(const AlignOptions& o) {
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
   parse_align_formats(o.formats);  // an unknown name stops the command before any work
-  if ((o.transcript == "wrd" || o.transcript == "txt") && o.dict.empty())
-    throw std::invalid_argument("align: --transcript " + o.transcript + " needs --dict FILE");
+  if ((o.transcript == model::TranscriptSource::wrd || o.transcript == model::TranscriptSource::txt) && o.dict.empty())
+    throw std::invalid_argument(std::string("align: --transcript ") + model::to_string(o.transcript) +
+                                " needs --dict FILE");
 }
 
 // The output stems of the jobs; two jobs that would write one file are refused.

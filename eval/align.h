@@ -18,6 +18,7 @@
 #include "data/transcripts.h"
 #include "eval/confidence_metrics.h"
 #include "model/checkpoint.h"
+#include "model/config_enums.h"
 #include "model/executor.h"
 #include "model/labels.h"
 
@@ -30,7 +31,7 @@ struct AlignOptions {
   std::string words_file;           // --words FILE: "AUDIO word word ..." per line (needs --dict)
   std::string dict;                 // --dict FILE (TIMITDIC.TXT or CMUdict format)
   std::string dict_format = "auto"; // timit | cmudict | auto
-  std::string transcript = "auto";  // beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
+  model::TranscriptSource transcript = model::TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)

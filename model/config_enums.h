@@ -35,6 +35,10 @@ enum class LrSchedule { cosine, cosine_epoch, constant };
 enum class DeviceSetting { cpu, cuda, automatic };
 // train.rnn_algo: cuDNN's algorithms, the own fused kernel, or auto.
 enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic };
+// `align --transcript` (a flag, no config key; its words read like the keys'):
+// the file beside each audio file: .PHN, .WRD, .TXT, or auto (.WRD then .TXT
+// with --dict, else .PHN).
+enum class TranscriptSource { phn, wrd, txt, automatic };
 
 template <class E>
 struct EnumNames;  // kNames: every value with its config word, in message order
@@ -61,6 +65,8 @@ TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSettin
 TIMITSEG_ENUM_NAMES(RnnAlgo, 5, {RnnAlgo::standard, "standard"}, {RnnAlgo::persist_static, "persist_static"},
                     {RnnAlgo::persist_dynamic, "persist_dynamic"}, {RnnAlgo::fused, "fused"},
                     {RnnAlgo::automatic, "auto"});
+TIMITSEG_ENUM_NAMES(TranscriptSource, 4, {TranscriptSource::automatic, "auto"}, {TranscriptSource::phn, "phn"},
+                    {TranscriptSource::wrd, "wrd"}, {TranscriptSource::txt, "txt"});
 #undef TIMITSEG_ENUM_NAMES
 
 // The config word of v ("auto" for automatic).

@@ -432,3 +432,60 @@ TEST_F(AlignE2E, ConfidencesAndPosteriorsSameOnReferenceAndCpu) {
   EXPECT_LE(auc, 1.0);
   EXPECT_NE(slurp(dir_ / "rel.svg").find("label_confidence (ECE"), std::string::npos);
 }
+
+// --transcript picks the file beside each audio file (model/config_enums.h's
+// words): phn the .PHN even with a dictionary, txt the .TXT's words, auto with
+// --dict the .WRD then the .TXT (here no .WRD: the .TXT), wrd a .WRD (missing
+// here: one line naming the audio); wrd without --dict and a word that is none
+// of them are one error line each, before any work.
+TEST_F(AlignE2E, TranscriptFlagPicksTheFileBesideTheAudio) {
+  fs::path wav;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "synth" / "TEST"))
+    if (f.path().extension() == ".WAV") wav = f.path();
+  const fs::path in = dir_ / "tr_in";
+  fs::create_directories(in);
+  fs::copy_file(wav, in / "U.WAV", fs::copy_options::overwrite_existing);
+  fs::copy_file(fs::path(wav).replace_extension(".PHN"), in / "U.PHN", fs::copy_options::overwrite_existing);
+  const std::vector<std::string> ph = data::parse_phn_phones("x", read_file((in / "U.PHN").string()));
+  ASSERT_GE(ph.size(), 4u);
+  std::string w1, w2;  // two made-up words covering the .PHN's phones, TIMIT's dictionary format
+  for (size_t i = 0; i < ph.size(); ++i) (i < ph.size() / 2 ? w1 : w2) += (i == 0 || i == ph.size() / 2 ? "" : " ") + ph[i];
+  const fs::path dict = dir_ / "tr_dict.txt";
+  std::ofstream(dict) << "alpha  /" << w1 << "/\nbeta  /" << w2 << "/\n";
+  std::ofstream(in / "U.TXT") << "0 40000 Alpha beta.\n";
+  auto align = [&](const std::string& mode, const std::string& out, bool with_dict) {
+    return run("align --checkpoint " + ckpt_.string() + " " + in.string() + " --transcript " + mode +
+               (with_dict ? " --dict " + dict.string() : std::string()) + " --no-closures --no-edge-silence --out " +
+               (dir_ / out).string() + " --device cpu --threads 2");
+  };
+  const Cmd phn = align("phn", "tr_phn", true);
+  ASSERT_EQ(phn.rc, 0) << phn.output;
+  const std::vector<PhnRow> rows = read_phn(dir_ / "tr_phn" / "U.PHN");
+  const std::vector<std::string> want = expected_names(in / "U.PHN");
+  ASSERT_EQ(rows.size(), want.size());
+  for (size_t i = 0; i < rows.size(); ++i) EXPECT_EQ(rows[i].name, want[i]) << i;
+  EXPECT_EQ(slurp(dir_ / "tr_phn" / "U.TextGrid").find("name = \"words\""), std::string::npos);
+  const Cmd txt = align("txt", "tr_txt", true);
+  ASSERT_EQ(txt.rc, 0) << txt.output;
+  const std::string tg = slurp(dir_ / "tr_txt" / "U.TextGrid");
+  EXPECT_NE(tg.find("name = \"words\""), std::string::npos) << tg;
+  EXPECT_NE(tg.find("text = \"alpha\""), std::string::npos) << tg;
+  EXPECT_NE(tg.find("text = \"beta\""), std::string::npos) << tg;
+  const Cmd au = align("auto", "tr_auto", true);
+  ASSERT_EQ(au.rc, 0) << au.output;
+  EXPECT_EQ(slurp(dir_ / "tr_auto" / "U.TextGrid"), tg);
+  EXPECT_EQ(slurp(dir_ / "tr_auto" / "U.PHN"), slurp(dir_ / "tr_txt" / "U.PHN"));
+  const Cmd wrd = align("wrd", "tr_wrd", true);
+  EXPECT_EQ(wrd.rc, 1) << wrd.output;
+  EXPECT_NE(wrd.output.find((in / "U.WAV").string() + ": no .WRD beside it"), std::string::npos) << wrd.output;
+  EXPECT_FALSE(fs::exists(dir_ / "tr_wrd" / "U.PHN"));
+  const Cmd nodict = align("wrd", "tr_nodict", false);
+  EXPECT_EQ(nodict.rc, 1) << nodict.output;
+  EXPECT_NE(nodict.output.find("error: align: --transcript wrd needs --dict FILE"), std::string::npos) << nodict.output;
+  EXPECT_FALSE(fs::exists(dir_ / "tr_nodict"));
+  const Cmd bad = align("words", "tr_bad", true);
+  EXPECT_EQ(bad.rc, 2) << bad.output;
+  EXPECT_NE(bad.output.find("--transcript"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("auto,phn,wrd,txt"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "tr_bad"));
+}

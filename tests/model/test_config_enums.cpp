@@ -88,6 +88,7 @@ TEST(ConfigEnums, EveryTableNamesEveryValueOnceAndReadsItBack) {
   check_table<LrSchedule>(k[6].words);
   check_table<DeviceSetting>(k[7].words);
   check_table<RnnAlgo>(k[8].words);
+  check_table<TranscriptSource>({"auto", "phn", "wrd", "txt"});  // align --transcript (a flag, no key)
   EXPECT_EQ(enum_choices<RnnAlgo>(), "standard, persist_static, persist_dynamic, fused, auto");
 }
 
@@ -164,6 +165,7 @@ TEST(ConfigEnums, BadWordsKeepTheirMessages) {
 TEST(ConfigEnums, EnumValueReadsCheckedWordsAndNamesTheFlagOtherwise) {
   EXPECT_EQ(enum_value<DeviceSetting>("auto", "--device"), DeviceSetting::automatic);
   EXPECT_EQ(enum_value<RnnAlgo>("persist_dynamic", "--rnn-algo"), RnnAlgo::persist_dynamic);
+  EXPECT_EQ(enum_value<TranscriptSource>("txt", "--transcript"), TranscriptSource::txt);
   try {
     enum_value<DecodeMode>("mbr", "--decode");
     ADD_FAILURE() << "mbr accepted";
