@@ -3,7 +3,8 @@
 // bench train's --device and --rnn-algo) accept the words of that key's
 // table (model/config_enums.h), in its order, so that a flag and its key
 // cannot drift apart; the text is read into the enum with model::enum_value
-// (or as the config key it stands for).
+// (or as the config key it stands for). A flag without a key (align's
+// --transcript) has its table there too and is read the same way.
 #pragma once
 
 #include <string>
