@@ -21,7 +21,7 @@ tmp=$(mktemp)
   echo "\`error: interrupted at epoch E, batch B; resume with: timitseg train --resume RUN_DIR\`"
   echo "(exit 130 or 143; under Open MPI's \`mpirun\` the ranks stop alike but \`mpirun\` itself exits 1:"
   echo "it sets its own status when it receives the signal; docs/multigpu.md)."
-  echo "The global \`--log-level\` (trace, debug, info, warn, error, off) comes"
+  echo "The global \`--log-level\` (trace, debug, info, warn, error, critical, off) comes"
   echo "before or after the subcommand: \`timitseg --log-level debug train ...\` or"
   echo "\`timitseg evaluate --log-level debug ...\`."
   echo

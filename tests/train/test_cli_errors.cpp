@@ -156,6 +156,29 @@ TEST(CliErrors, HelpAndVersionExit0) {
   EXPECT_NE(r.out.find("timitseg 0.1.0"), std::string::npos) << r.out;
 }
 
+// --log-level's levels as --help lists them: critical and off print no log
+// line (timitseg logs nothing at critical), yet a failure's one error line.
+TEST(CliErrors, LogLevelsCriticalAndOffKeepOnlyTheErrorLine) {
+  EXPECT_NE(run("--help").out.find("trace, debug, info, warn, error, critical, off (critical and off: no log lines"),
+            std::string::npos);
+  const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_levels_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string synth = " synth --speakers 4 --utterances-per-speaker 1 --out ";
+  Proc r = run(synth + (dir / "info").string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("] [info] "), std::string::npos) << r.err;  // the summary line at the default level
+  for (const char* level : {"critical", "off"}) {
+    r = run(std::string("--log-level ") + level + synth + (dir / level).string());
+    ASSERT_EQ(r.rc, 0) << level << ": " << r.err;
+    EXPECT_EQ(r.err.find("] ["), std::string::npos) << level << ": " << r.err;  // no log line
+    r = run(std::string("--log-level ") + level + synth + (dir / level).string());  // not empty now: fails
+    EXPECT_EQ(r.rc, 1) << level;
+    expect_one_error_line(r, level);
+    EXPECT_NE(r.err.find("folder exists and is not empty"), std::string::npos) << level << ": " << r.err;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(CliErrors, FailuresExit1WithOneLine) {
   const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_cfg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
