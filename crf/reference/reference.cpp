@@ -112,6 +112,18 @@ struct Lattice {
   double posterior(double log_through, int64_t end, int64_t c) const {
     return std::exp(log_through + beta[end * u.C + c] - lz);
   }
+  // f(v, d, c, mu) for every segment [v, v+d) with label c, mu = its posterior
+  // P(the segment is in y): v, then d, then c ascending (the order of the sums).
+  template <class F>
+  void for_each_segment(F&& f) const {
+    const int64_t L = u.L, K = u.K, C = u.C;
+    std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, alpha, v, c);
+    for (int64_t v = 0; v < L; ++v)
+      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
+        for (int64_t c = 0; c < C; ++c) f(v, d, c, posterior(prefix[v * C + c] + u.seg(v, d, c), v + d, c));
+  }
 };
 
 double gold_one(const Utt& u, const int32_t* lab) {
@@ -168,16 +180,13 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
     double* gc = g_cum.data() + b * (T + 1) * C;
     double* go = p.onset ? g_o.data() + b * T * C : nullptr;
     // Segment marginals mu(v,d,c): d logZ / d cum, d logZ / d D (and d logZ / d o).
-    for (int64_t v = 0; v < L; ++v)
-      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
-        for (int64_t c = 0; c < C; ++c) {
-          const double mu = lat.posterior(log_prefix(u, alpha, v, c) + u.seg(v, d, c), v + d, c);
-          gc[(v + d) * C + c] += scale * mu;
-          gc[v * C + c] -= scale * mu;
-          g_D[(d - 1) * C + c] += scale * mu;
-          if (v == 0) g_s[c] += scale * mu;
-          if (go) go[v * C + c] += scale * mu;
-        }
+    lat.for_each_segment([&](int64_t v, int64_t d, int64_t c, double mu) {
+      gc[(v + d) * C + c] += scale * mu;
+      gc[v * C + c] -= scale * mu;
+      g_D[(d - 1) * C + c] += scale * mu;
+      if (v == 0) g_s[c] += scale * mu;
+      if (go) go[v * C + c] += scale * mu;
+    });
     // Transition marginals: label cp ends at v, label c starts at v, any duration d.
     for (int64_t v = 1; v < L; ++v)
       for (int64_t cp = 0; cp < C; ++cp)
@@ -261,17 +270,11 @@ void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* s
 
 void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
   validate_f64(dims, p, nullptr);
-  const int64_t T = dims.T, K = dims.K, C = dims.C;
+  const int64_t T = dims.T;
   for (int64_t b = 0; b < dims.B; ++b) {
-    const Lattice lat(dims, p, b);
-    const Utt& u = lat.u;
-    const int64_t L = u.L;
     double* o = out + b * (T + 1);
     std::fill(o, o + T + 1, 0.0);
-    for (int64_t v = 0; v < L; ++v)
-      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
-        for (int64_t c = 0; c < C; ++c)
-          o[v + d] += lat.posterior(log_prefix(u, lat.alpha, v, c) + u.seg(v, d, c), v + d, c);
+    Lattice(dims, p, b).for_each_segment([o](int64_t v, int64_t d, int64_t, double mu) { o[v + d] += mu; });
   }
 }
 
@@ -279,20 +282,11 @@ void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out) {
   validate_f64(dims, p, nullptr);
   const int64_t T = dims.T, K = dims.K, C = dims.C;
   for (int64_t b = 0; b < dims.B; ++b) {
-    const Lattice lat(dims, p, b);
-    const Utt& u = lat.u;
-    const int64_t L = u.L;
-    std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
-    for (int64_t v = 0; v < L; ++v)
-      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, lat.alpha, v, c);
-    double* o = out + b * T * K * C;
+    double* o = out + b * T * K * C;  // [T][K][C]: the segment ending at frame t (inclusive), of duration d
     std::fill(o, o + T * K * C, 0.0);
-    for (int64_t t = 0; t < L; ++t)  // the segment [v, t+1), v = t+1-d
-      for (int64_t d = 1; d <= std::min(K, t + 1); ++d)
-        for (int64_t c = 0; c < C; ++c) {
-          const int64_t v = t + 1 - d;
-          o[(t * K + d - 1) * C + c] = lat.posterior(prefix[v * C + c] + u.seg(v, d, c), t + 1, c);
-        }
+    Lattice(dims, p, b).for_each_segment([o, K, C](int64_t v, int64_t d, int64_t c, double mu) {
+      o[((v + d - 1) * K + d - 1) * C + c] = mu;
+    });
   }
 }
 
