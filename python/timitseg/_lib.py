@@ -203,9 +203,8 @@ def describe(x, name):
     if is_torch(x):
         code = _torch_dtype(x, name)
         data = x.data_ptr() if x.numel() > 0 else 0
-        dev = x.device
-        cuda = dev.type == "cuda"
-        device, index = (DEVICE_CUDA, dev.index or 0) if cuda else (DEVICE_CPU, 0)
+        # is_cuda + get_device(): the cheapest attributes (x.device builds a device object)
+        device, index = (DEVICE_CUDA, x.get_device()) if x.is_cuda else (DEVICE_CPU, 0)
         shape, strides = x.shape, x.stride()
     else:
         dt = str(x.dtype)

@@ -35,8 +35,13 @@ def _int32(x):
 
 
 def _stream(x):
+    """torch's current stream on x's device (None for CPU arrays). The raw handle where torch has
+    the call (no torch.cuda.Stream object built per call), else through torch.cuda.current_stream."""
     if is_torch(x) and x.is_cuda:
         import torch
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return ctypes.c_void_p(raw(x.get_device()))
         return ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     return None
 
