@@ -126,6 +126,10 @@ bool on_stream(timitseg_crf& h, void* stream, F f) {
   } catch (const std::invalid_argument&) {
     h.backend->set_stream(old);
     if (!h.cuda) throw;
+    try {
+      h.backend->check_deferred();  // a deferred call queued before the throw: its status word freed
+    } catch (const std::exception&) {
+    }
     settle(h);
     return false;
   } catch (...) {

@@ -12,7 +12,10 @@
 // the general path (crf_batch.h) on the same backend. A call that does not
 // qualify (or, cuda, whose inputs the backend's device check rejects: a row
 // of length 0, a bad length, label or score) returns false having written no
-// output; the general path then runs (and reports any error).
+// output; the general path then runs (and reports any error). fast_nll with
+// defer (the cuda backend's nll, capi/crf_deferred.cpp) returns true once the
+// call is queued; the device check's rejection is found at its check, which
+// then runs the general path (the queued tail may have written the outputs).
 #pragma once
 
 #include "capi/crf_batch.h"

@@ -24,7 +24,8 @@ def module(C, K, backend, eager, seed=3):
 
 
 def step(m, x0, lengths, labels, reduction="mean"):
-    """One forward + backward: [the loss, grad of the scores, the parameters' grads]."""
+    """One forward + backward from zeroed gradients: [the loss, grad of the scores, the parameters' grads]."""
+    m.zero_grad(set_to_none=True)
     x = x0.clone().requires_grad_()
     loss = m(x, lengths, labels=labels, reduction=reduction)
     (loss if loss.dim() == 0 else loss.sum()).backward()
@@ -161,8 +162,6 @@ def test_cuda_modules_in_threads_keep_their_own_pending_state():
             with torch.cuda.stream(torch.cuda.Stream()):
                 for _ in range(5):
                     r = step(mods[i], *probs[i])
-                    for n in NAMES:
-                        getattr(mods[i], n).grad = None
                 torch.cuda.current_stream().synchronize()
             got[i] = r
         except Exception as e:  # reported below, in the test's thread
