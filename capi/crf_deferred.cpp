@@ -66,7 +66,8 @@ uint64_t nll_deferred(timitseg_crf& h, const timitseg_crf_batch& in, const timit
 
 bool check_nll(timitseg_crf& h, uint64_t ticket) {
   if (ticket == 0 || ticket > h.last_ticket)
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "ticket " + std::to_string(ticket) + " was not issued by this handle (last: " +
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "ticket " + std::to_string(ticket) +
+                                              " was not issued by this handle (last: " +
                                               std::to_string(h.last_ticket) + ")");
   if (h.deferred && h.deferred->ticket == ticket) settle(h);  // the one wait: the call's work and its status word
   auto it = h.resolved.find(ticket);

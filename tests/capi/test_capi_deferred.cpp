@@ -117,7 +117,9 @@ struct Call {
     add(gD.data(), gD.size() * 4), add(gs.data(), gs.size() * 4), add(ge.data(), ge.size() * 4);
     return r;
   }
-  int sync(timitseg_crf* h, bool grads = true) { return timitseg_crf_nll(h, &in, &gold, 0.5, &out, grads ? &g : nullptr); }
+  int sync(timitseg_crf* h, bool grads = true) {
+    return timitseg_crf_nll(h, &in, &gold, 0.5, &out, grads ? &g : nullptr);
+  }
   int deferred(timitseg_crf* h, uint64_t* ticket, bool grads = true) {
     return timitseg_crf_nll_deferred(h, &in, &gold, 0.5, &out, grads ? &g : nullptr, ticket);
   }
