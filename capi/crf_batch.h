@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +13,25 @@
 #include "common/buffer.h"
 #include "crf/semicrf.h"
 #include "crf/session.h"
+
+namespace timitseg::capi {
+// A deferred NLL call (timitseg_crf_nll_deferred, capi/crf_deferred.cpp): its
+// arguments (the caller's descriptors, by value), kept so that its check can
+// re-run it on the general path when the device check rejected the batch.
+struct DeferredNll {
+  uint64_t ticket = 0;
+  timitseg_crf_batch batch{};
+  timitseg_crf_gold gold{};
+  double scale = 1.0;
+  timitseg_tensor out{};
+  timitseg_crf_grads grads{};
+  bool has_grads = false;
+  // Once resolved (its status word read) by a later call, before its check:
+  bool rejected = false;     // the device check rejected an input: the check re-runs the general path
+  int status = TIMITSEG_OK;  // else its error: status and message (without the call's prefix)
+  std::string message;
+};
+}  // namespace timitseg::capi
 
 struct timitseg_crf {
   timitseg_crf_params p{};
@@ -32,6 +53,12 @@ struct timitseg_crf {
   // run (they use the workspaces and dev_params): settle() waits for it.
   void* fast_stream = nullptr;
   bool fast_pending = false;
+  // Deferred NLL calls: the one whose status word the backend has not read
+  // yet, and those a later call resolved whose check has not run and whose
+  // outcome is not plain success (a check of any other issued ticket: OK).
+  std::optional<timitseg::capi::DeferredNll> deferred;
+  std::map<uint64_t, timitseg::capi::DeferredNll> resolved;
+  uint64_t last_ticket = 0;  // tickets are 1, 2, ... per handle
 };
 
 namespace timitseg::capi {

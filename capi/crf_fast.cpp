@@ -76,6 +76,7 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   if (B < 1 || T < 1 || B > INT32_MAX || T >= INT32_MAX || !fits(h, s, {B, rows, C}, TIMITSEG_F32)) return false;
   if (!fits(h, in.lengths, {B}, TIMITSEG_I32)) return false;
   if (h.fast_pending && h.fast_stream != in.stream) settle(h);
+  resolve_deferred(h);  // the backend's status word is free again (a wait only when a deferred call is unchecked)
   if (!h.cuda) {
     h.fast_lengths.resize(static_cast<size_t>(B));
     std::memcpy(h.fast_lengths.data(), in.lengths.data, static_cast<size_t>(B) * sizeof(int32_t));
@@ -125,6 +126,10 @@ bool on_stream(timitseg_crf& h, void* stream, F f) {
   } catch (const std::invalid_argument&) {
     h.backend->set_stream(old);
     if (!h.cuda) throw;
+    try {
+      h.backend->check_deferred();  // a deferred call queued before the throw: its status word freed
+    } catch (const std::exception&) {
+    }
     settle(h);
     return false;
   } catch (...) {
@@ -199,6 +204,7 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
 }  // namespace
 
 void settle(timitseg_crf& h) {
+  resolve_deferred(h);
   if (!h.fast_pending) return;
   h.fast_pending = false;
   cuda::stream_synchronize(h.fast_stream);
@@ -236,7 +242,7 @@ bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const tim
 }
 
 bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
-              const timitseg_tensor& out, const timitseg_crf_grads* grads) {
+              const timitseg_tensor& out, const timitseg_crf_grads* grads, bool defer) {
   const timitseg_tensor& s = in.scores;
   if (s.ndim != 3 || !std::isfinite(scale) || present(&gold.segments) || present(&gold.num_segments)) return false;
   const bool cumulative = in.cumulative != 0;
@@ -254,6 +260,11 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
         if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
+  struct Deferring {  // the backend's status read deferred for this call only (host backends: a no-op)
+    crf::Backend& b;
+    Deferring(crf::Backend& backend, bool on) : b(backend) { b.set_defer_status(on); }
+    ~Deferring() { b.set_defer_status(false); }
+  } deferring(*h.backend, defer);
   const bool done = on_stream(h, in.stream, [&] {
     if (grads) {
       h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
@@ -261,8 +272,10 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
       crf::Grads g{gcum, ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start), ptr(grads->end)};
       h.session->backward(d, p, labels, scale, lz, gs, g);
       finish_grads(h, d, p.lengths, *grads, cumulative, in.stream);
-    } else {
+    } else {  // two backend calls: only the second one's status is deferred
+      h.backend->set_defer_status(false);
       h.session->log_partition(d, p, lz);
+      h.backend->set_defer_status(defer);
       h.session->gold_score(d, p, labels, gs);
     }
     difference(h, d.B, lz, gs, out, in.stream);

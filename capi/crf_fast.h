@@ -12,7 +12,10 @@
 // the general path (crf_batch.h) on the same backend. A call that does not
 // qualify (or, cuda, whose inputs the backend's device check rejects: a row
 // of length 0, a bad length, label or score) returns false having written no
-// output; the general path then runs (and reports any error).
+// output; the general path then runs (and reports any error). fast_nll with
+// defer (the cuda backend's nll, capi/crf_deferred.cpp) returns true once the
+// call is queued; the device check's rejection is found at its check, which
+// then runs the general path (the queued tail may have written the outputs).
 #pragma once
 
 #include "capi/crf_batch.h"
@@ -25,11 +28,30 @@ void upload_params(timitseg_crf& h);
 
 // Waits for the last zero-copy call's stream when its work may still be
 // queued (before the workspaces or the parameters are used another way).
+// Resolves a deferred call first (resolve_deferred).
 void settle(timitseg_crf& h);
 
+// Deferred NLL calls (capi/crf_deferred.cpp): reads the status word of
+// h.deferred (a wait) and keeps its outcome in h.resolved unless it is plain
+// success; nothing when no call is deferred.
+void resolve_deferred(timitseg_crf& h);
+// The C API's nll on the general path (capi/crf_ops.cpp; no zero-copy try).
+void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
+                 timitseg_tensor* out, const timitseg_crf_grads* grads);
+// timitseg_crf_nll_deferred's work: returns the call's ticket (cuda zero-copy
+// path: queued, h.deferred set; otherwise done, errors thrown here).
+uint64_t nll_deferred(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
+                      timitseg_tensor& out, const timitseg_crf_grads* grads);
+// timitseg_crf_check's work: waits for the call `ticket` and throws its error
+// (the message timitseg_crf_nll gives); returns true when the general path
+// re-ran it here (the device check rejected the batch, e.g. a row of length 0).
+bool check_nll(timitseg_crf& h, uint64_t ticket);
+
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z);
+// defer (cuda): the backend's status word is left unread (crf::Backend::set_defer_status);
+// the caller records the call in h.deferred before anything else runs on h.
 bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
-              const timitseg_tensor& out, const timitseg_crf_grads* grads);
+              const timitseg_tensor& out, const timitseg_crf_grads* grads, bool defer = false);
 // Viterbi on the cuda backend with device outputs (score F32/F64 [B], segments
 // I32 [B][T][3], num_segments I32 [B], contiguous): the decode stays on the
 // device, on the caller's stream (the general path copies the scores to the

@@ -235,13 +235,28 @@ void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor&
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.onset given, but the batch has no onset");
 }
 
+void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
+                 timitseg_tensor* out, const timitseg_crf_grads* grads);
+
+// The zero-copy path (crf_fast.h; cuda: everything queued, one wait at the
+// end, capi/crf_deferred.cpp), else the general path.
 void nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
          timitseg_tensor* out, const timitseg_crf_grads* grads) {
   need(h, "crf");
   need(in, "batch");
   need(gold, "gold");
   need(out, "nll");
-  if (capi::fast_nll(*h, *in, *gold, scale, *out, grads)) return;  // the zero-copy path (crf_fast.h)
+  if (h->cuda) {
+    capi::check_nll(*h, capi::nll_deferred(*h, *in, *gold, scale, *out, grads));
+    return;
+  }
+  if (capi::fast_nll(*h, *in, *gold, scale, *out, grads)) return;
+  nll_general(h, in, gold, scale, out, grads);
+}
+
+// The general path of nll (capi::nll_general).
+void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold, double scale,
+                 timitseg_tensor* out, const timitseg_crf_grads* grads) {
   Batch b = prepare(h, in);
   need(gold, "gold");
   need(out, "nll");
@@ -390,6 +405,11 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
 }
 
 }  // namespace
+
+void timitseg::capi::nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_crf_gold* gold,
+                                 double scale, timitseg_tensor* out, const timitseg_crf_grads* grads) {
+  ::nll_general(h, in, gold, scale, out, grads);
+}
 
 extern "C" {
 

@@ -163,6 +163,18 @@ class Backend {
   virtual void set_stream(void* stream) { (void)stream; }
   // The stream set last (nullptr for host backends and the default stream).
   virtual void* stream() const { return nullptr; }
+
+  // Deferred status (cuda): while set_defer_status(true) is in effect, a call
+  // that reads its status word at the end (log_partition, gold_score,
+  // backward, viterbi, boundary_posteriors, span_marginals) returns once its
+  // work is queued, without waiting; check_deferred() then waits for that
+  // stream, reads the word and throws what the call would have thrown (the
+  // same message). Until then its workspace's status word is in use: the
+  // caller runs check_deferred() before any other call (those listed throw
+  // std::logic_error otherwise). One call at a time is pending. Host backends report inside
+  // each call: both are no-ops there.
+  virtual void set_defer_status(bool on) { (void)on; }
+  virtual void check_deferred() {}
 };
 
 // Defined in crf/cuda/ when this build has CUDA (TIMITSEG_HAVE_CUDA); never

@@ -177,6 +177,36 @@ TIMITSEG_API int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_cr
 TIMITSEG_API int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_crf_gold* gold,
                                   double scale, timitseg_tensor* nll, const timitseg_crf_grads* grads);
 
+/* Deferred nll (docs/python.md "Deferred check"): the same call and results
+ * (bitwise) as timitseg_crf_nll, but where it takes the cuda zero-copy path
+ * it returns once the whole call (cumsum, CRF, gradients, their cumsum
+ * backward, the penalty's gradient, the NLL conversion) is queued on
+ * batch->stream, without waiting for the GPU; its inputs are validated there,
+ * on the device. *ticket (>= 1) names the call for timitseg_crf_check, which
+ * must run before its outputs are read or its inputs and outputs are freed or
+ * changed. Any other path (host backends, inputs the zero-copy path does not
+ * take) runs synchronously: its errors are returned here and its check
+ * returns TIMITSEG_OK. Errors read as timitseg_crf_nll's ("timitseg_crf_nll: ..."). */
+TIMITSEG_API int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                           const timitseg_crf_gold* gold, double scale, timitseg_tensor* nll,
+                                           const timitseg_crf_grads* grads, uint64_t* ticket);
+
+/* Waits for the deferred call `ticket` of this handle and returns what
+ * timitseg_crf_nll returns for the same inputs: TIMITSEG_OK, or its status
+ * and its message (timitseg_last_error(), naming the tensor and index). When
+ * the device check rejected the batch (a row of length 0, which the device
+ * path does not take, or a bad length, label or score), the check runs the
+ * general path as timitseg_crf_nll does: *rerun (may be NULL) is then 1 and,
+ * on success, the outputs are written by this check (not by the queued
+ * work); else 0. A failed call leaves nothing behind: the next call runs as
+ * usual. The pending state belongs to the handle: tickets are per handle, a
+ * handle's calls (these included) must not run concurrently, and any other
+ * call on the handle first reads the status of a pending deferred call (a
+ * wait) and keeps its outcome for its check. Checking a ticket twice, or one
+ * whose call ran synchronously, returns TIMITSEG_OK; 0 or a ticket the handle
+ * did not issue, TIMITSEG_ERR_ARGUMENT. */
+TIMITSEG_API int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun);
+
 /* The penalty reg * (...) of the handle's parameters (0 when reg = 0). */
 TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
 

@@ -105,6 +105,22 @@ class CudaBackend final : public Backend {
   void synchronize() override { TS_CUDA(cudaStreamSynchronize(stream_)); }
   void set_stream(void* stream) override { stream_ = static_cast<cudaStream_t>(stream); }
   void* stream() const override { return stream_; }
+  void set_defer_status(bool on) override { defer_ = on; }
+  // The deferred call's status check (crf/semicrf.h), on the stream it was queued on.
+  void check_deferred() override {
+    if (!deferred_.pending) return;
+    const Deferred d = deferred_;
+    deferred_.pending = false;
+    cudaStream_t const now = stream_;
+    stream_ = d.stream;
+    try {
+      check_status(d.l, d.p, d.labels, d.workspace);
+    } catch (...) {
+      stream_ = now;
+      throw;
+    }
+    stream_ = now;
+  }
   size_t workspace_bytes(const Dims& dims) const override {
     check_dims(dims);
     return make_layout(dims).total;
@@ -295,6 +311,16 @@ class CudaBackend final : public Backend {
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
   bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
+  bool defer_ = false;  // set_defer_status
+  // The call whose status word is still unread (check_deferred).
+  struct Deferred {
+    bool pending = false;
+    Layout l;
+    Params p;
+    const int32_t* labels = nullptr;
+    void* workspace = nullptr;
+    cudaStream_t stream = nullptr;
+  } deferred_;
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {
@@ -350,6 +376,8 @@ class CudaBackend final : public Backend {
   Layout begin(const Dims& dims, const Params& p, const int32_t* labels, void* workspace, const char* what,
                bool tables = true) {
     check_dims(dims);
+    if (deferred_.pending)
+      throw std::logic_error(std::string("cuda backend: ") + what + ": a deferred status is unread (check_deferred)");
     auto need = [&](const void* ptr, const char* name) {
       if (!ptr) throw std::invalid_argument(std::string("cuda backend: ") + what + ": " + name + " is a null pointer");
     };
@@ -367,7 +395,12 @@ class CudaBackend final : public Backend {
   }
 
   // Waits for the queued work and throws if a kernel flagged a problem.
+  // Deferred (set_defer_status): records the call for check_deferred instead.
   void finish(const Layout& l, const Params& p, const int32_t* labels, void* workspace) {
+    if (defer_) {
+      deferred_ = Deferred{true, l, p, labels, workspace, stream_};
+      return;
+    }
     check_status(l, p, labels, workspace);
   }
 

@@ -148,10 +148,12 @@ class CRF:
         return (out, result) if grads else out
 
     def _nll(self, scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads, out_dtype,
-             views=True):
+             views=True, deferred=None):
         """nll's work: (nll [B] of out_dtype, the gradients' dict, the parameters' gradients as one flat
         float32 buffer (None without grads) whose views the dict holds unless views=False). O(1) Python
-        per call."""
+        per call. deferred: a list that receives (ticket, the tensors the call reads and writes, which must
+        live until check(ticket)): timitseg_crf_nll_deferred, which on the cuda zero-copy path returns
+        before the GPU has run the call (include/timitseg.h)."""
         B, T, C = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         gold = _lib.CrfGold()
@@ -180,9 +182,24 @@ class CRF:
             if views:
                 for name, at, n, sh in self._flat_layout:
                     result[name] = flat[at:at + n].reshape(sh)
-        check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
-                                   ctypes.byref(g) if g is not None else None))
+        pg = ctypes.byref(g) if g is not None else None
+        if deferred is None:
+            check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
+                                       pg))
+            return out, result, flat
+        ticket = ctypes.c_uint64()
+        check(lib.timitseg_crf_nll_deferred(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale),
+                                            ctypes.byref(tn), pg, ctypes.byref(ticket)))
+        deferred.append((ticket.value, _keep + [segments, num_segments, out, flat] + list(result.values())))
         return out, result, flat
+
+    def check(self, ticket):
+        """Waits for the deferred nll call `ticket` (see _nll) and raises the exception the synchronous
+        call would have raised for its inputs. True when its outputs were written here, by the general path
+        (a batch the CUDA device path does not take: a row of length 0), else False."""
+        rerun = ctypes.c_int()
+        check(lib.timitseg_crf_check(self._h, ctypes.c_uint64(ticket), ctypes.byref(rerun)))
+        return rerun.value == 1
 
     def viterbi(self, scores, lengths, onset=None, cumulative=False):
         """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""

@@ -33,7 +33,12 @@ class _NLL(torch.autograd.Function):
     gradient of sum(nll) (scale 1) in the same call; the backward scales them by the incoming
     gradient on torch's current stream, without a host wait when one weight serves every utterance
     (a reduction, or a gradient broadcast from one value as sum() gives): one multiplication for
-    the parameters' gradients (one flat buffer) and one for the scores'."""
+    the parameters' gradients (one flat buffer) and one for the scores'.
+
+    Deferred check (the default when gradients are wanted; SemiCRF(eager_check=True) turns it off):
+    the forward queues the whole call (timitseg_crf_nll_deferred) and returns without waiting for the
+    GPU; the backward queues its scaling, then checks the call (one wait), raising the exception the
+    synchronous call raises for a bad input. Host backends run the call inside the forward as before."""
 
     @staticmethod
     def forward(ctx, crf, names, gold, reduction, scores, lengths, onset, *params):
@@ -43,9 +48,11 @@ class _NLL(torch.autograd.Function):
         want_grads = any(need[4:])
         x = _as_compute(scores.detach())
         out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+        pending = [] if want_grads and not crf.eager_check else None
         nll, grads, flat = handle._nll(x, lengths, gold.get("labels"), gold.get("segments"),
                                        gold.get("num_segments"), None if onset is None else onset.detach(), False,
-                                       1.0, want_grads, out_dtype, views=False)
+                                       1.0, want_grads, out_dtype, views=False, deferred=pending)
+        ctx.pending = pending[0] if pending else None  # (ticket, the tensors the queued call uses)
         ctx.grads, ctx.flat, ctx.names, ctx.reduction, ctx.B = grads, flat, names, reduction, nll.shape[0]
         ctx.score_dtype = scores.dtype
         ctx.has_onset = onset is not None
@@ -59,6 +66,8 @@ class _NLL(torch.autograd.Function):
     def backward(ctx, grad_out):
         g = ctx.grads
         gn = grad_out.detach()
+        if ctx.pending is not None and not _one_weight(ctx, gn):
+            _check(ctx)  # per-utterance weights: the handle is called again below, after the check
         if ctx.reduction == "mean":
             w, rows = gn / ctx.B, None  # as torch's mean backward: each utterance's weight g / B
         elif ctx.reduction == "sum":
@@ -85,7 +94,27 @@ class _NLL(torch.autograd.Function):
             gs = _scaled(g["scores"], rows.reshape(-1, 1, 1), ctx.score_dtype)
             if ctx.has_onset:
                 go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
+        if ctx.pending is not None:
+            _check(ctx)  # the one wait of a deferred forward: after the scaling is queued
         return (None, None, None, None, gs, None, go) + tuple(param_grads)
+
+
+def _one_weight(ctx, gn):
+    """The backward scales by one weight without reading gn on the host (the branches above that need
+    no host wait)."""
+    return ctx.reduction in ("mean", "sum") or gn.numel() <= 1 or gn.stride(0) == 0
+
+
+def _check(ctx):
+    """The deferred forward's check: raises its input's error; a batch the CUDA device path could not take
+    (a row of length 0) was computed only now, after the forward's value was used: an error too."""
+    ticket, _tensors = ctx.pending
+    ctx.pending = None
+    if ctx.handle.check(ticket):
+        raise _lib.LengthError("SemiCRF: lengths has a row of length 0, which the deferred forward on CUDA "
+                               "cannot compute without a host wait (its value was used before this check); "
+                               "leave rows of length 0 out of the batch or construct SemiCRF(..., "
+                               "eager_check=True)")
 
 
 def _scaled(grad, w, dtype):
@@ -117,11 +146,17 @@ class SemiCRF(torch.nn.Module):
     returned by penalty() (added by the caller, as the app adds it to the batch
     loss). phone_bonus: crf.phone_bonus for viterbi. init_scale: the parameters
     start as N(0, init_scale^2) (start and end at 0), the app's crf.init_scale.
+    eager_check: False (the default): on the cuda backend a forward whose backward autograd will run
+    returns without waiting for the GPU, and an input error found on the device (a length, a label, a
+    non-finite score) is raised by that backward (docs/python.md "Deferred check"); True: the forward
+    waits and raises it, as a forward without gradients always does. Host backends always raise in the
+    forward.
     """
 
     def __init__(self, num_labels, max_duration, backend="auto", duration_model="table", reg=0.0, phone_bonus=0.0,
-                 init_scale=0.1, threads=0):
+                 init_scale=0.1, threads=0, eager_check=False):
         super().__init__()
+        self.eager_check = bool(eager_check)
         C, K = num_labels, max_duration
         self.num_labels, self.max_duration, self.duration_model, self.reg = C, K, duration_model, reg
         self.handle = CRF(C, K, backend=backend, threads=threads, duration_model=duration_model,
