@@ -92,11 +92,11 @@ def main():
     rng = torch.Generator().manual_seed(1)
     for n in ("transition", "duration_bias"):
         crf.set_param(n, (torch.randn(crf.param_shape(n), generator=rng) * 0.1).numpy())
-    m = SemiCRF(C, K, backend="cuda").cuda()
-    try:
+    try:  # the deferred check (eager_check=False): the forward does not wait for the GPU
+        m = SemiCRF(C, K, backend="cuda", eager_check=False).cuda()
         eager = SemiCRF(C, K, backend="cuda", eager_check=True).cuda()
     except TypeError:  # older packages: no deferred check
-        eager = None
+        m, eager = SemiCRF(C, K, backend="cuda").cuda(), None
     xr = x.clone().requires_grad_()
 
     def module_step(mod=m, **kw):

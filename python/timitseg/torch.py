@@ -35,7 +35,7 @@ class _NLL(torch.autograd.Function):
     (a reduction, or a gradient broadcast from one value as sum() gives): one multiplication for
     the parameters' gradients (one flat buffer) and one for the scores'.
 
-    Deferred check (the default when gradients are wanted; SemiCRF(eager_check=True) turns it off):
+    Deferred check (SemiCRF(eager_check=False), when gradients are wanted):
     the forward queues the whole call (timitseg_crf_nll_deferred) and returns without waiting for the
     GPU; the backward queues its scaling, then checks the call (one wait), raising the exception the
     synchronous call raises for a bad input. Host backends run the call inside the forward as before."""
@@ -146,15 +146,15 @@ class SemiCRF(torch.nn.Module):
     returned by penalty() (added by the caller, as the app adds it to the batch
     loss). phone_bonus: crf.phone_bonus for viterbi. init_scale: the parameters
     start as N(0, init_scale^2) (start and end at 0), the app's crf.init_scale.
-    eager_check: False (the default): on the cuda backend a forward whose backward autograd will run
-    returns without waiting for the GPU, and an input error found on the device (a length, a label, a
-    non-finite score) is raised by that backward (docs/python.md "Deferred check"); True: the forward
-    waits and raises it, as a forward without gradients always does. Host backends always raise in the
-    forward.
+    eager_check: True (the default): the forward waits for the GPU and raises a bad input there, and
+    computes rows of length 0. False (faster training on the cuda backend): a forward whose backward
+    autograd will run returns without waiting for the GPU, an input error found on the device (a
+    length, a label, a non-finite score) is raised by that backward, and a batch with a row of length 0
+    is an error (docs/python.md "Deferred check"). Host backends always raise in the forward.
     """
 
     def __init__(self, num_labels, max_duration, backend="auto", duration_model="table", reg=0.0, phone_bonus=0.0,
-                 init_scale=0.1, threads=0, eager_check=False):
+                 init_scale=0.1, threads=0, eager_check=True):
         super().__init__()
         self.eager_check = bool(eager_check)
         C, K = num_labels, max_duration
