@@ -34,6 +34,8 @@
 //   * Every kernel, memset and copy is queued on the backend's stream
 //     (set_stream); a call waits only for that stream (status read-back).
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -47,6 +49,17 @@ namespace timitseg::crf {
 namespace cuda_impl {
 namespace {
 
+// The value of the environment knob `name` (read when the backend is
+// created): empty when unset or empty, else one of `allowed`; any other value
+// is one error line naming the knob, what it must be (`expected`) and the value.
+std::string env_knob(const char* name, std::initializer_list<const char*> allowed, const char* expected) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return {};
+  for (const char* v : allowed)
+    if (std::strcmp(env, v) == 0) return env;
+  throw std::invalid_argument(std::string(name) + " must be " + expected + ", got '" + env + "'");
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -56,47 +69,20 @@ class CudaBackend final : public Backend {
     // Benchmark knob: lanes per label group (4, 8, 16 or 32). Results stay
     // deterministic for a given value, but the summation order (hence the
     // last bits) depends on it. Unset: chosen from K and C.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_LANES")) {
-      const std::string v = env;
-      if (v == "4" || v == "8" || v == "16" || v == "32") {
-        lanes_override_ = std::stoi(v);
-      } else if (!v.empty()) {
-        throw std::invalid_argument("TIMITSEG_CUDA_LANES must be 4, 8, 16 or 32, got '" + v + "'");
-      }
-    }
+    const std::string lanes = env_knob("TIMITSEG_CUDA_LANES", {"4", "8", "16", "32"}, "4, 8, 16 or 32");
+    if (!lanes.empty()) lanes_override_ = std::stoi(lanes);
     // Test knob: TIMITSEG_CUDA_RECURRENCE=exact runs log-sum-exp on the
     // log-domain kernel (recurrence.cu) even where the scaled linear-domain
     // one (recurrence_fast.cu) fits; the two agree to float64 rounding.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_RECURRENCE")) {
-      const std::string v = env;
-      if (v == "exact") {
-        fast_enabled_ = false;
-      } else if (!v.empty() && v != "fast") {
-        throw std::invalid_argument("TIMITSEG_CUDA_RECURRENCE must be 'fast' or 'exact', got '" + v + "'");
-      }
-    }
+    fast_enabled_ = env_knob("TIMITSEG_CUDA_RECURRENCE", {"fast", "exact"}, "'fast' or 'exact'") != "exact";
     // Test knob: TIMITSEG_CUDA_MARGINALS=exact sums the parameter marginals
     // with one exp per term (marginal_kernel) even where the linear-domain
     // kernel (marginal_fast.cu) fits; the two agree to float64 rounding.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_MARGINALS")) {
-      const std::string v = env;
-      if (v == "exact") {
-        fast_marginals_ = false;
-      } else if (!v.empty() && v != "linear") {
-        throw std::invalid_argument("TIMITSEG_CUDA_MARGINALS must be 'linear' or 'exact', got '" + v + "'");
-      }
-    }
+    fast_marginals_ = env_knob("TIMITSEG_CUDA_MARGINALS", {"linear", "exact"}, "'linear' or 'exact'") != "exact";
     // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
-    if (const char* env = std::getenv("TIMITSEG_CUDA_RING")) {
-      const std::string v = env;
-      if (v == "global") {
-        force_global_ring_ = true;
-      } else if (!v.empty() && v != "shared") {
-        throw std::invalid_argument("TIMITSEG_CUDA_RING must be 'shared' or 'global', got '" + v + "'");
-      }
-    }
+    force_global_ring_ = env_knob("TIMITSEG_CUDA_RING", {"shared", "global"}, "'shared' or 'global'") == "global";
   }
   std::string name() const override { return "cuda"; }
   bool on_device() const override { return true; }
