@@ -38,6 +38,7 @@
 // log-sum-exp on the exact log values. The choice depends on the data
 // alone, so reruns are bitwise identical; log_partition and backward run the
 // same code (only the table stores differ), so their log Z agree bitwise.
+#include <algorithm>
 #include <stdexcept>
 
 #include "crf/cuda/recurrence.cuh"
@@ -52,6 +53,14 @@ constexpr double kSumLo = 0x1p-500;
 constexpr double kSumHi = 0x1p1000;
 constexpr double kEtMin = 0x1p-900;
 constexpr double kLn2 = 0.69314718055994530942;
+// The unrolled variant (J > 0) at most this many threads (so up to 128
+// registers per thread: ED and ET in registers).
+constexpr int kSmallThreads = 512;
+
+// The label groups, and one warp writing the tables when `tables`.
+int lse_fast_threads(int C, int G, bool tables) {
+  return std::max(32, (C * G + 31) / 32 * 32) + (tables ? 32 : 0);
+}
 
 template <int G>
 __device__ __forceinline__ double group_sum(double v, unsigned mask) {
@@ -89,10 +98,22 @@ __device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, i
 }
 
 // Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
-// xoff, xm, P, yoff, ym [C]; cur [2][C] (cum_scores of this / the next position).
+// xoff, xm, P, yoff, ym [2][C] (by the parity of the step); cur [3][C]
+// (cum_scores of the rows of steps s, s+1, s+2 modulo 3). With the per-step
+// buffers one __syncthreads per position suffices (lse_fast_kernel).
 struct FastSmem {
   double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
 };
+
+// The buffers of one step: parity `par` (= s & 1) for xoff, xm, P, yoff, ym;
+// `cb` (= s % 3) for cur.
+__device__ __forceinline__ FastSmem step_view(const FastSmem& m, int C, int par, int cb) {
+  FastSmem v = m;
+  const int o = par * C;
+  v.xoff += o, v.xm += o, v.P += o, v.yoff += o, v.ym += o;
+  v.cur += cb * C;
+  return v;
+}
 
 __device__ FastSmem carve(unsigned char* raw, int K, int C) {
   FastSmem m;
@@ -103,12 +124,12 @@ __device__ FastSmem carve(unsigned char* raw, int K, int C) {
   m.wm = p, p += KC;
   m.ED = p, p += KC;
   m.ET = p, p += C * C;
-  m.xoff = p, p += C;
-  m.xm = p, p += C;
-  m.P = p, p += C;
-  m.yoff = p, p += C;
-  m.ym = p, p += C;
-  m.cur = p;
+  m.xoff = p, p += 2 * C;
+  m.xm = p, p += 2 * C;
+  m.P = p, p += 2 * C;
+  m.yoff = p, p += 2 * C;
+  m.ym = p, p += 2 * C;
+  m.cur = p;  // 3 * C
   return m;
 }
 
@@ -225,10 +246,10 @@ __device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, 
 // Phase 1 of step s (position pos) for label c: segments ending at pos
 // (forward) / starting at pos (backward); xoff, xm and P (against the
 // reference R) of the row into shared memory.
-template <int G>
+template <int G, int J>
 __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
                                             int c, const double* cur, const float* onset, double ref, double dmx,
-                                            double R, int lane, unsigned gmask) {
+                                            double R, const double (&ed)[J > 0 ? J : 1], int lane, unsigned gmask) {
   const int K = a.K, C = a.C;
   const int dmax = min(K, s);
   const double cp = cur[c];
@@ -240,7 +261,22 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
   if (rev && onset) base += o;
   const double F = exp(base - R);
   double part = 0.0;
-  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  if constexpr (J > 0) {
+    // At most J terms per lane (K <= J G): unrolled, ED[k = lane + j G] in
+    // registers, the terms in the order of the loop below (the same sum).
+    const int k0 = rev ? slot + 1 + lane : slot - 1 - lane;  // ring row of d = lane + 1
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      if (lane + j * G < dmax) {
+        int src = rev ? k0 + j * G : k0 - j * G;  // ring_slot(slot, lane + j G + 1, rev, K)
+        src += src < 0 ? K : 0;
+        src -= src >= K ? K : 0;
+        part = fma(ed[j], m.q[src * C + c], part);
+      }
+    }
+  } else {
+    for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  }
   const double sum = group_sum<G>(part, gmask);
   double xo, xmv = 1.0, pv;
   if (sum >= kSumLo && sum <= kSumHi) {
@@ -264,10 +300,11 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
 // Phase 2 of step s for label c: the C x C transition as a matrix-vector
 // product; the max offset of the row (R := the next reference); w into the
 // rings; with store, yoff / ym for the table warp.
-template <int G>
+template <int G, int J>
 __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
                                             int c, const double* cur, const float* onset, bool store, double amx,
-                                            bool etok, double& ref, double& R, int lane, unsigned gmask) {
+                                            bool etok, const double (&et)[J > 0 ? J : 1], double& ref, double& R,
+                                            int lane, unsigned gmask) {
   const int K = a.K, C = a.C;
   // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
   const double cp = cur[c];
@@ -275,9 +312,20 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
   const double F = exp(wbase - ref);
   double part = 0.0, mx = kNegInf;
-  for (int c2 = lane; c2 < C; c2 += G) {
-    part = fma(m.ET[c * C + c2], m.P[c2], part);
-    mx = fmax(mx, m.xoff[c2]);
+  if constexpr (J > 0) {  // C <= J G: unrolled, ET[c][lane + j G] in registers
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int c2 = lane + j * G;
+      if (c2 < C) {
+        part = fma(et[j], m.P[c2], part);
+        mx = fmax(mx, m.xoff[c2]);
+      }
+    }
+  } else {
+    for (int c2 = lane; c2 < C; c2 += G) {
+      part = fma(m.ET[c * C + c2], m.P[c2], part);
+      mx = fmax(mx, m.xoff[c2]);
+    }
   }
   const double sum = group_sum<G>(part, gmask);
   mx = group_max<G>(mx, gmask);
@@ -297,12 +345,15 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   if (lane == 0 && store) m.yoff[c] = yo, m.ym[c] = ymv;
   ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
   R = mx;
+  __syncwarp(gmask);  // the ring row (written by lane 0 or the reset) before the next phase 1 reads it
 }
 
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
-// recurrence_kernel). X/Y tables written only when a.store.
-template <int G>
-__global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+// recurrence_kernel). X/Y tables written only when a.store. J > 0: at most J
+// terms per lane in both phases (K, C <= J G; at most kSmallThreads threads),
+// the loops unrolled with ED / ET in registers; J = 0: any K, C.
+template <int G, int J>
+__global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int B = a.B, T = a.T, K = a.K, C = a.C;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
@@ -329,46 +380,57 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   bool etok = true;
   if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
   __syncthreads();
-  if (active) {
+  constexpr int JR = J > 0 ? J : 1;
+  double ed[JR], et[JR];  // J > 0: ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
+#pragma unroll
+  for (int j = 0; j < JR; ++j) {
+    const int k = lane + j * G;
+    ed[j] = (J > 0 && active && k < K) ? m.ED[k * C + c] : 0.0;
+    et[j] = (J > 0 && active && k < C) ? m.ET[c * C + k] : 0.0;
+  }
+  if (active) {  // the reference of step 1: the max of the bounds of row 1 (buffer 0)
     for (int c2 = lane; c2 < C; c2 += G) R = fmax(R, m.xoff[c2]);
     R = group_max<G>(R, gmask);
   }
-  __syncthreads();
 
-  for (int s = 1; s <= L; ++s) {
+  // One __syncthreads per position: phase 1 of step s writes the buffers of
+  // parity s & 1, which phase 2 of step s and the table warp read after the
+  // barrier; they are next written in phase 1 of step s + 2, after the next
+  // barrier. The ring (own label) is ordered by __syncwarp in the group.
+  int cb = 1;  // s % 3: the cum_scores buffer of step s
+  for (int s = 1;; ++s) {
     const int pos = rev ? L - s : s;
     const int slot = pos % K;
-    const double* cur = m.cur + (s & 1) * C;  // cum_scores row pos
-    // The next position's cum_scores row: loaded now, stored after phase 1.
-    const int pos_next = rev ? pos - 1 : pos + 1;
+    const FastSmem v = step_view(m, C, s & 1, cb);
+    const int cb_next = cb == 2 ? 0 : cb + 1;
+    // The next position's cum_scores row: loaded now, stored after phase 1
+    // into the buffer of step s + 1 (last read in step s - 2).
     const bool prefetch = s < L && tid < C;
     float next_cum = 0.0f;
-    if (prefetch) next_cum = cum[pos_next * C + tid];
-
-    // Phase 1 (fast_phase1); the table warp writes the Y row of the previous step.
-    if (active) {
-      fast_phase1<G>(a, m, rev, s, pos, slot, c, cur, onset, ref, dmx, R, lane, gmask);
-    } else if (helper && Y && s > 1) {  // the Y row of the previous step
-      const int prev = rev ? pos + 1 : pos - 1;
-      for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = m.yoff[c2] + log(m.ym[c2]);
-    }
+    if (prefetch) next_cum = cum[(rev ? pos - 1 : pos + 1) * C + tid];
+    if (active) fast_phase1<G, J>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
+    if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
+    if (helper) {  // the X row of this step and the Y row of the previous one
+      if (Y && s > 1) {
+        const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
+        const int prev = rev ? pos + 1 : pos - 1;
+        for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = u.yoff[c2] + log(u.ym[c2]);
+      }
+      if (X && s < L)
+        for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = v.xoff[c2] + log(v.xm[c2]);
+    }
     if (s == L) break;  // sigma[L] / gamma[0] are never used
-    if (prefetch) m.cur[((s + 1) & 1) * C + tid] = next_cum;
-
-    // Phase 2 (fast_phase2); the table warp writes the X row of this step.
-    if (active) {
-      fast_phase2<G>(a, m, rev, s, pos, slot, c, cur, onset, Y != nullptr, amx, etok, ref, R, lane, gmask);
-    } else if (helper && X) {  // the X row of this step
-      for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = m.xoff[c2] + log(m.xm[c2]);
-    }
-    __syncthreads();
+    if (active)
+      fast_phase2<G, J>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
+    cb = cb_next;
   }
 
   // log Z from the exact last row (forward alpha[L], backward rho[0]), which
-  // is also the last X row.
+  // is also the last X row (buffer L & 1; buffer 0 of P is free by now).
   if (active && lane == 0) {
-    m.P[c] = m.xoff[c] + log(m.xm[c]);
+    const FastSmem v = step_view(m, C, L & 1, 0);
+    m.P[c] = v.xoff[c] + log(v.xm[c]);
     if (X) X[(rev ? 0 : L) * C + c] = m.P[c];
   }
   __syncthreads();
@@ -377,14 +439,12 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   finish_recurrence<LseAcc, false>(a, b, rev, m.P, fin_val, fin_idx);
 }
 
-template <int G>
+template <int G, int J>
 void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
-  const auto kernel = lse_fast_kernel<G>;
+  const auto kernel = lse_fast_kernel<G, J>;
   if (smem > 48 * 1024)
     TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  // The label groups, and one warp writing the tables when a.store.
-  const int threads = std::max(32, (a.C * G + 31) / 32 * 32) + (a.store ? 32 : 0);
-  kernel<<<blocks, threads, smem, stream>>>(a);
+  kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0), smem, stream>>>(a);
   TS_LAUNCHED("lse_fast_kernel");
 }
 
@@ -393,7 +453,7 @@ void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
 // Dynamic shared memory, plus 64 bytes for the kernel's static fin_val / fin_idx.
 size_t lse_fast_smem_bytes(int K, int C) {
   const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C);
-  return sizeof(double) * (4 * k * c + c * c + 7 * c) + 64;
+  return sizeof(double) * (4 * k * c + c * c + 13 * c) + 64;
 }
 
 bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
@@ -407,11 +467,14 @@ void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit,
   if (!lse_fast_fits(l.K, l.C, a.G, smem_limit))
     throw std::logic_error("cuda backend: launch_lse_fast called for dims it does not fit");
   const size_t smem = lse_fast_smem_bytes(l.K, l.C) - 64;  // the dynamic part
+  // The unrolled variant for the default G = 8 when K, C <= 64 (8 terms per lane).
+  constexpr int kJ8 = 8;
+  const bool small = a.G == 8 && l.K <= kJ8 * 8 && l.C <= kJ8 * 8 && lse_fast_threads(l.C, 8, true) <= kSmallThreads;
   switch (a.G) {
-    case 4: launch_g<4>(a, blocks, smem, stream); break;
-    case 8: launch_g<8>(a, blocks, smem, stream); break;
-    case 16: launch_g<16>(a, blocks, smem, stream); break;
-    default: launch_g<32>(a, blocks, smem, stream); break;
+    case 4: launch_g<4, 0>(a, blocks, smem, stream); break;
+    case 8: small ? launch_g<8, kJ8>(a, blocks, smem, stream) : launch_g<8, 0>(a, blocks, smem, stream); break;
+    case 16: launch_g<16, 0>(a, blocks, smem, stream); break;
+    default: launch_g<32, 0>(a, blocks, smem, stream); break;
   }
 }
 
