@@ -68,10 +68,15 @@ __device__ __forceinline__ double group_sum(double v, unsigned mask) {
   for (int off = G / 2; off >= 1; off >>= 1) v += __shfl_xor_sync(mask, v, off, G);
   return v;
 }
+// max(a, b) for operands that are never NaN (offsets, log values: finite or
+// -inf): one compare and two selects, where fmax also handles NaN (about
+// twice the instructions on the sequential path).
+__device__ __forceinline__ double max_nn(double a, double b) { return b > a ? b : a; }
+
 template <int G>
 __device__ __forceinline__ double group_max(double v, unsigned mask) {
 #pragma unroll
-  for (int off = G / 2; off >= 1; off >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, off, G));
+  for (int off = G / 2; off >= 1; off >>= 1) v = max_nn(v, __shfl_xor_sync(mask, v, off, G));
   return v;
 }
 
@@ -97,38 +102,51 @@ __device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, i
   return rev ? A[c * C + c2] : A[c2 * C + c];
 }
 
-// Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
-// xoff, xm, P, yoff, ym [2][C] (by the parity of the step); cur [3][C]
-// (cum_scores of the rows of steps s, s+1, s+2 modulo 3). With the per-step
-// buffers one __syncthreads per position suffices (lse_fast_kernel).
+// Shared memory, all float64: the rings q ([2K][C] when mirrored, else
+// [K][C]), woff, wm and ED [K][C]; ET [C][C]; xoff, xm, P, yoff, ym [2][CP]
+// (by the parity of the step; CP >= C, the entries past C padding: xoff -inf,
+// xm 1, P 0); cur [3][C] (cum_scores of the rows of steps s, s+1, s+2 modulo
+// 3). With the per-step buffers one __syncthreads per position suffices
+// (lse_fast_kernel). The mirrored ring keeps row r also in row r + K (q2), so
+// the unrolled phase 1 reads the K rows before / after a slot without a wrap.
 struct FastSmem {
-  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
+  double *q, *q2, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
+  int CP;
 };
+
+// q[i] of the ring (i = row * C + c, row < K), and its mirror.
+__device__ __forceinline__ void put_q(const FastSmem& m, int i, double v) {
+  m.q[i] = v;
+  if (m.q2) m.q2[i] = v;
+}
 
 // The buffers of one step: parity `par` (= s & 1) for xoff, xm, P, yoff, ym;
 // `cb` (= s % 3) for cur.
 __device__ __forceinline__ FastSmem step_view(const FastSmem& m, int C, int par, int cb) {
   FastSmem v = m;
-  const int o = par * C;
+  const int o = par * m.CP;
   v.xoff += o, v.xm += o, v.P += o, v.yoff += o, v.ym += o;
   v.cur += cb * C;
   return v;
 }
 
-__device__ FastSmem carve(unsigned char* raw, int K, int C) {
+__device__ FastSmem carve(unsigned char* raw, int K, int C, bool mirror, int CP) {
   FastSmem m;
   double* p = reinterpret_cast<double*>(raw);
   const int KC = K * C;
+  m.CP = CP;
   m.q = p, p += KC;
+  m.q2 = mirror ? p : nullptr;
+  if (mirror) p += KC;
   m.woff = p, p += KC;
   m.wm = p, p += KC;
   m.ED = p, p += KC;
   m.ET = p, p += C * C;
-  m.xoff = p, p += 2 * C;
-  m.xm = p, p += 2 * C;
-  m.P = p, p += 2 * C;
-  m.yoff = p, p += 2 * C;
-  m.ym = p, p += 2 * C;
+  m.xoff = p, p += 2 * CP;
+  m.xm = p, p += 2 * CP;
+  m.P = p, p += 2 * CP;
+  m.yoff = p, p += 2 * CP;
+  m.ym = p, p += 2 * CP;
   m.cur = p;  // 3 * C
   return m;
 }
@@ -184,7 +202,7 @@ __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool
       m.woff[at] = wo;
       m.wm[at] = wmv;
       // ref = -inf only with wo = -inf here
-      m.q[at] = qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref));
+      put_q(m, at, qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref)));
     }
     return;
   }
@@ -192,11 +210,11 @@ __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool
   __syncwarp(gmask);
   const int nr = min(K, s + 1);  // rows pos, pos -+ 1, ...: the window of the next step
   double mx = kNegInf;
-  for (int j = lane; j < nr; j += G) mx = fmax(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
+  for (int j = lane; j < nr; j += G) mx = max_nn(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
   mx = group_max<G>(mx, gmask);
   for (int j = lane; j < nr; j += G) {
     const int row = ring_slot(slot, j, rev, K) * C + c;
-    m.q[row] = mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx);
+    put_q(m, row, mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx));
   }
   ref = mx;
 }
@@ -235,7 +253,7 @@ __device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, 
     const int at = (pos0 % K) * C + c;
     m.woff[at] = w;
     m.wm[at] = 1.0;
-    m.q[at] = w == kNegInf ? 0.0 : 1.0;
+    put_q(m, at, w == kNegInf ? 0.0 : 1.0);
     const double cp1 = cum[pos1 * C + c];
     m.cur[C + c] = cp1;  // buffer of step 1
     // An upper bound of alpha[1,c] / rho[L-1,c] (reference of step 1, its max over labels).
@@ -262,18 +280,15 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
   const double F = exp(base - R);
   double part = 0.0;
   if constexpr (J > 0) {
-    // At most J terms per lane (K <= J G): unrolled, ED[k = lane + j G] in
-    // registers, the terms in the order of the loop below (the same sum).
-    const int k0 = rev ? slot + 1 + lane : slot - 1 - lane;  // ring row of d = lane + 1
+    // At most J terms per lane (K <= J G): unrolled, no bound. ED[k = lane +
+    // j G][c] in registers (0 for k >= K), the mirrored ring read at row
+    // slot -+ (k + 1) without a wrap (k >= K: a valid row, times 0); rows
+    // before the first position are 0 (zeroed at the start), so the terms
+    // d > s add +0: the same sum, bit for bit, as the loop below.
+    const double* q0 = m.q + (rev ? slot + 1 : slot + K - 1) * C + c;  // the row of d = 1
+    const int dir = rev ? C : -C;
 #pragma unroll
-    for (int j = 0; j < J; ++j) {
-      if (lane + j * G < dmax) {
-        int src = rev ? k0 + j * G : k0 - j * G;  // ring_slot(slot, lane + j G + 1, rev, K)
-        src += src < 0 ? K : 0;
-        src -= src >= K ? K : 0;
-        part = fma(ed[j], m.q[src * C + c], part);
-      }
-    }
+    for (int j = 0; j < J; ++j) part = fma(ed[j], q0[min(lane + j * G, K - 1) * dir], part);
   } else {
     for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
   }
@@ -312,19 +327,19 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
   const double F = exp(wbase - ref);
   double part = 0.0, mx = kNegInf;
-  if constexpr (J > 0) {  // C <= J G: unrolled, ET[c][lane + j G] in registers
+  if constexpr (J > 0) {
+    // C <= J G <= CP: unrolled, no bound: ET[c][lane + j G] in registers (0
+    // past C), the padding of P (0) and xoff (-inf) adds nothing.
 #pragma unroll
     for (int j = 0; j < J; ++j) {
       const int c2 = lane + j * G;
-      if (c2 < C) {
-        part = fma(et[j], m.P[c2], part);
-        mx = fmax(mx, m.xoff[c2]);
-      }
+      part = fma(et[j], m.P[c2], part);
+      mx = max_nn(mx, m.xoff[c2]);
     }
   } else {
     for (int c2 = lane; c2 < C; c2 += G) {
       part = fma(m.ET[c * C + c2], m.P[c2], part);
-      mx = fmax(mx, m.xoff[c2]);
+      mx = max_nn(mx, m.xoff[c2]);
     }
   }
   const double sum = group_sum<G>(part, gmask);
@@ -349,11 +364,13 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
 }
 
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
-// recurrence_kernel). X/Y tables written only when a.store. J > 0: at most J
-// terms per lane in both phases (K, C <= J G; at most kSmallThreads threads),
-// the loops unrolled with ED / ET in registers; J = 0: any K, C.
-template <int G, int J>
-__global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+// recurrence_kernel). X/Y tables written only when a.store. J1, J2 > 0: at
+// most J1 duration terms (K <= J1 G) and J2 transition terms (C <= J2 G) per
+// lane, at most kSmallThreads threads: the term loops unrolled with no
+// bounds, ED / ET in registers, the ring mirrored, the label buffers padded
+// to CP = J2 G; J1 = J2 = 0: any K, C.
+template <int G, int J1, int J2>
+__global__ void __launch_bounds__(J1 > 0 ? kSmallThreads : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int B = a.B, T = a.T, K = a.K, C = a.C;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
@@ -374,22 +391,34 @@ __global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse
   const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
   double* X = a.store ? (rev ? a.rho : a.alpha) + base : nullptr;    // [T+1][C]
   double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
-  const FastSmem m = carve(smem_raw, K, C);
+  constexpr bool kSmall = J1 > 0;
+  const FastSmem m = carve(smem_raw, K, C, kSmall, kSmall ? J2 * G : C);
+  if (kSmall) {  // the ring 0 (rows before the first position), the padding of the label buffers
+    for (int i = tid; i < 2 * K * C; i += blockDim.x) m.q[i] = 0.0;
+    for (int i = tid; i < 2 * (m.CP - C); i += blockDim.x) {
+      const int at = (i & 1) * m.CP + C + (i >> 1);
+      m.xoff[at] = kNegInf, m.xm[at] = 1.0, m.P[at] = 0.0;
+    }
+    __syncthreads();
+  }
 
   double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
   bool etok = true;
   if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
   __syncthreads();
-  constexpr int JR = J > 0 ? J : 1;
-  double ed[JR], et[JR];  // J > 0: ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
+  double ed[J1 > 0 ? J1 : 1], et[J2 > 0 ? J2 : 1];  // ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
 #pragma unroll
-  for (int j = 0; j < JR; ++j) {
+  for (int j = 0; j < (J1 > 0 ? J1 : 1); ++j) {
     const int k = lane + j * G;
-    ed[j] = (J > 0 && active && k < K) ? m.ED[k * C + c] : 0.0;
-    et[j] = (J > 0 && active && k < C) ? m.ET[c * C + k] : 0.0;
+    ed[j] = (kSmall && active && k < K) ? m.ED[k * C + c] : 0.0;
+  }
+#pragma unroll
+  for (int j = 0; j < (J2 > 0 ? J2 : 1); ++j) {
+    const int k = lane + j * G;
+    et[j] = (kSmall && active && k < C) ? m.ET[c * C + k] : 0.0;
   }
   if (active) {  // the reference of step 1: the max of the bounds of row 1 (buffer 0)
-    for (int c2 = lane; c2 < C; c2 += G) R = fmax(R, m.xoff[c2]);
+    for (int c2 = lane; c2 < C; c2 += G) R = max_nn(R, m.xoff[c2]);
     R = group_max<G>(R, gmask);
   }
 
@@ -398,9 +427,9 @@ __global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse
   // barrier; they are next written in phase 1 of step s + 2, after the next
   // barrier. The ring (own label) is ordered by __syncwarp in the group.
   int cb = 1;  // s % 3: the cum_scores buffer of step s
+  int slot = (rev ? L - 1 : 1) % K;  // pos % K
   for (int s = 1;; ++s) {
     const int pos = rev ? L - s : s;
-    const int slot = pos % K;
     const FastSmem v = step_view(m, C, s & 1, cb);
     const int cb_next = cb == 2 ? 0 : cb + 1;
     // The next position's cum_scores row: loaded now, stored after phase 1
@@ -408,7 +437,7 @@ __global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse
     const bool prefetch = s < L && tid < C;
     float next_cum = 0.0f;
     if (prefetch) next_cum = cum[(rev ? pos - 1 : pos + 1) * C + tid];
-    if (active) fast_phase1<G, J>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
+    if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
     if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
     if (helper) {  // the X row of this step and the Y row of the previous one
@@ -422,8 +451,9 @@ __global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse
     }
     if (s == L) break;  // sigma[L] / gamma[0] are never used
     if (active)
-      fast_phase2<G, J>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
+      fast_phase2<G, J2>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
     cb = cb_next;
+    slot = rev ? (slot == 0 ? K - 1 : slot - 1) : (slot == K - 1 ? 0 : slot + 1);
   }
 
   // log Z from the exact last row (forward alpha[L], backward rho[0]), which
@@ -439,9 +469,9 @@ __global__ void __launch_bounds__(J > 0 ? kSmallThreads : kMaxRecThreads, 1) lse
   finish_recurrence<LseAcc, false>(a, b, rev, m.P, fin_val, fin_idx);
 }
 
-template <int G, int J>
+template <int G, int J1 = 0, int J2 = 0>
 void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
-  const auto kernel = lse_fast_kernel<G, J>;
+  const auto kernel = lse_fast_kernel<G, J1, J2>;
   if (smem > 48 * 1024)
     TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0), smem, stream>>>(a);
@@ -456,6 +486,12 @@ size_t lse_fast_smem_bytes(int K, int C) {
   return sizeof(double) * (4 * k * c + c * c + 13 * c) + 64;
 }
 
+// The unrolled variants: the ring mirrored (K C more), label buffers of CP.
+static size_t lse_fast_small_smem_bytes(int K, int C, int CP) {
+  const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C), cp = static_cast<size_t>(CP);
+  return sizeof(double) * (5 * k * c + c * c + 10 * cp + 3 * c) + 64;
+}
+
 bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
   // The label groups plus the table warp within the thread cap.
   return (static_cast<long long>(C) * G + 31) / 32 * 32 + 32 <= kMaxRecThreads &&
@@ -467,14 +503,22 @@ void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit,
   if (!lse_fast_fits(l.K, l.C, a.G, smem_limit))
     throw std::logic_error("cuda backend: launch_lse_fast called for dims it does not fit");
   const size_t smem = lse_fast_smem_bytes(l.K, l.C) - 64;  // the dynamic part
-  // The unrolled variant for the default G = 8 when K, C <= 64 (8 terms per lane).
-  constexpr int kJ8 = 8;
-  const bool small = a.G == 8 && l.K <= kJ8 * 8 && l.C <= kJ8 * 8 && lse_fast_threads(l.C, 8, true) <= kSmallThreads;
+  // The unrolled variants for the default G = 8: K <= 32 or 64 (J1 = 4, 8),
+  // C <= 40 or 64 (J2 = 5, 8), where their shared memory fits too.
+  const int J1 = l.K <= 32 ? 4 : (l.K <= 64 ? 8 : 0), J2 = l.C <= 40 ? 5 : (l.C <= 64 ? 8 : 0);
+  const size_t small_smem = lse_fast_small_smem_bytes(l.K, l.C, J2 * 8) - 64;
+  if (a.G == 8 && J1 > 0 && J2 > 0 && lse_fast_threads(l.C, 8, true) <= kSmallThreads && small_smem + 64 <= smem_limit) {
+    if (J1 == 4)
+      J2 == 5 ? launch_g<8, 4, 5>(a, blocks, small_smem, stream) : launch_g<8, 4, 8>(a, blocks, small_smem, stream);
+    else
+      J2 == 5 ? launch_g<8, 8, 5>(a, blocks, small_smem, stream) : launch_g<8, 8, 8>(a, blocks, small_smem, stream);
+    return;
+  }
   switch (a.G) {
-    case 4: launch_g<4, 0>(a, blocks, smem, stream); break;
-    case 8: small ? launch_g<8, kJ8>(a, blocks, smem, stream) : launch_g<8, 0>(a, blocks, smem, stream); break;
-    case 16: launch_g<16, 0>(a, blocks, smem, stream); break;
-    default: launch_g<32, 0>(a, blocks, smem, stream); break;
+    case 4: launch_g<4>(a, blocks, smem, stream); break;
+    case 8: launch_g<8>(a, blocks, smem, stream); break;
+    case 16: launch_g<16>(a, blocks, smem, stream); break;
+    default: launch_g<32>(a, blocks, smem, stream); break;
   }
 }
 
