@@ -84,6 +84,14 @@ class CudaBackend final : public Backend {
     // taken automatically for large K * C, or on GPUs with less shared memory).
     force_global_ring_ = env_knob("TIMITSEG_CUDA_RING", {"shared", "global"}, "'shared' or 'global'") == "global";
   }
+  ~CudaBackend() override {
+    // Teardown: errors here cannot be reported (a destructor does not throw).
+    if (join_) (void)cudaEventDestroy(join_);
+    if (fork_) (void)cudaEventDestroy(fork_);
+    if (side_) (void)cudaStreamDestroy(side_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
   std::string name() const override { return "cuda"; }
   bool on_device() const override { return true; }
   // Every call already waits for its own work (it reads back the status
@@ -124,10 +132,19 @@ class CudaBackend final : public Backend {
                 const Grads& grads, void* workspace) override {
     if (!std::isfinite(scale)) throw std::invalid_argument("cuda backend: backward scale must be finite");
     const Layout l = begin(dims, p, labels, workspace, "backward");
-    if (labels) launch_gold(l, p, labels, gold, workspace, stream_);
+    // The gold kernel (B blocks) on a side stream, beside the recurrence
+    // (2B blocks, one per SM): forked after the validation, joined before the
+    // kernels that read its counts and markers. Its outputs and the status
+    // word's integer atomicMin do not depend on the order.
+    if (labels) {
+      fork_side();
+      launch_gold(l, p, labels, gold, workspace, side_);
+      TS_CUDA(cudaEventRecord(join_, side_));
+    }
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
     recurrence<false>(l, a, 2 * l.B);
+    if (labels) TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
     const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
     if (grads.transition || grads.duration_bias) {
       if (use_fast_marginals(l.K, l.C))
@@ -281,6 +298,19 @@ class CudaBackend final : public Backend {
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
   bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
+  cudaStream_t side_ = nullptr;  // backward's gold kernel, forked from / joined to stream_
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+
+  // Makes side_ wait for the work queued on stream_ so far (created on first use).
+  void fork_side() {
+    if (!side_) {
+      TS_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      TS_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      TS_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    }
+    TS_CUDA(cudaEventRecord(fork_, stream_));
+    TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
+  }
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {
