@@ -60,71 +60,38 @@ __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, con
 // one warp each: lane j takes the (b, chunk) pairs j, j + 32, ... in order
 // (with the gold count of utterance b where the pair is (b, 0)), then the
 // lanes' sums meet in a fixed xor butterfly (the same bits in every lane).
-// The C*C + K*C entries by param_sum_kernel (tiles, coalesced), the 2 C
-// start / end entries by param_reduce_kernel.
 constexpr int kReduceWarps = 4;
 __device__ __forceinline__ double warp_sum_fixed(double v) {
   for (int off = 16; off >= 1; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;
 }
-// The dA / dD entries (param_sum_kernel): a block of kTile warps owns kTile
-// consecutive entries; per tile of kTile (b, chunk) pairs it loads the
-// [pairs][entries] partials coalesced (a row of kTile entries per warp, the
-// next tile prefetched into registers) into shared memory, and warp w's lane
-// j adds pair j of the tile for entry w: lane j still takes the pairs j, j +
-// 32, ... in order, with the gold count after the pair (b, 0), so the sums
-// are those of a warp per entry reading the partials with a stride of a row
-// (as before, uncoalesced), bit for bit.
-constexpr int kTile = 32;
-__global__ void __launch_bounds__(kTile * 32)
-    param_sum_kernel(Layout l, const double* __restrict__ part, const int32_t* __restrict__ cnt_a,
-                     const int32_t* __restrict__ cnt_d, int with_gold, double scale, float* g_a, float* g_d,
-                     const unsigned long long* status) {
-  if (input_invalid(status)) return;
-  __shared__ double tile[kTile][kTile + 1];  // [pair][entry], padded: column reads without bank conflicts
-  const int C = l.C, K = l.K;
-  const int nA = C * C, nD = K * C, nP = nA + nD;
-  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int i0 = blockIdx.x * kTile, i = i0 + w;  // warp w sums entry i
-  const int ld = i0 + lane;                       // this thread loads entry ld of pair row p0 + w
-  const int pairs = l.B * l.nch;
-  double nxt = (ld < nP && w < pairs) ? part[static_cast<size_t>(w) * nP + ld] : 0.0;
-  double v = 0.0;
-  for (int p0 = 0; p0 < pairs; p0 += kTile) {
-    tile[w][lane] = nxt;
-    __syncthreads();
-    const int pn = p0 + kTile + w;
-    nxt = (ld < nP && pn < pairs) ? part[static_cast<size_t>(pn) * nP + ld] : 0.0;
-    const int j = p0 + lane;  // the pair this lane adds
-    if (j < pairs && i < nP) {
-      v += tile[lane][w];
-      if (with_gold && j % l.nch == 0) {
-        const int b = j / l.nch;
-        v -= i < nA ? cnt_a[static_cast<size_t>(b) * nA + i] : cnt_d[static_cast<size_t>(b) * nD + (i - nA)];
-      }
-    }
-    __syncthreads();
-  }
-  v = warp_sum_fixed(v);
-  if (lane == 0 && i < nP) {
-    float* dst = i < nA ? g_a : g_d;
-    if (dst) dst[i < nA ? i : i - nA] = static_cast<float>(scale * v);
-  }
-}
-
-// The start / end entries, one warp each (entry nP + warp index).
 __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const float* __restrict__ e,
-                                    const int32_t* __restrict__ lengths, const double* alpha_all,
-                                    const double* rho_all, const double* logz, const int32_t* cnt_s,
-                                    const int32_t* cnt_e, int with_gold, double scale, float* g_s, float* g_e,
+                                    const int32_t* __restrict__ lengths, const double* part, const double* alpha_all,
+                                    const double* rho_all, const double* logz, const int32_t* cnt_a,
+                                    const int32_t* cnt_d, const int32_t* cnt_s, const int32_t* cnt_e, int with_gold,
+                                    double scale, float* g_a, float* g_d, float* g_s, float* g_e,
                                     const unsigned long long* status) {
   if (input_invalid(status)) return;
   const int C = l.C, K = l.K, B = l.B;
-  const int nP = C * C + K * C;
+  const int nA = C * C, nD = K * C, nP = nA + nD;
   const int n = nP + 2 * C;
-  const int i = nP + blockIdx.x * kReduceWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int i = blockIdx.x * kReduceWarps + threadIdx.x / 32, lane = threadIdx.x % 32;
   if (i >= n) return;  // whole warps
   double v = 0.0;
+  if (i < nP) {
+    float* dst = i < nA ? g_a : g_d;
+    if (!dst) return;
+    const int pairs = B * l.nch;
+    for (int j = lane; j < pairs; j += 32) {
+      v += part[static_cast<size_t>(j) * nP + i];
+      const int b = j / l.nch;
+      if (with_gold && j % l.nch == 0)
+        v -= i < nA ? cnt_a[static_cast<size_t>(b) * nA + i] : cnt_d[static_cast<size_t>(b) * nD + (i - nA)];
+    }
+    v = warp_sum_fixed(v);
+    if (lane == 0) dst[i < nA ? i : i - nA] = static_cast<float>(scale * v);
+    return;
+  }
   const bool is_start = i < nP + C;
   const int c = is_start ? i - nP : i - nP - C;
   float* dst = is_start ? g_s : g_e;
@@ -212,18 +179,12 @@ void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t s
 
 void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_gold, double scale, const Grads& grads,
                          cudaStream_t stream) {
-  const int nP = l.C * l.C + l.K * l.C;  // dA, dD entries: kTile a block
-  if (grads.transition || grads.duration_bias) {
-    param_sum_kernel<<<(nP + kTile - 1) / kTile, kTile * 32, 0, stream>>>(
-        l, at<double>(ws, l.part), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d), with_gold ? 1 : 0, scale,
-        grads.transition, grads.duration_bias, at<unsigned long long>(ws, l.status));
-    TS_LAUNCHED("param_sum_kernel");
-  }
-  const int n = 2 * l.C;  // start, end entries: one warp each
+  const int n = l.C * l.C + l.K * l.C + 2 * l.C;  // entries, one warp each
   param_reduce_kernel<<<(n + kReduceWarps - 1) / kReduceWarps, 32 * kReduceWarps, 0, stream>>>(
-      l, start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, at<double>(ws, l.alpha), at<double>(ws, l.rho),
-      at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_s), at<int32_t>(ws, l.cnt_e), with_gold ? 1 : 0, scale,
-      grads.start, grads.end, at<unsigned long long>(ws, l.status));
+      l, start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, at<double>(ws, l.part), at<double>(ws, l.alpha),
+      at<double>(ws, l.rho), at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d),
+      at<int32_t>(ws, l.cnt_s), at<int32_t>(ws, l.cnt_e), with_gold ? 1 : 0, scale, grads.transition,
+      grads.duration_bias, grads.start, grads.end, at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("param_reduce_kernel");
 }
 
