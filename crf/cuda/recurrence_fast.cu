@@ -53,13 +53,19 @@ constexpr double kSumLo = 0x1p-500;
 constexpr double kSumHi = 0x1p1000;
 constexpr double kEtMin = 0x1p-900;
 constexpr double kLn2 = 0.69314718055994530942;
-// The unrolled variant (J > 0) at most this many threads (so up to 128
-// registers per thread: ED and ET in registers).
-constexpr int kSmallThreads = 512;
+// Threads of the unrolled variants (J2 = 5: C <= 40; J2 = 8), so that ED and
+// ET fit in registers (at most 12 warps: 168 registers a thread; 16: 128).
+constexpr int small_threads(int J2) { return J2 == 5 ? 384 : 512; }
+// Table warps: up to 3, one value of the two rows (2 C) a thread when C <= 48.
+constexpr int kMaxTableWarps = 3;
 
-// The label groups, and one warp writing the tables when `tables`.
-int lse_fast_threads(int C, int G, bool tables) {
-  return std::max(32, (C * G + 31) / 32 * 32) + (tables ? 32 : 0);
+// The label groups, and the warps writing the tables when `tables` (at least
+// one; as many as fit under `max_threads`, at most kMaxTableWarps and 2 C / 32).
+int lse_fast_threads(int C, int G, bool tables, int max_threads) {
+  const int nmain = std::max(32, (C * G + 31) / 32 * 32);
+  if (!tables) return nmain;
+  const int room = (max_threads - nmain) / 32, need = (2 * C + 31) / 32;
+  return nmain + 32 * std::max(1, std::min({room, need, kMaxTableWarps}));
 }
 
 template <int G>
@@ -366,11 +372,11 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
 // recurrence_kernel). X/Y tables written only when a.store. J1, J2 > 0: at
 // most J1 duration terms (K <= J1 G) and J2 transition terms (C <= J2 G) per
-// lane, at most kSmallThreads threads: the term loops unrolled with no
+// lane, at most small_threads(J2) threads: the term loops unrolled with no
 // bounds, ED / ET in registers, the ring mirrored, the label buffers padded
 // to CP = J2 G; J1 = J2 = 0: any K, C.
 template <int G, int J1, int J2>
-__global__ void __launch_bounds__(J1 > 0 ? kSmallThreads : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+__global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int B = a.B, T = a.T, K = a.K, C = a.C;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
@@ -380,8 +386,9 @@ __global__ void __launch_bounds__(J1 > 0 ? kSmallThreads : kMaxRecThreads, 1) ls
   const int tid = threadIdx.x;
   const int lane = tid % G, c = tid / G;
   const bool active = c < C;
-  // With a.store, the warp after the label groups writes the tables (the log
-  // of each value), off the sequential path of the groups.
+  // With a.store, the warps after the label groups (1 to kMaxTableWarps)
+  // write the tables (the log of each value), off the sequential path of the
+  // groups; with one value a thread their step is shorter than the groups'.
   const int nmain = (C * G + 31) / 32 * 32;
   const bool helper = tid >= nmain;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
@@ -440,14 +447,17 @@ __global__ void __launch_bounds__(J1 > 0 ? kSmallThreads : kMaxRecThreads, 1) ls
     if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
     if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
-    if (helper) {  // the X row of this step and the Y row of the previous one
-      if (Y && s > 1) {
-        const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
-        const int prev = rev ? pos + 1 : pos - 1;
-        for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = u.yoff[c2] + log(u.ym[c2]);
+    if (helper) {  // values i < C: the X row of this step; C + c2: the Y row of the previous one
+      const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
+      const int prev = rev ? pos + 1 : pos - 1;
+      const int nh = static_cast<int>(blockDim.x) - nmain;
+      for (int i = tid - nmain; i < 2 * C; i += nh) {
+        if (i < C) {
+          if (X && s < L) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
+        } else if (Y && s > 1) {
+          Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
+        }
       }
-      if (X && s < L)
-        for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = v.xoff[c2] + log(v.xm[c2]);
     }
     if (s == L) break;  // sigma[L] / gamma[0] are never used
     if (active)
@@ -474,7 +484,8 @@ void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
   const auto kernel = lse_fast_kernel<G, J1, J2>;
   if (smem > 48 * 1024)
     TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0), smem, stream>>>(a);
+  const int max_threads = J1 > 0 ? small_threads(J2) : kMaxRecThreads;
+  kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0, max_threads), smem, stream>>>(a);
   TS_LAUNCHED("lse_fast_kernel");
 }
 
@@ -507,7 +518,8 @@ void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit,
   // C <= 40 or 64 (J2 = 5, 8), where their shared memory fits too.
   const int J1 = l.K <= 32 ? 4 : (l.K <= 64 ? 8 : 0), J2 = l.C <= 40 ? 5 : (l.C <= 64 ? 8 : 0);
   const size_t small_smem = lse_fast_small_smem_bytes(l.K, l.C, J2 * 8) - 64;
-  if (a.G == 8 && J1 > 0 && J2 > 0 && lse_fast_threads(l.C, 8, true) <= kSmallThreads && small_smem + 64 <= smem_limit) {
+  if (a.G == 8 && J1 > 0 && J2 > 0 && (l.C * 8 + 31) / 32 * 32 + 32 <= small_threads(J2) &&
+      small_smem + 64 <= smem_limit) {
     if (J1 == 4)
       J2 == 5 ? launch_g<8, 4, 5>(a, blocks, small_smem, stream) : launch_g<8, 4, 8>(a, blocks, small_smem, stream);
     else
