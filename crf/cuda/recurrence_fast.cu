@@ -225,6 +225,18 @@ __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool
   ref = mx;
 }
 
+// The unrolled variants' start (the whole block): the mirrored ring 0 (the
+// rows before the first position), the padding of the label buffers (offset
+// -inf, mantissa 1, P 0).
+__device__ void fast_zero(const FastSmem& m, int K, int C, int tid) {
+  for (int i = tid; i < 2 * K * C; i += blockDim.x) m.q[i] = 0.0;
+  for (int i = tid; i < 2 * (m.CP - C); i += blockDim.x) {
+    const int at = (i & 1) * m.CP + C + (i >> 1);
+    m.xoff[at] = kNegInf, m.xm[at] = 1.0, m.P[at] = 0.0;
+  }
+  __syncthreads();
+}
+
 // Per-label set-up by the group of c: Dmax, Amax, ED, ET and whether every
 // finite ET is >= kEtMin; row 0 of the recurrence (forward sigma[0] = s,
 // backward gamma[L] = e; alpha[0] / rho[L] = -inf) into the ring and tables.
@@ -400,14 +412,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
   double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
   constexpr bool kSmall = J1 > 0;
   const FastSmem m = carve(smem_raw, K, C, kSmall, kSmall ? J2 * G : C);
-  if (kSmall) {  // the ring 0 (rows before the first position), the padding of the label buffers
-    for (int i = tid; i < 2 * K * C; i += blockDim.x) m.q[i] = 0.0;
-    for (int i = tid; i < 2 * (m.CP - C); i += blockDim.x) {
-      const int at = (i & 1) * m.CP + C + (i >> 1);
-      m.xoff[at] = kNegInf, m.xm[at] = 1.0, m.P[at] = 0.0;
-    }
-    __syncthreads();
-  }
+  if (kSmall) fast_zero(m, K, C, tid);
 
   double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
   bool etok = true;
