@@ -34,6 +34,8 @@
 //   * Every kernel, memset and copy is queued on the backend's stream
 //     (set_stream); a call waits only for that stream (status read-back).
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <memory>
 #include <sstream>
 #include <stdexcept>
@@ -47,6 +49,17 @@ namespace timitseg::crf {
 namespace cuda_impl {
 namespace {
 
+// The value of the environment knob `name` (read when the backend is
+// created): empty when unset or empty, else one of `allowed`; any other value
+// is one error line naming the knob, what it must be (`expected`) and the value.
+std::string env_knob(const char* name, std::initializer_list<const char*> allowed, const char* expected) {
+  const char* env = std::getenv(name);
+  if (!env || !*env) return {};
+  for (const char* v : allowed)
+    if (std::strcmp(env, v) == 0) return env;
+  throw std::invalid_argument(std::string(name) + " must be " + expected + ", got '" + env + "'");
+}
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend() {
@@ -56,48 +69,29 @@ class CudaBackend final : public Backend {
     // Benchmark knob: lanes per label group (4, 8, 16 or 32). Results stay
     // deterministic for a given value, but the summation order (hence the
     // last bits) depends on it. Unset: chosen from K and C.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_LANES")) {
-      const std::string v = env;
-      if (v == "4" || v == "8" || v == "16" || v == "32") {
-        lanes_override_ = std::stoi(v);
-      } else if (!v.empty()) {
-        throw std::invalid_argument("TIMITSEG_CUDA_LANES must be 4, 8, 16 or 32, got '" + v + "'");
-      }
-    }
+    const std::string lanes = env_knob("TIMITSEG_CUDA_LANES", {"4", "8", "16", "32"}, "4, 8, 16 or 32");
+    if (!lanes.empty()) lanes_override_ = std::stoi(lanes);
     // Test knob: TIMITSEG_CUDA_RECURRENCE=exact runs log-sum-exp on the
     // log-domain kernel (recurrence.cu) even where the scaled linear-domain
     // one (recurrence_fast.cu) fits; the two agree to float64 rounding.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_RECURRENCE")) {
-      const std::string v = env;
-      if (v == "exact") {
-        fast_enabled_ = false;
-      } else if (!v.empty() && v != "fast") {
-        throw std::invalid_argument("TIMITSEG_CUDA_RECURRENCE must be 'fast' or 'exact', got '" + v + "'");
-      }
-    }
+    fast_enabled_ = env_knob("TIMITSEG_CUDA_RECURRENCE", {"fast", "exact"}, "'fast' or 'exact'") != "exact";
     // Test knob: TIMITSEG_CUDA_MARGINALS=exact sums the parameter marginals
     // with one exp per term (marginal_kernel) even where the linear-domain
     // kernel (marginal_fast.cu) fits; the two agree to float64 rounding.
-    if (const char* env = std::getenv("TIMITSEG_CUDA_MARGINALS")) {
-      const std::string v = env;
-      if (v == "exact") {
-        fast_marginals_ = false;
-      } else if (!v.empty() && v != "linear") {
-        throw std::invalid_argument("TIMITSEG_CUDA_MARGINALS must be 'linear' or 'exact', got '" + v + "'");
-      }
-    }
+    fast_marginals_ = env_knob("TIMITSEG_CUDA_MARGINALS", {"linear", "exact"}, "'linear' or 'exact'") != "exact";
     // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
-    if (const char* env = std::getenv("TIMITSEG_CUDA_RING")) {
-      const std::string v = env;
-      if (v == "global") {
-        force_global_ring_ = true;
-      } else if (!v.empty() && v != "shared") {
-        throw std::invalid_argument("TIMITSEG_CUDA_RING must be 'shared' or 'global', got '" + v + "'");
-      }
-    }
+    force_global_ring_ = env_knob("TIMITSEG_CUDA_RING", {"shared", "global"}, "'shared' or 'global'") == "global";
   }
+  ~CudaBackend() override {
+    // Teardown: errors here cannot be reported (a destructor does not throw).
+    if (join_) (void)cudaEventDestroy(join_);
+    if (fork_) (void)cudaEventDestroy(fork_);
+    if (side_) (void)cudaStreamDestroy(side_);
+  }
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
   std::string name() const override { return "cuda"; }
   bool on_device() const override { return true; }
   // Every call already waits for its own work (it reads back the status
@@ -154,10 +148,19 @@ class CudaBackend final : public Backend {
                 const Grads& grads, void* workspace) override {
     if (!std::isfinite(scale)) throw std::invalid_argument("cuda backend: backward scale must be finite");
     const Layout l = begin(dims, p, labels, workspace, "backward");
-    if (labels) launch_gold(l, p, labels, gold, workspace, stream_);
+    // The gold kernel (B blocks) on a side stream, beside the recurrence
+    // (2B blocks, one per SM): forked after the validation, joined before the
+    // kernels that read its counts and markers. Its outputs and the status
+    // word's integer atomicMin do not depend on the order.
+    if (labels) {
+      fork_side();
+      launch_gold(l, p, labels, gold, workspace, side_);
+      TS_CUDA(cudaEventRecord(join_, side_));
+    }
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
     recurrence<false>(l, a, 2 * l.B);
+    if (labels) TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
     const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
     if (grads.transition || grads.duration_bias) {
       if (use_fast_marginals(l.K, l.C))
@@ -321,6 +324,19 @@ class CudaBackend final : public Backend {
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
   } deferred_;
+  cudaStream_t side_ = nullptr;  // backward's gold kernel, forked from / joined to stream_
+  cudaEvent_t fork_ = nullptr, join_ = nullptr;
+
+  // Makes side_ wait for the work queued on stream_ so far (created on first use).
+  void fork_side() {
+    if (!side_) {
+      TS_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
+      TS_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
+      TS_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
+    }
+    TS_CUDA(cudaEventRecord(fork_, stream_));
+    TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
+  }
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {

@@ -29,8 +29,10 @@ constexpr int kMargThreads = 256;
 constexpr double kFactorMin = 0x1p-900;  // EA, ED below: entry always exact
 constexpr double kQMax = 0x1p900;        // Q, q above: term exact
 
+// Shared memory of O((kTile + K) C): the per-entry sums live in the output
+// partials (each owned by one thread) and each entry's scale is recomputed
+// per tile, so that several blocks fit per SM (one wave at B=32 T=200).
 struct MargSmem {
-  double *acc, *f;   // [C*C + K*C]: per entry sum and scale (EA / ED; -1: exact entry; 0: -inf entry)
   double *P, *Q, *p;  // [kTile][C]
   double* q;          // [kTile + K - 1][C]
   double *amax, *dmax, *ref;  // [C]
@@ -40,9 +42,6 @@ struct MargSmem {
 __device__ MargSmem carve_marg(unsigned char* raw, int K, int C) {
   MargSmem m;
   double* x = reinterpret_cast<double*>(raw);
-  const int n = C * C + K * C;
-  m.acc = x, x += n;
-  m.f = x, x += n;
   m.P = x, x += kTile * C;
   m.Q = x, x += kTile * C;
   m.p = x, x += kTile * C;
@@ -63,14 +62,12 @@ struct MargArgs {
   const unsigned long long* status;
 };
 
-// Column maxima of A and D, the chunk's reference ref[c], and each entry's
-// scale f (EA or ED; -1 = always exact; 0 = the parameter is -inf). The
-// maxima are taken by up to kTile slices of the block per column (partials
+// Column maxima of A and D and the chunk's reference ref[c]. The maxima are taken by up to kTile slices of the block per column (partials
 // in the P / Q / p tiles, then combined by one thread per column), so that
 // no thread walks a whole column: the loads are the kernel's latency.
 __device__ void marg_setup(const MargArgs& a, MargSmem m, const float* cum, const double* sigma, const float* onset,
                            int u0, int u1) {
-  const int C = a.l.C, K = a.l.K, nA = C * C, nD = K * C;
+  const int C = a.l.C, K = a.l.K;
   const int ns = max(1, min(kTile, static_cast<int>(blockDim.x) / C));
   for (int i = threadIdx.x; i < ns * C; i += blockDim.x) {
     const int c = i % C, j = i / C;
@@ -101,19 +98,16 @@ __device__ void marg_setup(const MargArgs& a, MargSmem m, const float* cum, cons
     m.dmax[c] = dm;
     m.ref[c] = rf;
   }
-  __syncthreads();
-  for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) {
-    const int c = e % C;
-    const double v = e < nA ? static_cast<double>(a.A[e]) : static_cast<double>(a.D[e - nA]);
-    const double mx = e < nA ? m.amax[c] : m.dmax[c];
-    double f = 0.0;
-    if (v != kNegInf) {
-      f = exp(v - mx);
-      if (f < kFactorMin) f = -1.0;
-    }
-    m.f[e] = f;
-    m.acc[e] = 0.0;
-  }
+}
+
+// Scale of entry e: EA or ED; -1: always exact (under kFactorMin); 0: the
+// parameter is -inf (every term 0).
+__device__ __forceinline__ double entry_scale(const MargArgs& a, const MargSmem& m, int e, int nA, int C) {
+  const int c = e % C;
+  const double v = e < nA ? static_cast<double>(a.A[e]) : static_cast<double>(a.D[e - nA]);
+  if (v == kNegInf) return 0.0;
+  const double f = exp(v - (e < nA ? m.amax[c] : m.dmax[c]));
+  return f < kFactorMin ? -1.0 : f;
 }
 
 // The tile's factors: Ra, P, Q (positions u = t0 + r, 1 <= u < u1 for P and
@@ -160,21 +154,21 @@ __device__ void marg_factors(const MargArgs& a, MargSmem m, const float* cum, co
   __syncthreads();
 }
 
-// Adds the tile's terms to each entry's sum (one thread per entry, positions in order).
+// Adds the tile's terms to each entry's sum in out (one thread per entry,
+// positions in order; the first tile starts the sum, the last one scales it).
 __device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum, const float* onset, size_t base,
-                                int t0, int nr, int u0, int L, double lz) {
+                                int t0, int nr, int u0, int L, double lz, bool first, bool last, double* out) {
   const int C = a.l.C, K = a.l.K, nA = C * C, nD = K * C;
   const double* alpha = a.alpha_all + base;
   const double* rho = a.rho_all + base;
   const double* sigma = a.sigma_all + base;
   const double* gamma = a.gamma_all + base;
   for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) {
-    const double f = m.f[e];
-    if (f == 0.0) continue;
+    const double f = entry_scale(a, m, e, nA, C);
     const bool exact = f < 0.0;
     const double inv = exact ? 1.0 : 1.0 / f;
     double s = 0.0;
-    if (e < nA) {
+    if (f != 0.0 && e < nA) {
       const int cp = e / C, c = e % C;
       const double av = static_cast<double>(a.A[e]);
       for (int r = max(0, 1 - t0); r < nr; ++r) {
@@ -186,7 +180,7 @@ __device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum,
           s += exp(alpha[u * C + cp] + av + rho[u * C + c] - lz) * inv;
         }
       }
-    } else {
+    } else if (f != 0.0) {
       const int k = (e - nA) / C, c = (e - nA) % C, d = k + 1;
       const double dd = static_cast<double>(a.D[e - nA]);
       const int rend = min(nr, L - d + 1 - t0);
@@ -202,7 +196,8 @@ __device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum,
         }
       }
     }
-    m.acc[e] += s;
+    const double tot = first ? 0.0 + s : out[e] + s;
+    out[e] = last && f > 0.0 ? tot * f : tot;
   }
 }
 
@@ -223,25 +218,23 @@ __global__ void __launch_bounds__(kMargThreads) marginal_fast_kernel(MargArgs a)
   const float* cum = a.cum_all + base;
   const float* onset = a.onset_all ? a.onset_all + static_cast<size_t>(b) * a.l.T * C : nullptr;  // [T][C]
   const int u0 = ch * a.l.chunk, u1 = min(L, u0 + a.l.chunk);
+  if (u0 >= u1) {  // a chunk past the utterance's end
+    for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) out[e] = 0.0;
+    return;
+  }
   marg_setup(a, m, cum, a.sigma_all + base, onset, u0, u1);
   for (int t0 = u0; t0 < u1; t0 += kTile) {
     const int nr = min(kTile, u1 - t0);
-    __syncthreads();  // the previous tile's sums are done with the factors (and setup with f / acc)
+    __syncthreads();  // the previous tile's sums are done with the factors (and setup with the maxima)
     marg_factors(a, m, cum, onset, base, t0, nr, L, lz);
-    marg_accumulate(a, m, cum, onset, base, t0, nr, u0, L, lz);
-  }
-  __syncthreads();
-  for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) {
-    const double f = m.f[e];
-    out[e] = f > 0.0 ? m.acc[e] * f : m.acc[e];
+    marg_accumulate(a, m, cum, onset, base, t0, nr, u0, L, lz, t0 == u0, t0 + kTile >= u1, out);
   }
 }
 
 }  // namespace
 
 size_t marginal_fast_smem_bytes(int K, int C) {
-  const size_t n = static_cast<size_t>(C) * C + static_cast<size_t>(K) * C;
-  return sizeof(double) * (2 * n + static_cast<size_t>(3 * kTile + kTile + K - 1) * C + 3 * C + kTile);
+  return sizeof(double) * (static_cast<size_t>(3 * kTile + kTile + K - 1) * C + 3 * C + kTile);
 }
 
 void launch_marginals_fast(const Layout& l, const Params& p, void* ws, cudaStream_t stream) {

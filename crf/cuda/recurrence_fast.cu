@@ -38,6 +38,7 @@
 // log-sum-exp on the exact log values. The choice depends on the data
 // alone, so reruns are bitwise identical; log_partition and backward run the
 // same code (only the table stores differ), so their log Z agree bitwise.
+#include <algorithm>
 #include <stdexcept>
 
 #include "crf/cuda/recurrence.cuh"
@@ -52,6 +53,20 @@ constexpr double kSumLo = 0x1p-500;
 constexpr double kSumHi = 0x1p1000;
 constexpr double kEtMin = 0x1p-900;
 constexpr double kLn2 = 0.69314718055994530942;
+// Threads of the unrolled variants (J2 = 5: C <= 40; J2 = 8), so that ED and
+// ET fit in registers (at most 12 warps: 168 registers a thread; 16: 128).
+constexpr int small_threads(int J2) { return J2 == 5 ? 384 : 512; }
+// Table warps: up to 3, one value of the two rows (2 C) a thread when C <= 48.
+constexpr int kMaxTableWarps = 3;
+
+// The label groups, and the warps writing the tables when `tables` (at least
+// one; as many as fit under `max_threads`, at most kMaxTableWarps and 2 C / 32).
+int lse_fast_threads(int C, int G, bool tables, int max_threads) {
+  const int nmain = std::max(32, (C * G + 31) / 32 * 32);
+  if (!tables) return nmain;
+  const int room = (max_threads - nmain) / 32, need = (2 * C + 31) / 32;
+  return nmain + 32 * std::max(1, std::min({room, need, kMaxTableWarps}));
+}
 
 template <int G>
 __device__ __forceinline__ double group_sum(double v, unsigned mask) {
@@ -59,10 +74,15 @@ __device__ __forceinline__ double group_sum(double v, unsigned mask) {
   for (int off = G / 2; off >= 1; off >>= 1) v += __shfl_xor_sync(mask, v, off, G);
   return v;
 }
+// max(a, b) for operands that are never NaN (offsets, log values: finite or
+// -inf): one compare and two selects, where fmax also handles NaN (about
+// twice the instructions on the sequential path).
+__device__ __forceinline__ double max_nn(double a, double b) { return b > a ? b : a; }
+
 template <int G>
 __device__ __forceinline__ double group_max(double v, unsigned mask) {
 #pragma unroll
-  for (int off = G / 2; off >= 1; off >>= 1) v = fmax(v, __shfl_xor_sync(mask, v, off, G));
+  for (int off = G / 2; off >= 1; off >>= 1) v = max_nn(v, __shfl_xor_sync(mask, v, off, G));
   return v;
 }
 
@@ -88,27 +108,52 @@ __device__ __forceinline__ float trans(const float* A, int C, bool rev, int c, i
   return rev ? A[c * C + c2] : A[c2 * C + c];
 }
 
-// Shared memory, all float64: the rings q, woff, wm and ED [K][C]; ET [C][C];
-// xoff, xm, P, yoff, ym [C]; cur [2][C] (cum_scores of this / the next position).
+// Shared memory, all float64: the rings q ([2K][C] when mirrored, else
+// [K][C]), woff, wm and ED [K][C]; ET [C][C]; xoff, xm, P, yoff, ym [2][CP]
+// (by the parity of the step; CP >= C, the entries past C padding: xoff -inf,
+// xm 1, P 0); cur [3][C] (cum_scores of the rows of steps s, s+1, s+2 modulo
+// 3). With the per-step buffers one __syncthreads per position suffices
+// (lse_fast_kernel). The mirrored ring keeps row r also in row r + K (q2), so
+// the unrolled phase 1 reads the K rows before / after a slot without a wrap.
 struct FastSmem {
-  double *q, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
+  double *q, *q2, *woff, *wm, *ED, *ET, *xoff, *xm, *P, *yoff, *ym, *cur;
+  int CP;
 };
 
-__device__ FastSmem carve(unsigned char* raw, int K, int C) {
+// q[i] of the ring (i = row * C + c, row < K), and its mirror.
+__device__ __forceinline__ void put_q(const FastSmem& m, int i, double v) {
+  m.q[i] = v;
+  if (m.q2) m.q2[i] = v;
+}
+
+// The buffers of one step: parity `par` (= s & 1) for xoff, xm, P, yoff, ym;
+// `cb` (= s % 3) for cur.
+__device__ __forceinline__ FastSmem step_view(const FastSmem& m, int C, int par, int cb) {
+  FastSmem v = m;
+  const int o = par * m.CP;
+  v.xoff += o, v.xm += o, v.P += o, v.yoff += o, v.ym += o;
+  v.cur += cb * C;
+  return v;
+}
+
+__device__ FastSmem carve(unsigned char* raw, int K, int C, bool mirror, int CP) {
   FastSmem m;
   double* p = reinterpret_cast<double*>(raw);
   const int KC = K * C;
+  m.CP = CP;
   m.q = p, p += KC;
+  m.q2 = mirror ? p : nullptr;
+  if (mirror) p += KC;
   m.woff = p, p += KC;
   m.wm = p, p += KC;
   m.ED = p, p += KC;
   m.ET = p, p += C * C;
-  m.xoff = p, p += C;
-  m.xm = p, p += C;
-  m.P = p, p += C;
-  m.yoff = p, p += C;
-  m.ym = p, p += C;
-  m.cur = p;
+  m.xoff = p, p += 2 * CP;
+  m.xm = p, p += 2 * CP;
+  m.P = p, p += 2 * CP;
+  m.yoff = p, p += 2 * CP;
+  m.ym = p, p += 2 * CP;
+  m.cur = p;  // 3 * C
   return m;
 }
 
@@ -163,7 +208,7 @@ __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool
       m.woff[at] = wo;
       m.wm[at] = wmv;
       // ref = -inf only with wo = -inf here
-      m.q[at] = qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref));
+      put_q(m, at, qv == qv ? qv : (ref == kNegInf ? 0.0 : wmv * exp(wo - ref)));
     }
     return;
   }
@@ -171,13 +216,25 @@ __device__ __forceinline__ void ring_store(const FastSmem& m, int K, int C, bool
   __syncwarp(gmask);
   const int nr = min(K, s + 1);  // rows pos, pos -+ 1, ...: the window of the next step
   double mx = kNegInf;
-  for (int j = lane; j < nr; j += G) mx = fmax(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
+  for (int j = lane; j < nr; j += G) mx = max_nn(mx, m.woff[ring_slot(slot, j, rev, K) * C + c]);
   mx = group_max<G>(mx, gmask);
   for (int j = lane; j < nr; j += G) {
     const int row = ring_slot(slot, j, rev, K) * C + c;
-    m.q[row] = mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx);
+    put_q(m, row, mx == kNegInf ? 0.0 : m.wm[row] * exp(m.woff[row] - mx));
   }
   ref = mx;
+}
+
+// The unrolled variants' start (the whole block): the mirrored ring 0 (the
+// rows before the first position), the padding of the label buffers (offset
+// -inf, mantissa 1, P 0).
+__device__ void fast_zero(const FastSmem& m, int K, int C, int tid) {
+  for (int i = tid; i < 2 * K * C; i += blockDim.x) m.q[i] = 0.0;
+  for (int i = tid; i < 2 * (m.CP - C); i += blockDim.x) {
+    const int at = (i & 1) * m.CP + C + (i >> 1);
+    m.xoff[at] = kNegInf, m.xm[at] = 1.0, m.P[at] = 0.0;
+  }
+  __syncthreads();
 }
 
 // Per-label set-up by the group of c: Dmax, Amax, ED, ET and whether every
@@ -214,7 +271,7 @@ __device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, 
     const int at = (pos0 % K) * C + c;
     m.woff[at] = w;
     m.wm[at] = 1.0;
-    m.q[at] = w == kNegInf ? 0.0 : 1.0;
+    put_q(m, at, w == kNegInf ? 0.0 : 1.0);
     const double cp1 = cum[pos1 * C + c];
     m.cur[C + c] = cp1;  // buffer of step 1
     // An upper bound of alpha[1,c] / rho[L-1,c] (reference of step 1, its max over labels).
@@ -225,10 +282,10 @@ __device__ void fast_init(const RecArgs& a, const FastSmem& m, bool rev, int L, 
 // Phase 1 of step s (position pos) for label c: segments ending at pos
 // (forward) / starting at pos (backward); xoff, xm and P (against the
 // reference R) of the row into shared memory.
-template <int G>
+template <int G, int J>
 __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
                                             int c, const double* cur, const float* onset, double ref, double dmx,
-                                            double R, int lane, unsigned gmask) {
+                                            double R, const double (&ed)[J > 0 ? J : 1], int lane, unsigned gmask) {
   const int K = a.K, C = a.C;
   const int dmax = min(K, s);
   const double cp = cur[c];
@@ -240,7 +297,19 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
   if (rev && onset) base += o;
   const double F = exp(base - R);
   double part = 0.0;
-  for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  if constexpr (J > 0) {
+    // At most J terms per lane (K <= J G): unrolled, no bound. ED[k = lane +
+    // j G][c] in registers (0 for k >= K), the mirrored ring read at row
+    // slot -+ (k + 1) without a wrap (k >= K: a valid row, times 0); rows
+    // before the first position are 0 (zeroed at the start), so the terms
+    // d > s add +0: the same sum, bit for bit, as the loop below.
+    const double* q0 = m.q + (rev ? slot + 1 : slot + K - 1) * C + c;  // the row of d = 1
+    const int dir = rev ? C : -C;
+#pragma unroll
+    for (int j = 0; j < J; ++j) part = fma(ed[j], q0[min(lane + j * G, K - 1) * dir], part);
+  } else {
+    for (int k = lane; k < dmax; k += G) part = fma(m.ED[k * C + c], m.q[ring_slot(slot, k + 1, rev, K) * C + c], part);
+  }
   const double sum = group_sum<G>(part, gmask);
   double xo, xmv = 1.0, pv;
   if (sum >= kSumLo && sum <= kSumHi) {
@@ -264,10 +333,11 @@ __device__ __forceinline__ void fast_phase1(const RecArgs& a, const FastSmem& m,
 // Phase 2 of step s for label c: the C x C transition as a matrix-vector
 // product; the max offset of the row (R := the next reference); w into the
 // rings; with store, yoff / ym for the table warp.
-template <int G>
+template <int G, int J>
 __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m, bool rev, int s, int pos, int slot,
                                             int c, const double* cur, const float* onset, bool store, double amx,
-                                            bool etok, double& ref, double& R, int lane, unsigned gmask) {
+                                            bool etok, const double (&et)[J > 0 ? J : 1], double& ref, double& R,
+                                            int lane, unsigned gmask) {
   const int K = a.K, C = a.C;
   // w = wbase + e log 2 + log m for a sum m 2^e; q = sum * exp(wbase - ref).
   const double cp = cur[c];
@@ -275,9 +345,20 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   if (!rev && onset) wbase += static_cast<double>(onset[pos * C + c]);
   const double F = exp(wbase - ref);
   double part = 0.0, mx = kNegInf;
-  for (int c2 = lane; c2 < C; c2 += G) {
-    part = fma(m.ET[c * C + c2], m.P[c2], part);
-    mx = fmax(mx, m.xoff[c2]);
+  if constexpr (J > 0) {
+    // C <= J G <= CP: unrolled, no bound: ET[c][lane + j G] in registers (0
+    // past C), the padding of P (0) and xoff (-inf) adds nothing.
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      const int c2 = lane + j * G;
+      part = fma(et[j], m.P[c2], part);
+      mx = max_nn(mx, m.xoff[c2]);
+    }
+  } else {
+    for (int c2 = lane; c2 < C; c2 += G) {
+      part = fma(m.ET[c * C + c2], m.P[c2], part);
+      mx = max_nn(mx, m.xoff[c2]);
+    }
   }
   const double sum = group_sum<G>(part, gmask);
   mx = group_max<G>(mx, gmask);
@@ -297,12 +378,17 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   if (lane == 0 && store) m.yoff[c] = yo, m.ym[c] = ymv;
   ring_store<G>(m, K, C, rev, s, slot, c, wo, ymv, qv, ref, lane, gmask);
   R = mx;
+  __syncwarp(gmask);  // the ring row (written by lane 0 or the reset) before the next phase 1 reads it
 }
 
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
-// recurrence_kernel). X/Y tables written only when a.store.
-template <int G>
-__global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+// recurrence_kernel). X/Y tables written only when a.store. J1, J2 > 0: at
+// most J1 duration terms (K <= J1 G) and J2 transition terms (C <= J2 G) per
+// lane, at most small_threads(J2) threads: the term loops unrolled with no
+// bounds, ED / ET in registers, the ring mirrored, the label buffers padded
+// to CP = J2 G; J1 = J2 = 0: any K, C.
+template <int G, int J1, int J2>
+__global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int B = a.B, T = a.T, K = a.K, C = a.C;
   const bool rev = blockIdx.x >= static_cast<unsigned>(B);
@@ -312,8 +398,9 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   const int tid = threadIdx.x;
   const int lane = tid % G, c = tid / G;
   const bool active = c < C;
-  // With a.store, the warp after the label groups writes the tables (the log
-  // of each value), off the sequential path of the groups.
+  // With a.store, the warps after the label groups (1 to kMaxTableWarps)
+  // write the tables (the log of each value), off the sequential path of the
+  // groups; with one value a thread their step is shorter than the groups'.
   const int nmain = (C * G + 31) / 32 * 32;
   const bool helper = tid >= nmain;
   const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
@@ -323,52 +410,72 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
   double* X = a.store ? (rev ? a.rho : a.alpha) + base : nullptr;    // [T+1][C]
   double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
-  const FastSmem m = carve(smem_raw, K, C);
+  constexpr bool kSmall = J1 > 0;
+  const FastSmem m = carve(smem_raw, K, C, kSmall, kSmall ? J2 * G : C);
+  if (kSmall) fast_zero(m, K, C, tid);
 
   double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
   bool etok = true;
   if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
   __syncthreads();
-  if (active) {
-    for (int c2 = lane; c2 < C; c2 += G) R = fmax(R, m.xoff[c2]);
+  double ed[J1 > 0 ? J1 : 1], et[J2 > 0 ? J2 : 1];  // ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
+#pragma unroll
+  for (int j = 0; j < (J1 > 0 ? J1 : 1); ++j) {
+    const int k = lane + j * G;
+    ed[j] = (kSmall && active && k < K) ? m.ED[k * C + c] : 0.0;
+  }
+#pragma unroll
+  for (int j = 0; j < (J2 > 0 ? J2 : 1); ++j) {
+    const int k = lane + j * G;
+    et[j] = (kSmall && active && k < C) ? m.ET[c * C + k] : 0.0;
+  }
+  if (active) {  // the reference of step 1: the max of the bounds of row 1 (buffer 0)
+    for (int c2 = lane; c2 < C; c2 += G) R = max_nn(R, m.xoff[c2]);
     R = group_max<G>(R, gmask);
   }
-  __syncthreads();
 
-  for (int s = 1; s <= L; ++s) {
+  // One __syncthreads per position: phase 1 of step s writes the buffers of
+  // parity s & 1, which phase 2 of step s and the table warp read after the
+  // barrier; they are next written in phase 1 of step s + 2, after the next
+  // barrier. The ring (own label) is ordered by __syncwarp in the group.
+  int cb = 1;  // s % 3: the cum_scores buffer of step s
+  int slot = (rev ? L - 1 : 1) % K;  // pos % K
+  for (int s = 1;; ++s) {
     const int pos = rev ? L - s : s;
-    const int slot = pos % K;
-    const double* cur = m.cur + (s & 1) * C;  // cum_scores row pos
-    // The next position's cum_scores row: loaded now, stored after phase 1.
-    const int pos_next = rev ? pos - 1 : pos + 1;
+    const FastSmem v = step_view(m, C, s & 1, cb);
+    const int cb_next = cb == 2 ? 0 : cb + 1;
+    // The next position's cum_scores row: loaded now, stored after phase 1
+    // into the buffer of step s + 1 (last read in step s - 2).
     const bool prefetch = s < L && tid < C;
     float next_cum = 0.0f;
-    if (prefetch) next_cum = cum[pos_next * C + tid];
-
-    // Phase 1 (fast_phase1); the table warp writes the Y row of the previous step.
-    if (active) {
-      fast_phase1<G>(a, m, rev, s, pos, slot, c, cur, onset, ref, dmx, R, lane, gmask);
-    } else if (helper && Y && s > 1) {  // the Y row of the previous step
+    if (prefetch) next_cum = cum[(rev ? pos - 1 : pos + 1) * C + tid];
+    if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
+    if (prefetch) m.cur[cb_next * C + tid] = next_cum;
+    __syncthreads();
+    if (helper) {  // values i < C: the X row of this step; C + c2: the Y row of the previous one
+      const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
       const int prev = rev ? pos + 1 : pos - 1;
-      for (int c2 = tid - nmain; c2 < C; c2 += 32) Y[prev * C + c2] = m.yoff[c2] + log(m.ym[c2]);
+      const int nh = static_cast<int>(blockDim.x) - nmain;
+      for (int i = tid - nmain; i < 2 * C; i += nh) {
+        if (i < C) {
+          if (X && s < L) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
+        } else if (Y && s > 1) {
+          Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
+        }
+      }
     }
-    __syncthreads();
     if (s == L) break;  // sigma[L] / gamma[0] are never used
-    if (prefetch) m.cur[((s + 1) & 1) * C + tid] = next_cum;
-
-    // Phase 2 (fast_phase2); the table warp writes the X row of this step.
-    if (active) {
-      fast_phase2<G>(a, m, rev, s, pos, slot, c, cur, onset, Y != nullptr, amx, etok, ref, R, lane, gmask);
-    } else if (helper && X) {  // the X row of this step
-      for (int c2 = tid - nmain; c2 < C; c2 += 32) X[pos * C + c2] = m.xoff[c2] + log(m.xm[c2]);
-    }
-    __syncthreads();
+    if (active)
+      fast_phase2<G, J2>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
+    cb = cb_next;
+    slot = rev ? (slot == 0 ? K - 1 : slot - 1) : (slot == K - 1 ? 0 : slot + 1);
   }
 
   // log Z from the exact last row (forward alpha[L], backward rho[0]), which
-  // is also the last X row.
+  // is also the last X row (buffer L & 1; buffer 0 of P is free by now).
   if (active && lane == 0) {
-    m.P[c] = m.xoff[c] + log(m.xm[c]);
+    const FastSmem v = step_view(m, C, L & 1, 0);
+    m.P[c] = v.xoff[c] + log(v.xm[c]);
     if (X) X[(rev ? 0 : L) * C + c] = m.P[c];
   }
   __syncthreads();
@@ -377,14 +484,13 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) 
   finish_recurrence<LseAcc, false>(a, b, rev, m.P, fin_val, fin_idx);
 }
 
-template <int G>
+template <int G, int J1 = 0, int J2 = 0>
 void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
-  const auto kernel = lse_fast_kernel<G>;
+  const auto kernel = lse_fast_kernel<G, J1, J2>;
   if (smem > 48 * 1024)
     TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  // The label groups, and one warp writing the tables when a.store.
-  const int threads = std::max(32, (a.C * G + 31) / 32 * 32) + (a.store ? 32 : 0);
-  kernel<<<blocks, threads, smem, stream>>>(a);
+  const int max_threads = J1 > 0 ? small_threads(J2) : kMaxRecThreads;
+  kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0, max_threads), smem, stream>>>(a);
   TS_LAUNCHED("lse_fast_kernel");
 }
 
@@ -393,7 +499,13 @@ void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
 // Dynamic shared memory, plus 64 bytes for the kernel's static fin_val / fin_idx.
 size_t lse_fast_smem_bytes(int K, int C) {
   const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C);
-  return sizeof(double) * (4 * k * c + c * c + 7 * c) + 64;
+  return sizeof(double) * (4 * k * c + c * c + 13 * c) + 64;
+}
+
+// The unrolled variants: the ring mirrored (K C more), label buffers of CP.
+static size_t lse_fast_small_smem_bytes(int K, int C, int CP) {
+  const size_t k = static_cast<size_t>(K), c = static_cast<size_t>(C), cp = static_cast<size_t>(CP);
+  return sizeof(double) * (5 * k * c + c * c + 10 * cp + 3 * c) + 64;
 }
 
 bool lse_fast_fits(int K, int C, int G, size_t smem_limit) {
@@ -407,6 +519,18 @@ void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit,
   if (!lse_fast_fits(l.K, l.C, a.G, smem_limit))
     throw std::logic_error("cuda backend: launch_lse_fast called for dims it does not fit");
   const size_t smem = lse_fast_smem_bytes(l.K, l.C) - 64;  // the dynamic part
+  // The unrolled variants for the default G = 8: K <= 32 or 64 (J1 = 4, 8),
+  // C <= 40 or 64 (J2 = 5, 8), where their shared memory fits too.
+  const int J1 = l.K <= 32 ? 4 : (l.K <= 64 ? 8 : 0), J2 = l.C <= 40 ? 5 : (l.C <= 64 ? 8 : 0);
+  const size_t small_smem = lse_fast_small_smem_bytes(l.K, l.C, J2 * 8) - 64;
+  if (a.G == 8 && J1 > 0 && J2 > 0 && (l.C * 8 + 31) / 32 * 32 + 32 <= small_threads(J2) &&
+      small_smem + 64 <= smem_limit) {
+    if (J1 == 4)
+      J2 == 5 ? launch_g<8, 4, 5>(a, blocks, small_smem, stream) : launch_g<8, 4, 8>(a, blocks, small_smem, stream);
+    else
+      J2 == 5 ? launch_g<8, 8, 5>(a, blocks, small_smem, stream) : launch_g<8, 8, 8>(a, blocks, small_smem, stream);
+    return;
+  }
   switch (a.G) {
     case 4: launch_g<4>(a, blocks, smem, stream); break;
     case 8: launch_g<8>(a, blocks, smem, stream); break;

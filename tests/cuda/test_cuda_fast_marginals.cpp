@@ -140,5 +140,34 @@ TEST(CudaFastMarginals, UnknownKnobValueIsOneLine) {
   unsetenv("TIMITSEG_CUDA_MARGINALS");
 }
 
+// The four environment knobs share one parser (crf/cuda/backend.cu
+// env_knob): an unknown value is one line naming the knob, the values it
+// takes and the value given; an empty value is the default.
+TEST(CudaFastKnobs, EveryUnknownValueIsOneLine) {
+  SKIP_WITHOUT_GPU();
+  const struct {
+    const char* name;
+    const char* bad;
+    const char* message;
+  } knobs[] = {
+      {"TIMITSEG_CUDA_LANES", "6", "TIMITSEG_CUDA_LANES must be 4, 8, 16 or 32, got '6'"},
+      {"TIMITSEG_CUDA_RECURRENCE", "Exact", "TIMITSEG_CUDA_RECURRENCE must be 'fast' or 'exact', got 'Exact'"},
+      {"TIMITSEG_CUDA_MARGINALS", "fastest", "TIMITSEG_CUDA_MARGINALS must be 'linear' or 'exact', got 'fastest'"},
+      {"TIMITSEG_CUDA_RING", "exact", "TIMITSEG_CUDA_RING must be 'shared' or 'global', got 'exact'"},
+  };
+  for (const auto& k : knobs) {
+    setenv(k.name, k.bad, 1);
+    try {
+      (void)make_cuda_backend();
+      ADD_FAILURE() << "no error for " << k.name << "=" << k.bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_STREQ(k.message, e.what());
+    }
+    setenv(k.name, "", 1);
+    EXPECT_NO_THROW((void)make_cuda_backend()) << k.name << " empty";
+    unsetenv(k.name);
+  }
+}
+
 }  // namespace
 }  // namespace timitseg::crf::testing

@@ -86,6 +86,31 @@ TEST(CudaFastRecurrence, EqualsTheExactKernel) {
   }
 }
 
+// The unrolled variants of lse_fast_kernel at G = 8 (J1 = 4 for K <= 32, 8
+// for K <= 64; J2 = 5 for C <= 40, 8 for C <= 64; at most 512 threads) at
+// their edges, K > T (terms before the first position), and the generic
+// G = 8 kernel (C = 64: 544 threads; K = 80 with TIMITSEG_CUDA_LANES=8).
+TEST(CudaFastRecurrence, EveryUnrolledVariantEqualsTheExactKernel) {
+  SKIP_WITHOUT_GPU();
+  auto fast = make_cuda_backend();
+  auto exact = exact_backend();
+  uint64_t seed = 5300;
+  for (const Config& c : std::vector<Config>{{3, 150, 32, 40},    // J1 4, J2 5
+                                             {3, 150, 20, 60},    // J1 4, J2 8
+                                             {3, 150, 64, 40},    // J1 8, J2 5
+                                             {3, 150, 33, 41},    // J1 8, J2 8
+                                             {4, 20, 60, 39},     // K > T
+                                             {3, 150, 50, 64}}) { // generic (threads)
+    SCOPED_TRACE(::testing::Message() << "B=" << c.B << " T=" << c.T << " K=" << c.K << " C=" << c.C);
+    expect_fast_equals_exact(make_problem(c.B, c.T, c.K, c.C, ++seed), *fast, *exact);
+  }
+  setenv("TIMITSEG_CUDA_LANES", "8", 1);
+  auto fast8 = make_cuda_backend();
+  unsetenv("TIMITSEG_CUDA_LANES");
+  SCOPED_TRACE("K=80 C=20 G=8 (generic)");
+  expect_fast_equals_exact(make_problem(3, 300, 80, 20, ++seed), *fast8, *exact);
+}
+
 // Scores and parameters at the 1e4 scale (most entries take the exact
 // fallback), -inf transitions except the diagonal, -inf durations for some
 // labels, -inf start for all labels but one: the same values as the exact kernel.
@@ -94,28 +119,29 @@ TEST(CudaFastRecurrence, ExtremeAndMinusInfInputsEqualTheExactKernel) {
   auto fast = make_cuda_backend();
   auto exact = exact_backend();
   const float ninf = -std::numeric_limits<float>::infinity();
-  for (int variant = 0; variant < 5; ++variant) {
+  // K, C: the unrolled kernel with J1 = 4, J2 = 5, then J1 = 8, J2 = 8.
+  for (int variant = 0; variant < 10; ++variant) {
     SCOPED_TRACE(::testing::Message() << "variant " << variant);
     Options o;
-    if (variant == 0) o.score_sd = 1e4;
-    if (variant == 1) o.score_sd = 1e3, o.param_sd = 1e3;
-    if (variant == 4) o.score_sd = 60.0;  // ring resets driven by the margin
-    const int64_t B = 4, T = 400, K = 20, C = 9;
+    if (variant % 5 == 0) o.score_sd = 1e4;
+    if (variant % 5 == 1) o.score_sd = 1e3, o.param_sd = 1e3;
+    if (variant % 5 == 4) o.score_sd = 60.0;  // ring resets driven by the margin
+    const int64_t B = 4, T = 400, K = variant < 5 ? 20 : 40, C = variant < 5 ? 9 : 45;
     Problem p = make_problem(B, T, K, C, 7700 + variant, o);
-    if (variant == 2) {
+    if (variant % 5 == 2) {
       for (int64_t i = 0; i < C; ++i)
         for (int64_t j = 0; j < C; ++j)
           if (i != j) p.A[i * C + j] = ninf;
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < p.lengths[b]; ++t) p.labels[b * T + t] = static_cast<int32_t>(b % C);
     }
-    if (variant == 3) {
+    if (variant % 5 == 3) {
       for (int64_t k = 1; k < K; k += 2) p.D[k * C + 2] = ninf;  // label 2: odd durations only
       for (int64_t c = 1; c < C; ++c) p.s[c] = ninf;               // only label 0 may start
       for (int64_t b = 0; b < B; ++b)
         for (int64_t t = 0; t < p.lengths[b]; ++t) p.labels[b * T + t] = 0;
     }
-    expect_fast_equals_exact(p, *fast, *exact, variant <= 1 ? 1e-6 : 1e-8);
+    expect_fast_equals_exact(p, *fast, *exact, variant % 5 <= 1 ? 1e-6 : 1e-8);
   }
 }
 
