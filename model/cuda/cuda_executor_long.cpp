@@ -3,7 +3,8 @@
 // stays that of one window, the kept rows of every window gathered into
 // scores [1][T][C] on the device; `decode` centres the cumsum and runs the
 // Viterbi there (cuda backend), `align` runs the constrained Viterbi in a band
-// on the host's cpu backend (crf/cpu/align_banded.h).
+// on the host's cpu backend (crf/cpu/align_banded.h) and the confidences by
+// batches of transcript windows on the cuda backend (batched_window_confidence).
 #include <chrono>
 #include <memory>
 
@@ -95,7 +96,9 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
                                        optional.empty() ? nullptr : optional.data());
-  if (confidence) {  // windows of the transcript on the host (docs/align.md "Confidence")
+  if (confidence && backend_->on_device()) {  // windows of the transcript as batches on the device (cuda backend)
+    fill_align_confidence(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
+  } else if (confidence) {  // a host crf backend: windows of the transcript on the host's threads
     crf::Session session(*cpu);
     fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
   }
