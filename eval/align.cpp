@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -429,13 +430,14 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
   if (B == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: encoder and alignment in {:.2f} s", pending[0].job->audio, seconds_since(t0));
+    spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].job->audio, seconds_since(t0));
   return r;
 }
 
 }  // namespace
 
 int align(const AlignOptions& o) {
+  const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
   check_align_options(o);
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
@@ -448,8 +450,21 @@ int align(const AlignOptions& o) {
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  auto exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
-  spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
+  // The executor (on a GPU: the CUDA context, cuDNN, the parameters uploaded) is made on a thread of its own
+  // while the first inputs are read (audio, features); the first batch waits for it. Its errors (no device)
+  // stop the command with one line, as before.
+  std::future<std::unique_ptr<model::Executor>> making = std::async(std::launch::async, [&] {
+    return make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
+  });
+  std::unique_ptr<model::Executor> exec;
+  auto executor = [&]() -> model::Executor& {
+    if (!exec) {
+      exec = making.get();
+      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start)", jobs.size(), exec->description(),
+                   seconds_since(start));
+    }
+    return *exec;
+  };
   int done = 0;
   std::vector<std::string> failed;
   // One line per bad input: transcript errors name their file and line
@@ -467,8 +482,9 @@ int align(const AlignOptions& o) {
     int64_t N = 1;
     crf::AlignResult r;
     model::AlignConfidence conf;
+    model::Executor& ex = executor();  // (outside the try: a device error is the command's, not an input's)
     try {
-      r = align_batch(*exec, pending, s, N, &conf);
+      r = align_batch(ex, pending, s, N, &conf);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
       for (const Ready& p : pending) report(p.job->audio, e.what(), false);
       pending.clear();
@@ -526,13 +542,14 @@ int align(const AlignOptions& o) {
     }
     flush();
   }
+  executor();  // made even when no input was read (its error, if any, is the command's)
   if (!failed.empty())
     throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
                              " input file(s) failed (each named above" +
                              (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
                              " aligned into " + o.out_dir);
   made.keep();
-  spdlog::info("aligned {} utterance(s) into {}", done, o.out_dir);
+  spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", done, o.out_dir, seconds_since(start));
   return done;
 }
 
