@@ -410,6 +410,51 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Jobs [at, at + ready.size()) read in parallel (one job per index: the
+// results and the order of the error lines do not depend on the thread
+// count; each job's features on `threads` workers): ready[i], or error[i]
+// (names_file[i] = 1: a transcript error naming its file and line).
+void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState& s, int threads, std::vector<Ready>& ready,
+               std::vector<std::string>& error, std::vector<char>& names_file) {
+  parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
+    try {
+      ready[i] = read_job(jobs[at + i], s, threads);
+    } catch (const data::TranscriptError& e) {
+      error[i] = e.what();
+      names_file[i] = 1;
+    } catch (const std::exception& e) {
+      error[i] = e.what();
+      if (error[i].empty()) error[i] = "unknown error";
+    }
+  });
+}
+
+// The executor (on a GPU: the CUDA context, cuDNN, the parameters uploaded),
+// made on a thread of its own while the first inputs are read (audio,
+// features); the first batch waits for it. Its errors (no device) stop the
+// command with one line, as when it was made first.
+class LazyExecutor {
+ public:
+  LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
+      : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [&s, &o] {
+          return make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
+        })) {}
+  model::Executor& operator()() {
+    if (!exec_) {
+      exec_ = making_.get();
+      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start)", jobs_, exec_->description(),
+                   seconds_since(start_));
+    }
+    return *exec_;
+  }
+
+ private:
+  size_t jobs_;
+  std::chrono::steady_clock::time_point start_;
+  std::future<std::unique_ptr<model::Executor>> making_;
+  std::unique_ptr<model::Executor> exec_;
+};
+
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
 crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
@@ -450,21 +495,7 @@ int align(const AlignOptions& o) {
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  // The executor (on a GPU: the CUDA context, cuDNN, the parameters uploaded) is made on a thread of its own
-  // while the first inputs are read (audio, features); the first batch waits for it. Its errors (no device)
-  // stop the command with one line, as before.
-  std::future<std::unique_ptr<model::Executor>> making = std::async(std::launch::async, [&] {
-    return make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
-  });
-  std::unique_ptr<model::Executor> exec;
-  auto executor = [&]() -> model::Executor& {
-    if (!exec) {
-      exec = making.get();
-      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start)", jobs.size(), exec->description(),
-                   seconds_since(start));
-    }
-    return *exec;
-  };
+  LazyExecutor executor(s, o, jobs.size(), start);
   int done = 0;
   std::vector<std::string> failed;
   // One line per bad input: transcript errors name their file and line
@@ -519,17 +550,7 @@ int align(const AlignOptions& o) {
     std::vector<Ready> ready(n);
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
-    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
-      try {
-        ready[i] = read_job(jobs[at + i], s, threads);  // one job: its features on `threads` workers
-      } catch (const data::TranscriptError& e) {
-        error[i] = e.what();
-        names_file[i] = 1;
-      } catch (const std::exception& e) {
-        error[i] = e.what();
-        if (error[i].empty()) error[i] = "unknown error";
-      }
-    });
+    read_jobs(jobs, at, s, threads, ready, error, names_file);
     for (size_t i = 0; i < n; ++i) {
       if (!error[i].empty()) {
         report(jobs[at + i].audio, error[i], names_file[i] != 0);
