@@ -181,7 +181,9 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
   }
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
-  for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
+  const std::vector<std::pair<std::string, std::string>> files = render_alignment(out, o.formats);
+  parallel_for(static_cast<int64_t>(files.size()), static_cast<int>(files.size()),  // each atomic, in parallel
+               [&](int64_t i, int) { write_file_atomic(base.string() + files[i].first, files[i].second); });
   if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -7,6 +7,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <future>
+#include <utility>
 #include <vector>
 
 #include <spdlog/spdlog.h>
@@ -107,6 +109,33 @@ void pack(const crf::Dims& dims, const crf::Params& hp, int64_t np, const int32_
   });
 }
 
+// Both scores of the packed windows (rows of pk: windows ws[i0 + r]), their
+// core phones written into post3 [np][3] and label [np].
+void score(crf::Session& session, const crf::Params& hp, const std::vector<Win>& ws, int64_t i0, const Packed& pk,
+           double* post3, double* label) {
+  const crf::Params p = pk.params(hp);
+  const crf::AlignPosteriorResult ap =
+      session.align_posteriors_host(pk.dims, p, pk.N, pk.phones.data(), pk.nph.data(), pk.opt.data(), pk.spans.data());
+  std::vector<int32_t> queries(pk.dims.B * pk.N * 3, 0), nq(pk.nph);
+  for (int64_t r = 0; r < pk.dims.B; ++r) {
+    if (!(ap.log_z_c[r] > -INFINITY)) nq[r] = 0;  // infeasible: no spans to score
+    for (int64_t i = 0; i < nq[r]; ++i) {
+      queries[(r * pk.N + i) * 3] = pk.spans[(r * pk.N + i) * 2];
+      queries[(r * pk.N + i) * 3 + 1] = pk.spans[(r * pk.N + i) * 2 + 1];
+      queries[(r * pk.N + i) * 3 + 2] = pk.phones[r * pk.N + i];
+    }
+  }
+  const crf::SpanMarginalResult sm = session.span_marginals_host(pk.dims, p, pk.N, queries.data(), nq.data());
+  for (int64_t r = 0; r < pk.dims.B; ++r) {  // the core phones: disjoint between windows
+    const Win& w = ws[i0 + r];
+    for (int64_t i = w.c0; i < w.c1; ++i) {
+      const int64_t j = r * pk.N + (i - w.p0);
+      std::copy(ap.posterior.begin() + j * 3, ap.posterior.begin() + j * 3 + 3, post3 + i * 3);
+      label[i] = nq[r] > 0 ? sm.marginal[j] : 0.0;
+    }
+  }
+}
+
 }  // namespace
 
 int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t np,
@@ -125,42 +154,40 @@ int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, 
   };
   for (const Win& w : ws)
     if (need(1, w.e - w.a, w.p1 - w.p0) > batch_limit) return 0;  // nothing written
-  int64_t batches = 0;
-  Packed pk;
+  std::vector<std::pair<int64_t, int64_t>> ranges;  // the batches: the most windows in order under the limit
   for (int64_t i0 = 0; i0 < windows;) {
-    int64_t i1 = i0, T = 1, N = 1;  // the most windows in order under the limit (at least one)
+    int64_t i1 = i0, T = 1, N = 1;
     while (i1 < windows) {
       const int64_t T2 = std::max(T, ws[i1].e - ws[i1].a), N2 = std::max(N, ws[i1].p1 - ws[i1].p0);
       if (i1 > i0 && need(i1 + 1 - i0, T2, N2) > batch_limit) break;
       T = T2, N = N2, ++i1;
     }
-    pack(dims, hp, np, y, opt, spans, ws, i0, i1, pk);
-    const crf::Params p = pk.params(hp);
-    const crf::AlignPosteriorResult ap =
-        session.align_posteriors_host(pk.dims, p, pk.N, pk.phones.data(), pk.nph.data(), pk.opt.data(), pk.spans.data());
-    std::vector<int32_t> queries(pk.dims.B * pk.N * 3, 0), nq(pk.nph);
-    for (int64_t r = 0; r < pk.dims.B; ++r) {
-      if (!(ap.log_z_c[r] > -INFINITY)) nq[r] = 0;  // infeasible: no spans to score
-      for (int64_t i = 0; i < nq[r]; ++i) {
-        queries[(r * pk.N + i) * 3] = pk.spans[(r * pk.N + i) * 2];
-        queries[(r * pk.N + i) * 3 + 1] = pk.spans[(r * pk.N + i) * 2 + 1];
-        queries[(r * pk.N + i) * 3 + 2] = pk.phones[r * pk.N + i];
-      }
-    }
-    const crf::SpanMarginalResult sm = session.span_marginals_host(pk.dims, p, pk.N, queries.data(), nq.data());
-    for (int64_t r = 0; r < pk.dims.B; ++r) {  // the core phones: disjoint between windows
-      const Win& w = ws[i0 + r];
-      for (int64_t i = w.c0; i < w.c1; ++i) {
-        const int64_t j = r * pk.N + (i - w.p0);
-        std::copy(ap.posterior.begin() + j * 3, ap.posterior.begin() + j * 3 + 3, post3 + i * 3);
-        label[i] = nq[r] > 0 ? sm.marginal[j] : 0.0;
-      }
-    }
-    ++batches;
+    ranges.emplace_back(i0, i1);
     i0 = i1;
   }
-  spdlog::info("confidences: {} windows in {} batch(es) on {} in {:.2f} s", windows, batches, session.backend().name(),
-               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  // The next batch is packed on the host while the backend scores this one.
+  using Clock = std::chrono::steady_clock;
+  double pack_s = 0.0, score_s = 0.0;
+  auto pack_range = [&](size_t j, Packed& pk) {
+    const auto t = Clock::now();
+    pack(dims, hp, np, y, opt, spans, ws, ranges[j].first, ranges[j].second, pk);
+    pack_s += std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  Packed cur, next;
+  pack_range(0, cur);
+  for (size_t j = 0; j < ranges.size(); ++j) {
+    std::future<void> packing;
+    if (j + 1 < ranges.size()) packing = std::async(std::launch::async, [&, j] { pack_range(j + 1, next); });
+    const auto t = Clock::now();
+    score(session, hp, ws, ranges[j].first, cur, post3, label);
+    score_s += std::chrono::duration<double>(Clock::now() - t).count();
+    if (packing.valid()) packing.get();
+    std::swap(cur, next);
+  }
+  const int64_t batches = static_cast<int64_t>(ranges.size());
+  spdlog::info("confidences: {} windows in {} batch(es) on {} in {:.2f} s (packing on the host {:.2f} s, overlapped; "
+               "scoring {:.2f} s)", windows, batches, session.backend().name(),
+               std::chrono::duration<double>(Clock::now() - t0).count(), pack_s, score_s);
   return batches;
 }
 
