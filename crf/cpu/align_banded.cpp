@@ -5,12 +5,10 @@
 #include "crf/cpu/align_banded.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <thread>
 
 #include <spdlog/spdlog.h>
 
@@ -112,57 +110,29 @@ class BandRows {
       lo_[t] = static_cast<int32_t>(std::max(prev, std::min({centre_ - W_ / 2, prev + 2, cap})));
       hi_[t] = static_cast<int32_t>(std::min(np, lo_[t] + W_));
     }
+    const int64_t l = lo_[t], h = hi_[t];
+    const int32_t* y = u_.y;
     gather(t);
-    finals(t, 1, K + 1, F_.data(), bpd ? D_.data() : nullptr);
-    finish(t, bpd, bps);
-  }
-
-  // F[t][.] over the final pieces d in [d0, d1) (d <= t) into f [W] and, when
-  // given, their arg d into arg [W] (both reset first): the max over a range
-  // of d, ties to the smallest d. Row t must be gathered. Reads the rings only,
-  // so several ranges of one row may run at once (finals_parallel).
-  void finals(int64_t t, int64_t d0, int64_t d1, double* F, double* D) const {
-    const int64_t l = lo_[t], h = hi_[t], K = u_.K;
-    std::fill(F, F + (h - l), kNegInf);
-    if (D) std::fill(D, D + (h - l), 1.0);
+    std::fill(F_.begin(), F_.begin() + (h - l), kNegInf);
+    if (bpd) std::fill(D_.begin(), D_.begin() + (h - l), 1.0);
     const int64_t rt = t % R_;
     const double* gt = &G_[rt * W_];  // gt[n - l] = cum[t][y_n]
-    for (int64_t d = d0; d < std::min(d1, std::min(K, t) + 1); ++d) {  // ties to the smallest final piece d (d outside)
-      const int64_t rr = (t - d) % R_;
+    for (int64_t d = 1, rr = rt; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
+      rr = rr == 0 ? R_ - 1 : rr - 1;  // (t - d) % R_
       const int64_t r = t - d, lr = lo_[r], n0 = std::max(l, lr), n1 = std::min(h, static_cast<int64_t>(hi_[r]));
       if (n0 >= n1) continue;
       const double* sr = &S_[rr * W_] + (n0 - lr);
       const double* gr = &G_[rr * W_] + (n0 - lr);
       const double* orow = u_.onset ? &O_[rr * W_] + (n0 - lr) : nullptr;
       const double* db = &DB_[(d - 1) * u_.np + n0];
-      double* arg = D ? &D[n0 - l] : nullptr;
+      double* arg = bpd ? &D_[n0 - l] : nullptr;
       const int64_t m = n1 - n0;
-      double* f = &F[n0 - l];
+      double* f = &F_[n0 - l];
       if (orow && arg) final_pieces<true, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
       else if (orow) final_pieces<true, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
       else if (arg) final_pieces<false, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
       else final_pieces<false, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
     }
-  }
-
-  // Folds a later range's finals (f, arg: larger d) into F[t][.]: taken only
-  // when strictly larger, so ties keep the smaller d, as one pass in order.
-  void merge_finals(int64_t t, const double* f, const double* arg) {
-    const int64_t w = hi_[t] - lo_[t];
-    for (int64_t i = 0; i < w; ++i) {
-      const bool better = f[i] > F_[i];
-      F_[i] = better ? f[i] : F_[i];
-      D_[i] = better ? arg[i] : D_[i];
-    }
-  }
-  double* F_row() { return F_.data(); }
-  int64_t width() const { return W_; }
-  double* D_row() { return D_.data(); }
-
-  // Row t after its finals: back pointers d, the centre, S[t][.] unless t = L.
-  void finish(int64_t t, uint16_t* bpd, int8_t* bps) {
-    const int64_t K = u_.K, l = lo_[t], h = hi_[t];
-    const int32_t* y = u_.y;
     if (bpd)
       for (int64_t i = 0; i < h - l; ++i) bpd[i] = static_cast<uint16_t>(D_[i]);
     int64_t best = -1;
@@ -317,75 +287,7 @@ Band band_around(const int32_t* spans, int64_t np, int64_t L, int64_t margin, co
   return band;
 }
 
-namespace {
-
-// A barrier for a fixed team of threads that spins (each of the banded
-// pass's rows is about a microsecond of work: a sleeping barrier would cost
-// more than the row). Used only with as many cores as threads.
-class SpinBarrier {
- public:
-  explicit SpinBarrier(int n) : n_(n) {}
-  void wait() {
-    const unsigned g = gen_.load(std::memory_order_acquire);
-    if (count_.fetch_add(1, std::memory_order_acq_rel) == n_ - 1) {
-      count_.store(0, std::memory_order_relaxed);
-      gen_.fetch_add(1, std::memory_order_release);
-      return;
-    }
-    for (int spins = 0; gen_.load(std::memory_order_acquire) == g; ++spins)
-      if (spins > 4096) std::this_thread::yield();
-  }
-
- private:
-  const int n_;
-  std::atomic<int> count_{0};
-  std::atomic<unsigned> gen_{0};
-};
-
-// The team of align_banded's passes: up to 4 threads when `threads` >= 4 and
-// the machine has that many cores, else 1 (a 2-core run is unchanged).
-int band_team(int threads, int64_t K) {
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  if (threads < 4 || cores < 4 || K < 8) return 1;
-  return std::min({4, threads, cores});
-}
-
-// Rows 1..L of a banded pass with the final pieces of each row split over
-// `team` threads by ranges of d (this thread takes the first): per row, the
-// ranges' maxima side by side, then merged in order of d and the row finished
-// here. The same float64 operations and tie rule as one thread: the same bits.
-void rows_in_team(BandRows& r, int64_t L, int64_t K, int team, const std::vector<int64_t>& off, uint16_t* bpd,
-                  int8_t* bps, Progress* bar) {
-  std::vector<std::vector<double>> f(team), arg(team);
-  const int64_t width = r.width();
-  for (int j = 1; j < team; ++j) f[j].assign(width, kNegInf), arg[j].assign(width, 1.0);
-  std::vector<int64_t> d0(team + 1);
-  for (int j = 0; j <= team; ++j) d0[j] = 1 + (K * j) / team;  // ranges [d0[j], d0[j+1]) of d = 1..K
-  SpinBarrier gathered(team), done(team);
-  std::vector<std::thread> helpers;
-  for (int j = 1; j < team; ++j)
-    helpers.emplace_back([&, j] {
-      for (int64_t t = 1; t <= L; ++t) {
-        gathered.wait();
-        r.finals(t, d0[j], d0[j + 1], f[j].data(), arg[j].data());
-        done.wait();
-      }
-    });
-  for (int64_t t = 1; t <= L; ++t) {
-    r.gather(t);
-    gathered.wait();
-    r.finals(t, d0[0], d0[1], r.F_row(), r.D_row());
-    done.wait();
-    for (int j = 1; j < team; ++j) r.merge_finals(t, f[j].data(), arg[j].data());
-    r.finish(t, bpd + off[t], bps + off[t]);
-    if (bar && t % 4096 == 0) bar->advance(4096);
-  }
-  for (std::thread& h : helpers) h.join();
-}
-
-}  // namespace
-
-BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out, int threads) {
+BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) {
   const int64_t L = u.L, np = u.np, K = u.K;
   std::fill(out, out + np * 2, 0);
   if (K > 65535) throw std::invalid_argument("crf: align_in_band: K = " + std::to_string(K) + " exceeds 65535");
@@ -398,14 +300,9 @@ BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out, 
   std::unique_ptr<Progress> bar =
       bar_for("align: banded pass", L, static_cast<double>(off[L + 1]) * static_cast<double>(K));
   r.row0(bps.data());
-  const int team = static_cast<int>(std::min<int64_t>({4, std::max(threads, 1), K}));
-  if (team > 1) {
-    rows_in_team(r, L, K, team, off, bpd.data(), bps.data(), bar.get());
-  } else {
-    for (int64_t t = 1; t <= L; ++t) {
-      r.step(t, bpd.data() + off[t], bps.data() + off[t]);
-      if (bar && t % 4096 == 0) bar->advance(4096);
-    }
+  for (int64_t t = 1; t <= L; ++t) {
+    r.step(t, bpd.data() + off[t], bps.data() + off[t]);
+    if (bar && t % 4096 == 0) bar->advance(4096);
   }
   if (bar) bar->advance(L % 4096);
   BandPass res;
@@ -512,7 +409,7 @@ double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width, size
     s.cells = band.cells();
     s.max_width = band.max_width();
     ++s.passes;
-    const BandPass pass = align_in_band(u, band, spans, band_team(threads, K));
+    const BandPass pass = align_in_band(u, band, spans);
     if (L >= kLogFrames)
       spdlog::info("align: {} frames, {} phones: banded pass {} in {:.2f} s, {} cells (mean {:.1f}, widest {} phones a frame){}",
                  L, np, s.passes, seconds(), s.cells, static_cast<double>(s.cells) / static_cast<double>(L + 1), s.max_width,

@@ -41,11 +41,8 @@ struct BandPass {
 };
 
 // One pass: the constrained Viterbi restricted to `band`, spans [np][2] of
-// its best path. Allocates band.cells() * 3 bytes of back pointers. threads
-// >= 2: each row's final pieces split over a team of min(threads, 4, K)
-// threads by ranges of the duration, which spin between rows (give it idle
-// cores); the same bits as one thread.
-BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* spans, int threads = 1);
+// its best path. Allocates band.cells() * 3 bytes of back pointers.
+BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* spans);
 
 // The first estimate of where the path is, row by row: a pass of the
 // recurrence (no back pointers) over a window of `width` phones that follows,
@@ -78,8 +75,7 @@ struct BandedStats {
 // [np][2], returns the score (-inf: infeasible). `first`, when given, is the
 // first band instead of the one between the centres (tests force the
 // widening with it). threads: the two centre passes run side by side when >= 2
-// (common/parallel.h), the banded passes' rows in a team of up to 4 when >= 4
-// and the machine has 4 cores (align_in_band); the result does not depend on it.
+// (common/parallel.h; the result does not depend on it).
 double align_banded(const AlignUtterance& u, int32_t* spans, int64_t width = 0, size_t max_bytes = kBandMaxBytes,
                     BandedStats* stats = nullptr, const Band* first = nullptr, int threads = 1);
 

@@ -366,37 +366,3 @@ TEST(AlignBanded, InfeasibleIsMinusInf) {
 
 }  // namespace
 }  // namespace timitseg::crf::testing
-
-namespace timitseg::crf::testing {
-namespace {
-
-// A banded pass whose rows are split over a team of threads by ranges of the
-// final piece's duration (align_in_band's threads; align_banded uses it with
-// >= 4 threads on >= 4 cores) against one thread and the full table:
-// bitwise the same score and spans, with onset scores and optional phones
-// (ties between durations keep the smallest, as one pass in order).
-TEST(AlignBanded, ATeamOfThreadsGivesTheBitsOfOne) {
-  for (uint32_t seed : {4u, 5u}) {
-    Planted pl = planted(1, 3000, 20, 8, 1.5, seed, 30);
-    add_onset(pl.pb, seed + 10);
-    for (int64_t n = 3; n < pl.ph.nph[0]; n += 7) pl.ph.opt[n] = 1;
-    const AlignResult full = full_table(pl.pb, pl.ph, true);
-    const Params p = pl.pb.params();
-    const cpu::AlignUtterance u = utterance(pl.pb, p, pl.ph, 0, true);
-    const cpu::Band band = cpu::band_around(full.spans.data(), pl.ph.nph[0], pl.pb.lengths[0], 12);
-    std::vector<int32_t> one(pl.ph.nph[0] * 2, -1);
-    const cpu::BandPass p1 = cpu::align_in_band(u, band, one.data(), 1);
-    ASSERT_EQ(p1.score, full.score[0]) << "seed " << seed;
-    EXPECT_EQ(one, full_spans(full, pl.ph, 0));
-    for (int team : {2, 3, 4}) {
-      std::vector<int32_t> spans(pl.ph.nph[0] * 2, -1);
-      const cpu::BandPass pt = cpu::align_in_band(u, band, spans.data(), team);
-      EXPECT_EQ(pt.score, p1.score) << "team " << team;
-      EXPECT_EQ(pt.touches_edge, p1.touches_edge) << "team " << team;
-      EXPECT_EQ(spans, one) << "team " << team;
-    }
-  }
-}
-
-}  // namespace
-}  // namespace timitseg::crf::testing
