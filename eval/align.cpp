@@ -438,14 +438,17 @@ void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState&
 class LazyExecutor {
  public:
   LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
-      : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [&s, &o] {
-          return make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
+      : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [this, &s, &o] {
+          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, "viterbi",
+                                              o.centre_frames);
+          ready_s_ = seconds_since(start_);  // read after the future's get()
+          return exec;
         })) {}
   model::Executor& operator()() {
     if (!exec_) {
       exec_ = making_.get();
-      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start)", jobs_, exec_->description(),
-                   seconds_since(start_));
+      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start, made alongside the first inputs)",
+                   jobs_, exec_->description(), ready_s_);
     }
     return *exec_;
   }
@@ -453,6 +456,7 @@ class LazyExecutor {
  private:
   size_t jobs_;
   std::chrono::steady_clock::time_point start_;
+  double ready_s_ = 0.0;
   std::future<std::unique_ptr<model::Executor>> making_;
   std::unique_ptr<model::Executor> exec_;
 };
