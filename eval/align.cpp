@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <future>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -180,7 +181,9 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
   }
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
   fs::create_directories(base.parent_path());
-  for (const auto& [suffix, text] : render_alignment(out, o.formats)) write_file_atomic(base.string() + suffix, text);
+  const std::vector<std::pair<std::string, std::string>> files = render_alignment(out, o.formats);
+  parallel_for(static_cast<int64_t>(files.size()), static_cast<int>(files.size()),  // each atomic, in parallel
+               [&](int64_t i, int) { write_file_atomic(base.string() + files[i].first, files[i].second); });
   if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -403,6 +406,55 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Jobs [at, at + ready.size()) read in parallel (one job per index: the
+// results and the order of the error lines do not depend on the thread
+// count; each job's features on `threads` workers): ready[i], or error[i]
+// (names_file[i] = 1: a transcript error naming its file and line).
+void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState& s, int threads, std::vector<Ready>& ready,
+               std::vector<std::string>& error, std::vector<char>& names_file) {
+  parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
+    try {
+      ready[i] = read_job(jobs[at + i], s, threads);
+    } catch (const data::TranscriptError& e) {
+      error[i] = e.what();
+      names_file[i] = 1;
+    } catch (const std::exception& e) {
+      error[i] = e.what();
+      if (error[i].empty()) error[i] = "unknown error";
+    }
+  });
+}
+
+// The executor (on a GPU: the CUDA context, cuDNN, the parameters uploaded),
+// made on a thread of its own while the first inputs are read (audio,
+// features); the first batch waits for it. Its errors (no device) stop the
+// command with one line, as when it was made first.
+class LazyExecutor {
+ public:
+  LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
+      : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [this, &s, &o] {
+          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, "viterbi",
+                                              o.centre_frames);
+          ready_s_ = seconds_since(start_);  // read after the future's get()
+          return exec;
+        })) {}
+  model::Executor& operator()() {
+    if (!exec_) {
+      exec_ = making_.get();
+      spdlog::info("align: {} utterance(s) on {} (ready {:.2f} s after the start, made alongside the first inputs)",
+                   jobs_, exec_->description(), ready_s_);
+    }
+    return *exec_;
+  }
+
+ private:
+  size_t jobs_;
+  std::chrono::steady_clock::time_point start_;
+  double ready_s_ = 0.0;
+  std::future<std::unique_ptr<model::Executor>> making_;
+  std::unique_ptr<model::Executor> exec_;
+};
+
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
 crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
@@ -423,13 +475,14 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
   if (B == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: encoder and alignment in {:.2f} s", pending[0].job->audio, seconds_since(t0));
+    spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].job->audio, seconds_since(t0));
   return r;
 }
 
 }  // namespace
 
 int align(const AlignOptions& o) {
+  const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
   check_align_options(o);
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
@@ -442,8 +495,7 @@ int align(const AlignOptions& o) {
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  auto exec = make_inference_executor(s, o.device, o.backend, o.threads, 0.0, "viterbi", o.centre_frames);  // no bonus
-  spdlog::info("align: {} utterance(s) on {}", jobs.size(), exec->description());
+  LazyExecutor executor(s, o, jobs.size(), start);
   int done = 0;
   std::vector<std::string> failed;
   // One line per bad input: transcript errors name their file and line
@@ -461,8 +513,9 @@ int align(const AlignOptions& o) {
     int64_t N = 1;
     crf::AlignResult r;
     model::AlignConfidence conf;
+    model::Executor& ex = executor();  // (outside the try: a device error is the command's, not an input's)
     try {
-      r = align_batch(*exec, pending, s, N, &conf);
+      r = align_batch(ex, pending, s, N, &conf);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
       for (const Ready& p : pending) report(p.job->audio, e.what(), false);
       pending.clear();
@@ -497,17 +550,7 @@ int align(const AlignOptions& o) {
     std::vector<Ready> ready(n);
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
-    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
-      try {
-        ready[i] = read_job(jobs[at + i], s, threads);  // one job: its features on `threads` workers
-      } catch (const data::TranscriptError& e) {
-        error[i] = e.what();
-        names_file[i] = 1;
-      } catch (const std::exception& e) {
-        error[i] = e.what();
-        if (error[i].empty()) error[i] = "unknown error";
-      }
-    });
+    read_jobs(jobs, at, s, threads, ready, error, names_file);
     for (size_t i = 0; i < n; ++i) {
       if (!error[i].empty()) {
         report(jobs[at + i].audio, error[i], names_file[i] != 0);
@@ -520,13 +563,14 @@ int align(const AlignOptions& o) {
     }
     flush();
   }
+  executor();  // made even when no input was read (its error, if any, is the command's)
   if (!failed.empty())
     throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
                              " input file(s) failed (each named above" +
                              (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
                              " aligned into " + o.out_dir);
   made.keep();
-  spdlog::info("aligned {} utterance(s) into {}", done, o.out_dir);
+  spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", done, o.out_dir, seconds_since(start));
   return done;
 }
 

@@ -260,9 +260,16 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
     for (int64_t b = 0; b < B; ++b) {
       const OneUtt u(dims, hp, b, 0, hp.lengths[b]);
       const double bytes = need(u.dims, num_phones[b]);
+      // On a device backend the windows go as batches (one launch scores many windows), on a host backend
+      // one window per thread.
+      const bool device = session.backend().on_device();
       if (bytes > utterance_limit && feasible[b] &&
-          windowed(session, dims, hp, b, num_phones[b], phones.data() + b * N, opt ? opt + b * N : nullptr,
-                   r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N, windows, need)) {
+          (device && dims.B == 1 ? batched_window_confidence(session, dims, hp, num_phones[b], phones.data(),
+                                                             opt, r.spans.data(), post3.data(), label.data(), windows,
+                                                             std::max(batch_limit, windows.limit)) > 0
+                                 : windowed(session, dims, hp, b, num_phones[b], phones.data() + b * N, opt ? opt + b * N : nullptr,
+                                            r.spans.data() + b * N * 2, post3.data() + b * N * 3, label.data() + b * N,
+                                            windows, need))) {
         out->computed[b] = 1;
         out->windowed[b] = 1;
         char buf[320];

@@ -192,6 +192,20 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
                            double utterance_limit = kConfidenceUtteranceBytes,
                            WindowLimits window_limits = WindowLimits());
 
+// The windows of fill_align_confidence for one long utterance (dims.B = 1,
+// np phones y, flags opt or nullptr, aligned spans [np][2]) scored as batches
+// of windows (docs/align.md "Long recordings"): each batch one call of
+// Backend::align_posteriors and one of Backend::span_marginals, every phone
+// of each window (no band); a window's edge transitions are folded into its
+// own rows (start into onset row 0, end into cum row L: one float32 rounding
+// each). A batch's constrained tables and the backend's workspace stay under
+// batch_limit bytes. Writes post3 [np][3] (boundary, start, end) and label
+// [np]; returns the number of batches, 0 (nothing written) when one window
+// alone exceeds the limit.
+int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params,
+                                  int64_t np, const int32_t* y, const int32_t* opt, const int32_t* spans,
+                                  double* post3, double* label, const WindowLimits& limits, double batch_limit);
+
 // The device of a setting: cpu, cuda, or auto (cuda when a CUDA device is
 // present, else cpu). Throws one line ("no CUDA device was found (...)") for
 // cuda without a device, ending with `hint` (what to do instead; "" = train's:

@@ -22,6 +22,17 @@ namespace {
 
 using detail::kNegInf;
 
+// A row of the band (BandRows::step) compiled twice, for AVX2 and for the
+// baseline, the one run chosen when the program starts (GCC/Clang function
+// multiversioning): the final pieces' loop four doubles wide instead of two.
+// The same IEEE float64 additions, comparisons and selections (no FMA: avx2
+// does not enable it, so nothing is contracted): the same bits.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TIMITSEG_BAND_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define TIMITSEG_BAND_CLONES
+#endif
+
 // Passes of this much work (rows x width x K) or more draw a progress bar;
 // recordings of this many frames or more log each pass (time, band size).
 constexpr double kBandProgressWork = 1e9;
@@ -103,7 +114,7 @@ class BandRows {
 
   // Row t: (adaptive: the window around the best F of row t-1, moving at most
   // 2 phones a row), F[t][.], then S[t][.] unless t = L; back pointers when given.
-  void step(int64_t t, uint16_t* bpd, int8_t* bps) {
+  TIMITSEG_BAND_CLONES void step(int64_t t, uint16_t* bpd, int8_t* bps) {
     const int64_t np = u_.np, K = u_.K;
     if (adaptive) {
       const int64_t prev = lo_[t - 1], cap = std::max<int64_t>(prev, np - W_);

@@ -1,11 +1,16 @@
 // Long recordings on the GPU executor (model/cuda/cuda_executor_impl.h,
 // align_long, decode_long): the encoder in windows so that its GPU memory
-// stays that of one window, the kept rows of every window gathered into
+// stays that of one batch of windows, the kept rows of every window gathered into
 // scores [1][T][C] on the device; `decode` centres the cumsum and runs the
 // Viterbi there (cuda backend), `align` runs the constrained Viterbi in a band
-// on the host's cpu backend (crf/cpu/align_banded.h).
+// on the host's cpu backend (crf/cpu/align_banded.h) and the confidences by
+// batches of transcript windows on the cuda backend (batched_window_confidence).
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
+#include <stdexcept>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -18,6 +23,27 @@
 #include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
+namespace {
+
+// Encoder windows forwarded together (one batched forward of [n][16,384 +
+// 2 x 512] frames): the LSTM's steps are sequential in time, so n windows
+// take about the time of one; the GPU memory of the forward grows with n and
+// not with the recording's length. TIMITSEG_LONG_WINDOW_BATCH replaces it
+// (a measurement knob, docs/align.md; 1: one window at a time).
+constexpr size_t kWindowsPerBatch = 4;
+
+size_t windows_per_batch() {
+  const char* env = std::getenv("TIMITSEG_LONG_WINDOW_BATCH");
+  if (!env) return kWindowsPerBatch;
+  char* end = nullptr;
+  const long v = std::strtol(env, &end, 10);
+  if (end == env || *end != '\0' || v < 1 || v > 64)
+    throw std::invalid_argument(std::string("TIMITSEG_LONG_WINDOW_BATCH must be a number of windows in [1, 64], got '") +
+                                env + "'");
+  return static_cast<size_t>(v);
+}
+
+}  // namespace
 
 void CudaExecutor::long_scores_device(const Batch& batch) {
   const auto t0 = Clock::now();
@@ -33,32 +59,45 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
   encoder_->set_training(false);
   ForwardOptions fo;  // dropout 0: evaluation
   Progress bar("encoder (windows of " + std::to_string(kWindowFrames) + " frames)", L, "frame");
-  for (const Window& w : windows_of(L)) {
+  const std::vector<Window> ws = windows_of(L);
+  const size_t per_batch = windows_per_batch();
+  for (size_t i0 = 0; i0 < ws.size(); i0 += per_batch) {  // a batch of windows [i0, i1): rows [nb][Tw]
+    const size_t i1 = std::min(ws.size(), i0 + per_batch), nb = i1 - i0;
+    int Tw = 1;
+    for (size_t i = i0; i < i1; ++i) Tw = std::max(Tw, static_cast<int>(ws[i].wb - ws[i].wa));
     Batch sub;
-    sub.input.B = 1;
-    sub.input.T = static_cast<int>(w.wb - w.wa);
-    sub.input.lengths = {sub.input.T};
-    sub.input.features.assign(batch.input.features.begin() + w.wa * D, batch.input.features.begin() + w.wb * D);
-    sub.ids = batch.ids;
+    sub.input.B = static_cast<int>(nb);
+    sub.input.T = Tw;
+    sub.input.features.assign(nb * Tw * D, 0.f);  // [nb][Tw][D], padding rows 0
+    for (size_t i = i0; i < i1; ++i) {
+      sub.input.lengths.push_back(static_cast<int32_t>(ws[i].wb - ws[i].wa));
+      std::copy(batch.input.features.begin() + ws[i].wa * D, batch.input.features.begin() + ws[i].wb * D,
+                sub.input.features.begin() + (i - i0) * Tw * D);
+      sub.ids.push_back(batch.ids.empty() ? std::string() : batch.ids[0]);
+    }
     stage(sub, /*with_labels=*/false);
     numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // taps nothing
-    cum_.reserve(cum_bytes(1, sub.input.T));
+    cum_.reserve(cum_bytes(sub.input.B, Tw));
     encoder_->forward(params_.as<float>(), encoder_batch(sub), fo, cum_.as<float>());
-    const size_t off = static_cast<size_t>(w.a - w.wa) * C, rows = static_cast<size_t>(w.b - w.a) * C;
-    cuda::copy_device_to_device(long_x_.as<float>() + w.a * C, encoder_->scores() + off, rows * sizeof(float),
-                                stream_);
-    if (dims_.onset)
-      cuda::copy_device_to_device(long_onset_.as<float>() + w.a * C, encoder_->onset_scores() + off,
-                                  rows * sizeof(float), stream_);
-    TS_CUDA(cudaStreamSynchronize(stream_));  // `sub`'s staging is reused by the next window
-    bar.advance(w.b - w.a);
+    for (size_t i = i0; i < i1; ++i) {  // each window's kept rows [a, b) out of its row of scores [nb][Tw][C]
+      const Window& w = ws[i];
+      const size_t off = ((i - i0) * Tw + static_cast<size_t>(w.a - w.wa)) * C;
+      const size_t rows = static_cast<size_t>(w.b - w.a) * C;
+      cuda::copy_device_to_device(long_x_.as<float>() + w.a * C, encoder_->scores() + off, rows * sizeof(float),
+                                  stream_);
+      if (dims_.onset)
+        cuda::copy_device_to_device(long_onset_.as<float>() + w.a * C, encoder_->onset_scores() + off,
+                                    rows * sizeof(float), stream_);
+      bar.advance(w.b - w.a);
+    }
+    TS_CUDA(cudaStreamSynchronize(stream_));  // `sub`'s staging is reused by the next batch
   }
   bar.finish();
   have_cum_ = false;  // cum_ holds the last window only
   lengths_host_ = batch.input.lengths;
   // lengths_ [1] of the whole recording again (stage() left the last window's)
   lengths_.upload(batch.input.lengths.data(), sizeof(int32_t), stream_);
-  spdlog::info("{} frames: encoder in {} window(s) in {:.2f} s", L, windows_of(L).size(), since(t0));
+  spdlog::info("{} frames: encoder in {} window(s), {} a batch, in {:.2f} s", L, ws.size(), per_batch, since(t0));
 }
 
 void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset) {
@@ -95,7 +134,9 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
                                        optional.empty() ? nullptr : optional.data());
-  if (confidence) {  // windows of the transcript on the host (docs/align.md "Confidence")
+  if (confidence && backend_->on_device()) {  // windows of the transcript as batches on the device (cuda backend)
+    fill_align_confidence(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
+  } else if (confidence) {  // a host crf backend: windows of the transcript on the host's threads
     crf::Session session(*cpu);
     fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
   }

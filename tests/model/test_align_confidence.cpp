@@ -198,3 +198,71 @@ TEST(AlignConfidence, BandedWindowsMatchTheExactWindows) {
 
 }  // namespace
 }  // namespace timitseg::model
+
+namespace timitseg::model {
+namespace {
+
+// batched_window_confidence (the device path of a long recording, here on the
+// cpu backend) against fill_align_confidence's host windows without a band
+// (the same windows, one at a time, the edge transitions as start/end
+// vectors): the only difference is the float32 rounding of the folded edge
+// scores (printed; docs/align.md), and the results do not depend on how the
+// windows are batched. A window over the limit: nothing computed.
+TEST(AlignConfidence, BatchedWindowsMatchTheHostWindows) {
+  crf::testing::Problem pb = crf::testing::random_problem(crf::Dims{1, 600, 6, 7}, 41, {600});
+  crf::testing::add_onset(pb, 42);
+  const int64_t N = 90, T = 600, C = 7;
+  std::mt19937 rng(43);
+  std::vector<int32_t> phones, nph;
+  crf::testing::random_phones(rng, 1, N, 7, phones, nph, N);
+  std::vector<double> bonus(C, 0.0);  // peaked scores, as BandedWindowsMatchTheExactWindows
+  for (int64_t t = 0; t < T; ++t) {
+    bonus[phones[t * N / T]] += 3.0;
+    for (int64_t c = 0; c < C; ++c) pb.cum[pb.row(0, t + 1) + c] += static_cast<float>(bonus[c]);
+  }
+  const std::vector<int32_t> opt = crf::testing::random_optional(rng, 1, N, nph, 0.2);
+  auto cpu = crf::make_backend(timitseg::crf::BackendKind::cpu, crf::BackendOptions{2, nullptr});
+  crf::Session session(*cpu);
+  const crf::Params p = pb.params();
+  ASSERT_NE(p.start, nullptr);  // the recording's own start and end are folded too
+  ASSERT_NE(p.end, nullptr);
+  const crf::AlignResult r = session.align_host(pb.dims, p, N, phones.data(), nph.data(), opt.data());
+  ASSERT_TRUE(std::isfinite(r.score[0]));
+  const double whole = crf::align_posterior_table_bytes(T, N) + static_cast<double>(cpu->workspace_bytes(pb.dims));
+  const WindowLimits wl{16, 8, whole + 1.0, 0};
+  AlignConfidence host;
+  fill_align_confidence(session, pb.dims, p, N, phones, nph, opt, r, &host, 0.0, whole - 1.0, wl);
+  ASSERT_EQ(host.windowed[0], 1);
+  auto batched = [&](double limit, std::vector<double>& post3, std::vector<double>& label) {
+    post3.assign(N * 3, -1.0);  // poisoned: every phone must be written
+    label.assign(N, -1.0);
+    return batched_window_confidence(session, pb.dims, p, N, phones.data(), opt.data(), r.spans.data(), post3.data(),
+                                     label.data(), wl, limit);
+  };
+  std::vector<double> one3, one_label, many3, many_label;
+  ASSERT_EQ(batched(1e12, one3, one_label), 1);  // every window in one batch
+  // one or two windows a batch: the tables of two windows of at most 150 frames and 40 phones
+  const double two = 2 * crf::align_posterior_table_bytes(150, 40) +
+                     static_cast<double>(cpu->workspace_bytes(crf::Dims{2, 150, pb.dims.K, C}));
+  ASSERT_GE(batched(two, many3, many_label), 3);
+  double err = 0.0, err_label = 0.0, between = 0.0, total = 0.0;
+  for (int64_t i = 0; i < N; ++i) {
+    err = std::max({err, std::fabs(one3[3 * i] - host.boundary[i]), std::fabs(one3[3 * i + 1] - host.start[i]),
+                    std::fabs(one3[3 * i + 2] - host.end[i])});
+    err_label = std::max(err_label, std::fabs(one_label[i] - host.label[i]));
+    between = std::max({between, std::fabs(one3[3 * i] - many3[3 * i]), std::fabs(one_label[i] - many_label[i])});
+    total += one3[3 * i] + one_label[i];
+  }
+  std::printf("batched windows against the host windows: max |error| boundary/start/end %.3g, label %.3g; "
+              "one batch against several %.3g\n", err, err_label, between);
+  EXPECT_LT(err, 1e-5);
+  EXPECT_LT(err_label, 1e-5);
+  EXPECT_LT(between, 1e-12);
+  EXPECT_GT(total / N, 0.3);  // not all near 0
+  std::vector<double> none3, none_label;
+  EXPECT_EQ(batched(1.0, none3, none_label), 0);  // a window over the limit
+  EXPECT_EQ(none3[0], -1.0);                      // nothing written
+}
+
+}  // namespace
+}  // namespace timitseg::model
