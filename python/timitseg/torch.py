@@ -41,11 +41,13 @@ class _NLL(torch.autograd.Function):
     synchronous call raises for a bad input. Host backends run the call inside the forward as before."""
 
     @staticmethod
-    def forward(ctx, crf, names, gold, reduction, scores, lengths, onset, *params):
+    def forward(ctx, crf, names, gold, reduction, grad_mode, scores, lengths, onset, *params):
         handle = crf.handle
         crf._push(names, params)
         need = ctx.needs_input_grad
-        want_grads = any(need[4:])
+        # needs_input_grad ignores grad mode: under torch.no_grad() no backward will run (grad_mode is
+        # torch.is_grad_enabled() at the call), so neither gradients nor a deferred check are wanted
+        want_grads = grad_mode and any(need[5:])
         x = _as_compute(scores.detach())
         out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
         pending = [] if want_grads and not crf.eager_check else None
@@ -96,7 +98,7 @@ class _NLL(torch.autograd.Function):
                 go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
         if ctx.pending is not None:
             _check(ctx)  # the one wait of a deferred forward: after the scaling is queued
-        return (None, None, None, None, gs, None, go) + tuple(param_grads)
+        return (None, None, None, None, None, gs, None, go) + tuple(param_grads)
 
 
 def _one_weight(ctx, gn):
@@ -216,7 +218,8 @@ class SemiCRF(torch.nn.Module):
         if segments is not None:
             gold["segments"], gold["num_segments"] = segments, num_segments
         names = self._param_names()
-        nll = _NLL.apply(self, names, gold, reduction, scores, lengths, onset, *[getattr(self, n) for n in names])
+        nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset,
+                         *[getattr(self, n) for n in names])
         if self.duration_model == "lognormal":
             with torch.no_grad():
                 self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
