@@ -93,31 +93,54 @@ TIMITSEG_BAND_INLINE void final_piece(const Piece& p, int64_t m, const V4& dv, c
 }
 
 // F[n..n+kBlock) and their final piece d (arg, as doubles) of row t: the max
-// over d = 1..dmax (in that order, ties keep the smaller d) of final_piece,
-// two vectors in flight. gt[i] = cum[t][y_{n+i}]; S, G, O: the rings of S,
-// the gathered cum and onset. F and arg receive kBlock values (the rows are padded).
+// over d = 1..dmax of final_piece, ties to the smaller d, two vectors in
+// flight. With back pointers (kArg), the odd and the even d are two chains
+// (twice the independent work for the compare-and-select latency), joined
+// at the end by value, ties to the smaller d: both the maximum and the first
+// d reaching it of the one chain in d order (the sign of a zero included).
+// gt[i] = cum[t][y_{n+i}]; S, G, O: the rings of S, the gathered cum and
+// onset. F and arg receive kBlock values (the rows are padded).
 template <bool kOnset, bool kArg>
 TIMITSEG_BAND_INLINE void final_block(int64_t n, int64_t dmax, const Piece* pc, const double* S, const double* G,
                                       const double* O, const double* gt, double* F, double* arg) {
   constexpr double inf = std::numeric_limits<double>::infinity();
-  V4 f[kVectors], a[kVectors], g[kVectors];
+  constexpr int64_t kChains = kArg ? 2 : 1;
+  V4 f[kChains][kVectors], a[kChains][kVectors], g[kVectors];
 #pragma GCC unroll 8
   for (int64_t j = 0; j < kVectors; ++j) {
-    f[j] = V4{-inf, -inf, -inf, -inf};
-    a[j] = V4{1, 1, 1, 1};
+    for (int64_t c = 0; c < kChains; ++c) {
+      f[c][j] = V4{-inf, -inf, -inf, -inf};
+      a[c][j] = V4{1, 1, 1, 1};
+    }
     load4(g[j], gt + j * kLanes);
   }
-  for (int64_t d = 1; d <= dmax; ++d) {
+  int64_t d = 1;
+  for (; d + kChains - 1 <= dmax; d += kChains) {
+#pragma GCC unroll 2
+    for (int64_t c = 0; c < kChains; ++c) {
+      const double dd = static_cast<double>(d + c);
+      const V4 dv = {dd, dd, dd, dd};
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kVectors; ++j)
+        final_piece<kOnset, kArg>(pc[d + c], n + j * kLanes, dv, g[j], S, G, O, f[c][j], a[c][j]);
+    }
+  }
+  if (d <= dmax) {  // the last odd d (kArg, dmax odd)
     const double dd = static_cast<double>(d);
     const V4 dv = {dd, dd, dd, dd};
 #pragma GCC unroll 8
     for (int64_t j = 0; j < kVectors; ++j)
-      final_piece<kOnset, kArg>(pc[d], n + j * kLanes, dv, g[j], S, G, O, f[j], a[j]);
+      final_piece<kOnset, kArg>(pc[d], n + j * kLanes, dv, g[j], S, G, O, f[0][j], a[0][j]);
   }
 #pragma GCC unroll 8
   for (int64_t j = 0; j < kVectors; ++j) {
-    store4(F + j * kLanes, f[j]);
-    if constexpr (kArg) store4(arg + j * kLanes, a[j]);
+    if constexpr (kArg) {  // chain 1 where larger, or equal with a smaller d
+      const auto take = (f[1][j] > f[0][j]) | ((f[1][j] == f[0][j]) & (a[1][j] < a[0][j]));
+      f[0][j] = take ? f[1][j] : f[0][j];
+      a[0][j] = take ? a[1][j] : a[0][j];
+      store4(arg + j * kLanes, a[0][j]);
+    }
+    store4(F + j * kLanes, f[0][j]);
   }
 }
 

@@ -184,6 +184,55 @@ TEST(AlignBanded, PlantedAlignmentsInOnePassEqualTheFullTable) {
   }
 }
 
+TEST(AlignBanded, TiesAndJaggedBandsGiveTheFullTablesBits) {
+  // Scores on a grid of 1/4 (cum, transitions, duration biases; onset on
+  // 1/16): many final pieces d of a cell tie exactly, and the band's ties must
+  // go to the smaller d as the full table's do (the blocks of phones and the
+  // two chains of odd and even d in crf/cpu/align_banded.cpp). K = 13 (odd:
+  // one chain takes the last d). Bands: the method's own, and one around the
+  // full table's path whose rows' ends jump back and forth by up to 7 phones
+  // (lanes outside a row's band on either side of it).
+  Progress::set_enabled(false);
+  auto quarter = [](std::vector<float>& v) {
+    for (float& x : v) x = std::round(x * 4.0f) / 4.0f;
+  };
+  for (uint32_t seed : {5u, 6u, 7u}) {
+    for (const bool onset : {false, true}) {
+      Planted pl = planted(2, 1500, 13, 5, 1.0, seed, 12);
+      quarter(pl.pb.cum);
+      quarter(pl.pb.A);
+      quarter(pl.pb.D);
+      if (onset) add_onset(pl.pb, seed, 1.0, true);
+      const AlignResult full = full_table(pl.pb, pl.ph, false);
+      const Params p = pl.pb.params();
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<int32_t> jump(0, 7);
+      for (int64_t b = 0; b < 2; ++b) {
+        SCOPED_TRACE(::testing::Message() << "seed=" << seed << " onset=" << onset << " b=" << b);
+        const int64_t np = pl.ph.nph[b], L = pl.pb.lengths[b];
+        ASSERT_GT(np, 100);
+        const std::vector<int32_t> want = full_spans(full, pl.ph, b);
+        std::vector<int32_t> spans(np * 2, -1);
+        EXPECT_EQ(cpu::align_banded(utterance(pl.pb, p, pl.ph, b, false), spans.data(), 8), full.score[b]);
+        EXPECT_EQ(spans, want);
+        cpu::Band jagged = cpu::band_around(want.data(), np, L, 3);
+        for (int64_t t = 0; t <= L; ++t) {
+          jagged.lo[t] = std::max(0, jagged.lo[t] - jump(rng));
+          jagged.hi[t] = std::min(static_cast<int32_t>(np), jagged.hi[t] + jump(rng));
+        }
+        std::fill(spans.begin(), spans.end(), -1);
+        cpu::BandedStats st;
+        const double s = cpu::align_banded(utterance(pl.pb, p, pl.ph, b, false), spans.data(), 8, cpu::kBandMaxBytes,
+                                           &st, &jagged);
+        EXPECT_EQ(s, full.score[b]);
+        EXPECT_EQ(spans, want);
+        EXPECT_FALSE(st.exact_fallback);
+      }
+    }
+  }
+  Progress::set_enabled(true);
+}
+
 TEST(AlignBanded, JoinedUtterancesAlignAsEachAlone) {
   // 40 planted utterances of 300 frames (a sharp model: signal 3 against
   // N(0,1) noise) joined into one of 12,000 frames (the
