@@ -94,17 +94,20 @@ TIMITSEG_BAND_INLINE void final_piece(const Piece& p, int64_t m, const V4& dv, c
 
 // F[n..n+kBlock) and their final piece d (arg, as doubles) of row t: the max
 // over d = 1..dmax of final_piece, ties to the smaller d, two vectors in
-// flight. With back pointers (kArg), the odd and the even d are two chains
-// (twice the independent work for the compare-and-select latency), joined
-// at the end by value, ties to the smaller d: both the maximum and the first
-// d reaching it of the one chain in d order (the sign of a zero included).
+// flight, the odd and the even d as two chains (twice the independent work
+// for the compare-and-select latency) joined at the end by value. With back
+// pointers (kArg), ties to the smaller d: the maximum and the first d reaching
+// it of one chain in d order, the sign of a zero included. Without (the
+// centre passes), the larger of the two: the same value up to the sign of a
+// zero, which no comparison and no sum with a non-zero sees, so the centres
+// (positions, all those passes give) are the same.
 // gt[i] = cum[t][y_{n+i}]; S, G, O: the rings of S, the gathered cum and
 // onset. F and arg receive kBlock values (the rows are padded).
 template <bool kOnset, bool kArg>
 TIMITSEG_BAND_INLINE void final_block(int64_t n, int64_t dmax, const Piece* pc, const double* S, const double* G,
                                       const double* O, const double* gt, double* F, double* arg) {
   constexpr double inf = std::numeric_limits<double>::infinity();
-  constexpr int64_t kChains = kArg ? 2 : 1;
+  constexpr int64_t kChains = 2;
   V4 f[kChains][kVectors], a[kChains][kVectors], g[kVectors];
 #pragma GCC unroll 8
   for (int64_t j = 0; j < kVectors; ++j) {
@@ -125,7 +128,7 @@ TIMITSEG_BAND_INLINE void final_block(int64_t n, int64_t dmax, const Piece* pc, 
         final_piece<kOnset, kArg>(pc[d + c], n + j * kLanes, dv, g[j], S, G, O, f[c][j], a[c][j]);
     }
   }
-  if (d <= dmax) {  // the last odd d (kArg, dmax odd)
+  if (d <= dmax) {  // the last odd d (dmax odd)
     const double dd = static_cast<double>(d);
     const V4 dv = {dd, dd, dd, dd};
 #pragma GCC unroll 8
@@ -139,6 +142,8 @@ TIMITSEG_BAND_INLINE void final_block(int64_t n, int64_t dmax, const Piece* pc, 
       f[0][j] = take ? f[1][j] : f[0][j];
       a[0][j] = take ? a[1][j] : a[0][j];
       store4(arg + j * kLanes, a[0][j]);
+    } else {
+      f[0][j] = f[1][j] > f[0][j] ? f[1][j] : f[0][j];
     }
     store4(F + j * kLanes, f[0][j]);
   }
