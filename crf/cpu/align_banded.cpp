@@ -249,6 +249,8 @@ class BandRows {
     if (t == u_.L) return;
     double* srow = &S_[ring(t)];
     std::fill(srow, srow + (P_ - kLanes), kNegInf);
+    const double* sK = t >= K ? &S_[ring(t - K)] : nullptr;  // row t - K: phones [lk, hk)
+    const int64_t lk = t >= K ? lo_[t - K] : 0, hk = t >= K ? hi_[t - K] : 0;
     for (int64_t n = l; n < h; ++n) {  // ties: entry, then skip, then continuation
       const int64_t c = y[n];
       double top = n == 0 ? kNegInf : F(t, n - 1) + A(y[n - 1], c);
@@ -257,8 +259,9 @@ class BandRows {
         const double skip = F(t, n - 2) + A(y[n - 2], c);
         if (skip > top) top = skip, arg = 2;
       }
-      if (t >= K) {
-        const double cont = S(t - K, n) + seg(t - K, K, c) + A(c, c);
+      if (t >= K) {  // S(t - K, n) from the row found once (no ring index a phone)
+        const double sk = n >= lk && n < hk ? sK[n - lk] : kNegInf;
+        const double cont = sk + seg(t - K, K, c) + A(c, c);
         if (cont > top) top = cont, arg = 1;
       }
       srow[n - l] = top;
