@@ -242,21 +242,22 @@ Audio read_audio(const std::string& path) {
   }
   if (present == 0)
     throw std::runtime_error(path + ": no audio samples (the " + a.container + " header and data hold 0 samples)");
-  std::vector<float> interleaved(static_cast<size_t>(present) * info.channels);  // [N][channels]
   // Normalized float reading gives s / 32768 for 16-bit PCM, exact in float;
-  // scaling back by 32768 yields the int16 range Kaldi uses.
+  // scaling back by 32768 yields the int16 range Kaldi uses. Mono files are
+  // read straight into the samples (no second buffer of the whole file).
   sf_command(f, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
-  const sf_count_t got = sf_readf_float(f, interleaved.data(), info.frames);
+  const int C = info.channels;
+  std::vector<float> interleaved(C == 1 ? 0 : static_cast<size_t>(present) * C);  // [N][channels]
+  a.samples.resize(static_cast<size_t>(present));
+  const sf_count_t got = sf_readf_float(f, C == 1 ? a.samples.data() : interleaved.data(), info.frames);
   if (got != info.frames)
     throw std::runtime_error(path + ": truncated audio: read " + std::to_string(got) + " of " +
                              std::to_string(info.frames) + " samples (" + sf_strerror(f) + ")");
-  a.samples.resize(static_cast<size_t>(present));
-  const int C = info.channels;
+  if (C == 1) {
+    for (float& v : a.samples) v = v * 32768.0f;
+    return a;
+  }
   for (int64_t i = 0; i < present; ++i) {
-    if (C == 1) {
-      a.samples[i] = interleaved[i] * 32768.0f;
-      continue;
-    }
     double sum = 0.0;  // down-mix: the mean of the channels
     for (int c = 0; c < C; ++c) sum += interleaved[static_cast<size_t>(i) * C + c];
     a.samples[i] = static_cast<float>(sum / C * 32768.0);
@@ -283,16 +284,18 @@ std::vector<float> resample(const std::vector<float>& x, int from, int to) {
   return y;
 }
 
-Audio to_rate(const Audio& a, int rate, std::string* what) {
-  Audio out = a;
+Audio to_rate(const Audio& a, int rate, std::string* what) { return to_rate(Audio(a), rate, what); }
+
+Audio to_rate(Audio&& a, int rate, std::string* what) {
+  Audio out = std::move(a);  // a file at the model's rate is not copied
   std::string note;
-  if (a.sample_rate != rate) {
-    out.samples = resample(a.samples, a.sample_rate, rate);
+  if (out.sample_rate != rate) {
+    note = "resampled from " + std::to_string(out.sample_rate) + " Hz to " + std::to_string(rate) + " Hz";
+    out.samples = resample(out.samples, out.sample_rate, rate);
     out.sample_rate = rate;
-    note = "resampled from " + std::to_string(a.sample_rate) + " Hz to " + std::to_string(rate) + " Hz";
   }
-  if (a.channels > 1)
-    note += (note.empty() ? "" : ", ") + std::string("down-mixed ") + std::to_string(a.channels) + " channels (mean)";
+  if (out.channels > 1)
+    note += (note.empty() ? "" : ", ") + std::string("down-mixed ") + std::to_string(out.channels) + " channels (mean)";
   if (what) *what = note;
   return out;
 }

@@ -58,8 +58,10 @@ Audio read_audio(const std::string& path);
 // one thread: deterministic) when its rate differs, otherwise a copy. Fills
 // *what (when given) with "" when nothing changed, else e.g. "resampled from
 // 44100 Hz to 16000 Hz, down-mixed 2 channels (mean)", for the one log line
-// `decode` and `features` print.
+// `decode` and `features` print. The second form takes the audio over (no
+// copy of its samples when the rate is already `rate`).
 Audio to_rate(const Audio& audio, int rate, std::string* what = nullptr);
+Audio to_rate(Audio&& audio, int rate, std::string* what = nullptr);
 
 // Features of one waveform: [num_frames][opts.dim()], not normalized.
 // num_frames = 1 + (N - 400) / 160 at defaults (snip_edges), 0 if N < 400.

@@ -77,11 +77,13 @@ Ready read_job(const Job& job, const model::ModelState& s, int threads) {
   Ready r;
   r.job = &job;
   r.cs = to_classes(job.script(), s.labels);
-  const data::Audio original = data::read_audio(job.audio);
+  data::Audio original = data::read_audio(job.audio);
   const double read_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
+  r.n_file = static_cast<int64_t>(original.samples.size());  // samples and rate of the file as given
+  r.file_rate = original.sample_rate;
   std::string converted;
-  const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
+  const data::Audio audio = data::to_rate(std::move(original), s.features.sample_rate, &converted);
   if (!converted.empty()) spdlog::info("{}: {} for the model", job.audio, converted);
   data::Utterance& u = r.utt;
   u.id = job.stem.string();
@@ -97,8 +99,7 @@ Ready read_job(const Job& job, const model::ModelState& s, int threads) {
   u.num_samples = static_cast<int64_t>(audio.samples.size());
   if (u.num_frames < 1)
     throw std::runtime_error(job.audio + ": too short for one feature frame (" +
-                             std::to_string(original.samples.size()) + " samples at " +
-                             std::to_string(original.sample_rate) + " Hz)");
+                             std::to_string(r.n_file) + " samples at " + std::to_string(r.file_rate) + " Hz)");
   if (u.dim != s.dims.input_dim)
     throw std::runtime_error(job.audio + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
                              std::to_string(s.dims.input_dim));
@@ -109,8 +110,6 @@ Ready read_job(const Job& job, const model::ModelState& s, int threads) {
                              " phones but the audio only " + std::to_string(u.num_frames) +
                              " frames (each phone needs one); it cannot fit");
   u.labels.assign(u.num_frames, 0);  // unused by alignment
-  r.n_file = static_cast<int64_t>(original.samples.size());
-  r.file_rate = original.sample_rate;
   r.model_rate = audio.sample_rate;
   return r;
 }

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
+#include <limits>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -38,23 +40,112 @@ using detail::kNegInf;
 constexpr double kBandProgressWork = 1e9;
 constexpr int64_t kLogFrames = 10000;
 
-// F[i] = max(F[i], S[r][n] + seg(r, d, y_n)) for the m phones n of one final
-// piece d (i = 0..m-1 from the first of them), its arg d when larger (ties keep
-// the smaller d, taken first): seg's expression in the full table's order
-// (gt - gr + duration bias db[i] = double(duration_bias[d-1][y_n]), then +
-// onset), without branches and gathers so that the compiler can vectorize it
-// (the same float64 operations: the same bits).
+#if defined(__GNUC__) || defined(__clang__)
+#define TIMITSEG_BAND_INLINE __attribute__((always_inline)) inline
+#else
+#define TIMITSEG_BAND_INLINE inline
+#endif
+
+// Four float64 lanes (GCC/Clang vector extension: the same IEEE operations
+// lane by lane, two SSE2 halves in the baseline clone, one AVX2 register in
+// the other); a block of final pieces is kBlock phones, two vectors in flight.
+using V4 = double __attribute__((vector_size(32)));
+constexpr int64_t kLanes = 4, kVectors = 2, kBlock = kVectors * kLanes;
+
+TIMITSEG_BAND_INLINE void load4(V4& v, const double* p) { std::memcpy(&v, p, sizeof v); }
+TIMITSEG_BAND_INLINE void store4(double* p, const V4& v) { std::memcpy(p, &v, sizeof v); }
+
+// One final piece d of row t, seen from the phones n of row t: row r = t - d
+// of the rings starts at base + n (base = the ring row's offset - lo[r]); its
+// phones [n0, n1) are in both rows' bands (n0 = n1 = 0: none); db[n] =
+// duration_bias[d-1][y_n].
+struct Piece {
+  int64_t base, n0, n1;
+  const double* db;
+};
+
+// One final piece for the four phones m..m+3 (at least one of them in the
+// piece's [n0, n1)): f = max(f, S[r][n] + seg(r, d, y_n)) lane by lane in the
+// full table's expression order (gt - gr + db, then + onset, then S +), a = d
+// where larger. A lane outside [n0, n1) reads the padding around its ring row
+// (at most kLanes - 1 phones either side of the row's band), where S is -inf:
+// -inf plus anything is -inf or NaN, never larger, as the full table's -inf
+// cell. f and a stay in registers.
 template <bool kOnset, bool kArg>
-inline void final_pieces(int64_t m, int64_t d, const double* __restrict gt, const double* __restrict gr,
-                         const double* __restrict sr, const double* __restrict orow, const double* __restrict db,
-                         double* __restrict F, double* __restrict arg) {
-  const double dv = static_cast<double>(d);  // d as a double: the same width as F, so both blends vectorize
-  for (int64_t i = 0; i < m; ++i) {
-    const double sg = gt[i] - gr[i] + db[i];
-    const double v = sr[i] + (kOnset ? sg + orow[i] : sg);
-    const bool better = v > F[i];
-    F[i] = better ? v : F[i];
-    if constexpr (kArg) arg[i] = better ? dv : arg[i];
+TIMITSEG_BAND_INLINE void final_piece(const Piece& p, int64_t m, const V4& dv, const V4& g, const double* S,
+                                      const double* G, const double* O, V4& f, V4& a) {
+  if (m >= p.n1 || m + kLanes <= p.n0) return;
+  const int64_t k = p.base + m;
+  V4 s, gr, db;
+  load4(s, S + k);
+  load4(gr, G + k);
+  load4(db, p.db + m);
+  V4 sg = g - gr + db;
+  if constexpr (kOnset) {
+    V4 o;
+    load4(o, O + k);
+    sg = sg + o;
+  }
+  const V4 v = s + sg;
+  const auto better = v > f;
+  f = better ? v : f;
+  if constexpr (kArg) a = better ? dv : a;
+}
+
+// F[n..n+kBlock) and their final piece d (arg, as doubles) of row t: the max
+// over d = 1..dmax of final_piece, ties to the smaller d, two vectors in
+// flight, the odd and the even d as two chains (twice the independent work
+// for the compare-and-select latency) joined at the end by value. With back
+// pointers (kArg), ties to the smaller d: the maximum and the first d reaching
+// it of one chain in d order, the sign of a zero included. Without (the
+// centre passes), the larger of the two: the same value up to the sign of a
+// zero, which no comparison and no sum with a non-zero sees, so the centres
+// (positions, all those passes give) are the same.
+// gt[i] = cum[t][y_{n+i}]; S, G, O: the rings of S, the gathered cum and
+// onset. F and arg receive kBlock values (the rows are padded).
+template <bool kOnset, bool kArg>
+TIMITSEG_BAND_INLINE void final_block(int64_t n, int64_t dmax, const Piece* pc, const double* S, const double* G,
+                                      const double* O, const double* gt, double* F, double* arg) {
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  constexpr int64_t kChains = 2;
+  V4 f[kChains][kVectors], a[kChains][kVectors], g[kVectors];
+#pragma GCC unroll 8
+  for (int64_t j = 0; j < kVectors; ++j) {
+    for (int64_t c = 0; c < kChains; ++c) {
+      f[c][j] = V4{-inf, -inf, -inf, -inf};
+      a[c][j] = V4{1, 1, 1, 1};
+    }
+    load4(g[j], gt + j * kLanes);
+  }
+  int64_t d = 1;
+  for (; d + kChains - 1 <= dmax; d += kChains) {
+#pragma GCC unroll 2
+    for (int64_t c = 0; c < kChains; ++c) {
+      const double dd = static_cast<double>(d + c);
+      const V4 dv = {dd, dd, dd, dd};
+#pragma GCC unroll 8
+      for (int64_t j = 0; j < kVectors; ++j)
+        final_piece<kOnset, kArg>(pc[d + c], n + j * kLanes, dv, g[j], S, G, O, f[c][j], a[c][j]);
+    }
+  }
+  if (d <= dmax) {  // the last odd d (dmax odd)
+    const double dd = static_cast<double>(d);
+    const V4 dv = {dd, dd, dd, dd};
+#pragma GCC unroll 8
+    for (int64_t j = 0; j < kVectors; ++j)
+      final_piece<kOnset, kArg>(pc[d], n + j * kLanes, dv, g[j], S, G, O, f[0][j], a[0][j]);
+  }
+#pragma GCC unroll 8
+  for (int64_t j = 0; j < kVectors; ++j) {
+    if constexpr (kArg) {  // chain 1 where larger, or equal with a smaller d
+      const auto take = (f[1][j] > f[0][j]) | ((f[1][j] == f[0][j]) & (a[1][j] < a[0][j]));
+      f[0][j] = take ? f[1][j] : f[0][j];
+      a[0][j] = take ? a[1][j] : a[0][j];
+      store4(arg + j * kLanes, a[0][j]);
+    } else {
+      f[0][j] = f[1][j] > f[0][j] ? f[1][j] : f[0][j];
+    }
+    store4(F + j * kLanes, f[0][j]);
   }
 }
 
@@ -64,9 +155,10 @@ inline void final_pieces(int64_t m, int64_t d, const double* __restrict gt, cons
 class BandRows {
  public:
   BandRows(const AlignUtterance& u, std::vector<int32_t>& lo, std::vector<int32_t>& hi, int64_t width)
-      : u_(u), lo_(lo), hi_(hi), W_(width), R_(u.K + 1), S_(static_cast<size_t>(R_ * W_), kNegInf),
-        G_(static_cast<size_t>(R_ * W_), 0.0), O_(u.onset ? static_cast<size_t>(R_ * W_) : 0, 0.0),
-        F_(static_cast<size_t>(W_), kNegInf), D_(static_cast<size_t>(W_), 1.0), DB_(static_cast<size_t>(u.K * u.np)) {
+      : u_(u), lo_(lo), hi_(hi), W_(width), P_(kLanes + width + kBlock), R_(u.K + 1),
+        S_(static_cast<size_t>(R_ * P_), kNegInf), G_(static_cast<size_t>(R_ * P_), 0.0),
+        O_(u.onset ? static_cast<size_t>(R_ * P_) : 0, 0.0), F_(static_cast<size_t>(P_), kNegInf),
+        D_(static_cast<size_t>(P_), 1.0), DB_(static_cast<size_t>(u.K * u.np + kBlock), 0.0), pieces_(static_cast<size_t>(u.K + 1)) {
     for (int64_t d = 1; d <= u.K; ++d)  // DB[d-1][n] = duration_bias[d-1][y_n], the float -> double seg() reads
       for (int64_t n = 0; n < u.np; ++n)
         DB_[(d - 1) * u.np + n] = static_cast<double>(u.p->duration_bias[(d - 1) * u.C + u.y[n]]);
@@ -83,19 +175,21 @@ class BandRows {
     return u_.onset ? v + static_cast<double>(u_.onset[u * C + c]) : v;
   }
   double S(int64_t t, int64_t n) const {
-    return n >= lo_[t] && n < hi_[t] ? S_[(t % R_) * W_ + (n - lo_[t])] : kNegInf;
+    return n >= lo_[t] && n < hi_[t] ? S_[ring(t) + (n - lo_[t])] : kNegInf;
   }
   double F(int64_t t, int64_t n) const { return n >= lo_[t] && n < hi_[t] ? F_[n - lo_[t]] : kNegInf; }
   int64_t centre() const { return centre_; }
+  // Where row t's band starts in the rings (after the row's front padding).
+  int64_t ring(int64_t t) const { return (t % R_) * P_ + kLanes; }
 
   // Row t's cum[t][y_n] (and onset[t][y_n]) for the phones of its band, read by
   // the rows after it: the same float -> double values seg() reads.
   void gather(int64_t t) {
     const int64_t C = u_.C, l = lo_[t];
-    double* g = &G_[(t % R_) * W_];
+    double* g = &G_[ring(t)];
     for (int64_t n = l; n < hi_[t]; ++n) g[n - l] = static_cast<double>(u_.cum[t * C + u_.y[n]]);
     if (u_.onset && t < u_.L) {
-      double* o = &O_[(t % R_) * W_];
+      double* o = &O_[ring(t)];
       for (int64_t n = l; n < hi_[t]; ++n) o[n - l] = static_cast<double>(u_.onset[t * C + u_.y[n]]);
     }
   }
@@ -104,8 +198,8 @@ class BandRows {
   void row0(int8_t* bps) {
     if (adaptive) lo_[0] = 0, hi_[0] = static_cast<int32_t>(std::min(W_, u_.np));
     gather(0);
-    double* s0 = &S_[0];
-    std::fill(s0, s0 + W_, kNegInf);
+    double* s0 = &S_[ring(0)];
+    std::fill(s0, s0 + (P_ - kLanes), kNegInf);
     for (int64_t n = lo_[0]; n < hi_[0]; ++n) {
       s0[n - lo_[0]] = n == 0 ? st(u_.y[0]) : (n == 1 && is_opt(0) ? st(u_.y[1]) : kNegInf);
       if (bps) bps[n - lo_[0]] = static_cast<int8_t>(n == 1 ? 2 : 0);
@@ -124,35 +218,39 @@ class BandRows {
     const int64_t l = lo_[t], h = hi_[t];
     const int32_t* y = u_.y;
     gather(t);
-    std::fill(F_.begin(), F_.begin() + (h - l), kNegInf);
-    if (bpd) std::fill(D_.begin(), D_.begin() + (h - l), 1.0);
     const int64_t rt = t % R_;
-    const double* gt = &G_[rt * W_];  // gt[n - l] = cum[t][y_n]
-    for (int64_t d = 1, rr = rt; d <= std::min(K, t); ++d) {  // ties to the smallest final piece d (d outside, as align_bounded)
+    const double* gt = &G_[ring(t)];  // gt[n - l] = cum[t][y_n]
+    const int64_t dmax = std::min(K, t);
+    for (int64_t d = 1, rr = rt; d <= dmax; ++d) {  // the final pieces d: rows r = t - d of the rings
       rr = rr == 0 ? R_ - 1 : rr - 1;  // (t - d) % R_
-      const int64_t r = t - d, lr = lo_[r], n0 = std::max(l, lr), n1 = std::min(h, static_cast<int64_t>(hi_[r]));
-      if (n0 >= n1) continue;
-      const double* sr = &S_[rr * W_] + (n0 - lr);
-      const double* gr = &G_[rr * W_] + (n0 - lr);
-      const double* orow = u_.onset ? &O_[rr * W_] + (n0 - lr) : nullptr;
-      const double* db = &DB_[(d - 1) * u_.np + n0];
-      double* arg = bpd ? &D_[n0 - l] : nullptr;
-      const int64_t m = n1 - n0;
-      double* f = &F_[n0 - l];
-      if (orow && arg) final_pieces<true, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
-      else if (orow) final_pieces<true, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
-      else if (arg) final_pieces<false, true>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
-      else final_pieces<false, false>(m, d, gt + (n0 - l), gr, sr, orow, db, f, arg);
+      const int64_t r = t - d, n0 = std::max(l, static_cast<int64_t>(lo_[r])),
+                    n1 = std::min(h, static_cast<int64_t>(hi_[r]));
+      pieces_[d] = n0 < n1 ? Piece{rr * P_ + kLanes - lo_[r], n0, n1, &DB_[(d - 1) * np]} : Piece{0, 0, 0, nullptr};
+    }
+    const double* O = u_.onset ? O_.data() : nullptr;
+    for (int64_t n = l; n < h; n += kBlock) {  // ties to the smallest final piece d (d inside, lane by lane)
+      double* f = &F_[n - l];
+      double* arg = &D_[n - l];
+      const double* g = gt + (n - l);
+      if (O && bpd) final_block<true, true>(n, dmax, pieces_.data(), S_.data(), G_.data(), O, g, f, arg);
+      else if (O) final_block<true, false>(n, dmax, pieces_.data(), S_.data(), G_.data(), O, g, f, arg);
+      else if (bpd) final_block<false, true>(n, dmax, pieces_.data(), S_.data(), G_.data(), O, g, f, arg);
+      else final_block<false, false>(n, dmax, pieces_.data(), S_.data(), G_.data(), O, g, f, arg);
     }
     if (bpd)
       for (int64_t i = 0; i < h - l; ++i) bpd[i] = static_cast<uint16_t>(D_[i]);
-    int64_t best = -1;
-    for (int64_t n = l; n < h; ++n)
-      if (F_[n - l] > kNegInf && (best < 0 || F_[n - l] > F_[best - l])) best = n;
-    if (best >= 0) centre_ = best;
+    if (adaptive) {  // the best F (the first of equals; none when every F is -inf)
+      int64_t best = -1;
+      double bv = kNegInf;
+      for (int64_t n = l; n < h; ++n)
+        if (F_[n - l] > bv) best = n, bv = F_[n - l];
+      if (best >= 0) centre_ = best;
+    }
     if (t == u_.L) return;
-    double* srow = &S_[(t % R_) * W_];
-    std::fill(srow, srow + W_, kNegInf);
+    double* srow = &S_[ring(t)];
+    std::fill(srow, srow + (P_ - kLanes), kNegInf);
+    const double* sK = t >= K ? &S_[ring(t - K)] : nullptr;  // row t - K: phones [lk, hk)
+    const int64_t lk = t >= K ? lo_[t - K] : 0, hk = t >= K ? hi_[t - K] : 0;
     for (int64_t n = l; n < h; ++n) {  // ties: entry, then skip, then continuation
       const int64_t c = y[n];
       double top = n == 0 ? kNegInf : F(t, n - 1) + A(y[n - 1], c);
@@ -161,8 +259,9 @@ class BandRows {
         const double skip = F(t, n - 2) + A(y[n - 2], c);
         if (skip > top) top = skip, arg = 2;
       }
-      if (t >= K) {
-        const double cont = S(t - K, n) + seg(t - K, K, c) + A(c, c);
+      if (t >= K) {  // S(t - K, n) from the row found once (no ring index a phone)
+        const double sk = n >= lk && n < hk ? sK[n - lk] : kNegInf;
+        const double cont = sk + seg(t - K, K, c) + A(c, c);
         if (cont > top) top = cont, arg = 1;
       }
       srow[n - l] = top;
@@ -175,10 +274,13 @@ class BandRows {
  private:
   const AlignUtterance& u_;
   std::vector<int32_t>&lo_, &hi_;
-  int64_t W_, R_;
-  std::vector<double> S_, G_, O_, F_;  // S, the gathered cum and onset: rings of K+1 rows
+  // The widest row; a ring row's stride: kLanes of padding, the row, kBlock of
+  // padding (S -inf there: final_piece's lanes outside the band read it); rows.
+  int64_t W_, P_, R_;
+  std::vector<double> S_, G_, O_, F_;  // S, the gathered cum and onset: rings of K+1 rows [K+1][P]; F [P]
   std::vector<double> D_;              // [W] the current row's final piece d (back pointers, as doubles)
-  std::vector<double> DB_;             // [K][np] the duration bias of every phone
+  std::vector<double> DB_;             // [K][np] the duration bias of every phone (and kBlock of padding)
+  std::vector<Piece> pieces_;          // [K+1] the current row's final pieces (1..min(K, t))
   int64_t centre_ = 0;                   // the best F of the last row
 };
 

@@ -184,6 +184,121 @@ TEST(AlignBanded, PlantedAlignmentsInOnePassEqualTheFullTable) {
   }
 }
 
+// The forward centre pass written plainly (scalar, every row kept): the
+// oracle of cpu::forward_centres (its blocks of phones, padded rings and two
+// chains of d must not change a centre).
+std::vector<int32_t> plain_centres(const cpu::AlignUtterance& u, int64_t width) {
+  const int64_t L = u.L, np = u.np, K = u.K, C = u.C, W = std::max<int64_t>(1, std::min(width, np));
+  const Params& p = *u.p;
+  auto opt = [&](int64_t n) { return u.opt != nullptr && u.opt[n] == 1; };
+  auto A = [&](int64_t a, int64_t b) { return static_cast<double>(p.transition[a * C + b]); };
+  auto st = [&](int64_t c) { return p.start ? static_cast<double>(p.start[c]) : 0.0; };
+  auto seg = [&](int64_t r, int64_t d, int64_t c) {
+    const double v = static_cast<double>(u.cum[(r + d) * C + c]) - static_cast<double>(u.cum[r * C + c]) +
+                     static_cast<double>(p.duration_bias[(d - 1) * C + c]);
+    return u.onset ? v + static_cast<double>(u.onset[r * C + c]) : v;
+  };
+  std::vector<int64_t> lo(L + 1), hi(L + 1);
+  std::vector<std::vector<double>> S(L + 1);  // [L+1][hi - lo]
+  auto Sat = [&](int64_t t, int64_t n) { return n >= lo[t] && n < hi[t] ? S[t][n - lo[t]] : kNegInf; };
+  lo[0] = 0, hi[0] = W;
+  for (int64_t n = 0; n < W; ++n) S[0].push_back(n == 0 ? st(u.y[0]) : (n == 1 && opt(0) ? st(u.y[1]) : kNegInf));
+  std::vector<int32_t> centre(L + 1, 0);
+  int64_t c0 = 0;
+  for (int64_t t = 1; t <= L; ++t) {
+    const int64_t prev = lo[t - 1], cap = std::max<int64_t>(prev, np - W);
+    lo[t] = std::max(prev, std::min({c0 - W / 2, prev + 2, cap}));
+    hi[t] = std::min(np, lo[t] + W);
+    std::vector<double> F(hi[t] - lo[t], kNegInf);
+    for (int64_t n = lo[t]; n < hi[t]; ++n)
+      for (int64_t d = 1; d <= std::min(K, t); ++d) {
+        const double v = Sat(t - d, n) + seg(t - d, d, u.y[n]);
+        if (v > F[n - lo[t]]) F[n - lo[t]] = v;
+      }
+    int64_t best = -1;
+    for (int64_t n = lo[t]; n < hi[t]; ++n)
+      if (F[n - lo[t]] > kNegInf && (best < 0 || F[n - lo[t]] > F[best - lo[t]])) best = n;
+    if (best >= 0) c0 = best;
+    centre[t] = static_cast<int32_t>(c0);
+    for (int64_t n = lo[t]; n < hi[t] && t < L; ++n) {
+      const int64_t c = u.y[n];
+      double top = n == 0 || n - 1 < lo[t] ? kNegInf : F[n - 1 - lo[t]] + A(u.y[n - 1], c);
+      if (n >= 2 && opt(n - 1)) top = std::max(top, (n - 2 >= lo[t] ? F[n - 2 - lo[t]] : kNegInf) + A(u.y[n - 2], c));
+      if (t >= K) top = std::max(top, Sat(t - K, n) + seg(t - K, K, c) + A(c, c));
+      S[t].push_back(top);
+    }
+  }
+  return centre;
+}
+
+TEST(AlignBanded, CentresEqualThePlainPass) {
+  Progress::set_enabled(false);
+  for (uint32_t seed : {11u, 12u}) {
+    for (const int variant : {0, 1, 2}) {  // plain, onset, optional phones
+      Planted pl = planted(1, 2500, 17, 6, variant == 0 ? 0.4 : 1.2, seed, 14);
+      if (variant == 1) add_onset(pl.pb, seed);
+      if (variant == 2)
+        for (int64_t n = 1; n < pl.ph.nph[0]; n += 5) pl.ph.opt[n] = 1;
+      const Params p = pl.pb.params();
+      const cpu::AlignUtterance u = utterance(pl.pb, p, pl.ph, 0, variant == 2);
+      for (const int64_t width : {5, 16, 32}) {
+        SCOPED_TRACE(::testing::Message() << "seed=" << seed << " variant=" << variant << " width=" << width);
+        EXPECT_EQ(cpu::forward_centres(u, width), plain_centres(u, width));
+      }
+    }
+  }
+  Progress::set_enabled(true);
+}
+
+TEST(AlignBanded, TiesAndJaggedBandsGiveTheFullTablesBits) {
+  // Scores on a grid of 1/4 (cum, transitions, duration biases; onset on
+  // 1/16): many final pieces d of a cell tie exactly, and the band's ties must
+  // go to the smaller d as the full table's do (the blocks of phones and the
+  // two chains of odd and even d in crf/cpu/align_banded.cpp). K = 13 (odd:
+  // one chain takes the last d). Bands: the method's own, and one around the
+  // full table's path whose rows' ends jump back and forth by up to 7 phones
+  // (lanes outside a row's band on either side of it).
+  Progress::set_enabled(false);
+  auto quarter = [](std::vector<float>& v) {
+    for (float& x : v) x = std::round(x * 4.0f) / 4.0f;
+  };
+  for (uint32_t seed : {5u, 6u, 7u}) {
+    for (const bool onset : {false, true}) {
+      Planted pl = planted(2, 1500, 13, 5, 1.0, seed, 12);
+      quarter(pl.pb.cum);
+      quarter(pl.pb.A);
+      quarter(pl.pb.D);
+      if (onset) add_onset(pl.pb, seed, 1.0, true);
+      const AlignResult full = full_table(pl.pb, pl.ph, false);
+      const Params p = pl.pb.params();
+      std::mt19937 rng(seed);
+      std::uniform_int_distribution<int32_t> jump(0, 7);
+      for (int64_t b = 0; b < 2; ++b) {
+        SCOPED_TRACE(::testing::Message() << "seed=" << seed << " onset=" << onset << " b=" << b);
+        const int64_t np = pl.ph.nph[b], L = pl.pb.lengths[b];
+        ASSERT_GT(np, 100);
+        const std::vector<int32_t> want = full_spans(full, pl.ph, b);
+        std::vector<int32_t> spans(np * 2, -1);
+        EXPECT_EQ(cpu::align_banded(utterance(pl.pb, p, pl.ph, b, false), spans.data(), 8), full.score[b]);
+        EXPECT_EQ(spans, want);
+        cpu::Band jagged = cpu::band_around(want.data(), np, L, 3);
+        for (int64_t t = 0; t <= L; ++t) {
+          jagged.lo[t] = std::max(0, jagged.lo[t] - jump(rng));
+          jagged.hi[t] = std::min(static_cast<int32_t>(np), jagged.hi[t] + jump(rng));
+        }
+        std::fill(spans.begin(), spans.end(), -1);
+        cpu::BandedStats st;
+        const double s = cpu::align_banded(utterance(pl.pb, p, pl.ph, b, false), spans.data(), 8, cpu::kBandMaxBytes,
+                                           &st, &jagged);
+        EXPECT_EQ(s, full.score[b]);
+        EXPECT_EQ(spans, want);
+        EXPECT_FALSE(st.exact_fallback);
+      }
+    }
+  }
+  Progress::set_enabled(true);
+}
+
 TEST(AlignBanded, JoinedUtterancesAlignAsEachAlone) {
   // 40 planted utterances of 300 frames (a sharp model: signal 3 against
   // N(0,1) noise) joined into one of 12,000 frames (the

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -237,6 +238,32 @@ TEST(Audio, ErrorsNameTheFile) {
   EXPECT_EQ(read_audio(d.str("stereo.wav")).channels, 2);
   testutil::write_text(d.str("junk.wav"), "this is not audio at all, not even close................");
   EXPECT_THROW(read_audio(d.str("junk.wav")), std::runtime_error);
+}
+
+TEST(Audio, StereoIsTheMeanAndToRateTakingTheAudioOverEqualsTheCopy) {
+  // Mono files are read straight into the samples, several channels through a
+  // second buffer: both give int16 values exactly (stereo: the mean).
+  testutil::TempDir d;
+  std::vector<short> st(2 * 3001);  // [N][2]
+  for (size_t i = 0; i < st.size(); ++i) st[i] = static_cast<short>((i * 7919) % 20001) - 10000;
+  testutil::write_audio(d.str("stereo.wav"), st, 16000, SF_FORMAT_WAV, 2);
+  const Audio a = read_audio(d.str("stereo.wav"));
+  ASSERT_EQ(a.samples.size(), 3001u);
+  for (size_t i = 0; i < a.samples.size(); ++i)
+    ASSERT_EQ(a.samples[i], static_cast<float>((st[2 * i] + st[2 * i + 1]) / 2.0)) << i;
+  for (const int rate : {16000, 8000}) {
+    std::string w1, w2;
+    const Audio copied = to_rate(a, rate, &w1);
+    Audio taken_from = a;
+    const Audio taken = to_rate(std::move(taken_from), rate, &w2);
+    EXPECT_EQ(taken.samples, copied.samples) << rate;
+    EXPECT_EQ(taken.sample_rate, rate);
+    EXPECT_EQ(w2, w1);
+    EXPECT_EQ(w1, rate == 16000 ? "down-mixed 2 channels (mean)"
+                                : "resampled from 16000 Hz to 8000 Hz, down-mixed 2 channels (mean)");
+    if (rate == 16000) EXPECT_EQ(taken.samples, a.samples);
+    else EXPECT_EQ(taken.samples.size(), 1501u);
+  }
 }
 
 TEST(Audio, ResampleOnlyWhenAllowed) {
