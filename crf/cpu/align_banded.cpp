@@ -438,27 +438,9 @@ BandPass align_in_band(const AlignUtterance& u, const Band& band, int32_t* out) 
     if ((n == lo[t] && lo[t] > 0) || (n == hi[t] - 1 && hi[t] < np)) res.touches_edge = true;
     return static_cast<size_t>(off[t] + (n - lo[t]));
   };
-  int64_t n = np - 1, end = L;
-  if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
-  int64_t v = end - bpd[cell(end, n)];
-  while (true) {
-    const int8_t how = bps[cell(v, n)];
-    if (how == 1) {
-      v -= K;
-      continue;
-    }
-    out[2 * n] = static_cast<int32_t>(v);
-    out[2 * n + 1] = static_cast<int32_t>(end - v);
-    if (how == 2) {
-      out[2 * (n - 1)] = static_cast<int32_t>(v);
-      n -= 2;
-    } else {
-      n -= 1;
-    }
-    if (n < 0) break;
-    end = v;
-    v = end - bpd[cell(end, n)];
-  }
+  trace_back_spans(
+      L, np, K, skip_last, [&](int64_t t, int64_t n) { return bpd[cell(t, n)]; },
+      [&](int64_t t, int64_t n) { return bps[cell(t, n)]; }, out);
   return res;
 }
 

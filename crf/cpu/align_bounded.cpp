@@ -174,27 +174,9 @@ double align_bounded_impl(const AlignUtterance& u, int32_t* out, int64_t M, Prog
     return (t - j * M) * np;
   };
   // Trace back from (L, last kept phone), as the full table does.
-  int64_t n = np - 1, end = L;
-  if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
-  int64_t v = end - bpd[row(end) + n];
-  while (true) {
-    const int8_t how = bps[row(v) + n];
-    if (how == 1) {
-      v -= K;
-      continue;
-    }
-    out[2 * n] = static_cast<int32_t>(v);
-    out[2 * n + 1] = static_cast<int32_t>(end - v);
-    if (how == 2) {
-      out[2 * (n - 1)] = static_cast<int32_t>(v);
-      n -= 2;
-    } else {
-      n -= 1;
-    }
-    if (n < 0) break;
-    end = v;
-    v = end - bpd[row(end) + n];
-  }
+  trace_back_spans(
+      L, np, K, skip_last, [&](int64_t t, int64_t n) { return bpd[row(t) + n]; },
+      [&](int64_t t, int64_t n) { return bps[row(t) + n]; }, out);
   return total;
 }
 

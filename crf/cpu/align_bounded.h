@@ -40,4 +40,35 @@ size_t bounded_align_bytes(int64_t L, int64_t np, int64_t K, int64_t M);
 // std::bad_alloc when that fails.
 double align_bounded(const AlignUtterance& u, int32_t* spans, int64_t M = 0);
 
+// The constrained Viterbi's traceback from (L, the last kept phone), as the
+// full table does it, into spans [np][2] (start, duration). dur(t, n): the
+// back pointer of F[t][n] (the last segment's duration); how(t, n): the back
+// pointer of S[t][n] (0 the previous phone ends at t, 1 a continuation of K
+// frames, 2 the optional phone n-1 skipped). skip_last: phone np-1 is
+// optional and skipped (it gets the start L).
+template <class Dur, class How>
+void trace_back_spans(int64_t L, int64_t np, int64_t K, bool skip_last, Dur dur, How how, int32_t* out) {
+  int64_t n = np - 1, end = L;
+  if (skip_last) out[2 * n] = static_cast<int32_t>(L), --n;
+  int64_t v = end - dur(end, n);
+  while (true) {
+    const int8_t h = how(v, n);
+    if (h == 1) {
+      v -= K;
+      continue;
+    }
+    out[2 * n] = static_cast<int32_t>(v);
+    out[2 * n + 1] = static_cast<int32_t>(end - v);
+    if (h == 2) {
+      out[2 * (n - 1)] = static_cast<int32_t>(v);
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+    if (n < 0) break;
+    end = v;
+    v = end - dur(end, n);
+  }
+}
+
 }  // namespace timitseg::crf::cpu
