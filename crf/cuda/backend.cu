@@ -40,6 +40,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "common/cuda.h"
 #include "crf/cuda/cuda_backend.h"
@@ -200,32 +201,10 @@ class CudaBackend final : public Backend {
              const int32_t* optional, double* score, int32_t* spans, void* workspace) override {
     check_dims(dims);
     check_align_n(dims, N);
-    auto need = [&](const void* ptr, const char* name) {
-      if (!ptr) throw std::invalid_argument(std::string("cuda backend: align: ") + name + " is a null pointer");
-    };
-    need(p.cum_scores, "cum_scores");
-    need(p.transition, "transition");
-    need(p.duration_bias, "duration_bias");
-    need(p.lengths, "lengths");
-    need(phones, "phones");
-    need(num_phones, "num_phones");
-    need(score, "score");
-    need(spans, "spans");
-    need(workspace, "workspace");
     const AlignLayout al = make_align_layout(dims, N);
-    Layout l;  // dims, and the status word of the align workspace (check_status reads it)
-    l.B = static_cast<int>(dims.B);
-    l.T = static_cast<int>(dims.T);
-    l.K = static_cast<int>(dims.K);
-    l.C = static_cast<int>(dims.C);
-    l.status = al.status;
-    l.zeros = al.zeros;
-    TS_CUDA(cudaSetDevice(device_));
-    TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.status), 0xff, sizeof(unsigned long long), stream_));
-    TS_CUDA(cudaMemsetAsync(at<char>(workspace, al.zeros), 0, sizeof(float) * l.C, stream_));
-    launch_validate(l, p, nullptr, at<unsigned long long>(workspace, al.status), stream_);
-    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional,
-                          at<unsigned long long>(workspace, al.status), stream_);
+    const Layout l = begin_phones(dims, p, N, "align",
+                                  {{phones, "phones"}, {num_phones, "num_phones"}, {score, "score"}, {spans, "spans"}},
+                                  al.status, al.zeros, workspace, phones, num_phones, optional);
     check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
     launch_align(l, al, p, static_cast<int>(N), phones, num_phones, optional, workspace, score, spans, stream_);
     TS_CUDA(cudaStreamSynchronize(stream_));
@@ -261,33 +240,11 @@ class CudaBackend final : public Backend {
                         double* out, void* workspace) override {
     check_dims(dims);
     check_align_n(dims, N);
-    auto need = [&](const void* ptr, const char* name) {
-      if (!ptr)
-        throw std::invalid_argument(std::string("cuda backend: align_posteriors: ") + name + " is a null pointer");
-    };
-    need(p.cum_scores, "cum_scores");
-    need(p.transition, "transition");
-    need(p.duration_bias, "duration_bias");
-    need(p.lengths, "lengths");
-    need(phones, "phones");
-    need(num_phones, "num_phones");
-    need(spans, "spans");
-    need(out, "out");
-    need(workspace, "workspace");
     const ConfLayout cl = make_conf_layout(dims, N);
-    Layout l;  // dims, and the status word of this workspace (check_status reads it)
-    l.B = static_cast<int>(dims.B);
-    l.T = static_cast<int>(dims.T);
-    l.K = static_cast<int>(dims.K);
-    l.C = static_cast<int>(dims.C);
-    l.status = cl.status;
-    l.zeros = cl.zeros;
+    const Layout l = begin_phones(dims, p, N, "align_posteriors",
+                                  {{phones, "phones"}, {num_phones, "num_phones"}, {spans, "spans"}, {out, "out"}},
+                                  cl.status, cl.zeros, workspace, phones, num_phones, optional);
     auto* status = at<unsigned long long>(workspace, cl.status);
-    TS_CUDA(cudaSetDevice(device_));
-    TS_CUDA(cudaMemsetAsync(status, 0xff, sizeof(unsigned long long), stream_));
-    TS_CUDA(cudaMemsetAsync(at<char>(workspace, cl.zeros), 0, sizeof(float) * l.C, stream_));
-    launch_validate(l, p, nullptr, status, stream_);
-    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional, status, stream_);
     check_status(l, p, nullptr, workspace, phones, num_phones, static_cast<int>(N), optional);
     launch_span_validate(l, p.lengths, static_cast<int>(N), num_phones, spans, status, stream_);
     check_status(l, p, nullptr, workspace, spans, num_phones, static_cast<int>(N));
@@ -381,6 +338,41 @@ class CudaBackend final : public Backend {
       os << "cuda backend: align: phone stride N=" << N << " must be >= 1 (and (T+1)*N small enough), T=" << d.T;
       throw std::invalid_argument(os.str());
     }
+  }
+
+  // The start of align and align_posteriors (their own workspace layouts, at
+  // status_off and zeros_off): the pointers that must not be null (the CRF's
+  // inputs, `ptrs`, the workspace), then the status word and the zero row set
+  // and the scores' and phones' validation queued; no host wait. Returns the
+  // Layout that check_status reads.
+  Layout begin_phones(const Dims& dims, const Params& p, int64_t N, const char* what,
+                      std::initializer_list<std::pair<const void*, const char*>> ptrs, size_t status_off,
+                      size_t zeros_off, void* workspace, const int32_t* phones, const int32_t* num_phones,
+                      const int32_t* optional) {
+    auto need = [&](const void* ptr, const char* name) {
+      if (!ptr)
+        throw std::invalid_argument(std::string("cuda backend: ") + what + ": " + name + " is a null pointer");
+    };
+    need(p.cum_scores, "cum_scores");
+    need(p.transition, "transition");
+    need(p.duration_bias, "duration_bias");
+    need(p.lengths, "lengths");
+    for (const auto& [ptr, name] : ptrs) need(ptr, name);
+    need(workspace, "workspace");
+    Layout l;
+    l.B = static_cast<int>(dims.B);
+    l.T = static_cast<int>(dims.T);
+    l.K = static_cast<int>(dims.K);
+    l.C = static_cast<int>(dims.C);
+    l.status = status_off;
+    l.zeros = zeros_off;
+    auto* status = at<unsigned long long>(workspace, status_off);
+    TS_CUDA(cudaSetDevice(device_));
+    TS_CUDA(cudaMemsetAsync(status, 0xff, sizeof(unsigned long long), stream_));
+    TS_CUDA(cudaMemsetAsync(at<char>(workspace, zeros_off), 0, sizeof(float) * l.C, stream_));
+    launch_validate(l, p, nullptr, status, stream_);
+    launch_align_validate(l.B, static_cast<int>(N), l.C, phones, num_phones, optional, status, stream_);
+    return l;
   }
 
   // Checks dims and pointers and queues the validation of every input on the
