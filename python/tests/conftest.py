@@ -8,9 +8,12 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-sys.path.insert(0, os.path.dirname(HERE))
-if "TIMITSEG_LIBRARY" not in os.environ and os.path.exists(os.path.join(ROOT, "build", "lib", "libtimitseg.so")):
-    os.environ["TIMITSEG_LIBRARY"] = os.path.join(ROOT, "build", "lib", "libtimitseg.so")
+_BUILT = os.path.join(ROOT, "build", "lib", "libtimitseg.so")
+if "TIMITSEG_LIBRARY" in os.environ or os.path.exists(_BUILT):
+    # the package from python/ with the library of this checkout's build (or TIMITSEG_LIBRARY)
+    sys.path.insert(0, os.path.dirname(HERE))
+    os.environ.setdefault("TIMITSEG_LIBRARY", _BUILT)
+# else: the installed package (`pip install ./python`) with the library installed beside it
 
 
 @pytest.fixture(scope="session")
