@@ -50,6 +50,12 @@ struct Grads {
   float* start = nullptr;          // [C]
   float* end = nullptr;            // [C]
   float* onset = nullptr;          // [B][T][C] (only when Params::onset is set; padding frames written 0)
+  // [B][T][C]: the gradient of the frame scores x whose centered cumsum
+  // (crf/cumsum.h) is Params::cum_scores, i.e. centered_cumsum_backward of the
+  // cum_scores gradient, bitwise; padding frames 0. Only where the backend's
+  // fuses_frame_grads(dims) is true (backward throws std::invalid_argument
+  // otherwise); cum_scores may be nullptr then.
+  float* frame_scores = nullptr;
 };
 
 // One decoded segment. Rows of `viterbi_segments` in crf replay are
@@ -94,6 +100,28 @@ class Backend {
   // so a mean-NLL loss passes scale = 1/B.
   virtual void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale,
                         double* log_z, double* gold, const Grads& grads, void* workspace) = 0;
+
+  // backward() in two calls, for a caller that makes its gradient buffers
+  // while the device runs the recurrences (the C API's nll, capi/crf_fast.cpp):
+  // backward_begin queues the work that writes log_z and gold and keeps the
+  // call; `wanted` marks the gradients that backward_finish will be given
+  // (only which members are non-null is read, not the pointers). Then
+  // backward_finish(grads), whose non-null members are among those wanted,
+  // writes them and reads the status as backward() does (set_defer_status
+  // applies). Between the two no other call is made on the backend except
+  // backward_finish, with Grads{} to drop a begun call (its status is still
+  // read). backward() is backward_begin + backward_finish. The default runs
+  // the whole backward() inside backward_finish (host backends compute in the
+  // call anyway).
+  virtual void backward_begin(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z,
+                              double* gold, const Grads& wanted, void* workspace);
+  virtual void backward_finish(const Grads& grads);
+  // True when backward computes Grads::frame_scores itself for these dims
+  // (cuda: when an utterance's [T][C] float64 fits a block's shared memory).
+  virtual bool fuses_frame_grads(const Dims& dims) const {
+    (void)dims;
+    return false;
+  }
 
   // Viterbi decode. score: [B] float64. Segments are written per utterance:
   // segments [B][T][3] int32 rows (start, duration, label) in time order,
@@ -175,6 +203,19 @@ class Backend {
   // each call: both are no-ops there.
   virtual void set_defer_status(bool on) { (void)on; }
   virtual void check_deferred() {}
+
+ private:
+  // The default backward_begin's call, run by backward_finish.
+  struct BegunBackward {
+    bool pending = false;
+    Dims dims;
+    Params p;
+    const int32_t* labels = nullptr;
+    double scale = 1.0;
+    double* log_z = nullptr;
+    double* gold = nullptr;
+    void* workspace = nullptr;
+  } begun_;
 };
 
 // Defined in crf/cuda/ when this build has CUDA (TIMITSEG_HAVE_CUDA); never

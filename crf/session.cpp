@@ -43,6 +43,13 @@ void Session::backward(const Dims& dims, const Params& p, const int32_t* labels,
   backend_.backward(dims, p, labels, scale, log_z, gold, grads, workspace(dims));
 }
 
+void Session::backward_begin(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z,
+                             double* gold, const Grads& wanted) {
+  backend_.backward_begin(dims, p, labels, scale, log_z, gold, wanted, workspace(dims));
+}
+
+void Session::backward_finish(const Grads& grads) { backend_.backward_finish(grads); }
+
 void Session::viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments) {
   backend_.viterbi(dims, p, score, segments, num_segments, workspace(dims));
 }

@@ -49,6 +49,10 @@ class Session {
   void gold_score(const Dims& dims, const Params& p, const int32_t* labels, double* gold);
   void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
                 const Grads& grads);
+  // Backend::backward_begin / backward_finish with the session's workspace.
+  void backward_begin(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z,
+                      double* gold, const Grads& wanted);
+  void backward_finish(const Grads& grads);
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments);
   void boundary_posteriors(const Dims& dims, const Params& p, double* out);
 

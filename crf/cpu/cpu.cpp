@@ -95,6 +95,9 @@ class CpuBackend final : public Backend {
 
   void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
                 const Grads& g, void* ws) override {
+    if (g.frame_scores)
+      throw std::invalid_argument(name() + " backend: frame_scores gradients are not computed here "
+                                            "(fuses_frame_grads is false)");
     validate_host(dims, p, labels);
     Prepared pr = prepare(dims, p, ws);
     const int64_t T = dims.T, K = dims.K, C = dims.C;

@@ -147,7 +147,24 @@ class CudaBackend final : public Backend {
 
   void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
                 const Grads& grads, void* workspace) override {
+    backward_begin(dims, p, labels, scale, log_z, gold, grads, workspace);
+    backward_finish(grads);
+  }
+
+  // Everything up to the tables: validation, gold (side stream), the two
+  // recurrences, the parameter marginals when a parameter gradient is wanted.
+  void backward_begin(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z,
+                      double* gold, const Grads& wanted, void* workspace) override {
     if (!std::isfinite(scale)) throw std::invalid_argument("cuda backend: backward scale must be finite");
+    if (split_.pending) throw std::logic_error("cuda backend: backward_begin: the last begun backward is not finished");
+    if (wanted.frame_scores && !fuses_frame_grads(dims)) {
+      std::ostringstream os;
+      os << "cuda backend: backward: frame_scores gradients need T*C float64 in one block's shared memory, T="
+         << dims.T << " C=" << dims.C << " needs " << grad_frames_smem_bytes(static_cast<int>(dims.T),
+                                                                               static_cast<int>(dims.C))
+         << " bytes, the device has " << smem_limit_;
+      throw std::invalid_argument(os.str());
+    }
     const Layout l = begin(dims, p, labels, workspace, "backward");
     // The gold kernel (B blocks) on a side stream, beside the recurrence
     // (2B blocks, one per SM): forked after the validation, joined before the
@@ -162,17 +179,38 @@ class CudaBackend final : public Backend {
     a.logz_user = log_z;
     recurrence<false>(l, a, 2 * l.B);
     if (labels) TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
-    const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
-    if (grads.transition || grads.duration_bias) {
+    const bool marginals = wanted.transition || wanted.duration_bias;
+    if (marginals) {
       if (use_fast_marginals(l.K, l.C))
         launch_marginals_fast(l, p, workspace, stream_);
       else
         launch_marginals(l, p, workspace, stream_);
     }
-    if (want_params) launch_param_reduce(l, p, workspace, labels != nullptr, scale, grads, stream_);
-    if (grads.cum_scores) launch_grad_cum(l, p, labels, workspace, scale, grads.cum_scores, stream_);
-    if (p.onset && grads.onset) launch_grad_onset(l, p, labels, workspace, scale, grads.onset, stream_);
-    finish(l, p, labels, workspace);
+    split_ = Split{true, marginals, wanted.frame_scores != nullptr, l, p, labels, scale, workspace};
+  }
+
+  // The gradients into `grads` and the status (finish).
+  void backward_finish(const Grads& grads) override {
+    if (!split_.pending) throw std::logic_error("cuda backend: backward_finish without backward_begin");
+    const Split c = split_;
+    split_.pending = false;
+    if ((grads.transition || grads.duration_bias) && !c.marginals)
+      throw std::logic_error("cuda backend: backward_finish: parameter gradients that backward_begin did not want");
+    if (grads.frame_scores && !c.frames)
+      throw std::logic_error("cuda backend: backward_finish: frame_scores gradients that backward_begin did not want");
+    const Layout& l = c.l;
+    const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
+    if (want_params) launch_param_reduce(l, c.p, c.workspace, c.labels != nullptr, c.scale, grads, stream_);
+    if (grads.cum_scores) launch_grad_cum(l, c.p, c.labels, c.workspace, c.scale, grads.cum_scores, stream_);
+    if (grads.frame_scores)
+      launch_grad_frames(l, c.p, c.labels, c.workspace, c.scale, grads.frame_scores, stream_);
+    if (c.p.onset && grads.onset) launch_grad_onset(l, c.p, c.labels, c.workspace, c.scale, grads.onset, stream_);
+    finish(l, c.p, c.labels, c.workspace);
+  }
+
+  bool fuses_frame_grads(const Dims& dims) const override {
+    return dims.T >= 1 && dims.C >= 1 && dims.T * dims.C <= INT_MAX / 2 &&
+           grad_frames_smem_bytes(static_cast<int>(dims.T), static_cast<int>(dims.C)) <= smem_limit_;
   }
 
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
@@ -281,6 +319,17 @@ class CudaBackend final : public Backend {
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
   } deferred_;
+  // The backward_begin whose backward_finish is still to come.
+  struct Split {
+    bool pending = false;
+    bool marginals = false;  // the parameter marginals were queued
+    bool frames = false;     // frame_scores gradients were wanted
+    Layout l;
+    Params p;
+    const int32_t* labels = nullptr;
+    double scale = 1.0;
+    void* workspace = nullptr;
+  } split_;
   cudaStream_t side_ = nullptr;  // backward's gold kernel, forked from / joined to stream_
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
 
@@ -386,6 +435,8 @@ class CudaBackend final : public Backend {
     check_dims(dims);
     if (deferred_.pending)
       throw std::logic_error(std::string("cuda backend: ") + what + ": a deferred status is unread (check_deferred)");
+    if (split_.pending)
+      throw std::logic_error(std::string("cuda backend: ") + what + ": a backward_begin is not finished");
     auto need = [&](const void* ptr, const char* name) {
       if (!ptr) throw std::invalid_argument(std::string("cuda backend: ") + what + ": " + name + " is a null pointer");
     };
@@ -449,136 +500,13 @@ class CudaBackend final : public Backend {
     launch_recurrence<kMax>(l, a, blocks, smem_limit_, force_global_ring_, stream_);
   }
 
-  // Copies `bytes` of device memory to the host on the stream and waits.
-  void read_back(void* host_dst, const void* device_src, size_t bytes) {
-    TS_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
-    TS_CUDA(cudaStreamSynchronize(stream_));
-  }
-
-  // The message of a confidence input flagged on the device (check_status):
-  // `items` is spans [B][N][2] (kSpans) or queries [B][N][3] (kQueries, N = Q).
-  std::string confidence_status(int tensor, long long idx, const Layout& l, const Params& p, const int32_t* items,
-                                const int32_t* counts, int N) {
-    std::ostringstream os;
-    int32_t v[3] = {0, 0, 0}, len = 0;
-    if (tensor == kNumQueries) {
-      read_back(v, counts + idx, sizeof(int32_t));
-      os << "span_marginals: num_queries[" << idx << "] = " << v[0] << " is outside [0, Q=" << N << "]";
-      return os.str();
-    }
-    const int width = tensor == kSpans ? 2 : 3;
-    read_back(v, items + width * idx, width * sizeof(int32_t));
-    read_back(&len, p.lengths + idx / N, sizeof(len));
-    if (tensor == kSpans)
-      os << "align_posteriors: spans[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1]
-         << ") is not a span (start, duration >= 0) inside [0, length=" << len << "]";
-    else
-      os << "span_marginals: queries[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1] << ", "
-         << v[2] << ") is not (start, duration >= 0, label in [0, C=" << l.C << ")) inside [0, length=" << len
-         << "]";
-    return os.str();
-  }
-
+  // Reads the status word (a wait) and throws the message of the input it names (status.cu).
   void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
                     const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0,
                     const int32_t* optional = nullptr) {
-    unsigned long long key = 0;
-    read_back(&key, at<char>(ws, l.status), sizeof(key));
-    if (key == kNoError) return;
-    const int tensor = static_cast<int>(key >> kIndexBits);
-    const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
-    std::ostringstream os;
-    os << "cuda backend: ";
-    auto fval = [&](const float* ptr) {
-      float v = 0;
-      read_back(&v, ptr + idx, sizeof(v));
-      return v;
-    };
-    switch (tensor) {
-      case kLengths: {
-        int32_t v = 0;
-        read_back(&v, p.lengths + idx, sizeof(v));
-        os << "lengths[" << idx << "] = " << v << " is outside [1, T=" << l.T << "]";
-        throw std::invalid_argument(os.str());
-      }
-      case kCum: {
-        const long long b = idx / ((static_cast<long long>(l.T) + 1) * l.C);
-        const long long t = (idx / l.C) % (l.T + 1), c = idx % l.C;
-        os << "cum_scores[" << b << "][" << t << "][" << c << "] = " << fval(p.cum_scores)
-           << " is not finite (every valid row 0..lengths[b] must be finite)";
-        throw std::invalid_argument(os.str());
-      }
-      case kTransition:
-        os << "transition[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.transition)
-           << " is NaN or +inf (entries must be finite, or -inf to forbid a transition)";
-        throw std::invalid_argument(os.str());
-      case kDuration:
-        os << "duration_bias[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.duration_bias)
-           << " is NaN or +inf (entries must be finite, or -inf to forbid a duration)";
-        throw std::invalid_argument(os.str());
-      case kStart:
-        os << "start[" << idx << "] = " << fval(p.start) << " is NaN or +inf (entries must be finite or -inf)";
-        throw std::invalid_argument(os.str());
-      case kEnd:
-        os << "end[" << idx << "] = " << fval(p.end) << " is NaN or +inf (entries must be finite or -inf)";
-        throw std::invalid_argument(os.str());
-      case kOnset: {
-        const long long b = idx / (static_cast<long long>(l.T) * l.C);
-        const long long t = (idx / l.C) % l.T, c = idx % l.C;
-        os << "onset[" << b << "][" << t << "][" << c << "] = " << fval(p.onset)
-           << " is not finite (every valid frame t < lengths[b] must be finite)";
-        throw std::invalid_argument(os.str());
-      }
-      case kLabels: {
-        int32_t v = 0;
-        read_back(&v, labels + idx, sizeof(v));
-        os << "labels[" << idx / l.T << "][" << idx % l.T << "] = " << v << " is outside [0, C=" << l.C << ")";
-        throw std::invalid_argument(os.str());
-      }
-      case kLogZ:
-        os << "utterance " << idx << " has no segmentation of finite score (log Z = -inf): the -inf entries of "
-           << "transition/duration_bias/start/end forbid every path of its length";
-        throw std::runtime_error(os.str());
-      case kGold:
-        os << "utterance " << idx << ": the gold segmentation has score -inf (it uses a -inf entry of "
-           << "transition/duration_bias/start/end), so its NLL would be +inf";
-        throw std::runtime_error(os.str());
-      case kNumPhones: {
-        int32_t v = 0;
-        read_back(&v, num_phones + idx, sizeof(v));
-        os << "align: num_phones[" << idx << "] = " << v << " is outside [1, N=" << N << "]";
-        throw std::invalid_argument(os.str());
-      }
-      case kPhones: {
-        int32_t v = 0;
-        read_back(&v, phones + idx, sizeof(v));
-        os << "align: phones[" << idx / N << "][" << idx % N << "] = " << v << " is outside [0, C=" << l.C << ")";
-        throw std::invalid_argument(os.str());
-      }
-      case kOptional: {
-        int32_t v = 0;
-        read_back(&v, optional + idx, sizeof(v));
-        os << "align: optional[" << idx / N << "][" << idx % N << "] = ";
-        if (v != 0 && v != 1)
-          os << v << " is not 0 or 1";
-        else
-          os << "1 follows another optional phone (two optional phones in a row are not supported)";
-        throw std::invalid_argument(os.str());
-      }
-      case kOptionalAll:
-        os << "align: utterance " << idx << " has only optional phones";
-        throw std::invalid_argument(os.str());
-      case kSpans:
-      case kQueries:
-      case kNumQueries:
-        throw std::invalid_argument(os.str() + confidence_status(tensor, idx, l, p, phones, num_phones, N));
-      default:
-        os << "internal status code " << tensor << " at index " << idx;
-        throw std::runtime_error(os.str());
-    }
+    check_status_word(stream_, l, p, labels, ws, phones, num_phones, N, optional);
   }
 };
-
 
 }  // namespace
 }  // namespace cuda_impl

@@ -110,9 +110,37 @@ __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const
   if (lane == 0) dst[c] = static_cast<float>(scale * v);
 }
 
+// Entry i of a [B][T][C] array as (b, t, c).
+struct FrameIndex {
+  int b, t, c;
+};
+__device__ __forceinline__ FrameIndex frame_index(long long i, int T, int C) {
+  return {static_cast<int>(i / (static_cast<long long>(T) * C)), static_cast<int>((i / C) % T),
+          static_cast<int>(i % C)};
+}
+
 // d/d cum[t,c] = P(segment with label c ends at t) - P(one starts at t)
 //             = exp(alpha[t,c] + gamma[t,c] - logZ) - exp(sigma[t,c] + rho[t,c] - logZ)
-// minus the gold indicator (labels given); 0 on padding rows.
+// minus the gold indicator (labels given); 0 on padding rows. The entry i =
+// (b, t, c) of [B][T+1][C] as float32, the one expression of grad_cum_kernel
+// and grad_frames_entries_kernel (so the two agree to the bit).
+__device__ __forceinline__ float grad_cum_entry(size_t i, int b, int t, int c, int T, int L, double lz,
+                                                const int32_t* __restrict__ labels, const int32_t* bound_all,
+                                                const double* alpha_all, const double* sigma_all,
+                                                const double* rho_all, const double* gamma_all, double scale) {
+  double g = 0.0;
+  if (t <= L && lz > kNegInf) {
+    if (t >= 1) g += exp(alpha_all[i] + gamma_all[i] - lz);
+    if (t < L) g -= exp(sigma_all[i] + rho_all[i] - lz);
+    if (labels && bound_all[static_cast<size_t>(b) * (T + 1) + t]) {
+      const int32_t* lab = labels + static_cast<size_t>(b) * T;
+      if (t >= 1 && lab[t - 1] == c) g -= 1.0;
+      if (t < L && lab[t] == c) g += 1.0;
+    }
+  }
+  return static_cast<float>(scale * g);
+}
+
 __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, const int32_t* __restrict__ labels,
                                 const int32_t* bound_all, const double* alpha_all, const double* sigma_all,
                                 const double* rho_all, const double* gamma_all, const double* logz, double scale,
@@ -125,20 +153,106 @@ __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, c
     const int c = static_cast<int>(i % C);
     const int t = static_cast<int>((i / C) % (T + 1));
     const int b = static_cast<int>(i / (static_cast<long long>(T + 1) * C));
+    out[i] = grad_cum_entry(static_cast<size_t>(i), b, t, c, T, lengths[b], logz[b], labels, bound_all, alpha_all,
+                            sigma_all, rho_all, gamma_all, scale);
+  }
+}
+
+// The frame scores' gradient dx [B][T][C] through the centered cumsum
+// (crf::centered_cumsum_backward of grad_cum_kernel's output: the same float64
+// sums in the same order, hence the same bits), in two kernels:
+// grad_frames_entries_kernel writes h[t,c] = grad_cum_entry(b, t+1, c) into
+// dx[b][t][c] for t < L (0 for padding frames), every entry its own thread;
+// grad_frames_scan_kernel, one block per utterance, reads its rows into shared
+// memory as float64 (16 loads in flight per thread) and writes
+//   g[t,c]  = sum_{s=t..L-1} h[s,c]                        t descending
+//   m[c]    = (sum_{t<L} g[t,c]) / L                       t ascending
+//   dx[t,c] = float(g[t,c] - m[c])                         t < L
+// each column's two sums on one thread (chunks of 8 loads, then the adds in order).
+__global__ void grad_frames_entries_kernel(Layout l, const int32_t* __restrict__ lengths,
+                                           const int32_t* __restrict__ labels, const int32_t* bound_all,
+                                           const double* alpha_all, const double* sigma_all, const double* rho_all,
+                                           const double* gamma_all, const double* logz, double scale,
+                                           float* __restrict__ dx, const unsigned long long* status) {
+  if (input_invalid(status)) return;
+  const int C = l.C, T = l.T;
+  const long long n = static_cast<long long>(l.B) * T * C;
+  for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<long long>(gridDim.x) * blockDim.x) {
+    const auto [b, t, c] = frame_index(i, T, C);
     const int L = lengths[b];
-    const double lz = logz[b];
-    double g = 0.0;
-    if (t <= L && lz > kNegInf) {
-      if (t >= 1) g += exp(alpha_all[i] + gamma_all[i] - lz);
-      if (t < L) g -= exp(sigma_all[i] + rho_all[i] - lz);
-      if (labels && bound_all[static_cast<size_t>(b) * (T + 1) + t]) {
-        const int32_t* lab = labels + static_cast<size_t>(b) * T;
-        if (t >= 1 && lab[t - 1] == c) g -= 1.0;
-        if (t < L && lab[t] == c) g += 1.0;
+    const size_t row = (static_cast<size_t>(b) * (T + 1) + t + 1) * C + c;  // grad cum row t + 1
+    dx[i] = t < L ? grad_cum_entry(row, b, t + 1, c, T, L, logz[b], labels, bound_all, alpha_all, sigma_all, rho_all,
+                                   gamma_all, scale)
+                  : 0.f;
+  }
+}
+
+constexpr int kFrameThreads = 256;
+__global__ void __launch_bounds__(kFrameThreads)
+    grad_frames_scan_kernel(Layout l, const int32_t* __restrict__ lengths, float* __restrict__ dx,
+                            const unsigned long long* status) {
+  if (input_invalid(status)) return;
+  extern __shared__ double frame_smem[];  // g [T][C], then m [C]
+  const int b = blockIdx.x, C = l.C, T = l.T;
+  const int L = lengths[b];  // in [1, T]: the validation passed
+  double* g = frame_smem;
+  double* m = frame_smem + static_cast<size_t>(T) * C;
+  float* xb = dx + static_cast<size_t>(b) * T * C;
+  const int n = L * C;
+  constexpr int kLoads = 16;
+  for (int j0 = threadIdx.x; j0 < n; j0 += kFrameThreads * kLoads) {
+    float v[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int j = j0 + u * kFrameThreads;
+      v[u] = j < n ? xb[j] : 0.f;
+    }
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int j = j0 + u * kFrameThreads;
+      if (j < n) g[j] = static_cast<double>(v[u]);
+    }
+  }
+  __syncthreads();
+  // Full chunks of kU rows without conditions (the kU loads issue together, then the
+  // adds in order), the rest one row at a time: the same sums in the same order.
+  constexpr int kU = 8;
+  for (int c = threadIdx.x; c < C; c += kFrameThreads) {
+    double run = 0.0;
+    int t = L - 1;
+    for (; t >= kU - 1; t -= kU) {  // rows t, t-1, ..., t-kU+1
+      double v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = g[(t - u) * C + c];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        run += v[u];
+        g[(t - u) * C + c] = run;
       }
     }
-    out[i] = static_cast<float>(scale * g);
+    for (; t >= 0; --t) {
+      run += g[t * C + c];
+      g[t * C + c] = run;
+    }
+    double mean = 0.0;
+    t = 0;
+    for (; t + kU <= L; t += kU) {
+      double v[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) v[u] = g[(t + u) * C + c];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) mean += v[u];
+    }
+    for (; t < L; ++t) mean += g[t * C + c];
+    m[c] = mean / static_cast<double>(L);
   }
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kFrameThreads) xb[j] = static_cast<float>(g[j] - m[j % C]);
+}
+
+size_t grad_frames_smem_bytes(int T, int C) {
+  return (static_cast<size_t>(T) * static_cast<size_t>(C) + static_cast<size_t>(C)) * sizeof(double);
 }
 
 // d/d o[t,c] = P(a segment with label c starts at t) = exp(sigma[t,c] + rho[t,c] - logZ)
@@ -152,9 +266,7 @@ __global__ void grad_onset_kernel(Layout l, const int32_t* __restrict__ lengths,
   const long long n = static_cast<long long>(l.B) * T * C;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const int c = static_cast<int>(i % C);
-    const int t = static_cast<int>((i / C) % T);
-    const int b = static_cast<int>(i / (static_cast<long long>(T) * C));
+    const auto [b, t, c] = frame_index(i, T, C);
     const int L = lengths[b];
     const double lz = logz[b];
     double g = 0.0;
@@ -197,6 +309,22 @@ void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, vo
                                                         at<double>(ws, l.logz), scale, out,
                                                         at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("grad_cum_kernel");
+}
+
+void launch_grad_frames(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                        cudaStream_t stream) {
+  const long long n = static_cast<long long>(l.B) * l.T * l.C;
+  grad_frames_entries_kernel<<<grid_for(n, 256), 256, 0, stream>>>(
+      l, p.lengths, labels, at<int32_t>(ws, l.bound), at<double>(ws, l.alpha), at<double>(ws, l.sigma),
+      at<double>(ws, l.rho), at<double>(ws, l.gamma), at<double>(ws, l.logz), scale, out,
+      at<unsigned long long>(ws, l.status));
+  TS_LAUNCHED("grad_frames_entries_kernel");
+  const size_t smem = grad_frames_smem_bytes(l.T, l.C);
+  TS_CUDA(cudaFuncSetAttribute(grad_frames_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               static_cast<int>(smem)));  // the current device's (its callers check the limit)
+  grad_frames_scan_kernel<<<l.B, kFrameThreads, smem, stream>>>(
+      l, p.lengths, out, at<unsigned long long>(ws, l.status));
+  TS_LAUNCHED("grad_frames_scan_kernel");
 }
 
 void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,

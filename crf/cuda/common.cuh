@@ -168,10 +168,25 @@ void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_g
                          cudaStream_t stream);
 void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
                      cudaStream_t stream);
+// grad_frames: Grads::frame_scores [B][T][C], the centered cumsum's backward of
+// launch_grad_cum's output without that output (its entries written into
+// dx, then one block per utterance scans them in shared memory; bitwise the
+// two in sequence). Launch only when grad_frames_smem_bytes(T, C) is within
+// the device's opt-in shared memory.
+size_t grad_frames_smem_bytes(int T, int C);
+void launch_grad_frames(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
+                        cudaStream_t stream);
 // grad onset [B][T][C] = scale * (P(a segment with c starts at t) - gold start
 // indicator); 0 on padding frames. Needs p.onset (the recurrences included it).
 void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
                        cudaStream_t stream);
+// status.cu: reads the status word at l.status (a wait on `stream`) and, when a
+// kernel reported an input, throws its one-line message (std::invalid_argument
+// for an input, std::runtime_error for a -inf log Z or gold score); phones,
+// num_phones, N and optional name align's inputs (spans / queries for the
+// confidence calls).
+void check_status_word(cudaStream_t stream, const Layout& l, const Params& p, const int32_t* labels, void* ws,
+                       const int32_t* phones, const int32_t* num_phones, int N, const int32_t* optional);
 // posteriors.cu: boundary posteriors [B][T+1] from alpha, gamma and log Z.
 void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream);
 

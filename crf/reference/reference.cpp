@@ -424,6 +424,9 @@ class ReferenceBackend final : public Backend {
   }
   void backward(const Dims& dims, const Params& p, const int32_t* labels, double scale, double* log_z, double* gold,
                 const Grads& grads, void*) override {
+    if (grads.frame_scores)
+      throw std::invalid_argument(name() + " backend: frame_scores gradients are not computed here "
+                                            "(fuses_frame_grads is false)");
     Conv cv(dims, p);
     const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
     std::vector<double> gc(B * (T + 1) * C), ga(C * C), gd(K * C), gs(C), ge(C), go(p.onset ? B * T * C : 0);

@@ -1,9 +1,11 @@
 // The centered cumsum on the GPU (model/cuda/cumsum.h) against the host code
 // it must equal bit for bit (crf::centered_cumsum_forward / _backward, one
-// utterance at a time): B 32, T 200, C 39 (the TIMIT shape), T 5000 (many
-// chunks of loads per thread), C 1100 (more labels than a block's threads),
-// C 1, T 1, rows of length 0 (all 0) and 1, outputs poisoned with NaN before
-// each call (every entry written). Skips (saying why) without a CUDA device.
+// utterance at a time): B 32, T 200, C 39 (the TIMIT shape, one tile of the
+// forward's block per utterance), T 5000 (many tiles; many chunks of loads per
+// thread backward), C 256 (the widest tiled forward), C 257 and 1100 (the
+// forward's one-thread-per-column kernel), C 1, T 1, rows of length 0 (all 0)
+// and 1, outputs poisoned with NaN before each call (every entry written).
+// Skips (saying why) without a CUDA device.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -77,7 +79,8 @@ void check_case(const Case& k, uint64_t seed) {
 
 TEST(GpuCumsum, BitwiseTheHostCodeAtTimitLongAndWideShapes) {
   if (timitseg::cuda::device_count() == 0) GTEST_SKIP() << "no CUDA device was found";
-  const Case cases[] = {{32, 200, 39}, {5, 5000, 39}, {3, 7, 1}, {4, 300, 8}, {4, 3, 1100}, {1, 1, 39}};
+  const Case cases[] = {{32, 200, 39}, {5, 5000, 39}, {3, 7, 1}, {4, 300, 8}, {4, 3, 1100}, {1, 1, 39},
+                       {3, 100, 256}, {3, 70, 257}};
   uint64_t seed = 11;
   for (const Case& k : cases) check_case(k, seed++);
 }

@@ -1,0 +1,145 @@
+// The messages of the cuda backend's status word (common.cuh: the first
+// invalid input a kernel reported): read back with the value it names, and
+// thrown as one line (std::invalid_argument for an input, std::runtime_error
+// for log Z or a gold score of -inf).
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+#include "crf/cuda/common.cuh"
+
+namespace timitseg::crf::cuda_impl {
+namespace {
+
+// Copies `bytes` of device memory to the host on the stream and waits.
+void read_back(cudaStream_t stream_, void* host_dst, const void* device_src, size_t bytes) {
+  TS_CUDA(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+  TS_CUDA(cudaStreamSynchronize(stream_));
+}
+
+// The message of a confidence input flagged on the device (check_status):
+// `items` is spans [B][N][2] (kSpans) or queries [B][N][3] (kQueries, N = Q).
+std::string confidence_status(cudaStream_t stream_, int tensor, long long idx, const Layout& l, const Params& p,
+                              const int32_t* items, const int32_t* counts, int N) {
+  std::ostringstream os;
+  int32_t v[3] = {0, 0, 0}, len = 0;
+  if (tensor == kNumQueries) {
+    read_back(stream_, v, counts + idx, sizeof(int32_t));
+    os << "span_marginals: num_queries[" << idx << "] = " << v[0] << " is outside [0, Q=" << N << "]";
+    return os.str();
+  }
+  const int width = tensor == kSpans ? 2 : 3;
+  read_back(stream_, v, items + width * idx, width * sizeof(int32_t));
+  read_back(stream_, &len, p.lengths + idx / N, sizeof(len));
+  if (tensor == kSpans)
+    os << "align_posteriors: spans[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1]
+       << ") is not a span (start, duration >= 0) inside [0, length=" << len << "]";
+  else
+    os << "span_marginals: queries[" << idx / N << "][" << idx % N << "] = (" << v[0] << ", " << v[1] << ", "
+       << v[2] << ") is not (start, duration >= 0, label in [0, C=" << l.C << ")) inside [0, length=" << len
+       << "]";
+  return os.str();
+}
+
+}  // namespace
+
+void check_status_word(cudaStream_t stream_, const Layout& l, const Params& p, const int32_t* labels, void* ws,
+                       const int32_t* phones, const int32_t* num_phones, int N, const int32_t* optional) {
+  unsigned long long key = 0;
+  read_back(stream_, &key, at<char>(ws, l.status), sizeof(key));
+  if (key == kNoError) return;
+  const int tensor = static_cast<int>(key >> kIndexBits);
+  const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
+  std::ostringstream os;
+  os << "cuda backend: ";
+  auto fval = [&](const float* ptr) {
+    float v = 0;
+    read_back(stream_, &v, ptr + idx, sizeof(v));
+    return v;
+  };
+  switch (tensor) {
+    case kLengths: {
+      int32_t v = 0;
+      read_back(stream_, &v, p.lengths + idx, sizeof(v));
+      os << "lengths[" << idx << "] = " << v << " is outside [1, T=" << l.T << "]";
+      throw std::invalid_argument(os.str());
+    }
+    case kCum: {
+      const long long b = idx / ((static_cast<long long>(l.T) + 1) * l.C);
+      const long long t = (idx / l.C) % (l.T + 1), c = idx % l.C;
+      os << "cum_scores[" << b << "][" << t << "][" << c << "] = " << fval(p.cum_scores)
+         << " is not finite (every valid row 0..lengths[b] must be finite)";
+      throw std::invalid_argument(os.str());
+    }
+    case kTransition:
+      os << "transition[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.transition)
+         << " is NaN or +inf (entries must be finite, or -inf to forbid a transition)";
+      throw std::invalid_argument(os.str());
+    case kDuration:
+      os << "duration_bias[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.duration_bias)
+         << " is NaN or +inf (entries must be finite, or -inf to forbid a duration)";
+      throw std::invalid_argument(os.str());
+    case kStart:
+      os << "start[" << idx << "] = " << fval(p.start) << " is NaN or +inf (entries must be finite or -inf)";
+      throw std::invalid_argument(os.str());
+    case kEnd:
+      os << "end[" << idx << "] = " << fval(p.end) << " is NaN or +inf (entries must be finite or -inf)";
+      throw std::invalid_argument(os.str());
+    case kOnset: {
+      const long long b = idx / (static_cast<long long>(l.T) * l.C);
+      const long long t = (idx / l.C) % l.T, c = idx % l.C;
+      os << "onset[" << b << "][" << t << "][" << c << "] = " << fval(p.onset)
+         << " is not finite (every valid frame t < lengths[b] must be finite)";
+      throw std::invalid_argument(os.str());
+    }
+    case kLabels: {
+      int32_t v = 0;
+      read_back(stream_, &v, labels + idx, sizeof(v));
+      os << "labels[" << idx / l.T << "][" << idx % l.T << "] = " << v << " is outside [0, C=" << l.C << ")";
+      throw std::invalid_argument(os.str());
+    }
+    case kLogZ:
+      os << "utterance " << idx << " has no segmentation of finite score (log Z = -inf): the -inf entries of "
+         << "transition/duration_bias/start/end forbid every path of its length";
+      throw std::runtime_error(os.str());
+    case kGold:
+      os << "utterance " << idx << ": the gold segmentation has score -inf (it uses a -inf entry of "
+         << "transition/duration_bias/start/end), so its NLL would be +inf";
+      throw std::runtime_error(os.str());
+    case kNumPhones: {
+      int32_t v = 0;
+      read_back(stream_, &v, num_phones + idx, sizeof(v));
+      os << "align: num_phones[" << idx << "] = " << v << " is outside [1, N=" << N << "]";
+      throw std::invalid_argument(os.str());
+    }
+    case kPhones: {
+      int32_t v = 0;
+      read_back(stream_, &v, phones + idx, sizeof(v));
+      os << "align: phones[" << idx / N << "][" << idx % N << "] = " << v << " is outside [0, C=" << l.C << ")";
+      throw std::invalid_argument(os.str());
+    }
+    case kOptional: {
+      int32_t v = 0;
+      read_back(stream_, &v, optional + idx, sizeof(v));
+      os << "align: optional[" << idx / N << "][" << idx % N << "] = ";
+      if (v != 0 && v != 1)
+        os << v << " is not 0 or 1";
+      else
+        os << "1 follows another optional phone (two optional phones in a row are not supported)";
+      throw std::invalid_argument(os.str());
+    }
+    case kOptionalAll:
+      os << "align: utterance " << idx << " has only optional phones";
+      throw std::invalid_argument(os.str());
+    case kSpans:
+    case kQueries:
+    case kNumQueries:
+      throw std::invalid_argument(os.str() + confidence_status(stream_, tensor, idx, l, p, phones, num_phones, N));
+    default:
+      os << "internal status code " << tensor << " at index " << idx;
+      throw std::runtime_error(os.str());
+  }
+}
+
+}  // namespace timitseg::crf::cuda_impl
