@@ -31,6 +31,19 @@ struct DeferredNll {
   int status = TIMITSEG_OK;  // else its error: status and message (without the call's prefix)
   std::string message;
 };
+// A begun nll (timitseg_crf_nll_begin): its inputs (the caller's descriptors,
+// by value) and, when `queued`, the zero-copy work queued so far (the
+// backend's backward_begin ran; dims and the cum path's choice kept for the end).
+struct BegunNll {
+  uint64_t ticket = 0;
+  timitseg_crf_batch batch{};
+  timitseg_crf_gold gold{};
+  double scale = 1.0;
+  bool with_grads = false;
+  bool queued = false;
+  bool frames = false;  // the backend writes the frame scores' gradient itself (Backend::fuses_frame_grads)
+  crf::Dims dims;
+};
 }  // namespace timitseg::capi
 
 struct timitseg_crf {
@@ -59,6 +72,8 @@ struct timitseg_crf {
   std::optional<timitseg::capi::DeferredNll> deferred;
   std::map<uint64_t, timitseg::capi::DeferredNll> resolved;
   uint64_t last_ticket = 0;  // tickets are 1, 2, ... per handle
+  // The nll begun and not ended (timitseg_crf_nll_begin); any other call drops it (capi::drop_begun).
+  std::optional<timitseg::capi::BegunNll> begun;
 };
 
 namespace timitseg::capi {

@@ -173,14 +173,15 @@ bool grads_fit(const timitseg_crf& h, const timitseg_crf_grads& g, int64_t B, in
 }
 
 // The backward's gradients into the caller's tensors: the frame scores'
-// through the centering (cumulative scores': the backend wrote them), the
-// penalty's added to transition and duration_bias.
+// through the centering (cumulative scores', and with frames_done the frame
+// scores': the backend wrote them), the penalty's added to transition and
+// duration_bias.
 void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const timitseg_crf_grads& g,
-                  bool cumulative, void* stream) {
+                  bool cumulative, bool frames_done, void* stream) {
   const int64_t C = d.C, K = d.K;
   const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
   const float* gcum = h.fast_gcum.as<float>();
-  float* gx = cumulative ? nullptr : ptr(g.scores);
+  float* gx = cumulative || frames_done ? nullptr : ptr(g.scores);  // frames_done: the backend wrote it
   if (h.cuda) {
     const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
@@ -232,9 +233,98 @@ bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const tim
   crf::Params p;
   const timitseg_tensor& s = in.scores;
   if (s.ndim != 3 || !fits(h, log_z, {s.shape[0]}, TIMITSEG_F32, TIMITSEG_F64) || !begin(h, in, d, p)) return false;
+  // float64 log_z is written by the backend itself (no conversion kernel)
+  const bool direct = log_z.dtype == TIMITSEG_F64;
+  double* lz = direct ? static_cast<double*>(log_z.data) : h.fast_lz.as<double>();
   const bool done = on_stream(h, in.stream, [&] {
-    h.session->log_partition(d, p, h.fast_lz.as<double>());
-    difference(h, d.B, h.fast_lz.as<double>(), nullptr, log_z, in.stream);
+    h.session->log_partition(d, p, lz);
+    if (!direct) difference(h, d.B, lz, nullptr, log_z, in.stream);
+  });
+  if (!done) return false;
+  ++h.fast_calls;
+  return true;
+}
+
+bool fast_nll_begin(timitseg_crf& h, BegunNll& bn) {
+  const timitseg_crf_batch& in = bn.batch;
+  const timitseg_tensor& s = in.scores;
+  if (s.ndim != 3 || !std::isfinite(bn.scale) || present(&bn.gold.segments) || present(&bn.gold.num_segments))
+    return false;
+  const bool cumulative = in.cumulative != 0;
+  const int64_t B = s.shape[0], T = cumulative ? s.shape[1] - 1 : s.shape[1];
+  if (!fits(h, bn.gold.labels, {B, T}, TIMITSEG_I32)) return false;
+  crf::Dims d;
+  crf::Params p;
+  if (!begin(h, in, d, p)) return false;
+  const int32_t* labels = static_cast<const int32_t*>(bn.gold.labels.data);
+  if (!h.cuda)  // a label outside [0, C): the general path names it as gold.labels
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
+        if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
+  bn.frames = !cumulative && h.backend->fuses_frame_grads(d);
+  static float wanted_marker;  // only which gradients are non-null is read (Backend::backward_begin)
+  crf::Grads wanted;
+  wanted.transition = wanted.duration_bias = wanted.start = wanted.end = &wanted_marker;
+  (bn.frames ? wanted.frame_scores : wanted.cum_scores) = &wanted_marker;
+  const bool done = on_stream(h, in.stream, [&] {
+    h.session->backward_begin(d, p, labels, bn.scale, h.fast_lz.as<double>(), h.fast_gold.as<double>(), wanted);
+  });
+  if (!done) return false;
+  bn.dims = d;
+  bn.queued = true;
+  return true;
+}
+
+void finish_dropped(timitseg_crf& h, void* stream) {
+  void* const old = h.backend->stream();
+  h.backend->set_stream(stream);
+  h.backend->set_defer_status(false);
+  try {
+    h.session->backward_finish(crf::Grads{});  // the status read (a wait) and dropped: the call's owner is gone
+  } catch (const std::exception&) {
+  }
+  h.backend->set_stream(old);
+}
+
+bool fast_nll_end(timitseg_crf& h, BegunNll& bn, const timitseg_tensor& out, const timitseg_crf_grads* grads,
+                  bool defer) {
+  const timitseg_crf_batch& in = bn.batch;
+  const bool cumulative = in.cumulative != 0;
+  const crf::Dims d = bn.dims;
+  if (!fits(h, out, {d.B}, TIMITSEG_F32, TIMITSEG_F64) ||
+      (grads && !grads_fit(h, *grads, d.B, cumulative ? d.T + 1 : d.T))) {
+    finish_dropped(h, in.stream);
+    return false;
+  }
+  const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
+  double* lz = h.fast_lz.as<double>();
+  double* gs = h.fast_gold.as<double>();
+  struct Deferring {  // the backend's status read deferred for this call only (host backends: a no-op)
+    crf::Backend& b;
+    Deferring(crf::Backend& backend, bool on) : b(backend) { b.set_defer_status(on); }
+    ~Deferring() { b.set_defer_status(false); }
+  } deferring(*h.backend, defer);
+  const bool done = on_stream(h, in.stream, [&] {
+    crf::Grads g;
+    if (grads) {
+      g.transition = ptr(grads->transition);
+      g.duration_bias = ptr(grads->duration_bias);
+      g.start = ptr(grads->start);
+      g.end = ptr(grads->end);
+      if (present(&grads->scores)) {
+        if (bn.frames) {
+          g.frame_scores = ptr(grads->scores);
+        } else if (cumulative) {
+          g.cum_scores = ptr(grads->scores);
+        } else {
+          h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
+          g.cum_scores = h.fast_gcum.as<float>();
+        }
+      }
+    }
+    h.session->backward_finish(g);
+    if (grads) finish_grads(h, d, len, *grads, cumulative, bn.frames, in.stream);
+    difference(h, d.B, lz, gs, out, in.stream);
   });
   if (!done) return false;
   ++h.fast_calls;
@@ -249,7 +339,15 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
   const int64_t B = s.shape[0], rows = s.shape[1], T = cumulative ? rows - 1 : rows;
   if (!fits(h, out, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, gold.labels, {B, T}, TIMITSEG_I32, TIMITSEG_I32))
     return false;
-  if (grads && !grads_fit(h, *grads, B, rows)) return false;
+  if (grads) {  // the two halves of timitseg_crf_nll_begin / _end in one go
+    if (!grads_fit(h, *grads, B, rows)) return false;
+    BegunNll bn;
+    bn.batch = in;
+    bn.gold = gold;
+    bn.scale = scale;
+    bn.with_grads = true;
+    return fast_nll_begin(h, bn) && fast_nll_end(h, bn, out, grads, defer);
+  }
   crf::Dims d;
   crf::Params p;
   if (!begin(h, in, d, p)) return false;
@@ -260,24 +358,17 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
         if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
-  struct Deferring {  // the backend's status read deferred for this call only (host backends: a no-op)
-    crf::Backend& b;
-    Deferring(crf::Backend& backend, bool on) : b(backend) { b.set_defer_status(on); }
-    ~Deferring() { b.set_defer_status(false); }
-  } deferring(*h.backend, defer);
   const bool done = on_stream(h, in.stream, [&] {
-    if (grads) {
-      h.fast_gcum.reserve(static_cast<size_t>(d.B * (d.T + 1) * d.C) * sizeof(float));
-      float* gcum = cumulative && present(&grads->scores) ? ptr(grads->scores) : h.fast_gcum.as<float>();
-      crf::Grads g{gcum, ptr(grads->transition), ptr(grads->duration_bias), ptr(grads->start), ptr(grads->end)};
-      h.session->backward(d, p, labels, scale, lz, gs, g);
-      finish_grads(h, d, p.lengths, *grads, cumulative, in.stream);
-    } else {  // two backend calls: only the second one's status is deferred
-      h.backend->set_defer_status(false);
-      h.session->log_partition(d, p, lz);
-      h.backend->set_defer_status(defer);
+    // two backend calls: only the second one's status is deferred
+    h.session->log_partition(d, p, lz);
+    h.backend->set_defer_status(defer);
+    try {
       h.session->gold_score(d, p, labels, gs);
+    } catch (...) {
+      h.backend->set_defer_status(false);
+      throw;
     }
+    h.backend->set_defer_status(false);
     difference(h, d.B, lz, gs, out, in.stream);
   });
   if (!done) return false;

@@ -47,6 +47,28 @@ uint64_t nll_deferred(timitseg_crf& h, const timitseg_crf_batch& in, const timit
 // re-ran it here (the device check rejected the batch, e.g. a row of length 0).
 bool check_nll(timitseg_crf& h, uint64_t ticket);
 
+// timitseg_crf_nll_begin / _end (capi/crf_deferred.cpp): begin keeps the
+// inputs in h.begun (queued on the device where the zero-copy path takes
+// them and gradients are wanted) and returns the call's ticket; end takes the
+// outputs and returns the ticket for check_nll (the whole call run anew when
+// the begun work could not serve them). drop_begun finishes a begun call's
+// device work without outputs (its status read and dropped); resolve_deferred
+// runs it first, so every other call on the handle drops a begun one.
+uint64_t nll_begin(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_gold& gold, double scale,
+                   bool with_grads);
+uint64_t nll_end(timitseg_crf& h, uint64_t ticket, timitseg_tensor& out, const timitseg_crf_grads* grads);
+void drop_begun(timitseg_crf& h);
+// The zero-copy halves: fast_nll_begin queues the backend's backward_begin
+// (false: this call does not qualify, nothing queued); fast_nll_end its
+// backward_finish into the outputs, the cumsum backward where the backend did
+// not fuse it, the penalty and the NLL (false: the outputs do not qualify, the
+// begun work dropped). defer as in fast_nll.
+bool fast_nll_begin(timitseg_crf& h, BegunNll& bn);
+// A queued begin's backward_finish without outputs on its stream (status read and ignored).
+void finish_dropped(timitseg_crf& h, void* stream);
+bool fast_nll_end(timitseg_crf& h, BegunNll& bn, const timitseg_tensor& out, const timitseg_crf_grads* grads,
+                  bool defer);
+
 bool fast_log_partition(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor& log_z);
 // defer (cuda): the backend's status word is left unread (crf::Backend::set_defer_status);
 // the caller records the call in h.deferred before anything else runs on h.

@@ -207,6 +207,25 @@ TIMITSEG_API int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf
  * did not issue, TIMITSEG_ERR_ARGUMENT. */
 TIMITSEG_API int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun);
 
+/* nll in two calls, for a caller that makes its output tensors while the
+ * device computes (the Python package does: docs/python.md "Two calls").
+ * timitseg_crf_nll_begin takes the inputs (batch, gold, scale) and, on the
+ * cuda zero-copy path, queues the recurrences on batch->stream and returns;
+ * *ticket (>= 1) names the call. with_grads: 1 when its end will take
+ * gradients (0: the whole call runs in the end). timitseg_crf_nll_end(ticket)
+ * takes the outputs (nll and grads as in timitseg_crf_nll), queues the rest
+ * and returns as timitseg_crf_nll does when check_ticket is NULL (it waits and
+ * reports), else as timitseg_crf_nll_deferred (*check_ticket for
+ * timitseg_crf_check). The results are bitwise timitseg_crf_nll's. The inputs
+ * stay alive and unchanged until the end (deferred: its check) returns. Any
+ * other call on the handle between the two drops the begun call (its end then
+ * returns TIMITSEG_ERR_ARGUMENT). Errors read as timitseg_crf_nll's. */
+TIMITSEG_API int timitseg_crf_nll_begin(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                        const timitseg_crf_gold* gold, double scale, int with_grads,
+                                        uint64_t* ticket);
+TIMITSEG_API int timitseg_crf_nll_end(timitseg_crf* crf, uint64_t ticket, timitseg_tensor* nll,
+                                      const timitseg_crf_grads* grads, uint64_t* check_ticket);
+
 /* The penalty reg * (...) of the handle's parameters (0 when reg = 0). */
 TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
 

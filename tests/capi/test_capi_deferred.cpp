@@ -123,6 +123,13 @@ struct Call {
   int deferred(timitseg_crf* h, uint64_t* ticket, bool grads = true) {
     return timitseg_crf_nll_deferred(h, &in, &gold, 0.5, &out, grads ? &g : nullptr, ticket);
   }
+  // timitseg_crf_nll_begin + _end (check: NULL waits, else the ticket for timitseg_crf_check)
+  int begin_end(timitseg_crf* h, uint64_t* check = nullptr, bool grads = true) {
+    uint64_t t = 0;
+    const int st = timitseg_crf_nll_begin(h, &in, &gold, 0.5, grads ? 1 : 0, &t);
+    if (st != TIMITSEG_OK) return st;
+    return timitseg_crf_nll_end(h, t, &out, grads ? &g : nullptr, check);
+  }
 };
 
 // The outcome of a call: status and message (empty on success).
@@ -192,6 +199,64 @@ TEST(CapiDeferred, ErrorsReadAsTheSynchronousCall) {
   ASSERT_EQ(d.deferred(h, &t), TIMITSEG_OK);
   EXPECT_EQ(timitseg_crf_check(h, t, nullptr), TIMITSEG_OK);
   EXPECT_EQ(d.result(), c.result());
+  timitseg_crf_free(h);
+}
+
+// nll in two calls (timitseg_crf_nll_begin / _end): the synchronous call's bits
+// on the host backends, waiting or deferred; misuse is one argument error each.
+TEST(CapiNllBeginEnd, HostBackendsEqualTheOneCallBitwise) {
+  for (int backend : {TIMITSEG_BACKEND_REFERENCE, TIMITSEG_BACKEND_CPU}) {
+    const Problem p = make_problem(21, {12, 5, 1, 9});
+    timitseg_crf* h = handle(backend, p);
+    ASSERT_NE(h, nullptr) << timitseg_last_error();
+    for (bool grads : {true, false}) {
+      Call a(p, false), b(p, false), c(p, false);
+      ASSERT_EQ(a.sync(h, grads), TIMITSEG_OK) << timitseg_last_error();
+      ASSERT_EQ(b.begin_end(h, nullptr, grads), TIMITSEG_OK) << timitseg_last_error();
+      EXPECT_EQ(b.result(), a.result()) << "backend " << backend << " grads " << grads;
+      uint64_t t = 0;
+      ASSERT_EQ(c.begin_end(h, &t, grads), TIMITSEG_OK) << timitseg_last_error();
+      EXPECT_GE(t, 1u);
+      EXPECT_EQ(timitseg_crf_check(h, t, nullptr), TIMITSEG_OK);
+      EXPECT_EQ(c.result(), a.result());
+      bool nonzero = false;
+      for (double v : a.nll) nonzero = nonzero || v != 0.0;
+      EXPECT_TRUE(nonzero);
+    }
+    timitseg_crf_free(h);
+  }
+}
+
+TEST(CapiNllBeginEnd, MisuseIsOneArgumentError) {
+  const Problem p = make_problem(22, {12, 5, 3});
+  timitseg_crf* h = handle(TIMITSEG_BACKEND_CPU, p);
+  Call a(p, false), b(p, false);
+  uint64_t t = 0;
+  EXPECT_EQ(timitseg_crf_nll_end(h, 7, &a.out, &a.g, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()),
+            "timitseg_crf_nll: ticket 7 is not a begun nll of this handle (ended already, or dropped by a later "
+            "call on the handle)");
+  // another call between begin and end drops the begun one
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &a.in, &a.gold, 0.5, 1, &t), TIMITSEG_OK);
+  std::vector<double> lz(3);
+  timitseg_tensor tz = tensor(lz.data(), TIMITSEG_F64, {3});
+  ASSERT_EQ(timitseg_crf_log_partition(h, &a.in, &tz), TIMITSEG_OK);
+  EXPECT_EQ(timitseg_crf_nll_end(h, t, &a.out, &a.g, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("dropped by a later call"), std::string::npos);
+  // gradients at the end of a call begun without them
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &a.in, &a.gold, 0.5, 0, &t), TIMITSEG_OK);
+  EXPECT_EQ(timitseg_crf_nll_end(h, t, &a.out, &a.g, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()),
+            "timitseg_crf_nll: grads given to the end of an nll begun with with_grads = 0");
+  EXPECT_EQ(timitseg_crf_nll_begin(h, &a.in, &a.gold, 0.5, 1, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_nll: ticket is NULL");
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &a.in, &a.gold, 0.5, 1, &t), TIMITSEG_OK);
+  EXPECT_EQ(timitseg_crf_nll_end(h, t, nullptr, &a.g, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()), "timitseg_crf_nll: nll is NULL");
+  // the handle works on, with the one call's bits
+  ASSERT_EQ(a.sync(h), TIMITSEG_OK);
+  ASSERT_EQ(b.begin_end(h), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(b.result(), a.result());
   timitseg_crf_free(h);
 }
 
@@ -301,4 +366,58 @@ TEST(CapiDeferredCuda, PendingStateIsPerHandle) {
   EXPECT_EQ(c.result(), d.result());
   timitseg_crf_free(h);
   timitseg_crf_free(h2);
+}
+
+// The two calls on the cuda zero-copy path: queued at the begin (the handle
+// holds it), the one call's bits after the end, waiting or deferred; a row of
+// length 0 re-run at the check; a bad label raised at the check; another call
+// between begin and end drops the begun work and the handle works on.
+TEST(CapiNllBeginEndCuda, QueuedHalvesEqualTheOneCallBitwise) {
+  NEED_GPU();
+  const Problem p = make_problem(23, {12, 7, 1, 10, 12, 2});
+  timitseg_crf* h = handle(TIMITSEG_BACKEND_CUDA, p);
+  ASSERT_NE(h, nullptr) << timitseg_last_error();
+  Call a(p, true), b(p, true), c(p, true);
+  ASSERT_EQ(a.sync(h), TIMITSEG_OK) << timitseg_last_error();
+  uint64_t t = 0;
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &b.in, &b.gold, 0.5, 1, &t), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_TRUE(h->begun.has_value());
+  EXPECT_TRUE(h->begun->queued) << "the begin must queue the recurrences";
+  EXPECT_TRUE(h->begun->frames) << "B 6 T 12 C 5: the backend writes the frame gradient itself";
+  const uint64_t before = h->fast_calls;
+  ASSERT_EQ(timitseg_crf_nll_end(h, t, &b.out, &b.g, nullptr), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(h->fast_calls, before + 1);
+  EXPECT_EQ(b.result(), a.result());
+  uint64_t check = 0;
+  ASSERT_EQ(c.begin_end(h, &check), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_TRUE(h->deferred.has_value());
+  ASSERT_EQ(timitseg_crf_check(h, check, nullptr), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(c.result(), a.result());
+
+  const Problem zero = make_problem(24, {12, 0, 4, 12});
+  Call z1(zero, true), z2(zero, true);
+  ASSERT_EQ(z1.sync(h), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_EQ(z2.begin_end(h, &check), TIMITSEG_OK);
+  int rerun = -1;
+  ASSERT_EQ(timitseg_crf_check(h, check, &rerun), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(rerun, 1);
+  EXPECT_EQ(z2.result(), z1.result());
+
+  Problem bad = p;
+  bad.lab[static_cast<size_t>(kT + 2)] = kC;
+  Call b1(bad, true), b2(bad, true);
+  const Outcome want = outcome(b1.sync(h));
+  ASSERT_NE(want.status, TIMITSEG_OK);
+  expect_same(outcome(b2.begin_end(h)), want);
+
+  Call d(p, true), e(p, true);
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &d.in, &d.gold, 0.5, 1, &t), TIMITSEG_OK);
+  std::vector<double> lz(p.B);
+  Call lzc(p, true);
+  timitseg_tensor tz = lzc.put(lz, TIMITSEG_F64, {p.B});
+  ASSERT_EQ(timitseg_crf_log_partition(h, &lzc.in, &tz), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(timitseg_crf_nll_end(h, t, &d.out, &d.g, nullptr), TIMITSEG_ERR_ARGUMENT);
+  ASSERT_EQ(e.begin_end(h), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(e.result(), a.result());
+  timitseg_crf_free(h);
 }
