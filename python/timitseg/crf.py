@@ -75,6 +75,10 @@ class CRF:
             at += size
         self._flat_size = at
         self._flat_names = [name for name, _, _, _ in self._flat_layout]
+        self._flat_sizes = [size for _, _, size, _ in self._flat_layout]
+        self._flat_shapes = {name: tuple(shape) for name, _, _, shape in self._flat_layout}
+        self._flat_cuts = [at for _, at, _, _ in self._flat_layout[1:]]
+        self._cached_batch, self._cached_gold = {}, {}  # _batch's and _gold_labels' last descriptors
         self._flat_parts = _lib.part_layout(self._flat_layout)
         # (shape, strides, offset) of each part, for as_strided views of a scaled copy of the buffer
         self._flat_strided = {name: (shape, tuple(d[_lib.MAX_DIMS:_lib.MAX_DIMS + len(shape)]), off // 4)
@@ -109,16 +113,49 @@ class CRF:
         return out
 
     # ---- batches -----------------------------------------------------------------
+    @staticmethod
+    def _layout(x):
+        """What a torch tensor's descriptor holds besides its address (the descriptors' cache key)."""
+        return x.shape, x.stride(), x.dtype, x.get_device() if x.is_cuda else -1
+
     def _batch(self, scores, lengths, onset, cumulative):
         lengths = _int32(lengths)
         keep = [scores, lengths, onset]
+        if onset is None and is_torch(scores) and is_torch(lengths) and scores.numel() and lengths.numel():
+            # the descriptors of the last batch of this layout, re-aimed at these tensors (the C API copies
+            # them per call): a training loop's batches of one shape build them once
+            key = (self._layout(scores), self._layout(lengths), cumulative)
+            b = self._cached_batch.get(key)
+            if b is None:
+                b = self._new_batch(scores, lengths, None, cumulative)
+                self._cached_batch = {key: b}
+            b.scores.data, b.lengths.data, b.stream = scores.data_ptr(), lengths.data_ptr(), _stream(scores)
+            return b, keep
+        return self._new_batch(scores, lengths, onset, cumulative), keep
+
+    def _gold_labels(self, labels):
+        """A CrfGold of frame labels (int32, as _int32 makes them), cached by layout as _batch's."""
+        if is_torch(labels) and labels.numel():
+            key = self._layout(labels)
+            gold = self._cached_gold.get(key)
+            if gold is None:
+                gold = _lib.CrfGold()
+                gold.labels = describe(labels, "labels")
+                self._cached_gold = {key: gold}
+            gold.labels.data = labels.data_ptr()
+            return gold
+        gold = _lib.CrfGold()
+        gold.labels = describe(labels, "labels")
+        return gold
+
+    def _new_batch(self, scores, lengths, onset, cumulative):
         b = _lib.CrfBatch()
         b.scores = describe(scores, "scores")
         b.cumulative = 1 if cumulative else 0
         b.lengths = describe(lengths, "lengths")
         b.onset = describe(onset, "onset") if onset is not None else _lib.absent()
         b.stream = _stream(scores)
-        return b, keep
+        return b
 
     @staticmethod
     def _dims(scores, cumulative):
@@ -151,19 +188,25 @@ class CRF:
              views=True, deferred=None):
         """nll's work: (nll [B] of out_dtype, the gradients' dict, the parameters' gradients as one flat
         float32 buffer (None without grads) whose views the dict holds unless views=False). O(1) Python
-        per call. deferred: a list that receives (ticket, the tensors the call reads and writes, which must
-        live until check(ticket)): timitseg_crf_nll_deferred, which on the cuda zero-copy path returns
-        before the GPU has run the call (include/timitseg.h)."""
+        per call, in two C calls (timitseg_crf_nll_begin / _end): the begin queues the recurrences (cuda
+        zero-copy path), the outputs are made here while the GPU runs them, the end queues the rest.
+        deferred: a list that receives (ticket, the tensors the call reads and writes, which must live
+        until check(ticket)): the end then returns before the GPU has run the call (include/timitseg.h)."""
         B, T, C = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
-        gold = _lib.CrfGold()
         if labels is not None:
             labels = _int32(labels)
             _keep.append(labels)
-            gold.labels = describe(labels, "labels")
+            gold = self._gold_labels(labels)
+        else:
+            gold = _lib.CrfGold()
         if segments is not None:
             gold.segments = describe(segments, "segments")
             gold.num_segments = describe(num_segments, "num_segments") if num_segments is not None else _lib.absent()
+        begun = ctypes.c_uint64()
+        check(lib.timitseg_crf_nll_begin(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale),
+                                         1 if grads else 0, ctypes.byref(begun)))
+        # the GPU runs the recurrences while the outputs are made (a failure here: the next call drops the begun one)
         out = _empty(scores, (B,), out_dtype, zeroed=False)
         tn = describe(out, "nll")
         g, result, flat = None, {}, None
@@ -180,16 +223,17 @@ class CRF:
             for name, t in zip(self._flat_names, _lib.describe_parts(flat, self._flat_parts)):
                 setattr(g, name, t)
             if views:
-                for name, at, n, sh in self._flat_layout:
-                    result[name] = flat[at:at + n].reshape(sh)
+                # one split (torch: split_with_sizes, one op), reshaped where 2-D
+                parts = flat.split(self._flat_sizes) if is_torch(flat) else np.split(flat, self._flat_cuts)
+                for name, part in zip(self._flat_names, parts):
+                    shape = self._flat_shapes[name]
+                    result[name] = part if len(shape) == 1 else part.reshape(shape)
         pg = ctypes.byref(g) if g is not None else None
         if deferred is None:
-            check(lib.timitseg_crf_nll(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale), ctypes.byref(tn),
-                                       pg))
+            check(lib.timitseg_crf_nll_end(self._h, begun, ctypes.byref(tn), pg, None))
             return out, result, flat
         ticket = ctypes.c_uint64()
-        check(lib.timitseg_crf_nll_deferred(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale),
-                                            ctypes.byref(tn), pg, ctypes.byref(ticket)))
+        check(lib.timitseg_crf_nll_end(self._h, begun, ctypes.byref(tn), pg, ctypes.byref(ticket)))
         deferred.append((ticket.value, _keep + [segments, num_segments, out, flat] + list(result.values())))
         return out, result, flat
 

@@ -48,7 +48,7 @@ class _NLL(torch.autograd.Function):
         # needs_input_grad ignores grad mode: under torch.no_grad() no backward will run (grad_mode is
         # torch.is_grad_enabled() at the call), so neither gradients nor a deferred check are wanted
         want_grads = grad_mode and any(need[5:])
-        x = _as_compute(scores.detach())
+        x = _as_compute(scores)  # read in place (forward runs without grad; no detach needed)
         out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
         pending = [] if want_grads and not crf.eager_check else None
         nll, grads, flat = handle._nll(x, lengths, gold.get("labels"), gold.get("segments"),
@@ -97,7 +97,12 @@ class _NLL(torch.autograd.Function):
             if ctx.has_onset:
                 go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
         if ctx.pending is not None:
-            _check(ctx)  # the one wait of a deferred forward: after the scaling is queued
+            # The one wait of a deferred forward, once the whole backward pass is queued (the gradients'
+            # accumulation into .grad included, which runs on the host while the GPU computes): autograd
+            # runs the callback before backward() returns and raises its error from there.
+            pending, handle = ctx.pending, ctx.handle
+            ctx.pending = None
+            torch.autograd.Variable._execution_engine.queue_callback(lambda: _check_ticket(handle, pending))
         return (None, None, None, None, None, gs, None, go) + tuple(param_grads)
 
 
@@ -108,11 +113,18 @@ def _one_weight(ctx, gn):
 
 
 def _check(ctx):
-    """The deferred forward's check: raises its input's error; a batch the CUDA device path could not take
-    (a row of length 0) was computed only now, after the forward's value was used: an error too."""
-    ticket, _tensors = ctx.pending
+    """The deferred forward's check, at once (the backward's per-utterance weights need the handle)."""
+    pending = ctx.pending
     ctx.pending = None
-    if ctx.handle.check(ticket):
+    _check_ticket(ctx.handle, pending)
+
+
+def _check_ticket(handle, pending):
+    """A deferred forward's check: raises its input's error; a batch the CUDA device path could not take
+    (a row of length 0) was computed only now, after the forward's value was used: an error too. pending:
+    (ticket, the tensors the queued call uses, kept alive until here)."""
+    ticket, _tensors = pending
+    if handle.check(ticket):
         raise _lib.LengthError("SemiCRF: lengths has a row of length 0, which the deferred forward on CUDA "
                                "cannot compute without a host wait (its value was used before this check); "
                                "leave rows of length 0 out of the batch or construct SemiCRF(..., "
