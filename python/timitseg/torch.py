@@ -36,9 +36,10 @@ class _NLL(torch.autograd.Function):
     the parameters' gradients (one flat buffer) and one for the scores'.
 
     Deferred check (SemiCRF(eager_check=False), when gradients are wanted):
-    the forward queues the whole call (timitseg_crf_nll_deferred) and returns without waiting for the
-    GPU; the backward queues its scaling, then checks the call (one wait), raising the exception the
-    synchronous call raises for a bad input. Host backends run the call inside the forward as before."""
+    the forward queues the whole call (timitseg_crf_nll_begin / _end with a check ticket) and returns
+    without waiting for the GPU; the backward queues its scaling and leaves the check (one wait) to a
+    callback autograd runs once the backward pass is queued, raising the exception the synchronous call
+    raises for a bad input. Host backends run the call inside the forward as before."""
 
     @staticmethod
     def forward(ctx, crf, names, gold, reduction, grad_mode, scores, lengths, onset, *params):
