@@ -158,6 +158,23 @@ void difference(const timitseg_crf& h, int64_t B, const double* a, const double*
   }
 }
 
+// Host backends: every label of a valid frame in [0, C) (else false: the general path names the
+// one outside as gold.labels). The cuda backend checks them on the device: true.
+bool host_labels_in_range(const timitseg_crf& h, const int32_t* labels, int64_t B, int64_t T, int64_t C) {
+  if (h.cuda) return true;
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
+      if (labels[b * T + t] < 0 || labels[b * T + t] >= C) return false;
+  return true;
+}
+
+// The backend's status read deferred while it lives (host backends: a no-op).
+struct Deferring {
+  crf::Backend& b;
+  Deferring(crf::Backend& backend, bool on) : b(backend) { b.set_defer_status(on); }
+  ~Deferring() { b.set_defer_status(false); }
+};
+
 float* ptr(const timitseg_tensor& t) { return present(&t) ? static_cast<float*>(t.data) : nullptr; }
 
 // The grads qualify: each present one float32, contiguous, of its shape, in h's
@@ -257,10 +274,7 @@ bool fast_nll_begin(timitseg_crf& h, BegunNll& bn) {
   crf::Params p;
   if (!begin(h, in, d, p)) return false;
   const int32_t* labels = static_cast<const int32_t*>(bn.gold.labels.data);
-  if (!h.cuda)  // a label outside [0, C): the general path names it as gold.labels
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
-        if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
+  if (!host_labels_in_range(h, labels, B, T, d.C)) return false;
   bn.frames = !cumulative && h.backend->fuses_frame_grads(d);
   static float wanted_marker;  // only which gradients are non-null is read (Backend::backward_begin)
   crf::Grads wanted;
@@ -299,11 +313,7 @@ bool fast_nll_end(timitseg_crf& h, BegunNll& bn, const timitseg_tensor& out, con
   const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
-  struct Deferring {  // the backend's status read deferred for this call only (host backends: a no-op)
-    crf::Backend& b;
-    Deferring(crf::Backend& backend, bool on) : b(backend) { b.set_defer_status(on); }
-    ~Deferring() { b.set_defer_status(false); }
-  } deferring(*h.backend, defer);
+  const Deferring deferring(*h.backend, defer);
   const bool done = on_stream(h, in.stream, [&] {
     crf::Grads g;
     if (grads) {
@@ -352,23 +362,16 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
   crf::Params p;
   if (!begin(h, in, d, p)) return false;
   const int32_t* labels = static_cast<const int32_t*>(gold.labels.data);
-  if (!h.cuda)  // a label outside [0, C): the general path names it as gold.labels
-    for (int64_t b = 0; b < B; ++b)
-      for (int64_t t = 0; t < h.fast_lengths[b]; ++t)
-        if (labels[b * T + t] < 0 || labels[b * T + t] >= d.C) return false;
+  if (!host_labels_in_range(h, labels, B, T, d.C)) return false;
   double* lz = h.fast_lz.as<double>();
   double* gs = h.fast_gold.as<double>();
   const bool done = on_stream(h, in.stream, [&] {
     // two backend calls: only the second one's status is deferred
     h.session->log_partition(d, p, lz);
-    h.backend->set_defer_status(defer);
-    try {
+    {
+      const Deferring deferring(*h.backend, defer);
       h.session->gold_score(d, p, labels, gs);
-    } catch (...) {
-      h.backend->set_defer_status(false);
-      throw;
     }
-    h.backend->set_defer_status(false);
     difference(h, d.B, lz, gs, out, in.stream);
   });
   if (!done) return false;
