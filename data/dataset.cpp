@@ -91,16 +91,22 @@ std::string verified_file(const std::string& workdir, const std::string& name) {
   const std::string path = (fs::path(workdir) / name).string();
   if (!m["files"].is_object() || !m["files"].contains(name)) throw std::runtime_error(path + ": not listed in manifest.json" + rerun_hint());
   // A malformed entry is named with the manifest (found by fuzzing: a missing or
-  // ill-typed "bytes"/"sha256" escaped as a bare JSON library message).
+  // ill-typed "bytes"/"sha256" escaped as a bare JSON library message, and a
+  // "bytes" of 3.5e39 or -1 was converted to uint64_t, undefined behaviour).
+  const auto malformed = [&](const std::string& why) {
+    return std::runtime_error((fs::path(workdir) / "manifest.json").string() + ": entry of " + name +
+                              " is malformed (needs \"bytes\" and \"sha256\"; " + why + ")" + rerun_hint());
+  };
   uint64_t want_bytes = 0;
   std::string want_sum;
   try {
     const auto& entry = m["files"].at(name);
-    want_bytes = entry.at("bytes").get<uint64_t>();
+    const auto& bytes = entry.at("bytes");
+    if (!bytes.is_number_unsigned()) throw malformed("\"bytes\" is " + bytes.dump() + ", not a byte count");
+    want_bytes = bytes.get<uint64_t>();
     want_sum = entry.at("sha256").get<std::string>();
   } catch (const nlohmann::json::exception& e) {
-    throw std::runtime_error((fs::path(workdir) / "manifest.json").string() + ": entry of " + name +
-                             " is malformed (needs \"bytes\" and \"sha256\"; " + e.what() + ")" + rerun_hint());
+    throw malformed(e.what());
   }
   require_file(path, rerun_hint());
   std::error_code ec;

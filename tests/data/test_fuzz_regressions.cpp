@@ -166,6 +166,29 @@ TEST(FuzzRegression, ManifestEntryWithoutChecksumNamesManifest) {
   EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
 }
 
+// fuzz_manifest (found by the 30 s CI run, 2026-11-26): an entry whose "bytes"
+// is 3.5e+39 was converted to uint64_t (undefined behaviour, UBSan: "outside
+// the range of representable values"); -1 and 1.5 likewise. Each is now one
+// line naming the manifest and the entry.
+TEST(FuzzRegression, ManifestEntryWithANonCountSizeNamesManifest) {
+  for (const std::string bytes : {"3500000000000000000000000000000000000104", "3.5e+39", "-1", "1.5", "\"920\""}) {
+    TempDir dir;
+    std::string text = fixture("manifest-entry-without-sha256.json");
+    for (size_t p = text.find("@TRAIN_BYTES@"); p != std::string::npos; p = text.find("@TRAIN_BYTES@"))
+      text.replace(p, 13, "920");
+    for (size_t p = text.find("@CMVN_BYTES@"); p != std::string::npos; p = text.find("@CMVN_BYTES@"))
+      text.replace(p, 12, bytes);
+    testutil::write_text(dir.str("manifest.json"), text);
+    testutil::write_text(dir.str("cmvn.safetensors"), std::string(920, 'x'));
+    const std::string msg = error_of([&] { load_cmvn(dir.str()); });
+    EXPECT_EQ(msg.rfind(dir.str("manifest.json") + ": entry of cmvn.safetensors is malformed (needs \"bytes\" and \"sha256\"; \"bytes\" is ", 0),
+              0u)
+        << bytes << ": " << msg;
+    EXPECT_NE(msg.find("not a byte count"), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  }
+}
+
 // fuzz target `audio` (found by the 30 s CI run): a file that starts "RIFF"
 // but whose RIFF type field holds a newline ("RIFFNIST_1A\n...": a SPHERE
 // header behind a RIFF tag). The message quoted the type's raw bytes and so
