@@ -84,9 +84,11 @@ class CudaBackend final : public Backend {
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
     force_global_ring_ = env_knob("TIMITSEG_CUDA_RING", {"shared", "global"}, "'shared' or 'global'") == "global";
+    TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
   }
   ~CudaBackend() override {
     // Teardown: errors here cannot be reported (a destructor does not throw).
+    if (status_host_) (void)cudaFreeHost(status_host_);
     if (join_) (void)cudaEventDestroy(join_);
     if (fork_) (void)cudaEventDestroy(fork_);
     if (side_) (void)cudaStreamDestroy(side_);
@@ -169,16 +171,19 @@ class CudaBackend final : public Backend {
     // The gold kernel (B blocks) on a side stream, beside the recurrence
     // (2B blocks, one per SM): forked after the validation, joined before the
     // kernels that read its counts and markers. Its outputs and the status
-    // word's integer atomicMin do not depend on the order.
-    if (labels) {
-      fork_side();
-      launch_gold(l, p, labels, gold, workspace, side_);
-      TS_CUDA(cudaEventRecord(join_, side_));
-    }
+    // word's integer atomicMin do not depend on the order. The recurrence is
+    // launched first: the GPU starts it while the host queues the side
+    // stream's work (four calls).
+    if (labels) record_fork();
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
     recurrence<false>(l, a, 2 * l.B);
-    if (labels) TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
+    if (labels) {
+      TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
+      launch_gold(l, p, labels, gold, workspace, side_);
+      TS_CUDA(cudaEventRecord(join_, side_));
+      TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
+    }
     const bool marginals = wanted.transition || wanted.duration_bias;
     if (marginals) {
       if (use_fast_marginals(l.K, l.C))
@@ -330,18 +335,19 @@ class CudaBackend final : public Backend {
     double scale = 1.0;
     void* workspace = nullptr;
   } split_;
+  unsigned long long* status_host_ = nullptr;  // pinned: the status word's copy (check_status)
   cudaStream_t side_ = nullptr;  // backward's gold kernel, forked from / joined to stream_
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
 
-  // Makes side_ wait for the work queued on stream_ so far (created on first use).
-  void fork_side() {
+  // Records fork_ after the work queued on stream_ so far, for side_ to wait
+  // on (the side stream and its events are created on first use).
+  void record_fork() {
     if (!side_) {
       TS_CUDA(cudaStreamCreateWithFlags(&side_, cudaStreamNonBlocking));
       TS_CUDA(cudaEventCreateWithFlags(&fork_, cudaEventDisableTiming));
       TS_CUDA(cudaEventCreateWithFlags(&join_, cudaEventDisableTiming));
     }
     TS_CUDA(cudaEventRecord(fork_, stream_));
-    TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
   }
 
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
@@ -504,7 +510,7 @@ class CudaBackend final : public Backend {
   void check_status(const Layout& l, const Params& p, const int32_t* labels, void* ws,
                     const int32_t* phones = nullptr, const int32_t* num_phones = nullptr, int N = 0,
                     const int32_t* optional = nullptr) {
-    check_status_word(stream_, l, p, labels, ws, phones, num_phones, N, optional);
+    check_status_word(stream_, status_host_, l, p, labels, ws, phones, num_phones, N, optional);
   }
 };
 

@@ -320,8 +320,7 @@ void launch_grad_frames(const Layout& l, const Params& p, const int32_t* labels,
       at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("grad_frames_entries_kernel");
   const size_t smem = grad_frames_smem_bytes(l.T, l.C);
-  TS_CUDA(cudaFuncSetAttribute(grad_frames_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem)));  // the current device's (its callers check the limit)
+  allow_dynamic_smem(grad_frames_scan_kernel, smem);  // the current device's (its callers check the limit)
   grad_frames_scan_kernel<<<l.B, kFrameThreads, smem, stream>>>(
       l, p.lengths, out, at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("grad_frames_scan_kernel");

@@ -138,6 +138,17 @@ inline int grid_for(long long n, int threads) {
   return static_cast<int>(blocks);
 }
 
+// cudaFuncSetAttribute(kernel, MaxDynamicSharedMemorySize, bytes) for the
+// current device, skipped when the attribute is already at least `bytes` (a
+// host call of 1-2 us that every launch repeated). The attribute is the
+// process's, per function and device: the largest value set is kept, under
+// one lock, so that no thread lowers it below what another launches with.
+void allow_dynamic_smem(const void* kernel, size_t bytes);
+template <class K>
+void allow_dynamic_smem(K* kernel, size_t bytes) {
+  allow_dynamic_smem(reinterpret_cast<const void*>(kernel), bytes);
+}
+
 // start / end, or the workspace's zeros when the caller passed nullptr.
 inline const float* start_ptr(const Params& p, void* ws, const Layout& l) {
   return p.start ? p.start : at<float>(ws, l.zeros);
@@ -184,9 +195,11 @@ void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, 
 // kernel reported an input, throws its one-line message (std::invalid_argument
 // for an input, std::runtime_error for a -inf log Z or gold score); phones,
 // num_phones, N and optional name align's inputs (spans / queries for the
-// confidence calls).
-void check_status_word(cudaStream_t stream, const Layout& l, const Params& p, const int32_t* labels, void* ws,
-                       const int32_t* phones, const int32_t* num_phones, int N, const int32_t* optional);
+// confidence calls). pinned: a word of pinned host memory that the status
+// is copied into (the copy is then one DMA, not staged through a driver buffer).
+void check_status_word(cudaStream_t stream, unsigned long long* pinned, const Layout& l, const Params& p,
+                       const int32_t* labels, void* ws, const int32_t* phones, const int32_t* num_phones, int N,
+                       const int32_t* optional);
 // posteriors.cu: boundary posteriors [B][T+1] from alpha, gamma and log Z.
 void launch_boundary(const Layout& l, const Params& p, void* ws, double* out, cudaStream_t stream);
 

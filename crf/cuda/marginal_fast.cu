@@ -239,8 +239,7 @@ size_t marginal_fast_smem_bytes(int K, int C) {
 
 void launch_marginals_fast(const Layout& l, const Params& p, void* ws, cudaStream_t stream) {
   const size_t smem = marginal_fast_smem_bytes(l.K, l.C);
-  TS_CUDA(cudaFuncSetAttribute(marginal_fast_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(smem)));
+  allow_dynamic_smem(marginal_fast_kernel, smem);
   MargArgs a{l,
              p.cum_scores,
              p.transition,

@@ -221,8 +221,7 @@ void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limi
   const size_t smem = a.use_smem ? smem_full : smem_min;
   if (smem > smem_limit) throw std::invalid_argument("cuda backend: C too large for shared memory");
   const auto kernel = recurrence_kernel<Acc, kMax>;
-  if (smem > 48 * 1024)
-    TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  if (smem > 48 * 1024) allow_dynamic_smem(kernel, smem);
   // Groups of G lanes, one label each per round; as few rounds as the
   // thread cap allows, and the labels spread evenly over the rounds.
   const int max_groups = kMaxRecThreads / a.G;

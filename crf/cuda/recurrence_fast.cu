@@ -487,8 +487,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
 template <int G, int J1 = 0, int J2 = 0>
 void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
   const auto kernel = lse_fast_kernel<G, J1, J2>;
-  if (smem > 48 * 1024)
-    TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  if (smem > 48 * 1024) allow_dynamic_smem(kernel, smem);
   const int max_threads = J1 > 0 ? small_threads(J2) : kMaxRecThreads;
   kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0, max_threads), smem, stream>>>(a);
   TS_LAUNCHED("lse_fast_kernel");

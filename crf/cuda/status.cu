@@ -1,9 +1,12 @@
 // The messages of the cuda backend's status word (common.cuh: the first
 // invalid input a kernel reported): read back with the value it names, and
 // thrown as one line (std::invalid_argument for an input, std::runtime_error
-// for log Z or a gold score of -inf).
+// for log Z or a gold score of -inf). Also allow_dynamic_smem (common.cuh).
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <sstream>
+#include <utility>
 #include <stdexcept>
 #include <string>
 
@@ -44,10 +47,23 @@ std::string confidence_status(cudaStream_t stream_, int tensor, long long idx, c
 
 }  // namespace
 
-void check_status_word(cudaStream_t stream_, const Layout& l, const Params& p, const int32_t* labels, void* ws,
-                       const int32_t* phones, const int32_t* num_phones, int N, const int32_t* optional) {
-  unsigned long long key = 0;
-  read_back(stream_, &key, at<char>(ws, l.status), sizeof(key));
+void allow_dynamic_smem(const void* kernel, size_t bytes) {
+  static std::mutex mu;
+  static std::map<std::pair<const void*, int>, size_t> set;  // (kernel, device) -> the attribute's value
+  int device = 0;
+  TS_CUDA(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mu);
+  size_t& now = set[{kernel, device}];
+  if (bytes <= now) return;
+  TS_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  now = bytes;
+}
+
+void check_status_word(cudaStream_t stream_, unsigned long long* pinned, const Layout& l, const Params& p,
+                       const int32_t* labels, void* ws, const int32_t* phones, const int32_t* num_phones, int N,
+                       const int32_t* optional) {
+  read_back(stream_, pinned, at<char>(ws, l.status), sizeof(*pinned));
+  const unsigned long long key = *pinned;
   if (key == kNoError) return;
   const int tensor = static_cast<int>(key >> kIndexBits);
   const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
