@@ -14,7 +14,10 @@ limit) and as .mean() of the per-utterance NLL (its backward checks on the host
 whether the weights are equal), each step dropping the last step's gradients as
 zero_grad() does; beside them, outside the limit, torch's floor (a module of
 SemiCRF's parameters whose autograd.Function does none of our work: what
-PyTorch itself costs per step for such a loss) and CRF.viterbi. Inputs as bench
+PyTorch itself costs per step for such a loss), CRF.viterbi, and a training
+step (SemiCRF's mean NLL, its backward and an AdamW step on its parameters,
+which the next forward reads: timed alone, and per step of 20 queued with one
+wait at the end). Inputs as bench
 crf's: B utterances of full length T, C labels, durations up to K, float32
 frame scores (the op adds the centered cumsum that bench crf's inputs already
 have). Times: torch.cuda.Event median over --repeats calls; --rounds rounds of
@@ -52,6 +55,25 @@ def median_ms(fn, repeats, warmup=10):
         b.record()
         b.synchronize()
         times.append(a.elapsed_time(b))
+    return statistics.median(times)
+
+
+def queued_ms(fn, n, repeats, warmup=3):
+    """Per call, n calls queued back to back (one wait at the end, as a training loop that reads its loss
+    only now and then): median over repeats."""
+    import torch
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(n):
+            fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b) / n)
     return statistics.median(times)
 
 
@@ -181,9 +203,20 @@ def main():
             lambda: module_step(floor, reduction="mean"), a.repeats)
         # Viterbi (not in the limit): the C call and the per-utterance split of its segments (one host wait)
         ours["viterbi (CRF.viterbi)"] = median_ms(lambda: crf.viterbi(x, lengths), a.repeats)
+        # A training step (not in the limit): SemiCRF's loss, its backward and an AdamW step on the CRF's
+        # parameters, which the next step's forward reads (bound in place, or copied in by set_param).
+        ours["train step (SemiCRF mean + AdamW)"] = median_ms(train_step, a.repeats)
+        ours["train step, 20 queued (per step)"] = queued_ms(train_step, 20, a.repeats // 10 or 1)
         return ours
 
     floor = TorchFloor(B, T, C, K).cuda()
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-3)
+
+    def train_step():
+        opt.zero_grad(set_to_none=True)
+        xr.grad = None
+        m(xr, lengths, labels=labels, reduction="mean").backward()
+        opt.step()
     if a.profile:
         steps = {"nll": lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B),
                  "log_partition": lambda: crf.log_partition(x, lengths)}
@@ -203,6 +236,7 @@ def main():
         print("round %d: %-37s %10s %10s %10s" % (r + 1, "", "op", "bench crf", "overhead"))
         for name, t in ours.items():
             base = fwd if name.startswith("forward (") else (vit if name.startswith("viterbi") else fb)
+            # the training steps against bench crf's forward+backward too (they add an optimizer step)
             over = 100.0 * (t - base) / base
             overheads.setdefault(name, []).append(over)
             print("%-46s %10.3f %10.3f %9.1f%%" % (name, t, base, over))

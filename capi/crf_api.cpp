@@ -90,9 +90,53 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   *out = h.release();
 }
 
+// Ends a binding (timitseg_crf_bind_params): the bound values become the handle's own.
+void unbind(timitseg_crf& h) {
+  if (!h.bound) return;
+  capi::refresh_bound(h, nullptr);
+  h.bound = false;
+  capi::upload_params(h);
+}
+
+void bind_params(timitseg_crf& h, const timitseg_tensor* t[4]) {
+  static const char* const names[4] = {"transition", "duration_bias", "start", "end"};
+  const int given = (t[0] != nullptr) + (t[1] != nullptr) + (t[2] != nullptr) + (t[3] != nullptr);
+  if (given == 0) {
+    capi::drop_begun(h);
+    unbind(h);
+    return;
+  }
+  if (given != 4)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "bind_params takes all four of transition, duration_bias, start, end "
+                                          "(or none, to end the binding)");
+  if (lognormal(h))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "bind_params: duration_model LOGNORMAL derives duration_bias from "
+                                          "duration_lognormal; set the parameters with set_param");
+  const int device = h.cuda ? TIMITSEG_DEVICE_CUDA : TIMITSEG_DEVICE_CPU;
+  for (int i = 0; i < 4; ++i) {
+    std::vector<int64_t> shape;
+    param(h, names[i], shape);
+    const std::string what = std::string("parameter ") + names[i];
+    if (t[i]->data == nullptr) throw ApiError(TIMITSEG_ERR_ARGUMENT, what + " has no data (NULL)");
+    if (t[i]->dtype != TIMITSEG_F32)
+      throw ApiError(TIMITSEG_ERR_DTYPE, what + ": bound parameters must be F32 (set_param converts other dtypes)");
+    capi::check_shape(*t[i], what.c_str(), shape);
+    if (t[i]->device != device)
+      throw ApiError(TIMITSEG_ERR_DEVICE, what + " is " + (t[i]->device == TIMITSEG_DEVICE_CUDA ? "CUDA" : "host") +
+                                              " memory; the " + h.backend_name + " backend binds " +
+                                              (h.cuda ? "CUDA" : "host") + " memory");
+    if (!capi::is_contiguous(*t[i]))
+      throw ApiError(TIMITSEG_ERR_SHAPE, what + ": bound parameters must be contiguous");
+  }
+  capi::drop_begun(h);  // a begun nll read the old parameters' addresses
+  for (int i = 0; i < 4; ++i) h.bound_params[i] = *t[i];
+  h.bound = true;
+}
+
 void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
   need(name, "name");
   need(v, "value");
+  unbind(h);  // the other bound values become the handle's own
   std::vector<int64_t> shape;
   std::vector<float>& dst = param(h, name, shape);
   if (lognormal(h) && std::string(name) == "duration_bias")
@@ -116,6 +160,7 @@ void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
 void get_param(const timitseg_crf& h, const char* name, timitseg_tensor* out) {
   need(name, "name");
   need(out, "out");
+  capi::refresh_bound(const_cast<timitseg_crf&>(h), nullptr);  // the values change, the handle's state does not
   std::vector<int64_t> shape;
   const std::vector<float>& src = param(const_cast<timitseg_crf&>(h), name, shape);
   const std::string what = std::string("out (parameter ") + name + ")";
@@ -181,6 +226,16 @@ int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_t
   });
 }
 
+int timitseg_crf_bind_params(timitseg_crf* crf, const timitseg_tensor* transition,
+                             const timitseg_tensor* duration_bias, const timitseg_tensor* start,
+                             const timitseg_tensor* end) {
+  return guard("timitseg_crf_bind_params", [&] {
+    need(crf, "crf");
+    const timitseg_tensor* t[4] = {transition, duration_bias, start, end};
+    bind_params(*crf, t);
+  });
+}
+
 int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_tensor* out) {
   return guard("timitseg_crf_get_param", [&] {
     need(crf, "crf");
@@ -192,6 +247,7 @@ int timitseg_crf_penalty(const timitseg_crf* crf, double* out) {
   return guard("timitseg_crf_penalty", [&] {
     need(crf, "crf");
     need(out, "out");
+    capi::refresh_bound(const_cast<timitseg_crf&>(*crf), nullptr);  // as get_param
     const int Kp = lognormal(*crf) ? 0 : crf->p.max_duration;
     *out = crf::l2_penalty<float>(crf->p.reg, crf->p.num_labels, Kp, crf->transition.data(),
                                   crf->duration_bias.data(), nullptr, nullptr);

@@ -74,6 +74,11 @@ struct timitseg_crf {
   uint64_t last_ticket = 0;  // tickets are 1, 2, ... per handle
   // The nll begun and not ended (timitseg_crf_nll_begin); any other call drops it (capi::drop_begun).
   std::optional<timitseg::capi::BegunNll> begun;
+  // Parameters bound to the caller's memory (timitseg_crf_bind_params): transition, duration_bias,
+  // start, end (float32, contiguous, in the handle's space), read in place by every call; the host
+  // vectors above and dev_params are then stale until capi::refresh_bound copies the bound values.
+  bool bound = false;
+  timitseg_tensor bound_params[4]{};
 };
 
 namespace timitseg::capi {

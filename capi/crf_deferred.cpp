@@ -27,6 +27,9 @@ void resolve_deferred(timitseg_crf& h) {
   h.deferred.reset();
   try {
     h.backend->check_deferred();
+    // its status read waited for everything queued on its stream: the last zero-copy call's too when it
+    // ran there (settle() need not wait again)
+    if (h.fast_stream == d.batch.stream) h.fast_pending = false;
     return;  // success is not kept: a check of a ticket not in h.resolved reports OK
   } catch (const std::invalid_argument&) {
     d.rejected = true;  // a length 0 or a bad input: the check re-runs the general path, which words it

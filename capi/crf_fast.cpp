@@ -93,19 +93,11 @@ bool begin(timitseg_crf& h, const timitseg_crf_batch& in, crf::Dims& d, crf::Par
   p = crf::Params();
   p.cum_scores = make_cum(h, in, B, T, C);
   p.lengths = static_cast<const int32_t*>(in.lengths.data);
-  const size_t K = static_cast<size_t>(h.p.max_duration), Cs = static_cast<size_t>(C);
-  if (h.cuda) {
-    const float* base = h.dev_params.as<float>();
-    p.transition = base;
-    p.duration_bias = base + Cs * Cs;
-    p.start = base + Cs * Cs + K * Cs;
-    p.end = base + Cs * Cs + K * Cs + Cs;
-  } else {
-    p.transition = h.transition.data();
-    p.duration_bias = h.duration_bias.data();
-    p.start = h.start.data();
-    p.end = h.end.data();
-  }
+  const ParamPtrs pp = param_ptrs(h);
+  p.transition = pp.transition;
+  p.duration_bias = pp.duration_bias;
+  p.start = pp.start;
+  p.end = pp.end;
   return true;
 }
 
@@ -199,12 +191,13 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
   const float* gcum = h.fast_gcum.as<float>();
   float* gx = cumulative || frames_done ? nullptr : ptr(g.scores);  // frames_done: the backend wrote it
+  const ParamPtrs pp = param_ptrs(h);
   if (h.cuda) {
-    const float* base = h.dev_params.as<float>();
     h.fast_penalty.reserve(sizeof(double));
     if (h.p.reg != 0.0)  // reg 0 adds nothing (as write_grads of the general path skips it)
-      model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), base, base + C * C,
-                                ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(), stream);
+      model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), pp.transition,
+                                pp.duration_bias, ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(),
+                                stream);
     if (gx) {
       const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
       h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
@@ -214,12 +207,35 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   }
   (void)stream;
   if (h.p.reg != 0.0)
-    crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(), ptr(g.transition),
+    crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, pp.transition, pp.duration_bias, ptr(g.transition),
                            ptr(g.duration_bias));
   if (gx) crf::centered_cumsum_backward<float>(d.B, d.T, C, gcum, len, gx);
 }
 
 }  // namespace
+
+ParamPtrs param_ptrs(const timitseg_crf& h) {
+  if (h.bound) {
+    const auto at = [&](int i) { return static_cast<const float*>(h.bound_params[i].data); };
+    return {at(0), at(1), at(2), at(3)};
+  }
+  if (h.cuda) {
+    const size_t K = static_cast<size_t>(h.p.max_duration), C = static_cast<size_t>(h.p.num_labels);
+    const float* base = h.dev_params.as<float>();
+    return {base, base + C * C, base + C * C + K * C, base + C * C + K * C + C};
+  }
+  return {h.transition.data(), h.duration_bias.data(), h.start.data(), h.end.data()};
+}
+
+void refresh_bound(timitseg_crf& h, void* stream) {
+  if (!h.bound) return;
+  if (stream == nullptr) settle(h);
+  std::vector<float>* dst[4] = {&h.transition, &h.duration_bias, &h.start, &h.end};
+  for (int i = 0; i < 4; ++i) {
+    const std::vector<double> v = read_f64(h.bound_params[i], stream);
+    std::copy(v.begin(), v.end(), dst[i]->begin());  // float32 values: exact both ways
+  }
+}
 
 void settle(timitseg_crf& h) {
   resolve_deferred(h);
@@ -383,6 +399,7 @@ bool fast_viterbi(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_
                   const timitseg_tensor& segments, const timitseg_tensor& num_segments) {
   const timitseg_tensor& s = in.scores;
   if (!h.cuda || s.ndim != 3) return false;  // host backends: the general path reads host memory already
+  if (h.bound && h.p.phone_bonus != 0.0) return false;  // the bonus table is made on the host (general path)
   const int64_t B = s.shape[0], T = in.cumulative ? s.shape[1] - 1 : s.shape[1];
   if (!fits(h, score, {B}, TIMITSEG_F32, TIMITSEG_F64) || !fits(h, segments, {B, T, 3}, TIMITSEG_I32) ||
       !fits(h, num_segments, {B}, TIMITSEG_I32))

@@ -26,6 +26,21 @@ namespace timitseg::capi {
 // its host vectors; a no-op for host backends. Called whenever they change.
 void upload_params(timitseg_crf& h);
 
+// The parameters a call reads (transition, duration_bias, start, end): the
+// bound tensors (timitseg_crf_bind_params), else the device copies (cuda) or
+// the host vectors.
+struct ParamPtrs {
+  const float* transition;
+  const float* duration_bias;
+  const float* start;
+  const float* end;
+};
+ParamPtrs param_ptrs(const timitseg_crf& h);
+// The bound parameters' values into the host vectors (a copy and a wait on
+// `stream`, or, NULL, after settle()); nothing when none are bound. Before
+// any use of the parameters on the host; the binding stays.
+void refresh_bound(timitseg_crf& h, void* stream);
+
 // Waits for the last zero-copy call's stream when its work may still be
 // queued (before the workspaces or the parameters are used another way).
 // Resolves a deferred call first (resolve_deferred).

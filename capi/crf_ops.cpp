@@ -32,6 +32,7 @@ Batch prepare(timitseg_crf* h, const timitseg_crf_batch* in) {
   need(h, "crf");
   need(in, "batch");
   capi::settle(*h);  // the general path shares the session's buffers with the zero-copy path
+  capi::refresh_bound(*h, in->stream);  // the general path reads the parameters on the host
   return capi::prepare(*h, *in);
 }
 

@@ -139,6 +139,24 @@ TIMITSEG_API const char* timitseg_crf_backend_name(const timitseg_crf* crf);
 TIMITSEG_API int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_tensor* value);
 TIMITSEG_API int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_tensor* out);
 
+/* Binds the four parameters to the caller's memory instead of copies: every
+ * later call reads transition [C][C], duration_bias [K][C], start [C] and
+ * end [C] in place, at its own time on its own stream, so that writing them
+ * between calls (an optimizer step on the device) needs no set_param and no
+ * host wait. Each tensor F32, contiguous, in the handle's space (CUDA memory
+ * of the current device for the cuda backend, host memory for the others).
+ * No values are read here: each call checks them as it checks its scores (a
+ * NaN or +inf entry is that call's TIMITSEG_ERR_ARGUMENT naming it). The
+ * memory must stay alive while bound. Calls that use the parameters on the
+ * host (get_param, penalty, a batch the zero-copy path does not take) first
+ * copy the bound values (a wait on the call's stream). set_param, or this
+ * call with all four NULL, ends the binding: the bound values are copied into
+ * the handle first. Duration model TABLE only (LOGNORMAL derives
+ * duration_bias: TIMITSEG_ERR_ARGUMENT). */
+TIMITSEG_API int timitseg_crf_bind_params(timitseg_crf* crf, const timitseg_tensor* transition,
+                                          const timitseg_tensor* duration_bias, const timitseg_tensor* start,
+                                          const timitseg_tensor* end);
+
 /* One batch. scores: F32 or F64 [B][T][C] (per-frame scores x, centered and
  * summed here), or, with cumulative = 1, [B][T+1][C] already-summed cum_scores
  * as `timitseg crf replay` reads them (row 0 ignored and taken as 0). lengths:

@@ -122,6 +122,7 @@ def _load():
         "timitseg_crf_backend_name": (cp, [vp]),
         "timitseg_crf_set_param": (ctypes.c_int, [vp, cp, P(Tensor)]),
         "timitseg_crf_get_param": (ctypes.c_int, [vp, cp, P(Tensor)]),
+        "timitseg_crf_bind_params": (ctypes.c_int, [vp, P(Tensor), P(Tensor), P(Tensor), P(Tensor)]),
         "timitseg_crf_penalty": (ctypes.c_int, [vp, P(dbl)]),
         "timitseg_crf_log_partition": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
         "timitseg_crf_nll": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads)]),
@@ -151,7 +152,11 @@ def _load():
         "timitseg_segments_free": (None, [vp]),
     }
     for name, (res, args) in sig.items():
-        f = getattr(lib, name)
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise OSError("%s has no %s: it is older than this package; reinstall the package (pip install ./python)"
+                          % (lib._name, name)) from None
         f.restype, f.argtypes = res, args
     if lib.timitseg_api_version() != API_VERSION:
         raise OSError("libtimitseg.so has API version %d, this package was written for %d; reinstall the package"

@@ -103,6 +103,23 @@ class CRF:
             value = np.asarray(value)
         t = describe(value, "parameter " + name)
         check(lib.timitseg_crf_set_param(self._h, name.encode(), ctypes.byref(t)))
+        self._bound = None  # set_param ends a binding
+
+    def bind_params(self, transition, duration_bias, start, end):
+        """Binds the four parameters to these arrays instead of copies (timitseg_crf_bind_params): every
+        later call reads them in place, so writing them (an optimizer step) needs no set_param and, on
+        CUDA, no host wait. float32, contiguous, in the backend's memory (CUDA tensors for "cuda", numpy
+        arrays or CPU tensors otherwise); they must stay alive while bound (the handle keeps a reference).
+        A NaN or +inf entry is the next call's error. set_param or unbind_params() ends the binding."""
+        arrays = (transition, duration_bias, start, end)
+        ts = [describe(a, "parameter " + n) for a, n in zip(arrays, PARAM_NAMES)]
+        check(lib.timitseg_crf_bind_params(self._h, *[ctypes.byref(t) for t in ts]))
+        self._bound = arrays
+
+    def unbind_params(self):
+        """Ends bind_params: the bound values become the handle's own copies."""
+        check(lib.timitseg_crf_bind_params(self._h, None, None, None, None))
+        self._bound = None
 
     def get_param(self, name):
         if name not in self.param_names():

@@ -197,16 +197,31 @@ class SemiCRF(torch.nn.Module):
         return ("transition", "duration_bias", "start", "end")
 
     def _push(self, names, params):
-        """The parameters into the handle, each only when it changed since it was last set: a new
-        tensor, or the same one written in place (an optimizer step bumps torch's version counter)."""
+        """The parameters into the handle. Bound in place (CRF.bind_params) where the handle can read
+        them there (the table duration model; float32, contiguous, on the backend's device): any in-place
+        write (an optimizer step) is then read by the next call, with no copy and no host wait, and they
+        are bound again only when one is a new tensor. Otherwise copied (set_param) on every call: torch's
+        version counter misses some in-place writes (a fused optimizer's step, AdamW(fused=True), leaves
+        it unchanged; so do writes through .data), so a copy made only when it moved could be stale."""
         seen = self.__dict__.setdefault("_pushed", {})
+        bound = seen.get("_bound")
+        if bound is not None and all(b is p for b, p in zip(bound[0], params)) and \
+                bound[1] == [p.data_ptr() for p in params]:
+            return
+        if self._bindable(names, params):
+            self.handle.bind_params(*[p.detach() for p in params])
+            seen["_bound"] = (tuple(params), [p.data_ptr() for p in params])  # the tensors, and their storage
+            return
+        seen.pop("_bound", None)  # the copies below end the binding (set_param)
         for name, p in zip(names, params):
-            old = seen.get(name)
-            if old is None or old[0] is not p or old[2] != p.data_ptr() or old[3] != p._version:
-                v = p.detach()
-                self.handle.set_param(name, v)
-                # v keeps the storage alive: no new tensor can get its address while it is the key
-                seen[name] = (p, v, p.data_ptr(), p._version)
+            self.handle.set_param(name, p.detach())
+
+    def _bindable(self, names, params):
+        """The handle can read these parameters in place (CRF.bind_params)."""
+        if tuple(names) != ("transition", "duration_bias", "start", "end"):
+            return False
+        on_cuda = self.handle.backend == "cuda"
+        return all(p.dtype == torch.float32 and p.is_contiguous() and p.is_cuda == on_cuda for p in params)
 
     def _sync(self):
         """The module's parameters into the handle (and the derived duration table back)."""
