@@ -42,39 +42,26 @@ def bench_crf(binary, B, T, K, C, repeats):
     return t["forward"]["median"], t["forward+backward"]["median"], t["viterbi"]["median"]
 
 
-def median_ms(fn, repeats, warmup=10):
+def elapsed_ms(fn, n=1):
+    """GPU time per call of n calls of fn queued back to back, with one wait at the end (ms)."""
+    import torch
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(n):
+        fn()
+    b.record()
+    b.synchronize()
+    return a.elapsed_time(b) / n
+
+
+def median_ms(fn, repeats, warmup=10, n=1):
+    """Median over repeats of elapsed_ms(fn, n): n = 1, one call and its wait; n > 1, per call of n queued
+    (as a training loop that reads its loss only now and then)."""
     import torch
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times)
-
-
-def queued_ms(fn, n, repeats, warmup=3):
-    """Per call, n calls queued back to back (one wait at the end, as a training loop that reads its loss
-    only now and then): median over repeats."""
-    import torch
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(n):
-            fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b) / n)
-    return statistics.median(times)
+    return statistics.median(elapsed_ms(fn, n) for _ in range(repeats))
 
 
 def profile(name, fn, folder):
@@ -206,7 +193,7 @@ def main():
         # A training step (not in the limit): SemiCRF's loss, its backward and an AdamW step on the CRF's
         # parameters, which the next step's forward reads (bound in place, or copied in by set_param).
         ours["train step (SemiCRF mean + AdamW)"] = median_ms(train_step, a.repeats)
-        ours["train step, 20 queued (per step)"] = queued_ms(train_step, 20, a.repeats // 10 or 1)
+        ours["train step, 20 queued (per step)"] = median_ms(train_step, a.repeats // 10 or 1, 3, n=20)
         return ours
 
     floor = TorchFloor(B, T, C, K).cuda()

@@ -15,17 +15,7 @@ import statistics
 import torch
 
 from timitseg.torch import SemiCRF
-
-
-def timed(fn, n=1):
-    """GPU time of n calls of fn queued back to back, one wait at the end (ms per call)."""
-    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    a.record()
-    for _ in range(n):
-        fn()
-    b.record()
-    b.synchronize()
-    return a.elapsed_time(b) / n
+from python_op_overhead import elapsed_ms  # bench/, the folder of this script
 
 
 def main():
@@ -64,7 +54,7 @@ def main():
             for i in range(reps):  # alternated, each first in every other pair
                 order = ((tb, bound), (tc, copied)) if i % 2 else ((tc, copied), (tb, bound))
                 for out, mo in order:
-                    out.append(timed(lambda: step(mo), n))
+                    out.append(elapsed_ms(lambda: step(mo), n))
             d = sorted(c - b for b, c in zip(tb, tc))
             print("AdamW fused=%s, %s: bound %.3f ms, set_param %.3f ms (medians of %d); set_param - bound, paired: "
                   "median %.3f ms [p10 %.3f, p90 %.3f]"
