@@ -242,21 +242,22 @@ namespace {
 // The summary of an up-to-date WORKDIR, read back from its manifest.json.
 void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
   remove_stale_temporaries(workdir);  // left by a prepare killed after its last rename
-  nlohmann::json m = nlohmann::json::parse(read_file((fs::path(workdir) / "manifest.json").string()));
+  const nlohmann::json m = nlohmann::json::parse(read_file((fs::path(workdir) / "manifest.json").string()));
   for (const auto& name : split_names()) {
-    const auto& s = m["splits"][name];
-    sum.splits.push_back({name, s["utterances"].get<int64_t>(), s["frames"].get<int64_t>(),
-                          s["speakers"].get<int64_t>(), s["seconds"].get<double>()});
+    const auto& s = m.at("splits").at(name);
+    sum.splits.push_back({name, s.at("utterances").get<int64_t>(), s.at("frames").get<int64_t>(),
+                          s.at("speakers").get<int64_t>(), s.at("seconds").get<double>()});
   }
-  sum.skipped = m["skipped"].get<int64_t>();
-  sum.warnings = m["warnings"].get<int64_t>();
-  if (m.contains("skipped_by_kind")) sum.skipped_by_kind = m["skipped_by_kind"].get<std::map<std::string, int64_t>>();
+  sum.skipped = m.at("skipped").get<int64_t>();
+  sum.warnings = m.at("warnings").get<int64_t>();
+  if (m.contains("skipped_by_kind")) sum.skipped_by_kind = m.at("skipped_by_kind").get<std::map<std::string, int64_t>>();
   if (m.contains("warnings_by_kind"))
-    sum.warnings_by_kind = m["warnings_by_kind"].get<std::map<std::string, int64_t>>();
-  const auto& rule = m["split_rule"];
-  sum.dev_rule = rule["dev"]["rule"].get<std::string>();
-  sum.core_test_rule = rule["core-test"]["rule"].get<std::string>();
-  if (rule["dev"].contains("speakers")) sum.dev_speaker_ids = rule["dev"]["speakers"].get<std::vector<std::string>>();
+    sum.warnings_by_kind = m.at("warnings_by_kind").get<std::map<std::string, int64_t>>();
+  const auto& rule = m.at("split_rule");
+  sum.dev_rule = rule.at("dev").at("rule").get<std::string>();
+  sum.core_test_rule = rule.at("core-test").at("rule").get<std::string>();
+  if (rule.at("dev").contains("speakers"))
+    sum.dev_speaker_ids = rule.at("dev").at("speakers").get<std::vector<std::string>>();
 }
 
 // Features and labels of every utterance: multithreaded, results by index
@@ -542,10 +543,15 @@ PrepareSummary prepare(const PrepareOptions& po) {
                                 "only to corpora without them");
 
   if (!po.force && manifest_matches(po.workdir, info.source, info.fingerprint, info.opts_json, info.split_opts)) {
-    sum.up_to_date = true;
-    summary_from_manifest(po.workdir, sum);
-    sum.wall_seconds = since();
-    return sum;
+    PrepareSummary cached = sum;
+    try {  // a summary that does not read (a hand-edited manifest): rebuilt, as a cache that does not match
+      summary_from_manifest(po.workdir, cached);
+      cached.up_to_date = true;
+      cached.wall_seconds = since();
+      return cached;
+    } catch (const std::exception& e) {
+      spdlog::info("{}: cache not reusable (the summary of manifest.json: {}), rebuilding", po.workdir, e.what());
+    }
   }
 
   for (const auto& p : scan_problems) {

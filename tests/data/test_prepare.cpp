@@ -117,6 +117,27 @@ TEST(Prepare, RoundTripMatchesDirectComputation) {
   EXPECT_LE(sil["p95"].get<double>(), sil["max"].get<double>());
 }
 
+// A manifest whose files and options match but whose summary does not read
+// (hand-edited: a count that is not a number, a split missing) is rebuilt like
+// a cache that does not match, not an error without the file's name.
+TEST(Prepare, AManifestWhoseSummaryDoesNotReadIsRebuilt) {
+  Prepared p;
+  const std::string path = p.po.workdir + "/manifest.json";
+  for (int edit = 0; edit < 2; ++edit) {
+    nlohmann::json m = nlohmann::json::parse(timitseg::read_file(path));
+    if (edit == 0)
+      m["splits"]["train"]["frames"] = "many";
+    else
+      m["splits"].erase("dev");
+    testutil::write_text(path, m.dump(2));
+    const PrepareSummary again = prepare(p.po);
+    EXPECT_FALSE(again.up_to_date) << edit;
+    ASSERT_EQ(again.splits.size(), p.first.splits.size());
+    for (size_t i = 0; i < again.splits.size(); ++i) EXPECT_EQ(again.splits[i].frames, p.first.splits[i].frames);
+    EXPECT_TRUE(prepare(p.po).up_to_date) << edit;  // the rebuilt manifest reads
+  }
+}
+
 TEST(Prepare, ReRunIsANoOpUnlessForcedOrChanged) {
   Prepared p;
   auto again = prepare(p.po);
