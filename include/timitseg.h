@@ -144,7 +144,8 @@ TIMITSEG_API int timitseg_crf_get_param(const timitseg_crf* crf, const char* nam
  * end [C] in place, at its own time on its own stream, so that writing them
  * between calls (an optimizer step on the device) needs no set_param and no
  * host wait. Each tensor F32, contiguous, in the handle's space (CUDA memory
- * of the current device for the cuda backend, host memory for the others).
+ * for the cuda backend, of the device it was created on: as for every tensor
+ * here, device_index is not checked; host memory for the other backends).
  * No values are read here: each call checks them as it checks its scores (a
  * NaN or +inf entry is that call's TIMITSEG_ERR_ARGUMENT naming it). The
  * memory must stay alive while bound. Calls that use the parameters on the
