@@ -58,8 +58,9 @@ std::vector<int64_t> check_shape(const timitseg_tensor& t, const char* name, con
 void check_float(const timitseg_tensor& t, const char* name);
 void check_int(const timitseg_tensor& t, const char* name);
 // Throws TIMITSEG_ERR_DEVICE when t is on a device other than `device` (CPU or
-// CUDA), naming both; CUDA tensors must be contiguous (TIMITSEG_ERR_SHAPE).
-void check_device(const timitseg_tensor& t, const char* name, int device);
+// CUDA), or, with cuda_index >= 0, a CUDA tensor on another CUDA device than
+// cuda_index, naming both; CUDA tensors must be contiguous (TIMITSEG_ERR_SHAPE).
+void check_device(const timitseg_tensor& t, const char* name, int device, int cuda_index = -1);
 bool present(const timitseg_tensor* t);
 // Row-major contiguous (sizes-1 dimensions may have any stride).
 bool is_contiguous(const timitseg_tensor& t);

@@ -77,6 +77,7 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
     throw ApiError(kind == crf::BackendKind::cuda ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
   }
   h->cuda = h->backend->on_device();
+  if (h->cuda) h->cuda_device = timitseg::cuda::current_device();  // where the backend was made
   h->backend_name = h->backend->name();
   h->session = std::make_unique<crf::Session>(*h->backend);
   const size_t C = static_cast<size_t>(p.num_labels), K = static_cast<size_t>(p.max_duration);
@@ -125,6 +126,7 @@ void bind_params(timitseg_crf& h, const timitseg_tensor* t[4]) {
       throw ApiError(TIMITSEG_ERR_DEVICE, what + " is " + (t[i]->device == TIMITSEG_DEVICE_CUDA ? "CUDA" : "host") +
                                               " memory; the " + h.backend_name + " backend binds " +
                                               (h.cuda ? "CUDA" : "host") + " memory");
+    capi::check_device(*t[i], what.c_str(), device, h.cuda_device);  // the handle's CUDA device
     if (!capi::is_contiguous(*t[i]))
       throw ApiError(TIMITSEG_ERR_SHAPE, what + ": bound parameters must be contiguous");
   }
@@ -145,7 +147,7 @@ void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
   const std::string what = std::string("parameter ") + name;
   capi::check_float(*v, what.c_str());
   capi::check_shape(*v, what.c_str(), shape);
-  capi::check_device(*v, what.c_str(), h.cuda ? v->device : TIMITSEG_DEVICE_CPU);
+  capi::check_device(*v, what.c_str(), h.cuda ? v->device : TIMITSEG_DEVICE_CPU, h.cuda_device);
   const std::vector<double> x = capi::read_f64(*v);
   const bool lognormal_rows = std::string(name) == "duration_lognormal";
   for (size_t i = 0; i < x.size(); ++i)
@@ -166,11 +168,31 @@ void get_param(const timitseg_crf& h, const char* name, timitseg_tensor* out) {
   const std::string what = std::string("out (parameter ") + name + ")";
   capi::check_float(*out, what.c_str());
   capi::check_shape(*out, what.c_str(), shape);
-  capi::check_device(*out, what.c_str(), h.cuda ? out->device : TIMITSEG_DEVICE_CPU);
+  capi::check_device(*out, what.c_str(), h.cuda ? out->device : TIMITSEG_DEVICE_CPU, h.cuda_device);
   capi::write_f64(*out, std::vector<double>(src.begin(), src.end()), nullptr);
 }
 
 }  // namespace
+
+namespace timitseg::capi {
+
+OnHandleDevice::OnHandleDevice(const timitseg_crf* h) {
+  if (h == nullptr || !h->cuda) return;
+  const int now = timitseg::cuda::current_device();
+  if (now == h->cuda_device) return;
+  timitseg::cuda::set_device(h->cuda_device);
+  restore_ = now;
+}
+
+OnHandleDevice::~OnHandleDevice() {
+  if (restore_ < 0) return;
+  try {
+    timitseg::cuda::set_device(restore_);
+  } catch (...) {  // a destructor does not throw; the call's own status stands
+  }
+}
+
+}  // namespace timitseg::capi
 
 extern "C" {
 
@@ -209,6 +231,7 @@ int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out) {
 void timitseg_crf_free(timitseg_crf* crf) {
   if (crf == nullptr) return;
   try {
+    const capi::OnHandleDevice on(crf);
     capi::settle(*crf);  // the last zero-copy call's kernels use the handle's buffers
   } catch (...) {
   }
@@ -222,6 +245,7 @@ const char* timitseg_crf_backend_name(const timitseg_crf* crf) {
 int timitseg_crf_set_param(timitseg_crf* crf, const char* name, const timitseg_tensor* value) {
   return guard("timitseg_crf_set_param", [&] {
     need(crf, "crf");
+    const capi::OnHandleDevice on(crf);
     set_param(*crf, name, value);
   });
 }
@@ -231,6 +255,7 @@ int timitseg_crf_bind_params(timitseg_crf* crf, const timitseg_tensor* transitio
                              const timitseg_tensor* end) {
   return guard("timitseg_crf_bind_params", [&] {
     need(crf, "crf");
+    const capi::OnHandleDevice on(crf);
     const timitseg_tensor* t[4] = {transition, duration_bias, start, end};
     bind_params(*crf, t);
   });
@@ -239,6 +264,7 @@ int timitseg_crf_bind_params(timitseg_crf* crf, const timitseg_tensor* transitio
 int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_tensor* out) {
   return guard("timitseg_crf_get_param", [&] {
     need(crf, "crf");
+    const capi::OnHandleDevice on(crf);
     get_param(*crf, name, out);
   });
 }
@@ -246,6 +272,7 @@ int timitseg_crf_get_param(const timitseg_crf* crf, const char* name, timitseg_t
 int timitseg_crf_penalty(const timitseg_crf* crf, double* out) {
   return guard("timitseg_crf_penalty", [&] {
     need(crf, "crf");
+    const capi::OnHandleDevice on(crf);
     need(out, "out");
     capi::refresh_bound(const_cast<timitseg_crf&>(*crf), nullptr);  // as get_param
     const int Kp = lognormal(*crf) ? 0 : crf->p.max_duration;

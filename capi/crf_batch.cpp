@@ -31,10 +31,10 @@ std::vector<int32_t> Batch::gather_rows(const std::vector<int64_t>& all, int64_t
 
 namespace {
 
-std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T, int device, void* stream) {
+std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T, int device, int index, void* stream) {
   check_int(t, "lengths");
   check_shape(t, "lengths", {B});
-  check_device(t, "lengths", device);
+  check_device(t, "lengths", device, index);
   const std::vector<int64_t> v = read_i64(t, stream);
   std::vector<int32_t> out(static_cast<size_t>(B));
   for (int64_t b = 0; b < B; ++b) {
@@ -80,18 +80,19 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   check_float(s, "scores");
   const std::vector<int64_t> shape = check_shape(s, b.cumulative ? "scores (cumulative)" : "scores", {-1, -1, b.C});
   b.device = s.device;
-  check_device(s, "scores", h.cuda ? s.device : TIMITSEG_DEVICE_CPU);
+  b.device_index = h.cuda ? h.cuda_device : -1;
+  check_device(s, "scores", h.cuda ? s.device : TIMITSEG_DEVICE_CPU, b.device_index);
   if (b.cumulative && shape[1] < 1)
     throw ApiError(TIMITSEG_ERR_SHAPE, "scores (cumulative) has shape " + shape_str(shape) + ": it needs T+1 >= 1 rows");
   b.B = shape[0];
   b.T = b.cumulative ? shape[1] - 1 : shape[1];
   b.f64 = s.dtype == TIMITSEG_F64;
-  b.lengths = read_lengths(in.lengths, b.B, b.T, b.device, b.stream);
+  b.lengths = read_lengths(in.lengths, b.B, b.T, b.device, b.device_index, b.stream);
   const bool has_onset = present(&in.onset);
   if (has_onset) {
     check_float(in.onset, "onset");
     check_shape(in.onset, "onset", {b.B, b.T, b.C});
-    check_device(in.onset, "onset", b.device);
+    check_device(in.onset, "onset", b.device, b.device_index);
   }
   for (int64_t r = 0; r < b.B; ++r)
     if (b.lengths[r] > 0) b.rows.push_back(r);
@@ -133,7 +134,7 @@ void write_score_grad(const Batch& b, const std::vector<float>& grad_cum, const 
   const int64_t T = b.T, C = b.C, rows = b.cumulative ? T + 1 : T;
   check_float(out, "grads.scores");
   check_shape(out, "grads.scores", {b.B, rows, C});
-  check_device(out, "grads.scores", b.device);
+  check_device(out, "grads.scores", b.device, b.device_index);
   std::vector<double> all(static_cast<size_t>(b.B * rows * C), 0.0);
   for (size_t k = 0; k < b.rows.size(); ++k) {
     double* dst = all.data() + b.rows[k] * rows * C;
@@ -157,7 +158,7 @@ void write_rows(const Batch& b, const std::vector<double>& kept, int64_t inner, 
                 const char* name, const std::vector<int64_t>& shape) {
   check_float(out, name);
   check_shape(out, name, shape);
-  check_device(out, name, b.device);
+  check_device(out, name, b.device, b.device_index);
   std::vector<double> all(static_cast<size_t>(b.B * inner), 0.0);
   for (size_t k = 0; k < b.rows.size(); ++k)
     std::copy(kept.begin() + k * inner, kept.begin() + (k + 1) * inner, all.begin() + b.rows[k] * inner);

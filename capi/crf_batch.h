@@ -51,8 +51,10 @@ struct timitseg_crf {
   std::unique_ptr<timitseg::crf::Backend> backend;
   std::unique_ptr<timitseg::crf::Session> session;
   std::vector<float> transition, duration_bias, start, end, duration_lognormal;
-  // The device of the tensors this handle takes: CUDA tensors only with the cuda backend.
+  // The device of the tensors this handle takes: CUDA tensors only with the cuda backend, on
+  // cuda_device (the device current when the handle was created: its buffers and streams are there).
   bool cuda = false;
+  int cuda_device = -1;
   std::string backend_name;  // timitseg_crf_backend_name
   // The zero-copy path (capi/crf_fast.h): the parameters' device copies
   // (cuda: transition, duration_bias, start, end back to back) and the
@@ -83,9 +85,24 @@ struct timitseg_crf {
 
 namespace timitseg::capi {
 
+// For one C call on a cuda handle: the thread's current CUDA device set to the
+// handle's (its buffers are allocated and its kernels launched there) and the
+// caller's restored after the call. Nothing for host handles or NULL.
+class OnHandleDevice {
+ public:
+  explicit OnHandleDevice(const timitseg_crf* h);
+  ~OnHandleDevice();
+  OnHandleDevice(const OnHandleDevice&) = delete;
+  OnHandleDevice& operator=(const OnHandleDevice&) = delete;
+
+ private:
+  int restore_ = -1;
+};
+
 struct Batch {
   int64_t B = 0, T = 0, C = 0, K = 0;  // the caller's batch (B rows, padded T)
   int device = TIMITSEG_DEVICE_CPU;
+  int device_index = -1;  // the CUDA device every CUDA tensor of the call must be on (-1: host handle)
   void* stream = nullptr;
   bool cumulative = false;
   bool f64 = false;                   // scores are F64 (the centering runs in double)

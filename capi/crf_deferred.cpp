@@ -173,6 +173,7 @@ int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf_batch* batch
                               double scale, timitseg_tensor* nll, const timitseg_crf_grads* grads, uint64_t* ticket) {
   // the prefix of timitseg_crf_nll: its errors read as the synchronous call's
   return timitseg::capi::guard("timitseg_crf_nll", [&] {
+    const timitseg::capi::OnHandleDevice on(crf);
     need_ticket_call(ticket, crf, batch, gold);
     if (nll == nullptr) throw timitseg::capi::ApiError(TIMITSEG_ERR_ARGUMENT, "nll is NULL");
     *ticket = timitseg::capi::nll_deferred(*crf, *batch, *gold, scale, *nll, grads);
@@ -182,6 +183,7 @@ int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf_batch* batch
 int timitseg_crf_nll_begin(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_crf_gold* gold,
                            double scale, int with_grads, uint64_t* ticket) {
   return timitseg::capi::guard("timitseg_crf_nll", [&] {
+    const timitseg::capi::OnHandleDevice on(crf);
     need_ticket_call(ticket, crf, batch, gold);
     *ticket = timitseg::capi::nll_begin(*crf, *batch, *gold, scale, with_grads != 0);
   });
@@ -191,6 +193,7 @@ int timitseg_crf_nll_end(timitseg_crf* crf, uint64_t ticket, timitseg_tensor* nl
                          uint64_t* check_ticket) {
   if (check_ticket) *check_ticket = 0;
   return timitseg::capi::guard("timitseg_crf_nll", [&] {
+    const timitseg::capi::OnHandleDevice on(crf);
     using timitseg::capi::ApiError;
     if (crf == nullptr) throw ApiError(TIMITSEG_ERR_ARGUMENT, "crf is NULL");
     if (nll == nullptr) {
@@ -208,6 +211,7 @@ int timitseg_crf_nll_end(timitseg_crf* crf, uint64_t ticket, timitseg_tensor* nl
 int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun) {
   if (rerun) *rerun = 0;
   return timitseg::capi::guard("timitseg_crf_nll", [&] {
+    const timitseg::capi::OnHandleDevice on(crf);
     if (crf == nullptr) throw timitseg::capi::ApiError(TIMITSEG_ERR_ARGUMENT, "crf is NULL");
     const bool again = timitseg::capi::check_nll(*crf, ticket);
     if (rerun) *rerun = again ? 1 : 0;

@@ -17,10 +17,12 @@ namespace {
 
 int space(const timitseg_crf& h) { return h.cuda ? TIMITSEG_DEVICE_CUDA : TIMITSEG_DEVICE_CPU; }
 
-// t has exactly `shape`, dtype `dtype` (or `dtype2`), is contiguous, has data, and lives in h's space.
+// t has exactly `shape`, dtype `dtype` (or `dtype2`), is contiguous, has data, and lives in h's space
+// (for cuda, on the handle's device).
 bool fits(const timitseg_crf& h, const timitseg_tensor& t, std::initializer_list<int64_t> shape, int dtype,
           int dtype2 = -1) {
   if (t.data == nullptr || t.device != space(h) || (t.dtype != dtype && t.dtype != dtype2)) return false;
+  if (h.cuda && t.device_index != h.cuda_device) return false;  // the general path names it
   if (t.ndim != static_cast<int>(shape.size())) return false;
   int i = 0;
   for (int64_t s : shape)

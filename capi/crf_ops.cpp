@@ -106,8 +106,8 @@ std::vector<std::vector<crf::Segment>> gold_from_segments(const timitseg_crf& h,
   capi::check_int(g.num_segments, "gold.num_segments");
   const int64_t S = capi::check_shape(g.segments, "gold.segments", {b.B, -1, 3})[1];
   capi::check_shape(g.num_segments, "gold.num_segments", {b.B});
-  capi::check_device(g.segments, "gold.segments", b.device);
-  capi::check_device(g.num_segments, "gold.num_segments", b.device);
+  capi::check_device(g.segments, "gold.segments", b.device, b.device_index);
+  capi::check_device(g.num_segments, "gold.num_segments", b.device, b.device_index);
   const std::vector<int64_t> seg = capi::read_i64(g.segments, b.stream), ns = capi::read_i64(g.num_segments, b.stream);
   std::vector<std::vector<crf::Segment>> out;
   for (int64_t r = 0; r < b.B; ++r) {
@@ -175,7 +175,7 @@ void write_param_grad(const Batch& b, const timitseg_tensor& t, const char* name
   if (!capi::present(&t)) return;
   capi::check_float(t, name);
   capi::check_shape(t, name, shape);
-  capi::check_device(t, name, b.device);
+  capi::check_device(t, name, b.device, b.device_index);
   capi::write_f64(t, std::vector<double>(v.begin(), v.end()), b.stream);
 }
 
@@ -219,7 +219,7 @@ void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor&
     if (!capi::present(&t)) return;
     capi::check_float(t, name);
     capi::check_shape(t, name, shape);
-    capi::check_device(t, name, b.device);
+    capi::check_device(t, name, b.device, b.device_index);
   };
   check(out, "nll", {b.B});
   if (!g) return;
@@ -271,7 +271,7 @@ void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_c
   if (by_labels) {
     capi::check_int(gold->labels, "gold.labels");
     capi::check_shape(gold->labels, "gold.labels", {b.B, b.T});
-    capi::check_device(gold->labels, "gold.labels", b.device);
+    capi::check_device(gold->labels, "gold.labels", b.device, b.device_index);
     const std::vector<int64_t> all = capi::read_i64(gold->labels, b.stream);
     check_labels(b, all, b.T, "gold.labels", [&](int64_t r) { return static_cast<int64_t>(b.lengths[r]); });
     labels = b.gather_rows(all, b.T);
@@ -300,11 +300,11 @@ void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* sco
   capi::check_int(*num_segments, "num_segments");
   capi::check_shape(*segments, "segments", {b.B, b.T, 3});
   capi::check_shape(*num_segments, "num_segments", {b.B});
-  capi::check_device(*segments, "segments", b.device);
-  capi::check_device(*num_segments, "num_segments", b.device);
+  capi::check_device(*segments, "segments", b.device, b.device_index);
+  capi::check_device(*num_segments, "num_segments", b.device, b.device_index);
   capi::check_float(*score, "score");
   capi::check_shape(*score, "score", {b.B});
-  capi::check_device(*score, "score", b.device);
+  capi::check_device(*score, "score", b.device, b.device_index);
   std::vector<float> bonus(h->transition.size());
   crf::add_phone_bonus(h->transition.data(), b.C, static_cast<float>(h->p.phone_bonus), bonus.data());
   crf::HostResult r = run_viterbi(*h, b, h->p.phone_bonus != 0.0 ? bonus.data() : nullptr);
@@ -327,7 +327,7 @@ void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* b
     if (capi::present(t)) {
       capi::check_float(*t, name);
       capi::check_shape(*t, name, shape);
-      capi::check_device(*t, name, b.device);
+      capi::check_device(*t, name, b.device, b.device_index);
     }
   if (capi::present(boundaries)) {
     std::vector<double> bp(static_cast<size_t>(b.dims.B * (T + 1)));
@@ -367,14 +367,14 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
   capi::check_int(*num_phones, "num_phones");
   const int64_t N = capi::check_shape(*phones, "phones", {b.B, -1})[1];
   capi::check_shape(*num_phones, "num_phones", {b.B});
-  capi::check_device(*phones, "phones", b.device);
-  capi::check_device(*num_phones, "num_phones", b.device);
+  capi::check_device(*phones, "phones", b.device, b.device_index);
+  capi::check_device(*num_phones, "num_phones", b.device, b.device_index);
   capi::check_int(*spans, "spans");
   capi::check_shape(*spans, "spans", {b.B, N, 2});
-  capi::check_device(*spans, "spans", b.device);
+  capi::check_device(*spans, "spans", b.device, b.device_index);
   capi::check_float(*score, "score");
   capi::check_shape(*score, "score", {b.B});
-  capi::check_device(*score, "score", b.device);
+  capi::check_device(*score, "score", b.device, b.device_index);
   const std::vector<int64_t> nph = capi::read_i64(*num_phones, b.stream);
   for (int64_t r = 0; r < b.B; ++r)
     if (b.lengths[r] == 0 ? nph[r] != 0 : (nph[r] < 1 || nph[r] > N))
@@ -385,7 +385,7 @@ void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor*
   if (capi::present(optional)) {
     capi::check_int(*optional, "optional");
     capi::check_shape(*optional, "optional", {b.B, N});
-    capi::check_device(*optional, "optional", b.device);
+    capi::check_device(*optional, "optional", b.device, b.device_index);
     opt = b.gather_rows(capi::read_i64(*optional, b.stream), N);
   }
   std::vector<double> sc;
@@ -418,6 +418,7 @@ const char* timitseg_last_error(void) { return capi::last_error(); }
 
 int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* log_z) {
   return guard("timitseg_crf_log_partition", [&] {
+    const capi::OnHandleDevice on(crf);
     need(crf, "crf");
     need(batch, "batch");
     need(log_z, "log_z");
@@ -432,12 +433,16 @@ int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batc
 
 int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_crf_gold* gold, double scale,
                      timitseg_tensor* out, const timitseg_crf_grads* grads) {
-  return guard("timitseg_crf_nll", [&] { nll(crf, batch, gold, scale, out, grads); });
+  return guard("timitseg_crf_nll", [&] {
+    const capi::OnHandleDevice on(crf);
+    nll(crf, batch, gold, scale, out, grads);
+  });
 }
 
 int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* score,
                          timitseg_tensor* segments, timitseg_tensor* num_segments) {
   return guard("timitseg_crf_viterbi", [&] {
+    const capi::OnHandleDevice on(crf);
     if (crf && batch && score && segments && num_segments && capi::fast_viterbi(*crf, *batch, *score, *segments,
                                                                                  *num_segments))
       return;  // the zero-copy path (crf_fast.h)
@@ -447,13 +452,19 @@ int timitseg_crf_viterbi(timitseg_crf* crf, const timitseg_crf_batch* batch, tim
 
 int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* boundaries,
                            timitseg_tensor* frames) {
-  return guard("timitseg_crf_marginals", [&] { marginals(crf, batch, boundaries, frames); });
+  return guard("timitseg_crf_marginals", [&] {
+    const capi::OnHandleDevice on(crf);
+    marginals(crf, batch, boundaries, frames);
+  });
 }
 
 int timitseg_crf_align(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_tensor* phones,
                        const timitseg_tensor* num_phones, const timitseg_tensor* optional, timitseg_tensor* score,
                        timitseg_tensor* spans) {
-  return guard("timitseg_crf_align", [&] { align(crf, batch, phones, num_phones, optional, score, spans); });
+  return guard("timitseg_crf_align", [&] {
+    const capi::OnHandleDevice on(crf);
+    align(crf, batch, phones, num_phones, optional, score, spans);
+  });
 }
 
 }  // extern "C"

@@ -34,7 +34,7 @@ void segment_posteriors(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_
                              " (2 GiB as float64); pass fewer or shorter utterances");
   capi::check_float(*out, "segments");
   capi::check_shape(*out, "segments", {B, T, K, C});
-  capi::check_device(*out, "segments", b.device);
+  capi::check_device(*out, "segments", b.device, b.device_index);
   const int64_t Bk = b.dims.B, inner = T * K * C;
   std::vector<double> kept(static_cast<size_t>(Bk * inner), 0.0);
   if (Bk > 0) {
@@ -62,7 +62,10 @@ void segment_posteriors(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_
 extern "C" {
 
 int timitseg_crf_segment_posteriors(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* segments) {
-  return capi::guard("timitseg_crf_segment_posteriors", [&] { segment_posteriors(crf, batch, segments); });
+  return capi::guard("timitseg_crf_segment_posteriors", [&] {
+    const capi::OnHandleDevice on(crf);
+    segment_posteriors(crf, batch, segments);
+  });
 }
 
 }  // extern "C"

@@ -154,13 +154,17 @@ void check_int(const timitseg_tensor& t, const char* name) {
     throw ApiError(TIMITSEG_ERR_DTYPE, std::string(name) + " has dtype " + dtype_name(t.dtype) + ", expected I32 or I64");
 }
 
-void check_device(const timitseg_tensor& t, const char* name, int device) {
+void check_device(const timitseg_tensor& t, const char* name, int device, int cuda_index) {
   auto dev = [](int d) { return d == TIMITSEG_DEVICE_CPU ? "the CPU" : d == TIMITSEG_DEVICE_CUDA ? "CUDA" : "an unknown device"; };
   if (t.device != TIMITSEG_DEVICE_CPU && t.device != TIMITSEG_DEVICE_CUDA)
     throw ApiError(TIMITSEG_ERR_DEVICE, std::string(name) + " is on an unknown device (" + std::to_string(t.device) + ")");
   if (t.device != device)
     throw ApiError(TIMITSEG_ERR_DEVICE, std::string(name) + " is on " + dev(t.device) + ", the other tensors on " +
                                             dev(device));
+  if (t.device == TIMITSEG_DEVICE_CUDA && cuda_index >= 0 && t.device_index != cuda_index)
+    throw ApiError(TIMITSEG_ERR_DEVICE, std::string(name) + " is on CUDA device " + std::to_string(t.device_index) +
+                                            ", the handle's cuda backend runs on CUDA device " +
+                                            std::to_string(cuda_index) + " (the device current when it was created)");
   if (t.device == TIMITSEG_DEVICE_CUDA && !contiguous(t))
     throw ApiError(TIMITSEG_ERR_SHAPE, std::string(name) + " is a strided CUDA tensor; pass a contiguous one");
 }

@@ -34,6 +34,11 @@ int device_count() {
 }
 
 void set_device(int device) { TS_CUDA(cudaSetDevice(device)); }
+int current_device() {
+  int d = 0;
+  TS_CUDA(cudaGetDevice(&d));
+  return d;
+}
 
 std::string no_device_message() {
   int n = 0;
@@ -151,6 +156,7 @@ namespace {
 
 int device_count() { return 0; }
 void set_device(int) { no_cuda(); }
+int current_device() { no_cuda(); }
 std::string no_device_message() {
   return "no CUDA device was found (this build of timitseg has no CUDA support; rebuild with -DTIMITSEG_CUDA=ON)";
 }

@@ -20,6 +20,8 @@ namespace timitseg::cuda {
 int device_count();
 // cudaSetDevice for this host thread and the threads it starts afterwards (a rank's GPU, train/distributed.h).
 void set_device(int device);
+// cudaGetDevice: the device this host thread's CUDA calls go to.
+int current_device();
 // The one-line error every GPU path gives without a device:
 // "no CUDA device was found (<why>)".
 std::string no_device_message();

@@ -89,7 +89,7 @@ typedef struct timitseg_tensor {
   void* data;
   int32_t dtype;         /* timitseg_dtype */
   int32_t device;        /* timitseg_device */
-  int32_t device_index;  /* CUDA device ordinal (0 for the CPU) */
+  int32_t device_index;  /* CUDA device ordinal (0 for the CPU); a cuda handle's tensors are on its device */
   int32_t ndim;
   int64_t shape[TIMITSEG_MAX_DIMS];
   int64_t strides[TIMITSEG_MAX_DIMS];
@@ -125,7 +125,10 @@ TIMITSEG_API timitseg_crf_params timitseg_crf_default_params(void);
 typedef struct timitseg_crf timitseg_crf;
 
 /* Creates a handle holding the parameters (all 0, or the log-normal rows
- * mu 0, log_sigma 0, offset 0) and a session with its workspaces. */
+ * mu 0, log_sigma 0, offset 0) and a session with its workspaces. A cuda
+ * handle runs on the CUDA device current here: each of its calls runs there
+ * whatever the thread's current device is, and leaves that as it was; a
+ * CUDA tensor on another device (device_index) is TIMITSEG_ERR_DEVICE. */
 TIMITSEG_API int timitseg_crf_create(const timitseg_crf_params* params, timitseg_crf** out);
 TIMITSEG_API void timitseg_crf_free(timitseg_crf* crf);
 /* The backend that runs ("reference", "cpu", "cuda"); valid while the handle lives. */
@@ -144,8 +147,7 @@ TIMITSEG_API int timitseg_crf_get_param(const timitseg_crf* crf, const char* nam
  * end [C] in place, at its own time on its own stream, so that writing them
  * between calls (an optimizer step on the device) needs no set_param and no
  * host wait. Each tensor F32, contiguous, in the handle's space (CUDA memory
- * for the cuda backend, of the device it was created on: as for every tensor
- * here, device_index is not checked; host memory for the other backends).
+ * for the cuda backend, on the handle's device; host memory for the others).
  * No values are read here: each call checks them as it checks its scores (a
  * NaN or +inf entry is that call's TIMITSEG_ERR_ARGUMENT naming it). The
  * memory must stay alive while bound. Calls that use the parameters on the

@@ -176,6 +176,40 @@ def test_cuda_equals_cpu_backend_and_reruns_bitwise():
         g(x, lengths.cpu(), labels=labels)
 
 
+two_gpus = pytest.mark.skipif(not (torch.cuda.is_available() and torch.cuda.device_count() >= 2 and timitseg.has_cuda()),
+                              reason="needs two CUDA devices and a CUDA build of libtimitseg")
+
+
+@two_gpus
+def test_module_moved_to_another_gpu_follows_it():
+    # made on device 0, moved to device 1: a new handle there, the same bits, the current device untouched;
+    # a CRF handle made on device 0 refuses device 1's tensors (before: kernels read another device's memory)
+    torch.cuda.set_device(0)
+    m = module(5, 6, backend="cuda", eager_check=False).cuda(0)
+    x = torch.randn(3, 30, 5)
+    lengths, labels = torch.tensor([30, 7, 1]), torch.randint(0, 5, (3, 30))
+
+    def run(dev):
+        xx = x.to(dev).requires_grad_()
+        n = m(xx, lengths.to(dev), labels=labels.to(dev), reduction="mean")
+        n.backward()
+        out = (n.detach().cpu(), xx.grad.cpu(), m.transition.grad.cpu().clone())
+        m.zero_grad()
+        return out
+
+    on0 = run("cuda:0")
+    m.to("cuda:1")
+    on1 = run("cuda:1")
+    assert torch.cuda.current_device() == 0
+    assert all(torch.equal(a, b) for a, b in zip(on0, on1))
+    assert torch.equal(m.viterbi(x.to("cuda:1"), lengths.to("cuda:1"))[0].cpu(),
+                       m.to("cuda:0").viterbi(x.to("cuda:0"), lengths.to("cuda:0"))[0].cpu())
+    crf = timitseg.CRF(5, 6, backend="cuda")
+    with pytest.raises(timitseg.DeviceError, match="scores is on CUDA device 1, the handle's cuda backend runs on "
+                                                   "CUDA device 0"):
+        crf.log_partition(x.to("cuda:1"), lengths.to("cuda:1"))
+
+
 def test_module_segment_posteriors_sum_to_boundary_posteriors():
     m = module(3, 4, backend="cpu")
     x, lengths = torch.randn(2, 6, 3), torch.tensor([6, 4])

@@ -174,8 +174,11 @@ class SemiCRF(torch.nn.Module):
         self.eager_check = bool(eager_check)
         C, K = num_labels, max_duration
         self.num_labels, self.max_duration, self.duration_model, self.reg = C, K, duration_model, reg
-        self.handle = CRF(C, K, backend=backend, threads=threads, duration_model=duration_model,
-                          phone_bonus=phone_bonus)
+        self._handle_args = dict(backend=backend, threads=threads, duration_model=duration_model,
+                                 phone_bonus=phone_bonus)
+        self.handle = CRF(C, K, **self._handle_args)
+        # a cuda handle runs on the device current when it was made (its buffers and streams are there)
+        self._handle_device = torch.cuda.current_device() if self.handle.backend == "cuda" else None
         self.transition = torch.nn.Parameter(torch.randn(C, C) * init_scale)
         self.start = torch.nn.Parameter(torch.zeros(C))
         self.end = torch.nn.Parameter(torch.zeros(C))
@@ -223,6 +226,18 @@ class SemiCRF(torch.nn.Module):
         on_cuda = self.handle.backend == "cuda"
         return all(p.dtype == torch.float32 and p.is_contiguous() and p.is_cuda == on_cuda for p in params)
 
+    def _follow(self, x):
+        """A cuda handle on the CUDA device of x: the module moved to another GPU (or given inputs there)
+        gets a new handle made on that device (its parameters are bound or copied again at the next call);
+        the C API raises DeviceError for a tensor on another device than its handle's."""
+        if self._handle_device is None or not x.is_cuda or x.get_device() == self._handle_device:
+            return
+        d = x.get_device()
+        with torch.cuda.device(d):
+            self.handle = CRF(self.num_labels, self.max_duration, **self._handle_args)
+        self._handle_device = d
+        self.__dict__.pop("_pushed", None)
+
     def _sync(self):
         """The module's parameters into the handle (and the derived duration table back)."""
         names = self._param_names()
@@ -246,6 +261,7 @@ class SemiCRF(torch.nn.Module):
         if segments is not None:
             gold["segments"], gold["num_segments"] = segments, num_segments
         names = self._param_names()
+        self._follow(scores)
         nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset,
                          *[getattr(self, n) for n in names])
         if self.duration_model == "lognormal":
@@ -263,6 +279,7 @@ class SemiCRF(torch.nn.Module):
 
     @torch.no_grad()
     def log_partition(self, scores, lengths, onset=None):
+        self._follow(scores)
         self._sync()
         return self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
 
@@ -271,18 +288,21 @@ class SemiCRF(torch.nn.Module):
         """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; with segments=True
         also segment posteriors [B][T][K][C]: P(a segment of label c and duration d ends at frame t) at
         [b][t][d-1][c]."""
+        self._follow(scores)
         self._sync()
         return self.handle.marginals(_as_compute(scores), lengths, onset=onset, segments=segments)
 
     @torch.no_grad()
     def viterbi(self, scores, lengths, onset=None):
         """(score [B], list of B int32 tensors [n][3] (start, duration, label))."""
+        self._follow(scores)
         self._sync()
         return self.handle.viterbi(_as_compute(scores), lengths, onset=onset)
 
     @torch.no_grad()
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None):
         """Forced alignment: (score [B], spans [B][N][2] (start, duration))."""
+        self._follow(scores)
         self._sync()
         return self.handle.align(_as_compute(scores), lengths, phones, num_phones, optional=optional, onset=onset)
 
