@@ -271,6 +271,33 @@ TEST(CapiBind, BadBindingsAreRefusedAndChangeNothing) {
   timitseg_crf_free(ln);
 }
 
+// A binding between timitseg_crf_nll_begin and _end drops the begun call (its end is an argument
+// error, as for any other call between them); the next call reads the new binding.
+TEST(CapiBind, BindingBetweenBeginAndEndDropsTheBegunCall) {
+  Params4 p = random_params(10), q = random_params(11);
+  timitseg_crf* h = create(TIMITSEG_BACKEND_CPU);
+  Bind bind_p(p), bind_q(q);
+  ASSERT_EQ(bind_p(h), TIMITSEG_OK);
+  std::vector<float> x(kB * kT * kC, 0.5f);
+  std::vector<int32_t> len = {kT, 3, 1, 5}, lab(kB * kT, 0);
+  std::vector<double> out(kB, 0.0);
+  timitseg_crf_batch in{};
+  in.scores = f32(x, {kB, kT, kC});
+  in.lengths = i32(len, {kB});
+  timitseg_crf_gold gold{};
+  gold.labels = i32(lab, {kB, kT});
+  timitseg_tensor nll = f64(out, {kB});
+  uint64_t ticket = 0;
+  ASSERT_EQ(timitseg_crf_nll_begin(h, &in, &gold, 1.0, 0, &ticket), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_EQ(bind_q(h), TIMITSEG_OK);
+  EXPECT_EQ(timitseg_crf_nll_end(h, ticket, &nll, nullptr, nullptr), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("dropped by a later call"), std::string::npos);
+  timitseg_crf* want = copied(TIMITSEG_BACKEND_CPU, q);
+  expect_same(call(h, 12, false, false), call(want, 12, false, false), "after the rebinding");
+  timitseg_crf_free(want);
+  timitseg_crf_free(h);
+}
+
 // ---- CUDA (skipped without a GPU) -------------------------------------------------
 
 // Device memory bound: the bits of uploaded parameters on the zero-copy path and the general path;
