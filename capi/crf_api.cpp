@@ -138,7 +138,6 @@ void bind_params(timitseg_crf& h, const timitseg_tensor* t[4]) {
 void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
   need(name, "name");
   need(v, "value");
-  unbind(h);  // the other bound values become the handle's own
   std::vector<int64_t> shape;
   std::vector<float>& dst = param(h, name, shape);
   if (lognormal(h) && std::string(name) == "duration_bias")
@@ -154,6 +153,7 @@ void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
     if (std::isnan(x[i]) || x[i] == std::numeric_limits<double>::infinity() || (lognormal_rows && !std::isfinite(x[i])))
       throw ApiError(TIMITSEG_ERR_ARGUMENT, what + "[" + std::to_string(i) + "] = " + std::to_string(x[i]) +
                                                 (lognormal_rows ? " is not finite" : " is NaN or +inf (entries must be finite, or -inf to forbid)"));
+  unbind(h);  // the value is taken: the other bound values become the handle's own (a refused one changes nothing)
   for (size_t i = 0; i < x.size(); ++i) dst[i] = static_cast<float>(x[i]);
   if (lognormal_rows) derive_durations(h);
   capi::upload_params(h);
