@@ -78,6 +78,8 @@ struct timitseg_crf {
   // outcome is not plain success (a check of any other issued ticket: OK).
   std::optional<timitseg::capi::DeferredNll> deferred;
   std::map<uint64_t, timitseg::capi::DeferredNll> resolved;
+  // The last deferred call whose status word was read (timitseg_crf_check_again reads it again).
+  std::optional<timitseg::capi::DeferredNll> last_checked;
   uint64_t last_ticket = 0;  // tickets are 1, 2, ... per handle
   // The nll begun and not ended (timitseg_crf_nll_begin); any other call drops it (capi::drop_begun).
   std::optional<timitseg::capi::BegunNll> begun;

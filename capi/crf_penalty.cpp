@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "capi/crf_batch.h"
-#include "common/cuda.h"
+#include "common/cuda_async.h"
 #include "crf/cumsum.h"
 #include "model/crf_device.h"
 
@@ -50,8 +50,8 @@ void penalty_grads(const timitseg_crf& h, double reg, const timitseg_tensor* A, 
   if (on_device) {  // queued on the caller's stream: the kernel sets the value and ADDS to the gradients
     float* ga = gA && gA->data ? static_cast<float*>(gA->data) : nullptr;
     float* gd = K > 0 && gD && gD->data ? static_cast<float*>(gD->data) : nullptr;
-    if (ga) timitseg::cuda::memset_device(ga, 0, sizeof(float) * C * C, stream);
-    if (gd) timitseg::cuda::memset_device(gd, 0, sizeof(float) * K * C, stream);
+    if (ga) timitseg::cuda::memset_device_async(ga, 0, sizeof(float) * C * C, stream);
+    if (gd) timitseg::cuda::memset_device_async(gd, 0, sizeof(float) * K * C, stream);
     timitseg::model::device::l2_penalty(reg, static_cast<int>(C), static_cast<int>(K),
                                         static_cast<const float*>(A->data),
                                         K > 0 ? static_cast<const float*>(D->data) : nullptr, ga, gd,

@@ -241,6 +241,20 @@ TIMITSEG_API int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf
  * did not issue, TIMITSEG_ERR_ARGUMENT. */
 TIMITSEG_API int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun);
 
+/* For a deferred nll captured in a CUDA graph (docs/python.md "CUDA graphs"):
+ * its host part ran once, at the capture, and each replay queues its kernels
+ * again, writing its status word again. This call waits for the stream of the
+ * handle's last deferred call whose status was read (checked, or read by a
+ * later call), reads that word again and returns what timitseg_crf_check
+ * returns for it now: TIMITSEG_OK, or the error of the inputs the last replay
+ * read (the capture's tensors, as they are now), worded by the general path,
+ * which then also rewrites the outputs (*rerun = 1; a row of length 0 is
+ * computed there). A pending deferred call is read first (its outcome kept
+ * for its own check). TIMITSEG_OK when no deferred call was read yet (and
+ * always on host backends). Valid until another call on the handle reuses
+ * the status word. */
+TIMITSEG_API int timitseg_crf_check_again(timitseg_crf* crf, int* rerun);
+
 /* nll in two calls, for a caller that makes its output tensors while the
  * device computes (the Python package does: docs/python.md "Two calls").
  * timitseg_crf_nll_begin takes the inputs (batch, gold, scale) and, on the

@@ -21,11 +21,11 @@ C, K, D = 5, 4, 6
 
 
 class Model(torch.nn.Module):
-    def __init__(self, backend="cpu"):
+    def __init__(self, backend="cpu", check="eager"):
         super().__init__()
         torch.manual_seed(0)
         self.enc = torch.nn.Conv1d(D, C, 3, padding=1)
-        self.crf = SemiCRF(C, K, backend=backend, init_scale=0.3, reg=0.01)
+        self.crf = SemiCRF(C, K, backend=backend, init_scale=0.3, reg=0.01, check=check)
 
     def forward(self, feats, lengths, labels):
         scores = self.enc(feats.transpose(1, 2)).transpose(1, 2)  # [B][T][C]
@@ -60,7 +60,7 @@ def test_opcheck_every_operator():
     params = [getattr(m, n) for n in m._param_names()]
     for reduction in ("none", "mean", "sum"):
         torch.library.opcheck(_ops.semicrf_nll, (m._key, reduction, x, lengths, labels, None, None, None, params,
-                                                 True))
+                                                 True, False))
     torch.library.opcheck(_ops.semicrf_log_partition, (m._key, x, lengths, None, params, True))
     fixed = [p.detach() for p in params]  # marginals and Viterbi are not differentiable (SemiCRF runs them under no_grad)
     torch.library.opcheck(_ops.semicrf_marginals, (m._key, x.detach(), lengths, None, fixed))
@@ -167,3 +167,81 @@ def test_cuda_compiled_training_step_equals_eager():
     compiled = torch.compile(model, fullgraph=True)
     got = loss_and_grads(model, compiled, *args)
     check_same(eager, got, rtol=1e-5, atol=1e-6)
+
+
+def test_deferred_check_on_the_host_backends_raises_in_the_forward():
+    m = SemiCRF(C, K, backend="cpu", check="deferred")
+    x = torch.randn(2, 6, C, requires_grad=True)
+    with pytest.raises(timitseg.TimitsegError, match=r"gold.labels\[1\]\[2\] = 9 is outside"):
+        m(x, torch.tensor([6, 4]), labels=torch.tensor([[0] * 6, [0, 0, 9, 0, 0, 0]]))
+    m.check()  # nothing pending
+
+
+def train_step(model, opt, args):
+    opt.zero_grad(set_to_none=False)
+    loss = model(*args)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+@pytest.mark.skipif(not cuda_ready(), reason="needs a GPU and a CUDA build of libtimitseg")
+def test_cuda_deferred_check_raises_at_the_next_call_naming_step_row_and_tensor():
+    model = Model(backend="cuda", check="deferred").cuda()
+    feats, lengths, labels = batch("cuda")
+    model(feats, lengths, labels).backward()  # step 1: fine
+    bad = labels.clone()
+    bad[1, 2] = C + 2
+    model(feats, lengths, bad).backward()  # step 2: queued, not checked; its backward does not wait either
+    with pytest.raises(timitseg.TimitsegError, match=r"^SemiCRF step 2: timitseg_crf_nll: .*gold.labels\[1\]\[2\] = 7"):
+        model(feats, lengths, labels)  # step 3 checks step 2 first
+    model.crf.check()  # the failure is not kept
+    model(feats, lengths, labels).backward()
+    model.crf.check()
+
+
+@pytest.mark.skipif(not cuda_ready(), reason="needs a GPU and a CUDA build of libtimitseg")
+def test_cuda_graph_captures_a_training_step_equal_to_eager_and_check_reads_each_replay():
+    """A whole step (Conv1d encoder, SemiCRF mean NLL + penalty, backward, AdamW(capturable=True)) captured
+    in a CUDA graph and replayed: the parameters after 3 eager warm-up steps and 5 replays equal 8 eager
+    steps of an identical model; a bad label written into the captured input is reported by check() after
+    the replay (its step: one optimizer step on unspecified gradients), and a good one again passes."""
+    model = Model(backend="cuda", check="deferred").cuda()
+    ref = Model(backend="cuda", check="eager").cuda()
+    ref.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, capturable=True)
+    args = batch("cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            train_step(model, opt, args)
+    torch.cuda.current_stream().wait_stream(side)
+    model.crf.check()  # nothing may be pending when the capture starts
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = train_step(model, opt, args)
+    for _ in range(5):
+        graph.replay()
+    torch.cuda.synchronize()
+    model.crf.check()
+    for _ in range(8):
+        want = train_step(ref, ref_opt, args)
+    torch.testing.assert_close(static_loss, want, rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=n)
+    feats, lengths, labels = args
+    before = [p.detach().clone() for p in model.parameters()]
+    labels[2, 1] = C + 2  # the captured tensor: the next replay reads it
+    graph.replay()
+    torch.cuda.synchronize()
+    with pytest.raises(timitseg.TimitsegError, match=r"^SemiCRF step 4 \(the last replay of the CUDA graph that "
+                                                     r"captured it\): timitseg_crf_nll: .*gold.labels\[2\]\[1\] = 7"):
+        model.crf.check()
+    # what the bad replay did: its optimizer step ran (on unspecified gradients): the parameters moved
+    assert any(not torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    labels[2, 1] = 0
+    graph.replay()
+    torch.cuda.synchronize()
+    model.crf.check()

@@ -132,6 +132,7 @@ def _load():
         "timitseg_crf_nll_deferred": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads),
                                                      P(ctypes.c_uint64)]),
         "timitseg_crf_check": (ctypes.c_int, [vp, ctypes.c_uint64, P(ctypes.c_int)]),
+        "timitseg_crf_check_again": (ctypes.c_int, [vp, P(ctypes.c_int)]),
         "timitseg_crf_nll_begin": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, ctypes.c_int, P(ctypes.c_uint64)]),
         "timitseg_crf_nll_end": (ctypes.c_int, [vp, ctypes.c_uint64, P(Tensor), P(CrfGrads), P(ctypes.c_uint64)]),
         "timitseg_crf_viterbi": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor)]),

@@ -46,7 +46,11 @@ def _module(key):
 
 
 def _compute(x):
-    return x if x.dtype in (torch.float32, torch.float64) else x.float()
+    """Scores as the C API computes them: float16/bfloat16 as float32; CUDA tensors contiguous (the C API
+    reads CUDA memory only contiguous: an encoder's transposed output is copied on the device, no host
+    wait; host arrays are read in place whatever their strides)."""
+    x = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return x.contiguous() if x.is_cuda else x
 
 
 def _cdtype(scores):
@@ -93,24 +97,36 @@ if AVAILABLE:
     @torch.library.custom_op("timitseg::semicrf_nll", mutates_args=())
     def semicrf_nll(key: int, reduction: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
                     segments: Optional[Tensor], num_segments: Optional[Tensor], onset: Optional[Tensor],
-                    params: List[Tensor], grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+                    params: List[Tensor], grads: bool, deferred: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """(loss: NLL [B] or its mean / sum, d sum(NLL) / d scores, the parameters' gradients as one flat
-        buffer, d sum(NLL) / d onset); the gradients empty without grads."""
+        buffer, d sum(NLL) / d onset); the gradients empty without grads. deferred: SemiCRF(check="deferred"),
+        the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the module
+        for its check(); the previous call's check runs first, unless a CUDA graph is being captured)."""
         m = _module(key)
         m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
         out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+        pending = None
+        if deferred:
+            if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
+                m.check()  # the previous deferred call's status (at the next eager call)
+            pending = []
         nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
-                                     grads, out_dtype, views=False)
+                                     grads, out_dtype, views=False, deferred=pending)
+        m._steps += 1
+        if pending:
+            captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+            m._pending.append((m._steps, captured, pending[0]))
         loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
         return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
 
     @semicrf_nll.register_fake
-    def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads):
+    def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
         shape = (scores.shape[0],) if reduction == "none" else ()
         return (scores.new_empty(shape, dtype=_cdtype(scores)),) + _fake_grads(scores, onset, params, grads)
 
     def _nll_setup(ctx, inputs, output):
-        key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads = inputs
+        key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, _ = inputs
         _, gs, flat, go = output
         ctx.key, ctx.reduction, ctx.B, ctx.score_dtype = key, reduction, scores.shape[0], scores.dtype
         ctx.has_onset, ctx.n_params = onset is not None, len(params)
@@ -127,7 +143,7 @@ if AVAILABLE:
             pflat = flat * w.to(flat.dtype)
         d_scores = (gs * w.to(gs.dtype)).to(ctx.score_dtype)
         d_onset = (go * w.to(go.dtype)).to(onset.dtype) if ctx.has_onset else None
-        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, params), None)
+        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, params), None, None)
 
     semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
 
@@ -137,6 +153,7 @@ if AVAILABLE:
         """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
         m = _module(key)
         m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
         if not grads:
             lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
             return (lz,) + _grad_outputs(scores, onset, None, None, False)
@@ -176,7 +193,7 @@ if AVAILABLE:
         w = weights.detach().reshape(-1)
         if w.numel() == 0:
             return torch.zeros_like(flat)
-        if w.numel() == 1 or bool(torch.all(w == w[0])):
+        if w.numel() == 1 or w.stride(0) == 0 or bool(torch.all(w == w[0])):  # stride 0: sum()'s, no wait
             return flat * w[0].to(flat.dtype)
         m = _module(key)
         out = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
@@ -205,6 +222,7 @@ if AVAILABLE:
         """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64 (not differentiable)."""
         m = _module(key)
         m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
         return m.handle.marginals(_compute(scores), lengths, onset=onset)
 
     @semicrf_marginals.register_fake
@@ -220,6 +238,7 @@ if AVAILABLE:
         num_segments [B] int32), with crf.phone_bonus."""
         m = _module(key)
         m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
         return m.handle.viterbi(_compute(scores), lengths, onset=onset, padded=True)
 
     @semicrf_viterbi.register_fake

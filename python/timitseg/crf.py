@@ -278,6 +278,14 @@ class CRF:
         check(lib.timitseg_crf_check(self._h, ctypes.c_uint64(ticket), ctypes.byref(rerun)))
         return rerun.value == 1
 
+    def check_again(self):
+        """timitseg_crf_check_again: the status word of the last checked deferred nll read again (what the
+        last replay of a CUDA graph that captured the call wrote) and its error raised; True when the
+        outputs were re-written by the general path (a row of length 0), else False."""
+        rerun = ctypes.c_int()
+        check(lib.timitseg_crf_check_again(self._h, ctypes.byref(rerun)))
+        return rerun.value == 1
+
     def viterbi(self, scores, lengths, onset=None, cumulative=False, padded=False):
         """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label)); padded:
         (score, segments [B][T][3] int32 (rows past a count 0), num_segments [B] int32), no host wait."""

@@ -215,12 +215,27 @@ class SemiCRF(torch.nn.Module):
     autograd will run returns without waiting for the GPU, an input error found on the device (a
     length, a label, a non-finite score) is raised by that backward, and a batch with a row of length 0
     is an error (docs/python.md "Deferred check"). Host backends always raise in the forward.
+    check: "eager" (eager_check=True), "backward" (eager_check=False), or "deferred" (torch >= 2.4, cuda
+    backend): neither the forward nor the backward waits for the host, so that a training step can be
+    captured in a CUDA graph; a bad input is raised by check() (or by the next forward, which checks
+    the previous call first), naming the step (the module's forward count), the tensor and its index
+    (the batch row). By then that step's backward and optimizer step ran on unspecified gradients:
+    one optimizer step at most (docs/python.md "CUDA graphs"). Host backends raise in the forward.
     """
 
     def __init__(self, num_labels, max_duration, backend="auto", duration_model="table", reg=0.0, phone_bonus=0.0,
-                 init_scale=0.1, threads=0, eager_check=True):
+                 init_scale=0.1, threads=0, eager_check=True, check=None):
         super().__init__()
-        self.eager_check = bool(eager_check)
+        if check is None:
+            check = "eager" if eager_check else "backward"
+        if check not in ("eager", "backward", "deferred"):
+            raise ValueError("check must be one of eager, backward, deferred, got %r" % (check,))
+        if check == "deferred" and not _ops.AVAILABLE:
+            raise ValueError('check="deferred" needs torch >= 2.4 (torch.library.custom_op); this is torch %s'
+                             % torch.__version__)
+        self.check_mode = check
+        self.eager_check = check == "eager"
+        self._pending, self._steps, self._replayed = [], 0, None  # check="deferred": the calls not checked yet
         C, K = num_labels, max_duration
         self.num_labels, self.max_duration, self.duration_model, self.reg = C, K, duration_model, reg
         self._handle_args = dict(backend=backend, threads=threads, duration_model=duration_model,
@@ -314,16 +329,49 @@ class SemiCRF(torch.nn.Module):
         names = self._param_names()
         self._follow(scores)
         params = [getattr(self, n) for n in names]
-        if self._key is not None and self.eager_check:
+        if self._key is not None and self.check_mode != "backward":
             # the torch operator (timitseg/_ops.py): torch.compile and torch.export see one op
             grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                     for t in [scores, onset] + params)
             nll = _ops.semicrf_nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset,
-                                   params, grads)[0]
+                                   params, grads, self.check_mode == "deferred")[0]
         else:  # the deferred check (eager_check=False), or torch < 2.4
             nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset, *params)
         self._derived_durations()
         return nll
+
+    def check(self):
+        """check="deferred": waits for the forward calls not checked yet and raises the first bad input's
+        error, "SemiCRF step N: timitseg_crf_nll: gold.labels[1][2] = 7 is outside [0, C = 5)" (N: the
+        module's forward count, 1 for its first call; the index's first entry the batch row). After a CUDA
+        graph that captured a forward was replayed, reads the status of its last replay (its inputs as the
+        capture's tensors hold them now). A row of length 0, which the deferred call cannot compute on the
+        device, is a LengthError. Nothing pending: returns at once (host backends: always)."""
+        pending, self._pending = self._pending, []
+        captured = None
+        for step, was_captured, (ticket, keep) in pending:
+            if was_captured:
+                captured = (step, keep)  # the captured tensors: a replay's error is worded from them
+            self._raise_checked(step, "", lambda t=ticket: self.handle.check(t))
+        if captured is not None:
+            self._replayed = captured  # its replays: their status read by check_again at every later check()
+        elif pending:
+            self._replayed = None  # an eager call since: its word is the one a re-read would see
+        elif self._replayed is not None:
+            self._raise_checked(self._replayed[0], " (the last replay of the CUDA graph that captured it)",
+                                self.handle.check_again)
+
+    @staticmethod
+    def _raise_checked(step, where, call):
+        try:
+            rerun = call()
+        except _lib.TimitsegError as e:
+            raise type(e)("SemiCRF step %d%s: %s" % (step, where, e)) from None
+        if rerun:
+            raise _lib.LengthError("SemiCRF step %d%s: lengths has a row of length 0, which the deferred forward "
+                                   "on CUDA cannot compute without a host wait (its value was used before this "
+                                   "check); leave rows of length 0 out of the batch or use check=\"eager\""
+                                   % (step, where))
 
     def penalty(self):
         """crf.reg * (||transition||^2 + ||duration_bias||^2) (transition only with the log-normal), -inf
