@@ -65,10 +65,11 @@ def main():
             {str(n.target) for n in ep.graph.nodes if "timitseg" in str(n.target)})))
 
     dtype = torch.bfloat16
-    with torch.autocast(a.device, dtype=dtype):
+    with torch.no_grad(), torch.autocast(a.device, dtype=dtype):
         scores = model.enc(feats.transpose(1, 2)).transpose(1, 2)
         loss = model.crf(scores, lengths, labels=labels, reduction="mean")
-    up = model.crf(scores.float(), lengths, labels=labels, reduction="mean")
+    with torch.no_grad():
+        up = model.crf(scores.float(), lengths, labels=labels, reduction="mean")
     print("autocast: scores %s, loss %s %.6f, the scores cast up to float32: %.6f (equal: %s)"
           % (scores.dtype, loss.dtype, loss, up, bool(torch.equal(loss, up))))
 
