@@ -39,10 +39,21 @@ std::vector<float>& param(timitseg_crf& h, const std::string& name, std::vector<
                                             (lognormal(h) ? ", duration_lognormal)" : ")"));
 }
 
+// Its double twin (crf_batch.h: the float64 path's parameters).
+std::vector<double>& param64(timitseg_crf& h, const std::string& name) {
+  if (name == "transition") return h.transition64;
+  if (name == "duration_bias") return h.duration_bias64;
+  if (name == "start") return h.start64;
+  if (name == "end") return h.end64;
+  return h.duration_lognormal64;
+}
+
 void derive_durations(timitseg_crf& h) {
-  if (lognormal(h))
-    timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal.data(),
-                                              h.duration_bias.data());
+  if (!lognormal(h)) return;
+  timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal.data(),
+                                            h.duration_bias.data());
+  timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal64.data(),
+                                            h.duration_bias64.data());
 }
 
 void create(const timitseg_crf_params& p, timitseg_crf** out) {
@@ -86,6 +97,11 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   h->start.assign(C, 0.0f);
   h->end.assign(C, 0.0f);
   if (lognormal(*h)) h->duration_lognormal.assign(3 * C, 0.0f);
+  h->transition64.assign(C * C, 0.0);
+  h->duration_bias64.assign(K * C, 0.0);
+  h->start64.assign(C, 0.0);
+  h->end64.assign(C, 0.0);
+  if (lognormal(*h)) h->duration_lognormal64.assign(3 * C, 0.0);
   derive_durations(*h);
   capi::upload_params(*h);
   *out = h.release();
@@ -155,6 +171,7 @@ void set_param(timitseg_crf& h, const char* name, const timitseg_tensor* v) {
                                                 (lognormal_rows ? " is not finite" : " is NaN or +inf (entries must be finite, or -inf to forbid)"));
   unbind(h);  // the value is taken: the other bound values become the handle's own (a refused one changes nothing)
   for (size_t i = 0; i < x.size(); ++i) dst[i] = static_cast<float>(x[i]);
+  param64(h, name) = x;  // exactly (the float64 path's value; an F32 tensor's values are floats anyway)
   if (lognormal_rows) derive_durations(h);
   capi::upload_params(h);
 }
@@ -169,7 +186,10 @@ void get_param(const timitseg_crf& h, const char* name, timitseg_tensor* out) {
   capi::check_float(*out, what.c_str());
   capi::check_shape(*out, what.c_str(), shape);
   capi::check_device(*out, what.c_str(), h.cuda ? out->device : TIMITSEG_DEVICE_CPU, h.cuda_device);
-  capi::write_f64(*out, std::vector<double>(src.begin(), src.end()), nullptr);
+  if (out->dtype == TIMITSEG_F64)  // the values as set (F64: unrounded), those the float64 path computes with
+    capi::write_f64(*out, param64(const_cast<timitseg_crf&>(h), name), nullptr);
+  else
+    capi::write_f64(*out, std::vector<double>(src.begin(), src.end()), nullptr);
 }
 
 }  // namespace
@@ -276,8 +296,9 @@ int timitseg_crf_penalty(const timitseg_crf* crf, double* out) {
     need(out, "out");
     capi::refresh_bound(const_cast<timitseg_crf&>(*crf), nullptr);  // as get_param
     const int Kp = lognormal(*crf) ? 0 : crf->p.max_duration;
-    *out = crf::l2_penalty<float>(crf->p.reg, crf->p.num_labels, Kp, crf->transition.data(),
-                                  crf->duration_bias.data(), nullptr, nullptr);
+    // in double from the values as set (F64: unrounded; F32: the same value as from the floats)
+    *out = crf::l2_penalty<double>(crf->p.reg, crf->p.num_labels, Kp, crf->transition64.data(),
+                                   crf->duration_bias64.data(), nullptr, nullptr);
   });
 }
 

@@ -1,6 +1,7 @@
 // Batches of the C API's CRF calls (crf_batch.h).
 #include "capi/crf_batch.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "crf/cumsum.h"
@@ -48,11 +49,13 @@ std::vector<int32_t> read_lengths(const timitseg_tensor& t, int64_t B, int64_t T
 
 // x [T][C] of one utterance (double values) -> cum [T+1][C] floats (only
 // the L valid frames are read: the layer ignores the others).
+// cum64 (F = double only): the same rows in double, unrounded (the float64 path).
 template <class F>
-void centered_row(const double* x, int64_t T, int64_t C, int32_t L, float* cum) {
+void centered_row(const double* x, int64_t T, int64_t C, int32_t L, float* cum, double* cum64 = nullptr) {
   std::vector<F> xf(x, x + L * C), cf(static_cast<size_t>((L + 1) * C));
   crf::centered_cumsum_forward<F>(1, L, C, xf.data(), &L, cf.data());
   for (size_t i = 0; i < cf.size(); ++i) cum[i] = static_cast<float>(cf[i]);
+  if (cum64) std::copy(cf.begin(), cf.end(), cum64);
   (void)T;
 }
 
@@ -87,6 +90,9 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   b.B = shape[0];
   b.T = b.cumulative ? shape[1] - 1 : shape[1];
   b.f64 = s.dtype == TIMITSEG_F64;
+  if (b.f64 && h.cuda)
+    throw ApiError(TIMITSEG_ERR_DTYPE, "scores are F64: the cuda backend computes in float32 (float64 runs on the "
+                                       "reference and cpu backends); pass F32 scores or use a reference or cpu handle");
   b.lengths = read_lengths(in.lengths, b.B, b.T, b.device, b.device_index, b.stream);
   const bool has_onset = present(&in.onset);
   if (has_onset) {
@@ -102,6 +108,7 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   const std::vector<double> x = read_f64(s, b.stream);
   const int64_t in_rows = b.cumulative ? T + 1 : T;
   b.cum.assign(static_cast<size_t>(Bk * (T + 1) * C), 0.0f);
+  if (b.f64) b.cum64.assign(b.cum.size(), 0.0);
   for (int64_t k = 0; k < Bk; ++k) {
     const int64_t r = b.rows[k];
     const int32_t L = b.lengths[r];
@@ -110,10 +117,12 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
                  b.cumulative ? 1 : 0, in_rows * C);
     const double* xr = x.data() + r * in_rows * C;
     float* cr = b.cum.data() + k * (T + 1) * C;
+    double* c64 = b.f64 ? b.cum64.data() + k * (T + 1) * C : nullptr;
     if (b.cumulative) {
       for (int64_t i = C; i < (L + 1) * C; ++i) cr[i] = static_cast<float>(xr[i]);  // row 0 stays 0
+      if (c64) std::copy(xr + C, xr + (L + 1) * C, c64 + C);
     } else if (b.f64) {
-      centered_row<double>(xr, T, C, L, cr);
+      centered_row<double>(xr, T, C, L, cr, c64);
     } else {
       centered_row<float>(xr, T, C, L, cr);
     }
@@ -121,10 +130,12 @@ Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in) {
   if (has_onset) {
     const std::vector<double> o = read_f64(in.onset, b.stream);
     b.onset.assign(static_cast<size_t>(Bk * T * C), 0.0f);
+    if (b.f64) b.onset64.assign(b.onset.size(), 0.0);
     for (int64_t k = 0; k < Bk; ++k) {
       const int64_t r = b.rows[k];
       check_finite(o, "onset", r, b.lengths[r], C, 0, T * C);
       for (int64_t i = 0; i < b.lengths[r] * C; ++i) b.onset[k * T * C + i] = static_cast<float>(o[r * T * C + i]);
+      if (b.f64) std::copy(o.begin() + r * T * C, o.begin() + r * T * C + b.lengths[r] * C, b.onset64.begin() + k * T * C);
     }
   }
   return b;

@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,10 @@ struct timitseg_crf {
   std::unique_ptr<timitseg::crf::Backend> backend;
   std::unique_ptr<timitseg::crf::Session> session;
   std::vector<float> transition, duration_bias, start, end, duration_lognormal;
+  // The same parameters in double for the float64 path (capi/crf_f64.cpp): the values set_param took,
+  // exactly (an F64 tensor's are not rounded here), bound values as they are; kept beside the floats by
+  // every writer (create, set_param, refresh_bound).
+  std::vector<double> transition64, duration_bias64, start64, end64, duration_lognormal64;
   // The device of the tensors this handle takes: CUDA tensors only with the cuda backend, on
   // cuda_device (the device current when the handle was created: its buffers and streams are there).
   bool cuda = false;
@@ -73,6 +78,8 @@ struct timitseg_crf {
   // outcome is not plain success (a check of any other issued ticket: OK).
   std::optional<timitseg::capi::DeferredNll> deferred;
   std::map<uint64_t, timitseg::capi::DeferredNll> resolved;
+  // The last deferred call whose status word was read (timitseg_crf_check_again reads it again).
+  std::optional<timitseg::capi::DeferredNll> last_checked;
   uint64_t last_ticket = 0;  // tickets are 1, 2, ... per handle
   // The nll begun and not ended (timitseg_crf_nll_begin); any other call drops it (capi::drop_begun).
   std::optional<timitseg::capi::BegunNll> begun;
@@ -106,6 +113,8 @@ struct Batch {
   void* stream = nullptr;
   bool cumulative = false;
   bool f64 = false;                   // scores are F64 (the centering runs in double)
+  std::vector<double> cum64;          // f64: [B'][T+1][C] in double (the float64 path, capi/crf_f64.cpp)
+  std::vector<double> onset64;        // f64 with onset: [B'][T][C]
   std::vector<int32_t> lengths;       // [B]
   std::vector<int64_t> rows;          // the caller's row of each kept utterance (length >= 1)
   crf::Dims dims;                     // the kept utterances: B' rows, same T, K, C
@@ -117,7 +126,29 @@ struct Batch {
   std::vector<int32_t> gather_rows(const std::vector<int64_t>& all, int64_t inner) const;
 };
 
-// Checks and converts a batch (shapes, dtypes, device, lengths, finite scores).
+// Runs f (a backend call on the kept utterances); when utterances of length 0
+// were left out, a backend's message, which counts kept utterances only, gets
+// the map to the caller's rows.
+template <class F>
+auto on_kept(const Batch& b, F f) -> decltype(f()) {
+  if (static_cast<int64_t>(b.rows.size()) == b.B) return f();
+  std::string map;
+  for (size_t k = 0; k < b.rows.size() && k < 16; ++k) map += (k ? ", " : "") + std::to_string(b.rows[k]);
+  const std::string note = " (the batch without its utterances of length 0: utterance k there is the caller's row [" +
+                           map + (b.rows.size() > 16 ? ", ...]" : "]") + "[k])";
+  try {
+    return f();
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(e.what() + note);
+  } catch (const ApiError&) {
+    throw;
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error(e.what() + note);
+  }
+}
+
+// Checks and converts a batch (shapes, dtypes, device, lengths, finite scores). A cuda handle
+// refuses F64 scores (TIMITSEG_ERR_DTYPE: the float64 path runs on the host backends only).
 Batch prepare(const timitseg_crf& h, const timitseg_crf_batch& in);
 
 // d loss / d cum [B'][T+1][C] -> the caller's grads.scores (through the

@@ -25,6 +25,7 @@ void resolve_deferred(timitseg_crf& h) {
   if (!h.deferred) return;
   DeferredNll d = std::move(*h.deferred);
   h.deferred.reset();
+  h.last_checked = d;
   try {
     h.backend->check_deferred();
     // its status read waited for everything queued on its stream: the last zero-copy call's too when it
@@ -152,6 +153,24 @@ bool check_nll(timitseg_crf& h, uint64_t ticket) {
   return true;
 }
 
+bool check_again(timitseg_crf& h) {
+  settle(h);  // a pending deferred call: read (its outcome kept for its own check) and now the last one
+  if (!h.last_checked) return false;
+  DeferredNll d = *h.last_checked;
+  try {
+    h.backend->recheck_deferred();
+    return false;
+  } catch (const std::invalid_argument&) {
+    // as check_nll: the general path words the error (or computes a batch with a row of length 0)
+    nll_general(&h, &d.batch, &d.gold, d.scale, &d.out, d.has_grads ? &d.grads : nullptr);
+    return true;
+  } catch (const std::bad_alloc&) {
+    throw ApiError(TIMITSEG_ERR_MEMORY, "out of memory");
+  } catch (const std::exception& e) {
+    throw ApiError(TIMITSEG_ERR_RUNTIME, e.what());
+  }
+}
+
 }  // namespace timitseg::capi
 
 namespace {
@@ -205,6 +224,16 @@ int timitseg_crf_nll_end(timitseg_crf* crf, uint64_t ticket, timitseg_tensor* nl
       *check_ticket = t;
     else
       timitseg::capi::check_nll(*crf, t);
+  });
+}
+
+int timitseg_crf_check_again(timitseg_crf* crf, int* rerun) {
+  if (rerun) *rerun = 0;
+  return timitseg::capi::guard("timitseg_crf_nll", [&] {
+    const timitseg::capi::OnHandleDevice on(crf);
+    if (crf == nullptr) throw timitseg::capi::ApiError(TIMITSEG_ERR_ARGUMENT, "crf is NULL");
+    const bool again = timitseg::capi::check_again(*crf);
+    if (rerun) *rerun = again ? 1 : 0;
   });
 }
 

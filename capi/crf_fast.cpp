@@ -233,9 +233,11 @@ void refresh_bound(timitseg_crf& h, void* stream) {
   if (!h.bound) return;
   if (stream == nullptr) settle(h);
   std::vector<float>* dst[4] = {&h.transition, &h.duration_bias, &h.start, &h.end};
+  std::vector<double>* dst64[4] = {&h.transition64, &h.duration_bias64, &h.start64, &h.end64};
   for (int i = 0; i < 4; ++i) {
     const std::vector<double> v = read_f64(h.bound_params[i], stream);
     std::copy(v.begin(), v.end(), dst[i]->begin());  // float32 values: exact both ways
+    *dst64[i] = v;
   }
 }
 

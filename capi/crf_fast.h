@@ -61,6 +61,8 @@ uint64_t nll_deferred(timitseg_crf& h, const timitseg_crf_batch& in, const timit
 // (the message timitseg_crf_nll gives); returns true when the general path
 // re-ran it here (the device check rejected the batch, e.g. a row of length 0).
 bool check_nll(timitseg_crf& h, uint64_t ticket);
+// timitseg_crf_check_again: the last checked deferred call's status word read again (true: re-run on the general path).
+bool check_again(timitseg_crf& h);
 
 // timitseg_crf_nll_begin / _end (capi/crf_deferred.cpp): begin keeps the
 // inputs in h.begun (queued on the device where the zero-copy path takes

@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "capi/crf_batch.h"
+#include "capi/crf_f64.h"
 #include "capi/crf_fast.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
@@ -15,6 +16,7 @@
 using timitseg::capi::ApiError;
 using timitseg::capi::Batch;
 using timitseg::capi::guard;
+using timitseg::capi::on_kept;
 namespace crf = timitseg::crf;
 namespace capi = timitseg::capi;
 
@@ -34,27 +36,6 @@ Batch prepare(timitseg_crf* h, const timitseg_crf_batch* in) {
   capi::settle(*h);  // the general path shares the session's buffers with the zero-copy path
   capi::refresh_bound(*h, in->stream);  // the general path reads the parameters on the host
   return capi::prepare(*h, *in);
-}
-
-// Runs f (a backend call on the kept utterances); when utterances of length 0
-// were left out, a backend's message, which counts kept utterances only, gets
-// the map to the caller's rows.
-template <class F>
-auto on_kept(const Batch& b, F f) -> decltype(f()) {
-  if (static_cast<int64_t>(b.rows.size()) == b.B) return f();
-  std::string map;
-  for (size_t k = 0; k < b.rows.size() && k < 16; ++k) map += (k ? ", " : "") + std::to_string(b.rows[k]);
-  const std::string note = " (the batch without its utterances of length 0: utterance k there is the caller's row [" +
-                           map + (b.rows.size() > 16 ? ", ...]" : "]") + "[k])";
-  try {
-    return f();
-  } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(e.what() + note);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const std::runtime_error& e) {
-    throw std::runtime_error(e.what() + note);
-  }
 }
 
 // Runs the session on the kept utterances (none: an empty result).
@@ -181,7 +162,8 @@ void write_param_grad(const Batch& b, const timitseg_tensor& t, const char* name
 
 // The gradients of the handle's parameters (zeros when no utterance ran), the
 // penalty's added, the log-normal's chained.
-void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, const timitseg_crf_grads& g) {
+void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, const timitseg_crf_grads& g,
+                 bool penalty = true) {
   const int64_t C = b.C, K = b.K;
   if (b.dims.B == 0) {
     r.grad_transition.assign(C * C, 0.0f);
@@ -190,7 +172,7 @@ void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, cons
     r.grad_end.assign(C, 0.0f);
   }
   const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
-  if (h.p.reg != 0.0)  // reg 0: no penalty, no launch on the zero-copy path either (the same bits)
+  if (penalty && h.p.reg != 0.0)  // reg 0: no penalty, no launch on the zero-copy path either (the same bits)
     crf::l2_penalty<float>(h.p.reg, C, ln ? 0 : K, h.transition.data(), h.duration_bias.data(),
                            r.grad_transition.data(), r.grad_duration_bias.data());
   if (capi::present(&g.scores)) capi::write_score_grad(b, r.grad_cum_scores, g.scores);
@@ -213,7 +195,8 @@ void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, cons
 }
 
 // Every output of nll checked before any work (a failed call writes nothing).
-void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor& out, const timitseg_crf_grads* g) {
+void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor& out, const timitseg_crf_grads* g,
+                   const char* out_name = "nll") {
   const int64_t C = b.C, K = b.K;
   auto check = [&](const timitseg_tensor& t, const char* name, const std::vector<int64_t>& shape) {
     if (!capi::present(&t)) return;
@@ -221,7 +204,7 @@ void check_outputs(const timitseg_crf& h, const Batch& b, const timitseg_tensor&
     capi::check_shape(t, name, shape);
     capi::check_device(t, name, b.device, b.device_index);
   };
-  check(out, "nll", {b.B});
+  check(out, out_name, {b.B});
   if (!g) return;
   check(g->scores, "grads.scores", {b.B, b.cumulative ? b.T + 1 : b.T, C});
   check(g->transition, "grads.transition", {C, C});
@@ -278,6 +261,10 @@ void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_c
   } else {
     segs = gold_from_segments(*h, b, *gold);
   }
+  if (b.f64) {  // float64 end to end (capi/crf_f64.h)
+    capi::nll_f64(*h, b, by_labels ? &labels : nullptr, by_labels ? nullptr : &segs, scale, *out, grads);
+    return;
+  }
   crf::HostRunOptions o;
   o.gradients = grads != nullptr;
   o.viterbi = false;
@@ -288,6 +275,23 @@ void nll_general(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_c
     v[k] = r.log_z[k] - (by_labels ? r.gold[k] : gold_score(*h, b, k, segs[k], scale, grads ? &r : nullptr));
   capi::write_rows(b, v, 1, *out, "nll", {b.B});
   if (grads) write_grads(*h, b, r, *grads);
+}
+
+// timitseg_crf_log_partition_grads: the gradients of scale * sum log Z (no gold, no penalty).
+void log_partition_grads(timitseg_crf* h, const timitseg_crf_batch* in, double scale, timitseg_tensor* log_z,
+                         const timitseg_crf_grads* grads) {
+  Batch b = prepare(h, in);
+  need(log_z, "log_z");
+  need(grads, "grads");
+  check_outputs(*h, b, *log_z, grads, "log_z");
+  if (!std::isfinite(scale)) throw ApiError(TIMITSEG_ERR_ARGUMENT, "scale must be finite");
+  if (b.f64) return capi::nll_f64(*h, b, nullptr, nullptr, scale, *log_z, grads);  // gold absent: log Z
+  crf::HostRunOptions o;
+  o.viterbi = false;
+  o.scale = scale;
+  crf::HostResult r = run(*h, b, nullptr, o);
+  capi::write_rows(b, r.log_z, 1, *log_z, "log_z", {b.B});
+  write_grads(*h, b, r, *grads, false);
 }
 
 void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* score, timitseg_tensor* segments,
@@ -329,6 +333,10 @@ void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* b
       capi::check_shape(*t, name, shape);
       capi::check_device(*t, name, b.device, b.device_index);
     }
+  if (b.f64) {  // float64 end to end (capi/crf_f64.h)
+    capi::marginals_f64(*h, b, boundaries, frames);
+    return;
+  }
   if (capi::present(boundaries)) {
     std::vector<double> bp(static_cast<size_t>(b.dims.B * (T + 1)));
     if (b.dims.B > 0 && !h->cuda) {  // host backends: the one call (run_host would add a log_partition)
@@ -424,10 +432,19 @@ int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batc
     need(log_z, "log_z");
     if (capi::fast_log_partition(*crf, *batch, *log_z)) return;  // the zero-copy path (crf_fast.h)
     Batch b = prepare(crf, batch);
+    if (b.f64) return capi::log_partition_f64(*crf, b, *log_z);  // float64 end to end (capi/crf_f64.h)
     crf::HostRunOptions o;
     o.gradients = false;
     o.viterbi = false;
     capi::write_rows(b, run(*crf, b, nullptr, o).log_z, 1, *log_z, "log_z", {b.B});
+  });
+}
+
+int timitseg_crf_log_partition_grads(timitseg_crf* crf, const timitseg_crf_batch* batch, double scale,
+                                     timitseg_tensor* log_z, const timitseg_crf_grads* grads) {
+  return guard("timitseg_crf_log_partition_grads", [&] {
+    const capi::OnHandleDevice on(crf);
+    log_partition_grads(crf, batch, scale, log_z, grads);
   });
 }
 

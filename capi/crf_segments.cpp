@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "capi/crf_batch.h"
+#include "capi/crf_f64.h"
 #include "capi/crf_fast.h"
-#include "crf/reference/reference.h"
 
 namespace crf = timitseg::crf;
 namespace capi = timitseg::capi;
@@ -35,25 +35,8 @@ void segment_posteriors(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_
   capi::check_float(*out, "segments");
   capi::check_shape(*out, "segments", {B, T, K, C});
   capi::check_device(*out, "segments", b.device, b.device_index);
-  const int64_t Bk = b.dims.B, inner = T * K * C;
-  std::vector<double> kept(static_cast<size_t>(Bk * inner), 0.0);
-  if (Bk > 0) {
-    // float64 copies of the inputs (valid rows only; padding may hold anything)
-    std::vector<double> cum(static_cast<size_t>(Bk * (T + 1) * C), 0.0), onset;
-    for (int64_t r = 0; r < Bk; ++r)
-      for (int64_t i = 0; i < (b.len[r] + 1) * C; ++i) cum[r * (T + 1) * C + i] = b.cum[r * (T + 1) * C + i];
-    if (!b.onset.empty()) {
-      onset.assign(static_cast<size_t>(Bk * T * C), 0.0);
-      for (int64_t r = 0; r < Bk; ++r)
-        for (int64_t i = 0; i < b.len[r] * C; ++i) onset[r * T * C + i] = b.onset[r * T * C + i];
-    }
-    const std::vector<double> A(h->transition.begin(), h->transition.end());
-    const std::vector<double> D(h->duration_bias.begin(), h->duration_bias.end());
-    const std::vector<double> s(h->start.begin(), h->start.end()), e(h->end.begin(), h->end.end());
-    crf::reference::ParamsF64 p{cum.data(), A.data(), D.data(), s.data(), e.data(), b.len.data(),
-                                onset.empty() ? nullptr : onset.data()};
-    crf::reference::segment_posteriors_f64(b.dims, p, kept.data());
-  }
+  const int64_t inner = T * K * C;
+  const std::vector<double> kept = capi::segment_posteriors_kept(*h, b);  // F64 scores: in double throughout
   capi::write_rows(b, kept, inner, *out, "segments", {B, T, K, C});
 }
 

@@ -1,6 +1,7 @@
 // common/cuda.h: the CUDA runtime side (TIMITSEG_HAVE_CUDA builds) or the
 // no-CUDA answers.
 #include "common/cuda.h"
+#include "common/cuda_async.h"
 
 #include <sstream>
 #include <stdexcept>
@@ -121,6 +122,10 @@ void copy_device_to_device(void* dst, const void* src, size_t bytes, void* strea
   if (!stream) TS_CUDA(cudaStreamSynchronize(nullptr));
 }
 
+void memset_device_async(void* dst, int value, size_t bytes, void* stream) {
+  if (bytes) TS_CUDA(cudaMemsetAsync(dst, value, bytes, S(stream)));
+}
+
 void memset_device(void* dst, int value, size_t bytes, void* stream) {
   if (!bytes) return;
   TS_CUDA(cudaMemsetAsync(dst, value, bytes, S(stream)));
@@ -170,6 +175,7 @@ void copy_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_to_host(void*, const void*, size_t, void*) { no_cuda(); }
 void copy_device_to_device(void*, const void*, size_t, void*) { no_cuda(); }
 void memset_device(void*, int, size_t, void*) { no_cuda(); }
+void memset_device_async(void*, int, size_t, void*) { no_cuda(); }
 int sm_count() { no_cuda(); }
 void compute_capability(int*, int*) { no_cuda(); }
 void memory_info(size_t*, size_t*) { no_cuda(); }

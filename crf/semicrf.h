@@ -203,6 +203,12 @@ class Backend {
   // each call: both are no-ops there.
   virtual void set_defer_status(bool on) { (void)on; }
   virtual void check_deferred() {}
+  // Re-reads the status word of the last call check_deferred() checked and
+  // throws what check_deferred() would throw for it now: for a call captured
+  // in a CUDA graph, whose every replay writes that word again (the C API's
+  // timitseg_crf_check_again). False when no deferred call was checked yet
+  // (host backends: always). Valid until another call writes the word.
+  virtual bool recheck_deferred() { return false; }
 
  private:
   // The default backward_begin's call, run by backward_finish.

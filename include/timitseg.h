@@ -161,7 +161,12 @@ TIMITSEG_API int timitseg_crf_bind_params(timitseg_crf* crf, const timitseg_tens
                                           const timitseg_tensor* end);
 
 /* One batch. scores: F32 or F64 [B][T][C] (per-frame scores x, centered and
- * summed here), or, with cumulative = 1, [B][T+1][C] already-summed cum_scores
+ * summed here; F64 scores are computed in float64 end to end on the reference
+ * and cpu backends: the centering, the reference backend's float64 recurrences
+ * with the parameters' values as set_param took them (an F64 tensor's
+ * unrounded), log Z, NLL, marginals, segment posteriors and every gradient;
+ * viterbi and align round them to float32; a cuda handle refuses them,
+ * TIMITSEG_ERR_DTYPE), or, with cumulative = 1, [B][T+1][C] already-summed cum_scores
  * as `timitseg crf replay` reads them (row 0 ignored and taken as 0). lengths:
  * I32 or I64 [B], each in [0, T]. onset: optional F32/F64 [B][T][C] onset
  * scores (docs/crf.md), data NULL = none. All on one device. */
@@ -192,6 +197,14 @@ typedef struct timitseg_crf_grads {
 
 /* log_z [B] F32/F64. */
 TIMITSEG_API int timitseg_crf_log_partition(timitseg_crf* crf, const timitseg_crf_batch* batch, timitseg_tensor* log_z);
+
+/* log_z [B] as timitseg_crf_log_partition and, in grads (as timitseg_crf_nll's,
+ * duration_lognormal included), the gradients of scale * sum_b log Z_b (no
+ * penalty): the expected segment, transition, start and end counts, and for
+ * the scores the frame marginals through the centering. The general path
+ * (host copies on a cuda handle). */
+TIMITSEG_API int timitseg_crf_log_partition_grads(timitseg_crf* crf, const timitseg_crf_batch* batch, double scale,
+                                                  timitseg_tensor* log_z, const timitseg_crf_grads* grads);
 
 /* nll [B] F32/F64 = log Z_b - Score(gold_b) (without the penalty), and, when
  * grads is not NULL, the gradients of  scale * sum_b nll_b + penalty. */
@@ -228,6 +241,20 @@ TIMITSEG_API int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf
  * did not issue, TIMITSEG_ERR_ARGUMENT. */
 TIMITSEG_API int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun);
 
+/* For a deferred nll captured in a CUDA graph (docs/python.md "CUDA graphs"):
+ * its host part ran once, at the capture, and each replay queues its kernels
+ * again, writing its status word again. This call waits for the stream of the
+ * handle's last deferred call whose status was read (checked, or read by a
+ * later call), reads that word again and returns what timitseg_crf_check
+ * returns for it now: TIMITSEG_OK, or the error of the inputs the last replay
+ * read (the capture's tensors, as they are now), worded by the general path,
+ * which then also rewrites the outputs (*rerun = 1; a row of length 0 is
+ * computed there). A pending deferred call is read first (its outcome kept
+ * for its own check). TIMITSEG_OK when no deferred call was read yet (and
+ * always on host backends). Valid until another call on the handle reuses
+ * the status word. */
+TIMITSEG_API int timitseg_crf_check_again(timitseg_crf* crf, int* rerun);
+
 /* nll in two calls, for a caller that makes its output tensors while the
  * device computes (the Python package does: docs/python.md "Two calls").
  * timitseg_crf_nll_begin takes the inputs (batch, gold, scale) and, on the
@@ -249,6 +276,22 @@ TIMITSEG_API int timitseg_crf_nll_end(timitseg_crf* crf, uint64_t ticket, timits
 
 /* The penalty reg * (...) of the handle's parameters (0 when reg = 0). */
 TIMITSEG_API int timitseg_crf_penalty(const timitseg_crf* crf, double* out);
+
+/* The penalty reg * (||transition||^2 + ||duration_bias||^2) (transition only
+ * with the log-normal model; -inf entries left out, as timitseg_crf_penalty)
+ * of the caller's tensors transition [C][C] and duration_bias [K][C] (may be
+ * NULL with the log-normal) for a binding that adds the penalty itself (its
+ * handle's reg 0, so that nll's gradients leave it out; reg >= 0 given
+ * here; the handle gives C, K, the duration model and the device), into value [1] F32/F64, and
+ * its gradient 2 reg x into grad_transition / grad_duration_bias (overwritten;
+ * NULL or data NULL = not wanted). The handle's own parameters are not used.
+ * On a cuda handle with F32 contiguous tensors on its device and value F64
+ * there, it is queued on `stream` (no host wait); otherwise computed on the
+ * host in double (CUDA tensors copied). */
+TIMITSEG_API int timitseg_crf_penalty_grads(const timitseg_crf* crf, double reg, const timitseg_tensor* transition,
+                                            const timitseg_tensor* duration_bias, timitseg_tensor* value,
+                                            timitseg_tensor* grad_transition, timitseg_tensor* grad_duration_bias,
+                                            void* stream);
 
 /* Viterbi: score [B] F32/F64; segments [B][T][3] I32 rows (start, duration,
  * label) in time order, num_segments [B] I32; rows past num_segments[b] are

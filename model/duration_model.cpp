@@ -11,10 +11,11 @@
 
 namespace timitseg::model {
 
-void lognormal_duration_table(int K, int C, const float* ln, float* table) {
-  const float* mu = ln;
-  const float* log_sigma = ln + C;
-  const float* offset = ln + 2 * C;
+template <class F>
+void lognormal_duration_table(int K, int C, const F* ln, F* table) {
+  const F* mu = ln;
+  const F* log_sigma = ln + C;
+  const F* offset = ln + 2 * C;
   for (int c = 0; c < C; ++c) {
     const double ls = std::clamp(static_cast<double>(log_sigma[c]), kMinLogSigma, kMaxLogSigma);
     const double inv_var = std::exp(-2.0 * ls);
@@ -22,14 +23,17 @@ void lognormal_duration_table(int K, int C, const float* ln, float* table) {
       const double log_d = std::log(static_cast<double>(k + 1));
       const double z = log_d - static_cast<double>(mu[c]);
       table[static_cast<size_t>(k) * C + c] =
-          static_cast<float>(static_cast<double>(offset[c]) - log_d - ls - 0.5 * z * z * inv_var);
+          static_cast<F>(static_cast<double>(offset[c]) - log_d - ls - 0.5 * z * z * inv_var);
     }
   }
 }
+template void lognormal_duration_table<float>(int, int, const float*, float*);
+template void lognormal_duration_table<double>(int, int, const double*, double*);
 
-void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln) {
-  const float* mu = ln;
-  const float* log_sigma = ln + C;
+template <class F>
+void lognormal_duration_backward(int K, int C, const F* ln, F* grad_table, F* grad_ln) {
+  const F* mu = ln;
+  const F* log_sigma = ln + C;
   for (int c = 0; c < C; ++c) {
     const double raw = static_cast<double>(log_sigma[c]);
     const bool inside = raw > kMinLogSigma && raw < kMaxLogSigma;  // the clamp's gradient: 0 outside
@@ -37,19 +41,21 @@ void lognormal_duration_backward(int K, int C, const float* ln, float* grad_tabl
     const double inv_var = std::exp(-2.0 * ls);
     double g_mu = 0, g_ls = 0, g_off = 0;
     for (int k = 0; k < K; ++k) {
-      float& gt = grad_table[static_cast<size_t>(k) * C + c];
+      F& gt = grad_table[static_cast<size_t>(k) * C + c];
       const double g = static_cast<double>(gt);
       const double z = std::log(static_cast<double>(k + 1)) - static_cast<double>(mu[c]);
       g_mu += g * z * inv_var;             // d table / d mu = (log d - mu) / sigma^2
       g_ls += g * (z * z * inv_var - 1.0); // d table / d ls = (log d - mu)^2 / sigma^2 - 1
       g_off += g;                          // d table / d offset = 1
-      gt = 0.f;
+      gt = 0;
     }
-    grad_ln[c] = static_cast<float>(g_mu);
-    grad_ln[C + c] = inside ? static_cast<float>(g_ls) : 0.f;
-    grad_ln[2 * C + c] = static_cast<float>(g_off);
+    grad_ln[c] = static_cast<F>(g_mu);
+    grad_ln[C + c] = inside ? static_cast<F>(g_ls) : F(0);
+    grad_ln[2 * C + c] = static_cast<F>(g_off);
   }
 }
+template void lognormal_duration_backward<float>(int, int, const float*, float*, float*);
+template void lognormal_duration_backward<double>(int, int, const double*, double*, double*);
 
 std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t>>& class_labels, int K, int C) {
   if (K < 1 || C < 1)

@@ -31,11 +31,14 @@ int penalized_durations(const ModelDims& d);
 constexpr double kMinLogSigma = -2.995732273553991;  // log 0.05
 constexpr double kMaxLogSigma = 1.6094379124341003;  // log 5
 
-// ln [3][C] (mu, log_sigma, offset) -> table [K][C]; math in double, stored as float.
-void lognormal_duration_table(int K, int C, const float* ln, float* table);
+// ln [3][C] (mu, log_sigma, offset) -> table [K][C]; math in double, stored as F
+// (float: training; double: the C API's float64 path, docs/python.md "float64").
+template <class F>
+void lognormal_duration_table(int K, int C, const F* ln, F* table);
 // grad_table [K][C] (d loss / d table) -> grad_ln [3][C] (overwritten; sums over
 // k in order, in double); grad_table is then zeroed.
-void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln);
+template <class F>
+void lognormal_duration_backward(int K, int C, const F* ln, F* grad_table, F* grad_ln);
 
 // crf.duration_init = data for the log-normal: per label, the mean and standard
 // deviation of log d over the pieces of the loss's gold segmentation (runs split

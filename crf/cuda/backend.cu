@@ -108,6 +108,7 @@ class CudaBackend final : public Backend {
     if (!deferred_.pending) return;
     const Deferred d = deferred_;
     deferred_.pending = false;
+    last_deferred_ = d;  // recheck_deferred reads its word again
     cudaStream_t const now = stream_;
     stream_ = d.stream;
     try {
@@ -117,6 +118,20 @@ class CudaBackend final : public Backend {
       throw;
     }
     stream_ = now;
+  }
+  bool recheck_deferred() override {
+    if (!last_deferred_.pending) return false;
+    const Deferred d = last_deferred_;
+    cudaStream_t const now = stream_;
+    stream_ = d.stream;
+    try {
+      check_status(d.l, d.p, d.labels, d.workspace);
+    } catch (...) {
+      stream_ = now;
+      throw;
+    }
+    stream_ = now;
+    return true;
   }
   size_t workspace_bytes(const Dims& dims) const override {
     check_dims(dims);
@@ -323,7 +338,7 @@ class CudaBackend final : public Backend {
     const int32_t* labels = nullptr;
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
-  } deferred_;
+  } deferred_, last_deferred_;  // last_deferred_: the last one check_deferred read (pending: it exists)
   // The backward_begin whose backward_finish is still to come.
   struct Split {
     bool pending = false;

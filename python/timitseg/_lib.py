@@ -124,11 +124,15 @@ def _load():
         "timitseg_crf_get_param": (ctypes.c_int, [vp, cp, P(Tensor)]),
         "timitseg_crf_bind_params": (ctypes.c_int, [vp, P(Tensor), P(Tensor), P(Tensor), P(Tensor)]),
         "timitseg_crf_penalty": (ctypes.c_int, [vp, P(dbl)]),
+        "timitseg_crf_penalty_grads": (ctypes.c_int, [vp, dbl, P(Tensor), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
+                                                      vp]),
         "timitseg_crf_log_partition": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
+        "timitseg_crf_log_partition_grads": (ctypes.c_int, [vp, P(CrfBatch), dbl, P(Tensor), P(CrfGrads)]),
         "timitseg_crf_nll": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads)]),
         "timitseg_crf_nll_deferred": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, P(Tensor), P(CrfGrads),
                                                      P(ctypes.c_uint64)]),
         "timitseg_crf_check": (ctypes.c_int, [vp, ctypes.c_uint64, P(ctypes.c_int)]),
+        "timitseg_crf_check_again": (ctypes.c_int, [vp, P(ctypes.c_int)]),
         "timitseg_crf_nll_begin": (ctypes.c_int, [vp, P(CrfBatch), P(CrfGold), dbl, ctypes.c_int, P(ctypes.c_uint64)]),
         "timitseg_crf_nll_end": (ctypes.c_int, [vp, ctypes.c_uint64, P(Tensor), P(CrfGrads), P(ctypes.c_uint64)]),
         "timitseg_crf_viterbi": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor)]),
@@ -233,9 +237,9 @@ def describe(x, name):
     return Tensor.from_buffer_copy(_PACK.pack(data, code, device, index, n, *shape, *pad, *strides, *pad))
 
 
-def part_layout(layout):
-    """(offset in bytes, ndim, shape and strides padded to MAX_DIMS) of each float32 part of
-    (name, offset, size, shape): what describe_parts packs."""
+def part_layout(layout, itemsize=4):
+    """(offset in bytes, ndim, shape and strides padded to MAX_DIMS) of each part (float32: itemsize 4,
+    float64: 8) of (name, offset, size, shape): what describe_parts packs."""
     out = []
     for _, at, _, shape in layout:
         strides, acc = [], 1
@@ -243,12 +247,12 @@ def part_layout(layout):
             strides.append(acc)
             acc *= d
         pad = _PAD[:MAX_DIMS - len(shape)]
-        out.append((4 * at, len(shape), tuple(shape) + pad + tuple(reversed(strides)) + pad))
+        out.append((itemsize * at, len(shape), tuple(shape) + pad + tuple(reversed(strides)) + pad))
     return out
 
 
 def describe_parts(flat, parts):
-    """Descriptors of contiguous float32 parts (part_layout) of a flat float32 tensor or array,
+    """Descriptors of contiguous parts (part_layout of flat's item size) of a flat tensor or array,
     without making views: the flat buffer's address + each part's offset."""
     t = describe(flat, "grads")
     base, code, device, index, pack = t.data, t.dtype, t.device, t.device_index, _PACK.pack

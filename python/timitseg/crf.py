@@ -35,13 +35,10 @@ def _int32(x):
 
 
 def _stream(x):
-    """torch's current stream on x's device (None for CPU arrays). The raw handle where torch has
-    the call (no torch.cuda.Stream object built per call), else through torch.cuda.current_stream."""
+    """torch's current stream on x's device (None for CPU arrays), through the public
+    torch.cuda.current_stream (the stream a CUDA graph capture records on, too)."""
     if is_torch(x) and x.is_cuda:
         import torch
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return ctypes.c_void_p(raw(x.get_device()))
         return ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
     return None
 
@@ -79,10 +76,13 @@ class CRF:
         self._flat_shapes = {name: tuple(shape) for name, _, _, shape in self._flat_layout}
         self._flat_cuts = [at for _, at, _, _ in self._flat_layout[1:]]
         self._cached_batch, self._cached_gold = {}, {}  # _batch's and _gold_labels' last descriptors
-        self._flat_parts = _lib.part_layout(self._flat_layout)
+        # the parts' descriptors by the flat buffer's dtype: float32, or float64 for float64 scores
+        self._flat_parts = {"float32": _lib.part_layout(self._flat_layout, 4),
+                            "float64": _lib.part_layout(self._flat_layout, 8)}
         # (shape, strides, offset) of each part, for as_strided views of a scaled copy of the buffer
-        self._flat_strided = {name: (shape, tuple(d[_lib.MAX_DIMS:_lib.MAX_DIMS + len(shape)]), off // 4)
-                              for (name, _, _, shape), (off, _, d) in zip(self._flat_layout, self._flat_parts)}
+        self._flat_strided = {name: (shape, tuple(d[_lib.MAX_DIMS:_lib.MAX_DIMS + len(shape)]), at)
+                              for (name, at, _, shape), (_, _, d) in zip(self._flat_layout,
+                                                                         self._flat_parts["float32"])}
 
     def __del__(self):
         h = getattr(self, "_h", None)
@@ -121,10 +121,12 @@ class CRF:
         check(lib.timitseg_crf_bind_params(self._h, None, None, None, None))
         self._bound = None
 
-    def get_param(self, name):
+    def get_param(self, name, dtype="float32"):
+        """The parameter as a numpy array; dtype "float64": the values as set_param took them (a float64
+        array's unrounded: those float64 scores are computed with)."""
         if name not in self.param_names():
             raise ValueError("no parameter %r (%s)" % (name, ", ".join(self.param_names())))
-        out = np.zeros(self.param_shape(name), dtype=np.float32)
+        out = np.zeros(self.param_shape(name), dtype=dtype)
         t = describe(out, "out")
         check(lib.timitseg_crf_get_param(self._h, name.encode(), ctypes.byref(t)))
         return out
@@ -182,21 +184,51 @@ class CRF:
                                   % (list(shape), " (T+1 rows: cumulative)" if cumulative else ""))
         return shape[0], shape[1] - 1 if cumulative else shape[1], shape[2]
 
-    def log_partition(self, scores, lengths, onset=None, cumulative=False):
-        """log Z [B] (float64) of frame scores [B][T][C] (or cum_scores [B][T+1][C] with cumulative)."""
+    def log_partition(self, scores, lengths, onset=None, cumulative=False, grads=False, scale=1.0):
+        """log Z [B] (float64) of frame scores [B][T][C] (or cum_scores [B][T+1][C] with cumulative). With
+        grads, (log Z, the gradients of scale * sum(log Z) as nll's dict: no gold, no penalty)."""
         B, _, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         out = _empty(scores, (B,), "float64", zeroed=False)
         t = describe(out, "log_z")
-        check(lib.timitseg_crf_log_partition(self._h, ctypes.byref(b), ctypes.byref(t)))
-        return out
+        if not grads:
+            check(lib.timitseg_crf_log_partition(self._h, ctypes.byref(b), ctypes.byref(t)))
+            return out
+        g, result, _ = self._grad_outputs(scores, onset, views=True)
+        check(lib.timitseg_crf_log_partition_grads(self._h, ctypes.byref(b), float(scale), ctypes.byref(t),
+                                                   ctypes.byref(g)))
+        return out, result
+
+    def _grad_outputs(self, scores, onset, views):
+        """(CrfGrads, the dict of its arrays, the parameters' one flat buffer) for the gradients of a call on
+        scores: the scores' gradient of their shape; float64 scores get float64 gradients throughout (the
+        float64 path), others float32."""
+        g, result = _lib.CrfGrads(), {}
+        sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
+        result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
+        flat = _empty(scores, (self._flat_size,), sdt, zeroed=False)  # one allocation for every parameter
+        if onset is not None:
+            result["onset"] = _empty(scores, tuple(onset.shape), sdt, zeroed=False)
+        for name, arr in result.items():
+            setattr(g, name, describe(arr, "grads." + name))
+        # the parameters' descriptors straight from the flat buffer's address (no views made here)
+        for name, t in zip(self._flat_names, _lib.describe_parts(flat, self._flat_parts[sdt])):
+            setattr(g, name, t)
+        if views:
+            # one split (torch: split_with_sizes, one op), reshaped where 2-D
+            parts = flat.split(self._flat_sizes) if is_torch(flat) else np.split(flat, self._flat_cuts)
+            for name, part in zip(self._flat_names, parts):
+                shape = self._flat_shapes[name]
+                result[name] = part if len(shape) == 1 else part.reshape(shape)
+        return g, result, flat
 
     def nll(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, cumulative=False,
             scale=1.0, grads=True):
         """NLL [B] (float64) against the gold frame labels [B][T] or segments
         [B][S][3] (start, duration, label) + num_segments [B]; with grads the
         gradients of scale * sum(nll) + the penalty, as a dict: scores (the
-        scores' shape and dtype), the parameters (float32), onset."""
+        scores' shape and dtype), the parameters, onset (float64 for float64
+        scores, computed in float64 end to end; else float32)."""
         out, result, _ = self._nll(scores, lengths, labels, segments, num_segments, onset, cumulative, scale, grads,
                                    "float64")
         return (out, result) if grads else out
@@ -228,23 +260,7 @@ class CRF:
         tn = describe(out, "nll")
         g, result, flat = None, {}, None
         if grads:
-            g = _lib.CrfGrads()
-            sdt = "float64" if str(scores.dtype).endswith("float64") else "float32"
-            result["scores"] = _empty(scores, tuple(scores.shape), sdt, zeroed=False)
-            flat = _empty(scores, (self._flat_size,), "float32", zeroed=False)  # one allocation for every parameter
-            if onset is not None:
-                result["onset"] = _empty(scores, (B, T, C), "float32", zeroed=False)
-            for name, arr in result.items():
-                setattr(g, name, describe(arr, "grads." + name))
-            # the parameters' descriptors straight from the flat buffer's address (no views made here)
-            for name, t in zip(self._flat_names, _lib.describe_parts(flat, self._flat_parts)):
-                setattr(g, name, t)
-            if views:
-                # one split (torch: split_with_sizes, one op), reshaped where 2-D
-                parts = flat.split(self._flat_sizes) if is_torch(flat) else np.split(flat, self._flat_cuts)
-                for name, part in zip(self._flat_names, parts):
-                    shape = self._flat_shapes[name]
-                    result[name] = part if len(shape) == 1 else part.reshape(shape)
+            g, result, flat = self._grad_outputs(scores, onset, views)
         pg = ctypes.byref(g) if g is not None else None
         if deferred is None:
             check(lib.timitseg_crf_nll_end(self._h, begun, ctypes.byref(tn), pg, None))
@@ -262,8 +278,17 @@ class CRF:
         check(lib.timitseg_crf_check(self._h, ctypes.c_uint64(ticket), ctypes.byref(rerun)))
         return rerun.value == 1
 
-    def viterbi(self, scores, lengths, onset=None, cumulative=False):
-        """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label))."""
+    def check_again(self):
+        """timitseg_crf_check_again: the status word of the last checked deferred nll read again (what the
+        last replay of a CUDA graph that captured the call wrote) and its error raised; True when the
+        outputs were re-written by the general path (a row of length 0), else False."""
+        rerun = ctypes.c_int()
+        check(lib.timitseg_crf_check_again(self._h, ctypes.byref(rerun)))
+        return rerun.value == 1
+
+    def viterbi(self, scores, lengths, onset=None, cumulative=False, padded=False):
+        """(score [B] float64, segments: a list of B int32 arrays [n][3] (start, duration, label)); padded:
+        (score, segments [B][T][3] int32 (rows past a count 0), num_segments [B] int32), no host wait."""
         B, T, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         score = _empty(scores, (B,), "float64", zeroed=False)  # every entry written (rows past a count: 0)
@@ -272,6 +297,8 @@ class CRF:
         ts, tg, tc = describe(score, "score"), describe(segs, "segments"), describe(counts, "num_segments")
         check(lib.timitseg_crf_viterbi(self._h, ctypes.byref(b), ctypes.byref(ts), ctypes.byref(tg),
                                        ctypes.byref(tc)))
+        if padded:
+            return score, segs, counts
         n = counts.tolist()
         return score, [segs[i, :n[i]] for i in range(B)]
 
@@ -312,6 +339,24 @@ class CRF:
         check(lib.timitseg_crf_align(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn), ctypes.byref(to),
                                      ctypes.byref(ts), ctypes.byref(tsp)))
         return score, spans
+
+    def penalty_grads(self, reg, transition, duration_bias=None):
+        """(value [1] float64, d/d transition, d/d duration_bias or None) of reg * (||transition||^2 +
+        ||duration_bias||^2) of these arrays, not the handle's parameters (timitseg_crf_penalty_grads: with
+        the log-normal model transition only; -inf entries left out). Float32 CUDA tensors on a cuda
+        handle: queued on torch's current stream, no host wait."""
+        stream = _stream(transition)
+        value = _empty(transition, (1,), "float64", zeroed=False)
+        dt = "float64" if str(transition.dtype).endswith("float64") else "float32"
+        ga = _empty(transition, tuple(transition.shape), dt, zeroed=False)
+        gd = None if duration_bias is None else _empty(transition, tuple(duration_bias.shape), dt, zeroed=False)
+        ta, tv, tga = describe(transition, "transition"), describe(value, "value"), describe(ga, "grad_transition")
+        td = describe(duration_bias, "duration_bias") if duration_bias is not None else None
+        tgd = describe(gd, "grad_duration_bias") if gd is not None else None
+        check(lib.timitseg_crf_penalty_grads(self._h, float(reg), ctypes.byref(ta), ctypes.byref(td) if td else None,
+                                             ctypes.byref(tv), ctypes.byref(tga),
+                                             ctypes.byref(tgd) if tgd else None, stream))
+        return value, ga, gd
 
     def penalty(self):
         v = ctypes.c_double()

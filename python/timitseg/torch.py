@@ -14,7 +14,7 @@ float16/bfloat16 scores are computed in float32 (their gradient is cast back).
 import numpy as np
 import torch
 
-from . import _lib
+from . import _lib, _ops
 from .checkpoint import read_safetensors
 from .crf import CRF
 
@@ -83,20 +83,16 @@ class _NLL(torch.autograd.Function):
             w, rows = None, gn
         go = None
         if rows is None:
-            if g["scores"].dtype == w.dtype == ctx.score_dtype == torch.float32:
-                # one launch scales both buffers (torch's multi-tensor kernel: the same products as mul)
-                flat, gs = torch._foreach_mul([ctx.flat, g["scores"]], w)
-            else:
-                flat, gs = _scaled(ctx.flat, w, torch.float32), _scaled(g["scores"], w, ctx.score_dtype)
+            flat, gs = _scaled(ctx.flat, w, ctx.flat.dtype), _scaled(g["scores"], w, ctx.score_dtype)
             part = ctx.handle._flat_strided
             param_grads = [flat.as_strided(*part[n]) for n in ctx.names]  # views of the one scaled buffer
             if ctx.has_onset:
-                go = _scaled(g["onset"], w, torch.float32)
+                go = _scaled(g["onset"], w, g["onset"].dtype)
         else:  # per-utterance weights: the parameter gradients one utterance at a time
             param_grads = _weighted_param_grads(ctx, rows)
             gs = _scaled(g["scores"], rows.reshape(-1, 1, 1), ctx.score_dtype)
             if ctx.has_onset:
-                go = _scaled(g["onset"], rows.reshape(-1, 1, 1), torch.float32)
+                go = _scaled(g["onset"], rows.reshape(-1, 1, 1), g["onset"].dtype)
         if ctx.pending is not None:
             # The one wait of a deferred forward, once the whole backward pass is queued (the gradients'
             # accumulation into .grad included, which runs on the host while the GPU computes): autograd
@@ -105,6 +101,59 @@ class _NLL(torch.autograd.Function):
             ctx.pending = None
             torch.autograd.Variable._execution_engine.queue_callback(lambda: _check_ticket(handle, pending))
         return (None, None, None, None, None, gs, None, go) + tuple(param_grads)
+
+
+class _Penalty(torch.autograd.Function):
+    """SemiCRF.penalty where torch has no custom_op (torch < 2.4): the C API's value and gradients."""
+
+    @staticmethod
+    def forward(ctx, handle, reg, transition, duration_bias):
+        value, ga, gd = handle.penalty_grads(reg, transition.detach(),
+                                             None if duration_bias is None else duration_bias.detach())
+        ctx.save_for_backward(ga, gd)
+        return value.reshape(()).to(transition.dtype)
+
+    @staticmethod
+    def backward(ctx, g):
+        ga, gd = ctx.saved_tensors
+        return None, None, ga * g.to(ga.dtype), None if gd is None else gd * g.to(gd.dtype)
+
+
+class _LogZ(torch.autograd.Function):
+    """log Z [B] (float64) differentiable in the scores, onset and the parameters: the forward computes the
+    gradients of sum(log Z) in the same call (timitseg_crf_log_partition_grads: the marginals, no penalty);
+    the backward scales each row's score gradient by its weight and the parameters' by one weight when all
+    are equal, else computes them row by row (as _NLL's per-utterance path)."""
+
+    @staticmethod
+    def forward(ctx, crf, names, scores, lengths, onset, *params):
+        crf._push(names, params)
+        x = _as_compute(scores)
+        o = None if onset is None else onset.detach()
+        lz, g = crf.handle.log_partition(x, lengths, onset=o, grads=True)
+        ctx.g, ctx.names, ctx.handle, ctx.x, ctx.lengths, ctx.onset = g, names, crf.handle, x, lengths, o
+        ctx.score_dtype, ctx.param_dtypes = scores.dtype, [p.dtype for p in params]
+        return lz
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        g, w = ctx.g, grad_out.detach().to(torch.float64)
+        rows = w.reshape(-1, 1, 1)
+        gs = (g["scores"].to(torch.float64) * rows).to(ctx.score_dtype)
+        go = None if ctx.onset is None else (g["onset"].to(torch.float64) * rows).to(g["onset"].dtype)
+        if w.numel() and bool(torch.all(w == w[0])):
+            param_grads = [g[n].to(torch.float64) * w[0] for n in ctx.names]
+        else:
+            param_grads = [torch.zeros(ctx.handle.param_shape(n), dtype=torch.float64, device=w.device)
+                           for n in ctx.names]
+            for b in range(w.shape[0]):
+                sl = slice(b, b + 1)
+                o = None if ctx.onset is None else ctx.onset[sl]
+                _, gb = ctx.handle.log_partition(ctx.x[sl], ctx.lengths[sl], onset=o, grads=True)
+                for i, n in enumerate(ctx.names):
+                    param_grads[i] += gb[n].to(torch.float64) * w[b]
+        param_grads = [p.to(dt) for p, dt in zip(param_grads, ctx.param_dtypes)]
+        return (None, None, gs, None, go) + tuple(param_grads)
 
 
 def _one_weight(ctx, gn):
@@ -145,12 +194,12 @@ def _weighted_param_grads(ctx, gn):
     out = [torch.zeros(ctx.handle.param_shape(n), dtype=torch.float64, device=gn.device) for n in ctx.names]
     for b in range(gn.shape[0]):
         sl = slice(b, b + 1)
-        gold = {k: (v[sl] if k != "num_segments" else v[sl]) for k, v in ctx.gold.items()}
+        gold = {k: v[sl] for k, v in ctx.gold.items()}
         onset = None if ctx.onset is None else ctx.onset.detach()[sl]
         _, gb = ctx.handle.nll(ctx.x[sl], ctx.lengths[sl], onset=onset, **gold)
         for i, n in enumerate(ctx.names):
             out[i] += gb[n].to(torch.float64) * gn[b]
-    return [o.to(torch.float32) for o in out]
+    return [o.to(ctx.flat.dtype) for o in out]
 
 
 class SemiCRF(torch.nn.Module):
@@ -166,17 +215,33 @@ class SemiCRF(torch.nn.Module):
     autograd will run returns without waiting for the GPU, an input error found on the device (a
     length, a label, a non-finite score) is raised by that backward, and a batch with a row of length 0
     is an error (docs/python.md "Deferred check"). Host backends always raise in the forward.
+    check: "eager" (eager_check=True), "backward" (eager_check=False), or "deferred" (torch >= 2.4, cuda
+    backend): neither the forward nor the backward waits for the host, so that a training step can be
+    captured in a CUDA graph; a bad input is raised by check() (or by the next forward, which checks
+    the previous call first), naming the step (the module's forward count), the tensor and its index
+    (the batch row). By then that step's backward and optimizer step ran on unspecified gradients:
+    one optimizer step at most (docs/python.md "CUDA graphs"). Host backends raise in the forward.
     """
 
     def __init__(self, num_labels, max_duration, backend="auto", duration_model="table", reg=0.0, phone_bonus=0.0,
-                 init_scale=0.1, threads=0, eager_check=True):
+                 init_scale=0.1, threads=0, eager_check=True, check=None):
         super().__init__()
-        self.eager_check = bool(eager_check)
+        if check is None:
+            check = "eager" if eager_check else "backward"
+        if check not in ("eager", "backward", "deferred"):
+            raise ValueError("check must be one of eager, backward, deferred, got %r" % (check,))
+        if check == "deferred" and not _ops.AVAILABLE:
+            raise ValueError('check="deferred" needs torch >= 2.4 (torch.library.custom_op); this is torch %s'
+                             % torch.__version__)
+        self.check_mode = check
+        self.eager_check = check == "eager"
+        self._pending, self._steps, self._replayed = [], 0, None  # check="deferred": the calls not checked yet
         C, K = num_labels, max_duration
         self.num_labels, self.max_duration, self.duration_model, self.reg = C, K, duration_model, reg
         self._handle_args = dict(backend=backend, threads=threads, duration_model=duration_model,
                                  phone_bonus=phone_bonus)
         self.handle = CRF(C, K, **self._handle_args)
+        self._key = _ops.register(self) if _ops.AVAILABLE else None  # the torch operators' way to this module
         # a cuda handle runs on the device current when it was made (its buffers and streams are there)
         self._handle_device = torch.cuda.current_device() if self.handle.backend == "cuda" else None
         self.transition = torch.nn.Parameter(torch.randn(C, C) * init_scale)
@@ -207,13 +272,14 @@ class SemiCRF(torch.nn.Module):
         version counter misses some in-place writes (a fused optimizer's step, AdamW(fused=True), leaves
         it unchanged; so do writes through .data), so a copy made only when it moved could be stale."""
         seen = self.__dict__.setdefault("_pushed", {})
-        bound = seen.get("_bound")
-        if bound is not None and all(b is p for b, p in zip(bound[0], params)) and \
-                bound[1] == [p.data_ptr() for p in params]:
+        # what a binding depends on: the memory it reads (the torch operators get other tensor objects over
+        # the same storage, under torch.compile), and the dtype and layout that made it bindable
+        where = [(p.data_ptr(), p.dtype, p.is_contiguous(), p.is_cuda) for p in params]
+        if seen.get("_bound") == where:
             return
         if self._bindable(names, params):
             self.handle.bind_params(*[p.detach() for p in params])
-            seen["_bound"] = (tuple(params), [p.data_ptr() for p in params])  # the tensors, and their storage
+            seen["_bound"] = where
             return
         seen.pop("_bound", None)  # the copies below end the binding (set_param)
         for name, p in zip(names, params):
@@ -262,26 +328,96 @@ class SemiCRF(torch.nn.Module):
             gold["segments"], gold["num_segments"] = segments, num_segments
         names = self._param_names()
         self._follow(scores)
-        nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset,
-                         *[getattr(self, n) for n in names])
-        if self.duration_model == "lognormal":
-            with torch.no_grad():
-                self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
+        params = [getattr(self, n) for n in names]
+        if self._key is not None and self.check_mode != "backward":
+            # the torch operator (timitseg/_ops.py): torch.compile and torch.export see one op
+            grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad
+                                                    for t in [scores, onset] + params)
+            nll = _ops.semicrf_nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset,
+                                   params, grads, self.check_mode == "deferred")[0]
+        else:  # the deferred check (eager_check=False), or torch < 2.4
+            nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset, *params)
+        self._derived_durations()
         return nll
 
-    def penalty(self):
-        """crf.reg * (||transition||^2 + ||duration_bias||^2) (transition only with the log-normal), -inf entries left out."""
-        terms = [self.transition] + ([] if self.duration_model == "lognormal" else [self.duration_bias])
-        total = 0.0
-        for t in terms:
-            total = total + torch.where(torch.isinf(t), torch.zeros_like(t), t).pow(2).sum()
-        return self.reg * total
+    def check(self):
+        """check="deferred": waits for the forward calls not checked yet and raises the first bad input's
+        error, "SemiCRF step N: timitseg_crf_nll: gold.labels[1][2] = 7 is outside [0, C = 5)" (N: the
+        module's forward count, 1 for its first call; the index's first entry the batch row). After a CUDA
+        graph that captured a forward was replayed, reads the status of its last replay (its inputs as the
+        capture's tensors hold them now). A row of length 0, which the deferred call cannot compute on the
+        device, is a LengthError. Nothing pending: returns at once (host backends: always)."""
+        pending, self._pending = self._pending, []
+        captured = None
+        for step, was_captured, (ticket, keep) in pending:
+            if was_captured:
+                captured = (step, keep)  # the captured tensors: a replay's error is worded from them
+            self._raise_checked(step, "", lambda t=ticket: self.handle.check(t))
+        if captured is not None:
+            self._replayed = captured  # its replays: their status read by check_again at every later check()
+        elif pending:
+            self._replayed = None  # an eager call since: its word is the one a re-read would see
+        elif self._replayed is not None:
+            self._raise_checked(self._replayed[0], " (the last replay of the CUDA graph that captured it)",
+                                self.handle.check_again)
 
-    @torch.no_grad()
+    @staticmethod
+    def _raise_checked(step, where, call):
+        try:
+            rerun = call()
+        except _lib.TimitsegError as e:
+            raise type(e)("SemiCRF step %d%s: %s" % (step, where, e)) from None
+        if rerun:
+            raise _lib.LengthError("SemiCRF step %d%s: lengths has a row of length 0, which the deferred forward "
+                                   "on CUDA cannot compute without a host wait (its value was used before this "
+                                   "check); leave rows of length 0 out of the batch or use check=\"eager\""
+                                   % (step, where))
+
+    def penalty(self):
+        """crf.reg * (||transition||^2 + ||duration_bias||^2) (transition only with the log-normal), -inf
+        entries left out: a 0-dim tensor of transition's dtype, differentiable, computed by the C API
+        (timitseg_crf_penalty_grads: on CUDA queued on torch's current stream, in float64 sums)."""
+        d = None if self.duration_model == "lognormal" else self.duration_bias
+        if self._key is not None:
+            return _ops.semicrf_penalty(self._key, float(self.reg), self.transition, d)[0].to(self.transition.dtype)
+        return _Penalty.apply(self.handle, float(self.reg), self.transition, d)
+
     def log_partition(self, scores, lengths, onset=None):
+        """log Z [B] (float64), differentiable in the scores, onset and the parameters (its gradient: the
+        marginals; float64 inputs computed in float64 end to end on the reference and cpu backends)."""
         self._follow(scores)
-        self._sync()
-        return self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
+        names = self._param_names()
+        params = [getattr(self, n) for n in names]
+        grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in [scores, onset] + params)
+        if self._key is not None:
+            lz = _ops.semicrf_log_partition(self._key, scores, lengths, onset, params, grads)[0]
+        elif grads:
+            lz = _LogZ.apply(self, names, scores, lengths, onset, *params)
+        else:
+            with torch.no_grad():
+                self._push(names, params)
+                lz = self.handle.log_partition(_as_compute(scores), lengths, onset=onset)
+        self._derived_durations()
+        return lz
+
+    def _derived_durations(self):
+        """With the log-normal model the duration_bias buffer is the C API's table of the last call's
+        duration_lognormal; it is copied back from the handle (a host copy) only when read through
+        state_dict() or duration_table(), not on every forward (which torch.compile would also break at)."""
+        if self.duration_model == "lognormal":
+            self.__dict__["_durations_stale"] = True
+
+    def duration_table(self):
+        """duration_bias [K][C]: the parameter (table model), or the buffer refreshed from the handle's
+        derived table (log-normal model)."""
+        if self.__dict__.pop("_durations_stale", False):
+            with torch.no_grad():
+                self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
+        return self.duration_bias
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        self.duration_table()  # the derived buffer up to date before it is saved
+        super()._save_to_state_dict(destination, prefix, keep_vars)
 
     @torch.no_grad()
     def marginals(self, scores, lengths, onset=None, segments=False):
@@ -289,15 +425,27 @@ class SemiCRF(torch.nn.Module):
         also segment posteriors [B][T][K][C]: P(a segment of label c and duration d ends at frame t) at
         [b][t][d-1][c]."""
         self._follow(scores)
+        if self._key is not None and not segments:
+            return _ops.semicrf_marginals(self._key, scores, lengths, onset, [getattr(self, n) for n in
+                                                                               self._param_names()])
         self._sync()
         return self.handle.marginals(_as_compute(scores), lengths, onset=onset, segments=segments)
 
     @torch.no_grad()
-    def viterbi(self, scores, lengths, onset=None):
-        """(score [B], list of B int32 tensors [n][3] (start, duration, label))."""
+    def viterbi(self, scores, lengths, onset=None, padded=False):
+        """(score [B], list of B int32 tensors [n][3] (start, duration, label)); padded=True: (score,
+        segments [B][T][3] int32 (rows past a count 0), num_segments [B] int32), no host wait (the form
+        torch.compile(fullgraph=True) keeps in its graph; the list needs the counts on the host)."""
         self._follow(scores)
+        if self._key is not None:
+            score, segs, counts = _ops.semicrf_viterbi(self._key, scores, lengths, onset,
+                                                       [getattr(self, n) for n in self._param_names()])
+            if padded:
+                return score, segs, counts
+            n = counts.tolist()
+            return score, [segs[i, :n[i]] for i in range(len(n))]
         self._sync()
-        return self.handle.viterbi(_as_compute(scores), lengths, onset=onset)
+        return self.handle.viterbi(_as_compute(scores), lengths, onset=onset, padded=padded)
 
     @torch.no_grad()
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None):

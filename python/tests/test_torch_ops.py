@@ -1,0 +1,247 @@
+"""SemiCRF as torch operators (timitseg/_ops.py, torch.library.custom_op):
+torch.library.opcheck of each operator, a model (Conv1d encoder + SemiCRF,
+loss = mean NLL + penalty) under torch.compile(fullgraph=True) (no graph
+break) and torch.export with the values and gradients of eager mode, the
+other calls (log partition, marginals, Viterbi) compiled, and autocast:
+float16/bfloat16 scores give the float32 results of the same scores cast up.
+CUDA variants run where a GPU and a CUDA build are present."""
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it with "
+                                            "TIMITSEG_TORCH=1)")
+import timitseg  # noqa: E402
+from timitseg import _ops  # noqa: E402
+from timitseg.torch import SemiCRF  # noqa: E402
+
+pytestmark = pytest.mark.skipif(not _ops.AVAILABLE, reason="torch %s has no torch.library.custom_op / "
+                                "register_autograd (torch >= 2.4): SemiCRF runs as an autograd.Function"
+                                % torch.__version__)
+
+C, K, D = 5, 4, 6
+
+
+class Model(torch.nn.Module):
+    def __init__(self, backend="cpu", check="eager"):
+        super().__init__()
+        torch.manual_seed(0)
+        self.enc = torch.nn.Conv1d(D, C, 3, padding=1)
+        self.crf = SemiCRF(C, K, backend=backend, init_scale=0.3, reg=0.01, check=check)
+
+    def forward(self, feats, lengths, labels):
+        scores = self.enc(feats.transpose(1, 2)).transpose(1, 2)  # [B][T][C]
+        return self.crf(scores, lengths, labels=labels, reduction="mean") + self.crf.penalty()
+
+
+def batch(device="cpu", B=3, T=9):
+    g = torch.Generator().manual_seed(1)
+    feats = torch.randn(B, T, D, generator=g)
+    lengths = torch.tensor([T, T - 3, 2][:B])
+    labels = torch.randint(0, C, (B, T), generator=g)
+    return feats.to(device), lengths.to(device), labels.to(device)
+
+
+def loss_and_grads(model, fn, *args):
+    model.zero_grad()
+    loss = fn(*args)
+    loss.backward()
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def check_same(eager, other, rtol, atol):
+    torch.testing.assert_close(other[0], eager[0], rtol=rtol, atol=atol)
+    for n in eager[1]:
+        torch.testing.assert_close(other[1][n], eager[1][n], rtol=rtol, atol=atol, msg=n)
+
+
+def test_opcheck_every_operator():
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, reg=0.1)
+    feats, lengths, labels = batch()
+    x = torch.randn(3, 9, C, requires_grad=True)
+    params = [getattr(m, n) for n in m._param_names()]
+    for reduction in ("none", "mean", "sum"):
+        torch.library.opcheck(_ops.semicrf_nll, (m._key, reduction, x, lengths, labels, None, None, None, params,
+                                                 True, False))
+    torch.library.opcheck(_ops.semicrf_log_partition, (m._key, x, lengths, None, params, True))
+    fixed = [p.detach() for p in params]  # marginals and Viterbi are not differentiable (SemiCRF runs them under no_grad)
+    torch.library.opcheck(_ops.semicrf_marginals, (m._key, x.detach(), lengths, None, fixed))
+    torch.library.opcheck(_ops.semicrf_viterbi, (m._key, x.detach(), lengths, None, fixed))
+    torch.library.opcheck(_ops.semicrf_penalty, (m._key, 0.1, m.transition, m.duration_bias))
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_training_step_equals_eager_without_a_graph_break(backend):
+    model = Model()
+    args = batch()
+    eager = loss_and_grads(model, model, *args)
+    torch.compiler.reset()
+    compiled = torch.compile(model, fullgraph=True, backend=backend)  # fullgraph: a graph break is an error
+    got = loss_and_grads(model, compiled, *args)
+    # the CRF's values are the C API's in both; the encoder's convolution may be fused differently by inductor
+    check_same(eager, got, rtol=1e-5, atol=1e-6)
+    again = loss_and_grads(model, compiled, *args)  # a second call reuses the graph
+    check_same(got, again, rtol=0, atol=0)
+
+
+def test_compiled_reductions_log_partition_marginals_and_viterbi():
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3)
+    x = torch.randn(3, 9, C)
+    lengths = torch.tensor([9, 6, 2])
+    labels = torch.randint(0, C, (3, 9))
+
+    def calls(s):
+        nll = m(s, lengths, labels=labels)  # reduction "none": per-utterance weights below
+        lz = m.log_partition(s, lengths)
+        bo, fr = m.marginals(s, lengths)
+        score, segs, counts = m.viterbi(s, lengths, padded=True)
+        return (nll * torch.arange(1.0, 4.0)).sum() + lz.sum().float(), bo, fr, score, segs, counts
+
+    torch.compiler.reset()
+    f = torch.compile(calls, fullgraph=True, backend="aot_eager")
+    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    want, got = calls(xe), f(xc)
+    for a, b in zip(want, got):
+        torch.testing.assert_close(b, a, rtol=0, atol=0)
+    want[0].backward()
+    got[0].backward()
+    torch.testing.assert_close(xc.grad, xe.grad, rtol=0, atol=0)
+    # the padded Viterbi is the list form's
+    score, segs = m.viterbi(x, lengths)
+    for b in range(3):
+        assert torch.equal(got[4][b, :int(got[5][b])], segs[b])
+
+
+def test_exported_model_equals_eager():
+    model = Model()
+    args = batch()
+    with torch.no_grad():
+        want = model(*args)
+    ep = torch.export.export(model, args)
+    assert any("timitseg.semicrf_nll" in str(n.target) for n in ep.graph.nodes)
+    with torch.no_grad():
+        got = ep.module()(*args)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_autocast_half_scores_give_the_float32_results_of_the_scores_cast_up(dtype):
+    model = Model()
+    feats, lengths, labels = batch()
+    with torch.autocast("cpu", dtype=dtype):
+        scores = model.enc(feats.transpose(1, 2)).transpose(1, 2)
+        assert scores.dtype == dtype
+        scores = scores.detach().requires_grad_(True)
+        loss = model.crf(scores, lengths, labels=labels, reduction="mean")
+        lz = model.crf.log_partition(scores, lengths)
+    assert loss.dtype == torch.float32 and lz.dtype == torch.float64
+    up = scores.detach().float().requires_grad_(True)
+    want = model.crf(up, lengths, labels=labels, reduction="mean")
+    assert torch.equal(loss, want)
+    assert torch.equal(lz, model.crf.log_partition(up.detach(), lengths))
+    loss.backward()
+    want.backward()
+    assert scores.grad.dtype == dtype
+    assert torch.equal(scores.grad, up.grad.to(dtype))  # the float32 gradient rounded once
+
+
+def test_operators_after_the_module_is_gone_say_so():
+    m = SemiCRF(C, K, backend="cpu")
+    key = m._key
+    params = [p.detach().clone() for p in m.parameters()]
+    del m
+    import gc
+    gc.collect()
+    with pytest.raises(RuntimeError, match="no longer exists"):
+        _ops.semicrf_log_partition(key, torch.zeros(1, 3, C), torch.tensor([3]), None, params, False)
+
+
+def cuda_ready():
+    return timitseg.has_cuda() and torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not cuda_ready(), reason="needs a GPU and a CUDA build of libtimitseg")
+def test_cuda_compiled_training_step_equals_eager():
+    model = Model(backend="cuda").cuda()
+    args = batch("cuda")
+    eager = loss_and_grads(model, model, *args)
+    torch.compiler.reset()
+    compiled = torch.compile(model, fullgraph=True)
+    got = loss_and_grads(model, compiled, *args)
+    check_same(eager, got, rtol=1e-5, atol=1e-6)
+
+
+def test_deferred_check_on_the_host_backends_raises_in_the_forward():
+    m = SemiCRF(C, K, backend="cpu", check="deferred")
+    x = torch.randn(2, 6, C, requires_grad=True)
+    with pytest.raises(timitseg.TimitsegError, match=r"gold.labels\[1\]\[2\] = 9 is outside"):
+        m(x, torch.tensor([6, 4]), labels=torch.tensor([[0] * 6, [0, 0, 9, 0, 0, 0]]))
+    m.check()  # nothing pending
+
+
+def train_step(model, opt, args):
+    opt.zero_grad(set_to_none=False)
+    loss = model(*args)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+@pytest.mark.skipif(not cuda_ready(), reason="needs a GPU and a CUDA build of libtimitseg")
+def test_cuda_deferred_check_raises_at_the_next_call_naming_step_row_and_tensor():
+    model = Model(backend="cuda", check="deferred").cuda()
+    feats, lengths, labels = batch("cuda")
+    model(feats, lengths, labels).backward()  # step 1: fine
+    bad = labels.clone()
+    bad[1, 2] = C + 2
+    model(feats, lengths, bad).backward()  # step 2: queued, not checked; its backward does not wait either
+    with pytest.raises(timitseg.TimitsegError, match=r"^SemiCRF step 2: timitseg_crf_nll: .*gold.labels\[1\]\[2\] = 7"):
+        model(feats, lengths, labels)  # step 3 checks step 2 first
+    model.crf.check()  # the failure is not kept
+    model(feats, lengths, labels).backward()
+    model.crf.check()
+
+
+@pytest.mark.skipif(not cuda_ready(), reason="needs a GPU and a CUDA build of libtimitseg")
+def test_cuda_graph_captures_a_training_step_equal_to_eager_and_check_reads_each_replay():
+    """A whole step (Conv1d encoder, SemiCRF mean NLL + penalty, backward, AdamW(capturable=True)) captured
+    in a CUDA graph and replayed: the parameters after 3 eager warm-up steps and 5 replays equal 8 eager
+    steps of an identical model; a bad label written into the captured input is reported by check() after
+    the replay (its step: one optimizer step on unspecified gradients), and a good one again passes."""
+    model = Model(backend="cuda", check="deferred").cuda()
+    ref = Model(backend="cuda", check="eager").cuda()
+    ref.load_state_dict(model.state_dict())
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, capturable=True)
+    ref_opt = torch.optim.AdamW(ref.parameters(), lr=1e-2, capturable=True)
+    args = batch("cuda")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            train_step(model, opt, args)
+    torch.cuda.current_stream().wait_stream(side)
+    model.crf.check()  # nothing may be pending when the capture starts
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_loss = train_step(model, opt, args)
+    for _ in range(5):
+        graph.replay()
+    torch.cuda.synchronize()
+    model.crf.check()
+    for _ in range(8):
+        want = train_step(ref, ref_opt, args)
+    torch.testing.assert_close(static_loss, want, rtol=1e-4, atol=1e-5)
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-4, atol=1e-5, msg=n)
+    feats, lengths, labels = args
+    before = [p.detach().clone() for p in model.parameters()]
+    labels[2, 1] = C + 2  # the captured tensor: the next replay reads it
+    graph.replay()
+    torch.cuda.synchronize()
+    with pytest.raises(timitseg.TimitsegError, match=r"^SemiCRF step 4 \(the last replay of the CUDA graph that "
+                                                     r"captured it\): timitseg_crf_nll: .*gold.labels\[2\]\[1\] = 7"):
+        model.crf.check()
+    # what the bad replay did: its optimizer step ran (on unspecified gradients): the parameters moved
+    assert any(not torch.equal(p, b) for p, b in zip(model.parameters(), before))
+    labels[2, 1] = 0
+    graph.replay()
+    torch.cuda.synchronize()
+    model.crf.check()

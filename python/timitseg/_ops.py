@@ -1,0 +1,279 @@
+"""timitseg's semi-CRF as PyTorch operators (torch.library.custom_op, torch >= 2.4): the NLL, the log
+partition, the marginals, Viterbi and the L2 penalty, each with its fake (shapes only) implementation and,
+where differentiable, its autograd formula, so that a model using timitseg.torch.SemiCRF runs under
+torch.compile(fullgraph=True) and torch.export with the values and gradients of eager mode.
+
+Still pure Python over the C API: each operator's body is the ctypes call of timitseg.CRF (outputs made by
+torch on the inputs' device, CUDA work queued on torch's current stream). The forward computes every
+gradient in the same C call and returns it as an extra output; the backward (register_autograd) scales
+the saved gradients by the incoming one (save_for_backward), with torch ops that torch.compile traces
+into its backward graph. Per-utterance weights that differ (reduction "none" with weights not all
+equal) go through one more operator that computes the parameters' gradients one utterance at a time.
+
+An operator reaches its module's handle through an int key (SemiCRF registers itself here): a compiled
+or exported graph holds the key as a constant and runs in the process that made it, while the module
+lives. The handle's parameters are the operator's tensor inputs (bound or copied on every call, as the
+eager module does). The public torch APIs only: torch.library.custom_op, register_fake, register_autograd
+(torch 2.4 to 2.15 tested: 2.15.0 on the development machine, 2.11 on the device).
+"""
+import itertools
+import weakref
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+AVAILABLE = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd")
+
+_MODULES = {}
+_KEYS = itertools.count(1)
+
+
+def register(module):
+    """A key for `module` (a SemiCRF) that the operators take."""
+    key = next(_KEYS)
+    _MODULES[key] = weakref.ref(module, lambda _ref, key=key: _MODULES.pop(key, None))
+    return key
+
+
+def _module(key):
+    ref = _MODULES.get(key)
+    m = ref() if ref is not None else None
+    if m is None:
+        raise RuntimeError("timitseg: the SemiCRF of key %d no longer exists (a compiled or exported graph runs "
+                           "only while the module it was made from lives, in its process)" % key)
+    return m
+
+
+def _compute(x):
+    """Scores as the C API computes them: float16/bfloat16 as float32; CUDA tensors contiguous (the C API
+    reads CUDA memory only contiguous: an encoder's transposed output is copied on the device, no host
+    wait; host arrays are read in place whatever their strides)."""
+    x = x if x.dtype in (torch.float32, torch.float64) else x.float()
+    return x.contiguous() if x.is_cuda else x
+
+
+def _cdtype(scores):
+    return torch.float64 if scores.dtype == torch.float64 else torch.float32
+
+
+def _empty(like):
+    return like.new_empty((0,), dtype=_cdtype(like))
+
+
+def _grad_outputs(scores, onset, g, flat, grads):
+    """The gradient outputs of nll / log_partition (empty [0] tensors when not computed)."""
+    if not grads:
+        return _empty(scores), _empty(scores), _empty(scores)
+    return g["scores"], flat, g["onset"] if onset is not None else _empty(scores)
+
+
+def _fake_grads(scores, onset, params, grads):
+    if not grads:
+        return _empty(scores), _empty(scores), _empty(scores)
+    dt = _cdtype(scores)
+    size = sum(p.numel() for p in params)
+    go = scores.new_empty(onset.shape, dtype=dt) if onset is not None else _empty(scores)
+    return scores.new_empty(scores.shape, dtype=dt), scores.new_empty((size,), dtype=dt), go
+
+
+def _module_flat(m, flat):
+    """The handle's flat gradient buffer (its parameters in its order: transition, duration_bias, start,
+    end[, duration_lognormal]) as the module's parameters' (SemiCRF._param_names order)."""
+    names = m._param_names()
+    if tuple(names) == tuple(m.handle.param_names()):
+        return flat
+    strided = m.handle._flat_strided
+    return torch.cat([flat.as_strided(*strided[n]).reshape(-1) for n in names])
+
+
+def _param_grads(flat, params):
+    """Views of one flat gradient buffer shaped as the parameters, in their dtypes."""
+    parts = flat.split([p.numel() for p in params])
+    return [q.reshape(p.shape).to(p.dtype) for q, p in zip(parts, params)]
+
+
+if AVAILABLE:
+    @torch.library.custom_op("timitseg::semicrf_nll", mutates_args=())
+    def semicrf_nll(key: int, reduction: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
+                    segments: Optional[Tensor], num_segments: Optional[Tensor], onset: Optional[Tensor],
+                    params: List[Tensor], grads: bool, deferred: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(loss: NLL [B] or its mean / sum, d sum(NLL) / d scores, the parameters' gradients as one flat
+        buffer, d sum(NLL) / d onset); the gradients empty without grads. deferred: SemiCRF(check="deferred"),
+        the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the module
+        for its check(); the previous call's check runs first, unless a CUDA graph is being captured)."""
+        m = _module(key)
+        m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
+        out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+        pending = None
+        if deferred:
+            if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
+                m.check()  # the previous deferred call's status (at the next eager call)
+            pending = []
+        nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
+                                     grads, out_dtype, views=False, deferred=pending)
+        m._steps += 1
+        if pending:
+            captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+            m._pending.append((m._steps, captured, pending[0]))
+        loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+        return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+
+    @semicrf_nll.register_fake
+    def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
+        shape = (scores.shape[0],) if reduction == "none" else ()
+        return (scores.new_empty(shape, dtype=_cdtype(scores)),) + _fake_grads(scores, onset, params, grads)
+
+    def _nll_setup(ctx, inputs, output):
+        key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, _ = inputs
+        _, gs, flat, go = output
+        ctx.key, ctx.reduction, ctx.B, ctx.score_dtype = key, reduction, scores.shape[0], scores.dtype
+        ctx.has_onset, ctx.n_params = onset is not None, len(params)
+        ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params)
+
+    def _nll_backward(ctx, g_loss, _gs, _flat, _go):
+        gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params = ctx.saved_tensors
+        if ctx.reduction == "none":
+            w = g_loss.reshape(-1, 1, 1)
+            pflat = semicrf_weighted_param_grads(ctx.key, "nll", _compute(scores), lengths, labels, segments,
+                                                 num_segments, onset, g_loss, flat)
+        else:
+            w = g_loss / ctx.B if ctx.reduction == "mean" else g_loss  # as torch's mean backward
+            pflat = flat * w.to(flat.dtype)
+        d_scores = (gs * w.to(gs.dtype)).to(ctx.score_dtype)
+        d_onset = (go * w.to(go.dtype)).to(onset.dtype) if ctx.has_onset else None
+        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, params), None, None)
+
+    semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
+
+    @torch.library.custom_op("timitseg::semicrf_log_partition", mutates_args=())
+    def semicrf_log_partition(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
+                              params: List[Tensor], grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
+        m = _module(key)
+        m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
+        if not grads:
+            lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
+            return (lz,) + _grad_outputs(scores, onset, None, None, False)
+        lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
+        flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
+        return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+
+    @semicrf_log_partition.register_fake
+    def _(key, scores, lengths, onset, params, grads):
+        return (scores.new_empty((scores.shape[0],), dtype=torch.float64),) + _fake_grads(scores, onset, params,
+                                                                                           grads)
+
+    def _lz_setup(ctx, inputs, output):
+        key, scores, lengths, onset, params, grads = inputs
+        _, gs, flat, go = output
+        ctx.key, ctx.score_dtype, ctx.has_onset = key, scores.dtype, onset is not None
+        ctx.save_for_backward(gs, flat, go, scores, lengths, onset, *params)
+
+    def _lz_backward(ctx, g_lz, _gs, _flat, _go):
+        gs, flat, go, scores, lengths, onset, *params = ctx.saved_tensors
+        w = g_lz.reshape(-1, 1, 1)
+        pflat = semicrf_weighted_param_grads(ctx.key, "log_z", _compute(scores), lengths, None, None, None, onset,
+                                             g_lz, flat)
+        d_scores = (gs * w.to(gs.dtype)).to(ctx.score_dtype)
+        d_onset = (go * w.to(go.dtype)).to(onset.dtype) if ctx.has_onset else None
+        return (None, d_scores, None, d_onset, _param_grads(pflat, params), None)
+
+    semicrf_log_partition.register_autograd(_lz_backward, setup_context=_lz_setup)
+
+    @torch.library.custom_op("timitseg::semicrf_weighted_param_grads", mutates_args=())
+    def semicrf_weighted_param_grads(key: int, kind: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
+                                     segments: Optional[Tensor], num_segments: Optional[Tensor],
+                                     onset: Optional[Tensor], weights: Tensor, flat: Tensor) -> Tensor:
+        """sum_b weights[b] * d value_b / d parameters (value: NLL or log Z), flat: the forward's sum over b.
+        One weight for every utterance (read on the host: a wait on CUDA) scales flat; else one call per
+        utterance of the module's handle (whose parameters the forward bound or copied)."""
+        w = weights.detach().reshape(-1)
+        if w.numel() == 0:
+            return torch.zeros_like(flat)
+        if w.numel() == 1 or w.stride(0) == 0 or bool(torch.all(w == w[0])):  # stride 0: sum()'s, no wait
+            return flat * w[0].to(flat.dtype)
+        m = _module(key)
+        out = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
+        for b in range(w.shape[0]):
+            sl = slice(b, b + 1)
+            o = None if onset is None else onset[sl]
+            if kind == "nll":
+                _, _, fb = m.handle._nll(scores[sl], lengths[sl], None if labels is None else labels[sl],
+                                         None if segments is None else segments[sl],
+                                         None if num_segments is None else num_segments[sl], o, False, 1.0, True,
+                                         "float64", views=False)
+                fb = _module_flat(m, fb)
+            else:
+                _, gb = m.handle.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
+                fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
+            out += fb.to(torch.float64) * w[b].to(torch.float64)
+        return out.to(flat.dtype)
+
+    @semicrf_weighted_param_grads.register_fake
+    def _(key, kind, scores, lengths, labels, segments, num_segments, onset, weights, flat):
+        return torch.empty_like(flat)
+
+    @torch.library.custom_op("timitseg::semicrf_marginals", mutates_args=())
+    def semicrf_marginals(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
+                          params: List[Tensor]) -> Tuple[Tensor, Tensor]:
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64 (not differentiable)."""
+        m = _module(key)
+        m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
+        return m.handle.marginals(_compute(scores), lengths, onset=onset)
+
+    @semicrf_marginals.register_fake
+    def _(key, scores, lengths, onset, params):
+        B, T, C = scores.shape
+        return (scores.new_empty((B, T + 1), dtype=torch.float64),
+                scores.new_empty((B, T, C), dtype=torch.float64))
+
+    @torch.library.custom_op("timitseg::semicrf_viterbi", mutates_args=())
+    def semicrf_viterbi(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
+                        params: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """(score [B] float64, segments [B][T][3] int32 (start, duration, label; rows past a count 0),
+        num_segments [B] int32), with crf.phone_bonus."""
+        m = _module(key)
+        m._push(m._param_names(), params)
+        onset = None if onset is None else _compute(onset)
+        return m.handle.viterbi(_compute(scores), lengths, onset=onset, padded=True)
+
+    @semicrf_viterbi.register_fake
+    def _(key, scores, lengths, onset, params):
+        B, T, _ = scores.shape
+        return (scores.new_empty((B,), dtype=torch.float64), scores.new_empty((B, T, 3), dtype=torch.int32),
+                scores.new_empty((B,), dtype=torch.int32))
+
+    @torch.library.custom_op("timitseg::semicrf_penalty", mutates_args=())
+    def semicrf_penalty(key: int, reg: float, transition: Tensor,
+                        duration_bias: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """(reg * (||transition||^2 + ||duration_bias||^2) as a 0-dim float64 tensor, its gradients), computed
+        by the C API (timitseg_crf_penalty_grads; on CUDA queued on torch's current stream)."""
+        m = _module(key)
+        value, ga, gd = m.handle.penalty_grads(reg, transition.detach(),
+                                               None if duration_bias is None else duration_bias.detach())
+        return value.reshape(()).clone(), ga, gd if gd is not None else _empty(transition)
+
+    @semicrf_penalty.register_fake
+    def _(key, reg, transition, duration_bias):
+        dt = _cdtype(transition)
+        gd = duration_bias.new_empty(duration_bias.shape, dtype=dt) if duration_bias is not None else \
+            _empty(transition)
+        return transition.new_empty((), dtype=torch.float64), transition.new_empty(transition.shape, dtype=dt), gd
+
+    def _pen_setup(ctx, inputs, output):
+        _, _, transition, duration_bias = inputs
+        ctx.has_d = duration_bias is not None
+        ctx.dtypes = (transition.dtype, None if duration_bias is None else duration_bias.dtype)
+        ctx.save_for_backward(output[1], output[2])
+
+    def _pen_backward(ctx, g_value, _ga, _gd):
+        ga, gd = ctx.saved_tensors
+        d_a = (ga * g_value.to(ga.dtype)).to(ctx.dtypes[0])
+        d_d = (gd * g_value.to(gd.dtype)).to(ctx.dtypes[1]) if ctx.has_d else None
+        return None, None, d_a, d_d
+
+    semicrf_penalty.register_autograd(_pen_backward, setup_context=_pen_setup)
