@@ -26,6 +26,7 @@
 #include "common/sha256.h"
 #include "common/walk.h"
 #include "data/corpus.h"
+#include "data/corpus_formats.h"
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
@@ -124,6 +125,8 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   return r;
 }
 
+}  // namespace
+
 // The kind of a problem line, for prepare's summary (counts per kind); the
 // message without its numbers and names.
 std::string problem_kind(const std::string& m) {
@@ -199,6 +202,8 @@ void check_output_folder(const std::string& workdir) {
   if (ec) throw std::runtime_error("--out " + workdir + ": cannot list the folder (" + ec.message() + ")");
 }
 
+namespace {
+
 // WORKDIR is never the corpus nor one of its folders, through links too: the
 // prepared files would land among the inputs (docs/reliability.md).
 void refuse_corpus_folder(const std::string& timit_dir, const std::string& workdir) {
@@ -214,6 +219,8 @@ void refuse_corpus_folder(const std::string& timit_dir, const std::string& workd
   refuse_output("--out", workdir, corpus, "a folder of the corpus --timit " + timit_dir +
                                               "; the prepared data go into a folder of their own");
 }
+
+}  // namespace
 
 bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
                       const json& opts_json, const json& split_opts) {
@@ -235,10 +242,6 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // The summary of an up-to-date WORKDIR, read back from its manifest.json.
 void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
   remove_stale_temporaries(workdir);  // left by a prepare killed after its last rename
@@ -259,6 +262,8 @@ void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
   if (rule.at("dev").contains("speakers"))
     sum.dev_speaker_ids = rule.at("dev").at("speakers").get<std::vector<std::string>>();
 }
+
+namespace {
 
 // Features and labels of every utterance: multithreaded, results by index
 // (deterministic). An utterance after one whose processing threw, or
@@ -506,7 +511,14 @@ void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance
 
 // The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
 // utterance, collect the problems, plan the splits, write the WORKDIR.
-PrepareSummary prepare(const PrepareOptions& po) {
+PrepareSummary prepare(const PrepareOptions& po_in) {
+  if (!po_in.corpus_dir.empty()) {
+    const bool timit = po_in.corpus_format == "timit" ||
+                       (po_in.corpus_format.empty() && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
+    if (!timit) return prepare_corpus(po_in);
+  }
+  PrepareOptions po = po_in;
+  if (!po.corpus_dir.empty()) po.timit_dir = po.corpus_dir;
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   const FeatureOptions& fo = po.features;
