@@ -123,6 +123,7 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   auto err = [&](const std::string& m) { e.problems.push_back({path, r.line, m, true}); };
   const std::string audio = get("audio");
   e.id = get("id").empty() ? fs::path(audio).replace_extension().generic_string() : get("id");
+  if (e.id.empty()) e.id = "line " + std::to_string(r.line);
   e.speaker = get("speaker");
   e.split = get("split");
   e.label_path = path;

@@ -186,7 +186,8 @@ void check_output_folder(const std::string& workdir) {
     throw std::invalid_argument("--out " + workdir + ": holds a manifest.json that timitseg prepare did not write; "
                                 "refusing to overwrite the folder's files (choose a new or empty folder)");
   }
-  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "durations.json", "manifest.json"};
+  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "durations.json", "manifest.json",
+                                "phone_set.yaml"};
   for (const auto& s : split_names()) ours.insert(s + ".safetensors");
   for (const auto& e : fs::directory_iterator(wd, ec)) {
     const std::string name = e.path().filename().string();
