@@ -28,6 +28,7 @@
 #include "data/corpus.h"
 #include "data/corpus_formats.h"
 #include "data/dataset.h"
+#include "data/phone_set.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
 #include "data/timit_lists.h"
@@ -186,8 +187,7 @@ void check_output_folder(const std::string& workdir) {
     throw std::invalid_argument("--out " + workdir + ": holds a manifest.json that timitseg prepare did not write; "
                                 "refusing to overwrite the folder's files (choose a new or empty folder)");
   }
-  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "durations.json", "manifest.json",
-                                "phone_set.yaml"};
+  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "phone_set.yaml", "durations.json", "manifest.json"};
   for (const auto& s : split_names()) ours.insert(s + ".safetensors");
   for (const auto& e : fs::directory_iterator(wd, ec)) {
     const std::string name = e.path().filename().string();
@@ -410,7 +410,7 @@ struct ManifestInfo {
 
 // STAGE/manifest.json (written last: its presence marks a complete WORKDIR).
 void write_manifest(const fs::path& stage, const ManifestInfo& info, const json& files, const json& split_counts,
-                    const SplitPlan& plan, const PrepareSummary& sum) {
+                    const SplitPlan& plan, const PrepareSummary& sum, const json& phone_set) {
   json m;
   m["format"] = "timitseg prepared TIMIT";
   m["format_version"] = kPreparedFormatVersion;
@@ -420,6 +420,7 @@ void write_manifest(const fs::path& stage, const ManifestInfo& info, const json&
   m["feature_options"] = info.opts_json;
   m["checksum_algorithm"] = "sha256";
   m["files"] = files;
+  m["phone_set"] = phone_set;  // the inventory the frame labels index (data/phone_set.h)
   m["splits"] = split_counts;
   m["split_options"] = info.split_opts;
   m["split_rule"] = {{"dev", plan.dev_rule}, {"core-test", plan.core_rule}};
@@ -465,9 +466,11 @@ void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<Co
   record("cmvn.safetensors");
   write_phone_maps(stage);
   record("phones.json");
+  const json phone_set = write_workdir_phone_set(stage.string(), timit_workdir_phone_set());
+  record("phone_set.yaml");
   write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
   record("durations.json");
-  write_manifest(stage, info, files, split_counts, plan, sum);
+  write_manifest(stage, info, files, split_counts, plan, sum, phone_set);
   // into place: renames only (no space needed); a half-renamed WORKDIR has
   // no manifest.json, so it never looks valid and the next prepare rebuilds it
   fs::remove(wd / "manifest.json");

@@ -210,3 +210,20 @@ TEST(WorkdirPhoneSet, RecordedAndLoadedBackWithItsChecksum) {
   EXPECT_EQ(t.labels, PhoneSet::timit().names61());
   fs::remove_all(d);
 }
+
+TEST(PhoneSetSpec, ShippedBuckeyeScoresOnTimitsThirtyNine) {
+  const PhoneSetSpec b = PhoneSetSpec::builtin("buckeye");
+  EXPECT_EQ(b.size(), 41);
+  std::vector<std::string> s = b.scoring_labels(), t = PhoneSet::timit().names(39);
+  std::sort(s.begin(), s.end());
+  std::sort(t.begin(), t.end());
+  EXPECT_EQ(s, t);
+  EXPECT_EQ(b.resolve("aan").index, b.index("aa"));
+  EXPECT_EQ(b.resolve("tq").index, b.index("t"));
+  EXPECT_EQ(b.resolve("<SIL>").index, b.silence_index());
+  EXPECT_EQ(b.resolve("{B_TRANS}").index, b.silence_index());
+  EXPECT_EQ(b.resolve("IVER").kind, LabelKind::drop);
+  EXPECT_EQ(b.resolve("xyz").kind, LabelKind::unknown);
+  for (const std::string& p : b.phones) EXPECT_GE(b.broad_class(p), 0) << p;
+  EXPECT_EQ(PhoneSetSpec::builtin_names(), (std::vector<std::string>{"buckeye", "timit39", "timit48", "timit61"}));
+}
