@@ -6,6 +6,7 @@
 // not grow with the corpus; the WORKDIR appears only when complete.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -113,6 +114,10 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
   }
   const double total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
   if (e.seg_end >= 0) {  // a segment of the recording
+    std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
+    for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
+    check_intervals(e.label_path, abs, total, &r.problems);
+    if (has_error(r.problems)) return r;
     if (e.seg_end > total + 0.0005) {
       err(e.audio_path, "segment " + e.id + " ends at " + std::to_string(e.seg_end) + " s, past the end of the audio (" +
                             std::to_string(total) + " s)");
@@ -182,6 +187,46 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
                      "round(fraction * N) dev + test speakers held out (at least one each from 3 speakers); test "
                      "chosen among them with seed + 1"}};
 }
+
+}  // namespace
+
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
+  std::vector<CorpusEntry> out;
+  for (auto& e : es) {
+    bool drops = false;
+    for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
+    if (!drops || has_error(e.problems)) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    std::vector<std::vector<LabelInterval>> parts(1);
+    for (const auto& iv : e.intervals) {
+      if (ps.resolve(iv.label).kind != LabelKind::drop) parts.back().push_back(iv);
+      else if (!parts.back().empty()) parts.emplace_back();
+    }
+    int k = 0;
+    for (auto& part : parts) {
+      bool speech = false;  // a part of silence only is no utterance
+      for (const auto& iv : part) {
+        const LabelResolution r = ps.resolve(iv.label);
+        speech = speech || (!iv.label.empty() && r.kind == LabelKind::phone && !ps.is_silence(r.index));
+      }
+      if (!speech) continue;
+      CorpusEntry p = e;
+      char num[16];
+      std::snprintf(num, sizeof num, ".%03d", ++k);
+      p.id = e.id + num;
+      p.seg_start = part.front().start;
+      p.seg_end = part.back().end;
+      for (auto& iv : part) iv.start -= p.seg_start, iv.end -= p.seg_start;
+      p.intervals = std::move(part);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+namespace {
 
 // The phone set: --phone-set FILE, else the format's shipped one (buckeye),
 // else derived from the train split's labels (and the line naming dev/test
@@ -271,6 +316,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   plan.split_rule = assign_splits(po, es);
   std::string unseen;
   plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
+  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
+  sum.utterances_found = static_cast<int64_t>(es.size());
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
   plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
