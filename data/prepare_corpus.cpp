@@ -104,15 +104,17 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
   if (has_error(r.problems)) return r;
   auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
   Audio a;
+  double total = 0.0;
   try {
-    a = read_audio(e.audio_path);
+    if (e.seg_end >= 0) a = read_audio_segment(e.audio_path, e.seg_start, e.seg_end, &total);
+    else a = read_audio(e.audio_path);
   } catch (const std::exception& ex) {
     std::string msg = ex.what();
     if (msg.rfind(e.audio_path + ": ", 0) == 0) msg = msg.substr(e.audio_path.size() + 2);
     err(e.audio_path, msg);
     return r;
   }
-  const double total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
+  if (e.seg_end < 0) total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
   if (e.seg_end >= 0) {  // a segment of the recording
     std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
     for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
@@ -123,10 +125,6 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
                             std::to_string(total) + " s)");
       return r;
     }
-    const auto b = static_cast<size_t>(std::llround(e.seg_start * a.sample_rate));
-    const auto en = std::min(a.samples.size(), static_cast<size_t>(std::llround(e.seg_end * a.sample_rate)));
-    a.samples = std::vector<float>(a.samples.begin() + static_cast<std::ptrdiff_t>(std::min(b, en)),
-                                   a.samples.begin() + static_cast<std::ptrdiff_t>(en));
   }
   r.num_samples = static_cast<int64_t>(a.samples.size());
   r.seconds = a.sample_rate > 0 ? static_cast<double>(r.num_samples) / a.sample_rate : 0.0;
@@ -258,7 +256,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
           if (u.count++ == 0) u.example = e.id;
         }
   *unseen = unseen_labels_line(un);
-  *how = "derived from the train split (" + std::to_string(ps.size()) + " phones)";
+  *how = "derived from the train split's labels: " + join(ps.phones, " ");
   return ps;
 }
 
@@ -346,8 +344,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
     spdlog::warn("{}", unseen);
     ++sum.warnings, ++sum.warnings_by_kind["label unseen in train"];
   }
-  spdlog::info("phone set {}: {} ({} phones, sha256 {})", plan.phone_set.name, plan.phone_set_how,
-               plan.phone_set.size(), plan.phone_set.digest().substr(0, 12));
+  spdlog::info("phone set {} ({} phones, sha256 {}): {}", plan.phone_set.name, plan.phone_set.size(),
+               plan.phone_set.digest().substr(0, 12), plan.phone_set_how);
   std::vector<std::vector<MappedInterval>> mapped(es.size());
   for (size_t i = 0; i < es.size(); ++i)
     if (!has_error(es[i].problems)) mapped[i] = map_labels(es[i], plan.phone_set);
