@@ -337,3 +337,28 @@ TEST(PrepareCorpus, AnyRateAndChannelCountIsResampled) {
   EXPECT_EQ(tr.utterances[0].labels[80], 1);
   EXPECT_EQ(load_split(d.str("wd"), "dev").utterances.size(), 1u);
 }
+
+TEST(PrepareCorpusCli, StrictIsOneErrorLineExitOneAndHelpNamesTheFlags) {
+  testutil::TempDir d;
+  testutil::write_audio(d.str("m/a.wav"), testutil::test_signal(16000), 16000, SF_FORMAT_WAV);
+  testutil::write_text(d.str("m/manifest.csv"), "audio,speaker,segments\na.wav,x,0 1 sil\nb.wav,y,0 1 sil\n");
+  const std::string bin = TIMITSEG_BINARY;
+  std::string out;
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --corpus " + d.str("m") + " --out " + d.str("wd") +
+                                      " --strict --no-progress --log-level error", &out),
+            1);
+  EXPECT_EQ(out, "error: " + d.str("m/manifest.csv") + ":3: audio " + d.str("m/b.wav") +
+                     " is missing (--strict: nothing written)\n");
+  EXPECT_FALSE(fs::exists(d.str("wd/manifest.json")));
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --corpus " + d.str("m") + " --out " + d.str("wd") +
+                                      " --no-progress --log-level error",
+                                  &out),
+            0);
+  EXPECT_TRUE(fs::exists(d.str("wd/manifest.json")));
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --help", &out), 0);
+  for (const char* flag : {"--corpus", "--format", "--phone-set", "--split-file", "--tier", "--dev-fraction",
+                           "--test-fraction", "--timit"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --out " + d.str("wd2"), &out), 1);
+  EXPECT_NE(out.find("give the corpus: --timit DIR (TIMIT) or --corpus DIR"), std::string::npos) << out;
+}
