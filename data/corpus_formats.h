@@ -66,9 +66,10 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
 // checks the intervals (check_intervals); problems go into e.problems.
 void read_labels(CorpusEntry& e, const ReaderOptions& ro);
 
-// Overlapping, unsorted, reversed or empty intervals are errors, one line
-// each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of
+// Overlapping (by more than kIntervalOverlapTolerance), unsorted, reversed
+// or empty intervals are errors, one line each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of
 // the audio"). Zero intervals is an error ("no labels").
+constexpr double kIntervalOverlapTolerance = 1e-4;  // seconds: less than 2 samples at 16 kHz
 void check_intervals(const std::string& path, const std::vector<LabelInterval>& iv, double audio_seconds,
                      std::vector<Problem>* problems);
 
