@@ -26,7 +26,8 @@ std::vector<LabelInterval> parse_buckeye_phones(const std::string& path, const s
     if (!line.empty() && line.back() == '\r') line.pop_back();
     const size_t a = line.find_first_not_of(" \t");
     if (header) {  // "signal", "type", "color", "comment", "font", "separator", "nfields", then "#"
-      if (a != std::string::npos && line.compare(a, std::string::npos, "#") == 0) header = false;
+      if (a != std::string::npos && line[a] == '#' && line.find_first_not_of(" \t", a + 1) == std::string::npos)
+        header = false;
       continue;
     }
     if (a == std::string::npos) continue;

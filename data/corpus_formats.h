@@ -66,11 +66,18 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
 // checks the intervals (check_intervals); problems go into e.problems.
 void read_labels(CorpusEntry& e, const ReaderOptions& ro);
 
-// Overlapping, unsorted, reversed or empty intervals are errors, one line
-// each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of
+// Overlapping (by more than kIntervalOverlapTolerance), unsorted, reversed
+// or empty intervals are errors, one line each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of
 // the audio"). Zero intervals is an error ("no labels").
+constexpr double kIntervalOverlapTolerance = 1e-4;  // seconds: less than 2 samples at 16 kHz
 void check_intervals(const std::string& path, const std::vector<LabelInterval>& iv, double audio_seconds,
                      std::vector<Problem>* problems);
+
+// The samples [start_s, end_s) seconds (rounded to samples; end clipped to
+// the file's end) of an audio file, read with a seek (a Kaldi segment, a part
+// of a Buckeye recording), otherwise as read_audio (data/features.h);
+// *total_seconds (when given) gets the length of the whole file. In data/audio.cpp.
+Audio read_audio_segment(const std::string& path, double start_s, double end_s, double* total_seconds);
 
 // ---- parsers on text (exposed for the tests) ----
 // Text as UTF-8: a UTF-8 byte-order mark is dropped; UTF-16 (LE or BE, with a

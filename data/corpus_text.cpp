@@ -153,7 +153,8 @@ void check_intervals(const std::string& path, const std::vector<LabelInterval>& 
     problems->push_back({path, 0, "no labels", true});
     return;
   }
-  const double tol = 1e-6;  // rounding of times written with a few decimals
+  // times written with a few decimals (a CTM's START + DURATION) may overlap by a rounding step
+  const double tol = kIntervalOverlapTolerance;
   for (size_t i = 0; i < iv.size(); ++i) {
     const LabelInterval& a = iv[i];
     const std::string what = "'" + a.label + "' [" + seconds_str(a.start) + ", " + seconds_str(a.end) + ") s";

@@ -6,6 +6,7 @@
 // not grow with the corpus; the WORKDIR appears only when complete.
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -103,25 +104,27 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
   if (has_error(r.problems)) return r;
   auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
   Audio a;
+  double total = 0.0;
   try {
-    a = read_audio(e.audio_path);
+    if (e.seg_end >= 0) a = read_audio_segment(e.audio_path, e.seg_start, e.seg_end, &total);
+    else a = read_audio(e.audio_path);
   } catch (const std::exception& ex) {
     std::string msg = ex.what();
     if (msg.rfind(e.audio_path + ": ", 0) == 0) msg = msg.substr(e.audio_path.size() + 2);
     err(e.audio_path, msg);
     return r;
   }
-  const double total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
+  if (e.seg_end < 0) total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
   if (e.seg_end >= 0) {  // a segment of the recording
+    std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
+    for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
+    check_intervals(e.label_path, abs, total, &r.problems);
+    if (has_error(r.problems)) return r;
     if (e.seg_end > total + 0.0005) {
       err(e.audio_path, "segment " + e.id + " ends at " + std::to_string(e.seg_end) + " s, past the end of the audio (" +
                             std::to_string(total) + " s)");
       return r;
     }
-    const auto b = static_cast<size_t>(std::llround(e.seg_start * a.sample_rate));
-    const auto en = std::min(a.samples.size(), static_cast<size_t>(std::llround(e.seg_end * a.sample_rate)));
-    a.samples = std::vector<float>(a.samples.begin() + static_cast<std::ptrdiff_t>(std::min(b, en)),
-                                   a.samples.begin() + static_cast<std::ptrdiff_t>(en));
   }
   r.num_samples = static_cast<int64_t>(a.samples.size());
   r.seconds = a.sample_rate > 0 ? static_cast<double>(r.num_samples) / a.sample_rate : 0.0;
@@ -183,6 +186,46 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
                      "chosen among them with seed + 1"}};
 }
 
+}  // namespace
+
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
+  std::vector<CorpusEntry> out;
+  for (auto& e : es) {
+    bool drops = false;
+    for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
+    if (!drops || has_error(e.problems)) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    std::vector<std::vector<LabelInterval>> parts(1);
+    for (const auto& iv : e.intervals) {
+      if (ps.resolve(iv.label).kind != LabelKind::drop) parts.back().push_back(iv);
+      else if (!parts.back().empty()) parts.emplace_back();
+    }
+    int k = 0;
+    for (auto& part : parts) {
+      bool speech = false;  // a part of silence only is no utterance
+      for (const auto& iv : part) {
+        const LabelResolution r = ps.resolve(iv.label);
+        speech = speech || (!iv.label.empty() && r.kind == LabelKind::phone && !ps.is_silence(r.index));
+      }
+      if (!speech) continue;
+      CorpusEntry p = e;
+      char num[16];
+      std::snprintf(num, sizeof num, ".%03d", ++k);
+      p.id = e.id + num;
+      p.seg_start = part.front().start;
+      p.seg_end = part.back().end;
+      for (auto& iv : part) iv.start -= p.seg_start, iv.end -= p.seg_start;
+      p.intervals = std::move(part);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+namespace {
+
 // The phone set: --phone-set FILE, else the format's shipped one (buckeye),
 // else derived from the train split's labels (and the line naming dev/test
 // labels never seen in train).
@@ -213,7 +256,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
           if (u.count++ == 0) u.example = e.id;
         }
   *unseen = unseen_labels_line(un);
-  *how = "derived from the train split (" + std::to_string(ps.size()) + " phones)";
+  *how = "derived from the train split's labels: " + join(ps.phones, " ");
   return ps;
 }
 
@@ -271,6 +314,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   plan.split_rule = assign_splits(po, es);
   std::string unseen;
   plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
+  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
+  sum.utterances_found = static_cast<int64_t>(es.size());
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
   plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
@@ -299,8 +344,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
     spdlog::warn("{}", unseen);
     ++sum.warnings, ++sum.warnings_by_kind["label unseen in train"];
   }
-  spdlog::info("phone set {}: {} ({} phones, sha256 {})", plan.phone_set.name, plan.phone_set_how,
-               plan.phone_set.size(), plan.phone_set.digest().substr(0, 12));
+  spdlog::info("phone set {} ({} phones, sha256 {}): {}", plan.phone_set.name, plan.phone_set.size(),
+               plan.phone_set.digest().substr(0, 12), plan.phone_set_how);
   std::vector<std::vector<MappedInterval>> mapped(es.size());
   for (size_t i = 0; i < es.size(); ++i)
     if (!has_error(es[i].problems)) mapped[i] = map_labels(es[i], plan.phone_set);

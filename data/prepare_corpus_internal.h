@@ -41,6 +41,13 @@ struct CorpusPlan {
 // one error to e.problems and returns nothing.
 std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps);
 
+// Buckeye's long recordings around the labels the phone set drops (the
+// interviewer, laughter, unknown words): each maximal run of intervals without
+// a dropped label becomes an utterance ID.001, ID.002, ... (a segment of the
+// recording; runs of silence only are left out). Entries without dropped
+// labels stay as they are.
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps);
+
 // Frame labels [num_frames]: frame t takes the interval covering its centre
 // sample frame_center_sample(t) (interval boundaries rounded to samples of
 // the feature rate); a centre no interval covers takes `silence` (>= 0), or

@@ -17,6 +17,7 @@
 #include "common/safetensors.h"
 #include "data/corpus_formats.h"
 #include "data/dataset.h"
+#include "data/features.h"
 #include "data/phone_set.h"
 #include "util.h"
 
@@ -282,28 +283,40 @@ TEST(PrepareCorpus, DerivedPhoneSetNamesLabelsUnseenInTrain) {
   EXPECT_TRUE(named);
 }
 
-TEST(PrepareCorpus, BuckeyeShippedPhoneSetAndTimesPastTheAudio) {
+TEST(PrepareCorpus, BuckeyeShippedPhoneSetSplitsAroundDroppedLabelsAndTimesPastTheAudio) {
   testutil::TempDir d;
   const auto sig = testutil::test_signal(16000);
   testutil::write_audio(d.str("b/s01/s0101a.wav"), sig, 16000, SF_FORMAT_WAV);
   testutil::write_text(d.str("b/s01/s0101a.phones"),
-                       "signal s0101a\ntype 0\ncolor 121\n#\n 0.2 122 {B_TRANS}\n 0.5 121 aan\n 0.7 122 VOCNOISE\n"
-                       " 1.0 122 s\n");
+                       "signal s0101a\ntype 0\ncolor 121\n#\n 0.2 122 {B_TRANS}\n 0.4 121 aan\n 0.5 122 IVER\n"
+                       " 0.7 122 s\n 0.8 122 VOCNOISE\n 1.0 122 t\n");
   testutil::write_audio(d.str("b/s02/s0201a.wav"), sig, 16000, SF_FORMAT_WAV);
   testutil::write_text(d.str("b/s02/s0201a.phones"), "signal s0201a\n#\n 0.5 122 SIL\n 1.3 122 t\n");
   testutil::write_text(d.str("split.txt"), "s01 train\ns02 dev\n");
   const PrepareSummary s = prepare_corpus_into(d.str("b"), d.str("wd"), "", d.str("split.txt"));
+  EXPECT_EQ(s.utterances_found, 3);  // s0101a in two parts around IVER, s0201a
   EXPECT_EQ(s.skipped, 1);
   const std::string past = d.str("b/s02/s0201a.phones") + ":4: 't' [0.5, 1.3) s: past the end of the audio (1 s)";
   EXPECT_NE(std::find(s.problems.begin(), s.problems.end(), past), s.problems.end());
   const PhoneSetSpec bk = PhoneSetSpec::builtin("buckeye");
   const Split tr = load_split(d.str("wd"), "train");
-  ASSERT_EQ(tr.utterances.size(), 1u);
-  const auto& l = tr.utterances[0].labels;
-  EXPECT_EQ(l[0], bk.index("sil"));   // {B_TRANS} -> sil
-  EXPECT_EQ(l[40], bk.index("aa"));   // centre 0.4125 s: aan -> aa
-  EXPECT_EQ(l[60], bk.index("spn"));  // 0.6125 s: VOCNOISE -> spn
-  EXPECT_EQ(l[80], bk.index("s"));
+  ASSERT_EQ(tr.utterances.size(), 2u);
+  EXPECT_EQ(tr.utterances[0].id, "s01/s0101a.001");
+  EXPECT_EQ(tr.utterances[0].num_samples, 6400);  // [0, 0.4) s
+  EXPECT_EQ(tr.utterances[1].num_samples, 8000);  // [0.5, 1.0) s
+  const auto& a = tr.utterances[0].labels;
+  EXPECT_EQ(a[5], bk.index("sil"));  // {B_TRANS} -> sil
+  EXPECT_EQ(a[30], bk.index("aa"));  // centre 0.3125 s: aan -> aa
+  const auto& b = tr.utterances[1].labels;
+  EXPECT_EQ(b[5], bk.index("s"));    // 0.5625 s
+  EXPECT_EQ(b[20], bk.index("sil"));  // 0.7125 s: VOCNOISE -> sil
+  EXPECT_EQ(b[40], bk.index("t"));   // 0.9125 s
+  // the first part's features are those of the first 0.4 s of the recording
+  const std::vector<short> head(sig.begin(), sig.begin() + 6400);
+  testutil::write_audio(d.str("head.wav"), head, 16000, SF_FORMAT_WAV);
+  FeatureOptions fo;
+  int32_t T = 0;
+  EXPECT_EQ(compute_features(read_audio(d.str("head.wav")), fo, &T), tr.utterances[0].features);
 }
 
 TEST(PrepareCorpus, AnyRateAndChannelCountIsResampled) {
@@ -323,4 +336,29 @@ TEST(PrepareCorpus, AnyRateAndChannelCountIsResampled) {
   EXPECT_EQ(tr.utterances[0].labels[20], 0);
   EXPECT_EQ(tr.utterances[0].labels[80], 1);
   EXPECT_EQ(load_split(d.str("wd"), "dev").utterances.size(), 1u);
+}
+
+TEST(PrepareCorpusCli, StrictIsOneErrorLineExitOneAndHelpNamesTheFlags) {
+  testutil::TempDir d;
+  testutil::write_audio(d.str("m/a.wav"), testutil::test_signal(16000), 16000, SF_FORMAT_WAV);
+  testutil::write_text(d.str("m/manifest.csv"), "audio,speaker,segments\na.wav,x,0 1 sil\nb.wav,y,0 1 sil\n");
+  const std::string bin = TIMITSEG_BINARY;
+  std::string out;
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --corpus " + d.str("m") + " --out " + d.str("wd") +
+                                      " --strict --no-progress --log-level error", &out),
+            1);
+  EXPECT_EQ(out, "error: " + d.str("m/manifest.csv") + ":3: audio " + d.str("m/b.wav") +
+                     " is missing (--strict: nothing written)\n");
+  EXPECT_FALSE(fs::exists(d.str("wd/manifest.json")));
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --corpus " + d.str("m") + " --out " + d.str("wd") +
+                                      " --no-progress --log-level error",
+                                  &out),
+            0);
+  EXPECT_TRUE(fs::exists(d.str("wd/manifest.json")));
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --help", &out), 0);
+  for (const char* flag : {"--corpus", "--format", "--phone-set", "--split-file", "--tier", "--dev-fraction",
+                           "--test-fraction", "--timit"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --out " + d.str("wd2"), &out), 1);
+  EXPECT_NE(out.find("give the corpus: --timit DIR (TIMIT) or --corpus DIR"), std::string::npos) << out;
 }
