@@ -100,7 +100,7 @@ TEST(PhoneSetE2E, IpaCorpusTrainsEvaluatesDecodesAndAlignsWithItsOwnLabels) {
   const data::WorkdirPhoneSet w = data::load_workdir_phone_set((d / "work_ipa").string());
   EXPECT_EQ(w.spec.name, "derived");
   EXPECT_EQ(w.labels, w.spec.phones);
-  EXPECT_EQ(w.spec.silence, std::vector<std::string>{"sil"});
+  EXPECT_EQ(w.spec.silence, (std::vector<std::string>{"sil", "pau"}));  // the candidates present, in their order
   const std::set<std::string> phones(w.spec.phones.begin(), w.spec.phones.end());
   EXPECT_TRUE(phones.count("ʃ") || phones.count("t͡ʃ") || phones.count("ɑ")) << c.output;
 
@@ -128,10 +128,16 @@ TEST(PhoneSetE2E, IpaCorpusTrainsEvaluatesDecodesAndAlignsWithItsOwnLabels) {
   EXPECT_EQ(j["confusion"].size(), w.spec.phones.size());
 
   // decode: every label written is one of the inventory's, byte for byte
-  const fs::path tg_spk = d / "tg" / "MHWW0";
-  std::string wav;
-  for (const auto& e : fs::recursive_directory_iterator(d / "tg"))
-    if (e.path().extension() == ".wav" && wav.empty()) wav = e.path().string();
+  std::string wav;  // an utterance of a train speaker: its labels are all in the derived inventory
+  {
+    std::istringstream split(slurp(d / "split.txt"));
+    std::string spk, which;
+    while (split >> spk >> which && wav.empty())
+      if (which == "train")
+        for (const auto& e : fs::directory_iterator(d / "tg" / spk))
+          if (e.path().extension() == ".wav" && (wav.empty() || e.path().string() < wav)) wav = e.path().string();
+  }
+  ASSERT_FALSE(wav.empty());
   c = run("decode --checkpoint " + ckpt.string() + " " + wav + " --out " + (d / "dec").string() + " --device cpu");
   ASSERT_EQ(c.rc, 0) << c.output;
   std::vector<Row> decoded;
@@ -152,7 +158,9 @@ TEST(PhoneSetE2E, IpaCorpusTrainsEvaluatesDecodesAndAlignsWithItsOwnLabels) {
         if (seq.empty() || seq.back() != l) seq.push_back(l);
       }
   }
-  if (std::all_of(seq.begin(), seq.end(), [&](const std::string& s) { return phones.count(s) > 0; })) {
+  ASSERT_GT(seq.size(), 2u);
+  for (const std::string& p : seq) ASSERT_TRUE(phones.count(p)) << p;
+  {
     std::string list = wav;
     for (const std::string& s : seq) list += " " + s;
     std::ofstream(d / "phones.txt", std::ios::binary) << list << "\n";
@@ -164,6 +172,8 @@ TEST(PhoneSetE2E, IpaCorpusTrainsEvaluatesDecodesAndAlignsWithItsOwnLabels) {
       if (e.path().extension() == ".PHN")
         for (const Row& r : read_phn(e.path())) got.push_back(r.label);
     EXPECT_EQ(got, seq);
+    EXPECT_TRUE(std::any_of(got.begin(), got.end(), [](const std::string& l) { return static_cast<unsigned char>(l[0]) >= 0x80; }))
+        << "the utterance has a non-ASCII (IPA) label";
   }
 
   // the checkpoint against the corpus's TIMIT WORKDIR: one line naming both inventories
