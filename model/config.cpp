@@ -34,6 +34,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"data.workdir", &Config::data_workdir},
       {"data.label_set", &Config::data_label_set},
+      {"data.phone_set", &Config::data_phone_set},
       {"data.max_train_utterances", &Config::data_max_train_utterances},
       {"data.max_dev_utterances", &Config::data_max_dev_utterances},
       {"features.cmvn", &Config::features_cmvn},
@@ -94,8 +95,7 @@ const Entry* find_entry(const std::string& key) {
 std::vector<std::string> section_names() {
   std::vector<std::string> out;
   for (const Entry& e : entries()) {
-    const std::string k = e.key;
-    const std::string sec = k.substr(0, k.find('.'));
+    const std::string k = e.key, sec = k.substr(0, k.find('.'));
     if (std::find(out.begin(), out.end(), sec) == out.end()) out.push_back(sec);
   }
   return out;
