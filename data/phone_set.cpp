@@ -1,6 +1,6 @@
 // PhoneSetSpec: phone-set files (YAML) read and checked, the embedded
 // builtins, the queries (resolve, fold, broad classes), the canonical form
-// and its digest (docs/data.md, "Phone sets").
+// and its digest (docs/phone_sets.md).
 #include "data/phone_set.h"
 
 #include <algorithm>

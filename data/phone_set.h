@@ -1,4 +1,4 @@
-// Phone inventories as data (docs/data.md, "Phone sets"): a phone-set file
+// Phone inventories as data (docs/phone_sets.md): a phone-set file
 // (YAML) names the phones, the silence label(s), the corpus labels merged,
 // mapped or dropped at prepare, the fold onto the scoring set (TIMIT's
 // 61 -> 39) and the broad classes of `evaluate --align`. TIMIT's 61, 48 and 39

@@ -38,7 +38,7 @@ WorkdirPhoneSet timit_workdir_phone_set() { return {PhoneSetSpec::builtin("timit
 WorkdirPhoneSet workdir_phone_set(const PhoneSetSpec& spec) { return {spec, spec.phones}; }
 
 nlohmann::ordered_json write_workdir_phone_set(const std::string& stage_dir, const WorkdirPhoneSet& ps) {
-  std::string text = "# The phone inventory of this WORKDIR (timitseg phone-set file, docs/data.md \"Phone sets\").\n";
+  std::string text = "# The phone inventory of this WORKDIR (a timitseg phone-set file, docs/phone_sets.md).\n";
   text += ps.is_timit() ? "# Its frame labels index the 61 TIMIT .PHN labels (manifest.json phone_set.labels).\n"
                         : "# Its frame labels index `phones`.\n";
   text += ps.spec.to_yaml();

@@ -95,8 +95,7 @@ const Entry* find_entry(const std::string& key) {
 std::vector<std::string> section_names() {
   std::vector<std::string> out;
   for (const Entry& e : entries()) {
-    const std::string k = e.key;
-    const std::string sec = k.substr(0, k.find('.'));
+    const std::string k = e.key, sec = k.substr(0, k.find('.'));
     if (std::find(out.begin(), out.end(), sec) == out.end()) out.push_back(sec);
   }
   return out;

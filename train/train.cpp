@@ -214,6 +214,8 @@ void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& da
   r.choice = model::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
   r.device = r.choice.device;
   r.ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);  // model/labels.h
+  spdlog::info("phone set {}: {} classes, scored on {} labels (sha256 {})", r.ls.spec.name, r.ls.size(),
+               r.ls.names39.size(), r.ls.spec.digest().substr(0, 12));
   r.world = &dist::world();
   // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
   dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });

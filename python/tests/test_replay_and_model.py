@@ -87,6 +87,9 @@ def test_model_decode_equals_the_decode_command(binary, checkpoint):
     run(binary, "decode", "--checkpoint", ckpt, "--device", "cpu", "--out", str(d / "dec"), *wavs[:3])
     m = timitseg.Model.load(ckpt, device="cpu")
     assert m.sample_rate == 16000 and len(m.labels) == 39
+    ps = m.phone_set  # the checkpoint's inventory: TIMIT's shipped 39 set (docs/phone_sets.md)
+    assert ps["name"] == "timit39" and ps["phones"] == m.labels and ps["scoring_labels"] == m.labels
+    assert ps["silence"] == ["sil"] and ps["map"]["h#"] == "sil" and len(ps["sha256"]) == 64
     for w in wavs[:3]:
         want = read_phn(str(d / "dec" / (os.path.splitext(os.path.basename(w))[0] + ".PHN")))
         assert want and [tuple(s) for s in m.decode(w)] == want

@@ -73,7 +73,7 @@ class Model:
 
     @property
     def phone_set(self):
-        """The checkpoint's phone set (docs/data.md "Phone sets"): a dict with "name", "phones" (the labels, as
+        """The checkpoint's phone set (docs/phone_sets.md): a dict with "name", "phones" (the labels, as
         `labels`), "silence", "merge", "map", "drop", "fold", "extra_scoring_labels", "broad_classes" ([name,
         [members]] pairs), "scoring_labels" (the folded set PER is scored on) and "sha256" (its digest)."""
         return json.loads(lib.timitseg_model_phone_set(self._h).decode())

@@ -156,6 +156,41 @@ TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
   EXPECT_NE(t.find("vowels"), std::string::npos) << t;
 }
 
+// A phone set without broad classes: the per-class scores are left out, with a note (docs/phone_sets.md);
+// one with its own classes scores by them, a phone through its fold target.
+TEST(AlignModel, BroadClassesComeFromThePhoneSet) {
+  eval::AlignMetrics m;
+  m.samples.class_names = {};
+  m.phone_set = "derived";
+  m.add_samples({1600, 3200}, 16000, {1616, 3200}, 16000, {-1, -1});
+  m.utterances = 1;
+  const nlohmann::json j = m.to_json()["samples"];
+  EXPECT_EQ(j["boundaries"], 2);
+  EXPECT_TRUE(j["by_class"].empty());
+  EXPECT_EQ(j["by_class_note"], "phone set 'derived' names no broad classes: per-class scores omitted");
+  const std::string t = m.table();
+  EXPECT_NE(t.find("  (phone set 'derived' names no broad classes: per-class rows omitted)\n"), std::string::npos) << t;
+  EXPECT_EQ(t.find("vowels"), std::string::npos) << t;
+
+  data::PhoneSetSpec s;
+  s.name = "ipa";
+  s.phones = {"a", "ə", "t", "sil"};
+  s.silence = {"sil"};
+  s.fold = {{"ə", "a"}};
+  s.broad_classes = {{"vowels", {"a"}}, {"stops", {"t"}}};
+  const model::LabelSet ls = model::LabelSet::make(s);
+  EXPECT_EQ(ls.spec.broad_class("ə"), 0);
+  EXPECT_EQ(ls.spec.broad_class("sil"), -1);
+  eval::AlignMetrics n;
+  n.samples.class_names = ls.spec.broad_class_names();
+  n.add_samples({1600, 3200, 4800}, 16000, {1600, 3232, 4800}, 16000,
+                {ls.spec.broad_class("ə"), ls.spec.broad_class("t"), ls.spec.broad_class("sil")});
+  const nlohmann::json k = n.to_json()["samples"]["by_class"];
+  EXPECT_EQ(k["vowels"]["boundaries"], 1);
+  EXPECT_NEAR(k["stops"]["mean_abs_ms"].get<double>(), 2.0, 1e-12);
+  EXPECT_EQ(k.size(), 2u);
+}
+
 TEST(AlignModel, TextGridTiers) {
   const std::string tg = eval::textgrid_tiers(
       {{"phones", {{0, 8000, "sil"}, {8000, 16000, "aa"}}}, {"words", {{0, 8000, ""}, {8000, 16000, "say \"a\""}}}},

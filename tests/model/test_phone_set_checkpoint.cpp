@@ -87,7 +87,7 @@ TEST(PhoneSetCheckpoint, IpaInventoryRoundTripsByteExactly) {
   // an edited inventory no longer matches its digest
   st::File g = f;
   auto j = nlohmann::json::parse(g.metadata.at("phone_set"));
-  j["phones"][1] = "e";
+  j["phones"][4] = "n";  // ŋ -> n: still a valid set, no longer the digested one
   g.metadata["phone_set"] = j.dump();
   const std::string bad = (dir / "bad.safetensors").string();
   st::save(bad, g);
