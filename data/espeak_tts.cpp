@@ -5,12 +5,16 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cctype>
+#include <cerrno>
 #include <cstring>
 #include <mutex>
 #include <set>
 #include <stdexcept>
 
 #ifdef TIMITSEG_HAVE_ESPEAK
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <espeak-ng/speak_lib.h>
 #endif
 
@@ -142,29 +146,41 @@ std::vector<std::string> languages_locked() {
   return {codes.begin(), codes.end()};
 }
 
-void select_voice_locked(const std::string& language, const std::string& variant) {
-  init_locked();
-  const std::string name = variant.empty() ? language : language + "+" + variant;
-  if (language.empty() || language.find_first_of("+ /") != std::string::npos ||
-      espeak_SetVoiceByName(name.c_str()) != EE_OK) {
-    if (!variant.empty() && espeak_SetVoiceByName(language.c_str()) == EE_OK)
-      throw std::invalid_argument("espeak-ng: no voice variant '" + variant + "' (language '" + language + "')");
-    std::vector<std::string> all = languages_locked();
-    std::stable_sort(all.begin(), all.end(), [&](const std::string& a, const std::string& b) {
-      return edit_distance(a, language) < edit_distance(b, language);
-    });
-    std::string near;
-    for (size_t i = 0; i < all.size() && i < 6; ++i) near += (i ? ", " : "") + all[i];
-    throw std::invalid_argument("--language '" + language + "': not an espeak-ng language (nearest: " + near +
-                                "; all " + std::to_string(all.size()) + " codes: espeak-ng --voices)");
-  }
+// The one-line error of a language espeak-ng cannot load, with the nearest codes.
+[[noreturn]] void throw_unknown_language(const std::string& language) {
+  std::vector<std::string> all = languages_locked();
+  std::stable_sort(all.begin(), all.end(), [&](const std::string& a, const std::string& b) {
+    return edit_distance(a, language) < edit_distance(b, language);
+  });
+  std::string near;
+  for (size_t i = 0; i < all.size() && i < 6; ++i) near += (i ? ", " : "") + all[i];
+  throw std::invalid_argument("--language '" + language + "': not an espeak-ng language (nearest: " + near +
+                              "; all " + std::to_string(all.size()) + " codes: espeak-ng --voices)");
 }
+
+// In a child process only: loading a voice changes state that later syntheses inherit
+// (measured: after cmn or a variant had been loaded, es+m3 spoke other samples), so the
+// process that forks never loads one.
+bool select_voice_in_child(const std::string& language, const std::string& variant) {
+  const std::string name = variant.empty() ? language : language + "+" + variant;
+  return !language.empty() && language.find_first_of("+ /") == std::string::npos &&
+         espeak_SetVoiceByName(name.c_str()) == EE_OK;
+}
+
+constexpr int kExitNoVoice = 3;
 
 // The events -> phones tiling [0, N): zero-length events and language-switch markers
 // dropped, pauses as kEspeakSilence (adjacent ones merged), audio before the first
 // event silence; each phone's word from its text position.
-std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, int64_t N, const std::vector<int>& starts,
-                                          int* switches) {
+std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const std::vector<int16_t>& x,
+                                          const std::vector<int>& starts, int* switches) {
+  const int64_t N = static_cast<int64_t>(x.size());
+  auto mean_square = [&](int64_t a, int64_t b) {
+    double e = 0.0;
+    for (int64_t n = a; n < b; ++n) e += static_cast<double>(x[n]) * x[n];
+    return b > a ? e / static_cast<double>(b - a) : 0.0;
+  };
+  const double utt_ms = mean_square(0, N);
   std::vector<EspeakPhone> out;
   auto word_of = [&](int pos) {
     int w = -1;
@@ -177,7 +193,8 @@ std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, int64_t 
     if (!out.empty() && label == kEspeakSilence && out.back().label == kEspeakSilence) return;
     out.push_back({start, 0, label, word});
   };
-  for (const Event& e : ev) {
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const Event& e = ev[i];
     if (e.sample < 0 || e.sample > N || (!out.empty() && e.sample < out.back().start))
       throw std::runtime_error("espeak-ng: phoneme events out of order or past the audio (sample " +
                                std::to_string(e.sample) + " of " + std::to_string(N) + ")");
@@ -186,8 +203,14 @@ std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, int64_t 
       continue;
     }
     if (out.empty() && e.sample > 0) push(0, kEspeakSilence, -1);
-    if (e.name.empty()) push(e.sample, kEspeakSilence, -1);
-    else push(e.sample, e.name, word_of(e.text_pos));
+    if (e.name.empty()) {
+      // No IPA name: a pause (espeak's pauses are digital silence), or a modifier such as
+      // Spanish ';' (palatalization) that sounds: that one stays part of the phone before.
+      const int64_t end = i + 1 < ev.size() ? std::clamp<int64_t>(ev[i + 1].sample, e.sample, N) : N;
+      if (mean_square(e.sample, end) <= 1e-4 * utt_ms) push(e.sample, kEspeakSilence, -1);
+      continue;
+    }
+    push(e.sample, e.name, word_of(e.text_pos));
   }
   if (!out.empty() && out.back().start >= N) out.pop_back();
   if (out.empty() && N > 0) out.push_back({0, 0, kEspeakSilence, -1});
@@ -206,7 +229,14 @@ std::string espeak_version() {
 
 void espeak_check_language(const std::string& language) {
   std::lock_guard<std::mutex> lock(espeak_mutex());
-  select_voice_locked(language, "");
+  init_locked();
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error("espeak-ng: cannot fork");
+  if (pid == 0) ::_exit(select_voice_in_child(language, "") ? 0 : kExitNoVoice);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) throw_unknown_language(language);
 }
 
 std::vector<std::string> espeak_languages() {
@@ -214,11 +244,14 @@ std::vector<std::string> espeak_languages() {
   return languages_locked();
 }
 
-EspeakOutput espeak_speak(const EspeakRequest& r) {
-  std::lock_guard<std::mutex> lock(espeak_mutex());
-  EspeakOutput out;
-  out.sample_rate = init_locked();
-  select_voice_locked(r.language, r.variant);
+namespace {
+
+void put(std::string* b, const void* p, size_t n) { b->append(static_cast<const char*>(p), n); }
+
+// In a child process (see espeak_speak): the synthesis, its samples and phoneme events
+// serialized into the pipe, then _exit. Only the child's copy of espeak's state changes.
+[[noreturn]] void synth_in_child(int fd, const EspeakRequest& r) {
+  if (!select_voice_in_child(r.language, r.variant)) ::_exit(kExitNoVoice);
   espeak_SetParameter(espeakRATE, std::clamp(r.rate_wpm, 80, 450), 0);
   espeak_SetParameter(espeakPITCH, std::clamp(r.pitch, 0, 100), 0);
   espeak_SetParameter(espeakRANGE, std::clamp(r.range, 0, 100), 0);
@@ -226,16 +259,105 @@ EspeakOutput espeak_speak(const EspeakRequest& r) {
   std::srand(r.rand_seed);
   Collect c;
   g_collect = &c;
-  const espeak_ERROR err = espeak_Synth(r.text.c_str(), r.text.size() + 1, 0, POS_CHARACTER, 0,
-                                        espeakCHARS_UTF8, nullptr, nullptr);
-  g_collect = nullptr;
+  const int32_t err = espeak_Synth(r.text.c_str(), r.text.size() + 1, 0, POS_CHARACTER, 0, espeakCHARS_UTF8,
+                                   nullptr, nullptr);
+  std::string b;
+  const uint64_t n = c.samples.size(), m = c.events.size();
+  put(&b, &err, sizeof err);
+  put(&b, &n, sizeof n);
+  put(&b, c.samples.data(), n * sizeof(int16_t));
+  put(&b, &m, sizeof m);
+  for (const Event& e : c.events) {
+    const uint32_t len = static_cast<uint32_t>(e.name.size());
+    const int32_t pos = e.text_pos;
+    put(&b, &e.sample, sizeof e.sample);
+    put(&b, &pos, sizeof pos);
+    put(&b, &len, sizeof len);
+    put(&b, e.name.data(), len);
+  }
+  for (size_t off = 0; off < b.size();) {
+    const ssize_t w = ::write(fd, b.data() + off, b.size() - off);
+    if (w <= 0) ::_exit(2);
+    off += static_cast<size_t>(w);
+  }
+  ::_exit(0);
+}
+
+template <class T>
+T take(const std::string& b, size_t* off) {
+  if (*off + sizeof(T) > b.size()) throw std::runtime_error("espeak-ng: truncated result from the synthesis process");
+  T v;
+  std::memcpy(&v, b.data() + *off, sizeof(T));
+  *off += sizeof(T);
+  return v;
+}
+
+// The child's bytes -> status, samples, events.
+std::vector<Event> parse_child(const std::string& b, const EspeakRequest& r, std::vector<int16_t>* samples) {
+  size_t off = 0;
+  const int32_t err = take<int32_t>(b, &off);
   if (err != EE_OK)
     throw std::runtime_error("espeak-ng (" + r.language + "): synthesis failed (error " + std::to_string(err) +
                              ") for \"" + r.text + "\"");
+  samples->resize(take<uint64_t>(b, &off));
+  if (off + samples->size() * sizeof(int16_t) > b.size()) throw std::runtime_error("espeak-ng: truncated samples");
+  std::memcpy(samples->data(), b.data() + off, samples->size() * sizeof(int16_t));
+  off += samples->size() * sizeof(int16_t);
+  std::vector<Event> events(take<uint64_t>(b, &off));
+  for (Event& e : events) {
+    e.sample = take<int64_t>(b, &off);
+    e.text_pos = take<int32_t>(b, &off);
+    const uint32_t len = take<uint32_t>(b, &off);
+    if (off + len > b.size()) throw std::runtime_error("espeak-ng: truncated events");
+    e.name.assign(b.data() + off, len);
+    off += len;
+  }
+  return events;
+}
+
+}  // namespace
+
+// espeak-ng's waveform generator keeps state from one synthesis to the next (glottal
+// phase, flutter: the same request twice gives other samples), and espeak_Terminate
+// followed by espeak_Initialize hangs. So every synthesis runs in a child process
+// forked from this one, which never synthesizes: the result depends on the request
+// only. (glibc keeps malloc usable in the child of a threaded process; the child
+// touches nothing but espeak and the pipe, then _exits.)
+EspeakOutput espeak_speak(const EspeakRequest& r) {
+  std::lock_guard<std::mutex> lock(espeak_mutex());
+  EspeakOutput out;
+  out.sample_rate = init_locked();
+  int fd[2];
+  if (::pipe(fd) != 0) throw std::runtime_error("espeak-ng: cannot create a pipe");
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fd[0]);
+    ::close(fd[1]);
+    throw std::runtime_error("espeak-ng: cannot fork the synthesis process");
+  }
+  if (pid == 0) {
+    ::close(fd[0]);
+    synth_in_child(fd[1], r);
+  }
+  ::close(fd[1]);
+  std::string b;
+  std::vector<char> buf(1 << 16);
+  for (ssize_t k; (k = ::read(fd[0], buf.data(), buf.size())) != 0;) {
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) break;
+    b.append(buf.data(), static_cast<size_t>(k));
+  }
+  ::close(fd[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (WIFEXITED(status) && WEXITSTATUS(status) == kExitNoVoice) throw_unknown_language(r.language);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw std::runtime_error("espeak-ng (" + r.language + "): the synthesis process failed for \"" + r.text + "\"");
+  const std::vector<Event> events = parse_child(b, r, &out.samples);
   std::vector<int> starts;
   split_words(r.text, &out.words, &starts);
-  out.samples = std::move(c.samples);
-  out.phones = events_to_phones(c.events, static_cast<int64_t>(out.samples.size()), starts, &out.language_switches);
+  out.phones = events_to_phones(events, out.samples, starts, &out.language_switches);
   return out;
 }
 

@@ -6,8 +6,12 @@
 // Labels are espeak-ng's IPA phoneme names (UTF-8, e.g. "ʁ", "tʃ", "ɔ̃", "øː"), as
 // espeak reports them with espeakINITIALIZE_PHONEME_IPA: no stress marks, no tones
 // (espeak keeps Mandarin tones on the syllable, not as phonemes). espeak's pauses
-// (phonemes without an IPA name) and the audio before the first phone are
-// kEspeakSilence; zero-length events and language-switch markers ("(en)") are dropped.
+// (phonemes without an IPA name over silent audio: mean square <= 1e-4 of the
+// utterance's, i.e. -40 dB) and the audio before the first phone are kEspeakSilence;
+// a nameless phoneme that sounds (Spanish ';', palatalization), zero-length events and
+// language-switch markers ("(en)") are dropped: the phone before covers their samples.
+// Every synthesis runs in a forked child process (espeak-ng keeps state between
+// syntheses and voice loads; see espeak_speak in the .cpp).
 //
 // libespeak-ng is optional at build time (CMake TIMITSEG_ESPEAK): without it
 // espeak_built_in() is false and every other call throws espeak_missing_message().
