@@ -18,6 +18,7 @@
 #include "common/safetensors.h"
 #include "data/corpus_formats.h"
 #include "data/dataset.h"
+#include "data/espeak_tts.h"
 #include "data/features.h"
 #include "data/phone_set.h"
 #include "data/synth.h"
@@ -422,4 +423,37 @@ TEST(PrepareCorpus, ManifestOfATimitCorpusMatchesTheTimitPath) {
       ++compared;
     }
   EXPECT_GE(compared, 12);
+}
+
+// An espeak-ng corpus (IPA labels) in each layout synth writes prepares to the
+// same splits and, utterance by utterance, the same features and label names.
+TEST(PrepareCorpus, EspeakCorpusInEveryLayoutPreparesAlike) {
+  if (!espeak_built_in()) GTEST_SKIP() << "libespeak-ng is not built in";
+  testutil::TempDir d;
+  std::map<std::string, std::map<std::string, std::pair<std::vector<float>, std::vector<std::string>>>> by_layout;
+  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "manifest"}) {
+    SCOPED_TRACE(layout);
+    SynthOptions so;
+    so.out_dir = d.str(layout);
+    so.voice = "espeak";
+    so.language = "es";
+    so.layout = layout;
+    so.speakers = 4;
+    so.utterances_per_speaker = 2;
+    so.seed = 3;
+    synth_corpus(so);
+    const std::string splits = fs::exists(d.str(layout + "/splits.txt")) ? d.str(layout + "/splits.txt") : "";
+    const PrepareSummary s = prepare_corpus_into(d.str(layout), d.str("wd_" + layout), d.str(layout + "/phone_set.yaml"),
+                                                 splits);
+    EXPECT_EQ(s.skipped, 0);
+    const auto names = load_workdir_phone_set(d.str("wd_" + layout)).labels;
+    for (const std::string split : {"train", "dev", "test"})
+      for (const auto& u : load_split(d.str("wd_" + layout), split).utterances) {
+        std::vector<std::string> l;
+        for (int32_t x : u.labels) l.push_back(names[x]);
+        by_layout[layout][split + ":" + u.id.substr(u.id.rfind('/') + 1)] = {u.features, l};
+      }
+  }
+  EXPECT_EQ(by_layout["textgrid"].size(), 8u);
+  for (const auto& [layout, utts] : by_layout) EXPECT_EQ(utts, by_layout["textgrid"]) << layout;
 }
