@@ -262,7 +262,8 @@ void write_manifest(const fs::path& stage, const CorpusPlan& plan, const json& f
   m["files"] = files;
   m["splits"] = split_counts;
   m["split_options"] = plan.split_opts;
-  m["split_rule"] = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", {{"rule", "empty"}}}};
+  const json no_core = {{"rule", "none"}, {"why", "TIMIT's core-test list names TIMIT speakers"}};
+  m["split_rule"] = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", no_core}};
   m["phone_set"] = phone_set_entry;
   m["phone_set_source"] = plan.phone_set_how;
   m["utterances_found"] = sum.utterances_found;
@@ -316,9 +317,8 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   record("durations.json");
   const json ps_entry = write_workdir_phone_set(stage.string(), workdir_phone_set(plan.phone_set));
   record("phone_set.yaml");
-  sum.dev_rule = sum.core_test_rule = "";
   sum.dev_rule = plan.split_rule.at("rule").get<std::string>();
-  sum.core_test_rule = "empty";
+  sum.core_test_rule = "none";
   write_manifest(stage, plan, files, split_counts, ps_entry, sum);
   fs::remove(wd / "manifest.json");
   for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());

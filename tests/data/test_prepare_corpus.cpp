@@ -11,14 +11,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/safetensors.h"
 #include "data/corpus_formats.h"
 #include "data/dataset.h"
+#include "data/espeak_tts.h"
 #include "data/features.h"
 #include "data/phone_set.h"
+#include "data/synth.h"
 #include "util.h"
 
 namespace fs = std::filesystem;
@@ -361,4 +364,96 @@ TEST(PrepareCorpusCli, StrictIsOneErrorLineExitOneAndHelpNamesTheFlags) {
     EXPECT_NE(out.find(flag), std::string::npos) << flag;
   EXPECT_EQ(testutil::run_capture(bin + " prepare --out " + d.str("wd2"), &out), 1);
   EXPECT_NE(out.find("give the corpus: --timit DIR (TIMIT) or --corpus DIR"), std::string::npos) << out;
+}
+
+// The TIMIT path as the oracle: a synth corpus prepared by `prepare --timit`
+// and, as a manifest of the same audio with the .PHN intervals in seconds, by
+// `prepare --corpus` with the shipped timit61 set: every utterance both hold
+// has bitwise the same features and, frame by frame, the same label names.
+TEST(PrepareCorpus, ManifestOfATimitCorpusMatchesTheTimitPath) {
+  testutil::TempDir d;
+  SynthOptions so;
+  so.out_dir = d.str("timit");
+  so.speakers = 6;
+  so.utterances_per_speaker = 2;
+  so.seed = 5;
+  synth_corpus(so);
+  std::string csv = "id,audio,speaker,split,segments\n";
+  for (const auto& e : fs::recursive_directory_iterator(d.str("timit"))) {
+    const fs::path p = e.path();
+    if (p.extension() != ".PHN" || p.stem().string().rfind("SA", 0) == 0) continue;
+    std::string segs, line;
+    std::istringstream in(timitseg::read_file(p.string()));
+    while (std::getline(in, line)) {
+      std::istringstream f(line);
+      long a = 0, b = 0;
+      std::string l;
+      if (!(f >> a >> b >> l)) continue;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%.7f %.7f %s", segs.empty() ? "" : "; ", a / 16000.0, b / 16000.0, l.c_str());
+      segs += buf;
+    }
+    const std::string spk = to_lower(p.parent_path().filename().string());
+    const std::string part = to_lower(p.parent_path().parent_path().parent_path().filename().string());
+    const std::string wav = p.parent_path().string() + "/" + p.stem().string() + ".WAV";
+    csv += spk + "/" + to_lower(p.stem().string()) + "," + wav + "," + spk + "," + part + ",\"" + segs + "\"\n";
+  }
+  testutil::write_text(d.str("m/manifest.csv"), csv);
+  PrepareOptions po;
+  po.timit_dir = d.str("timit");
+  po.workdir = d.str("wd_timit");
+  po.progress = false;
+  prepare(po);
+  EXPECT_EQ(prepare_corpus_into(d.str("m"), d.str("wd_m"), "timit61", "").skipped, 0);
+  const auto ta = load_workdir_phone_set(d.str("wd_timit")).labels, tb = load_workdir_phone_set(d.str("wd_m")).labels;
+  std::map<std::string, const Utterance*> mine;
+  std::vector<Split> keep;
+  for (const std::string split : {"train", "dev", "test"}) keep.push_back(load_split(d.str("wd_m"), split));
+  for (const auto& s : keep)
+    for (const auto& u : s.utterances) mine[u.id] = &u;
+  int compared = 0;
+  for (const std::string split : {"train", "dev", "test"})
+    for (const auto& u : load_split(d.str("wd_timit"), split).utterances) {
+      const std::string key = u.id.substr(u.id.find('/', u.id.find('/') + 1) + 1);  // train/dr1/spk/utt -> spk/utt
+      ASSERT_TRUE(mine.count(key)) << key;
+      const Utterance& v = *mine[key];
+      EXPECT_EQ(u.features, v.features) << key;
+      ASSERT_EQ(u.labels.size(), v.labels.size()) << key;
+      for (size_t t = 0; t < u.labels.size(); ++t) ASSERT_EQ(ta[u.labels[t]], tb[v.labels[t]]) << key << " frame " << t;
+      ++compared;
+    }
+  EXPECT_GE(compared, 12);
+}
+
+// An espeak-ng corpus (IPA labels) in each layout synth writes prepares to the
+// same splits and, utterance by utterance, the same features and label names.
+TEST(PrepareCorpus, EspeakCorpusInEveryLayoutPreparesAlike) {
+  if (!espeak_built_in()) GTEST_SKIP() << "libespeak-ng is not built in";
+  testutil::TempDir d;
+  std::map<std::string, std::map<std::string, std::pair<std::vector<float>, std::vector<std::string>>>> by_layout;
+  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "manifest"}) {
+    SCOPED_TRACE(layout);
+    SynthOptions so;
+    so.out_dir = d.str(layout);
+    so.voice = "espeak";
+    so.language = "es";
+    so.layout = layout;
+    so.speakers = 4;
+    so.utterances_per_speaker = 2;
+    so.seed = 3;
+    synth_corpus(so);
+    const std::string splits = fs::exists(d.str(layout + "/splits.txt")) ? d.str(layout + "/splits.txt") : "";
+    const PrepareSummary s = prepare_corpus_into(d.str(layout), d.str("wd_" + layout), d.str(layout + "/phone_set.yaml"),
+                                                 splits);
+    EXPECT_EQ(s.skipped, 0);
+    const auto names = load_workdir_phone_set(d.str("wd_" + layout)).labels;
+    for (const std::string split : {"train", "dev", "test"})
+      for (const auto& u : load_split(d.str("wd_" + layout), split).utterances) {
+        std::vector<std::string> l;
+        for (int32_t x : u.labels) l.push_back(names[x]);
+        by_layout[layout][split + ":" + u.id.substr(u.id.rfind('/') + 1)] = {u.features, l};
+      }
+  }
+  EXPECT_EQ(by_layout["textgrid"].size(), 8u);
+  for (const auto& [layout, utts] : by_layout) EXPECT_EQ(utts, by_layout["textgrid"]) << layout;
 }
