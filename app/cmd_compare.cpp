@@ -305,7 +305,7 @@ void train_all(std::vector<Job>& all, const train::TrainData& data, int jobs) {
 // one decode of the longest batch on a probe executor.
 int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train) {
   if (device != model::Device::cuda || to_train <= 1) return 1;
-  const model::LabelSet ls = model::LabelSet::make(cfg.data_label_set);
+  const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;
   dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
   const int threads = model::set_threads(cfg.train_threads);

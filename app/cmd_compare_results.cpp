@@ -80,7 +80,8 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   std::string ckpt = (ckpt_dir / "best.safetensors").string();
   if (!fs::exists(ckpt)) ckpt = train::latest_checkpoint(cfg.train_run_dir);
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
-  const model::ModelState s = model::load_checkpoint(ckpt);
+  model::ModelState s = model::load_checkpoint(ckpt);
+  model::bind_workdir(s.labels, cfg.data_workdir, ckpt);  // the checkpoint's phone set over the WORKDIR's labels
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
   // as evaluate (model/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
   const model::ExecutorOptions xo =

@@ -92,11 +92,44 @@ struct FeatureFlags {
   }
 };
 
+// prepare's options for corpora other than TIMIT (--corpus and the options that need it).
+void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOptions& corpus) {
+  auto* corpus_opt = sub->add_option(
+      "--corpus", corpus.corpus_dir,
+      "Any other labelled corpus: a folder (or a manifest file) read in --format (docs/data.md \"Other corpora\")");
+  corpus_opt->excludes(timit_opt);
+  sub->add_option("--format", corpus.corpus_format,
+                  "With --corpus: timit | textgrid (MFA layout: SPEAKER/UTT.wav beside UTT.TextGrid) | buckeye "
+                  "(speaker folders of .wav + .phones) | kaldi (wav.scp, segments, utt2spk, phones.ctm) | manifest "
+                  "(CSV or JSON lines). Default: detected when exactly one layout fits")
+      ->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest"}))->needs(corpus_opt);
+  sub->add_option("--phone-set", corpus.phone_set,
+                  "With --corpus: the phone-set file (YAML, docs/phone_sets.md) or a builtin name (timit61, "
+                  "buckeye, ...) the labels are mapped through. Default: the format's shipped one (buckeye), else "
+                  "derived from the train split's labels (written to WORKDIR/phone_set.yaml and printed)")
+      ->needs(corpus_opt);
+  sub->add_option("--split-file", corpus.split_file,
+                  "With --corpus: lines 'SPEAKER train|dev|test' choosing each speaker's split. Default: the corpus's "
+                  "own splits (a manifest's split column, Kaldi dirs train/dev/test), else by speaker: a seeded 10% "
+                  "dev and 10% test (seed 13; at least one each from 3 speakers; no speaker in two splits)")
+      ->needs(corpus_opt);
+  sub->add_option("--tier", corpus.tier, "With --format textgrid (or TextGrid label files of a manifest): the name "
+                                          "of the phone tier (default: phones)")
+      ->needs(corpus_opt);
+  sub->add_option("--dev-fraction", corpus.dev_fraction,
+                  "With --corpus, splits by speaker: the fraction of speakers held out as dev (default 0.1)")
+      ->check(CLI::Range(0.0, 0.9))->needs(corpus_opt);
+  sub->add_option("--test-fraction", corpus.test_fraction,
+                  "With --corpus, splits by speaker: the fraction of speakers held out as test (default 0.1)")
+      ->check(CLI::Range(0.0, 0.9))->needs(corpus_opt);
+}
+
 // timitseg prepare (data::prepare) and its summary lines.
 void add_prepare_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "prepare",
-      "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), validate it, and write "
+      "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), or with --corpus a "
+      "TextGrid, Buckeye, Kaldi or manifest corpus, validate it, and write "
       "features, frame labels, segments, CMVN statistics, phone maps and duration statistics for the splits train, "
       "dev, core-test and test to WORKDIR (see docs/data.md). Re-running with the same corpus and options does "
       "nothing unless --force.");
@@ -108,7 +141,10 @@ void add_prepare_command(CLI::App& app) {
   auto quiet = std::make_shared<bool>(false);
   auto dev_speakers = std::make_shared<int>(0);
   auto ff = std::make_shared<FeatureFlags>();
-  sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST)")->required();
+  auto corpus = std::make_shared<data::PrepareOptions>();
+  auto* timit_opt = sub->add_option("--timit", *dir, "TIMIT root folder (holds TRAIN and TEST); the same as --corpus DIR "
+                                                     "--format timit");
+  add_corpus_options(sub, timit_opt, *corpus);
   sub->add_option("--out", *out, "Output WORKDIR (created if missing; an existing folder must be empty or a "
                                  "WORKDIR prepare wrote, recognized by its manifest.json)")->required();
   sub->add_option("--threads", *threads, "Worker threads (default: all cores)")->check(CLI::NonNegativeNumber);
@@ -123,7 +159,9 @@ void add_prepare_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   ff->add(sub, /*prepare=*/true);
   sub->callback([=] {
-    data::PrepareOptions po;
+    if (dir->empty() && corpus->corpus_dir.empty())
+      throw std::invalid_argument("prepare: give the corpus: --timit DIR (TIMIT) or --corpus DIR [--format F]");
+    data::PrepareOptions po = *corpus;
     po.timit_dir = *dir;
     po.workdir = *out;
     po.features = ff->options();

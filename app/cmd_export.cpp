@@ -40,7 +40,7 @@ void run_export(const ExportArgs& a) {
   auto& m = f.metadata;
   m["format"] = "timitseg-model-1";
   m["dims"] = dims_json(s.dims);
-  m["label_set"] = std::to_string(s.labels.set);
+  model::write_phone_set_metadata(s.labels, m);  // label_set (TIMIT's) or phone_set + phone_set_sha256
   m["label_names"] = nlohmann::json(s.labels.names).dump();
   m["label_names39"] = nlohmann::json(s.labels.names39).dump();
   m["label_to39"] = nlohmann::json(s.labels.to39).dump();

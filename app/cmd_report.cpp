@@ -65,6 +65,20 @@ void run_report(const ReportArgs& a) {
     r.has_predictions = report::predict_best(run_dir, a.threads, &r.predictions, &in.drawn, &r.predictions_note,
                                                 a.workdir);
     if (!r.has_predictions) spdlog::warn("{}: {}; its dev plots show n/a", run_dir, r.predictions_note);
+    if (r.has_predictions) {  // one scoring set per report: the first run's; another is one line naming both runs
+      bool first = true;
+      for (const report::RunReport& o : in.runs)
+        if (o.has_predictions) {
+          first = false;
+          if (o.predictions.names39 != r.predictions.names39)
+            throw std::invalid_argument(run_dir + ": scored on another phone set (" +
+                                        std::to_string(r.predictions.names39.size()) + " labels) than " + o.run_dir +
+                                        " (" + std::to_string(o.predictions.names39.size()) +
+                                        " labels): a report compares runs of one inventory");
+          break;
+        }
+      if (first) in.names39 = r.predictions.names39;
+    }
     in.runs.push_back(std::move(r));
   }
   report::write_report(in, a.out);

@@ -33,6 +33,7 @@ struct timitseg_model {
   int threads = 0;
   model::ModelState state;
   std::unique_ptr<model::Executor> exec;
+  std::string phone_set_json;  // timitseg_model_phone_set
 };
 
 struct timitseg_segments {
@@ -58,6 +59,10 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + device + "'");
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
+  nlohmann::json ps = m->state.labels.spec.to_json();
+  ps["scoring_labels"] = m->state.labels.names39;
+  ps["sha256"] = m->state.labels.spec.digest();
+  m->phone_set_json = ps.dump();
   if (d.backend && *d.backend) m->backend = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
   m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
   *out = m.release();
@@ -230,6 +235,10 @@ int timitseg_model_num_labels(const timitseg_model* model) {
 const char* timitseg_model_label_name(const timitseg_model* model, int label) {
   if (!model || label < 0 || label >= static_cast<int>(model->state.labels.names.size())) return nullptr;
   return model->state.labels.names[static_cast<size_t>(label)].c_str();
+}
+
+const char* timitseg_model_phone_set(const timitseg_model* model) {
+  return model ? model->phone_set_json.c_str() : nullptr;
 }
 
 int timitseg_model_decode_file(timitseg_model* model, const char* path, timitseg_segments** out) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "common/text.h"
+#include "data/corpus_formats.h"
 #include "data/features.h"
 
 namespace timitseg::data {
@@ -194,7 +195,11 @@ int bytes_per_sample(int format) {
 
 }  // namespace
 
-Audio read_audio(const std::string& path) {
+namespace {
+
+// read_audio (first < 0) or the samples [first, last) of the file (last
+// clipped to its end); *total (when given) gets the file's sample count.
+Audio read_audio_frames(const std::string& path, int64_t first, int64_t last, int64_t* total) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) throw std::runtime_error(path + ": is a folder, not an audio file");
   SF_INFO info{};
@@ -246,22 +251,47 @@ Audio read_audio(const std::string& path) {
   // scaling back by 32768 yields the int16 range Kaldi uses. Mono files are
   // read straight into the samples (no second buffer of the whole file).
   sf_command(f, SFC_SET_NORM_FLOAT, nullptr, SF_TRUE);
+  if (total) *total = present;
+  sf_count_t want = info.frames;
+  if (first >= 0) {  // a range: seek to it
+    first = std::min(first, present);
+    want = std::max<int64_t>(0, std::min(last, present) - first);
+    if (first > 0 && sf_seek(f, first, SEEK_SET) != first)
+      throw std::runtime_error(path + ": cannot seek to sample " + std::to_string(first) + " (" + sf_strerror(f) + ")");
+  }
+  const int64_t n = want;
   const int C = info.channels;
-  std::vector<float> interleaved(C == 1 ? 0 : static_cast<size_t>(present) * C);  // [N][channels]
-  a.samples.resize(static_cast<size_t>(present));
-  const sf_count_t got = sf_readf_float(f, C == 1 ? a.samples.data() : interleaved.data(), info.frames);
-  if (got != info.frames)
+  std::vector<float> interleaved(C == 1 ? 0 : static_cast<size_t>(n) * C);  // [N][channels]
+  a.samples.resize(static_cast<size_t>(n));
+  const sf_count_t got = sf_readf_float(f, C == 1 ? a.samples.data() : interleaved.data(), want);
+  if (got != want)
     throw std::runtime_error(path + ": truncated audio: read " + std::to_string(got) + " of " +
-                             std::to_string(info.frames) + " samples (" + sf_strerror(f) + ")");
+                             std::to_string(want) + " samples (" + sf_strerror(f) + ")");
   if (C == 1) {
     for (float& v : a.samples) v = v * 32768.0f;
     return a;
   }
-  for (int64_t i = 0; i < present; ++i) {
+  for (int64_t i = 0; i < n; ++i) {
     double sum = 0.0;  // down-mix: the mean of the channels
     for (int c = 0; c < C; ++c) sum += interleaved[static_cast<size_t>(i) * C + c];
     a.samples[i] = static_cast<float>(sum / C * 32768.0);
   }
+  return a;
+}
+
+}  // namespace
+
+Audio read_audio(const std::string& path) { return read_audio_frames(path, -1, -1, nullptr); }
+
+Audio read_audio_segment(const std::string& path, double start_s, double end_s, double* total_seconds) {
+  SF_INFO info{};
+  SNDFILE* f = sf_open(path.c_str(), SFM_READ, &info);  // the rate, to turn seconds into samples
+  if (!f) return read_audio(path);                        // (read_audio names the problem)
+  sf_close(f);
+  int64_t total = 0;
+  const int rate = info.samplerate;
+  Audio a = read_audio_frames(path, std::llround(std::max(0.0, start_s) * rate), std::llround(end_s * rate), &total);
+  if (total_seconds) *total_seconds = rate > 0 ? static_cast<double>(total) / rate : 0.0;
   return a;
 }
 

@@ -14,6 +14,7 @@
 #include "common/files.h"
 #include "common/safetensors.h"
 #include "common/sha256.h"
+#include "data/phone_set.h"
 #include "data/prepare_internal.h"
 
 namespace fs = std::filesystem;
@@ -156,13 +157,21 @@ Split load_split(const std::string& workdir, const std::string& split) {
     throw std::runtime_error(path + ": offsets do not cover the tensors" + rerun_hint());
   // Values the model layer indexes with are checked here, once (found by
   // fuzzing: labels and segments were taken as they were).
-  const int32_t num_labels = static_cast<int32_t>(PhoneSet::timit().names61().size());
-  const int32_t q = PhoneSet::timit().index61("q");  // merged away by prepare; it has no 48/39 class
+  // The WORKDIR's label table (data/phone_set.h): TIMIT's 61 .PHN labels, or its inventory's phones;
+  // merged labels (TIMIT's q) are never frame labels.
+  const WorkdirPhoneSet inventory = load_workdir_phone_set(workdir);
+  const int32_t num_labels = static_cast<int32_t>(inventory.labels.size());
+  std::vector<char> frame_label(inventory.labels.size());
+  std::string merged;
+  for (size_t i = 0; i < frame_label.size(); ++i) {
+    frame_label[i] = inventory.spec.resolve(inventory.labels[i]).kind == LabelKind::phone;
+    if (!frame_label[i]) merged += (merged.empty() ? " other than " : ", ") + inventory.labels[i];
+  }
   for (int64_t t = 0; t < F; ++t)
-    if (labels[t] < 0 || labels[t] >= num_labels || labels[t] == q)
+    if (labels[t] < 0 || labels[t] >= num_labels || !frame_label[static_cast<size_t>(labels[t])])
       throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + ": " +
                                std::to_string(labels[t]) + " is not a phone index in [0, " +
-                               std::to_string(num_labels) + ") other than q" + rerun_hint());
+                               std::to_string(num_labels) + ")" + merged + rerun_hint());
   if (F > INT32_MAX) throw std::runtime_error(path + ": more than 2^31 frames" + rerun_hint());
   out.utterances.resize(static_cast<size_t>(U));
   for (int64_t u = 0; u < U; ++u) {

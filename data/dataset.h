@@ -89,6 +89,16 @@ struct PrepareOptions {
   uint64_t dev_seed = kDefaultDevSeed;
   static constexpr uint64_t kDefaultDevSeed = 13;
   static constexpr double kDefaultDevFraction = 0.10;
+  // Other corpora (data/corpus_formats.h, docs/data.md "Other corpora"): when
+  // corpus_dir is set it is read instead of timit_dir, in corpus_format
+  // ("" = detected; "timit" = the TIMIT path above, unchanged).
+  std::string corpus_dir, corpus_format;
+  std::string phone_set;   // phone-set YAML file ("" = the format's shipped one, else derived from train)
+  std::string split_file;  // lines "SPEAKER train|dev|test" ("" = the corpus's splits, else by speaker)
+  std::string tier = "phones";  // TextGrid tier of the phones
+  // Splits by speaker (corpus without splits, no split_file): fractions of the
+  // speakers for dev and test (at least one each from 3 speakers), seeded shuffle.
+  double dev_fraction = 0.10, test_fraction = 0.10;
 };
 struct PrepareSummary {
   bool up_to_date = false;  // nothing was done (same corpus and options)

@@ -26,7 +26,9 @@
 #include "common/sha256.h"
 #include "common/walk.h"
 #include "data/corpus.h"
+#include "data/corpus_formats.h"
 #include "data/dataset.h"
+#include "data/phone_set.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
 #include "data/timit_lists.h"
@@ -124,6 +126,8 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   return r;
 }
 
+}  // namespace
+
 // The kind of a problem line, for prepare's summary (counts per kind); the
 // message without its numbers and names.
 std::string problem_kind(const std::string& m) {
@@ -183,7 +187,7 @@ void check_output_folder(const std::string& workdir) {
     throw std::invalid_argument("--out " + workdir + ": holds a manifest.json that timitseg prepare did not write; "
                                 "refusing to overwrite the folder's files (choose a new or empty folder)");
   }
-  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "durations.json", "manifest.json"};
+  std::set<std::string> ours = {"cmvn.safetensors", "phones.json", "phone_set.yaml", "durations.json", "manifest.json"};
   for (const auto& s : split_names()) ours.insert(s + ".safetensors");
   for (const auto& e : fs::directory_iterator(wd, ec)) {
     const std::string name = e.path().filename().string();
@@ -198,6 +202,8 @@ void check_output_folder(const std::string& workdir) {
   }
   if (ec) throw std::runtime_error("--out " + workdir + ": cannot list the folder (" + ec.message() + ")");
 }
+
+namespace {
 
 // WORKDIR is never the corpus nor one of its folders, through links too: the
 // prepared files would land among the inputs (docs/reliability.md).
@@ -214,6 +220,8 @@ void refuse_corpus_folder(const std::string& timit_dir, const std::string& workd
   refuse_output("--out", workdir, corpus, "a folder of the corpus --timit " + timit_dir +
                                               "; the prepared data go into a folder of their own");
 }
+
+}  // namespace
 
 bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
                       const json& opts_json, const json& split_opts) {
@@ -235,10 +243,6 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
   return true;
 }
 
-}  // namespace
-
-namespace {
-
 // The summary of an up-to-date WORKDIR, read back from its manifest.json.
 void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
   remove_stale_temporaries(workdir);  // left by a prepare killed after its last rename
@@ -259,6 +263,8 @@ void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
   if (rule.at("dev").contains("speakers"))
     sum.dev_speaker_ids = rule.at("dev").at("speakers").get<std::vector<std::string>>();
 }
+
+namespace {
 
 // Features and labels of every utterance: multithreaded, results by index
 // (deterministic). An utterance after one whose processing threw, or
@@ -404,7 +410,7 @@ struct ManifestInfo {
 
 // STAGE/manifest.json (written last: its presence marks a complete WORKDIR).
 void write_manifest(const fs::path& stage, const ManifestInfo& info, const json& files, const json& split_counts,
-                    const SplitPlan& plan, const PrepareSummary& sum) {
+                    const SplitPlan& plan, const PrepareSummary& sum, const json& phone_set) {
   json m;
   m["format"] = "timitseg prepared TIMIT";
   m["format_version"] = kPreparedFormatVersion;
@@ -414,6 +420,7 @@ void write_manifest(const fs::path& stage, const ManifestInfo& info, const json&
   m["feature_options"] = info.opts_json;
   m["checksum_algorithm"] = "sha256";
   m["files"] = files;
+  m["phone_set"] = phone_set;  // the inventory the frame labels index (data/phone_set.h)
   m["splits"] = split_counts;
   m["split_options"] = info.split_opts;
   m["split_rule"] = {{"dev", plan.dev_rule}, {"core-test", plan.core_rule}};
@@ -459,9 +466,11 @@ void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<Co
   record("cmvn.safetensors");
   write_phone_maps(stage);
   record("phones.json");
+  const json phone_set = write_workdir_phone_set(stage.string(), timit_workdir_phone_set());
+  record("phone_set.yaml");
   write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
   record("durations.json");
-  write_manifest(stage, info, files, split_counts, plan, sum);
+  write_manifest(stage, info, files, split_counts, plan, sum, phone_set);
   // into place: renames only (no space needed); a half-renamed WORKDIR has
   // no manifest.json, so it never looks valid and the next prepare rebuilds it
   fs::remove(wd / "manifest.json");
@@ -506,7 +515,14 @@ void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance
 
 // The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
 // utterance, collect the problems, plan the splits, write the WORKDIR.
-PrepareSummary prepare(const PrepareOptions& po) {
+PrepareSummary prepare(const PrepareOptions& po_in) {
+  if (!po_in.corpus_dir.empty()) {
+    const bool timit = po_in.corpus_format == "timit" ||
+                       (po_in.corpus_format.empty() && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
+    if (!timit) return prepare_corpus(po_in);
+  }
+  PrepareOptions po = po_in;
+  if (!po.corpus_dir.empty()) po.timit_dir = po.corpus_dir;
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
   const FeatureOptions& fo = po.features;

@@ -47,4 +47,18 @@ void write_cmvn(const std::vector<size_t>& train, const std::vector<ProcessedUtt
 // STAGE/phones.json: the phone sets and the 61 -> 48 / 39 maps.
 void write_phone_maps(const std::filesystem::path& stage);
 
+// ---- shared by the TIMIT path (data/prepare.cpp) and other corpora (data/prepare_corpus.cpp) ----
+// The kind of a problem line for the summary's counts ("unknown phone", ...).
+std::string problem_kind(const std::string& message);
+// Refuses (std::invalid_argument, one line) a WORKDIR prepare did not write.
+void check_output_folder(const std::string& workdir);
+// True when WORKDIR's manifest.json records the same source, fingerprint and
+// options and every file it lists verifies.
+bool manifest_matches(const std::string& workdir, const std::string& source, const std::string& fingerprint,
+                      const nlohmann::ordered_json& opts_json, const nlohmann::ordered_json& split_opts);
+// The summary of an up-to-date WORKDIR, read back from its manifest.json.
+void summary_from_manifest(const std::string& workdir, PrepareSummary& sum);
+// `prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest` (data/prepare_corpus.cpp).
+PrepareSummary prepare_corpus(const PrepareOptions& opts);
+
 }  // namespace timitseg::data

@@ -46,6 +46,12 @@ std::string label_list(const model::LabelSet& ls) {
   return out;
 }
 
+std::string nearest_list(const model::LabelSet& ls, const std::string& label) {
+  std::string out;
+  for (const std::string& n : data::nearest_phones(ls.spec, label, 3)) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 // FILE beside AUDIO with extension EXT (upper or lower case), or "".
 std::string sibling(const std::string& audio, const std::string& ext_upper) {
   for (const std::string& ext : {ext_upper, data::to_lower(ext_upper)}) {
@@ -296,19 +302,16 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
 ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls) {
   ClassSequence cs;
   cs.words = tr.words;
-  const data::PhoneSet& ps = data::PhoneSet::timit();
   for (size_t i = 0; i < tr.phones.size(); ++i) {
     const std::string& name = tr.phones[i];
-    int c = static_cast<int>(std::find(ls.names.begin(), ls.names.end(), name) - ls.names.begin());
-    if (c == ls.size()) {
-      const int i61 = ps.index61(name);
-      if (name == "q") continue;  // no 48/39 target; merged into a neighbour in training labels
-      c = i61 >= 0 ? ls.from61(i61) : -1;
-    }
+    const data::LabelResolution r = ls.spec.resolve(name);  // a phone, or a label the phone set maps into one
+    if (r.kind == data::LabelKind::merge) continue;  // q: merged into a neighbour in training labels
+    const int c = r.kind == data::LabelKind::phone ? r.index : -1;
     if (c < 0)
       throw data::TranscriptError(tr.source + ": phone '" + name + "' is not in the label set (" +
                                   std::to_string(ls.size()) + " phones: " + label_list(ls) +
-                                  "; TIMIT 61-set names are mapped into it)");
+                                  (ls.is_timit() ? std::string("; TIMIT 61-set names are mapped into it")
+                                                 : "; nearest: " + nearest_list(ls, name)) + ")");
     const int w = tr.word_of_phone.empty() ? -1 : tr.word_of_phone[i];
     const int32_t opt = tr.optional.empty() ? 0 : tr.optional[i];
     if (!cs.classes.empty() && cs.classes.back() == c) {  // one run, as in the frame labels

@@ -60,8 +60,8 @@ struct ClassSequence {
   std::vector<int32_t> optional;
   std::vector<std::string> words;
 };
-// Phone names: the label set's own names, else TIMIT 61-set names mapped into
-// it (q dropped). Throws data::TranscriptError "SOURCE: phone 'x' is not in the
+// Phone names: the label set's own names, else labels its phone set maps into
+// it (TIMIT 61-set names into 48/39); merged labels (q) dropped. Throws data::TranscriptError "SOURCE: phone 'x' is not in the
 // label set (...)" and "SOURCE: empty transcript".
 ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls);
 
@@ -73,7 +73,9 @@ std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u
 // |error| (a boundary counts as within t ms when its error is at most t).
 struct BoundaryErrors {
   std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
-  std::vector<int> cls;        // broad class (data::broad_class_names()) of the phone after it; -1 none
+  std::vector<int> cls;        // broad class (index into class_names) of the phone after it; -1 none
+  // the phone set's broad classes (PhoneSetSpec::broad_class_names; TIMIT's six by default); empty: none
+  std::vector<std::string> class_names = data::broad_class_names();
   // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m}; no
   // fractions when N = 0 (never NaN)
   nlohmann::json summary() const;
@@ -103,6 +105,7 @@ struct AlignMetrics {
   int64_t utterances = 0, infeasible = 0, without_phn = 0;  // without_phn: no readable .PHN beside the audio
   double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
   ConfidenceMetrics confidence;  // the confidences scored (docs/align.md "Confidence")
+  std::string phone_set = "timit39";  // name of the checkpoint's phone set (the note when it has no broad classes)
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
   // aligned in samples at hyp_rate, with the broad class of the phone after each.

@@ -97,18 +97,18 @@ std::string read_reference(const data::Utterance& u, const model::ModelState& s,
 }  // namespace
 
 std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls) {
-  const data::PhoneSet& ps = data::PhoneSet::timit();
   std::vector<RefPhone> out;
-  int64_t q_start = -1;  // a leading q: its time goes to the next phone
+  int64_t q_start = -1;  // a leading q (a merged label): its time goes to the next phone
   for (const data::PhnEntry& e : phn) {
-    const int i61 = ps.index61(e.phone);
-    if (e.phone == "q") {
+    const data::LabelResolution r = ls.spec.resolve(e.phone);
+    if (r.kind == data::LabelKind::merge) {
       if (out.empty() && q_start < 0) q_start = e.start;
       if (!out.empty()) out.back().end = e.end;
       continue;
     }
-    if (i61 < 0) throw std::runtime_error("unknown phone '" + e.phone + "' (line " + std::to_string(e.line) + ")");
-    const int32_t c = ls.from61(i61);
+    if (r.kind != data::LabelKind::phone)
+      throw std::runtime_error("unknown phone '" + e.phone + "' (line " + std::to_string(e.line) + ")");
+    const int32_t c = r.index;
     if (!out.empty() && out.back().cls == c) {
       out.back().end = e.end;
       continue;
@@ -138,7 +138,7 @@ nlohmann::json BoundaryErrors::summary() const { return summarize(abs_ms); }
 
 nlohmann::json BoundaryErrors::by_class() const {
   nlohmann::json j = nlohmann::json::object();
-  const std::vector<std::string>& names = data::broad_class_names();
+  const std::vector<std::string>& names = class_names;
   for (size_t k = 0; k < names.size(); ++k) {
     std::vector<double> v;
     for (size_t i = 0; i < abs_ms.size(); ++i)
@@ -155,6 +155,8 @@ nlohmann::json AlignMetrics::to_json() const {
   j["seconds"] = seconds;
   nlohmann::json sj = samples.summary();
   sj["by_class"] = samples.by_class();
+  if (samples.class_names.empty())
+    sj["by_class_note"] = "phone set '" + phone_set + "' names no broad classes: per-class scores omitted";
   sj["without_phn"] = without_phn;
   j["samples"] = sj;
   j["confidence"] = confidence.to_json();
@@ -172,8 +174,10 @@ std::string AlignMetrics::table() const {
   if (without_phn < utterances) {
     out += row("sample-accurate", samples.summary());
     const nlohmann::json bc = samples.by_class();
-    for (const std::string& name : data::broad_class_names())
+    for (const std::string& name : samples.class_names)
       if (bc.contains(name)) out += row("  " + name, bc[name]);
+    if (samples.class_names.empty())
+      out += "  (phone set '" + phone_set + "' names no broad classes: per-class rows omitted)\n";
   }
   if (without_phn > 0) {
     std::snprintf(buf, sizeof buf, "  (%lld utterance(s) without a readable .PHN: not in the sample-accurate rows)\n",
@@ -291,7 +295,8 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
   std::stable_sort(utts.begin(), utts.end(),
                    [](const data::Utterance* a, const data::Utterance* b) { return a->num_frames < b->num_frames; });
   AlignMetrics m;
-  const data::PhoneSet& ps = data::PhoneSet::timit();
+  m.samples.class_names = s.labels.spec.broad_class_names();
+  m.phone_set = s.labels.spec.name;
   for (size_t at = 0; at < utts.size(); at += batch_size) {
     const std::vector<const data::Utterance*> part(utts.begin() + at,
                                                    utts.begin() + std::min(utts.size(), at + batch_size));
@@ -363,7 +368,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
       for (size_t i = 0; i < ends.size(); ++i) {
         ref.push_back(phn[b][i + 1].start);
         hyp.push_back(boundary_sample(ends[i], s.features));
-        cls.push_back(ps.broad_class(s.labels.names[phn[b][i + 1].cls]));
+        cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
       }
       m.add_samples(ref, rates[b], hyp, s.features.sample_rate, cls);
     }

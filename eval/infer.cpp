@@ -233,10 +233,11 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
   model::set_threads(o.threads);
-  const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::ModelState s = model::load_checkpoint(o.checkpoint);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  model::bind_workdir(s.labels, workdir, o.checkpoint);  // one line when the WORKDIR holds another inventory
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   const data::Split split = data::load_split(workdir, o.split);
   if (split.utterances.empty()) {
@@ -424,7 +425,9 @@ std::string prediction_line(int64_t index, const std::string& utterance_id, cons
 nlohmann::json score(const ScoreOptions& o) {
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   const data::Split split = data::load_split(o.workdir, o.split);
-  const model::LabelSet ls = model::LabelSet::make(39);
+  // the WORKDIR's scoring set: TIMIT's 39, or its own inventory folded
+  const data::WorkdirPhoneSet wps = data::load_workdir_phone_set(o.workdir);
+  const model::LabelSet ls = wps.is_timit() ? model::LabelSet::make(39) : model::LabelSet::make(wps.spec, wps.labels);
   std::map<std::string, int> idx39;
   for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
   std::ifstream in(o.predictions, std::ios::binary);
@@ -471,7 +474,7 @@ nlohmann::json score(const ScoreOptions& o) {
       auto it = ph[t].is_string() ? idx39.find(ph[t].get<std::string>()) : idx39.end();
       if (it == idx39.end())
         throw std::runtime_error(where + "utterance '" + u.id + "', frame " + std::to_string(t) + ": " + ph[t].dump() +
-                                 " is not one of the 39 phones");
+                                 " is not one of the " + std::to_string(ls.names39.size()) + " phones");
       pred[t] = it->second;
     }
     metrics.add(ref, pred);

@@ -303,6 +303,11 @@ TIMITSEG_API void timitseg_model_free(timitseg_model* model);
 TIMITSEG_API int timitseg_model_sample_rate(const timitseg_model* model);
 TIMITSEG_API int timitseg_model_num_labels(const timitseg_model* model);
 TIMITSEG_API const char* timitseg_model_label_name(const timitseg_model* model, int label);
+/* The model's phone set as JSON text, what its checkpoint records (docs/data.md
+ * "Phone sets"): {"name", "phones", "silence", "merge", "map", "drop", "fold",
+ * "extra_scoring_labels", "broad_classes", "scoring_labels", "sha256"}; labels
+ * are UTF-8. Owned by the model (valid until timitseg_model_free); NULL for a NULL model. */
+TIMITSEG_API const char* timitseg_model_phone_set(const timitseg_model* model);
 
 /* Decodes audio as `timitseg decode` does (the same .PHN rows): from a file
  * (any rate or channel count: resampled and down-mixed), or from mono float

@@ -87,6 +87,39 @@ std::string dims_json(const ModelDims& d) {
   return j.dump();
 }
 
+void write_phone_set_metadata(const LabelSet& ls, std::map<std::string, std::string>& m) {
+  if (ls.is_timit()) {  // a shipped TIMIT set, embedded in every binary: its number, as before phone sets were data
+    m["label_set"] = std::to_string(ls.set);
+    return;
+  }
+  m["phone_set"] = ls.spec.to_json().dump();
+  m["phone_set_sha256"] = ls.spec.digest();
+}
+
+LabelSet read_phone_set_metadata(const std::map<std::string, std::string>& m, const std::string& path) {
+  const auto it = m.find("phone_set");
+  if (it == m.end()) {
+    const auto ls = m.find("label_set");
+    if (ls == m.end()) throw std::runtime_error(path + ": not a timitseg checkpoint (no metadata 'label_set' or 'phone_set')");
+    const std::string& t = ls->second;
+    if (t != "39" && t != "48" && t != "61")
+      throw std::runtime_error(path + ": bad checkpoint metadata 'label_set': '" + t + "' is not 39, 48 or 61");
+    return LabelSet::make(std::stoi(t));
+  }
+  data::PhoneSetSpec spec;
+  try {
+    spec = data::PhoneSetSpec::from_json(nlohmann::json::parse(it->second), "phone set");
+  } catch (const std::exception& e) {
+    throw std::runtime_error(path + ": bad checkpoint metadata 'phone_set': " + e.what());
+  }
+  const auto d = m.find("phone_set_sha256");
+  if (d == m.end() || d->second != spec.digest())
+    throw std::runtime_error(path + ": checkpoint metadata 'phone_set_sha256' " +
+                             (d == m.end() ? std::string("is missing") : "'" + d->second + "'") +
+                             ", the phone set's digest is " + spec.digest() + " (the metadata was edited)");
+  return LabelSet::make(spec);
+}
+
 void save_checkpoint(const std::string& path, const ModelState& s, bool with_optimizer) {
   const ParamLayout layout(s.dims);
   if (s.params.size() != layout.total()) throw std::invalid_argument(path + ": parameter buffer has the wrong size");
@@ -106,7 +139,7 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
   m["format"] = "timitseg-checkpoint-1";
   m["config"] = s.config.to_json().dump();
   m["dims"] = dims_json(s.dims);
-  m["label_set"] = std::to_string(s.labels.set);
+  write_phone_set_metadata(s.labels, m);
   m["label_names"] = nlohmann::json(s.labels.names).dump();
   m["feature_options"] = data::feature_options_to_json(s.features).dump();
   m["epoch"] = std::to_string(s.epoch);
@@ -232,7 +265,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
       throw std::runtime_error(path + ": dims metadata: duration_model '" + dm + "' is not table or lognormal");
     s.dims.duration_lognormal = model == DurationModel::lognormal;
   });
-  parse("label_set", [&](const std::string& t) { s.labels = LabelSet::make(to_int(t)); });
+  s.labels = read_phone_set_metadata(f.metadata, path);
   parse("feature_options",
         [&](const std::string& t) { s.features = data::feature_options_from_json(nlohmann::json::parse(t)); });
   parse("epoch", [&](const std::string& t) { s.epoch = to_int(t); });

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,14 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
 // check_values = false skips the range checks (not the checksum): for the
 // state dumps of --check-numerics, which hold the non-finite values on purpose.
 ModelState load_checkpoint(const std::string& path, bool check_values = true);
+
+// The phone set of a checkpoint's metadata: the shipped TIMIT sets as
+// "label_set" (39, 48, 61; as before phone sets were data), any other as
+// "phone_set" (PhoneSetSpec::to_json) with "phone_set_sha256" (its digest,
+// checked on reading). Read back over the set's own phones as label table
+// (TIMIT: the 61 .PHN labels); bind_workdir (model/labels.h) rebinds it to a WORKDIR.
+void write_phone_set_metadata(const LabelSet& ls, std::map<std::string, std::string>& metadata);
+LabelSet read_phone_set_metadata(const std::map<std::string, std::string>& metadata, const std::string& path);
 
 // SHA-256 (hex) of the tensors of a checkpoint, in name order (byte order of
 // the names, as std::map keeps them): per tensor, the name, a NUL byte, the

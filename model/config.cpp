@@ -34,6 +34,7 @@ const std::vector<Entry>& entries() {
   static const std::vector<Entry> e = {
       {"data.workdir", &Config::data_workdir},
       {"data.label_set", &Config::data_label_set},
+      {"data.phone_set", &Config::data_phone_set},
       {"data.max_train_utterances", &Config::data_max_train_utterances},
       {"data.max_dev_utterances", &Config::data_max_dev_utterances},
       {"features.cmvn", &Config::features_cmvn},

@@ -27,7 +27,8 @@ struct InjectExit {
 struct Config {
   // data
   std::string data_workdir;          // data.workdir (required): a prepared WORKDIR
-  int data_label_set = 39;           // data.label_set: 39 | 48 | 61 (classes trained)
+  int data_label_set = 39;           // data.label_set: 39 | 48 | 61 (classes trained), the shipped timit39/48/61
+  std::string data_phone_set;        // data.phone_set: a shipped phone set (timit39, buckeye, ...) or a phone-set file; "" = label_set on TIMIT, else the WORKDIR's
   int64_t data_max_train_utterances = 0;  // data.max_train_utterances: 0 = all
   int64_t data_max_dev_utterances = 0;    // data.max_dev_utterances: 0 = all
   // features

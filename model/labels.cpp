@@ -1,45 +1,94 @@
+// LabelSet: a phone set (data/phone_set.h) over a WORKDIR's label table, and
+// the checks that a checkpoint and a WORKDIR speak the same inventory.
 #include "model/labels.h"
 
 #include <stdexcept>
 
 #include "data/phones.h"
+#include "model/config.h"
 
 namespace timitseg::model {
+
+namespace {
+
+std::string short_digest(const data::PhoneSetSpec& s) { return s.digest().substr(0, 12); }
+
+// The labels of `table` that `spec` does not know: "'a', 'b' (2 of 40 labels)"; "" when none.
+std::string unknown_labels(const data::PhoneSetSpec& spec, const std::vector<std::string>& table) {
+  std::vector<std::string> bad;
+  for (const std::string& l : table)
+    if (spec.resolve(l).kind == data::LabelKind::unknown) bad.push_back(l);
+  if (bad.empty()) return "";
+  std::string out;
+  for (size_t i = 0; i < bad.size() && i < 5; ++i) out += (i ? ", '" : "'") + bad[i] + "'";
+  if (bad.size() > 5) out += ", ...";
+  return out + " (" + std::to_string(bad.size()) + " of " + std::to_string(table.size()) + " labels)";
+}
+
+}  // namespace
 
 LabelSet LabelSet::make(int set) {
   if (set != 39 && set != 48 && set != 61)
     throw std::invalid_argument("label set must be 39, 48 or 61, got " + std::to_string(set));
-  const data::PhoneSet& ps = data::PhoneSet::timit();
+  return make(data::PhoneSetSpec::builtin("timit" + std::to_string(set)), data::PhoneSet::timit().names61());
+}
+
+LabelSet LabelSet::make(const data::PhoneSetSpec& spec, const std::vector<std::string>& label_table) {
   LabelSet ls;
-  ls.set = set;
-  ls.names39 = ps.names(39);
-  const int n61 = static_cast<int>(ps.names61().size());
-  ls.idx61_to_class.assign(n61, -1);
-  if (set == 61) {
-    // q has no frames in prepared labels and no 39-phone target: the 61 set trains C = 60 classes.
-    for (int i = 0; i < n61; ++i) {
-      if (ps.map(i, 39) < 0) continue;
-      ls.idx61_to_class[i] = static_cast<int>(ls.names.size());
-      ls.names.push_back(ps.names61()[i]);
-    }
-  } else {
-    ls.names = ps.names(set);
-    for (int i = 0; i < n61; ++i) ls.idx61_to_class[i] = ps.map(i, set);
+  ls.set = 0;
+  for (int n : {39, 48, 61}) {
+    const data::PhoneSetSpec& t = data::PhoneSetSpec::builtin("timit" + std::to_string(n));
+    if (spec.name == t.name && spec.canonical() == t.canonical()) ls.set = n;
   }
-  ls.to39.assign(ls.names.size(), -1);
-  for (int i = 0; i < n61; ++i) {
-    const int a = ls.idx61_to_class[i], b = ps.map(i, 39);
-    if (a >= 0) ls.to39[a] = b;
+  ls.spec = spec;
+  ls.names = spec.phones;
+  ls.names39 = spec.scoring_labels();
+  ls.to39 = spec.fold_indices();
+  if (const std::string bad = unknown_labels(spec, label_table); !bad.empty())
+    throw std::invalid_argument("labels " + bad + " are not in phone set '" + spec.name + "'");
+  ls.label_table = label_table;
+  for (const std::string& l : label_table) {
+    const data::LabelResolution r = spec.resolve(l);
+    ls.idx61_to_class.push_back(r.kind == data::LabelKind::phone ? r.index : -1);
   }
-  for (size_t c = 0; c < ls.to39.size(); ++c)
-    if (ls.to39[c] < 0) throw std::logic_error("label set " + std::to_string(set) + ": no 39-phone map for " + ls.names[c]);
   return ls;
 }
 
-int LabelSet::from61(int idx61) const {
-  if (idx61 < 0 || idx61 >= static_cast<int>(idx61_to_class.size()))
-    throw std::out_of_range("phone index " + std::to_string(idx61) + " outside [0, 61)");
-  return idx61_to_class[idx61];
+int LabelSet::from61(int label_index) const {
+  if (label_index < 0 || label_index >= static_cast<int>(idx61_to_class.size()))
+    throw std::out_of_range("phone index " + std::to_string(label_index) + " outside [0, " +
+                            std::to_string(idx61_to_class.size()) + ")");
+  return idx61_to_class[static_cast<size_t>(label_index)];
+}
+
+LabelSet training_label_set(const Config& cfg, const data::WorkdirPhoneSet& w, const std::string& workdir) {
+  data::PhoneSetSpec spec;
+  if (!cfg.data_phone_set.empty()) spec = data::PhoneSetSpec::from_setting(cfg.data_phone_set);
+  else if (w.is_timit()) spec = data::PhoneSetSpec::builtin("timit" + std::to_string(cfg.data_label_set));
+  else spec = w.spec;
+  try {
+    return LabelSet::make(spec, w.labels);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(workdir + ": WORKDIR of phone set '" + w.spec.name + "' (sha256 " + short_digest(w.spec) +
+                                ") does not fit the phone set trained on, '" + spec.name + "' (sha256 " +
+                                short_digest(spec) + ", " +
+                                (cfg.data_phone_set.empty() ? "data.label_set" : "data.phone_set") +
+                                "): its " + e.what());
+  }
+}
+
+void bind_workdir(LabelSet& ls, const data::WorkdirPhoneSet& w, const std::string& workdir,
+                  const std::string& checkpoint) {
+  if (w.labels == ls.label_table) return;
+  if (const std::string bad = unknown_labels(ls.spec, w.labels); !bad.empty())
+    throw std::invalid_argument(checkpoint + " (phone set '" + ls.spec.name + "', sha256 " + short_digest(ls.spec) +
+                                ") does not fit WORKDIR " + workdir + " (phone set '" + w.spec.name + "', sha256 " +
+                                short_digest(w.spec) + "): its labels " + bad + " are not in the checkpoint's set");
+  ls = LabelSet::make(ls.spec, w.labels);
+}
+
+void bind_workdir(LabelSet& ls, const std::string& workdir, const std::string& checkpoint) {
+  bind_workdir(ls, data::load_workdir_phone_set(workdir), workdir, checkpoint);
 }
 
 }  // namespace timitseg::model

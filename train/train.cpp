@@ -114,6 +114,11 @@ void resume_state(TrainingRun& r) {
       s.dims.duration_lognormal != state.dims.duration_lognormal)
     throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
   if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
+  if (s.labels.spec.digest() != state.labels.spec.digest())  // data.phone_set's file edited since, say
+    throw std::runtime_error(path + ": trained on phone set '" + s.labels.spec.name + "' (sha256 " +
+                             s.labels.spec.digest().substr(0, 12) + "), the configuration now gives '" +
+                             state.labels.spec.name + "' (sha256 " + state.labels.spec.digest().substr(0, 12) +
+                             "); cannot resume");
   state.params = std::move(s.params);
   state.optimizer = std::move(s.optimizer);
   state.epoch = s.epoch;
@@ -208,7 +213,7 @@ void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& da
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
   r.choice = model::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
   r.device = r.choice.device;
-  r.ls = model::LabelSet::make(cfg.data_label_set);
+  r.ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);  // model/labels.h
   r.world = &dist::world();
   // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
   dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });

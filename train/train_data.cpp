@@ -11,6 +11,7 @@ TrainData load_train_data(const model::Config& cfg) {
   d.train = data::load_split(cfg.data_workdir, "train");
   d.dev = data::load_split(cfg.data_workdir, "dev");
   d.features = data::load_feature_options(cfg.data_workdir);
+  d.phone_set = data::load_workdir_phone_set(cfg.data_workdir);
   if (cfg.features_cmvn) {
     d.cmvn = data::load_cmvn(cfg.data_workdir);
     d.has_cmvn = true;

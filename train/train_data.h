@@ -3,6 +3,7 @@
 #pragma once
 
 #include "data/dataset.h"
+#include "data/phone_set.h"
 #include "model/config.h"
 
 namespace timitseg::train {
@@ -13,6 +14,7 @@ struct TrainData {
   bool has_cmvn = false;
   data::Cmvn cmvn;
   data::FeatureOptions features;
+  data::WorkdirPhoneSet phone_set = data::timit_workdir_phone_set();  // the WORKDIR's inventory (TIMIT's by default)
 };
 
 // The splits of cfg.data_workdir (data.workdir, required), cut to

@@ -33,6 +33,7 @@ RunPredictions predictions_from_segments(
     const std::string& source) {
   RunPredictions p;
   p.source = source;
+  p.names39 = ls.names39;
   for (const auto& [u, segs] : dev) {
     UtteranceLabels l;
     l.id = u->id;
@@ -105,13 +106,14 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
     *note = "no checkpoints/best.safetensors (no dev split, or no epoch finished yet)";
     return false;
   }
-  const model::ModelState s = model::load_checkpoint(best.string());
+  model::ModelState s = model::load_checkpoint(best.string());
   const std::string workdir = workdir_override.empty() ? s.config.data_workdir : workdir_override;
   if (workdir.empty()) {
     *note = best.string() + " names no data.workdir (give one with --workdir DIR)";
     return false;
   }
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  model::bind_workdir(s.labels, workdir, best.string());  // the checkpoint's phone set over the WORKDIR's labels
   data::Split dev = data::load_split(workdir, "dev");
   if (s.config.data_max_dev_utterances > 0 &&
       static_cast<int64_t>(dev.utterances.size()) > s.config.data_max_dev_utterances)

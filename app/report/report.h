@@ -28,6 +28,7 @@ struct RunPredictions {
   std::string source;  // e.g. "checkpoints/best.safetensors (epoch 3), dev split, 24 utterances"
   std::vector<UtteranceLabels> utterances;
   double frame_shift_ms = 10.0;  // of the features (for the boundary tolerance of 20 ms in frames)
+  std::vector<std::string> names39;  // the scoring labels ref/pred index (the run's phone set, folded)
 };
 
 // An utterance drawn with its segmentations. The picture is a log-mel

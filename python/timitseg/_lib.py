@@ -142,6 +142,7 @@ def _load():
         "timitseg_model_sample_rate": (ctypes.c_int, [vp]),
         "timitseg_model_num_labels": (ctypes.c_int, [vp]),
         "timitseg_model_label_name": (cp, [vp, ctypes.c_int]),
+        "timitseg_model_phone_set": (cp, [vp]),
         "timitseg_model_decode_file": (ctypes.c_int, [vp, cp, P(vp)]),
         "timitseg_model_decode_samples": (ctypes.c_int, [vp, P(ctypes.c_float), i64, i32, P(vp)]),
         "timitseg_model_align_file": (ctypes.c_int, [vp, cp, cp, P(vp)]),

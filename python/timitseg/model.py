@@ -1,6 +1,7 @@
 """A timitseg checkpoint: decode audio and align phones as the `decode` and
 `align` commands do, through the C API."""
 import ctypes
+import json
 import os
 
 import numpy as np
@@ -71,7 +72,15 @@ class Model:
         return lib.timitseg_model_sample_rate(self._h)
 
     @property
+    def phone_set(self):
+        """The checkpoint's phone set (docs/data.md "Phone sets"): a dict with "name", "phones" (the labels, as
+        `labels`), "silence", "merge", "map", "drop", "fold", "extra_scoring_labels", "broad_classes" ([name,
+        [members]] pairs), "scoring_labels" (the folded set PER is scored on) and "sha256" (its digest)."""
+        return json.loads(lib.timitseg_model_phone_set(self._h).decode())
+
+    @property
     def labels(self):
+        """The label names by class index (UTF-8 as the checkpoint writes them)."""
         return [lib.timitseg_model_label_name(self._h, i).decode() for i in range(lib.timitseg_model_num_labels(self._h))]
 
     def decode(self, audio, sample_rate=None):

@@ -1,0 +1,120 @@
+// Corpus readers other than TIMIT's (docs/data.md "Other corpora"): MFA-style
+// TextGrid trees, Buckeye, Kaldi data directories with a phone CTM, and CSV /
+// JSON-lines manifests. Each reader lists the corpus's utterances
+// (CorpusEntry: id, speaker, split when the corpus says, audio path and
+// optional segment) and reads their label intervals (seconds, label STRINGS
+// as written in the corpus; mapping to a phone set happens in prepare).
+// Problems are data::Problem lines (file, line, message).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "data/corpus.h"
+
+namespace timitseg::data {
+
+enum class CorpusFormat { timit, textgrid, buckeye, kaldi, manifest };
+
+// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest"; parse_corpus_format
+// throws std::invalid_argument naming the accepted names.
+std::string corpus_format_name(CorpusFormat f);
+CorpusFormat parse_corpus_format(const std::string& name);
+
+// The format of PATH when exactly one layout fits: a folder with wav.scp (or
+// train|dev|test/wav.scp): kaldi; a .csv/.jsonl/.json file, or a folder with
+// manifest.csv or manifest.jsonl: manifest; TRAIN and/or TEST folders holding
+// .PHN files: timit; .TextGrid files: textgrid; .phones files: buckeye.
+// Throws std::invalid_argument (one line) when none or several fit, naming them.
+CorpusFormat detect_corpus_format(const std::string& path);
+
+// One labelled interval: [start, end) in seconds of the utterance (relative to
+// its segment start when the utterance is a segment), the label as written.
+struct LabelInterval {
+  double start = 0.0, end = 0.0;
+  std::string label;
+  int line = 0;  // 1-based line of the label in label_path
+};
+
+// One utterance of a corpus.
+struct CorpusEntry {
+  std::string id;       // unique in the corpus (e.g. "s01/s0101a", a Kaldi utterance id)
+  std::string speaker;  // speaker id (folder name, utt2spk, manifest column)
+  std::string split;    // "train" | "dev" | "test" when the corpus says, else ""
+  std::string audio_path;
+  // The utterance is audio [seg_start, seg_end) seconds of audio_path (Kaldi
+  // segments, manifest start/end); seg_end < 0: the whole file.
+  double seg_start = 0.0, seg_end = -1.0;
+  std::string label_path;  // the file the labels come from (messages, fingerprint)
+  std::string label_kind;  // how read_labels reads label_path: textgrid | buckeye | seconds | "" (already loaded)
+  std::vector<LabelInterval> intervals;  // filled by read_labels or by the scan (CTM, inline segments)
+  std::vector<Problem> problems;         // found by the scan; an error makes the utterance unusable
+};
+
+struct ReaderOptions {
+  std::string tier = "phones";  // TextGrid tier holding the phones (by name, case-sensitive)
+};
+
+// Lists the utterances of the corpus at PATH (a folder, or a manifest file),
+// sorted by id. `problems` receives findings not tied to one utterance
+// (stray files: warnings). Throws std::runtime_error (one line) when PATH
+// holds no corpus of that format.
+std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions& ro,
+                                     std::vector<Problem>* problems);
+
+// Reads e.label_path (when e.label_kind is not empty) into e.intervals, then
+// checks the intervals (check_intervals); problems go into e.problems.
+void read_labels(CorpusEntry& e, const ReaderOptions& ro);
+
+// Overlapping (by more than kIntervalOverlapTolerance), unsorted, reversed
+// or empty intervals are errors, one line each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of
+// the audio"). Zero intervals is an error ("no labels").
+constexpr double kIntervalOverlapTolerance = 1e-4;  // seconds: less than 2 samples at 16 kHz
+void check_intervals(const std::string& path, const std::vector<LabelInterval>& iv, double audio_seconds,
+                     std::vector<Problem>* problems);
+
+// The samples [start_s, end_s) seconds (rounded to samples; end clipped to
+// the file's end) of an audio file, read with a seek (a Kaldi segment, a part
+// of a Buckeye recording), otherwise as read_audio (data/features.h);
+// *total_seconds (when given) gets the length of the whole file. In data/audio.cpp.
+Audio read_audio_segment(const std::string& path, double start_s, double end_s, double* total_seconds);
+
+// ---- parsers on text (exposed for the tests) ----
+// Text as UTF-8: a UTF-8 byte-order mark is dropped; UTF-16 (LE or BE, with a
+// byte-order mark, or without one when every other byte is zero) is converted.
+std::string decode_text(const std::string& bytes);
+// The intervals of tier `tier` of a TextGrid (long or short text format, any
+// encoding decode_text reads). Empty texts are kept as "" (prepare maps them
+// to the phone set's silence). A TextGrid without that tier is one error
+// naming the tiers it has.
+std::vector<LabelInterval> parse_textgrid(const std::string& path, const std::string& bytes, const std::string& tier,
+                                          std::vector<Problem>* problems);
+// A Buckeye .phones file: a header up to the line "#", then lines
+// "END COLOR LABEL" (END in seconds; each interval starts at the previous END,
+// the first at 0; text after ';' in LABEL is dropped).
+std::vector<LabelInterval> parse_buckeye_phones(const std::string& path, const std::string& text,
+                                                std::vector<Problem>* problems);
+// Lines "START END LABEL" in seconds (Audacity label files, .lab): blank lines
+// and lines starting with '#' are skipped.
+std::vector<LabelInterval> parse_seconds_labels(const std::string& path, const std::string& text,
+                                                std::vector<Problem>* problems);
+// RFC 4180 CSV: fields separated by commas, quoted fields may hold commas,
+// doubled quotes and line breaks. Each row with the 1-based line it starts on.
+struct CsvRow {
+  int line = 0;
+  std::vector<std::string> fields;
+};
+std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, std::vector<Problem>* problems);
+
+// The splits of utterances whose corpus says none: by speaker, sorted speaker
+// ids shuffled as choose_dev_speakers does (seed), round(dev_fraction * n)
+// dev and round(test_fraction * n) test speakers, at least one each when
+// there are 3 or more speakers, the rest train. Returns speaker -> split.
+std::vector<std::pair<std::string, std::string>> speaker_splits(std::vector<std::string> speakers,
+                                                                double dev_fraction, double test_fraction,
+                                                                uint64_t seed);
+// A --split-file: lines "SPEAKER train|dev|test" ('#' comments, blank lines
+// skipped); a bad line or a speaker named twice is a std::runtime_error "FILE:LINE: ...".
+std::vector<std::pair<std::string, std::string>> read_split_file(const std::string& path);
+
+}  // namespace timitseg::data

@@ -1,0 +1,165 @@
+// A Kaldi data directory: wav.scp (RECORDING PATH; pipes refused), optional
+// segments (UTT RECORDING START END, seconds), utt2spk, and the phone
+// alignment as a CTM (UTT CHANNEL START DURATION PHONE [CONF], times relative
+// to the utterance, as ali-to-phones --ctm-output writes them) in a file
+// named phones.ctm, ctm or ali.ctm. --corpus is the data dir or a folder of
+// data dirs named train, dev, test (their names are the splits).
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include "common/files.h"
+#include "data/corpus_formats.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::data {
+
+namespace {
+
+struct KaldiLine {
+  int line;
+  std::vector<std::string> f;
+  std::string text;
+};
+
+// Non-empty lines split on whitespace; missing file: empty (exists = false).
+std::vector<KaldiLine> read_table(const fs::path& p, bool* exists) {
+  std::error_code ec;
+  *exists = fs::is_regular_file(p, ec);
+  std::vector<KaldiLine> out;
+  if (!*exists) return out;
+  std::istringstream in(decode_text(read_file(p.string())));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::istringstream f(line);
+    KaldiLine k{n, {}, line};
+    for (std::string w; f >> w;) k.f.push_back(w);
+    if (!k.f.empty()) out.push_back(std::move(k));
+  }
+  return out;
+}
+
+double to_seconds(const std::string& s, bool* ok) {
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  *ok = !s.empty() && end == s.c_str() + s.size();
+  return v;
+}
+
+// Kaldi's word-position suffixes (_B _I _E _S) are not part of the phone.
+std::string strip_position(const std::string& p) {
+  if (p.size() > 2 && p[p.size() - 2] == '_' && std::string("BIES").find(p.back()) != std::string::npos)
+    return p.substr(0, p.size() - 2);
+  return p;
+}
+
+// The CTM's intervals, by utterance.
+void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, std::vector<Problem>* problems) {
+  bool exists = false;
+  for (const auto& k : read_table(ctm, &exists)) {
+    bool ok1 = false, ok2 = false;
+    LabelInterval iv;
+    iv.line = k.line;
+    if (k.f.size() >= 5) {
+      iv.start = to_seconds(k.f[2], &ok1);
+      iv.end = iv.start + to_seconds(k.f[3], &ok2);
+    }
+    auto it = by_utt.find(k.f[0]);
+    if (!ok1 || !ok2) {  // the utterance it names, if any, is skipped
+      const Problem p{ctm.string(), k.line, "expected 'UTT CHANNEL START DURATION PHONE', got '" + k.text + "'", true};
+      if (it != by_utt.end()) it->second->problems.push_back(p);
+      else problems->push_back(p);
+      continue;
+    }
+    if (it == by_utt.end()) {
+      problems->push_back({ctm.string(), k.line, "utterance '" + k.f[0] + "' is not in wav.scp/segments", false});
+      continue;
+    }
+    iv.label = strip_position(k.f[4]);
+    it->second->intervals.push_back(iv);
+  }
+}
+
+std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& split, std::vector<Problem>* problems) {
+  bool has_scp = false, has_seg = false, has_spk = false;
+  const auto scp = read_table(dir / "wav.scp", &has_scp);
+  const auto seg = read_table(dir / "segments", &has_seg);
+  const auto spk = read_table(dir / "utt2spk", &has_spk);
+  const std::string scp_path = (dir / "wav.scp").string();
+  if (!has_scp) throw std::runtime_error(scp_path + ": missing (a Kaldi data dir holds wav.scp)");
+  fs::path ctm;
+  for (const char* name : {"phones.ctm", "ctm", "ali.ctm"})
+    if (fs::is_regular_file(dir / name)) ctm = dir / name;
+  if (ctm.empty())
+    throw std::runtime_error(dir.string() + ": no phone alignment (phones.ctm, ctm or ali.ctm: 'UTT CHANNEL START "
+                             "DURATION PHONE' lines, e.g. from ali-to-phones --ctm-output)");
+  std::map<std::string, std::string> audio;  // recording -> path ("" for a refused line)
+  std::map<std::string, Problem> refused;
+  for (const auto& k : scp) {
+    const std::string rest = k.text.substr(k.text.find(k.f[0]) + k.f[0].size());
+    std::string path = rest.substr(std::min(rest.size(), rest.find_first_not_of(" \t")));
+    while (!path.empty() && (path.back() == ' ' || path.back() == '\t')) path.pop_back();
+    if (!path.empty() && path.back() == '|') {
+      refused[k.f[0]] = {scp_path, k.line, "'" + k.f[0] + "' is a command ('... |'), not a file: timitseg reads "
+                                           "audio files only (write the audio out, e.g. with wav-copy)", true};
+      path.clear();
+    } else if (fs::path(path).is_relative()) {
+      path = (dir / path).string();
+    }
+    audio[k.f[0]] = path;
+  }
+  std::map<std::string, std::string> utt2spk;
+  for (const auto& k : spk)
+    if (k.f.size() >= 2) utt2spk[k.f[0]] = k.f[1];
+  std::vector<CorpusEntry> out;
+  auto add = [&](const std::string& utt, const std::string& rec, int line, const std::string& file) {
+    CorpusEntry e;
+    e.id = split.empty() ? utt : split + "/" + utt;
+    e.split = split;
+    e.label_path = ctm.string();
+    auto a = audio.find(rec);
+    if (a == audio.end()) e.problems.push_back({file, line, "recording '" + rec + "' is not in wav.scp", true});
+    else if (a->second.empty()) e.problems.push_back(refused[rec]);
+    else e.audio_path = a->second;
+    auto s = utt2spk.find(utt);
+    e.speaker = s != utt2spk.end() ? s->second : utt;
+    if (has_spk && s == utt2spk.end())
+      e.problems.push_back({(dir / "utt2spk").string(), 0, "utterance '" + utt + "' has no speaker", true});
+    out.push_back(std::move(e));
+    return &out.back();
+  };
+  out.reserve(has_seg ? seg.size() : scp.size());
+  for (const auto& k : has_seg ? seg : scp) {
+    CorpusEntry* e = add(k.f[0], has_seg && k.f.size() > 1 ? k.f[1] : k.f[0], k.line,
+                        has_seg ? (dir / "segments").string() : scp_path);
+    if (!has_seg) continue;
+    bool ok1 = false, ok2 = false;
+    if (k.f.size() >= 4) e->seg_start = to_seconds(k.f[2], &ok1), e->seg_end = to_seconds(k.f[3], &ok2);
+    if (!ok1 || !ok2 || !(e->seg_start >= 0) || !(e->seg_end > e->seg_start))
+      e->problems.push_back({(dir / "segments").string(), k.line,
+                             "expected 'UTT RECORDING START END' (seconds, START < END), got '" + k.text + "'", true});
+  }
+  std::map<std::string, CorpusEntry*> by_utt;
+  for (auto& e : out) by_utt[split.empty() ? e.id : e.id.substr(split.size() + 1)] = &e;
+  read_ctm(ctm, by_utt, problems);
+  return out;
+}
+
+}  // namespace
+
+std::vector<CorpusEntry> scan_kaldi(const std::string& root, std::vector<Problem>* problems) {
+  const fs::path r(root);
+  if (fs::exists(r / "wav.scp")) return scan_data_dir(r, "", problems);
+  std::vector<CorpusEntry> out;
+  for (const char* split : {"train", "dev", "test"})
+    if (fs::exists(r / split / "wav.scp")) {
+      auto part = scan_data_dir(r / split, split, problems);
+      for (auto& e : part) out.push_back(std::move(e));
+    }
+  if (out.empty()) throw std::runtime_error(root + ": no wav.scp (nor train|dev|test/wav.scp): not a Kaldi data dir");
+  return out;
+}
+
+}  // namespace timitseg::data

@@ -1,0 +1,174 @@
+// A manifest: a CSV file (RFC 4180, a header row naming the columns) or JSON
+// lines (one object per line) with, per utterance,
+//   audio    the audio file (relative paths: to the manifest's folder)  required
+//   speaker  the speaker id                                             required
+//   split    train | dev | test                                         optional
+//   id       the utterance id (default: the audio path, relative)       optional
+//   start, end  the utterance as a part of the audio, seconds           optional
+//   labels   a label file: .TextGrid (tier --tier), Buckeye .phones,
+//            or lines "START END LABEL" in seconds (any other name)
+//   segments inline labels instead of a file: CSV "START END LABEL; ..."
+//            (';' between intervals), JSON [[START, END, "LABEL"], ...]
+// --corpus is the manifest, or a folder holding manifest.csv or manifest.jsonl.
+#include <filesystem>
+#include <map>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/files.h"
+#include "data/corpus_formats.h"
+
+namespace fs = std::filesystem;
+
+namespace timitseg::data {
+
+namespace {
+
+// One row's fields by column name (CSV cells or JSON values as text; JSON
+// segments kept apart as parsed intervals).
+struct Row {
+  int line = 0;
+  std::map<std::string, std::string> f;
+  bool json_segments = false;
+  std::vector<LabelInterval> segments;
+};
+
+std::vector<LabelInterval> inline_segments(const std::string& path, int line, const std::string& text,
+                                           std::vector<Problem>* problems) {
+  std::vector<LabelInterval> out;
+  std::istringstream in(text);
+  for (std::string item; std::getline(in, item, ';');) {
+    std::istringstream f(item);
+    LabelInterval iv;
+    iv.line = line;
+    std::string extra;
+    if (item.find_first_not_of(" \t") == std::string::npos) continue;
+    if (!(f >> iv.start >> iv.end >> iv.label) || (f >> extra)) {
+      problems->push_back({path, line, "segments: expected 'START END LABEL; ...', got '" + item + "'", true});
+      return {};
+    }
+    out.push_back(iv);
+  }
+  return out;
+}
+
+std::vector<Row> csv_rows(const std::string& path, std::vector<Problem>* problems) {
+  const std::vector<CsvRow> rows = parse_csv(path, decode_text(read_file(path)), problems);
+  if (rows.empty()) throw std::runtime_error(path + ": empty manifest (no header row)");
+  const std::vector<std::string>& head = rows[0].fields;
+  std::vector<Row> out;
+  for (size_t i = 1; i < rows.size(); ++i) {
+    Row r;
+    r.line = rows[i].line;
+    if (rows[i].fields.size() != head.size()) {
+      r.f["__error"] = std::to_string(rows[i].fields.size()) + " fields, the header has " + std::to_string(head.size()) +
+                       " (a comma inside a field needs quotes: \"a,b\")";
+    }
+    for (size_t k = 0; k < head.size() && k < rows[i].fields.size(); ++k) r.f[head[k]] = rows[i].fields[k];
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+std::vector<Row> jsonl_rows(const std::string& path) {
+  std::istringstream in(decode_text(read_file(path)));
+  std::vector<Row> out;
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Row r;
+    r.line = n;
+    try {
+      const nlohmann::json j = nlohmann::json::parse(line);
+      for (auto it = j.begin(); it != j.end(); ++it) {
+        if (it.key() == "segments") {
+          r.json_segments = true;
+          for (const auto& s : it.value()) {
+            LabelInterval iv;
+            iv.line = n;
+            if (s.is_array()) iv.start = s.at(0).get<double>(), iv.end = s.at(1).get<double>(),
+                              iv.label = s.at(2).get<std::string>();
+            else iv.start = s.at("start").get<double>(), iv.end = s.at("end").get<double>(),
+                 iv.label = s.at("label").get<std::string>();
+            r.segments.push_back(iv);
+          }
+        } else {
+          r.f[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+        }
+      }
+    } catch (const std::exception& e) {
+      r.f["__error"] = std::string("not a JSON object with the manifest's keys (") + e.what() + ")";
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+double seconds_field(const Row& r, const std::string& key, double dflt, bool* ok) {
+  auto it = r.f.find(key);
+  if (it == r.f.end() || it->second.empty()) return dflt;
+  char* end = nullptr;
+  const double v = std::strtod(it->second.c_str(), &end);
+  if (end != it->second.c_str() + it->second.size()) *ok = false;
+  return v;
+}
+
+CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path) {
+  CorpusEntry e;
+  auto get = [&](const char* k) {
+    auto it = r.f.find(k);
+    return it == r.f.end() ? std::string() : it->second;
+  };
+  auto err = [&](const std::string& m) { e.problems.push_back({path, r.line, m, true}); };
+  const std::string audio = get("audio");
+  e.id = get("id").empty() ? fs::path(audio).replace_extension().generic_string() : get("id");
+  if (e.id.empty()) e.id = "line " + std::to_string(r.line);
+  e.speaker = get("speaker");
+  e.split = get("split");
+  e.label_path = path;
+  if (!get("__error").empty()) return err(get("__error")), e;
+  if (audio.empty()) return err("no audio (column 'audio')"), e;
+  e.audio_path = fs::path(audio).is_absolute() ? audio : (base / audio).string();
+  std::error_code ec;
+  if (!fs::is_regular_file(e.audio_path, ec)) err("audio " + e.audio_path + " is missing");
+  if (e.speaker.empty()) err("no speaker (column 'speaker')");
+  if (!e.split.empty() && e.split != "train" && e.split != "dev" && e.split != "test")
+    err("split '" + e.split + "' is not train, dev or test");
+  bool ok = true;
+  e.seg_start = seconds_field(r, "start", 0.0, &ok);
+  e.seg_end = seconds_field(r, "end", -1.0, &ok);
+  if (!ok) err("start/end: not a number of seconds");
+  const std::string labels = get("labels");
+  if (!labels.empty()) {
+    e.label_path = fs::path(labels).is_absolute() ? labels : (base / labels).string();
+    const std::string ext = to_lower(fs::path(labels).extension().string());
+    e.label_kind = ext == ".textgrid" ? "textgrid" : ext == ".phones" ? "buckeye" : "seconds";
+  } else if (r.json_segments) {
+    e.intervals = r.segments;
+  } else if (!get("segments").empty()) {
+    e.intervals = inline_segments(path, r.line, get("segments"), &e.problems);
+  } else {
+    err("no labels (column 'labels': a label file, or 'segments': inline intervals)");
+  }
+  return e;
+}
+
+}  // namespace
+
+std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Problem>* problems) {
+  fs::path file(path);
+  std::error_code ec;
+  if (fs::is_directory(file, ec)) {
+    if (fs::exists(file / "manifest.csv", ec)) file /= "manifest.csv";
+    else if (fs::exists(file / "manifest.jsonl", ec)) file /= "manifest.jsonl";
+    else throw std::runtime_error(path + ": no manifest.csv or manifest.jsonl in the folder");
+  }
+  const std::string ext = to_lower(file.extension().string());
+  const std::vector<Row> rows = ext == ".csv" ? csv_rows(file.string(), problems) : jsonl_rows(file.string());
+  std::vector<CorpusEntry> out;
+  for (const Row& r : rows) out.push_back(entry_of(r, file.parent_path(), file.string()));
+  return out;
+}
+
+}  // namespace timitseg::data

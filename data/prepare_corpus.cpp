@@ -1,0 +1,357 @@
+// `timitseg prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest`
+// (docs/data.md "Other corpora"): the corpus's utterances (data/corpus_formats.h),
+// their labels resolved against a phone set (data/phone_set.h), features and
+// frame labels computed in chunks on all threads and streamed into the
+// WORKDIR's staging folder (data/prepare_corpus_write.cpp), so memory does
+// not grow with the corpus; the WORKDIR appears only when complete.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <set>
+
+#include <spdlog/spdlog.h>
+
+#include "common/files.h"
+#include "common/parallel.h"
+#include "common/progress.h"
+#include "common/sha256.h"
+#include "common/walk.h"
+#include "data/corpus_formats.h"
+#include "data/phone_set.h"
+#include "data/prepare_corpus_internal.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace timitseg::data {
+
+namespace {
+
+std::string join(const std::vector<std::string>& v, const std::string& sep) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+  return s;
+}
+
+bool has_error(const std::vector<Problem>& ps) {
+  for (const auto& p : ps)
+    if (p.error) return true;
+  return false;
+}
+
+// Silence written as a word where the phone set has no such label.
+bool silence_word(const std::string& label) {
+  const std::string l = to_lower(label);
+  return l == "sil" || l == "sp" || l == "silence" || l == "<sil>";
+}
+
+}  // namespace
+
+std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps) {
+  std::vector<MappedInterval> out;
+  const int sil = ps.silence_index();
+  double merge_start = -1.0;  // a merged label before any phone: joins the next one
+  for (const auto& iv : e.intervals) {
+    LabelResolution r = ps.resolve(iv.label);
+    if ((iv.label.empty() || (r.kind == LabelKind::unknown && silence_word(iv.label))) && sil >= 0)
+      r = {LabelKind::phone, sil};
+    if (r.kind == LabelKind::phone) {
+      out.push_back({iv.start, iv.end, r.index, iv.line});
+      if (merge_start >= 0) out.back().start = merge_start, merge_start = -1.0;
+    } else if (r.kind == LabelKind::merge) {
+      if (!out.empty()) out.back().end = iv.end;
+      else if (merge_start < 0) merge_start = iv.start;
+    } else if (r.kind == LabelKind::drop) {
+      e.problems.push_back({e.label_path, iv.line, "label '" + iv.label + "' is dropped by phone set " + ps.name +
+                                                       ": the utterance is skipped", true});
+      return {};
+    } else {
+      const std::string what = iv.label.empty() ? "an empty interval, and phone set " + ps.name + " has no silence"
+                                                : "unknown label '" + iv.label + "' (not in phone set " + ps.name +
+                                                      "; nearest: " + join(nearest_phones(ps, iv.label, 3), ", ") + ")";
+      e.problems.push_back({e.label_path, iv.line, what, true});
+      return {};
+    }
+  }
+  return out;
+}
+
+std::vector<int32_t> corpus_frame_labels(const std::vector<MappedInterval>& m, int64_t num_frames,
+                                         const FeatureOptions& fo, int silence) {
+  std::vector<int32_t> labels(static_cast<size_t>(num_frames), 0);
+  if (m.empty()) return labels;
+  // interval boundaries as samples at the feature rate: integer comparisons,
+  // so "0.1 + 0.2" (a CTM's start + duration) and "0.3" give the same frames
+  auto sample = [&](double s) { return std::llround(s * fo.sample_rate); };
+  size_t p = 0;
+  for (int64_t t = 0; t < num_frames; ++t) {
+    const int64_t c = frame_center_sample(t, fo);
+    while (p < m.size() && sample(m[p].end) <= c) ++p;
+    if (p < m.size() && sample(m[p].start) <= c) labels[t] = m[p].index;
+    else if (silence >= 0) labels[t] = silence;  // audio no interval covers
+    else labels[t] = m[p == 0 ? 0 : std::min(p, m.size()) - 1].index;  // no silence: the phone before
+  }
+  return labels;
+}
+
+ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& fo,
+                                 int silence) {
+  ProcessedUtterance r;
+  r.problems = e.problems;
+  if (has_error(r.problems)) return r;
+  auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
+  Audio a;
+  double total = 0.0;
+  try {
+    if (e.seg_end >= 0) a = read_audio_segment(e.audio_path, e.seg_start, e.seg_end, &total);
+    else a = read_audio(e.audio_path);
+  } catch (const std::exception& ex) {
+    std::string msg = ex.what();
+    if (msg.rfind(e.audio_path + ": ", 0) == 0) msg = msg.substr(e.audio_path.size() + 2);
+    err(e.audio_path, msg);
+    return r;
+  }
+  if (e.seg_end < 0) total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
+  if (e.seg_end >= 0) {  // a segment of the recording
+    std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
+    for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
+    check_intervals(e.label_path, abs, total, &r.problems);
+    if (has_error(r.problems)) return r;
+    if (e.seg_end > total + 0.0005) {
+      err(e.audio_path, "segment " + e.id + " ends at " + std::to_string(e.seg_end) + " s, past the end of the audio (" +
+                            std::to_string(total) + " s)");
+      return r;
+    }
+  }
+  r.num_samples = static_cast<int64_t>(a.samples.size());
+  r.seconds = a.sample_rate > 0 ? static_cast<double>(r.num_samples) / a.sample_rate : 0.0;
+  check_intervals(e.label_path, e.intervals, r.seconds, &r.problems);  // only "past the end" can fire here
+  if (has_error(r.problems)) return r;
+  int32_t T = 0;
+  try {
+    r.features = compute_features(a, fo, &T);
+  } catch (const std::exception& ex) {
+    err(e.audio_path, ex.what());
+    return r;
+  }
+  if (T < 1) {
+    err(e.audio_path, "too short for one feature frame (" + std::to_string(r.num_samples) + " samples)");
+    return r;
+  }
+  r.labels = corpus_frame_labels(m, T, fo, silence);
+  r.ok = true;
+  return r;
+}
+
+namespace {
+
+// e.split for every entry: --split-file, else the corpus's own splits, else by
+// speaker (fixed fractions, seeded). Returns the rule recorded in manifest.json.
+json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
+  if (!po.split_file.empty()) {
+    std::map<std::string, std::string> of;
+    for (const auto& [spk, split] : read_split_file(po.split_file)) of[spk] = split;
+    for (auto& e : es) {
+      auto it = of.find(e.speaker);
+      if (it != of.end()) e.split = it->second;
+      else e.problems.push_back({po.split_file, 0, "speaker '" + e.speaker + "' (of " + e.id + ") is not in the split "
+                                                   "file: the utterance is skipped", true});
+    }
+    return {{"rule", "split file"}, {"file", fs::absolute(po.split_file).lexically_normal().string()}};
+  }
+  size_t with = 0;
+  for (const auto& e : es) with += !e.split.empty();
+  if (with == es.size()) return {{"rule", "corpus"}};
+  if (with > 0)
+    throw std::runtime_error(po.corpus_dir + ": " + std::to_string(with) + " of " + std::to_string(es.size()) +
+                             " utterances name their split, the others do not (give every one a split, or none, or "
+                             "use --split-file)");
+  std::vector<std::string> speakers;
+  for (const auto& e : es)
+    if (!has_error(e.problems)) speakers.push_back(e.speaker);
+  std::map<std::string, std::string> of;
+  for (const auto& [spk, split] :
+       speaker_splits(speakers, po.dev_fraction, po.test_fraction, PrepareOptions::kDefaultDevSeed))
+    of[spk] = split;
+  for (auto& e : es) e.split = of.count(e.speaker) ? of[e.speaker] : "train";
+  return {{"rule", "by speaker"},
+          {"dev_fraction", po.dev_fraction},
+          {"test_fraction", po.test_fraction},
+          {"seed", PrepareOptions::kDefaultDevSeed},
+          {"method", "sorted speakers, Fisher-Yates with mt19937_64(seed) (choose_dev_speakers): the first "
+                     "round(fraction * N) dev + test speakers held out (at least one each from 3 speakers); test "
+                     "chosen among them with seed + 1"}};
+}
+
+}  // namespace
+
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
+  std::vector<CorpusEntry> out;
+  for (auto& e : es) {
+    bool drops = false;
+    for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
+    if (!drops || has_error(e.problems)) {
+      out.push_back(std::move(e));
+      continue;
+    }
+    std::vector<std::vector<LabelInterval>> parts(1);
+    for (const auto& iv : e.intervals) {
+      if (ps.resolve(iv.label).kind != LabelKind::drop) parts.back().push_back(iv);
+      else if (!parts.back().empty()) parts.emplace_back();
+    }
+    int k = 0;
+    for (auto& part : parts) {
+      bool speech = false;  // a part of silence only is no utterance
+      for (const auto& iv : part) {
+        const LabelResolution r = ps.resolve(iv.label);
+        speech = speech || (!iv.label.empty() && r.kind == LabelKind::phone && !ps.is_silence(r.index));
+      }
+      if (!speech) continue;
+      CorpusEntry p = e;
+      char num[16];
+      std::snprintf(num, sizeof num, ".%03d", ++k);
+      p.id = e.id + num;
+      p.seg_start = part.front().start;
+      p.seg_end = part.back().end;
+      for (auto& iv : part) iv.start -= p.seg_start, iv.end -= p.seg_start;
+      p.intervals = std::move(part);
+      out.push_back(std::move(p));
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// The phone set: --phone-set FILE, else the format's shipped one (buckeye),
+// else derived from the train split's labels (and the line naming dev/test
+// labels never seen in train).
+PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const std::vector<CorpusEntry>& es,
+                              std::string* how, std::string* unseen) {
+  if (!po.phone_set.empty()) {
+    *how = "--phone-set " + po.phone_set;
+    return PhoneSetSpec::from_setting(po.phone_set);
+  }
+  if (fmt == CorpusFormat::buckeye) {
+    *how = "shipped (buckeye)";
+    return PhoneSetSpec::builtin("buckeye");
+  }
+  std::map<std::string, int64_t> counts;
+  std::set<std::string> train_labels;
+  for (const auto& e : es)
+    if (e.split == "train" && !has_error(e.problems))
+      for (const auto& iv : e.intervals)
+        if (!iv.label.empty()) ++counts[iv.label];
+  if (counts.empty()) throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from");
+  PhoneSetSpec ps = derive_phone_set(counts);
+  std::map<std::string, std::map<std::string, UnseenLabel>> un;
+  for (const auto& e : es)
+    if (e.split != "train" && !has_error(e.problems))
+      for (const auto& iv : e.intervals)
+        if (!iv.label.empty() && !counts.count(iv.label) && !silence_word(iv.label)) {
+          UnseenLabel& u = un[e.split][iv.label];
+          if (u.count++ == 0) u.example = e.id;
+        }
+  *unseen = unseen_labels_line(un);
+  *how = "derived from the train split's labels: " + join(ps.phones, " ");
+  return ps;
+}
+
+// SHA-256 over "path\tsize\tmtime" of every audio and label file used.
+std::string corpus_fingerprint(const std::vector<CorpusEntry>& es) {
+  std::set<std::string> files;
+  for (const auto& e : es) files.insert(e.audio_path), files.insert(e.label_path);
+  Sha256 h;
+  for (const auto& p : files) {
+    if (p.empty()) continue;
+    std::error_code ec;
+    const auto size = fs::file_size(p, ec);
+    const auto mtime = fs::last_write_time(p, ec).time_since_epoch().count();
+    const std::string line = fs::absolute(p).lexically_normal().string() + "\t" + std::to_string(size) + "\t" +
+                             std::to_string(static_cast<long long>(mtime)) + "\n";
+    h.update(line.data(), line.size());
+  }
+  return h.hex();
+}
+
+// The WORKDIR is never the corpus nor a folder of it, nor a folder prepare did not write.
+void check_folders(const PrepareOptions& po) {
+  InputSet corpus;
+  std::error_code ec;
+  const fs::path root = fs::is_directory(po.corpus_dir, ec) ? fs::path(po.corpus_dir) : fs::path(po.corpus_dir).parent_path();
+  corpus.add(root.empty() ? fs::path(".") : root);
+  if (fs::is_directory(root, ec))
+    for (const fs::path& rel : walk_files(root, nullptr))
+      for (fs::path d = rel.parent_path(); !d.empty(); d = d.parent_path()) corpus.add(root / d);
+  refuse_output("--out", po.workdir, corpus, "a folder of the corpus --corpus " + po.corpus_dir +
+                                                 "; the prepared data go into a folder of their own");
+  check_output_folder(po.workdir);
+}
+
+}  // namespace
+
+PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  PrepareOptions po = po_in;
+  po.features.allow_resample = true;  // any rate and channel count libsndfile reads
+  validate(po.features);
+  const CorpusFormat fmt =
+      po.corpus_format.empty() ? detect_corpus_format(po.corpus_dir) : parse_corpus_format(po.corpus_format);
+  check_folders(po);
+  PrepareSummary sum;
+  std::vector<Problem> scan_problems;
+  const ReaderOptions ro{po.tier};
+  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems);
+  sum.utterances_found = static_cast<int64_t>(es.size());
+  const int threads = std::max(1, std::min<int>(resolve_threads(po.threads), static_cast<int>(es.size())));
+  parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) { read_labels(es[i], ro); });
+  CorpusPlan plan;
+  plan.format = fmt;
+  plan.split_rule = assign_splits(po, es);
+  std::string unseen;
+  plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
+  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
+  sum.utterances_found = static_cast<int64_t>(es.size());
+  plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
+  plan.fingerprint = corpus_fingerprint(es);
+  plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
+  plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", po.tier},
+                     {"phone_set", plan.phone_set.digest()}, {"split_rule", plan.split_rule},
+                     {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
+  if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {
+    try {
+      summary_from_manifest(po.workdir, sum);
+      sum.up_to_date = true;
+      sum.wall_seconds = since();
+      return sum;
+    } catch (const std::exception& e) {
+      spdlog::info("{}: cache not reusable ({}), rebuilding", po.workdir, e.what());
+      sum = PrepareSummary{};
+      sum.utterances_found = static_cast<int64_t>(es.size());
+    }
+  }
+  for (const auto& p : scan_problems) {
+    sum.problems.push_back(p.str());
+    spdlog::warn("{}", p.str());
+    ++sum.warnings, ++sum.warnings_by_kind[corpus_problem_kind(p.message)];
+  }
+  if (!unseen.empty()) {
+    sum.problems.push_back(unseen);
+    spdlog::warn("{}", unseen);
+    ++sum.warnings, ++sum.warnings_by_kind["label unseen in train"];
+  }
+  spdlog::info("phone set {} ({} phones, sha256 {}): {}", plan.phone_set.name, plan.phone_set.size(),
+               plan.phone_set.digest().substr(0, 12), plan.phone_set_how);
+  std::vector<std::vector<MappedInterval>> mapped(es.size());
+  for (size_t i = 0; i < es.size(); ++i)
+    if (!has_error(es[i].problems)) mapped[i] = map_labels(es[i], plan.phone_set);
+  write_corpus_workdir(po, es, mapped, plan, threads, sum);
+  sum.wall_seconds = since();
+  return sum;
+}
+
+}  // namespace timitseg::data

@@ -1,0 +1,76 @@
+// Internals of `prepare` for corpora other than TIMIT, shared by
+// data/prepare_corpus.cpp (reading, labels, splits, phone set, per-utterance
+// processing) and data/prepare_corpus_write.cpp (the streamed WORKDIR).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus_formats.h"
+#include "data/dataset.h"
+#include "data/phone_set.h"
+#include "data/prepare_internal.h"
+
+namespace timitseg::data {
+
+// A label interval resolved to a class index of the phone set: [start, end) seconds.
+struct MappedInterval {
+  double start = 0.0, end = 0.0;
+  int index = 0;
+  int line = 0;
+};
+
+// What prepare decided before processing: the format, splits, phone set and
+// what manifest.json records about them.
+struct CorpusPlan {
+  CorpusFormat format = CorpusFormat::textgrid;
+  nlohmann::ordered_json split_rule;  // {"rule": "corpus" | "split file" | "by speaker", ...}
+  PhoneSetSpec phone_set;
+  std::string phone_set_how;  // "--phone-set FILE", "shipped (buckeye)", "derived from the train split (N phones)"
+  std::string source, fingerprint;
+  nlohmann::ordered_json opts_json, split_opts;
+};
+
+// e.intervals resolved against `ps`: empty intervals (and the words sil, sp,
+// silence, <sil> when not labels of the set) become ps's silence; merged
+// labels extend the interval before them (the one after, at the start). An
+// unknown label (with the nearest phones by spelling) or a dropped one adds
+// one error to e.problems and returns nothing.
+std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps);
+
+// Buckeye's long recordings around the labels the phone set drops (the
+// interviewer, laughter, unknown words): each maximal run of intervals without
+// a dropped label becomes an utterance ID.001, ID.002, ... (a segment of the
+// recording; runs of silence only are left out). Entries without dropped
+// labels stay as they are.
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps);
+
+// Frame labels [num_frames]: frame t takes the interval covering its centre
+// sample frame_center_sample(t) (interval boundaries rounded to samples of
+// the feature rate); a centre no interval covers takes `silence` (>= 0), or
+// the phone before it when the set has no silence.
+std::vector<int32_t> corpus_frame_labels(const std::vector<MappedInterval>& m, int64_t num_frames,
+                                         const FeatureOptions& fo, int silence);
+
+// Audio (its segment when the entry is one; resampled and down-mixed as
+// needed), features and frame labels of one utterance. Problems of the scan
+// and of the labels come first; an error leaves ok false.
+ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& fo,
+                                 int silence);
+
+// The kind of a problem for the summary's counts (the readers' messages, then problem_kind's).
+std::string corpus_problem_kind(const std::string& message);
+
+// Processes every utterance in chunks (threaded, a progress bar), streams the
+// usable ones into a staging folder of WORKDIR (split files, cmvn, durations,
+// phone_set.yaml, manifest.json last) and renames them into place. Problems go
+// into `sum`; with --strict the first bad utterance (in id order) throws and
+// nothing is written.
+void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
+                          const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
+                          PrepareSummary& sum);
+
+}  // namespace timitseg::data

@@ -1,0 +1,350 @@
+// `prepare` of other corpora, the writing stage: utterances processed in
+// chunks on all threads, appended in id order to per-split streams (features
+// to a raw file in the staging folder; labels, offsets and segments, ~1/40 of
+// the features, in memory), CMVN accumulated as they pass (Chan et al.'s
+// pairwise merge of per-utterance means and squared deviations, float64), then
+// each split's safetensors file written from its stream, byte for byte what
+// st::save writes. Memory: a chunk of utterances, not the corpus.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+#include "common/atomic_file.h"
+#include "common/parallel.h"
+#include "common/progress.h"
+#include "common/safetensors.h"
+#include "common/sha256.h"
+#include "data/prepare_corpus_internal.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace timitseg::data {
+
+std::string corpus_problem_kind(const std::string& m) {
+  static const std::vector<std::pair<const char*, const char*>> kinds = {
+      {"unknown label", "unknown label"},
+      {"is dropped by phone set", "dropped label"},
+      {"has no silence", "unknown label"},
+      {"no interval tier named", "no such tier"},
+      {"unreadable TextGrid", "unreadable TextGrid"},
+      {"overlaps the previous interval", "overlapping intervals"},
+      {"unsorted", "unsorted intervals"},
+      {"start is not before end", "reversed or empty interval"},
+      {"start is negative", "negative time"},
+      {"past the end of the audio", "labels past the end of the audio"},
+      {"is missing", "missing audio"},
+      {"beside it (", "missing audio"},
+      {".wav beside it", "missing audio"},
+      {".words beside it", "no .words"},
+      {"is a command", "wav.scp pipe"},
+      {"not in the split file", "speaker not in --split-file"},
+      {"no labels", "no labels"},
+      {"duplicate utterance id", "duplicate utterance"},
+      {"fields, the header has", "bad manifest row"},
+      {"not a JSON object", "bad manifest row"},
+      {"is not in wav.scp", "not in wav.scp"},
+      {"is not in wav.scp/segments", "CTM utterance not in the data dir"},
+      {"has no speaker", "no speaker"},
+      {"no speaker (column", "no speaker"},
+      {"no '#' line", "unreadable .phones"},
+      {"expected '", "unreadable line"},
+  };
+  for (const auto& [needle, kind] : kinds)
+    if (m.find(needle) != std::string::npos) return kind;
+  return problem_kind(m);
+}
+
+namespace {
+
+// One split, streamed: features appended to STAGE/.SPLIT.features.raw.
+struct SplitStream {
+  std::string name;
+  fs::path raw_path;
+  std::ofstream raw;
+  int64_t frames = 0;
+  std::vector<int32_t> labels, seg_flat;
+  std::vector<int64_t> foff{0}, soff{0}, nsamp;
+  json utts = json::array();
+  std::set<std::string> speakers;
+  double seconds = 0.0;
+  std::map<int, std::vector<int64_t>> durs;  // phone -> run lengths (frames)
+
+  void add(const CorpusEntry& e, const ProcessedUtterance& r) {
+    raw.write(reinterpret_cast<const char*>(r.features.data()),
+              static_cast<std::streamsize>(r.features.size() * sizeof(float)));
+    if (!raw) throw std::runtime_error(raw_path.string() + ": cannot write (disk full?)");
+    frames += static_cast<int64_t>(r.labels.size());
+    labels.insert(labels.end(), r.labels.begin(), r.labels.end());
+    foff.push_back(frames);
+    const std::vector<Segment> segs = frame_segments(r.labels);
+    for (const auto& s : segs) {
+      seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
+      durs[s.label].push_back(s.length);
+    }
+    soff.push_back(soff.back() + static_cast<int64_t>(segs.size()));
+    nsamp.push_back(r.num_samples);
+    json u = {{"id", e.id}, {"speaker", e.speaker}, {"audio", fs::absolute(e.audio_path).lexically_normal().string()}};
+    if (e.seg_end >= 0) u["segment"] = {e.seg_start, e.seg_end};
+    utts.push_back(u);
+    speakers.insert(e.speaker);
+    seconds += r.seconds;
+  }
+};
+
+// STAGE/SPLIT.safetensors from the stream: the header st::save would write,
+// then the tensors in name order, the features copied from the raw file.
+void write_split_file(SplitStream& s, int dim, const std::string& path, const json& opts_json, const PhoneSetSpec& ps) {
+  s.raw.close();
+  const int64_t F = s.frames, S = static_cast<int64_t>(s.seg_flat.size() / 3);
+  const int64_t U = static_cast<int64_t>(s.nsamp.size());
+  std::map<std::string, std::string> meta = {
+      {"format_version", std::to_string(kPreparedFormatVersion)},
+      {"split", s.name},
+      {"feature_options", opts_json.dump()},
+      {"utterances", s.utts.dump()},
+      {"labels", "index into the phones of phone_set.yaml (phone set " + ps.name + ")"}};
+  struct T { std::string name; st::DType dt; std::vector<int64_t> shape; const void* data; size_t bytes; };
+  const std::vector<T> ts = {
+      {"features", st::DType::F32, {F, dim}, nullptr, static_cast<size_t>(F) * dim * sizeof(float)},
+      {"labels", st::DType::I32, {F}, s.labels.data(), s.labels.size() * 4},
+      {"num_samples", st::DType::I64, {U}, s.nsamp.data(), s.nsamp.size() * 8},
+      {"segments", st::DType::I32, {S, 3}, s.seg_flat.data(), s.seg_flat.size() * 4},
+      {"utt_frame_offsets", st::DType::I64, {U + 1}, s.foff.data(), s.foff.size() * 8},
+      {"utt_segment_offsets", st::DType::I64, {U + 1}, s.soff.data(), s.soff.size() * 8}};
+  nlohmann::json h = nlohmann::json::object();
+  nlohmann::json m = nlohmann::json::object();
+  for (const auto& [k, v] : meta) m[k] = v;
+  h["__metadata__"] = m;
+  uint64_t off = 0;
+  for (const auto& t : ts) {
+    h[t.name] = {{"dtype", st::dtype_name(t.dt)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes}}};
+    off += t.bytes;
+  }
+  std::string header = h.dump();
+  header.append((8 - header.size() % 8) % 8, ' ');
+  AtomicFile out(path);
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  out.write(len, 8);
+  out.write(header);
+  std::ifstream raw(s.raw_path, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  size_t copied = 0;
+  while (raw.read(buf.data(), static_cast<std::streamsize>(buf.size())) || raw.gcount() > 0) {
+    out.write(buf.data(), static_cast<size_t>(raw.gcount()));
+    copied += static_cast<size_t>(raw.gcount());
+  }
+  if (copied != ts[0].bytes) throw std::runtime_error(s.raw_path.string() + ": features stream cut short");
+  for (size_t i = 1; i < ts.size(); ++i) out.write(ts[i].data, ts[i].bytes);
+  out.commit();
+  raw.close();
+  fs::remove(s.raw_path);
+}
+
+// Mean and population variance of the train frames, merged utterance by utterance.
+struct CmvnAcc {
+  int dim = 0;
+  int64_t n = 0;
+  std::vector<double> mean, m2;
+  explicit CmvnAcc(int d) : dim(d), mean(d, 0.0), m2(d, 0.0) {}
+  void add(const std::vector<float>& x, int64_t T) {
+    if (T <= 0) return;
+    for (int d = 0; d < dim; ++d) {
+      double mu = 0.0, q = 0.0;
+      for (int64_t t = 0; t < T; ++t) mu += x[t * dim + d];
+      mu /= static_cast<double>(T);
+      for (int64_t t = 0; t < T; ++t) q += (x[t * dim + d] - mu) * (x[t * dim + d] - mu);
+      const double na = static_cast<double>(n), nb = static_cast<double>(T), delta = mu - mean[d];
+      mean[d] += delta * nb / (na + nb);
+      m2[d] += q + delta * delta * na * nb / (na + nb);
+    }
+    n += T;
+  }
+  void save(const fs::path& stage) const {
+    std::vector<double> var(dim);
+    for (int d = 0; d < dim; ++d) var[d] = m2[d] / static_cast<double>(n);
+    st::File f;
+    f.metadata["split"] = "train";
+    f.metadata["frames"] = std::to_string(n);
+    f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
+    f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
+    f.tensors["var"] = st::Tensor::from<double>({dim}, var);
+    f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
+    st::save((stage / "cmvn.safetensors").string(), f);
+  }
+};
+
+json duration_stats(const SplitStream& s, const PhoneSetSpec& ps, double shift_ms) {
+  std::ostringstream unit;
+  unit << "frames of " << shift_ms << " ms (maximal runs of frame labels)";
+  json per = json::object();
+  for (const auto& [phone, v0] : s.durs) {
+    std::vector<int64_t> v = v0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    double total = 0;
+    for (auto x : v) total += static_cast<double>(x);
+    const double median = (n % 2) ? static_cast<double>(v[n / 2]) : 0.5 * static_cast<double>(v[n / 2 - 1] + v[n / 2]);
+    const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));
+    per[ps.phones[phone]] = {{"count", n}, {"mean", total / n}, {"median", median},
+                             {"p95", static_cast<double>(v[std::max<size_t>(rank, 1) - 1])}, {"max", v.back()}};
+  }
+  return {{"unit", unit.str()}, {"phones", per}};
+}
+
+// The problems of one processed utterance into the summary (as prepare's TIMIT path logs them).
+void collect(const CorpusEntry& e, const ProcessedUtterance& r, const PrepareOptions& po, PrepareSummary& sum) {
+  bool counted = false;
+  for (const auto& p : r.problems) {
+    const std::string line = p.str();
+    sum.problems.push_back(line);
+    if (p.error && po.strict) throw std::runtime_error(line + " (--strict: nothing written)");
+    if (p.error) {
+      spdlog::error("{} ({} skipped)", line, e.id);
+      if (!counted) ++sum.skipped, ++sum.skipped_by_kind[corpus_problem_kind(p.message)], counted = true;
+    } else {
+      spdlog::warn("{}", line);
+      ++sum.warnings, ++sum.warnings_by_kind[corpus_problem_kind(p.message)];
+    }
+  }
+  sum.audio_seconds += r.seconds;
+}
+
+// Processes the utterances chunk by chunk into the split streams and CMVN.
+void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
+                const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
+                std::map<std::string, SplitStream>& streams, CmvnAcc& cmvn, PrepareSummary& sum) {
+  if (!po.progress) Progress::set_enabled(false);
+  Progress bar("prepare", static_cast<int64_t>(es.size()), "utt");
+  const size_t chunk = std::max<size_t>(32, 8 * static_cast<size_t>(threads));
+  const int sil = plan.phone_set.silence_index();
+  for (size_t b = 0; b < es.size(); b += chunk) {
+    const size_t n = std::min(chunk, es.size() - b);
+    std::vector<ProcessedUtterance> res(n);
+    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
+      res[i] = process_entry(es[b + i], mapped[b + i], po.features, sil);
+      bar.advance();
+    });
+    for (size_t i = 0; i < n; ++i) {
+      const CorpusEntry& e = es[b + i];
+      collect(e, res[i], po, sum);
+      if (!res[i].ok) continue;
+      const std::string split = e.split.empty() ? "train" : e.split;
+      streams.at(split).add(e, res[i]);
+      if (split == "train") cmvn.add(res[i].features, static_cast<int64_t>(res[i].labels.size()));
+      res[i] = ProcessedUtterance{};  // free its features now
+    }
+  }
+  bar.finish();
+}
+
+void write_manifest(const fs::path& stage, const CorpusPlan& plan, const json& files, const json& split_counts,
+                    const json& phone_set_entry, const PrepareSummary& sum) {
+  json m;
+  m["format"] = "timitseg prepared TIMIT";  // the WORKDIR layout's name (any corpus)
+  m["format_version"] = kPreparedFormatVersion;
+  m["corpus_format"] = corpus_format_name(plan.format);
+  m["source"] = plan.source;
+  m["corpus_fingerprint"] = plan.fingerprint;
+  m["fingerprint_rule"] = "sha256 over 'absolute path\\tsize\\tmtime' of every audio and label file";
+  m["feature_options"] = plan.opts_json;
+  m["checksum_algorithm"] = "sha256";
+  m["files"] = files;
+  m["splits"] = split_counts;
+  m["split_options"] = plan.split_opts;
+  const json no_core = {{"rule", "none"}, {"why", "TIMIT's core-test list names TIMIT speakers"}};
+  m["split_rule"] = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", no_core}};
+  m["phone_set"] = phone_set_entry;
+  m["phone_set_source"] = plan.phone_set_how;
+  m["utterances_found"] = sum.utterances_found;
+  m["sa_excluded"] = 0;
+  m["skipped"] = sum.skipped;
+  m["warnings"] = sum.warnings;
+  m["skipped_by_kind"] = sum.skipped_by_kind;
+  m["warnings_by_kind"] = sum.warnings_by_kind;
+  m["problems"] = sum.problems;
+  write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
+}
+
+// Every file into STAGE; returns the manifest's "files".
+void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
+                 const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
+                 PrepareSummary& sum, const fs::path& stage, const fs::path& wd) {
+  std::map<std::string, SplitStream> streams;
+  for (const auto& s : split_names()) {
+    SplitStream& st = streams[s];
+    st.name = s;
+    st.raw_path = stage / ("." + s + ".features.raw");
+    st.raw.open(st.raw_path, std::ios::binary);
+  }
+  const int dim = po.features.dim();
+  CmvnAcc cmvn(dim);
+  stream_all(po, es, mapped, plan, threads, streams, cmvn, sum);
+  if (streams.at("train").nsamp.empty())
+    throw std::runtime_error(po.corpus_dir + ": no usable train utterance: CMVN statistics come from the train split");
+  json files = json::object(), split_counts = json::object(), durations = json::object();
+  auto record = [&](const std::string& name) {
+    uint64_t bytes = 0;
+    const std::string sha = sha256_file((stage / name).string(), &bytes);
+    files[name] = {{"bytes", bytes}, {"sha256", sha}};
+  };
+  const std::vector<std::string>& names = split_names();
+  parallel_for(static_cast<int64_t>(names.size()), threads, [&](int64_t i, int) {
+    write_split_file(streams.at(names[i]), dim, (stage / (names[i] + ".safetensors")).string(), plan.opts_json,
+                     plan.phone_set);
+  });
+  for (const auto& name : names) {
+    const SplitStream& s = streams.at(name);
+    record(name + ".safetensors");
+    const auto U = static_cast<int64_t>(s.nsamp.size()), spk = static_cast<int64_t>(s.speakers.size());
+    split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds}};
+    sum.splits.push_back({name, U, s.frames, spk, s.seconds});
+    durations[name] = duration_stats(s, plan.phone_set, po.features.frame_shift_ms);
+  }
+  cmvn.save(stage);
+  record("cmvn.safetensors");
+  write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
+  record("durations.json");
+  const json ps_entry = write_workdir_phone_set(stage.string(), workdir_phone_set(plan.phone_set));
+  record("phone_set.yaml");
+  sum.dev_rule = plan.split_rule.at("rule").get<std::string>();
+  sum.core_test_rule = "none";
+  write_manifest(stage, plan, files, split_counts, ps_entry, sum);
+  fs::remove(wd / "manifest.json");
+  for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
+  fs::rename(stage / "manifest.json", wd / "manifest.json");
+}
+
+}  // namespace
+
+void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
+                          const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
+                          PrepareSummary& sum) {
+  fs::create_directories(po.workdir);
+  const fs::path wd(po.workdir);
+  remove_stale_temporaries(wd.string());
+  const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
+  std::error_code ec;
+  fs::remove_all(stage, ec);
+  fs::create_directory(stage);
+  struct StageGuard {
+    fs::path dir;
+    ~StageGuard() {
+      std::error_code e;
+      fs::remove_all(dir, e);
+    }
+  } guard{stage};
+  write_stage(po, es, mapped, plan, threads, sum, stage, wd);
+}
+
+}  // namespace timitseg::data
