@@ -33,6 +33,7 @@ std::string espeak_missing_message() {
          "espeak-ng-data, scripts/setup.sh, then reconfigure and rebuild with cmake -DTIMITSEG_ESPEAK=AUTO or ON)";
 }
 
+#ifdef TIMITSEG_HAVE_ESPEAK
 namespace {
 
 // Levenshtein distance over bytes (language codes are ASCII).
@@ -78,6 +79,7 @@ void split_words(const std::string& text, std::vector<std::string>* words, std::
 }
 
 }  // namespace
+#endif
 
 #ifndef TIMITSEG_HAVE_ESPEAK
 

@@ -234,3 +234,17 @@ TEST(SynthEspeak, UnknownLanguageIsOneLineAndWritesNothing) {
                                       d.str("c") + " --log-level warn", &out), 0) << out;
   EXPECT_NE(timitseg::read_file(d.str("c/manifest.jsonl")).find("gatto"), std::string::npos);
 }
+
+// A build without libespeak-ng (cmake -DTIMITSEG_ESPEAK=OFF): --voice espeak and the G2P
+// are one line naming what to install; nothing is written. Skipped when it is built in.
+TEST(SynthEspeak, VoiceEspeakWithoutLibespeakIsOneErrorLine) {
+  if (espeak_built_in()) GTEST_SKIP() << "libespeak-ng is built in: this checks a -DTIMITSEG_ESPEAK=OFF build";
+  EXPECT_THROW(espeak_phones("hola", "es"), std::runtime_error);
+  testutil::TempDir d;
+  std::string out;
+  EXPECT_EQ(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --voice espeak --language es --out " +
+                                      d.str("c"), &out), 1);
+  EXPECT_NE(out.find("libespeak-ng is not built in"), std::string::npos) << out;
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
+  EXPECT_FALSE(fs::exists(d.path / "c"));
+}
