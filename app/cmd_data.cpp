@@ -205,12 +205,13 @@ void add_features_command(CLI::App& app) {
   });
 }
 
-// timitseg synth: a synthetic TIMIT-layout corpus.
+// timitseg synth: a synthetic labelled corpus (TIMIT's layout or another).
 void add_synth_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "synth",
-      "Write a synthetic TIMIT-layout corpus (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN, 16 kHz 16-bit) made by "
-      "per-phone source-filter synthesis (--voice tones) or spoken by libflite (--voice flite); TEST holds speakers "
+      "Write a synthetic labelled corpus, 16 kHz 16-bit: per-phone source-filter synthesis (--voice tones), English "
+      "spoken by libflite (--voice flite), or any espeak-ng language (--voice espeak --language LANG); in TIMIT's "
+      "layout (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN) or --format textgrid|buckeye|kaldi|manifest. TEST holds speakers "
       "of the dev and core-test lists so every split is non-empty. Deterministic per seed (docs/synth.md).");
   auto o = std::make_shared<data::SynthOptions>();
   sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
@@ -218,30 +219,60 @@ void add_synth_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::Range(4, 10000));
   sub->add_option("--utterances-per-speaker", o->utterances_per_speaker,
-                  "SI/SX utterances per speaker (each speaker also gets one SA1, which prepare excludes)")
+                  "SI/SX utterances per speaker (each speaker also gets one SA1, which prepare excludes; only the "
+                  "timit layout writes it)")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   sub->add_option("--seed", o->seed, "Random seed (same seed, same corpus)")->capture_default_str();
   auto* noise = sub->add_option("--noise-db", o->noise_db,
                                 "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB "
-                                "range drawn per utterance (--voice flite: default -30)")
+                                "range drawn per utterance (--voice flite and espeak: default -30)")
                     ->capture_default_str();
   sub->add_option("--voice", o->voice,
                   "tones: the source-filter synthesizer; flite: random English sentences spoken by libflite's voices "
                   "awb, rms (male speakers) and slt (female), flite's own phone boundaries mapped to TIMIT's 61 "
-                  "phones (needs a build with libflite, Debian flite1-dev)")
-      ->check(CLI::IsMember({"tones", "flite"}))
+                  "phones (needs a build with libflite, Debian flite1-dev); espeak: sentences in --language spoken by "
+                  "libespeak-ng, labelled with espeak's IPA phone names and 'sil' from its phoneme events (needs a "
+                  "build with libespeak-ng, Debian libespeak-ng-dev)")
+      ->check(CLI::IsMember({"tones", "flite", "espeak"}))
       ->capture_default_str();
-  sub->add_option("--format", o->format, "Audio container: sphere (NIST SPHERE, as on the LDC discs) or riff")
+  sub->add_option("--language", o->language,
+                  "--voice espeak: an espeak-ng language code (es, de, cmn, fr, en-us, ... : espeak-ng --voices); "
+                  "word lists are shipped for cmn de en es fr, any other language needs --text");
+  sub->add_option("--text", o->text_file,
+                  "--voice espeak: a UTF-8 file of sentences in --language, one per line; each utterance speaks a "
+                  "line drawn at random (seeded) (default: random 4-10 word sentences of the shipped word list)")
+      ->check(CLI::ExistingFile);
+  auto* layout = sub->add_option(
+      "--format", o->layout,
+      "Corpus layout: timit (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN; espeak adds .WRD and .TXT), textgrid (MFA: "
+      "SPEAKER/UTT.wav + UTT.TextGrid, tiers words and phones), buckeye (SPEAKER/UTT.wav + .phones + .words), kaldi "
+      "(train/dev/test: wav.scp, segments, utt2spk, spk2utt, text, phones.ctm) or manifest (manifest.jsonl); sphere "
+      "and riff are the old spellings of timit with --audio sphere / riff");
+  layout->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "sphere", "riff"}))
+      ->capture_default_str();
+  sub->add_option("--audio", o->format,
+                  "The timit layout's audio: sphere (NIST SPHERE, as on the LDC discs) or riff (RIFF WAV); the other "
+                  "layouts write RIFF .wav")
       ->check(CLI::IsMember({"sphere", "riff"}))
       ->capture_default_str();
-  sub->add_flag("--lower-case", o->lower_case, "Lower-case file and folder names (default: upper case, as on the "
-                                               "LDC discs)");
+  sub->add_option("--threads", o->threads,
+                  "Worker threads (0: all cores); the corpus is the same for any count (espeak-ng and flite "
+                  "synthesize one utterance at a time, the rest runs in parallel)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1024));
+  sub->add_flag("--lower-case", o->lower_case, "timit layout: lower-case file and folder names (default: upper case, "
+                                               "as on the LDC discs)");
   sub->callback([o, noise] {
-    if (o->voice == "flite" && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
+    if (o->layout == "sphere" || o->layout == "riff") {
+      o->format = o->layout;
+      o->layout = "timit";
+    }
+    if ((o->voice == "flite" || o->voice == "espeak") && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
     const data::SynthSummary s = data::synth_corpus(*o);
-    spdlog::info("{}: {} utterances ({:.1f} s of audio); TRAIN {} speakers, TEST {} speakers ({} dev, {} core-test)",
-                 o->out_dir, s.files, s.seconds, s.train_speakers, s.test_speakers, s.dev_speakers,
+    spdlog::info("{}: {} utterances ({:.1f} s of audio, {} layout); TRAIN {} speakers, TEST {} speakers ({} dev, {} "
+                 "core-test)",
+                 o->out_dir, s.files, s.seconds, o->layout, s.train_speakers, s.test_speakers, s.dev_speakers,
                  s.core_test_speakers);
   });
 }

@@ -11,6 +11,7 @@
 #include "app/commands.h"
 #include "common/dist.h"
 #include "common/version.h"
+#include "data/espeak_tts.h"
 #include "data/flite_tts.h"
 #include "train/interrupt.h"
 
@@ -36,11 +37,16 @@ int main(int argc, char** argv) {
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
   // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words);
+  // "with libespeak-ng 1.51": `synth --voice espeak` and `align --g2p espeak` work;
   // then MPI, NCCL and CUDA with its architectures, as the configure step found them.
   const std::string archs = timitseg::cuda_architectures();
   app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
                                         timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
                                         (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
+                                        (timitseg::data::espeak_built_in()
+                                             ? "with libespeak-ng " + timitseg::data::espeak_version()
+                                             : std::string("without libespeak-ng")) +
+                                        ", " +
                                         (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI, " +
                                         (timitseg::nccl_built_in() ? "with" : "without") + " NCCL, " +
                                         (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");

@@ -1,12 +1,6 @@
 // Synthetic TIMIT-like corpus; see data/synth.h and docs/synth.md.
 #include "data/synth.h"
 
-#include <unistd.h>
-
-#include "common/progress.h"
-
-#include <sndfile.h>
-
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -20,8 +14,6 @@
 
 #include "data/corpus.h"
 #include "data/timit_lists.h"
-#include "data/flite_tts.h"
-#include "data/synth_flite.h"
 #include "data/synth_internal.h"
 #include "data/synth_specs.h"
 
@@ -471,91 +463,6 @@ SynthUtterance synth_utterance(const SynthSpeaker& spk, uint64_t seed, int index
   const Paths paths = source_paths(spk, tracks, N, rng);
   mix_to_samples(spk, paths, tracks, N, noise_db, rng, u);
   return u;
-}
-
-SynthSummary synth_corpus(const SynthOptions& o) {
-  if (o.utterances_per_speaker < 1) throw std::invalid_argument("synth: --utterances-per-speaker must be >= 1");
-  if (o.format != "sphere" && o.format != "riff")
-    throw std::invalid_argument("synth: --format must be sphere or riff, got '" + o.format + "'");
-  if (o.voice != "tones" && o.voice != "flite")
-    throw std::invalid_argument("synth: --voice must be tones or flite, got '" + o.voice + "'");
-  const bool flite = o.voice == "flite";
-  if (flite && !flite_built_in()) throw std::runtime_error(flite_missing_message());
-  // Never merge into an existing corpus: the corpus is built in a temporary
-  // folder beside OUT and renamed to OUT at the end, so a failure leaves nothing.
-  fs::path out = fs::path(o.out_dir).lexically_normal();
-  if (out.filename().empty()) out = out.parent_path();  // "corpus/" -> "corpus"
-  if (out.empty()) throw std::runtime_error("synth: --out is empty");
-  std::error_code ec;
-  if (fs::exists(out, ec)) {
-    if (!fs::is_directory(out, ec)) throw std::runtime_error(o.out_dir + ": exists and is not a folder");
-    if (!fs::is_empty(out, ec))
-      throw std::runtime_error(o.out_dir + ": folder exists and is not empty; synth never merges corpora (choose a new --out or remove it)");
-  }
-  const fs::path tmp_root = out.parent_path() / (out.filename().string() + ".tmp-" + std::to_string(::getpid()));
-  try {
-    fs::create_directories(tmp_root);
-  } catch (const fs::filesystem_error& e) {
-    throw std::runtime_error(o.out_dir + ": cannot create the output folder (" + e.code().message() + ")");
-  }
-  struct Cleanup {
-    fs::path dir;
-    bool armed = true;
-    ~Cleanup() {
-      std::error_code ignore;
-      if (armed) fs::remove_all(dir, ignore);
-    }
-  } cleanup{tmp_root};
-  const auto speakers = synth_speakers(o.speakers, o.seed);
-  Progress progress(flite ? "synth flite" : "synth", static_cast<int64_t>(speakers.size()) * (o.utterances_per_speaker + 1), "utt");
-  auto name = [&](std::string s) {
-    if (!o.lower_case)
-      for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    return s;
-  };
-  SynthSummary sum;
-  for (size_t si = 0; si < speakers.size(); ++si) {
-    const SynthSpeaker& spk = speakers[si];
-    if (spk.part == "train") ++sum.train_speakers;
-    else {
-      ++sum.test_speakers;
-      sum.dev_speakers += dev_speakers().count(spk.id) ? 1 : 0;
-      sum.core_test_speakers += core_test_speakers().count(spk.id) ? 1 : 0;
-    }
-    const fs::path dir = tmp_root / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
-    fs::create_directories(dir);
-    for (int k = -1; k < o.utterances_per_speaker; ++k) {
-      const bool sa = k < 0;
-      const int64_t num = static_cast<int64_t>(si) * o.utterances_per_speaker + k;
-      const std::string utt = sa ? "sa1" : (k % 3 == 0 ? "si" + std::to_string(1000 + num) : "sx" + std::to_string(3 + num));
-      const SynthUtterance u = flite ? synth_flite_utterance(spk, o.seed, k, sa, o.noise_db)
-                                     : synth_utterance(spk, o.seed, k, sa, o.noise_db);
-      // .WAV in the requested case: "sx3.wav" or "SX3.WAV". Files are written in
-      // place: the whole tree is staged in tmp_root and renamed at the end.
-      const std::string wav = (dir / (name(utt) + name(".wav"))).string();
-      SF_INFO info{};
-      info.samplerate = 16000;
-      info.channels = 1;
-      info.format = (o.format == "sphere" ? SF_FORMAT_NIST : SF_FORMAT_WAV) | SF_FORMAT_PCM_16;
-      SNDFILE* f = sf_open(wav.c_str(), SFM_WRITE, &info);
-      if (!f) throw std::runtime_error(wav + ": cannot write audio: " + sf_strerror(nullptr));
-      const sf_count_t wrote = sf_write_short(f, u.samples.data(), static_cast<sf_count_t>(u.samples.size()));
-      sf_close(f);
-      if (wrote != static_cast<sf_count_t>(u.samples.size())) throw std::runtime_error(wav + ": short write");
-      const std::string phn_path = (dir / (name(utt) + name(".phn"))).string();
-      std::ofstream phn(phn_path, std::ios::binary);
-      for (const auto& p : u.phones) phn << p.start << ' ' << p.end << ' ' << p.label << '\n';
-      if (!phn.flush()) throw std::runtime_error(phn_path + ": cannot write");
-      ++sum.files;
-      sum.seconds += u.samples.size() / kRate;
-      progress.advance();
-    }
-  }
-  progress.finish();
-  fs::rename(tmp_root, out, ec);
-  if (ec) throw std::runtime_error(o.out_dir + ": cannot move the finished corpus into place (" + ec.message() + ")");
-  cleanup.armed = false;
-  return sum;
 }
 
 }  // namespace timitseg::data

@@ -20,8 +20,13 @@ struct SynthOptions {
   int utterances_per_speaker = 6;  // SI/SX sentences per speaker, plus one SA1 (excluded by prepare)
   uint64_t seed = 1;
   bool lower_case = false;         // file and folder names in lower case (LDC discs: upper case)
-  std::string format = "sphere";   // sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
+  std::string format = "sphere";   // the timit layout's audio: sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
+  std::string layout = "timit";    // timit | textgrid | buckeye | kaldi | manifest (data/synth_layouts.h)
   std::string voice = "tones";     // tones (the source-filter synthesizer) | flite (libflite speech, data/synth_flite.h)
+                                   // | espeak (libespeak-ng speech in any language, data/synth_espeak.h)
+  std::string language;            // --voice espeak: the espeak-ng language code (es, de, cmn, fr, en-us, ...)
+  std::string text_file;           // --voice espeak: sentences, one per line (default: the shipped word list)
+  int threads = 0;                 // worker threads (0: all cores); the corpus does not depend on it
   double noise_db = -23.0;         // background noise level relative to the speech RMS (dB): the centre of
                                    // the per-utterance range noise_db +- 7 dB (default: SNR 16-30 dB;
                                    // the CLI's default for --voice flite is kFliteNoiseDb)
@@ -31,7 +36,7 @@ constexpr double kFliteNoiseDb = -30.0;  // `synth --voice flite` without --nois
 
 struct SynthSummary {
   int train_speakers = 0, test_speakers = 0, dev_speakers = 0, core_test_speakers = 0;
-  int64_t files = 0;  // .WAV files written (each with a .PHN)
+  int64_t files = 0;  // utterances written (audio files, each with its labels)
   double seconds = 0.0;  // audio written, SA included
 };
 
@@ -41,6 +46,10 @@ struct SynthUtterance {
   std::vector<int16_t> samples;
   struct Phone { int64_t start, end; std::string label; };
   std::vector<Phone> phones;
+  // --voice espeak only: the words with their [start, end) samples, and the text spoken
+  struct Word { int64_t start, end; std::string text; };
+  std::vector<Word> words;
+  std::string text;
 };
 
 // The speaker of a synth corpus: TIMIT-style id ("mabc0"), sex, voice.

@@ -7,6 +7,7 @@ set -euo pipefail
 pkgs=(cmake g++ make pkg-config libsndfile1-dev libsoxr-dev libeigen3-dev libcli11-dev libyaml-cpp-dev
       nlohmann-json3-dev libspdlog-dev libgtest-dev libbenchmark-dev libssl-dev zlib1g-dev
       flite1-dev
+      libespeak-ng-dev espeak-ng-data  # synth --voice espeak (any language) and align --g2p espeak
       libopenmpi-dev openmpi-bin  # training on several processes (mpirun; docs/multigpu.md) and its CI tests
       libboost-math-dev  # header-only Boost.Math: compare's t-test and sign test
       chromium)  # chromium: the headless-browser test of the HTML report (tests/app)

@@ -1,0 +1,72 @@
+// The one place that talks to libespeak-ng (docs/synth.md, "Speech in many languages"):
+// text in any espeak-ng language -> 16-bit audio at espeak's rate (22050 Hz) and each
+// phone's [start, end) sample positions, from espeak's phoneme events (the events'
+// own sample positions: they tile the audio), and the G2P of `align --g2p espeak`.
+//
+// Labels are espeak-ng's IPA phoneme names (UTF-8, e.g. "ʁ", "tʃ", "ɔ̃", "øː"), as
+// espeak reports them with espeakINITIALIZE_PHONEME_IPA: no stress marks, no tones
+// (espeak keeps Mandarin tones on the syllable, not as phonemes). espeak's pauses
+// (phonemes without an IPA name) and the audio before the first phone are
+// kEspeakSilence; zero-length events and language-switch markers ("(en)") are dropped.
+//
+// libespeak-ng is optional at build time (CMake TIMITSEG_ESPEAK): without it
+// espeak_built_in() is false and every other call throws espeak_missing_message().
+// espeak-ng keeps global state (voice, parameters, callback) and is not thread
+// safe: all calls are serialized by one mutex.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace timitseg::data {
+
+bool espeak_built_in();
+// "... libespeak-ng is not built in ..." (what to install and rebuild).
+std::string espeak_missing_message();
+// espeak-ng's version ("1.51") or "" without it.
+std::string espeak_version();
+
+constexpr const char* kEspeakSilence = "sil";
+
+// Throws std::invalid_argument, one line naming the code and the nearest espeak-ng
+// language codes, when `language` is not a voice espeak-ng can load ("es", "de",
+// "cmn", "fr", "en-us", ...).
+void espeak_check_language(const std::string& language);
+// Every language code of the installed espeak-ng voices, sorted.
+std::vector<std::string> espeak_languages();
+
+struct EspeakRequest {
+  std::string language;      // espeak-ng voice / language code: es, de, cmn, fr, en-us, ...
+  std::string variant;       // "" or an espeak-ng variant (m1..m8, f1..f5): language+variant
+  std::string text;          // UTF-8
+  int rate_wpm = 175;        // espeakRATE (words per minute, 80..450)
+  int pitch = 50;            // espeakPITCH (0..100)
+  int range = 50;            // espeakRANGE (0..100)
+  unsigned rand_seed = 1;    // srand() before synthesis (espeak's Klatt noise may use rand())
+};
+
+struct EspeakPhone {
+  int64_t start = 0, end = 0;  // [start, end) in samples at sample_rate
+  std::string label;           // IPA, or kEspeakSilence
+  int word = -1;               // index into EspeakOutput::words; -1 for silence
+};
+
+struct EspeakOutput {
+  int sample_rate = 0;
+  std::vector<int16_t> samples;
+  std::vector<EspeakPhone> phones;  // tile [0, samples.size())
+  std::vector<std::string> words;   // the text's words (split at spaces, punctuation stripped)
+  int language_switches = 0;        // "(xx)" markers: espeak spoke part of the text in another language
+};
+
+EspeakOutput espeak_speak(const EspeakRequest& r);
+
+// G2P: the phones of `text` in `language`, in synth's label set (IPA as above), silences
+// left out. Computed from the phoneme events of a synthesis of the text (the very path
+// synth labels come from, so a word's phones are the labels synth writes for it);
+// espeak_TextToPhonemes is not used: its output carries stress marks and Mandarin tone
+// digits that the events do not. Thread-safe (serialized). Throws for an unknown language.
+std::vector<std::string> espeak_phones(const std::string& text, const std::string& language);
+
+}  // namespace timitseg::data
