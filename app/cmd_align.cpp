@@ -140,6 +140,15 @@ constexpr const char* kDictFormatHelp =
     "timit, cmudict, mfa or auto (TIMIT when entries hold '/', CMUdict when the first entry's phones are ARPAbet, "
     "else MFA)";
 
+// --g2p and --language (docs/align.md "Dictionaries").
+void add_g2p_options(CLI::App* c, eval::AlignOptions* o) {
+  c->add_option("--g2p", o->g2p,
+                "espeak: words missing from --dict are pronounced by espeak-ng in --language (IPA phones, as "
+                "`synth --voice espeak` labels them: for checkpoints trained on such phone sets)")
+      ->check(CLI::IsMember({"espeak"}));
+  c->add_option("--language", o->language, "espeak-ng language of --g2p espeak (es, de, fr, cmn, en-us, ...)");
+}
+
 void add_align_command(CLI::App& app) {
   auto o = std::make_shared<eval::AlignOptions>();
   auto timit = std::make_shared<std::string>();
@@ -181,6 +190,7 @@ void add_align_command(CLI::App& app) {
   c->add_option("--dict-format", o->dict_format, kDictFormatHelp)
       ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}))
       ->capture_default_str();
+  add_g2p_options(c, o.get());
   add_enum_option<model::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "

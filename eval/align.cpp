@@ -483,9 +483,10 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<Ready>& pending,
 
 }  // namespace
 
-int align(const AlignOptions& o) {
+int align(const AlignOptions& options) {
   const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
-  check_align_options(o);
+  check_align_options(options);
+  const AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   std::shared_ptr<data::Dictionary> dict;

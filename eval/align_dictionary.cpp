@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "common/parallel.h"
+#include "data/espeak_tts.h"
 #include "data/phones.h"
 #include "model/batch.h"
 
@@ -61,6 +62,22 @@ void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>&
   if (inputs > 1)
     throw std::runtime_error("align: " + data::missing_words_line(all, dict_path) + " (in " + std::to_string(inputs) +
                              " inputs; the first: " + message[first].substr(0, message[first].find(": ")) + ")");
+}
+
+AlignOptions with_g2p(const AlignOptions& o) {
+  if (o.g2p.empty()) {
+    if (!o.language.empty()) throw std::invalid_argument("align: --language is the language of --g2p espeak; give both");
+    return o;
+  }
+  if (o.g2p != "espeak") throw std::invalid_argument("align: --g2p must be espeak, got '" + o.g2p + "'");
+  if (o.dict.empty()) throw std::invalid_argument("align: --g2p espeak pronounces words missing from --dict FILE; give one");
+  if (o.language.empty())
+    throw std::invalid_argument("align: --g2p espeak needs --language LANG (espeak-ng's code: es, de, cmn, en-us, ...)");
+  if (!data::espeak_built_in()) throw std::invalid_argument("align: --g2p espeak: " + data::espeak_missing_message());
+  data::espeak_check_language(o.language);
+  AlignOptions out = o;
+  out.words.g2p = [language = o.language](const std::string& word) { return data::espeak_phones(word, language); };
+  return out;
 }
 
 Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls) {

@@ -35,6 +35,14 @@ void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet
 void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
                            int threads);
 
+// The options with words.g2p set for --g2p: "espeak" pronounces a word
+// missing from the dictionary by espeak-ng in o.language (data/espeak_tts.h:
+// espeak_phones, IPA, silences left out). Throws std::invalid_argument, one
+// line, for another name, for --g2p without --dict or --language (or
+// --language without --g2p), an unknown language, or a build without
+// libespeak-ng. "" returns o as it is.
+AlignOptions with_g2p(const AlignOptions& o);
+
 // A transcript and its alternatives (data::words_to_phones) in the label set:
 // candidates[0] the transcript's, log_prob[k] the sum of log pronunciation probabilities.
 struct Candidates {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "data/espeak_tts.h"
 #include "data/features.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
@@ -199,4 +200,69 @@ TEST_F(AlignDictionary, BinaryChoosesBetweenPronunciationsAndNamesMissingWords) 
             std::string::npos)
       << m.output;
   EXPECT_FALSE(fs::exists(dir_ / "out2"));
+}
+
+TEST(AlignG2p, OptionsCheckedInOneLine) {
+  eval::AlignOptions o;
+  EXPECT_FALSE(static_cast<bool>(eval::with_g2p(o).words.g2p));  // no --g2p: a missing word stays an error
+  auto error_of = [](const eval::AlignOptions& a) {
+    try {
+      eval::with_g2p(a);
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  o.language = "es";
+  EXPECT_EQ(error_of(o), "align: --language is the language of --g2p espeak; give both");
+  o.g2p = "flite";
+  EXPECT_EQ(error_of(o), "align: --g2p must be espeak, got 'flite'");
+  o.g2p = "espeak";
+  EXPECT_EQ(error_of(o), "align: --g2p espeak pronounces words missing from --dict FILE; give one");
+  o.dict = "d.dict";
+  o.language.clear();
+  EXPECT_NE(error_of(o).find("--g2p espeak needs --language LANG"), std::string::npos);
+  if (!data::espeak_built_in()) GTEST_SKIP() << data::espeak_missing_message();
+  o.language = "xx-nolanguage";
+  EXPECT_NE(error_of(o).find("xx-nolanguage"), std::string::npos) << error_of(o);
+}
+
+TEST(AlignG2p, MissingWordsPronouncedByEspeak) {
+  if (!data::espeak_built_in()) GTEST_SKIP() << data::espeak_missing_message();
+  eval::AlignOptions o;
+  o.g2p = "espeak";
+  o.dict = "d.dict";
+  o.language = "es";
+  const eval::AlignOptions g = eval::with_g2p(o);
+  ASSERT_TRUE(static_cast<bool>(g.words.g2p));
+  data::WordOptions wo = g.words;
+  wo.edge_silence = false;
+  const data::Dictionary d = data::Dictionary::parse("d.dict", "sí\ts i\n", data::DictFormat::mfa);
+  const data::Transcript t = data::words_to_phones({{"sí", 1}, {"gato", 1}}, d, "u", wo);
+  std::vector<std::string> want = {"s", "i"};
+  const std::vector<std::string> gato = data::espeak_phones("gato", "es");
+  ASSERT_FALSE(gato.empty());
+  want.insert(want.end(), gato.begin(), gato.end());
+  EXPECT_EQ(t.phones, want);  // the dictionary's word as written, the missing one as espeak-ng says it
+  EXPECT_EQ(t.word_of_phone.back(), 1);
+}
+
+TEST_F(AlignDictionary, BinaryG2pEspeakPronouncesMissingWords) {
+  if (!data::espeak_built_in()) GTEST_SKIP() << data::espeak_missing_message();
+  // The TIMIT-phone checkpoint cannot hold espeak's IPA: the missing word reaches the aligner
+  // pronounced by espeak-ng (its IPA phone named in the error), not as a missing word.
+  const fs::path wav = wavs()[0];
+  const fs::path dict = dir_ / "g2p.dict", list = dir_ / "g2p.txt";
+  std::ofstream(dict) << "ab\t1.0\th# m ih\n";
+  std::ofstream(list) << wav.string() << " ab shoe\n";
+  const Cmd a = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
+                    " --g2p espeak --language en-us --out " + (dir_ / "g2p_out").string() + " --device cpu");
+  EXPECT_EQ(a.rc, 1);
+  EXPECT_EQ(a.output.find("not in the dictionary"), std::string::npos) << a.output;
+  const std::vector<std::string> shoe = data::espeak_phones("shoe", "en-us");
+  ASSERT_FALSE(shoe.empty());
+  EXPECT_NE(a.output.find("is not in the label set"), std::string::npos) << a.output;
+  bool named = false;
+  for (const std::string& p : shoe) named = named || a.output.find("phone '" + p + "'") != std::string::npos;
+  EXPECT_TRUE(named) << a.output;
 }
