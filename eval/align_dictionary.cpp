@@ -103,6 +103,8 @@ std::vector<size_t> choose_pronunciations(model::Executor& exec, const std::vect
     if (!alternatives[b] || alternatives[b]->alternatives.empty()) continue;
     for (size_t k = 0; k <= alternatives[b]->alternatives.size(); ++k) {
       const ClassSequence* cs = k == 0 ? primary[b] : &alternatives[b]->alternatives[k - 1];
+      const auto needed = std::count(cs->optional.begin(), cs->optional.end(), 0);
+      if (k > 0 && needed > utts[b]->num_frames) continue;  // cannot fit: never chosen (the primary was checked)
       rows.push_back(utts[b]);
       seqs.push_back(cs);
       owner.emplace_back(b, k);

@@ -54,7 +54,8 @@ Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls);
 // For each utterance b with alternatives, aligns every candidate (primary[b]
 // and alternatives[b], in one batch) and returns the index of the one of the
 // highest score + log_prob (0: the primary; ties to the lower index;
-// infeasible candidates never chosen unless all are). Utterances without
+// infeasible candidates, and alternatives with more obligatory phones than
+// the utterance has frames, never chosen unless all are). Utterances without
 // alternatives get 0 and are not aligned here.
 std::vector<size_t> choose_pronunciations(model::Executor& exec, const std::vector<const data::Utterance*>& utts,
                                           const std::vector<const ClassSequence*>& primary,

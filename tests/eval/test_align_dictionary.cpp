@@ -132,6 +132,18 @@ TEST_F(AlignDictionary, ChoosesTheBestScorePlusLogProbability) {
   alt.log_prob[order[0]] = -(alone[order[0]] - alone[order[1]]) + 1e-3;
   pick = eval::choose_pronunciations(*ex, {&u0}, {&primary}, {&alt}, s);
   EXPECT_EQ(pick, (std::vector<size_t>{order[0]}));
+  // an alternative with more phones than the audio has frames is never chosen (and fails nothing),
+  // however probable
+  eval::ClassSequence too_long;
+  for (int32_t f = 0; f <= u0.num_frames; ++f) {
+    too_long.classes.push_back(primary.classes[f % 2]);
+    too_long.optional.push_back(0), too_long.word_first.push_back(-1), too_long.word_last.push_back(-1);
+  }
+  eval::Candidates longer;
+  longer.alternatives = {too_long};
+  longer.log_prob = {0.0, 1e6};
+  pick = eval::choose_pronunciations(*ex, {&u0}, {&primary}, {&longer}, s);
+  EXPECT_EQ(pick, (std::vector<size_t>{0}));
 }
 
 TEST_F(AlignDictionary, MfaPhonesCheckedAgainstTheCheckpoint) {
