@@ -118,8 +118,10 @@ class Metrics {
   // predictions with a reference boundary within the tolerance, matched_ref =
   // reference boundaries with a prediction within it.
   const PRF& boundary_20ms_lenient() const { return boundary_20ms_lenient_; }
-  double boundary_20ms_lenient_r_value() const {
-    return r_value_pr(boundary_20ms_lenient_.precision(), boundary_20ms_lenient_.recall());
+  double boundary_20ms_lenient_r_value() const {  // 0 without reference boundaries, as r_value
+    return boundary_20ms_lenient_.num_ref
+               ? r_value_pr(boundary_20ms_lenient_.precision(), boundary_20ms_lenient_.recall())
+               : 0.0;
   }
   int tolerance_20ms_frames() const { return tol_20ms_frames_; }
   double frame_shift_ms() const { return frame_shift_ms_; }

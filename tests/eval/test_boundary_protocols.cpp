@@ -181,6 +181,8 @@ TEST(BoundaryProtocols, UtteranceEdgesAreNotCounted) {
   EXPECT_EQ(m.boundary_20ms().num_ref, 0);
   EXPECT_EQ(m.boundary_20ms_lenient().num_pred, 0);
   EXPECT_EQ(m.to_json()["boundary_20ms_lenient"]["num_ref"].get<int64_t>(), 0);
+  EXPECT_EQ(m.boundary_20ms_lenient_r_value(), 0.0);  // no reference boundary: 0 under both rules
+  EXPECT_EQ(m.boundary_20ms_r_value(), 0.0);
   // A prediction at frame 1 near the start: counted as a predicted boundary, not validated by the start.
   Metrics n({"x", "y"});
   n.add(labels_with({10}, 20), labels_with({1, 10}, 20));
