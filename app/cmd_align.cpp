@@ -129,6 +129,26 @@ void run_bench_align(const BenchAlignOptions& o) {
 
 }  // namespace
 
+// --dict and --dict-format (docs/align.md "Dictionaries").
+constexpr const char* kDictHelp =
+    "Pronunciation dictionary: TIMIT's TIMITDIC.TXT format ('word  /p h o n e s/', ';' comments, stress digits "
+    "dropped), CMUdict's ('WORD  AH0 B ...', ARPAbet mapped to TIMIT phones, WORD(2) variants) or MFA's ('word "
+    "[prob [3 silence probs]] phone phone ...', phones as written, in the checkpoint's phone set). A word's several "
+    "pronunciations are all offered: each combination (up to 16 per utterance) is aligned and the best score plus "
+    "log probability kept. Words missing from it: one line naming them all with their counts, before any work";
+constexpr const char* kDictFormatHelp =
+    "timit, cmudict, mfa or auto (TIMIT when entries hold '/', CMUdict when the first entry's phones are ARPAbet, "
+    "else MFA)";
+
+// --g2p and --language (docs/align.md "Dictionaries").
+void add_g2p_options(CLI::App* c, eval::AlignOptions* o) {
+  c->add_option("--g2p", o->g2p,
+                "espeak: words missing from --dict are pronounced by espeak-ng in --language (IPA phones, as "
+                "`synth --voice espeak` labels them: for checkpoints trained on such phone sets)")
+      ->check(CLI::IsMember({"espeak"}));
+  c->add_option("--language", o->language, "espeak-ng language of --g2p espeak (es, de, fr, cmn, en-us, ...)");
+}
+
 void add_align_command(CLI::App& app) {
   auto o = std::make_shared<eval::AlignOptions>();
   auto timit = std::make_shared<std::string>();
@@ -166,13 +186,11 @@ void add_align_command(CLI::App& app) {
       ->delimiter(',')
       ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
       ->capture_default_str();
-  c->add_option("--dict", o->dict,
-                "Pronunciation dictionary: TIMIT's TIMITDIC.TXT format ('word  /p h o n e s/', ';' comments, stress "
-                "digits dropped) or CMUdict's ('WORD  AH0 B ...', ARPAbet mapped to TIMIT phones, WORD(2) variants); "
-                "the first pronunciation of a word is used");
-  c->add_option("--dict-format", o->dict_format, "timit, cmudict or auto (TIMIT when entries hold '/')")
-      ->check(CLI::IsMember({"timit", "cmudict", "auto"}))
+  c->add_option("--dict", o->dict, kDictHelp);
+  c->add_option("--dict-format", o->dict_format, kDictFormatHelp)
+      ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}))
       ->capture_default_str();
+  add_g2p_options(c, o.get());
   add_enum_option<model::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "

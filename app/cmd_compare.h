@@ -37,6 +37,9 @@ inline const MetricRow kRows[] = {
     {"boundary_20ms_recall", "boundary R 20 ms %", 100, "%.2f"},
     {"boundary_20ms_f1", "boundary F1 20 ms %", 100, "%.2f"},
     {"boundary_20ms_r_value", "boundary R-value 20 ms %", 100, "%.2f"},
+    // at 20 ms, lenient (SegFeat/UnsupSeg; Metrics::to_json's boundary_20ms_lenient, docs/metrics.md)
+    {"boundary_20ms_lenient_f1", "lenient F1 20 ms %", 100, "%.2f"},
+    {"boundary_20ms_lenient_r_value", "lenient R-value 20 ms %", 100, "%.2f"},
     {"segment_f1", "segment F1 %", 100, "%.2f"},
     {"duration_mae", "duration MAE (frames)", 1, "%.3f"},
     {"duration_kl", "duration KL", 1, "%.4f"},

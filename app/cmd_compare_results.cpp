@@ -121,6 +121,9 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
     if (j.contains("boundary_20ms"))  // the field's boundary metrics at 20 ms (Metrics::to_json)
       for (const char* k : {"precision", "recall", "f1", "r_value"})
         if (j["boundary_20ms"].contains(k)) v[std::string("boundary_20ms_") + k] = j["boundary_20ms"][k].get<double>();
+    if (j.contains("boundary_20ms_lenient"))  // the lenient rule (SegFeat/UnsupSeg; docs/metrics.md)
+      for (const char* k : {"f1", "r_value"})
+        v[std::string("boundary_20ms_lenient_") + k] = j["boundary_20ms_lenient"][k].get<double>();
     v["segment_f1"] = m.segment().f1();
     v["duration_mae"] = j.at("duration_mean_mae").get<double>();
     v["duration_kl"] = j.at("duration_kl").get<double>();

@@ -240,7 +240,7 @@ void add_train_command(CLI::App& app) {
 void add_evaluate_command(CLI::App& app) {
   auto eo = std::make_shared<eval::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
-      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms, segments, ...)");
+      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient (SegFeat/UnsupSeg; docs/metrics.md), segments, ...)");
   ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
   ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
@@ -299,7 +299,7 @@ void add_score_command(CLI::App& app) {
   CLI::App* sc = app.add_subcommand(
       "score",
       "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
-      "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms, segment F1, duration KL, ...)");
+      "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient, segment F1, duration KL, ...)");
   sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
   sc->add_option("--split", so->split, "Split of the WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdlib>
 #include <set>
 #include <sstream>
 
@@ -52,16 +54,47 @@ bool is_61(const std::string& p) { return PhoneSet::timit().index61(p) >= 0; }
 
 std::string quoted(const std::string& s) { return "'" + one_line(s.size() > 80 ? s.substr(0, 80) + "..." : s) + "'"; }
 
+// A whole token that reads as a finite number ("0.5", "1", "1e-3").
+bool is_number(const std::string& s, double* v) {
+  if (s.empty()) return false;
+  char* end = nullptr;
+  const double x = std::strtod(s.c_str(), &end);
+  if (end != s.c_str() + s.size() || !std::isfinite(x)) return false;
+  *v = x;
+  return true;
+}
+
+// An MFA line's fields after the word: the probability (1 when absent) and the phones.
+double mfa_fields(const std::string& path, int ln, const std::vector<std::string>& tok, std::vector<std::string>& pron) {
+  size_t k = 1;
+  double numbers[4] = {0, 0, 0, 0};
+  while (k < tok.size() && k <= 4 && is_number(tok[k], &numbers[k - 1])) ++k;
+  const size_t count = k - 1;
+  if (count == 2 || count == 3)
+    fail(path, ln, "expected after the word 0, 1 or 4 numbers (a pronunciation probability, then three silence "
+                   "probabilities; MFA dictionary format), got " + std::to_string(count));
+  if (count >= 1 && !(numbers[0] > 0.0 && numbers[0] <= 1.0))
+    fail(path, ln, "pronunciation probability " + quoted(tok[1]) + " of " + quoted(tok[0]) + " is not in (0, 1]");
+  pron.assign(tok.begin() + static_cast<std::ptrdiff_t>(k), tok.end());
+  return count >= 1 ? numbers[0] : 1.0;
+}
+
 }  // namespace
 
 DictFormat dict_format_from_text(const std::string& name, const std::string& text) {
   if (name == "timit") return DictFormat::timit;
   if (name == "cmudict") return DictFormat::cmudict;
-  if (name != "auto") throw std::invalid_argument("--dict-format must be timit, cmudict or auto, got '" + name + "'");
+  if (name == "mfa") return DictFormat::mfa;
+  if (name != "auto")
+    throw std::invalid_argument("--dict-format must be timit, cmudict, mfa or auto, got '" + name + "'");
   for (const std::string& line : lines_of(text)) {
     const std::vector<std::string> t = tokens_of(line);
     if (t.empty() || t[0][0] == ';' || t[0][0] == '#') continue;
-    return line.find('/') != std::string::npos ? DictFormat::timit : DictFormat::cmudict;
+    if (line.find('/') != std::string::npos) return DictFormat::timit;
+    const bool arpabet = t.size() > 1 && std::all_of(t.begin() + 1, t.end(), [](const std::string& p) {
+                           return !arpabet_to_timit(p).empty();
+                         });
+    return arpabet ? DictFormat::cmudict : DictFormat::mfa;
   }
   return DictFormat::timit;
 }
@@ -87,13 +120,14 @@ std::string arpabet_to_timit(const std::string& symbol) {
 Dictionary Dictionary::parse(const std::string& path, const std::string& text, DictFormat format) {
   Dictionary d;
   d.path_ = path;
+  d.format_ = format;
   const std::vector<std::string> lines = lines_of(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     const int ln = static_cast<int>(i + 1);
     std::string line = lines[i];
     const size_t first = line.find_first_not_of(" \t");
     if (first == std::string::npos) continue;
-    if (line[first] == ';') continue;  // TIMIT ';' and CMUdict ';;;' comments
+    if (line[first] == ';' || (format == DictFormat::mfa && line[first] == '#')) continue;  // comment lines
     if (format == DictFormat::cmudict) {
       const size_t hash = line.find('#');
       if (hash != std::string::npos) line = line.substr(0, hash);
@@ -102,7 +136,10 @@ Dictionary Dictionary::parse(const std::string& path, const std::string& text, D
     if (tok.empty()) continue;
     std::string word = tok[0];
     std::vector<std::string> pron;
-    if (format == DictFormat::timit) {
+    double prob = 1.0;
+    if (format == DictFormat::mfa) {
+      prob = mfa_fields(path, ln, tok, pron);
+    } else if (format == DictFormat::timit) {
       const size_t a = line.find('/'), b = line.rfind('/');
       if (a == std::string::npos || b == a || tokens_of(line.substr(0, a)).size() != 1 ||
           !tokens_of(line.substr(b + 1)).empty())
@@ -134,6 +171,7 @@ Dictionary Dictionary::parse(const std::string& path, const std::string& text, D
     }
     if (pron.empty()) fail(path, ln, "word " + quoted(word) + " has no phones");
     d.entries_[lower(word)].push_back(std::move(pron));
+    d.info_[lower(word)].push_back(PronunciationInfo{prob, ln});
   }
   if (d.entries_.empty()) fail(path, 0, "no dictionary entries");
   return d;
@@ -147,6 +185,29 @@ Dictionary Dictionary::load(const std::string& path, const std::string& format_n
 const std::vector<std::string>* Dictionary::lookup(const std::string& word) const {
   auto it = entries_.find(lower(word));
   return it == entries_.end() ? nullptr : &it->second.front();
+}
+
+const std::vector<std::vector<std::string>>* Dictionary::pronunciations(const std::string& word) const {
+  auto it = entries_.find(lower(word));
+  return it == entries_.end() ? nullptr : &it->second;
+}
+
+const std::vector<PronunciationInfo>& Dictionary::info(const std::string& word) const {
+  return info_.at(lower(word));
+}
+
+std::string missing_words_line(const std::vector<std::string>& words, const std::string& dict_path) {
+  std::map<std::string, int> count;
+  for (const std::string& w : words) ++count[w];
+  std::vector<std::pair<std::string, int>> order(count.begin(), count.end());
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (order.size() == 1)
+    return "word " + quoted(order[0].first) + " is not in the dictionary " + dict_path +
+           (order[0].second > 1 ? " (" + std::to_string(order[0].second) + " times)" : std::string());
+  std::string list;
+  for (const auto& [w, n] : order) list += (list.empty() ? "" : ", ") + quoted(w) + " (" + std::to_string(n) + ")";
+  return std::to_string(order.size()) + " words are not in the dictionary " + dict_path + " (" +
+         std::to_string(words.size()) + " occurrences): " + list;
 }
 
 std::vector<Word> parse_wrd(const std::string& path, const std::string& text) {
@@ -227,31 +288,90 @@ std::vector<std::string> with_closure(const std::string& p) {
   return {it->second, p};
 }
 
+namespace {
+
+// One word's pronunciations (the dictionary's, or the g2p's) with their log probabilities.
+struct WordProns {
+  const std::vector<std::vector<std::string>>* prons = nullptr;
+  std::vector<std::vector<std::string>> own;  // g2p's
+  std::vector<double> log_prob;
+  size_t best = 0;  // the most probable (first of equal ones)
+  const std::vector<std::vector<std::string>>& list() const { return prons ? *prons : own; }
+};
+
+std::vector<WordProns> word_pronunciations(const std::vector<Word>& words, const Dictionary& dict,
+                                           const std::string& source, const WordOptions& o) {
+  std::vector<WordProns> out(words.size());
+  std::vector<std::string> missing;
+  int first_line = 0;
+  for (size_t i = 0; i < words.size(); ++i) {
+    WordProns& wp = out[i];
+    wp.prons = dict.pronunciations(words[i].text);
+    if (wp.prons) {
+      for (const PronunciationInfo& in : dict.info(words[i].text)) wp.log_prob.push_back(std::log(in.prob));
+      wp.best = static_cast<size_t>(std::max_element(wp.log_prob.begin(), wp.log_prob.end()) - wp.log_prob.begin());
+    } else if (o.g2p) {
+      wp.own.push_back(o.g2p(words[i].text));
+      if (wp.own.back().empty()) fail(source, words[i].line, "the g2p gave no phones for word " + quoted(words[i].text));
+      wp.log_prob.push_back(0.0);
+    } else {
+      if (missing.empty()) first_line = words[i].line;
+      missing.push_back(words[i].text);
+    }
+  }
+  if (!missing.empty())
+    throw MissingWordsError(source + (first_line > 0 ? ":" + std::to_string(first_line) : std::string()) + ": " +
+                                missing_words_line(missing, dict.path()),
+                            missing);
+  return out;
+}
+
+}  // namespace
+
 Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dict, const std::string& source,
                            const WordOptions& o) {
   if (words.empty()) fail(source, 0, "empty transcript (no words)");
-  Transcript tr;
-  tr.source = source;
-  auto add = [&](const std::string& p, int w, bool optional = false) {
-    tr.phones.push_back(p);
-    tr.word_of_phone.push_back(w);
-    tr.optional.push_back(optional ? 1 : 0);
-  };
-  const bool opt = o.optional_silence;
-  if (o.edge_silence) add("h#", -1, opt);
-  for (size_t i = 0; i < words.size(); ++i) {
-    const Word& w = words[i];
-    const std::vector<std::string>* pron = dict.lookup(w.text);
-    if (!pron)
-      throw TranscriptError(source + (w.line > 0 ? ":" + std::to_string(w.line) : std::string()) + ": word " +
-                            quoted(w.text) + " is not in the dictionary " + dict.path());
-    if (i > 0 && o.word_silence) add("pau", -1, opt);
-    tr.words.push_back(w.text);
-    for (const std::string& p : *pron)
-      for (const std::string& q : o.closures ? with_closure(p) : std::vector<std::string>{p})
-        add(q, static_cast<int>(i));
+  const std::vector<WordProns> wp = word_pronunciations(words, dict, source, o);
+  const bool closures = o.closures && dict.format() != DictFormat::mfa;  // TIMIT names only
+  // The combinations offered: choice[k][i] = pronunciation of word i in candidate k; the first takes every
+  // word's most probable one, then the words with several are expanded in order while within max_candidates.
+  std::vector<std::vector<size_t>> choice(1);
+  for (const WordProns& w : wp) choice[0].push_back(w.best);
+  for (size_t i = 0; i < wp.size(); ++i) {
+    const size_t m = wp[i].list().size();
+    if (m < 2 || choice.size() * m > static_cast<size_t>(std::max(1, o.max_candidates))) continue;
+    const size_t n = choice.size();
+    for (size_t a = 0; a < m; ++a) {
+      if (a == wp[i].best) continue;
+      for (size_t k = 0; k < n; ++k) {
+        choice.push_back(choice[k]);
+        choice.back()[i] = a;
+      }
+    }
   }
-  if (o.edge_silence) add("h#", -1, opt);
+  auto build = [&](const std::vector<size_t>& pick) {
+    Transcript tr;
+    tr.source = source;
+    auto add = [&](const std::string& p, int w, bool optional = false) {
+      tr.phones.push_back(p);
+      tr.word_of_phone.push_back(w);
+      tr.optional.push_back(optional ? 1 : 0);
+    };
+    const bool opt = o.optional_silence;
+    if (o.edge_silence) add("h#", -1, opt);
+    for (size_t i = 0; i < words.size(); ++i) {
+      if (i > 0 && o.word_silence) add("pau", -1, opt);
+      tr.words.push_back(words[i].text);
+      tr.log_prob += wp[i].log_prob[pick[i]];
+      for (const std::string& p : wp[i].list()[pick[i]])
+        for (const std::string& q : closures ? with_closure(p) : std::vector<std::string>{p})
+          add(q, static_cast<int>(i));
+    }
+    if (o.edge_silence) add("h#", -1, opt);
+    return tr;
+  };
+  Transcript tr = build(choice[0]);
+  for (size_t k = 1; k < choice.size(); ++k) tr.alternatives.push_back(build(choice[k]));
   return tr;
 }
 

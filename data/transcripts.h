@@ -2,13 +2,15 @@
 // pronunciation dictionaries (TIMIT's TIMITDIC.TXT format and CMUdict's),
 // word transcripts (.WRD, .TXT, one-utterance-per-line lists) and phone
 // transcripts (.PHN with times ignored, or lists). Phones are TIMIT 61-set
-// names here (data/phones.h); the model layer maps them into a checkpoint's
-// label set. Every reader takes the file's text and its path (for messages,
+// names here (data/phones.h), except in MFA dictionaries, whose phones are
+// kept as written (any phone set, IPA included); the model layer maps them
+// into a checkpoint's label set. Every reader takes the file's text and its path (for messages,
 // so the fuzz targets need no files) and throws TranscriptError, one line
 // "FILE:LINE: message" (or "FILE: message" for the file as a whole).
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -21,10 +23,11 @@ class TranscriptError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class DictFormat { timit, cmudict };
+enum class DictFormat { timit, cmudict, mfa };
 
-// "timit" | "cmudict" -> the format; "auto" -> detect (TIMIT when the first
-// entry line has a '/'). Throws std::invalid_argument for another name.
+// "timit" | "cmudict" | "mfa" -> the format; "auto" -> detect from the first
+// entry line: TIMIT when it has a '/', CMUdict when every token after the word
+// is ARPAbet, else MFA. Throws std::invalid_argument for another name.
 DictFormat dict_format_from_text(const std::string& name, const std::string& text);
 
 // ARPAbet (CMUdict, stress digit included) -> TIMIT 61-set name: the
@@ -33,8 +36,15 @@ DictFormat dict_format_from_text(const std::string& name, const std::string& tex
 // Returns "" for a symbol that is not ARPAbet.
 std::string arpabet_to_timit(const std::string& symbol);
 
-// A pronunciation dictionary: lower-case word -> pronunciations in file order
-// (the first is used), phones as TIMIT 61-set names, phonemic (no closures).
+// One pronunciation's probability (MFA's; 1 for the other formats) and its line.
+struct PronunciationInfo {
+  double prob = 1.0;
+  int line = 0;
+};
+
+// A pronunciation dictionary: lower-case word (ASCII letters lowered; other
+// bytes, UTF-8 included, kept) -> pronunciations in file order, phonemic (no
+// closures): TIMIT 61-set names (timit, cmudict) or the phones as written (mfa).
 class Dictionary {
  public:
   // TIMIT: lines "word  /p h o n e s/", ';' starts a comment line, stress
@@ -44,17 +54,30 @@ class Dictionary {
   // arpabet_to_timit. Errors name PATH and the line: a line that does not
   // parse, a phone that is not TIMIT's (or ARPAbet), an empty pronunciation;
   // a file without entries is an error too.
+  // MFA (Montreal Forced Aligner's format): lines "word [prob [sil_prob
+  // sil_before_correction nonsil_before_correction]] phone phone ...", white
+  // space (tab or spaces) between fields: after the word, 0, 1 or 4 numbers
+  // (a pronunciation probability in (0, 1], then three silence figures, which
+  // are read and not used), then the phones as written (any UTF-8, never
+  // mapped); a word on several lines has several pronunciations; ';' and '#'
+  // start comment lines. Errors name PATH and the line.
   static Dictionary parse(const std::string& path, const std::string& text, DictFormat format);
   static Dictionary load(const std::string& path, const std::string& format_name);  // reads PATH; format or "auto"
   // The first pronunciation of WORD (any case), or nullptr.
   const std::vector<std::string>* lookup(const std::string& word) const;
+  // Every pronunciation of WORD in file order, or nullptr; info(word)[k] is the k-th one's.
+  const std::vector<std::vector<std::string>>* pronunciations(const std::string& word) const;
+  const std::vector<PronunciationInfo>& info(const std::string& word) const;  // WORD must be in it
+  DictFormat format() const { return format_; }
   size_t size() const { return entries_.size(); }
   const std::map<std::string, std::vector<std::vector<std::string>>>& entries() const { return entries_; }
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
+  DictFormat format_ = DictFormat::timit;
   std::map<std::string, std::vector<std::vector<std::string>>> entries_;
+  std::map<std::string, std::vector<PronunciationInfo>> info_;  // [word][k], as entries_
 };
 
 // A word as read, lower case, with where it came from.
@@ -90,18 +113,48 @@ struct Transcript {
   std::vector<std::string> words;     // empty when the transcript was given as phones
   std::vector<int> word_of_phone;     // [phones] index into words, -1 for silence / no words
   std::vector<int> optional;          // [phones] 1 = may be skipped (0 frames); empty = none
+  double log_prob = 0.0;              // sum of log pronunciation probabilities of its words (MFA; else 0)
+  // Other candidate pronunciations of the same words (words_to_phones with
+  // several pronunciations of a word): the aligner keeps the best scoring.
+  std::vector<Transcript> alternatives;
 };
+
+// Words of a transcript not in the dictionary, all of them (file order, with
+// repeats), thrown by words_to_phones; its what() is one line naming them.
+class MissingWordsError : public TranscriptError {
+ public:
+  MissingWordsError(const std::string& msg, std::vector<std::string> words)
+      : TranscriptError(msg), words_(std::move(words)) {}
+  const std::vector<std::string>& words() const { return words_; }
+
+ private:
+  std::vector<std::string> words_;
+};
+// The one line naming missing words with their counts: "word 'a' is not in the dictionary
+// DICT" (" (N times)" when repeated), or "N words are not in the dictionary DICT (M
+// occurrences): 'a' (3), 'b' (1)" (most frequent first, then by spelling).
+std::string missing_words_line(const std::vector<std::string>& words, const std::string& dict_path);
 
 struct WordOptions {
   bool closures = true;           // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
   bool edge_silence = true;       // h# before the first and after the last word (TIMIT utterances have them)
   bool word_silence = false;      // pau between every two words
   bool optional_silence = true;   // those silences may be skipped (0 frames) by the aligner; false: obligatory
+  // Pronounces a word missing from the dictionary (align --g2p); unset: a missing word is an error.
+  std::function<std::vector<std::string>(const std::string& word)> g2p;
+  int max_candidates = 16;        // pronunciation combinations offered per utterance (see words_to_phones)
 };
 
-// Words -> phones through DICT. Errors "SOURCE: word 'x' is not in the
-// dictionary DICT" (SOURCE with the word's line when known) and "SOURCE: empty
-// transcript" for no words.
+// Words -> phones through DICT. The transcript holds each word's most probable
+// pronunciation (the first of equal ones); with several pronunciations of a
+// word, `alternatives` holds other combinations: every combination of the
+// words' pronunciations while their number stays within max_candidates
+// (words in order; a word whose alternatives would pass it keeps its most
+// probable one). Closures (TIMIT names) are added only for the TIMIT and
+// CMUdict formats. Errors: MissingWordsError "SOURCE: " + missing_words_line
+// naming every missing word of the transcript (SOURCE with
+// the first one's line when known; unless options.g2p pronounces them) and
+// "SOURCE: empty transcript" for no words.
 Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dict, const std::string& source,
                            const WordOptions& options);
 

@@ -29,6 +29,7 @@
 #include "model/batch.h"
 #include "model/device_choice.h"
 #include "model/long_input.h"
+#include "eval/align_dictionary.h"
 #include "eval/align_formats.h"
 #include "eval/infer.h"
 
@@ -73,6 +74,7 @@ struct Ready {
   const Job* job = nullptr;
   data::Utterance utt;
   ClassSequence cs;
+  Candidates alternatives;  // other pronunciations (a dictionary's), chosen by score (align_dictionary.h)
   int64_t n_file = 0;  // samples of the file as given
   int file_rate = 0, model_rate = 0;
 };
@@ -82,7 +84,9 @@ Ready read_job(const Job& job, const model::ModelState& s, int threads) {
   auto t0 = clock::now();
   Ready r;
   r.job = &job;
-  r.cs = to_classes(job.script(), s.labels);
+  const data::Transcript tr = job.script();
+  r.cs = to_classes(tr, s.labels);
+  r.alternatives = candidates_of(tr, s.labels);
   data::Audio original = data::read_audio(job.audio);
   const double read_s = std::chrono::duration<double>(clock::now() - t0).count();
   t0 = clock::now();
@@ -306,7 +310,7 @@ ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls) 
     const std::string& name = tr.phones[i];
     const data::LabelResolution r = ls.spec.resolve(name);  // a phone, or a label the phone set maps into one
     if (r.kind == data::LabelKind::merge) continue;  // q: merged into a neighbour in training labels
-    const int c = r.kind == data::LabelKind::phone ? r.index : -1;
+    const int c = phone_class(name, ls);  // the set's own name (or a label it maps), a TIMIT 61-set or an ARPAbet name
     if (c < 0)
       throw data::TranscriptError(tr.source + ": phone '" + name + "' is not in the label set (" +
                                   std::to_string(ls.size()) + " phones: " + label_list(ls) +
@@ -459,13 +463,11 @@ class LazyExecutor {
 
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
-crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
+crf::AlignResult align_batch(model::Executor& exec, std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
                              model::AlignConfidence* conf) {
   std::vector<const data::Utterance*> utts;
-  for (const Ready& r : pending) {
-    utts.push_back(&r.utt);
-    N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
-  }
+  for (const Ready& r : pending) utts.push_back(&r.utt);
+  for (const Ready& r : pending) N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
   const int64_t B = static_cast<int64_t>(pending.size());
   std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
   for (int64_t b = 0; b < B; ++b) {
@@ -473,6 +475,12 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
     std::copy(pending[b].cs.classes.begin(), pending[b].cs.classes.end(), phones.begin() + b * N);
     std::copy(pending[b].cs.optional.begin(), pending[b].cs.optional.end(), optional.begin() + b * N);
   }
+  std::vector<const ClassSequence*> primary;
+  std::vector<const Candidates*> alternatives;
+  for (Ready& r : pending) primary.push_back(&r.cs), alternatives.push_back(&r.alternatives);
+  const std::vector<size_t> pick = choose_pronunciations(exec, utts, primary, alternatives, s);
+  for (size_t b = 0; b < pending.size(); ++b)
+    if (pick[b] > 0) pending[b].cs = pending[b].alternatives.alternatives[pick[b] - 1];
   const auto t0 = std::chrono::steady_clock::now();
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
@@ -483,18 +491,25 @@ crf::AlignResult align_batch(model::Executor& exec, const std::vector<Ready>& pe
 
 }  // namespace
 
-int align(const AlignOptions& o) {
+int align(const AlignOptions& options) {
   const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
-  check_align_options(o);
+  check_align_options(options);
+  const AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   std::shared_ptr<data::Dictionary> dict;
   if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
+  if (dict) check_dictionary_phones(*dict, s.labels);
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
   const std::vector<Job> jobs = collect_jobs(o, dict, protect);
   const std::vector<fs::path> stems = distinct_stems(jobs);
+  if (dict) {  // every missing word in one line, before any work
+    std::vector<std::function<data::Transcript()>> scripts;
+    for (const Job& j : jobs) scripts.push_back(j.script);
+    stop_on_missing_words(scripts, dict->path(), resolve_threads(o.threads));
+  }
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);

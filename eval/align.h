@@ -33,6 +33,8 @@ struct AlignOptions {
   std::string dict_format = "auto"; // timit | cmudict | auto
   model::TranscriptSource transcript = model::TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
+  std::string g2p;                  // --g2p: "" (a missing word is an error) or "espeak" (align_dictionary.h)
+  std::string language;             // --language: espeak-ng's language of --g2p espeak (es, de, cmn, en-us, ...)
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)
   std::string out_dir;

@@ -52,6 +52,19 @@ int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pr
   return matched;
 }
 
+int64_t count_within(const std::vector<int>& points, const std::vector<int>& others, int tol) {
+  // Two pointers over sorted lists: j is the first of `others` not more than
+  // tol below the current point; the point is within tol of some other iff
+  // others[j] exists and is at most tol above it.
+  size_t j = 0;
+  int64_t n = 0;
+  for (const int p : points) {
+    while (j < others.size() && others[j] < p - tol) ++j;
+    n += j < others.size() && others[j] <= p + tol;
+  }
+  return n;
+}
+
 int tolerance_frames_for_ms(double tol_ms, double frame_shift_ms) {
   if (!(frame_shift_ms > 0.0) || !std::isfinite(frame_shift_ms))
     throw std::invalid_argument("metrics: the frame shift must be a positive number of ms, got " +
@@ -70,6 +83,13 @@ double r_value(int64_t matched, int64_t num_ref, int64_t num_pred) {
   const double os = double(num_pred) / double(num_ref) - 1.0;  // over-segmentation = R/P - 1 where P > 0
   const double r1 = std::sqrt((1.0 - hr) * (1.0 - hr) + os * os);
   const double r2 = (-os + hr - 1.0) / std::sqrt(2.0);
+  return 1.0 - (std::abs(r1) + std::abs(r2)) / 2.0;
+}
+
+double r_value_pr(double precision, double recall) {
+  const double os = precision > 0.0 ? recall / precision - 1.0 : -1.0;
+  const double r1 = std::sqrt((1.0 - recall) * (1.0 - recall) + os * os);
+  const double r2 = (-os + recall - 1.0) / std::sqrt(2.0);
   return 1.0 - (std::abs(r1) + std::abs(r2)) / 2.0;
 }
 
@@ -116,6 +136,10 @@ void Metrics::add(const std::vector<int>& ref, const std::vector<int>& pred) {
     boundary_20ms_.matched_ref += m;
     boundary_20ms_.num_pred += static_cast<int64_t>(pb.size());
     boundary_20ms_.num_ref += static_cast<int64_t>(rb.size());
+    boundary_20ms_lenient_.matched_pred += count_within(pb, rb, tol_20ms_frames_);
+    boundary_20ms_lenient_.matched_ref += count_within(rb, pb, tol_20ms_frames_);
+    boundary_20ms_lenient_.num_pred += static_cast<int64_t>(pb.size());
+    boundary_20ms_lenient_.num_ref += static_cast<int64_t>(rb.size());
   }
   std::set<std::tuple<int, int, int>> rs;
   for (const Run& r : rr) rs.insert({r.start, r.length, r.label});
@@ -169,6 +193,28 @@ double js_divergence(const std::vector<int64_t>& p, const std::vector<int64_t>& 
   return js;
 }
 
+namespace {
+
+// One protocol of boundary scoring at 20 ms (docs/metrics.md), named.
+nlohmann::json boundary_protocol_json(const char* rule, const char* as_in, const PRF& c, double r_value, int tol_ms,
+                                      int tol_frames) {
+  return {{"rule", rule},
+          {"as_in", as_in},
+          {"tolerance_ms", tol_ms},
+          {"tolerance_frames", tol_frames},
+          {"utterance_edges_counted", false},
+          {"precision", c.precision()},
+          {"recall", c.recall()},
+          {"f1", c.f1()},
+          {"r_value", r_value},
+          {"hits_pred", c.matched_pred},
+          {"hits_ref", c.matched_ref},
+          {"num_ref", c.num_ref},
+          {"num_pred", c.num_pred}};
+}
+
+}  // namespace
+
 nlohmann::json Metrics::to_json() const {
   using nlohmann::json;
   json j;
@@ -198,6 +244,15 @@ nlohmann::json Metrics::to_json() const {
                         {"matched", boundary_20ms_.matched_ref},
                         {"num_ref", boundary_20ms_.num_ref},
                         {"num_pred", boundary_20ms_.num_pred}};
+  // The same under each matching rule, named (docs/metrics.md): one-to-one as "boundary_20ms" above.
+  const int tol_ms = static_cast<int>(kBoundaryToleranceMs);
+  j["boundary_20ms_one_to_one"] = boundary_protocol_json(
+      "one-to-one", "Strgar and Harwath 2022 (harsh); a maximum matching, each boundary in at most one pair",
+      boundary_20ms_, boundary_20ms_r_value(), tol_ms, tol_20ms_frames_);
+  j["boundary_20ms_lenient"] = boundary_protocol_json(
+      "lenient", "SegFeat and UnsupSeg (Kreuk et al. 2020), Strgar and Harwath 2022 (lenient); a reference "
+      "boundary may validate several predictions, R-value with OS = R/P - 1",
+      boundary_20ms_lenient_, boundary_20ms_lenient_r_value(), tol_ms, tol_20ms_frames_);
   j["segment_precision"] = segment_.precision();
   j["segment_recall"] = segment_.recall();
   j["segment_f1"] = segment_.f1();
@@ -256,9 +311,13 @@ std::string Metrics::table() const {
     os << buf;
   }
   const std::string label20 = "boundaries (20 ms, " + std::to_string(tol_20ms_frames_) + " fr)";
-  std::snprintf(buf, sizeof buf, "%-24s %8.2f %% %8.2f %% %8.2f %%   R-value %.2f %%\n", label20.c_str(),
-                100 * boundary_20ms_.precision(), 100 * boundary_20ms_.recall(), 100 * boundary_20ms_.f1(),
-                100 * boundary_20ms_r_value());
+  std::snprintf(buf, sizeof buf, "%-24s %8.2f %% %8.2f %% %8.2f %%   R-value %.2f %%   one-to-one\n",
+                label20.c_str(), 100 * boundary_20ms_.precision(), 100 * boundary_20ms_.recall(),
+                100 * boundary_20ms_.f1(), 100 * boundary_20ms_r_value());
+  os << buf;
+  std::snprintf(buf, sizeof buf, "%-24s %8.2f %% %8.2f %% %8.2f %%   R-value %.2f %%   lenient (SegFeat/UnsupSeg)\n",
+                label20.c_str(), 100 * boundary_20ms_lenient_.precision(), 100 * boundary_20ms_lenient_.recall(),
+                100 * boundary_20ms_lenient_.f1(), 100 * boundary_20ms_lenient_r_value());
   os << buf;
   std::snprintf(buf, sizeof buf, "segments (exact)         %8.2f %% %8.2f %% %8.2f %%\n", 100 * segment_.precision(),
                 100 * segment_.recall(), 100 * segment_.f1());

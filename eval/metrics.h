@@ -12,8 +12,13 @@
 //                TIMIT phone segmentation papers report them): precision, recall, F1
 //                and R-value of the same internal boundaries with a tolerance of
 //                20 ms = tolerance_frames_for_ms(20, frame shift) frames (2 at 10 ms),
-//                matched one-to-one (below). Utterance starts and ends are NOT counted
-//                (they are always right and would only inflate every number).
+//                under the two matching rules of the literature (docs/metrics.md):
+//                one-to-one (match_boundaries; JSON "boundary_20ms" and
+//                "boundary_20ms_one_to_one") and lenient (count_within: the rule of
+//                SegFeat and UnsupSeg's code, a reference boundary may validate
+//                several predictions; JSON "boundary_20ms_lenient"). Utterance starts
+//                and ends are NOT counted under either (as in those protocols' code:
+//                they are always right and would only inflate every number).
 //   segments     exact (start, end, label) matches
 //   frames       accuracy of frame labels
 //   durations    per phone: reference / predicted segment count and mean duration,
@@ -60,6 +65,13 @@ struct PRF {
 // against an exhaustive maximum matching in tests/eval/test_boundary_metrics.cpp).
 int64_t match_boundaries(const std::vector<int>& ref, const std::vector<int>& pred, int tol);
 
+// The lenient rule (SegFeat, UnsupSeg; Strgar and Harwath 2022's "lenient"):
+// how many of `points` (sorted, distinct) have at least one of `others`
+// (sorted) within tol frames. Predictions validated = count_within(pred, ref),
+// reference boundaries found = count_within(ref, pred); one reference boundary
+// may validate several predictions (and one prediction several references).
+int64_t count_within(const std::vector<int>& points, const std::vector<int>& others, int tol);
+
 // The tolerance of `tol_ms` milliseconds in frames of `frame_shift_ms`: the
 // largest whole number of frames not longer than tol_ms (floor of
 // tol_ms / frame_shift_ms, with a relative slack of 1e-9 so that 20 / (20/3)
@@ -77,6 +89,13 @@ int tolerance_frames_for_ms(double tol_ms, double frame_shift_ms);
 // nothing else is predicted; R <= 1 always, and R < 0 under heavy
 // over-segmentation (with every boundary hit: once OS > 2 / (1 + 1/sqrt 2) = 1.17). num_ref == 0: 0 (no boundary to find; never NaN).
 double r_value(int64_t matched, int64_t num_ref, int64_t num_pred);
+// R-value from precision and recall as the code of UnsupSeg and of Strgar and
+// Harwath computes it for both rules: OS = recall / precision - 1 (-1 when
+// precision is 0, where recall is 0 too), HR = recall, r1, r2 and R as above.
+// Under one-to-one matching with at least one match this is r_value(counts)
+// exactly (R/P = num_pred/num_ref); under the lenient rule the hits of the two
+// sides differ and this, not num_pred/num_ref - 1, is what those papers report.
+double r_value_pr(double precision, double recall);
 
 class Metrics {
  public:
@@ -94,6 +113,15 @@ class Metrics {
   const PRF& boundary_20ms() const { return boundary_20ms_; }
   double boundary_20ms_r_value() const {
     return r_value(boundary_20ms_.matched_ref, boundary_20ms_.num_ref, boundary_20ms_.num_pred);
+  }
+  // The lenient rule at 20 ms (JSON "boundary_20ms_lenient"): matched_pred =
+  // predictions with a reference boundary within the tolerance, matched_ref =
+  // reference boundaries with a prediction within it.
+  const PRF& boundary_20ms_lenient() const { return boundary_20ms_lenient_; }
+  double boundary_20ms_lenient_r_value() const {  // 0 without reference boundaries, as r_value
+    return boundary_20ms_lenient_.num_ref
+               ? r_value_pr(boundary_20ms_lenient_.precision(), boundary_20ms_lenient_.recall())
+               : 0.0;
   }
   int tolerance_20ms_frames() const { return tol_20ms_frames_; }
   double frame_shift_ms() const { return frame_shift_ms_; }
@@ -114,6 +142,7 @@ class Metrics {
   PRF boundary_[kMaxTol + 1];
   PRF segment_;
   PRF boundary_20ms_;
+  PRF boundary_20ms_lenient_;
   std::vector<int64_t> confusion_;                 // [C][C]
   std::vector<int64_t> hist_ref_, hist_pred_;      // [C][kHistBins]
   std::vector<double> dur_sum_ref_, dur_sum_pred_; // [C]

@@ -379,7 +379,7 @@ typedef struct timitseg_align_words_options {
   int32_t edge_silence;       /* 1: h# before the first and after the last word; 0 = --no-edge-silence */
   int32_t word_silence;       /* 1 = --word-silence: a pau between every two words (may take 0 frames) */
   int32_t obligatory_silence; /* 1 = --obligatory-silence: the silences take at least one frame */
-  const char* dict_format;    /* "timit", "cmudict" or "auto" (NULL = auto) */
+  const char* dict_format;    /* "timit", "cmudict", "mfa" or "auto" (NULL = auto) */
 } timitseg_align_words_options;
 /* closures 1, edge_silence 1, word_silence 0, obligatory_silence 0, dict_format NULL: the command's defaults. */
 TIMITSEG_API timitseg_align_words_options timitseg_align_words_default_options(void);

@@ -109,7 +109,7 @@ class Model:
         Alignment(phones, words), the phone Segments and the word Segments (begin and end samples, the
         word) of the command's output. The options are the command's: closures=False is
         --no-closures, edge_silence=False --no-edge-silence, word_silence --word-silence,
-        obligatory_silence --obligatory-silence, dict_format --dict-format (timit, cmudict, auto)."""
+        obligatory_silence --obligatory-silence, dict_format --dict-format (timit, cmudict, mfa, auto)."""
         if (phones is None) == (words is None):
             raise ValueError("align: give phones, or words and a dictionary (exactly one of phones and words)")
         out = ctypes.c_void_p()
@@ -119,8 +119,8 @@ class Model:
             return _segments(out)
         if dictionary is None:
             raise ValueError("align(words=...): give dictionary, a pronunciation dictionary file")
-        if dict_format not in ("timit", "cmudict", "auto"):
-            raise ValueError("align: dict_format must be timit, cmudict or auto, got %r" % (dict_format,))
+        if dict_format not in ("timit", "cmudict", "mfa", "auto"):
+            raise ValueError("align: dict_format must be timit, cmudict, mfa or auto, got %r" % (dict_format,))
         text = words if isinstance(words, str) else " ".join(words)
         o = lib.timitseg_align_words_default_options()
         o.closures, o.edge_silence = int(bool(closures)), int(bool(edge_silence))

@@ -1,0 +1,134 @@
+// Pronunciation dictionaries in `timitseg align` (see align_dictionary.h).
+#include "eval/align_dictionary.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <stdexcept>
+
+#include "common/parallel.h"
+#include "data/espeak_tts.h"
+#include "data/phones.h"
+#include "model/batch.h"
+
+namespace timitseg::eval {
+
+int phone_class(const std::string& name, const model::LabelSet& ls) {
+  const data::LabelResolution r = ls.spec.resolve(name);  // a phone of the set, or a label it maps into one
+  if (r.kind == data::LabelKind::phone) return r.index;
+  if (!ls.is_timit()) return -1;
+  std::string n61 = name;
+  if (data::PhoneSet::timit().index61(n61) < 0) n61 = data::arpabet_to_timit(name);  // "" when not ARPAbet
+  const int i61 = n61.empty() ? -1 : data::PhoneSet::timit().index61(n61);
+  return i61 >= 0 && n61 != "q" ? ls.from61(i61) : -1;
+}
+
+void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls) {
+  if (dict.format() != data::DictFormat::mfa) return;
+  for (const auto& [word, prons] : dict.entries()) {
+    const std::vector<data::PronunciationInfo>& info = dict.info(word);
+    for (size_t k = 0; k < prons.size(); ++k)
+      for (const std::string& p : prons[k]) {
+        if (phone_class(p, ls) >= 0) continue;
+        std::string names;
+        for (const std::string& n : ls.names) names += (names.empty() ? "" : " ") + n;
+        throw data::TranscriptError(dict.path() + ":" + std::to_string(info[k].line) + ": phone '" + p + "' of '" +
+                                    word + "' is not in the checkpoint's phone set (" + std::to_string(ls.size()) +
+                                    " phones: " + names + ")");
+      }
+  }
+}
+
+void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
+                           int threads) {
+  std::vector<std::vector<std::string>> missing(scripts.size());
+  std::vector<std::string> message(scripts.size());
+  parallel_for(static_cast<int64_t>(scripts.size()), threads, [&](int64_t i, int) {
+    try {
+      scripts[static_cast<size_t>(i)]();
+    } catch (const data::MissingWordsError& e) {
+      missing[static_cast<size_t>(i)] = e.words();
+      message[static_cast<size_t>(i)] = e.what();
+    } catch (const std::exception&) {  // reported per input when it is aligned
+    }
+  });
+  std::vector<std::string> all;
+  size_t inputs = 0, first = 0;
+  for (size_t i = 0; i < missing.size(); ++i) {
+    if (missing[i].empty()) continue;
+    if (inputs++ == 0) first = i;
+    all.insert(all.end(), missing[i].begin(), missing[i].end());
+  }
+  if (inputs == 1) throw std::runtime_error(message[first]);  // "SOURCE:LINE: word 'x' is not in ..."
+  if (inputs > 1)
+    throw std::runtime_error("align: " + data::missing_words_line(all, dict_path) + " (in " + std::to_string(inputs) +
+                             " inputs; the first: " + message[first].substr(0, message[first].find(": ")) + ")");
+}
+
+AlignOptions with_g2p(const AlignOptions& o) {
+  if (o.g2p.empty()) {
+    if (!o.language.empty()) throw std::invalid_argument("align: --language is the language of --g2p espeak; give both");
+    return o;
+  }
+  if (o.g2p != "espeak") throw std::invalid_argument("align: --g2p must be espeak, got '" + o.g2p + "'");
+  if (o.dict.empty()) throw std::invalid_argument("align: --g2p espeak pronounces words missing from --dict FILE; give one");
+  if (o.language.empty())
+    throw std::invalid_argument("align: --g2p espeak needs --language LANG (espeak-ng's code: es, de, cmn, en-us, ...)");
+  if (!data::espeak_built_in()) throw std::invalid_argument("align: --g2p espeak: " + data::espeak_missing_message());
+  data::espeak_check_language(o.language);
+  AlignOptions out = o;
+  out.words.g2p = [language = o.language](const std::string& word) { return data::espeak_phones(word, language); };
+  return out;
+}
+
+Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls) {
+  Candidates c;
+  c.log_prob.push_back(tr.log_prob);
+  for (const data::Transcript& alt : tr.alternatives) {
+    c.alternatives.push_back(to_classes(alt, ls));
+    c.log_prob.push_back(alt.log_prob);
+  }
+  return c;
+}
+
+std::vector<size_t> choose_pronunciations(model::Executor& exec, const std::vector<const data::Utterance*>& utts,
+                                          const std::vector<const ClassSequence*>& primary,
+                                          const std::vector<const Candidates*>& alternatives,
+                                          const model::ModelState& s) {
+  std::vector<size_t> chosen(utts.size(), 0);
+  std::vector<const data::Utterance*> rows;
+  std::vector<const ClassSequence*> seqs;
+  std::vector<std::pair<size_t, size_t>> owner;  // (utterance, candidate) of each row
+  int64_t N = 1;
+  for (size_t b = 0; b < utts.size(); ++b) {
+    if (!alternatives[b] || alternatives[b]->alternatives.empty()) continue;
+    for (size_t k = 0; k <= alternatives[b]->alternatives.size(); ++k) {
+      const ClassSequence* cs = k == 0 ? primary[b] : &alternatives[b]->alternatives[k - 1];
+      const auto needed = std::count(cs->optional.begin(), cs->optional.end(), 0);
+      if (k > 0 && needed > utts[b]->num_frames) continue;  // cannot fit: never chosen (the primary was checked)
+      rows.push_back(utts[b]);
+      seqs.push_back(cs);
+      owner.emplace_back(b, k);
+      N = std::max<int64_t>(N, static_cast<int64_t>(cs->classes.size()));
+    }
+  }
+  if (rows.empty()) return chosen;
+  const int64_t B = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);  // [B][N], [B], [B][N]
+  for (int64_t r = 0; r < B; ++r) {
+    nph[r] = static_cast<int32_t>(seqs[r]->classes.size());
+    std::copy(seqs[r]->classes.begin(), seqs[r]->classes.end(), phones.begin() + r * N);
+    std::copy(seqs[r]->optional.begin(), seqs[r]->optional.end(), optional.begin() + r * N);
+  }
+  const model::Batch batch = model::make_batch(rows, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
+  const crf::AlignResult res = exec.align(batch, N, phones, nph, optional, nullptr);
+  std::vector<double> best(utts.size(), -INFINITY);
+  for (int64_t r = 0; r < B; ++r) {
+    const auto [b, k] = owner[static_cast<size_t>(r)];
+    const double v = res.score[static_cast<size_t>(r)] + alternatives[b]->log_prob[k];
+    if (v > best[b]) best[b] = v, chosen[b] = k;
+  }
+  return chosen;
+}
+
+}  // namespace timitseg::eval

@@ -1,0 +1,65 @@
+// Pronunciation dictionaries in `timitseg align` (docs/align.md "Dictionaries"):
+// the dictionary's phones checked against the checkpoint's phone set, every
+// missing word named in one line before any work, and the choice among a
+// word's several pronunciations by the aligner's score.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/transcripts.h"
+#include "eval/align.h"
+#include "model/executor.h"
+
+namespace timitseg::eval {
+
+// The label-set class of a phone name: the label set's own name, else a TIMIT
+// 61-set name mapped into it, else an ARPAbet symbol (stress digit allowed:
+// MFA's english_us_arpa dictionary) mapped as CMUdict's (data::arpabet_to_timit);
+// -1 when none ("q" included).
+int phone_class(const std::string& name, const model::LabelSet& ls);
+
+// Every phone of an MFA dictionary (phones as written) must be a phone of the
+// checkpoint: throws data::TranscriptError "DICT:LINE: phone 'x' of 'word' is
+// not in the checkpoint's phone set (N phones: ...)" for the first that is not.
+// TIMIT and CMUdict dictionaries hold TIMIT names, mapped as transcripts are.
+void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls);
+
+// Runs every transcript reader (in parallel, on `threads`) and, when words are
+// missing from the dictionary, throws std::runtime_error with one line naming
+// all of them with their counts over all inputs (data::missing_words_line).
+// Other errors are left for the alignment to report per input.
+void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
+                           int threads);
+
+// The options with words.g2p set for --g2p: "espeak" pronounces a word
+// missing from the dictionary by espeak-ng in o.language (data/espeak_tts.h:
+// espeak_phones, IPA, silences left out). Throws std::invalid_argument, one
+// line, for another name, for --g2p without --dict or --language (or
+// --language without --g2p), an unknown language, or a build without
+// libespeak-ng. "" returns o as it is.
+AlignOptions with_g2p(const AlignOptions& o);
+
+// A transcript and its alternatives (data::words_to_phones) in the label set:
+// candidates[0] the transcript's, log_prob[k] the sum of log pronunciation probabilities.
+struct Candidates {
+  std::vector<ClassSequence> alternatives;  // besides the primary one
+  std::vector<double> log_prob;             // [1 + alternatives]
+};
+Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls);
+
+// For each utterance b with alternatives, aligns every candidate (primary[b]
+// and alternatives[b], in one batch) and returns the index of the one of the
+// highest score + log_prob (0: the primary; ties to the lower index;
+// infeasible candidates, and alternatives with more obligatory phones than
+// the utterance has frames, never chosen unless all are). Utterances without
+// alternatives get 0 and are not aligned here.
+std::vector<size_t> choose_pronunciations(model::Executor& exec, const std::vector<const data::Utterance*>& utts,
+                                          const std::vector<const ClassSequence*>& primary,
+                                          const std::vector<const Candidates*>& alternatives,
+                                          const model::ModelState& s);
+
+}  // namespace timitseg::eval
