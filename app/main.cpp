@@ -12,7 +12,7 @@
 #include "common/dist.h"
 #include "common/version.h"
 #include "data/flite_tts.h"
-#include "train/interrupt.h"
+#include "common/interrupt.h"
 
 namespace timitseg::app {
 
@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
   // or missing option or subcommand; no arguments at all print the main help
   // and exit 0), 128 + signal for SIGINT / SIGTERM during
-  // train; --help and --version print to stdout and exit 0.
+  // train, decode, align, evaluate, prepare and compare (common/interrupt.h); --help and --version print to stdout and exit 0.
   if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
     if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
     return 1;
@@ -103,7 +103,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", timitseg::app::usage_error_message(app, e).c_str());
     return 2;
-  } catch (const timitseg::train::Interrupted& e) {  // every rank stopped after the same step
+  } catch (const timitseg::Interrupted& e) {  // train: every rank stopped after the same step; others: between inputs
     std::fflush(stdout);
     if (world().rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     timitseg::dist::finalize_world();
