@@ -183,6 +183,7 @@ def _stderr_of(code, *args):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
     r = subprocess.run([sys.executable, "-c", code] + list(args), capture_output=True, text=True, env=env)
     assert r.returncode == 0, r.stderr
+    assert r.stdout == "", r.stdout  # a library never writes on stdout
     return r.stderr
 
 

@@ -208,18 +208,19 @@ TEST_F(NewUser3, AlignGoesOnPastAnEmptyTranscriptAndAMissingFile) {
 TEST_F(NewUser3, AFullDiskLeavesNoFileOfTheFailedInput) {
   ASSERT_EQ(train_.rc, 0) << train_.output;
   const std::string stem = wavs_.at(0).stem().string(), other = wavs_.at(1).stem().string();
-  // the full outputs' size, from a run without the hook
-  const fs::path full = dir_ / "enospc_full";
   const std::string args = " --checkpoint " + best() + " " + wavs_[0].string() + " " + wavs_[1].string() +
                            " --format phn,textgrid,csv,json,ctm --device cpu --out ";
-  ASSERT_EQ(run("align" + args + full.string()).rc, 0);
-  uint64_t bytes = 0;
-  for (const std::string& f : files_under(full))
-    if (f.rfind(stem + ".", 0) == 0) bytes += fs::file_size(full / f);
-  ASSERT_GT(bytes, 100u);
-  for (const uint64_t budget : {uint64_t{0}, uint64_t{40}, bytes / 3, bytes / 2, bytes - 1}) {
-    for (const char* cmd : {"align", "decode"}) {
-      const fs::path out = dir_ / ("enospc_" + std::string(cmd) + std::to_string(budget));
+  for (const char* command : {"align", "decode"}) {
+    const std::string cmd = command;
+    // the full outputs' size, from a run without the hook
+    const fs::path full = dir_ / ("enospc_full_" + cmd);
+    ASSERT_EQ(run(cmd + args + full.string()).rc, 0);
+    uint64_t bytes = 0;
+    for (const std::string& f : files_under(full))
+      if (f.rfind(stem + ".", 0) == 0) bytes += fs::file_size(full / f);
+    ASSERT_GT(bytes, 100u);
+    for (const uint64_t budget : {uint64_t{0}, uint64_t{40}, bytes / 3, bytes / 2, bytes - 1}) {
+      const fs::path out = dir_ / ("enospc_" + cmd + std::to_string(budget));
       const Cmd a = sh("TIMITSEG_TEST_ENOSPC_AFTER_BYTES=" + std::to_string(budget) + " TIMITSEG_TEST_ENOSPC_PATH=/" +
                        stem + ". " + testsupport::binary() + " " + cmd + args + out.string());
       EXPECT_EQ(a.rc, 1) << cmd << " " << budget << ": " << a.output;
@@ -263,7 +264,7 @@ TEST_F(NewUser3, SigintStopsEachCommandWithOneLine) {
                             (out / "scores").string(),
        "error: evaluate interrupted (SIGINT): 2 of ", ""},
       {"prepare", "2", "prepare --timit " + (dir_ / "synth").string() + " --out " + (out / "prep").string() +
-                           " --threads 1 --quiet",
+                           " --threads 1 --no-progress",
        "error: prepare interrupted (SIGINT): 1 of ", out / "prep"},
   };
   for (const Case& c : cases) {
