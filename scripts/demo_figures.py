@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -78,11 +79,13 @@ def machine():
     return "%d cores of %s, %s, %s" % (os.cpu_count() or 0, cpu, gpu, osname)
 
 
-def commit():
-    r = subprocess.run(["git", "rev-parse", "--short=10", "HEAD"], cwd=ROOT, capture_output=True, text=True)
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
-    return r.stdout.strip() + ("-dirty" if dirty else "") if r.returncode == 0 else "unknown"
+def commit(binary):
+    """The commit the binary was built from, as its --version says (10 hex digits, "-dirty" kept)."""
+    r = subprocess.run([binary, "--version"], capture_output=True, text=True)
+    m = re.search(r"\(commit ([0-9a-f]+)(-dirty)?", r.stdout)
+    if r.returncode != 0 or not m:
+        raise SystemExit("demo_figures: %s --version names no commit" % binary)
+    return m.group(1)[:10] + (m.group(2) or "")
 
 
 def phrases(rec):
@@ -121,6 +124,9 @@ def main(argv):
     ap.add_argument("--record", action="store_true", help="write the record from the demo's figures")
     ap.add_argument("--docs", action="store_true", help="check README.md and docs/training.md against the record")
     ap.add_argument("--date", help="the date of the record (default: today, UTC)")
+    ap.add_argument("--binary", default=os.path.join(ROOT, "build", "bin", "timitseg"),
+                    help="the binary that ran the demo (its --version names the commit)")
+    ap.add_argument("--commit", help="the commit to record (default: the one --binary's --version names)")
     a = ap.parse_args(argv)
     if a.docs:
         problems = check_docs(json.load(open(RECORD)))
@@ -135,7 +141,7 @@ def main(argv):
     if a.record:
         import datetime
         date = a.date or datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
-        rec = {"commit": commit(), "machine": machine(), "date": date, "figures": got}
+        rec = {"commit": a.commit or commit(a.binary), "machine": machine(), "date": date, "figures": got}
         with open(RECORD, "w") as f:
             json.dump(rec, f, indent=1)
             f.write("\n")

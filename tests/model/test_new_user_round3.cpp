@@ -363,3 +363,27 @@ TEST(FeatureCheck, DifferencesNameBothSetsAndIgnoreAllowResample) {
   ASSERT_FALSE(d.empty());
   EXPECT_EQ(d[0], "type");
 }
+
+// (2) a real full disk: align onto a 16 KiB tmpfs (4 pages; the five formats of one utterance need more,
+// each file at least a page), mounted in a private user + mount namespace (`unshare -rm`). The input fails
+// with one line and leaves no file, complete or temporary, and no folder of its own beside --out.
+TEST_F(NewUser3, ARealFullTmpfsLeavesNoFileOfTheFailedInput) {
+  ASSERT_EQ(train_.rc, 0) << train_.output;
+  const fs::path mnt = dir_ / "tmpfs", log = dir_ / "tmpfs_align.log", rc = dir_ / "tmpfs_align.rc",
+                 left = dir_ / "tmpfs_left";
+  fs::create_directories(mnt);
+  if (sh("unshare -rm sh -c 'mount -t tmpfs -o size=16k tmpfs " + mnt.string() + " && umount " + mnt.string() + "'")
+          .rc != 0)
+    GTEST_SKIP() << "unshare -rm cannot mount a tmpfs on this machine; AFullDiskLeavesNoFileOfTheFailedInput covers it";
+  const std::string script = "mount -t tmpfs -o size=16k tmpfs " + mnt.string() + " && mkdir " + (mnt / "out").string() +
+                             " && { " + testsupport::binary() + " align --checkpoint " + best() + " " +
+                             wavs_.at(0).string() + " --format phn,textgrid,csv,json,ctm --device cpu --out " +
+                             (mnt / "out" / "sub").string() + " > " + log.string() + " 2>&1; echo \\$? > " +
+                             rc.string() + "; ls -A " + (mnt / "out").string() + " > " + left.string() + "; }";
+  const Cmd u = sh("unshare -rm sh -c \"" + script + "\"");
+  ASSERT_EQ(u.rc, 0) << u.output;
+  const std::string out = slurp(log);
+  EXPECT_EQ(slurp(rc), "1\n") << out;
+  EXPECT_NE(out.find("no space left on device"), std::string::npos) << out;
+  EXPECT_EQ(slurp(left), "") << out;  // out/sub, made by align, removed again: nothing in it
+}
