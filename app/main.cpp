@@ -46,8 +46,9 @@ int main(int argc, char** argv) {
                                         (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
-                 "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines; "
-                 "the one error line of a failure is printed at every level) (before or after the subcommand)")
+                 "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines, nor "
+                 "decode's and align's error line per bad input; the one error line of a failure, which names them, "
+                 "is printed at every level) (before or after the subcommand)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
 

@@ -18,7 +18,7 @@ namespace {
 void log_to_stderr() {
   static std::once_flag once;
   std::call_once(once, [] {
-    auto logger = spdlog::stderr_color_mt("timitseg-capi");
+    auto logger = spdlog::stderr_color_mt("timitseg");
     logger->set_level(spdlog::default_logger()->level());
     spdlog::set_default_logger(logger);
   });

@@ -125,6 +125,7 @@ std::string base_name(const fs::path& p) {
 }  // namespace
 
 void report_failed_input(const std::string& src, const std::string& message, bool names_file) {
+  if (!spdlog::should_log(spdlog::level::err)) return;  // --log-level critical/off, the C API's default (quiet)
   std::string msg = message;
   if (!names_file && msg.rfind(src, 0) != 0) msg = src + ": " + msg;
   std::fflush(stdout);

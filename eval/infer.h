@@ -100,9 +100,11 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(
     const std::vector<std::string>& inputs, const std::string& out_dir = "", InputSet* protect = nullptr,
     std::vector<std::pair<std::string, std::string>>* bad = nullptr);
 
-// One failed input of decode / align: "error: MESSAGE" on stderr (the one
-// error line of docs/cli.md, printed at every --log-level), MESSAGE prefixed
-// with `src` unless it starts with it or names_file.
+// One failed input of decode / align: "error: MESSAGE" on stderr (docs/cli.md's
+// error line; not at --log-level critical or off, nor in the C API unless its
+// log level allows errors: the command's last line names the failed inputs,
+// the C API returns the message), MESSAGE prefixed with `src` unless it starts
+// with it or names_file.
 void report_failed_input(const std::string& src, const std::string& message, bool names_file = false);
 
 // Before any work: refuses (one line naming both) an --out folder that is an
