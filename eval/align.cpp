@@ -520,6 +520,8 @@ int align(const AlignOptions& o) {
   };
   for (const auto& [in, problem] : bad) report(in, problem, true);
   const size_t total = jobs.size() + bad.size();
+  // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
+  auto check_stop = [&] { throw_if_stopped("align", stop_text(static_cast<size_t>(done), total, failed.size(), "aligned", o.out_dir)); };
   std::vector<Ready> pending;
   auto flush = [&] {
     if (pending.empty()) return;
@@ -534,6 +536,7 @@ int align(const AlignOptions& o) {
       pending.clear();
       return;
     }
+    check_stop();  // a stop during a long alignment: its outputs are not written
     const int64_t B = static_cast<int64_t>(pending.size());
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
@@ -558,11 +561,9 @@ int align(const AlignOptions& o) {
   // (one job per index: the results and the order of the error lines do not
   // depend on the thread count), then aligned in one call.
   const int threads = resolve_threads(o.threads);
-  install_stop_handlers();  // SIGINT/SIGTERM: stop between batches, saying what was aligned and what was not
+  install_stop_handlers();
   for (size_t at = 0; at < jobs.size(); at += static_cast<size_t>(o.batch_size)) {
-    throw_if_stopped("align", std::to_string(done) + " of " + std::to_string(total) + " input file(s) aligned into " +
-                                  o.out_dir + ", " + std::to_string(total - done - failed.size()) + " not aligned" +
-                                  (failed.empty() ? "" : ", " + std::to_string(failed.size()) + " failed"));
+    check_stop();
     const size_t n = std::min(jobs.size() - at, static_cast<size_t>(o.batch_size));
     std::vector<Ready> ready(n);
     std::vector<std::string> error(n);
@@ -580,15 +581,12 @@ int align(const AlignOptions& o) {
     }
     flush();
   }
+  check_stop();
   executor.wait();  // made even when no input was read (its error, if any, is the command's)
-  if (!failed.empty()) {
-    std::string names;  // the first 5 failed inputs, then a count
-    for (size_t i = 0; i < failed.size() && i < 5; ++i) names += (i ? ", " : "") + failed[i];
-    if (failed.size() > 5) names += " and " + std::to_string(failed.size() - 5) + " more";
+  if (!failed.empty())
     throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(total) +
-                             " input file(s) failed (each named above: " + names + "); " + std::to_string(done) +
-                             " aligned into " + o.out_dir);
-  }
+                             " input file(s) failed (each named above: " + failed_names(failed) + "); " +
+                             std::to_string(done) + " aligned into " + o.out_dir);
   made.keep();
   spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", done, o.out_dir, seconds_since(start));
   return done;

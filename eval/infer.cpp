@@ -124,6 +124,18 @@ std::string base_name(const fs::path& p) {
 
 }  // namespace
 
+std::string failed_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
+  return out;
+}
+
+std::string stop_text(size_t done, size_t total, size_t failed, const std::string& verb, const std::string& out_dir) {
+  return std::to_string(done) + " of " + std::to_string(total) + " input file(s) " + verb + " into " + out_dir + ", " +
+         std::to_string(total - done - failed) + " not " + verb + (failed ? ", " + std::to_string(failed) + " failed" : "");
+}
+
 void report_failed_input(const std::string& src, const std::string& message, bool names_file) {
   if (!spdlog::should_log(spdlog::level::err)) return;  // --log-level critical/off, the C API's default (quiet)
   std::string msg = message;
@@ -205,14 +217,6 @@ void check_decode(const std::string& decode) {
   model::DecodeMode mode{};
   if (!decode.empty() && !model::parse_enum(decode, &mode))
     throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
-}
-
-// "a.wav, b.wav" (the first 5, then "and N more").
-std::string join_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
-  return out;
 }
 
 void check_threads(int threads) {
@@ -563,10 +567,10 @@ int decode(const DecodeOptions& o) {
     failed.push_back(in);
   }
   const size_t total = jobs.size() + bad.size();
+  // before each input, and at the end (a stop during the last one)
+  auto check_stop = [&] { throw_if_stopped("decode", stop_text(static_cast<size_t>(done), total, failed.size(), "decoded", o.out_dir)); };
   for (const auto& [src, stem] : jobs) {
-    throw_if_stopped("decode", std::to_string(done) + " of " + std::to_string(total) + " input file(s) decoded into " +
-                                   o.out_dir + ", " + std::to_string(total - done - failed.size()) +
-                                   " not decoded" + (failed.empty() ? "" : ", " + std::to_string(failed.size()) + " failed"));
+    check_stop();
     try {
       decode_one(src, stem, s, *exec, o);
       ++done;
@@ -575,10 +579,11 @@ int decode(const DecodeOptions& o) {
       failed.push_back(src);
     }
   }
+  check_stop();
   if (done > 0) made.keep();  // the outputs written stay; a failure of every input leaves no --out folder of ours
   if (!failed.empty())
     throw std::runtime_error("decode: " + std::to_string(failed.size()) + " of " + std::to_string(total) +
-                             " input file(s) failed (each named above: " + join_names(failed) + "); " +
+                             " input file(s) failed (each named above: " + failed_names(failed) + "); " +
                              std::to_string(done) + " decoded into " + o.out_dir);
   spdlog::info("decoded {} utterance(s) into {}", done, o.out_dir);
   return done;

@@ -106,6 +106,10 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(
 // the C API returns the message), MESSAGE prefixed with `src` unless it starts
 // with it or names_file.
 void report_failed_input(const std::string& src, const std::string& message, bool names_file = false);
+// The failed inputs of the summary line: "a.wav, b.wav" (the first 5, then "and N more").
+std::string failed_names(const std::vector<std::string>& names);
+// What an interrupted decode / align did: "D of T input file(s) VERB into OUT, R not VERB[, F failed]".
+std::string stop_text(size_t done, size_t total, size_t failed, const std::string& verb, const std::string& out_dir);
 
 // Before any work: refuses (one line naming both) an --out folder that is an
 // input folder or one of its folders, and any OUT/stem.PHN or .TextGrid that is

@@ -260,6 +260,11 @@ TEST_F(NewUser3, SigintStopsEachCommandWithOneLine) {
        "error: align interrupted (SIGINT): 0 of 1 input file(s) aligned into " + (out / "al").string() +
            ", 1 not aligned",
        out / "al"},
+      {"align during its batch", "2", "align --checkpoint " + best() + " " + wav + " --device cpu --out " +
+                                        (out / "al2").string(),  // the stop seen after the alignment, before its files
+       "error: align interrupted (SIGINT): 0 of 1 input file(s) aligned into " + (out / "al2").string() +
+           ", 1 not aligned",
+       out / "al2"},
       {"evaluate", "3", "evaluate --checkpoint " + best() + " --device cpu --no-progress --split dev --dump-scores " +
                             (out / "scores").string(),
        "error: evaluate interrupted (SIGINT): 2 of ", ""},
