@@ -180,8 +180,8 @@ void add_align_command(CLI::App& app) {
                 "text) then start with an utterance id instead of an audio path, and outputs are named by the ids");
   c->add_option("--format", o->formats,
                 "Output formats, comma-separated, each file written atomically: phn (NAME.PHN, TIMIT, samples), "
-                "textgrid (NAME.TextGrid, Praat), csv (NAME.csv: tier,start,end,start_sample,end_sample,label), json "
-                "(NAME.json), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
+                "textgrid (NAME.TextGrid, Praat), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,"
+                "boundary_confidence,label_confidence), json (NAME.json, the same fields), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
                 "each when words were given")
       ->delimiter(',')
       ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))

@@ -26,6 +26,7 @@
 
 #include "app/cmd_compare.h"
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "common/files.h"
 #include "app/report/report.h"
 #include "app/report/significance.h"
@@ -39,6 +40,7 @@
 #include "model/device_choice.h"
 #include "model/executor.h"
 #include "model/options.h"
+#include "model/feature_check.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
 #include "model/params.h"
@@ -58,7 +60,15 @@ struct CompareArgs {
   std::string seeds;  // "" = train.seed; "N" = N seeds from train.seed; "1,2,3" = these
   bool force = false;  // --force: retrain runs whose folder holds another configuration
   int jobs = 0;        // --jobs: runs at once (0: the default of default_jobs)
+  std::string device;  // --device: train.device for every run ("" = the config's)
 };
+
+// --set KEY=VALUE of every run, --device as train.device=NAME last.
+std::vector<std::string> config_sets(const CompareArgs& a) {
+  std::vector<std::string> sets = a.sets;
+  if (!a.device.empty()) sets.push_back("train.device=" + a.device);
+  return sets;
+}
 
 // --seeds: "" -> {base}; "N" (no comma) -> base, base+1, ..., base+N-1; "a,b,c" -> {a, b, c}.
 std::vector<uint64_t> parse_seeds(const std::string& spec, uint64_t base) {
@@ -181,7 +191,12 @@ std::string plan(Job& job, bool force) {
   model::Config requested = job.cfg;
   model::apply_doctest_limits(requested);
   const model::ModelState s = model::load_checkpoint(ckpt);
-  const std::vector<std::string> diff = differences(s.config, requested);
+  std::vector<std::string> diff = differences(s.config, requested);
+  // The same data.workdir path may hold features prepared anew with other options.
+  if (const auto fd = model::feature_option_differences(s.features, data::load_feature_options(requested.data_workdir));
+      !fd.empty())
+    diff.push_back("trained on " + model::describe_feature_options(s.features, fd) + ", " + requested.data_workdir +
+                   " holds " + model::describe_feature_options(data::load_feature_options(requested.data_workdir), fd));
   if (!diff.empty()) {
     if (!force) return dir + " (" + join(diff, ", ") + ")";
     job.action = Job::Action::replace;
@@ -379,7 +394,7 @@ std::vector<Job> make_jobs(const CompareArgs& a, const model::Config& base, cons
   std::vector<Job> jobs;
   for (uint64_t seed : seeds)
     for (const compare::Variant& var : variants) {
-      std::vector<std::string> sets = a.sets;
+      std::vector<std::string> sets = config_sets(a);
       const fs::path dir = seed_dirs ? fs::path(base.train_run_dir) / ("seed-" + std::to_string(seed)) / var.name
                                      : fs::path(base.train_run_dir) / var.name;
       sets.push_back("crf.max_duration=" + std::to_string(var.K));
@@ -455,7 +470,7 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, model
 // the training, then evaluation, table, overlay report and JSON (app/cmd_compare_results.cpp).
 void run_compare(const CompareArgs& a) {
   if (a.config.empty()) throw std::invalid_argument("compare: --config FILE.yaml is required");
-  const model::Config base = model::Config::load(a.config, a.sets);
+  const model::Config base = model::Config::load(a.config, config_sets(a));
   if (base.train_run_dir.empty()) throw std::invalid_argument(a.config + ": train.run_dir is required (the runs go "
                                                                "into RUN_DIR/linear and RUN_DIR/semicrf)");
   if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
@@ -551,6 +566,10 @@ void add_compare_command(CLI::App& app) {
                 "Train every model with several seeds and show mean ± std: N (train.seed, train.seed+1, ...) or a "
                 "list 1,2,3; the runs go into TRAIN.RUN_DIR/seed-S/{linear,semicrf}. Default: one run per model "
                 "with train.seed (the table says '1 seed')");
+  c->add_option("--device", a->device,
+                "Same as --set train.device=NAME for every run (training and evaluation): cpu, cuda, or auto (cuda "
+                "when a GPU is present)")
+      ->check(enum_words<model::DeviceSetting>());
   c->add_flag("--force", a->force,
               "Train afresh every run whose folder holds a run of another configuration (without it compare stops "
               "and names the keys that differ); the old folder moves to RUN.replaced and is deleted once the new "

@@ -3,8 +3,10 @@
 // differences, the table, the overlay report and the JSON (app/cmd_compare.h).
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -13,6 +15,7 @@
 
 #include "app/cmd_compare.h"
 #include "common/atomic_file.h"
+#include "common/interrupt.h"
 #include "common/run_lock.h"
 #include "eval/align.h"
 #include "eval/evaluate.h"
@@ -20,6 +23,7 @@
 #include "model/device_choice.h"
 #include "model/executor.h"
 #include "model/options.h"
+#include "model/feature_check.h"
 #include "train/run_folder.h"
 #include "train/train.h"
 
@@ -81,6 +85,7 @@ RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, da
   if (!fs::exists(ckpt)) ckpt = train::latest_checkpoint(cfg.train_run_dir);
   if (ckpt.empty()) throw std::runtime_error(cfg.train_run_dir + ": no checkpoint to evaluate");
   model::ModelState s = model::load_checkpoint(ckpt);
+  model::check_workdir_features(s, ckpt, cfg.data_workdir);  // plan() already refused it, unless the WORKDIR changed since
   model::bind_workdir(s.labels, cfg.data_workdir, ckpt);  // the checkpoint's phone set over the WORKDIR's labels
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
   // as evaluate (model/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
@@ -165,6 +170,12 @@ CompareResults collect_results(const model::Config& base, const std::vector<Vari
   report::ReportInput& overlay = res.overlay;
   for (size_t s = 0; s < num_seeds; ++s)
     for (size_t v = 0; v < variants.size(); ++v) {
+      // SIGINT/SIGTERM: stop before the next run's evaluation (the trained runs stay and are reused)
+      const size_t evaluated = s * variants.size() + v;
+      throw_if_stopped("compare", "every run trained (under " + base.train_run_dir + "), " + std::to_string(evaluated) +
+                                      " of " + std::to_string(num_seeds * variants.size()) +
+                                      " evaluated, no table, report or JSON written; run the same command again "
+                                      "(the finished runs are reused)");
       report::RunReport rr;
       numbers[v][s] = evaluate_run(cfgs[v][s], splits, &rr, overlay.names39.empty() ? &overlay.names39 : nullptr);
       overlay.runs.push_back(std::move(rr));
@@ -238,7 +249,10 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   std::vector<std::string>& cols = *cols_out;
   for (const char* split : kSplits)
     for (const Variant& var : variants) cols.push_back(var.name + " " + split);
-  std::snprintf(buf, sizeof buf, "%-26s", "metric");
+  int w = 26;  // the label column: as wide as the longest label shown ("align (samples) mean |error| ms")
+  for (const MetricRow& row : kRows)
+    if (present(row)) w = std::max(w, static_cast<int>(std::strlen(row.label)));
+  std::snprintf(buf, sizeof buf, "%-*s", w, "metric");
   os << buf;
   for (const std::string& c : cols) {
     std::snprintf(buf, sizeof buf, " %20s", c.c_str());
@@ -247,7 +261,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   os << "\n";
   for (const MetricRow& row : kRows) {
     if (!present(row)) continue;
-    std::snprintf(buf, sizeof buf, "%-26s", row.label);
+    std::snprintf(buf, sizeof buf, "%-*s", w, row.label);
     os << buf;
     for (const char* split : kSplits)
       for (size_t v = 0; v < variants.size(); ++v) {
@@ -260,7 +274,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
       }
     os << "\n";
   }
-  std::snprintf(buf, sizeof buf, "%-26s", "train frames/s");
+  std::snprintf(buf, sizeof buf, "%-*s", w, "train frames/s");
   os << buf;
   for (size_t i = 0; i < std::size(kSplits); ++i)
     for (size_t v = 0; v < variants.size(); ++v) {
@@ -276,7 +290,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   os << "\nsemi-CRF minus linear CRF, paired by seed (" << num_seeds << (num_seeds == 1 ? " seed" : " seeds")
      << "): mean difference ± std of the differences, paired t-test (t, degrees of freedom, two-sided p) and exact "
         "sign test (two-sided p, seeds where the semi-CRF is higher+/lower-)\n";
-  std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", "metric", "split", "mean diff ± std", "t (df)",
+  std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, "metric", "split", "mean diff ± std", "t (df)",
                 "p (t-test)", "p (sign test)");
   os << buf;
   std::vector<std::vector<std::string>>& sig_rows = *sig_rows_out;
@@ -287,7 +301,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
       const report::PairedTest& t = sp->second.at(row.key);
       const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
                                               report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
-      std::snprintf(buf, sizeof buf, "%-26s %-10s %18s %16s %14s %18s\n", cells[0].c_str(), cells[1].c_str(),
+      std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, cells[0].c_str(), cells[1].c_str(),
                     cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
       os << buf;
       sig_rows.push_back(cells);

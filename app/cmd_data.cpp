@@ -14,6 +14,7 @@
 
 #include "app/commands.h"
 #include "common/files.h"
+#include "common/interrupt.h"
 #include "common/parallel.h"
 #include "common/safetensors.h"
 #include "data/dataset.h"
@@ -170,6 +171,7 @@ void add_prepare_command(CLI::App& app) {
     po.force = *force;
     po.progress = !*quiet;
     po.dev_speakers = *dev_speakers;
+    install_stop_handlers();  // SIGINT/SIGTERM: one line, exit 130/143, the WORKDIR as it was (common/interrupt.h)
     const data::PrepareSummary s = data::prepare(po);
     if (s.up_to_date) {
       spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);

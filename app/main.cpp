@@ -13,7 +13,7 @@
 #include "common/version.h"
 #include "data/espeak_tts.h"
 #include "data/flite_tts.h"
-#include "train/interrupt.h"
+#include "common/interrupt.h"
 
 namespace timitseg::app {
 
@@ -52,8 +52,9 @@ int main(int argc, char** argv) {
                                         (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
-                 "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines; "
-                 "the one error line of a failure is printed at every level) (before or after the subcommand)")
+                 "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines, nor "
+                 "decode's and align's error line per bad input; the one error line of a failure, which names them, "
+                 "is printed at every level) (before or after the subcommand)")
       ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "critical", "off"}))
       ->capture_default_str();
 
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
   // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
   // or missing option or subcommand; no arguments at all print the main help
   // and exit 0), 128 + signal for SIGINT / SIGTERM during
-  // train; --help and --version print to stdout and exit 0.
+  // train, decode, align, evaluate, prepare and compare (common/interrupt.h); --help and --version print to stdout and exit 0.
   if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
     if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
     return 1;
@@ -109,7 +110,7 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
     std::fprintf(stderr, "error: %s\n", timitseg::app::usage_error_message(app, e).c_str());
     return 2;
-  } catch (const timitseg::train::Interrupted& e) {  // every rank stopped after the same step
+  } catch (const timitseg::Interrupted& e) {  // train: every rank stopped after the same step; others: between inputs
     std::fflush(stdout);
     if (world().rank() == 0) std::fprintf(stderr, "error: %s\n", e.what());
     timitseg::dist::finalize_world();

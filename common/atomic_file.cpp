@@ -4,14 +4,18 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <mutex>
 #include <regex>
 #include <stdexcept>
+
+#include "common/parallel.h"
 
 namespace timitseg {
 namespace {
@@ -75,10 +79,8 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
 }
 
 AtomicFile::~AtomicFile() {
-  if (f_) {
-    std::fclose(f_);
-    std::remove(tmp_.c_str());
-  }
+  if (f_) std::fclose(f_);
+  if (!renamed_) std::remove(tmp_.c_str());
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {
@@ -89,23 +91,55 @@ void AtomicFile::write(const void* data, size_t bytes) {
   if (allowed < bytes) write_error(path_, ENOSPC);  // the injected full disk
 }
 
-void AtomicFile::commit() {
+void AtomicFile::finish() {
   if (!f_) throw std::logic_error(path_ + ": commit twice");
   bool ok = std::fflush(f_) == 0 && ::fsync(::fileno(f_)) == 0;
   const int err = errno;
   ok = (std::fclose(f_) == 0) && ok;
   f_ = nullptr;
-  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    const int e = ok ? errno : err;
-    std::remove(tmp_.c_str());
-    write_error(path_, e);
-  }
+  if (!ok) write_error(path_, err);  // (the destructor removes the temporary)
+  finished_ = true;
+}
+
+void AtomicFile::rename() {
+  if (!finished_ || renamed_) throw std::logic_error(path_ + ": rename before finish, or twice");
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) write_error(path_, errno);
+  renamed_ = true;
+}
+
+void AtomicFile::commit() {
+  finish();
+  rename();
 }
 
 void write_file_atomic(const std::string& path, const std::string& content) {
   AtomicFile f(path);
   f.write(content);
   f.commit();
+}
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files, int threads) {
+  std::vector<std::unique_ptr<AtomicFile>> out(files.size());
+  std::vector<std::string> errors(files.size());
+  parallel_for(static_cast<int64_t>(files.size()), std::max(1, threads), [&](int64_t i, int) {
+    try {
+      out[i] = std::make_unique<AtomicFile>(files[i].first);
+      out[i]->write(files[i].second);
+      out[i]->finish();
+    } catch (const std::exception& e) {
+      errors[i] = e.what();
+    }
+  });
+  for (const std::string& e : errors)
+    if (!e.empty()) throw std::runtime_error(e);  // every temporary is removed with `out`
+  for (size_t i = 0; i < out.size(); ++i) {
+    try {
+      out[i]->rename();
+    } catch (...) {
+      for (size_t k = 0; k < i; ++k) std::remove(files[k].first.c_str());  // none of them, as none is complete
+      throw;
+    }
+  }
 }
 
 int remove_stale_temporaries(const std::string& dir) {

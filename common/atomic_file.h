@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace timitseg {
 
@@ -24,16 +26,28 @@ class AtomicFile {
   void write(const void* data, size_t bytes);
   void write(const std::string& s) { write(s.data(), s.size()); }
   void commit();  // flush, fsync, rename; throws naming the path
+  // commit()'s first half: flush, fsync and close the temporary (throws naming
+  // the path); rename() then puts it in place. Until then the destructor removes it.
+  void finish();
+  void rename();
 
   const std::string& path() const { return path_; }
 
  private:
   std::string path_, tmp_;
   std::FILE* f_ = nullptr;
+  bool finished_ = false, renamed_ = false;
 };
 
 // Whole-file convenience: atomically replace PATH with CONTENT.
 void write_file_atomic(const std::string& path, const std::string& content);
+
+// Several files that appear together or not at all (the outputs of one input
+// of decode / align): (path, content) each written to its temporary (on up to
+// `threads` workers), then all renamed. A failure (a full disk) removes every
+// temporary, and the files already renamed when a rename fails, and throws
+// the first error (naming its path): none of the files is left.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files, int threads = 1);
 
 // Removes the temporaries named NAME.tmp.PID.N in DIR (not recursive; files of
 // AtomicFile writers, or folders a writer staged with such a name, removed with

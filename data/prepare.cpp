@@ -20,6 +20,7 @@
 
 #include "common/atomic_file.h"
 #include "common/files.h"
+#include "common/interrupt.h"
 #include "common/parallel.h"
 #include "common/progress.h"
 #include "common/safetensors.h"
@@ -281,15 +282,21 @@ std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const 
   };
   if (!po.progress) Progress::set_enabled(false);
   Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
+  std::atomic<int64_t> processed{0};
   parallel_for(static_cast<int64_t>(work.size()), threads, [&](int64_t i, int) {
     if (i > first_stop.load()) return;
     try {
+      // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; nothing is written
+      throw_if_stopped("prepare", std::to_string(processed.load()) + " of " + std::to_string(work.size()) +
+                                      " utterances processed, nothing written (" + po.workdir +
+                                      " is as it was); run the same command again");
       results[i] = process(work[i], po.features);
     } catch (...) {
       stop_at(i);
       throw;  // parallel_for rethrows the exception of the smallest failing index
     }
     if (po.strict && !results[i].ok) stop_at(i);
+    ++processed;
     bar.advance();
   });
   bar.finish();
@@ -471,6 +478,8 @@ void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<Co
   write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
   record("durations.json");
   write_manifest(stage, info, files, split_counts, plan, sum, phone_set);
+  throw_if_stopped("prepare", "every utterance processed, nothing written (" + wd.string() +
+                                  " is as it was); run the same command again");
   // into place: renames only (no space needed); a half-renamed WORKDIR has
   // no manifest.json, so it never looks valid and the next prepare rebuilds it
   fs::remove(wd / "manifest.json");
@@ -485,7 +494,8 @@ void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<Co
 void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance>& work,
                    const std::vector<Result>& results, const SplitPlan& plan, const PrepareOptions& po,
                    const ManifestInfo& info, int threads, PrepareSummary& sum, const std::function<double()>& since) {
-  fs::create_directories(workdir);
+  CreatedFolders made;  // a failed or interrupted prepare leaves no WORKDIR it created
+  made.create(workdir, "--out");
   const fs::path wd(workdir);
   remove_stale_temporaries(wd.string());
   const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
@@ -501,6 +511,8 @@ void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance
   } stage_guard{stage};
   try {
     write_stage(stage, wd, work, results, plan, po, info, threads, sum, since);
+  } catch (const Interrupted&) {
+    throw;
   } catch (const std::exception& e) {
     // name the destination, not the staging folder
     std::string msg = e.what();
@@ -509,6 +521,7 @@ void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance
       msg.replace(at, from.size(), to);
     throw std::runtime_error(msg);
   }
+  made.keep();
 }
 
 }  // namespace

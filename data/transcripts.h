@@ -102,8 +102,9 @@ struct ListEntry {
   int line = 0;
 };
 // Blank lines and lines starting with '#' are skipped; a line with an audio
-// path and no tokens is an error (empty transcript), and so is an audio path
-// listed twice. Paths cannot contain white space.
+// path and no tokens is an entry with no tokens (align reports that input's
+// empty transcript and aligns the others); an audio path listed twice is an
+// error. Paths cannot contain white space.
 std::vector<ListEntry> parse_list(const std::string& path, const std::string& text);
 
 // An utterance's phone sequence for the aligner, with its words when known.

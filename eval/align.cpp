@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/interrupt.h"
 #include "common/files.h"
 #include "data/corpus.h"
 #include "data/features.h"
@@ -189,10 +190,13 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
     if (t < r.n_file) out.words.emplace_back(t, r.n_file, ""), gap_conf();
   }
   const fs::path base = fs::path(o.out_dir) / r.job->stem;
-  fs::create_directories(base.parent_path());
-  const std::vector<std::pair<std::string, std::string>> files = render_alignment(out, o.formats);
-  parallel_for(static_cast<int64_t>(files.size()), static_cast<int>(files.size()),  // each atomic, in parallel
-               [&](int64_t i, int) { write_file_atomic(base.string() + files[i].first, files[i].second); });
+  CreatedFolders sub;  // a failed input leaves no folder of its own either
+  sub.create(base.parent_path(), "--out");
+  std::vector<std::pair<std::string, std::string>> files = render_alignment(out, o.formats);
+  for (auto& f : files) f.first = base.string() + f.first;
+  // in parallel; all the formats of this input or none (a full disk): written, then all renamed
+  write_files_atomic(files, static_cast<int>(files.size()));
+  sub.keep();
   if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -223,7 +227,8 @@ std::map<std::string, std::string> read_wav_scp(const std::string& path) {
 // The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
 using Beside = model::TranscriptSource;
 
-std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect) {
+std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect,
+                              std::vector<std::pair<std::string, std::string>>& bad) {
   std::vector<Job> jobs;
   const Beside mode = o.transcript;
   if (!o.phones_file.empty() || !o.words_file.empty()) {
@@ -255,7 +260,11 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
         audio_inputs({j.audio}, "", &protect);
       } catch (const std::exception&) {
       }
-      if (phones) {
+      if (e.tokens.empty()) {  // one failed input (docs/align.md), not the whole list
+        j.script = [source, audio = e.audio]() -> data::Transcript {
+          throw data::TranscriptError(source + ": empty transcript for '" + audio + "' (expected 'AUDIO tok tok ...')");
+        };
+      } else if (phones) {
         j.script = [e, source] {
           data::Transcript t;
           t.source = source;
@@ -296,7 +305,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
                                    wo);
     };
   };
-  for (const auto& [audio, stem] : audio_inputs(o.inputs, o.out_dir, &protect))
+  for (const auto& [audio, stem] : audio_inputs(o.inputs, o.out_dir, &protect, &bad))
     jobs.push_back({audio, stem, beside(audio)});
   return jobs;
 }
@@ -444,6 +453,10 @@ class LazyExecutor {
           ready_s_ = seconds_since(start_);  // read after the future's get()
           return exec;
         })) {}
+  // The executor without the log line (no input reached it): its error, if any, is the command's.
+  void wait() {
+    if (!exec_) exec_ = making_.get();
+  }
   model::Executor& operator()() {
     if (!exec_) {
       exec_ = making_.get();
@@ -503,7 +516,8 @@ int align(const AlignOptions& options) {
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
-  const std::vector<Job> jobs = collect_jobs(o, dict, protect);
+  std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
+  const std::vector<Job> jobs = collect_jobs(o, dict, protect, bad);
   const std::vector<fs::path> stems = distinct_stems(jobs);
   if (dict) {  // every missing word in one line, before any work
     std::vector<std::function<data::Transcript()>> scripts;
@@ -519,11 +533,13 @@ int align(const AlignOptions& options) {
   // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
   // other error is prefixed with the audio path unless it starts with it.
   auto report = [&](const std::string& src, const std::string& what, bool names_file) {
-    std::string msg = what;
-    if (!names_file && msg.rfind(src, 0) != 0) msg = src + ": " + msg;
-    spdlog::error("{}", msg);
+    report_failed_input(src, what, names_file);  // one "error:" line (eval/infer.h)
     failed.push_back(src);
   };
+  for (const auto& [in, problem] : bad) report(in, problem, true);
+  const size_t total = jobs.size() + bad.size();
+  // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
+  auto check_stop = [&] { throw_if_stopped("align", stop_text(static_cast<size_t>(done), total, failed.size(), "aligned", o.out_dir)); };
   std::vector<Ready> pending;
   auto flush = [&] {
     if (pending.empty()) return;
@@ -538,6 +554,7 @@ int align(const AlignOptions& options) {
       pending.clear();
       return;
     }
+    check_stop();  // a stop during a long alignment: its outputs are not written
     const int64_t B = static_cast<int64_t>(pending.size());
     for (int64_t b = 0; b < B; ++b) {
       const std::string& src = pending[b].job->audio;
@@ -562,7 +579,9 @@ int align(const AlignOptions& options) {
   // (one job per index: the results and the order of the error lines do not
   // depend on the thread count), then aligned in one call.
   const int threads = resolve_threads(o.threads);
+  install_stop_handlers();
   for (size_t at = 0; at < jobs.size(); at += static_cast<size_t>(o.batch_size)) {
+    check_stop();
     const size_t n = std::min(jobs.size() - at, static_cast<size_t>(o.batch_size));
     std::vector<Ready> ready(n);
     std::vector<std::string> error(n);
@@ -580,12 +599,12 @@ int align(const AlignOptions& options) {
     }
     flush();
   }
-  executor();  // made even when no input was read (its error, if any, is the command's)
+  check_stop();
+  executor.wait();  // made even when no input was read (its error, if any, is the command's)
   if (!failed.empty())
-    throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
-                             " input file(s) failed (each named above" +
-                             (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
-                             " aligned into " + o.out_dir);
+    throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(total) +
+                             " input file(s) failed (each named above: " + failed_names(failed) + "); " +
+                             std::to_string(done) + " aligned into " + o.out_dir);
   made.keep();
   spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", done, o.out_dir, seconds_since(start));
   return done;

@@ -24,11 +24,13 @@
 #include <unistd.h>
 
 #include "common/atomic_file.h"
+#include "common/interrupt.h"
 #include "common/files.h"
 #include "data/features.h"
 #include "common/safetensors.h"
 #include "eval/align.h"
 #include "eval/metrics.h"
+#include "model/feature_check.h"
 #include "model/long_input.h"
 
 namespace fs = std::filesystem;
@@ -122,9 +124,34 @@ std::string base_name(const fs::path& p) {
 
 }  // namespace
 
-std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const std::vector<std::string>& inputs,
-                                                                        const std::string& out_dir,
-                                                                        InputSet* protect) {
+std::string failed_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
+  return out;
+}
+
+std::string stop_text(size_t done, size_t total, size_t failed, const std::string& verb, const std::string& out_dir) {
+  return std::to_string(done) + " of " + std::to_string(total) + " input file(s) " + verb + " into " + out_dir + ", " +
+         std::to_string(total - done - failed) + " not " + verb + (failed ? ", " + std::to_string(failed) + " failed" : "");
+}
+
+void report_failed_input(const std::string& src, const std::string& message, bool names_file) {
+  if (!spdlog::should_log(spdlog::level::err)) return;  // --log-level critical/off, the C API's default (quiet)
+  std::string msg = message;
+  if (!names_file && msg.rfind(src, 0) != 0) msg = src + ": " + msg;
+  std::fflush(stdout);
+  std::fprintf(stderr, "error: %s\n", msg.c_str());
+  std::fflush(stderr);
+}
+
+std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(
+    const std::vector<std::string>& inputs, const std::string& out_dir, InputSet* protect,
+    std::vector<std::pair<std::string, std::string>>* bad) {
+  auto fail = [bad](const std::string& in, const std::string& problem) {
+    if (!bad) throw std::runtime_error(in + ": " + problem);
+    bad->emplace_back(in, in + ": " + problem);
+  };
   std::set<std::pair<dev_t, ino_t>> skip;  // the output folder inside an input tree is not an input
   std::pair<dev_t, ino_t> out_id;
   if (!out_dir.empty() && file_identity(out_dir, &out_id)) skip.insert(out_id);
@@ -143,7 +170,7 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const st
       }
       if (protect)
         for (const fs::path& f : folders) protect->add(f);
-      if (found.empty()) throw std::runtime_error(in + ": no .wav files in this folder");
+      if (found.empty()) fail(in, "no .wav files in this folder");
       // the output stem is the path as walked (a link's own name), never resolved through the link
       for (const fs::path& rel : found)
         jobs.push_back({(fs::path(in) / rel).string(), fs::path(rel).replace_extension()});
@@ -157,7 +184,7 @@ std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(const st
           if (e.kind == FolderEntry::kFile && base_name(e.path) == base_name(in)) protect->add(e.path);
       }
     } else {
-      throw std::runtime_error(in + ": no such file or folder");
+      fail(in, "no such file or folder");
     }
   }
   return jobs;
@@ -239,6 +266,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
   model::bind_workdir(s.labels, workdir, o.checkpoint);  // one line when the WORKDIR holds another inventory
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
+  model::check_workdir_features(s, o.checkpoint, workdir);  // trained on other features: one line, no number
   const data::Split split = data::load_split(workdir, o.split);
   if (split.utterances.empty()) {
     // A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
@@ -250,9 +278,6 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
     return j;
   }
-  if (split.utterances[0].dim != s.dims.input_dim)
-    throw std::runtime_error(workdir + ": features have " + std::to_string(split.utterances[0].dim) +
-                             " dims, the checkpoint expects " + std::to_string(s.dims.input_dim));
   std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
@@ -266,10 +291,15 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   std::vector<std::string> prediction_lines(o.dump_predictions.empty() ? 0 : utts.size());
   std::map<const data::Utterance*, size_t> index_of;
   for (size_t i = 0; i < utts.size(); ++i) index_of[utts[i]] = i;
-  UtteranceHook hook;
-  if (scores_hook || !prediction_lines.empty())
-    hook = [&](const data::Utterance& u, const model::Batch& batch, int row, const std::vector<float>* all_scores,
-               const std::vector<crf::Segment>& segs) {
+  // SIGINT/SIGTERM: stops after the utterance being decoded, saying how far it got; nothing is written
+  // (the metrics need the whole split), a --dump-scores folder it made and left empty is removed.
+  install_stop_handlers();
+  int64_t decoded = 0;
+  const UtteranceHook hook = [&](const data::Utterance& u, const model::Batch& batch, int row,
+                                 const std::vector<float>* all_scores, const std::vector<crf::Segment>& segs) {
+      throw_if_stopped("evaluate", std::to_string(decoded) + " of " + std::to_string(utts.size()) + " utterances of " +
+                                       o.split + " decoded, no metrics printed or written (they need the whole split)");
+      ++decoded;
       if (scores_hook) scores_hook(u, batch, row, all_scores, segs);
       if (prediction_lines.empty()) return;
       std::vector<int> pred(static_cast<size_t>(u.num_frames), -1);
@@ -334,13 +364,18 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
   std::string text;
   for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
   const fs::path base = fs::path(out_dir) / stem;
-  fs::create_directories(base.parent_path());
+  CreatedFolders sub;  // a failed input leaves no folder of its own either
+  sub.create(base.parent_path(), "--out");
   const int64_t n_file = static_cast<int64_t>(original.samples.size());
-  if (std::find(o.formats.begin(), o.formats.end(), "phn") != o.formats.end()) write_file_atomic(base.string() + ".PHN", text);
+  // All the formats of this input or none (a full disk): written, then all renamed.
+  std::vector<std::pair<std::string, std::string>> files;
+  if (std::find(o.formats.begin(), o.formats.end(), "phn") != o.formats.end()) files.emplace_back(base.string() + ".PHN", text);
   if (std::find(o.formats.begin(), o.formats.end(), "textgrid") != o.formats.end())
-    write_file_atomic(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
+    files.emplace_back(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
   AlignedOutput out{stem.string(), src, original.sample_rate, n_file, phn, false, {}, {}, {}, posterior};
-  for (const auto& [suffix, body] : render_alignment(out, more)) write_file_atomic(base.string() + suffix, body);
+  for (auto& [suffix, body] : render_alignment(out, more)) files.emplace_back(base.string() + suffix, std::move(body));
+  write_files_atomic(files);
+  sub.keep();
   spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
   if (data::num_frames_for(static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
                                 std::max(1, original.sample_rate),
@@ -508,7 +543,8 @@ int decode(const DecodeOptions& o) {
   // (audio path, output stem relative to out_dir)
   InputSet protect;  // never written: the inputs, their transcripts, the checkpoint
   protect.add(o.checkpoint);
-  const std::vector<std::pair<std::string, fs::path>> jobs = audio_inputs(o.inputs, o.out_dir, &protect);
+  std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
+  const std::vector<std::pair<std::string, fs::path>> jobs = audio_inputs(o.inputs, o.out_dir, &protect, &bad);
   std::map<std::string, std::string> seen;
   for (const auto& [src, stem] : jobs) {
     auto [it, fresh] = seen.emplace(stem.string(), src);
@@ -521,29 +557,37 @@ int decode(const DecodeOptions& o) {
   for (const auto& job : jobs) stems.push_back(job.second);
   CreatedFolders made;
   prepare_out_dir(o.out_dir, stems, protect, &made);
-  // Each input on its own: a bad file is reported (one line naming it) and
-  // the others are still decoded; the command fails at the end with a count.
-  // Nothing is written for a bad file (both outputs are written atomically,
-  // after the whole input was read and decoded).
+  // Each input on its own: a bad file is reported (one error line naming it)
+  // and the others are still decoded; the command fails at the end with a
+  // count. Nothing is written for a bad file (all its outputs are written,
+  // then renamed, after the whole input was read and decoded). SIGINT/SIGTERM
+  // stops between inputs, saying what was decoded and what was not.
+  install_stop_handlers();
   int done = 0;
   std::vector<std::string> failed;
+  for (const auto& [in, problem] : bad) {
+    report_failed_input(in, problem);
+    failed.push_back(in);
+  }
+  const size_t total = jobs.size() + bad.size();
+  // before each input, and at the end (a stop during the last one)
+  auto check_stop = [&] { throw_if_stopped("decode", stop_text(static_cast<size_t>(done), total, failed.size(), "decoded", o.out_dir)); };
   for (const auto& [src, stem] : jobs) {
+    check_stop();
     try {
       decode_one(src, stem, s, *exec, o);
       ++done;
     } catch (const std::exception& e) {
-      std::string msg = e.what();
-      if (msg.rfind(src, 0) != 0) msg = src + ": " + msg;
-      spdlog::error("{}", msg);
+      report_failed_input(src, e.what());
       failed.push_back(src);
     }
   }
+  check_stop();
+  if (done > 0) made.keep();  // the outputs written stay; a failure of every input leaves no --out folder of ours
   if (!failed.empty())
-    throw std::runtime_error("decode: " + std::to_string(failed.size()) + " of " + std::to_string(jobs.size()) +
-                             " input file(s) failed (each named above" +
-                             (failed.size() == 1 ? ": " + failed[0] : std::string()) + "); " + std::to_string(done) +
-                             " decoded into " + o.out_dir);
-  made.keep();
+    throw std::runtime_error("decode: " + std::to_string(failed.size()) + " of " + std::to_string(total) +
+                             " input file(s) failed (each named above: " + failed_names(failed) + "); " +
+                             std::to_string(done) + " decoded into " + o.out_dir);
   spdlog::info("decoded {} utterance(s) into {}", done, o.out_dir);
   return done;
 }

@@ -17,7 +17,8 @@
  *     used by one thread at a time, different handles run in parallel. The
  *     model calls run the commands' code: timitseg_model_align_file sets the
  *     process's worker-thread count (as `timitseg align --threads` does) and
- *     both log progress lines on stderr (spdlog, thread-safe).
+ *     both log progress lines on stderr (spdlog, thread-safe) at the level of
+ *     timitseg_set_log_level.
  *   - CUDA: tensors may live on a CUDA device (device = TIMITSEG_DEVICE_CUDA)
  *     when the handle's backend is TIMITSEG_BACKEND_CUDA; the call queues its
  *     work on `stream` (a cudaStream_t passed as void*, NULL = the default
@@ -386,6 +387,13 @@ TIMITSEG_API timitseg_align_words_options timitseg_align_words_default_options(v
 TIMITSEG_API int timitseg_model_align_words_file(timitseg_model* model, const char* path, const char* words,
                                                  const char* dictionary, const timitseg_align_words_options* options,
                                                  timitseg_segments** phones, timitseg_segments** words_out);
+
+/* The log lines (stderr) and progress bars of the model calls, for the whole
+ * process: level "trace", "debug", "info" (log lines and progress bars, as the
+ * commands), "warn", "error" or "off" (nothing; failures are still returned
+ * with their message). Progress bars are drawn at "info" and below. Python's
+ * timitseg.Model.load(verbose=...) calls it (docs/python.md). */
+TIMITSEG_API int timitseg_set_log_level(const char* level);
 
 /* Segments of a decode or an alignment: (begin sample, end sample, label name). */
 TIMITSEG_API int64_t timitseg_segments_count(const timitseg_segments* segs);

@@ -38,6 +38,8 @@ rm -rf "$out/run"
 $bin train --config configs/synth.yaml --set data.workdir="$out/prep" --set train.run_dir="$out/run"
 $bin evaluate --checkpoint "$out/run/checkpoints/best.safetensors" --split dev --json "$out/dev.json"
 $bin evaluate --checkpoint "$out/run/checkpoints/best.safetensors" --split core-test --json "$out/core-test.json"
+# the figures README quotes (tests/reproduce/demo_figures.json): the same, or what differs
+python3 scripts/demo_figures.py --demo "$out" --check || true
 echo "demo: done ($voice corpus). Metrics per epoch: $out/run/metrics.jsonl; evaluation: $out/dev.json, $out/core-test.json"
 echo "demo: the report (open it in a browser; train also refreshes $out/run/report.html after every epoch):"
 $bin report "$out/run" --out "$out/report.html"  # prints the report's absolute path

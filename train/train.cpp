@@ -5,6 +5,7 @@
 // non-finite stops with a replay-step dump or a crf-replay file),
 // dev_evaluation (eval/evaluate.h), drift_check, checkpoint (metrics.jsonl,
 // best and epoch checkpoints, the log line).
+#include "model/feature_check.h"
 #include "train/train.h"
 
 #include <spdlog/spdlog.h>
@@ -113,6 +114,7 @@ void resume_state(TrainingRun& r) {
       s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
       s.dims.duration_lognormal != state.dims.duration_lognormal)
     throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
+  model::check_feature_options(s, path, state.features, r.cfg.data_workdir + "/manifest.json");
   if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
   if (s.labels.spec.digest() != state.labels.spec.digest())  // data.phone_set's file edited since, say
     throw std::runtime_error(path + ": trained on phone set '" + s.labels.spec.name + "' (sha256 " +

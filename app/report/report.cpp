@@ -21,6 +21,7 @@
 #include "model/executor.h"
 #include "model/options.h"
 #include "eval/metrics.h"
+#include "model/feature_check.h"
 #include "train/train.h"
 
 namespace fs = std::filesystem;
@@ -113,6 +114,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
     return false;
   }
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  model::check_workdir_features(s, best.string(), workdir);  // trained on other features: one line
   model::bind_workdir(s.labels, workdir, best.string());  // the checkpoint's phone set over the WORKDIR's labels
   data::Split dev = data::load_split(workdir, "dev");
   if (s.config.data_max_dev_utterances > 0 &&

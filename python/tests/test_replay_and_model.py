@@ -1,8 +1,12 @@
 """The op equals `timitseg crf replay` on the same inputs to the last bit on
 the same backend, and Model.load + decode equals the `decode` command's .PHN
 (both with the binary of the same build)."""
+import json
 import os
+import shutil
+import struct
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -149,3 +153,78 @@ def test_model_align_words_equals_the_align_command(binary, checkpoint):
         m.align(wavs[0], words="hello", dictionary=str(d / "missing.txt"))
     with pytest.raises(ValueError, match="exactly one of phones and words"):
         m.align(wavs[0])
+
+
+def _edited_checkpoint(src, dst, key, value):
+    """A copy of checkpoint src with one metadata value replaced (the tensors and their checksum kept)."""
+    raw = open(src, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    header = json.loads(raw[8:8 + n])
+    header["__metadata__"][key] = value
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(dst, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
+
+
+def test_model_load_refuses_feature_options_its_model_was_not_trained_on(checkpoint, tmp_path):
+    """Model.load + decode compute features with the checkpoint's own options: options that do not give
+    the model's input dimension (edited metadata) are refused at load, in one line naming both."""
+    d, ckpt, wavs = checkpoint
+    bad = str(tmp_path / "edited.safetensors")
+    _edited_checkpoint(ckpt, bad, "feature_options", json.dumps({"type": "fbank", "num_mel_bins": 40}))
+    with pytest.raises(timitseg.TimitsegError) as e:
+        timitseg.Model.load(bad, device="cpu").decode(wavs[0])
+    assert str(e.value) == ("timitseg_model_load: %s: the checkpoint's feature options give fbank features (40 dims; "
+                            "num_mel_bins 40), its model takes 39 dims (metadata feature_options and dims disagree): "
+                            "the file was not written by `timitseg train`; use another checkpoint" % bad)
+
+
+def _stderr_of(code, *args):
+    # the package these tests imported (python/, or the installed one), with the same library
+    here = os.path.dirname(os.path.dirname(os.path.abspath(timitseg.__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here] + os.environ.get("PYTHONPATH", "").split(os.pathsep)))
+    r = subprocess.run([sys.executable, "-c", code] + list(args), capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "", r.stdout  # a library never writes on stdout
+    return r.stderr
+
+
+_ALIGN = ("import sys, timitseg\n"
+          "m = timitseg.Model.load(sys.argv[1], device='cpu'%s)\n"
+          "m.decode(sys.argv[2])\n"
+          "m.align(sys.argv[2], open(sys.argv[3]).read().split()[2::3])\n"
+          "try:\n"
+          "    m.align(sys.argv[2], 'h# zz h#')\n"
+          "except timitseg.TimitsegError:\n"
+          "    pass\n")
+
+
+def test_model_is_quiet_unless_verbose(checkpoint):
+    """Model writes nothing on stderr by default (a library); verbose=True gives the commands' log lines."""
+    d, ckpt, wavs = checkpoint
+    phn = os.path.splitext(wavs[0])[0] + ".PHN"
+    assert _stderr_of(_ALIGN % "", ckpt, wavs[0], phn) == ""
+    loud = _stderr_of(_ALIGN % ", verbose=True", ckpt, wavs[0], phn)
+    assert "aligned 1 utterance(s)" in loud, loud
+    warn = _stderr_of(_ALIGN % ", verbose='warn'", ckpt, wavs[0], phn)
+    assert "[info]" not in warn, warn
+    with pytest.raises(timitseg.TimitsegError, match="level must be trace, debug, info, warn, error or off"):
+        timitseg.set_log_level("loud")
+
+
+def test_messages_name_the_python_arguments():
+    """The library's hints name backend="cpu" / device="cpu", not the commands' flags."""
+    from timitseg._lib import python_words
+    assert python_words("no NVIDIA GPU or driver on this machine; use --backend cpu or reference") == \
+        'no NVIDIA GPU or driver on this machine; use backend="cpu" or backend="reference"'
+    assert python_words("x; run on the CPU with --device cpu, or --device auto (the GPU when one is present)") == \
+        'x; run on the CPU with device="cpu", or device="auto" (the GPU when one is present)'
+
+
+@pytest.mark.skipif(not timitseg.has_cuda() or bool(shutil.which("nvidia-smi")),
+                    reason="needs a CUDA build of libtimitseg on a machine without a GPU")
+def test_device_error_names_the_backend_argument():
+    with pytest.raises(timitseg.DeviceError) as e:
+        timitseg.CRF(3, 2, backend="cuda")
+    assert 'backend="cpu"' in str(e.value) and "--backend" not in str(e.value), str(e.value)

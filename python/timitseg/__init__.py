@@ -11,7 +11,7 @@ PyTorch: timitseg.torch.SemiCRF (an nn.Module). docs/python.md.
 """
 from ._lib import DTypeError, DeviceError, LengthError, ShapeError, TimitsegError, lib as _clib
 from .crf import CRF
-from .model import Alignment, Model, Segment
+from .model import Alignment, Model, Segment, set_log_level
 
 __version__ = _clib.timitseg_version_string().decode().split(" ")[0]
 API_VERSION = _clib.timitseg_api_version()
@@ -23,4 +23,4 @@ def has_cuda():
 
 
 __all__ = ["CRF", "Model", "Segment", "Alignment", "TimitsegError", "ShapeError", "DTypeError", "DeviceError", "LengthError",
-           "has_cuda", "API_VERSION"]
+           "has_cuda", "set_log_level", "API_VERSION"]

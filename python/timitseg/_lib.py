@@ -176,7 +176,20 @@ def check(status):
     """Raises the exception of a non-zero status with the library's message."""
     if status != 0:
         msg = lib.timitseg_last_error().decode("utf-8", "replace")
-        raise _STATUS.get(status, TimitsegError)(msg)
+        raise _STATUS.get(status, TimitsegError)(python_words(msg))
+
+
+# The commands' flags in the library's messages, as this package's arguments.
+_FLAG_WORDS = (("use --backend cpu or reference", 'use backend="cpu" or backend="reference"'),
+               ("--crf-backend cpu", 'backend="cpu"'), ("with --device cpu", 'with device="cpu"'),
+               ("--device auto", 'device="auto"'))
+
+
+def python_words(msg):
+    """A library message in the words of the Python API (backend="cpu", not --backend cpu)."""
+    for flag, arg in _FLAG_WORDS:
+        msg = msg.replace(flag, arg)
+    return msg
 
 
 # ---- arrays -> descriptors ---------------------------------------------------------

@@ -32,6 +32,14 @@ class Alignment(tuple):
     words = property(lambda s: s[1])
 
 
+def set_log_level(level):
+    """The library's log level for the whole process: "trace", "debug", "info" (log lines and progress
+    bars on stderr, as the commands), "warn", "error" or "off" (Model.load's verbose= sets it)."""
+    f = lib.timitseg_set_log_level
+    f.argtypes, f.restype = [ctypes.c_char_p], ctypes.c_int
+    check(f(str(level).encode()))
+
+
 def _segments(handle):
     try:
         out = []
@@ -51,8 +59,14 @@ class Model:
         self._h, self.path = handle, path
 
     @classmethod
-    def load(cls, checkpoint, device="auto", backend=None, threads=0):
-        """device: "cpu", "cuda" or "auto"; backend: the CRF backend (None: as `timitseg decode` picks it)."""
+    def load(cls, checkpoint, device="auto", backend=None, threads=0, verbose=False):
+        """device: "cpu", "cuda" or "auto"; backend: the CRF backend (None: as `timitseg decode` picks it).
+
+        verbose: the log lines and progress bars the commands print on stderr. False (the default):
+        none (errors are raised, never printed); True: as the commands ("info"); or a level, "trace",
+        "debug", "info", "warn", "error" or "off". The level is the library's, for the whole process
+        (every Model), set by each load."""
+        set_log_level("info" if verbose is True else "off" if verbose is False else verbose)
         p = lib.timitseg_model_default_params()
         p.device = device.encode()
         p.backend = backend.encode() if backend else None

@@ -202,7 +202,7 @@ def gpu_present(mode):
 
 def make_scratch(source_dir, bin_dir, dest):
     """A copy of the source tree (no build folders, .git, work/, runs/) with
-    build/bin -> bin_dir, made a git repository with one commit (as a fresh
+    build/bin -> bin_dir (and build/lib -> bin_dir/../lib), made a git repository with one commit (as a fresh
     clone) when git is installed. Returns whether it is one."""
     def ignore(folder, names):
         if os.path.abspath(folder) != os.path.abspath(source_dir):
@@ -219,6 +219,10 @@ def make_scratch(source_dir, bin_dir, dest):
         is_repo = True
     os.makedirs(os.path.join(dest, "build"))
     os.symlink(os.path.abspath(bin_dir), os.path.join(dest, "build", "bin"))
+    # build/lib (libtimitseg.so: docs/python.md's TIMITSEG_LIBRARY=build/lib/libtimitseg.so) beside it, when built
+    lib_dir = os.path.join(os.path.dirname(os.path.abspath(bin_dir)), "lib")
+    if os.path.isdir(lib_dir):
+        os.symlink(lib_dir, os.path.join(dest, "build", "lib"))
     return is_repo
 
 

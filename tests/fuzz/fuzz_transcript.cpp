@@ -60,7 +60,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const data::ListEntry& e : list) {
         fuzz::check(!e.audio.empty() && !has_space(e.audio), "bad audio path");
         fuzz::check(audio.insert(e.audio).second, "audio path listed twice: " + e.audio);
-        fuzz::check(!e.tokens.empty(), "entry without tokens");
+        // an entry without tokens is allowed: align reports that input's empty transcript (issue 41)
         for (const std::string& t : e.tokens) fuzz::check(!t.empty() && !has_space(t), "bad token");
         fuzz::check(e.line > last && e.line <= lines_in(text), "entry lines not increasing inside the file");
         last = e.line;
