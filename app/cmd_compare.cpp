@@ -545,7 +545,7 @@ void add_compare_command(CLI::App& app) {
       "compare",
       "Train the linear CRF (crf.max_duration=1) and the semi-CRF (K from the config) with the same encoder, data, "
       "seed(s) and schedule into TRAIN.RUN_DIR/linear and TRAIN.RUN_DIR/semicrf, evaluate both (best checkpoint) on "
-      "dev and core-test and print one table: PER, boundary F1 at 0/1/2 frames (and P/R/F1/R-value at 20 ms), "
+      "dev and core-test (dev and test on a WORKDIR without core-test: other corpora) and print one table: PER, boundary F1 at 0/1/2 frames (and P/R/F1/R-value at 20 ms), "
       "segment F1, duration mean absolute error and KL, frame accuracy, forced alignment of the reference phones "
       "(fraction of boundaries within 10/20/25/50 ms, mean and median error; docs/align.md), training frames/s, "
       "decode time; then the "
@@ -558,7 +558,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--set", a->sets,
                 "Override one config key for both runs, KEY=VALUE with VALUE in YAML syntax (repeatable)");
   c->add_option("--json", a->json_out,
-                "Also write the table as JSON (atomically): runs.{linear,semicrf}.{dev,core-test}.METRIC and "
+                "Also write the table as JSON (atomically): runs.{linear,semicrf}.{dev,core-test or test}.METRIC and "
                 "train_frames_per_sec, each {mean, n, values, std (2 seeds or more)}; significance.SPLIT.METRIC "
                 "{n, mean_difference, std, t_test {t, df, p}, sign_test {positive, negative, zero, p}}; jobs, "
                 "train_wall_seconds, report; metrics of an empty split are left out");

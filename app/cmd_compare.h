@@ -19,7 +19,10 @@
 
 namespace timitseg::app::compare {
 
+// The splits evaluated: dev and core-test (TIMIT's), or dev and test for a
+// WORKDIR without a core-test (prepare --corpus: other corpora, docs/data.md).
 inline const char* const kSplits[] = {"dev", "core-test"};
+inline const char* const kSplitsWithoutCoreTest[] = {"dev", "test"};
 // Metric keys of the table and JSON, in order: (key, row label, scale for the table, printf format).
 struct MetricRow {
   const char* key;
@@ -104,7 +107,8 @@ struct Variant {
 
 // Every number of the comparison: per variant v and seed s.
 struct CompareResults {
-  std::map<std::string, data::Split> splits;                          // dev, core-test
+  std::vector<std::string> split_names;                               // kSplits, or kSplitsWithoutCoreTest
+  std::map<std::string, data::Split> splits;                          // by name
   std::vector<std::vector<RunNumbers>> numbers;                       // [v][s]
   std::vector<std::map<std::string, std::map<std::string, Summary>>> sums;  // [v][split][key]
   std::vector<Summary> fps;                                           // [v] training frames/s

@@ -164,6 +164,12 @@ CompareResults collect_results(const model::Config& base, const std::vector<Vari
   CompareResults res;
   std::map<std::string, data::Split>& splits = res.splits;
   for (const char* name : kSplits) splits[name] = data::load_split(base.data_workdir, name);
+  res.split_names.assign(std::begin(kSplits), std::end(kSplits));
+  if (splits["core-test"].utterances.empty()) {  // another corpus (prepare --corpus): its test split
+    splits.erase("core-test");
+    res.split_names.assign(std::begin(kSplitsWithoutCoreTest), std::end(kSplitsWithoutCoreTest));
+    splits["test"] = data::load_split(base.data_workdir, "test");
+  }
   // numbers[v][s]; the report's runs in the same order
   res.numbers.assign(variants.size(), std::vector<RunNumbers>(num_seeds));
   auto& numbers = res.numbers;
@@ -192,7 +198,7 @@ CompareResults collect_results(const model::Config& base, const std::vector<Vari
       if (!std::isnan(r.train_frames_per_sec)) fps[v].values.push_back(r.train_frames_per_sec);
     }
   // tests[split][key]: semi-CRF minus linear CRF, paired by seed (seeds where both runs have the metric)
-  for (const char* split : kSplits)
+  for (const std::string& split : res.split_names)
     for (const MetricRow& row : kRows) {
       if (std::string(row.key) == "decode_seconds") continue;  // a time, not a result
       std::vector<double> lin, semi;
@@ -247,7 +253,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   os << title_line;
   char buf[512];
   std::vector<std::string>& cols = *cols_out;
-  for (const char* split : kSplits)
+  for (const std::string& split : res.split_names)
     for (const Variant& var : variants) cols.push_back(var.name + " " + split);
   int w = 26;  // the label column: as wide as the longest label shown ("align (samples) mean |error| ms")
   for (const MetricRow& row : kRows)
@@ -263,7 +269,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
     if (!present(row)) continue;
     std::snprintf(buf, sizeof buf, "%-*s", w, row.label);
     os << buf;
-    for (const char* split : kSplits)
+    for (const std::string& split : res.split_names)
       for (size_t v = 0; v < variants.size(); ++v) {
         const auto sp = sums[v].find(split);
         const std::string t = sp == sums[v].end() || !sp->second.count(row.key)
@@ -276,7 +282,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   }
   std::snprintf(buf, sizeof buf, "%-*s", w, "train frames/s");
   os << buf;
-  for (size_t i = 0; i < std::size(kSplits); ++i)
+  for (size_t i = 0; i < res.split_names.size(); ++i)
     for (size_t v = 0; v < variants.size(); ++v) {
       std::snprintf(buf, sizeof buf, " %20s", fps[v].text(1, "%.0f").c_str());
       os << buf;
@@ -295,7 +301,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   os << buf;
   std::vector<std::vector<std::string>>& sig_rows = *sig_rows_out;
   for (const MetricRow& row : kRows)
-    for (const char* split : kSplits) {
+    for (const std::string& split : res.split_names) {
       const auto sp = tests.find(split);
       if (sp == tests.end() || !sp->second.count(row.key) || !present(row)) continue;
       const report::PairedTest& t = sp->second.at(row.key);
@@ -336,7 +342,7 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
     for (const MetricRow& row : kRows) {
       if (!present(row)) continue;
       std::vector<std::string> r = {row.label};
-      for (const char* split : kSplits)
+      for (const std::string& split : res.split_names)
         for (size_t v = 0; v < variants.size(); ++v) {
           const auto sp = sums[v].find(split);
           r.push_back(sp == sums[v].end() || !sp->second.count(row.key) ? "n/a"
@@ -345,7 +351,7 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
       means.rows.push_back(r);
     }
     std::vector<std::string> fps_row = {"train frames/s"};  // as the console table
-    for (size_t i = 0; i < std::size(kSplits); ++i)
+    for (size_t i = 0; i < res.split_names.size(); ++i)
       for (size_t v = 0; v < variants.size(); ++v) fps_row.push_back(res.fps[v].text(1, "%.0f"));
     means.rows.push_back(fps_row);
     report::ReportTable sig;
@@ -402,7 +408,7 @@ void write_compare_json(const std::string& path, const CompareResults& res, cons
     for (size_t s = 0; s < cfgs[v].size(); ++s) dirs.push_back(cfgs[v][s].train_run_dir);
     r["run_dirs"] = dirs;
     if (!fps[v].values.empty()) r["train_frames_per_sec"] = fps[v].to_json();
-    for (const char* split : kSplits) {
+    for (const std::string& split : res.split_names) {
       const auto sp = sums[v].find(split);
       if (sp == sums[v].end()) continue;  // an empty split: its metrics are left out, never NaN
       for (const auto& [k, sum] : sp->second) r[split][k] = sum.to_json();

@@ -58,6 +58,20 @@ namespace {
 
 std::string rerun_hint() { return "; re-run `timitseg prepare` (with --force) to rebuild the cache"; }
 
+// Utterance::reference from its metadata {"rate": N, "phones": [[start, end, label], ...]}
+// (prepare --corpus); a value out of range is a json out_of_range error, named by the caller.
+void read_reference(const nlohmann::json& j, int32_t num_labels, Utterance& x) {
+  x.reference_rate = j.at("rate").get<int32_t>();
+  if (x.reference_rate <= 0) throw nlohmann::json::out_of_range::create(401, "reference rate is not positive", &j);
+  for (const auto& p : j.at("phones")) {
+    Utterance::RefInterval r{p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int32_t>()};
+    const int64_t prev_end = x.reference.empty() ? 0 : x.reference.back().end;
+    if (r.label < 0 || r.label >= num_labels || r.end <= r.start || r.start < 0 || r.start < prev_end)
+      throw nlohmann::json::out_of_range::create(401, "reference phone [" + p.dump() + "] is out of order or range", &p);
+    x.reference.push_back(r);
+  }
+}
+
 nlohmann::json read_manifest(const std::string& workdir) {
   const std::string path = (fs::path(workdir) / "manifest.json").string();
   std::error_code ec;
@@ -182,9 +196,11 @@ Split load_split(const std::string& workdir, const std::string& split) {
       x.id = utts[u].at("id").get<std::string>();
       x.speaker = utts[u].at("speaker").get<std::string>();
       x.audio_path = utts[u].at("audio").get<std::string>();
+      if (utts[u].contains("reference")) read_reference(utts[u].at("reference"), num_labels, x);  // throws json errors
     } catch (const nlohmann::json::exception& e) {
       throw std::runtime_error(path + ": metadata 'utterances' entry " + std::to_string(u) +
-                               " needs strings \"id\", \"speaker\" and \"audio\" (" + e.what() + ")" + rerun_hint());
+                               " needs strings \"id\", \"speaker\" and \"audio\", and a \"reference\" (when present) "
+                               "{\"rate\": N, \"phones\": [[start, end, label], ...]} (" + e.what() + ")" + rerun_hint());
     }
     if (nsamp[u] < 0)
       throw std::runtime_error(path + ": tensor 'num_samples' index " + std::to_string(u) + ": " +

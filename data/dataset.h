@@ -31,6 +31,18 @@ struct Utterance {
   int64_t num_samples = 0;      // audio length in samples
   std::string audio_path;       // absolute path of the source .WAV
   std::vector<Segment> segments;  // maximal runs of `labels` (61 set), in order (added by the data layer)
+  // The sample-accurate reference of an utterance prepared by `prepare --corpus`
+  // (its label intervals after the phone set's map and merge, as the frame
+  // labels were made from): [start, end) in samples of the audio at
+  // reference_rate (the file's own rate), counted from the utterance's first
+  // sample (a Kaldi segment's start), label as in `labels`. Empty for TIMIT's
+  // path, whose reference is the .PHN beside the audio.
+  struct RefInterval {
+    int64_t start = 0, end = 0;
+    int32_t label = 0;
+  };
+  std::vector<RefInterval> reference;
+  int32_t reference_rate = 0;
 };
 
 struct Split {

@@ -127,6 +127,7 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
     }
   }
   r.num_samples = static_cast<int64_t>(a.samples.size());
+  r.sample_rate = a.sample_rate;
   r.seconds = a.sample_rate > 0 ? static_cast<double>(r.num_samples) / a.sample_rate : 0.0;
   check_intervals(e.label_path, e.intervals, r.seconds, &r.problems);  // only "past the end" can fire here
   if (has_error(r.problems)) return r;

@@ -67,6 +67,36 @@ std::string corpus_problem_kind(const std::string& m) {
 namespace {
 
 // One split, streamed: features appended to STAGE/.SPLIT.features.raw.
+// Silence over [start, end): a phone of its own, or the silence before it extended.
+void push_silence(json& phones, int64_t start, int64_t end, int sil, int prev_label) {
+  if (prev_label == sil && !phones.empty()) phones.back()[1] = end;
+  else phones.push_back({start, end, sil});
+}
+
+// The utterance's sample-accurate reference (Utterance::reference): its mapped
+// intervals in samples of the file at `rate`, from the utterance's first sample
+// to num_samples. As in the frame labels (corpus_frame_labels), audio that no
+// interval covers is the set's silence (`sil` >= 0); gaps under 1 ms (rounded
+// times) go to the phone before, as do all gaps of a set without silence.
+json reference_json(const std::vector<MappedInterval>& m, int rate, int64_t num_samples, int sil) {
+  json phones = json::array();
+  const int64_t min_gap = std::max<int64_t>(1, rate / 1000);
+  int64_t prev_end = 0;
+  int prev_label = -1;
+  auto push = [&](int64_t start, int64_t end, int label) {
+    if (end <= start) return;  // shorter than a sample once rounded
+    if (start - prev_end >= min_gap && sil >= 0) push_silence(phones, prev_end, start, sil, prev_label);
+    else if (!phones.empty()) phones.back()[1] = start;  // the gap (or an overlap) to the phone before
+    phones.push_back({start, end, label});
+    prev_end = end, prev_label = label;
+  };
+  for (const MappedInterval& iv : m)
+    push(std::max<int64_t>(0, std::llround(iv.start * rate)), std::min(num_samples, std::llround(iv.end * rate)),
+         iv.index);
+  if (num_samples - prev_end >= min_gap && sil >= 0) push_silence(phones, prev_end, num_samples, sil, prev_label);
+  return {{"rate", rate}, {"phones", std::move(phones)}};
+}
+
 struct SplitStream {
   std::string name;
   fs::path raw_path;
@@ -79,7 +109,8 @@ struct SplitStream {
   double seconds = 0.0;
   std::map<int, std::vector<int64_t>> durs;  // phone -> run lengths (frames)
 
-  void add(const CorpusEntry& e, const ProcessedUtterance& r) {
+  // m: the utterance's mapped intervals, sil: the phone set's silence (-1: none)
+  void add(const CorpusEntry& e, const ProcessedUtterance& r, const std::vector<MappedInterval>& m, int sil) {
     raw.write(reinterpret_cast<const char*>(r.features.data()),
               static_cast<std::streamsize>(r.features.size() * sizeof(float)));
     if (!raw) throw std::runtime_error(raw_path.string() + ": cannot write (disk full?)");
@@ -95,6 +126,7 @@ struct SplitStream {
     nsamp.push_back(r.num_samples);
     json u = {{"id", e.id}, {"speaker", e.speaker}, {"audio", fs::absolute(e.audio_path).lexically_normal().string()}};
     if (e.seg_end >= 0) u["segment"] = {e.seg_start, e.seg_end};
+    u["reference"] = reference_json(m, r.sample_rate, r.num_samples, sil);
     utts.push_back(u);
     speakers.insert(e.speaker);
     seconds += r.seconds;
@@ -240,7 +272,7 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
       collect(e, res[i], po, sum);
       if (!res[i].ok) continue;
       const std::string split = e.split.empty() ? "train" : e.split;
-      streams.at(split).add(e, res[i]);
+      streams.at(split).add(e, res[i], mapped[b + i], sil);
       if (split == "train") cmvn.add(res[i].features, static_cast<int64_t>(res[i].labels.size()));
       res[i] = ProcessedUtterance{};  // free its features now
     }

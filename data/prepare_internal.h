@@ -26,6 +26,7 @@ struct ProcessedUtterance {
   std::vector<int32_t> labels;  // [T]
   int64_t num_samples = 0;
   double seconds = 0.0;
+  int32_t sample_rate = 0;  // the audio file's own rate (prepare --corpus: the recorded reference's samples)
 };
 
 // One split's file, its manifest entry, counts and duration statistics (data/prepare_write.cpp).

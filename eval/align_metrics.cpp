@@ -74,9 +74,32 @@ std::string phn_beside(const std::string& audio) {
   return "";
 }
 
+// Utterance::reference as reference phones of the label set: WORKDIR labels to
+// classes, consecutive phones of one class merged, a gap given to the phone
+// before it (as phn_reference does with a .PHN).
+std::vector<RefPhone> recorded_reference(const data::Utterance& u, const model::LabelSet& ls) {
+  std::vector<RefPhone> out;
+  for (const data::Utterance::RefInterval& r : u.reference) {
+    const int32_t c = ls.from61(r.label);
+    if (c < 0) continue;  // a merged label: never recorded, as never a frame label
+    if (!out.empty() && out.back().cls == c) {
+      out.back().end = r.end;
+      continue;
+    }
+    if (!out.empty()) out.back().end = r.start;
+    out.push_back({c, r.start, r.end});
+  }
+  return out;
+}
+
 // The sample-accurate reference of a prepared utterance and its file's rate;
 // an error line ("" when fine) when its .PHN cannot be read.
 std::string read_reference(const data::Utterance& u, const model::ModelState& s, std::vector<RefPhone>* ref, int* rate) {
+  if (!u.reference.empty()) {  // recorded by prepare --corpus
+    *ref = recorded_reference(u, s.labels);
+    *rate = u.reference_rate;
+    return ref->empty() ? u.id + ": no phones in its recorded reference" : "";
+  }
   const std::string phn = phn_beside(u.audio_path);
   if (phn.empty()) return u.id + ": no .PHN beside " + (u.audio_path.empty() ? "(no audio path)" : u.audio_path);
   try {
@@ -180,7 +203,7 @@ std::string AlignMetrics::table() const {
       out += "  (phone set '" + phone_set + "' names no broad classes: per-class rows omitted)\n";
   }
   if (without_phn > 0) {
-    std::snprintf(buf, sizeof buf, "  (%lld utterance(s) without a readable .PHN: not in the sample-accurate rows)\n",
+    std::snprintf(buf, sizeof buf, "  (%lld utterance(s) without a sample-accurate reference (a readable .PHN beside the audio, or one recorded by prepare --corpus): not in the sample-accurate rows)\n",
                   static_cast<long long>(without_phn));
     out += buf;
   }

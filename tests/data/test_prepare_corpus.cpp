@@ -7,6 +7,8 @@
 // bad inputs are one line each, counted, or (--strict) nothing is written.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -420,6 +422,19 @@ TEST(PrepareCorpus, ManifestOfATimitCorpusMatchesTheTimitPath) {
       EXPECT_EQ(u.features, v.features) << key;
       ASSERT_EQ(u.labels.size(), v.labels.size()) << key;
       for (size_t t = 0; t < u.labels.size(); ++t) ASSERT_EQ(ta[u.labels[t]], tb[v.labels[t]]) << key << " frame " << t;
+      // the recorded sample-accurate reference is the .PHN's rows (q merged into the phone before)
+      EXPECT_TRUE(u.reference.empty()) << key << ": TIMIT's path reads the .PHN beside the audio";
+      EXPECT_EQ(v.reference_rate, 16000) << key;
+      std::vector<std::tuple<int64_t, int64_t, std::string>> want, got;
+      std::istringstream phn(timitseg::read_file(fs::path(u.audio_path).replace_extension(".PHN").string()));
+      for (int64_t a, b; phn >> a >> b;) {
+        std::string l;
+        phn >> l;
+        if (l == "q" && !want.empty()) std::get<1>(want.back()) = b;
+        else want.emplace_back(a, b, l);
+      }
+      for (const auto& r : v.reference) got.emplace_back(r.start, r.end, tb[r.label]);
+      EXPECT_EQ(got, want) << key;
       ++compared;
     }
   EXPECT_GE(compared, 12);

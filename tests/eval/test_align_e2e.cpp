@@ -269,6 +269,48 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
   EXPECT_NE(e.output.find("frame-quantized"), std::string::npos) << e.output;
 }
 
+// A WORKDIR prepared through --corpus (a manifest of the same TIMIT-layout corpus,
+// labels as inline segments in seconds) records each utterance's reference in
+// samples, so `evaluate --align` has sample-accurate rows without a .PHN: the
+// same figures, boundary for boundary, as the TIMIT WORKDIR read beside its .PHN.
+TEST_F(AlignE2E, CorpusWorkdirScoresSampleAccurateAlignmentFromItsRecordedReference) {
+  std::string csv = "id,audio,speaker,split,segments\n";
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "synth")) {
+    const fs::path p = e.path();
+    if (p.extension() != ".PHN" || p.stem().string().rfind("SA", 0) == 0) continue;
+    std::string segs;
+    for (const PhnRow& r : read_phn(p)) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "%s%.7f %.7f %s", segs.empty() ? "" : "; ", r.b / 16000.0, r.e / 16000.0,
+                    r.name.c_str());
+      segs += buf;
+    }
+    const std::string spk = p.parent_path().filename().string();
+    const std::string part = p.parent_path().parent_path().parent_path().filename().string() == "TRAIN" ? "train" : "test";
+    csv += spk + "/" + p.stem().string() + "," + fs::path(p).replace_extension(".WAV").string() + "," + spk + "," +
+           part + ",\"" + segs + "\"\n";
+  }
+  fs::create_directories(dir_ / "manifest");
+  std::ofstream(dir_ / "manifest" / "manifest.csv") << csv;
+  Cmd p = run("prepare --corpus " + (dir_ / "manifest").string() + " --format manifest --phone-set timit61 --out " +
+              (dir_ / "work_manifest").string() + " --no-progress");
+  ASSERT_EQ(p.rc, 0) << p.output;
+  const fs::path ja = dir_ / "eval_timit.json", jb = dir_ / "eval_manifest.json";
+  Cmd a = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " + ja.string());
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd b = run("evaluate --checkpoint " + ckpt_.string() + " --workdir " + (dir_ / "work_manifest").string() +
+              " --split test --align --device cpu --json " + jb.string());
+  ASSERT_EQ(b.rc, 0) << b.output;
+  const nlohmann::json sa = nlohmann::json::parse(slurp(ja))["align"]["samples"],
+                       sb = nlohmann::json::parse(slurp(jb))["align"]["samples"];
+  EXPECT_EQ(sb["without_phn"].get<int64_t>(), 0) << b.output;
+  EXPECT_GT(sb["boundaries"].get<int64_t>(), 0);
+  EXPECT_EQ(sa["boundaries"], sb["boundaries"]);
+  EXPECT_EQ(sa["within_ms"], sb["within_ms"]);
+  for (const char* k : {"mean_abs_ms", "median_abs_ms"})  // summed in another utterance order
+    EXPECT_NEAR(sa[k].get<double>(), sb[k].get<double>(), 1e-9) << k;
+}
+
 // Kaldi-style input (wav.scp + a text file of utterance ids and words) and every
 // output format: each parsed and checked against the .PHN of the same run.
 TEST_F(AlignE2E, KaldiIdsAndEveryFormat) {
