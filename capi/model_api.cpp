@@ -18,6 +18,7 @@
 #include "eval/align.h"
 #include "eval/infer.h"
 #include "model/checkpoint.h"
+#include "model/feature_check.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::guard;
@@ -58,6 +59,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + device + "'");
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
+  model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
   if (d.backend && *d.backend) m->backend = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
   m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
   *out = m.release();

@@ -22,6 +22,7 @@
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
+#include "model/feature_check.h"
 #include "common/files.h"
 #include "data/corpus.h"
 #include "data/features.h"
@@ -498,6 +499,7 @@ int align(const AlignOptions& o) {
   check_align_options(o);
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   std::shared_ptr<data::Dictionary> dict;
   if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
