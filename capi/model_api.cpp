@@ -18,6 +18,7 @@
 #include "eval/align.h"
 #include "eval/infer.h"
 #include "model/checkpoint.h"
+#include "model/feature_check.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::guard;
@@ -59,6 +60,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + device + "'");
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
+  model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
   nlohmann::json ps = m->state.labels.spec.to_json();
   ps["scoring_labels"] = m->state.labels.names39;
   ps["sha256"] = m->state.labels.spec.digest();

@@ -22,6 +22,7 @@
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
+#include "model/feature_check.h"
 #include "common/files.h"
 #include "data/corpus.h"
 #include "data/features.h"
@@ -510,6 +511,7 @@ int align(const AlignOptions& options) {
   const AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   std::shared_ptr<data::Dictionary> dict;
   if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
   if (dict) check_dictionary_phones(*dict, s.labels);

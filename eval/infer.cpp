@@ -536,6 +536,7 @@ int decode(const DecodeOptions& o) {
   if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
   parse_align_formats(o.formats);  // an unknown name stops the command before any work
   std::unique_ptr<model::Executor> exec =

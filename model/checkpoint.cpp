@@ -7,7 +7,6 @@
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "data/features.h"
-#include "model/feature_check.h"
 
 namespace timitseg::model {
 
@@ -279,7 +278,6 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     throw std::runtime_error(path + ": label set size " + std::to_string(s.labels.size()) + " != num_classes " +
                              std::to_string(s.dims.num_classes));
   read_tensors(f, path, check_values, s);
-  check_checkpoint_features(s, path);  // model/feature_check.h
   return s;
 }
 
