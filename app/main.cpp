@@ -27,6 +27,21 @@ CLI::App* bench_command(CLI::App& app) {
 
 }  // namespace timitseg::app
 
+// `timitseg --version`: "..., with libflite": `synth --voice flite` works (scripts/demo.sh
+// looks for these words); "with libespeak-ng 1.51": `synth --voice espeak` and `align --g2p
+// espeak` work; then MPI, NCCL and CUDA with its architectures, as the configure step found them.
+static std::string version_text() {
+  const std::string archs = timitseg::cuda_architectures();
+  return std::string("timitseg ") + timitseg::version() + " (commit " + timitseg::git_commit() + ", " +
+         timitseg::build_type() + " build, " + (timitseg::data::flite_built_in() ? "with" : "without") +
+         " libflite, " +
+         (timitseg::data::espeak_built_in() ? "with libespeak-ng " + timitseg::data::espeak_version()
+                                            : std::string("without libespeak-ng")) +
+         ", " + (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI, " +
+         (timitseg::nccl_built_in() ? "with" : "without") + " NCCL, " +
+         (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")";
+}
+
 int main(int argc, char** argv) {
   CLI::App app{
       "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
@@ -36,20 +51,7 @@ int main(int argc, char** argv) {
   // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
-  // "..., with libflite": `synth --voice flite` works (scripts/demo.sh looks for these words);
-  // "with libespeak-ng 1.51": `synth --voice espeak` and `align --g2p espeak` work;
-  // then MPI, NCCL and CUDA with its architectures, as the configure step found them.
-  const std::string archs = timitseg::cuda_architectures();
-  app.set_version_flag("--version", std::string("timitseg ") + timitseg::version() + " (commit " +
-                                        timitseg::git_commit() + ", " + timitseg::build_type() + " build, " +
-                                        (timitseg::data::flite_built_in() ? "with" : "without") + " libflite, " +
-                                        (timitseg::data::espeak_built_in()
-                                             ? "with libespeak-ng " + timitseg::data::espeak_version()
-                                             : std::string("without libespeak-ng")) +
-                                        ", " +
-                                        (timitseg::dist::mpi_built_in() ? "with" : "without") + " MPI, " +
-                                        (timitseg::nccl_built_in() ? "with" : "without") + " NCCL, " +
-                                        (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")");
+  app.set_version_flag("--version", version_text());
   std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines, nor "

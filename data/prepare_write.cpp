@@ -171,4 +171,40 @@ void write_phone_maps(const fs::path& stage) {
   write_file_atomic((stage / "phones.json").string(), ph.dump(2) + "\n");
 }
 
+// The kind of a problem line, for prepare's summary (counts per kind); the
+// message without its numbers and names.
+std::string problem_kind(const std::string& m) {
+  static const std::vector<std::pair<const char*, const char*>> kinds = {
+      {"truncated audio", "truncated audio"},
+      {"no audio samples", "no audio samples"},
+      {"invisible character", "invisible character"},
+      {"channels, expected mono", "not mono"},
+      {"sample rate", "wrong sample rate"},
+      {"-bit samples", "not 16-bit PCM"},
+      {"non-integer samples", "not 16-bit PCM"},
+      {"no matching .PHN", "no .PHN"},
+      {"no matching .WAV", "no .WAV"},
+      {"past the end of the audio", "PHN past the end of the audio"},
+      {"overlaps the previous phone", "overlapping phones"},
+      {"is not before end", "reversed or empty segment"},
+      {"is negative", "negative start"},
+      {"unknown phone", "unknown phone"},
+      {"expected 'start end phone'", "unreadable PHN line"},
+      {"no phones", "no phones"},
+      {"only q", "no phones"},
+      {"after the last phone", "audio after the last phone"},
+      {"gap of", "gap between phones"},
+      {"duplicate of", "duplicate file"},
+      {"too short for one feature frame", "too short"},
+      {"no speaker of the standard", "own corpus split"},
+      {"cannot read", "unreadable file"},
+  };
+  for (const auto& [needle, kind] : kinds)
+    if (m.find(needle) != std::string::npos) return kind;
+  if (m.find("NIST SPHERE") != std::string::npos || m.find("RIFF") != std::string::npos ||
+      m.find("not a NIST") != std::string::npos || m.find("empty file") != std::string::npos)
+    return "unreadable audio header";
+  return "other";
+}
+
 }  // namespace timitseg::data

@@ -162,4 +162,9 @@ Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dic
 // The closure + release of a stop or affricate (61-set names), or {phone}.
 std::vector<std::string> with_closure(const std::string& phone);
 
+// Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
+// a command (Kaldi's "... |" pipes) is refused, as are duplicate ids and ids
+// that are not plain file names (std::invalid_argument naming file and line).
+std::map<std::string, std::string> read_wav_scp(const std::string& path);
+
 }  // namespace timitseg::data

@@ -203,28 +203,6 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
 }
 
-// Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
-// a command (Kaldi's "... |" pipes) is refused, as are duplicate ids and ids
-// that are not plain file names.
-std::map<std::string, std::string> read_wav_scp(const std::string& path) {
-  std::map<std::string, std::string> scp;
-  std::istringstream in(read_file(path));
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    std::istringstream ls(line);
-    std::string id, audio, extra;
-    if (!(ls >> id) || id[0] == '#') continue;
-    const std::string at = "--wav-scp " + path + ":" + std::to_string(lineno) + ": ";
-    if (!(ls >> audio)) throw std::invalid_argument(at + "expected 'UTTID AUDIO', got only '" + id + "'");
-    if (ls >> extra || audio.back() == '|')
-      throw std::invalid_argument(at + "'" + id + "' is given by a command; only an audio file path is supported");
-    if (id == "." || id == ".." || id.find('/') != std::string::npos)
-      throw std::invalid_argument(at + "utterance id '" + id + "' cannot name an output file (no '/', '.' or '..')");
-    if (!scp.emplace(id, audio).second) throw std::invalid_argument(at + "utterance id '" + id + "' given twice");
-  }
-  return scp;
-}
-
 // The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
 using Beside = model::TranscriptSource;
 
@@ -239,7 +217,7 @@ std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data:
     protect.add(list_path);
     std::map<std::string, std::string> scp;
     if (!o.wav_scp.empty()) {
-      scp = read_wav_scp(o.wav_scp);
+      scp = data::read_wav_scp(o.wav_scp);
       protect.add(o.wav_scp);
     }
     for (const data::ListEntry& e : list) {
@@ -405,6 +383,12 @@ void check_align_options(const AlignOptions& o) {
 }
 
 // The output stems of the jobs; two jobs that would write one file are refused.
+std::vector<std::function<data::Transcript()>> job_scripts(const std::vector<Job>& jobs) {
+  std::vector<std::function<data::Transcript()>> scripts;
+  for (const Job& j : jobs) scripts.push_back(j.script);
+  return scripts;
+}
+
 std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
   std::map<std::string, std::string> seen;
   std::vector<fs::path> stems;
@@ -512,20 +496,14 @@ int align(const AlignOptions& options) {
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
-  std::shared_ptr<data::Dictionary> dict;
-  if (!o.dict.empty()) dict = std::make_shared<data::Dictionary>(data::Dictionary::load(o.dict, o.dict_format));
-  if (dict) check_dictionary_phones(*dict, s.labels);
+  const std::shared_ptr<data::Dictionary> dict = load_dictionary(o.dict, o.dict_format, s.labels);
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
   std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
   const std::vector<Job> jobs = collect_jobs(o, dict, protect, bad);
   const std::vector<fs::path> stems = distinct_stems(jobs);
-  if (dict) {  // every missing word in one line, before any work
-    std::vector<std::function<data::Transcript()>> scripts;
-    for (const Job& j : jobs) scripts.push_back(j.script);
-    stop_on_missing_words(scripts, dict->path(), resolve_threads(o.threads));
-  }
+  if (dict) stop_on_missing_words(job_scripts(jobs), dict->path(), resolve_threads(o.threads));  // before any work
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);

@@ -39,6 +39,14 @@ void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet
   }
 }
 
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormat format,
+                                                  const model::LabelSet& ls) {
+  if (path.empty()) return nullptr;
+  auto dict = std::make_shared<data::Dictionary>(data::Dictionary::load(path, format));
+  check_dictionary_phones(*dict, ls);
+  return dict;
+}
+
 void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
                            int threads) {
   std::vector<std::vector<std::string>> missing(scripts.size());

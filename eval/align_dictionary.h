@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ int phone_class(const std::string& name, const model::LabelSet& ls);
 // not in the checkpoint's phone set (N phones: ...)" for the first that is not.
 // TIMIT and CMUdict dictionaries hold TIMIT names, mapped as transcripts are.
 void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls);
+
+// The dictionary of --dict (null without one), its phones checked as above.
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormat format,
+                                                  const model::LabelSet& ls);
 
 // Runs every transcript reader (in parallel, on `threads`) and, when words are
 // missing from the dictionary, throws std::runtime_error with one line naming
