@@ -91,7 +91,7 @@ json reference_json(const std::vector<MappedInterval>& m, int rate, int64_t num_
     prev_end = end, prev_label = label;
   };
   for (const MappedInterval& iv : m)
-    push(std::max<int64_t>(0, std::llround(iv.start * rate)), std::min(num_samples, std::llround(iv.end * rate)),
+    push(std::max<int64_t>(0, std::llround(iv.start * rate)), std::min<int64_t>(num_samples, std::llround(iv.end * rate)),
          iv.index);
   if (num_samples - prev_end >= min_gap && sil >= 0) push_silence(phones, prev_end, num_samples, sil, prev_label);
   return {{"rate", rate}, {"phones", std::move(phones)}};

@@ -39,7 +39,7 @@ void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet
   }
 }
 
-std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormat format,
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
                                                   const model::LabelSet& ls) {
   if (path.empty()) return nullptr;
   auto dict = std::make_shared<data::Dictionary>(data::Dictionary::load(path, format));

@@ -30,7 +30,7 @@ int phone_class(const std::string& name, const model::LabelSet& ls);
 void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls);
 
 // The dictionary of --dict (null without one), its phones checked as above.
-std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormat format,
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
                                                   const model::LabelSet& ls);
 
 // Runs every transcript reader (in parallel, on `threads`) and, when words are
