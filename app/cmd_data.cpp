@@ -297,8 +297,8 @@ void add_synth_command(CLI::App& app) {
       ->check(CLI::IsMember({"sphere", "riff"}))
       ->capture_default_str();
   sub->add_option("--threads", o->threads,
-                  "Worker threads (0: all cores); the corpus is the same for any count (espeak-ng and flite "
-                  "synthesize one utterance at a time, the rest runs in parallel)")
+                  "Worker threads (0: all cores); the corpus is the same for any count (flite synthesizes one "
+                  "utterance at a time; espeak-ng one per worker, each in its own process)")
       ->capture_default_str()
       ->check(CLI::Range(0, 1024));
   sub->add_flag("--lower-case", o->lower_case, "timit layout: lower-case file and folder names (default: upper case, "

@@ -326,30 +326,38 @@ std::vector<Event> parse_child(const std::string& b, const EspeakRequest& r, std
 // only. (glibc keeps malloc usable in the child of a threaded process; the child
 // touches nothing but espeak and the pipe, then _exits.)
 EspeakOutput espeak_speak(const EspeakRequest& r) {
-  std::lock_guard<std::mutex> lock(espeak_mutex());
   EspeakOutput out;
-  out.sample_rate = init_locked();
-  int fd[2];
-  if (::pipe(fd) != 0) throw std::runtime_error("espeak-ng: cannot create a pipe");
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fd[0]);
+  pid_t pid = -1;
+  int from_child = -1;
+  {
+    // Only the fork is serialized: the children synthesize in parallel (synth's worker
+    // threads). The write end is closed before the lock is released, so no later child
+    // inherits it (this reader would then never see the end of the pipe).
+    std::lock_guard<std::mutex> lock(espeak_mutex());
+    out.sample_rate = init_locked();
+    int fd[2];
+    if (::pipe(fd) != 0) throw std::runtime_error("espeak-ng: cannot create a pipe");
+    pid = ::fork();
+    if (pid < 0) {
+      ::close(fd[0]);
+      ::close(fd[1]);
+      throw std::runtime_error("espeak-ng: cannot fork the synthesis process");
+    }
+    if (pid == 0) {
+      ::close(fd[0]);
+      synth_in_child(fd[1], r);
+    }
     ::close(fd[1]);
-    throw std::runtime_error("espeak-ng: cannot fork the synthesis process");
+    from_child = fd[0];
   }
-  if (pid == 0) {
-    ::close(fd[0]);
-    synth_in_child(fd[1], r);
-  }
-  ::close(fd[1]);
   std::string b;
   std::vector<char> buf(1 << 16);
-  for (ssize_t k; (k = ::read(fd[0], buf.data(), buf.size())) != 0;) {
+  for (ssize_t k; (k = ::read(from_child, buf.data(), buf.size())) != 0;) {
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) break;
     b.append(buf.data(), static_cast<size_t>(k));
   }
-  ::close(fd[0]);
+  ::close(from_child);
   int status = 0;
   while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
