@@ -122,6 +122,29 @@ TEST_F(NewUser3, OtherFeatureOptionsAreRefusedNamingBoth) {
   EXPECT_NE(r.output.find("holds fbank features"), std::string::npos) << r.output;
 }
 
+// (1) train --resume on a WORKDIR prepared with other feature options (data.workdir may change on resume:
+// "a WORKDIR that moved"): one line naming both, nothing trained or written; the run's own WORKDIR resumes.
+TEST_F(NewUser3, ResumeOnOtherFeatureOptionsIsRefusedNamingBoth) {
+  ASSERT_EQ(train_.rc, 0) << train_.output;
+  ASSERT_EQ(fbank_.rc, 0) << fbank_.output;
+  const fs::path run_dir = dir_ / "run_resume";
+  fs::copy(dir_ / "run", run_dir, fs::copy_options::recursive);
+  const std::vector<std::string> before = files_under(run_dir / "checkpoints");
+  const std::string epoch1 = (run_dir / "checkpoints" / "epoch-1.safetensors").string();
+  ASSERT_TRUE(fs::exists(epoch1)) << before.size() << " checkpoint file(s)";
+  const std::string fb = (dir_ / "work_fbank").string();
+  const Cmd bad = run("train --resume " + run_dir.string() + " --set data.workdir=" + fb + " --set train.epochs=2");
+  EXPECT_EQ(bad.rc, 1) << bad.output;
+  const std::vector<std::string> errs = error_lines(bad.output);
+  ASSERT_EQ(errs.size(), 1u) << bad.output;
+  EXPECT_NE(errs[0].find(epoch1 + " was trained on mfcc features (39 dims;"), std::string::npos) << errs[0];
+  EXPECT_NE(errs[0].find(fb + "/manifest.json holds fbank features (39 dims;"), std::string::npos) << errs[0];
+  EXPECT_EQ(files_under(run_dir / "checkpoints"), before);  // no epoch-2 written
+  const Cmd ok = run("train --resume " + run_dir.string() + " --set train.epochs=2");
+  EXPECT_EQ(ok.rc, 0) << ok.output;
+  EXPECT_TRUE(fs::exists(run_dir / "checkpoints" / "epoch-2.safetensors")) << ok.output;
+}
+
 // (1) decode and align: they compute features with the checkpoint's own options; a checkpoint whose
 // recorded options do not give its input dimension (metadata edited) is refused naming both.
 TEST_F(NewUser3, ACheckpointWhoseFeatureOptionsDisagreeWithItsModelIsRefused) {
