@@ -7,7 +7,10 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="torch is not installed (scripts/setup.sh installs it with "
                                             "TIMITSEG_TORCH=1); test_float64.py covers the numpy path")
-from torch.func import functional_call  # noqa: E402
+try:  # torch >= 2.0
+    from torch.func import functional_call  # noqa: E402
+except ImportError:  # torch 1.13 (Debian 12's python3-torch): the same function, its older home
+    from torch.nn.utils.stateless import functional_call  # noqa: E402
 
 from timitseg.torch import SemiCRF  # noqa: E402
 
