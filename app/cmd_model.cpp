@@ -201,12 +201,13 @@ void add_train_command(CLI::App& app) {
   train->add_option("--config", ta->config, "YAML config file (sections data, features, model, crf, train, debug)");
   train->add_option("--set", ta->sets,
                     "Override one config key, KEY=VALUE with VALUE in YAML syntax (repeatable), e.g. --set train.lr=3e-4");
+  std::string resumable;  // the keys --set may change on --resume: the one list, model::Config::resumable_keys()
+  for (const std::string& k : model::Config::resumable_keys())
+    resumable += (resumable.empty() ? "" : ", ") + k + (k == "data.workdir" ? " (a WORKDIR that moved)" : "");
   train->add_option("--resume", ta->resume,
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
-                    "(bitwise identical to an uninterrupted run on the CPU); --set may change only train.epochs, "
-                    "train.log_every, train.threads, train.device, train.rnn_algo, crf.backend, train.keep_checkpoints, "
-                    "train.dist_timeout, debug.check_numerics, debug.drift_threshold, data.workdir (a WORKDIR that moved); any number of processes may "
-                    "resume a run of any number");
+                    "(bitwise identical to an uninterrupted run on the CPU); --set may change only " + resumable +
+                        "; any number of processes may resume a run of any number");
   train->add_option("--crf-reg", ta->crf_reg, "Same as --set crf.reg=X: L2 penalty on transition and duration_bias")
       ->check(CLI::Range(0.0, 1e6));
   train->add_option("--crf-backend", ta->crf_backend,

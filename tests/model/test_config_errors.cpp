@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "tests/support/cli.h"
 
 namespace fs = std::filesystem;
 using timitseg::model::Config;
@@ -111,6 +112,16 @@ TEST(ConfigErrors, UnknownKeysNameTheirLine) {
   std::string p;
   const std::string e = load_error("train:\n  lr: 0.1\n  learning_rate: 0.1\n", &p);
   EXPECT_EQ(e.rfind(p + ":3: unknown config key 'train.learning_rate'", 0), 0u) << e;
+}
+
+// `train --help`'s --resume entry is made from the same list (not a copy by hand): every key is named.
+TEST(ConfigErrors, ResumeHelpNamesEveryResumableKey) {
+  const testsupport::Cmd h = testsupport::run("train --help");
+  ASSERT_EQ(h.rc, 0) << h.output;
+  const size_t at = h.output.find("--resume TEXT");
+  ASSERT_NE(at, std::string::npos) << h.output;
+  const std::string entry = h.output.substr(at, h.output.find("\n  --", at) - at);
+  for (const std::string& k : Config::resumable_keys()) EXPECT_NE(entry.find(k), std::string::npos) << k << ": " << entry;
 }
 
 // The keys that `train --resume --set` may change, as listed in docs/config.md.
