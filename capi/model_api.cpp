@@ -66,7 +66,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   ps["sha256"] = m->state.labels.spec.digest();
   m->phone_set_json = ps.dump();
   if (d.backend && *d.backend) m->backend = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
-  m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
+  m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, std::nullopt);
   *out = m.release();
 }
 

@@ -433,7 +433,7 @@ class LazyExecutor {
  public:
   LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
       : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [this, &s, &o] {
-          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, "viterbi",
+          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, model::DecodeMode::viterbi,
                                               o.centre_frames);
           ready_s_ = seconds_since(start_);  // read after the future's get()
           return exec;

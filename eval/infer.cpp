@@ -95,13 +95,14 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt, int64_t centre_frames) {
+                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  int64_t centre_frames) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
       model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
   model::ExecutorOptions xo = model::inference_executor_options(s.config, choice, threads);  // model/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
-  if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
+  if (decode_opt) xo.decode = *decode_opt;
   if (backend_opt) xo.crf_backend = *backend_opt;
   xo.centre_frames = centre_frames;
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
@@ -213,12 +214,6 @@ void check_phone_bonus(const std::optional<double>& bonus) {
                                 model::format_double(*bonus));
 }
 
-void check_decode(const std::string& decode) {
-  model::DecodeMode mode{};
-  if (!decode.empty() && !model::parse_enum(decode, &mode))
-    throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
-}
-
 void check_threads(int threads) {
   if (threads < 0 || threads > 1024)
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
@@ -255,7 +250,6 @@ UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& 
 nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  check_decode(o.decode);
   if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
@@ -324,7 +318,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const model::DecodeMode decoding = o.decode.empty() ? s.config.crf_decode : model::enum_value<model::DecodeMode>(o.decode, "--decode");
+  const model::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
   j["decode"] = to_string(decoding);
   const bool posterior = decoding == model::DecodeMode::posterior;
   const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
@@ -532,7 +526,6 @@ nlohmann::json score(const ScoreOptions& o) {
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  check_decode(o.decode);
   if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);

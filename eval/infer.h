@@ -29,7 +29,7 @@ struct EvaluateOptions {
   int batch_size = 32;
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align.h), "align" in the JSON
 };
@@ -65,7 +65,7 @@ struct DecodeOptions {
   model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
   int64_t centre_frames = 200;        // --centre-frames: a long recording's centring (0 = the whole recording)
 };
@@ -81,7 +81,8 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt, int64_t centre_frames = 0);
+                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  int64_t centre_frames = 0);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched
 // at any depth for *.wav / *.WAV (sorted), links to files and folders followed
