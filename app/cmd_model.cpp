@@ -19,6 +19,7 @@
 #include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
+#include "eval/formats.h"
 #include "eval/infer.h"
 #include "train/interrupt.h"
 #include "train/train.h"
@@ -347,7 +348,7 @@ void add_decode_command(CLI::App& app) {
                  "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
                  "that segment, label and span, under the model (its segment marginal; docs/align.md)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->check(CLI::IsMember(eval::align_format_names()))  // eval/formats.h: the one table
       ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))

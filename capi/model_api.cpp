@@ -38,7 +38,7 @@ struct timitseg_model {
 };
 
 struct timitseg_segments {
-  std::vector<eval::PhnRow> rows;
+  std::vector<eval::AlignedOutput::Interval> rows;  // (begin sample, end sample, label)
 };
 
 namespace {
@@ -75,7 +75,7 @@ void decode(timitseg_model* m, const timitseg::data::Audio& audio, const std::st
   need(out, "out");
   *out = nullptr;
   auto s = std::make_unique<timitseg_segments>();
-  s->rows = eval::decode_audio(audio, src, m->state, *m->exec);
+  s->rows = eval::decode_audio(audio, src, src, m->state, *m->exec, /*posterior=*/false, /*threads=*/1).phones;
   *out = s.release();
 }
 

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 
 using namespace timitseg;
 

@@ -1,5 +1,5 @@
 // UTF-8 labels (IPA phones, accented and CJK words) through every output format
-// of `align --format` / `decode --format` (eval/align_formats.h): each file read
+// of `align --format` / `decode --format` (eval/formats.h): each file read
 // back by a reader written here for the format (PHN and CTM fields, Praat's
 // quoted strings with doubled quotes, RFC 4180 CSV, JSON) gives the labels byte
 // for byte, and the files hold the UTF-8 bytes themselves (no \u escapes, no
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 
 using namespace timitseg;
 

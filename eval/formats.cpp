@@ -1,15 +1,18 @@
-// The output formats of `timitseg align --format` (align_formats.h, docs/align.md).
-#include "eval/align_formats.h"
+// The output formats of `timitseg decode --format` and `timitseg align --format` (eval/formats.h, docs/align.md).
+#include "eval/formats.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
 #include "common/parallel.h"
-#include "eval/align.h"
+#include "common/walk.h"
 
 namespace timitseg::eval {
 
@@ -188,10 +191,12 @@ const std::vector<std::string>& align_format_names() {
 
 std::vector<std::string> parse_align_formats(const std::vector<std::string>& names) {
   const std::vector<std::string>& all = align_format_names();
+  std::string list;  // "phn, textgrid, csv, json, ctm"
+  for (const std::string& n : all) list += (list.empty() ? "" : ", ") + n;
   for (const std::string& n : names)
     if (std::find(all.begin(), all.end(), n) == all.end())
-      throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of phn, textgrid, csv, json, ctm)");
-  if (names.empty()) throw std::invalid_argument("--format: give at least one of phn, textgrid, csv, json, ctm");
+      throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of " + list + ")");
+  if (names.empty()) throw std::invalid_argument("--format: give at least one of " + list);
   std::vector<std::string> out;
   for (const std::string& n : all)
     if (std::find(names.begin(), names.end(), n) != names.end()) out.push_back(n);
@@ -212,6 +217,41 @@ std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedO
   for (auto& part : parts)
     for (auto& file : part) out.push_back(std::move(file));
   return out;
+}
+
+std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<AlignedOutput::Interval>>>& tiers,
+                           int64_t num_samples, int sample_rate) {
+  std::ostringstream os;
+  os.precision(9);
+  const double xmax = static_cast<double>(num_samples) / sample_rate;
+  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
+  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = " << tiers.size() << "\nitem []:\n";
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    const auto& [name, iv] = tiers[k];
+    os << "    item [" << k + 1 << "]:\n        class = \"IntervalTier\"\n        name = \"" << name << "\"\n";
+    os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << iv.size() << "\n";
+    for (size_t i = 0; i < iv.size(); ++i) {
+      const auto& [b, e, text] = iv[i];
+      os << "        intervals [" << i + 1 << "]:\n";
+      os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
+      os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
+      std::string quoted;
+      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);  // Praat doubles quotes
+      os << "            text = \"" << quoted << "\"\n";
+    }
+  }
+  return os.str();
+}
+
+void write_outputs(const AlignedOutput& a, const std::vector<std::string>& names, const std::string& out_dir,
+                   const std::string& stem) {
+  const std::filesystem::path base = std::filesystem::path(out_dir) / stem;
+  CreatedFolders sub;  // a failed input leaves no folder of its own either
+  sub.create(base.parent_path(), "--out");
+  std::vector<std::pair<std::string, std::string>> files = render_alignment(a, names);
+  for (auto& f : files) f.first = base.string() + f.first;
+  write_files_atomic(files, static_cast<int>(files.size()));
+  sub.keep();
 }
 
 }  // namespace timitseg::eval
