@@ -348,7 +348,7 @@ void add_decode_command(CLI::App& app) {
                  "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
                  "that segment, label and span, under the model (its segment marginal; docs/align.md)")
       ->delimiter(',')
-      ->check(CLI::IsMember(eval::align_format_names()))  // eval/formats.h: the one table
+      ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
       ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))

@@ -39,7 +39,7 @@ struct timitseg_model {
 };
 
 struct timitseg_segments {
-  std::vector<eval::AlignedOutput::Interval> rows;  // (begin sample, end sample, label)
+  std::vector<eval::Segmentation::Interval> rows;  // (begin sample, end sample, label)
 };
 
 namespace {
@@ -125,11 +125,11 @@ void decode(timitseg_model* m, const timitseg::data::Audio& audio, const std::st
 
 // The phones (and words) of one file aligned with the handle's executor
 // through eval/'s pipeline, in memory, as `timitseg align` aligns them.
-eval::AlignedOutput align_transcript(timitseg_model* m, const char* path, const timitseg::data::Transcript& tr) {
+eval::Segmentation align_transcript(timitseg_model* m, const char* path, const timitseg::data::Transcript& tr) {
   const auto t0 = std::chrono::steady_clock::now();
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
-  eval::AlignedOutput out = eval::align_one(
+  eval::Segmentation out = eval::align_one(
       *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads)), m->state);
   spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -175,7 +175,7 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   std::vector<timitseg::data::Word> list;
   std::istringstream in(words);
   for (std::string w; in >> w;) list.push_back(timitseg::data::Word{timitseg::data::to_lower(w), 0});
-  const eval::AlignedOutput a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", wo));
+  const eval::Segmentation a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", wo));
   auto ph = std::make_unique<timitseg_segments>(), wd = std::make_unique<timitseg_segments>();
   ph->rows = a.phones;
   for (const auto& w : a.words)

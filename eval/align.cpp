@@ -83,14 +83,14 @@ AlignInput read_job(const Job& job, const model::ModelState& s, int threads) {
 // The aligned utterance of r from the spans [n][2] (frames) of r; skipped
 // optional phones (0 frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
-AlignedOutput aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
+Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
                              const model::AlignConfidence* conf, size_t at) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
   for (size_t i = 0; i < n; ++i)
     if (spans[2 * i + 1] > 0) last = i;
   std::vector<int64_t> b(n), e(n);
-  AlignedOutput out;
+  Segmentation out;
   out.utterance = r.id;
   out.audio = r.audio;
   out.sample_rate = r.in.file_rate;
@@ -323,7 +323,7 @@ void check_align_options(const AlignOptions& o) {
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
-  parse_align_formats(o.formats);  // an unknown name stops the command before any work
+  parse_formats(o.formats);  // an unknown name stops the command before any work
   if ((o.transcript == model::TranscriptSource::wrd || o.transcript == model::TranscriptSource::txt) && o.dict.empty())
     throw std::invalid_argument(std::string("align: --transcript ") + model::to_string(o.transcript) +
                                 " needs --dict FILE");
@@ -436,7 +436,7 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
 
 }  // namespace
 
-AlignedOutput align_one(model::Executor& exec, AlignInput input, const model::ModelState& s) {
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s) {
   std::vector<AlignInput> pending;
   pending.push_back(std::move(input));
   int64_t N = 1;

@@ -93,7 +93,7 @@ AlignInput align_input(const std::string& audio, const std::string& id, const da
 // the phones and, when the transcript had words, the words tier. Throws
 // "AUDIO: no alignment of finite score (...)". The C API's model handle
 // aligns through it.
-AlignedOutput align_one(model::Executor& exec, AlignInput input, const model::ModelState& s);
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s);
 
 // Phone names: the label set's own names, else labels its phone set maps into
 // it (TIMIT 61-set names into 48/39); merged labels (q) dropped. Throws data::TranscriptError "SOURCE: phone 'x' is not in the

@@ -18,7 +18,7 @@ namespace timitseg::eval {
 
 namespace {
 
-using Interval = AlignedOutput::Interval;
+using Interval = Segmentation::Interval;
 
 std::string seconds(int64_t sample, int rate) {
   char buf[32];
@@ -32,7 +32,7 @@ std::string fixed6(double v) {
   return buf;
 }
 
-std::string phn(const AlignedOutput& a) {
+std::string phn(const Segmentation& a) {
   std::string text;
   for (const auto& [b, e, label] : a.phones) text += std::to_string(b) + " " + std::to_string(e) + " " + label + "\n";
   return text;
@@ -45,7 +45,7 @@ std::string fixed3(double v) {
 }
 
 // The phones tier's intervals with a confidence as text (which: 0 boundary, 1 label).
-std::vector<Interval> confidence_tier(const AlignedOutput& a, int which) {
+std::vector<Interval> confidence_tier(const Segmentation& a, int which) {
   std::vector<Interval> iv;
   for (size_t i = 0; i < a.phones.size(); ++i) {
     const auto& [b, e, label] = a.phones[i];
@@ -55,7 +55,7 @@ std::vector<Interval> confidence_tier(const AlignedOutput& a, int which) {
   return iv;
 }
 
-std::string textgrid(const AlignedOutput& a) {
+std::string textgrid(const Segmentation& a) {
   std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", a.phones}};
   if (a.has_words) tiers.emplace_back("words", a.words);
   if (!a.phone_confidence.empty()) {
@@ -73,7 +73,7 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-std::string csv(const AlignedOutput& a) {
+std::string csv(const Segmentation& a) {
   const bool conf = !a.phone_confidence.empty();
   const bool post = !a.phone_posterior.empty();
   std::string text = std::string("tier,start,end,start_sample,end_sample,label") +
@@ -94,7 +94,7 @@ std::string csv(const AlignedOutput& a) {
   return text;
 }
 
-std::string json(const AlignedOutput& a) {
+std::string json(const Segmentation& a) {
   auto list = [&](const std::vector<Interval>& iv, const std::vector<std::pair<double, double>>& c) {
     nlohmann::json l = nlohmann::json::array();
     for (size_t i = 0; i < iv.size(); ++i) {
@@ -121,7 +121,7 @@ std::string json(const AlignedOutput& a) {
 }
 
 // Kaldi CTM: "utterance channel start duration token" per line, seconds, channel 1.
-std::string ctm(const AlignedOutput& a, const std::vector<Interval>& iv) {
+std::string ctm(const Segmentation& a, const std::vector<Interval>& iv) {
   std::string text;
   for (const auto& [b, e, label] : iv)
     if (!label.empty())
@@ -131,17 +131,17 @@ std::string ctm(const AlignedOutput& a, const std::vector<Interval>& iv) {
 
 struct Format {
   const char* name;
-  std::function<void(const AlignedOutput&, std::vector<std::pair<std::string, std::string>>&)> write;
+  std::function<void(const Segmentation&, std::vector<std::pair<std::string, std::string>>&)> write;
 };
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> f = {
-      {"phn", [](const AlignedOutput& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
-      {"textgrid", [](const AlignedOutput& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
-      {"csv", [](const AlignedOutput& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
-      {"json", [](const AlignedOutput& a, auto& out) { out.emplace_back(".json", json(a)); }},
+      {"phn", [](const Segmentation& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
+      {"textgrid", [](const Segmentation& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
+      {"csv", [](const Segmentation& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
+      {"json", [](const Segmentation& a, auto& out) { out.emplace_back(".json", json(a)); }},
       {"ctm",
-       [](const AlignedOutput& a, auto& out) {
+       [](const Segmentation& a, auto& out) {
          out.emplace_back(".ctm", ctm(a, a.phones));
          if (a.has_words) out.emplace_back(".words.ctm", ctm(a, a.words));
        }},
@@ -180,7 +180,7 @@ UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, 
   return u;
 }
 
-const std::vector<std::string>& align_format_names() {
+const std::vector<std::string>& output_format_names() {
   static const std::vector<std::string> n = [] {
     std::vector<std::string> v;
     for (const Format& f : formats()) v.push_back(f.name);
@@ -189,8 +189,8 @@ const std::vector<std::string>& align_format_names() {
   return n;
 }
 
-std::vector<std::string> parse_align_formats(const std::vector<std::string>& names) {
-  const std::vector<std::string>& all = align_format_names();
+std::vector<std::string> parse_formats(const std::vector<std::string>& names) {
+  const std::vector<std::string>& all = output_format_names();
   std::string list;  // "phn, textgrid, csv, json, ctm"
   for (const std::string& n : all) list += (list.empty() ? "" : ", ") + n;
   for (const std::string& n : names)
@@ -203,8 +203,8 @@ std::vector<std::string> parse_align_formats(const std::vector<std::string>& nam
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
-                                                                  const std::vector<std::string>& names) {
+std::vector<std::pair<std::string, std::string>> render_segmentation(const Segmentation& a,
+                                                                     const std::vector<std::string>& names) {
   // Each format rendered on a worker of its own (an hour's JSON and TextGrid take tenths of a second each),
   // collected in the table's order: the result does not depend on the thread count.
   std::vector<const Format*> wanted;
@@ -219,7 +219,7 @@ std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedO
   return out;
 }
 
-std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<AlignedOutput::Interval>>>& tiers,
+std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<Segmentation::Interval>>>& tiers,
                            int64_t num_samples, int sample_rate) {
   std::ostringstream os;
   os.precision(9);
@@ -243,12 +243,12 @@ std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<
   return os.str();
 }
 
-void write_outputs(const AlignedOutput& a, const std::vector<std::string>& names, const std::string& out_dir,
+void write_outputs(const Segmentation& a, const std::vector<std::string>& names, const std::string& out_dir,
                    const std::string& stem) {
   const std::filesystem::path base = std::filesystem::path(out_dir) / stem;
   CreatedFolders sub;  // a failed input leaves no folder of its own either
   sub.create(base.parent_path(), "--out");
-  std::vector<std::pair<std::string, std::string>> files = render_alignment(a, names);
+  std::vector<std::pair<std::string, std::string>> files = render_segmentation(a, names);
   for (auto& f : files) f.first = base.string() + f.first;
   write_files_atomic(files, static_cast<int>(files.size()));
   sub.keep();

@@ -330,7 +330,7 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
                          }) != o.formats.end();
   const int64_t model_samples = static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
                                 std::max(1, original.sample_rate);
-  const AlignedOutput out = decode_audio(std::move(original), src, stem.string(), s, exec, posterior, o.threads);
+  const Segmentation out = decode_audio(std::move(original), src, stem.string(), s, exec, posterior, o.threads);
   const auto t1 = std::chrono::steady_clock::now();
   write_outputs(out, o.formats, o.out_dir, stem.string());
   spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, (fs::path(o.out_dir) / stem).string(), out.phones.size());
@@ -432,7 +432,7 @@ int decode(const DecodeOptions& o) {
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
-  parse_align_formats(o.formats);  // an unknown name stops the command before any work
+  parse_formats(o.formats);  // an unknown name stops the command before any work
   std::unique_ptr<model::Executor> exec =
       make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)

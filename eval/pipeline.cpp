@@ -60,9 +60,9 @@ AudioInput audio_input(data::Audio original, const std::string& src, const std::
   return in;
 }
 
-AlignedOutput decode_audio(data::Audio original, const std::string& src, const std::string& id,
+Segmentation decode_audio(data::Audio original, const std::string& src, const std::string& id,
                            const model::ModelState& s, model::Executor& exec, bool posterior, int threads) {
-  AlignedOutput out;
+  Segmentation out;
   out.utterance = id;
   out.audio = src;
   out.sample_rate = original.sample_rate;

@@ -1,6 +1,6 @@
 // The one inference pipeline of eval/: audio in (read, resampled to the
 // model's rate, features) once for decode, align and the C API's model
-// handle; decoding into the one result type, AlignedOutput (eval/formats.h),
+// handle; decoding into the one result type, Segmentation (eval/formats.h),
 // that every output format writes. Forced alignment of an input is
 // eval/align.h's align_input / align_one.
 #pragma once
@@ -47,10 +47,10 @@ AudioInput audio_input(data::Audio original, const std::string& src, const std::
 // posterior, as the executor was made), adjacent segments of one label merged
 // (a run longer than K), in samples of the file as given, the last ending at
 // the file's end. utterance = id, audio = src. posterior: also each phone's
-// span marginal (AlignedOutput::phone_posterior; docs/crf.md "Confidence").
+// span marginal (Segmentation::phone_posterior; docs/crf.md "Confidence").
 // `timitseg decode` and the C API's timitseg_model_decode_* (include/timitseg.h)
 // call it.
-AlignedOutput decode_audio(data::Audio original, const std::string& src, const std::string& id,
+Segmentation decode_audio(data::Audio original, const std::string& src, const std::string& id,
                            const model::ModelState& s, model::Executor& exec, bool posterior, int threads);
 
 }  // namespace timitseg::eval
