@@ -24,6 +24,7 @@
 #include "crf/session.h"
 #include "crf/timing.h"
 #include "eval/align.h"
+#include "eval/formats.h"
 
 namespace timitseg::app {
 namespace {
@@ -184,7 +185,7 @@ void add_align_command(CLI::App& app) {
                 "boundary_confidence,label_confidence), json (NAME.json, the same fields), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
                 "each when words were given")
       ->delimiter(',')
-      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
       ->capture_default_str();
   c->add_option("--dict", o->dict, kDictHelp);
   c->add_option("--dict-format", o->dict_format, kDictFormatHelp)

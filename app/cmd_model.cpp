@@ -19,6 +19,7 @@
 #include "common/atomic_file.h"
 #include "model/config.h"
 #include "model/executor.h"
+#include "eval/formats.h"
 #include "eval/infer.h"
 #include "train/interrupt.h"
 #include "train/train.h"
@@ -267,10 +268,10 @@ void add_evaluate_command(CLI::App& app) {
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
-  ev->add_option("--decode", eo->decode,
-                 "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
-                 "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
-      ->check(enum_words<model::DecodeMode>());
+  add_enum_option<model::DecodeMode>(
+      ev, "--decode", &eo->decode,
+      "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
+      "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
   ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
   ev->add_flag("--align", eo->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
@@ -338,17 +339,17 @@ void add_decode_command(CLI::App& app) {
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
-  de->add_option("--decode", dec->decode,
-                 "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
-                 "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)")
-      ->check(enum_words<model::DecodeMode>());
+  add_enum_option<model::DecodeMode>(
+      de, "--decode", &dec->decode,
+      "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
+      "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
   de->add_option("--format", dec->formats,
                  "Output formats, comma-separated, each file written atomically: phn (NAME.PHN), textgrid "
                  "(NAME.TextGrid), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,posterior), json "
                  "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
                  "that segment, label and span, under the model (its segment marginal; docs/align.md)")
       ->delimiter(',')
-      ->check(CLI::IsMember({"phn", "textgrid", "csv", "json", "ctm"}))
+      ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
       ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(0, 1024))

@@ -1,21 +1,22 @@
 // The checkpoint half of the C API (include/timitseg.h): a loaded checkpoint
-// and its executor; decode as `timitseg decode` (eval/infer.h decode_audio),
-// align as `timitseg align --phones` (eval/align.h).
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
+// and its executor; decode as `timitseg decode` and align as `timitseg align`
+// through eval/'s pipeline (eval/pipeline.h decode_audio, eval/align.h
+// align_input / align_one) on the handle's executor, in memory.
+#include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <sstream>
 
+#include <spdlog/spdlog.h>
+
 #include "capi/api_detail.h"
-#include "common/files.h"
+#include "common/parallel.h"
+#include "data/corpus.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
+#include "eval/align_dictionary.h"
 #include "eval/infer.h"
 #include "model/checkpoint.h"
 #include "model/feature_check.h"
@@ -38,13 +39,56 @@ struct timitseg_model {
 };
 
 struct timitseg_segments {
-  std::vector<eval::PhnRow> rows;
+  std::vector<eval::Segmentation::Interval> rows;  // (begin sample, end sample, label)
 };
 
 namespace {
 
 void need(const void* p, const char* what) {
   if (p == nullptr) throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string(what) + " is NULL");
+}
+
+// The device of the params: device_kind (timitseg_model_device), or the
+// words of the string field `device` (API version 1); both given and not the
+// same: refused in one line.
+model::DeviceSetting device_of(const timitseg_model_params& d) {
+  static const model::DeviceSetting kinds[] = {model::DeviceSetting::automatic, model::DeviceSetting::cpu,
+                                               model::DeviceSetting::cuda};
+  if (d.device_kind < 0 || d.device_kind > 2)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "device_kind must be TIMITSEG_MODEL_DEVICE_AUTO (0), _CPU (1) or _CUDA (2), got " +
+                                              std::to_string(d.device_kind));
+  const model::DeviceSetting kind = kinds[d.device_kind];
+  if (!d.device || !*d.device) return kind;
+  model::DeviceSetting words{};
+  if (!model::parse_enum(d.device, &words))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string("device must be cpu, cuda or auto, got '") + d.device + "'");
+  if (d.device_kind != TIMITSEG_MODEL_DEVICE_AUTO && words != kind)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string("device '") + d.device + "' and device_kind (" +
+                                              model::to_string(kind) + ") disagree; set one of them");
+  return words;
+}
+
+// The CRF backend of the params: backend_kind (timitseg_backend; AUTO:
+// unset), or the words of the string field `backend` (API version 1); both
+// given and not the same: refused in one line. Unset: as `timitseg decode`
+// picks it (eval/infer.h make_inference_executor).
+std::optional<crf::BackendKind> backend_of(const timitseg_model_params& d) {
+  std::optional<crf::BackendKind> kind;
+  switch (d.backend_kind) {
+    case TIMITSEG_BACKEND_AUTO: break;
+    case TIMITSEG_BACKEND_REFERENCE: kind = crf::BackendKind::reference; break;
+    case TIMITSEG_BACKEND_CPU: kind = crf::BackendKind::cpu; break;
+    case TIMITSEG_BACKEND_CUDA: kind = crf::BackendKind::cuda; break;
+    default:
+      throw ApiError(TIMITSEG_ERR_ARGUMENT, "backend_kind must be a timitseg_backend (0 to 3), got " +
+                                                std::to_string(d.backend_kind));
+  }
+  if (!d.backend || !*d.backend) return kind;
+  const crf::BackendKind words = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
+  if (kind && *kind != words)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string("backend '") + d.backend + "' and backend_kind (" +
+                                              crf::to_string(*kind) + ") disagree; set one of them");
+  return words;
 }
 
 void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model** out) {
@@ -54,10 +98,9 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   const timitseg_model_params d = p ? *p : timitseg_model_default_params();
   auto m = std::make_unique<timitseg_model>();
   m->checkpoint = checkpoint;
-  const std::string device = d.device ? d.device : "auto";  // the user's words, read here into the enums
   m->threads = d.threads;
-  if (!model::parse_enum(device, &m->device))
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "device must be cpu, cuda or auto, got '" + device + "'");
+  m->device = device_of(d);  // the enums, or the user's words read here into them
+  m->backend = backend_of(d);
   if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
   m->state = model::load_checkpoint(m->checkpoint);
   model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
@@ -65,8 +108,9 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   ps["scoring_labels"] = m->state.labels.names39;
   ps["sha256"] = m->state.labels.spec.digest();
   m->phone_set_json = ps.dump();
-  if (d.backend && *d.backend) m->backend = crf::backend_kind(d.backend);  // "unknown crf backend 'X' (known: ...)"
-  m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, "");
+  // a long recording centred as `timitseg decode` and `timitseg align` centre it (their --centre-frames default)
+  m->exec = eval::make_inference_executor(m->state, m->device, m->backend, m->threads, std::nullopt, std::nullopt,
+                                          eval::DecodeOptions{}.centre_frames);
   *out = m.release();
 }
 
@@ -75,97 +119,40 @@ void decode(timitseg_model* m, const timitseg::data::Audio& audio, const std::st
   need(out, "out");
   *out = nullptr;
   auto s = std::make_unique<timitseg_segments>();
-  s->rows = eval::decode_audio(audio, src, m->state, *m->exec);
+  s->rows = eval::decode_audio(audio, src, src, m->state, *m->exec, /*posterior=*/false, /*threads=*/1).phones;
   *out = s.release();
 }
 
-// A fresh private folder for one alignment (removed by the destructor).
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static std::atomic<int> n{0};
-    path = fs::temp_directory_path() / ("timitseg-capi-" + std::to_string(::getpid()) + "-" + std::to_string(n++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-// The audio path of a list line: a file, without white space (the list is space separated).
-std::string list_audio(const char* path) {
+// The phones (and words) of one file aligned with the handle's executor
+// through eval/'s pipeline, in memory, as `timitseg align` aligns them.
+eval::Segmentation align_transcript(timitseg_model* m, const char* path, const timitseg::data::Transcript& tr) {
+  const auto t0 = std::chrono::steady_clock::now();
   const std::string audio = path;
-  if (audio.find_first_of(" \t\n") != std::string::npos)
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "path '" + audio + "' has white space, which a phone list cannot hold");
-  if (!fs::is_regular_file(audio)) throw ApiError(TIMITSEG_ERR_ARGUMENT, audio + ": no such file");
-  return audio;
+  const std::string id = fs::path(audio).filename().replace_extension().string();
+  eval::Segmentation out = eval::align_one(
+      *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads)), m->state);
+  spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
+               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return out;
 }
 
-eval::AlignOptions align_options(const timitseg_model& m, const TempDir& dir) {
-  eval::AlignOptions o;
-  o.checkpoint = m.checkpoint;
-  o.out_dir = (dir.path / "out").string();
-  o.device = m.device;
-  o.backend = m.backend;
-  o.threads = m.threads;
-  return o;
-}
-
-// `timitseg align --phones` on one file, its .PHN read back.
+// `timitseg align --phones` on one file.
 void align(timitseg_model* m, const char* path, const char* phones, timitseg_segments** out) {
   need(m, "model");
   need(path, "path");
   need(phones, "phones");
   need(out, "out");
   *out = nullptr;
-  const std::string audio = list_audio(path);
-  {  // the phone names checked here, so that a bad one is the message (align() logs it and counts)
-    timitseg::data::Transcript t;
-    t.source = "phones";
-    std::istringstream words(phones);
-    for (std::string w; words >> w;) t.phones.push_back(w);
-    eval::to_classes(t, m->state.labels);
-  }
-  TempDir dir;
-  eval::AlignOptions o = align_options(*m, dir);
-  o.phones_file = (dir.path / "phones.txt").string();
-  std::ofstream(o.phones_file) << audio << " " << phones << "\n";
-  eval::align(o);
-  const fs::path phn = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".PHN");
-  std::istringstream in(timitseg::read_file(phn.string()));
+  timitseg::data::Transcript t;
+  t.source = "phones";
+  std::istringstream words(phones);
+  for (std::string w; words >> w;) t.phones.push_back(w);
   auto s = std::make_unique<timitseg_segments>();
-  int64_t b = 0, e = 0;
-  std::string name;
-  while (in >> b >> e >> name) s->rows.emplace_back(b, e, name);
+  s->rows = align_transcript(m, path, t).phones;
   *out = s.release();
 }
 
-// One field of a line of the align command's .csv (align_formats.cpp: quoted when it holds , " or a newline).
-std::string csv_next(const std::string& line, size_t& at) {
-  std::string v;
-  if (at < line.size() && line[at] == '"') {
-    for (++at; at < line.size(); ++at) {
-      if (line[at] == '"' && at + 1 < line.size() && line[at + 1] == '"') {
-        v += '"', ++at;
-      } else if (line[at] == '"') {
-        ++at;
-        break;
-      } else {
-        v += line[at];
-      }
-    }
-  } else {
-    const size_t end = std::min(line.find(',', at), line.size());
-    v = line.substr(at, end - at);
-    at = end;
-  }
-  if (at < line.size() && line[at] == ',') ++at;
-  return v;
-}
-
-// `timitseg align --words --dict` on one file: the phones and the words of its .csv.
+// `timitseg align --words --dict` on one file: the phones and the words (the words tier without its gaps).
 void align_words(timitseg_model* m, const char* path, const char* words, const char* dictionary,
                  const timitseg_align_words_options* opt, timitseg_segments** phones_out,
                  timitseg_segments** words_out) {
@@ -177,39 +164,22 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   need(words_out, "words_out");
   *phones_out = *words_out = nullptr;
   const timitseg_align_words_options d = opt ? *opt : timitseg_align_words_default_options();
-  const std::string audio = list_audio(path);
-  TempDir dir;
-  eval::AlignOptions o = align_options(*m, dir);
-  o.dict = dictionary;
-  o.dict_format = d.dict_format ? d.dict_format : "auto";
-  o.words.closures = d.closures != 0;
-  o.words.edge_silence = d.edge_silence != 0;
-  o.words.word_silence = d.word_silence != 0;
-  o.words.optional_silence = d.obligatory_silence == 0;
-  o.formats = {"csv"};
-  {  // the dictionary, its format and every word checked here, so that a bad one is the message
-    const timitseg::data::Dictionary dict = timitseg::data::Dictionary::load(o.dict, o.dict_format);
-    std::vector<timitseg::data::Word> list;
-    std::istringstream in(words);
-    for (std::string w; in >> w;) list.push_back(timitseg::data::Word{w, 0});
-    eval::to_classes(timitseg::data::words_to_phones(list, dict, "words", o.words), m->state.labels);
-  }
-  o.words_file = (dir.path / "words.txt").string();
-  std::ofstream(o.words_file) << audio << " " << words << "\n";
-  eval::align(o);
-  const fs::path csv = dir.path / "out" / (fs::path(audio).filename().replace_extension().string() + ".csv");
-  std::istringstream in(timitseg::read_file(csv.string()));
+  timitseg::data::WordOptions wo;
+  wo.closures = d.closures != 0;
+  wo.edge_silence = d.edge_silence != 0;
+  wo.word_silence = d.word_silence != 0;
+  wo.optional_silence = d.obligatory_silence == 0;
+  // the dictionary, its phones checked against the checkpoint's (as the command loads it)
+  const std::shared_ptr<timitseg::data::Dictionary> dict =
+      eval::load_dictionary(dictionary, d.dict_format ? d.dict_format : "auto", m->state.labels);
+  std::vector<timitseg::data::Word> list;
+  std::istringstream in(words);
+  for (std::string w; in >> w;) list.push_back(timitseg::data::Word{timitseg::data::to_lower(w), 0});
+  const eval::Segmentation a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", wo));
   auto ph = std::make_unique<timitseg_segments>(), wd = std::make_unique<timitseg_segments>();
-  std::string line;
-  std::getline(in, line);  // tier,start,end,start_sample,end_sample,label
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    size_t at = 0;
-    const std::string tier = csv_next(line, at);
-    csv_next(line, at), csv_next(line, at);  // start, end in seconds
-    const int64_t b = std::stoll(csv_next(line, at)), e = std::stoll(csv_next(line, at));
-    (tier == "word" ? wd : ph)->rows.emplace_back(b, e, csv_next(line, at));
-  }
+  ph->rows = a.phones;
+  for (const auto& w : a.words)
+    if (!std::get<2>(w).empty()) wd->rows.push_back(w);  // a gap between words is no word
   *phones_out = ph.release();
   *words_out = wd.release();
 }

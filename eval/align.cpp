@@ -32,7 +32,7 @@
 #include "model/device_choice.h"
 #include "model/long_input.h"
 #include "eval/align_dictionary.h"
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 #include "eval/infer.h"
 
 namespace fs = std::filesystem;
@@ -40,8 +40,6 @@ namespace fs = std::filesystem;
 namespace timitseg::eval {
 
 namespace {
-
-using Interval = std::tuple<int64_t, int64_t, std::string>;
 
 std::string label_list(const model::LabelSet& ls) {
   std::string out;
@@ -71,82 +69,32 @@ struct Job {
   std::function<data::Transcript()> script;  // reads the transcript (throws naming its file)
 };
 
-// One utterance read and ready: features, its classes, what the writer needs.
-struct Ready {
-  const Job* job = nullptr;
-  data::Utterance utt;
-  ClassSequence cs;
-  Candidates alternatives;  // other pronunciations (a dictionary's), chosen by score (align_dictionary.h)
-  int64_t n_file = 0;  // samples of the file as given
-  int file_rate = 0, model_rate = 0;
-};
-
-Ready read_job(const Job& job, const model::ModelState& s, int threads) {
-  using clock = std::chrono::steady_clock;
-  auto t0 = clock::now();
-  Ready r;
-  r.job = &job;
-  const data::Transcript tr = job.script();
-  r.cs = to_classes(tr, s.labels);
-  r.alternatives = candidates_of(tr, s.labels);
-  data::Audio original = data::read_audio(job.audio);
-  const double read_s = std::chrono::duration<double>(clock::now() - t0).count();
-  t0 = clock::now();
-  r.n_file = static_cast<int64_t>(original.samples.size());  // samples and rate of the file as given
-  r.file_rate = original.sample_rate;
-  std::string converted;
-  const data::Audio audio = data::to_rate(std::move(original), s.features.sample_rate, &converted);
-  if (!converted.empty()) spdlog::info("{}: {} for the model", job.audio, converted);
-  data::Utterance& u = r.utt;
-  u.id = job.stem.string();
-  try {
-    u.features = data::compute_features(audio, s.features, &u.num_frames, threads);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(job.audio + ": " + e.what());
-  }
-  if (u.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: audio and transcript read in {:.2f} s, {} frames of features in {:.2f} s", job.audio, read_s,
-                 u.num_frames, std::chrono::duration<double>(clock::now() - t0).count());
-  u.dim = s.features.dim();
-  u.num_samples = static_cast<int64_t>(audio.samples.size());
-  if (u.num_frames < 1)
-    throw std::runtime_error(job.audio + ": too short for one feature frame (" +
-                             std::to_string(r.n_file) + " samples at " + std::to_string(r.file_rate) + " Hz)");
-  if (u.dim != s.dims.input_dim)
-    throw std::runtime_error(job.audio + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
-                             std::to_string(s.dims.input_dim));
-  const int64_t n = static_cast<int64_t>(std::count(r.cs.optional.begin(), r.cs.optional.end(), 0));
-  if (n > u.num_frames)
-    throw std::runtime_error(job.audio + ": the transcript has " + std::to_string(n) +
-                             (n == static_cast<int64_t>(r.cs.classes.size()) ? "" : " non-optional") +
-                             " phones but the audio only " + std::to_string(u.num_frames) +
-                             " frames (each phone needs one); it cannot fit");
-  u.labels.assign(u.num_frames, 0);  // unused by alignment
-  r.model_rate = audio.sample_rate;
+// One job read (its transcript, then its audio through the pipeline).
+AlignInput read_job(const Job& job, const model::ModelState& s, int threads) {
+  const auto t0 = std::chrono::steady_clock::now();
+  AlignInput r = align_input(job.audio, job.stem.string(), job.script(), s, threads);
+  if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: audio and transcript read in {:.2f} s, {} frames of features in {:.2f} s", job.audio,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - r.in.features_s,
+                 r.in.utt.num_frames, r.in.features_s);
   return r;
 }
 
-// Writes OUT/stem.<suffix> of every format from the spans [n][2] (frames) of
-// r; skipped optional phones (0 frames) are left out.
-// conf (nullptr: not computed) holds the confidences of this utterance's phones at `at` ([B][N] arrays).
-void write_alignment(const Ready& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
-                     const model::AlignConfidence* conf, size_t at) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto to_file = [&](int64_t x) {
-    if (r.file_rate == r.model_rate) return x;
-    const int64_t y = static_cast<int64_t>(std::llround(static_cast<double>(x) * r.file_rate / r.model_rate));
-    return std::min(y, r.n_file);
-  };
+// The aligned utterance of r from the spans [n][2] (frames) of r; skipped
+// optional phones (0 frames) are left out. conf (nullptr: not computed) holds
+// the confidences of this utterance's phones at `at` ([B][N] arrays).
+Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
+                             const model::AlignConfidence* conf, size_t at) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
   for (size_t i = 0; i < n; ++i)
     if (spans[2 * i + 1] > 0) last = i;
   std::vector<int64_t> b(n), e(n);
-  AlignedOutput out;
-  out.utterance = r.job->stem.string();
-  out.audio = r.job->audio;
-  out.sample_rate = r.file_rate;
-  out.num_samples = r.n_file;
+  Segmentation out;
+  out.utterance = r.id;
+  out.audio = r.audio;
+  out.sample_rate = r.in.file_rate;
+  out.num_samples = r.in.n_file;
   UtteranceConfidence uc;
   if (conf) {
     std::vector<int32_t> dur(n);
@@ -155,52 +103,58 @@ void write_alignment(const Ready& r, const int32_t* spans, const model::ModelSta
                               conf->boundary.data() + at, conf->start.data() + at, conf->end.data() + at,
                               conf->label.data() + at);
     out.phone_confidence = uc.phones;
-    spdlog::info("{}: {} phones, mean boundary_confidence {:.3f}, mean label_confidence {:.3f}", r.job->audio,
+    spdlog::info("{}: {} phones, mean boundary_confidence {:.3f}, mean label_confidence {:.3f}", r.audio,
                  uc.phones.size(), uc.mean_boundary, uc.mean_label);
   }
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
-    b[i] = to_file(boundary_sample(spans[2 * i], s.features));
-    e[i] = i == last ? r.n_file : to_file(boundary_sample(spans[2 * i] + spans[2 * i + 1], s.features));
+    b[i] = r.in.boundary(spans[2 * i], s.features);
+    e[i] = i == last ? r.in.n_file : r.in.boundary(spans[2 * i] + spans[2 * i + 1], s.features);
     out.phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
   }
-  if (!r.cs.words.empty()) {
-    // Word w spans its first to its last phone; a phone shared by two words
-    // (equal labels merged across the boundary) is split at its midpoint.
-    out.has_words = true;
-    int64_t t = 0;
-    size_t next_word = 0;
-    auto gap_conf = [&] {
-      if (conf) out.word_confidence.emplace_back(0.0, 0.0);  // a gap: not written
-    };
-    for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
-      int64_t ws = -1, we = -1;
-      for (size_t i = 0; i < n; ++i) {
-        if (spans[2 * i + 1] == 0 || r.cs.word_first[i] < 0 || w < r.cs.word_first[i] || w > r.cs.word_last[i])
-          continue;
-        const int64_t mid = (b[i] + e[i]) / 2;
-        if (ws < 0) ws = r.cs.word_first[i] < w ? mid : b[i];
-        we = r.cs.word_last[i] > w ? mid : e[i];
-      }
-      if (ws < 0) continue;  // cannot happen: every word has a phone
-      if (ws > t) out.words.emplace_back(t, ws, ""), gap_conf();
-      out.words.emplace_back(ws, we, r.cs.words[w]);
-      if (conf) out.word_confidence.push_back(uc.words[next_word++]);
-      t = we;
+  if (r.cs.words.empty()) return out;
+  // Word w spans its first to its last phone; a phone shared by two words
+  // (equal labels merged across the boundary) is split at its midpoint.
+  out.has_words = true;
+  int64_t t = 0;
+  size_t next_word = 0;
+  auto gap_conf = [&] {
+    if (conf) out.word_confidence.emplace_back(0.0, 0.0);  // a gap: not written
+  };
+  for (int w = 0; w < static_cast<int>(r.cs.words.size()); ++w) {
+    int64_t ws = -1, we = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (spans[2 * i + 1] == 0 || r.cs.word_first[i] < 0 || w < r.cs.word_first[i] || w > r.cs.word_last[i])
+        continue;
+      const int64_t mid = (b[i] + e[i]) / 2;
+      if (ws < 0) ws = r.cs.word_first[i] < w ? mid : b[i];
+      we = r.cs.word_last[i] > w ? mid : e[i];
     }
-    if (t < r.n_file) out.words.emplace_back(t, r.n_file, ""), gap_conf();
+    if (ws < 0) continue;  // cannot happen: every word has a phone
+    if (ws > t) out.words.emplace_back(t, ws, ""), gap_conf();
+    out.words.emplace_back(ws, we, r.cs.words[w]);
+    if (conf) out.word_confidence.push_back(uc.words[next_word++]);
+    t = we;
   }
-  const fs::path base = fs::path(o.out_dir) / r.job->stem;
-  CreatedFolders sub;  // a failed input leaves no folder of its own either
-  sub.create(base.parent_path(), "--out");
-  std::vector<std::pair<std::string, std::string>> files = render_alignment(out, o.formats);
-  for (auto& f : files) f.first = base.string() + f.first;
-  // in parallel; all the formats of this input or none (a full disk): written, then all renamed
-  write_files_atomic(files, static_cast<int>(files.size()));
-  sub.keep();
-  if (r.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: outputs written in {:.2f} s", r.job->audio,
+  if (t < r.in.n_file) out.words.emplace_back(t, r.in.n_file, ""), gap_conf();
+  return out;
+}
+
+// Writes OUT/id.<suffix> of every format of r's alignment (eval/formats.h write_outputs).
+void write_alignment(const AlignInput& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
+                     const model::AlignConfidence* conf, size_t at) {
+  const auto t0 = std::chrono::steady_clock::now();
+  write_outputs(aligned_output(r, spans, s, conf, at), o.formats, o.out_dir, r.id);
+  if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: outputs written in {:.2f} s", r.audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+}
+
+// Throws "AUDIO: no alignment of finite score (...)" for an alignment of score -inf.
+void check_finite(double score, const std::string& audio) {
+  if (!(score > -INFINITY))
+    throw std::runtime_error(audio + ": no alignment of finite score (the model's -inf transition or duration "
+                                     "entries forbid this phone sequence at this length)");
 }
 
 // The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
@@ -326,6 +280,23 @@ ClassSequence to_classes(const data::Transcript& tr, const model::LabelSet& ls) 
   return cs;
 }
 
+AlignInput align_input(const std::string& audio, const std::string& id, const data::Transcript& tr,
+                       const model::ModelState& s, int threads) {
+  AlignInput r;
+  r.audio = audio;
+  r.id = id;
+  r.cs = to_classes(tr, s.labels);
+  r.alternatives = candidates_of(tr, s.labels);
+  r.in = audio_input(data::read_audio(audio), audio, id, s, threads);
+  const int64_t n = static_cast<int64_t>(std::count(r.cs.optional.begin(), r.cs.optional.end(), 0));
+  if (n > r.in.utt.num_frames)
+    throw std::runtime_error(audio + ": the transcript has " + std::to_string(n) +
+                             (n == static_cast<int64_t>(r.cs.classes.size()) ? "" : " non-optional") +
+                             " phones but the audio only " + std::to_string(r.in.utt.num_frames) +
+                             " frames (each phone needs one); it cannot fit");
+  return r;
+}
+
 std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<std::pair<int32_t, int32_t>> runs;
   for (int32_t t = 0; t < u.num_frames; ++t) {
@@ -336,30 +307,6 @@ std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u
       runs.emplace_back(c, 1);
   }
   return runs;
-}
-
-std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<Interval>>>& tiers,
-                           int64_t num_samples, int sample_rate) {
-  std::ostringstream os;
-  os.precision(9);
-  const double xmax = static_cast<double>(num_samples) / sample_rate;
-  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
-  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = " << tiers.size() << "\nitem []:\n";
-  for (size_t k = 0; k < tiers.size(); ++k) {
-    const auto& [name, iv] = tiers[k];
-    os << "    item [" << k + 1 << "]:\n        class = \"IntervalTier\"\n        name = \"" << name << "\"\n";
-    os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << iv.size() << "\n";
-    for (size_t i = 0; i < iv.size(); ++i) {
-      const auto& [b, e, text] = iv[i];
-      os << "        intervals [" << i + 1 << "]:\n";
-      os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
-      os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
-      std::string quoted;
-      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);  // Praat doubles quotes
-      os << "            text = \"" << quoted << "\"\n";
-    }
-  }
-  return os.str();
 }
 
 namespace {
@@ -376,7 +323,7 @@ void check_align_options(const AlignOptions& o) {
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
-  parse_align_formats(o.formats);  // an unknown name stops the command before any work
+  parse_formats(o.formats);  // an unknown name stops the command before any work
   if ((o.transcript == model::TranscriptSource::wrd || o.transcript == model::TranscriptSource::txt) && o.dict.empty())
     throw std::invalid_argument(std::string("align: --transcript ") + model::to_string(o.transcript) +
                                 " needs --dict FILE");
@@ -410,7 +357,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // results and the order of the error lines do not depend on the thread
 // count; each job's features on `threads` workers): ready[i], or error[i]
 // (names_file[i] = 1: a transcript error naming its file and line).
-void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState& s, int threads, std::vector<Ready>& ready,
+void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState& s, int threads, std::vector<AlignInput>& ready,
                std::vector<std::string>& error, std::vector<char>& names_file) {
   parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
     try {
@@ -433,7 +380,7 @@ class LazyExecutor {
  public:
   LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
       : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [this, &s, &o] {
-          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, "viterbi",
+          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, model::DecodeMode::viterbi,
                                               o.centre_frames);
           ready_s_ = seconds_since(start_);  // read after the future's get()
           return exec;
@@ -461,11 +408,11 @@ class LazyExecutor {
 
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
-crf::AlignResult align_batch(model::Executor& exec, std::vector<Ready>& pending, const model::ModelState& s, int64_t& N,
+crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pending, const model::ModelState& s, int64_t& N,
                              model::AlignConfidence* conf) {
   std::vector<const data::Utterance*> utts;
-  for (const Ready& r : pending) utts.push_back(&r.utt);
-  for (const Ready& r : pending) N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
+  for (const AlignInput& r : pending) utts.push_back(&r.in.utt);
+  for (const AlignInput& r : pending) N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
   const int64_t B = static_cast<int64_t>(pending.size());
   std::vector<int32_t> phones(B * N, 0), nph(B), optional(B * N, 0);
   for (int64_t b = 0; b < B; ++b) {
@@ -475,19 +422,28 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<Ready>& pending,
   }
   std::vector<const ClassSequence*> primary;
   std::vector<const Candidates*> alternatives;
-  for (Ready& r : pending) primary.push_back(&r.cs), alternatives.push_back(&r.alternatives);
+  for (AlignInput& r : pending) primary.push_back(&r.cs), alternatives.push_back(&r.alternatives);
   const std::vector<size_t> pick = choose_pronunciations(exec, utts, primary, alternatives, s);
   for (size_t b = 0; b < pending.size(); ++b)
     if (pick[b] > 0) pending[b].cs = pending[b].alternatives.alternatives[pick[b] - 1];
   const auto t0 = std::chrono::steady_clock::now();
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
-  if (B == 1 && pending[0].utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].job->audio, seconds_since(t0));
+  if (B == 1 && pending[0].in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
+    spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].audio, seconds_since(t0));
   return r;
 }
 
 }  // namespace
+
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s) {
+  std::vector<AlignInput> pending;
+  pending.push_back(std::move(input));
+  int64_t N = 1;
+  const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr);
+  check_finite(r.score[0], pending[0].audio);
+  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0);
+}
 
 int align(const AlignOptions& options) {
   const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
@@ -520,7 +476,7 @@ int align(const AlignOptions& options) {
   const size_t total = jobs.size() + bad.size();
   // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
   auto check_stop = [&] { throw_if_stopped("align", stop_text(static_cast<size_t>(done), total, failed.size(), "aligned", o.out_dir)); };
-  std::vector<Ready> pending;
+  std::vector<AlignInput> pending;
   auto flush = [&] {
     if (pending.empty()) return;
     int64_t N = 1;
@@ -530,18 +486,16 @@ int align(const AlignOptions& options) {
     try {
       r = align_batch(ex, pending, s, N, &conf);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
-      for (const Ready& p : pending) report(p.job->audio, e.what(), false);
+      for (const AlignInput& p : pending) report(p.audio, e.what(), false);
       pending.clear();
       return;
     }
     check_stop();  // a stop during a long alignment: its outputs are not written
     const int64_t B = static_cast<int64_t>(pending.size());
     for (int64_t b = 0; b < B; ++b) {
-      const std::string& src = pending[b].job->audio;
+      const std::string& src = pending[b].audio;
       try {
-        if (!(r.score[b] > -INFINITY))
-          throw std::runtime_error(src + ": no alignment of finite score (the model's -inf transition or duration "
-                                         "entries forbid this phone sequence at this length)");
+        check_finite(r.score[b], src);
         if (!conf.computed[b] && !conf.reason[b].empty())
           spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
         else if (conf.windowed[b])
@@ -563,7 +517,7 @@ int align(const AlignOptions& options) {
   for (size_t at = 0; at < jobs.size(); at += static_cast<size_t>(o.batch_size)) {
     check_stop();
     const size_t n = std::min(jobs.size() - at, static_cast<size_t>(o.batch_size));
-    std::vector<Ready> ready(n);
+    std::vector<AlignInput> ready(n);
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
     read_jobs(jobs, at, s, threads, ready, error, names_file);
@@ -572,7 +526,7 @@ int align(const AlignOptions& options) {
         report(jobs[at + i].audio, error[i], names_file[i] != 0);
         continue;
       }
-      const bool alone = ready[i].utt.num_frames > model::kWindowFrames;  // a long recording: a batch of its own
+      const bool alone = ready[i].in.utt.num_frames > model::kWindowFrames;  // a long recording: a batch of its own
       if (alone) flush();                                           // (encoder in windows, alignment in a band)
       pending.push_back(std::move(ready[i]));
       if (alone) flush();

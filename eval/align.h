@@ -17,6 +17,8 @@
 #include "data/dataset.h"
 #include "data/transcripts.h"
 #include "eval/confidence_metrics.h"
+#include "eval/formats.h"
+#include "eval/pipeline.h"
 #include "model/checkpoint.h"
 #include "model/config_enums.h"
 #include "model/executor.h"
@@ -36,7 +38,7 @@ struct AlignOptions {
   std::string g2p;                  // --g2p: "" (a missing word is an error) or "espeak" (align_dictionary.h)
   std::string language;             // --language: espeak-ng's language of --g2p espeak (es, de, cmn, en-us, ...)
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
-  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (align_formats.h)
+  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (eval/formats.h)
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   model::DeviceSetting device = model::DeviceSetting::automatic;  // --device
@@ -44,7 +46,7 @@ struct AlignOptions {
   int batch_size = 32;
   int64_t centre_frames = 200;  // --centre-frames: a long recording's centring (0 = the whole recording)
 };
-// Writes OUT/<name>.<suffix> per input and format (align_formats.h; by default
+// Writes OUT/<name>.<suffix> per input and format (eval/formats.h; by default
 // .PHN in samples of the file as given, and .TextGrid with the tier "phones",
 // and "words" when words were given), each atomically; a bad input is one error line and the others go on
 // (then throws at the end with the count). Returns the number aligned.
@@ -62,6 +64,37 @@ struct ClassSequence {
   std::vector<int32_t> optional;
   std::vector<std::string> words;
 };
+// A transcript and its alternatives (data::words_to_phones) in the label set:
+// candidates[0] the transcript's, log_prob[k] the sum of log pronunciation
+// probabilities (eval/align_dictionary.h candidates_of).
+struct Candidates {
+  std::vector<ClassSequence> alternatives;  // besides the primary one
+  std::vector<double> log_prob;             // [1 + alternatives]
+};
+
+// One utterance ready to align: its audio through the pipeline
+// (eval/pipeline.h), its transcript's classes and the other pronunciations
+// of its words.
+struct AlignInput {
+  std::string audio;  // the audio path as given (errors, log lines)
+  std::string id;     // the output name (a Kaldi utterance id, or the path's stem)
+  AudioInput in;
+  ClassSequence cs;
+  Candidates alternatives;
+};
+// The transcript into the label set (to_classes, candidates_of; their errors
+// first), then the audio file through the pipeline (audio_input). Throws one
+// line "AUDIO: the transcript has N phones but the audio only F frames (...)"
+// when the obligatory phones outnumber the frames.
+AlignInput align_input(const std::string& audio, const std::string& id, const data::Transcript& tr,
+                       const model::ModelState& s, int threads);
+// Aligns one input in memory with exec, as `timitseg align` does (the
+// pronunciation chosen by score, the constrained Viterbi; no confidences):
+// the phones and, when the transcript had words, the words tier. Throws
+// "AUDIO: no alignment of finite score (...)". The C API's model handle
+// aligns through it.
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s);
+
 // Phone names: the label set's own names, else labels its phone set maps into
 // it (TIMIT 61-set names into 48/39); merged labels (q) dropped. Throws data::TranscriptError "SOURCE: phone 'x' is not in the
 // label set (...)" and "SOURCE: empty transcript".
@@ -122,11 +155,5 @@ struct AlignMetrics {
 // (reference_runs) with the executor, batch by batch, and scores the boundaries.
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
                               int batch_size);
-
-// Praat TextGrid (long text format) with several interval tiers (name,
-// intervals (start sample, end sample, text)); gaps are not filled here.
-std::string textgrid_tiers(
-    const std::vector<std::pair<std::string, std::vector<std::tuple<int64_t, int64_t, std::string>>>>& tiers,
-    int64_t num_samples, int sample_rate);
 
 }  // namespace timitseg::eval

@@ -48,12 +48,8 @@ void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>&
 // libespeak-ng. "" returns o as it is.
 AlignOptions with_g2p(const AlignOptions& o);
 
-// A transcript and its alternatives (data::words_to_phones) in the label set:
-// candidates[0] the transcript's, log_prob[k] the sum of log pronunciation probabilities.
-struct Candidates {
-  std::vector<ClassSequence> alternatives;  // besides the primary one
-  std::vector<double> log_prob;             // [1 + alternatives]
-};
+// A transcript and its alternatives (data::words_to_phones) in the label set
+// (Candidates: eval/align.h).
 Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls);
 
 // For each utterance b with alternatives, aligns every candidate (primary[b]

@@ -2,7 +2,7 @@
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
 
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 #include "model/device_choice.h"
 #include "model/options.h"
 
@@ -36,30 +36,6 @@
 namespace fs = std::filesystem;
 
 namespace timitseg::eval {
-
-int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts) {
-  if (frame <= 0) return 0;
-  return (data::frame_center_sample(frame - 1, opts) + data::frame_center_sample(frame, opts)) / 2;
-}
-
-std::string textgrid(const std::vector<std::tuple<int64_t, int64_t, std::string>>& phn, int64_t num_samples,
-                     int sample_rate) {
-  std::ostringstream os;
-  os.precision(9);
-  const double xmax = static_cast<double>(num_samples) / sample_rate;
-  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
-  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = 1\nitem []:\n";
-  os << "    item [1]:\n        class = \"IntervalTier\"\n        name = \"phones\"\n";
-  os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << phn.size() << "\n";
-  for (size_t i = 0; i < phn.size(); ++i) {
-    const auto& [b, e, name] = phn[i];
-    os << "        intervals [" << i + 1 << "]:\n";
-    os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
-    os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
-    os << "            text = \"" << name << "\"\n";
-  }
-  return os.str();
-}
 
 namespace {
 
@@ -95,13 +71,14 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt, int64_t centre_frames) {
+                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  int64_t centre_frames) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
       model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
   model::ExecutorOptions xo = model::inference_executor_options(s.config, choice, threads);  // model/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
-  if (!decode_opt.empty()) xo.decode = model::enum_value<model::DecodeMode>(decode_opt, "--decode");  // as check_decode
+  if (decode_opt) xo.decode = *decode_opt;
   if (backend_opt) xo.crf_backend = *backend_opt;
   xo.centre_frames = centre_frames;
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
@@ -213,12 +190,6 @@ void check_phone_bonus(const std::optional<double>& bonus) {
                                 model::format_double(*bonus));
 }
 
-void check_decode(const std::string& decode) {
-  model::DecodeMode mode{};
-  if (!decode.empty() && !model::parse_enum(decode, &mode))
-    throw std::invalid_argument("--decode must be viterbi or posterior, got '" + decode + "'");
-}
-
 void check_threads(int threads) {
   if (threads < 0 || threads > 1024)
     throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
@@ -255,7 +226,6 @@ UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& 
 nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  check_decode(o.decode);
   if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
@@ -324,7 +294,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const model::DecodeMode decoding = o.decode.empty() ? s.config.crf_decode : model::enum_value<model::DecodeMode>(o.decode, "--decode");
+  const model::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
   j["decode"] = to_string(decoding);
   const bool posterior = decoding == model::DecodeMode::posterior;
   const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
@@ -345,106 +315,31 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
 
 namespace {
 
-// Decodes one audio file into OUT/STEM.PHN and OUT/STEM.TextGrid. Audio at
-// another rate or with several channels is resampled (libsoxr) and down-mixed
-// to the model's rate, saying so in one line; the .PHN is in samples of the
-// file as given (its own rate), the TextGrid in seconds.
+// Decodes one audio file into OUT/STEM.<suffix> of each format (eval/formats.h,
+// the writers of align's outputs too). Audio at another rate or with several
+// channels is resampled (libsoxr) and down-mixed to the model's rate, saying so
+// in one line (eval/pipeline.h); the .PHN is in samples of the file as given
+// (its own rate), the TextGrid in seconds.
 void decode_one(const std::string& src, const fs::path& stem, const model::ModelState& s, model::Executor& exec,
                 const DecodeOptions& o) {
-  const std::string& out_dir = o.out_dir;
   const auto t0 = std::chrono::steady_clock::now();
-  const data::Audio original = data::read_audio(src);
+  data::Audio original = data::read_audio(src);
   const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<std::string> more;  // csv, json, ctm: the align writers, with each row's posterior
-  for (const std::string& f : o.formats)
-    if (f != "phn" && f != "textgrid") more.push_back(f);
-  std::vector<double> posterior;
-  const std::vector<PhnRow> phn = decode_audio(original, src, s, exec, more.empty() ? nullptr : &posterior, o.threads);
+  const bool posterior = std::find_if(o.formats.begin(), o.formats.end(), [](const std::string& f) {
+                           return f == "csv" || f == "json";  // the formats that write each phone's posterior
+                         }) != o.formats.end();
+  const int64_t model_samples = static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
+                                std::max(1, original.sample_rate);
+  const Segmentation out = decode_audio(std::move(original), src, stem.string(), s, exec, posterior, o.threads);
   const auto t1 = std::chrono::steady_clock::now();
-  std::string text;
-  for (const auto& [b, e, name] : phn) text += std::to_string(b) + " " + std::to_string(e) + " " + name + "\n";
-  const fs::path base = fs::path(out_dir) / stem;
-  CreatedFolders sub;  // a failed input leaves no folder of its own either
-  sub.create(base.parent_path(), "--out");
-  const int64_t n_file = static_cast<int64_t>(original.samples.size());
-  // All the formats of this input or none (a full disk): written, then all renamed.
-  std::vector<std::pair<std::string, std::string>> files;
-  if (std::find(o.formats.begin(), o.formats.end(), "phn") != o.formats.end()) files.emplace_back(base.string() + ".PHN", text);
-  if (std::find(o.formats.begin(), o.formats.end(), "textgrid") != o.formats.end())
-    files.emplace_back(base.string() + ".TextGrid", textgrid(phn, n_file, original.sample_rate));
-  AlignedOutput out{stem.string(), src, original.sample_rate, n_file, phn, false, {}, {}, {}, posterior};
-  for (auto& [suffix, body] : render_alignment(out, more)) files.emplace_back(base.string() + suffix, std::move(body));
-  write_files_atomic(files);
-  sub.keep();
-  spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, base.string(), phn.size());
-  if (data::num_frames_for(static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
-                                std::max(1, original.sample_rate),
-                            s.features) >= model::kWindowFrames)  // a long recording: where the time went
+  write_outputs(out, o.formats, o.out_dir, stem.string());
+  spdlog::debug("decoded {} -> {}.PHN ({} segments)", src, (fs::path(o.out_dir) / stem).string(), out.phones.size());
+  if (data::num_frames_for(model_samples, s.features) >= model::kWindowFrames)  // a long recording: where the time went
     spdlog::info("{}: audio read in {:.2f} s, outputs written in {:.2f} s", src, read_s,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count());
 }
 
 }  // namespace
-
-// Audio at another rate or with several channels is resampled (libsoxr) and
-// down-mixed to the model's rate, saying so in one line.
-std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, std::vector<double>* posterior, int threads) {
-  std::string converted;
-  const data::Audio audio = data::to_rate(original, s.features.sample_rate, &converted);
-  if (!converted.empty()) spdlog::info("{}: {} for the model", src, converted);
-  data::Utterance u;
-  u.id = src;
-  const auto t0 = std::chrono::steady_clock::now();
-  try {
-    u.features = data::compute_features(audio, s.features, &u.num_frames, threads);
-  } catch (const std::exception& e) {
-    throw std::runtime_error(src + ": " + e.what());
-  }
-  if (u.num_frames >= model::kWindowFrames)  // a long recording: where the time went
-    spdlog::info("{}: {} frames of features in {:.2f} s", src, u.num_frames,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  u.dim = s.features.dim();
-  u.num_samples = static_cast<int64_t>(audio.samples.size());
-  if (u.num_frames < 1)
-    throw std::runtime_error(src + ": too short for one feature frame (" + std::to_string(original.samples.size()) +
-                             " samples at " + std::to_string(original.sample_rate) + " Hz)");
-  if (u.dim != s.dims.input_dim)
-    throw std::runtime_error(src + ": features have " + std::to_string(u.dim) + " dims, the model expects " +
-                             std::to_string(s.dims.input_dim));
-  u.labels.assign(u.num_frames, 0);  // unused by decoding
-  const model::Batch batch = model::make_batch({&u}, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-  const auto segs = exec.decode(batch, nullptr);
-  // model-rate samples -> samples of the file as given
-  const int64_t n_file = static_cast<int64_t>(original.samples.size());
-  auto to_file = [&](int64_t x) {
-    if (original.sample_rate == audio.sample_rate) return x;
-    const int64_t y = static_cast<int64_t>(
-        std::llround(static_cast<double>(x) * original.sample_rate / audio.sample_rate));
-    return std::min(y, n_file);
-  };
-  std::vector<PhnRow> phn;
-  std::vector<int32_t> spans;  // [rows][3] (start frame, frames, label) of the merged rows
-  for (size_t i = 0; i < segs[0].size(); ++i) {
-    const crf::Segment& x = segs[0][i];
-    const int64_t b = to_file(boundary_sample(x.start, s.features));
-    const int64_t e =
-        i + 1 == segs[0].size() ? n_file : to_file(boundary_sample(x.start + x.duration, s.features));
-    // adjacent segments with the same label (a run longer than K) are merged
-    if (!phn.empty() && std::get<2>(phn.back()) == s.labels.names[x.label]) {
-      std::get<1>(phn.back()) = e;
-      spans[spans.size() - 2] += x.duration;
-    } else {
-      phn.emplace_back(b, e, s.labels.names[x.label]);
-      spans.insert(spans.end(), {x.start, x.duration, x.label});
-    }
-  }
-  if (posterior) {  // each row's span marginal (a run longer than K: its pieces in a row; docs/crf.md "Confidence")
-    const int32_t rows = static_cast<int32_t>(phn.size());
-    *posterior = exec.span_marginals(batch, rows, spans, {rows});
-  }
-  return phn;
-}
 
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
                             const std::vector<std::string>& names39) {
@@ -532,13 +427,12 @@ nlohmann::json score(const ScoreOptions& o) {
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  check_decode(o.decode);
   if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
-  parse_align_formats(o.formats);  // an unknown name stops the command before any work
+  parse_formats(o.formats);  // an unknown name stops the command before any work
   std::unique_ptr<model::Executor> exec =
       make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)

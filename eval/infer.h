@@ -14,6 +14,7 @@
 #include "common/walk.h"
 #include "model/model.h"
 #include "eval/evaluate.h"
+#include "eval/pipeline.h"
 
 namespace timitseg::eval {
 
@@ -29,7 +30,7 @@ struct EvaluateOptions {
   int batch_size = 32;
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align.h), "align" in the JSON
 };
@@ -65,7 +66,7 @@ struct DecodeOptions {
   model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::string decode;                 // --decode viterbi | posterior; "" = the checkpoint's crf.decode
+  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
   int64_t centre_frames = 200;        // --centre-frames: a long recording's centring (0 = the whole recording)
 };
@@ -81,7 +82,8 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::string& decode_opt, int64_t centre_frames = 0);
+                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  int64_t centre_frames = 0);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched
 // at any depth for *.wav / *.WAV (sorted), links to files and folders followed
@@ -119,27 +121,8 @@ std::string stop_text(size_t done, size_t total, size_t failed, const std::strin
 void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesystem::path>& stems,
                      const InputSet& protect, CreatedFolders* made);
 
-// The .PHN rows decode writes for one audio (begin sample, end sample, label
-// name; samples of the audio as given, whatever its rate): the audio resampled
-// to the model's rate, features, the executor's decoding, adjacent segments of
-// one label merged. `src` names the audio in errors. The C API's
-// timitseg_model_decode_* (include/timitseg.h) call it too. threads: the
-// feature workers (data::compute_features; the result does not depend on it).
-using PhnRow = std::tuple<int64_t, int64_t, std::string>;
-// posterior (nullptr = not wanted): each row's span marginal, [rows] (docs/crf.md "Confidence").
-std::vector<PhnRow> decode_audio(const data::Audio& original, const std::string& src, const model::ModelState& s,
-                                 model::Executor& exec, std::vector<double>* posterior = nullptr, int threads = 1);
-
-// Writes OUT/<name>.PHN (sample units) and OUT/<name>.TextGrid per input.
-// Returns the number of utterances decoded.
+// Writes OUT/<name>.<suffix> per input and --format (eval/formats.h; by
+// default .PHN in samples and .TextGrid). Returns the number of utterances decoded.
 int decode(const DecodeOptions& o);
-
-// Segment boundary in samples for a boundary before frame `frame`: the midpoint
-// between the centres of frames frame-1 and frame (0 for frame 0).
-int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts);
-
-// Praat TextGrid (long text format) with one interval tier "phones".
-std::string textgrid(const std::vector<std::tuple<int64_t, int64_t, std::string>>& phn, int64_t num_samples,
-                     int sample_rate);
 
 }  // namespace timitseg::eval

@@ -15,10 +15,9 @@
  *     except the handles.
  *   - Thread safety: the CRF calls have no mutable global state: a handle is
  *     used by one thread at a time, different handles run in parallel. The
- *     model calls run the commands' code: timitseg_model_align_file sets the
- *     process's worker-thread count (as `timitseg align --threads` does) and
- *     both log progress lines on stderr (spdlog, thread-safe) at the level of
- *     timitseg_set_log_level.
+ *     model calls run the commands' pipeline (eval/) on the handle's loaded
+ *     executor, in memory, and log progress lines on stderr (spdlog,
+ *     thread-safe) at the level of timitseg_set_log_level.
  *   - CUDA: tensors may live on a CUDA device (device = TIMITSEG_DEVICE_CUDA)
  *     when the handle's backend is TIMITSEG_BACKEND_CUDA; the call queues its
  *     work on `stream` (a cudaStream_t passed as void*, NULL = the default
@@ -53,8 +52,10 @@ extern "C" {
 #endif
 
 /* The version of this interface: bumped on any incompatible change. A binding
- * checks timitseg_api_version() == the TIMITSEG_API_VERSION it was written for. */
-#define TIMITSEG_API_VERSION 1
+ * checks timitseg_api_version() == the TIMITSEG_API_VERSION it was written for.
+ * 2: timitseg_model_params gained device_kind and backend_kind (its size
+ * changed; the string fields device and backend still work). */
+#define TIMITSEG_API_VERSION 2
 TIMITSEG_API int timitseg_api_version(void);
 /* The library's version and build ("0.1.0 (cuda)" or "0.1.0 (cpu only)"); static storage. */
 TIMITSEG_API const char* timitseg_version_string(void);
@@ -332,10 +333,24 @@ TIMITSEG_API int timitseg_crf_align(timitseg_crf* crf, const timitseg_crf_batch*
 typedef struct timitseg_model timitseg_model;
 typedef struct timitseg_segments timitseg_segments;
 
+typedef enum timitseg_model_device {
+  TIMITSEG_MODEL_DEVICE_AUTO = 0, /* the GPU when one is present, else the CPU */
+  TIMITSEG_MODEL_DEVICE_CPU = 1,
+  TIMITSEG_MODEL_DEVICE_CUDA = 2
+} timitseg_model_device;
+
+/* The device and the CRF backend are enums (API version 2): device_kind and
+ * backend_kind. The string fields of version 1 still work: a non-NULL,
+ * non-empty device or backend is read as before; given beside an enum field
+ * that is not AUTO and names another value, the load is refused
+ * (TIMITSEG_ERR_ARGUMENT, one line naming both). */
 typedef struct timitseg_model_params {
-  const char* device;  /* "cpu", "cuda" or "auto" (NULL = "auto": the GPU when present) */
-  const char* backend; /* CRF backend, NULL = as `timitseg decode` picks it */
-  int32_t threads;     /* 0 = all hardware threads */
+  const char* device;   /* version 1: "cpu", "cuda" or "auto"; NULL or "" = device_kind decides */
+  const char* backend;  /* version 1: a CRF backend's name; NULL or "" = backend_kind decides */
+  int32_t threads;      /* 0 = all hardware threads */
+  int32_t device_kind;  /* timitseg_model_device; TIMITSEG_MODEL_DEVICE_AUTO (0) by default */
+  int32_t backend_kind; /* timitseg_backend; TIMITSEG_BACKEND_AUTO (0) = as `timitseg decode` picks it
+                           (cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda) */
 } timitseg_model_params;
 TIMITSEG_API timitseg_model_params timitseg_model_default_params(void);
 

@@ -522,9 +522,8 @@ void Config::validate() const {
   check(*this, train_dist_timeout > 0.0, "train.dist_timeout", train_dist_timeout, "> 0 (seconds)");
   check(*this, debug_fault_rank >= -1, "debug.fault_rank", debug_fault_rank, ">= -1 (-1 = every rank)");
   if (!debug_inject_exit.empty()) {
-    const InjectExit x = InjectExit::parse(debug_inject_exit);
-    check(*this, x.rank >= 0, "debug.inject_exit", debug_inject_exit,
-          "RANK:STEP:ACTION with RANK >= 0 or all, STEP >= 1 and ACTION one of throw, kill, hang, or empty");
+    check(*this, InjectExit::parse(debug_inject_exit).rank >= 0, "debug.inject_exit", debug_inject_exit,
+          "RANK:STEP:ACTION with RANK >= 0 or all, STEP >= 1 and ACTION one of " + enum_choices<ExitAction>() + ", or empty");
   }
   if (!debug_inject_nonfinite.empty()) {
     int e = 0, b = 0;
@@ -587,8 +586,8 @@ InjectExit InjectExit::parse(const std::string& text) {
     const std::string step_text = text.substr(a + 1, b - a - 1);
     const long long step = std::stoll(step_text, &used);
     if (used != step_text.size()) return x;
-    const std::string action = text.substr(b + 1);
-    if (step < 1 || (action != "throw" && action != "kill" && action != "hang")) return x;
+    ExitAction action{};
+    if (step < 1 || !parse_enum(text.substr(b + 1), &action)) return x;
     x.rank = rank;
     x.step = step;
     x.action = action;

@@ -20,7 +20,7 @@ struct InjectExit {
   int rank = -1;
   bool all = false;  // RANK "all": every rank
   int64_t step = 0;
-  std::string action;  // throw | kill | hang
+  ExitAction action = ExitAction::throw_exception;  // throw | kill | hang
   static InjectExit parse(const std::string& text);
 };
 

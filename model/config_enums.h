@@ -39,6 +39,11 @@ enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic
 // the file beside each audio file: .PHN, .WRD, .TXT, or auto (.WRD then .TXT
 // with --dict, else .PHN).
 enum class TranscriptSource { phn, wrd, txt, automatic };
+// debug.inject_exit's ACTION (model/config.h InjectExit): an exception, SIGKILL, or a hang.
+enum class ExitAction { throw_exception, kill, hang };
+// TIMITSEG_GPU_COLLECTIVES (an environment knob, docs/multigpu.md): the GPU
+// gradient all-reduce through NCCL, or host-staged through the MPI world.
+enum class Collectives { nccl, mpi };
 
 template <class E>
 struct EnumNames;  // kNames: every value with its config word, in message order
@@ -67,6 +72,9 @@ TIMITSEG_ENUM_NAMES(RnnAlgo, 5, {RnnAlgo::standard, "standard"}, {RnnAlgo::persi
                     {RnnAlgo::automatic, "auto"});
 TIMITSEG_ENUM_NAMES(TranscriptSource, 4, {TranscriptSource::automatic, "auto"}, {TranscriptSource::phn, "phn"},
                     {TranscriptSource::wrd, "wrd"}, {TranscriptSource::txt, "txt"});
+TIMITSEG_ENUM_NAMES(ExitAction, 3, {ExitAction::throw_exception, "throw"}, {ExitAction::kill, "kill"},
+                    {ExitAction::hang, "hang"});
+TIMITSEG_ENUM_NAMES(Collectives, 2, {Collectives::nccl, "nccl"}, {Collectives::mpi, "mpi"});
 #undef TIMITSEG_ENUM_NAMES
 
 // The config word of v ("auto" for automatic).

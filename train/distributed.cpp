@@ -136,9 +136,9 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
 
 void inject_exit(const model::InjectExit& x, const dist::Communicator& world, int64_t step) {
   if ((!x.all && x.rank != world.rank()) || x.rank < 0 || x.step != step) return;
-  if (x.action == "throw")
+  if (x.action == model::ExitAction::throw_exception)
     throw std::runtime_error("debug.inject_exit: an exception planted before step " + std::to_string(step));
-  if (x.action == "kill") {
+  if (x.action == model::ExitAction::kill) {
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);
   }

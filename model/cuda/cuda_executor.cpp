@@ -82,7 +82,8 @@ ExecutorOptions checked(const ExecutorOptions& o) {
 
 }  // namespace
 
-CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options, const std::string& collectives)
+CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options,
+                           std::optional<Collectives> collectives)
     : dims_(dims),
       layout_(dims),
       rnn_algo_(to_string(options.rnn_algo)),
@@ -115,9 +116,8 @@ CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options
   norm_scratch_.reserve(std::max<size_t>(1, gpu::global_norm_scratch_bytes(n)));
   host_scalars_.reserve(sizeof(StepScalars));
   world_ = o.world;
-  if (world_ && (world_->size() > 1 || !collectives.empty())) {
-    reducer_ = gpu::make_device_reducer(*world_, collectives.empty() ? gpu::collectives_from_environment()
-                                                                     : collectives);
+  if (world_ && (world_->size() > 1 || collectives)) {
+    reducer_ = gpu::make_device_reducer(*world_, collectives ? *collectives : gpu::collectives_from_environment());
     grad_sum_.reserve(n * sizeof(float));
   }
 }
@@ -414,11 +414,8 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
 }
 
 std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
-                                                              const std::string& collectives) {
+                                                              Collectives collectives) {
   if (!options.world) throw std::invalid_argument("make_cuda_executor_with_collectives: options.world must be set");
-  if (collectives != "nccl" && collectives != "mpi")
-    throw std::invalid_argument("make_cuda_executor_with_collectives: collectives must be 'nccl' or 'mpi', got '" +
-                                collectives + "'");
   return std::make_unique<cuda_detail::CudaExecutor>(dims, options, collectives);
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "model/config_enums.h"
 #include "model/executor.h"
 
 namespace timitseg::model {
@@ -18,12 +19,12 @@ namespace timitseg::model {
 std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const ExecutorOptions& options);
 
 // Tests: a cuda executor that takes the several-process path of a step
-// (the share, the agreed status, the gradient all-reduce) through collectives
-// "nccl" or "mpi" (model/cuda/device_reducer.h) even when options.world (which
+// (the share, the agreed status, the gradient all-reduce) through the
+// collectives given (model/cuda/device_reducer.h) even when options.world (which
 // must be set) has one process; make_cuda_executor chooses by itself, and only
 // for a world of several.
 std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
-                                                              const std::string& collectives);
+                                                              Collectives collectives);
 
 // Tensors the last train_step / gradients() call of a cuda executor reduced
 // for its numeric checks (0 with check_numerics off: no tap work). Tests.

@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -56,10 +57,11 @@ struct StepScalars {
 
 class CudaExecutor final : public Executor {
  public:
-  // collectives: "" chooses the gradient all-reduce from the environment
+  // collectives: unset chooses the gradient all-reduce from the environment
   // (model/cuda/device_reducer.h) for a world of several processes and none
-  // otherwise; "nccl" or "mpi" forces that one even for a world of one (tests).
-  CudaExecutor(const ModelDims& dims, const ExecutorOptions& options, const std::string& collectives = "");
+  // otherwise; nccl or mpi forces that one even for a world of one (tests).
+  CudaExecutor(const ModelDims& dims, const ExecutorOptions& options,
+               std::optional<Collectives> collectives = std::nullopt);
   ~CudaExecutor() override;
 
   Device device() const override { return Device::cuda; }

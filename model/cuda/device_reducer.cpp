@@ -60,20 +60,19 @@ bool nccl_built_in() {
 #endif
 }
 
-std::string collectives_from_environment() {
+Collectives collectives_from_environment() {
   const char* v = std::getenv("TIMITSEG_GPU_COLLECTIVES");
   const std::string s = v ? v : "";
-  if (s.empty()) return nccl_built_in() ? "nccl" : "mpi";
-  if (s != "nccl" && s != "mpi")
+  if (s.empty()) return nccl_built_in() ? Collectives::nccl : Collectives::mpi;
+  Collectives c{};
+  if (!parse_enum(s, &c))
     throw std::invalid_argument("TIMITSEG_GPU_COLLECTIVES='" + s +
                                 "' is neither 'nccl' nor 'mpi' (the GPU gradient all-reduce, docs/multigpu.md)");
-  return s;
+  return c;
 }
 
-std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, const std::string& collectives) {
-  if (collectives == "mpi") return std::make_unique<HostStagedReducer>(world);
-  if (collectives != "nccl")
-    throw std::invalid_argument("make_device_reducer: collectives must be 'nccl' or 'mpi', got '" + collectives + "'");
+std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, Collectives collectives) {
+  if (collectives == Collectives::mpi) return std::make_unique<HostStagedReducer>(world);
 #ifdef TIMITSEG_HAVE_NCCL
   return make_nccl_reducer(world);
 #else

@@ -33,6 +33,7 @@
 #include <string>
 
 #include "common/dist.h"
+#include "model/config_enums.h"
 
 namespace timitseg::model::gpu {
 
@@ -59,14 +60,15 @@ class DeviceReducer {
 
 // Whether this build has NCCL (TIMITSEG_HAVE_NCCL: CUDA, MPI and nccl.h found).
 bool nccl_built_in();
-// TIMITSEG_GPU_COLLECTIVES: "nccl" or "mpi"; unset or empty: "nccl" when
-// built in, else "mpi". Throws std::invalid_argument (one line) for another value.
-std::string collectives_from_environment();
+// TIMITSEG_GPU_COLLECTIVES: "nccl" or "mpi" (Collectives' words,
+// model/config_enums.h); unset or empty: nccl when built in, else mpi. Throws
+// std::invalid_argument (one line) for another value.
+Collectives collectives_from_environment();
 
-// collectives "mpi": host-staged through world.allreduce_sum(float*).
-// collectives "nccl": an NCCL communicator of world.size() ranks on the
+// Collectives::mpi: host-staged through world.allreduce_sum(float*).
+// Collectives::nccl: an NCCL communicator of world.size() ranks on the
 // current CUDA device (world.rank() its rank; a size of 1 is legal); throws
 // without NCCL built in, naming the switch. world must outlive the reducer.
-std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, const std::string& collectives);
+std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, Collectives collectives);
 
 }  // namespace timitseg::model::gpu

@@ -167,6 +167,19 @@ def _edited_checkpoint(src, dst, key, value):
         f.write(struct.pack("<Q", len(h)) + h + raw[8 + n:])
 
 
+def test_model_load_reads_device_and_backend_into_the_enum_fields(checkpoint):
+    """Model.load passes device and backend as timitseg_model_params' enum fields (API version 2); a word
+    they do not know reaches the library as text and is refused there in one line naming the valid ones."""
+    d, ckpt, wavs = checkpoint
+    assert timitseg.API_VERSION == 2
+    with pytest.raises(timitseg.TimitsegError, match="device must be cpu, cuda or auto, got 'gpu'"):
+        timitseg.Model.load(ckpt, device="gpu")
+    with pytest.raises(timitseg.TimitsegError, match="unknown crf backend 'fast'"):
+        timitseg.Model.load(ckpt, device="cpu", backend="fast")
+    want = timitseg.Model.load(ckpt, device="cpu").decode(wavs[0])
+    assert want and timitseg.Model.load(ckpt, device="cpu", backend="auto").decode(wavs[0]) == want
+
+
 def test_model_load_refuses_feature_options_its_model_was_not_trained_on(checkpoint, tmp_path):
     """Model.load + decode compute features with the checkpoint's own options: options that do not give
     the model's input dimension (edited metadata) are refused at load, in one line naming both."""

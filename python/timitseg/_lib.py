@@ -9,7 +9,7 @@ import ctypes
 import os
 import struct
 
-API_VERSION = 1
+API_VERSION = 2
 SEGMENT_POSTERIORS_MAX_ENTRIES = 268435456  # TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
 MAX_DIMS = 4
 
@@ -17,6 +17,7 @@ F32, F64, I32, I64 = 0, 1, 2, 3
 DEVICE_CPU, DEVICE_CUDA = 0, 1
 BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 DURATION_MODELS = {"table": 0, "lognormal": 1}
+MODEL_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}  # timitseg_model_device
 
 
 class TimitsegError(Exception):
@@ -75,7 +76,8 @@ class AlignWordsOptions(ctypes.Structure):
 
 
 class ModelParams(ctypes.Structure):
-    _fields_ = [("device", ctypes.c_char_p), ("backend", ctypes.c_char_p), ("threads", ctypes.c_int32)]
+    _fields_ = [("device", ctypes.c_char_p), ("backend", ctypes.c_char_p), ("threads", ctypes.c_int32),
+                ("device_kind", ctypes.c_int32), ("backend_kind", ctypes.c_int32)]
 
 
 def _find_library():

@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ._lib import check, lib
+from ._lib import BACKENDS, MODEL_DEVICES, check, lib
 
 
 class Segment(tuple):
@@ -60,7 +60,8 @@ class Model:
 
     @classmethod
     def load(cls, checkpoint, device="auto", backend=None, threads=0, verbose=False):
-        """device: "cpu", "cuda" or "auto"; backend: the CRF backend (None: as `timitseg decode` picks it).
+        """device: "cpu", "cuda" or "auto"; backend: the CRF backend (None or "auto": as `timitseg decode`
+        picks it); both reach the C API as its enum fields (timitseg_model_params.device_kind, backend_kind).
 
         verbose: the log lines and progress bars the commands print on stderr. False (the default):
         none (errors are raised, never printed); True: as the commands ("info"); or a level, "trace",
@@ -68,8 +69,15 @@ class Model:
         (every Model), set by each load."""
         set_log_level("info" if verbose is True else "off" if verbose is False else verbose)
         p = lib.timitseg_model_default_params()
-        p.device = device.encode()
-        p.backend = backend.encode() if backend else None
+        # the enum fields; a word they do not know goes to the library as text, which names the valid ones
+        if device in MODEL_DEVICES:
+            p.device_kind = MODEL_DEVICES[device]
+        else:
+            p.device = str(device).encode()
+        if backend in BACKENDS:
+            p.backend_kind = BACKENDS[backend]
+        elif backend:
+            p.backend = str(backend).encode()
         p.threads = threads
         h = ctypes.c_void_p()
         check(lib.timitseg_model_load(os.fsencode(checkpoint), ctypes.byref(p), ctypes.byref(h)))

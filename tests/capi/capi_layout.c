@@ -63,6 +63,8 @@ int main(void) {
   FIELD(timitseg_model_params, device, "");
   FIELD(timitseg_model_params, backend, ", ");
   FIELD(timitseg_model_params, threads, ", ");
+  FIELD(timitseg_model_params, device_kind, ", ");
+  FIELD(timitseg_model_params, backend_kind, ", ");
   printf("}}");
   open_struct("timitseg_align_words_options", sizeof(timitseg_align_words_options));
   FIELD(timitseg_align_words_options, closures, "");
@@ -92,6 +94,9 @@ int main(void) {
   ENUM(TIMITSEG_BACKEND_CUDA, ", ");
   ENUM(TIMITSEG_DURATION_TABLE, ", ");
   ENUM(TIMITSEG_DURATION_LOGNORMAL, ", ");
+  ENUM(TIMITSEG_MODEL_DEVICE_AUTO, ", ");
+  ENUM(TIMITSEG_MODEL_DEVICE_CPU, ", ");
+  ENUM(TIMITSEG_MODEL_DEVICE_CUDA, ", ");
   printf("},\n\"defines\": {");
   ENUM(TIMITSEG_API_VERSION, "");
   ENUM(TIMITSEG_MAX_DIMS, ", ");

@@ -1,6 +1,8 @@
 // The checkpoint calls of the C API: decode of a file and of samples equals
 // what `timitseg decode` (eval::decode) writes to the .PHN; align places the
-// given phones in order; bad inputs are statuses with one line.
+// given phones in order and equals what `timitseg align --phones`
+// (eval::align) writes; the device and backend as enums or as version 1's
+// strings, a disagreeing pair refused; bad inputs are statuses with one line.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "eval/align.h"
 #include "eval/infer.h"
 #include "model/checkpoint.h"
 #include "tests/support/cli.h"
@@ -136,4 +139,79 @@ TEST_F(CapiModel, DecodeEqualsTheDecodeCommandsPhn) {
   EXPECT_EQ(timitseg_model_load((dir_ / "nope.safetensors").c_str(), nullptr, &m), TIMITSEG_ERR_RUNTIME);
   EXPECT_EQ(m, nullptr);
   EXPECT_NE(std::string(timitseg_last_error()).find("nope.safetensors"), std::string::npos) << timitseg_last_error();
+}
+
+namespace {
+
+Rows read_phn_rows(const fs::path& p) {
+  Rows rows;
+  std::istringstream in(read_file(p.string()));
+  int64_t b, e;
+  std::string name;
+  while (in >> b >> e >> name) rows.emplace_back(b, e, name);
+  return rows;
+}
+
+}  // namespace
+
+TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
+  const std::string phones = "h# aa s iy h#";
+  eval::AlignOptions o;
+  o.checkpoint = (dir_ / "m.safetensors").string();
+  o.phones_file = (dir_ / "phones.txt").string();
+  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
+  o.out_dir = (dir_ / "aligned").string();
+  o.device = timitseg::model::DeviceSetting::cpu;
+  ASSERT_EQ(eval::align(o), 1);
+  const Rows want = read_phn_rows(dir_ / "aligned" / "a.PHN");
+  ASSERT_EQ(want.size(), 5u);
+
+  timitseg_model_params p = timitseg_model_default_params();
+  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+  timitseg_model* m = nullptr;
+  ASSERT_EQ(timitseg_model_load(o.checkpoint.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
+  timitseg_segments* s = nullptr;
+  ASSERT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
+      << timitseg_last_error();
+  EXPECT_EQ(rows_of(s), want);
+  timitseg_segments_free(s);
+  timitseg_model_free(m);
+}
+
+TEST_F(CapiModel, DeviceAndBackendAsEnumsOrWordsAndADisagreeingPairRefused) {
+  const std::string ckpt = (dir_ / "m.safetensors").string();
+  auto load = [&](const timitseg_model_params& p) {
+    timitseg_model* m = nullptr;
+    const int rc = timitseg_model_load(ckpt.c_str(), &p, &m);
+    EXPECT_EQ(rc == TIMITSEG_OK, m != nullptr);
+    timitseg_model_free(m);
+    return rc;
+  };
+  timitseg_model_params p = timitseg_model_default_params();
+  EXPECT_EQ(p.device_kind, TIMITSEG_MODEL_DEVICE_AUTO);
+  EXPECT_EQ(p.backend_kind, TIMITSEG_BACKEND_AUTO);
+  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+  p.backend_kind = TIMITSEG_BACKEND_REFERENCE;
+  EXPECT_EQ(load(p), TIMITSEG_OK) << timitseg_last_error();
+  p.device = "cpu";  // the same in words: accepted
+  p.backend = "reference";
+  EXPECT_EQ(load(p), TIMITSEG_OK) << timitseg_last_error();
+  p.device = "cuda";  // another device in words: refused before any device is touched
+  EXPECT_EQ(load(p), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()),
+            "timitseg_model_load: device 'cuda' and device_kind (cpu) disagree; set one of them");
+  p.device = "cpu";
+  p.backend = "cpu";
+  EXPECT_EQ(load(p), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(timitseg_last_error()),
+            "timitseg_model_load: backend 'cpu' and backend_kind (reference) disagree; set one of them");
+  p.backend_kind = TIMITSEG_BACKEND_AUTO;  // AUTO: the words decide
+  EXPECT_EQ(load(p), TIMITSEG_OK) << timitseg_last_error();
+  p.device_kind = 7;
+  EXPECT_EQ(load(p), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("device_kind must be"), std::string::npos) << timitseg_last_error();
+  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+  p.backend_kind = -1;
+  EXPECT_EQ(load(p), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("backend_kind must be"), std::string::npos) << timitseg_last_error();
 }

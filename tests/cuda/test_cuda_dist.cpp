@@ -24,6 +24,7 @@
 #include <cstring>
 #include <exception>
 #include <limits>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,12 +104,12 @@ double rel_norm_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 std::unique_ptr<Executor> gpu_executor(const ModelDims& d, const std::vector<float>& params, dist::Communicator* world,
-                                       const std::string& collectives = "") {
+                                       std::optional<Collectives> collectives = std::nullopt) {
   ExecutorOptions xo;
   xo.threads = 2;
   xo.crf_backend = crf::BackendKind::cuda;
   xo.world = world;
-  auto ex = collectives.empty() ? make_executor(Device::cuda, d, xo) : make_cuda_executor_with_collectives(d, xo, collectives);
+  auto ex = collectives ? make_cuda_executor_with_collectives(d, xo, *collectives) : make_executor(Device::cuda, d, xo);
   AdamW opt;
   opt.reset(params.size());
   ex->set_state(params, opt);
@@ -121,8 +122,8 @@ struct TwoThreadRanks {
   testsupport::ThreadCommunicator c0{group, 0}, c1{group, 1};
   std::vector<std::unique_ptr<Executor>> ranks;
   TwoThreadRanks(const ModelDims& d, const std::vector<float>& params) {
-    ranks.push_back(gpu_executor(d, params, &c0, "mpi"));
-    ranks.push_back(gpu_executor(d, params, &c1, "mpi"));
+    ranks.push_back(gpu_executor(d, params, &c0, Collectives::mpi));
+    ranks.push_back(gpu_executor(d, params, &c1, Collectives::mpi));
   }
 };
 
@@ -375,13 +376,13 @@ TEST(CudaDist, OneProcessWorldIsBitwiseTheExecutorWithoutAWorld) {
   auto with_world = gpu_executor(d, params, &single);
   EXPECT_EQ(with_world->description().find("allreduce"), std::string::npos) << "one process: no all-reduce";
   expect_bitwise(three_steps(*with_world, d), ref, "world of size 1");
-  auto forced_mpi = gpu_executor(d, params, &single, "mpi");
+  auto forced_mpi = gpu_executor(d, params, &single, Collectives::mpi);
   expect_bitwise(three_steps(*forced_mpi, d), ref, "several-process path, host-staged, 1 rank");
   if (!gpu::nccl_built_in()) {
     std::printf("[ dist ] this build has no NCCL: the NCCL path is not checked\n");
     return;
   }
-  auto forced_nccl = gpu_executor(d, params, &single, "nccl");
+  auto forced_nccl = gpu_executor(d, params, &single, Collectives::nccl);
   EXPECT_NE(forced_nccl->description().find("allreduce nccl"), std::string::npos) << forced_nccl->description();
   expect_bitwise(three_steps(*forced_nccl, d), ref, "several-process path, NCCL, 1 rank");
 }
@@ -396,9 +397,9 @@ TEST(CudaDist, OneRankReducersLeaveTheBufferBitwise) {
   dist::SingleCommunicator single;
   cudaStream_t stream = nullptr;
   TS_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::vector<std::string> kinds{"mpi"};
-  if (gpu::nccl_built_in()) kinds.push_back("nccl");
-  for (const std::string& kind : kinds) {
+  std::vector<Collectives> kinds{Collectives::mpi};
+  if (gpu::nccl_built_in()) kinds.push_back(Collectives::nccl);
+  for (const Collectives kind : kinds) {
     auto red = gpu::make_device_reducer(single, kind);
     Buffer buf(Memory::device, 0);
     buf.upload(x, stream);
@@ -416,11 +417,11 @@ TEST(CudaDist, CollectivesFromTheEnvironment) {
   const char* old = std::getenv("TIMITSEG_GPU_COLLECTIVES");
   const std::string saved = old ? old : "";
   unsetenv("TIMITSEG_GPU_COLLECTIVES");
-  EXPECT_EQ(gpu::collectives_from_environment(), gpu::nccl_built_in() ? "nccl" : "mpi");
+  EXPECT_EQ(gpu::collectives_from_environment(), gpu::nccl_built_in() ? Collectives::nccl : Collectives::mpi);
   setenv("TIMITSEG_GPU_COLLECTIVES", "mpi", 1);
-  EXPECT_EQ(gpu::collectives_from_environment(), "mpi");
+  EXPECT_EQ(gpu::collectives_from_environment(), Collectives::mpi);
   setenv("TIMITSEG_GPU_COLLECTIVES", "nccl", 1);
-  EXPECT_EQ(gpu::collectives_from_environment(), "nccl");
+  EXPECT_EQ(gpu::collectives_from_environment(), Collectives::nccl);
   setenv("TIMITSEG_GPU_COLLECTIVES", "gloo", 1);
   try {
     gpu::collectives_from_environment();

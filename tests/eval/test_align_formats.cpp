@@ -8,14 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 
 using namespace timitseg;
 
 namespace {
 
-eval::AlignedOutput sample(bool words) {
-  eval::AlignedOutput a;
+eval::Segmentation sample(bool words) {
+  eval::Segmentation a;
   a.utterance = "spk1_utt2";
   a.audio = "in/a.wav";
   a.sample_rate = 16000;
@@ -36,7 +36,7 @@ std::string text_of(const std::vector<std::pair<std::string, std::string>>& file
 }  // namespace
 
 TEST(AlignFormats, EveryFormatWithWords) {
-  const auto files = eval::render_alignment(sample(true), {"phn", "textgrid", "csv", "json", "ctm"});
+  const auto files = eval::render_segmentation(sample(true), {"phn", "textgrid", "csv", "json", "ctm"});
   std::vector<std::string> suffixes;
   for (const auto& f : files) suffixes.push_back(f.first);
   EXPECT_EQ(suffixes, (std::vector<std::string>{".PHN", ".TextGrid", ".csv", ".json", ".ctm", ".words.ctm"}));
@@ -69,30 +69,30 @@ TEST(AlignFormats, EveryFormatWithWords) {
 }
 
 TEST(AlignFormats, WithoutWordsNoWordOutput) {
-  const auto files = eval::render_alignment(sample(false), {"csv", "ctm", "json"});
+  const auto files = eval::render_segmentation(sample(false), {"csv", "ctm", "json"});
   ASSERT_EQ(files.size(), 3u);  // no .words.ctm
   EXPECT_EQ(text_of(files, ".csv").find("word,"), std::string::npos);
   EXPECT_FALSE(nlohmann::json::parse(text_of(files, ".json")).contains("words"));
-  EXPECT_EQ(eval::render_alignment(sample(false), {"textgrid"})[0].second.find("words"), std::string::npos);
+  EXPECT_EQ(eval::render_segmentation(sample(false), {"textgrid"})[0].second.find("words"), std::string::npos);
 }
 
 TEST(AlignFormats, ParseListKeepsTableOrderAndRejectsUnknown) {
-  EXPECT_EQ(eval::parse_align_formats({"ctm", "phn", "ctm"}), (std::vector<std::string>{"phn", "ctm"}));
+  EXPECT_EQ(eval::parse_formats({"ctm", "phn", "ctm"}), (std::vector<std::string>{"phn", "ctm"}));
   try {
-    eval::parse_align_formats({"phn", "srt"});
+    eval::parse_formats({"phn", "srt"});
     FAIL() << "no exception";
   } catch (const std::invalid_argument& e) {
     EXPECT_EQ(std::string(e.what()), "--format: unknown format 'srt' (one or more of phn, textgrid, csv, json, ctm)");
   }
-  EXPECT_THROW(eval::parse_align_formats({}), std::invalid_argument);
+  EXPECT_THROW(eval::parse_formats({}), std::invalid_argument);
 }
 
 // With confidences: csv columns, JSON keys, two TextGrid tiers (3 decimals).
 TEST(AlignFormats, ConfidenceInCsvJsonAndTextGrid) {
-  eval::AlignedOutput a = sample(true);
+  eval::Segmentation a = sample(true);
   a.phone_confidence = {{0.5, 0.25}, {0.125, 1.0}, {0.9999, 0.0}};
   a.word_confidence = {{0.0, 0.0}, {0.0625, 0.0}};
-  const auto files = eval::render_alignment(a, {"textgrid", "csv", "json"});
+  const auto files = eval::render_segmentation(a, {"textgrid", "csv", "json"});
   EXPECT_EQ(text_of(files, ".csv"),
             "tier,start,end,start_sample,end_sample,label,boundary_confidence,label_confidence\n"
             "phone,0.000000,0.250000,0,4000,sil,0.500000,0.250000\n"
@@ -111,7 +111,7 @@ TEST(AlignFormats, ConfidenceInCsvJsonAndTextGrid) {
   EXPECT_NE(tg.find("text = \"1.000\""), std::string::npos);  // 0.9999 and 1.0 at 3 decimals
   EXPECT_NE(tg.find("text = \"0.125\""), std::string::npos);
   // Without confidences nothing changes.
-  const auto plain = eval::render_alignment(sample(true), {"csv", "json"});
+  const auto plain = eval::render_segmentation(sample(true), {"csv", "json"});
   EXPECT_EQ(text_of(plain, ".csv").substr(0, 45), "tier,start,end,start_sample,end_sample,label\n");
   EXPECT_FALSE(nlohmann::json::parse(text_of(plain, ".json"))["phones"][0].contains("boundary_confidence"));
 }
@@ -140,9 +140,9 @@ TEST(AlignFormats, UtteranceConfidenceByHand) {
 
 // decode's posterior: a csv column and a JSON key on the phones only.
 TEST(AlignFormats, DecodePosteriorColumnAndKey) {
-  eval::AlignedOutput a = sample(true);
+  eval::Segmentation a = sample(true);
   a.phone_posterior = {0.5, 0.25, 1.0};
-  const auto files = eval::render_alignment(a, {"csv", "json"});
+  const auto files = eval::render_segmentation(a, {"csv", "json"});
   EXPECT_EQ(text_of(files, ".csv"),
             "tier,start,end,start_sample,end_sample,label,posterior\n"
             "phone,0.000000,0.250000,0,4000,sil,0.500000\n"

@@ -1,5 +1,5 @@
 // UTF-8 labels (IPA phones, accented and CJK words) through every output format
-// of `align --format` / `decode --format` (eval/align_formats.h): each file read
+// of `align --format` / `decode --format` (eval/formats.h): each file read
 // back by a reader written here for the format (PHN and CTM fields, Praat's
 // quoted strings with doubled quotes, RFC 4180 CSV, JSON) gives the labels byte
 // for byte, and the files hold the UTF-8 bytes themselves (no \u escapes, no
@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "eval/align_formats.h"
+#include "eval/formats.h"
 
 using namespace timitseg;
 
@@ -24,8 +24,8 @@ namespace {
 const std::vector<std::string> kPhones = {"ʃ", "tʃ", "ɛ̃", "pʰ", "aː"};
 const std::vector<std::string> kWords = {"garçon", "日本", "\"ʔa\""};
 
-eval::AlignedOutput utf8_sample() {
-  eval::AlignedOutput a;
+eval::Segmentation utf8_sample() {
+  eval::Segmentation a;
   a.utterance = "spk_ü1";
   a.audio = "in/ü.wav";
   a.sample_rate = 16000;
@@ -108,7 +108,7 @@ std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
 }  // namespace
 
 TEST(AlignFormatsUtf8, PhnRoundTrip) {
-  const std::string t = text_of(eval::render_alignment(utf8_sample(), {"phn"}), ".PHN");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"phn"}), ".PHN");
   const auto l = lines_of(t);
   ASSERT_EQ(l.size(), kPhones.size());
   for (size_t i = 0; i < l.size(); ++i) EXPECT_EQ(field(l[i], 2), kPhones[i]) << i;
@@ -116,7 +116,7 @@ TEST(AlignFormatsUtf8, PhnRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, TextGridRoundTrip) {
-  const std::string t = text_of(eval::render_alignment(utf8_sample(), {"textgrid"}), ".TextGrid");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"textgrid"}), ".TextGrid");
   const std::vector<std::string> texts = praat_strings(t, "text");
   std::vector<std::string> want = kPhones;
   want.insert(want.end(), kWords.begin(), kWords.end());
@@ -126,7 +126,7 @@ TEST(AlignFormatsUtf8, TextGridRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, CsvRoundTrip) {
-  const auto rows = csv_rows(text_of(eval::render_alignment(utf8_sample(), {"csv"}), ".csv"));
+  const auto rows = csv_rows(text_of(eval::render_segmentation(utf8_sample(), {"csv"}), ".csv"));
   ASSERT_EQ(rows.size(), 1 + kPhones.size() + kWords.size());
   EXPECT_EQ(rows[0][5], "label");
   for (size_t i = 0; i < kPhones.size(); ++i) EXPECT_EQ(rows[1 + i][5], kPhones[i]) << i;
@@ -137,7 +137,7 @@ TEST(AlignFormatsUtf8, CsvRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, JsonRoundTrip) {
-  const std::string t = text_of(eval::render_alignment(utf8_sample(), {"json"}), ".json");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"json"}), ".json");
   const nlohmann::json j = nlohmann::json::parse(t);
   EXPECT_EQ(j["utterance"], "spk_ü1");
   EXPECT_EQ(j["audio"], "in/ü.wav");
@@ -152,7 +152,7 @@ TEST(AlignFormatsUtf8, JsonRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, CtmRoundTrip) {
-  const auto files = eval::render_alignment(utf8_sample(), {"ctm"});
+  const auto files = eval::render_segmentation(utf8_sample(), {"ctm"});
   const auto p = lines_of(text_of(files, ".ctm"));
   ASSERT_EQ(p.size(), kPhones.size());
   for (size_t i = 0; i < p.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "model/config.h"
+#include "eval/formats.h"
 #include "eval/infer.h"
 #include "eval/metrics.h"
 #include "model/optim.h"
@@ -102,7 +103,7 @@ TEST(Decode, BoundariesAndTextGrid) {
   EXPECT_EQ(boundary_sample(0, o), 0);
   // centres of frames 2 and 3: 520 and 680 -> 600
   EXPECT_EQ(boundary_sample(3, o), 600);
-  const std::string tg = textgrid({{0, 600, "h#"}, {600, 1600, "aa"}}, 1600, 16000);
+  const std::string tg = textgrid_tiers({{"phones", {{0, 600, "h#"}, {600, 1600, "aa"}}}}, 1600, 16000);
   EXPECT_NE(tg.find("intervals: size = 2"), std::string::npos);
   EXPECT_NE(tg.find("xmax = 0.1"), std::string::npos);
   EXPECT_NE(tg.find("text = \"aa\""), std::string::npos);

@@ -1,21 +1,24 @@
-// The output formats of `timitseg align --format` (align_formats.h, docs/align.md).
-#include "eval/align_formats.h"
+// The output formats of `timitseg decode --format` and `timitseg align --format` (eval/formats.h, docs/align.md).
+#include "eval/formats.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
+#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
 #include "common/parallel.h"
-#include "eval/align.h"
+#include "common/walk.h"
 
 namespace timitseg::eval {
 
 namespace {
 
-using Interval = AlignedOutput::Interval;
+using Interval = Segmentation::Interval;
 
 std::string seconds(int64_t sample, int rate) {
   char buf[32];
@@ -29,7 +32,7 @@ std::string fixed6(double v) {
   return buf;
 }
 
-std::string phn(const AlignedOutput& a) {
+std::string phn(const Segmentation& a) {
   std::string text;
   for (const auto& [b, e, label] : a.phones) text += std::to_string(b) + " " + std::to_string(e) + " " + label + "\n";
   return text;
@@ -42,7 +45,7 @@ std::string fixed3(double v) {
 }
 
 // The phones tier's intervals with a confidence as text (which: 0 boundary, 1 label).
-std::vector<Interval> confidence_tier(const AlignedOutput& a, int which) {
+std::vector<Interval> confidence_tier(const Segmentation& a, int which) {
   std::vector<Interval> iv;
   for (size_t i = 0; i < a.phones.size(); ++i) {
     const auto& [b, e, label] = a.phones[i];
@@ -52,7 +55,7 @@ std::vector<Interval> confidence_tier(const AlignedOutput& a, int which) {
   return iv;
 }
 
-std::string textgrid(const AlignedOutput& a) {
+std::string textgrid(const Segmentation& a) {
   std::vector<std::pair<std::string, std::vector<Interval>>> tiers{{"phones", a.phones}};
   if (a.has_words) tiers.emplace_back("words", a.words);
   if (!a.phone_confidence.empty()) {
@@ -70,7 +73,7 @@ std::string csv_field(const std::string& s) {
   return q + "\"";
 }
 
-std::string csv(const AlignedOutput& a) {
+std::string csv(const Segmentation& a) {
   const bool conf = !a.phone_confidence.empty();
   const bool post = !a.phone_posterior.empty();
   std::string text = std::string("tier,start,end,start_sample,end_sample,label") +
@@ -91,7 +94,7 @@ std::string csv(const AlignedOutput& a) {
   return text;
 }
 
-std::string json(const AlignedOutput& a) {
+std::string json(const Segmentation& a) {
   auto list = [&](const std::vector<Interval>& iv, const std::vector<std::pair<double, double>>& c) {
     nlohmann::json l = nlohmann::json::array();
     for (size_t i = 0; i < iv.size(); ++i) {
@@ -118,7 +121,7 @@ std::string json(const AlignedOutput& a) {
 }
 
 // Kaldi CTM: "utterance channel start duration token" per line, seconds, channel 1.
-std::string ctm(const AlignedOutput& a, const std::vector<Interval>& iv) {
+std::string ctm(const Segmentation& a, const std::vector<Interval>& iv) {
   std::string text;
   for (const auto& [b, e, label] : iv)
     if (!label.empty())
@@ -128,17 +131,17 @@ std::string ctm(const AlignedOutput& a, const std::vector<Interval>& iv) {
 
 struct Format {
   const char* name;
-  std::function<void(const AlignedOutput&, std::vector<std::pair<std::string, std::string>>&)> write;
+  std::function<void(const Segmentation&, std::vector<std::pair<std::string, std::string>>&)> write;
 };
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> f = {
-      {"phn", [](const AlignedOutput& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
-      {"textgrid", [](const AlignedOutput& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
-      {"csv", [](const AlignedOutput& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
-      {"json", [](const AlignedOutput& a, auto& out) { out.emplace_back(".json", json(a)); }},
+      {"phn", [](const Segmentation& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
+      {"textgrid", [](const Segmentation& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
+      {"csv", [](const Segmentation& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
+      {"json", [](const Segmentation& a, auto& out) { out.emplace_back(".json", json(a)); }},
       {"ctm",
-       [](const AlignedOutput& a, auto& out) {
+       [](const Segmentation& a, auto& out) {
          out.emplace_back(".ctm", ctm(a, a.phones));
          if (a.has_words) out.emplace_back(".words.ctm", ctm(a, a.words));
        }},
@@ -177,7 +180,7 @@ UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, 
   return u;
 }
 
-const std::vector<std::string>& align_format_names() {
+const std::vector<std::string>& output_format_names() {
   static const std::vector<std::string> n = [] {
     std::vector<std::string> v;
     for (const Format& f : formats()) v.push_back(f.name);
@@ -186,20 +189,22 @@ const std::vector<std::string>& align_format_names() {
   return n;
 }
 
-std::vector<std::string> parse_align_formats(const std::vector<std::string>& names) {
-  const std::vector<std::string>& all = align_format_names();
+std::vector<std::string> parse_formats(const std::vector<std::string>& names) {
+  const std::vector<std::string>& all = output_format_names();
+  std::string list;  // "phn, textgrid, csv, json, ctm"
+  for (const std::string& n : all) list += (list.empty() ? "" : ", ") + n;
   for (const std::string& n : names)
     if (std::find(all.begin(), all.end(), n) == all.end())
-      throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of phn, textgrid, csv, json, ctm)");
-  if (names.empty()) throw std::invalid_argument("--format: give at least one of phn, textgrid, csv, json, ctm");
+      throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of " + list + ")");
+  if (names.empty()) throw std::invalid_argument("--format: give at least one of " + list);
   std::vector<std::string> out;
   for (const std::string& n : all)
     if (std::find(names.begin(), names.end(), n) != names.end()) out.push_back(n);
   return out;
 }
 
-std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
-                                                                  const std::vector<std::string>& names) {
+std::vector<std::pair<std::string, std::string>> render_segmentation(const Segmentation& a,
+                                                                     const std::vector<std::string>& names) {
   // Each format rendered on a worker of its own (an hour's JSON and TextGrid take tenths of a second each),
   // collected in the table's order: the result does not depend on the thread count.
   std::vector<const Format*> wanted;
@@ -212,6 +217,41 @@ std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedO
   for (auto& part : parts)
     for (auto& file : part) out.push_back(std::move(file));
   return out;
+}
+
+std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<Segmentation::Interval>>>& tiers,
+                           int64_t num_samples, int sample_rate) {
+  std::ostringstream os;
+  os.precision(9);
+  const double xmax = static_cast<double>(num_samples) / sample_rate;
+  os << "File type = \"ooTextFile\"\nObject class = \"TextGrid\"\n\n";
+  os << "xmin = 0\nxmax = " << xmax << "\ntiers? <exists>\nsize = " << tiers.size() << "\nitem []:\n";
+  for (size_t k = 0; k < tiers.size(); ++k) {
+    const auto& [name, iv] = tiers[k];
+    os << "    item [" << k + 1 << "]:\n        class = \"IntervalTier\"\n        name = \"" << name << "\"\n";
+    os << "        xmin = 0\n        xmax = " << xmax << "\n        intervals: size = " << iv.size() << "\n";
+    for (size_t i = 0; i < iv.size(); ++i) {
+      const auto& [b, e, text] = iv[i];
+      os << "        intervals [" << i + 1 << "]:\n";
+      os << "            xmin = " << static_cast<double>(b) / sample_rate << "\n";
+      os << "            xmax = " << static_cast<double>(e) / sample_rate << "\n";
+      std::string quoted;
+      for (char c : text) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);  // Praat doubles quotes
+      os << "            text = \"" << quoted << "\"\n";
+    }
+  }
+  return os.str();
+}
+
+void write_outputs(const Segmentation& a, const std::vector<std::string>& names, const std::string& out_dir,
+                   const std::string& stem) {
+  const std::filesystem::path base = std::filesystem::path(out_dir) / stem;
+  CreatedFolders sub;  // a failed input leaves no folder of its own either
+  sub.create(base.parent_path(), "--out");
+  std::vector<std::pair<std::string, std::string>> files = render_segmentation(a, names);
+  for (auto& f : files) f.first = base.string() + f.first;
+  write_files_atomic(files, static_cast<int>(files.size()));
+  sub.keep();
 }
 
 }  // namespace timitseg::eval

@@ -1,5 +1,8 @@
-// The output formats of `timitseg align --format` (docs/align.md): one table
-// of (name, file suffix, writer); each writer renders one aligned utterance.
+// The output formats of `timitseg decode --format` and `timitseg align
+// --format` (docs/align.md), one set of writers for both: one table of (name,
+// file suffix, writer); each writer renders one segmented utterance (a
+// Segmentation, decode's or align's). A new format is one row of the table
+// in formats.cpp.
 #pragma once
 
 #include <cstdint>
@@ -10,8 +13,9 @@
 
 namespace timitseg::eval {
 
-// One aligned utterance, in samples of the file as given.
-struct AlignedOutput {
+// One segmented utterance, decode's (eval/pipeline.h decode_audio) or
+// align's (eval/align.h), in samples of the file as given.
+struct Segmentation {
   using Interval = std::tuple<int64_t, int64_t, std::string>;  // start sample, end sample, label
   std::string utterance;  // its id: the output name (a Kaldi utterance id, or the audio file's name)
   std::string audio;      // the audio path as given
@@ -42,14 +46,27 @@ UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, 
                                          const double* start, const double* end, const double* label);
 
 // Format names in table order: phn, textgrid, csv, json, ctm.
-const std::vector<std::string>& align_format_names();
+const std::vector<std::string>& output_format_names();
 // "phn,textgrid" -> the names, in the table's order without repeats; throws
 // std::invalid_argument "--format: unknown format 'x' (one or more of phn, textgrid, csv, json, ctm)".
-std::vector<std::string> parse_align_formats(const std::vector<std::string>& names);
+std::vector<std::string> parse_formats(const std::vector<std::string>& names);
 // (file suffix, text) of each file of the given formats: phn ".PHN", textgrid
 // ".TextGrid", csv ".csv", json ".json", ctm ".ctm" (phones) and, with words,
 // ".words.ctm".
-std::vector<std::pair<std::string, std::string>> render_alignment(const AlignedOutput& a,
-                                                                  const std::vector<std::string>& formats);
+std::vector<std::pair<std::string, std::string>> render_segmentation(const Segmentation& a,
+                                                                     const std::vector<std::string>& formats);
+
+// Writes OUT_DIR/STEM.<suffix> of each of the formats (render_segmentation),
+// creating STEM's folders (removed again when the write fails): all the files
+// or none (a full disk: written, then all renamed), rendered and written in
+// parallel.
+void write_outputs(const Segmentation& a, const std::vector<std::string>& formats, const std::string& out_dir,
+                   const std::string& stem);
+
+// Praat TextGrid (long text format) with several interval tiers (name,
+// intervals (start sample, end sample, text)); gaps are not filled here.
+std::string textgrid_tiers(
+    const std::vector<std::pair<std::string, std::vector<std::tuple<int64_t, int64_t, std::string>>>>& tiers,
+    int64_t num_samples, int sample_rate);
 
 }  // namespace timitseg::eval

@@ -1,0 +1,56 @@
+// The one inference pipeline of eval/: audio in (read, resampled to the
+// model's rate, features) once for decode, align and the C API's model
+// handle; decoding into the one result type, Segmentation (eval/formats.h),
+// that every output format writes. Forced alignment of an input is
+// eval/align.h's align_input / align_one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "data/dataset.h"
+#include "data/features.h"
+#include "eval/formats.h"
+#include "model/checkpoint.h"
+#include "model/executor.h"
+
+namespace timitseg::eval {
+
+// Segment boundary in samples for a boundary before frame `frame`: the midpoint
+// between the centres of frames frame-1 and frame (0 for frame 0).
+int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts);
+
+// One audio read for the model: its utterance (features at the model's rate,
+// labels unused) and what maps the model's samples back to the file's.
+struct AudioInput {
+  data::Utterance utt;
+  int64_t n_file = 0;   // samples of the file as given
+  int file_rate = 0;    // its rate
+  int model_rate = 0;   // the model's (features.sample_rate)
+  double features_s = 0.0;  // the wall time of the features (the log of a long recording)
+  // A sample at the model's rate -> the sample of the file as given (rounded, at most n_file).
+  int64_t to_file(int64_t model_sample) const;
+  // The file sample of the boundary before frame `frame` (boundary_sample, then to_file).
+  int64_t boundary(int64_t frame, const data::FeatureOptions& opts) const;
+};
+
+// Audio at another rate or with several channels is resampled (libsoxr) and
+// down-mixed to the model's rate, saying so in one line ("SRC: ... for the
+// model"); then the features (threads: their workers; the result does not
+// depend on it). `src` names the audio in errors: "SRC: too short for one
+// feature frame (...)", "SRC: features have D dims, the model expects E", the
+// feature errors prefixed with SRC. id: the utterance's id.
+AudioInput audio_input(data::Audio original, const std::string& src, const std::string& id,
+                       const model::ModelState& s, int threads);
+
+// decode: the executor's segmentation of one audio (exec.decode: Viterbi or
+// posterior, as the executor was made), adjacent segments of one label merged
+// (a run longer than K), in samples of the file as given, the last ending at
+// the file's end. utterance = id, audio = src. posterior: also each phone's
+// span marginal (Segmentation::phone_posterior; docs/crf.md "Confidence").
+// `timitseg decode` and the C API's timitseg_model_decode_* (include/timitseg.h)
+// call it.
+Segmentation decode_audio(data::Audio original, const std::string& src, const std::string& id,
+                           const model::ModelState& s, model::Executor& exec, bool posterior, int threads);
+
+}  // namespace timitseg::eval
