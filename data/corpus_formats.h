@@ -7,6 +7,7 @@
 // Problems are data::Problem lines (file, line, message).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,24 @@ struct ReaderOptions {
 // sorted by id. `problems` receives findings not tied to one utterance
 // (stray files: warnings). Throws std::runtime_error (one line) when PATH
 // holds no corpus of that format.
+// *sa_excluded (when given) counts the SA utterances the timit layout leaves out.
 std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions& ro,
-                                     std::vector<Problem>* problems);
+                                     std::vector<Problem>* problems, int64_t* sa_excluded = nullptr);
+
+// TIMIT's layout for prepare --corpus with another phone set (data/corpus_timit.cpp):
+// the utterances of scan_timit but SA (counted in *sa_excluded), id
+// "part/dialect/speaker/name", split train (TRAIN), dev (TEST speakers of the
+// standard dev list), test (the other TEST speakers); when no TEST speaker is
+// on the dev list, no split (prepare splits by speaker). Labels: the .PHN rows
+// (label_kind "phn": samples of the audio file, read at its rate).
+std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<Problem>* problems,
+                                           int64_t* sa_excluded);
+// Lines "START END LABEL", START and END in samples at `rate` (a .PHN of any
+// labels), as intervals in seconds; a line of other fields is one error.
+std::vector<LabelInterval> parse_sample_labels(const std::string& path, const std::string& text, int rate,
+                                               std::vector<Problem>* problems);
+// The sample rate of an audio file's header (libsndfile), 0 when it does not open.
+int audio_file_rate(const std::string& path);
 
 // Reads e.label_path (when e.label_kind is not empty) into e.intervals, then
 // checks the intervals (check_intervals); problems go into e.problems.

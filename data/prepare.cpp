@@ -416,6 +416,15 @@ void write_workdir(const std::vector<CorpusUtterance>& work, const std::vector<R
 
 }  // namespace
 
+bool timit_layout_of_another_phone_set(const PrepareOptions& po) {
+  const std::string dir = po.corpus_dir.empty() ? po.timit_dir : po.corpus_dir;
+  std::string setting = po.phone_set;
+  std::error_code ec;
+  if (setting.empty() && fs::is_regular_file(fs::path(dir) / "phone_set.yaml", ec))
+    setting = (fs::path(dir) / "phone_set.yaml").string();
+  return !setting.empty() && PhoneSetSpec::from_setting(setting).digest() != PhoneSetSpec::builtin("timit61").digest();
+}
+
 // The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
 // utterance, collect the problems, plan the splits, write the WORKDIR.
 PrepareSummary prepare(const PrepareOptions& po_in) {
@@ -423,6 +432,12 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
     const bool timit = po_in.corpus_format == "timit" ||
                        (po_in.corpus_format.empty() && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
     if (!timit) return prepare_corpus(po_in);
+  }
+  if (timit_layout_of_another_phone_set(po_in)) {  // as other corpora, through that phone set
+    PrepareOptions po = po_in;
+    if (po.corpus_dir.empty()) po.corpus_dir = po.timit_dir;
+    po.corpus_format = "timit";
+    return prepare_corpus(po);
   }
   PrepareOptions po = po_in;
   if (!po.corpus_dir.empty()) po.timit_dir = po.corpus_dir;

@@ -236,6 +236,11 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     *how = "--phone-set " + po.phone_set;
     return PhoneSetSpec::from_setting(po.phone_set);
   }
+  if (fmt == CorpusFormat::timit) {  // the corpus's own (prepare routes the timit layout here only with one)
+    const std::string file = (fs::path(po.corpus_dir) / "phone_set.yaml").string();
+    *how = "the corpus's " + file;
+    return PhoneSetSpec::load(file);
+  }
   if (fmt == CorpusFormat::buckeye) {
     *how = "shipped (buckeye)";
     return PhoneSetSpec::builtin("buckeye");
@@ -306,8 +311,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
   const ReaderOptions ro{po.tier};
-  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems);
-  sum.utterances_found = static_cast<int64_t>(es.size());
+  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems, &sum.sa_excluded);
+  sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;  // SA: the timit layout's
   const int threads = std::max(1, std::min<int>(resolve_threads(po.threads), static_cast<int>(es.size())));
   parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) { read_labels(es[i], ro); });
   CorpusPlan plan;
@@ -316,7 +321,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   std::string unseen;
   plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
   if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
-  sum.utterances_found = static_cast<int64_t>(es.size());
+  sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
   plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
@@ -331,8 +336,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
       return sum;
     } catch (const std::exception& e) {
       spdlog::info("{}: cache not reusable ({}), rebuilding", po.workdir, e.what());
+      const int64_t sa = sum.sa_excluded;
       sum = PrepareSummary{};
-      sum.utterances_found = static_cast<int64_t>(es.size());
+      sum.sa_excluded = sa;
+      sum.utterances_found = static_cast<int64_t>(es.size()) + sa;
     }
   }
   for (const auto& p : scan_problems) {
