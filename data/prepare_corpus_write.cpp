@@ -205,14 +205,7 @@ struct CmvnAcc {
   void save(const fs::path& stage) const {
     std::vector<double> var(dim);
     for (int d = 0; d < dim; ++d) var[d] = m2[d] / static_cast<double>(n);
-    st::File f;
-    f.metadata["split"] = "train";
-    f.metadata["frames"] = std::to_string(n);
-    f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-    f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-    f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-    f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-    st::save((stage / "cmvn.safetensors").string(), f);
+    write_cmvn_file(stage, mean, var, n);
   }
 };
 

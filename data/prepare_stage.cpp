@@ -11,6 +11,7 @@
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
+#include "common/safetensors.h"
 #include "common/sha256.h"
 
 namespace fs = std::filesystem;
@@ -97,6 +98,19 @@ void write_prepare_manifest(const fs::path& stage, const ManifestInfo& info, con
   m["warnings_by_kind"] = sum.warnings_by_kind;
   m["problems"] = sum.problems;
   write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
+}
+
+void write_cmvn_file(const fs::path& stage, const std::vector<double>& mean, const std::vector<double>& var,
+                     int64_t frames) {
+  const int dim = static_cast<int>(mean.size());
+  st::File f;
+  f.metadata["split"] = "train";
+  f.metadata["frames"] = std::to_string(frames);
+  f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
+  f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
+  f.tensors["var"] = st::Tensor::from<double>({dim}, var);
+  f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &frames);
+  st::save((stage / "cmvn.safetensors").string(), f);
 }
 
 std::string duration_unit(double frame_shift_ms) {

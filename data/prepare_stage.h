@@ -72,6 +72,11 @@ void write_prepare_manifest(const std::filesystem::path& stage, const ManifestIn
                             const nlohmann::ordered_json& files, const nlohmann::ordered_json& split_counts,
                             const PrepareSummary& sum);
 
+// STAGE/cmvn.safetensors: the train split's per-dimension mean and population
+// variance [dim] over `frames` frames, with how to apply them.
+void write_cmvn_file(const std::filesystem::path& stage, const std::vector<double>& mean, const std::vector<double>& var,
+                     int64_t frames);
+
 // durations.json: "frames of SHIFT ms (maximal runs of frame labels)", and one
 // phone's run lengths as {"count", "mean", "median", "p95" (nearest rank), "max"}.
 std::string duration_unit(double frame_shift_ms);

@@ -127,14 +127,7 @@ void write_cmvn(const std::vector<size_t>& train, const std::vector<ProcessedUtt
       }
   }
   for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
-  st::File f;
-  f.metadata["split"] = "train";
-  f.metadata["frames"] = std::to_string(n);
-  f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-  f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-  f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-  f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-  st::save((stage / "cmvn.safetensors").string(), f);
+  write_cmvn_file(stage, mean, var, n);
 }
 
 // STAGE/phones.json: the phone sets and the 61 -> 48 / 39 maps.
