@@ -97,6 +97,17 @@ void check_intervals(const std::string& path, const std::vector<LabelInterval>& 
 Audio read_audio_segment(const std::string& path, double start_s, double end_s, double* total_seconds);
 
 // ---- parsers on text (exposed for the tests) ----
+// A Kaldi wav.scp (the corpus reader's and align --wav-scp's): one WavScpLine
+// per line "ID AUDIO", AUDIO the rest of the line without surrounding blanks
+// ("" when the line is the id alone; pipe when it ends with '|', Kaldi's
+// command). Blank lines and lines whose id starts with '#' are skipped; any
+// encoding decode_text reads.
+struct WavScpLine {
+  int line = 0;  // 1-based
+  std::string id, audio;
+  bool pipe = false;
+};
+std::vector<WavScpLine> parse_wav_scp(const std::string& bytes);
 // Text as UTF-8: a UTF-8 byte-order mark is dropped; UTF-16 (LE or BE, with a
 // byte-order mark, or without one when every other byte is zero) is converted.
 std::string decode_text(const std::string& bytes);
