@@ -189,19 +189,54 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
 
 }  // namespace
 
+namespace {
+
+// Silence of the set: an empty interval or a label resolving to a silence phone.
+bool silent(const LabelInterval& iv, const PhoneSetSpec& ps) {
+  if (iv.label.empty()) return true;
+  const LabelResolution r = ps.resolve(iv.label);
+  return r.kind == LabelKind::phone && ps.is_silence(r.index);
+}
+
+// The intervals of one recording in parts: a dropped label ends a part (and is
+// left out), a stretch of silence longer than kLongSilence ends one inside it.
+std::vector<std::vector<LabelInterval>> recording_parts(const std::vector<LabelInterval>& ivs, const PhoneSetSpec& ps) {
+  std::vector<std::vector<LabelInterval>> parts(1);
+  for (size_t i = 0; i < ivs.size();) {
+    if (ps.resolve(ivs[i].label).kind == LabelKind::drop) {
+      if (!parts.back().empty()) parts.emplace_back();
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < ivs.size() && silent(ivs[j], ps)) ++j;  // [i, j): a stretch of silence (maybe empty)
+    if (j > i && ivs[j - 1].end - ivs[i].start > kLongSilence) {
+      LabelInterval head = ivs[i], tail = ivs[j - 1];
+      head.end = head.start + kSilenceMargin;
+      tail.start = tail.end - kSilenceMargin;
+      parts.back().push_back(head);
+      parts.emplace_back(1, tail);
+      i = j;
+      continue;
+    }
+    for (size_t k = i; k < std::max(j, i + 1); ++k) parts.back().push_back(ivs[k]);
+    i = std::max(j, i + 1);
+  }
+  return parts;
+}
+
+}  // namespace
+
 std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
   std::vector<CorpusEntry> out;
   for (auto& e : es) {
     bool drops = false;
     for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
-    if (!drops || has_error(e.problems)) {
+    std::vector<std::vector<LabelInterval>> parts;
+    if (!has_error(e.problems)) parts = recording_parts(e.intervals, ps);
+    if (parts.size() <= 1 && !drops) {  // nothing dropped, no long silence: the recording as it is
       out.push_back(std::move(e));
       continue;
-    }
-    std::vector<std::vector<LabelInterval>> parts(1);
-    for (const auto& iv : e.intervals) {
-      if (ps.resolve(iv.label).kind != LabelKind::drop) parts.back().push_back(iv);
-      else if (!parts.back().empty()) parts.emplace_back();
     }
     int k = 0;
     for (auto& part : parts) {

@@ -332,6 +332,46 @@ TEST(PrepareCorpus, BuckeyeShippedPhoneSetSplitsAroundDroppedLabelsAndTimesPastT
   EXPECT_EQ(compute_features(read_audio(d.str("head.wav")), fo, &T), tr.utterances[0].features);
 }
 
+// A Buckeye recording is cut inside every stretch of silence longer than
+// kLongSilence (0.5 s), each side keeping kSilenceMargin (0.1 s) of it; a
+// shorter one stays inside its utterance.
+TEST(PrepareCorpus, BuckeyeRecordingsAreCutInsideLongSilences) {
+  testutil::TempDir d;
+  const auto sig = testutil::test_signal(40000, 9u);  // 2.5 s
+  testutil::write_audio(d.str("b/s01/s0101a.wav"), sig, 16000, SF_FORMAT_WAV);
+  // sil [0, 0.2), s, a 1.0 s stretch of NOISE + SIL [0.5, 1.5), t, a 0.4 s SIL (not cut), aa, {E_TRANS}
+  testutil::write_text(d.str("b/s01/s0101a.phones"),
+                       "signal s0101a\n#\n 0.2 122 {B_TRANS}\n 0.5 122 s\n 0.6 122 NOISE\n 1.5 122 SIL\n"
+                       " 1.8 122 t\n 2.2 122 SIL\n 2.4 122 aa\n 2.5 122 {E_TRANS}\n");
+  testutil::write_text(d.str("split.txt"), "s01 train\n");
+  const PrepareSummary s = prepare_corpus_into(d.str("b"), d.str("wd"), "", d.str("split.txt"));
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_EQ(s.utterances_found, 2);
+  const PhoneSetSpec bk = PhoneSetSpec::builtin("buckeye");
+  const Split tr = load_split(d.str("wd"), "train");
+  ASSERT_EQ(tr.utterances.size(), 2u);
+  EXPECT_EQ(tr.utterances[0].id, "s01/s0101a.001");
+  EXPECT_EQ(tr.utterances[1].id, "s01/s0101a.002");
+  EXPECT_EQ(tr.utterances[0].num_samples, 9600);   // [0, 0.6) s: 0.1 s of the long silence kept
+  EXPECT_EQ(tr.utterances[1].num_samples, 17600);  // [1.4, 2.5) s
+  // the sample-accurate reference of each part, relative to its start: (start, end, phone)
+  auto rows = [&](const Utterance& u) {
+    std::vector<std::tuple<int64_t, int64_t, std::string>> v;
+    for (const auto& r : u.reference) v.emplace_back(r.start, r.end, bk.phones[r.label]);
+    return v;
+  };
+  using Row = std::tuple<int64_t, int64_t, std::string>;
+  EXPECT_EQ(rows(tr.utterances[0]), (std::vector<Row>{{0, 3200, "sil"}, {3200, 8000, "s"}, {8000, 9600, "sil"}}));
+  EXPECT_EQ(rows(tr.utterances[1]), (std::vector<Row>{{0, 1600, "sil"}, {1600, 6400, "t"}, {6400, 12800, "sil"},
+                                                      {12800, 16000, "aa"}, {16000, 17600, "sil"}}));
+  // the second part's features are those of its slice of the recording
+  const std::vector<short> part(sig.begin() + 22400, sig.end());
+  testutil::write_audio(d.str("part.wav"), part, 16000, SF_FORMAT_WAV);
+  FeatureOptions fo;
+  int32_t T = 0;
+  EXPECT_EQ(compute_features(read_audio(d.str("part.wav")), fo, &T), tr.utterances[1].features);
+}
+
 TEST(PrepareCorpus, AnyRateAndChannelCountIsResampled) {
   testutil::TempDir d;
   std::vector<short> stereo;
