@@ -1,9 +1,11 @@
-// `timitseg prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest`
-// (docs/data.md "Other corpora"): the corpus's utterances (data/corpus_formats.h),
+// `timitseg prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest`, and
+// the timit layout in another phone set than TIMIT's (docs/data.md "Other
+// corpora"): the corpus's utterances (data/corpus_formats.h),
 // their labels resolved against a phone set (data/phone_set.h), features and
 // frame labels computed in chunks on all threads and streamed into the
 // WORKDIR's staging folder (data/prepare_corpus_write.cpp), so memory does
-// not grow with the corpus; the WORKDIR appears only when complete.
+// not grow with the corpus; the WORKDIR appears only when complete
+// (data/prepare_stage.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
