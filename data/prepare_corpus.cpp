@@ -365,6 +365,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", po.tier},
                      {"phone_set", plan.phone_set.digest()}, {"split_rule", plan.split_rule},
                      {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
+  if (fmt == CorpusFormat::buckeye)  // the cut rule: a WORKDIR cut otherwise (before it) is rebuilt
+    plan.split_opts["recording_cuts"] = {{"long_silence_s", kLongSilence}, {"silence_margin_s", kSilenceMargin}};
   if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {
     try {
       summary_from_manifest(po.workdir, sum);
