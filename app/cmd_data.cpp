@@ -106,8 +106,9 @@ void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOpti
       ->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest"}))->needs(corpus_opt);
   sub->add_option("--phone-set", corpus.phone_set,
                   "With --corpus: the phone-set file (YAML, docs/phone_sets.md) or a builtin name (timit61, "
-                  "buckeye, ...) the labels are mapped through. Default: the format's shipped one (buckeye), else "
-                  "derived from the train split's labels (written to WORKDIR/phone_set.yaml and printed)")
+                  "buckeye, ...) the labels are mapped through. Default: the format's own (timit: timit61, or the "
+                  "corpus's phone_set.yaml when it holds another set; buckeye: the shipped one), else derived from "
+                  "the train split's labels (written to WORKDIR/phone_set.yaml and printed)")
       ->needs(corpus_opt);
   sub->add_option("--split-file", corpus.split_file,
                   "With --corpus: lines 'SPEAKER train|dev|test' choosing each speaker's split. Default: the corpus's "

@@ -7,6 +7,7 @@
 // Problems are data::Problem lines (file, line, message).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -59,8 +60,24 @@ struct ReaderOptions {
 // sorted by id. `problems` receives findings not tied to one utterance
 // (stray files: warnings). Throws std::runtime_error (one line) when PATH
 // holds no corpus of that format.
+// *sa_excluded (when given) counts the SA utterances the timit layout leaves out.
 std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions& ro,
-                                     std::vector<Problem>* problems);
+                                     std::vector<Problem>* problems, int64_t* sa_excluded = nullptr);
+
+// TIMIT's layout for prepare --corpus with another phone set (data/corpus_timit.cpp):
+// the utterances of scan_timit but SA (counted in *sa_excluded), id
+// "part/dialect/speaker/name", split train (TRAIN), dev (TEST speakers of the
+// standard dev list), test (the other TEST speakers); when no TEST speaker is
+// on the dev list, no split (prepare splits by speaker). Labels: the .PHN rows
+// (label_kind "phn": samples of the audio file, read at its rate).
+std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<Problem>* problems,
+                                           int64_t* sa_excluded);
+// Lines "START END LABEL", START and END in samples at `rate` (a .PHN of any
+// labels), as intervals in seconds; a line of other fields is one error.
+std::vector<LabelInterval> parse_sample_labels(const std::string& path, const std::string& text, int rate,
+                                               std::vector<Problem>* problems);
+// The sample rate of an audio file's header (libsndfile), 0 when it does not open.
+int audio_file_rate(const std::string& path);
 
 // Reads e.label_path (when e.label_kind is not empty) into e.intervals, then
 // checks the intervals (check_intervals); problems go into e.problems.
@@ -80,6 +97,17 @@ void check_intervals(const std::string& path, const std::vector<LabelInterval>& 
 Audio read_audio_segment(const std::string& path, double start_s, double end_s, double* total_seconds);
 
 // ---- parsers on text (exposed for the tests) ----
+// A Kaldi wav.scp (the corpus reader's and align --wav-scp's): one WavScpLine
+// per line "ID AUDIO", AUDIO the rest of the line without surrounding blanks
+// ("" when the line is the id alone; pipe when it ends with '|', Kaldi's
+// command). Blank lines and lines whose id starts with '#' are skipped; any
+// encoding decode_text reads.
+struct WavScpLine {
+  int line = 0;  // 1-based
+  std::string id, audio;
+  bool pipe = false;
+};
+std::vector<WavScpLine> parse_wav_scp(const std::string& bytes);
 // Text as UTF-8: a UTF-8 byte-order mark is dropped; UTF-16 (LE or BE, with a
 // byte-order mark, or without one when every other byte is zero) is converted.
 std::string decode_text(const std::string& bytes);

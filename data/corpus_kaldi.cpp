@@ -10,6 +10,7 @@
 
 #include "common/files.h"
 #include "data/corpus_formats.h"
+#include "data/transcripts.h"
 
 namespace fs = std::filesystem;
 
@@ -83,8 +84,9 @@ void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, 
 }
 
 std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& split, std::vector<Problem>* problems) {
-  bool has_scp = false, has_seg = false, has_spk = false;
-  const auto scp = read_table(dir / "wav.scp", &has_scp);
+  bool has_seg = false, has_spk = false;
+  std::error_code ec;
+  const bool has_scp = fs::is_regular_file(dir / "wav.scp", ec);
   const auto seg = read_table(dir / "segments", &has_seg);
   const auto spk = read_table(dir / "utt2spk", &has_spk);
   const std::string scp_path = (dir / "wav.scp").string();
@@ -95,20 +97,21 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
   if (ctm.empty())
     throw std::runtime_error(dir.string() + ": no phone alignment (phones.ctm, ctm or ali.ctm: 'UTT CHANNEL START "
                              "DURATION PHONE' lines, e.g. from ali-to-phones --ctm-output)");
+  const std::vector<WavScpLine> scp = parse_wav_scp(read_file(scp_path));
   std::map<std::string, std::string> audio;  // recording -> path ("" for a refused line)
   std::map<std::string, Problem> refused;
-  for (const auto& k : scp) {
-    const std::string rest = k.text.substr(k.text.find(k.f[0]) + k.f[0].size());
-    std::string path = rest.substr(std::min(rest.size(), rest.find_first_not_of(" \t")));
-    while (!path.empty() && (path.back() == ' ' || path.back() == '\t')) path.pop_back();
-    if (!path.empty() && path.back() == '|') {
-      refused[k.f[0]] = {scp_path, k.line, "'" + k.f[0] + "' is a command ('... |'), not a file: timitseg reads "
-                                           "audio files only (write the audio out, e.g. with wav-copy)", true};
+  for (const WavScpLine& k : scp) {
+    std::string path = k.audio;
+    if (k.pipe) {
+      refused[k.id] = {scp_path, k.line, "'" + k.id + "' is a command ('... |'), not a file: timitseg reads "
+                                         "audio files only (write the audio out, e.g. with wav-copy)", true};
       path.clear();
+    } else if (path.empty()) {
+      refused[k.id] = {scp_path, k.line, "expected 'RECORDING PATH', got only '" + k.id + "'", true};
     } else if (fs::path(path).is_relative()) {
       path = (dir / path).string();
     }
-    audio[k.f[0]] = path;
+    audio[k.id] = path;
   }
   std::map<std::string, std::string> utt2spk;
   for (const auto& k : spk)
@@ -131,10 +134,10 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
     return &out.back();
   };
   out.reserve(has_seg ? seg.size() : scp.size());
-  for (const auto& k : has_seg ? seg : scp) {
-    CorpusEntry* e = add(k.f[0], has_seg && k.f.size() > 1 ? k.f[1] : k.f[0], k.line,
-                        has_seg ? (dir / "segments").string() : scp_path);
-    if (!has_seg) continue;
+  if (!has_seg)
+    for (const WavScpLine& k : scp) add(k.id, k.id, k.line, scp_path);
+  for (const auto& k : seg) {  // has_seg
+    CorpusEntry* e = add(k.f[0], k.f.size() > 1 ? k.f[1] : k.f[0], k.line, (dir / "segments").string());
     bool ok1 = false, ok2 = false;
     if (k.f.size() >= 4) e->seg_start = to_seconds(k.f[2], &ok1), e->seg_end = to_seconds(k.f[3], &ok2);
     if (!ok1 || !ok2 || !(e->seg_start >= 0) || !(e->seg_end > e->seg_start))
@@ -148,6 +151,39 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
 }
 
 }  // namespace
+
+std::vector<WavScpLine> parse_wav_scp(const std::string& bytes) {
+  std::vector<WavScpLine> out;
+  std::istringstream in(decode_text(bytes));
+  std::string line;
+  for (int n = 1; std::getline(in, line); ++n) {
+    const size_t a = line.find_first_not_of(" \t\r");
+    if (a == std::string::npos || line[a] == '#') continue;
+    const size_t b = std::min(line.size(), line.find_first_of(" \t\r", a));
+    WavScpLine l;
+    l.line = n;
+    l.id = line.substr(a, b - a);
+    const size_t c = line.find_first_not_of(" \t\r", b), d = line.find_last_not_of(" \t\r");
+    if (c != std::string::npos) l.audio = line.substr(c, d + 1 - c);
+    l.pipe = !l.audio.empty() && l.audio.back() == '|';
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> read_wav_scp(const std::string& path) {
+  std::map<std::string, std::string> scp;
+  for (const WavScpLine& l : parse_wav_scp(read_file(path))) {
+    const std::string at = "--wav-scp " + path + ":" + std::to_string(l.line) + ": ";
+    if (l.audio.empty()) throw std::invalid_argument(at + "expected 'UTTID AUDIO', got only '" + l.id + "'");
+    if (l.pipe || l.audio.find_first_of(" \t") != std::string::npos)  // a command line, its arguments
+      throw std::invalid_argument(at + "'" + l.id + "' is given by a command; only an audio file path is supported");
+    if (l.id == "." || l.id == ".." || l.id.find('/') != std::string::npos)
+      throw std::invalid_argument(at + "utterance id '" + l.id + "' cannot name an output file (no '/', '.' or '..')");
+    if (!scp.emplace(l.id, l.audio).second) throw std::invalid_argument(at + "utterance id '" + l.id + "' given twice");
+  }
+  return scp;
+}
 
 std::vector<CorpusEntry> scan_kaldi(const std::string& root, std::vector<Problem>* problems) {
   const fs::path r(root);

@@ -191,7 +191,7 @@ std::vector<CorpusEntry> scan_kaldi(const std::string& root, std::vector<Problem
 std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Problem>* problems);
 
 std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions&,
-                                     std::vector<Problem>* problems) {
+                                     std::vector<Problem>* problems, int64_t* sa_excluded) {
   std::error_code ec;
   if (!fs::exists(path, ec)) throw std::runtime_error("--corpus " + path + ": does not exist");
   std::vector<CorpusEntry> out;
@@ -200,7 +200,12 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
     case CorpusFormat::buckeye: out = scan_buckeye(path, problems); break;
     case CorpusFormat::kaldi: out = scan_kaldi(path, problems); break;
     case CorpusFormat::manifest: out = scan_manifest(path, problems); break;
-    case CorpusFormat::timit: throw std::invalid_argument("scan_corpus: TIMIT is read by scan_timit");
+    case CorpusFormat::timit: {
+      int64_t sa = 0;
+      out = scan_timit_layout(path, problems, &sa);
+      if (sa_excluded) *sa_excluded = sa;
+      break;
+    }
   }
   if (out.empty())
     throw std::runtime_error("--corpus " + path + ": no utterances of format " + corpus_format_name(format) + " found");
@@ -224,6 +229,14 @@ void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
     }
     if (e.label_kind == "textgrid") e.intervals = parse_textgrid(e.label_path, bytes, ro.tier, &e.problems);
     else if (e.label_kind == "buckeye") e.intervals = parse_buckeye_phones(e.label_path, bytes, &e.problems);
+    else if (e.label_kind == "phn") {
+      const int rate = audio_file_rate(e.audio_path);
+      if (rate <= 0) {  // process_entry's read of the audio names the problem
+        e.problems.push_back({e.audio_path, 0, "cannot read the audio header (libsndfile)", true});
+        return;
+      }
+      e.intervals = parse_sample_labels(e.label_path, bytes, rate, &e.problems);
+    }
     else e.intervals = parse_seconds_labels(e.label_path, bytes, &e.problems);
   }
   for (const auto& p : e.problems)

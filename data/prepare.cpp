@@ -13,14 +13,12 @@
 #include <sstream>
 #include <stdexcept>
 
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
 #include "common/atomic_file.h"
 #include "common/files.h"
-#include "common/interrupt.h"
 #include "common/parallel.h"
 #include "common/progress.h"
 #include "common/safetensors.h"
@@ -32,6 +30,7 @@
 #include "data/phone_set.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
+#include "data/prepare_stage.h"
 #include "data/timit_lists.h"
 
 namespace fs = std::filesystem;
@@ -251,9 +250,7 @@ std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const 
     if (i > first_stop.load()) return;
     try {
       // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; nothing is written
-      throw_if_stopped("prepare", std::to_string(processed.load()) + " of " + std::to_string(work.size()) +
-                                      " utterances processed, nothing written (" + po.workdir +
-                                      " is as it was); run the same command again");
+      check_prepare_stop(processed.load(), static_cast<int64_t>(work.size()), po.workdir);
       results[i] = process(work[i], po.features);
     } catch (...) {
       stop_at(i);
@@ -373,51 +370,13 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
 }
 
 
-// What manifest.json says besides the files and splits.
-struct ManifestInfo {
-  std::string source, fingerprint;
-  json opts_json, split_opts;
-};
-
-// STAGE/manifest.json (written last: its presence marks a complete WORKDIR).
-void write_manifest(const fs::path& stage, const ManifestInfo& info, const json& files, const json& split_counts,
-                    const SplitPlan& plan, const PrepareSummary& sum, const json& phone_set) {
-  json m;
-  m["format"] = "timitseg prepared TIMIT";
-  m["format_version"] = kPreparedFormatVersion;
-  m["source"] = info.source;
-  m["corpus_fingerprint"] = info.fingerprint;
-  m["fingerprint_rule"] = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
-  m["feature_options"] = info.opts_json;
-  m["checksum_algorithm"] = "sha256";
-  m["files"] = files;
-  m["phone_set"] = phone_set;  // the inventory the frame labels index (data/phone_set.h)
-  m["splits"] = split_counts;
-  m["split_options"] = info.split_opts;
-  m["split_rule"] = {{"dev", plan.dev_rule}, {"core-test", plan.core_rule}};
-  m["utterances_found"] = sum.utterances_found;
-  m["sa_excluded"] = sum.sa_excluded;
-  m["skipped"] = sum.skipped;
-  m["warnings"] = sum.warnings;
-  m["skipped_by_kind"] = sum.skipped_by_kind;
-  m["warnings_by_kind"] = sum.warnings_by_kind;
-  m["problems"] = sum.problems;
-  write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
-}
-
-// Every file of the WORKDIR into STAGE, then renamed into place, manifest.json last.
-void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<CorpusUtterance>& work,
-                 const std::vector<Result>& results, const SplitPlan& plan, const PrepareOptions& po,
-                 const ManifestInfo& info, int threads, PrepareSummary& sum,
+// Every file of the WORKDIR into the staging folder, then renamed into place, manifest.json last.
+void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
+                 const SplitPlan& plan, const PrepareOptions& po, ManifestInfo info, int threads, PrepareSummary& sum,
                  const std::function<double()>& since) {
-  json files = json::object();
+  const fs::path& stage = sw.stage();
   json split_counts = json::object();
   json durations = json::object();
-  auto record = [&](const std::string& name) {
-    uint64_t bytes = 0;
-    const std::string sha = sha256_file((stage / name).string(), &bytes);
-    files[name] = {{"bytes", bytes}, {"sha256", sha}};
-  };
   // The splits are independent, so with several threads they are built
   // concurrently; results are merged in split order (identical output for any thread count).
   std::vector<SplitOut> outs(split_names().size());
@@ -427,68 +386,44 @@ void write_stage(const fs::path& stage, const fs::path& wd, const std::vector<Co
   });
   for (size_t i = 0; i < outs.size(); ++i) {
     const std::string& split = split_names()[i];
-    files[split + ".safetensors"] = outs[i].file;
+    sw.add(split + ".safetensors", outs[i].file);
     split_counts[split] = outs[i].counts;
     durations[split] = outs[i].durations;
     sum.splits.push_back(outs[i].count);
   }
   spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
   write_cmvn(plan.members.at("train"), results, po.features.dim(), stage);
-  record("cmvn.safetensors");
+  sw.record("cmvn.safetensors");
   write_phone_maps(stage);
-  record("phones.json");
-  const json phone_set = write_workdir_phone_set(stage.string(), timit_workdir_phone_set());
-  record("phone_set.yaml");
+  sw.record("phones.json");
+  info.phone_set = write_workdir_phone_set(stage.string(), timit_workdir_phone_set());
+  sw.record("phone_set.yaml");
   write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
-  record("durations.json");
-  write_manifest(stage, info, files, split_counts, plan, sum, phone_set);
-  throw_if_stopped("prepare", "every utterance processed, nothing written (" + wd.string() +
-                                  " is as it was); run the same command again");
-  // into place: renames only (no space needed); a half-renamed WORKDIR has
-  // no manifest.json, so it never looks valid and the next prepare rebuilds it
-  fs::remove(wd / "manifest.json");
-  for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
-  fs::rename(stage / "manifest.json", wd / "manifest.json");
+  sw.record("durations.json");
+  info.split_rule = {{"dev", plan.dev_rule}, {"core-test", plan.core_rule}};
+  sw.commit([&](const fs::path& st, const json& files) { write_prepare_manifest(st, info, files, split_counts, sum); });
 }
 
-// Everything is written into a staging folder inside WORKDIR first, so a
-// failure (a full disk, kill -9) leaves the previous cache as it was; the
-// files are then renamed into place, manifest.json last. Staging folders and
-// temporaries of killed runs are removed here.
-void write_workdir(const std::string& workdir, const std::vector<CorpusUtterance>& work,
-                   const std::vector<Result>& results, const SplitPlan& plan, const PrepareOptions& po,
-                   const ManifestInfo& info, int threads, PrepareSummary& sum, const std::function<double()>& since) {
-  CreatedFolders made;  // a failed or interrupted prepare leaves no WORKDIR it created
-  made.create(workdir, "--out");
-  const fs::path wd(workdir);
-  remove_stale_temporaries(wd.string());
-  const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
-  std::error_code ec;
-  fs::remove_all(stage, ec);
-  fs::create_directory(stage);
-  struct StageGuard {
-    fs::path dir;
-    ~StageGuard() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } stage_guard{stage};
-  try {
-    write_stage(stage, wd, work, results, plan, po, info, threads, sum, since);
-  } catch (const Interrupted&) {
-    throw;
-  } catch (const std::exception& e) {
-    // name the destination, not the staging folder
-    std::string msg = e.what();
-    const std::string from = stage.string(), to = wd.string();
-    for (size_t at = msg.find(from); at != std::string::npos; at = msg.find(from, at + to.size()))
-      msg.replace(at, from.size(), to);
-    throw std::runtime_error(msg);
-  }
-  made.keep();
+// Everything is written into a staging folder inside WORKDIR first
+// (StagedWorkdir, data/prepare_stage.h), so a failure (a full disk, kill -9)
+// leaves the previous cache as it was, and no WORKDIR this run created.
+void write_workdir(const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
+                   const SplitPlan& plan, const PrepareOptions& po, const ManifestInfo& info, int threads,
+                   PrepareSummary& sum, const std::function<double()>& since) {
+  StagedWorkdir sw(po.workdir);
+  sw.run([&] { write_stage(sw, work, results, plan, po, info, threads, sum, since); });
 }
 
 }  // namespace
+
+bool timit_layout_of_another_phone_set(const PrepareOptions& po) {
+  const std::string dir = po.corpus_dir.empty() ? po.timit_dir : po.corpus_dir;
+  std::string setting = po.phone_set;
+  std::error_code ec;
+  if (setting.empty() && fs::is_regular_file(fs::path(dir) / "phone_set.yaml", ec))
+    setting = (fs::path(dir) / "phone_set.yaml").string();
+  return !setting.empty() && PhoneSetSpec::from_setting(setting).digest() != PhoneSetSpec::builtin("timit61").digest();
+}
 
 // The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
 // utterance, collect the problems, plan the splits, write the WORKDIR.
@@ -497,6 +432,12 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
     const bool timit = po_in.corpus_format == "timit" ||
                        (po_in.corpus_format.empty() && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
     if (!timit) return prepare_corpus(po_in);
+  }
+  if (timit_layout_of_another_phone_set(po_in)) {  // as other corpora, through that phone set
+    PrepareOptions po = po_in;
+    if (po.corpus_dir.empty()) po.corpus_dir = po.timit_dir;
+    po.corpus_format = "timit";
+    return prepare_corpus(po);
   }
   PrepareOptions po = po_in;
   if (!po.corpus_dir.empty()) po.timit_dir = po.corpus_dir;
@@ -518,6 +459,7 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
   ManifestInfo info;
   info.source = fs::absolute(po.timit_dir).lexically_normal().string();
   info.fingerprint = corpus_fingerprint(po.timit_dir, work);
+  info.fingerprint_rule = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
   info.opts_json = feature_options_to_json(fo, /*with_info=*/true);
   if (po.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
   info.split_opts = {{"dev_speakers", po.dev_speakers}, {"dev_seed", po.dev_seed}};
@@ -560,7 +502,7 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
   spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
   collect_problems(work, results, po, sum);
   const SplitPlan plan = plan_splits(po, work, results, !std_dev_found.empty(), !std_core_found.empty(), sum);
-  write_workdir(po.workdir, work, results, plan, po, info, threads, sum, since);
+  write_workdir(work, results, plan, po, info, threads, sum, since);
   sum.wall_seconds = since();
   return sum;
 }

@@ -1,9 +1,11 @@
-// `timitseg prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest`
-// (docs/data.md "Other corpora"): the corpus's utterances (data/corpus_formats.h),
+// `timitseg prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest`, and
+// the timit layout in another phone set than TIMIT's (docs/data.md "Other
+// corpora"): the corpus's utterances (data/corpus_formats.h),
 // their labels resolved against a phone set (data/phone_set.h), features and
 // frame labels computed in chunks on all threads and streamed into the
 // WORKDIR's staging folder (data/prepare_corpus_write.cpp), so memory does
-// not grow with the corpus; the WORKDIR appears only when complete.
+// not grow with the corpus; the WORKDIR appears only when complete
+// (data/prepare_stage.h).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -189,19 +191,54 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
 
 }  // namespace
 
+namespace {
+
+// Silence of the set: an empty interval or a label resolving to a silence phone.
+bool silent(const LabelInterval& iv, const PhoneSetSpec& ps) {
+  if (iv.label.empty()) return true;
+  const LabelResolution r = ps.resolve(iv.label);
+  return r.kind == LabelKind::phone && ps.is_silence(r.index);
+}
+
+// The intervals of one recording in parts: a dropped label ends a part (and is
+// left out), a stretch of silence longer than kLongSilence ends one inside it.
+std::vector<std::vector<LabelInterval>> recording_parts(const std::vector<LabelInterval>& ivs, const PhoneSetSpec& ps) {
+  std::vector<std::vector<LabelInterval>> parts(1);
+  for (size_t i = 0; i < ivs.size();) {
+    if (ps.resolve(ivs[i].label).kind == LabelKind::drop) {
+      if (!parts.back().empty()) parts.emplace_back();
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < ivs.size() && silent(ivs[j], ps)) ++j;  // [i, j): a stretch of silence (maybe empty)
+    if (j > i && ivs[j - 1].end - ivs[i].start > kLongSilence) {
+      LabelInterval head = ivs[i], tail = ivs[j - 1];
+      head.end = head.start + kSilenceMargin;
+      tail.start = tail.end - kSilenceMargin;
+      parts.back().push_back(head);
+      parts.emplace_back(1, tail);
+      i = j;
+      continue;
+    }
+    for (size_t k = i; k < std::max(j, i + 1); ++k) parts.back().push_back(ivs[k]);
+    i = std::max(j, i + 1);
+  }
+  return parts;
+}
+
+}  // namespace
+
 std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
   std::vector<CorpusEntry> out;
   for (auto& e : es) {
     bool drops = false;
     for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
-    if (!drops || has_error(e.problems)) {
+    std::vector<std::vector<LabelInterval>> parts;
+    if (!has_error(e.problems)) parts = recording_parts(e.intervals, ps);
+    if (parts.size() <= 1 && !drops) {  // nothing dropped, no long silence: the recording as it is
       out.push_back(std::move(e));
       continue;
-    }
-    std::vector<std::vector<LabelInterval>> parts(1);
-    for (const auto& iv : e.intervals) {
-      if (ps.resolve(iv.label).kind != LabelKind::drop) parts.back().push_back(iv);
-      else if (!parts.back().empty()) parts.emplace_back();
     }
     int k = 0;
     for (auto& part : parts) {
@@ -235,6 +272,11 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
   if (!po.phone_set.empty()) {
     *how = "--phone-set " + po.phone_set;
     return PhoneSetSpec::from_setting(po.phone_set);
+  }
+  if (fmt == CorpusFormat::timit) {  // the corpus's own (prepare routes the timit layout here only with one)
+    const std::string file = (fs::path(po.corpus_dir) / "phone_set.yaml").string();
+    *how = "the corpus's " + file;
+    return PhoneSetSpec::load(file);
   }
   if (fmt == CorpusFormat::buckeye) {
     *how = "shipped (buckeye)";
@@ -306,8 +348,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
   const ReaderOptions ro{po.tier};
-  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems);
-  sum.utterances_found = static_cast<int64_t>(es.size());
+  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems, &sum.sa_excluded);
+  sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;  // SA: the timit layout's
   const int threads = std::max(1, std::min<int>(resolve_threads(po.threads), static_cast<int>(es.size())));
   parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) { read_labels(es[i], ro); });
   CorpusPlan plan;
@@ -316,13 +358,15 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   std::string unseen;
   plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
   if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
-  sum.utterances_found = static_cast<int64_t>(es.size());
+  sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
   plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
   plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", po.tier},
                      {"phone_set", plan.phone_set.digest()}, {"split_rule", plan.split_rule},
                      {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
+  if (fmt == CorpusFormat::buckeye)  // the cut rule: a WORKDIR cut otherwise (before it) is rebuilt
+    plan.split_opts["recording_cuts"] = {{"long_silence_s", kLongSilence}, {"silence_margin_s", kSilenceMargin}};
   if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {
     try {
       summary_from_manifest(po.workdir, sum);
@@ -331,8 +375,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
       return sum;
     } catch (const std::exception& e) {
       spdlog::info("{}: cache not reusable ({}), rebuilding", po.workdir, e.what());
+      const int64_t sa = sum.sa_excluded;
       sum = PrepareSummary{};
-      sum.utterances_found = static_cast<int64_t>(es.size());
+      sum.sa_excluded = sa;
+      sum.utterances_found = static_cast<int64_t>(es.size()) + sa;
     }
   }
   for (const auto& p : scan_problems) {

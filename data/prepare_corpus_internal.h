@@ -42,10 +42,13 @@ struct CorpusPlan {
 std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps);
 
 // Buckeye's long recordings around the labels the phone set drops (the
-// interviewer, laughter, unknown words): each maximal run of intervals without
-// a dropped label becomes an utterance ID.001, ID.002, ... (a segment of the
-// recording; runs of silence only are left out). Entries without dropped
-// labels stay as they are.
+// interviewer, laughter, unknown words) and at long silences: each maximal run
+// of intervals without a dropped label, cut again inside every stretch of the
+// set's silence longer than kLongSilence (the part before keeps its first
+// kSilenceMargin, the part after its last), becomes an utterance ID.001,
+// ID.002, ... (a segment of the recording; parts of silence only are left
+// out). Entries with neither stay as they are.
+constexpr double kLongSilence = 0.5, kSilenceMargin = 0.1;  // seconds
 std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps);
 
 // Frame labels [num_frames]: frame t takes the interval covering its centre

@@ -6,6 +6,7 @@
 // each split's safetensors file written from its stream, byte for byte what
 // st::save writes. Memory: a chunk of utterances, not the corpus.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -13,8 +14,6 @@
 #include <map>
 #include <set>
 #include <sstream>
-
-#include <unistd.h>
 
 #include <spdlog/spdlog.h>
 
@@ -24,6 +23,7 @@
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "data/prepare_corpus_internal.h"
+#include "data/prepare_stage.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -205,33 +205,14 @@ struct CmvnAcc {
   void save(const fs::path& stage) const {
     std::vector<double> var(dim);
     for (int d = 0; d < dim; ++d) var[d] = m2[d] / static_cast<double>(n);
-    st::File f;
-    f.metadata["split"] = "train";
-    f.metadata["frames"] = std::to_string(n);
-    f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-    f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-    f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-    f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-    st::save((stage / "cmvn.safetensors").string(), f);
+    write_cmvn_file(stage, mean, var, n);
   }
 };
 
 json duration_stats(const SplitStream& s, const PhoneSetSpec& ps, double shift_ms) {
-  std::ostringstream unit;
-  unit << "frames of " << shift_ms << " ms (maximal runs of frame labels)";
   json per = json::object();
-  for (const auto& [phone, v0] : s.durs) {
-    std::vector<int64_t> v = v0;
-    std::sort(v.begin(), v.end());
-    const size_t n = v.size();
-    double total = 0;
-    for (auto x : v) total += static_cast<double>(x);
-    const double median = (n % 2) ? static_cast<double>(v[n / 2]) : 0.5 * static_cast<double>(v[n / 2 - 1] + v[n / 2]);
-    const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));
-    per[ps.phones[phone]] = {{"count", n}, {"mean", total / n}, {"median", median},
-                             {"p95", static_cast<double>(v[std::max<size_t>(rank, 1) - 1])}, {"max", v.back()}};
-  }
-  return {{"unit", unit.str()}, {"phones", per}};
+  for (const auto& [phone, v] : s.durs) per[ps.phones[phone]] = duration_entry(v);
+  return {{"unit", duration_unit(shift_ms)}, {"phones", per}};
 }
 
 // The problems of one processed utterance into the summary (as prepare's TIMIT path logs them).
@@ -260,11 +241,15 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   Progress bar("prepare", static_cast<int64_t>(es.size()), "utt");
   const size_t chunk = std::max<size_t>(32, 8 * static_cast<size_t>(threads));
   const int sil = plan.phone_set.silence_index();
+  std::atomic<int64_t> processed{0};
   for (size_t b = 0; b < es.size(); b += chunk) {
     const size_t n = std::min(chunk, es.size() - b);
     std::vector<ProcessedUtterance> res(n);
     parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
+      // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; the staging folder goes
+      check_prepare_stop(processed.load(), static_cast<int64_t>(es.size()), po.workdir);
       res[i] = process_entry(es[b + i], mapped[b + i], po.features, sil);
+      ++processed;
       bar.advance();
     });
     for (size_t i = 0; i < n; ++i) {
@@ -280,38 +265,11 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   bar.finish();
 }
 
-void write_manifest(const fs::path& stage, const CorpusPlan& plan, const json& files, const json& split_counts,
-                    const json& phone_set_entry, const PrepareSummary& sum) {
-  json m;
-  m["format"] = "timitseg prepared TIMIT";  // the WORKDIR layout's name (any corpus)
-  m["format_version"] = kPreparedFormatVersion;
-  m["corpus_format"] = corpus_format_name(plan.format);
-  m["source"] = plan.source;
-  m["corpus_fingerprint"] = plan.fingerprint;
-  m["fingerprint_rule"] = "sha256 over 'absolute path\\tsize\\tmtime' of every audio and label file";
-  m["feature_options"] = plan.opts_json;
-  m["checksum_algorithm"] = "sha256";
-  m["files"] = files;
-  m["splits"] = split_counts;
-  m["split_options"] = plan.split_opts;
-  const json no_core = {{"rule", "none"}, {"why", "TIMIT's core-test list names TIMIT speakers"}};
-  m["split_rule"] = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", no_core}};
-  m["phone_set"] = phone_set_entry;
-  m["phone_set_source"] = plan.phone_set_how;
-  m["utterances_found"] = sum.utterances_found;
-  m["sa_excluded"] = 0;
-  m["skipped"] = sum.skipped;
-  m["warnings"] = sum.warnings;
-  m["skipped_by_kind"] = sum.skipped_by_kind;
-  m["warnings_by_kind"] = sum.warnings_by_kind;
-  m["problems"] = sum.problems;
-  write_file_atomic((stage / "manifest.json").string(), m.dump(2) + "\n");
-}
-
-// Every file into STAGE; returns the manifest's "files".
+// Every file into the staging folder, then renamed into place (StagedWorkdir::commit).
 void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
                  const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
-                 PrepareSummary& sum, const fs::path& stage, const fs::path& wd) {
+                 PrepareSummary& sum, StagedWorkdir& sw) {
+  const fs::path& stage = sw.stage();
   std::map<std::string, SplitStream> streams;
   for (const auto& s : split_names()) {
     SplitStream& st = streams[s];
@@ -324,12 +282,7 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   stream_all(po, es, mapped, plan, threads, streams, cmvn, sum);
   if (streams.at("train").nsamp.empty())
     throw std::runtime_error(po.corpus_dir + ": no usable train utterance: CMVN statistics come from the train split");
-  json files = json::object(), split_counts = json::object(), durations = json::object();
-  auto record = [&](const std::string& name) {
-    uint64_t bytes = 0;
-    const std::string sha = sha256_file((stage / name).string(), &bytes);
-    files[name] = {{"bytes", bytes}, {"sha256", sha}};
-  };
+  json split_counts = json::object(), durations = json::object();
   const std::vector<std::string>& names = split_names();
   parallel_for(static_cast<int64_t>(names.size()), threads, [&](int64_t i, int) {
     write_split_file(streams.at(names[i]), dim, (stage / (names[i] + ".safetensors")).string(), plan.opts_json,
@@ -337,24 +290,31 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   });
   for (const auto& name : names) {
     const SplitStream& s = streams.at(name);
-    record(name + ".safetensors");
+    sw.record(name + ".safetensors");
     const auto U = static_cast<int64_t>(s.nsamp.size()), spk = static_cast<int64_t>(s.speakers.size());
     split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds}};
     sum.splits.push_back({name, U, s.frames, spk, s.seconds});
     durations[name] = duration_stats(s, plan.phone_set, po.features.frame_shift_ms);
   }
   cmvn.save(stage);
-  record("cmvn.safetensors");
+  sw.record("cmvn.safetensors");
   write_file_atomic((stage / "durations.json").string(), durations.dump(2) + "\n");
-  record("durations.json");
-  const json ps_entry = write_workdir_phone_set(stage.string(), workdir_phone_set(plan.phone_set));
-  record("phone_set.yaml");
+  sw.record("durations.json");
+  ManifestInfo info;
+  info.corpus_format = corpus_format_name(plan.format);
+  info.source = plan.source;
+  info.fingerprint = plan.fingerprint;
+  info.fingerprint_rule = "sha256 over 'absolute path\\tsize\\tmtime' of every audio and label file";
+  info.opts_json = plan.opts_json;
+  info.split_opts = plan.split_opts;
+  const json no_core = {{"rule", "none"}, {"why", "TIMIT's core-test list names TIMIT speakers"}};
+  info.split_rule = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", no_core}};
+  info.phone_set = write_workdir_phone_set(stage.string(), workdir_phone_set(plan.phone_set));
+  info.phone_set_source = plan.phone_set_how;
+  sw.record("phone_set.yaml");
   sum.dev_rule = plan.split_rule.at("rule").get<std::string>();
   sum.core_test_rule = "none";
-  write_manifest(stage, plan, files, split_counts, ps_entry, sum);
-  fs::remove(wd / "manifest.json");
-  for (auto it = files.begin(); it != files.end(); ++it) fs::rename(stage / it.key(), wd / it.key());
-  fs::rename(stage / "manifest.json", wd / "manifest.json");
+  sw.commit([&](const fs::path& st, const json& files) { write_prepare_manifest(st, info, files, split_counts, sum); });
 }
 
 }  // namespace
@@ -362,21 +322,8 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
 void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
                           const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
                           PrepareSummary& sum) {
-  fs::create_directories(po.workdir);
-  const fs::path wd(po.workdir);
-  remove_stale_temporaries(wd.string());
-  const fs::path stage = wd / (".staging.tmp." + std::to_string(::getpid()) + ".0");
-  std::error_code ec;
-  fs::remove_all(stage, ec);
-  fs::create_directory(stage);
-  struct StageGuard {
-    fs::path dir;
-    ~StageGuard() {
-      std::error_code e;
-      fs::remove_all(dir, e);
-    }
-  } guard{stage};
-  write_stage(po, es, mapped, plan, threads, sum, stage, wd);
+  StagedWorkdir sw(po.workdir);  // a failed or interrupted prepare leaves no WORKDIR it created
+  sw.run([&] { write_stage(po, es, mapped, plan, threads, sum, sw); });
 }
 
 }  // namespace timitseg::data

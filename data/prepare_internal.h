@@ -59,7 +59,12 @@ bool manifest_matches(const std::string& workdir, const std::string& source, con
                       const nlohmann::ordered_json& opts_json, const nlohmann::ordered_json& split_opts);
 // The summary of an up-to-date WORKDIR, read back from its manifest.json.
 void summary_from_manifest(const std::string& workdir, PrepareSummary& sum);
-// `prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest` (data/prepare_corpus.cpp).
+// TIMIT's layout labelled in another phone set than timit61: --phone-set names
+// one, or (without --phone-set) the corpus folder holds a phone_set.yaml of one
+// (`synth --voice espeak --format timit` writes it). prepare_corpus reads it then.
+bool timit_layout_of_another_phone_set(const PrepareOptions& po);
+// `prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest` (data/prepare_corpus.cpp),
+// and the timit layout of another phone set.
 PrepareSummary prepare_corpus(const PrepareOptions& opts);
 
 }  // namespace timitseg::data

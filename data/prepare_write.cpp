@@ -13,6 +13,7 @@
 #include "common/sha256.h"
 #include "data/phones.h"
 #include "data/prepare_internal.h"
+#include "data/prepare_stage.h"
 
 namespace fs = std::filesystem;
 using json = nlohmann::ordered_json;
@@ -21,31 +22,12 @@ namespace timitseg::data {
 
 namespace {
 
-struct Stats { int64_t count; double mean, median, p95, max; };
-Stats stats_of(std::vector<int64_t> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  double sum = 0;
-  for (auto x : v) sum += static_cast<double>(x);
-  Stats s{static_cast<int64_t>(n), sum / n, 0, 0, static_cast<double>(v.back())};
-  s.median = (n % 2) ? static_cast<double>(v[n / 2]) : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  const size_t rank = static_cast<size_t>(std::ceil(0.95 * static_cast<double>(n)));  // nearest rank
-  s.p95 = static_cast<double>(v[std::max<size_t>(rank, 1) - 1]);
-  return s;
-}
-
-
 // The duration statistics of one split for durations.json (frames of each phone, 61 and 39 phones).
 json duration_stats(std::map<int, std::map<std::string, std::vector<int64_t>>>& durs, double frame_shift_ms) {
-  std::ostringstream unit;
-  unit << "frames of " << frame_shift_ms << " ms (maximal runs of frame labels)";
-  json dj = {{"unit", unit.str()}};
+  json dj = {{"unit", duration_unit(frame_shift_ms)}};
   for (int set : {61, 39}) {
     json per = json::object();
-    for (const auto& [phone, v] : durs[set]) {
-      Stats s = stats_of(v);
-      per[phone] = {{"count", s.count}, {"mean", s.mean}, {"median", s.median}, {"p95", s.p95}, {"max", s.max}};
-    }
+    for (const auto& [phone, v] : durs[set]) per[phone] = duration_entry(v);
     dj[std::to_string(set)] = per;
   }
   return dj;
@@ -145,14 +127,7 @@ void write_cmvn(const std::vector<size_t>& train, const std::vector<ProcessedUtt
       }
   }
   for (int d = 0; d < dim; ++d) var[d] = s2[d] / static_cast<double>(n);
-  st::File f;
-  f.metadata["split"] = "train";
-  f.metadata["frames"] = std::to_string(n);
-  f.metadata["apply"] = "x = (x - mean) / sqrt(max(var, 1e-10))";
-  f.tensors["mean"] = st::Tensor::from<double>({dim}, mean);
-  f.tensors["var"] = st::Tensor::from<double>({dim}, var);
-  f.tensors["frames"] = st::Tensor::from<int64_t>({1}, &n);
-  st::save((stage / "cmvn.safetensors").string(), f);
+  write_cmvn_file(stage, mean, var, n);
 }
 
 // STAGE/phones.json: the phone sets and the 61 -> 48 / 39 maps.

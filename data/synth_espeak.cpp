@@ -241,27 +241,10 @@ SynthUtterance synth_espeak_utterance(const SynthSpeaker& spk, const EspeakTexts
     else u.words.push_back({u.phones[i].start, u.phones[i].end, out.words[static_cast<size_t>(w)]});
   }
 
-  // ---- loudness and a noise floor, as the flite corpus: speech RMS over the non-silent
-  // phones; noise at noise_db +- 7 dB of it, a per-utterance mix of white and low-pass noise ----
-  double se = 0.0;
-  int64_t sn = 0;
-  for (const auto& p : u.phones)
-    if (p.label != kEspeakSilence)
-      for (int64_t n = p.start; n < p.end; ++n) { se += static_cast<double>(y[n]) * y[n]; ++sn; }
-  const double speech_rms = sn > 0 ? std::sqrt(se / static_cast<double>(sn)) : 1000.0;
-  double peak = 1.0;
-  for (float v : y) peak = std::max(peak, static_cast<double>(std::fabs(v)));
-  const double gain = std::min(es.gain * 3000.0 / std::max(speech_rms, 1.0) * std::exp(0.1 * rng.normal()), 30000.0 / peak);
-  const double noise_rms = gain * speech_rms * std::pow(10.0, (noise_db + 14.0 * (rng.uniform() - 0.5)) / 20.0);
-  const double colour = rng.uniform(), pole = 0.8 + 0.18 * rng.uniform();
-  const double cw = std::sqrt(1.0 - colour), cc = std::sqrt(colour), innov = std::sqrt(1.0 - pole * pole);
-  double lp = 0.0;
-  u.samples.resize(static_cast<size_t>(N));
-  for (int64_t n = 0; n < N; ++n) {
-    lp = pole * lp + innov * rng.normal();
-    const double s = std::round(gain * y[n] + noise_rms * (cw * rng.normal() + cc * lp));
-    u.samples[n] = static_cast<int16_t>(std::clamp(s, -32768.0, 32767.0));
-  }
+  // ---- loudness (speech RMS to 3000 x the speaker's gain) and a noise floor (synth_detail::level_and_noise) ----
+  u.samples = synth_detail::level_and_noise(
+      y, u.phones, [](const std::string& l) { return l == kEspeakSilence; },
+      [&](double speech_rms) { return es.gain * 3000.0 / std::max(speech_rms, 1.0); }, noise_db, rng);
   return u;
 }
 

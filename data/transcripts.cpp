@@ -374,23 +374,4 @@ Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dic
   return tr;
 }
 
-std::map<std::string, std::string> read_wav_scp(const std::string& path) {
-  std::map<std::string, std::string> scp;
-  std::istringstream in(read_file(path));
-  std::string line;
-  for (int lineno = 1; std::getline(in, line); ++lineno) {
-    std::istringstream ls(line);
-    std::string id, audio, extra;
-    if (!(ls >> id) || id[0] == '#') continue;
-    const std::string at = "--wav-scp " + path + ":" + std::to_string(lineno) + ": ";
-    if (!(ls >> audio)) throw std::invalid_argument(at + "expected 'UTTID AUDIO', got only '" + id + "'");
-    if (ls >> extra || audio.back() == '|')
-      throw std::invalid_argument(at + "'" + id + "' is given by a command; only an audio file path is supported");
-    if (id == "." || id == ".." || id.find('/') != std::string::npos)
-      throw std::invalid_argument(at + "utterance id '" + id + "' cannot name an output file (no '/', '.' or '..')");
-    if (!scp.emplace(id, audio).second) throw std::invalid_argument(at + "utterance id '" + id + "' given twice");
-  }
-  return scp;
-}
-
 }  // namespace timitseg::data

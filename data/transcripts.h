@@ -165,6 +165,7 @@ std::vector<std::string> with_closure(const std::string& phone);
 // Kaldi's wav.scp: "UTTID AUDIO" per line (blank lines and '#' lines skipped);
 // a command (Kaldi's "... |" pipes) is refused, as are duplicate ids and ids
 // that are not plain file names (std::invalid_argument naming file and line).
+// Read by parse_wav_scp, as the Kaldi corpus reader's (data/corpus_kaldi.cpp).
 std::map<std::string, std::string> read_wav_scp(const std::string& path);
 
 }  // namespace timitseg::data

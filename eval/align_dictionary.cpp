@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 
@@ -85,8 +87,24 @@ AlignOptions with_g2p(const AlignOptions& o) {
   if (!data::espeak_built_in()) throw std::invalid_argument("align: --g2p espeak: " + data::espeak_missing_message());
   data::espeak_check_language(o.language);
   AlignOptions out = o;
-  out.words.g2p = [language = o.language](const std::string& word) { return data::espeak_phones(word, language); };
+  out.words.g2p = cached_g2p([language = o.language](const std::string& word) {
+    return data::espeak_phones(word, language);
+  });
   return out;
+}
+
+G2p cached_g2p(G2p g2p) {
+  struct Cache {
+    std::mutex mu;  // held while a word is pronounced: espeak-ng's calls are serialized anyway
+    std::map<std::string, std::vector<std::string>> phones;
+  };
+  auto cache = std::make_shared<Cache>();
+  return [cache, g2p = std::move(g2p)](const std::string& word) {
+    std::lock_guard<std::mutex> lock(cache->mu);
+    auto it = cache->phones.find(word);
+    if (it == cache->phones.end()) it = cache->phones.emplace(word, g2p(word)).first;
+    return it->second;
+  };
 }
 
 Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls) {

@@ -46,7 +46,15 @@ void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>&
 // line, for another name, for --g2p without --dict or --language (or
 // --language without --g2p), an unknown language, or a build without
 // libespeak-ng. "" returns o as it is.
+// The g2p is cached_g2p's: each word is pronounced once per run.
 AlignOptions with_g2p(const AlignOptions& o);
+
+// A G2P that asks `g2p` once per distinct word and answers again from memory
+// (thread-safe; the inputs' transcripts are read once to name missing words
+// and again to align them, and espeak-ng forks a child per call). An exception
+// of `g2p` is not remembered.
+using G2p = std::function<std::vector<std::string>(const std::string& word)>;
+G2p cached_g2p(G2p g2p);
 
 // A transcript and its alternatives (data::words_to_phones) in the label set
 // (Candidates: eval/align.h).

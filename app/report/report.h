@@ -87,8 +87,12 @@ struct PhoneClass {
   std::vector<const char*> phones;
 };
 const std::vector<PhoneClass>& phone_classes();
-// Indices of names39 in phone_classes() order (a name of no class goes last, in
-// its own order); *class_of (optional) gets each ordered phone's class name ("other").
+// Whether the scoring labels are TIMIT's 39 phones (those of phone_classes()).
+bool timit_scoring_set(const std::vector<std::string>& names39);
+// TIMIT's scoring set: indices of names39 in phone_classes() order; *class_of
+// (optional) gets each ordered phone's class name. Another phone set: its own
+// order (0, 1, ...), and "" as every class (no class blocks).
+
 std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of = nullptr);
 
 // The 39-phone labels of decoded dev utterances (reference: the utterance's

@@ -285,11 +285,15 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
 }
 
 std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>& runs, const std::vector<Stats>& st) {
+  const std::string order = timit_scoring_set(in.names39)
+                                ? "both in phonetic class order (vowels, semivowels, nasals, fricatives, affricates, "
+                                  "stops, silence; lines between the classes), so confusions within a class sit in the "
+                                  "blocks on the diagonal"
+                                : "both in the phone set's order";
   std::string h = "<h2 id=\"confusion\">Confusion matrix (dev frames)</h2><p>Row: reference phone, column: "
-                  "predicted phone, both in phonetic class order (vowels, semivowels, nasals, fricatives, affricates, "
-                  "stops, silence; lines between the classes), so confusions within a class sit in the blocks on the "
-                  "diagonal; colour: fraction of the reference phone's frames (each row sums to 1), darker "
-                  "is more. The diagonal is the per-phone frame accuracy. Hover a cell for its count.</p><div class=\"grid\">";
+                  "predicted phone, " + order + "; colour: fraction of the reference phone's frames (each row sums to "
+                  "1), darker is more. The diagonal is the per-phone frame accuracy. Hover a cell for its "
+                  "count.</p><div class=\"grid\">";
   const int C = static_cast<int>(in.names39.size());
   std::vector<std::string> cls;
   const std::vector<int> ord = phone_class_order(in.names39, &cls);  // display position -> phone index
@@ -315,7 +319,7 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
     for (int k = 0; k < C;) {
       int e = k;
       while (e < C && cls[e] == cls[k]) ++e;
-      svg.text(left - 34, top + (k + e) * cell / 2 + 4, cls[k], "end", 11, {{"class", "class-label"}});
+      if (!cls[k].empty()) svg.text(left - 34, top + (k + e) * cell / 2 + 4, cls[k], "end", 11, {{"class", "class-label"}});
       if (k > 0) {
         svg.line(left, top + k * cell, left + C * cell, top + k * cell, "#888", 1, {{"class", "class-line"}});
         svg.line(left + k * cell, top, left + k * cell, top + C * cell, "#888", 1, {{"class", "class-line"}});

@@ -109,6 +109,50 @@ class ReportHtml : public ::testing::Test {
 
 }  // namespace
 
+// Another phone set (an espeak-ng corpus's IPA phones, some spelled as TIMIT's:
+// s, n, m, l): the matrix follows the set's own order, without TIMIT's classes.
+TEST_F(ReportHtml, ConfusionMatrixOfAnotherPhoneSetFollowsItsOwnOrder) {
+  const std::vector<std::string> ipa = {"a", "e", "l", "m", "n", "o", "s", "\xc9\xa3", "\xce\xb2", "sil"};
+  std::vector<std::string> cls;
+  const std::vector<int> ord = app::report::phone_class_order(ipa, &cls);
+  EXPECT_EQ(ord, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  EXPECT_EQ(cls, std::vector<std::string>(ipa.size(), ""));
+  EXPECT_FALSE(app::report::timit_scoring_set(ipa));
+  EXPECT_TRUE(app::report::timit_scoring_set(names_));
+  // a subset of TIMIT's names is another set too
+  const std::vector<std::string> tiny = {"sil", "aa", "s", "t", "iy"};
+  EXPECT_EQ(app::report::phone_class_order(tiny), (std::vector<int>{0, 1, 2, 3, 4}));
+
+  app::report::ReportInput in;
+  in.names39 = ipa;
+  app::report::RunReport r;
+  r.run_dir = (dir_ / "semi").string();
+  r.has_predictions = true;
+  app::report::UtteranceLabels u;
+  u.id = "dev/u1";
+  u.ref = {6, 6, 0, 0, 9, 7};
+  u.pred = {6, 4, 0, 0, 9, 8};
+  r.predictions.utterances = {u};
+  r.predictions.source = "test";
+  in.runs = {r};
+  const std::string html = app::report::build_html(in);
+  EXPECT_NE(html.find("predicted phone, both in the phone set's order; colour"), std::string::npos);
+  const std::string svg = svg_with(html, "id=\"plot-confusion-0\"");
+  ASSERT_FALSE(svg.empty());
+  EXPECT_EQ(all(svg, std::regex("font-size=\"12\"[^>]*class=\"row-label\"[^>]*>([^<]*)<")), ipa);
+  EXPECT_EQ(all(svg, std::regex("class=\"col-label\"[^>]*>([^<]*)<")), ipa);
+  EXPECT_TRUE(all(svg, std::regex("class=\"class-label\"[^>]*>([^<]*)<")).empty());
+  EXPECT_EQ(svg.find("class-line"), std::string::npos);
+  // s (index 6) as n (index 4): row 6, column 4
+  const std::regex re("<rect class=\"cell\" x=\"([0-9.]+)\" y=\"([0-9.]+)\"[^>]*data-count=\"([0-9]+)\" "
+                      "data-ref=\"s\" data-pred=\"n\"");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(svg, m, re));
+  EXPECT_EQ(std::stod(m[1]), 112 + 4 * 17.0);
+  EXPECT_EQ(std::stod(m[2]), 70 + 6 * 17.0);
+  EXPECT_EQ(std::stod(m[3]), 1.0);
+}
+
 TEST_F(ReportHtml, ConfigTableShowsTheVersionAndResolvedChoices) {
   app::report::ReportInput in;
   in.names39 = names_;

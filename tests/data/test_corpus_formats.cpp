@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "data/corpus_formats.h"
+#include "data/transcripts.h"
 #include "util.h"
 
 namespace fs = std::filesystem;
@@ -214,6 +215,52 @@ TEST(CorpusKaldi, SegmentsUtt2spkAndCtmRelativeToTheUtterance) {
   for (auto& e : es) read_labels(e, {});
   EXPECT_EQ(es[0].problems.size(), 0u);
   EXPECT_EQ(es[1].problems.size(), 0u);
+}
+
+// One wav.scp parser for the Kaldi corpus reader and align --wav-scp
+// (read_wav_scp, data/transcripts.h): ids, paths with blanks, pipes, comments,
+// UTF-16; each consumer's own rules on top.
+TEST(CorpusKaldi, OneWavScpParserForTheCorpusAndAlign) {
+  const std::string text = "# recordings\n\nrec1 wav/a b.wav  \r\nrec2 sox x.flac -t wav - |\n  rec3\trel/c.wav\nrec4\n";
+  for (const std::string& bytes : {text, [&] {  // UTF-16 LE with a byte-order mark, as decode_text reads
+         std::string o = "\xFF\xFE";
+         for (char c : text) o += c, o += '\0';
+         return o;
+       }()}) {
+    const std::vector<WavScpLine> l = parse_wav_scp(bytes);
+    ASSERT_EQ(l.size(), 4u);
+    EXPECT_EQ(l[0].line, 3);
+    EXPECT_EQ(l[0].id, "rec1");
+    EXPECT_EQ(l[0].audio, "wav/a b.wav");  // the rest of the line, blanks inside kept
+    EXPECT_FALSE(l[0].pipe);
+    EXPECT_EQ(l[1].audio, "sox x.flac -t wav - |");
+    EXPECT_TRUE(l[1].pipe);
+    EXPECT_EQ(l[2].line, 5);
+    EXPECT_EQ(l[2].id, "rec3");
+    EXPECT_EQ(l[2].audio, "rel/c.wav");
+    EXPECT_EQ(l[3].id, "rec4");
+    EXPECT_EQ(l[3].audio, "");
+  }
+  testutil::TempDir d;
+  testutil::write_text(d.str("ok.scp"), "# utterances\nu1 /data/u1.wav\nu2\tu2.flac\n");
+  EXPECT_EQ(read_wav_scp(d.str("ok.scp")),
+            (std::map<std::string, std::string>{{"u1", "/data/u1.wav"}, {"u2", "u2.flac"}}));
+  auto error_of = [&](const std::string& scp) {
+    testutil::write_text(d.str("bad.scp"), scp);
+    try {
+      read_wav_scp(d.str("bad.scp"));
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const std::string at = "--wav-scp " + d.str("bad.scp") + ":2: ";
+  EXPECT_EQ(error_of("u1 a.wav\nu2\n"), at + "expected 'UTTID AUDIO', got only 'u2'");
+  EXPECT_EQ(error_of("u1 a.wav\nu2 sox b.wav -t wav -\n"),
+            at + "'u2' is given by a command; only an audio file path is supported");
+  EXPECT_EQ(error_of("u1 a.wav\nu2 b.wav |\n"), at + "'u2' is given by a command; only an audio file path is supported");
+  EXPECT_EQ(error_of("u1 a.wav\nx/u2 b.wav\n"), at + "utterance id 'x/u2' cannot name an output file (no '/', '.' or '..')");
+  EXPECT_EQ(error_of("u1 a.wav\nu1 b.wav\n"), at + "utterance id 'u1' given twice");
 }
 
 TEST(CorpusManifest, CsvWithQuotedCommasAndInlineSegments) {

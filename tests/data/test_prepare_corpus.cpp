@@ -110,7 +110,14 @@ std::string write_layout(const std::vector<Utt>& us, const std::string& root, co
       ctm += u.spk + "-" + u.name + " 1 " + sec(prev) + " " + sec(end - prev) + " " + l + "\n";
       prev = end;
     }
-    if (layout == "textgrid") {
+    if (layout == "timit") {  // every speaker under TRAIN/DR1 (the split file chooses); .PHN in samples
+      const std::string base = root + "/TRAIN/DR1/" + u.spk + "/" + u.name;
+      testutil::write_audio(base + ".WAV", u.audio, 16000, SF_FORMAT_NIST);
+      std::string phn;
+      int from = 0;
+      for (const auto& [end, l] : u.ends) phn += std::to_string(160 * from) + " " + std::to_string(160 * end) + " " + l + "\n", from = end;
+      testutil::write_text(base + ".PHN", phn);
+    } else if (layout == "textgrid") {
       testutil::write_audio(root + "/" + rel + ".wav", u.audio, 16000, SF_FORMAT_WAV);
       const std::string tg = k % 3 == 0 ? textgrid_long(u, true) : k % 3 == 1 ? textgrid_short(u) : utf16le(textgrid_long(u, false));
       testutil::write_text(root + "/" + rel + ".TextGrid", tg);
@@ -179,7 +186,8 @@ std::vector<int32_t> expected_labels(const Utt& u, int32_t frames) {
   return out;
 }
 
-std::string key(std::string id) {  // spk1-u1 (Kaldi) and spk1/u1 (the others) name the same utterance
+std::string key(std::string id) {  // spk1-u1 (Kaldi), train/dr1/spk1/u1 (TIMIT) and spk1/u1 name the same utterance
+  if (id.rfind("train/dr1/", 0) == 0) id = id.substr(10);
   for (char& c : id)
     if (c == '-') c = '/';
   return id;
@@ -196,7 +204,7 @@ TEST(PrepareCorpus, EveryLayoutPreparesToTheSameFeaturesAndLabels) {
   for (const auto& u : us) by_key[u.spk + "/" + u.name] = u;
   std::map<std::string, Split> first;
   Cmvn first_cmvn;
-  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "csv", "jsonl"}) {
+  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "csv", "jsonl", "timit"}) {
     SCOPED_TRACE(layout);
     const std::string corpus = write_layout(us, d.str(layout), layout);
     const PrepareSummary s = prepare_corpus_into(corpus, d.str("wd_" + layout), d.str("tiny.yaml"), d.str("splits.txt"));
@@ -324,6 +332,46 @@ TEST(PrepareCorpus, BuckeyeShippedPhoneSetSplitsAroundDroppedLabelsAndTimesPastT
   EXPECT_EQ(compute_features(read_audio(d.str("head.wav")), fo, &T), tr.utterances[0].features);
 }
 
+// A Buckeye recording is cut inside every stretch of silence longer than
+// kLongSilence (0.5 s), each side keeping kSilenceMargin (0.1 s) of it; a
+// shorter one stays inside its utterance.
+TEST(PrepareCorpus, BuckeyeRecordingsAreCutInsideLongSilences) {
+  testutil::TempDir d;
+  const auto sig = testutil::test_signal(40000, 9u);  // 2.5 s
+  testutil::write_audio(d.str("b/s01/s0101a.wav"), sig, 16000, SF_FORMAT_WAV);
+  // sil [0, 0.2), s, a 1.0 s stretch of NOISE + SIL [0.5, 1.5), t, a 0.4 s SIL (not cut), aa, {E_TRANS}
+  testutil::write_text(d.str("b/s01/s0101a.phones"),
+                       "signal s0101a\n#\n 0.2 122 {B_TRANS}\n 0.5 122 s\n 0.6 122 NOISE\n 1.5 122 SIL\n"
+                       " 1.8 122 t\n 2.2 122 SIL\n 2.4 122 aa\n 2.5 122 {E_TRANS}\n");
+  testutil::write_text(d.str("split.txt"), "s01 train\n");
+  const PrepareSummary s = prepare_corpus_into(d.str("b"), d.str("wd"), "", d.str("split.txt"));
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_EQ(s.utterances_found, 2);
+  const PhoneSetSpec bk = PhoneSetSpec::builtin("buckeye");
+  const Split tr = load_split(d.str("wd"), "train");
+  ASSERT_EQ(tr.utterances.size(), 2u);
+  EXPECT_EQ(tr.utterances[0].id, "s01/s0101a.001");
+  EXPECT_EQ(tr.utterances[1].id, "s01/s0101a.002");
+  EXPECT_EQ(tr.utterances[0].num_samples, 9600);   // [0, 0.6) s: 0.1 s of the long silence kept
+  EXPECT_EQ(tr.utterances[1].num_samples, 17600);  // [1.4, 2.5) s
+  // the sample-accurate reference of each part, relative to its start: (start, end, phone)
+  auto rows = [&](const Utterance& u) {
+    std::vector<std::tuple<int64_t, int64_t, std::string>> v;
+    for (const auto& r : u.reference) v.emplace_back(r.start, r.end, bk.phones[r.label]);
+    return v;
+  };
+  using Row = std::tuple<int64_t, int64_t, std::string>;
+  EXPECT_EQ(rows(tr.utterances[0]), (std::vector<Row>{{0, 3200, "sil"}, {3200, 8000, "s"}, {8000, 9600, "sil"}}));
+  EXPECT_EQ(rows(tr.utterances[1]), (std::vector<Row>{{0, 1600, "sil"}, {1600, 6400, "t"}, {6400, 12800, "sil"},
+                                                      {12800, 16000, "aa"}, {16000, 17600, "sil"}}));
+  // the second part's features are those of its slice of the recording
+  const std::vector<short> part(sig.begin() + 22400, sig.end());
+  testutil::write_audio(d.str("part.wav"), part, 16000, SF_FORMAT_WAV);
+  FeatureOptions fo;
+  int32_t T = 0;
+  EXPECT_EQ(compute_features(read_audio(d.str("part.wav")), fo, &T), tr.utterances[1].features);
+}
+
 TEST(PrepareCorpus, AnyRateAndChannelCountIsResampled) {
   testutil::TempDir d;
   std::vector<short> stereo;
@@ -440,13 +488,14 @@ TEST(PrepareCorpus, ManifestOfATimitCorpusMatchesTheTimitPath) {
   EXPECT_GE(compared, 12);
 }
 
-// An espeak-ng corpus (IPA labels) in each layout synth writes prepares to the
-// same splits and, utterance by utterance, the same features and label names.
+// An espeak-ng corpus (IPA labels) in each layout synth writes, TIMIT's
+// included (through the corpus's phone set, not TIMIT's 61 phones), prepares to
+// the same splits and, utterance by utterance, the same features and label names.
 TEST(PrepareCorpus, EspeakCorpusInEveryLayoutPreparesAlike) {
   if (!espeak_built_in()) GTEST_SKIP() << "libespeak-ng is not built in";
   testutil::TempDir d;
   std::map<std::string, std::map<std::string, std::pair<std::vector<float>, std::vector<std::string>>>> by_layout;
-  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "manifest"}) {
+  for (const std::string layout : {"textgrid", "buckeye", "kaldi", "manifest", "timit"}) {
     SCOPED_TRACE(layout);
     SynthOptions so;
     so.out_dir = d.str(layout);
@@ -459,14 +508,24 @@ TEST(PrepareCorpus, EspeakCorpusInEveryLayoutPreparesAlike) {
     synth_corpus(so);
     const std::string splits = fs::exists(d.str(layout + "/splits.txt")) ? d.str(layout + "/splits.txt") : "";
     const PrepareSummary s = prepare_corpus_into(d.str(layout), d.str("wd_" + layout), d.str(layout + "/phone_set.yaml"),
-                                                 splits);
+                                                 splits, false, layout == "timit" ? "timit" : "");
     EXPECT_EQ(s.skipped, 0);
+    for (const auto& p : s.problems) ADD_FAILURE() << p;
+    if (layout == "timit") {
+      EXPECT_EQ(s.sa_excluded, 4);  // the timit layout has SA1; prepare leaves it out, as TIMIT's
+      // without --phone-set (and --format detected) the corpus's own phone_set.yaml: the same WORKDIR
+      prepare_corpus_into(d.str(layout), d.str("wd_timit_own"), "", "");
+      for (const std::string f : {"train.safetensors", "dev.safetensors", "test.safetensors", "phone_set.yaml"})
+        EXPECT_EQ(timitseg::read_file(d.str("wd_timit_own/" + f)), timitseg::read_file(d.str("wd_timit/" + f))) << f;
+    }
     const auto names = load_workdir_phone_set(d.str("wd_" + layout)).labels;
     for (const std::string split : {"train", "dev", "test"})
       for (const auto& u : load_split(d.str("wd_" + layout), split).utterances) {
         std::vector<std::string> l;
         for (int32_t x : u.labels) l.push_back(names[x]);
-        by_layout[layout][split + ":" + u.id.substr(u.id.rfind('/') + 1)] = {u.features, l};
+        std::string id = u.id.substr(u.id.rfind('/') + 1);  // SPEAKER_UTT; TIMIT's ids: part/dr/speaker/utt
+        if (layout == "timit") id = u.id.substr(u.id.rfind('/', u.id.rfind('/') - 1) + 1), id[id.find('/')] = '_';
+        by_layout[layout][split + ":" + id] = {u.features, l};
       }
   }
   EXPECT_EQ(by_layout["textgrid"].size(), 8u);

@@ -7,6 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <map>
+#include <mutex>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +18,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/parallel.h"
 #include "data/espeak_tts.h"
 #include "data/features.h"
 #include "data/transcripts.h"
@@ -257,6 +261,43 @@ TEST(AlignG2p, MissingWordsPronouncedByEspeak) {
   want.insert(want.end(), gato.begin(), gato.end());
   EXPECT_EQ(t.phones, want);  // the dictionary's word as written, the missing one as espeak-ng says it
   EXPECT_EQ(t.word_of_phone.back(), 1);
+}
+
+// align reads every input's transcript twice (stop_on_missing_words, then the
+// alignment), and a word may recur: the G2P is asked once per distinct word,
+// from any number of threads, and its answers are the uncached ones.
+TEST(AlignG2p, EachMissingWordIsPronouncedOnce) {
+  std::atomic<int> calls{0};
+  std::mutex mu;
+  std::map<std::string, int> asked;
+  const eval::G2p counting = [&](const std::string& w) {
+    ++calls;
+    std::lock_guard<std::mutex> lock(mu);
+    ++asked[w];
+    return std::vector<std::string>{w.substr(0, 1), "a", std::to_string(w.size())};
+  };
+  const eval::G2p g2p = eval::cached_g2p(counting);
+  data::WordOptions wo;
+  wo.edge_silence = false;
+  wo.g2p = g2p;
+  const data::Dictionary d = data::Dictionary::parse("d.dict", "si\ts i\n", data::DictFormat::mfa);
+  const std::vector<std::vector<data::Word>> inputs = {
+      {{"si", 1}, {"gato", 1}, {"perro", 1}, {"gato", 2}}, {{"perro", 1}, {"casa", 1}}, {{"si", 1}}};
+  std::vector<data::Transcript> first(inputs.size()), second(inputs.size());
+  parallel_for(static_cast<int64_t>(inputs.size()), 3, [&](int64_t i, int) {  // the check of missing words
+    first[i] = data::words_to_phones(inputs[i], d, "u" + std::to_string(i), wo);
+  });
+  for (size_t i = 0; i < inputs.size(); ++i)  // the alignment
+    second[i] = data::words_to_phones(inputs[i], d, "u" + std::to_string(i), wo);
+  EXPECT_EQ(calls.load(), 3);  // gato, perro, casa
+  EXPECT_EQ(asked, (std::map<std::string, int>{{"casa", 1}, {"gato", 1}, {"perro", 1}}));
+  data::WordOptions plain = wo;
+  plain.g2p = counting;  // the answers are the G2P's own
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const data::Transcript want = data::words_to_phones(inputs[i], d, "u" + std::to_string(i), plain);
+    EXPECT_EQ(first[i].phones, want.phones);
+    EXPECT_EQ(second[i].phones, want.phones);
+  }
 }
 
 TEST_F(AlignDictionary, BinaryG2pEspeakPronouncesMissingWords) {
