@@ -11,7 +11,7 @@
 #include "common/version.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
-#include "model/duration_model.h"
+#include "crf/duration.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::Batch;
@@ -50,9 +50,9 @@ std::vector<double>& param64(timitseg_crf& h, const std::string& name) {
 
 void derive_durations(timitseg_crf& h) {
   if (!lognormal(h)) return;
-  timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal.data(),
+  timitseg::crf::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal.data(),
                                             h.duration_bias.data());
-  timitseg::model::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal64.data(),
+  timitseg::crf::lognormal_duration_table(h.p.max_duration, h.p.num_labels, h.duration_lognormal64.data(),
                                             h.duration_bias64.data());
 }
 

@@ -5,7 +5,8 @@
 
 #include "crf/cumsum.h"
 #include "crf/reference/reference.h"
-#include "model/duration_model.h"
+#include "crf/score.h"
+#include "crf/duration.h"
 
 namespace timitseg::capi {
 namespace {
@@ -40,19 +41,17 @@ double gold_of_segments(const Batch& b, const Inputs& in, size_t k, const std::v
   const int64_t C = b.C, T = b.T;
   const double* cum = in.cum.data() + k * (T + 1) * C;
   const double* on = in.onset.empty() ? nullptr : in.onset.data() + k * T * C;
-  double s = in.s[segs.front().label] + in.e[segs.back().label];
-  for (size_t i = 0; i < segs.size(); ++i) {
+  const crf::ScoreParams<double> p{C, in.A.data(), in.D.data(), in.s.data(), in.e.data(), on};
+  const double s = crf::segmentation_score(segs, cum, p, [&](size_t i) {
     const crf::Segment& x = segs[i];
     const int64_t c = x.label, u = x.start, d = x.duration;
-    s += cum[(u + d) * C + c] - cum[u * C + c] + in.D[(d - 1) * C + c] + (on ? on[u * C + c] : 0.0);
-    if (i > 0) s += in.A[segs[i - 1].label * C + c];
-    if (!g) continue;
+    if (!g) return;
     g->cum_scores[(k * (T + 1) + u + d) * C + c] -= scale;
     g->cum_scores[(k * (T + 1) + u) * C + c] += scale;
     g->duration_bias[(d - 1) * C + c] -= scale;
     if (i > 0) g->transition[segs[i - 1].label * C + c] -= scale;
     if (on && g->onset) g->onset[(k * T + u) * C + c] -= scale;
-  }
+  });
   if (g) {
     g->start[segs.front().label] -= scale;
     g->end[segs.back().label] -= scale;
@@ -131,7 +130,7 @@ void nll_f64(const timitseg_crf& h, const Batch& b, const std::vector<int32_t>* 
   write_param(b, grads->end, ge);
   if (present(&grads->duration_lognormal)) {
     std::vector<double> table = gD, gl(static_cast<size_t>(3 * C));
-    model::lognormal_duration_backward<double>(static_cast<int>(K), static_cast<int>(C), h.duration_lognormal64.data(),
+    crf::lognormal_duration_backward<double>(static_cast<int>(K), static_cast<int>(C), h.duration_lognormal64.data(),
                                                table.data(), gl.data());
     write_param(b, grads->duration_lognormal, gl);
   }

@@ -10,7 +10,7 @@
 
 #include "common/cuda.h"
 #include "crf/cumsum.h"
-#include "model/crf_device.h"
+#include "crf/device_layers.h"
 
 namespace timitseg::capi {
 namespace {
@@ -51,9 +51,9 @@ float* make_cum(timitseg_crf& h, const timitseg_crf_batch& in, int64_t B, int64_
   const int32_t* len = static_cast<const int32_t*>(in.lengths.data);
   const int Bi = static_cast<int>(B), Ti = static_cast<int>(T), Ci = static_cast<int>(C);
   if (h.cuda && in.cumulative) {
-    model::device::copy_cumulative(Bi, Ti, Ci, x, len, cum, in.stream);
+    crf::device::copy_cumulative(Bi, Ti, Ci, x, len, cum, in.stream);
   } else if (h.cuda) {
-    model::device::centered_cumsum_forward(Bi, Ti, Ci, x, len, cum, in.stream);
+    crf::device::centered_cumsum_forward(Bi, Ti, Ci, x, len, cum, in.stream);
   } else if (in.cumulative) {
     const int64_t row = (T + 1) * C;
     std::fill(cum, cum + B * row, 0.0f);
@@ -139,7 +139,7 @@ void difference(const timitseg_crf& h, int64_t B, const double* a, const double*
                 void* stream) {
   const bool f64 = out.dtype == TIMITSEG_F64;
   if (h.cuda) {
-    model::device::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
+    crf::device::difference_rows(static_cast<int>(B), a, g, out.data, f64, stream);
     return;
   }
   (void)stream;
@@ -197,13 +197,13 @@ void finish_grads(timitseg_crf& h, const crf::Dims& d, const int32_t* len, const
   if (h.cuda) {
     h.fast_penalty.reserve(sizeof(double));
     if (h.p.reg != 0.0)  // reg 0 adds nothing (as write_grads of the general path skips it)
-      model::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), pp.transition,
+      crf::device::l2_penalty(h.p.reg, static_cast<int>(C), ln ? 0 : static_cast<int>(K), pp.transition,
                                 pp.duration_bias, ptr(g.transition), ptr(g.duration_bias), h.fast_penalty.as<double>(),
                                 stream);
     if (gx) {
       const int B = static_cast<int>(d.B), T = static_cast<int>(d.T), Ci = static_cast<int>(C);
-      h.fast_scratch.reserve(model::device::centered_cumsum_scratch_bytes(B, T, Ci));
-      model::device::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
+      h.fast_scratch.reserve(crf::device::centered_cumsum_scratch_bytes(B, T, Ci));
+      crf::device::centered_cumsum_backward(B, T, Ci, gcum, len, h.fast_scratch.data(), gx, stream);
     }
     return;
   }

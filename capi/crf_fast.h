@@ -5,7 +5,7 @@
 // reference/cpu), int32 lengths (every one >= 1) and labels, outputs float32
 // (float64 for the per-utterance values) contiguous in the same space. The
 // caller's pointers go straight to the backend: the centered cumsum runs into
-// the handle's workspace (on the device for cuda, model/cuda/cumsum.h), the
+// the handle's workspace (on the device for cuda, crf/device_layers.h), the
 // gradients are written into the caller's tensors, and the only host
 // synchronizations are the backend's own status checks (the lengths are
 // checked there, on the device, not read back). Results are bitwise those of

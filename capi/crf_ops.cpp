@@ -11,7 +11,8 @@
 #include "capi/crf_fast.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
-#include "model/duration_model.h"
+#include "crf/score.h"
+#include "crf/duration.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::Batch;
@@ -39,10 +40,9 @@ Batch prepare(timitseg_crf* h, const timitseg_crf_batch* in) {
 }
 
 // Runs the session on the kept utterances (none: an empty result).
-crf::HostResult run(timitseg_crf& h, const Batch& b, const int32_t* labels, const crf::HostRunOptions& o,
-                    const float* transition = nullptr) {
+crf::HostResult run(timitseg_crf& h, const Batch& b, const int32_t* labels, const crf::HostRunOptions& o) {
   if (b.dims.B == 0) return crf::HostResult();
-  return on_kept(b, [&] { return h.session->run_host(b.dims, b.params(h, transition), labels, o); });
+  return on_kept(b, [&] { return h.session->run_host(b.dims, b.params(h), labels, o); });
 }
 
 // Labels [B][inner] in [0, C) on each row's first count(r) entries, named
@@ -59,22 +59,20 @@ void check_labels(const Batch& b, const std::vector<int64_t>& v, int64_t inner, 
     }
 }
 
-// Viterbi alone: host backends call the session directly (run_host also
-// computes log Z); a device backend goes through run_host's uploads.
-crf::HostResult run_viterbi(timitseg_crf& h, const Batch& b, const float* transition) {
+// Viterbi alone with the handle's phone bonus (crf::Session's decoding):
+// host backends call the session directly (run_host also computes log Z); a
+// device backend goes through run_host's uploads.
+crf::HostResult run_viterbi(timitseg_crf& h, const Batch& b) {
   crf::HostResult r;
   if (b.dims.B == 0) return r;
-  if (h.cuda) {
-    crf::HostRunOptions o;
-    o.gradients = false;
-    return run(h, b, nullptr, o, transition);
-  }
-  const crf::Params p = b.params(h, transition);
+  if (h.cuda)
+    return on_kept(b, [&] { return h.session->decode_host(b.dims, b.params(h), nullptr, h.p.phone_bonus); });
+  const crf::Params p = b.params(h);
   std::vector<int32_t> segs(static_cast<size_t>(b.dims.B * b.T * 3)), counts(static_cast<size_t>(b.dims.B));
   r.viterbi_score.resize(static_cast<size_t>(b.dims.B));
   on_kept(b, [&] {
     crf::validate_host(b.dims, p, nullptr);
-    h.session->viterbi(b.dims, p, r.viterbi_score.data(), segs.data(), counts.data());
+    h.session->viterbi(b.dims, p, h.p.phone_bonus, r.viterbi_score.data(), segs.data(), counts.data());
   });
   r.segments = crf::collect_segments(b.dims, segs.data(), counts.data());
   return r;
@@ -127,20 +125,18 @@ double gold_score(const timitseg_crf& h, const Batch& b, size_t k, const std::ve
   const int64_t C = b.C, T = b.T;
   const float* cum = b.cum.data() + k * (T + 1) * C;
   const float* on = b.onset.empty() ? nullptr : b.onset.data() + k * T * C;
-  double s = h.start[segs.front().label] + static_cast<double>(h.end[segs.back().label]);
-  for (size_t i = 0; i < segs.size(); ++i) {
+  const crf::ScoreParams<float> p{C, h.transition.data(), h.duration_bias.data(), h.start.data(), h.end.data(), on};
+  const auto sub = [scale](float& v, double by) { v = static_cast<float>(static_cast<double>(v) - by * scale); };
+  const double s = crf::segmentation_score(segs, cum, p, [&](size_t i) {
     const crf::Segment& x = segs[i];
     const int c = x.label, u = x.start, d = x.duration;
-    s += static_cast<double>(cum[(u + d) * C + c]) - cum[u * C + c] + h.duration_bias[(d - 1) * C + c] + (on ? on[u * C + c] : 0.0f);
-    if (i > 0) s += h.transition[segs[i - 1].label * C + c];
-    if (!g) continue;
-    const auto sub = [scale](float& v, double by) { v = static_cast<float>(static_cast<double>(v) - by * scale); };
+    if (!g) return;
     sub(g->grad_cum_scores[(k * (T + 1) + u + d) * C + c], 1.0);
     sub(g->grad_cum_scores[(k * (T + 1) + u) * C + c], -1.0);
     sub(g->grad_duration_bias[(d - 1) * C + c], 1.0);
     if (i > 0) sub(g->grad_transition[segs[i - 1].label * C + c], 1.0);
     if (on) sub(g->grad_onset[(k * T + u) * C + c], 1.0);
-  }
+  });
   if (g) {
     g->grad_start[segs.front().label] = static_cast<float>(g->grad_start[segs.front().label] - scale);
     g->grad_end[segs.back().label] = static_cast<float>(g->grad_end[segs.back().label] - scale);
@@ -183,7 +179,7 @@ void write_grads(const timitseg_crf& h, const Batch& b, crf::HostResult& r, cons
   if (capi::present(&g.duration_lognormal)) {
     if (!ln) throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.duration_lognormal given, but the duration model is TABLE");
     std::vector<float> table = r.grad_duration_bias, gl(static_cast<size_t>(3 * C));
-    timitseg::model::lognormal_duration_backward(static_cast<int>(K), static_cast<int>(C), h.duration_lognormal.data(),
+    timitseg::crf::lognormal_duration_backward(static_cast<int>(K), static_cast<int>(C), h.duration_lognormal.data(),
                                                  table.data(), gl.data());
     write_param_grad(b, g.duration_lognormal, "grads.duration_lognormal", gl, {3, C});
   }
@@ -309,9 +305,7 @@ void viterbi(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* sco
   capi::check_float(*score, "score");
   capi::check_shape(*score, "score", {b.B});
   capi::check_device(*score, "score", b.device, b.device_index);
-  std::vector<float> bonus(h->transition.size());
-  crf::add_phone_bonus(h->transition.data(), b.C, static_cast<float>(h->p.phone_bonus), bonus.data());
-  crf::HostResult r = run_viterbi(*h, b, h->p.phone_bonus != 0.0 ? bonus.data() : nullptr);
+  crf::HostResult r = run_viterbi(*h, b);
   std::vector<int32_t> rows(static_cast<size_t>(b.B * b.T * 3), 0), counts(static_cast<size_t>(b.B), 0);
   for (const crf::Segment& s : r.segments) {
     const int64_t row = b.rows[s.batch];

@@ -1,7 +1,7 @@
 // timitseg_crf_penalty_grads: crf.reg's L2 penalty of caller tensors, value
 // and gradient, for a binding whose parameters live outside the handle (the
 // Python package's SemiCRF.penalty). On a cuda handle with F32 contiguous
-// device tensors it is queued on the caller's stream (model/crf_device.h's
+// device tensors it is queued on the caller's stream (crf/device_layers.h's
 // kernel, no host wait); otherwise on the host (F64 tensors in double).
 #include <cmath>
 #include <string>
@@ -10,7 +10,7 @@
 #include "capi/crf_batch.h"
 #include "common/cuda_async.h"
 #include "crf/cumsum.h"
-#include "model/crf_device.h"
+#include "crf/device_layers.h"
 
 namespace capi = timitseg::capi;
 using capi::ApiError;
@@ -52,7 +52,7 @@ void penalty_grads(const timitseg_crf& h, double reg, const timitseg_tensor* A, 
     float* gd = K > 0 && gD && gD->data ? static_cast<float*>(gD->data) : nullptr;
     if (ga) timitseg::cuda::memset_device_async(ga, 0, sizeof(float) * C * C, stream);
     if (gd) timitseg::cuda::memset_device_async(gd, 0, sizeof(float) * K * C, stream);
-    timitseg::model::device::l2_penalty(reg, static_cast<int>(C), static_cast<int>(K),
+    timitseg::crf::device::l2_penalty(reg, static_cast<int>(C), static_cast<int>(K),
                                         static_cast<const float*>(A->data),
                                         K > 0 ? static_cast<const float*>(D->data) : nullptr, ga, gd,
                                         static_cast<double*>(value->data), stream);

@@ -56,6 +56,21 @@ class Session {
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments);
   void boundary_posteriors(const Dims& dims, const Params& p, double* out);
 
+  // crf.phone_bonus decoding, the one recipe (crf/session_decode.cpp): Viterbi
+  // on transition + phone_bonus off the diagonal (crf::add_phone_bonus; 0: the
+  // transition itself), the parameters untouched.
+  // viterbi(): pointers in the backend's memory space; for a device backend
+  // p.transition is read back, biased on the host and copied into a session
+  // buffer (the stream is synchronized twice).
+  void viterbi(const Dims& dims, const Params& p, double phone_bonus, double* score, int32_t* segments,
+               int32_t* num_segments);
+  // decode_host(): host arrays in; the segments and Viterbi scores with the
+  // bonus and, when labels is not nullptr, log Z and the gold score of p itself
+  // (the dev loss; without labels log_z is unspecified). With a bonus of 0 one
+  // run_host call serves both; otherwise Viterbi runs on the biased copy and the
+  // loss takes a second call.
+  HostResult decode_host(const Dims& dims, const Params& host_params, const int32_t* labels, double phone_bonus);
+
   // Forced alignment (Backend::align) with the session's align workspace,
   // pointers in the backend's memory space.
   void align(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
@@ -95,12 +110,13 @@ class Session {
   Buffer align_ws_, ph_, nph_, aspans_, opt_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
   Buffer conf_in_, conf_out_;  // confidence: queries [B][Q][3] or spans [B][N][2]; outputs [B][Q] or [B][N][3]
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
+  Buffer bonus_;    // transition [C][C] + phone bonus (viterbi with a bonus on a device backend)
   // Copies host inputs into the device buffers (padding rows zeroed); the device Params.
   Params upload_params(const Dims& dims, const Params& hp);
   // run_host on a host backend: the host arrays directly, no copies.
   HostResult run_on_host_backend(const Dims& dims, const Params& hp, const int32_t* labels, const HostRunOptions& opt);
   // Host scratch: sanitized cum_scores, Viterbi rows and counts.
-  std::vector<float> cum_host_, on_host_;
+  std::vector<float> cum_host_, on_host_, bonus_host_;
   std::vector<int32_t> segs_host_, nseg_host_;
 };
 

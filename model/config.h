@@ -49,7 +49,7 @@ struct Config {
   // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.
   OnsetFeatures crf_onset_features = OnsetFeatures::off;
   // crf.duration_model: table (crf.duration_bias [K][C] free) | lognormal (per label mu, log_sigma, offset:
-  // crf.duration_lognormal [3][C], the table derived from it; model/duration_model.h)
+  // crf.duration_lognormal [3][C], the table derived from it; crf/duration.h)
   DurationModel crf_duration_model = DurationModel::table;
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss

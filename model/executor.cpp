@@ -76,28 +76,6 @@ AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world
   return t;
 }
 
-crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
-                               const int32_t* labels, double phone_bonus) {
-  crf::HostRunOptions opt;
-  opt.gradients = false;
-  opt.viterbi = true;
-  if (phone_bonus == 0.0) return session.run_host(dims, p, labels, opt);
-  crf::HostResult r;
-  if (labels) {  // log Z and gold of the model's own transition
-    crf::HostRunOptions lo = opt;
-    lo.viterbi = false;
-    r = session.run_host(dims, p, labels, lo);
-  }
-  std::vector<float> biased(static_cast<size_t>(dims.C) * dims.C);
-  crf::add_phone_bonus(p.transition, dims.C, static_cast<float>(phone_bonus), biased.data());
-  crf::Params pb = p;
-  pb.transition = biased.data();
-  crf::HostResult v = session.run_host(dims, pb, nullptr, opt);
-  r.viterbi_score = std::move(v.viterbi_score);
-  r.segments = std::move(v.segments);
-  return r;
-}
-
 crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
                                          const int32_t* labels) {
   crf::HostRunOptions opt;

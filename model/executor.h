@@ -214,15 +214,6 @@ Device resolve_device(DeviceSetting device, const std::string& hint = "");
 // The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
 std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);
 
-// Viterbi decoding on host arrays for the executors: segments with
-// phone_bonus at each label change (crf::add_phone_bonus) and, when labels is
-// not nullptr, log Z and the gold score of p itself (the dev loss; without
-// labels log_z is unspecified). With a bonus of 0 one CRF call serves both;
-// otherwise Viterbi runs on a biased copy of p.transition and the loss takes
-// a second call.
-crf::HostResult decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
-                               const int32_t* labels, double phone_bonus);
-
 // crf.decode = posterior on host arrays: the segments of crf::posterior_segments
 // from the frame marginals (crf::frame_marginals of the gradient of log Z, one
 // backward without labels) and, when labels is not nullptr, log Z and the gold

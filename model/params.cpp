@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "crf/duration.h"
 #include "crf/semicrf.h"
 
 namespace timitseg::model {
@@ -39,7 +40,7 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
   add("crf.duration_bias", {K, C});
   add("crf.start", {C});
   add("crf.end", {C});
-  if (d.duration_lognormal) add("crf.duration_lognormal", {3, C});  // mu, log_sigma, offset (model/duration_model.h)
+  if (d.duration_lognormal) add("crf.duration_lognormal", {3, C});  // mu, log_sigma, offset (crf/duration.h)
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
@@ -116,5 +117,22 @@ DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_
 
 template void init_params<float>(const ParamLayout&, std::mt19937_64&, std::vector<float>&, double);
 template void init_params<double>(const ParamLayout&, std::mt19937_64&, std::vector<double>&, double);
+
+int penalized_durations(const ModelDims& d) { return d.duration_lognormal ? 0 : d.max_duration; }
+
+void derive_duration_table(const ParamLayout& layout, float* params) {
+  const ModelDims& d = layout.dims();
+  if (!d.duration_lognormal) return;
+  crf::lognormal_duration_table(d.max_duration, d.num_classes, params + layout.get("crf.duration_lognormal").offset,
+                                params + layout.get("crf.duration_bias").offset);
+}
+
+void chain_duration_gradient(const ParamLayout& layout, const float* params, float* grad) {
+  const ModelDims& d = layout.dims();
+  if (!d.duration_lognormal) return;
+  const size_t ln = layout.get("crf.duration_lognormal").offset;
+  crf::lognormal_duration_backward(d.max_duration, d.num_classes, params + ln,
+                                   grad + layout.get("crf.duration_bias").offset, grad + ln);
+}
 
 }  // namespace timitseg::model

@@ -10,7 +10,7 @@
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
 //   crf.duration_lognormal [3][C]       (only with ModelDims::duration_lognormal:
 //                                        rows mu, log_sigma, offset; crf.duration_bias is then derived from it,
-//                                        model/duration_model.h)
+//                                        crf/duration.h; the layout's side below)
 #pragma once
 
 #include <cstdint>
@@ -84,5 +84,15 @@ DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_
 inline double uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
 // Standard normal from two uniform01 draws (Box-Muller, cosine branch; portable).
 double standard_normal(std::mt19937_64& rng);
+
+// crf.duration_model = lognormal over the flat layout (its math: crf/duration.h).
+// K for crf.reg's L2 penalty: the table's rows with the table model, 0 (transition only) with the log-normal.
+int penalized_durations(const ModelDims& d);
+// With ModelDims::duration_lognormal: writes the derived crf.duration_bias into
+// params (the flat layout); no-op for the table model.
+void derive_duration_table(const ParamLayout& layout, float* params);
+// With ModelDims::duration_lognormal: d table -> d crf.duration_lognormal in grad
+// (flat layout), table's gradient zeroed; no-op for the table model.
+void chain_duration_gradient(const ParamLayout& layout, const float* params, float* grad);
 
 }  // namespace timitseg::model

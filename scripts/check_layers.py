@@ -6,6 +6,7 @@ the product's sources points down or within its own folder.
 
   app    -> train, eval, model, crf, data, common
   capi   -> eval, model, crf, data, common   (libtimitseg.so, the C API of include/timitseg.h; beside app)
+    capi/crf_* -> crf, common               (its CRF half)
   train  -> eval, model, crf, data, common   (each epoch's dev evaluation decodes and scores)
   eval   -> model, crf, data, common
   model  -> crf, data, common
@@ -17,6 +18,11 @@ The implementations of the model's interfaces are private to model/: no
 folder but model/ includes "model/cpu/..." or "model/cuda/..." (eval/, train/
 and app/ reach them only through model/executor.h, model/encoder.h,
 model/device_choice.h).
+
+The C API's CRF half (capi/crf_*: the CRF handles over crf::Session) stands on
+crf/ alone: its files include only crf/, common/ and, of capi/, the CRF half
+and the helpers both halves share (capi/api_detail.h); never model/, eval/,
+data/ or the model half (capi/model_api.cpp).
 
 Prints every include that runs another way (FILE:LINE: FOLDER may not include
 OTHER/...) and exits 1 when there is any, 0 otherwise. Only quoted includes
@@ -43,12 +49,24 @@ EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')
 # Sub-folders private to their folder: "FOLDER/SUB/..." from any other folder is refused.
 PRIVATE = {"model": ("cpu", "cuda")}
+# Files of a folder held to fewer folders than the folder itself: (folder, file-name prefix) -> the
+# folders they may include, and the files of their own folder they may include (by prefix or name).
+HALVES = {("capi", "crf_"): ({"crf", "common"}, ("crf_", "api_detail.h"))}
+
+
+def half_of(folder, path):
+    name = os.path.basename(path)
+    for (f, prefix), rule in HALVES.items():
+        if f == folder and name.startswith(prefix):
+            return prefix, rule
+    return None, None
 
 
 def violations(root):
     out = []
     for folder, path in checklib.source_files(root, MAY_INCLUDE, EXTENSIONS):
         allowed = MAY_INCLUDE[folder]
+        prefix, half = half_of(folder, path)
         with open(path, encoding="utf-8", errors="replace") as fh:
             for n, line in enumerate(fh, 1):
                 m = INCLUDE.match(line)
@@ -60,6 +78,14 @@ def violations(root):
                     out.append(f"{where}: {folder}/ may not include {target}/ "
                                f"({line.strip()}); allowed: {', '.join(sorted(allowed)) or 'nothing'}")
                 parts = m.group(1).split("/")
+                if half and target in MAY_INCLUDE:
+                    folders, own = half
+                    if target == folder and not parts[-1].startswith(own):
+                        out.append(f"{where}: {folder}/{prefix}* may not include {m.group(1)} "
+                                   f"({line.strip()}); of {folder}/ only {', '.join(own)}")
+                    elif target != folder and target in allowed and target not in folders:
+                        out.append(f"{where}: {folder}/{prefix}* may not include {target}/ "
+                                   f"({line.strip()}); allowed: {', '.join(sorted(folders))}, {folder}/{prefix}*")
                 if target != folder and len(parts) > 2 and parts[1] in PRIVATE.get(target, ()):
                     out.append(f"{where}: {folder}/ may not include {target}/{parts[1]}/ "
                                f"({line.strip()}); it is private to {target}/ (use its interfaces)")

@@ -24,8 +24,8 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "common/version.h"
+#include "crf/duration.h"
 #include "model/device_choice.h"
-#include "model/duration_model.h"
 #include "model/options.h"
 #include "train/batches.h"
 #include "train/distributed.h"
@@ -144,7 +144,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
       for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-    const std::vector<float> fit = model::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
+    const std::vector<float> fit = crf::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
     std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
     spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
                  "and spread of log duration) to the gold segments of the train split (K = {})",

@@ -17,6 +17,7 @@
 #include "common/parallel.h"
 #include "common/progress.h"
 #include "crf/detail.h"
+#include "crf/score.h"
 
 namespace timitseg::crf::cpu {
 
@@ -169,10 +170,7 @@ class BandRows {
   double st(int64_t c) const { return u_.p->start ? static_cast<double>(u_.p->start[c]) : 0.0; }
   double en(int64_t c) const { return u_.p->end ? static_cast<double>(u_.p->end[c]) : 0.0; }
   double seg(int64_t u, int64_t d, int64_t c) const {
-    const int64_t C = u_.C;
-    const double v = static_cast<double>(u_.cum[(u + d) * C + c]) - static_cast<double>(u_.cum[u * C + c]) +
-                     static_cast<double>(u_.p->duration_bias[(d - 1) * C + c]);
-    return u_.onset ? v + static_cast<double>(u_.onset[u * C + c]) : v;
+    return segment_score(u_.cum, u_.p->duration_bias, u_.onset, u_.C, u, d, c);
   }
   double S(int64_t t, int64_t n) const {
     return n >= lo_[t] && n < hi_[t] ? S_[ring(t) + (n - lo_[t])] : kNegInf;

@@ -15,6 +15,7 @@
 
 #include "common/progress.h"
 #include "crf/detail.h"
+#include "crf/score.h"
 
 namespace timitseg::crf::cpu {
 
@@ -36,10 +37,7 @@ class Rows {
   double st(int64_t c) const { return u_.p->start ? static_cast<double>(u_.p->start[c]) : 0.0; }
   double en(int64_t c) const { return u_.p->end ? static_cast<double>(u_.p->end[c]) : 0.0; }
   double seg(int64_t u, int64_t d, int64_t c) const {
-    const int64_t C = u_.C;
-    const double v = static_cast<double>(u_.cum[(u + d) * C + c]) - static_cast<double>(u_.cum[u * C + c]) +
-                     static_cast<double>(u_.p->duration_bias[(d - 1) * C + c]);
-    return u_.onset ? v + static_cast<double>(u_.onset[u * C + c]) : v;
+    return segment_score(u_.cum, u_.p->duration_bias, u_.onset, u_.C, u, d, c);
   }
   // S[0][n]: the first kept phone starts at 0 (phone 0, or phone 1 with phone 0 skipped).
   void init0(int8_t* bps) {

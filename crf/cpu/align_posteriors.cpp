@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "crf/detail.h"
+#include "crf/score.h"
 
 namespace timitseg::crf::cpu {
 namespace {
@@ -35,10 +36,7 @@ double ConstrainedPosteriors::A(int64_t from, int64_t to) const {
 double ConstrainedPosteriors::st(int64_t c) const { return u_.p->start ? static_cast<double>(u_.p->start[c]) : 0.0; }
 double ConstrainedPosteriors::en(int64_t c) const { return u_.p->end ? static_cast<double>(u_.p->end[c]) : 0.0; }
 double ConstrainedPosteriors::seg(int64_t v, int64_t d, int64_t c) const {
-  const int64_t C = u_.C;
-  const double x = static_cast<double>(u_.cum[(v + d) * C + c]) - static_cast<double>(u_.cum[v * C + c]) +
-                   static_cast<double>(u_.p->duration_bias[(d - 1) * C + c]);
-  return u_.onset ? x + static_cast<double>(u_.onset[v * C + c]) : x;
+  return segment_score(u_.cum, u_.p->duration_bias, u_.onset, u_.C, v, d, c);
 }
 double ConstrainedPosteriors::phone(int64_t v, int64_t r, int64_t c) const {
   double sc = 0.0;

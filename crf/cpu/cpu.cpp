@@ -31,6 +31,7 @@
 
 #include "common/parallel.h"
 #include "crf/detail.h"
+#include "crf/score.h"
 #include "crf/cpu/recurrences.h"
 
 namespace timitseg::crf::cpu {
@@ -274,11 +275,7 @@ class CpuBackend final : public Backend {
       auto A = [&](int64_t from, int64_t to) { return static_cast<double>(p.transition[from * C + to]); };
       auto st = [&](int64_t c) { return p.start ? static_cast<double>(p.start[c]) : 0.0; };
       auto en = [&](int64_t c) { return p.end ? static_cast<double>(p.end[c]) : 0.0; };
-      auto seg = [&](int64_t u, int64_t d, int64_t c) {
-        const double v = static_cast<double>(cum[(u + d) * C + c]) - static_cast<double>(cum[u * C + c]) +
-                         static_cast<double>(p.duration_bias[(d - 1) * C + c]);
-        return on ? v + static_cast<double>(on[u * C + c]) : v;
-      };
+      auto seg = [&](int64_t u, int64_t d, int64_t c) { return segment_score(cum, p.duration_bias, on, C, u, d, c); };
       // S[0][n]: the first kept phone starts at 0 (phone 0, or phone 1 with phone 0 skipped).
       for (int64_t n = 0; n < np; ++n) {
         S[n] = n == 0 ? st(y[0]) : (n == 1 && is_opt(0) ? st(y[1]) : kNegInf);
@@ -511,8 +508,7 @@ class CpuBackend final : public Backend {
         score = st(c);
         if (gc) gs[c] += sign;
       }
-      score += static_cast<double>(cum[(u + d) * C + c]) - static_cast<double>(cum[u * C + c]) +
-               static_cast<double>(p.duration_bias[(d - 1) * C + c]);
+      score += segment_score(cum, p.duration_bias, static_cast<const float*>(nullptr), C, u, d, c);  // onset below
       if (prev >= 0) score += static_cast<double>(p.transition[prev * C + c]);
       if (p.onset) score += static_cast<double>(p.onset[(b * dims.T + u) * C + c]);
       if (go) go[u * C + c] += sign;

@@ -12,6 +12,7 @@
 #include "crf/cpu/align_bounded.h"
 #include "crf/detail.h"
 #include "crf/reference/reference.h"
+#include "crf/score.h"
 
 namespace timitseg::crf::reference {
 namespace {
@@ -34,10 +35,7 @@ struct View {
   double start(int64_t c) const { return s ? s[c] : 0.0; }
   double end(int64_t c) const { return e ? e[c] : 0.0; }
   double trans(int64_t from, int64_t to) const { return A[from * C + to]; }
-  double seg(int64_t u, int64_t d, int64_t c) const {
-    const double v = cum[(u + d) * C + c] - cum[u * C + c] + D[(d - 1) * C + c];
-    return on ? v + on[u * C + c] : v;
-  }
+  double seg(int64_t u, int64_t d, int64_t c) const { return segment_score(cum, D, on, C, u, d, c); }
   // Phone label c over [v, v+r): pieces of K then the remainder, A[c][c] between pieces.
   double phone(int64_t v, int64_t r, int64_t c) const {
     double sc = 0.0;

@@ -9,6 +9,7 @@
 
 #include "crf/cpu/align_bounded.h"
 #include "crf/detail.h"
+#include "crf/score.h"
 
 namespace timitseg::crf::reference {
 namespace {
@@ -36,10 +37,7 @@ struct Utt {
   double start(int64_t c) const { return s ? s[c] : 0.0; }
   double end(int64_t c) const { return e ? e[c] : 0.0; }
   // Without onset the expression is exactly the one of the spec's first version.
-  double seg(int64_t u, int64_t d, int64_t c) const {
-    const double v = cum[(u + d) * C + c] - cum[u * C + c] + D[(d - 1) * C + c];
-    return on ? v + on[u * C + c] : v;
-  }
+  double seg(int64_t u, int64_t d, int64_t c) const { return segment_score(cum, D, on, C, u, d, c); }
   Utt(const Dims& dims, const ParamsF64& p, int64_t b)
       : L(p.lengths[b]), K(dims.K), C(dims.C), cum(p.cum_scores + b * (dims.T + 1) * dims.C), A(p.transition),
         D(p.duration_bias), s(p.start), e(p.end), on(p.onset ? p.onset + b * dims.T * dims.C : nullptr) {}
@@ -128,12 +126,7 @@ struct Lattice {
 
 double gold_one(const Utt& u, const int32_t* lab) {
   const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(u.L), u.K);
-  double score = u.start(segs.front().label) + u.end(segs.back().label);
-  for (size_t i = 0; i < segs.size(); ++i) {
-    score += u.seg(segs[i].start, segs[i].duration, segs[i].label);
-    if (i > 0) score += u.A[segs[i - 1].label * u.C + segs[i].label];
-  }
-  return score;
+  return segmentation_score(segs, u.cum, ScoreParams<double>{u.C, u.A, u.D, u.s, u.e, u.on});
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 #include "crf/cumsum.h"
 #include "model/cpu/long_forward.h"
 #include "model/dist_step.h"
-#include "model/duration_model.h"
 #include "model/frame_ce.h"
 #include "model/step_recipe.h"
 
@@ -267,7 +266,7 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
   const crf::Params p = crf_params(net.layout(), params, act.cum, batch, act.onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
   const crf::HostResult r = posterior ? posterior_decode_on_host(session, dims, p, labels)
-                                      : decode_on_host(session, dims, p, labels, phone_bonus);
+                                      : session.decode_host(dims, p, labels, phone_bonus);
   if (nll) {
     nll->resize(B);
     for (int b = 0; b < B; ++b) (*nll)[b] = r.log_z[b] - r.gold[b];

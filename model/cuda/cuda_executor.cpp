@@ -44,9 +44,9 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "crf/device_layers.h"
 #include "model/cuda/ops.h"
 #include "model/dist_step.h"
-#include "model/duration_model.h"
 #include "model/step_recipe.h"
 
 namespace timitseg::model::cuda_detail {
@@ -236,9 +236,9 @@ CudaExecutor::QueuedStep CudaExecutor::queue_forward_backward(const Batch& batch
                                 grad_.as<float>(), with_ce ? dce_.as<float>() : nullptr);
   // 6 backward above; 5 the penalty's gradient share (with taps, the value was
   // computed and tapped in the forward order, in crf_backward)
-  gpu::l2_penalty(o.crf_reg, C, penalized_durations(dims_), params_.as<float>() + A.offset, params_.as<float>() + D.offset,
-                  grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
-                  taps ? &dsc->penalty_again : &dsc->penalty, stream_);
+  crf::device::l2_penalty(o.crf_reg, C, penalized_durations(dims_), params_.as<float>() + A.offset,
+                          params_.as<float>() + D.offset, grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
+                          taps ? &dsc->penalty_again : &dsc->penalty, stream_);
   if (taps) {
     // the CRF parameter gradients after the penalty's share
     using gpu::TapTensor;
@@ -253,8 +253,8 @@ CudaExecutor::QueuedStep CudaExecutor::queue_forward_backward(const Batch& batch
   }
   if (dims_.duration_lognormal) {  // d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
     const ParamInfo& LN = layout_.get("crf.duration_lognormal");
-    gpu::lognormal_duration_backward(K, C, params_.as<float>() + LN.offset, grad_.as<float>() + D.offset,
-                                     grad_.as<float>() + LN.offset, stream_);
+    crf::device::lognormal_duration_backward(K, C, params_.as<float>() + LN.offset, grad_.as<float>() + D.offset,
+                                             grad_.as<float>() + LN.offset, stream_);
   }
   gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
   scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
@@ -307,9 +307,9 @@ StepResult CudaExecutor::train_step(const Batch& batch, const StepOptions& o) {
   adamw(0, split, o.lr);
   adamw(split, n, o.lr * o.crf_lr_scale);
   if (dims_.duration_lognormal)  // the table follows the updated log-normal parameters
-    gpu::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
-                                  params_.as<float>() + layout_.get("crf.duration_lognormal").offset,
-                                  params_.as<float>() + layout_.get("crf.duration_bias").offset, stream_);
+    crf::device::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
+                                          params_.as<float>() + layout_.get("crf.duration_lognormal").offset,
+                                          params_.as<float>() + layout_.get("crf.duration_bias").offset, stream_);
   if (numerics_->active()) {
     // after the update by definition: a hit here restores nothing
     using gpu::TapTensor;

@@ -7,9 +7,9 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "crf/device_layers.h"
 #include "model/cuda/frame_ce.h"
 #include "model/cuda/ops.h"
-#include "model/duration_model.h"
 #include "model/step_recipe.h"
 
 namespace timitseg::model::cuda_detail {
@@ -34,19 +34,6 @@ std::vector<float> CudaExecutor::last_onset() {
   cuda::copy_to_host(out.data(), encoder_->onset_scores(), out.size() * sizeof(float), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
   return out;
-}
-
-const float* CudaExecutor::biased_transition(const float* transition_dev) {
-  const int64_t C = dims_.num_classes;
-  const size_t bytes = static_cast<size_t>(C) * C * sizeof(float);
-  std::vector<float> a(static_cast<size_t>(C) * C), biased(a.size());
-  cuda::copy_to_host(a.data(), transition_dev, bytes, stream_);
-  TS_CUDA(cudaStreamSynchronize(stream_));
-  crf::add_phone_bonus(a.data(), C, static_cast<float>(phone_bonus_), biased.data());
-  vit_transition_.reserve(bytes);
-  cuda::copy_to_device(vit_transition_.as<float>(), biased.data(), bytes, stream_);
-  TS_CUDA(cudaStreamSynchronize(stream_));  // `biased` is freed on return
-  return vit_transition_.as<float>();
 }
 
 void CudaExecutor::host_crf_param_copy(std::vector<float>& hp) {
@@ -79,8 +66,8 @@ void CudaExecutor::crf_taps(int B, int T, double reg) {
   const ParamInfo& A = layout_.get("crf.transition");
   const ParamInfo& D = layout_.get("crf.duration_bias");
   StepScalars* dsc = scalars_.as<StepScalars>();
-  gpu::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset, params_.as<float>() + D.offset, nullptr, nullptr,
-                  &dsc->penalty, stream_);
+  crf::device::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset,
+                          params_.as<float>() + D.offset, nullptr, nullptr, &dsc->penalty, stream_);
   numerics_->tap("penalty", Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
   float* G = grad_.as<float>();
   const size_t ncum = static_cast<size_t>(B) * (T + 1) * C;

@@ -11,7 +11,6 @@
 #include "crf/posterior.h"
 #include "model/cuda/ops.h"
 #include "model/dist_step.h"
-#include "model/duration_model.h"
 #include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
@@ -44,8 +43,8 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    crf::HostResult r = decode_on_host(*session_, dims, host_crf_params(hp, cum, batch, onset),
-                                       nll ? batch.labels.data() : nullptr, phone_bonus_);
+    crf::HostResult r = session_->decode_host(dims, host_crf_params(hp, cum, batch, onset),
+                                              nll ? batch.labels.data() : nullptr, phone_bonus_);
     segs = std::move(r.segments);
     if (nll) {
       nll->resize(B);
@@ -66,9 +65,8 @@ std::vector<crf::Segment> CudaExecutor::viterbi_on_device(const crf::Dims& dims,
   vit_score_.reserve(B * sizeof(double));
   vit_segs_.reserve(static_cast<size_t>(B) * T * 3 * sizeof(int32_t));
   vit_nseg_.reserve(B * sizeof(int32_t));
-  crf::Params pv = p;  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
-  if (phone_bonus_ != 0.0) pv.transition = biased_transition(p.transition);
-  session_->viterbi(dims, pv, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
+  // crf.phone_bonus: Viterbi on a biased copy of transition [C][C]
+  session_->viterbi(dims, p, phone_bonus_, vit_score_.as<double>(), vit_segs_.as<int32_t>(), vit_nseg_.as<int32_t>());
   if (nll) {  // the dev loss from the same forward: log Z and gold score [B] on the device
     lz_.reserve(2 * B * sizeof(double));
     session_->log_partition(dims, p, lz_.as<double>());

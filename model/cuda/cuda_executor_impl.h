@@ -168,10 +168,6 @@ class CudaExecutor final : public Executor {
   // with nll, log Z - gold score of labels_ [B][T] too.
   std::vector<crf::Segment> viterbi_on_device(const crf::Dims& dims, const crf::Params& p, std::vector<double>* nll);
 
-  // transition [C][C] + crf.phone_bonus off the diagonal (crf::add_phone_bonus),
-  // in a device buffer of its own; the parameters are not touched.
-  const float* biased_transition(const float* transition_dev);
-
   // The CRF parameters (transition..end, contiguous at the end of the layout) on the host.
   void host_crf_param_copy(std::vector<float>& hp);
   // onset: the host copy of the onset scores [B][T][C] (last_onset()), empty = none.
@@ -224,7 +220,6 @@ class CudaExecutor final : public Executor {
   Buffer align_phones_{Memory::device, 0}, align_nph_{Memory::device, 0};   // align: [B][N], [B]
   Buffer align_opt_{Memory::device, 0};                                     // align: optional [B][N]
   Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
-  Buffer vit_transition_{Memory::device, 0};  // [C][C] transition + phone bonus (decode)
   // a long recording: scores and onset [1][T][C], centred cumsum [1][T+1][C] (decode_long)
   Buffer long_x_{Memory::device, 0}, long_onset_{Memory::device, 0}, long_cum_{Memory::device, 0};
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]

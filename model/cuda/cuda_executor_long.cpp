@@ -19,7 +19,7 @@
 #include "common/progress.h"
 #include "crf/cumsum.h"
 #include "model/cuda/cuda_executor_impl.h"
-#include "model/cuda/cumsum.h"
+#include "crf/device_layers.h"
 #include "model/long_input.h"
 
 namespace timitseg::model::cuda_detail {
@@ -170,8 +170,8 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
     const size_t ncum = static_cast<size_t>(T + 1) * C;
     long_cum_.reserve(ncum * sizeof(float));
     if (centre_frames_ == 0) {  // the whole recording's mean: the device cumsum (bitwise the host's)
-      gpu::centered_cumsum_forward(1, T, C, long_x_.as<float>(), lengths_.as<int32_t>(), long_cum_.as<float>(),
-                                   stream_);
+      crf::device::centered_cumsum_forward(1, T, C, long_x_.as<float>(), lengths_.as<int32_t>(),
+                                           long_cum_.as<float>(), stream_);
     } else {  // a running mean: model::long_cumsum on the host (as the CPU executor), uploaded
       std::vector<float> x(static_cast<size_t>(T) * C), cum(ncum);
       long_x_.download(x.data(), x.size() * sizeof(float), stream_);
@@ -205,7 +205,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
   const crf::Params p = host_crf_params(hp, cum, batch, onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
   const crf::HostResult r = posterior_ ? posterior_decode_on_host(session, dims, p, labels)
-                                       : decode_on_host(session, dims, p, labels, phone_bonus_);
+                                       : session.decode_host(dims, p, labels, phone_bonus_);
   if (nll) *nll = {r.log_z[0] - r.gold[0]};
   for (const crf::Segment& s : r.segments) out[0].push_back(s);
   return out;

@@ -1,11 +1,11 @@
 // The forward and backward passes of the cuDNN encoder (model/cuda/cudnn_encoder.h)
 // and their kernels (bias, dropout, padding rows, column sums; the centered
-// cumsum is model/cuda/cumsum.h); construction and buffers: cudnn_encoder.cu.
+// cumsum is crf/device_layers.h); construction and buffers: cudnn_encoder.cu.
 // Numerics: no TF32 (CUDNN_FMA_MATH, CUBLAS_DEFAULT_MATH), no fast-math, no
 // float atomics: every sum runs in a fixed order, so two runs on the same
 // inputs give bitwise identical results.
 #include "model/cuda/cudnn_encoder.h"
-#include "model/cuda/cumsum.h"
+#include "crf/device_layers.h"
 #include "model/cuda/frame_ce.h"
 #include "model/cuda/lstm_fused.h"
 
@@ -274,7 +274,7 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
     TS_LAUNCHED("bias_valid_rows_kernel (onset_projection)");
     if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * C_)});
   }
-  gpu::centered_cumsum_forward(B_, T_, C_, s, len, cum, stream_);
+  crf::device::centered_cumsum_forward(B_, T_, C_, s, len, cum, stream_);
   if (taps) {
     // the centered cumsum is one fused operation: both taps see cum (center first)
     const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
@@ -305,7 +305,7 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
   auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
   // dS [B][T][C] (padding rows exactly 0)
   float* dS = dscores_.as<float>();
-  gpu::centered_cumsum_backward(B_, T_, C_, dcum, len, cum_scratch_.data(), dS, stream_);
+  crf::device::centered_cumsum_backward(B_, T_, C_, dcum, len, cum_scratch_.data(), dS, stream_);
   if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
   const bool taps = tapping();
   using gpu::TapTensor;

@@ -1,5 +1,5 @@
 // GPU kernels of a training step (see ops.h). The arithmetic follows the host
-// code it replaces (crf/cumsum.cpp l2_penalty, model/optim.h) operation by
+// code it replaces (model/optim.h) operation by
 // operation; products that the host does not fuse are written with the _rn
 // intrinsics so that nvcc cannot contract them into an FMA (different
 // rounding). No fast-math.
@@ -36,33 +36,6 @@ __device__ double block_sum(double v, double* shared) {
     __syncthreads();
   }
   return shared[0];
-}
-
-// One block. Sum of squares of the finite-or-+inf entries of transition [C*C]
-// then duration_bias [K*C] (each strided over the block, then a tree), and
-// the gradient update of crf::l2_penalty:
-//   grad = float(double(grad) + 2 * reg * x), -inf entries skipped.
-__global__ void l2_penalty_kernel(double reg, int64_t nA, int64_t nD, const float* A, const float* D, float* gA,
-                                  float* gD, double* penalty) {
-  __shared__ double shared[kThreads];
-  double part[2] = {0.0, 0.0};
-  const double two_reg = 2.0 * reg;
-  for (int which = 0; which < 2; ++which) {
-    const int64_t n = which == 0 ? nA : nD;
-    const float* v = which == 0 ? A : D;
-    float* g = which == 0 ? gA : gD;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const double x = static_cast<double>(v[i]);
-      if (isinf(x) && x < 0) continue;  // -inf: a constant (forbidden), as on the host
-      part[which] = __dadd_rn(part[which], __dmul_rn(x, x));
-      if (g) g[i] = static_cast<float>(__dadd_rn(static_cast<double>(g[i]), __dmul_rn(two_reg, x)));
-    }
-  }
-  // as on the host: reg * (sum_A + sum_D)
-  const double sA = block_sum(part[0], shared);
-  __syncthreads();
-  const double sD = block_sum(part[1], shared);
-  if (threadIdx.x == 0) *penalty = __dmul_rn(reg, __dadd_rn(sA, sD));
 }
 
 // Pass 1: block j sums squares of the contiguous chunk [j*chunk, min(n, (j+1)*chunk)).
@@ -224,69 +197,6 @@ __global__ void dropout_scale_kernel(uint64_t key, double p, float keep, size_t 
 }
 
 }  // namespace
-
-void l2_penalty(double reg, int C, int K, const float* transition, const float* duration_bias,
-                float* grad_transition, float* grad_duration_bias, double* penalty, void* stream) {
-  if (C < 1 || K < 0) throw std::invalid_argument("gpu::l2_penalty: C must be >= 1 and K >= 0");
-  l2_penalty_kernel<<<1, kThreads, 0, as_stream(stream)>>>(reg, int64_t(C) * C, int64_t(K) * C, transition,
-                                                           duration_bias, grad_transition, grad_duration_bias,
-                                                           penalty);
-  TS_LAUNCHED("l2_penalty_kernel");
-}
-
-namespace {
-// log sigma's clamp, as model/duration_model.h (kMinLogSigma, kMaxLogSigma)
-constexpr double kLnMinLogSigma = -2.995732273553991;  // log 0.05
-constexpr double kLnMaxLogSigma = 1.6094379124341003;  // log 5
-
-// one thread per (k, c): table[k][c] = offset_c - log d - ls_c - (log d - mu_c)^2 / (2 sigma_c^2), d = k + 1
-__global__ void lognormal_table_kernel(int K, int C, const float* ln, float* table) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= K * C) return;
-  const int k = i / C, c = i % C;
-  const double ls = fmin(fmax(static_cast<double>(ln[C + c]), kLnMinLogSigma), kLnMaxLogSigma);
-  const double inv_var = exp(-2.0 * ls);
-  const double log_d = log(static_cast<double>(k + 1));
-  const double z = log_d - static_cast<double>(ln[c]);
-  table[i] = static_cast<float>(static_cast<double>(ln[2 * C + c]) - log_d - ls - 0.5 * z * z * inv_var);
-}
-
-// one thread per label c, k in order (the host loop's order): deterministic
-__global__ void lognormal_backward_kernel(int K, int C, const float* ln, float* grad_table, float* grad_ln) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  const double raw = static_cast<double>(ln[C + c]);
-  const bool inside = raw > kLnMinLogSigma && raw < kLnMaxLogSigma;
-  const double ls = fmin(fmax(raw, kLnMinLogSigma), kLnMaxLogSigma);
-  const double inv_var = exp(-2.0 * ls);
-  double g_mu = 0, g_ls = 0, g_off = 0;
-  for (int k = 0; k < K; ++k) {
-    float* gt = grad_table + static_cast<size_t>(k) * C + c;
-    const double g = static_cast<double>(*gt);
-    const double z = log(static_cast<double>(k + 1)) - static_cast<double>(ln[c]);
-    g_mu += g * z * inv_var;
-    g_ls += g * (z * z * inv_var - 1.0);
-    g_off += g;
-    *gt = 0.f;
-  }
-  grad_ln[c] = static_cast<float>(g_mu);
-  grad_ln[C + c] = inside ? static_cast<float>(g_ls) : 0.f;
-  grad_ln[2 * C + c] = static_cast<float>(g_off);
-}
-}  // namespace
-
-void lognormal_duration_table(int K, int C, const float* ln, float* table, void* stream) {
-  if (C < 1 || K < 1) throw std::invalid_argument("gpu::lognormal_duration_table: C and K must be >= 1");
-  const int n = K * C;
-  lognormal_table_kernel<<<(n + 255) / 256, 256, 0, as_stream(stream)>>>(K, C, ln, table);
-  TS_LAUNCHED("lognormal_table_kernel");
-}
-
-void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln, void* stream) {
-  if (C < 1 || K < 1) throw std::invalid_argument("gpu::lognormal_duration_backward: C and K must be >= 1");
-  lognormal_backward_kernel<<<(C + 127) / 128, 128, 0, as_stream(stream)>>>(K, C, ln, grad_table, grad_ln);
-  TS_LAUNCHED("lognormal_backward_kernel");
-}
 
 namespace {
 // The first pass's grid: a function of n only (so the summation order is too).

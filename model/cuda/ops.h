@@ -1,5 +1,5 @@
-// The rest of a training step on the GPU: CRF parameter penalty, global
-// gradient norm, clipping, AdamW, non-finite counts, and the dropout mask.
+// The rest of a training step on the GPU: global gradient norm, clipping,
+// AdamW, non-finite counts, and the dropout mask.
 // Compiles without CUDA headers. Every pointer is device memory; `stream` is a
 // cudaStream_t as void* (nullptr: the default stream). Nothing synchronizes:
 // results are ready once the stream is. Reductions run in a fixed order (no
@@ -10,19 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+// The CRF parameter penalty and the log-normal duration table on the GPU: crf/device_layers.h.
 namespace timitseg::model::gpu {
-
-// value reg*(sum A^2 + sum D^2) -> *penalty (device double[1]); ADDS 2*reg*A, 2*reg*D to the grads.
-// -inf entries are skipped exactly as crf::l2_penalty does. transition [C][C],
-// duration_bias [K][C] (K = 0: transition only); the grads may be nullptr (value only).
-void l2_penalty(double reg, int C, int K, const float* transition, const float* duration_bias,
-                float* grad_transition, float* grad_duration_bias, double* penalty, void* stream);
-
-// crf.duration_model = lognormal (model/duration_model.h, the host functions these reproduce):
-// ln [3][C] (mu, log_sigma, offset) -> table [K][C]; and grad_table [K][C] -> grad_ln [3][C]
-// (overwritten; per label a sequential sum over k in double), grad_table zeroed.
-void lognormal_duration_table(int K, int C, const float* ln, float* table, void* stream);
-void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln, void* stream);
 
 // ||grad||_2 in float64, fixed-order two-pass reduction, -> *norm (device double[1]).
 // scratch: device memory of global_norm_scratch_bytes(n) bytes.

@@ -48,6 +48,25 @@ class Layers(unittest.TestCase):
             self.assertNotIn("train/t.cpp", r.stdout)  # a file named model/cpu.h is no sub-folder
             self.assertIn("2 include(s)", r.stdout)
 
+    def test_capi_crf_half_stands_on_crf(self):
+        with tree({"capi/crf_ops.cpp": '#include "capi/crf_batch.h"\n#include "capi/api_detail.h"\n'
+                                       '#include "crf/session.h"\n#include "common/cuda.h"\n',
+                   "capi/crf_fast.cpp": '#include "model/crf_device.h"\n#include "crf/duration.h"\n',
+                   "capi/crf_batch.h": '#include "capi/model_detail.h"\n#include "eval/infer.h"\n',
+                   "capi/crf_f64.cpp": '#include "data/audio.h"\n#include "app/x.h"\n',
+                   "capi/model_api.cpp": '#include "eval/align.h"\n#include "model/checkpoint.h"\n'
+                                         '#include "capi/crf_batch.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("capi/crf_fast.cpp:1: capi/crf_* may not include model/", r.stdout)
+            self.assertIn("capi/crf_batch.h:1: capi/crf_* may not include capi/model_detail.h", r.stdout)
+            self.assertIn("capi/crf_batch.h:2: capi/crf_* may not include eval/", r.stdout)
+            self.assertIn("capi/crf_f64.cpp:1: capi/crf_* may not include data/", r.stdout)
+            self.assertIn("capi/crf_f64.cpp:2: capi/ may not include app/", r.stdout)  # the folder's own rule
+            self.assertNotIn("capi/crf_ops.cpp", r.stdout)
+            self.assertNotIn("capi/model_api.cpp", r.stdout)  # the model half: capi/'s rule
+            self.assertIn("5 include(s)", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "crf/duration.h"
 #include "crf/semicrf.h"
-#include "model/duration_model.h"
 #include "tests/capi/capi_helpers.h"
 #include "tests/crf/helpers.h"
 
@@ -309,7 +309,7 @@ TEST(CapiBatches, LognormalDurationGradientMatchesFiniteDifferences) {
   const std::vector<double> analytic = gln;
   timitseg_tensor tt = f32(table, {K, C});
   ASSERT_EQ(timitseg_crf_get_param(h, "duration_bias", &tt), TIMITSEG_OK) << timitseg_last_error();
-  timitseg::model::lognormal_duration_table(K, C, lnf.data(), want.data());
+  timitseg::crf::lognormal_duration_table(K, C, lnf.data(), want.data());
   EXPECT_EQ(table, want);
   for (size_t i = 0; i < ln.size(); ++i) {
     const double eps = 1e-2;

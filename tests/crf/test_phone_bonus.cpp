@@ -1,9 +1,9 @@
-// crf.phone_bonus (crf::add_phone_bonus, model::decode_on_host) against the
+// crf.phone_bonus (crf::add_phone_bonus, crf::Session::decode_host and Session::viterbi with a bonus) against the
 // brute-force oracle: Viterbi on the biased transition must return
 //     argmax over every segmentation y of  score(y) + beta * (label changes in y)
 // with the spec's tie rule, for every host backend, positive and negative
 // beta, with and without start/end; the loss (log Z, gold score) that
-// decode_on_host returns next to it must be the model's own, untouched by beta.
+// decode_host returns next to it must be the model's own, untouched by beta.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +11,6 @@
 
 #include "crf/session.h"
 #include "helpers.h"
-#include "model/executor.h"
 
 namespace timitseg::crf::testing {
 namespace {
@@ -63,9 +62,15 @@ TEST(PhoneBonus, ViterbiIsTheArgmaxOfScorePlusBonusPerLabelChange) {
         std::vector<double> want_score;
         std::vector<Segment> want_segs;
         brute_force_with_bonus(pb, beta, want_score, want_segs);
-        const HostResult r = model::decode_on_host(session, pb.dims, pb.params(), nullptr, beta);
+        const HostResult r = session.decode_host(pb.dims, pb.params(), nullptr, beta);
         EXPECT_EQ(r.segments, want_segs);
         expect_close(r.viterbi_score, want_score, name == "reference" ? 1e-12 : 1e-6, 1e-6, "viterbi_score");
+        // the same recipe on pointers in the backend's memory space (Session::viterbi with a bonus)
+        std::vector<double> score(static_cast<size_t>(pb.dims.B));
+        std::vector<int32_t> rows(static_cast<size_t>(pb.dims.B * pb.dims.T * 3)), counts(score.size());
+        session.viterbi(pb.dims, pb.params(), beta, score.data(), rows.data(), counts.data());
+        EXPECT_EQ(collect_segments(pb.dims, rows.data(), counts.data()), want_segs);
+        expect_close(score, want_score, name == "reference" ? 1e-12 : 1e-6, 1e-6, "viterbi score (bonus overload)");
       }
   }
 }
@@ -81,7 +86,7 @@ TEST(PhoneBonus, TheLossReturnedWithTheSegmentsIgnoresTheBonus) {
     const Expected ex = brute_force(pb, 1.0);
     for (const double beta : {-3.0, 2.0}) {
       SCOPED_TRACE(describe(pb, beta, "reference"));
-      const HostResult r = model::decode_on_host(session, pb.dims, pb.params(), pb.labels.data(), beta);
+      const HostResult r = session.decode_host(pb.dims, pb.params(), pb.labels.data(), beta);
       expect_close(r.log_z, ex.log_z, 1e-9, 1e-12, "log_z");
       expect_close(r.gold, ex.gold, 1e-9, 1e-12, "gold");
       changed += r.segments != ex.vsegs;
@@ -97,8 +102,8 @@ TEST(PhoneBonus, ExtremeBonusesGiveOneLabelOrAChangeAtEveryFrame) {
   auto backend = make_backend(BackendKind::cpu);
   Session session(*backend);
   const Problem pb = random_problem(Dims{3, 40, 4, 5}, 7, {40, 23, 1});
-  const HostResult many = model::decode_on_host(session, pb.dims, pb.params(), nullptr, 100.0);
-  const HostResult one = model::decode_on_host(session, pb.dims, pb.params(), nullptr, -100.0);
+  const HostResult many = session.decode_host(pb.dims, pb.params(), nullptr, 100.0);
+  const HostResult one = session.decode_host(pb.dims, pb.params(), nullptr, -100.0);
   for (int32_t b = 0; b < 3; ++b) {
     std::vector<Segment> m, o;
     for (const Segment& s : many.segments)

@@ -187,7 +187,7 @@ TEST(PosteriorDecoding, LossReturnedWithTheSegmentsAndDifferenceFromViterbi) {
     const HostResult r = model::posterior_decode_on_host(session, pb.dims, pb.params(), pb.labels.data());
     expect_close(r.log_z, ex.log_z, 1e-6, 1e-6, "log_z");
     expect_close(r.gold, ex.gold, 1e-6, 1e-6, "gold");
-    const HostResult v = model::decode_on_host(session, pb.dims, pb.params(), nullptr, 0.0);
+    const HostResult v = session.decode_host(pb.dims, pb.params(), nullptr, 0.0);
     // Viterbi's segments as runs of frame labels
     std::vector<int32_t> fv(pb.dims.B * pb.dims.T, -1), fp(fv);
     for (const Segment& s : v.segments)

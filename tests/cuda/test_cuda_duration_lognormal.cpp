@@ -1,5 +1,5 @@
 // crf.duration_model = lognormal on the GPU: the table and backward kernels
-// (model/cuda/ops.h) against the host functions of model/duration_model.h
+// (crf/device_layers.h) against the host functions of crf/duration.h
 // (themselves checked against the log-normal density and finite differences in
 // tests/model/test_duration_lognormal.cpp), and the GPU executor against the
 // CPU executor: gradients (the table's entry 0, crf.duration_lognormal's
@@ -14,14 +14,16 @@
 
 #include "common/buffer.h"
 #include "common/cuda.h"
-#include "model/cuda/ops.h"
-#include "model/duration_model.h"
+#include "crf/device_layers.h"
+#include "crf/duration.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 #include "tests/support/gpu.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
+using crf::lognormal_duration_backward;
+using crf::lognormal_duration_table;
 
 namespace {
 
@@ -43,8 +45,8 @@ TEST(CudaDurationLognormal, KernelsMatchTheHost) {
       dgl(Memory::device, want_g.size() * 4);
   dln.upload(ln);
   dgt.upload(gt);
-  gpu::lognormal_duration_table(K, C, dln.as<float>(), dt.as<float>(), nullptr);
-  gpu::lognormal_duration_backward(K, C, dln.as<float>(), dgt.as<float>(), dgl.as<float>(), nullptr);
+  crf::device::lognormal_duration_table(K, C, dln.as<float>(), dt.as<float>(), nullptr);
+  crf::device::lognormal_duration_backward(K, C, dln.as<float>(), dgt.as<float>(), dgl.as<float>(), nullptr);
   std::vector<float> got(want.size()), got_gt(gt.size()), got_g(want_g.size());
   dt.download(got.data(), got.size() * 4);
   dgt.download(got_gt.data(), got_gt.size() * 4);

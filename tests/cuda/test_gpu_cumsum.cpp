@@ -1,4 +1,4 @@
-// The centered cumsum on the GPU (model/cuda/cumsum.h) against the host code
+// The centered cumsum on the GPU (crf/device_layers.h) against the host code
 // it must equal bit for bit (crf::centered_cumsum_forward / _backward, one
 // utterance at a time): B 32, T 200, C 39 (the TIMIT shape, one tile of the
 // forward's block per utterance), T 5000 (many tiles; many chunks of loads per
@@ -17,9 +17,9 @@
 #include "common/buffer.h"
 #include "common/cuda.h"
 #include "crf/cumsum.h"
-#include "model/cuda/cumsum.h"
+#include "crf/device_layers.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 struct Case {
@@ -50,14 +50,14 @@ void check_case(const Case& k, uint64_t seed) {
   Buffer dx(Memory::device, nx * sizeof(float)), dlen(Memory::device, B * sizeof(int32_t));
   Buffer dc(Memory::device, ncum * sizeof(float)), dg(Memory::device, ncum * sizeof(float));
   Buffer dout(Memory::device, nx * sizeof(float));
-  Buffer scratch(Memory::device, gpu::centered_cumsum_scratch_bytes(B, T, C));
+  Buffer scratch(Memory::device, device::centered_cumsum_scratch_bytes(B, T, C));
   dx.upload(x);
   dlen.upload(len);
   dg.upload(dcum);
   dc.upload(std::vector<float>(ncum, nan));
   dout.upload(std::vector<float>(nx, nan));
-  gpu::centered_cumsum_forward(B, T, C, dx.as<float>(), dlen.as<int32_t>(), dc.as<float>(), nullptr);
-  gpu::centered_cumsum_backward(B, T, C, dg.as<float>(), dlen.as<int32_t>(), scratch.data(), dout.as<float>(),
+  device::centered_cumsum_forward(B, T, C, dx.as<float>(), dlen.as<int32_t>(), dc.as<float>(), nullptr);
+  device::centered_cumsum_backward(B, T, C, dg.as<float>(), dlen.as<int32_t>(), scratch.data(), dout.as<float>(),
                                 nullptr);
   std::vector<float> cum(ncum), gx(nx);
   dc.download(cum.data(), ncum * sizeof(float));
@@ -86,4 +86,4 @@ TEST(GpuCumsum, BitwiseTheHostCodeAtTimitLongAndWideShapes) {
 }
 
 }  // namespace
-}  // namespace timitseg::model
+}  // namespace timitseg::crf

@@ -1,5 +1,5 @@
-// GPU step kernels (model/cuda/ops.h) against the host code they replace:
-// crf::l2_penalty, model::global_norm / clip_global_norm / AdamW::update, a
+// GPU step kernels (model/cuda/ops.h; the penalty: crf/device_layers.h) against
+// the host code they replace: crf::l2_penalty, model::global_norm / clip_global_norm / AdamW::update, a
 // host count of non-finite values, and the dropout hash evaluated on the host.
 // Every test skips (saying why) without a CUDA device.
 #include <gtest/gtest.h>
@@ -13,6 +13,7 @@
 #include "common/buffer.h"
 #include "common/cuda.h"
 #include "crf/cumsum.h"
+#include "crf/device_layers.h"
 #include "model/cuda/dropout_hash.h"
 #include "model/cuda/ops.h"
 #include "model/optim.h"
@@ -74,7 +75,7 @@ TEST(GpuOps, L2PenaltyMatchesHostWithForbiddenEntries) {
 
   Buffer dA = to_device(A), dD = to_device(D), dgA = to_device(gA), dgD = to_device(gD);
   Buffer pen(Memory::device, sizeof(double));
-  gpu::l2_penalty(reg, C, K, dA.as<float>(), dD.as<float>(), dgA.as<float>(), dgD.as<float>(), pen.as<double>(),
+  crf::device::l2_penalty(reg, C, K, dA.as<float>(), dD.as<float>(), dgA.as<float>(), dgD.as<float>(), pen.as<double>(),
                   nullptr);
   const double dev = scalar_from<double>(pen);
   EXPECT_NEAR(dev, host, 1e-12 * std::fabs(host)) << "penalty";
@@ -85,7 +86,7 @@ TEST(GpuOps, L2PenaltyMatchesHostWithForbiddenEntries) {
   EXPECT_EQ(rD[7], gD[7]) << "a -inf entry's gradient must be left as is";
 
   // value only (null grads)
-  gpu::l2_penalty(reg, C, K, dA.as<float>(), dD.as<float>(), nullptr, nullptr, pen.as<double>(), nullptr);
+  crf::device::l2_penalty(reg, C, K, dA.as<float>(), dD.as<float>(), nullptr, nullptr, pen.as<double>(), nullptr);
   EXPECT_NEAR(scalar_from<double>(pen), host, 1e-12 * std::fabs(host)) << "penalty without gradients";
 }
 

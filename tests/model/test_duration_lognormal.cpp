@@ -1,4 +1,4 @@
-// crf.duration_model = lognormal (model/duration_model.h): the derived
+// crf.duration_model = lognormal (crf/duration.h): the derived
 // duration table against the log-normal density written out independently,
 // its gradient against central finite differences, the clamp of log sigma,
 // the data fit against hand-computed moments, the executor's chain rule
@@ -16,12 +16,17 @@
 #include <string>
 #include <vector>
 
-#include "model/duration_model.h"
+#include "crf/duration.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 
 using namespace timitseg;
 using namespace timitseg::model;
+using crf::fit_lognormal_durations;
+using crf::kMaxLogSigma;
+using crf::kMinLogSigma;
+using crf::lognormal_duration_backward;
+using crf::lognormal_duration_table;
 
 namespace {
 

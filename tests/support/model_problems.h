@@ -137,7 +137,7 @@ inline std::unique_ptr<model::Executor> executor_with(const std::string& device,
 
 // crf.duration_lognormal rows [3][C] (mu in [0.5, 3], log sigma in [-1.5, 0.3],
 // offset in [-1, 1]); below_clamp_label >= 0: that label's log sigma is -7,
-// below the clamp of model/duration_model.h.
+// below the clamp of crf/duration.h.
 inline std::vector<float> random_lognormal_rows(int C, uint64_t seed, int below_clamp_label = -1) {
   std::mt19937_64 rng(seed);
   std::vector<float> ln(static_cast<size_t>(3) * C);

@@ -1,5 +1,5 @@
-// crf.duration_model = lognormal: the derived duration table and its gradient (model/duration_model.h).
-#include "model/duration_model.h"
+// crf.duration_model = lognormal: the derived duration table and its gradient (crf/duration.h).
+#include "crf/duration.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,8 @@
 #include <string>
 
 #include "crf/semicrf.h"
-#include "model/params.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 
 template <class F>
 void lognormal_duration_table(int K, int C, const F* ln, F* table) {
@@ -70,7 +69,7 @@ std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t
         throw std::invalid_argument("fit_lognormal_durations: utterance " + std::to_string(u) + ", frame " +
                                     std::to_string(t) + ": label " + std::to_string(y[t]) + " outside [0, " +
                                     std::to_string(C) + ")");
-    for (const crf::Segment& g : crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
+    for (const Segment& g : gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
       const double x = std::log(static_cast<double>(g.duration));
       n[g.label] += 1;
       s1[g.label] += x;
@@ -103,21 +102,4 @@ std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t
   return ln;
 }
 
-int penalized_durations(const ModelDims& d) { return d.duration_lognormal ? 0 : d.max_duration; }
-
-void derive_duration_table(const ParamLayout& layout, float* params) {
-  const ModelDims& d = layout.dims();
-  if (!d.duration_lognormal) return;
-  lognormal_duration_table(d.max_duration, d.num_classes, params + layout.get("crf.duration_lognormal").offset,
-                           params + layout.get("crf.duration_bias").offset);
-}
-
-void chain_duration_gradient(const ParamLayout& layout, const float* params, float* grad) {
-  const ModelDims& d = layout.dims();
-  if (!d.duration_lognormal) return;
-  const size_t ln = layout.get("crf.duration_lognormal").offset;
-  lognormal_duration_backward(d.max_duration, d.num_classes, params + ln,
-                              grad + layout.get("crf.duration_bias").offset, grad + ln);
-}
-
-}  // namespace timitseg::model
+}  // namespace timitseg::crf

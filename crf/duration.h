@@ -10,23 +10,19 @@
 //   offset_c absorbs). Outside the clamp the gradient of log_sigma_c is 0.
 // crf.reg's L2 penalty covers crf.transition only with the log-normal (a
 // derived table is not a parameter: penalizing its large negative tails would
-// pull every sigma up); penalized_durations() is the K the penalty is given.
+// pull every sigma up); model::penalized_durations() is the K the penalty is given.
 // The executors keep the invariant "crf.duration_bias == table(crf.duration_lognormal)"
 // after set_state() and after every optimizer update, and turn the gradient of
 // the table (the CRF loss's) into the gradient of the three
-// rows (lognormal_duration_backward), leaving the table's own gradient 0.
+// rows (lognormal_duration_backward), leaving the table's own gradient 0
+// (model/params.h: derive_duration_table, chain_duration_gradient over the
+// model's flat layout). The same on the GPU: crf/device_layers.h.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-namespace timitseg::model {
-
-class ParamLayout;
-struct ModelDims;
-
-// K for crf.reg's L2 penalty: the table's rows with the table model, 0 (transition only) with the log-normal.
-int penalized_durations(const ModelDims& d);
+namespace timitseg::crf {
 
 constexpr double kMinLogSigma = -2.995732273553991;  // log 0.05
 constexpr double kMaxLogSigma = 1.6094379124341003;  // log 5
@@ -47,11 +43,4 @@ void lognormal_duration_backward(int K, int C, const F* ln, F* grad_table, F* gr
 // mu 0, sigma 1); sigma clamped to [0.05, 5]; offset 0. Returns [3][C].
 std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t>>& class_labels, int K, int C);
 
-// With ModelDims::duration_lognormal: writes the derived crf.duration_bias into
-// params (the flat layout); no-op for the table model.
-void derive_duration_table(const ParamLayout& layout, float* params);
-// With ModelDims::duration_lognormal: d table -> d crf.duration_lognormal in grad
-// (flat layout), table's gradient zeroed; no-op for the table model.
-void chain_duration_gradient(const ParamLayout& layout, const float* params, float* grad);
-
-}  // namespace timitseg::model
+}  // namespace timitseg::crf
