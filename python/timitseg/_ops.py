@@ -93,6 +93,38 @@ def _param_grads(flat, params):
     return [q.reshape(p.shape).to(p.dtype) for q, p in zip(parts, params)]
 
 
+def eager(scores):
+    """The eager route (nll_eager, penalty_eager...): not under torch.compile / torch.export (which see the
+    operators) and scores an ordinary tensor. The same Python bodies and backward formulas as the operators,
+    run by a torch.autograd.Function: torch.library's dispatch of an operator of this many arguments costs
+    more per call than our whole forward (docs/python.md, "Overhead on the host")."""
+    return not torch.compiler.is_compiling() and type(scores) in _PLAIN
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # not a FakeTensor, FunctionalTensor or another tracer's subclass
+
+
+def _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
+    """semicrf_nll's body (the operator's, and _EagerNLL's forward)."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+    pending = None
+    if deferred:
+        if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
+            m.check()  # the previous deferred call's status (at the next eager call)
+        pending = []
+    nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
+                                 grads, out_dtype, views=False, deferred=pending)
+    m._steps += 1
+    if pending:
+        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+        m._pending.append((m._steps, captured, pending[0]))
+    loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+    return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+
+
 if AVAILABLE:
     @torch.library.custom_op("timitseg::semicrf_nll", mutates_args=())
     def semicrf_nll(key: int, reduction: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
@@ -102,23 +134,8 @@ if AVAILABLE:
         buffer, d sum(NLL) / d onset); the gradients empty without grads. deferred: SemiCRF(check="deferred"),
         the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the module
         for its check(); the previous call's check runs first, unless a CUDA graph is being captured)."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
-        pending = None
-        if deferred:
-            if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
-                m.check()  # the previous deferred call's status (at the next eager call)
-            pending = []
-        nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
-                                     grads, out_dtype, views=False, deferred=pending)
-        m._steps += 1
-        if pending:
-            captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
-            m._pending.append((m._steps, captured, pending[0]))
-        loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
-        return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+        return _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                            deferred)
 
     @semicrf_nll.register_fake
     def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
@@ -146,6 +163,32 @@ if AVAILABLE:
         return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, params), None, None)
 
     semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
+
+    class _EagerNLL(torch.autograd.Function):
+        """semicrf_nll outside torch.compile / torch.export: the operator's body (_nll_forward), context
+        (_nll_setup) and backward (_nll_backward), so values and gradients are the operator's bit for bit."""
+
+        @staticmethod
+        def forward(ctx, key, reduction, scores, lengths, labels, segments, num_segments, onset, grads, deferred,
+                    *params):
+            inputs = (key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                      deferred)
+            out = _nll_forward(*inputs)
+            _nll_setup(ctx, inputs, out)
+            return out[0]
+
+        @staticmethod
+        def backward(ctx, g_loss):
+            grads = _nll_backward(ctx, g_loss, None, None, None)
+            return grads[:8] + (None, None) + tuple(grads[8])
+
+    def nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
+        """The loss of semicrf_nll: through _EagerNLL where eager(scores), else the operator."""
+        if eager(scores):
+            return _EagerNLL.apply(key, reduction, scores, lengths, labels, segments, num_segments, onset, grads,
+                                   deferred, *params)
+        return semicrf_nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                           deferred)[0]
 
     @torch.library.custom_op("timitseg::semicrf_log_partition", mutates_args=())
     def semicrf_log_partition(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],

@@ -333,8 +333,8 @@ class SemiCRF(torch.nn.Module):
             # the torch operator (timitseg/_ops.py): torch.compile and torch.export see one op
             grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                     for t in [scores, onset] + params)
-            nll = _ops.semicrf_nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset,
-                                   params, grads, self.check_mode == "deferred")[0]
+            nll = _ops.nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset, params,
+                           grads, self.check_mode == "deferred")
         else:  # the deferred check (eager_check=False), or torch < 2.4
             nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset, *params)
         self._derived_durations()
