@@ -114,6 +114,25 @@ def test_eager_route_equals_the_operator_bitwise(dtype, reduction):
             assert a.dtype == b.dtype and torch.equal(a, b)
 
 
+@pytest.mark.parametrize("model", ["table", "lognormal"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eager_penalty_equals_the_operator_bitwise(model, dtype):
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, reg=0.07, duration_model=model).to(dtype)
+    d = None if model == "lognormal" else m.duration_bias
+    got = []
+    for route in ("operator", "eager"):
+        m.zero_grad(set_to_none=True)
+        if route == "operator":
+            v = _ops.semicrf_penalty(m._key, 0.07, m.transition, d)[0].to(dtype)
+        else:
+            assert _ops.eager(m.transition)
+            v = m.penalty()
+        (v * 3.0).backward()
+        got.append([v.detach(), m.transition.grad] + ([] if d is None else [d.grad]))
+    for a, b in zip(*got):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 @pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
 def test_compiled_training_step_equals_eager_without_a_graph_break(backend):
     model = Model()

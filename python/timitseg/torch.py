@@ -379,7 +379,7 @@ class SemiCRF(torch.nn.Module):
         (timitseg_crf_penalty_grads: on CUDA queued on torch's current stream, in float64 sums)."""
         d = None if self.duration_model == "lognormal" else self.duration_bias
         if self._key is not None:
-            return _ops.semicrf_penalty(self._key, float(self.reg), self.transition, d)[0].to(self.transition.dtype)
+            return _ops.penalty(self._key, float(self.reg), self.transition, d).to(self.transition.dtype)
         return _Penalty.apply(self.handle, float(self.reg), self.transition, d)
 
     def log_partition(self, scores, lengths, onset=None):
