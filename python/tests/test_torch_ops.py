@@ -114,6 +114,32 @@ def test_eager_route_equals_the_operator_bitwise(dtype, reduction):
             assert a.dtype == b.dtype and torch.equal(a, b)
 
 
+@pytest.mark.parametrize("equal_weights", [True, False])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_eager_log_partition_equals_the_operator_bitwise(dtype, equal_weights):
+    g = torch.Generator().manual_seed(4)
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3).to(dtype)
+    x = torch.randn(3, 7, C, generator=g, dtype=dtype).requires_grad_(True)
+    onset = torch.randn(3, 7, C, generator=g, dtype=dtype).requires_grad_(True)
+    lengths = torch.tensor([7, 5, 2])
+    w = torch.full((3,), 0.5, dtype=torch.float64) if equal_weights else torch.tensor([1.0, -2.0, 0.5],
+                                                                                     dtype=torch.float64)
+    params = [getattr(m, n) for n in m._param_names()]
+    got = []
+    for route in ("operator", "eager"):
+        for t in [x, onset] + params:
+            t.grad = None
+        if route == "operator":
+            lz = _ops.semicrf_log_partition(m._key, x, lengths, onset, params, True)[0]
+        else:
+            assert _ops.eager(x)
+            lz = m.log_partition(x, lengths, onset=onset)
+        (lz * w).sum().backward()
+        got.append([lz.detach(), x.grad, onset.grad] + [p.grad for p in params])
+    for a, b in zip(*got):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+
+
 @pytest.mark.parametrize("model", ["table", "lognormal"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_eager_penalty_equals_the_operator_bitwise(model, dtype):

@@ -136,7 +136,7 @@ def _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segm
 
 
 def eager(scores):
-    """The eager route of nll and penalty: not under torch.compile / torch.export (which see the operators)
+    """The eager route of nll, log_partition and penalty: not under torch.compile / torch.export (which see the operators)
     and scores (or transition) an ordinary tensor or parameter. The same Python bodies and backward formulas as the operators,
     run by a torch.autograd.Function: torch.library's dispatch of an operator of this many arguments costs
     more per call than our whole forward (docs/python.md, "Overhead on the host")."""
@@ -154,17 +154,30 @@ def _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments
     out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
     pending = None
     if deferred:
-        if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
+        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+        if not captured:
             m.check()  # the previous deferred call's status (at the next eager call)
         pending = []
     nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
                                  grads, out_dtype, views=False, deferred=pending)
     m._steps += 1
     if pending:
-        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
         m._pending.append((m._steps, captured, pending[0]))
     loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
     return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+
+
+def _lz_forward(key, scores, lengths, onset, params, grads):
+    """semicrf_log_partition's body (the operator's, and _EagerLogZ's forward)."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    if not grads:
+        lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
+        return (lz,) + _grad_outputs(scores, onset, None, None, False)
+    lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
+    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
+    return (lz,) + _grad_outputs(scores, onset, g, flat, True)
 
 
 def _penalty_forward(key, reg, transition, duration_bias):
@@ -249,15 +262,7 @@ if AVAILABLE:
     def semicrf_log_partition(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
                               params: List[Tensor], grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        if not grads:
-            lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
-            return (lz,) + _grad_outputs(scores, onset, None, None, False)
-        lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
-        flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
-        return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+        return _lz_forward(key, scores, lengths, onset, params, grads)
 
     @semicrf_log_partition.register_fake
     def _(key, scores, lengths, onset, params, grads):
@@ -280,6 +285,27 @@ if AVAILABLE:
         return (None, d_scores, None, d_onset, _param_grads(pflat, ctx.params), None)
 
     semicrf_log_partition.register_autograd(_lz_backward, setup_context=_lz_setup)
+
+    class _EagerLogZ(torch.autograd.Function):
+        """semicrf_log_partition outside torch.compile / torch.export (as _EagerNLL)."""
+
+        @staticmethod
+        def forward(ctx, key, scores, lengths, onset, grads, *params):
+            inputs = (key, scores, lengths, onset, params, grads)
+            out = _lz_forward(*inputs)
+            _lz_setup(ctx, inputs, out)
+            return out[0]
+
+        @staticmethod
+        def backward(ctx, g_lz):
+            grads = _lz_backward(ctx, g_lz, None, None, None)
+            return grads[:4] + (None,) + tuple(grads[4])
+
+    def log_partition(key, scores, lengths, onset, params, grads):
+        """log Z of semicrf_log_partition: through _EagerLogZ where eager(scores), else the operator."""
+        if eager(scores):
+            return _EagerLogZ.apply(key, scores, lengths, onset, grads, *params)
+        return semicrf_log_partition(key, scores, lengths, onset, params, grads)[0]
 
     @torch.library.custom_op("timitseg::semicrf_weighted_param_grads", mutates_args=())
     def semicrf_weighted_param_grads(key: int, kind: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
