@@ -136,10 +136,11 @@ def _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segm
 
 
 def eager(scores):
-    """The eager route of nll, log_partition and penalty: not under torch.compile / torch.export (which see the operators)
-    and scores (or transition) an ordinary tensor or parameter. The same Python bodies and backward formulas as the operators,
-    run by a torch.autograd.Function: torch.library's dispatch of an operator of this many arguments costs
-    more per call than our whole forward (docs/python.md, "Overhead on the host")."""
+    """The eager route of nll, log_partition and penalty: not under torch.compile / torch.export (which see
+    the operators) and scores (or transition) an ordinary tensor or parameter. The same Python bodies and
+    backward formulas as the operators, run by a torch.autograd.Function: torch.library's dispatch of an
+    operator of this many arguments costs more per call than our whole forward (docs/python.md, "Overhead
+    on the host")."""
     return not torch.compiler.is_compiling() and type(scores) in _PLAIN
 
 
