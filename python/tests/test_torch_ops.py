@@ -114,6 +114,27 @@ def test_eager_route_equals_the_operator_bitwise(dtype, reduction):
             assert a.dtype == b.dtype and torch.equal(a, b)
 
 
+def test_eager_route_builds_the_operators_graph_under_create_graph():
+    """create_graph=True: the eager route's gradient is differentiable exactly where the operator's is (its
+    extra outputs are the operator's), with the same second-order result (the operators' backward reads only
+    the loss's gradient: what flows back through the saved gradients contributes zeros)."""
+    g = torch.Generator().manual_seed(6)
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, reg=0.1)
+    x = torch.randn(2, 6, C, generator=g, requires_grad=True)
+    lengths, labels = torch.tensor([6, 3]), torch.randint(0, C, (2, 6), generator=g)
+    params = [getattr(m, n) for n in m._param_names()]
+    losses = {"operator": lambda: _ops.semicrf_nll(m._key, "mean", x, lengths, labels, None, None, None, params, True,
+                                                   False)[0],
+              "eager": lambda: m(x, lengths, labels=labels, reduction="mean")}
+    got = {}
+    for route, loss in losses.items():
+        d, = torch.autograd.grad(loss(), x, create_graph=True)
+        dd, = torch.autograd.grad((d * d).sum(), x)
+        got[route] = (d.requires_grad, d.detach(), dd)
+    assert got["eager"][0] and got["operator"][0]
+    assert torch.equal(got["eager"][1], got["operator"][1]) and torch.equal(got["eager"][2], got["operator"][2])
+
+
 @pytest.mark.parametrize("equal_weights", [True, False])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_eager_log_partition_equals_the_operator_bitwise(dtype, equal_weights):

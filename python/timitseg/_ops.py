@@ -233,6 +233,21 @@ if AVAILABLE:
 
     semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
 
+    def _eager_outputs(ctx, out):
+        """The outputs of an _Eager* Function: the operator's (the same autograd graph: under create_graph the
+        gradients it returns are differentiable as the operator's are). Only the first output's gradient is
+        read by the backward: the others are not materialized (no zero fills), the first one zeros when absent
+        (the zeros the operator's autograd would pass)."""
+        ctx.set_materialize_grads(False)
+        ctx.first = (out[0].shape, out[0].dtype, out[0].device)
+        return out
+
+    def _first_grad(ctx, g):
+        if g is None:
+            shape, dtype, device = ctx.first
+            return torch.zeros(shape, dtype=dtype, device=device)
+        return g
+
     class _EagerNLL(torch.autograd.Function):
         """semicrf_nll outside torch.compile / torch.export: the operator's body (_nll_forward), context
         (_nll_setup) and backward (_nll_backward), so values and gradients are the operator's bit for bit."""
@@ -244,18 +259,18 @@ if AVAILABLE:
                       deferred)
             out = _nll_forward(*inputs)
             _nll_setup(ctx, inputs, out)
-            return out[0]
+            return _eager_outputs(ctx, out)
 
         @staticmethod
-        def backward(ctx, g_loss):
-            grads = _nll_backward(ctx, g_loss, None, None, None)
+        def backward(ctx, g_loss, *_unused):
+            grads = _nll_backward(ctx, _first_grad(ctx, g_loss), None, None, None)
             return grads[:8] + (None, None) + tuple(grads[8])
 
     def nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
         """The loss of semicrf_nll: through _EagerNLL where eager(scores), else the operator."""
         if eager(scores):
             return _EagerNLL.apply(key, reduction, scores, lengths, labels, segments, num_segments, onset, grads,
-                                   deferred, *params)
+                                   deferred, *params)[0]
         return semicrf_nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
                            deferred)[0]
 
@@ -295,17 +310,17 @@ if AVAILABLE:
             inputs = (key, scores, lengths, onset, params, grads)
             out = _lz_forward(*inputs)
             _lz_setup(ctx, inputs, out)
-            return out[0]
+            return _eager_outputs(ctx, out)
 
         @staticmethod
-        def backward(ctx, g_lz):
-            grads = _lz_backward(ctx, g_lz, None, None, None)
+        def backward(ctx, g_lz, *_unused):
+            grads = _lz_backward(ctx, _first_grad(ctx, g_lz), None, None, None)
             return grads[:4] + (None,) + tuple(grads[4])
 
     def log_partition(key, scores, lengths, onset, params, grads):
         """log Z of semicrf_log_partition: through _EagerLogZ where eager(scores), else the operator."""
         if eager(scores):
-            return _EagerLogZ.apply(key, scores, lengths, onset, grads, *params)
+            return _EagerLogZ.apply(key, scores, lengths, onset, grads, *params)[0]
         return semicrf_log_partition(key, scores, lengths, onset, params, grads)[0]
 
     @torch.library.custom_op("timitseg::semicrf_weighted_param_grads", mutates_args=())
@@ -389,14 +404,14 @@ if AVAILABLE:
         def forward(ctx, key, reg, transition, duration_bias):
             out = _penalty_forward(key, reg, transition, duration_bias)
             _pen_setup(ctx, (key, reg, transition, duration_bias), out)
-            return out[0]
+            return _eager_outputs(ctx, out)
 
         @staticmethod
-        def backward(ctx, g_value):
-            return _pen_backward(ctx, g_value, None, None)
+        def backward(ctx, g_value, *_unused):
+            return _pen_backward(ctx, _first_grad(ctx, g_value), None, None)
 
     def penalty(key, reg, transition, duration_bias):
         """The value of semicrf_penalty: through _EagerPenalty where eager(transition), else the operator."""
         if eager(transition):
-            return _EagerPenalty.apply(key, reg, transition, duration_bias)
+            return _EagerPenalty.apply(key, reg, transition, duration_bias)[0]
         return semicrf_penalty(key, reg, transition, duration_bias)[0]
