@@ -390,8 +390,8 @@ if AVAILABLE:
 
     def _pen_backward(ctx, g_value, _ga, _gd):
         ga, gd = ctx.saved_tensors
-        d_a = (ga * g_value.to(ga.dtype)).to(ctx.dtypes[0])
-        d_d = (gd * g_value.to(gd.dtype)).to(ctx.dtypes[1]) if ctx.has_d else None
+        d_a = _to(ga * _to(g_value, ga.dtype), ctx.dtypes[0])
+        d_d = _to(gd * _to(g_value, gd.dtype), ctx.dtypes[1]) if ctx.has_d else None
         return None, None, d_a, d_d
 
     semicrf_penalty.register_autograd(_pen_backward, setup_context=_pen_setup)
