@@ -236,3 +236,29 @@ def test_cuda_segment_posteriors_equal_reference():
     _, _, sr = r.marginals(x.cpu(), lengths.cpu(), segments=True)
     assert sg.is_cuda
     torch.testing.assert_close(sg.cpu(), sr, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("check", ["eager", "backward"])
+def test_reused_output_descriptors_follow_shape_and_dtype_changes(check):
+    """SemiCRF's calls re-aim the last layout's output descriptors (CRF._outputs_cached): calls alternating
+    shapes and dtypes on one module give, bit for bit, the values and gradients of a fresh handle's CRF.nll
+    (the descriptors built anew), scaled as the module's mean reduction scales them."""
+    C, K = 4, 3
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, check=check)
+    g = torch.Generator().manual_seed(5)
+    shapes = [(2, 6, torch.float32), (3, 4, torch.float32), (2, 6, torch.float64), (2, 6, torch.float32)]
+    for B, T, dt in shapes + shapes:
+        x = torch.randn(B, T, C, generator=g, dtype=dt).requires_grad_(True)
+        lengths = torch.randint(1, T + 1, (B,), generator=g)
+        labels = torch.randint(0, C, (B, T), generator=g)
+        m.zero_grad(set_to_none=True)
+        loss = m(x, lengths, labels=labels, reduction="sum")
+        loss.backward()
+        ref = timitseg.CRF(C, K, backend="cpu")
+        for n in ("transition", "duration_bias", "start", "end"):
+            ref.set_param(n, getattr(m, n).detach().to(dt).numpy())
+        nll, grads = ref.nll(x.detach(), lengths, labels=labels)
+        assert torch.equal(loss.detach(), nll.sum().to(dt)) or torch.equal(loss.detach(), nll.to(dt).sum())
+        assert torch.equal(x.grad, grads["scores"])
+        for n in ("transition", "duration_bias", "start", "end"):
+            assert torch.equal(getattr(m, n).grad, grads[n].to(getattr(m, n).grad.dtype)), n

@@ -87,10 +87,106 @@ def _module_flat(m, flat):
     return torch.cat([flat.as_strided(*strided[n]).reshape(-1) for n in names])
 
 
-def _param_grads(flat, params):
-    """Views of one flat gradient buffer shaped as the parameters, in their dtypes."""
-    parts = flat.split([p.numel() for p in params])
-    return [q.reshape(p.shape).to(p.dtype) for q, p in zip(parts, params)]
+def _to(t, dtype):
+    """t.to(dtype) without the call when t has that dtype already (t.to returns t itself then)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def _param_meta(params):
+    """What the backward needs of the parameters (kept on ctx, not saved tensors): (sizes, shapes, dtypes)."""
+    return [p.numel() for p in params], [p.shape for p in params], [p.dtype for p in params]
+
+
+def _param_grads(flat, meta):
+    """Views of one flat gradient buffer shaped as the parameters (meta: _param_meta), in their dtypes."""
+    sizes, shapes, dtypes = meta
+    parts = flat.split(sizes)
+    return [_to(q if len(shape) == 1 else q.reshape(shape), dt) for q, shape, dt in zip(parts, shapes, dtypes)]
+
+
+def _weighted(scores, *args):
+    """semicrf_weighted_param_grads: its body called directly on the eager route (no dispatch), else the
+    operator (which torch.compile's backward graph records)."""
+    return (_weighted_param_grads if eager(scores) else semicrf_weighted_param_grads)(*args)
+
+
+def _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segments, onset, weights, flat):
+    """semicrf_weighted_param_grads's body."""
+    w = weights.detach().reshape(-1)
+    if w.numel() == 0:
+        return torch.zeros_like(flat)
+    if w.numel() == 1 or w.stride(0) == 0 or bool(torch.all(w == w[0])):  # stride 0: sum()'s, no wait
+        return flat * w[0].to(flat.dtype)
+    m = _module(key)
+    out = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
+    for b in range(w.shape[0]):
+        sl = slice(b, b + 1)
+        o = None if onset is None else onset[sl]
+        if kind == "nll":
+            _, _, fb = m.handle._nll(scores[sl], lengths[sl], None if labels is None else labels[sl],
+                                     None if segments is None else segments[sl],
+                                     None if num_segments is None else num_segments[sl], o, False, 1.0, True,
+                                     "float64", views=False)
+            fb = _module_flat(m, fb)
+        else:
+            _, gb = m.handle.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
+            fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
+        out += fb.to(torch.float64) * w[b].to(torch.float64)
+    return out.to(flat.dtype)
+
+
+def eager(scores):
+    """The eager route of nll, log_partition and penalty: not under torch.compile / torch.export (which see
+    the operators) and scores (or transition) an ordinary tensor or parameter. The same Python bodies and
+    backward formulas as the operators, run by a torch.autograd.Function: torch.library's dispatch of an
+    operator of this many arguments costs more per call than our whole forward (docs/python.md, "Overhead
+    on the host")."""
+    return not torch.compiler.is_compiling() and type(scores) in _PLAIN
+
+
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # not a FakeTensor, FunctionalTensor or another tracer's subclass
+
+
+def _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
+    """semicrf_nll's body (the operator's, and _EagerNLL's forward)."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+    pending = None
+    if deferred:
+        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+        if not captured:
+            m.check()  # the previous deferred call's status (at the next eager call)
+        pending = []
+    nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
+                                 grads, out_dtype, views=False, deferred=pending)
+    m._steps += 1
+    if pending:
+        m._pending.append((m._steps, captured, pending[0]))
+    loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+    return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+
+
+def _lz_forward(key, scores, lengths, onset, params, grads):
+    """semicrf_log_partition's body (the operator's, and _EagerLogZ's forward)."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    if not grads:
+        lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
+        return (lz,) + _grad_outputs(scores, onset, None, None, False)
+    lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
+    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
+    return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+
+
+def _penalty_forward(key, reg, transition, duration_bias):
+    """semicrf_penalty's body (the operator's, and _EagerPenalty's forward)."""
+    m = _module(key)
+    value, ga, gd = m.handle.penalty_grads(reg, transition.detach(),
+                                           None if duration_bias is None else duration_bias.detach())
+    return value.reshape(()).clone(), ga, gd if gd is not None else _empty(transition)
 
 
 if AVAILABLE:
@@ -102,23 +198,8 @@ if AVAILABLE:
         buffer, d sum(NLL) / d onset); the gradients empty without grads. deferred: SemiCRF(check="deferred"),
         the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the module
         for its check(); the previous call's check runs first, unless a CUDA graph is being captured)."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
-        pending = None
-        if deferred:
-            if not (scores.is_cuda and torch.cuda.is_current_stream_capturing()):
-                m.check()  # the previous deferred call's status (at the next eager call)
-            pending = []
-        nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
-                                     grads, out_dtype, views=False, deferred=pending)
-        m._steps += 1
-        if pending:
-            captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
-            m._pending.append((m._steps, captured, pending[0]))
-        loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
-        return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
+        return _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                            deferred)
 
     @semicrf_nll.register_fake
     def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
@@ -129,37 +210,75 @@ if AVAILABLE:
         key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, _ = inputs
         _, gs, flat, go = output
         ctx.key, ctx.reduction, ctx.B, ctx.score_dtype = key, reduction, scores.shape[0], scores.dtype
-        ctx.has_onset, ctx.n_params = onset is not None, len(params)
-        ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params)
+        ctx.has_onset, ctx.onset_dtype, ctx.params = onset is not None, onset is not None and onset.dtype, \
+            _param_meta(params)
+        if reduction == "none":  # the inputs again for the per-utterance weights (semicrf_weighted_param_grads)
+            ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset)
+        else:
+            ctx.save_for_backward(gs, flat, go)
 
     def _nll_backward(ctx, g_loss, _gs, _flat, _go):
-        gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params = ctx.saved_tensors
         if ctx.reduction == "none":
+            gs, flat, go, scores, lengths, labels, segments, num_segments, onset = ctx.saved_tensors
             w = g_loss.reshape(-1, 1, 1)
-            pflat = semicrf_weighted_param_grads(ctx.key, "nll", _compute(scores), lengths, labels, segments,
-                                                 num_segments, onset, g_loss, flat)
+            pflat = _weighted(scores, ctx.key, "nll", _compute(scores), lengths, labels, segments, num_segments,
+                              onset, g_loss, flat)
         else:
+            gs, flat, go = ctx.saved_tensors
             w = g_loss / ctx.B if ctx.reduction == "mean" else g_loss  # as torch's mean backward
-            pflat = flat * w.to(flat.dtype)
-        d_scores = (gs * w.to(gs.dtype)).to(ctx.score_dtype)
-        d_onset = (go * w.to(go.dtype)).to(onset.dtype) if ctx.has_onset else None
-        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, params), None, None)
+            pflat = flat * _to(w, flat.dtype)
+        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
+        d_onset = _to(go * _to(w, go.dtype), ctx.onset_dtype) if ctx.has_onset else None
+        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, ctx.params), None, None)
 
     semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
+
+    def _eager_outputs(ctx, out):
+        """The outputs of an _Eager* Function: the operator's (the same autograd graph: under create_graph the
+        gradients it returns are differentiable as the operator's are). Only the first output's gradient is
+        read by the backward: the others are not materialized (no zero fills), the first one zeros when absent
+        (the zeros the operator's autograd would pass)."""
+        ctx.set_materialize_grads(False)
+        ctx.first = (out[0].shape, out[0].dtype, out[0].device)
+        return out
+
+    def _first_grad(ctx, g):
+        if g is None:
+            shape, dtype, device = ctx.first
+            return torch.zeros(shape, dtype=dtype, device=device)
+        return g
+
+    class _EagerNLL(torch.autograd.Function):
+        """semicrf_nll outside torch.compile / torch.export: the operator's body (_nll_forward), context
+        (_nll_setup) and backward (_nll_backward), so values and gradients are the operator's bit for bit."""
+
+        @staticmethod
+        def forward(ctx, key, reduction, scores, lengths, labels, segments, num_segments, onset, grads, deferred,
+                    *params):
+            inputs = (key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                      deferred)
+            out = _nll_forward(*inputs)
+            _nll_setup(ctx, inputs, out)
+            return _eager_outputs(ctx, out)
+
+        @staticmethod
+        def backward(ctx, g_loss, *_unused):
+            grads = _nll_backward(ctx, _first_grad(ctx, g_loss), None, None, None)
+            return grads[:8] + (None, None) + tuple(grads[8])
+
+    def nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
+        """The loss of semicrf_nll: through _EagerNLL where eager(scores), else the operator."""
+        if eager(scores):
+            return _EagerNLL.apply(key, reduction, scores, lengths, labels, segments, num_segments, onset, grads,
+                                   deferred, *params)[0]
+        return semicrf_nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
+                           deferred)[0]
 
     @torch.library.custom_op("timitseg::semicrf_log_partition", mutates_args=())
     def semicrf_log_partition(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
                               params: List[Tensor], grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
         """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        if not grads:
-            lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
-            return (lz,) + _grad_outputs(scores, onset, None, None, False)
-        lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
-        flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
-        return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+        return _lz_forward(key, scores, lengths, onset, params, grads)
 
     @semicrf_log_partition.register_fake
     def _(key, scores, lengths, onset, params, grads):
@@ -170,18 +289,39 @@ if AVAILABLE:
         key, scores, lengths, onset, params, grads = inputs
         _, gs, flat, go = output
         ctx.key, ctx.score_dtype, ctx.has_onset = key, scores.dtype, onset is not None
-        ctx.save_for_backward(gs, flat, go, scores, lengths, onset, *params)
+        ctx.params = _param_meta(params)
+        ctx.save_for_backward(gs, flat, go, scores, lengths, onset)
 
     def _lz_backward(ctx, g_lz, _gs, _flat, _go):
-        gs, flat, go, scores, lengths, onset, *params = ctx.saved_tensors
+        gs, flat, go, scores, lengths, onset = ctx.saved_tensors
         w = g_lz.reshape(-1, 1, 1)
-        pflat = semicrf_weighted_param_grads(ctx.key, "log_z", _compute(scores), lengths, None, None, None, onset,
-                                             g_lz, flat)
-        d_scores = (gs * w.to(gs.dtype)).to(ctx.score_dtype)
-        d_onset = (go * w.to(go.dtype)).to(onset.dtype) if ctx.has_onset else None
-        return (None, d_scores, None, d_onset, _param_grads(pflat, params), None)
+        pflat = _weighted(scores, ctx.key, "log_z", _compute(scores), lengths, None, None, None, onset, g_lz, flat)
+        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
+        d_onset = _to(go * _to(w, go.dtype), onset.dtype) if ctx.has_onset else None
+        return (None, d_scores, None, d_onset, _param_grads(pflat, ctx.params), None)
 
     semicrf_log_partition.register_autograd(_lz_backward, setup_context=_lz_setup)
+
+    class _EagerLogZ(torch.autograd.Function):
+        """semicrf_log_partition outside torch.compile / torch.export (as _EagerNLL)."""
+
+        @staticmethod
+        def forward(ctx, key, scores, lengths, onset, grads, *params):
+            inputs = (key, scores, lengths, onset, params, grads)
+            out = _lz_forward(*inputs)
+            _lz_setup(ctx, inputs, out)
+            return _eager_outputs(ctx, out)
+
+        @staticmethod
+        def backward(ctx, g_lz, *_unused):
+            grads = _lz_backward(ctx, _first_grad(ctx, g_lz), None, None, None)
+            return grads[:4] + (None,) + tuple(grads[4])
+
+    def log_partition(key, scores, lengths, onset, params, grads):
+        """log Z of semicrf_log_partition: through _EagerLogZ where eager(scores), else the operator."""
+        if eager(scores):
+            return _EagerLogZ.apply(key, scores, lengths, onset, grads, *params)[0]
+        return semicrf_log_partition(key, scores, lengths, onset, params, grads)[0]
 
     @torch.library.custom_op("timitseg::semicrf_weighted_param_grads", mutates_args=())
     def semicrf_weighted_param_grads(key: int, kind: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
@@ -190,27 +330,8 @@ if AVAILABLE:
         """sum_b weights[b] * d value_b / d parameters (value: NLL or log Z), flat: the forward's sum over b.
         One weight for every utterance (read on the host: a wait on CUDA) scales flat; else one call per
         utterance of the module's handle (whose parameters the forward bound or copied)."""
-        w = weights.detach().reshape(-1)
-        if w.numel() == 0:
-            return torch.zeros_like(flat)
-        if w.numel() == 1 or w.stride(0) == 0 or bool(torch.all(w == w[0])):  # stride 0: sum()'s, no wait
-            return flat * w[0].to(flat.dtype)
-        m = _module(key)
-        out = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
-        for b in range(w.shape[0]):
-            sl = slice(b, b + 1)
-            o = None if onset is None else onset[sl]
-            if kind == "nll":
-                _, _, fb = m.handle._nll(scores[sl], lengths[sl], None if labels is None else labels[sl],
-                                         None if segments is None else segments[sl],
-                                         None if num_segments is None else num_segments[sl], o, False, 1.0, True,
-                                         "float64", views=False)
-                fb = _module_flat(m, fb)
-            else:
-                _, gb = m.handle.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
-                fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
-            out += fb.to(torch.float64) * w[b].to(torch.float64)
-        return out.to(flat.dtype)
+        return _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segments, onset, weights,
+                                     flat)
 
     @semicrf_weighted_param_grads.register_fake
     def _(key, kind, scores, lengths, labels, segments, num_segments, onset, weights, flat):
@@ -252,10 +373,7 @@ if AVAILABLE:
                         duration_bias: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
         """(reg * (||transition||^2 + ||duration_bias||^2) as a 0-dim float64 tensor, its gradients), computed
         by the C API (timitseg_crf_penalty_grads; on CUDA queued on torch's current stream)."""
-        m = _module(key)
-        value, ga, gd = m.handle.penalty_grads(reg, transition.detach(),
-                                               None if duration_bias is None else duration_bias.detach())
-        return value.reshape(()).clone(), ga, gd if gd is not None else _empty(transition)
+        return _penalty_forward(key, reg, transition, duration_bias)
 
     @semicrf_penalty.register_fake
     def _(key, reg, transition, duration_bias):
@@ -272,8 +390,28 @@ if AVAILABLE:
 
     def _pen_backward(ctx, g_value, _ga, _gd):
         ga, gd = ctx.saved_tensors
-        d_a = (ga * g_value.to(ga.dtype)).to(ctx.dtypes[0])
-        d_d = (gd * g_value.to(gd.dtype)).to(ctx.dtypes[1]) if ctx.has_d else None
+        d_a = _to(ga * _to(g_value, ga.dtype), ctx.dtypes[0])
+        d_d = _to(gd * _to(g_value, gd.dtype), ctx.dtypes[1]) if ctx.has_d else None
         return None, None, d_a, d_d
 
     semicrf_penalty.register_autograd(_pen_backward, setup_context=_pen_setup)
+
+    class _EagerPenalty(torch.autograd.Function):
+        """semicrf_penalty outside torch.compile / torch.export (as _EagerNLL: the operator's body, context
+        and backward)."""
+
+        @staticmethod
+        def forward(ctx, key, reg, transition, duration_bias):
+            out = _penalty_forward(key, reg, transition, duration_bias)
+            _pen_setup(ctx, (key, reg, transition, duration_bias), out)
+            return _eager_outputs(ctx, out)
+
+        @staticmethod
+        def backward(ctx, g_value, *_unused):
+            return _pen_backward(ctx, _first_grad(ctx, g_value), None, None)
+
+    def penalty(key, reg, transition, duration_bias):
+        """The value of semicrf_penalty: through _EagerPenalty where eager(transition), else the operator."""
+        if eager(transition):
+            return _EagerPenalty.apply(key, reg, transition, duration_bias)[0]
+        return semicrf_penalty(key, reg, transition, duration_bias)[0]

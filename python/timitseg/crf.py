@@ -76,6 +76,7 @@ class CRF:
         self._flat_shapes = {name: tuple(shape) for name, _, _, shape in self._flat_layout}
         self._flat_cuts = [at for _, at, _, _ in self._flat_layout[1:]]
         self._cached_batch, self._cached_gold = {}, {}  # _batch's and _gold_labels' last descriptors
+        self._cached_outputs = {}  # _outputs_cached's: the last layout's output descriptors
         # the parts' descriptors by the flat buffer's dtype: float32, or float64 for float64 scores
         self._flat_parts = {"float32": _lib.part_layout(self._flat_layout, 4),
                             "float64": _lib.part_layout(self._flat_layout, 8)}
@@ -222,6 +223,41 @@ class CRF:
                 result[name] = part if len(shape) == 1 else part.reshape(shape)
         return g, result, flat
 
+    def _outputs_cached(self, scores, out_dtype, grads):
+        """_nll's outputs for torch scores without onset and views=False (SemiCRF's calls): (nll, its
+        descriptor, CrfGrads or None, {"scores": gradient}, the flat gradient buffer or None), new tensors
+        whose descriptors are the last call's of this layout re-aimed at them (as _batch's; the C API
+        copies descriptors per call)."""
+        key = (self._layout(scores), out_dtype, grads)
+        plan = self._cached_outputs.get(key)
+        if plan is None:
+            import torch
+            sdt = "float64" if scores.dtype == torch.float64 else "float32"
+            made = (_empty(scores, (scores.shape[0],), out_dtype, zeroed=False),) + (
+                self._grad_outputs(scores, None, False) if grads else (None, {}, None))
+            out, g, result, flat = made
+            tn = describe(out, "nll")
+            # the descriptors (views into tn and g) whose addresses the next calls set, and how to make
+            # the tensors they describe
+            aims = [] if g is None else [(getattr(g, n), off) for n, (off, _, _) in
+                                         zip(self._flat_names, self._flat_parts[sdt])]
+            self._cached_outputs = {key: (tn, g, None if g is None else g.scores, aims, tuple(scores.shape),
+                                          getattr(torch, out_dtype), getattr(torch, sdt), scores.device)}
+            return out, tn, g, result, flat
+        tn, g, gs_t, aims, shape, odt, sdt, device = plan
+        import torch
+        out = torch.empty((shape[0],), dtype=odt, device=device)
+        tn.data = out.data_ptr()
+        if g is None:
+            return out, tn, None, {}, None
+        gs = torch.empty(shape, dtype=sdt, device=device)
+        flat = torch.empty((self._flat_size,), dtype=sdt, device=device)
+        gs_t.data = gs.data_ptr()
+        base = flat.data_ptr()
+        for t, off in aims:
+            t.data = base + off
+        return out, tn, g, {"scores": gs}, flat
+
     def nll(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, cumulative=False,
             scale=1.0, grads=True):
         """NLL [B] (float64) against the gold frame labels [B][T] or segments
@@ -256,11 +292,14 @@ class CRF:
         check(lib.timitseg_crf_nll_begin(self._h, ctypes.byref(b), ctypes.byref(gold), float(scale),
                                          1 if grads else 0, ctypes.byref(begun)))
         # the GPU runs the recurrences while the outputs are made (a failure here: the next call drops the begun one)
-        out = _empty(scores, (B,), out_dtype, zeroed=False)
-        tn = describe(out, "nll")
-        g, result, flat = None, {}, None
-        if grads:
-            g, result, flat = self._grad_outputs(scores, onset, views)
+        if not views and onset is None and is_torch(scores) and scores.numel():
+            out, tn, g, result, flat = self._outputs_cached(scores, out_dtype, grads)
+        else:
+            out = _empty(scores, (B,), out_dtype, zeroed=False)
+            tn = describe(out, "nll")
+            g, result, flat = None, {}, None
+            if grads:
+                g, result, flat = self._grad_outputs(scores, onset, views)
         pg = ctypes.byref(g) if g is not None else None
         if deferred is None:
             check(lib.timitseg_crf_nll_end(self._h, begun, ctypes.byref(tn), pg, None))

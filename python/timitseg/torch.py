@@ -321,21 +321,22 @@ class SemiCRF(torch.nn.Module):
         onset and the parameters."""
         if reduction not in _REDUCTIONS:
             raise ValueError("reduction must be one of %s, got %r" % (", ".join(_REDUCTIONS), reduction))
-        gold = {}
-        if labels is not None:
-            gold["labels"] = labels
-        if segments is not None:
-            gold["segments"], gold["num_segments"] = segments, num_segments
         names = self._param_names()
         self._follow(scores)
         params = [getattr(self, n) for n in names]
         if self._key is not None and self.check_mode != "backward":
-            # the torch operator (timitseg/_ops.py): torch.compile and torch.export see one op
+            # the torch operator (timitseg/_ops.py): torch.compile and torch.export see one op (eager calls run
+            # its body and backward through an autograd.Function, without torch.library's dispatch)
             grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad
                                                     for t in [scores, onset] + params)
-            nll = _ops.semicrf_nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset,
-                                   params, grads, self.check_mode == "deferred")[0]
+            nll = _ops.nll(self._key, reduction, scores, lengths, labels, segments, num_segments, onset, params,
+                           grads, self.check_mode == "deferred")
         else:  # the deferred check (eager_check=False), or torch < 2.4
+            gold = {}
+            if labels is not None:
+                gold["labels"] = labels
+            if segments is not None:
+                gold["segments"], gold["num_segments"] = segments, num_segments
             nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset, *params)
         self._derived_durations()
         return nll
@@ -379,7 +380,7 @@ class SemiCRF(torch.nn.Module):
         (timitseg_crf_penalty_grads: on CUDA queued on torch's current stream, in float64 sums)."""
         d = None if self.duration_model == "lognormal" else self.duration_bias
         if self._key is not None:
-            return _ops.semicrf_penalty(self._key, float(self.reg), self.transition, d)[0].to(self.transition.dtype)
+            return _ops.penalty(self._key, float(self.reg), self.transition, d).to(self.transition.dtype)
         return _Penalty.apply(self.handle, float(self.reg), self.transition, d)
 
     def log_partition(self, scores, lengths, onset=None):
@@ -390,7 +391,7 @@ class SemiCRF(torch.nn.Module):
         params = [getattr(self, n) for n in names]
         grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in [scores, onset] + params)
         if self._key is not None:
-            lz = _ops.semicrf_log_partition(self._key, scores, lengths, onset, params, grads)[0]
+            lz = _ops.log_partition(self._key, scores, lengths, onset, params, grads)
         elif grads:
             lz = _LogZ.apply(self, names, scores, lengths, onset, *params)
         else:
