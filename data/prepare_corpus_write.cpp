@@ -104,7 +104,11 @@ struct SplitStream {
   int64_t frames = 0;
   std::vector<int32_t> labels, seg_flat;
   std::vector<int64_t> foff{0}, soff{0}, nsamp;
-  json utts = json::array();
+  // The split's "utterances" metadata, dumped as each utterance comes: the same bytes
+  // as a json array's dump(), without holding a json object per utterance and label
+  // (nlohmann's values took about 5 kB an utterance: most of the path's memory that
+  // grew with the corpus).
+  std::string utts_text = "[";
   std::set<std::string> speakers;
   double seconds = 0.0;
   std::map<int, std::vector<int64_t>> durs;  // phone -> run lengths (frames)
@@ -127,7 +131,8 @@ struct SplitStream {
     json u = {{"id", e.id}, {"speaker", e.speaker}, {"audio", fs::absolute(e.audio_path).lexically_normal().string()}};
     if (e.seg_end >= 0) u["segment"] = {e.seg_start, e.seg_end};
     u["reference"] = reference_json(m, r.sample_rate, r.num_samples, sil);
-    utts.push_back(u);
+    if (utts_text.size() > 1) utts_text += ',';
+    utts_text += u.dump();
     speakers.insert(e.speaker);
     seconds += r.seconds;
   }
@@ -143,7 +148,7 @@ void write_split_file(SplitStream& s, int dim, const std::string& path, const js
       {"format_version", std::to_string(kPreparedFormatVersion)},
       {"split", s.name},
       {"feature_options", opts_json.dump()},
-      {"utterances", s.utts.dump()},
+      {"utterances", s.utts_text + "]"},
       {"labels", "index into the phones of phone_set.yaml (phone set " + ps.name + ")"}};
   struct T { std::string name; st::DType dt; std::vector<int64_t> shape; const void* data; size_t bytes; };
   const std::vector<T> ts = {
