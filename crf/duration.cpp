@@ -56,19 +56,26 @@ void lognormal_duration_backward(int K, int C, const F* ln, F* grad_table, F* gr
 template void lognormal_duration_backward<float>(int, int, const float*, float*, float*);
 template void lognormal_duration_backward<double>(int, int, const double*, double*, double*);
 
-std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t>>& class_labels, int K, int C) {
-  if (K < 1 || C < 1)
-    throw std::invalid_argument("fit_lognormal_durations: K and C must be >= 1, got K " + std::to_string(K) +
-                                ", C " + std::to_string(C));
-  std::vector<double> n(C, 0), s1(C, 0), s2(C, 0);
-  double N = 0, S1 = 0, S2 = 0;
+void check_class_labels(const char* what, const std::vector<std::vector<int32_t>>& class_labels, int C) {
   for (size_t u = 0; u < class_labels.size(); ++u) {
     const std::vector<int32_t>& y = class_labels[u];
     for (size_t t = 0; t < y.size(); ++t)
       if (y[t] < 0 || y[t] >= C)
-        throw std::invalid_argument("fit_lognormal_durations: utterance " + std::to_string(u) + ", frame " +
+        throw std::invalid_argument(std::string(what) + ": utterance " + std::to_string(u) + ", frame " +
                                     std::to_string(t) + ": label " + std::to_string(y[t]) + " outside [0, " +
                                     std::to_string(C) + ")");
+  }
+}
+
+std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t>>& class_labels, int K, int C) {
+  if (K < 1 || C < 1)
+    throw std::invalid_argument("fit_lognormal_durations: K and C must be >= 1, got K " + std::to_string(K) +
+                                ", C " + std::to_string(C));
+  check_class_labels("fit_lognormal_durations", class_labels, C);
+  std::vector<double> n(C, 0), s1(C, 0), s2(C, 0);
+  double N = 0, S1 = 0, S2 = 0;
+  for (size_t u = 0; u < class_labels.size(); ++u) {
+    const std::vector<int32_t>& y = class_labels[u];
     for (const Segment& g : gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
       const double x = std::log(static_cast<double>(g.duration));
       n[g.label] += 1;

@@ -43,4 +43,8 @@ void lognormal_duration_backward(int K, int C, const F* ln, F* grad_table, F* gr
 // mu 0, sigma 1); sigma clamped to [0.05, 5]; offset 0. Returns [3][C].
 std::vector<float> fit_lognormal_durations(const std::vector<std::vector<int32_t>>& class_labels, int K, int C);
 
+// Throws std::invalid_argument "WHAT: utterance U, frame T: label L outside [0, C)"
+// for the first frame label (utterance order, then frame order) outside [0, C).
+void check_class_labels(const char* what, const std::vector<std::vector<int32_t>>& class_labels, int C);
+
 }  // namespace timitseg::crf

@@ -90,15 +90,11 @@ DurationPrior duration_log_prior(const std::vector<std::vector<int32_t>>& class_
   if (K < 1 || C < 1)
     throw std::invalid_argument("duration_log_prior: K and C must be >= 1, got K " + std::to_string(K) + ", C " +
                                 std::to_string(C));
+  crf::check_class_labels("duration_log_prior", class_labels, C);
   std::vector<int64_t> n(static_cast<size_t>(K) * C, 0), per_label(static_cast<size_t>(C), 0);
   DurationPrior out;
   for (size_t u = 0; u < class_labels.size(); ++u) {
     const std::vector<int32_t>& y = class_labels[u];
-    for (size_t t = 0; t < y.size(); ++t)
-      if (y[t] < 0 || y[t] >= C)
-        throw std::invalid_argument("duration_log_prior: utterance " + std::to_string(u) + ", frame " +
-                                    std::to_string(t) + ": label " + std::to_string(y[t]) + " outside [0, " +
-                                    std::to_string(C) + ")");
     // the pieces of the loss's own gold segmentation (runs split at K)
     for (const crf::Segment& g : crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
       ++n[static_cast<size_t>(g.duration - 1) * C + g.label];

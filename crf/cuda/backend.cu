@@ -109,28 +109,12 @@ class CudaBackend final : public Backend {
     const Deferred d = deferred_;
     deferred_.pending = false;
     last_deferred_ = d;  // recheck_deferred reads its word again
-    cudaStream_t const now = stream_;
-    stream_ = d.stream;
-    try {
-      check_status(d.l, d.p, d.labels, d.workspace);
-    } catch (...) {
-      stream_ = now;
-      throw;
-    }
-    stream_ = now;
+    check_status_on_its_stream(d);
   }
   bool recheck_deferred() override {
     if (!last_deferred_.pending) return false;
     const Deferred d = last_deferred_;
-    cudaStream_t const now = stream_;
-    stream_ = d.stream;
-    try {
-      check_status(d.l, d.p, d.labels, d.workspace);
-    } catch (...) {
-      stream_ = now;
-      throw;
-    }
-    stream_ = now;
+    check_status_on_its_stream(d);
     return true;
   }
   size_t workspace_bytes(const Dims& dims) const override {
@@ -339,6 +323,18 @@ class CudaBackend final : public Backend {
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
   } deferred_, last_deferred_;  // last_deferred_: the last one check_deferred read (pending: it exists)
+  // check_status of a deferred call on the stream it was queued on; the handle's stream restored after.
+  void check_status_on_its_stream(const Deferred& d) {
+    cudaStream_t const now = stream_;
+    stream_ = d.stream;
+    try {
+      check_status(d.l, d.p, d.labels, d.workspace);
+    } catch (...) {
+      stream_ = now;
+      throw;
+    }
+    stream_ = now;
+  }
   // The backward_begin whose backward_finish is still to come.
   struct Split {
     bool pending = false;

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.h"
+#include "common/cuda_reduce.cuh"
 #include "crf/duration.h"
 
 namespace timitseg::crf::device {
@@ -224,17 +225,6 @@ __global__ void difference_kernel(int B, const double* a, const double* b_, void
     static_cast<float*>(out)[i] = static_cast<float>(v);
 }
 
-// In-block sum of one double per thread, fixed tree order. Returns the total in thread 0.
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] = __dadd_rn(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  return shared[0];
-}
-
 // One block. Sum of squares of the finite-or-+inf entries of transition [C*C]
 // then duration_bias [K*C] (each strided over the block, then a tree), and
 // the gradient update of crf::l2_penalty:
@@ -256,9 +246,9 @@ __global__ void l2_penalty_kernel(double reg, int64_t nA, int64_t nD, const floa
     }
   }
   // as on the host: reg * (sum_A + sum_D)
-  const double sA = block_sum(part[0], shared);
+  const double sA = ::timitseg::cuda::block_sum(part[0], shared);
   __syncthreads();
-  const double sD = block_sum(part[1], shared);
+  const double sD = ::timitseg::cuda::block_sum(part[1], shared);
   if (threadIdx.x == 0) *penalty = __dmul_rn(reg, __dadd_rn(sA, sD));
 }
 

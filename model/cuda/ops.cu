@@ -10,6 +10,7 @@
 #include <string>
 
 #include "common/cuda_check.h"
+#include "common/cuda_reduce.cuh"
 #include "model/cuda/dropout_hash.h"
 
 namespace timitseg::model::gpu {
@@ -27,17 +28,6 @@ int blocks_for(size_t n, size_t max_blocks = 65535 * 16) {
   return static_cast<int>(b);
 }
 
-// In-block sum of one double per thread, fixed tree order. Returns the total in thread 0.
-__device__ double block_sum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] = __dadd_rn(shared[threadIdx.x], shared[threadIdx.x + s]);
-    __syncthreads();
-  }
-  return shared[0];
-}
-
 // Pass 1: block j sums squares of the contiguous chunk [j*chunk, min(n, (j+1)*chunk)).
 __global__ void sumsq_partial_kernel(const float* x, size_t n, size_t chunk, double* partial) {
   __shared__ double shared[kThreads];
@@ -49,7 +39,7 @@ __global__ void sumsq_partial_kernel(const float* x, size_t n, size_t chunk, dou
     const double v = static_cast<double>(x[i]);
     s = __dadd_rn(s, __dmul_rn(v, v));
   }
-  const double total = block_sum(s, shared);
+  const double total = ::timitseg::cuda::block_sum(s, shared);
   if (threadIdx.x == 0) partial[blockIdx.x] = total;
 }
 
@@ -58,7 +48,7 @@ __global__ void sumsq_final_kernel(const double* partial, int count, double* nor
   __shared__ double shared[kThreads];
   double s = 0.0;
   for (int i = threadIdx.x; i < count; i += blockDim.x) s = __dadd_rn(s, partial[i]);
-  const double total = block_sum(s, shared);
+  const double total = ::timitseg::cuda::block_sum(s, shared);
   if (threadIdx.x == 0) *norm = sqrt(total);
 }
 
