@@ -288,7 +288,17 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     if (e.split == "train" && !has_error(e.problems))
       for (const auto& iv : e.intervals)
         if (!iv.label.empty()) ++counts[iv.label];
-  if (counts.empty()) throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from");
+  if (counts.empty()) {  // say why: the first problem of an unusable train utterance, when there is one
+    std::string why;
+    int64_t bad = 0;
+    for (const auto& e : es)
+      if (e.split == "train" && has_error(e.problems) && bad++ == 0)
+        for (const auto& p : e.problems)
+          if (p.error && why.empty()) why = p.str();
+    throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from" +
+                             (bad ? " (" + std::to_string(bad) + " train utterance(s) unusable; the first: " + why + ")"
+                                  : std::string()));
+  }
   PhoneSetSpec ps = derive_phone_set(counts);
   std::map<std::string, std::map<std::string, UnseenLabel>> un;
   for (const auto& e : es)

@@ -296,6 +296,31 @@ TEST(PrepareCorpus, DerivedPhoneSetNamesLabelsUnseenInTrain) {
   EXPECT_TRUE(named);
 }
 
+// No phone set given and no train utterance usable (here: no tier of that name): the one error
+// says why, naming the first unusable train utterance's file and problem; nothing is written.
+TEST(PrepareCorpus, NothingToDeriveAPhoneSetFromNamesTheFirstProblem) {
+  testutil::TempDir d;
+  write_layout(tiny_corpus(), d.str("tg"), "textgrid");
+  testutil::write_text(d.str("splits.txt"), "spk1 train\nspk2 train\nspk3 dev\nspk4 test\n");
+  PrepareOptions po;
+  po.corpus_dir = d.str("tg");
+  po.workdir = d.str("wd");
+  po.split_file = d.str("splits.txt");
+  po.tier = "segments";  // no TextGrid of the corpus has a tier of that name
+  po.threads = 2;
+  po.progress = false;
+  try {
+    prepare(po);
+    ADD_FAILURE() << "prepare succeeded";
+  } catch (const std::runtime_error& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind(d.str("tg") + ": no labelled train utterance to derive a phone set from (4 train utterance(s) "
+                                       "unusable; the first: " + d.str("tg") + "/spk1/u1.TextGrid: no interval tier named "
+                                       "'segments'", 0), 0u) << what;
+  }
+  EXPECT_FALSE(fs::exists(d.str("wd")));
+}
+
 TEST(PrepareCorpus, BuckeyeShippedPhoneSetSplitsAroundDroppedLabelsAndTimesPastTheAudio) {
   testutil::TempDir d;
   const auto sig = testutil::test_signal(16000);
