@@ -1,19 +1,18 @@
 // One optimizer step over several training processes (docs/multigpu.md "One
-// step"): what the CPU and the GPU executors share around their gradient
-// all-reduce. Each rank computes its share's data gradient with the global
-// loss normalization (StepOptions::loss_norm); rank 0 alone adds the L2
-// penalty; the ranks agree on the step's status before any update (the CPU
-// before the gradient's all-reduce, the GPU after it: every rank joins it, and
-// the sum of a failed step is discarded), and sum the gradient and the loss
-// sums, so every rank applies the same update. The stages of the step:
-// model/step_recipe.h.
+// step"): the pieces run_step (model/step.h) adds around the gradient's
+// all-reduce, the same on both executors. Each rank computes its share's data
+// gradient with the global loss normalization (StepOptions::loss_norm); rank
+// 0 alone adds the L2 penalty; every rank joins the gradient's all-reduce
+// (one whose share failed too: the sum of a failed step is discarded), then
+// the ranks agree on the step's status before any update, and sum the loss
+// sums, so every rank applies the same update.
 #pragma once
 
 #include <exception>
 
 #include "common/dist.h"
 #include "model/executor.h"
-#include "model/step_recipe.h"  // step_norm, step_loss: the recipe of a step
+#include "model/step_recipe.h"  // step_loss: the recipe of a step
 
 namespace timitseg::model {
 

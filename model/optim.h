@@ -14,6 +14,36 @@
 
 namespace timitseg::model {
 
+// A range [begin, end) of the flat parameters that one AdamW update moves with
+// learning rate lr.
+struct UpdateRange {
+  size_t begin = 0, end = 0;
+  double lr = 0;
+};
+
+// The ranges of one update of n parameters, written once for both executors
+// (the GPU's kernels run one per range, in this order): the groups follow
+// torch's AdamW parameter groups, [0, scaled_begin) with lr and
+// [scaled_begin, n) with lr * lr_scale (crf.lr_scale; a group's lr scales
+// both its step and its decoupled weight decay; step, beta1, beta2, eps are
+// shared; with lr_scale == 1 one group), each without the held range
+// [held_begin, held_end) (model/step_recipe.h held_parameters; empty when
+// held_begin >= held_end). Empty ranges are left out.
+inline std::vector<UpdateRange> update_ranges(size_t n, double lr, size_t scaled_begin, double lr_scale,
+                                              size_t held_begin = 0, size_t held_end = 0) {
+  const size_t split = lr_scale == 1.0 ? n : std::min(scaled_begin, n);
+  std::vector<UpdateRange> out;
+  const auto group = [&](size_t begin, size_t end, double group_lr) {
+    const bool holds = held_begin < held_end && held_end > begin && held_begin < end;
+    const size_t first_end = holds ? std::max(begin, held_begin) : end;
+    if (begin < first_end) out.push_back({begin, first_end, group_lr});
+    if (holds && held_end < end) out.push_back({held_end, end, group_lr});
+  };
+  group(0, split, lr);
+  group(split, n, lr * lr_scale);
+  return out;
+}
+
 struct AdamW {
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 1e-5;
   int64_t step = 0;           // number of updates done
@@ -25,17 +55,17 @@ struct AdamW {
     step = 0;
   }
   // One update: elements [0, scaled_begin) with learning rate lr, elements
-  // [scaled_begin, n) with lr * lr_scale (crf.lr_scale). The groups follow
-  // torch's AdamW parameter groups: a group's lr scales both its step and its
-  // decoupled weight decay; step, beta1, beta2, eps are shared. With
-  // lr_scale == 1 (or scaled_begin >= n) this is one group, as before.
+  // [scaled_begin, n) with lr * lr_scale (crf.lr_scale): update_ranges' groups.
   void update(std::vector<float>& params, const std::vector<float>& grad, double lr,
               size_t scaled_begin = static_cast<size_t>(-1), double lr_scale = 1.0) {
+    update(params, grad, update_ranges(params.size(), lr, scaled_begin, lr_scale));
+  }
+  // One update of the entries of `ranges` (update_ranges), each with its
+  // learning rate; the entries outside them (a held range) keep their value
+  // and moments.
+  void update(std::vector<float>& params, const std::vector<float>& grad, const std::vector<UpdateRange>& ranges) {
     ++step;
-    const size_t n = params.size();
-    const size_t split = lr_scale == 1.0 ? n : std::min(scaled_begin, n);
-    update_range(params, grad, 0, split, lr);
-    update_range(params, grad, split, n, lr * lr_scale);
+    for (const UpdateRange& r : ranges) update_range(params, grad, r.begin, r.end, r.lr);
   }
 
  private:
@@ -66,15 +96,21 @@ inline double global_norm(const std::vector<float>& grad) {
   return std::sqrt(s);
 }
 
-// Scales grad so that its global norm is at most max_norm (torch's rule:
-// factor max_norm / (norm + 1e-6) when below 1). Returns the norm before clipping.
-inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
-  const double norm = global_norm(grad);
+// Scales grad, whose global norm is `norm`, so that its norm is at most
+// max_norm (torch's rule: factor max_norm / (norm + 1e-6) when below 1; a
+// non-finite norm or max_norm <= 0 leaves it alone).
+inline void clip_to_norm(std::vector<float>& grad, double norm, double max_norm) {
   if (max_norm > 0 && std::isfinite(norm)) {
     const double f = max_norm / (norm + 1e-6);
     if (f < 1.0)
       for (float& g : grad) g = static_cast<float>(g * f);
   }
+}
+
+// clip_to_norm with the gradient's own global norm; returns the norm before clipping.
+inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
+  const double norm = global_norm(grad);
+  clip_to_norm(grad, norm, max_norm);
   return norm;
 }
 

@@ -1,15 +1,18 @@
 // The arithmetic of a step's recipe shared by both executors (model/step_recipe.h).
 #include "model/step_recipe.h"
 
-#include <algorithm>
 #include <cmath>
 #include <string>
 
 namespace timitseg::model {
 
+double loss_normalization(bool frame_normalization, int64_t utterances, int64_t frames) {
+  return frame_normalization ? static_cast<double>(frames) : static_cast<double>(utterances);
+}
+
 double step_norm(const StepOptions& o, const Batch& batch) {
   if (o.loss_norm > 0) return o.loss_norm;
-  return o.frame_normalization ? static_cast<double>(batch.frames) : static_cast<double>(batch.input.B);
+  return loss_normalization(o.frame_normalization, batch.input.B, batch.frames);
 }
 
 double check_crf_outputs(const double* log_z, const double* gold, int B) {
@@ -49,20 +52,9 @@ HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o) {
   return {bias.offset, bias.offset + bias.size};
 }
 
-void update_holding(AdamW& opt, std::vector<float>& params, const std::vector<float>& grad, double lr,
-                    size_t scaled_begin, double lr_scale, HeldRange held) {
-  if (held.empty()) {
-    opt.update(params, grad, lr, scaled_begin, lr_scale);
-    return;
-  }
-  const auto span = [&](const std::vector<float>& v) {
-    return std::vector<float>(v.begin() + held.begin, v.begin() + held.end);
-  };
-  const std::vector<float> p = span(params), m = span(opt.m), v = span(opt.v);
-  opt.update(params, grad, lr, scaled_begin, lr_scale);
-  std::copy(p.begin(), p.end(), params.begin() + held.begin);
-  std::copy(m.begin(), m.end(), opt.m.begin() + held.begin);
-  std::copy(v.begin(), v.end(), opt.v.begin() + held.begin);
+std::vector<UpdateRange> step_update_ranges(const ParamLayout& layout, const StepOptions& o) {
+  const HeldRange held = held_parameters(layout, o);
+  return update_ranges(layout.total(), o.lr, layout.crf_structure_begin(), o.crf_lr_scale, held.begin, held.end);
 }
 
 }  // namespace timitseg::model

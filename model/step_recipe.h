@@ -1,8 +1,11 @@
-// The recipe of one training step, written once. Both executors
-// (model/cpu/cpu_executor.cpp, model/cuda/cuda_executor.cpp) and the step on
-// several processes (model/dist_step.h) follow these stages in this order;
-// the arithmetic they share is the functions below, so there is one copy of it.
+// The arithmetic of a training step's recipe, written once. The recipe itself,
+// its stages in order, is one function: run_step (model/step.h) over the
+// StepDevice that each executor implements (model/cpu/cpu_executor.cpp,
+// model/cuda/cuda_executor_step.cpp); with several processes the same
+// function adds the all-reduce stage (model/dist_step.h). The stages:
 //
+//   0 begin          the batch staged, the step's numeric taps begun,
+//                    StepOptions::poison planted
 //   1 forward        encoder: features -> scores [B][T][C] -> cum [B][T+1][C]
 //                    (+ onset scores with crf.onset_features), dropout on
 //   2 CRF            log Z, gold [B], d cum, d onset and d CRF parameters
@@ -11,27 +14,33 @@
 //                    its gradient scaled by w / step_norm
 //   3 loss normalization   step_norm: StepOptions::loss_norm (the global
 //                    batch's, several processes) or this batch's utterances or
-//                    frames (crf.loss_normalization)
-//   4 output checks  check_crf_outputs: a non-finite log Z or gold score
-//                    throws NonFiniteError naming the row; nll_sum = sum of
-//                    log Z - gold (then the CRF gradients and the frame CE sum)
+//                    frames (loss_normalization, crf.loss_normalization)
+//   4 backward       encoder backward of d cum (+ d frame CE, + d onset)
 //   5 penalty        crf.reg's L2 penalty on transition and duration_bias
-//                    (value, and its gradient added after the encoder
-//                    backward); the lognormal duration chain after it
-//   6 backward       encoder backward of d cum (+ d frame CE, + d onset)
-//   7 clip           global gradient norm, clipped to train.clip_norm
-//                    (after the all-reduce with several processes)
-//   8 update         AdamW (model/optim.h; crf.lr_scale's two groups), but
-//                    for the held parameters (held_parameters: their values
-//                    and moments stay as they are), the lognormal duration
-//                    table re-derived
-//
-// The loss of a step is step_loss (nll / norm + penalty + w * CE / norm); a
-// non-finite loss or gradient throws NonFiniteError before anything is
-// updated (check_gradient_finite names the first entry).
+//                    (its value tapped in the forward order, its gradient
+//                    added after the encoder backward); the lognormal
+//                    duration chain after it
+//   6 norm           the global gradient norm [several processes: the
+//                    all-reduce of the gradient, the norm of the sum]
+//      checks        after the step's one read-back, before anything is
+//                    updated, in this order: a tap's first hit,
+//                    check_crf_outputs (a non-finite log Z or gold score
+//                    throws NonFiniteError naming the row; nll_sum = sum of
+//                    log Z - gold), the CRF gradients, check_frame_ce, the
+//                    loss (step_loss: a non-finite one throws), the gradient
+//                    (a non-finite norm: check_gradient_finite names the
+//                    first entry) [several processes: then agreed, the loss
+//                    sums reduced, the loss and the norm of the sum checked]
+//   7 clip           to train.clip_norm by the norm of stage 6
+//   8 update         AdamW over step_update_ranges (model/optim.h
+//                    update_ranges: crf.lr_scale's two groups, without the
+//                    held parameters of held_parameters: their values and
+//                    moments stay as they are), the lognormal duration table
+//                    re-derived, the optimizer taps
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 #include "model/batch.h"
@@ -41,8 +50,14 @@
 
 namespace timitseg::model {
 
+// The normalization of a loss over `utterances` utterances of `frames`
+// frames: frames with frame_normalization (crf.loss_normalization = frame),
+// else utterances. The step's (step_norm), the global batch's of several
+// processes (StepOptions::loss_norm) and the dev loss's (train/train.cpp).
+double loss_normalization(bool frame_normalization, int64_t utterances, int64_t frames);
+
 // Stage 3: the normalization of the loss: StepOptions::loss_norm when set,
-// else the batch's own (utterances, or frames with frame_normalization).
+// else the batch's own (loss_normalization of its utterances and frames).
 double step_norm(const StepOptions& o, const Batch& batch);
 
 // Stage 4: the sum over b < B of log_z[b] - gold[b]; throws NonFiniteError
@@ -75,10 +90,9 @@ struct HeldRange {
 };
 HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o);
 
-// Stage 8 on the host: opt.update(params, grad, lr, scaled_begin, lr_scale)
-// with the held range's parameters and moments as they were (AdamW's update
-// is elementwise, so this is the update of the other entries alone).
-void update_holding(AdamW& opt, std::vector<float>& params, const std::vector<float>& grad, double lr,
-                    size_t scaled_begin, double lr_scale, HeldRange held);
+// Stage 8: the ranges AdamW moves in this step (update_ranges of model/optim.h
+// with crf.lr_scale's groups and held_parameters left out), computed once on
+// the host for both executors.
+std::vector<UpdateRange> step_update_ranges(const ParamLayout& layout, const StepOptions& o);
 
 }  // namespace timitseg::model

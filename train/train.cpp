@@ -27,6 +27,7 @@
 #include "crf/duration.h"
 #include "model/device_choice.h"
 #include "model/options.h"
+#include "model/step_recipe.h"  // loss_normalization: the step's, once
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"
@@ -316,7 +317,7 @@ model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch,
   so.step = r.state.optimizer.step + 1;
   so.fault = r.fault;
   if (r.world->size() > 1)  // every rank divides by the global batch's norm (model/dist_step.h)
-    so.loss_norm = so.frame_normalization ? double(share.global_frames) : double(share.global_B);
+    so.loss_norm = model::loss_normalization(so.frame_normalization, share.global_B, share.global_frames);
   inject_exit(r.inject_exit, *r.world, so.step);
   const std::mt19937_64 rng_before = r.rng;  // for the dump of a failed step (2.5 KB copy)
   const bool inject = epoch == r.inject_epoch && static_cast<int>(bi) + 1 == r.inject_batch;
@@ -432,8 +433,9 @@ eval::Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
     rec.dev_per = dev.per();
     int64_t dev_frames = 0;
     for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
-    rec.dev_loss = nll_sum / (r.cfg.crf_loss_normalization == model::LossNormalization::frame ? double(std::max<int64_t>(1, dev_frames))
-                                                                       : double(r.dev_utts.size()));
+    rec.dev_loss = nll_sum / model::loss_normalization(r.cfg.crf_loss_normalization == model::LossNormalization::frame,
+                                                       static_cast<int64_t>(r.dev_utts.size()),
+                                                       std::max<int64_t>(1, dev_frames));
   } else {
     rec.dev_per = std::numeric_limits<double>::quiet_NaN();
     rec.dev_loss = std::numeric_limits<double>::quiet_NaN();

@@ -2,23 +2,18 @@
 #include "model/cpu/cpu_executor.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <string>
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
 #include "model/cpu/long_forward.h"
-#include "model/dist_step.h"
 #include "model/frame_ce.h"
+#include "model/step.h"
 #include "model/step_recipe.h"
 
 namespace timitseg::model {
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 const float* param_ptr(const ParamLayout& layout, const std::vector<float>& params, const std::string& name) {
   return params.data() + layout.get(name).offset;
@@ -42,19 +37,6 @@ crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& para
   p.end = param_ptr(layout, params, "crf.end");
   p.lengths = batch.input.lengths.data();
   return p;
-}
-
-// crf.frame_ce_weight: sum over the batch's valid frames of the frame CE of
-// act.scores (time-major rows t*B + b) and grad_scale * its gradient into dce
-// [B][T][C]; throws NonFiniteError when the sum is not finite.
-double frame_ce_step(const Activations<float>& act, const Batch& batch, int C, double grad_scale,
-                     std::vector<float>& dce) {
-  const int B = batch.input.B, T = batch.input.T;
-  dce.resize(static_cast<size_t>(B) * T * C);
-  const double ce = frame_cross_entropy<float>(B, T, C, act.scores.data(), C, int64_t(B) * C,
-                                               batch.input.lengths.data(), batch.labels.data(), grad_scale, nullptr,
-                                               dce.data());
-  return check_frame_ce(ce);
 }
 
 }  // namespace
@@ -101,80 +83,184 @@ void CpuEncoder::backward_with_onset(const float* params, const float* dcum, con
       std::copy(grad_copy_.begin() + p.offset, grad_copy_.begin() + p.offset + p.size, grad + p.offset);
 }
 
-// ---- the loss step (the stages of model/step_recipe.h) -------------------------
+// ---- the step's stages on the host (model/step.h) -----------------------------
 
 namespace {
 
-// Stage 2, the CRF: log Z, gold and the CRF gradients scaled by 1 / norm; the
-// crf and penalty forward taps (the penalty's value into res.penalty: its
-// gradient share is added after the encoder backward).
-crf::HostResult crf_stage(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
-                          crf::Session& session, const StepOptions& o, double norm, const Activations<float>& act,
-                          Probe* pr, StepResult& res) {
-  const ModelDims& d = net.layout().dims();
-  const ParamLayout& lay = net.layout();
+// The stages of a step on the host (model/step.h): Network<float>'s forward
+// and backward, a host CRF session, the penalty, the norm, clip and AdamW of
+// model/optim.h. Each stage is done when it returns; a tap (the step's probe)
+// throws where it is. params: the step's parameters (StepOptions::poison
+// planted in a copy); the update moves `stored` with `opt` (set_update).
+class CpuStepDevice final : public StepDevice {
+ public:
+  CpuStepDevice(const Network<float>& net, const std::vector<float>& params, crf::Session& session,
+                std::vector<float>& grad, Activations<float>& act, Probe* probe, dist::Communicator* world)
+      : net_(net), params_(params), session_(session), grad_(grad), act_(act), probe_(probe),
+        pr_(probe && probe->enabled() ? probe : nullptr), world_(world && world->size() > 1 ? world : nullptr) {}
+  void set_update(std::vector<float>* stored, AdamW* opt) {
+    stored_ = stored;
+    opt_ = opt;
+  }
+
+  dist::Communicator* world() const override { return world_; }
+  const ParamLayout& layout() const override { return net_.layout(); }
+  bool times_for_free() const override { return true; }
+  void wait() override {}
+  void begin(const Batch&, const StepOptions&) override {}
+  void empty_share(const Batch& batch, const StepOptions& o) override {
+    grad_.assign(net_.layout().total(), 0.f);
+    net_.skip_dropout_draws(batch.input.global_B, batch.input.global_T, o.dropout, o.rng);
+  }
+  void forward(const Batch& batch, const StepOptions& o) override {
+    net_.forward(params_, batch.input, o.dropout, o.rng, act_, pr_);
+  }
+  CrfSums crf(const Batch& batch, const StepOptions& o, double scale) override;
+  void frame_ce(const Batch& batch, double scale) override;
+  void backward(const Batch& batch, const StepOptions& o) override;
+  void penalty(const StepOptions& o) override;
+  void grad_norm() override { norm_ = global_norm(grad_); }
+  void end_share() noexcept override {}
+  void allreduce() override {
+    grad_.resize(net_.layout().total());  // a share that failed before its backward joins with its size
+    world_->allreduce_sum(grad_.data(), grad_.size(), "the gradient all-reduce");
+    reduced_norm_ = global_norm(grad_);
+  }
+  StepReadBack read_back() override { return {penalty_, norm_, reduced_norm_}; }
+  void check_taps() override {}
+  void check_crf_gradients() override;
+  double frame_ce_sum(int) override { return frame_ce_sum_; }
+  [[noreturn]] void throw_nonfinite_gradient(bool) override {
+    check_gradient_finite(net_.layout(), grad_.data());
+    throw NonFiniteError("gradient norm", "non-finite global gradient norm (every gradient entry is finite: overflow)");
+  }
+  void clip(double max_norm, double norm) override { clip_to_norm(grad_, norm, max_norm); }
+  void update(const std::vector<UpdateRange>& ranges) override;
+
+ private:
+  const Network<float>& net_;
+  const std::vector<float>& params_;
+  crf::Session& session_;
+  std::vector<float>& grad_;
+  Activations<float>& act_;
+  Probe* probe_;
+  Probe* pr_;  // the probe while it can do anything, else null (taps cost nothing)
+  dist::Communicator* world_;
+  std::vector<float>* stored_ = nullptr;
+  AdamW* opt_ = nullptr;
+  crf::HostResult crf_;  // the CRF stage's log Z, gold and gradients
+  double penalty_ = 0, norm_ = 0, reduced_norm_ = 0, frame_ce_sum_ = 0;
+  bool with_ce_ = false;
+};
+
+// Stage 2, the CRF: log Z, gold and the CRF gradients scaled by `scale`; the
+// crf and penalty forward taps (the penalty's value: its gradient share is
+// added after the encoder backward), then the crf backward taps.
+CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scale) {
+  const ParamLayout& lay = net_.layout();
+  const ModelDims& d = lay.dims();
   const int C = d.num_classes, K = d.max_duration;
   const crf::Dims dims{batch.input.B, batch.input.T, K, C};
   crf::HostRunOptions hro;
   hro.gradients = true;
   hro.viterbi = false;
-  hro.scale = 1.0 / norm;
-  crf::HostResult r;
+  hro.scale = scale;
   try {
-    r = session.run_host(dims, crf_params(lay, params, act.cum, batch, act.onset), batch.labels.data(), hro);
+    crf_ = session_.run_host(dims, crf_params(lay, params_, act_.cum, batch, act_.onset), batch.labels.data(), hro);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());
   }
-  if (pr) {
-    pr->tap("crf", Pass::forward, "log_z", r.log_z.data(), r.log_z.size());
-    pr->tap("crf", Pass::forward, "gold", r.gold.data(), r.gold.size());
+  if (pr_) {
+    pr_->tap("crf", Pass::forward, "log_z", crf_.log_z.data(), crf_.log_z.size());
+    pr_->tap("crf", Pass::forward, "gold", crf_.gold.data(), crf_.gold.size());
     std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
-    double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params, "crf.transition"),
-                                        param_ptr(lay, params, "crf.duration_bias"), gt.data(), gd.data());
-    pr->tap("penalty", Pass::forward, "penalty", &pen, 1);
-    res.penalty = pen;
+    double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params_, "crf.transition"),
+                                        param_ptr(lay, params_, "crf.duration_bias"), gt.data(), gd.data());
+    pr_->tap("penalty", Pass::forward, "penalty", &pen, 1);
+    penalty_ = pen;
+    const std::pair<const char*, std::vector<float>*> grads[] = {
+        {"d_cum_scores", &crf_.grad_cum_scores}, {"d_crf.transition", &crf_.grad_transition},
+        {"d_crf.duration_bias", &crf_.grad_duration_bias}, {"d_crf.start", &crf_.grad_start},
+        {"d_crf.end", &crf_.grad_end}};
+    for (const auto& [name, v] : grads) pr_->tap("crf", Pass::backward, name, v->data(), v->size());
+    if (!crf_.grad_onset.empty()) pr_->tap("crf", Pass::backward, "d_onset", crf_.grad_onset.data(), crf_.grad_onset.size());
   }
-  return r;
+  return {crf_.log_z.data(), crf_.gold.data()};
 }
 
-// Stage 4, the output checks: log Z and gold (check_crf_outputs, the NLL sum
-// into res), then the CRF gradients (their backward taps first).
-void check_crf_stage(crf::HostResult& r, int B, Probe* pr, StepResult& res) {
-  res.nll_sum = check_crf_outputs(r.log_z.data(), r.gold.data(), B);
-  const std::pair<const char*, std::vector<float>*> crf_grads[] = {
-      {"grad_cum_scores", &r.grad_cum_scores}, {"grad_transition", &r.grad_transition},
-      {"grad_duration_bias", &r.grad_duration_bias}, {"grad_start", &r.grad_start}, {"grad_end", &r.grad_end}};
-  if (pr) {
-    const char* tap_names[] = {"d_cum_scores", "d_crf.transition", "d_crf.duration_bias", "d_crf.start", "d_crf.end"};
-    for (int i = 0; i < 5; ++i)
-      pr->tap("crf", Pass::backward, tap_names[i], crf_grads[i].second->data(), crf_grads[i].second->size());
-  }
-  if (pr && !r.grad_onset.empty()) pr->tap("crf", Pass::backward, "d_onset", r.grad_onset.data(), r.grad_onset.size());
-  for (auto& [name, v] : crf_grads)
+void CpuStepDevice::check_crf_gradients() {
+  const std::pair<const char*, std::vector<float>*> grads[] = {
+      {"grad_cum_scores", &crf_.grad_cum_scores}, {"grad_transition", &crf_.grad_transition},
+      {"grad_duration_bias", &crf_.grad_duration_bias}, {"grad_start", &crf_.grad_start},
+      {"grad_end", &crf_.grad_end}, {"grad_onset", &crf_.grad_onset}};
+  for (const auto& [name, v] : grads)
     if (any_nonfinite(*v)) throw NonFiniteError(name, std::string("non-finite value in CRF backward ") + name);
-  if (any_nonfinite(r.grad_onset)) throw NonFiniteError("grad_onset", "non-finite value in CRF backward grad_onset");
 }
 
-// Stage 5, the penalty's gradient share on top of the CRF gradients in grad
-// (its value into res.penalty unless tapped), its backward taps, then the
-// lognormal duration chain.
-void penalty_stage(const ParamLayout& lay, const std::vector<float>& params, const StepOptions& o, Probe* pr,
-                   std::vector<float>& grad, StepResult& res) {
+// crf.frame_ce_weight: the frame CE of act.scores (time-major rows t*B + b)
+// and scale * its gradient [B][T][C] (kept per thread: no allocation per step).
+std::vector<float>& frame_ce_gradient() {
+  static thread_local std::vector<float> dce;
+  return dce;
+}
+
+void CpuStepDevice::frame_ce(const Batch& batch, double scale) {
+  const int B = batch.input.B, T = batch.input.T, C = net_.layout().dims().num_classes;
+  std::vector<float>& dce = frame_ce_gradient();
+  dce.resize(static_cast<size_t>(B) * T * C);
+  frame_ce_sum_ = frame_cross_entropy<float>(B, T, C, act_.scores.data(), C, int64_t(B) * C,
+                                             batch.input.lengths.data(), batch.labels.data(), scale, nullptr,
+                                             dce.data());
+  with_ce_ = true;
+}
+
+// Stage 4: the encoder's backward (d features only for the input layer's
+// backward tap, a buffer kept per thread), then the CRF parameters' gradients.
+void CpuStepDevice::backward(const Batch&, const StepOptions&) {
+  static thread_local std::vector<float> dfeatures;
+  net_.backward(params_, act_, crf_.grad_cum_scores, grad_,
+                pr_ && pr_->wants("input", Pass::backward) ? &dfeatures : nullptr, pr_,
+                with_ce_ ? &frame_ce_gradient() : nullptr, crf_.grad_onset.empty() ? nullptr : &crf_.grad_onset);
+  const ParamLayout& lay = net_.layout();
+  auto add = [&](const std::string& name, const std::vector<float>& g) {
+    std::copy(g.begin(), g.end(), grad_.begin() + lay.get(name).offset);
+  };
+  add("crf.transition", crf_.grad_transition);
+  add("crf.duration_bias", crf_.grad_duration_bias);
+  add("crf.start", crf_.grad_start);
+  add("crf.end", crf_.grad_end);
+}
+
+// Stage 5: the penalty's gradient share on top of the CRF gradients (its
+// value unless tapped in crf()), its backward taps, the lognormal duration chain.
+void CpuStepDevice::penalty(const StepOptions& o) {
+  const ParamLayout& lay = net_.layout();
   const ModelDims& d = lay.dims();
   const double penalty = crf::l2_penalty<float>(o.crf_reg, d.num_classes, penalized_durations(d),
-                                                param_ptr(lay, params, "crf.transition"),
-                                                param_ptr(lay, params, "crf.duration_bias"),
-                                                grad.data() + lay.get("crf.transition").offset,
-                                                grad.data() + lay.get("crf.duration_bias").offset);
-  if (!pr) res.penalty = penalty;  // else: the tapped value (a planted fault included)
-  if (pr)
+                                                param_ptr(lay, params_, "crf.transition"),
+                                                param_ptr(lay, params_, "crf.duration_bias"),
+                                                grad_.data() + lay.get("crf.transition").offset,
+                                                grad_.data() + lay.get("crf.duration_bias").offset);
+  if (!pr_) penalty_ = penalty;  // else: the tapped value (a planted fault included)
+  if (pr_)
     for (const char* name : {"crf.transition", "crf.duration_bias"}) {
       const ParamInfo& p = lay.get(name);
-      pr->tap("penalty", Pass::backward, std::string("d_") + name, grad.data() + p.offset, p.size);
+      pr_->tap("penalty", Pass::backward, std::string("d_") + name, grad_.data() + p.offset, p.size);
     }
   // crf.duration_model = lognormal: d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
-  chain_duration_gradient(lay, params.data(), grad.data());
+  chain_duration_gradient(lay, params_.data(), grad_.data());
+}
+
+// Stage 8: AdamW over the ranges, the lognormal table, the optimizer taps.
+void CpuStepDevice::update(const std::vector<UpdateRange>& ranges) {
+  opt_->update(*stored_, grad_, ranges);
+  derive_duration_table(net_.layout(), stored_->data());
+  if (probe_ && probe_->enabled()) {  // after the update by definition: a hit here restores nothing
+    probe_->tap("optimizer", Pass::backward, "params", stored_->data(), stored_->size());
+    probe_->tap("optimizer", Pass::backward, "exp_avg", opt_->m.data(), opt_->m.size());
+    probe_->tap("optimizer", Pass::backward, "exp_avg_sq", opt_->v.data(), opt_->v.size());
+  }
 }
 
 }  // namespace
@@ -182,44 +268,8 @@ void penalty_stage(const ParamLayout& lay, const std::vector<float>& params, con
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                          crf::Session& session, const StepOptions& o, std::vector<float>& grad,
                          Activations<float>& act, Probe* probe) {
-  const ParamLayout& lay = net.layout();
-  const int C = lay.dims().num_classes;
-  Probe* const pr = probe && probe->enabled() ? probe : nullptr;  // null: taps cost nothing
-  StepResult res;
-  auto t0 = std::chrono::steady_clock::now();
-  net.forward(params, batch.input, o.dropout, o.rng, act, pr);  // 1 forward
-  res.times.encoder_forward = seconds_since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  const double norm = step_norm(o, batch);  // 3 (the global batch's with several processes)
-  crf::HostResult r = crf_stage(net, params, batch, session, o, norm, act, pr, res);  // 2 CRF
-  check_crf_stage(r, batch.input.B, pr, res);                                         // 4 output checks
-  // crf.frame_ce_weight: the frame CE of the scores and its gradient [B][T][C] (kept per thread)
-  static thread_local std::vector<float> dce;
-  const bool with_ce = o.frame_ce_weight > 0.0;
-  if (with_ce) res.frame_ce_sum = frame_ce_step(act, batch, C, o.frame_ce_weight / norm, dce);
-  res.times.crf = seconds_since(t0);
-
-  t0 = std::chrono::steady_clock::now();
-  // 6 backward; d features only for the input layer's backward tap (a buffer
-  // kept per thread: no allocation per step)
-  static thread_local std::vector<float> dfeatures;
-  net.backward(params, act, r.grad_cum_scores, grad, pr && pr->wants("input", Pass::backward) ? &dfeatures : nullptr,
-               pr, with_ce ? &dce : nullptr, r.grad_onset.empty() ? nullptr : &r.grad_onset);
-  auto add = [&](const std::string& name, const std::vector<float>& g) {
-    const ParamInfo& p = lay.get(name);
-    std::copy(g.begin(), g.end(), grad.begin() + p.offset);
-  };
-  add("crf.transition", r.grad_transition);
-  add("crf.duration_bias", r.grad_duration_bias);
-  add("crf.start", r.grad_start);
-  add("crf.end", r.grad_end);
-  penalty_stage(lay, params, o, pr, grad, res);  // 5 penalty (its gradient share)
-  res.loss = step_loss(res, o, norm);
-  res.times.encoder_backward = seconds_since(t0);
-  if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
-  check_gradient_finite(lay, grad.data());
-  return res;  // 7 clip and 8 update: CpuExecutor::train_step
+  CpuStepDevice dev(net, params, session, grad, act, probe, nullptr);
+  return run_step(dev, batch, o, /*update=*/false);
 }
 
 StepResult loss_and_grad(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
@@ -322,26 +372,15 @@ class CpuExecutor final : public Executor {
   StepResult train_step(const Batch& batch, const StepOptions& o) override {
     Probe probe(o.check_numerics, o.fault, o.step);
     probe.set_threads(threads_);
-    StepResult r = share_loss_and_grad(batch, o, grad_, &probe);
-    const auto t0 = std::chrono::steady_clock::now();
-    r.grad_norm = clip_global_norm(grad_, o.clip_norm);  // 7 clip, 8 update (model/step_recipe.h)
-    const ParamLayout& lay = enc_.network().layout();
-    update_holding(opt_, params_, grad_, o.lr, lay.crf_structure_begin(), o.crf_lr_scale, held_parameters(lay, o));
-    derive_duration_table(enc_.network().layout(), params_.data());
-    if (probe.enabled()) {  // after the update by definition: a hit here restores nothing
-      probe.tap("optimizer", Pass::backward, "params", params_.data(), params_.size());
-      probe.tap("optimizer", Pass::backward, "exp_avg", opt_.m.data(), opt_.m.size());
-      probe.tap("optimizer", Pass::backward, "exp_avg_sq", opt_.v.data(), opt_.v.size());
-    }
-    r.times.optimizer = seconds_since(t0);
-    return r;
+    CpuStepDevice dev(enc_.network(), step_params(o), session_, grad_, enc_.activations(), &probe, world_);
+    dev.set_update(&params_, &opt_);
+    return run_step(dev, batch, o, /*update=*/true);  // model/step.h
   }
 
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override {
     Probe probe(o.check_numerics, o.fault, o.step);
-    StepResult r = share_loss_and_grad(batch, o, grad, &probe);
-    r.grad_norm = global_norm(grad);
-    return r;
+    CpuStepDevice dev(enc_.network(), step_params(o), session_, grad, enc_.activations(), &probe, world_);
+    return run_step(dev, batch, o, /*update=*/false);
   }
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
@@ -391,39 +430,13 @@ class CpuExecutor final : public Executor {
   std::vector<float> last_cum() override { return enc_.activations().cum; }
 
  private:
-  // The loss and the gradient of this process's batch (with o.poison applied
-  // for this step only); with several processes (world_) the gradient and the
-  // loss sums of every rank's share, reduced (model/dist_step.h). An empty
-  // share (a last batch with fewer utterances than ranks) adds zeros.
-  StepResult share_loss_and_grad(const Batch& batch, const StepOptions& o, std::vector<float>& grad, Probe* probe) {
-    const std::vector<float>* step_params = &params_;
-    if (!o.poison.empty()) {
-      poisoned_ = params_;
-      for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
-      step_params = &poisoned_;
-    }
-    const bool several = world_ && world_->size() > 1;
-    if (!several) return loss_and_grad(enc_.network(), *step_params, batch, session_, o, grad, enc_.activations(), probe);
-    StepResult r;
-    std::exception_ptr err;
-    try {
-      if (batch.input.B > 0)
-        r = loss_and_grad(enc_.network(), *step_params, batch, session_, share_options(o, world_), grad,
-                          enc_.activations(), probe);
-      else {
-        grad.assign(params_.size(), 0.f);
-        enc_.network().skip_dropout_draws(batch.input.global_B, batch.input.global_T, o.dropout, o.rng);
-      }
-    } catch (const std::exception&) {
-      err = std::current_exception();
-    }
-    agree_on_step(*world_, err, o.step);
-    const auto t0 = std::chrono::steady_clock::now();
-    world_->allreduce_sum(grad.data(), grad.size(), "the gradient all-reduce");
-    reduce_step_scalars(*world_, r, o, step_norm(o, batch));
-    r.times.optimizer += seconds_since(t0);  // the reduction, counted with the update
-    if (!std::isfinite(r.loss)) throw NonFiniteError("loss", "non-finite loss (summed over the ranks)");
-    return r;
+  // The parameters of a step: the stored ones, or with o.poison applied for
+  // this step only (a copy).
+  const std::vector<float>& step_params(const StepOptions& o) {
+    if (o.poison.empty()) return params_;
+    poisoned_ = params_;
+    for (const auto& [i, v] : o.poison) poisoned_.at(i) = v;
+    return poisoned_;
   }
 
   CpuEncoder enc_;

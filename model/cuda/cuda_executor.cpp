@@ -1,5 +1,7 @@
-// GPU executor (model/cuda/cuda_executor.h). Per training step the host
-// stages the batch in pinned memory and queues on one stream:
+// GPU executor (model/cuda/cuda_executor.h): its state here, the stages of a
+// training step in cuda_executor_step.cpp (model/step.h's run_step over
+// them). Per training step the host stages the batch in pinned memory and
+// queues on one stream:
 //   H2D features [B][T][D], lengths [B], labels [B][T]
 //   encoder forward -> cum [B][T+1][C]              (model/cuda/cudnn_encoder)
 //   CRF backward -> log Z, gold, d cum, d CRF params (crf cuda backend; or a
@@ -9,7 +11,7 @@
 //   [several processes, ExecutorOptions::world: the gradient all-reduce
 //    (model/cuda/device_reducer.h) and the norm of the sum queued before the
 //    sync, which then covers them; the agreed step status and the loss sums
-//    after it: cuda_executor_dist.cpp]
+//    after it: cuda_executor_step.cpp]
 //   clip + AdamW on the device
 // Numeric checks (StepOptions::check_numerics, model/numerics.h): the encoder
 // and this executor tap every layer into a gpu::DeviceNumerics
@@ -39,14 +41,11 @@
 #include "model/cuda/cuda_executor_impl.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
-#include "crf/device_layers.h"
 #include "model/cuda/ops.h"
-#include "model/dist_step.h"
 #include "model/step_recipe.h"
 
 namespace timitseg::model::cuda_detail {
@@ -160,181 +159,6 @@ void CudaExecutor::get_state(std::vector<float>& params, AdamW& opt) {
   params_.download(params.data(), n * sizeof(float), nullptr);
   m_.download(opt.m.data(), n * sizeof(float), nullptr);
   v_.download(opt.v.data(), n * sizeof(float), nullptr);
-}
-
-StepResult CudaExecutor::forward_backward(const Batch& batch, const StepOptions& o) {
-  QueuedStep q = queue_forward_backward(batch, o);
-  TS_CUDA(cudaStreamSynchronize(stream_));
-  return finish_forward_backward(q, o);
-}
-
-CudaExecutor::QueuedStep CudaExecutor::queue_forward_backward(const Batch& batch, const StepOptions& o) {
-  QueuedStep q;
-  StepResult& res = q.res;
-  const int B = batch.input.B, T = batch.input.T, C = dims_.num_classes, K = dims_.max_duration;
-  const size_t n = layout_.total();
-  auto mark = [&](double& slot, Clock::time_point& t0) {
-    if (!o.time_parts) return;
-    TS_CUDA(cudaStreamSynchronize(stream_));
-    slot += since(t0);
-    t0 = Clock::now();
-  };
-  auto t0 = Clock::now();
-  stage(batch, /*with_labels=*/true);
-  numerics_->begin_step(o.check_numerics, o.fault, o.step, stream_);
-  const bool taps = numerics_->active();
-  // debug.inject_nonfinite: set the entries for this step, restored below.
-  std::vector<float> saved(o.poison.size());
-  for (size_t i = 0; i < o.poison.size(); ++i) {
-    float* at = params_.as<float>() + o.poison[i].first;
-    cuda::copy_to_host(&saved[i], at, sizeof(float), stream_);
-    TS_CUDA(cudaStreamSynchronize(stream_));
-    cuda::copy_to_device(at, &o.poison[i].second, sizeof(float), stream_);
-    TS_CUDA(cudaStreamSynchronize(stream_));
-  }
-  struct Restore {
-    CudaExecutor* self;
-    const StepOptions& o;
-    std::vector<float>& saved;
-    ~Restore() {
-      for (size_t i = 0; i < o.poison.size(); ++i)
-        try {
-          self->restore_param(o.poison[i].first, saved[i]);
-        } catch (...) {
-        }
-    }
-  } restore{this, o, saved};
-
-  ForwardOptions fo;
-  fo.dropout = o.dropout;
-  fo.seed = o.seed;
-  fo.step = static_cast<uint64_t>(opt_.step + 1);
-  encoder_->set_training(true);
-  cum_.reserve(cum_bytes(B, T));
-  dcum_.reserve(cum_bytes(B, T));
-  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());  // 1 forward
-  have_cum_ = true;
-  last_B_ = B;
-  last_T_ = T;
-  mark(res.times.encoder_forward, t0);
-
-  const double norm = step_norm(o, batch);  // the global batch's with several processes (model/dist_step.h)
-  q.norm = norm;
-  std::vector<double>& log_z = q.log_z;
-  std::vector<double>& gold = q.gold;
-  log_z.assign(B, 0.0);
-  gold.assign(B, 0.0);
-  const ParamInfo& A = layout_.get("crf.transition");
-  const ParamInfo& D = layout_.get("crf.duration_bias");
-  StepScalars* dsc = scalars_.as<StepScalars>();
-  crf_backward(batch, 1.0 / norm, log_z, gold, o.crf_reg);  // 2 CRF (4, its checks: finish_forward_backward)
-  const bool with_ce = o.frame_ce_weight > 0.0;
-  if (with_ce) frame_ce(B, T, o.frame_ce_weight / norm);
-  mark(res.times.crf, t0);
-
-  encoder_->backward_with_onset(params_.as<float>(), dcum_.as<float>(), dims_.onset ? donset_.as<float>() : nullptr,
-                                grad_.as<float>(), with_ce ? dce_.as<float>() : nullptr);
-  // 6 backward above; 5 the penalty's gradient share (with taps, the value was
-  // computed and tapped in the forward order, in crf_backward)
-  crf::device::l2_penalty(o.crf_reg, C, penalized_durations(dims_), params_.as<float>() + A.offset,
-                          params_.as<float>() + D.offset, grad_.as<float>() + A.offset, grad_.as<float>() + D.offset,
-                          taps ? &dsc->penalty_again : &dsc->penalty, stream_);
-  if (taps) {
-    // the CRF parameter gradients after the penalty's share
-    using gpu::TapTensor;
-    float* G = grad_.as<float>();
-    const ParamInfo& S = layout_.get("crf.start");
-    const ParamInfo& E = layout_.get("crf.end");
-    numerics_->tap("penalty", Pass::backward,
-                   {TapTensor::f32("d_crf.transition", G + A.offset, A.size),
-                    TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
-                    TapTensor::f32("d_crf.start", G + S.offset, S.size),
-                    TapTensor::f32("d_crf.end", G + E.offset, E.size)});
-  }
-  if (dims_.duration_lognormal) {  // d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
-    const ParamInfo& LN = layout_.get("crf.duration_lognormal");
-    crf::device::lognormal_duration_backward(K, C, params_.as<float>() + LN.offset, grad_.as<float>() + D.offset,
-                                             grad_.as<float>() + LN.offset, stream_);
-  }
-  gpu::global_norm(grad_.as<float>(), n, &dsc->norm, norm_scratch_.data(), stream_);
-  scalars_.download(host_scalars_.reserve(sizeof(StepScalars)), sizeof(StepScalars), stream_);
-  numerics_->queue_readback();
-  q.t0 = t0;
-  return q;
-}
-
-StepResult CudaExecutor::finish_forward_backward(QueuedStep& q, const StepOptions& o) {
-  StepResult res = q.res;
-  const int B = static_cast<int>(q.log_z.size());
-  const double norm = q.norm;
-  const StepScalars sc = *host_scalars_.as<StepScalars>();
-  if (o.time_parts) res.times.encoder_backward += since(q.t0);
-  if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
-  const std::vector<double>& log_z = q.log_z;
-  const std::vector<double>& gold = q.gold;
-  res.nll_sum = check_crf_outputs(log_z.data(), gold.data(), B);  // 4 output checks (model/step_recipe.h)
-  res.penalty = sc.penalty;
-  if (o.frame_ce_weight > 0.0) res.frame_ce_sum = frame_ce_sum(B);
-  res.loss = step_loss(res, o, norm);
-  res.grad_norm = sc.norm;
-  if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
-  if (!std::isfinite(sc.norm)) throw_first_nonfinite_gradient(grad_);
-  return res;
-}
-
-StepResult CudaExecutor::train_step(const Batch& batch, const StepOptions& o) {
-  StepResult res = reducer_ ? share_forward_backward(batch, o) : forward_backward(batch, o);
-  const size_t n = layout_.total();
-  StepScalars* dsc = scalars_.as<StepScalars>();
-  const auto t_opt = Clock::now();
-  float* g = update_grad();
-  // 7 clip, 8 update (model/step_recipe.h)
-  if (o.clip_norm > 0) gpu::clip_by_norm(g, n, reducer_ ? &dsc->reduced_norm : &dsc->norm, o.clip_norm, stream_);
-  ++opt_.step;
-  // two parameter groups when crf.lr_scale != 1, as AdamW::update (model/optim.h)
-  const size_t split = o.crf_lr_scale == 1.0 ? n : layout_.crf_structure_begin();
-  // the held parameters (model/step_recipe.h held_parameters) are left out: values and moments unchanged
-  const HeldRange held = held_parameters(layout_, o);
-  auto adamw = [&](size_t begin, size_t end, double lr) {
-    auto run = [&](size_t b, size_t e) {
-      gpu::adamw_update(params_.as<float>() + b, m_.as<float>() + b, v_.as<float>() + b, g + b, e - b, lr,
-                        opt_.beta1, opt_.beta2, opt_.eps, opt_.weight_decay, opt_.step, stream_);
-    };
-    if (held.empty() || held.end <= begin || held.begin >= end) return run(begin, end);
-    if (begin < held.begin) run(begin, held.begin);
-    if (held.end < end) run(held.end, end);
-  };
-  adamw(0, split, o.lr);
-  adamw(split, n, o.lr * o.crf_lr_scale);
-  if (dims_.duration_lognormal)  // the table follows the updated log-normal parameters
-    crf::device::lognormal_duration_table(dims_.max_duration, dims_.num_classes,
-                                          params_.as<float>() + layout_.get("crf.duration_lognormal").offset,
-                                          params_.as<float>() + layout_.get("crf.duration_bias").offset, stream_);
-  if (numerics_->active()) {
-    // after the update by definition: a hit here restores nothing
-    using gpu::TapTensor;
-    numerics_->tap("optimizer", Pass::backward,
-                   {TapTensor::f32("params", params_.as<float>(), n), TapTensor::f32("exp_avg", m_.as<float>(), n),
-                    TapTensor::f32("exp_avg_sq", v_.as<float>(), n)});
-    if (numerics_->checking()) {
-      numerics_->queue_readback();
-      TS_CUDA(cudaStreamSynchronize(stream_));
-      if (auto hit = numerics_->first_hit()) throw NumericsError(*hit);
-    }
-  }
-  if (o.time_parts) {
-    TS_CUDA(cudaStreamSynchronize(stream_));
-    res.times.optimizer += since(t_opt);  // (+ the all-reduce with several processes)
-  }
-  return res;
-}
-
-StepResult CudaExecutor::gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) {
-  StepResult r = reducer_ ? share_forward_backward(batch, o) : forward_backward(batch, o);
-  grad.resize(layout_.total());
-  cuda::copy_to_host(grad.data(), update_grad(), grad.size() * sizeof(float), stream_);
-  TS_CUDA(cudaStreamSynchronize(stream_));
-  return r;
 }
 
 std::vector<NumericsHit> CudaExecutor::numerics_report() const {

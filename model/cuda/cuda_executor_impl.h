@@ -1,9 +1,10 @@
 // The GPU executor's class (model/cuda/cuda_executor.h has the interface;
 // the design of a step: model/cuda/cuda_executor.cpp). Internal to
-// model/cuda/. Declarations only; the bodies: the state and the step in
-// cuda_executor.cpp, the CRF stage (host or device backend, taps, frame CE)
-// in cuda_executor_crf.cpp, decoding and forced alignment in
-// cuda_executor_decode.cpp, the step of several processes in cuda_executor_dist.cpp.
+// model/cuda/. Declarations only; the bodies: the state in cuda_executor.cpp,
+// the stages of a step (model/step.h's StepDevice, one process or several) in
+// cuda_executor_step.cpp, the CRF stage (host or device backend, taps, frame
+// CE) in cuda_executor_crf.cpp, decoding and forced alignment in
+// cuda_executor_decode.cpp.
 #pragma once
 
 #include "model/cuda/cuda_executor.h"
@@ -72,31 +73,8 @@ class CudaExecutor final : public Executor {
   void set_state(const std::vector<float>& params, const AdamW& opt) override;
   void get_state(std::vector<float>& params, AdamW& opt) override;
 
-  // Loss and gradients into grad_ (device), scalars read back; no update.
-  StepResult forward_backward(const Batch& batch, const StepOptions& o);
-
-  // What queue_forward_backward leaves for finish_forward_backward.
-  struct QueuedStep {
-    StepResult res;                  // the part timings so far
-    std::vector<double> log_z, gold;  // [B] (the CRF's read-back)
-    double norm = 1;                  // step_norm
-    Clock::time_point t0;             // the encoder backward's start (time_parts)
-  };
-
-  // forward_backward up to its one synchronization: the batch staged, the
-  // forward, the CRF (log Z and gold read back), the backward, the penalty,
-  // the gradient norm and the scalars' and taps' read-back queued on stream_.
-  QueuedStep queue_forward_backward(const Batch& batch, const StepOptions& o);
-
-  // forward_backward after its synchronization: the taps' first hit, the
-  // non-finite checks and the loss from the read-back.
-  StepResult finish_forward_backward(QueuedStep& q, const StepOptions& o);
-
-  // Several processes (reducer_): this rank's share, the agreed status, the
-  // gradient all-reduce and the global norm of the reduced gradient
-  // (cuda_executor_dist.cpp). The result is the global batch's on every rank.
-  StepResult share_forward_backward(const Batch& batch, const StepOptions& o);
-
+  // One step (model/step.h run_step over this executor's Stages; several
+  // processes with reducer_: the all-reduce stage too).
   StepResult train_step(const Batch& batch, const StepOptions& o) override;
 
   StepResult gradients(const Batch& batch, const StepOptions& o, std::vector<float>& grad) override;
@@ -128,6 +106,10 @@ class CudaExecutor final : public Executor {
   void restore_param(size_t index, float value);
 
  private:
+  // The StepDevice of this executor (cuda_executor_step.cpp): each stage of
+  // run_step queued on stream_, read back at the step's one synchronization.
+  class Stages;
+
   size_t cum_bytes(int B, int T) const;
 
   // Batch -> pinned staging -> device (features, lengths, labels), async.
@@ -192,7 +174,7 @@ class CudaExecutor final : public Executor {
   // gradient times grad_scale into dce_ [B][T][C], the per-utterance sums into
   // ce_utt_ [B].
   void frame_ce(int B, int T, double grad_scale);
-  // The sum over b = 0..B-1 (in order) of ce_utt_ (one read-back; after frame_ce()).
+  // The sum over b = 0..B-1 (in order) of ce_utt_ (one read-back; after frame_ce()), unchecked.
   double frame_ce_sum(int B);
 
   // The gradient that clip and AdamW use: the sum over the ranks with several processes, else grad_.

@@ -78,8 +78,9 @@ TEST(HeldParameters, ProjectionBiasHeldWithoutFrameCe) { check_step(0.0); }
 
 TEST(HeldParameters, ProjectionBiasTrainedWithFrameCe) { check_step(0.5); }
 
-TEST(HeldParameters, UpdateHoldingLeavesOnlyTheRangeAlone) {
-  // a hand-made gradient: update_holding against AdamW::update entry by entry
+TEST(HeldParameters, UpdateRangesLeaveOnlyTheHeldRangeAlone) {
+  // a hand-made gradient: AdamW over update_ranges without [2, 4) against the
+  // whole AdamW::update entry by entry
   const std::vector<float> p0 = {0.5f, -1.f, 2.f, 0.25f, -0.75f, 1.5f};
   const std::vector<float> g = {0.1f, -0.2f, 0.3f, 0.4f, -0.5f, 0.6f};
   AdamW a, b;
@@ -87,7 +88,7 @@ TEST(HeldParameters, UpdateHoldingLeavesOnlyTheRangeAlone) {
   b.reset(p0.size());
   std::vector<float> pa = p0, pb = p0;
   a.update(pa, g, 1e-2, 4, 3.0);
-  update_holding(b, pb, g, 1e-2, 4, 3.0, HeldRange{2, 4});
+  b.update(pb, g, update_ranges(p0.size(), 1e-2, 4, 3.0, 2, 4));
   for (size_t i = 0; i < p0.size(); ++i) {
     if (i == 2 || i == 3) {
       EXPECT_EQ(pb[i], p0[i]);
@@ -100,4 +101,24 @@ TEST(HeldParameters, UpdateHoldingLeavesOnlyTheRangeAlone) {
     }
   }
   EXPECT_EQ(b.step, 1);
+}
+
+namespace {
+std::vector<std::vector<double>> as_rows(const std::vector<timitseg::model::UpdateRange>& rs) {
+  std::vector<std::vector<double>> out;
+  for (const auto& r : rs) out.push_back({double(r.begin), double(r.end), r.lr});
+  return out;
+}
+}  // namespace
+
+TEST(HeldParameters, UpdateRangesOfTheGroupsAndTheHeldRange) {
+  // the ranges the GPU runs one AdamW kernel each on, written out by hand
+  using R = std::vector<std::vector<double>>;
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 1.0)), (R{{0, 10, 0.5}}));  // lr_scale 1: one group
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 2.0)), (R{{0, 6, 0.5}, {6, 10, 1.0}}));
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 2.0, 2, 4)), (R{{0, 2, 0.5}, {4, 6, 0.5}, {6, 10, 1.0}}));
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 2.0, 0, 6)), (R{{6, 10, 1.0}}));          // a whole group held
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 2.0, 5, 8)), (R{{0, 5, 0.5}, {8, 10, 1.0}}));  // across the split
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 6, 1.0, 8, 10)), (R{{0, 8, 0.5}}));
+  EXPECT_EQ(as_rows(update_ranges(10, 0.5, 20, 2.0)), (R{{0, 10, 0.5}}));  // scaled_begin past the end
 }
