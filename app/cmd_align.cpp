@@ -150,6 +150,32 @@ void add_g2p_options(CLI::App* c, eval::AlignOptions* o) {
   c->add_option("--language", o->language, "espeak-ng language of --g2p espeak (es, de, fr, cmn, en-us, ...)");
 }
 
+// `bench align`: Backend::align timed on random inputs, checked against the reference.
+void add_bench_align_command(CLI::App& app) {
+  auto b = std::make_shared<BenchAlignOptions>();
+  CLI::App* bc = bench_command(app)->add_subcommand(
+      "align",
+      "Time forced alignment (Backend::align, the constrained Viterbi) of one CRF backend on random inputs shaped like "
+      "the TIMIT test set (1344 utterances), then check the first utterances against the reference backend");
+  bc->add_option("--utterances", b->utterances, "Utterances aligned per timed run")->capture_default_str();
+  bc->add_option("--batch", b->batch, "Utterances per align call")->capture_default_str();
+  bc->add_option("--frames", b->frames, "Frames per utterance (T)")->capture_default_str();
+  bc->add_option("--phones", b->phones, "Phones per utterance (N <= T)")->capture_default_str();
+  bc->add_option("--max-duration", b->max_duration, "K")->capture_default_str();
+  bc->add_option("--classes", b->classes, "C")->capture_default_str();
+  bc->add_option("--backend", b->backend, "reference, cpu or cuda")
+      ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
+      ->capture_default_str();
+  bc->add_option("--warmup", b->warmup, "Untimed runs first")->capture_default_str();
+  bc->add_option("--repeats", b->repeats, "Timed runs (median and minimum printed)")->capture_default_str();
+  bc->add_option("--threads", b->threads, "cpu backend threads (0 = all cores)")->capture_default_str();
+  bc->add_option("--check-utterances", b->check_utterances, "Utterances checked against the reference (0 = none)")
+      ->capture_default_str();
+  bc->add_option("--seed", b->seed, "Random seed of the inputs")->capture_default_str();
+  bc->add_flag("--json", b->json, "Print the figures as JSON");
+  bc->callback([b] { run_bench_align(*b); });
+}
+
 void add_align_command(CLI::App& app) {
   auto o = std::make_shared<eval::AlignOptions>();
   auto timit = std::make_shared<std::string>();
@@ -221,28 +247,7 @@ void add_align_command(CLI::App& app) {
     eval::align(a);
   });
 
-  auto b = std::make_shared<BenchAlignOptions>();
-  CLI::App* bc = bench_command(app)->add_subcommand(
-      "align",
-      "Time forced alignment (Backend::align, the constrained Viterbi) of one CRF backend on random inputs shaped like "
-      "the TIMIT test set (1344 utterances), then check the first utterances against the reference backend");
-  bc->add_option("--utterances", b->utterances, "Utterances aligned per timed run")->capture_default_str();
-  bc->add_option("--batch", b->batch, "Utterances per align call")->capture_default_str();
-  bc->add_option("--frames", b->frames, "Frames per utterance (T)")->capture_default_str();
-  bc->add_option("--phones", b->phones, "Phones per utterance (N <= T)")->capture_default_str();
-  bc->add_option("--max-duration", b->max_duration, "K")->capture_default_str();
-  bc->add_option("--classes", b->classes, "C")->capture_default_str();
-  bc->add_option("--backend", b->backend, "reference, cpu or cuda")
-      ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
-      ->capture_default_str();
-  bc->add_option("--warmup", b->warmup, "Untimed runs first")->capture_default_str();
-  bc->add_option("--repeats", b->repeats, "Timed runs (median and minimum printed)")->capture_default_str();
-  bc->add_option("--threads", b->threads, "cpu backend threads (0 = all cores)")->capture_default_str();
-  bc->add_option("--check-utterances", b->check_utterances, "Utterances checked against the reference (0 = none)")
-      ->capture_default_str();
-  bc->add_option("--seed", b->seed, "Random seed of the inputs")->capture_default_str();
-  bc->add_flag("--json", b->json, "Print the figures as JSON");
-  bc->callback([b] { run_bench_align(*b); });
+  add_bench_align_command(app);  // `bench align`, the timing of the same alignment
 }
 
 }  // namespace timitseg::app

@@ -215,6 +215,64 @@ model::Config bench_config(const BenchTrainOptions& o, model::Device device) {
   return cfg;
 }
 
+// The first lines: what is trained, on how many ranks.
+void print_bench_header(const BenchTrainOptions& o, const model::Config& cfg, model::Device device,
+                        const train::TrainData& td, const dist::Communicator& world) {
+  int64_t train_frames = 0;
+  for (const auto& u : td.train.utterances) train_frames += u.num_frames;
+  std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
+              "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
+              model::device_name(device), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
+              o.check_numerics ? "on" : "off");
+  if (world.size() > 1)
+    std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
+                world.launch().launcher.c_str(), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
+}
+
+// 2. and 3.: the per-part breakdown of a step and the evaluation timing, on an
+// executor of their own (one process), into `out`.
+void executor_parts(const BenchTrainOptions& o, const model::Config& cfg, model::Device device,
+                    const train::TrainData& td, nlohmann::json& out) {
+  const model::LabelSet ls = model::LabelSet::make(39);
+  const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
+  model::DeviceChoice choice;  // cfg's, resolved above
+  choice.device = device;
+  choice.crf_backend = model::backend_kind(cfg.crf_backend);  // resolved above: never auto
+  choice.rnn_algo = cfg.train_rnn_algo;
+  const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
+  auto exec = model::make_executor(device, dims, xo);
+  const model::ParamLayout layout(dims);
+  std::vector<float> params;
+  std::mt19937_64 prng(o.seed);
+  model::init_params(layout, prng, params);
+  model::AdamW adam;
+  adam.reset(layout.total());
+  exec->set_state(params, adam);
+  step_breakdown(o, *exec, cfg, td.train, ls, out);
+  eval_timing(o, *exec, ls, out);
+  out["executor"] = exec->description();
+  std::printf("executor: %s\n", exec->description().c_str());
+}
+
+// 1.'s figures: each epoch's training frames/s and the best after the first, printed and into `out`.
+void training_figures(const train::TrainResult& tr, const dist::Communicator& world, nlohmann::json& out) {
+  nlohmann::json epochs = nlohmann::json::array();
+  for (const auto& e : tr.epochs) {
+    std::printf("  epoch %d: %.0f training frames/s (%.2f s)\n", e.epoch, e.frames_per_sec, e.epoch_seconds);
+    epochs.push_back({{"epoch", e.epoch}, {"frames_per_sec", e.frames_per_sec}, {"epoch_seconds", e.epoch_seconds}});
+  }
+  out["epochs"] = epochs;
+  // The first epoch includes one-time set-up (cuDNN plans, allocations): the
+  // figure is the best later epoch.
+  double best = 0;
+  for (size_t i = tr.epochs.size() > 1 ? 1 : 0; i < tr.epochs.size(); ++i)
+    best = std::max(best, tr.epochs[i].frames_per_sec);
+  out["frames_per_sec"] = best;
+  std::printf("training throughput: %.0f frames/s%s\n", best,
+              world.size() > 1 ? (" (all " + std::to_string(world.size()) + " ranks together)").c_str() : "");
+}
+
 void run_bench_train(const BenchTrainOptions& o) {
   start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
   const dist::Communicator& world = dist::world();
@@ -236,17 +294,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   td.train = synthetic_split("train", o.utterances, o.min_frames, o.max_frames, o.input_dim, rng);
   td.dev = synthetic_split("dev", std::max(1, o.batch), o.min_frames, o.max_frames, o.input_dim, rng);
   td.has_cmvn = false;
-  int64_t train_frames = 0;
-  for (const auto& u : td.train.utterances) train_frames += u.num_frames;
-  if (rank0)
-  std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
-              "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
-              model::device_name(device), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
-              o.check_numerics ? "on" : "off");
-  if (rank0 && world.size() > 1)
-    std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
-                world.launch().launcher.c_str(), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
+  if (rank0) print_bench_header(o, cfg, device, td, world);
   std::fflush(stdout);
 
   // 1. train() as `timitseg train` runs it.
@@ -257,20 +305,7 @@ void run_bench_train(const BenchTrainOptions& o) {
   out["device"] = model::device_name(device);
   out["world_size"] = world.size();
   out["config"] = cfg.to_json();
-  nlohmann::json epochs = nlohmann::json::array();
-  for (const auto& e : tr.epochs) {
-    std::printf("  epoch %d: %.0f training frames/s (%.2f s)\n", e.epoch, e.frames_per_sec, e.epoch_seconds);
-    epochs.push_back({{"epoch", e.epoch}, {"frames_per_sec", e.frames_per_sec}, {"epoch_seconds", e.epoch_seconds}});
-  }
-  out["epochs"] = epochs;
-  // The first epoch includes one-time set-up (cuDNN plans, allocations): the
-  // figure is the best later epoch.
-  double best = 0;
-  for (size_t i = tr.epochs.size() > 1 ? 1 : 0; i < tr.epochs.size(); ++i)
-    best = std::max(best, tr.epochs[i].frames_per_sec);
-  out["frames_per_sec"] = best;
-  std::printf("training throughput: %.0f frames/s%s\n", best,
-              world.size() > 1 ? (" (all " + std::to_string(world.size()) + " ranks together)").c_str() : "");
+  training_figures(tr, world, out);
   if (world.size() > 1) {  // the per-part breakdown and evaluation below are one executor's: not repeated per rank
     std::error_code ec;
     if (o.work_dir.empty()) fs::remove_all(work, ec);
@@ -278,26 +313,7 @@ void run_bench_train(const BenchTrainOptions& o) {
     return;
   }
 
-  // 2. and 3.: per-part breakdown and evaluation on an executor of their own.
-  const model::LabelSet ls = model::LabelSet::make(39);
-  const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
-  model::DeviceChoice choice;  // cfg's, resolved above
-  choice.device = device;
-  choice.crf_backend = model::backend_kind(cfg.crf_backend);  // resolved above: never auto
-  choice.rnn_algo = cfg.train_rnn_algo;
-  const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
-  auto exec = model::make_executor(device, dims, xo);
-  const model::ParamLayout layout(dims);
-  std::vector<float> params;
-  std::mt19937_64 prng(o.seed);
-  model::init_params(layout, prng, params);
-  model::AdamW adam;
-  adam.reset(layout.total());
-  exec->set_state(params, adam);
-  step_breakdown(o, *exec, cfg, td.train, ls, out);
-  eval_timing(o, *exec, ls, out);
-  out["executor"] = exec->description();
-  std::printf("executor: %s\n", exec->description().c_str());
+  executor_parts(o, cfg, device, td, out);
   std::error_code ec;
   if (o.work_dir.empty()) fs::remove_all(work, ec);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, out.dump(2) + "\n");

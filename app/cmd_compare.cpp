@@ -59,7 +59,7 @@ struct CompareArgs {
   std::string json_out;
   std::string seeds;  // "" = train.seed; "N" = N seeds from train.seed; "1,2,3" = these
   bool force = false;  // --force: retrain runs whose folder holds another configuration
-  int jobs = 0;        // --jobs: runs at once (0: the default of default_jobs)
+  int jobs = 0;        // --jobs: runs at once (0: the default of default_jobs, cmd_compare_jobs.cpp)
   std::string device;  // --device: train.device for every run ("" = the config's)
 };
 
@@ -314,80 +314,6 @@ void train_all(std::vector<Job>& all, const train::TrainData& data, int jobs) {
   for (std::thread& t : workers) t.join();
 }
 
-// The default --jobs: 1 on the CPU; on the GPU as many runs as fill its SMs twice
-// (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
-// its free memory, the memory of one run measured with one training step and
-// one decode of the longest batch on a probe executor.
-int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train) {
-  if (device != model::Device::cuda || to_train <= 1) return 1;
-  const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
-  model::ModelDims dims;
-  dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
-  const int threads = model::set_threads(cfg.train_threads);
-  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  const model::ExecutorOptions xo = model::executor_options(cfg, choice, threads);
-  size_t free0 = 0, free1 = 0, total = 0;
-  std::string algo;
-  try {
-    cuda::memory_info(&free0, &total);
-    {
-      std::unique_ptr<model::Executor> exec = model::make_executor(device, dims, xo);
-      algo = exec->description();
-      const model::ParamLayout layout(dims);
-      std::mt19937_64 rng(cfg.train_seed);
-      std::vector<float> params;
-      model::init_params(layout, rng, params, cfg.crf_init_scale);
-      model::AdamW opt;
-      opt.reset(layout.total());
-      exec->set_state(params, opt);
-      // the batch of the longest utterances of train and dev
-      std::vector<const data::Utterance*> utts;
-      for (const auto& u : data.train.utterances) utts.push_back(&u);
-      for (const auto& u : data.dev.utterances) utts.push_back(&u);
-      std::stable_sort(utts.begin(), utts.end(), [](const data::Utterance* a, const data::Utterance* b) {
-        return a->num_frames > b->num_frames;
-      });
-      utts.resize(std::min<size_t>(utts.size(), static_cast<size_t>(cfg.train_batch_size)));
-      const model::Batch batch =
-          model::make_batch(utts, data.has_cmvn ? &data.cmvn : nullptr, ls, cfg.debug_fixed_length);
-      model::StepOptions so;
-      so.lr = 0;  // the probe's parameters are thrown away; lr 0 keeps them finite
-      so.dropout = cfg.model_dropout;
-      so.rng = &rng;
-      so.seed = cfg.train_seed;
-      so.step = 1;
-      so.check_numerics = false;
-      exec->train_step(batch, so);
-      exec->decode(batch, nullptr, nullptr);
-      cuda::synchronize();
-      cuda::memory_info(&free1, &total);
-    }
-  } catch (const std::exception& e) {
-    spdlog::warn("compare: measuring one run's GPU footprint failed ({}): --jobs 1 (set --jobs N to choose)",
-                 e.what());
-    return 1;
-  }
-  const double per_run = std::max<double>(1.0, static_cast<double>(free0) - static_cast<double>(free1));
-  const int by_memory = std::max(1, static_cast<int>(0.9 * static_cast<double>(free0) / per_run));
-  const int sms = cuda::sm_count();
-  const int ctas = model::fused_grid_ctas(cfg.train_batch_size, cfg.model_hidden_dim);
-  const bool fused = algo.find("fused") != std::string::npos && ctas > 0;
-  // fused: enough runs to cover every SM twice (a run keeps its SMs busy only part of each step: host read-back
-  // of the step's scalars, batch staging, dev evaluation; measured on one H100, compare --seeds 3 of
-  // configs/timit.yaml, 6 runs of 64 CTAs: --jobs 1/2/3/6 took 33.8/18.9/13.6/9.9 s, docs/training.md);
-  // cuDNN's kernels: no per-run figure, memory decides
-  const int by_sms = fused ? 2 * ((sms + ctas - 1) / ctas) : to_train;
-  const int jobs = std::max(1, std::min({to_train, by_memory, by_sms}));
-  spdlog::info("compare: --jobs {} by default ({} runs to train; {}; one run takes {:.0f} MiB of the {:.0f} MiB free "
-               "GPU memory, room for {})",
-               jobs, to_train,
-               fused ? "a fused run occupies " + std::to_string(ctas) + " of " + std::to_string(sms) +
-                           " SMs, " + std::to_string(by_sms) + " cover them twice"
-                     : "cuDNN LSTM: no per-run SM figure",
-               per_run / (1 << 20), free0 / double(1 << 20), by_memory);
-  return jobs;
-}
-
 // The jobs of the comparison, jobs[s * variants + v]: seed s, variant v (the training order of --jobs 1).
 std::vector<Job> make_jobs(const CompareArgs& a, const model::Config& base, const std::vector<uint64_t>& seeds,
                            const std::vector<compare::Variant>& variants, bool seed_dirs) {
@@ -440,7 +366,7 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, model
 
   if (to_train > 0) {
     const train::TrainData data = train::load_train_data(base);
-    jobs_used = jobs_arg > 0 ? jobs_arg : default_jobs(device, base, data, to_train);
+    jobs_used = jobs_arg > 0 ? jobs_arg : compare::default_jobs(device, base, data, to_train);
     jobs_used = std::max(1, std::min(jobs_used, to_train));
     spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", to_train, jobs.size(), jobs_used,
                  model::device_name(device), device == model::Device::cpu && jobs_used > 1 ? " (their parallel sections share one thread pool)" : "");

@@ -1,6 +1,6 @@
 // `timitseg compare` (app/cmd_compare.cpp: planning and training the runs;
-// app/cmd_compare_results.cpp: evaluating them, the table, the overlay report
-// and the JSON). Internal to app/.
+// app/cmd_compare_jobs.cpp: how many train at once; app/cmd_compare_results.cpp:
+// evaluating them, the table, the overlay report and the JSON). Internal to app/.
 #pragma once
 
 #include <cmath>
@@ -15,7 +15,9 @@
 #include "app/report/significance.h"
 #include "data/dataset.h"
 #include "model/config.h"
+#include "model/encoder.h"  // model::Device
 #include "train/run_folder.h"  // format_metric
+#include "train/train_data.h"
 
 namespace timitseg::app::compare {
 
@@ -141,5 +143,11 @@ struct CompareJsonInfo {
 // --json FILE (atomic).
 void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
                         const std::vector<std::vector<model::Config>>& cfgs, const CompareJsonInfo& info);
+
+// The default --jobs (cmd_compare_jobs.cpp): 1 on the CPU or for one run to
+// train; on the GPU as many runs as fill its SMs twice (fused) and fit in its
+// free memory, one run's measured on a probe executor (a failed probe: 1, with
+// a warning).
+int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train);
 
 }  // namespace timitseg::app::compare

@@ -137,6 +137,62 @@ double bench_host_bytes(const Dims& d, crf::BackendKind backend, bool dev, int t
   return inputs + std::max(frames, rest);
 }
 
+// What one run of `bench crf` measured: each operation's times, the
+// workspace and device memory (MiB), the check against the reference.
+struct BenchFigures {
+  std::vector<NamedTiming> times;
+  size_t ws_fwd, ws_all;  // bytes
+  bool dev;
+  double used_fwd, used_all;  // MiB of device memory in use
+  nlohmann::json check;       // check_against_reference's, or null
+  int64_t nc;                 // utterances checked
+  bool ok;
+};
+
+void print_json(const BenchOptions& o, const std::string& name, const Dims& dims, const BenchFigures& f) {
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  const double mib = 1.0 / 1048576.0;
+  nlohmann::json j;
+  j["backend"] = name;
+  j["batch"] = B, j["frames"] = T, j["max_duration"] = K, j["classes"] = C;
+  j["warmup"] = o.warmup, j["repeats"] = o.repeats, j["seed"] = o.seed;
+  j["hardware_threads"] = resolve_threads(0);
+  for (const NamedTiming& t : f.times)
+    j["timings_ms"][t.op] = {{"median", t.t.median_ms},
+                             {"min", t.t.min_ms},
+                             {"frames_per_s", static_cast<double>(B * T) / (t.t.median_ms / 1000.0)}};
+  j["check"] = f.check;
+  j["workspace_mib"] = {{"forward", static_cast<double>(f.ws_fwd) * mib}, {"all", static_cast<double>(f.ws_all) * mib}};
+  if (f.dev) j["device_memory_mib"] = {{"forward", f.used_fwd}, {"all", f.used_all}};
+  std::printf("%s\n", j.dump(2).c_str());
+}
+
+void print_text(const BenchOptions& o, const std::string& name, const Dims& dims, const BenchFigures& f) {
+  const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
+  const double mib = 1.0 / 1048576.0;
+  std::printf("bench crf: backend=%s B=%lld T=%lld K=%lld C=%lld, warm-up %d, repeats %d (median, ms)\n",
+              name.c_str(), static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(K),
+              static_cast<long long>(C), o.warmup, o.repeats);
+  std::printf("%-18s %12s %12s %14s\n", "operation", "median ms", "min ms", "frames/s");
+  for (const NamedTiming& t : f.times)
+    std::printf("%-18s %12.3f %12.3f %14.0f\n", t.op.c_str(), t.t.median_ms, t.t.min_ms,
+                static_cast<double>(B * T) / (t.t.median_ms / 1000.0));
+  std::printf("workspace: forward %.3f MiB, forward+backward/viterbi %.3f MiB\n", static_cast<double>(f.ws_fwd) * mib,
+              static_cast<double>(f.ws_all) * mib);
+  if (f.dev)
+    std::printf("device memory in use (cudaMemGetInfo, MiB): forward (inputs, log Z, workspace) %.1f; "
+                "all operations %.1f\n",
+                f.used_fwd, f.used_all);
+  if (f.nc > 0)
+    std::printf("check vs reference (%lld utterances): log Z max rel err %.3g, grads max rel err %.3g, "
+                "viterbi segments %s: %s\n",
+                static_cast<long long>(f.nc), f.check["log_z_max_rel_err"].get<double>(),
+                f.check["grad_max_rel_err"].get<double>(), f.check["viterbi_segments_identical"].get<bool>() ? "identical" : "DIFFER",
+                f.ok ? "ok" : "MISMATCH");
+  else
+    std::printf("check vs reference: skipped (--check-utterances 0)\n");
+}
+
 void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& backend);
 
 void run_bench(const BenchOptions& o) {
@@ -250,43 +306,11 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
   const int64_t nc = std::min<int64_t>(B, o.check_utterances);
   const nlohmann::json check = nc > 0 ? check_against_reference(in, nc, *be, ok) : nlohmann::json(nullptr);
 
-  if (o.json) {
-    nlohmann::json j;
-    j["backend"] = be->name();
-    j["batch"] = B, j["frames"] = T, j["max_duration"] = K, j["classes"] = C;
-    j["warmup"] = o.warmup, j["repeats"] = o.repeats, j["seed"] = o.seed;
-    j["hardware_threads"] = resolve_threads(0);
-    for (const NamedTiming& t : times)
-      j["timings_ms"][t.op] = {{"median", t.t.median_ms},
-                               {"min", t.t.min_ms},
-                               {"frames_per_s", static_cast<double>(B * T) / (t.t.median_ms / 1000.0)}};
-    j["check"] = check;
-    j["workspace_mib"] = {{"forward", static_cast<double>(ws_fwd) * mib}, {"all", static_cast<double>(ws_all) * mib}};
-    if (dev) j["device_memory_mib"] = {{"forward", used_fwd}, {"all", used_all}};
-    std::printf("%s\n", j.dump(2).c_str());
-  } else {
-    std::printf("bench crf: backend=%s B=%lld T=%lld K=%lld C=%lld, warm-up %d, repeats %d (median, ms)\n",
-                be->name().c_str(), static_cast<long long>(B), static_cast<long long>(T), static_cast<long long>(K),
-                static_cast<long long>(C), o.warmup, o.repeats);
-    std::printf("%-18s %12s %12s %14s\n", "operation", "median ms", "min ms", "frames/s");
-    for (const NamedTiming& t : times)
-      std::printf("%-18s %12.3f %12.3f %14.0f\n", t.op.c_str(), t.t.median_ms, t.t.min_ms,
-                  static_cast<double>(B * T) / (t.t.median_ms / 1000.0));
-    std::printf("workspace: forward %.3f MiB, forward+backward/viterbi %.3f MiB\n", static_cast<double>(ws_fwd) * mib,
-                static_cast<double>(ws_all) * mib);
-    if (dev)
-      std::printf("device memory in use (cudaMemGetInfo, MiB): forward (inputs, log Z, workspace) %.1f; "
-                  "all operations %.1f\n",
-                  used_fwd, used_all);
-    if (nc > 0)
-      std::printf("check vs reference (%lld utterances): log Z max rel err %.3g, grads max rel err %.3g, "
-                  "viterbi segments %s: %s\n",
-                  static_cast<long long>(nc), check["log_z_max_rel_err"].get<double>(),
-                  check["grad_max_rel_err"].get<double>(), check["viterbi_segments_identical"].get<bool>() ? "identical" : "DIFFER",
-                  ok ? "ok" : "MISMATCH");
-    else
-      std::printf("check vs reference: skipped (--check-utterances 0)\n");
-  }
+  const BenchFigures f{times, ws_fwd, ws_all, dev, used_fwd, used_all, check, nc, ok};
+  if (o.json)
+    print_json(o, be->name(), dims, f);
+  else
+    print_text(o, be->name(), dims, f);
   std::fflush(stdout);
   if (!ok)
     throw std::runtime_error("bench crf: backend " + be->name() +

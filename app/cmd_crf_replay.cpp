@@ -70,56 +70,57 @@ void check_output_path(const std::string& in, const std::string& out) {
                                 " itself; refusing to overwrite the input (choose another OUT)");
 }
 
-void run_replay(const ReplayOptions& o) {
-  check_threads("crf replay", o.threads);
-  check_output_path(o.in, o.out);
-  const st::File f = st::load(o.in);
+// A replay file's tensors (docs/training.md): the CRF's inputs; labels,
+// onset scores, start and end optional.
+struct ReplayInput {
+  Dims dims;
+  std::vector<float> cum, A, D, s, e;  // [B][T+1][C], [C][C], [K][C], [C], [C]
+  std::vector<int32_t> lengths;        // [B]
+  std::vector<int32_t> labels;         // [B][T] when has_labels
+  std::vector<float> onset;            // [B][T][C] when has_onset
+  bool has_labels = false, has_onset = false;
+  Params params() const {
+    Params p{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
+             lengths.data()};
+    if (has_onset) p.onset = onset.data();
+    return p;
+  }
+};
+
+ReplayInput read_replay_input(const std::string& path, const st::File& f) {
   const st::Tensor& cum_t = f.get("cum_scores");
   if (cum_t.dtype != st::DType::F32 || cum_t.shape.size() != 3 || cum_t.shape[1] < 2)
-    throw std::runtime_error(o.in + ": tensor 'cum_scores' must be F32 [B, T+1, C] with T >= 1, got " +
+    throw std::runtime_error(path + ": tensor 'cum_scores' must be F32 [B, T+1, C] with T >= 1, got " +
                              st::dtype_name(cum_t.dtype) + " " + cum_t.shape_str());
-  Dims dims;
+  ReplayInput in;
+  Dims& dims = in.dims;
   dims.B = cum_t.shape[0];
   dims.T = cum_t.shape[1] - 1;
   dims.C = cum_t.shape[2];
   const st::Tensor& dur_t = f.get("duration_bias");
   if (dur_t.shape.size() != 2)
-    throw std::runtime_error(o.in + ": tensor 'duration_bias' must be F32 [K, C], got shape " + dur_t.shape_str());
+    throw std::runtime_error(path + ": tensor 'duration_bias' must be F32 [K, C], got shape " + dur_t.shape_str());
   dims.K = dur_t.shape[0];
-  const std::vector<float> cum = cum_t.to<float>();
-  const std::vector<float> A = f.get("transition", st::DType::F32, {dims.C, dims.C}).to<float>();
-  const std::vector<float> D = f.get("duration_bias", st::DType::F32, {dims.K, dims.C}).to<float>();
-  std::vector<float> s, e;
-  if (f.has("start")) s = f.get("start", st::DType::F32, {dims.C}).to<float>();
-  if (f.has("end")) e = f.get("end", st::DType::F32, {dims.C}).to<float>();
-  const std::vector<int32_t> lengths = int32_tensor(f, "lengths", {dims.B});
-  std::vector<int32_t> labels;
-  const bool has_labels = f.has("labels");
-  if (has_labels) labels = int32_tensor(f, "labels", {dims.B, dims.T});
-  std::vector<float> onset;  // optional onset scores [B][T][C]
-  const bool has_onset = f.has("onset");
-  if (has_onset) onset = f.get("onset", st::DType::F32, {dims.B, dims.T, dims.C}).to<float>();
-  Params p{cum.data(), A.data(), D.data(), s.empty() ? nullptr : s.data(), e.empty() ? nullptr : e.data(),
-           lengths.data()};
-  if (has_onset) p.onset = onset.data();
-  auto backend = backend_by_name(o.backend, o.threads);
-  spdlog::info("crf replay: {} B={} T={} K={} C={} labels={} onset={} backend={}", o.in, dims.B, dims.T, dims.K,
-               dims.C, has_labels ? "yes" : "no", has_onset ? "yes" : "no", backend->name());
-  crf::HostRunOptions ro;
-  ro.gradients = has_labels;
-  ro.viterbi = true;
-  ro.boundary_posteriors = true;
-  HostResult r;
-  try {
-    r = crf::run_host(*backend, dims, p, has_labels ? labels.data() : nullptr, ro);
-  } catch (const std::exception& ex) {
-    throw std::runtime_error(o.in + ": " + ex.what());
-  }
+  in.cum = cum_t.to<float>();
+  in.A = f.get("transition", st::DType::F32, {dims.C, dims.C}).to<float>();
+  in.D = f.get("duration_bias", st::DType::F32, {dims.K, dims.C}).to<float>();
+  if (f.has("start")) in.s = f.get("start", st::DType::F32, {dims.C}).to<float>();
+  if (f.has("end")) in.e = f.get("end", st::DType::F32, {dims.C}).to<float>();
+  in.lengths = int32_tensor(f, "lengths", {dims.B});
+  in.has_labels = f.has("labels");
+  if (in.has_labels) in.labels = int32_tensor(f, "labels", {dims.B, dims.T});
+  in.has_onset = f.has("onset");
+  if (in.has_onset) in.onset = f.get("onset", st::DType::F32, {dims.B, dims.T, dims.C}).to<float>();
+  return in;
+}
 
+// The results as the output file's tensors (gold, NLL and gradients with labels).
+st::File replay_outputs(const std::string& input, const std::string& backend, const Dims& dims, const HostResult& r,
+                        bool has_labels, bool has_onset) {
   st::File out;
   out.metadata["producer"] = "timitseg crf replay";
-  out.metadata["backend"] = backend->name();
-  out.metadata["input"] = o.in;
+  out.metadata["backend"] = backend;
+  out.metadata["input"] = input;
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
   out.tensors["log_partition"] = st::Tensor::from<double>({B}, r.log_z);
   out.tensors["viterbi_score"] = st::Tensor::from<double>({B}, r.viterbi_score);
@@ -142,11 +143,15 @@ void run_replay(const ReplayOptions& o) {
     for (double v : nll) mean += v / static_cast<double>(B);
     spdlog::info("crf replay: mean NLL {:.6f} over {} utterances", mean, B);
   }
-  // Never write non-finite results: name the first offender instead.
+  return out;
+}
+
+// Never write non-finite results: name the first offender instead.
+void check_finite_results(const std::string& input, const std::string& backend, const HostResult& r) {
   auto check = [&](const char* name, const auto& v) {
     for (size_t i = 0; i < v.size(); ++i)
       if (!std::isfinite(static_cast<double>(v[i])))
-        throw std::runtime_error(o.in + ": backend " + backend->name() + " produced non-finite " + name + "[" +
+        throw std::runtime_error(input + ": backend " + backend + " produced non-finite " + name + "[" +
                                  std::to_string(i) + "] = " + std::to_string(static_cast<double>(v[i])));
   };
   check("log_partition", r.log_z);
@@ -159,6 +164,32 @@ void run_replay(const ReplayOptions& o) {
   check("grad_end", r.grad_end);
   check("grad_onset", r.grad_onset);
   check("boundary_posteriors", r.boundary_posteriors);
+}
+
+void run_replay(const ReplayOptions& o) {
+  check_threads("crf replay", o.threads);
+  check_output_path(o.in, o.out);
+  const st::File f = st::load(o.in);
+  const ReplayInput in = read_replay_input(o.in, f);
+  const Dims& dims = in.dims;
+  const bool has_labels = in.has_labels, has_onset = in.has_onset;
+  const Params p = in.params();
+  auto backend = backend_by_name(o.backend, o.threads);
+  spdlog::info("crf replay: {} B={} T={} K={} C={} labels={} onset={} backend={}", o.in, dims.B, dims.T, dims.K,
+               dims.C, has_labels ? "yes" : "no", has_onset ? "yes" : "no", backend->name());
+  crf::HostRunOptions ro;
+  ro.gradients = has_labels;
+  ro.viterbi = true;
+  ro.boundary_posteriors = true;
+  HostResult r;
+  try {
+    r = crf::run_host(*backend, dims, p, has_labels ? in.labels.data() : nullptr, ro);
+  } catch (const std::exception& ex) {
+    throw std::runtime_error(o.in + ": " + ex.what());
+  }
+
+  const st::File out = replay_outputs(o.in, backend->name(), dims, r, has_labels, has_onset);
+  check_finite_results(o.in, backend->name(), r);
   st::save(o.out, out);
   spdlog::info("crf replay: wrote {} ({} segments)", o.out, r.segments.size());
 }

@@ -42,17 +42,15 @@ static std::string version_text() {
          (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")";
 }
 
-int main(int argc, char** argv) {
-  CLI::App app{
-      "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
-      "Run `timitseg SUBCOMMAND --help` for the options of each subcommand."};
+// The global options (--version, --log-level) and the logger; the level is
+// set from `log_level` (which must outlive `app`) once the line is parsed.
+static void add_global_options(CLI::App& app, std::string& log_level) {
   app.require_subcommand(1);
   // Global options (--log-level) are accepted after the subcommand too
   // (`timitseg evaluate --log-level debug ...`): the subcommands, made after
   // this line, inherit it and pass what they do not know up to this app.
   app.fallthrough();
   app.set_version_flag("--version", version_text());
-  std::string log_level = "info";
   app.add_option("--log-level", log_level,
                  "Logging verbosity: trace, debug, info, warn, error, critical, off (critical and off: no log lines, nor "
                  "decode's and align's error line per bad input; the one error line of a failure, which names them, "
@@ -63,8 +61,11 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("timitseg");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
-  app.parse_complete_callback([&] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  app.parse_complete_callback([&log_level] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+}
 
+// Every subcommand, in the order of the main help.
+static void add_commands(CLI::App& app) {
   timitseg::app::add_crf_commands(app);
   timitseg::app::add_data_commands(app);
   timitseg::app::add_model_commands(app);
@@ -74,31 +75,15 @@ int main(int argc, char** argv) {
   timitseg::app::add_compare_command(app);
   timitseg::app::add_export_command(app);
   timitseg::app::add_align_command(app);
+}
 
-  // One error convention (docs/cli.md): every failure is one line starting
-  // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
-  // or missing option or subcommand; no arguments at all print the main help
-  // and exit 0), 128 + signal for SIGINT / SIGTERM during
-  // train, decode, align, evaluate, prepare and compare (common/interrupt.h); --help and --version print to stdout and exit 0.
-  if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
-    if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
-    return 1;
-  }
-  // Several processes (train, bench train under mpirun / srun): a failure the
-  // ranks agreed on (dist::agree) is printed by the rank that had it and ends
-  // every rank normally; any other failure is printed with its rank and ends
-  // the whole job at once (MPI_Abort), so that no rank waits for it.
-  // `timitseg` alone: the main help (the subcommands), exit 0 (docs/cli.md).
-  if (argc == 1) {
-    app.name(argv[0]);  // as parse() names it, for the same "Usage:" line as --help
-    std::printf("%s", app.help().c_str());
-    return 0;
-  }
-  // An unknown subcommand, also before --help (`timitseg trian --help`): one line with a suggestion.
-  if (const std::string bad = timitseg::app::check_subcommand_words(app, argc, argv); !bad.empty()) {
-    std::fprintf(stderr, "error: %s\n", bad.c_str());
-    return 2;
-  }
+// Parses the line and runs the subcommand it names (the callbacks run inside
+// parse()); every failure becomes the exit status and one line (see main).
+// Several processes (train, bench train under mpirun / srun): a failure the
+// ranks agreed on (dist::agree) is printed by the rank that had it and ends
+// every rank normally; any other failure is printed with its rank and ends
+// the whole job at once (MPI_Abort), so that no rank waits for it.
+static int parse_and_run(CLI::App& app, int argc, char** argv) {
   using timitseg::dist::world;
   try {
     app.parse(argc, argv);
@@ -129,4 +114,35 @@ int main(int argc, char** argv) {
   }
   timitseg::dist::finalize_world();
   return 0;
+}
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "timitseg: train and evaluate phoneme segmentation models on TIMIT with a semi-Markov CRF.\n"
+      "Run `timitseg SUBCOMMAND --help` for the options of each subcommand."};
+  std::string log_level = "info";
+  add_global_options(app, log_level);
+  add_commands(app);
+
+  // One error convention (docs/cli.md): every failure is one line starting
+  // "error:" on stderr; exit 1 for a failed command, 2 for a usage error (bad
+  // or missing option or subcommand; no arguments at all print the main help
+  // and exit 0), 128 + signal for SIGINT / SIGTERM during
+  // train, decode, align, evaluate, prepare and compare (common/interrupt.h); --help and --version print to stdout and exit 0.
+  if (const std::string no = timitseg::app::refuse_several_ranks(argc, argv); !no.empty()) {
+    if (timitseg::dist::detect_launch().rank == 0) std::fprintf(stderr, "error: %s\n", no.c_str());
+    return 1;
+  }
+  // `timitseg` alone: the main help (the subcommands), exit 0 (docs/cli.md).
+  if (argc == 1) {
+    app.name(argv[0]);  // as parse() names it, for the same "Usage:" line as --help
+    std::printf("%s", app.help().c_str());
+    return 0;
+  }
+  // An unknown subcommand, also before --help (`timitseg trian --help`): one line with a suggestion.
+  if (const std::string bad = timitseg::app::check_subcommand_words(app, argc, argv); !bad.empty()) {
+    std::fprintf(stderr, "error: %s\n", bad.c_str());
+    return 2;
+  }
+  return parse_and_run(app, argc, argv);
 }

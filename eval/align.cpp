@@ -32,6 +32,7 @@
 #include "model/device_choice.h"
 #include "model/long_input.h"
 #include "eval/align_dictionary.h"
+#include "eval/align_jobs.h"
 #include "eval/formats.h"
 #include "eval/infer.h"
 
@@ -51,33 +52,6 @@ std::string nearest_list(const model::LabelSet& ls, const std::string& label) {
   std::string out;
   for (const std::string& n : data::nearest_phones(ls.spec, label, 3)) out += (out.empty() ? "" : ", ") + n;
   return out;
-}
-
-// FILE beside AUDIO with extension EXT (upper or lower case), or "".
-std::string sibling(const std::string& audio, const std::string& ext_upper) {
-  for (const std::string& ext : {ext_upper, data::to_lower(ext_upper)}) {
-    const fs::path p = fs::path(audio).replace_extension(ext);
-    std::error_code ec;
-    if (fs::is_regular_file(p, ec)) return p.string();
-  }
-  return "";
-}
-
-struct Job {
-  std::string audio;
-  fs::path stem;                             // output stem relative to --out
-  std::function<data::Transcript()> script;  // reads the transcript (throws naming its file)
-};
-
-// One job read (its transcript, then its audio through the pipeline).
-AlignInput read_job(const Job& job, const model::ModelState& s, int threads) {
-  const auto t0 = std::chrono::steady_clock::now();
-  AlignInput r = align_input(job.audio, job.stem.string(), job.script(), s, threads);
-  if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
-    spdlog::info("{}: audio and transcript read in {:.2f} s, {} frames of features in {:.2f} s", job.audio,
-                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - r.in.features_s,
-                 r.in.utt.num_frames, r.in.features_s);
-  return r;
 }
 
 // The aligned utterance of r from the spans [n][2] (frames) of r; skipped
@@ -155,92 +129,6 @@ void check_finite(double score, const std::string& audio) {
   if (!(score > -INFINITY))
     throw std::runtime_error(audio + ": no alignment of finite score (the model's -inf transition or duration "
                                      "entries forbid this phone sequence at this length)");
-}
-
-// The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
-using Beside = model::TranscriptSource;
-
-std::vector<Job> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict, InputSet& protect,
-                              std::vector<std::pair<std::string, std::string>>& bad) {
-  std::vector<Job> jobs;
-  const Beside mode = o.transcript;
-  if (!o.phones_file.empty() || !o.words_file.empty()) {
-    const bool phones = !o.phones_file.empty();
-    const std::string list_path = phones ? o.phones_file : o.words_file;
-    const std::vector<data::ListEntry> list = data::parse_list(list_path, read_file(list_path));
-    protect.add(list_path);
-    std::map<std::string, std::string> scp;
-    if (!o.wav_scp.empty()) {
-      scp = data::read_wav_scp(o.wav_scp);
-      protect.add(o.wav_scp);
-    }
-    for (const data::ListEntry& e : list) {
-      const std::string source = list_path + ":" + std::to_string(e.line);
-      Job j{e.audio, fs::path(e.audio).filename().replace_extension(), nullptr};
-      if (!o.wav_scp.empty()) {  // Kaldi: the line starts with an utterance id, its audio is in wav.scp
-        const auto it = scp.find(e.audio);
-        j.stem = e.audio;
-        if (it == scp.end()) {
-          j.script = [source, id = e.audio, scp_path = o.wav_scp]() -> data::Transcript {
-            throw data::TranscriptError(source + ": utterance '" + id + "' is not in --wav-scp " + scp_path);
-          };
-          jobs.push_back(std::move(j));
-          continue;
-        }
-        j.audio = it->second;
-      }
-      try {  // the audio and the files beside it (its .PHN, ...); a missing one is reported when it is read
-        audio_inputs({j.audio}, "", &protect);
-      } catch (const std::exception&) {
-      }
-      if (e.tokens.empty()) {  // one failed input (docs/align.md), not the whole list
-        j.script = [source, audio = e.audio]() -> data::Transcript {
-          throw data::TranscriptError(source + ": empty transcript for '" + audio + "' (expected 'AUDIO tok tok ...')");
-        };
-      } else if (phones) {
-        j.script = [e, source] {
-          data::Transcript t;
-          t.source = source;
-          t.phones = e.tokens;
-          return t;
-        };
-      } else {
-        j.script = [e, list_path, dict, wo = o.words] {
-          std::vector<data::Word> words;
-          for (const std::string& w : e.tokens) words.push_back(data::Word{data::to_lower(w), e.line});
-          return data::words_to_phones(words, *dict, list_path, wo);
-        };
-      }
-      jobs.push_back(std::move(j));
-    }
-    return jobs;
-  }
-  auto beside = [&](const std::string& audio) -> std::function<data::Transcript()> {
-    const Beside m = mode == Beside::automatic ? (dict ? Beside::automatic : Beside::phn) : mode;  // auto: words
-    return [audio, m, dict, wo = o.words]() -> data::Transcript {
-      if (m == Beside::phn) {
-        const std::string phn = sibling(audio, ".PHN");
-        if (phn.empty()) throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
-        data::Transcript t;
-        t.source = phn;
-        t.phones = data::parse_phn_phones(phn, read_file(phn));
-        return t;
-      }
-      std::string path = m == Beside::txt ? "" : sibling(audio, ".WRD");
-      bool wrd = !path.empty();
-      if (path.empty() && m != Beside::wrd) path = sibling(audio, ".TXT");
-      if (path.empty())
-        throw data::TranscriptError(audio + ": no " +
-                                    (m == Beside::wrd ? ".WRD" : m == Beside::txt ? ".TXT" : ".WRD or .TXT") +
-                                    " beside it");
-      const std::string text = read_file(path);
-      return data::words_to_phones(wrd ? data::parse_wrd(path, text) : data::parse_txt(path, text), *dict, path,
-                                   wo);
-    };
-  };
-  for (const auto& [audio, stem] : audio_inputs(o.inputs, o.out_dir, &protect, &bad))
-    jobs.push_back({audio, stem, beside(audio)});
-  return jobs;
 }
 
 }  // namespace
@@ -329,47 +217,8 @@ void check_align_options(const AlignOptions& o) {
                                 " needs --dict FILE");
 }
 
-// The output stems of the jobs; two jobs that would write one file are refused.
-std::vector<std::function<data::Transcript()>> job_scripts(const std::vector<Job>& jobs) {
-  std::vector<std::function<data::Transcript()>> scripts;
-  for (const Job& j : jobs) scripts.push_back(j.script);
-  return scripts;
-}
-
-std::vector<fs::path> distinct_stems(const std::vector<Job>& jobs) {
-  std::map<std::string, std::string> seen;
-  std::vector<fs::path> stems;
-  for (const Job& j : jobs) {
-    auto [it, fresh] = seen.emplace(j.stem.string(), j.audio);
-    if (!fresh)
-      throw std::invalid_argument("align: " + j.audio + " and " + it->second + " would both write " + j.stem.string() +
-                                  ".PHN; align them into different --out folders");
-    stems.push_back(j.stem);
-  }
-  return stems;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
-// Jobs [at, at + ready.size()) read in parallel (one job per index: the
-// results and the order of the error lines do not depend on the thread
-// count; each job's features on `threads` workers): ready[i], or error[i]
-// (names_file[i] = 1: a transcript error naming its file and line).
-void read_jobs(const std::vector<Job>& jobs, size_t at, const model::ModelState& s, int threads, std::vector<AlignInput>& ready,
-               std::vector<std::string>& error, std::vector<char>& names_file) {
-  parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
-    try {
-      ready[i] = read_job(jobs[at + i], s, threads);
-    } catch (const data::TranscriptError& e) {
-      error[i] = e.what();
-      names_file[i] = 1;
-    } catch (const std::exception& e) {
-      error[i] = e.what();
-      if (error[i].empty()) error[i] = "unknown error";
-    }
-  });
 }
 
 // The executor (on a GPU: the CUDA context, cuDNN, the parameters uploaded),
@@ -434,6 +283,91 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
   return r;
 }
 
+// One run of the command past its set-up: the inputs waiting for a batch,
+// the failed inputs (one error line each) and the count of those aligned.
+class AlignRun {
+ public:
+  AlignRun(const model::ModelState& s, const AlignOptions& o, LazyExecutor& executor, size_t total)
+      : s_(s), o_(o), executor_(executor), total_(total) {}
+
+  // One line per bad input: transcript errors name their file and line
+  // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
+  // other error is prefixed with the audio path unless it starts with it.
+  void report(const std::string& src, const std::string& what, bool names_file) {
+    report_failed_input(src, what, names_file);  // one "error:" line (eval/infer.h)
+    failed_.push_back(src);
+  }
+
+  // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
+  void check_stop() const {
+    throw_if_stopped("align", stop_text(static_cast<size_t>(done_), total_, failed_.size(), "aligned", o_.out_dir));
+  }
+
+  // An input read; a long recording is a batch of its own (encoder in windows, alignment in a band).
+  void add(AlignInput r) {
+    const bool alone = r.in.utt.num_frames > model::kWindowFrames;
+    if (alone) flush();
+    pending_.push_back(std::move(r));
+    if (alone) flush();
+  }
+
+  // The pending inputs aligned in one batch and their outputs written.
+  void flush() {
+    if (pending_.empty()) return;
+    int64_t N = 1;
+    crf::AlignResult r;
+    model::AlignConfidence conf;
+    model::Executor& ex = executor_();  // (outside the try: a device error is the command's, not an input's)
+    try {
+      r = align_batch(ex, pending_, s_, N, &conf);
+    } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
+      for (const AlignInput& p : pending_) report(p.audio, e.what(), false);
+      pending_.clear();
+      return;
+    }
+    check_stop();  // a stop during a long alignment: its outputs are not written
+    const int64_t B = static_cast<int64_t>(pending_.size());
+    for (int64_t b = 0; b < B; ++b) write_one(r, conf, N, b);
+    pending_.clear();
+  }
+
+  // The last line of a run with failed inputs, naming them.
+  void throw_if_failed() const {
+    if (!failed_.empty())
+      throw std::runtime_error("align: " + std::to_string(failed_.size()) + " of " + std::to_string(total_) +
+                               " input file(s) failed (each named above: " + failed_names(failed_) + "); " +
+                               std::to_string(done_) + " aligned into " + o_.out_dir);
+  }
+
+  int done() const { return done_; }
+
+ private:
+  // Pending input b's outputs from the batch's result (N phones a row), or its error line.
+  void write_one(const crf::AlignResult& r, const model::AlignConfidence& conf, int64_t N, int64_t b) {
+    const std::string& src = pending_[b].audio;
+    try {
+      check_finite(r.score[b], src);
+      if (!conf.computed[b] && !conf.reason[b].empty())
+        spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
+      else if (conf.windowed[b])
+        spdlog::info("{}: confidences {}", src, conf.reason[b]);
+      write_alignment(pending_[b], r.spans.data() + b * N * 2, s_, o_, conf.computed[b] ? &conf : nullptr,
+                      static_cast<size_t>(b * N));
+      ++done_;
+    } catch (const std::exception& e) {
+      report(src, e.what(), false);
+    }
+  }
+
+  const model::ModelState& s_;
+  const AlignOptions& o_;
+  LazyExecutor& executor_;
+  size_t total_;
+  std::vector<AlignInput> pending_;
+  std::vector<std::string> failed_;
+  int done_ = 0;
+};
+
 }  // namespace
 
 Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s) {
@@ -457,91 +391,40 @@ int align(const AlignOptions& options) {
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
   std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
-  const std::vector<Job> jobs = collect_jobs(o, dict, protect, bad);
+  const std::vector<AlignJob> jobs = collect_jobs(o, dict, protect, bad);
   const std::vector<fs::path> stems = distinct_stems(jobs);
   if (dict) stop_on_missing_words(job_scripts(jobs), dict->path(), resolve_threads(o.threads));  // before any work
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);
-  int done = 0;
-  std::vector<std::string> failed;
-  // One line per bad input: transcript errors name their file and line
-  // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
-  // other error is prefixed with the audio path unless it starts with it.
-  auto report = [&](const std::string& src, const std::string& what, bool names_file) {
-    report_failed_input(src, what, names_file);  // one "error:" line (eval/infer.h)
-    failed.push_back(src);
-  };
-  for (const auto& [in, problem] : bad) report(in, problem, true);
-  const size_t total = jobs.size() + bad.size();
-  // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
-  auto check_stop = [&] { throw_if_stopped("align", stop_text(static_cast<size_t>(done), total, failed.size(), "aligned", o.out_dir)); };
-  std::vector<AlignInput> pending;
-  auto flush = [&] {
-    if (pending.empty()) return;
-    int64_t N = 1;
-    crf::AlignResult r;
-    model::AlignConfidence conf;
-    model::Executor& ex = executor();  // (outside the try: a device error is the command's, not an input's)
-    try {
-      r = align_batch(ex, pending, s, N, &conf);
-    } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
-      for (const AlignInput& p : pending) report(p.audio, e.what(), false);
-      pending.clear();
-      return;
-    }
-    check_stop();  // a stop during a long alignment: its outputs are not written
-    const int64_t B = static_cast<int64_t>(pending.size());
-    for (int64_t b = 0; b < B; ++b) {
-      const std::string& src = pending[b].audio;
-      try {
-        check_finite(r.score[b], src);
-        if (!conf.computed[b] && !conf.reason[b].empty())
-          spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
-        else if (conf.windowed[b])
-          spdlog::info("{}: confidences {}", src, conf.reason[b]);
-        write_alignment(pending[b], r.spans.data() + b * N * 2, s, o, conf.computed[b] ? &conf : nullptr,
-                        static_cast<size_t>(b * N));
-        ++done;
-      } catch (const std::exception& e) {
-        report(src, e.what(), false);
-      }
-    }
-    pending.clear();
-  };
+  AlignRun run(s, o, executor, jobs.size() + bad.size());
+  for (const auto& [in, problem] : bad) run.report(in, problem, true);
   // Each batch's inputs (audio, features, transcript) are read in parallel
   // (one job per index: the results and the order of the error lines do not
   // depend on the thread count), then aligned in one call.
   const int threads = resolve_threads(o.threads);
   install_stop_handlers();
   for (size_t at = 0; at < jobs.size(); at += static_cast<size_t>(o.batch_size)) {
-    check_stop();
+    run.check_stop();
     const size_t n = std::min(jobs.size() - at, static_cast<size_t>(o.batch_size));
     std::vector<AlignInput> ready(n);
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
     read_jobs(jobs, at, s, threads, ready, error, names_file);
     for (size_t i = 0; i < n; ++i) {
-      if (!error[i].empty()) {
-        report(jobs[at + i].audio, error[i], names_file[i] != 0);
-        continue;
-      }
-      const bool alone = ready[i].in.utt.num_frames > model::kWindowFrames;  // a long recording: a batch of its own
-      if (alone) flush();                                           // (encoder in windows, alignment in a band)
-      pending.push_back(std::move(ready[i]));
-      if (alone) flush();
+      if (error[i].empty())
+        run.add(std::move(ready[i]));
+      else
+        run.report(jobs[at + i].audio, error[i], names_file[i] != 0);
     }
-    flush();
+    run.flush();
   }
-  check_stop();
+  run.check_stop();
   executor.wait();  // made even when no input was read (its error, if any, is the command's)
-  if (!failed.empty())
-    throw std::runtime_error("align: " + std::to_string(failed.size()) + " of " + std::to_string(total) +
-                             " input file(s) failed (each named above: " + failed_names(failed) + "); " +
-                             std::to_string(done) + " aligned into " + o.out_dir);
+  run.throw_if_failed();
   made.keep();
-  spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", done, o.out_dir, seconds_since(start));
-  return done;
+  spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", run.done(), o.out_dir, seconds_since(start));
+  return run.done();
 }
 
 }  // namespace timitseg::eval

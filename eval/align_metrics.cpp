@@ -309,6 +309,49 @@ void score_label_confidence(model::Executor& exec, const std::vector<const data:
   }
 }
 
+// The utterances of a batch whose .PHN phone sequence differs from their
+// frame runs: aligned again on that sequence for the sample-accurate scores.
+struct Realign {
+  std::vector<const data::Utterance*> utts;
+  std::vector<std::vector<int32_t>> seqs;
+  std::vector<size_t> index;  // into the batch, increasing
+};
+
+// The sample-accurate scores of a batch against each .PHN (phn[b] empty: none
+// to score): from the frame runs' alignment r (N phones a row), or from the
+// realignment of `again`; the boundary confidences of the former.
+void add_sample_scores(model::Executor& exec, const std::vector<const data::Utterance*>& part, const crf::AlignResult& r,
+                       int64_t N, const model::AlignConfidence& conf,
+                       const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
+                       const std::vector<std::vector<RefPhone>>& phn, const std::vector<int>& rates, const Realign& again,
+                       const model::ModelState& s, AlignMetrics* m) {
+  int64_t N2 = 1;
+  crf::AlignResult r2;
+  if (!again.utts.empty()) r2 = align_part(exec, again.utts, again.seqs, s, &N2);
+  for (size_t b = 0, k = 0; b < part.size(); ++b) {
+    if (phn[b].empty()) continue;
+    const bool other = k < again.index.size() && again.index[k] == b;
+    const crf::AlignResult& res = other ? r2 : r;
+    const int64_t row_b = other ? static_cast<int64_t>(k) : static_cast<int64_t>(b);
+    if (other) ++k;
+    if (!(res.score[row_b] > -INFINITY)) {  // counted (and named) above when the frame runs are infeasible
+      if (other && r.score[b] > -INFINITY)
+        spdlog::warn("evaluate --align: {}: its .PHN phone sequence has no alignment of finite score", part[b]->id);
+      continue;
+    }
+    if (!other) add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m->confidence);
+    const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
+    std::vector<int64_t> ref, hyp;
+    std::vector<int> cls;
+    for (size_t i = 0; i < ends.size(); ++i) {
+      ref.push_back(phn[b][i + 1].start);
+      hyp.push_back(boundary_sample(ends[i], s.features));
+      cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
+    }
+    m->add_samples(ref, rates[b], hyp, s.features.sample_rate, cls);
+  }
+}
+
 }  // namespace
 
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts_in, const model::ModelState& s,
@@ -339,9 +382,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
     // sample-accurate: the .PHN's own phone sequence; realigned when it differs from the frame runs
     std::vector<std::vector<RefPhone>> phn(part.size());
     std::vector<int> rates(part.size(), 0);
-    std::vector<const data::Utterance*> again;
-    std::vector<std::vector<int32_t>> again_seqs;
-    std::vector<size_t> again_index;
+    Realign again;
     for (size_t b = 0; b < part.size(); ++b) {
       ++m.utterances;
       const bool feasible = r.score[b] > -INFINITY;
@@ -363,38 +404,14 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
       std::vector<int32_t> q;
       for (const RefPhone& p : phn[b]) q.push_back(p.cls);
       if (q != seqs[b]) {
-        again.push_back(part[b]);
-        again_seqs.push_back(q);
-        again_index.push_back(b);
+        again.utts.push_back(part[b]);
+        again.seqs.push_back(q);
+        again.index.push_back(b);
       } else if (!feasible) {
         phn[b].clear();  // the same sequence: no alignment to score
       }
     }
-    int64_t N2 = 1;
-    crf::AlignResult r2;
-    if (!again.empty()) r2 = align_part(exec, again, again_seqs, s, &N2);
-    for (size_t b = 0, k = 0; b < part.size(); ++b) {
-      if (phn[b].empty()) continue;
-      const bool other = k < again_index.size() && again_index[k] == b;
-      const crf::AlignResult& res = other ? r2 : r;
-      const int64_t row_b = other ? static_cast<int64_t>(k) : static_cast<int64_t>(b);
-      if (other) ++k;
-      if (!(res.score[row_b] > -INFINITY)) {  // counted (and named) above when the frame runs are infeasible
-        if (other && r.score[b] > -INFINITY)
-          spdlog::warn("evaluate --align: {}: its .PHN phone sequence has no alignment of finite score", part[b]->id);
-        continue;
-      }
-      if (!other) add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m.confidence);
-      const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
-      std::vector<int64_t> ref, hyp;
-      std::vector<int> cls;
-      for (size_t i = 0; i < ends.size(); ++i) {
-        ref.push_back(phn[b][i + 1].start);
-        hyp.push_back(boundary_sample(ends[i], s.features));
-        cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
-      }
-      m.add_samples(ref, rates[b], hyp, s.features.sample_rate, cls);
-    }
+    add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, &m);
   }
   return m;
 }

@@ -221,6 +221,42 @@ UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& 
   };
 }
 
+// A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
+nlohmann::json empty_split(const EvaluateOptions& o, const model::ModelState& s, const std::string& workdir) {
+  nlohmann::json j = {{"checkpoint", o.checkpoint}, {"split", o.split}, {"epoch", s.epoch}, {"utterances", 0}};
+  std::printf("evaluate %s on %s (epoch %d)\n%s: split '%s' has no utterances: PER, boundaries, segments, "
+              "durations and frame accuracy are n/a\n",
+              o.checkpoint.c_str(), o.split.c_str(), s.epoch, workdir.c_str(), o.split.c_str());
+  std::fflush(stdout);
+  if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
+  return j;
+}
+
+// The metrics' JSON (with --align's) and their table on stdout (not yet flushed).
+nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState& s, model::Executor& exec,
+                              const std::vector<const data::Utterance*>& utts, const Metrics& metrics) {
+  nlohmann::json j = metrics.to_json();
+  j["checkpoint"] = o.checkpoint;
+  j["split"] = o.split;
+  j["epoch"] = s.epoch;
+  const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
+  j["phone_bonus"] = bonus;
+  const model::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
+  j["decode"] = to_string(decoding);
+  const bool posterior = decoding == model::DecodeMode::posterior;
+  const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
+                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + model::format_double(bonus));
+  std::string align_table;
+  if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
+    const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size);
+    j["align"] = am.to_json();
+    align_table = am.table();
+  }
+  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
+              exec.description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
+  return j;
+}
+
 }  // namespace
 
 nlohmann::json evaluate(const EvaluateOptions& o) {
@@ -238,16 +274,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   model::check_workdir_features(s, o.checkpoint, workdir);  // trained on other features: one line, no number
   const data::Split split = data::load_split(workdir, o.split);
-  if (split.utterances.empty()) {
-    // A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
-    nlohmann::json j = {{"checkpoint", o.checkpoint}, {"split", o.split}, {"epoch", s.epoch}, {"utterances", 0}};
-    std::printf("evaluate %s on %s (epoch %d)\n%s: split '%s' has no utterances: PER, boundaries, segments, "
-                "durations and frame accuracy are n/a\n",
-                o.checkpoint.c_str(), o.split.c_str(), s.epoch, workdir.c_str(), o.split.c_str());
-    std::fflush(stdout);
-    if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
-    return j;
-  }
+  if (split.utterances.empty()) return empty_split(o, s, workdir);
   std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
@@ -288,25 +315,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     for (const std::string& line : prediction_lines) text += line + "\n";
     write_file_atomic(o.dump_predictions, text);
   }
-  nlohmann::json j = metrics.to_json();
-  j["checkpoint"] = o.checkpoint;
-  j["split"] = o.split;
-  j["epoch"] = s.epoch;
-  const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
-  j["phone_bonus"] = bonus;
-  const model::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
-  j["decode"] = to_string(decoding);
-  const bool posterior = decoding == model::DecodeMode::posterior;
-  const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
-                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + model::format_double(bonus));
-  std::string align_table;
-  if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
-    const AlignMetrics am = align_utterances(*exec, utts, s, o.batch_size);
-    j["align"] = am.to_json();
-    align_table = am.table();
-  }
-  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
-              exec->description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
+  nlohmann::json j = metrics_report(o, s, *exec, utts, metrics);
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   made.keep();

@@ -129,16 +129,11 @@ model::Batch fix_batch_length(const model::Batch& in, int N, int D) {
   return out;
 }
 
-ReplayStepResult replay_step(const ReplayStepOptions& o) {
-  const fs::path dir(o.dump);
-  if (!fs::is_directory(dir)) throw std::runtime_error(o.dump + ": not a folder (expected RUN_DIR/nonfinite-step-N)");
-  for (const char* name : {"batch.safetensors", "state.safetensors", "config.yaml"})
-    if (!fs::exists(dir / name)) throw std::runtime_error((dir / name).string() + ": missing (not a complete dump folder)");
-  model::Config cfg = model::Config::load((dir / "config.yaml").string(), {});
-  // a dump holds the non-finite values on purpose: no range checks (the checksum still)
-  model::ModelState state = model::load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
-  const st::File bf = st::load((dir / "batch.safetensors").string());
-  const int D = state.dims.input_dim;
+namespace {
+
+// The dump's batch (features [B][T][D], labels, lengths, utterance ids),
+// each length checked against T.
+model::Batch read_dump_batch(const st::File& bf, int D) {
   const st::Tensor& feats = bf.get("features", st::DType::F32, {-1, -1, D});
   const int B = static_cast<int>(feats.shape[0]), T = static_cast<int>(feats.shape[1]);
   model::Batch batch;
@@ -159,6 +154,45 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
                                std::to_string(batch.input.lengths[b]) + " is outside [1, " + std::to_string(T) + "]");
     batch.frames += batch.input.lengths[b];
   }
+  return batch;
+}
+
+// The executor of the replay, holding the dump's state before its step (a
+// state after it, or from another step, is refused naming the file).
+std::unique_ptr<model::Executor> replay_executor(const ReplayStepOptions& o, const model::Config& cfg,
+                                                 model::ModelState& state, int64_t step, const fs::path& dir) {
+  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
+  model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
+  if (o.crf_backend) xo.crf_backend = *o.crf_backend;
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, xo);
+  model::set_optimizer_settings(cfg, state.optimizer);
+  if (state.optimizer.step == step)
+    throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
+                             std::to_string(step) +
+                             " (a hit in the optimizer layer is found after the update), so the step cannot be "
+                             "re-run; the parameters and moments it wrote are in this checkpoint");
+  if (state.optimizer.step != step - 1)
+    throw std::runtime_error((dir / "state.safetensors").string() + ": optimizer step " +
+                             std::to_string(state.optimizer.step) + " does not precede the dump's step " +
+                             std::to_string(step));
+  exec->set_state(state.params, state.optimizer);
+  return exec;
+}
+
+}  // namespace
+
+ReplayStepResult replay_step(const ReplayStepOptions& o) {
+  const fs::path dir(o.dump);
+  if (!fs::is_directory(dir)) throw std::runtime_error(o.dump + ": not a folder (expected RUN_DIR/nonfinite-step-N)");
+  for (const char* name : {"batch.safetensors", "state.safetensors", "config.yaml"})
+    if (!fs::exists(dir / name)) throw std::runtime_error((dir / name).string() + ": missing (not a complete dump folder)");
+  model::Config cfg = model::Config::load((dir / "config.yaml").string(), {});
+  // a dump holds the non-finite values on purpose: no range checks (the checksum still)
+  model::ModelState state = model::load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
+  const st::File bf = st::load((dir / "batch.safetensors").string());
+  const int D = state.dims.input_dim;
+  model::Batch batch = read_dump_batch(bf, D);
+  const int B = batch.input.B;
   // A rank's share (several processes): the global batch's masks and the global normalization.
   const int rank = bf.metadata.count("rank") ? static_cast<int>(meta_int(bf, "rank")) : 0;
   const double loss_norm = bf.metadata.count("loss_norm") ? std::stod(meta(bf, "loss_norm")) : 0.0;
@@ -184,21 +218,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   const double lr = std::stod(meta(bf, "lr"));
   const model::FaultSpec fault = model::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
-  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
-  model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
-  if (o.crf_backend) xo.crf_backend = *o.crf_backend;
-  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, xo);
-  model::set_optimizer_settings(cfg, state.optimizer);
-  if (state.optimizer.step == step)
-    throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
-                             std::to_string(step) +
-                             " (a hit in the optimizer layer is found after the update), so the step cannot be "
-                             "re-run; the parameters and moments it wrote are in this checkpoint");
-  if (state.optimizer.step != step - 1)
-    throw std::runtime_error((dir / "state.safetensors").string() + ": optimizer step " +
-                             std::to_string(state.optimizer.step) + " does not precede the dump's step " +
-                             std::to_string(step));
-  exec->set_state(state.params, state.optimizer);
+  std::unique_ptr<model::Executor> exec = replay_executor(o, cfg, state, step, dir);
 
   model::StepOptions so = model::step_options(cfg);
   so.lr = lr;

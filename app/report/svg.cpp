@@ -137,8 +137,21 @@ void Svg::open_group(const Attrs& attrs) { body_ += "<g" + attrs_str(attrs) + ">
 
 std::string Svg::str() const { return open_ + body_ + "</svg>"; }
 
-std::string line_chart(const LineChart& c) {
-  // Data ranges over the finite points.
+namespace {
+
+// A line chart's plot area (px), its ticks and the maps from data to pixels.
+struct ChartFrame {
+  static constexpr double left = 62, right = 14, top = 44, bottom = 44;
+  double pw, ph;
+  std::vector<double> xt, yt;  // ticks; the axes run from the first to the last
+  double xa, xb, ya, yb;
+  bool empty;  // no finite point
+  double X(double x) const { return left + (xb > xa ? (x - xa) / (xb - xa) : 0.5) * pw; }
+  double Y(double y) const { return top + ph - (yb > ya ? (y - ya) / (yb - ya) : 0.5) * ph; }
+};
+
+// The data ranges over the finite points, their ticks and the plot area.
+ChartFrame chart_frame(const LineChart& c) {
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const Series& s : c.series)
     for (size_t i = 0; i < s.x.size() && i < s.y.size(); ++i)
@@ -146,28 +159,27 @@ std::string line_chart(const LineChart& c) {
         x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
         y0 = std::min(y0, s.y[i]), y1 = std::max(y1, s.y[i]);
       }
-  const bool empty = !std::isfinite(x0);
-  if (empty) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  ChartFrame f;
+  f.empty = !std::isfinite(x0);
+  if (f.empty) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
   if (c.y_from_zero) y0 = std::min(y0, 0.0), y1 = std::max(y1, 0.0);
-  std::vector<double> xt = nice_ticks(x0, x1, c.x_integer ? std::min(8, std::max(1, static_cast<int>(x1 - x0))) : 5);
+  f.xt = nice_ticks(x0, x1, c.x_integer ? std::min(8, std::max(1, static_cast<int>(x1 - x0))) : 5);
   if (c.x_integer) {
     std::vector<double> ints;
-    for (double t : xt)
+    for (double t : f.xt)
       if (t == std::round(t) && (ints.empty() || t != ints.back())) ints.push_back(t);
-    if (ints.size() >= 2) xt = ints;
+    if (ints.size() >= 2) f.xt = ints;
   }
-  const std::vector<double> yt = nice_ticks(y0, y1, 4);
-  const double xa = xt.front(), xb = xt.back(), ya = yt.front(), yb = yt.back();
+  f.yt = nice_ticks(y0, y1, 4);
+  f.xa = f.xt.front(), f.xb = f.xt.back(), f.ya = f.yt.front(), f.yb = f.yt.back();
   // Layout: title on top, legend below it, plot area, x label at the bottom, y label rotated at the left.
-  const double left = 62, right = 14, top = 44, bottom = 44;
-  const double pw = c.width - left - right, ph = c.height - top - bottom;
-  auto X = [&](double x) { return left + (xb > xa ? (x - xa) / (xb - xa) : 0.5) * pw; };
-  auto Y = [&](double y) { return top + ph - (yb > ya ? (y - ya) / (yb - ya) : 0.5) * ph; };
-  Svg svg(c.width, c.height,
-          {{"id", c.id}, {"class", "plot"}, {"data-plot", "line"}, {"data-series", std::to_string(c.series.size())}});
-  svg.text(c.width / 2, 16, c.title, "middle", 14, {{"class", "title"}});
-  // legend
-  double lx = left;
+  f.pw = c.width - f.left - f.right, f.ph = c.height - f.top - f.bottom;
+  return f;
+}
+
+// The legend under the title: one line and name per series (a run's second series left out).
+void draw_legend(Svg& svg, const LineChart& c, const ChartFrame& f) {
+  double lx = f.left;
   for (size_t i = 0; i < c.series.size(); ++i) {
     const Series& s = c.series[i];
     if (s.dashed) continue;  // a run's second series (its colour is in the legend already; the title says which)
@@ -177,14 +189,19 @@ std::string line_chart(const LineChart& c) {
     svg.text(lx + 22, 34, s.name, "start", 11, {{"class", "legend"}});
     lx += 30 + 6.2 * static_cast<double>(s.name.size());
   }
-  // grid and ticks
+}
+
+// The grid, the ticks, the axes and their labels.
+void draw_axes(Svg& svg, const LineChart& c, const ChartFrame& f) {
+  const double left = f.left, top = f.top, pw = f.pw, ph = f.ph;
+  const std::vector<double>&xt = f.xt, &yt = f.yt;
   for (double t : yt) {
-    svg.line(left, Y(t), left + pw, Y(t), "#e4e4e4", 1);
-    svg.text(left - 6, Y(t) + 4, tick_label(t, yt.size() > 1 ? yt[1] - yt[0] : 1), "end", 11);
+    svg.line(left, f.Y(t), left + pw, f.Y(t), "#e4e4e4", 1);
+    svg.text(left - 6, f.Y(t) + 4, tick_label(t, yt.size() > 1 ? yt[1] - yt[0] : 1), "end", 11);
   }
   for (double t : xt) {
-    svg.line(X(t), top + ph, X(t), top + ph + 4, "#444", 1);
-    svg.text(X(t), top + ph + 16, tick_label(t, xt.size() > 1 ? xt[1] - xt[0] : 1), "middle", 11);
+    svg.line(f.X(t), top + ph, f.X(t), top + ph + 4, "#444", 1);
+    svg.text(f.X(t), top + ph + 16, tick_label(t, xt.size() > 1 ? xt[1] - xt[0] : 1), "middle", 11);
   }
   svg.line(left, top, left, top + ph, "#444", 1);
   svg.line(left, top + ph, left + pw, top + ph, "#444", 1);
@@ -192,34 +209,46 @@ std::string line_chart(const LineChart& c) {
   svg.raw("<text x=\"14\" y=\"" + fmt(top + ph / 2) + "\" font-size=\"12\" text-anchor=\"middle\" "
           "class=\"axis-label\" transform=\"rotate(-90 14 " + fmt(top + ph / 2) + ")\">" + escape(c.y_label) +
           "</text>");
-  // series
-  for (size_t i = 0; i < c.series.size(); ++i) {
-    const Series& s = c.series[i];
-    std::vector<std::vector<std::pair<double, double>>> parts(1);
-    int finite = 0;
-    for (size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
-      if (std::isfinite(s.x[k]) && std::isfinite(s.y[k])) {
-        parts.back().push_back({X(s.x[k]), Y(s.y[k])});
-        ++finite;
-      } else if (!parts.back().empty()) {
-        parts.emplace_back();
-      }
-    }
-    if (parts.back().empty() && parts.size() > 1) parts.pop_back();
-    Attrs base = {{"class", s.dashed ? "series second" : "series"},
-                  {"data-run", std::to_string(s.run >= 0 ? s.run : static_cast<int>(i))},
-                  {"data-name", s.name}};
-    const std::string dash = s.dashed ? std::string(kSecondSeriesDash) : s.dash;
-    if (!dash.empty()) base.push_back({"stroke-dasharray", dash});
-    for (size_t p = 0; p < parts.size(); ++p) {
-      Attrs a = base;
-      a.push_back({"data-points", std::to_string(p == 0 ? finite : 0)});
-      svg.polyline(parts[p], s.color, 2, a);
-      if (s.markers)
-        for (const auto& [px, py] : parts[p]) svg.circle(px, py, 2.5, s.color, {{"class", "marker"}});
+}
+
+// Series i: one polyline per stretch of finite points (non-finite points break the line), markers if asked.
+void draw_series(Svg& svg, const Series& s, size_t i, const ChartFrame& f) {
+  std::vector<std::vector<std::pair<double, double>>> parts(1);
+  int finite = 0;
+  for (size_t k = 0; k < s.x.size() && k < s.y.size(); ++k) {
+    if (std::isfinite(s.x[k]) && std::isfinite(s.y[k])) {
+      parts.back().push_back({f.X(s.x[k]), f.Y(s.y[k])});
+      ++finite;
+    } else if (!parts.back().empty()) {
+      parts.emplace_back();
     }
   }
-  if (empty) svg.text(left + pw / 2, top + ph / 2, "n/a", "middle", 14, {{"class", "na"}});
+  if (parts.back().empty() && parts.size() > 1) parts.pop_back();
+  Attrs base = {{"class", s.dashed ? "series second" : "series"},
+                {"data-run", std::to_string(s.run >= 0 ? s.run : static_cast<int>(i))},
+                {"data-name", s.name}};
+  const std::string dash = s.dashed ? std::string(kSecondSeriesDash) : s.dash;
+  if (!dash.empty()) base.push_back({"stroke-dasharray", dash});
+  for (size_t p = 0; p < parts.size(); ++p) {
+    Attrs a = base;
+    a.push_back({"data-points", std::to_string(p == 0 ? finite : 0)});
+    svg.polyline(parts[p], s.color, 2, a);
+    if (s.markers)
+      for (const auto& [px, py] : parts[p]) svg.circle(px, py, 2.5, s.color, {{"class", "marker"}});
+  }
+}
+
+}  // namespace
+
+std::string line_chart(const LineChart& c) {
+  const ChartFrame f = chart_frame(c);
+  Svg svg(c.width, c.height,
+          {{"id", c.id}, {"class", "plot"}, {"data-plot", "line"}, {"data-series", std::to_string(c.series.size())}});
+  svg.text(c.width / 2, 16, c.title, "middle", 14, {{"class", "title"}});
+  draw_legend(svg, c, f);
+  draw_axes(svg, c, f);
+  for (size_t i = 0; i < c.series.size(); ++i) draw_series(svg, c.series[i], i, f);
+  if (f.empty) svg.text(f.left + f.pw / 2, f.top + f.ph / 2, "n/a", "middle", 14, {{"class", "na"}});
   return svg.str();
 }
 

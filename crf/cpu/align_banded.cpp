@@ -1,7 +1,7 @@
 // The banded constrained Viterbi (align_banded.h, docs/crf.md "Forced
 // alignment of long recordings (banded)"). Every expression of a banded pass
-// is the one of the cpu backend's full-table recurrence (crf/cpu/cpu.cpp,
-// CpuBackend::align), in the same order; a cell outside the band is -inf.
+// is the one of the cpu backend's full-table recurrence (crf/cpu/align_full.cpp,
+// align_full_table), in the same order; a cell outside the band is -inf.
 #include "crf/cpu/align_banded.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The checkpointed constrained Viterbi (align_bounded.h, docs/crf.md "Forced
 // alignment in bounded memory"). Every expression is the one of the cpu
-// backend's full-table recurrence (crf/cpu/cpu.cpp, CpuBackend::align), in
-// the same order, so the results are bitwise equal.
+// backend's full-table recurrence (crf/cpu/align_full.cpp, align_full_table),
+// in the same order, so the results are bitwise equal.
 #include "crf/cpu/align_bounded.h"
 
 #include <algorithm>

@@ -381,6 +381,23 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
   __syncwarp(gmask);  // the ring row (written by lane 0 or the reset) before the next phase 1 reads it
 }
 
+// The table warps' part of step s (threads nmain..): the log of each value,
+// i < C: the X row of this step (buffers v); C + c2: the Y row of the
+// previous one.
+__device__ __forceinline__ void write_tables(const FastSmem& m, const FastSmem& v, int C, bool rev, int s, int L,
+                                             int pos, int tid, int nmain, double* X, double* Y) {
+  const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
+  const int prev = rev ? pos + 1 : pos - 1;
+  const int nh = static_cast<int>(blockDim.x) - nmain;
+  for (int i = tid - nmain; i < 2 * C; i += nh) {
+    if (i < C) {
+      if (X && s < L) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
+    } else if (Y && s > 1) {
+      Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
+    }
+  }
+}
+
 // One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
 // recurrence_kernel). X/Y tables written only when a.store. J1, J2 > 0: at
 // most J1 duration terms (K <= J1 G) and J2 transition terms (C <= J2 G) per
@@ -452,18 +469,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
     if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
     if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
-    if (helper) {  // values i < C: the X row of this step; C + c2: the Y row of the previous one
-      const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
-      const int prev = rev ? pos + 1 : pos - 1;
-      const int nh = static_cast<int>(blockDim.x) - nmain;
-      for (int i = tid - nmain; i < 2 * C; i += nh) {
-        if (i < C) {
-          if (X && s < L) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
-        } else if (Y && s > 1) {
-          Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
-        }
-      }
-    }
+    if (helper) write_tables(m, v, C, rev, s, L, pos, tid, nmain, X, Y);
     if (s == L) break;  // sigma[L] / gamma[0] are never used
     if (active)
       fast_phase2<G, J2>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);

@@ -59,16 +59,13 @@ void allow_dynamic_smem(const void* kernel, size_t bytes) {
   now = bytes;
 }
 
-void check_status_word(cudaStream_t stream_, unsigned long long* pinned, const Layout& l, const Params& p,
-                       const int32_t* labels, void* ws, const int32_t* phones, const int32_t* num_phones, int N,
-                       const int32_t* optional) {
-  read_back(stream_, pinned, at<char>(ws, l.status), sizeof(*pinned));
-  const unsigned long long key = *pinned;
-  if (key == kNoError) return;
-  const int tensor = static_cast<int>(key >> kIndexBits);
-  const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
+namespace {
+
+// The message of a score input flagged on the device (lengths, cum_scores,
+// transition, duration_bias, start, end, onset, labels), with its value.
+std::string input_status(cudaStream_t stream_, int tensor, long long idx, const Layout& l, const Params& p,
+                         const int32_t* labels) {
   std::ostringstream os;
-  os << "cuda backend: ";
   auto fval = [&](const float* ptr) {
     float v = 0;
     read_back(stream_, &v, ptr + idx, sizeof(v));
@@ -79,82 +76,115 @@ void check_status_word(cudaStream_t stream_, unsigned long long* pinned, const L
       int32_t v = 0;
       read_back(stream_, &v, p.lengths + idx, sizeof(v));
       os << "lengths[" << idx << "] = " << v << " is outside [1, T=" << l.T << "]";
-      throw std::invalid_argument(os.str());
+      break;
     }
     case kCum: {
       const long long b = idx / ((static_cast<long long>(l.T) + 1) * l.C);
       const long long t = (idx / l.C) % (l.T + 1), c = idx % l.C;
       os << "cum_scores[" << b << "][" << t << "][" << c << "] = " << fval(p.cum_scores)
          << " is not finite (every valid row 0..lengths[b] must be finite)";
-      throw std::invalid_argument(os.str());
+      break;
     }
     case kTransition:
       os << "transition[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.transition)
          << " is NaN or +inf (entries must be finite, or -inf to forbid a transition)";
-      throw std::invalid_argument(os.str());
+      break;
     case kDuration:
       os << "duration_bias[" << idx / l.C << "][" << idx % l.C << "] = " << fval(p.duration_bias)
          << " is NaN or +inf (entries must be finite, or -inf to forbid a duration)";
-      throw std::invalid_argument(os.str());
+      break;
     case kStart:
       os << "start[" << idx << "] = " << fval(p.start) << " is NaN or +inf (entries must be finite or -inf)";
-      throw std::invalid_argument(os.str());
+      break;
     case kEnd:
       os << "end[" << idx << "] = " << fval(p.end) << " is NaN or +inf (entries must be finite or -inf)";
-      throw std::invalid_argument(os.str());
+      break;
     case kOnset: {
       const long long b = idx / (static_cast<long long>(l.T) * l.C);
       const long long t = (idx / l.C) % l.T, c = idx % l.C;
       os << "onset[" << b << "][" << t << "][" << c << "] = " << fval(p.onset)
          << " is not finite (every valid frame t < lengths[b] must be finite)";
-      throw std::invalid_argument(os.str());
+      break;
     }
-    case kLabels: {
+    default: {  // kLabels
       int32_t v = 0;
       read_back(stream_, &v, labels + idx, sizeof(v));
       os << "labels[" << idx / l.T << "][" << idx % l.T << "] = " << v << " is outside [0, C=" << l.C << ")";
-      throw std::invalid_argument(os.str());
     }
-    case kLogZ:
-      os << "utterance " << idx << " has no segmentation of finite score (log Z = -inf): the -inf entries of "
-         << "transition/duration_bias/start/end forbid every path of its length";
-      throw std::runtime_error(os.str());
-    case kGold:
-      os << "utterance " << idx << ": the gold segmentation has score -inf (it uses a -inf entry of "
-         << "transition/duration_bias/start/end), so its NLL would be +inf";
-      throw std::runtime_error(os.str());
-    case kNumPhones: {
-      int32_t v = 0;
+  }
+  return os.str();
+}
+
+// The message of an align input flagged on the device (num_phones, phones,
+// optional [B][N]), with its value.
+std::string align_status(cudaStream_t stream_, int tensor, long long idx, const Layout& l, const int32_t* phones,
+                         const int32_t* num_phones, int N, const int32_t* optional) {
+  std::ostringstream os;
+  int32_t v = 0;
+  switch (tensor) {
+    case kNumPhones:
       read_back(stream_, &v, num_phones + idx, sizeof(v));
       os << "align: num_phones[" << idx << "] = " << v << " is outside [1, N=" << N << "]";
-      throw std::invalid_argument(os.str());
-    }
-    case kPhones: {
-      int32_t v = 0;
+      break;
+    case kPhones:
       read_back(stream_, &v, phones + idx, sizeof(v));
       os << "align: phones[" << idx / N << "][" << idx % N << "] = " << v << " is outside [0, C=" << l.C << ")";
-      throw std::invalid_argument(os.str());
-    }
-    case kOptional: {
-      int32_t v = 0;
+      break;
+    case kOptional:
       read_back(stream_, &v, optional + idx, sizeof(v));
       os << "align: optional[" << idx / N << "][" << idx % N << "] = ";
       if (v != 0 && v != 1)
         os << v << " is not 0 or 1";
       else
         os << "1 follows another optional phone (two optional phones in a row are not supported)";
-      throw std::invalid_argument(os.str());
-    }
-    case kOptionalAll:
+      break;
+    default:  // kOptionalAll
       os << "align: utterance " << idx << " has only optional phones";
-      throw std::invalid_argument(os.str());
+  }
+  return os.str();
+}
+
+}  // namespace
+
+void check_status_word(cudaStream_t stream_, unsigned long long* pinned, const Layout& l, const Params& p,
+                       const int32_t* labels, void* ws, const int32_t* phones, const int32_t* num_phones, int N,
+                       const int32_t* optional) {
+  read_back(stream_, pinned, at<char>(ws, l.status), sizeof(*pinned));
+  const unsigned long long key = *pinned;
+  if (key == kNoError) return;
+  const int tensor = static_cast<int>(key >> kIndexBits);
+  const long long idx = static_cast<long long>(key & ((1ULL << kIndexBits) - 1));
+  const std::string who = "cuda backend: ";
+  switch (tensor) {
+    case kLengths:
+    case kCum:
+    case kTransition:
+    case kDuration:
+    case kStart:
+    case kEnd:
+    case kOnset:
+    case kLabels:
+      throw std::invalid_argument(who + input_status(stream_, tensor, idx, l, p, labels));
+    case kLogZ:
+      throw std::runtime_error(who + "utterance " + std::to_string(idx) +
+                               " has no segmentation of finite score (log Z = -inf): the -inf entries of "
+                               "transition/duration_bias/start/end forbid every path of its length");
+    case kGold:
+      throw std::runtime_error(who + "utterance " + std::to_string(idx) +
+                               ": the gold segmentation has score -inf (it uses a -inf entry of "
+                               "transition/duration_bias/start/end), so its NLL would be +inf");
+    case kNumPhones:
+    case kPhones:
+    case kOptional:
+    case kOptionalAll:
+      throw std::invalid_argument(who + align_status(stream_, tensor, idx, l, phones, num_phones, N, optional));
     case kSpans:
     case kQueries:
     case kNumQueries:
-      throw std::invalid_argument(os.str() + confidence_status(stream_, tensor, idx, l, p, phones, num_phones, N));
+      throw std::invalid_argument(who + confidence_status(stream_, tensor, idx, l, p, phones, num_phones, N));
     default:
-      os << "internal status code " << tensor << " at index " << idx;
-      throw std::runtime_error(os.str());
+      throw std::runtime_error(who + "internal status code " + std::to_string(tensor) + " at index " +
+                               std::to_string(idx));
   }
 }
 

@@ -307,6 +307,42 @@ void span_marginals_f64(const Dims& dims, const ParamsF64& p, int64_t Q, const i
   }
 }
 
+namespace {
+
+// The full table of align_f64 (best, arg_r, arg_skip: 17 bytes a cell) over
+// the CPU backend's limit: one error naming the utterance.
+void check_align_table(int64_t b, int64_t L, int64_t n_ph) {
+  const double table = static_cast<double>(L + 1) * static_cast<double>(n_ph + 1) * 17.0;  // best, arg_r, arg_skip
+  if (table > static_cast<double>(cpu::kAlignFullTableBytes))
+    throw std::invalid_argument("crf: reference backend: align of utterance " + std::to_string(b) + " (" +
+                                std::to_string(L) + " frames, " + std::to_string(n_ph) + " phones) needs a " +
+                                std::to_string(static_cast<int64_t>(table / (1 << 20))) +
+                                " MiB table, over its 256 MiB limit; use --crf-backend cpu (bounded memory)");
+}
+
+// The spans out [n_ph][2] (start, length) of align_f64's best path from its
+// back pointers arg_r, arg_skip [(L+1)][W] (the last phone skipped or not).
+void trace_back_f64(int64_t L, int64_t n_ph, int64_t W, bool skip_last, const std::vector<int64_t>& arg_r,
+                    const std::vector<char>& arg_skip, int32_t* out) {
+  int64_t n = n_ph, t = L;
+  if (skip_last) out[2 * (n - 1)] = static_cast<int32_t>(L), --n;
+  while (n >= 1) {
+    const int64_t r = arg_r[t * W + n];
+    const bool skipped = arg_skip[t * W + n];
+    out[2 * (n - 1)] = static_cast<int32_t>(t - r);
+    out[2 * (n - 1) + 1] = static_cast<int32_t>(r);
+    t -= r;
+    if (skipped) {
+      out[2 * (n - 2)] = static_cast<int32_t>(t);
+      n -= 2;
+    } else {
+      n -= 1;
+    }
+  }
+}
+
+}  // namespace
+
 void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
                const int32_t* optional, double* score, int32_t* spans) {
   validate_f64(dims, p, nullptr);
@@ -323,12 +359,7 @@ void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* p
     int64_t needed = 0;
     for (int64_t n = 1; n <= n_ph; ++n) needed += !opt(n);
     if (needed > L) continue;  // infeasible: every phone kept needs a frame
-    const double table = static_cast<double>(L + 1) * static_cast<double>(n_ph + 1) * 17.0;  // best, arg_r, arg_skip
-    if (table > static_cast<double>(cpu::kAlignFullTableBytes))
-      throw std::invalid_argument("crf: reference backend: align of utterance " + std::to_string(b) + " (" +
-                                  std::to_string(L) + " frames, " + std::to_string(n_ph) + " phones) needs a " +
-                                  std::to_string(static_cast<int64_t>(table / (1 << 20))) +
-                                  " MiB table, over its 256 MiB limit; use --crf-backend cpu (bounded memory)");
+    check_align_table(b, L, n_ph);
     // The score of phone label c over [v, v+r): the gold-run rule, pieces of K
     // then the remainder, each a segment; A[c][c] between consecutive pieces.
     auto phone_score = [&](int64_t v, int64_t r, int64_t c) {
@@ -379,21 +410,7 @@ void align_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* p
     }
     if (!(total > kNegInf)) continue;  // no alignment of finite score
     score[b] = total;
-    int64_t n = n_ph, t = L;
-    if (skip_last) out[2 * (n - 1)] = static_cast<int32_t>(L), --n;
-    while (n >= 1) {
-      const int64_t r = arg_r[t * W + n];
-      const bool skipped = arg_skip[t * W + n];
-      out[2 * (n - 1)] = static_cast<int32_t>(t - r);
-      out[2 * (n - 1) + 1] = static_cast<int32_t>(r);
-      t -= r;
-      if (skipped) {
-        out[2 * (n - 2)] = static_cast<int32_t>(t);
-        n -= 2;
-      } else {
-        n -= 1;
-      }
-    }
+    trace_back_f64(L, n_ph, W, skip_last, arg_r, arg_skip, out);
   }
 }
 

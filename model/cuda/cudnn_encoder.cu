@@ -47,6 +47,27 @@ cudnnRNNAlgo_t parse_algo(RnnAlgo a) {
                               "' (expected standard, persist_static, persist_dynamic or fused)");
 }
 
+// A cuDNN tensor descriptor in words: "dims {..} strides {..}".
+std::string describe_desc(int nb, const int* dims, const int* strides) {
+  std::string s = "dims {";
+  for (int i = 0; i < nb; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  s += "} strides {";
+  for (int i = 0; i < nb; ++i) s += (i ? ", " : "") + std::to_string(strides[i]);
+  return s + "}";
+}
+
+// The error naming the first LSTM parameter entry no weight segment covers
+// (covered [layout.total()]: 1 where one does), or "".
+std::string uncovered_lstm_entry(const ParamLayout& layout, const std::vector<uint8_t>& covered) {
+  for (const ParamInfo& p : layout.params()) {
+    if (p.name.rfind("encoder.lstm.", 0) != 0) continue;
+    for (size_t i = 0; i < p.size; ++i)
+      if (!covered[p.offset + i])
+        return "cuda encoder: " + p.name + " [" + std::to_string(i) + "] has no place in cuDNN's weight space";
+  }
+  return "";
+}
+
 }  // namespace
 
 // ---- construction -----------------------------------------------------------------
@@ -161,13 +182,6 @@ void CudnnEncoder::build_weight_segments() {
   std::vector<uint8_t> covered(layout_.total(), 0);
   std::vector<uint8_t> ws_used(ws_total_ / sizeof(float), 0);
   std::string error;
-  auto describe_desc = [](int nb, const int* dims, const int* strides) {
-    std::string s = "dims {";
-    for (int i = 0; i < nb; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-    s += "} strides {";
-    for (int i = 0; i < nb; ++i) s += (i ? ", " : "") + std::to_string(strides[i]);
-    return s + "}";
-  };
   try {
     seg_begin_.assign(1, 0);
     for (int k = 0; k < L_ && error.empty(); ++k) {
@@ -227,16 +241,7 @@ void CudnnEncoder::build_weight_segments() {
   }
   cudnnDestroyTensorDescriptor(mdesc);
   cudnnDestroyTensorDescriptor(bdesc);
-  if (error.empty())
-    for (const ParamInfo& p : layout_.params()) {
-      if (p.name.rfind("encoder.lstm.", 0) != 0) continue;
-      for (size_t i = 0; i < p.size; ++i)
-        if (!covered[p.offset + i]) {
-          error = "cuda encoder: " + p.name + " [" + std::to_string(i) + "] has no place in cuDNN's weight space";
-          break;
-        }
-      if (!error.empty()) break;
-    }
+  if (error.empty()) error = uncovered_lstm_entry(layout_, covered);
   if (!error.empty()) throw std::runtime_error(error);
   nseg_ = static_cast<int64_t>(segs.size());
   seg_begin_.push_back(nseg_);  // segments are built layer by layer: [L + 1] boundaries

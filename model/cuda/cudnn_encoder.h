@@ -197,6 +197,9 @@ class CudnnEncoder final : public CudaEncoder {
   // projection and centered cumsum forward; their backward into dy; the input
   // projection's backward from dy.
   void project_and_center(const float* params, const int32_t* len, float* cum);
+  // The numeric taps of LSTM layer k (cudnn_encoder_passes.cu): its output; its gradients and d input dx.
+  void tap_lstm_forward(int k);
+  void tap_lstm_backward(int k, float* grad, float* dx);
   void projection_backward(const float* params, const float* dcum, const float* donset, const float* dscores,
                            float* grad, float* dy);
   void input_proj_backward(const float* params, const float* dy, float* grad);

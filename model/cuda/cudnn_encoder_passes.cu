@@ -104,6 +104,23 @@ __global__ void colsum_final_kernel(const double* partial, int64_t chunks, int c
   out[c] = static_cast<float>(s);
 }
 
+// The forward's inputs: pointers, dims, lengths in [1, T], dropout in [0, 1);
+// one error naming the first that is not.
+void check_forward_inputs(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, const float* cum) {
+  if (!params || !cum || !batch.features || !batch.lengths || !batch.lengths_dev)
+    throw std::invalid_argument("cuda encoder: forward needs params, features, lengths, lengths_dev and cum");
+  if (batch.B < 1 || batch.T < 1)
+    throw std::invalid_argument("cuda encoder: batch dims must be >= 1, got B=" + std::to_string(batch.B) +
+                                " T=" + std::to_string(batch.T));
+  for (int b = 0; b < batch.B; ++b)
+    if (batch.lengths[b] < 1 || batch.lengths[b] > batch.T)
+      throw std::invalid_argument("cuda encoder: lengths[" + std::to_string(b) + "] = " +
+                                  std::to_string(batch.lengths[b]) + " is outside [1, T=" + std::to_string(batch.T) +
+                                  "]");
+  if (!(opt.dropout >= 0.0 && opt.dropout < 1.0))
+    throw std::invalid_argument("cuda encoder: dropout must be in [0, 1), got " + std::to_string(opt.dropout));
+}
+
 }  // namespace
 
 void CudnnEncoder::gemm_rm(bool tA, bool tB, int M, int N, int K, const float* A, int lda, const float* B, int ldb,
@@ -154,19 +171,38 @@ MaskIndex CudnnEncoder::mask_index() {
 
 // ---- forward ------------------------------------------------------------------------
 
+// The forward taps of LSTM layer k: each direction's half of out(k) [B][T][2H], columns [0, H) / [H, 2H).
+void CudnnEncoder::tap_lstm_forward(int k) {
+  using gpu::TapTensor;
+  const int64_t BT = int64_t(B_) * T_;
+  const std::string lk = "lstm." + std::to_string(k);
+  num_->tap(lk + ".fwd", Pass::forward, {TapTensor::f32_strided("lstm_out", out(k), BT, H_, 2 * H_)});
+  num_->tap(lk + ".bwd", Pass::forward, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
+}
+
+// The backward taps of LSTM layer k: the weight and bias gradients of each
+// direction (flat grad), and d input of layer k, dx [B][T][W].
+void CudnnEncoder::tap_lstm_backward(int k, float* grad, float* dx) {
+  using gpu::TapTensor;
+  constexpr Pass kB = Pass::backward;
+  const int64_t BT = int64_t(B_) * T_;
+  const std::string lk = "lstm." + std::to_string(k);
+  auto lstm_grad = [&](const char* what, bool reverse) {
+    const std::string name = std::string("encoder.lstm.") + what + "_l" + std::to_string(k) +
+                             (reverse ? "_reverse" : "");
+    const ParamInfo& info = layout_.get(name);
+    return TapTensor::f32("d_" + name, grad + info.offset, info.size);
+  };
+  num_->tap(lk + ".bwd", kB,
+            {lstm_grad("weight_ih", true), lstm_grad("weight_hh", true), lstm_grad("bias_ih", true),
+             lstm_grad("bias_hh", true), TapTensor::f32("d_input", dx, BT * W_)});
+  num_->tap(lk + ".fwd", kB,
+            {lstm_grad("weight_ih", false), lstm_grad("weight_hh", false), lstm_grad("bias_ih", false),
+             lstm_grad("bias_hh", false)});
+}
+
 void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const ForwardOptions& opt, float* cum) {
-  if (!params || !cum || !batch.features || !batch.lengths || !batch.lengths_dev)
-    throw std::invalid_argument("cuda encoder: forward needs params, features, lengths, lengths_dev and cum");
-  if (batch.B < 1 || batch.T < 1)
-    throw std::invalid_argument("cuda encoder: batch dims must be >= 1, got B=" + std::to_string(batch.B) +
-                                " T=" + std::to_string(batch.T));
-  for (int b = 0; b < batch.B; ++b)
-    if (batch.lengths[b] < 1 || batch.lengths[b] > batch.T)
-      throw std::invalid_argument("cuda encoder: lengths[" + std::to_string(b) + "] = " +
-                                  std::to_string(batch.lengths[b]) + " is outside [1, T=" + std::to_string(batch.T) +
-                                  "]");
-  if (!(opt.dropout >= 0.0 && opt.dropout < 1.0))
-    throw std::invalid_argument("cuda encoder: dropout must be in [0, 1), got " + std::to_string(opt.dropout));
+  check_forward_inputs(params, batch, opt, cum);
   check_share(batch);
   have_activations_ = false;
   B_ = batch.B;
@@ -234,12 +270,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
     // output is defined whatever the algo does there.
     valid_rows_kernel<<<grid_for(BT * 2 * H_), kThreads, 0, stream_>>>(out(k), out(k), T_, 2 * H_, BT * 2 * H_, len);
     TS_LAUNCHED("valid_rows_kernel (lstm output)");
-    if (taps) {
-      // each direction's half of out(k) [B][T][2H]: columns [0, H) / [H, 2H)
-      const std::string lk = "lstm." + std::to_string(k);
-      num_->tap(lk + ".fwd", kF, {TapTensor::f32_strided("lstm_out", out(k), BT, H_, 2 * H_)});
-      num_->tap(lk + ".bwd", kF, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
-    }
+    if (taps) tap_lstm_forward(k);
     if (k + 1 < L_ && dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(
           out(k), in(k + 1), BT * W_, dropout_key(opt.seed, opt.step, k + 1), p, keep, mi);
@@ -397,8 +428,6 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
   float* dx = dB_.as<float>();
   projection_backward(params, dcum, donset, dscores, grad, dy);
   const bool taps = tapping();
-  using gpu::TapTensor;
-  constexpr Pass kB = Pass::backward;
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));
@@ -420,22 +449,7 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
     // with taps, each layer's gradients reach the flat grad right away (else once, after the loop)
     if (taps) scatter_layer_grads(k, grad);
     }
-    if (taps) {
-      // weight and bias gradients of each direction (flat grad), and d input of layer k [B][T][W]
-      const std::string lk = "lstm." + std::to_string(k);
-      auto lstm_grad = [&](const char* what, bool reverse) {
-        const std::string name = std::string("encoder.lstm.") + what + "_l" + std::to_string(k) +
-                                 (reverse ? "_reverse" : "");
-        const ParamInfo& info = layout_.get(name);
-        return TapTensor::f32("d_" + name, grad + info.offset, info.size);
-      };
-      num_->tap(lk + ".bwd", kB,
-                {lstm_grad("weight_ih", true), lstm_grad("weight_hh", true), lstm_grad("bias_ih", true),
-                 lstm_grad("bias_hh", true), TapTensor::f32("d_input", dx, BT * W_)});
-      num_->tap(lk + ".fwd", kB,
-                {lstm_grad("weight_ih", false), lstm_grad("weight_hh", false), lstm_grad("bias_ih", false),
-                 lstm_grad("bias_hh", false)});
-    }
+    if (taps) tap_lstm_backward(k, grad, dx);
     // gradient of the dropped input: through dropout site k (input projection for k = 0)
     if (dropout_on_) {
       dropout_kernel<<<grid_for(BT * W_), kThreads, 0, stream_>>>(dx, dy, BT * W_,
