@@ -141,12 +141,24 @@ ATTRIBUTES = {"__launch_bounds__", "__attribute__", "alignas", "__align__", "__d
 
 
 def function_name(header):
-    """The name before the parameter list: the first identifier followed by ( that is no attribute."""
-    for m in re.finditer(r"([A-Za-z_~][\w:<>,~ ]*?)\s*\(", header):
+    """The name before the parameter list: the first identifier followed by ( that is no attribute
+    (an attribute's parenthesized arguments, as `__launch_bounds__(f(x), 1)`, are skipped whole)."""
+    pos = 0
+    pattern = re.compile(r"([A-Za-z_~][\w:<>,~ ]*?)\s*\(")
+    while True:
+        m = pattern.search(header, pos)
+        if not m:
+            return "(lambda)"
         words = re.findall(r"[\w:~<>,]+|operator\S*", m.group(1))
         if words and words[-1] not in ATTRIBUTES:
             return words[-1]
-    return "(lambda)"
+        depth, j = 0, m.end() - 1  # at the attribute's "(": skip to its matching ")"
+        while j < len(header):
+            depth += {"(": 1, ")": -1}.get(header[j], 0)
+            j += 1
+            if depth == 0:
+                break
+        pos = j
 
 
 def match_brace(code, i):

@@ -33,6 +33,12 @@ class Scanner(unittest.TestCase):
         self.assertEqual(self.spans(src), [("f", 6), ("g", 1), ("S2<T>::run", 7), ("kern", 4), ("(lambda)", 3),
                                            ("c_api", 2)])
 
+    def test_call_inside_an_attribute_is_not_the_name(self):
+        # __launch_bounds__'s argument may call a constexpr function: the kernel is named after the attribute
+        src = ("template <int G>\n__global__ void __launch_bounds__(G > 0 ? small_threads(G) : 256, 1) "
+               "lse_kernel(Args a) {\n" + body(2) + "}\n")
+        self.assertEqual(self.spans(src), [("lse_kernel", 4)])
+
     def test_braces_in_comments_strings_and_chars_are_ignored(self):
         src = ("void f() {\n  const char* s = \"}}{\";  // }\n  char c = '}';\n  /* {\n } */\n"
                "  auto r = R\"x(\n}\n)x\";\n  const char* e = \"\\\"}\";\n}\nvoid g() {\n}\n")
