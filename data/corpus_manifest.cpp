@@ -12,6 +12,7 @@
 // --corpus is the manifest, or a folder holding manifest.csv or manifest.jsonl.
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -167,7 +168,17 @@ std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Prob
   const std::string ext = to_lower(file.extension().string());
   const std::vector<Row> rows = ext == ".csv" ? csv_rows(file.string(), problems) : jsonl_rows(file.string());
   std::vector<CorpusEntry> out;
-  for (const Row& r : rows) out.push_back(entry_of(r, file.parent_path(), file.string()));
+  std::shared_ptr<IntervalSpill> spill;  // inline segments go to disk as they are read
+  for (const Row& r : rows) {
+    out.push_back(entry_of(r, file.parent_path(), file.string()));
+    CorpusEntry& e = out.back();
+    if (!e.label_kind.empty() || e.intervals.empty()) continue;
+    if (!spill) spill = std::make_shared<IntervalSpill>();
+    for (const LabelInterval& iv : e.intervals) spill->append(iv, &e.spans);
+    e.spill = spill;
+    e.label_kind = "spill";
+    std::vector<LabelInterval>().swap(e.intervals);
+  }
   return out;
 }
 
