@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <istream>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -173,6 +175,12 @@ struct CsvRow {
   std::vector<std::string> fields;
 };
 std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, std::vector<Problem>* problems);
+// The same rows, one at a time, from a stream (a manifest of any size is never in memory whole).
+void for_each_csv_row(const std::string& path, std::istream& in, std::vector<Problem>* problems,
+                      const std::function<void(CsvRow&&)>& fn);
+// A text file as decode_text reads it, streamed when it is UTF-8 (a byte-order
+// mark skipped), decoded whole when it is UTF-16; throws "PATH: cannot read".
+std::unique_ptr<std::istream> open_text(const std::string& path);
 
 // The splits of utterances whose corpus says none: by speaker, sorted speaker
 // ids shuffled as choose_dev_speakers does (seed), round(dev_fraction * n)

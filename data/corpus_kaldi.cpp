@@ -5,7 +5,6 @@
 // named phones.ctm, ctm or ali.ctm. --corpus is the data dir or a folder of
 // data dirs named train, dev, test (their names are the splits).
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -63,25 +62,7 @@ std::string strip_position(const std::string& p) {
 // that a CTM of any size is never in memory whole (UTF-16 is decoded whole).
 template <class Fn>
 void for_each_line(const fs::path& p, Fn fn) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw std::runtime_error(p.string() + ": cannot read");
-  unsigned char h[4] = {0, 0, 0, 0};
-  in.read(reinterpret_cast<char*>(h), 4);
-  const auto n = in.gcount();
-  std::error_code ec;
-  const auto size = fs::file_size(p, ec);
-  // decode_text's rules, on the first bytes
-  const bool bom8 = n >= 3 && h[0] == 0xEF && h[1] == 0xBB && h[2] == 0xBF;
-  const bool utf16 = !bom8 && ((n >= 2 && ((h[0] == 0xFF && h[1] == 0xFE) || (h[0] == 0xFE && h[1] == 0xFF))) ||
-                               (n >= 4 && size % 2 == 0 && ((h[0] && !h[1] && h[2] && !h[3]) || (!h[0] && h[1] && !h[2] && h[3]))));
-  std::unique_ptr<std::istream> text;
-  if (utf16) {
-    text = std::make_unique<std::istringstream>(decode_text(read_file(p.string())));
-  } else {
-    in.clear();
-    in.seekg(bom8 ? 3 : 0);
-    text = std::make_unique<std::ifstream>(std::move(in));
-  }
+  const std::unique_ptr<std::istream> text = open_text(p.string());
   std::string line;
   for (int n = 1; std::getline(*text, line); ++n) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
