@@ -8,6 +8,11 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <istream>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -37,6 +42,32 @@ struct LabelInterval {
   int line = 0;  // 1-based line of the label in label_path
 };
 
+// Label intervals a scan found for many utterances in one file (a Kaldi CTM,
+// a manifest's inline segments), kept on disk rather than in memory: records
+// (start, end, line, label) in an unnamed temporary file (tmpfile(3), gone
+// when closed). Each entry names its records by byte spans, in order.
+struct LabelSpan {
+  int64_t offset = 0, bytes = 0;
+};
+class IntervalSpill {
+ public:
+  IntervalSpill();  // throws std::runtime_error when no temporary file can be made
+  ~IntervalSpill();
+  IntervalSpill(const IntervalSpill&) = delete;
+  IntervalSpill& operator=(const IntervalSpill&) = delete;
+  // Appends iv's record to the file and to *spans (extending its last span when adjacent).
+  void append(const LabelInterval& iv, std::vector<LabelSpan>* spans);
+  // The intervals of `spans`, in order; safe on several threads at once.
+  std::vector<LabelInterval> read(const std::vector<LabelSpan>& spans) const;
+
+ private:
+  void flush_locked() const;
+  mutable std::mutex mu_;
+  std::FILE* f_ = nullptr;
+  mutable std::string pending_;  // appended records not yet written
+  mutable int64_t written_ = 0;
+};
+
 // One utterance of a corpus.
 struct CorpusEntry {
   std::string id;       // unique in the corpus (e.g. "s01/s0101a", a Kaldi utterance id)
@@ -47,9 +78,20 @@ struct CorpusEntry {
   // segments, manifest start/end); seg_end < 0: the whole file.
   double seg_start = 0.0, seg_end = -1.0;
   std::string label_path;  // the file the labels come from (messages, fingerprint)
-  std::string label_kind;  // how read_labels reads label_path: textgrid | buckeye | seconds | "" (already loaded)
-  std::vector<LabelInterval> intervals;  // filled by read_labels or by the scan (CTM, inline segments)
+  // how read_labels reads label_path: textgrid | buckeye | seconds | phn | spill (the records
+  // `spans` of `spill`: a CTM, inline segments) | "" (already in `intervals`)
+  std::string label_kind;
+  std::shared_ptr<const IntervalSpill> spill;
+  std::vector<LabelSpan> spans;
+  // A part of a recording (prepare's cut of Buckeye recordings): its 1-based
+  // number among the recording's parts; 0 for a whole recording.
+  int part = 0;
+  // Filled by read_labels (or by the scan: label_kind ""). prepare reads them
+  // again when it processes the utterance, so that the corpus's labels are never
+  // all in memory at once.
+  std::vector<LabelInterval> intervals;
   std::vector<Problem> problems;         // found by the scan; an error makes the utterance unusable
+  size_t scan_problems = 0;              // prepare: how many of `problems` the scan found (before read_labels)
 };
 
 struct ReaderOptions {
@@ -133,6 +175,12 @@ struct CsvRow {
   std::vector<std::string> fields;
 };
 std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, std::vector<Problem>* problems);
+// The same rows, one at a time, from a stream (a manifest of any size is never in memory whole).
+void for_each_csv_row(const std::string& path, std::istream& in, std::vector<Problem>* problems,
+                      const std::function<void(CsvRow&&)>& fn);
+// A text file as decode_text reads it, streamed when it is UTF-8 (a byte-order
+// mark skipped), decoded whole when it is UTF-16; throws "PATH: cannot read".
+std::unique_ptr<std::istream> open_text(const std::string& path);
 
 // The splits of utterances whose corpus says none: by speaker, sorted speaker
 // ids shuffled as choose_dev_speakers does (seed), round(dev_fraction * n)

@@ -6,6 +6,7 @@
 // data dirs named train, dev, test (their names are the splits).
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include "common/files.h"
@@ -56,10 +57,27 @@ std::string strip_position(const std::string& p) {
   return p;
 }
 
-// The CTM's intervals, by utterance.
+// Calls fn(line number, line) for each line of a text file as read_table
+// splits it (any encoding decode_text reads), streamed when it is UTF-8, so
+// that a CTM of any size is never in memory whole (UTF-16 is decoded whole).
+template <class Fn>
+void for_each_line(const fs::path& p, Fn fn) {
+  const std::unique_ptr<std::istream> text = open_text(p.string());
+  std::string line;
+  for (int n = 1; std::getline(*text, line); ++n) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    fn(n, line);
+  }
+}
+
+// The CTM's intervals, by utterance, into a spill file (each entry's spans of it).
 void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, std::vector<Problem>* problems) {
-  bool exists = false;
-  for (const auto& k : read_table(ctm, &exists)) {
+  auto spill = std::make_shared<IntervalSpill>();
+  for_each_line(ctm, [&](int line, const std::string& text) {
+    std::istringstream fields(text);
+    KaldiLine k{line, {}, text};
+    for (std::string w; fields >> w;) k.f.push_back(w);
+    if (k.f.empty()) return;
     bool ok1 = false, ok2 = false;
     LabelInterval iv;
     iv.line = k.line;
@@ -72,15 +90,16 @@ void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, 
       const Problem p{ctm.string(), k.line, "expected 'UTT CHANNEL START DURATION PHONE', got '" + k.text + "'", true};
       if (it != by_utt.end()) it->second->problems.push_back(p);
       else problems->push_back(p);
-      continue;
+      return;
     }
     if (it == by_utt.end()) {
       problems->push_back({ctm.string(), k.line, "utterance '" + k.f[0] + "' is not in wav.scp/segments", false});
-      continue;
+      return;
     }
     iv.label = strip_position(k.f[4]);
-    it->second->intervals.push_back(iv);
-  }
+    spill->append(iv, &it->second->spans);
+  });
+  for (auto& [utt, e] : by_utt) e->spill = spill, e->label_kind = "spill";
 }
 
 std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& split, std::vector<Problem>* problems) {

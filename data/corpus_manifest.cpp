@@ -12,6 +12,7 @@
 // --corpus is the manifest, or a folder holding manifest.csv or manifest.jsonl.
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -53,56 +54,44 @@ std::vector<LabelInterval> inline_segments(const std::string& path, int line, co
   return out;
 }
 
-std::vector<Row> csv_rows(const std::string& path, std::vector<Problem>* problems) {
-  const std::vector<CsvRow> rows = parse_csv(path, decode_text(read_file(path)), problems);
-  if (rows.empty()) throw std::runtime_error(path + ": empty manifest (no header row)");
-  const std::vector<std::string>& head = rows[0].fields;
-  std::vector<Row> out;
-  for (size_t i = 1; i < rows.size(); ++i) {
-    Row r;
-    r.line = rows[i].line;
-    if (rows[i].fields.size() != head.size()) {
-      r.f["__error"] = std::to_string(rows[i].fields.size()) + " fields, the header has " + std::to_string(head.size()) +
-                       " (a comma inside a field needs quotes: \"a,b\")";
-    }
-    for (size_t k = 0; k < head.size() && k < rows[i].fields.size(); ++k) r.f[head[k]] = rows[i].fields[k];
-    out.push_back(std::move(r));
+// A CSV row by the header's column names.
+Row csv_row(const CsvRow& row, const std::vector<std::string>& head) {
+  Row r;
+  r.line = row.line;
+  if (row.fields.size() != head.size()) {
+    r.f["__error"] = std::to_string(row.fields.size()) + " fields, the header has " + std::to_string(head.size()) +
+                     " (a comma inside a field needs quotes: \"a,b\")";
   }
-  return out;
+  for (size_t k = 0; k < head.size() && k < row.fields.size(); ++k) r.f[head[k]] = row.fields[k];
+  return r;
 }
 
-std::vector<Row> jsonl_rows(const std::string& path) {
-  std::istringstream in(decode_text(read_file(path)));
-  std::vector<Row> out;
-  std::string line;
-  for (int n = 1; std::getline(in, line); ++n) {
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Row r;
-    r.line = n;
-    try {
-      const nlohmann::json j = nlohmann::json::parse(line);
-      for (auto it = j.begin(); it != j.end(); ++it) {
-        if (it.key() == "segments") {
-          r.json_segments = true;
-          for (const auto& s : it.value()) {
-            LabelInterval iv;
-            iv.line = n;
-            if (s.is_array()) iv.start = s.at(0).get<double>(), iv.end = s.at(1).get<double>(),
-                              iv.label = s.at(2).get<std::string>();
-            else iv.start = s.at("start").get<double>(), iv.end = s.at("end").get<double>(),
-                 iv.label = s.at("label").get<std::string>();
-            r.segments.push_back(iv);
-          }
-        } else {
-          r.f[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+// One line n of a JSON-lines manifest (not blank).
+Row jsonl_row(const std::string& line, int n) {
+  Row r;
+  r.line = n;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(line);
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if (it.key() == "segments") {
+        r.json_segments = true;
+        for (const auto& s : it.value()) {
+          LabelInterval iv;
+          iv.line = n;
+          if (s.is_array()) iv.start = s.at(0).get<double>(), iv.end = s.at(1).get<double>(),
+                            iv.label = s.at(2).get<std::string>();
+          else iv.start = s.at("start").get<double>(), iv.end = s.at("end").get<double>(),
+               iv.label = s.at("label").get<std::string>();
+          r.segments.push_back(iv);
         }
+      } else {
+        r.f[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
       }
-    } catch (const std::exception& e) {
-      r.f["__error"] = std::string("not a JSON object with the manifest's keys (") + e.what() + ")";
     }
-    out.push_back(std::move(r));
+  } catch (const std::exception& e) {
+    r.f["__error"] = std::string("not a JSON object with the manifest's keys (") + e.what() + ")";
   }
-  return out;
+  return r;
 }
 
 double seconds_field(const Row& r, const std::string& key, double dflt, bool* ok) {
@@ -165,9 +154,33 @@ std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Prob
     else throw std::runtime_error(path + ": no manifest.csv or manifest.jsonl in the folder");
   }
   const std::string ext = to_lower(file.extension().string());
-  const std::vector<Row> rows = ext == ".csv" ? csv_rows(file.string(), problems) : jsonl_rows(file.string());
+  // rows streamed from the file one at a time, each entry's inline segments to disk as it comes
   std::vector<CorpusEntry> out;
-  for (const Row& r : rows) out.push_back(entry_of(r, file.parent_path(), file.string()));
+  std::shared_ptr<IntervalSpill> spill;
+  auto add = [&](const Row& r) {
+    out.push_back(entry_of(r, file.parent_path(), file.string()));
+    CorpusEntry& e = out.back();
+    if (!e.label_kind.empty() || e.intervals.empty()) return;
+    if (!spill) spill = std::make_shared<IntervalSpill>();
+    for (const LabelInterval& iv : e.intervals) spill->append(iv, &e.spans);
+    e.spill = spill;
+    e.label_kind = "spill";
+    std::vector<LabelInterval>().swap(e.intervals);
+  };
+  const std::unique_ptr<std::istream> in = open_text(file.string());
+  if (ext == ".csv") {
+    std::vector<std::string> head;
+    bool have_head = false;
+    for_each_csv_row(file.string(), *in, problems, [&](CsvRow&& row) {
+      if (have_head) add(csv_row(row, head));
+      else head = std::move(row.fields), have_head = true;
+    });
+    if (!have_head) throw std::runtime_error(file.string() + ": empty manifest (no header row)");
+  } else {
+    std::string line;
+    for (int n = 1; std::getline(*in, line); ++n)
+      if (line.find_first_not_of(" \t\r") != std::string::npos) add(jsonl_row(line, n));
+  }
   return out;
 }
 

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <memory>
 #include <map>
 #include <set>
 #include <sstream>
@@ -86,8 +89,26 @@ std::string decode_text(const std::string& b) {
   return b;
 }
 
-std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, std::vector<Problem>* problems) {
-  std::vector<CsvRow> rows;
+std::unique_ptr<std::istream> open_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error(path + ": cannot read");
+  unsigned char h[4] = {0, 0, 0, 0};
+  in.read(reinterpret_cast<char*>(h), 4);
+  const auto n = in.gcount();
+  std::error_code ec;
+  const auto size = fs::file_size(path, ec);
+  // decode_text's rules, on the first bytes
+  const bool bom8 = n >= 3 && h[0] == 0xEF && h[1] == 0xBB && h[2] == 0xBF;
+  const bool bom16 = n >= 2 && ((h[0] == 0xFF && h[1] == 0xFE) || (h[0] == 0xFE && h[1] == 0xFF));
+  const bool zeros16 = n >= 4 && size % 2 == 0 && ((h[0] && !h[1] && h[2] && !h[3]) || (!h[0] && h[1] && !h[2] && h[3]));
+  if (!bom8 && (bom16 || zeros16)) return std::make_unique<std::istringstream>(decode_text(read_file(path)));
+  in.clear();
+  in.seekg(bom8 ? 3 : 0);
+  return std::make_unique<std::ifstream>(std::move(in));
+}
+
+void for_each_csv_row(const std::string& path, std::istream& in, std::vector<Problem>* problems,
+                      const std::function<void(CsvRow&&)>& fn) {
   CsvRow row;
   std::string field;
   int line = 1;
@@ -100,16 +121,17 @@ std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, 
   auto end_row = [&] {
     if (any || !field.empty() || !row.fields.empty()) {
       end_field();
-      rows.push_back(row);
+      fn(std::move(row));
     }
     row = CsvRow{};
     row.line = line;
     any = false;
   };
-  for (size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
+  std::streambuf* sb = in.rdbuf();
+  for (int ci = sb->sbumpc(); ci != std::char_traits<char>::eof(); ci = sb->sbumpc()) {
+    const char c = static_cast<char>(ci);
     if (quoted) {
-      if (c == '"' && i + 1 < text.size() && text[i + 1] == '"') field += '"', ++i;
+      if (c == '"' && sb->sgetc() == '"') field += '"', sb->sbumpc();
       else if (c == '"') quoted = false;
       else field += c;
       if (c == '\n') ++line;
@@ -122,6 +144,12 @@ std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, 
   }
   if (quoted && problems) problems->push_back({path, row.line, "a quoted field is not closed (missing '\"')", true});
   end_row();
+}
+
+std::vector<CsvRow> parse_csv(const std::string& path, const std::string& text, std::vector<Problem>* problems) {
+  std::vector<CsvRow> rows;
+  std::istringstream in(text);
+  for_each_csv_row(path, in, problems, [&](CsvRow&& r) { rows.push_back(std::move(r)); });
   return rows;
 }
 

@@ -219,7 +219,9 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
 void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
   for (const auto& p : e.problems)
     if (p.error) return;
-  if (!e.label_kind.empty()) {
+  if (e.label_kind == "spill") {
+    e.intervals = e.spill->read(e.spans);
+  } else if (!e.label_kind.empty()) {
     std::string bytes;
     try {
       bytes = read_file(e.label_path);

@@ -229,37 +229,88 @@ std::vector<std::vector<LabelInterval>> recording_parts(const std::vector<LabelI
 
 }  // namespace
 
-std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps) {
-  std::vector<CorpusEntry> out;
-  for (auto& e : es) {
-    bool drops = false;
-    for (const auto& iv : e.intervals) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
-    std::vector<std::vector<LabelInterval>> parts;
-    if (!has_error(e.problems)) parts = recording_parts(e.intervals, ps);
-    if (parts.size() <= 1 && !drops) {  // nothing dropped, no long silence: the recording as it is
-      out.push_back(std::move(e));
-      continue;
-    }
-    int k = 0;
-    for (auto& part : parts) {
-      bool speech = false;  // a part of silence only is no utterance
-      for (const auto& iv : part) {
-        const LabelResolution r = ps.resolve(iv.label);
-        speech = speech || (!iv.label.empty() && r.kind == LabelKind::phone && !ps.is_silence(r.index));
-      }
-      if (!speech) continue;
-      CorpusEntry p = e;
-      char num[16];
-      std::snprintf(num, sizeof num, ".%03d", ++k);
-      p.id = e.id + num;
-      p.seg_start = part.front().start;
-      p.seg_end = part.back().end;
-      for (auto& iv : part) iv.start -= p.seg_start, iv.end -= p.seg_start;
-      p.intervals = std::move(part);
-      out.push_back(std::move(p));
-    }
+namespace {
+
+// One recording in parts (split_at_dropped), `ivs` its intervals as read after the scan.
+void cut_recording(CorpusEntry& e, const std::vector<LabelInterval>& ivs, const PhoneSetSpec& ps,
+                   std::vector<CorpusEntry>& out) {
+  bool drops = false;
+  for (const auto& iv : ivs) drops = drops || ps.resolve(iv.label).kind == LabelKind::drop;
+  std::vector<std::vector<LabelInterval>> parts;
+  if (!has_error(e.problems)) parts = recording_parts(ivs, ps);
+  if (parts.size() <= 1 && !drops) {  // nothing dropped, no long silence: the recording as it is
+    out.push_back(std::move(e));
+    return;
   }
+  int k = 0;
+  for (size_t j = 0; j < parts.size(); ++j) {
+    const auto& part = parts[j];
+    bool speech = false;  // a part of silence only is no utterance
+    for (const auto& iv : part) {
+      const LabelResolution r = ps.resolve(iv.label);
+      speech = speech || (!iv.label.empty() && r.kind == LabelKind::phone && !ps.is_silence(r.index));
+    }
+    if (!speech) continue;
+    CorpusEntry p = e;
+    char num[16];
+    std::snprintf(num, sizeof num, ".%03d", ++k);
+    p.id = e.id + num;
+    p.seg_start = part.front().start;
+    p.seg_end = part.back().end;
+    p.part = static_cast<int>(j) + 1;
+    out.push_back(std::move(p));
+  }
+}
+
+}  // namespace
+
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& ro,
+                                          int threads) {
+  std::vector<CorpusEntry> out;
+  for_each_intervals(es, ro, threads,
+                     [&](size_t i, const std::vector<LabelInterval>& ivs) { cut_recording(es[i], ivs, ps, out); });
   return out;
+}
+
+void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads) {
+  parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) {
+    CorpusEntry& e = es[i];
+    e.scan_problems = e.problems.size();
+    read_labels(e, ro);
+    if (!e.label_kind.empty()) std::vector<LabelInterval>().swap(e.intervals);  // read again when needed
+  });
+}
+
+std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec* ps) {
+  if (e.label_kind.empty()) return e.intervals;
+  CorpusEntry c;  // what read_labels saw after the scan
+  c.audio_path = e.audio_path;
+  c.label_path = e.label_path;
+  c.label_kind = e.label_kind;
+  c.spill = e.spill;
+  c.spans = e.spans;
+  c.problems.assign(e.problems.begin(), e.problems.begin() + static_cast<std::ptrdiff_t>(e.scan_problems));
+  read_labels(c, ro);
+  if (e.part == 0 || !ps) return std::move(c.intervals);
+  std::vector<std::vector<LabelInterval>> parts = recording_parts(c.intervals, *ps);
+  if (e.part > static_cast<int>(parts.size()))
+    throw std::runtime_error(e.label_path + ": changed while prepare read it (part " + std::to_string(e.part) +
+                             " of " + e.id + " is gone)");
+  std::vector<LabelInterval> part = std::move(parts[e.part - 1]);
+  for (auto& iv : part) iv.start -= e.seg_start, iv.end -= e.seg_start;
+  return part;
+}
+
+void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads,
+                        const std::function<void(size_t, const std::vector<LabelInterval>&)>& fn) {
+  const size_t chunk = std::max<size_t>(64, 16 * static_cast<size_t>(threads));
+  std::vector<std::vector<LabelInterval>> ivs;
+  for (size_t b = 0; b < es.size(); b += chunk) {
+    const size_t n = std::min(chunk, es.size() - b);
+    ivs.assign(n, {});
+    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) { ivs[i] = corpus_intervals(es[b + i], ro, nullptr); });
+    for (size_t i = 0; i < n; ++i) fn(b + i, ivs[i]);
+  }
 }
 
 namespace {
@@ -268,7 +319,7 @@ namespace {
 // else derived from the train split's labels (and the line naming dev/test
 // labels never seen in train).
 PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const std::vector<CorpusEntry>& es,
-                              std::string* how, std::string* unseen) {
+                              const ReaderOptions& ro, int threads, std::string* how, std::string* unseen) {
   if (!po.phone_set.empty()) {
     *how = "--phone-set " + po.phone_set;
     return PhoneSetSpec::from_setting(po.phone_set);
@@ -282,12 +333,21 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     *how = "shipped (buckeye)";
     return PhoneSetSpec::builtin("buckeye");
   }
-  std::map<std::string, int64_t> counts;
-  std::set<std::string> train_labels;
-  for (const auto& e : es)
-    if (e.split == "train" && !has_error(e.problems))
-      for (const auto& iv : e.intervals)
-        if (!iv.label.empty()) ++counts[iv.label];
+  std::map<std::string, int64_t> counts;  // the train split's labels
+  std::map<std::string, std::map<std::string, UnseenLabel>> other;  // dev/test: split -> label -> count, first id
+  for_each_intervals(es, ro, threads, [&](size_t i, const std::vector<LabelInterval>& ivs) {
+    const CorpusEntry& e = es[i];
+    if (has_error(e.problems)) return;
+    for (const auto& iv : ivs) {
+      if (iv.label.empty()) continue;
+      if (e.split == "train") {
+        ++counts[iv.label];
+      } else if (!silence_word(iv.label)) {
+        UnseenLabel& u = other[e.split][iv.label];
+        if (u.count++ == 0) u.example = e.id;
+      }
+    }
+  });
   if (counts.empty()) {  // say why: the first problem of an unusable train utterance, when there is one
     std::string why;
     int64_t bad = 0;
@@ -301,13 +361,9 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
   }
   PhoneSetSpec ps = derive_phone_set(counts);
   std::map<std::string, std::map<std::string, UnseenLabel>> un;
-  for (const auto& e : es)
-    if (e.split != "train" && !has_error(e.problems))
-      for (const auto& iv : e.intervals)
-        if (!iv.label.empty() && !counts.count(iv.label) && !silence_word(iv.label)) {
-          UnseenLabel& u = un[e.split][iv.label];
-          if (u.count++ == 0) u.example = e.id;
-        }
+  for (const auto& [split, labels] : other)
+    for (const auto& [label, u] : labels)
+      if (!counts.count(label)) un[split][label] = u;
   *unseen = unseen_labels_line(un);
   *how = "derived from the train split's labels: " + join(ps.phones, " ");
   return ps;
@@ -361,13 +417,13 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems, &sum.sa_excluded);
   sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;  // SA: the timit layout's
   const int threads = std::max(1, std::min<int>(resolve_threads(po.threads), static_cast<int>(es.size())));
-  parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) { read_labels(es[i], ro); });
+  check_corpus_labels(es, ro, threads);  // the problems; the labels are read again where needed
   CorpusPlan plan;
   plan.format = fmt;
   plan.split_rule = assign_splits(po, es);
   std::string unseen;
-  plan.phone_set = choose_phone_set(po, fmt, es, &plan.phone_set_how, &unseen);
-  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set);
+  plan.phone_set = choose_phone_set(po, fmt, es, ro, threads, &plan.phone_set_how, &unseen);
+  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set, ro, threads);
   sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
@@ -403,10 +459,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   }
   spdlog::info("phone set {} ({} phones, sha256 {}): {}", plan.phone_set.name, plan.phone_set.size(),
                plan.phone_set.digest().substr(0, 12), plan.phone_set_how);
-  std::vector<std::vector<MappedInterval>> mapped(es.size());
-  for (size_t i = 0; i < es.size(); ++i)
-    if (!has_error(es[i].problems)) mapped[i] = map_labels(es[i], plan.phone_set);
-  write_corpus_workdir(po, es, mapped, plan, threads, sum);
+  write_corpus_workdir(po, es, ro, plan, threads, sum);
   sum.wall_seconds = since();
   return sum;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -46,10 +47,27 @@ std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps);
 // of intervals without a dropped label, cut again inside every stretch of the
 // set's silence longer than kLongSilence (the part before keeps its first
 // kSilenceMargin, the part after its last), becomes an utterance ID.001,
-// ID.002, ... (a segment of the recording; parts of silence only are left
-// out). Entries with neither stay as they are.
+// ID.002, ... (a segment of the recording, `part` its number among the
+// recording's parts; parts of silence only are left out). Entries with neither
+// stay as they are. The labels are read again (corpus_intervals), a chunk of
+// entries at a time, and not kept.
 constexpr double kLongSilence = 0.5, kSilenceMargin = 0.1;  // seconds
-std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps);
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& ro,
+                                          int threads);
+
+// Reads the labels of every entry on `threads` threads (read_labels), keeping
+// the problems and not the intervals (memory: the threads' utterances).
+void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads);
+
+// The intervals of one entry as read_labels gave them after the scan (read
+// again from its file or spill), a part of a recording (e.part) cut as
+// split_at_dropped cut it with `ps` (nullptr: no part is cut).
+std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec* ps);
+
+// fn(i, intervals) for every entry in order, the intervals read (corpus_intervals,
+// no part cut) a chunk at a time on `threads` threads.
+void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads,
+                        const std::function<void(size_t, const std::vector<LabelInterval>&)>& fn);
 
 // Frame labels [num_frames]: frame t takes the interval covering its centre
 // sample frame_center_sample(t) (interval boundaries rounded to samples of
@@ -67,13 +85,13 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
 // The kind of a problem for the summary's counts (the readers' messages, then problem_kind's).
 std::string corpus_problem_kind(const std::string& message);
 
-// Processes every utterance in chunks (threaded, a progress bar), streams the
+// Processes every utterance in chunks (threaded, a progress bar; each one's
+// labels read again, corpus_intervals, and mapped, map_labels), streams the
 // usable ones into a staging folder of WORKDIR (split files, cmvn, durations,
 // phone_set.yaml, manifest.json last) and renames them into place. Problems go
 // into `sum`; with --strict the first bad utterance (in id order) throws and
 // nothing is written.
-void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
-                          const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
-                          PrepareSummary& sum);
+void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+                          const CorpusPlan& plan, int threads, PrepareSummary& sum);
 
 }  // namespace timitseg::data

@@ -1,9 +1,9 @@
 // `prepare` of other corpora, the writing stage: utterances processed in
-// chunks on all threads, appended in id order to per-split streams (features
-// to a raw file in the staging folder; labels, offsets and segments, ~1/40 of
-// the features, in memory), CMVN accumulated as they pass (Chan et al.'s
-// pairwise merge of per-utterance means and squared deviations, float64), then
-// each split's safetensors file written from its stream, byte for byte what
+// chunks on all threads, appended in id order to per-split streams (features,
+// labels, offsets, segments and the utterances' metadata each to a file of the
+// staging folder), CMVN accumulated as they pass (Chan et al.'s pairwise
+// merge of per-utterance means and squared deviations, float64), then each
+// split's safetensors file written from its stream, byte for byte what
 // st::save writes. Memory: a chunk of utterances, not the corpus.
 #include <algorithm>
 #include <atomic>
@@ -66,7 +66,6 @@ std::string corpus_problem_kind(const std::string& m) {
 
 namespace {
 
-// One split, streamed: features appended to STAGE/.SPLIT.features.raw.
 // Silence over [start, end): a phone of its own, or the silence before it extended.
 void push_silence(json& phones, int64_t start, int64_t end, int sil, int prev_label) {
   if (prev_label == sil && !phones.empty()) phones.back()[1] = end;
@@ -97,95 +96,149 @@ json reference_json(const std::vector<MappedInterval>& m, int rate, int64_t num_
   return {{"rate", rate}, {"phones", std::move(phones)}};
 }
 
+// An append-only file of the staging folder: one tensor's bytes (or the
+// metadata's text) as the utterances come, copied into the split file at the end.
+struct Spill {
+  fs::path path;
+  std::ofstream f;
+  uint64_t bytes = 0;
+  void open(const fs::path& p) {
+    path = p;
+    f.open(p, std::ios::binary);
+    if (!f) throw std::runtime_error(p.string() + ": cannot create");
+  }
+  void append(const void* data, size_t n) {
+    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+    if (!f) throw std::runtime_error(path.string() + ": cannot write (disk full?)");
+    bytes += n;
+  }
+  template <class T>
+  void append(const std::vector<T>& v) { append(v.data(), v.size() * sizeof(T)); }
+  void append(const std::string& s) { append(s.data(), s.size()); }
+  // Its bytes onto `out`, then the file removed.
+  void copy_into(AtomicFile& out) {
+    f.close();
+    if (!f) throw std::runtime_error(path.string() + ": cannot write (disk full?)");
+    std::ifstream in(path, std::ios::binary);
+    std::vector<char> buf(1 << 20);
+    uint64_t copied = 0;
+    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+      out.write(buf.data(), static_cast<size_t>(in.gcount()));
+      copied += static_cast<uint64_t>(in.gcount());
+    }
+    if (copied != bytes) throw std::runtime_error(path.string() + ": stream cut short");
+    in.close();
+    fs::remove(path);
+  }
+};
+
+// A string as it stands inside a dumped JSON string (nlohmann's escapes, no quotes).
+std::string json_escaped(const std::string& s) {
+  const std::string q = nlohmann::json(s).dump();
+  return q.substr(1, q.size() - 2);
+}
+
 struct SplitStream {
   std::string name;
-  fs::path raw_path;
-  std::ofstream raw;
-  int64_t frames = 0;
-  std::vector<int32_t> labels, seg_flat;
-  std::vector<int64_t> foff{0}, soff{0}, nsamp;
-  // The split's "utterances" metadata, dumped as each utterance comes: the same bytes
-  // as a json array's dump(), without holding a json object per utterance and label
-  // (nlohmann's values took about 5 kB an utterance: most of the path's memory that
-  // grew with the corpus).
-  std::string utts_text = "[";
+  int64_t frames = 0, segments = 0, utterances = 0;
+  // [F][dim] features, [F] labels, [S][3] segments, [U] num_samples, [U+1]
+  // frame and segment offsets: files of the staging folder, so that memory
+  // holds no utterance once it is written
+  Spill features, labels, seg_flat, nsamp, foff, soff;
+  // The split's "utterances" metadata, one JSON object per utterance as it
+  // comes, already escaped as the header's string value: the bytes of the
+  // header st::save would write, spliced in at the end (write_split_file).
+  Spill utts;
   std::set<std::string> speakers;
   double seconds = 0.0;
-  std::map<int, std::vector<int64_t>> durs;  // phone -> run lengths (frames)
+  std::map<int, std::map<int64_t, int64_t>> durs;  // phone -> run length (frames) -> count
+
+  void open(const fs::path& stage) {
+    const std::string base = "." + name + ".";
+    features.open(stage / (base + "features.raw"));
+    labels.open(stage / (base + "labels.raw"));
+    seg_flat.open(stage / (base + "segments.raw"));
+    nsamp.open(stage / (base + "num_samples.raw"));
+    foff.open(stage / (base + "frame_offsets.raw"));
+    soff.open(stage / (base + "segment_offsets.raw"));
+    utts.open(stage / (base + "utterances.json"));
+    const int64_t zero = 0;
+    foff.append(&zero, sizeof zero);
+    soff.append(&zero, sizeof zero);
+    utts.append("[");
+  }
 
   // m: the utterance's mapped intervals, sil: the phone set's silence (-1: none)
   void add(const CorpusEntry& e, const ProcessedUtterance& r, const std::vector<MappedInterval>& m, int sil) {
-    raw.write(reinterpret_cast<const char*>(r.features.data()),
-              static_cast<std::streamsize>(r.features.size() * sizeof(float)));
-    if (!raw) throw std::runtime_error(raw_path.string() + ": cannot write (disk full?)");
+    features.append(r.features);
+    labels.append(r.labels);
     frames += static_cast<int64_t>(r.labels.size());
-    labels.insert(labels.end(), r.labels.begin(), r.labels.end());
-    foff.push_back(frames);
+    foff.append(&frames, sizeof frames);
     const std::vector<Segment> segs = frame_segments(r.labels);
+    std::vector<int32_t> flat;
+    flat.reserve(segs.size() * 3);
     for (const auto& s : segs) {
-      seg_flat.insert(seg_flat.end(), {s.start, s.length, s.label});
-      durs[s.label].push_back(s.length);
+      flat.insert(flat.end(), {s.start, s.length, s.label});
+      ++durs[s.label][s.length];
     }
-    soff.push_back(soff.back() + static_cast<int64_t>(segs.size()));
-    nsamp.push_back(r.num_samples);
+    seg_flat.append(flat);
+    segments += static_cast<int64_t>(segs.size());
+    soff.append(&segments, sizeof segments);
+    nsamp.append(&r.num_samples, sizeof r.num_samples);
     json u = {{"id", e.id}, {"speaker", e.speaker}, {"audio", fs::absolute(e.audio_path).lexically_normal().string()}};
     if (e.seg_end >= 0) u["segment"] = {e.seg_start, e.seg_end};
     u["reference"] = reference_json(m, r.sample_rate, r.num_samples, sil);
-    if (utts_text.size() > 1) utts_text += ',';
-    utts_text += u.dump();
+    utts.append((utterances++ ? "," : "") + json_escaped(u.dump()));
     speakers.insert(e.speaker);
     seconds += r.seconds;
   }
 };
 
-// STAGE/SPLIT.safetensors from the stream: the header st::save would write,
-// then the tensors in name order, the features copied from the raw file.
+// STAGE/SPLIT.safetensors from the stream: the header st::save would write
+// (its "utterances" metadata, the last key of __metadata__, spliced in from
+// its spill file), then the tensors in name order, each copied from its spill.
 void write_split_file(SplitStream& s, int dim, const std::string& path, const json& opts_json, const PhoneSetSpec& ps) {
-  s.raw.close();
-  const int64_t F = s.frames, S = static_cast<int64_t>(s.seg_flat.size() / 3);
-  const int64_t U = static_cast<int64_t>(s.nsamp.size());
+  const int64_t F = s.frames, S = s.segments, U = s.utterances;
+  s.utts.append("]");
   std::map<std::string, std::string> meta = {
       {"format_version", std::to_string(kPreparedFormatVersion)},
       {"split", s.name},
       {"feature_options", opts_json.dump()},
-      {"utterances", s.utts_text + "]"},
+      {"utterances", ""},
       {"labels", "index into the phones of phone_set.yaml (phone set " + ps.name + ")"}};
-  struct T { std::string name; st::DType dt; std::vector<int64_t> shape; const void* data; size_t bytes; };
-  const std::vector<T> ts = {
-      {"features", st::DType::F32, {F, dim}, nullptr, static_cast<size_t>(F) * dim * sizeof(float)},
-      {"labels", st::DType::I32, {F}, s.labels.data(), s.labels.size() * 4},
-      {"num_samples", st::DType::I64, {U}, s.nsamp.data(), s.nsamp.size() * 8},
-      {"segments", st::DType::I32, {S, 3}, s.seg_flat.data(), s.seg_flat.size() * 4},
-      {"utt_frame_offsets", st::DType::I64, {U + 1}, s.foff.data(), s.foff.size() * 8},
-      {"utt_segment_offsets", st::DType::I64, {U + 1}, s.soff.data(), s.soff.size() * 8}};
+  struct T { std::string name; st::DType dt; std::vector<int64_t> shape; Spill* data; };
+  const std::vector<T> ts = {{"features", st::DType::F32, {F, dim}, &s.features},
+                             {"labels", st::DType::I32, {F}, &s.labels},
+                             {"num_samples", st::DType::I64, {U}, &s.nsamp},
+                             {"segments", st::DType::I32, {S, 3}, &s.seg_flat},
+                             {"utt_frame_offsets", st::DType::I64, {U + 1}, &s.foff},
+                             {"utt_segment_offsets", st::DType::I64, {U + 1}, &s.soff}};
   nlohmann::json h = nlohmann::json::object();
   nlohmann::json m = nlohmann::json::object();
   for (const auto& [k, v] : meta) m[k] = v;
   h["__metadata__"] = m;
   uint64_t off = 0;
   for (const auto& t : ts) {
-    h[t.name] = {{"dtype", st::dtype_name(t.dt)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes}}};
-    off += t.bytes;
+    h[t.name] = {{"dtype", st::dtype_name(t.dt)}, {"shape", t.shape}, {"data_offsets", {off, off + t.data->bytes}}};
+    off += t.data->bytes;
   }
-  std::string header = h.dump();
-  header.append((8 - header.size() % 8) % 8, ' ');
+  // "utterances" sorts last in __metadata__; inside a dumped string every quote is escaped,
+  // so the unescaped `"utterances":""` occurs once, as the key and its empty value
+  const std::string dumped = h.dump(), key = "\"utterances\":\"\"";
+  const size_t at = dumped.rfind(key) + key.size() - 1;  // the value's closing quote
+  const std::string head = dumped.substr(0, at);
+  std::string tail = dumped.substr(at);
+  tail.append((8 - (head.size() + s.utts.bytes + tail.size()) % 8) % 8, ' ');
+  const uint64_t header_size = head.size() + s.utts.bytes + tail.size();
   AtomicFile out(path);
   unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((header_size >> (8 * i)) & 0xff);
   out.write(len, 8);
-  out.write(header);
-  std::ifstream raw(s.raw_path, std::ios::binary);
-  std::vector<char> buf(1 << 20);
-  size_t copied = 0;
-  while (raw.read(buf.data(), static_cast<std::streamsize>(buf.size())) || raw.gcount() > 0) {
-    out.write(buf.data(), static_cast<size_t>(raw.gcount()));
-    copied += static_cast<size_t>(raw.gcount());
-  }
-  if (copied != ts[0].bytes) throw std::runtime_error(s.raw_path.string() + ": features stream cut short");
-  for (size_t i = 1; i < ts.size(); ++i) out.write(ts[i].data, ts[i].bytes);
+  out.write(head);
+  s.utts.copy_into(out);
+  out.write(tail);
+  for (const auto& t : ts) t.data->copy_into(out);
   out.commit();
-  raw.close();
-  fs::remove(s.raw_path);
 }
 
 // Mean and population variance of the train frames, merged utterance by utterance.
@@ -216,7 +269,7 @@ struct CmvnAcc {
 
 json duration_stats(const SplitStream& s, const PhoneSetSpec& ps, double shift_ms) {
   json per = json::object();
-  for (const auto& [phone, v] : s.durs) per[ps.phones[phone]] = duration_entry(v);
+  for (const auto& [phone, hist] : s.durs) per[ps.phones[phone]] = duration_entry(hist);
   return {{"unit", duration_unit(shift_ms)}, {"phones", per}};
 }
 
@@ -238,10 +291,31 @@ void collect(const CorpusEntry& e, const ProcessedUtterance& r, const PrepareOpt
   sum.audio_seconds += r.seconds;
 }
 
+// One utterance, on a worker: its labels read again and mapped, audio, features, frame labels.
+struct CorpusResult {
+  ProcessedUtterance r;
+  std::vector<MappedInterval> mapped;
+};
+CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec& ps, const FeatureOptions& fo) {
+  CorpusResult out;
+  CorpusEntry u;  // e with its intervals, and map_labels' problems after e's
+  u.id = e.id, u.audio_path = e.audio_path, u.label_path = e.label_path;
+  u.seg_start = e.seg_start, u.seg_end = e.seg_end;
+  u.problems = e.problems;
+  bool usable = true;
+  for (const auto& p : u.problems) usable = usable && !p.error;
+  if (usable) {
+    u.intervals = corpus_intervals(e, ro, &ps);
+    out.mapped = map_labels(u, ps);
+  }
+  out.r = process_entry(u, out.mapped, fo, ps.silence_index());
+  return out;
+}
+
 // Processes the utterances chunk by chunk into the split streams and CMVN.
-void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
-                const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
-                std::map<std::string, SplitStream>& streams, CmvnAcc& cmvn, PrepareSummary& sum) {
+void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+                const CorpusPlan& plan, int threads, std::map<std::string, SplitStream>& streams, CmvnAcc& cmvn,
+                PrepareSummary& sum) {
   if (!po.progress) Progress::set_enabled(false);
   Progress bar("prepare", static_cast<int64_t>(es.size()), "utt");
   const size_t chunk = std::max<size_t>(32, 8 * static_cast<size_t>(threads));
@@ -249,43 +323,41 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   std::atomic<int64_t> processed{0};
   for (size_t b = 0; b < es.size(); b += chunk) {
     const size_t n = std::min(chunk, es.size() - b);
-    std::vector<ProcessedUtterance> res(n);
+    std::vector<CorpusResult> res(n);
     parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
       // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; the staging folder goes
       check_prepare_stop(processed.load(), static_cast<int64_t>(es.size()), po.workdir);
-      res[i] = process_entry(es[b + i], mapped[b + i], po.features, sil);
+      res[i] = process_one(es[b + i], ro, plan.phone_set, po.features);
       ++processed;
       bar.advance();
     });
     for (size_t i = 0; i < n; ++i) {
       const CorpusEntry& e = es[b + i];
-      collect(e, res[i], po, sum);
-      if (!res[i].ok) continue;
+      collect(e, res[i].r, po, sum);
+      if (!res[i].r.ok) continue;
       const std::string split = e.split.empty() ? "train" : e.split;
-      streams.at(split).add(e, res[i], mapped[b + i], sil);
-      if (split == "train") cmvn.add(res[i].features, static_cast<int64_t>(res[i].labels.size()));
-      res[i] = ProcessedUtterance{};  // free its features now
+      streams.at(split).add(e, res[i].r, res[i].mapped, sil);
+      if (split == "train") cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.labels.size()));
+      res[i] = CorpusResult{};  // free its features now
     }
   }
   bar.finish();
 }
 
 // Every file into the staging folder, then renamed into place (StagedWorkdir::commit).
-void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
-                 const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
-                 PrepareSummary& sum, StagedWorkdir& sw) {
+void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+                 const CorpusPlan& plan, int threads, PrepareSummary& sum, StagedWorkdir& sw) {
   const fs::path& stage = sw.stage();
   std::map<std::string, SplitStream> streams;
   for (const auto& s : split_names()) {
     SplitStream& st = streams[s];
     st.name = s;
-    st.raw_path = stage / ("." + s + ".features.raw");
-    st.raw.open(st.raw_path, std::ios::binary);
+    st.open(stage);
   }
   const int dim = po.features.dim();
   CmvnAcc cmvn(dim);
-  stream_all(po, es, mapped, plan, threads, streams, cmvn, sum);
-  if (streams.at("train").nsamp.empty())
+  stream_all(po, es, ro, plan, threads, streams, cmvn, sum);
+  if (streams.at("train").utterances == 0)
     throw std::runtime_error(po.corpus_dir + ": no usable train utterance: CMVN statistics come from the train split");
   json split_counts = json::object(), durations = json::object();
   const std::vector<std::string>& names = split_names();
@@ -296,7 +368,7 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
   for (const auto& name : names) {
     const SplitStream& s = streams.at(name);
     sw.record(name + ".safetensors");
-    const auto U = static_cast<int64_t>(s.nsamp.size()), spk = static_cast<int64_t>(s.speakers.size());
+    const int64_t U = s.utterances, spk = static_cast<int64_t>(s.speakers.size());
     split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds}};
     sum.splits.push_back({name, U, s.frames, spk, s.seconds});
     durations[name] = duration_stats(s, plan.phone_set, po.features.frame_shift_ms);
@@ -324,11 +396,10 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
 
 }  // namespace
 
-void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es,
-                          const std::vector<std::vector<MappedInterval>>& mapped, const CorpusPlan& plan, int threads,
-                          PrepareSummary& sum) {
+void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+                          const CorpusPlan& plan, int threads, PrepareSummary& sum) {
   StagedWorkdir sw(po.workdir);  // a failed or interrupted prepare leaves no WORKDIR it created
-  sw.run([&] { write_stage(po, es, mapped, plan, threads, sum, sw); });
+  sw.run([&] { write_stage(po, es, ro, plan, threads, sum, sw); });
 }
 
 }  // namespace timitseg::data

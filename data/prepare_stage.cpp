@@ -133,4 +133,24 @@ json duration_entry(std::vector<int64_t> v) {
           {"max", static_cast<double>(v.back())}};
 }
 
+json duration_entry(const std::map<int64_t, int64_t>& hist) {
+  int64_t n = 0, sum = 0;  // integers: the vector version's double sum of integers below 2^53 is exact too
+  for (const auto& [len, count] : hist) n += count, sum += len * count;
+  // the value of rank r (0-based) in the sorted run lengths
+  auto at = [&](int64_t r) {
+    for (const auto& [len, count] : hist) {
+      if (r < count) return static_cast<double>(len);
+      r -= count;
+    }
+    return static_cast<double>(hist.rbegin()->first);
+  };
+  const double median = (n % 2) ? at(n / 2) : 0.5 * (at(n / 2 - 1) + at(n / 2));
+  const auto rank = static_cast<int64_t>(std::ceil(0.95 * static_cast<double>(n)));  // nearest rank
+  return {{"count", n},
+          {"mean", static_cast<double>(sum) / n},
+          {"median", median},
+          {"p95", at(std::max<int64_t>(rank, 1) - 1)},
+          {"max", static_cast<double>(hist.rbegin()->first)}};
+}
+
 }  // namespace timitseg::data

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -81,5 +82,9 @@ void write_cmvn_file(const std::filesystem::path& stage, const std::vector<doubl
 // phone's run lengths as {"count", "mean", "median", "p95" (nearest rank), "max"}.
 std::string duration_unit(double frame_shift_ms);
 nlohmann::ordered_json duration_entry(std::vector<int64_t> frames);
+// The same entry from the run lengths' histogram (length -> count, count > 0):
+// the same numbers, in memory the distinct lengths rather than every run
+// (prepare --corpus keeps one per phone as its utterances stream past).
+nlohmann::ordered_json duration_entry(const std::map<int64_t, int64_t>& histogram);
 
 }  // namespace timitseg::data

@@ -205,6 +205,9 @@ TEST(CorpusKaldi, SegmentsUtt2spkAndCtmRelativeToTheUtterance) {
   EXPECT_EQ(es[0].speaker, "spkA");
   EXPECT_DOUBLE_EQ(es[1].seg_start, 0.8);
   EXPECT_DOUBLE_EQ(es[1].seg_end, 2.0);
+  EXPECT_TRUE(es[0].intervals.empty());  // the CTM's intervals wait on disk (IntervalSpill) for read_labels
+  EXPECT_EQ(es[0].label_kind, "spill");
+  for (auto& e : es) read_labels(e, {});
   ASSERT_EQ(es[0].intervals.size(), 2u);
   EXPECT_EQ(es[0].intervals[1].label, "AH0");  // word-position suffix dropped
   EXPECT_DOUBLE_EQ(es[0].intervals[1].end, 0.8);
@@ -212,9 +215,41 @@ TEST(CorpusKaldi, SegmentsUtt2spkAndCtmRelativeToTheUtterance) {
   ASSERT_EQ(es[2].problems.size(), 1u);  // the pipe: one line, the utterance unusable
   EXPECT_EQ(es[2].problems[0].str(), d.str("data/wav.scp") + ":2: 'rec2' is a command ('... |'), not a file: "
                                      "timitseg reads audio files only (write the audio out, e.g. with wav-copy)");
-  for (auto& e : es) read_labels(e, {});
   EXPECT_EQ(es[0].problems.size(), 0u);
   EXPECT_EQ(es[1].problems.size(), 0u);
+}
+
+// The CTM is streamed into a spill file, not held: an utterance's lines need
+// not be together (its intervals in file order), a UTF-8 byte-order mark and
+// UTF-16 read as decode_text reads them, each line's number kept.
+TEST(CorpusKaldi, CtmLinesInAnyOrderAndEncodingReadBackInFileOrder) {
+  testutil::TempDir d;
+  testutil::write_audio(d.str("data/a.wav"), testutil::test_signal(32000), 16000, SF_FORMAT_WAV);
+  testutil::write_text(d.str("data/wav.scp"), "rec1 a.wav\n");
+  testutil::write_text(d.str("data/segments"), "u1 rec1 0.00 1.00\nu2 rec1 1.00 2.00\n");
+  const std::string ctm = "u1 1 0.00 0.30 SIL\r\nu2 1 0.0 0.5 S_B\nu1 1 0.30 0.70 AH0_I\n\nu2 1 0.5 0.5 SIL\n";
+  std::string utf16 = "\xFF\xFE";
+  for (char c : ctm) utf16 += c, utf16 += '\0';
+  for (const std::string& bytes : {ctm, "\xEF\xBB\xBF" + ctm, utf16}) {
+    testutil::write_text(d.str("data/phones.ctm"), bytes);
+    std::vector<Problem> p;
+    auto es = scan_corpus(d.str("data"), CorpusFormat::kaldi, {}, &p);
+    EXPECT_TRUE(p.empty());
+    ASSERT_EQ(es.size(), 2u);
+    for (auto& e : es) read_labels(e, {});
+    ASSERT_EQ(es[0].intervals.size(), 2u);
+    ASSERT_EQ(es[1].intervals.size(), 2u);
+    EXPECT_EQ(es[0].intervals[0].label, "SIL");
+    EXPECT_EQ(es[0].intervals[1].label, "AH0");
+    EXPECT_DOUBLE_EQ(es[0].intervals[1].start, 0.3);
+    EXPECT_DOUBLE_EQ(es[0].intervals[1].end, 1.0);
+    EXPECT_EQ(es[0].intervals[1].line, 3);
+    EXPECT_EQ(es[1].intervals[0].label, "S");
+    EXPECT_EQ(es[1].intervals[1].label, "SIL");
+    EXPECT_EQ(es[1].intervals[1].line, 5);
+    EXPECT_TRUE(es[0].problems.empty());
+    EXPECT_TRUE(es[1].problems.empty());
+  }
 }
 
 // One wav.scp parser for the Kaldi corpus reader and align --wav-scp
@@ -283,6 +318,9 @@ TEST(CorpusManifest, CsvWithQuotedCommasAndInlineSegments) {
   ASSERT_EQ(es.size(), 3u);
   EXPECT_EQ(es[0].id, "a, b");
   EXPECT_EQ(es[0].speaker, "s1");
+  EXPECT_EQ(es[0].label_kind, "spill");  // inline segments wait on disk (IntervalSpill) for read_labels
+  EXPECT_TRUE(es[0].intervals.empty());
+  for (auto& e : es) read_labels(e, {});
   ASSERT_EQ(es[0].intervals.size(), 2u);
   EXPECT_EQ(es[0].intervals[1].label, "a");
   EXPECT_EQ(es[0].intervals[1].line, 2);

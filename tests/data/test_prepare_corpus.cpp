@@ -17,12 +17,14 @@
 #include <string>
 #include <vector>
 
+#include "common/files.h"
 #include "common/safetensors.h"
 #include "data/corpus_formats.h"
 #include "data/dataset.h"
 #include "data/espeak_tts.h"
 #include "data/features.h"
 #include "data/phone_set.h"
+#include "data/prepare_stage.h"
 #include "data/synth.h"
 #include "util.h"
 
@@ -193,6 +195,22 @@ std::string key(std::string id) {  // spk1-u1 (Kaldi), train/dr1/spk1/u1 (TIMIT)
   return id;
 }
 
+// durations.json (per-phone histograms as the utterances stream past) against
+// its oracle: duration_entry of every run of the split files' frame labels.
+void expect_durations_of_the_splits(const std::string& wd) {
+  const WorkdirPhoneSet ps = load_workdir_phone_set(wd);
+  const nlohmann::json durations = nlohmann::json::parse(timitseg::read_file(wd + "/durations.json"));
+  for (const std::string split : {"train", "dev", "test"}) {
+    std::map<std::string, std::vector<int64_t>> runs;
+    for (const auto& u : load_split(wd, split).utterances)
+      for (const Segment& s : frame_segments(u.labels)) runs[ps.labels.at(s.label)].push_back(s.length);
+    ASSERT_EQ(durations.at(split).at("phones").size(), runs.size()) << split;
+    for (const auto& [phone, v] : runs)
+      EXPECT_EQ(durations.at(split).at("phones").at(phone).dump(), nlohmann::json::parse(duration_entry(v).dump()).dump())
+          << split << " " << phone;
+  }
+}
+
 }  // namespace
 
 TEST(PrepareCorpus, EveryLayoutPreparesToTheSameFeaturesAndLabels) {
@@ -230,6 +248,7 @@ TEST(PrepareCorpus, EveryLayoutPreparesToTheSameFeaturesAndLabels) {
         EXPECT_EQ(sp.utterances[i].labels, first[split].utterances[i].labels) << sp.utterances[i].id;
       }
     }
+    expect_durations_of_the_splits(d.str("wd_" + layout));
     const Cmvn c = load_cmvn(d.str("wd_" + layout));
     if (first_cmvn.mean.empty()) first_cmvn = c;
     EXPECT_EQ(c.mean, first_cmvn.mean);

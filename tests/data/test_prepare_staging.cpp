@@ -7,12 +7,14 @@
 
 #include <filesystem>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "common/files.h"
 #include "data/dataset.h"
+#include "data/prepare_stage.h"
 #include "util.h"
 
 namespace fs = std::filesystem;
@@ -115,4 +117,22 @@ TEST(PrepareStaging, SigintDuringCorpusPrepareIsOneLineExit130AndNoFolder) {
   // and it is still up to date (its manifest verifies)
   ASSERT_EQ(testutil::run_capture(prepare_cmd("", d.str("wd"), ""), &out), 0) << out;
   EXPECT_NE(out.find("up to date"), std::string::npos) << out;
+}
+
+// durations.json of prepare --corpus comes from each phone's histogram of run
+// lengths: the same entry as from the run lengths themselves (the oracle:
+// duration_entry of the vector, sorted), for odd and even counts, ties, one run.
+TEST(PrepareStaging, DurationEntryOfAHistogramIsTheEntryOfItsRuns) {
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 200; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 60);
+    std::vector<int64_t> runs;
+    std::map<int64_t, int64_t> hist;
+    for (int i = 0; i < n; ++i) {
+      const int64_t len = 1 + static_cast<int64_t>(rng() % (trial % 3 == 0 ? 4 : 40));  // few distinct: ties
+      runs.push_back(len);
+      ++hist[len];
+    }
+    EXPECT_EQ(duration_entry(hist).dump(), duration_entry(runs).dump()) << "trial " << trial;
+  }
 }
