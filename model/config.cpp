@@ -1,5 +1,6 @@
 // Config keys, parsing, overrides and validation (docs/config.md).
 #include "model/config.h"
+#include "common/env.h"
 #include "common/levenshtein.h"
 #include "model/numerics.h"
 #include "common/text.h"
@@ -14,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <variant>
@@ -442,15 +444,9 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
 
 void apply_doctest_limits(Config& cfg) {
   const char* name = "TIMITSEG_DOCTEST_MAX_EPOCHS";
-  const char* env = std::getenv(name);
-  if (!env || !*env) return;
-  const std::string text = env;
-  int cap = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cap);
-  if (ec != std::errc() || end != text.data() + text.size() || cap < 1)
-    throw std::invalid_argument(std::string("environment variable ") + name + "='" + text +
-                                "': expected an integer >= 1 (the epoch cap of the documentation test; unset it "
-                                "for normal training)");
+  const std::optional<long long> v = env::integer(name);  // [1, INT_MAX]: common/env.cpp
+  if (!v) return;
+  const int cap = static_cast<int>(*v);
   spdlog::warn("{}={} is set: train.epochs {} -> {} (a shortened run for the documentation test, "
                "tests/docs/run_doc_blocks.py; unset it for real training)",
                name, cap, cfg.train_epochs, std::min(cfg.train_epochs, cap));
