@@ -21,6 +21,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "common/dist.h"
+#include "common/limits.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
 #include "common/progress.h"
@@ -322,9 +323,13 @@ void add_bench_train_command(CLI::App& app) {
                 "(fused on compute capability 9.x, else standard)")
       ->check(enum_words<model::RnnAlgo>())
       ->capture_default_str();
-  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
+      ->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();
-  c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")->check(CLI::Range(2, 8192))->capture_default_str();
+  c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")
+      ->check(CLI::Range(limits::kHiddenDim.lo, limits::kHiddenDim.hi))
+      ->capture_default_str();
   c->add_option("--layers", o->layers, "BiLSTM layers")->check(CLI::Range(1, 64))->capture_default_str();
   c->add_option("--input-dim", o->input_dim, "Feature dimension")->check(CLI::Range(1, 4096))->capture_default_str();
   c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")->check(CLI::Range(1, 1000))->capture_default_str();
