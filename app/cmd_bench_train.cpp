@@ -27,6 +27,7 @@
 #include "common/progress.h"
 #include "data/phones.h"
 #include "model/device_choice.h"
+#include "model/allreduce_timing.h"
 #include "model/executor.h"
 #include "model/options.h"
 #include "eval/metrics.h"

@@ -26,6 +26,7 @@
 #include "common/version.h"
 #include "crf/duration.h"
 #include "model/device_choice.h"
+#include "model/drift.h"
 #include "model/options.h"
 #include "train/batches.h"
 #include "train/distributed.h"

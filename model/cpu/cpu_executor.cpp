@@ -8,6 +8,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "crf/posterior.h"
 #include "model/cpu/long_forward.h"
 #include "model/dist_step.h"
 #include "model/frame_ce.h"

@@ -20,6 +20,7 @@
 #include "common/env.h"
 #include "common/progress.h"
 #include "crf/cumsum.h"
+#include "crf/posterior.h"
 #include "model/cuda/cuda_executor_impl.h"
 #include "crf/device_layers.h"
 #include "model/long_input.h"
