@@ -333,7 +333,9 @@ void add_bench_train_command(CLI::App& app) {
       ->capture_default_str();
   c->add_option("--layers", o->layers, "BiLSTM layers")->check(CLI::Range(1, 64))->capture_default_str();
   c->add_option("--input-dim", o->input_dim, "Feature dimension")->check(CLI::Range(1, 4096))->capture_default_str();
-  c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")->check(CLI::Range(1, 1000))->capture_default_str();
+  c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")
+      ->check(CLI::Range(limits::kMaxDuration.lo, limits::kMaxDuration.hi))
+      ->capture_default_str();
   c->add_option("--utterances", o->utterances, "Training utterances per epoch")->check(CLI::Range(1, 10000000))->capture_default_str();
   c->add_option("--min-frames", o->min_frames, "Shortest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();
   c->add_option("--max-frames", o->max_frames, "Longest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();
