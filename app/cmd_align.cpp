@@ -18,6 +18,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "app/long_flags.h"
+#include "common/limits.h"
 #include "common/buffer.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"
@@ -61,8 +62,9 @@ void run_bench_align(const BenchAlignOptions& o) {
   if (o.utterances < 1 || o.batch < 1 || o.frames < 1 || o.phones < 1 || o.max_duration < 1 || o.classes < 1)
     throw std::invalid_argument("bench align: --utterances, --batch, --frames, --phones, --max-duration and --classes must be >= 1");
   if (o.phones > o.frames) throw std::invalid_argument("bench align: --phones must be <= --frames (each phone needs a frame)");
-  if (o.warmup < 0 || o.repeats < 1 || o.threads < 0 || o.check_utterances < 0)
-    throw std::invalid_argument("bench align: --warmup, --threads, --check-utterances >= 0 and --repeats >= 1");
+  if (o.warmup < 0 || o.repeats < 1 || !limits::kThreads.contains(o.threads) || o.check_utterances < 0)
+    throw std::invalid_argument("bench align: --warmup, --check-utterances >= 0, --threads in " +
+                                limits::to_string(limits::kThreads) + " and --repeats >= 1");
   const int64_t B = std::min(o.batch, o.utterances);
   const int64_t calls = (o.utterances + B - 1) / B;
   const crf::Dims dims{B, o.frames, o.max_duration, o.classes};
@@ -236,7 +238,9 @@ void add_align_command(CLI::App& app) {
   add_enum_option<model::DeviceSetting>(c, "--device", &o->device,
                                         "cpu, cuda or auto (default auto: the GPU when one is present)");
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
-  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
+      ->capture_default_str();
   add_centre_frames_option(c, &o->centre_frames);
   c->callback([o, timit, no_closures, no_edge, obligatory] {
     eval::AlignOptions a = *o;

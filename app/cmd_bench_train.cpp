@@ -21,11 +21,13 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "common/dist.h"
+#include "common/limits.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "data/phones.h"
 #include "model/device_choice.h"
+#include "model/allreduce_timing.h"
 #include "model/executor.h"
 #include "model/options.h"
 #include "eval/metrics.h"
@@ -338,12 +340,18 @@ void add_bench_train_command(CLI::App& app) {
                 "(fused on compute capability 9.x, else standard)")
       ->check(enum_words<model::RnnAlgo>())
       ->capture_default_str();
-  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")->check(CLI::Range(0, 1024))->capture_default_str();
+  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
+      ->capture_default_str();
   c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();
-  c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")->check(CLI::Range(2, 8192))->capture_default_str();
+  c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")
+      ->check(CLI::Range(limits::kHiddenDim.lo, limits::kHiddenDim.hi))
+      ->capture_default_str();
   c->add_option("--layers", o->layers, "BiLSTM layers")->check(CLI::Range(1, 64))->capture_default_str();
   c->add_option("--input-dim", o->input_dim, "Feature dimension")->check(CLI::Range(1, 4096))->capture_default_str();
-  c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")->check(CLI::Range(1, 1000))->capture_default_str();
+  c->add_option("--max-duration", o->max_duration, "CRF K (1 = linear CRF)")
+      ->check(CLI::Range(limits::kMaxDuration.lo, limits::kMaxDuration.hi))
+      ->capture_default_str();
   c->add_option("--utterances", o->utterances, "Training utterances per epoch")->check(CLI::Range(1, 10000000))->capture_default_str();
   c->add_option("--min-frames", o->min_frames, "Shortest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();
   c->add_option("--max-frames", o->max_frames, "Longest utterance")->check(CLI::Range(1, 1000000))->capture_default_str();

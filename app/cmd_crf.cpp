@@ -7,15 +7,19 @@
 
 #include "app/cmd_crf.h"
 #include "app/commands.h"
+#include "common/limits.h"
 
 namespace timitseg::app {
 
 namespace crf_cmd {
 
 void check_threads(const char* cmd, int threads) {
-  if (threads < 0)
-    throw std::invalid_argument(std::string(cmd) + ": --threads must be >= 0 (0 = all hardware threads), got " +
-                                std::to_string(threads));
+  if (threads < limits::kThreads.lo)
+    throw std::invalid_argument(std::string(cmd) + ": --threads must be >= " + std::to_string(limits::kThreads.lo) +
+                                " (0 = all hardware threads), got " + std::to_string(threads));
+  if (threads > limits::kThreads.hi)
+    throw std::invalid_argument(std::string(cmd) + ": --threads must be in " + limits::to_string(limits::kThreads) +
+                                " (0 = all hardware threads), got " + std::to_string(threads));
 }
 
 std::unique_ptr<crf::Backend> backend_by_name(const std::string& name, int threads) {

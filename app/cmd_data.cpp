@@ -14,6 +14,7 @@
 
 #include "app/commands.h"
 #include "common/files.h"
+#include "common/limits.h"
 #include "common/interrupt.h"
 #include "common/parallel.h"
 #include "common/safetensors.h"
@@ -301,7 +302,7 @@ void add_synth_command(CLI::App& app) {
                   "Worker threads (0: all cores); the corpus is the same for any count (flite synthesizes one "
                   "utterance at a time; espeak-ng one per worker, each in its own process)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi));
   sub->add_flag("--lower-case", o->lower_case, "timit layout: lower-case file and folder names (default: upper case, "
                                                "as on the LDC discs)");
   sub->callback([o, noise] {

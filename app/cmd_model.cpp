@@ -13,6 +13,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "app/long_flags.h"
+#include "common/limits.h"
 #include "app/report/reliability.h"
 #include "app/report/report.h"
 #include "common/files.h"
@@ -283,7 +284,7 @@ void add_evaluate_command(CLI::App& app) {
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
                  "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
   ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
-      ->check(CLI::Range(0, 1024))
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
       ->capture_default_str();
   ev->callback([eo, plot] {
     if (!plot->empty()) {  // before any work: one line naming the option
@@ -352,7 +353,7 @@ void add_decode_command(CLI::App& app) {
       ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
       ->capture_default_str();
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
-      ->check(CLI::Range(0, 1024))
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
       ->capture_default_str();
   add_centre_frames_option(de, &dec->centre_frames);
   de->callback([dec] { eval::decode(*dec); });

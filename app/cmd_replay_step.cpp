@@ -8,6 +8,7 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "common/limits.h"
 #include "train/replay_step.h"
 
 namespace timitseg::app {
@@ -29,7 +30,7 @@ void add_replay_step_command(CLI::App& app) {
                "Per-layer NaN/Inf checks on (they are on anyway when the run had debug.check_numerics)");
   rs->add_flag("--without-fault", o->without_fault, "Do not plant the run's --inject-fault (is the step clean without it?)");
   rs->add_option("--threads", o->threads, "CPU threads (default: the run's train.threads; results do not depend on it)")
-      ->check(CLI::Range(0, 1024));
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi));
   rs->callback([o] {
     try {
       const train::ReplayStepResult r = train::replay_step(*o);

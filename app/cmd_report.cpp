@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/report/report.h"
 #include "common/files.h"
+#include "common/limits.h"
 #include "common/run_lock.h"
 #include "common/walk.h"
 #include "model/labels.h"
@@ -105,7 +106,7 @@ void add_report_command(CLI::App& app) {
                   "Prepared WORKDIR whose dev split is decoded, for every run (default: each run's data.workdir, "
                   "as its checkpoint recorded it; give it when that folder has moved)");
   rep->add_option("--threads", ra->threads, "CPU threads for the dev decoding (0 = all cores)")
-      ->check(CLI::Range(0, 1024))
+      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
       ->capture_default_str();
   rep->callback([ra] { run_report(*ra); });
 }

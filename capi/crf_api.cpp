@@ -8,6 +8,7 @@
 #include "capi/crf_batch.h"
 #include "capi/crf_fast.h"
 #include "common/cuda.h"
+#include "common/limits.h"
 #include "common/version.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
@@ -17,6 +18,7 @@ using timitseg::capi::ApiError;
 using timitseg::capi::Batch;
 using timitseg::capi::guard;
 namespace crf = timitseg::crf;
+namespace limits = timitseg::limits;
 namespace capi = timitseg::capi;
 
 namespace {
@@ -65,9 +67,12 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   if (p.duration_model != TIMITSEG_DURATION_TABLE && p.duration_model != TIMITSEG_DURATION_LOGNORMAL)
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "duration_model must be TABLE (0) or LOGNORMAL (1), got " +
                                               std::to_string(p.duration_model));
-  if (!(p.reg >= 0.0) || !std::isfinite(p.reg) || !(std::fabs(p.phone_bonus) <= 100.0))
-    throw ApiError(TIMITSEG_ERR_ARGUMENT, "reg must be finite and >= 0, phone_bonus in [-100, 100]");
-  if (p.threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0, got " + std::to_string(p.threads));
+  if (!(p.reg >= 0.0) || !std::isfinite(p.reg) || !limits::kPhoneBonus.contains(p.phone_bonus))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT,
+                   "reg must be finite and >= 0, phone_bonus in " + limits::to_string(limits::kPhoneBonus));
+  if (!limits::kThreads.contains(p.threads))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be in " + limits::to_string(limits::kThreads) +
+                                              " (0 = all cores), got " + std::to_string(p.threads));
   crf::BackendKind kind{};
   switch (p.backend) {
     case TIMITSEG_BACKEND_AUTO:

@@ -12,6 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "capi/api_detail.h"
+#include "common/limits.h"
 #include "common/parallel.h"
 #include "data/corpus.h"
 #include "data/transcripts.h"
@@ -26,6 +27,7 @@ using timitseg::capi::guard;
 namespace model = timitseg::model;
 namespace eval = timitseg::eval;
 namespace crf = timitseg::crf;
+namespace limits = timitseg::limits;
 namespace fs = std::filesystem;
 
 struct timitseg_model {
@@ -101,7 +103,9 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   m->threads = d.threads;
   m->device = device_of(d);  // the enums, or the user's words read here into them
   m->backend = backend_of(d);
-  if (m->threads < 0) throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be >= 0");
+  if (!limits::kThreads.contains(m->threads))
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "threads must be in " + limits::to_string(limits::kThreads) +
+                                              " (0 = all cores), got " + std::to_string(m->threads));
   m->state = model::load_checkpoint(m->checkpoint);
   model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
   nlohmann::json ps = m->state.labels.spec.to_json();

@@ -15,6 +15,7 @@
 #include <regex>
 #include <stdexcept>
 
+#include "common/env.h"
 #include "common/parallel.h"
 
 namespace timitseg {
@@ -30,15 +31,8 @@ struct EnospcHook {
 EnospcHook& enospc_hook() {
   static EnospcHook* h = [] {
     auto* hook = new EnospcHook;
-    if (const char* n = std::getenv("TIMITSEG_TEST_ENOSPC_AFTER_BYTES"); n && *n) {
-      char* end = nullptr;
-      const long long v = std::strtoll(n, &end, 10);
-      if (*end != '\0' || v < 0)
-        throw std::invalid_argument(std::string("TIMITSEG_TEST_ENOSPC_AFTER_BYTES=") + n +
-                                    ": not a byte count (a test-only variable; unset it)");
-      hook->budget = v;
-    }
-    if (const char* p = std::getenv("TIMITSEG_TEST_ENOSPC_PATH")) hook->path_filter = p;
+    hook->budget = env::integer("TIMITSEG_TEST_ENOSPC_AFTER_BYTES").value_or(-1);
+    hook->path_filter = env::text("TIMITSEG_TEST_ENOSPC_PATH").value_or("");
     return hook;
   }();
   return *h;

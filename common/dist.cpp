@@ -15,6 +15,7 @@
 #include <cstring>
 #include <exception>
 
+#include "common/env.h"
 #include "common/sha256.h"
 
 namespace timitseg::dist {
@@ -27,12 +28,11 @@ void finalize_mpi();
 
 namespace {
 
-int env_int(const std::function<const char*(const char*)>& env, const char* name, int fallback) {
-  const char* v = env(name);
-  if (!v || !*v) return fallback;
-  char* end = nullptr;
-  const long x = std::strtol(v, &end, 10);
-  return (end && *end == '\0' && x >= 0 && x < INT_MAX) ? static_cast<int>(x) : fallback;
+// A launcher's count, through common/env.h (LOCAL_RANK etc. are in its table;
+// a value that is not a count reads as unset).
+int env_int(const env::Lookup& env, const char* name, int fallback) {
+  const std::optional<long long> v = env::integer(name, env);
+  return v ? static_cast<int>(*v) : fallback;
 }
 
 std::string hostname() {
@@ -50,22 +50,22 @@ bool g_failure_agreed = false;
 
 }  // namespace
 
-Launch detect_launch(const std::function<const char*(const char*)>& env) {
+Launch detect_launch(const env::Lookup& env) {
   Launch l;
   l.host = hostname();
-  if (env("OMPI_COMM_WORLD_SIZE")) {
+  if (env::raw("OMPI_COMM_WORLD_SIZE", env)) {
     l.launcher = "mpirun";
     l.size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
     l.rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0);
     l.local_rank = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
     l.local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
-  } else if (env("SLURM_STEP_ID") && env("SLURM_NTASKS")) {
+  } else if (env::raw("SLURM_STEP_ID", env) && env::raw("SLURM_NTASKS", env)) {
     l.launcher = "srun";
     l.size = env_int(env, "SLURM_NTASKS", 1);
     l.rank = env_int(env, "SLURM_PROCID", 0);
     l.local_rank = env_int(env, "SLURM_LOCALID", 0);
     l.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", 1);
-  } else if (env("PMI_SIZE") || env("PMIX_RANK")) {
+  } else if (env::raw("PMI_SIZE", env) || env::raw("PMIX_RANK", env)) {
     l.launcher = "pmi";
     l.size = env_int(env, "PMI_SIZE", 1);
     l.rank = env_int(env, "PMI_RANK", env_int(env, "PMIX_RANK", 0));
@@ -76,9 +76,7 @@ Launch detect_launch(const std::function<const char*(const char*)>& env) {
   return l;
 }
 
-Launch detect_launch() {
-  return detect_launch([](const char* n) { return std::getenv(n); });
-}
+Launch detect_launch() { return detect_launch(env::Lookup{}); }
 
 int local_device(const Launch& l, int visible) {
   if (visible <= 0)
@@ -116,8 +114,7 @@ void init_world() {
   if (l.launcher == "none") return;
   // TIMITSEG_ACT_WITHOUT_MPI=1: behave as a build without MPI (the test of that
   // build's refusal, tests/dist/dist_cpu.py, runs on the CI's MPI build).
-  const char* without = std::getenv("TIMITSEG_ACT_WITHOUT_MPI");
-  const bool mpi = mpi_built_in() && !(without && std::strcmp(without, "1") == 0);
+  const bool mpi = mpi_built_in() && env::word("TIMITSEG_ACT_WITHOUT_MPI").value_or("0") != "1";
   if (!mpi) {
     if (l.size == 1) return;
     const std::string line = "this timitseg was built without MPI (-DTIMITSEG_MPI=OFF or no MPI found), so it cannot be "

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/dist.h"
+#include "common/env.h"
 
 namespace timitseg::dist {
 namespace {
@@ -32,7 +33,7 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_rank(local, &lr);
     MPI_Comm_size(local, &ls);
     MPI_Comm_free(&local);
-    if (!std::getenv("LOCAL_RANK")) launch_.local_rank = lr;  // LOCAL_RANK: the user's override
+    if (!env::integer("LOCAL_RANK")) launch_.local_rank = lr;  // LOCAL_RANK: the user's override
     launch_.local_size = ls;
     char name[MPI_MAX_PROCESSOR_NAME] = {0};
     int len = 0;

@@ -5,6 +5,8 @@
 #include <csignal>
 #include <cstdlib>
 
+#include "common/env.h"
+
 namespace timitseg {
 namespace {
 
@@ -50,8 +52,7 @@ namespace {
 // TEST ONLY (common/interrupt.h): the check number at which the process sends itself SIGINT, 0 = never.
 long long test_sigint_at() {
   static const long long at = [] {
-    const char* v = std::getenv("TIMITSEG_TEST_SIGINT_AT_CHECK");
-    return v && *v ? std::atoll(v) : 0LL;
+    return env::integer("TIMITSEG_TEST_SIGINT_AT_CHECK").value_or(0LL);
   }();
   return at;
 }

@@ -2,6 +2,8 @@
 // per-frame argmax decoding.
 #include "crf/posterior.h"
 
+#include <utility>
+
 namespace timitseg::crf {
 
 void frame_marginals(const Dims& dims, const float* grad_log_z, const int32_t* lengths, double* marginals) {
@@ -38,6 +40,26 @@ std::vector<Segment> posterior_segments(const Dims& dims, const double* marginal
     }
   }
   return out;
+}
+
+HostResult posterior_decode_on_host(Session& session, const Dims& dims, const Params& p, const int32_t* labels) {
+  HostRunOptions opt;
+  opt.gradients = true;  // d log Z / d cum (labels == nullptr, scale 1)
+  opt.viterbi = false;
+  HostResult g = session.run_host(dims, p, nullptr, opt);
+  HostResult r;
+  if (labels) {  // log Z and the gold score
+    HostRunOptions lo;
+    lo.gradients = false;
+    lo.viterbi = false;
+    r = session.run_host(dims, p, labels, lo);
+  } else {
+    r.log_z = std::move(g.log_z);
+  }
+  std::vector<double> marginals(static_cast<size_t>(dims.B) * dims.T * dims.C);
+  frame_marginals(dims, g.grad_cum_scores.data(), p.lengths, marginals.data());
+  r.segments = posterior_segments(dims, marginals.data(), p.lengths);
+  return r;
 }
 
 }  // namespace timitseg::crf

@@ -7,13 +7,15 @@
 // and the marginal probability that frame t (t < L) lies in a segment of label c is
 //   P(frame t has label c) = -sum_{t' <= t} g[t'][c] = sum_{t' = t+1..L} g[t'][c]
 // (every segment starts once and ends once, so the column sums of g are 0).
-// The suffix form reads rows 1..L only. Host arrays; no backend needed here.
+// The suffix form reads rows 1..L only. Host arrays; no backend needed here
+// but for posterior_decode_on_host, which runs the backward on a Session.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "crf/semicrf.h"
+#include "crf/session.h"
 
 namespace timitseg::crf {
 
@@ -26,5 +28,12 @@ void frame_marginals(const Dims& dims, const float* grad_log_z, const int32_t* l
 // as segments: the maximal runs of equal labels, in time order, batch-major
 // (a run may be longer than K: posterior decoding has no segment lengths).
 std::vector<Segment> posterior_segments(const Dims& dims, const double* marginals, const int32_t* lengths);
+
+// crf.decode = posterior on host arrays: the segments of posterior_segments
+// from the frame marginals (frame_marginals of the gradient of log Z, one
+// backward of `session` without labels) and, when labels is not nullptr, log Z
+// and the gold score of p (the dev loss; a second call). viterbi_score stays
+// empty. The executors' posterior decoding on a host backend.
+HostResult posterior_decode_on_host(Session& session, const Dims& dims, const Params& p, const int32_t* labels);
 
 }  // namespace timitseg::crf

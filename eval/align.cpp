@@ -22,6 +22,7 @@
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
+#include "common/limits.h"
 #include "model/feature_check.h"
 #include "common/files.h"
 #include "data/corpus.h"
@@ -201,8 +202,9 @@ namespace {
 
 // The options' own consistency, before anything is read: one error naming the option.
 void check_align_options(const AlignOptions& o) {
-  if (o.threads < 0 || o.threads > 1024)
-    throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(o.threads));
+  if (!limits::kThreads.contains(o.threads))
+    throw std::invalid_argument("--threads must be in " + limits::to_string(limits::kThreads) + " (0 = all cores), got " +
+                                std::to_string(o.threads));
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   const int sources = (o.inputs.empty() ? 0 : 1) + (o.phones_file.empty() ? 0 : 1) + (o.words_file.empty() ? 0 : 1);
   if (sources == 0) throw std::invalid_argument("align: give audio files or folders, --timit TREE, --phones FILE or --words FILE");

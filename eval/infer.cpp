@@ -2,6 +2,7 @@
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
 
+#include "common/limits.h"
 #include "eval/formats.h"
 #include "model/device_choice.h"
 #include "model/options.h"
@@ -185,14 +186,16 @@ void prepare_out_dir(const std::string& out_dir, const std::vector<fs::path>& st
 namespace {
 
 void check_phone_bonus(const std::optional<double>& bonus) {
-  if (bonus && !(*bonus >= -100.0 && *bonus <= 100.0))
-    throw std::invalid_argument("--phone-bonus must be in [-100, 100] (log-score per label change), got " +
+  if (bonus && !limits::kPhoneBonus.contains(*bonus))
+    throw std::invalid_argument("--phone-bonus must be in " + limits::to_string(limits::kPhoneBonus) +
+                                " (log-score per label change), got " +
                                 model::format_double(*bonus));
 }
 
 void check_threads(int threads) {
-  if (threads < 0 || threads > 1024)
-    throw std::invalid_argument("--threads must be in [0, 1024] (0 = all cores), got " + std::to_string(threads));
+  if (!limits::kThreads.contains(threads))
+    throw std::invalid_argument("--threads must be in " + limits::to_string(limits::kThreads) + " (0 = all cores), got " +
+                                std::to_string(threads));
 }
 
 // --dump-scores DIR: each utterance's features, scores and decoded segments

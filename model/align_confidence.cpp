@@ -9,11 +9,13 @@
 #include <stdexcept>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <spdlog/spdlog.h>
 
+#include "common/env.h"
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
 #include "model/cpu/network.h"  // default_threads: the command's --threads
@@ -211,18 +213,6 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
   return true;
 }
 
-// A measurement knob's value (docs/align.md): the number in environment
-// variable `name`, or `fallback` when unset; one line naming it when not a number >= `min`.
-double env_number(const char* name, double fallback, double min, const char* what) {
-  const char* env = std::getenv(name);
-  if (!env) return fallback;
-  char* end = nullptr;
-  const double v = std::strtod(env, &end);
-  if (end == env || *end != '\0' || !(v >= min) || !std::isfinite(v))
-    throw std::invalid_argument(std::string(name) + " must be " + what + ", got '" + env + "'");
-  return v;
-}
-
 }  // namespace
 
 void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& hp, int64_t N,
@@ -232,11 +222,10 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
   // Measurement knobs (docs/align.md): TIMITSEG_CONFIDENCE_UTTERANCE_MIB replaces the per-utterance limit,
   // so that the windows can be compared with the exact values on recordings that fit;
   // TIMITSEG_CONFIDENCE_BAND the windows' band (0: every phone of the window, the exact windows).
-  utterance_limit =
-      env_number("TIMITSEG_CONFIDENCE_UTTERANCE_MIB", utterance_limit / (1024 * 1024), 1e-9, "a positive number of MiB") *
-      1024 * 1024;
-  window_limits.band = static_cast<int64_t>(env_number("TIMITSEG_CONFIDENCE_BAND", static_cast<double>(window_limits.band),
-                                                       0.0, "a number of phones >= 0 (0: no band)"));
+  if (const std::optional<double> mib = env::number("TIMITSEG_CONFIDENCE_UTTERANCE_MIB"))
+    utterance_limit = *mib * 1024 * 1024;
+  if (const std::optional<long long> band = env::integer("TIMITSEG_CONFIDENCE_BAND"))
+    window_limits.band = static_cast<int64_t>(*band);
   const int64_t B = dims.B;
   const int32_t* opt = optional.empty() ? nullptr : optional.data();
   std::vector<double> post3(B * N * 3, 0.0), label(B * N, 0.0);

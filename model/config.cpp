@@ -1,10 +1,9 @@
-// Config keys, parsing, overrides and validation (docs/config.md).
+// Config keys, reading (YAML, JSON, --set), overrides and writing
+// (docs/config.md); their validation: model/config_validate.cpp.
 #include "model/config.h"
 #include "common/levenshtein.h"
-#include "model/numerics.h"
 #include "common/text.h"
 
-#include <spdlog/spdlog.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -277,26 +276,6 @@ nlohmann::json entry_json(const Config& cfg, const Entry& e) {
   }, e.member);
 }
 
-// A range error names where the value came from: the YAML file, `--set
-// KEY=VALUE`, the checkpoint, or "config" for a default.
-template <class T>
-void check(const Config& cfg, bool ok, const char* key, const T& value, const std::string& rule) {
-  if (!ok) {
-    const auto it = cfg.origins.find(key);
-    std::ostringstream os;
-    os << (it == cfg.origins.end() ? std::string("config (default value)") : it->second) << ": '" << key << "' = ";
-    if constexpr (std::is_same_v<T, std::string>) os << one_line(value);  // one line whatever the string holds
-    else os << value;
-    os << " is out of range: " << rule;
-    throw std::invalid_argument(os.str());
-  }
-}
-
-template <class E>  // an enum-like key's text that was none of its words (Config::bad_words)
-void check_words(const Config& cfg, E /*value*/, const char* key) {
-  if (cfg.bad_words.count(key)) check(cfg, false, key, cfg.bad_words.at(key), "one of " + enum_choices<E>());
-}
-
 // data.workdir from here on is the absolute path it names from the current
 // folder (docs/config.md): config.yaml, run.json and the checkpoints record
 // it, so that evaluate, report and train --resume work from any folder.
@@ -440,23 +419,6 @@ Config Config::load(const std::string& path, const std::vector<std::string>& ove
   return cfg;
 }
 
-void apply_doctest_limits(Config& cfg) {
-  const char* name = "TIMITSEG_DOCTEST_MAX_EPOCHS";
-  const char* env = std::getenv(name);
-  if (!env || !*env) return;
-  const std::string text = env;
-  int cap = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), cap);
-  if (ec != std::errc() || end != text.data() + text.size() || cap < 1)
-    throw std::invalid_argument(std::string("environment variable ") + name + "='" + text +
-                                "': expected an integer >= 1 (the epoch cap of the documentation test; unset it "
-                                "for normal training)");
-  spdlog::warn("{}={} is set: train.epochs {} -> {} (a shortened run for the documentation test, "
-               "tests/docs/run_doc_blocks.py; unset it for real training)",
-               name, cap, cfg.train_epochs, std::min(cfg.train_epochs, cap));
-  cfg.train_epochs = std::min(cfg.train_epochs, cap);
-}
-
 Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
   Config cfg;
   if (!j.is_object()) throw std::invalid_argument(origin + ": config is not a JSON object");
@@ -474,71 +436,6 @@ Config Config::from_json(const nlohmann::json& j, const std::string& origin) {
   }
   cfg.validate();
   return cfg;
-}
-
-void Config::validate() const {
-  check(*this, data_label_set == 39 || data_label_set == 48 || data_label_set == 61, "data.label_set", data_label_set,
-        "one of 39, 48, 61");
-  check(*this, data_max_train_utterances >= 0, "data.max_train_utterances", data_max_train_utterances, ">= 0");
-  check(*this, data_max_dev_utterances >= 0, "data.max_dev_utterances", data_max_dev_utterances, ">= 0");
-  check(*this, model_hidden_dim >= 2 && model_hidden_dim % 2 == 0 && model_hidden_dim <= 8192, "model.hidden_dim",
-        model_hidden_dim, "an even number in [2, 8192] (split over two directions)");
-  check(*this, model_num_layers >= 1 && model_num_layers <= 16, "model.num_layers", model_num_layers, "in [1, 16]");
-  check(*this, model_dropout >= 0.0 && model_dropout < 1.0, "model.dropout", model_dropout, "in [0, 1)");
-  check(*this, crf_max_duration >= 1 && crf_max_duration <= 1000, "crf.max_duration", crf_max_duration, "in [1, 1000]");
-  check(*this, crf_reg >= 0.0, "crf.reg", crf_reg, ">= 0");
-  check_words(*this, crf_backend, "crf.backend");
-  check_words(*this, crf_loss_normalization, "crf.loss_normalization");
-  check(*this, train_epochs >= 1, "train.epochs", train_epochs, ">= 1");
-  check(*this, train_batch_size >= 1, "train.batch_size", train_batch_size, ">= 1");
-  check(*this, train_lr > 0.0, "train.lr", train_lr, "> 0");
-  check(*this, train_min_lr >= 0.0 && train_min_lr <= train_lr, "train.min_lr", train_min_lr, "in [0, train.lr]");
-  check(*this, crf_init_scale >= 0.0 && crf_init_scale <= 10.0, "crf.init_scale", crf_init_scale,
-        "in [0, 10] (0 = zeros)");
-  check_words(*this, crf_duration_init, "crf.duration_init");
-  check(*this, crf_lr_scale > 0.0 && crf_lr_scale <= 1000.0, "crf.lr_scale", crf_lr_scale, "in (0, 1000]");
-  check(*this, crf_phone_bonus >= -100.0 && crf_phone_bonus <= 100.0, "crf.phone_bonus", crf_phone_bonus,
-        "in [-100, 100] (log-score per label change; 0 = plain Viterbi)");
-  check(*this, crf_frame_ce_weight >= 0.0 && crf_frame_ce_weight <= 100.0, "crf.frame_ce_weight", crf_frame_ce_weight,
-        "in [0, 100] (0 = the CRF loss alone)");
-  check_words(*this, crf_decode, "crf.decode");
-  check_words(*this, crf_onset_features, "crf.onset_features");
-  check_words(*this, crf_duration_model, "crf.duration_model");
-  check_words(*this, train_lr_schedule, "train.lr_schedule");
-  check(*this, train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
-  check(*this, train_beta1 >= 0.0 && train_beta1 < 1.0, "train.beta1", train_beta1, "in [0, 1)");
-  check(*this, train_beta2 >= 0.0 && train_beta2 < 1.0, "train.beta2", train_beta2, "in [0, 1)");
-  check(*this, train_eps > 0.0, "train.eps", train_eps, "> 0");
-  check(*this, train_clip_norm >= 0.0, "train.clip_norm", train_clip_norm, ">= 0 (0 = off)");
-  check_words(*this, train_device, "train.device");
-  check_words(*this, train_rnn_algo, "train.rnn_algo");
-  check(*this, train_threads >= 0 && train_threads <= 1024, "train.threads", train_threads, "in [0, 1024] (0 = all cores)");
-  check(*this, train_bucket_batches >= 1, "train.bucket_batches", train_bucket_batches, ">= 1");
-  check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
-  check(*this, train_keep_checkpoints >= 0, "train.keep_checkpoints", train_keep_checkpoints,
-        ">= 0 (0 = only best and last)");
-  check(*this, debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
-  check(*this, debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
-  check(*this, train_dist_timeout > 0.0, "train.dist_timeout", train_dist_timeout, "> 0 (seconds)");
-  check(*this, debug_fault_rank >= -1, "debug.fault_rank", debug_fault_rank, ">= -1 (-1 = every rank)");
-  if (!debug_inject_exit.empty()) {
-    check(*this, InjectExit::parse(debug_inject_exit).rank >= 0, "debug.inject_exit", debug_inject_exit,
-          "RANK:STEP:ACTION with RANK >= 0 or all, STEP >= 1 and ACTION one of " + enum_choices<ExitAction>() + ", or empty");
-  }
-  if (!debug_inject_nonfinite.empty()) {
-    int e = 0, b = 0;
-    char c = 0;
-    std::istringstream is(debug_inject_nonfinite);
-    if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof())
-      check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
-  }
-  try {
-    FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled());
-  } catch (const std::invalid_argument& e) {
-    const auto it = origins.find("debug.inject_fault");
-    throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +
-                                ": 'debug.inject_fault': " + e.what());
-  }
 }
 
 nlohmann::json Config::to_json() const {
@@ -571,29 +468,6 @@ std::string Config::to_yaml() const {
   }
   out << YAML::EndMap;
   return std::string(out.c_str()) + "\n";
-}
-
-InjectExit InjectExit::parse(const std::string& text) {
-  InjectExit x;
-  const size_t a = text.find(':'), b = a == std::string::npos ? a : text.find(':', a + 1);
-  if (b == std::string::npos) return x;
-  try {
-    size_t used = 0;
-    const bool all = text.substr(0, a) == "all";
-    const int rank = all ? 0 : std::stoi(text.substr(0, a), &used);
-    if (!all && used != a) return x;
-    x.all = all;
-    const std::string step_text = text.substr(a + 1, b - a - 1);
-    const long long step = std::stoll(step_text, &used);
-    if (used != step_text.size()) return x;
-    ExitAction action{};
-    if (step < 1 || !parse_enum(text.substr(b + 1), &action)) return x;
-    x.rank = rank;
-    x.step = step;
-    x.action = action;
-  } catch (const std::exception&) {
-  }
-  return x;
 }
 
 }  // namespace timitseg::model

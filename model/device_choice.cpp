@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cuda.h"
+#include "common/limits.h"
 #include "model/executor.h"
 #include "model/cuda/lstm_fused.h"  // grid_ctas is constexpr in the header: every build
 
@@ -33,7 +34,7 @@ Device choose_device(DeviceSetting device, const DeviceFacts& facts) {
 
 RnnAlgo choose_rnn_algo(RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts) {
   if (rnn_algo != RnnAlgo::automatic) return rnn_algo;
-  const bool fused_size = per_direction == 64 || per_direction == 128 || per_direction == 256;
+  const bool fused_size = limits::fused_lstm_units(per_direction);
   return device == Device::cuda && facts.cc_major == 9 && fused_size ? RnnAlgo::fused : RnnAlgo::standard;
 }
 

@@ -8,7 +8,12 @@
 // interface only; the implementations live in model/cpu/ and model/cuda/.
 // The model definition they share is model/params.h (layout, names,
 // initialisation), model/batch.h, model/checkpoint.h and model/optim.h (the
-// update rule, which the GPU kernels reproduce).
+// update rule, which the GPU kernels reproduce). This header declares the
+// executor and its options only; beside it: the confidences of align()
+// (model/align_confidence.h), the replay file of a failed step
+// (model/replay_file.h), the drift check's parameter maxima (model/drift.h),
+// the all-reduce timing of bench train (model/allreduce_timing.h); posterior
+// decoding on host arrays is the CRF's (crf/posterior.h).
 #pragma once
 
 #include <memory>
@@ -21,6 +26,7 @@
 #include "common/dist.h"
 #include "crf/semicrf.h"
 #include "crf/session.h"
+#include "model/align_confidence.h"
 #include "model/batch.h"
 #include "model/config_enums.h"
 #include "model/encoder.h"
@@ -97,29 +103,6 @@ struct ExecutorOptions {
                                       // recording, M > 0 by the mean of M frames either side (model::long_cumsum)
 };
 
-// Confidence of aligned phones (docs/crf.md "Confidence"), [B][N] each on
-// the host: boundary (both boundaries within ±1 frame, under the transcript),
-// start and end (each boundary within ±1 frame), label (the unconstrained
-// span marginal of the phone's span and label). computed[b] = 0 when
-// utterance b's constrained table was over the memory limit (reason[b] says
-// why) or the utterance is infeasible; its scores are then 0.
-struct AlignConfidence {
-  std::vector<double> boundary, start, end, label;
-  std::vector<char> computed;
-  std::vector<char> windowed;  // 1: computed by windows of the transcript (fill_align_confidence)
-  std::vector<std::string> reason;
-};
-// The windows of fill_align_confidence for an utterance over the limit: core
-// phones per window, context phones on each side, the memory limit of one
-// window (<= 0: utterance_limit), and on a host backend the band of the
-// window's constrained pass: +-band phones around the aligned path at every
-// frame (<= 0: every phone of the window; docs/align.md "Confidence").
-struct WindowLimits {
-  int64_t core = 32, margin = 16;
-  double limit = 0.0;
-  int64_t band = 8;
-};
-
 class Executor {
  public:
   virtual ~Executor() = default;
@@ -175,37 +158,6 @@ class Executor {
   virtual std::vector<float> last_cum() = 0;
 };
 
-// Fills `out` for the aligned spans `r` of an align() on host arrays (any
-// backend through the session's copies): one batched call of
-// Backend::align_posteriors and of Backend::span_marginals when the batch's
-// constrained tables and the backend's workspace fit in kConfidenceBatchBytes,
-// else per utterance; an utterance whose own need exceeds
-// kConfidenceUtteranceBytes is scored by windows of its transcript (each
-// conditioned on the aligned phones outside it; docs/align.md), and not
-// computed (reason given) when even a window is over the limit.
-constexpr double kConfidenceBatchBytes = 1024.0 * 1024 * 1024;
-constexpr double kConfidenceUtteranceBytes = 512.0 * 1024 * 1024;
-void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
-                           const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
-                           const std::vector<int32_t>& optional, const crf::AlignResult& r, AlignConfidence* out,
-                           double batch_limit = kConfidenceBatchBytes,
-                           double utterance_limit = kConfidenceUtteranceBytes,
-                           WindowLimits window_limits = WindowLimits());
-
-// The windows of fill_align_confidence for one long utterance (dims.B = 1,
-// np phones y, flags opt or nullptr, aligned spans [np][2]) scored as batches
-// of windows (docs/align.md "Long recordings"): each batch one call of
-// Backend::align_posteriors and one of Backend::span_marginals, every phone
-// of each window (no band); a window's edge transitions are folded into its
-// own rows (start into onset row 0, end into cum row L: one float32 rounding
-// each). A batch's constrained tables and the backend's workspace stay under
-// batch_limit bytes. Writes post3 [np][3] (boundary, start, end) and label
-// [np]; returns the number of batches, 0 (nothing written) when one window
-// alone exceeds the limit.
-int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params,
-                                  int64_t np, const int32_t* y, const int32_t* opt, const int32_t* spans,
-                                  double* post3, double* label, const WindowLimits& limits, double batch_limit);
-
 // The device of a setting: cpu, cuda, or auto (cuda when a CUDA device is
 // present, else cpu). Throws one line ("no CUDA device was found (...)") for
 // cuda without a device, ending with `hint` (what to do instead; "" = train's:
@@ -214,38 +166,9 @@ Device resolve_device(DeviceSetting device, const std::string& hint = "");
 // The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
 std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);
 
-// crf.decode = posterior on host arrays: the segments of crf::posterior_segments
-// from the frame marginals (crf::frame_marginals of the gradient of log Z, one
-// backward without labels) and, when labels is not nullptr, log Z and the gold
-// score of p (the dev loss; a second call). viterbi_score stays empty.
-crf::HostResult posterior_decode_on_host(crf::Session& session, const crf::Dims& dims, const crf::Params& p,
-                                         const int32_t* labels);
-
 // Sets the default thread count of the CPU encoder (0 = all cores;
 // common/parallel.h) and keeps Eigen single-threaded; returns the number used.
 // train, evaluate, decode, compare and the report call it before make_executor.
 int set_threads(int threads);
-
-// max |transition| and max |duration_bias| of flat parameters (with crf.duration_model = lognormal:
-// max |crf.duration_lognormal|, the parameters behind the derived table).
-std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params);
-
-// CRF inputs of a batch in `crf replay` format (cum_scores, transition,
-// duration_bias, start, end, lengths, labels), written atomically.
-void write_replay(const std::string& path, const ParamLayout& layout, const std::vector<float>& params,
-                  const Batch& batch, const std::vector<float>& cum);
-
-// The gradient all-reduce alone, as a training step of several processes runs
-// it (bench train under mpirun; docs/multigpu.md "Scaling model"): `reps` sums
-// of an n-float buffer over world's ranks, after a warm-up; seconds per
-// all-reduce on this rank. device cpu: MPI_Allreduce on host memory; cuda: the
-// GPU executor's reducer (NCCL, or host-staged with TIMITSEG_GPU_COLLECTIVES=mpi).
-struct AllreduceTiming {
-  double seconds = 0;         // per all-reduce, each waited for (queued, then waited; a step's pattern)
-  double seconds_queued = 0;  // per all-reduce, `reps` queued back to back and waited for once (nccl-tests'
-                              // loop: the GPU time); the same as seconds on the CPU
-  std::string method;         // "mpi" | "nccl" | "mpi (host-staged)"
-};
-AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world, size_t n, int reps);
 
 }  // namespace timitseg::model

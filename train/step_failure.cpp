@@ -6,6 +6,7 @@
 
 #include "model/checkpoint.h"
 #include "model/numerics.h"
+#include "model/replay_file.h"
 
 namespace timitseg::train {
 

@@ -26,6 +26,7 @@
 #include "common/version.h"
 #include "crf/duration.h"
 #include "model/device_choice.h"
+#include "model/drift.h"
 #include "model/options.h"
 #include "model/step_recipe.h"  // loss_normalization: the step's, once
 #include "train/batches.h"

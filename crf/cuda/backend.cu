@@ -43,6 +43,7 @@
 #include <utility>
 
 #include "common/cuda.h"
+#include "common/env.h"
 #include "crf/cuda/cuda_backend.h"
 #include "crf/cuda/recurrence.cuh"
 
@@ -51,15 +52,9 @@ namespace cuda_impl {
 namespace {
 
 // The value of the environment knob `name` (read when the backend is
-// created): empty when unset or empty, else one of `allowed`; any other value
-// is one error line naming the knob, what it must be (`expected`) and the value.
-std::string env_knob(const char* name, std::initializer_list<const char*> allowed, const char* expected) {
-  const char* env = std::getenv(name);
-  if (!env || !*env) return {};
-  for (const char* v : allowed)
-    if (std::strcmp(env, v) == 0) return env;
-  throw std::invalid_argument(std::string(name) + " must be " + expected + ", got '" + env + "'");
-}
+// created; its words in common/env.h's table): empty when unset or empty;
+// any other word is one error line naming the knob, its words and the value.
+std::string env_knob(const char* name) { return env::word(name).value_or(""); }
 
 class CudaBackend final : public Backend {
  public:
@@ -70,20 +65,20 @@ class CudaBackend final : public Backend {
     // Benchmark knob: lanes per label group (4, 8, 16 or 32). Results stay
     // deterministic for a given value, but the summation order (hence the
     // last bits) depends on it. Unset: chosen from K and C.
-    const std::string lanes = env_knob("TIMITSEG_CUDA_LANES", {"4", "8", "16", "32"}, "4, 8, 16 or 32");
+    const std::string lanes = env_knob("TIMITSEG_CUDA_LANES");
     if (!lanes.empty()) lanes_override_ = std::stoi(lanes);
     // Test knob: TIMITSEG_CUDA_RECURRENCE=exact runs log-sum-exp on the
     // log-domain kernel (recurrence.cu) even where the scaled linear-domain
     // one (recurrence_fast.cu) fits; the two agree to float64 rounding.
-    fast_enabled_ = env_knob("TIMITSEG_CUDA_RECURRENCE", {"fast", "exact"}, "'fast' or 'exact'") != "exact";
+    fast_enabled_ = env_knob("TIMITSEG_CUDA_RECURRENCE") != "exact";
     // Test knob: TIMITSEG_CUDA_MARGINALS=exact sums the parameter marginals
     // with one exp per term (marginal_kernel) even where the linear-domain
     // kernel (marginal_fast.cu) fits; the two agree to float64 rounding.
-    fast_marginals_ = env_knob("TIMITSEG_CUDA_MARGINALS", {"linear", "exact"}, "'linear' or 'exact'") != "exact";
+    fast_marginals_ = env_knob("TIMITSEG_CUDA_MARGINALS") != "exact";
     // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
-    force_global_ring_ = env_knob("TIMITSEG_CUDA_RING", {"shared", "global"}, "'shared' or 'global'") == "global";
+    force_global_ring_ = env_knob("TIMITSEG_CUDA_RING") == "global";
     TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
   }
   ~CudaBackend() override {

@@ -7,6 +7,7 @@
 
 #include "common/parallel.h"
 #include "crf/cumsum.h"
+#include "crf/posterior.h"
 #include "model/cpu/long_forward.h"
 #include "model/frame_ce.h"
 #include "model/step.h"

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/config_enums.h"
+#include "model/allreduce_timing.h"
 #include "model/executor.h"
 
 namespace timitseg::model {
@@ -32,7 +33,7 @@ int cuda_numerics_slots(Executor& executor);
 // Every slot of that step in tap order: layer, pass, tensor and its stats.
 std::vector<NumericsHit> cuda_numerics_report(Executor& executor);
 
-// time_gradient_allreduce (model/executor.h) on the current CUDA device.
+// time_gradient_allreduce (model/allreduce_timing.h) on the current CUDA device.
 AllreduceTiming cuda_allreduce_timing(dist::Communicator& world, size_t n, int reps);
 
 }  // namespace timitseg::model

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -16,8 +17,10 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "common/env.h"
 #include "common/progress.h"
 #include "crf/cumsum.h"
+#include "crf/posterior.h"
 #include "model/cuda/cuda_executor_impl.h"
 #include "crf/device_layers.h"
 #include "model/long_input.h"
@@ -33,14 +36,8 @@ namespace {
 constexpr size_t kWindowsPerBatch = 4;
 
 size_t windows_per_batch() {
-  const char* env = std::getenv("TIMITSEG_LONG_WINDOW_BATCH");
-  if (!env) return kWindowsPerBatch;
-  char* end = nullptr;
-  const long v = std::strtol(env, &end, 10);
-  if (end == env || *end != '\0' || v < 1 || v > 64)
-    throw std::invalid_argument(std::string("TIMITSEG_LONG_WINDOW_BATCH must be a number of windows in [1, 64], got '") +
-                                env + "'");
-  return static_cast<size_t>(v);
+  const std::optional<long long> v = env::integer("TIMITSEG_LONG_WINDOW_BATCH");  // [1, 64]: common/env.cpp
+  return v ? static_cast<size_t>(*v) : kWindowsPerBatch;
 }
 
 }  // namespace

@@ -3,10 +3,12 @@
 #include "model/cuda/device_reducer.h"
 
 #include <cstdlib>
+#include <optional>
 #include <stdexcept>
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
+#include "common/env.h"
 
 namespace timitseg::model::gpu {
 
@@ -61,13 +63,11 @@ bool nccl_built_in() {
 }
 
 Collectives collectives_from_environment() {
-  const char* v = std::getenv("TIMITSEG_GPU_COLLECTIVES");
-  const std::string s = v ? v : "";
-  if (s.empty()) return nccl_built_in() ? Collectives::nccl : Collectives::mpi;
+  // Its words ('nccl', 'mpi') are checked by common/env.h's table, and are Collectives' words.
+  const std::optional<std::string> s = env::word("TIMITSEG_GPU_COLLECTIVES");
+  if (!s) return nccl_built_in() ? Collectives::nccl : Collectives::mpi;
   Collectives c{};
-  if (!parse_enum(s, &c))
-    throw std::invalid_argument("TIMITSEG_GPU_COLLECTIVES='" + s +
-                                "' is neither 'nccl' nor 'mpi' (the GPU gradient all-reduce, docs/multigpu.md)");
+  if (!parse_enum(*s, &c)) throw std::logic_error("TIMITSEG_GPU_COLLECTIVES: '" + *s + "' is no Collectives word");
   return c;
 }
 

@@ -1,4 +1,4 @@
-// Posterior decoding (crf/posterior.h, model::posterior_decode_on_host,
+// Posterior decoding (crf/posterior.h, crf::posterior_decode_on_host,
 // crf.decode = posterior) against brute-force enumeration: the frame marginals
 //   P(frame t has label c) = sum over segmentations y covering t with a
 //                            segment of label c of P(y)
@@ -128,7 +128,7 @@ TEST(PosteriorDecoding, SegmentsAreTheRunsOfTheArgmaxOfTheMarginals) {
       SCOPED_TRACE(name + " " + describe(pb));
       const int64_t B = pb.dims.B, T = pb.dims.T, C = pb.dims.C;
       const std::vector<double> m = brute_marginals(pb);
-      const HostResult r = model::posterior_decode_on_host(session, pb.dims, pb.params(), nullptr);
+      const HostResult r = crf::posterior_decode_on_host(session, pb.dims, pb.params(), nullptr);
       // runs: contiguous, covering each utterance, adjacent labels differ
       std::vector<int32_t> frame(B * T, -1);
       int32_t prev_b = -1, prev_end = 0, prev_label = -1;
@@ -184,7 +184,7 @@ TEST(PosteriorDecoding, LossReturnedWithTheSegmentsAndDifferenceFromViterbi) {
   for (const Problem& pb : tiny_problems()) {
     SCOPED_TRACE(describe(pb));
     const Expected ex = brute_force(pb, 1.0);
-    const HostResult r = model::posterior_decode_on_host(session, pb.dims, pb.params(), pb.labels.data());
+    const HostResult r = crf::posterior_decode_on_host(session, pb.dims, pb.params(), pb.labels.data());
     expect_close(r.log_z, ex.log_z, 1e-6, 1e-6, "log_z");
     expect_close(r.gold, ex.gold, 1e-6, 1e-6, "gold");
     const HostResult v = session.decode_host(pb.dims, pb.params(), nullptr, 0.0);

@@ -427,7 +427,9 @@ TEST(CudaDist, CollectivesFromTheEnvironment) {
     gpu::collectives_from_environment();
     ADD_FAILURE() << "'gloo' must be refused";
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("TIMITSEG_GPU_COLLECTIVES='gloo'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TIMITSEG_GPU_COLLECTIVES must be 'nccl' or 'mpi', got 'gloo'"),
+              std::string::npos)
+        << e.what();
   }
   if (old)
     setenv("TIMITSEG_GPU_COLLECTIVES", saved.c_str(), 1);

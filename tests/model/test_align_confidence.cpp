@@ -1,4 +1,4 @@
-// fill_align_confidence (model/executor.h): the confidences of aligned
+// fill_align_confidence (model/align_confidence.h): the confidences of aligned
 // phones from a session, against the reference backend's own calls (the
 // float64 definitions), the per-utterance path equal to the batched one, and
 // the memory limit: not computed, with the reason.
@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crf/session.h"
+#include "model/align_confidence.h"
 #include "model/executor.h"
 #include "tests/support/align_bruteforce.h"
 

@@ -121,7 +121,7 @@ TEST_F(FullDisk, HookOffByDefaultAndBadValueIsAnError) {
   Cmd bad = sh("env TIMITSEG_TEST_ENOSPC_AFTER_BYTES=lots " + bin() + " train --config " + q(dir_ / "tiny.yaml") +
                " --set train.run_dir=" + (dir_ / "run_bad").string());
   EXPECT_EQ(bad.rc, 1) << bad.output;
-  EXPECT_NE(bad.output.find("TIMITSEG_TEST_ENOSPC_AFTER_BYTES=lots: not a byte count"), std::string::npos)
+  EXPECT_NE(bad.output.find("TIMITSEG_TEST_ENOSPC_AFTER_BYTES must be a byte count (a test-only variable; unset it), got 'lots'"), std::string::npos)
       << bad.output;
 }
 
