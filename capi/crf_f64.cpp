@@ -82,7 +82,6 @@ void write_param(const Batch& b, const timitseg_tensor& t, const std::vector<dou
   if (present(&t)) write_f64(t, v, b.stream);
 }
 
-
 // The kept rows of an upstream gradient [B][inner] (empty when absent), checked F32/F64, shape and device.
 std::vector<double> upstream(const Batch& b, const timitseg_tensor* t, const char* name,
                              const std::vector<int64_t>& shape) {
