@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "capi/crf_batch.h"
+#include "capi/crf_f64.h"
 #include "capi/crf_fast.h"
 #include "common/cuda.h"
 #include "common/limits.h"
@@ -304,6 +305,18 @@ int timitseg_crf_penalty(const timitseg_crf* crf, double* out) {
     // in double from the values as set (F64: unrounded; F32: the same value as from the floats)
     *out = crf::l2_penalty<double>(crf->p.reg, crf->p.num_labels, Kp, crf->transition64.data(),
                                    crf->duration_bias64.data(), nullptr, nullptr);
+  });
+}
+
+int timitseg_crf_marginals_backward(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                    const timitseg_tensor* grad_boundaries, const timitseg_tensor* grad_frames,
+                                    const timitseg_tensor* grad_segments, const timitseg_crf_grads* grads) {
+  return guard("timitseg_crf_marginals_backward", [&] {
+    const capi::OnHandleDevice on(crf);
+    need(crf, "crf");
+    need(batch, "batch");
+    need(grads, "grads");
+    capi::marginals_backward(*crf, *batch, grad_boundaries, grad_frames, grad_segments, *grads);
   });
 }
 

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "capi/crf_fast.h"
 #include "crf/cumsum.h"
 #include "crf/reference/reference.h"
 #include "crf/score.h"
@@ -79,6 +80,22 @@ void write_score_grad64(const Batch& b, const std::vector<double>& gcum, const t
 
 void write_param(const Batch& b, const timitseg_tensor& t, const std::vector<double>& v) {
   if (present(&t)) write_f64(t, v, b.stream);
+}
+
+// The kept rows of an upstream gradient [B][inner] (empty when absent), checked F32/F64, shape and device.
+std::vector<double> upstream(const Batch& b, const timitseg_tensor* t, const char* name,
+                             const std::vector<int64_t>& shape) {
+  if (!present(t)) return {};
+  check_float(*t, name);
+  check_shape(*t, name, shape);
+  check_device(*t, name, b.device, b.device_index);
+  int64_t inner = 1;
+  for (size_t i = 1; i < shape.size(); ++i) inner *= shape[i];
+  const std::vector<double> all = read_f64(*t, b.stream);
+  std::vector<double> kept(static_cast<size_t>(b.dims.B * inner));
+  for (size_t k = 0; k < b.rows.size(); ++k)
+    std::copy(all.begin() + b.rows[k] * inner, all.begin() + (b.rows[k] + 1) * inner, kept.begin() + k * inner);
+  return kept;
 }
 
 }  // namespace
@@ -165,6 +182,58 @@ void marginals_f64(const timitseg_crf& h, const Batch& b, const timitseg_tensor*
       }
     write_rows(b, m, T * C, *frames, "frames", {b.B, T, C});
   }
+}
+
+void marginals_backward(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor* grad_boundaries,
+                        const timitseg_tensor* grad_frames, const timitseg_tensor* grad_segments,
+                        const timitseg_crf_grads& grads) {
+  settle(h);                        // the general path shares the session's buffers with the zero-copy path
+  refresh_bound(h, in.stream);      // the parameters are read on the host
+  const Batch b = prepare(h, in);
+  const int64_t Bk = b.dims.B, T = b.T, C = b.C, K = b.K;
+  const bool ln = h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL;
+  auto out = [&](const timitseg_tensor& t, const char* name, const std::vector<int64_t>& shape) {
+    if (!present(&t)) return;
+    check_float(t, name);
+    check_shape(t, name, shape);
+    check_device(t, name, b.device, b.device_index);
+  };
+  out(grads.scores, "grads.scores", {b.B, b.cumulative ? T + 1 : T, C});
+  out(grads.transition, "grads.transition", {C, C});
+  out(grads.duration_bias, "grads.duration_bias", {K, C});
+  out(grads.start, "grads.start", {C});
+  out(grads.end, "grads.end", {C});
+  out(grads.duration_lognormal, "grads.duration_lognormal", {3, C});
+  out(grads.onset, "grads.onset", {b.B, T, C});
+  if (present(&grads.duration_lognormal) && !ln)
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.duration_lognormal given, but the duration model is TABLE");
+  if (present(&grads.onset) && b.onset.empty())
+    throw ApiError(TIMITSEG_ERR_ARGUMENT, "grads.onset given, but the batch has no onset");
+  const std::vector<double> gb = upstream(b, grad_boundaries, "grad_boundaries", {b.B, T + 1}),
+                            gf = upstream(b, grad_frames, "grad_frames", {b.B, T, C}),
+                            gs = upstream(b, grad_segments, "grad_segments", {b.B, T, K, C});
+  std::vector<double> gcum(static_cast<size_t>(Bk * (T + 1) * C), 0.0), gA(C * C, 0.0), gD(K * C, 0.0), gst(C, 0.0),
+      ge(C, 0.0), go(b.onset.empty() ? 0 : static_cast<size_t>(Bk * T * C), 0.0);
+  if (Bk > 0) {
+    const Inputs inp(h, b);
+    const ref::MarginalGradsF64 up{gb.empty() ? nullptr : gb.data(), gf.empty() ? nullptr : gf.data(),
+                                   gs.empty() ? nullptr : gs.data()};
+    const ref::GradsF64 g{gcum.data(), gA.data(), gD.data(), gst.data(), ge.data(), go.empty() ? nullptr : go.data()};
+    on_kept(b, [&] { ref::marginals_backward_f64(b.dims, inp.p, up, g); });
+  }
+  if (present(&grads.scores)) write_score_grad64(b, gcum, grads.scores);
+  write_param(b, grads.transition, gA);
+  write_param(b, grads.duration_bias, gD);
+  write_param(b, grads.start, gst);
+  write_param(b, grads.end, ge);
+  if (present(&grads.duration_lognormal)) {  // the log-normal rows the table was derived from, as Inputs reads it
+    std::vector<double> rows = h.duration_lognormal64, table = gD, gl(static_cast<size_t>(3 * C));
+    if (!b.f64) rows.assign(h.duration_lognormal.begin(), h.duration_lognormal.end());
+    crf::lognormal_duration_backward<double>(static_cast<int>(K), static_cast<int>(C), rows.data(), table.data(),
+                                               gl.data());
+    write_param(b, grads.duration_lognormal, gl);
+  }
+  if (present(&grads.onset)) write_rows(b, go, T * C, grads.onset, "grads.onset", {b.B, T, C});
 }
 
 std::vector<double> segment_posteriors_kept(const timitseg_crf& h, const Batch& b) {

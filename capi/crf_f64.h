@@ -25,6 +25,13 @@ void nll_f64(const timitseg_crf& h, const Batch& b, const std::vector<int32_t>* 
              const timitseg_crf_grads* grads);
 void marginals_f64(const timitseg_crf& h, const Batch& b, const timitseg_tensor* boundaries,
                    const timitseg_tensor* frames);
+// timitseg_crf_marginals_backward (docs/crf.md "Gradient of the marginals"): on every handle, on the
+// host in float64 (ref::marginals_backward_f64): F64 scores from cum64 and the double parameters, F32
+// scores from their float32 values widened (a cuda handle's CUDA tensors through host copies; F64
+// scores there are refused by prepare). The upstream gradients may each be NULL or data NULL (zero).
+void marginals_backward(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_tensor* grad_boundaries,
+                        const timitseg_tensor* grad_frames, const timitseg_tensor* grad_segments,
+                        const timitseg_crf_grads& grads);
 // Segment posteriors [B'][T][K][C] of the kept rows: from cum64 and the double parameters for an F64
 // batch, else from the float32 cum and parameters (the values this call always computed with).
 std::vector<double> segment_posteriors_kept(const timitseg_crf& h, const Batch& b);

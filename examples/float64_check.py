@@ -3,8 +3,10 @@
 parameters on the cpu backend are computed in float64 through the centering
 and the CRF, so a 1e-9 change of one score moves log Z by that score's
 gradient (its centered marginal) times 1e-9, and central differences at
-eps 1e-6 agree with the NLL's gradients to ~1e-9. numpy only; torch, when
-installed, runs torch.autograd.gradcheck at its default tolerances too.
+eps 1e-6 agree with the NLL's gradients to ~1e-9, and with the gradient of
+the marginals (CRF.marginals_backward). numpy only; torch, when installed,
+runs torch.autograd.gradcheck at its default tolerances too (the NLL and the
+marginals).
 
     python3 examples/float64_check.py
 """
@@ -40,6 +42,19 @@ for idx in [(0, 0, 0), (1, 3, 2)]:
 print("NLL: central differences (eps 1e-6) against the gradient: max |difference| %.1e" % worst)
 assert worst < 1e-7
 
+# the gradient of the marginals: d sum(v * frame posteriors) / d x, against central differences
+v = rng.normal(0, 1, (2, T, C))
+gm = crf.marginals_backward(x, lengths, grad_frames=v)
+worst = 0.0
+for idx in [(0, 0, 0), (1, 3, 2)]:
+    hi, lo = x.copy(), x.copy()
+    hi[idx] += 1e-6
+    lo[idx] -= 1e-6
+    fd = ((crf.marginals(hi, lengths)[1] - crf.marginals(lo, lengths)[1]) * v).sum() / 2e-6
+    worst = max(worst, abs(fd - gm["scores"][idx]))
+print("marginals: central differences (eps 1e-6) against marginals_backward: max |difference| %.1e" % worst)
+assert worst < 1e-7
+
 try:
     import torch
 except ImportError:
@@ -50,3 +65,5 @@ if torch is not None:
     xt = torch.tensor(x, requires_grad=True)
     ok = torch.autograd.gradcheck(lambda s: m(s, torch.tensor(lengths), labels=torch.tensor(labels)), (xt,))
     print("torch.autograd.gradcheck (default eps and tolerances):", ok)
+    ok = torch.autograd.gradcheck(lambda s: m.marginals(s, torch.tensor(lengths), segments=True), (xt,))
+    print("torch.autograd.gradcheck of the marginals (boundary, frame, segment posteriors):", ok)

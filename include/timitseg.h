@@ -321,6 +321,29 @@ TIMITSEG_API int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_ba
 TIMITSEG_API int timitseg_crf_segment_posteriors(timitseg_crf* crf, const timitseg_crf_batch* batch,
                                                  timitseg_tensor* segments);
 
+/* The gradient of the marginals (docs/crf.md "Gradient of the marginals"):
+ * given upstream gradients of timitseg_crf_marginals' and
+ * timitseg_crf_segment_posteriors' outputs, grad_boundaries [B][T+1],
+ * grad_frames [B][T][C] and grad_segments [B][T][K][C] (F32/F64; each NULL or
+ * data NULL = zero; entries past an utterance's length, where the posteriors
+ * are 0, are not read; the others must be finite), writes into grads (as
+ * timitseg_crf_nll's: scores, transition, duration_bias, start, end,
+ * duration_lognormal, onset; data NULL = not wanted; no penalty) the gradients
+ * of sum(grad_boundaries * boundaries) + sum(grad_frames * frames) +
+ * sum(grad_segments * segments) w.r.t. the batch's scores (through the
+ * centering unless cumulative), onset and the handle's parameters: a
+ * Hessian-vector product of log Z, exact. Every backend computes it on the
+ * host in float64 (the reference backend's recurrences, O(T K C^2) per
+ * utterance): F64 scores with the parameters' float64 values end to end (a
+ * cuda handle refuses them, TIMITSEG_ERR_DTYPE, as every call does), F32
+ * scores from their float32 values and the float32 parameters widened (CUDA
+ * tensors copied to the host and the gradients back). Rows of length 0 get 0. */
+TIMITSEG_API int timitseg_crf_marginals_backward(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                                 const timitseg_tensor* grad_boundaries,
+                                                 const timitseg_tensor* grad_frames,
+                                                 const timitseg_tensor* grad_segments,
+                                                 const timitseg_crf_grads* grads);
+
 /* Forced alignment (docs/crf.md "Forced alignment"): phones [B][N] I32/I64,
  * num_phones [B] in [1, N] (0 allowed for an utterance of length 0),
  * optional [B][N] 0/1 or data NULL. score [B] F32/F64 (-inf: infeasible),

@@ -9,6 +9,7 @@
 
 #include "crf/cpu/align_bounded.h"
 #include "crf/detail.h"
+#include "crf/reference/lattice.h"
 #include "crf/score.h"
 
 namespace timitseg::crf::reference {
@@ -19,29 +20,13 @@ using detail::logsumexp;
 
 const char* const kWho = "reference backend";
 
+}  // namespace
+
 // -inf parameters (forbidden entries) may leave no path of finite score.
 double checked_log_z(double lz, int64_t b) {
   if (!(lz > kNegInf)) detail::throw_no_path(kWho, b);
   return lz;
 }
-
-// One utterance's view of the inputs, float64.
-struct Utt {
-  int64_t L, K, C;
-  const double* cum;  // [L+1][C] (rows of this utterance)
-  const double* A;    // [C][C]
-  const double* D;    // [K][C]
-  const double* s;    // [C] or nullptr
-  const double* e;    // [C] or nullptr
-  const double* on;   // [L][C] onset rows of this utterance, or nullptr
-  double start(int64_t c) const { return s ? s[c] : 0.0; }
-  double end(int64_t c) const { return e ? e[c] : 0.0; }
-  // Without onset the expression is exactly the one of the spec's first version.
-  double seg(int64_t u, int64_t d, int64_t c) const { return segment_score(cum, D, on, C, u, d, c); }
-  Utt(const Dims& dims, const ParamsF64& p, int64_t b)
-      : L(p.lengths[b]), K(dims.K), C(dims.C), cum(p.cum_scores + b * (dims.T + 1) * dims.C), A(p.transition),
-        D(p.duration_bias), s(p.start), e(p.end), on(p.onset ? p.onset + b * dims.T * dims.C : nullptr) {}
-};
 
 // alpha[t][c], t = 0..L (row 0 unused = -inf).
 std::vector<double> forward_alpha(const Utt& u) {
@@ -95,34 +80,7 @@ double log_prefix(const Utt& u, const std::vector<double>& alpha, int64_t v, int
   return logsumexp(terms.data(), u.C);
 }
 
-// One utterance's lattice for its posteriors: alpha, beta and log Z (-inf log Z
-// is the no-path error). The posterior of a span of label c ending at frame
-// `end` whose score, everything before it included, is `log_through`:
-// exp(log_through + beta[end][c] - log Z), evaluated in that order (the
-// segment, boundary and span posteriors and the gradient share it).
-struct Lattice {
-  Utt u;
-  std::vector<double> alpha, beta;
-  double lz;
-  Lattice(const Dims& dims, const ParamsF64& p, int64_t b)
-      : u(dims, p, b), alpha(forward_alpha(u)), beta(backward_beta(u)),
-        lz(checked_log_z(log_z_from_alpha(u, alpha), b)) {}
-  double posterior(double log_through, int64_t end, int64_t c) const {
-    return std::exp(log_through + beta[end * u.C + c] - lz);
-  }
-  // f(v, d, c, mu) for every segment [v, v+d) with label c, mu = its posterior
-  // P(the segment is in y): v, then d, then c ascending (the order of the sums).
-  template <class F>
-  void for_each_segment(F&& f) const {
-    const int64_t L = u.L, K = u.K, C = u.C;
-    std::vector<double> prefix(static_cast<size_t>(L * C));  // log_prefix(v, c), v = 0..L-1
-    for (int64_t v = 0; v < L; ++v)
-      for (int64_t c = 0; c < C; ++c) prefix[v * C + c] = log_prefix(u, alpha, v, c);
-    for (int64_t v = 0; v < L; ++v)
-      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
-        for (int64_t c = 0; c < C; ++c) f(v, d, c, posterior(prefix[v * C + c] + u.seg(v, d, c), v + d, c));
-  }
-};
+namespace {
 
 double gold_one(const Utt& u, const int32_t* lab) {
   const std::vector<Segment> segs = gold_segments(lab, static_cast<int32_t>(u.L), u.K);

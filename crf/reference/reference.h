@@ -57,6 +57,22 @@ void boundary_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
 // from the same alpha/beta tables as boundary_posteriors_f64 (summed over d and
 // c, row t gives its boundary posterior at t+1); 0 where t >= L or d > t+1.
 void segment_posteriors_f64(const Dims& dims, const ParamsF64& p, double* out);
+// The gradient of the marginals (docs/crf.md "Gradient of the marginals"): the
+// gradients of sum(g * marginals) w.r.t. every input, where g are upstream
+// gradients of the boundary posteriors [B][T+1] (boundary_posteriors_f64's
+// layout), the frame posteriors [B][T][C] (P(frame t lies in a segment of
+// label c)) and the segment posteriors [B][T][K][C] (segment_posteriors_f64's
+// layout); nullptr = zero. Only valid entries are read (t <= L, t < L, t < L
+// and d <= t+1); they must be finite (std::invalid_argument naming the entry).
+// grads as backward_f64's (overwritten; nullptr = not wanted). A Hessian-vector
+// product of log Z, computed exactly by the first-order expectation semiring,
+// O(T K C^2) per utterance.
+struct MarginalGradsF64 {
+  const double* boundaries = nullptr;  // [B][T+1]
+  const double* frames = nullptr;      // [B][T][C]
+  const double* segments = nullptr;    // [B][T][K][C]
+};
+void marginals_backward_f64(const Dims& dims, const ParamsF64& p, const MarginalGradsF64& g, const GradsF64& grads);
 // Forced alignment by its definition (docs/crf.md "Forced alignment"): a max
 // over every duration r of every phone, each phone's pieces scored one by one,
 // O(L^2 N) per utterance. phones [B][N], num_phones [B], optional [B][N] or

@@ -186,3 +186,60 @@ def test_cuda_refuses_float64_scores_with_one_line():
     assert "\n" not in str(e.value)
     with pytest.raises(timitseg.DTypeError, match="scores are F64"):
         crf.nll(x, np.array([3], dtype=np.int32), labels=np.zeros((1, 3), dtype=np.int32))
+
+
+def _marginal_objective(crf, x, lens, onset, ups):
+    """sum(g * marginals) of the three marginals (boundaries, frames, segments) by the forward calls."""
+    bo, fr, sg = crf.marginals(x, lens, onset=onset, segments=True)
+    return float((ups[0] * bo).sum() + (ups[1] * fr).sum() + (ups[2] * sg).sum())
+
+
+@pytest.mark.parametrize("backend,case,model", [(b, c, m) for b in ("reference", "cpu") for c in CASES
+                                                for m in ("table", "lognormal")])
+def test_numpy_marginals_backward_equals_central_differences(backend, case, model):
+    """CRF.marginals_backward (the gradient of the marginals, docs/crf.md) against central differences of
+    CRF.marginals at eps 1e-6, w.r.t. every score, onset entry and parameter entry."""
+    K, T, lengths = case
+    rng = np.random.default_rng(K * 100 + T + (model == "lognormal"))
+    C = 3
+    crf, params = make(C, K, backend, rng, duration_model=model)
+    x, lens, _ = batch(rng, len(lengths), T, C, lengths)
+    B = len(lengths)
+    onset = rng.normal(0, 0.5, (B, T, C))
+    ups = [rng.normal(0, 1, (B, T + 1)), rng.normal(0, 1, (B, T, C)), rng.normal(0, 1, (B, T, K, C))]
+    g = crf.marginals_backward(x, lens, *ups, onset=onset)
+    assert g["scores"].dtype == np.float64 and g["transition"].dtype == np.float64
+
+    def f():
+        return _marginal_objective(crf, x, lens, onset, ups)
+
+    worst = 0.0
+    for arr, grad in ((x, g["scores"]), (onset, g["onset"])):
+        for idx in np.ndindex(*arr.shape):
+            worst = max(worst, abs(central(f, arr, idx) - grad[idx]))
+    for n, v in params.items():
+        for idx in np.ndindex(*v.shape):
+            def f_p():
+                crf.set_param(n, v)
+                return f()
+            fd = central(f_p, v, idx)
+            crf.set_param(n, v)
+            worst = max(worst, abs(fd - g[n][idx]))
+    assert worst < 1e-7, worst
+    assert not g["scores"][lens == 0].any()  # a row of length 0: no gradient
+
+
+def test_numpy_marginals_backward_upstreams_add_and_absent_is_zero():
+    rng = np.random.default_rng(5)
+    crf, _ = make(3, 3, "cpu", rng)
+    x, lens, _ = batch(rng, 2, 5, 3, (5, 3))
+    ups = [rng.normal(0, 1, (2, 6)), rng.normal(0, 1, (2, 5, 3)), rng.normal(0, 1, (2, 5, 3, 3))]
+    whole = crf.marginals_backward(x, lens, *ups)
+    parts = [crf.marginals_backward(x, lens, *[u if i == j else None for j, u in enumerate(ups)]) for i in range(3)]
+    for n in ("scores",) + NAMES:
+        np.testing.assert_allclose(whole[n], sum(p[n] for p in parts), rtol=1e-12, atol=1e-14)
+    zero = crf.marginals_backward(x, lens)
+    for n in ("scores",) + NAMES:
+        assert not zero[n].any()
+    with pytest.raises(timitseg.ShapeError, match="grad_frames"):
+        crf.marginals_backward(x, lens, grad_frames=np.zeros((2, 5, 4)))

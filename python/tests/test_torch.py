@@ -238,6 +238,26 @@ def test_cuda_segment_posteriors_equal_reference():
     torch.testing.assert_close(sg.cpu(), sr, rtol=0, atol=1e-12)
 
 
+@cuda
+def test_cuda_marginals_gradient_equals_reference():
+    """The gradient of the marginals on a cuda module (float32 scores: computed on the host in float64 from
+    the float32 values, CUDA tensors copied) against the reference module's on the same values."""
+    x = torch.randn(3, 20, 5, device="cuda")
+    lengths = torch.tensor([20, 0, 7], device="cuda")
+    g, r = module(5, 6, backend="cuda").cuda(), module(5, 6, backend="reference")
+    ups = [torch.randn(3, 21, dtype=torch.float64), torch.randn(3, 20, 5, dtype=torch.float64),
+           torch.randn(3, 20, 6, 5, dtype=torch.float64)]
+    grads = []
+    for m, xx, uu in ((g, x, [u.cuda() for u in ups]), (r, x.cpu(), ups)):
+        xx = xx.detach().requires_grad_(True)
+        out = m.marginals(xx, lengths if xx.is_cuda else lengths.cpu(), segments=True)
+        loss = sum((u * o).sum() for u, o in zip(uu, out))
+        grads.append(torch.autograd.grad(loss, [xx] + [getattr(m, n) for n in m._param_names()]))
+    for a, b in zip(*grads):
+        assert a.is_cuda
+        torch.testing.assert_close(a.cpu(), b, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("check", ["eager", "backward"])
 def test_reused_output_descriptors_follow_shape_and_dtype_changes(check):
     """SemiCRF's calls re-aim the last layout's output descriptors (CRF._outputs_cached): calls alternating

@@ -62,8 +62,12 @@ def test_opcheck_every_operator():
         torch.library.opcheck(_ops.semicrf_nll, (m._key, reduction, x, lengths, labels, None, None, None, params,
                                                  True, False))
     torch.library.opcheck(_ops.semicrf_log_partition, (m._key, x, lengths, None, params, True))
-    fixed = [p.detach() for p in params]  # marginals and Viterbi are not differentiable (SemiCRF runs them under no_grad)
-    torch.library.opcheck(_ops.semicrf_marginals, (m._key, x.detach(), lengths, None, fixed))
+    fixed = [p.detach() for p in params]  # Viterbi is not differentiable (SemiCRF runs it under no_grad)
+    for segments in (False, True):  # the marginals are (their backward: semicrf_marginals_backward)
+        torch.library.opcheck(_ops.semicrf_marginals, (m._key, x, lengths, None, params, segments))
+    ups = (torch.randn(3, 10, dtype=torch.float64), torch.randn(3, 9, C, dtype=torch.float64),
+           torch.randn(3, 9, K, C, dtype=torch.float64))
+    torch.library.opcheck(_ops.semicrf_marginals_backward, (m._key, x.detach(), lengths, None, fixed) + ups)
     torch.library.opcheck(_ops.semicrf_viterbi, (m._key, x.detach(), lengths, None, fixed))
     torch.library.opcheck(_ops.semicrf_penalty, (m._key, 0.1, m.transition, m.duration_bias))
 

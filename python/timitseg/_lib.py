@@ -140,6 +140,8 @@ def _load():
         "timitseg_crf_viterbi": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor)]),
         "timitseg_crf_marginals": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor)]),
         "timitseg_crf_segment_posteriors": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
+        "timitseg_crf_marginals_backward": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor),
+                                                           P(CrfGrads)]),
         "timitseg_crf_align": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                               P(Tensor)]),
         "timitseg_model_default_params": (ModelParams, []),

@@ -189,6 +189,28 @@ def _penalty_forward(key, reg, transition, duration_bias):
     return value.reshape(()).clone(), ga, gd if gd is not None else _empty(transition)
 
 
+def marginals_forward(key, scores, lengths, onset, params, segments):
+    """semicrf_marginals's body (the operator's, and the eager route's, timitseg.torch._Marginals): the three
+    posteriors, the third empty [0] without segments."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    out = m.handle.marginals(_compute(scores), lengths, onset=onset, segments=segments)
+    return tuple(out) if segments else tuple(out) + (scores.new_empty((0,), dtype=torch.float64),)
+
+
+def marginals_backward_body(key, scores, lengths, onset, params, grad_boundaries, grad_frames, grad_segments):
+    """semicrf_marginals_backward's body: the module's handle on the forward's parameters (pushed again: the
+    handle may have served other calls since), the C API's gradients, the parameters' as one flat buffer."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    ups = [None if g is None else _to(g.contiguous() if g.is_cuda else g, torch.float64)
+           for g in (grad_boundaries, grad_frames, grad_segments)]
+    g = m.handle.marginals_backward(_compute(scores), lengths, *ups, onset=None if onset is None else _compute(onset))
+    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
+    return g["scores"], flat, g["onset"] if onset is not None else _empty(scores)
+
+
 if AVAILABLE:
     @torch.library.custom_op("timitseg::semicrf_nll", mutates_args=())
     def semicrf_nll(key: int, reduction: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
@@ -339,18 +361,48 @@ if AVAILABLE:
 
     @torch.library.custom_op("timitseg::semicrf_marginals", mutates_args=())
     def semicrf_marginals(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
-                          params: List[Tensor]) -> Tuple[Tensor, Tensor]:
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64 (not differentiable)."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        return m.handle.marginals(_compute(scores), lengths, onset=onset)
+                          params: List[Tensor], segments: bool) -> Tuple[Tensor, Tensor, Tensor]:
+        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C], segment posteriors [B][T][K][C]
+        with segments, else empty [0]), float64; differentiable (semicrf_marginals_backward)."""
+        return marginals_forward(key, scores, lengths, onset, params, segments)
 
     @semicrf_marginals.register_fake
-    def _(key, scores, lengths, onset, params):
+    def _(key, scores, lengths, onset, params, segments):
         B, T, C = scores.shape
+        third = (B, T, _module(key).max_duration, C) if segments else (0,)
         return (scores.new_empty((B, T + 1), dtype=torch.float64),
-                scores.new_empty((B, T, C), dtype=torch.float64))
+                scores.new_empty((B, T, C), dtype=torch.float64), scores.new_empty(third, dtype=torch.float64))
+
+    @torch.library.custom_op("timitseg::semicrf_marginals_backward", mutates_args=())
+    def semicrf_marginals_backward(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
+                                   params: List[Tensor], grad_boundaries: Optional[Tensor],
+                                   grad_frames: Optional[Tensor],
+                                   grad_segments: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+        """(d / d scores, the parameters' flat gradient, d / d onset (empty without onset)) of
+        sum(grad_boundaries * boundaries + grad_frames * frames + grad_segments * segments)
+        (timitseg_crf_marginals_backward; docs/crf.md "Gradient of the marginals")."""
+        return marginals_backward_body(key, scores, lengths, onset, params, grad_boundaries, grad_frames,
+                                       grad_segments)
+
+    @semicrf_marginals_backward.register_fake
+    def _(key, scores, lengths, onset, params, grad_boundaries, grad_frames, grad_segments):
+        return _fake_grads(scores, onset, params, True)
+
+    def _marg_setup(ctx, inputs, output):
+        key, scores, lengths, onset, params, segments = inputs
+        ctx.key, ctx.score_dtype, ctx.segments = key, scores.dtype, segments
+        ctx.onset_dtype = None if onset is None else onset.dtype
+        ctx.params = _param_meta(params)
+        ctx.save_for_backward(scores, lengths, onset, *params)
+
+    def _marg_backward(ctx, g_b, g_f, g_s):
+        scores, lengths, onset, *params = ctx.saved_tensors
+        gs, flat, go = semicrf_marginals_backward(ctx.key, _compute(scores), lengths, onset, list(params), g_b, g_f,
+                                                  g_s if ctx.segments else None)
+        d_onset = _to(go, ctx.onset_dtype) if onset is not None else None
+        return None, _to(gs, ctx.score_dtype), None, d_onset, _param_grads(flat, ctx.params), None
+
+    semicrf_marginals.register_autograd(_marg_backward, setup_context=_marg_setup)
 
     @torch.library.custom_op("timitseg::semicrf_viterbi", mutates_args=())
     def semicrf_viterbi(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],

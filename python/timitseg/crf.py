@@ -365,6 +365,22 @@ class CRF:
         check(lib.timitseg_crf_segment_posteriors(self._h, ctypes.byref(b), ctypes.byref(ts)))
         return bo, fr, sg
 
+    def marginals_backward(self, scores, lengths, grad_boundaries=None, grad_frames=None, grad_segments=None,
+                           onset=None, cumulative=False):
+        """The gradients of sum(grad_boundaries * boundaries) + sum(grad_frames * frames) + sum(grad_segments *
+        segments), the outputs of marginals(..., segments=True) ([B][T+1], [B][T][C], [B][T][K][C]; each None
+        = zero), as nll's dict (scores, the parameters, onset; no penalty): a Hessian-vector product of log Z
+        (timitseg_crf_marginals_backward, docs/crf.md "Gradient of the marginals"), on the host in float64 on
+        every backend; float64 scores in float64 end to end (refused on cuda), float64 gradients for them."""
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        g, result, _ = self._grad_outputs(scores, onset, views=True)
+        ups = [None if x is None else describe(x, name) for x, name in
+               ((grad_boundaries, "grad_boundaries"), (grad_frames, "grad_frames"), (grad_segments, "grad_segments"))]
+        check(lib.timitseg_crf_marginals_backward(self._h, ctypes.byref(b),
+                                                  *[None if t is None else ctypes.byref(t) for t in ups],
+                                                  ctypes.byref(g)))
+        return result
+
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
         """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""
         B, _, _ = self._dims(scores, cumulative)

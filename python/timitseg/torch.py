@@ -156,6 +156,38 @@ class _LogZ(torch.autograd.Function):
         return (None, None, gs, None, go) + tuple(param_grads)
 
 
+class _Marginals(torch.autograd.Function):
+    """SemiCRF.marginals on the eager route (and where torch has no custom_op): the boundary, frame (and
+    segment) posteriors, differentiable through timitseg_crf_marginals_backward (CRF.marginals_backward:
+    the gradient of sum(upstream * marginals), docs/crf.md "Gradient of the marginals"), with the
+    parameters' values of the forward (pushed to the handle again in the backward)."""
+
+    @staticmethod
+    def forward(ctx, crf, names, segments, scores, lengths, onset, *params):
+        crf._push(names, params)
+        o = None if onset is None else _as_compute(onset.detach())
+        out = crf.handle.marginals(_as_compute(scores.detach()), lengths, onset=o, segments=segments)
+        ctx.crf, ctx.names = crf, names
+        ctx.save_for_backward(scores, lengths, onset, *params)
+        ctx.set_materialize_grads(False)
+        return tuple(out)
+
+    @staticmethod
+    def backward(ctx, *g_out):
+        scores, lengths, onset, *params = ctx.saved_tensors
+        if all(g is None for g in g_out):
+            return (None,) * (6 + len(params))
+        crf = ctx.crf
+        crf._push(ctx.names, params)
+        ups = [None if g is None else g.detach().to(torch.float64).contiguous() for g in g_out]
+        ups += [None] * (3 - len(ups))
+        o = None if onset is None else _as_compute(onset.detach())
+        g = crf.handle.marginals_backward(_as_compute(scores.detach()), lengths, *ups, onset=o)
+        d_onset = None if onset is None else g["onset"].to(onset.dtype)
+        return (None, None, None, g["scores"].to(scores.dtype), None, d_onset) + \
+            tuple(g[n].to(p.dtype) for n, p in zip(ctx.names, params))
+
+
 def _one_weight(ctx, gn):
     """The backward scales by one weight without reading gn on the host (the branches above that need
     no host wait)."""
@@ -420,17 +452,20 @@ class SemiCRF(torch.nn.Module):
         self.duration_table()  # the derived buffer up to date before it is saved
         super()._save_to_state_dict(destination, prefix, keep_vars)
 
-    @torch.no_grad()
     def marginals(self, scores, lengths, onset=None, segments=False):
         """(boundary posteriors [B][T+1], frame label posteriors [B][T][C]), float64; with segments=True
         also segment posteriors [B][T][K][C]: P(a segment of label c and duration d ends at frame t) at
-        [b][t][d-1][c]."""
+        [b][t][d-1][c]. Differentiable in the scores, onset and the parameters (their gradient, a
+        Hessian-vector product of log Z, by timitseg_crf_marginals_backward: docs/python.md "float64")."""
         self._follow(scores)
-        if self._key is not None and not segments:
-            return _ops.semicrf_marginals(self._key, scores, lengths, onset, [getattr(self, n) for n in
-                                                                               self._param_names()])
-        self._sync()
-        return self.handle.marginals(_as_compute(scores), lengths, onset=onset, segments=segments)
+        names = self._param_names()
+        params = [getattr(self, n) for n in names]
+        if self._key is not None and not _ops.eager(scores):  # torch.compile / torch.export: the operator
+            out = _ops.semicrf_marginals(self._key, scores, lengths, onset, params, segments)
+        else:
+            out = _Marginals.apply(self, names, segments, scores, lengths, onset, *params)
+        self._derived_durations()
+        return tuple(out) if segments else tuple(out[:2])
 
     @torch.no_grad()
     def viterbi(self, scores, lengths, onset=None, padded=False):
