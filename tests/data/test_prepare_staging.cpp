@@ -5,6 +5,7 @@
 // parent folder, no staging folder, and a WORKDIR of an earlier run as it was.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <map>
 #include <random>
@@ -12,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/files.h"
+#include "common/safetensors.h"
 #include "data/dataset.h"
 #include "data/prepare_stage.h"
 #include "util.h"
@@ -135,4 +138,62 @@ TEST(PrepareStaging, DurationEntryOfAHistogramIsTheEntryOfItsRuns) {
     }
     EXPECT_EQ(duration_entry(hist).dump(), duration_entry(runs).dump()) << "trial " << trial;
   }
+}
+
+// write_split_safetensors (the split files of both prepare paths, assembled
+// from streams) against st::save of the same File: the same bytes, for random
+// tensors in pieces of random sizes, empty tensors, and an "utterances" value
+// with characters JSON escapes (quotes, backslashes, control and UTF-8
+// characters), whose length moves the header's padding through every residue.
+TEST(PrepareStaging, StreamedSplitFileIsWhatStSaveWrites) {
+  namespace st = timitseg::st;
+  testutil::TempDir d;
+  std::mt19937_64 rng(11);
+  for (int trial = 0; trial < 24; ++trial) {
+    SCOPED_TRACE("trial " + std::to_string(trial));
+    const int64_t F = trial % 5 == 0 ? 0 : static_cast<int64_t>(rng() % 50), U = trial % 5 == 0 ? 0 : 1 + rng() % 4;
+    std::vector<float> feats(static_cast<size_t>(F) * 3);
+    for (auto& x : feats) x = static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 7.0f;
+    std::vector<int32_t> labels(static_cast<size_t>(F));
+    for (auto& x : labels) x = static_cast<int32_t>(rng() % 61);
+    std::vector<int64_t> nsamp(static_cast<size_t>(U));
+    for (auto& x : nsamp) x = static_cast<int64_t>(rng() % 100000);
+    nlohmann::ordered_json utts = nlohmann::ordered_json::array();
+    for (int64_t u = 0; u < U; ++u)
+      utts.push_back({{"id", "dr1/\"q\\" + std::string(static_cast<size_t>(trial % 8), 'x') + "\t\xc3\xa9"},
+                      {"speaker", "s" + std::to_string(u)}});
+    st::File f;
+    f.metadata = {{"format_version", "3"}, {"split", "train"}, {"labels", "index"}, {"utterances", utts.dump()}};
+    f.tensors["features"] = st::Tensor::from<float>({F, 3}, feats);
+    f.tensors["labels"] = st::Tensor::from<int32_t>({F}, labels);
+    f.tensors["num_samples"] = st::Tensor::from<int64_t>({U}, nsamp);
+    st::save(d.str("saved.safetensors"), f);
+    // the same, streamed: each tensor written in pieces of random sizes
+    auto pieces = [&](const void* data, size_t bytes) {
+      return [data, bytes, &rng](timitseg::AtomicFile& out) {
+        for (size_t at = 0; at < bytes;) {
+          const size_t n = std::min(bytes - at, 1 + static_cast<size_t>(rng() % 37));
+          out.write(static_cast<const char*>(data) + at, n);
+          at += n;
+        }
+      };
+    };
+    std::map<std::string, std::string> meta = f.metadata;
+    meta["utterances"] = "";
+    const std::string escaped = json_escaped(utts.dump());
+    write_split_safetensors(d.str("streamed.safetensors"), meta, escaped.size(),
+                            [&](timitseg::AtomicFile& out) { out.write(escaped); },
+                            {{"features", st::DType::F32, {F, 3}, feats.size() * 4, pieces(feats.data(), feats.size() * 4)},
+                             {"labels", st::DType::I32, {F}, labels.size() * 4, pieces(labels.data(), labels.size() * 4)},
+                             {"num_samples", st::DType::I64, {U}, nsamp.size() * 8, pieces(nsamp.data(), nsamp.size() * 8)}});
+    ASSERT_EQ(timitseg::read_file(d.str("streamed.safetensors")), timitseg::read_file(d.str("saved.safetensors")));
+  }
+  // tensors out of name order, or "utterances" not the last key: a logic error, nothing written
+  auto none = [](timitseg::AtomicFile&) {};
+  EXPECT_THROW(write_split_safetensors(d.str("bad.safetensors"), {{"utterances", ""}}, 0, none,
+                                       {{"labels", st::DType::I32, {0}, 0, none}, {"features", st::DType::F32, {0}, 0, none}}),
+               std::logic_error);
+  EXPECT_THROW(write_split_safetensors(d.str("bad.safetensors"), {{"utterances", ""}, {"zz", "1"}}, 0, none, {}),
+               std::logic_error);
+  EXPECT_FALSE(fs::exists(d.str("bad.safetensors")));
 }
