@@ -440,7 +440,8 @@ void process_and_write(const std::vector<CorpusUtterance>& work, const PrepareOp
   StagedWorkdir sw(po.workdir);
   Spill spill;
   spill.open(sw.stage() / ".utterances.raw");
-  const std::vector<SpilledUtterance> utts = process_all(work, po, threads, spill);
+  std::vector<SpilledUtterance> utts;
+  sw.run([&] { utts = process_all(work, po, threads, spill); });  // a spill error names WORKDIR, not the staging folder
   spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
   collect_problems(work, utts, po, sum);
   const SplitPlan plan = plan_splits(po, work, utts, std_dev_found, std_core_found, sum);

@@ -18,6 +18,7 @@
 #include "common/safetensors.h"
 #include "data/dataset.h"
 #include "data/prepare_stage.h"
+#include "data/synth.h"
 #include "util.h"
 
 namespace fs = std::filesystem;
@@ -196,4 +197,48 @@ TEST(PrepareStaging, StreamedSplitFileIsWhatStSaveWrites) {
   EXPECT_THROW(write_split_safetensors(d.str("bad.safetensors"), {{"utterances", ""}, {"zz", "1"}}, 0, none, {}),
                std::logic_error);
   EXPECT_FALSE(fs::exists(d.str("bad.safetensors")));
+}
+
+// TIMIT's path (--timit) spills its utterances into the staging folder as they
+// are processed: SIGINT before any, halfway, or after the last (before the
+// renames) is one line, exit 130, and leaves neither the spill nor the folders
+// it created; a WORKDIR of an earlier run stays as it was.
+TEST(PrepareStaging, SigintDuringTimitPrepareIsOneLineExit130AndNoFolder) {
+  testutil::TempDir d;
+  SynthOptions so;
+  so.out_dir = d.str("timit");
+  so.speakers = 4;
+  so.utterances_per_speaker = 2;  // 8 utterances besides the SA1s
+  so.seed = 5;
+  synth_corpus(so);
+  const std::string bin = TIMITSEG_BINARY;
+  auto prepare_cmd = [&](const std::string& at, const std::string& out, const std::string& more) {
+    return (at.empty() ? "" : "TIMITSEG_TEST_SIGINT_AT_CHECK=" + at + " ") + bin + " prepare --timit " + so.out_dir +
+           " --out " + out + " --threads 1 --no-progress" + more;
+  };
+  auto line = [&](const std::string& what) {
+    return "error: prepare interrupted (SIGINT): " + what + ", nothing written (" + d.str("new/wd") +
+           " is as it was); run the same command again";
+  };
+  // check k (one thread) comes before utterance k; check 9 is the last one, before the renames
+  for (const auto& [at, want] : std::vector<std::pair<std::string, std::string>>{
+           {"1", line("0 of 8 utterances processed")},
+           {"5", line("4 of 8 utterances processed")},
+           {"9", line("every utterance processed")}}) {
+    SCOPED_TRACE("SIGINT at check " + at);
+    std::string out;
+    EXPECT_EQ(testutil::run_capture(prepare_cmd(at, d.str("new/wd"), ""), &out), 130) << out;
+    EXPECT_EQ(error_lines(out), std::vector<std::string>{want}) << out;
+    EXPECT_FALSE(fs::exists(d.str("new"))) << "an interrupted prepare left the folders it created";
+  }
+  std::string out;
+  ASSERT_EQ(testutil::run_capture(prepare_cmd("", d.str("wd"), ""), &out), 0) << out;
+  std::map<std::string, std::string> before;
+  for (const auto& e : entries(d.str("wd"))) before[e] = timitseg::read_file(d.str("wd/" + e));
+  for (const std::string at : {"3", "9"}) {
+    EXPECT_EQ(testutil::run_capture(prepare_cmd(at, d.str("wd"), " --force"), &out), 130) << out;
+    std::map<std::string, std::string> after;
+    for (const auto& e : entries(d.str("wd"))) after[e] = timitseg::read_file(d.str("wd/" + e));
+    EXPECT_EQ(after, before) << "SIGINT at check " << at;
+  }
 }
