@@ -1,8 +1,11 @@
-// The WORKDIR of `prepare --corpus` is written through the staging folder the
-// TIMIT path uses (data/prepare_stage.h, issues 41 and 43): a prepare that
+// The WORKDIR of `prepare --corpus`, and of `prepare --timit`, whose
+// utterances are spilled there as they are processed, is written through the
+// staging folder (data/prepare_stage.h, issues 41 and 43): a prepare that
 // fails or is interrupted (SIGINT, sent by the process to itself at a known
 // check: TIMITSEG_TEST_SIGINT_AT_CHECK) leaves no WORKDIR it created, no empty
 // parent folder, no staging folder, and a WORKDIR of an earlier run as it was.
+// The split files of both paths are assembled from streams byte for byte as
+// st::save writes them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
