@@ -45,15 +45,63 @@ bool parse_int64(const std::string& s, int64_t* out) {
   }
   return true;
 }
+
+// The problems of a .PHN file, each with its line (0: the whole file).
+struct PhnReport {
+  const std::string& path;
+  std::vector<Problem>* problems;
+  void operator()(int line, const std::string& msg, bool error) const {
+    if (problems) problems->push_back({path, line, msg, error});
+  }
+};
+
+// Where a readable line stands in the file: where the previous phone ended,
+// and whether the line before was unreadable.
+struct PhnCursor {
+  int64_t prev_end = 0;
+  bool have_prev = false, after_bad = false;
+};
+
+// The checks of one readable line, in the order they are reported: its own
+// fields (negative start, start not before end, past the audio, unknown phone),
+// then, when those pass, its place after the previous phone. True when the
+// line is an error. An overlap with an earlier phone is one even after an
+// unreadable line (found by fuzzing: such a line used to hide it); gaps (warnings)
+// are not judged against an unreadable line.
+bool phn_line_errors(const PhnEntry& e, int64_t num_samples, const PhnCursor& c, const PhnReport& report) {
+  const int lineno = e.line;
+  bool bad = false;
+  if (e.start < 0) { report(lineno, "start " + std::to_string(e.start) + " is negative", true); bad = true; }
+  if (e.start >= e.end) {
+    report(lineno, "start " + std::to_string(e.start) + " is not before end " + std::to_string(e.end), true);
+    bad = true;
+  }
+  if (num_samples >= 0 && e.end > num_samples) {
+    report(lineno, "end " + std::to_string(e.end) + " is past the end of the audio (" + std::to_string(num_samples) +
+                       " samples)", true);
+    bad = true;
+  }
+  if (PhoneSet::timit().index61(e.phone) < 0) { report(lineno, "unknown phone '" + e.phone + "'", true); bad = true; }
+  if (!bad && c.have_prev && e.start < c.prev_end) {
+    report(lineno, "overlaps the previous phone (starts at " + std::to_string(e.start) + ", previous ends at " +
+                       std::to_string(c.prev_end) + ")", true);
+    bad = true;
+  } else if (!bad && !c.after_bad) {
+    if (c.have_prev && e.start > c.prev_end) {
+      report(lineno, "gap of " + std::to_string(e.start - c.prev_end) + " samples after the previous phone (" +
+                         std::to_string(c.prev_end) + " .. " + std::to_string(e.start) + ")", false);
+    } else if (!c.have_prev && e.start > 0) {
+      report(lineno, "gap of " + std::to_string(e.start) + " samples before the first phone", false);
+    }
+  }
+  return bad;
+}
 }  // namespace
 
 std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text, int64_t num_samples,
                                 std::vector<Problem>* problems) {
-  const PhoneSet& ps = PhoneSet::timit();
   std::vector<PhnEntry> out;
-  auto report = [&](int line, const std::string& msg, bool error) {
-    if (problems) problems->push_back({path, line, msg, error});
-  };
+  const PhnReport report{path, problems};
   // An invisible character (byte-order mark, zero-width or no-break space)
   // would surface as a puzzling "unknown phone" or field error: name it.
   InvisibleChar invisible;
@@ -68,8 +116,7 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
   std::string line;
   int lineno = 0;
   bool any_error = false;
-  int64_t prev_end = 0;
-  bool have_prev = false, after_bad = false;
+  PhnCursor c;
   int last_line = 0;  // line of the last phone whose times were read
   while (std::getline(in, line)) {
     ++lineno;
@@ -84,48 +131,22 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
     if (fields.size() != 3 || !parse_int64(fields[0], &e.start) || !parse_int64(fields[1], &e.end)) {
       report(lineno, "expected 'start end phone' (two integers and a label), got '" + line + "'", true);
       any_error = true;
-      after_bad = true;  // no gap / overlap verdict against an unreadable line
+      c.after_bad = true;  // no gap / overlap verdict against an unreadable line
       continue;
     }
     e.phone = fields[2];
-    bool bad = false;
-    if (e.start < 0) { report(lineno, "start " + std::to_string(e.start) + " is negative", true); bad = true; }
-    if (e.start >= e.end) {
-      report(lineno, "start " + std::to_string(e.start) + " is not before end " + std::to_string(e.end), true);
-      bad = true;
-    }
-    if (num_samples >= 0 && e.end > num_samples) {
-      report(lineno, "end " + std::to_string(e.end) + " is past the end of the audio (" + std::to_string(num_samples) +
-                         " samples)", true);
-      bad = true;
-    }
-    if (ps.index61(e.phone) < 0) { report(lineno, "unknown phone '" + e.phone + "'", true); bad = true; }
-    // An overlap with an earlier phone is one even after an unreadable line
-    // (found by fuzzing: such a line used to hide it); gaps are not judged
-    // against an unreadable line.
-    if (!bad && have_prev && e.start < prev_end) {
-      report(lineno, "overlaps the previous phone (starts at " + std::to_string(e.start) + ", previous ends at " +
-                         std::to_string(prev_end) + ")", true);
-      bad = true;
-    } else if (!bad && !after_bad) {
-      if (have_prev && e.start > prev_end) {
-        report(lineno, "gap of " + std::to_string(e.start - prev_end) + " samples after the previous phone (" +
-                           std::to_string(prev_end) + " .. " + std::to_string(e.start) + ")", false);
-      } else if (!have_prev && e.start > 0) {
-        report(lineno, "gap of " + std::to_string(e.start) + " samples before the first phone", false);
-      }
-    }
-    after_bad = false;
+    const bool bad = phn_line_errors(e, num_samples, c, report);
+    c.after_bad = false;
     last_line = lineno;
     if (bad) {
       any_error = true;
       // a line whose times are sound (e.g. only the phone is unknown) still
       // marks where the next phone should start
-      if (e.start >= 0 && e.start < e.end) { prev_end = std::max(prev_end, e.end); have_prev = true; }
+      if (e.start >= 0 && e.start < e.end) { c.prev_end = std::max(c.prev_end, e.end); c.have_prev = true; }
       continue;
     }
-    prev_end = e.end;
-    have_prev = true;
+    c.prev_end = e.end;
+    c.have_prev = true;
     out.push_back(e);
   }
   // Audio after the last phone: reported like any other gap (a warning; its
@@ -134,9 +155,9 @@ std::vector<PhnEntry> parse_phn(const std::string& path, const std::string& text
   // Up to one default frame length (400 samples, 25 ms) is normal and not
   // reported, so real TIMIT does not flood the log; longer tails are.
   constexpr int64_t kTrailingGapTolerance = 400;
-  if (num_samples >= 0 && have_prev && !after_bad && num_samples - prev_end > kTrailingGapTolerance)
-    report(last_line, "gap of " + std::to_string(num_samples - prev_end) + " samples after the last phone (" +
-                          std::to_string(prev_end) + " .. " + std::to_string(num_samples) + ")", false);
+  if (num_samples >= 0 && c.have_prev && !c.after_bad && num_samples - c.prev_end > kTrailingGapTolerance)
+    report(last_line, "gap of " + std::to_string(num_samples - c.prev_end) + " samples after the last phone (" +
+                          std::to_string(c.prev_end) + " .. " + std::to_string(num_samples) + ")", false);
   if (!any_error) {
     if (out.empty()) report(0, "no phones", true);
     else if (std::all_of(out.begin(), out.end(), [](const PhnEntry& e) { return e.phone == "q"; }))
@@ -191,6 +212,59 @@ std::vector<FolderEntry> sorted_entries(const fs::path& dir, std::vector<Problem
   return v;
 }
 bool is_folder(const FolderEntry& e) { return e.kind == FolderEntry::kFolder; }
+
+// One speaker folder of PART/DR: its utterances (a .WAV, with its .PHN when
+// there is one; a .PHN without a .WAV) into *out, ids already in *seen (id ->
+// path) reported as duplicates and ignored.
+void scan_speaker(const std::string& part, const std::string& dr, const fs::path& dir,
+                  std::map<std::string, std::string>* seen, std::vector<CorpusUtterance>* out,
+                  std::vector<Problem>* problems) {
+  auto report = [&](const std::string& file, const std::string& msg, bool error) {
+    if (problems) problems->push_back({file, 0, msg, error});
+  };
+  const std::string spk = to_lower(dir.filename().string());
+  std::map<std::string, std::string> phn_by_stem;
+  std::vector<std::pair<std::string, std::string>> wavs;  // stem, path
+  for (const auto& fe : sorted_entries(dir, problems)) {
+    if (fe.kind != FolderEntry::kFile) continue;
+    const std::string fname = fe.path.filename().string();
+    const std::string lower = to_lower(fname);
+    if (lower.size() < 5) continue;
+    const std::string ext = lower.substr(lower.size() - 4);
+    std::string stem = lower.substr(0, lower.size() - 4);
+    // converted copies beside the originals: "SI1027.WAV.wav" is the same utterance as "SI1027.WAV"
+    if (ext == ".wav" && stem.size() > 4 && stem.substr(stem.size() - 4) == ".wav") stem.resize(stem.size() - 4);
+    if (ext == ".wav") {
+      wavs.emplace_back(stem, fe.path.string());
+    } else if (ext == ".phn") {
+      auto [pit, fresh] = phn_by_stem.emplace(stem, fe.path.string());
+      if (!fresh)
+        report(fe.path.string(), "duplicate of " + pit->second + " (same utterance, other letter case): ignored", false);
+    }
+  }
+  std::set<std::string> phn_used;
+  for (const auto& [stem, wav] : wavs) {
+    CorpusUtterance u{part, dr, spk, stem, wav, ""};
+    auto it = phn_by_stem.find(stem);
+    if (it != phn_by_stem.end()) u.phn_path = it->second;
+    auto [sit, inserted] = seen->emplace(u.id(), wav);
+    if (!inserted) {
+      report(wav, "duplicate of " + sit->second + " (same utterance, other letter case or format): ignored", false);
+      continue;
+    }
+    phn_used.insert(stem);
+    out->push_back(u);
+  }
+  // a .PHN without a .WAV: listed with an empty wav_path, so that prepare
+  // reports it ("no matching .WAV file"), counts it as skipped and --strict stops
+  for (const auto& [stem, phn] : phn_by_stem) {
+    if (phn_used.count(stem)) continue;
+    CorpusUtterance u{part, dr, spk, stem, "", phn};
+    auto [sit, inserted] = seen->emplace(u.id(), phn);
+    if (inserted) out->push_back(u);
+    else report(phn, "duplicate of " + sit->second + " (same utterance, other letter case): ignored", false);
+  }
+}
 }  // namespace
 
 std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Problem>* problems) {
@@ -213,53 +287,8 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
         report(de.path.string(), "not a dialect-region folder (DR1..DR8): ignored", false);
         continue;
       }
-      for (const auto& se : sorted_entries(de.path, problems)) {
-        if (!is_folder(se)) continue;
-        const std::string spk = to_lower(se.path.filename().string());
-        std::map<std::string, std::string> phn_by_stem;
-        std::vector<std::pair<std::string, std::string>> wavs;  // stem, path
-        for (const auto& fe : sorted_entries(se.path, problems)) {
-          if (fe.kind != FolderEntry::kFile) continue;
-          const std::string fname = fe.path.filename().string();
-          const std::string lower = to_lower(fname);
-          if (lower.size() < 5) continue;
-          const std::string ext = lower.substr(lower.size() - 4);
-          std::string stem = lower.substr(0, lower.size() - 4);
-          // converted copies beside the originals: "SI1027.WAV.wav" is the same utterance as "SI1027.WAV"
-          if (ext == ".wav" && stem.size() > 4 && stem.substr(stem.size() - 4) == ".wav") stem.resize(stem.size() - 4);
-          if (ext == ".wav") {
-            wavs.emplace_back(stem, fe.path.string());
-          } else if (ext == ".phn") {
-            auto [pit, fresh] = phn_by_stem.emplace(stem, fe.path.string());
-            if (!fresh)
-              report(fe.path.string(), "duplicate of " + pit->second + " (same utterance, other letter case): ignored",
-                     false);
-          }
-        }
-        std::set<std::string> phn_used;
-        for (const auto& [stem, wav] : wavs) {
-          CorpusUtterance u{part, dr, spk, stem, wav, ""};
-          auto it = phn_by_stem.find(stem);
-          if (it != phn_by_stem.end()) u.phn_path = it->second;
-          auto [sit, inserted] = seen.emplace(u.id(), wav);
-          if (!inserted) {
-            report(wav, "duplicate of " + sit->second + " (same utterance, other letter case or format): ignored",
-                   false);
-            continue;
-          }
-          phn_used.insert(stem);
-          out.push_back(u);
-        }
-        // a .PHN without a .WAV: listed with an empty wav_path, so that prepare
-        // reports it ("no matching .WAV file"), counts it as skipped and --strict stops
-        for (const auto& [stem, phn] : phn_by_stem) {
-          if (phn_used.count(stem)) continue;
-          CorpusUtterance u{part, dr, spk, stem, "", phn};
-          auto [sit, inserted] = seen.emplace(u.id(), phn);
-          if (inserted) out.push_back(u);
-          else report(phn, "duplicate of " + sit->second + " (same utterance, other letter case): ignored", false);
-        }
-      }
+      for (const auto& se : sorted_entries(de.path, problems))
+        if (is_folder(se)) scan_speaker(part, dr, se.path, &seen, &out, problems);
     }
   }
   if (!found_part) {

@@ -136,6 +136,60 @@ std::string verified_file(const std::string& workdir, const std::string& name) {
   return path;
 }
 
+namespace {
+
+// The WORKDIR's label table (data/phone_set.h): TIMIT's 61 .PHN labels, or its
+// inventory's phones; merged labels (TIMIT's q) are never frame labels. Throws,
+// naming PATH, at the first of `labels` [F] that is not a phone index; returns
+// the table's size.
+int32_t check_frame_labels(const std::string& path, const std::string& workdir, const std::vector<int32_t>& labels) {
+  const WorkdirPhoneSet inventory = load_workdir_phone_set(workdir);
+  const int32_t num_labels = static_cast<int32_t>(inventory.labels.size());
+  std::vector<char> frame_label(inventory.labels.size());
+  std::string merged;
+  for (size_t i = 0; i < frame_label.size(); ++i) {
+    frame_label[i] = inventory.spec.resolve(inventory.labels[i]).kind == LabelKind::phone;
+    if (!frame_label[i]) merged += (merged.empty() ? " other than " : ", ") + inventory.labels[i];
+  }
+  const int64_t F = static_cast<int64_t>(labels.size());
+  for (int64_t t = 0; t < F; ++t)
+    if (labels[t] < 0 || labels[t] >= num_labels || !frame_label[static_cast<size_t>(labels[t])])
+      throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + ": " +
+                               std::to_string(labels[t]) + " is not a phone index in [0, " +
+                               std::to_string(num_labels) + ")" + merged + rerun_hint());
+  return num_labels;
+}
+
+// Entry u of the "utterances" metadata into x: id, speaker, audio and the reference when present.
+void read_utterance(const std::string& path, const nlohmann::json& entry, int64_t u, int32_t num_labels,
+                    Utterance& x) {
+  try {
+    x.id = entry.at("id").get<std::string>();
+    x.speaker = entry.at("speaker").get<std::string>();
+    x.audio_path = entry.at("audio").get<std::string>();
+    if (entry.contains("reference")) read_reference(entry.at("reference"), num_labels, x);  // throws json errors
+  } catch (const nlohmann::json::exception& e) {
+    throw std::runtime_error(path + ": metadata 'utterances' entry " + std::to_string(u) +
+                             " needs strings \"id\", \"speaker\" and \"audio\", and a \"reference\" (when present) "
+                             "{\"rate\": N, \"phones\": [[start, end, label], ...]} (" + e.what() + ")" + rerun_hint());
+  }
+}
+
+// The segments of utterance u are the maximal runs of its labels (prepare
+// writes frame_segments(labels)); anything else is a corrupted cache.
+void check_segments(const std::string& path, int64_t u, const Utterance& x) {
+  const std::vector<Segment> runs = frame_segments(x.labels);
+  bool same = runs.size() == x.segments.size();
+  for (size_t i = 0; same && i < runs.size(); ++i)
+    same = runs[i].start == x.segments[i].start && runs[i].length == x.segments[i].length &&
+           runs[i].label == x.segments[i].label;
+  if (!same)
+    throw std::runtime_error(path + ": tensor 'segments' of utterance " + std::to_string(u) + " (" + x.id +
+                             ") are not the runs of its labels" + rerun_hint());
+}
+
+}  // namespace
+
 Split load_split(const std::string& workdir, const std::string& split) {
   bool known = false;
   for (const auto& s : split_names()) known |= (s == split);
@@ -171,37 +225,14 @@ Split load_split(const std::string& workdir, const std::string& split) {
     throw std::runtime_error(path + ": offsets do not cover the tensors" + rerun_hint());
   // Values the model layer indexes with are checked here, once (found by
   // fuzzing: labels and segments were taken as they were).
-  // The WORKDIR's label table (data/phone_set.h): TIMIT's 61 .PHN labels, or its inventory's phones;
-  // merged labels (TIMIT's q) are never frame labels.
-  const WorkdirPhoneSet inventory = load_workdir_phone_set(workdir);
-  const int32_t num_labels = static_cast<int32_t>(inventory.labels.size());
-  std::vector<char> frame_label(inventory.labels.size());
-  std::string merged;
-  for (size_t i = 0; i < frame_label.size(); ++i) {
-    frame_label[i] = inventory.spec.resolve(inventory.labels[i]).kind == LabelKind::phone;
-    if (!frame_label[i]) merged += (merged.empty() ? " other than " : ", ") + inventory.labels[i];
-  }
-  for (int64_t t = 0; t < F; ++t)
-    if (labels[t] < 0 || labels[t] >= num_labels || !frame_label[static_cast<size_t>(labels[t])])
-      throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + ": " +
-                               std::to_string(labels[t]) + " is not a phone index in [0, " +
-                               std::to_string(num_labels) + ")" + merged + rerun_hint());
+  const int32_t num_labels = check_frame_labels(path, workdir, labels);
   if (F > INT32_MAX) throw std::runtime_error(path + ": more than 2^31 frames" + rerun_hint());
   out.utterances.resize(static_cast<size_t>(U));
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
     if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u])
       throw std::runtime_error(path + ": decreasing offsets at utterance " + std::to_string(u) + rerun_hint());
-    try {
-      x.id = utts[u].at("id").get<std::string>();
-      x.speaker = utts[u].at("speaker").get<std::string>();
-      x.audio_path = utts[u].at("audio").get<std::string>();
-      if (utts[u].contains("reference")) read_reference(utts[u].at("reference"), num_labels, x);  // throws json errors
-    } catch (const nlohmann::json::exception& e) {
-      throw std::runtime_error(path + ": metadata 'utterances' entry " + std::to_string(u) +
-                               " needs strings \"id\", \"speaker\" and \"audio\", and a \"reference\" (when present) "
-                               "{\"rate\": N, \"phones\": [[start, end, label], ...]} (" + e.what() + ")" + rerun_hint());
-    }
+    read_utterance(path, utts[u], u, num_labels, x);
     if (nsamp[u] < 0)
       throw std::runtime_error(path + ": tensor 'num_samples' index " + std::to_string(u) + ": " +
                                std::to_string(nsamp[u]) + " is negative" + rerun_hint());
@@ -212,16 +243,7 @@ Split load_split(const std::string& workdir, const std::string& split) {
     x.labels.assign(labels.begin() + foff[u], labels.begin() + foff[u + 1]);
     for (int64_t s = soff[u]; s < soff[u + 1]; ++s)
       x.segments.push_back({segs[3 * s], segs[3 * s + 1], segs[3 * s + 2]});
-    // The segments are the maximal runs of the labels (prepare writes
-    // frame_segments(labels)); anything else is a corrupted cache.
-    const std::vector<Segment> runs = frame_segments(x.labels);
-    bool same = runs.size() == x.segments.size();
-    for (size_t i = 0; same && i < runs.size(); ++i)
-      same = runs[i].start == x.segments[i].start && runs[i].length == x.segments[i].length &&
-             runs[i].label == x.segments[i].label;
-    if (!same)
-      throw std::runtime_error(path + ": tensor 'segments' of utterance " + std::to_string(u) + " (" + x.id +
-                               ") are not the runs of its labels" + rerun_hint());
+    check_segments(path, u, x);
   }
   return out;
 }

@@ -9,10 +9,10 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <stdexcept>
-
 
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
@@ -230,13 +230,19 @@ void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
 
 namespace {
 
-// Features and labels of every utterance: multithreaded, results by index
-// (deterministic). An utterance after one whose processing threw, or
-// (--strict) after a bad one, is not processed. Only utterances after the
-// smallest such index are skipped, so every utterance before the first bad one
-// is processed and the error reported does not depend on the thread count.
-std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const PrepareOptions& po, int threads) {
-  std::vector<Result> results(work.size());
+// Features and labels of every utterance: multithreaded, each appended to
+// `spill` (a file of the staging folder) as it finishes and dropped, so memory
+// holds the threads' utterances in flight and every utterance's metadata, not
+// the corpus; the metadata by index (deterministic: the split files read the
+// spill back by offset, in index order). An utterance after one whose
+// processing threw, or (--strict) after a bad one, is not processed. Only
+// utterances after the smallest such index are skipped, so every utterance
+// before the first bad one is processed and the error reported does not depend
+// on the thread count.
+std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& work, const PrepareOptions& po,
+                                          int threads, Spill& spill) {
+  std::vector<SpilledUtterance> utts(work.size());
+  std::mutex spill_mu;
   std::atomic<int64_t> first_stop{std::numeric_limits<int64_t>::max()};
   auto stop_at = [&](int64_t i) {
     int64_t cur = first_stop.load();
@@ -251,24 +257,38 @@ std::vector<Result> process_all(const std::vector<CorpusUtterance>& work, const 
     try {
       // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; nothing is written
       check_prepare_stop(processed.load(), static_cast<int64_t>(work.size()), po.workdir);
-      results[i] = process(work[i], po.features);
+      Result r = process(work[i], po.features);
+      SpilledUtterance& u = utts[i];
+      u.ok = r.ok;
+      u.problems = std::move(r.problems);
+      u.num_samples = r.num_samples;
+      u.seconds = r.seconds;
+      if (r.ok) {
+        u.frames = static_cast<int64_t>(r.labels.size());
+        u.segments = static_cast<int64_t>(frame_segments(r.labels).size());
+        std::lock_guard<std::mutex> lock(spill_mu);
+        u.features_at = spill.bytes();
+        spill.append(r.features);
+        u.labels_at = spill.bytes();
+        spill.append(r.labels);
+      }
     } catch (...) {
       stop_at(i);
       throw;  // parallel_for rethrows the exception of the smallest failing index
     }
-    if (po.strict && !results[i].ok) stop_at(i);
+    if (po.strict && !utts[i].ok) stop_at(i);
     ++processed;
     bar.advance();
   });
   bar.finish();
-  return results;
+  return utts;
 }
 
 // The problems of the processed utterances into the summary (warnings,
 // skipped utterances by kind); with --strict, throws the first error of the
 // first bad utterance in id order (every utterance before it was processed, so
 // this does not depend on the thread count).
-void collect_problems(const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
+void collect_problems(const std::vector<CorpusUtterance>& work, const std::vector<SpilledUtterance>& results,
                       const PrepareOptions& po, PrepareSummary& sum) {
   // The log agrees with the summary: one [warning] line per counted warning,
   // and the errors of a skipped utterance as [error] lines naming it.
@@ -307,7 +327,7 @@ struct SplitPlan {
 // Own corpora (no TEST speaker on the standard lists): dev is a seeded choice
 // of the usable TRAIN speakers, held out of train; core-test stays empty.
 SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtterance>& work,
-                      const std::vector<Result>& results, bool std_dev_found, bool std_core_found,
+                      const std::vector<SpilledUtterance>& results, bool std_dev_found, bool std_core_found,
                       PrepareSummary& sum) {
   auto note = [&](const std::string& line) {
     sum.problems.push_back(line);
@@ -371,17 +391,19 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
 
 
 // Every file of the WORKDIR into the staging folder, then renamed into place, manifest.json last.
-void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
-                 const SplitPlan& plan, const PrepareOptions& po, ManifestInfo info, int threads, PrepareSummary& sum,
-                 const std::function<double()>& since) {
+void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, const std::vector<SpilledUtterance>& utts,
+                 Spill& spill, const SplitPlan& plan, const PrepareOptions& po, ManifestInfo info, int threads,
+                 PrepareSummary& sum, const std::function<double()>& since) {
   const fs::path& stage = sw.stage();
   json split_counts = json::object();
   json durations = json::object();
+  spill.open_for_reading();
   // The splits are independent, so with several threads they are built
-  // concurrently; results are merged in split order (identical output for any thread count).
+  // concurrently (each reading the spill); results are merged in split order
+  // (identical output for any thread count).
   std::vector<SplitOut> outs(split_names().size());
   parallel_for(static_cast<int64_t>(outs.size()), threads, [&](int64_t i, int) {
-    outs[i] = build_split(split_names()[i], plan.members.at(split_names()[i]), work, results, po.features,
+    outs[i] = build_split(split_names()[i], plan.members.at(split_names()[i]), work, utts, spill, po.features,
                           info.opts_json, stage);
   });
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -392,8 +414,9 @@ void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, co
     sum.splits.push_back(outs[i].count);
   }
   spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
-  write_cmvn(plan.members.at("train"), results, po.features.dim(), stage);
+  write_cmvn(plan.members.at("train"), utts, spill, po.features.dim(), stage);
   sw.record("cmvn.safetensors");
+  spill.remove();  // its space back before the files are renamed into place
   write_phone_maps(stage);
   sw.record("phones.json");
   info.phone_set = write_workdir_phone_set(stage.string(), timit_workdir_phone_set());
@@ -405,13 +428,24 @@ void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, co
 }
 
 // Everything is written into a staging folder inside WORKDIR first
-// (StagedWorkdir, data/prepare_stage.h), so a failure (a full disk, kill -9)
-// leaves the previous cache as it was, and no WORKDIR this run created.
-void write_workdir(const std::vector<CorpusUtterance>& work, const std::vector<Result>& results,
-                   const SplitPlan& plan, const PrepareOptions& po, const ManifestInfo& info, int threads,
-                   PrepareSummary& sum, const std::function<double()>& since) {
+// (StagedWorkdir, data/prepare_stage.h), the utterances' features and labels
+// too (STAGE/.utterances.raw, read back into the split files and removed), so
+// a failure (a full disk, kill -9) leaves the previous cache as it was, and no
+// WORKDIR this run created. Processes every utterance, collects the problems,
+// plans the splits and writes the WORKDIR.
+void process_and_write(const std::vector<CorpusUtterance>& work, const PrepareOptions& po, const ManifestInfo& info,
+                       bool std_dev_found, bool std_core_found, PrepareSummary& sum,
+                       const std::function<double()>& since) {
+  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
   StagedWorkdir sw(po.workdir);
-  sw.run([&] { write_stage(sw, work, results, plan, po, info, threads, sum, since); });
+  Spill spill;
+  spill.open(sw.stage() / ".utterances.raw");
+  std::vector<SpilledUtterance> utts;
+  sw.run([&] { utts = process_all(work, po, threads, spill); });  // a spill error names WORKDIR, not the staging folder
+  spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
+  collect_problems(work, utts, po, sum);
+  const SplitPlan plan = plan_splits(po, work, utts, std_dev_found, std_core_found, sum);
+  sw.run([&] { write_stage(sw, work, utts, spill, plan, po, info, threads, sum, since); });
 }
 
 }  // namespace
@@ -497,12 +531,7 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
   }
   if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
 
-  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
-  const std::vector<Result> results = process_all(work, po, threads);
-  spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
-  collect_problems(work, results, po, sum);
-  const SplitPlan plan = plan_splits(po, work, results, !std_dev_found.empty(), !std_core_found.empty(), sum);
-  write_workdir(work, results, plan, po, info, threads, sum, since);
+  process_and_write(work, po, info, !std_dev_found.empty(), !std_core_found.empty(), sum, since);
   sum.wall_seconds = since();
   return sum;
 }

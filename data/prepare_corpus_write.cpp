@@ -96,48 +96,6 @@ json reference_json(const std::vector<MappedInterval>& m, int rate, int64_t num_
   return {{"rate", rate}, {"phones", std::move(phones)}};
 }
 
-// An append-only file of the staging folder: one tensor's bytes (or the
-// metadata's text) as the utterances come, copied into the split file at the end.
-struct Spill {
-  fs::path path;
-  std::ofstream f;
-  uint64_t bytes = 0;
-  void open(const fs::path& p) {
-    path = p;
-    f.open(p, std::ios::binary);
-    if (!f) throw std::runtime_error(p.string() + ": cannot create");
-  }
-  void append(const void* data, size_t n) {
-    f.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-    if (!f) throw std::runtime_error(path.string() + ": cannot write (disk full?)");
-    bytes += n;
-  }
-  template <class T>
-  void append(const std::vector<T>& v) { append(v.data(), v.size() * sizeof(T)); }
-  void append(const std::string& s) { append(s.data(), s.size()); }
-  // Its bytes onto `out`, then the file removed.
-  void copy_into(AtomicFile& out) {
-    f.close();
-    if (!f) throw std::runtime_error(path.string() + ": cannot write (disk full?)");
-    std::ifstream in(path, std::ios::binary);
-    std::vector<char> buf(1 << 20);
-    uint64_t copied = 0;
-    while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-      out.write(buf.data(), static_cast<size_t>(in.gcount()));
-      copied += static_cast<uint64_t>(in.gcount());
-    }
-    if (copied != bytes) throw std::runtime_error(path.string() + ": stream cut short");
-    in.close();
-    fs::remove(path);
-  }
-};
-
-// A string as it stands inside a dumped JSON string (nlohmann's escapes, no quotes).
-std::string json_escaped(const std::string& s) {
-  const std::string q = nlohmann::json(s).dump();
-  return q.substr(1, q.size() - 2);
-}
-
 struct SplitStream {
   std::string name;
   int64_t frames = 0, segments = 0, utterances = 0;
@@ -147,7 +105,7 @@ struct SplitStream {
   Spill features, labels, seg_flat, nsamp, foff, soff;
   // The split's "utterances" metadata, one JSON object per utterance as it
   // comes, already escaped as the header's string value: the bytes of the
-  // header st::save would write, spliced in at the end (write_split_file).
+  // header st::save would write, spliced in at the end (write_split_safetensors).
   Spill utts;
   std::set<std::string> speakers;
   double seconds = 0.0;
@@ -194,51 +152,27 @@ struct SplitStream {
   }
 };
 
-// STAGE/SPLIT.safetensors from the stream: the header st::save would write
-// (its "utterances" metadata, the last key of __metadata__, spliced in from
-// its spill file), then the tensors in name order, each copied from its spill.
+// STAGE/SPLIT.safetensors from the stream (write_split_safetensors): its
+// "utterances" metadata and each tensor copied from their spill files.
 void write_split_file(SplitStream& s, int dim, const std::string& path, const json& opts_json, const PhoneSetSpec& ps) {
   const int64_t F = s.frames, S = s.segments, U = s.utterances;
   s.utts.append("]");
-  std::map<std::string, std::string> meta = {
+  const std::map<std::string, std::string> meta = {
       {"format_version", std::to_string(kPreparedFormatVersion)},
       {"split", s.name},
       {"feature_options", opts_json.dump()},
       {"utterances", ""},
       {"labels", "index into the phones of phone_set.yaml (phone set " + ps.name + ")"}};
-  struct T { std::string name; st::DType dt; std::vector<int64_t> shape; Spill* data; };
-  const std::vector<T> ts = {{"features", st::DType::F32, {F, dim}, &s.features},
-                             {"labels", st::DType::I32, {F}, &s.labels},
-                             {"num_samples", st::DType::I64, {U}, &s.nsamp},
-                             {"segments", st::DType::I32, {S, 3}, &s.seg_flat},
-                             {"utt_frame_offsets", st::DType::I64, {U + 1}, &s.foff},
-                             {"utt_segment_offsets", st::DType::I64, {U + 1}, &s.soff}};
-  nlohmann::json h = nlohmann::json::object();
-  nlohmann::json m = nlohmann::json::object();
-  for (const auto& [k, v] : meta) m[k] = v;
-  h["__metadata__"] = m;
-  uint64_t off = 0;
-  for (const auto& t : ts) {
-    h[t.name] = {{"dtype", st::dtype_name(t.dt)}, {"shape", t.shape}, {"data_offsets", {off, off + t.data->bytes}}};
-    off += t.data->bytes;
-  }
-  // "utterances" sorts last in __metadata__; inside a dumped string every quote is escaped,
-  // so the unescaped `"utterances":""` occurs once, as the key and its empty value
-  const std::string dumped = h.dump(), key = "\"utterances\":\"\"";
-  const size_t at = dumped.rfind(key) + key.size() - 1;  // the value's closing quote
-  const std::string head = dumped.substr(0, at);
-  std::string tail = dumped.substr(at);
-  tail.append((8 - (head.size() + s.utts.bytes + tail.size()) % 8) % 8, ' ');
-  const uint64_t header_size = head.size() + s.utts.bytes + tail.size();
-  AtomicFile out(path);
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((header_size >> (8 * i)) & 0xff);
-  out.write(len, 8);
-  out.write(head);
-  s.utts.copy_into(out);
-  out.write(tail);
-  for (const auto& t : ts) t.data->copy_into(out);
-  out.commit();
+  auto tensor = [](const char* name, st::DType dt, std::vector<int64_t> shape, Spill& data) {
+    return StreamedTensor{name, dt, std::move(shape), data.bytes(), [&data](AtomicFile& out) { data.copy_into(out); }};
+  };
+  write_split_safetensors(path, meta, s.utts.bytes(), [&](AtomicFile& out) { s.utts.copy_into(out); },
+                          {tensor("features", st::DType::F32, {F, dim}, s.features),
+                           tensor("labels", st::DType::I32, {F}, s.labels),
+                           tensor("num_samples", st::DType::I64, {U}, s.nsamp),
+                           tensor("segments", st::DType::I32, {S, 3}, s.seg_flat),
+                           tensor("utt_frame_offsets", st::DType::I64, {U + 1}, s.foff),
+                           tensor("utt_segment_offsets", st::DType::I64, {U + 1}, s.soff)});
 }
 
 // Mean and population variance of the train frames, merged utterance by utterance.

@@ -11,6 +11,7 @@
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/features.h"
+#include "data/prepare_stage.h"
 
 namespace timitseg::data {
 
@@ -29,20 +30,34 @@ struct ProcessedUtterance {
   int32_t sample_rate = 0;  // the audio file's own rate (prepare --corpus: the recorded reference's samples)
 };
 
+// One TIMIT utterance after prepare's processing stage (data/prepare.cpp):
+// what the summary and the split plan need. Its features [T][dim] (float32) and
+// frame labels [T] (int32) are in the staging folder's utterance spill, not in memory.
+struct SpilledUtterance {
+  bool ok = false;
+  std::vector<Problem> problems;
+  int64_t num_samples = 0;
+  double seconds = 0.0;
+  int64_t frames = 0;    // T
+  int64_t segments = 0;  // maximal runs of its frame labels (frame_segments)
+  uint64_t features_at = 0, labels_at = 0;  // byte offsets in the spill
+};
+
 // One split's file, its manifest entry, counts and duration statistics (data/prepare_write.cpp).
 struct SplitOut {
   nlohmann::ordered_json file, counts, durations;
   PrepareSummary::SplitCount count;
 };
 
-// One split: the utterances work[idx[k]] concatenated into STAGE/SPLIT.safetensors, hashed, counted,
-// with the duration statistics of durations.json.
+// One split: the utterances utts[idx[k]] (read back from `spill`, open for
+// reading) concatenated into STAGE/SPLIT.safetensors, byte for byte what st::save
+// writes of them, hashed, counted, with the duration statistics of durations.json.
 SplitOut build_split(const std::string& split, const std::vector<size_t>& idx, const std::vector<CorpusUtterance>& work,
-                     const std::vector<ProcessedUtterance>& results, const FeatureOptions& fo,
+                     const std::vector<SpilledUtterance>& utts, const Spill& spill, const FeatureOptions& fo,
                      const nlohmann::ordered_json& opts_json, const std::filesystem::path& stage);
 
-// STAGE/cmvn.safetensors: mean and variance of the train utterances results[train[k]].
-void write_cmvn(const std::vector<size_t>& train, const std::vector<ProcessedUtterance>& results, int dim,
+// STAGE/cmvn.safetensors: mean and variance of the train utterances utts[train[k]], read back from `spill`.
+void write_cmvn(const std::vector<size_t>& train, const std::vector<SpilledUtterance>& utts, const Spill& spill, int dim,
                 const std::filesystem::path& stage);
 
 // STAGE/phones.json: the phone sets and the 61 -> 48 / 39 maps.

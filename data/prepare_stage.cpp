@@ -2,12 +2,15 @@
 // `prepare` (data/prepare_stage.h), for the TIMIT path and other corpora alike.
 #include "data/prepare_stage.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
-
-#include <unistd.h>
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
@@ -151,6 +154,105 @@ json duration_entry(const std::map<int64_t, int64_t>& hist) {
           {"median", median},
           {"p95", at(std::max<int64_t>(rank, 1) - 1)},
           {"max", static_cast<double>(hist.rbegin()->first)}};
+}
+
+Spill::~Spill() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void Spill::open(const fs::path& p) {
+  path_ = p;
+  f_.open(p, std::ios::binary);
+  if (!f_) throw std::runtime_error(p.string() + ": cannot create");
+}
+
+void Spill::append(const void* data, size_t n) {
+  f_.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
+  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  bytes_ += n;
+}
+
+void Spill::copy_into(AtomicFile& out) {
+  f_.close();
+  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  std::ifstream in(path_, std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  uint64_t copied = 0;
+  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
+    out.write(buf.data(), static_cast<size_t>(in.gcount()));
+    copied += static_cast<uint64_t>(in.gcount());
+  }
+  if (copied != bytes_) throw std::runtime_error(path_.string() + ": stream cut short");
+  in.close();
+  fs::remove(path_);
+}
+
+void Spill::open_for_reading() {
+  f_.close();
+  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd_ < 0) throw std::runtime_error(path_.string() + ": cannot open (" + std::strerror(errno) + ")");
+}
+
+void Spill::read_at(uint64_t offset, void* dst, size_t n) const {
+  if (offset + n > bytes_) throw std::runtime_error(path_.string() + ": read past the end of the stream");
+  size_t done = 0;
+  while (done < n) {
+    const ssize_t got = ::pread(fd_, static_cast<char*>(dst) + done, n - done, static_cast<off_t>(offset + done));
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0)
+      throw std::runtime_error(path_.string() + ": cannot read (" + (got < 0 ? std::strerror(errno) : "cut short") +
+                               ")");
+    done += static_cast<size_t>(got);
+  }
+}
+
+void Spill::remove() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  f_.close();
+  std::error_code ec;
+  fs::remove(path_, ec);
+}
+
+std::string json_escaped(const std::string& s) {
+  const std::string q = nlohmann::json(s).dump();
+  return q.substr(1, q.size() - 2);
+}
+
+void write_split_safetensors(const std::string& path, const std::map<std::string, std::string>& meta,
+                             uint64_t utts_bytes, const std::function<void(AtomicFile&)>& write_utts,
+                             const std::vector<StreamedTensor>& tensors) {
+  if (meta.empty() || meta.rbegin()->first != "utterances" || !meta.rbegin()->second.empty())
+    throw std::logic_error(path + ": the streamed metadata must be the last key, \"utterances\", given empty");
+  for (size_t i = 1; i < tensors.size(); ++i)
+    if (!(tensors[i - 1].name < tensors[i].name)) throw std::logic_error(path + ": tensors not in name order");
+  nlohmann::json h = nlohmann::json::object();
+  nlohmann::json m = nlohmann::json::object();
+  for (const auto& [k, v] : meta) m[k] = v;
+  h["__metadata__"] = m;
+  uint64_t off = 0;
+  for (const auto& t : tensors) {
+    h[t.name] = {{"dtype", st::dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {off, off + t.bytes}}};
+    off += t.bytes;
+  }
+  // "utterances" sorts last in __metadata__; inside a dumped string every quote is escaped,
+  // so the unescaped `"utterances":""` occurs once, as the key and its empty value
+  const std::string dumped = h.dump(), key = "\"utterances\":\"\"";
+  const size_t at = dumped.rfind(key) + key.size() - 1;  // the value's closing quote
+  const std::string head = dumped.substr(0, at);
+  std::string tail = dumped.substr(at);
+  tail.append((8 - (head.size() + utts_bytes + tail.size()) % 8) % 8, ' ');
+  const uint64_t header_size = head.size() + utts_bytes + tail.size();
+  AtomicFile out(path);
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>((header_size >> (8 * i)) & 0xff);
+  out.write(len, 8);
+  out.write(head);
+  write_utts(out);
+  out.write(tail);
+  for (const auto& t : tensors) t.write(out);
+  out.commit();
 }
 
 }  // namespace timitseg::data

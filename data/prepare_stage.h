@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <string>
@@ -14,6 +15,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/atomic_file.h"
+#include "common/safetensors.h"
 #include "common/walk.h"
 #include "data/dataset.h"
 
@@ -86,5 +89,59 @@ nlohmann::ordered_json duration_entry(std::vector<int64_t> frames);
 // the same numbers, in memory the distinct lengths rather than every run
 // (prepare --corpus keeps one per phone as its utterances stream past).
 nlohmann::ordered_json duration_entry(const std::map<int64_t, int64_t>& histogram);
+
+// An append-only file of the staging folder: one tensor's bytes (or the
+// metadata's text) as the utterances come, copied into the split file at the
+// end (prepare --corpus), or the features and labels of every utterance read
+// back by offset (the TIMIT path). Not thread-safe: callers serialise append;
+// read_at is safe on several threads once open_for_reading has run.
+class Spill {
+ public:
+  Spill() = default;
+  ~Spill();
+  Spill(const Spill&) = delete;
+  Spill& operator=(const Spill&) = delete;
+  void open(const std::filesystem::path& p);
+  void append(const void* data, size_t n);
+  template <class T>
+  void append(const std::vector<T>& v) { append(v.data(), v.size() * sizeof(T)); }
+  void append(const std::string& s) { append(s.data(), s.size()); }
+  uint64_t bytes() const { return bytes_; }
+  // Its bytes onto `out`, then the file removed.
+  void copy_into(AtomicFile& out);
+  // Closes the writer and opens the file for read_at.
+  void open_for_reading();
+  // n bytes at `offset` into dst; throws naming the file when they are not there.
+  void read_at(uint64_t offset, void* dst, size_t n) const;
+  // Closes the file and removes it (its space is free before the WORKDIR is renamed into place).
+  void remove();
+
+ private:
+  std::filesystem::path path_;
+  std::ofstream f_;
+  int fd_ = -1;
+  uint64_t bytes_ = 0;
+};
+
+// One tensor of a split file, written from elsewhere: write(out) puts exactly `bytes` bytes onto out.
+struct StreamedTensor {
+  std::string name;
+  st::DType dtype = st::DType::F32;
+  std::vector<int64_t> shape;
+  uint64_t bytes = 0;
+  std::function<void(AtomicFile& out)> write;
+};
+
+// PATH (atomically), byte for byte what st::save writes of a File with metadata
+// `meta` and `tensors` (in name order): the value of meta's "utterances" (its
+// last key, given empty) is the utts_bytes bytes write_utts puts out, already
+// escaped as inside a JSON string. So a split file is assembled from streams on
+// disk, not from tensors in memory.
+void write_split_safetensors(const std::string& path, const std::map<std::string, std::string>& meta,
+                             uint64_t utts_bytes, const std::function<void(AtomicFile& out)>& write_utts,
+                             const std::vector<StreamedTensor>& tensors);
+
+// A string as it stands inside a dumped JSON string (nlohmann's escapes, no quotes).
+std::string json_escaped(const std::string& s);
 
 }  // namespace timitseg::data

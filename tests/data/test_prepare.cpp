@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -231,4 +233,50 @@ TEST(Prepare, OutputIndependentOfThreadCount) {
   for (const std::string f : {"train.safetensors", "dev.safetensors", "core-test.safetensors", "test.safetensors",
                               "cmvn.safetensors", "durations.json", "phones.json"})
     EXPECT_EQ(timitseg::read_file(p.po.workdir + "/" + f), timitseg::read_file(one.workdir + "/" + f)) << f;
+}
+
+// The TIMIT path assembles its split files from the utterance spill of the
+// staging folder: each is byte for byte what st::save writes of the tensors
+// and metadata it holds, and the WORKDIR holds the prepared files only (no
+// spill, no staging folder left).
+TEST(Prepare, SplitFilesAreWhatStSaveWritesAndNoSpillIsLeft) {
+  Prepared p;
+  for (const auto& name : split_names()) {
+    const std::string path = p.po.workdir + "/" + name + ".safetensors";
+    timitseg::st::save(p.dir.str("resaved.safetensors"), timitseg::st::load(path));
+    EXPECT_EQ(timitseg::read_file(path), timitseg::read_file(p.dir.str("resaved.safetensors"))) << name;
+  }
+  std::set<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(p.po.workdir)) files.insert(e.path().filename().string());
+  EXPECT_EQ(files, (std::set<std::string>{"cmvn.safetensors", "core-test.safetensors", "dev.safetensors",
+                                          "durations.json", "manifest.json", "phone_set.yaml", "phones.json",
+                                          "test.safetensors", "train.safetensors"}));
+}
+
+// A TIMIT prepare that fails after its utterances were spilled (every TRAIN
+// utterance unusable: CMVN has nothing to come from) is one error, and leaves
+// neither the WORKDIR nor the parent folder it created.
+TEST(Prepare, FailureAfterTheSpillLeavesNoWorkdirNorParent) {
+  testutil::TempDir dir;
+  SynthOptions so;
+  so.out_dir = dir.str("corpus");
+  so.speakers = 4;
+  so.utterances_per_speaker = 2;
+  so.seed = 3;
+  synth_corpus(so);
+  int broken = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir.str("corpus/TRAIN")))
+    if (e.path().extension() == ".PHN") testutil::write_text(e.path().string(), "0 10 zz\n"), ++broken;
+  ASSERT_GT(broken, 0);
+  PrepareOptions po;
+  po.timit_dir = so.out_dir;
+  po.workdir = dir.str("new/work");
+  po.progress = false;
+  try {
+    prepare(po);
+    ADD_FAILURE() << "prepare succeeded without a usable TRAIN utterance";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("no usable TRAIN utterance"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir.str("new")));
 }
