@@ -1,7 +1,7 @@
 // Usage errors of the command line (docs/cli.md, "Errors"): an unknown
 // subcommand or option is one line naming the word and, when a valid name is
 // near it, "did you mean ..." (edit distance, as config keys get theirs in
-// model/config.cpp); main() prints it and exits 2.
+// config/config.cpp); main() prints it and exits 2.
 #pragma once
 
 #include <CLI/CLI.hpp>

@@ -220,11 +220,11 @@ void add_align_command(CLI::App& app) {
       ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}))
       ->capture_default_str();
   add_g2p_options(c, o.get());
-  add_enum_option<model::TranscriptSource>(
+  add_enum_option<config::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
       "sentence), auto (with --dict .WRD then .TXT, else .PHN)")
-      ->default_str(model::to_string(o->transcript));
+      ->default_str(config::to_string(o->transcript));
   c->add_flag("--no-closures", *no_closures,
               "Words: do not give stops and affricates TIMIT's closure (by default b -> bcl b, ch -> tcl ch, ...)");
   c->add_flag("--no-edge-silence", *no_edge, "Words: no h# before the first and after the last word");
@@ -235,7 +235,7 @@ void add_align_command(CLI::App& app) {
               "(by default the aligner may skip them)");
   add_backend_option(c, "--crf-backend", &o->backend,
                      "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)");
-  add_enum_option<model::DeviceSetting>(c, "--device", &o->device,
+  add_enum_option<config::DeviceSetting>(c, "--device", &o->device,
                                         "cpu, cuda or auto (default auto: the GPU when one is present)");
   c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")

@@ -81,7 +81,7 @@ data::Split synthetic_split(const std::string& name, int n, int min_frames, int 
 }
 
 // 2. Per-part breakdown: the same batches as train(), each part synchronized; into out["breakdown_ms"].
-void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const model::Config& cfg,
+void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const config::Config& cfg,
                     const data::Split& train, const model::LabelSet& ls, nlohmann::json& out) {
   std::vector<int32_t> lengths;
   for (const auto& u : train.utterances) lengths.push_back(u.num_frames);
@@ -158,7 +158,7 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
 
 // Several processes: the gradient all-reduce alone, 50 times (the scaling
 // model's t_ar, docs/multigpu.md), with nccl-tests' algorithm and bus bandwidth.
-nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& cfg, model::Device device) {
+nlohmann::json time_allreduce(const BenchTrainOptions& o, const config::Config& cfg, model::Device device) {
   dist::Communicator& world = dist::world();
   model::ModelDims dims;
   dims.input_dim = o.input_dim;
@@ -190,20 +190,20 @@ nlohmann::json time_allreduce(const BenchTrainOptions& o, const model::Config& c
 
 // The config of the benchmark's run: the options' model and schedule, with
 // the `auto` of --rnn-algo and the default --crf-backend resolved here.
-model::Config bench_config(const BenchTrainOptions& o, model::Device device) {
-  model::Config cfg;
+config::Config bench_config(const BenchTrainOptions& o, model::Device device) {
+  config::Config cfg;
   cfg.model_hidden_dim = o.hidden;
   cfg.model_num_layers = o.layers;
   cfg.model_dropout = o.dropout;
   cfg.crf_max_duration = o.max_duration;
-  cfg.crf_backend = model::enum_value<model::CrfBackendSetting>(!o.crf_backend.empty() ? o.crf_backend : "auto",
+  cfg.crf_backend = config::enum_value<config::CrfBackendSetting>(!o.crf_backend.empty() ? o.crf_backend : "auto",
                                                                 "--crf-backend");  // cuda on the GPU, else cpu
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
   cfg.train_device = model::device_setting(device);
   cfg.train_threads = o.threads;
-  cfg.train_rnn_algo = model::enum_value<model::RnnAlgo>(o.rnn_algo, "--rnn-algo");
+  cfg.train_rnn_algo = config::enum_value<config::RnnAlgo>(o.rnn_algo, "--rnn-algo");
   cfg.train_bucketing = o.bucketing;
   cfg.train_bucket_batches = o.bucket_batches;
   cfg.train_seed = o.seed;
@@ -218,14 +218,14 @@ model::Config bench_config(const BenchTrainOptions& o, model::Device device) {
 }
 
 // The first lines: what is trained, on how many ranks.
-void print_bench_header(const BenchTrainOptions& o, const model::Config& cfg, model::Device device,
+void print_bench_header(const BenchTrainOptions& o, const config::Config& cfg, model::Device device,
                         const train::TrainData& td, const dist::Communicator& world) {
   int64_t train_frames = 0;
   for (const auto& u : td.train.utterances) train_frames += u.num_frames;
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
               "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
               model::device_name(device), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
-              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, model::to_string(cfg.train_rnn_algo),
+              o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, config::to_string(cfg.train_rnn_algo),
               o.check_numerics ? "on" : "off");
   if (world.size() > 1)
     std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
@@ -234,7 +234,7 @@ void print_bench_header(const BenchTrainOptions& o, const model::Config& cfg, mo
 
 // 2. and 3.: the per-part breakdown of a step and the evaluation timing, on an
 // executor of their own (one process), into `out`.
-void executor_parts(const BenchTrainOptions& o, const model::Config& cfg, model::Device device,
+void executor_parts(const BenchTrainOptions& o, const config::Config& cfg, model::Device device,
                     const train::TrainData& td, nlohmann::json& out) {
   const model::LabelSet ls = model::LabelSet::make(39);
   const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
@@ -282,8 +282,8 @@ void run_bench_train(const BenchTrainOptions& o) {
   if (o.min_frames < 1 || o.max_frames < o.min_frames)
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
-  const model::Device device = model::resolve_device(model::enum_value<model::DeviceSetting>(o.device, "--device"));
-  model::Config cfg = bench_config(o, device);
+  const model::Device device = model::resolve_device(config::enum_value<config::DeviceSetting>(o.device, "--device"));
+  config::Config cfg = bench_config(o, device);
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
   if (fs::exists(work) && !fs::is_empty(work))
@@ -331,14 +331,14 @@ void add_bench_train_command(CLI::App& app) {
       "the time to evaluate a set of utterances; under mpirun or srun the training throughput of all the processes "
       "together, --batch being the global batch (the scaling benchmark of docs/multigpu.md)");
   c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
-      ->check(enum_words<model::DeviceSetting>())
+      ->check(enum_words<config::DeviceSetting>())
       ->capture_default_str();
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));
   c->add_option("--rnn-algo", o->rnn_algo,
                 "GPU recurrence: cuDNN standard, persist_static, persist_dynamic, fused (own kernel, Hopper), or auto "
                 "(fused on compute capability 9.x, else standard)")
-      ->check(enum_words<model::RnnAlgo>())
+      ->check(enum_words<config::RnnAlgo>())
       ->capture_default_str();
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))

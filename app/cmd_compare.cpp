@@ -36,7 +36,7 @@
 #include "common/run_lock.h"
 #include "common/walk.h"
 #include "model/checkpoint.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
 #include "model/options.h"
@@ -118,11 +118,11 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 // machine (model/device_choice.h): `auto` stands for its pick here, so a run
 // saved with `auto` and a request for `cpu` on the CPU (or the reverse) are the
 // same run; an explicit value that differs from the pick is a difference.
-std::vector<std::string> differences(const model::Config& saved_as_is, const model::Config& requested) {
+std::vector<std::string> differences(const config::Config& saved_as_is, const config::Config& requested) {
   const model::DeviceFacts facts = model::probe_device_facts();
   // a run saved before data.workdir was recorded absolute (issue 31): its relative
   // path is taken from here, as the requested one was
-  model::Config saved = saved_as_is;
+  config::Config saved = saved_as_is;
   if (!saved.data_workdir.empty() && fs::path(saved.data_workdir).is_relative()) {
     fs::path abs = fs::absolute(saved.data_workdir).lexically_normal();
     if (!abs.has_filename()) abs = abs.parent_path();
@@ -130,7 +130,7 @@ std::vector<std::string> differences(const model::Config& saved_as_is, const mod
   }
   nlohmann::json ja = model::with_choices(saved, facts).to_json(), jb = model::with_choices(requested, facts).to_json();
   std::vector<std::string> out;
-  for (const std::string& k : model::Config::keys()) {
+  for (const std::string& k : config::Config::keys()) {
     if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), k) != std::end(kIgnoredKeys)) continue;
     const std::string sec = k.substr(0, k.find('.')), key = k.substr(k.find('.') + 1);
     const nlohmann::json va = ja.contains(sec) && ja[sec].contains(key) ? ja[sec][key] : nlohmann::json();
@@ -149,7 +149,7 @@ std::string join(const std::vector<std::string>& v, const std::string& sep) {
 // One run of the comparison and what compare does with its folder.
 struct Job {
   enum class Action { reuse, fresh, resume, replace };
-  model::Config cfg;
+  config::Config cfg;
   std::string name;  // "linear", "seed-3/semicrf": the log prefix with --jobs > 1
   Action action = Action::fresh;
   std::string why;   // replace: the differences (or the leftover) that --force overrides
@@ -188,8 +188,8 @@ std::string plan(Job& job, bool force) {
     return "";
   }
   // The requested config as train() would save it (the documentation test's epoch cap applied).
-  model::Config requested = job.cfg;
-  model::apply_doctest_limits(requested);
+  config::Config requested = job.cfg;
+  config::apply_doctest_limits(requested);
   const model::ModelState s = model::load_checkpoint(ckpt);
   std::vector<std::string> diff = differences(s.config, requested);
   // The same data.workdir path may hold features prepared anew with other options.
@@ -214,7 +214,7 @@ std::string plan(Job& job, bool force) {
 
 // Trains job.cfg (fresh, resumed or replacing the old folder); RUN_DIR/report.html after every epoch.
 void execute(const Job& job, const train::TrainData& data) {
-  const model::Config& cfg = job.cfg;
+  const config::Config& cfg = job.cfg;
   const std::string& dir = cfg.train_run_dir;
   switch (job.action) {
     case Job::Action::reuse:
@@ -315,7 +315,7 @@ void train_all(std::vector<Job>& all, const train::TrainData& data, int jobs) {
 }
 
 // The jobs of the comparison, jobs[s * variants + v]: seed s, variant v (the training order of --jobs 1).
-std::vector<Job> make_jobs(const CompareArgs& a, const model::Config& base, const std::vector<uint64_t>& seeds,
+std::vector<Job> make_jobs(const CompareArgs& a, const config::Config& base, const std::vector<uint64_t>& seeds,
                            const std::vector<compare::Variant>& variants, bool seed_dirs) {
   std::vector<Job> jobs;
   for (uint64_t seed : seeds)
@@ -327,7 +327,7 @@ std::vector<Job> make_jobs(const CompareArgs& a, const model::Config& base, cons
       sets.push_back("train.seed=" + std::to_string(seed));
       sets.push_back("train.run_dir=\"" + dir.string() + "\"");
       Job j;
-      j.cfg = model::Config::load(a.config, sets);
+      j.cfg = config::Config::load(a.config, sets);
       j.name = seed_dirs ? "seed-" + std::to_string(seed) + "/" + var.name : var.name;
       jobs.push_back(std::move(j));
     }
@@ -357,7 +357,7 @@ struct TrainingDone {
 };
 
 // Trains the jobs that are not reused (--jobs at a time); one error naming every run that did not finish.
-TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, model::Device device, int jobs_arg) {
+TrainingDone train_jobs(std::vector<Job>& jobs, const config::Config& base, model::Device device, int jobs_arg) {
   TrainingDone done;
   int& to_train = done.to_train;
   int& jobs_used = done.jobs_used;
@@ -396,7 +396,7 @@ TrainingDone train_jobs(std::vector<Job>& jobs, const model::Config& base, model
 // the training, then evaluation, table, overlay report and JSON (app/cmd_compare_results.cpp).
 void run_compare(const CompareArgs& a) {
   if (a.config.empty()) throw std::invalid_argument("compare: --config FILE.yaml is required");
-  const model::Config base = model::Config::load(a.config, config_sets(a));
+  const config::Config base = config::Config::load(a.config, config_sets(a));
   if (base.train_run_dir.empty()) throw std::invalid_argument(a.config + ": train.run_dir is required (the runs go "
                                                                "into RUN_DIR/linear and RUN_DIR/semicrf)");
   if (base.data_workdir.empty()) throw std::invalid_argument(a.config + ": data.workdir is required");
@@ -419,7 +419,7 @@ void run_compare(const CompareArgs& a) {
   std::vector<Job> jobs = make_jobs(a, base, seeds, variants, seed_dirs);
   check_conflicts(jobs, a.force);
   const TrainingDone done = train_jobs(jobs, base, device, a.jobs);
-  std::vector<std::vector<model::Config>> cfgs(variants.size());  // [v][s]
+  std::vector<std::vector<config::Config>> cfgs(variants.size());  // [v][s]
   for (size_t v = 0; v < variants.size(); ++v)
     for (size_t s = 0; s < seeds.size(); ++s) cfgs[v].push_back(jobs[s * variants.size() + v].cfg);
 
@@ -495,7 +495,7 @@ void add_compare_command(CLI::App& app) {
   c->add_option("--device", a->device,
                 "Same as --set train.device=NAME for every run (training and evaluation): cpu, cuda, or auto (cuda "
                 "when a GPU is present)")
-      ->check(enum_words<model::DeviceSetting>());
+      ->check(enum_words<config::DeviceSetting>());
   c->add_flag("--force", a->force,
               "Train afresh every run whose folder holds a run of another configuration (without it compare stops "
               "and names the keys that differ); the old folder moves to RUN.replaced and is deleted once the new "

@@ -14,7 +14,7 @@
 #include "app/report/report.h"
 #include "app/report/significance.h"
 #include "data/dataset.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/encoder.h"  // model::Device
 #include "train/run_folder.h"  // format_metric
 #include "train/train_data.h"
@@ -120,8 +120,8 @@ struct CompareResults {
 };
 
 // Evaluates every run (cfgs[v][s], best checkpoint) on dev and core-test and sums them up.
-CompareResults collect_results(const model::Config& base, const std::vector<Variant>& variants,
-                               const std::vector<std::vector<model::Config>>& cfgs);
+CompareResults collect_results(const config::Config& base, const std::vector<Variant>& variants,
+                               const std::vector<std::vector<config::Config>>& cfgs);
 
 // The table printed by compare; *sig_rows: the significance rows (for the report), *cols: the column names.
 std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
@@ -129,7 +129,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
                           std::vector<std::string>* cols);
 
 // RUN_DIR/report.html overlaying every run (and a report.html for each reused run without one); returns its path.
-std::string write_compare_report(CompareResults& res, const model::Config& base, const std::vector<Variant>& variants,
+std::string write_compare_report(CompareResults& res, const config::Config& base, const std::vector<Variant>& variants,
                                  const std::string& seeds_text, const std::vector<std::string>& cols,
                                  const std::vector<std::vector<std::string>>& sig_rows);
 
@@ -142,12 +142,12 @@ struct CompareJsonInfo {
 };
 // --json FILE (atomic).
 void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
-                        const std::vector<std::vector<model::Config>>& cfgs, const CompareJsonInfo& info);
+                        const std::vector<std::vector<config::Config>>& cfgs, const CompareJsonInfo& info);
 
 // The default --jobs (cmd_compare_jobs.cpp): 1 on the CPU or for one run to
 // train; on the GPU as many runs as fill its SMs twice (fused) and fit in its
 // free memory, one run's measured on a probe executor (a failed probe: 1, with
 // a warning).
-int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train);
+int default_jobs(model::Device device, const config::Config& cfg, const train::TrainData& data, int to_train);
 
 }  // namespace timitseg::app::compare

@@ -32,7 +32,7 @@ struct RunFootprint {
 };
 
 RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims, const model::ExecutorOptions& xo,
-                             const model::LabelSet& ls, const model::Config& cfg, const train::TrainData& data) {
+                             const model::LabelSet& ls, const config::Config& cfg, const train::TrainData& data) {
   RunFootprint f;
   size_t total = 0;
   cuda::memory_info(&f.free_before, &total);
@@ -77,7 +77,7 @@ RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims,
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
-int default_jobs(model::Device device, const model::Config& cfg, const train::TrainData& data, int to_train) {
+int default_jobs(model::Device device, const config::Config& cfg, const train::TrainData& data, int to_train) {
   if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;

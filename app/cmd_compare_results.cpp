@@ -78,7 +78,7 @@ double mean_train_fps(const fs::path& run_dir) {
 
 // Evaluates the run's best checkpoint (the last epoch when there is no best: no dev split) on dev and core-test;
 // *dev_report: the dev split's decoded labels for the report; *names39 (optional): the run's phone names.
-RunNumbers evaluate_run(const model::Config& cfg, const std::map<std::string, data::Split>& splits,
+RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, data::Split>& splits,
                         report::RunReport* dev_report, std::vector<std::string>* names39) {
   const fs::path ckpt_dir = fs::path(cfg.train_run_dir) / "checkpoints";
   std::string ckpt = (ckpt_dir / "best.safetensors").string();
@@ -158,8 +158,8 @@ bool CompareResults::present(const MetricRow& row) const {
   return false;
 }
 
-CompareResults collect_results(const model::Config& base, const std::vector<Variant>& variants,
-                               const std::vector<std::vector<model::Config>>& cfgs) {
+CompareResults collect_results(const config::Config& base, const std::vector<Variant>& variants,
+                               const std::vector<std::vector<config::Config>>& cfgs) {
   const size_t num_seeds = cfgs.at(0).size();
   CompareResults res;
   std::map<std::string, data::Split>& splits = res.splits;
@@ -315,7 +315,7 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   return os.str();
 }
 
-std::string write_compare_report(CompareResults& res, const model::Config& base, const std::vector<Variant>& variants,
+std::string write_compare_report(CompareResults& res, const config::Config& base, const std::vector<Variant>& variants,
                                  const std::string& seeds_text, const std::vector<std::string>& cols,
                                  const std::vector<std::vector<std::string>>& sig_rows) {
   auto& splits = res.splits;
@@ -388,7 +388,7 @@ std::string write_compare_report(CompareResults& res, const model::Config& base,
 }
 
 void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
-                        const std::vector<std::vector<model::Config>>& cfgs, const CompareJsonInfo& info) {
+                        const std::vector<std::vector<config::Config>>& cfgs, const CompareJsonInfo& info) {
   const auto& sums = res.sums;
   const auto& fps = res.fps;
   const auto& tests = res.tests;

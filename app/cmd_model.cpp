@@ -18,7 +18,7 @@
 #include "app/report/report.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/executor.h"
 #include "eval/formats.h"
 #include "eval/infer.h"
@@ -98,10 +98,10 @@ train::AfterEpoch report_refresher(const train::TrainData& data, int threads, co
 
 // The set-up of `train` before the loop: the configuration (the run's own on
 // --resume), its checks and the data. false: a finished run, nothing to do.
-bool prepare_train(const TrainArgs& a, model::Config& cfg, bool& resume, train::TrainData& data) {
-  using model::Config;
+bool prepare_train(const TrainArgs& a, config::Config& cfg, bool& resume, train::TrainData& data) {
+  using config::Config;
   std::vector<std::string> overrides = a.sets;
-  if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + model::format_double(a.crf_reg));
+  if (a.crf_reg >= 0) overrides.push_back("crf.reg=" + config::format_double(a.crf_reg));
   if (!a.crf_backend.empty()) overrides.push_back("crf.backend=" + a.crf_backend);
   if (!a.device.empty()) overrides.push_back("train.device=" + a.device);
   if (a.fixed_length >= 0) overrides.push_back("debug.fixed_length=" + std::to_string(a.fixed_length));
@@ -163,7 +163,7 @@ std::string first_dev_per_of_run(const std::string& run_dir) {
 
 void run_train(const TrainArgs& a) {
   start_ranks();  // mpirun / srun: this process's rank (common/dist.h); one process otherwise
-  model::Config cfg;
+  config::Config cfg;
   bool resume = false, go = false;
   train::TrainData data;
   // Every rank reads the configuration and the data; a failure on any rank
@@ -203,8 +203,8 @@ void add_train_command(CLI::App& app) {
   train->add_option("--config", ta->config, "YAML config file (sections data, features, model, crf, train, debug)");
   train->add_option("--set", ta->sets,
                     "Override one config key, KEY=VALUE with VALUE in YAML syntax (repeatable), e.g. --set train.lr=3e-4");
-  std::string resumable;  // the keys --set may change on --resume: the one list, model::Config::resumable_keys()
-  for (const std::string& k : model::Config::resumable_keys())
+  std::string resumable;  // the keys --set may change on --resume: the one list, config::Config::resumable_keys()
+  for (const std::string& k : config::Config::resumable_keys())
     resumable += (resumable.empty() ? "" : ", ") + k + (k == "data.workdir" ? " (a WORKDIR that moved)" : "");
   train->add_option("--resume", ta->resume,
                     "Continue RUN_DIR from its latest checkpoints/epoch-N.safetensors with the run's saved config "
@@ -215,11 +215,11 @@ void add_train_command(CLI::App& app) {
   train->add_option("--crf-backend", ta->crf_backend,
                     "Same as --set crf.backend=NAME: reference (float64, slow, trustworthy; the old --no-triton), cpu, "
                     "cuda, or auto (cuda on the GPU, cpu on the CPU)")
-      ->check(enum_words<model::CrfBackendSetting>());
+      ->check(enum_words<config::CrfBackendSetting>());
   train->add_option("--device", ta->device,
                     "Same as --set train.device=NAME: cpu, cuda (the whole step on the GPU: cuDNN encoder, CRF, "
                     "optimizer), or auto (cuda when a GPU is present)")
-      ->check(enum_words<model::DeviceSetting>());
+      ->check(enum_words<config::DeviceSetting>());
   train->add_option("--fixed-length", ta->fixed_length,
                     "Same as --set debug.fixed_length=N: truncate or pad every training utterance to N frames and "
                     "report N as its length (0 = off); isolates boundary handling")
@@ -263,13 +263,13 @@ void add_evaluate_command(CLI::App& app) {
   add_backend_option(ev, "--crf-backend", &eo->backend,
                      "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
                      "cuda)");
-  add_enum_option<model::DeviceSetting>(ev, "--device", &eo->device,
+  add_enum_option<config::DeviceSetting>(ev, "--device", &eo->device,
                                         "cpu, cuda or auto (default auto: the GPU when one is present)");
   ev->add_option("--phone-bonus", eo->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
-  add_enum_option<model::DecodeMode>(
+  add_enum_option<config::DecodeMode>(
       ev, "--decode", &eo->decode,
       "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
       "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
@@ -334,13 +334,13 @@ void add_decode_command(CLI::App& app) {
   add_backend_option(de, "--crf-backend", &dec->backend,
                      "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
                      "cuda)");
-  add_enum_option<model::DeviceSetting>(de, "--device", &dec->device,
+  add_enum_option<config::DeviceSetting>(de, "--device", &dec->device,
                                         "cpu, cuda or auto (default auto: the GPU when one is present)");
   de->add_option("--phone-bonus", dec->phone_bonus,
                  "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
                  "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
                  "checkpoint's crf.phone_bonus)");
-  add_enum_option<model::DecodeMode>(
+  add_enum_option<config::DecodeMode>(
       de, "--decode", &dec->decode,
       "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
       "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");

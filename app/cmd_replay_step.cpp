@@ -21,7 +21,7 @@ void add_replay_step_command(CLI::App& app) {
       "exactly: same batch, model and optimizer state, rng, step and fault (docs/debugging.md)");
   rs->add_option("dump", o->dump, "Dump folder: batch.safetensors, state.safetensors, config.yaml, report.json")
       ->required();
-  add_enum_option<model::DeviceSetting>(rs, "--device", &o->device, "cpu, cuda or auto (default: the run's train.device)");
+  add_enum_option<config::DeviceSetting>(rs, "--device", &o->device, "cpu, cuda or auto (default: the run's train.device)");
   add_backend_option(rs, "--crf-backend", &o->crf_backend, "reference, cpu or cuda (default: the run's crf.backend)");
   rs->add_option("--fixed-length", o->fixed_length,
                  "Truncate or pad every row of the batch to N frames (as debug.fixed_length; 0 = off)")

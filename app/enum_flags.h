@@ -1,8 +1,8 @@
 // Command-line flags that take the words of an enum-like config key (train's
 // --device and --crf-backend, evaluate's and decode's --device and --decode,
 // bench train's --device and --rnn-algo) accept the words of that key's
-// table (model/config_enums.h), in its order, so that a flag and its key
-// cannot drift apart; the text is read into the enum with model::enum_value
+// table (config/config_enums.h), in its order, so that a flag and its key
+// cannot drift apart; the text is read into the enum with config::enum_value
 // (or as the config key it stands for). A flag without a key (align's
 // --transcript) has its table there too and is read the same way.
 #pragma once
@@ -13,7 +13,7 @@
 #include <CLI/CLI.hpp>
 
 #include "crf/semicrf.h"
-#include "model/config_enums.h"
+#include "config/config_enums.h"
 
 namespace timitseg::app {
 
@@ -21,17 +21,17 @@ namespace timitseg::app {
 template <class E>
 CLI::IsMember enum_words() {
   std::vector<std::string> words;
-  for (const auto& entry : model::EnumNames<E>::kNames) words.emplace_back(entry.second);
+  for (const auto& entry : config::EnumNames<E>::kNames) words.emplace_back(entry.second);
   return CLI::IsMember(words);
 }
 
-// An option taking E's words, read into *out with model::enum_value when given
+// An option taking E's words, read into *out with config::enum_value when given
 // (the command line is where the text becomes the enum).
 template <class E, class Out>
 CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, Out* out, const std::string& help) {
   return cmd
       ->add_option_function<std::string>(
-          flag, [out, flag](const std::string& s) { *out = model::enum_value<E>(s, flag); }, help)
+          flag, [out, flag](const std::string& s) { *out = config::enum_value<E>(s, flag); }, help)
       ->check(enum_words<E>());
 }
 

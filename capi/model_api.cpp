@@ -24,6 +24,7 @@
 
 using timitseg::capi::ApiError;
 using timitseg::capi::guard;
+namespace config = timitseg::config;
 namespace model = timitseg::model;
 namespace eval = timitseg::eval;
 namespace crf = timitseg::crf;
@@ -32,7 +33,7 @@ namespace fs = std::filesystem;
 
 struct timitseg_model {
   std::string checkpoint;
-  model::DeviceSetting device = model::DeviceSetting::automatic;
+  config::DeviceSetting device = config::DeviceSetting::automatic;
   std::optional<crf::BackendKind> backend;  // unset: inference_crf_backend
   int threads = 0;
   model::ModelState state;
@@ -53,20 +54,20 @@ void need(const void* p, const char* what) {
 // The device of the params: device_kind (timitseg_model_device), or the
 // words of the string field `device` (API version 1); both given and not the
 // same: refused in one line.
-model::DeviceSetting device_of(const timitseg_model_params& d) {
-  static const model::DeviceSetting kinds[] = {model::DeviceSetting::automatic, model::DeviceSetting::cpu,
-                                               model::DeviceSetting::cuda};
+config::DeviceSetting device_of(const timitseg_model_params& d) {
+  static const config::DeviceSetting kinds[] = {config::DeviceSetting::automatic, config::DeviceSetting::cpu,
+                                               config::DeviceSetting::cuda};
   if (d.device_kind < 0 || d.device_kind > 2)
     throw ApiError(TIMITSEG_ERR_ARGUMENT, "device_kind must be TIMITSEG_MODEL_DEVICE_AUTO (0), _CPU (1) or _CUDA (2), got " +
                                               std::to_string(d.device_kind));
-  const model::DeviceSetting kind = kinds[d.device_kind];
+  const config::DeviceSetting kind = kinds[d.device_kind];
   if (!d.device || !*d.device) return kind;
-  model::DeviceSetting words{};
-  if (!model::parse_enum(d.device, &words))
+  config::DeviceSetting words{};
+  if (!config::parse_enum(d.device, &words))
     throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string("device must be cpu, cuda or auto, got '") + d.device + "'");
   if (d.device_kind != TIMITSEG_MODEL_DEVICE_AUTO && words != kind)
     throw ApiError(TIMITSEG_ERR_ARGUMENT, std::string("device '") + d.device + "' and device_kind (" +
-                                              model::to_string(kind) + ") disagree; set one of them");
+                                              config::to_string(kind) + ") disagree; set one of them");
   return words;
 }
 

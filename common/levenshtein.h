@@ -1,5 +1,5 @@
 // Levenshtein distance of two sequences (the metrics' PER, eval/metrics.h, and
-// the config's key suggestions, model/config.cpp).
+// the config's key suggestions, config/config.cpp).
 #pragma once
 
 #include <algorithm>

@@ -1,5 +1,5 @@
 // Every numeric range of a setting, in one place: the config's keys
-// (Config::validate, model/config.cpp), the command-line flags that set the
+// (Config::validate, config/config.cpp), the command-line flags that set the
 // same thing (app/, eval/), the C API (capi/, whose CRF half includes only
 // crf/ and common/) and the auto picks (model/device_choice.cpp). A check
 // asks `contains` and writes the range with `to_string` ("[0, 1024]",

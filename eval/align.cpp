@@ -214,8 +214,8 @@ void check_align_options(const AlignOptions& o) {
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
   parse_formats(o.formats);  // an unknown name stops the command before any work
-  if ((o.transcript == model::TranscriptSource::wrd || o.transcript == model::TranscriptSource::txt) && o.dict.empty())
-    throw std::invalid_argument(std::string("align: --transcript ") + model::to_string(o.transcript) +
+  if ((o.transcript == config::TranscriptSource::wrd || o.transcript == config::TranscriptSource::txt) && o.dict.empty())
+    throw std::invalid_argument(std::string("align: --transcript ") + config::to_string(o.transcript) +
                                 " needs --dict FILE");
 }
 
@@ -231,7 +231,7 @@ class LazyExecutor {
  public:
   LazyExecutor(const model::ModelState& s, const AlignOptions& o, size_t jobs, std::chrono::steady_clock::time_point start)
       : jobs_(jobs), start_(start), making_(std::async(std::launch::async, [this, &s, &o] {
-          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, model::DecodeMode::viterbi,
+          auto exec = make_inference_executor(s, o.device, o.backend, o.threads, /*phone_bonus=*/0.0, config::DecodeMode::viterbi,
                                               o.centre_frames);
           ready_s_ = seconds_since(start_);  // read after the future's get()
           return exec;

@@ -20,7 +20,7 @@
 #include "eval/formats.h"
 #include "eval/pipeline.h"
 #include "model/checkpoint.h"
-#include "model/config_enums.h"
+#include "config/config_enums.h"
 #include "model/executor.h"
 #include "model/labels.h"
 
@@ -33,7 +33,7 @@ struct AlignOptions {
   std::string words_file;           // --words FILE: "AUDIO word word ..." per line (needs --dict)
   std::string dict;                 // --dict FILE (TIMITDIC.TXT or CMUdict format)
   std::string dict_format = "auto"; // timit | cmudict | auto
-  model::TranscriptSource transcript = model::TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
+  config::TranscriptSource transcript = config::TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
   std::string g2p;                  // --g2p: "" (a missing word is an error) or "espeak" (align_dictionary.h)
   std::string language;             // --language: espeak-ng's language of --g2p espeak (es, de, cmn, en-us, ...)
@@ -41,7 +41,7 @@ struct AlignOptions {
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (eval/formats.h)
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
-  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device
+  config::DeviceSetting device = config::DeviceSetting::automatic;  // --device
   int threads = 0;
   int batch_size = 32;
   int64_t centre_frames = 200;  // --centre-frames: a long recording's centring (0 = the whole recording)

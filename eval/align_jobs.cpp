@@ -104,8 +104,8 @@ std::vector<AlignJob> list_jobs(const AlignOptions& o, const std::shared_ptr<dat
   return jobs;
 }
 
-// The file beside each audio (--transcript: model/config_enums.h's words, read by app/).
-using Beside = model::TranscriptSource;
+// The file beside each audio (--transcript: config/config_enums.h's words, read by app/).
+using Beside = config::TranscriptSource;
 
 // The reader of the transcript beside `audio`: its .PHN, or with a
 // dictionary its .WRD (then .TXT) words; m: --transcript, auto resolved.

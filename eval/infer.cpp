@@ -68,11 +68,11 @@ const char* const kNoGpuHint = "; run on the CPU with --device cpu, or --device 
 // crf.backend on the CPU (cpu when that was cuda).
 // The phone bonus: --phone-bonus, else the checkpoint's crf.phone_bonus; the
 // decoding: --decode, else the checkpoint's crf.decode.
-std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, config::DeviceSetting device_opt,
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  const std::optional<config::DecodeMode>& decode_opt,
                                                   int64_t centre_frames) {
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
   const model::DeviceChoice choice =
@@ -189,7 +189,7 @@ void check_phone_bonus(const std::optional<double>& bonus) {
   if (bonus && !limits::kPhoneBonus.contains(*bonus))
     throw std::invalid_argument("--phone-bonus must be in " + limits::to_string(limits::kPhoneBonus) +
                                 " (log-score per label change), got " +
-                                model::format_double(*bonus));
+                                config::format_double(*bonus));
 }
 
 void check_threads(int threads) {
@@ -244,11 +244,11 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
-  const model::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
+  const config::DecodeMode decoding = o.decode.value_or(s.config.crf_decode);
   j["decode"] = to_string(decoding);
-  const bool posterior = decoding == model::DecodeMode::posterior;
+  const bool posterior = decoding == config::DecodeMode::posterior;
   const std::string bonus_note = (posterior ? std::string(", posterior decoding") : std::string()) +
-                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + model::format_double(bonus));
+                                 (bonus == 0.0 || posterior ? "" : ", phone bonus " + config::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
     const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size);
@@ -265,7 +265,7 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
 nlohmann::json evaluate(const EvaluateOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
+  if (o.device == config::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
   model::set_threads(o.threads);
@@ -439,7 +439,7 @@ nlohmann::json score(const ScoreOptions& o) {
 int decode(const DecodeOptions& o) {
   check_threads(o.threads);
   check_phone_bonus(o.phone_bonus);
-  if (o.device == model::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
+  if (o.device == config::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)

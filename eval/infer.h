@@ -26,11 +26,11 @@ struct EvaluateOptions {
   std::string json_out;           // "" = none
   std::string dump_scores_dir;    // "" = none
   std::string dump_predictions;   // "" = none; else a predictions JSONL (score's input format, below)
-  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
+  config::DeviceSetting device = config::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int batch_size = 32;
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
+  std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align.h), "align" in the JSON
 };
@@ -63,10 +63,10 @@ struct DecodeOptions {
   std::vector<std::string> inputs;  // audio files or folders (TIMIT trees)
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (model/options.h)
-  model::DeviceSetting device = model::DeviceSetting::automatic;  // --device (auto: the GPU when present)
+  config::DeviceSetting device = config::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
-  std::optional<model::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
+  std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
   int64_t centre_frames = 200;        // --centre-frames: a long recording's centring (0 = the whole recording)
 };
@@ -78,11 +78,11 @@ struct DecodeOptions {
 // phone_bonus, else the checkpoint's crf.phone_bonus; the decoding: decode_opt,
 // else the checkpoint's crf.decode. centre_frames: a long recording's centring
 // (--centre-frames, ExecutorOptions::centre_frames).
-std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, model::DeviceSetting device_opt,
+std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState& s, config::DeviceSetting device_opt,
                                                          const std::optional<crf::BackendKind>& backend_opt,
                                                          int threads,
                                                   const std::optional<double>& phone_bonus,
-                                                  const std::optional<model::DecodeMode>& decode_opt,
+                                                  const std::optional<config::DecodeMode>& decode_opt,
                                                   int64_t centre_frames = 0);
 
 // The audio inputs of decode/align: each argument a file, or a folder searched

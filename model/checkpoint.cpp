@@ -249,7 +249,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     return v;
   };
   parse("config", [&](const std::string& t) {
-    s.config = Config::from_json(nlohmann::json::parse(t), path + " (config metadata)");
+    s.config = config::Config::from_json(nlohmann::json::parse(t), path + " (config metadata)");
   });
   parse("dims", [&](const std::string& t) {
     const nlohmann::json d = nlohmann::json::parse(t);
@@ -260,10 +260,10 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.max_duration = d.at("max_duration");
     s.dims.onset = d.value("onset_features", false);
     const std::string dm = d.value("duration_model", std::string("table"));
-    DurationModel model = DurationModel::table;  // crf.duration_model's words (model/config_enums.h)
-    if (!parse_enum(dm, &model))
+    config::DurationModel model = config::DurationModel::table;  // crf.duration_model's words (config/config_enums.h)
+    if (!config::parse_enum(dm, &model))
       throw std::runtime_error(path + ": dims metadata: duration_model '" + dm + "' is not table or lognormal");
-    s.dims.duration_lognormal = model == DurationModel::lognormal;
+    s.dims.duration_lognormal = model == config::DurationModel::lognormal;
   });
   s.labels = read_phone_set_metadata(f.metadata, path);
   parse("feature_options",

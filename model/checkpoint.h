@@ -13,7 +13,7 @@
 
 #include "common/safetensors.h"
 #include "data/dataset.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/labels.h"
 #include "model/optim.h"
 #include "model/params.h"
@@ -23,7 +23,7 @@ namespace timitseg::model {
 // Everything a checkpoint carries: weights, what decode needs (feature options,
 // CMVN, label set) and the training state for --resume.
 struct ModelState {
-  Config config;
+  timitseg::config::Config config;  // qualified in full: the member is named config
   ModelDims dims;
   LabelSet labels;
   data::FeatureOptions features;

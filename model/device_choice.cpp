@@ -26,46 +26,46 @@ DeviceFacts probe_device_facts() {
   return f;
 }
 
-Device choose_device(DeviceSetting device, const DeviceFacts& facts) {
-  if (device == DeviceSetting::cpu) return Device::cpu;
-  if (device == DeviceSetting::cuda) return Device::cuda;
+Device choose_device(config::DeviceSetting device, const DeviceFacts& facts) {
+  if (device == config::DeviceSetting::cpu) return Device::cpu;
+  if (device == config::DeviceSetting::cuda) return Device::cuda;
   return facts.gpus > 0 ? Device::cuda : Device::cpu;
 }
 
-RnnAlgo choose_rnn_algo(RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts) {
-  if (rnn_algo != RnnAlgo::automatic) return rnn_algo;
+config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts) {
+  if (rnn_algo != config::RnnAlgo::automatic) return rnn_algo;
   const bool fused_size = limits::fused_lstm_units(per_direction);
-  return device == Device::cuda && facts.cc_major == 9 && fused_size ? RnnAlgo::fused : RnnAlgo::standard;
+  return device == Device::cuda && facts.cc_major == 9 && fused_size ? config::RnnAlgo::fused : config::RnnAlgo::standard;
 }
 
-crf::BackendKind backend_kind(CrfBackendSetting crf_backend) {
+crf::BackendKind backend_kind(config::CrfBackendSetting crf_backend) {
   switch (crf_backend) {
-    case CrfBackendSetting::reference: return crf::BackendKind::reference;
-    case CrfBackendSetting::cpu: return crf::BackendKind::cpu;
-    case CrfBackendSetting::cuda: return crf::BackendKind::cuda;
-    case CrfBackendSetting::automatic: break;
+    case config::CrfBackendSetting::reference: return crf::BackendKind::reference;
+    case config::CrfBackendSetting::cpu: return crf::BackendKind::cpu;
+    case config::CrfBackendSetting::cuda: return crf::BackendKind::cuda;
+    case config::CrfBackendSetting::automatic: break;
   }
   throw std::logic_error("backend_kind: crf.backend auto is resolved by choose_crf_backend first");
 }
 
-CrfBackendSetting backend_setting(crf::BackendKind kind) {
+config::CrfBackendSetting backend_setting(crf::BackendKind kind) {
   switch (kind) {
-    case crf::BackendKind::reference: return CrfBackendSetting::reference;
-    case crf::BackendKind::cpu: return CrfBackendSetting::cpu;
-    case crf::BackendKind::cuda: return CrfBackendSetting::cuda;
+    case crf::BackendKind::reference: return config::CrfBackendSetting::reference;
+    case crf::BackendKind::cpu: return config::CrfBackendSetting::cpu;
+    case crf::BackendKind::cuda: return config::CrfBackendSetting::cuda;
   }
   throw std::logic_error("backend_setting: not a BackendKind");
 }
 
-DeviceSetting device_setting(Device device) { return device == Device::cuda ? DeviceSetting::cuda : DeviceSetting::cpu; }
+config::DeviceSetting device_setting(Device device) { return device == Device::cuda ? config::DeviceSetting::cuda : config::DeviceSetting::cpu; }
 
-crf::BackendKind choose_crf_backend(CrfBackendSetting crf_backend, Device device) {
-  if (crf_backend != CrfBackendSetting::automatic) return backend_kind(crf_backend);
+crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, Device device) {
+  if (crf_backend != config::CrfBackendSetting::automatic) return backend_kind(crf_backend);
   return device == Device::cuda ? crf::BackendKind::cuda : crf::BackendKind::cpu;
 }
 
-DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, std::optional<DeviceSetting> device_override) {
-  const DeviceSetting asked = device_override.value_or(cfg.train_device);
+DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts, std::optional<config::DeviceSetting> device_override) {
+  const config::DeviceSetting asked = device_override.value_or(cfg.train_device);
   const int H = cfg.model_hidden_dim / 2;
   DeviceChoice c;
   c.device = choose_device(asked, facts);
@@ -73,34 +73,34 @@ DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts, std::option
   c.crf_backend = choose_crf_backend(cfg.crf_backend, c.device);
   const bool gpu = c.device == Device::cuda;
   const std::string cc = std::to_string(facts.cc_major) + "." + std::to_string(facts.cc_minor);
-  if (asked == DeviceSetting::automatic)
+  if (asked == config::DeviceSetting::automatic)
     c.picks.push_back(std::string("train.device = auto: ") + device_name(c.device) + " (" +
                       (gpu ? facts.gpu_name : facts.no_gpu_reason.empty() ? "no CUDA device" : facts.no_gpu_reason) +
                       ")");
-  if (cfg.train_rnn_algo == RnnAlgo::automatic) {
+  if (cfg.train_rnn_algo == config::RnnAlgo::automatic) {
     std::string why;
     if (!gpu) why = "on the CPU the GPU recurrence is not used";
-    else if (c.rnn_algo == RnnAlgo::fused) why = "the own Hopper kernel: compute capability " + cc;
+    else if (c.rnn_algo == config::RnnAlgo::fused) why = "the own Hopper kernel: compute capability " + cc;
     else if (facts.cc_major != 9) why = "cuDNN: compute capability " + cc + ", the fused kernel needs 9.x";
     else why = "cuDNN: " + std::to_string(H) + " units per direction, the fused kernel has 64, 128, 256";
     c.picks.push_back(std::string("train.rnn_algo = auto: ") + to_string(c.rnn_algo) + " (" + why + ")");
   }
-  if (cfg.crf_backend == CrfBackendSetting::automatic)
+  if (cfg.crf_backend == config::CrfBackendSetting::automatic)
     c.picks.push_back(std::string("crf.backend = auto: ") + crf::to_string(c.crf_backend) +
                       (gpu ? " (on the GPU)" : " (on the CPU)"));
   return c;
 }
 
-DeviceChoice resolve_choices(const Config& cfg, bool log, std::optional<DeviceSetting> device_override,
+DeviceChoice resolve_choices(const config::Config& cfg, bool log, std::optional<config::DeviceSetting> device_override,
                              const std::string& hint) {
-  const DeviceSetting asked = device_override.value_or(cfg.train_device);
-  if (asked == DeviceSetting::cuda) resolve_device(asked, hint);  // no GPU: one line naming the way out
+  const config::DeviceSetting asked = device_override.value_or(cfg.train_device);
+  if (asked == config::DeviceSetting::cuda) resolve_device(asked, hint);  // no GPU: one line naming the way out
   DeviceChoice c = choose_all(cfg, probe_device_facts(), device_override);
 #ifdef TIMITSEG_HAVE_CUDA
-  if (cfg.train_rnn_algo == RnnAlgo::automatic && c.rnn_algo == RnnAlgo::fused) {
+  if (cfg.train_rnn_algo == config::RnnAlgo::automatic && c.rnn_algo == config::RnnAlgo::fused) {
     std::string why;
     if (!fused::supported(cfg.model_hidden_dim / 2, &why)) {
-      c.rnn_algo = RnnAlgo::standard;
+      c.rnn_algo = config::RnnAlgo::standard;
       for (std::string& p : c.picks)
         if (p.rfind("train.rnn_algo", 0) == 0) p = "train.rnn_algo = auto: standard (cuDNN: the fused kernel cannot run here: " + why + ")";
     }
@@ -111,9 +111,9 @@ DeviceChoice resolve_choices(const Config& cfg, bool log, std::optional<DeviceSe
   return c;
 }
 
-Config with_choices(const Config& cfg, const DeviceFacts& facts) {
+config::Config with_choices(const config::Config& cfg, const DeviceFacts& facts) {
   const DeviceChoice c = choose_all(cfg, facts);
-  Config out = cfg;
+  config::Config out = cfg;
   out.train_device = device_setting(c.device);
   out.train_rnn_algo = c.rnn_algo;
   out.crf_backend = backend_setting(c.crf_backend);

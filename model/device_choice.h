@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "crf/semicrf.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/encoder.h"
 
 namespace timitseg::model {
@@ -37,22 +37,22 @@ struct DeviceFacts {
 DeviceFacts probe_device_facts();
 
 // auto -> cuda when facts.gpus > 0, else cpu; cpu and cuda as they are.
-Device choose_device(DeviceSetting device, const DeviceFacts& facts);
+Device choose_device(config::DeviceSetting device, const DeviceFacts& facts);
 // auto -> fused when device is cuda, facts.cc_major == 9 and per_direction
 // is 64, 128 or 256, else standard; the others unchanged.
-RnnAlgo choose_rnn_algo(RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts);
+config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts);
 // auto -> cuda when device is cuda, else cpu; the others as they are.
-crf::BackendKind choose_crf_backend(CrfBackendSetting crf_backend, Device device);
+crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, Device device);
 // The kind of an explicit crf.backend (reference, cpu, cuda); auto throws std::logic_error (choose it first).
-crf::BackendKind backend_kind(CrfBackendSetting crf_backend);
+crf::BackendKind backend_kind(config::CrfBackendSetting crf_backend);
 // The settings that name a resolved choice (cuda -> DeviceSetting::cuda, ...): a config of resolved values.
-CrfBackendSetting backend_setting(crf::BackendKind kind);
-DeviceSetting device_setting(Device device);
+config::CrfBackendSetting backend_setting(crf::BackendKind kind);
+config::DeviceSetting device_setting(Device device);
 
 // One run's device choices, resolved (their words: device_name, to_string).
 struct DeviceChoice {
   Device device = Device::cpu;
-  RnnAlgo rnn_algo = RnnAlgo::standard;                   // never automatic
+  config::RnnAlgo rnn_algo = config::RnnAlgo::standard;                   // never automatic
   crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
   // One line per `auto` resolved: "train.device = auto: cuda (NVIDIA H100 80GB HBM3)".
   std::vector<std::string> picks;
@@ -61,15 +61,15 @@ struct DeviceChoice {
 // The choices of cfg on the machine of `facts` (pure): explicit values kept,
 // `auto` resolved. device_override (when set): used instead of
 // cfg.train_device (evaluate --device, replay-step --device).
-DeviceChoice choose_all(const Config& cfg, const DeviceFacts& facts,
-                        std::optional<DeviceSetting> device_override = std::nullopt);
+DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts,
+                        std::optional<config::DeviceSetting> device_override = std::nullopt);
 
 // The same on this machine: explicit cuda without a CUDA device throws
 // resolve_device's one line (with `hint`), a fused pick that the kernel cannot
 // run here (model/cuda/lstm_fused.h supported()) falls back to standard with
 // the reason, and each `auto` pick is logged (one info line each) when `log`.
-DeviceChoice resolve_choices(const Config& cfg, bool log = true,
-                             std::optional<DeviceSetting> device_override = std::nullopt, const std::string& hint = "");
+DeviceChoice resolve_choices(const config::Config& cfg, bool log = true,
+                             std::optional<config::DeviceSetting> device_override = std::nullopt, const std::string& hint = "");
 
 // The SMs one fused-LSTM run occupies at batch B and H units per direction
 // (model/cuda/lstm_fused.h grid_ctas; 0 for an H the kernel lacks): `compare
@@ -79,6 +79,6 @@ int fused_grid_ctas(int B, int H);
 // cfg with each `auto` of the three keys replaced by its pick on `facts`
 // (explicit values unchanged): the form `compare` compares, so that a run
 // saved with `auto` and one asking `cpu` on the CPU are the same run.
-Config with_choices(const Config& cfg, const DeviceFacts& facts);
+config::Config with_choices(const config::Config& cfg, const DeviceFacts& facts);
 
 }  // namespace timitseg::model

@@ -30,14 +30,14 @@ int set_threads(int threads) {
   return n;
 }
 
-Device resolve_device(DeviceSetting device, const std::string& hint) {
+Device resolve_device(config::DeviceSetting device, const std::string& hint) {
   switch (device) {
-    case DeviceSetting::cpu:
+    case config::DeviceSetting::cpu:
       return Device::cpu;
-    case DeviceSetting::cuda:
+    case config::DeviceSetting::cuda:
       cuda::require_device(hint.empty() ? "; train on the CPU with train.device=cpu or auto (or --device cpu)" : hint);
       return Device::cuda;
-    case DeviceSetting::automatic:
+    case config::DeviceSetting::automatic:
       return cuda::device_count() > 0 ? Device::cuda : Device::cpu;
   }
   throw std::logic_error("resolve_device: not a DeviceSetting");

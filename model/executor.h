@@ -28,7 +28,7 @@
 #include "crf/session.h"
 #include "model/align_confidence.h"
 #include "model/batch.h"
-#include "model/config_enums.h"
+#include "config/config_enums.h"
 #include "model/encoder.h"
 #include "model/numerics.h"
 #include "model/optim.h"
@@ -67,7 +67,7 @@ struct StepOptions {
   // by, so that the ranks' gradients sum to the global batch's; 0: this batch's own.
   double loss_norm = 0.0;
   int64_t step = 0;                  // the global optimizer step this update becomes (from 1)
-  FaultSpec fault;                   // --inject-fault (planted when fault.step == step)
+  config::FaultSpec fault;                   // --inject-fault (planted when fault.step == step)
   bool time_parts = false;           // fill StepResult::times (synchronizes the GPU between parts)
   std::mt19937_64* rng = nullptr;    // CPU dropout masks: the run's engine (resume is bit-exact)
   uint64_t seed = 0;                 // GPU dropout masks: a function of (seed, step, layer, index)
@@ -88,7 +88,7 @@ struct StepResult {
 struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
   crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
-  RnnAlgo rnn_algo = RnnAlgo::standard;  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
+  config::RnnAlgo rnn_algo = config::RnnAlgo::standard;  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
                                          // (never automatic: resolved before, model/device_choice.h)
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
@@ -97,7 +97,7 @@ struct ExecutorOptions {
   // reduce the data gradient, the loss sums and the step status over them
   // (the L2 penalty is added once, by rank 0); null or size 1: one process.
   dist::Communicator* world = nullptr;
-  DecodeMode decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
+  config::DecodeMode decode = config::DecodeMode::viterbi;  // crf.decode: viterbi | posterior (decode(): per-frame argmax of the
                                       // marginals, crf/posterior.h; phone_bonus does not apply)
   int64_t centre_frames = 0;          // a long recording (model/long_input.h): 0 centres its cumsum over the whole
                                       // recording, M > 0 by the mean of M frames either side (model::long_cumsum)
@@ -162,7 +162,7 @@ class Executor {
 // present, else cpu). Throws one line ("no CUDA device was found (...)") for
 // cuda without a device, ending with `hint` (what to do instead; "" = train's:
 // train.device=cpu or --device cpu). The other `auto` keys: model/device_choice.h.
-Device resolve_device(DeviceSetting device, const std::string& hint = "");
+Device resolve_device(config::DeviceSetting device, const std::string& hint = "");
 // The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
 std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);
 

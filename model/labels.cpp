@@ -5,7 +5,7 @@
 #include <stdexcept>
 
 #include "data/phones.h"
-#include "model/config.h"
+#include "config/config.h"
 
 namespace timitseg::model {
 
@@ -61,7 +61,7 @@ int LabelSet::from61(int label_index) const {
   return idx61_to_class[static_cast<size_t>(label_index)];
 }
 
-LabelSet training_label_set(const Config& cfg, const data::WorkdirPhoneSet& w, const std::string& workdir) {
+LabelSet training_label_set(const config::Config& cfg, const data::WorkdirPhoneSet& w, const std::string& workdir) {
   data::PhoneSetSpec spec;
   if (!cfg.data_phone_set.empty()) spec = data::PhoneSetSpec::from_setting(cfg.data_phone_set);
   else if (w.is_timit()) spec = data::PhoneSetSpec::builtin("timit" + std::to_string(cfg.data_label_set));

@@ -6,11 +6,10 @@
 #include <string>
 #include <vector>
 
+#include "config/config.h"
 #include "data/phone_set.h"
 
 namespace timitseg::model {
-
-struct Config;
 
 // The classes trained (the phone set's phones, C of them), their fold onto the
 // scoring set, and the map from the label table of a WORKDIR (the table its
@@ -44,7 +43,7 @@ struct LabelSet {
 // data.label_set on a TIMIT WORKDIR, else the WORKDIR's own inventory; over
 // the WORKDIR's label table. Throws one line naming the phone set and the
 // WORKDIR when a label of the WORKDIR is not in the set.
-LabelSet training_label_set(const Config& cfg, const data::WorkdirPhoneSet& workdir_set, const std::string& workdir);
+LabelSet training_label_set(const config::Config& cfg, const data::WorkdirPhoneSet& workdir_set, const std::string& workdir);
 
 // A checkpoint's label set rebound to a WORKDIR's label table, for evaluate,
 // report and compare: throws one line naming the checkpoint's phone set and

@@ -5,7 +5,7 @@
 
 #include "model/batch.h"
 #include "model/checkpoint.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/executor.h"
 #include "model/labels.h"
 #include "model/optim.h"

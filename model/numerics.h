@@ -36,28 +36,9 @@
 #include <string>
 #include <vector>
 
+#include "config/fault_spec.h"
+
 namespace timitseg::model {
-
-enum class Pass { forward, backward };
-const char* pass_name(Pass p);
-
-// Every layer name of a model with `num_layers` LSTM layers, in forward tap
-// order; onset: the model has crf.onset_projection (crf.onset_features).
-std::vector<std::string> numerics_layers(int num_layers, bool onset = false);
-
-// --inject-fault layer=NAME,pass=forward|backward,step=N,value=nan|inf
-// (step: global optimizer step, from 1). Throws std::invalid_argument naming
-// the problem. debug.inject_nonfinite "EPOCH:BATCH" (the older form) is
-// converted by the train loop.
-struct FaultSpec {
-  std::string layer;  // empty: no fault
-  Pass pass = Pass::forward;
-  int64_t step = 0;
-  float value = std::numeric_limits<float>::quiet_NaN();
-  bool empty() const { return layer.empty(); }
-  static FaultSpec parse(const std::string& text, int num_layers, bool onset = false);
-  std::string to_string() const;
-};
 
 struct TensorStats {
   int64_t nan = 0, inf = 0, finite = 0;
@@ -70,7 +51,7 @@ TensorStats tensor_stats(const double* x, size_t n);
 
 struct NumericsHit {
   std::string layer;
-  Pass pass = Pass::forward;
+  config::Pass pass = config::Pass::forward;
   std::string tensor;
   TensorStats stats;
   std::string describe() const;  // "layer lstm.1.fwd, backward pass, tensor ...: 3 NaN, 0 Inf, finite min ... max ..."

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config_enums.h"
+#include "config/config_enums.h"
 
 namespace timitseg::model {
 
@@ -123,11 +123,11 @@ inline double clip_global_norm(std::vector<float>& grad, double max_norm) {
 //                 e = step / steps_per_epoch, epochs = total / steps_per_epoch)
 //                 uses min_lr + (lr - min_lr) (1 + cos(pi e / epochs)) / 2;
 //   constant      lr.
-inline double scheduled_lr(LrSchedule schedule, double lr, double min_lr, int64_t step, int64_t total,
+inline double scheduled_lr(config::LrSchedule schedule, double lr, double min_lr, int64_t step, int64_t total,
                            int64_t steps_per_epoch = 0) {
-  if (schedule == LrSchedule::constant || total <= 0) return lr;
+  if (schedule == config::LrSchedule::constant || total <= 0) return lr;
   const double pi = 3.14159265358979323846;
-  if (schedule == LrSchedule::cosine_epoch) {
+  if (schedule == config::LrSchedule::cosine_epoch) {
     if (steps_per_epoch <= 0 || total % steps_per_epoch != 0)
       throw std::invalid_argument("lr_schedule cosine_epoch: total updates " + std::to_string(total) +
                                   " are not a whole number of epochs of " + std::to_string(steps_per_epoch) +

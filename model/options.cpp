@@ -3,7 +3,7 @@
 
 namespace timitseg::model {
 
-ModelDims model_dims(const Config& cfg, int input_dim, int num_classes) {
+ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes) {
   ModelDims d;
   d.input_dim = input_dim;
   d.hidden_dim = cfg.model_hidden_dim;
@@ -15,7 +15,7 @@ ModelDims model_dims(const Config& cfg, int input_dim, int num_classes) {
   return d;
 }
 
-ExecutorOptions executor_options(const Config& cfg, const DeviceChoice& choice, int threads) {
+ExecutorOptions executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
   ExecutorOptions xo;
   xo.threads = threads;
   xo.crf_backend = choice.crf_backend;
@@ -31,27 +31,27 @@ crf::BackendKind inference_crf_backend(Device device, crf::BackendKind chosen) {
   return chosen == crf::BackendKind::cuda ? crf::BackendKind::cpu : chosen;
 }
 
-ExecutorOptions inference_executor_options(const Config& cfg, const DeviceChoice& choice, int threads) {
+ExecutorOptions inference_executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
   ExecutorOptions xo = executor_options(cfg, choice, threads);
   xo.crf_backend = inference_crf_backend(choice.device, choice.crf_backend);
   xo.deterministic = false;
   return xo;
 }
 
-StepOptions step_options(const Config& cfg) {
+StepOptions step_options(const config::Config& cfg) {
   StepOptions so;
   so.crf_lr_scale = cfg.crf_lr_scale;
   so.dropout = cfg.model_dropout;
   so.clip_norm = cfg.train_clip_norm;
   so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == LossNormalization::frame;
+  so.frame_normalization = cfg.crf_loss_normalization == config::LossNormalization::frame;
   so.frame_ce_weight = cfg.crf_frame_ce_weight;
   so.check_numerics = cfg.debug_check_numerics;
   so.seed = cfg.train_seed;
   return so;
 }
 
-void set_optimizer_settings(const Config& cfg, AdamW& optimizer) {
+void set_optimizer_settings(const config::Config& cfg, AdamW& optimizer) {
   optimizer.beta1 = cfg.train_beta1;
   optimizer.beta2 = cfg.train_beta2;
   optimizer.eps = cfg.train_eps;

@@ -4,12 +4,13 @@ the product's sources points down or within its own folder.
 
   scripts/check_layers.py [--root DIR]
 
-  app    -> train, eval, model, crf, data, common
-  capi   -> eval, model, crf, data, common   (libtimitseg.so, the C API of include/timitseg.h; beside app)
-    capi/crf_* -> crf, common               (its CRF half)
-  train  -> eval, model, crf, data, common   (each epoch's dev evaluation decodes and scores)
-  eval   -> model, crf, data, common
-  model  -> crf, data, common
+  app    -> train, eval, model, config, crf, data, common
+  capi   -> eval, model, config, crf, data, common   (libtimitseg.so, the C API of include/timitseg.h; beside app)
+    capi/crf_* -> crf, common                       (its CRF half)
+  train  -> eval, model, config, crf, data, common   (each epoch's dev evaluation decodes and scores)
+  eval   -> model, config, crf, data, common
+  model  -> config, crf, data, common
+  config -> crf, data, common                (the training configuration, its enums and fault spec)
   crf    -> common
   data   -> common
   common -> (nothing of the project)
@@ -39,11 +40,12 @@ MAY_INCLUDE = {
     "common": set(),
     "crf": {"common"},
     "data": {"common"},
-    "model": {"crf", "data", "common"},
-    "eval": {"model", "crf", "data", "common"},
-    "train": {"eval", "model", "crf", "data", "common"},
-    "app": {"train", "eval", "model", "crf", "data", "common"},
-    "capi": {"eval", "model", "crf", "data", "common"},
+    "config": {"crf", "data", "common"},
+    "model": {"config", "crf", "data", "common"},
+    "eval": {"model", "config", "crf", "data", "common"},
+    "train": {"eval", "model", "config", "crf", "data", "common"},
+    "app": {"train", "eval", "model", "config", "crf", "data", "common"},
+    "capi": {"eval", "model", "config", "crf", "data", "common"},
 }
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')
@@ -96,7 +98,7 @@ def main():
     a = checklib.arguments(__doc__).parse_args()
     bad = violations(a.root)
     return checklib.report(bad, f"check_layers: {len(bad)} include(s) against the map of the layers (docs/design.md)",
-                           "check_layers: every include points down (app -> train -> eval -> model -> crf, data -> common)")
+                           "check_layers: every include points down (app -> train -> eval -> model -> config -> crf, data -> common)")
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@ folders opens the namespace of its folder and no other folder's.
   common/ -> timitseg (its generic utilities; sub-namespaces such as timitseg::cuda allowed)
   FOLDER/ -> timitseg::FOLDER, or a namespace inside it (timitseg::crf::cpu,
              timitseg::model::gpu, timitseg::app::report::sections, ...)
-             for FOLDER in app capi crf data model eval train
+             for FOLDER in app capi config crf data model eval train
 
 A sub-folder's files live inside their folder's namespace: crf/cpu/ in
 timitseg::crf::cpu, crf/reference/ in timitseg::crf::reference, crf/cuda/ in
@@ -29,7 +29,7 @@ import sys
 
 import checklib
 
-FOLDERS = ("common", "crf", "data", "model", "eval", "train", "app", "capi")
+FOLDERS = ("common", "crf", "data", "config", "model", "eval", "train", "app", "capi")
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
 OPEN = re.compile(r"^\s*namespace\s+([A-Za-z_][\w:]*)\s*\{", re.M)
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)

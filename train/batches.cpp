@@ -14,7 +14,7 @@ void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
 
 }  // namespace
 
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const model::Config& cfg,
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const config::Config& cfg,
                                                  std::mt19937_64& rng) {
   std::vector<int> order(lengths.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);

@@ -13,14 +13,14 @@
 #include <vector>
 
 #include "model/batch.h"
-#include "model/config.h"
+#include "config/config.h"
 
 namespace timitseg::train {
 
 // Batches of one epoch (indices into `lengths`): a seeded shuffle; with
 // train.bucketing, pools of bucket_batches * batch_size utterances are sorted
 // by length and cut into batches, and the batch order is shuffled again.
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const model::Config& cfg,
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const config::Config& cfg,
                                                  std::mt19937_64& rng);
 
 // A rank's share of one global batch (several training processes,

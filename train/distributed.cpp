@@ -134,18 +134,18 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
   return "timitseg train --resume " + run_dir;
 }
 
-void inject_exit(const model::InjectExit& x, const dist::Communicator& world, int64_t step) {
+void inject_exit(const config::InjectExit& x, const dist::Communicator& world, int64_t step) {
   if ((!x.all && x.rank != world.rank()) || x.rank < 0 || x.step != step) return;
-  if (x.action == model::ExitAction::throw_exception)
+  if (x.action == config::ExitAction::throw_exception)
     throw std::runtime_error("debug.inject_exit: an exception planted before step " + std::to_string(step));
-  if (x.action == model::ExitAction::kill) {
+  if (x.action == config::ExitAction::kill) {
     std::fflush(stderr);
     ::kill(::getpid(), SIGKILL);
   }
   for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));  // hang: until the job is torn down
 }
 
-bool fault_on_this_rank(const model::Config& cfg, const dist::Communicator& world) {
+bool fault_on_this_rank(const config::Config& cfg, const dist::Communicator& world) {
   return cfg.debug_fault_rank < 0 || cfg.debug_fault_rank == world.rank();
 }
 
@@ -194,7 +194,7 @@ std::string steps_upto(const std::string& path, int64_t upto) {
 
 // Several ranks (train/distributed.h): the global batch holds a share for
 // every rank, every rank reads the same data, a GPU rank takes its local GPU.
-void set_up_ranks(const model::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& w) {
+void set_up_ranks(const config::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& w) {
   if (w.size() == 1) return;
   // Each check agreed on its own (dist::agree around code without collectives
   // only: a collective inside could wait for a rank that has already left).

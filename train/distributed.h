@@ -15,7 +15,7 @@
 #include "data/dataset.h"
 #include "eval/metrics.h"
 #include "model/batch.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/executor.h"
 #include "model/labels.h"
 #include "train/train_data.h"
@@ -57,10 +57,10 @@ std::string resume_command(const std::string& run_dir, const dist::Communicator&
 
 // debug.inject_exit: on its rank, before its step, throws, SIGKILLs this
 // process or stops answering (sleeps until killed).
-void inject_exit(const model::InjectExit& x, const dist::Communicator& world, int64_t step);
+void inject_exit(const config::InjectExit& x, const dist::Communicator& world, int64_t step);
 
 // Whether debug.inject_fault / inject_nonfinite act on this rank (debug.fault_rank).
-bool fault_on_this_rank(const model::Config& cfg, const dist::Communicator& world);
+bool fault_on_this_rank(const config::Config& cfg, const dist::Communicator& world);
 
 // The parameters and the optimizer state are the same bits on every rank
 // (the divergence check of every epoch end and of the set-up); one line naming
@@ -83,6 +83,6 @@ std::string steps_upto(const std::string& path, int64_t upto);
 // Several ranks: the global batch holds a share for every rank (one line
 // otherwise), every rank reads the same data (a fingerprint compared across
 // the ranks), a GPU rank takes its local GPU. Nothing with one process.
-void set_up_ranks(const model::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& world);
+void set_up_ranks(const config::Config& cfg, const TrainData& data, model::Device device, dist::Communicator& world);
 
 }  // namespace timitseg::train

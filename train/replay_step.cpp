@@ -41,7 +41,7 @@ int64_t meta_int(const st::File& f, const std::string& key) {
 
 }  // namespace
 
-void write_step_dump(const std::string& dir, const model::Batch& batch, const model::Config& cfg, const model::ModelState& state,
+void write_step_dump(const std::string& dir, const model::Batch& batch, const config::Config& cfg, const model::ModelState& state,
                      const StepDumpInfo& info, const model::NumericsHit& hit) {
   const int64_t B = batch.input.B, T = batch.input.T;
   const int64_t D = B * T > 0 ? static_cast<int64_t>(batch.input.features.size()) / (B * T) : 0;
@@ -63,14 +63,14 @@ void write_step_dump(const std::string& dir, const model::Batch& batch, const mo
     f.metadata["epoch"] = std::to_string(info.epoch);
     f.metadata["batch"] = std::to_string(info.batch);
     f.metadata["step"] = std::to_string(info.step);
-    f.metadata["lr"] = model::format_double(info.lr);
+    f.metadata["lr"] = config::format_double(info.lr);
     f.metadata["seed"] = std::to_string(cfg.train_seed);
     f.metadata["rng_state"] = info.rng_state;
     f.metadata["fault"] = info.fault.to_string();
     if (info.world_size > 1) {  // a rank's share of a global batch
       f.metadata["rank"] = std::to_string(info.rank);
       f.metadata["world_size"] = std::to_string(info.world_size);
-      f.metadata["loss_norm"] = model::format_double(info.loss_norm);
+      f.metadata["loss_norm"] = config::format_double(info.loss_norm);
       if (!batch.input.share_rows.empty()) {
         f.tensors["share_rows"] = st::Tensor::from<int32_t>({B}, batch.input.share_rows);
         f.metadata["global_B"] = std::to_string(batch.input.global_B);
@@ -81,7 +81,7 @@ void write_step_dump(const std::string& dir, const model::Batch& batch, const mo
     model::save_checkpoint((tmp / "state.safetensors").string(), state);
     write_file_atomic((tmp / "config.yaml").string(), cfg.to_yaml());
     nlohmann::json r = {{"layer", hit.layer},
-                        {"pass", model::pass_name(hit.pass)},
+                        {"pass", config::pass_name(hit.pass)},
                         {"tensor", hit.tensor},
                         {"nan", hit.stats.nan},
                         {"inf", hit.stats.inf},
@@ -159,7 +159,7 @@ model::Batch read_dump_batch(const st::File& bf, int D) {
 
 // The executor of the replay, holding the dump's state before its step (a
 // state after it, or from another step, is refused naming the file).
-std::unique_ptr<model::Executor> replay_executor(const ReplayStepOptions& o, const model::Config& cfg,
+std::unique_ptr<model::Executor> replay_executor(const ReplayStepOptions& o, const config::Config& cfg,
                                                  model::ModelState& state, int64_t step, const fs::path& dir) {
   const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
   model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
@@ -186,7 +186,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   if (!fs::is_directory(dir)) throw std::runtime_error(o.dump + ": not a folder (expected RUN_DIR/nonfinite-step-N)");
   for (const char* name : {"batch.safetensors", "state.safetensors", "config.yaml"})
     if (!fs::exists(dir / name)) throw std::runtime_error((dir / name).string() + ": missing (not a complete dump folder)");
-  model::Config cfg = model::Config::load((dir / "config.yaml").string(), {});
+  config::Config cfg = config::Config::load((dir / "config.yaml").string(), {});
   // a dump holds the non-finite values on purpose: no range checks (the checksum still)
   model::ModelState state = model::load_checkpoint((dir / "state.safetensors").string(), /*check_values=*/false);
   const st::File bf = st::load((dir / "batch.safetensors").string());
@@ -216,7 +216,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   }
   const int64_t step = meta_int(bf, "step");
   const double lr = std::stod(meta(bf, "lr"));
-  const model::FaultSpec fault = model::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
+  const config::FaultSpec fault = config::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
 
   std::unique_ptr<model::Executor> exec = replay_executor(o, cfg, state, step, dir);
 

@@ -22,7 +22,7 @@
 
 #include "model/batch.h"
 #include "model/checkpoint.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/executor.h"
 #include "model/numerics.h"
 
@@ -34,7 +34,7 @@ struct StepDumpInfo {
   int64_t step = 0;   // global optimizer step, from 1
   double lr = 0;      // the step's learning rate
   std::string rng_state;  // CPU engine before the step
-  model::FaultSpec fault;        // the run's --inject-fault ("" when none)
+  config::FaultSpec fault;        // the run's --inject-fault ("" when none)
   // Several processes (docs/multigpu.md): the failing rank, the rank count and
   // the step's global loss normalization (0: one process). The batch is then
   // that rank's share (its share_rows, global_B and global_T are saved too),
@@ -45,12 +45,12 @@ struct StepDumpInfo {
 
 // Writes DIR atomically (a temporary folder renamed at the end; an existing
 // DIR is replaced). `state` is the model and optimizer state before the step.
-void write_step_dump(const std::string& dir, const model::Batch& batch, const model::Config& cfg, const model::ModelState& state,
+void write_step_dump(const std::string& dir, const model::Batch& batch, const config::Config& cfg, const model::ModelState& state,
                      const StepDumpInfo& info, const model::NumericsHit& hit);
 
 struct ReplayStepOptions {
   std::string dump;         // the dump folder
-  std::optional<model::DeviceSetting> device;     // --device; unset = the run's train.device
+  std::optional<config::DeviceSetting> device;     // --device; unset = the run's train.device
   std::optional<crf::BackendKind> crf_backend;  // --crf-backend; unset = the run's crf.backend
   int fixed_length = 0;     // > 0: truncate/pad every row to N frames (debug.fixed_length)
   bool check_numerics = false;  // force the per-layer checks on (else the run's debug.check_numerics)

@@ -74,7 +74,7 @@ std::string cpu_model() {
 }  // namespace
 
 // One entry of run.json: what ran this training call, where and when.
-nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
+nlohmann::json run_entry(const config::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume) {
   nlohmann::json gpu = nullptr;
   try {
@@ -90,7 +90,7 @@ nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& ch
             {"threads", threads},
             {"gpu", gpu}}},
           {"device", model::device_name(choice.device)},          // train.device resolved (auto: cuda when a GPU is present)
-          {"rnn_algo", model::to_string(choice.rnn_algo)},        // train.rnn_algo resolved (auto: fused on sm_90)
+          {"rnn_algo", config::to_string(choice.rnn_algo)},        // train.rnn_algo resolved (auto: fused on sm_90)
           {"crf_backend", crf::to_string(choice.crf_backend)},  // crf.backend resolved (auto: cuda on the GPU)
           {"executor", exec.description()},
           {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
@@ -319,7 +319,7 @@ void check_fresh_run_dir(const std::string& run_dir) {
                              " or choose another train.run_dir (a fresh run never mixes with an old one)");
 }
 
-void lock_run_folder(std::optional<RunLock>& lock, const model::Config& cfg, bool resume, bool holder) {
+void lock_run_folder(std::optional<RunLock>& lock, const config::Config& cfg, bool resume, bool holder) {
   const std::string& run_dir = cfg.train_run_dir;
   InputSet inputs;  // the prepared data is read, never written: a run folder is never the WORKDIR
   inputs.add(cfg.data_workdir);

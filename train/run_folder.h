@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/run_lock.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/device_choice.h"
 #include "model/executor.h"
 
@@ -35,7 +35,7 @@ std::string iso8601_now();
 // rnn_algo, crf_backend (the resolved values of train.device, train.rnn_algo,
 // crf.backend: `auto` replaced by its pick, model/device_choice.h), executor,
 // config (as given, `auto` kept), start_time.
-nlohmann::json run_entry(const model::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
+nlohmann::json run_entry(const config::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume);
 // RUN_DIR/run.json (atomic): a fresh run writes its entry; a resume appends
 // its entry to "resumes" (an unreadable old file is replaced, with a warning).
@@ -93,7 +93,7 @@ class LogTag {
 // `compare` or `report` into the folder, which is refused with one line naming
 // it and this process's pid. A train.run_dir that is data.workdir (through
 // links too) is refused first.
-void lock_run_folder(std::optional<RunLock>& lock, const model::Config& cfg, bool resume, bool holder);
+void lock_run_folder(std::optional<RunLock>& lock, const config::Config& cfg, bool resume, bool holder);
 
 // RUN_DIR/metrics.jsonl's lines with epoch <= keep_upto (--resume keeps those); "" for a missing file.
 std::string metrics_upto(const std::string& path, int keep_upto);

@@ -50,7 +50,7 @@ std::string utterance_ids(const model::Batch& batch) {
     info.step = so.step;
     info.lr = so.lr;
     info.rng_state = before.rng_state;
-    info.fault = r.fault.step == so.step ? r.fault : model::FaultSpec{};
+    info.fault = r.fault.step == so.step ? r.fault : config::FaultSpec{};
     info.rank = r.world->rank();
     info.world_size = r.world->size();
     info.loss_norm = so.loss_norm;
@@ -63,7 +63,7 @@ std::string utterance_ids(const model::Batch& batch) {
   std::ostringstream os;
   os.precision(6);
   os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
-     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << model::pass_name(hit.pass) << " pass, tensor " << hit.tensor
+     << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << config::pass_name(hit.pass) << " pass, tensor " << hit.tensor
      << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
   if (hit.stats.finite > 0)
     os << "finite min " << hit.stats.min << ", max " << hit.stats.max;

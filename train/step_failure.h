@@ -13,7 +13,7 @@
 #include "common/dist.h"
 #include "model/batch.h"
 #include "model/checkpoint.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/executor.h"
 #include "model/numerics.h"
 #include "model/params.h"
@@ -23,13 +23,13 @@ namespace timitseg::train {
 
 // Where the failed step happened and what its report reads (the run's, borrowed).
 struct FailedStep {
-  const model::Config* cfg = nullptr;
+  const config::Config* cfg = nullptr;
   std::filesystem::path run_dir;
   model::Executor* exec = nullptr;        // the parameters before the step (a failed step updates nothing)
   const model::ModelState* state = nullptr;
   const model::ParamLayout* layout = nullptr;
   int num_classes = 0;
-  model::FaultSpec fault;                 // debug.inject_fault of this rank
+  config::FaultSpec fault;                 // debug.inject_fault of this rank
   dist::Communicator* world = nullptr;
   int epoch = 0;
   size_t bi = 0, nbatches = 0;     // the batch (0-based) of the epoch's nbatches

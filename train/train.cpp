@@ -61,12 +61,12 @@ namespace {
 
 // What every step of a run reads: set up once by set_up_run, before the first epoch.
 struct TrainingRun {
-  model::Config cfg;                 // the caller's, with the doctest limits applied and validated
+  config::Config cfg;                 // the caller's, with the doctest limits applied and validated
   model::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
   model::Device device = model::Device::cpu;  // choice.device
   model::LabelSet ls;
   int threads = 0;
-  model::FaultSpec fault;            // debug.inject_fault
+  config::FaultSpec fault;            // debug.inject_fault
   model::ModelState state;           // dims, labels, features, CMVN, parameters, optimizer, epoch, best so far
   std::unique_ptr<model::Executor> exec;
   std::optional<model::ParamLayout> layout;
@@ -83,7 +83,7 @@ struct TrainingRun {
   const data::Cmvn* cmvn = nullptr;
   std::vector<const data::Utterance*> dev_utts;
   dist::Communicator* world = nullptr;  // dist::world(): one process, or the ranks of mpirun / srun
-  model::InjectExit inject_exit;               // debug.inject_exit
+  config::InjectExit inject_exit;               // debug.inject_exit
   std::unique_ptr<dist::Watchdog> watchdog;  // several processes: 2 x train.dist_timeout without progress ends this one
   void stamp(const char* phase) const {
     if (watchdog) watchdog->stamp(phase);
@@ -141,7 +141,7 @@ void resume_state(TrainingRun& r) {
 void fresh_state(TrainingRun& r, const TrainData& data) {
   model::ModelState& state = r.state;
   model::init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == model::DurationInit::data && state.dims.duration_lognormal) {
+  if (r.cfg.crf_duration_init == config::DurationInit::data && state.dims.duration_lognormal) {
     // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
@@ -151,7 +151,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
                  "and spread of log duration) to the gold segments of the train split (K = {})",
                  state.dims.max_duration);
-  } else if (r.cfg.crf_duration_init == model::DurationInit::data) {
+  } else if (r.cfg.crf_duration_init == config::DurationInit::data) {
     // crf.duration_init = data: the train split's duration distribution, added to the draw above
     std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
     for (size_t u = 0; u < classes.size(); ++u)
@@ -172,11 +172,12 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
 
 // The schedule of the run (batches per epoch, steps) and the debug injections, with warnings for ones that never fire.
 void plan_schedule(TrainingRun& r, const TrainData& data) {
-  const model::Config& cfg = r.cfg;
+  const config::Config& cfg = r.cfg;
   r.fixed_length = cfg.debug_fixed_length;
   if (!cfg.debug_inject_nonfinite.empty() && fault_on_this_rank(cfg, *r.world)) {
-    char c;
-    std::istringstream(cfg.debug_inject_nonfinite) >> r.inject_epoch >> c >> r.inject_batch;
+    const config::NonfiniteStep at = cfg.inject_nonfinite().value_or(config::NonfiniteStep{});  // validated
+    r.inject_epoch = at.epoch;
+    r.inject_batch = at.batch;
   }
   const int64_t N = static_cast<int64_t>(data.train.utterances.size());
   r.lengths.resize(N);
@@ -196,7 +197,7 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                  "checks (CRF input, loss, gradients) can stop the step");
   r.cmvn = data.has_cmvn ? &data.cmvn : nullptr;
   for (const auto& u : data.dev.utterances) r.dev_utts.push_back(&u);
-  r.inject_exit = model::InjectExit::parse(cfg.debug_inject_exit);
+  r.inject_exit = cfg.inject_exit();
   const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
                                                       r.world->launch().launcher + ", " + r.world->library() + ")"
                                                 : std::string();
@@ -208,10 +209,10 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
 // Set up the run: everything that can fail on the configuration before the
 // first write, the executor, the run folder (train.log, run.json,
 // config.yaml, metrics.jsonl), the state (fresh or resumed) on the executor.
-void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& data, bool resume) {
+void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& data, bool resume) {
   r.cfg = cfg_in;
-  model::Config& cfg = r.cfg;
-  model::apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
+  config::Config& cfg = r.cfg;
+  config::apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
@@ -230,7 +231,7 @@ void set_up_run(TrainingRun& r, const model::Config& cfg_in, const TrainData& da
   describe_state(r, data, r.state);
   model::ExecutorOptions xo = model::executor_options(cfg, r.choice, r.threads);  // model/options.h
   if (fault_on_this_rank(cfg, *r.world))
-    r.fault = model::FaultSpec::parse(cfg.debug_inject_fault, cfg.model_num_layers, cfg.onset_enabled());
+    r.fault = cfg.inject_fault();
   xo.world = r.world;
   r.exec = model::make_executor(r.device, r.state.dims, xo);
   if (r.device == model::Device::cuda && r.choice.crf_backend != crf::BackendKind::cuda)
@@ -309,7 +310,7 @@ FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatch
 // executor's train_step, and on a non-finite value the report that stops the run.
 model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch, size_t bi, size_t nbatches, model::StepOptions& so,
                     const BatchShare& share) {
-  const model::Config& cfg = r.cfg;
+  const config::Config& cfg = r.cfg;
   so = model::step_options(cfg);  // model/options.h
   so.lr = model::scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
@@ -434,7 +435,7 @@ eval::Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
     rec.dev_per = dev.per();
     int64_t dev_frames = 0;
     for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
-    rec.dev_loss = nll_sum / model::loss_normalization(r.cfg.crf_loss_normalization == model::LossNormalization::frame,
+    rec.dev_loss = nll_sum / model::loss_normalization(r.cfg.crf_loss_normalization == config::LossNormalization::frame,
                                                        static_cast<int64_t>(r.dev_utts.size()),
                                                        std::max<int64_t>(1, dev_frames));
   } else {
@@ -536,7 +537,7 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
 
 // The driver: set up the run, then the epochs (run_epochs below); a stop
 // caused by another rank is recorded in train.log.
-TrainResult train(const model::Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
+TrainResult train(const config::Config& cfg_in, const TrainData& data, bool resume, const AfterEpoch& after_epoch) {
   TrainingRun r;
   set_up_run(r, cfg_in, data, resume);
   TrainResult result;

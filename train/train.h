@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "data/dataset.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "eval/evaluate.h"
 #include "train/batches.h"  // make_epoch_batches (bench train)
 #include "eval/metrics.h"
@@ -60,7 +60,7 @@ using AfterEpoch = std::function<void(const EpochEnd&)>;
 // device, CRF backend, start time; one entry more per resume), config.yaml,
 // metrics.jsonl and checkpoints/ (best.safetensors without optimizer state,
 // the last epoch-N and the train.keep_checkpoints epochs before it).
-TrainResult train(const model::Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
+TrainResult train(const config::Config& cfg, const TrainData& data, bool resume, const AfterEpoch& after_epoch = nullptr);
 
 // Throws when RUN_DIR already holds a run (checkpoints/epoch-N.safetensors, or
 // metrics.jsonl lines other than a lone epoch-1 line without its checkpoint,

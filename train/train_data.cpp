@@ -5,7 +5,7 @@
 
 namespace timitseg::train {
 
-TrainData load_train_data(const model::Config& cfg) {
+TrainData load_train_data(const config::Config& cfg) {
   if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
   TrainData d;
   d.train = data::load_split(cfg.data_workdir, "train");

@@ -4,7 +4,7 @@
 
 #include "data/dataset.h"
 #include "data/phone_set.h"
-#include "model/config.h"
+#include "config/config.h"
 
 namespace timitseg::train {
 
@@ -20,6 +20,6 @@ struct TrainData {
 // The splits of cfg.data_workdir (data.workdir, required), cut to
 // data.max_train_utterances / data.max_dev_utterances, with the CMVN when
 // features.cmvn. Throws naming the key or the file.
-TrainData load_train_data(const model::Config& cfg);
+TrainData load_train_data(const config::Config& cfg);
 
 }  // namespace timitseg::train

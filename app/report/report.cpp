@@ -129,7 +129,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
   model::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (model/options.h)
   cpu.device = model::Device::cpu;
-  cpu.rnn_algo = model::RnnAlgo::standard;
+  cpu.rnn_algo = config::RnnAlgo::standard;
   cpu.crf_backend = model::choose_crf_backend(s.config.crf_backend, model::Device::cpu);
   const model::ExecutorOptions xo = model::inference_executor_options(s.config, cpu, model::set_threads(threads));
   std::unique_ptr<model::Executor> exec = model::make_executor(cpu.device, s.dims, xo);

@@ -173,19 +173,19 @@ CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scal
     throw NonFiniteError("CRF input", e.what());
   }
   if (pr_) {
-    pr_->tap("crf", Pass::forward, "log_z", crf_.log_z.data(), crf_.log_z.size());
-    pr_->tap("crf", Pass::forward, "gold", crf_.gold.data(), crf_.gold.size());
+    pr_->tap("crf", config::Pass::forward, "log_z", crf_.log_z.data(), crf_.log_z.size());
+    pr_->tap("crf", config::Pass::forward, "gold", crf_.gold.data(), crf_.gold.size());
     std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
     double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params_, "crf.transition"),
                                         param_ptr(lay, params_, "crf.duration_bias"), gt.data(), gd.data());
-    pr_->tap("penalty", Pass::forward, "penalty", &pen, 1);
+    pr_->tap("penalty", config::Pass::forward, "penalty", &pen, 1);
     penalty_ = pen;
     const std::pair<const char*, std::vector<float>*> grads[] = {
         {"d_cum_scores", &crf_.grad_cum_scores}, {"d_crf.transition", &crf_.grad_transition},
         {"d_crf.duration_bias", &crf_.grad_duration_bias}, {"d_crf.start", &crf_.grad_start},
         {"d_crf.end", &crf_.grad_end}};
-    for (const auto& [name, v] : grads) pr_->tap("crf", Pass::backward, name, v->data(), v->size());
-    if (!crf_.grad_onset.empty()) pr_->tap("crf", Pass::backward, "d_onset", crf_.grad_onset.data(), crf_.grad_onset.size());
+    for (const auto& [name, v] : grads) pr_->tap("crf", config::Pass::backward, name, v->data(), v->size());
+    if (!crf_.grad_onset.empty()) pr_->tap("crf", config::Pass::backward, "d_onset", crf_.grad_onset.data(), crf_.grad_onset.size());
   }
   return {crf_.log_z.data(), crf_.gold.data()};
 }
@@ -221,7 +221,7 @@ void CpuStepDevice::frame_ce(const Batch& batch, double scale) {
 void CpuStepDevice::backward(const Batch&, const StepOptions&) {
   static thread_local std::vector<float> dfeatures;
   net_.backward(params_, act_, crf_.grad_cum_scores, grad_,
-                pr_ && pr_->wants("input", Pass::backward) ? &dfeatures : nullptr, pr_,
+                pr_ && pr_->wants("input", config::Pass::backward) ? &dfeatures : nullptr, pr_,
                 with_ce_ ? &frame_ce_gradient() : nullptr, crf_.grad_onset.empty() ? nullptr : &crf_.grad_onset);
   const ParamLayout& lay = net_.layout();
   auto add = [&](const std::string& name, const std::vector<float>& g) {
@@ -247,7 +247,7 @@ void CpuStepDevice::penalty(const StepOptions& o) {
   if (pr_)
     for (const char* name : {"crf.transition", "crf.duration_bias"}) {
       const ParamInfo& p = lay.get(name);
-      pr_->tap("penalty", Pass::backward, std::string("d_") + name, grad_.data() + p.offset, p.size);
+      pr_->tap("penalty", config::Pass::backward, std::string("d_") + name, grad_.data() + p.offset, p.size);
     }
   // crf.duration_model = lognormal: d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
   chain_duration_gradient(lay, params_.data(), grad_.data());
@@ -258,9 +258,9 @@ void CpuStepDevice::update(const std::vector<UpdateRange>& ranges) {
   opt_->update(*stored_, grad_, ranges);
   derive_duration_table(net_.layout(), stored_->data());
   if (probe_ && probe_->enabled()) {  // after the update by definition: a hit here restores nothing
-    probe_->tap("optimizer", Pass::backward, "params", stored_->data(), stored_->size());
-    probe_->tap("optimizer", Pass::backward, "exp_avg", opt_->m.data(), opt_->m.size());
-    probe_->tap("optimizer", Pass::backward, "exp_avg_sq", opt_->v.data(), opt_->v.size());
+    probe_->tap("optimizer", config::Pass::backward, "params", stored_->data(), stored_->size());
+    probe_->tap("optimizer", config::Pass::backward, "exp_avg", opt_->m.data(), opt_->m.size());
+    probe_->tap("optimizer", config::Pass::backward, "exp_avg_sq", opt_->v.data(), opt_->v.size());
   }
 }
 
@@ -293,7 +293,7 @@ namespace {
 // whole batch; a non-finite value is one error naming `what` and the batch.
 void inference_forward(const Network<float>& net, const std::vector<float>& params, const Batch& batch,
                        Activations<float>& act, int64_t centre_frames, const char* what) {
-  Probe probe(true, FaultSpec{}, 0);
+  Probe probe(true, config::FaultSpec{}, 0);
   try {
     if (long_input(batch.input))
       forward_in_windows(net, params, batch.input, act, &probe, kWindowFrames, kContextFrames, centre_frames);
@@ -346,7 +346,7 @@ class CpuExecutor final : public Executor {
         backend_(crf::make_backend(o.crf_backend, crf::BackendOptions{o.threads, nullptr})),
         session_(*backend_),  // a device CRF backend (cuda) works through the session's copies
         phone_bonus_(o.phone_bonus),
-        posterior_(o.decode == DecodeMode::posterior),
+        posterior_(o.decode == config::DecodeMode::posterior),
         centre_frames_(o.centre_frames),
         world_(o.world) {}
   Device device() const override { return Device::cpu; }

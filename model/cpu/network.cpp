@@ -44,7 +44,7 @@ void set_default_threads(int threads) { g_default_threads.store(threads); }
 int default_threads() { return resolve_threads(g_default_threads.load()); }
 
 template <class S>
-void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
+void Probe::tap(const std::string& layer, config::Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
                 int64_t stride) {
   if (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass && rows > 0 && cols > 0) {
     data[0] = static_cast<S>(fault_.value);
@@ -90,7 +90,7 @@ void Probe::tap(const std::string& layer, Pass pass, const std::string& tensor, 
   }
   throw NumericsError(hit);
 }
-void Probe::report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const {
+void Probe::report(const std::string& layer, config::Pass pass, const std::string& tensor, const TensorStats& stats) const {
   if (!check_ || !stats.bad()) return;
   NumericsHit hit;
   hit.layer = layer;
@@ -100,8 +100,8 @@ void Probe::report(const std::string& layer, Pass pass, const std::string& tenso
   throw NumericsError(hit);
 }
 
-template void Probe::tap<float>(const std::string&, Pass, const std::string&, float*, int64_t, int64_t, int64_t);
-template void Probe::tap<double>(const std::string&, Pass, const std::string&, double*, int64_t, int64_t, int64_t);
+template void Probe::tap<float>(const std::string&, config::Pass, const std::string&, float*, int64_t, int64_t, int64_t);
+template void Probe::tap<double>(const std::string&, config::Pass, const std::string&, double*, int64_t, int64_t, int64_t);
 
 template <class S>
 int Network<S>::threads() const {

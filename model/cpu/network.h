@@ -75,23 +75,23 @@ struct Activations {
 // planned fault, enabled() is false and nothing is tapped.
 class Probe {
  public:
-  Probe(bool check, const FaultSpec& fault, int64_t step)
+  Probe(bool check, const config::FaultSpec& fault, int64_t step)
       : check_(check), fault_(fault), fault_now_(!fault.empty() && fault.step == step) {}
   bool enabled() const { return check_ || fault_now_; }
   // Whether tapping (layer, pass) can do anything (check on or the fault planted there).
-  bool wants(const std::string& layer, Pass pass) const {
+  bool wants(const std::string& layer, config::Pass pass) const {
     return check_ || (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass);
   }
   // A block of a row-major matrix: rows x cols, `stride` elements between rows.
   template <class S>
-  void tap(const std::string& layer, Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
+  void tap(const std::string& layer, config::Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
            int64_t stride);
   template <class S>
-  void tap(const std::string& layer, Pass pass, const std::string& tensor, S* data, size_t n) {
+  void tap(const std::string& layer, config::Pass pass, const std::string& tensor, S* data, size_t n) {
     tap(layer, pass, tensor, data, 1, static_cast<int64_t>(n), static_cast<int64_t>(n));
   }
   template <class M>
-  void tap_mat(const std::string& layer, Pass pass, const std::string& tensor, M&& m) {
+  void tap_mat(const std::string& layer, config::Pass pass, const std::string& tensor, M&& m) {
     tap(layer, pass, tensor, m.data(), m.rows(), m.cols(), m.outerStride());
   }
   bool planted() const { return planted_; }
@@ -101,11 +101,11 @@ class Probe {
   void set_threads(int threads) { threads_ = threads; }
   // A tensor checked piecewise by the caller (stats of its non-finite pieces
   // merged): throws NumericsError when check() and stats.bad().
-  void report(const std::string& layer, Pass pass, const std::string& tensor, const TensorStats& stats) const;
+  void report(const std::string& layer, config::Pass pass, const std::string& tensor, const TensorStats& stats) const;
 
  private:
   bool check_;
-  FaultSpec fault_;
+  config::FaultSpec fault_;
   bool fault_now_;
   bool planted_ = false;
   int threads_ = 1;

@@ -120,8 +120,8 @@ typename Activations<S>::Mat backward_cumsum(const BackwardContext<S>& c, const 
     c.zero_tail(dS, s);
   });
   if (c.pr) {  // the fused centered cumsum: both taps see d scores, the cumsum tap first
-    c.pr->tap_mat("cumsum", Pass::backward, "d_scores", dS);
-    c.pr->tap_mat("center", Pass::backward, "d_scores", dS);
+    c.pr->tap_mat("cumsum", config::Pass::backward, "d_scores", dS);
+    c.pr->tap_mat("center", config::Pass::backward, "d_scores", dS);
   }
   return dS;
 }
@@ -156,7 +156,7 @@ typename Activations<S>::Mat backward_projection(const BackwardContext<S>& c, co
   if (c.pr) {
     c.tap_grad("projection", "crf.projection.weight");
     c.tap_grad("projection", "crf.projection.bias");
-    c.pr->tap_mat("projection", Pass::backward, "d_lstm_out", dOut);
+    c.pr->tap_mat("projection", config::Pass::backward, "d_lstm_out", dOut);
   }
   return dOut;
 }
@@ -195,9 +195,9 @@ void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, t
   gb = pb[0];
   for (int si = 1; si < NS; ++si) gW += pW[si], gb += pb[si];  // slice order
   if (c.pr) {
-    c.pr->tap("onset_projection", Pass::backward, "d_crf.onset_projection.weight", c.grad.data() + wi.offset, wi.size);
-    c.pr->tap("onset_projection", Pass::backward, "d_crf.onset_projection.bias", c.grad.data() + bi.offset, bi.size);
-    c.pr->tap_mat("onset_projection", Pass::backward, "d_lstm_out", dOut);
+    c.pr->tap("onset_projection", config::Pass::backward, "d_crf.onset_projection.weight", c.grad.data() + wi.offset, wi.size);
+    c.pr->tap("onset_projection", config::Pass::backward, "d_crf.onset_projection.bias", c.grad.data() + bi.offset, bi.size);
+    c.pr->tap_mat("onset_projection", config::Pass::backward, "d_lstm_out", dOut);
   }
 }
 
@@ -244,7 +244,7 @@ void backward_lstm_layer(const BackwardContext<S>& c, int k, const typename Acti
       const std::string layer = "lstm." + std::to_string(k) + (dir ? ".bwd" : ".fwd"), l = lstm_suffix(k, dir);
       for (const char* w : {"weight_ih", "weight_hh", "bias_ih", "bias_hh"})
         c.tap_grad(layer, std::string("encoder.lstm.") + w + l);
-      c.pr->tap_mat(layer, Pass::backward, "d_input", dIn[dir]);
+      c.pr->tap_mat(layer, config::Pass::backward, "d_input", dIn[dir]);
     }
 }
 
@@ -307,8 +307,8 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
       st.nan += t.nan, st.inf += t.inf, st.finite += t.finite;
       st.min = std::min(st.min, t.min), st.max = std::max(st.max, t.max);
     }
-    c.pr->report("input_proj", Pass::backward, "d_input_proj_out", st);
-    if (dfeatures) c.pr->tap("input", Pass::backward, "d_features", dfeatures->data(), dfeatures->size());
+    c.pr->report("input_proj", config::Pass::backward, "d_input_proj_out", st);
+    if (dfeatures) c.pr->tap("input", config::Pass::backward, "d_features", dfeatures->data(), dfeatures->size());
   }
 }
 

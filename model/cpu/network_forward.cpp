@@ -41,7 +41,7 @@ void onset_forward(ForwardContext<S>& c) {
         for (int q = 0; q < C; ++q) act.onset[(static_cast<size_t>(b) * T + t) * C + q] = o(int64_t(t) * s.nb + j, q);
     }
   });
-  if (c.pr) c.pr->tap("onset_projection", Pass::forward, "onset_scores", act.onset.data(), act.onset.size());
+  if (c.pr) c.pr->tap("onset_projection", config::Pass::forward, "onset_scores", act.onset.data(), act.onset.size());
 }
 
 // The recurrence of one (direction, slice) of layer k: gates = X Wih^T + b,
@@ -171,7 +171,7 @@ void forward_input(ForwardContext<S>& c) {
       if (task < mask_task) return dropout_mask(act.drop0, c.slices, T, W, c.dropout, *c.rng, c.in);
       fill_x0(c.slices[task - mask_task]);
     });
-    c.pr->tap_mat("input", Pass::forward, "features", act.x0);
+    c.pr->tap_mat("input", config::Pass::forward, "features", act.x0);
     parallel_for(NS, c.nthreads, [&](int64_t si, int) { input_proj(c.slices[si]); });
   } else {
     parallel_for(NS + mask_task, c.nthreads, [&](int64_t task, int) {
@@ -207,7 +207,7 @@ void forward_lstm_layer(ForwardContext<S>& c, int k) {
         dst = act.layer_out[k - 1].middleRows(s.row0, n);
       }
     });
-  if (c.pr && k == 0) c.pr->tap_mat("input_proj", Pass::forward, "input_proj_out", act.layer_in[0]);
+  if (c.pr && k == 0) c.pr->tap_mat("input_proj", config::Pass::forward, "input_proj_out", act.layer_in[0]);
   Mat& out = act.layer_out[k];
   out.resize(TB, 2 * H);
   for (int dir = 0; dir < 2; ++dir) {
@@ -225,7 +225,7 @@ void forward_lstm_layer(ForwardContext<S>& c, int k) {
   });
   if (c.pr)
     for (int dir = 0; dir < 2; ++dir)
-      c.pr->tap_mat("lstm." + std::to_string(k) + (dir ? ".bwd" : ".fwd"), Pass::forward, "lstm_out",
+      c.pr->tap_mat("lstm." + std::to_string(k) + (dir ? ".bwd" : ".fwd"), config::Pass::forward, "lstm_out",
                     out.middleCols(dir * H, H));
 }
 
@@ -257,7 +257,7 @@ void forward_scores(ForwardContext<S>& c) {
       }
     }
   });
-  if (c.pr) c.pr->tap_mat("projection", Pass::forward, "scores", act.scores);
+  if (c.pr) c.pr->tap_mat("projection", config::Pass::forward, "scores", act.scores);
   onset_forward(c);
   act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
   parallel_for(NS, c.nthreads, [&](int64_t si, int) {
@@ -271,8 +271,8 @@ void forward_scores(ForwardContext<S>& c) {
     }
   });
   if (c.pr) {  // one fused operation: both taps see cum_scores, the center tap first
-    c.pr->tap("center", Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
-    c.pr->tap("cumsum", Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
+    c.pr->tap("center", config::Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
+    c.pr->tap("cumsum", config::Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
   }
 }
 

@@ -133,7 +133,7 @@ struct BackwardContext {
   }
   void tap_grad(const std::string& layer, const std::string& name) const {
     const ParamInfo& p = layout.get(name);
-    pr->tap(layer, Pass::backward, "d_" + name, grad.data() + p.offset, p.size);
+    pr->tap(layer, config::Pass::backward, "d_" + name, grad.data() + p.offset, p.size);
   }
 };
 

@@ -30,7 +30,7 @@
 #include <memory>
 #include <string>
 
-#include "model/config_enums.h"
+#include "config/config_enums.h"
 #include "model/encoder.h"
 
 namespace timitseg::model {
@@ -40,7 +40,7 @@ class DeviceNumerics;
 }
 
 struct CudaEncoderOptions {
-  RnnAlgo rnn_algo = RnnAlgo::standard;  // standard | persist_static | persist_dynamic (cuDNN cudnnRNNAlgo_t) | fused
+  config::RnnAlgo rnn_algo = config::RnnAlgo::standard;  // standard | persist_static | persist_dynamic (cuDNN cudnnRNNAlgo_t) | fused
   void* stream = nullptr;             // cudaStream_t all work is queued on
   // ExecutorOptions::deterministic: the cuBLAS handle gets a fixed workspace
   // of its own (cublasSetWorkspace), so that its algorithm choice cannot vary.

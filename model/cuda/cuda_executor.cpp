@@ -71,7 +71,7 @@ namespace {
 int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers + (d.onset ? 5 : 0); }
 
 ExecutorOptions checked(const ExecutorOptions& o) {
-  if (o.deterministic && (o.rnn_algo == RnnAlgo::persist_static || o.rnn_algo == RnnAlgo::persist_dynamic))
+  if (o.deterministic && (o.rnn_algo == config::RnnAlgo::persist_static || o.rnn_algo == config::RnnAlgo::persist_dynamic))
     throw std::invalid_argument(std::string("cuda executor: --deterministic refuses rnn_algo '") +
                                 to_string(o.rnn_algo) +
                                 "' (the determinism of cuDNN's persistent algorithms is not established); use "
@@ -82,13 +82,13 @@ ExecutorOptions checked(const ExecutorOptions& o) {
 }  // namespace
 
 CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options,
-                           std::optional<Collectives> collectives)
+                           std::optional<config::Collectives> collectives)
     : dims_(dims),
       layout_(dims),
       rnn_algo_(to_string(options.rnn_algo)),
       crf_name_(crf::to_string(options.crf_backend)),
       phone_bonus_(options.phone_bonus),
-      posterior_(options.decode == DecodeMode::posterior),
+      posterior_(options.decode == config::DecodeMode::posterior),
       centre_frames_(options.centre_frames) {
   const ExecutorOptions o = checked(options);
   cuda::require_device("; train on the CPU with train.device=cpu");
@@ -238,7 +238,7 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
 }
 
 std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
-                                                              Collectives collectives) {
+                                                              config::Collectives collectives) {
   if (!options.world) throw std::invalid_argument("make_cuda_executor_with_collectives: options.world must be set");
   return std::make_unique<cuda_detail::CudaExecutor>(dims, options, collectives);
 }

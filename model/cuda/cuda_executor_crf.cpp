@@ -59,7 +59,7 @@ crf::Params CudaExecutor::host_crf_params(const std::vector<float>& hp, const st
 void CudaExecutor::crf_taps(int B, int T, double reg) {
   using gpu::TapTensor;
   const int C = dims_.num_classes;
-  numerics_->tap("crf", Pass::forward,
+  numerics_->tap("crf", config::Pass::forward,
                  {TapTensor::f64("log_z", lz_.as<double>(), B),
                   TapTensor::f64("gold", lz_.as<double>() + B, B)});
   const ParamInfo& A = layout_.get("crf.transition");
@@ -67,19 +67,19 @@ void CudaExecutor::crf_taps(int B, int T, double reg) {
   StepScalars* dsc = scalars_.as<StepScalars>();
   crf::device::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset,
                           params_.as<float>() + D.offset, nullptr, nullptr, &dsc->penalty, stream_);
-  numerics_->tap("penalty", Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
+  numerics_->tap("penalty", config::Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
   float* G = grad_.as<float>();
   const size_t ncum = static_cast<size_t>(B) * (T + 1) * C;
   const ParamInfo& S = layout_.get("crf.start");
   const ParamInfo& E = layout_.get("crf.end");
-  numerics_->tap("crf", Pass::backward,
+  numerics_->tap("crf", config::Pass::backward,
                  {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum),
                   TapTensor::f32("d_crf.transition", G + A.offset, A.size),
                   TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
                   TapTensor::f32("d_crf.start", G + S.offset, S.size),
                   TapTensor::f32("d_crf.end", G + E.offset, E.size)});
   if (dims_.onset)  // crf.onset_features: d onset [B][T][C]
-    numerics_->tap("crf", Pass::backward,
+    numerics_->tap("crf", config::Pass::backward,
                    {TapTensor::f32("d_onset", donset_.as<float>(), static_cast<size_t>(B) * T * C)});
 }
 
@@ -153,7 +153,7 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
     lz_.reserve(2 * B * sizeof(double));
     lz_.upload(both.data(), both.size() * sizeof(double), stream_);
     crf_taps(B, T, reg);
-    if (numerics_->plants("crf", Pass::forward)) {
+    if (numerics_->plants("crf", config::Pass::forward)) {
       lz_.download(both.data(), both.size() * sizeof(double), stream_);
       TS_CUDA(cudaStreamSynchronize(stream_));
       std::copy(both.begin(), both.begin() + B, log_z.begin());

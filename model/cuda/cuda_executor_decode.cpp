@@ -20,7 +20,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return decode_long(batch, scores, nll);
   stage(batch, /*with_labels=*/nll != nullptr);
-  numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // decoding taps nothing
+  numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);  // decoding taps nothing
   cum_.reserve(cum_bytes(B, T));
   ForwardOptions fo;  // dropout 0: evaluation
   encoder_->set_training(false);
@@ -132,7 +132,7 @@ std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std
 void CudaExecutor::inference_forward(const Batch& batch) {
   const int B = batch.input.B, T = batch.input.T;
   stage(batch, /*with_labels=*/false);
-  numerics_->begin_step(false, FaultSpec{}, 0, stream_);
+  numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));
   ForwardOptions fo;  // dropout 0: evaluation
   encoder_->set_training(false);

@@ -73,7 +73,7 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
       sub.ids.push_back(batch.ids.empty() ? std::string() : batch.ids[0]);
     }
     stage(sub, /*with_labels=*/false);
-    numerics_->begin_step(false, FaultSpec{}, 0, stream_);  // taps nothing
+    numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);  // taps nothing
     cum_.reserve(cum_bytes(sub.input.B, Tw));
     encoder_->forward(params_.as<float>(), encoder_batch(sub), fo, cum_.as<float>());
     for (size_t i = i0; i < i1; ++i) {  // each window's kept rows [a, b) out of its row of scores [nb][Tw][C]

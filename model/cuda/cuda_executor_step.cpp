@@ -176,7 +176,7 @@ void CudaExecutor::Stages::penalty(const StepOptions& o) {
     using gpu::TapTensor;
     const ParamInfo& S = lay.get("crf.start");
     const ParamInfo& E = lay.get("crf.end");
-    e_.numerics_->tap("penalty", Pass::backward,
+    e_.numerics_->tap("penalty", config::Pass::backward,
                       {TapTensor::f32("d_crf.transition", G + A.offset, A.size),
                        TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
                        TapTensor::f32("d_crf.start", G + S.offset, S.size),
@@ -209,7 +209,7 @@ void CudaExecutor::Stages::update(const std::vector<UpdateRange>& ranges) {
                                           e_.stream_);
   if (e_.numerics_->active()) {
     using gpu::TapTensor;
-    e_.numerics_->tap("optimizer", Pass::backward,
+    e_.numerics_->tap("optimizer", config::Pass::backward,
                       {TapTensor::f32("params", e_.params_.as<float>(), n),
                        TapTensor::f32("exp_avg", e_.m_.as<float>(), n),
                        TapTensor::f32("exp_avg_sq", e_.v_.as<float>(), n)});

@@ -39,10 +39,10 @@ constexpr size_t kAlign = 256;  // bytes: alignment of each layer's weight / res
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-cudnnRNNAlgo_t parse_algo(RnnAlgo a) {
-  if (a == RnnAlgo::standard || a == RnnAlgo::fused) return CUDNN_RNN_ALGO_STANDARD;  // fused: cuDNN descriptors unused
-  if (a == RnnAlgo::persist_static) return CUDNN_RNN_ALGO_PERSIST_STATIC;
-  if (a == RnnAlgo::persist_dynamic) return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
+cudnnRNNAlgo_t parse_algo(config::RnnAlgo a) {
+  if (a == config::RnnAlgo::standard || a == config::RnnAlgo::fused) return CUDNN_RNN_ALGO_STANDARD;  // fused: cuDNN descriptors unused
+  if (a == config::RnnAlgo::persist_static) return CUDNN_RNN_ALGO_PERSIST_STATIC;
+  if (a == config::RnnAlgo::persist_dynamic) return CUDNN_RNN_ALGO_PERSIST_DYNAMIC;
   throw std::invalid_argument(std::string("cuda encoder: unknown rnn_algo '") + to_string(a) +  // auto, unresolved
                               "' (expected standard, persist_static, persist_dynamic or fused)");
 }
@@ -75,7 +75,7 @@ std::string uncovered_lstm_entry(const ParamLayout& layout, const std::vector<ui
 CudnnEncoder::CudnnEncoder(const ModelDims& dims, const CudaEncoderOptions& opt)
     : dims_(dims), layout_(dims), opt_(opt) {
   algo_ = parse_algo(opt.rnn_algo);  // before touching the device: a clear error for an unresolved auto
-  fused_ = opt.rnn_algo == RnnAlgo::fused;
+  fused_ = opt.rnn_algo == config::RnnAlgo::fused;
   if (fused_) {
     std::string why;
     if (!fused::supported(dims.per_direction(), &why))

@@ -176,15 +176,15 @@ void CudnnEncoder::tap_lstm_forward(int k) {
   using gpu::TapTensor;
   const int64_t BT = int64_t(B_) * T_;
   const std::string lk = "lstm." + std::to_string(k);
-  num_->tap(lk + ".fwd", Pass::forward, {TapTensor::f32_strided("lstm_out", out(k), BT, H_, 2 * H_)});
-  num_->tap(lk + ".bwd", Pass::forward, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
+  num_->tap(lk + ".fwd", config::Pass::forward, {TapTensor::f32_strided("lstm_out", out(k), BT, H_, 2 * H_)});
+  num_->tap(lk + ".bwd", config::Pass::forward, {TapTensor::f32_strided("lstm_out", out(k) + H_, BT, H_, 2 * H_)});
 }
 
 // The backward taps of LSTM layer k: the weight and bias gradients of each
 // direction (flat grad), and d input of layer k, dx [B][T][W].
 void CudnnEncoder::tap_lstm_backward(int k, float* grad, float* dx) {
   using gpu::TapTensor;
-  constexpr Pass kB = Pass::backward;
+  constexpr config::Pass kB = config::Pass::backward;
   const int64_t BT = int64_t(B_) * T_;
   const std::string lk = "lstm." + std::to_string(k);
   auto lstm_grad = [&](const char* what, bool reverse) {
@@ -246,7 +246,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   TS_LAUNCHED("valid_rows_kernel (features)");
   const bool taps = tapping();
   using gpu::TapTensor;
-  constexpr Pass kF = Pass::forward;
+  constexpr config::Pass kF = config::Pass::forward;
   if (taps) num_->tap("input", kF, {TapTensor::f32("features", x0, BT * D_)});
   float* z = in(0);
   gemm_rm(false, true, static_cast<int>(BT), W_, D_, x0, D_, P("encoder.input_proj.weight"), D_, z, W_);
@@ -288,7 +288,7 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
   auto P = [&](const char* name) { return params + layout_.get(name).offset; };
   const bool taps = tapping();
   using gpu::TapTensor;
-  constexpr Pass kF = Pass::forward;
+  constexpr config::Pass kF = config::Pass::forward;
   float* s = scores_.as<float>();
   gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, P("crf.projection.weight"), 2 * H_, s,
           C_);
@@ -340,7 +340,7 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
   if (dscores) gpu::add_inplace(dS, dscores, BT * C_, stream_);  // crf.frame_ce_weight's share
   const bool taps = tapping();
   using gpu::TapTensor;
-  constexpr Pass kB = Pass::backward;
+  constexpr config::Pass kB = config::Pass::backward;
   if (taps) {
     num_->tap("cumsum", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
     num_->tap("center", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
@@ -380,7 +380,7 @@ void CudnnEncoder::input_proj_backward(const float* params, const float* dy, flo
   auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
   const bool taps = tapping();
   using gpu::TapTensor;
-  constexpr Pass kB = Pass::backward;
+  constexpr config::Pass kB = config::Pass::backward;
   const float* dZ = dy;
   gemm_rm(true, false, W_, D_, static_cast<int>(BT), dZ, W_, x0_.as<float>(), D_, G("encoder.input_proj.weight"), D_);
   column_sums(dZ, BT, W_, G("encoder.input_proj.bias"));

@@ -31,7 +31,7 @@ DeviceNumerics::~DeviceNumerics() {
   cuda::pinned_free(value_d_);
 }
 
-void DeviceNumerics::begin_step(bool check, const FaultSpec& fault, int64_t step, void* stream) {
+void DeviceNumerics::begin_step(bool check, const config::FaultSpec& fault, int64_t step, void* stream) {
   stream_ = stream;
   check_ = check;
   fault_ = fault;
@@ -47,7 +47,7 @@ void DeviceNumerics::begin_step(bool check, const FaultSpec& fault, int64_t step
   }
 }
 
-void DeviceNumerics::tap(const std::string& layer, Pass pass, std::initializer_list<TapTensor> tensors) {
+void DeviceNumerics::tap(const std::string& layer, config::Pass pass, std::initializer_list<TapTensor> tensors) {
   if (!active() || tensors.size() == 0) return;
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   if (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass) {

@@ -62,20 +62,20 @@ class DeviceNumerics {
   DeviceNumerics& operator=(const DeviceNumerics&) = delete;
 
   // The slots of the last step are forgotten. stream: a cudaStream_t.
-  void begin_step(bool check, const FaultSpec& fault, int64_t step, void* stream);
+  void begin_step(bool check, const config::FaultSpec& fault, int64_t step, void* stream);
   bool checking() const { return check_; }
   // Anything to do this step (checking, or a fault planned at this step).
   bool active() const { return check_ || fault_now_; }
   // This (layer, pass) is checked or gets the fault now: work that exists only
   // for a tap (the input-gradient GEMM) runs when this is true.
-  bool wants(const std::string& layer, Pass pass) const {
+  bool wants(const std::string& layer, config::Pass pass) const {
     return check_ || (fault_now_ && fault_.layer == layer && fault_.pass == pass);
   }
   // The fault of this step goes into this (layer, pass).
-  bool plants(const std::string& layer, Pass pass) const {
+  bool plants(const std::string& layer, config::Pass pass) const {
     return fault_now_ && fault_.layer == layer && fault_.pass == pass;
   }
-  void tap(const std::string& layer, Pass pass, std::initializer_list<TapTensor> tensors);
+  void tap(const std::string& layer, config::Pass pass, std::initializer_list<TapTensor> tensors);
 
   // Stage 2 over the slots tapped since the last read-back and their async
   // copy to the host; valid after the caller synchronizes the stream.
@@ -92,7 +92,7 @@ class DeviceNumerics {
   int max_slots_;
   void* stream_ = nullptr;
   bool check_ = false, fault_now_ = false, planted_ = false;
-  FaultSpec fault_;
+  config::FaultSpec fault_;
   std::vector<NumericsHit> names_;  // [slots] layer, pass, tensor (stats unused)
   int read_ = 0;                    // slots [0, read_) are queued for the host
   Buffer partials_{Memory::device, 0}, slots_{Memory::device, 0};

@@ -33,6 +33,25 @@ class Layers(unittest.TestCase):
             self.assertIn("common/c.h:1: common/ may not include model/", r.stdout)
             self.assertIn("4 include(s)", r.stdout)
 
+    def test_config_sits_between_model_and_crf_data(self):
+        with tree({"model/options.h": '#include "config/config.h"\n',
+                   "train/t.cpp": '#include "config/config_enums.h"\n',
+                   "config/config.cpp": '#include "crf/semicrf.h"\n#include "data/d.h"\n#include "common/c.h"\n',
+                   "config/bad.cpp": '#include "model/encoder.h"\n',
+                   "crf/c.cpp": '#include "config/config.h"\n',
+                   "data/d.cpp": '#include "config/config_enums.h"\n',
+                   "capi/crf_ops.cpp": '#include "config/config.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("config/bad.cpp:1: config/ may not include model/", r.stdout)
+            self.assertIn("crf/c.cpp:1: crf/ may not include config/", r.stdout)
+            self.assertIn("data/d.cpp:1: data/ may not include config/", r.stdout)
+            self.assertIn("capi/crf_ops.cpp:1: capi/crf_* may not include config/", r.stdout)
+            self.assertNotIn("model/options.h", r.stdout)
+            self.assertNotIn("train/t.cpp", r.stdout)
+            self.assertNotIn("config/config.cpp", r.stdout)
+            self.assertIn("4 include(s)", r.stdout)
+
     def test_model_implementations_are_private(self):
         with tree({"model/executor.cpp": '#include "model/cpu/cpu_executor.h"\n#include "model/cuda/ops.h"\n',
                    "model/cuda/k.cu": '#include "model/cpu/network.h"\n',

@@ -63,7 +63,7 @@ class CapiModel : public ::testing::Test {
     s.dims.num_classes = 39;
     s.dims.max_duration = 6;
     s.config.crf_max_duration = 6;
-    s.config.crf_backend = model::CrfBackendSetting::cpu;
+    s.config.crf_backend = config::CrfBackendSetting::cpu;
     s.labels = model::LabelSet::make(39);
     s.params = testsupport_params(s.dims);
     s.optimizer.reset(s.params.size());
@@ -88,7 +88,7 @@ TEST_F(CapiModel, DecodeEqualsTheDecodeCommandsPhn) {
   o.checkpoint = (dir_ / "m.safetensors").string();
   o.inputs = {(dir_ / "a.wav").string()};
   o.out_dir = (dir_ / "out").string();
-  o.device = timitseg::model::DeviceSetting::cpu;
+  o.device = timitseg::config::DeviceSetting::cpu;
   ASSERT_EQ(eval::decode(o), 1);
   Rows want;
   std::istringstream in(read_file((dir_ / "out" / "a.PHN").string()));
@@ -161,7 +161,7 @@ TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
   o.phones_file = (dir_ / "phones.txt").string();
   std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
   o.out_dir = (dir_ / "aligned").string();
-  o.device = timitseg::model::DeviceSetting::cpu;
+  o.device = timitseg::config::DeviceSetting::cpu;
   ASSERT_EQ(eval::align(o), 1);
   const Rows want = read_phn_rows(dir_ / "aligned" / "a.PHN");
   ASSERT_EQ(want.size(), 5u);

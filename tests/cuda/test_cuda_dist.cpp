@@ -45,6 +45,7 @@ using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 
 namespace {
 

@@ -243,7 +243,7 @@ void expect_crf_grads_untouched(const ModelDims& d, const std::vector<float>& gr
 void compare_with_cpu(const Problem& pr, const std::string& algo) {
   Stream stream;
   CudaEncoderOptions opt;
-  opt.rnn_algo = enum_value<RnnAlgo>(algo, "algo");
+  opt.rnn_algo = config::enum_value<config::RnnAlgo>(algo, "algo");
   opt.stream = stream.s;
   auto enc = make_cuda_encoder(pr.dims, opt);
   const CpuResult cpu = run_cpu(pr);
@@ -550,7 +550,7 @@ TEST(CudaEncoder, InferenceModeAndValidation) {
   bad.lengths[2] = 0;
   EXPECT_THROW(run_gpu(*enc, bad, ForwardOptions{}, stream.s, false), std::invalid_argument);
   CudaEncoderOptions wrong;
-  wrong.rnn_algo = RnnAlgo::automatic;  // unresolved: the encoder refuses it
+  wrong.rnn_algo = config::RnnAlgo::automatic;  // unresolved: the encoder refuses it
   EXPECT_THROW(make_cuda_encoder(pr.dims, wrong), std::invalid_argument);
   // backward without a forward of this encoder
   auto fresh = make_cuda_encoder(pr.dims, opt);

@@ -30,6 +30,7 @@ using timitseg::testsupport::small_dims;
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 
 namespace {
 

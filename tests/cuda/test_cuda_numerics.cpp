@@ -29,6 +29,7 @@
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 
 namespace {
 

@@ -94,7 +94,7 @@ double score_alone(model::Executor& ex, const data::Utterance& u, const eval::Cl
 
 TEST_F(AlignDictionary, ChoosesTheBestScorePlusLogProbability) {
   const model::ModelState s = model::load_checkpoint(ckpt_.string());
-  auto ex = eval::make_inference_executor(s, model::DeviceSetting::cpu, std::nullopt, 2, 0.0, model::DecodeMode::viterbi);
+  auto ex = eval::make_inference_executor(s, config::DeviceSetting::cpu, std::nullopt, 2, 0.0, config::DecodeMode::viterbi);
   const std::vector<fs::path> w = wavs();
   ASSERT_GE(w.size(), 2u);
   const data::Utterance u0 = features_of(w[0], s), u1 = features_of(w[1], s);
@@ -175,7 +175,7 @@ TEST_F(AlignDictionary, BinaryChoosesBetweenPronunciationsAndNamesMissingWords) 
   // "ab" pronounced as the .PHN's phones (probability 0.5) or as them reversed (0.5): the
   // written .PHN is the candidate of the higher score (the .PHN's, by the oracle above's measure).
   const model::ModelState s = model::load_checkpoint(ckpt_.string());
-  auto ex = eval::make_inference_executor(s, model::DeviceSetting::cpu, std::nullopt, 2, 0.0, model::DecodeMode::viterbi);
+  auto ex = eval::make_inference_executor(s, config::DeviceSetting::cpu, std::nullopt, 2, 0.0, config::DecodeMode::viterbi);
   const fs::path wav = wavs()[0];
   std::vector<std::string> ph = phn_phones(wav);
   ph.erase(std::remove(ph.begin(), ph.end(), "q"), ph.end());

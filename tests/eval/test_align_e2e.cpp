@@ -475,7 +475,7 @@ TEST_F(AlignE2E, ConfidencesAndPosteriorsSameOnReferenceAndCpu) {
   EXPECT_NE(slurp(dir_ / "rel.svg").find("label_confidence (ECE"), std::string::npos);
 }
 
-// --transcript picks the file beside each audio file (model/config_enums.h's
+// --transcript picks the file beside each audio file (config/config_enums.h's
 // words): phn the .PHN even with a dictionary, txt the .TXT's words, auto with
 // --dict the .WRD then the .TXT (here no .WRD: the .TXT), wrd a .WRD (missing
 // here: one line naming the audio); wrd without --dict and a word that is none

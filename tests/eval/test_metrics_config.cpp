@@ -7,13 +7,15 @@
 #include <filesystem>
 #include <fstream>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "eval/formats.h"
 #include "eval/infer.h"
 #include "eval/metrics.h"
 #include "model/optim.h"
 
 using namespace timitseg::model;
+
+using namespace timitseg::config;
 using namespace timitseg::eval;
 
 TEST(Metrics, Levenshtein) {
@@ -137,7 +139,7 @@ TEST(Config, LoadsAndOverrides) {
   EXPECT_DOUBLE_EQ(c.train_lr, 3e-4);
   EXPECT_EQ(c.train_epochs, 5);
   EXPECT_EQ(c.model_hidden_dim, 32);
-  EXPECT_EQ(c.crf_backend, timitseg::model::CrfBackendSetting::reference);
+  EXPECT_EQ(c.crf_backend, timitseg::config::CrfBackendSetting::reference);
   EXPECT_EQ(c.debug_fixed_length, 200);
   EXPECT_EQ(c.model_num_layers, 3);  // default
   // round trip through JSON (checkpoint metadata) and YAML (run dir)

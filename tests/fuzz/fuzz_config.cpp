@@ -1,4 +1,4 @@
-// libFuzzer target: the YAML config loader (model::Config::load). Input: the
+// libFuzzer target: the YAML config loader (config::Config::load). Input: the
 // text of a config file.
 // Invariants: a rejected file gets std::invalid_argument naming it (the
 // documented error of Config::load); an accepted config validates, and its
@@ -10,7 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "tests/fuzz/fuzz_util.h"
 
 using namespace timitseg;
@@ -51,9 +51,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!plain_text(data, size)) return 0;
 #endif
   const std::string path = fuzz::write_scratch("run.yaml", data, size);
-  model::Config cfg;
+  config::Config cfg;
   try {
-    cfg = model::Config::load(path, {});
+    cfg = config::Config::load(path, {});
   } catch (const std::invalid_argument& e) {
     fuzz::expect_error_names(e, path);
     return 0;
@@ -63,7 +63,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cfg.validate();
   const std::string yaml = cfg.to_yaml();
   const std::string again = fuzz::write_scratch("again.yaml", reinterpret_cast<const uint8_t*>(yaml.data()), yaml.size());
-  const model::Config back = model::Config::load(again, {});
+  const config::Config back = config::Config::load(again, {});
   fuzz::check(back.to_json() == cfg.to_json(), "to_yaml() does not load back to the same config:\n" + yaml);
   return 0;
 }

@@ -27,13 +27,15 @@
 #include <vector>
 
 #include "crf/semicrf.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/model.h"
 #include "model/optim.h"
 #include "model/params.h"
 #include "tests/support/model_problems.h"
 
 using namespace timitseg::model;
+
+using namespace timitseg::config;
 
 namespace {
 

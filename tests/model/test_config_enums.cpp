@@ -1,4 +1,4 @@
-// The enum-like config keys (model/config_enums.h): every word of every key
+// The enum-like config keys (config/config_enums.h): every word of every key
 // reads into its enum and writes back as the same text (--set, YAML, the
 // JSON of run.json and the checkpoints), and a word that is none of them
 // keeps the message it had when these keys were strings.
@@ -13,10 +13,10 @@
 
 #include <unistd.h>
 
-#include "model/config.h"
-#include "model/config_enums.h"
+#include "config/config.h"
+#include "config/config_enums.h"
 
-using namespace timitseg::model;
+using namespace timitseg::config;
 
 namespace {
 

@@ -9,16 +9,17 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "tests/support/cli.h"
 
 namespace fs = std::filesystem;
-using timitseg::model::Config;
+using timitseg::config::Config;
 
 namespace {
 
@@ -150,9 +151,9 @@ TEST(ConfigErrors, ResumeAcceptsOnlyDocumentedKeys) {
   EXPECT_EQ(c.train_threads, 2);
   EXPECT_FALSE(c.debug_check_numerics);
   EXPECT_DOUBLE_EQ(c.debug_drift_threshold, 4.5);
-  EXPECT_EQ(c.train_device, timitseg::model::DeviceSetting::automatic);
-  EXPECT_EQ(c.crf_backend, timitseg::model::CrfBackendSetting::reference);
-  EXPECT_EQ(c.train_rnn_algo, timitseg::model::RnnAlgo::fused);
+  EXPECT_EQ(c.train_device, timitseg::config::DeviceSetting::automatic);
+  EXPECT_EQ(c.crf_backend, timitseg::config::CrfBackendSetting::reference);
+  EXPECT_EQ(c.train_rnn_algo, timitseg::config::RnnAlgo::fused);
 
   // Every other valid key is refused, naming it, and leaves the config as it was.
   int refused = 0;
@@ -185,4 +186,50 @@ TEST(ConfigErrors, ResumeAcceptsOnlyDocumentedKeys) {
     msg = e.what();
   }
   EXPECT_EQ(msg, "o: train.epochs: expected an integer, got 'x'");
+}
+
+// The debug.* strings, each read by one parser (Config::inject_nonfinite,
+// inject_exit, inject_fault) that validate() and the train loop share: the
+// values against texts written out by hand, and validate() refusing exactly
+// the texts the parser refuses, with the key's one-line message.
+TEST(ConfigErrors, DebugStringsHaveOneParser) {
+  Config c;
+  ASSERT_TRUE(c.inject_nonfinite().has_value());  // empty: no injection
+  EXPECT_EQ(c.inject_nonfinite()->epoch, 0);
+  EXPECT_EQ(c.inject_nonfinite()->batch, 0);
+  c.debug_inject_nonfinite = "3:17";
+  ASSERT_TRUE(c.inject_nonfinite().has_value());
+  EXPECT_EQ(c.inject_nonfinite()->epoch, 3);
+  EXPECT_EQ(c.inject_nonfinite()->batch, 17);
+  EXPECT_NO_THROW(c.validate());
+  for (const char* bad : {"0:1", "1:0", "3-7", "3:", ":4", "3:7x", "x", "2:3:4"}) {
+    c.debug_inject_nonfinite = bad;
+    EXPECT_FALSE(c.inject_nonfinite().has_value()) << bad;
+    try {
+      c.validate();
+      ADD_FAILURE() << "validate() accepted debug.inject_nonfinite " << bad;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("'debug.inject_nonfinite' = " + std::string(bad) + " is out of range"),
+                std::string::npos) << e.what();
+    }
+  }
+  c.debug_inject_nonfinite.clear();
+  c.debug_inject_exit = "all:5:kill";
+  EXPECT_TRUE(c.inject_exit().all);
+  EXPECT_EQ(c.inject_exit().step, 5);
+  EXPECT_EQ(c.inject_exit().action, timitseg::config::ExitAction::kill);
+  c.debug_inject_exit = "1:0:kill";
+  EXPECT_LT(c.inject_exit().rank, 0);
+  EXPECT_THROW(c.validate(), std::invalid_argument);
+  c.debug_inject_exit.clear();
+  c.model_num_layers = 2;
+  c.debug_inject_fault = "layer=lstm.1.bwd,pass=backward,step=4,value=inf";
+  const timitseg::config::FaultSpec f = c.inject_fault();
+  EXPECT_EQ(f.layer, "lstm.1.bwd");
+  EXPECT_EQ(f.pass, timitseg::config::Pass::backward);
+  EXPECT_EQ(f.step, 4);
+  EXPECT_TRUE(std::isinf(f.value));
+  c.model_num_layers = 1;  // no lstm.1 in a one-layer model
+  EXPECT_THROW(c.inject_fault(), std::invalid_argument);
+  EXPECT_THROW(c.validate(), std::invalid_argument);
 }

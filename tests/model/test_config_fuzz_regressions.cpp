@@ -11,9 +11,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "model/config.h"
+#include "config/config.h"
 
-using timitseg::model::Config;
+using timitseg::config::Config;
 
 namespace {
 std::string load_error_at(const std::string& path) {

@@ -8,10 +8,12 @@
 #include <string>
 
 #include "common/cuda.h"
-#include "model/config.h"
+#include "config/config.h"
 #include "model/device_choice.h"
 
 using namespace timitseg::model;
+
+using namespace timitseg::config;
 
 namespace {
 

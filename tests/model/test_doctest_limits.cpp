@@ -1,5 +1,5 @@
 // TIMITSEG_DOCTEST_MAX_EPOCHS, the one switch by which the documentation test
-// (tests/docs/run_doc_blocks.py) shortens training (model::apply_doctest_limits):
+// (tests/docs/run_doc_blocks.py) shortens training (config::apply_doctest_limits):
 // unset or empty changes nothing, N caps train.epochs at N (never raises it),
 // and a malformed value is an error naming the variable.
 #include <gtest/gtest.h>
@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "model/config.h"
+#include "config/config.h"
 
-using timitseg::model::apply_doctest_limits;
-using timitseg::model::Config;
+using timitseg::config::apply_doctest_limits;
+using timitseg::config::Config;
 
 namespace {
 

@@ -22,6 +22,7 @@
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 using crf::fit_lognormal_durations;
 using crf::kMaxLogSigma;
 using crf::kMinLogSigma;

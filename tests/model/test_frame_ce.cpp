@@ -12,10 +12,12 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "model/frame_ce.h"
 
 using namespace timitseg::model;
+
+using namespace timitseg::config;
 
 namespace {
 

@@ -6,10 +6,12 @@
 
 #include <string>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "model/options.h"
 
 using namespace timitseg::model;
+
+using namespace timitseg::config;
 
 namespace {
 

@@ -17,6 +17,7 @@
 namespace fs = std::filesystem;
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 
 namespace {
 

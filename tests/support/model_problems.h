@@ -126,9 +126,9 @@ inline std::unique_ptr<model::Executor> executor_with(const std::string& device,
   model::ExecutorOptions xo;
   xo.threads = 2;
   xo.crf_backend = timitseg::crf::backend_kind(crf);
-  xo.rnn_algo = model::enum_value<model::RnnAlgo>(algo, "algo");
+  xo.rnn_algo = config::enum_value<config::RnnAlgo>(algo, "algo");
   xo.phone_bonus = phone_bonus;
-  auto ex = model::make_executor(model::resolve_device(model::enum_value<model::DeviceSetting>(device, "device")), d, xo);
+  auto ex = model::make_executor(model::resolve_device(config::enum_value<config::DeviceSetting>(device, "device")), d, xo);
   model::AdamW opt;
   opt.reset(params.size());
   ex->set_state(params, opt);

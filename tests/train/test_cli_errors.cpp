@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "config/config.h"
 #include "train/interrupt.h"
 #include "train/train.h"
 
@@ -364,6 +364,7 @@ TEST_F(TrainInterrupt, SigintInFirstEpochSaysNothingToResume) {
 // train() at epoch 1, batch 0, with nothing to resume and nothing written.
 TEST_F(TrainInterrupt, StopBeforeFirstStepInProcess) {
   using namespace timitseg::model;
+  using namespace timitseg::config;
 using namespace timitseg::train;
   const Config cfg = Config::load(config("run_inproc"), {});
   const TrainData data = load_train_data(cfg);

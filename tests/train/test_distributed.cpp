@@ -25,6 +25,7 @@
 
 using namespace timitseg;
 using namespace timitseg::model;
+using namespace timitseg::config;
 using namespace timitseg::train;
 
 namespace {
@@ -172,14 +173,14 @@ TEST(InjectExit, ParsesRankStepAction) {
   const InjectExit x = InjectExit::parse("1:5:kill");
   EXPECT_EQ(x.rank, 1);
   EXPECT_EQ(x.step, 5);
-  EXPECT_EQ(x.action, model::ExitAction::kill);
-  EXPECT_EQ(InjectExit::parse("0:2:throw").action, model::ExitAction::throw_exception);
+  EXPECT_EQ(x.action, config::ExitAction::kill);
+  EXPECT_EQ(InjectExit::parse("0:2:throw").action, config::ExitAction::throw_exception);
   EXPECT_FALSE(x.all);
   const InjectExit a = InjectExit::parse("all:3:hang");
   EXPECT_TRUE(a.all);
   EXPECT_EQ(a.rank, 0);
   EXPECT_EQ(a.step, 3);
-  EXPECT_EQ(a.action, model::ExitAction::hang);
+  EXPECT_EQ(a.action, config::ExitAction::hang);
   for (const char* bad : {"", "1:5", "1:0:throw", "a:5:throw", "1:5:explode", "-1:5:hang", "1:5x:throw"})
     EXPECT_LT(InjectExit::parse(bad).rank, 0) << bad;
 }

@@ -1,7 +1,8 @@
 // Config::validate (every key's range, written once in common/limits.h, or
-// words; docs/config.md), debug.inject_exit's parse and the documentation
-// test's epoch cap; the keys' reading and writing: model/config.cpp.
-#include "model/config.h"
+// words; docs/config.md), the parsers of debug.inject_nonfinite and
+// debug.inject_exit (validate() and the train loop call the same ones) and the
+// documentation test's epoch cap; the keys' reading and writing: config/config.cpp.
+#include "config/config.h"
 
 #include <algorithm>
 #include <climits>
@@ -15,9 +16,9 @@
 #include "common/env.h"
 #include "common/limits.h"
 #include "common/text.h"
-#include "model/numerics.h"
+#include "config/fault_spec.h"
 
-namespace timitseg::model {
+namespace timitseg::config {
 namespace {
 
 // A range error names where the value came from: the YAML file, `--set
@@ -105,23 +106,27 @@ void Config::validate() const {
   check(*this, train_dist_timeout > 0.0, "train.dist_timeout", train_dist_timeout, "> 0 (seconds)");
   check(*this, debug_fault_rank >= -1, "debug.fault_rank", debug_fault_rank, ">= -1 (-1 = every rank)");
   if (!debug_inject_exit.empty()) {
-    check(*this, InjectExit::parse(debug_inject_exit).rank >= 0, "debug.inject_exit", debug_inject_exit,
+    check(*this, inject_exit().rank >= 0, "debug.inject_exit", debug_inject_exit,
           "RANK:STEP:ACTION with RANK >= 0 or all, STEP >= 1 and ACTION one of " + enum_choices<ExitAction>() + ", or empty");
   }
-  if (!debug_inject_nonfinite.empty()) {
-    int e = 0, b = 0;
-    char c = 0;
-    std::istringstream is(debug_inject_nonfinite);
-    if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof())
-      check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
-  }
+  if (!inject_nonfinite())
+    check(*this, false, "debug.inject_nonfinite", debug_inject_nonfinite, "EPOCH:BATCH with both >= 1, or empty");
   try {
-    FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled());
+    inject_fault();
   } catch (const std::invalid_argument& e) {
     const auto it = origins.find("debug.inject_fault");
     throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +
                                 ": 'debug.inject_fault': " + e.what());
   }
+}
+
+std::optional<NonfiniteStep> Config::inject_nonfinite() const {
+  if (debug_inject_nonfinite.empty()) return NonfiniteStep{};
+  int e = 0, b = 0;
+  char c = 0;
+  std::istringstream is(debug_inject_nonfinite);
+  if (!(is >> e >> c >> b) || c != ':' || e < 1 || b < 1 || !is.eof()) return std::nullopt;
+  return NonfiniteStep{e, b};
 }
 
 InjectExit InjectExit::parse(const std::string& text) {
@@ -147,4 +152,4 @@ InjectExit InjectExit::parse(const std::string& text) {
   return x;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::config

@@ -6,14 +6,16 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-#include "model/config_enums.h"
+#include "config/config_enums.h"
+#include "config/fault_spec.h"
 
-namespace timitseg::model {
+namespace timitseg::config {
 
 // debug.inject_exit "RANK:STEP:ACTION" (rank < 0: not a valid spec).
 struct InjectExit {
@@ -22,6 +24,11 @@ struct InjectExit {
   int64_t step = 0;
   ExitAction action = ExitAction::throw_exception;  // throw | kill | hang
   static InjectExit parse(const std::string& text);
+};
+
+// debug.inject_nonfinite "EPOCH:BATCH": the step whose crf.transition gets a NaN.
+struct NonfiniteStep {
+  int epoch = 0, batch = 0;  // both >= 1 when set; 0 when the key is empty
 };
 
 struct Config {
@@ -80,7 +87,7 @@ struct Config {
   double debug_drift_threshold = 20.0;  // debug.drift_threshold
   bool debug_check_numerics = true;  // debug.check_numerics: per-layer finite checks every batch
   std::string debug_inject_nonfinite;   // debug.inject_nonfinite: "EPOCH:BATCH": NaN in crf.transition for that step (the older form of inject_fault)
-  std::string debug_inject_fault;  // debug.inject_fault: "layer=NAME,pass=forward|backward,step=N,value=nan|inf" (model/numerics.h)
+  std::string debug_inject_fault;  // debug.inject_fault: "layer=NAME,pass=forward|backward,step=N,value=nan|inf" (config/fault_spec.h)
   bool debug_step_log = false;      // debug.step_log: RUN_DIR/steps.jsonl, the loss and gradient norm of every step to 17 digits (rank 0)
   int debug_fault_rank = -1;         // debug.fault_rank: the rank that debug.inject_fault / inject_nonfinite act on (-1 = every rank)
   std::string debug_inject_exit;     // debug.inject_exit: "RANK:STEP:throw|kill|hang" (RANK a number or all): that rank throws, kills itself (SIGKILL) or stops answering before that step (tests of the fault handling)
@@ -113,6 +120,13 @@ struct Config {
   bool onset_enabled() const {
     return crf_onset_features == OnsetFeatures::on || (crf_onset_features == OnsetFeatures::automatic && crf_max_duration > 1);
   }
+  // The debug.* strings parsed, each by its one parser (validate() and the train loop read these):
+  // debug.inject_nonfinite as {EPOCH, BATCH} ({0, 0} when empty; std::nullopt when it is not
+  // EPOCH:BATCH with both >= 1), debug.inject_exit (rank < 0: empty or malformed) and
+  // debug.inject_fault (empty: no fault; a malformed one throws FaultSpec::parse's std::invalid_argument).
+  std::optional<NonfiniteStep> inject_nonfinite() const;
+  InjectExit inject_exit() const { return InjectExit::parse(debug_inject_exit); }
+  FaultSpec inject_fault() const { return FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled()); }
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;
 
@@ -139,4 +153,4 @@ void apply_doctest_limits(Config& cfg);
 // Shortest text that reads back as exactly v (std::to_chars).
 std::string format_double(double v);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::config

@@ -1,6 +1,6 @@
 // Config keys, reading (YAML, JSON, --set), overrides and writing
-// (docs/config.md); their validation: model/config_validate.cpp.
-#include "model/config.h"
+// (docs/config.md); their validation: config/config_validate.cpp.
+#include "config/config.h"
 #include "common/levenshtein.h"
 #include "common/text.h"
 
@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <variant>
 
-namespace timitseg::model {
+namespace timitseg::config {
 namespace {
 
 template <class... T>
@@ -190,7 +190,7 @@ void assign(Config& cfg, const Entry& e, const YAML::Node& value, const std::str
         if constexpr (std::is_same_v<T, std::string>) {
           cfg.*ptr = text;
         } else if constexpr (std::is_enum_v<T>) {
-          if (parse_enum(text, &(cfg.*ptr))) cfg.bad_words.erase(key);  // a word (model/config_enums.h)
+          if (parse_enum(text, &(cfg.*ptr))) cfg.bad_words.erase(key);  // a word (config/config_enums.h)
           else cfg.bad_words[key] = text;                               // other text: validate() reports it
         } else if constexpr (std::is_same_v<T, bool>) {
           // Only YAML 1.2's true/false: yaml-cpp would also read the YAML 1.1
@@ -470,4 +470,4 @@ std::string Config::to_yaml() const {
   return std::string(out.c_str()) + "\n";
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::config

@@ -1,5 +1,5 @@
 // The enum-like config keys as enums (docs/config.md): the YAML/JSON/--set
-// text is parsed into these at the config boundary (model/config.cpp) and
+// text is parsed into these at the config boundary (config/config.cpp) and
 // written back from them, so config.yaml, run.json and the checkpoints keep
 // the same words while nothing below the config compares strings.
 //
@@ -15,7 +15,7 @@
 #include <string_view>
 #include <utility>
 
-namespace timitseg::model {
+namespace timitseg::config {
 
 // crf.backend: the CRF's host or device implementation (auto: model/device_choice.h).
 enum class CrfBackendSetting { reference, cpu, cuda, automatic };
@@ -39,7 +39,7 @@ enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic
 // the file beside each audio file: .PHN, .WRD, .TXT, or auto (.WRD then .TXT
 // with --dict, else .PHN).
 enum class TranscriptSource { phn, wrd, txt, automatic };
-// debug.inject_exit's ACTION (model/config.h InjectExit): an exception, SIGKILL, or a hang.
+// debug.inject_exit's ACTION (config/config.h InjectExit): an exception, SIGKILL, or a hang.
 enum class ExitAction { throw_exception, kill, hang };
 // TIMITSEG_GPU_COLLECTIVES (an environment knob, docs/multigpu.md): the GPU
 // gradient all-reduce through NCCL, or host-staged through the MPI world.
@@ -118,4 +118,4 @@ E enum_value(std::string_view text, const std::string& what) {
   return v;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::config
