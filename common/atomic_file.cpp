@@ -49,7 +49,9 @@ size_t enospc_allowance(const std::string& path, size_t bytes) {
   return take;
 }
 
-[[noreturn]] void write_error(const std::string& path, int err) {
+}  // namespace
+
+[[noreturn]] void throw_write_error(const std::string& path, int err) {
   if (err == ENOSPC)
     throw std::runtime_error(path + ": cannot write: no space left on device (" + path +
                              " is unchanged; free some space and rerun)");
@@ -59,8 +61,6 @@ size_t enospc_allowance(const std::string& path, size_t bytes) {
   throw std::runtime_error(path + ": cannot write: " + std::strerror(err));
 }
 
-}  // namespace
-
 namespace test_hooks {
 long long enospc_after_bytes() { return enospc_hook().budget; }
 }  // namespace test_hooks
@@ -69,7 +69,7 @@ AtomicFile::AtomicFile(const std::string& path) : path_(path) {
   static std::atomic<unsigned> counter{0};
   tmp_ = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   f_ = std::fopen(tmp_.c_str(), "wb");
-  if (!f_) write_error(path, errno);
+  if (!f_) throw_write_error(path, errno);
 }
 
 AtomicFile::~AtomicFile() {
@@ -81,8 +81,8 @@ void AtomicFile::write(const void* data, size_t bytes) {
   if (!f_) throw std::logic_error(path_ + ": write after commit");
   if (!bytes) return;
   const size_t allowed = enospc_allowance(path_, bytes);
-  if (allowed && std::fwrite(data, 1, allowed, f_) != allowed) write_error(path_, errno);
-  if (allowed < bytes) write_error(path_, ENOSPC);  // the injected full disk
+  if (allowed && std::fwrite(data, 1, allowed, f_) != allowed) throw_write_error(path_, errno);
+  if (allowed < bytes) throw_write_error(path_, ENOSPC);  // the injected full disk
 }
 
 void AtomicFile::finish() {
@@ -91,13 +91,13 @@ void AtomicFile::finish() {
   const int err = errno;
   ok = (std::fclose(f_) == 0) && ok;
   f_ = nullptr;
-  if (!ok) write_error(path_, err);  // (the destructor removes the temporary)
+  if (!ok) throw_write_error(path_, err);  // (the destructor removes the temporary)
   finished_ = true;
 }
 
 void AtomicFile::rename() {
   if (!finished_ || renamed_) throw std::logic_error(path_ + ": rename before finish, or twice");
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) write_error(path_, errno);
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) throw_write_error(path_, errno);
   renamed_ = true;
 }
 

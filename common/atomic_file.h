@@ -14,6 +14,12 @@
 
 namespace timitseg {
 
+// Throws the one error line of a failed write of PATH with errno ERR:
+// "PATH: cannot write: no space left on device (PATH is unchanged; free some
+// space and rerun)" for ENOSPC, likewise for EDQUOT, else strerror's words.
+// AtomicFile's writes and data/'s spill files (prepare_stage.h) throw it.
+[[noreturn]] void throw_write_error(const std::string& path, int err);
+
 class AtomicFile {
  public:
   explicit AtomicFile(const std::string& path);  // throws naming the path

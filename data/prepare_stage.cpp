@@ -157,24 +157,49 @@ json duration_entry(const std::map<int64_t, int64_t>& hist) {
 }
 
 Spill::~Spill() {
+  if (wfd_ >= 0) ::close(wfd_);
   if (fd_ >= 0) ::close(fd_);
 }
 
 void Spill::open(const fs::path& p) {
   path_ = p;
-  f_.open(p, std::ios::binary);
-  if (!f_) throw std::runtime_error(p.string() + ": cannot create");
+  wfd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (wfd_ < 0) throw std::runtime_error(p.string() + ": cannot create (" + std::strerror(errno) + ")");
 }
 
 void Spill::append(const void* data, size_t n) {
-  f_.write(static_cast<const char*>(data), static_cast<std::streamsize>(n));
-  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  constexpr size_t kBuffer = size_t{1} << 20;
+  const char* at = static_cast<const char*>(data);
+  if (buf_.size() + n > kBuffer) flush();
+  if (n >= kBuffer) {  // a large piece goes out as it is
+    buf_.assign(at, at + n);
+    flush();
+  } else {
+    buf_.insert(buf_.end(), at, at + n);
+  }
   bytes_ += n;
 }
 
+void Spill::flush() {
+  for (size_t done = 0; done < buf_.size();) {
+    const ssize_t put = ::write(wfd_, buf_.data() + done, buf_.size() - done);
+    if (put < 0 && errno == EINTR) continue;
+    if (put <= 0) throw_write_error(path_.string(), put < 0 ? errno : ENOSPC);
+    done += static_cast<size_t>(put);
+  }
+  buf_.clear();
+}
+
+void Spill::close_writer() {
+  if (wfd_ < 0) return;
+  flush();
+  const int rc = ::close(wfd_);
+  wfd_ = -1;
+  if (rc != 0 && errno != EINTR) throw_write_error(path_.string(), errno);
+}
+
 void Spill::copy_into(AtomicFile& out) {
-  f_.close();
-  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  close_writer();
   std::ifstream in(path_, std::ios::binary);
   std::vector<char> buf(1 << 20);
   uint64_t copied = 0;
@@ -188,8 +213,7 @@ void Spill::copy_into(AtomicFile& out) {
 }
 
 void Spill::open_for_reading() {
-  f_.close();
-  if (!f_) throw std::runtime_error(path_.string() + ": cannot write (disk full?)");
+  close_writer();
   fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd_ < 0) throw std::runtime_error(path_.string() + ": cannot open (" + std::strerror(errno) + ")");
 }
@@ -210,7 +234,8 @@ void Spill::read_at(uint64_t offset, void* dst, size_t n) const {
 void Spill::remove() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  f_.close();
+  if (wfd_ >= 0) ::close(wfd_);
+  wfd_ = -1;
   std::error_code ec;
   fs::remove(path_, ec);
 }

@@ -117,9 +117,13 @@ class Spill {
   void remove();
 
  private:
+  // Writes buf_ out; closes the writer (a failed close, a delayed write error, throws as a failed write).
+  void flush();
+  void close_writer();
+  std::vector<char> buf_;  // appends gathered into writes of up to 1 MiB
   std::filesystem::path path_;
-  std::ofstream f_;
-  int fd_ = -1;
+  int wfd_ = -1;  // written through a descriptor, so that a failed write says why (errno: a full disk)
+  int fd_ = -1;   // read back (read_at)
   uint64_t bytes_ = 0;
 };
 
