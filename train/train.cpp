@@ -1,7 +1,7 @@
 // Training loop: train() at the end of this file drives the named steps
-// above it: set_up_run (config checks, executor, run folder, fresh or resumed
-// state, schedule), one_epoch (batches of train/batches.h, one_step each:
-// AdamW + cosine schedule + clipping on the executor, interrupts, the
+// above it: set_up_run (train/training_run.h, train/run_setup.cpp: config
+// checks, executor, run folder, fresh or resumed state, schedule), one_epoch
+// (batches of train/batches.h, one_step each: AdamW + cosine schedule + clipping on the executor, interrupts, the
 // non-finite stops with a replay-step dump or a crf-replay file),
 // dev_evaluation (eval/evaluate.h), drift_check, checkpoint (metrics.jsonl,
 // best and epoch checkpoints, the log line).
@@ -35,6 +35,7 @@
 #include "train/replay_step.h"
 #include "train/run_folder.h"
 #include "train/step_failure.h"
+#include "train/training_run.h"  // TrainingRun, set_up_run
 
 namespace fs = std::filesystem;
 
@@ -43,12 +44,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
-void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::string& origin) {
-  std::istringstream is(s);
-  is >> rng;
-  if (!is) throw std::runtime_error(origin + ": corrupt rng_state metadata");
-}
 
 }  // namespace
 
@@ -59,220 +54,8 @@ nlohmann::json TimeBreakdown::to_json() const {
 
 namespace {
 
-// What every step of a run reads: set up once by set_up_run, before the first epoch.
-struct TrainingRun {
-  config::Config cfg;                 // the caller's, with the doctest limits applied and validated
-  model::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
-  model::Device device = model::Device::cpu;  // choice.device
-  model::LabelSet ls;
-  int threads = 0;
-  config::FaultSpec fault;            // debug.inject_fault
-  model::ModelState state;           // dims, labels, features, CMVN, parameters, optimizer, epoch, best so far
-  std::unique_ptr<model::Executor> exec;
-  std::optional<model::ParamLayout> layout;
-  fs::path run_dir, ckpt_dir;
-  std::optional<RunLock> lock;       // RUN_DIR/.timitseg.lock (rank 0), for the whole call
-  std::optional<LogFile> log_file;  // RUN_DIR/train.log, for the whole call
-  std::string metrics_path, metrics_text;
-  std::string steps_text;  // debug.step_log: RUN_DIR/steps.jsonl so far
-  std::mt19937_64 rng;
-  int fixed_length = 0;
-  int inject_epoch = -1, inject_batch = -1;  // debug.inject_nonfinite
-  std::vector<int32_t> lengths;              // [N] frames of each training utterance
-  int64_t batches_per_epoch = 0, total_steps = 0;
-  const data::Cmvn* cmvn = nullptr;
-  std::vector<const data::Utterance*> dev_utts;
-  dist::Communicator* world = nullptr;  // dist::world(): one process, or the ranks of mpirun / srun
-  config::InjectExit inject_exit;               // debug.inject_exit
-  std::unique_ptr<dist::Watchdog> watchdog;  // several processes: 2 x train.dist_timeout without progress ends this one
-  void stamp(const char* phase) const {
-    if (watchdog) watchdog->stamp(phase);
-  }
-  bool rank0() const { return world->rank() == 0; }
-  // An error line for RUN_DIR/train.log (rank 0 writes it; other ranks' reach stderr only).
-  void log_error(const std::string& msg) const {
-    if (log_file) log_file->error(msg);
-  }
-};
-
-// The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
-void describe_state(const TrainingRun& r, const TrainData& data, model::ModelState& state) {
-  state.dims = model::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
-  state.labels = r.ls;
-  state.features = data.features;
-  state.has_cmvn = data.has_cmvn;
-  state.cmvn = data.cmvn;
-}
-
-// --resume: parameters, optimizer, epoch, best so far and rng from the latest
-// epoch checkpoint; metrics.jsonl's lines up to its epoch.
-void resume_state(TrainingRun& r) {
-  model::ModelState& state = r.state;
-  const std::string path = latest_checkpoint(r.cfg.train_run_dir);
-  if (path.empty()) throw std::runtime_error(r.cfg.train_run_dir + ": no checkpoints/epoch-N.safetensors to resume from");
-  model::ModelState s = model::load_checkpoint(path);
-  if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
-      s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
-      s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
-      s.dims.duration_lognormal != state.dims.duration_lognormal)
-    throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
-  model::check_feature_options(s, path, state.features, r.cfg.data_workdir + "/manifest.json");
-  if (s.optimizer.m.empty()) throw std::runtime_error(path + ": checkpoint has no optimizer state; cannot resume");
-  if (s.labels.spec.digest() != state.labels.spec.digest())  // data.phone_set's file edited since, say
-    throw std::runtime_error(path + ": trained on phone set '" + s.labels.spec.name + "' (sha256 " +
-                             s.labels.spec.digest().substr(0, 12) + "), the configuration now gives '" +
-                             state.labels.spec.name + "' (sha256 " + state.labels.spec.digest().substr(0, 12) +
-                             "); cannot resume");
-  state.params = std::move(s.params);
-  state.optimizer = std::move(s.optimizer);
-  state.epoch = s.epoch;
-  state.best_dev_per = s.best_dev_per;
-  state.best_epoch = s.best_epoch;
-  rng_from_string(r.rng, s.rng_state, path);
-  r.metrics_text = metrics_upto(r.metrics_path, state.epoch);
-  if (r.cfg.debug_step_log) r.steps_text = steps_upto((r.run_dir / "steps.jsonl").string(), state.optimizer.step);
-  spdlog::info("resuming {} after epoch {} (optimizer step {})", path, state.epoch, state.optimizer.step);
-  if (state.epoch >= r.cfg.train_epochs)
-    spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, r.cfg.train_epochs);
-}
-
-// A fresh run: parameters drawn from the run's rng (crf.duration_init = data
-// adds the train split's duration distribution), a zero optimizer.
-void fresh_state(TrainingRun& r, const TrainData& data) {
-  model::ModelState& state = r.state;
-  model::init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == config::DurationInit::data && state.dims.duration_lognormal) {
-    // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
-    std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
-    for (size_t u = 0; u < classes.size(); ++u)
-      for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-    const std::vector<float> fit = crf::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
-    std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
-    spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
-                 "and spread of log duration) to the gold segments of the train split (K = {})",
-                 state.dims.max_duration);
-  } else if (r.cfg.crf_duration_init == config::DurationInit::data) {
-    // crf.duration_init = data: the train split's duration distribution, added to the draw above
-    std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
-    for (size_t u = 0; u < classes.size(); ++u)
-      for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-    const model::DurationPrior prior = model::duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
-    const model::ParamInfo& db = r.layout->get("crf.duration_bias");
-    for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
-    if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
-      spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
-    else
-      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
-                   "segments of the train split (K = {})",
-                   prior.segments, state.dims.max_duration);
-  }
-  model::derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
-  state.optimizer.reset(r.layout->total());
-}
-
-// The schedule of the run (batches per epoch, steps) and the debug injections, with warnings for ones that never fire.
-void plan_schedule(TrainingRun& r, const TrainData& data) {
-  const config::Config& cfg = r.cfg;
-  r.fixed_length = cfg.debug_fixed_length;
-  if (!cfg.debug_inject_nonfinite.empty() && fault_on_this_rank(cfg, *r.world)) {
-    const config::NonfiniteStep at = cfg.inject_nonfinite().value_or(config::NonfiniteStep{});  // validated
-    r.inject_epoch = at.epoch;
-    r.inject_batch = at.batch;
-  }
-  const int64_t N = static_cast<int64_t>(data.train.utterances.size());
-  r.lengths.resize(N);
-  for (int64_t i = 0; i < N; ++i) r.lengths[i] = data.train.utterances[i].num_frames;
-  r.batches_per_epoch = (N + cfg.train_batch_size - 1) / cfg.train_batch_size;
-  r.total_steps = r.batches_per_epoch * cfg.train_epochs;
-  if (r.inject_epoch > 0 && (r.inject_epoch <= r.state.epoch || r.inject_epoch > cfg.train_epochs ||
-                             r.inject_batch > r.batches_per_epoch))
-    spdlog::warn("debug.inject_nonfinite = {}: no such step in this run (epochs {}..{}, {} batches per epoch); "
-                 "nothing will be injected",
-                 cfg.debug_inject_nonfinite, r.state.epoch + 1, cfg.train_epochs, r.batches_per_epoch);
-  if (!r.fault.empty() && (r.fault.step <= r.state.optimizer.step || r.fault.step > r.total_steps))
-    spdlog::warn("debug.inject_fault = {}: no such step in this run (steps {}..{}); nothing will be injected",
-                 r.fault.to_string(), r.state.optimizer.step + 1, r.total_steps);
-  if (!r.fault.empty() && !cfg.debug_check_numerics)
-    spdlog::warn("debug.inject_fault without debug.check_numerics: the fault is planted, but only the older "
-                 "checks (CRF input, loss, gradients) can stop the step");
-  r.cmvn = data.has_cmvn ? &data.cmvn : nullptr;
-  for (const auto& u : data.dev.utterances) r.dev_utts.push_back(&u);
-  r.inject_exit = cfg.inject_exit();
-  const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
-                                                      r.world->launch().launcher + ", " + r.world->library() + ")"
-                                                : std::string();
-  spdlog::info("training on {}{}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}",
-               r.exec->description(), ranks, N, r.dev_utts.size(), r.layout->total(), r.ls.size(), cfg.crf_max_duration,
-               r.fixed_length > 0 ? ", fixed length " + std::to_string(r.fixed_length) : std::string());
-}
-
-// Set up the run: everything that can fail on the configuration before the
-// first write, the executor, the run folder (train.log, run.json,
-// config.yaml, metrics.jsonl), the state (fresh or resumed) on the executor.
-void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& data, bool resume) {
-  r.cfg = cfg_in;
-  config::Config& cfg = r.cfg;
-  config::apply_doctest_limits(cfg);  // TIMITSEG_DOCTEST_MAX_EPOCHS (tests/docs), the one place it is read
-  cfg.validate();
-  if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
-  if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
-  r.choice = model::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
-  r.device = r.choice.device;
-  r.ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);  // model/labels.h
-  spdlog::info("phone set {}: {} classes, scored on {} labels (sha256 {})", r.ls.spec.name, r.ls.size(),
-               r.ls.names39.size(), r.ls.spec.digest().substr(0, 12));
-  r.world = &dist::world();
-  // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
-  dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });
-  r.world->set_timeout(cfg.train_dist_timeout);
-  if (r.world->size() > 1) r.watchdog = std::make_unique<dist::Watchdog>(2 * cfg.train_dist_timeout);
-  set_up_ranks(r.cfg, data, r.device, *r.world);
-  r.threads = model::set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
-  describe_state(r, data, r.state);
-  model::ExecutorOptions xo = model::executor_options(cfg, r.choice, r.threads);  // model/options.h
-  if (fault_on_this_rank(cfg, *r.world))
-    r.fault = cfg.inject_fault();
-  xo.world = r.world;
-  r.exec = model::make_executor(r.device, r.state.dims, xo);
-  if (r.device == model::Device::cuda && r.choice.crf_backend != crf::BackendKind::cuda)
-    spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
-                 "--no-triton); crf.backend=cuda keeps the whole step on the GPU",
-                 crf::to_string(r.choice.crf_backend));
-
-  r.run_dir = fs::path(cfg.train_run_dir);
-  r.ckpt_dir = r.run_dir / "checkpoints";
-  r.metrics_path = (r.run_dir / "metrics.jsonl").string();
-  dist::agree("the run folder's set-up", [&] {
-    if (!r.rank0()) return;  // rank 0 alone writes the run folder
-    fs::create_directories(r.ckpt_dir);
-    // temporaries of a run killed while writing (kill -9, power loss)
-    remove_stale_temporaries(r.run_dir.string());
-    remove_stale_temporaries(r.ckpt_dir.string());
-    r.log_file.emplace((r.run_dir / "train.log").string());
-    spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
-                 resume ? "resuming" : "training", cfg.train_run_dir);
-    for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
-    write_run_json(r.run_dir, run_entry(cfg, r.choice, *r.exec, r.threads, resume), resume);
-  });
-  r.rng.seed(cfg.train_seed);
-  r.layout.emplace(r.state.dims);
-  dist::agree("the state before the first epoch", [&] {
-    if (resume)
-      resume_state(r);
-    else
-      fresh_state(r, data);
-  });
-  check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
-  model::set_optimizer_settings(cfg, r.state.optimizer);
-  r.state.config = cfg;
-  r.exec->set_state(r.state.params, r.state.optimizer);
-  dist::agree("the run folder's set-up", [&] {
-    if (!r.rank0()) return;
-    write_file_atomic((r.run_dir / "config.yaml").string(), cfg.to_yaml());
-    write_file_atomic(r.metrics_path, r.metrics_text);
-  });
-  plan_schedule(r, data);
-}
+using detail::set_up_run;   // train/training_run.h: the first named step
+using detail::TrainingRun;
 
 // SIGINT / SIGTERM (train/interrupt.h) seen between steps, where nothing is
 // being written: stops with Interrupted; --resume goes on from the last finished epoch.
