@@ -71,4 +71,22 @@ struct Lattice {
   }
 };
 
+// The float64 gradients accumulated by a backward (cum, transition, duration
+// bias, start, end, onset) written to the outputs the caller wants (nullptr:
+// not wanted; onset only when the problem has onset scores).
+inline void write_grads(const GradsF64& out, bool onset, const std::vector<double>& cum,
+                        const std::vector<double>& transition, const std::vector<double>& duration_bias,
+                        const std::vector<double>& start, const std::vector<double>& end,
+                        const std::vector<double>& onset_grad) {
+  auto put = [](double* dst, const std::vector<double>& src) {
+    if (dst) std::copy(src.begin(), src.end(), dst);
+  };
+  put(out.cum_scores, cum);
+  put(out.transition, transition);
+  put(out.duration_bias, duration_bias);
+  put(out.start, start);
+  put(out.end, end);
+  if (onset) put(out.onset, onset_grad);
+}
+
 }  // namespace timitseg::crf::reference

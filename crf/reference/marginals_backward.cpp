@@ -154,15 +154,7 @@ void marginals_backward_f64(const Dims& dims, const ParamsF64& p, const Marginal
           }
     for (int64_t c = 0; c < C; ++c) g_e[c] += p_end[c] * (aR[L * C + c] - ER);
   }
-  auto put = [](double* dst, const std::vector<double>& src) {
-    if (dst) std::copy(src.begin(), src.end(), dst);
-  };
-  put(grads.cum_scores, g_cum);
-  put(grads.transition, g_A);
-  put(grads.duration_bias, g_D);
-  put(grads.start, g_s);
-  put(grads.end, g_e);
-  if (p.onset) put(grads.onset, g_o);
+  write_grads(grads, p.onset != nullptr, g_cum, g_A, g_D, g_s, g_e, g_o);
 }
 
 }  // namespace timitseg::crf::reference

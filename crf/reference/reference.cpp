@@ -164,15 +164,7 @@ void backward_f64(const Dims& dims, const ParamsF64& p, const int32_t* labels, d
     }
   }
   if (gold_forbidden >= 0) detail::throw_gold_forbidden(kWho, gold_forbidden);
-  auto put = [](double* dst, const std::vector<double>& src) {
-    if (dst) std::copy(src.begin(), src.end(), dst);
-  };
-  put(g.cum_scores, g_cum);
-  put(g.transition, g_A);
-  put(g.duration_bias, g_D);
-  put(g.start, g_s);
-  put(g.end, g_e);
-  if (p.onset) put(g.onset, g_o);
+  write_grads(g, p.onset != nullptr, g_cum, g_A, g_D, g_s, g_e, g_o);
 }
 
 void viterbi_f64(const Dims& dims, const ParamsF64& p, double* score, int32_t* segments, int32_t* num_segments) {
