@@ -199,17 +199,15 @@ void Spill::close_writer() {
 }
 
 void Spill::copy_into(AtomicFile& out) {
-  close_writer();
-  std::ifstream in(path_, std::ios::binary);
-  std::vector<char> buf(1 << 20);
-  uint64_t copied = 0;
-  while (in.read(buf.data(), static_cast<std::streamsize>(buf.size())) || in.gcount() > 0) {
-    out.write(buf.data(), static_cast<size_t>(in.gcount()));
-    copied += static_cast<uint64_t>(in.gcount());
+  open_for_reading();
+  std::vector<char> buf(size_t{1} << 20);
+  for (uint64_t at = 0; at < bytes_;) {
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), bytes_ - at));
+    read_at(at, buf.data(), n);  // throws naming the file when the bytes are not there
+    out.write(buf.data(), n);
+    at += n;
   }
-  if (copied != bytes_) throw std::runtime_error(path_.string() + ": stream cut short");
-  in.close();
-  fs::remove(path_);
+  remove();
 }
 
 void Spill::open_for_reading() {

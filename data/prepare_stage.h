@@ -107,7 +107,7 @@ class Spill {
   void append(const std::vector<T>& v) { append(v.data(), v.size() * sizeof(T)); }
   void append(const std::string& s) { append(s.data(), s.size()); }
   uint64_t bytes() const { return bytes_; }
-  // Its bytes onto `out`, then the file removed.
+  // Its bytes onto `out` (read back as read_at does), then the file removed.
   void copy_into(AtomicFile& out);
   // Closes the writer and opens the file for read_at.
   void open_for_reading();
