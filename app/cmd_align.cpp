@@ -18,7 +18,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "app/long_flags.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "common/buffer.h"
 #include "crf/cumsum.h"
 #include "crf/semicrf.h"

@@ -21,7 +21,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "common/dist.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
 #include "common/progress.h"

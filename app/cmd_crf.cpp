@@ -7,7 +7,7 @@
 
 #include "app/cmd_crf.h"
 #include "app/commands.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 
 namespace timitseg::app {
 

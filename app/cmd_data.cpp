@@ -14,7 +14,7 @@
 
 #include "app/commands.h"
 #include "common/files.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "common/interrupt.h"
 #include "common/parallel.h"
 #include "common/safetensors.h"

@@ -13,7 +13,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "app/long_flags.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "app/report/reliability.h"
 #include "app/report/report.h"
 #include "common/files.h"

@@ -8,7 +8,7 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "train/replay_step.h"
 
 namespace timitseg::app {

@@ -12,7 +12,7 @@
 #include "app/commands.h"
 #include "app/report/report.h"
 #include "common/files.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "common/run_lock.h"
 #include "common/walk.h"
 #include "model/labels.h"

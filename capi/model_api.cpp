@@ -12,7 +12,7 @@
 #include <spdlog/spdlog.h>
 
 #include "capi/api_detail.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "common/parallel.h"
 #include "data/corpus.h"
 #include "data/transcripts.h"

@@ -15,7 +15,7 @@
 #include <regex>
 #include <stdexcept>
 
-#include "common/env.h"
+#include "settings/env.h"
 #include "common/parallel.h"
 
 namespace timitseg {

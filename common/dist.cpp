@@ -15,7 +15,7 @@
 #include <cstring>
 #include <exception>
 
-#include "common/env.h"
+#include "settings/env.h"
 #include "common/sha256.h"
 
 namespace timitseg::dist {
@@ -28,7 +28,7 @@ void finalize_mpi();
 
 namespace {
 
-// A launcher's count, through common/env.h (LOCAL_RANK etc. are in its table;
+// A launcher's count, through settings/env.h (LOCAL_RANK etc. are in its table;
 // a value that is not a count reads as unset).
 int env_int(const env::Lookup& env, const char* name, int fallback) {
   const std::optional<long long> v = env::integer(name, env);

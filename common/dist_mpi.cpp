@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "common/dist.h"
-#include "common/env.h"
+#include "settings/env.h"
 
 namespace timitseg::dist {
 namespace {

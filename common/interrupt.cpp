@@ -5,7 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "common/env.h"
+#include "settings/env.h"
 
 namespace timitseg {
 namespace {

@@ -1,4 +1,4 @@
-// Config::validate (every key's range, written once in common/limits.h, or
+// Config::validate (every key's range, written once in settings/limits.h, or
 // words; docs/config.md), the parsers of debug.inject_nonfinite and
 // debug.inject_exit (validate() and the train loop call the same ones) and the
 // documentation test's epoch cap; the keys' reading and writing: config/config.cpp.
@@ -13,8 +13,8 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/env.h"
-#include "common/limits.h"
+#include "settings/env.h"
+#include "settings/limits.h"
 #include "common/text.h"
 #include "config/fault_spec.h"
 
@@ -45,7 +45,7 @@ void check_words(const Config& cfg, E /*value*/, const char* key) {
 
 void apply_doctest_limits(Config& cfg) {
   const char* name = "TIMITSEG_DOCTEST_MAX_EPOCHS";
-  const std::optional<long long> v = env::integer(name);  // [1, INT_MAX]: common/env.cpp
+  const std::optional<long long> v = env::integer(name);  // [1, INT_MAX]: settings/env.cpp
   if (!v) return;
   const int cap = static_cast<int>(*v);
   spdlog::warn("{}={} is set: train.epochs {} -> {} (a shortened run for the documentation test, "

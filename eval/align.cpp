@@ -22,7 +22,7 @@
 
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "model/feature_check.h"
 #include "common/files.h"
 #include "data/corpus.h"

@@ -2,7 +2,7 @@
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
 
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "eval/formats.h"
 #include "model/device_choice.h"
 #include "model/options.h"

@@ -15,7 +15,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "common/env.h"
+#include "settings/env.h"
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
 #include "model/cpu/network.h"  // default_threads: the command's --threads

@@ -4,7 +4,7 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cuda.h"
-#include "common/limits.h"
+#include "settings/limits.h"
 #include "model/executor.h"
 #include "model/cuda/lstm_fused.h"  // grid_ctas is constexpr in the header: every build
 

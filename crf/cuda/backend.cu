@@ -43,7 +43,7 @@
 #include <utility>
 
 #include "common/cuda.h"
-#include "common/env.h"
+#include "settings/env.h"
 #include "crf/cuda/cuda_backend.h"
 #include "crf/cuda/recurrence.cuh"
 
@@ -52,7 +52,7 @@ namespace cuda_impl {
 namespace {
 
 // The value of the environment knob `name` (read when the backend is
-// created; its words in common/env.h's table): empty when unset or empty;
+// created; its words in settings/env.h's table): empty when unset or empty;
 // any other word is one error line naming the knob, its words and the value.
 std::string env_knob(const char* name) { return env::word(name).value_or(""); }
 

@@ -17,7 +17,7 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
-#include "common/env.h"
+#include "settings/env.h"
 #include "common/progress.h"
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
@@ -36,7 +36,7 @@ namespace {
 constexpr size_t kWindowsPerBatch = 4;
 
 size_t windows_per_batch() {
-  const std::optional<long long> v = env::integer("TIMITSEG_LONG_WINDOW_BATCH");  // [1, 64]: common/env.cpp
+  const std::optional<long long> v = env::integer("TIMITSEG_LONG_WINDOW_BATCH");  // [1, 64]: settings/env.cpp
   return v ? static_cast<size_t>(*v) : kWindowsPerBatch;
 }
 

@@ -8,7 +8,7 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
-#include "common/env.h"
+#include "settings/env.h"
 
 namespace timitseg::model::gpu {
 
@@ -63,7 +63,7 @@ bool nccl_built_in() {
 }
 
 config::Collectives collectives_from_environment() {
-  // Its words ('nccl', 'mpi') are checked by common/env.h's table, and are Collectives' words.
+  // Its words ('nccl', 'mpi') are checked by settings/env.h's table, and are Collectives' words.
   const std::optional<std::string> s = env::word("TIMITSEG_GPU_COLLECTIVES");
   if (!s) return nccl_built_in() ? config::Collectives::nccl : config::Collectives::mpi;
   config::Collectives c{};

@@ -30,7 +30,7 @@
 #include <cstdint>
 #include <string>
 
-#include "common/limits.h"
+#include "settings/limits.h"
 
 namespace timitseg::model::fused {
 
@@ -46,11 +46,11 @@ constexpr int kGroup = 8;
 constexpr int grid_ctas(int B, int H) {
   return (H == 64 || H == 128 ? 4 : H == 256 ? 8 : 0) * ((B + kGroup - 1) / kGroup) * 2;
 }
-// The sizes above are the kernel's; the settings know them from common/limits.h.
+// The sizes above are the kernel's; the settings know them from settings/limits.h.
 static_assert(grid_ctas(1, limits::kFusedLstmUnits[0]) > 0 && grid_ctas(1, limits::kFusedLstmUnits[1]) > 0 &&
                   grid_ctas(1, limits::kFusedLstmUnits[2]) > 0 &&
                   sizeof limits::kFusedLstmUnits / sizeof limits::kFusedLstmUnits[0] == 3,
-              "common/limits.h's kFusedLstmUnits and the fused kernel's sizes differ");
+              "settings/limits.h's kFusedLstmUnits and the fused kernel's sizes differ");
 
 // True when the kernels can run here: H is one of the supported sizes
 // (64, 128 or 256 units per direction), there is a CUDA device of compute

@@ -1,11 +1,11 @@
-// common/limits.h: the ranges' membership at and beyond their ends, and their
+// settings/limits.h: the ranges' membership at and beyond their ends, and their
 // text, against values written here by hand.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
 
-#include "common/limits.h"
+#include "settings/limits.h"
 
 namespace limits = timitseg::limits;
 

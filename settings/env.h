@@ -2,7 +2,7 @@
 // type, what it takes, default and a line of documentation) and one parser.
 // Every read of the environment by the product goes through the getters
 // below; docs/config.md "Environment variables" lists the same table
-// (tests/common/test_env.cpp compares the two).
+// (tests/settings/test_env.cpp compares the two).
 //
 // A set but malformed value is one error line, std::invalid_argument
 // "NAME must be TAKES, got 'VALUE'"; unset and empty read as unset. The

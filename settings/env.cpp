@@ -1,5 +1,5 @@
-// The table of environment variables and its one parser (common/env.h).
-#include "common/env.h"
+// The table of environment variables and its one parser (settings/env.h).
+#include "settings/env.h"
 
 #include <charconv>
 #include <climits>
@@ -121,7 +121,7 @@ const std::vector<Knob>& knobs() {
 const Knob& knob(const char* name) {
   for (const Knob& k : knobs())
     if (std::string(k.name) == name) return k;
-  throw std::logic_error(std::string("env: ") + name + " is not in the table of common/env.cpp");
+  throw std::logic_error(std::string("env: ") + name + " is not in the table of settings/env.cpp");
 }
 
 std::optional<std::string> raw(const char* name, const Lookup& lookup) {

@@ -1,4 +1,4 @@
-// common/env.h: the one table of environment variables and its parser, against
+// settings/env.h: the one table of environment variables and its parser, against
 // values written here by hand, and docs/config.md's "Environment variables"
 // table against the code's.
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "common/env.h"
+#include "settings/env.h"
 
 namespace env = timitseg::env;
 
@@ -102,7 +102,7 @@ TEST(Env, OnlyTheTablesVariablesWithTheirTypes) {
 
 TEST(Env, DocsTableListsTheCodeTable) {
   const auto rows = docs_rows();
-  ASSERT_EQ(rows.size(), env::knobs().size()) << "docs/config.md's table and common/env.cpp's differ in length";
+  ASSERT_EQ(rows.size(), env::knobs().size()) << "docs/config.md's table and settings/env.cpp's differ in length";
   for (size_t i = 0; i < rows.size(); ++i) {
     const env::Knob& k = env::knobs()[i];
     EXPECT_EQ(rows[i][0], k.name) << "row " << i;
