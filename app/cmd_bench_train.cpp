@@ -26,10 +26,10 @@
 #include "common/atomic_file.h"
 #include "common/progress.h"
 #include "data/phones.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/allreduce_timing.h"
 #include "model/executor.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "eval/metrics.h"
 #include "train/train.h"
 
@@ -201,7 +201,7 @@ config::Config bench_config(const BenchTrainOptions& o, model::Device device) {
   cfg.crf_reg = 1e-3;
   cfg.train_epochs = o.epochs;
   cfg.train_batch_size = o.batch;
-  cfg.train_device = model::device_setting(device);
+  cfg.train_device = options::device_setting(device);
   cfg.train_threads = o.threads;
   cfg.train_rnn_algo = config::enum_value<config::RnnAlgo>(o.rnn_algo, "--rnn-algo");
   cfg.train_bucketing = o.bucketing;
@@ -209,9 +209,9 @@ config::Config bench_config(const BenchTrainOptions& o, model::Device device) {
   cfg.train_seed = o.seed;
   cfg.train_lr = 1e-3;
   cfg.debug_check_numerics = o.check_numerics;
-  {  // `auto` of --rnn-algo and the default --crf-backend (model/device_choice.h)
-    const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true);
-    cfg.crf_backend = model::backend_setting(choice.crf_backend);
+  {  // `auto` of --rnn-algo and the default --crf-backend (options/device_choice.h)
+    const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/true);
+    cfg.crf_backend = options::backend_setting(choice.crf_backend);
     cfg.train_rnn_algo = choice.rnn_algo;
   }
   return cfg;
@@ -237,12 +237,12 @@ void print_bench_header(const BenchTrainOptions& o, const config::Config& cfg, m
 void executor_parts(const BenchTrainOptions& o, const config::Config& cfg, model::Device device,
                     const train::TrainData& td, nlohmann::json& out) {
   const model::LabelSet ls = model::LabelSet::make(39);
-  const model::ModelDims dims = model::model_dims(cfg, o.input_dim, ls.size());  // model/options.h
-  model::DeviceChoice choice;  // cfg's, resolved above
+  const model::ModelDims dims = options::model_dims(cfg, o.input_dim, ls.size());  // options/options.h
+  options::DeviceChoice choice;  // cfg's, resolved above
   choice.device = device;
-  choice.crf_backend = model::backend_kind(cfg.crf_backend);  // resolved above: never auto
+  choice.crf_backend = options::backend_kind(cfg.crf_backend);  // resolved above: never auto
   choice.rnn_algo = cfg.train_rnn_algo;
-  const model::ExecutorOptions xo = model::executor_options(cfg, choice, o.threads);  // model/options.h
+  const model::ExecutorOptions xo = options::executor_options(cfg, choice, o.threads);  // options/options.h
   auto exec = model::make_executor(device, dims, xo);
   const model::ParamLayout layout(dims);
   std::vector<float> params;

@@ -37,9 +37,9 @@
 #include "common/walk.h"
 #include "model/checkpoint.h"
 #include "config/config.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/executor.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "model/feature_check.h"
 #include "train/interrupt.h"
 #include "eval/metrics.h"
@@ -115,11 +115,11 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 // Every key (section.key) whose value differs between the run's saved config
 // and the requested one, as "key: old -> new".
 // train.device, train.rnn_algo and crf.backend are compared resolved on this
-// machine (model/device_choice.h): `auto` stands for its pick here, so a run
+// machine (options/device_choice.h): `auto` stands for its pick here, so a run
 // saved with `auto` and a request for `cpu` on the CPU (or the reverse) are the
 // same run; an explicit value that differs from the pick is a difference.
 std::vector<std::string> differences(const config::Config& saved_as_is, const config::Config& requested) {
-  const model::DeviceFacts facts = model::probe_device_facts();
+  const options::DeviceFacts facts = options::probe_device_facts();
   // a run saved before data.workdir was recorded absolute (issue 31): its relative
   // path is taken from here, as the requested one was
   config::Config saved = saved_as_is;
@@ -128,7 +128,8 @@ std::vector<std::string> differences(const config::Config& saved_as_is, const co
     if (!abs.has_filename()) abs = abs.parent_path();
     saved.data_workdir = abs.string();
   }
-  nlohmann::json ja = model::with_choices(saved, facts).to_json(), jb = model::with_choices(requested, facts).to_json();
+  nlohmann::json ja = options::with_choices(saved, facts).to_json();
+  nlohmann::json jb = options::with_choices(requested, facts).to_json();
   std::vector<std::string> out;
   for (const std::string& k : config::Config::keys()) {
     if (std::find(std::begin(kIgnoredKeys), std::end(kIgnoredKeys), k) != std::end(kIgnoredKeys)) continue;

@@ -12,11 +12,12 @@
 #include "common/cuda.h"
 #include "common/parallel.h"
 #include "model/batch.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/executor.h"
+#include "model/fused_lstm.h"  // fused_grid_ctas
 #include "model/labels.h"
 #include "model/optim.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "model/params.h"
 
 namespace timitseg::app::compare {
@@ -81,10 +82,10 @@ int default_jobs(model::Device device, const config::Config& cfg, const train::T
   if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;
-  dims = model::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // model/options.h
+  dims = options::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // options/options.h
   const int threads = model::set_threads(cfg.train_threads);
-  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  const model::ExecutorOptions xo = model::executor_options(cfg, choice, threads);
+  const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/false);
+  const model::ExecutorOptions xo = options::executor_options(cfg, choice, threads);
   RunFootprint f;
   try {
     f = measure_one_run(device, dims, xo, ls, cfg, data);

@@ -20,9 +20,9 @@
 #include "eval/align.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/executor.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "model/feature_check.h"
 #include "train/run_folder.h"
 #include "train/train.h"
@@ -87,10 +87,10 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
   model::ModelState s = model::load_checkpoint(ckpt);
   model::check_workdir_features(s, ckpt, cfg.data_workdir);  // plan() already refused it, unless the WORKDIR changed since
   model::bind_workdir(s.labels, cfg.data_workdir, ckpt);  // the checkpoint's phone set over the WORKDIR's labels
-  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/false);
-  // as evaluate (model/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
+  const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/false);
+  // as evaluate (options/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
   const model::ExecutorOptions xo =
-      model::inference_executor_options(s.config, choice, model::set_threads(cfg.train_threads));
+      options::inference_executor_options(s.config, choice, model::set_threads(cfg.train_threads));
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;

@@ -47,7 +47,7 @@ struct Config {
   // crf
   int crf_max_duration = 30;         // crf.max_duration (K)
   double crf_reg = 0.0;              // crf.reg: L2 penalty on transition and duration_bias
-  CrfBackendSetting crf_backend = CrfBackendSetting::cpu;  // crf.backend: reference | cpu | cuda | auto (model/device_choice.h)
+  CrfBackendSetting crf_backend = CrfBackendSetting::cpu;  // crf.backend: reference | cpu | cuda | auto (options/device_choice.h)
   LossNormalization crf_loss_normalization = LossNormalization::utterance;  // crf.loss_normalization: utterance | frame
   double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
   DurationInit crf_duration_init = DurationInit::random;  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
@@ -74,9 +74,9 @@ struct Config {
   double train_eps = 1e-8;           // train.eps
   double train_clip_norm = 5.0;      // train.clip_norm: global gradient norm; 0 = off
   uint64_t train_seed = 0;           // train.seed
-  DeviceSetting train_device = DeviceSetting::cpu;  // train.device: cpu | cuda | auto (model/device_choice.h)
+  DeviceSetting train_device = DeviceSetting::cpu;  // train.device: cpu | cuda | auto (options/device_choice.h)
   int train_threads = 0;             // train.threads: 0 = all cores
-  RnnAlgo train_rnn_algo = RnnAlgo::standard;  // train.rnn_algo: the GPU recurrence: cuDNN (standard | persist_static | persist_dynamic) or fused (own Hopper kernel), or auto (model/device_choice.h)
+  RnnAlgo train_rnn_algo = RnnAlgo::standard;  // train.rnn_algo: the GPU recurrence: cuDNN (standard | persist_static | persist_dynamic) or fused (own Hopper kernel), or auto (options/device_choice.h)
   bool train_bucketing = true;       // train.bucketing: group similar lengths in a batch
   int train_bucket_batches = 50;     // train.bucket_batches: pool size (in batches) sorted by length
   int train_log_every = 10;          // train.log_every: batches between plain progress lines

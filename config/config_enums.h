@@ -17,7 +17,7 @@
 
 namespace timitseg::config {
 
-// crf.backend: the CRF's host or device implementation (auto: model/device_choice.h).
+// crf.backend: the CRF's host or device implementation (auto: options/device_choice.h).
 enum class CrfBackendSetting { reference, cpu, cuda, automatic };
 // crf.loss_normalization: the loss per utterance or per frame.
 enum class LossNormalization { utterance, frame };

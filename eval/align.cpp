@@ -30,7 +30,7 @@
 #include "data/phones.h"
 #include "common/parallel.h"
 #include "model/batch.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/long_input.h"
 #include "eval/align_dictionary.h"
 #include "eval/align_jobs.h"

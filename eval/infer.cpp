@@ -4,8 +4,8 @@
 
 #include "settings/limits.h"
 #include "eval/formats.h"
-#include "model/device_choice.h"
-#include "model/options.h"
+#include "options/device_choice.h"
+#include "options/options.h"
 
 #include <spdlog/spdlog.h>
 
@@ -74,10 +74,10 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                   const std::optional<double>& phone_bonus,
                                                   const std::optional<config::DecodeMode>& decode_opt,
                                                   int64_t centre_frames) {
-  // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (model/device_choice.h)
-  const model::DeviceChoice choice =
-      model::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
-  model::ExecutorOptions xo = model::inference_executor_options(s.config, choice, threads);  // model/options.h
+  // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (options/device_choice.h)
+  const options::DeviceChoice choice =
+      options::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
+  model::ExecutorOptions xo = options::inference_executor_options(s.config, choice, threads);  // options/options.h
   if (phone_bonus) xo.phone_bonus = *phone_bonus;
   if (decode_opt) xo.decode = *decode_opt;
   if (backend_opt) xo.crf_backend = *backend_opt;

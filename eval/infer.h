@@ -22,7 +22,7 @@ struct EvaluateOptions {
   std::string checkpoint;
   std::string split = "dev";      // dev | core-test | test | train
   std::string workdir;            // "" = the checkpoint's data.workdir
-  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (model/options.h)
+  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (options/options.h)
   std::string json_out;           // "" = none
   std::string dump_scores_dir;    // "" = none
   std::string dump_predictions;   // "" = none; else a predictions JSONL (score's input format, below)
@@ -62,7 +62,7 @@ struct DecodeOptions {
   std::string checkpoint;
   std::vector<std::string> inputs;  // audio files or folders (TIMIT trees)
   std::string out_dir;
-  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (model/options.h)
+  std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (options/options.h)
   config::DeviceSetting device = config::DeviceSetting::automatic;  // --device (auto: the GPU when present)
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus

@@ -89,7 +89,7 @@ struct ExecutorOptions {
   int threads = 0;                    // CPU threads (0 = all cores): the cpu executor and host CRF backends
   crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
   config::RnnAlgo rnn_algo = config::RnnAlgo::standard;  // cuda executor: standard | persist_static | persist_dynamic (cuDNN) | fused
-                                         // (never automatic: resolved before, model/device_choice.h)
+                                         // (never automatic: resolved before, options/device_choice.h)
   bool deterministic = false;         // debug.deterministic / --deterministic: refuse anything whose result
                                       // may vary between runs (docs/debugging.md)
   double phone_bonus = 0.0;           // crf.phone_bonus: decode() adds it at each label change (crf::add_phone_bonus)
@@ -161,7 +161,7 @@ class Executor {
 // The device of a setting: cpu, cuda, or auto (cuda when a CUDA device is
 // present, else cpu). Throws one line ("no CUDA device was found (...)") for
 // cuda without a device, ending with `hint` (what to do instead; "" = train's:
-// train.device=cpu or --device cpu). The other `auto` keys: model/device_choice.h.
+// train.device=cpu or --device cpu). The other `auto` keys: options/device_choice.h.
 Device resolve_device(config::DeviceSetting device, const std::string& hint = "");
 // The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
 std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);

@@ -1,7 +1,7 @@
 // Every numeric range of a setting, in one place: the config's keys
 // (Config::validate, config/config.cpp), the command-line flags that set the
 // same thing (app/, eval/), the C API (capi/, whose CRF half includes only
-// crf/, common/ and settings/) and the auto picks (model/device_choice.cpp). A check
+// crf/, common/ and settings/) and the auto picks (options/device_choice.cpp). A check
 // asks `contains` and writes the range with `to_string` ("[0, 1024]",
 // "(0, 1000]"), so a range and its message change here and nowhere else.
 // docs/config.md's key table quotes them.

@@ -1,7 +1,7 @@
 // Step dump folders and replay-step (train/replay_step.h).
 #include "train/replay_step.h"
-#include "model/device_choice.h"
-#include "model/options.h"
+#include "options/device_choice.h"
+#include "options/options.h"
 
 #include <spdlog/spdlog.h>
 
@@ -161,11 +161,11 @@ model::Batch read_dump_batch(const st::File& bf, int D) {
 // state after it, or from another step, is refused naming the file).
 std::unique_ptr<model::Executor> replay_executor(const ReplayStepOptions& o, const config::Config& cfg,
                                                  model::ModelState& state, int64_t step, const fs::path& dir) {
-  const model::DeviceChoice choice = model::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
-  model::ExecutorOptions xo = model::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
+  const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
+  model::ExecutorOptions xo = options::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
   if (o.crf_backend) xo.crf_backend = *o.crf_backend;
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, xo);
-  model::set_optimizer_settings(cfg, state.optimizer);
+  options::set_optimizer_settings(cfg, state.optimizer);
   if (state.optimizer.step == step)
     throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
                              std::to_string(step) +
@@ -220,7 +220,7 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
 
   std::unique_ptr<model::Executor> exec = replay_executor(o, cfg, state, step, dir);
 
-  model::StepOptions so = model::step_options(cfg);
+  model::StepOptions so = options::step_options(cfg);
   so.lr = lr;
   so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
   so.step = step;

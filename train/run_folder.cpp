@@ -74,7 +74,7 @@ std::string cpu_model() {
 }  // namespace
 
 // One entry of run.json: what ran this training call, where and when.
-nlohmann::json run_entry(const config::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
+nlohmann::json run_entry(const config::Config& cfg, const options::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume) {
   nlohmann::json gpu = nullptr;
   try {

@@ -14,7 +14,7 @@
 
 #include "common/run_lock.h"
 #include "config/config.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/executor.h"
 
 namespace spdlog::sinks {
@@ -33,9 +33,9 @@ std::string iso8601_now();
 // One entry of run.json for this call of train(): timitseg_version,
 // git_commit, build_type, machine {cpu, cores, threads, gpu}, device,
 // rnn_algo, crf_backend (the resolved values of train.device, train.rnn_algo,
-// crf.backend: `auto` replaced by its pick, model/device_choice.h), executor,
+// crf.backend: `auto` replaced by its pick, options/device_choice.h), executor,
 // config (as given, `auto` kept), start_time.
-nlohmann::json run_entry(const config::Config& cfg, const model::DeviceChoice& choice, const model::Executor& exec, int threads,
+nlohmann::json run_entry(const config::Config& cfg, const options::DeviceChoice& choice, const model::Executor& exec, int threads,
                          bool resume);
 // RUN_DIR/run.json (atomic): a fresh run writes its entry; a resume appends
 // its entry to "resumes" (an unreadable old file is replaced, with a warning).

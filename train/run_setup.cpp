@@ -13,7 +13,7 @@
 #include "common/version.h"
 #include "crf/duration.h"
 #include "model/feature_check.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "train/distributed.h"
 #include "train/train.h"  // latest_checkpoint
 
@@ -30,7 +30,7 @@ void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::stri
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
 void describe_state(const TrainingRun& r, const TrainData& data, model::ModelState& state) {
-  state.dims = model::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // model/options.h
+  state.dims = options::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // options/options.h
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -155,7 +155,7 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
   cfg.validate();
   if (cfg.train_run_dir.empty()) throw std::invalid_argument("config: train.run_dir is required");
   if (data.train.utterances.empty()) throw std::invalid_argument("training split is empty");
-  r.choice = model::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (model/device_choice.h)
+  r.choice = options::resolve_choices(cfg, /*log=*/false);  // `auto` resolved (options/device_choice.h)
   r.device = r.choice.device;
   r.ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);  // model/labels.h
   spdlog::info("phone set {}: {} classes, scored on {} labels (sha256 {})", r.ls.spec.name, r.ls.size(),
@@ -168,7 +168,7 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
   set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = model::set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  model::ExecutorOptions xo = model::executor_options(cfg, r.choice, r.threads);  // model/options.h
+  model::ExecutorOptions xo = options::executor_options(cfg, r.choice, r.threads);  // options/options.h
   if (fault_on_this_rank(cfg, *r.world))
     r.fault = cfg.inject_fault();
   xo.world = r.world;
@@ -202,7 +202,7 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
       fresh_state(r, data);
   });
   check_state_agrees(r.state.params, r.state.optimizer.m, r.state.optimizer.v, "before the first epoch");
-  model::set_optimizer_settings(cfg, r.state.optimizer);
+  options::set_optimizer_settings(cfg, r.state.optimizer);
   r.state.config = cfg;
   r.exec->set_state(r.state.params, r.state.optimizer);
   dist::agree("the run folder's set-up", [&] {

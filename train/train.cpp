@@ -25,9 +25,9 @@
 #include "common/progress.h"
 #include "common/version.h"
 #include "crf/duration.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/drift.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "model/step_recipe.h"  // loss_normalization: the step's, once
 #include "train/batches.h"
 #include "train/distributed.h"
@@ -94,7 +94,7 @@ FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatch
 model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch, size_t bi, size_t nbatches, model::StepOptions& so,
                     const BatchShare& share) {
   const config::Config& cfg = r.cfg;
-  so = model::step_options(cfg);  // model/options.h
+  so = options::step_options(cfg);  // options/options.h
   so.lr = model::scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
   so.time_parts = r.exec->device() == model::Device::cpu;  // free on the CPU; on the GPU it would serialize the step

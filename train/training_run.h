@@ -20,7 +20,7 @@
 #include "config/fault_spec.h"
 #include "data/dataset.h"
 #include "model/checkpoint.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 #include "model/executor.h"
 #include "model/labels.h"
 #include "model/params.h"
@@ -32,7 +32,7 @@ namespace timitseg::train::detail {
 // What every step of a run reads: set up once by set_up_run, before the first epoch.
 struct TrainingRun {
   config::Config cfg;                 // the caller's, with the doctest limits applied and validated
-  model::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (model/device_choice.h)
+  options::DeviceChoice choice;        // train.device, crf.backend, train.rnn_algo with `auto` resolved (options/device_choice.h)
   model::Device device = model::Device::cpu;  // choice.device
   model::LabelSet ls;
   int threads = 0;

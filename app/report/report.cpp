@@ -19,7 +19,7 @@
 #include "data/features.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
-#include "model/options.h"
+#include "options/options.h"
 #include "eval/metrics.h"
 #include "model/feature_check.h"
 #include "train/train.h"
@@ -127,11 +127,11 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   if (dev.utterances[0].dim != s.dims.input_dim)
     throw std::runtime_error(workdir + ": dev features have " + std::to_string(dev.utterances[0].dim) +
                              " dims, " + best.string() + " expects " + std::to_string(s.dims.input_dim));
-  model::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (model/options.h)
+  options::DeviceChoice cpu;  // the report decodes on the CPU, with the run's host backend (options/options.h)
   cpu.device = model::Device::cpu;
   cpu.rnn_algo = config::RnnAlgo::standard;
-  cpu.crf_backend = model::choose_crf_backend(s.config.crf_backend, model::Device::cpu);
-  const model::ExecutorOptions xo = model::inference_executor_options(s.config, cpu, model::set_threads(threads));
+  cpu.crf_backend = options::choose_crf_backend(s.config.crf_backend, model::Device::cpu);
+  const model::ExecutorOptions xo = options::inference_executor_options(s.config, cpu, model::set_threads(threads));
   std::unique_ptr<model::Executor> exec = model::make_executor(cpu.device, s.dims, xo);
   exec->set_state(s.params, s.optimizer);
   std::vector<const data::Utterance*> utts;

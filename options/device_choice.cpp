@@ -1,14 +1,14 @@
-// The `auto` values of train.device, train.rnn_algo and crf.backend (model/device_choice.h).
-#include "model/device_choice.h"
+// The `auto` values of train.device, train.rnn_algo and crf.backend (options/device_choice.h).
+#include "options/device_choice.h"
 
 #include <spdlog/spdlog.h>
 
 #include "common/cuda.h"
 #include "settings/limits.h"
 #include "model/executor.h"
-#include "model/cuda/lstm_fused.h"  // grid_ctas is constexpr in the header: every build
+#include "model/fused_lstm.h"
 
-namespace timitseg::model {
+namespace timitseg::options {
 
 DeviceFacts probe_device_facts() {
   DeviceFacts f;
@@ -26,16 +26,17 @@ DeviceFacts probe_device_facts() {
   return f;
 }
 
-Device choose_device(config::DeviceSetting device, const DeviceFacts& facts) {
-  if (device == config::DeviceSetting::cpu) return Device::cpu;
-  if (device == config::DeviceSetting::cuda) return Device::cuda;
-  return facts.gpus > 0 ? Device::cuda : Device::cpu;
+model::Device choose_device(config::DeviceSetting device, const DeviceFacts& facts) {
+  if (device == config::DeviceSetting::cpu) return model::Device::cpu;
+  if (device == config::DeviceSetting::cuda) return model::Device::cuda;
+  return facts.gpus > 0 ? model::Device::cuda : model::Device::cpu;
 }
 
-config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts) {
+config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, model::Device device, int per_direction,
+                                const DeviceFacts& facts) {
   if (rnn_algo != config::RnnAlgo::automatic) return rnn_algo;
   const bool fused_size = limits::fused_lstm_units(per_direction);
-  return device == Device::cuda && facts.cc_major == 9 && fused_size ? config::RnnAlgo::fused : config::RnnAlgo::standard;
+  return device == model::Device::cuda && facts.cc_major == 9 && fused_size ? config::RnnAlgo::fused : config::RnnAlgo::standard;
 }
 
 crf::BackendKind backend_kind(config::CrfBackendSetting crf_backend) {
@@ -57,11 +58,13 @@ config::CrfBackendSetting backend_setting(crf::BackendKind kind) {
   throw std::logic_error("backend_setting: not a BackendKind");
 }
 
-config::DeviceSetting device_setting(Device device) { return device == Device::cuda ? config::DeviceSetting::cuda : config::DeviceSetting::cpu; }
+config::DeviceSetting device_setting(model::Device device) {
+  return device == model::Device::cuda ? config::DeviceSetting::cuda : config::DeviceSetting::cpu;
+}
 
-crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, Device device) {
+crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, model::Device device) {
   if (crf_backend != config::CrfBackendSetting::automatic) return backend_kind(crf_backend);
-  return device == Device::cuda ? crf::BackendKind::cuda : crf::BackendKind::cpu;
+  return device == model::Device::cuda ? crf::BackendKind::cuda : crf::BackendKind::cpu;
 }
 
 DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts, std::optional<config::DeviceSetting> device_override) {
@@ -71,10 +74,10 @@ DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts, std
   c.device = choose_device(asked, facts);
   c.rnn_algo = choose_rnn_algo(cfg.train_rnn_algo, c.device, H, facts);
   c.crf_backend = choose_crf_backend(cfg.crf_backend, c.device);
-  const bool gpu = c.device == Device::cuda;
+  const bool gpu = c.device == model::Device::cuda;
   const std::string cc = std::to_string(facts.cc_major) + "." + std::to_string(facts.cc_minor);
   if (asked == config::DeviceSetting::automatic)
-    c.picks.push_back(std::string("train.device = auto: ") + device_name(c.device) + " (" +
+    c.picks.push_back(std::string("train.device = auto: ") + model::device_name(c.device) + " (" +
                       (gpu ? facts.gpu_name : facts.no_gpu_reason.empty() ? "no CUDA device" : facts.no_gpu_reason) +
                       ")");
   if (cfg.train_rnn_algo == config::RnnAlgo::automatic) {
@@ -94,12 +97,12 @@ DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts, std
 DeviceChoice resolve_choices(const config::Config& cfg, bool log, std::optional<config::DeviceSetting> device_override,
                              const std::string& hint) {
   const config::DeviceSetting asked = device_override.value_or(cfg.train_device);
-  if (asked == config::DeviceSetting::cuda) resolve_device(asked, hint);  // no GPU: one line naming the way out
+  if (asked == config::DeviceSetting::cuda) model::resolve_device(asked, hint);  // no GPU: one line naming the way out
   DeviceChoice c = choose_all(cfg, probe_device_facts(), device_override);
 #ifdef TIMITSEG_HAVE_CUDA
   if (cfg.train_rnn_algo == config::RnnAlgo::automatic && c.rnn_algo == config::RnnAlgo::fused) {
     std::string why;
-    if (!fused::supported(cfg.model_hidden_dim / 2, &why)) {
+    if (!model::fused_lstm_supported(cfg.model_hidden_dim / 2, &why)) {
       c.rnn_algo = config::RnnAlgo::standard;
       for (std::string& p : c.picks)
         if (p.rfind("train.rnn_algo", 0) == 0) p = "train.rnn_algo = auto: standard (cuDNN: the fused kernel cannot run here: " + why + ")";
@@ -120,6 +123,4 @@ config::Config with_choices(const config::Config& cfg, const DeviceFacts& facts)
   return out;
 }
 
-int fused_grid_ctas(int B, int H) { return fused::grid_ctas(B, H); }
-
-}  // namespace timitseg::model
+}  // namespace timitseg::options

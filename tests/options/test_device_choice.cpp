@@ -1,5 +1,5 @@
 // The `auto` values of train.device, train.rnn_algo and crf.backend
-// (model/device_choice.h), with the machine posed through DeviceFacts: no GPU,
+// (options/device_choice.h), with the machine posed through DeviceFacts: no GPU,
 // an H100 (9.0), an A100 (8.0), a future 10.0 part; config validation of the
 // three keys; compare's view of saved against requested configs.
 #include <gtest/gtest.h>
@@ -9,11 +9,11 @@
 
 #include "common/cuda.h"
 #include "config/config.h"
-#include "model/device_choice.h"
+#include "options/device_choice.h"
 
 using namespace timitseg::model;
-
 using namespace timitseg::config;
+using namespace timitseg::options;
 
 namespace {
 

@@ -1,10 +1,10 @@
-// A validated Config turned into dims and options (model/options.h).
-#include "model/options.h"
+// A validated Config turned into dims and options (options/options.h).
+#include "options/options.h"
 
-namespace timitseg::model {
+namespace timitseg::options {
 
-ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes) {
-  ModelDims d;
+model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes) {
+  model::ModelDims d;
   d.input_dim = input_dim;
   d.hidden_dim = cfg.model_hidden_dim;
   d.num_layers = cfg.model_num_layers;
@@ -15,8 +15,8 @@ ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes) 
   return d;
 }
 
-ExecutorOptions executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
-  ExecutorOptions xo;
+model::ExecutorOptions executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
+  model::ExecutorOptions xo;
   xo.threads = threads;
   xo.crf_backend = choice.crf_backend;
   xo.rnn_algo = choice.rnn_algo;  // resolved: never auto
@@ -26,20 +26,21 @@ ExecutorOptions executor_options(const config::Config& cfg, const DeviceChoice& 
   return xo;
 }
 
-crf::BackendKind inference_crf_backend(Device device, crf::BackendKind chosen) {
-  if (device == Device::cuda) return crf::BackendKind::cuda;
+crf::BackendKind inference_crf_backend(model::Device device, crf::BackendKind chosen) {
+  if (device == model::Device::cuda) return crf::BackendKind::cuda;
   return chosen == crf::BackendKind::cuda ? crf::BackendKind::cpu : chosen;
 }
 
-ExecutorOptions inference_executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
-  ExecutorOptions xo = executor_options(cfg, choice, threads);
+model::ExecutorOptions inference_executor_options(const config::Config& cfg, const DeviceChoice& choice,
+                                                  int threads) {
+  model::ExecutorOptions xo = executor_options(cfg, choice, threads);
   xo.crf_backend = inference_crf_backend(choice.device, choice.crf_backend);
   xo.deterministic = false;
   return xo;
 }
 
-StepOptions step_options(const config::Config& cfg) {
-  StepOptions so;
+model::StepOptions step_options(const config::Config& cfg) {
+  model::StepOptions so;
   so.crf_lr_scale = cfg.crf_lr_scale;
   so.dropout = cfg.model_dropout;
   so.clip_norm = cfg.train_clip_norm;
@@ -51,11 +52,11 @@ StepOptions step_options(const config::Config& cfg) {
   return so;
 }
 
-void set_optimizer_settings(const config::Config& cfg, AdamW& optimizer) {
+void set_optimizer_settings(const config::Config& cfg, model::AdamW& optimizer) {
   optimizer.beta1 = cfg.train_beta1;
   optimizer.beta2 = cfg.train_beta2;
   optimizer.eps = cfg.train_eps;
   optimizer.weight_decay = cfg.train_weight_decay;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::options

@@ -1,4 +1,4 @@
-// model/options.h: a Config turned into dims and options in one place. Each
+// options/options.h: a Config turned into dims and options in one place. Each
 // case sets keys away from their defaults and checks that exactly those
 // values arrive (the oracle: the keys as written), and the inference
 // backend rule over every device and configured backend.
@@ -7,11 +7,11 @@
 #include <string>
 
 #include "config/config.h"
-#include "model/options.h"
+#include "options/options.h"
 
 using namespace timitseg::model;
-
 using namespace timitseg::config;
+using namespace timitseg::options;
 
 namespace {
 

@@ -14,6 +14,10 @@
 // resolve_choices() probes the machine, resolves a Config and logs one info
 // line per `auto` it resolved. The saved config (config.yaml, checkpoints)
 // keeps `auto`; run.json records the resolved values (train/run_folder.h).
+//
+// In options/, the room above model/, because the picks are model/'s own
+// types (model::Device) and checks (resolve_device, the fused kernel's
+// fused_lstm_supported); config/ below model/ holds only the settings.
 #pragma once
 
 #include <optional>
@@ -24,7 +28,7 @@
 #include "config/config.h"
 #include "model/encoder.h"
 
-namespace timitseg::model {
+namespace timitseg::options {
 
 // The machine as the `auto` values see it: its first CUDA device.
 struct DeviceFacts {
@@ -37,21 +41,22 @@ struct DeviceFacts {
 DeviceFacts probe_device_facts();
 
 // auto -> cuda when facts.gpus > 0, else cpu; cpu and cuda as they are.
-Device choose_device(config::DeviceSetting device, const DeviceFacts& facts);
+model::Device choose_device(config::DeviceSetting device, const DeviceFacts& facts);
 // auto -> fused when device is cuda, facts.cc_major == 9 and per_direction
 // is 64, 128 or 256, else standard; the others unchanged.
-config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, Device device, int per_direction, const DeviceFacts& facts);
+config::RnnAlgo choose_rnn_algo(config::RnnAlgo rnn_algo, model::Device device, int per_direction,
+                                const DeviceFacts& facts);
 // auto -> cuda when device is cuda, else cpu; the others as they are.
-crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, Device device);
+crf::BackendKind choose_crf_backend(config::CrfBackendSetting crf_backend, model::Device device);
 // The kind of an explicit crf.backend (reference, cpu, cuda); auto throws std::logic_error (choose it first).
 crf::BackendKind backend_kind(config::CrfBackendSetting crf_backend);
 // The settings that name a resolved choice (cuda -> DeviceSetting::cuda, ...): a config of resolved values.
 config::CrfBackendSetting backend_setting(crf::BackendKind kind);
-config::DeviceSetting device_setting(Device device);
+config::DeviceSetting device_setting(model::Device device);
 
 // One run's device choices, resolved (their words: device_name, to_string).
 struct DeviceChoice {
-  Device device = Device::cpu;
+  model::Device device = model::Device::cpu;
   config::RnnAlgo rnn_algo = config::RnnAlgo::standard;                   // never automatic
   crf::BackendKind crf_backend = crf::BackendKind::cpu;  // reference | cpu | cuda
   // One line per `auto` resolved: "train.device = auto: cuda (NVIDIA H100 80GB HBM3)".
@@ -66,19 +71,14 @@ DeviceChoice choose_all(const config::Config& cfg, const DeviceFacts& facts,
 
 // The same on this machine: explicit cuda without a CUDA device throws
 // resolve_device's one line (with `hint`), a fused pick that the kernel cannot
-// run here (model/cuda/lstm_fused.h supported()) falls back to standard with
+// run here (model/fused_lstm.h fused_lstm_supported()) falls back to standard with
 // the reason, and each `auto` pick is logged (one info line each) when `log`.
 DeviceChoice resolve_choices(const config::Config& cfg, bool log = true,
                              std::optional<config::DeviceSetting> device_override = std::nullopt, const std::string& hint = "");
-
-// The SMs one fused-LSTM run occupies at batch B and H units per direction
-// (model/cuda/lstm_fused.h grid_ctas; 0 for an H the kernel lacks): `compare
-// --jobs` sizes its default by it.
-int fused_grid_ctas(int B, int H);
 
 // cfg with each `auto` of the three keys replaced by its pick on `facts`
 // (explicit values unchanged): the form `compare` compares, so that a run
 // saved with `auto` and one asking `cpu` on the CPU are the same run.
 config::Config with_choices(const config::Config& cfg, const DeviceFacts& facts);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::options
