@@ -4,26 +4,30 @@ the product's sources points down or within its own folder.
 
   scripts/check_layers.py [--root DIR]
 
-  app    -> train, eval, model, config, crf, data, common
-  capi   -> eval, model, config, crf, data, common   (libtimitseg.so, the C API of include/timitseg.h; beside app)
-    capi/crf_* -> crf, common                       (its CRF half)
-  train  -> eval, model, config, crf, data, common   (each epoch's dev evaluation decodes and scores)
-  eval   -> model, config, crf, data, common
-  model  -> config, crf, data, common
-  config -> crf, data, common                (the training configuration, its enums and fault spec)
-  crf    -> common
-  data   -> common
-  common -> (nothing of the project)
+  app      -> train, eval, options, model, config, crf, data, common, settings
+  capi     -> eval, options, model, config, crf, data, common, settings   (libtimitseg.so, the C API of
+                                                                          include/timitseg.h; beside app)
+    capi/crf_* -> crf, common, settings                                  (its CRF half)
+  train    -> eval, options, model, config, crf, data, common, settings   (each epoch's dev evaluation)
+  eval     -> options, model, config, crf, data, common, settings
+  options  -> model, config, crf, data, common, settings   (the config in model/'s types, the `auto` picks)
+  model    -> config, crf, data, common, settings
+  config   -> crf, data, common, settings      (the training configuration, its enums and fault spec)
+  crf      -> common, settings
+  data     -> common, settings
+  common   -> settings
+  settings -> (nothing of the project: the environment's table and parser, the numeric ranges)
 
 The implementations of the model's interfaces are private to model/: no
-folder but model/ includes "model/cpu/..." or "model/cuda/..." (eval/, train/
-and app/ reach them only through model/executor.h, model/encoder.h,
-model/device_choice.h).
+folder but model/ includes "model/cpu/..." or "model/cuda/..." (options/,
+eval/, train/ and app/ reach them only through model/executor.h,
+model/encoder.h, model/fused_lstm.h).
 
 The C API's CRF half (capi/crf_*: the CRF handles over crf::Session) stands on
-crf/ alone: its files include only crf/, common/ and, of capi/, the CRF half
-and the helpers both halves share (capi/api_detail.h); never model/, eval/,
-data/ or the model half (capi/model_api.cpp).
+crf/ alone: its files include only crf/, the bottom rooms common/ and
+settings/ and, of capi/, the CRF half and the helpers both halves share
+(capi/api_detail.h); never model/, eval/, data/ or the model half
+(capi/model_api.cpp).
 
 Prints every include that runs another way (FILE:LINE: FOLDER may not include
 OTHER/...) and exits 1 when there is any, 0 otherwise. Only quoted includes
@@ -37,15 +41,17 @@ import sys
 import checklib
 
 MAY_INCLUDE = {
-    "common": set(),
-    "crf": {"common"},
-    "data": {"common"},
-    "config": {"crf", "data", "common"},
-    "model": {"config", "crf", "data", "common"},
-    "eval": {"model", "config", "crf", "data", "common"},
-    "train": {"eval", "model", "config", "crf", "data", "common"},
-    "app": {"train", "eval", "model", "config", "crf", "data", "common"},
-    "capi": {"eval", "model", "config", "crf", "data", "common"},
+    "settings": set(),
+    "common": {"settings"},
+    "crf": {"common", "settings"},
+    "data": {"common", "settings"},
+    "config": {"crf", "data", "common", "settings"},
+    "model": {"config", "crf", "data", "common", "settings"},
+    "options": {"model", "config", "crf", "data", "common", "settings"},
+    "eval": {"options", "model", "config", "crf", "data", "common", "settings"},
+    "train": {"eval", "options", "model", "config", "crf", "data", "common", "settings"},
+    "app": {"train", "eval", "options", "model", "config", "crf", "data", "common", "settings"},
+    "capi": {"eval", "options", "model", "config", "crf", "data", "common", "settings"},
 }
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh", ".in")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')
@@ -53,7 +59,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"(([^"/]+)/[^"]*)"')
 PRIVATE = {"model": ("cpu", "cuda")}
 # Files of a folder held to fewer folders than the folder itself: (folder, file-name prefix) -> the
 # folders they may include, and the files of their own folder they may include (by prefix or name).
-HALVES = {("capi", "crf_"): ({"crf", "common"}, ("crf_", "api_detail.h"))}
+HALVES = {("capi", "crf_"): ({"crf", "common", "settings"}, ("crf_", "api_detail.h"))}
 
 
 def half_of(folder, path):
@@ -98,7 +104,7 @@ def main():
     a = checklib.arguments(__doc__).parse_args()
     bad = violations(a.root)
     return checklib.report(bad, f"check_layers: {len(bad)} include(s) against the map of the layers (docs/design.md)",
-                           "check_layers: every include points down (app -> train -> eval -> model -> config -> crf, data -> common)")
+                           "check_layers: every include points down (app -> train -> eval -> options -> model -> config -> crf, data -> common -> settings)")
 
 
 if __name__ == "__main__":

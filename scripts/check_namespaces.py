@@ -4,10 +4,15 @@ folders opens the namespace of its folder and no other folder's.
 
   scripts/check_namespaces.py [--root DIR]
 
-  common/ -> timitseg (its generic utilities; sub-namespaces such as timitseg::cuda allowed)
-  FOLDER/ -> timitseg::FOLDER, or a namespace inside it (timitseg::crf::cpu,
-             timitseg::model::gpu, timitseg::app::report::sections, ...)
-             for FOLDER in app capi config crf data model eval train
+  common/   -> timitseg (its generic utilities; sub-namespaces such as timitseg::cuda allowed)
+  settings/ -> timitseg::env or timitseg::limits (the bottom room's two parts, named
+               for what they hold: the environment's table and parser, the ranges)
+  FOLDER/   -> timitseg::FOLDER, or a namespace inside it (timitseg::crf::cpu,
+               timitseg::model::gpu, timitseg::app::report::sections, ...)
+               for FOLDER in app capi config crf data model options eval train
+
+No folder opens another folder's namespace (timitseg::env and
+timitseg::limits are settings/'s, common/ included).
 
 A sub-folder's files live inside their folder's namespace: crf/cpu/ in
 timitseg::crf::cpu, crf/reference/ in timitseg::crf::reference, crf/cuda/ in
@@ -29,14 +34,31 @@ import sys
 
 import checklib
 
-FOLDERS = ("common", "crf", "data", "config", "model", "eval", "train", "app", "capi")
+FOLDERS = ("settings", "common", "crf", "data", "config", "model", "options", "eval", "train", "app", "capi")
+# Folders whose namespaces are not timitseg::FOLDER: common/ is timitseg itself,
+# settings/ the two namespaces its headers have always had.
+NAMESPACES = {"common": ("timitseg",), "settings": ("timitseg::env", "timitseg::limits")}
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
 OPEN = re.compile(r"^\s*namespace\s+([A-Za-z_][\w:]*)\s*\{", re.M)
 COMMENT = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 
 def expected(folder):
-    return "timitseg" if folder == "common" else f"timitseg::{folder}"
+    """The namespaces of FOLDER's files (a file opens one of them, or one inside it)."""
+    return NAMESPACES.get(folder, (f"timitseg::{folder}",))
+
+
+def within(name, spaces):
+    return any(name == w or name.startswith(w + "::") for w in spaces)
+
+
+def owner(name):
+    """The folder whose namespace NAME is (or lies inside), or None (timitseg, timitseg::cuda, ...)."""
+    for folder, spaces in NAMESPACES.items():
+        if folder != "common" and within(name, spaces):
+            return folder
+    part = name.split("::")[1:2]
+    return part[0] if part and part[0] in FOLDERS and part[0] not in NAMESPACES else None
 
 
 def opened(text):
@@ -58,7 +80,8 @@ def opened(text):
 def problems(root):
     out = []
     for folder, path in checklib.source_files(root, FOLDERS, EXTENSIONS):
-        want = expected(folder)
+        spaces = expected(folder)
+        want = " or ".join(spaces)
         rel = os.path.relpath(path, root)
         with open(path, encoding="utf-8", errors="replace") as fh:
             text = fh.read()
@@ -74,15 +97,14 @@ def problems(root):
         if folder == "common":
             if "timitseg" not in ns and not any(n.startswith("timitseg::") for n in ns):
                 out.append(f"{rel}: opens no namespace timitseg")
-            foreign = [n for n in ns if n.split("::")[1:2] and n.split("::")[1] in FOLDERS]
+            foreign = [n for n in ns if owner(n) is not None]
         else:
-            mine = [n for n in ns if n == want or n.startswith(want + "::")]
+            mine = [n for n in ns if within(n, spaces)]
             if not mine:
                 out.append(f"{rel}: opens {', '.join(sorted(set(ns)))}, not {want} (the namespace of {folder}/)")
-            foreign = [n for n in ns if n != "timitseg" and not (n == want or n.startswith(want + "::"))
-                       and n.split("::")[1] in FOLDERS]
+            foreign = [n for n in ns if n != "timitseg" and not within(n, spaces) and owner(n) is not None]
         for n in sorted(set(foreign)):
-            out.append(f"{rel}: opens {n}, the namespace of {n.split('::')[1]}/, from {folder}/")
+            out.append(f"{rel}: opens {n}, the namespace of {owner(n)}/, from {folder}/")
     return out
 
 
@@ -92,7 +114,8 @@ def main():
     files = {line.split(": ", 1)[0] for line in bad}
     return checklib.report(
         bad, f"check_namespaces: {len(files)} file(s) whose namespace does not match its folder (docs/design.md)",
-        "check_namespaces: every file opens the namespace of its folder (common/: timitseg, FOLDER/: timitseg::FOLDER)")
+        "check_namespaces: every file opens the namespace of its folder (common/: timitseg, settings/: timitseg::env "
+        "or timitseg::limits, FOLDER/: timitseg::FOLDER)")
 
 
 if __name__ == "__main__":

@@ -34,7 +34,7 @@ class Layers(unittest.TestCase):
             self.assertIn("4 include(s)", r.stdout)
 
     def test_config_sits_between_model_and_crf_data(self):
-        with tree({"model/options.h": '#include "config/config.h"\n',
+        with tree({"model/params.h": '#include "config/config.h"\n',
                    "train/t.cpp": '#include "config/config_enums.h"\n',
                    "config/config.cpp": '#include "crf/semicrf.h"\n#include "data/d.h"\n#include "common/c.h"\n',
                    "config/bad.cpp": '#include "model/encoder.h"\n',
@@ -47,7 +47,7 @@ class Layers(unittest.TestCase):
             self.assertIn("crf/c.cpp:1: crf/ may not include config/", r.stdout)
             self.assertIn("data/d.cpp:1: data/ may not include config/", r.stdout)
             self.assertIn("capi/crf_ops.cpp:1: capi/crf_* may not include config/", r.stdout)
-            self.assertNotIn("model/options.h", r.stdout)
+            self.assertNotIn("model/params.h", r.stdout)
             self.assertNotIn("train/t.cpp", r.stdout)
             self.assertNotIn("config/config.cpp", r.stdout)
             self.assertIn("4 include(s)", r.stdout)
@@ -84,6 +84,41 @@ class Layers(unittest.TestCase):
             self.assertIn("capi/crf_f64.cpp:2: capi/ may not include app/", r.stdout)  # the folder's own rule
             self.assertNotIn("capi/crf_ops.cpp", r.stdout)
             self.assertNotIn("capi/model_api.cpp", r.stdout)  # the model half: capi/'s rule
+            self.assertIn("5 include(s)", r.stdout)
+
+    def test_settings_is_the_bottom_room(self):
+        with tree({"common/dist.cpp": '#include "settings/env.h"\n#include "common/dist.h"\n',
+                   "crf/cuda/backend.cu": '#include "settings/env.h"\n',
+                   "capi/crf_api.cpp": '#include "settings/limits.h"\n#include "crf/session.h"\n',
+                   "app/a.cpp": '#include "settings/limits.h"\n',
+                   "settings/env.cpp": '#include "settings/env.h"\n',
+                   "settings/bad.h": '#include "common/files.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("settings/bad.h:1: settings/ may not include common/", r.stdout)
+            for ok in ("common/dist.cpp", "crf/cuda/backend.cu", "capi/crf_api.cpp", "app/a.cpp", "settings/env.cpp"):
+                self.assertNotIn(ok, r.stdout)
+            self.assertIn("1 include(s)", r.stdout)
+
+    def test_options_sits_between_eval_and_model(self):
+        with tree({"options/options.cpp": '#include "model/executor.h"\n#include "config/config.h"\n'
+                                          '#include "settings/limits.h"\n',
+                   "options/bad.cpp": '#include "eval/evaluate.h"\n#include "model/cuda/lstm_fused.h"\n',
+                   "eval/infer.cpp": '#include "options/device_choice.h"\n',
+                   "train/t.cpp": '#include "options/options.h"\n',
+                   "capi/model_api.cpp": '#include "options/options.h"\n',
+                   "capi/crf_api.cpp": '#include "options/options.h"\n',
+                   "model/m.cpp": '#include "options/options.h"\n',
+                   "config/c.cpp": '#include "options/device_choice.h"\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("options/bad.cpp:1: options/ may not include eval/", r.stdout)
+            self.assertIn("options/bad.cpp:2: options/ may not include model/cuda/", r.stdout)
+            self.assertIn("capi/crf_api.cpp:1: capi/crf_* may not include options/", r.stdout)
+            self.assertIn("model/m.cpp:1: model/ may not include options/", r.stdout)
+            self.assertIn("config/c.cpp:1: config/ may not include options/", r.stdout)
+            for ok in ("options/options.cpp", "eval/infer.cpp", "train/t.cpp", "capi/model_api.cpp"):
+                self.assertNotIn(ok, r.stdout)
             self.assertIn("5 include(s)", r.stdout)
 
 

@@ -39,6 +39,23 @@ class Namespaces(unittest.TestCase):
             self.assertIn("capi/helpers.cpp: opens no namespace timitseg::capi", r.stdout)
             self.assertIn("5 file(s)", r.stdout)
 
+    def test_settings_keeps_env_and_limits(self):
+        with tree({"settings/env.h": "#pragma once\nnamespace timitseg::env {\nint integer();\n}\n",
+                   "settings/limits.h": "#pragma once\nnamespace timitseg::limits {\nstruct Range {};\n}\n",
+                   "settings/bad.h": "namespace timitseg::settings {\nint f();\n}\n",
+                   "common/c.cpp": "namespace timitseg {\nint g();\n}\nnamespace timitseg::limits {\nint h();\n}\n",
+                   "eval/e.cpp": "namespace timitseg::eval {\n}\nnamespace timitseg::env {\nint k();\n}\n",
+                   "crf/c.cpp": '#include "settings/limits.h"\nnamespace timitseg::crf {\nint n();\n}\n'}) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            self.assertIn("settings/bad.h: opens timitseg::settings, not timitseg::env or timitseg::limits", r.stdout)
+            self.assertIn("common/c.cpp: opens timitseg::limits, the namespace of settings/, from common/", r.stdout)
+            self.assertIn("eval/e.cpp: opens timitseg::env, the namespace of settings/, from eval/", r.stdout)
+            self.assertNotIn("settings/env.h", r.stdout)
+            self.assertNotIn("settings/limits.h", r.stdout)
+            self.assertNotIn("crf/c.cpp", r.stdout)
+            self.assertIn("3 file(s)", r.stdout)
+
 
 if __name__ == "__main__":
     unittest.main()
