@@ -12,13 +12,13 @@
 #include "common/cuda.h"
 #include "common/parallel.h"
 #include "model/batch.h"
-#include "options/device_choice.h"
 #include "model/executor.h"
 #include "model/fused_lstm.h"  // fused_grid_ctas
 #include "model/labels.h"
 #include "model/optim.h"
-#include "options/options.h"
 #include "model/params.h"
+#include "options/device_choice.h"
+#include "options/options.h"
 
 namespace timitseg::app::compare {
 

@@ -12,10 +12,10 @@
 #include "app/commands.h"
 #include "app/report/report.h"
 #include "common/files.h"
-#include "settings/limits.h"
 #include "common/run_lock.h"
 #include "common/walk.h"
 #include "model/labels.h"
+#include "settings/limits.h"
 
 namespace fs = std::filesystem;
 

@@ -12,7 +12,6 @@
 #include <spdlog/spdlog.h>
 
 #include "capi/api_detail.h"
-#include "settings/limits.h"
 #include "common/parallel.h"
 #include "data/corpus.h"
 #include "data/transcripts.h"
@@ -21,6 +20,7 @@
 #include "eval/infer.h"
 #include "model/checkpoint.h"
 #include "model/feature_check.h"
+#include "settings/limits.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::guard;

@@ -15,8 +15,8 @@
 #include <regex>
 #include <stdexcept>
 
-#include "settings/env.h"
 #include "common/parallel.h"
+#include "settings/env.h"
 
 namespace timitseg {
 namespace {

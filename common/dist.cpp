@@ -15,8 +15,8 @@
 #include <cstring>
 #include <exception>
 
-#include "settings/env.h"
 #include "common/sha256.h"
+#include "settings/env.h"
 
 namespace timitseg::dist {
 

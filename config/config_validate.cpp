@@ -13,10 +13,10 @@
 
 #include <spdlog/spdlog.h>
 
-#include "settings/env.h"
-#include "settings/limits.h"
 #include "common/text.h"
 #include "config/fault_spec.h"
+#include "settings/env.h"
+#include "settings/limits.h"
 
 namespace timitseg::config {
 namespace {

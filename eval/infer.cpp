@@ -2,10 +2,10 @@
 // CMVN and the label set come from the checkpoint).
 #include "eval/infer.h"
 
-#include "settings/limits.h"
 #include "eval/formats.h"
 #include "options/device_choice.h"
 #include "options/options.h"
+#include "settings/limits.h"
 
 #include <spdlog/spdlog.h>
 

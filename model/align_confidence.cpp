@@ -15,11 +15,11 @@
 
 #include <spdlog/spdlog.h>
 
-#include "settings/env.h"
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
 #include "model/cpu/network.h"  // default_threads: the command's --threads
 #include "model/executor.h"
+#include "settings/env.h"
 
 namespace timitseg::model {
 namespace {

@@ -4,9 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include "common/cuda.h"
-#include "settings/limits.h"
 #include "model/executor.h"
 #include "model/fused_lstm.h"
+#include "settings/limits.h"
 
 namespace timitseg::options {
 

@@ -14,8 +14,8 @@
 
 #include "common/run_lock.h"
 #include "config/config.h"
-#include "options/device_choice.h"
 #include "model/executor.h"
+#include "options/device_choice.h"
 
 namespace spdlog::sinks {
 class sink;

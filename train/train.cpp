@@ -25,10 +25,10 @@
 #include "common/progress.h"
 #include "common/version.h"
 #include "crf/duration.h"
-#include "options/device_choice.h"
 #include "model/drift.h"
-#include "options/options.h"
 #include "model/step_recipe.h"  // loss_normalization: the step's, once
+#include "options/device_choice.h"
+#include "options/options.h"
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"

@@ -20,10 +20,10 @@
 #include "config/fault_spec.h"
 #include "data/dataset.h"
 #include "model/checkpoint.h"
-#include "options/device_choice.h"
 #include "model/executor.h"
 #include "model/labels.h"
 #include "model/params.h"
+#include "options/device_choice.h"
 #include "train/run_folder.h"
 #include "train/train_data.h"
 

@@ -43,9 +43,9 @@
 #include <utility>
 
 #include "common/cuda.h"
-#include "settings/env.h"
 #include "crf/cuda/cuda_backend.h"
 #include "crf/cuda/recurrence.cuh"
+#include "settings/env.h"
 
 namespace timitseg::crf {
 namespace cuda_impl {
