@@ -20,7 +20,8 @@ void segment_posteriors(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_
   if (h == nullptr) throw capi::ApiError(TIMITSEG_ERR_ARGUMENT, "crf is NULL");
   if (in == nullptr) throw capi::ApiError(TIMITSEG_ERR_ARGUMENT, "batch is NULL");
   if (out == nullptr) throw capi::ApiError(TIMITSEG_ERR_ARGUMENT, "segments is NULL");
-  capi::settle(*h);  // the general path shares the session's buffers with the zero-copy path
+  capi::settle(*h);                   // the general path shares the session's buffers with the zero-copy path
+  capi::refresh_bound(*h, in->stream);  // the parameters are read on the host, as the call's bound arrays hold them
   const capi::Batch b = capi::prepare(*h, *in);
   const int64_t B = b.B, T = b.T, K = b.K, C = b.C;
   // The size check first, in doubles (B, T, K, C are each < 2^31: their product may overflow int64).

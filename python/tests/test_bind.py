@@ -65,6 +65,22 @@ def test_bound_numpy_parameters_equal_copied_ones_and_writes_are_read(backend):
     same_bits(crf.nll(x, lengths, labels=labels), copied(C, K, kept, backend).nll(x, lengths, labels=labels))
 
 
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_segment_posteriors_read_the_bound_parameters_of_the_call(backend):
+    # The segment posteriors alone (no other call between the write and it) read what the bound arrays hold now.
+    C, K = 4, 3
+    p = params(C, K, 3)
+    crf = timitseg.CRF(C, K, backend=backend, reg=0.01)
+    crf.bind_params(*(p[n] for n in NAMES))
+    x, lengths, _ = batch(C=C)
+    for step in range(3):
+        got = crf.marginals(x, lengths, boundaries=False, frames=False, segments=True)[2]
+        want = copied(C, K, p, backend).marginals(x, lengths, boundaries=False, frames=False, segments=True)[2]
+        assert np.array_equal(got, want), step
+        p["transition"] += 0.25  # in place, as an optimizer step
+        p["duration_bias"][1] -= 0.5
+
+
 def test_bad_bindings_name_the_parameter():
     C, K = 4, 3
     p = params(C, K, 2)
@@ -143,3 +159,21 @@ def test_semicrf_copies_parameters_it_cannot_bind_on_every_call(fused):
 def test_semicrf_reads_optimizer_steps_in_place_cuda(eager_check):
     training_steps("cuda", "cuda", eager_check)
     training_steps("cuda", "cuda", eager_check, fused=True)
+
+
+
+@cuda
+def test_segment_posteriors_read_the_bound_parameters_of_the_call_cuda():
+    C, K = 4, 3
+    p = {n: torch.from_numpy(v).cuda() for n, v in params(C, K, 3).items()}
+    crf = timitseg.CRF(C, K, backend="cuda", reg=0.01)
+    crf.bind_params(*(p[n] for n in NAMES))
+    x, lengths, _ = batch(C=C)
+    x, lengths = torch.from_numpy(x).cuda(), torch.from_numpy(lengths).cuda()
+    for step in range(3):
+        got = crf.marginals(x, lengths, boundaries=False, frames=False, segments=True)[2]
+        want = copied(C, K, {n: v.cpu().numpy() for n, v in p.items()}, "cuda").marginals(
+            x, lengths, boundaries=False, frames=False, segments=True)[2]
+        assert torch.equal(got, want), step
+        p["transition"] += 0.25  # in place, as an optimizer step
+        p["duration_bias"][1] -= 0.5
