@@ -28,8 +28,9 @@ void resolve_deferred(timitseg_crf& h) {
   h.last_checked = d;
   try {
     h.backend->check_deferred();
-    // its status read waited for everything queued on its stream: the last zero-copy call's too when it
-    // ran there (settle() need not wait again)
+    // its status read waited for the whole call (mark_deferred_end's event, recorded after its last
+    // kernel) or for everything queued on its stream; it is the last zero-copy call when it ran there
+    // (every call resolves it first), so settle() need not wait again
     if (h.fast_stream == d.batch.stream) h.fast_pending = false;
     return;  // success is not kept: a check of a ticket not in h.resolved reports OK
   } catch (const std::invalid_argument&) {

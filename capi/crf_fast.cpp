@@ -355,6 +355,7 @@ bool fast_nll_end(timitseg_crf& h, BegunNll& bn, const timitseg_tensor& out, con
     h.session->backward_finish(g);
     if (grads) finish_grads(h, d, len, *grads, cumulative, bn.frames, in.stream);
     difference(h, d.B, lz, gs, out, in.stream);
+    if (defer) h.backend->mark_deferred_end();  // its check then waits for this call's work only
   });
   if (!done) return false;
   ++h.fast_calls;
@@ -393,6 +394,7 @@ bool fast_nll(timitseg_crf& h, const timitseg_crf_batch& in, const timitseg_crf_
       h.session->gold_score(d, p, labels, gs);
     }
     difference(h, d.B, lz, gs, out, in.stream);
+    if (defer) h.backend->mark_deferred_end();
   });
   if (!done) return false;
   ++h.fast_calls;

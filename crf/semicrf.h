@@ -203,6 +203,14 @@ class Backend {
   // each call: both are no-ops there.
   virtual void set_defer_status(bool on) { (void)on; }
   virtual void check_deferred() {}
+  // The pending deferred call's end (cuda): queues a copy of its status word
+  // into pinned memory and an event on the current stream, after the work
+  // queued there so far (the caller's tail of the call included), so that
+  // check_deferred() waits for that event only, not for whatever was queued
+  // on the stream since (a training step's next layers), when the word reads
+  // OK. Not while the stream is being captured into a CUDA graph (the check
+  // then waits for the stream). No-op without a pending call, and on hosts.
+  virtual void mark_deferred_end() {}
   // Re-reads the status word of the last call check_deferred() checked and
   // throws what check_deferred() would throw for it now: for a call captured
   // in a CUDA graph, whose every replay writes that word again (the C API's

@@ -238,7 +238,10 @@ TIMITSEG_API int timitseg_crf_nll_deferred(timitseg_crf* crf, const timitseg_crf
  * usual. The pending state belongs to the handle: tickets are per handle, a
  * handle's calls (these included) must not run concurrently, and any other
  * call on the handle first reads the status of a pending deferred call (a
- * wait) and keeps its outcome for its check. Checking a ticket twice, or one
+ * wait) and keeps its outcome for its check. Both wait for the deferred
+ * call's own work only, not for work queued on its stream after it (the call
+ * ends by queueing a copy of its status word; while the stream is captured
+ * into a CUDA graph they wait for the stream). Checking a ticket twice, or one
  * whose call ran synchronously, returns TIMITSEG_OK; 0 or a ticket the handle
  * did not issue, TIMITSEG_ERR_ARGUMENT. */
 TIMITSEG_API int timitseg_crf_check(timitseg_crf* crf, uint64_t ticket, int* rerun);

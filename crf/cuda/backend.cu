@@ -84,6 +84,8 @@ class CudaBackend final : public Backend {
   ~CudaBackend() override {
     // Teardown: errors here cannot be reported (a destructor does not throw).
     if (status_host_) (void)cudaFreeHost(status_host_);
+    if (deferred_host_) (void)cudaFreeHost(deferred_host_);
+    if (deferred_end_) (void)cudaEventDestroy(deferred_end_);
     if (join_) (void)cudaEventDestroy(join_);
     if (fork_) (void)cudaEventDestroy(fork_);
     if (side_) (void)cudaStreamDestroy(side_);
@@ -104,7 +106,25 @@ class CudaBackend final : public Backend {
     const Deferred d = deferred_;
     deferred_.pending = false;
     last_deferred_ = d;  // recheck_deferred reads its word again
-    check_status_on_its_stream(d);
+    if (d.copied) {  // mark_deferred_end: the word's copy, waited for alone
+      TS_CUDA(cudaEventSynchronize(deferred_end_));
+      if (*deferred_host_ == kNoError) return;
+    }
+    check_status_on_its_stream(d);  // an error: the message's values read back as a synchronous call does
+  }
+  void mark_deferred_end() override {
+    if (!deferred_.pending || deferred_.copied) return;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    TS_CUDA(cudaStreamIsCapturing(stream_, &capturing));
+    if (capturing != cudaStreamCaptureStatusNone) return;  // graph nodes: check_deferred waits for the stream
+    if (!deferred_end_) {
+      TS_CUDA(cudaMallocHost(&deferred_host_, sizeof(*deferred_host_)));
+      TS_CUDA(cudaEventCreateWithFlags(&deferred_end_, cudaEventDisableTiming));
+    }
+    TS_CUDA(cudaMemcpyAsync(deferred_host_, at<char>(deferred_.workspace, deferred_.l.status), sizeof(*deferred_host_),
+                            cudaMemcpyDeviceToHost, stream_));
+    TS_CUDA(cudaEventRecord(deferred_end_, stream_));
+    deferred_.copied = true;
   }
   bool recheck_deferred() override {
     if (!last_deferred_.pending) return false;
@@ -317,6 +337,7 @@ class CudaBackend final : public Backend {
     const int32_t* labels = nullptr;
     void* workspace = nullptr;
     cudaStream_t stream = nullptr;
+    bool copied = false;  // mark_deferred_end queued the word's copy into deferred_host_
   } deferred_, last_deferred_;  // last_deferred_: the last one check_deferred read (pending: it exists)
   // check_status of a deferred call on the stream it was queued on; the handle's stream restored after.
   void check_status_on_its_stream(const Deferred& d) {
@@ -342,6 +363,8 @@ class CudaBackend final : public Backend {
     void* workspace = nullptr;
   } split_;
   unsigned long long* status_host_ = nullptr;  // pinned: the status word's copy (check_status)
+  unsigned long long* deferred_host_ = nullptr;  // pinned: a deferred call's word (mark_deferred_end)
+  cudaEvent_t deferred_end_ = nullptr;           // recorded after that copy
   cudaStream_t side_ = nullptr;  // backward's gold kernel, forked from / joined to stream_
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
 
@@ -469,7 +492,7 @@ class CudaBackend final : public Backend {
   // Deferred (set_defer_status): records the call for check_deferred instead.
   void finish(const Layout& l, const Params& p, const int32_t* labels, void* workspace) {
     if (defer_) {
-      deferred_ = Deferred{true, l, p, labels, workspace, stream_};
+      deferred_ = Deferred{true, l, p, labels, workspace, stream_, false};
       return;
     }
     check_status(l, p, labels, workspace);

@@ -181,12 +181,14 @@ def _lz_forward(key, scores, lengths, onset, params, grads):
     return (lz,) + _grad_outputs(scores, onset, g, flat, True)
 
 
-def _penalty_forward(key, reg, transition, duration_bias):
-    """semicrf_penalty's body (the operator's, and _EagerPenalty's forward)."""
+def _penalty_forward(key, reg, transition, duration_bias, eager_route=False):
+    """semicrf_penalty's body (the operator's, and _EagerPenalty's forward with eager_route: the value a view
+    of the C API's [1] output, which an operator may not return, so no copy kernel)."""
     m = _module(key)
     value, ga, gd = m.handle.penalty_grads(reg, transition.detach(),
                                            None if duration_bias is None else duration_bias.detach())
-    return value.reshape(()).clone(), ga, gd if gd is not None else _empty(transition)
+    value = value.reshape(())
+    return value if eager_route else value.clone(), ga, gd if gd is not None else _empty(transition)
 
 
 def marginals_forward(key, scores, lengths, onset, params, segments):
@@ -454,7 +456,7 @@ if AVAILABLE:
 
         @staticmethod
         def forward(ctx, key, reg, transition, duration_bias):
-            out = _penalty_forward(key, reg, transition, duration_bias)
+            out = _penalty_forward(key, reg, transition, duration_bias, eager_route=True)
             _pen_setup(ctx, (key, reg, transition, duration_bias), out)
             return _eager_outputs(ctx, out)
 

@@ -36,10 +36,11 @@ def _int32(x):
 
 def _stream(x):
     """torch's current stream on x's device (None for CPU arrays), through the public
-    torch.cuda.current_stream (the stream a CUDA graph capture records on, too)."""
+    torch.cuda.current_stream (the stream a CUDA graph capture records on, too), given the device's
+    index (an int: no torch.device object made and parsed per call)."""
     if is_torch(x) and x.is_cuda:
         import torch
-        return ctypes.c_void_p(torch.cuda.current_stream(x.device).cuda_stream)
+        return ctypes.c_void_p(torch.cuda.current_stream(x.get_device()).cuda_stream)
     return None
 
 

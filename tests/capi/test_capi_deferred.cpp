@@ -4,11 +4,15 @@
 // run the deferred call synchronously; the CUDA half (skipped without a GPU)
 // checks the queued path: errors at the check, rows of length 0 re-run there,
 // no leak into the next call, and tickets kept per handle.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "capi/crf_batch.h"
@@ -419,5 +423,55 @@ TEST(CapiNllBeginEndCuda, QueuedHalvesEqualTheOneCallBitwise) {
   EXPECT_EQ(timitseg_crf_nll_end(h, t, &d.out, &d.g, nullptr), TIMITSEG_ERR_ARGUMENT);
   ASSERT_EQ(e.begin_end(h), TIMITSEG_OK) << timitseg_last_error();
   EXPECT_EQ(e.result(), a.result());
+  timitseg_crf_free(h);
+}
+
+namespace {
+void CUDART_CB sleep_600ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(600)); }
+
+// Milliseconds that f() takes.
+template <class F>
+double ms_of(F f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+// A deferred call's check, and the next call on the handle (which reads the
+// previous call's status first), wait for that call's work only, not for work
+// queued on its stream after it (a host function sleeping 600 ms on a
+// non-blocking stream): SemiCRF(check="deferred")'s next forward never waits
+// for the layers queued before it. The outputs are final at the check (read
+// by copies that do not wait for that stream) and the synchronous call's bits.
+TEST(CapiDeferredCuda, CheckWaitsForTheCallNotForLaterWork) {
+  NEED_GPU();
+  const Problem p = make_problem(15, {12, 7, 1, 10});
+  timitseg_crf* h = handle(TIMITSEG_BACKEND_CUDA, p);
+  ASSERT_NE(h, nullptr) << timitseg_last_error();
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  Call ref(p, true), a(p, true), b(p, true);
+  ASSERT_EQ(ref.sync(h), TIMITSEG_OK) << timitseg_last_error();
+  const std::vector<unsigned char> want = ref.result();
+  a.in.stream = b.in.stream = s;
+  uint64_t ta = 0, tb = 0;
+  ASSERT_EQ(a.deferred(h, &ta), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_EQ(cudaLaunchHostFunc(s, sleep_600ms, nullptr), cudaSuccess);
+  int st = -1;
+  EXPECT_LT(ms_of([&] { st = timitseg_crf_check(h, ta, nullptr); }), 300.0) << "the check waited for later work";
+  EXPECT_EQ(st, TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(a.result(), want);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(a.deferred(h, &ta), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_EQ(cudaLaunchHostFunc(s, sleep_600ms, nullptr), cudaSuccess);
+  EXPECT_LT(ms_of([&] { st = b.begin_end(h, &tb); }), 300.0) << "the next call waited for later work";
+  EXPECT_EQ(st, TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(timitseg_crf_check(h, ta, nullptr), TIMITSEG_OK) << timitseg_last_error();
+  EXPECT_EQ(timitseg_crf_check(h, tb, nullptr), TIMITSEG_OK) << timitseg_last_error();
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(a.result(), want);
+  EXPECT_EQ(b.result(), want);
+  cudaStreamDestroy(s);
   timitseg_crf_free(h);
 }

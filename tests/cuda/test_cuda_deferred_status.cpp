@@ -5,17 +5,37 @@
 // Every test skips with a message when the machine has no CUDA device.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <cstdint>
 #include <functional>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <typeinfo>
 
+#include "common/cuda_check.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/cuda/oracle.h"
+#include "tests/cuda/test_stream.h"
 
 namespace timitseg::crf::testing {
 namespace {
+
+// How a deferred call is checked: mark_deferred_end() after it or not, a host
+// function that sleeps sleep_ms queued on its stream before the check (work
+// queued after the call), and how long check_deferred() took (out).
+struct Deferral {
+  bool mark = false;
+  int sleep_ms = 0;
+  double check_ms = 0.0;
+};
+
+void CUDART_CB sleep_on_stream(void* ms) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(reinterpret_cast<intptr_t>(ms)));
+}
 
 struct Outputs {
   std::vector<double> logz;
@@ -26,7 +46,7 @@ struct Outputs {
 // check_deferred() after the call. *error: the message thrown ("" when none),
 // *type the exception's type name.
 Outputs backward(Backend& be, const Problem& p, bool deferred, std::string* error = nullptr,
-                 std::string* type = nullptr) {
+                 std::string* type = nullptr, Deferral* how = nullptr) {
   const Dims& d = p.dims;
   const size_t B = d.B, T = d.T, K = d.K, C = d.C;
   DevProblem dp(p);
@@ -46,7 +66,13 @@ Outputs backward(Backend& be, const Problem& p, bool deferred, std::string* erro
   try {
     be.backward(d, q, dp.labels.as<int32_t>(), 0.5, logz.as<double>(), gold.as<double>(), g, ws.data());
     be.set_defer_status(false);
+    if (deferred && how && how->mark) be.mark_deferred_end();
+    if (deferred && how && how->sleep_ms > 0)
+      TS_CUDA(cudaLaunchHostFunc(static_cast<cudaStream_t>(be.stream()), sleep_on_stream,
+                                 reinterpret_cast<void*>(static_cast<intptr_t>(how->sleep_ms))));
+    const auto t0 = std::chrono::steady_clock::now();
     if (deferred) be.check_deferred();  // the inputs (dp) and ws are still alive here
+    if (how) how->check_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   } catch (const std::exception& e) {
     be.set_defer_status(false);
     if (!error) throw;
@@ -74,14 +100,60 @@ TEST(CudaDeferred, BackwardEqualsSynchronousBitwise) {
   auto be = make_cuda_backend();
   for (uint64_t seed : {3u, 4u}) {
     const Problem p = make_problem(6, 40, 8, 5, seed);
-    const Outputs a = backward(*be, p, false), b = backward(*be, p, true);
-    expect_bits(a.logz, b.logz, "log_z");
-    expect_bits(a.gcum, b.gcum, "grad cum_scores");
-    expect_bits(a.gA, b.gA, "grad transition");
-    expect_bits(a.gD, b.gD, "grad duration_bias");
-    expect_bits(a.gs, b.gs, "grad start");
-    expect_bits(a.ge, b.ge, "grad end");
+    Deferral marked;
+    marked.mark = true;
+    const Outputs a = backward(*be, p, false);
+    for (Deferral* how : {static_cast<Deferral*>(nullptr), &marked}) {
+      SCOPED_TRACE(how ? "mark_deferred_end" : "unmarked");
+      const Outputs b = backward(*be, p, true, nullptr, nullptr, how);
+      expect_bits(a.logz, b.logz, "log_z");
+      expect_bits(a.gcum, b.gcum, "grad cum_scores");
+      expect_bits(a.gA, b.gA, "grad transition");
+      expect_bits(a.gD, b.gD, "grad duration_bias");
+      expect_bits(a.gs, b.gs, "grad start");
+      expect_bits(a.ge, b.ge, "grad end");
+    }
   }
+}
+
+// mark_deferred_end: the check waits for the call's own work only, not for
+// work queued on its stream after it (a host function sleeping 600 ms), and
+// the outputs are final when it returns (read while the stream still sleeps,
+// by copies that do not wait for that non-blocking stream). The oracle of the
+// timing: the unmarked check of the same call waits for the sleep. A bad
+// input is still thrown by the marked check, with the synchronous message.
+TEST(CudaDeferred, MarkedCheckWaitsForTheCallNotForLaterWork) {
+  SKIP_WITHOUT_GPU();
+  auto be = make_cuda_backend();
+  testsupport::Stream s;
+  const Problem p = make_problem(6, 40, 8, 5, 3);
+  const Outputs want = backward(*be, p, false);
+  be->set_stream(s.s);
+  Deferral unmarked, marked;
+  unmarked.sleep_ms = marked.sleep_ms = 600;
+  marked.mark = true;
+  const Outputs u = backward(*be, p, true, nullptr, nullptr, &unmarked);
+  EXPECT_GE(unmarked.check_ms, 500.0) << "without the mark the check waits for the stream";
+  const Outputs m = backward(*be, p, true, nullptr, nullptr, &marked);
+  EXPECT_LT(marked.check_ms, 300.0) << "the marked check waited for work queued after the call";
+  for (const Outputs* o : {&u, &m}) {
+    expect_bits(o->logz, want.logz, "log_z");
+    expect_bits(o->gcum, want.gcum, "grad cum_scores");
+    expect_bits(o->gA, want.gA, "grad transition");
+    expect_bits(o->gD, want.gD, "grad duration_bias");
+  }
+  Problem bad = p;
+  bad.labels[0] = static_cast<int32_t>(p.dims.C);  // utterance 0, frame 0: inside every length
+  std::string sync, deferred;
+  backward(*be, bad, false, &sync);
+  ASSERT_FALSE(sync.empty());
+  Deferral bad_marked;
+  bad_marked.mark = true;
+  bad_marked.sleep_ms = 50;
+  backward(*be, bad, true, &deferred, nullptr, &bad_marked);
+  EXPECT_EQ(deferred, sync);
+  be->set_stream(nullptr);
+  TS_CUDA(cudaStreamSynchronize(s.s));
 }
 
 // A device-detected error is thrown by check_deferred, not by the call, with the
@@ -108,6 +180,11 @@ TEST(CudaDeferred, ErrorsComeFromCheckDeferredWithTheSameMessage) {
     backward(*be, p, false, &sync, &sync_type);
     ASSERT_FALSE(sync.empty());
     backward(*be, p, true, &deferred, &deferred_type);
+    EXPECT_EQ(deferred, sync);
+    EXPECT_EQ(deferred_type, sync_type);
+    Deferral marked;
+    marked.mark = true;
+    backward(*be, p, true, &deferred, &deferred_type, &marked);  // the word's early copy read the error
     EXPECT_EQ(deferred, sync);
     EXPECT_EQ(deferred_type, sync_type);
     be->check_deferred();  // nothing pending: a no-op
