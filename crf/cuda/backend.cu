@@ -79,6 +79,10 @@ class CudaBackend final : public Backend {
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
     force_global_ring_ = env_knob("TIMITSEG_CUDA_RING") == "global";
+    // TIMITSEG_CUDA_CHECKPOINT: the checkpointed backward (docs/crf.md) above
+    // kCheckpointTableBytes of tables (auto), at every size (always: tests
+    // compare it with the full tables at small T) or never.
+    checkpoint_ = env_knob("TIMITSEG_CUDA_CHECKPOINT");
     TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
   }
   ~CudaBackend() override {
@@ -134,7 +138,7 @@ class CudaBackend final : public Backend {
   }
   size_t workspace_bytes(const Dims& dims) const override {
     check_dims(dims);
-    return make_layout(dims).total;
+    return make_layout(dims, true, checkpointed(dims)).total;
   }
   // The fast recurrence keeps the forward's state in shared memory: log Z
   // needs no [B][T+1][C] table then.
@@ -191,7 +195,10 @@ class CudaBackend final : public Backend {
     if (labels) record_fork();
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
-    recurrence<false>(l, a, 2 * l.B);
+    if (l.ck)  // the recurrences' checkpoints; the tables come window by window in backward_finish
+      launch_checkpoint_pass(l, a, workspace, smem_limit_, stream_);
+    else
+      recurrence<false>(l, a, 2 * l.B);
     if (labels) {
       TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
       launch_gold(l, p, labels, gold, workspace, side_);
@@ -199,7 +206,7 @@ class CudaBackend final : public Backend {
       TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
     }
     const bool marginals = wanted.transition || wanted.duration_bias;
-    if (marginals) {
+    if (marginals && !l.ck) {
       if (use_fast_marginals(l.K, l.C))
         launch_marginals_fast(l, p, workspace, stream_);
       else
@@ -219,6 +226,17 @@ class CudaBackend final : public Backend {
       throw std::logic_error("cuda backend: backward_finish: frame_scores gradients that backward_begin did not want");
     const Layout& l = c.l;
     const bool want_params = grads.transition || grads.duration_bias || grads.start || grads.end;
+    if (l.ck) {  // every window: its tables, then what reads them
+      each_window(l, c.p, c.workspace, [&](const Layout& v) {
+        if (c.marginals) marginals(v, c.p, c.workspace);
+        if (grads.cum_scores) launch_grad_cum(v, c.p, c.labels, c.workspace, c.scale, grads.cum_scores, stream_);
+        if (c.p.onset && grads.onset)
+          launch_grad_onset(v, c.p, c.labels, c.workspace, c.scale, grads.onset, stream_);
+      });
+      if (want_params) launch_param_reduce(l, c.p, c.workspace, c.labels != nullptr, c.scale, grads, stream_);
+      finish(l, c.p, c.labels, c.workspace);
+      return;
+    }
     if (want_params) launch_param_reduce(l, c.p, c.workspace, c.labels != nullptr, c.scale, grads, stream_);
     if (grads.cum_scores) launch_grad_cum(l, c.p, c.labels, c.workspace, c.scale, grads.cum_scores, stream_);
     if (grads.frame_scores)
@@ -228,7 +246,7 @@ class CudaBackend final : public Backend {
   }
 
   bool fuses_frame_grads(const Dims& dims) const override {
-    return dims.T >= 1 && dims.C >= 1 && dims.T * dims.C <= INT_MAX / 2 &&
+    return dims.T >= 1 && dims.C >= 1 && dims.T * dims.C <= INT_MAX / 2 && !checkpointed(dims) &&
            grad_frames_smem_bytes(static_cast<int>(dims.T), static_cast<int>(dims.C)) <= smem_limit_;
   }
 
@@ -238,8 +256,9 @@ class CudaBackend final : public Backend {
       throw std::invalid_argument("cuda backend: viterbi needs score, segments and num_segments outputs");
     const Layout l = begin(dims, p, nullptr, workspace, "viterbi");
     RecArgs a = rec_args(l, p, workspace);
-    a.bp_d = at<int32_t>(workspace, l.rho);    // rho/gamma storage is free during Viterbi
-    a.bp_c = at<int32_t>(workspace, l.gamma);
+    a.bp_d = at<int32_t>(workspace, l.bp_d);  // the rho/gamma storage (checkpointed: the windows' region)
+    a.bp_c = at<int32_t>(workspace, l.bp_c);
+    a.store = l.ck ? 0 : 1;  // checkpointed: no [T+1][C] tables (the ring is in shared memory there)
     a.segtmp = at<int32_t>(workspace, l.segtmp);
     a.vit_score = score;
     a.segments = segments;
@@ -281,8 +300,15 @@ class CudaBackend final : public Backend {
     check_status(l, p, nullptr, workspace, queries, num_queries, static_cast<int>(Q));
     RecArgs a = rec_args(l, p, workspace);
     a.logz_user = log_z;
-    recurrence<false>(l, a, 2 * l.B);
-    launch_span_marginals(l, p, static_cast<int>(Q), queries, num_queries, workspace, out, stream_);
+    if (l.ck) {
+      launch_checkpoint_pass(l, a, workspace, smem_limit_, stream_);
+      each_window(l, p, workspace, [&](const Layout& v) {
+        launch_span_marginals(v, p, static_cast<int>(Q), queries, num_queries, workspace, out, stream_);
+      });
+    } else {
+      recurrence<false>(l, a, 2 * l.B);
+      launch_span_marginals(l, p, static_cast<int>(Q), queries, num_queries, workspace, out, stream_);
+    }
     finish(l, p, nullptr, workspace);
   }
 
@@ -314,8 +340,13 @@ class CudaBackend final : public Backend {
     if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
     const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");
     RecArgs a = rec_args(l, p, workspace);
-    recurrence<false>(l, a, 2 * l.B);
-    launch_boundary(l, p, workspace, out, stream_);
+    if (l.ck) {
+      launch_checkpoint_pass(l, a, workspace, smem_limit_, stream_);
+      each_window(l, p, workspace, [&](const Layout& v) { launch_boundary(v, p, workspace, out, stream_); });
+    } else {
+      recurrence<false>(l, a, 2 * l.B);
+      launch_boundary(l, p, workspace, out, stream_);
+    }
     finish(l, p, nullptr, workspace);
   }
 
@@ -328,6 +359,7 @@ class CudaBackend final : public Backend {
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
   bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
+  std::string checkpoint_;  // TIMITSEG_CUDA_CHECKPOINT: "", "auto", "always" or "never"
   bool defer_ = false;  // set_defer_status
   // The call whose status word is still unread (check_deferred).
   struct Deferred {
@@ -382,6 +414,24 @@ class CudaBackend final : public Backend {
   // Log-sum-exp recurrences run on the fast kernel when its shared memory fits.
   bool use_fast(int K, int C) const {
     return fast_enabled_ && !force_global_ring_ && lse_fast_fits(K, C, lanes(K, C), smem_limit_);
+  }
+  // The checkpointed backward (common.cuh): on the fast recurrence only, above
+  // kCheckpointTableBytes of tables or as TIMITSEG_CUDA_CHECKPOINT says.
+  bool checkpointed(const Dims& d) const {
+    if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == "never") return false;
+    return checkpoint_ == "always" || full_table_bytes(d) > kCheckpointTableBytes;
+  }
+  // Each window of a checkpointed layout recomputed (after launch_checkpoint_pass), then fn(its layout).
+  template <class F>
+  void each_window(const Layout& l, const Params& p, void* ws, F&& fn) {
+    const RecArgs a = rec_args(l, p, ws);
+    for (int w = 0; w < checkpoint_windows(l); ++w) fn(launch_checkpoint_window(l, a, ws, w, smem_limit_, stream_));
+  }
+  void marginals(const Layout& l, const Params& p, void* ws) {
+    if (use_fast_marginals(l.K, l.C))
+      launch_marginals_fast(l, p, ws, stream_);
+    else
+      launch_marginals(l, p, ws, stream_);
   }
   // Parameter marginals in the linear domain where its shared memory fits
   // (the exact recurrence knob and the global ring select the exact ones too).
@@ -480,7 +530,7 @@ class CudaBackend final : public Backend {
     need(p.duration_bias, "duration_bias");
     need(p.lengths, "lengths");
     need(workspace, "workspace");
-    const Layout l = make_layout(dims, tables);
+    const Layout l = make_layout(dims, tables, tables && checkpointed(dims));
     TS_CUDA(cudaSetDevice(device_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.status), 0xff, sizeof(unsigned long long), stream_));
     TS_CUDA(cudaMemsetAsync(at<char>(workspace, l.zeros), 0, sizeof(float) * l.C, stream_));
@@ -531,7 +581,7 @@ class CudaBackend final : public Backend {
       launch_lse_fast(l, a, blocks, smem_limit_, stream_);
       return;
     }
-    if (!a.store) throw std::logic_error("cuda backend: a table-free forward needs the fast recurrence");
+    if (!kMax && !a.store) throw std::logic_error("cuda backend: a table-free forward needs the fast recurrence");
     launch_recurrence<kMax>(l, a, blocks, smem_limit_, force_global_ring_, stream_);
   }
 

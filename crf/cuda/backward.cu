@@ -1,6 +1,8 @@
 // Gradients after the forward and backward recurrences: per-chunk marginals
 // of the transition and duration parameters, their fixed-order reduction
 // (plus start / end and the gold counts), and grad cum_scores.
+#include <algorithm>
+
 #include "crf/cuda/common.cuh"
 
 namespace timitseg::crf::cuda_impl {
@@ -15,17 +17,18 @@ __global__ void marginal_kernel(Layout l, const float* __restrict__ cum_all, con
                                 const double* logz, const float* __restrict__ onset_all, double* part,
                                 const unsigned long long* status) {
   if (input_invalid(status)) return;
-  const int ch = blockIdx.x, b = blockIdx.y;
+  const int ch = chunk_first(l) + blockIdx.x, b = blockIdx.y;
   const int C = l.C, K = l.K;
   const int L = lengths[b];
   const double lz = logz[b];
   const bool ok = lz > kNegInf;
   const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
   const float* cum = cum_all + base;
-  const double* alpha = alpha_all + base;
-  const double* sigma = sigma_all + base;
-  const double* rho = rho_all + base;
-  const double* gamma = gamma_all + base;
+  const long long tb = tab_index(l, b, 0);  // the tables' rows by position (a window in the checkpointed layout)
+  const double* alpha = alpha_all + tb;
+  const double* sigma = sigma_all + tb;
+  const double* rho = rho_all + tb;
+  const double* gamma = gamma_all + tb;
   const float* onset = onset_all ? onset_all + static_cast<size_t>(b) * l.T * C : nullptr;  // [T][C] or null
   const int u0 = ch * l.chunk, u1 = min(L, u0 + l.chunk);
   const int nA = C * C, nD = K * C;
@@ -67,7 +70,7 @@ __device__ __forceinline__ double warp_sum_fixed(double v) {
 }
 __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const float* __restrict__ e,
                                     const int32_t* __restrict__ lengths, const double* part, const double* alpha_all,
-                                    const double* rho_all, const double* logz, const int32_t* cnt_a,
+                                    const double* rho_all, const double* edge, const double* logz, const int32_t* cnt_a,
                                     const int32_t* cnt_d, const int32_t* cnt_s, const int32_t* cnt_e, int with_gold,
                                     double scale, float* g_a, float* g_d, float* g_s, float* g_e,
                                     const unsigned long long* status) {
@@ -99,11 +102,11 @@ __global__ void param_reduce_kernel(Layout l, const float* __restrict__ s, const
   for (int b = lane; b < B; b += 32) {
     const double lz = logz[b];
     const int L = lengths[b];
-    const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
-    if (lz > kNegInf) {
-      v += is_start ? exp(static_cast<double>(s[c]) + rho_all[base + c] - lz)
-                    : exp(alpha_all[base + static_cast<size_t>(L) * C + c] + static_cast<double>(e[c]) - lz);
-    }
+    // rho[0] and alpha[L]: in the tables, or (checkpointed) the recurrences' last rows, edge [2B][C]
+    const double r0 = l.ck ? edge[static_cast<size_t>(B + b) * C + c] : rho_all[tab_index(l, b, 0) + c];
+    const double aL = l.ck ? edge[static_cast<size_t>(b) * C + c] : alpha_all[tab_index(l, b, L) + c];
+    if (lz > kNegInf)
+      v += is_start ? exp(static_cast<double>(s[c]) + r0 - lz) : exp(aL + static_cast<double>(e[c]) - lz);
     if (with_gold) v -= is_start ? cnt_s[static_cast<size_t>(b) * C + c] : cnt_e[static_cast<size_t>(b) * C + c];
   }
   v = warp_sum_fixed(v);
@@ -146,15 +149,16 @@ __global__ void grad_cum_kernel(Layout l, const int32_t* __restrict__ lengths, c
                                 const double* rho_all, const double* gamma_all, const double* logz, double scale,
                                 float* out, const unsigned long long* status) {
   if (input_invalid(status)) return;
-  const int C = l.C, T = l.T;
-  const long long n = static_cast<long long>(l.B) * (T + 1) * C;
+  const int C = l.C, T = l.T, nr = l.r1 - l.r0;  // rows [r0, r1) of every utterance (all of them: [0, T+1))
+  const long long n = static_cast<long long>(l.B) * nr * C;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const int c = static_cast<int>(i % C);
-    const int t = static_cast<int>((i / C) % (T + 1));
-    const int b = static_cast<int>(i / (static_cast<long long>(T + 1) * C));
-    out[i] = grad_cum_entry(static_cast<size_t>(i), b, t, c, T, lengths[b], logz[b], labels, bound_all, alpha_all,
-                            sigma_all, rho_all, gamma_all, scale);
+    const int t = l.r0 + static_cast<int>((i / C) % nr);
+    const int b = static_cast<int>(i / (static_cast<long long>(nr) * C));
+    out[(static_cast<size_t>(b) * (T + 1) + t) * C + c] =
+        grad_cum_entry(static_cast<size_t>(tab_index(l, b, t) + c), b, t, c, T, lengths[b], logz[b], labels,
+                       bound_all, alpha_all, sigma_all, rho_all, gamma_all, scale);
   }
 }
 
@@ -181,7 +185,7 @@ __global__ void grad_frames_entries_kernel(Layout l, const int32_t* __restrict__
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     const auto [b, t, c] = frame_index(i, T, C);
     const int L = lengths[b];
-    const size_t row = (static_cast<size_t>(b) * (T + 1) + t + 1) * C + c;  // grad cum row t + 1
+    const size_t row = static_cast<size_t>(tab_index(l, b, t + 1) + c);  // grad cum row t + 1
     dx[i] = t < L ? grad_cum_entry(row, b, t + 1, c, T, L, logz[b], labels, bound_all, alpha_all, sigma_all, rho_all,
                                    gamma_all, scale)
                   : 0.f;
@@ -262,26 +266,28 @@ __global__ void grad_onset_kernel(Layout l, const int32_t* __restrict__ lengths,
                                   const int32_t* bound_all, const double* sigma_all, const double* rho_all,
                                   const double* logz, double scale, float* out, const unsigned long long* status) {
   if (input_invalid(status)) return;
-  const int C = l.C, T = l.T;
-  const long long n = static_cast<long long>(l.B) * T * C;
+  const int C = l.C, T = l.T, r1 = min(l.r1, T), nr = r1 - l.r0;  // frames [r0, min(r1, T))
+  const long long n = static_cast<long long>(l.B) * nr * C;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const auto [b, t, c] = frame_index(i, T, C);
+    const auto [b, tr, c] = frame_index(i, nr, C);
+    const int t = l.r0 + tr;
     const int L = lengths[b];
     const double lz = logz[b];
     double g = 0.0;
     if (t < L && lz > kNegInf) {
-      const size_t j = (static_cast<size_t>(b) * (T + 1) + t) * C + c;  // row t of [T+1][C]
+      const size_t j = static_cast<size_t>(tab_index(l, b, t) + c);  // row t of [T+1][C]
       g = exp(sigma_all[j] + rho_all[j] - lz);
       if (labels && bound_all[static_cast<size_t>(b) * (T + 1) + t] && labels[static_cast<size_t>(b) * T + t] == c)
         g -= 1.0;
     }
-    out[i] = static_cast<float>(scale * g);
+    out[(static_cast<size_t>(b) * T + t) * C + c] = static_cast<float>(scale * g);
   }
 }
 
 void launch_marginals(const Layout& l, const Params& p, void* ws, cudaStream_t stream) {
-  dim3 grid(l.nch, l.B);
+  dim3 grid(chunk_last(l) - chunk_first(l), l.B);
+  if (grid.x == 0) return;
   marginal_kernel<<<grid, 256, 0, stream>>>(l, p.cum_scores, p.transition, p.duration_bias, p.lengths,
                                             at<double>(ws, l.alpha), at<double>(ws, l.sigma), at<double>(ws, l.rho),
                                             at<double>(ws, l.gamma), at<double>(ws, l.logz), p.onset,
@@ -294,7 +300,7 @@ void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_g
   const int n = l.C * l.C + l.K * l.C + 2 * l.C;  // entries, one warp each
   param_reduce_kernel<<<(n + kReduceWarps - 1) / kReduceWarps, 32 * kReduceWarps, 0, stream>>>(
       l, start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, at<double>(ws, l.part), at<double>(ws, l.alpha),
-      at<double>(ws, l.rho), at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d),
+      at<double>(ws, l.rho), at<double>(ws, l.edge), at<double>(ws, l.logz), at<int32_t>(ws, l.cnt_a), at<int32_t>(ws, l.cnt_d),
       at<int32_t>(ws, l.cnt_s), at<int32_t>(ws, l.cnt_e), with_gold ? 1 : 0, scale, grads.transition,
       grads.duration_bias, grads.start, grads.end, at<unsigned long long>(ws, l.status));
   TS_LAUNCHED("param_reduce_kernel");
@@ -302,7 +308,7 @@ void launch_param_reduce(const Layout& l, const Params& p, void* ws, bool with_g
 
 void launch_grad_cum(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
                      cudaStream_t stream) {
-  const long long n = static_cast<long long>(l.B) * (l.T + 1) * l.C;
+  const long long n = static_cast<long long>(l.B) * (l.r1 - l.r0) * l.C;
   grad_cum_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
                                                         at<double>(ws, l.alpha), at<double>(ws, l.sigma),
                                                         at<double>(ws, l.rho), at<double>(ws, l.gamma),
@@ -328,7 +334,8 @@ void launch_grad_frames(const Layout& l, const Params& p, const int32_t* labels,
 
 void launch_grad_onset(const Layout& l, const Params& p, const int32_t* labels, void* ws, double scale, float* out,
                        cudaStream_t stream) {
-  const long long n = static_cast<long long>(l.B) * l.T * l.C;
+  const long long n = static_cast<long long>(l.B) * (std::min(l.r1, l.T) - l.r0) * l.C;
+  if (n <= 0) return;
   grad_onset_kernel<<<grid_for(n, 256), 256, 0, stream>>>(l, p.lengths, labels, at<int32_t>(ws, l.bound),
                                                           at<double>(ws, l.sigma), at<double>(ws, l.rho),
                                                           at<double>(ws, l.logz), scale, out,

@@ -63,13 +63,55 @@ __device__ inline bool input_invalid(const unsigned long long* status) {
 // ---------------------------------------------------------------------------
 // Workspace layout (byte offsets, each 256-aligned). [B][T+1][C] arrays are
 // float64 in log space; Viterbi backpointers reuse the rho/gamma storage.
+//
+// Checkpointed (ck, docs/crf.md "The backward in bounded memory"): the four
+// tables hold a window of rows [t0, t0 + trows) per utterance ([B][trows][C]),
+// the recurrences' state is kept every W positions (ckpt [2B][nblk][S]) and
+// the last rows alpha[L] / rho[0] in edge [2B][C]; the kernels that read the
+// tables handle the rows [r0, r1) of the current window. Viterbi's back
+// pointers bp_d / bp_c ([B][T+1][C] int32) share that region (never used in
+// the same call). The full layout is the window [0, T+1) with r0 = 0, r1 = T+1.
 struct Layout {
   int B = 0, T = 0, K = 0, C = 0;
   int nch = 1;    // chunks of positions per utterance for parameter gradients
   int chunk = 1;  // positions per chunk
+  bool ck = false;      // checkpointed
+  int W = 0, nblk = 0;  // ck: positions per block (a multiple of chunk), blocks over [0, T+1)
+  int P = 0;            // ck: blocks recomputed together (one window)
+  int trows = 0;        // table rows per utterance (T+1; ck: P W + K)
+  int t0 = 0;           // first row held in the tables
+  int r0 = 0, r1 = 0;   // rows the table readers handle now
   size_t status = 0, alpha = 0, sigma = 0, rho = 0, gamma = 0, segtmp = 0, bound = 0, logz = 0, logz_rev = 0,
-         gold = 0, cnt_a = 0, cnt_d = 0, cnt_s = 0, cnt_e = 0, part = 0, zeros = 0, total = 0;
+         gold = 0, cnt_a = 0, cnt_d = 0, cnt_s = 0, cnt_e = 0, part = 0, zeros = 0, bp_d = 0, bp_c = 0, ckpt = 0,
+         edge = 0, total = 0;
 };
+
+// Index of row t of utterance b in a table of the layout (signed: t may be
+// any row of the window [t0, t0 + trows)).
+__host__ __device__ inline long long tab_index(const Layout& l, int b, int t) {
+  return (static_cast<long long>(b) * l.trows + (t - l.t0)) * l.C;
+}
+
+// The parameter-gradient chunks whose positions lie in rows [r0, r1): all nch
+// when r1 is past the last row (the chunks past an utterance's end included).
+__host__ __device__ inline int chunk_first(const Layout& l) { return l.r0 / l.chunk; }
+__host__ __device__ inline int chunk_last(const Layout& l) {
+  return l.r1 >= l.T + 1 ? l.nch : (l.r1 + l.chunk - 1) / l.chunk < l.nch ? (l.r1 + l.chunk - 1) / l.chunk : l.nch;
+}
+
+// Doubles of one checkpoint: the ring q, woff, wm [K][C], ref [C] and R.
+__host__ __device__ inline size_t ck_state_doubles(int K, int C) {
+  return 3 * static_cast<size_t>(K) * static_cast<size_t>(C) + static_cast<size_t>(C) + 1;
+}
+
+// The checkpointed backward is used above this many bytes of the four full
+// tables (4 [B][T+1][C] float64), or always with TIMITSEG_CUDA_CHECKPOINT=always.
+constexpr size_t kCheckpointTableBytes = size_t{64} << 20;
+// Windows a checkpointed backward recomputes at least (its blocks in at most this many groups).
+constexpr int kCheckpointGroups = 8;
+inline size_t full_table_bytes(const Dims& d) {
+  return 4 * sizeof(double) * static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(d.C);
+}
 
 inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }
 
@@ -84,10 +126,31 @@ struct WorkspaceCarver {
   }
 };
 
+// The checkpointed blocks, from the dims alone (never from the device, so the
+// bits are the same on every GPU): W a multiple of the chunk near sqrt(T K);
+// P blocks a window, as many as keep the windows, checkpoints and partials
+// within Viterbi's back pointers (2 [B][T+1][C] int32, the region they share),
+// at least 1 and at most those of kCheckpointGroups windows.
+inline void checkpoint_blocks(Layout& l) {
+  const double want = std::sqrt(static_cast<double>(l.T) * static_cast<double>(l.K)) / l.chunk;
+  const int64_t m = std::max<int64_t>(1, std::llround(want));
+  l.W = static_cast<int>(std::min<int64_t>(m * l.chunk, static_cast<int64_t>(l.nch) * l.chunk + 1));
+  l.nblk = static_cast<int>((static_cast<int64_t>(l.T) + 1 + l.W - 1) / l.W);
+  const double B = l.B, C = l.C, K = l.K;
+  const double fixed = 8.0 * (2.0 * B * l.nblk * static_cast<double>(ck_state_doubles(l.K, l.C)) +
+                              B * l.nch * (C * C + K * C));                    // checkpoints, partials
+  const double rows = (8.0 * B * (l.T + 1.0) * C - fixed) / (32.0 * B * C);  // window rows that fit
+  const int64_t fit = static_cast<int64_t>(std::floor((rows - K) / l.W));
+  const int64_t most = (l.nblk + kCheckpointGroups - 1) / kCheckpointGroups;
+  l.P = static_cast<int>(std::max<int64_t>(1, std::min(fit, most)));
+  l.trows = l.P * l.W + l.K;
+}
+
 // tables = false: the layout of log_partition on the fast recurrence, which
 // keeps its state in shared memory: no [B][T+1][C] tables, no gradient
-// scratch (status, log Z and the zeros only).
-inline Layout make_layout(const Dims& d, bool tables = true) {
+// scratch (status, log Z and the zeros only). ck: the checkpointed layout
+// (tables = true only).
+inline Layout make_layout(const Dims& d, bool tables = true, bool ck = false) {
   Layout l;
   l.B = static_cast<int>(d.B);
   l.T = static_cast<int>(d.T);
@@ -99,16 +162,40 @@ inline Layout make_layout(const Dims& d, bool tables = true) {
   const int64_t most = (d.T + 15) / 16;
   l.nch = static_cast<int>(std::max<int64_t>(1, std::min(want, most)));
   l.chunk = static_cast<int>((d.T + l.nch - 1) / l.nch);
+  l.ck = tables && ck;
+  l.trows = l.T + 1;
+  l.r1 = l.T + 1;
+  if (l.ck) checkpoint_blocks(l);
   const size_t btc = static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(d.C);
   const size_t B = static_cast<size_t>(d.B), C = static_cast<size_t>(d.C), K = static_cast<size_t>(d.K);
   WorkspaceCarver ws;
   auto take = [&](size_t bytes) { return ws.take(bytes); };
   const size_t tb = tables ? 1 : 0;
+  const size_t part_bytes = tb * B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double);
   l.status = take(64);
-  l.alpha = take(tb * btc * sizeof(double));
-  l.sigma = take(tb * btc * sizeof(double));
-  l.rho = take(tb * btc * sizeof(double));
-  l.gamma = take(tb * btc * sizeof(double));
+  if (l.ck) {
+    // One region: Viterbi's back pointers, or the windows, checkpoints and partials.
+    const size_t win = B * static_cast<size_t>(l.trows) * C * sizeof(double);
+    WorkspaceCarver r;
+    r.off = ws.off;
+    l.alpha = r.take(win);
+    l.sigma = r.take(win);
+    l.rho = r.take(win);
+    l.gamma = r.take(win);
+    l.ckpt = r.take(2 * B * static_cast<size_t>(l.nblk) * ck_state_doubles(l.K, l.C) * sizeof(double));
+    l.part = r.take(part_bytes);
+    l.bp_d = ws.take(btc * sizeof(int32_t));
+    l.bp_c = ws.take(btc * sizeof(int32_t));
+    ws.off = std::max(ws.off, r.off);
+    l.edge = take(2 * B * C * sizeof(double));
+  } else {
+    l.alpha = take(tb * btc * sizeof(double));
+    l.sigma = take(tb * btc * sizeof(double));
+    l.rho = take(tb * btc * sizeof(double));
+    l.gamma = take(tb * btc * sizeof(double));
+    l.bp_d = l.rho;
+    l.bp_c = l.gamma;
+  }
   l.segtmp = take(tb * B * static_cast<size_t>(d.T) * 3 * sizeof(int32_t));
   l.bound = take(tb * B * static_cast<size_t>(d.T + 1) * sizeof(int32_t));
   l.logz = take(B * sizeof(double));
@@ -118,7 +205,7 @@ inline Layout make_layout(const Dims& d, bool tables = true) {
   l.cnt_d = take(tb * B * K * C * sizeof(int32_t));
   l.cnt_s = take(tb * B * C * sizeof(int32_t));
   l.cnt_e = take(tb * B * C * sizeof(int32_t));
-  l.part = take(tb * B * static_cast<size_t>(l.nch) * (C * C + K * C) * sizeof(double));
+  if (!l.ck) l.part = take(part_bytes);
   l.zeros = take(C * sizeof(float));
   l.total = ws.off;
   return l;

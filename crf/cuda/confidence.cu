@@ -90,6 +90,9 @@ __global__ void span_validate_kernel(int B, int N, const int32_t* __restrict__ l
 }
 
 // out[b][i] = exp(sigma[s,c] + phone(s, r, c) + gamma[s+r,c] - log Z); 0 for r = 0 and rows past nq[b].
+// Checkpointed (the tables a window of rows [r0, r1), windows in order): the
+// window of s keeps sigma[s,c] in out[b][i], the window of s + r finishes it
+// (the same expression when both are in one window).
 __global__ void span_marginal_kernel(Layout l, const Params p, int Q, const int32_t* __restrict__ queries,
                                      const int32_t* __restrict__ nq, const double* sigma_all, const double* gamma_all,
                                      const double* logz, double* out) {
@@ -99,15 +102,21 @@ __global__ void span_marginal_kernel(Layout l, const Params p, int Q, const int3
     const int b = static_cast<int>(i / Q), k = static_cast<int>(i % Q);
     const int32_t* q = queries + i * 3;
     if (k >= nq[b] || q[1] == 0) {
-      out[i] = 0.0;
+      if (l.r0 == 0) out[i] = 0.0;
       continue;
     }
     const int C = l.C, v = q[0], r = q[1], c = q[2];
+    const bool has_v = v >= l.r0 && v < l.r1, has_end = v + r >= l.r0 && v + r < l.r1;
+    if (!has_v && !has_end) continue;
+    const double sv = has_v ? sigma_all[tab_index(l, b, v) + c] : out[i];
+    if (!has_end) {
+      out[i] = sv;
+      continue;
+    }
     const size_t base = static_cast<size_t>(b) * (l.T + 1) * C;
     const ConfUtt u{p.lengths[b], l.K, C, p.cum_scores + base, p.transition, p.duration_bias,
                     p.onset ? p.onset + static_cast<size_t>(b) * l.T * C : nullptr};
-    out[i] = exp(sigma_all[base + static_cast<size_t>(v) * C + c] + u.phone(v, r, c) +
-                 gamma_all[base + static_cast<size_t>(v + r) * C + c] - logz[b]);
+    out[i] = exp(sv + u.phone(v, r, c) + gamma_all[tab_index(l, b, v + r) + c] - logz[b]);
   }
 }
 

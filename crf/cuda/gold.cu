@@ -89,8 +89,9 @@ __global__ void gold_kernel(int T, int K, int C, const float* __restrict__ cum_a
 
 void launch_gold(const Layout& l, const Params& p, const int32_t* labels, double* gold_user, void* ws,
                  cudaStream_t stream) {
-  // The four count arrays are contiguous in the layout.
-  TS_CUDA(cudaMemsetAsync(at<char>(ws, l.cnt_a), 0, l.part - l.cnt_a, stream));
+  // The four count arrays are contiguous in the layout, cnt_e the last.
+  const size_t counts_end = l.cnt_e + align256(static_cast<size_t>(l.B) * static_cast<size_t>(l.C) * sizeof(int32_t));
+  TS_CUDA(cudaMemsetAsync(at<char>(ws, l.cnt_a), 0, counts_end - l.cnt_a, stream));
   gold_kernel<<<l.B, kGoldThreads, 0, stream>>>(l.T, l.K, l.C, p.cum_scores, p.transition, p.duration_bias,
                                                 start_ptr(p, ws, l), end_ptr(p, ws, l), p.lengths, labels,
                                                 p.onset, at<int32_t>(ws, l.bound), at<int32_t>(ws, l.cnt_a),

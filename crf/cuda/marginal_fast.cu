@@ -112,7 +112,7 @@ __device__ __forceinline__ double entry_scale(const MargArgs& a, const MargSmem&
 
 // The tile's factors: Ra, P, Q (positions u = t0 + r, 1 <= u < u1 for P and
 // Q), p (u0 <= u < u1) and q (v = t0 + 1 + j <= L). Q / q over kQMax: -1.
-__device__ void marg_factors(const MargArgs& a, MargSmem m, const float* cum, const float* onset, size_t base,
+__device__ void marg_factors(const MargArgs& a, MargSmem m, const float* cum, const float* onset, long long base,
                              int t0, int nr, int L, double lz) {
   const int C = a.l.C, K = a.l.K;
   const double* alpha = a.alpha_all + base;
@@ -133,21 +133,21 @@ __device__ void marg_factors(const MargArgs& a, MargSmem m, const float* cum, co
       m.P[i] = (ra == kNegInf || t0 + r == 0) ? 0.0 : exp(alpha[static_cast<size_t>(t0) * C + i] - ra);
     } else if (i < 2 * n1) {  // Q
       const int j = i - n1, r = j / C, c = j % C;
-      const double v = exp(a.rho_all[base + static_cast<size_t>(t0) * C + j] + m.ra[r] + m.amax[c] - lz);
+      const double v = exp((a.rho_all + base)[static_cast<size_t>(t0) * C + j] + m.ra[r] + m.amax[c] - lz);
       m.Q[j] = v > kQMax ? -1.0 : v;
     } else if (i < 3 * n1) {  // p
       const int j = i - 2 * n1, c = j % C;
       const size_t r = static_cast<size_t>(t0) * C + j;
       const double o = onset ? static_cast<double>(onset[r]) : 0.0;
       const double rf = m.ref[c];
-      m.p[j] = rf == kNegInf ? 0.0 : exp(a.sigma_all[base + r] - static_cast<double>(cum[r]) + o - rf);
+      m.p[j] = rf == kNegInf ? 0.0 : exp((a.sigma_all + base)[r] - static_cast<double>(cum[r]) + o - rf);
     } else {  // q, rows v = t0 + 1 + j
       const int j = i - 3 * n1, c = j % C;
       const size_t r = static_cast<size_t>(t0 + 1) * C + j;
       const double rf = m.ref[c];
       double v = 0.0;
       if (rf != kNegInf)
-        v = exp(a.gamma_all[base + r] + static_cast<double>(cum[r]) + rf + m.dmax[c] - lz);
+        v = exp((a.gamma_all + base)[r] + static_cast<double>(cum[r]) + rf + m.dmax[c] - lz);
       m.q[j] = v > kQMax ? -1.0 : v;
     }
   }
@@ -156,7 +156,7 @@ __device__ void marg_factors(const MargArgs& a, MargSmem m, const float* cum, co
 
 // Adds the tile's terms to each entry's sum in out (one thread per entry,
 // positions in order; the first tile starts the sum, the last one scales it).
-__device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum, const float* onset, size_t base,
+__device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum, const float* onset, long long base,
                                 int t0, int nr, int u0, int L, double lz, bool first, bool last, double* out) {
   const int C = a.l.C, K = a.l.K, nA = C * C, nD = K * C;
   const double* alpha = a.alpha_all + base;
@@ -204,7 +204,7 @@ __device__ void marg_accumulate(const MargArgs& a, MargSmem m, const float* cum,
 __global__ void __launch_bounds__(kMargThreads) marginal_fast_kernel(MargArgs a) {
   extern __shared__ __align__(16) unsigned char marg_raw[];
   if (input_invalid(a.status)) return;
-  const int ch = blockIdx.x, b = blockIdx.y;
+  const int ch = chunk_first(a.l) + blockIdx.x, b = blockIdx.y;
   const int C = a.l.C, K = a.l.K, nA = C * C, nD = K * C;
   const int L = a.lengths[b];
   const double lz = a.logz[b];
@@ -222,12 +222,13 @@ __global__ void __launch_bounds__(kMargThreads) marginal_fast_kernel(MargArgs a)
     for (int e = threadIdx.x; e < nA + nD; e += blockDim.x) out[e] = 0.0;
     return;
   }
-  marg_setup(a, m, cum, a.sigma_all + base, onset, u0, u1);
+  const long long tb = tab_index(a.l, b, 0);  // the tables' rows by position (a window when checkpointed)
+  marg_setup(a, m, cum, a.sigma_all + tb, onset, u0, u1);
   for (int t0 = u0; t0 < u1; t0 += kTile) {
     const int nr = min(kTile, u1 - t0);
     __syncthreads();  // the previous tile's sums are done with the factors (and setup with the maxima)
-    marg_factors(a, m, cum, onset, base, t0, nr, L, lz);
-    marg_accumulate(a, m, cum, onset, base, t0, nr, u0, L, lz, t0 == u0, t0 + kTile >= u1, out);
+    marg_factors(a, m, cum, onset, tb, t0, nr, L, lz);
+    marg_accumulate(a, m, cum, onset, tb, t0, nr, u0, L, lz, t0 == u0, t0 + kTile >= u1, out);
   }
 }
 
@@ -253,7 +254,8 @@ void launch_marginals_fast(const Layout& l, const Params& p, void* ws, cudaStrea
              at<double>(ws, l.logz),
              at<double>(ws, l.part),
              at<unsigned long long>(ws, l.status)};
-  dim3 grid(l.nch, l.B);
+  dim3 grid(chunk_last(l) - chunk_first(l), l.B);
+  if (grid.x == 0) return;
   marginal_fast_kernel<<<grid, kMargThreads, smem, stream>>>(a);
   TS_LAUNCHED("marginal_fast_kernel");
 }

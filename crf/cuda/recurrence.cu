@@ -62,7 +62,7 @@ __device__ __forceinline__ void viterbi_traceback(const RecArgs& a, int b, int L
 // Phase 2 of a step of recurrence_kernel: Y[pos,c] (sigma / gamma) for every
 // label c from xrow (alpha / rho at pos) and the transition Ap, one group of
 // G lanes per label; with kMax the back pointers bp_c.
-template <bool kMax>
+template <bool kMax, bool kStore>
 __device__ void transition_phase(const RecArgs& a, bool rev, int pos, int slot, size_t base, const float* Ap,
                                  const double* xrow, double* Y, double* yring_s, int G, unsigned gmask) {
   const int C = a.C, tid = threadIdx.x;
@@ -75,7 +75,7 @@ __device__ void transition_phase(const RecArgs& a, bool rev, int pos, int slot, 
     int arg = 0;
     const double v = group_reduce<kMax>(C, lane, G, gmask, term, arg);
     if (lane == 0) {
-      Y[static_cast<size_t>(pos) * C + c] = v;
+      if (kStore) Y[static_cast<size_t>(pos) * C + c] = v;
       if (a.use_smem) yring_s[slot * C + c] = v;
       if (kMax) a.bp_c[base + static_cast<size_t>(pos) * C + c] = arg;
     }
@@ -92,8 +92,8 @@ __device__ void init_row0(const RecArgs& a, bool rev, int L, const float* cum, d
   const int pos1 = rev ? L - 1 : 1;
   for (int c = tid; c < C; c += nthreads) {
     const double y0 = rev ? a.e[c] : a.s[c];
-    Y[static_cast<size_t>(pos0) * C + c] = y0;
-    X[static_cast<size_t>(pos0) * C + c] = kNegInf;
+    if (Y) Y[static_cast<size_t>(pos0) * C + c] = y0;
+    if (X) X[static_cast<size_t>(pos0) * C + c] = kNegInf;
     if (a.use_smem) {
       yring_s[(pos0 % R_s) * C + c] = y0;
       cumring_s[(pos0 % R_s) * C + c] = cum[static_cast<size_t>(pos0) * C + c];
@@ -111,7 +111,8 @@ __device__ void init_row0(const RecArgs& a, bool rev, int L, const float* cum, d
 // it every expression is the one of the version without onset (same bits).
 //   gamma[u,c] = lse_{c''} A[c,c''] + rho[u,c'']
 // Viterbi (kMax): the forward with max and backpointers, then traceback.
-template <class Acc, bool kMax>
+// kStore false (a.store 0): no X / Y tables (the ring in shared memory).
+template <class Acc, bool kMax, bool kStore>
 __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int B = a.B, T = a.T, K = a.K, C = a.C, G = a.G;
@@ -127,8 +128,10 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
   const size_t base = static_cast<size_t>(b) * (T + 1) * C;
   const float* cum = a.cum + base;
   const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
-  double* X = (rev ? a.rho : a.alpha) + base;    // phase-1 output [T+1][C]
-  double* Y = (rev ? a.gamma : a.sigma) + base;  // phase-2 output [T+1][C]
+  // Phase-1 / phase-2 outputs [T+1][C]; not stored (null) when !a.store, which
+  // needs the ring in shared memory (Viterbi in the checkpointed layout).
+  double* X = kStore ? (rev ? a.rho : a.alpha) + base : nullptr;
+  double* Y = kStore ? (rev ? a.gamma : a.sigma) + base : nullptr;
 
   // Shared memory carve-up: doubles first.
   const int R_s = K + 1;
@@ -182,7 +185,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
       if (onset && rev && v > kNegInf) v += static_cast<double>(onset[static_cast<size_t>(pos) * C + c]);
       if (lane == 0) {
         xrow[c] = v;
-        X[static_cast<size_t>(pos) * C + c] = v;
+        if (kStore) X[static_cast<size_t>(pos) * C + c] = v;
         if (kMax) a.bp_d[base + static_cast<size_t>(pos) * C + c] = arg + 1;
       }
     }
@@ -194,7 +197,7 @@ __global__ void __launch_bounds__(kMaxRecThreads, 1) recurrence_kernel(RecArgs a
       for (int c = tid + nthreads; c < C; c += nthreads) cumring_s[nslot * C + c] = cum[static_cast<size_t>(pos_next) * C + c];
     }
     // Phase 2: the C x C transition, once per position.
-    transition_phase<kMax>(a, rev, pos, slot, base, Ap, xrow, Y, yring_s, G, gmask);
+    transition_phase<kMax, kStore>(a, rev, pos, slot, base, Ap, xrow, Y, yring_s, G, gmask);
     __syncthreads();
   }
 
@@ -218,9 +221,11 @@ void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limi
   const size_t smem_full = C * 8 + R * C * 8 + R * C * 4 + K * C * 4 + C * C * 4;
   const size_t smem_min = C * 8;
   a.use_smem = (!force_global_ring && smem_full <= smem_limit) ? 1 : 0;
+  if (!a.store && !a.use_smem)
+    throw std::logic_error("cuda backend: a recurrence without tables needs its ring in shared memory");
   const size_t smem = a.use_smem ? smem_full : smem_min;
   if (smem > smem_limit) throw std::invalid_argument("cuda backend: C too large for shared memory");
-  const auto kernel = recurrence_kernel<Acc, kMax>;
+  const auto kernel = a.store ? recurrence_kernel<Acc, kMax, true> : recurrence_kernel<Acc, kMax, false>;
   if (smem > 48 * 1024) allow_dynamic_smem(kernel, smem);
   // Groups of G lanes, one label each per round; as few rounds as the
   // thread cap allows, and the labels spread evenly over the rounds.

@@ -38,7 +38,18 @@ struct RecArgs {
   int32_t* segments; // [B][T][3] (Viterbi)
   int32_t* nsegs;    // [B] (Viterbi)
   unsigned long long* status;
+  // Checkpointed backward (fast kernel only; docs/crf.md "The backward in
+  // bounded memory"): ck_mode kCkSave runs the whole recurrence without tables
+  // and keeps its state every W positions in ckpt, the last row in edge;
+  // kCkResume runs 2 B P blocks, block j = ck_g0 + (index % P) of each
+  // utterance and direction from its checkpoint, and writes the rows of the
+  // window (tables [B][ck_rows][C] from row ck_t0).
+  int ck_mode;
+  int ck_W, ck_nblk, ck_g0, ck_P, ck_rows, ck_t0;
+  double* ckpt;  // [2B][nblk][ck_state_doubles]
+  double* edge;  // [2B][C]: alpha[L] (forward), rho[0] (backward)
 };
+constexpr int kCkNone = 0, kCkSave = 1, kCkResume = 2;
 
 
 // Launches recurrence_kernel on `blocks` blocks (B: forward or Viterbi;
@@ -58,5 +69,15 @@ void launch_recurrence(const Layout& l, RecArgs& a, int blocks, size_t smem_limi
 size_t lse_fast_smem_bytes(int K, int C);
 bool lse_fast_fits(int K, int C, int G, size_t smem_limit);
 void launch_lse_fast(const Layout& l, RecArgs& a, int blocks, size_t smem_limit, cudaStream_t stream);
+
+// checkpointed.cu: the checkpointed backward on the fast kernel (l.ck; a from
+// the backend's rec_args). launch_checkpoint_pass: both recurrences over the
+// whole batch (log Z, and a.logz_user when set), their checkpoints and last
+// rows, no table. launch_checkpoint_window: window w (< checkpoint_windows(l))
+// of the tables recomputed from the checkpoints; returns the layout whose rows
+// [r0, r1) the table readers then handle.
+void launch_checkpoint_pass(const Layout& l, RecArgs a, void* ws, size_t smem_limit, cudaStream_t stream);
+int checkpoint_windows(const Layout& l);
+Layout launch_checkpoint_window(const Layout& l, RecArgs a, void* ws, int w, size_t smem_limit, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

@@ -41,6 +41,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "crf/cuda/checkpoint.cuh"
 #include "crf/cuda/recurrence.cuh"
 #include "crf/cuda/reduce.cuh"
 
@@ -383,59 +384,47 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
 
 // The table warps' part of step s (threads nmain..): the log of each value,
 // i < C: the X row of this step (buffers v); C + c2: the Y row of the
-// previous one.
+// previous one; only the rows of rg (a checkpointed block's; every row else).
 __device__ __forceinline__ void write_tables(const FastSmem& m, const FastSmem& v, int C, bool rev, int s, int L,
-                                             int pos, int tid, int nmain, double* X, double* Y) {
+                                             int pos, int tid, int nmain, double* X, double* Y, const CkRange& rg) {
   const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
   const int prev = rev ? pos + 1 : pos - 1;
+  const bool wx = X && s < L && pos >= rg.xlo && pos < rg.xhi;
+  const bool wy = Y && s > rg.s0 && prev >= rg.ylo && prev < rg.yhi;
   const int nh = static_cast<int>(blockDim.x) - nmain;
   for (int i = tid - nmain; i < 2 * C; i += nh) {
     if (i < C) {
-      if (X && s < L) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
-    } else if (Y && s > 1) {
+      if (wx) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
+    } else if (wy) {
       Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
     }
   }
 }
 
-// One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
-// recurrence_kernel). X/Y tables written only when a.store. J1, J2 > 0: at
-// most J1 duration terms (K <= J1 G) and J2 transition terms (C <= J2 G) per
-// lane, at most small_threads(J2) threads: the term loops unrolled with no
-// bounds, ED / ET in registers, the ring mirrored, the label buffers padded
-// to CP = J2 G; J1 = J2 = 0: any K, C.
+// X (Y) when row `pos` is one of the rows [lo, hi) the block writes, else null.
+__device__ __forceinline__ double* row_or_null(double* X, int pos, int lo, int hi) {
+  return (pos >= lo && pos < hi) ? X : nullptr;
+}
+
+// The kernel's start, the whole block: the zeroed rings (unrolled variants),
+// the per-label set-up and row 0 (fast_init; its table row only when the block
+// starts there and writes it), ED / ET into registers and R, the reference of
+// the first step; a resumed block then takes the ring, ref, R of its
+// checkpoint (checkpoint.cuh) and the cum_scores row of its first step.
 template <int G, int J1, int J2>
-__global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int B = a.B, T = a.T, K = a.K, C = a.C;
-  const bool rev = blockIdx.x >= static_cast<unsigned>(B);
-  const int b = rev ? blockIdx.x - B : blockIdx.x;
-  if (input_invalid(a.status)) return;
-  const int L = a.lengths[b];
-  const int tid = threadIdx.x;
-  const int lane = tid % G, c = tid / G;
-  const bool active = c < C;
-  // With a.store, the warps after the label groups (1 to kMaxTableWarps)
-  // write the tables (the log of each value), off the sequential path of the
-  // groups; with one value a thread their step is shorter than the groups'.
-  const int nmain = (C * G + 31) / 32 * 32;
-  const bool helper = tid >= nmain;
-  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
-
-  const size_t base = static_cast<size_t>(b) * (T + 1) * C;
-  const float* cum = a.cum + base;
-  const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
-  double* X = a.store ? (rev ? a.rho : a.alpha) + base : nullptr;    // [T+1][C]
-  double* Y = a.store ? (rev ? a.gamma : a.sigma) + base : nullptr;  // [T+1][C]
+__device__ __forceinline__ void fast_start(const RecArgs& a, const FastSmem& m, const CkRange& rg, bool rev, int b,
+                                           int L, int c, int lane, unsigned gmask, bool active, const float* cum,
+                                           const float* onset, double* X, double* Y, double& dmx, double& amx,
+                                           bool& etok, double& ref, double& R, double (&ed)[J1 > 0 ? J1 : 1],
+                                           double (&et)[J2 > 0 ? J2 : 1]) {
+  const int K = a.K, C = a.C, tid = threadIdx.x;
   constexpr bool kSmall = J1 > 0;
-  const FastSmem m = carve(smem_raw, K, C, kSmall, kSmall ? J2 * G : C);
   if (kSmall) fast_zero(m, K, C, tid);
-
-  double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
-  bool etok = true;
-  if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X, Y, dmx, amx, etok, ref);
+  const int pos0 = rev ? L : 0;
+  double* X0 = rg.resume ? nullptr : row_or_null(X, pos0, rg.xlo, rg.xhi);
+  double* Y0 = rg.resume ? nullptr : row_or_null(Y, pos0, rg.ylo, rg.yhi);
+  if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X0, Y0, dmx, amx, etok, ref);
   __syncthreads();
-  double ed[J1 > 0 ? J1 : 1], et[J2 > 0 ? J2 : 1];  // ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
 #pragma unroll
   for (int j = 0; j < (J1 > 0 ? J1 : 1); ++j) {
     const int k = lane + j * G;
@@ -450,15 +439,73 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
     for (int c2 = lane; c2 < C; c2 += G) R = max_nn(R, m.xoff[c2]);
     R = group_max<G>(R, gmask);
   }
+  if (!rg.resume) return;
+  if (active) {
+    ck_restore(ck_state(a, rev, b, rg.j), m.q, m.q2, m.woff, m.wm, K, C, c, lane, G, ref, R);
+    const int pos = rev ? L - rg.s0 : rg.s0;
+    if (lane == 0) m.cur[(rg.s0 % 3) * C + c] = cum[pos * C + c];
+  }
+  __syncthreads();
+}
+
+// One block per utterance: blocks 0..B-1 forward, B..2B-1 backward (as
+// recurrence_kernel); a checkpointed window (kCkResume): 2 B P blocks, one
+// per block of positions (ck_map). X/Y tables written only when a.store. J1,
+// J2 > 0: at most J1 duration terms (K <= J1 G) and J2 transition terms (C <=
+// J2 G) per lane, at most small_threads(J2) threads: the term loops unrolled
+// with no bounds, ED / ET in registers, the ring mirrored, the label buffers
+// padded to CP = J2 G; J1 = J2 = 0: any K, C. kCk: a.ck_mode may be set
+// (false: the code of the full run only, its block range constants).
+template <int G, int J1, int J2, bool kCk>
+__global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1) lse_fast_kernel(RecArgs a) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int B = a.B, T = a.T, K = a.K, C = a.C;
+  bool rev = false;
+  int b = 0, jb = 0;
+  ck_map<kCk>(a, rev, b, jb);
+  if (input_invalid(a.status)) return;
+  const int L = a.lengths[b];
+  const CkRange rg = kCk ? ck_range(a, rev, jb, L) : CkRange{1, L, 0, INT_MAX, 0, INT_MAX, false, true, 0};
+  if (!rg.active) return;
+  const int tid = threadIdx.x;
+  const int lane = tid % G, c = tid / G;
+  const bool active = c < C;
+  // With a.store, the warps after the label groups (1 to kMaxTableWarps)
+  // write the tables (the log of each value), off the sequential path of the
+  // groups; with one value a thread their step is shorter than the groups'.
+  const int nmain = (C * G + 31) / 32 * 32;
+  const bool helper = tid >= nmain;
+  const unsigned gmask = G == 32 ? 0xffffffffu : (((1u << G) - 1u) << ((tid & 31) / G * G));
+
+  const size_t base = static_cast<size_t>(b) * (T + 1) * C;
+  const float* cum = a.cum + base;
+  const float* onset = a.onset ? a.onset + static_cast<size_t>(b) * T * C : nullptr;  // [T][C] or null
+  // [T+1][C]; a window: rows [ck_t0, ck_t0 + ck_rows), addressed by position
+  const long long tb = kCk && a.ck_mode == kCkResume ? (static_cast<long long>(b) * a.ck_rows - a.ck_t0) * C
+                                              : static_cast<long long>(base);
+  double* X = a.store ? (rev ? a.rho : a.alpha) + tb : nullptr;
+  double* Y = a.store ? (rev ? a.gamma : a.sigma) + tb : nullptr;
+  constexpr bool kSmall = J1 > 0;
+  const FastSmem m = carve(smem_raw, K, C, kSmall, kSmall ? J2 * G : C);
+
+  double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
+  bool etok = true;
+  double ed[J1 > 0 ? J1 : 1], et[J2 > 0 ? J2 : 1];  // ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
+  fast_start<G, J1, J2>(a, m, rg, rev, b, L, c, lane, gmask, active, cum, onset, X, Y, dmx, amx, etok, ref, R, ed,
+                        et);
 
   // One __syncthreads per position: phase 1 of step s writes the buffers of
   // parity s & 1, which phase 2 of step s and the table warp read after the
   // barrier; they are next written in phase 1 of step s + 2, after the next
   // barrier. The ring (own label) is ordered by __syncwarp in the group.
-  int cb = 1;  // s % 3: the cum_scores buffer of step s
-  int slot = (rev ? L - 1 : 1) % K;  // pos % K
-  for (int s = 1;; ++s) {
+  int cb = rg.s0 % 3;  // s % 3: the cum_scores buffer of step s
+  int slot = (rev ? L - rg.s0 : rg.s0) % K;  // pos % K
+  for (int s = rg.s0;; ++s) {
     const int pos = rev ? L - s : s;
+    if (kCk && a.ck_mode == kCkSave && active) {  // the state at the top of step s (checkpoint.cuh)
+      const int jc = ck_index(a, rev, s, L);
+      if (jc >= 0) ck_save(ck_state(a, rev, b, jc), m.q, m.woff, m.wm, K, C, c, lane, G, ref, R);
+    }
     const FastSmem v = step_view(m, C, s & 1, cb);
     const int cb_next = cb == 2 ? 0 : cb + 1;
     // The next position's cum_scores row: loaded now, stored after phase 1
@@ -469,21 +516,25 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
     if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
     if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
-    if (helper) write_tables(m, v, C, rev, s, L, pos, tid, nmain, X, Y);
-    if (s == L) break;  // sigma[L] / gamma[0] are never used
+    if (helper) write_tables(m, v, C, rev, s, L, pos, tid, nmain, X, Y, rg);
+    if (s == rg.s1) break;  // sigma[L] / gamma[0] are never used; a block of a window ends earlier
     if (active)
       fast_phase2<G, J2>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
     cb = cb_next;
     slot = rev ? (slot == 0 ? K - 1 : slot - 1) : (slot == K - 1 ? 0 : slot + 1);
   }
+  if (rg.s1 != L) return;  // a block of a window that ends before the last row
 
   // log Z from the exact last row (forward alpha[L], backward rho[0]), which
   // is also the last X row (buffer L & 1; buffer 0 of P is free by now).
   if (active && lane == 0) {
     const FastSmem v = step_view(m, C, L & 1, 0);
     m.P[c] = v.xoff[c] + log(v.xm[c]);
-    if (X) X[(rev ? 0 : L) * C + c] = m.P[c];
+    const int last = rev ? 0 : L;
+    if (X && last >= rg.xlo && last < rg.xhi) X[last * C + c] = m.P[c];
+    if (kCk && a.edge) a.edge[static_cast<size_t>(rev ? B + b : b) * C + c] = m.P[c];
   }
+  if (kCk && a.ck_mode == kCkResume) return;  // log Z is the full run's
   __syncthreads();
   __shared__ double fin_val;
   __shared__ int fin_idx;
@@ -492,7 +543,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
 
 template <int G, int J1 = 0, int J2 = 0>
 void launch_g(RecArgs& a, int blocks, size_t smem, cudaStream_t stream) {
-  const auto kernel = lse_fast_kernel<G, J1, J2>;
+  const auto kernel = a.ck_mode != kCkNone ? lse_fast_kernel<G, J1, J2, true> : lse_fast_kernel<G, J1, J2, false>;
   if (smem > 48 * 1024) allow_dynamic_smem(kernel, smem);
   const int max_threads = J1 > 0 ? small_threads(J2) : kMaxRecThreads;
   kernel<<<blocks, lse_fast_threads(a.C, G, a.store != 0, max_threads), smem, stream>>>(a);
