@@ -32,7 +32,7 @@ std::vector<Knob> make_table() {
        "global: the GPU recurrence state in global memory even where shared memory fits (test knob; docs/cuda.md)"},
       {"TIMITSEG_CUDA_CHECKPOINT", Type::word, 0, 0, {"auto", "always", "never"}, "'auto', 'always' or 'never'",
        "auto",
-       "the GPU semi-CRF's checkpointed backward: auto above 64 MiB of tables, always (test knob) or never (docs/crf.md)"},
+       "the GPU semi-CRF's checkpointed backward: auto for a long input (over 32 MiB of tables per utterance or 1 GiB in all), always (test knob) or never (docs/crf.md)"},
       {"TIMITSEG_GPU_COLLECTIVES", Type::word, 0, 0, {"nccl", "mpi"}, "'nccl' or 'mpi'",
        "nccl when built with NCCL, else mpi", "the GPU gradient all-reduce of a distributed run (docs/multigpu.md)"},
       {"TIMITSEG_LONG_WINDOW_BATCH", Type::integer, 1, 64, {}, "a number of windows in [1, 64]", "4",

@@ -79,8 +79,8 @@ class CudaBackend final : public Backend {
     // global memory even when the shared-memory ring would fit (the path
     // taken automatically for large K * C, or on GPUs with less shared memory).
     force_global_ring_ = env_knob("TIMITSEG_CUDA_RING") == "global";
-    // TIMITSEG_CUDA_CHECKPOINT: the checkpointed backward (docs/crf.md) above
-    // kCheckpointTableBytes of tables (auto), at every size (always: tests
+    // TIMITSEG_CUDA_CHECKPOINT: the checkpointed backward (docs/crf.md) for a
+    // long input (auto: common.cuh's long_input), at every size (always: tests
     // compare it with the full tables at small T) or never.
     checkpoint_ = env_knob("TIMITSEG_CUDA_CHECKPOINT");
     TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
@@ -415,11 +415,11 @@ class CudaBackend final : public Backend {
   bool use_fast(int K, int C) const {
     return fast_enabled_ && !force_global_ring_ && lse_fast_fits(K, C, lanes(K, C), smem_limit_);
   }
-  // The checkpointed backward (common.cuh): on the fast recurrence only, above
-  // kCheckpointTableBytes of tables or as TIMITSEG_CUDA_CHECKPOINT says.
+  // The checkpointed backward (common.cuh): on the fast recurrence only, for a
+  // long input (long_input) or as TIMITSEG_CUDA_CHECKPOINT says.
   bool checkpointed(const Dims& d) const {
     if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == "never") return false;
-    return checkpoint_ == "always" || full_table_bytes(d) > kCheckpointTableBytes;
+    return checkpoint_ == "always" || long_input(d);
   }
   // Each window of a checkpointed layout recomputed (after launch_checkpoint_pass), then fn(its layout).
   template <class F>

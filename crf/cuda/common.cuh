@@ -104,13 +104,22 @@ __host__ __device__ inline size_t ck_state_doubles(int K, int C) {
   return 3 * static_cast<size_t>(K) * static_cast<size_t>(C) + static_cast<size_t>(C) + 1;
 }
 
-// The checkpointed backward is used above this many bytes of the four full
-// tables (4 [B][T+1][C] float64), or always with TIMITSEG_CUDA_CHECKPOINT=always.
-constexpr size_t kCheckpointTableBytes = size_t{64} << 20;
+// The checkpointed backward is used for a long input: when the four full
+// tables (4 [B][T+1][C] float64) of one utterance exceed
+// kCheckpointUtteranceBytes (T > 26.9k at C 39), or those of the batch exceed
+// kCheckpointTableBytes; or always with TIMITSEG_CUDA_CHECKPOINT=always. A
+// training batch (T of a few thousand at most) keeps the full tables, which
+// are faster, whatever its B.
+constexpr size_t kCheckpointUtteranceBytes = size_t{32} << 20;
+constexpr size_t kCheckpointTableBytes = size_t{1} << 30;
 // Windows a checkpointed backward recomputes at least (its blocks in at most this many groups).
 constexpr int kCheckpointGroups = 8;
 inline size_t full_table_bytes(const Dims& d) {
   return 4 * sizeof(double) * static_cast<size_t>(d.B) * static_cast<size_t>(d.T + 1) * static_cast<size_t>(d.C);
+}
+inline bool long_input(const Dims& d) {
+  return d.B > 0 && (full_table_bytes(d) / static_cast<size_t>(d.B) > kCheckpointUtteranceBytes ||
+                     full_table_bytes(d) > kCheckpointTableBytes);
 }
 
 inline size_t align256(size_t x) { return (x + 255) / 256 * 256; }

@@ -163,7 +163,7 @@ TEST(CudaCheckpoint, LongUtteranceEqualsTheFullTables) {
 
 // The shape: the workspace of every operation within the bound the
 // docs quote (the full tables need 4 x 31 MB there: 135.6 MiB of workspace), and auto picks the
-// full tables for a short batch (its workspace equals never's).
+// full tables for a short batch (its workspace equals never's) and for a large training batch.
 TEST(CudaCheckpoint, WorkspaceIsBoundedAtLongT) {
   SKIP_WITHOUT_GPU();
   auto automatic = make_backend(BackendKind::cuda);
@@ -174,6 +174,11 @@ TEST(CudaCheckpoint, WorkspaceIsBoundedAtLongT) {
   EXPECT_LT(ws_ck, size_t{40} << 20) << "checkpointed workspace " << ws_ck;
   EXPECT_EQ(automatic->workspace_bytes(small), full->workspace_bytes(small));
   EXPECT_TRUE(automatic->fuses_frame_grads(small));
+  // A large training batch (200 MB of tables, each utterance's 1.6 MB) keeps the faster full tables; one
+  // utterance over 32 MiB of tables (T 30000 at C 39: 37.4 MB) is checkpointed at any B.
+  const Dims train{128, 800, 30, 61}, one_long{1, 30000, 30, 39};
+  EXPECT_EQ(automatic->workspace_bytes(train), full->workspace_bytes(train));
+  EXPECT_LT(automatic->workspace_bytes(one_long), full->workspace_bytes(one_long));
 }
 
 }  // namespace
