@@ -445,35 +445,6 @@ class CudaBackend final : public Backend {
     return lanes_override_ ? lanes_override_ : (widest <= 64 ? 8 : (widest <= 256 ? 16 : 32));
   }
 
-  static void check_dims(const Dims& d) {
-    if (d.B < 1 || d.T < 1 || d.K < 1 || d.C < 1) {
-      std::ostringstream os;
-      os << "cuda backend: dims must be >= 1, got B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
-      throw std::invalid_argument(os.str());
-    }
-    // Utterances map to gridDim.y in the marginal kernel (at most 65535).
-    if (d.B > 65535) {
-      std::ostringstream os;
-      os << "cuda backend: batch size B=" << d.B << " exceeds 65535 utterances per call; split the batch";
-      throw std::invalid_argument(os.str());
-    }
-    // Per-utterance indices are int; batch offsets are size_t.
-    if ((d.T + 1) * d.C > INT_MAX / 2 || d.C * d.C > INT_MAX / 2 || d.K * d.C > INT_MAX / 2 || d.B > INT_MAX / 2 ||
-        d.B * d.T > (1LL << 50)) {
-      std::ostringstream os;
-      os << "cuda backend: dims too large, B=" << d.B << " T=" << d.T << " K=" << d.K << " C=" << d.C;
-      throw std::invalid_argument(os.str());
-    }
-  }
-
-  static void check_align_n(const Dims& d, int64_t N) {
-    if (N < 1 || (d.T + 1) * N > INT_MAX / 2 || d.B * (d.T + 1) * N > (1LL << 50)) {
-      std::ostringstream os;
-      os << "cuda backend: align: phone stride N=" << N << " must be >= 1 (and (T+1)*N small enough), T=" << d.T;
-      throw std::invalid_argument(os.str());
-    }
-  }
-
   // The start of align and align_posteriors (their own workspace layouts, at
   // status_off and zeros_off): the pointers that must not be null (the CRF's
   // inputs, `ptrs`, the workspace), then the status word and the zero row set

@@ -256,6 +256,11 @@ inline const float* end_ptr(const Params& p, void* ws, const Layout& l) {
 // Host launches of the kernels, one file each (same grids and block sizes as
 // before the split). All queue on `stream` and return without waiting.
 
+// validate.cu: the dims a call takes, checked on the host (std::invalid_argument
+// naming them): each >= 1, B <= 65535 (gridDim.y), indices within int; the
+// phone stride N of align.
+void check_dims(const Dims& d);
+void check_align_n(const Dims& d, int64_t N);
 // validate.cu: every input checked; the first invalid one lands in `status`.
 void launch_validate(const Layout& l, const Params& p, const int32_t* labels, unsigned long long* status,
                      cudaStream_t stream);
