@@ -384,18 +384,20 @@ __device__ __forceinline__ void fast_phase2(const RecArgs& a, const FastSmem& m,
 
 // The table warps' part of step s (threads nmain..): the log of each value,
 // i < C: the X row of this step (buffers v); C + c2: the Y row of the
-// previous one; only the rows of rg (a checkpointed block's; every row else).
+// previous one; kCk: only the rows of rg (a checkpointed block's), else
+// every row (the full run's code as it was, tests unchanged in the loop).
+template <bool kCk>
 __device__ __forceinline__ void write_tables(const FastSmem& m, const FastSmem& v, int C, bool rev, int s, int L,
                                              int pos, int tid, int nmain, double* X, double* Y, const CkRange& rg) {
   const FastSmem u = step_view(m, C, (s - 1) & 1, 0);
   const int prev = rev ? pos + 1 : pos - 1;
-  const bool wx = X && s < L && pos >= rg.xlo && pos < rg.xhi;
-  const bool wy = Y && s > rg.s0 && prev >= rg.ylo && prev < rg.yhi;
+  const bool wx = !kCk || (X && s < L && pos >= rg.xlo && pos < rg.xhi);
+  const bool wy = !kCk || (Y && s > rg.s0 && prev >= rg.ylo && prev < rg.yhi);
   const int nh = static_cast<int>(blockDim.x) - nmain;
   for (int i = tid - nmain; i < 2 * C; i += nh) {
     if (i < C) {
-      if (wx) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
-    } else if (wy) {
+      if (kCk ? wx : (X && s < L)) X[pos * C + i] = v.xoff[i] + log(v.xm[i]);
+    } else if (kCk ? wy : (Y && s > 1)) {
       Y[prev * C + (i - C)] = u.yoff[i - C] + log(u.ym[i - C]);
     }
   }
@@ -411,7 +413,7 @@ __device__ __forceinline__ double* row_or_null(double* X, int pos, int lo, int h
 // starts there and writes it), ED / ET into registers and R, the reference of
 // the first step; a resumed block then takes the ring, ref, R of its
 // checkpoint (checkpoint.cuh) and the cum_scores row of its first step.
-template <int G, int J1, int J2>
+template <int G, int J1, int J2, bool kCk>
 __device__ __forceinline__ void fast_start(const RecArgs& a, const FastSmem& m, const CkRange& rg, bool rev, int b,
                                            int L, int c, int lane, unsigned gmask, bool active, const float* cum,
                                            const float* onset, double* X, double* Y, double& dmx, double& amx,
@@ -421,8 +423,8 @@ __device__ __forceinline__ void fast_start(const RecArgs& a, const FastSmem& m, 
   constexpr bool kSmall = J1 > 0;
   if (kSmall) fast_zero(m, K, C, tid);
   const int pos0 = rev ? L : 0;
-  double* X0 = rg.resume ? nullptr : row_or_null(X, pos0, rg.xlo, rg.xhi);
-  double* Y0 = rg.resume ? nullptr : row_or_null(Y, pos0, rg.ylo, rg.yhi);
+  double* X0 = !kCk ? X : rg.resume ? nullptr : row_or_null(X, pos0, rg.xlo, rg.xhi);
+  double* Y0 = !kCk ? Y : rg.resume ? nullptr : row_or_null(Y, pos0, rg.ylo, rg.yhi);
   if (active) fast_init<G>(a, m, rev, L, c, lane, gmask, cum, onset, X0, Y0, dmx, amx, etok, ref);
   __syncthreads();
 #pragma unroll
@@ -439,7 +441,7 @@ __device__ __forceinline__ void fast_start(const RecArgs& a, const FastSmem& m, 
     for (int c2 = lane; c2 < C; c2 += G) R = max_nn(R, m.xoff[c2]);
     R = group_max<G>(R, gmask);
   }
-  if (!rg.resume) return;
+  if (!kCk || !rg.resume) return;
   if (active) {
     ck_restore(ck_state(a, rev, b, rg.j), m.q, m.q2, m.woff, m.wm, K, C, c, lane, G, ref, R);
     const int pos = rev ? L - rg.s0 : rg.s0;
@@ -491,7 +493,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
   double dmx = kNegInf, amx = kNegInf, ref = kNegInf, R = kNegInf;
   bool etok = true;
   double ed[J1 > 0 ? J1 : 1], et[J2 > 0 ? J2 : 1];  // ED[lane + j G][c], ET[c][lane + j G] (0 past K / C)
-  fast_start<G, J1, J2>(a, m, rg, rev, b, L, c, lane, gmask, active, cum, onset, X, Y, dmx, amx, etok, ref, R, ed,
+  fast_start<G, J1, J2, kCk>(a, m, rg, rev, b, L, c, lane, gmask, active, cum, onset, X, Y, dmx, amx, etok, ref, R, ed,
                         et);
 
   // One __syncthreads per position: phase 1 of step s writes the buffers of
@@ -516,7 +518,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
     if (active) fast_phase1<G, J1>(a, v, rev, s, pos, slot, c, v.cur, onset, ref, dmx, R, ed, lane, gmask);
     if (prefetch) m.cur[cb_next * C + tid] = next_cum;
     __syncthreads();
-    if (helper) write_tables(m, v, C, rev, s, L, pos, tid, nmain, X, Y, rg);
+    if (helper) write_tables<kCk>(m, v, C, rev, s, L, pos, tid, nmain, X, Y, rg);
     if (s == rg.s1) break;  // sigma[L] / gamma[0] are never used; a block of a window ends earlier
     if (active)
       fast_phase2<G, J2>(a, v, rev, s, pos, slot, c, v.cur, onset, Y != nullptr, amx, etok, et, ref, R, lane, gmask);
@@ -531,7 +533,7 @@ __global__ void __launch_bounds__(J1 > 0 ? small_threads(J2) : kMaxRecThreads, 1
     const FastSmem v = step_view(m, C, L & 1, 0);
     m.P[c] = v.xoff[c] + log(v.xm[c]);
     const int last = rev ? 0 : L;
-    if (X && last >= rg.xlo && last < rg.xhi) X[last * C + c] = m.P[c];
+    if (X && (!kCk || (last >= rg.xlo && last < rg.xhi))) X[last * C + c] = m.P[c];
     if (kCk && a.edge) a.edge[static_cast<size_t>(rev ? B + b : b) * C + c] = m.P[c];
   }
   if (kCk && a.ck_mode == kCkResume) return;  // log Z is the full run's
