@@ -59,7 +59,7 @@ std::string nearest_list(const model::LabelSet& ls, const std::string& label) {
 // optional phones (0 frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
 Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
-                             const model::AlignConfidence* conf, size_t at) {
+                             const crf::AlignConfidence* conf, size_t at) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
   for (size_t i = 0; i < n; ++i)
@@ -117,7 +117,7 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
 
 // Writes OUT/id.<suffix> of every format of r's alignment (eval/formats.h write_outputs).
 void write_alignment(const AlignInput& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
-                     const model::AlignConfidence* conf, size_t at) {
+                     const crf::AlignConfidence* conf, size_t at) {
   const auto t0 = std::chrono::steady_clock::now();
   write_outputs(aligned_output(r, spans, s, conf, at), o.formats, o.out_dir, r.id);
   if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
@@ -260,7 +260,7 @@ class LazyExecutor {
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
 crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pending, const model::ModelState& s, int64_t& N,
-                             model::AlignConfidence* conf) {
+                             crf::AlignConfidence* conf) {
   std::vector<const data::Utterance*> utts;
   for (const AlignInput& r : pending) utts.push_back(&r.in.utt);
   for (const AlignInput& r : pending) N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
@@ -318,7 +318,7 @@ class AlignRun {
     if (pending_.empty()) return;
     int64_t N = 1;
     crf::AlignResult r;
-    model::AlignConfidence conf;
+    crf::AlignConfidence conf;
     model::Executor& ex = executor_();  // (outside the try: a device error is the command's, not an input's)
     try {
       r = align_batch(ex, pending_, s_, N, &conf);
@@ -345,7 +345,7 @@ class AlignRun {
 
  private:
   // Pending input b's outputs from the batch's result (N phones a row), or its error line.
-  void write_one(const crf::AlignResult& r, const model::AlignConfidence& conf, int64_t N, int64_t b) {
+  void write_one(const crf::AlignResult& r, const crf::AlignConfidence& conf, int64_t N, int64_t b) {
     const std::string& src = pending_[b].audio;
     try {
       check_finite(r.score[b], src);

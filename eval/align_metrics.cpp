@@ -222,7 +222,7 @@ std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t 
 // Aligns each utterance of `part` to its class sequence; the result and N.
 crf::AlignResult align_part(model::Executor& exec, const std::vector<const data::Utterance*>& part,
                             const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, int64_t* N_out,
-                            model::AlignConfidence* conf = nullptr) {
+                            crf::AlignConfidence* conf = nullptr) {
   const model::Batch batch = model::make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   int64_t N = 1;
   for (const auto& q : seqs) N = std::max<int64_t>(N, static_cast<int64_t>(q.size()));
@@ -239,7 +239,7 @@ crf::AlignResult align_part(model::Executor& exec, const std::vector<const data:
 // The boundary confidences of utterance b (aligned to its frame runs, which
 // are also its .PHN's phones): off_20ms against the .PHN in samples, within_1
 // against the frame runs (ConfidenceMetrics).
-void add_boundary_confidence(const crf::AlignResult& r, const model::AlignConfidence& conf, int64_t b, int64_t N,
+void add_boundary_confidence(const crf::AlignResult& r, const crf::AlignConfidence& conf, int64_t b, int64_t N,
                              const std::vector<std::pair<int32_t, int32_t>>& runs, const std::vector<RefPhone>& phn,
                              int rate, const model::ModelState& s, ConfidenceMetrics* cm) {
   if (!conf.computed[b]) {
@@ -293,7 +293,7 @@ void score_label_confidence(model::Executor& exec, const std::vector<const data:
   std::vector<std::vector<char>> replaced(part.size());
   for (size_t b = 0; b < part.size(); ++b) bad[b] = corrupt(seqs[b], part[b]->id, s.labels.size(), &replaced[b]);
   int64_t N = 1;
-  model::AlignConfidence conf;
+  crf::AlignConfidence conf;
   const crf::AlignResult r = align_part(exec, part, bad, s, &N, &conf);
   for (size_t b = 0; b < part.size(); ++b) {
     if (!conf.computed[b]) continue;
@@ -321,7 +321,7 @@ struct Realign {
 // to score): from the frame runs' alignment r (N phones a row), or from the
 // realignment of `again`; the boundary confidences of the former.
 void add_sample_scores(model::Executor& exec, const std::vector<const data::Utterance*>& part, const crf::AlignResult& r,
-                       int64_t N, const model::AlignConfidence& conf,
+                       int64_t N, const crf::AlignConfidence& conf,
                        const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
                        const std::vector<std::vector<RefPhone>>& phn, const std::vector<int>& rates, const Realign& again,
                        const model::ModelState& s, AlignMetrics* m) {
@@ -375,7 +375,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
       for (const auto& run : refs.back()) seqs.back().push_back(run.first);
     }
     int64_t N = 1;
-    model::AlignConfidence conf;
+    crf::AlignConfidence conf;
     const crf::AlignResult r = align_part(exec, part, seqs, s, &N, &conf);
     m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     score_label_confidence(exec, part, refs, seqs, s, &m.confidence);

@@ -30,6 +30,12 @@ int set_threads(int threads) {
   return n;
 }
 
+crf::WindowLimits confidence_windows() {
+  crf::WindowLimits w;
+  w.threads = default_threads();
+  return w;
+}
+
 Device resolve_device(config::DeviceSetting device, const std::string& hint) {
   switch (device) {
     case config::DeviceSetting::cpu:

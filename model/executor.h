@@ -9,11 +9,11 @@
 // The model definition they share is model/params.h (layout, names,
 // initialisation), model/batch.h, model/checkpoint.h and model/optim.h (the
 // update rule, which the GPU kernels reproduce). This header declares the
-// executor and its options only; beside it: the confidences of align()
-// (model/align_confidence.h), the replay file of a failed step
+// executor and its options only; beside it: the replay file of a failed step
 // (model/replay_file.h), the drift check's parameter maxima (model/drift.h),
 // the all-reduce timing of bench train (model/allreduce_timing.h); posterior
-// decoding on host arrays is the CRF's (crf/posterior.h).
+// decoding on host arrays and the confidences of align() are the CRF's
+// (crf/posterior.h, crf/align_confidence.h).
 #pragma once
 
 #include <memory>
@@ -24,9 +24,9 @@
 #include <vector>
 
 #include "common/dist.h"
+#include "crf/align_confidence.h"
 #include "crf/semicrf.h"
 #include "crf/session.h"
-#include "model/align_confidence.h"
 #include "model/batch.h"
 #include "config/config_enums.h"
 #include "model/encoder.h"
@@ -146,7 +146,7 @@ class Executor {
   // for the aligned spans, from the same forward (fill_align_confidence).
   virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                  const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                 AlignConfidence* confidence = nullptr) = 0;
+                                 crf::AlignConfidence* confidence = nullptr) = 0;
   // Span marginals (crf::Backend::span_marginals, docs/crf.md "Confidence")
   // of queries [B][Q][3] (start, duration, label; num_queries [B]) after one
   // forward without dropout, with the model's own transition (no phone
@@ -170,5 +170,9 @@ std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, co
 // common/parallel.h) and keeps Eigen single-threaded; returns the number used.
 // train, evaluate, decode, compare and the report call it before make_executor.
 int set_threads(int threads);
+
+// The confidence windows of align() (crf/align_confidence.h) on the host's
+// threads: the default limits, run on the thread count set_threads set.
+crf::WindowLimits confidence_windows();
 
 }  // namespace timitseg::model

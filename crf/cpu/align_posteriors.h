@@ -26,7 +26,7 @@ class ConstrainedPosteriors {
   // Restricts run() to the phones [lo[t], hi[t]) at frame t (t = 0..L; the
   // arrays outlive run()): every other cell is -inf, so the posteriors are
   // those of the alignments inside the band (confidence windows: a band around
-  // the aligned path, model/align_confidence.cpp). lo/hi nullptr: every phone.
+  // the aligned path, crf/align_confidence.cpp). lo/hi nullptr: every phone.
   void set_band(const int32_t* lo, const int32_t* hi) { lo_ = lo, hi_ = hi; }
   // Forward and backward passes; returns log Z_c (-inf: no alignment of finite score).
   double run();

@@ -150,7 +150,7 @@ constexpr double kDeviceAlignTableBytes = 1024.0 * 1024.0 * 1024.0;  // 1 GiB
 
 crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                      const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                     AlignConfidence* confidence) {
+                                     crf::AlignConfidence* confidence) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, optional, confidence);
@@ -174,7 +174,9 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     } else {
       r = session_->align_host(dims, host_p, N, phones.data(), num_phones.data(), host_opt);
     }
-    if (confidence) fill_align_confidence(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence);
+    if (confidence)
+      crf::fill_align_confidence(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence,
+                                 crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
     return r;
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
@@ -197,8 +199,9 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    fill_align_confidence(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional, r,
-                          confidence);
+    crf::fill_align_confidence(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones,
+                               optional, r, confidence, crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes,
+                               confidence_windows());
   }
   return r;
 }

@@ -125,17 +125,19 @@ void CudaExecutor::long_host_inputs(const Batch& batch, LongHost& h) {
 
 crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                           const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                          AlignConfidence* confidence) {
+                                          crf::AlignConfidence* confidence) {
   LongHost h;
   long_host_inputs(batch, h);
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
                                        optional.empty() ? nullptr : optional.data());
   if (confidence && backend_->on_device()) {  // windows of the transcript as batches on the device (cuda backend)
-    fill_align_confidence(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
+    crf::fill_align_confidence(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence,
+                               crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
   } else if (confidence) {  // a host crf backend: windows of the transcript on the host's threads
     crf::Session session(*cpu);
-    fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
+    crf::fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence,
+                               crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
   }
   return r;
 }

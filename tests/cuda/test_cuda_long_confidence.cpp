@@ -1,7 +1,7 @@
 // `align` of a long recording on the GPU with confidences (one utterance over
 // model::kWindowFrames frames, its transcript over the per-utterance limit):
 // the GPU executor with the cuda CRF backend scores the transcript windows as
-// batches on the device (model::batched_window_confidence); the oracle is the
+// batches on the device (crf::batched_window_confidence); the oracle is the
 // same GPU executor with the cpu CRF backend (the same encoder scores and
 // alignment, the windows one at a time on the host, without a band:
 // TIMITSEG_CONFIDENCE_BAND=0, and with the default band). The spans must be
@@ -50,7 +50,7 @@ TEST(CudaLong, AlignConfidencesOnTheDeviceMatchTheHostWindows) {
   std::vector<int32_t> optional(N, 0);
   for (int64_t n = 5; n < N; n += 17) optional[n] = 1;  // some phones may be skipped
   ::setenv("TIMITSEG_CONFIDENCE_UTTERANCE_MIB", "16", 1);  // windows for this length (the limit of an hour's)
-  AlignConfidence dev, host, host_band;
+  crf::AlignConfidence dev, host, host_band;
   const crf::AlignResult rd = testsupport::executor_with("cuda", d, params, "cuda")->align(batch, N, phones, nph, optional, &dev);
   const crf::AlignResult rb = testsupport::executor_with("cuda", d, params, "cpu")->align(batch, N, phones, nph, optional, &host_band);
   ::setenv("TIMITSEG_CONFIDENCE_BAND", "0", 1);

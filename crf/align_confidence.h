@@ -1,9 +1,9 @@
 // The confidences of forced alignment (docs/crf.md "Confidence", docs/align.md
 // "Confidence"): the scores Executor::align fills from its forward, and the
 // windows that score a long utterance piecewise. They drive crf/'s constrained
-// forward-backward (crf::Session, crf/cpu/align_posteriors.h) and live in
-// model/ because their windows run on the CPU encoder's thread count (the
-// command's --threads, model::set_threads) and Executor::align returns them.
+// forward-backward (crf::Session, crf/cpu/align_posteriors.h), beside which
+// they live; on a host backend their windows run on WindowLimits::threads (the
+// executors pass the command's --threads, model::confidence_windows).
 #pragma once
 
 #include <cstdint>
@@ -13,7 +13,7 @@
 #include "crf/semicrf.h"
 #include "crf/session.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 
 // Confidence of aligned phones (docs/crf.md "Confidence"), [B][N] each on
 // the host: boundary (both boundaries within ±1 frame, under the transcript),
@@ -31,11 +31,14 @@ struct AlignConfidence {
 // phones per window, context phones on each side, the memory limit of one
 // window (<= 0: utterance_limit), and on a host backend the band of the
 // window's constrained pass: +-band phones around the aligned path at every
-// frame (<= 0: every phone of the window; docs/align.md "Confidence").
+// frame (<= 0: every phone of the window; docs/align.md "Confidence"), and
+// the host threads the windows run on (a host backend; results do not depend
+// on it).
 struct WindowLimits {
   int64_t core = 32, margin = 16;
   double limit = 0.0;
   int64_t band = 8;
+  int threads = 1;
 };
 
 // Fills `out` for the aligned spans `r` of an align() on host arrays (any
@@ -69,4 +72,4 @@ int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, 
                                   int64_t np, const int32_t* y, const int32_t* opt, const int32_t* spans,
                                   double* post3, double* label, const WindowLimits& limits, double batch_limit);
 
-}  // namespace timitseg::model
+}  // namespace timitseg::crf

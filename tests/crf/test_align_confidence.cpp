@@ -1,4 +1,4 @@
-// fill_align_confidence (model/align_confidence.h): the confidences of aligned
+// fill_align_confidence (crf/align_confidence.h): the confidences of aligned
 // phones from a session, against the reference backend's own calls (the
 // float64 definitions), the per-utterance path equal to the batched one, and
 // the memory limit: not computed, with the reason.
@@ -9,12 +9,11 @@
 #include <random>
 #include <vector>
 
+#include "crf/align_confidence.h"
 #include "crf/session.h"
-#include "model/align_confidence.h"
-#include "model/executor.h"
 #include "tests/support/align_bruteforce.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 using crf::testing::Problem;
@@ -77,9 +76,9 @@ TEST(AlignConfidence, AgainstReferenceBatchedAndPerUtteranceAndLimit) {
 }
 
 }  // namespace
-}  // namespace timitseg::model
+}  // namespace timitseg::crf
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 // An utterance over the limit is scored by windows of its transcript: one
@@ -137,9 +136,9 @@ TEST(AlignConfidence, WindowsOfTheTranscript) {
 }
 
 }  // namespace
-}  // namespace timitseg::model
+}  // namespace timitseg::crf
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 // The windows' constrained pass in a band of +-B phones around the aligned
@@ -198,9 +197,9 @@ TEST(AlignConfidence, BandedWindowsMatchTheExactWindows) {
 }
 
 }  // namespace
-}  // namespace timitseg::model
+}  // namespace timitseg::crf
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 // batched_window_confidence (the device path of a long recording, here on the
@@ -266,4 +265,4 @@ TEST(AlignConfidence, BatchedWindowsMatchTheHostWindows) {
 }
 
 }  // namespace
-}  // namespace timitseg::model
+}  // namespace timitseg::crf

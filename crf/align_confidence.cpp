@@ -1,4 +1,4 @@
-// fill_align_confidence (model/executor.h): the confidence scores of aligned
+// fill_align_confidence (crf/align_confidence.h): the confidence scores of aligned
 // phones (docs/crf.md "Confidence") through a crf::Session on host arrays.
 #include <algorithm>
 #include <atomic>
@@ -17,11 +17,10 @@
 
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
-#include "model/cpu/network.h"  // default_threads: the command's --threads
-#include "model/executor.h"
+#include "crf/align_confidence.h"
 #include "settings/env.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 // Frames [first, first + length) of utterance b of a batch alone: its rows of
@@ -132,7 +131,7 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
   // Windows in parallel on a host backend (a session each; the backend's own
   // threads then run serially inside), one after another on a device backend.
   const bool host = !session.backend().on_device();
-  const int threads = host ? static_cast<int>(std::min<int64_t>(default_threads(), windows)) : 1;  // --threads
+  const int threads = host ? static_cast<int>(std::min<int64_t>(std::max(1, wl.threads), windows)) : 1;  // --threads
   std::vector<std::unique_ptr<crf::Session>> sessions(threads);
   for (int t = 1; t < threads; ++t) sessions[t] = std::make_unique<crf::Session>(session.backend());
   using Clock = std::chrono::steady_clock;
@@ -298,4 +297,4 @@ void fill_align_confidence(crf::Session& session, const crf::Dims& dims, const c
   }
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::crf

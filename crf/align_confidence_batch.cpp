@@ -1,4 +1,4 @@
-// batched_window_confidence (model/executor.h): the windows of
+// batched_window_confidence (crf/align_confidence.h): the windows of
 // fill_align_confidence's windowed path for one long utterance, scored as
 // batches of windows, each batch one call of Backend::align_posteriors and one
 // of Backend::span_marginals (on the cuda backend: one thread block a window;
@@ -15,10 +15,9 @@
 
 #include "common/parallel.h"
 #include "crf/session.h"
-#include "model/cpu/network.h"  // default_threads: the command's --threads
-#include "model/executor.h"
+#include "crf/align_confidence.h"
 
-namespace timitseg::model {
+namespace timitseg::crf {
 namespace {
 
 // Window k of the transcript: core phones [c0, c1), its phones [p0, p1), its
@@ -69,7 +68,7 @@ struct Packed {
 };
 
 void pack(const crf::Dims& dims, const crf::Params& hp, int64_t np, const int32_t* y, const int32_t* opt,
-          const int32_t* spans, const std::vector<Win>& ws, int64_t i0, int64_t i1, Packed& pk) {
+          const int32_t* spans, const std::vector<Win>& ws, int64_t i0, int64_t i1, int threads, Packed& pk) {
   const int64_t C = dims.C, nb = i1 - i0;
   int64_t T = 1, N = 1;
   for (int64_t i = i0; i < i1; ++i) {
@@ -85,7 +84,7 @@ void pack(const crf::Dims& dims, const crf::Params& hp, int64_t np, const int32_
   pk.nph.assign(nb, 0);
   pk.opt.assign(nb * N, 0);
   pk.spans.assign(nb * N * 2, 0);
-  parallel_for(nb, static_cast<int>(std::min<int64_t>(default_threads(), nb)), [&](int64_t r, int) {
+  parallel_for(nb, static_cast<int>(std::min<int64_t>(std::max(1, threads), nb)), [&](int64_t r, int) {
     const Win& w = ws[i0 + r];
     const int64_t len = w.e - w.a, n = w.p1 - w.p0;
     pk.lengths[r] = static_cast<int32_t>(len);
@@ -170,7 +169,7 @@ int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, 
   double pack_s = 0.0, score_s = 0.0;
   auto pack_range = [&](size_t j, Packed& pk) {
     const auto t = Clock::now();
-    pack(dims, hp, np, y, opt, spans, ws, ranges[j].first, ranges[j].second, pk);
+    pack(dims, hp, np, y, opt, spans, ws, ranges[j].first, ranges[j].second, wl.threads, pk);
     pack_s += std::chrono::duration<double>(Clock::now() - t).count();
   };
   Packed cur, next;
@@ -191,4 +190,4 @@ int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, 
   return batches;
 }
 
-}  // namespace timitseg::model
+}  // namespace timitseg::crf
