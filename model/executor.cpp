@@ -30,10 +30,13 @@ int set_threads(int threads) {
   return n;
 }
 
-crf::WindowLimits confidence_windows() {
-  crf::WindowLimits w;
-  w.threads = default_threads();
-  return w;
+void align_confidences(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                       const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                       const std::vector<int32_t>& optional, const crf::AlignResult& r, crf::AlignConfidence* out) {
+  crf::WindowLimits windows;
+  windows.threads = default_threads();
+  crf::fill_align_confidence(session, dims, host_params, N, phones, num_phones, optional, r, out,
+                             crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, windows);
 }
 
 Device resolve_device(config::DeviceSetting device, const std::string& hint) {

@@ -171,8 +171,11 @@ std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, co
 // train, evaluate, decode, compare and the report call it before make_executor.
 int set_threads(int threads);
 
-// The confidence windows of align() (crf/align_confidence.h) on the host's
-// threads: the default limits, run on the thread count set_threads set.
-crf::WindowLimits confidence_windows();
+// The confidences of align() (crf::fill_align_confidence) with the default
+// limits, the windows of a host backend on the thread count set_threads set:
+// the one call of every executor's align.
+void align_confidences(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                       const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                       const std::vector<int32_t>& optional, const crf::AlignResult& r, crf::AlignConfidence* out);
 
 }  // namespace timitseg::model

@@ -82,7 +82,10 @@ class CudaBackend final : public Backend {
     // TIMITSEG_CUDA_CHECKPOINT: the checkpointed backward (docs/crf.md) for a
     // long input (auto: common.cuh's long_input), at every size (always: tests
     // compare it with the full tables at small T) or never.
-    checkpoint_ = env_knob("TIMITSEG_CUDA_CHECKPOINT");
+    const std::string checkpoint = env_knob("TIMITSEG_CUDA_CHECKPOINT");
+    checkpoint_ = checkpoint == "always"  ? Checkpoint::always
+                  : checkpoint == "never" ? Checkpoint::never
+                                          : Checkpoint::automatic;
     TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
   }
   ~CudaBackend() override {
@@ -359,7 +362,8 @@ class CudaBackend final : public Backend {
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
   bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
-  std::string checkpoint_;  // TIMITSEG_CUDA_CHECKPOINT: "", "auto", "always" or "never"
+  enum class Checkpoint { automatic, always, never };
+  Checkpoint checkpoint_ = Checkpoint::automatic;  // TIMITSEG_CUDA_CHECKPOINT (unset: automatic), read once
   bool defer_ = false;  // set_defer_status
   // The call whose status word is still unread (check_deferred).
   struct Deferred {
@@ -418,8 +422,8 @@ class CudaBackend final : public Backend {
   // The checkpointed backward (common.cuh): on the fast recurrence only, for a
   // long input (long_input) or as TIMITSEG_CUDA_CHECKPOINT says.
   bool checkpointed(const Dims& d) const {
-    if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == "never") return false;
-    return checkpoint_ == "always" || long_input(d);
+    if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == Checkpoint::never) return false;
+    return checkpoint_ == Checkpoint::always || long_input(d);
   }
   // Each window of a checkpointed layout recomputed (after launch_checkpoint_pass), then fn(its layout).
   template <class F>

@@ -394,9 +394,7 @@ class CpuExecutor final : public Executor {
     const crf::Params hp = crf_params(net.layout(), params_, act.cum, batch, act.onset);
     crf::AlignResult r =
         session_.align_host(cd, hp, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
-    if (confidence)
-      crf::fill_align_confidence(session_, cd, hp, N, phones, num_phones, optional, r, confidence,
-                                 crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
+    if (confidence) align_confidences(session_, cd, hp, N, phones, num_phones, optional, r, confidence);
     return r;
   }
 

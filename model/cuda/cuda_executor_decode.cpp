@@ -174,9 +174,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     } else {
       r = session_->align_host(dims, host_p, N, phones.data(), num_phones.data(), host_opt);
     }
-    if (confidence)
-      crf::fill_align_confidence(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence,
-                                 crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
+    if (confidence) align_confidences(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence);
     return r;
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
@@ -199,9 +197,8 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    crf::fill_align_confidence(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones,
-                               optional, r, confidence, crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes,
-                               confidence_windows());
+    align_confidences(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional, r,
+                      confidence);
   }
   return r;
 }

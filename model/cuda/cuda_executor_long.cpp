@@ -132,12 +132,10 @@ crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const s
   crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
                                        optional.empty() ? nullptr : optional.data());
   if (confidence && backend_->on_device()) {  // windows of the transcript as batches on the device (cuda backend)
-    crf::fill_align_confidence(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence,
-                               crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
+    align_confidences(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
   } else if (confidence) {  // a host crf backend: windows of the transcript on the host's threads
     crf::Session session(*cpu);
-    crf::fill_align_confidence(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence,
-                               crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, confidence_windows());
+    align_confidences(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
   }
   return r;
 }
