@@ -23,7 +23,7 @@ namespace {
 template <class... T>
 using MemberOf = std::variant<T Config::*...>;
 using Member = MemberOf<std::string, int, int64_t, uint64_t, double, bool, CrfBackendSetting, LossNormalization,
-                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, LrSchedule, DeviceSetting, RnnAlgo>;
+                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, Supervision, LrSchedule, DeviceSetting, RnnAlgo>;
 struct Entry {
   const char* key;
   Member member;
@@ -52,6 +52,7 @@ const std::vector<Entry>& entries() {
       {"crf.decode", &Config::crf_decode},
       {"crf.onset_features", &Config::crf_onset_features},
       {"crf.duration_model", &Config::crf_duration_model},
+      {"crf.supervision", &Config::crf_supervision},
       {"train.run_dir", &Config::train_run_dir},
       {"train.epochs", &Config::train_epochs},
       {"train.batch_size", &Config::train_batch_size},

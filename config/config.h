@@ -61,6 +61,9 @@ struct Config {
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
   DecodeMode crf_decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
+  // crf.supervision: auto (times where an utterance has them, its phone sequence where it has only that) |
+  // segments (times only) | transcript (phone sequences only: the transcript NLL, times ignored)
+  Supervision crf_supervision = Supervision::automatic;
   // train
   std::string train_run_dir;         // train.run_dir (required)
   int train_epochs = 20;             // train.epochs

@@ -29,6 +29,10 @@ enum class OnsetFeatures { off, on, automatic };
 enum class DurationModel { table, lognormal };
 // crf.decode: Viterbi, or the per-frame argmax of the label marginals.
 enum class DecodeMode { viterbi, posterior };
+// crf.supervision: what the loss learns from (docs/training.md "Training from transcripts"): the phone
+// times where an utterance has them and its phone sequence where it has only that (auto), the times only
+// (segments), or the phone sequences only, times ignored where present (transcript).
+enum class Supervision { automatic, segments, transcript };
 // train.lr_schedule: cosine per update, cosine per epoch, or constant.
 enum class LrSchedule { cosine, cosine_epoch, constant };
 // train.device: cpu | cuda | auto (the resolved device is model/encoder.h's Device).
@@ -63,6 +67,8 @@ TIMITSEG_ENUM_NAMES(OnsetFeatures, 3, {OnsetFeatures::off, "false"}, {OnsetFeatu
                     {OnsetFeatures::automatic, "auto"});
 TIMITSEG_ENUM_NAMES(DurationModel, 2, {DurationModel::table, "table"}, {DurationModel::lognormal, "lognormal"});
 TIMITSEG_ENUM_NAMES(DecodeMode, 2, {DecodeMode::viterbi, "viterbi"}, {DecodeMode::posterior, "posterior"});
+TIMITSEG_ENUM_NAMES(Supervision, 3, {Supervision::automatic, "auto"}, {Supervision::segments, "segments"},
+                    {Supervision::transcript, "transcript"});
 TIMITSEG_ENUM_NAMES(LrSchedule, 3, {LrSchedule::cosine, "cosine"}, {LrSchedule::cosine_epoch, "cosine_epoch"},
                     {LrSchedule::constant, "constant"});
 TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSetting::cuda, "cuda"},

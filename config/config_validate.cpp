@@ -87,6 +87,7 @@ void Config::validate() const {
   check_words(*this, crf_decode, "crf.decode");
   check_words(*this, crf_onset_features, "crf.onset_features");
   check_words(*this, crf_duration_model, "crf.duration_model");
+  check_words(*this, crf_supervision, "crf.supervision");
   check_words(*this, train_lr_schedule, "train.lr_schedule");
   check(*this, train_weight_decay >= 0.0, "train.weight_decay", train_weight_decay, ">= 0");
   check(*this, limits::kAdamBeta.contains(train_beta1), "train.beta1", train_beta1, "in " + to_string(limits::kAdamBeta));

@@ -30,13 +30,36 @@ void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const da
   metrics.add(ref, pred);
 }
 
+void add_transcript_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u,
+                            const std::vector<crf::Segment>& segs) {
+  std::vector<char> silent(ls.names39.size(), 0);  // scoring labels that a silence class folds onto
+  for (int c = 0; c < ls.size(); ++c)
+    if (ls.spec.is_silence(c)) silent.at(ls.to39.at(c)) = 1;
+  const model::PhoneSequence seq = model::transcript_of(u, ls);
+  std::vector<int> ref, pred;
+  for (int32_t c : seq.phones)
+    if (!silent.at(ls.to39.at(c)) && (ref.empty() || ref.back() != ls.to39.at(c))) ref.push_back(ls.to39.at(c));
+  for (const crf::Segment& s : segs)
+    if (!silent.at(ls.to39.at(s.label))) pred.insert(pred.end(), s.duration, ls.to39.at(s.label));
+  metrics.add_sequence(ref, pred);
+}
+
 void evaluate_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn,
                          const model::LabelSet& ls, int batch_size, Metrics& metrics, const UtteranceHook& hook,
                          bool want_scores, double* nll_sum, Progress* progress) {
   std::vector<float> scores;
   std::vector<double> nll;
   if (nll_sum) *nll_sum = 0;
-  for (const std::vector<const data::Utterance*>& chunk : evaluation_chunks(utts, batch_size)) {
+  std::vector<const data::Utterance*> timed, untimed;
+  for (const data::Utterance* u : utts) (u->has_times() ? timed : untimed).push_back(u);
+  for (const std::vector<const data::Utterance*>& chunk : evaluation_chunks(untimed, batch_size)) {
+    // no times: the PER against the transcript, no NLL (the loss of a transcript is not the dev loss)
+    const model::Batch batch = model::make_batch(chunk, cmvn, ls, 0, model::BatchSupervision::transcript);
+    const auto segs = exec.decode(batch, nullptr, nullptr);
+    for (size_t b = 0; b < chunk.size(); ++b) add_transcript_metrics(metrics, ls, *chunk[b], segs[b]);
+    if (progress) progress->advance(static_cast<int64_t>(chunk.size()));
+  }
+  for (const std::vector<const data::Utterance*>& chunk : evaluation_chunks(timed, batch_size)) {
     const model::Batch batch = model::make_batch(chunk, cmvn, ls, 0);
     const auto segs = exec.decode(batch, want_scores ? &scores : nullptr, nll_sum ? &nll : nullptr);
     if (nll_sum)

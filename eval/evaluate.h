@@ -39,5 +39,11 @@ std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::ve
 // ref_labels [length] label-set indices) against the segments' labels; throws when the segments leave a frame uncovered.
 void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
                            int length, const std::vector<crf::Segment>& segs);
+// An utterance without phone times (data::Utterance::has_times() false):
+// the PER of its decoded phones against its transcript (model::transcript_of),
+// both folded onto the scoring set and with the silences left out (the
+// transcript's silences are optional, so where they fall is not known).
+void add_transcript_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u,
+                            const std::vector<crf::Segment>& segs);
 
 }  // namespace timitseg::eval

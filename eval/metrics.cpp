@@ -107,6 +107,20 @@ Metrics::Metrics(std::vector<std::string> names, double frame_shift_ms)
   count_pred_.assign(C_, 0);
 }
 
+void Metrics::add_sequence(const std::vector<int>& ref_phones, const std::vector<int>& pred) {
+  for (size_t i = 0; i < ref_phones.size(); ++i)
+    if (ref_phones[i] < 0 || ref_phones[i] >= C_)
+      throw std::invalid_argument("metrics: reference phone " + std::to_string(i) + " out of range");
+  for (size_t t = 0; t < pred.size(); ++t)
+    if (pred[t] < 0 || pred[t] >= C_) throw std::invalid_argument("metrics: label out of range at frame " + std::to_string(t));
+  ++utterances_;
+  ++sequence_only_;
+  std::vector<int> pp;
+  for (const Run& r : runs_of(pred)) pp.push_back(r.label);
+  edits_ += levenshtein(ref_phones, pp);
+  ref_phones_ += static_cast<int64_t>(ref_phones.size());
+}
+
 void Metrics::add(const std::vector<int>& ref, const std::vector<int>& pred) {
   if (ref.size() != pred.size())
     throw std::invalid_argument("metrics: reference has " + std::to_string(ref.size()) + " frames, prediction " +
@@ -219,6 +233,7 @@ nlohmann::json Metrics::to_json() const {
   using nlohmann::json;
   json j;
   j["utterances"] = utterances_;
+  if (sequence_only_ > 0) j["utterances_without_times"] = sequence_only_;  // scored in the PER only
   j["frames"] = frames_;
   j["per"] = per();
   j["phone_edits"] = edits_;

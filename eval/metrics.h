@@ -104,6 +104,13 @@ class Metrics {
   explicit Metrics(std::vector<std::string> names, double frame_shift_ms = 10.0);
   // ref and pred: frame labels of one utterance, same length.
   void add(const std::vector<int>& ref, const std::vector<int>& pred);
+  // An utterance without phone times: ref_phones is its transcript's phone
+  // sequence (scoring-set indices), pred its decoded frame labels. Counts in
+  // the PER only (utterances(), sequence_only()); the boundary, segment and
+  // frame figures need times.
+  void add_sequence(const std::vector<int>& ref_phones, const std::vector<int>& pred);
+  // The utterances scored by add_sequence (PER only).
+  int64_t sequence_only() const { return sequence_only_; }
 
   double per() const { return ref_phones_ ? double(edits_) / ref_phones_ : 0.0; }
   double frame_accuracy() const { return frames_ ? double(correct_frames_) / frames_ : 0.0; }
@@ -139,6 +146,7 @@ class Metrics {
   double frame_shift_ms_;
   int tol_20ms_frames_;
   int64_t utterances_ = 0, edits_ = 0, ref_phones_ = 0, frames_ = 0, correct_frames_ = 0;
+  int64_t sequence_only_ = 0;
   PRF boundary_[kMaxTol + 1];
   PRF segment_;
   PRF boundary_20ms_;

@@ -4,10 +4,77 @@
 #include <stdexcept>
 
 namespace timitseg::model {
+namespace {
+
+int class_of(const LabelSet& ls, const data::Utterance& u, int label, const char* what, size_t at) {
+  const int c = ls.from61(label);
+  if (c < 0)
+    throw std::invalid_argument("utterance " + u.id + " " + what + " " + std::to_string(at) + ": label index " +
+                                std::to_string(label) + " has no class in the " +
+                                (ls.is_timit() ? std::to_string(ls.set) + "-phone set" : "phone set " + ls.spec.name));
+  return c;
+}
+
+// Appends phone c (optional or not) so that no segmentation is read twice:
+// a phone equal to the last one is merged into it (frame labels would merge
+// the two runs), also across an optional phone between them, which is then
+// dropped (skipped, it would leave two equal phones side by side, the same
+// segmentations as the merged phone: docs/crf.md "Training from transcripts").
+void push_phone(PhoneSequence& s, int32_t c, bool optional) {
+  const size_t n = s.phones.size();
+  if (!optional) {
+    if (n >= 1 && s.phones[n - 1] == c) {  // an optional phone equal to c becomes c itself
+      s.optional[n - 1] = 0;
+      return;
+    }
+    if (n >= 2 && s.optional[n - 1] && s.phones[n - 2] == c) {
+      s.phones.pop_back();
+      s.optional.pop_back();
+      return;
+    }
+  }
+  if (optional && n >= 1 && s.optional[n - 1]) return;  // never two optional phones in a row
+  if (optional && n >= 1 && s.phones[n - 1] == c) return;  // silence after silence: merged
+  s.phones.push_back(c);
+  s.optional.push_back(optional ? 1 : 0);
+}
+
+}  // namespace
+
+int PhoneSequence::required() const {
+  return static_cast<int>(std::count(optional.begin(), optional.end(), 0));
+}
+
+PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
+  PhoneSequence s;
+  if (!u.transcript.empty()) {
+    for (size_t i = 0; i < u.transcript.size(); ++i) {
+      const bool opt = i < u.transcript_optional.size() && u.transcript_optional[i] != 0;
+      push_phone(s, class_of(ls, u, u.transcript[i], "transcript phone", i), opt);
+    }
+  } else {
+    const int sil = ls.spec.silence_index();
+    for (int t = 0; t < u.num_frames && t < static_cast<int>(u.labels.size()); ++t) {
+      const int c = class_of(ls, u, u.labels[t], "frame", static_cast<size_t>(t));
+      if (t > 0 && c == class_of(ls, u, u.labels[t - 1], "frame", static_cast<size_t>(t - 1))) continue;
+      if (sil >= 0 && ls.spec.is_silence(c)) continue;
+      if (sil >= 0) push_phone(s, sil, true);
+      push_phone(s, c, false);
+    }
+    if (sil >= 0) push_phone(s, sil, true);
+  }
+  if (s.phones.empty()) throw std::invalid_argument("utterance " + u.id + " has an empty phone sequence");
+  if (s.required() == 0) {  // silence alone: the silence is the transcript
+    s.phones.assign(1, s.phones.front());
+    s.optional.assign(1, 0);
+  }
+  return s;
+}
 
 Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
-                 int fixed_length) {
+                 int fixed_length, BatchSupervision supervision) {
   if (utts.empty()) throw std::invalid_argument("make_batch: empty batch");
+  const bool by_transcript = supervision == BatchSupervision::transcript;
   Batch batch;
   const int B = static_cast<int>(utts.size());
   const int D = utts[0]->dim;
@@ -17,6 +84,13 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
       throw std::invalid_argument("utterance " + u->id + " has feature dim " + std::to_string(u->dim) + ", expected " +
                                   std::to_string(D));
     if (u->num_frames < 1) throw std::invalid_argument("utterance " + u->id + " has no frames");
+    if (!by_transcript && !u->has_times())
+      throw std::invalid_argument("utterance " + u->id + " has no phone times (only a transcript): it trains with "
+                                  "crf.supervision auto or transcript");
+    if (by_transcript && fixed_length > 0 && fixed_length < u->num_frames)
+      throw std::invalid_argument("utterance " + u->id + ": debug.fixed_length " + std::to_string(fixed_length) +
+                                  " would cut its " + std::to_string(u->num_frames) +
+                                  " frames, and a transcript cannot be cut");
     T = std::max(T, fixed_length > 0 ? fixed_length : u->num_frames);
   }
   batch.input.B = B;
@@ -24,6 +98,7 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
   batch.input.features.assign(static_cast<size_t>(B) * T * D, 0.f);
   batch.input.lengths.assign(B, 0);
   batch.labels.assign(static_cast<size_t>(B) * T, 0);
+  std::vector<PhoneSequence> seqs;
   for (int b = 0; b < B; ++b) {
     const data::Utterance& u = *utts[b];
     batch.ids.push_back(u.id);
@@ -33,18 +108,27 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
     float* f = batch.input.features.data() + static_cast<size_t>(b) * T * D;
     std::copy(u.features.begin(), u.features.begin() + static_cast<size_t>(copy) * D, f);
     if (cmvn) cmvn->apply(f, copy);
-    int32_t* lab = batch.labels.data() + static_cast<size_t>(b) * T;
-    for (int t = 0; t < copy; ++t) {
-      const int l = ls.from61(u.labels[t]);
-      if (l < 0)
-        throw std::invalid_argument("utterance " + u.id + " frame " + std::to_string(t) + ": label index " +
-                                    std::to_string(u.labels[t]) + " has no class in the " + std::to_string(ls.set) +
-                                    "-phone set");
-      lab[t] = l;
-    }
-    for (int t = copy; t < T; ++t) lab[t] = lab[copy - 1];  // padding (and --fixed-length) repeats the last label
     batch.input.lengths[b] = L;
     batch.frames += L;
+    if (by_transcript) {
+      seqs.push_back(transcript_of(u, ls));
+      batch.N = std::max(batch.N, static_cast<int>(seqs.back().phones.size()));
+      continue;
+    }
+    int32_t* lab = batch.labels.data() + static_cast<size_t>(b) * T;
+    for (int t = 0; t < copy; ++t) lab[t] = class_of(ls, u, u.labels[t], "frame", static_cast<size_t>(t));
+    for (int t = copy; t < T; ++t) lab[t] = lab[copy - 1];  // padding (and --fixed-length) repeats the last label
+  }
+  if (by_transcript) {
+    batch.phones.assign(static_cast<size_t>(B) * batch.N, 0);
+    batch.optional.assign(static_cast<size_t>(B) * batch.N, 0);
+    batch.num_phones.assign(B, 0);
+    for (int b = 0; b < B; ++b) {
+      const PhoneSequence& s = seqs[b];
+      std::copy(s.phones.begin(), s.phones.end(), batch.phones.begin() + static_cast<size_t>(b) * batch.N);
+      std::copy(s.optional.begin(), s.optional.end(), batch.optional.begin() + static_cast<size_t>(b) * batch.N);
+      batch.num_phones[b] = static_cast<int32_t>(s.phones.size());
+    }
   }
   return batch;
 }

@@ -26,10 +26,20 @@ struct BatchInput {
   int global_B = 0, global_T = 0;
 };
 
+// What supervises the CRF on a batch: the gold segmentation of the frame
+// labels (the NLL of docs/crf.md), or each utterance's phone sequence (the
+// transcript NLL, log Z - log Z_c: docs/crf.md "Training from transcripts").
+enum class BatchSupervision { segments, transcript };
+
 // A padded batch, ready for the network and the CRF.
 struct Batch {
   BatchInput<float> input;            // features [B][T][D] (normalized), lengths [B]
-  std::vector<int32_t> labels;        // [B][T] label-set indices; padding repeats the last label
+  std::vector<int32_t> labels;        // [B][T] label-set indices; padding repeats the last label (transcript batches: 0, unread)
+  // Transcript batches (N > 0): phones [B][N] class indices, num_phones [B],
+  // optional [B][N] (1: the phone may take 0 frames, an optional silence).
+  int N = 0;
+  std::vector<int32_t> phones, num_phones, optional;
+  bool transcript() const { return N > 0; }
   std::vector<std::string> ids;       // [B] utterance ids
   std::vector<int32_t> source_frames; // [B] frames before --fixed-length
   int64_t frames = 0;                 // sum of lengths
@@ -38,7 +48,27 @@ struct Batch {
 // Collates utterances: CMVN applied when cmvn != nullptr; fixed_length > 0
 // truncates or pads (zeros, label repeated) every utterance to exactly N frames
 // and reports N as its length (the reference script's --fixed-length).
+// supervision transcript: each utterance's phone sequence (its own
+// data::Utterance::transcript, else the one read off its frame labels by
+// transcript_of_labels) fills phones/num_phones/optional and labels stay 0;
+// an utterance without times needs it (segments throws naming it).
 Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
-                 int fixed_length);
+                 int fixed_length, BatchSupervision supervision = BatchSupervision::segments);
+
+// An utterance's phone sequence in classes (phones) with its optional flags:
+// its transcript when it has one (data::Utterance::transcript, mapped into the
+// classes; consecutive equal classes merged unless an optional phone stands
+// between them), else the one its frame labels read as a transcript would give
+// it: the maximal runs' classes without the silences, the label set's silence
+// (spec.silence_index()) offered as an optional phone between every two phones
+// and at both ends (none when the set has no silence). Throws naming the
+// utterance when a label or phone has no class.
+struct PhoneSequence {
+  std::vector<int32_t> phones;
+  std::vector<int32_t> optional;
+  // Phones that cannot be skipped: a feasible utterance has at least this many frames.
+  int required() const;
+};
+PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls);
 
 }  // namespace timitseg::model

@@ -37,6 +37,9 @@ class PartClock {
   Clock::time_point t0_ = Clock::now();
 };
 
+// The frame CE needs frame labels: off on a transcript batch (its frame_ce_sum stays 0).
+bool with_frame_ce(const StepOptions& so, const Batch& batch) { return so.frame_ce_weight > 0.0 && !batch.transcript(); }
+
 // end_share when the share's stages are queued, or one of them threw.
 struct EndShare {
   StepDevice& dev;
@@ -52,7 +55,7 @@ CrfSums queue_share(StepDevice& dev, const Batch& batch, const StepOptions& so, 
   dev.forward(batch, so);  // 1
   clock.mark(res.times.encoder_forward);
   const CrfSums crf = dev.crf(batch, so, 1.0 / norm);  // 2, 3
-  if (so.frame_ce_weight > 0.0) dev.frame_ce(batch, so.frame_ce_weight / norm);
+  if (with_frame_ce(so, batch)) dev.frame_ce(batch, so.frame_ce_weight / norm);
   clock.mark(res.times.crf);
   dev.backward(batch, so);  // 4
   dev.penalty(so);          // 5
@@ -69,7 +72,7 @@ void check_share(StepDevice& dev, const Batch& batch, const StepOptions& so, dou
   res.nll_sum = check_crf_outputs(crf.log_z, crf.gold, B);
   dev.check_crf_gradients();
   res.penalty = sc.penalty;
-  if (so.frame_ce_weight > 0.0) res.frame_ce_sum = check_frame_ce(dev.frame_ce_sum(B));
+  if (with_frame_ce(so, batch)) res.frame_ce_sum = check_frame_ce(dev.frame_ce_sum(B));
   res.loss = step_loss(res, so, norm);
   res.grad_norm = sc.norm;
   if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");

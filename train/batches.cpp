@@ -14,11 +14,12 @@ void shuffle(std::vector<int>& v, std::mt19937_64& rng) {
 
 }  // namespace
 
-std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const config::Config& cfg,
-                                                 std::mt19937_64& rng) {
-  std::vector<int> order(lengths.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-  shuffle(order, rng);
+namespace {
+
+// The batches of `order` (already shuffled): with bucketing, pools sorted by
+// length, then cut into batches of cfg.train_batch_size.
+std::vector<std::vector<int>> cut_batches(std::vector<int> order, const std::vector<int32_t>& lengths,
+                                          const config::Config& cfg) {
   const size_t bs = static_cast<size_t>(cfg.train_batch_size);
   if (cfg.train_bucketing) {
     const size_t pool = bs * static_cast<size_t>(cfg.train_bucket_batches);
@@ -30,7 +31,29 @@ std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& len
   std::vector<std::vector<int>> batches;
   for (size_t p = 0; p < order.size(); p += bs)
     batches.emplace_back(order.begin() + p, order.begin() + std::min(order.size(), p + bs));
-  if (cfg.train_bucketing) {
+  return batches;
+}
+
+}  // namespace
+
+std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const config::Config& cfg,
+                                                 std::mt19937_64& rng, const std::vector<uint8_t>& groups) {
+  std::vector<int> order(lengths.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+  shuffle(order, rng);
+  const bool mixed = !groups.empty() && std::any_of(groups.begin(), groups.end(), [&](uint8_t g) { return g != groups[0]; });
+  std::vector<std::vector<int>> batches;
+  if (!mixed) {
+    batches = cut_batches(std::move(order), lengths, cfg);
+  } else {  // each group's batches of its own utterances, in the shuffled order
+    for (const uint8_t g : {uint8_t{0}, uint8_t{1}}) {
+      std::vector<int> mine;
+      for (int i : order)
+        if ((groups[static_cast<size_t>(i)] != 0) == (g != 0)) mine.push_back(i);
+      for (auto& b : cut_batches(std::move(mine), lengths, cfg)) batches.push_back(std::move(b));
+    }
+  }
+  if (cfg.train_bucketing || mixed) {
     std::vector<int> bo(batches.size());
     for (size_t i = 0; i < bo.size(); ++i) bo[i] = static_cast<int>(i);
     shuffle(bo, rng);
@@ -39,6 +62,13 @@ std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& len
     batches = std::move(shuffled);
   }
   return batches;
+}
+
+size_t epoch_batch_count(size_t utterances, const config::Config& cfg, const std::vector<uint8_t>& groups) {
+  const size_t bs = static_cast<size_t>(cfg.train_batch_size);
+  const size_t ones = static_cast<size_t>(std::count_if(groups.begin(), groups.end(), [](uint8_t g) { return g != 0; }));
+  if (groups.empty() || ones == 0 || ones == utterances) return (utterances + bs - 1) / bs;
+  return (ones + bs - 1) / bs + (utterances - ones + bs - 1) / bs;
 }
 
 BatchPrefetcher::~BatchPrefetcher() {

@@ -20,8 +20,14 @@ namespace timitseg::train {
 // Batches of one epoch (indices into `lengths`): a seeded shuffle; with
 // train.bucketing, pools of bucket_batches * batch_size utterances are sorted
 // by length and cut into batches, and the batch order is shuffled again.
+// groups [N] (empty: one group): a batch holds utterances of one group only
+// (the GPU and CPU CRF stages take a batch of one supervision: times or phone
+// sequences); with two groups, each group is cut into batches as above and the
+// batch order is shuffled. With one group, the batches are the same as without.
 std::vector<std::vector<int>> make_epoch_batches(const std::vector<int32_t>& lengths, const config::Config& cfg,
-                                                 std::mt19937_64& rng);
+                                                 std::mt19937_64& rng, const std::vector<uint8_t>& groups = {});
+// The number of batches make_epoch_batches cuts `utterances` into.
+size_t epoch_batch_count(size_t utterances, const config::Config& cfg, const std::vector<uint8_t>& groups = {});
 
 // A rank's share of one global batch (several training processes,
 // docs/multigpu.md): the positions in `batch` (ascending) of the utterances

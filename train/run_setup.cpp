@@ -14,6 +14,7 @@
 #include "crf/duration.h"
 #include "model/feature_check.h"
 #include "options/options.h"
+#include "train/batches.h"
 #include "train/distributed.h"
 #include "train/train.h"  // latest_checkpoint
 
@@ -72,8 +73,10 @@ void resume_state(TrainingRun& r) {
 // The frame labels of every train utterance as the run's classes (crf.duration_init = data).
 std::vector<std::vector<int32_t>> train_classes(const TrainingRun& r, const TrainData& data) {
   std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
-  for (size_t u = 0; u < classes.size(); ++u)
+  for (size_t u = 0; u < classes.size(); ++u) {
+    if (trains_on_transcript(r.cfg, data.train.utterances[u])) continue;  // its times are not to be learnt from
     for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
+  }
   return classes;
 }
 
@@ -82,7 +85,13 @@ std::vector<std::vector<int32_t>> train_classes(const TrainingRun& r, const Trai
 void fresh_state(TrainingRun& r, const TrainData& data) {
   model::ModelState& state = r.state;
   model::init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  if (r.cfg.crf_duration_init == config::DurationInit::data && state.dims.duration_lognormal) {
+  const bool any_times = std::any_of(data.train.utterances.begin(), data.train.utterances.end(),
+                                     [&](const data::Utterance& u) { return !trains_on_transcript(r.cfg, u); });
+  if (r.cfg.crf_duration_init == config::DurationInit::data && !any_times) {
+    spdlog::info("crf.duration_init = data: no train utterance trains on phone times (crf.supervision = {}), so "
+                 "the durations start from the draw alone",
+                 config::to_string(r.cfg.crf_supervision));
+  } else if (r.cfg.crf_duration_init == config::DurationInit::data && state.dims.duration_lognormal) {
     // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
     const std::vector<std::vector<int32_t>> classes = train_classes(r, data);
     const std::vector<float> fit = crf::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
@@ -118,8 +127,16 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
   }
   const int64_t N = static_cast<int64_t>(data.train.utterances.size());
   r.lengths.resize(N);
-  for (int64_t i = 0; i < N; ++i) r.lengths[i] = data.train.utterances[i].num_frames;
-  r.batches_per_epoch = (N + cfg.train_batch_size - 1) / cfg.train_batch_size;
+  r.by_transcript.resize(N);
+  for (int64_t i = 0; i < N; ++i) {
+    r.lengths[i] = data.train.utterances[i].num_frames;
+    r.by_transcript[i] = trains_on_transcript(cfg, data.train.utterances[i]) ? 1 : 0;
+  }
+  r.batches_per_epoch = static_cast<int64_t>(epoch_batch_count(static_cast<size_t>(N), cfg, r.by_transcript));
+  if (const int64_t nt = std::count(r.by_transcript.begin(), r.by_transcript.end(), 1); nt > 0)
+    spdlog::info("crf.supervision = {}: {} of {} train utterances train on their phone sequence (the transcript "
+                 "NLL), {} on their phone times",
+                 config::to_string(cfg.crf_supervision), nt, N, N - nt);
   r.total_steps = r.batches_per_epoch * cfg.train_epochs;
   if (r.inject_epoch > 0 && (r.inject_epoch <= r.state.epoch || r.inject_epoch > cfg.train_epochs ||
                              r.inject_batch > r.batches_per_epoch))
@@ -133,7 +150,18 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
     spdlog::warn("debug.inject_fault without debug.check_numerics: the fault is planted, but only the older "
                  "checks (CRF input, loss, gradients) can stop the step");
   r.cmvn = data.has_cmvn ? &data.cmvn : nullptr;
-  for (const auto& u : data.dev.utterances) r.dev_utts.push_back(&u);
+  size_t dev_untimed = 0;
+  for (const auto& u : data.dev.utterances) {
+    if (!u.has_times() && r.world->size() > 1) {  // several processes: the dev PER of times only
+      ++dev_untimed;
+      continue;
+    }
+    r.dev_utts.push_back(&u);
+  }
+  if (dev_untimed > 0)
+    spdlog::warn("{} dev utterances without phone times are left out of the dev evaluation on several processes "
+                 "(one process scores their PER against the transcript)",
+                 dev_untimed);
   r.inject_exit = cfg.inject_exit();
   const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
                                                       r.world->launch().launcher + ", " + r.world->library() + ")"

@@ -131,7 +131,7 @@ struct EpochTotals {
 // One epoch: its batches (seeded shuffle), prepared on a background thread,
 // one step each; loss, throughput and time per part into rec.
 EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::time_point epoch_t0, EpochRecord& rec) {
-  const auto batches = make_epoch_batches(r.lengths, r.cfg, r.rng);  // the global batches: the same on every rank
+  const auto batches = make_epoch_batches(r.lengths, r.cfg, r.rng, r.by_transcript);  // the global batches: the same on every rank
   std::vector<BatchShare> shares;
   for (const std::vector<int>& b : batches) shares.push_back(share_of_batch(b, r.lengths, r.fixed_length, *r.world));
   EpochTotals tot;
@@ -144,7 +144,11 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
         std::vector<const data::Utterance*> chunk;
         for (int i : shares[bi].utts) chunk.push_back(&data.train.utterances[i]);
         // an empty share (fewer utterances than ranks): an empty batch, which adds zeros to the step
-        model::Batch batch = chunk.empty() ? model::Batch{} : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        const bool by_transcript = !batches[bi].empty() && r.by_transcript[static_cast<size_t>(batches[bi][0])];
+        model::Batch batch = chunk.empty() ? model::Batch{}
+                                           : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length,
+                                                               by_transcript ? model::BatchSupervision::transcript
+                                                                             : model::BatchSupervision::segments);
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },

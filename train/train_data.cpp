@@ -1,9 +1,62 @@
 // The data of a training run (train/train_data.h).
 #include "train/train_data.h"
 
+#include <spdlog/spdlog.h>
+
 #include <stdexcept>
 
+#include "model/batch.h"
+#include "model/labels.h"
+
 namespace timitseg::train {
+
+bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u) {
+  return cfg.crf_supervision == config::Supervision::transcript ||
+         (cfg.crf_supervision == config::Supervision::automatic && !u.has_times());
+}
+
+namespace {
+
+// Why u cannot train, or "" when it can.
+std::string untrainable(const config::Config& cfg, const data::Utterance& u, const model::LabelSet& ls) {
+  if (!trains_on_transcript(cfg, u))
+    return u.has_times() ? "" : "no phone times (only a transcript) and crf.supervision is segments";
+  model::PhoneSequence s;
+  try {
+    s = model::transcript_of(u, ls);
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  if (u.num_frames < s.required())
+    return "its " + std::to_string(u.num_frames) + " frames cannot hold its " + std::to_string(s.required()) +
+           " phones (one frame each at least)";
+  return "";
+}
+
+}  // namespace
+
+size_t keep_trainable(const config::Config& cfg, TrainData& data) {
+  const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
+  std::vector<data::Utterance> kept;
+  size_t left_out = 0;
+  for (data::Utterance& u : data.train.utterances) {
+    const std::string why = untrainable(cfg, u, ls);
+    if (why.empty()) {
+      kept.push_back(std::move(u));
+      continue;
+    }
+    if (++left_out <= 10) spdlog::warn("train utterance {} left out: {}", u.id, why);
+  }
+  if (left_out > 10) spdlog::warn("... {} more train utterances left out (the first 10 named above)", left_out - 10);
+  if (kept.empty())
+    throw std::runtime_error("no train utterance can train under crf.supervision = " +
+                             std::string(config::to_string(cfg.crf_supervision)) + " (" + std::to_string(left_out) +
+                             " left out, named above)");
+  if (left_out > 0)
+    spdlog::warn("{} of {} train utterances left out; training on {}", left_out, left_out + kept.size(), kept.size());
+  data.train.utterances = std::move(kept);
+  return left_out;
+}
 
 TrainData load_train_data(const config::Config& cfg) {
   if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
@@ -20,6 +73,7 @@ TrainData load_train_data(const config::Config& cfg) {
     d.train.utterances.resize(static_cast<size_t>(cfg.data_max_train_utterances));
   if (cfg.data_max_dev_utterances > 0 && static_cast<int64_t>(d.dev.utterances.size()) > cfg.data_max_dev_utterances)
     d.dev.utterances.resize(static_cast<size_t>(cfg.data_max_dev_utterances));
+  keep_trainable(cfg, d);
   return d;
 }
 

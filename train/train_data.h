@@ -19,7 +19,20 @@ struct TrainData {
 
 // The splits of cfg.data_workdir (data.workdir, required), cut to
 // data.max_train_utterances / data.max_dev_utterances, with the CMVN when
-// features.cmvn. Throws naming the key or the file.
+// features.cmvn, and the train utterances that cannot train under
+// crf.supervision left out (keep_trainable). Throws naming the key or the file.
 TrainData load_train_data(const config::Config& cfg);
+
+// Whether train utterance u trains on its phone sequence (the transcript
+// NLL): crf.supervision transcript, or auto and u has no times.
+bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u);
+
+// Leaves out of data.train, each named in one warning line (the first 10,
+// then a count) and counted in the returned number, the utterances that cannot
+// train: without times under crf.supervision segments; on a transcript, those
+// whose frames cannot hold their phones (fewer frames than phones that cannot
+// be skipped) or whose phone sequence has a phone outside the run's phone set.
+// Throws when no train utterance is left.
+size_t keep_trainable(const config::Config& cfg, TrainData& data);
 
 }  // namespace timitseg::train

@@ -49,6 +49,7 @@ struct TrainingRun {
   int fixed_length = 0;
   int inject_epoch = -1, inject_batch = -1;  // debug.inject_nonfinite
   std::vector<int32_t> lengths;              // [N] frames of each training utterance
+  std::vector<uint8_t> by_transcript;        // [N] 1: trains on its phone sequence (train_data.h trains_on_transcript)
   int64_t batches_per_epoch = 0, total_steps = 0;
   const data::Cmvn* cmvn = nullptr;
   std::vector<const data::Utterance*> dev_utts;

@@ -12,6 +12,7 @@
 #include "model/frame_ce.h"
 #include "model/step.h"
 #include "model/step_recipe.h"
+#include "model/transcript_loss.h"
 
 namespace timitseg::model {
 namespace {
@@ -167,7 +168,9 @@ CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scal
   hro.viterbi = false;
   hro.scale = scale;
   try {
-    crf_ = session_.run_host(dims, crf_params(lay, params_, act_.cum, batch, act_.onset), batch.labels.data(), hro);
+    const crf::Params p = crf_params(lay, params_, act_.cum, batch, act_.onset);
+    crf_ = batch.transcript() ? transcript_crf_host(session_, dims, p, batch, scale)
+                              : session_.run_host(dims, p, batch.labels.data(), hro);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());

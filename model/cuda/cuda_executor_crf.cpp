@@ -10,6 +10,7 @@
 #include "crf/device_layers.h"
 #include "model/cuda/frame_ce.h"
 #include "model/cuda/ops.h"
+#include "model/transcript_loss.h"
 
 namespace timitseg::model::cuda_detail {
 
@@ -110,7 +111,16 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
       g.onset = donset_.as<float>();
     }
     try {
-      session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
+      if (batch.transcript()) {
+        const size_t bn = static_cast<size_t>(B) * batch.N * sizeof(int32_t);
+        align_phones_.upload(batch.phones.data(), bn, stream_);
+        align_opt_.upload(batch.optional.data(), bn, stream_);
+        align_nph_.upload(batch.num_phones.data(), static_cast<size_t>(B) * sizeof(int32_t), stream_);
+        session_->transcript_backward(dims, p, batch.N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(),
+                                      align_opt_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
+      } else {
+        session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
+      }
     } catch (const std::invalid_argument& e) {
       crf_failed(e);
     }
@@ -133,7 +143,9 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
   ro.scale = scale;
   crf::HostResult r;
   try {
-    r = session_->run_host(dims, host_crf_params(hp, cum, batch, onset), batch.labels.data(), ro);
+    const crf::Params p = host_crf_params(hp, cum, batch, onset);
+    r = batch.transcript() ? transcript_crf_host(*session_, dims, p, batch, scale)
+                           : session_->run_host(dims, p, batch.labels.data(), ro);
   } catch (const std::invalid_argument& e) {
     crf_failed(e);
   }

@@ -4,7 +4,9 @@
 // run the deferred call synchronously; the CUDA half (skipped without a GPU)
 // checks the queued path: errors at the check, rows of length 0 re-run there,
 // no leak into the next call, and tickets kept per handle.
+#ifdef TIMITSEG_HAVE_CUDA  // a CPU-only build (-DTIMITSEG_CUDA=OFF) links no CUDA runtime
 #include <cuda_runtime.h>
+#endif
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -426,6 +428,7 @@ TEST(CapiNllBeginEndCuda, QueuedHalvesEqualTheOneCallBitwise) {
   timitseg_crf_free(h);
 }
 
+#ifdef TIMITSEG_HAVE_CUDA
 namespace {
 void CUDART_CB sleep_600ms(void*) { std::this_thread::sleep_for(std::chrono::milliseconds(600)); }
 
@@ -475,3 +478,4 @@ TEST(CapiDeferredCuda, CheckWaitsForTheCallNotForLaterWork) {
   cudaStreamDestroy(s);
   timitseg_crf_free(h);
 }
+#endif  // TIMITSEG_HAVE_CUDA (the test above)
