@@ -100,6 +100,10 @@ std::vector<double> upstream(const Batch& b, const timitseg_tensor* t, const cha
 
 }  // namespace
 
+void write_grads64(const timitseg_crf& h, const Batch& b, const timitseg_crf_grads& g, const std::vector<double>& gcum,
+                   const std::vector<double>& gA, const std::vector<double>& gD, const std::vector<double>& gs,
+                   const std::vector<double>& ge, const std::vector<double>& go);
+
 void log_partition_f64(const timitseg_crf& h, const Batch& b, const timitseg_tensor& log_z) {
   std::vector<double> lz(b.rows.size());
   if (b.dims.B > 0) {
@@ -140,6 +144,39 @@ void nll_f64(const timitseg_crf& h, const Batch& b, const std::vector<int32_t>* 
   if (!grads) return;
   if (h.p.reg != 0.0 && (labels || segs))  // no gold: log Z and its gradients, no penalty
     crf::l2_penalty<double>(h.p.reg, C, ln ? 0 : K, h.transition64.data(), h.duration_bias64.data(), gA.data(), gD.data());
+  write_grads64(h, b, *grads, gcum, gA, gD, gs, ge, go);
+}
+
+void transcript_f64(const timitseg_crf& h, const Batch& b, int64_t N, const std::vector<int32_t>& phones,
+                    const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional, double scale,
+                    const timitseg_tensor& out, const timitseg_crf_grads* grads) {
+  const int64_t Bk = b.dims.B, T = b.T, C = b.C, K = b.K;
+  std::vector<double> lz(Bk), lzc(Bk), gcum(static_cast<size_t>(Bk * (T + 1) * C), 0.0), gA(C * C, 0.0),
+      gD(K * C, 0.0), gs(C, 0.0), ge(C, 0.0), go(b.onset64.empty() ? 0 : static_cast<size_t>(Bk * T * C), 0.0);
+  if (Bk > 0) {
+    const Inputs in(h, b);
+    const ref::GradsF64 g{gcum.data(), gA.data(), gD.data(), gs.data(), ge.data(), go.empty() ? nullptr : go.data()};
+    on_kept(b, [&] {
+      ref::transcript_backward_f64(b.dims, in.p, N, phones.data(), num_phones.data(),
+                                   optional.empty() ? nullptr : optional.data(), scale, lz.data(), lzc.data(), g);
+    });
+  }
+  std::vector<double> v(b.rows.size());
+  for (size_t k = 0; k < b.rows.size(); ++k) v[k] = lz[k] - lzc[k];
+  write_rows(b, v, 1, out, "nll", {b.B});
+  if (!grads) return;
+  if (h.p.reg != 0.0)
+    crf::l2_penalty<double>(h.p.reg, C, h.p.duration_model == TIMITSEG_DURATION_LOGNORMAL ? 0 : K,
+                            h.transition64.data(), h.duration_bias64.data(), gA.data(), gD.data());
+  write_grads64(h, b, *grads, gcum, gA, gD, gs, ge, go);
+}
+
+// The float64 gradients into the caller's grads (the scores' through the centering, the log-normal's chained).
+void write_grads64(const timitseg_crf& h, const Batch& b, const timitseg_crf_grads& g, const std::vector<double>& gcum,
+                   const std::vector<double>& gA, const std::vector<double>& gD, const std::vector<double>& gs,
+                   const std::vector<double>& ge, const std::vector<double>& go) {
+  const int64_t T = b.T, C = b.C, K = b.K;
+  const timitseg_crf_grads* grads = &g;
   if (present(&grads->scores)) write_score_grad64(b, gcum, grads->scores);
   write_param(b, grads->transition, gA);
   write_param(b, grads->duration_bias, gD);

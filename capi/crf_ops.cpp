@@ -357,47 +357,93 @@ void marginals(timitseg_crf* h, const timitseg_crf_batch* in, timitseg_tensor* b
   }
 }
 
-void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor* phones,
-           const timitseg_tensor* num_phones, const timitseg_tensor* optional, timitseg_tensor* score,
-           timitseg_tensor* spans) {
-  Batch b = prepare(h, in);
+// The phone inputs of align and transcript_nll, checked (shapes, device, counts, labels), kept rows gathered.
+struct PhoneInputs {
+  int64_t N = 0;
+  std::vector<int32_t> ph, np, opt;  // [B'][N], [B'], [B'][N] or empty
+  const int32_t* optional() const { return opt.empty() ? nullptr : opt.data(); }
+};
+PhoneInputs read_phones(const Batch& b, const timitseg_tensor* phones, const timitseg_tensor* num_phones,
+                        const timitseg_tensor* optional) {
   need(phones, "phones");
   need(num_phones, "num_phones");
-  need(score, "score");
-  need(spans, "spans");
   capi::check_int(*phones, "phones");
   capi::check_int(*num_phones, "num_phones");
-  const int64_t N = capi::check_shape(*phones, "phones", {b.B, -1})[1];
+  PhoneInputs x;
+  const int64_t N = x.N = capi::check_shape(*phones, "phones", {b.B, -1})[1];
   capi::check_shape(*num_phones, "num_phones", {b.B});
   capi::check_device(*phones, "phones", b.device, b.device_index);
   capi::check_device(*num_phones, "num_phones", b.device, b.device_index);
-  capi::check_int(*spans, "spans");
-  capi::check_shape(*spans, "spans", {b.B, N, 2});
-  capi::check_device(*spans, "spans", b.device, b.device_index);
-  capi::check_float(*score, "score");
-  capi::check_shape(*score, "score", {b.B});
-  capi::check_device(*score, "score", b.device, b.device_index);
   const std::vector<int64_t> nph = capi::read_i64(*num_phones, b.stream);
   for (int64_t r = 0; r < b.B; ++r)
     if (b.lengths[r] == 0 ? nph[r] != 0 : (nph[r] < 1 || nph[r] > N))
       throw ApiError(TIMITSEG_ERR_LENGTH, "num_phones[" + std::to_string(r) + "] = " + std::to_string(nph[r]) +
                                               (b.lengths[r] == 0 ? " for an utterance of length 0 (must be 0)"
                                                                  : " is outside [1, N = " + std::to_string(N) + "]"));
-  std::vector<int32_t> opt;
   if (capi::present(optional)) {
     capi::check_int(*optional, "optional");
     capi::check_shape(*optional, "optional", {b.B, N});
     capi::check_device(*optional, "optional", b.device, b.device_index);
-    opt = b.gather_rows(capi::read_i64(*optional, b.stream), N);
+    x.opt = b.gather_rows(capi::read_i64(*optional, b.stream), N);
   }
-  std::vector<double> sc;
-  std::vector<int32_t> sp(static_cast<size_t>(b.B * N * 2), 0);
   if (b.dims.B > 0 && N > 0) {
     const std::vector<int64_t> all = capi::read_i64(*phones, b.stream);
     check_labels(b, all, N, "phones", [&](int64_t r) { return nph[r]; });
-    const std::vector<int32_t> ph = b.gather_rows(all, N), np = b.gather_rows(nph, 1);
+    x.ph = b.gather_rows(all, N);
+    x.np = b.gather_rows(nph, 1);
+  }
+  return x;
+}
+
+// timitseg_crf_transcript_nll (docs/crf.md "Training from transcripts"): the general path.
+void transcript_nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor* phones,
+                    const timitseg_tensor* num_phones, const timitseg_tensor* optional, double scale,
+                    timitseg_tensor* out, const timitseg_crf_grads* grads) {
+  Batch b = prepare(h, in);
+  need(out, "nll");
+  check_outputs(*h, b, *out, grads);
+  if (!std::isfinite(scale)) throw ApiError(TIMITSEG_ERR_ARGUMENT, "scale must be finite");
+  const PhoneInputs x = read_phones(b, phones, num_phones, optional);
+  if (b.f64) return capi::transcript_f64(*h, b, x.N, x.ph, x.np, x.opt, scale, *out, grads);
+  crf::TranscriptResult t;
+  if (b.dims.B > 0)
+    t = on_kept(b, [&] {
+      return h->session->transcript_host(b.dims, b.params(*h), x.N, x.ph.data(), x.np.data(), x.optional(), scale);
+    });
+  std::vector<double> v(b.rows.size());
+  for (size_t k = 0; k < b.rows.size(); ++k) v[k] = t.log_z[k] - t.log_z_c[k];
+  capi::write_rows(b, v, 1, *out, "nll", {b.B});
+  if (!grads) return;
+  crf::HostResult r;
+  r.grad_cum_scores = std::move(t.grad_cum_scores);
+  r.grad_transition = std::move(t.grad_transition);
+  r.grad_duration_bias = std::move(t.grad_duration_bias);
+  r.grad_start = std::move(t.grad_start);
+  r.grad_end = std::move(t.grad_end);
+  r.grad_onset = std::move(t.grad_onset);
+  write_grads(*h, b, r, *grads);
+}
+
+void align(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor* phones,
+           const timitseg_tensor* num_phones, const timitseg_tensor* optional, timitseg_tensor* score,
+           timitseg_tensor* spans) {
+  Batch b = prepare(h, in);
+  need(score, "score");
+  need(spans, "spans");
+  need(phones, "phones");
+  const int64_t N = capi::check_shape(*phones, "phones", {b.B, -1})[1];
+  capi::check_int(*spans, "spans");
+  capi::check_shape(*spans, "spans", {b.B, N, 2});
+  capi::check_device(*spans, "spans", b.device, b.device_index);
+  capi::check_float(*score, "score");
+  capi::check_shape(*score, "score", {b.B});
+  capi::check_device(*score, "score", b.device, b.device_index);
+  const PhoneInputs x = read_phones(b, phones, num_phones, optional);
+  std::vector<double> sc;
+  std::vector<int32_t> sp(static_cast<size_t>(b.B * N * 2), 0);
+  if (b.dims.B > 0 && N > 0) {
     const crf::AlignResult a = on_kept(b, [&] {
-      return h->session->align_host(b.dims, b.params(*h), N, ph.data(), np.data(), opt.empty() ? nullptr : opt.data());
+      return h->session->align_host(b.dims, b.params(*h), N, x.ph.data(), x.np.data(), x.optional());
     });
     sc = a.score;
     for (size_t k = 0; k < b.rows.size(); ++k)
@@ -466,6 +512,15 @@ int timitseg_crf_marginals(timitseg_crf* crf, const timitseg_crf_batch* batch, t
   return guard("timitseg_crf_marginals", [&] {
     const capi::OnHandleDevice on(crf);
     marginals(crf, batch, boundaries, frames);
+  });
+}
+
+int timitseg_crf_transcript_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_tensor* phones,
+                                const timitseg_tensor* num_phones, const timitseg_tensor* optional, double scale,
+                                timitseg_tensor* nll, const timitseg_crf_grads* grads) {
+  return guard("timitseg_crf_transcript_nll", [&] {
+    const capi::OnHandleDevice on(crf);
+    transcript_nll(crf, batch, phones, num_phones, optional, scale, nll, grads);
   });
 }
 

@@ -59,6 +59,23 @@ void for_each_gold_segment(const int32_t* labels, int64_t length, int64_t K, Fn&
                            "transition/duration_bias/start/end), so its NLL would be +inf");
 }
 
+// The transcript loss's error for an utterance whose log Z_c is -inf: too
+// few frames for its non-optional phones (transcript_feasible is false), or
+// -inf entries forbidding every alignment.
+[[noreturn]] inline void throw_transcript_infeasible(const std::string& who, int64_t b, int64_t length,
+                                                     const int32_t* optional, int64_t n) {
+  int64_t needed = 0;
+  for (int64_t i = 0; i < n; ++i) needed += !(optional && optional[i] == 1);
+  if (length < needed)
+    throw std::runtime_error(who + ": utterance " + std::to_string(b) + ": its transcript of " + std::to_string(n) +
+                             " phones needs at least " + std::to_string(needed) + " frames, it has " +
+                             std::to_string(length) + " (log Z_c = -inf; filter with crf::transcript_feasible)");
+  throw std::runtime_error(who + ": utterance " + std::to_string(b) +
+                           ": no alignment of its transcript has finite score (log Z_c = -inf): the -inf entries of "
+                           "transition/duration_bias/start/end forbid every alignment of its " +
+                           std::to_string(length) + " frames");
+}
+
 inline std::string fmt_value(double v) {
   std::ostringstream os;
   os.precision(9);

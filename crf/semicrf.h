@@ -174,6 +174,21 @@ class Backend {
                                 const int32_t* num_phones, const int32_t* optional, const int32_t* spans,
                                 double* log_z_c, double* out, void* workspace) = 0;
 
+  // Transcript NLL (docs/crf.md "Training from transcripts"): utterance b's
+  // phone sequence phones[b][0..num_phones[b]) ([B][N] int32, labels in
+  // [0,C)), optional [B][N] int32 (nullptr = none; the rules of align()).
+  // Writes log_z [B] and log_z_c [B] (float64, backend memory space) and the
+  // gradients (Grads members overwritten; nullptr = not wanted;
+  // Grads::frame_scores must be nullptr) of sum_b scale * (log Z_b - log Z_c_b).
+  // An utterance with log Z_c = -inf (or log Z = -inf) throws
+  // std::runtime_error naming the utterance (callers filter first with
+  // transcript_feasible()); the outputs are unspecified then.
+  // Workspace: transcript_workspace_bytes(dims, N).
+  virtual size_t transcript_workspace_bytes(const Dims& dims, int64_t N) const = 0;
+  virtual void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                                   const int32_t* num_phones, const int32_t* optional, double scale,
+                                   double* log_z, double* log_z_c, const Grads& grads, void* workspace) = 0;
+
   // Posterior probability that a segment ends at frame boundary t, for
   // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.
   // (P(end at length) = 1.)
@@ -309,6 +324,12 @@ inline double align_posterior_table_bytes(int64_t T, int64_t N) {
   return 32.0 * static_cast<double>(T + 1) * static_cast<double>(N);
 }
 
+// True when an utterance of `length` frames can hold its transcript phones
+// [n] (optional [n] or nullptr): length >= the number of non-optional phones,
+// and n >= 1. False means log Z_c = -inf whatever the scores (the transcript
+// loss skips such an utterance with one line naming it).
+bool transcript_feasible(int32_t length, const int32_t* phones, const int32_t* optional, int32_t n);
+
 // The segments (start, duration, label) of an alignment's segmentation:
 // each phone's span [start, start+duration) split left to right into pieces
 // of K, then the remainder (the gold-run rule); skipped phones (duration 0)
@@ -387,4 +408,15 @@ struct AlignPosteriorResult {
 AlignPosteriorResult align_posteriors_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
                                            const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
                                            const int32_t* spans);
+// The transcript NLL on host arrays for any backend (copies for cuda;
+// crf/session.h keeps the buffers across calls): log Z, log Z_c [B] and the
+// gradients of sum_b scale * (log Z_b - log Z_c_b) (grad_onset only with
+// Params::onset). Validates first; throws as Backend::transcript_backward.
+struct TranscriptResult {
+  std::vector<double> log_z, log_z_c;  // [B]
+  std::vector<float> grad_cum_scores, grad_transition, grad_duration_bias, grad_start, grad_end, grad_onset;
+};
+TranscriptResult transcript_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
+                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
+                                 double scale = 1.0);
 }  // namespace timitseg::crf

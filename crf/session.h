@@ -93,6 +93,15 @@ class Session {
                                              const int32_t* phones, const int32_t* num_phones,
                                              const int32_t* optional, const int32_t* spans);
 
+  // The transcript NLL (Backend::transcript_backward) with the session's
+  // transcript workspace, pointers in the backend's memory space; and the same
+  // on host arrays for any backend (copies for cuda; validates first).
+  void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
+                           double* log_z_c, const Grads& grads);
+  TranscriptResult transcript_host(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
+                                   const int32_t* num_phones, const int32_t* optional, double scale = 1.0);
+
   // The workspace for these dims (grown when needed); nullptr when the
   // backend needs none.
   void* workspace(const Dims& dims);
@@ -107,6 +116,7 @@ class Session {
   // Device copies of host inputs and device outputs (on_device() backends).
   Buffer cum_, A_, D_, s_, e_, len_, lab_;
   Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
+  Buffer trans_ws_;  // transcript_backward's workspace
   Buffer align_ws_, ph_, nph_, aspans_, opt_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
   Buffer conf_in_, conf_out_;  // confidence: queries [B][Q][3] or spans [B][N][2]; outputs [B][Q] or [B][N][3]
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)

@@ -213,6 +213,23 @@ TIMITSEG_API int timitseg_crf_log_partition_grads(timitseg_crf* crf, const timit
 TIMITSEG_API int timitseg_crf_nll(timitseg_crf* crf, const timitseg_crf_batch* batch, const timitseg_crf_gold* gold,
                                   double scale, timitseg_tensor* nll, const timitseg_crf_grads* grads);
 
+/* The transcript NLL (docs/crf.md "Training from transcripts"): nll [B]
+ * F32/F64 = log Z_b - log Z_c_b, where Z_c sums over every alignment of
+ * utterance b's phones phones[b][0..num_phones[b]) (phones [B][N] I32/I64,
+ * labels in [0, C); num_phones [B] I32/I64 in [1, N], 0 for an utterance of
+ * length 0, whose nll is 0) to its frames, optional [B][N] I32/I64 (data
+ * NULL = none) marking phones that may be skipped (align's rules); and,
+ * when grads is not NULL, the gradients (as timitseg_crf_nll's) of
+ * scale * sum_b nll_b + penalty. F64 scores: float64 end to end (reference
+ * and cpu handles). An utterance whose transcript has no alignment of finite
+ * score (fewer frames than non-optional phones: filter first) is
+ * TIMITSEG_ERR_RUNTIME naming it. The general path (host copies on a cuda
+ * handle). */
+TIMITSEG_API int timitseg_crf_transcript_nll(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                             const timitseg_tensor* phones, const timitseg_tensor* num_phones,
+                                             const timitseg_tensor* optional, double scale, timitseg_tensor* nll,
+                                             const timitseg_crf_grads* grads);
+
 /* Deferred nll (docs/python.md "Deferred check"): the same call and results
  * (bitwise) as timitseg_crf_nll, but where it takes the cuda zero-copy path
  * it returns once the whole call (cumsum, CRF, gradients, their cumsum

@@ -38,6 +38,12 @@ class ConstrainedPosteriors {
   double skipped(int64_t n) const;                     // P_c(optional phone n has 0 frames)
   // Backend::align_posteriors' three numbers for the query span (s, r) of phone n.
   void query(int64_t n, int64_t s, int64_t r, double* out3) const;
+  // The transcript loss's constrained marginals (docs/crf.md "Training from
+  // transcripts"), after run() returned a finite log Z_c, without a band: adds
+  // w times each marginal to the counts it multiplies: gc [L+1][C] (+ at a
+  // piece's end, - at its start), gA [C][C], gD [K][C], gs [C], ge [C], go
+  // [L][C] (nullptr: no onset). crf/cpu/transcript.cpp.
+  void add_marginals(double w, double* gc, double* gA, double* gD, double* gs, double* ge, double* go) const;
 
  private:
   const AlignUtterance& u_;

@@ -310,6 +310,82 @@ class CpuBackend final : public Backend {
     });
   }
 
+  // Transcript NLL: the unconstrained backward into the outputs, then per
+  // utterance the constrained tables (align_posteriors.h) and their marginals
+  // subtracted in float64; parameter gradients from per-utterance slots
+  // reduced over b in order (deterministic).
+  size_t transcript_workspace_bytes(const Dims& dims, int64_t N) const override {
+    return transcript_offset(dims) + static_cast<size_t>(align_threads(dims)) * transcript_per_thread(dims, N) +
+           sizeof(double) * static_cast<size_t>(dims.B) * static_cast<size_t>(param_count(dims));
+  }
+  void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
+                           double* log_z_c, const Grads& g, void* ws) override {
+    if (g.frame_scores)
+      throw std::invalid_argument(name() + " backend: transcript_backward does not compute frame_scores gradients "
+                                           "(Grads::frame_scores must be nullptr)");
+    validate_host(dims, p, nullptr);
+    validate_align_host(dims, N, phones, num_phones, optional);
+    const double table = align_posterior_table_bytes(dims.T, N);
+    if (table > static_cast<double>(cpu::kAlignPosteriorTableBytes))
+      throw std::invalid_argument("cpu backend: transcript_backward: T=" + std::to_string(dims.T) + " frames x N=" +
+                                  std::to_string(N) + " phones need a " +
+                                  std::to_string(static_cast<int64_t>(table / (1 << 20))) +
+                                  " MiB table per utterance, over the 512 MiB limit");
+    if (!ws) throw std::invalid_argument("cpu backend: transcript workspace is null (allocate "
+                                         "transcript_workspace_bytes(dims, N) bytes)");
+    backward(dims, p, nullptr, scale, log_z, nullptr, g, ws);  // scale * d log Z into the outputs
+    const int64_t T = dims.T, K = dims.K, C = dims.C, P = param_count(dims);
+    char* base = static_cast<char*>(ws) + transcript_offset(dims);
+    const size_t per_thread = transcript_per_thread(dims, N);
+    double* partial = reinterpret_cast<double*>(base + static_cast<size_t>(align_threads(dims)) * per_thread);
+    std::vector<char> infeasible(dims.B, 0);
+    parallel_for(dims.B, align_threads(dims), [&](int64_t b, int tid) {
+      double* tables = reinterpret_cast<double*>(base + static_cast<size_t>(tid) * per_thread);
+      const int64_t L = p.lengths[b], np = num_phones[b];
+      const AlignUtterance au{L, np, K, C, phones + b * N, optional ? optional + b * N : nullptr,
+                              p.cum_scores + b * (T + 1) * C, p.onset ? p.onset + b * T * C : nullptr, &p};
+      double* gc = tables + 4 * (T + 1) * std::max<int64_t>(N, 1) + K;
+      double* go = gc + (T + 1) * C;
+      ConstrainedPosteriors cp(au, tables, gc - K);
+      const double lzc = cp.run();
+      if (!(lzc > kNegInf)) {
+        infeasible[b] = 1;
+        return;
+      }
+      if (log_z_c) log_z_c[b] = lzc;
+      double* gA = partial + b * P;
+      std::fill(gA, gA + P, 0.0);
+      std::fill(gc, gc + (L + 1) * C, 0.0);
+      if (p.onset) std::fill(go, go + L * C, 0.0);
+      cp.add_marginals(scale, gc, gA, gA + C * C, gA + C * C + K * C, gA + C * C + K * C + C, p.onset ? go : nullptr);
+      if (g.cum_scores) {
+        float* out = g.cum_scores + b * (T + 1) * C;
+        for (int64_t i = 0; i < (L + 1) * C; ++i) out[i] = static_cast<float>(static_cast<double>(out[i]) - gc[i]);
+      }
+      if (p.onset && g.onset) {
+        float* out = g.onset + b * T * C;
+        for (int64_t i = 0; i < L * C; ++i) out[i] = static_cast<float>(static_cast<double>(out[i]) - go[i]);
+      }
+    });
+    for (int64_t b = 0; b < dims.B; ++b)
+      if (infeasible[b])
+        detail::throw_transcript_infeasible(kWho, b, p.lengths[b], optional ? optional + b * N : nullptr,
+                                            num_phones[b]);
+    auto reduce = [&](float* dst, int64_t offset, int64_t n) {
+      if (!dst) return;
+      for (int64_t i = 0; i < n; ++i) {
+        double sum = 0.0;
+        for (int64_t b = 0; b < dims.B; ++b) sum += partial[b * P + offset + i];
+        dst[i] = static_cast<float>(static_cast<double>(dst[i]) - sum);
+      }
+    };
+    reduce(g.transition, 0, C * C);
+    reduce(g.duration_bias, C * C, K * C);
+    reduce(g.start, C * C + K * C, C);
+    reduce(g.end, C * C + K * C + C, C);
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* ws) override {
     validate_host(dims, p, nullptr);
     Prepared pr = prepare(dims, p, ws);
@@ -338,6 +414,14 @@ class CpuBackend final : public Backend {
   static size_t posterior_per_thread(const Dims& d, int64_t N) {
     return sizeof(double) * (4 * static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) +
                              static_cast<size_t>(d.K));
+  }
+  // The transcript workspace: backward's, then per thread the constrained
+  // tables, K of scratch and the cum [T+1][C] and onset [T][C] float64
+  // gradients, then per utterance the parameter gradients.
+  static int64_t param_count(const Dims& d) { return d.C * d.C + d.K * d.C + 2 * d.C; }
+  size_t transcript_offset(const Dims& d) const { return (workspace_bytes(d) + 63) / 64 * 64; }
+  static size_t transcript_per_thread(const Dims& d, int64_t N) {
+    return (posterior_per_thread(d, N) + sizeof(double) * static_cast<size_t>((2 * d.T + 1) * d.C) + 63) / 64 * 64;
   }
   static size_t full_table_bytes(const Dims& d, int64_t N) {
     return static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) *

@@ -339,6 +339,27 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaStreamSynchronize(stream_));
   }
 
+  // Transcript NLL: the backward without labels, then the constrained part (confidence.cu) in the workspace after its.
+  size_t transcript_workspace_bytes(const Dims& dims, int64_t N) const override {
+    check_align_n(dims, N);
+    return align256(workspace_bytes(dims)) + make_transcript_layout(dims, N).total;
+  }
+  void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                           const int32_t* optional, double scale, double* log_z, double* log_z_c, const Grads& grads,
+                           void* workspace) override {
+    if (grads.frame_scores) throw std::invalid_argument("cuda backend: transcript_backward: frame_scores must be null");
+    check_dims(dims), check_align_n(dims, N);
+    const TranscriptLayout tl = make_transcript_layout(dims, N);
+    void* tws = workspace ? at<char>(workspace, align256(workspace_bytes(dims))) : nullptr;
+    const Layout l = begin_phones(dims, p, N, "transcript_backward", {{phones, "phones"}, {num_phones, "num_phones"}},
+                                  tl.status, tl.zeros, tws, phones, num_phones, optional);
+    check_status(l, p, nullptr, tws, phones, num_phones, static_cast<int>(N), optional);
+    struct Keep { bool& f; bool v; ~Keep() { f = v; } } keep{defer_, std::exchange(defer_, false)};  // read now
+    backward(dims, p, nullptr, scale, log_z, nullptr, grads, workspace);
+    launch_transcript(l, tl, p, static_cast<int>(N), phones, num_phones, optional, scale, tws, log_z_c, grads, stream_);
+    check_status(l, p, nullptr, tws);
+  }
+
   void boundary_posteriors(const Dims& dims, const Params& p, double* out, void* workspace) override {
     if (!out) throw std::invalid_argument("cuda backend: boundary_posteriors output is a null pointer");
     const Layout l = begin(dims, p, nullptr, workspace, "boundary_posteriors");

@@ -41,6 +41,7 @@ enum TensorId : int {
   kSpans = 14,        // align_posteriors: spans[b][n] not inside [0, lengths[b]]
   kQueries = 15,      // span_marginals: queries[b][i] out of range
   kNumQueries = 16,   // span_marginals: num_queries[b] outside [0, Q]
+  kTranscript = 17,   // transcript_backward: utterance b has log Z_c = -inf
 };
 constexpr unsigned long long kNoError = ~0ULL;
 constexpr int kIndexBits = 56;
@@ -336,5 +337,22 @@ void launch_span_marginals(const Layout& l, const Params& p, int Q, const int32_
 void launch_align_posteriors(const Layout& l, const ConfLayout& cl, const Params& p, int N, const int32_t* phones,
                              const int32_t* num_phones, const int32_t* optional, const int32_t* spans, void* ws,
                              double* log_z_c, double* out, cudaStream_t stream);
+
+// confidence.cu: the transcript NLL's constrained part. Its workspace (after
+// the backward's, transcript_workspace_bytes): status word, zeros [C], S, F,
+// H, G [B][T+1][N] float64, the constrained marginals of cum [B][T+1][C] and
+// onset [B][T][C] and of the parameters [B][C*C + K*C + 2C] float64.
+struct TranscriptLayout {
+  size_t status = 0, zeros = 0, S = 0, F = 0, H = 0, G = 0, cum = 0, onset = 0, params = 0, total = 0;
+};
+TranscriptLayout make_transcript_layout(const Dims& d, int64_t N);
+// One block per utterance (the tables, then one thread per label accumulates
+// the marginals of that label's column: no two threads write one entry), then
+// the outputs of the backward without labels minus scale x the marginals,
+// the parameters reduced over b in order. log_z_c [B] (may be null); an
+// utterance with log Z_c = -inf reports kTranscript.
+void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params& p, int N, const int32_t* phones,
+                       const int32_t* num_phones, const int32_t* optional, double scale, void* ws, double* log_z_c,
+                       const Grads& grads, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

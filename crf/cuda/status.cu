@@ -182,6 +182,11 @@ void check_status_word(cudaStream_t stream_, unsigned long long* pinned, const L
     case kQueries:
     case kNumQueries:
       throw std::invalid_argument(who + confidence_status(stream_, tensor, idx, l, p, phones, num_phones, N));
+    case kTranscript:
+      throw std::runtime_error(who + "utterance " + std::to_string(idx) +
+                               ": no alignment of its transcript has finite score (log Z_c = -inf): fewer frames "
+                               "than non-optional phones (filter with crf::transcript_feasible), or the -inf "
+                               "entries of transition/duration_bias/start/end forbid every alignment");
     default:
       throw std::runtime_error(who + "internal status code " + std::to_string(tensor) + " at index " +
                                std::to_string(idx));

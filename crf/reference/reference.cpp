@@ -388,21 +388,21 @@ class ReferenceBackend final : public Backend {
       throw std::invalid_argument(name() + " backend: frame_scores gradients are not computed here "
                                             "(fuses_frame_grads is false)");
     Conv cv(dims, p);
-    const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
-    std::vector<double> gc(B * (T + 1) * C), ga(C * C), gd(K * C), gs(C), ge(C), go(p.onset ? B * T * C : 0);
-    GradsF64 g64{gc.data(), ga.data(), gd.data(), gs.data(), ge.data()};
-    if (p.onset) g64.onset = go.data();
-    backward_f64(dims, cv.params, labels, scale, log_z, gold, g64);
-    auto put = [](float* dst, const std::vector<double>& src) {
-      if (dst)
-        for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
-    };
-    put(grads.cum_scores, gc);
-    put(grads.transition, ga);
-    put(grads.duration_bias, gd);
-    put(grads.start, gs);
-    put(grads.end, ge);
-    if (p.onset) put(grads.onset, go);
+    Wide w(dims, p);
+    backward_f64(dims, cv.params, labels, scale, log_z, gold, w.g64);
+    w.put(grads, p);
+  }
+  size_t transcript_workspace_bytes(const Dims&, int64_t) const override { return 0; }
+  void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
+                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
+                           double* log_z_c, const Grads& grads, void*) override {
+    if (grads.frame_scores)
+      throw std::invalid_argument(name() + " backend: transcript_backward does not compute frame_scores gradients "
+                                           "(Grads::frame_scores must be nullptr)");
+    Conv cv(dims, p);
+    Wide w(dims, p);
+    transcript_backward_f64(dims, cv.params, N, phones, num_phones, optional, scale, log_z, log_z_c, w.g64);
+    w.put(grads, p);
   }
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,
                void*) override {
@@ -433,6 +433,27 @@ class ReferenceBackend final : public Backend {
   }
 
  private:
+  // Float64 gradient buffers and their float32 copy-out.
+  struct Wide {
+    std::vector<double> gc, ga, gd, gs, ge, go;
+    GradsF64 g64;
+    Wide(const Dims& dims, const Params& p)
+        : gc(dims.B * (dims.T + 1) * dims.C), ga(dims.C * dims.C), gd(dims.K * dims.C), gs(dims.C), ge(dims.C),
+          go(p.onset ? dims.B * dims.T * dims.C : 0),
+          g64{gc.data(), ga.data(), gd.data(), gs.data(), ge.data(), p.onset ? go.data() : nullptr} {}
+    void put(const Grads& grads, const Params& p) const {
+      auto one = [](float* dst, const std::vector<double>& src) {
+        if (dst)
+          for (size_t i = 0; i < src.size(); ++i) dst[i] = static_cast<float>(src[i]);
+      };
+      one(grads.cum_scores, gc);
+      one(grads.transition, ga);
+      one(grads.duration_bias, gd);
+      one(grads.start, gs);
+      one(grads.end, ge);
+      if (p.onset) one(grads.onset, go);
+    }
+  };
   struct Conv {
     std::vector<double> cum, A, D, s, e, o;
     ParamsF64 params;

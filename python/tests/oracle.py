@@ -59,3 +59,34 @@ def utterance(x, L, labels, A, D, s, e):
             bpost[u + d] += math.exp(v - lz)
     gold = score(gold_segments(labels[:L], K), cum, A, D, s, e) if labels is not None else None
     return lz, gold, m, bpost
+
+
+def alignments(L, phones, K, optional=None):
+    """Every alignment of phones to L frames (docs/crf.md "Forced alignment"): each phone r >= 1 frames (>= 0
+    when optional), in order, cut into pieces of K then the remainder; yields each alignment's segments."""
+    n = len(phones)
+    opt = [bool(optional[i]) if optional is not None else False for i in range(n)]
+
+    def rec(i, t):
+        if i == n:
+            if t == L:
+                yield []
+            return
+        for r in range(0 if opt[i] else 1, L - t + 1):
+            pieces = [(u, min(K, t + r - u), int(phones[i])) for u in range(t, t + r, K)]
+            for rest in rec(i + 1, t + r):
+                yield pieces + rest
+    yield from rec(0, 0)
+
+
+def transcript_nll(x, L, phones, A, D, s, e, optional=None):
+    """log Z - log Z_c of one utterance: Z over every segmentation, Z_c over every alignment of phones."""
+    K, C = D.shape
+    cum = centered_cumsum(x, L)
+
+    def lse(vals):
+        m = max(vals)
+        return m + math.log(sum(math.exp(v - m) for v in vals))
+    lz = lse([score(p, cum, A, D, s, e) for p in segmentations(L, K, C)])
+    lzc = lse([score(p, cum, A, D, s, e) for p in alignments(L, phones, K, optional)])
+    return lz - lzc

@@ -142,6 +142,8 @@ def _load():
         "timitseg_crf_segment_posteriors": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor)]),
         "timitseg_crf_marginals_backward": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor),
                                                            P(CrfGrads)]),
+        "timitseg_crf_transcript_nll": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), dbl,
+                                                       P(Tensor), P(CrfGrads)]),
         "timitseg_crf_align": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                               P(Tensor)]),
         "timitseg_model_default_params": (ModelParams, []),

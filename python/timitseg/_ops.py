@@ -128,6 +128,11 @@ def _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segm
                                      None if num_segments is None else num_segments[sl], o, False, 1.0, True,
                                      "float64", views=False)
             fb = _module_flat(m, fb)
+        elif kind == "transcript":  # labels, segments, num_segments carry phones, num_phones, optional
+            _, gb = m.handle.transcript_nll(scores[sl], lengths[sl], labels[sl], segments[sl],
+                                            optional=None if num_segments is None else num_segments[sl], onset=o,
+                                            grads=True)
+            fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
         else:
             _, gb = m.handle.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
             fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
@@ -179,6 +184,21 @@ def _lz_forward(key, scores, lengths, onset, params, grads):
     lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
     flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
     return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+
+
+def _tr_forward(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
+    """semicrf_transcript_nll's body (the operator's, and _EagerTranscript's forward): the transcript NLL [B]
+    float64 (docs/crf.md "Training from transcripts") and the gradients of its sum."""
+    m = _module(key)
+    m._push(m._param_names(), params)
+    onset = None if onset is None else _compute(onset)
+    x = _compute(scores)
+    if not grads:
+        nll = m.handle.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset)
+        return (nll,) + _grad_outputs(scores, onset, None, None, False)
+    nll, g = m.handle.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, grads=True)
+    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
+    return (nll,) + _grad_outputs(scores, onset, g, flat, True)
 
 
 def _penalty_forward(key, reg, transition, duration_bias, eager_route=False):
@@ -469,3 +489,56 @@ if AVAILABLE:
         if eager(transition):
             return _EagerPenalty.apply(key, reg, transition, duration_bias)[0]
         return semicrf_penalty(key, reg, transition, duration_bias)[0]
+
+    @torch.library.custom_op("timitseg::semicrf_transcript_nll", mutates_args=())
+    def semicrf_transcript_nll(key: int, scores: Tensor, lengths: Tensor, phones: Tensor, num_phones: Tensor,
+                               optional: Optional[Tensor], onset: Optional[Tensor], params: List[Tensor],
+                               grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+        """(transcript NLL [B] float64, d sum(nll) / d scores, the parameters' flat gradient, d / d onset)."""
+        return _tr_forward(key, scores, lengths, phones, num_phones, optional, onset, params, grads)
+
+    @semicrf_transcript_nll.register_fake
+    def _(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
+        return (scores.new_empty((scores.shape[0],), dtype=torch.float64),) + _fake_grads(scores, onset, params,
+                                                                                           grads)
+
+    def _tr_setup(ctx, inputs, output):
+        key, scores, lengths, phones, num_phones, optional, onset, params, grads = inputs
+        _, gs, flat, go = output
+        ctx.key, ctx.score_dtype, ctx.has_onset = key, scores.dtype, onset is not None
+        ctx.params = _param_meta(params)
+        ctx.save_for_backward(gs, flat, go, scores, lengths, phones, num_phones, optional, onset)
+
+    def _tr_backward(ctx, g_nll, _gs, _flat, _go):
+        gs, flat, go, scores, lengths, phones, num_phones, optional, onset = ctx.saved_tensors
+        w = g_nll.reshape(-1, 1, 1)
+        pflat = _weighted(scores, ctx.key, "transcript", _compute(scores), lengths, phones, num_phones, optional,
+                          onset, g_nll, flat)
+        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
+        d_onset = _to(go * _to(w, go.dtype), onset.dtype) if ctx.has_onset else None
+        return (None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, ctx.params), None)
+
+    semicrf_transcript_nll.register_autograd(_tr_backward, setup_context=_tr_setup)
+
+    class _EagerTranscript(torch.autograd.Function):
+        """semicrf_transcript_nll outside torch.compile / torch.export (as _EagerNLL)."""
+
+        @staticmethod
+        def forward(ctx, key, scores, lengths, phones, num_phones, optional, onset, grads, *params):
+            inputs = (key, scores, lengths, phones, num_phones, optional, onset, params, grads)
+            out = _tr_forward(*inputs)
+            _tr_setup(ctx, inputs, out)
+            return _eager_outputs(ctx, out)
+
+        @staticmethod
+        def backward(ctx, g_nll, *_unused):
+            grads = _tr_backward(ctx, _first_grad(ctx, g_nll), None, None, None)
+            return grads[:7] + (None,) + tuple(grads[7])
+
+    def transcript_nll(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
+        """The transcript NLL of semicrf_transcript_nll: through _EagerTranscript where eager(scores), else the
+        operator."""
+        if eager(scores):
+            return _EagerTranscript.apply(key, scores, lengths, phones, num_phones, optional, onset, grads,
+                                          *params)[0]
+        return semicrf_transcript_nll(key, scores, lengths, phones, num_phones, optional, onset, params, grads)[0]

@@ -382,6 +382,28 @@ class CRF:
                                                   ctypes.byref(g)))
         return result
 
+    def transcript_nll(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False,
+                       grads=False, scale=1.0):
+        """The transcript NLL [B] (float64) = log Z - log Z_c (docs/crf.md "Training from transcripts"): Z_c
+        sums over every alignment of the phones [B][N] (num_phones [B], 0 for a row of length 0; optional
+        [B][N] marks phones that may be skipped, align's rules). With grads, (nll, the gradients of
+        scale * sum(nll) + penalty as nll's dict). An utterance whose frames cannot hold its phones is a
+        TimitsegError naming it (timitseg_crf_transcript_nll)."""
+        B, _, _ = self._dims(scores, cumulative)
+        b, _keep = self._batch(scores, lengths, onset, cumulative)
+        out = _empty(scores, (B,), "float64", zeroed=False)
+        t = describe(out, "nll")
+        tp, tn = describe(phones, "phones"), describe(num_phones, "num_phones")
+        to = describe(optional, "optional") if optional is not None else _lib.absent()
+        if not grads:
+            check(lib.timitseg_crf_transcript_nll(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn),
+                                                  ctypes.byref(to), float(scale), ctypes.byref(t), None))
+            return out
+        g, result, _ = self._grad_outputs(scores, onset, views=True)
+        check(lib.timitseg_crf_transcript_nll(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn),
+                                              ctypes.byref(to), float(scale), ctypes.byref(t), ctypes.byref(g)))
+        return out, result
+
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
         """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""
         B, _, _ = self._dims(scores, cumulative)

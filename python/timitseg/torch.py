@@ -156,6 +156,42 @@ class _LogZ(torch.autograd.Function):
         return (None, None, gs, None, go) + tuple(param_grads)
 
 
+class _Transcript(torch.autograd.Function):
+    """SemiCRF's transcript NLL where torch has no custom_op (torch < 2.4): as _LogZ, through
+    timitseg_crf_transcript_nll."""
+
+    @staticmethod
+    def forward(ctx, crf, names, scores, lengths, phones, num_phones, optional, onset, *params):
+        crf._push(names, params)
+        x = _as_compute(scores)
+        o = None if onset is None else onset.detach()
+        nll, g = crf.handle.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=o, grads=True)
+        ctx.g, ctx.names, ctx.handle, ctx.x, ctx.lengths, ctx.onset = g, names, crf.handle, x, lengths, o
+        ctx.tr = (phones, num_phones, optional)
+        ctx.score_dtype, ctx.param_dtypes = scores.dtype, [p.dtype for p in params]
+        return nll
+
+    @staticmethod
+    def backward(ctx, grad_out):
+        g, w = ctx.g, grad_out.detach().to(torch.float64)
+        rows = w.reshape(-1, 1, 1)
+        gs = (g["scores"].to(torch.float64) * rows).to(ctx.score_dtype)
+        go = None if ctx.onset is None else (g["onset"].to(torch.float64) * rows).to(g["onset"].dtype)
+        param_grads = [torch.zeros(ctx.handle.param_shape(n), dtype=torch.float64, device=w.device)
+                       for n in ctx.names]
+        phones, num_phones, optional = ctx.tr
+        for b in range(w.shape[0]):
+            sl = slice(b, b + 1)
+            o = None if ctx.onset is None else ctx.onset[sl]
+            _, gb = ctx.handle.transcript_nll(ctx.x[sl], ctx.lengths[sl], phones[sl], num_phones[sl],
+                                              optional=None if optional is None else optional[sl], onset=o,
+                                              grads=True)
+            for i, n in enumerate(ctx.names):
+                param_grads[i] += gb[n].to(torch.float64) * w[b]
+        param_grads = [p.to(dt) for p, dt in zip(param_grads, ctx.param_dtypes)]
+        return (None, None, gs, None, None, None, None, go) + tuple(param_grads)
+
+
 class _Marginals(torch.autograd.Function):
     """SemiCRF.marginals on the eager route (and where torch has no custom_op): the boundary, frame (and
     segment) posteriors, differentiable through timitseg_crf_marginals_backward (CRF.marginals_backward:
@@ -344,15 +380,24 @@ class SemiCRF(torch.nn.Module):
             with torch.no_grad():
                 self.duration_bias.copy_(torch.from_numpy(self.handle.get_param("duration_bias")))
 
-    def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, reduction="none"):
+    def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, reduction="none",
+                phones=None, num_phones=None, optional=None):
         """NLL per utterance [B] of frame scores [B][T][C] (utterance lengths
         [B], 0 allowed) against gold frame labels [B][T] or segments [B][S][3]
         (start, duration, label) with num_segments [B]; reduction "mean" or
         "sum" returns their mean / sum (the same value as .mean() / .sum(), and
         a backward that never waits for the GPU). Differentiable in scores,
-        onset and the parameters."""
+        onset and the parameters.
+
+        With phones [B][N] (int32/int64, padded) and num_phones [B] instead of labels: the transcript NLL
+        log Z - log Z_c [B] (float64; docs/crf.md "Training from transcripts"), Z_c over every alignment of
+        the phones to the frames; optional [B][N] marks phones that may be skipped (an optional silence:
+        never two in a row, never all). A row whose frames cannot hold its phones raises naming it (filter
+        first)."""
         if reduction not in _REDUCTIONS:
             raise ValueError("reduction must be one of %s, got %r" % (", ".join(_REDUCTIONS), reduction))
+        if phones is not None:
+            return self._transcript(scores, lengths, phones, num_phones, optional, onset, reduction)
         names = self._param_names()
         self._follow(scores)
         params = [getattr(self, n) for n in names]
@@ -372,6 +417,22 @@ class SemiCRF(torch.nn.Module):
             nll = _NLL.apply(self, names, gold, reduction, torch.is_grad_enabled(), scores, lengths, onset, *params)
         self._derived_durations()
         return nll
+
+    def _transcript(self, scores, lengths, phones, num_phones, optional, onset, reduction):
+        if num_phones is None:
+            raise ValueError("phones needs num_phones [B]")
+        self._follow(scores)
+        names = self._param_names()
+        params = [getattr(self, n) for n in names]
+        grads = torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in [scores, onset] + params)
+        if self._key is not None:
+            nll = _ops.transcript_nll(self._key, scores, lengths, phones, num_phones, optional, onset, params, grads)
+        else:
+            nll = _Transcript.apply(self, names, scores, lengths, phones, num_phones, optional, onset, *params)
+        self._derived_durations()
+        if reduction == "mean":
+            return nll.mean()
+        return nll.sum() if reduction == "sum" else nll
 
     def check(self):
         """check="deferred": waits for the forward calls not checked yet and raises the first bad input's
