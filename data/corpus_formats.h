@@ -30,7 +30,8 @@ CorpusFormat parse_corpus_format(const std::string& name);
 // The format of PATH when exactly one layout fits: a folder with wav.scp (or
 // train|dev|test/wav.scp): kaldi; a .csv/.jsonl/.json file, or a folder with
 // manifest.csv or manifest.jsonl: manifest; TRAIN and/or TEST folders holding
-// .PHN files: timit; .TextGrid or .lab files: textgrid; .phones files: buckeye;
+// .PHN files: timit; .TextGrid files, or (no manifest) a .lab beside an audio file
+// of its name: textgrid; .phones files: buckeye;
 // SPEAKER-CHAPTER.trans.txt files: librispeech.
 // Throws std::invalid_argument (one line) when none or several fit, naming them.
 CorpusFormat detect_corpus_format(const std::string& path);

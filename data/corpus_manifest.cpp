@@ -158,7 +158,10 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   e.transcript_path = path;
   e.transcript_line = r.line;
   const bool times = !e.label_kind.empty() || r.json_segments || !get("segments").empty();
-  if (times && e.tokens.empty()) e.transcript_kind.clear();  // an empty cell beside times: no transcript
+  if (times && (e.tokens.empty() || e.transcript_kind == "words")) {  // times rule; text beside them is not used
+    e.transcript_kind.clear();
+    e.tokens.clear();
+  }
   if (!times && e.transcript_kind.empty())
     err("no labels (column 'labels': a label file, 'segments': inline intervals, or without times 'phones': the "
         "phone sequence or 'text': the words)");

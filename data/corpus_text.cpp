@@ -242,11 +242,19 @@ CorpusFormat detect_corpus_format(const std::string& path) {
   if (kaldi) fits.push_back(CorpusFormat::kaldi);
   if (fs::exists(p / "manifest.csv", ec) || fs::exists(p / "manifest.jsonl", ec)) fits.push_back(CorpusFormat::manifest);
   bool phn = false, tg = false, phones = false, libri = false;
-  for (const fs::path& rel : walk_files(p, nullptr)) {
+  const std::vector<fs::path> files = walk_files(p, nullptr);
+  std::set<std::string> audio;  // stems of audio files: an MFA .lab transcript sits beside one
+  for (const fs::path& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if (ext == ".wav" || ext == ".flac" || ext == ".ogg") audio.insert((rel.parent_path() / rel.stem()).string());
+  }
+  const bool manifest = !fits.empty() && fits.back() == CorpusFormat::manifest;  // its .lab files are label files
+  for (const fs::path& rel : files) {
     const std::string ext = to_lower(rel.extension().string());
     const std::string top = to_lower(rel.begin()->string());
     phn = phn || (ext == ".phn" && (top == "train" || top == "test"));
-    tg = tg || ext == ".textgrid" || ext == ".lab";
+    tg = tg || ext == ".textgrid" ||
+         (ext == ".lab" && !manifest && audio.count((rel.parent_path() / rel.stem()).string()));
     libri = libri || to_lower(rel.filename().string()).find(".trans.txt") != std::string::npos;
     phones = phones || ext == ".phones";
   }
