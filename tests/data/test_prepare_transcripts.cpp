@@ -435,3 +435,31 @@ TEST(PrepareTranscripts, SynthLibriSpeechLayoutPreparesWithEspeakG2p) {
     EXPECT_EQ(named(l, u), std::make_pair(names, opt));
   }
 }
+
+TEST(PrepareTranscripts, AWorkdirOfTimesOnlyHasNoTranscriptTensors) {
+  testutil::TempDir d;
+  write_wavs(d.str("m"));
+  std::string csv = "audio,speaker,split,segments\n";
+  for (int k = 0; k < 6; ++k)
+    csv += "s" + std::to_string(k / 2) + "_u" + std::to_string(k % 2) + ".wav,s" + std::to_string(k / 2) + "," +
+           split_of_speaker(k / 2) + ",0 0.4 sil; 0.4 1.2 a\n";
+  testutil::write_text(d.str("m/manifest.csv"), csv);
+  const PrepareSummary s = prepare_into(d.str("m"), d.str("wd"));
+  EXPECT_EQ(s.skipped, 0);
+  EXPECT_EQ(s.transcript_only, 0);
+  for (const std::string split : {"train", "dev", "test"}) {
+    const std::string bytes = timitseg::read_file(d.str("wd/" + split + ".safetensors"));
+    EXPECT_EQ(bytes.find("transcript"), std::string::npos) << split;
+    EXPECT_EQ(bytes.find("\"times\""), std::string::npos) << split;
+  }
+  const Loaded l = load_all(d.str("wd"));
+  ASSERT_EQ(l.utts.size(), 6u);
+  for (const auto& [id, u] : l.utts) {
+    EXPECT_TRUE(u.has_times()) << id;
+    EXPECT_TRUE(u.transcript.empty() && u.transcript_optional.empty()) << id;
+    EXPECT_EQ(u.labels.size(), static_cast<size_t>(u.num_frames)) << id;
+  }
+  EXPECT_EQ(l.manifest["splits"]["test"]["with_times"], 2);
+  EXPECT_EQ(l.manifest["splits"]["test"]["transcript_only"], 0);
+  EXPECT_FALSE(l.manifest.contains("transcripts"));
+}
