@@ -205,7 +205,7 @@ void read_transcripts(const std::string& path, const st::File& f, const std::vec
   if (off[0] != 0 || off[U] != N) throw std::runtime_error(path + ": transcript offsets do not cover the tensor" + rerun_hint());
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
-    if (off[u + 1] < off[u]) throw bad(u, "has decreasing offsets");
+    if (off[u + 1] < off[u] || off[u + 1] > N) throw bad(u, "has offsets out of order or range");
     if (static_cast<bool>(times[u]) != (off[u + 1] == off[u]))
       throw bad(u, times[u] ? "is given beside its times" : "is empty");
     bool obligatory = false;
@@ -238,6 +238,9 @@ void check_segments(const std::string& path, int64_t u, const Utterance& x) {
 void check_no_times(const std::string& path, int64_t u, const std::string& id, bool times,
                     const std::vector<int32_t>& labels, const std::vector<int64_t>& foff,
                     const std::vector<int64_t>& soff) {
+  if (foff[u + 1] > static_cast<int64_t>(labels.size()))
+    throw std::runtime_error(path + ": frame offsets of utterance " + std::to_string(u) + " pass the tensors" +
+                             rerun_hint());
   for (int64_t t = foff[u]; t < foff[u + 1]; ++t)
     if ((labels[t] == kNoTimesLabel) == times)
       throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + " of utterance " +
@@ -292,8 +295,8 @@ Split load_split(const std::string& workdir, const std::string& split) {
   std::vector<char> times(static_cast<size_t>(U), 1);
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
-    if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u])
-      throw std::runtime_error(path + ": decreasing offsets at utterance " + std::to_string(u) + rerun_hint());
+    if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u] || foff[u + 1] > F || soff[u + 1] > S)
+      throw std::runtime_error(path + ": offsets out of order or range at utterance " + std::to_string(u) + rerun_hint());
     times[u] = read_utterance(path, utts[u], u, num_labels, x);
     check_no_times(path, u, x.id, times[u], labels, foff, soff);
     if (nsamp[u] < 0)

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -16,6 +17,8 @@
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/safetensors.h"
+#include "common/sha256.h"
 #include "data/dataset.h"
 #include "data/espeak_tts.h"
 #include "data/phone_set.h"
@@ -462,4 +465,63 @@ TEST(PrepareTranscripts, AWorkdirOfTimesOnlyHasNoTranscriptTensors) {
   EXPECT_EQ(l.manifest["splits"]["test"]["with_times"], 2);
   EXPECT_EQ(l.manifest["splits"]["test"]["transcript_only"], 0);
   EXPECT_FALSE(l.manifest.contains("transcripts"));
+}
+
+// The loader's checks of the transcript tensors (a cache edited and re-checksummed, as a
+// bug in prepare would write it): an utterance of optional phones only, a frame label in
+// an utterance without times, a transcript beside times.
+TEST(PrepareTranscripts, LoaderRefusesTranscriptsThatBreakTheContract) {
+  testutil::TempDir d;
+  write_wavs(d.str("m"));
+  std::string csv = "audio,speaker,split,phones,segments\n";
+  for (int k = 0; k < 6; ++k)
+    csv += "s" + std::to_string(k / 2) + "_u" + std::to_string(k % 2) + ".wav,s" + std::to_string(k / 2) + "," +
+           split_of_speaker(k / 2) + (k == 1 ? ",,0 0.5 sil; 0.5 1.2 a\n" : ",a b,\n");
+  testutil::write_text(d.str("m/manifest.csv"), csv);
+  prepare_into(d.str("m"), d.str("wd"));
+  const std::string file = d.str("wd/train.safetensors");
+  const std::string original = timitseg::read_file(file);
+  auto edit_and_load = [&](const std::function<void(timitseg::st::File&)>& edit) -> std::string {
+    testutil::write_text(file, original);
+    timitseg::st::File f = timitseg::st::load(file);
+    edit(f);
+    timitseg::st::save(file, f);
+    nlohmann::json m = nlohmann::json::parse(timitseg::read_file(d.str("wd/manifest.json")));
+    uint64_t bytes = 0;
+    m["files"]["train.safetensors"]["sha256"] = timitseg::sha256_file(file, &bytes);
+    m["files"]["train.safetensors"]["bytes"] = bytes;
+    testutil::write_text(d.str("wd/manifest.json"), m.dump(2));
+    try {
+      load_split(d.str("wd"), "train");
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(edit_and_load([](timitseg::st::File&) {}), "");  // re-saved unchanged: loads
+  // train: s0_u0 (phones), s0_u1 (times); transcripts [sil? a b sil?] then none
+  std::string e = edit_and_load([](timitseg::st::File& f) {
+    auto o = f.get("transcript_optional").to<uint8_t>();
+    o.assign(o.size(), 0), o[0] = o[2] = 1;  // other flags within the rules (1 0 1 0): loads
+    f.tensors["transcript_optional"] = timitseg::st::Tensor::from<uint8_t>({static_cast<int64_t>(o.size())}, o);
+  });
+  EXPECT_EQ(e, "");
+  e = edit_and_load([](timitseg::st::File& f) {
+    auto o = f.get("transcript_optional").to<uint8_t>();
+    o.assign(o.size(), 1);
+    f.tensors["transcript_optional"] = timitseg::st::Tensor::from<uint8_t>({static_cast<int64_t>(o.size())}, o);
+  });
+  EXPECT_NE(e.find("transcript of utterance 0 (s0_u0) has a bad optional flag"), std::string::npos) << e;
+  e = edit_and_load([](timitseg::st::File& f) {
+    auto l = f.get("labels").to<int32_t>();
+    l[0] = 0;  // the first frame of s0_u0, which has no times
+    f.tensors["labels"] = timitseg::st::Tensor::from<int32_t>({static_cast<int64_t>(l.size())}, l);
+  });
+  EXPECT_NE(e.find("in an utterance without times"), std::string::npos) << e;
+  e = edit_and_load([](timitseg::st::File& f) {
+    auto off = f.get("utt_transcript_offsets").to<int64_t>();
+    off[1] -= 1;  // s0_u0 loses its last phone to s0_u1, which has times
+    f.tensors["utt_transcript_offsets"] = timitseg::st::Tensor::from<int64_t>({static_cast<int64_t>(off.size())}, off);
+  });
+  EXPECT_NE(e.find("transcript of utterance 1 (s0_u1) is given beside its times"), std::string::npos) << e;
 }
