@@ -146,7 +146,6 @@ bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vecto
     if (!seq->empty() && seq->back() == index) opt->back() = opt->back() && optional;
     else seq->push_back(index), opt->push_back(optional);
   };
-  if (sil >= 0) push(sil, true);
   for (size_t k = 0; k < e.phones.size(); ++k) {
     const std::string& name = e.phones[k];
     if (k > 0 && sil >= 0 && k < e.word_start.size() && e.word_start[k]) push(sil, true);
@@ -166,7 +165,9 @@ bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vecto
       return false;
     }
   }
-  if (sil >= 0) push(sil, true);
+  // the optional silence at both ends, unless the transcript starts (ends) with a silence of the set
+  if (sil >= 0 && (seq->empty() || !ps.is_silence(seq->back()))) push(sil, true);
+  if (sil >= 0 && !ps.is_silence(seq->front())) seq->insert(seq->begin(), sil), opt->insert(opt->begin(), 1);
   size_t obligatory = 0;
   for (uint8_t o : *opt) obligatory += !o;
   if (obligatory == 0) {

@@ -77,13 +77,15 @@ std::pair<std::vector<std::string>, std::vector<int>> expected_words(const std::
   return {names, opt};
 }
 
-// sil? PHONES sil? (phones written with no silence)
+// sil? PHONES sil? (no optional silence at an end the phones start or end with sil)
 std::pair<std::vector<std::string>, std::vector<int>> expected_phones(const std::string& phones) {
-  std::vector<std::string> names{"sil"};
-  std::vector<int> opt{1};
-  for (const auto& p : words_of(phones))
-    if (names.back() != p) names.push_back(p), opt.push_back(0);
-  names.push_back("sil"), opt.push_back(1);
+  const auto toks = words_of(phones);
+  std::vector<std::string> names;
+  std::vector<int> opt;
+  if (toks.front() != "sil") names.push_back("sil"), opt.push_back(1);
+  for (const auto& p : toks)
+    if (names.empty() || names.back() != p) names.push_back(p), opt.push_back(0);
+  if (toks.back() != "sil") names.push_back("sil"), opt.push_back(1);
   return {names, opt};
 }
 
@@ -150,7 +152,7 @@ std::string split_of_speaker(int s) { return s == 0 ? "train" : s == 1 ? "dev" :
 TEST(PrepareTranscripts, ManifestPhonesColumnLoadsBackAsTheSequence) {
   testutil::TempDir d;
   write_wavs(d.str("m"));
-  const std::vector<std::string> phones = {"a b c", "c c a", "b a", "a b", "c", "a c b"};
+  const std::vector<std::string> phones = {"a b c", "c c a", "sil b a", "a b sil", "c", "a sil c b"};
   std::string csv = "audio,speaker,split,phones\n";
   for (int k = 0; k < 6; ++k)
     csv += "s" + std::to_string(k / 2) + "_u" + std::to_string(k % 2) + ".wav,s" + std::to_string(k / 2) + "," +
