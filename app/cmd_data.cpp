@@ -101,16 +101,32 @@ void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOpti
       "Any other labelled corpus: a folder (or a manifest file) read in --format (docs/data.md \"Other corpora\")");
   corpus_opt->excludes(timit_opt);
   sub->add_option("--format", corpus.corpus_format,
-                  "With --corpus: timit | textgrid (MFA layout: SPEAKER/UTT.wav beside UTT.TextGrid) | buckeye "
-                  "(speaker folders of .wav + .phones) | kaldi (wav.scp, segments, utt2spk, phones.ctm) | manifest "
-                  "(CSV or JSON lines). Default: detected when exactly one layout fits")
-      ->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest"}))->needs(corpus_opt);
+                  "With --corpus: timit | textgrid (MFA layout: SPEAKER/UTT.wav beside UTT.TextGrid, or beside "
+                  "UTT.lab/UTT.txt holding its words) | buckeye (speaker folders of .wav + .phones) | kaldi (wav.scp, "
+                  "segments, utt2spk, phones.ctm or, without times, text) | manifest (CSV or JSON lines; columns "
+                  "labels/segments with times, phones/text without) | librispeech (SPEAKER/CHAPTER/*.flac with "
+                  "SPEAKER-CHAPTER.trans.txt). Default: detected when exactly one layout fits")
+      ->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech"}))->needs(corpus_opt);
   sub->add_option("--phone-set", corpus.phone_set,
                   "With --corpus: the phone-set file (YAML, docs/phone_sets.md) or a builtin name (timit61, "
                   "buckeye, ...) the labels are mapped through. Default: the format's own (timit: timit61, or the "
                   "corpus's phone_set.yaml when it holds another set; buckeye: the shipped one), else derived from "
                   "the train split's labels (written to WORKDIR/phone_set.yaml and printed)")
       ->needs(corpus_opt);
+  sub->add_option("--dict", corpus.dict,
+                  "With --corpus, word transcripts (labels without times): the pronunciation dictionary turning "
+                  "words into phones: MFA's format ('word [prob ...] phone phone ...'), CMUdict's or TIMIT's; a "
+                  "word's most probable pronunciation is kept (the number of words with others is recorded in "
+                  "manifest.json). Without --phone-set the phone set is the dictionary's phones plus silence. A word "
+                  "missing from it (and --g2p): one line naming it and its utterance, which is skipped")
+      ->needs(corpus_opt);
+  sub->add_option("--dict-format", corpus.dict_format, "With --dict: timit, cmudict, mfa or auto (default: detected)")
+      ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}));
+  sub->add_option("--g2p", corpus.g2p,
+                  "With --corpus, word transcripts: espeak: words (missing from --dict) pronounced by espeak-ng in "
+                  "--language, in the IPA phones `synth --voice espeak` labels with")
+      ->check(CLI::IsMember({"espeak"}))->needs(corpus_opt);
+  sub->add_option("--language", corpus.language, "With --g2p espeak: the espeak-ng language (en-us, es, de, fr, ...)");
   sub->add_option("--split-file", corpus.split_file,
                   "With --corpus: lines 'SPEAKER train|dev|test' choosing each speaker's split. Default: the corpus's "
                   "own splits (a manifest's split column, Kaldi dirs train/dev/test), else by speaker: a seeded 10% "
@@ -132,7 +148,8 @@ void add_prepare_command(CLI::App& app) {
   auto* sub = app.add_subcommand(
       "prepare",
       "Read a TIMIT tree (TRAIN/TEST, either letter case, NIST SPHERE or RIFF .WAV + .PHN), or with --corpus a "
-      "TextGrid, Buckeye, Kaldi or manifest corpus, validate it, and write "
+      "TextGrid, Buckeye, Kaldi, manifest or LibriSpeech corpus (labels with times, or transcripts without), "
+      "validate it, and write "
       "features, frame labels, segments, CMVN statistics, phone maps and duration statistics for the splits train, "
       "dev, core-test and test to WORKDIR (see docs/data.md). Re-running with the same corpus and options does "
       "nothing unless --force.");
@@ -180,6 +197,9 @@ void add_prepare_command(CLI::App& app) {
     } else {
       spdlog::info("found {} utterances: {} SA excluded, {} skipped (bad), {} warnings", s.utterances_found,
                    s.sa_excluded, s.skipped, s.warnings);
+      if (s.transcript_only > 0)
+        spdlog::info("{} utterance{} prepared from a transcript only (no times)", s.transcript_only,
+                     s.transcript_only == 1 ? "" : "s");
       const int threads = resolve_threads(po.threads);
       spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
                    s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
@@ -253,7 +273,7 @@ void add_synth_command(CLI::App& app) {
       "synth",
       "Write a synthetic labelled corpus, 16 kHz 16-bit: per-phone source-filter synthesis (--voice tones), English "
       "spoken by libflite (--voice flite), or any espeak-ng language (--voice espeak --language LANG); in TIMIT's "
-      "layout (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN) or --format textgrid|buckeye|kaldi|manifest. TEST holds speakers "
+      "layout (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN) or --format textgrid|buckeye|kaldi|manifest|librispeech. TEST holds speakers "
       "of the dev and core-test lists so every split is non-empty. Deterministic per seed (docs/synth.md).");
   auto o = std::make_shared<data::SynthOptions>();
   sub->add_option("--out", o->out_dir, "Output folder: must not exist or be empty (synth never merges corpora)")->required();
@@ -289,9 +309,11 @@ void add_synth_command(CLI::App& app) {
       "--format", o->layout,
       "Corpus layout: timit (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN; espeak adds .WRD and .TXT), textgrid (MFA: "
       "SPEAKER/UTT.wav + UTT.TextGrid, tiers words and phones), buckeye (SPEAKER/UTT.wav + .phones + .words), kaldi "
-      "(train/dev/test: wav.scp, segments, utt2spk, spk2utt, text, phones.ctm) or manifest (manifest.jsonl); sphere "
-      "and riff are the old spellings of timit with --audio sphere / riff");
-  layout->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "sphere", "riff"}))
+      "(train/dev/test: wav.scp, segments, utt2spk, spk2utt, text, phones.ctm), manifest (manifest.jsonl) or "
+      "librispeech (--voice espeak: SUBSET/SPEAKER/CHAPTER/*.flac + SPEAKER-CHAPTER.trans.txt, the words without "
+      "times; SUBSET train-clean, dev-clean, test-clean); sphere and riff are the old spellings of timit with --audio "
+      "sphere / riff");
+  layout->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech", "sphere", "riff"}))
       ->capture_default_str();
   sub->add_option("--audio", o->format,
                   "The timit layout's audio: sphere (NIST SPHERE, as on the LDC discs) or riff (RIFF WAV); the other "

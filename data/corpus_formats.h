@@ -20,9 +20,9 @@
 
 namespace timitseg::data {
 
-enum class CorpusFormat { timit, textgrid, buckeye, kaldi, manifest };
+enum class CorpusFormat { timit, textgrid, buckeye, kaldi, manifest, librispeech };
 
-// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest"; parse_corpus_format
+// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest" | "librispeech"; parse_corpus_format
 // throws std::invalid_argument naming the accepted names.
 std::string corpus_format_name(CorpusFormat f);
 CorpusFormat parse_corpus_format(const std::string& name);
@@ -30,7 +30,9 @@ CorpusFormat parse_corpus_format(const std::string& name);
 // The format of PATH when exactly one layout fits: a folder with wav.scp (or
 // train|dev|test/wav.scp): kaldi; a .csv/.jsonl/.json file, or a folder with
 // manifest.csv or manifest.jsonl: manifest; TRAIN and/or TEST folders holding
-// .PHN files: timit; .TextGrid files: textgrid; .phones files: buckeye.
+// .PHN files: timit; .TextGrid files, or (no manifest) a .lab beside an audio file
+// of its name: textgrid; .phones files: buckeye;
+// SPEAKER-CHAPTER.trans.txt files: librispeech.
 // Throws std::invalid_argument (one line) when none or several fit, naming them.
 CorpusFormat detect_corpus_format(const std::string& path);
 
@@ -90,6 +92,20 @@ struct CorpusEntry {
   // again when it processes the utterance, so that the corpus's labels are never
   // all in memory at once.
   std::vector<LabelInterval> intervals;
+  // A transcript (labels without times): transcript_kind "phones" (phone names) or "words"
+  // ("" when the labels are intervals only), tokens as written: filled by the scan (a
+  // manifest's phones/text column, Kaldi's text, LibriSpeech's .trans.txt) or by read_labels
+  // (label_kind "transcript": MFA's .lab/.txt beside the audio; a TextGrid with a words tier
+  // and no phones tier); transcript_line its line in transcript_path.
+  std::string transcript_kind;
+  std::vector<std::string> tokens;
+  std::string transcript_path;
+  int transcript_line = 0;
+  // prepare: the transcript's phones (names, before the phone set; no silence added) and
+  // [phones] 1 where a word starts (words) or where the phone is a silence written in a
+  // phones transcript; filled by pronounce_transcripts.
+  std::vector<std::string> phones;
+  std::vector<uint8_t> word_start;
   std::vector<Problem> problems;         // found by the scan; an error makes the utterance unusable
   size_t scan_problems = 0;              // prepare: how many of `problems` the scan found (before read_labels)
 };

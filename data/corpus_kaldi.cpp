@@ -2,7 +2,8 @@
 // segments (UTT RECORDING START END, seconds), utt2spk, and the phone
 // alignment as a CTM (UTT CHANNEL START DURATION PHONE [CONF], times relative
 // to the utterance, as ali-to-phones --ctm-output writes them) in a file
-// named phones.ctm, ctm or ali.ctm. --corpus is the data dir or a folder of
+// named phones.ctm, ctm or ali.ctm; without a CTM, the transcripts of `text`
+// (UTT word word ...: labels without times). --corpus is the data dir or a folder of
 // data dirs named train, dev, test (their names are the splits).
 #include <filesystem>
 #include <map>
@@ -102,6 +103,31 @@ void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, 
   for (auto& [utt, e] : by_utt) e->spill = spill, e->label_kind = "spill";
 }
 
+// The transcripts of `text` (lines "UTT word word ...") into the entries (words); an
+// utterance without a line gets one error, a line of no utterance one warning.
+void read_text(const fs::path& path, const std::vector<KaldiLine>& text, std::map<std::string, CorpusEntry*>& by_utt,
+               std::vector<Problem>* problems) {
+  for (const KaldiLine& k : text) {
+    auto it = by_utt.find(k.f[0]);
+    if (it == by_utt.end()) {
+      problems->push_back({path.string(), k.line, "utterance '" + k.f[0] + "' is not in wav.scp/segments", false});
+      continue;
+    }
+    CorpusEntry& e = *it->second;
+    if (!e.transcript_kind.empty()) {
+      e.problems.push_back({path.string(), k.line, "a second transcript of '" + k.f[0] + "'", true});
+      continue;
+    }
+    e.transcript_kind = "words";
+    e.tokens.assign(k.f.begin() + 1, k.f.end());
+    e.transcript_path = path.string();
+    e.transcript_line = k.line;
+  }
+  for (auto& [utt, e] : by_utt)
+    if (e->transcript_kind.empty())
+      e->problems.push_back({path.string(), 0, "no transcript of '" + utt + "' (no line 'UTT word ...')", true});
+}
+
 std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& split, std::vector<Problem>* problems) {
   bool has_seg = false, has_spk = false;
   std::error_code ec;
@@ -113,9 +139,12 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
   fs::path ctm;
   for (const char* name : {"phones.ctm", "ctm", "ali.ctm"})
     if (fs::is_regular_file(dir / name)) ctm = dir / name;
-  if (ctm.empty())
+  bool has_text = false;
+  const auto text = ctm.empty() ? read_table(dir / "text", &has_text) : std::vector<KaldiLine>{};
+  if (ctm.empty() && !has_text)
     throw std::runtime_error(dir.string() + ": no phone alignment (phones.ctm, ctm or ali.ctm: 'UTT CHANNEL START "
-                             "DURATION PHONE' lines, e.g. from ali-to-phones --ctm-output)");
+                             "DURATION PHONE' lines, e.g. from ali-to-phones --ctm-output) and no transcripts (text: "
+                             "'UTT word word ...' lines)");
   const std::vector<WavScpLine> scp = parse_wav_scp(read_file(scp_path));
   std::map<std::string, std::string> audio;  // recording -> path ("" for a refused line)
   std::map<std::string, Problem> refused;
@@ -140,7 +169,7 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
     CorpusEntry e;
     e.id = split.empty() ? utt : split + "/" + utt;
     e.split = split;
-    e.label_path = ctm.string();
+    e.label_path = ctm.empty() ? (dir / "text").string() : ctm.string();
     auto a = audio.find(rec);
     if (a == audio.end()) e.problems.push_back({file, line, "recording '" + rec + "' is not in wav.scp", true});
     else if (a->second.empty()) e.problems.push_back(refused[rec]);
@@ -165,7 +194,8 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
   }
   std::map<std::string, CorpusEntry*> by_utt;
   for (auto& e : out) by_utt[split.empty() ? e.id : e.id.substr(split.size() + 1)] = &e;
-  read_ctm(ctm, by_utt, problems);
+  if (!ctm.empty()) read_ctm(ctm, by_utt, problems);
+  else read_text(dir / "text", text, by_utt, problems);
   return out;
 }
 

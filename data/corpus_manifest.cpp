@@ -9,6 +9,11 @@
 //            or lines "START END LABEL" in seconds (any other name)
 //   segments inline labels instead of a file: CSV "START END LABEL; ..."
 //            (';' between intervals), JSON [[START, END, "LABEL"], ...]
+//   phones   labels without times: the phone sequence, space separated
+//            (JSON: a string or a list of strings)
+//   text     labels without times: the words (pronounced by --dict / --g2p)
+// A row needs labels, segments, phones or text; phones beside times must be
+// the times' sequence (checked at prepare), text beside times is not used.
 // --corpus is the manifest, or a folder holding manifest.csv or manifest.jsonl.
 #include <filesystem>
 #include <map>
@@ -85,7 +90,11 @@ Row jsonl_row(const std::string& line, int n) {
           r.segments.push_back(iv);
         }
       } else {
-        r.f[it.key()] = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+        std::string v;
+        if (it.value().is_array() && (it.key() == "phones" || it.key() == "text"))
+          for (const auto& t : it.value()) v += (v.empty() ? "" : " ") + t.get<std::string>();
+        else v = it.value().is_string() ? it.value().get<std::string>() : it.value().dump();
+        r.f[it.key()] = v;
       }
     }
   } catch (const std::exception& e) {
@@ -137,9 +146,25 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
     e.intervals = r.segments;
   } else if (!get("segments").empty()) {
     e.intervals = inline_segments(path, r.line, get("segments"), &e.problems);
-  } else {
-    err("no labels (column 'labels': a label file, or 'segments': inline intervals)");
   }
+  // a transcript: the non-empty one of phones and text (an empty cell: an empty transcript)
+  const auto pc = r.f.find("phones"), tc = r.f.find("text");
+  const std::string pv = pc == r.f.end() ? "" : pc->second, tv = tc == r.f.end() ? "" : tc->second;
+  if (!pv.empty() && !tv.empty()) return err("both 'phones' and 'text' given (one transcript per row)"), e;
+  if (!pv.empty() || (tv.empty() && pc != r.f.end())) e.transcript_kind = "phones";
+  else if (tc != r.f.end()) e.transcript_kind = "words";
+  std::istringstream in(pv.empty() ? tv : pv);
+  for (std::string t; in >> t;) e.tokens.push_back(t);
+  e.transcript_path = path;
+  e.transcript_line = r.line;
+  const bool times = !e.label_kind.empty() || r.json_segments || !get("segments").empty();
+  if (times && (e.tokens.empty() || e.transcript_kind == "words")) {  // times rule; text beside them is not used
+    e.transcript_kind.clear();
+    e.tokens.clear();
+  }
+  if (!times && e.transcript_kind.empty())
+    err("no labels (column 'labels': a label file, 'segments': inline intervals, or without times 'phones': the "
+        "phone sequence or 'text': the words)");
   return e;
 }
 

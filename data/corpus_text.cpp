@@ -214,15 +214,17 @@ std::string corpus_format_name(CorpusFormat f) {
     case CorpusFormat::buckeye: return "buckeye";
     case CorpusFormat::kaldi: return "kaldi";
     case CorpusFormat::manifest: return "manifest";
+    case CorpusFormat::librispeech: return "librispeech";
   }
   return "?";
 }
 
 CorpusFormat parse_corpus_format(const std::string& name) {
   for (CorpusFormat f : {CorpusFormat::timit, CorpusFormat::textgrid, CorpusFormat::buckeye, CorpusFormat::kaldi,
-                         CorpusFormat::manifest})
+                         CorpusFormat::manifest, CorpusFormat::librispeech})
     if (corpus_format_name(f) == name) return f;
-  throw std::invalid_argument("--format " + name + ": not a corpus format (timit, textgrid, buckeye, kaldi, manifest)");
+  throw std::invalid_argument("--format " + name + ": not a corpus format (timit, textgrid, buckeye, kaldi, manifest, "
+                              "librispeech)");
 }
 
 CorpusFormat detect_corpus_format(const std::string& path) {
@@ -239,21 +241,31 @@ CorpusFormat detect_corpus_format(const std::string& path) {
   for (const char* s : {"train", "dev", "test"}) kaldi = kaldi || fs::exists(p / s / "wav.scp", ec);
   if (kaldi) fits.push_back(CorpusFormat::kaldi);
   if (fs::exists(p / "manifest.csv", ec) || fs::exists(p / "manifest.jsonl", ec)) fits.push_back(CorpusFormat::manifest);
-  bool phn = false, tg = false, phones = false;
-  for (const fs::path& rel : walk_files(p, nullptr)) {
+  bool phn = false, tg = false, phones = false, libri = false;
+  const std::vector<fs::path> files = walk_files(p, nullptr);
+  std::set<std::string> audio;  // stems of audio files: an MFA .lab transcript sits beside one
+  for (const fs::path& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if (ext == ".wav" || ext == ".flac" || ext == ".ogg") audio.insert((rel.parent_path() / rel.stem()).string());
+  }
+  const bool manifest = !fits.empty() && fits.back() == CorpusFormat::manifest;  // its .lab files are label files
+  for (const fs::path& rel : files) {
     const std::string ext = to_lower(rel.extension().string());
     const std::string top = to_lower(rel.begin()->string());
     phn = phn || (ext == ".phn" && (top == "train" || top == "test"));
-    tg = tg || ext == ".textgrid";
+    tg = tg || ext == ".textgrid" ||
+         (ext == ".lab" && !manifest && audio.count((rel.parent_path() / rel.stem()).string()));
+    libri = libri || to_lower(rel.filename().string()).find(".trans.txt") != std::string::npos;
     phones = phones || ext == ".phones";
   }
   if (phn) fits.push_back(CorpusFormat::timit);
   if (tg) fits.push_back(CorpusFormat::textgrid);
   if (phones) fits.push_back(CorpusFormat::buckeye);
+  if (libri) fits.push_back(CorpusFormat::librispeech);
   if (fits.size() == 1) return fits[0];
   if (fits.empty())
     throw std::invalid_argument("--corpus " + path + ": no known corpus layout (wav.scp, manifest.csv/.jsonl, "
-                                "TRAIN|TEST/**.PHN, **.TextGrid, **.phones); give --format");
+                                "TRAIN|TEST/**.PHN, **.TextGrid, **.lab, **.phones, **.trans.txt); give --format");
   std::string names;
   for (CorpusFormat f : fits) names += (names.empty() ? "" : ", ") + corpus_format_name(f);
   throw std::invalid_argument("--corpus " + path + ": fits several formats (" + names + "); choose one with --format");

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <set>
+#include <sstream>
 #include <filesystem>
 #include <stdexcept>
 
@@ -146,9 +147,40 @@ std::vector<LabelInterval> parse_textgrid(const std::string& path, const std::st
 
 namespace {
 
-// MFA layout: every UTT.TextGrid with UTT.{wav,flac,ogg} beside it; the
-// speaker is the TextGrid's folder (relative to ROOT; files directly in ROOT:
-// the utterance name up to its first '_' or '-').
+// The speaker of an MFA-layout file: its folder (relative to ROOT; files directly
+// in ROOT: the utterance name up to its first '_' or '-').
+std::string mfa_speaker(const fs::path& rel) {
+  const std::string folder = rel.parent_path().generic_string();
+  if (!folder.empty()) return folder;
+  const std::string s = rel.stem().string();
+  return s.substr(0, std::min(s.find('_'), s.find('-')));
+}
+
+// MFA's other layout: UTT.{wav,flac,ogg} with no TextGrid and UTT.lab or UTT.txt
+// beside it (the words, no times): label_kind "transcript".
+void add_transcript_files(const std::string& root, const std::vector<fs::path>& files, const std::set<std::string>& have,
+                          std::vector<CorpusEntry>& out) {
+  for (const auto& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if (ext != ".wav" && ext != ".flac" && ext != ".ogg") continue;
+    const fs::path stem = rel.parent_path() / rel.stem();
+    if (have.count(stem.string() + ".TextGrid") || have.count(stem.string() + ".textgrid")) continue;
+    for (const char* t : {".lab", ".txt", ".LAB", ".TXT"}) {
+      if (!have.count(stem.string() + t)) continue;
+      CorpusEntry e;
+      e.id = stem.generic_string();
+      e.speaker = mfa_speaker(rel);
+      e.audio_path = (fs::path(root) / rel).string();
+      e.label_path = (fs::path(root) / (stem.string() + t)).string();
+      e.label_kind = "transcript";
+      out.push_back(std::move(e));
+      break;
+    }
+  }
+}
+
+// MFA layout: every UTT.TextGrid with UTT.{wav,flac,ogg} beside it (the speaker:
+// mfa_speaker), and the audio with UTT.lab or UTT.txt and no TextGrid beside it.
 std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Problem>* problems) {
   std::vector<CorpusEntry> out;
   std::vector<std::string> walk_problems;
@@ -161,13 +193,7 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
     CorpusEntry e;
     const fs::path stem = rel.parent_path() / rel.stem();
     e.id = stem.generic_string();
-    const std::string folder = rel.parent_path().generic_string();
-    if (!folder.empty()) {
-      e.speaker = folder;
-    } else {
-      const std::string s = rel.stem().string();
-      e.speaker = s.substr(0, std::min(s.find('_'), s.find('-')));
-    }
+    e.speaker = mfa_speaker(rel);
     e.label_path = (fs::path(root) / rel).string();
     e.label_kind = "textgrid";
     for (const char* ext : {".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG"})
@@ -180,6 +206,7 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
                             true});
     out.push_back(std::move(e));
   }
+  add_transcript_files(root, files, have, out);
   return out;
 }
 
@@ -189,6 +216,7 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
 std::vector<CorpusEntry> scan_buckeye(const std::string& root, std::vector<Problem>* problems);
 std::vector<CorpusEntry> scan_kaldi(const std::string& root, std::vector<Problem>* problems);
 std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Problem>* problems);
+std::vector<CorpusEntry> scan_librispeech(const std::string& root, std::vector<Problem>* problems);
 
 std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions&,
                                      std::vector<Problem>* problems, int64_t* sa_excluded) {
@@ -200,6 +228,7 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
     case CorpusFormat::buckeye: out = scan_buckeye(path, problems); break;
     case CorpusFormat::kaldi: out = scan_kaldi(path, problems); break;
     case CorpusFormat::manifest: out = scan_manifest(path, problems); break;
+    case CorpusFormat::librispeech: out = scan_librispeech(path, problems); break;
     case CorpusFormat::timit: {
       int64_t sa = 0;
       out = scan_timit_layout(path, problems, &sa);
@@ -216,6 +245,56 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
   return out;
 }
 
+namespace {
+
+// Words of a transcript as written: split at white space, punctuation around them
+// (.,;:!?"()) dropped, silence words (sil, sp, <sil>, silence) left out.
+std::vector<std::string> transcript_words(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string w; in >> w;) {
+    const size_t a = w.find_first_not_of(".,;:!?\"()"), b = w.find_last_not_of(".,;:!?\"()");
+    if (a == std::string::npos) continue;
+    w = w.substr(a, b + 1 - a);
+    const std::string l = to_lower(w);
+    if (l != "sil" && l != "sp" && l != "<sil>" && l != "silence") out.push_back(w);
+  }
+  return out;
+}
+
+// MFA's other layout: UTT.lab or UTT.txt beside the audio, the words of the utterance.
+void read_transcript_file(CorpusEntry& e, const std::string& bytes) {
+  e.transcript_kind = "words";
+  e.transcript_path = e.label_path;
+  e.transcript_line = 0;
+  e.tokens = transcript_words(decode_text(bytes));
+}
+
+// A TextGrid's phone tier; without one (the default tier name) its words tier as a
+// transcript without times (MFA's input layout).
+void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions& ro) {
+  std::vector<Problem> ps;
+  e.intervals = parse_textgrid(e.label_path, bytes, ro.tier, &ps);
+  const bool no_tier = ps.size() == 1 && ps[0].message.rfind("no interval tier named", 0) == 0;
+  if (no_tier && ro.tier == "phones") {
+    std::vector<Problem> wp;
+    const std::vector<LabelInterval> words = parse_textgrid(e.label_path, bytes, "words", &wp);
+    if (wp.empty()) {
+      std::string text;
+      for (const auto& iv : words) text += iv.label + " ";
+      e.transcript_kind = "words";
+      e.transcript_path = e.label_path;
+      e.transcript_line = words.empty() ? 0 : words.front().line;
+      e.tokens = transcript_words(text);
+      return;
+    }
+    ps[0].message += " and no words tier";
+  }
+  e.problems.insert(e.problems.end(), ps.begin(), ps.end());
+}
+
+}  // namespace
+
 void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
   for (const auto& p : e.problems)
     if (p.error) return;
@@ -229,7 +308,8 @@ void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
       e.problems.push_back({e.label_path, 0, "cannot read", true});
       return;
     }
-    if (e.label_kind == "textgrid") e.intervals = parse_textgrid(e.label_path, bytes, ro.tier, &e.problems);
+    if (e.label_kind == "transcript") read_transcript_file(e, bytes);
+    else if (e.label_kind == "textgrid") read_textgrid(e, bytes, ro);
     else if (e.label_kind == "buckeye") e.intervals = parse_buckeye_phones(e.label_path, bytes, &e.problems);
     else if (e.label_kind == "phn") {
       const int rate = audio_file_rate(e.audio_path);
@@ -243,6 +323,7 @@ void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
   }
   for (const auto& p : e.problems)
     if (p.error) return;
+  if (e.intervals.empty() && !e.transcript_kind.empty()) return;  // a transcript without times
   check_intervals(e.label_path, e.intervals, -1.0, &e.problems);
 }
 

@@ -140,8 +140,9 @@ namespace {
 
 // The WORKDIR's label table (data/phone_set.h): TIMIT's 61 .PHN labels, or its
 // inventory's phones; merged labels (TIMIT's q) are never frame labels. Throws,
-// naming PATH, at the first of `labels` [F] that is not a phone index; returns
-// the table's size.
+// naming PATH, at the first of `labels` [F] that is not a phone index (kNoTimesLabel
+// marks the frames of an utterance prepared from a transcript only: load_split checks
+// that they are exactly those); returns the table's size.
 int32_t check_frame_labels(const std::string& path, const std::string& workdir, const std::vector<int32_t>& labels) {
   const WorkdirPhoneSet inventory = load_workdir_phone_set(workdir);
   const int32_t num_labels = static_cast<int32_t>(inventory.labels.size());
@@ -153,25 +154,69 @@ int32_t check_frame_labels(const std::string& path, const std::string& workdir, 
   }
   const int64_t F = static_cast<int64_t>(labels.size());
   for (int64_t t = 0; t < F; ++t)
-    if (labels[t] < 0 || labels[t] >= num_labels || !frame_label[static_cast<size_t>(labels[t])])
+    if (labels[t] != kNoTimesLabel &&
+        (labels[t] < 0 || labels[t] >= num_labels || !frame_label[static_cast<size_t>(labels[t])]))
       throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + ": " +
                                std::to_string(labels[t]) + " is not a phone index in [0, " +
                                std::to_string(num_labels) + ")" + merged + rerun_hint());
   return num_labels;
 }
 
-// Entry u of the "utterances" metadata into x: id, speaker, audio and the reference when present.
-void read_utterance(const std::string& path, const nlohmann::json& entry, int64_t u, int32_t num_labels,
+// Entry u of the "utterances" metadata into x: id, speaker, audio and the reference when present;
+// returns false for an utterance prepared from a transcript only ("times": false).
+bool read_utterance(const std::string& path, const nlohmann::json& entry, int64_t u, int32_t num_labels,
                     Utterance& x) {
   try {
     x.id = entry.at("id").get<std::string>();
     x.speaker = entry.at("speaker").get<std::string>();
     x.audio_path = entry.at("audio").get<std::string>();
-    if (entry.contains("reference")) read_reference(entry.at("reference"), num_labels, x);  // throws json errors
+    const bool times = !entry.contains("times") || entry.at("times").get<bool>();
+    if (times && entry.contains("reference")) read_reference(entry.at("reference"), num_labels, x);  // throws json errors
+    return times;
   } catch (const nlohmann::json::exception& e) {
     throw std::runtime_error(path + ": metadata 'utterances' entry " + std::to_string(u) +
                              " needs strings \"id\", \"speaker\" and \"audio\", and a \"reference\" (when present) "
                              "{\"rate\": N, \"phones\": [[start, end, label], ...]} (" + e.what() + ")" + rerun_hint());
+  }
+}
+
+// The transcripts of a split (tensors "transcripts" [N], "transcript_optional" [N] and
+// "utt_transcript_offsets" [U+1], present when one of its utterances has no times) into
+// out's utterances; times[u] says which have times. An utterance without times needs a
+// transcript of phone indices with at least one obligatory phone and no two optional in a
+// row, one with times none.
+void read_transcripts(const std::string& path, const st::File& f, const std::vector<char>& times, int32_t num_labels,
+                      Split& out) {
+  const int64_t U = static_cast<int64_t>(times.size());
+  auto bad = [&](int64_t u, const std::string& why) {
+    return std::runtime_error(path + ": transcript of utterance " + std::to_string(u) + " (" +
+                              out.utterances[static_cast<size_t>(u)].id + ") " + why + rerun_hint());
+  };
+  if (!f.has("utt_transcript_offsets")) {
+    for (int64_t u = 0; u < U; ++u)
+      if (!times[u]) throw bad(u, "is missing (no tensor 'utt_transcript_offsets')");
+    return;
+  }
+  const st::Tensor& tt = f.get("transcripts", st::DType::I32, {-1});
+  const int64_t N = tt.shape[0];
+  const auto seq = tt.to<int32_t>();
+  const auto opt = f.get("transcript_optional", st::DType::U8, {N}).to<uint8_t>();
+  const auto off = f.get("utt_transcript_offsets", st::DType::I64, {U + 1}).to<int64_t>();
+  if (off[0] != 0 || off[U] != N) throw std::runtime_error(path + ": transcript offsets do not cover the tensor" + rerun_hint());
+  for (int64_t u = 0; u < U; ++u) {
+    Utterance& x = out.utterances[static_cast<size_t>(u)];
+    if (off[u + 1] < off[u] || off[u + 1] > N) throw bad(u, "has offsets out of order or range");
+    if (static_cast<bool>(times[u]) != (off[u + 1] == off[u]))
+      throw bad(u, times[u] ? "is given beside its times" : "is empty");
+    bool obligatory = false;
+    for (int64_t k = off[u]; k < off[u + 1]; ++k) {
+      if (seq[k] < 0 || seq[k] >= num_labels) throw bad(u, "holds " + std::to_string(seq[k]) + ", not a phone index");
+      if (opt[k] > 1 || (opt[k] && k > off[u] && opt[k - 1])) throw bad(u, "has a bad optional flag");
+      obligatory = obligatory || !opt[k];
+    }
+    if (off[u + 1] > off[u] && !obligatory) throw bad(u, "has only optional phones");
+    x.transcript.assign(seq.begin() + off[u], seq.begin() + off[u + 1]);
+    x.transcript_optional.assign(opt.begin() + off[u], opt.begin() + off[u + 1]);
   }
 }
 
@@ -186,6 +231,25 @@ void check_segments(const std::string& path, int64_t u, const Utterance& x) {
   if (!same)
     throw std::runtime_error(path + ": tensor 'segments' of utterance " + std::to_string(u) + " (" + x.id +
                              ") are not the runs of its labels" + rerun_hint());
+}
+
+// The frames of utterance u are all kNoTimesLabel when it has no times (and it has no
+// segments), none of them when it has.
+void check_no_times(const std::string& path, int64_t u, const std::string& id, bool times,
+                    const std::vector<int32_t>& labels, const std::vector<int64_t>& foff,
+                    const std::vector<int64_t>& soff) {
+  if (foff[u + 1] > static_cast<int64_t>(labels.size()))
+    throw std::runtime_error(path + ": frame offsets of utterance " + std::to_string(u) + " pass the tensors" +
+                             rerun_hint());
+  for (int64_t t = foff[u]; t < foff[u + 1]; ++t)
+    if ((labels[t] == kNoTimesLabel) == times)
+      throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + " of utterance " +
+                               std::to_string(u) + " (" + id + "): " + std::to_string(labels[t]) +
+                               (times ? " in an utterance with times" : " in an utterance without times") +
+                               rerun_hint());
+  if (!times && soff[u + 1] != soff[u])
+    throw std::runtime_error(path + ": utterance " + std::to_string(u) + " (" + id + ") has segments and no times" +
+                             rerun_hint());
 }
 
 }  // namespace
@@ -228,11 +292,13 @@ Split load_split(const std::string& workdir, const std::string& split) {
   const int32_t num_labels = check_frame_labels(path, workdir, labels);
   if (F > INT32_MAX) throw std::runtime_error(path + ": more than 2^31 frames" + rerun_hint());
   out.utterances.resize(static_cast<size_t>(U));
+  std::vector<char> times(static_cast<size_t>(U), 1);
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
-    if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u])
-      throw std::runtime_error(path + ": decreasing offsets at utterance " + std::to_string(u) + rerun_hint());
-    read_utterance(path, utts[u], u, num_labels, x);
+    if (foff[u + 1] < foff[u] || soff[u + 1] < soff[u] || foff[u + 1] > F || soff[u + 1] > S)
+      throw std::runtime_error(path + ": offsets out of order or range at utterance " + std::to_string(u) + rerun_hint());
+    times[u] = read_utterance(path, utts[u], u, num_labels, x);
+    check_no_times(path, u, x.id, times[u], labels, foff, soff);
     if (nsamp[u] < 0)
       throw std::runtime_error(path + ": tensor 'num_samples' index " + std::to_string(u) + ": " +
                                std::to_string(nsamp[u]) + " is negative" + rerun_hint());
@@ -240,11 +306,12 @@ Split load_split(const std::string& workdir, const std::string& split) {
     x.dim = static_cast<int32_t>(dim);
     x.num_samples = nsamp[u];
     x.features.assign(feats.begin() + foff[u] * dim, feats.begin() + foff[u + 1] * dim);
-    x.labels.assign(labels.begin() + foff[u], labels.begin() + foff[u + 1]);
+    if (times[u]) x.labels.assign(labels.begin() + foff[u], labels.begin() + foff[u + 1]);
     for (int64_t s = soff[u]; s < soff[u + 1]; ++s)
       x.segments.push_back({segs[3 * s], segs[3 * s + 1], segs[3 * s + 2]});
     check_segments(path, u, x);
   }
+  read_transcripts(path, f, times, num_labels, out);
   return out;
 }
 

@@ -43,6 +43,14 @@ struct Utterance {
   };
   std::vector<RefInterval> reference;
   int32_t reference_rate = 0;
+  // Transcript supervision: the phone sequence [N] (indices into the WORKDIR's phone set, as `labels`;
+  // consecutive equal phones merged), and transcript_optional [N] (1 = the phone may take 0 frames: the
+  // optional silence between words and at both ends; never two optional in a row, never all optional).
+  // For an utterance prepared from times, both empty. For an utterance with only a transcript,
+  // `labels` and `segments` and `reference` are EMPTY and num_frames is still set.
+  std::vector<int32_t> transcript;
+  std::vector<uint8_t> transcript_optional;
+  bool has_times() const { return !labels.empty(); }
 };
 
 struct Split {
@@ -81,6 +89,9 @@ constexpr double kCmvnVarFloor = 1e-10;
 std::vector<Segment> frame_segments(const std::vector<int32_t>& labels);
 // Version of the WORKDIR layout written by prepare (manifest.json "format_version").
 constexpr int kPreparedFormatVersion = 1;
+// The stored frame label of an utterance prepared from a transcript only (its
+// frames in the split's 'labels' tensor; Utterance::labels is empty for it).
+constexpr int32_t kNoTimesLabel = -1;
 
 // `timitseg prepare` (data/prepare.cpp).
 struct PrepareOptions {
@@ -108,6 +119,11 @@ struct PrepareOptions {
   std::string phone_set;   // phone-set YAML file ("" = the format's shipped one, else derived from train)
   std::string split_file;  // lines "SPEAKER train|dev|test" ("" = the corpus's splits, else by speaker)
   std::string tier = "phones";  // TextGrid tier of the phones
+  // Labels without times (a transcript: docs/data.md "Transcripts"): words become phones
+  // through dict (a pronunciation dictionary, dict_format timit|cmudict|mfa|auto) and/or
+  // g2p "espeak" in `language` (words missing from dict); their phones name the phone set
+  // unless phone_set does.
+  std::string dict, dict_format = "auto", g2p, language;
   // Splits by speaker (corpus without splits, no split_file): fractions of the
   // speakers for dev and test (at least one each from 3 speakers), seeded shuffle.
   double dev_fraction = 0.10, test_fraction = 0.10;
@@ -127,6 +143,8 @@ struct PrepareSummary {
   std::string dev_rule = "standard list", core_test_rule = "standard list";
   std::vector<std::string> dev_speaker_ids;  // only when dev_rule == "from train"
   double audio_seconds = 0.0;  // audio processed (unique utterances)
+  // prepare --corpus: utterances prepared from a transcript only (no times), over all splits
+  int64_t transcript_only = 0;
   double wall_seconds = 0.0;
 };
 PrepareSummary prepare(const PrepareOptions& opts);

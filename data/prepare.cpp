@@ -215,6 +215,7 @@ void summary_from_manifest(const std::string& workdir, PrepareSummary& sum) {
     const auto& s = m.at("splits").at(name);
     sum.splits.push_back({name, s.at("utterances").get<int64_t>(), s.at("frames").get<int64_t>(),
                           s.at("speakers").get<int64_t>(), s.at("seconds").get<double>()});
+    if (s.contains("transcript_only")) sum.transcript_only += s.at("transcript_only").get<int64_t>();
   }
   sum.skipped = m.at("skipped").get<int64_t>();
   sum.warnings = m.at("warnings").get<int64_t>();

@@ -22,6 +22,7 @@
 #include "common/sha256.h"
 #include "common/walk.h"
 #include "data/corpus_formats.h"
+#include "data/espeak_tts.h"
 #include "data/phone_set.h"
 #include "data/prepare_corpus_internal.h"
 
@@ -117,10 +118,11 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
     return r;
   }
   if (e.seg_end < 0) total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
+  const bool times = !e.intervals.empty() || e.transcript_kind.empty();  // else a transcript without times
   if (e.seg_end >= 0) {  // a segment of the recording
     std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
     for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
-    check_intervals(e.label_path, abs, total, &r.problems);
+    if (times) check_intervals(e.label_path, abs, total, &r.problems);
     if (has_error(r.problems)) return r;
     if (e.seg_end > total + 0.0005) {
       err(e.audio_path, "segment " + e.id + " ends at " + std::to_string(e.seg_end) + " s, past the end of the audio (" +
@@ -131,7 +133,7 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
   r.num_samples = static_cast<int64_t>(a.samples.size());
   r.sample_rate = a.sample_rate;
   r.seconds = a.sample_rate > 0 ? static_cast<double>(r.num_samples) / a.sample_rate : 0.0;
-  check_intervals(e.label_path, e.intervals, r.seconds, &r.problems);  // only "past the end" can fire here
+  if (times) check_intervals(e.label_path, e.intervals, r.seconds, &r.problems);  // only "past the end" can fire here
   if (has_error(r.problems)) return r;
   int32_t T = 0;
   try {
@@ -144,7 +146,8 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
     err(e.audio_path, "too short for one feature frame (" + std::to_string(r.num_samples) + " samples)");
     return r;
   }
-  r.labels = corpus_frame_labels(m, T, fo, silence);
+  r.num_frames = T;
+  if (times) r.labels = corpus_frame_labels(m, T, fo, silence);
   r.ok = true;
   return r;
 }
@@ -319,7 +322,8 @@ namespace {
 // else derived from the train split's labels (and the line naming dev/test
 // labels never seen in train).
 PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const std::vector<CorpusEntry>& es,
-                              const ReaderOptions& ro, int threads, std::string* how, std::string* unseen) {
+                              const ReaderOptions& ro, int threads, const std::map<std::string, int64_t>& transcribed,
+                              std::string* how, std::string* unseen) {
   if (!po.phone_set.empty()) {
     *how = "--phone-set " + po.phone_set;
     return PhoneSetSpec::from_setting(po.phone_set);
@@ -348,6 +352,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
       }
     }
   });
+  for (const auto& [phone, n] : transcribed) counts[phone] += n;  // the transcripts' (and dictionary's) phones
   if (counts.empty()) {  // say why: the first problem of an unusable train utterance, when there is one
     std::string why;
     int64_t bad = 0;
@@ -365,8 +370,23 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     for (const auto& [label, u] : labels)
       if (!counts.count(label)) un[split][label] = u;
   *unseen = unseen_labels_line(un);
-  *how = "derived from the train split's labels: " + join(ps.phones, " ");
+  *how = std::string(transcribed.empty() ? "derived from the train split's labels: "
+                     : !po.dict.empty() ? "derived from the train split's labels, transcripts and --dict " + po.dict + ": "
+                     : !po.g2p.empty() ? "derived from the labels and transcripts (--g2p " + po.g2p + "): "
+                                       : "derived from the train split's labels and transcripts: ") +
+         join(ps.phones, " ");
   return ps;
+}
+
+// manifest.json "transcripts": how words became phones and what that left.
+json transcripts_json(const PrepareOptions& po, const TranscriptStats& ts) {
+  json j = {{"dict", po.dict.empty() ? json() : json(fs::absolute(po.dict).lexically_normal().string())},
+            {"g2p", po.g2p.empty() ? json() : json(po.g2p + " " + po.language)},
+            {"optional_silence", "the phone set's silence, optional (0 frames), at both ends and between words"},
+            {"words_with_alternatives", ts.words_with_alternatives},
+            {"alternatives", "the most probable pronunciation kept; the others are not offered to the loss"}};
+  if (!po.g2p.empty()) j["g2p_words"] = ts.g2p_words;
+  return j;
 }
 
 // SHA-256 over "path\tsize\tmtime" of every audio and label file used.
@@ -421,8 +441,15 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   CorpusPlan plan;
   plan.format = fmt;
   plan.split_rule = assign_splits(po, es);
+  const TranscriptStats ts = pronounce_transcripts(es, po);
+  int64_t transcribed = 0;
+  for (const auto& e : es) transcribed += !e.transcript_kind.empty();
   std::string unseen;
-  plan.phone_set = choose_phone_set(po, fmt, es, ro, threads, &plan.phone_set_how, &unseen);
+  plan.phone_set = choose_phone_set(po, fmt, es, ro, threads,
+                                    transcribed ? transcript_phone_counts(es, ts, !po.g2p.empty())
+                                                : std::map<std::string, int64_t>{},
+                                    &plan.phone_set_how, &unseen);
+  if (transcribed) plan.transcripts = transcripts_json(po, ts);
   if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set, ro, threads);
   sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;
   plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
@@ -431,6 +458,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", po.tier},
                      {"phone_set", plan.phone_set.digest()}, {"split_rule", plan.split_rule},
                      {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
+  if (transcribed)  // how words became phones: another dictionary or G2P rebuilds
+    plan.split_opts["transcripts"] = {{"dict", po.dict}, {"dict_sha256", po.dict.empty() ? "" : sha256_file(po.dict, nullptr)},
+                                      {"dict_format", po.dict_format}, {"g2p", po.g2p}, {"language", po.language},
+                                      {"espeak", po.g2p.empty() ? "" : espeak_version()}};
   if (fmt == CorpusFormat::buckeye)  // the cut rule: a WORKDIR cut otherwise (before it) is rebuilt
     plan.split_opts["recording_cuts"] = {{"long_silence_s", kLongSilence}, {"silence_margin_s", kSilenceMargin}};
   if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {

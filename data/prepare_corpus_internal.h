@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,7 @@ struct CorpusPlan {
   std::string phone_set_how;  // "--phone-set FILE", "shipped (buckeye)", "derived from the train split (N phones)"
   std::string source, fingerprint;
   nlohmann::ordered_json opts_json, split_opts;
+  nlohmann::ordered_json transcripts;  // manifest.json "transcripts" (null: the corpus has none)
 };
 
 // e.intervals resolved against `ps`: empty intervals (and the words sil, sp,
@@ -84,6 +87,33 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
 
 // The kind of a problem for the summary's counts (the readers' messages, then problem_kind's).
 std::string corpus_problem_kind(const std::string& message);
+
+// ---- labels without times (data/prepare_transcript.cpp) ----
+struct TranscriptStats {
+  int64_t words_with_alternatives = 0;  // word tokens whose dictionary gives several pronunciations (first kept)
+  int64_t g2p_words = 0;                // distinct words pronounced by the G2P
+  std::set<std::string> dictionary_phones;  // every phone of --dict's pronunciations
+};
+// The phones (CorpusEntry::phones, word_start) of every usable entry with a transcript:
+// a phones transcript as written, words through --dict / --g2p (words_to_phones, each
+// word's most probable pronunciation). An empty transcript or a word without a
+// pronunciation is one error in e.problems naming the utterance; word transcripts with
+// neither --dict nor --g2p throw (one line).
+TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& po);
+// Phone counts of the transcripts (the train split's; every split's when all_splits),
+// every dictionary phone at least 0: the labels a derived phone set is made of.
+std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusEntry>& es, const TranscriptStats& st,
+                                                       bool all_splits);
+// e.phones as indices of ps (seq [N]) with opt [N] (Utterance::transcript_optional): the
+// set's silence (optional) at both ends and, for words, between words; silence written
+// in the transcript is the set's silence (obligatory); merged labels left out; runs of
+// equal phones merged. A phone outside the set, or nothing but silence, is one error.
+bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vector<int32_t>* seq,
+                        std::vector<uint8_t>* opt, std::vector<Problem>* problems);
+// "" when seq (a phones transcript) and the mapped intervals m give the same phones
+// (silence aside, runs merged), else the message naming both.
+std::string transcript_conflict(const std::vector<int32_t>& seq, const std::vector<MappedInterval>& m,
+                                const PhoneSetSpec& ps);
 
 // Processes every utterance in chunks (threaded, a progress bar; each one's
 // labels read again, corpus_intervals, and mapped, map_labels), streams the

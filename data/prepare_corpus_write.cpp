@@ -49,6 +49,15 @@ std::string corpus_problem_kind(const std::string& m) {
       {"is a command", "wav.scp pipe"},
       {"not in the split file", "speaker not in --split-file"},
       {"no labels", "no labels"},
+      {"empty transcript", "empty transcript"},
+      {"not in the dictionary", "word without pronunciation"},
+      {"the g2p gave no phones", "word without pronunciation"},
+      {"cannot hold its", "transcript too long for its audio"},
+      {" is not in phone set ", "phone outside the phone set"},
+      {"is not the sequence of the row's times", "times and transcript conflict"},
+      {"both 'phones' and 'text'", "bad manifest row"},
+      {"no transcript of", "no transcript"},
+      {"a second transcript of", "duplicate transcript"},
       {"duplicate utterance id", "duplicate utterance"},
       {"fields, the header has", "bad manifest row"},
       {"not a JSON object", "bad manifest row"},
@@ -99,6 +108,10 @@ json reference_json(const std::vector<MappedInterval>& m, int rate, int64_t num_
 struct SplitStream {
   std::string name;
   int64_t frames = 0, segments = 0, utterances = 0;
+  int64_t transcript_only = 0, transcript_phones = 0;  // utterances without times, their phones
+  // [N] transcripts, [N] optional flags, [U+1] offsets: opened at the first utterance without times
+  Spill trans, trans_opt, toff;
+  fs::path stage;
   // [F][dim] features, [F] labels, [S][3] segments, [U] num_samples, [U+1]
   // frame and segment offsets: files of the staging folder, so that memory
   // holds no utterance once it is written
@@ -111,7 +124,8 @@ struct SplitStream {
   double seconds = 0.0;
   std::map<int, std::map<int64_t, int64_t>> durs;  // phone -> run length (frames) -> count
 
-  void open(const fs::path& stage) {
+  void open(const fs::path& stage_dir) {
+    stage = stage_dir;
     const std::string base = "." + name + ".";
     features.open(stage / (base + "features.raw"));
     labels.open(stage / (base + "labels.raw"));
@@ -127,10 +141,32 @@ struct SplitStream {
   }
 
   // m: the utterance's mapped intervals, sil: the phone set's silence (-1: none)
+  // The transcript offsets of an utterance (0 phones when it has times), the spills opened
+  // (and the utterances before written as 0) at the first utterance without times.
+  void add_transcript(const ProcessedUtterance& r) {
+    if (r.transcript.empty() && transcript_only == 0) return;
+    if (transcript_only == 0) {
+      const std::string base = "." + name + ".";
+      trans.open(stage / (base + "transcripts.raw"));
+      trans_opt.open(stage / (base + "transcript_optional.raw"));
+      toff.open(stage / (base + "transcript_offsets.raw"));
+      const std::vector<int64_t> zeros(static_cast<size_t>(utterances) + 1, 0);
+      toff.append(zeros);
+    }
+    transcript_only += !r.transcript.empty();
+    trans.append(r.transcript);
+    trans_opt.append(r.transcript_optional);
+    transcript_phones += static_cast<int64_t>(r.transcript.size());
+    toff.append(&transcript_phones, sizeof transcript_phones);
+  }
+
   void add(const CorpusEntry& e, const ProcessedUtterance& r, const std::vector<MappedInterval>& m, int sil) {
+    add_transcript(r);
     features.append(r.features);
-    labels.append(r.labels);
-    frames += static_cast<int64_t>(r.labels.size());
+    const bool times = r.transcript.empty();
+    if (times) labels.append(r.labels);
+    else labels.append(std::vector<int32_t>(static_cast<size_t>(r.num_frames), kNoTimesLabel));
+    frames += times ? static_cast<int64_t>(r.labels.size()) : r.num_frames;
     foff.append(&frames, sizeof frames);
     const std::vector<Segment> segs = frame_segments(r.labels);
     std::vector<int32_t> flat;
@@ -145,7 +181,8 @@ struct SplitStream {
     nsamp.append(&r.num_samples, sizeof r.num_samples);
     json u = {{"id", e.id}, {"speaker", e.speaker}, {"audio", fs::absolute(e.audio_path).lexically_normal().string()}};
     if (e.seg_end >= 0) u["segment"] = {e.seg_start, e.seg_end};
-    u["reference"] = reference_json(m, r.sample_rate, r.num_samples, sil);
+    if (times) u["reference"] = reference_json(m, r.sample_rate, r.num_samples, sil);
+    else u["times"] = false;
     utts.append((utterances++ ? "," : "") + json_escaped(u.dump()));
     speakers.insert(e.speaker);
     seconds += r.seconds;
@@ -166,13 +203,20 @@ void write_split_file(SplitStream& s, int dim, const std::string& path, const js
   auto tensor = [](const char* name, st::DType dt, std::vector<int64_t> shape, Spill& data) {
     return StreamedTensor{name, dt, std::move(shape), data.bytes(), [&data](AtomicFile& out) { data.copy_into(out); }};
   };
-  write_split_safetensors(path, meta, s.utts.bytes(), [&](AtomicFile& out) { s.utts.copy_into(out); },
-                          {tensor("features", st::DType::F32, {F, dim}, s.features),
-                           tensor("labels", st::DType::I32, {F}, s.labels),
-                           tensor("num_samples", st::DType::I64, {U}, s.nsamp),
-                           tensor("segments", st::DType::I32, {S, 3}, s.seg_flat),
-                           tensor("utt_frame_offsets", st::DType::I64, {U + 1}, s.foff),
-                           tensor("utt_segment_offsets", st::DType::I64, {U + 1}, s.soff)});
+  std::vector<StreamedTensor> tensors = {tensor("features", st::DType::F32, {F, dim}, s.features),
+                                         tensor("labels", st::DType::I32, {F}, s.labels),
+                                         tensor("num_samples", st::DType::I64, {U}, s.nsamp),
+                                         tensor("segments", st::DType::I32, {S, 3}, s.seg_flat),
+                                         tensor("utt_frame_offsets", st::DType::I64, {U + 1}, s.foff),
+                                         tensor("utt_segment_offsets", st::DType::I64, {U + 1}, s.soff)};
+  if (s.transcript_only > 0) {  // a split of utterances with times only has none of these (as before transcripts)
+    const int64_t N = s.transcript_phones;
+    tensors.push_back(tensor("transcript_optional", st::DType::U8, {N}, s.trans_opt));
+    tensors.push_back(tensor("transcripts", st::DType::I32, {N}, s.trans));
+    tensors.push_back(tensor("utt_transcript_offsets", st::DType::I64, {U + 1}, s.toff));
+    std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+  }
+  write_split_safetensors(path, meta, s.utts.bytes(), [&](AtomicFile& out) { s.utts.copy_into(out); }, tensors);
 }
 
 // Mean and population variance of the train frames, merged utterance by utterance.
@@ -236,13 +280,40 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const Ph
   u.id = e.id, u.audio_path = e.audio_path, u.label_path = e.label_path;
   u.seg_start = e.seg_start, u.seg_end = e.seg_end;
   u.problems = e.problems;
-  bool usable = true;
-  for (const auto& p : u.problems) usable = usable && !p.error;
-  if (usable) {
+  u.transcript_kind = e.transcript_kind, u.transcript_path = e.transcript_path, u.transcript_line = e.transcript_line;
+  u.phones = e.phones, u.word_start = e.word_start;
+  auto usable = [&] {
+    for (const auto& p : u.problems)
+      if (p.error) return false;
+    return true;
+  };
+  if (usable()) {
     u.intervals = corpus_intervals(e, ro, &ps);
-    out.mapped = map_labels(u, ps);
+    if (!u.intervals.empty() || u.transcript_kind.empty()) out.mapped = map_labels(u, ps);
+  }
+  std::vector<int32_t> seq;
+  std::vector<uint8_t> opt;
+  if (usable() && !u.transcript_kind.empty() && (u.intervals.empty() || u.transcript_kind == "phones") &&
+      transcript_indices(u, ps, &seq, &opt, &u.problems) && !u.intervals.empty()) {
+    const std::string conflict = transcript_conflict(seq, out.mapped, ps);  // phones beside times: the same phones
+    if (!conflict.empty()) u.problems.push_back({u.transcript_path, u.transcript_line, conflict, true});
   }
   out.r = process_entry(u, out.mapped, fo, ps.silence_index());
+  if (out.r.ok && out.r.labels.empty()) {  // labels without times
+    int64_t obligatory = 0;
+    for (uint8_t o : opt) obligatory += !o;
+    if (out.r.num_frames < obligatory) {
+      out.r.problems.push_back({e.audio_path, 0, "transcript too long for its audio: " +
+                                                     std::to_string(out.r.num_frames) + " frames cannot hold its " +
+                                                     std::to_string(obligatory) + " phones (utterance " + e.id + ")",
+                                true});
+      out.r.ok = false;
+      std::vector<float>().swap(out.r.features);
+    } else {
+      out.r.transcript = std::move(seq);
+      out.r.transcript_optional = std::move(opt);
+    }
+  }
   return out;
 }
 
@@ -271,7 +342,8 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, co
       if (!res[i].r.ok) continue;
       const std::string split = e.split.empty() ? "train" : e.split;
       streams.at(split).add(e, res[i].r, res[i].mapped, sil);
-      if (split == "train") cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.labels.size()));
+      sum.transcript_only += !res[i].r.transcript.empty();
+      if (split == "train") cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.features.size()) / po.features.dim());
       res[i] = CorpusResult{};  // free its features now
     }
   }
@@ -303,7 +375,8 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, c
     const SplitStream& s = streams.at(name);
     sw.record(name + ".safetensors");
     const int64_t U = s.utterances, spk = static_cast<int64_t>(s.speakers.size());
-    split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds}};
+    split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds},
+                          {"with_times", U - s.transcript_only}, {"transcript_only", s.transcript_only}};
     sum.splits.push_back({name, U, s.frames, spk, s.seconds});
     durations[name] = duration_stats(s, plan.phone_set, po.features.frame_shift_ms);
   }
@@ -322,6 +395,7 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, c
   info.split_rule = {{"dev", plan.split_rule}, {"test", plan.split_rule}, {"core-test", no_core}};
   info.phone_set = write_workdir_phone_set(stage.string(), workdir_phone_set(plan.phone_set));
   info.phone_set_source = plan.phone_set_how;
+  info.transcripts = plan.transcripts;
   sw.record("phone_set.yaml");
   sum.dev_rule = plan.split_rule.at("rule").get<std::string>();
   sum.core_test_rule = "none";

@@ -28,6 +28,11 @@ struct ProcessedUtterance {
   int64_t num_samples = 0;
   double seconds = 0.0;
   int32_t sample_rate = 0;  // the audio file's own rate (prepare --corpus: the recorded reference's samples)
+  // prepare --corpus of an utterance with a transcript and no times: labels empty,
+  // num_frames its T, transcript [N] and transcript_optional [N] as data::Utterance's
+  int32_t num_frames = 0;
+  std::vector<int32_t> transcript;
+  std::vector<uint8_t> transcript_optional;
 };
 
 // One TIMIT utterance after prepare's processing stage (data/prepare.cpp):

@@ -91,6 +91,7 @@ void write_prepare_manifest(const fs::path& stage, const ManifestInfo& info, con
   m["phone_set"] = info.phone_set;  // the inventory the frame labels index (data/phone_set.h)
   if (!info.phone_set_source.empty()) m["phone_set_source"] = info.phone_set_source;
   m["splits"] = split_counts;
+  if (!info.transcripts.is_null()) m["transcripts"] = info.transcripts;
   m["split_options"] = info.split_opts;
   m["split_rule"] = info.split_rule;
   m["utterances_found"] = sum.utterances_found;

@@ -69,6 +69,7 @@ struct ManifestInfo {
   nlohmann::ordered_json split_rule;    // per split: how it was chosen
   nlohmann::ordered_json phone_set;     // write_workdir_phone_set's entry
   std::string phone_set_source;         // "" for the TIMIT path (no key)
+  nlohmann::ordered_json transcripts;   // labels without times: how they became phones (null: no key)
 };
 
 // STAGE/manifest.json (written last: its presence marks a complete WORKDIR).

@@ -32,8 +32,11 @@ void check_options(const SynthOptions& o) {
     throw std::invalid_argument("synth: the timit layout's audio must be sphere or riff, got '" + o.format + "'");
   const auto& layouts = synth_layouts();
   if (std::find(layouts.begin(), layouts.end(), o.layout) == layouts.end())
-    throw std::invalid_argument("synth: --format must be timit, textgrid, buckeye, kaldi or manifest, got '" +
-                                o.layout + "'");
+    throw std::invalid_argument("synth: --format must be timit, textgrid, buckeye, kaldi, manifest or librispeech, "
+                                "got '" + o.layout + "'");
+  if (o.layout == "librispeech" && o.voice != "espeak")
+    throw std::invalid_argument("synth --format librispeech: its transcripts are words, which only --voice espeak "
+                                "speaks");
   if (o.voice != "tones" && o.voice != "flite" && o.voice != "espeak")
     throw std::invalid_argument("synth: --voice must be tones, flite or espeak, got '" + o.voice + "'");
   if (o.voice == "flite" && !flite_built_in()) throw std::runtime_error(flite_missing_message());

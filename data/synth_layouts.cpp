@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -139,7 +140,7 @@ struct SynthLayoutWriter::Rows {
 };
 
 const std::vector<std::string>& synth_layouts() {
-  static const std::vector<std::string> v = {"timit", "textgrid", "buckeye", "kaldi", "manifest"};
+  static const std::vector<std::string> v = {"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech"};
   return v;
 }
 
@@ -210,6 +211,37 @@ void SynthLayoutWriter::write_timit(const SynthJob& job, const SynthUtterance& u
   write_text(base.string() + name(".txt"), "0 " + std::to_string(u.samples.size()) + " " + u.text + "\n");
 }
 
+// LibriSpeech's words: upper case (ASCII), punctuation around them dropped.
+std::string librispeech_words(const std::string& text) {
+  std::string out, w;
+  std::istringstream in(text);
+  while (in >> w) {
+    const size_t a = w.find_first_not_of(".,;:!?\"()"), b = w.find_last_not_of(".,;:!?\"()");
+    if (a == std::string::npos) continue;
+    out += (out.empty() ? "" : " ") + upper(w.substr(a, b + 1 - a));
+  }
+  return out;
+}
+
+void SynthLayoutWriter::write_librispeech(size_t j, const SynthUtterance& u) {
+  const SynthJob& job = jobs_[j];
+  const SynthSpeaker& spk = speakers_[job.speaker];
+  const std::string chapter = spk.id + "-1", utt = chapter + "-" + job.utt;
+  const fs::path dir = root_ / (synth_split(spk) + "-clean") / spk.id / "1";
+  fs::create_directories(dir);
+  const std::string path = (dir / (utt + ".flac")).string();
+  SF_INFO info{};
+  info.samplerate = 16000;
+  info.channels = 1;
+  info.format = SF_FORMAT_FLAC | SF_FORMAT_PCM_16;
+  SNDFILE* f = sf_open(path.c_str(), SFM_WRITE, &info);
+  if (!f) throw std::runtime_error(path + ": cannot write audio: " + sf_strerror(nullptr));
+  const sf_count_t wrote = sf_write_short(f, u.samples.data(), static_cast<sf_count_t>(u.samples.size()));
+  sf_close(f);
+  if (wrote != static_cast<sf_count_t>(u.samples.size())) throw std::runtime_error(path + ": short write");
+  rows_->text[j] = utt + " " + librispeech_words(u.text) + "\n";
+}
+
 void SynthLayoutWriter::write(size_t j, const SynthUtterance& u) {
   const SynthJob& job = jobs_[j];
   if (o_.voice == "espeak") {
@@ -217,6 +249,7 @@ void SynthLayoutWriter::write(size_t j, const SynthUtterance& u) {
     for (const auto& p : u.phones) labels_.insert(p.label);
   }
   if (o_.layout == "timit") return write_timit(job, u);
+  if (o_.layout == "librispeech") return write_librispeech(j, u);
   const SynthSpeaker& spk = speakers_[job.speaker];
   const std::string id = stem(job);
   const std::string sub = o_.layout == "kaldi" ? "wav" : o_.layout == "manifest" ? "audio" : "";
@@ -256,6 +289,18 @@ void SynthLayoutWriter::finish() {
     std::string s;
     for (const auto& r : rows_->manifest) s += r;
     write_text(root_ / "manifest.jsonl", s);
+  } else if (o_.layout == "librispeech") {  // one SPEAKER-CHAPTER.trans.txt per chapter, lines in id order
+    std::map<fs::path, std::map<std::string, std::string>> trans;
+    for (size_t j = 0; j < jobs_.size(); ++j) {
+      if (!wants(jobs_[j])) continue;
+      const SynthSpeaker& spk = speakers_[jobs_[j].speaker];
+      trans[root_ / (synth_split(spk) + "-clean") / spk.id / "1" / (spk.id + "-1.trans.txt")][rows_->text[j]];
+    }
+    for (const auto& [path, lines] : trans) {
+      std::string s;
+      for (const auto& [line, unused] : lines) s += line;
+      write_text(path, s);
+    }
   } else if (o_.layout == "kaldi") {
     for (const std::string split : {"train", "dev", "test"}) {
       std::vector<size_t> js;

@@ -6,7 +6,9 @@
 // utt2spk, spk2utt, text, phones.ctm; audio under wav/) and manifest
 // (manifest.jsonl with inline segments; audio under audio/). Every layout but timit
 // leaves SA1 out (prepare excludes it from TIMIT) and says each speaker's split
-// (splits.txt for textgrid and buckeye: lines "SPEAKER train|dev|test"). Times are
+// (splits.txt for textgrid and buckeye: lines "SPEAKER train|dev|test"); librispeech
+// (--voice espeak: SUBSET/SPEAKER/1/SPEAKER-1-UTT.flac with SPEAKER-1.trans.txt, the
+// words upper case, no times; SUBSET train-clean, dev-clean or test-clean). Times are
 // seconds with 7 decimals: exact for 16 kHz sample positions. The espeak voice adds
 // phone_set.yaml (the corpus's phones, silence; data/phone_set.h's format).
 #pragma once
@@ -23,7 +25,7 @@
 
 namespace timitseg::data {
 
-// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest"
+// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest" | "librispeech"
 const std::vector<std::string>& synth_layouts();
 
 // One utterance to write: its speaker (index into the speakers) and TIMIT-style name.
@@ -54,6 +56,7 @@ class SynthLayoutWriter {
  private:
   struct Rows;
   void write_timit(const SynthJob& job, const SynthUtterance& u);
+  void write_librispeech(size_t j, const SynthUtterance& u);
   std::string stem(const SynthJob& job) const;  // "mabc0_si1000"
   const SynthOptions& o_;
   std::filesystem::path root_, final_root_;

@@ -1,0 +1,202 @@
+// `prepare --corpus` of labels without times (docs/data.md "Transcripts"): each
+// utterance's words or phones as a phone sequence for the constrained pass
+// (data::Utterance::transcript). Words become phones through a pronunciation
+// dictionary (data/transcripts.h, words_to_phones) or espeak-ng's G2P
+// (data/espeak_tts.h, espeak_phones); the phone set's silence is offered,
+// optional, between words and at both ends.
+#include <map>
+#include <set>
+
+#include "data/espeak_tts.h"
+#include "data/prepare_corpus_internal.h"
+#include "data/transcripts.h"
+
+namespace timitseg::data {
+
+namespace {
+
+bool silence_token(const std::string& t) {
+  const std::string l = to_lower(t);
+  return l.empty() || l == "sil" || l == "sp" || l == "silence" || l == "<sil>";
+}
+
+std::string join_tokens(const std::vector<std::string>& v, size_t max = 12) {
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < max; ++i) s += (i ? " " : "") + v[i];
+  return v.size() > max ? s + " ..." : s;
+}
+
+bool has_error(const std::vector<Problem>& ps) {
+  for (const auto& p : ps)
+    if (p.error) return true;
+  return false;
+}
+
+// The dictionary and G2P of --dict / --g2p, and what they did.
+struct Pronouncer {
+  Dictionary dict;
+  bool have_dict = false;
+  WordOptions options;
+  std::map<std::string, std::vector<std::string>> g2p_cache;  // word -> espeak's phones
+
+  explicit Pronouncer(const PrepareOptions& po) {
+    if (!po.dict.empty()) dict = Dictionary::load(po.dict, po.dict_format), have_dict = true;
+    options.edge_silence = options.word_silence = options.optional_silence = false;  // silence: the set's, added later
+    options.max_candidates = 1;
+    // TIMIT's closures (bcl b) only for a phone set that has them
+    options.closures = !po.phone_set.empty() && PhoneSetSpec::from_setting(po.phone_set).index("bcl") >= 0;
+    if (po.g2p == "espeak") {
+      if (po.language.empty()) throw std::invalid_argument("--g2p espeak needs --language (en-us, es, de, fr, ...)");
+      espeak_check_language(po.language);
+      options.g2p = [this, lang = po.language](const std::string& word) {
+        auto it = g2p_cache.find(word);
+        if (it == g2p_cache.end()) it = g2p_cache.emplace(word, espeak_phones(word, lang)).first;
+        return it->second;
+      };
+    } else if (!po.g2p.empty()) {
+      throw std::invalid_argument("--g2p " + po.g2p + ": the G2P is espeak");
+    }
+  }
+};
+
+// e's words as phones (e.phones, e.word_start); a problem line (the missing words) when they cannot be.
+void pronounce(CorpusEntry& e, Pronouncer& p, TranscriptStats* st) {
+  std::vector<Word> words;
+  for (const auto& t : e.tokens)
+    if (!silence_token(t)) words.push_back({to_lower(t), e.transcript_line});
+  const std::string where = e.transcript_path + (e.transcript_line ? ":" + std::to_string(e.transcript_line) : "");
+  if (words.empty()) {
+    e.problems.push_back({e.transcript_path, e.transcript_line, "empty transcript (utterance " + e.id + ")", true});
+    return;
+  }
+  try {
+    const Transcript tr = words_to_phones(words, p.dict, where, p.options);
+    for (size_t k = 0; k < tr.phones.size(); ++k) {
+      e.phones.push_back(tr.phones[k]);
+      e.word_start.push_back(k == 0 || tr.word_of_phone[k] != tr.word_of_phone[k - 1]);
+    }
+  } catch (const MissingWordsError& ex) {
+    e.problems.push_back({e.transcript_path, e.transcript_line,
+                          missing_words_line(ex.words(), p.have_dict ? p.dict.path() : "(none: no --dict)") +
+                              " (utterance " + e.id + ")", true});
+    return;
+  } catch (const std::exception& ex) {
+    e.problems.push_back({e.transcript_path, e.transcript_line, std::string(ex.what()) + " (utterance " + e.id + ")",
+                          true});
+    return;
+  }
+  for (const Word& w : words) {
+    const auto* prons = p.have_dict ? p.dict.pronunciations(w.text) : nullptr;
+    if (prons && prons->size() > 1) ++st->words_with_alternatives;
+  }
+}
+
+}  // namespace
+
+TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& po) {
+  TranscriptStats st;
+  size_t words = 0;
+  const CorpusEntry* first = nullptr;
+  for (const auto& e : es)
+    if (e.transcript_kind == "words" && !has_error(e.problems) && words++ == 0) first = &e;
+  if (words > 0 && po.dict.empty() && po.g2p.empty())
+    throw std::runtime_error(po.corpus_dir + ": " + std::to_string(words) + " utterance(s) have word transcripts (the "
+                             "first: " + first->id + ", " + first->transcript_path + "); give --dict FILE or --g2p "
+                             "espeak --language L to turn the words into phones");
+  std::unique_ptr<Pronouncer> p;
+  for (auto& e : es) {
+    if (e.transcript_kind.empty() || has_error(e.problems)) continue;
+    e.phones.clear(), e.word_start.clear();
+    if (e.transcript_kind == "phones") {
+      e.phones = e.tokens;
+      if (e.tokens.empty())
+        e.problems.push_back({e.transcript_path, e.transcript_line, "empty transcript (utterance " + e.id + ")", true});
+      continue;
+    }
+    if (!p) p = std::make_unique<Pronouncer>(po);
+    pronounce(e, *p, &st);
+  }
+  if (p) {
+    st.g2p_words = static_cast<int64_t>(p->g2p_cache.size());
+    if (p->have_dict)
+      for (const auto& [word, prons] : p->dict.entries())
+        for (const auto& pron : prons)
+          for (const auto& ph : pron) st.dictionary_phones.insert(ph);
+  }
+  return st;
+}
+
+std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusEntry>& es, const TranscriptStats& st,
+                                                       bool all_splits) {
+  std::map<std::string, int64_t> counts;
+  for (const auto& ph : st.dictionary_phones) counts[ph] += 0;
+  for (const auto& e : es) {
+    if (e.transcript_kind.empty() || has_error(e.problems) || (!all_splits && e.split != "train")) continue;
+    for (const auto& ph : e.phones)
+      if (!silence_token(ph)) ++counts[ph];
+  }
+  return counts;
+}
+
+bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vector<int32_t>* seq,
+                        std::vector<uint8_t>* opt, std::vector<Problem>* problems) {
+  seq->clear(), opt->clear();
+  const int sil = ps.silence_index();
+  auto push = [&](int index, bool optional) {  // consecutive equal phones merged (obligatory when one is)
+    if (!seq->empty() && seq->back() == index) opt->back() = opt->back() && optional;
+    else seq->push_back(index), opt->push_back(optional);
+  };
+  for (size_t k = 0; k < e.phones.size(); ++k) {
+    const std::string& name = e.phones[k];
+    if (k > 0 && sil >= 0 && k < e.word_start.size() && e.word_start[k]) push(sil, true);
+    LabelResolution r = ps.resolve(name);
+    if (r.kind == LabelKind::unknown && silence_token(name) && sil >= 0) r = {LabelKind::phone, sil};
+    if (r.kind == LabelKind::phone) {
+      push(r.index, false);
+    } else if (r.kind != LabelKind::merge) {  // merged labels (TIMIT's q) join their neighbour: nothing to add
+      std::string nearest;
+      for (const auto& n : nearest_phones(ps, name, 3)) nearest += (nearest.empty() ? "" : ", ") + n;
+      problems->push_back({e.transcript_path, e.transcript_line,
+                           r.kind == LabelKind::drop ? "phone '" + name + "' of utterance " + e.id +
+                                                           " is dropped by phone set " + ps.name
+                                                     : "phone '" + name + "' of utterance " + e.id +
+                                                           " is not in phone set " + ps.name + " (nearest: " +
+                                                           nearest + ")", true});
+      return false;
+    }
+  }
+  // the optional silence at both ends, unless the transcript starts (ends) with a silence of the set
+  if (sil >= 0 && (seq->empty() || !ps.is_silence(seq->back()))) push(sil, true);
+  if (sil >= 0 && !ps.is_silence(seq->front())) seq->insert(seq->begin(), sil), opt->insert(opt->begin(), 1);
+  size_t obligatory = 0;
+  for (uint8_t o : *opt) obligatory += !o;
+  if (obligatory == 0) {
+    problems->push_back({e.transcript_path, e.transcript_line,
+                         "empty transcript (utterance " + e.id + ": silence only)", true});
+    return false;
+  }
+  return true;
+}
+
+std::string transcript_conflict(const std::vector<int32_t>& seq, const std::vector<MappedInterval>& m,
+                                const PhoneSetSpec& ps) {
+  auto speech = [&](std::vector<int32_t> v) {  // silence left out, runs merged
+    std::vector<int32_t> out;
+    for (int32_t x : v)
+      if (!ps.is_silence(x) && (out.empty() || out.back() != x)) out.push_back(x);
+    return out;
+  };
+  std::vector<int32_t> timed;
+  for (const auto& iv : m) timed.push_back(iv.index);
+  const std::vector<int32_t> a = speech(seq), b = speech(timed);
+  if (a == b) return "";
+  auto names = [&](const std::vector<int32_t>& v) {
+    std::vector<std::string> s;
+    for (int32_t x : v) s.push_back(ps.phones[static_cast<size_t>(x)]);
+    return "'" + join_tokens(s) + "'";
+  };
+  return "the phones column " + names(a) + " is not the sequence of the row's times " + names(b) +
+         " (silence aside): give one of them";
+}
+
+}  // namespace timitseg::data
