@@ -330,6 +330,15 @@ inline double align_posterior_table_bytes(int64_t T, int64_t N) {
 // loss skips such an utterance with one line naming it).
 bool transcript_feasible(int32_t length, const int32_t* phones, const int32_t* optional, int32_t n);
 
+// Merges a transcript's consecutive equal labels as frame labels merge into
+// runs (docs/crf.md "What Z_c sums over, exactly"): phones [n] and optional
+// [n] (nullptr = none) rewritten in place, the new count returned. Two equal
+// phones in a row become one; an optional phone equal to its kept
+// neighbour goes (the run is there either way), a kept one replacing an
+// optional one before it. align()'s rules on optional phones still hold
+// after it. Equal labels around an optional phone ("a sil? a") stay.
+int32_t merge_repeated_phones(int32_t* phones, int32_t* optional, int32_t n);
+
 // The segments (start, duration, label) of an alignment's segmentation:
 // each phone's span [start, start+duration) split left to right into pieces
 // of K, then the remainder (the gold-run rule); skipped phones (duration 0)

@@ -288,3 +288,32 @@ TEST(Transcript, SessionKeepsItsBuffersAndRejectsFrameGrads) {
 
 }  // namespace
 }  // namespace timitseg::crf::testing
+
+namespace timitseg::crf::testing {
+namespace {
+
+TEST(Transcript, MergeRepeatedPhonesAsFrameRuns) {
+  std::vector<int32_t> ph{3, 3, 1, 2, 2, 2, 0}, opt{0, 0, 0, 1, 0, 0, 0};
+  ASSERT_EQ(merge_repeated_phones(ph.data(), opt.data(), 7), 4);
+  EXPECT_EQ(std::vector<int32_t>(ph.begin(), ph.begin() + 4), (std::vector<int32_t>{3, 1, 2, 0}));
+  EXPECT_EQ(std::vector<int32_t>(opt.begin(), opt.begin() + 4), (std::vector<int32_t>{0, 0, 0, 0}));
+  std::vector<int32_t> p2{5, 1, 1, 4, 1}, o2{1, 0, 1, 0, 1};  // "5? 1 1? 4 1?"
+  ASSERT_EQ(merge_repeated_phones(p2.data(), o2.data(), 5), 4);
+  EXPECT_EQ(std::vector<int32_t>(p2.begin(), p2.begin() + 4), (std::vector<int32_t>{5, 1, 4, 1}));
+  EXPECT_EQ(std::vector<int32_t>(o2.begin(), o2.begin() + 4), (std::vector<int32_t>{1, 0, 0, 1}));
+  std::vector<int32_t> p3{2, 0, 2};  // around an optional phone: unchanged
+  std::vector<int32_t> o3{0, 1, 0};
+  EXPECT_EQ(merge_repeated_phones(p3.data(), o3.data(), 3), 3);
+  std::vector<int32_t> p4{1, 1, 1};
+  EXPECT_EQ(merge_repeated_phones(p4.data(), nullptr, 3), 1);
+  // The double-counted example, merged: "a a" -> "a", whose one alignment is Z's one segmentation (C = 1, K = 1).
+  Problem pb = random_problem(Dims{1, 3, 1, 1}, 5, {3});
+  std::vector<int32_t> ph5{0, 0}, np5{2};
+  np5[0] = merge_repeated_phones(ph5.data(), nullptr, 2);
+  auto cpu = make_backend(BackendKind::cpu);
+  const TranscriptResult r = transcript_host(*cpu, pb.dims, pb.params(), 2, ph5.data(), np5.data(), nullptr);
+  EXPECT_NEAR(r.log_z[0] - r.log_z_c[0], 0.0, 1e-12);
+}
+
+}  // namespace
+}  // namespace timitseg::crf::testing
