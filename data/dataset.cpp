@@ -233,14 +233,16 @@ void check_segments(const std::string& path, int64_t u, const Utterance& x) {
                              ") are not the runs of its labels" + rerun_hint());
 }
 
-// The frames of utterance u are all kNoTimesLabel when it has no times (and it has no
-// segments), none of them when it has.
+// Utterance u has frames, all kNoTimesLabel when it has no times (and no segments),
+// none of them when it has.
 void check_no_times(const std::string& path, int64_t u, const std::string& id, bool times,
                     const std::vector<int32_t>& labels, const std::vector<int64_t>& foff,
                     const std::vector<int64_t>& soff) {
   if (foff[u + 1] > static_cast<int64_t>(labels.size()))
     throw std::runtime_error(path + ": frame offsets of utterance " + std::to_string(u) + " pass the tensors" +
                              rerun_hint());
+  if (foff[u + 1] == foff[u])  // prepare writes none (Utterance::has_times() tells them apart by their labels)
+    throw std::runtime_error(path + ": utterance " + std::to_string(u) + " (" + id + ") has no frames" + rerun_hint());
   for (int64_t t = foff[u]; t < foff[u + 1]; ++t)
     if ((labels[t] == kNoTimesLabel) == times)
       throw std::runtime_error(path + ": tensor 'labels' index " + std::to_string(t) + " of utterance " +

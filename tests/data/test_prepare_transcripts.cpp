@@ -527,3 +527,28 @@ TEST(PrepareTranscripts, LoaderRefusesTranscriptsThatBreakTheContract) {
   });
   EXPECT_NE(e.find("transcript of utterance 1 (s0_u1) is given beside its times"), std::string::npos) << e;
 }
+
+TEST(PrepareTranscriptsCli, AWordWithoutPronunciationIsOneLineAndHelpNamesTheFlags) {
+  testutil::TempDir d;
+  write_wavs(d.str("m"));
+  testutil::write_text(d.str("dict.txt"), kDict);
+  testutil::write_text(d.str("m/manifest.csv"), "audio,speaker,text\ns0_u0.wav,s0,hello world\ns0_u1.wav,s0,big cat\n"
+                                                "s1_u0.wav,s1,good dog\ns2_u0.wav,s2,dog\n");
+  const std::string bin = TIMITSEG_BINARY;
+  const std::string cmd = bin + " prepare --corpus " + d.str("m") + " --dict " + d.str("dict.txt") + " --out " +
+                          d.str("wd") + " --no-progress --log-level error";
+  std::string out;
+  EXPECT_EQ(testutil::run_capture(cmd + " --strict", &out), 1);
+  EXPECT_EQ(out, "error: " + d.str("m/manifest.csv") + ":3: word 'cat' is not in the dictionary " + d.str("dict.txt") +
+                     " (utterance s0_u1) (--strict: nothing written)\n");
+  EXPECT_FALSE(fs::exists(d.str("wd")));
+  EXPECT_EQ(testutil::run_capture(cmd, &out), 0);  // without --strict: the line, the others prepared
+  ASSERT_NE(out.find("] [error] "), std::string::npos) << out;  // after the time stamp: one line
+  EXPECT_EQ(out.substr(out.find("] [error] ") + 2), "[error] " + d.str("m/manifest.csv") +
+                                                        ":3: word 'cat' is not in the dictionary " + d.str("dict.txt") +
+                                                        " (utterance s0_u1) (s0_u1 skipped)\n");
+  EXPECT_EQ(load_all(d.str("wd")).utts.size(), 3u);
+  EXPECT_EQ(testutil::run_capture(bin + " prepare --help", &out), 0);
+  for (const char* flag : {"--dict", "--dict-format", "--g2p", "--language", "librispeech"})
+    EXPECT_NE(out.find(flag), std::string::npos) << flag;
+}

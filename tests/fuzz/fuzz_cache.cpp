@@ -6,7 +6,9 @@
 // this fuzzes what is behind it).
 // Invariants: a rejected file gets an error naming it; an accepted split's
 // utterances have [num_frames][dim] features, num_frames labels that are 61-set
-// indices, and segments that are the maximal runs of their labels.
+// indices, and segments that are the maximal runs of their labels; or, prepared
+// from a transcript only, no labels, segments or reference and a transcript of
+// 61-set indices with 0/1 optional flags, never two optional in a row nor all.
 #include <cstdint>
 #include <exception>
 #include <string>
@@ -39,6 +41,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       fuzz::check(u.num_frames >= 0 && u.dim >= 0, "negative num_frames or dim");
       fuzz::check(u.features.size() == static_cast<size_t>(u.num_frames) * static_cast<size_t>(u.dim),
                   "features are not [num_frames][dim]");
+      if (!u.has_times()) {
+        fuzz::check(u.segments.empty() && u.reference.empty(), "segments or reference without times");
+        fuzz::check(!u.transcript.empty() && u.transcript.size() == u.transcript_optional.size(),
+                    "no transcript, or flags of another size, without times");
+        bool obligatory = false;
+        for (size_t k = 0; k < u.transcript.size(); ++k) {
+          fuzz::check(u.transcript[k] >= 0 && u.transcript[k] < n61, "accepted transcript phone");
+          fuzz::check(u.transcript_optional[k] <= 1 && !(k && u.transcript_optional[k] && u.transcript_optional[k - 1]),
+                      "accepted optional flags");
+          obligatory = obligatory || !u.transcript_optional[k];
+        }
+        fuzz::check(obligatory, "accepted a transcript of optional phones only");
+        continue;
+      }
+      fuzz::check(u.transcript.empty(), "a transcript beside times");
       fuzz::check(u.labels.size() == static_cast<size_t>(u.num_frames), "labels are not [num_frames]");
       for (int32_t l : u.labels) fuzz::check(l >= 0 && l < n61, "accepted label " + std::to_string(l));
       const auto runs = data::frame_segments(u.labels);
