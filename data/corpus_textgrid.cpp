@@ -180,6 +180,16 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
                             true});
     out.push_back(std::move(e));
   }
+  // audio without its TextGrid: one warning each (counted), not an utterance
+  std::set<std::string> labelled;
+  for (const auto& rel : files)
+    if (to_lower(rel.extension().string()) == ".textgrid") labelled.insert((rel.parent_path() / rel.stem()).string());
+  for (const auto& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if ((ext == ".wav" || ext == ".flac" || ext == ".ogg") && !labelled.count((rel.parent_path() / rel.stem()).string()))
+      problems->push_back({(fs::path(root) / rel).string(), 0,
+                           "no " + rel.stem().string() + ".TextGrid beside it: audio without labels, not read", false});
+  }
   return out;
 }
 
