@@ -140,14 +140,15 @@ constexpr const char* kDictHelp =
     "pronunciations are all offered: each combination (up to 16 per utterance) is aligned and the best score plus "
     "log probability kept. Words missing from it: one line naming them all with their counts, before any work";
 constexpr const char* kDictFormatHelp =
-    "timit, cmudict, mfa or auto (TIMIT when entries hold '/', CMUdict when the first entry's phones are ARPAbet, "
-    "else MFA)";
+    "timit, cmudict, mfa or auto (TIMIT when the first entry holds '/'; CMUdict when every entry's phones are "
+    "ARPAbet and one carries a stress digit; else MFA, phones as written)";
 
 // --g2p and --language (docs/align.md "Dictionaries").
 void add_g2p_options(CLI::App* c, eval::AlignOptions* o) {
   c->add_option("--g2p", o->g2p,
                 "espeak: words missing from --dict are pronounced by espeak-ng in --language (IPA phones, as "
-                "`synth --voice espeak` labels them: for checkpoints trained on such phone sets)")
+                "`synth --voice espeak` labels them: for checkpoints trained on such phone sets); without it an "
+                "utterance with a missing word is left out (one error line) and the others are aligned")
       ->check(CLI::IsMember({"espeak"}));
   c->add_option("--language", o->language, "espeak-ng language of --g2p espeak (es, de, fr, cmn, en-us, ...)");
 }
@@ -223,15 +224,19 @@ void add_align_command(CLI::App& app) {
   add_enum_option<config::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
-      "sentence), auto (with --dict .WRD then .TXT, else .PHN)")
+      "sentence), auto (with --dict .WRD, .TXT, then the words of a .TextGrid, Buckeye .words or .lab; "
+      "else .PHN, then the phones of a .TextGrid, Buckeye .phones or .lab)")
       ->default_str(config::to_string(o->transcript));
   c->add_flag("--no-closures", *no_closures,
-              "Words: do not give stops and affricates TIMIT's closure (by default b -> bcl b, ch -> tcl ch, ...)");
-  c->add_flag("--no-edge-silence", *no_edge, "Words: no h# before the first and after the last word");
+              "Words: do not give stops and affricates TIMIT's closure (by default on TIMIT's label sets b -> bcl b, "
+              "ch -> tcl ch, ...; never on another phone set)");
+  c->add_flag("--no-edge-silence", *no_edge, "Words: no silence before the first and after the last word (h# on TIMIT's label sets, else "
+              "the checkpoint's silence label)");
   c->add_flag("--word-silence", o->words.word_silence,
-              "Words: a pau between every two words, which the aligner may skip (0 frames) where it hears none");
+              "Words: a silence (pau on TIMIT's label sets, else the checkpoint's) between every two words, "
+              "which the aligner may skip (0 frames) where it hears none");
   c->add_flag("--obligatory-silence", *obligatory,
-              "Words: the silences (h# at the edges, pau with --word-silence) must take at least one frame "
+              "Words: the silences (at the edges, and between words with --word-silence) must take at least one frame "
               "(by default the aligner may skip them)");
   add_backend_option(c, "--crf-backend", &o->backend,
                      "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)");

@@ -177,9 +177,11 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   // the dictionary, its phones checked against the checkpoint's (as the command loads it)
   const std::shared_ptr<timitseg::data::Dictionary> dict =
       eval::load_dictionary(dictionary, d.dict_format ? d.dict_format : "auto", m->state.labels);
-  std::vector<timitseg::data::Word> list;
+  std::vector<std::string> tokens;
   std::istringstream in(words);
-  for (std::string w; in >> w;) list.push_back(timitseg::data::Word{timitseg::data::to_lower(w), 0});
+  for (std::string w; in >> w;) tokens.push_back(w);
+  const std::vector<timitseg::data::Word> list = timitseg::data::words_of_tokens(tokens, 0);
+  wo = eval::words_for_labels(wo, m->state.labels);  // the checkpoint's silence; closures for TIMIT's sets only
   const eval::Segmentation a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", wo));
   auto ph = std::make_unique<timitseg_segments>(), wd = std::make_unique<timitseg_segments>();
   ph->rows = a.phones;

@@ -119,4 +119,52 @@ std::string printable_ascii(const std::string& raw) {
   return out;
 }
 
+namespace {
+
+// The code point at text[i] and its byte length (1 for a byte that does not start valid UTF-8).
+char32_t code_point(const std::string& text, size_t i, size_t* len) {
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  const unsigned char c = b(i);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > text.size()) {
+    *len = 1;
+    return c;
+  }
+  char32_t cp = n == 1 ? c : n == 2 ? (c & 0x1F) : n == 3 ? (c & 0x0F) : (c & 0x07);
+  for (size_t k = 1; k < n; ++k) {
+    if ((b(i + k) & 0xC0) != 0x80) {
+      *len = 1;
+      return c;
+    }
+    cp = (cp << 6) | (b(i + k) & 0x3F);
+  }
+  *len = n;
+  return cp;
+}
+
+int columns_of(char32_t c) {
+  const auto in = [c](char32_t a, char32_t b) { return c >= a && c <= b; };
+  if (in(0x300, 0x36F) || in(0x1AB0, 0x1AFF) || in(0x1DC0, 0x1DFF) || in(0x20D0, 0x20FF) || in(0xFE20, 0xFE2F) ||
+      in(0x200B, 0x200F) || c == 0x2060 || c == 0xFEFF)
+    return 0;
+  if (in(0x1100, 0x115F) || in(0x2E80, 0x303E) || in(0x3041, 0x33FF) || in(0x3400, 0x4DBF) || in(0x4E00, 0x9FFF) ||
+      in(0xA000, 0xA4CF) || in(0xAC00, 0xD7A3) || in(0xF900, 0xFAFF) || in(0xFE30, 0xFE4F) || in(0xFF00, 0xFF60) ||
+      in(0xFFE0, 0xFFE6) || in(0x20000, 0x3FFFD))
+    return 2;
+  return 1;
+}
+
+}  // namespace
+
+int display_width(const std::string& text) {
+  int w = 0;
+  for (size_t i = 0, len = 0; i < text.size(); i += len) w += columns_of(code_point(text, i, &len));
+  return w;
+}
+
+std::string pad_right(const std::string& text, int width) {
+  const int w = display_width(text);
+  return w >= width ? text : text + std::string(static_cast<size_t>(width - w), ' ');
+}
+
 }  // namespace timitseg

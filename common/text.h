@@ -38,4 +38,13 @@ std::string one_line(const std::string& text);
 // which a header does not hold as UTF-8) and the backslash as \xNN.
 std::string printable_ascii(const std::string& raw);
 
+// The columns UTF-8 TEXT takes on a terminal: combining marks (U+0300..U+036F,
+// U+1AB0..U+1AFF, U+1DC0..U+1DFF, U+20D0..U+20FF, U+FE20..U+FE2F) and
+// zero-width characters take none, East Asian wide characters (Hangul, CJK,
+// full-width forms) two, every other code point (and a byte that is not
+// UTF-8) one. For tables whose labels are IPA ("ɔ̃" is one column) or CJK.
+int display_width(const std::string& text);
+// TEXT followed by spaces up to `width` columns (display_width; never cut).
+std::string pad_right(const std::string& text, int width);
+
 }  // namespace timitseg

@@ -207,6 +207,18 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
     out.push_back(std::move(e));
   }
   add_transcript_files(root, files, have, out);
+  // audio without its TextGrid (nor a .lab/.txt transcript): one warning each (counted), not an utterance
+  std::set<std::string> labelled;
+  for (const auto& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if (ext == ".textgrid" || ext == ".lab" || ext == ".txt") labelled.insert((rel.parent_path() / rel.stem()).string());
+  }
+  for (const auto& rel : files) {
+    const std::string ext = to_lower(rel.extension().string());
+    if ((ext == ".wav" || ext == ".flac" || ext == ".ogg") && !labelled.count((rel.parent_path() / rel.stem()).string()))
+      problems->push_back({(fs::path(root) / rel).string(), 0,
+                           "no " + rel.stem().string() + ".TextGrid beside it: audio without labels, not read", false});
+  }
   return out;
 }
 

@@ -50,7 +50,8 @@ void require_workdir(const std::string& workdir, const std::string& option) {
   std::error_code ec;
   if (!fs::exists(workdir, ec))  // nothing prepared there yet (or moved): --force is no help
     throw std::runtime_error(workdir + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
-                             "`timitseg prepare --timit CORPUS --out " + workdir + "`, or point data.workdir at "
+                             "`timitseg prepare --timit CORPUS --out " + workdir + "` (TIMIT's layout) or `timitseg "
+                             "prepare --corpus PATH --out " + workdir + "` (another corpus), or point data.workdir at "
                              "one (" + option + ")");
 }
 
@@ -81,8 +82,8 @@ nlohmann::json read_manifest(const std::string& workdir) {
   if (fs::is_directory(workdir, ec) && !fs::exists(path, ec) &&
       !fs::exists(fs::path(workdir) / "train.safetensors", ec) && !fs::exists(fs::path(workdir) / "dev.safetensors", ec))
     throw std::runtime_error(path + ": missing (" + workdir + " is not a prepared WORKDIR); prepare one with "
-                             "`timitseg prepare --timit CORPUS --out DIR` (a new or empty folder) and point "
-                             "data.workdir at it");
+                             "`timitseg prepare --timit CORPUS --out DIR` or `timitseg prepare --corpus PATH --out "
+                             "DIR` (a new or empty folder) and point data.workdir at it");
   require_file(path, " (not a prepared WORKDIR?)" + rerun_hint());
   const std::string text = read_file(path);
   nlohmann::json j;

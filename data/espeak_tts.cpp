@@ -81,6 +81,12 @@ void split_words(const std::string& text, std::vector<std::string>* words, std::
 }  // namespace
 #endif
 
+std::string espeak_label(const std::string& ipa_name) {
+  std::string s = ipa_name;
+  while (s.size() > 1 && s.back() == '-') s.pop_back();
+  return s;
+}
+
 #ifndef TIMITSEG_HAVE_ESPEAK
 
 std::string espeak_version() { return ""; }
@@ -212,7 +218,7 @@ std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const st
       if (mean_square(e.sample, end) <= 1e-4 * utt_ms) push(e.sample, kEspeakSilence, -1);
       continue;
     }
-    push(e.sample, e.name, word_of(e.text_pos));
+    push(e.sample, espeak_label(e.name), word_of(e.text_pos));
   }
   if (!out.empty() && out.back().start >= N) out.pop_back();
   if (out.empty() && N > 0) out.push_back({0, 0, kEspeakSilence, -1});

@@ -4,7 +4,7 @@
 // own sample positions: they tile the audio), and the G2P of `align --g2p espeak`.
 //
 // Labels are espeak-ng's IPA phoneme names (UTF-8, e.g. "ʁ", "tʃ", "ɔ̃", "øː"), as
-// espeak reports them with espeakINITIALIZE_PHONEME_IPA: no stress marks, no tones
+// espeak reports them with espeakINITIALIZE_PHONEME_IPA, through espeak_label: no stress marks, no tones
 // (espeak keeps Mandarin tones on the syllable, not as phonemes). espeak's pauses
 // (phonemes without an IPA name over silent audio: mean square <= 1e-4 of the
 // utterance's, i.e. -40 dB) and the audio before the first phone are kEspeakSilence;
@@ -32,6 +32,13 @@ std::string espeak_missing_message();
 std::string espeak_version();
 
 constexpr const char* kEspeakSilence = "sil";
+
+// The label of one espeak-ng phoneme event's IPA name, the one normalization of the
+// labels synth writes and of the G2P's phones (both come through it): espeak's trailing
+// '-' (its unstressed, reducible variant of a vowel: French "ə-" in je, le, ce, "a-" in
+// la, "e-") is dropped, as it is not IPA and the same vowel is spelled without it
+// elsewhere ("ə" of "petit"); every other name is kept as espeak gives it. "" stays "".
+std::string espeak_label(const std::string& ipa_name);
 
 // Throws std::invalid_argument, one line naming the code and the nearest espeak-ng
 // language codes, when `language` is not a voice espeak-ng can load ("es", "de",

@@ -94,8 +94,11 @@ struct PhoneSetSpec {
   bool operator==(const PhoneSetSpec& o) const;
 };
 
-// Up to n phones closest to `label` by spelling (Levenshtein distance over
-// bytes; ties in phone order), for "unknown label 'aan' (nearest: aa, an, ae)".
+// Up to n phones closest to `label`: another spelling of its sound first (IPA,
+// TIMIT, ARPAbet and espeak names of one sound: `r` -> `ʁ` `ɾ` `ɹ`, `sh` -> `ʃ`,
+// `g` -> `ɡ`, `aa` -> `ɑ`, `h#` -> `sil` ...; the list in phone_set_workdir.cpp),
+// then by spelling (Levenshtein distance over bytes; ties in phone order), for
+// "unknown label 'aan' (nearest: aa, an, ae)".
 std::vector<std::string> nearest_phones(const PhoneSetSpec& set, const std::string& label, int n = 3);
 
 // ---- the inventory of a prepared WORKDIR ----

@@ -1,5 +1,5 @@
 // The inventory of a prepared WORKDIR (phone_set.yaml and manifest.json's
-// "phone_set"), nearest phones by spelling, the inventory derived from a
+// "phone_set"), nearest phones by spelling and sound, the inventory derived from a
 // train split and the line naming labels of dev/test never seen in train.
 #include <algorithm>
 #include <filesystem>
@@ -16,9 +16,36 @@ namespace timitseg::data {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The sound of a phone name in the spellings corpora use for it (IPA, TIMIT's and
+// ARPAbet's letters, espeak's): names of one sound share a key; 0 for a name not listed.
+int sound_key(const std::string& name) {
+  static const std::vector<std::vector<std::string>> kSounds = {
+      {"r", "ɾ", "ɹ", "ʁ", "ʀ", "ɻ", "ɽ", "rr", "dx"}, {"ʃ", "sh", "ɕ", "ʂ", "s."}, {"ʒ", "zh", "ʑ", "ʐ"},
+      {"ŋ", "ng", "eng"}, {"θ", "th"}, {"ð", "dh"}, {"tʃ", "ch", "ts.", "tɕ"}, {"dʒ", "jh", "dʑ"},
+      {"j", "y", "ʝ"}, {"h", "hh", "hv", "ɦ", "x", "χ"}, {"ɡ", "g"}, {"ɲ", "ny", "nj"}, {"ʎ", "ly", "lj"},
+      {"l", "ɫ", "el"}, {"m", "em"}, {"n", "en", "nx"}, {"ʔ", "q"}, {"ɑ", "ɑː", "aa"}, {"æ", "ae"},
+      {"ə", "ax", "ah", "ʌ", "ɐ"}, {"ɚ", "axr", "er", "ɝ", "ɜː"}, {"ɛ", "eh"}, {"ɪ", "ih", "ix"},
+      {"ʊ", "uh"}, {"i", "iː", "iy"}, {"u", "uː", "uw", "ux"}, {"e", "eː", "eɪ", "ey"}, {"o", "oː", "oʊ", "ow"},
+      {"ɔ", "ɔː", "ao"}, {"aɪ", "ay"}, {"aʊ", "aw"}, {"ɔɪ", "oy"}, {"sil", "h#", "pau", "SIL", "sp", "<sil>"}};
+  for (size_t k = 0; k < kSounds.size(); ++k)
+    for (const std::string& n : kSounds[k])
+      if (n == name) return static_cast<int>(k) + 1;
+  return 0;
+}
+
+}  // namespace
+
 std::vector<std::string> nearest_phones(const PhoneSetSpec& set, const std::string& label, int n) {
-  std::vector<std::pair<int, int>> d;  // (distance, phone index)
-  for (int i = 0; i < set.size(); ++i) d.emplace_back(levenshtein(set.phones[static_cast<size_t>(i)], label), i);
+  // (2 x spelling distance, or 1 for another spelling of the label's sound; phone index)
+  std::vector<std::pair<int, int>> d;
+  const int key = sound_key(label);
+  for (int i = 0; i < set.size(); ++i) {
+    const std::string& p = set.phones[static_cast<size_t>(i)];
+    const int spelling = 2 * static_cast<int>(levenshtein(p, label));
+    d.emplace_back(key != 0 && sound_key(p) == key ? std::min(spelling, 1) : spelling, i);
+  }
   std::stable_sort(d.begin(), d.end());
   std::vector<std::string> out;
   for (size_t k = 0; k < d.size() && static_cast<int>(out.size()) < n; ++k)

@@ -32,6 +32,7 @@ namespace timitseg::data {
 
 std::string corpus_problem_kind(const std::string& m) {
   static const std::vector<std::pair<const char*, const char*>> kinds = {
+      {".TextGrid beside it: audio without labels", "audio without labels"},
       {"unknown label", "unknown label"},
       {"is dropped by phone set", "dropped label"},
       {"has no silence", "unknown label"},

@@ -170,8 +170,8 @@ std::string espeak_phone_set_yaml(const std::string& language, const std::set<st
     }
   phones.push_back(kEspeakSilence);
   std::string s = "# The phones of a `timitseg synth --voice espeak --language " + language +
-                  "` corpus: espeak-ng's IPA phone names\n# as its phoneme events give them (the labels written), "
-                  "and the silence label (docs/synth.md).\n";
+                  "` corpus: espeak-ng's IPA phone names\n# as its phoneme events give them, through "
+                  "data::espeak_label (the labels written), and the silence label (docs/synth.md).\n";
   s += "name: espeak-" + language + "\nphones: " + yaml_list(phones) + "\nsilence: [" + kEspeakSilence +
        "]\nmap:  # Buckeye's silence label (the buckeye layout writes SIL)\n  SIL: " + kEspeakSilence +
        "\nbroad_classes:  # vowels: labels starting with an IPA vowel letter\n";

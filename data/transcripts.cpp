@@ -25,6 +25,18 @@ std::string lower(std::string s) {
   return s;
 }
 
+// The dictionary key of a word: ASCII letters and the Latin-1 capitals (À..Þ but ×, UTF-8
+// C3 80..C3 9E) and Œ lowered; every other byte kept.
+std::string key_of(const std::string& word) {
+  std::string s = lower(word);
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    const auto a = static_cast<unsigned char>(s[i]), b = static_cast<unsigned char>(s[i + 1]);
+    if (a == 0xC3 && b >= 0x80 && b <= 0x9E && b != 0x97) s[i + 1] = static_cast<char>(b + 0x20), ++i;
+    else if (a == 0xC5 && b == 0x92) s[i + 1] = static_cast<char>(0x93), ++i;
+  }
+  return s;
+}
+
 // Lines of TEXT without their line end (LF or CR LF).
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> out;
@@ -87,16 +99,25 @@ DictFormat dict_format_from_text(const std::string& name, const std::string& tex
   if (name == "mfa") return DictFormat::mfa;
   if (name != "auto")
     throw std::invalid_argument("--dict-format must be timit, cmudict, mfa or auto, got '" + name + "'");
+  // TIMIT's when the first entry line has its '/'; CMUdict's only when every entry line is
+  // "WORD ARPAbet..." and some phone carries a stress digit (CMUdict marks every vowel): the
+  // formats give other phones (ARPAbet mapped, closures), so one ambiguous line is not enough.
+  bool first = true, arpabet = true, stress = false;
   for (const std::string& line : lines_of(text)) {
     const std::vector<std::string> t = tokens_of(line);
     if (t.empty() || t[0][0] == ';' || t[0][0] == '#') continue;
-    if (line.find('/') != std::string::npos) return DictFormat::timit;
-    const bool arpabet = t.size() > 1 && std::all_of(t.begin() + 1, t.end(), [](const std::string& p) {
-                           return !arpabet_to_timit(p).empty();
-                         });
-    return arpabet ? DictFormat::cmudict : DictFormat::mfa;
+    if (first && line.find('/') != std::string::npos) return DictFormat::timit;
+    first = false;
+    for (size_t k = 1; k < t.size() && arpabet; ++k) {
+      if (t[k][0] == '#') break;  // CMUdict's trailing comment
+      arpabet = !arpabet_to_timit(t[k]).empty();
+      stress = stress || std::isdigit(static_cast<unsigned char>(t[k].back()));
+    }
+    arpabet = arpabet && t.size() > 1;
+    if (!arpabet) return DictFormat::mfa;
   }
-  return DictFormat::timit;
+  if (first) return DictFormat::timit;
+  return stress ? DictFormat::cmudict : DictFormat::mfa;
 }
 
 std::string arpabet_to_timit(const std::string& symbol) {
@@ -170,8 +191,8 @@ Dictionary Dictionary::parse(const std::string& path, const std::string& text, D
       }
     }
     if (pron.empty()) fail(path, ln, "word " + quoted(word) + " has no phones");
-    d.entries_[lower(word)].push_back(std::move(pron));
-    d.info_[lower(word)].push_back(PronunciationInfo{prob, ln});
+    d.entries_[key_of(word)].push_back(std::move(pron));
+    d.info_[key_of(word)].push_back(PronunciationInfo{prob, ln});
   }
   if (d.entries_.empty()) fail(path, 0, "no dictionary entries");
   return d;
@@ -183,17 +204,17 @@ Dictionary Dictionary::load(const std::string& path, const std::string& format_n
 }
 
 const std::vector<std::string>* Dictionary::lookup(const std::string& word) const {
-  auto it = entries_.find(lower(word));
+  auto it = entries_.find(key_of(word));
   return it == entries_.end() ? nullptr : &it->second.front();
 }
 
 const std::vector<std::vector<std::string>>* Dictionary::pronunciations(const std::string& word) const {
-  auto it = entries_.find(lower(word));
+  auto it = entries_.find(key_of(word));
   return it == entries_.end() ? nullptr : &it->second;
 }
 
 const std::vector<PronunciationInfo>& Dictionary::info(const std::string& word) const {
-  return info_.at(lower(word));
+  return info_.at(key_of(word));
 }
 
 std::string missing_words_line(const std::vector<std::string>& words, const std::string& dict_path) {
@@ -210,6 +231,33 @@ std::string missing_words_line(const std::vector<std::string>& words, const std:
          std::to_string(words.size()) + " occurrences): " + list;
 }
 
+std::string strip_punctuation(const std::string& token) {
+  static const std::vector<std::string> kMarks = {".", ",", ";", ":", "!", "?", "\"", "(", ")", "[", "]", "{", "}",
+                                                  "«", "»", "„", "“", "”", "‘", "’", "¿", "¡", "…", "–", "—",
+                                                  "。", "，", "、", "！", "？", "：", "；", "（", "）", "「", "」"};
+  size_t a = 0, b = token.size();
+  for (bool more = true; more && a < b;) {
+    more = false;
+    for (const std::string& m : kMarks)
+      if (token.compare(a, m.size(), m) == 0 && a + m.size() <= b) a += m.size(), more = true;
+  }
+  for (bool more = true; more && a < b;) {
+    more = false;
+    for (const std::string& m : kMarks)
+      if (b - a >= m.size() && token.compare(b - m.size(), m.size(), m) == 0) b -= m.size(), more = true;
+  }
+  return token.substr(a, b - a);
+}
+
+std::vector<Word> words_of_tokens(const std::vector<std::string>& tokens, int line) {
+  std::vector<Word> out;
+  for (const std::string& t : tokens) {
+    std::string w = strip_punctuation(t);
+    if (!w.empty()) out.push_back(Word{std::move(w), line});
+  }
+  return out;
+}
+
 std::vector<Word> parse_wrd(const std::string& path, const std::string& text) {
   std::vector<Word> out;
   const std::vector<std::string> lines = lines_of(text);
@@ -218,7 +266,7 @@ std::vector<Word> parse_wrd(const std::string& path, const std::string& text) {
     if (t.empty()) continue;
     if (t.size() != 3 || !is_integer(t[0]) || !is_integer(t[1]))
       fail(path, static_cast<int>(i + 1), "expected 'start end word', got " + quoted(lines[i]));
-    out.push_back(Word{lower(t[2]), static_cast<int>(i + 1)});
+    out.push_back(Word{t[2], static_cast<int>(i + 1)});
   }
   if (out.empty()) fail(path, 0, "empty transcript (no words)");
   return out;
@@ -229,15 +277,9 @@ std::vector<Word> parse_txt(const std::string& path, const std::string& text) {
   const std::vector<std::string> lines = lines_of(text);
   for (size_t i = 0; i < lines.size(); ++i) {
     std::vector<std::string> t = tokens_of(lines[i]);
-    size_t k = 0;
-    if (out.empty() && t.size() >= 2 && is_integer(t[0]) && is_integer(t[1])) k = 2;  // TIMIT's sample range
-    for (; k < t.size(); ++k) {
-      std::string w = t[k];
-      auto punct = [](char c) { return std::string(".,;:!?\"()").find(c) != std::string::npos; };
-      while (!w.empty() && punct(w.front())) w.erase(w.begin());
-      while (!w.empty() && punct(w.back())) w.pop_back();
-      if (!w.empty()) out.push_back(Word{lower(w), static_cast<int>(i + 1)});
-    }
+    if (out.empty() && t.size() >= 2 && is_integer(t[0]) && is_integer(t[1]))  // TIMIT's sample range
+      t.erase(t.begin(), t.begin() + 2);
+    for (Word& w : words_of_tokens(t, static_cast<int>(i + 1))) out.push_back(std::move(w));
   }
   if (out.empty()) fail(path, 0, "empty transcript (no words)");
   return out;
@@ -357,16 +399,17 @@ Transcript words_to_phones(const std::vector<Word>& words, const Dictionary& dic
       tr.optional.push_back(optional ? 1 : 0);
     };
     const bool opt = o.optional_silence;
-    if (o.edge_silence) add("h#", -1, opt);
+    const std::string edge = o.silence.empty() ? "h#" : o.silence, between = o.silence.empty() ? "pau" : o.silence;
+    if (o.edge_silence) add(edge, -1, opt);
     for (size_t i = 0; i < words.size(); ++i) {
-      if (i > 0 && o.word_silence) add("pau", -1, opt);
+      if (i > 0 && o.word_silence) add(between, -1, opt);
       tr.words.push_back(words[i].text);
       tr.log_prob += wp[i].log_prob[pick[i]];
       for (const std::string& p : wp[i].list()[pick[i]])
         for (const std::string& q : closures ? with_closure(p) : std::vector<std::string>{p})
           add(q, static_cast<int>(i));
     }
-    if (o.edge_silence) add("h#", -1, opt);
+    if (o.edge_silence) add(edge, -1, opt);
     return tr;
   };
   Transcript tr = build(choice[0]);

@@ -25,9 +25,12 @@ class TranscriptError : public std::runtime_error {
 
 enum class DictFormat { timit, cmudict, mfa };
 
-// "timit" | "cmudict" | "mfa" -> the format; "auto" -> detect from the first
-// entry line: TIMIT when it has a '/', CMUdict when every token after the word
-// is ARPAbet, else MFA. Throws std::invalid_argument for another name.
+// "timit" | "cmudict" | "mfa" -> the format; "auto" -> detect: TIMIT when the
+// first entry line has a '/'; CMUdict when every entry line's tokens after the
+// word are ARPAbet and at least one carries a stress digit (CMUdict marks every
+// vowel: a few lines such as "zzz l" read the same in MFA's format, whose
+// phones are kept as written and get no closures); else MFA. Throws
+// std::invalid_argument for another name.
 DictFormat dict_format_from_text(const std::string& name, const std::string& text);
 
 // ARPAbet (CMUdict, stress digit included) -> TIMIT 61-set name: the
@@ -42,8 +45,8 @@ struct PronunciationInfo {
   int line = 0;
 };
 
-// A pronunciation dictionary: lower-case word (ASCII letters lowered; other
-// bytes, UTF-8 included, kept) -> pronunciations in file order, phonemic (no
+// A pronunciation dictionary: lower-case word (ASCII letters, the Latin-1
+// capitals À..Þ and Œ lowered; other bytes, UTF-8 included, kept) -> pronunciations in file order, phonemic (no
 // closures): TIMIT 61-set names (timit, cmudict) or the phones as written (mfa).
 class Dictionary {
  public:
@@ -80,16 +83,26 @@ class Dictionary {
   std::map<std::string, std::vector<PronunciationInfo>> info_;  // [word][k], as entries_
 };
 
-// A word as read, lower case, with where it came from.
+// A word as written (its case kept: the outputs name it so; dictionary lookups
+// ignore case), with where it came from.
 struct Word {
   std::string text;
   int line = 0;  // 1-based line of its file (0: unknown)
 };
 
+// TOKEN without the punctuation around it: ASCII . , ; : ! ? " ( ) [ ] { } and
+// « » „ “ ” ‘ ’ ¿ ¡ … – — and the CJK full-width marks 。，、！？：；（）「」;
+// apostrophes and hyphens inside a word (l'homme, aujourd'hui, well-known)
+// are kept. A token of punctuation only gives "".
+std::string strip_punctuation(const std::string& token);
+// The words of a transcript line's tokens (strip_punctuation; tokens of
+// punctuation only dropped), each with LINE.
+std::vector<Word> words_of_tokens(const std::vector<std::string>& tokens, int line);
+
 // A TIMIT .WRD file: lines "start end word" (samples). Times are not used.
 std::vector<Word> parse_wrd(const std::string& path, const std::string& text);
 // A TIMIT .TXT file: "start end The sentence." (the two sample numbers are
-// optional); words lower-cased, punctuation around them (.,;:!?"()) dropped.
+// optional); words as written, punctuation around them dropped (words_of_tokens).
 std::vector<Word> parse_txt(const std::string& path, const std::string& text);
 // The phones of a .PHN file in order, times ignored; q (glottal stop, no
 // 48/39 target; merged into its neighbour in training labels) is dropped.
@@ -138,12 +151,15 @@ std::string missing_words_line(const std::vector<std::string>& words, const std:
 
 struct WordOptions {
   bool closures = true;           // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
-  bool edge_silence = true;       // h# before the first and after the last word (TIMIT utterances have them)
-  bool word_silence = false;      // pau between every two words
+  bool edge_silence = true;       // silence before the first and after the last word (TIMIT utterances have them)
+  bool word_silence = false;      // silence between every two words
   bool optional_silence = true;   // those silences may be skipped (0 frames) by the aligner; false: obligatory
   // Pronounces a word missing from the dictionary (align --g2p); unset: a missing word is an error.
   std::function<std::vector<std::string>(const std::string& word)> g2p;
   int max_candidates = 16;        // pronunciation combinations offered per utterance (see words_to_phones)
+  // The label of the silences above: "" = TIMIT's (h# at the edges, pau between words);
+  // else this one for both (a checkpoint's own silence: eval::words_for_labels).
+  std::string silence;
 };
 
 // Words -> phones through DICT. The transcript holds each word's most probable
@@ -152,7 +168,8 @@ struct WordOptions {
 // words' pronunciations while their number stays within max_candidates
 // (words in order; a word whose alternatives would pass it keeps its most
 // probable one). Closures (TIMIT names) are added only for the TIMIT and
-// CMUdict formats. Errors: MissingWordsError "SOURCE: " + missing_words_line
+// CMUdict formats, and only with options.closures (eval::words_for_labels
+// turns them off for a label set that is not TIMIT's). Errors: MissingWordsError "SOURCE: " + missing_words_line
 // naming every missing word of the transcript (SOURCE with
 // the first one's line when known; unless options.g2p pronounces them) and
 // "SOURCE: empty transcript" for no words.

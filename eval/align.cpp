@@ -295,9 +295,14 @@ class AlignRun {
   // One line per bad input: transcript errors name their file and line
   // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
   // other error is prefixed with the audio path unless it starts with it.
-  void report(const std::string& src, const std::string& what, bool names_file) {
+  // missing: the input's words not in the dictionary (its error), for the summary.
+  void report(const std::string& src, const std::string& what, bool names_file,
+              const std::vector<std::string>& missing = {}) {
     report_failed_input(src, what, names_file);  // one "error:" line (eval/infer.h)
     failed_.push_back(src);
+    if (missing.empty()) return;
+    missing_.insert(missing_.end(), missing.begin(), missing.end());
+    missing_inputs_.push_back(src);
   }
 
   // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
@@ -333,8 +338,12 @@ class AlignRun {
     pending_.clear();
   }
 
-  // The last line of a run with failed inputs, naming them.
+  // The last line of a run with failed inputs, naming them; before it, the words missing
+  // from the dictionary over all inputs in one warning naming the inputs left out for them.
   void throw_if_failed() const {
+    if (!missing_.empty())
+      spdlog::warn("align: {} ({} input(s) left out for them: {})", data::missing_words_line(missing_, o_.dict),
+                   missing_inputs_.size(), failed_names(missing_inputs_));
     if (!failed_.empty())
       throw std::runtime_error("align: " + std::to_string(failed_.size()) + " of " + std::to_string(total_) +
                                " input file(s) failed (each named above: " + failed_names(failed_) + "); " +
@@ -367,6 +376,7 @@ class AlignRun {
   size_t total_;
   std::vector<AlignInput> pending_;
   std::vector<std::string> failed_;
+  std::vector<std::string> missing_, missing_inputs_;  // words not in the dictionary (with repeats), their inputs
   int done_ = 0;
 };
 
@@ -384,10 +394,11 @@ Segmentation align_one(model::Executor& exec, AlignInput input, const model::Mod
 int align(const AlignOptions& options) {
   const auto start = std::chrono::steady_clock::now();  // the log's stage times add up to the last line's total
   check_align_options(options);
-  const AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
+  AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
   model::set_threads(o.threads);
   const model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
+  o.words = words_for_labels(o.words, s.labels);       // the checkpoint's silence; closures for TIMIT's sets only
   const std::shared_ptr<data::Dictionary> dict = load_dictionary(o.dict, o.dict_format, s.labels);
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
   protect.add(o.checkpoint);
@@ -395,7 +406,6 @@ int align(const AlignOptions& options) {
   std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
   const std::vector<AlignJob> jobs = collect_jobs(o, dict, protect, bad);
   const std::vector<fs::path> stems = distinct_stems(jobs);
-  if (dict) stop_on_missing_words(job_scripts(jobs), dict->path(), resolve_threads(o.threads));  // before any work
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);
@@ -412,12 +422,13 @@ int align(const AlignOptions& options) {
     std::vector<AlignInput> ready(n);
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
-    read_jobs(jobs, at, s, threads, ready, error, names_file);
+    std::vector<std::vector<std::string>> missing(n);
+    read_jobs(jobs, at, s, threads, ready, error, names_file, missing);
     for (size_t i = 0; i < n; ++i) {
       if (error[i].empty())
         run.add(std::move(ready[i]));
       else
-        run.report(jobs[at + i].audio, error[i], names_file[i] != 0);
+        run.report(jobs[at + i].audio, error[i], names_file[i] != 0, missing[i]);
     }
     run.flush();
   }

@@ -8,7 +8,6 @@
 #include <mutex>
 #include <stdexcept>
 
-#include "common/parallel.h"
 #include "data/espeak_tts.h"
 #include "data/phones.h"
 #include "model/batch.h"
@@ -41,38 +40,25 @@ void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet
   }
 }
 
+data::WordOptions words_for_labels(const data::WordOptions& o, const model::LabelSet& ls) {
+  data::WordOptions w = o;
+  if (ls.is_timit()) return w;  // h# and pau, mapped into the 48/39 sets' sil
+  w.closures = false;
+  const int sil = ls.spec.silence_index();
+  if (sil < 0) {
+    w.edge_silence = w.word_silence = false;
+  } else {
+    w.silence = ls.spec.phones[static_cast<size_t>(sil)];
+  }
+  return w;
+}
+
 std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
                                                   const model::LabelSet& ls) {
   if (path.empty()) return nullptr;
   auto dict = std::make_shared<data::Dictionary>(data::Dictionary::load(path, format));
   check_dictionary_phones(*dict, ls);
   return dict;
-}
-
-void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
-                           int threads) {
-  std::vector<std::vector<std::string>> missing(scripts.size());
-  std::vector<std::string> message(scripts.size());
-  parallel_for(static_cast<int64_t>(scripts.size()), threads, [&](int64_t i, int) {
-    try {
-      scripts[static_cast<size_t>(i)]();
-    } catch (const data::MissingWordsError& e) {
-      missing[static_cast<size_t>(i)] = e.words();
-      message[static_cast<size_t>(i)] = e.what();
-    } catch (const std::exception&) {  // reported per input when it is aligned
-    }
-  });
-  std::vector<std::string> all;
-  size_t inputs = 0, first = 0;
-  for (size_t i = 0; i < missing.size(); ++i) {
-    if (missing[i].empty()) continue;
-    if (inputs++ == 0) first = i;
-    all.insert(all.end(), missing[i].begin(), missing[i].end());
-  }
-  if (inputs == 1) throw std::runtime_error(message[first]);  // "SOURCE:LINE: word 'x' is not in ..."
-  if (inputs > 1)
-    throw std::runtime_error("align: " + data::missing_words_line(all, dict_path) + " (in " + std::to_string(inputs) +
-                             " inputs; the first: " + message[first].substr(0, message[first].find(": ")) + ")");
 }
 
 AlignOptions with_g2p(const AlignOptions& o) {

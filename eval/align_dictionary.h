@@ -1,7 +1,7 @@
 // Pronunciation dictionaries in `timitseg align` (docs/align.md "Dictionaries"):
-// the dictionary's phones checked against the checkpoint's phone set, every
-// missing word named in one line before any work, and the choice among a
-// word's several pronunciations by the aligner's score.
+// the dictionary's phones checked against the checkpoint's phone set, the
+// word options for its label set, the G2P of missing words, and the choice
+// among a word's several pronunciations by the aligner's score.
 #pragma once
 
 #include <cstddef>
@@ -29,16 +29,15 @@ int phone_class(const std::string& name, const model::LabelSet& ls);
 // TIMIT and CMUdict dictionaries hold TIMIT names, mapped as transcripts are.
 void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls);
 
+// The word options for a checkpoint's label set: its silence (the phone set's
+// first silence label) for the edge and between-word silences, and TIMIT's
+// closures only when the label set is TIMIT's (never added to another phone
+// set's pronunciations). A label set without silence gets no silences.
+data::WordOptions words_for_labels(const data::WordOptions& o, const model::LabelSet& ls);
+
 // The dictionary of --dict (null without one), its phones checked as above.
 std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
                                                   const model::LabelSet& ls);
-
-// Runs every transcript reader (in parallel, on `threads`) and, when words are
-// missing from the dictionary, throws std::runtime_error with one line naming
-// all of them with their counts over all inputs (data::missing_words_line).
-// Other errors are left for the alignment to report per input.
-void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>& scripts, const std::string& dict_path,
-                           int threads);
 
 // The options with words.g2p set for --g2p: "espeak" pronounces a word
 // missing from the dictionary by espeak-ng in o.language (data/espeak_tts.h:
@@ -50,8 +49,8 @@ void stop_on_missing_words(const std::vector<std::function<data::Transcript()>>&
 AlignOptions with_g2p(const AlignOptions& o);
 
 // A G2P that asks `g2p` once per distinct word and answers again from memory
-// (thread-safe; the inputs' transcripts are read once to name missing words
-// and again to align them, and espeak-ng forks a child per call). An exception
+// (thread-safe; a word recurs over the inputs, and espeak-ng forks a child
+// per call). An exception
 // of `g2p` is not remembered.
 using G2p = std::function<std::vector<std::string>(const std::string& word)>;
 G2p cached_g2p(G2p g2p);

@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <stdexcept>
@@ -11,6 +12,7 @@
 #include "common/files.h"
 #include "common/parallel.h"
 #include "data/corpus.h"
+#include "data/corpus_formats.h"
 #include "data/phones.h"
 #include "model/long_input.h"
 
@@ -45,7 +47,6 @@ AlignInput read_job(const AlignJob& job, const model::ModelState& s, int threads
 // (--phones), its words through the dictionary (--words), or the error of an
 // empty line (one failed input, docs/align.md, not the whole list).
 std::function<data::Transcript()> list_script(const data::ListEntry& e, const std::string& source, bool phones,
-                                              const std::string& list_path,
                                               const std::shared_ptr<data::Dictionary>& dict, const data::WordOptions& wo) {
   if (e.tokens.empty())
     return [source, audio = e.audio]() -> data::Transcript {
@@ -58,10 +59,10 @@ std::function<data::Transcript()> list_script(const data::ListEntry& e, const st
       t.phones = e.tokens;
       return t;
     };
-  return [e, list_path, dict, wo] {
-    std::vector<data::Word> words;
-    for (const std::string& w : e.tokens) words.push_back(data::Word{data::to_lower(w), e.line});
-    return data::words_to_phones(words, *dict, list_path, wo);
+  return [e, source, dict, wo] {  // every message names the list's file and line (the words' line left 0)
+    const std::vector<data::Word> words = data::words_of_tokens(e.tokens, 0);
+    if (words.empty()) throw data::TranscriptError(source + ": no words for '" + e.audio + "' (only punctuation)");
+    return data::words_to_phones(words, *dict, source, wo);
   };
 }
 
@@ -98,7 +99,7 @@ std::vector<AlignJob> list_jobs(const AlignOptions& o, const std::shared_ptr<dat
       audio_inputs({j.audio}, "", &protect);
     } catch (const std::exception&) {
     }
-    j.script = list_script(e, source, phones, list_path, dict, o.words);
+    j.script = list_script(e, source, phones, dict, o.words);
     jobs.push_back(std::move(j));
   }
   return jobs;
@@ -107,29 +108,97 @@ std::vector<AlignJob> list_jobs(const AlignOptions& o, const std::shared_ptr<dat
 // The file beside each audio (--transcript: config/config_enums.h's words, read by app/).
 using Beside = config::TranscriptSource;
 
-// The reader of the transcript beside `audio`: its .PHN, or with a
-// dictionary its .WRD (then .TXT) words; m: --transcript, auto resolved.
-std::function<data::Transcript()> beside_script(const std::string& audio, Beside m,
+// The labels of intervals read by a corpus parser (data/corpus_formats.h), or its first error.
+std::vector<std::string> interval_labels(const std::vector<data::LabelInterval>& iv,
+                                         const std::vector<data::Problem>& problems) {
+  for (const data::Problem& p : problems)
+    if (p.error) throw data::TranscriptError(p.str());
+  std::vector<std::string> out;
+  for (const data::LabelInterval& i : iv) out.push_back(i.label);
+  return out;
+}
+
+// The phones beside `audio`: its .PHN; with `others` (--transcript auto) else
+// its .TextGrid's tier "phones", Buckeye's .phones or a .lab of "START END
+// LABEL" lines (seconds), as prepare --corpus reads them; an empty label is
+// the silence (`silence`, "" = TIMIT's h#).
+data::Transcript beside_phones(const std::string& audio, bool others, const std::string& silence) {
+  data::Transcript t;
+  std::vector<data::Problem> problems;
+  std::vector<std::string> labels;
+  if (const std::string phn = sibling(audio, ".PHN"); !phn.empty()) {
+    t.source = phn;
+    t.phones = data::parse_phn_phones(phn, read_file(phn));
+    return t;
+  } else if (!others) {
+    throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
+  } else if (const std::string tg = sibling(audio, ".TextGrid"); !tg.empty()) {
+    t.source = tg;
+    labels = interval_labels(data::parse_textgrid(tg, read_file(tg), "phones", &problems), problems);
+  } else if (const std::string bp = sibling(audio, ".phones"); !bp.empty()) {
+    t.source = bp;
+    labels = interval_labels(data::parse_buckeye_phones(bp, read_file(bp), &problems), problems);
+  } else if (const std::string lab = sibling(audio, ".lab"); !lab.empty()) {
+    t.source = lab;
+    labels = interval_labels(data::parse_seconds_labels(lab, read_file(lab), &problems), problems);
+  } else {
+    throw data::TranscriptError(audio + ": no .PHN, .TextGrid, .phones or .lab beside it (or use --phones/--words)");
+  }
+  for (const std::string& l : labels) t.phones.push_back(l.empty() ? (silence.empty() ? "h#" : silence) : l);
+  if (t.phones.empty()) throw data::TranscriptError(t.source + ": empty transcript (no phones)");
+  return t;
+}
+
+// The words of interval labels: empty ones (silence) and Buckeye's non-words
+// ({B_TRANS}, <SIL>, <IVER> ...) left out, punctuation stripped.
+std::vector<data::Word> interval_words(const std::vector<std::string>& labels) {
+  std::vector<std::string> tokens;
+  for (const std::string& l : labels)
+    if (!l.empty() && l[0] != '{' && l[0] != '<') tokens.push_back(l);
+  return data::words_of_tokens(tokens, 0);
+}
+
+// The words beside `audio` (--transcript wrd, txt or auto): its .WRD, else its
+// .TXT; with auto else its .TextGrid's tier "words", Buckeye's .words or a
+// .lab (MFA's transcript: the text's words, or the labels of "START END
+// LABEL" lines).
+std::pair<std::vector<data::Word>, std::string> beside_words(const std::string& audio, config::TranscriptSource m) {
+  if (m != Beside::txt)
+    if (const std::string wrd = sibling(audio, ".WRD"); !wrd.empty()) return {data::parse_wrd(wrd, read_file(wrd)), wrd};
+  if (m != Beside::wrd)
+    if (const std::string txt = sibling(audio, ".TXT"); !txt.empty()) return {data::parse_txt(txt, read_file(txt)), txt};
+  if (m != Beside::automatic)
+    throw data::TranscriptError(audio + ": no " + (m == Beside::wrd ? ".WRD" : ".TXT") + " beside it");
+  std::vector<data::Problem> problems;
+  std::pair<std::vector<data::Word>, std::string> out;
+  if (const std::string tg = sibling(audio, ".TextGrid"); !tg.empty()) {
+    out = {interval_words(interval_labels(data::parse_textgrid(tg, read_file(tg), "words", &problems), problems)), tg};
+  } else if (const std::string bw = sibling(audio, ".words"); !bw.empty()) {
+    out = {interval_words(interval_labels(data::parse_buckeye_phones(bw, read_file(bw), &problems), problems)), bw};
+  } else if (const std::string lab = sibling(audio, ".lab"); !lab.empty()) {
+    const std::string text = read_file(lab);
+    const std::vector<data::LabelInterval> iv = data::parse_seconds_labels(lab, text, &problems);
+    const bool timed = !iv.empty() && std::none_of(problems.begin(), problems.end(), [](const data::Problem& p) {
+      return p.error;
+    });
+    out = {timed ? interval_words(interval_labels(iv, {})) : data::parse_txt(lab, text), lab};
+  } else {
+    throw data::TranscriptError(audio + ": no .WRD, .TXT, .TextGrid, .words or .lab beside it");
+  }
+  if (out.first.empty()) throw data::TranscriptError(out.second + ": empty transcript (no words)");
+  return out;
+}
+
+// The reader of the transcript beside `audio`: its phones (no dictionary, or
+// --transcript phn), else its words through the dictionary.
+std::function<data::Transcript()> beside_script(const std::string& audio, config::TranscriptSource m,
                                                 const std::shared_ptr<data::Dictionary>& dict,
                                                 const data::WordOptions& wo) {
   return [audio, m, dict, wo]() -> data::Transcript {
-    if (m == Beside::phn) {
-      const std::string phn = sibling(audio, ".PHN");
-      if (phn.empty()) throw data::TranscriptError(audio + ": no .PHN beside it (or use --phones/--words/--dict)");
-      data::Transcript t;
-      t.source = phn;
-      t.phones = data::parse_phn_phones(phn, read_file(phn));
-      return t;
-    }
-    std::string path = m == Beside::txt ? "" : sibling(audio, ".WRD");
-    bool wrd = !path.empty();
-    if (path.empty() && m != Beside::wrd) path = sibling(audio, ".TXT");
-    if (path.empty())
-      throw data::TranscriptError(audio + ": no " +
-                                  (m == Beside::wrd ? ".WRD" : m == Beside::txt ? ".TXT" : ".WRD or .TXT") +
-                                  " beside it");
-    const std::string text = read_file(path);
-    return data::words_to_phones(wrd ? data::parse_wrd(path, text) : data::parse_txt(path, text), *dict, path, wo);
+    if (m == config::TranscriptSource::phn || !dict)
+      return beside_phones(audio, m == config::TranscriptSource::automatic, wo.silence);
+    const auto [words, path] = beside_words(audio, m);
+    return data::words_to_phones(words, *dict, path, wo);
   };
 }
 
@@ -138,18 +207,10 @@ std::function<data::Transcript()> beside_script(const std::string& audio, Beside
 std::vector<AlignJob> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict,
                                    InputSet& protect, std::vector<std::pair<std::string, std::string>>& bad) {
   if (!o.phones_file.empty() || !o.words_file.empty()) return list_jobs(o, dict, protect);
-  const Beside mode = o.transcript;
-  const Beside m = mode == Beside::automatic ? (dict ? Beside::automatic : Beside::phn) : mode;  // auto: words
-  std::vector<AlignJob> jobs;
+  std::vector<AlignJob> jobs;  // --transcript auto: words with a dictionary, else phones
   for (const auto& [audio, stem] : audio_inputs(o.inputs, o.out_dir, &protect, &bad))
-    jobs.push_back({audio, stem, beside_script(audio, m, dict, o.words)});
+    jobs.push_back({audio, stem, beside_script(audio, o.transcript, dict, o.words)});
   return jobs;
-}
-
-std::vector<std::function<data::Transcript()>> job_scripts(const std::vector<AlignJob>& jobs) {
-  std::vector<std::function<data::Transcript()>> scripts;
-  for (const AlignJob& j : jobs) scripts.push_back(j.script);
-  return scripts;
 }
 
 std::vector<fs::path> distinct_stems(const std::vector<AlignJob>& jobs) {
@@ -166,10 +227,15 @@ std::vector<fs::path> distinct_stems(const std::vector<AlignJob>& jobs) {
 }
 
 void read_jobs(const std::vector<AlignJob>& jobs, size_t at, const model::ModelState& s, int threads,
-               std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file) {
+               std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file,
+               std::vector<std::vector<std::string>>& missing) {
   parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
     try {
       ready[i] = read_job(jobs[at + i], s, threads);
+    } catch (const data::MissingWordsError& e) {
+      error[i] = e.what();
+      names_file[i] = 1;
+      missing[i] = e.words();
     } catch (const data::TranscriptError& e) {
       error[i] = e.what();
       names_file[i] = 1;

@@ -31,17 +31,16 @@ struct AlignJob {
 std::vector<AlignJob> collect_jobs(const AlignOptions& o, const std::shared_ptr<data::Dictionary>& dict,
                                    InputSet& protect, std::vector<std::pair<std::string, std::string>>& bad);
 
-// The transcript readers of the jobs (for the check of missing words before any work).
-std::vector<std::function<data::Transcript()>> job_scripts(const std::vector<AlignJob>& jobs);
-
 // The output stems of the jobs; two jobs that would write one file are refused.
 std::vector<std::filesystem::path> distinct_stems(const std::vector<AlignJob>& jobs);
 
 // Jobs [at, at + ready.size()) read in parallel (one job per index: the
 // results and the order of the error lines do not depend on the thread
 // count; each job's features on `threads` workers): ready[i], or error[i]
-// (names_file[i] = 1: a transcript error naming its file and line).
+// (names_file[i] = 1: a transcript error naming its file and line; missing[i]:
+// the words of its transcript not in the dictionary, when that is its error).
 void read_jobs(const std::vector<AlignJob>& jobs, size_t at, const model::ModelState& s, int threads,
-               std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file);
+               std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file,
+               std::vector<std::vector<std::string>>& missing);
 
 }  // namespace timitseg::eval

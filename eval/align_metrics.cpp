@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/files.h"
+#include "common/text.h"
 #include "data/corpus.h"
 #include "data/features.h"
 #include "data/phones.h"
@@ -52,15 +53,15 @@ nlohmann::json summarize(const std::vector<double>& abs_ms) {
 std::string row(const std::string& name, const nlohmann::json& j) {
   char buf[256];
   if (!j.contains("within_ms")) {
-    std::snprintf(buf, sizeof buf, "  %-16s %7d   (no boundaries)\n", name.c_str(), 0);
-    return buf;
+    std::snprintf(buf, sizeof buf, " %7d   (no boundaries)\n", 0);
+    return "  " + pad_right(name, 16) + buf;  // by display width (IPA, CJK labels)
   }
   const nlohmann::json& w = j["within_ms"];
-  std::snprintf(buf, sizeof buf, "  %-16s %7lld %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f\n", name.c_str(),
+  std::snprintf(buf, sizeof buf, " %7lld %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f\n",
                 static_cast<long long>(j["boundaries"].get<int64_t>()), 100 * w["10"].get<double>(),
                 100 * w["20"].get<double>(), 100 * w["25"].get<double>(), 100 * w["50"].get<double>(),
                 j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
-  return buf;
+  return "  " + pad_right(name, 16) + buf;
 }
 
 // The .PHN beside AUDIO (upper or lower case extension), or "".
@@ -244,6 +245,7 @@ void add_boundary_confidence(const crf::AlignResult& r, const crf::AlignConfiden
                              int rate, const model::ModelState& s, ConfidenceMetrics* cm) {
   if (!conf.computed[b]) {
     cm->not_computed += conf.reason[b].empty() ? 0 : 1;
+    if (!conf.reason[b].empty()) ++cm->left_out[kLeftOutMemory];
     return;
   }
   const size_t n = runs.size();
@@ -337,9 +339,13 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
     if (!(res.score[row_b] > -INFINITY)) {  // counted (and named) above when the frame runs are infeasible
       if (other && r.score[b] > -INFINITY)
         spdlog::warn("evaluate --align: {}: its .PHN phone sequence has no alignment of finite score", part[b]->id);
+      ++m->confidence.left_out[kLeftOutInfeasible];
       continue;
     }
-    if (!other) add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m->confidence);
+    if (other)
+      ++m->confidence.left_out[kLeftOutRealigned];
+    else
+      add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m->confidence);
     const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
     std::vector<int64_t> ref, hyp;
     std::vector<int> cls;
@@ -398,6 +404,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
       const std::string why = read_reference(*part[b], s, &phn[b], &rates[b]);
       if (!why.empty()) {
         if (m.without_phn++ == 0) spdlog::warn("evaluate --align: no sample-accurate reference: {}", why);
+        ++m.confidence.left_out[kLeftOutNoPhn];
         phn[b].clear();
         continue;
       }
@@ -409,6 +416,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
         again.index.push_back(b);
       } else if (!feasible) {
         phn[b].clear();  // the same sequence: no alignment to score
+        ++m.confidence.left_out[kLeftOutInfeasible];
       }
     }
     add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, &m);

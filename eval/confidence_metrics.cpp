@@ -89,6 +89,7 @@ nlohmann::json ConfidenceMetrics::to_json() const {
   j["boundary_confidence"] = bj;
   j["label_confidence"] = lj;
   j["not_computed"] = not_computed;
+  j["left_out"] = left_out;  // {reason: utterances}
   return j;
 }
 
@@ -113,7 +114,13 @@ std::string ConfidenceMetrics::table() const {
                 fmt(b_auc).c_str(), reliability(boundary, within_1).ece, fmt(l_auc).c_str(),
                 reliability(label, exact).ece);
   std::string out = buf;
-  if (not_computed > 0) out += "  (" + std::to_string(not_computed) + " utterance(s) without confidences: memory limit)\n";
+  int64_t n = 0;
+  std::string why;
+  for (const auto& [reason, count] : left_out) {
+    n += count;
+    why += (why.empty() ? "" : ", ") + std::to_string(count) + " " + reason;
+  }
+  if (n > 0) out += "  (" + std::to_string(n) + " utterance(s) left out of boundary_confidence: " + why + ")\n";
   return out;
 }
 

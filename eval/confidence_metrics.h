@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +31,12 @@ struct Reliability {
 Reliability reliability(const std::vector<double>& confidence, const std::vector<char>& outcome, int bins = 10);
 
 // What evaluate --align accumulates per phone (docs/align.md "Confidence").
+// Why an utterance is left out of the boundary_confidence figures of `evaluate --align`.
+inline constexpr const char* kLeftOutNoPhn = "no .PHN reference beside the audio";
+inline constexpr const char* kLeftOutInfeasible = "no alignment of finite score";
+inline constexpr const char* kLeftOutRealigned = "its .PHN phones differ from the frame labels (realigned)";
+inline constexpr const char* kLeftOutMemory = "confidences over the memory limit";
+
 struct ConfidenceMetrics {
   // boundary_confidence of each phone aligned to the reference sequence:
   // off_20ms = a boundary of the phone more than 20 ms from the .PHN's
@@ -43,6 +51,9 @@ struct ConfidenceMetrics {
   std::vector<double> label;
   std::vector<char> replaced, exact;
   int64_t not_computed = 0;  // utterances whose confidences were not computed (memory limit)
+  // Utterances whose phones are not in the boundary_confidence figures, by reason
+  // (kLeftOut*): JSON "left_out", the table's last line.
+  std::map<std::string, int64_t> left_out;
   nlohmann::json to_json() const;
   std::string table() const;
 };

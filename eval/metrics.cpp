@@ -9,6 +9,8 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "common/text.h"
+
 namespace timitseg::eval {
 
 std::vector<Run> runs_of(const std::vector<int>& frames) {
@@ -342,7 +344,8 @@ std::string Metrics::table() const {
   os << buf;
   os << "phone    ref n  ref mean  pred n pred mean      KL      JS\n";
   for (auto& [name, e] : j["durations"].items()) {
-    std::snprintf(buf, sizeof buf, "%-6s %7lld %9.2f %7lld %9.2f %7.3f %7.3f\n", name.c_str(),
+    os << pad_right(name, 6);  // by display width: IPA labels ("ɔ̃") take fewer columns than bytes
+    std::snprintf(buf, sizeof buf, " %7lld %9.2f %7lld %9.2f %7.3f %7.3f\n",
                   (long long)e["reference_count"].get<int64_t>(), e["reference_mean"].get<double>(),
                   (long long)e["predicted_count"].get<int64_t>(), e["predicted_mean"].get<double>(),
                   e["kl"].get<double>(), e["js"].get<double>());

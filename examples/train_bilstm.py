@@ -6,13 +6,14 @@
 
 The model is the app's recipe (configs/synth.yaml's values are the defaults)
 in PyTorch: CMVN'd features -> input Linear (dropout) -> BiLSTM (dropout
-between layers) -> linear projection to 39 classes, and a second projection to onset scores (crf.onset_features) ->
+between layers) -> linear projection to the scoring classes (TIMIT's 39; on a
+WORKDIR of prepare --corpus its phone set's, folded as the phone set says), and a second projection to onset scores (crf.onset_features) ->
 timitseg.torch.SemiCRF (mean NLL per utterance + crf.reg's penalty; duration
 bias initialised N(0, 0.1^2) + log p(d | label) of the train split, as
 crf.duration_init: data; the CRF's parameters at crf.lr_scale x the lr), AdamW
 with weight decay, gradient clipping and a cosine schedule per epoch. Decoding
 is the CRF's Viterbi with crf.phone_bonus; the PER
-is the Levenshtein distance between the decoded and the reference 39-phone
+is the Levenshtein distance between the decoded and the reference phone
 sequences (runs of equal labels), summed over dev and divided by the number of
 reference phones, as `timitseg evaluate` reports it. Needs torch and numpy.
 """
@@ -26,6 +27,41 @@ import torch
 
 from timitseg.checkpoint import read_safetensors
 from timitseg.torch import SemiCRF
+
+
+def scoring_classes(workdir):
+    """The WORKDIR's frame labels -> scoring classes, and their number. TIMIT's WORKDIR
+    (phones.json): the 61 labels folded onto the 39. Any other (prepare --corpus): the
+    phone set the WORKDIR records (manifest.json's phone_set: its label table, and the
+    fold of its phone_set.yaml, identity for labels without one)."""
+    timit = os.path.join(workdir, "phones.json")
+    if os.path.exists(timit):
+        phones = json.load(open(timit))
+        return np.array([max(m, 0) for m in phones["map61to39"]]), len(phones["phones39"])  # q never occurs
+    manifest = os.path.join(workdir, "manifest.json")
+    if not os.path.exists(manifest):
+        raise SystemExit("%s: no manifest.json: not a prepared WORKDIR (timitseg prepare --timit TREE or "
+                         "prepare --corpus PATH --out %s)" % (workdir, workdir))
+    record = json.load(open(manifest)).get("phone_set")
+    if not record:
+        raise SystemExit("%s: manifest.json records no phone set and there is no phones.json" % manifest)
+    spec = os.path.join(workdir, record.get("file", "phone_set.yaml"))
+    fold = {}
+    with open(spec, encoding="utf-8") as f:
+        text = f.read()
+    try:
+        import yaml
+        fold = (yaml.safe_load(text) or {}).get("fold") or {}
+    except ImportError:
+        if "\nfold:" in text:
+            raise SystemExit("%s has a fold: reading it needs PyYAML (pip install pyyaml)" % spec)
+    scoring, index = [], []
+    for label in record["labels"]:
+        target = fold.get(label, label)
+        if target not in scoring:
+            scoring.append(target)
+        index.append(scoring.index(target))
+    return np.array(index), len(scoring)
 
 
 def load_split(workdir, split, map39):
@@ -124,7 +160,8 @@ def dev_per(model, dev, device):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--workdir", required=True, help="a prepared WORKDIR (timitseg prepare)")
+    ap.add_argument("--workdir", required=True,
+                    help="a prepared WORKDIR (timitseg prepare --timit TREE, or prepare --corpus PATH)")
     ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--hidden", type=int, default=128, help="model.hidden_dim (both directions)")
@@ -151,13 +188,11 @@ def main():
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     rng = np.random.default_rng(a.seed)
-    phones = json.load(open(os.path.join(a.workdir, "phones.json")))
-    map39 = np.array([max(m, 0) for m in phones["map61to39"]])  # q never occurs in prepared labels
+    map39, C = scoring_classes(a.workdir)
     cmvn = read_safetensors(os.path.join(a.workdir, "cmvn.safetensors"))
     mean, std = cmvn["mean"], np.sqrt(np.maximum(cmvn["var"], 1e-10))
     norm = lambda d: [(((f - mean) / std).astype(np.float32), l) for f, l in d]  # noqa: E731
     train, dev = norm(load_split(a.workdir, "train", map39)), norm(load_split(a.workdir, "dev", map39))
-    C = len(phones["phones39"])
     model = Tagger(train[0][0].shape[1], a.hidden, a.layers, C, a).to(a.device)
     if a.prior:
         with torch.no_grad():

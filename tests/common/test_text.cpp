@@ -25,3 +25,17 @@ TEST(Text, PrintableAsciiEscapesEveryOtherByte) {
   EXPECT_EQ(printable_ascii(std::string("\0\xff\\z", 4)), "\\x00\\xFF\\x5Cz");
   EXPECT_EQ(printable_ascii("d\xC3\xA9"), "d\\xC3\\xA9");
 }
+
+// Terminal columns of table labels, counted by hand: IPA with a combining tilde or a
+// length mark, CJK (two columns each), ASCII, a stray byte.
+TEST(Text, DisplayWidthCountsColumnsNotBytes) {
+  using timitseg::display_width;
+  EXPECT_EQ(display_width("aa"), 2);
+  EXPECT_EQ(display_width("ɔ̃"), 1);   // o-open + U+0303: 4 bytes
+  EXPECT_EQ(display_width("øː"), 2);  // 4 bytes
+  EXPECT_EQ(display_width("tʃ"), 2);
+  EXPECT_EQ(display_width("中国"), 4);
+  EXPECT_EQ(display_width("\xff" "a"), 2);
+  EXPECT_EQ(timitseg::pad_right("ɔ̃", 4), "ɔ̃   ");
+  EXPECT_EQ(timitseg::pad_right("abcdef", 4), "abcdef");
+}

@@ -70,6 +70,22 @@ TEST(DictionaryMfa, FormatDetected) {
   EXPECT_THROW(dict_format_from_text("kaldi", ""), std::invalid_argument);
 }
 
+// One line that reads as ARPAbet without a stress digit is not taken for CMUdict
+// (whose format maps the phones and adds TIMIT's closures): it is MFA's, phones as
+// written; every entry line counts, not the first alone.
+TEST(DictionaryMfa, FormatNotGuessedFromOneAmbiguousLine) {
+  EXPECT_EQ(dict_format_from_text("auto", "zzz\tl\n"), DictFormat::mfa);
+  EXPECT_EQ(dict_format_from_text("auto", "bad\tb a d\n"), DictFormat::mfa);        // 'a' is not ARPAbet
+  EXPECT_EQ(dict_format_from_text("auto", "bed\tb eh d\nzzz\tl\n"), DictFormat::mfa);  // no stress digit anywhere
+  EXPECT_EQ(dict_format_from_text("auto", ";;; c\nZZZ  L\nBED  B EH1 D  # a comment\n"), DictFormat::cmudict);
+  EXPECT_EQ(dict_format_from_text("auto", "HELLO  HH AH0 L OW1\nbonjour b ɔ̃ ʒ u ʁ\n"), DictFormat::mfa);  // a later line
+  // the MFA reading keeps 'd' as written: no closure is added to it
+  const Dictionary d = Dictionary::parse("z.dict", "bed\tb eh d\n", dict_format_from_text("auto", "bed\tb eh d\n"));
+  WordOptions wo;
+  wo.edge_silence = false;
+  EXPECT_EQ(words_to_phones({{"bed", 1}}, d, "u", wo).phones, V({"b", "eh", "d"}));
+}
+
 TEST(DictionaryMfa, ErrorsNameFileAndLine) {
   EXPECT_EQ(error_of([] { Dictionary::parse("x.dict", "a\t0.5 0.5 a\n", DictFormat::mfa); }),
             "x.dict:1: expected after the word 0, 1 or 4 numbers (a pronunciation probability, then three silence "

@@ -158,6 +158,13 @@ TEST(PhoneSetSpec, NearestPhonesBySpelling) {
   const PhoneSetSpec s = PhoneSetSpec::builtin("timit61");
   EXPECT_EQ(nearest_phones(s, "aan", 3), (std::vector<std::string>{"aa", "ae", "ah"}));
   EXPECT_EQ(nearest_phones(s, "tcl", 1), std::vector<std::string>{"tcl"});
+  // by sound, not spelling alone: an ASCII or TIMIT name finds the IPA phone of its sound
+  const PhoneSetSpec ipa = PhoneSetSpec::parse("name: fr\nphones: [a, l, ʁ, ʃ, ɡ, ə, sil]\nsilence: [sil]\n", "fr");
+  EXPECT_EQ(nearest_phones(ipa, "r", 2), (std::vector<std::string>{"ʁ", "a"}));
+  EXPECT_EQ(nearest_phones(ipa, "sh", 1), std::vector<std::string>{"ʃ"});
+  EXPECT_EQ(nearest_phones(ipa, "g", 1), std::vector<std::string>{"ɡ"});
+  EXPECT_EQ(nearest_phones(ipa, "h#", 1), std::vector<std::string>{"sil"});
+  EXPECT_EQ(nearest_phones(ipa, "ax", 1), std::vector<std::string>{"ə"});
 }
 
 TEST(PhoneSetSpec, DerivedFromTrainCounts) {

@@ -262,6 +262,28 @@ TEST(PrepareCorpus, EveryLayoutPreparesToTheSameFeaturesAndLabels) {
   EXPECT_TRUE(prepare_corpus_into(d.str("csv"), d.str("wd_csv"), d.str("tiny.yaml"), d.str("splits.txt")).up_to_date);
 }
 
+// The TextGrid layout: an audio file without its TextGrid is one warning line, counted,
+// and the corpus is prepared without it (as the TIMIT layout names a .WAV without .PHN).
+TEST(PrepareCorpus, TextGridLayoutWarnsOfAudioWithoutItsTextGrid) {
+  testutil::TempDir d;
+  const auto us = tiny_corpus();
+  testutil::write_text(d.str("tiny.yaml"), kPhoneSet);
+  testutil::write_text(d.str("splits.txt"), "spk1 train\nspk2 train\nspk3 dev\nspk4 test\n");
+  const std::string corpus = write_layout(us, d.str("textgrid"), "textgrid");
+  std::string wav;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(corpus))
+    if (e.path().extension() == ".wav") wav = e.path().string();
+  ASSERT_FALSE(wav.empty());
+  const std::string stray = (std::filesystem::path(wav).parent_path() / "stray.wav").string();
+  std::filesystem::copy_file(wav, stray);
+  const PrepareSummary s = prepare_corpus_into(corpus, d.str("wd"), d.str("tiny.yaml"), d.str("splits.txt"));
+  EXPECT_EQ(s.skipped, 0);
+  ASSERT_EQ(s.problems.size(), 1u);
+  EXPECT_EQ(s.problems[0], stray + ": no stray.TextGrid beside it: audio without labels, not read");
+  EXPECT_EQ(s.warnings, 1);
+  EXPECT_EQ(s.warnings_by_kind.at("audio without labels"), 1);
+}
+
 TEST(PrepareCorpus, BadRowsAreOneLineEachCountedAndStrictWritesNothing) {
   testutil::TempDir d;
   const auto us = tiny_corpus();

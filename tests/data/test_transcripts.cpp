@@ -123,12 +123,21 @@ TEST(Transcripts, WordsToPhonesWithClosuresAndSilences) {
 TEST(Transcripts, WrdTxtPhnAndLists) {
   std::vector<Word> w = parse_wrd("S.WRD", "2360 5200 she\n5200 9680 HAD\n");
   ASSERT_EQ(w.size(), 2u);
-  EXPECT_EQ(w[1].text, "had");
+  EXPECT_EQ(w[1].text, "HAD");  // as written: the outputs name it so, lookups ignore case
   EXPECT_EQ(w[1].line, 2);
   w = parse_txt("S.TXT", "0 46797 She had your \"dark\" suit, in greasy wash-water all year.\n");
   std::vector<std::string> texts;
   for (const Word& x : w) texts.push_back(x.text);
-  EXPECT_EQ(texts, V({"she", "had", "your", "dark", "suit", "in", "greasy", "wash-water", "all", "year"}));
+  EXPECT_EQ(texts, V({"She", "had", "your", "dark", "suit", "in", "greasy", "wash-water", "all", "year"}));
+  // punctuation around words in many scripts; apostrophes inside kept; punctuation alone is no word
+  w = parse_txt("F.TXT", "« Il habite à Paris », dit-il ; l'homme — ¿Dónde? 我是王。 (12) ...\n");
+  texts.clear();
+  for (const Word& x : w) texts.push_back(x.text);
+  EXPECT_EQ(texts, V({"Il", "habite", "à", "Paris", "dit-il", "l'homme", "Dónde", "我是王", "12"}));
+  const Dictionary d = Dictionary::parse("D", "paris\t p a ʁ i\nété\te t e\n", DictFormat::mfa);
+  EXPECT_NE(d.lookup("PARIS"), nullptr);
+  EXPECT_NE(d.lookup("Été"), nullptr);  // a Latin-1 capital lowered too
+  EXPECT_EQ(d.lookup("ÉTÉS"), nullptr);
   EXPECT_EQ(parse_phn_phones("S.PHN", "0 10 h#\n10 20 q\n20 30 ae\n"), V({"h#", "ae"}));
   const std::vector<ListEntry> l = parse_list("L", "# comment\n\na.wav h# b aa h#\nsub/b.wav sil\n");
   ASSERT_EQ(l.size(), 2u);

@@ -206,8 +206,10 @@ TEST_F(AlignDictionary, BinaryChoosesBetweenPronunciationsAndNamesMissingWords) 
   std::vector<std::string> want_names;
   for (int32_t c : want.classes) want_names.push_back(s.labels.names[c]);
   EXPECT_EQ(got, want_names);
-  // every missing word, with its count, in one line; nothing written
-  std::ofstream(list) << wav.string() << " ab zulu résumé yankee zulu\n";
+  // every missing word of an utterance, with its count, in its one error line; that utterance is
+  // left out, the others are aligned; a summary names the words and the inputs left out; exit 1
+  const fs::path wav2 = wavs()[1];
+  std::ofstream(list) << wav.string() << " ab zulu résumé yankee zulu\n" << wav2.string() << " ab\n";
   Cmd m = run("align --checkpoint " + ckpt_.string() + " --words " + list.string() + " --dict " + dict.string() +
               " --out " + (dir_ / "out2").string() + " --device cpu");
   EXPECT_EQ(m.rc, 1);
@@ -215,7 +217,14 @@ TEST_F(AlignDictionary, BinaryChoosesBetweenPronunciationsAndNamesMissingWords) 
                           " (3 occurrences): 'zulu' (2), 'yankee' (1)"),
             std::string::npos)
       << m.output;
-  EXPECT_FALSE(fs::exists(dir_ / "out2"));
+  EXPECT_NE(m.output.find("align: 2 words are not in the dictionary " + dict.string() +
+                          " (3 occurrences): 'zulu' (2), 'yankee' (1) (1 input(s) left out for them: " + wav.string() +
+                          ")"),
+            std::string::npos)
+      << m.output;
+  EXPECT_NE(m.output.find("align: 1 of 2 input file(s) failed"), std::string::npos) << m.output;
+  EXPECT_FALSE(fs::exists(dir_ / "out2" / (wav.stem().string() + ".PHN")));
+  EXPECT_TRUE(fs::exists(dir_ / "out2" / (wav2.stem().string() + ".PHN")));
 }
 
 TEST(AlignG2p, OptionsCheckedInOneLine) {
@@ -263,8 +272,7 @@ TEST(AlignG2p, MissingWordsPronouncedByEspeak) {
   EXPECT_EQ(t.word_of_phone.back(), 1);
 }
 
-// align reads every input's transcript twice (stop_on_missing_words, then the
-// alignment), and a word may recur: the G2P is asked once per distinct word,
+// A word recurs over the inputs (and a transcript may be read more than once): the G2P is asked once per distinct word,
 // from any number of threads, and its answers are the uncached ones.
 TEST(AlignG2p, EachMissingWordIsPronouncedOnce) {
   std::atomic<int> calls{0};
@@ -318,4 +326,30 @@ TEST_F(AlignDictionary, BinaryG2pEspeakPronouncesMissingWords) {
   bool named = false;
   for (const std::string& p : shoe) named = named || a.output.find("phone '" + p + "'") != std::string::npos;
   EXPECT_TRUE(named) << a.output;
+}
+
+// The silences added around words are the checkpoint's own silence label, and TIMIT's
+// closures go only to TIMIT's label sets: an espeak-style set gets `sil` and the
+// dictionary's phones as written; TIMIT's 39 set keeps h#, pau and the closures.
+TEST(AlignWords, SilenceAndClosuresFollowTheLabelSet) {
+  const data::Dictionary d = data::Dictionary::parse("d.dict", "bed  /b eh d/\nbad  /b ae d/\n", data::DictFormat::timit);
+  data::WordOptions wo;
+  wo.word_silence = true;
+  using V = std::vector<std::string>;
+  const model::LabelSet own = model::LabelSet::make(
+      data::PhoneSetSpec::parse("name: own\nphones: [b, eh, ae, d, sil]\nsilence: [sil]\n", "own"));
+  const data::WordOptions w_own = eval::words_for_labels(wo, own);
+  EXPECT_FALSE(w_own.closures);
+  EXPECT_EQ(w_own.silence, "sil");
+  const data::Transcript t = data::words_to_phones({{"bed", 1}, {"bad", 1}}, d, "u", w_own);
+  EXPECT_EQ(t.phones, V({"sil", "b", "eh", "d", "sil", "b", "ae", "d", "sil"}));
+  EXPECT_NO_THROW(eval::to_classes(t, own));  // every phone is the set's
+  const data::WordOptions w39 = eval::words_for_labels(wo, model::LabelSet::make(39));
+  EXPECT_EQ(data::words_to_phones({{"bed", 1}, {"bad", 1}}, d, "u", w39).phones,
+            V({"h#", "bcl", "b", "eh", "dcl", "d", "pau", "bcl", "b", "ae", "dcl", "d", "h#"}));
+  // a set without a silence label: no silences are added
+  const model::LabelSet bare =
+      model::LabelSet::make(data::PhoneSetSpec::parse("name: bare\nphones: [b, eh, d]\n", "bare"));
+  const data::WordOptions w_bare = eval::words_for_labels(wo, bare);
+  EXPECT_EQ(data::words_to_phones({{"bed", 1}}, d, "u", w_bare).phones, V({"b", "eh", "d"}));
 }

@@ -183,8 +183,8 @@ TEST_F(AlignE2E, WordsThroughDictionaryGiveAWordsTier) {
   const std::string tg = slurp(base.string() + ".TextGrid");
   EXPECT_NE(tg.find("size = 2"), std::string::npos) << tg;
   EXPECT_NE(tg.find("name = \"words\""), std::string::npos);
-  EXPECT_NE(tg.find("text = \"alpha\""), std::string::npos);
-  EXPECT_NE(tg.find("text = \"beta\""), std::string::npos);
+  EXPECT_NE(tg.find("text = \"Alpha\""), std::string::npos);  // as written in the list, looked up in any case
+  EXPECT_NE(tg.find("text = \"BETA\""), std::string::npos);
   EXPECT_EQ(read_phn(base.string() + ".PHN").size(), expected_names(fs::path(wav).replace_extension(".PHN")).size());
   // Optional silences (edges and between the words): the aligner may skip them; the .PHN then has
   // between the transcript's phones and those plus the three silences.
@@ -475,6 +475,28 @@ TEST_F(AlignE2E, ConfidencesAndPosteriorsSameOnReferenceAndCpu) {
   EXPECT_NE(slurp(dir_ / "rel.svg").find("label_confidence (ECE"), std::string::npos);
 }
 
+// evaluate --align says how many utterances its boundary_confidence figures leave out
+// and why: here every test utterance, its .PHN moved away (no sample-accurate reference).
+TEST_F(AlignE2E, ConfidenceFiguresSayWhatTheyLeaveOut) {
+  std::vector<fs::path> moved;
+  for (const auto& f : fs::recursive_directory_iterator(dir_ / "synth" / "TEST"))
+    if (f.path().extension() == ".PHN") moved.push_back(f.path());
+  for (const fs::path& p : moved) fs::rename(p, fs::path(p.string() + ".away"));
+  const fs::path js = dir_ / "eval_left_out.json";
+  Cmd e = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " + js.string());
+  for (const fs::path& p : moved) fs::rename(fs::path(p.string() + ".away"), p);
+  ASSERT_EQ(e.rc, 0) << e.output;
+  const nlohmann::json a = nlohmann::json::parse(slurp(js))["align"];
+  const int64_t n = a["utterances"].get<int64_t>();
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(a["confidence"]["left_out"], nlohmann::json({{"no .PHN reference beside the audio", n}}));
+  EXPECT_EQ(a["confidence"]["boundary_confidence"]["phones"].get<int64_t>(), 0);
+  EXPECT_NE(e.output.find("(" + std::to_string(n) + " utterance(s) left out of boundary_confidence: " +
+                          std::to_string(n) + " no .PHN reference beside the audio)"),
+            std::string::npos)
+      << e.output;
+}
+
 // --transcript picks the file beside each audio file (config/config_enums.h's
 // words): phn the .PHN even with a dictionary, txt the .TXT's words, auto with
 // --dict the .WRD then the .TXT (here no .WRD: the .TXT), wrd a .WRD (missing
@@ -511,7 +533,7 @@ TEST_F(AlignE2E, TranscriptFlagPicksTheFileBesideTheAudio) {
   ASSERT_EQ(txt.rc, 0) << txt.output;
   const std::string tg = slurp(dir_ / "tr_txt" / "U.TextGrid");
   EXPECT_NE(tg.find("name = \"words\""), std::string::npos) << tg;
-  EXPECT_NE(tg.find("text = \"alpha\""), std::string::npos) << tg;
+  EXPECT_NE(tg.find("text = \"Alpha\""), std::string::npos) << tg;  // as written in the .TXT
   EXPECT_NE(tg.find("text = \"beta\""), std::string::npos) << tg;
   const Cmd au = align("auto", "tr_auto", true);
   ASSERT_EQ(au.rc, 0) << au.output;

@@ -9,10 +9,14 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <random>
 #include <set>
+#include <sstream>
+#include <string>
 #include <vector>
 
+#include "common/text.h"
 #include "eval/metrics.h"
 
 using namespace timitseg::eval;
@@ -248,4 +252,20 @@ TEST(BoundaryMetrics, AgreesWithTolerance2AtTenMs) {
   const double P = m.boundary_20ms().precision(), R = m.boundary_20ms().recall(), os = R / P - 1;
   const double want = 1 - (std::hypot(1 - R, os) + std::abs((-os + R - 1) / std::sqrt(2.0))) / 2;
   EXPECT_NEAR(m.boundary_20ms_r_value(), want, 1e-12);
+}
+
+// The per-phone rows of evaluate's table line up whatever the label's bytes: "ɔ̃" (4 bytes,
+// one column) and "tʃ" (3 bytes, two columns) are padded to the columns of "a".
+TEST(BoundaryMetrics, PerPhoneTablePadsIpaLabelsByDisplayWidth) {
+  timitseg::eval::Metrics m({"a", "ɔ̃", "tʃ"});
+  m.add({0, 0, 1, 1, 2, 2}, {0, 0, 1, 1, 2, 2});
+  std::istringstream in(m.table());
+  std::map<std::string, std::string> rows;  // label -> its row
+  for (std::string line; std::getline(in, line);)
+    for (const std::string label : {"a ", "ɔ̃ ", "tʃ "})
+      if (line.rfind(label, 0) == 0) rows[label] = line;
+  ASSERT_EQ(rows.size(), 3u) << m.table();
+  for (const auto& [label, line] : rows) {  // equal counts and means: equal columns when the labels are padded so
+    EXPECT_EQ(timitseg::display_width(line), timitseg::display_width(rows["a "])) << line;
+  }
 }

@@ -6,7 +6,8 @@
 // on one line (a line inside the file when it names one); accepted output is
 // non-empty; list entries have an audio path, at least one token, no white
 // space in any of them, distinct audio paths, increasing lines; words are
-// lower case and non-empty; .PHN phones are 61-set names other than q.
+// as written in the text (case kept), non-empty, without punctuation around
+// them; .PHN phones are 61-set names other than q.
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
@@ -41,7 +42,8 @@ void check_words(const std::vector<data::Word>& words, const std::string& text) 
   fuzz::check(!words.empty(), "accepted a transcript without words");
   for (const data::Word& w : words) {
     fuzz::check(!w.text.empty() && !has_space(w.text), "empty word or word with white space");
-    for (char c : w.text) fuzz::check(!std::isupper(static_cast<unsigned char>(c)), "word not lower case");
+    fuzz::check(data::strip_punctuation(w.text) == w.text, "punctuation around a word: " + w.text);
+    fuzz::check(text.find(w.text) != std::string::npos, "a word not as written in the text: " + w.text);
     fuzz::check(w.line >= 1 && w.line <= lines_in(text), "word line outside the file");
   }
 }

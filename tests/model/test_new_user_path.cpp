@@ -183,7 +183,8 @@ TEST_F(NewUser, MissingWorkdirNamesPrepareWithoutForce) {
                     wd + " --set train.run_dir=" + (dir_ / "r_missing").string());
   EXPECT_EQ(r.rc, 1) << r.output;
   EXPECT_NE(r.output.find("error: " + wd + ": no such folder (data.workdir is a prepared WORKDIR); make it with "
-                          "`timitseg prepare --timit CORPUS --out " + wd + "`"),
+                          "`timitseg prepare --timit CORPUS --out " + wd + "` (TIMIT's layout) or `timitseg prepare "
+                          "--corpus PATH --out " + wd + "` (another corpus)"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("--force"), std::string::npos) << r.output;

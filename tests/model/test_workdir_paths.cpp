@@ -82,7 +82,8 @@ TEST(WorkdirPaths, RelativeWorkdirWorksFromAnyFolderAndAfterAMove) {
   r = run_in(b, "evaluate --checkpoint ../a/run/checkpoints/best.safetensors --split dev");
   EXPECT_EQ(r.rc, 1);
   EXPECT_EQ(r.output, "error: " + abs + ": no such folder (data.workdir is a prepared WORKDIR); make it with `timitseg "
-                      "prepare --timit CORPUS --out " + abs + "`, or point data.workdir at one (--workdir DIR)\n");
+                      "prepare --timit CORPUS --out " + abs + "` (TIMIT's layout) or `timitseg prepare --corpus PATH "
+                      "--out " + abs + "` (another corpus), or point data.workdir at one (--workdir DIR)\n");
   r = run_in(b, "report ../a/run --out report2.html");
   EXPECT_EQ(r.rc, 1);
   EXPECT_NE(r.output.find("or point data.workdir at one (--workdir DIR)\n"), std::string::npos) << r.output;
