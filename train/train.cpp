@@ -29,6 +29,7 @@
 #include "model/step_recipe.h"  // loss_normalization: the step's, once
 #include "options/device_choice.h"
 #include "options/options.h"
+#include "train/augment_batch.h"
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"
@@ -145,6 +146,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
         for (int i : shares[bi].utts) chunk.push_back(&data.train.utterances[i]);
         // an empty share (fewer utterances than ranks): an empty batch, which adds zeros to the step
         model::Batch batch = chunk.empty() ? model::Batch{} : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length);
+        mask_batch(batch, shares[bi].utts, r.cfg, epoch);  // augment.*_masks (off: nothing)
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },
