@@ -140,6 +140,11 @@ TEST_F(AugmentE2E, UtteranceCmvnTravelsInTheCheckpoint) {
   Cmd e = run("evaluate --checkpoint " + (dir_ / "run_uttcmvn/checkpoints/epoch-1.safetensors").string() +
               " --split dev --no-progress");
   EXPECT_EQ(e.rc, 0) << e.output;
+  const std::string exported = (dir_ / "uttcmvn-model.safetensors").string();
+  Cmd x = run("export " + (dir_ / "run_uttcmvn/checkpoints/epoch-1.safetensors").string() + " --out " +
+              exported);
+  ASSERT_EQ(x.rc, 0) << x.output;
+  EXPECT_EQ(st::load(exported).metadata.at("cmvn_mode"), "utterance");
   Cmd bad = train("run_bad", "--set data.cmvn=speaker");
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.output.find("data.cmvn"), std::string::npos) << bad.output;
