@@ -172,6 +172,10 @@ void check_options(const AugmentCorpusOptions& o) {
     throw std::invalid_argument("augment: nothing to do (give speed factors, a noise, or a noisy test copy)");
   if (o.babble_talkers < 1) throw std::invalid_argument("augment: babble needs at least 1 talker");
   if (fs::exists(o.out_dir)) throw std::invalid_argument("augment: " + o.out_dir + " exists (give a new folder)");
+  const fs::path in = fs::weakly_canonical(o.in_dir), out = fs::weakly_canonical(o.out_dir);
+  const auto mismatch = std::mismatch(in.begin(), in.end(), out.begin(), out.end()).first;
+  if (mismatch == in.end())
+    throw std::invalid_argument("augment: " + o.out_dir + " is inside the corpus " + o.in_dir + " (give a folder outside it)");
 }
 
 }  // namespace

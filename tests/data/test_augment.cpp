@@ -290,6 +290,11 @@ TEST(Augment, BadOptionsAreRefused) {
   o.noisy_test = false;
   o.out_dir = o.in_dir;
   EXPECT_THROW(augment_corpus(o), std::invalid_argument);  // exists
+  o.out_dir = o.in_dir + "/copy";
+  EXPECT_THROW(augment_corpus(o), std::invalid_argument);  // inside the corpus
+  EXPECT_FALSE(fs::exists(o.out_dir + ".partial"));
+  o.out_dir = (tmp.path / "out").string();
+  EXPECT_NO_THROW(augment_corpus(o));
 }
 
 }  // namespace
