@@ -201,28 +201,12 @@ std::string scale_label_text(const std::string& path, const std::string& text, d
   return out;
 }
 
-AugmentCorpusSummary augment_corpus(const AugmentCorpusOptions& o) {
-  const auto t0 = std::chrono::steady_clock::now();
-  check_options(o);
-  std::vector<Problem> problems;
-  const std::vector<CorpusUtterance> all = scan_timit(o.in_dir, &problems);
-  const fs::path partial = fs::path(o.out_dir).concat(".partial");
-  fs::remove_all(partial);
-  AugmentCorpusSummary sum;
-  std::set<std::string> replaced;  // input files the noisy test copy writes anew
-  std::vector<Job> jobs;
-  const std::set<std::string> skip(o.skip_speakers.begin(), o.skip_speakers.end());
-  for (const CorpusUtterance& u : all) {
-    if (u.wav_path.empty()) continue;
-    if (o.noisy_test) {
-      if (u.part != "test") continue;
-      jobs.push_back({&u, 1.0, true});
-      replaced.insert(fs::absolute(u.wav_path).lexically_normal().string());
-    } else if (u.part == "train" && !u.is_sa() && !u.phn_path.empty() && !skip.count(u.speaker)) {
-      for (double f : o.speeds) jobs.push_back({&u, f, false});
-      if (!o.noise.empty()) jobs.push_back({&u, 1.0, true});
-    }
-  }
+namespace {
+
+// OUT.partial: the input's folders made, its files linked (absolute targets)
+// unless replaced, the jobs' audio and labels written.
+void write_copy(const AugmentCorpusOptions& o, const std::vector<CorpusUtterance>& all, const std::vector<Job>& jobs,
+                const std::set<std::string>& replaced, const fs::path& partial, AugmentCorpusSummary& sum) {
   // the tree: folders made, files linked (absolute targets) unless replaced
   const fs::path in_abs = fs::absolute(o.in_dir).lexically_normal();
   for (auto it = fs::recursive_directory_iterator(in_abs, fs::directory_options::follow_directory_symlink);
@@ -252,6 +236,39 @@ AugmentCorpusSummary augment_corpus(const AugmentCorpusOptions& o) {
     sum.rescaled += rescaled ? 1 : 0;
   }
   sum.written = static_cast<int64_t>(jobs.size());
+}
+
+}  // namespace
+
+AugmentCorpusSummary augment_corpus(const AugmentCorpusOptions& o) {
+  const auto t0 = std::chrono::steady_clock::now();
+  check_options(o);
+  std::vector<Problem> problems;
+  const std::vector<CorpusUtterance> all = scan_timit(o.in_dir, &problems);
+  const fs::path partial = fs::path(o.out_dir).concat(".partial");
+  fs::remove_all(partial);
+  AugmentCorpusSummary sum;
+  std::set<std::string> replaced;  // input files the noisy test copy writes anew
+  std::vector<Job> jobs;
+  const std::set<std::string> skip(o.skip_speakers.begin(), o.skip_speakers.end());
+  for (const CorpusUtterance& u : all) {
+    if (u.wav_path.empty()) continue;
+    if (o.noisy_test) {
+      if (u.part != "test") continue;
+      jobs.push_back({&u, 1.0, true});
+      replaced.insert(fs::absolute(u.wav_path).lexically_normal().string());
+    } else if (u.part == "train" && !u.is_sa() && !u.phn_path.empty() && !skip.count(u.speaker)) {
+      for (double f : o.speeds) jobs.push_back({&u, f, false});
+      if (!o.noise.empty()) jobs.push_back({&u, 1.0, true});
+    }
+  }
+  try {
+    write_copy(o, all, jobs, replaced, partial, sum);
+  } catch (...) {  // nothing half-written is left behind
+    std::error_code ec;
+    fs::remove_all(partial, ec);
+    throw;
+  }
   fs::rename(partial, o.out_dir);
   sum.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return sum;

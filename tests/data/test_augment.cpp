@@ -293,6 +293,19 @@ TEST(Augment, BadOptionsAreRefused) {
   o.out_dir = o.in_dir + "/copy";
   EXPECT_THROW(augment_corpus(o), std::invalid_argument);  // inside the corpus
   EXPECT_FALSE(fs::exists(o.out_dir + ".partial"));
+  o.out_dir = (tmp.path / "bad").string();  // an unreadable .PHN: an error naming it, no OUT, no OUT.partial
+  const fs::path phn = tmp.path / "in/TRAIN/DR1/MAAA0/SI1.PHN";
+  const std::string keep = timitseg::read_file(phn.string());
+  testutil::write_text(phn.string(), "0 x h#\n");
+  try {
+    augment_corpus(o);
+    ADD_FAILURE() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("SI1.PHN:1"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(o.out_dir));
+  EXPECT_FALSE(fs::exists(o.out_dir + ".partial"));
+  testutil::write_text(phn.string(), keep);
   o.out_dir = (tmp.path / "out").string();
   EXPECT_NO_THROW(augment_corpus(o));
 }
