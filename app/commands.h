@@ -18,6 +18,7 @@ void add_report_command(CLI::App& app);       // report               (app/cmd_r
 void add_compare_command(CLI::App& app);      // compare              (app/cmd_compare.cpp)
 void add_export_command(CLI::App& app);       // export               (app/cmd_export.cpp)
 void add_align_command(CLI::App& app);        // align, bench align    (app/cmd_align.cpp)
+void add_augment_command(CLI::App& app);      // augment              (app/cmd_augment.cpp)
 
 // The `bench` parent command, shared by every benchmark subcommand.
 CLI::App* bench_command(CLI::App& app);

@@ -75,6 +75,7 @@ static void add_commands(CLI::App& app) {
   timitseg::app::add_compare_command(app);
   timitseg::app::add_export_command(app);
   timitseg::app::add_align_command(app);
+  timitseg::app::add_augment_command(app);
 }
 
 // Parses the line and runs the subcommand it names (the callbacks run inside

@@ -40,6 +40,14 @@ struct Config {
   int64_t data_max_dev_utterances = 0;    // data.max_dev_utterances: 0 = all
   // features
   bool features_cmvn = true;         // features.cmvn: apply the WORKDIR's train CMVN
+  // augment (docs/training.md "Augmentation and noise")
+  std::string data_cmvn = "global";  // data.cmvn: global (the train split's statistics) | utterance (each utterance's own)
+  bool augment_speed = true;         // augment.speed: train on the WORKDIR's speed-perturbed copies (NAME_augspNNN) when it has some
+  bool augment_noise = true;         // augment.noise: train on the WORKDIR's noisy copies (NAME_augnoise) when it has some
+  int augment_time_masks = 0;        // augment.time_masks: SpecAugment time masks per train utterance (0 = off)
+  int augment_time_mask_width = 0;   // augment.time_mask_width: each one's width, uniform in [0, N] frames
+  int augment_freq_masks = 0;        // augment.freq_masks: frequency masks (feature dimensions) per train utterance (0 = off)
+  int augment_freq_mask_width = 0;   // augment.freq_mask_width: each one's width, uniform in [0, N] dimensions
   // model
   int model_hidden_dim = 256;        // model.hidden_dim: BiLSTM output width (2 x per-direction)
   int model_num_layers = 3;          // model.num_layers
@@ -118,6 +126,7 @@ struct Config {
   // resumed run keeps the configuration it was started with.
   void set_on_resume(const std::string& assignment, const std::string& origin);
   void validate() const;  // range / enum checks; throws std::invalid_argument
+  void validate_augment() const;  // validate()'s checks of data.cmvn and the augment keys
   // crf.onset_features resolved: true, or auto with crf.max_duration > 1 (the semi-CRF).
   bool duration_lognormal() const { return crf_duration_model == DurationModel::lognormal; }
   bool onset_enabled() const {

@@ -102,6 +102,7 @@ void Config::validate() const {
   check(*this, train_log_every >= 1, "train.log_every", train_log_every, ">= 1");
   check(*this, train_keep_checkpoints >= 0, "train.keep_checkpoints", train_keep_checkpoints,
         ">= 0 (0 = only best and last)");
+  validate_augment();
   check(*this, debug_fixed_length >= 0, "debug.fixed_length", debug_fixed_length, ">= 0 (0 = off)");
   check(*this, debug_drift_threshold > 0.0, "debug.drift_threshold", debug_drift_threshold, "> 0");
   check(*this, train_dist_timeout > 0.0, "train.dist_timeout", train_dist_timeout, "> 0 (seconds)");
@@ -119,6 +120,18 @@ void Config::validate() const {
     throw std::invalid_argument((it == origins.end() ? std::string("config (default value)") : it->second) +
                                 ": 'debug.inject_fault': " + e.what());
   }
+}
+
+// data.cmvn and the augment keys (docs/config.md "augment").
+void Config::validate_augment() const {
+  check(*this, data_cmvn == "global" || data_cmvn == "utterance", "data.cmvn", data_cmvn, "one of global, utterance");
+  check(*this, features_cmvn || data_cmvn == "global", "data.cmvn", data_cmvn,
+        "global while features.cmvn is false (no normalization at all)");
+  const std::pair<const char*, int> counts[] = {{"augment.time_masks", augment_time_masks},
+                                                {"augment.time_mask_width", augment_time_mask_width},
+                                                {"augment.freq_masks", augment_freq_masks},
+                                                {"augment.freq_mask_width", augment_freq_mask_width}};
+  for (const auto& [key, v] : counts) check(*this, v >= 0 && v <= 10000, key, v, "in [0, 10000] (0 = off)");
 }
 
 std::optional<NonfiniteStep> Config::inject_nonfinite() const {

@@ -2,6 +2,7 @@
 // is checked against the SHA-256 and size recorded in WORKDIR/manifest.json
 // before it is parsed.
 #include "data/dataset.h"
+#include "data/augment.h"
 
 #include <climits>
 #include <cmath>
@@ -28,6 +29,7 @@ const std::vector<std::string>& split_names() {
 
 void Cmvn::apply(float* feats, int64_t num_frames) const {
   const size_t dim = mean.size();
+  if (per_utterance) return utterance_cmvn(feats, num_frames, static_cast<int64_t>(dim), kCmvnVarFloor);
   if (var.size() != dim) throw std::invalid_argument("Cmvn: mean and var have different sizes");
   std::vector<double> inv(dim);
   for (size_t d = 0; d < dim; ++d) inv[d] = 1.0 / std::sqrt(std::max(var[d], kCmvnVarFloor));

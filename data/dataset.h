@@ -62,6 +62,8 @@ struct Split {
 struct Cmvn {
   std::vector<double> mean;  // [dim]
   std::vector<double> var;   // [dim] (population variance)
+  // data.cmvn utterance: apply() normalizes with the statistics of the frames it is given instead (mean, var unused)
+  bool per_utterance = false;
   // x[t][d] = (x[t][d] - mean[d]) / sqrt(max(var[d], kCmvnVarFloor = 1e-10)) (docs/data.md)
   void apply(float* feats /*[T][dim]*/, int64_t num_frames) const;
 };

@@ -53,7 +53,7 @@ tmp=$(mktemp)
   echo "or \`report --out RUN_DIR/...\` while one writes there is refused with one line"
   echo "naming the folder and the holder's pid (docs/reliability.md)."
   echo
-  for cmd in "" "synth" "prepare" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
+  for cmd in "" "synth" "prepare" "augment" "features" "train" "evaluate" "score" "decode" "align" "compare" "report" "export" "replay-step" "crf replay" "bench crf" "bench train" "bench align"; do
     if [ -z "$cmd" ]; then echo "## timitseg"; else echo "## timitseg $cmd"; fi
     echo
     echo '```text'

@@ -29,6 +29,7 @@
 #include "model/step_recipe.h"  // loss_normalization: the step's, once
 #include "options/device_choice.h"
 #include "options/options.h"
+#include "train/augment_batch.h"
 #include "train/batches.h"
 #include "train/distributed.h"
 #include "train/interrupt.h"
@@ -149,6 +150,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
                                            : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length,
                                                                by_transcript ? model::BatchSupervision::transcript
                                                                              : model::BatchSupervision::segments);
+        mask_batch(batch, shares[bi].utts, r.cfg, epoch);  // augment.*_masks (off: nothing)
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },

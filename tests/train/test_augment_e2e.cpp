@@ -1,0 +1,176 @@
+// Augmentation end to end with the built binary on a tiny synth corpus:
+// `augment` copies chosen by augment.speed / augment.noise, spectral masks
+// that change training and resume bitwise, per-utterance CMVN carried by the
+// checkpoint, and a noisy test copy that evaluate and evaluate --align read.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/safetensors.h"
+#include "data/augment.h"
+#include "data/dataset.h"
+#include "model/batch.h"
+#include "model/checkpoint.h"
+#include "train/train_data.h"
+
+#include "tests/support/cli.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+
+namespace {
+
+using testsupport::Cmd;
+using testsupport::run;
+using testsupport::slurp;
+
+class AugmentE2E : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static std::string config_;
+  static void SetUpTestSuite() {
+    dir_ = testsupport::fresh_temp_dir("timitseg_augment_e2e");
+    Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 5);
+    ASSERT_EQ(c.rc, 0) << c.output;
+    const std::string synth = (dir_ / "synth").string();
+    c = run("augment --timit " + synth + " --out " + (dir_ / "synth-aug").string() +
+            " --speed 0.9,1.1 --noise babble --snr 0:20 --seed 1 --threads 2");
+    ASSERT_EQ(c.rc, 0) << c.output;
+    c = run("prepare --timit " + (dir_ / "synth-aug").string() + " --out " + (dir_ / "work-aug").string());
+    ASSERT_EQ(c.rc, 0) << c.output;
+    c = run("augment --timit " + synth + " --out " + (dir_ / "synth-noisy").string() +
+            " --noisy-test --noise babble --snr 10 --seed 1 --threads 2");
+    ASSERT_EQ(c.rc, 0) << c.output;
+    c = run("prepare --timit " + (dir_ / "synth-noisy").string() + " --out " + (dir_ / "work-noisy").string());
+    ASSERT_EQ(c.rc, 0) << c.output;
+    config_ = (dir_ / "tiny.yaml").string();
+    std::ofstream(config_) << "data:\n  workdir: " << (dir_ / "work").string()
+                           << "\nmodel:\n  hidden_dim: 16\n  num_layers: 1\n  dropout: 0.1\n"
+                              "crf:\n  max_duration: 12\n"
+                              "train:\n  epochs: 2\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+  static Cmd train(const std::string& run_dir, const std::string& sets) {
+    return run("train --config " + config_ + " --set train.run_dir=" + (dir_ / run_dir).string() + " " + sets);
+  }
+};
+fs::path AugmentE2E::dir_;
+std::string AugmentE2E::config_;
+
+size_t count_kind(const data::Split& s, const std::string& kind) {
+  size_t n = 0;
+  for (const auto& u : s.utterances) n += data::augmentation_of(u.id) == kind;
+  return n;
+}
+
+}  // namespace
+
+TEST_F(AugmentE2E, CopiesAreChosenByTheKeysAndNeverInDev) {
+  config::Config cfg;
+  cfg.data_workdir = (dir_ / "work-aug").string();
+  const train::TrainData all = train::load_train_data(cfg);
+  const size_t originals = count_kind(all.train, "");
+  ASSERT_GT(originals, 0u);
+  EXPECT_EQ(count_kind(all.train, "speed"), 2 * originals);  // 0.9 and 1.1 of each
+  EXPECT_EQ(count_kind(all.train, "noise"), originals);
+  for (const auto& u : all.dev.utterances) EXPECT_EQ(data::augmentation_of(u.id), "") << u.id;
+  cfg.augment_speed = false;
+  const train::TrainData no_speed = train::load_train_data(cfg);
+  EXPECT_EQ(no_speed.train.utterances.size(), 2 * originals);
+  EXPECT_EQ(count_kind(no_speed.train, "speed"), 0u);
+  cfg.augment_noise = false;
+  EXPECT_EQ(train::load_train_data(cfg).train.utterances.size(), originals);
+  // the clean WORKDIR's train split is the copies' originals
+  cfg.data_workdir = (dir_ / "work").string();
+  EXPECT_EQ(train::load_train_data(cfg).train.utterances.size(), originals);
+}
+
+TEST_F(AugmentE2E, SpecMasksChangeTrainingAndResumeBitwise) {
+  const std::string masks =
+      "--set augment.time_masks=2 --set augment.time_mask_width=10 --set augment.freq_masks=1 "
+      "--set augment.freq_mask_width=5";
+  Cmd a = train("run_masks", masks);
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd plain = train("run_plain", "");
+  ASSERT_EQ(plain.rc, 0) << plain.output;
+  const fs::path ra = dir_ / "run_masks", rb = dir_ / "run_masks_b";
+  const st::File ca = st::load((ra / "checkpoints" / "epoch-2.safetensors").string());
+  const st::File cp = st::load((dir_ / "run_plain" / "checkpoints" / "epoch-2.safetensors").string());
+  EXPECT_NE(ca.get("crf.transition").bytes, cp.get("crf.transition").bytes) << "the masks changed nothing";
+  // the same run stopped after epoch 1 and resumed: the same final checkpoint
+  fs::create_directories(rb / "checkpoints");
+  fs::copy_file(ra / "checkpoints" / "epoch-1.safetensors", rb / "checkpoints" / "epoch-1.safetensors");
+  {
+    std::istringstream in(slurp(ra / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    std::ofstream(rb / "metrics.jsonl") << first << "\n";
+  }
+  Cmd r = run("train --resume " + rb.string());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const st::File cb = st::load((rb / "checkpoints" / "epoch-2.safetensors").string());
+  ASSERT_EQ(ca.tensors.size(), cb.tensors.size());
+  for (const auto& [name, t] : ca.tensors) EXPECT_EQ(t.bytes, cb.get(name).bytes) << name << " differs after --resume";
+}
+
+TEST_F(AugmentE2E, UtteranceCmvnTravelsInTheCheckpoint) {
+  Cmd t = train("run_uttcmvn", "--set data.cmvn=utterance --set train.epochs=1");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const model::ModelState s = model::load_checkpoint((dir_ / "run_uttcmvn/checkpoints/epoch-1.safetensors").string());
+  ASSERT_TRUE(s.has_cmvn);
+  EXPECT_TRUE(s.cmvn.per_utterance);
+  // the batch evaluate builds: every dimension of an utterance has mean 0 and variance 1 over its frames
+  const data::Split dev = data::load_split((dir_ / "work").string(), "dev");
+  const model::Batch b = model::make_batch({&dev.utterances[0]}, &s.cmvn, s.labels, 0);
+  const int64_t T = dev.utterances[0].num_frames, D = dev.utterances[0].dim;
+  for (int64_t d = 0; d < D; ++d) {
+    double m = 0, v = 0;
+    for (int64_t f = 0; f < T; ++f) m += b.input.features[f * D + d];
+    m /= T;
+    for (int64_t f = 0; f < T; ++f) v += (b.input.features[f * D + d] - m) * (b.input.features[f * D + d] - m);
+    EXPECT_NEAR(m, 0.0, 1e-4) << d;
+    EXPECT_NEAR(v / T, 1.0, 1e-3) << d;
+  }
+  Cmd e = run("evaluate --checkpoint " + (dir_ / "run_uttcmvn/checkpoints/epoch-1.safetensors").string() +
+              " --split dev --no-progress");
+  EXPECT_EQ(e.rc, 0) << e.output;
+  const std::string exported = (dir_ / "uttcmvn-model.safetensors").string();
+  Cmd x = run("export " + (dir_ / "run_uttcmvn/checkpoints/epoch-1.safetensors").string() + " --out " +
+              exported);
+  ASSERT_EQ(x.rc, 0) << x.output;
+  EXPECT_EQ(st::load(exported).metadata.at("cmvn_mode"), "utterance");
+  Cmd bad = train("run_bad", "--set data.cmvn=speaker");
+  EXPECT_NE(bad.rc, 0);
+  EXPECT_NE(bad.output.find("data.cmvn"), std::string::npos) << bad.output;
+}
+
+TEST_F(AugmentE2E, NoisyTestCopyIsEvaluatedWithTheCleanReferences) {
+  // the noisy copy keeps train (features and CMVN) and the test utterances' labels; its test features differ
+  const data::Split ct = data::load_split((dir_ / "work").string(), "test");
+  const data::Split nt = data::load_split((dir_ / "work-noisy").string(), "test");
+  ASSERT_EQ(ct.utterances.size(), nt.utterances.size());
+  for (size_t i = 0; i < ct.utterances.size(); ++i) {
+    EXPECT_EQ(ct.utterances[i].id, nt.utterances[i].id);
+    EXPECT_EQ(ct.utterances[i].labels, nt.utterances[i].labels);
+    EXPECT_NE(ct.utterances[i].features, nt.utterances[i].features);
+  }
+  EXPECT_EQ(data::load_cmvn((dir_ / "work").string()).mean, data::load_cmvn((dir_ / "work-noisy").string()).mean);
+  Cmd t = train("run_eval", "--set train.epochs=1");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const std::string ck = (dir_ / "run_eval/checkpoints/epoch-1.safetensors").string();
+  for (const std::string wd : {"work", "work-noisy"}) {
+    const std::string json = (dir_ / (wd + ".json")).string();
+    Cmd e = run("evaluate --checkpoint " + ck + " --workdir " + (dir_ / wd).string() +
+                " --split test --align --no-progress --json " + json);
+    ASSERT_EQ(e.rc, 0) << e.output;
+    const nlohmann::json j = nlohmann::json::parse(slurp(json));
+    EXPECT_TRUE(j.contains("align")) << j.dump();
+    EXPECT_EQ(j.dump().find("nan"), std::string::npos);
+  }
+}
