@@ -197,7 +197,7 @@ def main():
     if want["machine"] != got["machine"]:
         print(f"reproduce_demo: skipped: the committed results: made on {want['machine']}, this machine is "
               f"{got['machine']} (another glibc may round differently; the checks above passed); regenerate with --update "
-              "on this kind of machine")
+              "on such a machine")
         return SKIP
     bad = []
     for name in ("linear", "semi"):
