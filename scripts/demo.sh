@@ -13,13 +13,24 @@
 # Re-running reuses the corpus and the prepared features (prepare is a no-op
 # when nothing changed) and starts a fresh training run.
 #
-#   scripts/demo.sh             the whole demo (installs packages: root or sudo)
+#   scripts/demo.sh             the whole demo (installs packages: root or sudo); builds
+#                               only the binary (build/bin/timitseg), and on a machine
+#                               without an NVIDIA GPU (nvidia-smi) whose build/ is not
+#                               configured yet, for the CPU only (-DTIMITSEG_CUDA=OFF;
+#                               scripts/build.sh -DTIMITSEG_CUDA=AUTO adds the CUDA parts)
 #   scripts/demo.sh --no-build  without scripts/setup.sh and scripts/build.sh:
 #                               uses the build/bin/timitseg already built
 set -euo pipefail
 cd "$(dirname "$0")/.."
 case "${1:-}" in
-  "") scripts/setup.sh; scripts/build.sh ;;
+  "")
+    scripts/setup.sh
+    cuda=()
+    if [ ! -f build/CMakeCache.txt ] && ! nvidia-smi -L >/dev/null 2>&1; then
+      echo "demo: no NVIDIA GPU found (nvidia-smi): building for the CPU only (-DTIMITSEG_CUDA=OFF)"
+      cuda=(-DTIMITSEG_CUDA=OFF)
+    fi
+    TIMITSEG_BUILD_TARGETS=timitseg scripts/build.sh "${cuda[@]}" ;;
   --no-build) ;;
   *) echo "usage: scripts/demo.sh [--no-build]" >&2; exit 2 ;;
 esac

@@ -14,8 +14,8 @@ The figures: dev PER after epoch 1 and after the last epoch, the best dev PER
 and its epoch (the checkpoint best.safetensors), and the best checkpoint's
 core-test PER, boundary F1 at tolerance 0 / 1 / 2 frames, segment F1 and
 duration KL (`evaluate --json`). They depend on the config, the device and the
-CPU model (docs/training.md "What results depend on"), not on timing or the
-thread count, so `--check` says whether a demo run reproduced them; README's
+build (docs/training.md "What results depend on"), not on timing, the thread
+count or the x86-64 CPU model, so `--check` says whether a demo run reproduced them; README's
 sentences are made by `phrases()` below from the recorded file, and --docs
 fails when a doc does not hold them (a figure changed without the docs).
 """
@@ -158,7 +158,7 @@ def main(argv):
         diff = ["%s %s (recorded %s)" % (k, got[k], rec["figures"].get(k)) for k in KEYS if got[k] != rec["figures"].get(k)]
         if diff:
             print("demo: the figures differ from tests/reproduce/demo_figures.json (commit %s, %s): %s; they depend "
-                  "on the config, the device and the CPU model (docs/training.md)" % (rec["commit"], rec["machine"],
+                  "on the config, the device and the build (docs/training.md)" % (rec["commit"], rec["machine"],
                                                                                      "; ".join(diff)))
         else:
             print("demo: the figures equal README's (tests/reproduce/demo_figures.json, commit %s)" % rec["commit"])

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstddef>
 
 #include "common/parallel.h"
 
@@ -38,7 +39,20 @@ namespace {
 
 std::atomic<int> g_default_threads{0};
 
+// Eigen's cache sizes for its product blocking (network.h, pin_product_blocking), in bytes.
+constexpr std::ptrdiff_t kProductBlockingL1 = 32 * 1024;
+constexpr std::ptrdiff_t kProductBlockingL2 = 1024 * 1024;
+constexpr std::ptrdiff_t kProductBlockingL3 = 32 * 1024 * 1024;
+
 }  // namespace
+
+void pin_product_blocking() {
+  static const bool pinned = [] {
+    Eigen::setCpuCacheSizes(kProductBlockingL1, kProductBlockingL2, kProductBlockingL3);
+    return true;
+  }();
+  (void)pinned;
+}
 
 void set_default_threads(int threads) { g_default_threads.store(threads); }
 int default_threads() { return resolve_threads(g_default_threads.load()); }

@@ -111,6 +111,18 @@ class Probe {
   int threads_ = 1;
 };
 
+// Eigen cuts a matrix product's inner dimension (and its rows) into blocks
+// sized from the L1/L2/L3 data cache sizes it reads from the CPU (cpuid); the
+// blocks decide the order of the float additions, so the same binary would
+// round differently on CPUs with other caches (an Intel Xeon's 48 KiB L1
+// against an AMD EPYC's 32 KiB). Every Network sets them, once per process
+// and before its first product, to fixed sizes (L1 32 KiB, L2 1 MiB, L3
+// 32 MiB: those of the AMD EPYC that recorded tests/reproduce/expected.json),
+// so the CPU path's bits do not depend on the CPU's caches (docs/training.md,
+// "What results depend on"). The sizes only change the speed and the
+// rounding, never the math. Thread-safe.
+void pin_product_blocking();
+
 template <class S>
 class Network {
  public:
@@ -122,7 +134,7 @@ class Network {
 
   // threads: > 0 that many, 0 all cores, < 0 the process default
   // (set_default_threads, initially all cores).
-  explicit Network(const ModelDims& d, int threads = -1) : layout_(d), threads_(threads) {}
+  explicit Network(const ModelDims& d, int threads = -1) : layout_(d), threads_(threads) { pin_product_blocking(); }
   const ParamLayout& layout() const { return layout_; }
   void set_threads(int threads) { threads_ = threads; }
   int threads() const;  // resolved: the number of workers forward/backward use

@@ -13,16 +13,24 @@ configs/synth.yaml cut to 2 epochs of a 16-unit, 1-layer encoder on the CPU
 1. threads: the semi-CRF trained with train.threads=1 and =2 gives bitwise
    identical checkpoints but for the config they record (the CPU encoder's fixed task partition,
    docs/training.md). This holds on every machine.
-2. committed: the checkpoints' sha256 without the config they record (a new
+2. libm: the semi-CRF trained again with glibc's FMA variants of exp/log/pow/...
+   turned off (GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA,-AVX2: the variants glibc
+   picks at run time on a CPU without fma and avx2) gives bitwise identical
+   checkpoints: what a CPU without them would compute. Runs where the CPU has
+   both flags (elsewhere the run above already used the other variants).
+3. committed: the checkpoints' sha256 without the config they record (a new
    config key changes that record, not a result), metrics.jsonl without its timing fields
    (epoch_seconds, frames_per_sec, utterances_per_sec, seconds, wall_clock),
    the evaluate --json output and the decoded .PHN files equal expected.json.
-   Float results are deterministic on one machine but libm's exp/log (glibc
-   picks FMA or AVX2 variants by CPU) and -march=native may change the last
-   bits elsewhere, so expected.json records the machine it was made on (glibc
-   version, the CPU's fma/avx2/avx512f flags): on another kind of machine, or
-   in a TIMITSEG_NATIVE build, this check is skipped with a message (exit 77,
-   ctest's SKIP_RETURN_CODE), check 1 still runs.
+   They do not depend on the CPU's vendor, model or caches: Eigen's
+   matrix-product blocking, which follows the cache sizes it reads from the
+   CPU, is pinned (model/cpu/network.h, pin_product_blocking), and check 2
+   covers libm's run-time choice. What they still depend on: the build (the
+   default one; a TIMITSEG_NATIVE build, -march=native, skips this check with
+   a message; another compiler or Eigen than Debian 12's, as CI builds, may
+   round differently) and glibc's version, which expected.json records with the
+   architecture as its machine: where they differ this check is skipped with
+   a message (exit 77, ctest's SKIP_RETURN_CODE); checks 1 and 2 still run.
 
 A change that is meant to change results regenerates the file with --update
 (and says why in its commit); a refactoring must leave it as it is.
@@ -31,6 +39,7 @@ import argparse
 import hashlib
 import json
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -59,52 +68,39 @@ def content_digest(path):
 
 
 def machine():
-    flags = set()
+    """What the committed bits depend on beside the build: the architecture and glibc's version
+    (reproduce_demo's docstring, check 3)."""
+    return {"arch": platform.machine(),
+            "glibc": os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else ""}
+
+
+def cpu_flags():
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
                 if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
+                    return set(line.split(":", 1)[1].split())
     except OSError:
         pass
-    return {"glibc": os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else "",
-            "cpu_flags": sorted(flags & {"fma", "avx2", "avx512f"}), "cpu": cpu_model()}
+    return set()
 
 
-def cpu_model():
-    """The CPU's vendor, family and model numbers: the flags alone do not name a kind of machine
-    (the results committed on 2026-11-26 were not reproduced, in the last bits, by the same
-    binary on an AMD EPYC of family 25 model 17 with the same glibc and flags)."""
-    fields = {}
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if not line.strip():
-                    break
-                key, _, value = line.partition(":")
-                fields[key.strip()] = value.strip()
-    except OSError:
-        pass
-    return " ".join(f"{k} {fields.get(k, '?')}" for k in ("vendor_id", "cpu family", "model"))
-
-
-def run(cmd, cwd, log):
+def run(cmd, cwd, log, env=None):
     with open(log, "a") as out:
         out.write("$ " + " ".join(cmd) + "\n")
         out.flush()
-        r = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT)
+        r = subprocess.run(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, env=env)
     if r.returncode != 0:
         sys.exit(f"reproduce_demo: `{' '.join(cmd)}` failed with exit {r.returncode} (log: {log})")
 
 
-def train(binary, cwd, log, name, K, threads):
+def train(binary, cwd, log, name, K, threads, env=None):
     run([binary, "train", "--config", os.path.join(SOURCE, "configs", "synth.yaml"), "--set", "data.workdir=work",
          "--set", f"train.run_dir=runs/{name}", "--set", "train.epochs=2", "--set", "model.hidden_dim=16",
          "--set", "model.num_layers=1", "--set", f"crf.max_duration={K}", "--set", f"train.threads={threads}",
          "--set", "train.batch_size=4",
          # the CPU even where a GPU is present (the shipped config says auto)
-         "--set", "train.device=cpu", "--set", "crf.backend=cpu"], cwd, log)
+         "--set", "train.device=cpu", "--set", "crf.backend=cpu"], cwd, log, env)
 
 
 def results(binary, cwd, log, name):
@@ -156,6 +152,11 @@ def main():
     train(binary, cwd, log, "linear", 1, 1)
     train(binary, cwd, log, "semi", 8, 1)
     train(binary, cwd, log, "semi-2threads", 8, 2)
+    has_fma = {"fma", "avx2"} <= cpu_flags()
+    if has_fma:
+        env = dict(os.environ)
+        env["GLIBC_TUNABLES"] = ":".join(filter(None, [env.get("GLIBC_TUNABLES"), "glibc.cpu.hwcaps=-FMA,-AVX2"]))
+        train(binary, cwd, log, "semi-libm-no-fma", 8, 1, env)
     got = {"machine": machine(), "linear": results(binary, cwd, log, "linear"),
            "semi": results(binary, cwd, log, "semi")}
 
@@ -168,6 +169,18 @@ def main():
                      f"(tensors and metadata but the config: {h1} vs {h2}); results must not depend on the thread count")
     print("reproduce_demo: train.threads=1 and 2 give bitwise identical checkpoints")
 
+    # 2. libm's variants: bitwise the same checkpoints with glibc's FMA variants off
+    if has_fma:
+        for f, h1 in got["semi"]["checkpoints"].items():
+            h2 = content_digest(os.path.join(cwd, "runs", "semi-libm-no-fma", "checkpoints", f))
+            if h2 != h1:
+                sys.exit(f"reproduce_demo: checkpoints/{f} differs between glibc's FMA variants of exp/log/... and "
+                         f"the others (GLIBC_TUNABLES=glibc.cpu.hwcaps=-FMA,-AVX2): {h1} vs {h2}; results must not "
+                         "depend on the CPU's fma/avx2 flags")
+        print("reproduce_demo: glibc's libm with and without its FMA variants gives bitwise identical checkpoints")
+    else:
+        print("reproduce_demo: this CPU lacks fma or avx2: glibc's libm runs its other variants already (check 2 not run)")
+
     if a.update:
         with open(a.expected + ".tmp", "w") as f:
             json.dump(got, f, indent=1, sort_keys=True)
@@ -178,11 +191,13 @@ def main():
     with open(a.expected) as f:
         want = json.load(f)
     if a.native:
-        print("reproduce_demo: skipped: the committed results: a TIMITSEG_NATIVE build (-march=native) may round differently")
+        print("reproduce_demo: skipped: the committed results: a TIMITSEG_NATIVE build (-march=native) may round "
+              "differently (the checks above passed)")
         return SKIP
     if want["machine"] != got["machine"]:
         print(f"reproduce_demo: skipped: the committed results: made on {want['machine']}, this machine is "
-              f"{got['machine']} (libm may round differently); regenerate with --update on this kind of machine")
+              f"{got['machine']} (another glibc may round differently; the checks above passed); regenerate with --update "
+              "on such a machine")
         return SKIP
     bad = []
     for name in ("linear", "semi"):
