@@ -419,16 +419,19 @@ TIMITSEG_API int timitseg_model_decode_file(timitseg_model* model, const char* p
 TIMITSEG_API int timitseg_model_decode_samples(timitseg_model* model, const float* samples, int64_t num_samples,
                                                int32_t sample_rate, timitseg_segments** out);
 /* Forced alignment of a known phone sequence ("h# sh iy ..." names of the
- * model's label set or TIMIT's 61 phones, space separated), as `timitseg
- * align --phones` does (it runs that command's code on a temporary phone
- * list, reloading the checkpoint; the path may not contain white space). */
+ * model's label set or TIMIT's 61 phones, separated by white space), as
+ * `timitseg align --phones` does: the command's code for one utterance
+ * (eval/'s align_input and align_one), in memory, on the executor the handle
+ * loaded; no file is written and the checkpoint is not read again. Segments
+ * are in samples of the audio file at path. */
 TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones,
                                            timitseg_segments** out);
 
 /* Forced alignment of words through a pronunciation dictionary, as `timitseg
- * align --words LIST --dict DICTIONARY` does (it runs that command's code, as
- * timitseg_model_align_file does): words space separated; the dictionary a
- * file in TIMIT's TIMITDIC.TXT or CMUdict's format. *phones receives the
+ * align --words LIST --dict DICTIONARY` does (the command's code, in memory on
+ * the handle's executor, as timitseg_model_align_file): words space
+ * separated; the dictionary a file in TIMIT's TIMITDIC.TXT, CMUdict's or
+ * MFA's format (dict_format below). *phones receives the
  * phone segments (the command's .PHN rows), *words the word segments (the
  * words tier of its TextGrid/csv: begin and end samples, the word); both are
  * freed with timitseg_segments_free. A word not in the dictionary, a bad
