@@ -120,8 +120,8 @@ const char* kIgnoredKeys[] = {"train.run_dir",        "train.log_every",      "t
 // same run; an explicit value that differs from the pick is a difference.
 std::vector<std::string> differences(const config::Config& saved_as_is, const config::Config& requested) {
   const options::DeviceFacts facts = options::probe_device_facts();
-  // a run saved before data.workdir was recorded absolute (issue 31): its relative
-  // path is taken from here, as the requested one was
+  // a saved run whose data.workdir is relative: the path is taken from here, as
+  // the requested one was
   config::Config saved = saved_as_is;
   if (!saved.data_workdir.empty() && fs::path(saved.data_workdir).is_relative()) {
     fs::path abs = fs::absolute(saved.data_workdir).lexically_normal();

@@ -1,6 +1,6 @@
 // cuda_capi_overhead: the C API's semi-CRF calls from C++ (no Python, no torch) on
 // device buffers, timed as `timitseg bench crf --backend cuda` times the backend,
-// for issue 44's ratio (a): the C API alone over the bare kernels.
+// for the ratio (a) of bench/python_op_overhead.py: the C API alone over the bare kernels.
 //
 // Inputs as bench crf's: B utterances of full length T, C labels, durations up to
 // K, frame scores x ~ N(0, 3^2) [B][T][C] float32 (the C API centres and sums them:

@@ -1,4 +1,4 @@
-// cuda_crf_bench: times the cuda semi-CRF backend on the issue-3 table
+// cuda_crf_bench: times the cuda semi-CRF backend on the table of sizes
 // (B,T) in {32x200, 32x400, 32x800, 8x10000, 32x400 K=1}, C=39, K=30,
 // random zero-centred scores N(0, 3^2), parameters N(0, 1).
 //

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Times `timitseg bench crf --backend cuda` at the shapes of issue 33 (the
+# Times `timitseg bench crf --backend cuda` at the kernels' benchmark shapes (the
 # semi-CRF kernels' speed and memory) for one or more timitseg binaries, on the
 # same GPU in one call, so that the figures compare (docs/cuda.md "Measured").
 #

@@ -6,7 +6,7 @@ defaults are configs/synth.yaml's values) for each seed, all runs at once
 (best over the epochs, and the last epoch's) per seed, the mean and the
 spread (sample standard deviation, min-max) of each, and the difference of
 the means. Exits 1 when the best-epoch means differ by more than --limit
-points (issue 33: the example within 1 point of the app, 3 seeds).
+points (the target: the example within 1 point of the app, 3 seeds).
 
     PYTHONPATH=python TIMITSEG_LIBRARY=build/lib/libtimitseg.so \\
         python3 bench/example_vs_app.py --workdir work/cmp_prep --timitseg build/bin/timitseg --out work/cmp

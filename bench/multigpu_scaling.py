@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The scaling benchmark of issue 24 (docs/multigpu.md "Scaling model"), one command:
+"""The scaling benchmark of several ranks (docs/multigpu.md "Scaling model"), one command:
 
   bench/multigpu_scaling.py --binary build/bin/timitseg [--ranks 1,2,4,8] [--per-rank-batch 32]
                             [--device cuda] [--share-gpu] [--json OUT.json] [-- BENCH-TRAIN-ARGS...]
@@ -87,7 +87,7 @@ def main():
                          "allreduce_queued_ms": ar.get("seconds_queued", 0) * 1e3 if ar else None,
                          "busbw_gb_s": ar.get("busbw_gb_s_queued") if ar else None, "method": ar.get("method", "")})
     base = {r["global_batch"]: r["frames_per_sec"] for r in rows if r["ranks"] == 1}
-    # speedup: over one rank at the per-rank batch (the issue's definition for G = 32 N)
+    # speedup: over one rank at the per-rank batch (global batch G = 32 N for N ranks)
     # all-reduce: waited = each one waited for (a step's pattern); queued = 50 back to back (nccl-tests' loop),
     # whose bus bandwidth is printed
     print(f"{'ranks':>5} {'global batch':>12} {'frames/s':>12} {'speedup':>8} {'all-reduce waited':>18} "

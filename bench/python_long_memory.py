@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Device memory of SemiCRF on one long input (issue 44: "SemiCRF at B 1 T 100k on
+"""Device memory of SemiCRF on one long input (the target: "SemiCRF at B 1 T 100k on
 the GPU keeps the forward's memory bounded and the backward's memory reported"):
 for each T, a fresh process-wide reading of
 

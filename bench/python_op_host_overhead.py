@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""A CPU proxy of issue 44's ratio (b): the host-side cost (Python, ctypes, torch's dispatch and autograd)
+"""A CPU proxy of python_op_overhead.py's ratio (b): the host-side cost (Python, ctypes, torch's dispatch and autograd)
 of SemiCRF(reduction="mean") forward+backward against torch's floor for a custom_op of its shape
 (floor_op() of bench/python_op_overhead.py), at a tiny shape on the cpu backend (B 2 T 8 K 3 C 3 by default)
 so that the CRF's arithmetic is a few microseconds and what is timed is the work around it. No GPU: on

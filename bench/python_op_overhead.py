@@ -128,7 +128,7 @@ def floor_op():
     """A torch operator of timitseg::semicrf_nll's shape doing none of our work (torch.library.custom_op +
     register_autograd, the same inputs and outputs: a mean loss, the scores' gradient, the parameters' flat
     gradient, an empty onset gradient; its backward scales them as ours does): torch's own cost per call of
-    such an operator, the floor of issue 44's ratio (b)."""
+    such an operator, the floor of ratio (b) (issue44_ratios)."""
     import torch
     from typing import List, Optional, Tuple
     from torch import Tensor
@@ -244,7 +244,7 @@ def example_steps(B, T, K, C):
 
 
 def issue44_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
-    """Issue 44's ratios: (a) the C API over bench crf (from C++: bench/cuda_capi_overhead.cpp, run in the
+    """The three overhead ratios: (a) the C API over bench crf (from C++: bench/cuda_capi_overhead.cpp, run in the
     same call; and from Python: CRF.nll), (b) SemiCRF(check="deferred") mean forward+backward minus torch's
     floor for an operator of its shape, the two alternated call by call (and the operator called directly, as
     torch.compile runs it), (c) the op's share of the example's training step (docs/python.md "Overhead on

@@ -1,4 +1,4 @@
-// Fault injection's plain values (issue 9, docs/debugging.md): the pass and
+// Fault injection's plain values (docs/debugging.md): the pass and
 // the layer names of the executors' numeric taps (model/numerics.h lists what
 // each layer taps), and the fault spec of debug.inject_fault and
 // --inject-fault. The config validates the spec with the same parser that

@@ -66,8 +66,8 @@ struct PhnCursor {
 // fields (negative start, start not before end, past the audio, unknown phone),
 // then, when those pass, its place after the previous phone. True when the
 // line is an error. An overlap with an earlier phone is one even after an
-// unreadable line (found by fuzzing: such a line used to hide it); gaps (warnings)
-// are not judged against an unreadable line.
+// unreadable line (an unreadable line never hides it); gaps (warnings) are not
+// judged against an unreadable line.
 bool phn_line_errors(const PhnEntry& e, int64_t num_samples, const PhnCursor& c, const PhnReport& report) {
   const int lineno = e.line;
   bool bad = false;

@@ -1,4 +1,4 @@
-// Per-layer numeric checks and fault injection (issue 9, docs/debugging.md).
+// Per-layer numeric checks and fault injection (docs/debugging.md).
 //
 // Every executor calls its tap after each layer's forward and each layer's
 // backward with the tensors that layer wrote, in execution order. A tap

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Namespaces match folders (issue 32): every .h/.cpp/.cu/.cuh of the product's
+"""Namespaces match folders: every .h/.cpp/.cu/.cuh of the product's
 folders opens the namespace of its folder and no other folder's.
 
   scripts/check_namespaces.py [--root DIR]

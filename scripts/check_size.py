@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Size limits of the product's source (issue 22, tightened by issue 32): no
+"""Size limits of the product's source: no
 function over 100 lines, no file over 600 lines, in the folders app capi common
 config crf data model options train eval settings (.cpp .h .cu .cuh; CUDA
 kernels included).

@@ -1,5 +1,5 @@
 #!/bin/bash
-# prepare's peak memory against the corpus size (issue 43, docs/data.md
+# prepare's peak memory against the corpus size (docs/data.md
 # "Speed and memory against TIMIT's path"): espeak-ng corpora of several sizes
 # (synth --voice espeak --language es, timit layout), each converted into every
 # other layout by scripts/timit_to_layouts.py and prepared with

@@ -237,7 +237,7 @@ void LogFile::error(const std::string& msg) const {
   sink_->flush();
 }
 
-// ---- moved from train/train.cpp: the run folder's checkpoints and metrics ----
+// ---- the run folder's checkpoints and metrics ----
 
 namespace {
 

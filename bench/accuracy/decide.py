@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Decisions on dev splits, by a rule fixed before the sweep (issue 20).
+"""Decisions on dev splits, by a rule fixed before the sweep.
 
 Reads the results.json (and, when present, sweep.json) of several cells: one
 cell is one corpus at one size, e.g. synth/demo, synth/recipe, speech/demo,

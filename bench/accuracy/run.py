@@ -48,7 +48,7 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 
 SIZES = {
-    # the demo of the issue: 2 x 128 BiLSTM, batch 8, lr 0.005 cosine, crf-reg 0.001, 20 epochs, dropout 0.3
+    # the demo recipe: 2 x 128 BiLSTM, batch 8, lr 0.005 cosine, crf-reg 0.001, 20 epochs, dropout 0.3
     "demo": dict(hidden=128, layers=2, batch=8, lr=0.005, crf_reg=0.001, epochs=20, dropout=0.3),
     # the recipe size: 3 x 256, batch 32, otherwise the same
     "recipe": dict(hidden=256, layers=3, batch=32, lr=0.005, crf_reg=0.001, epochs=20, dropout=0.3),

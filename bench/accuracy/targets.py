@@ -8,7 +8,7 @@ mean ± std over seeds of PER, boundary F1 at tolerance 0/1/2 frames, boundary
 F1 at 20 ms, segment F1 and duration KL for both, and the paired difference
 semi minus linear (mean ± std over seeds). A metric is WON when the mean
 difference is better than 0 by more than both variants' seed standard
-deviations (the issue's "by more than the seeds' standard deviation"); lower
+deviations (the target's "by more than the seeds' standard deviation"); lower
 is better for PER and duration KL, higher for the rest.
 
   python3 bench/accuracy/targets.py --split test \\
