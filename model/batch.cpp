@@ -52,16 +52,9 @@ PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
       const bool opt = i < u.transcript_optional.size() && u.transcript_optional[i] != 0;
       push_phone(s, class_of(ls, u, u.transcript[i], "transcript phone", i), opt);
     }
-  } else {
-    const int sil = ls.spec.silence_index();
-    for (int t = 0; t < u.num_frames && t < static_cast<int>(u.labels.size()); ++t) {
-      const int c = class_of(ls, u, u.labels[t], "frame", static_cast<size_t>(t));
-      if (t > 0 && c == class_of(ls, u, u.labels[t - 1], "frame", static_cast<size_t>(t - 1))) continue;
-      if (sil >= 0 && ls.spec.is_silence(c)) continue;
-      if (sil >= 0) push_phone(s, sil, true);
-      push_phone(s, c, false);
-    }
-    if (sil >= 0) push_phone(s, sil, true);
+  } else {  // the frame labels' maximal runs: the phone sequence with its times hidden
+    for (int t = 0; t < u.num_frames && t < static_cast<int>(u.labels.size()); ++t)
+      push_phone(s, class_of(ls, u, u.labels[t], "frame", static_cast<size_t>(t)), false);
   }
   if (s.phones.empty()) throw std::invalid_argument("utterance " + u.id + " has an empty phone sequence");
   if (s.required() == 0) {  // silence alone: the silence is the transcript

@@ -57,11 +57,11 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
 
 // An utterance's phone sequence in classes (phones) with its optional flags:
 // its transcript when it has one (data::Utterance::transcript, mapped into the
-// classes; consecutive equal classes merged unless an optional phone stands
-// between them), else the one its frame labels read as a transcript would give
-// it: the maximal runs' classes without the silences, the label set's silence
-// (spec.silence_index()) offered as an optional phone between every two phones
-// and at both ends (none when the set has no silence). Throws naming the
+// classes; equal neighbours merged, also across an optional phone, which is
+// then dropped: skipped, it would read the same segmentations twice), else the
+// classes of its frame labels' maximal runs, every one required: the phone
+// sequence with its times hidden (silences and TIMIT's closures included, as a
+// `phones` transcript made from the same labels gives them). Throws naming the
 // utterance when a label or phone has no class.
 struct PhoneSequence {
   std::vector<int32_t> phones;

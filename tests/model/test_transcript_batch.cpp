@@ -10,6 +10,8 @@
 #include "data/phones.h"
 #include "model/batch.h"
 #include "model/labels.h"
+#include "model/params.h"
+#include "tests/support/model_problems.h"
 
 namespace timitseg::model {
 namespace {
@@ -35,14 +37,17 @@ std::vector<std::string> names(const LabelSet& ls, const PhoneSequence& s) {
   return out;
 }
 
-TEST(TranscriptOf, FrameLabelsReadAsATranscriptWithOptionalSilences) {
+TEST(TranscriptOf, FrameLabelsReadAsTheirRunsWithTheTimesHidden) {
   const LabelSet ls = LabelSet::make(39);
-  // h# b aa pau aa h#: the silences go, an optional silence between phones and at both ends,
-  // and the two aa on both sides of the pause merge (skipping the pause would read them as one run)
+  // h# b aa pau aa h#: every run one required phone (pau and h# both fold to sil in the 39 set; the two
+  // aa stay apart, the pause between them is a phone)
   const data::Utterance u = timed_utterance({{"h#", 3}, {"b", 2}, {"aa", 4}, {"pau", 2}, {"aa", 3}, {"h#", 2}});
   const PhoneSequence s = transcript_of(u, ls);
-  EXPECT_EQ(names(ls, s), (std::vector<std::string>{"sil?", "b", "sil?", "aa", "sil?"}));
-  EXPECT_EQ(s.required(), 2);
+  EXPECT_EQ(names(ls, s), (std::vector<std::string>{"sil", "b", "aa", "sil", "aa", "sil"}));
+  EXPECT_EQ(s.required(), 6);
+  // closures fold to sil too: bcl b reads sil b
+  const data::Utterance v = timed_utterance({{"bcl", 2}, {"b", 1}, {"iy", 5}});
+  EXPECT_EQ(names(ls, transcript_of(v, ls)), (std::vector<std::string>{"sil", "b", "iy"}));
 }
 
 TEST(TranscriptOf, OwnTranscriptMergesEqualPhonesAndKeepsRequiredSilence) {
@@ -73,10 +78,11 @@ TEST(MakeBatch, TranscriptBatchPadsPhonesAndLeavesLabelsUnread) {
   const data::Utterance b = timed_utterance({{"s", 4}, {"iy", 3}});
   const Batch batch = make_batch({&a, &b}, nullptr, ls, 0, BatchSupervision::transcript);
   ASSERT_TRUE(batch.transcript());
-  EXPECT_EQ(batch.N, 5);  // sil? b sil? aa sil?
-  EXPECT_EQ(batch.num_phones, (std::vector<int32_t>{5, 5}));
-  const std::vector<int32_t> opt_a(batch.optional.begin(), batch.optional.begin() + 5);
-  EXPECT_EQ(opt_a, (std::vector<int32_t>{1, 0, 1, 0, 1}));
+  EXPECT_EQ(batch.N, 4);  // sil b aa sil
+  EXPECT_EQ(batch.num_phones, (std::vector<int32_t>{4, 2}));
+  EXPECT_EQ(std::vector<int32_t>(batch.phones.begin() + 4, batch.phones.begin() + 6),
+            (std::vector<int32_t>{ls.spec.index("s"), ls.spec.index("iy")}));
+  for (int32_t o : batch.optional) EXPECT_EQ(o, 0);
   EXPECT_EQ(batch.input.lengths, (std::vector<int32_t>{11, 7}));
   for (int32_t l : batch.labels) EXPECT_EQ(l, 0);
   // a segments batch of an utterance without times is refused, naming it
@@ -91,6 +97,66 @@ TEST(MakeBatch, TranscriptBatchPadsPhonesAndLeavesLabelsUnread) {
     EXPECT_NE(std::string(e.what()).find("test/untimed"), std::string::npos) << e.what();
   }
   EXPECT_NO_THROW(make_batch({&c}, nullptr, ls, 0, BatchSupervision::transcript));
+}
+
+// The batch's frame labels read as phone sequences (their maximal runs, no optional phone).
+Batch as_transcript_batch(Batch b) {
+  const int B = b.input.B, T = b.input.T;
+  std::vector<std::vector<int32_t>> seqs(B);
+  for (int i = 0; i < B; ++i)
+    for (int t = 0; t < b.input.lengths[i]; ++t) {
+      const int32_t l = b.labels[static_cast<size_t>(i) * T + t];
+      if (seqs[i].empty() || seqs[i].back() != l) seqs[i].push_back(l);
+    }
+  b.N = 0;
+  for (const auto& s : seqs) b.N = std::max(b.N, static_cast<int>(s.size()));
+  b.phones.assign(static_cast<size_t>(B) * b.N, 0);
+  b.optional.assign(static_cast<size_t>(B) * b.N, 0);
+  b.num_phones.assign(B, 0);
+  for (int i = 0; i < B; ++i) {
+    std::copy(seqs[i].begin(), seqs[i].end(), b.phones.begin() + static_cast<size_t>(i) * b.N);
+    b.num_phones[i] = static_cast<int32_t>(seqs[i].size());
+  }
+  return b;
+}
+
+// The transcript NLL through the executor's whole step: 0 <= it <= the NLL of
+// the gold segmentation of the same labels (the gold segmentation is one of
+// those that read the sequence), and its gradient is the loss's by central
+// differences in a CRF parameter and an encoder weight.
+TEST(TranscriptStep, LossIsBoundedByTheGoldNllAndItsGradientIsTheLosss) {
+  const ModelDims d = testsupport::small_dims();
+  const ParamLayout lay(d);
+  const std::vector<float> params = testsupport::random_model_params(d, 11, 0.3f);
+  const Batch gold = testsupport::random_model_batch(d, 3, 14, 12);
+  const Batch tr = as_transcript_batch(gold);
+  ASSERT_TRUE(tr.transcript());
+  StepOptions o;
+  o.dropout = 0.0;
+  o.crf_reg = 0.0;
+  for (const char* backend : {"reference", "cpu"}) {
+    auto ex = testsupport::executor_with("cpu", d, params, backend);
+    std::vector<float> g_gold, g;
+    const StepResult rg = ex->gradients(gold, o, g_gold);
+    const StepResult rt = ex->gradients(tr, o, g);
+    EXPECT_GE(rt.nll_sum, -1e-9) << backend;
+    EXPECT_LT(rt.nll_sum, rg.nll_sum) << backend;  // strictly: other segmentations read the same runs
+    for (const char* name : {"crf.transition", "encoder.lstm.weight_ih_l0"}) {
+      const ParamInfo& info = lay.get(name);
+      int checked = 0;
+      for (size_t k = info.offset; k < info.offset + info.size && checked < 4; k += info.size / 5 + 1, ++checked) {
+        const double eps = 1e-2;
+        std::vector<float> pp = params, pm = params;
+        pp[k] += static_cast<float>(eps);
+        pm[k] -= static_cast<float>(eps);
+        std::vector<float> unused;
+        const double lp = testsupport::executor_with("cpu", d, pp, backend)->gradients(tr, o, unused).loss;
+        const double lm = testsupport::executor_with("cpu", d, pm, backend)->gradients(tr, o, unused).loss;
+        const double fd = (lp - lm) / (2 * eps);
+        EXPECT_NEAR(g[k], fd, 2e-3 + 2e-2 * std::abs(fd)) << backend << " " << name << " [" << k - info.offset << "]";
+      }
+    }
+  }
 }
 
 }  // namespace
