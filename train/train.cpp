@@ -222,11 +222,16 @@ eval::Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
       eval::evaluate_utterances(*r.exec, r.dev_utts, r.cmvn, r.ls, r.cfg.train_batch_size, dev, keep_segments, false,
                           &nll_sum);
     rec.dev_per = dev.per();
-    int64_t dev_frames = 0;
-    for (const data::Utterance* u : r.dev_utts) dev_frames += u->num_frames;
-    rec.dev_loss = nll_sum / model::loss_normalization(r.cfg.crf_loss_normalization == config::LossNormalization::frame,
-                                                       static_cast<int64_t>(r.dev_utts.size()),
-                                                       std::max<int64_t>(1, dev_frames));
+    int64_t dev_frames = 0, dev_timed = 0;  // the dev loss is the NLL of the utterances with times
+    for (const data::Utterance* u : r.dev_utts)
+      if (u->has_times()) {
+        dev_frames += u->num_frames;
+        ++dev_timed;
+      }
+    rec.dev_loss = dev_timed == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                  : nll_sum / model::loss_normalization(
+                                                  r.cfg.crf_loss_normalization == config::LossNormalization::frame,
+                                                  dev_timed, std::max<int64_t>(1, dev_frames));
   } else {
     rec.dev_per = std::numeric_limits<double>::quiet_NaN();
     rec.dev_loss = std::numeric_limits<double>::quiet_NaN();
@@ -281,8 +286,10 @@ nlohmann::json metrics_line(const TrainingRun& r, const EpochRecord& rec, const 
   if (!r.dev_utts.empty()) {
     line["dev_per"] = rec.dev_per;
     line["dev_loss"] = rec.dev_loss;
-    line["dev_frame_accuracy"] = dev.frame_accuracy();
-    line["dev_boundary_f1_tol2"] = dev.boundary(2).f1();
+    const bool timed = dev.sequence_only() < dev.utterances();  // frames and boundaries need times
+    line["dev_frame_accuracy"] = timed ? nlohmann::json(dev.frame_accuracy()) : nlohmann::json(nullptr);
+    line["dev_boundary_f1_tol2"] = timed ? nlohmann::json(dev.boundary(2).f1()) : nlohmann::json(nullptr);
+    if (dev.sequence_only() > 0) line["dev_utterances_without_times"] = dev.sequence_only();
   }
   if (r.exec->device() != model::Device::cpu)  // parts are not timed on the GPU (that would serialize the step)
     for (const char* part : {"encoder_forward", "encoder_backward", "crf", "optimizer"}) line["seconds"].erase(part);

@@ -1,0 +1,122 @@
+// Training from transcripts end to end with the built binary (docs/training.md
+// "Training from transcripts"): a transcripts-only WORKDIR (a manifest of
+// phone sequences without times) trains with a shipped config as it is; a
+// timed WORKDIR trains on its phone sequences with crf.supervision=transcript,
+// resumes bitwise and is scored against its times; segments on a WORKDIR
+// without times stops with one line.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "common/safetensors.h"
+#include "tests/support/cli.h"
+
+namespace fs = std::filesystem;
+using namespace timitseg;
+
+namespace {
+
+using testsupport::Cmd;
+using testsupport::metrics_lines;
+using testsupport::run;
+
+class TranscriptE2E : public ::testing::Test {
+ protected:
+  static fs::path dir_;
+  static std::string config_;
+  static void SetUpTestSuite() {
+    dir_ = testsupport::fresh_temp_dir("timitseg_transcript_e2e");
+    const Cmd c = testsupport::make_prepared_corpus(TIMITSEG_BINARY, dir_, 6, 4, 7);
+    ASSERT_EQ(c.rc, 0) << c.output;
+    // the same audio as a manifest of phone sequences (the .PHN labels without their times)
+    fs::create_directories(dir_ / "phones");
+    std::ofstream m(dir_ / "phones" / "manifest.csv");
+    m << "audio,speaker,phones\n";
+    for (const auto& e : fs::recursive_directory_iterator(dir_ / "synth")) {
+      if (e.path().extension() != ".PHN") continue;
+      std::ifstream in(e.path());
+      std::string line, phones;
+      while (std::getline(in, line)) {
+        std::istringstream ls(line);
+        long a = 0, b = 0;
+        std::string p;
+        if (ls >> a >> b >> p) phones += (phones.empty() ? "" : " ") + p;
+      }
+      fs::path wav = e.path();
+      wav.replace_extension(".WAV");
+      m << wav.string() << "," << e.path().parent_path().filename().string() << "," << phones << "\n";
+    }
+    m.close();
+    const Cmd p = run("prepare --corpus " + (dir_ / "phones" / "manifest.csv").string() +
+                      " --phone-set timit61 --out " + (dir_ / "work_phones").string());
+    ASSERT_EQ(p.rc, 0) << p.output;
+    config_ = (dir_ / "tiny.yaml").string();
+    std::ofstream(config_) << "model:\n  hidden_dim: 16\n  num_layers: 1\n  dropout: 0.1\n"
+                              "crf:\n  max_duration: 12\n  reg: 0.001\n"
+                              "train:\n  epochs: 2\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n";
+  }
+  static void TearDownTestSuite() { fs::remove_all(dir_); }
+};
+fs::path TranscriptE2E::dir_;
+std::string TranscriptE2E::config_;
+
+}  // namespace
+
+TEST_F(TranscriptE2E, TranscriptsOnlyWorkdirTrainsWithAShippedConfig) {
+  const fs::path rd = dir_ / "run_phones";
+  const Cmd t = run("train --config " + std::string(TIMITSEG_SOURCE_DIR) + "/configs/synth.yaml --set data.workdir=" +
+                    (dir_ / "work_phones").string() + " --set train.run_dir=" + rd.string() +
+                    " --set train.epochs=2 --set model.hidden_dim=16 --set model.num_layers=1");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find("train utterances train on their phone sequence (the transcript NLL), 0 on their phone times"),
+            std::string::npos)
+      << t.output;
+  EXPECT_NE(t.output.find("no train utterance trains on phone times"), std::string::npos) << t.output;
+  const auto lines = metrics_lines(rd);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) {
+    EXPECT_TRUE(l["dev_loss"].is_null()) << l.dump();  // no dev utterance has times
+    EXPECT_TRUE(std::isfinite(l["dev_per"].get<double>())) << l.dump();
+    EXPECT_GT(l["dev_utterances_without_times"].get<int>(), 0) << l.dump();
+    EXPECT_TRUE(std::isfinite(l["train_loss"].get<double>())) << l.dump();
+  }
+  EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>());
+  // times only: nothing can train
+  const Cmd s = run("train --config " + config_ + " --set data.workdir=" + (dir_ / "work_phones").string() +
+                    " --set train.run_dir=" + (dir_ / "run_segments").string() + " --set crf.supervision=segments");
+  EXPECT_NE(s.rc, 0);
+  EXPECT_NE(s.output.find("no train utterance can train under crf.supervision = segments"), std::string::npos)
+      << s.output;
+}
+
+TEST_F(TranscriptE2E, TimedWorkdirTrainsOnItsPhoneSequencesResumesBitwiseAndAligns) {
+  const std::string common = "--config " + config_ + " --set data.workdir=" + (dir_ / "work").string() +
+                             " --set crf.supervision=transcript";
+  const fs::path a = dir_ / "run_a", b = dir_ / "run_b";
+  const Cmd ta = run("train " + common + " --set train.run_dir=" + a.string());
+  ASSERT_EQ(ta.rc, 0) << ta.output;
+  EXPECT_NE(ta.output.find("train utterances train on their phone sequence"), std::string::npos) << ta.output;
+  // the same run stopped after epoch 1, resumed: the same checkpoint bit for bit
+  fs::create_directories(b / "checkpoints");
+  fs::copy_file(a / "checkpoints" / "epoch-1.safetensors", b / "checkpoints" / "epoch-1.safetensors");
+  {
+    std::istringstream in(testsupport::slurp(a / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    std::ofstream(b / "metrics.jsonl") << first << "\n";
+  }
+  const Cmd r = run("train --resume " + b.string());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const st::File fa = st::load((a / "checkpoints" / "epoch-2.safetensors").string());
+  const st::File fb = st::load((b / "checkpoints" / "epoch-2.safetensors").string());
+  for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.bytes, fb.get(name).bytes) << name;
+  // scored against the times it never saw
+  const Cmd e = run("evaluate --checkpoint " + (a / "checkpoints" / "best.safetensors").string() + " --workdir " +
+                    (dir_ / "work").string() + " --split dev --align --json " + (dir_ / "eval.json").string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("forced alignment"), std::string::npos) << e.output;
+}
