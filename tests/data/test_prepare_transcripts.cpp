@@ -348,7 +348,7 @@ TEST(PrepareTranscripts, BadInputsAreOneLineEachTheRestPreparedStrictWritesNothi
   const std::vector<std::string> want = {
       mf + ":4: empty transcript (utterance s1_u0)",
       mf + ":5: word 'cat' is not in the dictionary " + d.str("dict.txt") + " (utterance s1_u1)",
-      mf + ":6: phone 'x' of utterance s2_u0 is not in phone set abc (nearest: a, b, c)",
+      mf + ":6: phone 'x' of utterance s2_u0 is not in phone set abc (nearest: h, a, b)",
       mf + ":7: the phones column 'a b' is not the sequence of the row's times 'c' (silence aside): give one of them",
       d.str("m/short.wav") + ": transcript too long for its audio: 8 frames cannot hold its 10 phones (utterance short)",
   };
