@@ -317,7 +317,9 @@ void add_score_command(CLI::App& app) {
                  "{\"utterance_id\": ID, \"phones\": [[start_seconds, end_seconds, label], ...]} with the "
                  "utterance's reference phones (the runs of its frame labels, 39-phone names); scored with the "
                  "alignment figures of evaluate --align (boundaries within 10/20/25/50 ms, mean and median error; "
-                 "the boundary between two phones is the second one's start). One of --predictions and --spans");
+                 "the boundary between two phones is the second one's start; an optional \"phn_phones\" of the same form: the "
+                 "spans of the .PHN's phone sequence where it differs from the frame runs, for the sample-accurate rows). "
+                 "One of --predictions and --spans");
   pred->excludes(spans);
   spans->excludes(pred);
   sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");

@@ -28,6 +28,8 @@ namespace {
 struct SpanLine {
   std::vector<int> labels;
   std::vector<int64_t> starts;
+  std::vector<int> phn_labels;  // "phn_phones" (the .PHN's phone sequence) when given, else the same
+  std::vector<int64_t> phn_starts;
   int64_t line = 0;
 };
 
@@ -46,7 +48,31 @@ std::vector<std::pair<int, int32_t>> scoring_runs(const data::Utterance& u, cons
   return out;
 }
 
-// Reads one JSONL line {"utterance_id": ID, "phones": [[start_s, end_s, label], ...]}.
+// One array of [start_seconds, end_seconds, label] into labels and start samples.
+void parse_phones(const nlohmann::json& arr, const std::string& key, const std::string& where, const std::string& id,
+                  const std::map<std::string, int>& index, int rate, std::vector<int>* labels,
+                  std::vector<int64_t>* starts) {
+  if (!arr.is_array() || arr.empty())
+    throw std::runtime_error(where + "\"" + key + "\" is not an array of [start_seconds, end_seconds, label] (utterance '" + id + "')");
+  double prev_start = -INFINITY;
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const nlohmann::json& p = arr[i];
+    const std::string at = where + "utterance '" + id + "', " + key + " " + std::to_string(i) + ": ";
+    if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number() || !p[2].is_string())
+      throw std::runtime_error(at + p.dump() + " is not [start_seconds, end_seconds, label]");
+    const double start = p[0].get<double>(), end = p[1].get<double>();
+    if (!std::isfinite(start) || !std::isfinite(end) || start < 0 || end < start)
+      throw std::runtime_error(at + "bad times " + p.dump() + " (0 <= start <= end needed)");
+    if (start < prev_start) throw std::runtime_error(at + "starts before the phone before it");
+    prev_start = start;
+    const auto it = index.find(p[2].get<std::string>());
+    if (it == index.end()) throw std::runtime_error(at + "'" + p[2].get<std::string>() + "' is not a phone of the WORKDIR's scoring set");
+    labels->push_back(it->second);
+    starts->push_back(static_cast<int64_t>(std::llround(start * rate)));
+  }
+}
+
+// Reads one JSONL line {"utterance_id": ID, "phones": [[start_s, end_s, label], ...], "phn_phones": [...] (optional)}.
 SpanLine parse_line(const std::string& text, const std::string& where, const std::map<std::string, int>& index,
                     int rate, std::string* id) {
   nlohmann::json j;
@@ -58,24 +84,15 @@ SpanLine parse_line(const std::string& text, const std::string& where, const std
   if (!j.is_object() || !j.contains("utterance_id") || !j["utterance_id"].is_string())
     throw std::runtime_error(where + "no \"utterance_id\" string (expected {\"utterance_id\", \"phones\"})");
   *id = j["utterance_id"].get<std::string>();
-  if (!j.contains("phones") || !j["phones"].is_array() || j["phones"].empty())
+  if (!j.contains("phones"))
     throw std::runtime_error(where + "no \"phones\" array of [start_seconds, end_seconds, label] (utterance '" + *id + "')");
   SpanLine out;
-  double prev_start = -INFINITY;
-  for (size_t i = 0; i < j["phones"].size(); ++i) {
-    const nlohmann::json& p = j["phones"][i];
-    const std::string at = where + "utterance '" + *id + "', phone " + std::to_string(i) + ": ";
-    if (!p.is_array() || p.size() != 3 || !p[0].is_number() || !p[1].is_number() || !p[2].is_string())
-      throw std::runtime_error(at + p.dump() + " is not [start_seconds, end_seconds, label]");
-    const double start = p[0].get<double>(), end = p[1].get<double>();
-    if (!std::isfinite(start) || !std::isfinite(end) || start < 0 || end < start)
-      throw std::runtime_error(at + "bad times " + p.dump() + " (0 <= start <= end needed)");
-    if (start < prev_start) throw std::runtime_error(at + "starts before the phone before it");
-    prev_start = start;
-    const auto it = index.find(p[2].get<std::string>());
-    if (it == index.end()) throw std::runtime_error(at + "'" + p[2].get<std::string>() + "' is not a phone of the WORKDIR's scoring set");
-    out.labels.push_back(it->second);
-    out.starts.push_back(static_cast<int64_t>(std::llround(start * rate)));
+  parse_phones(j["phones"], "phone", where, *id, index, rate, &out.labels, &out.starts);
+  if (j.contains("phn_phones")) {
+    parse_phones(j["phn_phones"], "phn_phone", where, *id, index, rate, &out.phn_labels, &out.phn_starts);
+  } else {
+    out.phn_labels = out.labels;
+    out.phn_starts = out.starts;
   }
   return out;
 }
@@ -166,8 +183,8 @@ nlohmann::json score_spans(const ScoreOptions& o) {
       continue;
     }
     phn = to_scoring(phn, ls);
-    bool same = phn.size() == runs.size();
-    for (size_t i = 0; same && i < phn.size(); ++i) same = phn[i].cls == runs[i].first;
+    bool same = phn.size() == s.phn_labels.size();
+    for (size_t i = 0; same && i < phn.size(); ++i) same = phn[i].cls == s.phn_labels[i];
     if (!same) {
       ++differs;
       continue;
@@ -176,7 +193,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
     std::vector<int> cls;
     for (size_t i = 0; i + 1 < phn.size(); ++i) {
       ref.push_back(phn[i + 1].start);
-      hyp.push_back(s.starts[i + 1]);
+      hyp.push_back(s.phn_starts[i + 1]);
       cls.push_back(ls.spec.broad_class(ls.names39[phn[i + 1].cls]));
     }
     m.add_samples(ref, rate, hyp, fo.sample_rate, cls);
@@ -193,7 +210,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
   std::printf("score --spans %s on %s: forced alignment (%lld utterances)\n%s", o.spans.c_str(), o.split.c_str(),
               static_cast<long long>(m.utterances), table.c_str());
   if (differs > 0)
-    std::printf("  (%lld utterance(s) whose .PHN phones differ from the runs of their frame labels: not in the sample-accurate rows)\n",
+    std::printf("  (%lld utterance(s) whose .PHN phones differ from their spans' (\"phn_phones\", else \"phones\"): not in the sample-accurate rows)\n",
                 static_cast<long long>(differs));
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");

@@ -28,7 +28,11 @@ closes them: phone n starts at its first emitting frame and ends where phone
 n+1 starts (the blanks between them are its own), the first phone starts at
 frame 0 and the last ends at the last frame. A frame boundary f is the sample
 halfway between the centres of frames f-1 and f (as timitseg's alignments
-place it), written in seconds. Needs torch and numpy.
+place it), written in seconds. Where the .PHN beside an utterance's audio has
+another phone sequence (a phone shorter than a frame vanishes from the frame
+labels), that sequence is aligned too and written as "phn_phones" (what
+`evaluate --align` does: it aligns the .PHN's sequence again for the
+sample-accurate figures). Needs torch and numpy.
 """
 import argparse
 import json
@@ -44,8 +48,29 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_bilstm import batches, runs, scoring_classes  # noqa: E402  (the same data and helpers)
 
 
+def phn_sequence(audio, phones, fold):
+    """The scoring classes of the .PHN beside `audio` (q and other unmapped labels into the phone
+    before, equal neighbours merged, as `timitseg evaluate --align` reads it), or None without one."""
+    for ext in (".PHN", ".phn"):
+        path = os.path.splitext(audio)[0] + ext
+        if os.path.exists(path):
+            break
+    else:
+        return None
+    index = {p: i for i, p in enumerate(phones["phones61"])}
+    out = []
+    for line in open(path):
+        f = line.split()
+        if len(f) != 3 or f[2] not in index or phones["map61to39"][index[f[2]]] < 0:
+            continue
+        c = phones["map61to39"][index[f[2]]]
+        if not out or out[-1] != c:
+            out.append(c)
+    return out
+
+
 def read_split(workdir, split, fold):
-    """(ids, [(features [T][D], scoring labels [T] or None, target phone sequence)]) of a split."""
+    """(the utterances' metadata {id, audio, ...}, [(features [T][D], scoring labels [T] or None, target phone sequence)]) of a split."""
     path = os.path.join(workdir, split + ".safetensors")
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
@@ -71,7 +96,7 @@ def read_split(workdir, split, fold):
             a, b = t["utt_transcript_offsets"][u], t["utt_transcript_offsets"][u + 1]
             keep = t["transcript_optional"][a:b] == 0
             out.append((x, None, runs(fold[t["transcripts"][a:b][keep]])))
-    return [m["id"] for m in meta], out
+    return meta, out
 
 
 class Encoder(torch.nn.Module):
@@ -201,7 +226,8 @@ def main():
     norm = lambda d: [(((x - mean) / std).astype(np.float32), y, q) for x, y, q in d]  # noqa: E731
     _, train_data = read_split(a.workdir, "train", fold)
     train_data = [d for d in norm(train_data) if len(d[2]) > 0]
-    ids, test = read_split(a.workdir, a.split, fold)
+    meta, test = read_split(a.workdir, a.split, fold)
+    phones_json = json.load(open(os.path.join(a.workdir, "phones.json")))
     test = norm(test)
     model = Encoder(train_data[0][0].shape[1], a.hidden, a.layers, C, a.dropout)
     print("train %d utterances, align %d of %s; %d classes + blank" % (len(train_data), len(test), a.split, C))
@@ -210,17 +236,23 @@ def main():
     model.eval()
     lines, failed = [], 0
     with torch.no_grad():
-        for uid, (x, _, q) in zip(ids, test):
+        for m, (x, _, q) in zip(meta, test):
             logp = model(torch.from_numpy(x)[None], torch.tensor([len(x)]))[0].numpy().astype(np.float64)
+            phn = phn_sequence(m["audio"], phones_json, fold)
+            line = {"utterance_id": m["id"]}
             try:
-                path, _ = ctc_forced_align(logp, q, C)
+                for key, seq in (("phones", q), ("phn_phones", phn if phn and phn != q else None)):
+                    if seq is None:
+                        continue
+                    path, _ = ctc_forced_align(logp, seq, C)
+                    spans = path_to_spans(path, len(seq))
+                    line[key] = [[boundary_seconds(s, fo), boundary_seconds(e, fo), names[c]]
+                                 for (s, e), c in zip(spans, seq)]
             except ValueError as e:
                 failed += 1
-                print("%s: %s" % (uid, e), file=sys.stderr)
+                print("%s: %s" % (m["id"], e), file=sys.stderr)
                 continue
-            spans = path_to_spans(path, len(q))
-            phones = [[boundary_seconds(s, fo), boundary_seconds(e, fo), names[c]] for (s, e), c in zip(spans, q)]
-            lines.append(json.dumps({"utterance_id": uid, "phones": phones}))
+            lines.append(json.dumps(line))
     tmp = a.out + ".tmp"
     with open(tmp, "w") as f:
         f.write("\n".join(lines) + "\n")
