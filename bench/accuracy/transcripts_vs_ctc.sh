@@ -42,10 +42,10 @@ import json, sys
 t = json.load(open(sys.argv[1]))["align"]
 c = json.load(open(sys.argv[2]))
 print("split %s, %s epochs, seed %s: forced alignment of the reference phones" % tuple(sys.argv[3:6]))
-print("%-34s %8s %7s %7s %7s %7s %8s %8s" % ("", "bounds", "<=10ms", "<=20ms", "<=25ms", "<=50ms", "mean ms", "median"))
+print("%-40s %8s %7s %7s %7s %7s %8s %8s" % ("", "bounds", "<=10ms", "<=20ms", "<=25ms", "<=50ms", "mean ms", "median"))
 for name, j in (("timitseg, transcripts (semi-CRF)", t), ("CTC (same encoder), Viterbi", c)):
     for ref, r in (("frame", j), ("sample", j["samples"])):
         w = r["within_ms"]
-        print("%-34s %8d %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f" % (name + " " + ref, r["boundaries"], 100 * w["10"],
+        print("%-40s %8d %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f" % (name + " " + ref, r["boundaries"], 100 * w["10"],
               100 * w["20"], 100 * w["25"], 100 * w["50"], r["mean_abs_ms"], r["median_abs_ms"]))
 PYEOF
