@@ -34,6 +34,7 @@ Subcommands:
       JSONL, with the same ids, so that both aligners are scored by one rule.
 
   score --spans SPANS.jsonl (--corpus DIR [--id-root ROOT] | --workdir W --split S) [--json OUT.json]
+        [--reference timit|espeak-en] [--keep-closures]
       Boundary errors against the .PHN beside each audio file (sample-accurate; with
       --workdir, the utterances of that prepared split, e.g. TIMIT's test without SA), the
       rule of eval/align_metrics.cpp: both sequences are folded to TIMIT's 39 phones
@@ -49,6 +50,8 @@ Subcommands:
       label sequences: a boundary is scored only when the phones on both of its sides
       are matched to equal labels in the other sequence. The counts of utterances with
       equal sequences, with differing ones, and of boundaries scored and not are reported.
+      --reference espeak-en reads the IPA labels of an espeak-ng en-us corpus, each mapped to
+      its nearest TIMIT phone by sound (ESPEAK_EN_TO_TIMIT below) before that rule.
 """
 from __future__ import annotations
 
@@ -77,6 +80,18 @@ FOLD39 = {"ao": "aa", "ax": "ah", "ax-h": "ah", "axr": "er", "bcl": "sil", "dcl"
           "en": "n", "eng": "ng", "epi": "sil", "gcl": "sil", "h#": "sil", "hv": "hh", "ix": "ih", "kcl": "sil",
           "nx": "n", "pau": "sil", "pcl": "sil", "tcl": "sil", "ux": "uw", "zh": "sh"}
 TOLERANCES_MS = (10, 20, 25, 50)
+# `timitseg synth --voice espeak --language en-us`'s IPA labels -> TIMIT phones, for --reference espeak-en:
+# the nearest TIMIT phone by sound; an r-coloured vowel (ɑːɹ, ɔːɹ, ...) is its vowel (PocketSphinx's
+# vowel + R then differs from the reference, and the boundaries around it are not paired).
+ESPEAK_EN_TO_TIMIT = {
+    "sil": "h#", "s": "s", "n": "n", "t": "t", "l": "l", "k": "k", "ɹ": "r", "z": "z", "ɪ": "ih", "d": "d",
+    "ɚ": "axr", "iː": "iy", "i": "iy", "ɛ": "eh", "b": "b", "w": "w", "oʊ": "ow", "oː": "ow", "eɪ": "ey", "æ": "ae",
+    "m": "m", "ŋ": "ng", "p": "p", "aɪ": "ay", "tʃ": "ch", "ʌ": "ah", "ə": "ax", "ɐ": "ax", "v": "v", "ð": "dh",
+    "h": "hh", "ɔː": "ao", "ɔ": "ao", "j": "y", "f": "f", "aʊ": "aw", "ɡ": "g", "uː": "uw", "u": "uw", "ɜː": "er",
+    "θ": "th", "ɾ": "dx", "ɔɪ": "oy", "dʒ": "jh", "ʊ": "uh", "ᵻ": "ix", "ʒ": "zh", "ʃ": "sh", "əl": "el",
+    "ɑː": "aa", "ɑ": "aa", "ɑːɹ": "aa", "ɔːɹ": "ao", "oːɹ": "ao", "ɛɹ": "eh", "ɪɹ": "ih", "ʊɹ": "uh", "aɪɚ": "ay",
+    "aɪə": "ay", "iə": "iy", "eə": "eh", "ʔ": "q", "n̩": "en", "x": "hh", "r": "r", "ɬ": "l", "e": "eh", "o": "ow",
+    "a": "ae", "ɒ": "aa", "ʊə": "uh", "ɜ": "er"}
 
 
 def fail(msg: str) -> None:
@@ -437,7 +452,13 @@ def cmd_score(a: argparse.Namespace) -> None:
             fail(f"{a.spans}:{n}: utterance {uid!r} has no .PHN under {where}")
         seen.add(uid)
         phn, rate = refs[uid]
-        ref = fold_reference(read_phn(phn), rate, a.keep_closures)
+        ref_phn = read_phn(phn)
+        if a.reference == "espeak-en":
+            unknown = sorted({lab for _, _, lab in ref_phn if lab not in ESPEAK_EN_TO_TIMIT})
+            if unknown:
+                fail(f"{phn}: espeak label(s) {' '.join(unknown)} not in the espeak-en map")
+            ref_phn = [(s_, e_, ESPEAK_EN_TO_TIMIT[lab]) for s_, e_, lab in ref_phn]
+        ref = fold_reference(ref_phn, rate, a.keep_closures)
         hyp_spans = [(float(s), float(e), str(lab)) for s, e, lab in rec["phones"]]
         # the hypothesis's closures (timitseg align writes them) join their release as in the reference
         hyp = fold_reference([(round(s * rate), round(e * rate), lab) for s, e, lab in hyp_spans], rate,
@@ -486,6 +507,9 @@ def main() -> None:
     p.add_argument("--workdir", help="instead of --corpus: the utterances of a prepared WORKDIR's --split "
                    "(their .PHN beside the audio paths it records); spans of other ids are counted and ignored")
     p.add_argument("--split", default="test", help="with --workdir: train, dev, core-test or test")
+    p.add_argument("--reference", choices=("timit", "espeak-en"), default="timit",
+                   help="the .PHN labels: TIMIT's 61 (flite and TIMIT corpora) or espeak-ng's IPA of "
+                   "`synth --voice espeak --language en-us`, mapped to TIMIT phones by sound")
     p.add_argument("--keep-closures", action="store_true",
                    help="no closure+release merge: exactly evaluate --align's sequence (closures as sil)")
     p.add_argument("--json", help="also write the scores here")

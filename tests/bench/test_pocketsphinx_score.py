@@ -94,6 +94,22 @@ with tempfile.TemporaryDirectory() as tmp:
     if r.returncode == 0:
         j = json.loads(r.stdout)
         check(j["same_sequence"] == 0 and j["differing_sequence"] == 2, f"keep-closures sequences {j}")
+    # --reference espeak-en: IPA labels to TIMIT's (ɑːɹ -> aa); PocketSphinx's aa + r differs, so aa|t is
+    # not paired; sil|aa and t|sil are, both exact
+    ecorpus = Path(tmp) / "E" / "TEST" / "DR1" / "SPK0"
+    ecorpus.mkdir(parents=True)
+    write_wav(ecorpus / "U1.WAV", 16000)
+    (ecorpus / "U1.PHN").write_text("0 1600 sil\n1600 3200 ɑːɹ\n3200 4800 t\n4800 16000 sil\n", encoding="utf-8")
+    e1 = [[0, 0.1, "h#"], [0.1, 0.15, "aa"], [0.15, 0.2, "r"], [0.2, 0.3, "t"], [0.3, 1.0, "h#"]]
+    espans = Path(tmp) / "espans.jsonl"
+    espans.write_text(json.dumps({"utterance_id": "test/dr1/spk0/u1", "phones": e1}) + "\n")
+    r = subprocess.run([sys.executable, str(SCRIPT), "score", "--spans", str(espans), "--corpus",
+                        str(Path(tmp) / "E" / "TEST"), "--reference", "espeak-en"], capture_output=True, text=True)
+    check(r.returncode == 0, f"score --reference espeak-en exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        j = json.loads(r.stdout)
+        check(j["boundaries"] == 2 and j["reference_boundaries_not_scored"] == 1, f"espeak-en {j}")
+        check(close(j["mean_abs_ms"], 0.0), f"espeak-en mean {j}")
     # an id with no reference is an error naming it
     bad = Path(tmp) / "bad.jsonl"
     bad.write_text(json.dumps({"utterance_id": "test/dr1/spk0/nope", "phones": u1}) + "\n")
