@@ -302,18 +302,30 @@ void add_score_command(CLI::App& app) {
   CLI::App* sc = app.add_subcommand(
       "score",
       "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
-      "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient, segment F1, duration KL, ...)");
+      "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient, segment F1, duration KL, ...), "
+      "or phone spans of a forced aligner (--spans) with those of evaluate --align");
   sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
   sc->add_option("--split", so->split, "Split of the WORKDIR: dev, core-test, test (or train)")
       ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
       ->capture_default_str();
-  sc->add_option("--predictions", so->predictions,
+  CLI::Option* pred = sc->add_option("--predictions", so->predictions,
                  "JSONL, one line per utterance of the split in split order: {\"index\": I (0-based), "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]}; other fields are ignored "
-                 "(evaluate --dump-predictions writes it)")
-      ->required();
+                 "(evaluate --dump-predictions writes it)");
+  CLI::Option* spans = sc->add_option("--spans", so->spans,
+                 "JSONL of phone spans from a forced aligner, one line per utterance of the split in any order: "
+                 "{\"utterance_id\": ID, \"phones\": [[start_seconds, end_seconds, label], ...]} with the "
+                 "utterance's reference phones (the runs of its frame labels, 39-phone names); scored with the "
+                 "alignment figures of evaluate --align (boundaries within 10/20/25/50 ms, mean and median error; "
+                 "the boundary between two phones is the second one's start). One of --predictions and --spans");
+  pred->excludes(spans);
+  spans->excludes(pred);
   sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");
-  sc->callback([so] { eval::score(*so); });
+  sc->callback([so] {
+    if (so->predictions.empty() && so->spans.empty())
+      throw std::invalid_argument("score: give --predictions FILE (frame predictions) or --spans FILE (phone spans)");
+    eval::score(*so);
+  });
 }
 
 // `timitseg decode`: segment audio files or TIMIT trees with a checkpoint.

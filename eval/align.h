@@ -129,6 +129,13 @@ struct RefPhone {
 };
 std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls);
 
+// The sample-accurate reference of a prepared utterance in a label set and its
+// file's rate: the one prepare --corpus recorded, else the .PHN beside its
+// audio (phn_reference). Returns "" when fine, else one line saying why there
+// is none (no .PHN, an unreadable one, no phones).
+std::string sample_reference(const data::Utterance& u, const model::LabelSet& labels,
+                             const data::FeatureOptions& features, std::vector<RefPhone>* ref, int* rate);
+
 // Alignment accuracy, the field's metric: every internal reference boundary
 // (between phones n and n+1) against the aligned one of the same index, twice:
 // frame-quantized (abs_ms: against the prepared frame labels' runs, whole

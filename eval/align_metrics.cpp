@@ -93,31 +93,6 @@ std::vector<RefPhone> recorded_reference(const data::Utterance& u, const model::
   return out;
 }
 
-// The sample-accurate reference of a prepared utterance and its file's rate;
-// an error line ("" when fine) when its .PHN cannot be read.
-std::string read_reference(const data::Utterance& u, const model::ModelState& s, std::vector<RefPhone>* ref, int* rate) {
-  if (!u.reference.empty()) {  // recorded by prepare --corpus
-    *ref = recorded_reference(u, s.labels);
-    *rate = u.reference_rate;
-    return ref->empty() ? u.id + ": no phones in its recorded reference" : "";
-  }
-  const std::string phn = phn_beside(u.audio_path);
-  if (phn.empty()) return u.id + ": no .PHN beside " + (u.audio_path.empty() ? "(no audio path)" : u.audio_path);
-  try {
-    std::vector<data::Problem> problems;
-    const std::vector<data::PhnEntry> entries = data::parse_phn(phn, read_file(phn), -1, &problems);
-    for (const data::Problem& p : problems)
-      if (p.error) return p.str();
-    *ref = phn_reference(entries, s.labels);
-    // without --allow-resample, prepare accepted only files at the model's rate
-    *rate = s.features.allow_resample ? data::read_audio(u.audio_path).sample_rate : s.features.sample_rate;
-  } catch (const std::exception& e) {
-    return phn + ": " + e.what();
-  }
-  if (ref->empty()) return phn + ": no phones";
-  return "";
-}
-
 }  // namespace
 
 std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls) {
@@ -142,6 +117,30 @@ std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, cons
     q_start = -1;
   }
   return out;
+}
+
+std::string sample_reference(const data::Utterance& u, const model::LabelSet& labels,
+                             const data::FeatureOptions& features, std::vector<RefPhone>* ref, int* rate) {
+  if (!u.reference.empty()) {  // recorded by prepare --corpus
+    *ref = recorded_reference(u, labels);
+    *rate = u.reference_rate;
+    return ref->empty() ? u.id + ": no phones in its recorded reference" : "";
+  }
+  const std::string phn = phn_beside(u.audio_path);
+  if (phn.empty()) return u.id + ": no .PHN beside " + (u.audio_path.empty() ? "(no audio path)" : u.audio_path);
+  try {
+    std::vector<data::Problem> problems;
+    const std::vector<data::PhnEntry> entries = data::parse_phn(phn, read_file(phn), -1, &problems);
+    for (const data::Problem& p : problems)
+      if (p.error) return p.str();
+    *ref = phn_reference(entries, labels);
+    // without --allow-resample, prepare accepted only files at the model's rate
+    *rate = features.allow_resample ? data::read_audio(u.audio_path).sample_rate : features.sample_rate;
+  } catch (const std::exception& e) {
+    return phn + ": " + e.what();
+  }
+  if (ref->empty()) return phn + ": no phones";
+  return "";
 }
 
 void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms) {
@@ -401,7 +400,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
         for (size_t i = 0; i + 1 < refs[b].size(); ++i) ref_ends.push_back(t += refs[b][i].second);
         m.add(ref_ends, aligned_ends(r, static_cast<int64_t>(b), N, refs[b].size()), s.features.frame_shift_ms);
       }
-      const std::string why = read_reference(*part[b], s, &phn[b], &rates[b]);
+      const std::string why = sample_reference(*part[b], s.labels, s.features, &phn[b], &rates[b]);
       if (!why.empty()) {
         if (m.without_phn++ == 0) spdlog::warn("evaluate --align: no sample-accurate reference: {}", why);
         ++m.confidence.left_out[kLeftOutNoPhn];

@@ -365,6 +365,7 @@ std::string prediction_line(int64_t index, const std::string& utterance_id, cons
 }
 
 nlohmann::json score(const ScoreOptions& o) {
+  if (!o.spans.empty()) return score_spans(o);
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   const data::Split split = data::load_split(o.workdir, o.split);
   // the WORKDIR's scoring set: TIMIT's 39, or its own inventory folded

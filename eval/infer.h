@@ -44,7 +44,8 @@ nlohmann::json evaluate(const EvaluateOptions& o);
 struct ScoreOptions {
   std::string workdir;      // prepared WORKDIR
   std::string split = "core-test";
-  std::string predictions;  // the JSONL file
+  std::string predictions;  // the JSONL file (frame predictions)
+  std::string spans;        // --spans: a JSONL of phone spans instead (score_spans)
   std::string json_out;     // "" = none
 };
 // Scores the predictions against the split's reference labels with Metrics
@@ -53,6 +54,24 @@ struct ScoreOptions {
 // missing or extra line, an index or utterance id out of order, a length
 // different from the utterance's frames, an unknown phone name.
 nlohmann::json score(const ScoreOptions& o);
+
+// Phone spans of a whole split made by any program (a forced aligner), as
+// JSONL, one line per utterance in any order: {"utterance_id": ID, "phones":
+// [[start_seconds, end_seconds, label], ...]}, the labels the WORKDIR's
+// scoring set's (TIMIT's 39), the phones the runs of the utterance's frame
+// labels in that set. Scored as `evaluate --align` scores its own alignments
+// (AlignMetrics, eval/align.h): the boundary between phones i and i+1 is the
+// start of phone i+1 (a gap before a phone belongs to the phone before it, as
+// in the references); frame-quantized against the frame runs (the start at the
+// nearest frame boundary, boundary_sample), sample-accurate against the .PHN
+// (or recorded) reference at the WORKDIR's rate (start_seconds x rate,
+// rounded); an utterance whose .PHN phones differ from its frame runs is left
+// out of the sample-accurate rows and counted. Prints the table, returns the
+// JSON (AlignMetrics::to_json without confidences). Errors name the file and
+// line: not JSON, no utterance_id, a phone not [start, end, label], bad times,
+// an unknown label, another phone sequence than the reference's, an
+// utterance not in the split or given twice; a missing utterance names it.
+nlohmann::json score_spans(const ScoreOptions& o);
 
 // One line of the predictions JSONL (no trailing newline).
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
