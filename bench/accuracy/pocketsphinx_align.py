@@ -43,8 +43,10 @@ Subcommands:
       of one is paired with the k-th of the other and |hyp - ref| is in ms. Fraction
       within 10/20/25/50 ms, mean and median. One change, since ARPAbet has no
       closures: in the reference a closure followed by its release (bcl b, tcl ch, ...)
-      is one phone, the release's (for both aligners alike; --keep-closures: not, which is
-      evaluate --align's sequence exactly, for aligners that place closures). When the folded sequences
+      is one phone, the release's (--keep-closures: not, which is evaluate --align's sequence
+      exactly). An aligner that places closures as sil (`timitseg align`'s 39 labels: its phones
+      are the reference's with closures) has its closures joined to their releases the same way
+      (join_closures_as_reference), so both aligners are scored on one set of boundaries. When the folded sequences
       still differ (PocketSphinx may add a silence between words, or pronounce a word
       otherwise), the boundaries are paired along a minimum edit alignment of the two
       label sequences: a boundary is scored only when the phones on both of its sides
@@ -341,10 +343,12 @@ def fold_reference(phn: list[tuple[int, int, str]], rate: int, keep_closures: bo
     return fold_spans(closure_alone)
 
 
-def fold_spans(spans) -> list[tuple[str, float, float]]:
+def fold_spans(spans, members: list | None = None) -> list[tuple[str, float, float]]:
     """eval/align_metrics.cpp phn_reference: 39 labels, q into the phone before it (a leading q into
-    the next), equal neighbours merged, a gap given to the phone before it."""
+    the next), equal neighbours merged, a gap given to the phone before it. MEMBERS, when given, gets
+    each folded phone's input spans."""
     out: list[list] = []
+    mem: list[list] = []
     q_start = None
     for s, e, lab in spans:
         if lab == "q":
@@ -356,11 +360,43 @@ def fold_spans(spans) -> list[tuple[str, float, float]]:
         c = FOLD39.get(lab, lab)
         if out and out[-1][0] == c:
             out[-1][2] = e
+            mem[-1].append((lab, s, e))
             continue
         if out:
             out[-1][2] = s
         out.append([c, q_start if q_start is not None else s, e])
+        mem.append([(lab, s, e)])
         q_start = None
+    if members is not None:
+        members[:] = mem
+    return [tuple(x) for x in out]
+
+
+def join_closures_as_reference(hyp: list[tuple[str, float, float]], ref_members: list) -> list[tuple[str, float, float]]:
+    """An aligner's phones that are the reference's with closures (39 labels: a closure is sil), with each
+    closure joined to its release as the reference's are: a phone that is only a closure followed by its
+    release starts the release; a silence that ends in such a closure (pau then pcl) keeps its span, whose
+    end stands for the closure's start (the aligner placed no boundary there); a closure without its
+    release becomes its stop."""
+    out: list[list] = []
+    pending = None  # start of a release whose closure was joined to it
+    for i, (lab, s, e) in enumerate(hyp):
+        mem = ref_members[i]
+        last = mem[-1][0]
+        nxt = ref_members[i + 1][0][0] if i + 1 < len(hyp) else ""
+        only_closures = all(m[0] in CLOSURE_STOP for m in mem)
+        if last in CLOSURE_RELEASES and nxt in CLOSURE_RELEASES[last]:
+            if only_closures:
+                pending = s if pending is None else pending
+                continue
+        elif only_closures:
+            lab = FOLD39.get(CLOSURE_STOP[last], CLOSURE_STOP[last])
+        start = pending if pending is not None else s
+        pending = None
+        if out and out[-1][0] == lab:
+            out[-1][2] = e
+        else:
+            out.append([lab, start, e])
     return [tuple(x) for x in out]
 
 
@@ -463,6 +499,14 @@ def cmd_score(a: argparse.Namespace) -> None:
         # the hypothesis's closures (timitseg align writes them) join their release as in the reference
         hyp = fold_reference([(round(s * rate), round(e * rate), lab) for s, e, lab in hyp_spans], rate,
                              a.keep_closures)
+        if not a.keep_closures:
+            # an aligner that placed TIMIT's closures in 39 labels (sil), e.g. `timitseg align`: its phones
+            # are the reference's with closures; they are joined to their releases as the reference's are
+            members: list = []
+            ref_keep = fold_spans([(s_ / rate, e_ / rate, lab) for s_, e_, lab in ref_phn], members)
+            hyp_keep = fold_spans(hyp_spans)
+            if [h[0] for h in hyp_keep] == [r[0] for r in ref_keep]:
+                hyp = join_closures_as_reference(hyp_keep, members)
         rl, hl = [r[0] for r in ref], [h[0] for h in hyp]
         if rl == hl:
             same += 1

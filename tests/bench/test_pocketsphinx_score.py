@@ -110,6 +110,20 @@ with tempfile.TemporaryDirectory() as tmp:
         j = json.loads(r.stdout)
         check(j["boundaries"] == 2 and j["reference_boundaries_not_scored"] == 1, f"espeak-en {j}")
         check(close(j["mean_abs_ms"], 0.0), f"espeak-en mean {j}")
+    # an aligner that places closures (39 labels, closure = sil; timitseg align): U1's reference with
+    # closures is sil ah sil(pcl) p ih sil; the hypothesis places pcl at .21 and p at .26: joined, p starts
+    # at .21 (10 ms off .2), then errors 0 at sil|ah, 10 at ah|p, 0 at p|ih (.4), 0 at ih|sil
+    c1 = [[0, 0.1, "sil"], [0.1, 0.21, "ah"], [0.21, 0.26, "sil"], [0.26, 0.4, "p"], [0.4, 0.5, "ih"],
+          [0.5, 1.0, "sil"]]
+    cspans = Path(tmp) / "cspans.jsonl"
+    cspans.write_text(json.dumps({"utterance_id": "test/dr1/spk0/u1", "phones": c1}) + "\n")
+    r = subprocess.run([sys.executable, str(SCRIPT), "score", "--spans", str(cspans), "--corpus",
+                        str(Path(tmp) / "C" / "TEST")], capture_output=True, text=True)
+    check(r.returncode == 0, f"score closures exit {r.returncode}: {r.stderr}")
+    if r.returncode == 0:
+        j = json.loads(r.stdout)
+        check(j["same_sequence"] == 1 and j["boundaries"] == 4, f"closures {j}")
+        check(close(j["mean_abs_ms"], 2.5) and close(j["within_ms"]["10"], 1.0), f"closures errors {j}")
     # an id with no reference is an error naming it
     bad = Path(tmp) / "bad.jsonl"
     bad.write_text(json.dumps({"utterance_id": "test/dr1/spk0/nope", "phones": u1}) + "\n")
