@@ -10,7 +10,7 @@ This program installs nothing: `align` needs a Python with PocketSphinx 5, e.g.
 
 Subcommands:
 
-  align --corpus DIR --out SPANS.jsonl [--transcript phn|words] [--limit N]
+  align --corpus DIR --out SPANS.jsonl [--transcript phn|words] [--labels timit|espeak-en] [--limit N]
       Every *.WAV (NIST SPHERE or RIFF, 16 kHz mono 16-bit) under DIR (e.g. C/TEST of
       `timitseg synth`), aligned by PocketSphinx 5 with its default en-us acoustic model:
       the first pass aligns the words (Decoder.set_align_text), the second the phones
@@ -20,6 +20,8 @@ Subcommands:
               ARPAbet (a closure with its release is one stop, dx -> T, ...), one
               pseudo-word per stretch between pauses, in a dictionary added to the
               decoder's (pauses are PocketSphinx's optional silence between words);
+              (--labels espeak-en: the IPA labels of an espeak-ng en-us corpus, mapped to
+              TIMIT phones first, an r-coloured vowel to its vowel);
         words the .WRD words (else the .TXT sentence), pronounced by the model's CMUdict.
       Writes one JSON line per utterance, in sorted path order:
         {"utterance_id": ID, "phones": [[start_seconds, end_seconds, label], ...]}
@@ -272,7 +274,14 @@ def cmd_align(a: argparse.Namespace) -> None:
             if phn_path is None:
                 left_out.append((uid, "no .PHN beside it"))
                 continue
-            pw = phn_pseudo_words(read_phn(phn_path))
+            phn = read_phn(phn_path)
+            if a.labels == "espeak-en":
+                unknown = sorted({lab for _, _, lab in phn if lab not in ESPEAK_EN_TO_TIMIT})
+                if unknown:
+                    left_out.append((uid, f"espeak label(s) {' '.join(unknown)} not in the espeak-en map"))
+                    continue
+                phn = [(s_, e_, ESPEAK_EN_TO_TIMIT[lab]) for s_, e_, lab in phn]
+            pw = phn_pseudo_words(phn)
             words = []
             for j, pron in enumerate(pw):
                 name = f"u{i}w{j}"
@@ -496,6 +505,8 @@ def cmd_score(a: argparse.Namespace) -> None:
             ref_phn = [(s_, e_, ESPEAK_EN_TO_TIMIT[lab]) for s_, e_, lab in ref_phn]
         ref = fold_reference(ref_phn, rate, a.keep_closures)
         hyp_spans = [(float(s), float(e), str(lab)) for s, e, lab in rec["phones"]]
+        if a.reference == "espeak-en":  # an aligner that wrote espeak's labels (timitseg align): mapped alike
+            hyp_spans = [(s_, e_, ESPEAK_EN_TO_TIMIT.get(lab, lab)) for s_, e_, lab in hyp_spans]
         # the hypothesis's closures (timitseg align writes them) join their release as in the reference
         hyp = fold_reference([(round(s * rate), round(e * rate), lab) for s, e, lab in hyp_spans], rate,
                              a.keep_closures)
@@ -538,6 +549,9 @@ def main() -> None:
     p.add_argument("--id-root", help="ids are paths under this folder (default: the parent of --corpus)")
     p.add_argument("--out", required=True, help="spans JSONL to write")
     p.add_argument("--transcript", choices=("phn", "words"), default="phn")
+    p.add_argument("--labels", choices=("timit", "espeak-en"), default="timit",
+                   help="--transcript phn: the .PHN labels, TIMIT's or espeak-ng en-us IPA (mapped to TIMIT "
+                   "phones as score --reference espeak-en maps them)")
     p.add_argument("--limit", type=int, default=0, help="align only the first N files (0: all)")
     p = sub.add_parser("phn2spans", help=".PHN files (e.g. of timitseg align) as spans JSONL")
     p.add_argument("--dir", required=True)
