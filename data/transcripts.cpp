@@ -266,7 +266,8 @@ std::vector<Word> parse_wrd(const std::string& path, const std::string& text) {
     if (t.empty()) continue;
     if (t.size() != 3 || !is_integer(t[0]) || !is_integer(t[1]))
       fail(path, static_cast<int>(i + 1), "expected 'start end word', got " + quoted(lines[i]));
-    out.push_back(Word{t[2], static_cast<int>(i + 1)});
+    std::string w = strip_punctuation(t[2]);  // as the words of a .TXT (a mark alone is no word)
+    if (!w.empty()) out.push_back(Word{std::move(w), static_cast<int>(i + 1)});
   }
   if (out.empty()) fail(path, 0, "empty transcript (no words)");
   return out;

@@ -99,7 +99,8 @@ std::string strip_punctuation(const std::string& token);
 // punctuation only dropped), each with LINE.
 std::vector<Word> words_of_tokens(const std::vector<std::string>& tokens, int line);
 
-// A TIMIT .WRD file: lines "start end word" (samples). Times are not used.
+// A TIMIT .WRD file: lines "start end word" (samples). Times are not used;
+// each word as strip_punctuation leaves it (a line of punctuation only is no word).
 std::vector<Word> parse_wrd(const std::string& path, const std::string& text);
 // A TIMIT .TXT file: "start end The sentence." (the two sample numbers are
 // optional); words as written, punctuation around them dropped (words_of_tokens).

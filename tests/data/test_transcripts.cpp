@@ -125,6 +125,12 @@ TEST(Transcripts, WrdTxtPhnAndLists) {
   ASSERT_EQ(w.size(), 2u);
   EXPECT_EQ(w[1].text, "HAD");  // as written: the outputs name it so, lookups ignore case
   EXPECT_EQ(w[1].line, 2);
+  // a .WRD word loses its punctuation as a .TXT word does; a mark alone is no word (the fuzz target's oracle)
+  w = parse_wrd("P.WRD", "2360 5200 .she\n5200 6000 ,\n6000 9680 had\n");
+  ASSERT_EQ(w.size(), 2u);
+  EXPECT_EQ(w[0].text, "she");
+  EXPECT_EQ(w[1].text, "had");
+  EXPECT_EQ(w[1].line, 3);
   w = parse_txt("S.TXT", "0 46797 She had your \"dark\" suit, in greasy wash-water all year.\n");
   std::vector<std::string> texts;
   for (const Word& x : w) texts.push_back(x.text);
