@@ -40,6 +40,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import stat
@@ -392,14 +393,15 @@ def case_train_lock(top, cfg_text):
         fail("the holder ended before the readers were done: %s" % finish(holder).stderr[-2000:])
     holder.send_signal(signal.SIGKILL)
     holder.wait()
-    epochs_done = max(int(f[6:-12]) for f in os.listdir(os.path.join(run_dir, "checkpoints")) if f.startswith("epoch-"))
+    # the finished checkpoints only: SIGKILL may leave an atomic write's temporary file (epoch-N.safetensors.XXXX)
+    epochs_done = max(int(m.group(1)) for m in (re.fullmatch(r"epoch-(\d+)\.safetensors", f)
+                                                 for f in os.listdir(os.path.join(run_dir, "checkpoints"))) if m)
     target = "train.epochs=%d" % (epochs_done + 2)
     r1, r2 = start(["train", "--resume", run_dir, "--set", target]), start(["train", "--resume", run_dir, "--set", target])
-    while r1.poll() is None and r2.poll() is None:
-        time.sleep(0.05)
-    loser, winner = (r1, r2) if r1.poll() is not None else (r2, r1)
-    lost = finish(loser)
-    won = finish(winner)
+    # the loser is the one refused: the winner's run of two epochs can end before the loser is refused, so
+    # the order in which they end does not say which is which
+    f1, f2 = finish(r1), finish(r2)
+    (lost, won, winner) = (f1, f2, r2) if f1.returncode != 0 else (f2, f1, r1)
     lock_line(lost, run_dir, winner.pid)
     if won.returncode != 0:
         fail("the --resume after kill -9 exited %d:\n%s" % (won.returncode, won.stderr[-2000:]))
