@@ -343,14 +343,17 @@ void launch_align_posteriors(const Layout& l, const ConfLayout& cl, const Params
 // H, G [B][T+1][N] float64, the constrained marginals of cum [B][T+1][C] and
 // onset [B][T][C] and of the parameters [B][C*C + K*C + 2C] float64.
 struct TranscriptLayout {
-  size_t status = 0, zeros = 0, S = 0, F = 0, H = 0, G = 0, cum = 0, onset = 0, params = 0, total = 0;
+  size_t status = 0, zeros = 0, S = 0, F = 0, H = 0, G = 0, cum = 0, onset = 0, params = 0;
+  size_t ends = 0, starts = 0, durations = 0, cont = 0, pairs = 0, lz = 0, total = 0;
 };
 TranscriptLayout make_transcript_layout(const Dims& d, int64_t N);
-// One block per utterance (the tables, then one thread per label accumulates
-// the marginals of that label's column: no two threads write one entry), then
-// the outputs of the backward without labels minus scale x the marginals,
-// the parameters reduced over b in order. log_z_c [B] (may be null); an
-// utterance with log Z_c = -inf reports kTranscript.
+// One block per utterance fills the tables (constrained.cuh); then, a thread
+// per entry, each phone's pieces by their first and last frame, duration and
+// transition, the marginals of each label summed over its phones in order (no
+// two threads write one entry, no atomics), then the outputs of the backward
+// without labels minus scale x the marginals, the parameters reduced over b in
+// order (transcript.cu). log_z_c [B] (may be null); an utterance with
+// log Z_c = -inf reports kTranscript.
 void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params& p, int N, const int32_t* phones,
                        const int32_t* num_phones, const int32_t* optional, double scale, void* ws, double* log_z_c,
                        const Grads& grads, cudaStream_t stream);

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Transcripts against times on several corpora and seeds (docs/training.md
+# "Training from transcripts"): for each corpus, synthesize it with times,
+# prepare one WORKDIR, then train each arm (by default: on the times, and on the
+# phone sequences alone, crf.supervision=transcript) for each seed, pick each
+# run's checkpoint by dev PER (the rule of every run: best.safetensors), score
+# its alignment of the test split against the hidden times (`evaluate --align`,
+# sample-accurate) and print mean and spread over the seeds.
+#
+#   bench/accuracy/transcripts_sweep.sh OUT [SEEDS] [CORPORA]
+#
+#   SEEDS    default "1 2 3"
+#   CORPORA  default "flite es de cmn": flite (synth --voice flite, TIMIT layout,
+#            configs/synth.yaml, scored on core-test) and espeak-ng languages
+#            (synth --voice espeak --language L, TextGrid layout,
+#            configs/espeak.yaml, scored on test)
+#
+# Environment: TIMITSEG (the binary, default build/bin/timitseg), JOBS (trainings
+# at once, default 1; several share one GPU well), SPEAKERS and UTTS (corpus size,
+# default 48 x 8: the demo's), EPOCHS (default: the config's), THREADS (synth's
+# and prepare's workers, default all cores), ARMS (default
+# "times:;transcript:crf.supervision=transcript": NAME:KEY=VALUE,KEY=VALUE;...
+# each arm's --set overrides), SET (--set overrides for every run, e.g.
+# "train.device=cpu"). An existing corpus, WORKDIR or finished run under OUT is
+# reused, so a sweep can be resumed or extended by seeds; TABLE_ONLY=1 prints
+# the table of the runs under OUT and runs nothing.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${1:?usage: transcripts_sweep.sh OUT [SEEDS] [CORPORA]}
+SEEDS=${2:-1 2 3}
+CORPORA=${3:-flite es de cmn}
+BIN=${TIMITSEG:-build/bin/timitseg}
+JOBS=${JOBS:-1}
+SPEAKERS=${SPEAKERS:-48}
+UTTS=${UTTS:-8}
+THREADS=${THREADS:-0}
+ARMS=${ARMS:-times:;transcript:crf.supervision=transcript}
+mkdir -p "$OUT"
+
+sets() {  # "k=v,k=v" -> --set k=v --set k=v
+  local IFS=,
+  for kv in $1; do [ -n "$kv" ] && printf -- '--set %s ' "$kv"; done
+  return 0
+}
+
+jobs_file="$OUT/jobs.txt"
+: > "$jobs_file"
+[ -n "${TABLE_ONLY:-}" ] && CORPORA_RUN= || CORPORA_RUN=$CORPORA
+for c in $CORPORA_RUN; do
+  corpus="$OUT/$c/corpus" prep="$OUT/$c/prep"
+  mkdir -p "$OUT/$c"
+  if [ "$c" = flite ]; then
+    config=configs/synth.yaml split=core-test
+    [ -d "$corpus" ] || "$BIN" synth --voice flite --out "$corpus" --speakers "$SPEAKERS" \
+      --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
+    [ -f "$prep/manifest.json" ] || "$BIN" prepare --timit "$corpus" --out "$prep" --threads "$THREADS" \
+      --no-progress > "$OUT/$c/prepare.log" 2>&1
+  else
+    config=configs/espeak.yaml split=test
+    [ -d "$corpus" ] || "$BIN" synth --voice espeak --language "$c" --format textgrid --out "$corpus" \
+      --speakers "$SPEAKERS" --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
+    [ -f "$prep/manifest.json" ] || "$BIN" prepare --corpus "$corpus" --format textgrid \
+      --phone-set "$corpus/phone_set.yaml" --split-file "$corpus/splits.txt" --out "$prep" \
+      --threads "$THREADS" --no-progress > "$OUT/$c/prepare.log" 2>&1
+  fi
+  IFS=';' read -r -a arms <<< "$ARMS"
+  for arm in "${arms[@]}"; do
+    name=${arm%%:*} over=${arm#*:}
+    for s in $SEEDS; do
+      run="$OUT/$c/$name/seed-$s"
+      [ -f "$run/eval.json" ] && continue
+      echo "$BIN train --config $config --set data.workdir=$prep --set train.run_dir=$run --set train.seed=$s" \
+        "${EPOCHS:+--set train.epochs=$EPOCHS} $(sets "$over") $(sets "${SET:-}") > $run.train.log 2>&1 &&" \
+        "$BIN evaluate --checkpoint $run/checkpoints/best.safetensors --workdir $prep --split $split --align" \
+        "--no-progress --json $run/eval.json > $run.eval.log 2>&1" >> "$jobs_file"
+      mkdir -p "$(dirname "$run")"
+    done
+  done
+done
+status=0
+[ -z "${TABLE_ONLY:-}" ] && echo "$(wc -l < "$jobs_file") run(s), $JOBS at once: $jobs_file" >&2
+tr '\n' '\0' < "$jobs_file" | xargs -0 -r -P "$JOBS" -I{} bash -c '{} || echo "failed: {}" >&2' || status=$?
+
+python3 - "$OUT" "$CORPORA" "$ARMS" "$SEEDS" <<'PYEOF'
+import glob, json, os, statistics, sys
+out, corpora, arms, seeds = sys.argv[1], sys.argv[2].split(), [a.split(":")[0] for a in sys.argv[3].split(";")], sys.argv[4].split()
+
+def ms(xs, scale=1.0, digits=2):
+    xs = [scale * x for x in xs]
+    if not xs: return "-"
+    sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
+    return f"{statistics.mean(xs):.{digits}f} +- {sd:.{digits}f}"
+
+print("| corpus | trained on | seeds | test PER % | within 20 ms % (sample) | mean abs error ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
+print("|---|---|---|---|---|---|---|---|")
+for c in corpora:
+    for a in arms:
+        per, w20, mae, w10, w25, w50, sec = [], [], [], [], [], [], []
+        for s in seeds:
+            f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
+            if not os.path.exists(f): continue
+            j = json.load(open(f)); al = j["align"]["samples"]
+            per.append(j["per"]); w20.append(al["within_ms"]["20"]); mae.append(al["mean_abs_ms"])
+            w10.append(al["within_ms"]["10"]); w25.append(al["within_ms"]["25"]); w50.append(al["within_ms"]["50"])
+            m = [json.loads(l) for l in open(os.path.join(out, c, a, f"seed-{s}", "metrics.jsonl")) if l.strip()]
+            sec.append(statistics.mean(x["epoch_seconds"] for x in m))
+        if not per:
+            print(f"| {c} | {a} | 0 | (no finished run) | | | | |"); continue
+        print(f"| {c} | {a} | {len(per)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | "
+              f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |")
+PYEOF
+exit $status
