@@ -4,7 +4,10 @@
 // evaluation and checkpoints included; frames/s counts the training batches
 // only, as train's own figure does). Then a per-part breakdown (each part
 // synchronized and timed on its own) and the time to evaluate (Viterbi decode
-// and every metric) a set of utterances.
+// and every metric) a set of utterances. --supervision picks what the CRF
+// stage learns from: the frame labels' segments, their phone sequence with the
+// times hidden (the transcript NLL), or both, one after the other on the same
+// corpus, batches and initial parameters, with the transcript / segments ratios.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -40,6 +43,7 @@ namespace {
 
 struct BenchTrainOptions {
   std::string device = "auto", crf_backend, rnn_algo = "standard", json_out, work_dir;
+  std::string supervision = "segments";  // segments, transcript or both
   int threads = 0, batch = 32, hidden = 256, layers = 3, input_dim = 39, max_duration = 30;
   int utterances = 1000, min_frames = 150, max_frames = 600, epochs = 2, bucket_batches = 50;
   int breakdown_steps = 20, eval_utterances = 1344;
@@ -82,7 +86,8 @@ data::Split synthetic_split(const std::string& name, int n, int min_frames, int 
 
 // 2. Per-part breakdown: the same batches as train(), each part synchronized; into out["breakdown_ms"].
 void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const config::Config& cfg,
-                    const data::Split& train, const model::LabelSet& ls, nlohmann::json& out) {
+                    const data::Split& train, const model::LabelSet& ls, model::BatchSupervision sup,
+                    nlohmann::json& out) {
   std::vector<int32_t> lengths;
   for (const auto& u : train.utterances) lengths.push_back(u.num_frames);
   std::mt19937_64 brng(o.seed);
@@ -95,7 +100,7 @@ void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const con
     const auto t0 = Clock::now();
     std::vector<const data::Utterance*> chunk;
     for (int k : batches[i % batches.size()]) chunk.push_back(&train.utterances[k]);
-    const model::Batch b = model::make_batch(chunk, nullptr, ls, 0);
+    const model::Batch b = model::make_batch(chunk, nullptr, ls, 0, sup);
     const double dt = since(t0);
     model::StepOptions so;
     so.lr = 1e-4;
@@ -121,10 +126,11 @@ void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const con
   }
   if (steps > 0) {
     auto ms = [&](double s) { return 1e3 * s / steps; };
-    std::printf("per step (mean of %d synchronized steps, %.0f frames each): data %.2f ms (background thread in "
-                "train), encoder forward %.2f ms, CRF %.2f ms, encoder backward + penalty + norm %.2f ms, "
+    std::printf("per step, %s (mean of %d synchronized steps, %.0f frames each): data %.2f ms (background thread "
+                "in train), encoder forward %.2f ms, CRF %.2f ms, encoder backward + penalty + norm %.2f ms, "
                 "clip + AdamW %.2f ms; step total %.2f ms = %.0f frames/s when serialized\n",
-                steps, double(frames) / steps, ms(data_s), ms(sum.encoder_forward), ms(sum.crf),
+                sup == model::BatchSupervision::transcript ? "transcript" : "segments", steps,
+                double(frames) / steps, ms(data_s), ms(sum.encoder_forward), ms(sum.crf),
                 ms(sum.encoder_backward), ms(sum.optimizer), ms(step_s), frames / std::max(1e-9, step_s));
     out["breakdown_ms"] = {{"steps", steps},
                            {"frames_per_step", double(frames) / steps},
@@ -133,9 +139,9 @@ void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const con
                            {"crf", ms(sum.crf)},
                            {"encoder_backward_penalty_norm", ms(sum.encoder_backward)},
                            {"clip_adamw", ms(sum.optimizer)},
-                           {"step", ms(step_s)}};
+                           {"step", ms(step_s)},
+                           {"frames_per_sec", frames / std::max(1e-9, step_s)}};
   }
-
 }
 
 // 3. Evaluation: Viterbi decode and every metric of eval_utterances; into out["eval"].
@@ -223,19 +229,32 @@ void print_bench_header(const BenchTrainOptions& o, const config::Config& cfg, m
   int64_t train_frames = 0;
   for (const auto& u : td.train.utterances) train_frames += u.num_frames;
   std::printf("bench train: %s, %d utterances of %d-%d frames (%lld frames), batch %d, %d x %d BiLSTM, K=%d, "
-              "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s\n",
+              "bucketing %s, %d epochs, rnn_algo %s, check_numerics %s, supervision %s\n",
               model::device_name(device), o.utterances, o.min_frames, o.max_frames, static_cast<long long>(train_frames), o.batch,
               o.layers, o.hidden, o.max_duration, o.bucketing ? "on" : "off", o.epochs, config::to_string(cfg.train_rnn_algo),
-              o.check_numerics ? "on" : "off");
+              o.check_numerics ? "on" : "off", o.supervision.c_str());
   if (world.size() > 1)
     std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
                 world.launch().launcher.c_str(), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
 }
 
-// 2. and 3.: the per-part breakdown of a step and the evaluation timing, on an
-// executor of their own (one process), into `out`.
+// The supervisions of --supervision, in the order they run.
+std::vector<config::Supervision> supervisions(const BenchTrainOptions& o) {
+  if (o.supervision == "both") return {config::Supervision::segments, config::Supervision::transcript};
+  return {config::enum_value<config::Supervision>(o.supervision, "--supervision")};
+}
+
+model::BatchSupervision batch_supervision(config::Supervision s) {
+  return s == config::Supervision::transcript ? model::BatchSupervision::transcript
+                                              : model::BatchSupervision::segments;
+}
+
+// 2. and 3.: the per-part breakdown of a step under each supervision (into
+// parts[i], each from the same initial parameters) and the evaluation timing
+// (into `out`), on an executor of their own (one process).
 void executor_parts(const BenchTrainOptions& o, const config::Config& cfg, model::Device device,
-                    const train::TrainData& td, nlohmann::json& out) {
+                    const train::TrainData& td, const std::vector<config::Supervision>& sups,
+                    std::vector<nlohmann::json>& parts, nlohmann::json& out) {
   const model::LabelSet ls = model::LabelSet::make(39);
   const model::ModelDims dims = options::model_dims(cfg, o.input_dim, ls.size());  // options/options.h
   options::DeviceChoice choice;  // cfg's, resolved above
@@ -248,10 +267,12 @@ void executor_parts(const BenchTrainOptions& o, const config::Config& cfg, model
   std::vector<float> params;
   std::mt19937_64 prng(o.seed);
   model::init_params(layout, prng, params);
-  model::AdamW adam;
-  adam.reset(layout.total());
-  exec->set_state(params, adam);
-  step_breakdown(o, *exec, cfg, td.train, ls, out);
+  for (size_t i = 0; i < sups.size(); ++i) {
+    model::AdamW adam;
+    adam.reset(layout.total());
+    exec->set_state(params, adam);
+    step_breakdown(o, *exec, cfg, td.train, ls, batch_supervision(sups[i]), parts[i]);
+  }
   eval_timing(o, *exec, ls, out);
   out["executor"] = exec->description();
   std::printf("executor: %s\n", exec->description().c_str());
@@ -275,6 +296,36 @@ void training_figures(const train::TrainResult& tr, const dist::Communicator& wo
               world.size() > 1 ? (" (all " + std::to_string(world.size()) + " ranks together)").c_str() : "");
 }
 
+// The figures of each supervision into `out`: with one, at the top (as
+// without --supervision) and its name under "supervision"; with both, under
+// "segments" and "transcript", and the transcript / segments time ratios
+// (per frame: the batches are the same) printed and under
+// "transcript_over_segments".
+void supervision_figures(const std::vector<config::Supervision>& sups, const std::vector<nlohmann::json>& parts,
+                         nlohmann::json& out) {
+  if (sups.size() == 1) {
+    out["supervision"] = config::to_string(sups[0]);
+    for (const auto& kv : parts[0].items()) out[kv.key()] = kv.value();
+    return;
+  }
+  nlohmann::json ratio;
+  const nlohmann::json &seg = parts[0], &tra = parts[1];
+  out["segments"] = seg;
+  out["transcript"] = tra;
+  if (seg.value("frames_per_sec", 0.0) > 0 && tra.value("frames_per_sec", 0.0) > 0)
+    ratio["training"] = seg["frames_per_sec"].get<double>() / tra["frames_per_sec"].get<double>();
+  if (seg.contains("breakdown_ms") && tra.contains("breakdown_ms"))
+    for (const char* k : {"step", "crf", "encoder_forward", "encoder_backward_penalty_norm"})
+      ratio[k] = tra["breakdown_ms"][k].get<double>() / std::max(1e-12, seg["breakdown_ms"][k].get<double>());
+  out["transcript_over_segments"] = ratio;
+  std::printf("transcript / segments time per frame:");
+  if (ratio.contains("training")) std::printf(" training epoch %.2fx", ratio["training"].get<double>());
+  if (ratio.contains("step"))
+    std::printf("%s synchronized step %.2fx (CRF stage %.2fx)", ratio.contains("training") ? "," : "",
+                ratio["step"].get<double>(), ratio["crf"].get<double>());
+  std::printf("\n");
+}
+
 void run_bench_train(const BenchTrainOptions& o) {
   start_ranks();  // mpirun / srun: --batch is the global batch, split across the ranks (docs/multigpu.md)
   const dist::Communicator& world = dist::world();
@@ -283,11 +334,13 @@ void run_bench_train(const BenchTrainOptions& o) {
     throw std::invalid_argument("bench train: need 1 <= --min-frames <= --max-frames");
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "bench.json");
   const model::Device device = model::resolve_device(config::enum_value<config::DeviceSetting>(o.device, "--device"));
+  const std::vector<config::Supervision> sups = supervisions(o);
   config::Config cfg = bench_config(o, device);
   const fs::path work = o.work_dir.empty() ? fs::temp_directory_path() / ("timitseg-bench-train-" + std::to_string(::getpid()))
                                            : fs::path(o.work_dir);
   if (fs::exists(work) && !fs::is_empty(work))
     throw std::invalid_argument("bench train: --work-dir " + work.string() + " is not empty");
+  cfg.crf_supervision = sups[0];
   cfg.train_run_dir = (work / "run").string();
   cfg.validate();
 
@@ -299,23 +352,26 @@ void run_bench_train(const BenchTrainOptions& o) {
   if (rank0) print_bench_header(o, cfg, device, td, world);
   std::fflush(stdout);
 
-  // 1. train() as `timitseg train` runs it.
-  const train::TrainResult tr = train::train(cfg, td, false);
+  // 1. train() as `timitseg train` runs it, once per supervision.
+  std::vector<nlohmann::json> parts(sups.size());
+  for (size_t i = 0; i < sups.size(); ++i) {
+    config::Config c = cfg;
+    c.crf_supervision = sups[i];
+    if (sups.size() > 1) c.train_run_dir = (work / ("run-" + std::string(config::to_string(sups[i])))).string();
+    if (rank0) std::printf("crf.supervision %s:\n", config::to_string(sups[i]));
+    std::fflush(stdout);
+    const train::TrainResult tr = train::train(c, td, false);
+    if (rank0) training_figures(tr, world, parts[i]);
+  }
   nlohmann::json out;
   if (world.size() > 1) out["allreduce"] = time_allreduce(o, cfg, device);  // every rank takes part
   if (!rank0) return;  // the other ranks' part ends here
   out["device"] = model::device_name(device);
   out["world_size"] = world.size();
   out["config"] = cfg.to_json();
-  training_figures(tr, world, out);
-  if (world.size() > 1) {  // the per-part breakdown and evaluation below are one executor's: not repeated per rank
-    std::error_code ec;
-    if (o.work_dir.empty()) fs::remove_all(work, ec);
-    if (!o.json_out.empty()) write_file_atomic(o.json_out, out.dump(2) + "\n");
-    return;
-  }
-
-  executor_parts(o, cfg, device, td, out);
+  // The per-part breakdown and evaluation are one executor's: not repeated per rank.
+  if (world.size() == 1) executor_parts(o, cfg, device, td, sups, parts, out);
+  supervision_figures(sups, parts, out);
   std::error_code ec;
   if (o.work_dir.empty()) fs::remove_all(work, ec);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, out.dump(2) + "\n");
@@ -332,6 +388,12 @@ void add_bench_train_command(CLI::App& app) {
       "together, --batch being the global batch (the scaling benchmark of docs/multigpu.md)");
   c->add_option("--device", o->device, "cpu, cuda or auto (the GPU when one is present)")
       ->check(enum_words<config::DeviceSetting>())
+      ->capture_default_str();
+  c->add_option("--supervision", o->supervision,
+                "What the CRF stage learns from: segments (the frame labels' times), transcript (their phone sequence, "
+                "times hidden: the transcript NLL, docs/crf.md) or both (one after the other on the same corpus, "
+                "batches and initial parameters, then the transcript / segments time ratios)")
+      ->check(CLI::IsMember({"segments", "transcript", "both"}))
       ->capture_default_str();
   c->add_option("--crf-backend", o->crf_backend, "reference, cpu or cuda (default: cuda on the GPU, else cpu)")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}));

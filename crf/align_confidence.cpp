@@ -88,7 +88,7 @@ double banded_posteriors(const crf::Dims& wd, const crf::Params& p, int64_t n, c
     lo[t] = static_cast<int32_t>(std::max<int64_t>(0, at[t] - band));
     hi[t] = static_cast<int32_t>(std::min<int64_t>(n, at[t] + band + 1));
   }
-  std::vector<double> tables(4 * (L + 1) * n), tmp(wd.K);
+  std::vector<double> tables(4 * (L + 1) * n), tmp(crf::cpu::ConstrainedPosteriors::scratch_doubles(wd.K));
   const crf::cpu::AlignUtterance au{L, n, wd.K, wd.C, y, opt, p.cum_scores, p.onset, &p};
   crf::cpu::ConstrainedPosteriors cp(au, tables.data(), tmp.data());
   cp.set_band(lo.data(), hi.data());

@@ -276,7 +276,7 @@ class CpuBackend final : public Backend {
   }
 
   // Constrained forward-backward (crf/cpu/align_posteriors.h): per thread
-  // 4 (T+1) N doubles of tables and K doubles of scratch.
+  // 4 (T+1) N doubles of tables and 5K + 1 doubles of scratch.
   size_t align_posterior_workspace_bytes(const Dims& dims, int64_t N) const override {
     return static_cast<size_t>(align_threads(dims)) * posterior_per_thread(dims, N);
   }
@@ -345,9 +345,10 @@ class CpuBackend final : public Backend {
       const int64_t L = p.lengths[b], np = num_phones[b];
       const AlignUtterance au{L, np, K, C, phones + b * N, optional ? optional + b * N : nullptr,
                               p.cum_scores + b * (T + 1) * C, p.onset ? p.onset + b * T * C : nullptr, &p};
-      double* gc = tables + 4 * (T + 1) * std::max<int64_t>(N, 1) + K;
+      double* scratch = tables + 4 * (T + 1) * std::max<int64_t>(N, 1);
+      double* gc = scratch + ConstrainedPosteriors::scratch_doubles(K);
       double* go = gc + (T + 1) * C;
-      ConstrainedPosteriors cp(au, tables, gc - K);
+      ConstrainedPosteriors cp(au, tables, scratch);
       const double lzc = cp.run();
       if (!(lzc > kNegInf)) {
         infeasible[b] = 1;
@@ -413,10 +414,10 @@ class CpuBackend final : public Backend {
   }
   static size_t posterior_per_thread(const Dims& d, int64_t N) {
     return sizeof(double) * (4 * static_cast<size_t>(d.T + 1) * static_cast<size_t>(std::max<int64_t>(N, 1)) +
-                             static_cast<size_t>(d.K));
+                             static_cast<size_t>(ConstrainedPosteriors::scratch_doubles(d.K)));
   }
   // The transcript workspace: backward's, then per thread the constrained
-  // tables, K of scratch and the cum [T+1][C] and onset [T][C] float64
+  // tables, their scratch and the cum [T+1][C] and onset [T][C] float64
   // gradients, then per utterance the parameter gradients.
   static int64_t param_count(const Dims& d) { return d.C * d.C + d.K * d.C + 2 * d.C; }
   size_t transcript_offset(const Dims& d) const { return (workspace_bytes(d) + 63) / 64 * 64; }

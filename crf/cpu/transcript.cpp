@@ -1,10 +1,15 @@
 // The cpu backend's constrained marginals of the transcript loss (docs/crf.md
 // "Training from transcripts"), read from the S, F, H, G tables of the
-// constrained forward-backward (align_posteriors.cpp), O(L np K) per utterance.
+// constrained forward-backward (align_posteriors.cpp), O(L np K) per
+// utterance. A piece's marginal exp(S[v,n] + term - log Z_c), term one of
+// H[v,n]'s summands, is P(a piece of n starts at v) times that summand's
+// share of H's linear-domain sum (the same factors, at most 1): one exp per
+// (v, n) instead of one per piece; below kTiny, each piece by its own exp.
 #include <algorithm>
 #include <cmath>
 
 #include "crf/cpu/align_posteriors.h"
+#include "crf/cpu/recurrences.h"
 #include "crf/detail.h"
 
 namespace timitseg::crf::cpu {
@@ -13,25 +18,49 @@ void ConstrainedPosteriors::add_marginals(double w, double* gc, double* gA, doub
                                           double* go) const {
   const int64_t L = u_.L, np = u_.np, K = u_.K, C = u_.C;
   const int32_t* y = u_.y;
-  auto piece = [&](int64_t v, int64_t d, int64_t c, double pr) {
-    gc[(v + d) * C + c] += pr;
-    gc[v * C + c] -= pr;
-    gD[(d - 1) * C + c] += pr;
-    if (go) go[v * C + c] += pr;
-  };
+  double* dexp = tmp_;           // [K]
+  double* eq = tmp_ + K;         // [2K]
+  double* eu = tmp_ + 3 * K;     // [K]
+  double* terms = tmp_ + 4 * K;  // [K + 1]
   for (int64_t n = 0; n < np; ++n) {
     const int64_t c = y[n];
-    for (int64_t v = 0; v < L; ++v) {
-      const double s = get(S_, v, n);
-      if (s == detail::kNegInf) continue;
-      // Final pieces [v, v+d): the phone ends at v + d.
-      for (int64_t d = 1; d <= std::min(K, L - v); ++d)
-        piece(v, d, c, w * std::exp(s + seg(v, d, c) + get(G_, v + d, n) - lz_));
-      // A continuing piece [v, v+K): another piece of the phone starts at v + K.
-      if (v + K < L) {
-        const double pr = w * std::exp(s + seg(v, K, c) + A(c, c) + get(H_, v + K, n) - lz_);
-        piece(v, K, c, pr);
-        gA[c * C + c] += pr;
+    const double dm = duration_factors(c, dexp);
+    if (dm == detail::kNegInf) continue;  // no piece of c has a finite score
+    for (int64_t v1 = L, v0; v1 > 0; v1 = v0) {  // the blocks of backward_phone
+      v0 = std::max<int64_t>(0, v1 - K);
+      const double R = start_factors(n, v0, v1, dm, eq, eu);
+      if (R == detail::kNegInf) continue;
+      for (int64_t v = v0; v < v1; ++v) {
+        const double s = get(S_, v, n), h = get(H_, v, n);
+        if (s == detail::kNegInf || h == detail::kNegInf) continue;
+        const int64_t dmax = std::min(K, L - v);
+        const bool cont = v + K < L;
+        // pr(i) = w P(piece i of the start (v, n)): d = i + 1 < dmax final pieces, then the continuing one.
+        const double sum = start_sum(v, v0, dexp, eq, eu);
+        double f = 0.0;
+        if (sum >= kTiny) {
+          f = w * std::exp(s + h - lz_) / sum;
+        } else {
+          start_terms(n, v, terms);
+          for (int64_t i = 0; i < dmax + cont; ++i) terms[i] = w * std::exp(s + terms[i] - lz_);
+        }
+        const double* q = eq + (v - v0);
+        double total = 0.0;
+        for (int64_t d = 1; d <= dmax; ++d) {
+          const double pr = sum >= kTiny ? f * q[d - 1] * dexp[d - 1] : terms[d - 1];
+          gc[(v + d) * C + c] += pr;
+          gD[(d - 1) * C + c] += pr;
+          total += pr;
+        }
+        if (cont) {  // [v, v+K) and another piece of the phone from v + K
+          const double pr = sum >= kTiny ? f * eu[v - v0] : terms[dmax];
+          gc[(v + K) * C + c] += pr;
+          gD[(K - 1) * C + c] += pr;
+          gA[c * C + c] += pr;
+          total += pr;
+        }
+        gc[v * C + c] -= total;
+        if (go) go[v * C + c] += total;
       }
     }
   }
@@ -39,9 +68,11 @@ void ConstrainedPosteriors::add_marginals(double w, double* gc, double* gA, doub
   for (int64_t n = 0; n < np; ++n)
     for (int64_t m = n + 1; m <= std::min(np - 1, n + 2); ++m) {
       if (m == n + 2 && !opt(n + 1)) break;
-      const double a = A(y[n], y[m]);
+      const double a = A(y[n], y[m]) - lz_;
+      const double* Fn = F_ + n * (L + 1);
+      const double* Hm = H_ + m * (L + 1);
       double sum = 0.0;
-      for (int64_t t = 1; t < L; ++t) sum += std::exp(get(F_, t, n) + a + get(H_, t, m) - lz_);
+      for (int64_t t = 1; t < L; ++t) sum += std::exp(Fn[t] + a + Hm[t]);
       gA[y[n] * C + y[m]] += w * sum;
     }
   gs[y[0]] += w * std::exp(st(y[0]) + get(H_, 0, 0) - lz_);

@@ -154,6 +154,41 @@ TEST(Transcript, CpuMatchesReference) {
   }
 }
 
+// Frame scores hundreds apart (x ~ N(0, 150^2)) and transcripts with one or
+// two frames to spare: the cpu backend's blocked linear-domain sums underflow
+// for cells that hold the whole posterior mass (a phone whose only room is
+// where its window's scores are far below the block's best) and take the
+// exact logsumexp; with a -inf duration, a -inf self-transition and onset.
+// cpu against the reference, every log Z_c finite.
+TEST(Transcript, CpuMatchesReferenceWithScoresFarApartAndForbiddenEntries) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  int finite = 0;
+  for (uint32_t seed : {21u, 22u, 23u, 24u}) {
+    const int64_t K = seed == 23 ? 1 : 3 + seed % 3;
+    Problem pb = random_problem(Dims{3, 24, K, 4}, seed, {24, 20, 17}, true, 150.0, 2.0);
+    if (seed != 22) add_onset(pb, seed, 20.0);
+    if (K > 1) pb.D[1 * 4 + 1] = ninf;  // label 1: no piece of 2 frames
+    pb.A[2 * 4 + 2] = ninf;              // label 2: one piece, K frames at most
+    Transcript tr = random_transcript(pb, 23, seed + 30, seed % 2 ? 0.3 : 0.0);
+    for (int64_t b = 0; b < 3; ++b)
+      tr.num_phones[b] = pb.lengths[b] - 1 - static_cast<int32_t>((b + seed) % 2);
+    for (int32_t& y : tr.phones) y = y == 2 ? 0 : y;  // label 2 stays out of the transcripts
+    const TranscriptResult ref = run(BackendKind::reference, pb, tr, 0.5);
+    const TranscriptResult cpu = run(BackendKind::cpu, pb, tr, 0.5);
+    const std::string what = "seed " + std::to_string(seed);
+    for (double v : ref.log_z_c) finite += std::isfinite(v) ? 1 : 0;
+    expect_close(cpu.log_z, ref.log_z, 1e-12, 1e-9, what + " log_z");
+    expect_close(cpu.log_z_c, ref.log_z_c, 1e-12, 1e-9, what + " log_z_c");
+    expect_close(cpu.grad_cum_scores, ref.grad_cum_scores, 1e-5, 1e-6, what + " grad cum");
+    expect_close(cpu.grad_transition, ref.grad_transition, 1e-5, 1e-6, what + " grad A");
+    expect_close(cpu.grad_duration_bias, ref.grad_duration_bias, 1e-5, 1e-6, what + " grad D");
+    expect_close(cpu.grad_start, ref.grad_start, 1e-5, 1e-6, what + " grad start");
+    expect_close(cpu.grad_end, ref.grad_end, 1e-5, 1e-6, what + " grad end");
+    if (!pb.o.empty()) expect_close(cpu.grad_onset, ref.grad_onset, 1e-5, 1e-6, what + " grad onset");
+  }
+  EXPECT_EQ(finite, 12);
+}
+
 // One frame per phone: the transcript's only alignment is the frame labels'
 // gold segmentation, so the transcript NLL and its gradients are the
 // supervised NLL's (labels with no two equal neighbours: each run one frame).
