@@ -64,6 +64,21 @@ PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
   return s;
 }
 
+std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T) {
+  std::vector<int32_t> req;  // the required phones, in order
+  for (size_t i = 0; i < s.phones.size(); ++i)
+    if (i >= s.optional.size() || s.optional[i] == 0) req.push_back(s.phones[i]);
+  const int64_t n = static_cast<int64_t>(req.size());
+  if (n == 0) throw std::invalid_argument("flat_start_labels: the phone sequence has no required phone");
+  if (T < n)
+    throw std::invalid_argument("flat_start_labels: " + std::to_string(T) + " frames cannot hold " +
+                                std::to_string(n) + " required phones (one frame each at least)");
+  std::vector<int32_t> y(static_cast<size_t>(T));
+  for (int64_t i = 0; i < n; ++i)
+    std::fill(y.begin() + i * T / n, y.begin() + (i + 1) * T / n, req[static_cast<size_t>(i)]);
+  return y;
+}
+
 Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
                  int fixed_length, BatchSupervision supervision) {
   if (utts.empty()) throw std::invalid_argument("make_batch: empty batch");

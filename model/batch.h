@@ -71,4 +71,13 @@ struct PhoneSequence {
 };
 PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls);
 
+// The flat start (HTK's uniform segmentation, Kaldi's align-equal): frame
+// labels [T] that divide T frames equally among the required phones of s, in
+// order; an optional phone (an optional silence) gets no frame. With n
+// required phones, phone i (0-based) takes frames [floor(i T / n),
+// floor((i + 1) T / n)): every phone floor(T / n) or ceil(T / n) frames, the
+// longer ones spread along the utterance (10 frames, 3 phones: 3, 3, 4).
+// Throws when T < n (a phone would get no frame).
+std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T);
+
 }  // namespace timitseg::model

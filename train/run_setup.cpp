@@ -15,6 +15,7 @@
 #include "model/feature_check.h"
 #include "options/options.h"
 #include "train/batches.h"
+#include "train/duration_start.h"
 #include "train/distributed.h"
 #include "train/train.h"  // latest_checkpoint
 
@@ -70,47 +71,30 @@ void resume_state(TrainingRun& r) {
     spdlog::warn("run already has {} epochs (train.epochs = {}); nothing to do", state.epoch, r.cfg.train_epochs);
 }
 
-// The frame labels of every train utterance as the run's classes (crf.duration_init = data).
-std::vector<std::vector<int32_t>> train_classes(const TrainingRun& r, const TrainData& data) {
-  std::vector<std::vector<int32_t>> classes(data.train.utterances.size());
-  for (size_t u = 0; u < classes.size(); ++u) {
-    if (trains_on_transcript(r.cfg, data.train.utterances[u])) continue;  // its times are not to be learnt from
-    for (int32_t l : data.train.utterances[u].labels) classes[u].push_back(r.ls.from61(l));
-  }
-  return classes;
-}
-
 // A fresh run: parameters drawn from the run's rng (crf.duration_init = data
 // adds the train split's duration distribution), a zero optimizer.
 void fresh_state(TrainingRun& r, const TrainData& data) {
   model::ModelState& state = r.state;
   model::init_params(*r.layout, r.rng, state.params, r.cfg.crf_init_scale);
-  const bool any_times = std::any_of(data.train.utterances.begin(), data.train.utterances.end(),
-                                     [&](const data::Utterance& u) { return !trains_on_transcript(r.cfg, u); });
-  if (r.cfg.crf_duration_init == config::DurationInit::data && !any_times) {
-    spdlog::info("crf.duration_init = data: no train utterance trains on phone times (crf.supervision = {}), so "
-                 "the durations start from the draw alone",
-                 config::to_string(r.cfg.crf_supervision));
-  } else if (r.cfg.crf_duration_init == config::DurationInit::data && state.dims.duration_lognormal) {
-    // crf.duration_init = data, crf.duration_model = lognormal: each label's log-normal fitted to its gold pieces
-    const std::vector<std::vector<int32_t>> classes = train_classes(r, data);
-    const std::vector<float> fit = crf::fit_lognormal_durations(classes, state.dims.max_duration, state.dims.num_classes);
-    std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
-    spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
-                 "and spread of log duration) to the gold segments of the train split (K = {})",
-                 state.dims.max_duration);
-  } else if (r.cfg.crf_duration_init == config::DurationInit::data) {
-    // crf.duration_init = data: the train split's duration distribution, added to the draw above
-    const std::vector<std::vector<int32_t>> classes = train_classes(r, data);
-    const model::DurationPrior prior = model::duration_log_prior(classes, state.dims.max_duration, state.dims.num_classes);
-    const model::ParamInfo& db = r.layout->get("crf.duration_bias");
-    for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
-    if (state.dims.max_duration == 1)  // one duration: log p(1 | label) = 0, nothing added
+  if (r.cfg.crf_duration_init == config::DurationInit::data) {
+    // the train split's durations: gold segments, the flat start of the transcripts (train/duration_start.h)
+    const int K = state.dims.max_duration;
+    const DurationStart start = duration_start(r.cfg, data.train.utterances, r.ls, K);
+    if (state.dims.duration_lognormal) {  // crf.duration_model = lognormal: each label's log-normal fitted to them
+      const std::vector<float> fit = crf::fit_lognormal_durations(start.classes, K, state.dims.num_classes);
+      std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
+      spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
+                   "and spread of log duration) to {}",
+                   start.describe(K));
+    } else if (K == 1) {  // one duration: log p(1 | label) = 0, nothing added
       spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
-    else
-      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the {} gold "
-                   "segments of the train split (K = {})",
-                   prior.segments, state.dims.max_duration);
+    } else {  // the durations' distribution, added to the draw above
+      const model::DurationPrior prior = model::duration_log_prior(start.classes, K, state.dims.num_classes);
+      const model::ParamInfo& db = r.layout->get("crf.duration_bias");
+      for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
+      spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of {}",
+                   start.describe(K));
+    }
   }
   model::derive_duration_table(*r.layout, state.params.data());  // crf.duration_model = lognormal: the table it implies
   state.optimizer.reset(r.layout->total());

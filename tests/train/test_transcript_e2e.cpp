@@ -3,9 +3,12 @@
 // phone sequences without times) trains with a shipped config as it is; a
 // timed WORKDIR trains on its phone sequences with crf.supervision=transcript,
 // resumes bitwise and is scored against its times; segments on a WORKDIR
-// without times stops with one line.
+// without times stops with one line; crf.duration_init = data starts a
+// transcript-trained run from the flat start (an equal split of each
+// utterance's frames among its phones).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +16,8 @@
 #include <string>
 
 #include "common/safetensors.h"
+#include "data/dataset.h"
+#include "data/phones.h"
 #include "tests/support/cli.h"
 
 namespace fs = std::filesystem;
@@ -75,7 +80,12 @@ TEST_F(TranscriptE2E, TranscriptsOnlyWorkdirTrainsWithAShippedConfig) {
   EXPECT_NE(t.output.find("train utterances train on their phone sequence (the transcript NLL), 0 on their phone times"),
             std::string::npos)
       << t.output;
-  EXPECT_NE(t.output.find("no train utterance trains on phone times"), std::string::npos) << t.output;
+  // the shipped config's crf.duration_init: data starts the durations from the flat start
+  EXPECT_NE(t.output.find("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of the "),
+            std::string::npos)
+      << t.output;
+  EXPECT_NE(t.output.find(" 0 gold, "), std::string::npos) << t.output;
+  EXPECT_NE(t.output.find("from an equal split of the transcripts (flat start"), std::string::npos) << t.output;
   const auto lines = metrics_lines(rd);
   ASSERT_EQ(lines.size(), 2u);
   for (const auto& l : lines) {
@@ -119,4 +129,51 @@ TEST_F(TranscriptE2E, TimedWorkdirTrainsOnItsPhoneSequencesResumesBitwiseAndAlig
                     (dir_ / "work").string() + " --split dev --align --json " + (dir_ / "eval.json").string());
   ASSERT_EQ(e.rc, 0) << e.output;
   EXPECT_NE(e.output.find("forced alignment"), std::string::npos) << e.output;
+}
+
+// crf.duration_init = data on a timed WORKDIR trained from its phone sequences:
+// the checkpoint after one epoch at a negligible lr holds log p(d | label) of
+// the flat start, computed here from the frame labels: each utterance's runs
+// (39 classes, equal neighbours merged) as its phones, its frames split at
+// floor(i T / n), each phone's frames cut at K as the loss cuts a run,
+// add-one smoothed.
+TEST_F(TranscriptE2E, DurationInitDataStartsFromTheFlatStart) {
+  const fs::path rd = dir_ / "run_flat_start";
+  const Cmd t = run("train --config " + config_ + " --set data.workdir=" + (dir_ / "work").string() +
+                    " --set train.run_dir=" + rd.string() +
+                    " --set crf.supervision=transcript --set train.epochs=1 --set train.lr=1e-12"
+                    " --set crf.init_scale=0 --set crf.duration_init=data");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const int K = 12, C = 39;
+  std::vector<double> n(K * C, 0.0), per(C, 0.0);
+  const data::Split train = data::load_split((dir_ / "work").string(), "train");
+  ASSERT_FALSE(train.utterances.empty());
+  int64_t segments = 0;
+  for (const data::Utterance& u : train.utterances) {
+    std::vector<int> phones;
+    for (int32_t l : u.labels) {
+      const int c = data::PhoneSet::timit().map(l, 39);
+      if (phones.empty() || phones.back() != c) phones.push_back(c);
+    }
+    const int64_t T = u.num_frames, N = static_cast<int64_t>(phones.size());
+    ASSERT_GE(T, N) << u.id;
+    for (int64_t i = 0; i < N; ++i) {
+      for (int64_t d = (i + 1) * T / N - i * T / N; d > 0; d -= K) {
+        n[(std::min<int64_t>(d, K) - 1) * C + phones[i]] += 1;
+        per[phones[i]] += 1;
+        ++segments;
+      }
+    }
+  }
+  EXPECT_NE(t.output.find("crf.duration_bias starts at log p(duration | label) of the " + std::to_string(segments) +
+                          " segments of the train split (K = 12): 0 gold, " + std::to_string(segments) +
+                          " from an equal split of the transcripts (flat start"),
+            std::string::npos)
+      << t.output;
+  const st::File ck = st::load((rd / "checkpoints" / "epoch-1.safetensors").string());
+  const std::vector<float> db = ck.get("crf.duration_bias").to<float>();
+  ASSERT_EQ(db.size(), size_t(K * C));
+  for (int d = 0; d < K; ++d)
+    for (int c = 0; c < C; ++c)
+      EXPECT_NEAR(db[d * C + c], std::log((n[d * C + c] + 1) / (per[c] + K)), 1e-6) << "d " << d + 1 << " c " << c;
 }
