@@ -99,6 +99,7 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
   dev_report->run_dir = cfg.train_run_dir;
   dev_report->has_predictions = false;
   dev_report->predictions_note = "no dev split";
+  const data::Cmvn checkpoint_cmvn = s.cmvn;
   for (const auto& [name, split] : splits) {
     if (split.utterances.empty()) continue;  // n/a
     std::vector<const data::Utterance*> utts;
@@ -110,6 +111,7 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
       keep = [&decoded](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                         const std::vector<crf::Segment>& segs) { decoded.emplace_back(&u, segs); };
     const auto t0 = std::chrono::steady_clock::now();
+    s.cmvn = checkpoint_cmvn.with_speakers(utts);  // data.cmvn speaker: this split's speakers
     eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, cfg.train_batch_size, m, keep);
     const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (name == "dev") {

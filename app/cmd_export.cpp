@@ -47,6 +47,7 @@ void run_export(const ExportArgs& a) {
   m["feature_options"] = data::feature_options_to_json(s.features).dump();
   m["cmvn_var_floor"] = "1e-10";
   if (s.has_cmvn && s.cmvn.per_utterance) m["cmvn_mode"] = "utterance";  // data.cmvn: each utterance's own statistics
+  if (s.has_cmvn && s.cmvn.per_speaker) m["cmvn_mode"] = "speaker";  // data.cmvn: each speaker's own statistics
   m["source_checkpoint"] = a.checkpoint;
   m["epoch"] = std::to_string(s.epoch);
   m["timitseg_version"] = version();

@@ -18,6 +18,7 @@
 #include "eval/align.h"
 #include "eval/align_dictionary.h"
 #include "eval/infer.h"
+#include "eval/pipeline.h"
 #include "model/checkpoint.h"
 #include "model/feature_check.h"
 #include "settings/limits.h"
@@ -109,6 +110,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
                                               " (0 = all cores), got " + std::to_string(m->threads));
   m->state = model::load_checkpoint(m->checkpoint);
   model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
+  eval::use_file_cmvn(m->state, "the C API");  // each audio alone (data.cmvn speaker: its own statistics)
   nlohmann::json ps = m->state.labels.spec.to_json();
   ps["scoring_labels"] = m->state.labels.names39;
   ps["sha256"] = m->state.labels.spec.digest();

@@ -27,9 +27,11 @@ const std::vector<std::string>& split_names() {
   return names;
 }
 
-void Cmvn::apply(float* feats, int64_t num_frames) const {
+namespace {
+
+// x[t][d] = (x[t][d] - mean[d]) / sqrt(max(var[d], kCmvnVarFloor)) for the num_frames rows of feats [T][dim].
+void normalize(float* feats, int64_t num_frames, const std::vector<double>& mean, const std::vector<double>& var) {
   const size_t dim = mean.size();
-  if (per_utterance) return utterance_cmvn(feats, num_frames, static_cast<int64_t>(dim), kCmvnVarFloor);
   if (var.size() != dim) throw std::invalid_argument("Cmvn: mean and var have different sizes");
   std::vector<double> inv(dim);
   for (size_t d = 0; d < dim; ++d) inv[d] = 1.0 / std::sqrt(std::max(var[d], kCmvnVarFloor));
@@ -37,6 +39,75 @@ void Cmvn::apply(float* feats, int64_t num_frames) const {
     float* row = feats + t * static_cast<int64_t>(dim);
     for (size_t d = 0; d < dim; ++d) row[d] = static_cast<float>((row[d] - mean[d]) * inv[d]);
   }
+}
+
+}  // namespace
+
+void Cmvn::apply(float* feats, int64_t num_frames, const std::string& utterance_id) const {
+  const size_t dim = mean.size();
+  if (per_speaker) {
+    if (!speakers) throw std::logic_error("Cmvn: data.cmvn speaker without speaker statistics (Cmvn::with_speakers)");
+    const auto it = speakers->of_utterance.find(utterance_id);
+    if (it == speakers->of_utterance.end())
+      throw std::logic_error("Cmvn: no speaker statistics for utterance '" + utterance_id + "' (data.cmvn speaker)");
+    const CmvnStats& st = speakers->stats[it->second];
+    if (st.mean.size() != dim) throw std::invalid_argument("Cmvn: speaker statistics of another dimension");
+    return normalize(feats, num_frames, st.mean, st.var);
+  }
+  if (per_utterance)
+    return utterance_cmvn(feats, num_frames, static_cast<int64_t>(dim), kCmvnVarFloor);
+  normalize(feats, num_frames, mean, var);
+}
+
+// Two passes in float64, frame by frame in order: for one utterance the same
+// numbers as utterance_cmvn (data/augment.h), so a one-utterance speaker is
+// normalized exactly as data.cmvn utterance would.
+CmvnStats frame_stats(const std::vector<const Utterance*>& utts) {
+  if (utts.empty()) throw std::invalid_argument("frame_stats: no utterance");
+  const size_t D = static_cast<size_t>(utts[0]->dim);
+  CmvnStats st{std::vector<double>(D, 0.0), std::vector<double>(D, 0.0)};
+  int64_t T = 0;
+  for (const Utterance* u : utts) {
+    if (static_cast<size_t>(u->dim) != D || u->features.size() != static_cast<size_t>(u->num_frames) * D)
+      throw std::invalid_argument("utterance " + u->id + ": features are not [num_frames][" + std::to_string(D) + "]");
+    for (size_t i = 0; i < u->features.size(); ++i) st.mean[i % D] += u->features[i];
+    T += u->num_frames;
+  }
+  if (T < 1) throw std::invalid_argument("utterance " + utts[0]->id + ": no frames for CMVN statistics");
+  for (double& m : st.mean) m /= static_cast<double>(T);
+  for (const Utterance* u : utts)
+    for (size_t i = 0; i < u->features.size(); ++i) {
+      const double c = u->features[i] - st.mean[i % D];
+      st.var[i % D] += c * c;
+    }
+  for (double& v : st.var) v /= static_cast<double>(T);
+  return st;
+}
+
+Cmvn Cmvn::with_speakers(const std::vector<const Utterance*>& utts) const {
+  Cmvn out = *this;
+  if (!per_speaker) return out;
+  auto sp = speakers ? std::make_shared<SpeakerCmvn>(*speakers) : std::make_shared<SpeakerCmvn>();
+  std::map<std::string, std::vector<const Utterance*>> by_speaker;  // each speaker's utterances, in utts' order
+  for (const Utterance* u : utts) by_speaker[u->speaker].push_back(u);
+  for (const auto& [speaker, of] : by_speaker) {
+    const size_t k = sp->stats.size();
+    sp->stats.push_back(frame_stats(of));
+    for (const Utterance* u : of)
+      if (!sp->of_utterance.emplace(u->id, k).second)
+        throw std::invalid_argument("data.cmvn speaker: utterance id '" + u->id + "' twice in the splits read");
+  }
+  out.speakers = std::move(sp);
+  return out;
+}
+
+Cmvn Cmvn::each_utterance_alone() const {
+  Cmvn out = *this;
+  if (!per_speaker) return out;
+  out.per_speaker = false;
+  out.per_utterance = true;
+  out.speakers = nullptr;
+  return out;
 }
 
 std::vector<Segment> frame_segments(const std::vector<int32_t>& labels) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,15 +59,44 @@ struct Split {
   std::vector<Utterance> utterances;
 };
 
+// Per-dimension mean and population variance of a set of frames.
+struct CmvnStats {
+  std::vector<double> mean;  // [dim]
+  std::vector<double> var;   // [dim]
+};
+
+// data.cmvn speaker: the statistics of each speaker of the splits read
+// (stats), and which of them each utterance id uses (of_utterance).
+struct SpeakerCmvn {
+  std::vector<CmvnStats> stats;                  // [speakers]
+  std::map<std::string, size_t> of_utterance;    // utterance id -> index into stats
+};
+
 // Per-dimension normalization estimated on the train split only.
 struct Cmvn {
   std::vector<double> mean;  // [dim]
   std::vector<double> var;   // [dim] (population variance)
   // data.cmvn utterance: apply() normalizes with the statistics of the frames it is given instead (mean, var unused)
   bool per_utterance = false;
-  // x[t][d] = (x[t][d] - mean[d]) / sqrt(max(var[d], kCmvnVarFloor = 1e-10)) (docs/data.md)
-  void apply(float* feats /*[T][dim]*/, int64_t num_frames) const;
+  // data.cmvn speaker: apply() normalizes with the statistics of the utterance's speaker over all of
+  // that speaker's utterances in the split read (speakers, set by with_speakers; mean, var unused).
+  // An utterance id they do not hold, or no speakers, is an error.
+  bool per_speaker = false;
+  std::shared_ptr<const SpeakerCmvn> speakers;
+  // x[t][d] = (x[t][d] - mean[d]) / sqrt(max(var[d], kCmvnVarFloor = 1e-10)) (docs/data.md);
+  // utterance_id: the utterance the frames are the first num_frames of (per_speaker).
+  void apply(float* feats /*[T][dim]*/, int64_t num_frames, const std::string& utterance_id = "") const;
+  // A copy with the speakers of utts added (per_speaker; otherwise a plain copy): each speaker's mean and
+  // variance over all its utterances in utts (Kaldi's compute-cmvn-stats --spk2utt). Call it once per
+  // split: a speaker in two splits has each split's statistics. Throws on an utterance id already held.
+  Cmvn with_speakers(const std::vector<const Utterance*>& utts) const;
+  // A copy for utterances read alone (files decoded or aligned one by one, no speaker list): per_speaker
+  // becomes per_utterance, each utterance its own speaker; any other mode unchanged.
+  Cmvn each_utterance_alone() const;
 };
+
+// The per-dimension statistics (two passes, float64) of all frames of utts, in order; T of them >= 1.
+CmvnStats frame_stats(const std::vector<const Utterance*>& utts);
 
 // Names of the splits prepare writes.
 const std::vector<std::string>& split_names();

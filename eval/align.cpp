@@ -396,8 +396,9 @@ int align(const AlignOptions& options) {
   check_align_options(options);
   AlignOptions o = with_g2p(options);  // --g2p espeak: missing words pronounced by espeak-ng
   model::set_threads(o.threads);
-  const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
+  use_file_cmvn(s, "align");
   o.words = words_for_labels(o.words, s.labels);       // the checkpoint's silence; closures for TIMIT's sets only
   const std::shared_ptr<data::Dictionary> dict = load_dictionary(o.dict, o.dict_format, s.labels);
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint

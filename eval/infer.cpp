@@ -281,6 +281,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
+  s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of this split's speakers
   CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
   if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
   Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
@@ -442,9 +443,10 @@ int decode(const DecodeOptions& o) {
   check_phone_bonus(o.phone_bonus);
   if (o.device == config::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   model::set_threads(o.threads);
-  const model::ModelState s = model::load_checkpoint(o.checkpoint);
+  model::ModelState s = model::load_checkpoint(o.checkpoint);
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
+  use_file_cmvn(s, "decode");
   parse_formats(o.formats);  // an unknown name stops the command before any work
   std::unique_ptr<model::Executor> exec =
       make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);

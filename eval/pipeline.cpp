@@ -30,6 +30,13 @@ int64_t AudioInput::boundary(int64_t frame, const data::FeatureOptions& opts) co
   return to_file(boundary_sample(frame, opts));
 }
 
+void use_file_cmvn(model::ModelState& s, const char* command) {
+  if (s.has_cmvn && s.cmvn.per_speaker)
+    spdlog::info("data.cmvn speaker: {} normalizes each file with its own statistics (per-utterance CMVN; a file "
+                 "read alone has no other utterance of its speaker)", command);
+  s.cmvn = s.cmvn.each_utterance_alone();
+}
+
 AudioInput audio_input(data::Audio original, const std::string& src, const std::string& id,
                        const model::ModelState& s, int threads) {
   AudioInput in;

@@ -53,4 +53,10 @@ AudioInput audio_input(data::Audio original, const std::string& src, const std::
 Segmentation decode_audio(data::Audio original, const std::string& src, const std::string& id,
                            const model::ModelState& s, model::Executor& exec, bool posterior, int threads);
 
+// For `command` (decode, align, the C API), which reads files one by one: a checkpoint trained
+// with data.cmvn speaker normalizes each file with its own statistics (per-utterance CMVN: a file
+// read alone has no other utterance of its speaker; data::Cmvn::each_utterance_alone), said in
+// one info line; other modes unchanged.
+void use_file_cmvn(model::ModelState& s, const char* command);
+
 }  // namespace timitseg::eval

@@ -115,7 +115,7 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
     const int copy = std::min(L, u.num_frames);
     float* f = batch.input.features.data() + static_cast<size_t>(b) * T * D;
     std::copy(u.features.begin(), u.features.begin() + static_cast<size_t>(copy) * D, f);
-    if (cmvn) cmvn->apply(f, copy);
+    if (cmvn) cmvn->apply(f, copy, u.id);
     batch.input.lengths[b] = L;
     batch.frames += L;
     if (by_transcript) {

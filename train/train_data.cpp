@@ -29,6 +29,13 @@ void keep_chosen_copies(const config::Config& cfg, data::Split& train, data::Spl
 
 }  // namespace
 
+void add_split_speakers(TrainData& data) {
+  std::vector<const data::Utterance*> train, dev;
+  for (const auto& u : data.train.utterances) train.push_back(&u);
+  for (const auto& u : data.dev.utterances) dev.push_back(&u);
+  data.cmvn = data.cmvn.with_speakers(train).with_speakers(dev);
+}
+
 bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u) {
   return cfg.crf_supervision == config::Supervision::transcript ||
          (cfg.crf_supervision == config::Supervision::automatic && !u.has_times());
@@ -87,6 +94,7 @@ TrainData load_train_data(const config::Config& cfg) {
   if (cfg.features_cmvn) {
     d.cmvn = data::load_cmvn(cfg.data_workdir);
     d.cmvn.per_utterance = cfg.data_cmvn == "utterance";
+    d.cmvn.per_speaker = cfg.data_cmvn == "speaker";
     d.has_cmvn = true;
   }
   keep_chosen_copies(cfg, d.train, d.dev);
@@ -95,6 +103,7 @@ TrainData load_train_data(const config::Config& cfg) {
   if (cfg.data_max_dev_utterances > 0 && static_cast<int64_t>(d.dev.utterances.size()) > cfg.data_max_dev_utterances)
     d.dev.utterances.resize(static_cast<size_t>(cfg.data_max_dev_utterances));
   keep_trainable(cfg, d);
+  add_split_speakers(d);
   return d;
 }
 

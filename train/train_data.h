@@ -23,6 +23,11 @@ struct TrainData {
 // crf.supervision left out (keep_trainable). Throws naming the key or the file.
 TrainData load_train_data(const config::Config& cfg);
 
+// data.cmvn speaker: each speaker's statistics over its utterances in data.train, and in data.dev, added
+// to data.cmvn (Cmvn::with_speakers; nothing otherwise). load_train_data calls it last; data made in
+// memory calls it once its splits are final.
+void add_split_speakers(TrainData& data);
+
 // Whether train utterance u trains on its phone sequence (the transcript
 // NLL): crf.supervision transcript, or auto and u has no times.
 bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u);

@@ -136,6 +136,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   exec->set_state(s.params, s.optimizer);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : dev.utterances) utts.push_back(&u);
+  s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of the dev speakers
   std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> segs;
   eval::Metrics unused(s.labels.names39);
   eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 32, unused,

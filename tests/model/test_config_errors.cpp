@@ -233,3 +233,26 @@ TEST(ConfigErrors, DebugStringsHaveOneParser) {
   EXPECT_THROW(c.inject_fault(), std::invalid_argument);
   EXPECT_THROW(c.validate(), std::invalid_argument);
 }
+
+TEST(ConfigErrors, DataCmvnModesAndTheirRefusals) {
+  auto error_of = [](const std::string& text) {
+    const std::string p = yaml_file(text);
+    std::string msg;
+    try {
+      Config::load(p, {}).validate();
+    } catch (const std::invalid_argument& e) {
+      msg = e.what();
+    }
+    fs::remove(p);
+    return msg;
+  };
+  for (const std::string m : {"global", "utterance", "speaker"}) {
+    EXPECT_EQ(error_of("data:\n  cmvn: " + m + "\n"), "") << m;
+    const std::string p = yaml_file("data:\n  cmvn: " + m + "\n");
+    EXPECT_EQ(Config::load(p, {}).data_cmvn, m);
+    fs::remove(p);
+  }
+  EXPECT_NE(error_of("data:\n  cmvn: speakers\n").find("one of global, utterance, speaker"), std::string::npos);
+  EXPECT_NE(error_of("data:\n  cmvn: speaker\nfeatures:\n  cmvn: false\n").find("global while features.cmvn is false"),
+            std::string::npos);
+}

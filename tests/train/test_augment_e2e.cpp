@@ -1,14 +1,17 @@
 // Augmentation end to end with the built binary on a tiny synth corpus:
 // `augment` copies chosen by augment.speed / augment.noise, spectral masks
-// that change training and resume bitwise, per-utterance CMVN carried by the
-// checkpoint, and a noisy test copy that evaluate and evaluate --align read.
+// that change training and resume bitwise, per-utterance and per-speaker CMVN
+// carried by the checkpoint, and a noisy test copy that evaluate and evaluate --align read.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -145,9 +148,81 @@ TEST_F(AugmentE2E, UtteranceCmvnTravelsInTheCheckpoint) {
               exported);
   ASSERT_EQ(x.rc, 0) << x.output;
   EXPECT_EQ(st::load(exported).metadata.at("cmvn_mode"), "utterance");
-  Cmd bad = train("run_bad", "--set data.cmvn=speaker");
+  Cmd bad = train("run_bad", "--set data.cmvn=speakers");
   EXPECT_NE(bad.rc, 0);
   EXPECT_NE(bad.output.find("data.cmvn"), std::string::npos) << bad.output;
+}
+
+// The features evaluate --dump-scores wrote for a split, by utterance id.
+static std::map<std::string, std::vector<float>> dumped_features(const fs::path& dir) {
+  std::map<std::string, std::vector<float>> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const st::File f = st::load(e.path().string());
+    out[f.metadata.at("utterance_id")] = f.get("features").to<float>();
+  }
+  return out;
+}
+
+TEST_F(AugmentE2E, SpeakerCmvnTravelsInTheCheckpoint) {
+  Cmd t = train("run_spkcmvn", "--set data.cmvn=speaker --set train.epochs=2");
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const std::string ck = (dir_ / "run_spkcmvn/checkpoints/epoch-2.safetensors").string();
+  const model::ModelState s = model::load_checkpoint(ck);
+  ASSERT_TRUE(s.has_cmvn);
+  EXPECT_TRUE(s.cmvn.per_speaker);
+  EXPECT_FALSE(s.cmvn.per_utterance);
+  // evaluate, with nothing but the checkpoint to say how: the features it decoded (--dump-scores) are
+  // each dev speaker's own normalization, against float64 statistics computed here over that speaker's
+  // utterances of the dev split
+  const fs::path dump = dir_ / "spkcmvn-scores";
+  Cmd e = run("evaluate --checkpoint " + ck + " --split dev --no-progress --dump-scores " + dump.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  const std::map<std::string, std::vector<float>> got = dumped_features(dump);
+  const data::Split dev = data::load_split((dir_ / "work").string(), "dev");
+  ASSERT_EQ(got.size(), dev.utterances.size());
+  std::map<std::string, std::vector<const data::Utterance*>> by_speaker;
+  for (const auto& u : dev.utterances) by_speaker[u.speaker].push_back(&u);
+  size_t shared = 0;  // speakers with more than one utterance: where speaker and utterance CMVN differ
+  for (const auto& [speaker, utts] : by_speaker) {
+    const int64_t D = utts[0]->dim;
+    std::vector<double> mean(D, 0.0), var(D, 0.0);
+    int64_t T = 0;
+    for (const auto* u : utts) {
+      for (int64_t i = 0; i < int64_t(u->features.size()); ++i) mean[i % D] += u->features[i];
+      T += u->num_frames;
+    }
+    for (auto& m : mean) m /= double(T);
+    for (const auto* u : utts)
+      for (int64_t i = 0; i < int64_t(u->features.size()); ++i)
+        var[i % D] += (u->features[i] - mean[i % D]) * (u->features[i] - mean[i % D]) / double(T);
+    shared += utts.size() > 1;
+    std::vector<double> m2(D, 0.0), v2(D, 0.0);
+    for (const auto* u : utts) {
+      const std::vector<float>& f = got.at(u->id);
+      ASSERT_EQ(f.size(), u->features.size()) << u->id;
+      for (int64_t i = 0; i < int64_t(f.size()); ++i) {
+        const double want = (u->features[i] - mean[i % D]) / std::sqrt(std::max(var[i % D], 1e-10));
+        ASSERT_NEAR(f[i], want, 1e-4 * std::max(1.0, std::abs(want))) << u->id << " " << i;
+        m2[i % D] += f[i] / double(T);
+        v2[i % D] += double(f[i]) * f[i] / double(T);
+      }
+    }
+    for (int64_t d = 0; d < D; ++d) {  // mean 0, variance 1 over the speaker's frames
+      EXPECT_NEAR(m2[d], 0.0, 1e-4) << speaker << " " << d;
+      if (var[d] > 1e-6) EXPECT_NEAR(v2[d] - m2[d] * m2[d], 1.0, 1e-3) << speaker << " " << d;
+    }
+  }
+  EXPECT_GT(shared, 0u) << "no dev speaker with two utterances: the test cannot tell speaker from utterance CMVN";
+  // a file decoded alone is its own speaker, said once
+  Cmd d = run("decode --checkpoint " + ck + " --out " + (dir_ / "spkcmvn-decoded").string() + " " +
+              dev.utterances[0].audio_path);
+  ASSERT_EQ(d.rc, 0) << d.output;
+  EXPECT_NE(d.output.find("data.cmvn speaker: decode normalizes each file with its own statistics"), std::string::npos)
+      << d.output;
+  const std::string exported = (dir_ / "spkcmvn-model.safetensors").string();
+  Cmd x = run("export " + ck + " --out " + exported);
+  ASSERT_EQ(x.rc, 0) << x.output;
+  EXPECT_EQ(st::load(exported).metadata.at("cmvn_mode"), "speaker");
 }
 
 TEST_F(AugmentE2E, NoisyTestCopyIsEvaluatedWithTheCleanReferences) {
