@@ -216,7 +216,7 @@ void add_align_command(CLI::App& app) {
   add_enum_option<data::DictFormatSetting>(c, "--dict-format", &o->dict_format, kDictFormatHelp)
       ->default_str(common::to_string(o->dict_format));
   add_g2p_options(c, o.get());
-  add_enum_option<config::TranscriptSource>(
+  add_enum_option<eval::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
       "sentence), auto (with --dict .WRD, .TXT, then the words of a .TextGrid, Buckeye .words or .lab; "

@@ -36,15 +36,8 @@ enum class LrSchedule { cosine, cosine_epoch, constant };
 enum class DeviceSetting { cpu, cuda, automatic };
 // train.rnn_algo: cuDNN's algorithms, the own fused kernel, or auto.
 enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic };
-// `align --transcript` (a flag, no config key; its words read like the keys'):
-// the file beside each audio file: .PHN, .WRD, .TXT, or auto (.WRD then .TXT
-// with --dict, else .PHN).
-enum class TranscriptSource { phn, wrd, txt, automatic };
 // debug.inject_exit's ACTION (config/config.h InjectExit): an exception, SIGKILL, or a hang.
 enum class ExitAction { throw_exception, kill, hang };
-// TIMITSEG_GPU_COLLECTIVES (an environment knob, docs/multigpu.md): the GPU
-// gradient all-reduce through NCCL, or host-staged through the MPI world.
-enum class Collectives { nccl, mpi };
 
 TIMITSEG_ENUM_NAMES(CrfBackendSetting, 4, {CrfBackendSetting::reference, "reference"}, {CrfBackendSetting::cpu, "cpu"},
                     {CrfBackendSetting::cuda, "cuda"}, {CrfBackendSetting::automatic, "auto"});
@@ -65,11 +58,8 @@ TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSettin
 TIMITSEG_ENUM_NAMES(RnnAlgo, 5, {RnnAlgo::standard, "standard"}, {RnnAlgo::persist_static, "persist_static"},
                     {RnnAlgo::persist_dynamic, "persist_dynamic"}, {RnnAlgo::fused, "fused"},
                     {RnnAlgo::automatic, "auto"});
-TIMITSEG_ENUM_NAMES(TranscriptSource, 4, {TranscriptSource::automatic, "auto"}, {TranscriptSource::phn, "phn"},
-                    {TranscriptSource::wrd, "wrd"}, {TranscriptSource::txt, "txt"});
 TIMITSEG_ENUM_NAMES(ExitAction, 3, {ExitAction::throw_exception, "throw"}, {ExitAction::kill, "kill"},
                     {ExitAction::hang, "hang"});
-TIMITSEG_ENUM_NAMES(Collectives, 2, {Collectives::nccl, "nccl"}, {Collectives::mpi, "mpi"});
 // The machinery is common/'s (common/enum_names.h); config/ and its callers name it as before.
 using common::EnumNames;
 using common::enum_choices;

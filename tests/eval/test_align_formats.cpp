@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/align.h"
 #include "eval/formats.h"
 
 using namespace timitseg;
@@ -155,4 +156,20 @@ TEST(AlignFormats, DecodePosteriorColumnAndKey) {
   const nlohmann::json j = nlohmann::json::parse(text_of(files, ".json"));
   EXPECT_DOUBLE_EQ(j["phones"][1]["posterior"].get<double>(), 0.25);
   EXPECT_FALSE(j["words"][0].contains("posterior"));
+}
+
+// The words of the flags below the CLI (read into these enums by app/): a word changed here changes --help and
+// docs/cli.md too.
+TEST(AlignFormats, FlagWordsInTableOrder) {
+  EXPECT_EQ(timitseg::common::enum_choices<Fmt>(), "phn, textgrid, csv, json, ctm");
+  EXPECT_EQ(timitseg::common::enum_choices<eval::TranscriptSource>(), "auto, phn, wrd, txt");
+  eval::TranscriptSource t{};
+  ASSERT_TRUE(timitseg::common::parse_enum("wrd", &t));
+  EXPECT_EQ(t, eval::TranscriptSource::wrd);
+  EXPECT_FALSE(timitseg::common::parse_enum("PHN", &t));
+  EXPECT_TRUE(eval::writes_posterior(Fmt::csv));
+  EXPECT_TRUE(eval::writes_posterior(Fmt::json));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::phn));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::textgrid));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::ctm));
 }
