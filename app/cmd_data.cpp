@@ -55,7 +55,7 @@ struct FeatureFlags {
     opt(s->add_option("--preemph", preemph, "Pre-emphasis coefficient (default 0.97; 0 disables)"),
         [this](data::FeatureOptions& o) { o.preemph_coeff = preemph; });
     opt(s->add_option("--window", window, "Window: povey (default), hamming, hanning, sine, blackman, rectangular"),
-        [this](data::FeatureOptions& o) { o.window_type = window; });
+        [this](data::FeatureOptions& o) { o.window_type = data::parse_window_type(window); });
     opt(s->add_option("--num-mel-bins", num_mel_bins, "Number of mel bins (default 23 for mfcc, 40 for fbank)"),
         [this](data::FeatureOptions& o) { o.num_mel_bins = num_mel_bins; });
     opt(s->add_option("--low-freq", low_freq, "Lowest mel filter edge in Hz (default 20)"),
@@ -88,7 +88,7 @@ struct FeatureFlags {
           [](data::FeatureOptions& o) { o.allow_resample = true; });
   }
   data::FeatureOptions options() const {
-    data::FeatureOptions o = data::FeatureOptions::defaults_for(type);
+    data::FeatureOptions o = data::FeatureOptions::defaults_for(data::parse_feature_type(type));
     for (const auto& [opt, set] : setters)
       if (opt->count() > 0) set(o);
     data::validate(o);
