@@ -145,11 +145,10 @@ constexpr const char* kDictFormatHelp =
 
 // --g2p and --language (docs/align.md "Dictionaries").
 void add_g2p_options(CLI::App* c, eval::AlignOptions* o) {
-  c->add_option("--g2p", o->g2p,
+  add_enum_option<data::G2pEngine>(c, "--g2p", &o->g2p,
                 "espeak: words missing from --dict are pronounced by espeak-ng in --language (IPA phones, as "
                 "`synth --voice espeak` labels them: for checkpoints trained on such phone sets); without it an "
-                "utterance with a missing word is left out (one error line) and the others are aligned")
-      ->check(CLI::IsMember({"espeak"}));
+                "utterance with a missing word is left out (one error line) and the others are aligned");
   c->add_option("--language", o->language, "espeak-ng language of --g2p espeak (es, de, fr, cmn, en-us, ...)");
 }
 
@@ -208,20 +207,16 @@ void add_align_command(CLI::App& app) {
   c->add_option("--wav-scp", o->wav_scp,
                 "Kaldi style: a wav.scp file, 'UTTID AUDIO' per line; the lines of --phones/--words (e.g. Kaldi's "
                 "text) then start with an utterance id instead of an audio path, and outputs are named by the ids");
-  c->add_option("--format", o->formats,
+  add_enum_list_option(c, "--format", &o->formats,
                 "Output formats, comma-separated, each file written atomically: phn (NAME.PHN, TIMIT, samples), "
                 "textgrid (NAME.TextGrid, Praat), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,"
                 "boundary_confidence,label_confidence), json (NAME.json, the same fields), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
-                "each when words were given")
-      ->delimiter(',')
-      ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
-      ->capture_default_str();
+                "each when words were given");
   c->add_option("--dict", o->dict, kDictHelp);
-  c->add_option("--dict-format", o->dict_format, kDictFormatHelp)
-      ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}))
-      ->capture_default_str();
+  add_enum_option<data::DictFormatSetting>(c, "--dict-format", &o->dict_format, kDictFormatHelp)
+      ->default_str(common::to_string(o->dict_format));
   add_g2p_options(c, o.get());
-  add_enum_option<config::TranscriptSource>(
+  add_enum_option<eval::TranscriptSource>(
       c, "--transcript", &o->transcript,
       "Transcript beside each audio file: phn (its .PHN, times ignored), wrd (.WRD words), txt (.TXT "
       "sentence), auto (with --dict .WRD, .TXT, then the words of a .TextGrid, Buckeye .words or .lab; "

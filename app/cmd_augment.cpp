@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "data/corpus.h"
 #include "data/augment_corpus.h"
 #include "settings/limits.h"
@@ -59,10 +60,9 @@ void add_augment_command(CLI::App& app) {
                   "Speed factors of the TRAIN copies, comma-separated (e.g. 0.9,1.1): audio resampled with libsoxr "
                   "(pitch and tempo change), label sample positions divided by the factor")
       ->delimiter(',');
-  sub->add_option("--noise", o->noise,
+  add_enum_option<data::NoiseKind>(sub, "--noise", &o->noise,
                   "Additive noise: white, pink (generated) or babble (--babble-talkers other TRAIN utterances of "
-                  "other speakers, summed)")
-      ->check(CLI::IsMember({"white", "pink", "babble"}));
+                  "other speakers, summed)");
   sub->add_option("--snr", *snr,
                   "Signal-to-noise ratio in dB over the whole utterance: DB, or MIN:MAX for one drawn uniformly per "
                   "utterance")

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "app/commands.h"
+#include "app/enum_flags.h"
 #include "common/files.h"
 #include "settings/limits.h"
 #include "common/interrupt.h"
@@ -53,7 +55,7 @@ struct FeatureFlags {
     opt(s->add_option("--preemph", preemph, "Pre-emphasis coefficient (default 0.97; 0 disables)"),
         [this](data::FeatureOptions& o) { o.preemph_coeff = preemph; });
     opt(s->add_option("--window", window, "Window: povey (default), hamming, hanning, sine, blackman, rectangular"),
-        [this](data::FeatureOptions& o) { o.window_type = window; });
+        [this](data::FeatureOptions& o) { o.window_type = data::parse_window_type(window); });
     opt(s->add_option("--num-mel-bins", num_mel_bins, "Number of mel bins (default 23 for mfcc, 40 for fbank)"),
         [this](data::FeatureOptions& o) { o.num_mel_bins = num_mel_bins; });
     opt(s->add_option("--low-freq", low_freq, "Lowest mel filter edge in Hz (default 20)"),
@@ -86,7 +88,7 @@ struct FeatureFlags {
           [](data::FeatureOptions& o) { o.allow_resample = true; });
   }
   data::FeatureOptions options() const {
-    data::FeatureOptions o = data::FeatureOptions::defaults_for(type);
+    data::FeatureOptions o = data::FeatureOptions::defaults_for(data::parse_feature_type(type));
     for (const auto& [opt, set] : setters)
       if (opt->count() > 0) set(o);
     data::validate(o);
@@ -100,13 +102,13 @@ void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOpti
       "--corpus", corpus.corpus_dir,
       "Any other labelled corpus: a folder (or a manifest file) read in --format (docs/data.md \"Other corpora\")");
   corpus_opt->excludes(timit_opt);
-  sub->add_option("--format", corpus.corpus_format,
+  add_enum_option<data::CorpusFormat>(sub, "--format", &corpus.corpus_format,
                   "With --corpus: timit | textgrid (MFA layout: SPEAKER/UTT.wav beside UTT.TextGrid, or beside "
                   "UTT.lab/UTT.txt holding its words) | buckeye (speaker folders of .wav + .phones) | kaldi (wav.scp, "
                   "segments, utt2spk, phones.ctm or, without times, text) | manifest (CSV or JSON lines; columns "
                   "labels/segments with times, phones/text without) | librispeech (SPEAKER/CHAPTER/*.flac with "
                   "SPEAKER-CHAPTER.trans.txt). Default: detected when exactly one layout fits")
-      ->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech"}))->needs(corpus_opt);
+      ->needs(corpus_opt);
   sub->add_option("--phone-set", corpus.phone_set,
                   "With --corpus: the phone-set file (YAML, docs/phone_sets.md) or a builtin name (timit61, "
                   "buckeye, ...) the labels are mapped through. Default: the format's own (timit: timit61, or the "
@@ -120,12 +122,12 @@ void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOpti
                   "manifest.json). Without --phone-set the phone set is the dictionary's phones plus silence. A word "
                   "missing from it (and --g2p): one line naming it and its utterance, which is skipped")
       ->needs(corpus_opt);
-  sub->add_option("--dict-format", corpus.dict_format, "With --dict: timit, cmudict, mfa or auto (default: detected)")
-      ->check(CLI::IsMember({"timit", "cmudict", "mfa", "auto"}));
-  sub->add_option("--g2p", corpus.g2p,
+  add_enum_option<data::DictFormatSetting>(sub, "--dict-format", &corpus.dict_format,
+                                           "With --dict: timit, cmudict, mfa or auto (default: detected)");
+  add_enum_option<data::G2pEngine>(sub, "--g2p", &corpus.g2p,
                   "With --corpus, word transcripts: espeak: words (missing from --dict) pronounced by espeak-ng in "
                   "--language, in the IPA phones `synth --voice espeak` labels with")
-      ->check(CLI::IsMember({"espeak"}))->needs(corpus_opt);
+      ->needs(corpus_opt);
   sub->add_option("--language", corpus.language, "With --g2p espeak: the espeak-ng language (en-us, es, de, fr, ...)");
   sub->add_option("--split-file", corpus.split_file,
                   "With --corpus: lines 'SPEAKER train|dev|test' choosing each speaker's split. Default: the corpus's "
@@ -290,14 +292,13 @@ void add_synth_command(CLI::App& app) {
                                 "Background noise level relative to the speech RMS, in dB: the centre of a +-7 dB "
                                 "range drawn per utterance (--voice flite and espeak: default -30)")
                     ->capture_default_str();
-  sub->add_option("--voice", o->voice,
+  add_enum_option<data::SynthVoice>(sub, "--voice", &o->voice,
                   "tones: the source-filter synthesizer; flite: random English sentences spoken by libflite's voices "
                   "awb, rms (male speakers) and slt (female), flite's own phone boundaries mapped to TIMIT's 61 "
                   "phones (needs a build with libflite, Debian flite1-dev); espeak: sentences in --language spoken by "
                   "libespeak-ng, labelled with espeak's IPA phone names and 'sil' from its phoneme events (needs a "
                   "build with libespeak-ng, Debian libespeak-ng-dev)")
-      ->check(CLI::IsMember({"tones", "flite", "espeak"}))
-      ->capture_default_str();
+      ->default_str(common::to_string(o->voice));
   sub->add_option("--language", o->language,
                   "--voice espeak: an espeak-ng language code (es, de, cmn, fr, en-us, ... : espeak-ng --voices); "
                   "word lists are shipped for cmn de en es fr, any other language needs --text");
@@ -305,21 +306,28 @@ void add_synth_command(CLI::App& app) {
                   "--voice espeak: a UTF-8 file of sentences in --language, one per line; each utterance speaks a "
                   "line drawn at random (seeded) (default: random 4-10 word sentences of the shipped word list)")
       ->check(CLI::ExistingFile);
-  auto* layout = sub->add_option(
-      "--format", o->layout,
+  // --format: a layout, or sphere/riff (the timit layout with that --audio, applied after --audio as before).
+  auto old_spelling = std::make_shared<std::optional<data::SynthAudio>>();
+  std::vector<std::string> layout_words = common::enum_words<data::CorpusFormat>();
+  for (const std::string& w : common::enum_words<data::SynthAudio>()) layout_words.push_back(w);
+  auto* layout = sub->add_option_function<std::string>(
+      "--format",
+      [o, old_spelling](const std::string& w) {
+        data::SynthAudio audio{};
+        if (common::parse_enum(w, &audio)) *old_spelling = audio, o->layout = data::CorpusFormat::timit;
+        else o->layout = common::enum_value<data::CorpusFormat>(w, "--format"), old_spelling->reset();
+      },
       "Corpus layout: timit (TRAIN/TEST/DRn/SPEAKER/UTT.WAV + .PHN; espeak adds .WRD and .TXT), textgrid (MFA: "
       "SPEAKER/UTT.wav + UTT.TextGrid, tiers words and phones), buckeye (SPEAKER/UTT.wav + .phones + .words), kaldi "
       "(train/dev/test: wav.scp, segments, utt2spk, spk2utt, text, phones.ctm), manifest (manifest.jsonl) or "
       "librispeech (--voice espeak: SUBSET/SPEAKER/CHAPTER/*.flac + SPEAKER-CHAPTER.trans.txt, the words without "
       "times; SUBSET train-clean, dev-clean, test-clean); sphere and riff are the old spellings of timit with --audio "
       "sphere / riff");
-  layout->check(CLI::IsMember({"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech", "sphere", "riff"}))
-      ->capture_default_str();
-  sub->add_option("--audio", o->format,
+  layout->check(CLI::IsMember(layout_words))->default_str(common::to_string(o->layout));
+  add_enum_option<data::SynthAudio>(sub, "--audio", &o->format,
                   "The timit layout's audio: sphere (NIST SPHERE, as on the LDC discs) or riff (RIFF WAV); the other "
                   "layouts write RIFF .wav")
-      ->check(CLI::IsMember({"sphere", "riff"}))
-      ->capture_default_str();
+      ->default_str(common::to_string(o->format));
   sub->add_option("--threads", o->threads,
                   "Worker threads (0: all cores); the corpus is the same for any count (flite synthesizes one "
                   "utterance at a time; espeak-ng one per worker, each in its own process)")
@@ -327,16 +335,13 @@ void add_synth_command(CLI::App& app) {
       ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi));
   sub->add_flag("--lower-case", o->lower_case, "timit layout: lower-case file and folder names (default: upper case, "
                                                "as on the LDC discs)");
-  sub->callback([o, noise] {
-    if (o->layout == "sphere" || o->layout == "riff") {
-      o->format = o->layout;
-      o->layout = "timit";
-    }
-    if ((o->voice == "flite" || o->voice == "espeak") && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
+  sub->callback([o, noise, old_spelling] {
+    if (*old_spelling) o->format = **old_spelling;
+    if (o->voice != data::SynthVoice::tones && noise->count() == 0) o->noise_db = data::kFliteNoiseDb;
     const data::SynthSummary s = data::synth_corpus(*o);
     spdlog::info("{}: {} utterances ({:.1f} s of audio, {} layout); TRAIN {} speakers, TEST {} speakers ({} dev, {} "
                  "core-test)",
-                 o->out_dir, s.files, s.seconds, o->layout, s.train_speakers, s.test_speakers, s.dev_speakers,
+                 o->out_dir, s.files, s.seconds, common::to_string(o->layout), s.train_speakers, s.test_speakers, s.dev_speakers,
                  s.core_test_speakers);
   });
 }

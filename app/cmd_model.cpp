@@ -358,14 +358,11 @@ void add_decode_command(CLI::App& app) {
       de, "--decode", &dec->decode,
       "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
       "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
-  de->add_option("--format", dec->formats,
+  add_enum_list_option(de, "--format", &dec->formats,
                  "Output formats, comma-separated, each file written atomically: phn (NAME.PHN), textgrid "
                  "(NAME.TextGrid), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,posterior), json "
                  "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
-                 "that segment, label and span, under the model (its segment marginal; docs/align.md)")
-      ->delimiter(',')
-      ->check(CLI::IsMember(eval::output_format_names()))  // eval/formats.h: the one table
-      ->capture_default_str();
+                 "that segment, label and span, under the model (its segment marginal; docs/align.md)");
   de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
       ->capture_default_str();

@@ -177,8 +177,10 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   wo.word_silence = d.word_silence != 0;
   wo.optional_silence = d.obligatory_silence == 0;
   // the dictionary, its phones checked against the checkpoint's (as the command loads it)
-  const std::shared_ptr<timitseg::data::Dictionary> dict =
-      eval::load_dictionary(dictionary, d.dict_format ? d.dict_format : "auto", m->state.labels);
+  using timitseg::data::DictFormatSetting;
+  const DictFormatSetting format = d.dict_format ? timitseg::common::enum_value<DictFormatSetting>(d.dict_format, "dict_format")
+                                                 : DictFormatSetting::automatic;
+  const std::shared_ptr<timitseg::data::Dictionary> dict = eval::load_dictionary(dictionary, format, m->state.labels);
   std::vector<std::string> tokens;
   std::istringstream in(words);
   for (std::string w; in >> w;) tokens.push_back(w);

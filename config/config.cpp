@@ -23,7 +23,8 @@ namespace {
 template <class... T>
 using MemberOf = std::variant<T Config::*...>;
 using Member = MemberOf<std::string, int, int64_t, uint64_t, double, bool, CrfBackendSetting, LossNormalization,
-                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, Supervision, LrSchedule, DeviceSetting, RnnAlgo>;
+                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, Supervision, LrSchedule, DeviceSetting, RnnAlgo,
+                        CmvnMode>;
 struct Entry {
   const char* key;
   Member member;

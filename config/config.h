@@ -41,8 +41,8 @@ struct Config {
   // features
   bool features_cmvn = true;         // features.cmvn: apply the WORKDIR's train CMVN
   // augment (docs/training.md "Augmentation and noise")
-  std::string data_cmvn = "global";  // data.cmvn: global (the train split's statistics) | utterance (each utterance's own)
-                                     // | speaker (each speaker's own over the split read)
+  CmvnMode data_cmvn = CmvnMode::global;  // data.cmvn: global (the train split's statistics) | utterance (each utterance's own)
+                                          // | speaker (each speaker's own over the split read)
   bool augment_speed = true;         // augment.speed: train on the WORKDIR's speed-perturbed copies (NAME_augspNNN) when it has some
   bool augment_noise = true;         // augment.noise: train on the WORKDIR's noisy copies (NAME_augnoise) when it has some
   int augment_time_masks = 0;        // augment.time_masks: SpecAugment time masks per train utterance (0 = off)

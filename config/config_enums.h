@@ -3,17 +3,12 @@
 // written back from them, so config.yaml, run.json and the checkpoints keep
 // the same words while nothing below the config compares strings.
 //
-// One enum per key and one table of names per enum (kNames below): to_string
-// gives an enum's word, parse_enum reads one back (false for any other text),
-// enum_choices lists the words ("reference, cpu, cuda, auto"), in the order
-// of the error messages. A new value is one line of its table.
+// One enum per key and one table of names per enum (common/enum_names.h:
+// to_string, parse_enum, enum_choices, enum_value). A new value is one line
+// of its table.
 #pragma once
 
-#include <array>
-#include <stdexcept>
-#include <string>
-#include <string_view>
-#include <utility>
+#include "common/enum_names.h"
 
 namespace timitseg::config {
 
@@ -33,30 +28,16 @@ enum class DecodeMode { viterbi, posterior };
 // times where an utterance has them and its phone sequence where it has only that (auto), the times only
 // (segments), or the phone sequences only, times ignored where present (transcript).
 enum class Supervision { automatic, segments, transcript };
+// data.cmvn: the feature normalization (with features.cmvn): the train split's statistics, each utterance's own, or each speaker's own over the split read.
+enum class CmvnMode { global, utterance, speaker };
 // train.lr_schedule: cosine per update, cosine per epoch, or constant.
 enum class LrSchedule { cosine, cosine_epoch, constant };
 // train.device: cpu | cuda | auto (the resolved device is model/encoder.h's Device).
 enum class DeviceSetting { cpu, cuda, automatic };
 // train.rnn_algo: cuDNN's algorithms, the own fused kernel, or auto.
 enum class RnnAlgo { standard, persist_static, persist_dynamic, fused, automatic };
-// `align --transcript` (a flag, no config key; its words read like the keys'):
-// the file beside each audio file: .PHN, .WRD, .TXT, or auto (.WRD then .TXT
-// with --dict, else .PHN).
-enum class TranscriptSource { phn, wrd, txt, automatic };
 // debug.inject_exit's ACTION (config/config.h InjectExit): an exception, SIGKILL, or a hang.
 enum class ExitAction { throw_exception, kill, hang };
-// TIMITSEG_GPU_COLLECTIVES (an environment knob, docs/multigpu.md): the GPU
-// gradient all-reduce through NCCL, or host-staged through the MPI world.
-enum class Collectives { nccl, mpi };
-
-template <class E>
-struct EnumNames;  // kNames: every value with its config word, in message order
-
-#define TIMITSEG_ENUM_NAMES(E, N, ...)                                          \
-  template <>                                                                    \
-  struct EnumNames<E> {                                                          \
-    static constexpr std::array<std::pair<E, const char*>, N> kNames{{__VA_ARGS__}}; \
-  }
 
 TIMITSEG_ENUM_NAMES(CrfBackendSetting, 4, {CrfBackendSetting::reference, "reference"}, {CrfBackendSetting::cpu, "cpu"},
                     {CrfBackendSetting::cuda, "cuda"}, {CrfBackendSetting::automatic, "auto"});
@@ -69,6 +50,7 @@ TIMITSEG_ENUM_NAMES(DurationModel, 2, {DurationModel::table, "table"}, {Duration
 TIMITSEG_ENUM_NAMES(DecodeMode, 2, {DecodeMode::viterbi, "viterbi"}, {DecodeMode::posterior, "posterior"});
 TIMITSEG_ENUM_NAMES(Supervision, 3, {Supervision::automatic, "auto"}, {Supervision::segments, "segments"},
                     {Supervision::transcript, "transcript"});
+TIMITSEG_ENUM_NAMES(CmvnMode, 3, {CmvnMode::global, "global"}, {CmvnMode::utterance, "utterance"}, {CmvnMode::speaker, "speaker"});
 TIMITSEG_ENUM_NAMES(LrSchedule, 3, {LrSchedule::cosine, "cosine"}, {LrSchedule::cosine_epoch, "cosine_epoch"},
                     {LrSchedule::constant, "constant"});
 TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSetting::cuda, "cuda"},
@@ -76,52 +58,13 @@ TIMITSEG_ENUM_NAMES(DeviceSetting, 3, {DeviceSetting::cpu, "cpu"}, {DeviceSettin
 TIMITSEG_ENUM_NAMES(RnnAlgo, 5, {RnnAlgo::standard, "standard"}, {RnnAlgo::persist_static, "persist_static"},
                     {RnnAlgo::persist_dynamic, "persist_dynamic"}, {RnnAlgo::fused, "fused"},
                     {RnnAlgo::automatic, "auto"});
-TIMITSEG_ENUM_NAMES(TranscriptSource, 4, {TranscriptSource::automatic, "auto"}, {TranscriptSource::phn, "phn"},
-                    {TranscriptSource::wrd, "wrd"}, {TranscriptSource::txt, "txt"});
 TIMITSEG_ENUM_NAMES(ExitAction, 3, {ExitAction::throw_exception, "throw"}, {ExitAction::kill, "kill"},
                     {ExitAction::hang, "hang"});
-TIMITSEG_ENUM_NAMES(Collectives, 2, {Collectives::nccl, "nccl"}, {Collectives::mpi, "mpi"});
-#undef TIMITSEG_ENUM_NAMES
-
-// The config word of v ("auto" for automatic).
-template <class E, class = decltype(EnumNames<E>::kNames)>
-const char* to_string(E v) {
-  for (const auto& [e, name] : EnumNames<E>::kNames)
-    if (e == v) return name;
-  return "?";  // unreachable: every value has a name
-}
-
-// text's value, when it is one of E's words exactly (case-sensitive, as before).
-template <class E>
-bool parse_enum(std::string_view text, E* out) {
-  for (const auto& [e, name] : EnumNames<E>::kNames)
-    if (text == name) {
-      *out = e;
-      return true;
-    }
-  return false;
-}
-
-// text's value for text that a caller has already checked (a CLI11 IsMember
-// list, a resolved choice); any other text throws std::invalid_argument
-// "WHAT: 'TEXT' is not one of WORD, WORD".
-template <class E>
-E enum_value(std::string_view text, const std::string& what);
-
-// "reference, cpu, cuda, auto": E's words in table order.
-template <class E>
-std::string enum_choices() {
-  std::string s;
-  for (const auto& [e, name] : EnumNames<E>::kNames) s += (s.empty() ? "" : ", ") + std::string(name);
-  return s;
-}
-
-template <class E>
-E enum_value(std::string_view text, const std::string& what) {
-  E v{};
-  if (!parse_enum(text, &v))
-    throw std::invalid_argument(what + ": '" + std::string(text) + "' is not one of " + enum_choices<E>());
-  return v;
-}
+// The machinery is common/'s (common/enum_names.h); config/ and its callers name it as before.
+using common::EnumNames;
+using common::enum_choices;
+using common::enum_value;
+using common::parse_enum;
+using common::to_string;
 
 }  // namespace timitseg::config

@@ -124,9 +124,8 @@ void Config::validate() const {
 
 // data.cmvn and the augment keys (docs/config.md "augment").
 void Config::validate_augment() const {
-  check(*this, data_cmvn == "global" || data_cmvn == "utterance" || data_cmvn == "speaker", "data.cmvn", data_cmvn,
-        "one of global, utterance, speaker");
-  check(*this, features_cmvn || data_cmvn == "global", "data.cmvn", data_cmvn,
+  check_words(*this, data_cmvn, "data.cmvn");
+  check(*this, features_cmvn || data_cmvn == CmvnMode::global, "data.cmvn", to_string(data_cmvn),
         "global while features.cmvn is false (no normalization at all)");
   const std::pair<const char*, int> counts[] = {{"augment.time_masks", augment_time_masks},
                                                 {"augment.time_mask_width", augment_time_mask_width},

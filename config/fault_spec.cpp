@@ -10,7 +10,7 @@
 
 namespace timitseg::config {
 
-const char* pass_name(Pass p) { return p == Pass::forward ? "forward" : "backward"; }
+const char* pass_name(Pass p) { return common::to_string(p); }
 
 std::vector<std::string> numerics_layers(int num_layers, bool onset) {
   std::vector<std::string> v{"input", "input_proj"};
@@ -50,9 +50,7 @@ FaultSpec FaultSpec::parse(const std::string& text, int num_layers, bool onset) 
       f.layer = v;
       has[0] = true;
     } else if (k == "pass") {
-      if (v == "forward") f.pass = Pass::forward;
-      else if (v == "backward") f.pass = Pass::backward;
-      else throw bad("pass must be forward or backward, got '" + v + "'");
+      if (!common::parse_enum(v, &f.pass)) throw bad("pass must be forward or backward, got '" + v + "'");
       has[1] = true;
     } else if (k == "step") {
       size_t pos = 0;
@@ -66,9 +64,9 @@ FaultSpec FaultSpec::parse(const std::string& text, int num_layers, bool onset) 
       f.step = s;
       has[2] = true;
     } else if (k == "value") {
-      if (v == "nan") f.value = std::numeric_limits<float>::quiet_NaN();
-      else if (v == "inf") f.value = std::numeric_limits<float>::infinity();
-      else throw bad("value must be nan or inf, got '" + v + "'");
+      FaultValue fv{};
+      if (!common::parse_enum(v, &fv)) throw bad("value must be nan or inf, got '" + v + "'");
+      f.value = fv == FaultValue::nan ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
       has[3] = true;
     } else {
       throw bad("unknown key '" + k + "'");
@@ -83,7 +81,7 @@ FaultSpec FaultSpec::parse(const std::string& text, int num_layers, bool onset) 
 std::string FaultSpec::to_string() const {
   if (empty()) return "";
   return "layer=" + layer + ",pass=" + pass_name(pass) + ",step=" + std::to_string(step) +
-         ",value=" + (std::isnan(value) ? "nan" : "inf");
+         ",value=" + common::to_string(std::isnan(value) ? FaultValue::nan : FaultValue::inf);
 }
 
 }  // namespace timitseg::config

@@ -10,9 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace timitseg::config {
 
+// debug.inject_fault's pass=PASS and value=VALUE.
 enum class Pass { forward, backward };
+TIMITSEG_ENUM_NAMES(Pass, 2, {Pass::forward, "forward"}, {Pass::backward, "backward"});
+enum class FaultValue { nan, inf };
+TIMITSEG_ENUM_NAMES(FaultValue, 2, {FaultValue::nan, "nan"}, {FaultValue::inf, "inf"});
 const char* pass_name(Pass p);
 
 // Every layer name of a model with `num_layers` LSTM layers, in forward tap

@@ -164,14 +164,14 @@ std::string speed_suffix(double factor) {
   return buf;
 }
 
-std::string augmentation_of(const std::string& id) {
+Augmentation augmentation_of(const std::string& id) {
   auto ends_with = [&](const std::string& s) { return id.size() >= s.size() && id.compare(id.size() - s.size(), s.size(), s) == 0; };
-  if (ends_with(kNoiseSuffix)) return "noise";
+  if (ends_with(kNoiseSuffix)) return Augmentation::noise;
   const size_t at = id.rfind("_augsp");
   if (at != std::string::npos && id.size() == at + 9 &&
       std::all_of(id.begin() + static_cast<std::ptrdiff_t>(at) + 6, id.end(), [](char c) { return c >= '0' && c <= '9'; }))
-    return "speed";
-  return "";
+    return Augmentation::speed;
+  return Augmentation::none;
 }
 
 }  // namespace timitseg::data

@@ -77,10 +77,11 @@ void utterance_cmvn(float* feats /*[T][D]*/, int64_t T, int64_t D, double var_fl
 // ---- marks of augmented utterances ----
 // The utterance-name suffixes `timitseg augment` gives its copies:
 // "_augsp090" for speed 0.9 ("_augsp" + round(100 * factor), 3 digits) and
-// "_augnoise" for the noisy copy. augmentation_of(id) gives "speed", "noise"
-// or "" (an original utterance).
+// "_augnoise" for the noisy copy. augmentation_of(id) gives speed, noise
+// or none (an original utterance).
+enum class Augmentation { none, speed, noise };
 std::string speed_suffix(double factor);
 inline constexpr const char* kNoiseSuffix = "_augnoise";
-std::string augmentation_of(const std::string& utterance_id);
+Augmentation augmentation_of(const std::string& utterance_id);
 
 }  // namespace timitseg::data

@@ -101,7 +101,7 @@ class Writer {
       : o_(o), root_(std::move(root)) {
     for (const CorpusUtterance& u : all)
       if (u.part == "train" && !u.wav_path.empty() && !u.is_sa()) talkers_.push_back(&u);
-    if (o_.noise == "babble" && talkers_.empty())
+    if (o_.noise == NoiseKind::babble && talkers_.empty())
       throw std::invalid_argument("augment: babble noise needs TRAIN utterances (its talkers) in " + o_.in_dir);
   }
 
@@ -140,8 +140,8 @@ class Writer {
 
  private:
   std::vector<float> noise(const CorpusUtterance& u, size_t n, std::mt19937_64& rng) const {
-    if (o_.noise == "white") return white_noise(n, rng);
-    if (o_.noise == "pink") return pink_noise(n, rng);
+    if (o_.noise == NoiseKind::white) return white_noise(n, rng);
+    if (o_.noise == NoiseKind::pink) return pink_noise(n, rng);
     std::vector<std::vector<float>> talk;
     for (int k = 0, tries = 0; k < o_.babble_talkers && tries < 100 * o_.babble_talkers; ++tries) {
       const CorpusUtterance& t = *talkers_[rng() % talkers_.size()];
@@ -162,13 +162,11 @@ void check_options(const AugmentCorpusOptions& o) {
   for (double f : o.speeds)
     if (!(f >= 0.5 && f <= 2.0) || std::lround(100 * f) == 100)
       throw std::invalid_argument("augment: speed factor " + std::to_string(f) + " must be in [0.5, 2] and not 1");
-  if (!o.noise.empty() && o.noise != "white" && o.noise != "pink" && o.noise != "babble")
-    throw std::invalid_argument("augment: noise '" + o.noise + "' is none of white, pink, babble");
   if (!(o.snr_min <= o.snr_max) || !std::isfinite(o.snr_min) || !std::isfinite(o.snr_max))
     throw std::invalid_argument("augment: the SNR range must be finite with min <= max");
-  if (o.noisy_test && (o.noise.empty() || !o.speeds.empty()))
+  if (o.noisy_test && (!o.noise || !o.speeds.empty()))
     throw std::invalid_argument("augment: a noisy test copy needs a noise and no speed factor");
-  if (!o.noisy_test && o.noise.empty() && o.speeds.empty())
+  if (!o.noisy_test && !o.noise && o.speeds.empty())
     throw std::invalid_argument("augment: nothing to do (give speed factors, a noise, or a noisy test copy)");
   if (o.babble_talkers < 1) throw std::invalid_argument("augment: babble needs at least 1 talker");
   if (fs::exists(o.out_dir)) throw std::invalid_argument("augment: " + o.out_dir + " exists (give a new folder)");
@@ -259,7 +257,7 @@ AugmentCorpusSummary augment_corpus(const AugmentCorpusOptions& o) {
       replaced.insert(fs::absolute(u.wav_path).lexically_normal().string());
     } else if (u.part == "train" && !u.is_sa() && !u.phn_path.empty() && !skip.count(u.speaker)) {
       for (double f : o.speeds) jobs.push_back({&u, f, false});
-      if (!o.noise.empty()) jobs.push_back({&u, 1.0, true});
+      if (o.noise) jobs.push_back({&u, 1.0, true});
     }
   }
   try {

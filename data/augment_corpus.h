@@ -23,14 +23,21 @@
 
 #include <cstdint>
 #include <string>
+#include <optional>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace timitseg::data {
+
+// augment --noise: generated white or pink noise, or babble (other TRAIN talkers summed).
+enum class NoiseKind { white, pink, babble };
+TIMITSEG_ENUM_NAMES(NoiseKind, 3, {NoiseKind::white, "white"}, {NoiseKind::pink, "pink"}, {NoiseKind::babble, "babble"});
 
 struct AugmentCorpusOptions {
   std::string in_dir, out_dir;         // TIMIT layout in; the copy (must not exist)
   std::vector<double> speeds;          // train copies at these factors (e.g. 0.9, 1.1); each in [0.5, 2], not 1
-  std::string noise;                   // "" | white | pink | babble
+  std::optional<NoiseKind> noise;      // none, or the noise added
   double snr_min = 10, snr_max = 10;   // dB
   bool noisy_test = false;             // replace TEST's audio by noisy audio instead of adding train copies
   std::vector<std::string> skip_speakers;  // TRAIN speakers that get no copies (lower case)

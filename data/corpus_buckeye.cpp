@@ -73,7 +73,7 @@ std::vector<CorpusEntry> scan_buckeye(const std::string& root, std::vector<Probl
     e.id = stem.generic_string();
     e.speaker = rel.begin()->string() == rel.string() ? rel.stem().string().substr(0, 3) : rel.begin()->string();
     e.label_path = (fs::path(root) / rel).string();
-    e.label_kind = "buckeye";
+    e.label_kind = LabelFileKind::buckeye;
     for (const char* ext : {".wav", ".WAV", ".flac"})
       if (have.count(stem.string() + ext)) e.audio_path = (fs::path(root) / (stem.string() + ext)).string();
     if (e.audio_path.empty())

@@ -17,13 +17,12 @@
 #include <vector>
 
 #include "data/corpus.h"
+#include "data/corpus_format.h"
 
 namespace timitseg::data {
 
-enum class CorpusFormat { timit, textgrid, buckeye, kaldi, manifest, librispeech };
-
-// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest" | "librispeech"; parse_corpus_format
-// throws std::invalid_argument naming the accepted names.
+// CorpusFormat's word (data/corpus_format.h); parse_corpus_format
+// throws std::invalid_argument naming the accepted words.
 std::string corpus_format_name(CorpusFormat f);
 CorpusFormat parse_corpus_format(const std::string& name);
 
@@ -70,6 +69,16 @@ class IntervalSpill {
   mutable int64_t written_ = 0;
 };
 
+// How read_labels reads an entry's label_path: a TextGrid, a Buckeye .phones
+// file, seconds (start end label lines), TIMIT's samples (.PHN), MFA's
+// transcript beside the audio (.lab/.txt: words, no times), the records
+// `spans` of `spill` (a CTM, inline segments), or none (the labels are
+// already in `intervals`).
+enum class LabelFileKind { none, textgrid, buckeye, seconds, phn, transcript, spill };
+
+// What an entry's transcript (labels without times) holds: none, phone names, or words.
+enum class TranscriptKind { none, phones, words };
+
 // One utterance of a corpus.
 struct CorpusEntry {
   std::string id;       // unique in the corpus (e.g. "s01/s0101a", a Kaldi utterance id)
@@ -80,24 +89,22 @@ struct CorpusEntry {
   // segments, manifest start/end); seg_end < 0: the whole file.
   double seg_start = 0.0, seg_end = -1.0;
   std::string label_path;  // the file the labels come from (messages, fingerprint)
-  // how read_labels reads label_path: textgrid | buckeye | seconds | phn | spill (the records
-  // `spans` of `spill`: a CTM, inline segments) | "" (already in `intervals`)
-  std::string label_kind;
+  LabelFileKind label_kind = LabelFileKind::none;  // how read_labels reads label_path
   std::shared_ptr<const IntervalSpill> spill;
   std::vector<LabelSpan> spans;
   // A part of a recording (prepare's cut of Buckeye recordings): its 1-based
   // number among the recording's parts; 0 for a whole recording.
   int part = 0;
-  // Filled by read_labels (or by the scan: label_kind ""). prepare reads them
+  // Filled by read_labels (or by the scan: label_kind none). prepare reads them
   // again when it processes the utterance, so that the corpus's labels are never
   // all in memory at once.
   std::vector<LabelInterval> intervals;
-  // A transcript (labels without times): transcript_kind "phones" (phone names) or "words"
-  // ("" when the labels are intervals only), tokens as written: filled by the scan (a
+  // A transcript (labels without times): transcript_kind phones (phone names) or words
+  // (none when the labels are intervals only), tokens as written: filled by the scan (a
   // manifest's phones/text column, Kaldi's text, LibriSpeech's .trans.txt) or by read_labels
-  // (label_kind "transcript": MFA's .lab/.txt beside the audio; a TextGrid with a words tier
+  // (label_kind transcript: MFA's .lab/.txt beside the audio; a TextGrid with a words tier
   // and no phones tier); transcript_line its line in transcript_path.
-  std::string transcript_kind;
+  TranscriptKind transcript_kind = TranscriptKind::none;
   std::vector<std::string> tokens;
   std::string transcript_path;
   int transcript_line = 0;
@@ -127,7 +134,7 @@ std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat forma
 // "part/dialect/speaker/name", split train (TRAIN), dev (TEST speakers of the
 // standard dev list), test (the other TEST speakers); when no TEST speaker is
 // on the dev list, no split (prepare splits by speaker). Labels: the .PHN rows
-// (label_kind "phn": samples of the audio file, read at its rate).
+// (label_kind phn: samples of the audio file, read at its rate).
 std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<Problem>* problems,
                                            int64_t* sa_excluded);
 // Lines "START END LABEL", START and END in samples at `rate` (a .PHN of any
@@ -137,7 +144,7 @@ std::vector<LabelInterval> parse_sample_labels(const std::string& path, const st
 // The sample rate of an audio file's header (libsndfile), 0 when it does not open.
 int audio_file_rate(const std::string& path);
 
-// Reads e.label_path (when e.label_kind is not empty) into e.intervals, then
+// Reads e.label_path (when e.label_kind is not none) into e.intervals, then
 // checks the intervals (check_intervals); problems go into e.problems.
 void read_labels(CorpusEntry& e, const ReaderOptions& ro);
 

@@ -100,7 +100,7 @@ void read_ctm(const fs::path& ctm, std::map<std::string, CorpusEntry*>& by_utt, 
     iv.label = strip_position(k.f[4]);
     spill->append(iv, &it->second->spans);
   });
-  for (auto& [utt, e] : by_utt) e->spill = spill, e->label_kind = "spill";
+  for (auto& [utt, e] : by_utt) e->spill = spill, e->label_kind = LabelFileKind::spill;
 }
 
 // The transcripts of `text` (lines "UTT word word ...") into the entries (words); an
@@ -114,17 +114,17 @@ void read_text(const fs::path& path, const std::vector<KaldiLine>& text, std::ma
       continue;
     }
     CorpusEntry& e = *it->second;
-    if (!e.transcript_kind.empty()) {
+    if (e.transcript_kind != TranscriptKind::none) {
       e.problems.push_back({path.string(), k.line, "a second transcript of '" + k.f[0] + "'", true});
       continue;
     }
-    e.transcript_kind = "words";
+    e.transcript_kind = TranscriptKind::words;
     e.tokens.assign(k.f.begin() + 1, k.f.end());
     e.transcript_path = path.string();
     e.transcript_line = k.line;
   }
   for (auto& [utt, e] : by_utt)
-    if (e->transcript_kind.empty())
+    if (e->transcript_kind == TranscriptKind::none)
       e->problems.push_back({path.string(), 0, "no transcript of '" + utt + "' (no line 'UTT word ...')", true});
 }
 

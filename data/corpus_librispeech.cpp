@@ -45,7 +45,7 @@ void read_trans(const fs::path& root, const fs::path& rel, const std::set<std::s
     e.split = split;
     e.label_path = e.transcript_path = path;
     e.transcript_line = n;
-    e.transcript_kind = "words";
+    e.transcript_kind = TranscriptKind::words;
     for (std::string w; f >> w;) e.tokens.push_back(w);
     const fs::path stem = rel.parent_path() / utt;
     for (const char* ext : {".flac", ".wav", ".FLAC", ".WAV"})

@@ -141,7 +141,7 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   if (!labels.empty()) {
     e.label_path = fs::path(labels).is_absolute() ? labels : (base / labels).string();
     const std::string ext = to_lower(fs::path(labels).extension().string());
-    e.label_kind = ext == ".textgrid" ? "textgrid" : ext == ".phones" ? "buckeye" : "seconds";
+    e.label_kind = ext == ".textgrid" ? LabelFileKind::textgrid : ext == ".phones" ? LabelFileKind::buckeye : LabelFileKind::seconds;
   } else if (r.json_segments) {
     e.intervals = r.segments;
   } else if (!get("segments").empty()) {
@@ -151,18 +151,18 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   const auto pc = r.f.find("phones"), tc = r.f.find("text");
   const std::string pv = pc == r.f.end() ? "" : pc->second, tv = tc == r.f.end() ? "" : tc->second;
   if (!pv.empty() && !tv.empty()) return err("both 'phones' and 'text' given (one transcript per row)"), e;
-  if (!pv.empty() || (tv.empty() && pc != r.f.end())) e.transcript_kind = "phones";
-  else if (tc != r.f.end()) e.transcript_kind = "words";
+  if (!pv.empty() || (tv.empty() && pc != r.f.end())) e.transcript_kind = TranscriptKind::phones;
+  else if (tc != r.f.end()) e.transcript_kind = TranscriptKind::words;
   std::istringstream in(pv.empty() ? tv : pv);
   for (std::string t; in >> t;) e.tokens.push_back(t);
   e.transcript_path = path;
   e.transcript_line = r.line;
-  const bool times = !e.label_kind.empty() || r.json_segments || !get("segments").empty();
-  if (times && (e.tokens.empty() || e.transcript_kind == "words")) {  // times rule; text beside them is not used
-    e.transcript_kind.clear();
+  const bool times = e.label_kind != LabelFileKind::none || r.json_segments || !get("segments").empty();
+  if (times && (e.tokens.empty() || e.transcript_kind == TranscriptKind::words)) {  // times rule; text beside them is not used
+    e.transcript_kind = TranscriptKind::none;
     e.tokens.clear();
   }
-  if (!times && e.transcript_kind.empty())
+  if (!times && e.transcript_kind == TranscriptKind::none)
     err("no labels (column 'labels': a label file, 'segments': inline intervals, or without times 'phones': the "
         "phone sequence or 'text': the words)");
   return e;
@@ -185,11 +185,11 @@ std::vector<CorpusEntry> scan_manifest(const std::string& path, std::vector<Prob
   auto add = [&](const Row& r) {
     out.push_back(entry_of(r, file.parent_path(), file.string()));
     CorpusEntry& e = out.back();
-    if (!e.label_kind.empty() || e.intervals.empty()) return;
+    if (e.label_kind != LabelFileKind::none || e.intervals.empty()) return;
     if (!spill) spill = std::make_shared<IntervalSpill>();
     for (const LabelInterval& iv : e.intervals) spill->append(iv, &e.spans);
     e.spill = spill;
-    e.label_kind = "spill";
+    e.label_kind = LabelFileKind::spill;
     std::vector<LabelInterval>().swap(e.intervals);
   };
   const std::unique_ptr<std::istream> in = open_text(file.string());

@@ -207,24 +207,14 @@ void check_intervals(const std::string& path, const std::vector<LabelInterval>& 
   }
 }
 
-std::string corpus_format_name(CorpusFormat f) {
-  switch (f) {
-    case CorpusFormat::timit: return "timit";
-    case CorpusFormat::textgrid: return "textgrid";
-    case CorpusFormat::buckeye: return "buckeye";
-    case CorpusFormat::kaldi: return "kaldi";
-    case CorpusFormat::manifest: return "manifest";
-    case CorpusFormat::librispeech: return "librispeech";
-  }
-  return "?";
-}
+std::string corpus_format_name(CorpusFormat f) { return common::to_string(f); }
 
 CorpusFormat parse_corpus_format(const std::string& name) {
-  for (CorpusFormat f : {CorpusFormat::timit, CorpusFormat::textgrid, CorpusFormat::buckeye, CorpusFormat::kaldi,
-                         CorpusFormat::manifest, CorpusFormat::librispeech})
-    if (corpus_format_name(f) == name) return f;
-  throw std::invalid_argument("--format " + name + ": not a corpus format (timit, textgrid, buckeye, kaldi, manifest, "
-                              "librispeech)");
+  CorpusFormat f{};
+  if (!common::parse_enum(name, &f))
+    throw std::invalid_argument("--format " + name + ": not a corpus format (" + common::enum_choices<CorpusFormat>() +
+                                ")");
+  return f;
 }
 
 CorpusFormat detect_corpus_format(const std::string& path) {

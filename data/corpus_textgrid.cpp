@@ -157,7 +157,7 @@ std::string mfa_speaker(const fs::path& rel) {
 }
 
 // MFA's other layout: UTT.{wav,flac,ogg} with no TextGrid and UTT.lab or UTT.txt
-// beside it (the words, no times): label_kind "transcript".
+// beside it (the words, no times): label_kind transcript.
 void add_transcript_files(const std::string& root, const std::vector<fs::path>& files, const std::set<std::string>& have,
                           std::vector<CorpusEntry>& out) {
   for (const auto& rel : files) {
@@ -172,7 +172,7 @@ void add_transcript_files(const std::string& root, const std::vector<fs::path>& 
       e.speaker = mfa_speaker(rel);
       e.audio_path = (fs::path(root) / rel).string();
       e.label_path = (fs::path(root) / (stem.string() + t)).string();
-      e.label_kind = "transcript";
+      e.label_kind = LabelFileKind::transcript;
       out.push_back(std::move(e));
       break;
     }
@@ -195,7 +195,7 @@ std::vector<CorpusEntry> scan_textgrid(const std::string& root, std::vector<Prob
     e.id = stem.generic_string();
     e.speaker = mfa_speaker(rel);
     e.label_path = (fs::path(root) / rel).string();
-    e.label_kind = "textgrid";
+    e.label_kind = LabelFileKind::textgrid;
     for (const char* ext : {".wav", ".flac", ".ogg", ".WAV", ".FLAC", ".OGG"})
       if (have.count(stem.string() + ext)) {
         e.audio_path = (fs::path(root) / (stem.string() + ext)).string();
@@ -276,7 +276,7 @@ std::vector<std::string> transcript_words(const std::string& text) {
 
 // MFA's other layout: UTT.lab or UTT.txt beside the audio, the words of the utterance.
 void read_transcript_file(CorpusEntry& e, const std::string& bytes) {
-  e.transcript_kind = "words";
+  e.transcript_kind = TranscriptKind::words;
   e.transcript_path = e.label_path;
   e.transcript_line = 0;
   e.tokens = transcript_words(decode_text(bytes));
@@ -294,7 +294,7 @@ void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions
     if (wp.empty()) {
       std::string text;
       for (const auto& iv : words) text += iv.label + " ";
-      e.transcript_kind = "words";
+      e.transcript_kind = TranscriptKind::words;
       e.transcript_path = e.label_path;
       e.transcript_line = words.empty() ? 0 : words.front().line;
       e.tokens = transcript_words(text);
@@ -310,9 +310,9 @@ void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions
 void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
   for (const auto& p : e.problems)
     if (p.error) return;
-  if (e.label_kind == "spill") {
+  if (e.label_kind == LabelFileKind::spill) {
     e.intervals = e.spill->read(e.spans);
-  } else if (!e.label_kind.empty()) {
+  } else if (e.label_kind != LabelFileKind::none) {
     std::string bytes;
     try {
       bytes = read_file(e.label_path);
@@ -320,22 +320,27 @@ void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
       e.problems.push_back({e.label_path, 0, "cannot read", true});
       return;
     }
-    if (e.label_kind == "transcript") read_transcript_file(e, bytes);
-    else if (e.label_kind == "textgrid") read_textgrid(e, bytes, ro);
-    else if (e.label_kind == "buckeye") e.intervals = parse_buckeye_phones(e.label_path, bytes, &e.problems);
-    else if (e.label_kind == "phn") {
-      const int rate = audio_file_rate(e.audio_path);
-      if (rate <= 0) {  // process_entry's read of the audio names the problem
-        e.problems.push_back({e.audio_path, 0, "cannot read the audio header (libsndfile)", true});
-        return;
+    switch (e.label_kind) {
+      case LabelFileKind::transcript: read_transcript_file(e, bytes); break;
+      case LabelFileKind::textgrid: read_textgrid(e, bytes, ro); break;
+      case LabelFileKind::buckeye: e.intervals = parse_buckeye_phones(e.label_path, bytes, &e.problems); break;
+      case LabelFileKind::phn: {
+        const int rate = audio_file_rate(e.audio_path);
+        if (rate <= 0) {  // process_entry's read of the audio names the problem
+          e.problems.push_back({e.audio_path, 0, "cannot read the audio header (libsndfile)", true});
+          return;
+        }
+        e.intervals = parse_sample_labels(e.label_path, bytes, rate, &e.problems);
+        break;
       }
-      e.intervals = parse_sample_labels(e.label_path, bytes, rate, &e.problems);
+      case LabelFileKind::seconds:
+      case LabelFileKind::none:
+      case LabelFileKind::spill: e.intervals = parse_seconds_labels(e.label_path, bytes, &e.problems); break;
     }
-    else e.intervals = parse_seconds_labels(e.label_path, bytes, &e.problems);
   }
   for (const auto& p : e.problems)
     if (p.error) return;
-  if (e.intervals.empty() && !e.transcript_kind.empty()) return;  // a transcript without times
+  if (e.intervals.empty() && e.transcript_kind != TranscriptKind::none) return;  // a transcript without times
   check_intervals(e.label_path, e.intervals, -1.0, &e.problems);
 }
 

@@ -38,7 +38,7 @@ std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<
     any_dev = any_dev || e.split == "dev";
     e.audio_path = u.wav_path;
     e.label_path = u.phn_path;
-    e.label_kind = "phn";
+    e.label_kind = LabelFileKind::phn;
     if (u.wav_path.empty()) e.problems.push_back({u.phn_path, 0, "no matching .WAV file", true});
     if (u.phn_path.empty()) e.problems.push_back({u.wav_path, 0, "no matching .PHN file", true});
     out.push_back(std::move(e));

@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "data/corpus_format.h"
 #include "data/features.h"
 #include "data/phones.h"
+#include "data/transcripts.h"
 
 namespace timitseg::data {
 
@@ -146,8 +149,9 @@ struct PrepareOptions {
   static constexpr double kDefaultDevFraction = 0.10;
   // Other corpora (data/corpus_formats.h, docs/data.md "Other corpora"): when
   // corpus_dir is set it is read instead of timit_dir, in corpus_format
-  // ("" = detected; "timit" = the TIMIT path above, unchanged).
-  std::string corpus_dir, corpus_format;
+  // (none = detected; timit = the TIMIT path above, unchanged).
+  std::string corpus_dir;
+  std::optional<CorpusFormat> corpus_format;
   std::string phone_set;   // phone-set YAML file ("" = the format's shipped one, else derived from train)
   std::string split_file;  // lines "SPEAKER train|dev|test" ("" = the corpus's splits, else by speaker)
   std::string tier = "phones";  // TextGrid tier of the phones
@@ -155,7 +159,9 @@ struct PrepareOptions {
   // through dict (a pronunciation dictionary, dict_format timit|cmudict|mfa|auto) and/or
   // g2p "espeak" in `language` (words missing from dict); their phones name the phone set
   // unless phone_set does.
-  std::string dict, dict_format = "auto", g2p, language;
+  std::string dict, language;
+  std::optional<G2pEngine> g2p;
+  DictFormatSetting dict_format = DictFormatSetting::automatic;
   // Splits by speaker (corpus without splits, no split_file): fractions of the
   // speakers for dev and test (at least one each from 3 speakers), seeded shuffle.
   double dev_fraction = 0.10, test_fraction = 0.10;

@@ -40,21 +40,33 @@ int FeatureOptions::frame_length_samples() const {
 int FeatureOptions::frame_shift_samples() const { return static_cast<int>(sample_rate * 0.001 * frame_shift_ms); }
 
 int FeatureOptions::dim() const {
-  int base = (type == "mfcc") ? num_ceps : num_mel_bins + (use_energy ? 1 : 0);
+  int base = (type == FeatureType::mfcc) ? num_ceps : num_mel_bins + (use_energy ? 1 : 0);
   return deltas ? 3 * base : base;
 }
 
-FeatureOptions FeatureOptions::defaults_for(const std::string& type) {
+FeatureOptions FeatureOptions::defaults_for(FeatureType type) {
   FeatureOptions o;
-  if (type == "mfcc") return o;
-  if (type == "fbank") {
-    o.type = "fbank";
-    o.num_mel_bins = 40;
-    o.use_energy = false;  // Kaldi compute-fbank-feats default
-    o.deltas = false;
-    return o;
-  }
-  throw std::invalid_argument("feature option --features must be mfcc or fbank, got '" + type + "'");
+  if (type == FeatureType::mfcc) return o;
+  o.type = FeatureType::fbank;
+  o.num_mel_bins = 40;
+  o.use_energy = false;  // Kaldi compute-fbank-feats default
+  o.deltas = false;
+  return o;
+}
+
+FeatureType parse_feature_type(const std::string& text) {
+  FeatureType t{};
+  if (!common::parse_enum(text, &t))
+    throw std::invalid_argument("feature option --features must be mfcc or fbank, got '" + text + "'");
+  return t;
+}
+
+WindowType parse_window_type(const std::string& text) {
+  WindowType w{};
+  if (!common::parse_enum(text, &w))
+    throw std::invalid_argument("feature option --window must be povey, hamming, hanning, rectangular, sine or "
+                                "blackman, got '" + text + "'");
+  return w;
 }
 
 // Messages name the command-line flag of each option (docs/features.md maps
@@ -66,7 +78,6 @@ void validate(const FeatureOptions& o) {
     s << v;
     return s.str();
   };
-  if (o.type != "mfcc" && o.type != "fbank") bad("--features must be mfcc or fbank, got '" + o.type + "'");
   if (o.sample_rate <= 0) bad("--sample-rate must be positive, got " + std::to_string(o.sample_rate));
   // !(x > 0) also rejects NaN
   if (!(o.frame_length_ms > 0.0)) bad("--frame-length-ms must be positive, got " + num(o.frame_length_ms));
@@ -81,9 +92,6 @@ void validate(const FeatureOptions& o) {
     bad("--frame-length-ms " + num(o.frame_length_ms) + " is too long (more than 1e8 samples)");
   if (o.sample_rate * 0.001 * o.frame_shift_ms > 1e8)
     bad("--frame-shift-ms " + num(o.frame_shift_ms) + " is too long (more than 1e8 samples)");
-  if (o.window_type != "povey" && o.window_type != "hamming" && o.window_type != "hanning" &&
-      o.window_type != "rectangular" && o.window_type != "sine" && o.window_type != "blackman")
-    bad("--window must be povey, hamming, hanning, rectangular, sine or blackman, got '" + o.window_type + "'");
   if (!(o.preemph_coeff >= 0.0 && o.preemph_coeff <= 1.0)) bad("--preemph must be in [0, 1], got " + num(o.preemph_coeff));
   if (o.num_mel_bins < 3) bad("--num-mel-bins must be at least 3, got " + std::to_string(o.num_mel_bins));
   double nyq = 0.5 * o.sample_rate;
@@ -93,7 +101,7 @@ void validate(const FeatureOptions& o) {
   if (!(high > o.low_freq && high <= nyq))
     bad("--high-freq must be in (--low-freq, Nyquist = " + num(nyq) + " Hz] (<= 0: offset from Nyquist), got " +
         num(o.high_freq));
-  if (o.type == "mfcc" && (o.num_ceps < 1 || o.num_ceps > o.num_mel_bins))
+  if (o.type == FeatureType::mfcc && (o.num_ceps < 1 || o.num_ceps > o.num_mel_bins))
     bad("--num-ceps must be in [1, --num-mel-bins = " + std::to_string(o.num_mel_bins) + "], got " +
         std::to_string(o.num_ceps));
 }
@@ -112,14 +120,14 @@ int64_t frame_center_sample(int64_t t, const FeatureOptions& o) {
 
 nlohmann::ordered_json feature_options_to_json(const FeatureOptions& o, bool with_info) {
   nlohmann::ordered_json j;
-  j["type"] = o.type;
+  j["type"] = common::to_string(o.type);
   j["sample_rate"] = o.sample_rate;
   j["frame_length_ms"] = o.frame_length_ms;
   j["frame_shift_ms"] = o.frame_shift_ms;
   j["snip_edges"] = o.snip_edges;
   j["remove_dc_offset"] = o.remove_dc_offset;
   j["preemph_coeff"] = o.preemph_coeff;
-  j["window_type"] = o.window_type;
+  j["window_type"] = common::to_string(o.window_type);
   j["num_mel_bins"] = o.num_mel_bins;
   j["low_freq"] = o.low_freq;
   j["high_freq"] = o.high_freq;
@@ -165,7 +173,7 @@ FeatureOptions feature_options_from_json(const nlohmann::json& j) {
   FeatureOptions o;
   if (j.contains("type")) {
     try {
-      o = FeatureOptions::defaults_for(json_string(j["type"]));
+      o = FeatureOptions::defaults_for(parse_feature_type(json_string(j["type"])));
     } catch (const std::exception& e) {
       throw std::runtime_error(std::string("feature options: key 'type': ") + e.what());
     }
@@ -175,14 +183,14 @@ FeatureOptions feature_options_from_json(const nlohmann::json& j) {
     const std::string& k = it.key();
     const auto& v = it.value();
     try {
-      if (k == "type") o.type = json_string(v);
+      if (k == "type") o.type = parse_feature_type(json_string(v));
       else if (k == "sample_rate") o.sample_rate = json_int(v);
       else if (k == "frame_length_ms") o.frame_length_ms = json_double(v);
       else if (k == "frame_shift_ms") o.frame_shift_ms = json_double(v);
       else if (k == "snip_edges") o.snip_edges = json_bool(v);
       else if (k == "remove_dc_offset") o.remove_dc_offset = json_bool(v);
       else if (k == "preemph_coeff") o.preemph_coeff = json_double(v);
-      else if (k == "window_type") o.window_type = json_string(v);
+      else if (k == "window_type") o.window_type = parse_window_type(json_string(v));
       else if (k == "num_mel_bins") o.num_mel_bins = json_int(v);
       else if (k == "low_freq") o.low_freq = json_double(v);
       else if (k == "high_freq") o.high_freq = json_double(v);
@@ -231,12 +239,14 @@ struct Extractor {
     const double a = 2.0 * kPi / (len - 1);
     for (int i = 0; i < len; ++i) {
       const double c = std::cos(a * i);
-      if (o.window_type == "povey") window[i] = std::pow(0.5 - 0.5 * c, 0.85);
-      else if (o.window_type == "hanning") window[i] = 0.5 - 0.5 * c;
-      else if (o.window_type == "hamming") window[i] = 0.54 - 0.46 * c;
-      else if (o.window_type == "sine") window[i] = std::sin(0.5 * a * i);
-      else if (o.window_type == "blackman") window[i] = 0.42 - 0.5 * c + 0.08 * std::cos(2.0 * a * i);
-      else window[i] = 1.0;  // rectangular
+      switch (o.window_type) {
+        case WindowType::povey: window[i] = std::pow(0.5 - 0.5 * c, 0.85); break;
+        case WindowType::hanning: window[i] = 0.5 - 0.5 * c; break;
+        case WindowType::hamming: window[i] = 0.54 - 0.46 * c; break;
+        case WindowType::sine: window[i] = std::sin(0.5 * a * i); break;
+        case WindowType::blackman: window[i] = 0.42 - 0.5 * c + 0.08 * std::cos(2.0 * a * i); break;
+        case WindowType::rectangular: window[i] = 1.0; break;
+      }
     }
     // Mel filterbank (Kaldi MelBanks, no VTLN): bins equally spaced on the mel
     // scale between low_freq and high_freq; FFT bins 0 .. nfft/2 - 1.
@@ -266,7 +276,7 @@ struct Extractor {
       bank_first[b] = first;
       bank[b] = std::move(w);
     }
-    if (o.type == "mfcc") {
+    if (o.type == FeatureType::mfcc) {
       const int nb = o.num_mel_bins;
       dct.assign(static_cast<size_t>(o.num_ceps) * nb, 0.0);
       for (int k = 0; k < o.num_ceps; ++k)
@@ -278,7 +288,7 @@ struct Extractor {
     }
   }
 
-  int base_dim() const { return o.type == "mfcc" ? o.num_ceps : o.num_mel_bins + (o.use_energy ? 1 : 0); }
+  int base_dim() const { return o.type == FeatureType::mfcc ? o.num_ceps : o.num_mel_bins + (o.use_energy ? 1 : 0); }
 
   // Rows [t0, t1) of out [num_frames][base_dim()] (already sized); each row
   // depends on its own frame alone.
@@ -317,7 +327,7 @@ struct Extractor {
         logmel[b] = std::log(std::max(e, kLogFloor));
       }
       double* row = out->data() + t * bd;
-      if (o.type == "mfcc") {
+      if (o.type == FeatureType::mfcc) {
         const int nb = o.num_mel_bins;
         for (int k = 0; k < o.num_ceps; ++k) {
           double c = 0.0;

@@ -8,17 +8,32 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "common/enum_names.h"
+
 namespace timitseg::data {
 
+// --features: 13 cepstra (+ deltas) or log-mel bins.
+enum class FeatureType { mfcc, fbank };
+TIMITSEG_ENUM_NAMES(FeatureType, 2, {FeatureType::mfcc, "mfcc"}, {FeatureType::fbank, "fbank"});
+// --window: each frame's analysis window.
+enum class WindowType { povey, hamming, hanning, rectangular, sine, blackman };
+TIMITSEG_ENUM_NAMES(WindowType, 6, {WindowType::povey, "povey"}, {WindowType::hamming, "hamming"},
+                    {WindowType::hanning, "hanning"}, {WindowType::rectangular, "rectangular"},
+                    {WindowType::sine, "sine"}, {WindowType::blackman, "blackman"});
+// The words as --features / --window and a features JSON write them; any other text throws
+// std::invalid_argument "feature option --features must be mfcc or fbank, got 'x'" (--window alike).
+FeatureType parse_feature_type(const std::string& text);
+WindowType parse_window_type(const std::string& text);
+
 struct FeatureOptions {
-  std::string type = "mfcc";  // mfcc | fbank
+  FeatureType type = FeatureType::mfcc;
   int sample_rate = 16000;
   double frame_length_ms = 25.0;
   double frame_shift_ms = 10.0;
   bool snip_edges = true;
   bool remove_dc_offset = true;
   double preemph_coeff = 0.97;
-  std::string window_type = "povey";
+  WindowType window_type = WindowType::povey;
   int num_mel_bins = 23;       // mfcc default 23; fbank default 40
   double low_freq = 20.0;
   double high_freq = 0.0;      // <= 0: offset from Nyquist (Kaldi convention)
@@ -31,7 +46,7 @@ struct FeatureOptions {
   int frame_length_samples() const;  // 400 at defaults
   int frame_shift_samples() const;   // 160 at defaults
   int dim() const;                   // 39 for mfcc+deltas, num_mel_bins for fbank
-  static FeatureOptions defaults_for(const std::string& type);  // "mfcc" | "fbank"
+  static FeatureOptions defaults_for(FeatureType type);
 };
 
 // Mono audio as float samples in the int16 range (Kaldi convention), plus rate.

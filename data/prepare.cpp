@@ -464,14 +464,14 @@ bool timit_layout_of_another_phone_set(const PrepareOptions& po) {
 // utterance, collect the problems, plan the splits, write the WORKDIR.
 PrepareSummary prepare(const PrepareOptions& po_in) {
   if (!po_in.corpus_dir.empty()) {
-    const bool timit = po_in.corpus_format == "timit" ||
-                       (po_in.corpus_format.empty() && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
+    const bool timit = po_in.corpus_format == CorpusFormat::timit ||
+                       (!po_in.corpus_format && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
     if (!timit) return prepare_corpus(po_in);
   }
   if (timit_layout_of_another_phone_set(po_in)) {  // as other corpora, through that phone set
     PrepareOptions po = po_in;
     if (po.corpus_dir.empty()) po.corpus_dir = po.timit_dir;
-    po.corpus_format = "timit";
+    po.corpus_format = CorpusFormat::timit;
     return prepare_corpus(po);
   }
   PrepareOptions po = po_in;

@@ -118,7 +118,7 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
     return r;
   }
   if (e.seg_end < 0) total = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
-  const bool times = !e.intervals.empty() || e.transcript_kind.empty();  // else a transcript without times
+  const bool times = !e.intervals.empty() || e.transcript_kind == TranscriptKind::none;  // else a transcript without times
   if (e.seg_end >= 0) {  // a segment of the recording
     std::vector<LabelInterval> abs = e.intervals;  // labels past the recording's end: their line
     for (auto& iv : abs) iv.start += e.seg_start, iv.end += e.seg_start;
@@ -280,12 +280,12 @@ void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& ro, 
     CorpusEntry& e = es[i];
     e.scan_problems = e.problems.size();
     read_labels(e, ro);
-    if (!e.label_kind.empty()) std::vector<LabelInterval>().swap(e.intervals);  // read again when needed
+    if (e.label_kind != LabelFileKind::none) std::vector<LabelInterval>().swap(e.intervals);  // read again when needed
   });
 }
 
 std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec* ps) {
-  if (e.label_kind.empty()) return e.intervals;
+  if (e.label_kind == LabelFileKind::none) return e.intervals;
   CorpusEntry c;  // what read_labels saw after the scan
   c.audio_path = e.audio_path;
   c.label_path = e.label_path;
@@ -372,7 +372,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
   *unseen = unseen_labels_line(un);
   *how = std::string(transcribed.empty() ? "derived from the train split's labels: "
                      : !po.dict.empty() ? "derived from the train split's labels, transcripts and --dict " + po.dict + ": "
-                     : !po.g2p.empty() ? "derived from the labels and transcripts (--g2p " + po.g2p + "): "
+                     : po.g2p ? "derived from the labels and transcripts (--g2p " + std::string(common::to_string(*po.g2p)) + "): "
                                        : "derived from the train split's labels and transcripts: ") +
          join(ps.phones, " ");
   return ps;
@@ -381,11 +381,11 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
 // manifest.json "transcripts": how words became phones and what that left.
 json transcripts_json(const PrepareOptions& po, const TranscriptStats& ts) {
   json j = {{"dict", po.dict.empty() ? json() : json(fs::absolute(po.dict).lexically_normal().string())},
-            {"g2p", po.g2p.empty() ? json() : json(po.g2p + " " + po.language)},
+            {"g2p", po.g2p ? json(std::string(common::to_string(*po.g2p)) + " " + po.language) : json()},
             {"optional_silence", "the phone set's silence, optional (0 frames), at both ends and between words"},
             {"words_with_alternatives", ts.words_with_alternatives},
             {"alternatives", "the most probable pronunciation kept; the others are not offered to the loss"}};
-  if (!po.g2p.empty()) j["g2p_words"] = ts.g2p_words;
+  if (po.g2p) j["g2p_words"] = ts.g2p_words;
   return j;
 }
 
@@ -429,7 +429,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   po.features.allow_resample = true;  // any rate and channel count libsndfile reads
   validate(po.features);
   const CorpusFormat fmt =
-      po.corpus_format.empty() ? detect_corpus_format(po.corpus_dir) : parse_corpus_format(po.corpus_format);
+      po.corpus_format ? *po.corpus_format : detect_corpus_format(po.corpus_dir);
   check_folders(po);
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
@@ -443,10 +443,10 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   plan.split_rule = assign_splits(po, es);
   const TranscriptStats ts = pronounce_transcripts(es, po);
   int64_t transcribed = 0;
-  for (const auto& e : es) transcribed += !e.transcript_kind.empty();
+  for (const auto& e : es) transcribed += e.transcript_kind != TranscriptKind::none;
   std::string unseen;
   plan.phone_set = choose_phone_set(po, fmt, es, ro, threads,
-                                    transcribed ? transcript_phone_counts(es, ts, !po.g2p.empty())
+                                    transcribed ? transcript_phone_counts(es, ts, po.g2p.has_value())
                                                 : std::map<std::string, int64_t>{},
                                     &plan.phone_set_how, &unseen);
   if (transcribed) plan.transcripts = transcripts_json(po, ts);
@@ -460,8 +460,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
                      {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
   if (transcribed)  // how words became phones: another dictionary or G2P rebuilds
     plan.split_opts["transcripts"] = {{"dict", po.dict}, {"dict_sha256", po.dict.empty() ? "" : sha256_file(po.dict, nullptr)},
-                                      {"dict_format", po.dict_format}, {"g2p", po.g2p}, {"language", po.language},
-                                      {"espeak", po.g2p.empty() ? "" : espeak_version()}};
+                                      {"dict_format", common::to_string(po.dict_format)}, {"g2p", po.g2p ? common::to_string(*po.g2p) : ""}, {"language", po.language},
+                                      {"espeak", po.g2p ? espeak_version() : ""}};
   if (fmt == CorpusFormat::buckeye)  // the cut rule: a WORKDIR cut otherwise (before it) is rebuilt
     plan.split_opts["recording_cuts"] = {{"long_silence_s", kLongSilence}, {"silence_margin_s", kSilenceMargin}};
   if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {

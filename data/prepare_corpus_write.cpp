@@ -290,11 +290,11 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const Ph
   };
   if (usable()) {
     u.intervals = corpus_intervals(e, ro, &ps);
-    if (!u.intervals.empty() || u.transcript_kind.empty()) out.mapped = map_labels(u, ps);
+    if (!u.intervals.empty() || u.transcript_kind == TranscriptKind::none) out.mapped = map_labels(u, ps);
   }
   std::vector<int32_t> seq;
   std::vector<uint8_t> opt;
-  if (usable() && !u.transcript_kind.empty() && (u.intervals.empty() || u.transcript_kind == "phones") &&
+  if (usable() && u.transcript_kind != TranscriptKind::none && (u.intervals.empty() || u.transcript_kind == TranscriptKind::phones) &&
       transcript_indices(u, ps, &seq, &opt, &u.problems) && !u.intervals.empty()) {
     const std::string conflict = transcript_conflict(seq, out.mapped, ps);  // phones beside times: the same phones
     if (!conflict.empty()) u.problems.push_back({u.transcript_path, u.transcript_line, conflict, true});

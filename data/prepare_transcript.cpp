@@ -45,7 +45,7 @@ struct Pronouncer {
     options.max_candidates = 1;
     // TIMIT's closures (bcl b) only for a phone set that has them
     options.closures = !po.phone_set.empty() && PhoneSetSpec::from_setting(po.phone_set).index("bcl") >= 0;
-    if (po.g2p == "espeak") {
+    if (po.g2p == G2pEngine::espeak) {
       if (po.language.empty()) throw std::invalid_argument("--g2p espeak needs --language (en-us, es, de, fr, ...)");
       espeak_check_language(po.language);
       options.g2p = [this, lang = po.language](const std::string& word) {
@@ -53,8 +53,6 @@ struct Pronouncer {
         if (it == g2p_cache.end()) it = g2p_cache.emplace(word, espeak_phones(word, lang)).first;
         return it->second;
       };
-    } else if (!po.g2p.empty()) {
-      throw std::invalid_argument("--g2p " + po.g2p + ": the G2P is espeak");
     }
   }
 };
@@ -98,16 +96,16 @@ TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const Prepar
   size_t words = 0;
   const CorpusEntry* first = nullptr;
   for (const auto& e : es)
-    if (e.transcript_kind == "words" && !has_error(e.problems) && words++ == 0) first = &e;
-  if (words > 0 && po.dict.empty() && po.g2p.empty())
+    if (e.transcript_kind == TranscriptKind::words && !has_error(e.problems) && words++ == 0) first = &e;
+  if (words > 0 && po.dict.empty() && !po.g2p)
     throw std::runtime_error(po.corpus_dir + ": " + std::to_string(words) + " utterance(s) have word transcripts (the "
                              "first: " + first->id + ", " + first->transcript_path + "); give --dict FILE or --g2p "
                              "espeak --language L to turn the words into phones");
   std::unique_ptr<Pronouncer> p;
   for (auto& e : es) {
-    if (e.transcript_kind.empty() || has_error(e.problems)) continue;
+    if (e.transcript_kind == TranscriptKind::none || has_error(e.problems)) continue;
     e.phones.clear(), e.word_start.clear();
-    if (e.transcript_kind == "phones") {
+    if (e.transcript_kind == TranscriptKind::phones) {
       e.phones = e.tokens;
       if (e.tokens.empty())
         e.problems.push_back({e.transcript_path, e.transcript_line, "empty transcript (utterance " + e.id + ")", true});
@@ -131,7 +129,7 @@ std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusE
   std::map<std::string, int64_t> counts;
   for (const auto& ph : st.dictionary_phones) counts[ph] += 0;
   for (const auto& e : es) {
-    if (e.transcript_kind.empty() || has_error(e.problems) || (!all_splits && e.split != "train")) continue;
+    if (e.transcript_kind == TranscriptKind::none || has_error(e.problems) || (!all_splits && e.split != "train")) continue;
     for (const auto& ph : e.phones)
       if (!silence_token(ph)) ++counts[ph];
   }

@@ -12,7 +12,18 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+#include "data/corpus_format.h"
+
 namespace timitseg::data {
+
+// synth --audio: the timit layout's audio files.
+enum class SynthAudio { sphere, riff };
+TIMITSEG_ENUM_NAMES(SynthAudio, 2, {SynthAudio::sphere, "sphere"}, {SynthAudio::riff, "riff"});
+// synth --voice: who speaks.
+enum class SynthVoice { tones, flite, espeak };
+TIMITSEG_ENUM_NAMES(SynthVoice, 3, {SynthVoice::tones, "tones"}, {SynthVoice::flite, "flite"},
+                    {SynthVoice::espeak, "espeak"});
 
 struct SynthOptions {
   std::string out_dir;
@@ -20,9 +31,9 @@ struct SynthOptions {
   int utterances_per_speaker = 6;  // SI/SX sentences per speaker, plus one SA1 (excluded by prepare)
   uint64_t seed = 1;
   bool lower_case = false;         // file and folder names in lower case (LDC discs: upper case)
-  std::string format = "sphere";   // the timit layout's audio: sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
-  std::string layout = "timit";    // timit | textgrid | buckeye | kaldi | manifest (data/synth_layouts.h)
-  std::string voice = "tones";     // tones (the source-filter synthesizer) | flite (libflite speech, data/synth_flite.h)
+  SynthAudio format = SynthAudio::sphere;  // the timit layout's audio: sphere (NIST SPHERE, as on the discs) | riff (RIFF WAV)
+  CorpusFormat layout = CorpusFormat::timit;  // the layout written (data/synth_layouts.h)
+  SynthVoice voice = SynthVoice::tones;  // tones (the source-filter synthesizer) | flite (libflite speech, data/synth_flite.h)
                                    // | espeak (libespeak-ng speech in any language, data/synth_espeak.h)
   std::string language;            // --voice espeak: the espeak-ng language code (es, de, cmn, fr, en-us, ...)
   std::string text_file;           // --voice espeak: sentences, one per line (default: the shipped word list)

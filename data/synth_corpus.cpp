@@ -28,23 +28,15 @@ namespace {
 
 void check_options(const SynthOptions& o) {
   if (o.utterances_per_speaker < 1) throw std::invalid_argument("synth: --utterances-per-speaker must be >= 1");
-  if (o.format != "sphere" && o.format != "riff")
-    throw std::invalid_argument("synth: the timit layout's audio must be sphere or riff, got '" + o.format + "'");
-  const auto& layouts = synth_layouts();
-  if (std::find(layouts.begin(), layouts.end(), o.layout) == layouts.end())
-    throw std::invalid_argument("synth: --format must be timit, textgrid, buckeye, kaldi, manifest or librispeech, "
-                                "got '" + o.layout + "'");
-  if (o.layout == "librispeech" && o.voice != "espeak")
+  if (o.layout == CorpusFormat::librispeech && o.voice != SynthVoice::espeak)
     throw std::invalid_argument("synth --format librispeech: its transcripts are words, which only --voice espeak "
                                 "speaks");
-  if (o.voice != "tones" && o.voice != "flite" && o.voice != "espeak")
-    throw std::invalid_argument("synth: --voice must be tones, flite or espeak, got '" + o.voice + "'");
-  if (o.voice == "flite" && !flite_built_in()) throw std::runtime_error(flite_missing_message());
-  if (o.voice == "espeak" && !espeak_built_in()) throw std::runtime_error(espeak_missing_message());
-  if (o.voice == "espeak" && o.language.empty())
+  if (o.voice == SynthVoice::flite && !flite_built_in()) throw std::runtime_error(flite_missing_message());
+  if (o.voice == SynthVoice::espeak && !espeak_built_in()) throw std::runtime_error(espeak_missing_message());
+  if (o.voice == SynthVoice::espeak && o.language.empty())
     throw std::invalid_argument("synth --voice espeak: --language is required (an espeak-ng code: es, de, cmn, fr, "
                                 "en-us, ...)");
-  if (o.voice != "espeak" && (!o.language.empty() || !o.text_file.empty()))
+  if (o.voice != SynthVoice::espeak && (!o.language.empty() || !o.text_file.empty()))
     throw std::invalid_argument("synth: --language and --text are for --voice espeak");
 }
 
@@ -106,7 +98,7 @@ void parallel_jobs(size_t n, int threads, F body) {
 SynthSummary synth_corpus(const SynthOptions& o) {
   check_options(o);
   EspeakTexts texts;
-  if (o.voice == "espeak") texts = espeak_texts(o.language, o.text_file);
+  if (o.voice == SynthVoice::espeak) texts = espeak_texts(o.language, o.text_file);
   const fs::path out = checked_out(o.out_dir);
   // Never merge into an existing corpus: the corpus is built in a temporary
   // folder beside OUT and renamed to OUT at the end, so a failure leaves nothing.
@@ -130,7 +122,7 @@ SynthSummary synth_corpus(const SynthOptions& o) {
   std::vector<size_t> todo;
   for (size_t j = 0; j < jobs.size(); ++j)
     if (writer.wants(jobs[j])) todo.push_back(j);
-  Progress progress("synth " + o.voice + (o.language.empty() ? "" : " " + o.language),
+  Progress progress(std::string("synth ") + common::to_string(o.voice) + (o.language.empty() ? "" : " " + o.language),
                     static_cast<int64_t>(todo.size()), "utt");
   std::vector<int64_t> samples(jobs.size(), 0);
   const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -140,8 +132,8 @@ SynthSummary synth_corpus(const SynthOptions& o) {
     const SynthSpeaker& spk = speakers[job.speaker];
     const bool sa = job.index < 0;
     const SynthUtterance u =
-        o.voice == "flite"    ? synth_flite_utterance(spk, o.seed, job.index, sa, o.noise_db)
-        : o.voice == "espeak" ? synth_espeak_utterance(spk, texts, o.seed, job.index, sa, o.noise_db)
+        o.voice == SynthVoice::flite    ? synth_flite_utterance(spk, o.seed, job.index, sa, o.noise_db)
+        : o.voice == SynthVoice::espeak ? synth_espeak_utterance(spk, texts, o.seed, job.index, sa, o.noise_db)
                               : synth_utterance(spk, o.seed, job.index, sa, o.noise_db);
     writer.write(j, u);
     samples[j] = static_cast<int64_t>(u.samples.size());

@@ -139,11 +139,6 @@ struct SynthLayoutWriter::Rows {
   std::vector<std::string> scp, seg, spk, text, ctm, manifest;
 };
 
-const std::vector<std::string>& synth_layouts() {
-  static const std::vector<std::string> v = {"timit", "textgrid", "buckeye", "kaldi", "manifest", "librispeech"};
-  return v;
-}
-
 std::string synth_split(const SynthSpeaker& spk) {
   if (spk.part == "train") return "train";
   return dev_speakers().count(spk.id) ? "dev" : "test";
@@ -190,7 +185,7 @@ SynthLayoutWriter::SynthLayoutWriter(const SynthOptions& o, fs::path root, fs::p
 
 SynthLayoutWriter::~SynthLayoutWriter() = default;
 
-bool SynthLayoutWriter::wants(const SynthJob& j) const { return o_.layout == "timit" || j.index >= 0; }
+bool SynthLayoutWriter::wants(const SynthJob& j) const { return o_.layout == CorpusFormat::timit || j.index >= 0; }
 
 std::string SynthLayoutWriter::stem(const SynthJob& job) const { return speakers_[job.speaker].id + "_" + job.utt; }
 
@@ -200,7 +195,7 @@ void SynthLayoutWriter::write_timit(const SynthJob& job, const SynthUtterance& u
   const fs::path dir = root_ / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
   fs::create_directories(dir);
   const fs::path base = dir / name(job.utt);
-  write_synth_audio(base.string() + name(".wav"), u.samples, o_.format == "sphere");
+  write_synth_audio(base.string() + name(".wav"), u.samples, o_.format == SynthAudio::sphere);
   std::string phn;
   for (const auto& p : u.phones) phn += std::to_string(p.start) + ' ' + std::to_string(p.end) + ' ' + p.label + '\n';
   write_text(base.string() + name(".phn"), phn);
@@ -244,25 +239,25 @@ void SynthLayoutWriter::write_librispeech(size_t j, const SynthUtterance& u) {
 
 void SynthLayoutWriter::write(size_t j, const SynthUtterance& u) {
   const SynthJob& job = jobs_[j];
-  if (o_.voice == "espeak") {
+  if (o_.voice == SynthVoice::espeak) {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& p : u.phones) labels_.insert(p.label);
   }
-  if (o_.layout == "timit") return write_timit(job, u);
-  if (o_.layout == "librispeech") return write_librispeech(j, u);
+  if (o_.layout == CorpusFormat::timit) return write_timit(job, u);
+  if (o_.layout == CorpusFormat::librispeech) return write_librispeech(j, u);
   const SynthSpeaker& spk = speakers_[job.speaker];
   const std::string id = stem(job);
-  const std::string sub = o_.layout == "kaldi" ? "wav" : o_.layout == "manifest" ? "audio" : "";
+  const std::string sub = o_.layout == CorpusFormat::kaldi ? "wav" : o_.layout == CorpusFormat::manifest ? "audio" : "";
   const fs::path rel = (sub.empty() ? fs::path(spk.id) : fs::path(sub) / spk.id) / (id + ".wav");
   fs::create_directories((root_ / rel).parent_path());
   write_synth_audio((root_ / rel).string(), u.samples, false);
   const fs::path base = (root_ / rel).replace_extension();
   const int64_t N = static_cast<int64_t>(u.samples.size());
-  if (o_.layout == "textgrid") {
+  if (o_.layout == CorpusFormat::textgrid) {
     write_text(base.string() + ".TextGrid", textgrid(u));
-  } else if (o_.layout == "buckeye") {
+  } else if (o_.layout == CorpusFormat::buckeye) {
     write_buckeye(base, id, u);
-  } else if (o_.layout == "kaldi") {
+  } else if (o_.layout == CorpusFormat::kaldi) {
     rows_->scp[j] = id + " " + (final_root_ / rel).string() + "\n";
     rows_->seg[j] = id + " " + id + " " + secs(0) + " " + secs(N) + "\n";
     rows_->spk[j] = id + " " + spk.id + "\n";
@@ -280,16 +275,16 @@ void SynthLayoutWriter::write(size_t j, const SynthUtterance& u) {
 }
 
 void SynthLayoutWriter::finish() {
-  if (o_.voice == "espeak") write_text(root_ / "phone_set.yaml", espeak_phone_set_yaml(o_.language, labels_));
-  if (o_.layout == "textgrid" || o_.layout == "buckeye") {
+  if (o_.voice == SynthVoice::espeak) write_text(root_ / "phone_set.yaml", espeak_phone_set_yaml(o_.language, labels_));
+  if (o_.layout == CorpusFormat::textgrid || o_.layout == CorpusFormat::buckeye) {
     std::string s = "# SPEAKER train|dev|test (prepare --split-file)\n";
     for (const auto& spk : speakers_) s += spk.id + " " + synth_split(spk) + "\n";
     write_text(root_ / "splits.txt", s);
-  } else if (o_.layout == "manifest") {
+  } else if (o_.layout == CorpusFormat::manifest) {
     std::string s;
     for (const auto& r : rows_->manifest) s += r;
     write_text(root_ / "manifest.jsonl", s);
-  } else if (o_.layout == "librispeech") {  // one SPEAKER-CHAPTER.trans.txt per chapter, lines in id order
+  } else if (o_.layout == CorpusFormat::librispeech) {  // one SPEAKER-CHAPTER.trans.txt per chapter, lines in id order
     std::map<fs::path, std::map<std::string, std::string>> trans;
     for (size_t j = 0; j < jobs_.size(); ++j) {
       if (!wants(jobs_[j])) continue;
@@ -301,7 +296,7 @@ void SynthLayoutWriter::finish() {
       for (const auto& [line, unused] : lines) s += line;
       write_text(path, s);
     }
-  } else if (o_.layout == "kaldi") {
+  } else if (o_.layout == CorpusFormat::kaldi) {
     for (const std::string split : {"train", "dev", "test"}) {
       std::vector<size_t> js;
       for (size_t j = 0; j < jobs_.size(); ++j)

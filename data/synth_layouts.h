@@ -25,9 +25,6 @@
 
 namespace timitseg::data {
 
-// "timit" | "textgrid" | "buckeye" | "kaldi" | "manifest" | "librispeech"
-const std::vector<std::string>& synth_layouts();
-
 // One utterance to write: its speaker (index into the speakers) and TIMIT-style name.
 struct SynthJob {
   size_t speaker = 0;

@@ -93,12 +93,13 @@ double mfa_fields(const std::string& path, int ln, const std::vector<std::string
 
 }  // namespace
 
-DictFormat dict_format_from_text(const std::string& name, const std::string& text) {
-  if (name == "timit") return DictFormat::timit;
-  if (name == "cmudict") return DictFormat::cmudict;
-  if (name == "mfa") return DictFormat::mfa;
-  if (name != "auto")
-    throw std::invalid_argument("--dict-format must be timit, cmudict, mfa or auto, got '" + name + "'");
+DictFormat dict_format_from_text(DictFormatSetting setting, const std::string& text) {
+  switch (setting) {
+    case DictFormatSetting::timit: return DictFormat::timit;
+    case DictFormatSetting::cmudict: return DictFormat::cmudict;
+    case DictFormatSetting::mfa: return DictFormat::mfa;
+    case DictFormatSetting::automatic: break;
+  }
   // TIMIT's when the first entry line has its '/'; CMUdict's only when every entry line is
   // "WORD ARPAbet..." and some phone carries a stress digit (CMUdict marks every vowel): the
   // formats give other phones (ARPAbet mapped, closures), so one ambiguous line is not enough.
@@ -198,9 +199,9 @@ Dictionary Dictionary::parse(const std::string& path, const std::string& text, D
   return d;
 }
 
-Dictionary Dictionary::load(const std::string& path, const std::string& format_name) {
+Dictionary Dictionary::load(const std::string& path, DictFormatSetting format) {
   const std::string text = read_file(path);
-  return parse(path, text, dict_format_from_text(format_name, text));
+  return parse(path, text, dict_format_from_text(format, text));
 }
 
 const std::vector<std::string>* Dictionary::lookup(const std::string& word) const {

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace timitseg::data {
 
 class TranscriptError : public std::runtime_error {
@@ -24,14 +26,21 @@ class TranscriptError : public std::runtime_error {
 };
 
 enum class DictFormat { timit, cmudict, mfa };
+// --dict-format: a format, or auto (detected from the text).
+enum class DictFormatSetting { timit, cmudict, mfa, automatic };
+TIMITSEG_ENUM_NAMES(DictFormatSetting, 4, {DictFormatSetting::timit, "timit"}, {DictFormatSetting::cmudict, "cmudict"},
+                    {DictFormatSetting::mfa, "mfa"}, {DictFormatSetting::automatic, "auto"});
 
-// "timit" | "cmudict" | "mfa" -> the format; "auto" -> detect: TIMIT when the
+// --g2p: who pronounces words missing from the dictionary (none: a missing word is an error).
+enum class G2pEngine { espeak };
+TIMITSEG_ENUM_NAMES(G2pEngine, 1, {G2pEngine::espeak, "espeak"});
+
+// timit | cmudict | mfa -> the format; auto -> detect: TIMIT when the
 // first entry line has a '/'; CMUdict when every entry line's tokens after the
 // word are ARPAbet and at least one carries a stress digit (CMUdict marks every
 // vowel: a few lines such as "zzz l" read the same in MFA's format, whose
-// phones are kept as written and get no closures); else MFA. Throws
-// std::invalid_argument for another name.
-DictFormat dict_format_from_text(const std::string& name, const std::string& text);
+// phones are kept as written and get no closures); else MFA.
+DictFormat dict_format_from_text(DictFormatSetting setting, const std::string& text);
 
 // ARPAbet (CMUdict, stress digit included) -> TIMIT 61-set name: the
 // lower-cased symbol, except AH0 -> ax (schwa) and ER0 -> axr (unstressed r-
@@ -65,7 +74,7 @@ class Dictionary {
   // mapped); a word on several lines has several pronunciations; ';' and '#'
   // start comment lines. Errors name PATH and the line.
   static Dictionary parse(const std::string& path, const std::string& text, DictFormat format);
-  static Dictionary load(const std::string& path, const std::string& format_name);  // reads PATH; format or "auto"
+  static Dictionary load(const std::string& path, DictFormatSetting format);  // reads PATH
   // The first pronunciation of WORD (any case), or nullptr.
   const std::vector<std::string>* lookup(const std::string& word) const;
   // Every pronunciation of WORD in file order, or nullptr; info(word)[k] is the k-th one's.

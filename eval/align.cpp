@@ -213,9 +213,9 @@ void check_align_options(const AlignOptions& o) {
   if (!o.words_file.empty() && o.dict.empty()) throw std::invalid_argument("align: --words needs --dict FILE");
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
-  parse_formats(o.formats);  // an unknown name stops the command before any work
-  if ((o.transcript == config::TranscriptSource::wrd || o.transcript == config::TranscriptSource::txt) && o.dict.empty())
-    throw std::invalid_argument(std::string("align: --transcript ") + config::to_string(o.transcript) +
+  check_formats(o.formats);  // no format stops the command before any work
+  if ((o.transcript == TranscriptSource::wrd || o.transcript == TranscriptSource::txt) && o.dict.empty())
+    throw std::invalid_argument(std::string("align: --transcript ") + common::to_string(o.transcript) +
                                 " needs --dict FILE");
 }
 

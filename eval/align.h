@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
 #include "data/transcripts.h"
@@ -26,19 +27,25 @@
 
 namespace timitseg::eval {
 
+// --transcript: the file beside each audio file: .PHN, .WRD, .TXT, or auto
+// (.WRD then .TXT with --dict, else .PHN).
+enum class TranscriptSource { phn, wrd, txt, automatic };
+TIMITSEG_ENUM_NAMES(TranscriptSource, 4, {TranscriptSource::automatic, "auto"}, {TranscriptSource::phn, "phn"},
+                    {TranscriptSource::wrd, "wrd"}, {TranscriptSource::txt, "txt"});
+
 struct AlignOptions {
   std::string checkpoint;
   std::vector<std::string> inputs;  // audio files or folders (searched for *.wav); --timit TREE is one more folder
   std::string phones_file;          // --phones FILE: "AUDIO phone phone ..." per line
   std::string words_file;           // --words FILE: "AUDIO word word ..." per line (needs --dict)
   std::string dict;                 // --dict FILE (TIMITDIC.TXT or CMUdict format)
-  std::string dict_format = "auto"; // timit | cmudict | auto
-  config::TranscriptSource transcript = config::TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
+  data::DictFormatSetting dict_format = data::DictFormatSetting::automatic;  // timit | cmudict | mfa | auto
+  TranscriptSource transcript = TranscriptSource::automatic;  // --transcript: beside the audio: phn | wrd | txt | auto (wrd, then txt with --dict; else phn)
   data::WordOptions words;          // closures, edge silence, silence between words
-  std::string g2p;                  // --g2p: "" (a missing word is an error) or "espeak" (align_dictionary.h)
+  std::optional<data::G2pEngine> g2p;  // --g2p: none (a missing word is an error) or espeak (align_dictionary.h)
   std::string language;             // --language: espeak-ng's language of --g2p espeak (es, de, cmn, en-us, ...)
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
-  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: phn textgrid csv json ctm (eval/formats.h)
+  std::vector<OutputFormat> formats = {OutputFormat::phn, OutputFormat::textgrid};  // --format: phn textgrid csv json ctm (eval/formats.h)
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   config::DeviceSetting device = config::DeviceSetting::automatic;  // --device

@@ -53,7 +53,7 @@ data::WordOptions words_for_labels(const data::WordOptions& o, const model::Labe
   return w;
 }
 
-std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormatSetting format,
                                                   const model::LabelSet& ls) {
   if (path.empty()) return nullptr;
   auto dict = std::make_shared<data::Dictionary>(data::Dictionary::load(path, format));
@@ -62,11 +62,10 @@ std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const
 }
 
 AlignOptions with_g2p(const AlignOptions& o) {
-  if (o.g2p.empty()) {
+  if (!o.g2p) {
     if (!o.language.empty()) throw std::invalid_argument("align: --language is the language of --g2p espeak; give both");
     return o;
   }
-  if (o.g2p != "espeak") throw std::invalid_argument("align: --g2p must be espeak, got '" + o.g2p + "'");
   if (o.dict.empty()) throw std::invalid_argument("align: --g2p espeak pronounces words missing from --dict FILE; give one");
   if (o.language.empty())
     throw std::invalid_argument("align: --g2p espeak needs --language LANG (espeak-ng's code: es, de, cmn, en-us, ...)");

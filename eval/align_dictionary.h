@@ -36,7 +36,7 @@ void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet
 data::WordOptions words_for_labels(const data::WordOptions& o, const model::LabelSet& ls);
 
 // The dictionary of --dict (null without one), its phones checked as above.
-std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, const std::string& format,
+std::shared_ptr<data::Dictionary> load_dictionary(const std::string& path, data::DictFormatSetting format,
                                                   const model::LabelSet& ls);
 
 // The options with words.g2p set for --g2p: "espeak" pronounces a word

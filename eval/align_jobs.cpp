@@ -106,7 +106,7 @@ std::vector<AlignJob> list_jobs(const AlignOptions& o, const std::shared_ptr<dat
 }
 
 // The file beside each audio (--transcript: config/config_enums.h's words, read by app/).
-using Beside = config::TranscriptSource;
+using Beside = TranscriptSource;
 
 // The labels of intervals read by a corpus parser (data/corpus_formats.h), or its first error.
 std::vector<std::string> interval_labels(const std::vector<data::LabelInterval>& iv,
@@ -162,7 +162,7 @@ std::vector<data::Word> interval_words(const std::vector<std::string>& labels) {
 // .TXT; with auto else its .TextGrid's tier "words", Buckeye's .words or a
 // .lab (MFA's transcript: the text's words, or the labels of "START END
 // LABEL" lines).
-std::pair<std::vector<data::Word>, std::string> beside_words(const std::string& audio, config::TranscriptSource m) {
+std::pair<std::vector<data::Word>, std::string> beside_words(const std::string& audio, TranscriptSource m) {
   if (m != Beside::txt)
     if (const std::string wrd = sibling(audio, ".WRD"); !wrd.empty()) return {data::parse_wrd(wrd, read_file(wrd)), wrd};
   if (m != Beside::wrd)
@@ -191,12 +191,12 @@ std::pair<std::vector<data::Word>, std::string> beside_words(const std::string& 
 
 // The reader of the transcript beside `audio`: its phones (no dictionary, or
 // --transcript phn), else its words through the dictionary.
-std::function<data::Transcript()> beside_script(const std::string& audio, config::TranscriptSource m,
+std::function<data::Transcript()> beside_script(const std::string& audio, TranscriptSource m,
                                                 const std::shared_ptr<data::Dictionary>& dict,
                                                 const data::WordOptions& wo) {
   return [audio, m, dict, wo]() -> data::Transcript {
-    if (m == config::TranscriptSource::phn || !dict)
-      return beside_phones(audio, m == config::TranscriptSource::automatic, wo.silence);
+    if (m == TranscriptSource::phn || !dict)
+      return beside_phones(audio, m == TranscriptSource::automatic, wo.silence);
     const auto [words, path] = beside_words(audio, m);
     return data::words_to_phones(words, *dict, path, wo);
   };

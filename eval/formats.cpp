@@ -130,17 +130,17 @@ std::string ctm(const Segmentation& a, const std::vector<Interval>& iv) {
 }
 
 struct Format {
-  const char* name;
+  OutputFormat format;
   std::function<void(const Segmentation&, std::vector<std::pair<std::string, std::string>>&)> write;
 };
 
 const std::vector<Format>& formats() {
   static const std::vector<Format> f = {
-      {"phn", [](const Segmentation& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
-      {"textgrid", [](const Segmentation& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
-      {"csv", [](const Segmentation& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
-      {"json", [](const Segmentation& a, auto& out) { out.emplace_back(".json", json(a)); }},
-      {"ctm",
+      {OutputFormat::phn, [](const Segmentation& a, auto& out) { out.emplace_back(".PHN", phn(a)); }},
+      {OutputFormat::textgrid, [](const Segmentation& a, auto& out) { out.emplace_back(".TextGrid", textgrid(a)); }},
+      {OutputFormat::csv, [](const Segmentation& a, auto& out) { out.emplace_back(".csv", csv(a)); }},
+      {OutputFormat::json, [](const Segmentation& a, auto& out) { out.emplace_back(".json", json(a)); }},
+      {OutputFormat::ctm,
        [](const Segmentation& a, auto& out) {
          out.emplace_back(".ctm", ctm(a, a.phones));
          if (a.has_words) out.emplace_back(".words.ctm", ctm(a, a.words));
@@ -183,33 +183,41 @@ UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, 
 const std::vector<std::string>& output_format_names() {
   static const std::vector<std::string> n = [] {
     std::vector<std::string> v;
-    for (const Format& f : formats()) v.push_back(f.name);
+    for (const Format& f : formats()) v.push_back(common::to_string(f.format));
     return v;
   }();
   return n;
 }
 
-std::vector<std::string> parse_formats(const std::vector<std::string>& names) {
-  const std::vector<std::string>& all = output_format_names();
-  std::string list;  // "phn, textgrid, csv, json, ctm"
-  for (const std::string& n : all) list += (list.empty() ? "" : ", ") + n;
-  for (const std::string& n : names)
-    if (std::find(all.begin(), all.end(), n) == all.end())
+std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names) {
+  const std::string list = common::enum_choices<OutputFormat>();  // "phn, textgrid, csv, json, ctm"
+  std::vector<OutputFormat> given;
+  for (const std::string& n : names) {
+    OutputFormat f{};
+    if (!common::parse_enum(n, &f))
       throw std::invalid_argument("--format: unknown format '" + n + "' (one or more of " + list + ")");
-  if (names.empty()) throw std::invalid_argument("--format: give at least one of " + list);
-  std::vector<std::string> out;
-  for (const std::string& n : all)
-    if (std::find(names.begin(), names.end(), n) != names.end()) out.push_back(n);
+    given.push_back(f);
+  }
+  check_formats(given);
+  std::vector<OutputFormat> out;
+  for (const Format& f : formats())
+    if (std::find(given.begin(), given.end(), f.format) != given.end()) out.push_back(f.format);
   return out;
 }
 
+void check_formats(const std::vector<OutputFormat>& formats) {
+  if (formats.empty()) throw std::invalid_argument("--format: give at least one of " + common::enum_choices<OutputFormat>());
+}
+
+bool writes_posterior(OutputFormat f) { return f == OutputFormat::csv || f == OutputFormat::json; }
+
 std::vector<std::pair<std::string, std::string>> render_segmentation(const Segmentation& a,
-                                                                     const std::vector<std::string>& names) {
+                                                                     const std::vector<OutputFormat>& names) {
   // Each format rendered on a worker of its own (an hour's JSON and TextGrid take tenths of a second each),
   // collected in the table's order: the result does not depend on the thread count.
   std::vector<const Format*> wanted;
   for (const Format& f : formats())
-    if (std::find(names.begin(), names.end(), f.name) != names.end()) wanted.push_back(&f);
+    if (std::find(names.begin(), names.end(), f.format) != names.end()) wanted.push_back(&f);
   std::vector<std::vector<std::pair<std::string, std::string>>> parts(wanted.size());
   parallel_for(static_cast<int64_t>(wanted.size()), static_cast<int>(wanted.size()),
                [&](int64_t i, int) { wanted[i]->write(a, parts[i]); });
@@ -243,7 +251,7 @@ std::string textgrid_tiers(const std::vector<std::pair<std::string, std::vector<
   return os.str();
 }
 
-void write_outputs(const Segmentation& a, const std::vector<std::string>& names, const std::string& out_dir,
+void write_outputs(const Segmentation& a, const std::vector<OutputFormat>& names, const std::string& out_dir,
                    const std::string& stem) {
   const std::filesystem::path base = std::filesystem::path(out_dir) / stem;
   CreatedFolders sub;  // a failed input leaves no folder of its own either

@@ -11,7 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace timitseg::eval {
+
+// --format's words, in table order (the order of the files written).
+enum class OutputFormat { phn, textgrid, csv, json, ctm };
+TIMITSEG_ENUM_NAMES(OutputFormat, 5, {OutputFormat::phn, "phn"}, {OutputFormat::textgrid, "textgrid"},
+                    {OutputFormat::csv, "csv"}, {OutputFormat::json, "json"}, {OutputFormat::ctm, "ctm"});
 
 // One segmented utterance, decode's (eval/pipeline.h decode_audio) or
 // align's (eval/align.h), in samples of the file as given.
@@ -47,20 +54,24 @@ UtteranceConfidence utterance_confidence(const std::vector<int32_t>& durations, 
 
 // Format names in table order: phn, textgrid, csv, json, ctm.
 const std::vector<std::string>& output_format_names();
-// "phn,textgrid" -> the names, in the table's order without repeats; throws
+// "phn,textgrid" -> the formats, in the table's order without repeats; throws
 // std::invalid_argument "--format: unknown format 'x' (one or more of phn, textgrid, csv, json, ctm)".
-std::vector<std::string> parse_formats(const std::vector<std::string>& names);
+std::vector<OutputFormat> parse_formats(const std::vector<std::string>& names);
+// Throws std::invalid_argument "--format: give at least one of phn, ..." for an empty list.
+void check_formats(const std::vector<OutputFormat>& formats);
+// csv and json: the formats that write each phone's posterior (decode).
+bool writes_posterior(OutputFormat f);
 // (file suffix, text) of each file of the given formats: phn ".PHN", textgrid
 // ".TextGrid", csv ".csv", json ".json", ctm ".ctm" (phones) and, with words,
 // ".words.ctm".
 std::vector<std::pair<std::string, std::string>> render_segmentation(const Segmentation& a,
-                                                                     const std::vector<std::string>& formats);
+                                                                     const std::vector<OutputFormat>& formats);
 
 // Writes OUT_DIR/STEM.<suffix> of each of the formats (render_segmentation),
 // creating STEM's folders (removed again when the write fails): all the files
 // or none (a full disk: written, then all renamed), rendered and written in
 // parallel.
-void write_outputs(const Segmentation& a, const std::vector<std::string>& formats, const std::string& out_dir,
+void write_outputs(const Segmentation& a, const std::vector<OutputFormat>& formats, const std::string& out_dir,
                    const std::string& stem);
 
 // Praat TextGrid (long text format) with several interval tiers (name,

@@ -338,9 +338,7 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
   const auto t0 = std::chrono::steady_clock::now();
   data::Audio original = data::read_audio(src);
   const double read_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const bool posterior = std::find_if(o.formats.begin(), o.formats.end(), [](const std::string& f) {
-                           return f == "csv" || f == "json";  // the formats that write each phone's posterior
-                         }) != o.formats.end();
+  const bool posterior = std::any_of(o.formats.begin(), o.formats.end(), writes_posterior);
   const int64_t model_samples = static_cast<int64_t>(original.samples.size()) * s.features.sample_rate /
                                 std::max(1, original.sample_rate);
   const Segmentation out = decode_audio(std::move(original), src, stem.string(), s, exec, posterior, o.threads);
@@ -447,7 +445,7 @@ int decode(const DecodeOptions& o) {
   model::check_checkpoint_features(s, o.checkpoint);  // its own options give its input (model/feature_check.h)
   if (o.inputs.empty()) throw std::invalid_argument("decode: no input files or folders");
   use_file_cmvn(s, "decode");
-  parse_formats(o.formats);  // an unknown name stops the command before any work
+  check_formats(o.formats);  // no format stops the command before any work
   std::unique_ptr<model::Executor> exec =
       make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode, o.centre_frames);
   // (audio path, output stem relative to out_dir)

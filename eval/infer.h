@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/walk.h"
+#include "eval/formats.h"
 #include "model/model.h"
 #include "eval/evaluate.h"
 #include "eval/pipeline.h"
@@ -86,7 +87,7 @@ struct DecodeOptions {
   int threads = 0;
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
-  std::vector<std::string> formats = {"phn", "textgrid"};  // --format: align's formats (csv/json carry "posterior")
+  std::vector<OutputFormat> formats = {OutputFormat::phn, OutputFormat::textgrid};  // --format: align's formats (csv/json carry "posterior")
   int64_t centre_frames = 200;        // --centre-frames: a long recording's centring (0 = the whole recording)
 };
 // The executor for evaluate/decode/align: device from --device ("" = auto: the GPU

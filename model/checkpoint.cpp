@@ -191,8 +191,8 @@ void read_tensors(const st::File& f, const std::string& path, bool check_values,
   }
   if (f.has("cmvn.mean")) {
     s.has_cmvn = true;
-    s.cmvn.per_utterance = s.config.data_cmvn == "utterance";  // the run's data.cmvn
-    s.cmvn.per_speaker = s.config.data_cmvn == "speaker";  // statistics added per split read (Cmvn::with_speakers)
+    s.cmvn.per_utterance = s.config.data_cmvn == config::CmvnMode::utterance;  // the run's data.cmvn
+    s.cmvn.per_speaker = s.config.data_cmvn == config::CmvnMode::speaker;  // statistics added per split read (Cmvn::with_speakers)
     const std::vector<int64_t> shape{s.dims.input_dim};
     s.cmvn.mean = f.get("cmvn.mean", st::DType::F64, shape).to<double>();
     s.cmvn.var = f.get("cmvn.var", st::DType::F64, shape).to<double>();

@@ -45,7 +45,7 @@ std::string describe_feature_options(const data::FeatureOptions& o, const std::v
     for (const std::string& k : keys) wanted = wanted || k == it.key();
     if (wanted) parts.push_back(it.key() + " " + value_text(it.value()));
   }
-  return o.type + " features (" + std::to_string(o.dim()) + " dims" + (parts.empty() ? "" : "; " + join(parts, ", ")) +
+  return std::string(common::to_string(o.type)) + " features (" + std::to_string(o.dim()) + " dims" + (parts.empty() ? "" : "; " + join(parts, ", ")) +
          ")";
 }
 

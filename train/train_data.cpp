@@ -19,8 +19,8 @@ void keep_chosen_copies(const config::Config& cfg, data::Split& train, data::Spl
   auto drop = [](data::Split& s, bool speed, bool noise) {
     auto& u = s.utterances;
     u.erase(std::remove_if(u.begin(), u.end(), [&](const data::Utterance& x) {
-              const std::string kind = data::augmentation_of(x.id);
-              return (kind == "speed" && !speed) || (kind == "noise" && !noise);
+              const data::Augmentation kind = data::augmentation_of(x.id);
+              return (kind == data::Augmentation::speed && !speed) || (kind == data::Augmentation::noise && !noise);
             }), u.end());
   };
   drop(train, cfg.augment_speed, cfg.augment_noise);
@@ -93,8 +93,8 @@ TrainData load_train_data(const config::Config& cfg) {
   d.phone_set = data::load_workdir_phone_set(cfg.data_workdir);
   if (cfg.features_cmvn) {
     d.cmvn = data::load_cmvn(cfg.data_workdir);
-    d.cmvn.per_utterance = cfg.data_cmvn == "utterance";
-    d.cmvn.per_speaker = cfg.data_cmvn == "speaker";
+    d.cmvn.per_utterance = cfg.data_cmvn == config::CmvnMode::utterance;
+    d.cmvn.per_speaker = cfg.data_cmvn == config::CmvnMode::speaker;
     d.has_cmvn = true;
   }
   keep_chosen_copies(cfg, d.train, d.dev);

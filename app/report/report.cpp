@@ -53,7 +53,7 @@ RunPredictions predictions_from_segments(
 }
 
 std::vector<float> log_mel_spectrogram(const data::Utterance& u, const data::FeatureOptions& f, int* bins) {
-  data::FeatureOptions o = data::FeatureOptions::defaults_for("fbank");
+  data::FeatureOptions o = data::FeatureOptions::defaults_for(data::FeatureType::fbank);
   o.sample_rate = f.sample_rate;
   o.frame_length_ms = f.frame_length_ms;
   o.frame_shift_ms = f.frame_shift_ms;
@@ -83,7 +83,7 @@ std::vector<Spectrogram> pick_drawn(const std::vector<const data::Utterance*>& u
     s.T = sorted[i]->num_frames;
     s.D = sorted[i]->dim;
     s.frame_shift_ms = f.frame_shift_ms;
-    s.feature_type = f.type;
+    s.feature_type = common::to_string(f.type);
     s.audio_path = sorted[i]->audio_path;
     try {
       int bins = 0;

@@ -82,7 +82,7 @@ ExecutorOptions checked(const ExecutorOptions& o) {
 }  // namespace
 
 CudaExecutor::CudaExecutor(const ModelDims& dims, const ExecutorOptions& options,
-                           std::optional<config::Collectives> collectives)
+                           std::optional<Collectives> collectives)
     : dims_(dims),
       layout_(dims),
       rnn_algo_(to_string(options.rnn_algo)),
@@ -238,7 +238,7 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
 }
 
 std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
-                                                              config::Collectives collectives) {
+                                                              Collectives collectives) {
   if (!options.world) throw std::invalid_argument("make_cuda_executor_with_collectives: options.world must be set");
   return std::make_unique<cuda_detail::CudaExecutor>(dims, options, collectives);
 }

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "config/config_enums.h"
 #include "model/allreduce_timing.h"
+#include "model/collectives.h"
 #include "model/executor.h"
 
 namespace timitseg::model {
@@ -25,7 +25,7 @@ std::unique_ptr<Executor> make_cuda_executor(const ModelDims& dims, const Execut
 // must be set) has one process; make_cuda_executor chooses by itself, and only
 // for a world of several.
 std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& dims, const ExecutorOptions& options,
-                                                              config::Collectives collectives);
+                                                              Collectives collectives);
 
 // Tensors the last train_step / gradients() call of a cuda executor reduced
 // for its numeric checks (0 with check_numerics off: no tap work). Tests.

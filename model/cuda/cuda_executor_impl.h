@@ -62,7 +62,7 @@ class CudaExecutor final : public Executor {
   // (model/cuda/device_reducer.h) for a world of several processes and none
   // otherwise; nccl or mpi forces that one even for a world of one (tests).
   CudaExecutor(const ModelDims& dims, const ExecutorOptions& options,
-               std::optional<config::Collectives> collectives = std::nullopt);
+               std::optional<Collectives> collectives = std::nullopt);
   ~CudaExecutor() override;
 
   Device device() const override { return Device::cuda; }

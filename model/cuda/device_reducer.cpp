@@ -62,17 +62,17 @@ bool nccl_built_in() {
 #endif
 }
 
-config::Collectives collectives_from_environment() {
+Collectives collectives_from_environment() {
   // Its words ('nccl', 'mpi') are checked by settings/env.h's table, and are Collectives' words.
   const std::optional<std::string> s = env::word("TIMITSEG_GPU_COLLECTIVES");
-  if (!s) return nccl_built_in() ? config::Collectives::nccl : config::Collectives::mpi;
-  config::Collectives c{};
-  if (!config::parse_enum(*s, &c)) throw std::logic_error("TIMITSEG_GPU_COLLECTIVES: '" + *s + "' is no Collectives word");
+  if (!s) return nccl_built_in() ? Collectives::nccl : Collectives::mpi;
+  Collectives c{};
+  if (!common::parse_enum(*s, &c)) throw std::logic_error("TIMITSEG_GPU_COLLECTIVES: '" + *s + "' is no Collectives word");
   return c;
 }
 
-std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, config::Collectives collectives) {
-  if (collectives == config::Collectives::mpi) return std::make_unique<HostStagedReducer>(world);
+std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, Collectives collectives) {
+  if (collectives == Collectives::mpi) return std::make_unique<HostStagedReducer>(world);
 #ifdef TIMITSEG_HAVE_NCCL
   return make_nccl_reducer(world);
 #else

@@ -33,7 +33,7 @@
 #include <string>
 
 #include "common/dist.h"
-#include "config/config_enums.h"
+#include "model/collectives.h"
 
 namespace timitseg::model::gpu {
 
@@ -63,12 +63,12 @@ bool nccl_built_in();
 // TIMITSEG_GPU_COLLECTIVES: "nccl" or "mpi" (Collectives' words,
 // config/config_enums.h); unset or empty: nccl when built in, else mpi. Throws
 // std::invalid_argument (one line) for another value.
-config::Collectives collectives_from_environment();
+Collectives collectives_from_environment();
 
 // Collectives::mpi: host-staged through world.allreduce_sum(float*).
 // Collectives::nccl: an NCCL communicator of world.size() ranks on the
 // current CUDA device (world.rank() its rank; a size of 1 is legal); throws
 // without NCCL built in, naming the switch. world must outlive the reducer.
-std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, config::Collectives collectives);
+std::unique_ptr<DeviceReducer> make_device_reducer(dist::Communicator& world, Collectives collectives);
 
 }  // namespace timitseg::model::gpu

@@ -251,7 +251,7 @@ TEST_F(ReportHtml, SpectrogramIsTheLogMelOfTheAudioOrSaysWhyNot) {
   u.dim = 39;
   u.features.assign(48 * 39, 0.5f);
   u.audio_path = wav.string();
-  const data::FeatureOptions mfcc = data::FeatureOptions::defaults_for("mfcc");
+  const data::FeatureOptions mfcc = data::FeatureOptions::defaults_for(data::FeatureType::mfcc);
   std::vector<app::report::Spectrogram> d = app::report::pick_drawn({&u}, mfcc, 1);
   ASSERT_EQ(d.size(), 1u);
   ASSERT_TRUE(d[0].log_mel) << d[0].note;

@@ -144,7 +144,7 @@ TEST(Augment, NoisyTestCopyHasTheRequestedSnrAndTheSameLabels) {
       AugmentCorpusOptions o;
       o.in_dir = (tmp.path / "in").string();
       o.out_dir = (tmp.path / (noise + std::to_string(int(snr)))).string();
-      o.noise = noise;
+      o.noise = timitseg::common::enum_value<NoiseKind>(noise, "noise");
       o.snr_min = o.snr_max = snr;
       o.noisy_test = true;
       o.seed = 7;
@@ -166,7 +166,7 @@ TEST(Augment, NoiseIsDeterministicPerSeedAndSnrRangeIsDrawnInside) {
     AugmentCorpusOptions o;
     o.in_dir = (tmp.path / "in").string();
     o.out_dir = (tmp.path / name).string();
-    o.noise = "babble";
+    o.noise = NoiseKind::babble;
     o.snr_min = 0, o.snr_max = 20;
     o.seed = seed;
     o.threads = 2;
@@ -269,10 +269,10 @@ TEST(Augment, UtteranceCmvnMatchesAHandComputation) {
 TEST(Augment, MarksOfAugmentedUtterances) {
   EXPECT_EQ(speed_suffix(0.9), "_augsp090");
   EXPECT_EQ(speed_suffix(1.1), "_augsp110");
-  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augsp090"), "speed");
-  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augnoise"), "noise");
-  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1"), "");
-  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augsp9"), "");
+  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augsp090"), Augmentation::speed);
+  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augnoise"), Augmentation::noise);
+  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1"), Augmentation::none);
+  EXPECT_EQ(augmentation_of("train/dr1/maaa0/si1_augsp9"), Augmentation::none);
 }
 
 TEST(Augment, BadOptionsAreRefused) {

@@ -206,7 +206,7 @@ TEST(CorpusKaldi, SegmentsUtt2spkAndCtmRelativeToTheUtterance) {
   EXPECT_DOUBLE_EQ(es[1].seg_start, 0.8);
   EXPECT_DOUBLE_EQ(es[1].seg_end, 2.0);
   EXPECT_TRUE(es[0].intervals.empty());  // the CTM's intervals wait on disk (IntervalSpill) for read_labels
-  EXPECT_EQ(es[0].label_kind, "spill");
+  EXPECT_EQ(es[0].label_kind, LabelFileKind::spill);
   for (auto& e : es) read_labels(e, {});
   ASSERT_EQ(es[0].intervals.size(), 2u);
   EXPECT_EQ(es[0].intervals[1].label, "AH0");  // word-position suffix dropped
@@ -318,7 +318,7 @@ TEST(CorpusManifest, CsvWithQuotedCommasAndInlineSegments) {
   ASSERT_EQ(es.size(), 3u);
   EXPECT_EQ(es[0].id, "a, b");
   EXPECT_EQ(es[0].speaker, "s1");
-  EXPECT_EQ(es[0].label_kind, "spill");  // inline segments wait on disk (IntervalSpill) for read_labels
+  EXPECT_EQ(es[0].label_kind, LabelFileKind::spill);  // inline segments wait on disk (IntervalSpill) for read_labels
   EXPECT_TRUE(es[0].intervals.empty());
   for (auto& e : es) read_labels(e, {});
   ASSERT_EQ(es[0].intervals.size(), 2u);

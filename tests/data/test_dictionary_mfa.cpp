@@ -62,25 +62,26 @@ TEST(DictionaryMfa, ParsesProbabilitiesSilenceFiguresAndUtf8) {
 }
 
 TEST(DictionaryMfa, FormatDetected) {
-  EXPECT_EQ(dict_format_from_text("auto", kMfa), DictFormat::mfa);
-  EXPECT_EQ(dict_format_from_text("auto", "HELLO  HH AH0 L OW1\n"), DictFormat::cmudict);
-  EXPECT_EQ(dict_format_from_text("auto", "hello\t1.0\tHH AH0 L OW1\n"), DictFormat::mfa);  // a number: not CMUdict
-  EXPECT_EQ(dict_format_from_text("auto", "hello  /hh ah l ow1/\n"), DictFormat::timit);
-  EXPECT_EQ(dict_format_from_text("mfa", "HELLO  HH AH0 L OW1\n"), DictFormat::mfa);
-  EXPECT_THROW(dict_format_from_text("kaldi", ""), std::invalid_argument);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, kMfa), DictFormat::mfa);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "HELLO  HH AH0 L OW1\n"), DictFormat::cmudict);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "hello\t1.0\tHH AH0 L OW1\n"), DictFormat::mfa);  // a number: not CMUdict
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "hello  /hh ah l ow1/\n"), DictFormat::timit);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::mfa, "HELLO  HH AH0 L OW1\n"), DictFormat::mfa);
+  DictFormatSetting unused{};
+  EXPECT_FALSE(timitseg::common::parse_enum("kaldi", &unused));
 }
 
 // One line that reads as ARPAbet without a stress digit is not taken for CMUdict
 // (whose format maps the phones and adds TIMIT's closures): it is MFA's, phones as
 // written; every entry line counts, not the first alone.
 TEST(DictionaryMfa, FormatNotGuessedFromOneAmbiguousLine) {
-  EXPECT_EQ(dict_format_from_text("auto", "zzz\tl\n"), DictFormat::mfa);
-  EXPECT_EQ(dict_format_from_text("auto", "bad\tb a d\n"), DictFormat::mfa);        // 'a' is not ARPAbet
-  EXPECT_EQ(dict_format_from_text("auto", "bed\tb eh d\nzzz\tl\n"), DictFormat::mfa);  // no stress digit anywhere
-  EXPECT_EQ(dict_format_from_text("auto", ";;; c\nZZZ  L\nBED  B EH1 D  # a comment\n"), DictFormat::cmudict);
-  EXPECT_EQ(dict_format_from_text("auto", "HELLO  HH AH0 L OW1\nbonjour b ɔ̃ ʒ u ʁ\n"), DictFormat::mfa);  // a later line
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "zzz\tl\n"), DictFormat::mfa);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "bad\tb a d\n"), DictFormat::mfa);        // 'a' is not ARPAbet
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "bed\tb eh d\nzzz\tl\n"), DictFormat::mfa);  // no stress digit anywhere
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, ";;; c\nZZZ  L\nBED  B EH1 D  # a comment\n"), DictFormat::cmudict);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, "HELLO  HH AH0 L OW1\nbonjour b ɔ̃ ʒ u ʁ\n"), DictFormat::mfa);  // a later line
   // the MFA reading keeps 'd' as written: no closure is added to it
-  const Dictionary d = Dictionary::parse("z.dict", "bed\tb eh d\n", dict_format_from_text("auto", "bed\tb eh d\n"));
+  const Dictionary d = Dictionary::parse("z.dict", "bed\tb eh d\n", dict_format_from_text(DictFormatSetting::automatic, "bed\tb eh d\n"));
   WordOptions wo;
   wo.edge_silence = false;
   EXPECT_EQ(words_to_phones({{"bed", 1}}, d, "u", wo).phones, V({"b", "eh", "d"}));

@@ -150,7 +150,7 @@ TEST(Prepare, ReRunIsANoOpUnlessForcedOrChanged) {
   f.force = true;
   EXPECT_FALSE(prepare(f).up_to_date);
   PrepareOptions fb = p.po;
-  fb.features = FeatureOptions::defaults_for("fbank");
+  fb.features = FeatureOptions::defaults_for(FeatureType::fbank);
   EXPECT_FALSE(prepare(fb).up_to_date);
   EXPECT_EQ(load_split(p.po.workdir, "dev").utterances[0].dim, 40);
   EXPECT_TRUE(prepare(fb).up_to_date);
@@ -205,7 +205,7 @@ TEST(FeaturesCommand, OneTensorPerInputNamedByPath) {
             0);
   auto f = timitseg::st::load(out);
   ASSERT_EQ(f.tensors.size(), 2u);
-  FeatureOptions o = FeatureOptions::defaults_for("fbank");
+  FeatureOptions o = FeatureOptions::defaults_for(FeatureType::fbank);
   o.num_mel_bins = 80;
   for (const auto& [name, sig] : {std::pair{d.str("a.wav"), a}, std::pair{d.str("b.wav"), b}}) {
     const auto& t = f.get(name);

@@ -162,7 +162,7 @@ PrepareSummary prepare_corpus_into(const std::string& corpus, const std::string&
                                    const std::string& split_file, bool strict = false, const std::string& format = "") {
   PrepareOptions po;
   po.corpus_dir = corpus;
-  po.corpus_format = format;
+  if (!format.empty()) po.corpus_format = timitseg::common::enum_value<CorpusFormat>(format, "format");
   po.workdir = out;
   po.phone_set = phone_set;
   po.split_file = split_file;
@@ -565,9 +565,9 @@ TEST(PrepareCorpus, EspeakCorpusInEveryLayoutPreparesAlike) {
     SCOPED_TRACE(layout);
     SynthOptions so;
     so.out_dir = d.str(layout);
-    so.voice = "espeak";
+    so.voice = SynthVoice::espeak;
     so.language = "es";
-    so.layout = layout;
+    so.layout = timitseg::common::enum_value<CorpusFormat>(layout, "layout");
     so.speakers = 4;
     so.utterances_per_speaker = 2;
     so.seed = 3;

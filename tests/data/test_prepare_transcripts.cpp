@@ -127,7 +127,7 @@ PrepareSummary prepare_into(const std::string& corpus, const std::string& out, c
                             const std::string& format = "", const std::string& phone_set = "", bool strict = false) {
   PrepareOptions po;
   po.corpus_dir = corpus;
-  po.corpus_format = format;
+  if (!format.empty()) po.corpus_format = timitseg::common::enum_value<CorpusFormat>(format, "format");
   po.workdir = out;
   po.dict = dict;
   po.phone_set = phone_set;
@@ -385,9 +385,9 @@ TEST(PrepareTranscripts, SynthLibriSpeechLayoutPreparesWithEspeakG2p) {
   testutil::TempDir d;
   SynthOptions so;
   so.out_dir = d.str("libri");
-  so.voice = "espeak";
+  so.voice = SynthVoice::espeak;
   so.language = "es";
-  so.layout = "librispeech";
+  so.layout = CorpusFormat::librispeech;
   so.speakers = 4;
   so.utterances_per_speaker = 2;
   so.seed = 5;
@@ -412,7 +412,7 @@ TEST(PrepareTranscripts, SynthLibriSpeechLayoutPreparesWithEspeakG2p) {
   PrepareOptions po;
   po.corpus_dir = d.str("libri");
   po.workdir = d.str("wd");
-  po.g2p = "espeak";
+  po.g2p = timitseg::data::G2pEngine::espeak;
   po.language = "es";
   po.threads = 2;
   po.progress = false;

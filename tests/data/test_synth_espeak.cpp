@@ -46,9 +46,9 @@ std::map<std::string, std::string> tree(const fs::path& root) {
 SynthOptions espeak_opts(const std::string& out, const std::string& lang, const std::string& layout) {
   SynthOptions o;
   o.out_dir = out;
-  o.voice = "espeak";
+  o.voice = SynthVoice::espeak;
   o.language = lang;
-  o.layout = layout;
+  o.layout = timitseg::common::enum_value<CorpusFormat>(layout, "layout");
   o.speakers = 4;
   o.utterances_per_speaker = 2;
   o.seed = 7;
@@ -152,7 +152,7 @@ TEST(SynthEspeak, CorpusIsByteIdenticalPerSeedForAnyThreadCount) {
 TEST(SynthEspeak, EveryLayoutIsWritten) {
   REQUIRE_ESPEAK();
   testutil::TempDir d;
-  for (const auto& layout : synth_layouts()) {
+  for (const std::string& layout : timitseg::common::enum_words<CorpusFormat>()) {
     const SynthSummary s = synth_corpus(espeak_opts(d.str(layout), "de", layout));
     EXPECT_EQ(s.files, layout == "timit" ? 12 : 8) << layout;  // SA1 only in TIMIT's layout
   }

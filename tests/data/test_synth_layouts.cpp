@@ -60,13 +60,13 @@ std::map<std::string, Utt> read_layout(const fs::path& root, CorpusFormat f, con
 TEST(SynthLayouts, EveryLayoutReadsBackToTheSameAudioAndLabels) {
   if (!espeak_built_in()) GTEST_SKIP() << "libespeak-ng is not built in: skipped";
   testutil::TempDir d;
-  for (const auto& layout : synth_layouts()) {
+  for (const std::string& layout : timitseg::common::enum_words<CorpusFormat>()) {
     SynthOptions o;
     o.out_dir = d.str(layout);
-    o.voice = "espeak";
+    o.voice = SynthVoice::espeak;
     o.language = "de";
-    o.layout = layout;
-    o.format = "riff";
+    o.layout = timitseg::common::enum_value<CorpusFormat>(layout, "layout");
+    o.format = SynthAudio::riff;
     o.lower_case = true;
     o.speakers = 5;
     o.utterances_per_speaker = 2;

@@ -41,7 +41,7 @@ TEST(Transcripts, TimitDictionaryFormat) {
   EXPECT_EQ(*d.lookup("ABBREVIATE"), V({"ax", "b", "r", "iy", "v", "iy", "ey", "t"}));
   EXPECT_EQ(*d.lookup("water"), V({"w", "ao", "t", "axr"}));
   EXPECT_EQ(d.lookup("year"), nullptr);
-  EXPECT_EQ(dict_format_from_text("auto", text), DictFormat::timit);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, text), DictFormat::timit);
 }
 
 TEST(Transcripts, CmudictFormatAndArpabetMap) {
@@ -60,7 +60,7 @@ TEST(Transcripts, CmudictFormatAndArpabetMap) {
   EXPECT_EQ(*d.lookup("water"), V({"w", "ao", "t", "axr"}));
   EXPECT_EQ(*d.lookup("bird"), V({"b", "er", "d"}));
   EXPECT_EQ(*d.lookup("hut"), V({"hh", "ah", "t"}));
-  EXPECT_EQ(dict_format_from_text("auto", text), DictFormat::cmudict);
+  EXPECT_EQ(dict_format_from_text(DictFormatSetting::automatic, text), DictFormat::cmudict);
   // The map: every ARPAbet symbol lands on a TIMIT 61-set phone.
   const V arpabet = {"AA", "AE", "AH", "AO", "AW", "AY", "B",  "CH", "D",  "DH", "EH", "ER", "EY",
                      "F",  "G",  "HH", "IH", "IY", "JH", "K",  "L",  "M",  "N",  "NG", "OW", "OY",

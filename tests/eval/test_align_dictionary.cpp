@@ -240,9 +240,7 @@ TEST(AlignG2p, OptionsCheckedInOneLine) {
   };
   o.language = "es";
   EXPECT_EQ(error_of(o), "align: --language is the language of --g2p espeak; give both");
-  o.g2p = "flite";
-  EXPECT_EQ(error_of(o), "align: --g2p must be espeak, got 'flite'");
-  o.g2p = "espeak";
+  o.g2p = timitseg::data::G2pEngine::espeak;
   EXPECT_EQ(error_of(o), "align: --g2p espeak pronounces words missing from --dict FILE; give one");
   o.dict = "d.dict";
   o.language.clear();
@@ -255,7 +253,7 @@ TEST(AlignG2p, OptionsCheckedInOneLine) {
 TEST(AlignG2p, MissingWordsPronouncedByEspeak) {
   if (!data::espeak_built_in()) GTEST_SKIP() << data::espeak_missing_message();
   eval::AlignOptions o;
-  o.g2p = "espeak";
+  o.g2p = timitseg::data::G2pEngine::espeak;
   o.dict = "d.dict";
   o.language = "es";
   const eval::AlignOptions g = eval::with_g2p(o);

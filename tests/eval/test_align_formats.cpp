@@ -8,11 +8,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/align.h"
 #include "eval/formats.h"
 
 using namespace timitseg;
 
 namespace {
+
+using Fmt = eval::OutputFormat;
 
 eval::Segmentation sample(bool words) {
   eval::Segmentation a;
@@ -36,7 +39,7 @@ std::string text_of(const std::vector<std::pair<std::string, std::string>>& file
 }  // namespace
 
 TEST(AlignFormats, EveryFormatWithWords) {
-  const auto files = eval::render_segmentation(sample(true), {"phn", "textgrid", "csv", "json", "ctm"});
+  const auto files = eval::render_segmentation(sample(true), {Fmt::phn, Fmt::textgrid, Fmt::csv, Fmt::json, Fmt::ctm});
   std::vector<std::string> suffixes;
   for (const auto& f : files) suffixes.push_back(f.first);
   EXPECT_EQ(suffixes, (std::vector<std::string>{".PHN", ".TextGrid", ".csv", ".json", ".ctm", ".words.ctm"}));
@@ -69,15 +72,16 @@ TEST(AlignFormats, EveryFormatWithWords) {
 }
 
 TEST(AlignFormats, WithoutWordsNoWordOutput) {
-  const auto files = eval::render_segmentation(sample(false), {"csv", "ctm", "json"});
+  const auto files = eval::render_segmentation(sample(false), {Fmt::csv, Fmt::ctm, Fmt::json});
   ASSERT_EQ(files.size(), 3u);  // no .words.ctm
   EXPECT_EQ(text_of(files, ".csv").find("word,"), std::string::npos);
   EXPECT_FALSE(nlohmann::json::parse(text_of(files, ".json")).contains("words"));
-  EXPECT_EQ(eval::render_segmentation(sample(false), {"textgrid"})[0].second.find("words"), std::string::npos);
+  EXPECT_EQ(eval::render_segmentation(sample(false), {Fmt::textgrid})[0].second.find("words"), std::string::npos);
 }
 
 TEST(AlignFormats, ParseListKeepsTableOrderAndRejectsUnknown) {
-  EXPECT_EQ(eval::parse_formats({"ctm", "phn", "ctm"}), (std::vector<std::string>{"phn", "ctm"}));
+  EXPECT_EQ(eval::parse_formats({"ctm", "phn", "ctm"}),
+            (std::vector<Fmt>{Fmt::phn, Fmt::ctm}));
   try {
     eval::parse_formats({"phn", "srt"});
     FAIL() << "no exception";
@@ -92,7 +96,7 @@ TEST(AlignFormats, ConfidenceInCsvJsonAndTextGrid) {
   eval::Segmentation a = sample(true);
   a.phone_confidence = {{0.5, 0.25}, {0.125, 1.0}, {0.9999, 0.0}};
   a.word_confidence = {{0.0, 0.0}, {0.0625, 0.0}};
-  const auto files = eval::render_segmentation(a, {"textgrid", "csv", "json"});
+  const auto files = eval::render_segmentation(a, {Fmt::textgrid, Fmt::csv, Fmt::json});
   EXPECT_EQ(text_of(files, ".csv"),
             "tier,start,end,start_sample,end_sample,label,boundary_confidence,label_confidence\n"
             "phone,0.000000,0.250000,0,4000,sil,0.500000,0.250000\n"
@@ -111,7 +115,7 @@ TEST(AlignFormats, ConfidenceInCsvJsonAndTextGrid) {
   EXPECT_NE(tg.find("text = \"1.000\""), std::string::npos);  // 0.9999 and 1.0 at 3 decimals
   EXPECT_NE(tg.find("text = \"0.125\""), std::string::npos);
   // Without confidences nothing changes.
-  const auto plain = eval::render_segmentation(sample(true), {"csv", "json"});
+  const auto plain = eval::render_segmentation(sample(true), {Fmt::csv, Fmt::json});
   EXPECT_EQ(text_of(plain, ".csv").substr(0, 45), "tier,start,end,start_sample,end_sample,label\n");
   EXPECT_FALSE(nlohmann::json::parse(text_of(plain, ".json"))["phones"][0].contains("boundary_confidence"));
 }
@@ -142,7 +146,7 @@ TEST(AlignFormats, UtteranceConfidenceByHand) {
 TEST(AlignFormats, DecodePosteriorColumnAndKey) {
   eval::Segmentation a = sample(true);
   a.phone_posterior = {0.5, 0.25, 1.0};
-  const auto files = eval::render_segmentation(a, {"csv", "json"});
+  const auto files = eval::render_segmentation(a, {Fmt::csv, Fmt::json});
   EXPECT_EQ(text_of(files, ".csv"),
             "tier,start,end,start_sample,end_sample,label,posterior\n"
             "phone,0.000000,0.250000,0,4000,sil,0.500000\n"
@@ -152,4 +156,20 @@ TEST(AlignFormats, DecodePosteriorColumnAndKey) {
   const nlohmann::json j = nlohmann::json::parse(text_of(files, ".json"));
   EXPECT_DOUBLE_EQ(j["phones"][1]["posterior"].get<double>(), 0.25);
   EXPECT_FALSE(j["words"][0].contains("posterior"));
+}
+
+// The words of the flags below the CLI (read into these enums by app/): a word changed here changes --help and
+// docs/cli.md too.
+TEST(AlignFormats, FlagWordsInTableOrder) {
+  EXPECT_EQ(timitseg::common::enum_choices<Fmt>(), "phn, textgrid, csv, json, ctm");
+  EXPECT_EQ(timitseg::common::enum_choices<eval::TranscriptSource>(), "auto, phn, wrd, txt");
+  eval::TranscriptSource t{};
+  ASSERT_TRUE(timitseg::common::parse_enum("wrd", &t));
+  EXPECT_EQ(t, eval::TranscriptSource::wrd);
+  EXPECT_FALSE(timitseg::common::parse_enum("PHN", &t));
+  EXPECT_TRUE(eval::writes_posterior(Fmt::csv));
+  EXPECT_TRUE(eval::writes_posterior(Fmt::json));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::phn));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::textgrid));
+  EXPECT_FALSE(eval::writes_posterior(Fmt::ctm));
 }

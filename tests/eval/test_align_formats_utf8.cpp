@@ -19,6 +19,8 @@ using namespace timitseg;
 
 namespace {
 
+using Fmt = eval::OutputFormat;
+
 // IPA: U+0283; t + U+0283; U+025B + U+0303 (combining tilde); U+02B0 aspiration; a length mark U+02D0;
 // words: Latin-1 range, CJK, and one with a quote (Praat doubles it).
 const std::vector<std::string> kPhones = {"ʃ", "tʃ", "ɛ̃", "pʰ", "aː"};
@@ -108,7 +110,7 @@ std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
 }  // namespace
 
 TEST(AlignFormatsUtf8, PhnRoundTrip) {
-  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"phn"}), ".PHN");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {Fmt::phn}), ".PHN");
   const auto l = lines_of(t);
   ASSERT_EQ(l.size(), kPhones.size());
   for (size_t i = 0; i < l.size(); ++i) EXPECT_EQ(field(l[i], 2), kPhones[i]) << i;
@@ -116,7 +118,7 @@ TEST(AlignFormatsUtf8, PhnRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, TextGridRoundTrip) {
-  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"textgrid"}), ".TextGrid");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {Fmt::textgrid}), ".TextGrid");
   const std::vector<std::string> texts = praat_strings(t, "text");
   std::vector<std::string> want = kPhones;
   want.insert(want.end(), kWords.begin(), kWords.end());
@@ -126,7 +128,7 @@ TEST(AlignFormatsUtf8, TextGridRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, CsvRoundTrip) {
-  const auto rows = csv_rows(text_of(eval::render_segmentation(utf8_sample(), {"csv"}), ".csv"));
+  const auto rows = csv_rows(text_of(eval::render_segmentation(utf8_sample(), {Fmt::csv}), ".csv"));
   ASSERT_EQ(rows.size(), 1 + kPhones.size() + kWords.size());
   EXPECT_EQ(rows[0][5], "label");
   for (size_t i = 0; i < kPhones.size(); ++i) EXPECT_EQ(rows[1 + i][5], kPhones[i]) << i;
@@ -137,7 +139,7 @@ TEST(AlignFormatsUtf8, CsvRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, JsonRoundTrip) {
-  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {"json"}), ".json");
+  const std::string t = text_of(eval::render_segmentation(utf8_sample(), {Fmt::json}), ".json");
   const nlohmann::json j = nlohmann::json::parse(t);
   EXPECT_EQ(j["utterance"], "spk_ü1");
   EXPECT_EQ(j["audio"], "in/ü.wav");
@@ -152,7 +154,7 @@ TEST(AlignFormatsUtf8, JsonRoundTrip) {
 }
 
 TEST(AlignFormatsUtf8, CtmRoundTrip) {
-  const auto files = eval::render_segmentation(utf8_sample(), {"ctm"});
+  const auto files = eval::render_segmentation(utf8_sample(), {Fmt::ctm});
   const auto p = lines_of(text_of(files, ".ctm"));
   ASSERT_EQ(p.size(), kPhones.size());
   for (size_t i = 0; i < p.size(); ++i) {

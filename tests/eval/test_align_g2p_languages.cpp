@@ -109,7 +109,7 @@ TEST(AlignG2pLanguages, G2pPhonesAreInSynthsPhoneSetInEveryShippedLanguage) {
         data::PhoneSetSpec::parse(data::espeak_phone_set_yaml(espeak_code(lang), labels), "synth " + lang);
     const model::LabelSet ls = model::LabelSet::make(spec);
     eval::AlignOptions o;
-    o.g2p = "espeak";
+    o.g2p = timitseg::data::G2pEngine::espeak;
     o.dict = "one.dict";
     o.language = espeak_code(lang);
     const data::WordOptions wo = eval::words_for_labels(eval::with_g2p(o).words, ls);

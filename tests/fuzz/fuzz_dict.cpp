@@ -26,8 +26,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
   const std::string path = "FUZZ/dict.txt";
   const std::string text(reinterpret_cast<const char*>(data) + 1, size - 1);
-  const char* names[] = {"timit", "cmudict", "auto", "mfa"};
-  const std::string format = names[data[0] % 4];
+  const data::DictFormatSetting formats[] = {data::DictFormatSetting::timit, data::DictFormatSetting::cmudict,
+                                             data::DictFormatSetting::automatic, data::DictFormatSetting::mfa};
+  const data::DictFormatSetting format = formats[data[0] % 4];
   data::Dictionary dict;
   try {
     dict = data::Dictionary::parse(path, text, data::dict_format_from_text(format, text));

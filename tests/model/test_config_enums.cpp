@@ -37,6 +37,7 @@ const std::vector<KeyWords>& key_words() {
       {"train.lr_schedule", {"cosine", "cosine_epoch", "constant"}},
       {"train.device", {"cpu", "cuda", "auto"}},
       {"train.rnn_algo", {"standard", "persist_static", "persist_dynamic", "fused", "auto"}},
+      {"data.cmvn", {"global", "utterance", "speaker"}},
   };
   return k;
 }
@@ -88,7 +89,7 @@ TEST(ConfigEnums, EveryTableNamesEveryValueOnceAndReadsItBack) {
   check_table<LrSchedule>(k[6].words);
   check_table<DeviceSetting>(k[7].words);
   check_table<RnnAlgo>(k[8].words);
-  check_table<TranscriptSource>({"auto", "phn", "wrd", "txt"});  // align --transcript (a flag, no key)
+  check_table<CmvnMode>(k[9].words);
   EXPECT_EQ(enum_choices<RnnAlgo>(), "standard, persist_static, persist_dynamic, fused, auto");
 }
 
@@ -165,7 +166,6 @@ TEST(ConfigEnums, BadWordsKeepTheirMessages) {
 TEST(ConfigEnums, EnumValueReadsCheckedWordsAndNamesTheFlagOtherwise) {
   EXPECT_EQ(enum_value<DeviceSetting>("auto", "--device"), DeviceSetting::automatic);
   EXPECT_EQ(enum_value<RnnAlgo>("persist_dynamic", "--rnn-algo"), RnnAlgo::persist_dynamic);
-  EXPECT_EQ(enum_value<TranscriptSource>("txt", "--transcript"), TranscriptSource::txt);
   try {
     enum_value<DecodeMode>("mbr", "--decode");
     ADD_FAILURE() << "mbr accepted";

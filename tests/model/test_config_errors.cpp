@@ -249,7 +249,7 @@ TEST(ConfigErrors, DataCmvnModesAndTheirRefusals) {
   for (const std::string m : {"global", "utterance", "speaker"}) {
     EXPECT_EQ(error_of("data:\n  cmvn: " + m + "\n"), "") << m;
     const std::string p = yaml_file("data:\n  cmvn: " + m + "\n");
-    EXPECT_EQ(Config::load(p, {}).data_cmvn, m);
+    EXPECT_EQ(timitseg::config::to_string(Config::load(p, {}).data_cmvn), m);
     fs::remove(p);
   }
   EXPECT_NE(error_of("data:\n  cmvn: speakers\n").find("one of global, utterance, speaker"), std::string::npos);

@@ -366,8 +366,9 @@ TEST_F(NewUser3, CompareRefusesARunOfOtherFeaturesAndStopsOnSigint) {
 // The comparison itself: the options that change the features, both sets named, allow_resample ignored.
 TEST(FeatureCheck, DifferencesNameBothSetsAndIgnoreAllowResample) {
   using timitseg::data::FeatureOptions;
+  using timitseg::data::FeatureType;
   timitseg::model::ModelState s;
-  s.features = FeatureOptions::defaults_for("mfcc");
+  s.features = FeatureOptions::defaults_for(FeatureType::mfcc);
   FeatureOptions same = s.features;
   same.allow_resample = true;  // permits other rates, changes no feature
   EXPECT_TRUE(timitseg::model::feature_option_differences(s.features, same).empty());
@@ -385,7 +386,7 @@ TEST(FeatureCheck, DifferencesNameBothSetsAndIgnoreAllowResample) {
                  "prepared with the checkpoint's feature options (`timitseg prepare`, docs/features.md)");
   }
   // fbank with 23 bins against mfcc's 23 mel bins: the type (and what differs with it) named
-  FeatureOptions fb = FeatureOptions::defaults_for("fbank");
+  FeatureOptions fb = FeatureOptions::defaults_for(FeatureType::fbank);
   fb.num_mel_bins = 23;
   const std::vector<std::string> d = timitseg::model::feature_option_differences(s.features, fb);
   ASSERT_FALSE(d.empty());

@@ -66,7 +66,7 @@ class AugmentE2E : public ::testing::Test {
 fs::path AugmentE2E::dir_;
 std::string AugmentE2E::config_;
 
-size_t count_kind(const data::Split& s, const std::string& kind) {
+size_t count_kind(const data::Split& s, data::Augmentation kind) {
   size_t n = 0;
   for (const auto& u : s.utterances) n += data::augmentation_of(u.id) == kind;
   return n;
@@ -78,15 +78,15 @@ TEST_F(AugmentE2E, CopiesAreChosenByTheKeysAndNeverInDev) {
   config::Config cfg;
   cfg.data_workdir = (dir_ / "work-aug").string();
   const train::TrainData all = train::load_train_data(cfg);
-  const size_t originals = count_kind(all.train, "");
+  const size_t originals = count_kind(all.train, data::Augmentation::none);
   ASSERT_GT(originals, 0u);
-  EXPECT_EQ(count_kind(all.train, "speed"), 2 * originals);  // 0.9 and 1.1 of each
-  EXPECT_EQ(count_kind(all.train, "noise"), originals);
-  for (const auto& u : all.dev.utterances) EXPECT_EQ(data::augmentation_of(u.id), "") << u.id;
+  EXPECT_EQ(count_kind(all.train, data::Augmentation::speed), 2 * originals);  // 0.9 and 1.1 of each
+  EXPECT_EQ(count_kind(all.train, data::Augmentation::noise), originals);
+  for (const auto& u : all.dev.utterances) EXPECT_EQ(data::augmentation_of(u.id), data::Augmentation::none) << u.id;
   cfg.augment_speed = false;
   const train::TrainData no_speed = train::load_train_data(cfg);
   EXPECT_EQ(no_speed.train.utterances.size(), 2 * originals);
-  EXPECT_EQ(count_kind(no_speed.train, "speed"), 0u);
+  EXPECT_EQ(count_kind(no_speed.train, data::Augmentation::speed), 0u);
   cfg.augment_noise = false;
   EXPECT_EQ(train::load_train_data(cfg).train.utterances.size(), originals);
   // the clean WORKDIR's train split is the copies' originals
