@@ -131,7 +131,7 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   std::error_code ec;
   if (!fs::is_regular_file(e.audio_path, ec)) err("audio " + e.audio_path + " is missing");
   if (e.speaker.empty()) err("no speaker (column 'speaker')");
-  if (!e.split.empty() && e.split != "train" && e.split != "dev" && e.split != "test")
+  if (!e.split.empty() && !is_corpus_split(e.split))
     err("split '" + e.split + "' is not train, dev or test");
   bool ok = true;
   e.seg_start = seconds_field(r, "start", 0.0, &ok);

@@ -344,7 +344,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     if (has_error(e.problems)) return;
     for (const auto& iv : ivs) {
       if (iv.label.empty()) continue;
-      if (e.split == "train") {
+      if (is_split(e.split, SplitName::train)) {
         ++counts[iv.label];
       } else if (!silence_word(iv.label)) {
         UnseenLabel& u = other[e.split][iv.label];
@@ -357,7 +357,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     std::string why;
     int64_t bad = 0;
     for (const auto& e : es)
-      if (e.split == "train" && has_error(e.problems) && bad++ == 0)
+      if (is_split(e.split, SplitName::train) && has_error(e.problems) && bad++ == 0)
         for (const auto& p : e.problems)
           if (p.error && why.empty()) why = p.str();
     throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from" +
