@@ -37,7 +37,7 @@ std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<
     const SplitName split = u.part == SplitName::train   ? SplitName::train
                             : dev_speakers().count(u.speaker) ? SplitName::dev
                                                               : SplitName::test;
-    e.split = common::to_string(split);
+    e.split = split;
     any_dev = any_dev || split == SplitName::dev;
     e.audio_path = u.wav_path;
     e.label_path = u.phn_path;
@@ -48,7 +48,7 @@ std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<
   }
   // no TEST speaker on the dev list (an own corpus): split by speaker (prepare's rule for corpora without splits)
   if (!any_dev)
-    for (auto& e : out) e.split.clear();
+    for (auto& e : out) e.split.reset();
   return out;
 }
 
