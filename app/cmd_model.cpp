@@ -29,6 +29,10 @@ namespace timitseg::app {
 
 namespace {
 
+// evaluate's and score's --split words, in --help's order.
+const std::vector<data::SplitName> kSplitChoices{data::SplitName::dev, data::SplitName::core_test, data::SplitName::test,
+                                                 data::SplitName::train};
+
 struct TrainArgs {
   std::string config;
   std::vector<std::string> sets;
@@ -245,9 +249,7 @@ void add_evaluate_command(CLI::App& app) {
   CLI::App* ev = app.add_subcommand(
       "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient (SegFeat/UnsupSeg; docs/metrics.md), segments, ...)");
   ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
-  ev->add_option("--split", eo->split, "Split of the prepared WORKDIR: dev, core-test, test (or train)")
-      ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
-      ->capture_default_str();
+  add_enum_option_of(ev, "--split", &eo->split, kSplitChoices, "Split of the prepared WORKDIR: dev, core-test, test (or train)");
   ev->add_option("--workdir", eo->workdir,
                  "Prepared WORKDIR (default: the checkpoint's data.workdir, an absolute path; give it when that "
                  "folder has moved)");
@@ -305,9 +307,7 @@ void add_score_command(CLI::App& app) {
       "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient, segment F1, duration KL, ...), "
       "or phone spans of a forced aligner (--spans) with those of evaluate --align");
   sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
-  sc->add_option("--split", so->split, "Split of the WORKDIR: dev, core-test, test (or train)")
-      ->check(CLI::IsMember({"dev", "core-test", "test", "train"}))
-      ->capture_default_str();
+  add_enum_option_of(sc, "--split", &so->split, kSplitChoices, "Split of the WORKDIR: dev, core-test, test (or train)");
   CLI::Option* pred = sc->add_option("--predictions", so->predictions,
                  "JSONL, one line per utterance of the split in split order: {\"index\": I (0-based), "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]}; other fields are ignored "

@@ -34,6 +34,21 @@ CLI::Option* add_enum_option(CLI::App* cmd, const std::string& flag, Out* out, c
       ->check(enum_words<E>());
 }
 
+// An option taking the words of values (some of E's, in --help's order:
+// "{dev,core-test,test,train}"), read into *out when given; --help shows *out's
+// word as the default ("=dev").
+template <class E>
+CLI::Option* add_enum_option_of(CLI::App* cmd, const std::string& flag, E* out, const std::vector<E>& values,
+                                const std::string& help) {
+  std::vector<std::string> words;
+  for (const E v : values) words.emplace_back(common::to_string(v));
+  return cmd
+      ->add_option_function<std::string>(
+          flag, [out, flag](const std::string& s) { *out = common::enum_value<E>(s, flag); }, help)
+      ->check(CLI::IsMember(words))
+      ->default_str(common::to_string(*out));
+}
+
 // A comma-separated list of E's words (--format phn,csv), read into *out when
 // given; --help shows *out's words as the default ("=[phn,textgrid]").
 template <class E>

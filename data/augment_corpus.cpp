@@ -100,7 +100,7 @@ class Writer {
   Writer(const AugmentCorpusOptions& o, const std::vector<CorpusUtterance>& all, fs::path root)
       : o_(o), root_(std::move(root)) {
     for (const CorpusUtterance& u : all)
-      if (u.part == "train" && !u.wav_path.empty() && !u.is_sa()) talkers_.push_back(&u);
+      if (u.part == SplitName::train && !u.wav_path.empty() && !u.is_sa()) talkers_.push_back(&u);
     if (o_.noise == NoiseKind::babble && talkers_.empty())
       throw std::invalid_argument("augment: babble noise needs TRAIN utterances (its talkers) in " + o_.in_dir);
   }
@@ -252,10 +252,10 @@ AugmentCorpusSummary augment_corpus(const AugmentCorpusOptions& o) {
   for (const CorpusUtterance& u : all) {
     if (u.wav_path.empty()) continue;
     if (o.noisy_test) {
-      if (u.part != "test") continue;
+      if (u.part != SplitName::test) continue;
       jobs.push_back({&u, 1.0, true});
       replaced.insert(fs::absolute(u.wav_path).lexically_normal().string());
-    } else if (u.part == "train" && !u.is_sa() && !u.phn_path.empty() && !skip.count(u.speaker)) {
+    } else if (u.part == SplitName::train && !u.is_sa() && !u.phn_path.empty() && !skip.count(u.speaker)) {
       for (double f : o.speeds) jobs.push_back({&u, f, false});
       if (o.noise) jobs.push_back({&u, 1.0, true});
     }

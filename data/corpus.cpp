@@ -216,7 +216,7 @@ bool is_folder(const FolderEntry& e) { return e.kind == FolderEntry::kFolder; }
 // One speaker folder of PART/DR: its utterances (a .WAV, with its .PHN when
 // there is one; a .PHN without a .WAV) into *out, ids already in *seen (id ->
 // path) reported as duplicates and ignored.
-void scan_speaker(const std::string& part, const std::string& dr, const fs::path& dir,
+void scan_speaker(SplitName part, const std::string& dr, const fs::path& dir,
                   std::map<std::string, std::string>* seen, std::vector<CorpusUtterance>* out,
                   std::vector<Problem>* problems) {
   auto report = [&](const std::string& file, const std::string& msg, bool error) {
@@ -277,8 +277,10 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
   std::map<std::string, std::string> seen;  // id -> wav path
   bool found_part = false;
   for (const auto& pe : sorted_entries(root, problems)) {
-    const std::string part = to_lower(pe.path.filename().string());
-    if (!is_folder(pe) || (part != "train" && part != "test")) continue;
+    SplitName part{};
+    if (!is_folder(pe) || !common::parse_enum(to_lower(pe.path.filename().string()), &part) ||
+        (part != SplitName::train && part != SplitName::test))
+      continue;
     found_part = true;
     for (const auto& de : sorted_entries(pe.path, problems)) {
       if (!is_folder(de)) continue;
@@ -297,7 +299,7 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
       if (is_folder(e))
         for (const auto& f : sorted_entries(e.path, nullptr)) {
           const std::string n = to_lower(f.path.filename().string());
-          if (is_folder(f) && (n == "train" || n == "test") && hint.empty())
+          if (is_folder(f) && (is_split(n, SplitName::train) || is_split(n, SplitName::test)) && hint.empty())
             hint = " (did you mean --timit " + e.path.string() + "?)";
         }
     throw std::runtime_error(root + ": no TRAIN or TEST folder (either letter case): not a TIMIT tree" + hint);
@@ -308,10 +310,10 @@ std::vector<CorpusUtterance> scan_timit(const std::string& root, std::vector<Pro
 
 std::vector<std::string> splits_of(const CorpusUtterance& u) {
   if (u.is_sa()) return {};
-  if (u.part == "train") return {"train"};
-  std::vector<std::string> s{"test"};
-  if (dev_speakers().count(u.speaker)) s.push_back("dev");
-  if (core_test_speakers().count(u.speaker)) s.push_back("core-test");
+  if (u.part == SplitName::train) return {common::to_string(SplitName::train)};
+  std::vector<std::string> s{common::to_string(SplitName::test)};
+  if (dev_speakers().count(u.speaker)) s.push_back(common::to_string(SplitName::dev));
+  if (core_test_speakers().count(u.speaker)) s.push_back(common::to_string(SplitName::core_test));
   return s;
 }
 

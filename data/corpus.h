@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "data/features.h"
+#include "data/split_name.h"
 
 namespace timitseg::data {
 
@@ -55,12 +56,12 @@ std::vector<int32_t> frame_labels(const std::vector<PhnEntry>& phones, int64_t n
 
 // One utterance found in a TIMIT tree. Names are lower case; paths as found.
 struct CorpusUtterance {
-  std::string part;     // "train" | "test" (the top folder)
+  SplitName part = SplitName::train;  // train | test (the top folder)
   std::string dialect;  // "dr1"
   std::string speaker;  // "fcjf0"
   std::string name;     // "si1027"
   std::string wav_path, phn_path;  // phn_path empty when no .PHN was found, wav_path when no .WAV
-  std::string id() const { return part + "/" + dialect + "/" + speaker + "/" + name; }
+  std::string id() const { return std::string(common::to_string(part)) + "/" + dialect + "/" + speaker + "/" + name; }
   bool is_sa() const { return name.rfind("sa", 0) == 0; }
 };
 

@@ -13,11 +13,13 @@
 #include <istream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "data/corpus.h"
 #include "data/corpus_format.h"
+#include "data/split_name.h"
 
 namespace timitseg::data {
 
@@ -83,7 +85,7 @@ enum class TranscriptKind { none, phones, words };
 struct CorpusEntry {
   std::string id;       // unique in the corpus (e.g. "s01/s0101a", a Kaldi utterance id)
   std::string speaker;  // speaker id (folder name, utt2spk, manifest column)
-  std::string split;    // "train" | "dev" | "test" when the corpus says, else ""
+  std::optional<SplitName> split;  // train | dev | test when the corpus says, else unset
   std::string audio_path;
   // The utterance is audio [seg_start, seg_end) seconds of audio_path (Kaldi
   // segments, manifest start/end); seg_end < 0: the whole file.

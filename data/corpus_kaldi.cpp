@@ -168,7 +168,7 @@ std::vector<CorpusEntry> scan_data_dir(const fs::path& dir, const std::string& s
   auto add = [&](const std::string& utt, const std::string& rec, int line, const std::string& file) {
     CorpusEntry e;
     e.id = split.empty() ? utt : split + "/" + utt;
-    e.split = split;
+    if (!split.empty()) e.split = common::enum_value<SplitName>(split, dir.string());
     e.label_path = ctm.empty() ? (dir / "text").string() : ctm.string();
     auto a = audio.find(rec);
     if (a == audio.end()) e.problems.push_back({file, line, "recording '" + rec + "' is not in wav.scp", true});

@@ -42,7 +42,7 @@ void read_trans(const fs::path& root, const fs::path& rel, const std::set<std::s
     CorpusEntry e;
     e.id = subset.empty() ? utt : subset + "/" + utt;
     e.speaker = utt.substr(0, utt.find('-'));
-    e.split = split;
+    if (!split.empty()) e.split = common::enum_value<SplitName>(split, rel.string());
     e.label_path = e.transcript_path = path;
     e.transcript_line = n;
     e.transcript_kind = TranscriptKind::words;

@@ -123,7 +123,7 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   e.id = get("id").empty() ? fs::path(audio).replace_extension().generic_string() : get("id");
   if (e.id.empty()) e.id = "line " + std::to_string(r.line);
   e.speaker = get("speaker");
-  e.split = get("split");
+  const std::string split = get("split");
   e.label_path = path;
   if (!get("__error").empty()) return err(get("__error")), e;
   if (audio.empty()) return err("no audio (column 'audio')"), e;
@@ -131,8 +131,8 @@ CorpusEntry entry_of(const Row& r, const fs::path& base, const std::string& path
   std::error_code ec;
   if (!fs::is_regular_file(e.audio_path, ec)) err("audio " + e.audio_path + " is missing");
   if (e.speaker.empty()) err("no speaker (column 'speaker')");
-  if (!e.split.empty() && e.split != "train" && e.split != "dev" && e.split != "test")
-    err("split '" + e.split + "' is not train, dev or test");
+  if (!split.empty() && !is_corpus_split(split)) err("split '" + split + "' is not train, dev or test");
+  else if (!split.empty()) e.split = common::enum_value<SplitName>(split, path);
   bool ok = true;
   e.seg_start = seconds_field(r, "start", 0.0, &ok);
   e.seg_end = seconds_field(r, "end", -1.0, &ok);

@@ -242,7 +242,7 @@ CorpusFormat detect_corpus_format(const std::string& path) {
   for (const fs::path& rel : files) {
     const std::string ext = to_lower(rel.extension().string());
     const std::string top = to_lower(rel.begin()->string());
-    phn = phn || (ext == ".phn" && (top == "train" || top == "test"));
+    phn = phn || (ext == ".phn" && (is_split(top, SplitName::train) || is_split(top, SplitName::test)));
     tg = tg || ext == ".textgrid" ||
          (ext == ".lab" && !manifest && audio.count((rel.parent_path() / rel.stem()).string()));
     libri = libri || to_lower(rel.filename().string()).find(".trans.txt") != std::string::npos;
@@ -298,7 +298,7 @@ std::vector<std::pair<std::string, std::string>> read_split_file(const std::stri
     std::string spk, split, extra;
     f >> spk >> split;
     const std::string where = path + ":" + std::to_string(n) + ": ";
-    if (split.empty() || (f >> extra) || (split != "train" && split != "dev" && split != "test"))
+    if (split.empty() || (f >> extra) || !is_corpus_split(split))
       throw std::runtime_error(where + "expected 'SPEAKER train|dev|test', got '" + t + "'");
     if (seen.count(spk))
       throw std::runtime_error(where + "speaker " + spk + " is already on line " + std::to_string(seen[spk].second) +

@@ -34,8 +34,11 @@ std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<
     e.id = u.id();
     e.speaker = u.speaker;
     // as synth's other layouts: TRAIN, TEST speakers of the standard dev list, the other TEST speakers
-    e.split = u.part == "train" ? "train" : dev_speakers().count(u.speaker) ? "dev" : "test";
-    any_dev = any_dev || e.split == "dev";
+    const SplitName split = u.part == SplitName::train   ? SplitName::train
+                            : dev_speakers().count(u.speaker) ? SplitName::dev
+                                                              : SplitName::test;
+    e.split = split;
+    any_dev = any_dev || split == SplitName::dev;
     e.audio_path = u.wav_path;
     e.label_path = u.phn_path;
     e.label_kind = LabelFileKind::phn;
@@ -45,7 +48,7 @@ std::vector<CorpusEntry> scan_timit_layout(const std::string& root, std::vector<
   }
   // no TEST speaker on the dev list (an own corpus): split by speaker (prepare's rule for corpora without splits)
   if (!any_dev)
-    for (auto& e : out) e.split.clear();
+    for (auto& e : out) e.split.reset();
   return out;
 }
 

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace timitseg::data {
 
 const std::vector<std::string>& split_names() {
-  static const std::vector<std::string> names{"train", "dev", "core-test", "test"};
+  static const std::vector<std::string> names = common::enum_words<SplitName>();
   return names;
 }
 
@@ -331,9 +331,14 @@ void check_no_times(const std::string& path, int64_t u, const std::string& id, b
 }  // namespace
 
 Split load_split(const std::string& workdir, const std::string& split) {
-  bool known = false;
-  for (const auto& s : split_names()) known |= (s == split);
-  if (!known) throw std::invalid_argument("unknown split '" + split + "' (train, dev, core-test, test)");
+  SplitName name{};
+  if (!common::parse_enum(split, &name))
+    throw std::invalid_argument("unknown split '" + split + "' (" + common::enum_choices<SplitName>() + ")");
+  return load_split(workdir, name);
+}
+
+Split load_split(const std::string& workdir, SplitName name) {
+  const std::string split = common::to_string(name);
   const std::string path = verified_file(workdir, split + ".safetensors");
   st::File f = st::load(path);
   Split out;

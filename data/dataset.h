@@ -13,6 +13,7 @@
 #include "data/corpus_format.h"
 #include "data/features.h"
 #include "data/phones.h"
+#include "data/split_name.h"
 #include "data/transcripts.h"
 
 namespace timitseg::data {
@@ -101,7 +102,7 @@ struct Cmvn {
 // The per-dimension statistics (two passes, float64) of all frames of utts, in order; T of them >= 1.
 CmvnStats frame_stats(const std::vector<const Utterance*>& utts);
 
-// Names of the splits prepare writes.
+// Names of the splits prepare writes (SplitName's words, in its order).
 const std::vector<std::string>& split_names();
 
 // Loads a split of a prepared WORKDIR, verifying the checksums in
@@ -113,7 +114,9 @@ const std::vector<std::string>& split_names();
 // "--workdir DIR" for evaluate and report). load_split and the other loaders
 // check it with train's option.
 void require_workdir(const std::string& workdir, const std::string& option);
+// The split named by text (unknown text: the error listing the names), or by its enum.
 Split load_split(const std::string& workdir, const std::string& split);
+Split load_split(const std::string& workdir, SplitName split);
 Cmvn load_cmvn(const std::string& workdir);
 FeatureOptions load_feature_options(const std::string& workdir);
 

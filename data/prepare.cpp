@@ -342,7 +342,7 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
   if (!std_dev_found) {
     std::set<std::string> train_spk;
     for (size_t i = 0; i < work.size(); ++i)
-      if (results[i].ok && work[i].part == "train") train_spk.insert(work[i].speaker);
+      if (results[i].ok && work[i].part == SplitName::train) train_spk.insert(work[i].speaker);
     const int m = static_cast<int>(train_spk.size());
     const int n = po.dev_speakers > 0 ? po.dev_speakers
                                       : std::max(1, static_cast<int>(std::lround(PrepareOptions::kDefaultDevFraction * m)));
@@ -381,7 +381,7 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
   for (const auto& s : split_names()) plan.members[s];  // every split exists, possibly empty
   for (size_t i = 0; i < work.size(); ++i)
     if (results[i].ok) {
-      if (work[i].part == "train" && dev_from_train.count(work[i].speaker)) plan.members["dev"].push_back(i);
+      if (work[i].part == SplitName::train && dev_from_train.count(work[i].speaker)) plan.members["dev"].push_back(i);
       else
         for (const auto& s : splits_of(work[i])) plan.members[s].push_back(i);
     }
@@ -502,7 +502,7 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
   // Own corpora: is any TEST speaker on the standard dev / core-test list?
   std::set<std::string> std_dev_found, std_core_found;
   for (const auto& u : work)
-    if (u.part == "test") {
+    if (u.part == SplitName::test) {
       if (dev_speakers().count(u.speaker)) std_dev_found.insert(u.speaker);
       if (core_test_speakers().count(u.speaker)) std_core_found.insert(u.speaker);
     }

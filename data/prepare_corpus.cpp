@@ -162,14 +162,14 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
     for (const auto& [spk, split] : read_split_file(po.split_file)) of[spk] = split;
     for (auto& e : es) {
       auto it = of.find(e.speaker);
-      if (it != of.end()) e.split = it->second;
+      if (it != of.end()) e.split = common::enum_value<SplitName>(it->second, po.split_file);
       else e.problems.push_back({po.split_file, 0, "speaker '" + e.speaker + "' (of " + e.id + ") is not in the split "
                                                    "file: the utterance is skipped", true});
     }
     return {{"rule", "split file"}, {"file", fs::absolute(po.split_file).lexically_normal().string()}};
   }
   size_t with = 0;
-  for (const auto& e : es) with += !e.split.empty();
+  for (const auto& e : es) with += e.split.has_value();
   if (with == es.size()) return {{"rule", "corpus"}};
   if (with > 0)
     throw std::runtime_error(po.corpus_dir + ": " + std::to_string(with) + " of " + std::to_string(es.size()) +
@@ -182,7 +182,7 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
   for (const auto& [spk, split] :
        speaker_splits(speakers, po.dev_fraction, po.test_fraction, PrepareOptions::kDefaultDevSeed))
     of[spk] = split;
-  for (auto& e : es) e.split = of.count(e.speaker) ? of[e.speaker] : "train";
+  for (auto& e : es) e.split = of.count(e.speaker) ? common::enum_value<SplitName>(of[e.speaker], "split") : SplitName::train;
   return {{"rule", "by speaker"},
           {"dev_fraction", po.dev_fraction},
           {"test_fraction", po.test_fraction},
@@ -344,10 +344,10 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     if (has_error(e.problems)) return;
     for (const auto& iv : ivs) {
       if (iv.label.empty()) continue;
-      if (e.split == "train") {
+      if (e.split == SplitName::train) {
         ++counts[iv.label];
       } else if (!silence_word(iv.label)) {
-        UnseenLabel& u = other[e.split][iv.label];
+        UnseenLabel& u = other[e.split ? common::to_string(*e.split) : ""][iv.label];
         if (u.count++ == 0) u.example = e.id;
       }
     }
@@ -357,7 +357,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
     std::string why;
     int64_t bad = 0;
     for (const auto& e : es)
-      if (e.split == "train" && has_error(e.problems) && bad++ == 0)
+      if (e.split == SplitName::train && has_error(e.problems) && bad++ == 0)
         for (const auto& p : e.problems)
           if (p.error && why.empty()) why = p.str();
     throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from" +

@@ -341,10 +341,10 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, co
       const CorpusEntry& e = es[b + i];
       collect(e, res[i].r, po, sum);
       if (!res[i].r.ok) continue;
-      const std::string split = e.split.empty() ? "train" : e.split;
-      streams.at(split).add(e, res[i].r, res[i].mapped, sil);
+      const SplitName split = e.split.value_or(SplitName::train);
+      streams.at(common::to_string(split)).add(e, res[i].r, res[i].mapped, sil);
       sum.transcript_only += !res[i].r.transcript.empty();
-      if (split == "train") cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.features.size()) / po.features.dim());
+      if (split == SplitName::train) cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.features.size()) / po.features.dim());
       res[i] = CorpusResult{};  // free its features now
     }
   }

@@ -129,7 +129,7 @@ std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusE
   std::map<std::string, int64_t> counts;
   for (const auto& ph : st.dictionary_phones) counts[ph] += 0;
   for (const auto& e : es) {
-    if (e.transcript_kind == TranscriptKind::none || has_error(e.problems) || (!all_splits && e.split != "train")) continue;
+    if (e.transcript_kind == TranscriptKind::none || has_error(e.problems) || (!all_splits && e.split != SplitName::train)) continue;
     for (const auto& ph : e.phones)
       if (!silence_token(ph)) ++counts[ph];
   }

@@ -152,7 +152,7 @@ std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed) {
   std::vector<std::string> dev(dev_speakers().begin(), dev_speakers().end());
   std::set<std::string> used;
   std::vector<SynthSpeaker> out;
-  auto add = [&](const std::string& id, const std::string& part) {
+  auto add = [&](const std::string& id, SplitName part) {
     used.insert(id);
     SynthSpeaker s;
     s.id = id;
@@ -185,10 +185,10 @@ std::vector<SynthSpeaker> synth_speakers(int count, uint64_t seed) {
       if (!used.count(id) && !dev_speakers().count(id) && !core_test_speakers().count(id)) return id;
     }
   };
-  for (int i = 0; i < n_core; ++i) add(take(core), "test");
-  for (int i = 0; i < n_dev; ++i) add(take(dev), "test");
-  for (int i = 0; i < n_other; ++i) add(invent(), "test");
-  for (int i = 0; i < count - n_test; ++i) add(invent(), "train");
+  for (int i = 0; i < n_core; ++i) add(take(core), SplitName::test);
+  for (int i = 0; i < n_dev; ++i) add(take(dev), SplitName::test);
+  for (int i = 0; i < n_other; ++i) add(invent(), SplitName::test);
+  for (int i = 0; i < count - n_test; ++i) add(invent(), SplitName::train);
   for (size_t i = 0; i < out.size(); ++i) out[i].dialect = 1 + static_cast<int>(i % 8);
   return out;
 }

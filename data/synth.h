@@ -14,6 +14,7 @@
 
 #include "common/enum_names.h"
 #include "data/corpus_format.h"
+#include "data/split_name.h"
 
 namespace timitseg::data {
 
@@ -66,7 +67,7 @@ struct SynthUtterance {
 // The speaker of a synth corpus: TIMIT-style id ("mabc0"), sex, voice.
 struct SynthSpeaker {
   std::string id;      // lower case
-  std::string part;    // "train" | "test"
+  SplitName part = SplitName::train;  // train | test
   int dialect = 1;     // 1..8
   double f0 = 120.0;   // mean F0 (Hz)
   double vtl = 1.0;    // formant scale (1 / relative vocal-tract length)

@@ -143,7 +143,7 @@ SynthSummary synth_corpus(const SynthOptions& o) {
   progress.finish();
   SynthSummary sum;
   for (const auto& spk : speakers) {
-    if (spk.part == "train") ++sum.train_speakers;
+    if (spk.part == SplitName::train) ++sum.train_speakers;
     else {
       ++sum.test_speakers;
       sum.dev_speakers += dev_speakers().count(spk.id) ? 1 : 0;

@@ -140,8 +140,8 @@ struct SynthLayoutWriter::Rows {
 };
 
 std::string synth_split(const SynthSpeaker& spk) {
-  if (spk.part == "train") return "train";
-  return dev_speakers().count(spk.id) ? "dev" : "test";
+  if (spk.part == SplitName::train) return common::to_string(SplitName::train);
+  return common::to_string(dev_speakers().count(spk.id) ? SplitName::dev : SplitName::test);
 }
 
 void write_synth_audio(const std::string& path, const std::vector<int16_t>& samples, bool sphere) {
@@ -192,7 +192,7 @@ std::string SynthLayoutWriter::stem(const SynthJob& job) const { return speakers
 void SynthLayoutWriter::write_timit(const SynthJob& job, const SynthUtterance& u) {
   const SynthSpeaker& spk = speakers_[job.speaker];
   auto name = [&](const std::string& s) { return o_.lower_case ? s : upper(s); };
-  const fs::path dir = root_ / name(spk.part) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
+  const fs::path dir = root_ / name(common::to_string(spk.part)) / name("dr" + std::to_string(spk.dialect)) / name(spk.id);
   fs::create_directories(dir);
   const fs::path base = dir / name(job.utt);
   write_synth_audio(base.string() + name(".wav"), u.samples, o_.format == SynthAudio::sphere);

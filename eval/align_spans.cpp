@@ -141,7 +141,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
       const std::string where = o.spans + ":" + std::to_string(lineno) + ": ";
       SpanLine s = parse_line(text, where, index, fo.sample_rate, &id);
       if (!in_split.count(id))
-        throw std::runtime_error(where + "utterance '" + id + "' is not in split '" + o.split + "' of " + o.workdir);
+        throw std::runtime_error(where + "utterance '" + id + "' is not in split '" + common::to_string(o.split) + "' of " + o.workdir);
       s.line = lineno;
       if (!spans.emplace(id, std::move(s)).second)
         throw std::runtime_error(where + "utterance '" + id + "' again (one line per utterance)");
@@ -155,7 +155,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
   for (const data::Utterance& u : split.utterances) {
     const auto it = spans.find(u.id);
     if (it == spans.end())
-      throw std::runtime_error(o.spans + ": no line for utterance '" + u.id + "' of split '" + o.split + "' (" +
+      throw std::runtime_error(o.spans + ": no line for utterance '" + u.id + "' of split '" + common::to_string(o.split) + "' (" +
                                std::to_string(spans.size()) + " of " + std::to_string(split.utterances.size()) + " given)");
     const SpanLine& s = it->second;
     const std::string where = o.spans + ":" + std::to_string(s.line) + ": utterance '" + u.id + "': ";
@@ -203,11 +203,11 @@ nlohmann::json score_spans(const ScoreOptions& o) {
   j.erase("seconds");
   j["samples"]["sequence_differs"] = differs;
   j["spans"] = o.spans;
-  j["split"] = o.split;
+  j["split"] = common::to_string(o.split);
   std::string table = m.table();
   table = table.substr(0, table.find(m.confidence.table()));
   table = table.substr(table.find('\n') + 1);  // the header line says alignments and seconds: replaced below
-  std::printf("score --spans %s on %s: forced alignment (%lld utterances)\n%s", o.spans.c_str(), o.split.c_str(),
+  std::printf("score --spans %s on %s: forced alignment (%lld utterances)\n%s", o.spans.c_str(), common::to_string(o.split),
               static_cast<long long>(m.utterances), table.c_str());
   if (differs > 0)
     std::printf("  (%lld utterance(s) whose .PHN phones differ from their spans' (\"phn_phones\", else \"phones\"): not in the sample-accurate rows)\n",

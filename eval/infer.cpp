@@ -226,10 +226,10 @@ UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& 
 
 // A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
 nlohmann::json empty_split(const EvaluateOptions& o, const model::ModelState& s, const std::string& workdir) {
-  nlohmann::json j = {{"checkpoint", o.checkpoint}, {"split", o.split}, {"epoch", s.epoch}, {"utterances", 0}};
+  nlohmann::json j = {{"checkpoint", o.checkpoint}, {"split", common::to_string(o.split)}, {"epoch", s.epoch}, {"utterances", 0}};
   std::printf("evaluate %s on %s (epoch %d)\n%s: split '%s' has no utterances: PER, boundaries, segments, "
               "durations and frame accuracy are n/a\n",
-              o.checkpoint.c_str(), o.split.c_str(), s.epoch, workdir.c_str(), o.split.c_str());
+              o.checkpoint.c_str(), common::to_string(o.split), s.epoch, workdir.c_str(), common::to_string(o.split));
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   return j;
@@ -240,7 +240,7 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
                               const std::vector<const data::Utterance*>& utts, const Metrics& metrics) {
   nlohmann::json j = metrics.to_json();
   j["checkpoint"] = o.checkpoint;
-  j["split"] = o.split;
+  j["split"] = common::to_string(o.split);
   j["epoch"] = s.epoch;
   const double bonus = o.phone_bonus.value_or(s.config.crf_phone_bonus);
   j["phone_bonus"] = bonus;
@@ -255,7 +255,7 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
     j["align"] = am.to_json();
     align_table = am.table();
   }
-  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), o.split.c_str(), s.epoch,
+  std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), common::to_string(o.split), s.epoch,
               exec.description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
   return j;
 }
@@ -299,7 +299,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const UtteranceHook hook = [&](const data::Utterance& u, const model::Batch& batch, int row,
                                  const std::vector<float>* all_scores, const std::vector<crf::Segment>& segs) {
       throw_if_stopped("evaluate", std::to_string(decoded) + " of " + std::to_string(utts.size()) + " utterances of " +
-                                       o.split + " decoded, no metrics printed or written (they need the whole split)");
+                                       common::to_string(o.split) + " decoded, no metrics printed or written (they need the whole split)");
       ++decoded;
       if (scores_hook) scores_hook(u, batch, row, all_scores, segs);
       if (prediction_lines.empty()) return;
@@ -310,7 +310,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
     };
   std::unique_ptr<Progress> bar;  // on stderr: a bar on a terminal, else a line per 10 % (common/progress.h)
-  if (o.progress) bar = std::make_unique<Progress>("evaluate " + o.split, static_cast<int64_t>(utts.size()), "utt");
+  if (o.progress) bar = std::make_unique<Progress>("evaluate " + std::string(common::to_string(o.split)), static_cast<int64_t>(utts.size()), "utt");
   evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, o.batch_size, metrics, hook,
                       !o.dump_scores_dir.empty(), nullptr, bar.get());
   if (bar) bar->finish();
@@ -384,7 +384,7 @@ nlohmann::json score(const ScoreOptions& o) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = o.predictions + ":" + std::to_string(lineno) + ": ";
     if (n >= U)
-      throw std::runtime_error(where + "an extra line: split '" + o.split + "' of " + o.workdir + " has only " +
+      throw std::runtime_error(where + "an extra line: split '" + common::to_string(o.split) + "' of " + o.workdir + " has only " +
                                std::to_string(U) + " utterances");
     const data::Utterance& u = split.utterances[n];
     nlohmann::json j;
@@ -402,7 +402,7 @@ nlohmann::json score(const ScoreOptions& o) {
       throw std::runtime_error(where + "no \"utterance_id\" string");
     if (j["utterance_id"].get<std::string>() != u.id)
       throw std::runtime_error(where + "utterance_id '" + j["utterance_id"].get<std::string>() + "', expected '" +
-                               u.id + "' (utterance " + std::to_string(n) + " of split '" + o.split + "')");
+                               u.id + "' (utterance " + std::to_string(n) + " of split '" + common::to_string(o.split) + "')");
     const nlohmann::json& ph = j["phones"];
     if (ph.size() != static_cast<size_t>(u.num_frames))
       throw std::runtime_error(where + "utterance '" + u.id + "' has " + std::to_string(ph.size()) +
@@ -410,7 +410,7 @@ nlohmann::json score(const ScoreOptions& o) {
     std::vector<int> ref(static_cast<size_t>(u.num_frames)), pred(static_cast<size_t>(u.num_frames));
     for (int t = 0; t < u.num_frames; ++t) {
       const int c = ls.from61(u.labels[t]);
-      if (c < 0) throw std::runtime_error(o.workdir + ": split '" + o.split + "', utterance '" + u.id + "': frame " +
+      if (c < 0) throw std::runtime_error(o.workdir + ": split '" + common::to_string(o.split) + "', utterance '" + u.id + "': frame " +
                                           std::to_string(t) + " has no 39-phone label");
       ref[t] = ls.to39[c];
       auto it = ph[t].is_string() ? idx39.find(ph[t].get<std::string>()) : idx39.end();
@@ -424,13 +424,13 @@ nlohmann::json score(const ScoreOptions& o) {
   }
   if (in.bad()) throw std::runtime_error(o.predictions + ": read error");
   if (n < U)
-    throw std::runtime_error(o.predictions + ": " + std::to_string(n) + " utterance lines, split '" + o.split +
+    throw std::runtime_error(o.predictions + ": " + std::to_string(n) + " utterance lines, split '" + common::to_string(o.split) +
                              "' of " + o.workdir + " has " + std::to_string(U) + " (the next expected is '" +
                              split.utterances[n].id + "')");
   nlohmann::json j = metrics.to_json();
   j["predictions"] = o.predictions;
-  j["split"] = o.split;
-  std::printf("score %s on %s\n%s", o.predictions.c_str(), o.split.c_str(), metrics.table().c_str());
+  j["split"] = common::to_string(o.split);
+  std::printf("score %s on %s\n%s", o.predictions.c_str(), common::to_string(o.split), metrics.table().c_str());
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   return j;

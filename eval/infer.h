@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/walk.h"
+#include "data/split_name.h"
 #include "eval/formats.h"
 #include "model/model.h"
 #include "eval/evaluate.h"
@@ -21,7 +22,7 @@ namespace timitseg::eval {
 
 struct EvaluateOptions {
   std::string checkpoint;
-  std::string split = "dev";      // dev | core-test | test | train
+  data::SplitName split = data::SplitName::dev;  // dev | core-test | test | train
   std::string workdir;            // "" = the checkpoint's data.workdir
   std::optional<crf::BackendKind> backend;  // --crf-backend; unset = inference_crf_backend (options/options.h)
   std::string json_out;           // "" = none
@@ -44,7 +45,7 @@ nlohmann::json evaluate(const EvaluateOptions& o);
 // writes it, `timitseg score` reads it (also from other programs).
 struct ScoreOptions {
   std::string workdir;      // prepared WORKDIR
-  std::string split = "core-test";
+  data::SplitName split = data::SplitName::core_test;
   std::string predictions;  // the JSONL file (frame predictions)
   std::string spans;        // --spans: a JSONL of phone spans instead (score_spans)
   std::string json_out;     // "" = none

@@ -87,8 +87,8 @@ size_t keep_trainable(const config::Config& cfg, TrainData& data) {
 TrainData load_train_data(const config::Config& cfg) {
   if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
   TrainData d;
-  d.train = data::load_split(cfg.data_workdir, "train");
-  d.dev = data::load_split(cfg.data_workdir, "dev");
+  d.train = data::load_split(cfg.data_workdir, data::SplitName::train);
+  d.dev = data::load_split(cfg.data_workdir, data::SplitName::dev);
   d.features = data::load_feature_options(cfg.data_workdir);
   d.phone_set = data::load_workdir_phone_set(cfg.data_workdir);
   if (cfg.features_cmvn) {

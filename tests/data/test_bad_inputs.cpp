@@ -345,7 +345,7 @@ TEST(Resample, DownMixIsTheMeanOfTheChannels) {
   std::vector<Problem> probs;
   std::string wav;
   for (const auto& u : scan_timit(c, &probs))
-    if (!u.is_sa() && u.part == "train") wav = u.wav_path;
+    if (!u.is_sa() && u.part == SplitName::train) wav = u.wav_path;
   const Audio one = read_audio(wav);
   std::vector<short> two(2 * one.samples.size());
   for (size_t i = 0; i < one.samples.size(); ++i) two[2 * i] = two[2 * i + 1] = static_cast<short>(one.samples[i]);
@@ -381,7 +381,7 @@ class DecodeAudio : public ::testing::Test {
     ASSERT_TRUE(fs::exists(ckpt_)) << out;
   }
   static void TearDownTestSuite() { delete dir_; }
-  static std::string first_wav(const std::string& part) {
+  static std::string first_wav(SplitName part) {
     std::vector<Problem> probs;
     for (const auto& u : scan_timit(corpus_, &probs))
       if (!u.is_sa() && u.part == part) return u.wav_path;
@@ -408,7 +408,7 @@ std::string DecodeAudio::ckpt_, DecodeAudio::corpus_;
 // both bounds by far (checked below with a one-frame shift).
 TEST_F(DecodeAudio, ResampledStereoMatchesTheOriginalAndDecodes) {
   testutil::TempDir d;
-  const std::string wav16 = first_wav("test");
+  const std::string wav16 = first_wav(SplitName::test);
   ASSERT_FALSE(wav16.empty());
   const Audio a16 = read_audio(wav16);
   ASSERT_EQ(a16.sample_rate, 16000);
@@ -493,7 +493,7 @@ TEST_F(DecodeAudio, ResampledStereoMatchesTheOriginalAndDecodes) {
 // rest is decoded, and the exit is non-zero with a count.
 TEST_F(DecodeAudio, FolderWithBadFilesDecodesTheRestAndFailsWithACount) {
   testutil::TempDir d;
-  const std::string good = first_wav("test");
+  const std::string good = first_wav(SplitName::test);
   fs::create_directories(d.str("in/sub"));
   fs::copy_file(good, d.str("in/a.wav"));
   fs::copy_file(good, d.str("in/sub/c.wav"));

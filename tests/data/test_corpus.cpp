@@ -10,6 +10,7 @@
 #include <spdlog/spdlog.h>
 
 #include "data/corpus.h"
+#include "data/corpus_formats.h"
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "common/progress.h"
@@ -287,4 +288,39 @@ TEST(Corpus, AudioPathsWorkFromAnyDirectory) {
     }
   }
   EXPECT_EQ(n, 12);  // 3 train + 2 dev + 2 core-test + 5 test
+}
+
+TEST(SplitName, WordsAreTheSplitsPrepareWritesInItsOrder) {
+  EXPECT_EQ(split_names(), (std::vector<std::string>{"train", "dev", "core-test", "test"}));
+  EXPECT_STREQ(timitseg::common::to_string(SplitName::core_test), "core-test");
+  SplitName s{};
+  EXPECT_TRUE(timitseg::common::parse_enum("core-test", &s));
+  EXPECT_EQ(s, SplitName::core_test);
+  EXPECT_FALSE(timitseg::common::parse_enum("core_test", &s));
+  EXPECT_FALSE(timitseg::common::parse_enum("Train", &s));  // words are exact; folders are lower-cased first
+  EXPECT_TRUE(is_split("dev", SplitName::dev));
+  EXPECT_FALSE(is_split("test", SplitName::dev));
+  for (const char* w : {"train", "dev", "test"}) EXPECT_TRUE(is_corpus_split(w)) << w;
+  for (const char* w : {"core-test", "all", "", "TRAIN"}) EXPECT_FALSE(is_corpus_split(w)) << w;
+}
+
+TEST(SplitName, UnknownSplitAndCoreTestInASplitFileKeepTheirMessages) {
+  try {
+    load_split("/nonexistent", "all");
+    FAIL() << "no error";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_STREQ(e.what(), "unknown split 'all' (train, dev, core-test, test)");
+  }
+  testutil::TempDir d;
+  testutil::write_text(d.str("splits.txt"), "spk1 train\nspk2 core-test\n");
+  try {
+    read_split_file(d.str("splits.txt"));
+    FAIL() << "no error";
+  } catch (const std::runtime_error& e) {
+    EXPECT_EQ(std::string(e.what()), d.str("splits.txt") + ":2: expected 'SPEAKER train|dev|test', got 'spk2 core-test'");
+  }
+  testutil::write_text(d.str("ok.txt"), "spk1 train\nspk2 dev\nspk3 test\n");
+  const auto ok = read_split_file(d.str("ok.txt"));
+  ASSERT_EQ(ok.size(), 3u);
+  EXPECT_EQ(ok[1], (std::pair<std::string, std::string>{"spk2", "dev"}));
 }

@@ -325,7 +325,8 @@ TEST(CorpusManifest, CsvWithQuotedCommasAndInlineSegments) {
   EXPECT_EQ(es[0].intervals[1].label, "a");
   EXPECT_EQ(es[0].intervals[1].line, 2);
   EXPECT_EQ(es[2].speaker, "s,2");
-  EXPECT_EQ(es[2].split, "dev");
+  ASSERT_TRUE(es[2].split.has_value());
+  EXPECT_EQ(*es[2].split, SplitName::dev);
   ASSERT_EQ(es[1].problems.size(), 1u);  // gone.wav
   EXPECT_EQ(es[1].problems[0].str(), d.str("m/manifest.csv") + ":4: audio " + d.str("m/gone.wav") + " is missing");
 }
@@ -419,4 +420,23 @@ TEST(CorpusDetect, OneLayoutOrOneLineNamingThem) {
                                      "one with --format");
   }
   EXPECT_THROW(parse_corpus_format("praat"), std::invalid_argument);
+}
+
+TEST(CorpusManifest, SplitColumnIsTrainDevTestOrEmpty) {
+  testutil::TempDir d;
+  for (const char* f : {"m/a.wav", "m/b.wav", "m/c.wav"})
+    testutil::write_audio(d.str(f), testutil::test_signal(16000), 16000, SF_FORMAT_WAV);
+  testutil::write_text(d.str("m/manifest.csv"),
+                       "audio,speaker,split,segments\na.wav,s1,test,0 1 a\nb.wav,s2,core-test,0 1 a\nc.wav,s3,,0 1 a\n");
+  std::vector<Problem> p;
+  const auto es = scan_corpus(d.str("m"), CorpusFormat::manifest, {}, &p);
+  ASSERT_EQ(es.size(), 3u);
+  ASSERT_TRUE(es[0].split.has_value());
+  EXPECT_EQ(*es[0].split, SplitName::test);
+  EXPECT_TRUE(es[0].problems.empty());
+  EXPECT_FALSE(es[1].split.has_value());
+  ASSERT_EQ(es[1].problems.size(), 1u);
+  EXPECT_EQ(es[1].problems[0].str(), d.str("m/manifest.csv") + ":3: split 'core-test' is not train, dev or test");
+  EXPECT_FALSE(es[2].split.has_value());  // no split: prepare splits by speaker
+  EXPECT_TRUE(es[2].problems.empty());
 }

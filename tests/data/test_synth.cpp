@@ -175,7 +175,7 @@ TEST(Synth, CommandLineLowerCaseRiff) {
     EXPECT_NE(u.wav_path.find("/dr"), std::string::npos);
     EXPECT_EQ(u.wav_path.substr(u.wav_path.size() - 4), ".wav");
     EXPECT_EQ(read_audio(u.wav_path).container, "RIFF WAV");
-    (u.part == "train" ? train : test) += 1;
+    (u.part == SplitName::train ? train : test) += 1;
   }
   EXPECT_EQ(train, 2);  // 1 TRAIN speaker, 3 TEST speakers (core-test, dev, other)
   EXPECT_EQ(test, 6);

@@ -47,7 +47,7 @@ std::map<std::string, Utt> read_layout(const fs::path& root, CorpusFormat f, con
     for (const auto& p : e.problems) ADD_FAILURE() << p.file << ":" << p.line << ": " << p.message;
     Utt u;
     u.samples = read_audio(e.audio_path).samples;
-    u.split = e.split;
+    u.split = e.split ? timitseg::common::to_string(*e.split) : "";
     for (const auto& iv : e.intervals)
       u.labels.push_back({{std::llround(iv.start * 16000.0), std::llround(iv.end * 16000.0)}, phone_of(ps, iv.label)});
     out[last_part(e.id)] = std::move(u);
