@@ -17,6 +17,7 @@
 #include "app/bench_inputs.h"
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/inference_flags.h"
 #include "app/long_flags.h"
 #include "settings/limits.h"
 #include "common/buffer.h"
@@ -233,14 +234,9 @@ void add_align_command(CLI::App& app) {
   c->add_flag("--obligatory-silence", *obligatory,
               "Words: the silences (at the edges, and between words with --word-silence) must take at least one frame "
               "(by default the aligner may skip them)");
-  add_backend_option(c, "--crf-backend", &o->backend,
-                     "CRF backend (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for cuda)");
-  add_enum_option<config::DeviceSetting>(c, "--device", &o->device,
-                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
-  c->add_option("--batch-size", o->batch_size, "Utterances per alignment batch")->check(CLI::Range(1, 65535))->capture_default_str();
-  c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
-      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
-      ->capture_default_str();
+  InferenceFlags flags;  // align has no --phone-bonus or --decode: the phones are given
+  flags.backend = &o->backend, flags.device = &o->device, flags.batch_size = &o->batch_size, flags.threads = &o->threads;
+  add_inference_flags(c, flags, kBackendFlag | kDeviceFlag | kBatchSizeFlag | kThreadsFlag, InferenceUse::alignment);
   add_centre_frames_option(c, &o->centre_frames);
   c->callback([o, timit, no_closures, no_edge, obligatory] {
     eval::AlignOptions a = *o;

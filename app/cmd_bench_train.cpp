@@ -405,7 +405,9 @@ void add_bench_train_command(CLI::App& app) {
   c->add_option("--threads", o->threads, "CPU threads (0 = all cores)")
       ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
       ->capture_default_str();
-  c->add_option("--batch", o->batch, "Utterances per batch")->check(CLI::Range(1, 65535))->capture_default_str();
+  c->add_option("--batch", o->batch, "Utterances per batch")
+      ->check(CLI::Range(limits::kBatchSize.lo, limits::kBatchSize.hi))
+      ->capture_default_str();
   c->add_option("--hidden", o->hidden, "BiLSTM width (2 x per direction)")
       ->check(CLI::Range(limits::kHiddenDim.lo, limits::kHiddenDim.hi))
       ->capture_default_str();

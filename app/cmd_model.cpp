@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "app/inference_flags.h"
 #include "app/long_flags.h"
 #include "settings/limits.h"
 #include "app/report/reliability.h"
@@ -262,20 +263,9 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--dump-predictions", eo->dump_predictions,
                  "Write the predicted frame labels as JSONL, one line per utterance in split order: {\"index\": I, "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]} (the input of `timitseg score`)");
-  add_backend_option(ev, "--crf-backend", &eo->backend,
-                     "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
-                     "cuda)");
-  add_enum_option<config::DeviceSetting>(ev, "--device", &eo->device,
-                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
-  ev->add_option("--phone-bonus", eo->phone_bonus,
-                 "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
-                 "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
-                 "checkpoint's crf.phone_bonus)");
-  add_enum_option<config::DecodeMode>(
-      ev, "--decode", &eo->decode,
-      "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
-      "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
-  ev->add_option("--batch-size", eo->batch_size, "Utterances per decoding batch")->capture_default_str();
+  const InferenceFlags flags{&eo->backend, &eo->device, &eo->phone_bonus, &eo->decode, &eo->batch_size, &eo->threads};
+  add_inference_flags(ev, flags, kBackendFlag | kDeviceFlag | kPhoneBonusFlag | kDecodeFlag | kBatchSizeFlag,
+                      InferenceUse::decoding);
   ev->add_flag("--align", eo->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
                "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
@@ -285,9 +275,7 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--reliability-plot", *plot,
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
                  "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
-  ev->add_option("--threads", eo->threads, "CPU threads (0 = all cores)")
-      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
-      ->capture_default_str();
+  add_inference_flags(ev, flags, kThreadsFlag, InferenceUse::decoding);
   ev->callback([eo, plot] {
     if (!plot->empty()) {  // before any work: one line naming the option
       if (!eo->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
@@ -345,27 +333,16 @@ void add_decode_command(CLI::App& app) {
                  "Output folder: OUT/NAME.PHN and OUT/NAME.TextGrid, and the other --format files (folders keep their "
                  "relative layout)")
       ->required();
-  add_backend_option(de, "--crf-backend", &dec->backend,
-                     "CRF backend for Viterbi (default: cuda on the GPU, else the checkpoint's crf.backend, cpu for "
-                     "cuda)");
-  add_enum_option<config::DeviceSetting>(de, "--device", &dec->device,
-                                        "cpu, cuda or auto (default auto: the GPU when one is present)");
-  de->add_option("--phone-bonus", dec->phone_bonus,
-                 "Log-score added at each change of label in Viterbi decoding (HTK's insertion log-probability, "
-                 "for phones): > 0 decodes more, shorter phones, < 0 fewer; in [-100, 100] (default: the "
-                 "checkpoint's crf.phone_bonus)");
-  add_enum_option<config::DecodeMode>(
-      de, "--decode", &dec->decode,
-      "viterbi (the best segmentation) or posterior (each frame takes its most probable label under the "
-      "CRF's marginals; --phone-bonus does not apply) (default: the checkpoint's crf.decode)");
+  InferenceFlags flags;  // decode has no --batch-size: one recording at a time
+  flags.backend = &dec->backend, flags.device = &dec->device, flags.phone_bonus = &dec->phone_bonus;
+  flags.decode = &dec->decode, flags.threads = &dec->threads;
+  add_inference_flags(de, flags, kBackendFlag | kDeviceFlag | kPhoneBonusFlag | kDecodeFlag, InferenceUse::decoding);
   add_enum_list_option(de, "--format", &dec->formats,
                  "Output formats, comma-separated, each file written atomically: phn (NAME.PHN), textgrid "
                  "(NAME.TextGrid), csv (NAME.csv: tier,start,end,start_sample,end_sample,label,posterior), json "
                  "(NAME.json, each phone with its \"posterior\"), ctm (NAME.ctm); posterior = the probability of "
                  "that segment, label and span, under the model (its segment marginal; docs/align.md)");
-  de->add_option("--threads", dec->threads, "CPU threads (0 = all cores)")
-      ->check(CLI::Range(limits::kThreads.lo, limits::kThreads.hi))
-      ->capture_default_str();
+  add_inference_flags(de, flags, kThreadsFlag, InferenceUse::decoding);
   add_centre_frames_option(de, &dec->centre_frames);
   de->callback([dec] { eval::decode(*dec); });
 }

@@ -34,6 +34,8 @@ std::string to_string(const Range<T>& r) {
 inline constexpr Range<int> kThreads{0, 1024};
 // The log-score per label change of decoding (crf.phone_bonus, --phone-bonus, the C API's phone_bonus).
 inline constexpr Range<double> kPhoneBonus{-100.0, 100.0};
+// Utterances per batch of inference (evaluate's and align's --batch-size) and of bench train's --batch.
+inline constexpr Range<int> kBatchSize{1, 65535};
 // model.hidden_dim: both directions together, an even number.
 inline constexpr Range<int> kHiddenDim{2, 8192};
 inline constexpr Range<int> kNumLayers{1, 16};                   // model.num_layers

@@ -14,6 +14,10 @@ TEST(Limits, ClosedAndOpenEnds) {
   EXPECT_TRUE(limits::kThreads.contains(1024));
   EXPECT_FALSE(limits::kThreads.contains(-1));
   EXPECT_FALSE(limits::kThreads.contains(1025));
+  EXPECT_TRUE(limits::kBatchSize.contains(1));
+  EXPECT_TRUE(limits::kBatchSize.contains(65535));
+  EXPECT_FALSE(limits::kBatchSize.contains(0));
+  EXPECT_FALSE(limits::kBatchSize.contains(65536));
   EXPECT_FALSE(limits::kLrScale.contains(0.0));
   EXPECT_TRUE(limits::kLrScale.contains(1000.0));
   EXPECT_TRUE(limits::kDropout.contains(0.0));
@@ -26,6 +30,7 @@ TEST(Limits, ClosedAndOpenEnds) {
 TEST(Limits, TextOfARange) {
   EXPECT_EQ(limits::to_string(limits::kThreads), "[0, 1024]");
   EXPECT_EQ(limits::to_string(limits::kPhoneBonus), "[-100, 100]");
+  EXPECT_EQ(limits::to_string(limits::kBatchSize), "[1, 65535]");
   EXPECT_EQ(limits::to_string(limits::kLrScale), "(0, 1000]");
   EXPECT_EQ(limits::to_string(limits::kAdamBeta), "[0, 1)");
 }
