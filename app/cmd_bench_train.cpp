@@ -166,13 +166,8 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
 // model's t_ar, docs/multigpu.md), with nccl-tests' algorithm and bus bandwidth.
 nlohmann::json time_allreduce(const BenchTrainOptions& o, const config::Config& cfg, model::Device device) {
   dist::Communicator& world = dist::world();
-  model::ModelDims dims;
-  dims.input_dim = o.input_dim;
-  dims.hidden_dim = o.hidden;
-  dims.num_layers = o.layers;
-  dims.num_classes = model::LabelSet::make(39).size();
-  dims.max_duration = o.max_duration;
-  dims.onset = cfg.onset_enabled();  // the trained model's layout
+  // the trained model's layout (cfg carries --hidden, --layers, --max-duration)
+  const model::ModelDims dims = options::model_dims(cfg, o.input_dim, model::LabelSet::make(39).size());
   const size_t n = model::ParamLayout(dims).total();
   const model::AllreduceTiming t = model::time_gradient_allreduce(device, world, n, 50);
   int64_t slowest_ns[2] = {static_cast<int64_t>(t.seconds * 1e9), static_cast<int64_t>(t.seconds_queued * 1e9)};
