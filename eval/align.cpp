@@ -189,7 +189,7 @@ AlignInput align_input(const std::string& audio, const std::string& id, const da
 std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<std::pair<int32_t, int32_t>> runs;
   for (int32_t t = 0; t < u.num_frames; ++t) {
-    const int32_t c = ls.from61(u.labels[t]);
+    const int32_t c = ls.class_of_label(u.labels[t]);
     if (!runs.empty() && runs.back().first == c)
       ++runs.back().second;
     else

@@ -21,7 +21,7 @@ int phone_class(const std::string& name, const model::LabelSet& ls) {
   std::string n61 = name;
   if (data::PhoneSet::timit().index61(n61) < 0) n61 = data::arpabet_to_timit(name);  // "" when not ARPAbet
   const int i61 = n61.empty() ? -1 : data::PhoneSet::timit().index61(n61);
-  return i61 >= 0 && n61 != "q" ? ls.from61(i61) : -1;
+  return i61 >= 0 && n61 != "q" ? ls.class_of_label(i61) : -1;
 }
 
 void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls) {

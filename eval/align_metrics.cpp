@@ -81,7 +81,7 @@ std::string phn_beside(const std::string& audio) {
 std::vector<RefPhone> recorded_reference(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<RefPhone> out;
   for (const data::Utterance::RefInterval& r : u.reference) {
-    const int32_t c = ls.from61(r.label);
+    const int32_t c = ls.class_of_label(r.label);
     if (c < 0) continue;  // a merged label: never recorded, as never a frame label
     if (!out.empty() && out.back().cls == c) {
       out.back().end = r.end;

@@ -284,7 +284,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of this split's speakers
   CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
   if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
-  Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
+  Metrics metrics(s.labels.scoring_names, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
   UtteranceHook scores_hook;
   if (!o.dump_scores_dir.empty()) scores_hook = dump_scores_hook(o.dump_scores_dir, s);
   // --dump-predictions: each utterance's 39-phone frame labels, kept by its
@@ -305,9 +305,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       if (prediction_lines.empty()) return;
       std::vector<int> pred(static_cast<size_t>(u.num_frames), -1);
       for (const crf::Segment& x : segs)
-        for (int t = x.start; t < x.start + x.duration; ++t) pred.at(t) = s.labels.to39.at(x.label);
+        for (int t = x.start; t < x.start + x.duration; ++t) pred.at(t) = s.labels.scoring_index.at(x.label);
       const size_t i = index_of.at(&u);
-      prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
+      prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.scoring_names);
     };
   std::unique_ptr<Progress> bar;  // on stderr: a bar on a terminal, else a line per 10 % (common/progress.h)
   if (o.progress) bar = std::make_unique<Progress>("evaluate " + std::string(common::to_string(o.split)), static_cast<int64_t>(utts.size()), "utt");
@@ -353,9 +353,9 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
 }  // namespace
 
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
-                            const std::vector<std::string>& names39) {
+                            const std::vector<std::string>& scoring_names) {
   nlohmann::json phones = nlohmann::json::array();
-  for (int p : pred39) phones.push_back(names39.at(static_cast<size_t>(p)));
+  for (int p : pred39) phones.push_back(scoring_names.at(static_cast<size_t>(p)));
   nlohmann::ordered_json j;
   j["index"] = index;
   j["utterance_id"] = utterance_id;
@@ -371,10 +371,10 @@ nlohmann::json score(const ScoreOptions& o) {
   const data::WorkdirPhoneSet wps = data::load_workdir_phone_set(o.workdir);
   const model::LabelSet ls = wps.is_timit() ? model::LabelSet::make(39) : model::LabelSet::make(wps.spec, wps.labels);
   std::map<std::string, int> idx39;
-  for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < ls.scoring_names.size(); ++i) idx39[ls.scoring_names[i]] = static_cast<int>(i);
   std::ifstream in(o.predictions, std::ios::binary);
   if (!in) throw std::runtime_error(o.predictions + ": cannot open the predictions file");
-  Metrics metrics(ls.names39, data::load_feature_options(o.workdir).frame_shift_ms);  // 20 ms in WORKDIR's frames
+  Metrics metrics(ls.scoring_names, data::load_feature_options(o.workdir).frame_shift_ms);  // 20 ms in WORKDIR's frames
   const size_t U = split.utterances.size();
   std::string line;
   size_t n = 0;  // lines read that hold an utterance
@@ -409,14 +409,14 @@ nlohmann::json score(const ScoreOptions& o) {
                                " predicted frames, the split has " + std::to_string(u.num_frames));
     std::vector<int> ref(static_cast<size_t>(u.num_frames)), pred(static_cast<size_t>(u.num_frames));
     for (int t = 0; t < u.num_frames; ++t) {
-      const int c = ls.from61(u.labels[t]);
+      const int c = ls.class_of_label(u.labels[t]);
       if (c < 0) throw std::runtime_error(o.workdir + ": split '" + common::to_string(o.split) + "', utterance '" + u.id + "': frame " +
                                           std::to_string(t) + " has no 39-phone label");
-      ref[t] = ls.to39[c];
+      ref[t] = ls.scoring_index[c];
       auto it = ph[t].is_string() ? idx39.find(ph[t].get<std::string>()) : idx39.end();
       if (it == idx39.end())
         throw std::runtime_error(where + "utterance '" + u.id + "', frame " + std::to_string(t) + ": " + ph[t].dump() +
-                                 " is not one of the " + std::to_string(ls.names39.size()) + " phones");
+                                 " is not one of the " + std::to_string(ls.scoring_names.size()) + " phones");
       pred[t] = it->second;
     }
     metrics.add(ref, pred);

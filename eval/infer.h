@@ -77,7 +77,7 @@ nlohmann::json score_spans(const ScoreOptions& o);
 
 // One line of the predictions JSONL (no trailing newline).
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
-                            const std::vector<std::string>& names39);
+                            const std::vector<std::string>& scoring_names);
 
 struct DecodeOptions {
   std::string checkpoint;

@@ -34,15 +34,15 @@ RunPredictions predictions_from_segments(
     const std::string& source) {
   RunPredictions p;
   p.source = source;
-  p.names39 = ls.names39;
+  p.scoring_names = ls.scoring_names;
   for (const auto& [u, segs] : dev) {
     UtteranceLabels l;
     l.id = u->id;
     l.ref.resize(static_cast<size_t>(u->num_frames));
     l.pred.assign(static_cast<size_t>(u->num_frames), -1);
-    for (int t = 0; t < u->num_frames; ++t) l.ref[t] = ls.to39.at(ls.from61(u->labels.at(t)));
+    for (int t = 0; t < u->num_frames; ++t) l.ref[t] = ls.scoring_index.at(ls.class_of_label(u->labels.at(t)));
     for (const crf::Segment& s : segs)
-      for (int t = s.start; t < s.start + s.duration && t < u->num_frames; ++t) l.pred[t] = ls.to39.at(s.label);
+      for (int t = s.start; t < s.start + s.duration && t < u->num_frames; ++t) l.pred[t] = ls.scoring_index.at(s.label);
     for (int t = 0; t < u->num_frames; ++t)
       if (l.pred[t] < 0) throw std::logic_error("report: the segments of " + u->id + " do not cover frame " + std::to_string(t));
     p.utterances.push_back(std::move(l));
@@ -138,7 +138,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   for (const auto& u : dev.utterances) utts.push_back(&u);
   s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of the dev speakers
   std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> segs;
-  eval::Metrics unused(s.labels.names39);
+  eval::Metrics unused(s.labels.scoring_names);
   eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 32, unused,
                              [&](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                                  const std::vector<crf::Segment>& sg) { segs.emplace_back(&u, sg); });
@@ -163,30 +163,30 @@ const std::vector<PhoneClass>& phone_classes() {
   return c;
 }
 
-bool timit_scoring_set(const std::vector<std::string>& names39) {
+bool timit_scoring_set(const std::vector<std::string>& scoring_names) {
   std::set<std::string> classed;
   for (const PhoneClass& pc : phone_classes()) classed.insert(pc.phones.begin(), pc.phones.end());
-  return std::set<std::string>(names39.begin(), names39.end()) == classed && names39.size() == classed.size();
+  return std::set<std::string>(scoring_names.begin(), scoring_names.end()) == classed && scoring_names.size() == classed.size();
 }
 
-std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of) {
+std::vector<int> phone_class_order(const std::vector<std::string>& scoring_names, std::vector<std::string>* class_of) {
   std::vector<int> order;
-  std::vector<bool> used(names39.size(), false);
+  std::vector<bool> used(scoring_names.size(), false);
   if (class_of) class_of->clear();
-  if (!timit_scoring_set(names39)) {  // another phone set: its own order, no classes
-    for (size_t i = 0; i < names39.size(); ++i) order.push_back(static_cast<int>(i));
-    if (class_of) class_of->assign(names39.size(), "");
+  if (!timit_scoring_set(scoring_names)) {  // another phone set: its own order, no classes
+    for (size_t i = 0; i < scoring_names.size(); ++i) order.push_back(static_cast<int>(i));
+    if (class_of) class_of->assign(scoring_names.size(), "");
     return order;
   }
   for (const PhoneClass& pc : phone_classes())
     for (const char* p : pc.phones)
-      for (size_t i = 0; i < names39.size(); ++i)
-        if (!used[i] && names39[i] == p) {
+      for (size_t i = 0; i < scoring_names.size(); ++i)
+        if (!used[i] && scoring_names[i] == p) {
           used[i] = true;
           order.push_back(static_cast<int>(i));
           if (class_of) class_of->push_back(pc.name);
         }
-  for (size_t i = 0; i < names39.size(); ++i)
+  for (size_t i = 0; i < scoring_names.size(); ++i)
     if (!used[i]) {
       order.push_back(static_cast<int>(i));
       if (class_of) class_of->push_back("other");
@@ -301,7 +301,7 @@ std::string build_html(const ReportInput& in) {
   }
   std::vector<Stats> st(runs.size());
   for (size_t i = 0; i < runs.size(); ++i)
-    if (in.runs[i].has_predictions) st[i] = stats_of(in.runs[i].predictions, in.names39);
+    if (in.runs[i].has_predictions) st[i] = stats_of(in.runs[i].predictions, in.scoring_names);
   std::string title = "timitseg report: ";
   for (size_t i = 0; i < runs.size(); ++i) title += (i ? ", " : "") + runs[i].label;
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +

@@ -28,7 +28,7 @@ struct RunPredictions {
   std::string source;  // e.g. "checkpoints/best.safetensors (epoch 3), dev split, 24 utterances"
   std::vector<UtteranceLabels> utterances;
   double frame_shift_ms = 10.0;  // of the features (for the boundary tolerance of 20 ms in frames)
-  std::vector<std::string> names39;  // the scoring labels ref/pred index (the run's phone set, folded)
+  std::vector<std::string> scoring_names;  // the scoring labels ref/pred index (the run's phone set, folded)
 };
 
 // An utterance drawn with its segmentations. The picture is a log-mel
@@ -72,7 +72,7 @@ struct ReportTable {
 struct ReportInput {
   std::vector<RunReport> runs;
   std::vector<ReportTable> tables;  // optional (compare's), after the run summary
-  std::vector<std::string> names39;  // phone names of the confusion matrix and durations
+  std::vector<std::string> scoring_names;  // phone names of the confusion matrix and durations
   std::vector<Spectrogram> drawn;    // utterances drawn (reference from the first run that has them)
 };
 
@@ -88,12 +88,12 @@ struct PhoneClass {
 };
 const std::vector<PhoneClass>& phone_classes();
 // Whether the scoring labels are TIMIT's 39 phones (those of phone_classes()).
-bool timit_scoring_set(const std::vector<std::string>& names39);
-// TIMIT's scoring set: indices of names39 in phone_classes() order; *class_of
+bool timit_scoring_set(const std::vector<std::string>& scoring_names);
+// TIMIT's scoring set: indices of scoring_names in phone_classes() order; *class_of
 // (optional) gets each ordered phone's class name. Another phone set: its own
 // order (0, 1, ...), and "" as every class (no class blocks).
 
-std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of = nullptr);
+std::vector<int> phone_class_order(const std::vector<std::string>& scoring_names, std::vector<std::string>* class_of = nullptr);
 
 // The 39-phone labels of decoded dev utterances (reference: the utterance's
 // 61-phone labels through `ls`; prediction: the Viterbi segments' labels).
