@@ -81,16 +81,15 @@ def _flat_of(sess, g):
     return torch.cat([g[n].reshape(-1) for n in sess.names])
 
 
-def _param_meta(params):
-    """What the backward needs of the parameters (kept on ctx, not saved tensors): (sizes, shapes, dtypes)."""
-    return [p.numel() for p in params], [p.shape for p in params], [p.dtype for p in params]
+def _param_meta(spec, x, params):
+    """What the backward needs of the parameters (kept on ctx, not saved tensors): (their views in a flat
+    buffer, their dtypes)."""
+    return session(spec, x).views, [p.dtype for p in params]
 
 
 def _param_grads(flat, meta):
     """Views of one flat gradient buffer shaped as the parameters (meta: _param_meta), in their dtypes."""
-    sizes, shapes, dtypes = meta
-    parts = flat.split(sizes)
-    return [_to(q if len(shape) == 1 else q.reshape(shape), dt) for q, shape, dt in zip(parts, shapes, dtypes)]
+    return [_to(flat.as_strided(*v), dt) for v, dt in zip(*meta)]
 
 
 def _scaled(grad, w, dtype):
@@ -196,7 +195,7 @@ def _nll_setup(ctx, inputs, output):
     _, gs, flat, go = output
     ctx.spec, ctx.reduction, ctx.B, ctx.score_dtype = spec, reduction, scores.shape[0], scores.dtype
     ctx.has_onset, ctx.onset_dtype, ctx.params = onset is not None, onset is not None and onset.dtype, \
-        _param_meta(params)
+        _param_meta(spec, scores, params)
     if reduction == "none":  # the inputs again for the per-utterance weights (semicrf_weighted_param_grads)
         ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params)
     else:
@@ -320,7 +319,7 @@ def _rows_setup(ctx, inputs, output):
     spec, scores, onset, params = inputs[0], inputs[1], inputs[-3], inputs[-1]
     _, gs, flat, go = output
     ctx.spec, ctx.score_dtype, ctx.has_onset, ctx.params = spec, scores.dtype, onset is not None, \
-        _param_meta(params)
+        _param_meta(spec, scores, params)
     ctx.n = len(inputs) - 2  # the op's inputs after the spec and before the parameters
     ctx.save_for_backward(gs, flat, go, *inputs[1:-1][:ctx.n - 1], *params)
 
@@ -371,7 +370,7 @@ def _marg_setup(ctx, inputs, output):
     spec, (scores, lengths, onset, segments, params) = inputs[0], inputs[1:]
     ctx.spec, ctx.score_dtype, ctx.segments = spec, scores.dtype, segments
     ctx.onset_dtype = None if onset is None else onset.dtype
-    ctx.params = _param_meta(params)
+    ctx.params = _param_meta(spec, scores, params)
     ctx.save_for_backward(scores, lengths, onset, *params)
 
 

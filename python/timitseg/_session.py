@@ -92,6 +92,12 @@ class Session:
         self.spec, self.names = spec, names_of(model)
         self._bound = None  # what the binding of push depends on
         self.pending, self.steps, self.replayed = [], 0, None  # check="deferred": the calls not checked yet
+        # (shape, strides, offset) of each parameter's gradient in a flat buffer in names' order (as_strided)
+        self.views, at = [], 0
+        for name in self.names:
+            shape = self.crf.param_shape(name)
+            self.views.append((shape, (shape[1], 1) if len(shape) == 2 else (1,), at))
+            at += shape[0] * (shape[1] if len(shape) == 2 else 1)
         strided = self.crf._flat_strided
         # the C API's flat gradient buffer in the operator's parameter order (None: the same order)
         self._reorder = None if self.names == tuple(self.crf.param_names()) else [strided[n] for n in self.names]
