@@ -376,3 +376,53 @@ def test_cuda_graph_captures_a_training_step_equal_to_eager_and_check_reads_each
     graph.replay()
     torch.cuda.synchronize()
     model.crf.check()
+
+
+def test_torch_before_2_4_runs_every_op_through_the_function_bit_for_bit(monkeypatch):
+    """torch < 2.4 (no custom_op), simulated: no operator exists, every call of SemiCRF runs the ops' bodies
+    and backwards through the autograd.Function, with the values and gradients of the operators called
+    directly; check="deferred" is refused."""
+    g = torch.Generator().manual_seed(8)
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, reg=0.05)
+    x = torch.randn(3, 7, C, generator=g, requires_grad=True)
+    lengths, labels = torch.tensor([7, 4, 2]), torch.randint(0, C, (3, 7), generator=g)
+    phones, num_phones = torch.tensor([[0, 1, 2], [2, 0, 0], [1, 0, 0]]), torch.tensor([3, 2, 1])
+    w = torch.tensor([1.0, -2.0, 0.5])
+    params = m._params()
+    calls = {  # (the module's call, the operator's): values whose (value * weights).sum() is differentiated
+        "nll": (lambda: m(x, lengths, labels=labels),
+                lambda: _ops.NLL.operator(m._spec, "none", x, lengths, labels, None, None, None, True, "eager",
+                                          params)[0]),
+        "log_z": (lambda: m.log_partition(x, lengths),
+                  lambda: _ops.LOG_PARTITION.operator(m._spec, x, lengths, None, True, params)[0]),
+        "transcript": (lambda: m(x, lengths, phones=phones, num_phones=num_phones),
+                       lambda: _ops.TRANSCRIPT_NLL.operator(m._spec, x, lengths, phones, num_phones, None, None,
+                                                            True, params)[0]),
+        "frames": (lambda: m.marginals(x, lengths)[1].sum(-1).sum(-1),
+                   lambda: _ops.MARGINALS.operator(m._spec, x, lengths, None, False, params)[1].sum(-1).sum(-1)),
+        "penalty": (lambda: m.penalty().reshape(1).expand(3),
+                    lambda: _ops.PENALTY.operator(m._spec, 0.05, [m.transition, m.duration_bias])[0].to(
+                        torch.float32).reshape(1).expand(3)),
+    }
+
+    def run(f):
+        for t in [x] + params:
+            t.grad = None
+        v = f()
+        (v * w.to(v.dtype)).sum().backward()
+        return [v.detach()] + [None if t.grad is None else t.grad.clone() for t in [x] + params]
+
+    want = {k: run(op) for k, (_, op) in calls.items()}
+    want_viterbi = _ops.VITERBI.operator(m._spec, x.detach(), lengths, None, [p.detach() for p in params])
+    monkeypatch.setattr(_ops, "AVAILABLE", False)
+    for op in (_ops.NLL, _ops.LOG_PARTITION, _ops.TRANSCRIPT_NLL, _ops.MARGINALS, _ops.MARGINALS_BACKWARD,
+               _ops.VITERBI, _ops.PENALTY, _ops.WEIGHTED):
+        monkeypatch.setattr(op, "operator", None)  # calling one would raise
+    for k, (module_call, _) in calls.items():
+        got = run(module_call)
+        for a, b in zip(got, want[k]):
+            assert (a is None and b is None) or torch.equal(a, b), k
+    for a, b in zip(m.viterbi(x, lengths, padded=True), want_viterbi):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="needs torch >= 2.4"):
+        SemiCRF(C, K, backend="cpu", check="deferred")
