@@ -97,14 +97,17 @@ def _scaled(grad, w, dtype):
 
 
 class Op:
-    """One op: name, schema (its inputs after the Spec), forward(inputs, ctx) (ctx: the Function's context on
-    the eager route, None in the operator), fake(*inputs), setup(ctx, inputs, outputs) and backward(ctx,
-    *output_grads) (None for ops without gradients). fill: the Function passes zeros for a missing gradient
-    of the first output (what the operator's autograd passes). operator: the custom_op (torch >= 2.4)."""
+    """One op: name, schema (its inputs after the spec, the parameters last), forward(inputs, ctx) (ctx: the
+    Function's context on the eager route, None in the operator), fake(*inputs), setup(ctx, inputs, outputs)
+    and backward(ctx, *output_grads) (None for ops without gradients). fill: the Function passes zeros for a
+    missing gradient of the first output (what the operator's autograd passes). Its two routes: function
+    (the autograd.Function, _function) and operator (the custom_op, torch >= 2.4)."""
 
     def __init__(self, name, schema, forward, fake, setup=None, backward=None, fill=True):
         self.name, self.forward, self.fake, self.setup, self.backward, self.fill = name, forward, fake, setup, \
             backward, fill
+        self.n = schema.split(") ->")[0].count(",") + 1  # its inputs before the parameters: the spec's included
+        self.function = _function(self) if backward is not None else None
         self.operator = None
         if AVAILABLE:
             self.operator = torch.library.custom_op("timitseg::" + name, lambda *inputs: forward(inputs),
@@ -120,34 +123,38 @@ class Op:
             if self.backward is None:
                 with torch.no_grad():
                     return self.forward(inputs, None)
-            params = inputs[-1]
-            return _Function.apply(self, len(inputs) - 1, *inputs[:-1], *params)
+            return self.function.apply(*inputs[:-1], *inputs[-1])
         return self.operator(*inputs)
 
 
-class _Function(torch.autograd.Function):
-    """An Op outside torch.compile / torch.export: its body, setup and backward, so that values and gradients
-    are the operator's bit for bit. The outputs are the operator's (the same autograd graph: under
-    create_graph the gradients it returns are differentiable as the operator's are); the gradients of the
-    outputs are not materialized (no zero fills) but for the first one where op.fill."""
+def _function(op):
+    """The autograd.Function of op outside torch.compile / torch.export: its body, setup and backward, so
+    that values and gradients are the operator's bit for bit. Its inputs are the op's, the parameters' list
+    spread at the end; its outputs the operator's (the same autograd graph: under create_graph the gradients
+    it returns are differentiable as the operator's are); the gradients of the outputs are not materialized
+    (no zero fills) but for the first one where op.fill."""
+    n = op.n
 
-    @staticmethod
-    def forward(ctx, op, n, *args):  # args: the op's inputs, the parameters' list spread at the end
-        inputs = args[:n] + (list(args[n:]),)
-        out = op.forward(inputs, ctx)
-        op.setup(ctx, inputs, out)
-        ctx.op = op
-        ctx.set_materialize_grads(False)
-        ctx.first = (out[0].shape, out[0].dtype, out[0].device)
-        return out
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            inputs = args[:n] + (list(args[n:]),)
+            out = op.forward(inputs, ctx)
+            op.setup(ctx, inputs, out)
+            ctx.set_materialize_grads(False)
+            ctx.first = (out[0].shape, out[0].dtype, out[0].device)
+            return out
 
-    @staticmethod
-    def backward(ctx, g, *rest):
-        if g is None and ctx.op.fill:
-            shape, dtype, device = ctx.first
-            g = torch.zeros(shape, dtype=dtype, device=device)
-        grads = ctx.op.backward(ctx, g, *rest)
-        return (None, None) + tuple(grads[:-1]) + tuple(grads[-1])
+        @staticmethod
+        def backward(ctx, g, *rest):
+            if g is None and op.fill:
+                shape, dtype, device = ctx.first
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            grads = op.backward(ctx, g, *rest)
+            return grads[:-1] + tuple(grads[-1])
+
+    Function.__name__ = Function.__qualname__ = "Function_" + op.name
+    return Function
 
 
 # ---- nll -------------------------------------------------------------------------------------------------

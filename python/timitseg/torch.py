@@ -89,7 +89,8 @@ class SemiCRF(torch.nn.Module):
         return _session.names_of(self.duration_model)
 
     def _params(self):
-        return [getattr(self, n) for n in self._param_names()]
+        held = self._parameters  # what getattr reads, without nn.Module.__getattr__ per name
+        return [held[n] for n in _session.names_of(self.duration_model)]
 
     def _follow(self, x):
         """The session that computes on x (a cuda handle on x's CUDA device: the module moved to another GPU,
@@ -166,8 +167,10 @@ class SemiCRF(torch.nn.Module):
         """crf.reg * (||transition||^2 + ||duration_bias||^2) (transition only with the log-normal), -inf
         entries left out: a 0-dim tensor of transition's dtype, differentiable, computed by the C API
         (timitseg_crf_penalty_grads: on CUDA queued on torch's current stream, in float64 sums)."""
-        params = [self.transition] if self.duration_model == "lognormal" else [self.transition, self.duration_bias]
-        return _ops.PENALTY(self.transition, self._spec, float(self.reg), params)[0].to(self.transition.dtype)
+        held = self._parameters
+        a = held["transition"]
+        params = [a] if self.duration_model == "lognormal" else [a, held["duration_bias"]]
+        return _ops.PENALTY(a, self._spec, float(self.reg), params)[0].to(a.dtype)
 
     def log_partition(self, scores, lengths, onset=None):
         """log Z [B] (float64), differentiable in the scores, onset and the parameters (its gradient: the
