@@ -6,14 +6,15 @@ and where differentiable its context setup and backward. Two thin routes run the
   the body, with register_fake and register_autograd(backward, setup_context=setup), so that a model using
   SemiCRF runs under torch.compile(fullgraph=True) and torch.export with the values and gradients of eager
   mode (the public APIs only: torch.library.custom_op, register_fake, register_autograd);
-- the Function: one torch.autograd.Function that runs an Op's body, setup and backward, for eager calls
-  (not under torch.compile / torch.export: torch.library's dispatch of an operator of this many arguments
-  costs more per call than our whole forward, docs/python.md "Overhead on the host") and for everything on
-  torch < 2.4 (no custom_op). Both routes give the same bits (tested).
+- the Function: a torch.autograd.Function (_function) that runs the Op's body, setup and backward, for
+  eager calls (not under torch.compile / torch.export: torch.library's dispatch of an operator of this many
+  arguments costs more per call than our whole forward, docs/python.md "Overhead on the host"), for
+  SemiCRF(check="backward") (its check queued by the backward) and for everything on torch < 2.4 (no
+  custom_op). Both routes give the same bits (tested).
 
-An op's inputs: the Spec (timitseg/_session.py: num_labels, max_duration, backend, threads,
-duration_model, phone_bonus), then its own, the parameters (a list of tensors) last. Nothing else is looked
-up: the body finds the C handle of the Spec (Session) and pushes the parameters into it. Still pure Python
+An op's inputs: the spec (one string: num_labels, max_duration, backend, threads, duration_model,
+phone_bonus; timitseg/_session.py), then its own, the parameters (a list of tensors) last. Nothing else is
+looked up: the body finds a C handle of the spec (a Session) and pushes the parameters into it. Still pure Python
 over the C API (outputs made by torch on the inputs' device, CUDA work queued on torch's current stream).
 The forward computes every gradient in the same C call and returns it as extra outputs; the backward scales
 the saved gradients by the incoming one with torch ops (which torch.compile traces into its backward graph);

@@ -10,6 +10,9 @@ Parameters carry the names of a timitseg checkpoint under its "crf." prefix
 duration_model="lognormal", duration_lognormal [3][C] and duration_bias a
 derived buffer), so a module registered as `crf` loads a checkpoint's CRF.
 float16/bfloat16 scores are computed in float32 (their gradient is cast back).
+Its calls are the ops of timitseg/_ops.py (each written once; torch operators under torch.compile and
+torch.export, else run through an autograd.Function), which take the module's configuration and
+parameters as arguments (timitseg/_session.py: the C handle they compute with).
 """
 import numpy as np
 import torch
