@@ -281,7 +281,8 @@ def overhead_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
 
     def operator():  # the operator timitseg::semicrf_nll through torch.library's dispatch, as torch.compile runs it
         x.grad = None
-        _ops.semicrf_nll(m._key, "mean", x, lengths, labels, None, None, None, params, True, True)[0].backward()
+        _ops.NLL.operator(m._spec, "mean", x, lengths, labels, None, None, None, True, "deferred",
+                          params)[0].backward()
     t = alternated_ms({"ours": ours, "floor": theirs, "operator": operator}, repeats)
     m.check()
     print("(b) SemiCRF(check=deferred) mean fwd+bwd %.3f ms, torch's floor for an operator of its shape %.3f ms "
