@@ -25,7 +25,9 @@
 
 #include "common/dist.h"
 #include "crf/align_confidence.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "model/batch.h"
 #include "config/config_enums.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "data/dataset.h"
 #include "model/labels.h"
 

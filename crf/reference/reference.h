@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <memory>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf::reference {
 

@@ -26,7 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "config/config.h"
 #include "model/model.h"
 #include "model/optim.h"
