@@ -29,6 +29,7 @@
 #include "crf/backend.h"
 #include "crf/segments.h"
 #include "config/config.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "model/optim.h"
 #include "model/params.h"
