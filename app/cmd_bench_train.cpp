@@ -24,6 +24,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "common/dist.h"
+#include "model/make_executor.h"
 #include "settings/limits.h"
 #include "common/files.h"
 #include "common/atomic_file.h"

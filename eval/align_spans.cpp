@@ -14,7 +14,7 @@
 #include "common/files.h"
 #include "data/dataset.h"
 #include "data/features.h"
-#include "eval/align.h"
+#include "eval/align_metrics.h"
 #include "eval/infer.h"
 #include "eval/pipeline.h"
 #include "model/labels.h"

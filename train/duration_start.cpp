@@ -2,7 +2,8 @@
 
 #include <stdexcept>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "model/batch.h"
 #include "train/train_data.h"
 

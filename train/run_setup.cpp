@@ -13,6 +13,7 @@
 #include "common/version.h"
 #include "crf/duration.h"
 #include "model/feature_check.h"
+#include "model/make_executor.h"
 #include "options/options.h"
 #include "train/batches.h"
 #include "train/duration_start.h"

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "app/report/phone_classes.h"
 #include "app/report/svg.h"
 #include "eval/metrics.h"
 

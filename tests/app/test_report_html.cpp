@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "app/report/phone_classes.h"
 #include "app/report/report.h"
 #include "app/report/svg.h"
 #include "data/features.h"
