@@ -15,6 +15,7 @@
 #include "common/safetensors.h"
 #include "crf/backend.h"
 #include "crf/host_run.h"
+#include "model/crf_params.h"
 
 namespace timitseg::app::crf_cmd {
 namespace {
@@ -98,15 +99,19 @@ ReplayInput read_replay_input(const std::string& path, const st::File& f) {
   dims.B = cum_t.shape[0];
   dims.T = cum_t.shape[1] - 1;
   dims.C = cum_t.shape[2];
-  const st::Tensor& dur_t = f.get("duration_bias");
+  // the CRF tensors under the model's short names (model::write_replay writes them)
+  const model::CrfParamView& n = model::CrfParamView::names();
+  const char *transition = n.transition.short_name(), *duration = n.duration_bias.short_name(),
+             *start = n.start.short_name(), *end = n.end.short_name();
+  const st::Tensor& dur_t = f.get(duration);
   if (dur_t.shape.size() != 2)
-    throw std::runtime_error(path + ": tensor 'duration_bias' must be F32 [K, C], got shape " + dur_t.shape_str());
+    throw std::runtime_error(path + ": tensor '" + duration + "' must be F32 [K, C], got shape " + dur_t.shape_str());
   dims.K = dur_t.shape[0];
   in.cum = cum_t.to<float>();
-  in.A = f.get("transition", st::DType::F32, {dims.C, dims.C}).to<float>();
-  in.D = f.get("duration_bias", st::DType::F32, {dims.K, dims.C}).to<float>();
-  if (f.has("start")) in.s = f.get("start", st::DType::F32, {dims.C}).to<float>();
-  if (f.has("end")) in.e = f.get("end", st::DType::F32, {dims.C}).to<float>();
+  in.A = f.get(transition, st::DType::F32, {dims.C, dims.C}).to<float>();
+  in.D = f.get(duration, st::DType::F32, {dims.K, dims.C}).to<float>();
+  if (f.has(start)) in.s = f.get(start, st::DType::F32, {dims.C}).to<float>();
+  if (f.has(end)) in.e = f.get(end, st::DType::F32, {dims.C}).to<float>();
   in.lengths = int32_tensor(f, "lengths", {dims.B});
   in.has_labels = f.has("labels");
   if (in.has_labels) in.labels = int32_tensor(f, "labels", {dims.B, dims.T});

@@ -43,8 +43,10 @@ namespace {
 
 // -inf marks forbidden transitions / durations / start / end labels (crf/):
 // accepted there, nowhere else.
-bool allows_neg_inf(const std::string& name) {
-  return name == "crf.transition" || name == "crf.duration_bias" || name == "crf.start" || name == "crf.end";
+bool allows_neg_inf(const ParamLayout& layout, const ParamInfo& p) {
+  for (const CrfTensor* t : layout.crf().may_hold_neg_inf())
+    if (t->present && t->offset == p.offset) return true;
+  return false;
 }
 
 std::string index_str(const std::vector<int64_t>& shape, size_t flat) {
@@ -171,7 +173,7 @@ void read_tensors(const st::File& f, const std::string& path, bool check_values,
   };
   for (const ParamInfo& p : layout.params()) {
     std::vector<float> v = f.get(p.name, st::DType::F32, p.shape).to<float>();
-    if (allows_neg_inf(p.name))
+    if (allows_neg_inf(layout, p))
       check(path, p.name, p.shape, v.data(), v.size(),
             [](float x) { return std::isfinite(x) || x == -std::numeric_limits<float>::infinity(); },
             "not finite (only -inf, a forbidden entry, is allowed here)");

@@ -8,15 +8,15 @@
 namespace timitseg::model {
 
 std::pair<double, double> crf_param_maxima(const ParamLayout& layout, const std::vector<float>& params) {
-  auto maxabs = [&](const std::string& n) {
-    const ParamInfo& p = layout.get(n);
+  auto maxabs = [&](const CrfTensor& t) {
+    const float* p = t.in(params);
     double m = 0;
-    for (size_t i = 0; i < p.size; ++i) m = std::max(m, std::abs(double(params[p.offset + i])));
+    for (size_t i = 0; i < t.size; ++i) m = std::max(m, std::abs(double(p[i])));
     return m;
   };
+  const CrfParamView& crf = layout.crf();
   // crf.duration_model = lognormal: the table is derived (its tails are large by design); its 3 x C parameters drift
-  return {maxabs("crf.transition"),
-          maxabs(layout.dims().duration_lognormal ? "crf.duration_lognormal" : "crf.duration_bias")};
+  return {maxabs(crf.transition), maxabs(layout.dims().duration_lognormal ? crf.duration_lognormal : crf.duration_bias)};
 }
 
 }  // namespace timitseg::model

@@ -16,7 +16,7 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
                                 std::to_string(d.hidden_dim) + ", layers " + std::to_string(d.num_layers) +
                                 ", classes " + std::to_string(d.num_classes) + ", K " +
                                 std::to_string(d.max_duration) + ")");
-  const int64_t D = d.input_dim, W = d.hidden_dim, H = d.per_direction(), C = d.num_classes, K = d.max_duration;
+  const int64_t D = d.input_dim, W = d.hidden_dim, H = d.per_direction();
   add("encoder.input_proj.weight", {W, D});
   add("encoder.input_proj.bias", {W});
   for (int k = 0; k < d.num_layers; ++k) {
@@ -29,19 +29,20 @@ ParamLayout::ParamLayout(const ModelDims& d) : dims_(d) {
       add("encoder.lstm.bias_hh" + l, {4 * H});
     }
   }
-  add("crf.projection.weight", {C, 2 * H});
-  add("crf.projection.bias", {C});
-  if (d.onset) {  // crf.onset_features: before the CRF structure group (the encoder's optimizer group)
-    add("crf.onset_projection.weight", {C, 2 * H});
-    add("crf.onset_projection.bias", {C});
+  crf_ = CrfParamView::names();
+  bool in_structure = false;
+  for (const CrfTensorEntry& e : crf_tensor_table()) {  // crf.projection, crf.onset_projection (the encoder's
+    if (!e.present(d)) continue;                           // group), then the CRF structure group (last)
+    if (e.structure && !in_structure) {
+      crf_structure_begin_ = total_;
+      in_structure = true;
+    }
+    add(e.name, e.shape(d));
+    CrfTensor& t = crf_.*e.member;
+    t.offset = params_.back().offset;
+    t.size = params_.back().size;
+    t.present = true;
   }
-  crf_structure_begin_ = total_;  // the CRF structure group: transition, duration_bias, start, end (last; then
-                                  // crf.duration_lognormal with crf.duration_model = lognormal)
-  add("crf.transition", {C, C});
-  add("crf.duration_bias", {K, C});
-  add("crf.start", {C});
-  add("crf.end", {C});
-  if (d.duration_lognormal) add("crf.duration_lognormal", {3, C});  // mu, log_sigma, offset (crf/duration.h)
 }
 
 void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
@@ -54,6 +55,8 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
   total_ += p.size;
   params_.push_back(std::move(p));
 }
+
+crf::Dims ModelDims::crf_dims(int64_t B, int64_t T) const { return crf::Dims{B, T, max_duration, num_classes}; }
 
 const ParamInfo& ParamLayout::get(const std::string& name) const {
   for (const ParamInfo& p : params_)
@@ -72,13 +75,16 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
   if (!(crf_init_scale >= 0.0)) throw std::invalid_argument("init_params: crf_init_scale must be >= 0");
   params.assign(layout.total(), S(0));
   const ModelDims& d = layout.dims();
+  const CrfParamView& crf = layout.crf();
+  auto is = [](const ParamInfo& p, const CrfTensor& t) { return t.present && p.offset == t.offset; };
   for (const ParamInfo& p : layout.params()) {
     double bound = 0;
     if (p.name.rfind("encoder.input_proj.", 0) == 0) bound = 1.0 / std::sqrt(double(d.input_dim));
     else if (p.name.rfind("encoder.lstm.", 0) == 0) bound = 1.0 / std::sqrt(double(d.per_direction()));
-    else if (p.name.rfind("crf.projection.", 0) == 0 || p.name.rfind("crf.onset_projection.", 0) == 0)
+    else if (is(p, crf.projection_weight) || is(p, crf.projection_bias) || is(p, crf.onset_weight) ||
+             is(p, crf.onset_bias))
       bound = 1.0 / std::sqrt(double(d.hidden_dim));
-    else if ((p.name == "crf.transition" || p.name == "crf.duration_bias") && crf_init_scale > 0) {
+    else if ((is(p, crf.transition) || is(p, crf.duration_bias)) && crf_init_scale > 0) {
       for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>(crf_init_scale * standard_normal(rng));
       continue;
     } else {
@@ -120,16 +126,17 @@ int penalized_durations(const ModelDims& d) { return d.duration_lognormal ? 0 : 
 void derive_duration_table(const ParamLayout& layout, float* params) {
   const ModelDims& d = layout.dims();
   if (!d.duration_lognormal) return;
-  crf::lognormal_duration_table(d.max_duration, d.num_classes, params + layout.get("crf.duration_lognormal").offset,
-                                params + layout.get("crf.duration_bias").offset);
+  const CrfParamView& crf = layout.crf();
+  crf::lognormal_duration_table(d.max_duration, d.num_classes, crf.duration_lognormal.in(params),
+                                crf.duration_bias.in(params));
 }
 
 void chain_duration_gradient(const ParamLayout& layout, const float* params, float* grad) {
   const ModelDims& d = layout.dims();
   if (!d.duration_lognormal) return;
-  const size_t ln = layout.get("crf.duration_lognormal").offset;
-  crf::lognormal_duration_backward(d.max_duration, d.num_classes, params + ln,
-                                   grad + layout.get("crf.duration_bias").offset, grad + ln);
+  const CrfParamView& crf = layout.crf();
+  crf::lognormal_duration_backward(d.max_duration, d.num_classes, crf.duration_lognormal.in(params),
+                                   crf.duration_bias.in(grad), crf.duration_lognormal.in(grad));
 }
 
 }  // namespace timitseg::model

@@ -5,7 +5,7 @@
 //   encoder.input_proj.weight [W][D], .bias [W]                 (W = hidden_dim)
 //   encoder.lstm.weight_ih_l{k}[_reverse] [4H][In_k]  (In_0 = W, else 2H; H = W/2)
 //   encoder.lstm.weight_hh_l{k}[_reverse] [4H][H], bias_ih/bias_hh [4H]
-//   crf.projection.weight [C][W], .bias [C]
+//   crf.projection.weight [C][W], .bias [C]     (the crf.* tensors: model/crf_params.h, ParamLayout::crf())
 //   crf.onset_projection.weight [C][W], .bias [C]        (only with ModelDims::onset)
 //   crf.transition [C][C], crf.duration_bias [K][C], crf.start [C], crf.end [C]
 //   crf.duration_lognormal [3][C]       (only with ModelDims::duration_lognormal:
@@ -19,6 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "crf/backend.h"
+#include "model/crf_params.h"
+
 namespace timitseg::model {
 
 struct ModelDims {
@@ -30,6 +33,8 @@ struct ModelDims {
   bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
   bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
   int per_direction() const { return hidden_dim / 2; }
+  // The CRF's dimensions {B, T, K, C} for a batch of B sequences of T frames.
+  crf::Dims crf_dims(int64_t B, int64_t T) const;
 };
 
 struct ParamInfo {
@@ -46,6 +51,8 @@ class ParamLayout {
   size_t total() const { return total_; }
   const ParamInfo& get(const std::string& name) const;
   const ModelDims& dims() const { return dims_; }
+  // The CRF's tensors in this layout (model/crf_params.h), resolved once.
+  const CrfParamView& crf() const { return crf_; }
   // Offset of crf.transition: [crf_structure_begin(), total()) holds crf.transition,
   // crf.duration_bias, crf.start and crf.end (and crf.duration_lognormal), the parameter
   // group of crf.lr_scale.
@@ -56,6 +63,7 @@ class ParamLayout {
   ModelDims dims_;
   std::vector<ParamInfo> params_;
   size_t total_ = 0;
+  CrfParamView crf_;
   size_t crf_structure_begin_ = 0;  // set once in the constructor: read every optimizer step
 };
 

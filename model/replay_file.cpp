@@ -9,13 +9,16 @@ void write_replay(const std::string& path, const ParamLayout& layout, const std:
                   const Batch& batch, const std::vector<float>& cum) {
   const ModelDims& d = layout.dims();
   const int64_t B = batch.input.B, T = batch.input.T, C = d.num_classes, K = d.max_duration;
-  auto P = [&](const char* name) { return params.data() + layout.get(name).offset; };
+  const CrfParamView& crf = layout.crf();
   st::File f;
+  auto put = [&](const CrfTensor& t, std::vector<int64_t> shape) {
+    f.tensors[t.short_name()] = st::Tensor::from<float>(std::move(shape), t.in(params));
+  };
   f.tensors["cum_scores"] = st::Tensor::from<float>({B, T + 1, C}, cum);
-  f.tensors["transition"] = st::Tensor::from<float>({C, C}, P("crf.transition"));
-  f.tensors["duration_bias"] = st::Tensor::from<float>({K, C}, P("crf.duration_bias"));
-  f.tensors["start"] = st::Tensor::from<float>({C}, P("crf.start"));
-  f.tensors["end"] = st::Tensor::from<float>({C}, P("crf.end"));
+  put(crf.transition, {C, C});
+  put(crf.duration_bias, {K, C});
+  put(crf.start, {C});
+  put(crf.end, {C});
   f.tensors["lengths"] = st::Tensor::from<int32_t>({B}, batch.input.lengths);
   f.tensors["labels"] = st::Tensor::from<int32_t>({B, T}, batch.labels);
   std::string ids;

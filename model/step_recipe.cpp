@@ -48,7 +48,7 @@ void check_gradient_finite(const ParamLayout& layout, const float* grad) {
 
 HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o) {
   if (o.frame_ce_weight > 0.0) return {};
-  const ParamInfo& bias = layout.get("crf.projection.bias");
+  const CrfTensor& bias = layout.crf().projection_bias;
   return {bias.offset, bias.offset + bias.size};
 }
 

@@ -83,7 +83,7 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     const DurationStart start = duration_start(r.cfg, data.train.utterances, r.ls, K);
     if (state.dims.duration_lognormal) {  // crf.duration_model = lognormal: each label's log-normal fitted to them
       const std::vector<float> fit = crf::fit_lognormal_durations(start.classes, K, state.dims.num_classes);
-      std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->get("crf.duration_lognormal").offset);
+      std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->crf().duration_lognormal.offset);
       spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "
                    "and spread of log duration) to {}",
                    start.describe(K));
@@ -91,8 +91,9 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
       spdlog::info("crf.duration_init = data: no effect on the linear CRF (K = 1: every segment is one frame)");
     } else {  // the durations' distribution, added to the draw above
       const model::DurationPrior prior = model::duration_log_prior(start.classes, K, state.dims.num_classes);
-      const model::ParamInfo& db = r.layout->get("crf.duration_bias");
-      for (size_t i = 0; i < db.size; ++i) state.params[db.offset + i] += static_cast<float>(prior.log_p[i]);
+      const model::CrfTensor& db = r.layout->crf().duration_bias;
+      float* table = db.in(state.params);
+      for (size_t i = 0; i < db.size; ++i) table[i] += static_cast<float>(prior.log_p[i]);
       spdlog::info("crf.duration_init = data: crf.duration_bias starts at log p(duration | label) of {}",
                    start.describe(K));
     }

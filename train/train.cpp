@@ -108,7 +108,7 @@ model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch,
   const std::mt19937_64 rng_before = r.rng;  // for the dump of a failed step (2.5 KB copy)
   const bool inject = epoch == r.inject_epoch && static_cast<int>(bi) + 1 == r.inject_batch;
   if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
-    so.poison.emplace_back(r.layout->get("crf.transition").offset, std::numeric_limits<float>::quiet_NaN());
+    so.poison.emplace_back(r.layout->crf().transition.offset, std::numeric_limits<float>::quiet_NaN());
   model::StepResult sr;
   try {
     sr = r.exec->train_step(batch, so);

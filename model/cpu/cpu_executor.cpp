@@ -17,10 +17,6 @@
 namespace timitseg::model {
 namespace {
 
-const float* param_ptr(const ParamLayout& layout, const std::vector<float>& params, const std::string& name) {
-  return params.data() + layout.get(name).offset;
-}
-
 bool any_nonfinite(const std::vector<float>& v) {
   for (float x : v)
     if (!std::isfinite(x)) return true;
@@ -33,10 +29,11 @@ crf::Params crf_params(const ParamLayout& layout, const std::vector<float>& para
   crf::Params p;
   if (!onset.empty()) p.onset = onset.data();
   p.cum_scores = cum.data();
-  p.transition = param_ptr(layout, params, "crf.transition");
-  p.duration_bias = param_ptr(layout, params, "crf.duration_bias");
-  p.start = param_ptr(layout, params, "crf.start");
-  p.end = param_ptr(layout, params, "crf.end");
+  const CrfParamView& crf = layout.crf();
+  p.transition = crf.transition.in(params);
+  p.duration_bias = crf.duration_bias.in(params);
+  p.start = crf.start.in(params);
+  p.end = crf.end.in(params);
   p.lengths = batch.input.lengths.data();
   return p;
 }
@@ -78,11 +75,9 @@ void CpuEncoder::backward_with_onset(const float* params, const float* dcum, con
   if (donset) donset_copy_.assign(donset, donset + act_.onset.size());
   net_.backward(params_copy_, act_, dcum_copy_, grad_copy_, nullptr, nullptr, dscores ? &dscores_copy_ : nullptr,
                 donset ? &donset_copy_ : nullptr);
-  // The interface leaves the CRF parameters' gradient entries untouched.
-  for (const ParamInfo& p : lay.params())
-    if (p.name.rfind("encoder.", 0) == 0 || p.name.rfind("crf.projection.", 0) == 0 ||
-        p.name.rfind("crf.onset_projection.", 0) == 0)
-      std::copy(grad_copy_.begin() + p.offset, grad_copy_.begin() + p.offset + p.size, grad + p.offset);
+  // The interface leaves the CRF structure's gradient entries untouched: the encoder's and the projections'
+  // entries lie before it (model/params.h).
+  std::copy(grad_copy_.begin(), grad_copy_.begin() + lay.crf_structure_begin(), grad);
 }
 
 // ---- the step's stages on the host (model/step.h) -----------------------------
@@ -162,7 +157,7 @@ CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scal
   const ParamLayout& lay = net_.layout();
   const ModelDims& d = lay.dims();
   const int C = d.num_classes, K = d.max_duration;
-  const crf::Dims dims{batch.input.B, batch.input.T, K, C};
+  const crf::Dims dims = d.crf_dims(batch.input.B, batch.input.T);
   crf::HostRunOptions hro;
   hro.gradients = true;
   hro.viterbi = false;
@@ -179,14 +174,16 @@ CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scal
     pr_->tap("crf", config::Pass::forward, "log_z", crf_.log_z.data(), crf_.log_z.size());
     pr_->tap("crf", config::Pass::forward, "gold", crf_.gold.data(), crf_.gold.size());
     std::vector<float> gt(static_cast<size_t>(C) * C, 0.f), gd(static_cast<size_t>(K) * C, 0.f);
-    double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), param_ptr(lay, params_, "crf.transition"),
-                                        param_ptr(lay, params_, "crf.duration_bias"), gt.data(), gd.data());
+    const CrfParamView& crf = lay.crf();
+    double pen = crf::l2_penalty<float>(o.crf_reg, C, penalized_durations(d), crf.transition.in(params_),
+                                        crf.duration_bias.in(params_), gt.data(), gd.data());
     pr_->tap("penalty", config::Pass::forward, "penalty", &pen, 1);
     penalty_ = pen;
-    const std::pair<const char*, std::vector<float>*> grads[] = {
-        {"d_cum_scores", &crf_.grad_cum_scores}, {"d_crf.transition", &crf_.grad_transition},
-        {"d_crf.duration_bias", &crf_.grad_duration_bias}, {"d_crf.start", &crf_.grad_start},
-        {"d_crf.end", &crf_.grad_end}};
+    const std::string d_ = "d_";  // the taps of the CRF tensors' gradients: d_ and the checkpoint name
+    const std::pair<std::string, std::vector<float>*> grads[] = {
+        {"d_cum_scores", &crf_.grad_cum_scores}, {d_ + crf.transition.name, &crf_.grad_transition},
+        {d_ + crf.duration_bias.name, &crf_.grad_duration_bias}, {d_ + crf.start.name, &crf_.grad_start},
+        {d_ + crf.end.name, &crf_.grad_end}};
     for (const auto& [name, v] : grads) pr_->tap("crf", config::Pass::backward, name, v->data(), v->size());
     if (!crf_.grad_onset.empty()) pr_->tap("crf", config::Pass::backward, "d_onset", crf_.grad_onset.data(), crf_.grad_onset.size());
   }
@@ -227,13 +224,12 @@ void CpuStepDevice::backward(const Batch&, const StepOptions&) {
                 pr_ && pr_->wants("input", config::Pass::backward) ? &dfeatures : nullptr, pr_,
                 with_ce_ ? &frame_ce_gradient() : nullptr, crf_.grad_onset.empty() ? nullptr : &crf_.grad_onset);
   const ParamLayout& lay = net_.layout();
-  auto add = [&](const std::string& name, const std::vector<float>& g) {
-    std::copy(g.begin(), g.end(), grad_.begin() + lay.get(name).offset);
-  };
-  add("crf.transition", crf_.grad_transition);
-  add("crf.duration_bias", crf_.grad_duration_bias);
-  add("crf.start", crf_.grad_start);
-  add("crf.end", crf_.grad_end);
+  const CrfParamView& crf = lay.crf();
+  auto add = [&](const CrfTensor& t, const std::vector<float>& g) { std::copy(g.begin(), g.end(), t.in(grad_)); };
+  add(crf.transition, crf_.grad_transition);
+  add(crf.duration_bias, crf_.grad_duration_bias);
+  add(crf.start, crf_.grad_start);
+  add(crf.end, crf_.grad_end);
 }
 
 // Stage 5: the penalty's gradient share on top of the CRF gradients (its
@@ -241,17 +237,14 @@ void CpuStepDevice::backward(const Batch&, const StepOptions&) {
 void CpuStepDevice::penalty(const StepOptions& o) {
   const ParamLayout& lay = net_.layout();
   const ModelDims& d = lay.dims();
-  const double penalty = crf::l2_penalty<float>(o.crf_reg, d.num_classes, penalized_durations(d),
-                                                param_ptr(lay, params_, "crf.transition"),
-                                                param_ptr(lay, params_, "crf.duration_bias"),
-                                                grad_.data() + lay.get("crf.transition").offset,
-                                                grad_.data() + lay.get("crf.duration_bias").offset);
+  const CrfParamView& crf = lay.crf();
+  const double penalty =
+      crf::l2_penalty<float>(o.crf_reg, d.num_classes, penalized_durations(d), crf.transition.in(params_),
+                             crf.duration_bias.in(params_), crf.transition.in(grad_), crf.duration_bias.in(grad_));
   if (!pr_) penalty_ = penalty;  // else: the tapped value (a planted fault included)
   if (pr_)
-    for (const char* name : {"crf.transition", "crf.duration_bias"}) {
-      const ParamInfo& p = lay.get(name);
-      pr_->tap("penalty", config::Pass::backward, std::string("d_") + name, grad_.data() + p.offset, p.size);
-    }
+    for (const CrfTensor* t : {&crf.transition, &crf.duration_bias})
+      pr_->tap("penalty", config::Pass::backward, std::string("d_") + t->name, t->in(grad_), t->size);
   // crf.duration_model = lognormal: d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
   chain_duration_gradient(lay, params_.data(), grad_.data());
 }
@@ -316,7 +309,7 @@ std::vector<std::vector<crf::Segment>> decode_batch(const Network<float>& net, c
   const ModelDims& d = net.layout().dims();
   const int B = batch.input.B, T = batch.input.T;
   inference_forward(net, params, batch, act, centre_frames, "decode");
-  const crf::Dims dims{B, T, d.max_duration, d.num_classes};
+  const crf::Dims dims = d.crf_dims(B, T);
   const crf::Params p = crf_params(net.layout(), params, act.cum, batch, act.onset);
   const int32_t* labels = nll ? batch.labels.data() : nullptr;
   const crf::HostResult r = posterior ? posterior_decode_on_host(session, dims, p, labels)
@@ -393,7 +386,7 @@ class CpuExecutor final : public Executor {
     Activations<float>& act = enc_.activations();
     inference_forward(net, params_, batch, act, centre_frames_, "align");
     const ModelDims& d = dims();
-    const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
+    const crf::Dims cd = d.crf_dims(batch.input.B, batch.input.T);
     const crf::Params hp = crf_params(net.layout(), params_, act.cum, batch, act.onset);
     crf::AlignResult r =
         session_.align_host(cd, hp, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
@@ -407,7 +400,7 @@ class CpuExecutor final : public Executor {
     Activations<float>& act = enc_.activations();
     inference_forward(net, params_, batch, act, centre_frames_, "span_marginals");  // as decode: windows when long
     const ModelDims& d = dims();
-    const crf::Dims cd{batch.input.B, batch.input.T, d.max_duration, d.num_classes};
+    const crf::Dims cd = d.crf_dims(batch.input.B, batch.input.T);
     return session_
         .span_marginals_host(cd, crf_params(net.layout(), params_, act.cum, batch, act.onset), Q, queries.data(),
                              num_queries.data())

@@ -134,7 +134,7 @@ typename Activations<S>::Mat backward_projection(const BackwardContext<S>& c, co
             L = c.layout.dims().num_layers;
   const int64_t TB = int64_t(T) * B;
   const int NS = static_cast<int>(c.slices.size());
-  Eigen::Map<const Mat> Wp(c.P("crf.projection.weight"), C, 2 * H);
+  Eigen::Map<const Mat> Wp(c.P(c.layout.crf().projection_weight), C, 2 * H);
   std::vector<Mat> pWp(NS);  // [NS] partial d Wp [C][2H]
   std::vector<Vec> pbp(NS);  // [NS] partial d bp [C]
   Mat dOut(TB, 2 * H);
@@ -147,15 +147,15 @@ typename Activations<S>::Mat backward_projection(const BackwardContext<S>& c, co
     c.zero_tail(dOut, s);
   });
   {
-    Eigen::Map<Mat> gWp(c.G("crf.projection.weight"), C, 2 * H);
-    Eigen::Map<Vec> gbp(c.G("crf.projection.bias"), C);
+    Eigen::Map<Mat> gWp(c.G(c.layout.crf().projection_weight), C, 2 * H);
+    Eigen::Map<Vec> gbp(c.G(c.layout.crf().projection_bias), C);
     gWp = pWp[0];
     gbp = pbp[0];
     for (int si = 1; si < NS; ++si) gWp += pWp[si], gbp += pbp[si];  // slice order
   }
   if (c.pr) {
-    c.tap_grad("projection", "crf.projection.weight");
-    c.tap_grad("projection", "crf.projection.bias");
+    c.tap_grad("projection", c.layout.crf().projection_weight);
+    c.tap_grad("projection", c.layout.crf().projection_bias);
     c.pr->tap_mat("projection", config::Pass::backward, "d_lstm_out", dOut);
   }
   return dOut;
@@ -171,9 +171,9 @@ void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, t
   const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
   if (!donset || donset->size() != static_cast<size_t>(B) * T * C)
     throw std::invalid_argument("model: crf.onset_features needs d onset [B][T][C] in the backward pass");
-  const ParamInfo& wi = layout.get("crf.onset_projection.weight");
-  const ParamInfo& bi = layout.get("crf.onset_projection.bias");
-  Eigen::Map<const Mat> Wo(c.params.data() + wi.offset, C, W);
+  const CrfTensor& wi = layout.crf().onset_weight;
+  const CrfTensor& bi = layout.crf().onset_bias;
+  Eigen::Map<const Mat> Wo(c.P(wi), C, W);
   const int NS = static_cast<int>(c.slices.size());
   std::vector<Mat> pW(NS);
   std::vector<Vec> pb(NS);
@@ -189,14 +189,14 @@ void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, t
     pb[si] = dO.colwise().sum().transpose();
     dOut.middleRows(s.row0, s.rows).noalias() += dO * Wo;
   });
-  Eigen::Map<Mat> gW(c.grad.data() + wi.offset, C, W);
-  Eigen::Map<Vec> gb(c.grad.data() + bi.offset, C);
+  Eigen::Map<Mat> gW(c.G(wi), C, W);
+  Eigen::Map<Vec> gb(c.G(bi), C);
   gW = pW[0];
   gb = pb[0];
   for (int si = 1; si < NS; ++si) gW += pW[si], gb += pb[si];  // slice order
   if (c.pr) {
-    c.pr->tap("onset_projection", config::Pass::backward, "d_crf.onset_projection.weight", c.grad.data() + wi.offset, wi.size);
-    c.pr->tap("onset_projection", config::Pass::backward, "d_crf.onset_projection.bias", c.grad.data() + bi.offset, bi.size);
+    c.tap_grad("onset_projection", wi);
+    c.tap_grad("onset_projection", bi);
     c.pr->tap_mat("onset_projection", config::Pass::backward, "d_lstm_out", dOut);
   }
 }

@@ -27,8 +27,8 @@ void onset_forward(ForwardContext<S>& c) {
   Activations<S>& act = c.act;
   if (!layout.dims().onset) return;
   const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
-  Eigen::Map<const Mat> Wo(c.P("crf.onset_projection.weight"), C, W);
-  Eigen::Map<const Vec> bo(c.P("crf.onset_projection.bias"), C);
+  Eigen::Map<const Mat> Wo(c.P(layout.crf().onset_weight), C, W);
+  Eigen::Map<const Vec> bo(c.P(layout.crf().onset_bias), C);
   const Mat& out = act.layer_out.back();
   act.onset.assign(static_cast<size_t>(B) * T * C, S(0));
   parallel_for(static_cast<int64_t>(c.slices.size()), c.nthreads, [&](int64_t si, int) {
@@ -239,8 +239,8 @@ void forward_scores(ForwardContext<S>& c) {
   const int NS = static_cast<int>(c.slices.size());
   Activations<S>& act = c.act;
   // ---- projection (time-major scores) and the zero-centered cumsum, per slice
-  Eigen::Map<const Mat> Wp(c.P("crf.projection.weight"), C, 2 * H);
-  Eigen::Map<const Vec> bp(c.P("crf.projection.bias"), C);
+  Eigen::Map<const Mat> Wp(c.P(c.layout.crf().projection_weight), C, 2 * H);
+  Eigen::Map<const Vec> bp(c.P(c.layout.crf().projection_bias), C);
   act.scores.resize(TB, C);
   parallel_for(NS, c.nthreads, [&](int64_t si, int) {
     const Slice& s = c.slices[si];

@@ -98,6 +98,7 @@ struct ForwardContext {
   std::vector<Slice> slices;
   bool train;  // dropout > 0
   const S* P(const std::string& name) const { return params.data() + layout.get(name).offset; }
+  const S* P(const CrfTensor& t) const { return t.in(params); }
 };
 
 // Forward stages, in order (network_forward.cpp).
@@ -130,6 +131,8 @@ struct BackwardContext {
   bool train;  // the forward drew dropout masks
   const S* P(const std::string& name) const { return params.data() + layout.get(name).offset; }
   S* G(const std::string& name) const { return grad.data() + layout.get(name).offset; }
+  const S* P(const CrfTensor& t) const { return t.in(params); }
+  S* G(const CrfTensor& t) const { return t.in(grad); }
   // zero the rows of slice s past its longest utterance (never written by the stages)
   void zero_tail(Mat& m, const Slice& s) const {
     m.middleRows(s.row0 + s.rows, int64_t(act.T) * s.nb - s.rows).setZero();
@@ -137,6 +140,9 @@ struct BackwardContext {
   void tap_grad(const std::string& layer, const std::string& name) const {
     const ParamInfo& p = layout.get(name);
     pr->tap(layer, config::Pass::backward, "d_" + name, grad.data() + p.offset, p.size);
+  }
+  void tap_grad(const std::string& layer, const CrfTensor& t) const {
+    pr->tap(layer, config::Pass::backward, std::string("d_") + t.name, t.in(grad), t.size);
   }
 };
 

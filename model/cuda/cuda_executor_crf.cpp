@@ -18,10 +18,11 @@ crf::Params CudaExecutor::device_crf_params() {
   crf::Params p;
   const float* P = params_.as<float>();
   p.cum_scores = cum_.as<float>();
-  p.transition = P + layout_.get("crf.transition").offset;
-  p.duration_bias = P + layout_.get("crf.duration_bias").offset;
-  p.start = P + layout_.get("crf.start").offset;
-  p.end = P + layout_.get("crf.end").offset;
+  const CrfParamView& crf = layout_.crf();
+  p.transition = crf.transition.in(P);
+  p.duration_bias = crf.duration_bias.in(P);
+  p.start = crf.start.in(P);
+  p.end = crf.end.in(P);
   p.lengths = lengths_.as<int32_t>();
   p.onset = encoder_->onset_scores();  // nullptr without crf.onset_features
   return p;
@@ -38,7 +39,7 @@ std::vector<float> CudaExecutor::last_onset() {
 
 void CudaExecutor::host_crf_param_copy(std::vector<float>& hp) {
   hp.assign(layout_.total(), 0.f);
-  const size_t from = layout_.get("crf.transition").offset;
+  const size_t from = layout_.crf_structure_begin();  // crf.transition: the CRF structure group, last
   cuda::copy_to_host(hp.data() + from, params_.as<float>() + from, (layout_.total() - from) * sizeof(float),
                      stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
@@ -49,10 +50,11 @@ crf::Params CudaExecutor::host_crf_params(const std::vector<float>& hp, const st
   crf::Params p;
   if (!onset.empty()) p.onset = onset.data();
   p.cum_scores = cum.data();
-  p.transition = hp.data() + layout_.get("crf.transition").offset;
-  p.duration_bias = hp.data() + layout_.get("crf.duration_bias").offset;
-  p.start = hp.data() + layout_.get("crf.start").offset;
-  p.end = hp.data() + layout_.get("crf.end").offset;
+  const CrfParamView& crf = layout_.crf();
+  p.transition = crf.transition.in(hp);
+  p.duration_bias = crf.duration_bias.in(hp);
+  p.start = crf.start.in(hp);
+  p.end = crf.end.in(hp);
   p.lengths = batch.input.lengths.data();
   return p;
 }
@@ -63,22 +65,17 @@ void CudaExecutor::crf_taps(int B, int T, double reg) {
   numerics_->tap("crf", config::Pass::forward,
                  {TapTensor::f64("log_z", lz_.as<double>(), B),
                   TapTensor::f64("gold", lz_.as<double>() + B, B)});
-  const ParamInfo& A = layout_.get("crf.transition");
-  const ParamInfo& D = layout_.get("crf.duration_bias");
+  const CrfParamView& crf = layout_.crf();
   StepScalars* dsc = scalars_.as<StepScalars>();
-  crf::device::l2_penalty(reg, C, penalized_durations(dims_), params_.as<float>() + A.offset,
-                          params_.as<float>() + D.offset, nullptr, nullptr, &dsc->penalty, stream_);
+  crf::device::l2_penalty(reg, C, penalized_durations(dims_), crf.transition.in(params_.as<float>()),
+                          crf.duration_bias.in(params_.as<float>()), nullptr, nullptr, &dsc->penalty, stream_);
   numerics_->tap("penalty", config::Pass::forward, {TapTensor::f64("penalty", &dsc->penalty, 1)});
   float* G = grad_.as<float>();
   const size_t ncum = static_cast<size_t>(B) * (T + 1) * C;
-  const ParamInfo& S = layout_.get("crf.start");
-  const ParamInfo& E = layout_.get("crf.end");
   numerics_->tap("crf", config::Pass::backward,
-                 {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum),
-                  TapTensor::f32("d_crf.transition", G + A.offset, A.size),
-                  TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
-                  TapTensor::f32("d_crf.start", G + S.offset, S.size),
-                  TapTensor::f32("d_crf.end", G + E.offset, E.size)});
+                 {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum), TapTensor::grad_of(crf.transition, G),
+                  TapTensor::grad_of(crf.duration_bias, G), TapTensor::grad_of(crf.start, G),
+                  TapTensor::grad_of(crf.end, G)});
   if (dims_.onset)  // crf.onset_features: d onset [B][T][C]
     numerics_->tap("crf", config::Pass::backward,
                    {TapTensor::f32("d_onset", donset_.as<float>(), static_cast<size_t>(B) * T * C)});
@@ -96,16 +93,13 @@ void CudaExecutor::crf_failed(const std::invalid_argument& e) {
 void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<double>& log_z, std::vector<double>& gold,
                   double reg) {
   const int B = batch.input.B, T = batch.input.T;
-  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
-  const ParamInfo& A = layout_.get("crf.transition");
-  const ParamInfo& D = layout_.get("crf.duration_bias");
-  const ParamInfo& S = layout_.get("crf.start");
-  const ParamInfo& E = layout_.get("crf.end");
+  const crf::Dims dims = dims_.crf_dims(B, T);
+  const CrfParamView& crf = layout_.crf();
   float* G = grad_.as<float>();
   if (backend_->on_device()) {
     const crf::Params p = device_crf_params();
     lz_.reserve(2 * B * sizeof(double));
-    crf::Grads g{dcum_.as<float>(), G + A.offset, G + D.offset, G + S.offset, G + E.offset};
+    crf::Grads g{dcum_.as<float>(), crf.transition.in(G), crf.duration_bias.in(G), crf.start.in(G), crf.end.in(G)};
     if (dims_.onset) {
       donset_.reserve(static_cast<size_t>(B) * T * dims_.num_classes * sizeof(float));
       g.onset = donset_.as<float>();
@@ -153,10 +147,13 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
   gold = r.gold;
   // Synchronous copies from pageable memory, then the stream continues.
   dcum_.upload(r.grad_cum_scores.data(), r.grad_cum_scores.size() * sizeof(float), stream_);
-  cuda::copy_to_device(G + A.offset, r.grad_transition.data(), A.size * sizeof(float), stream_);
-  cuda::copy_to_device(G + D.offset, r.grad_duration_bias.data(), D.size * sizeof(float), stream_);
-  cuda::copy_to_device(G + S.offset, r.grad_start.data(), S.size * sizeof(float), stream_);
-  cuda::copy_to_device(G + E.offset, r.grad_end.data(), E.size * sizeof(float), stream_);
+  auto put = [&](const CrfTensor& t, const std::vector<float>& g) {
+    cuda::copy_to_device(t.in(G), g.data(), t.size * sizeof(float), stream_);
+  };
+  put(crf.transition, r.grad_transition);
+  put(crf.duration_bias, r.grad_duration_bias);
+  put(crf.start, r.grad_start);
+  put(crf.end, r.grad_end);
   if (dims_.onset) donset_.upload(r.grad_onset.data(), r.grad_onset.size() * sizeof(float), stream_);
   if (numerics_->active()) {
     // log Z and gold to the device for their taps (a fault planted there comes back)

@@ -34,7 +34,7 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
   have_cum_ = true;
   last_B_ = B;
   last_T_ = T;
-  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const crf::Dims dims = dims_.crf_dims(B, T);
   std::vector<crf::Segment> segs;
   if (posterior_) {
     segs = posterior_decode(batch, nll);
@@ -93,7 +93,7 @@ std::vector<crf::Segment> CudaExecutor::viterbi_on_device(const crf::Dims& dims,
 // gold_score on the device. Host backends: posterior_decode_on_host on host copies.
 std::vector<crf::Segment> CudaExecutor::posterior_decode(const Batch& batch, std::vector<double>* nll) {
   const int B = batch.input.B, T = batch.input.T;
-  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const crf::Dims dims = dims_.crf_dims(B, T);
   if (!backend_->on_device()) {
     const std::vector<float> cum = last_cum();
     const std::vector<float> onset = last_onset();
@@ -157,7 +157,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, optional, confidence);
   inference_forward(batch);
-  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const crf::Dims dims = dims_.crf_dims(B, T);
   // The cuda backend keeps the full table, B (T+1) N x 24 bytes of GPU memory;
   // above kDeviceAlignTableBytes (long recordings) the cpu backend aligns the
   // host copies in a band instead (crf/cpu/align_banded.h, docs/align.md).
@@ -212,7 +212,7 @@ std::vector<double> CudaExecutor::span_marginals(const Batch& batch, int64_t Q, 
   const int B = batch.input.B, T = batch.input.T;
   if (B == 1 && batch.input.lengths[0] > kWindowFrames) return span_marginals_long(batch, Q, queries, num_queries);
   inference_forward(batch);
-  const crf::Dims dims{B, T, dims_.max_duration, dims_.num_classes};
+  const crf::Dims dims = dims_.crf_dims(B, T);
   const std::vector<float> cum = last_cum();
   const std::vector<float> onset = last_onset();
   std::vector<float> hp;

@@ -119,7 +119,7 @@ void CudaExecutor::long_host_inputs(const Batch& batch, LongHost& h) {
   long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, h.cum.data());
   host_crf_param_copy(h.hp);
   spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
-  h.dims = crf::Dims{1, T, dims_.max_duration, C};
+  h.dims = dims_.crf_dims(1, T);
   h.p = host_crf_params(h.hp, h.cum, batch, h.onset);
 }
 
@@ -159,7 +159,7 @@ std::vector<double> CudaExecutor::span_marginals_long(const Batch& batch, int64_
 std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& batch, std::vector<float>* scores,
                                                                 std::vector<double>* nll) {
   const int T = batch.input.T, C = dims_.num_classes;
-  const crf::Dims dims{1, T, dims_.max_duration, C};
+  const crf::Dims dims = dims_.crf_dims(1, T);
   std::vector<std::vector<crf::Segment>> out(1);
   if (backend_->on_device() && !posterior_) {
     long_scores_device(batch);

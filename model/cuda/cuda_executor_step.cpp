@@ -163,29 +163,25 @@ void CudaExecutor::Stages::forward(const Batch& batch, const StepOptions& o) {
 // lognormal duration chain.
 void CudaExecutor::Stages::penalty(const StepOptions& o) {
   const ParamLayout& lay = e_.layout_;
-  const ParamInfo& A = lay.get("crf.transition");
-  const ParamInfo& D = lay.get("crf.duration_bias");
+  const CrfParamView& crf = lay.crf();
+  const CrfTensor &A = crf.transition, &D = crf.duration_bias;
   float* P = e_.params_.as<float>();
   float* G = e_.grad_.as<float>();
   const bool taps = e_.numerics_->active();
   StepScalars* dsc = scalars();
-  crf::device::l2_penalty(o.crf_reg, e_.dims_.num_classes, penalized_durations(e_.dims_), P + A.offset, P + D.offset,
-                          G + A.offset, G + D.offset, taps ? &dsc->penalty_again : &dsc->penalty, e_.stream_);
+  crf::device::l2_penalty(o.crf_reg, e_.dims_.num_classes, penalized_durations(e_.dims_), A.in(P), D.in(P), A.in(G),
+                          D.in(G), taps ? &dsc->penalty_again : &dsc->penalty, e_.stream_);
   if (taps) {
     // the CRF parameter gradients after the penalty's share
     using gpu::TapTensor;
-    const ParamInfo& S = lay.get("crf.start");
-    const ParamInfo& E = lay.get("crf.end");
     e_.numerics_->tap("penalty", config::Pass::backward,
-                      {TapTensor::f32("d_crf.transition", G + A.offset, A.size),
-                       TapTensor::f32("d_crf.duration_bias", G + D.offset, D.size),
-                       TapTensor::f32("d_crf.start", G + S.offset, S.size),
-                       TapTensor::f32("d_crf.end", G + E.offset, E.size)});
+                      {TapTensor::grad_of(A, G), TapTensor::grad_of(D, G), TapTensor::grad_of(crf.start, G),
+                       TapTensor::grad_of(crf.end, G)});
   }
   if (e_.dims_.duration_lognormal) {  // d table (loss + penalty) -> d crf.duration_lognormal; the table's own entry 0
-    const ParamInfo& LN = lay.get("crf.duration_lognormal");
-    crf::device::lognormal_duration_backward(e_.dims_.max_duration, e_.dims_.num_classes, P + LN.offset,
-                                             G + D.offset, G + LN.offset, e_.stream_);
+    const CrfTensor& LN = crf.duration_lognormal;
+    crf::device::lognormal_duration_backward(e_.dims_.max_duration, e_.dims_.num_classes, LN.in(P), D.in(G), LN.in(G),
+                                             e_.stream_);
   }
 }
 
@@ -204,8 +200,8 @@ void CudaExecutor::Stages::update(const std::vector<UpdateRange>& ranges) {
                       e_.stream_);
   if (e_.dims_.duration_lognormal)  // the table follows the updated log-normal parameters
     crf::device::lognormal_duration_table(e_.dims_.max_duration, e_.dims_.num_classes,
-                                          e_.params_.as<float>() + e_.layout_.get("crf.duration_lognormal").offset,
-                                          e_.params_.as<float>() + e_.layout_.get("crf.duration_bias").offset,
+                                          e_.layout_.crf().duration_lognormal.in(e_.params_.as<float>()),
+                                          e_.layout_.crf().duration_bias.in(e_.params_.as<float>()),
                                           e_.stream_);
   if (e_.numerics_->active()) {
     using gpu::TapTensor;

@@ -285,22 +285,22 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
 // scores with crf.onset_features, then the centered cumsum into cum; their taps.
 void CudnnEncoder::project_and_center(const float* params, const int32_t* len, float* cum) {
   const int64_t BT = int64_t(B_) * T_;
-  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
+  const CrfParamView& crf = layout_.crf();
   const bool taps = tapping();
   using gpu::TapTensor;
   constexpr config::Pass kF = config::Pass::forward;
   float* s = scores_.as<float>();
-  gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, P("crf.projection.weight"), 2 * H_, s,
-          C_);
-  bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, P("crf.projection.bias"), T_, C_, BT * C_,
-                                                                      len);
+  gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, crf.projection_weight.in(params), 2 * H_,
+          s, C_);
+  bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, crf.projection_bias.in(params), T_, C_,
+                                                                      BT * C_, len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
   if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});
   if (dims_.onset) {  // crf.onset_features: onset = out[L-1] Wo^T + bo, padding rows 0 (no centering, no cumsum)
     float* o = onset_.as<float>();
-    gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, P("crf.onset_projection.weight"),
-            2 * H_, o, C_);
-    bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(o, P("crf.onset_projection.bias"), T_, C_,
+    gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, crf.onset_weight.in(params), 2 * H_,
+            o, C_);
+    bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(o, crf.onset_bias.in(params), T_, C_,
                                                                         BT * C_, len);
     TS_LAUNCHED("bias_valid_rows_kernel (onset_projection)");
     if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * C_)});
@@ -332,8 +332,7 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
                                        const float* dscores, float* grad, float* dy) {
   const int64_t BT = int64_t(B_) * T_;
   const int32_t* len = lengths_dev_.as<int32_t>();
-  auto P = [&](const char* name) { return params + layout_.get(name).offset; };
-  auto G = [&](const char* name) { return grad + layout_.get(name).offset; };
+  const CrfParamView& crf = layout_.crf();
   // dS [B][T][C] (padding rows exactly 0)
   float* dS = dscores_.as<float>();
   crf::device::centered_cumsum_backward(B_, T_, C_, dcum, len, cum_scratch_.data(), dS, stream_);
@@ -346,28 +345,25 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
     num_->tap("center", kB, {TapTensor::f32("d_scores", dS, BT * C_)});
   }
   // projection: dWp [C][2H] = dS^T Y, dbp = column sums of dS, dY [B][T][2H] = dS Wp
-  gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, G("crf.projection.weight"),
+  gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), dS, C_, out(L_ - 1), 2 * H_, crf.projection_weight.in(grad),
           2 * H_);
-  column_sums(dS, BT, C_, G("crf.projection.bias"));
-  gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, P("crf.projection.weight"), 2 * H_, dy, 2 * H_);
+  column_sums(dS, BT, C_, crf.projection_bias.in(grad));
+  gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, dS, C_, crf.projection_weight.in(params), 2 * H_, dy, 2 * H_);
   if (taps)
     num_->tap("projection", kB,
-              {TapTensor::f32("d_crf.projection.weight", G("crf.projection.weight"), size_t(C_) * 2 * H_),
-               TapTensor::f32("d_crf.projection.bias", G("crf.projection.bias"), C_),
+              {TapTensor::grad_of(crf.projection_weight, grad), TapTensor::grad_of(crf.projection_bias, grad),
                TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
   if (dims_.onset) {
     // onset_projection: dWo [C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
     // (dO = donset [B][T][C], padding rows 0 as the CRF writes them)
     gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), donset, C_, out(L_ - 1), 2 * H_,
-            G("crf.onset_projection.weight"), 2 * H_);
-    column_sums(donset, BT, C_, G("crf.onset_projection.bias"));
-    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, P("crf.onset_projection.weight"), 2 * H_, dy,
+            crf.onset_weight.in(grad), 2 * H_);
+    column_sums(donset, BT, C_, crf.onset_bias.in(grad));
+    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, crf.onset_weight.in(params), 2 * H_, dy,
             2 * H_, 1.f);
     if (taps)
       num_->tap("onset_projection", kB,
-                {TapTensor::f32("d_crf.onset_projection.weight", G("crf.onset_projection.weight"),
-                                size_t(C_) * 2 * H_),
-                 TapTensor::f32("d_crf.onset_projection.bias", G("crf.onset_projection.bias"), C_),
+                {TapTensor::grad_of(crf.onset_weight, grad), TapTensor::grad_of(crf.onset_bias, grad),
                  TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
   }
 }

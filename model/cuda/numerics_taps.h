@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "common/buffer.h"
+#include "model/crf_params.h"
 #include "model/numerics.h"
 
 namespace timitseg::model::gpu {
@@ -44,6 +45,8 @@ struct TapTensor {
   static TapTensor f32(std::string name, float* p, size_t n) {
     return {std::move(name), p, 1, static_cast<int64_t>(n), static_cast<int64_t>(n), false};
   }
+  // The gradient of a CRF tensor inside the flat gradient `grad`: "d_" and its checkpoint name.
+  static TapTensor grad_of(const CrfTensor& t, float* grad) { return f32(std::string("d_") + t.name, t.in(grad), t.size); }
   static TapTensor f64(std::string name, double* p, size_t n) {
     return {std::move(name), p, 1, static_cast<int64_t>(n), static_cast<int64_t>(n), true};
   }

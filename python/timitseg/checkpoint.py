@@ -1,6 +1,18 @@
 """Reading the tensors of a timitseg checkpoint (safetensors) with numpy only."""
 import numpy as np
 
+# The checkpoint names of the CRF's tensors that timitseg.torch.SemiCRF holds, by
+# the module's (short) name: the one place Python writes them (the C++ table:
+# model/crf_params.cpp; scripts/check_param_names.py checks both agree).
+CRF_PREFIX = "crf."
+CRF_TENSORS = {
+    "transition": "crf.transition",                  # [C][C]
+    "duration_bias": "crf.duration_bias",            # [K][C]
+    "start": "crf.start",                            # [C]
+    "end": "crf.end",                                # [C]
+    "duration_lognormal": "crf.duration_lognormal",  # [3][C], with duration_model="lognormal"
+}
+
 
 def read_safetensors(path, prefix=""):
     """The F32/F64/I32/I64 tensors of a safetensors file whose names start with prefix, as numpy arrays."""

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from . import _lib, _ops, _session
-from .checkpoint import read_safetensors
+from .checkpoint import CRF_PREFIX, CRF_TENSORS, read_safetensors
 
 _COMPUTE = (torch.float32, torch.float64)
 
@@ -235,10 +235,10 @@ class SemiCRF(torch.nn.Module):
 
     def load_checkpoint(self, path, strict=True):
         """Copies the crf.* parameters of a timitseg checkpoint (safetensors) into the module."""
-        tensors = read_safetensors(path, prefix="crf.")
+        tensors = read_safetensors(path, prefix=CRF_PREFIX)
         with torch.no_grad():
             for n in self._param_names() + (("duration_bias",) if self.duration_model == "lognormal" else ()):
-                key = "crf." + n
+                key = CRF_TENSORS[n]
                 if key not in tensors:
                     if strict:
                         raise KeyError("%s: no tensor %s" % (path, key))

@@ -1,0 +1,55 @@
+// The table of the CRF's checkpoint tensors (model/crf_params.h): the one place
+// their names are written.
+#include "model/crf_params.h"
+
+#include <cstring>
+
+#include "model/params.h"
+
+namespace timitseg::model {
+
+namespace {
+
+constexpr char kPrefix[] = "crf.";
+
+bool always(const ModelDims&) { return true; }
+bool with_onset(const ModelDims& d) { return d.onset; }
+bool with_lognormal(const ModelDims& d) { return d.duration_lognormal; }
+std::vector<int64_t> c_by_w(const ModelDims& d) { return {d.num_classes, d.hidden_dim}; }
+std::vector<int64_t> c(const ModelDims& d) { return {d.num_classes}; }
+std::vector<int64_t> c_by_c(const ModelDims& d) { return {d.num_classes, d.num_classes}; }
+std::vector<int64_t> k_by_c(const ModelDims& d) { return {d.max_duration, d.num_classes}; }
+std::vector<int64_t> three_by_c(const ModelDims& d) { return {3, d.num_classes}; }
+
+}  // namespace
+
+const std::array<CrfTensorEntry, 9>& crf_tensor_table() {
+  static const std::array<CrfTensorEntry, 9> table = {{
+      {&CrfParamView::projection_weight, "crf.projection.weight", false, always, c_by_w},
+      {&CrfParamView::projection_bias, "crf.projection.bias", false, always, c},
+      {&CrfParamView::onset_weight, "crf.onset_projection.weight", false, with_onset, c_by_w},
+      {&CrfParamView::onset_bias, "crf.onset_projection.bias", false, with_onset, c},
+      {&CrfParamView::transition, "crf.transition", true, always, c_by_c},
+      {&CrfParamView::duration_bias, "crf.duration_bias", true, always, k_by_c},
+      {&CrfParamView::start, "crf.start", true, always, c},
+      {&CrfParamView::end, "crf.end", true, always, c},
+      {&CrfParamView::duration_lognormal, "crf.duration_lognormal", true, with_lognormal, three_by_c},
+  }};
+  return table;
+}
+
+const CrfParamView& CrfParamView::names() {
+  static const CrfParamView v = [] {
+    CrfParamView n;
+    for (const CrfTensorEntry& e : crf_tensor_table()) (n.*e.member).name = e.name;
+    return n;
+  }();
+  return v;
+}
+
+const char* CrfTensor::short_name() const {
+  const size_t p = sizeof(kPrefix) - 1;
+  return std::strncmp(name, kPrefix, p) == 0 ? name + p : name;
+}
+
+}  // namespace timitseg::model
