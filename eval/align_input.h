@@ -34,7 +34,7 @@ struct ClassSequence {
 };
 // A transcript and its alternatives (data::words_to_phones) in the label set:
 // candidates[0] the transcript's, log_prob[k] the sum of log pronunciation
-// probabilities (eval/align_dictionary.h candidates_of).
+// probabilities (candidates_of below).
 struct Candidates {
   std::vector<ClassSequence> alternatives;  // besides the primary one
   std::vector<double> log_prob;             // [1 + alternatives]

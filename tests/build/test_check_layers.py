@@ -36,7 +36,7 @@ class Layers(unittest.TestCase):
     def test_config_sits_between_model_and_crf_data(self):
         with tree({"model/params.h": '#include "config/config.h"\n',
                    "train/t.cpp": '#include "config/config_enums.h"\n',
-                   "config/config.cpp": '#include "crf/semicrf.h"\n#include "data/d.h"\n#include "common/c.h"\n',
+                   "config/config.cpp": '#include "crf/backend.h"\n#include "data/d.h"\n#include "common/c.h"\n',
                    "config/bad.cpp": '#include "model/encoder.h"\n',
                    "crf/c.cpp": '#include "config/config.h"\n',
                    "data/d.cpp": '#include "config/config_enums.h"\n',

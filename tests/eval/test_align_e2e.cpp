@@ -20,6 +20,7 @@
 #include "data/dataset.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
+#include "eval/align_metrics.h"
 #include "model/checkpoint.h"
 #include "tests/support/cli.h"
 
