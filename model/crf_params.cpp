@@ -4,7 +4,7 @@
 
 #include <cstring>
 
-#include "model/params.h"
+#include "model/model_dims.h"
 
 namespace timitseg::model {
 

@@ -56,8 +56,6 @@ void ParamLayout::add(const std::string& name, std::vector<int64_t> shape) {
   params_.push_back(std::move(p));
 }
 
-crf::Dims ModelDims::crf_dims(int64_t B, int64_t T) const { return crf::Dims{B, T, max_duration, num_classes}; }
-
 const ParamInfo& ParamLayout::get(const std::string& name) const {
   for (const ParamInfo& p : params_)
     if (p.name == name) return p;

@@ -21,21 +21,9 @@
 
 #include "crf/backend.h"
 #include "model/crf_params.h"
+#include "model/model_dims.h"
 
 namespace timitseg::model {
-
-struct ModelDims {
-  int input_dim = 39;   // D
-  int hidden_dim = 256; // W = 2H
-  int num_layers = 3;
-  int num_classes = 39; // C
-  int max_duration = 30;  // K
-  bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
-  bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
-  int per_direction() const { return hidden_dim / 2; }
-  // The CRF's dimensions {B, T, K, C} for a batch of B sequences of T frames.
-  crf::Dims crf_dims(int64_t B, int64_t T) const;
-};
 
 struct ParamInfo {
   std::string name;

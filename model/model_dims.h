@@ -1,0 +1,24 @@
+// The model's dimensions: what the parameter layout (model/params.h) and the
+// CRF's tensor table (model/crf_params.h) are built from.
+#pragma once
+
+#include <cstdint>
+
+#include "crf/backend.h"
+
+namespace timitseg::model {
+
+struct ModelDims {
+  int input_dim = 39;   // D
+  int hidden_dim = 256; // W = 2H
+  int num_layers = 3;
+  int num_classes = 39; // C
+  int max_duration = 30;  // K
+  bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
+  bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
+  int per_direction() const { return hidden_dim / 2; }
+  // The CRF's dimensions {B, T, K, C} for a batch of B sequences of T frames.
+  crf::Dims crf_dims(int64_t B, int64_t T) const { return crf::Dims{B, T, max_duration, num_classes}; }
+};
+
+}  // namespace timitseg::model
