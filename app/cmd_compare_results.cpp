@@ -405,7 +405,7 @@ void write_compare_json(const std::string& path, const CompareResults& res, cons
   for (size_t v = 0; v < variants.size(); ++v) {
     nlohmann::json r;
     r["title"] = variants[v].title;
-    r["max_duration"] = variants[v].K;
+    r["max_duration"] = variants[v].max_duration;
     std::vector<std::string> dirs;
     for (size_t s = 0; s < cfgs[v].size(); ++s) dirs.push_back(cfgs[v][s].train_run_dir);
     r["run_dirs"] = dirs;

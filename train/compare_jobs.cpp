@@ -1,4 +1,4 @@
-// `timitseg compare --jobs`'s default (app/cmd_compare.h): how many runs
+// `timitseg compare --jobs`'s default (train/compare_plan.h): how many runs
 // train at once, from the GPU's SMs and one run's measured memory.
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "app/cmd_compare.h"
 #include "common/cuda.h"
 #include "common/parallel.h"
 #include "model/batch.h"
@@ -19,8 +18,9 @@
 #include "model/params.h"
 #include "options/device_choice.h"
 #include "options/options.h"
+#include "train/compare_plan.h"
 
-namespace timitseg::app::compare {
+namespace timitseg::train {
 
 namespace {
 
@@ -33,7 +33,7 @@ struct RunFootprint {
 };
 
 RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims, const model::ExecutorOptions& xo,
-                             const model::LabelSet& ls, const config::Config& cfg, const train::TrainData& data) {
+                             const model::LabelSet& ls, const config::Config& cfg, const TrainData& data) {
   RunFootprint f;
   size_t total = 0;
   cuda::memory_info(&f.free_before, &total);
@@ -78,7 +78,7 @@ RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims,
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
-int default_jobs(model::Device device, const config::Config& cfg, const train::TrainData& data, int to_train) {
+int default_compare_jobs(model::Device device, const config::Config& cfg, const TrainData& data, int to_train) {
   if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;
@@ -115,4 +115,4 @@ int default_jobs(model::Device device, const config::Config& cfg, const train::T
   return jobs;
 }
 
-}  // namespace timitseg::app::compare
+}  // namespace timitseg::train
