@@ -148,7 +148,7 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                  dev_untimed);
   r.inject_exit = cfg.inject_exit();
   const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
-                                                      r.world->launch().launcher + ", " + r.world->library() + ")"
+                                                      common::to_string(r.world->launch().launcher) + ", " + r.world->library() + ")"
                                                 : std::string();
   spdlog::info("training on {}{}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}",
                r.exec->description(), ranks, N, r.dev_utts.size(), r.layout->total(), r.ls.size(), cfg.crf_max_duration,
