@@ -8,8 +8,8 @@
 #include <random>
 #include <vector>
 
+#include "crf/backend.h"
 #include "crf/cumsum.h"
-#include "crf/semicrf.h"
 
 namespace timitseg::app {
 

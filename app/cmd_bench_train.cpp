@@ -24,6 +24,7 @@
 #include "app/commands.h"
 #include "app/enum_flags.h"
 #include "common/dist.h"
+#include "model/make_executor.h"
 #include "settings/limits.h"
 #include "common/files.h"
 #include "common/atomic_file.h"
@@ -151,9 +152,9 @@ void eval_timing(const BenchTrainOptions& o, model::Executor& exec, const model:
     const data::Split ev = synthetic_split("eval", o.eval_utterances, o.min_frames, o.max_frames, o.input_dim, erng);
     std::vector<const data::Utterance*> utts;
     for (const auto& u : ev.utterances) utts.push_back(&u);
-    eval::Metrics m(ls.names39);
+    eval::Metrics m(ls.scoring_names);
     eval::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m);  // warm-up (plans, buffers)
-    eval::Metrics m2(ls.names39);
+    eval::Metrics m2(ls.scoring_names);
     const auto t0 = Clock::now();
     eval::evaluate_utterances(exec, utts, nullptr, ls, o.batch, m2);
     const double s = since(t0);

@@ -17,9 +17,10 @@
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
 #include "common/run_lock.h"
-#include "eval/align.h"
+#include "eval/align_metrics.h"
 #include "eval/evaluate.h"
 #include "model/checkpoint.h"
+#include "model/make_executor.h"
 #include "options/device_choice.h"
 #include "model/executor.h"
 #include "options/options.h"
@@ -77,9 +78,9 @@ double mean_train_fps(const fs::path& run_dir) {
 }
 
 // Evaluates the run's best checkpoint (the last epoch when there is no best: no dev split) on dev and core-test;
-// *dev_report: the dev split's decoded labels for the report; *names39 (optional): the run's phone names.
+// *dev_report: the dev split's decoded labels for the report; *scoring_names (optional): the run's phone names.
 RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, data::Split>& splits,
-                        report::RunReport* dev_report, std::vector<std::string>* names39) {
+                        report::RunReport* dev_report, std::vector<std::string>* scoring_names) {
   const fs::path ckpt_dir = fs::path(cfg.train_run_dir) / "checkpoints";
   std::string ckpt = (ckpt_dir / "best.safetensors").string();
   if (!fs::exists(ckpt)) ckpt = train::latest_checkpoint(cfg.train_run_dir);
@@ -95,7 +96,7 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;
   out.train_frames_per_sec = mean_train_fps(cfg.train_run_dir);
-  if (names39) *names39 = s.labels.names39;
+  if (scoring_names) *scoring_names = s.labels.scoring_names;
   dev_report->run_dir = cfg.train_run_dir;
   dev_report->has_predictions = false;
   dev_report->predictions_note = "no dev split";
@@ -104,7 +105,7 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
     if (split.utterances.empty()) continue;  // n/a
     std::vector<const data::Utterance*> utts;
     for (const auto& u : split.utterances) utts.push_back(&u);
-    eval::Metrics m(s.labels.names39);
+    eval::Metrics m(s.labels.scoring_names);
     std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> decoded;
     eval::UtteranceHook keep;
     if (name == "dev")
@@ -185,7 +186,7 @@ CompareResults collect_results(const config::Config& base, const std::vector<Var
                                       " evaluated, no table, report or JSON written; run the same command again "
                                       "(the finished runs are reused)");
       report::RunReport rr;
-      numbers[v][s] = evaluate_run(cfgs[v][s], splits, &rr, overlay.names39.empty() ? &overlay.names39 : nullptr);
+      numbers[v][s] = evaluate_run(cfgs[v][s], splits, &rr, overlay.scoring_names.empty() ? &overlay.scoring_names : nullptr);
       overlay.runs.push_back(std::move(rr));
     }
   res.sums.resize(variants.size());
@@ -380,7 +381,7 @@ std::string write_compare_report(CompareResults& res, const config::Config& base
         continue;
       }
       report::ReportInput one;
-      one.names39 = overlay.names39;
+      one.scoring_names = overlay.scoring_names;
       one.runs = {rr};
       one.drawn = overlay.drawn;
       report::write_report(one, own.string());

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::app::crf_cmd {
 

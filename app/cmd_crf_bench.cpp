@@ -21,10 +21,13 @@
 #include "common/buffer.h"
 #include "common/cuda.h"
 #include "common/parallel.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/cumsum.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "crf/timing.h"
+#include "crf/validate.h"
 
 #include "app/bench_inputs.h"
 

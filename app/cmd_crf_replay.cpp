@@ -13,7 +13,8 @@
 
 #include "app/cmd_crf.h"
 #include "common/safetensors.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
 
 namespace timitseg::app::crf_cmd {
 namespace {

@@ -42,8 +42,8 @@ void run_export(const ExportArgs& a) {
   m["dims"] = dims_json(s.dims);
   model::write_phone_set_metadata(s.labels, m);  // label_set (TIMIT's) or phone_set + phone_set_sha256
   m["label_names"] = nlohmann::json(s.labels.names).dump();
-  m["label_names39"] = nlohmann::json(s.labels.names39).dump();
-  m["label_to39"] = nlohmann::json(s.labels.to39).dump();
+  m["label_names39"] = nlohmann::json(s.labels.scoring_names).dump();
+  m["label_to39"] = nlohmann::json(s.labels.scoring_index).dump();
   m["feature_options"] = data::feature_options_to_json(s.features).dump();
   m["cmvn_var_floor"] = "1e-10";
   if (s.has_cmvn && s.cmvn.per_utterance) m["cmvn_mode"] = "utterance";  // data.cmvn: each utterance's own statistics

@@ -86,7 +86,7 @@ train::AfterEpoch report_refresher(const train::TrainData& data, int threads, co
                                                     workdir);
       }
       report::ReportInput in;
-      in.names39 = e.labels->names39;
+      in.scoring_names = e.labels->scoring_names;
       in.runs = {run};
       in.drawn = cache->drawn;
       report::write_report(in, path);

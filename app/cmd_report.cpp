@@ -54,7 +54,7 @@ void run_report(const ReportArgs& a) {
   if (holds_run(fs::path(a.out).parent_path())) lock.emplace(fs::path(a.out).parent_path().string(), "--out");
   std::error_code ec;
   report::ReportInput in;
-  in.names39 = model::LabelSet::make(39).names39;
+  in.scoring_names = model::LabelSet::make(39).scoring_names;
   for (const std::string& run_dir : a.run_dirs) {
     if (!fs::is_directory(run_dir, ec)) throw std::invalid_argument(run_dir + ": no such run folder");
     // one error for a folder that holds no run, before any warning about its checkpoints
@@ -71,14 +71,14 @@ void run_report(const ReportArgs& a) {
       for (const report::RunReport& o : in.runs)
         if (o.has_predictions) {
           first = false;
-          if (o.predictions.names39 != r.predictions.names39)
+          if (o.predictions.scoring_names != r.predictions.scoring_names)
             throw std::invalid_argument(run_dir + ": scored on another phone set (" +
-                                        std::to_string(r.predictions.names39.size()) + " labels) than " + o.run_dir +
-                                        " (" + std::to_string(o.predictions.names39.size()) +
+                                        std::to_string(r.predictions.scoring_names.size()) + " labels) than " + o.run_dir +
+                                        " (" + std::to_string(o.predictions.scoring_names.size()) +
                                         " labels): a report compares runs of one inventory");
           break;
         }
-      if (first) in.names39 = r.predictions.names39;
+      if (first) in.scoring_names = r.predictions.scoring_names;
     }
     in.runs.push_back(std::move(r));
   }

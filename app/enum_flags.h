@@ -12,7 +12,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "crf/semicrf.h"
+#include "crf/backend_kind.h"
 #include "common/enum_names.h"
 #include "config/config_enums.h"
 

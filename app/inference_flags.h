@@ -12,7 +12,7 @@
 
 #include "app/enum_flags.h"
 #include "config/config_enums.h"
-#include "crf/semicrf.h"
+#include "crf/backend_kind.h"
 #include "settings/limits.h"
 
 namespace timitseg::app {

@@ -115,7 +115,7 @@ double median_ms(int warmup, int repeats, const std::function<void(int)>& call) 
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"The C API's semi-CRF calls timed from C++ on device buffers (issue 44 ratio (a)); prints JSON (ms)"};
+  CLI::App app{"The C API's semi-CRF calls timed from C++ on device buffers (overhead ratio (a) of docs/python.md); prints JSON (ms)"};
   int B = 32, T = 200, K = 30, C = 39, warmup = 10, repeats = 100;
   app.add_option("-B", B, "Utterances per batch")->check(CLI::Range(1, 4096))->capture_default_str();
   app.add_option("-T", T, "Frames per utterance")->check(CLI::Range(1, 1000000))->capture_default_str();

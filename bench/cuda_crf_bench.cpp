@@ -18,7 +18,8 @@
 
 #include "common/buffer.h"
 #include "common/cuda.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/session.h"
 #include "crf/timing.h"
 

@@ -10,7 +10,7 @@ variants, the median of the rounds' medians printed), each step dropping the las
 zero_grad() does:
   floor            floor_op(): torch.library.custom_op + register_autograd doing none of our work
   semicrf          SemiCRF(check="eager") mean NLL, forward + backward (the default module)
-  semicrf_backward SemiCRF(check="backward") (eager_check=False: the autograd.Function _NLL)
+  semicrf_backward SemiCRF(check="backward") (eager_check=False: its check in the backward)
   semicrf_deferred SemiCRF(check="deferred") (on the host backends it checks in the forward)
   operator         the torch operator timitseg::semicrf_nll called directly (what torch.compile and
                    torch.export run; before this round eager SemiCRF ran it too)
@@ -67,8 +67,8 @@ def variants(B, T, K, C):
                                                                              reduction="mean")),
         "semicrf_deferred": step(mods["deferred"], lambda: mods["deferred"](x, lengths, labels=labels,
                                                                              reduction="mean")),
-        "operator": step(m, lambda: _ops.semicrf_nll(m._key, "mean", x, lengths, labels, None, None, None, params,
-                                                     True, False)[0]),
+        "operator": step(m, lambda: _ops.NLL.operator(m._spec, "mean", x, lengths, labels, None, None, None, True,
+                                                      "eager", params)[0]),
         "penalty": step(m, lambda: m.penalty()),
         "c_calls": lambda: m.handle._nll(xd, lengths, labels, None, None, None, False, 1.0, True, "float32",
                                          views=False),

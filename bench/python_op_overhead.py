@@ -128,7 +128,7 @@ def floor_op():
     """A torch operator of timitseg::semicrf_nll's shape doing none of our work (torch.library.custom_op +
     register_autograd, the same inputs and outputs: a mean loss, the scores' gradient, the parameters' flat
     gradient, an empty onset gradient; its backward scales them as ours does): torch's own cost per call of
-    such an operator, the floor of ratio (b) (issue44_ratios)."""
+    such an operator, the floor of ratio (b) (overhead_ratios)."""
     import torch
     from typing import List, Optional, Tuple
     from torch import Tensor
@@ -193,7 +193,7 @@ def queued_ms(fns, rounds, n=20):
 
 
 def example_steps(B, T, K, C):
-    """Issue 44's ratio (c): the example's training step (Tagger of examples/train_bilstm.py at the recipe's
+    """Overhead ratio (c) of docs/python.md: the example's training step (Tagger of examples/train_bilstm.py at the recipe's
     shape, no onset, every utterance of full length; the loss, its backward, gradient clipping,
     AdamW(capturable=True)) with three losses, each on a model of its own: "ours", SemiCRF(check="deferred")
     mean NLL + its penalty; "stand-in", torch's floor operator of semicrf_nll's shape (floor_op(): none of our
@@ -243,7 +243,7 @@ def example_steps(B, T, K, C):
     return steps, crf, op_only
 
 
-def issue44_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
+def overhead_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
     """The three overhead ratios: (a) the C API over bench crf (from C++: bench/cuda_capi_overhead.cpp, run in the
     same call; and from Python: CRF.nll), (b) SemiCRF(check="deferred") mean forward+backward minus torch's
     floor for an operator of its shape, the two alternated call by call (and the operator called directly, as
@@ -254,7 +254,7 @@ def issue44_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
     import torch
     from timitseg import _ops
     from timitseg.torch import SemiCRF
-    print("---- issue 44 ratios (B %d T %d K %d C %d)" % (B, T, K, C))
+    print("---- overhead ratios (B %d T %d K %d C %d)" % (B, T, K, C))
     if capi_ms is not None:
         for name in ("nll", "nll_deferred"):
             print("(a) the C API alone (C++, timitseg_crf_%s%s with every gradient) over bench crf: %.3f / %.3f ms "
@@ -281,7 +281,8 @@ def issue44_ratios(B, T, K, C, repeats, fb_kernels, fb_capi, capi_ms=None):
 
     def operator():  # the operator timitseg::semicrf_nll through torch.library's dispatch, as torch.compile runs it
         x.grad = None
-        _ops.semicrf_nll(m._key, "mean", x, lengths, labels, None, None, None, params, True, True)[0].backward()
+        _ops.NLL.operator(m._spec, "mean", x, lengths, labels, None, None, None, True, "deferred",
+                          params)[0].backward()
     t = alternated_ms({"ours": ours, "floor": theirs, "operator": operator}, repeats)
     m.check()
     print("(b) SemiCRF(check=deferred) mean fwd+bwd %.3f ms, torch's floor for an operator of its shape %.3f ms "
@@ -337,8 +338,8 @@ def main():
     ap.add_argument("--repeats", type=int, default=100)
     ap.add_argument("--limit", type=float, default=10.0, help="the overhead (%%) that fails the run")
     ap.add_argument("--rounds", type=int, default=3, help="rounds of `bench crf` then the op (the median is judged)")
-    ap.add_argument("--ratios-only", action="store_true", help="only issue 44's three ratios (one round of "
-                                                                  "bench crf, then issue44_ratios)")
+    ap.add_argument("--ratios-only", action="store_true", help="only the three overhead ratios of docs/python.md (one round of "
+                                                                  "bench crf, then overhead_ratios)")
     ap.add_argument("--profile", help="also write torch.profiler traces (CPU, CUDA runtime calls, kernels) of 5 "
                                       "calls each to this folder and print where the time goes")
     a = ap.parse_args()
@@ -428,7 +429,7 @@ def main():
         _, fb, _ = bench_crf(a.timitseg, B, T, K, C, a.repeats)
         fb_capi = median_ms(lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B), a.repeats)
         capi_ms = capi_alone(a.capi_bench, B, T, K, C, a.repeats) if os.path.exists(a.capi_bench) else None
-        issue44_ratios(B, T, K, C, a.repeats, fb, fb_capi, capi_ms)
+        overhead_ratios(B, T, K, C, a.repeats, fb, fb_capi, capi_ms)
         return 0
     overheads = {}
     print("GPU: %s; B %d T %d K %d C %d; median of %d calls (ms), %d rounds" % (
@@ -454,7 +455,7 @@ def main():
           % (worst, a.limit))
     fb, _ = statistics.median(bench_crf(a.timitseg, B, T, K, C, a.repeats)[1] for _ in range(1)), None
     capi_ms = capi_alone(a.capi_bench, B, T, K, C, a.repeats) if os.path.exists(a.capi_bench) else None
-    issue44_ratios(B, T, K, C, a.repeats, fb, median_ms(lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B),
+    overhead_ratios(B, T, K, C, a.repeats, fb, median_ms(lambda: crf.nll(x, lengths, labels=labels, scale=1.0 / B),
                                                         a.repeats), capi_ms)
     return 0 if worst <= a.limit else 1
 

@@ -9,6 +9,7 @@
 #include "capi/crf_f64.h"
 #include "capi/crf_fast.h"
 #include "common/cuda.h"
+#include "crf/backend_kind.h"
 #include "settings/limits.h"
 #include "common/version.h"
 #include "crf/cumsum.h"

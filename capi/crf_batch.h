@@ -1,5 +1,5 @@
 // The CRF handle of the C API and one prepared batch (host arrays in the
-// layout of crf/semicrf.h, utterances of length 0 left out).
+// layout of crf/backend.h, utterances of length 0 left out).
 #pragma once
 
 #include <cstdint>
@@ -12,7 +12,7 @@
 
 #include "capi/api_detail.h"
 #include "common/buffer.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "crf/session.h"
 
 namespace timitseg::capi {

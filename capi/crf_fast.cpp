@@ -11,6 +11,7 @@
 #include "common/cuda.h"
 #include "crf/cumsum.h"
 #include "crf/device_layers.h"
+#include "crf/phone_bonus.h"
 
 namespace timitseg::capi {
 namespace {

@@ -13,6 +13,8 @@
 #include "crf/posterior.h"
 #include "crf/score.h"
 #include "crf/duration.h"
+#include "crf/segments.h"
+#include "crf/validate.h"
 
 using timitseg::capi::ApiError;
 using timitseg::capi::Batch;

@@ -112,7 +112,7 @@ void load(const char* checkpoint, const timitseg_model_params* p, timitseg_model
   model::check_checkpoint_features(m->state, m->checkpoint);  // decode computes features with these options
   eval::use_file_cmvn(m->state, "the C API");  // each audio alone (data.cmvn speaker: its own statistics)
   nlohmann::json ps = m->state.labels.spec.to_json();
-  ps["scoring_labels"] = m->state.labels.names39;
+  ps["scoring_labels"] = m->state.labels.scoring_names;
   ps["sha256"] = m->state.labels.spec.digest();
   m->phone_set_json = ps.dump();
   // a long recording centred as `timitseg decode` and `timitseg align` centre it (their --centre-frames default)

@@ -10,7 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 
 namespace timitseg::crf {

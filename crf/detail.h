@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf::detail {
 

@@ -6,7 +6,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 
 namespace timitseg::crf {
 

@@ -14,7 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 
 namespace timitseg::crf {

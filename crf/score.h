@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf {
 

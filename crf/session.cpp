@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include "crf/segments.h"
+#include "crf/validate.h"
+
 namespace timitseg::crf {
 
 Session::Session(Backend& backend) : Session(backend, backend.stream()) {}

@@ -24,7 +24,8 @@
 #include <vector>
 
 #include "common/buffer.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
 
 namespace timitseg::crf {
 
@@ -40,7 +41,7 @@ class Session {
   Backend& backend() { return backend_; }
   void* stream() const { return stream_; }
 
-  // Host arrays in, results on the host (see crf::run_host in semicrf.h).
+  // Host arrays in, results on the host (see crf::run_host in crf/host_run.h).
   HostResult run_host(const Dims& dims, const Params& host_params, const int32_t* labels,
                       const HostRunOptions& options = HostRunOptions());
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "crf/session.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf {
 

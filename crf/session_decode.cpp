@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "common/cuda.h"
+#include "crf/phone_bonus.h"
 
 namespace timitseg::crf {
 

@@ -1,34 +1,11 @@
 // crf::Session's transcript NLL (Backend::transcript_backward, docs/crf.md
-// "Training from transcripts"), its one-call host wrapper,
-// transcript_feasible and merge_repeated_phones.
+// "Training from transcripts") and its one-call host wrapper (crf/host_run.h).
 #include <cstddef>
 
 #include "crf/session.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf {
-
-bool transcript_feasible(int32_t length, const int32_t* phones, const int32_t* optional, int32_t n) {
-  (void)phones;  // every label can take a frame: only the count matters
-  if (n < 1) return false;
-  int64_t needed = 0;
-  for (int32_t i = 0; i < n; ++i) needed += !(optional && optional[i] == 1);
-  return static_cast<int64_t>(length) >= needed;
-}
-
-int32_t merge_repeated_phones(int32_t* phones, int32_t* optional, int32_t n) {
-  int32_t out = 0;
-  for (int32_t i = 0; i < n; ++i) {
-    const bool opt = optional && optional[i] == 1;
-    if (out > 0 && phones[out - 1] == phones[i]) {
-      if (!opt && optional && optional[out - 1] == 1) optional[out - 1] = 0;  // the kept one takes its place
-      continue;
-    }
-    phones[out] = phones[i];
-    if (optional) optional[out] = opt ? 1 : 0;
-    ++out;
-  }
-  return out;
-}
 
 void Session::transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
                                   const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,

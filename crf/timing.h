@@ -6,7 +6,7 @@
 
 #include <functional>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf {
 

@@ -16,7 +16,6 @@
 #include "common/safetensors.h"
 #include "common/sha256.h"
 #include "data/phone_set.h"
-#include "data/prepare_internal.h"
 
 namespace fs = std::filesystem;
 

@@ -190,4 +190,8 @@ struct PrepareSummary {
 };
 PrepareSummary prepare(const PrepareOptions& opts);
 
+// WORKDIR/NAME after checking its size and SHA-256 against manifest.json;
+// throws naming the file and telling the user to re-run prepare.
+std::string verified_file(const std::string& workdir, const std::string& name);
+
 }  // namespace timitseg::data

@@ -8,9 +8,9 @@
 #include "common/atomic_file.h"
 #include "common/files.h"
 #include "common/levenshtein.h"
+#include "data/dataset.h"
 #include "data/phone_set.h"
 #include "data/phones.h"
-#include "data/prepare_internal.h"
 
 namespace timitseg::data {
 

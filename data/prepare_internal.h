@@ -15,10 +15,6 @@
 
 namespace timitseg::data {
 
-// WORKDIR/NAME after checking its size and SHA-256 against manifest.json;
-// throws naming the file and telling the user to re-run prepare.
-std::string verified_file(const std::string& workdir, const std::string& name);
-
 // One utterance after `prepare`'s processing stage (data/prepare.cpp).
 struct ProcessedUtterance {
   bool ok = false;

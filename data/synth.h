@@ -15,6 +15,7 @@
 #include "common/enum_names.h"
 #include "data/corpus_format.h"
 #include "data/split_name.h"
+#include "data/synth_utterance.h"
 
 namespace timitseg::data {
 
@@ -50,18 +51,6 @@ struct SynthSummary {
   int train_speakers = 0, test_speakers = 0, dev_speakers = 0, core_test_speakers = 0;
   int64_t files = 0;  // utterances written (audio files, each with its labels)
   double seconds = 0.0;  // audio written, SA included
-};
-
-// One synthesized utterance: 16 kHz int16 samples and its .PHN entries
-// (start, end in samples, 61-set phone).
-struct SynthUtterance {
-  std::vector<int16_t> samples;
-  struct Phone { int64_t start, end; std::string label; };
-  std::vector<Phone> phones;
-  // --voice espeak only: the words with their [start, end) samples, and the text spoken
-  struct Word { int64_t start, end; std::string text; };
-  std::vector<Word> words;
-  std::string text;
 };
 
 // The speaker of a synth corpus: TIMIT-style id ("mabc0"), sex, voice.

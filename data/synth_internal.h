@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "data/synth.h"
+#include "data/synth_utterance.h"
 
 namespace timitseg::data::synth_detail {
 

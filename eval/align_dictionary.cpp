@@ -14,16 +14,6 @@
 
 namespace timitseg::eval {
 
-int phone_class(const std::string& name, const model::LabelSet& ls) {
-  const data::LabelResolution r = ls.spec.resolve(name);  // a phone of the set, or a label it maps into one
-  if (r.kind == data::LabelKind::phone) return r.index;
-  if (!ls.is_timit()) return -1;
-  std::string n61 = name;
-  if (data::PhoneSet::timit().index61(n61) < 0) n61 = data::arpabet_to_timit(name);  // "" when not ARPAbet
-  const int i61 = n61.empty() ? -1 : data::PhoneSet::timit().index61(n61);
-  return i61 >= 0 && n61 != "q" ? ls.from61(i61) : -1;
-}
-
 void check_dictionary_phones(const data::Dictionary& dict, const model::LabelSet& ls) {
   if (dict.format() != data::DictFormat::mfa) return;
   for (const auto& [word, prons] : dict.entries()) {
@@ -90,16 +80,6 @@ G2p cached_g2p(G2p g2p) {
     if (it == cache->phones.end()) it = cache->phones.emplace(word, g2p(word)).first;
     return it->second;
   };
-}
-
-Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls) {
-  Candidates c;
-  c.log_prob.push_back(tr.log_prob);
-  for (const data::Transcript& alt : tr.alternatives) {
-    c.alternatives.push_back(to_classes(alt, ls));
-    c.log_prob.push_back(alt.log_prob);
-  }
-  return c;
 }
 
 std::vector<size_t> choose_pronunciations(model::Executor& exec, const std::vector<const data::Utterance*>& utts,

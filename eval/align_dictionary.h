@@ -12,16 +12,11 @@
 
 #include "data/dataset.h"
 #include "data/transcripts.h"
-#include "eval/align.h"
+#include "eval/align_input.h"
+#include "eval/align_options.h"
 #include "model/executor.h"
 
 namespace timitseg::eval {
-
-// The label-set class of a phone name: the label set's own name, else a TIMIT
-// 61-set name mapped into it, else an ARPAbet symbol (stress digit allowed:
-// MFA's english_us_arpa dictionary) mapped as CMUdict's (data::arpabet_to_timit);
-// -1 when none ("q" included).
-int phone_class(const std::string& name, const model::LabelSet& ls);
 
 // Every phone of an MFA dictionary (phones as written) must be a phone of the
 // checkpoint: throws data::TranscriptError "DICT:LINE: phone 'x' of 'word' is
@@ -54,10 +49,6 @@ AlignOptions with_g2p(const AlignOptions& o);
 // of `g2p` is not remembered.
 using G2p = std::function<std::vector<std::string>(const std::string& word)>;
 G2p cached_g2p(G2p g2p);
-
-// A transcript and its alternatives (data::words_to_phones) in the label set
-// (Candidates: eval/align.h).
-Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls);
 
 // For each utterance b with alternatives, aligns every candidate (primary[b]
 // and alternatives[b], in one batch) and returns the index of the one of the

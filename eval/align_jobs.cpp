@@ -14,6 +14,7 @@
 #include "data/corpus.h"
 #include "data/corpus_formats.h"
 #include "data/phones.h"
+#include "eval/io.h"
 #include "model/long_input.h"
 
 namespace fs = std::filesystem;

@@ -12,9 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include "common/walk.h"
 #include "data/transcripts.h"
-#include "eval/align.h"
-#include "eval/infer.h"
+#include "eval/align_input.h"
+#include "eval/align_options.h"
 #include "model/checkpoint.h"
 
 namespace timitseg::eval {

@@ -1,6 +1,8 @@
-// The scores of `evaluate --align` (see align.h, docs/align.md): the
+// The scores of `evaluate --align` (see align_metrics.h, docs/align.md): the
 // frame-quantized figure against the prepared frame labels and the
 // sample-accurate one against the .PHN times, per broad class too.
+#include "eval/align_metrics.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -16,13 +18,24 @@
 #include "data/corpus.h"
 #include "data/features.h"
 #include "data/phones.h"
-#include "eval/align.h"
-#include "eval/infer.h"
+#include "eval/pipeline.h"
 #include "model/batch.h"
 
 namespace fs = std::filesystem;
 
 namespace timitseg::eval {
+
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls) {
+  std::vector<std::pair<int32_t, int32_t>> runs;
+  for (int32_t t = 0; t < u.num_frames; ++t) {
+    const int32_t c = ls.class_of_label(u.labels[t]);
+    if (!runs.empty() && runs.back().first == c)
+      ++runs.back().second;
+    else
+      runs.emplace_back(c, 1);
+  }
+  return runs;
+}
 
 namespace {
 
@@ -81,7 +94,7 @@ std::string phn_beside(const std::string& audio) {
 std::vector<RefPhone> recorded_reference(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<RefPhone> out;
   for (const data::Utterance::RefInterval& r : u.reference) {
-    const int32_t c = ls.from61(r.label);
+    const int32_t c = ls.class_of_label(r.label);
     if (c < 0) continue;  // a merged label: never recorded, as never a frame label
     if (!out.empty() && out.back().cls == c) {
       out.back().end = r.end;

@@ -14,7 +14,7 @@
 #include "common/files.h"
 #include "data/dataset.h"
 #include "data/features.h"
-#include "eval/align.h"
+#include "eval/align_metrics.h"
 #include "eval/infer.h"
 #include "eval/pipeline.h"
 #include "model/labels.h"
@@ -37,9 +37,9 @@ struct SpanLine {
 std::vector<std::pair<int, int32_t>> scoring_runs(const data::Utterance& u, const model::LabelSet& ls) {
   std::vector<std::pair<int, int32_t>> out;
   for (int32_t l : u.labels) {
-    const int c = ls.from61(l);
+    const int c = ls.class_of_label(l);
     if (c < 0) continue;  // a merged label (q): never a frame label
-    const int s = ls.to39.at(c);
+    const int s = ls.scoring_index.at(c);
     if (!out.empty() && out.back().first == s)
       ++out.back().second;
     else
@@ -109,7 +109,7 @@ int32_t nearest_frame(int64_t sample, int32_t T, const data::FeatureOptions& f) 
 std::vector<RefPhone> to_scoring(const std::vector<RefPhone>& ref, const model::LabelSet& ls) {
   std::vector<RefPhone> out;
   for (RefPhone p : ref) {
-    p.cls = ls.to39.at(p.cls);
+    p.cls = ls.scoring_index.at(p.cls);
     if (!out.empty() && out.back().cls == p.cls) {
       out.back().end = p.end;
       continue;
@@ -128,7 +128,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
   const model::LabelSet ls = wps.is_timit() ? model::LabelSet::make(39) : model::LabelSet::make(wps.spec, wps.labels);
   const data::FeatureOptions feature_opts = data::load_feature_options(o.workdir);
   std::map<std::string, int> index;  // scoring label name -> index
-  for (size_t i = 0; i < ls.names39.size(); ++i) index[ls.names39[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < ls.scoring_names.size(); ++i) index[ls.scoring_names[i]] = static_cast<int>(i);
   std::map<std::string, SpanLine> spans;
   {
     std::ifstream in(o.spans, std::ios::binary);
@@ -165,8 +165,8 @@ nlohmann::json score_spans(const ScoreOptions& o) {
                                std::to_string(runs.size()));
     for (size_t i = 0; i < runs.size(); ++i)
       if (s.labels[i] != runs[i].first)
-        throw std::runtime_error(where + "phone " + std::to_string(i) + " is '" + ls.names39[s.labels[i]] +
-                                 "', the reference's is '" + ls.names39[runs[i].first] + "'");
+        throw std::runtime_error(where + "phone " + std::to_string(i) + " is '" + ls.scoring_names[s.labels[i]] +
+                                 "', the reference's is '" + ls.scoring_names[runs[i].first] + "'");
     ++m.utterances;
     std::vector<int32_t> ref_ends, hyp_ends;
     int32_t t = 0;
@@ -194,7 +194,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
     for (size_t i = 0; i + 1 < phn.size(); ++i) {
       ref.push_back(phn[i + 1].start);
       hyp.push_back(s.phn_starts[i + 1]);
-      cls.push_back(ls.spec.broad_class(ls.names39[phn[i + 1].cls]));
+      cls.push_back(ls.spec.broad_class(ls.scoring_names[phn[i + 1].cls]));
     }
     m.add_samples(ref, rate, hyp, feature_opts.sample_rate, cls);
   }

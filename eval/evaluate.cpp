@@ -21,9 +21,9 @@ std::vector<std::vector<const data::Utterance*>> evaluation_chunks(const std::ve
 void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u, const int32_t* ref_labels,
                            int length, const std::vector<crf::Segment>& segs) {
   std::vector<int> ref(length), pred(length, -1);
-  for (int t = 0; t < length; ++t) ref[t] = ls.to39[ref_labels[t]];
+  for (int t = 0; t < length; ++t) ref[t] = ls.scoring_index[ref_labels[t]];
   for (const crf::Segment& s : segs)
-    for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.to39.at(s.label);
+    for (int t = s.start; t < s.start + s.duration; ++t) pred.at(t) = ls.scoring_index.at(s.label);
   for (int t = 0; t < length; ++t)
     if (pred[t] < 0)
       throw std::logic_error("Viterbi segments do not cover frame " + std::to_string(t) + " of " + u.id);
@@ -32,15 +32,15 @@ void add_utterance_metrics(Metrics& metrics, const model::LabelSet& ls, const da
 
 void add_transcript_metrics(Metrics& metrics, const model::LabelSet& ls, const data::Utterance& u,
                             const std::vector<crf::Segment>& segs) {
-  std::vector<char> silent(ls.names39.size(), 0);  // scoring labels that a silence class folds onto
+  std::vector<char> silent(ls.scoring_names.size(), 0);  // scoring labels that a silence class folds onto
   for (int c = 0; c < ls.size(); ++c)
-    if (ls.spec.is_silence(c)) silent.at(ls.to39.at(c)) = 1;
+    if (ls.spec.is_silence(c)) silent.at(ls.scoring_index.at(c)) = 1;
   const model::PhoneSequence seq = model::transcript_of(u, ls);
   std::vector<int> ref, pred;
   for (int32_t c : seq.phones)
-    if (!silent.at(ls.to39.at(c)) && (ref.empty() || ref.back() != ls.to39.at(c))) ref.push_back(ls.to39.at(c));
+    if (!silent.at(ls.scoring_index.at(c)) && (ref.empty() || ref.back() != ls.scoring_index.at(c))) ref.push_back(ls.scoring_index.at(c));
   for (const crf::Segment& s : segs)
-    if (!silent.at(ls.to39.at(s.label))) pred.insert(pred.end(), s.duration, ls.to39.at(s.label));
+    if (!silent.at(ls.scoring_index.at(s.label))) pred.insert(pred.end(), s.duration, ls.scoring_index.at(s.label));
   metrics.add_sequence(ref, pred);
 }
 

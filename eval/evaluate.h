@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "common/progress.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "data/dataset.h"
 #include "eval/metrics.h"
 #include "model/batch.h"

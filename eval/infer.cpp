@@ -29,10 +29,12 @@
 #include "common/files.h"
 #include "data/features.h"
 #include "common/safetensors.h"
-#include "eval/align.h"
+#include "eval/align_metrics.h"
+#include "eval/io.h"
 #include "eval/metrics.h"
 #include "model/feature_check.h"
 #include "model/long_input.h"
+#include "model/make_executor.h"
 
 namespace fs = std::filesystem;
 
@@ -44,17 +46,6 @@ std::string safe_name(std::string id) {
   for (char& c : id)
     if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.')) c = '_';
   return id;
-}
-
-// Fails early (before any work) when the folder DIR (it exists) cannot be written: "FLAG DIR: folder is not writable".
-void check_writable_folder(const std::string& flag, const std::string& dir) {
-  const fs::path probe = fs::path(dir) / (".timitseg-write-test-" + std::to_string(::getpid()));
-  {
-    std::ofstream f(probe);
-    if (!f) throw std::invalid_argument(flag + " " + dir + ": folder is not writable");
-  }
-  std::error_code ec;
-  fs::remove(probe, ec);
 }
 
 // The end of the one-line error of --device cuda without a GPU (evaluate, decode).
@@ -85,102 +76,6 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
   std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, executor_opts);
   exec->set_state(s.params, s.optimizer);
   return exec;
-}
-
-namespace {
-
-std::string lower(std::string x) {
-  std::transform(x.begin(), x.end(), x.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return x;
-}
-
-// The name of a file up to its first dot, lower case: SI1000.WAV, SI1000.PHN, si1000.wav.wav -> si1000.
-std::string base_name(const fs::path& p) {
-  const std::string n = p.filename().string();
-  return lower(n.substr(0, n.find('.')));
-}
-
-}  // namespace
-
-std::string failed_names(const std::vector<std::string>& names) {
-  std::string out;
-  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
-  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
-  return out;
-}
-
-std::string stop_text(size_t done, size_t total, size_t failed, const std::string& verb, const std::string& out_dir) {
-  return std::to_string(done) + " of " + std::to_string(total) + " input file(s) " + verb + " into " + out_dir + ", " +
-         std::to_string(total - done - failed) + " not " + verb + (failed ? ", " + std::to_string(failed) + " failed" : "");
-}
-
-void report_failed_input(const std::string& src, const std::string& message, bool names_file) {
-  if (!spdlog::should_log(spdlog::level::err)) return;  // --log-level critical/off, the C API's default (quiet)
-  std::string msg = message;
-  if (!names_file && msg.rfind(src, 0) != 0) msg = src + ": " + msg;
-  std::fflush(stdout);
-  std::fprintf(stderr, "error: %s\n", msg.c_str());
-  std::fflush(stderr);
-}
-
-std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(
-    const std::vector<std::string>& inputs, const std::string& out_dir, InputSet* protect,
-    std::vector<std::pair<std::string, std::string>>* bad) {
-  auto fail = [bad](const std::string& in, const std::string& problem) {
-    if (!bad) throw std::runtime_error(in + ": " + problem);
-    bad->emplace_back(in, in + ": " + problem);
-  };
-  std::set<std::pair<dev_t, ino_t>> skip;  // the output folder inside an input tree is not an input
-  std::pair<dev_t, ino_t> out_id;
-  if (!out_dir.empty() && file_identity(out_dir, &out_id)) skip.insert(out_id);
-  std::vector<std::pair<std::string, fs::path>> jobs;
-  for (const std::string& in : inputs) {
-    std::error_code ec;
-    if (fs::is_directory(in, ec)) {
-      std::vector<std::string> problems;
-      std::vector<fs::path> folders;
-      const std::vector<fs::path> files = walk_files(in, &problems, skip, &folders);
-      for (const std::string& p : problems) spdlog::warn("{}", p);
-      std::vector<fs::path> found;
-      for (const fs::path& rel : files) {
-        if (protect) protect->add(fs::path(in) / rel);
-        if (lower(rel.extension().string()) == ".wav") found.push_back(rel);
-      }
-      if (protect)
-        for (const fs::path& f : folders) protect->add(f);
-      if (found.empty()) fail(in, "no .wav files in this folder");
-      // the output stem is the path as walked (a link's own name), never resolved through the link
-      for (const fs::path& rel : found)
-        jobs.push_back({(fs::path(in) / rel).string(), fs::path(rel).replace_extension()});
-    } else if (fs::is_regular_file(in, ec)) {
-      jobs.push_back({in, fs::path(in).filename().replace_extension()});
-      if (protect) {
-        protect->add(in);
-        fs::path dir = fs::path(in).parent_path();
-        if (dir.empty()) dir = ".";
-        for (const FolderEntry& e : list_folder(dir, nullptr))  // its transcripts beside it
-          if (e.kind == FolderEntry::kFile && base_name(e.path) == base_name(in)) protect->add(e.path);
-      }
-    } else {
-      fail(in, "no such file or folder");
-    }
-  }
-  return jobs;
-}
-
-void prepare_out_dir(const std::string& out_dir, const std::vector<fs::path>& stems, const InputSet& protect,
-                     CreatedFolders* made) {
-  refuse_output("--out", out_dir, protect, "outputs never go among the inputs");
-  for (const fs::path& stem : stems)
-    for (const char* ext : {".PHN", ".TextGrid"}) {
-      const fs::path file = (fs::path(out_dir) / stem).string() + ext;
-      const std::string in = protect.same_as(file);
-      if (!in.empty())
-        throw std::invalid_argument("--out " + out_dir + ": " + file.string() + " would replace the input " + in +
-                                    " (an output never replaces an input); give another --out folder");
-    }
-  made->create(out_dir, "--out");  // removed again if the command fails before writing into it
-  check_writable_folder("--out", out_dir);
 }
 
 namespace {
@@ -284,7 +179,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of this split's speakers
   CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
   if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
-  Metrics metrics(s.labels.names39, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
+  Metrics metrics(s.labels.scoring_names, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames
   UtteranceHook scores_hook;
   if (!o.dump_scores_dir.empty()) scores_hook = dump_scores_hook(o.dump_scores_dir, s);
   // --dump-predictions: each utterance's 39-phone frame labels, kept by its
@@ -305,9 +200,9 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
       if (prediction_lines.empty()) return;
       std::vector<int> pred(static_cast<size_t>(u.num_frames), -1);
       for (const crf::Segment& x : segs)
-        for (int t = x.start; t < x.start + x.duration; ++t) pred.at(t) = s.labels.to39.at(x.label);
+        for (int t = x.start; t < x.start + x.duration; ++t) pred.at(t) = s.labels.scoring_index.at(x.label);
       const size_t i = index_of.at(&u);
-      prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.names39);
+      prediction_lines[i] = prediction_line(static_cast<int64_t>(i), u.id, pred, s.labels.scoring_names);
     };
   std::unique_ptr<Progress> bar;  // on stderr: a bar on a terminal, else a line per 10 % (common/progress.h)
   if (o.progress) bar = std::make_unique<Progress>("evaluate " + std::string(common::to_string(o.split)), static_cast<int64_t>(utts.size()), "utt");
@@ -353,9 +248,9 @@ void decode_one(const std::string& src, const fs::path& stem, const model::Model
 }  // namespace
 
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
-                            const std::vector<std::string>& names39) {
+                            const std::vector<std::string>& scoring_names) {
   nlohmann::json phones = nlohmann::json::array();
-  for (int p : pred39) phones.push_back(names39.at(static_cast<size_t>(p)));
+  for (int p : pred39) phones.push_back(scoring_names.at(static_cast<size_t>(p)));
   nlohmann::ordered_json j;
   j["index"] = index;
   j["utterance_id"] = utterance_id;
@@ -371,10 +266,10 @@ nlohmann::json score(const ScoreOptions& o) {
   const data::WorkdirPhoneSet wps = data::load_workdir_phone_set(o.workdir);
   const model::LabelSet ls = wps.is_timit() ? model::LabelSet::make(39) : model::LabelSet::make(wps.spec, wps.labels);
   std::map<std::string, int> idx39;
-  for (size_t i = 0; i < ls.names39.size(); ++i) idx39[ls.names39[i]] = static_cast<int>(i);
+  for (size_t i = 0; i < ls.scoring_names.size(); ++i) idx39[ls.scoring_names[i]] = static_cast<int>(i);
   std::ifstream in(o.predictions, std::ios::binary);
   if (!in) throw std::runtime_error(o.predictions + ": cannot open the predictions file");
-  Metrics metrics(ls.names39, data::load_feature_options(o.workdir).frame_shift_ms);  // 20 ms in WORKDIR's frames
+  Metrics metrics(ls.scoring_names, data::load_feature_options(o.workdir).frame_shift_ms);  // 20 ms in WORKDIR's frames
   const size_t U = split.utterances.size();
   std::string line;
   size_t n = 0;  // lines read that hold an utterance
@@ -409,14 +304,14 @@ nlohmann::json score(const ScoreOptions& o) {
                                " predicted frames, the split has " + std::to_string(u.num_frames));
     std::vector<int> ref(static_cast<size_t>(u.num_frames)), pred(static_cast<size_t>(u.num_frames));
     for (int t = 0; t < u.num_frames; ++t) {
-      const int c = ls.from61(u.labels[t]);
+      const int c = ls.class_of_label(u.labels[t]);
       if (c < 0) throw std::runtime_error(o.workdir + ": split '" + common::to_string(o.split) + "', utterance '" + u.id + "': frame " +
                                           std::to_string(t) + " has no 39-phone label");
-      ref[t] = ls.to39[c];
+      ref[t] = ls.scoring_index[c];
       auto it = ph[t].is_string() ? idx39.find(ph[t].get<std::string>()) : idx39.end();
       if (it == idx39.end())
         throw std::runtime_error(where + "utterance '" + u.id + "', frame " + std::to_string(t) + ": " + ph[t].dump() +
-                                 " is not one of the " + std::to_string(ls.names39.size()) + " phones");
+                                 " is not one of the " + std::to_string(ls.scoring_names.size()) + " phones");
       pred[t] = it->second;
     }
     metrics.add(ref, pred);

@@ -11,7 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "common/walk.h"
 #include "data/split_name.h"
 #include "eval/formats.h"
 #include "model/model.h"
@@ -34,7 +33,7 @@ struct EvaluateOptions {
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
-  bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align.h), "align" in the JSON
+  bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align_metrics.h), "align" in the JSON
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);
@@ -62,7 +61,7 @@ nlohmann::json score(const ScoreOptions& o);
 // [[start_seconds, end_seconds, label], ...]}, the labels the WORKDIR's
 // scoring set's (TIMIT's 39), the phones the runs of the utterance's frame
 // labels in that set. Scored as `evaluate --align` scores its own alignments
-// (AlignMetrics, eval/align.h): the boundary between phones i and i+1 is the
+// (AlignMetrics, eval/align_metrics.h): the boundary between phones i and i+1 is the
 // start of phone i+1 (a gap before a phone belongs to the phone before it, as
 // in the references); frame-quantized against the frame runs (the start at the
 // nearest frame boundary, boundary_sample), sample-accurate against the .PHN
@@ -77,7 +76,7 @@ nlohmann::json score_spans(const ScoreOptions& o);
 
 // One line of the predictions JSONL (no trailing newline).
 std::string prediction_line(int64_t index, const std::string& utterance_id, const std::vector<int>& pred39,
-                            const std::vector<std::string>& names39);
+                            const std::vector<std::string>& scoring_names);
 
 struct DecodeOptions {
   std::string checkpoint;
@@ -105,42 +104,6 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
                                                   const std::optional<double>& phone_bonus,
                                                   const std::optional<config::DecodeMode>& decode_opt,
                                                   int64_t centre_frames = 0);
-
-// The audio inputs of decode/align: each argument a file, or a folder searched
-// at any depth for *.wav / *.WAV (sorted), links to files and folders followed
-// (common/walk.h: a cycle or a dangling link is one warning line, the other
-// files go on); (audio path, output stem: the path relative to the folder as
-// given, through the links' names, never their targets, or the file name,
-// without extension). Throws one line for a missing path or a folder without
-// audio. The folder OUT_DIR, when inside an input folder, is not searched.
-// *inputs (when given) receives what the command must never write: every file
-// and folder found under the input folders, each input file and the files
-// beside it with its name (its .PHN, .WRD, .TXT). *bad (when given) receives
-// the one-line problem of each input that gives no audio (missing, a folder
-// without audio) instead of the throw: decode and align report it as a failed
-// input and go on with the others.
-std::vector<std::pair<std::string, std::filesystem::path>> audio_inputs(
-    const std::vector<std::string>& inputs, const std::string& out_dir = "", InputSet* protect = nullptr,
-    std::vector<std::pair<std::string, std::string>>* bad = nullptr);
-
-// One failed input of decode / align: "error: MESSAGE" on stderr (docs/cli.md's
-// error line; not at --log-level critical or off, nor in the C API unless its
-// log level allows errors: the command's last line names the failed inputs,
-// the C API returns the message), MESSAGE prefixed with `src` unless it starts
-// with it or names_file.
-void report_failed_input(const std::string& src, const std::string& message, bool names_file = false);
-// The failed inputs of the summary line: "a.wav, b.wav" (the first 5, then "and N more").
-std::string failed_names(const std::vector<std::string>& names);
-// What an interrupted decode / align did: "D of T input file(s) VERB into OUT, R not VERB[, F failed]".
-std::string stop_text(size_t done, size_t total, size_t failed, const std::string& verb, const std::string& out_dir);
-
-// Before any work: refuses (one line naming both) an --out folder that is an
-// input folder or one of its folders, and any OUT/stem.PHN or .TextGrid that is
-// (through links) one of the inputs; then creates OUT (with its missing
-// parents, recorded in *made so that a failed command leaves no folder) and
-// checks that it is writable.
-void prepare_out_dir(const std::string& out_dir, const std::vector<std::filesystem::path>& stems,
-                     const InputSet& protect, CreatedFolders* made);
 
 // Writes OUT/<name>.<suffix> per input and --format (eval/formats.h; by
 // default .PHN in samples and .TextGrid). Returns the number of utterances decoded.

@@ -6,10 +6,6 @@
 #include <stdexcept>
 #include <vector>
 
-#ifdef TIMITSEG_HAVE_CUDA
-#include "model/cuda/cuda_executor.h"
-#endif
-
 namespace timitseg::model {
 
 AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world, size_t n, int reps) {

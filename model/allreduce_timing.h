@@ -23,4 +23,9 @@ struct AllreduceTiming {
 };
 AllreduceTiming time_gradient_allreduce(Device device, dist::Communicator& world, size_t n, int reps);
 
+// time_gradient_allreduce on the current CUDA device: defined in
+// model/cuda/allreduce_timing.cpp when this build has CUDA (TIMITSEG_HAVE_CUDA);
+// never called otherwise.
+AllreduceTiming cuda_allreduce_timing(dist::Communicator& world, size_t n, int reps);
+
 }  // namespace timitseg::model

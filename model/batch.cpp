@@ -7,7 +7,7 @@ namespace timitseg::model {
 namespace {
 
 int class_of(const LabelSet& ls, const data::Utterance& u, int label, const char* what, size_t at) {
-  const int c = ls.from61(label);
+  const int c = ls.class_of_label(label);
   if (c < 0)
     throw std::invalid_argument("utterance " + u.id + " " + what + " " + std::to_string(at) + ": label index " +
                                 std::to_string(label) + " has no class in the " +

@@ -1,4 +1,5 @@
-// Executor selection: the device, the thread count and the executor of a device.
+// Executor selection: the device and the thread count (the executor of a
+// device: model/make_executor.cpp).
 #include "model/executor.h"
 
 #include <algorithm>
@@ -8,11 +9,7 @@
 #include <Eigen/Core>
 
 #include "common/cuda.h"
-#include "model/cpu/cpu_executor.h"
 #include "model/cpu/network.h"  // set_default_threads
-#ifdef TIMITSEG_HAVE_CUDA  // the GPU executor is built (model/cuda/)
-#include "model/cuda/cuda_executor.h"
-#endif
 
 namespace timitseg::model {
 
@@ -50,16 +47,6 @@ Device resolve_device(config::DeviceSetting device, const std::string& hint) {
       return cuda::device_count() > 0 ? Device::cuda : Device::cpu;
   }
   throw std::logic_error("resolve_device: not a DeviceSetting");
-}
-
-std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options) {
-  if (device == Device::cpu) return make_cpu_executor(dims, options);
-#ifdef TIMITSEG_HAVE_CUDA
-  cuda::require_device("; train on the CPU with train.device=cpu or auto (or --device cpu)");
-  return make_cuda_executor(dims, options);
-#else
-  throw std::runtime_error(cuda::no_device_message());
-#endif
 }
 
 }  // namespace timitseg::model

@@ -25,7 +25,9 @@
 
 #include "common/dist.h"
 #include "crf/align_confidence.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "model/batch.h"
 #include "config/config_enums.h"
@@ -163,12 +165,11 @@ class Executor {
 // cuda without a device, ending with `hint` (what to do instead; "" = train's:
 // train.device=cpu or --device cpu). The other `auto` keys: options/device_choice.h.
 Device resolve_device(config::DeviceSetting device, const std::string& hint = "");
-// The executor of `device` (cuda: the GPU executor, or no_device_message() in a build without CUDA).
-std::unique_ptr<Executor> make_executor(Device device, const ModelDims& dims, const ExecutorOptions& options);
 
 // Sets the default thread count of the CPU encoder (0 = all cores;
 // common/parallel.h) and keeps Eigen single-threaded; returns the number used.
-// train, evaluate, decode, compare and the report call it before make_executor.
+// train, evaluate, decode, compare and the report call it before make_executor
+// (model/make_executor.h).
 int set_threads(int threads);
 
 // The confidences of align() (crf::fill_align_confidence) with the default

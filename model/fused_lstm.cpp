@@ -1,7 +1,8 @@
 // The fused LSTM kernel's queries for the rooms above model/ (model/fused_lstm.h).
 #include "model/fused_lstm.h"
 
-#include "model/cuda/lstm_fused.h"  // grid_ctas is constexpr in the header: every build
+#include "model/cuda/lstm_fused.h"
+#include "model/cuda/lstm_fused_grid.h"  // grid_ctas is constexpr in the header: every build
 
 namespace timitseg::model {
 

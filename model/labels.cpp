@@ -42,23 +42,23 @@ LabelSet LabelSet::make(const data::PhoneSetSpec& spec, const std::vector<std::s
   }
   ls.spec = spec;
   ls.names = spec.phones;
-  ls.names39 = spec.scoring_labels();
-  ls.to39 = spec.fold_indices();
+  ls.scoring_names = spec.scoring_labels();
+  ls.scoring_index = spec.fold_indices();
   if (const std::string bad = unknown_labels(spec, label_table); !bad.empty())
     throw std::invalid_argument("labels " + bad + " are not in phone set '" + spec.name + "'");
   ls.label_table = label_table;
   for (const std::string& l : label_table) {
     const data::LabelResolution r = spec.resolve(l);
-    ls.idx61_to_class.push_back(r.kind == data::LabelKind::phone ? r.index : -1);
+    ls.label_to_class.push_back(r.kind == data::LabelKind::phone ? r.index : -1);
   }
   return ls;
 }
 
-int LabelSet::from61(int label_index) const {
-  if (label_index < 0 || label_index >= static_cast<int>(idx61_to_class.size()))
+int LabelSet::class_of_label(int label_index) const {
+  if (label_index < 0 || label_index >= static_cast<int>(label_to_class.size()))
     throw std::out_of_range("phone index " + std::to_string(label_index) + " outside [0, " +
-                            std::to_string(idx61_to_class.size()) + ")");
-  return idx61_to_class[static_cast<size_t>(label_index)];
+                            std::to_string(label_to_class.size()) + ")");
+  return label_to_class[static_cast<size_t>(label_index)];
 }
 
 LabelSet training_label_set(const config::Config& cfg, const data::WorkdirPhoneSet& w, const std::string& workdir) {

@@ -16,16 +16,16 @@ namespace timitseg::model {
 // frame labels index) to classes. data.label_set 39 and 48 give C = 39 and 48;
 // data.label_set 61 gives C = 60: the 61 TIMIT labels without q, which the
 // data layer merges into its neighbours (docs/data.md) and which has no
-// 39-phone target. The field names say 39 for the scoring set: it is TIMIT's
-// 39 for the TIMIT sets and spec.scoring_labels() for any other.
+// 39-phone target. The scoring set is TIMIT's 39 for the TIMIT sets and
+// spec.scoring_labels() for any other.
 struct LabelSet {
   int set = 39;                      // 39, 48, 61 for the shipped TIMIT sets (data.label_set), 0 for another phone set
   data::PhoneSetSpec spec;           // the inventory trained on
   std::vector<std::string> names;    // [C] spec.phones
-  std::vector<int> to39;             // [C] index into names39 (the fold)
-  std::vector<std::string> names39;  // [S] the scoring labels
+  std::vector<int> scoring_index;        // [C] index into scoring_names (the fold)
+  std::vector<std::string> scoring_names;  // [S] the scoring labels
   std::vector<std::string> label_table;  // [L] the WORKDIR labels that frame labels index (TIMIT: the 61 .PHN labels)
-  std::vector<int> idx61_to_class;       // [L] label index -> class; -1 for merged labels (TIMIT's q, never a frame label)
+  std::vector<int> label_to_class;       // [L] label index -> class; -1 for merged labels (TIMIT's q, never a frame label)
   // A shipped TIMIT set (39, 48, 61) over TIMIT's label table.
   static LabelSet make(int set);
   // `spec` over `label_table` (default: spec.phones, the table of a WORKDIR of
@@ -33,7 +33,7 @@ struct LabelSet {
   // table that the set does not know (LabelKind::unknown), up to 5 and the count.
   static LabelSet make(const data::PhoneSetSpec& spec, const std::vector<std::string>& label_table);
   static LabelSet make(const data::PhoneSetSpec& spec) { return make(spec, spec.phones); }
-  int from61(int label_index) const;  // class of a WORKDIR label; -1 for a merged one (never in prepared labels)
+  int class_of_label(int label_index) const;  // class of a WORKDIR label; -1 for a merged one (never in prepared labels)
   int size() const { return static_cast<int>(names.size()); }
   bool is_timit() const { return set != 0; }
 };

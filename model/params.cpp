@@ -3,8 +3,9 @@
 
 #include <cmath>
 
+#include "crf/backend.h"
 #include "crf/duration.h"
-#include "crf/semicrf.h"
+#include "crf/segments.h"
 
 namespace timitseg::model {
 

@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "crf/validate.h"
+
 namespace timitseg::model {
 
 crf::HostResult transcript_crf_host(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params,

@@ -3,7 +3,8 @@
 // shared by the CPU executor and the GPU executor's host CRF backends.
 #pragma once
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "model/batch.h"
 

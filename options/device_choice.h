@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend_kind.h"
 #include "config/config.h"
 #include "model/encoder.h"
 

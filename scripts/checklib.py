@@ -1,5 +1,6 @@
-"""What the source checks scripts/check_layers.py, check_namespaces.py and
-check_size.py (the ctests build.check_*) share: the command line (--root, by
+"""What the source checks scripts/check_layers.py, check_namespaces.py,
+check_size.py, check_choice_words.py and check_include_cycles.py (the ctests
+build.check_*) share: the command line (--root, by
 default the checkout the script is in), the walk over the product's folders,
 and the report (one line a problem, then one summary line; exit status 1 when
 there is any problem, 0 otherwise). Python standard library only.

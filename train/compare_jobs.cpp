@@ -14,6 +14,7 @@
 #include "model/executor.h"
 #include "model/fused_lstm.h"  // fused_grid_ctas
 #include "model/labels.h"
+#include "model/make_executor.h"
 #include "model/optim.h"
 #include "model/params.h"
 #include "options/device_choice.h"

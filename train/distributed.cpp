@@ -120,7 +120,7 @@ void evaluate_across_ranks(model::Executor& exec, const std::vector<const data::
   for (size_t p = 0; p < sorted.size(); ++p) {
     const data::Utterance& u = *sorted[p];
     ref.resize(static_cast<size_t>(u.num_frames));
-    for (int t = 0; t < u.num_frames; ++t) ref[t] = ls.from61(u.labels[t]);  // as make_batch collates them
+    for (int t = 0; t < u.num_frames; ++t) ref[t] = ls.class_of_label(u.labels[t]);  // as make_batch collates them
     eval::add_utterance_metrics(metrics, ls, u, ref.data(), u.num_frames, segs[p]);
     if (nll_sum) *nll_sum += nll[p];
     if (keep) keep->emplace_back(&u, std::move(segs[p]));

@@ -2,7 +2,8 @@
 
 #include <stdexcept>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "model/batch.h"
 #include "train/train_data.h"
 
@@ -17,7 +18,7 @@ DurationStart duration_start(const config::Config& cfg, const std::vector<data::
   for (const data::Utterance& u : train) {
     if (trains_on_transcript(cfg, u)) continue;
     std::vector<int32_t> y;
-    for (int32_t l : u.labels) y.push_back(ls.from61(l));
+    for (int32_t l : u.labels) y.push_back(ls.class_of_label(l));
     for (const crf::Segment& g : crf::gold_segments(y.data(), static_cast<int32_t>(y.size()), K)) {
       if (g.label >= 0 && g.label < C) ++gold_of[static_cast<size_t>(g.label)];
       ++out.gold;

@@ -12,6 +12,7 @@
 
 #include "common/atomic_file.h"
 #include "common/safetensors.h"
+#include "model/make_executor.h"
 #include "model/optim.h"
 
 namespace fs = std::filesystem;

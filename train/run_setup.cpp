@@ -13,6 +13,7 @@
 #include "common/version.h"
 #include "crf/duration.h"
 #include "model/feature_check.h"
+#include "model/make_executor.h"
 #include "options/options.h"
 #include "train/batches.h"
 #include "train/duration_start.h"
@@ -171,7 +172,7 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
   r.device = r.choice.device;
   r.ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);  // model/labels.h
   spdlog::info("phone set {}: {} classes, scored on {} labels (sha256 {})", r.ls.spec.name, r.ls.size(),
-               r.ls.names39.size(), r.ls.spec.digest().substr(0, 12));
+               r.ls.scoring_names.size(), r.ls.spec.digest().substr(0, 12));
   r.world = &dist::world();
   // one writer per run folder: rank 0 takes its lock, then the fresh-run check (train/run_folder.h)
   dist::agree("the run folder's lock", [&] { lock_run_folder(r.lock, cfg, resume, r.rank0()); });

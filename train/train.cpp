@@ -208,7 +208,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
 eval::Metrics dev_evaluation(TrainingRun& r, EpochRecord& rec, EpochEnd* end) {
   r.stamp("the dev evaluation");
   const auto t_dev = Clock::now();
-  eval::Metrics dev(r.ls.names39);
+  eval::Metrics dev(r.ls.scoring_names);
   eval::UtteranceHook keep_segments;
   if (end)
     keep_segments = [end](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,

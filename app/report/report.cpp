@@ -19,6 +19,7 @@
 #include "data/features.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
+#include "model/make_executor.h"
 #include "options/options.h"
 #include "eval/metrics.h"
 #include "model/feature_check.h"
@@ -34,15 +35,15 @@ RunPredictions predictions_from_segments(
     const std::string& source) {
   RunPredictions p;
   p.source = source;
-  p.names39 = ls.names39;
+  p.scoring_names = ls.scoring_names;
   for (const auto& [u, segs] : dev) {
     UtteranceLabels l;
     l.id = u->id;
     l.ref.resize(static_cast<size_t>(u->num_frames));
     l.pred.assign(static_cast<size_t>(u->num_frames), -1);
-    for (int t = 0; t < u->num_frames; ++t) l.ref[t] = ls.to39.at(ls.from61(u->labels.at(t)));
+    for (int t = 0; t < u->num_frames; ++t) l.ref[t] = ls.scoring_index.at(ls.class_of_label(u->labels.at(t)));
     for (const crf::Segment& s : segs)
-      for (int t = s.start; t < s.start + s.duration && t < u->num_frames; ++t) l.pred[t] = ls.to39.at(s.label);
+      for (int t = s.start; t < s.start + s.duration && t < u->num_frames; ++t) l.pred[t] = ls.scoring_index.at(s.label);
     for (int t = 0; t < u->num_frames; ++t)
       if (l.pred[t] < 0) throw std::logic_error("report: the segments of " + u->id + " do not cover frame " + std::to_string(t));
     p.utterances.push_back(std::move(l));
@@ -138,7 +139,7 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   for (const auto& u : dev.utterances) utts.push_back(&u);
   s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of the dev speakers
   std::vector<std::pair<const data::Utterance*, std::vector<crf::Segment>>> segs;
-  eval::Metrics unused(s.labels.names39);
+  eval::Metrics unused(s.labels.scoring_names);
   eval::evaluate_utterances(*exec, utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 32, unused,
                              [&](const data::Utterance& u, const model::Batch&, int, const std::vector<float>*,
                                  const std::vector<crf::Segment>& sg) { segs.emplace_back(&u, sg); });
@@ -148,50 +149,6 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   out->frame_shift_ms = s.features.frame_shift_ms;
   if (drawn && drawn->empty()) *drawn = pick_drawn(utts, s.features);
   return true;
-}
-
-const std::vector<PhoneClass>& phone_classes() {
-  static const std::vector<PhoneClass> c = {
-      {"vowels", {"iy", "ih", "eh", "ae", "ah", "uw", "uh", "aa", "ey", "ay", "oy", "aw", "ow", "er"}},
-      {"semivowels", {"l", "r", "w", "y", "hh"}},
-      {"nasals", {"m", "n", "ng"}},
-      {"fricatives", {"s", "sh", "z", "f", "th", "v", "dh"}},
-      {"affricates", {"jh", "ch"}},
-      {"stops", {"b", "d", "g", "p", "t", "k", "dx"}},
-      {"silence", {"sil"}},
-  };
-  return c;
-}
-
-bool timit_scoring_set(const std::vector<std::string>& names39) {
-  std::set<std::string> classed;
-  for (const PhoneClass& pc : phone_classes()) classed.insert(pc.phones.begin(), pc.phones.end());
-  return std::set<std::string>(names39.begin(), names39.end()) == classed && names39.size() == classed.size();
-}
-
-std::vector<int> phone_class_order(const std::vector<std::string>& names39, std::vector<std::string>* class_of) {
-  std::vector<int> order;
-  std::vector<bool> used(names39.size(), false);
-  if (class_of) class_of->clear();
-  if (!timit_scoring_set(names39)) {  // another phone set: its own order, no classes
-    for (size_t i = 0; i < names39.size(); ++i) order.push_back(static_cast<int>(i));
-    if (class_of) class_of->assign(names39.size(), "");
-    return order;
-  }
-  for (const PhoneClass& pc : phone_classes())
-    for (const char* p : pc.phones)
-      for (size_t i = 0; i < names39.size(); ++i)
-        if (!used[i] && names39[i] == p) {
-          used[i] = true;
-          order.push_back(static_cast<int>(i));
-          if (class_of) class_of->push_back(pc.name);
-        }
-  for (size_t i = 0; i < names39.size(); ++i)
-    if (!used[i]) {
-      order.push_back(static_cast<int>(i));
-      if (class_of) class_of->push_back("other");
-    }
-  return order;
 }
 
 namespace {
@@ -301,7 +258,7 @@ std::string build_html(const ReportInput& in) {
   }
   std::vector<Stats> st(runs.size());
   for (size_t i = 0; i < runs.size(); ++i)
-    if (in.runs[i].has_predictions) st[i] = stats_of(in.runs[i].predictions, in.names39);
+    if (in.runs[i].has_predictions) st[i] = stats_of(in.runs[i].predictions, in.scoring_names);
   std::string title = "timitseg report: ";
   for (size_t i = 0; i < runs.size(); ++i) title += (i ? ", " : "") + runs[i].label;
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape(title) +

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "app/report/phone_classes.h"
 #include "app/report/svg.h"
 #include "eval/metrics.h"
 
@@ -243,7 +244,7 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
        "Title: phone, reference "
        "segment count n.</p>" + legend_html(runs) + "<div class=\"grid\" id=\"duration-grid\">";
   const double W = 192, H = 118, l = 26, r = 6, t = 18, b = 20, pw = W - l - r, ph = H - t - b;
-  for (size_t c = 0; c < in.names39.size(); ++c) {
+  for (size_t c = 0; c < in.scoring_names.size(); ++c) {
     const std::vector<int64_t>& ref = st[ref_run].hist_ref[c];
     int64_t nref = 0;
     for (int64_t v : ref) nref += v;
@@ -261,8 +262,8 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
       fr.push_back(std::move(f));
     }
     if (ymax <= 0) ymax = 1;
-    Svg svg(W, H, {{"class", "plot dur"}, {"data-phone", in.names39[c]}, {"data-reference-count", std::to_string(nref)}});
-    svg.text(W / 2, 13, in.names39[c] + "  (n=" + std::to_string(nref) + ")", "middle", 11, {{"class", "title"}});
+    Svg svg(W, H, {{"class", "plot dur"}, {"data-phone", in.scoring_names[c]}, {"data-reference-count", std::to_string(nref)}});
+    svg.text(W / 2, 13, in.scoring_names[c] + "  (n=" + std::to_string(nref) + ")", "middle", 11, {{"class", "title"}});
     const double bw = pw / kMaxDur;
     for (int k = 0; k < kMaxDur; ++k)
       if (rf[k] > 0) svg.rect(l + k * bw, t + ph - rf[k] / ymax * ph, bw - 0.5, rf[k] / ymax * ph, "#bbbbbb", {{"class", "ref-bar"}});
@@ -286,7 +287,7 @@ std::string durations_section(const ReportInput& in, const std::vector<RunFiles>
 }
 
 std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>& runs, const std::vector<Stats>& st) {
-  const std::string order = timit_scoring_set(in.names39)
+  const std::string order = timit_scoring_set(in.scoring_names)
                                 ? "both in phonetic class order (vowels, semivowels, nasals, fricatives, affricates, "
                                   "stops, silence; lines between the classes), so confusions within a class sit in the "
                                   "blocks on the diagonal"
@@ -295,9 +296,9 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
                   "predicted phone, " + order + "; colour: fraction of the reference phone's frames (each row sums to "
                   "1), darker is more. The diagonal is the per-phone frame accuracy. Hover a cell for its "
                   "count.</p><div class=\"grid\">";
-  const int C = static_cast<int>(in.names39.size());
+  const int C = static_cast<int>(in.scoring_names.size());
   std::vector<std::string> cls;
-  const std::vector<int> ord = phone_class_order(in.names39, &cls);  // display position -> phone index
+  const std::vector<int> ord = phone_class_order(in.scoring_names, &cls);  // display position -> phone index
   const double cell = 17, left = 112, top = 70, W = left + C * cell + 16, H = top + C * cell + 60;
   for (size_t i = 0; i < runs.size(); ++i) {
     if (!in.runs[i].has_predictions) {
@@ -310,7 +311,7 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
     svg.text(W / 2, 16, runs[i].label, "middle", 14, {{"class", "title"}, {"fill", run_color(static_cast<int>(i))}});
     svg.text(left + C * cell / 2, 32, "predicted phone", "middle", 12, {{"class", "axis-label"}});
     for (int k = 0; k < C; ++k) {
-      const std::string& name = in.names39[ord[k]];
+      const std::string& name = in.scoring_names[ord[k]];
       const double x = left + k * cell + cell / 2 + 4;
       svg.raw("<text class=\"col-label\" x=\"" + fmt(x) + "\" y=\"" + fmt(top - 4) + "\" font-size=\"12\" "
               "transform=\"rotate(-60 " + fmt(x) + " " + fmt(top - 4) + ")\">" + escape(name) + "</text>");
@@ -345,8 +346,8 @@ std::string confusion_section(const ReportInput& in, const std::vector<RunFiles>
         std::snprintf(col, sizeof col, "#%02x%02x%02x", R, G, B);
         svg.raw("<rect class=\"cell\" x=\"" + fmt(left + ck * cell) + "\" y=\"" + fmt(top + rk * cell) + "\" width=\"" +
                 fmt(cell) + "\" height=\"" + fmt(cell) + "\" fill=\"" + col + "\" data-count=\"" + std::to_string(n) +
-                "\" data-ref=\"" + escape(in.names39[r]) + "\" data-pred=\"" + escape(in.names39[c]) + "\"><title>" + escape(in.names39[r]) + " as " + escape(in.names39[c]) + ": " + std::to_string(n) +
-                " frames (" + fmt(100 * f, 1) + " % of " + escape(in.names39[r]) + ")</title></rect>");
+                "\" data-ref=\"" + escape(in.scoring_names[r]) + "\" data-pred=\"" + escape(in.scoring_names[c]) + "\"><title>" + escape(in.scoring_names[r]) + " as " + escape(in.scoring_names[c]) + ": " + std::to_string(n) +
+                " frames (" + fmt(100 * f, 1) + " % of " + escape(in.scoring_names[r]) + ")</title></rect>");
       }
     }
     // colour bar

@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "app/report/report.h"
+#include "app/report/report_input.h"
 
 namespace timitseg::app::report::sections {
 

@@ -73,7 +73,7 @@ void draw_spectrogram(UtterancePlot& u, const Spectrogram& s) {
 }
 
 // One tier at height y: a bar per run of equal labels (nullptr: not decoded by this run).
-void draw_tier(UtterancePlot& u, const std::vector<std::string>& names39, double y, const std::string& name,
+void draw_tier(UtterancePlot& u, const std::vector<std::string>& scoring_names, double y, const std::string& name,
                const std::string& tier_id, const std::vector<int>* labels, const std::string& color) {
   Svg& svg = u.svg;
   const double left = u.left, tier_h = u.tier_h, fx = u.fx;
@@ -88,7 +88,7 @@ void draw_tier(UtterancePlot& u, const std::vector<std::string>& names39, double
   svg.open_group({{"class", "tier"}, {"data-tier", tier_id}, {"data-segments", std::to_string(rs.size())}});
   for (size_t j = 0; j < rs.size(); ++j) {
     const eval::Run& r = rs[j];
-    const std::string& name39 = names39.at(r.label);
+    const std::string& name39 = scoring_names.at(r.label);
     const double x = left + r.start * fx, w = r.length * fx;
     svg.raw("<rect class=\"seg\" x=\"" + fmt(x) + "\" y=\"" + fmt(y) + "\" width=\"" + fmt(w) + "\" height=\"" +
             fmt(tier_h - 4) + "\" fill=\"" + color + "\" fill-opacity=\"" + (j % 2 ? "0.35" : "0.2") +
@@ -139,10 +139,10 @@ std::string utterance_plot(const ReportInput& in, const std::vector<RunFiles>& r
           if (!ref) ref = &p;
         }
   double y = u.top + u.spec_h + 6;
-  draw_tier(u, in.names39, y, "reference", "reference", ref ? &ref->ref : nullptr, "#777777");
+  draw_tier(u, in.scoring_names, y, "reference", "reference", ref ? &ref->ref : nullptr, "#777777");
   for (size_t i = 0; i < runs.size(); ++i) {
     y += u.tier_h;
-    draw_tier(u, in.names39, y, runs[i].label, "run-" + std::to_string(i), preds[i] ? &preds[i]->pred : nullptr,
+    draw_tier(u, in.scoring_names, y, runs[i].label, "run-" + std::to_string(i), preds[i] ? &preds[i]->pred : nullptr,
               run_color(static_cast<int>(i)));
   }
   draw_time_axis(u, s, y + (u.tier_h + 2));

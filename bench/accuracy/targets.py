@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 20's targets on a split: the semi-CRF against the linear CRF, per cell, paired by seed.
+"""The accuracy targets on a split: the semi-CRF against the linear CRF, per cell, paired by seed.
 
 Reads the per-seed decodes that bench/accuracy/run.py's phone-bonus sweep wrote
 (OUT/SIZE/runs/VARIANT/seed-N/sweep/SPLIT-bonus-B.json) for one linear and one

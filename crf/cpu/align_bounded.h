@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf::cpu {
 

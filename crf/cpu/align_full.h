@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include "crf/cpu/align_bounded.h"
-#include "crf/semicrf.h"
 
 namespace timitseg::crf::cpu {
 

@@ -34,6 +34,7 @@
 #include "crf/detail.h"
 #include "crf/score.h"
 #include "crf/cpu/recurrences.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf::cpu {
 namespace {

@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf::cpu {
 

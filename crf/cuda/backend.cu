@@ -98,7 +98,7 @@ class CudaBackend final : public Backend {
   void set_stream(void* stream) override { stream_ = static_cast<cudaStream_t>(stream); }
   void* stream() const override { return stream_; }
   void set_defer_status(bool on) override { defer_ = on; }
-  // The deferred call's status check (crf/semicrf.h), on the stream it was queued on.
+  // The deferred call's status check (crf/backend.h), on the stream it was queued on.
   void check_deferred() override {
     if (!deferred_.pending) return;
     const Deferred d = deferred_;

@@ -16,7 +16,7 @@
 #include <cstdint>
 
 #include "common/cuda_check.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 
 namespace timitseg::crf::cuda_impl {
 

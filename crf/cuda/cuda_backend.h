@@ -8,7 +8,8 @@
 
 #include <memory>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 
 namespace timitseg::crf {
 

@@ -6,7 +6,8 @@
 // over labels.
 #pragma once
 
-#include "crf/cuda/recurrence.cuh"
+#include "crf/cuda/common.cuh"
+#include "crf/cuda/rec_args.cuh"
 
 namespace timitseg::crf::cuda_impl {
 

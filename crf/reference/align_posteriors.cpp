@@ -14,6 +14,7 @@
 #include "crf/detail.h"
 #include "crf/reference/reference.h"
 #include "crf/score.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf::reference {
 

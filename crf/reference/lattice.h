@@ -8,7 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "crf/reference/reference.h"
+#include "crf/backend.h"
+#include "crf/reference/params_f64.h"
 #include "crf/score.h"
 
 namespace timitseg::crf::reference {

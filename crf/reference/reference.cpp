@@ -11,6 +11,8 @@
 #include "crf/detail.h"
 #include "crf/reference/lattice.h"
 #include "crf/score.h"
+#include "crf/segments.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf::reference {
 namespace {

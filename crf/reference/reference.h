@@ -17,28 +17,10 @@
 #include <cstdint>
 #include <memory>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/reference/params_f64.h"
 
 namespace timitseg::crf::reference {
-
-struct ParamsF64 {
-  const double* cum_scores = nullptr;     // [B][T+1][C]
-  const double* transition = nullptr;     // [C][C]
-  const double* duration_bias = nullptr;  // [K][C]
-  const double* start = nullptr;          // [C] or nullptr (zeros)
-  const double* end = nullptr;            // [C] or nullptr (zeros)
-  const int32_t* lengths = nullptr;       // [B]
-  const double* onset = nullptr;          // [B][T][C] or nullptr (none)
-};
-
-struct GradsF64 {  // overwritten; nullptr = not wanted
-  double* cum_scores = nullptr;     // [B][T+1][C]
-  double* transition = nullptr;     // [C][C]
-  double* duration_bias = nullptr;  // [K][C]
-  double* start = nullptr;          // [C]
-  double* end = nullptr;            // [C]
-  double* onset = nullptr;          // [B][T][C] (when ParamsF64::onset is set; padding 0)
-};
 
 // Throws std::invalid_argument like validate_host (dims, lengths, labels; cum_scores
 // finite; parameters finite or -inf). The functions below throw std::runtime_error

@@ -12,6 +12,7 @@
 #include "crf/reference/constrained.h"
 #include "crf/reference/lattice.h"
 #include "crf/reference/reference.h"
+#include "crf/validate.h"
 
 namespace timitseg::crf::reference {
 namespace {

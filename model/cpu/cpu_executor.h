@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "crf/session.h"
 #include "model/cpu/network.h"
 #include "model/executor.h"

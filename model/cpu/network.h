@@ -32,6 +32,8 @@
 #include <Eigen/Dense>
 
 #include "model/batch.h"
+#include "model/cpu/activations.h"
+#include "model/cpu/probe.h"
 #include "model/numerics.h"
 #include "model/params.h"
 
@@ -43,73 +45,6 @@
 #include <vector>
 
 namespace timitseg::model {
-
-// Per-layer cached activations for the backward pass.
-template <class S>
-struct Activations {
-  using Mat = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-  int B = 0, T = 0;
-  std::vector<int32_t> lengths;
-  Mat x0;           // [T*B][D]  input (slice-blocked rows, padding rows 0)
-  Mat drop0;        // [T*B][W]  dropout scale (0 or 1/(1-p)); empty when off
-  std::vector<Mat> layer_in;     // [L] input of layer k ([T*B][In_k], after dropout)
-  std::vector<Mat> layer_out;    // [L] raw output of layer k ([T*B][2H], before dropout)
-  std::vector<Mat> drop;         // [L-1] dropout scale between layers; empty when off
-  std::vector<Mat> gates[2];     // [L] per direction: [T*B][4H] activated i,f,g,o
-  std::vector<Mat> cell[2];      // [L] per direction: [T*B][H] c_t
-  std::vector<Mat> tcell[2];     // [L] per direction: [T*B][H] tanh(c_t)
-  Mat scores;       // [T*B][C]  projection output (before centering), TIME-MAJOR row t*B + b
-  std::vector<S> cum;            // [B][T+1][C] zero-centered cumulative scores
-  std::vector<S> onset;          // [B][T][C] onset scores of crf.onset_projection (padding 0); empty without
-};
-
-// The per-layer numeric checks and fault injection of one step
-// (model/numerics.h) on the host. Network and the CPU executor call tap()
-// after each layer's forward and backward with the tensors that layer wrote,
-// in the tap order of model/numerics.h. A tap plants the fault (element 0 of
-// the FIRST tensor of the fault's layer and pass, when the fault's step is
-// this step) and, with `check`, throws NumericsError for the first tensor
-// holding a NaN or Inf (a vectorized all-finite test per tensor, in parallel
-// chunks for large ones; the full TensorStats are computed only for the bad
-// one). With neither a check nor a
-// planned fault, enabled() is false and nothing is tapped.
-class Probe {
- public:
-  Probe(bool check, const config::FaultSpec& fault, int64_t step)
-      : check_(check), fault_(fault), fault_now_(!fault.empty() && fault.step == step) {}
-  bool enabled() const { return check_ || fault_now_; }
-  // Whether tapping (layer, pass) can do anything (check on or the fault planted there).
-  bool wants(const std::string& layer, config::Pass pass) const {
-    return check_ || (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass);
-  }
-  // A block of a row-major matrix: rows x cols, `stride` elements between rows.
-  template <class S>
-  void tap(const std::string& layer, config::Pass pass, const std::string& tensor, S* data, int64_t rows, int64_t cols,
-           int64_t stride);
-  template <class S>
-  void tap(const std::string& layer, config::Pass pass, const std::string& tensor, S* data, size_t n) {
-    tap(layer, pass, tensor, data, 1, static_cast<int64_t>(n), static_cast<int64_t>(n));
-  }
-  template <class M>
-  void tap_mat(const std::string& layer, config::Pass pass, const std::string& tensor, M&& m) {
-    tap(layer, pass, tensor, m.data(), m.rows(), m.cols(), m.outerStride());
-  }
-  bool planted() const { return planted_; }
-  bool check() const { return check_; }
-  // Workers of the all-finite test of large tensors (fixed chunks; the result
-  // does not depend on it). Network and the CPU executor set their own.
-  void set_threads(int threads) { threads_ = threads; }
-  // A tensor checked piecewise by the caller (stats of its non-finite pieces
-  // merged): throws NumericsError when check() and stats.bad().
-  void report(const std::string& layer, config::Pass pass, const std::string& tensor, const TensorStats& stats) const;
-
- private:
-  bool check_;
-  config::FaultSpec fault_;
-  bool fault_now_;
-  bool planted_ = false;
-  int threads_ = 1;
-};
 
 // Eigen cuts a matrix product's inner dimension (and its rows) into blocks
 // sized from the L1/L2/L3 data cache sizes it reads from the CPU (cpuid); the

@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "model/cpu/network.h"
+#include "model/batch.h"
+#include "model/cpu/activations.h"
+#include "model/cpu/probe.h"
+#include "model/params.h"
 
 namespace timitseg::model::cpu_detail {
 

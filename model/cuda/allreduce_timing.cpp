@@ -1,5 +1,5 @@
 // The GPU executor's gradient all-reduce timed alone (bench train on several
-// processes; model/executor.h time_gradient_allreduce).
+// processes; model/allreduce_timing.h time_gradient_allreduce).
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -7,7 +7,7 @@
 
 #include "common/cuda.h"
 #include "common/cuda_check.h"
-#include "model/cuda/cuda_executor.h"
+#include "model/allreduce_timing.h"
 #include "model/cuda/device_reducer.h"
 
 namespace timitseg::model {

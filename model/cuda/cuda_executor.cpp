@@ -38,6 +38,8 @@
 // Parameters, gradients and the AdamW moments stay on the GPU from
 // set_state() to get_state(). Nothing is allocated after the first batch of
 // the largest size seen (every buffer is a Buffer grown with reserve()).
+#include "model/cuda/cuda_executor.h"
+
 #include "model/cuda/cuda_executor_impl.h"
 
 #include <algorithm>

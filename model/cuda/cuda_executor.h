@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "model/allreduce_timing.h"
 #include "model/collectives.h"
 #include "model/executor.h"
 
@@ -32,8 +31,5 @@ std::unique_ptr<Executor> make_cuda_executor_with_collectives(const ModelDims& d
 int cuda_numerics_slots(Executor& executor);
 // Every slot of that step in tap order: layer, pass, tensor and its stats.
 std::vector<NumericsHit> cuda_numerics_report(Executor& executor);
-
-// time_gradient_allreduce (model/allreduce_timing.h) on the current CUDA device.
-AllreduceTiming cuda_allreduce_timing(dist::Communicator& world, size_t n, int reps);
 
 }  // namespace timitseg::model

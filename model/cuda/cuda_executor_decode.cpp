@@ -9,6 +9,8 @@
 #include "common/cuda.h"
 #include "common/cuda_check.h"
 #include "crf/posterior.h"
+#include "crf/segments.h"
+#include "crf/validate.h"
 #include "model/cuda/ops.h"
 #include "model/dist_step.h"
 #include "model/long_input.h"

@@ -7,8 +7,6 @@
 // cuda_executor_decode.cpp.
 #pragma once
 
-#include "model/cuda/cuda_executor.h"
-
 #include <cuda_runtime.h>
 
 #include <chrono>
@@ -20,9 +18,12 @@
 
 #include "common/buffer.h"
 #include "crf/session.h"
+#include "model/collectives.h"
 #include "model/cuda/cuda_encoder.h"
 #include "model/cuda/device_reducer.h"
 #include "model/cuda/numerics_taps.h"
+#include "model/executor.h"
+#include "model/numerics.h"
 
 namespace timitseg::model::cuda_detail {
 

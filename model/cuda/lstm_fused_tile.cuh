@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "model/cuda/lstm_fused.h"
+#include "model/cuda/lstm_fused_grid.h"
 
 namespace timitseg::model::fused {
 namespace {

@@ -282,3 +282,55 @@ def test_reused_output_descriptors_follow_shape_and_dtype_changes(check):
         assert torch.equal(x.grad, grads["scores"])
         for n in ("transition", "duration_bias", "start", "end"):
             assert torch.equal(getattr(m, n).grad, grads[n].to(getattr(m, n).grad.dtype)), n
+
+
+@pytest.mark.parametrize("model", ["table", "lognormal"])
+def test_modules_of_one_configuration_share_a_handle_and_each_computes_with_its_own_parameters(model):
+    """Two modules of one configuration in one thread compute with one C handle (timitseg/_session.py); calls
+    alternating between them (forward + backward, per-utterance weights, log Z, Viterbi, the log-normal
+    table) give, bit for bit, what a fresh handle given each module's parameters gives. A module used in
+    another thread computes with that thread's handle, with the same bits."""
+    import threading
+    C, K = 4, 3
+    torch.manual_seed(2)
+    mods = [SemiCRF(C, K, backend="cpu", init_scale=0.4, duration_model=model) for _ in range(2)]
+    assert mods[0].handle is mods[1].handle
+    g = torch.Generator().manual_seed(9)
+    x = torch.randn(3, 6, C, generator=g)
+    lengths, labels = torch.tensor([6, 4, 2]), torch.randint(0, C, (3, 6), generator=g)
+    w = torch.tensor([1.0, -2.0, 0.5])
+
+    def oracle(m):
+        ref = timitseg.CRF(C, K, backend="cpu", duration_model=model)
+        for n in m._param_names():
+            ref.set_param(n, getattr(m, n).detach())
+        weighted = {n: torch.zeros(getattr(m, n).shape, dtype=torch.float64) for n in m._param_names()}
+        for r in range(3):  # the gradients of sum_b w[b] * nll[b], row by row in float64 as the module sums them
+            _, gr = ref.nll(x[r:r + 1], lengths[r:r + 1], labels=labels[r:r + 1])
+            for n in weighted:
+                weighted[n] += gr[n].to(torch.float64) * w[r].to(torch.float64)
+        return [ref.nll(x, lengths, labels=labels, grads=False).float(), ref.log_partition(x, lengths),
+                ref.viterbi(x, lengths, padded=True)[1], torch.from_numpy(ref.get_param("duration_bias"))] + \
+            [weighted[n].float() for n in m._param_names()]
+
+    def run(m):
+        m.zero_grad(set_to_none=True)
+        nll = m(x, lengths, labels=labels)
+        (nll * w).sum().backward()
+        return [nll.detach(), m.log_partition(x, lengths), m.viterbi(x, lengths, padded=True)[1],
+                m.duration_table().clone()] + [getattr(m, n).grad for n in m._param_names()]
+
+    for i in (0, 1, 0, 1):
+        got, want = run(mods[i]), oracle(mods[i])
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]) and torch.equal(got[2], want[2])
+        assert torch.equal(got[3], want[3])
+        for a, b in zip(got[4:], want[4:]):  # weights not all equal: the parameters' gradients row by row
+            assert torch.equal(a, b)
+    ref_grads = run(mods[0])[4:]
+    other = []
+    t = threading.Thread(target=lambda: other.append((run(mods[0]), mods[0].handle)))
+    t.start()
+    t.join()
+    assert other[0][1] is not mods[1].handle
+    for a, b in zip(other[0][0][4:], ref_grads):
+        assert torch.equal(a, b)

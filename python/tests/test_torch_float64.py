@@ -179,7 +179,7 @@ def test_marginals_operator_gradcheck_and_equal_to_the_eager_route():
     m, x, lens, _, params = setup("cpu", 3, 6, (6, 4, 0), seed=7)
 
     def op(xx, *ps):
-        return _ops.semicrf_marginals(m._key, xx, lens, None, list(ps), True)
+        return _ops.MARGINALS.operator(m._spec, xx, lens, None, True, list(ps))
 
     assert torch.autograd.gradcheck(op, (x,) + params)
     ups = [torch.randn(o.shape, dtype=torch.float64) for o in op(x, *params)]

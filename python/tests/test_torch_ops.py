@@ -59,22 +59,30 @@ def test_opcheck_every_operator():
     x = torch.randn(3, 9, C, requires_grad=True)
     params = [getattr(m, n) for n in m._param_names()]
     for reduction in ("none", "mean", "sum"):
-        torch.library.opcheck(_ops.semicrf_nll, (m._key, reduction, x, lengths, labels, None, None, None, params,
-                                                 True, False))
-    torch.library.opcheck(_ops.semicrf_log_partition, (m._key, x, lengths, None, params, True))
+        for check in ("eager", "deferred"):
+            torch.library.opcheck(_ops.NLL.operator, (m._spec, reduction, x, lengths, labels, None, None, None, True,
+                                                      check, params))
+    torch.library.opcheck(_ops.LOG_PARTITION.operator, (m._spec, x, lengths, None, True, params))
+    phones, num_phones = torch.tensor([[0, 1], [2, 0], [1, 1]]), torch.tensor([2, 1, 2])
+    torch.library.opcheck(_ops.TRANSCRIPT_NLL.operator, (m._spec, x, lengths, phones, num_phones, None, None, True,
+                                                         params))
     fixed = [p.detach() for p in params]  # Viterbi is not differentiable (SemiCRF runs it under no_grad)
     for segments in (False, True):  # the marginals are (their backward: semicrf_marginals_backward)
-        torch.library.opcheck(_ops.semicrf_marginals, (m._key, x, lengths, None, params, segments))
+        torch.library.opcheck(_ops.MARGINALS.operator, (m._spec, x, lengths, None, segments, params))
     ups = (torch.randn(3, 10, dtype=torch.float64), torch.randn(3, 9, C, dtype=torch.float64),
            torch.randn(3, 9, K, C, dtype=torch.float64))
-    torch.library.opcheck(_ops.semicrf_marginals_backward, (m._key, x.detach(), lengths, None, fixed) + ups)
-    torch.library.opcheck(_ops.semicrf_viterbi, (m._key, x.detach(), lengths, None, fixed))
-    torch.library.opcheck(_ops.semicrf_penalty, (m._key, 0.1, m.transition, m.duration_bias))
+    torch.library.opcheck(_ops.MARGINALS_BACKWARD.operator, (m._spec, x.detach(), lengths, None) + ups + (fixed,))
+    torch.library.opcheck(_ops.VITERBI.operator, (m._spec, x.detach(), lengths, None, fixed))
+    torch.library.opcheck(_ops.PENALTY.operator, (m._spec, 0.1, [m.transition, m.duration_bias]))
+    w = torch.tensor([1.0, -2.0, 0.5])
+    flat = torch.randn(sum(p.numel() for p in params))
+    torch.library.opcheck(_ops.WEIGHTED.operator, (m._spec, "nll", x.detach(), lengths, labels, None, None, None, w,
+                                                   flat, fixed))
 
 
 def _op_and_eager(m, x, lengths, gold, onset, reduction, weights):
     """(loss, gradients of (loss * weights).sum() in x, onset and the parameters) through the operator called
-    directly (what torch.compile runs) and through SemiCRF's eager route (_ops.nll's autograd.Function)."""
+    directly (what torch.compile runs) and through SemiCRF's eager route (_ops.NLL's autograd.Function)."""
     params = [getattr(m, n) for n in m._param_names()]
     out = []
     for route in ("operator", "eager"):
@@ -82,8 +90,8 @@ def _op_and_eager(m, x, lengths, gold, onset, reduction, weights):
             if t is not None:
                 t.grad = None
         if route == "operator":
-            loss = _ops.semicrf_nll(m._key, reduction, x, lengths, gold.get("labels"), gold.get("segments"),
-                                    gold.get("num_segments"), onset, params, True, False)[0]
+            loss = _ops.NLL.operator(m._spec, reduction, x, lengths, gold.get("labels"), gold.get("segments"),
+                                     gold.get("num_segments"), onset, True, "eager", params)[0]
         else:
             assert _ops.eager(x)
             loss = m(x, lengths, onset=onset, reduction=reduction, **gold)
@@ -127,8 +135,8 @@ def test_eager_route_builds_the_operators_graph_under_create_graph():
     x = torch.randn(2, 6, C, generator=g, requires_grad=True)
     lengths, labels = torch.tensor([6, 3]), torch.randint(0, C, (2, 6), generator=g)
     params = [getattr(m, n) for n in m._param_names()]
-    losses = {"operator": lambda: _ops.semicrf_nll(m._key, "mean", x, lengths, labels, None, None, None, params, True,
-                                                   False)[0],
+    losses = {"operator": lambda: _ops.NLL.operator(m._spec, "mean", x, lengths, labels, None, None, None, True,
+                                                    "eager", params)[0],
               "eager": lambda: m(x, lengths, labels=labels, reduction="mean")}
     got = {}
     for route, loss in losses.items():
@@ -155,7 +163,7 @@ def test_eager_log_partition_equals_the_operator_bitwise(dtype, equal_weights):
         for t in [x, onset] + params:
             t.grad = None
         if route == "operator":
-            lz = _ops.semicrf_log_partition(m._key, x, lengths, onset, params, True)[0]
+            lz = _ops.LOG_PARTITION.operator(m._spec, x, lengths, onset, True, params)[0]
         else:
             assert _ops.eager(x)
             lz = m.log_partition(x, lengths, onset=onset)
@@ -174,7 +182,7 @@ def test_eager_penalty_equals_the_operator_bitwise(model, dtype):
     for route in ("operator", "eager"):
         m.zero_grad(set_to_none=True)
         if route == "operator":
-            v = _ops.semicrf_penalty(m._key, 0.07, m.transition, d)[0].to(dtype)
+            v = _ops.PENALTY.operator(m._spec, 0.07, [m.transition] + ([] if d is None else [d]))[0].to(dtype)
         else:
             assert _ops.eager(m.transition)
             v = m.penalty()
@@ -259,15 +267,22 @@ def test_autocast_half_scores_give_the_float32_results_of_the_scores_cast_up(dty
     assert torch.equal(scores.grad, up.grad.to(dtype))  # the float32 gradient rounded once
 
 
-def test_operators_after_the_module_is_gone_say_so():
-    m = SemiCRF(C, K, backend="cpu")
-    key = m._key
-    params = [p.detach().clone() for p in m.parameters()]
-    del m
+def test_operators_need_no_module():
+    """The operators take the configuration and the parameters as arguments (nothing looked up by the
+    module): an exported model runs after the module it was exported from is gone, with its loss bit for bit,
+    and so does an operator called with a configuration that no module holds a handle of."""
     import gc
+    model = Model()
+    args = batch()
+    want = model(*args).detach()
+    ep = torch.export.export(model, args)
+    spec, params = model.crf._spec, [p.detach().clone() for p in model.crf._params()]
+    x, lens = torch.randn(2, 5, C), torch.tensor([5, 3])
+    lz = model.crf.log_partition(x, lens).detach()
+    del model
     gc.collect()
-    with pytest.raises(RuntimeError, match="no longer exists"):
-        _ops.semicrf_log_partition(key, torch.zeros(1, 3, C), torch.tensor([3]), None, params, False)
+    assert torch.equal(ep.module()(*args), want)
+    assert torch.equal(_ops.LOG_PARTITION.operator(spec, x, lens, None, False, params)[0], lz)
 
 
 def cuda_ready():
@@ -361,3 +376,53 @@ def test_cuda_graph_captures_a_training_step_equal_to_eager_and_check_reads_each
     graph.replay()
     torch.cuda.synchronize()
     model.crf.check()
+
+
+def test_torch_before_2_4_runs_every_op_through_the_function_bit_for_bit(monkeypatch):
+    """torch < 2.4 (no custom_op), simulated: no operator exists, every call of SemiCRF runs the ops' bodies
+    and backwards through the autograd.Function, with the values and gradients of the operators called
+    directly; check="deferred" is refused."""
+    g = torch.Generator().manual_seed(8)
+    m = SemiCRF(C, K, backend="cpu", init_scale=0.3, reg=0.05)
+    x = torch.randn(3, 7, C, generator=g, requires_grad=True)
+    lengths, labels = torch.tensor([7, 4, 2]), torch.randint(0, C, (3, 7), generator=g)
+    phones, num_phones = torch.tensor([[0, 1, 2], [2, 0, 0], [1, 0, 0]]), torch.tensor([3, 2, 1])
+    w = torch.tensor([1.0, -2.0, 0.5])
+    params = m._params()
+    calls = {  # (the module's call, the operator's): values whose (value * weights).sum() is differentiated
+        "nll": (lambda: m(x, lengths, labels=labels),
+                lambda: _ops.NLL.operator(m._spec, "none", x, lengths, labels, None, None, None, True, "eager",
+                                          params)[0]),
+        "log_z": (lambda: m.log_partition(x, lengths),
+                  lambda: _ops.LOG_PARTITION.operator(m._spec, x, lengths, None, True, params)[0]),
+        "transcript": (lambda: m(x, lengths, phones=phones, num_phones=num_phones),
+                       lambda: _ops.TRANSCRIPT_NLL.operator(m._spec, x, lengths, phones, num_phones, None, None,
+                                                            True, params)[0]),
+        "frames": (lambda: m.marginals(x, lengths)[1].sum(-1).sum(-1),
+                   lambda: _ops.MARGINALS.operator(m._spec, x, lengths, None, False, params)[1].sum(-1).sum(-1)),
+        "penalty": (lambda: m.penalty().reshape(1).expand(3),
+                    lambda: _ops.PENALTY.operator(m._spec, 0.05, [m.transition, m.duration_bias])[0].to(
+                        torch.float32).reshape(1).expand(3)),
+    }
+
+    def run(f):
+        for t in [x] + params:
+            t.grad = None
+        v = f()
+        (v * w.to(v.dtype)).sum().backward()
+        return [v.detach()] + [None if t.grad is None else t.grad.clone() for t in [x] + params]
+
+    want = {k: run(op) for k, (_, op) in calls.items()}
+    want_viterbi = _ops.VITERBI.operator(m._spec, x.detach(), lengths, None, [p.detach() for p in params])
+    monkeypatch.setattr(_ops, "AVAILABLE", False)
+    for op in (_ops.NLL, _ops.LOG_PARTITION, _ops.TRANSCRIPT_NLL, _ops.MARGINALS, _ops.MARGINALS_BACKWARD,
+               _ops.VITERBI, _ops.PENALTY, _ops.WEIGHTED):
+        monkeypatch.setattr(op, "operator", None)  # calling one would raise
+    for k, (module_call, _) in calls.items():
+        got = run(module_call)
+        for a, b in zip(got, want[k]):
+            assert (a is None and b is None) or torch.equal(a, b), k
+    for a, b in zip(m.viterbi(x, lengths, padded=True), want_viterbi):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="needs torch >= 2.4"):
+        SemiCRF(C, K, backend="cpu", check="deferred")

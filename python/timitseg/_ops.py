@@ -1,48 +1,40 @@
-"""timitseg's semi-CRF as PyTorch operators (torch.library.custom_op, torch >= 2.4): the NLL, the log
-partition, the marginals, Viterbi and the L2 penalty, each with its fake (shapes only) implementation and,
-where differentiable, its autograd formula, so that a model using timitseg.torch.SemiCRF runs under
-torch.compile(fullgraph=True) and torch.export with the values and gradients of eager mode.
+"""timitseg's semi-CRF ops for timitseg.torch.SemiCRF: the NLL, the log partition, the transcript NLL, the
+marginals, Viterbi and the L2 penalty, each written once as an Op: its forward body, its fake (shapes only),
+and where differentiable its context setup and backward. Two thin routes run them:
 
-Still pure Python over the C API: each operator's body is the ctypes call of timitseg.CRF (outputs made by
-torch on the inputs' device, CUDA work queued on torch's current stream). The forward computes every
-gradient in the same C call and returns it as an extra output; the backward (register_autograd) scales
-the saved gradients by the incoming one (save_for_backward), with torch ops that torch.compile traces
-into its backward graph. Per-utterance weights that differ (reduction "none" with weights not all
-equal) go through one more operator that computes the parameters' gradients one utterance at a time.
+- the operator (torch >= 2.4): torch.library.custom_op "timitseg::semicrf_<name>" whose implementation is
+  the body, with register_fake and register_autograd(backward, setup_context=setup), so that a model using
+  SemiCRF runs under torch.compile(fullgraph=True) and torch.export with the values and gradients of eager
+  mode (the public APIs only: torch.library.custom_op, register_fake, register_autograd);
+- the Function: a torch.autograd.Function (_function) that runs the Op's body, setup and backward, for
+  eager calls (not under torch.compile / torch.export: torch.library's dispatch of an operator of this many
+  arguments costs more per call than our whole forward, docs/python.md "Overhead on the host"), for
+  SemiCRF(check="backward") (its check queued by the backward) and for everything on torch < 2.4 (no
+  custom_op). Both routes give the same bits (tested).
 
-An operator reaches its module's handle through an int key (SemiCRF registers itself here): a compiled
-or exported graph holds the key as a constant and runs in the process that made it, while the module
-lives. The handle's parameters are the operator's tensor inputs (bound or copied on every call, as the
-eager module does). The public torch APIs only: torch.library.custom_op, register_fake, register_autograd
-(torch 2.4 to 2.15 tested: 2.15.0 on the development machine, 2.11 on the device).
+An op's inputs: the spec (one string: num_labels, max_duration, backend, threads, duration_model,
+phone_bonus; timitseg/_session.py), then its own, the parameters (a list of tensors) last. Nothing else is
+looked up: the body finds a C handle of the spec (a Session) and pushes the parameters into it. Still pure Python
+over the C API (outputs made by torch on the inputs' device, CUDA work queued on torch's current stream).
+The forward computes every gradient in the same C call and returns it as extra outputs; the backward scales
+the saved gradients by the incoming one with torch ops (which torch.compile traces into its backward graph);
+per-utterance weights that differ (reduction "none" with weights not all equal) go through one more op that
+computes the parameters' gradients one utterance at a time.
 """
-import itertools
-import weakref
-from typing import List, Optional, Tuple
-
 import torch
-from torch import Tensor
+
+from ._session import check_ticket, parse, session
 
 AVAILABLE = hasattr(torch.library, "custom_op") and hasattr(torch.library, "register_autograd")
 
-_MODULES = {}
-_KEYS = itertools.count(1)
+SPEC_SCHEMA = "str spec"
+_PLAIN = (torch.Tensor, torch.nn.Parameter)  # not a FakeTensor, FunctionalTensor or another tracer's subclass
 
 
-def register(module):
-    """A key for `module` (a SemiCRF) that the operators take."""
-    key = next(_KEYS)
-    _MODULES[key] = weakref.ref(module, lambda _ref, key=key: _MODULES.pop(key, None))
-    return key
-
-
-def _module(key):
-    ref = _MODULES.get(key)
-    m = ref() if ref is not None else None
-    if m is None:
-        raise RuntimeError("timitseg: the SemiCRF of key %d no longer exists (a compiled or exported graph runs "
-                           "only while the module it was made from lives, in its process)" % key)
-    return m
+def eager(x):
+    """The Function route: torch < 2.4, or not under torch.compile / torch.export (which see the operators)
+    with x (scores, or transition) an ordinary tensor or parameter."""
+    return not AVAILABLE or (not torch.compiler.is_compiling() and type(x) in _PLAIN)
 
 
 def _compute(x):
@@ -61,9 +53,18 @@ def _empty(like):
     return like.new_empty((0,), dtype=_cdtype(like))
 
 
-def _grad_outputs(scores, onset, g, flat, grads):
-    """The gradient outputs of nll / log_partition (empty [0] tensors when not computed)."""
-    if not grads:
+def _to(t, dtype):
+    """t.to(dtype) without the call when t has that dtype already (t.to returns t itself then)."""
+    return t if t.dtype == dtype else t.to(dtype)
+
+
+def _opt(t):
+    return None if t is None else _compute(t)
+
+
+def _grad_outputs(scores, onset, g, flat):
+    """The gradient outputs of nll / log_partition / transcript_nll (empty [0] tensors when not computed)."""
+    if g is None:
         return _empty(scores), _empty(scores), _empty(scores)
     return g["scores"], flat, g["onset"] if onset is not None else _empty(scores)
 
@@ -77,468 +78,392 @@ def _fake_grads(scores, onset, params, grads):
     return scores.new_empty(scores.shape, dtype=dt), scores.new_empty((size,), dtype=dt), go
 
 
-def _module_flat(m, flat):
-    """The handle's flat gradient buffer (its parameters in its order: transition, duration_bias, start,
-    end[, duration_lognormal]) as the module's parameters' (SemiCRF._param_names order)."""
-    names = m._param_names()
-    if tuple(names) == tuple(m.handle.param_names()):
-        return flat
-    strided = m.handle._flat_strided
-    return torch.cat([flat.as_strided(*strided[n]).reshape(-1) for n in names])
+def _flat_of(sess, g):
+    return torch.cat([g[n].reshape(-1) for n in sess.names])
 
 
-def _to(t, dtype):
-    """t.to(dtype) without the call when t has that dtype already (t.to returns t itself then)."""
-    return t if t.dtype == dtype else t.to(dtype)
-
-
-def _param_meta(params):
-    """What the backward needs of the parameters (kept on ctx, not saved tensors): (sizes, shapes, dtypes)."""
-    return [p.numel() for p in params], [p.shape for p in params], [p.dtype for p in params]
+def _param_meta(spec, x, params):
+    """What the backward needs of the parameters (kept on ctx, not saved tensors): (their views in a flat
+    buffer, their dtypes)."""
+    return session(spec, x).views, [p.dtype for p in params]
 
 
 def _param_grads(flat, meta):
     """Views of one flat gradient buffer shaped as the parameters (meta: _param_meta), in their dtypes."""
-    sizes, shapes, dtypes = meta
-    parts = flat.split(sizes)
-    return [_to(q if len(shape) == 1 else q.reshape(shape), dt) for q, shape, dt in zip(parts, shapes, dtypes)]
+    return [_to(flat.as_strided(*v), dt) for v, dt in zip(*meta)]
 
 
-def _weighted(scores, *args):
-    """semicrf_weighted_param_grads: its body called directly on the eager route (no dispatch), else the
-    operator (which torch.compile's backward graph records)."""
-    return (_weighted_param_grads if eager(scores) else semicrf_weighted_param_grads)(*args)
+def _scaled(grad, w, dtype):
+    return _to(grad * _to(w, grad.dtype), dtype)
 
 
-def _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segments, onset, weights, flat):
-    """semicrf_weighted_param_grads's body."""
+class Op:
+    """One op: name, schema (its inputs after the spec, the parameters last), forward(inputs, ctx) (ctx: the
+    Function's context on the eager route, None in the operator), fake(*inputs), setup(ctx, inputs, outputs)
+    and backward(ctx, *output_grads) (None for ops without gradients). fill: the Function passes zeros for a
+    missing gradient of the first output (what the operator's autograd passes). Its two routes: function
+    (the autograd.Function, _function) and operator (the custom_op, torch >= 2.4)."""
+
+    def __init__(self, name, schema, forward, fake, setup=None, backward=None, fill=True):
+        self.name, self.forward, self.fake, self.setup, self.backward, self.fill = name, forward, fake, setup, \
+            backward, fill
+        self.n = schema.split(") ->")[0].count(",") + 1  # its inputs before the parameters: the spec's included
+        self.function = _function(self) if backward is not None else None
+        self.operator = None
+        if AVAILABLE:
+            self.operator = torch.library.custom_op("timitseg::" + name, lambda *inputs: forward(inputs),
+                                                    mutates_args=(), schema="(%s, %s" % (SPEC_SCHEMA, schema))
+            self.operator.register_fake(fake)
+            if backward is not None:
+                self.operator.register_autograd(backward, setup_context=setup)
+
+    def __call__(self, lead, *inputs, function=False):
+        """The op's outputs: through the Function where eager(lead) (lead: the scores, or transition) or
+        function=True, else through the operator."""
+        if function or eager(lead):
+            if self.backward is None:
+                with torch.no_grad():
+                    return self.forward(inputs, None)
+            return self.function.apply(*inputs[:-1], *inputs[-1])
+        return self.operator(*inputs)
+
+
+def _function(op):
+    """The autograd.Function of op outside torch.compile / torch.export: its body, setup and backward, so
+    that values and gradients are the operator's bit for bit. Its inputs are the op's, the parameters' list
+    spread at the end; its outputs the operator's (the same autograd graph: under create_graph the gradients
+    it returns are differentiable as the operator's are); the gradients of the outputs are not materialized
+    (no zero fills) but for the first one where op.fill."""
+    n = op.n
+
+    class Function(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, *args):
+            inputs = args[:n] + (list(args[n:]),)
+            out = op.forward(inputs, ctx)
+            op.setup(ctx, inputs, out)
+            ctx.set_materialize_grads(False)
+            ctx.first = (out[0].shape, out[0].dtype, out[0].device)
+            return out
+
+        @staticmethod
+        def backward(ctx, g, *rest):
+            if g is None and op.fill:
+                shape, dtype, device = ctx.first
+                g = torch.zeros(shape, dtype=dtype, device=device)
+            grads = op.backward(ctx, g, *rest)
+            return grads[:-1] + tuple(grads[-1])
+
+    Function.__name__ = Function.__qualname__ = "Function_" + op.name
+    return Function
+
+
+# ---- nll -------------------------------------------------------------------------------------------------
+def _nll_forward(inputs, ctx=None):
+    """(loss: NLL [B] or its mean / sum, d sum(NLL) / d scores, the parameters' gradients as one flat buffer,
+    d sum(NLL) / d onset); the gradients empty without grads. check "deferred" (SemiCRF(check="deferred")):
+    the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the Session for
+    its check(); the previous call's check runs first, unless a CUDA graph is being captured). check
+    "backward" (the Function only): the ticket is checked by this call's backward."""
+    spec, (reduction, scores, lengths, labels, segments, num_segments, onset, grads, check, params) = \
+        inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    onset = _opt(onset)
+    out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
+    pending = captured = None
+    if check == "deferred":
+        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
+        if not captured:
+            sess.check()  # the previous deferred call's status (at the next eager call)
+        pending = []
+    elif check == "backward" and grads:
+        if ctx is None:
+            raise ValueError('check="backward" runs on the autograd.Function route only')
+        pending = []
+    nll, g, flat = sess.crf._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
+                                 grads, out_dtype, views=False, deferred=pending)
+    sess.steps += 1
+    if pending and check == "deferred":
+        sess.pending.append((sess.steps, captured, pending[0]))
+    elif pending:
+        ctx.pending = (sess.crf, pending[0])
+    loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
+    return (loss,) + _grad_outputs(scores, onset, g if grads else None, sess.flat(flat) if grads else None)
+
+
+def _nll_fake(*inputs):
+    reduction, scores, onset, grads, params = inputs[1], inputs[2], inputs[7], inputs[8], inputs[10]
+    shape = (scores.shape[0],) if reduction == "none" else ()
+    return (scores.new_empty(shape, dtype=_cdtype(scores)),) + _fake_grads(scores, onset, params, grads)
+
+
+def _nll_setup(ctx, inputs, output):
+    spec, (reduction, scores, lengths, labels, segments, num_segments, onset, _, _, params) = inputs[0], inputs[1:]
+    _, gs, flat, go = output
+    ctx.spec, ctx.reduction, ctx.B, ctx.score_dtype = spec, reduction, scores.shape[0], scores.dtype
+    ctx.has_onset, ctx.onset_dtype, ctx.params = onset is not None, onset is not None and onset.dtype, \
+        _param_meta(spec, scores, params)
+    if reduction == "none":  # the inputs again for the per-utterance weights (semicrf_weighted_param_grads)
+        ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params)
+    else:
+        ctx.save_for_backward(gs, flat, go)
+
+
+def _nll_backward(ctx, g_loss, _gs=None, _flat=None, _go=None):
+    pending = getattr(ctx, "pending", None)
+    if ctx.reduction == "none":
+        if pending is not None and g_loss.numel() > 1 and g_loss.stride(0) != 0:
+            ctx.pending = None  # per-utterance weights may call the handle again: the check first
+            check_ticket(*pending)
+        gs, flat, go, scores, lengths, labels, segments, num_segments, onset, *params = ctx.saved_tensors
+        w = g_loss.reshape(-1, 1, 1)
+        pflat = _weighted(scores, ctx.spec, "nll", _compute(scores), lengths, labels, segments, num_segments, onset,
+                          g_loss, flat, params)
+    else:
+        gs, flat, go = ctx.saved_tensors
+        w = g_loss / ctx.B if ctx.reduction == "mean" else g_loss  # as torch's mean backward
+        pflat = flat * _to(w, flat.dtype)
+    d_scores = _scaled(gs, w, ctx.score_dtype)
+    d_onset = _scaled(go, w, ctx.onset_dtype) if ctx.has_onset else None
+    if getattr(ctx, "pending", None) is not None:
+        # check="backward": the one wait, once the whole backward pass is queued (the gradients' accumulation
+        # into .grad included, which runs on the host while the GPU computes): autograd runs the callback
+        # before backward() returns and raises its error from there
+        pending, ctx.pending = ctx.pending, None
+        torch.autograd.Variable._execution_engine.queue_callback(lambda: check_ticket(*pending))
+    return None, None, d_scores, None, None, None, None, d_onset, None, None, _param_grads(pflat, ctx.params)
+
+
+NLL = Op("semicrf_nll", "str reduction, Tensor scores, Tensor lengths, Tensor? labels, Tensor? segments, "
+         "Tensor? num_segments, Tensor? onset, bool grads, str check, Tensor[] params) -> (Tensor, Tensor, Tensor, "
+         "Tensor)", _nll_forward, _nll_fake, _nll_setup, _nll_backward)
+
+
+# ---- per-utterance weights ---------------------------------------------------------------------------------
+def _weighted_forward(inputs, ctx=None):
+    """sum_b weights[b] * d value_b / d parameters (value: NLL, transcript NLL or log Z), flat: the forward's
+    sum over b. One weight for every utterance (read on the host: a wait on CUDA) scales flat; else one call
+    per utterance with the forward's parameters (pushed again: the handle may have served other calls)."""
+    spec, (kind, scores, lengths, labels, segments, num_segments, onset, weights, flat, params) = \
+        inputs[0], inputs[1:]
     w = weights.detach().reshape(-1)
     if w.numel() == 0:
         return torch.zeros_like(flat)
     if w.numel() == 1 or w.stride(0) == 0 or bool(torch.all(w == w[0])):  # stride 0: sum()'s, no wait
         return flat * w[0].to(flat.dtype)
-    m = _module(key)
+    sess = session(spec, scores)
+    sess.push(params)
     out = torch.zeros(flat.shape, dtype=torch.float64, device=flat.device)
     for b in range(w.shape[0]):
         sl = slice(b, b + 1)
         o = None if onset is None else onset[sl]
         if kind == "nll":
-            _, _, fb = m.handle._nll(scores[sl], lengths[sl], None if labels is None else labels[sl],
+            _, _, fb = sess.crf._nll(scores[sl], lengths[sl], None if labels is None else labels[sl],
                                      None if segments is None else segments[sl],
                                      None if num_segments is None else num_segments[sl], o, False, 1.0, True,
                                      "float64", views=False)
-            fb = _module_flat(m, fb)
+            fb = sess.flat(fb)
         elif kind == "transcript":  # labels, segments, num_segments carry phones, num_phones, optional
-            _, gb = m.handle.transcript_nll(scores[sl], lengths[sl], labels[sl], segments[sl],
+            _, gb = sess.crf.transcript_nll(scores[sl], lengths[sl], labels[sl], segments[sl],
                                             optional=None if num_segments is None else num_segments[sl], onset=o,
                                             grads=True)
-            fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
+            fb = _flat_of(sess, gb)
         else:
-            _, gb = m.handle.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
-            fb = torch.cat([gb[n].reshape(-1) for n in m._param_names()])
+            _, gb = sess.crf.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
+            fb = _flat_of(sess, gb)
         out += fb.to(torch.float64) * w[b].to(torch.float64)
     return out.to(flat.dtype)
 
 
-def eager(scores):
-    """The eager route of nll, log_partition and penalty: not under torch.compile / torch.export (which see
-    the operators) and scores (or transition) an ordinary tensor or parameter. The same Python bodies and
-    backward formulas as the operators, run by a torch.autograd.Function: torch.library's dispatch of an
-    operator of this many arguments costs more per call than our whole forward (docs/python.md, "Overhead
-    on the host")."""
-    return not torch.compiler.is_compiling() and type(scores) in _PLAIN
+WEIGHTED = Op("semicrf_weighted_param_grads", "str kind, Tensor scores, Tensor lengths, Tensor? labels, "
+              "Tensor? segments, Tensor? num_segments, Tensor? onset, Tensor weights, Tensor flat, Tensor[] params) "
+              "-> Tensor", _weighted_forward, lambda *inputs: torch.empty_like(inputs[9]))
 
 
-_PLAIN = (torch.Tensor, torch.nn.Parameter)  # not a FakeTensor, FunctionalTensor or another tracer's subclass
+def _weighted(scores, spec, *rest):
+    """The per-utterance weights' op: its body called directly on the eager route (no dispatch), else the
+    operator (which torch.compile's backward graph records)."""
+    inputs = (spec,) + rest
+    return _weighted_forward(inputs) if eager(scores) else WEIGHTED.operator(*inputs)
 
 
-def _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
-    """semicrf_nll's body (the operator's, and _EagerNLL's forward)."""
-    m = _module(key)
-    m._push(m._param_names(), params)
-    onset = None if onset is None else _compute(onset)
-    out_dtype = "float64" if scores.dtype == torch.float64 else "float32"
-    pending = None
-    if deferred:
-        captured = scores.is_cuda and torch.cuda.is_current_stream_capturing()
-        if not captured:
-            m.check()  # the previous deferred call's status (at the next eager call)
-        pending = []
-    nll, g, flat = m.handle._nll(_compute(scores), lengths, labels, segments, num_segments, onset, False, 1.0,
-                                 grads, out_dtype, views=False, deferred=pending)
-    m._steps += 1
-    if pending:
-        m._pending.append((m._steps, captured, pending[0]))
-    loss = nll.mean() if reduction == "mean" else nll.sum() if reduction == "sum" else nll
-    return (loss,) + _grad_outputs(scores, onset, g, _module_flat(m, flat) if grads else None, grads)
-
-
-def _lz_forward(key, scores, lengths, onset, params, grads):
-    """semicrf_log_partition's body (the operator's, and _EagerLogZ's forward)."""
-    m = _module(key)
-    m._push(m._param_names(), params)
-    onset = None if onset is None else _compute(onset)
+# ---- log Z and the transcript NLL -------------------------------------------------------------------------
+def _lz_forward(inputs, ctx=None):
+    """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
+    spec, (scores, lengths, onset, grads, params) = inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    onset = _opt(onset)
     if not grads:
-        lz = m.handle.log_partition(_compute(scores), lengths, onset=onset)
-        return (lz,) + _grad_outputs(scores, onset, None, None, False)
-    lz, g = m.handle.log_partition(_compute(scores), lengths, onset=onset, grads=True)
-    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
-    return (lz,) + _grad_outputs(scores, onset, g, flat, True)
+        return (sess.crf.log_partition(_compute(scores), lengths, onset=onset),) + _grad_outputs(scores, onset,
+                                                                                                 None, None)
+    lz, g = sess.crf.log_partition(_compute(scores), lengths, onset=onset, grads=True)
+    return (lz,) + _grad_outputs(scores, onset, g, _flat_of(sess, g))
 
 
-def _tr_forward(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
-    """semicrf_transcript_nll's body (the operator's, and _EagerTranscript's forward): the transcript NLL [B]
-    float64 (docs/crf.md "Training from transcripts") and the gradients of its sum."""
-    m = _module(key)
-    m._push(m._param_names(), params)
-    onset = None if onset is None else _compute(onset)
-    x = _compute(scores)
+def _tr_forward(inputs, ctx=None):
+    """(transcript NLL [B] float64 (docs/crf.md "Training from transcripts"), the gradients of its sum as
+    _lz_forward's)."""
+    spec, (scores, lengths, phones, num_phones, optional, onset, grads, params) = inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    onset, x = _opt(onset), _compute(scores)
     if not grads:
-        nll = m.handle.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset)
-        return (nll,) + _grad_outputs(scores, onset, None, None, False)
-    nll, g = m.handle.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, grads=True)
-    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
-    return (nll,) + _grad_outputs(scores, onset, g, flat, True)
+        nll = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset)
+        return (nll,) + _grad_outputs(scores, onset, None, None)
+    nll, g = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, grads=True)
+    return (nll,) + _grad_outputs(scores, onset, g, _flat_of(sess, g))
 
 
-def _penalty_forward(key, reg, transition, duration_bias, eager_route=False):
-    """semicrf_penalty's body (the operator's, and _EagerPenalty's forward with eager_route: the value a view
-    of the C API's [1] output, which an operator may not return, so no copy kernel)."""
-    m = _module(key)
-    value, ga, gd = m.handle.penalty_grads(reg, transition.detach(),
-                                           None if duration_bias is None else duration_bias.detach())
-    value = value.reshape(())
-    return value if eager_route else value.clone(), ga, gd if gd is not None else _empty(transition)
+def _rows_fake(*inputs):
+    """log Z's and the transcript NLL's outputs: [B] float64 and the gradients (their onset at inputs[-3])."""
+    scores, onset, grads, params = inputs[1], inputs[-3], inputs[-2], inputs[-1]
+    return (scores.new_empty((scores.shape[0],), dtype=torch.float64),) + _fake_grads(scores, onset, params, grads)
 
 
-def marginals_forward(key, scores, lengths, onset, params, segments):
-    """semicrf_marginals's body (the operator's, and the eager route's, timitseg.torch._Marginals): the three
-    posteriors, the third empty [0] without segments."""
-    m = _module(key)
-    m._push(m._param_names(), params)
-    onset = None if onset is None else _compute(onset)
-    out = m.handle.marginals(_compute(scores), lengths, onset=onset, segments=segments)
+def _rows_setup(ctx, inputs, output):
+    """log Z's and the transcript NLL's: per-row values, so the inputs kept for per-utterance weights."""
+    spec, scores, onset, params = inputs[0], inputs[1], inputs[-3], inputs[-1]
+    _, gs, flat, go = output
+    ctx.spec, ctx.score_dtype, ctx.has_onset, ctx.params = spec, scores.dtype, onset is not None, \
+        _param_meta(spec, scores, params)
+    ctx.n = len(inputs) - 2  # the op's inputs after the spec and before the parameters
+    ctx.save_for_backward(gs, flat, go, *inputs[1:-1][:ctx.n - 1], *params)
+
+
+def _rows_backward(ctx, g_rows, _gs=None, _flat=None, _go=None):
+    gs, flat, go, *rest = ctx.saved_tensors
+    scores, lengths = rest[0], rest[1]
+    if ctx.n == 4:  # log Z: scores, lengths, onset
+        onset, params, kind, gold = rest[2], rest[3:], "log_z", (None, None, None)
+    else:  # transcript: scores, lengths, phones, num_phones, optional, onset
+        onset, params, kind, gold = rest[5], rest[6:], "transcript", tuple(rest[2:5])
+    w = g_rows.reshape(-1, 1, 1)
+    pflat = _weighted(scores, ctx.spec, kind, _compute(scores), lengths, *gold, onset, g_rows, flat, list(params))
+    d_scores = _scaled(gs, w, ctx.score_dtype)
+    d_onset = _scaled(go, w, onset.dtype) if ctx.has_onset else None
+    mid = (None,) * (ctx.n - 3)  # lengths, the transcript's phones, num_phones, optional
+    return (None, d_scores) + mid + (d_onset, None, _param_grads(pflat, ctx.params))
+
+
+LOG_PARTITION = Op("semicrf_log_partition", "Tensor scores, Tensor lengths, Tensor? onset, bool grads, "
+                   "Tensor[] params) -> (Tensor, Tensor, Tensor, Tensor)", _lz_forward, _rows_fake, _rows_setup,
+                   _rows_backward)
+TRANSCRIPT_NLL = Op("semicrf_transcript_nll", "Tensor scores, Tensor lengths, Tensor phones, Tensor num_phones, "
+                    "Tensor? optional, Tensor? onset, bool grads, Tensor[] params) -> (Tensor, Tensor, Tensor, "
+                    "Tensor)", _tr_forward, _rows_fake, _rows_setup, _rows_backward)
+
+
+# ---- marginals ----------------------------------------------------------------------------------------------
+def _marg_forward(inputs, ctx=None):
+    """(boundary posteriors [B][T+1], frame label posteriors [B][T][C], segment posteriors [B][T][K][C] with
+    segments, else empty [0]), float64."""
+    spec, (scores, lengths, onset, segments, params) = inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    out = sess.crf.marginals(_compute(scores), lengths, onset=_opt(onset), segments=segments)
     return tuple(out) if segments else tuple(out) + (scores.new_empty((0,), dtype=torch.float64),)
 
 
-def marginals_backward_body(key, scores, lengths, onset, params, grad_boundaries, grad_frames, grad_segments):
-    """semicrf_marginals_backward's body: the module's handle on the forward's parameters (pushed again: the
-    handle may have served other calls since), the C API's gradients, the parameters' as one flat buffer."""
-    m = _module(key)
-    m._push(m._param_names(), params)
-    ups = [None if g is None else _to(g.contiguous() if g.is_cuda else g, torch.float64)
-           for g in (grad_boundaries, grad_frames, grad_segments)]
-    g = m.handle.marginals_backward(_compute(scores), lengths, *ups, onset=None if onset is None else _compute(onset))
-    flat = torch.cat([g[n].reshape(-1) for n in m._param_names()])
-    return g["scores"], flat, g["onset"] if onset is not None else _empty(scores)
+def _marg_fake(*inputs):
+    K, (scores, _, _, segments, _) = parse(inputs[0]).max_duration, inputs[1:]
+    B, T, C = scores.shape
+    third = (B, T, K, C) if segments else (0,)
+    return (scores.new_empty((B, T + 1), dtype=torch.float64), scores.new_empty((B, T, C), dtype=torch.float64),
+            scores.new_empty(third, dtype=torch.float64))
 
 
-if AVAILABLE:
-    @torch.library.custom_op("timitseg::semicrf_nll", mutates_args=())
-    def semicrf_nll(key: int, reduction: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
-                    segments: Optional[Tensor], num_segments: Optional[Tensor], onset: Optional[Tensor],
-                    params: List[Tensor], grads: bool, deferred: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(loss: NLL [B] or its mean / sum, d sum(NLL) / d scores, the parameters' gradients as one flat
-        buffer, d sum(NLL) / d onset); the gradients empty without grads. deferred: SemiCRF(check="deferred"),
-        the C call does not wait for the GPU (timitseg_crf_nll_end with a check ticket, kept by the module
-        for its check(); the previous call's check runs first, unless a CUDA graph is being captured)."""
-        return _nll_forward(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
-                            deferred)
+def _marg_setup(ctx, inputs, output):
+    spec, (scores, lengths, onset, segments, params) = inputs[0], inputs[1:]
+    ctx.spec, ctx.score_dtype, ctx.segments = spec, scores.dtype, segments
+    ctx.onset_dtype = None if onset is None else onset.dtype
+    ctx.params = _param_meta(spec, scores, params)
+    ctx.save_for_backward(scores, lengths, onset, *params)
 
-    @semicrf_nll.register_fake
-    def _(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
-        shape = (scores.shape[0],) if reduction == "none" else ()
-        return (scores.new_empty(shape, dtype=_cdtype(scores)),) + _fake_grads(scores, onset, params, grads)
 
-    def _nll_setup(ctx, inputs, output):
-        key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, _ = inputs
-        _, gs, flat, go = output
-        ctx.key, ctx.reduction, ctx.B, ctx.score_dtype = key, reduction, scores.shape[0], scores.dtype
-        ctx.has_onset, ctx.onset_dtype, ctx.params = onset is not None, onset is not None and onset.dtype, \
-            _param_meta(params)
-        if reduction == "none":  # the inputs again for the per-utterance weights (semicrf_weighted_param_grads)
-            ctx.save_for_backward(gs, flat, go, scores, lengths, labels, segments, num_segments, onset)
-        else:
-            ctx.save_for_backward(gs, flat, go)
+def _marg_backward(ctx, g_b, g_f, g_s):
+    scores, lengths, onset, *params = ctx.saved_tensors
+    g_s = g_s if ctx.segments else None
+    if g_b is None and g_f is None and g_s is None:
+        return (None,) * 5 + ([None] * len(params),)
+    inputs = (ctx.spec,) + (_compute(scores), lengths, onset, g_b, g_f, g_s, list(params))
+    gs, flat, go = _marg_backward_forward(inputs) if eager(scores) else MARGINALS_BACKWARD.operator(*inputs)
+    d_onset = _to(go, ctx.onset_dtype) if onset is not None else None
+    return (None, _to(gs, ctx.score_dtype), None, d_onset, None, _param_grads(flat, ctx.params))
 
-    def _nll_backward(ctx, g_loss, _gs, _flat, _go):
-        if ctx.reduction == "none":
-            gs, flat, go, scores, lengths, labels, segments, num_segments, onset = ctx.saved_tensors
-            w = g_loss.reshape(-1, 1, 1)
-            pflat = _weighted(scores, ctx.key, "nll", _compute(scores), lengths, labels, segments, num_segments,
-                              onset, g_loss, flat)
-        else:
-            gs, flat, go = ctx.saved_tensors
-            w = g_loss / ctx.B if ctx.reduction == "mean" else g_loss  # as torch's mean backward
-            pflat = flat * _to(w, flat.dtype)
-        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
-        d_onset = _to(go * _to(w, go.dtype), ctx.onset_dtype) if ctx.has_onset else None
-        return (None, None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, ctx.params), None, None)
 
-    semicrf_nll.register_autograd(_nll_backward, setup_context=_nll_setup)
+def _marg_backward_forward(inputs, ctx=None):
+    """(d / d scores, the parameters' flat gradient, d / d onset (empty without onset)) of sum(grad_boundaries *
+    boundaries + grad_frames * frames + grad_segments * segments) (timitseg_crf_marginals_backward; docs/crf.md
+    "Gradient of the marginals"), with the forward's parameters (pushed again)."""
+    spec, (scores, lengths, onset, *ups, params) = inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    ups = [None if g is None else _to(g.contiguous() if g.is_cuda else g, torch.float64) for g in ups]
+    g = sess.crf.marginals_backward(_compute(scores), lengths, *ups, onset=_opt(onset))
+    return g["scores"], _flat_of(sess, g), g["onset"] if onset is not None else _empty(scores)
 
-    def _eager_outputs(ctx, out):
-        """The outputs of an _Eager* Function: the operator's (the same autograd graph: under create_graph the
-        gradients it returns are differentiable as the operator's are). Only the first output's gradient is
-        read by the backward: the others are not materialized (no zero fills), the first one zeros when absent
-        (the zeros the operator's autograd would pass)."""
-        ctx.set_materialize_grads(False)
-        ctx.first = (out[0].shape, out[0].dtype, out[0].device)
-        return out
 
-    def _first_grad(ctx, g):
-        if g is None:
-            shape, dtype, device = ctx.first
-            return torch.zeros(shape, dtype=dtype, device=device)
-        return g
+MARGINALS = Op("semicrf_marginals", "Tensor scores, Tensor lengths, Tensor? onset, bool segments, Tensor[] params) "
+               "-> (Tensor, Tensor, Tensor)", _marg_forward, _marg_fake, _marg_setup, _marg_backward, fill=False)
+MARGINALS_BACKWARD = Op("semicrf_marginals_backward", "Tensor scores, Tensor lengths, Tensor? onset, "
+                        "Tensor? grad_boundaries, Tensor? grad_frames, Tensor? grad_segments, Tensor[] params) -> "
+                        "(Tensor, Tensor, Tensor)", _marg_backward_forward,
+                        lambda *inputs: _fake_grads(inputs[1], inputs[3], inputs[-1], True))
 
-    class _EagerNLL(torch.autograd.Function):
-        """semicrf_nll outside torch.compile / torch.export: the operator's body (_nll_forward), context
-        (_nll_setup) and backward (_nll_backward), so values and gradients are the operator's bit for bit."""
 
-        @staticmethod
-        def forward(ctx, key, reduction, scores, lengths, labels, segments, num_segments, onset, grads, deferred,
-                    *params):
-            inputs = (key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
-                      deferred)
-            out = _nll_forward(*inputs)
-            _nll_setup(ctx, inputs, out)
-            return _eager_outputs(ctx, out)
+# ---- Viterbi and the penalty ------------------------------------------------------------------------------
+def _viterbi_forward(inputs, ctx=None):
+    """(score [B] float64, segments [B][T][3] int32 (start, duration, label; rows past a count 0),
+    num_segments [B] int32), with the Spec's phone_bonus."""
+    spec, (scores, lengths, onset, params) = inputs[0], inputs[1:]
+    sess = session(spec, scores)
+    sess.push(params)
+    return sess.crf.viterbi(_compute(scores), lengths, onset=_opt(onset), padded=True)
 
-        @staticmethod
-        def backward(ctx, g_loss, *_unused):
-            grads = _nll_backward(ctx, _first_grad(ctx, g_loss), None, None, None)
-            return grads[:8] + (None, None) + tuple(grads[8])
 
-    def nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads, deferred):
-        """The loss of semicrf_nll: through _EagerNLL where eager(scores), else the operator."""
-        if eager(scores):
-            return _EagerNLL.apply(key, reduction, scores, lengths, labels, segments, num_segments, onset, grads,
-                                   deferred, *params)[0]
-        return semicrf_nll(key, reduction, scores, lengths, labels, segments, num_segments, onset, params, grads,
-                           deferred)[0]
+def _viterbi_fake(*inputs):
+    scores = inputs[1]
+    B, T, _ = scores.shape
+    return (scores.new_empty((B,), dtype=torch.float64), scores.new_empty((B, T, 3), dtype=torch.int32),
+            scores.new_empty((B,), dtype=torch.int32))
 
-    @torch.library.custom_op("timitseg::semicrf_log_partition", mutates_args=())
-    def semicrf_log_partition(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
-                              params: List[Tensor], grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(log Z [B] float64, d sum(log Z) / d scores, the parameters' flat gradient, d / d onset)."""
-        return _lz_forward(key, scores, lengths, onset, params, grads)
 
-    @semicrf_log_partition.register_fake
-    def _(key, scores, lengths, onset, params, grads):
-        return (scores.new_empty((scores.shape[0],), dtype=torch.float64),) + _fake_grads(scores, onset, params,
-                                                                                           grads)
+VITERBI = Op("semicrf_viterbi", "Tensor scores, Tensor lengths, Tensor? onset, Tensor[] params) -> (Tensor, "
+             "Tensor, Tensor)", _viterbi_forward, _viterbi_fake)
 
-    def _lz_setup(ctx, inputs, output):
-        key, scores, lengths, onset, params, grads = inputs
-        _, gs, flat, go = output
-        ctx.key, ctx.score_dtype, ctx.has_onset = key, scores.dtype, onset is not None
-        ctx.params = _param_meta(params)
-        ctx.save_for_backward(gs, flat, go, scores, lengths, onset)
 
-    def _lz_backward(ctx, g_lz, _gs, _flat, _go):
-        gs, flat, go, scores, lengths, onset = ctx.saved_tensors
-        w = g_lz.reshape(-1, 1, 1)
-        pflat = _weighted(scores, ctx.key, "log_z", _compute(scores), lengths, None, None, None, onset, g_lz, flat)
-        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
-        d_onset = _to(go * _to(w, go.dtype), onset.dtype) if ctx.has_onset else None
-        return (None, d_scores, None, d_onset, _param_grads(pflat, ctx.params), None)
+def _pen_forward(inputs, ctx=None):
+    """(reg * (||transition||^2 + ||duration_bias||^2) as a 0-dim float64 tensor, its gradients), computed by
+    the C API (timitseg_crf_penalty_grads; on CUDA queued on torch's current stream); params: [transition]
+    or [transition, duration_bias]. On the Function route the value is a view of the C API's [1] output
+    (an operator may not return one: there a copy)."""
+    spec, (reg, params) = inputs[0], inputs[1:]
+    transition, duration_bias = params[0], params[1] if len(params) > 1 else None
+    value, ga, gd = session(spec, transition).crf.penalty_grads(
+        reg, transition.detach(), None if duration_bias is None else duration_bias.detach())
+    value = value.reshape(())
+    return value if ctx is not None else value.clone(), ga, gd if gd is not None else _empty(transition)
 
-    semicrf_log_partition.register_autograd(_lz_backward, setup_context=_lz_setup)
 
-    class _EagerLogZ(torch.autograd.Function):
-        """semicrf_log_partition outside torch.compile / torch.export (as _EagerNLL)."""
+def _pen_fake(*inputs):
+    params = inputs[2]
+    transition, dt = params[0], _cdtype(params[0])
+    gd = params[1].new_empty(params[1].shape, dtype=dt) if len(params) > 1 else _empty(transition)
+    return transition.new_empty((), dtype=torch.float64), transition.new_empty(transition.shape, dtype=dt), gd
 
-        @staticmethod
-        def forward(ctx, key, scores, lengths, onset, grads, *params):
-            inputs = (key, scores, lengths, onset, params, grads)
-            out = _lz_forward(*inputs)
-            _lz_setup(ctx, inputs, out)
-            return _eager_outputs(ctx, out)
 
-        @staticmethod
-        def backward(ctx, g_lz, *_unused):
-            grads = _lz_backward(ctx, _first_grad(ctx, g_lz), None, None, None)
-            return grads[:4] + (None,) + tuple(grads[4])
+def _pen_setup(ctx, inputs, output):
+    ctx.dtypes = [p.dtype for p in inputs[2]]
+    ctx.save_for_backward(output[1], output[2])
 
-    def log_partition(key, scores, lengths, onset, params, grads):
-        """log Z of semicrf_log_partition: through _EagerLogZ where eager(scores), else the operator."""
-        if eager(scores):
-            return _EagerLogZ.apply(key, scores, lengths, onset, grads, *params)[0]
-        return semicrf_log_partition(key, scores, lengths, onset, params, grads)[0]
 
-    @torch.library.custom_op("timitseg::semicrf_weighted_param_grads", mutates_args=())
-    def semicrf_weighted_param_grads(key: int, kind: str, scores: Tensor, lengths: Tensor, labels: Optional[Tensor],
-                                     segments: Optional[Tensor], num_segments: Optional[Tensor],
-                                     onset: Optional[Tensor], weights: Tensor, flat: Tensor) -> Tensor:
-        """sum_b weights[b] * d value_b / d parameters (value: NLL or log Z), flat: the forward's sum over b.
-        One weight for every utterance (read on the host: a wait on CUDA) scales flat; else one call per
-        utterance of the module's handle (whose parameters the forward bound or copied)."""
-        return _weighted_param_grads(key, kind, scores, lengths, labels, segments, num_segments, onset, weights,
-                                     flat)
+def _pen_backward(ctx, g_value, _ga=None, _gd=None):
+    ga, gd = ctx.saved_tensors
+    grads = [_scaled(ga, g_value, ctx.dtypes[0])] + [_scaled(gd, g_value, dt) for dt in ctx.dtypes[1:]]
+    return None, None, grads
 
-    @semicrf_weighted_param_grads.register_fake
-    def _(key, kind, scores, lengths, labels, segments, num_segments, onset, weights, flat):
-        return torch.empty_like(flat)
 
-    @torch.library.custom_op("timitseg::semicrf_marginals", mutates_args=())
-    def semicrf_marginals(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
-                          params: List[Tensor], segments: bool) -> Tuple[Tensor, Tensor, Tensor]:
-        """(boundary posteriors [B][T+1], frame label posteriors [B][T][C], segment posteriors [B][T][K][C]
-        with segments, else empty [0]), float64; differentiable (semicrf_marginals_backward)."""
-        return marginals_forward(key, scores, lengths, onset, params, segments)
-
-    @semicrf_marginals.register_fake
-    def _(key, scores, lengths, onset, params, segments):
-        B, T, C = scores.shape
-        third = (B, T, _module(key).max_duration, C) if segments else (0,)
-        return (scores.new_empty((B, T + 1), dtype=torch.float64),
-                scores.new_empty((B, T, C), dtype=torch.float64), scores.new_empty(third, dtype=torch.float64))
-
-    @torch.library.custom_op("timitseg::semicrf_marginals_backward", mutates_args=())
-    def semicrf_marginals_backward(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
-                                   params: List[Tensor], grad_boundaries: Optional[Tensor],
-                                   grad_frames: Optional[Tensor],
-                                   grad_segments: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """(d / d scores, the parameters' flat gradient, d / d onset (empty without onset)) of
-        sum(grad_boundaries * boundaries + grad_frames * frames + grad_segments * segments)
-        (timitseg_crf_marginals_backward; docs/crf.md "Gradient of the marginals")."""
-        return marginals_backward_body(key, scores, lengths, onset, params, grad_boundaries, grad_frames,
-                                       grad_segments)
-
-    @semicrf_marginals_backward.register_fake
-    def _(key, scores, lengths, onset, params, grad_boundaries, grad_frames, grad_segments):
-        return _fake_grads(scores, onset, params, True)
-
-    def _marg_setup(ctx, inputs, output):
-        key, scores, lengths, onset, params, segments = inputs
-        ctx.key, ctx.score_dtype, ctx.segments = key, scores.dtype, segments
-        ctx.onset_dtype = None if onset is None else onset.dtype
-        ctx.params = _param_meta(params)
-        ctx.save_for_backward(scores, lengths, onset, *params)
-
-    def _marg_backward(ctx, g_b, g_f, g_s):
-        scores, lengths, onset, *params = ctx.saved_tensors
-        gs, flat, go = semicrf_marginals_backward(ctx.key, _compute(scores), lengths, onset, list(params), g_b, g_f,
-                                                  g_s if ctx.segments else None)
-        d_onset = _to(go, ctx.onset_dtype) if onset is not None else None
-        return None, _to(gs, ctx.score_dtype), None, d_onset, _param_grads(flat, ctx.params), None
-
-    semicrf_marginals.register_autograd(_marg_backward, setup_context=_marg_setup)
-
-    @torch.library.custom_op("timitseg::semicrf_viterbi", mutates_args=())
-    def semicrf_viterbi(key: int, scores: Tensor, lengths: Tensor, onset: Optional[Tensor],
-                        params: List[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """(score [B] float64, segments [B][T][3] int32 (start, duration, label; rows past a count 0),
-        num_segments [B] int32), with crf.phone_bonus."""
-        m = _module(key)
-        m._push(m._param_names(), params)
-        onset = None if onset is None else _compute(onset)
-        return m.handle.viterbi(_compute(scores), lengths, onset=onset, padded=True)
-
-    @semicrf_viterbi.register_fake
-    def _(key, scores, lengths, onset, params):
-        B, T, _ = scores.shape
-        return (scores.new_empty((B,), dtype=torch.float64), scores.new_empty((B, T, 3), dtype=torch.int32),
-                scores.new_empty((B,), dtype=torch.int32))
-
-    @torch.library.custom_op("timitseg::semicrf_penalty", mutates_args=())
-    def semicrf_penalty(key: int, reg: float, transition: Tensor,
-                        duration_bias: Optional[Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
-        """(reg * (||transition||^2 + ||duration_bias||^2) as a 0-dim float64 tensor, its gradients), computed
-        by the C API (timitseg_crf_penalty_grads; on CUDA queued on torch's current stream)."""
-        return _penalty_forward(key, reg, transition, duration_bias)
-
-    @semicrf_penalty.register_fake
-    def _(key, reg, transition, duration_bias):
-        dt = _cdtype(transition)
-        gd = duration_bias.new_empty(duration_bias.shape, dtype=dt) if duration_bias is not None else \
-            _empty(transition)
-        return transition.new_empty((), dtype=torch.float64), transition.new_empty(transition.shape, dtype=dt), gd
-
-    def _pen_setup(ctx, inputs, output):
-        _, _, transition, duration_bias = inputs
-        ctx.has_d = duration_bias is not None
-        ctx.dtypes = (transition.dtype, None if duration_bias is None else duration_bias.dtype)
-        ctx.save_for_backward(output[1], output[2])
-
-    def _pen_backward(ctx, g_value, _ga, _gd):
-        ga, gd = ctx.saved_tensors
-        d_a = _to(ga * _to(g_value, ga.dtype), ctx.dtypes[0])
-        d_d = _to(gd * _to(g_value, gd.dtype), ctx.dtypes[1]) if ctx.has_d else None
-        return None, None, d_a, d_d
-
-    semicrf_penalty.register_autograd(_pen_backward, setup_context=_pen_setup)
-
-    class _EagerPenalty(torch.autograd.Function):
-        """semicrf_penalty outside torch.compile / torch.export (as _EagerNLL: the operator's body, context
-        and backward)."""
-
-        @staticmethod
-        def forward(ctx, key, reg, transition, duration_bias):
-            out = _penalty_forward(key, reg, transition, duration_bias, eager_route=True)
-            _pen_setup(ctx, (key, reg, transition, duration_bias), out)
-            return _eager_outputs(ctx, out)
-
-        @staticmethod
-        def backward(ctx, g_value, *_unused):
-            return _pen_backward(ctx, _first_grad(ctx, g_value), None, None)
-
-    def penalty(key, reg, transition, duration_bias):
-        """The value of semicrf_penalty: through _EagerPenalty where eager(transition), else the operator."""
-        if eager(transition):
-            return _EagerPenalty.apply(key, reg, transition, duration_bias)[0]
-        return semicrf_penalty(key, reg, transition, duration_bias)[0]
-
-    @torch.library.custom_op("timitseg::semicrf_transcript_nll", mutates_args=())
-    def semicrf_transcript_nll(key: int, scores: Tensor, lengths: Tensor, phones: Tensor, num_phones: Tensor,
-                               optional: Optional[Tensor], onset: Optional[Tensor], params: List[Tensor],
-                               grads: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
-        """(transcript NLL [B] float64, d sum(nll) / d scores, the parameters' flat gradient, d / d onset)."""
-        return _tr_forward(key, scores, lengths, phones, num_phones, optional, onset, params, grads)
-
-    @semicrf_transcript_nll.register_fake
-    def _(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
-        return (scores.new_empty((scores.shape[0],), dtype=torch.float64),) + _fake_grads(scores, onset, params,
-                                                                                           grads)
-
-    def _tr_setup(ctx, inputs, output):
-        key, scores, lengths, phones, num_phones, optional, onset, params, grads = inputs
-        _, gs, flat, go = output
-        ctx.key, ctx.score_dtype, ctx.has_onset = key, scores.dtype, onset is not None
-        ctx.params = _param_meta(params)
-        ctx.save_for_backward(gs, flat, go, scores, lengths, phones, num_phones, optional, onset)
-
-    def _tr_backward(ctx, g_nll, _gs, _flat, _go):
-        gs, flat, go, scores, lengths, phones, num_phones, optional, onset = ctx.saved_tensors
-        w = g_nll.reshape(-1, 1, 1)
-        pflat = _weighted(scores, ctx.key, "transcript", _compute(scores), lengths, phones, num_phones, optional,
-                          onset, g_nll, flat)
-        d_scores = _to(gs * _to(w, gs.dtype), ctx.score_dtype)
-        d_onset = _to(go * _to(w, go.dtype), onset.dtype) if ctx.has_onset else None
-        return (None, d_scores, None, None, None, None, d_onset, _param_grads(pflat, ctx.params), None)
-
-    semicrf_transcript_nll.register_autograd(_tr_backward, setup_context=_tr_setup)
-
-    class _EagerTranscript(torch.autograd.Function):
-        """semicrf_transcript_nll outside torch.compile / torch.export (as _EagerNLL)."""
-
-        @staticmethod
-        def forward(ctx, key, scores, lengths, phones, num_phones, optional, onset, grads, *params):
-            inputs = (key, scores, lengths, phones, num_phones, optional, onset, params, grads)
-            out = _tr_forward(*inputs)
-            _tr_setup(ctx, inputs, out)
-            return _eager_outputs(ctx, out)
-
-        @staticmethod
-        def backward(ctx, g_nll, *_unused):
-            grads = _tr_backward(ctx, _first_grad(ctx, g_nll), None, None, None)
-            return grads[:7] + (None,) + tuple(grads[7])
-
-    def transcript_nll(key, scores, lengths, phones, num_phones, optional, onset, params, grads):
-        """The transcript NLL of semicrf_transcript_nll: through _EagerTranscript where eager(scores), else the
-        operator."""
-        if eager(scores):
-            return _EagerTranscript.apply(key, scores, lengths, phones, num_phones, optional, onset, grads,
-                                          *params)[0]
-        return semicrf_transcript_nll(key, scores, lengths, phones, num_phones, optional, onset, params, grads)[0]
+PENALTY = Op("semicrf_penalty", "float reg, Tensor[] params) -> (Tensor, Tensor, Tensor)", _pen_forward,
+             _pen_fake, _pen_setup, _pen_backward)

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "app/report/phone_classes.h"
 #include "app/report/report.h"
 #include "app/report/svg.h"
 #include "data/features.h"
@@ -82,7 +83,7 @@ class ReportHtml : public ::testing::Test {
     fs::remove_all(dir_);
     write_run(dir_ / "semi", 3);
     write_run(dir_ / "linear", 3);
-    names_ = model::LabelSet::make(39).names39;
+    names_ = model::LabelSet::make(39).scoring_names;
   }
   void TearDown() override { fs::remove_all(dir_); }
   int idx(const std::string& n) const {
@@ -124,7 +125,7 @@ TEST_F(ReportHtml, ConfusionMatrixOfAnotherPhoneSetFollowsItsOwnOrder) {
   EXPECT_EQ(app::report::phone_class_order(tiny), (std::vector<int>{0, 1, 2, 3, 4}));
 
   app::report::ReportInput in;
-  in.names39 = ipa;
+  in.scoring_names = ipa;
   app::report::RunReport r;
   r.run_dir = (dir_ / "semi").string();
   r.has_predictions = true;
@@ -155,7 +156,7 @@ TEST_F(ReportHtml, ConfusionMatrixOfAnotherPhoneSetFollowsItsOwnOrder) {
 
 TEST_F(ReportHtml, ConfigTableShowsTheVersionAndResolvedChoices) {
   app::report::ReportInput in;
-  in.names39 = names_;
+  in.scoring_names = names_;
   in.runs = {run("semi")};
   const std::string h = app::report::build_html(in);
   EXPECT_NE(h.find("<tr><td>version</td><td>9.8.7</td></tr>"), std::string::npos);
@@ -179,7 +180,7 @@ TEST_F(ReportHtml, ConfusionMatrixInPhoneticClassOrder) {
   EXPECT_EQ(cls.back(), "silence");
 
   app::report::ReportInput in;
-  in.names39 = names_;
+  in.scoring_names = names_;
   in.runs = {run("semi")};
   const std::string svg = svg_with(app::report::build_html(in), "id=\"plot-confusion-0\"");
   ASSERT_FALSE(svg.empty());
@@ -205,7 +206,7 @@ TEST_F(ReportHtml, ConfusionMatrixInPhoneticClassOrder) {
 
 TEST_F(ReportHtml, OverlaidRunsDifferInLineStyle) {
   app::report::ReportInput in;
-  in.names39 = names_;
+  in.scoring_names = names_;
   in.runs = {run("semi"), run("linear")};
   const std::string h = app::report::build_html(in);
   for (const char* plot : {"id=\"plot-dev-per\"", "id=\"plot-boundary-f1-tolerance\""}) {
@@ -271,7 +272,7 @@ TEST_F(ReportHtml, SpectrogramIsTheLogMelOfTheAudioOrSaysWhyNot) {
 
   write_run(dir_ / "semi", 1);
   app::report::ReportInput in;
-  in.names39 = names_;
+  in.scoring_names = names_;
   in.runs = {run("semi")};
   in.drawn = d;
   std::string h = app::report::build_html(in);

@@ -7,8 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/duration.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
 #include "tests/capi/capi_helpers.h"
 #include "tests/crf/helpers.h"
 

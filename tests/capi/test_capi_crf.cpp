@@ -8,8 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/cumsum.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
+#include "crf/segments.h"
 #include "tests/capi/capi_helpers.h"
 #include "tests/crf/helpers.h"
 #include "tests/support/crf_bruteforce.h"

@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
 #include "tests/support/crf_bruteforce.h"
 #include "tests/support/crf_problems.h"
 

@@ -9,7 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
+#include "crf/segments.h"
 #include "crf/session.h"
 #include "tests/crf/helpers.h"
 #include "tests/support/align_bruteforce.h"

@@ -18,9 +18,10 @@
 #include <vector>
 
 #include "common/progress.h"
+#include "crf/backend.h"
 #include "crf/cpu/align_banded.h"
 #include "crf/cumsum.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
 #include "tests/support/align_cases.h"
 #include "tests/support/crf_problems.h"
 

@@ -14,8 +14,10 @@
 #include <vector>
 
 #include "common/progress.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/cpu/align_bounded.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
 #include "tests/support/align_cases.h"
 #include "tests/support/crf_problems.h"
 

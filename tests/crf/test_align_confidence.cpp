@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "crf/align_confidence.h"
+#include "crf/backend_kind.h"
 #include "crf/session.h"
 #include "tests/support/align_bruteforce.h"
 

@@ -7,8 +7,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "crf/backend_kind.h"
 #include "crf/cpu/cpu.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
+#include "crf/segments.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

@@ -11,9 +11,12 @@
 #include <random>
 #include <stdexcept>
 
+#include "crf/backend_kind.h"
 #include "crf/cpu/cpu.h"
 #include "crf/cumsum.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
+#include "crf/validate.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

@@ -13,6 +13,8 @@
 #include <sstream>
 
 #include "common/safetensors.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

@@ -12,8 +12,10 @@
 #include <stdexcept>
 #include <vector>
 
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
-#include "crf/semicrf.h"
 #include "tests/crf/helpers.h"
 #include "tests/support/confidence_bruteforce.h"
 

@@ -7,7 +7,9 @@
 #include <limits>
 #include <random>
 
+#include "crf/backend_kind.h"
 #include "crf/cpu/cpu.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
 #include "helpers.h"
 

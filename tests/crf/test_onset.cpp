@@ -16,8 +16,12 @@
 #include <set>
 #include <stdexcept>
 
+#include "crf/backend_kind.h"
 #include "crf/cpu/cpu.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
+#include "crf/segments.h"
+#include "crf/validate.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

@@ -9,6 +9,9 @@
 #include <cmath>
 #include <limits>
 
+#include "crf/backend_kind.h"
+#include "crf/phone_bonus.h"
+#include "crf/segments.h"
 #include "crf/session.h"
 #include "helpers.h"
 

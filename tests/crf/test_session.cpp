@@ -6,7 +6,10 @@
 
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
+#include "crf/segments.h"
 #include "crf/session.h"
 #include "helpers.h"
 

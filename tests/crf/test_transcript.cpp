@@ -12,9 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/reference/reference.h"
-#include "crf/semicrf.h"
+#include "crf/segments.h"
 #include "crf/session.h"
+#include "crf/validate.h"
 #include "tests/crf/helpers.h"
 #include "tests/support/transcript_bruteforce.h"
 

@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "helpers.h"
 
 namespace timitseg::crf::testing {

@@ -14,7 +14,8 @@
 #include <vector>
 
 #include "common/parallel.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "tests/support/crf_problems.h"
 
 namespace timitseg::crf::testing {

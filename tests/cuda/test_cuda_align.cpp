@@ -8,7 +8,9 @@
 #include <random>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/support/align_bruteforce.h"

@@ -10,7 +10,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/support/confidence_bruteforce.h"

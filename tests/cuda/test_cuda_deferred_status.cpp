@@ -1,5 +1,5 @@
 // The cuda backend's deferred status (crf::Backend::set_defer_status /
-// check_deferred, crf/semicrf.h): a call returns once queued and its status
+// check_deferred, crf/backend.h): a call returns once queued and its status
 // word is read by check_deferred. Oracle: the same backend's synchronous call
 // on the same inputs (the same bits; the same exception type and message).
 // Every test skips with a message when the machine has no CUDA device.

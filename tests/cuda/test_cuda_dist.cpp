@@ -36,6 +36,7 @@
 #include "model/cuda/cuda_executor.h"
 #include "model/cuda/device_reducer.h"
 #include "model/dist_step.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/cuda/thread_world.h"
 #include "tests/support/model_problems.h"

@@ -16,6 +16,7 @@
 #include "common/cuda.h"
 #include "common/safetensors.h"
 #include "model/cuda/lstm_fused.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 #include "tests/support/gpu.h"

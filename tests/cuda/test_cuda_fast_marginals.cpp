@@ -16,7 +16,8 @@
 #include <limits>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/cuda/oracle.h"
 #include "tests/support/crf_problems.h"

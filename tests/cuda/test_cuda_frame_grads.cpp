@@ -1,6 +1,6 @@
 // The cuda backend's fused frame-score gradient (Grads::frame_scores,
 // grad_frames_entries_kernel + grad_frames_scan_kernel) and its backward in two calls (backward_begin /
-// backward_finish, crf/semicrf.h). Oracle: the same backend's one-call
+// backward_finish, crf/backend.h). Oracle: the same backend's one-call
 // backward writing the cum_scores gradient, then the host's
 // crf::centered_cumsum_backward per utterance: the fused kernel must give the
 // same bits, and the split call the same log Z, gold and parameter gradients.

@@ -22,6 +22,7 @@
 #include "common/cuda.h"
 #include "model/cuda/frame_ce.h"
 #include "model/frame_ce.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 #include "tests/support/gpu.h"

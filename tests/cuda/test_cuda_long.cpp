@@ -16,6 +16,7 @@
 
 #include "common/progress.h"
 #include "model/long_input.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/gpu.h"
 #include "tests/support/model_problems.h"

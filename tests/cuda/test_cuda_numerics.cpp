@@ -23,6 +23,7 @@
 #include "model/cuda/lstm_fused.h"
 #include "model/cuda/numerics_taps.h"
 #include "model/cuda/ops.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 #include "tests/support/gpu.h"

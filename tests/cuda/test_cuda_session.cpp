@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "common/cuda_check.h"
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/segments.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/support/crf_problems.h"

@@ -12,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/support/transcript_bruteforce.h"

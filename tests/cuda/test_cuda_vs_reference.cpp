@@ -5,7 +5,9 @@
 
 #include <map>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
+#include "crf/host_run.h"
 #include "tests/cuda/cuda_harness.h"
 #include "tests/cuda/oracle.h"
 

@@ -9,6 +9,7 @@
 
 #include "data/phones.h"
 #include "eval/align.h"
+#include "eval/align_metrics.h"
 
 using namespace timitseg;
 

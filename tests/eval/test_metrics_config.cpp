@@ -243,9 +243,9 @@ TEST(Batching, FixedLengthTruncatesAndPads) {
   const Batch f = make_batch({&a, &b}, nullptr, ls, 3);
   EXPECT_EQ(f.input.T, 3);
   EXPECT_EQ(f.input.lengths, (std::vector<int32_t>{3, 3}));  // N reported as the length
-  const int AA = ls.from61(aa), IY = ls.from61(iy);
+  const int AA = ls.class_of_label(aa), IY = ls.class_of_label(iy);
   EXPECT_EQ(f.labels, (std::vector<int32_t>{AA, AA, IY, IY, AA, AA}));  // truncated; padded with the last label
   EXPECT_EQ(f.input.features, (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 1, 2, 2, 0, 0}));
   EXPECT_EQ(f.frames, 6);
-  EXPECT_EQ(ls.names39[ls.to39[AA]], "aa");
+  EXPECT_EQ(ls.scoring_names[ls.scoring_index[AA]], "aa");
 }

@@ -59,7 +59,7 @@ class ScoreE2E : public ::testing::Test {
     std::vector<std::vector<std::string>> out;
     for (const auto& u : s.utterances) {
       out.emplace_back();
-      for (int32_t l : u.labels) out.back().push_back(ls.names39[ls.to39[ls.from61(l)]]);
+      for (int32_t l : u.labels) out.back().push_back(ls.scoring_names[ls.scoring_index[ls.class_of_label(l)]]);
     }
     return out;
   }

@@ -51,14 +51,14 @@ class ScoreSpansE2E : public ::testing::Test {
   static std::string work() { return (dir_ / "work").string(); }
   static std::string name39(const model::LabelSet& ls, const std::string& phn_label) {
     const data::LabelResolution r = ls.spec.resolve(phn_label);
-    return r.kind == data::LabelKind::phone ? ls.names39[ls.to39[r.index]] : "";  // "" : merged (q)
+    return r.kind == data::LabelKind::phone ? ls.scoring_names[ls.scoring_index[r.index]] : "";  // "" : merged (q)
   }
   // The frame runs' phones, each starting at the boundary before its first frame (f*160 + 120 samples,
   // snip_edges at 16 kHz: halfway between the centres t*160 + 200 of frames f-1 and f).
   static std::vector<Phone> run_phones(const data::Utterance& u, const model::LabelSet& ls) {
     std::vector<Phone> out;
     for (size_t t = 0; t < u.labels.size(); ++t) {
-      const std::string n = ls.names39[ls.to39[ls.from61(u.labels[t])]];
+      const std::string n = ls.scoring_names[ls.scoring_index[ls.class_of_label(u.labels[t])]];
       if (out.empty() || out.back().name != n) out.push_back({n, t == 0 ? 0.0 : (160.0 * t + 120.0) / 16000.0});
     }
     return out;

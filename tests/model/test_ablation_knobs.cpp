@@ -26,8 +26,10 @@
 #include <string>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "config/config.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "model/optim.h"
 #include "model/params.h"

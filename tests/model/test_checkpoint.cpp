@@ -62,15 +62,15 @@ TEST(LabelSet, SizesNamesAndMapTo39) {
     const LabelSet ls = LabelSet::make(set);
     const int C = set == 61 ? 60 : set;
     ASSERT_EQ(ls.size(), C) << set;
-    ASSERT_EQ(ls.names39.size(), 39u);
-    EXPECT_EQ(ls.from61(q), -1) << set;
+    ASSERT_EQ(ls.scoring_names.size(), 39u);
+    EXPECT_EQ(ls.class_of_label(q), -1) << set;
     for (int i = 0; i < 61; ++i) {
       if (i == q) continue;
-      const int c = ls.from61(i);
+      const int c = ls.class_of_label(i);
       ASSERT_GE(c, 0) << ps.names61()[i];
       ASSERT_LT(c, C);
       // the class maps to the same 39-phone as the 61-label does
-      EXPECT_EQ(ls.to39[c], ps.map(i, 39)) << set << " " << ps.names61()[i];
+      EXPECT_EQ(ls.scoring_index[c], ps.map(i, 39)) << set << " " << ps.names61()[i];
       if (set == 61) EXPECT_EQ(ls.names[c], ps.names61()[i]);
       if (set != 61) EXPECT_EQ(c, ps.map(i, set));
     }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/safetensors.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "crf/duration.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 

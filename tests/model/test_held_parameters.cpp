@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "model/executor.h"
+#include "model/make_executor.h"
 #include "model/optim.h"
 #include "model/params.h"
 #include "model/step_recipe.h"

@@ -13,6 +13,7 @@
 #include "crf/cumsum.h"
 #include "model/cpu/long_forward.h"
 #include "model/cpu/network.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 

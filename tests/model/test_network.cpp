@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend_kind.h"
 #include "model/model.h"
 #include "model/cpu/cpu_executor.h"
 #include "model/cpu/network.h"

@@ -19,6 +19,7 @@
 #include "crf/reference/reference.h"
 #include "model/cpu/cpu_executor.h"
 #include "model/cpu/network.h"
+#include "model/make_executor.h"
 #include "model/model.h"
 #include "tests/support/model_problems.h"
 

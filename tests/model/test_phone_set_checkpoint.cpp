@@ -59,8 +59,8 @@ TEST(PhoneSetCheckpoint, TimitSetsAreWrittenAsTheirNumberOnly) {
     EXPECT_EQ(m, (std::map<std::string, std::string>{{"label_set", std::to_string(set)}}));
     const LabelSet back = read_phone_set_metadata(m, "x");
     EXPECT_EQ(back.names, ls.names);
-    EXPECT_EQ(back.to39, ls.to39);
-    EXPECT_EQ(back.idx61_to_class, ls.idx61_to_class);
+    EXPECT_EQ(back.scoring_index, ls.scoring_index);
+    EXPECT_EQ(back.label_to_class, ls.label_to_class);
   }
   // data.phone_set naming a shipped TIMIT set is that set
   EXPECT_EQ(LabelSet::make(data::PhoneSetSpec::builtin("timit48"), data::PhoneSet::timit().names61()).set, 48);
@@ -91,8 +91,8 @@ TEST(PhoneSetCheckpoint, IpaInventoryRoundTripsByteExactly) {
   EXPECT_EQ(back.labels.spec, ipa_set());
   EXPECT_EQ(back.labels.names, ipa_set().phones);
   EXPECT_EQ(back.labels.names[3], "t\xcd\xa1\xca\x83");  // U+0074 U+0361 U+0283, byte for byte
-  EXPECT_EQ(back.labels.names39, (std::vector<std::string>{"a", "ʃ", "t͡ʃ", "ŋ", "sil"}));
-  EXPECT_EQ(back.labels.to39, (std::vector<int>{0, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(back.labels.scoring_names, (std::vector<std::string>{"a", "ʃ", "t͡ʃ", "ŋ", "sil"}));
+  EXPECT_EQ(back.labels.scoring_index, (std::vector<int>{0, 0, 1, 2, 3, 4}));
   // an edited inventory no longer matches its digest
   st::File g = f;
   auto j = nlohmann::json::parse(g.metadata.at("phone_set"));
@@ -119,11 +119,11 @@ TEST(PhoneSetCheckpoint, AWorkdirOfAnotherInventoryIsOneLineNamingBoth) {
   sub.phones = {"SIL", "ʃ", "a"};
   sub.silence = {"SIL"};
   bind_workdir(ls, data::workdir_phone_set(sub), "work2", "ckpt.safetensors");
-  EXPECT_EQ(ls.idx61_to_class, (std::vector<int>{5, 2, 0}));
+  EXPECT_EQ(ls.label_to_class, (std::vector<int>{5, 2, 0}));
   // a TIMIT checkpoint on a TIMIT WORKDIR: nothing to do; on an IPA WORKDIR: one line
   LabelSet t39 = LabelSet::make(39);
   bind_workdir(t39, timit, "work", "c39");
-  EXPECT_EQ(t39.idx61_to_class, LabelSet::make(39).idx61_to_class);
+  EXPECT_EQ(t39.label_to_class, LabelSet::make(39).label_to_class);
   EXPECT_NE(message_of([&] { bind_workdir(t39, data::workdir_phone_set(ipa_set()), "w", "c39"); })
                 .find("c39 (phone set 'timit39', sha256 "),
             std::string::npos);

@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "tests/support/crf_bruteforce.h"
 #include "tests/support/crf_problems.h"
 

@@ -9,8 +9,10 @@
 #include <random>
 #include <vector>
 
+#include "crf/backend.h"
+#include "crf/backend_kind.h"
 #include "crf/cpu/align_bounded.h"
-#include "crf/semicrf.h"
+#include "crf/host_run.h"
 #include "tests/support/crf_problems.h"
 
 namespace timitseg::crf::testing {

@@ -14,7 +14,7 @@
 #include <functional>
 #include <vector>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
 #include "tests/support/crf_problems.h"
 
 namespace timitseg::crf::testing {

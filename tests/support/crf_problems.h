@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "crf/backend.h"
 #include "crf/cumsum.h"
-#include "crf/semicrf.h"
 
 namespace timitseg::crf::testing {
 

@@ -13,6 +13,7 @@
 #include "model/batch.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
+#include "model/make_executor.h"
 #include "model/params.h"
 
 namespace timitseg::testsupport {

@@ -18,6 +18,7 @@
 #include "common/dist.h"
 #include "model/dist_step.h"
 #include "model/executor.h"
+#include "model/make_executor.h"
 #include "model/params.h"
 #include "tests/support/model_problems.h"
 #include "train/batches.h"

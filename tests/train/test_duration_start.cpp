@@ -54,7 +54,7 @@ const model::LabelSet& ls39() {
   static const model::LabelSet ls = model::LabelSet::make(39);
   return ls;
 }
-int cls(const char* phone) { return ls39().from61(idx(phone)); }
+int cls(const char* phone) { return ls39().class_of_label(idx(phone)); }
 
 // log p(d | c) of the prior [K][C] at duration d (frames), label c.
 double log_p(const model::DurationPrior& p, int d, int c) { return p.log_p.at(static_cast<size_t>(d - 1) * 39 + c); }

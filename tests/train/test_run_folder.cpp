@@ -29,6 +29,7 @@
 #include "model/checkpoint.h"
 #include "model/executor.h"
 
+#include "model/make_executor.h"
 #include "tests/support/cli.h"
 
 namespace fs = std::filesystem;

@@ -13,7 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "crf/semicrf.h"
+#include "crf/backend.h"
+#include "crf/segments.h"
 #include "data/dataset.h"
 #include "data/phones.h"
 #include "common/safetensors.h"

@@ -1,0 +1,87 @@
+// The alignment metrics of `evaluate --align` and `score --spans`
+// (docs/align.md): boundaries against the prepared frame labels and against
+// the .PHN times (eval/align_metrics.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "data/corpus.h"
+#include "data/dataset.h"
+#include "data/features.h"
+#include "data/phones.h"
+#include "eval/confidence_metrics.h"
+#include "model/checkpoint.h"
+#include "model/executor.h"
+#include "model/labels.h"
+
+namespace timitseg::eval {
+
+// Reference phones of a prepared utterance: the runs of its frame labels in
+// the label set, (class, frames) each.
+std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u, const model::LabelSet& ls);
+
+// Boundary errors and their summary: within 10/20/25/50 ms, mean and median
+// |error| (a boundary counts as within t ms when its error is at most t).
+struct BoundaryErrors {
+  std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
+  std::vector<int> cls;        // broad class (index into class_names) of the phone after it; -1 none
+  // the phone set's broad classes (PhoneSetSpec::broad_class_names; TIMIT's six by default); empty: none
+  std::vector<std::string> class_names = data::broad_class_names();
+  // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m}; no
+  // fractions when N = 0 (never NaN)
+  nlohmann::json summary() const;
+  // summary() of the boundaries of each broad class, keyed by its name (classes with none left out)
+  nlohmann::json by_class() const;
+};
+
+// Reference phones of a .PHN in a label set, in samples of the file: q merged
+// into the phone before it (into the next one when it comes first), then
+// consecutive phones of one class merged into one (as the frame labels merge
+// them); a phone's end is the next one's start (a gap goes to the phone before
+// it, as in the frame labels), the last one's end is its .PHN end.
+struct RefPhone {
+  int32_t cls = 0;
+  int64_t start = 0, end = 0;
+};
+std::vector<RefPhone> phn_reference(const std::vector<data::PhnEntry>& phn, const model::LabelSet& ls);
+
+// The sample-accurate reference of a prepared utterance in a label set and its
+// file's rate: the one prepare --corpus recorded, else the .PHN beside its
+// audio (phn_reference). Returns "" when fine, else one line saying why there
+// is none (no .PHN, an unreadable one, no phones).
+std::string sample_reference(const data::Utterance& u, const model::LabelSet& labels,
+                             const data::FeatureOptions& features, std::vector<RefPhone>* ref, int* rate);
+
+// Alignment accuracy, the field's metric: every internal reference boundary
+// (between phones n and n+1) against the aligned one of the same index, twice:
+// frame-quantized (abs_ms: against the prepared frame labels' runs, whole
+// frames) and sample-accurate (samples: against the .PHN times, the aligned
+// boundary in samples as `align` writes it).
+struct AlignMetrics {
+  std::vector<double> abs_ms;  // frame-quantized |aligned - reference| per boundary, ms
+  BoundaryErrors samples;      // sample-accurate
+  int64_t utterances = 0, infeasible = 0, without_phn = 0;  // without_phn: no readable .PHN beside the audio
+  double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
+  ConfidenceMetrics confidence;  // the confidences scored (docs/align.md "Confidence")
+  std::string phone_set = "timit39";  // name of the checkpoint's phone set (the note when it has no broad classes)
+  void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
+  // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
+  // aligned in samples at hyp_rate, with the broad class of the phone after each.
+  void add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp, int hyp_rate,
+                   const std::vector<int>& cls);
+  // The frame-quantized figures at the top level {"boundaries", "within_ms", "mean_abs_ms",
+  // "median_abs_ms"}, and "samples": {the same, "by_class": {...}, "without_phn": n}
+  nlohmann::json to_json() const;
+  std::string table() const;
+};
+// evaluate --align: aligns each utterance's reference phone sequence
+// (reference_runs) with the executor, batch by batch, and scores the boundaries.
+AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
+                              int batch_size);
+
+}  // namespace timitseg::eval
