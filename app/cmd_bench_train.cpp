@@ -103,18 +103,18 @@ void step_breakdown(const BenchTrainOptions& o, model::Executor& exec, const con
     for (int k : batches[i % batches.size()]) chunk.push_back(&train.utterances[k]);
     const model::Batch b = model::make_batch(chunk, nullptr, ls, 0, sup);
     const double dt = since(t0);
-    model::StepOptions so;
-    so.lr = 1e-4;
-    so.dropout = o.dropout;
-    so.clip_norm = 5.0;
-    so.crf_reg = 1e-3;
-    so.time_parts = true;
-    so.rng = &brng;
-    so.seed = o.seed;
-    so.check_numerics = o.check_numerics;
-    so.step = i + 1;
+    model::StepOptions step_opts;
+    step_opts.lr = 1e-4;
+    step_opts.dropout = o.dropout;
+    step_opts.clip_norm = 5.0;
+    step_opts.crf_reg = 1e-3;
+    step_opts.time_parts = true;
+    step_opts.rng = &brng;
+    step_opts.seed = o.seed;
+    step_opts.check_numerics = o.check_numerics;
+    step_opts.step = i + 1;
     const auto t1 = Clock::now();
-    const model::StepResult r = exec.train_step(b, so);
+    const model::StepResult r = exec.train_step(b, step_opts);
     const double st = since(t1);
     if (i < 2) continue;
     data_s += dt;
@@ -231,7 +231,7 @@ void print_bench_header(const BenchTrainOptions& o, const config::Config& cfg, m
               o.check_numerics ? "on" : "off", o.supervision.c_str());
   if (world.size() > 1)
     std::printf("on %d ranks (%s, %s): --batch %d is the global batch, about %d utterances per rank\n", world.size(),
-                world.launch().launcher.c_str(), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
+                common::to_string(world.launch().launcher), world.library().c_str(), o.batch, (o.batch + world.size() - 1) / world.size());
 }
 
 // The supervisions of --supervision, in the order they run.
@@ -257,8 +257,8 @@ void executor_parts(const BenchTrainOptions& o, const config::Config& cfg, model
   choice.device = device;
   choice.crf_backend = options::backend_kind(cfg.crf_backend);  // resolved above: never auto
   choice.rnn_algo = cfg.train_rnn_algo;
-  const model::ExecutorOptions xo = options::executor_options(cfg, choice, o.threads);  // options/options.h
-  auto exec = model::make_executor(device, dims, xo);
+  const model::ExecutorOptions executor_opts = options::executor_options(cfg, choice, o.threads);  // options/options.h
+  auto exec = model::make_executor(device, dims, executor_opts);
   const model::ParamLayout layout(dims);
   std::vector<float> params;
   std::mt19937_64 prng(o.seed);

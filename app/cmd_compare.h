@@ -1,6 +1,7 @@
-// `timitseg compare` (app/cmd_compare.cpp: planning and training the runs;
-// app/cmd_compare_jobs.cpp: how many train at once; app/cmd_compare_results.cpp:
-// evaluating them, the table, the overlay report and the JSON). Internal to app/.
+// `timitseg compare` (app/cmd_compare.cpp: its flags and what it prints;
+// app/cmd_compare_results.cpp: evaluating the runs, the table, the overlay
+// report and the JSON). The runs are planned and trained in train/
+// (train/compare_plan.h). Internal to app/.
 #pragma once
 
 #include <cmath>
@@ -15,7 +16,7 @@
 #include "app/report/significance.h"
 #include "data/dataset.h"
 #include "config/config.h"
-#include "model/encoder.h"  // model::Device
+#include "train/compare_plan.h"
 #include "train/run_folder.h"  // format_metric
 #include "train/train_data.h"
 
@@ -102,10 +103,7 @@ struct Summary {
 };
 
 // One model of the comparison: the linear CRF or the semi-CRF.
-struct Variant {
-  std::string name, title;
-  int K;
-};
+using Variant = train::CompareVariant;
 
 // Every number of the comparison: per variant v and seed s.
 struct CompareResults {
@@ -143,11 +141,5 @@ struct CompareJsonInfo {
 // --json FILE (atomic).
 void write_compare_json(const std::string& path, const CompareResults& res, const std::vector<Variant>& variants,
                         const std::vector<std::vector<config::Config>>& cfgs, const CompareJsonInfo& info);
-
-// The default --jobs (cmd_compare_jobs.cpp): 1 on the CPU or for one run to
-// train; on the GPU as many runs as fill its SMs twice (fused) and fit in its
-// free memory, one run's measured on a probe executor (a failed probe: 1, with
-// a warning).
-int default_jobs(model::Device device, const config::Config& cfg, const train::TrainData& data, int to_train);
 
 }  // namespace timitseg::app::compare

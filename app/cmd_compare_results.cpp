@@ -90,9 +90,9 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
   model::bind_workdir(s.labels, cfg.data_workdir, ckpt);  // the checkpoint's phone set over the WORKDIR's labels
   const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/false);
   // as evaluate (options/options.h): the GPU decodes with the cuda backend, the CPU with the run's host backend
-  const model::ExecutorOptions xo =
+  const model::ExecutorOptions executor_opts =
       options::inference_executor_options(s.config, choice, model::set_threads(cfg.train_threads));
-  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, executor_opts);
   exec->set_state(s.params, s.optimizer);
   RunNumbers out;
   out.train_frames_per_sec = mean_train_fps(cfg.train_run_dir);
@@ -406,7 +406,7 @@ void write_compare_json(const std::string& path, const CompareResults& res, cons
   for (size_t v = 0; v < variants.size(); ++v) {
     nlohmann::json r;
     r["title"] = variants[v].title;
-    r["max_duration"] = variants[v].K;
+    r["max_duration"] = variants[v].max_duration;
     std::vector<std::string> dirs;
     for (size_t s = 0; s < cfgs[v].size(); ++s) dirs.push_back(cfgs[v][s].train_run_dir);
     r["run_dirs"] = dirs;

@@ -231,11 +231,11 @@ void run_bench(const BenchOptions& o) {
 // and the same segments.
 nlohmann::json check_against_reference(const Inputs& in, int64_t nc, crf::Backend& be, bool& ok) {
   const Inputs sub = head(in, nc);
-  crf::HostRunOptions ro;
-  ro.scale = 1.0 / static_cast<double>(nc);
+  crf::HostRunOptions run_opts;
+  run_opts.scale = 1.0 / static_cast<double>(nc);
   auto ref = crf::make_backend(crf::BackendKind::reference);
-  const HostResult want = crf::run_host(*ref, sub.dims, sub.params(), sub.labels.data(), ro);
-  const HostResult got = crf::run_host(be, sub.dims, sub.params(), sub.labels.data(), ro);
+  const HostResult want = crf::run_host(*ref, sub.dims, sub.params(), sub.labels.data(), run_opts);
+  const HostResult got = crf::run_host(be, sub.dims, sub.params(), sub.labels.data(), run_opts);
   double grad = 0.0;
   grad = std::max(grad, max_rel(got.grad_cum_scores, want.grad_cum_scores));
   grad = std::max(grad, max_rel(got.grad_transition, want.grad_transition));
@@ -323,7 +323,7 @@ void run_bench_sized(const BenchOptions& o, const Dims& dims, crf::Backend& back
 }  // namespace
 
 void add_bench_command(CLI::App& bench_parent) {
-  auto bo = std::make_shared<BenchOptions>();
+  auto bench_opts = std::make_shared<BenchOptions>();
   CLI::App* bench = bench_parent.add_subcommand(
       "crf",
       "Time the semi-CRF forward, forward+backward and Viterbi (median after warm-up) on random zero-centered\n"
@@ -332,26 +332,26 @@ void add_bench_command(CLI::App& bench_parent) {
       "(cudaMemGetInfo) after the forward's allocations and after all of them;\n"
       "exits with an error when the check fails. Refuses dims whose host memory (inputs, gradients, workspace)\n"
       "would exceed the machine's physical memory.");
-  bench->add_option("--batch,-B", bo->batch, "Batch size B")->capture_default_str();
-  bench->add_option("--frames,-T", bo->frames, "Frames per utterance T (every utterance has full length)")
+  bench->add_option("--batch,-B", bench_opts->batch, "Batch size B")->capture_default_str();
+  bench->add_option("--frames,-T", bench_opts->frames, "Frames per utterance T (every utterance has full length)")
       ->capture_default_str();
-  bench->add_option("--max-duration,-K", bo->max_duration, "Maximum segment duration K")->capture_default_str();
-  bench->add_option("--classes,-C", bo->classes, "Number of labels C")->capture_default_str();
-  bench->add_option("--backend", bo->backend, "CRF backend: reference | cpu | cuda")
+  bench->add_option("--max-duration,-K", bench_opts->max_duration, "Maximum segment duration K")->capture_default_str();
+  bench->add_option("--classes,-C", bench_opts->classes, "Number of labels C")->capture_default_str();
+  bench->add_option("--backend", bench_opts->backend, "CRF backend: reference | cpu | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
       ->capture_default_str();
-  bench->add_option("--warmup", bo->warmup, "Untimed runs of each operation before timing")->capture_default_str();
-  bench->add_option("--repeats", bo->repeats, "Timed runs of each operation (the median is reported)")
+  bench->add_option("--warmup", bench_opts->warmup, "Untimed runs of each operation before timing")->capture_default_str();
+  bench->add_option("--repeats", bench_opts->repeats, "Timed runs of each operation (the median is reported)")
       ->capture_default_str();
-  bench->add_option("--threads", bo->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
+  bench->add_option("--threads", bench_opts->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
       ->capture_default_str();
-  bench->add_option("--check-utterances", bo->check_utterances,
+  bench->add_option("--check-utterances", bench_opts->check_utterances,
                     "Compare log Z, all gradients and Viterbi with the reference backend on the first N utterances "
                     "(>= 0; 0 = skip the check)")
       ->capture_default_str();
-  bench->add_option("--seed", bo->seed, "Seed of the random inputs")->capture_default_str();
-  bench->add_flag("--json", bo->json, "Print one JSON object instead of the table");
-  bench->callback([bo] { run_bench(*bo); });
+  bench->add_option("--seed", bench_opts->seed, "Seed of the random inputs")->capture_default_str();
+  bench->add_flag("--json", bench_opts->json, "Print one JSON object instead of the table");
+  bench->callback([bench_opts] { run_bench(*bench_opts); });
 }
 
 }  // namespace timitseg::app::crf_cmd

@@ -183,13 +183,13 @@ void run_replay(const ReplayOptions& o) {
   auto backend = backend_by_name(o.backend, o.threads);
   spdlog::info("crf replay: {} B={} T={} K={} C={} labels={} onset={} backend={}", o.in, dims.B, dims.T, dims.K,
                dims.C, has_labels ? "yes" : "no", has_onset ? "yes" : "no", backend->name());
-  crf::HostRunOptions ro;
-  ro.gradients = has_labels;
-  ro.viterbi = true;
-  ro.boundary_posteriors = true;
+  crf::HostRunOptions run_opts;
+  run_opts.gradients = has_labels;
+  run_opts.viterbi = true;
+  run_opts.boundary_posteriors = true;
   HostResult r;
   try {
-    r = crf::run_host(*backend, dims, p, has_labels ? in.labels.data() : nullptr, ro);
+    r = crf::run_host(*backend, dims, p, has_labels ? in.labels.data() : nullptr, run_opts);
   } catch (const std::exception& ex) {
     throw std::runtime_error(o.in + ": " + ex.what());
   }
@@ -203,7 +203,7 @@ void run_replay(const ReplayOptions& o) {
 }  // namespace
 
 void add_replay_command(CLI::App& crf) {
-  auto ro = std::make_shared<ReplayOptions>();
+  auto replay_opts = std::make_shared<ReplayOptions>();
   CLI::App* replay = crf.add_subcommand(
       "replay",
       "Run a semi-CRF batch stored in a safetensors file on any backend and write every result.\n"
@@ -215,17 +215,17 @@ void add_replay_command(CLI::App& crf) {
       "of sum_b nll_b: grad_cum_scores F32 [B,T+1,C], grad_transition, grad_duration_bias, grad_start, grad_end (F32),\n"
       "and grad_onset F32 [B,T,C] when IN has onset.\n"
       "On any error OUT is not written.");
-  replay->add_option("input", ro->in, "Input safetensors file (IN.safetensors)")->required()->check(CLI::ExistingFile);
-  replay->add_option("--backend", ro->backend, "CRF backend: reference | cpu | cuda")
+  replay->add_option("input", replay_opts->in, "Input safetensors file (IN.safetensors)")->required()->check(CLI::ExistingFile);
+  replay->add_option("--backend", replay_opts->backend, "CRF backend: reference | cpu | cuda")
       ->check(CLI::IsMember({"reference", "cpu", "cuda"}))
       ->capture_default_str();
-  replay->add_option("--out", ro->out,
+  replay->add_option("--out", replay_opts->out,
                      "Output safetensors file (written atomically, only on success; must not be IN itself nor a "
                      "directory)")
       ->required();
-  replay->add_option("--threads", ro->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
+  replay->add_option("--threads", replay_opts->threads, "Threads of the cpu backend, >= 0 (0 = all hardware threads)")
       ->capture_default_str();
-  replay->callback([ro] { run_replay(*ro); });
+  replay->callback([replay_opts] { run_replay(*replay_opts); });
 }
 
 }  // namespace timitseg::app::crf_cmd

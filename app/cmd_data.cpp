@@ -183,17 +183,17 @@ void add_prepare_command(CLI::App& app) {
   sub->callback([=] {
     if (dir->empty() && corpus->corpus_dir.empty())
       throw std::invalid_argument("prepare: give the corpus: --timit DIR (TIMIT) or --corpus DIR [--format F]");
-    data::PrepareOptions po = *corpus;
-    po.timit_dir = *dir;
-    po.workdir = *out;
-    po.features = ff->options();
-    po.threads = *threads;
-    po.strict = *strict;
-    po.force = *force;
-    po.progress = !*quiet;
-    po.dev_speakers = *dev_speakers;
+    data::PrepareOptions prepare_opts = *corpus;
+    prepare_opts.timit_dir = *dir;
+    prepare_opts.workdir = *out;
+    prepare_opts.features = ff->options();
+    prepare_opts.threads = *threads;
+    prepare_opts.strict = *strict;
+    prepare_opts.force = *force;
+    prepare_opts.progress = !*quiet;
+    prepare_opts.dev_speakers = *dev_speakers;
     install_stop_handlers();  // SIGINT/SIGTERM: one line, exit 130/143, the WORKDIR as it was (common/interrupt.h)
-    const data::PrepareSummary s = data::prepare(po);
+    const data::PrepareSummary s = data::prepare(prepare_opts);
     if (s.up_to_date) {
       spdlog::info("{}: up to date (same corpus and options); nothing to do (--force recomputes)", *out);
     } else {
@@ -202,7 +202,7 @@ void add_prepare_command(CLI::App& app) {
       if (s.transcript_only > 0)
         spdlog::info("{} utterance{} prepared from a transcript only (no times)", s.transcript_only,
                      s.transcript_only == 1 ? "" : "s");
-      const int threads = resolve_threads(po.threads);
+      const int threads = resolve_threads(prepare_opts.threads);
       spdlog::info("{:.1f} s of audio in {:.2f} s wall: {:.1f} s of audio per second ({} thread{})", s.audio_seconds,
                    s.wall_seconds, s.audio_seconds / std::max(s.wall_seconds, 1e-9), threads, threads == 1 ? "" : "s");
     }

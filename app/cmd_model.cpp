@@ -246,27 +246,27 @@ void add_train_command(CLI::App& app) {
 
 // `timitseg evaluate`: decode a split with a checkpoint and print its metrics.
 void add_evaluate_command(CLI::App& app) {
-  auto eo = std::make_shared<eval::EvaluateOptions>();
+  auto eval_opts = std::make_shared<eval::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
       "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient (SegFeat/UnsupSeg; docs/metrics.md), segments, ...)");
-  ev->add_option("--checkpoint", eo->checkpoint, "Checkpoint (.safetensors) written by train")->required();
-  add_enum_option_of(ev, "--split", &eo->split, kSplitChoices, "Split of the prepared WORKDIR: dev, core-test, test (or train)");
-  ev->add_option("--workdir", eo->workdir,
+  ev->add_option("--checkpoint", eval_opts->checkpoint, "Checkpoint (.safetensors) written by train")->required();
+  add_enum_option_of(ev, "--split", &eval_opts->split, kSplitChoices, "Split of the prepared WORKDIR: dev, core-test, test (or train)");
+  ev->add_option("--workdir", eval_opts->workdir,
                  "Prepared WORKDIR (default: the checkpoint's data.workdir, an absolute path; give it when that "
                  "folder has moved)");
-  ev->add_flag("--no-progress", [eo](int64_t) { eo->progress = false; },
+  ev->add_flag("--no-progress", [eval_opts](int64_t) { eval_opts->progress = false; },
                "No progress bar (stderr: a bar on a terminal, else a line at each 10% of the utterances)");
-  ev->add_option("--json", eo->json_out, "Also write the metrics as JSON to this file");
-  ev->add_option("--dump-scores", eo->dump_scores_dir,
+  ev->add_option("--json", eval_opts->json_out, "Also write the metrics as JSON to this file");
+  ev->add_option("--dump-scores", eval_opts->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "
                  "F32 [T,C] (projection output before centering), segments I32 [N,3] (start, duration, label)");
-  ev->add_option("--dump-predictions", eo->dump_predictions,
+  ev->add_option("--dump-predictions", eval_opts->dump_predictions,
                  "Write the predicted frame labels as JSONL, one line per utterance in split order: {\"index\": I, "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]} (the input of `timitseg score`)");
-  const InferenceFlags flags{&eo->backend, &eo->device, &eo->phone_bonus, &eo->decode, &eo->batch_size, &eo->threads};
+  const InferenceFlags flags{&eval_opts->backend, &eval_opts->device, &eval_opts->phone_bonus, &eval_opts->decode, &eval_opts->batch_size, &eval_opts->threads};
   add_inference_flags(ev, flags, kBackendFlag | kDeviceFlag | kPhoneBonusFlag | kDecodeFlag | kBatchSizeFlag,
                       InferenceUse::decoding);
-  ev->add_flag("--align", eo->align,
+  ev->add_flag("--align", eval_opts->align,
                "Also forced-align each utterance's reference phone sequence (its frame labels' runs in the label set) "
                "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
                "absolute boundary error, boundaries matched by index, and the AUROC and calibration of the confidences "
@@ -276,31 +276,31 @@ void add_evaluate_command(CLI::App& app) {
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
                  "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
   add_inference_flags(ev, flags, kThreadsFlag, InferenceUse::decoding);
-  ev->callback([eo, plot] {
+  ev->callback([eval_opts, plot] {
     if (!plot->empty()) {  // before any work: one line naming the option
-      if (!eo->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
+      if (!eval_opts->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
       check_output_file("--reliability-plot", *plot, "reliability.svg");
     }
-    const nlohmann::json j = eval::evaluate(*eo);
+    const nlohmann::json j = eval::evaluate(*eval_opts);
     if (!plot->empty()) write_file_atomic(*plot, report::reliability_svg(j.at("align").at("confidence")));
   });
 }
 
 // `timitseg score`: the metrics of frame predictions made by any program.
 void add_score_command(CLI::App& app) {
-  auto so = std::make_shared<eval::ScoreOptions>();
+  auto score_opts = std::make_shared<eval::ScoreOptions>();
   CLI::App* sc = app.add_subcommand(
       "score",
       "Score frame predictions made by any program (JSONL) against a split of a prepared WORKDIR with the metrics of "
       "evaluate (PER, boundary F1 at 0/1/2 frames, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient, segment F1, duration KL, ...), "
       "or phone spans of a forced aligner (--spans) with those of evaluate --align");
-  sc->add_option("--workdir", so->workdir, "Prepared WORKDIR holding the split")->required();
-  add_enum_option_of(sc, "--split", &so->split, kSplitChoices, "Split of the WORKDIR: dev, core-test, test (or train)");
-  CLI::Option* pred = sc->add_option("--predictions", so->predictions,
+  sc->add_option("--workdir", score_opts->workdir, "Prepared WORKDIR holding the split")->required();
+  add_enum_option_of(sc, "--split", &score_opts->split, kSplitChoices, "Split of the WORKDIR: dev, core-test, test (or train)");
+  CLI::Option* pred = sc->add_option("--predictions", score_opts->predictions,
                  "JSONL, one line per utterance of the split in split order: {\"index\": I (0-based), "
                  "\"utterance_id\": ID, \"phones\": [39-phone name per frame]}; other fields are ignored "
                  "(evaluate --dump-predictions writes it)");
-  CLI::Option* spans = sc->add_option("--spans", so->spans,
+  CLI::Option* spans = sc->add_option("--spans", score_opts->spans,
                  "JSONL of phone spans from a forced aligner, one line per utterance of the split in any order: "
                  "{\"utterance_id\": ID, \"phones\": [[start_seconds, end_seconds, label], ...]} with the "
                  "utterance's reference phones (the runs of its frame labels, 39-phone names); scored with the "
@@ -310,11 +310,11 @@ void add_score_command(CLI::App& app) {
                  "One of --predictions and --spans");
   pred->excludes(spans);
   spans->excludes(pred);
-  sc->add_option("--json", so->json_out, "Also write the metrics as JSON to this file");
-  sc->callback([so] {
-    if (so->predictions.empty() && so->spans.empty())
+  sc->add_option("--json", score_opts->json_out, "Also write the metrics as JSON to this file");
+  sc->callback([score_opts] {
+    if (score_opts->predictions.empty() && score_opts->spans.empty())
       throw std::invalid_argument("score: give --predictions FILE (frame predictions) or --spans FILE (phone spans)");
-    eval::score(*so);
+    eval::score(*score_opts);
   });
 }
 

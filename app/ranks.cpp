@@ -39,7 +39,7 @@ std::string refuse_several_ranks(int argc, char** argv) {
   if (sub == "train" || (sub == "bench" && words.size() > 1 && words[1] == "train")) return "";
   return "`timitseg " + (sub.empty() ? std::string("...") : sub) + "` runs in one process; only `train` and " +
          "`bench train` run on several ranks (this is rank " + std::to_string(l.rank) + " of " +
-         std::to_string(l.size) + ", started by " + l.launcher + "): run it without the launcher";
+         std::to_string(l.size) + ", started by " + common::to_string(l.launcher) + "): run it without the launcher";
 }
 
 }  // namespace timitseg::app

@@ -87,10 +87,10 @@ void create(const timitseg_crf_params& p, timitseg_crf** out) {
   }
   auto h = std::make_unique<timitseg_crf>();
   h->p = p;
-  crf::BackendOptions bo;
-  bo.threads = p.threads;
+  crf::BackendOptions backend_opts;
+  backend_opts.threads = p.threads;
   try {
-    h->backend = crf::make_backend(kind, bo);
+    h->backend = crf::make_backend(kind, backend_opts);
   } catch (const std::exception& e) {
     throw ApiError(kind == crf::BackendKind::cuda ? TIMITSEG_ERR_DEVICE : TIMITSEG_ERR_ARGUMENT, e.what());
   }

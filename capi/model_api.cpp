@@ -171,11 +171,11 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   need(words_out, "words_out");
   *phones_out = *words_out = nullptr;
   const timitseg_align_words_options d = opt ? *opt : timitseg_align_words_default_options();
-  timitseg::data::WordOptions wo;
-  wo.closures = d.closures != 0;
-  wo.edge_silence = d.edge_silence != 0;
-  wo.word_silence = d.word_silence != 0;
-  wo.optional_silence = d.obligatory_silence == 0;
+  timitseg::data::WordOptions word_opts;
+  word_opts.closures = d.closures != 0;
+  word_opts.edge_silence = d.edge_silence != 0;
+  word_opts.word_silence = d.word_silence != 0;
+  word_opts.optional_silence = d.obligatory_silence == 0;
   // the dictionary, its phones checked against the checkpoint's (as the command loads it)
   using timitseg::data::DictFormatSetting;
   const DictFormatSetting format = d.dict_format ? timitseg::common::enum_value<DictFormatSetting>(d.dict_format, "dict_format")
@@ -185,8 +185,8 @@ void align_words(timitseg_model* m, const char* path, const char* words, const c
   std::istringstream in(words);
   for (std::string w; in >> w;) tokens.push_back(w);
   const std::vector<timitseg::data::Word> list = timitseg::data::words_of_tokens(tokens, 0);
-  wo = eval::words_for_labels(wo, m->state.labels);  // the checkpoint's silence; closures for TIMIT's sets only
-  const eval::Segmentation a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", wo));
+  word_opts = eval::words_for_labels(word_opts, m->state.labels);  // the checkpoint's silence; closures for TIMIT's sets only
+  const eval::Segmentation a = align_transcript(m, path, timitseg::data::words_to_phones(list, *dict, "words", word_opts));
   auto ph = std::make_unique<timitseg_segments>(), wd = std::make_unique<timitseg_segments>();
   ph->rows = a.phones;
   for (const auto& w : a.words)

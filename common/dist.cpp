@@ -54,19 +54,19 @@ Launch detect_launch(const env::Lookup& env) {
   Launch l;
   l.host = hostname();
   if (env::raw("OMPI_COMM_WORLD_SIZE", env)) {
-    l.launcher = "mpirun";
+    l.launcher = Launcher::mpirun;
     l.size = env_int(env, "OMPI_COMM_WORLD_SIZE", 1);
     l.rank = env_int(env, "OMPI_COMM_WORLD_RANK", 0);
     l.local_rank = env_int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0);
     l.local_size = env_int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1);
   } else if (env::raw("SLURM_STEP_ID", env) && env::raw("SLURM_NTASKS", env)) {
-    l.launcher = "srun";
+    l.launcher = Launcher::srun;
     l.size = env_int(env, "SLURM_NTASKS", 1);
     l.rank = env_int(env, "SLURM_PROCID", 0);
     l.local_rank = env_int(env, "SLURM_LOCALID", 0);
     l.local_size = env_int(env, "SLURM_NTASKS_PER_NODE", 1);
   } else if (env::raw("PMI_SIZE", env) || env::raw("PMIX_RANK", env)) {
-    l.launcher = "pmi";
+    l.launcher = Launcher::pmi;
     l.size = env_int(env, "PMI_SIZE", 1);
     l.rank = env_int(env, "PMI_RANK", env_int(env, "PMIX_RANK", 0));
   }
@@ -111,15 +111,15 @@ bool mpi_built_in() {
 
 void init_world() {
   const Launch l = detect_launch();
-  if (l.launcher == "none") return;
+  if (l.launcher == Launcher::none) return;
   // TIMITSEG_ACT_WITHOUT_MPI=1: behave as a build without MPI (the test of that
   // build's refusal, tests/dist/dist_cpu.py, runs on the CI's MPI build).
-  const bool mpi = mpi_built_in() && env::word("TIMITSEG_ACT_WITHOUT_MPI").value_or("0") != "1";
+  const bool mpi = mpi_built_in() && env::integer("TIMITSEG_ACT_WITHOUT_MPI").value_or(0) != 1;
   if (!mpi) {
     if (l.size == 1) return;
     const std::string line = "this timitseg was built without MPI (-DTIMITSEG_MPI=OFF or no MPI found), so it cannot be "
                              "rank " + std::to_string(l.rank) + " of " + std::to_string(l.size) + " started by " +
-                             l.launcher + "; rebuild with libopenmpi-dev installed, or run one process";
+                             common::to_string(l.launcher) + "; rebuild with libopenmpi-dev installed, or run one process";
     if (l.rank == 0) throw std::runtime_error(line);
     throw PeerFailure(line, 1);
   }

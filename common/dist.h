@@ -21,13 +21,23 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
+
 namespace timitseg::dist {
+
+// Who started this process: Open MPI's mpirun, Slurm's srun, a PMI launch, or
+// nobody (one process); `threads`: ranks that are threads of one process,
+// with no launcher (a test harness's world). Its word goes into run.json's
+// `launcher`, the log lines and the errors that name the launcher.
+enum class Launcher { none, mpirun, srun, pmi, threads };
+TIMITSEG_ENUM_NAMES(Launcher, 5, {Launcher::none, "none"}, {Launcher::mpirun, "mpirun"}, {Launcher::srun, "srun"},
+                    {Launcher::pmi, "pmi"}, {Launcher::threads, "threads"});
 
 // What the launcher's environment says about this process (no MPI call).
 struct Launch {
   int rank = 0, size = 1;              // in the whole job
   int local_rank = 0, local_size = 1;  // on this node
-  std::string launcher = "none";       // mpirun | srun | pmi | none
+  Launcher launcher = Launcher::none;
   std::string host;                    // this node's name
 };
 
@@ -35,7 +45,7 @@ struct Launch {
 // mpirun), PMIX_RANK / PMI_RANK / PMI_SIZE (a PMI launch, srun --mpi=pmix),
 // SLURM_PROCID / SLURM_NTASKS / SLURM_LOCALID within an srun step
 // (SLURM_STEP_ID set), LOCAL_RANK (the user's override of the local rank).
-// Without any of them: rank 0 of 1, launcher "none".
+// Without any of them: rank 0 of 1, Launcher::none.
 Launch detect_launch();
 // The same from a lookup function (tests fake the environment).
 Launch detect_launch(const std::function<const char*(const char*)>& getenv_fn);

@@ -49,10 +49,10 @@ HostResult posterior_decode_on_host(Session& session, const Dims& dims, const Pa
   HostResult g = session.run_host(dims, p, nullptr, opt);
   HostResult r;
   if (labels) {  // log Z and the gold score
-    HostRunOptions lo;
-    lo.gradients = false;
-    lo.viterbi = false;
-    r = session.run_host(dims, p, labels, lo);
+    HostRunOptions run_opts;
+    run_opts.gradients = false;
+    run_opts.viterbi = false;
+    r = session.run_host(dims, p, labels, run_opts);
   } else {
     r.log_z = std::move(g.log_z);
   }

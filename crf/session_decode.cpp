@@ -42,9 +42,9 @@ HostResult Session::decode_host(const Dims& dims, const Params& p, const int32_t
   if (phone_bonus == 0.0) return run_host(dims, p, labels, opt);
   HostResult r;
   if (labels) {  // log Z and gold of the model's own transition
-    HostRunOptions lo = opt;
-    lo.viterbi = false;
-    r = run_host(dims, p, labels, lo);
+    HostRunOptions run_opts = opt;
+    run_opts.viterbi = false;
+    r = run_host(dims, p, labels, run_opts);
   }
   std::vector<float> biased(static_cast<size_t>(dims.C) * dims.C);
   add_phone_bonus(p.transition, dims.C, static_cast<float>(phone_bonus), biased.data());

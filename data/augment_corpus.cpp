@@ -218,9 +218,9 @@ void write_copy(const AugmentCorpusOptions& o, const std::vector<CorpusUtterance
       ++sum.linked;
     }
   }
-  AugmentCorpusOptions rel = o;
-  rel.in_dir = in_abs.string();
-  const Writer w(rel, all, partial);
+  AugmentCorpusOptions absolute_in_opts = o;
+  absolute_in_opts.in_dir = in_abs.string();
+  const Writer w(absolute_in_opts, all, partial);
   std::vector<std::pair<double, bool>> done(jobs.size());
   parallel_for(static_cast<int64_t>(jobs.size()), resolve_threads(o.threads), [&](int64_t i, int) {
     Job j = jobs[static_cast<size_t>(i)];

@@ -128,7 +128,7 @@ struct ReaderOptions {
 // (stray files: warnings). Throws std::runtime_error (one line) when PATH
 // holds no corpus of that format.
 // *sa_excluded (when given) counts the SA utterances the timit layout leaves out.
-std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions& ro,
+std::vector<CorpusEntry> scan_corpus(const std::string& path, CorpusFormat format, const ReaderOptions& reader_opts,
                                      std::vector<Problem>* problems, int64_t* sa_excluded = nullptr);
 
 // TIMIT's layout for prepare --corpus with another phone set (data/corpus_timit.cpp):
@@ -148,7 +148,7 @@ int audio_file_rate(const std::string& path);
 
 // Reads e.label_path (when e.label_kind is not none) into e.intervals, then
 // checks the intervals (check_intervals); problems go into e.problems.
-void read_labels(CorpusEntry& e, const ReaderOptions& ro);
+void read_labels(CorpusEntry& e, const ReaderOptions& reader_opts);
 
 // Overlapping (by more than kIntervalOverlapTolerance), unsorted, reversed
 // or empty intervals are errors, one line each; ones ending past `audio_seconds` (>= 0) are errors ("past the end of

@@ -284,11 +284,11 @@ void read_transcript_file(CorpusEntry& e, const std::string& bytes) {
 
 // A TextGrid's phone tier; without one (the default tier name) its words tier as a
 // transcript without times (MFA's input layout).
-void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions& ro) {
+void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions& reader_opts) {
   std::vector<Problem> ps;
-  e.intervals = parse_textgrid(e.label_path, bytes, ro.tier, &ps);
+  e.intervals = parse_textgrid(e.label_path, bytes, reader_opts.tier, &ps);
   const bool no_tier = ps.size() == 1 && ps[0].message.rfind("no interval tier named", 0) == 0;
-  if (no_tier && ro.tier == "phones") {
+  if (no_tier && reader_opts.tier == "phones") {
     std::vector<Problem> wp;
     const std::vector<LabelInterval> words = parse_textgrid(e.label_path, bytes, "words", &wp);
     if (wp.empty()) {
@@ -307,7 +307,7 @@ void read_textgrid(CorpusEntry& e, const std::string& bytes, const ReaderOptions
 
 }  // namespace
 
-void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
+void read_labels(CorpusEntry& e, const ReaderOptions& reader_opts) {
   for (const auto& p : e.problems)
     if (p.error) return;
   if (e.label_kind == LabelFileKind::spill) {
@@ -322,7 +322,7 @@ void read_labels(CorpusEntry& e, const ReaderOptions& ro) {
     }
     switch (e.label_kind) {
       case LabelFileKind::transcript: read_transcript_file(e, bytes); break;
-      case LabelFileKind::textgrid: read_textgrid(e, bytes, ro); break;
+      case LabelFileKind::textgrid: read_textgrid(e, bytes, reader_opts); break;
       case LabelFileKind::buckeye: e.intervals = parse_buckeye_phones(e.label_path, bytes, &e.problems); break;
       case LabelFileKind::phn: {
         const int rate = audio_file_rate(e.audio_path);

@@ -322,7 +322,8 @@ PhoneSetSpec PhoneSetSpec::builtin(const std::string& name) {
 }
 
 PhoneSetSpec PhoneSetSpec::from_setting(const std::string& v) {
-  if (v == "39" || v == "48" || v == "61") return builtin("timit" + v);
+  TimitLabelSet timit{};
+  if (common::parse_enum(v, &timit)) return builtin("timit" + v);
   if (embedded_phone_sets().count(v)) return builtin(v);
   return load(v);
 }

@@ -20,7 +20,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
+
 namespace timitseg::data {
+
+// The shipped TIMIT label sets by their number, the words of data.label_set
+// (a number in the config) and of a checkpoint's `label_set` metadata: the
+// shipped phone sets timit39, timit48 and timit61. The value is the number.
+enum class TimitLabelSet { timit39 = 39, timit48 = 48, timit61 = 61 };
+TIMITSEG_ENUM_NAMES(TimitLabelSet, 3, {TimitLabelSet::timit39, "39"}, {TimitLabelSet::timit48, "48"},
+                    {TimitLabelSet::timit61, "61"});
 
 // What a corpus label becomes at prepare (PhoneSetSpec::resolve).
 enum class LabelKind {
@@ -66,7 +75,7 @@ struct PhoneSetSpec {
   static const std::vector<std::string>& builtin_names();
   // The embedded YAML text of a builtin (what `builtin` parses).
   static const std::string& builtin_text(const std::string& name);
-  // "39" / "48" / "61" -> builtin timitN; a builtin name -> that; else a file loaded.
+  // A TimitLabelSet word ("39", "48", "61") -> builtin timitN; a builtin name -> that; else a file loaded.
   static PhoneSetSpec from_setting(const std::string& label_set_or_file);
 
   int size() const { return static_cast<int>(phones.size()); }

@@ -60,7 +60,7 @@ std::string corpus_fingerprint(const std::string& root, const std::vector<Corpus
   return h.hex();
 }
 
-Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
+Result process(const CorpusUtterance& u, const FeatureOptions& feature_opts) {
   Result r;
   auto err = [&](const std::string& file, const std::string& msg) { r.problems.push_back({file, 0, msg, true}); };
   if (u.wav_path.empty()) {
@@ -82,15 +82,15 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
   }
   r.num_samples = static_cast<int64_t>(a.samples.size());
   r.seconds = a.sample_rate > 0 ? static_cast<double>(a.samples.size()) / a.sample_rate : 0.0;
-  if (!fo.allow_resample) {
+  if (!feature_opts.allow_resample) {
     if (a.channels != 1) {
       err(u.wav_path, std::to_string(a.channels) + " channels, expected mono (pass --allow-resample to down-mix it: "
                                                    "the mean of the channels)");
       return r;
     }
-    if (a.sample_rate != fo.sample_rate) {
+    if (a.sample_rate != feature_opts.sample_rate) {
       err(u.wav_path, "sample rate " + std::to_string(a.sample_rate) + " Hz, expected " +
-                          std::to_string(fo.sample_rate) + " Hz (pass --allow-resample to resample it)");
+                          std::to_string(feature_opts.sample_rate) + " Hz (pass --allow-resample to resample it)");
       return r;
     }
     if (a.bits != 16) {
@@ -111,7 +111,7 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
     if (p.error) return r;
   int32_t T = 0;
   try {
-    r.features = compute_features(a, fo, &T);
+    r.features = compute_features(a, feature_opts, &T);
   } catch (const std::exception& e) {
     err(u.wav_path, e.what());
     return r;
@@ -120,8 +120,8 @@ Result process(const CorpusUtterance& u, const FeatureOptions& fo) {
     err(u.wav_path, "too short for one feature frame (" + std::to_string(r.num_samples) + " samples)");
     return r;
   }
-  const double scale = static_cast<double>(fo.sample_rate) / a.sample_rate;
-  r.labels = frame_labels(phones, T, fo, scale);
+  const double scale = static_cast<double>(feature_opts.sample_rate) / a.sample_rate;
+  r.labels = frame_labels(phones, T, feature_opts, scale);
   r.ok = true;
   return r;
 }
@@ -240,7 +240,7 @@ namespace {
 // utterances after the smallest such index are skipped, so every utterance
 // before the first bad one is processed and the error reported does not depend
 // on the thread count.
-std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& work, const PrepareOptions& po,
+std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& work, const PrepareOptions& prepare_opts,
                                           int threads, Spill& spill) {
   std::vector<SpilledUtterance> utts(work.size());
   std::mutex spill_mu;
@@ -250,15 +250,15 @@ std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& wo
     while (i < cur && !first_stop.compare_exchange_weak(cur, i)) {
     }
   };
-  if (!po.progress) Progress::set_enabled(false);
+  if (!prepare_opts.progress) Progress::set_enabled(false);
   Progress bar("prepare", static_cast<int64_t>(work.size()), "utt");
   std::atomic<int64_t> processed{0};
   parallel_for(static_cast<int64_t>(work.size()), threads, [&](int64_t i, int) {
     if (i > first_stop.load()) return;
     try {
       // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; nothing is written
-      check_prepare_stop(processed.load(), static_cast<int64_t>(work.size()), po.workdir);
-      Result r = process(work[i], po.features);
+      check_prepare_stop(processed.load(), static_cast<int64_t>(work.size()), prepare_opts.workdir);
+      Result r = process(work[i], prepare_opts.features);
       SpilledUtterance& u = utts[i];
       u.ok = r.ok;
       u.problems = std::move(r.problems);
@@ -277,7 +277,7 @@ std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& wo
       stop_at(i);
       throw;  // parallel_for rethrows the exception of the smallest failing index
     }
-    if (po.strict && !utts[i].ok) stop_at(i);
+    if (prepare_opts.strict && !utts[i].ok) stop_at(i);
     ++processed;
     bar.advance();
   });
@@ -290,7 +290,7 @@ std::vector<SpilledUtterance> process_all(const std::vector<CorpusUtterance>& wo
 // first bad utterance in id order (every utterance before it was processed, so
 // this does not depend on the thread count).
 void collect_problems(const std::vector<CorpusUtterance>& work, const std::vector<SpilledUtterance>& results,
-                      const PrepareOptions& po, PrepareSummary& sum) {
+                      const PrepareOptions& prepare_opts, PrepareSummary& sum) {
   // The log agrees with the summary: one [warning] line per counted warning,
   // and the errors of a skipped utterance as [error] lines naming it.
   std::vector<std::string> errors;
@@ -301,7 +301,7 @@ void collect_problems(const std::vector<CorpusUtterance>& work, const std::vecto
       sum.problems.push_back(line);
       if (p.error) errors.push_back(line);
       else ++sum.warnings, ++sum.warnings_by_kind[problem_kind(p.message)];
-      if (po.strict) continue;
+      if (prepare_opts.strict) continue;
       if (p.error) spdlog::error("{} ({} skipped)", line, work[i].id());
       else spdlog::warn("{}", line);
     }
@@ -315,7 +315,7 @@ void collect_problems(const std::vector<CorpusUtterance>& work, const std::vecto
         }
     }
   }
-  if (po.strict && !errors.empty()) throw std::runtime_error(errors.front() + " (--strict: nothing written)");
+  if (prepare_opts.strict && !errors.empty()) throw std::runtime_error(errors.front() + " (--strict: nothing written)");
   for (size_t i = 0; i < work.size(); ++i) sum.audio_seconds += results[i].seconds;
 }
 
@@ -327,7 +327,7 @@ struct SplitPlan {
 
 // Own corpora (no TEST speaker on the standard lists): dev is a seeded choice
 // of the usable TRAIN speakers, held out of train; core-test stays empty.
-SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtterance>& work,
+SplitPlan plan_splits(const PrepareOptions& prepare_opts, const std::vector<CorpusUtterance>& work,
                       const std::vector<SpilledUtterance>& results, bool std_dev_found, bool std_core_found,
                       PrepareSummary& sum) {
   auto note = [&](const std::string& line) {
@@ -344,36 +344,36 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
     for (size_t i = 0; i < work.size(); ++i)
       if (results[i].ok && work[i].part == SplitName::train) train_spk.insert(work[i].speaker);
     const int m = static_cast<int>(train_spk.size());
-    const int n = po.dev_speakers > 0 ? po.dev_speakers
+    const int n = prepare_opts.dev_speakers > 0 ? prepare_opts.dev_speakers
                                       : std::max(1, static_cast<int>(std::lround(PrepareOptions::kDefaultDevFraction * m)));
     std::vector<std::string> chosen;
     try {
-      chosen = choose_dev_speakers({train_spk.begin(), train_spk.end()}, n, po.dev_seed);
+      chosen = choose_dev_speakers({train_spk.begin(), train_spk.end()}, n, prepare_opts.dev_seed);
     } catch (const std::invalid_argument& e) {
-      throw std::runtime_error(po.timit_dir + ": no TEST speaker is on the standard dev list, so dev is taken from the "
+      throw std::runtime_error(prepare_opts.timit_dir + ": no TEST speaker is on the standard dev list, so dev is taken from the "
                                "usable TRAIN speakers, but " + e.what());
     }
     dev_from_train.insert(chosen.begin(), chosen.end());
-    const std::string how = po.dev_speakers > 0 ? "--dev-speakers " + std::to_string(n)
+    const std::string how = prepare_opts.dev_speakers > 0 ? "--dev-speakers " + std::to_string(n)
                                                 : "default: 10% of them, at least one";
-    note(po.timit_dir + ": no speaker of the standard dev list (50 TIMIT speakers) in TEST: dev = " +
+    note(prepare_opts.timit_dir + ": no speaker of the standard dev list (50 TIMIT speakers) in TEST: dev = " +
          std::to_string(n) + " of the " + std::to_string(m) + " TRAIN speakers (" + how + ", seed " +
-         std::to_string(po.dev_seed) + "), held out of train");
+         std::to_string(prepare_opts.dev_seed) + "), held out of train");
     sum.dev_rule = "from train";
     sum.dev_speaker_ids = chosen;
     plan.dev_rule = {{"rule", "from train"},
                      {"why", "no speaker of the standard dev list in TEST"},
                      {"speakers", chosen},
-                     {"requested", po.dev_speakers > 0 ? json(po.dev_speakers) : json("default")},
+                     {"requested", prepare_opts.dev_speakers > 0 ? json(prepare_opts.dev_speakers) : json("default")},
                      {"default_fraction", PrepareOptions::kDefaultDevFraction},
                      {"train_speakers", m},
-                     {"seed", po.dev_seed},
+                     {"seed", prepare_opts.dev_seed},
                      {"method", "sorted usable TRAIN speakers, Fisher-Yates with mt19937_64(seed) "
                                 "(j = engine() % (i + 1), last index down), first N, sorted"}};
   }
   plan.core_rule = {{"rule", "standard list"}, {"list", "24 TIMIT core-test speakers (Kaldi conf/test_spk.list)"}};
   if (!std_core_found) {
-    note(po.timit_dir + ": no speaker of the standard core-test list (24 TIMIT speakers) in TEST: core-test stays "
+    note(prepare_opts.timit_dir + ": no speaker of the standard core-test list (24 TIMIT speakers) in TEST: core-test stays "
                         "empty");
     sum.core_test_rule = "empty";
     plan.core_rule = {{"rule", "empty"}, {"why", "no speaker of the standard core-test list in TEST"}};
@@ -386,14 +386,14 @@ SplitPlan plan_splits(const PrepareOptions& po, const std::vector<CorpusUtteranc
         for (const auto& s : splits_of(work[i])) plan.members[s].push_back(i);
     }
   if (plan.members["train"].empty())
-    throw std::runtime_error(po.timit_dir + ": no usable TRAIN utterance: CMVN statistics come from the train split");
+    throw std::runtime_error(prepare_opts.timit_dir + ": no usable TRAIN utterance: CMVN statistics come from the train split");
   return plan;
 }
 
 
 // Every file of the WORKDIR into the staging folder, then renamed into place, manifest.json last.
 void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, const std::vector<SpilledUtterance>& utts,
-                 Spill& spill, const SplitPlan& plan, const PrepareOptions& po, ManifestInfo info, int threads,
+                 Spill& spill, const SplitPlan& plan, const PrepareOptions& prepare_opts, ManifestInfo info, int threads,
                  PrepareSummary& sum, const std::function<double()>& since) {
   const fs::path& stage = sw.stage();
   json split_counts = json::object();
@@ -404,7 +404,7 @@ void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, co
   // (identical output for any thread count).
   std::vector<SplitOut> outs(split_names().size());
   parallel_for(static_cast<int64_t>(outs.size()), threads, [&](int64_t i, int) {
-    outs[i] = build_split(split_names()[i], plan.members.at(split_names()[i]), work, utts, spill, po.features,
+    outs[i] = build_split(split_names()[i], plan.members.at(split_names()[i]), work, utts, spill, prepare_opts.features,
                           info.opts_json, stage);
   });
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -415,7 +415,7 @@ void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, co
     sum.splits.push_back(outs[i].count);
   }
   spdlog::debug("prepare: split files written and hashed at {:.2f} s", since());
-  write_cmvn(plan.members.at("train"), utts, spill, po.features.dim(), stage);
+  write_cmvn(plan.members.at("train"), utts, spill, prepare_opts.features.dim(), stage);
   sw.record("cmvn.safetensors");
   spill.remove();  // its space back before the files are renamed into place
   write_phone_maps(stage);
@@ -434,26 +434,26 @@ void write_stage(StagedWorkdir& sw, const std::vector<CorpusUtterance>& work, co
 // a failure (a full disk, kill -9) leaves the previous cache as it was, and no
 // WORKDIR this run created. Processes every utterance, collects the problems,
 // plans the splits and writes the WORKDIR.
-void process_and_write(const std::vector<CorpusUtterance>& work, const PrepareOptions& po, const ManifestInfo& info,
+void process_and_write(const std::vector<CorpusUtterance>& work, const PrepareOptions& prepare_opts, const ManifestInfo& info,
                        bool std_dev_found, bool std_core_found, PrepareSummary& sum,
                        const std::function<double()>& since) {
-  const int threads = std::min<int>(resolve_threads(po.threads), static_cast<int>(work.size()));
-  StagedWorkdir sw(po.workdir);
+  const int threads = std::min<int>(resolve_threads(prepare_opts.threads), static_cast<int>(work.size()));
+  StagedWorkdir sw(prepare_opts.workdir);
   Spill spill;
   spill.open(sw.stage() / ".utterances.raw");
   std::vector<SpilledUtterance> utts;
-  sw.run([&] { utts = process_all(work, po, threads, spill); });  // a spill error names WORKDIR, not the staging folder
+  sw.run([&] { utts = process_all(work, prepare_opts, threads, spill); });  // a spill error names WORKDIR, not the staging folder
   spdlog::debug("prepare: features of {} utterances done at {:.2f} s ({} threads)", work.size(), since(), threads);
-  collect_problems(work, utts, po, sum);
-  const SplitPlan plan = plan_splits(po, work, utts, std_dev_found, std_core_found, sum);
-  sw.run([&] { write_stage(sw, work, utts, spill, plan, po, info, threads, sum, since); });
+  collect_problems(work, utts, prepare_opts, sum);
+  const SplitPlan plan = plan_splits(prepare_opts, work, utts, std_dev_found, std_core_found, sum);
+  sw.run([&] { write_stage(sw, work, utts, spill, plan, prepare_opts, info, threads, sum, since); });
 }
 
 }  // namespace
 
-bool timit_layout_of_another_phone_set(const PrepareOptions& po) {
-  const std::string dir = po.corpus_dir.empty() ? po.timit_dir : po.corpus_dir;
-  std::string setting = po.phone_set;
+bool timit_layout_of_another_phone_set(const PrepareOptions& prepare_opts) {
+  const std::string dir = prepare_opts.corpus_dir.empty() ? prepare_opts.timit_dir : prepare_opts.corpus_dir;
+  std::string setting = prepare_opts.phone_set;
   std::error_code ec;
   if (setting.empty() && fs::is_regular_file(fs::path(dir) / "phone_set.yaml", ec))
     setting = (fs::path(dir) / "phone_set.yaml").string();
@@ -462,29 +462,29 @@ bool timit_layout_of_another_phone_set(const PrepareOptions& po) {
 
 // The stages: scan the corpus, reuse an up-to-date WORKDIR, process every
 // utterance, collect the problems, plan the splits, write the WORKDIR.
-PrepareSummary prepare(const PrepareOptions& po_in) {
-  if (!po_in.corpus_dir.empty()) {
-    const bool timit = po_in.corpus_format == CorpusFormat::timit ||
-                       (!po_in.corpus_format && detect_corpus_format(po_in.corpus_dir) == CorpusFormat::timit);
-    if (!timit) return prepare_corpus(po_in);
+PrepareSummary prepare(const PrepareOptions& requested_opts) {
+  if (!requested_opts.corpus_dir.empty()) {
+    const bool timit = requested_opts.corpus_format == CorpusFormat::timit ||
+                       (!requested_opts.corpus_format && detect_corpus_format(requested_opts.corpus_dir) == CorpusFormat::timit);
+    if (!timit) return prepare_corpus(requested_opts);
   }
-  if (timit_layout_of_another_phone_set(po_in)) {  // as other corpora, through that phone set
-    PrepareOptions po = po_in;
-    if (po.corpus_dir.empty()) po.corpus_dir = po.timit_dir;
-    po.corpus_format = CorpusFormat::timit;
-    return prepare_corpus(po);
+  if (timit_layout_of_another_phone_set(requested_opts)) {  // as other corpora, through that phone set
+    PrepareOptions prepare_opts = requested_opts;
+    if (prepare_opts.corpus_dir.empty()) prepare_opts.corpus_dir = prepare_opts.timit_dir;
+    prepare_opts.corpus_format = CorpusFormat::timit;
+    return prepare_corpus(prepare_opts);
   }
-  PrepareOptions po = po_in;
-  if (!po.corpus_dir.empty()) po.timit_dir = po.corpus_dir;
+  PrepareOptions prepare_opts = requested_opts;
+  if (!prepare_opts.corpus_dir.empty()) prepare_opts.timit_dir = prepare_opts.corpus_dir;
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  const FeatureOptions& fo = po.features;
-  validate(fo);
+  const FeatureOptions& feature_opts = prepare_opts.features;
+  validate(feature_opts);
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
-  refuse_corpus_folder(po.timit_dir, po.workdir);
-  check_output_folder(po.workdir);
-  const std::vector<CorpusUtterance> all = scan_timit(po.timit_dir, &scan_problems);
+  refuse_corpus_folder(prepare_opts.timit_dir, prepare_opts.workdir);
+  check_output_folder(prepare_opts.workdir);
+  const std::vector<CorpusUtterance> all = scan_timit(prepare_opts.timit_dir, &scan_problems);
   std::vector<CorpusUtterance> work;
   for (const auto& u : all) {
     if (u.is_sa()) ++sum.sa_excluded;
@@ -492,12 +492,12 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
   }
   sum.utterances_found = static_cast<int64_t>(all.size());
   ManifestInfo info;
-  info.source = fs::absolute(po.timit_dir).lexically_normal().string();
-  info.fingerprint = corpus_fingerprint(po.timit_dir, work);
+  info.source = fs::absolute(prepare_opts.timit_dir).lexically_normal().string();
+  info.fingerprint = corpus_fingerprint(prepare_opts.timit_dir, work);
   info.fingerprint_rule = "sha256 over 'relative path\\tsize\\tmtime' of every non-SA .WAV/.PHN";
-  info.opts_json = feature_options_to_json(fo, /*with_info=*/true);
-  if (po.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
-  info.split_opts = {{"dev_speakers", po.dev_speakers}, {"dev_seed", po.dev_seed}};
+  info.opts_json = feature_options_to_json(feature_opts, /*with_info=*/true);
+  if (prepare_opts.dev_speakers < 0) throw std::invalid_argument("--dev-speakers must be >= 1 (0: the default)");
+  info.split_opts = {{"dev_speakers", prepare_opts.dev_speakers}, {"dev_seed", prepare_opts.dev_seed}};
 
   // Own corpora: is any TEST speaker on the standard dev / core-test list?
   std::set<std::string> std_dev_found, std_core_found;
@@ -506,21 +506,21 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
       if (dev_speakers().count(u.speaker)) std_dev_found.insert(u.speaker);
       if (core_test_speakers().count(u.speaker)) std_core_found.insert(u.speaker);
     }
-  if (po.dev_speakers > 0 && !std_dev_found.empty())
-    throw std::invalid_argument("--dev-speakers " + std::to_string(po.dev_speakers) + ": " + po.timit_dir + " has " +
+  if (prepare_opts.dev_speakers > 0 && !std_dev_found.empty())
+    throw std::invalid_argument("--dev-speakers " + std::to_string(prepare_opts.dev_speakers) + ": " + prepare_opts.timit_dir + " has " +
                                 std::to_string(std_dev_found.size()) +
                                 " speakers of the standard dev list in TEST, which form dev; --dev-speakers applies "
                                 "only to corpora without them");
 
-  if (!po.force && manifest_matches(po.workdir, info.source, info.fingerprint, info.opts_json, info.split_opts)) {
+  if (!prepare_opts.force && manifest_matches(prepare_opts.workdir, info.source, info.fingerprint, info.opts_json, info.split_opts)) {
     PrepareSummary cached = sum;
     try {  // a summary that does not read (a hand-edited manifest): rebuilt, as a cache that does not match
-      summary_from_manifest(po.workdir, cached);
+      summary_from_manifest(prepare_opts.workdir, cached);
       cached.up_to_date = true;
       cached.wall_seconds = since();
       return cached;
     } catch (const std::exception& e) {
-      spdlog::info("{}: cache not reusable (the summary of manifest.json: {}), rebuilding", po.workdir, e.what());
+      spdlog::info("{}: cache not reusable (the summary of manifest.json: {}), rebuilding", prepare_opts.workdir, e.what());
     }
   }
 
@@ -530,9 +530,9 @@ PrepareSummary prepare(const PrepareOptions& po_in) {
     ++sum.warnings;
     ++sum.warnings_by_kind[problem_kind(p.message)];
   }
-  if (work.empty()) throw std::runtime_error(po.timit_dir + ": no utterances (other than SA) found");
+  if (work.empty()) throw std::runtime_error(prepare_opts.timit_dir + ": no utterances (other than SA) found");
 
-  process_and_write(work, po, info, !std_dev_found.empty(), !std_core_found.empty(), sum, since);
+  process_and_write(work, prepare_opts, info, !std_dev_found.empty(), !std_core_found.empty(), sum, since);
   sum.wall_seconds = since();
   return sum;
 }

@@ -83,15 +83,15 @@ std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps) {
 }
 
 std::vector<int32_t> corpus_frame_labels(const std::vector<MappedInterval>& m, int64_t num_frames,
-                                         const FeatureOptions& fo, int silence) {
+                                         const FeatureOptions& feature_opts, int silence) {
   std::vector<int32_t> labels(static_cast<size_t>(num_frames), 0);
   if (m.empty()) return labels;
   // interval boundaries as samples at the feature rate: integer comparisons,
   // so "0.1 + 0.2" (a CTM's start + duration) and "0.3" give the same frames
-  auto sample = [&](double s) { return std::llround(s * fo.sample_rate); };
+  auto sample = [&](double s) { return std::llround(s * feature_opts.sample_rate); };
   size_t p = 0;
   for (int64_t t = 0; t < num_frames; ++t) {
-    const int64_t c = frame_center_sample(t, fo);
+    const int64_t c = frame_center_sample(t, feature_opts);
     while (p < m.size() && sample(m[p].end) <= c) ++p;
     if (p < m.size() && sample(m[p].start) <= c) labels[t] = m[p].index;
     else if (silence >= 0) labels[t] = silence;  // audio no interval covers
@@ -100,7 +100,7 @@ std::vector<int32_t> corpus_frame_labels(const std::vector<MappedInterval>& m, i
   return labels;
 }
 
-ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& fo,
+ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& feature_opts,
                                  int silence) {
   ProcessedUtterance r;
   r.problems = e.problems;
@@ -137,7 +137,7 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
   if (has_error(r.problems)) return r;
   int32_t T = 0;
   try {
-    r.features = compute_features(a, fo, &T);
+    r.features = compute_features(a, feature_opts, &T);
   } catch (const std::exception& ex) {
     err(e.audio_path, ex.what());
     return r;
@@ -147,7 +147,7 @@ ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedI
     return r;
   }
   r.num_frames = T;
-  if (times) r.labels = corpus_frame_labels(m, T, fo, silence);
+  if (times) r.labels = corpus_frame_labels(m, T, feature_opts, silence);
   r.ok = true;
   return r;
 }
@@ -156,23 +156,23 @@ namespace {
 
 // e.split for every entry: --split-file, else the corpus's own splits, else by
 // speaker (fixed fractions, seeded). Returns the rule recorded in manifest.json.
-json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
-  if (!po.split_file.empty()) {
+json assign_splits(const PrepareOptions& prepare_opts, std::vector<CorpusEntry>& es) {
+  if (!prepare_opts.split_file.empty()) {
     std::map<std::string, std::string> of;
-    for (const auto& [spk, split] : read_split_file(po.split_file)) of[spk] = split;
+    for (const auto& [spk, split] : read_split_file(prepare_opts.split_file)) of[spk] = split;
     for (auto& e : es) {
       auto it = of.find(e.speaker);
-      if (it != of.end()) e.split = common::enum_value<SplitName>(it->second, po.split_file);
-      else e.problems.push_back({po.split_file, 0, "speaker '" + e.speaker + "' (of " + e.id + ") is not in the split "
+      if (it != of.end()) e.split = common::enum_value<SplitName>(it->second, prepare_opts.split_file);
+      else e.problems.push_back({prepare_opts.split_file, 0, "speaker '" + e.speaker + "' (of " + e.id + ") is not in the split "
                                                    "file: the utterance is skipped", true});
     }
-    return {{"rule", "split file"}, {"file", fs::absolute(po.split_file).lexically_normal().string()}};
+    return {{"rule", "split file"}, {"file", fs::absolute(prepare_opts.split_file).lexically_normal().string()}};
   }
   size_t with = 0;
   for (const auto& e : es) with += e.split.has_value();
   if (with == es.size()) return {{"rule", "corpus"}};
   if (with > 0)
-    throw std::runtime_error(po.corpus_dir + ": " + std::to_string(with) + " of " + std::to_string(es.size()) +
+    throw std::runtime_error(prepare_opts.corpus_dir + ": " + std::to_string(with) + " of " + std::to_string(es.size()) +
                              " utterances name their split, the others do not (give every one a split, or none, or "
                              "use --split-file)");
   std::vector<std::string> speakers;
@@ -180,12 +180,12 @@ json assign_splits(const PrepareOptions& po, std::vector<CorpusEntry>& es) {
     if (!has_error(e.problems)) speakers.push_back(e.speaker);
   std::map<std::string, std::string> of;
   for (const auto& [spk, split] :
-       speaker_splits(speakers, po.dev_fraction, po.test_fraction, PrepareOptions::kDefaultDevSeed))
+       speaker_splits(speakers, prepare_opts.dev_fraction, prepare_opts.test_fraction, PrepareOptions::kDefaultDevSeed))
     of[spk] = split;
   for (auto& e : es) e.split = of.count(e.speaker) ? common::enum_value<SplitName>(of[e.speaker], "split") : SplitName::train;
   return {{"rule", "by speaker"},
-          {"dev_fraction", po.dev_fraction},
-          {"test_fraction", po.test_fraction},
+          {"dev_fraction", prepare_opts.dev_fraction},
+          {"test_fraction", prepare_opts.test_fraction},
           {"seed", PrepareOptions::kDefaultDevSeed},
           {"method", "sorted speakers, Fisher-Yates with mt19937_64(seed) (choose_dev_speakers): the first "
                      "round(fraction * N) dev + test speakers held out (at least one each from 3 speakers); test "
@@ -267,24 +267,24 @@ void cut_recording(CorpusEntry& e, const std::vector<LabelInterval>& ivs, const 
 
 }  // namespace
 
-std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& ro,
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& reader_opts,
                                           int threads) {
   std::vector<CorpusEntry> out;
-  for_each_intervals(es, ro, threads,
+  for_each_intervals(es, reader_opts, threads,
                      [&](size_t i, const std::vector<LabelInterval>& ivs) { cut_recording(es[i], ivs, ps, out); });
   return out;
 }
 
-void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads) {
+void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts, int threads) {
   parallel_for(static_cast<int64_t>(es.size()), threads, [&](int64_t i, int) {
     CorpusEntry& e = es[i];
     e.scan_problems = e.problems.size();
-    read_labels(e, ro);
+    read_labels(e, reader_opts);
     if (e.label_kind != LabelFileKind::none) std::vector<LabelInterval>().swap(e.intervals);  // read again when needed
   });
 }
 
-std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec* ps) {
+std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& reader_opts, const PhoneSetSpec* ps) {
   if (e.label_kind == LabelFileKind::none) return e.intervals;
   CorpusEntry c;  // what read_labels saw after the scan
   c.audio_path = e.audio_path;
@@ -293,7 +293,7 @@ std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOp
   c.spill = e.spill;
   c.spans = e.spans;
   c.problems.assign(e.problems.begin(), e.problems.begin() + static_cast<std::ptrdiff_t>(e.scan_problems));
-  read_labels(c, ro);
+  read_labels(c, reader_opts);
   if (e.part == 0 || !ps) return std::move(c.intervals);
   std::vector<std::vector<LabelInterval>> parts = recording_parts(c.intervals, *ps);
   if (e.part > static_cast<int>(parts.size()))
@@ -304,14 +304,14 @@ std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOp
   return part;
 }
 
-void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads,
+void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts, int threads,
                         const std::function<void(size_t, const std::vector<LabelInterval>&)>& fn) {
   const size_t chunk = std::max<size_t>(64, 16 * static_cast<size_t>(threads));
   std::vector<std::vector<LabelInterval>> ivs;
   for (size_t b = 0; b < es.size(); b += chunk) {
     const size_t n = std::min(chunk, es.size() - b);
     ivs.assign(n, {});
-    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) { ivs[i] = corpus_intervals(es[b + i], ro, nullptr); });
+    parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) { ivs[i] = corpus_intervals(es[b + i], reader_opts, nullptr); });
     for (size_t i = 0; i < n; ++i) fn(b + i, ivs[i]);
   }
 }
@@ -321,15 +321,15 @@ namespace {
 // The phone set: --phone-set FILE, else the format's shipped one (buckeye),
 // else derived from the train split's labels (and the line naming dev/test
 // labels never seen in train).
-PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const std::vector<CorpusEntry>& es,
-                              const ReaderOptions& ro, int threads, const std::map<std::string, int64_t>& transcribed,
+PhoneSetSpec choose_phone_set(const PrepareOptions& prepare_opts, CorpusFormat fmt, const std::vector<CorpusEntry>& es,
+                              const ReaderOptions& reader_opts, int threads, const std::map<std::string, int64_t>& transcribed,
                               std::string* how, std::string* unseen) {
-  if (!po.phone_set.empty()) {
-    *how = "--phone-set " + po.phone_set;
-    return PhoneSetSpec::from_setting(po.phone_set);
+  if (!prepare_opts.phone_set.empty()) {
+    *how = "--phone-set " + prepare_opts.phone_set;
+    return PhoneSetSpec::from_setting(prepare_opts.phone_set);
   }
   if (fmt == CorpusFormat::timit) {  // the corpus's own (prepare routes the timit layout here only with one)
-    const std::string file = (fs::path(po.corpus_dir) / "phone_set.yaml").string();
+    const std::string file = (fs::path(prepare_opts.corpus_dir) / "phone_set.yaml").string();
     *how = "the corpus's " + file;
     return PhoneSetSpec::load(file);
   }
@@ -339,7 +339,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
   }
   std::map<std::string, int64_t> counts;  // the train split's labels
   std::map<std::string, std::map<std::string, UnseenLabel>> other;  // dev/test: split -> label -> count, first id
-  for_each_intervals(es, ro, threads, [&](size_t i, const std::vector<LabelInterval>& ivs) {
+  for_each_intervals(es, reader_opts, threads, [&](size_t i, const std::vector<LabelInterval>& ivs) {
     const CorpusEntry& e = es[i];
     if (has_error(e.problems)) return;
     for (const auto& iv : ivs) {
@@ -360,7 +360,7 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
       if (e.split == SplitName::train && has_error(e.problems) && bad++ == 0)
         for (const auto& p : e.problems)
           if (p.error && why.empty()) why = p.str();
-    throw std::runtime_error(po.corpus_dir + ": no labelled train utterance to derive a phone set from" +
+    throw std::runtime_error(prepare_opts.corpus_dir + ": no labelled train utterance to derive a phone set from" +
                              (bad ? " (" + std::to_string(bad) + " train utterance(s) unusable; the first: " + why + ")"
                                   : std::string()));
   }
@@ -371,21 +371,21 @@ PhoneSetSpec choose_phone_set(const PrepareOptions& po, CorpusFormat fmt, const 
       if (!counts.count(label)) un[split][label] = u;
   *unseen = unseen_labels_line(un);
   *how = std::string(transcribed.empty() ? "derived from the train split's labels: "
-                     : !po.dict.empty() ? "derived from the train split's labels, transcripts and --dict " + po.dict + ": "
-                     : po.g2p ? "derived from the labels and transcripts (--g2p " + std::string(common::to_string(*po.g2p)) + "): "
+                     : !prepare_opts.dict.empty() ? "derived from the train split's labels, transcripts and --dict " + prepare_opts.dict + ": "
+                     : prepare_opts.g2p ? "derived from the labels and transcripts (--g2p " + std::string(common::to_string(*prepare_opts.g2p)) + "): "
                                        : "derived from the train split's labels and transcripts: ") +
          join(ps.phones, " ");
   return ps;
 }
 
 // manifest.json "transcripts": how words became phones and what that left.
-json transcripts_json(const PrepareOptions& po, const TranscriptStats& ts) {
-  json j = {{"dict", po.dict.empty() ? json() : json(fs::absolute(po.dict).lexically_normal().string())},
-            {"g2p", po.g2p ? json(std::string(common::to_string(*po.g2p)) + " " + po.language) : json()},
+json transcripts_json(const PrepareOptions& prepare_opts, const TranscriptStats& ts) {
+  json j = {{"dict", prepare_opts.dict.empty() ? json() : json(fs::absolute(prepare_opts.dict).lexically_normal().string())},
+            {"g2p", prepare_opts.g2p ? json(std::string(common::to_string(*prepare_opts.g2p)) + " " + prepare_opts.language) : json()},
             {"optional_silence", "the phone set's silence, optional (0 frames), at both ends and between words"},
             {"words_with_alternatives", ts.words_with_alternatives},
             {"alternatives", "the most probable pronunciation kept; the others are not offered to the loss"}};
-  if (po.g2p) j["g2p_words"] = ts.g2p_words;
+  if (prepare_opts.g2p) j["g2p_words"] = ts.g2p_words;
   return j;
 }
 
@@ -407,71 +407,71 @@ std::string corpus_fingerprint(const std::vector<CorpusEntry>& es) {
 }
 
 // The WORKDIR is never the corpus nor a folder of it, nor a folder prepare did not write.
-void check_folders(const PrepareOptions& po) {
+void check_folders(const PrepareOptions& prepare_opts) {
   InputSet corpus;
   std::error_code ec;
-  const fs::path root = fs::is_directory(po.corpus_dir, ec) ? fs::path(po.corpus_dir) : fs::path(po.corpus_dir).parent_path();
+  const fs::path root = fs::is_directory(prepare_opts.corpus_dir, ec) ? fs::path(prepare_opts.corpus_dir) : fs::path(prepare_opts.corpus_dir).parent_path();
   corpus.add(root.empty() ? fs::path(".") : root);
   if (fs::is_directory(root, ec))
     for (const fs::path& rel : walk_files(root, nullptr))
       for (fs::path d = rel.parent_path(); !d.empty(); d = d.parent_path()) corpus.add(root / d);
-  refuse_output("--out", po.workdir, corpus, "a folder of the corpus --corpus " + po.corpus_dir +
+  refuse_output("--out", prepare_opts.workdir, corpus, "a folder of the corpus --corpus " + prepare_opts.corpus_dir +
                                                  "; the prepared data go into a folder of their own");
-  check_output_folder(po.workdir);
+  check_output_folder(prepare_opts.workdir);
 }
 
 }  // namespace
 
-PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
+PrepareSummary prepare_corpus(const PrepareOptions& requested_opts) {
   const auto t0 = std::chrono::steady_clock::now();
   auto since = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
-  PrepareOptions po = po_in;
-  po.features.allow_resample = true;  // any rate and channel count libsndfile reads
-  validate(po.features);
+  PrepareOptions prepare_opts = requested_opts;
+  prepare_opts.features.allow_resample = true;  // any rate and channel count libsndfile reads
+  validate(prepare_opts.features);
   const CorpusFormat fmt =
-      po.corpus_format ? *po.corpus_format : detect_corpus_format(po.corpus_dir);
-  check_folders(po);
+      prepare_opts.corpus_format ? *prepare_opts.corpus_format : detect_corpus_format(prepare_opts.corpus_dir);
+  check_folders(prepare_opts);
   PrepareSummary sum;
   std::vector<Problem> scan_problems;
-  const ReaderOptions ro{po.tier};
-  std::vector<CorpusEntry> es = scan_corpus(po.corpus_dir, fmt, ro, &scan_problems, &sum.sa_excluded);
+  const ReaderOptions reader_opts{prepare_opts.tier};
+  std::vector<CorpusEntry> es = scan_corpus(prepare_opts.corpus_dir, fmt, reader_opts, &scan_problems, &sum.sa_excluded);
   sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;  // SA: the timit layout's
-  const int threads = std::max(1, std::min<int>(resolve_threads(po.threads), static_cast<int>(es.size())));
-  check_corpus_labels(es, ro, threads);  // the problems; the labels are read again where needed
+  const int threads = std::max(1, std::min<int>(resolve_threads(prepare_opts.threads), static_cast<int>(es.size())));
+  check_corpus_labels(es, reader_opts, threads);  // the problems; the labels are read again where needed
   CorpusPlan plan;
   plan.format = fmt;
-  plan.split_rule = assign_splits(po, es);
-  const TranscriptStats ts = pronounce_transcripts(es, po);
+  plan.split_rule = assign_splits(prepare_opts, es);
+  const TranscriptStats ts = pronounce_transcripts(es, prepare_opts);
   int64_t transcribed = 0;
   for (const auto& e : es) transcribed += e.transcript_kind != TranscriptKind::none;
   std::string unseen;
-  plan.phone_set = choose_phone_set(po, fmt, es, ro, threads,
-                                    transcribed ? transcript_phone_counts(es, ts, po.g2p.has_value())
+  plan.phone_set = choose_phone_set(prepare_opts, fmt, es, reader_opts, threads,
+                                    transcribed ? transcript_phone_counts(es, ts, prepare_opts.g2p.has_value())
                                                 : std::map<std::string, int64_t>{},
                                     &plan.phone_set_how, &unseen);
-  if (transcribed) plan.transcripts = transcripts_json(po, ts);
-  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set, ro, threads);
+  if (transcribed) plan.transcripts = transcripts_json(prepare_opts, ts);
+  if (fmt == CorpusFormat::buckeye) es = split_at_dropped(std::move(es), plan.phone_set, reader_opts, threads);
   sum.utterances_found = static_cast<int64_t>(es.size()) + sum.sa_excluded;
-  plan.source = fs::absolute(po.corpus_dir).lexically_normal().string();
+  plan.source = fs::absolute(prepare_opts.corpus_dir).lexically_normal().string();
   plan.fingerprint = corpus_fingerprint(es);
-  plan.opts_json = feature_options_to_json(po.features, /*with_info=*/true);
-  plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", po.tier},
+  plan.opts_json = feature_options_to_json(prepare_opts.features, /*with_info=*/true);
+  plan.split_opts = {{"format", corpus_format_name(fmt)}, {"tier", prepare_opts.tier},
                      {"phone_set", plan.phone_set.digest()}, {"split_rule", plan.split_rule},
-                     {"split_file_sha256", po.split_file.empty() ? "" : sha256_file(po.split_file, nullptr)}};
+                     {"split_file_sha256", prepare_opts.split_file.empty() ? "" : sha256_file(prepare_opts.split_file, nullptr)}};
   if (transcribed)  // how words became phones: another dictionary or G2P rebuilds
-    plan.split_opts["transcripts"] = {{"dict", po.dict}, {"dict_sha256", po.dict.empty() ? "" : sha256_file(po.dict, nullptr)},
-                                      {"dict_format", common::to_string(po.dict_format)}, {"g2p", po.g2p ? common::to_string(*po.g2p) : ""}, {"language", po.language},
-                                      {"espeak", po.g2p ? espeak_version() : ""}};
+    plan.split_opts["transcripts"] = {{"dict", prepare_opts.dict}, {"dict_sha256", prepare_opts.dict.empty() ? "" : sha256_file(prepare_opts.dict, nullptr)},
+                                      {"dict_format", common::to_string(prepare_opts.dict_format)}, {"g2p", prepare_opts.g2p ? common::to_string(*prepare_opts.g2p) : ""}, {"language", prepare_opts.language},
+                                      {"espeak", prepare_opts.g2p ? espeak_version() : ""}};
   if (fmt == CorpusFormat::buckeye)  // the cut rule: a WORKDIR cut otherwise (before it) is rebuilt
     plan.split_opts["recording_cuts"] = {{"long_silence_s", kLongSilence}, {"silence_margin_s", kSilenceMargin}};
-  if (!po.force && manifest_matches(po.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {
+  if (!prepare_opts.force && manifest_matches(prepare_opts.workdir, plan.source, plan.fingerprint, plan.opts_json, plan.split_opts)) {
     try {
-      summary_from_manifest(po.workdir, sum);
+      summary_from_manifest(prepare_opts.workdir, sum);
       sum.up_to_date = true;
       sum.wall_seconds = since();
       return sum;
     } catch (const std::exception& e) {
-      spdlog::info("{}: cache not reusable ({}), rebuilding", po.workdir, e.what());
+      spdlog::info("{}: cache not reusable ({}), rebuilding", prepare_opts.workdir, e.what());
       const int64_t sa = sum.sa_excluded;
       sum = PrepareSummary{};
       sum.sa_excluded = sa;
@@ -490,7 +490,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& po_in) {
   }
   spdlog::info("phone set {} ({} phones, sha256 {}): {}", plan.phone_set.name, plan.phone_set.size(),
                plan.phone_set.digest().substr(0, 12), plan.phone_set_how);
-  write_corpus_workdir(po, es, ro, plan, threads, sum);
+  write_corpus_workdir(prepare_opts, es, reader_opts, plan, threads, sum);
   sum.wall_seconds = since();
   return sum;
 }

@@ -55,21 +55,21 @@ std::vector<MappedInterval> map_labels(CorpusEntry& e, const PhoneSetSpec& ps);
 // stay as they are. The labels are read again (corpus_intervals), a chunk of
 // entries at a time, and not kept.
 constexpr double kLongSilence = 0.5, kSilenceMargin = 0.1;  // seconds
-std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& ro,
+std::vector<CorpusEntry> split_at_dropped(std::vector<CorpusEntry> es, const PhoneSetSpec& ps, const ReaderOptions& reader_opts,
                                           int threads);
 
 // Reads the labels of every entry on `threads` threads (read_labels), keeping
 // the problems and not the intervals (memory: the threads' utterances).
-void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads);
+void check_corpus_labels(std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts, int threads);
 
 // The intervals of one entry as read_labels gave them after the scan (read
 // again from its file or spill), a part of a recording (e.part) cut as
 // split_at_dropped cut it with `ps` (nullptr: no part is cut).
-std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec* ps);
+std::vector<LabelInterval> corpus_intervals(const CorpusEntry& e, const ReaderOptions& reader_opts, const PhoneSetSpec* ps);
 
 // fn(i, intervals) for every entry in order, the intervals read (corpus_intervals,
 // no part cut) a chunk at a time on `threads` threads.
-void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& ro, int threads,
+void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts, int threads,
                         const std::function<void(size_t, const std::vector<LabelInterval>&)>& fn);
 
 // Frame labels [num_frames]: frame t takes the interval covering its centre
@@ -77,12 +77,12 @@ void for_each_intervals(const std::vector<CorpusEntry>& es, const ReaderOptions&
 // the feature rate); a centre no interval covers takes `silence` (>= 0), or
 // the phone before it when the set has no silence.
 std::vector<int32_t> corpus_frame_labels(const std::vector<MappedInterval>& m, int64_t num_frames,
-                                         const FeatureOptions& fo, int silence);
+                                         const FeatureOptions& feature_opts, int silence);
 
 // Audio (its segment when the entry is one; resampled and down-mixed as
 // needed), features and frame labels of one utterance. Problems of the scan
 // and of the labels come first; an error leaves ok false.
-ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& fo,
+ProcessedUtterance process_entry(const CorpusEntry& e, const std::vector<MappedInterval>& m, const FeatureOptions& feature_opts,
                                  int silence);
 
 // The kind of a problem for the summary's counts (the readers' messages, then problem_kind's).
@@ -99,7 +99,7 @@ struct TranscriptStats {
 // word's most probable pronunciation). An empty transcript or a word without a
 // pronunciation is one error in e.problems naming the utterance; word transcripts with
 // neither --dict nor --g2p throw (one line).
-TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& po);
+TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& prepare_opts);
 // Phone counts of the transcripts (the train split's; every split's when all_splits),
 // every dictionary phone at least 0: the labels a derived phone set is made of.
 std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusEntry>& es, const TranscriptStats& st,
@@ -121,7 +121,7 @@ std::string transcript_conflict(const std::vector<int32_t>& seq, const std::vect
 // phone_set.yaml, manifest.json last) and renames them into place. Problems go
 // into `sum`; with --strict the first bad utterance (in id order) throws and
 // nothing is written.
-void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+void write_corpus_workdir(const PrepareOptions& prepare_opts, const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts,
                           const CorpusPlan& plan, int threads, PrepareSummary& sum);
 
 }  // namespace timitseg::data

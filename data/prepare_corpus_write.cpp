@@ -253,12 +253,12 @@ json duration_stats(const SplitStream& s, const PhoneSetSpec& ps, double shift_m
 }
 
 // The problems of one processed utterance into the summary (as prepare's TIMIT path logs them).
-void collect(const CorpusEntry& e, const ProcessedUtterance& r, const PrepareOptions& po, PrepareSummary& sum) {
+void collect(const CorpusEntry& e, const ProcessedUtterance& r, const PrepareOptions& prepare_opts, PrepareSummary& sum) {
   bool counted = false;
   for (const auto& p : r.problems) {
     const std::string line = p.str();
     sum.problems.push_back(line);
-    if (p.error && po.strict) throw std::runtime_error(line + " (--strict: nothing written)");
+    if (p.error && prepare_opts.strict) throw std::runtime_error(line + " (--strict: nothing written)");
     if (p.error) {
       spdlog::error("{} ({} skipped)", line, e.id);
       if (!counted) ++sum.skipped, ++sum.skipped_by_kind[corpus_problem_kind(p.message)], counted = true;
@@ -275,7 +275,7 @@ struct CorpusResult {
   ProcessedUtterance r;
   std::vector<MappedInterval> mapped;
 };
-CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const PhoneSetSpec& ps, const FeatureOptions& fo) {
+CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& reader_opts, const PhoneSetSpec& ps, const FeatureOptions& feature_opts) {
   CorpusResult out;
   CorpusEntry u;  // e with its intervals, and map_labels' problems after e's
   u.id = e.id, u.audio_path = e.audio_path, u.label_path = e.label_path;
@@ -289,7 +289,7 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const Ph
     return true;
   };
   if (usable()) {
-    u.intervals = corpus_intervals(e, ro, &ps);
+    u.intervals = corpus_intervals(e, reader_opts, &ps);
     if (!u.intervals.empty() || u.transcript_kind == TranscriptKind::none) out.mapped = map_labels(u, ps);
   }
   std::vector<int32_t> seq;
@@ -299,7 +299,7 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const Ph
     const std::string conflict = transcript_conflict(seq, out.mapped, ps);  // phones beside times: the same phones
     if (!conflict.empty()) u.problems.push_back({u.transcript_path, u.transcript_line, conflict, true});
   }
-  out.r = process_entry(u, out.mapped, fo, ps.silence_index());
+  out.r = process_entry(u, out.mapped, feature_opts, ps.silence_index());
   if (out.r.ok && out.r.labels.empty()) {  // labels without times
     int64_t obligatory = 0;
     for (uint8_t o : opt) obligatory += !o;
@@ -319,10 +319,10 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& ro, const Ph
 }
 
 // Processes the utterances chunk by chunk into the split streams and CMVN.
-void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+void stream_all(const PrepareOptions& prepare_opts, const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts,
                 const CorpusPlan& plan, int threads, std::map<std::string, SplitStream>& streams, CmvnAcc& cmvn,
                 PrepareSummary& sum) {
-  if (!po.progress) Progress::set_enabled(false);
+  if (!prepare_opts.progress) Progress::set_enabled(false);
   Progress bar("prepare", static_cast<int64_t>(es.size()), "utt");
   const size_t chunk = std::max<size_t>(32, 8 * static_cast<size_t>(threads));
   const int sil = plan.phone_set.silence_index();
@@ -332,19 +332,19 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, co
     std::vector<CorpusResult> res(n);
     parallel_for(static_cast<int64_t>(n), threads, [&](int64_t i, int) {
       // SIGINT/SIGTERM (common/interrupt.h): stop before the next utterance; the staging folder goes
-      check_prepare_stop(processed.load(), static_cast<int64_t>(es.size()), po.workdir);
-      res[i] = process_one(es[b + i], ro, plan.phone_set, po.features);
+      check_prepare_stop(processed.load(), static_cast<int64_t>(es.size()), prepare_opts.workdir);
+      res[i] = process_one(es[b + i], reader_opts, plan.phone_set, prepare_opts.features);
       ++processed;
       bar.advance();
     });
     for (size_t i = 0; i < n; ++i) {
       const CorpusEntry& e = es[b + i];
-      collect(e, res[i].r, po, sum);
+      collect(e, res[i].r, prepare_opts, sum);
       if (!res[i].r.ok) continue;
       const SplitName split = e.split.value_or(SplitName::train);
       streams.at(common::to_string(split)).add(e, res[i].r, res[i].mapped, sil);
       sum.transcript_only += !res[i].r.transcript.empty();
-      if (split == SplitName::train) cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.features.size()) / po.features.dim());
+      if (split == SplitName::train) cmvn.add(res[i].r.features, static_cast<int64_t>(res[i].r.features.size()) / prepare_opts.features.dim());
       res[i] = CorpusResult{};  // free its features now
     }
   }
@@ -352,7 +352,7 @@ void stream_all(const PrepareOptions& po, const std::vector<CorpusEntry>& es, co
 }
 
 // Every file into the staging folder, then renamed into place (StagedWorkdir::commit).
-void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+void write_stage(const PrepareOptions& prepare_opts, const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts,
                  const CorpusPlan& plan, int threads, PrepareSummary& sum, StagedWorkdir& sw) {
   const fs::path& stage = sw.stage();
   std::map<std::string, SplitStream> streams;
@@ -361,11 +361,11 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, c
     st.name = s;
     st.open(stage);
   }
-  const int dim = po.features.dim();
+  const int dim = prepare_opts.features.dim();
   CmvnAcc cmvn(dim);
-  stream_all(po, es, ro, plan, threads, streams, cmvn, sum);
+  stream_all(prepare_opts, es, reader_opts, plan, threads, streams, cmvn, sum);
   if (streams.at("train").utterances == 0)
-    throw std::runtime_error(po.corpus_dir + ": no usable train utterance: CMVN statistics come from the train split");
+    throw std::runtime_error(prepare_opts.corpus_dir + ": no usable train utterance: CMVN statistics come from the train split");
   json split_counts = json::object(), durations = json::object();
   const std::vector<std::string>& names = split_names();
   parallel_for(static_cast<int64_t>(names.size()), threads, [&](int64_t i, int) {
@@ -379,7 +379,7 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, c
     split_counts[name] = {{"utterances", U}, {"frames", s.frames}, {"speakers", spk}, {"seconds", s.seconds},
                           {"with_times", U - s.transcript_only}, {"transcript_only", s.transcript_only}};
     sum.splits.push_back({name, U, s.frames, spk, s.seconds});
-    durations[name] = duration_stats(s, plan.phone_set, po.features.frame_shift_ms);
+    durations[name] = duration_stats(s, plan.phone_set, prepare_opts.features.frame_shift_ms);
   }
   cmvn.save(stage);
   sw.record("cmvn.safetensors");
@@ -405,10 +405,10 @@ void write_stage(const PrepareOptions& po, const std::vector<CorpusEntry>& es, c
 
 }  // namespace
 
-void write_corpus_workdir(const PrepareOptions& po, const std::vector<CorpusEntry>& es, const ReaderOptions& ro,
+void write_corpus_workdir(const PrepareOptions& prepare_opts, const std::vector<CorpusEntry>& es, const ReaderOptions& reader_opts,
                           const CorpusPlan& plan, int threads, PrepareSummary& sum) {
-  StagedWorkdir sw(po.workdir);  // a failed or interrupted prepare leaves no WORKDIR it created
-  sw.run([&] { write_stage(po, es, ro, plan, threads, sum, sw); });
+  StagedWorkdir sw(prepare_opts.workdir);  // a failed or interrupted prepare leaves no WORKDIR it created
+  sw.run([&] { write_stage(prepare_opts, es, reader_opts, plan, threads, sum, sw); });
 }
 
 }  // namespace timitseg::data

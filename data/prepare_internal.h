@@ -54,7 +54,7 @@ struct SplitOut {
 // reading) concatenated into STAGE/SPLIT.safetensors, byte for byte what st::save
 // writes of them, hashed, counted, with the duration statistics of durations.json.
 SplitOut build_split(const std::string& split, const std::vector<size_t>& idx, const std::vector<CorpusUtterance>& work,
-                     const std::vector<SpilledUtterance>& utts, const Spill& spill, const FeatureOptions& fo,
+                     const std::vector<SpilledUtterance>& utts, const Spill& spill, const FeatureOptions& feature_opts,
                      const nlohmann::ordered_json& opts_json, const std::filesystem::path& stage);
 
 // STAGE/cmvn.safetensors: mean and variance of the train utterances utts[train[k]], read back from `spill`.
@@ -78,7 +78,7 @@ void summary_from_manifest(const std::string& workdir, PrepareSummary& sum);
 // TIMIT's layout labelled in another phone set than timit61: --phone-set names
 // one, or (without --phone-set) the corpus folder holds a phone_set.yaml of one
 // (`synth --voice espeak --format timit` writes it). prepare_corpus reads it then.
-bool timit_layout_of_another_phone_set(const PrepareOptions& po);
+bool timit_layout_of_another_phone_set(const PrepareOptions& prepare_opts);
 // `prepare --corpus DIR --format textgrid|buckeye|kaldi|manifest` (data/prepare_corpus.cpp),
 // and the timit layout of another phone set.
 PrepareSummary prepare_corpus(const PrepareOptions& opts);

@@ -39,16 +39,16 @@ struct Pronouncer {
   WordOptions options;
   std::map<std::string, std::vector<std::string>> g2p_cache;  // word -> espeak's phones
 
-  explicit Pronouncer(const PrepareOptions& po) {
-    if (!po.dict.empty()) dict = Dictionary::load(po.dict, po.dict_format), have_dict = true;
+  explicit Pronouncer(const PrepareOptions& prepare_opts) {
+    if (!prepare_opts.dict.empty()) dict = Dictionary::load(prepare_opts.dict, prepare_opts.dict_format), have_dict = true;
     options.edge_silence = options.word_silence = options.optional_silence = false;  // silence: the set's, added later
     options.max_candidates = 1;
     // TIMIT's closures (bcl b) only for a phone set that has them
-    options.closures = !po.phone_set.empty() && PhoneSetSpec::from_setting(po.phone_set).index("bcl") >= 0;
-    if (po.g2p == G2pEngine::espeak) {
-      if (po.language.empty()) throw std::invalid_argument("--g2p espeak needs --language (en-us, es, de, fr, ...)");
-      espeak_check_language(po.language);
-      options.g2p = [this, lang = po.language](const std::string& word) {
+    options.closures = !prepare_opts.phone_set.empty() && PhoneSetSpec::from_setting(prepare_opts.phone_set).index("bcl") >= 0;
+    if (prepare_opts.g2p == G2pEngine::espeak) {
+      if (prepare_opts.language.empty()) throw std::invalid_argument("--g2p espeak needs --language (en-us, es, de, fr, ...)");
+      espeak_check_language(prepare_opts.language);
+      options.g2p = [this, lang = prepare_opts.language](const std::string& word) {
         auto it = g2p_cache.find(word);
         if (it == g2p_cache.end()) it = g2p_cache.emplace(word, espeak_phones(word, lang)).first;
         return it->second;
@@ -91,14 +91,14 @@ void pronounce(CorpusEntry& e, Pronouncer& p, TranscriptStats* st) {
 
 }  // namespace
 
-TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& po) {
+TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const PrepareOptions& prepare_opts) {
   TranscriptStats st;
   size_t words = 0;
   const CorpusEntry* first = nullptr;
   for (const auto& e : es)
     if (e.transcript_kind == TranscriptKind::words && !has_error(e.problems) && words++ == 0) first = &e;
-  if (words > 0 && po.dict.empty() && !po.g2p)
-    throw std::runtime_error(po.corpus_dir + ": " + std::to_string(words) + " utterance(s) have word transcripts (the "
+  if (words > 0 && prepare_opts.dict.empty() && !prepare_opts.g2p)
+    throw std::runtime_error(prepare_opts.corpus_dir + ": " + std::to_string(words) + " utterance(s) have word transcripts (the "
                              "first: " + first->id + ", " + first->transcript_path + "); give --dict FILE or --g2p "
                              "espeak --language L to turn the words into phones");
   std::unique_ptr<Pronouncer> p;
@@ -111,7 +111,7 @@ TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const Prepar
         e.problems.push_back({e.transcript_path, e.transcript_line, "empty transcript (utterance " + e.id + ")", true});
       continue;
     }
-    if (!p) p = std::make_unique<Pronouncer>(po);
+    if (!p) p = std::make_unique<Pronouncer>(prepare_opts);
     pronounce(e, *p, &st);
   }
   if (p) {

@@ -142,11 +142,11 @@ void write_split_file(const std::string& path, const std::string& split, const s
 
 // One split: index it, write STAGE/SPLIT.safetensors from the spill, hash, count, duration statistics.
 SplitOut build_split(const std::string& split, const std::vector<size_t>& idx, const std::vector<CorpusUtterance>& work,
-                     const std::vector<SpilledUtterance>& utts, const Spill& spill, const FeatureOptions& fo,
+                     const std::vector<SpilledUtterance>& utts, const Spill& spill, const FeatureOptions& feature_opts,
                      const json& opts_json, const fs::path& stage) {
   SplitIndex x = index_split(idx, work, utts, spill);
   const std::string name = split + ".safetensors";
-  write_split_file((stage / name).string(), split, idx, utts, spill, fo.dim(), opts_json, x);
+  write_split_file((stage / name).string(), split, idx, utts, spill, feature_opts.dim(), opts_json, x);
   SplitOut out;
   uint64_t bytes = 0;
   const std::string sha = sha256_file((stage / name).string(), &bytes);
@@ -155,7 +155,7 @@ SplitOut build_split(const std::string& split, const std::vector<size_t>& idx, c
   out.counts = {{"utterances", idx.size()}, {"frames", F}, {"speakers", x.speakers.size()}, {"seconds", x.seconds}};
   out.count = PrepareSummary::SplitCount{split, static_cast<int64_t>(idx.size()), F,
                                          static_cast<int64_t>(x.speakers.size()), x.seconds};
-  out.durations = duration_stats(x.durs, fo.frame_shift_ms);
+  out.durations = duration_stats(x.durs, feature_opts.frame_shift_ms);
   return out;
 }
 

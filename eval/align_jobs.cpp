@@ -48,7 +48,7 @@ AlignInput read_job(const AlignJob& job, const model::ModelState& s, int threads
 // (--phones), its words through the dictionary (--words), or the error of an
 // empty line (one failed input, docs/align.md, not the whole list).
 std::function<data::Transcript()> list_script(const data::ListEntry& e, const std::string& source, bool phones,
-                                              const std::shared_ptr<data::Dictionary>& dict, const data::WordOptions& wo) {
+                                              const std::shared_ptr<data::Dictionary>& dict, const data::WordOptions& word_opts) {
   if (e.tokens.empty())
     return [source, audio = e.audio]() -> data::Transcript {
       throw data::TranscriptError(source + ": empty transcript for '" + audio + "' (expected 'AUDIO tok tok ...')");
@@ -60,10 +60,10 @@ std::function<data::Transcript()> list_script(const data::ListEntry& e, const st
       t.phones = e.tokens;
       return t;
     };
-  return [e, source, dict, wo] {  // every message names the list's file and line (the words' line left 0)
+  return [e, source, dict, word_opts] {  // every message names the list's file and line (the words' line left 0)
     const std::vector<data::Word> words = data::words_of_tokens(e.tokens, 0);
     if (words.empty()) throw data::TranscriptError(source + ": no words for '" + e.audio + "' (only punctuation)");
-    return data::words_to_phones(words, *dict, source, wo);
+    return data::words_to_phones(words, *dict, source, word_opts);
   };
 }
 
@@ -194,12 +194,12 @@ std::pair<std::vector<data::Word>, std::string> beside_words(const std::string& 
 // --transcript phn), else its words through the dictionary.
 std::function<data::Transcript()> beside_script(const std::string& audio, TranscriptSource m,
                                                 const std::shared_ptr<data::Dictionary>& dict,
-                                                const data::WordOptions& wo) {
-  return [audio, m, dict, wo]() -> data::Transcript {
+                                                const data::WordOptions& word_opts) {
+  return [audio, m, dict, word_opts]() -> data::Transcript {
     if (m == TranscriptSource::phn || !dict)
-      return beside_phones(audio, m == TranscriptSource::automatic, wo.silence);
+      return beside_phones(audio, m == TranscriptSource::automatic, word_opts.silence);
     const auto [words, path] = beside_words(audio, m);
-    return data::words_to_phones(words, *dict, path, wo);
+    return data::words_to_phones(words, *dict, path, word_opts);
   };
 }
 

@@ -126,7 +126,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
   const data::Split split = data::load_split(o.workdir, o.split);
   const data::WorkdirPhoneSet wps = data::load_workdir_phone_set(o.workdir);
   const model::LabelSet ls = wps.is_timit() ? model::LabelSet::make(39) : model::LabelSet::make(wps.spec, wps.labels);
-  const data::FeatureOptions fo = data::load_feature_options(o.workdir);
+  const data::FeatureOptions feature_opts = data::load_feature_options(o.workdir);
   std::map<std::string, int> index;  // scoring label name -> index
   for (size_t i = 0; i < ls.scoring_names.size(); ++i) index[ls.scoring_names[i]] = static_cast<int>(i);
   std::map<std::string, SpanLine> spans;
@@ -139,7 +139,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
     for (int64_t lineno = 1; std::getline(in, text); ++lineno) {
       if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
       const std::string where = o.spans + ":" + std::to_string(lineno) + ": ";
-      SpanLine s = parse_line(text, where, index, fo.sample_rate, &id);
+      SpanLine s = parse_line(text, where, index, feature_opts.sample_rate, &id);
       if (!in_split.count(id))
         throw std::runtime_error(where + "utterance '" + id + "' is not in split '" + common::to_string(o.split) + "' of " + o.workdir);
       s.line = lineno;
@@ -172,12 +172,12 @@ nlohmann::json score_spans(const ScoreOptions& o) {
     int32_t t = 0;
     for (size_t i = 0; i + 1 < runs.size(); ++i) {
       ref_ends.push_back(t += runs[i].second);
-      hyp_ends.push_back(nearest_frame(s.starts[i + 1], u.num_frames, fo));
+      hyp_ends.push_back(nearest_frame(s.starts[i + 1], u.num_frames, feature_opts));
     }
-    m.add(ref_ends, hyp_ends, fo.frame_shift_ms);
+    m.add(ref_ends, hyp_ends, feature_opts.frame_shift_ms);
     std::vector<RefPhone> phn;
     int rate = 0;
-    const std::string why = sample_reference(u, ls, fo, &phn, &rate);
+    const std::string why = sample_reference(u, ls, feature_opts, &phn, &rate);
     if (!why.empty()) {
       ++m.without_phn;
       continue;
@@ -196,7 +196,7 @@ nlohmann::json score_spans(const ScoreOptions& o) {
       hyp.push_back(s.phn_starts[i + 1]);
       cls.push_back(ls.spec.broad_class(ls.scoring_names[phn[i + 1].cls]));
     }
-    m.add_samples(ref, rate, hyp, fo.sample_rate, cls);
+    m.add_samples(ref, rate, hyp, feature_opts.sample_rate, cls);
   }
   nlohmann::json j = m.to_json();
   j.erase("confidence");  // spans carry no confidences

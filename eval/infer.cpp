@@ -68,12 +68,12 @@ std::unique_ptr<model::Executor> make_inference_executor(const model::ModelState
   // train.rnn_algo / crf.backend `auto` of the checkpoint resolve for the device used here (options/device_choice.h)
   const options::DeviceChoice choice =
       options::resolve_choices(s.config, /*log=*/false, device_opt, kNoGpuHint);
-  model::ExecutorOptions xo = options::inference_executor_options(s.config, choice, threads);  // options/options.h
-  if (phone_bonus) xo.phone_bonus = *phone_bonus;
-  if (decode_opt) xo.decode = *decode_opt;
-  if (backend_opt) xo.crf_backend = *backend_opt;
-  xo.centre_frames = centre_frames;
-  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, xo);
+  model::ExecutorOptions executor_opts = options::inference_executor_options(s.config, choice, threads);  // options/options.h
+  if (phone_bonus) executor_opts.phone_bonus = *phone_bonus;
+  if (decode_opt) executor_opts.decode = *decode_opt;
+  if (backend_opt) executor_opts.crf_backend = *backend_opt;
+  executor_opts.centre_frames = centre_frames;
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, s.dims, executor_opts);
   exec->set_state(s.params, s.optimizer);
   return exec;
 }

@@ -104,9 +104,10 @@ LabelSet read_phone_set_metadata(const std::map<std::string, std::string>& m, co
     const auto ls = m.find("label_set");
     if (ls == m.end()) throw std::runtime_error(path + ": not a timitseg checkpoint (no metadata 'label_set' or 'phone_set')");
     const std::string& t = ls->second;
-    if (t != "39" && t != "48" && t != "61")
+    data::TimitLabelSet timit{};
+    if (!common::parse_enum(t, &timit))
       throw std::runtime_error(path + ": bad checkpoint metadata 'label_set': '" + t + "' is not 39, 48 or 61");
-    return LabelSet::make(std::stoi(t));
+    return LabelSet::make(static_cast<int>(timit));
   }
   data::PhoneSetSpec spec;
   try {

@@ -38,7 +38,7 @@ class PartClock {
 };
 
 // The frame CE needs frame labels: off on a transcript batch (its frame_ce_sum stays 0).
-bool with_frame_ce(const StepOptions& so, const Batch& batch) { return so.frame_ce_weight > 0.0 && !batch.transcript(); }
+bool with_frame_ce(const StepOptions& step_opts, const Batch& batch) { return step_opts.frame_ce_weight > 0.0 && !batch.transcript(); }
 
 // end_share when the share's stages are queued, or one of them threw.
 struct EndShare {
@@ -48,32 +48,32 @@ struct EndShare {
 
 // Stages 0-6 on this process's share, queued: begin, forward, the CRF scaled
 // by 1 / norm (with its frame CE), backward, penalty, the gradient's norm.
-CrfSums queue_share(StepDevice& dev, const Batch& batch, const StepOptions& so, double norm, PartClock& clock,
+CrfSums queue_share(StepDevice& dev, const Batch& batch, const StepOptions& step_opts, double norm, PartClock& clock,
                     StepResult& res) {
   EndShare end{dev};
-  dev.begin(batch, so);
-  dev.forward(batch, so);  // 1
+  dev.begin(batch, step_opts);
+  dev.forward(batch, step_opts);  // 1
   clock.mark(res.times.encoder_forward);
-  const CrfSums crf = dev.crf(batch, so, 1.0 / norm);  // 2, 3
-  if (with_frame_ce(so, batch)) dev.frame_ce(batch, so.frame_ce_weight / norm);
+  const CrfSums crf = dev.crf(batch, step_opts, 1.0 / norm);  // 2, 3
+  if (with_frame_ce(step_opts, batch)) dev.frame_ce(batch, step_opts.frame_ce_weight / norm);
   clock.mark(res.times.crf);
-  dev.backward(batch, so);  // 4
-  dev.penalty(so);          // 5
+  dev.backward(batch, step_opts);  // 4
+  dev.penalty(step_opts);          // 5
   dev.grad_norm();          // 6
   return crf;
 }
 
 // The share's checks after the read-back, in this order: a tap's first hit,
 // log Z and gold, the CRF gradients, the frame CE, the loss, the gradient.
-void check_share(StepDevice& dev, const Batch& batch, const StepOptions& so, double norm, const CrfSums& crf,
+void check_share(StepDevice& dev, const Batch& batch, const StepOptions& step_opts, double norm, const CrfSums& crf,
                  const StepReadBack& sc, StepResult& res) {
   const int B = batch.input.B;
   dev.check_taps();
   res.nll_sum = check_crf_outputs(crf.log_z, crf.gold, B);
   dev.check_crf_gradients();
   res.penalty = sc.penalty;
-  if (with_frame_ce(so, batch)) res.frame_ce_sum = check_frame_ce(dev.frame_ce_sum(B));
-  res.loss = step_loss(res, so, norm);
+  if (with_frame_ce(step_opts, batch)) res.frame_ce_sum = check_frame_ce(dev.frame_ce_sum(B));
+  res.loss = step_loss(res, step_opts, norm);
   res.grad_norm = sc.norm;
   if (!std::isfinite(res.loss)) throw NonFiniteError("loss", "non-finite loss");
   if (!std::isfinite(sc.norm)) dev.throw_nonfinite_gradient(false);
@@ -84,7 +84,7 @@ void check_share(StepDevice& dev, const Batch& batch, const StepOptions& so, dou
 StepResult run_step(StepDevice& dev, const Batch& batch, const StepOptions& o, bool update) {
   dist::Communicator* const world = dev.world();  // null: one process
   const double norm = step_norm(o, batch);        // 3: the global batch's with several processes
-  const StepOptions so = share_options(o, world);  // crf.reg on rank 0 only
+  const StepOptions step_opts = share_options(o, world);  // crf.reg on rank 0 only
   const bool empty = world && batch.input.B == 0;  // a last global batch with fewer utterances than ranks
   PartClock clock(dev, o);
   StepResult res;
@@ -94,7 +94,7 @@ StepResult run_step(StepDevice& dev, const Batch& batch, const StepOptions& o, b
     if (empty)
       dev.empty_share(batch, o);
     else
-      crf = queue_share(dev, batch, so, norm, clock, res);
+      crf = queue_share(dev, batch, step_opts, norm, clock, res);
   } catch (const std::exception&) {
     if (!world) throw;
     err = std::current_exception();
@@ -104,7 +104,7 @@ StepResult run_step(StepDevice& dev, const Batch& batch, const StepOptions& o, b
   const StepReadBack sc = dev.read_back();
   clock.mark(res.times.encoder_backward, /*wait=*/false);
   if (!err && !empty) try {
-      check_share(dev, batch, so, norm, crf, sc, res);
+      check_share(dev, batch, step_opts, norm, crf, sc, res);
     } catch (const std::exception&) {
       if (!world) throw;
       err = std::current_exception();

@@ -16,14 +16,14 @@ model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_cl
 }
 
 model::ExecutorOptions executor_options(const config::Config& cfg, const DeviceChoice& choice, int threads) {
-  model::ExecutorOptions xo;
-  xo.threads = threads;
-  xo.crf_backend = choice.crf_backend;
-  xo.rnn_algo = choice.rnn_algo;  // resolved: never auto
-  xo.deterministic = cfg.debug_deterministic;
-  xo.phone_bonus = cfg.crf_phone_bonus;
-  xo.decode = cfg.crf_decode;
-  return xo;
+  model::ExecutorOptions executor_opts;
+  executor_opts.threads = threads;
+  executor_opts.crf_backend = choice.crf_backend;
+  executor_opts.rnn_algo = choice.rnn_algo;  // resolved: never auto
+  executor_opts.deterministic = cfg.debug_deterministic;
+  executor_opts.phone_bonus = cfg.crf_phone_bonus;
+  executor_opts.decode = cfg.crf_decode;
+  return executor_opts;
 }
 
 crf::BackendKind inference_crf_backend(model::Device device, crf::BackendKind chosen) {
@@ -33,23 +33,23 @@ crf::BackendKind inference_crf_backend(model::Device device, crf::BackendKind ch
 
 model::ExecutorOptions inference_executor_options(const config::Config& cfg, const DeviceChoice& choice,
                                                   int threads) {
-  model::ExecutorOptions xo = executor_options(cfg, choice, threads);
-  xo.crf_backend = inference_crf_backend(choice.device, choice.crf_backend);
-  xo.deterministic = false;
-  return xo;
+  model::ExecutorOptions executor_opts = executor_options(cfg, choice, threads);
+  executor_opts.crf_backend = inference_crf_backend(choice.device, choice.crf_backend);
+  executor_opts.deterministic = false;
+  return executor_opts;
 }
 
 model::StepOptions step_options(const config::Config& cfg) {
-  model::StepOptions so;
-  so.crf_lr_scale = cfg.crf_lr_scale;
-  so.dropout = cfg.model_dropout;
-  so.clip_norm = cfg.train_clip_norm;
-  so.crf_reg = cfg.crf_reg;
-  so.frame_normalization = cfg.crf_loss_normalization == config::LossNormalization::frame;
-  so.frame_ce_weight = cfg.crf_frame_ce_weight;
-  so.check_numerics = cfg.debug_check_numerics;
-  so.seed = cfg.train_seed;
-  return so;
+  model::StepOptions step_opts;
+  step_opts.crf_lr_scale = cfg.crf_lr_scale;
+  step_opts.dropout = cfg.model_dropout;
+  step_opts.clip_norm = cfg.train_clip_norm;
+  step_opts.crf_reg = cfg.crf_reg;
+  step_opts.frame_normalization = cfg.crf_loss_normalization == config::LossNormalization::frame;
+  step_opts.frame_ce_weight = cfg.crf_frame_ce_weight;
+  step_opts.check_numerics = cfg.debug_check_numerics;
+  step_opts.seed = cfg.train_seed;
+  return step_opts;
 }
 
 void set_optimizer_settings(const config::Config& cfg, model::AdamW& optimizer) {

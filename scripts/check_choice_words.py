@@ -43,8 +43,6 @@ ALLOWED = {
     ("config/config.cpp", "true"): "YAML 1.2's boolean scalars read at the config boundary (bool keys)",
     ("config/config.cpp", "false"): "YAML 1.2's boolean scalars read at the config boundary (bool keys)",
     ("data/corpus_manifest.cpp", "segments"): "a JSON-lines manifest's field name (a key of the file), not a choice",
-    ("crf/cuda/backend.cu", "global"): "TIMITSEG_CUDA_RING's word: an environment test knob, its words checked by "
-                                       "settings/env.cpp's table, not a command-line or config choice",
 }
 
 

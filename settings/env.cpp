@@ -44,7 +44,7 @@ std::vector<Knob> make_table() {
       {"TIMITSEG_DOCTEST_MAX_EPOCHS", Type::integer, 1, INT_MAX, {},
        "an integer >= 1 (the epoch cap of the documentation test; unset it for normal training)", "no cap",
        "caps train.epochs, set by the documentation test (docs/testing-docs.md)"},
-      {"TIMITSEG_ACT_WITHOUT_MPI", Type::word, 0, 0, {"0", "1"}, "0 or 1", "0",
+      {"TIMITSEG_ACT_WITHOUT_MPI", Type::integer, 0, 1, {}, "0 or 1", "0",
        "1: behave as a build without MPI (test only; tests/dist/dist_cpu.py)"},
       {"TIMITSEG_TEST_ENOSPC_AFTER_BYTES", Type::integer, 0, kHuge, {},
        "a byte count (a test-only variable; unset it)", "no full disk",

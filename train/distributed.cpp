@@ -128,9 +128,9 @@ void evaluate_across_ranks(model::Executor& exec, const std::vector<const data::
 }
 
 std::string resume_command(const std::string& run_dir, const dist::Communicator& world) {
-  const std::string& l = world.launch().launcher;
-  if (l == "mpirun") return "mpirun -np " + std::to_string(world.size()) + " timitseg train --resume " + run_dir;
-  if (l == "srun") return "srun ... timitseg train --resume " + run_dir;
+  const dist::Launcher l = world.launch().launcher;
+  if (l == dist::Launcher::mpirun) return "mpirun -np " + std::to_string(world.size()) + " timitseg train --resume " + run_dir;
+  if (l == dist::Launcher::srun) return "srun ... timitseg train --resume " + run_dir;
   return "timitseg train --resume " + run_dir;
 }
 

@@ -163,9 +163,9 @@ model::Batch read_dump_batch(const st::File& bf, int D) {
 std::unique_ptr<model::Executor> replay_executor(const ReplayStepOptions& o, const config::Config& cfg,
                                                  model::ModelState& state, int64_t step, const fs::path& dir) {
   const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/true, o.device, "; replay on the CPU with --device cpu");
-  model::ExecutorOptions xo = options::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
-  if (o.crf_backend) xo.crf_backend = *o.crf_backend;
-  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, xo);
+  model::ExecutorOptions executor_opts = options::executor_options(cfg, choice, model::set_threads(o.threads >= 0 ? o.threads : cfg.train_threads));
+  if (o.crf_backend) executor_opts.crf_backend = *o.crf_backend;
+  std::unique_ptr<model::Executor> exec = model::make_executor(choice.device, state.dims, executor_opts);
   options::set_optimizer_settings(cfg, state.optimizer);
   if (state.optimizer.step == step)
     throw std::runtime_error((dir / "state.safetensors").string() + ": holds the state AFTER step " +
@@ -221,21 +221,21 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
 
   std::unique_ptr<model::Executor> exec = replay_executor(o, cfg, state, step, dir);
 
-  model::StepOptions so = options::step_options(cfg);
-  so.lr = lr;
-  so.check_numerics = o.check_numerics || cfg.debug_check_numerics;
-  so.step = step;
-  so.loss_norm = loss_norm;
-  if (rank != 0) so.crf_reg = 0.0;  // the penalty was rank 0's (model/dist_step.h)
-  if (!o.without_fault) so.fault = fault;
-  so.rng = &rng;
+  model::StepOptions step_opts = options::step_options(cfg);
+  step_opts.lr = lr;
+  step_opts.check_numerics = o.check_numerics || cfg.debug_check_numerics;
+  step_opts.step = step;
+  step_opts.loss_norm = loss_norm;
+  if (rank != 0) step_opts.crf_reg = 0.0;  // the penalty was rank 0's (model/dist_step.h)
+  if (!o.without_fault) step_opts.fault = fault;
+  step_opts.rng = &rng;
   spdlog::info("replaying step {} (epoch {}, batch {}) of {} on {}{}{}", step, meta(bf, "epoch"), meta(bf, "batch"),
                o.dump, exec->description(), o.fixed_length > 0 ? ", fixed length " + std::to_string(o.fixed_length) : "",
-               so.fault.empty() ? std::string() : ", fault " + so.fault.to_string());
+               step_opts.fault.empty() ? std::string() : ", fault " + step_opts.fault.to_string());
   ReplayStepResult r;
   r.step = step;
   r.executor = exec->description();
-  r.result = exec->train_step(batch, so);
+  r.result = exec->train_step(batch, step_opts);
   return r;
 }
 

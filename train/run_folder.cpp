@@ -99,7 +99,7 @@ nlohmann::json run_entry(const config::Config& cfg, const options::DeviceChoice&
           {"resume", resume},
           // several processes (docs/multigpu.md): their number, the launcher and the MPI library
           {"world_size", dist::world().size()},
-          {"launcher", dist::world().launch().launcher},
+          {"launcher", common::to_string(dist::world().launch().launcher)},
           {"mpi_library", dist::world().library()}};
 }
 

@@ -150,7 +150,7 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
                  dev_untimed);
   r.inject_exit = cfg.inject_exit();
   const std::string ranks = r.world->size() > 1 ? " on " + std::to_string(r.world->size()) + " ranks (" +
-                                                      r.world->launch().launcher + ", " + r.world->library() + ")"
+                                                      common::to_string(r.world->launch().launcher) + ", " + r.world->library() + ")"
                                                 : std::string();
   spdlog::info("training on {}{}: {} train / {} dev utterances, {} parameters, {} classes, K={}{}",
                r.exec->description(), ranks, N, r.dev_utts.size(), r.layout->total(), r.ls.size(), cfg.crf_max_duration,
@@ -182,11 +182,11 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
   set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = model::set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  model::ExecutorOptions xo = options::executor_options(cfg, r.choice, r.threads);  // options/options.h
+  model::ExecutorOptions executor_opts = options::executor_options(cfg, r.choice, r.threads);  // options/options.h
   if (fault_on_this_rank(cfg, *r.world))
     r.fault = cfg.inject_fault();
-  xo.world = r.world;
-  r.exec = model::make_executor(r.device, r.state.dims, xo);
+  executor_opts.world = r.world;
+  r.exec = model::make_executor(r.device, r.state.dims, executor_opts);
   if (r.device == model::Device::cuda && r.choice.crf_backend != crf::BackendKind::cuda)
     spdlog::warn("crf.backend = {} on the GPU: the CRF runs on the host, with copies every step (the old "
                  "--no-triton); crf.backend=cuda keeps the whole step on the GPU",

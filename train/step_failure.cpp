@@ -30,13 +30,13 @@ std::string utterance_ids(const model::Batch& batch) {
 
 // A step stopped by the per-layer checks (debug.check_numerics): the dump
 // folder RUN_DIR/nonfinite-step-N for replay-step, then one error.
-[[noreturn]] void stop_on_numerics(const FailedStep& r, const model::NumericsError& e, const model::Batch& batch, const model::StepOptions& so,
+[[noreturn]] void stop_on_numerics(const FailedStep& r, const model::NumericsError& e, const model::Batch& batch, const model::StepOptions& step_opts,
                                    const std::mt19937_64& rng_before) {
   const int epoch = r.epoch;
   const size_t bi = r.bi, nbatches = r.nbatches;
   const model::NumericsHit& hit = e.hit();
   const std::string ids = utterance_ids(batch);
-  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(so.step) +
+  const fs::path dump = r.run_dir / ("nonfinite-step-" + std::to_string(step_opts.step) +
                                      (r.world->size() > 1 ? "-rank" + std::to_string(r.world->rank()) : ""));
   std::string where;
   try {
@@ -47,13 +47,13 @@ std::string utterance_ids(const model::Batch& batch) {
     StepDumpInfo info;
     info.epoch = epoch;
     info.batch = static_cast<int>(bi + 1);
-    info.step = so.step;
-    info.lr = so.lr;
+    info.step = step_opts.step;
+    info.lr = step_opts.lr;
     info.rng_state = before.rng_state;
-    info.fault = r.fault.step == so.step ? r.fault : config::FaultSpec{};
+    info.fault = r.fault.step == step_opts.step ? r.fault : config::FaultSpec{};
     info.rank = r.world->rank();
     info.world_size = r.world->size();
-    info.loss_norm = so.loss_norm;
+    info.loss_norm = step_opts.loss_norm;
     write_step_dump(dump.string(), batch, *r.cfg, before, info, hit);
     where = "; dump: " + dump.string() + " (batch, state before the step, config, report.json); replay: "
             "`timitseg replay-step " + dump.string() + "` (docs/debugging.md)";
@@ -62,7 +62,7 @@ std::string utterance_ids(const model::Batch& batch) {
   }
   std::ostringstream os;
   os.precision(6);
-  os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << so.step
+  os << "training stopped at epoch " << epoch << ", batch " << bi + 1 << "/" << nbatches << ", step " << step_opts.step
      << (r.world->size() > 1 ? " on " + r.world->who() : std::string()) << ": non-finite value in layer " << hit.layer << ", " << config::pass_name(hit.pass) << " pass, tensor " << hit.tensor
      << ": " << hit.stats.nan << " NaN, " << hit.stats.inf << " Inf, ";
   if (hit.stats.finite > 0)
@@ -77,7 +77,7 @@ std::string utterance_ids(const model::Batch& batch) {
 
 // A step stopped by the older checks (CRF input, loss, gradients): the
 // batch's CRF inputs in a `crf replay` file, then one error.
-[[noreturn]] void stop_on_nonfinite(const FailedStep& r, const model::NonFiniteError& e, const model::Batch& batch, const model::StepOptions& so) {
+[[noreturn]] void stop_on_nonfinite(const FailedStep& r, const model::NonFiniteError& e, const model::Batch& batch, const model::StepOptions& step_opts) {
   const int epoch = r.epoch;
   const size_t bi = r.bi, nbatches = r.nbatches;
   const std::string replay =
@@ -92,7 +92,7 @@ std::string utterance_ids(const model::Batch& batch) {
       std::vector<float> step_params;
       model::AdamW unused;
       r.exec->get_state(step_params, unused);
-      for (const auto& [k, v] : so.poison) step_params.at(k) = v;
+      for (const auto& [k, v] : step_opts.poison) step_params.at(k) = v;
       model::write_replay(replay, *r.layout, step_params, batch, cum);
       where = "; this batch's CRF inputs are in " + replay + " (reproduce with `timitseg crf replay " + replay +
               " --backend reference --out OUT.safetensors`)";

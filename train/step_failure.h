@@ -43,11 +43,11 @@ std::string rng_to_string(const std::mt19937_64& rng);
 // folder RUN_DIR/nonfinite-step-N for replay-step, then one error
 // (std::runtime_error, also logged). rng_before: the engine before the step.
 [[noreturn]] void stop_on_numerics(const FailedStep& f, const model::NumericsError& e, const model::Batch& batch,
-                                   const model::StepOptions& so, const std::mt19937_64& rng_before);
+                                   const model::StepOptions& step_opts, const std::mt19937_64& rng_before);
 
 // A step stopped by the older checks (CRF input, loss, gradients): the
 // batch's CRF inputs in a `crf replay` file, then one error.
 [[noreturn]] void stop_on_nonfinite(const FailedStep& f, const model::NonFiniteError& e, const model::Batch& batch,
-                                    const model::StepOptions& so);
+                                    const model::StepOptions& step_opts);
 
 }  // namespace timitseg::train

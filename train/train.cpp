@@ -92,31 +92,31 @@ FailedStep failed_step(const TrainingRun& r, int epoch, size_t bi, size_t nbatch
 
 // One step: the options of this update (scheduled lr, debug injections), the
 // executor's train_step, and on a non-finite value the report that stops the run.
-model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch, size_t bi, size_t nbatches, model::StepOptions& so,
+model::StepResult one_step(TrainingRun& r, const model::Batch& batch, int epoch, size_t bi, size_t nbatches, model::StepOptions& step_opts,
                     const BatchShare& share) {
   const config::Config& cfg = r.cfg;
-  so = options::step_options(cfg);  // options/options.h
-  so.lr = model::scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
+  step_opts = options::step_options(cfg);  // options/options.h
+  step_opts.lr = model::scheduled_lr(cfg.train_lr_schedule, cfg.train_lr, cfg.train_min_lr, r.state.optimizer.step, r.total_steps,
                        r.batches_per_epoch);
-  so.time_parts = r.exec->device() == model::Device::cpu;  // free on the CPU; on the GPU it would serialize the step
-  so.rng = &r.rng;
-  so.step = r.state.optimizer.step + 1;
-  so.fault = r.fault;
+  step_opts.time_parts = r.exec->device() == model::Device::cpu;  // free on the CPU; on the GPU it would serialize the step
+  step_opts.rng = &r.rng;
+  step_opts.step = r.state.optimizer.step + 1;
+  step_opts.fault = r.fault;
   if (r.world->size() > 1)  // every rank divides by the global batch's norm (model/dist_step.h)
-    so.loss_norm = model::loss_normalization(so.frame_normalization, share.global_B, share.global_frames);
-  inject_exit(r.inject_exit, *r.world, so.step);
+    step_opts.loss_norm = model::loss_normalization(step_opts.frame_normalization, share.global_B, share.global_frames);
+  inject_exit(r.inject_exit, *r.world, step_opts.step);
   const std::mt19937_64 rng_before = r.rng;  // for the dump of a failed step (2.5 KB copy)
   const bool inject = epoch == r.inject_epoch && static_cast<int>(bi) + 1 == r.inject_batch;
   if (inject)  // debug.inject_nonfinite: poison one transition entry for this step
-    so.poison.emplace_back(r.layout->crf().transition.offset, std::numeric_limits<float>::quiet_NaN());
+    step_opts.poison.emplace_back(r.layout->crf().transition.offset, std::numeric_limits<float>::quiet_NaN());
   model::StepResult sr;
   try {
-    sr = r.exec->train_step(batch, so);
+    sr = r.exec->train_step(batch, step_opts);
     ++r.state.optimizer.step;
   } catch (const model::NumericsError& e) {
-    stop_on_numerics(failed_step(r, epoch, bi, nbatches), e, batch, so, rng_before);
+    stop_on_numerics(failed_step(r, epoch, bi, nbatches), e, batch, step_opts, rng_before);
   } catch (const model::NonFiniteError& e) {
-    stop_on_nonfinite(failed_step(r, epoch, bi, nbatches), e, batch, so);
+    stop_on_nonfinite(failed_step(r, epoch, bi, nbatches), e, batch, step_opts);
   }
   return sr;
 }
@@ -164,21 +164,21 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
     const auto t_data = Clock::now();
     const model::Batch batch = prefetch.next();  // waits only when the prefetch thread is behind
     rec.times.data += since(t_data);
-    model::StepOptions so;
-    const model::StepResult sr = one_step(r, batch, epoch, bi, batches.size(), so, shares[bi]);
+    model::StepOptions step_opts;
+    const model::StepResult sr = one_step(r, batch, epoch, bi, batches.size(), step_opts, shares[bi]);
     rec.times.optimizer += sr.times.optimizer;
     rec.times.encoder_forward += sr.times.encoder_forward;
     rec.times.encoder_backward += sr.times.encoder_backward;
     rec.times.crf += sr.times.crf;
     train_seconds = since(epoch_t0);
     tot.loss_sum += sr.loss;
-    if (r.cfg.debug_step_log) r.steps_text += step_line(so.step, sr);
+    if (r.cfg.debug_step_log) r.steps_text += step_line(step_opts.step, sr);
     tot.grad_norm_sum += sr.grad_norm;
     tot.grad_norm_max = std::max(tot.grad_norm_max, sr.grad_norm);
     tot.frames += shares[bi].global_frames;  // the global batch's (every rank counts the same)
     tot.padded += static_cast<int64_t>(shares[bi].global_B) * shares[bi].global_T;
     tot.utts += shares[bi].global_B;
-    rec.lr = so.lr;
+    rec.lr = step_opts.lr;
     {
       std::ostringstream pf;
       pf.precision(4);
@@ -189,7 +189,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
     progress.advance();
     if ((bi + 1) % static_cast<size_t>(r.cfg.train_log_every) == 0)
       spdlog::debug("epoch {} batch {}/{}: loss {:.5f} (penalty {:.5f}), lr {:.3g}, T {}", epoch, bi + 1,
-                    batches.size(), sr.loss, sr.penalty, so.lr, batch.input.T);
+                    batches.size(), sr.loss, sr.penalty, step_opts.lr, batch.input.T);
   }
   progress.finish();
   rec.train_loss = tot.loss_sum / std::max<size_t>(1, batches.size());

@@ -132,8 +132,8 @@ bool predict_best(const std::string& run_dir, int threads, RunPredictions* out, 
   cpu.device = model::Device::cpu;
   cpu.rnn_algo = config::RnnAlgo::standard;
   cpu.crf_backend = options::choose_crf_backend(s.config.crf_backend, model::Device::cpu);
-  const model::ExecutorOptions xo = options::inference_executor_options(s.config, cpu, model::set_threads(threads));
-  std::unique_ptr<model::Executor> exec = model::make_executor(cpu.device, s.dims, xo);
+  const model::ExecutorOptions executor_opts = options::inference_executor_options(s.config, cpu, model::set_threads(threads));
+  std::unique_ptr<model::Executor> exec = model::make_executor(cpu.device, s.dims, executor_opts);
   exec->set_state(s.params, s.optimizer);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : dev.utterances) utts.push_back(&u);

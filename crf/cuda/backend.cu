@@ -44,17 +44,12 @@
 
 #include "common/cuda.h"
 #include "crf/cuda/cuda_backend.h"
+#include "crf/cuda_knobs.h"
 #include "crf/cuda/recurrence.cuh"
-#include "settings/env.h"
 
 namespace timitseg::crf {
 namespace cuda_impl {
 namespace {
-
-// The value of the environment knob `name` (read when the backend is
-// created; its words in settings/env.h's table): empty when unset or empty;
-// any other word is one error line naming the knob, its words and the value.
-std::string env_knob(const char* name) { return env::word(name).value_or(""); }
 
 class CudaBackend final : public Backend {
  public:
@@ -62,30 +57,26 @@ class CudaBackend final : public Backend {
     TS_CUDA(cudaGetDevice(&device_));
     TS_CUDA(cudaGetDeviceProperties(&prop_, device_));
     smem_limit_ = prop_.sharedMemPerBlockOptin;
-    // Benchmark knob: lanes per label group (4, 8, 16 or 32). Results stay
-    // deterministic for a given value, but the summation order (hence the
-    // last bits) depends on it. Unset: chosen from K and C.
-    const std::string lanes = env_knob("TIMITSEG_CUDA_LANES");
-    if (!lanes.empty()) lanes_override_ = std::stoi(lanes);
-    // Test knob: TIMITSEG_CUDA_RECURRENCE=exact runs log-sum-exp on the
-    // log-domain kernel (recurrence.cu) even where the scaled linear-domain
-    // one (recurrence_fast.cu) fits; the two agree to float64 rounding.
-    fast_enabled_ = env_knob("TIMITSEG_CUDA_RECURRENCE") != "exact";
-    // Test knob: TIMITSEG_CUDA_MARGINALS=exact sums the parameter marginals
-    // with one exp per term (marginal_kernel) even where the linear-domain
-    // kernel (marginal_fast.cu) fits; the two agree to float64 rounding.
-    fast_marginals_ = env_knob("TIMITSEG_CUDA_MARGINALS") != "exact";
-    // Test knob: TIMITSEG_CUDA_RING=global keeps the recurrence state in
-    // global memory even when the shared-memory ring would fit (the path
-    // taken automatically for large K * C, or on GPUs with less shared memory).
-    force_global_ring_ = env_knob("TIMITSEG_CUDA_RING") == "global";
+    // The environment knobs (crf/cuda_knobs.h), read once. TIMITSEG_CUDA_LANES
+    // (benchmark knob): lanes per label group; results stay deterministic for a
+    // given value, but the summation order (hence the last bits) depends on it.
+    // TIMITSEG_CUDA_RECURRENCE=exact (test knob) runs log-sum-exp on the
+    // log-domain kernel (recurrence.cu) even where the scaled linear-domain one
+    // (recurrence_fast.cu) fits; TIMITSEG_CUDA_MARGINALS=exact sums the
+    // parameter marginals with one exp per term (marginal_kernel) even where
+    // the linear-domain kernel (marginal_fast.cu) fits; both agree to float64
+    // rounding. TIMITSEG_CUDA_RING=global keeps the recurrence state in global
+    // memory even when the shared-memory ring would fit (the path taken
+    // automatically for large K * C, or on GPUs with less shared memory).
     // TIMITSEG_CUDA_CHECKPOINT: the checkpointed backward (docs/crf.md) for a
     // long input (auto: common.cuh's long_input), at every size (always: tests
     // compare it with the full tables at small T) or never.
-    const std::string checkpoint = env_knob("TIMITSEG_CUDA_CHECKPOINT");
-    checkpoint_ = checkpoint == "always"  ? Checkpoint::always
-                  : checkpoint == "never" ? Checkpoint::never
-                                          : Checkpoint::automatic;
+    const CudaKnobs knobs = cuda_knobs_from_environment();
+    lanes_override_ = knobs.lanes;
+    fast_enabled_ = knobs.recurrence == CudaRecurrence::fast;
+    fast_marginals_ = knobs.marginals == CudaMarginals::linear;
+    force_global_ring_ = knobs.ring == CudaRing::global;
+    checkpoint_ = knobs.checkpoint;
     TS_CUDA(cudaMallocHost(&status_host_, sizeof(*status_host_)));
   }
   ~CudaBackend() override {
@@ -383,8 +374,7 @@ class CudaBackend final : public Backend {
   bool force_global_ring_ = false;
   bool fast_enabled_ = true;  // TIMITSEG_CUDA_RECURRENCE=exact turns it off
   bool fast_marginals_ = true;  // TIMITSEG_CUDA_MARGINALS=exact turns it off
-  enum class Checkpoint { automatic, always, never };
-  Checkpoint checkpoint_ = Checkpoint::automatic;  // TIMITSEG_CUDA_CHECKPOINT (unset: automatic), read once
+  CudaCheckpoint checkpoint_ = CudaCheckpoint::automatic;  // TIMITSEG_CUDA_CHECKPOINT (unset: automatic), read once
   bool defer_ = false;  // set_defer_status
   // The call whose status word is still unread (check_deferred).
   struct Deferred {
@@ -443,8 +433,8 @@ class CudaBackend final : public Backend {
   // The checkpointed backward (common.cuh): on the fast recurrence only, for a
   // long input (long_input) or as TIMITSEG_CUDA_CHECKPOINT says.
   bool checkpointed(const Dims& d) const {
-    if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == Checkpoint::never) return false;
-    return checkpoint_ == Checkpoint::always || long_input(d);
+    if (!use_fast(static_cast<int>(d.K), static_cast<int>(d.C)) || checkpoint_ == CudaCheckpoint::never) return false;
+    return checkpoint_ == CudaCheckpoint::always || long_input(d);
   }
   // Each window of a checkpointed layout recomputed (after launch_checkpoint_pass), then fn(its layout).
   template <class F>

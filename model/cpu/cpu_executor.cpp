@@ -158,14 +158,14 @@ CrfSums CpuStepDevice::crf(const Batch& batch, const StepOptions& o, double scal
   const ModelDims& d = lay.dims();
   const int C = d.num_classes, K = d.max_duration;
   const crf::Dims dims = d.crf_dims(batch.input.B, batch.input.T);
-  crf::HostRunOptions hro;
-  hro.gradients = true;
-  hro.viterbi = false;
-  hro.scale = scale;
+  crf::HostRunOptions run_opts;
+  run_opts.gradients = true;
+  run_opts.viterbi = false;
+  run_opts.scale = scale;
   try {
     const crf::Params p = crf_params(lay, params_, act_.cum, batch, act_.onset);
     crf_ = batch.transcript() ? transcript_crf_host(session_, dims, p, batch, scale)
-                              : session_.run_host(dims, p, batch.labels.data(), hro);
+                              : session_.run_host(dims, p, batch.labels.data(), run_opts);
   } catch (const std::invalid_argument& e) {
     // validate_host names the tensor (e.g. a non-finite cum_scores entry)
     throw NonFiniteError("CRF input", e.what());

@@ -131,15 +131,15 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
   const std::vector<float> onset = last_onset();
   std::vector<float> hp;
   host_crf_param_copy(hp);
-  crf::HostRunOptions ro;
-  ro.gradients = true;
-  ro.viterbi = false;
-  ro.scale = scale;
+  crf::HostRunOptions run_opts;
+  run_opts.gradients = true;
+  run_opts.viterbi = false;
+  run_opts.scale = scale;
   crf::HostResult r;
   try {
     const crf::Params p = host_crf_params(hp, cum, batch, onset);
     r = batch.transcript() ? transcript_crf_host(*session_, dims, p, batch, scale)
-                           : session_->run_host(dims, p, batch.labels.data(), ro);
+                           : session_->run_host(dims, p, batch.labels.data(), run_opts);
   } catch (const std::invalid_argument& e) {
     crf_failed(e);
   }

@@ -24,9 +24,9 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode(const Batch& batch, 
   stage(batch, /*with_labels=*/nll != nullptr);
   numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);  // decoding taps nothing
   cum_.reserve(cum_bytes(B, T));
-  ForwardOptions fo;  // dropout 0: evaluation
+  ForwardOptions forward_opts;  // dropout 0: evaluation
   encoder_->set_training(false);
-  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), forward_opts, cum_.as<float>());
   if (scores) {
     scores->resize(static_cast<size_t>(B) * T * dims_.num_classes);
     cuda::copy_to_host(scores->data(), encoder_->scores(), scores->size() * sizeof(float), stream_);
@@ -136,9 +136,9 @@ void CudaExecutor::inference_forward(const Batch& batch) {
   stage(batch, /*with_labels=*/false);
   numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);
   cum_.reserve(cum_bytes(B, T));
-  ForwardOptions fo;  // dropout 0: evaluation
+  ForwardOptions forward_opts;  // dropout 0: evaluation
   encoder_->set_training(false);
-  encoder_->forward(params_.as<float>(), encoder_batch(batch), fo, cum_.as<float>());
+  encoder_->forward(params_.as<float>(), encoder_batch(batch), forward_opts, cum_.as<float>());
   have_cum_ = true;
   last_B_ = B;
   last_T_ = T;

@@ -54,7 +54,7 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
     long_onset_.zero(tc_bytes, stream_);
   }
   encoder_->set_training(false);
-  ForwardOptions fo;  // dropout 0: evaluation
+  ForwardOptions forward_opts;  // dropout 0: evaluation
   Progress bar("encoder (windows of " + std::to_string(kWindowFrames) + " frames)", L, "frame");
   const std::vector<Window> ws = windows_of(L);
   const size_t per_batch = windows_per_batch();
@@ -75,7 +75,7 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
     stage(sub, /*with_labels=*/false);
     numerics_->begin_step(false, config::FaultSpec{}, 0, stream_);  // taps nothing
     cum_.reserve(cum_bytes(sub.input.B, Tw));
-    encoder_->forward(params_.as<float>(), encoder_batch(sub), fo, cum_.as<float>());
+    encoder_->forward(params_.as<float>(), encoder_batch(sub), forward_opts, cum_.as<float>());
     for (size_t i = i0; i < i1; ++i) {  // each window's kept rows [a, b) out of its row of scores [nb][Tw][C]
       const Window& w = ws[i];
       const size_t off = ((i - i0) * Tw + static_cast<size_t>(w.a - w.wa)) * C;

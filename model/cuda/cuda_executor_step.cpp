@@ -145,14 +145,14 @@ void CudaExecutor::Stages::begin(const Batch& batch, const StepOptions& o) {
 
 void CudaExecutor::Stages::forward(const Batch& batch, const StepOptions& o) {
   const int B = batch.input.B, T = batch.input.T;
-  ForwardOptions fo;
-  fo.dropout = o.dropout;
-  fo.seed = o.seed;
-  fo.step = static_cast<uint64_t>(e_.opt_.step + 1);
+  ForwardOptions forward_opts;
+  forward_opts.dropout = o.dropout;
+  forward_opts.seed = o.seed;
+  forward_opts.step = static_cast<uint64_t>(e_.opt_.step + 1);
   e_.encoder_->set_training(true);
   e_.cum_.reserve(e_.cum_bytes(B, T));
   e_.dcum_.reserve(e_.cum_bytes(B, T));
-  e_.encoder_->forward(e_.params_.as<float>(), e_.encoder_batch(batch), fo, e_.cum_.as<float>());
+  e_.encoder_->forward(e_.params_.as<float>(), e_.encoder_batch(batch), forward_opts, e_.cum_.as<float>());
   e_.have_cum_ = true;
   e_.last_B_ = B;
   e_.last_T_ = T;

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """scripts/check_choice_words.py on small trees whose verdict is known (build.check_choice_words_checker)."""
+import os
 import unittest
 
-from checker_trees import run_checker, tree
+from checker_trees import ROOT, run_checker, tree
 
 TABLE = ('#pragma once\n#include "common/enum_names.h"\nnamespace timitseg::data {\n'
          'enum class Voice { tones, flite };\n'
@@ -66,6 +67,44 @@ class ChoiceWords(unittest.TestCase):
             self.assertEqual(r.returncode, 1, r.stdout)
             self.assertNotIn("config/config.cpp", r.stdout)
             self.assertIn("model/m.cpp:2: compares text with the choice word 'true' (Onset)", r.stdout)
+
+    def test_environment_launcher_and_label_set_words_are_choice_words(self):
+        # the product's own tables (the CUDA backend's environment knobs, the
+        # launchers, the shipped TIMIT label sets) with a compare of each kind planted
+        def real(rel):
+            with open(os.path.join(ROOT, rel)) as f:
+                return f.read()
+        planted = {
+            "crf/cuda/backend.cu": 'namespace timitseg::crf {\nvoid k() {\n'
+                                   '  fast = env_knob("TIMITSEG_CUDA_RECURRENCE") != "exact";\n'
+                                   '  ring = env_knob("TIMITSEG_CUDA_RING") == "global";\n'
+                                   '  lin = "linear" == env_knob("TIMITSEG_CUDA_MARGINALS");\n'
+                                   '  cp = checkpoint == "always" ? 1 : checkpoint == "never" ? 2 : 0;\n'
+                                   '  sh = env_knob("TIMITSEG_CUDA_RING").compare("shared");\n}\n}\n',
+            "train/distributed.cpp": 'namespace timitseg::train {\nstd::string r(const std::string& l) {\n'
+                                     '  if (l == "mpirun") return "a";\n  if (l == "srun") return "b";\n'
+                                     '  return l != "none" ? "c" : "d"; }\n}\n',
+            "data/phone_set.cpp": 'namespace timitseg::data {\n'
+                                  'bool t(const std::string& v) { return v == "39" || v == "48" || v == "61"; }\n}\n',
+        }
+        files = {rel: real(rel) for rel in ("common/enum_names.h", "common/dist.h", "crf/cuda_knobs.h",
+                                            "data/phone_set.h")}
+        files.update(planted)
+        with tree(files) as d:
+            r = run(d)
+            self.assertEqual(r.returncode, 1, r.stdout)
+            for line, word, enum in ((3, "exact", "CudaRecurrence"), (4, "global", "CudaRing"),
+                                     (5, "linear", "CudaMarginals"), (6, "always", "CudaCheckpoint"),
+                                     (6, "never", "CudaCheckpoint"), (7, "shared", "CudaRing")):
+                self.assertIn(f"crf/cuda/backend.cu:{line}: compares text with the choice word '{word}' ({enum})",
+                              r.stdout)
+            for line, word in ((3, "mpirun"), (4, "srun"), (5, "none")):
+                self.assertIn(f"train/distributed.cpp:{line}: compares text with the choice word '{word}' (Launcher)",
+                              r.stdout)
+            for word in ("39", "48", "61"):
+                self.assertIn(f"data/phone_set.cpp:2: compares text with the choice word '{word}' (TimitLabelSet)",
+                              r.stdout)
+            self.assertIn("FAILED: 12 compare(s)", r.stdout)
 
 
 if __name__ == "__main__":

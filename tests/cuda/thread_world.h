@@ -63,7 +63,7 @@ class ThreadCommunicator final : public dist::Communicator {
     launch_.size = group.size();
     launch_.local_rank = rank;
     launch_.local_size = group.size();
-    launch_.launcher = "threads";
+    launch_.launcher = dist::Launcher::threads;
     launch_.host = "test";
   }
   const dist::Launch& launch() const override { return launch_; }

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "common/atomic_file.h"
 #include "common/files.h"
@@ -74,6 +77,20 @@ TEST(PhoneSetSpec, ShippedTimit61IsTheSixtyClassesFoldedTo39) {
   EXPECT_TRUE(s.is_silence(s.index("pau")));
   EXPECT_FALSE(s.is_silence(s.index("bcl")));
   EXPECT_EQ(s.resolve("aan").kind, LabelKind::unknown);
+}
+
+// data.label_set's words ("39", "48", "61": TimitLabelSet) name the shipped
+// timitN; a shipped name is that set; other text is a phone-set file's path.
+TEST(PhoneSetSpec, FromSettingReadsTheLabelSetNumbers) {
+  for (const auto& [word, name] : std::vector<std::pair<std::string, std::string>>{
+           {"39", "timit39"}, {"48", "timit48"}, {"61", "timit61"}, {"timit48", "timit48"}, {"buckeye", "buckeye"}}) {
+    const PhoneSetSpec spec = PhoneSetSpec::from_setting(word);
+    EXPECT_EQ(spec.name, name) << word;
+    EXPECT_EQ(spec.digest(), PhoneSetSpec::builtin(name).digest()) << word;
+  }
+  EXPECT_EQ(static_cast<int>(TimitLabelSet::timit48), 48);
+  // "039" is no label set: read as a file, which is not there
+  EXPECT_THROW(PhoneSetSpec::from_setting("039"), std::exception);
 }
 
 TEST(PhoneSetSpec, BroadClassesAgreeWithTheCompiledTable) {

@@ -66,6 +66,14 @@ TEST(PhoneSetCheckpoint, TimitSetsAreWrittenAsTheirNumberOnly) {
   EXPECT_EQ(LabelSet::make(data::PhoneSetSpec::builtin("timit48"), data::PhoneSet::timit().names61()).set, 48);
 }
 
+// A `label_set` of a checkpoint is one of the TimitLabelSet words exactly; any other text is one line naming the file.
+TEST(PhoneSetCheckpoint, OnlyTheShippedTimitNumbersAreALabelSet) {
+  for (const std::string bad : {"40", "039", " 39", "39.0", "timit39", ""})
+    EXPECT_EQ(message_of([&] { read_phone_set_metadata({{"label_set", bad}}, "m.safetensors"); }),
+              "m.safetensors: bad checkpoint metadata 'label_set': '" + bad + "' is not 39, 48 or 61")
+        << bad;
+}
+
 TEST(PhoneSetCheckpoint, IpaInventoryRoundTripsByteExactly) {
   const fs::path dir = temp_dir("ipa");
   ModelState s = testsupport::tiny_model_state(false);

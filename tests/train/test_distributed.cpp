@@ -111,26 +111,26 @@ TEST(DetectLaunch, ReadsEachLaunchersVariables) {
     });
   };
   const dist::Launch none = from({});
-  EXPECT_EQ(none.launcher, "none");
+  EXPECT_EQ(none.launcher, dist::Launcher::none);
   EXPECT_EQ(none.size, 1);
   EXPECT_EQ(none.rank, 0);
   const dist::Launch m = from({{"OMPI_COMM_WORLD_SIZE", "4"}, {"OMPI_COMM_WORLD_RANK", "3"},
                                {"OMPI_COMM_WORLD_LOCAL_RANK", "1"}, {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"}});
-  EXPECT_EQ(m.launcher, "mpirun");
+  EXPECT_EQ(m.launcher, dist::Launcher::mpirun);
   EXPECT_EQ(m.size, 4);
   EXPECT_EQ(m.rank, 3);
   EXPECT_EQ(m.local_rank, 1);
   EXPECT_EQ(m.local_size, 2);
   const dist::Launch s = from({{"SLURM_STEP_ID", "0"}, {"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "9"},
                                {"SLURM_LOCALID", "1"}, {"LOCAL_RANK", "5"}});
-  EXPECT_EQ(s.launcher, "srun");
+  EXPECT_EQ(s.launcher, dist::Launcher::srun);
   EXPECT_EQ(s.size, 16);
   EXPECT_EQ(s.rank, 9);
   EXPECT_EQ(s.local_rank, 5);  // LOCAL_RANK: the user's override
   // an allocation's shell (no step) is not a launch
-  EXPECT_EQ(from({{"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "0"}}).launcher, "none");
+  EXPECT_EQ(from({{"SLURM_NTASKS", "16"}, {"SLURM_PROCID", "0"}}).launcher, dist::Launcher::none);
   const dist::Launch p = from({{"PMI_SIZE", "2"}, {"PMI_RANK", "1"}});
-  EXPECT_EQ(p.launcher, "pmi");
+  EXPECT_EQ(p.launcher, dist::Launcher::pmi);
   EXPECT_EQ(p.rank, 1);
   EXPECT_EQ(from({{"OMPI_COMM_WORLD_SIZE", "x"}}).size, 1);  // garbage: one process
 }

@@ -1,4 +1,4 @@
-// `timitseg compare --jobs`'s default (app/cmd_compare.h): how many runs
+// `timitseg compare --jobs`'s default (train/compare_plan.h): how many runs
 // train at once, from the GPU's SMs and one run's measured memory.
 #include <spdlog/spdlog.h>
 
@@ -8,7 +8,6 @@
 #include <string>
 #include <vector>
 
-#include "app/cmd_compare.h"
 #include "common/cuda.h"
 #include "common/parallel.h"
 #include "model/batch.h"
@@ -20,8 +19,9 @@
 #include "model/params.h"
 #include "options/device_choice.h"
 #include "options/options.h"
+#include "train/compare_plan.h"
 
-namespace timitseg::app::compare {
+namespace timitseg::train {
 
 namespace {
 
@@ -33,13 +33,13 @@ struct RunFootprint {
   std::string executor;
 };
 
-RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims, const model::ExecutorOptions& xo,
-                             const model::LabelSet& ls, const config::Config& cfg, const train::TrainData& data) {
+RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims, const model::ExecutorOptions& executor_opts,
+                             const model::LabelSet& ls, const config::Config& cfg, const TrainData& data) {
   RunFootprint f;
   size_t total = 0;
   cuda::memory_info(&f.free_before, &total);
   {
-    std::unique_ptr<model::Executor> exec = model::make_executor(device, dims, xo);
+    std::unique_ptr<model::Executor> exec = model::make_executor(device, dims, executor_opts);
     f.executor = exec->description();
     const model::ParamLayout layout(dims);
     std::mt19937_64 rng(cfg.train_seed);
@@ -58,14 +58,14 @@ RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims,
     utts.resize(std::min<size_t>(utts.size(), static_cast<size_t>(cfg.train_batch_size)));
     const model::Batch batch =
         model::make_batch(utts, data.has_cmvn ? &data.cmvn : nullptr, ls, cfg.debug_fixed_length);
-    model::StepOptions so;
-    so.lr = 0;  // the probe's parameters are thrown away; lr 0 keeps them finite
-    so.dropout = cfg.model_dropout;
-    so.rng = &rng;
-    so.seed = cfg.train_seed;
-    so.step = 1;
-    so.check_numerics = false;
-    exec->train_step(batch, so);
+    model::StepOptions step_opts;
+    step_opts.lr = 0;  // the probe's parameters are thrown away; lr 0 keeps them finite
+    step_opts.dropout = cfg.model_dropout;
+    step_opts.rng = &rng;
+    step_opts.seed = cfg.train_seed;
+    step_opts.step = 1;
+    step_opts.check_numerics = false;
+    exec->train_step(batch, step_opts);
     exec->decode(batch, nullptr, nullptr);
     cuda::synchronize();
     cuda::memory_info(&f.free_after, &total);
@@ -79,17 +79,17 @@ RunFootprint measure_one_run(model::Device device, const model::ModelDims& dims,
 // (a fused run occupies fused::grid_ctas(B, H) SMs, one CTA each) and fit in
 // its free memory, the memory of one run measured with one training step and
 // one decode of the longest batch on a probe executor.
-int default_jobs(model::Device device, const config::Config& cfg, const train::TrainData& data, int to_train) {
+int default_compare_jobs(model::Device device, const config::Config& cfg, const TrainData& data, int to_train) {
   if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;
   dims = options::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // options/options.h
   const int threads = model::set_threads(cfg.train_threads);
   const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/false);
-  const model::ExecutorOptions xo = options::executor_options(cfg, choice, threads);
+  const model::ExecutorOptions executor_opts = options::executor_options(cfg, choice, threads);
   RunFootprint f;
   try {
-    f = measure_one_run(device, dims, xo, ls, cfg, data);
+    f = measure_one_run(device, dims, executor_opts, ls, cfg, data);
   } catch (const std::exception& e) {
     spdlog::warn("compare: measuring one run's GPU footprint failed ({}): --jobs 1 (set --jobs N to choose)",
                  e.what());
@@ -116,4 +116,4 @@ int default_jobs(model::Device device, const config::Config& cfg, const train::T
   return jobs;
 }
 
-}  // namespace timitseg::app::compare
+}  // namespace timitseg::train
