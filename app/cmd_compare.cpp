@@ -20,6 +20,7 @@
 #include "app/cmd_compare.h"
 #include "app/commands.h"
 #include "app/enum_flags.h"
+#include "common/enum_names.h"
 #include "common/files.h"
 #include "common/run_lock.h"
 #include "common/walk.h"
@@ -42,6 +43,8 @@ struct CompareArgs {
   bool force = false;  // --force: retrain runs whose folder holds another configuration
   int jobs = 0;        // --jobs: runs at once (0: the default of train::default_compare_jobs)
   std::string device;  // --device: train.device for every run ("" = the config's)
+  std::vector<train::VariantSpec> variants;  // --variant NAME:KEY=VALUE,...: extra semi-CRF runs, in order
+  std::vector<train::AblationKind> ablations;  // --ablation KIND: their variants after those of --variant
 };
 
 // --set KEY=VALUE of every run, --device as train.device=NAME last.
@@ -56,7 +59,13 @@ std::vector<std::string> config_sets(const CompareArgs& a) {
 void run_compare(const CompareArgs& a) {
   if (a.config.empty()) throw std::invalid_argument("compare: --config FILE.yaml is required");
   const config::Config base = config::Config::load(a.config, config_sets(a));
-  train::ComparePlan plan = train::plan_compare(base, a.config, a.seeds);
+  std::vector<train::VariantSpec> extra = a.variants;
+  for (const train::AblationKind kind : a.ablations) {
+    std::string note;
+    for (train::VariantSpec& v : train::ablation_variants(kind, base, &note)) extra.push_back(std::move(v));
+    if (!note.empty()) spdlog::warn("{}", note);
+  }
+  train::ComparePlan plan = train::plan_compare(base, a.config, a.seeds, extra);
   const std::vector<uint64_t>& seeds = plan.seeds;
   const std::vector<compare::Variant>& variants = plan.variants;
   if (!a.json_out.empty()) check_output_file("--json", a.json_out, "compare.json");
@@ -80,13 +89,19 @@ void run_compare(const CompareArgs& a) {
       seeds.size() == 1 ? "1 seed (" + std::to_string(seeds[0]) + "): a single run, no spread; use --seeds N"
                         : std::to_string(seeds.size()) + " seeds, mean ± std";
   std::ostringstream title;
-  title << "compare: " << variants[0].title << " vs " << variants[1].title << ", " << base.train_epochs
-        << " epochs, " << seeds_text << "\n";
-  std::vector<std::vector<std::string>> sig_rows;
+  std::string names = "linear,semicrf";
+  title << "compare: " << variants[0].title << " vs " << variants[1].title;
+  for (size_t v = 2; v < variants.size(); ++v) {
+    title << (v == 2 ? "; variants: " : "; ") << variants[v].title;
+    names += "," + variants[v].name;
+  }
+  title << ", " << base.train_epochs << " epochs, " << seeds_text << "\n";
+  compare::SigRows sig_rows;
+  std::vector<compare::SigRows> variant_sig_rows;
   std::vector<std::string> cols;
   std::ostringstream os;
-  os << compare::compare_table(res, variants, seeds.size(), title.str(), &sig_rows, &cols);
-  os << "\nrun folders: " << (fs::path(base.train_run_dir) / "{linear,semicrf}").string()
+  os << compare::compare_table(res, variants, seeds.size(), title.str(), &sig_rows, &variant_sig_rows, &cols);
+  os << "\nrun folders: " << (fs::path(base.train_run_dir) / ("{" + names + "}")).string()
      << (plan.seed_dirs ? " under seed-S/" : "") << "\n";
   if (done.to_train > 0) {
     char buf[512];
@@ -97,7 +112,8 @@ void run_compare(const CompareArgs& a) {
     os << "training wall time: 0 s (every run reused)\n";
   }
 
-  const std::string report_path = compare::write_compare_report(res, base, variants, seeds_text, cols, sig_rows);
+  const std::string report_path = compare::write_compare_report(res, base, variants, seeds_text, cols, sig_rows,
+                                                                 variant_sig_rows);
   os << "report: " << report_path << "\n";
   std::printf("%s", os.str().c_str());
   std::fflush(stdout);
@@ -113,6 +129,44 @@ void run_compare(const CompareArgs& a) {
     compare::write_compare_json(a.json_out, res, variants, cfgs, info);
   }
 }
+
+// --variant and --ablation: read into a's lists when given; a malformed
+// variant or a name given twice is a usage error (exit 2) naming the flag.
+void add_variant_options(CLI::App* c, CompareArgs* a) {
+  c->add_option_function<std::vector<std::string>>(
+      "--variant",
+      [a](const std::vector<std::string>& texts) {
+        a->variants.clear();
+        for (const std::string& t : texts) {
+          try {
+            a->variants.push_back(train::parse_variant_spec(t));
+          } catch (const std::invalid_argument& e) {
+            throw CLI::ValidationError(e.what());
+          }
+          for (size_t i = 0; i + 1 < a->variants.size(); ++i)
+            if (a->variants[i].name == a->variants.back().name)
+              throw CLI::ValidationError("--variant " + t + ": the name '" + a->variants.back().name +
+                                         "' is given twice (" + a->variants[i].origin + ")");
+        }
+      },
+      "Also train a semi-CRF variant NAME: the config with KEY=VALUE set over it (after every --set; VALUE in "
+      "YAML syntax, as for --set; several separated by ','), into TRAIN.RUN_DIR/NAME (TRAIN.RUN_DIR/seed-S/NAME "
+      "with --seeds); the table, --json and report.html show it, with its differences from the semi-CRF paired by "
+      "seed. NAME: letters, digits, '-' and '_'. Repeatable, e.g. --variant no-speed:augment.speed=false "
+      "--variant k4:crf.max_duration=4");
+  c->add_option_function<std::vector<std::string>>(
+       "--ablation",
+       [a](const std::vector<std::string>& words) {
+         a->ablations.clear();
+         for (const std::string& w : words) a->ablations.push_back(common::enum_value<train::AblationKind>(w, "--ablation"));
+       },
+       "Add the variants of an ablation (after those of --variant): augment = one per augmentation part the config "
+       "has on, each with that part off: no-speed (augment.speed=false), no-noise (augment.noise=false), "
+       "no-time-masks (augment.time_masks=0), no-freq-masks (augment.freq_masks=0; masks count as on when their "
+       "number and width are above 0); with none on, a warning and no variant")
+      ->check(enum_words<train::AblationKind>());
+}
+
 }  // namespace
 
 void add_compare_command(CLI::App& app) {
@@ -137,7 +191,9 @@ void add_compare_command(CLI::App& app) {
                 "Also write the table as JSON (atomically): runs.{linear,semicrf}.{dev,core-test or test}.METRIC and "
                 "train_frames_per_sec, each {mean, n, values, std (2 seeds or more)}; significance.SPLIT.METRIC "
                 "{n, mean_difference, std, t_test {t, df, p}, sign_test {positive, negative, zero, p}}; jobs, "
-                "train_wall_seconds, report; metrics of an empty split are left out");
+                "train_wall_seconds, report; metrics of an empty split are left out. Each --variant or --ablation "
+                "variant NAME: runs.NAME (with sets, its KEY=VALUE list) and variant_significance.NAME.SPLIT.METRIC, "
+                "NAME minus the semi-CRF");
   c->add_option("--seeds", a->seeds,
                 "Train every model with several seeds and show mean ± std: N (train.seed, train.seed+1, ...) or a "
                 "list 1,2,3; the runs go into TRAIN.RUN_DIR/seed-S/{linear,semicrf}. Default: one run per model "
@@ -146,6 +202,7 @@ void add_compare_command(CLI::App& app) {
                 "Same as --set train.device=NAME for every run (training and evaluation): cpu, cuda, or auto (cuda "
                 "when a GPU is present)")
       ->check(enum_words<config::DeviceSetting>());
+  add_variant_options(c, a.get());
   c->add_flag("--force", a->force,
               "Train afresh every run whose folder holds a run of another configuration (without it compare stops "
               "and names the keys that differ); the old folder moves to RUN.replaced and is deleted once the new "

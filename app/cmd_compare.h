@@ -102,7 +102,7 @@ struct Summary {
   }
 };
 
-// One model of the comparison: the linear CRF or the semi-CRF.
+// One model of the comparison: the linear CRF, the semi-CRF or an extra variant.
 using Variant = train::CompareVariant;
 
 // Every number of the comparison: per variant v and seed s.
@@ -113,6 +113,8 @@ struct CompareResults {
   std::vector<std::map<std::string, std::map<std::string, Summary>>> sums;  // [v][split][key]
   std::vector<Summary> fps;                                           // [v] training frames/s
   std::map<std::string, std::map<std::string, report::PairedTest>> tests;  // [split][key]: semi minus linear
+  // [v - 2][split][key]: each extra variant (--variant, --ablation) minus the semi-CRF, paired by seed
+  std::vector<std::map<std::string, std::map<std::string, report::PairedTest>>> variant_tests;
   report::ReportInput overlay;                                        // the runs, in [s][v] order
   bool present(const MetricRow& row) const;  // a row some run has (boundary_20ms only with that metric)
 };
@@ -121,15 +123,20 @@ struct CompareResults {
 CompareResults collect_results(const config::Config& base, const std::vector<Variant>& variants,
                                const std::vector<std::vector<config::Config>>& cfgs);
 
-// The table printed by compare; *sig_rows: the significance rows (for the report), *cols: the column names.
+// The significance rows of the table, for the report: {metric, split, mean diff ± std, t (df), p, p}.
+using SigRows = std::vector<std::vector<std::string>>;
+
+// The table printed by compare; *sig_rows: the significance rows of the semi-CRF minus the linear CRF,
+// *variant_sig_rows ([v - 2]): those of each extra variant minus the semi-CRF (both empty with 1 seed);
+// *cols: the column names.
 std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
-                          const std::string& title_line, std::vector<std::vector<std::string>>* sig_rows,
+                          const std::string& title_line, SigRows* sig_rows, std::vector<SigRows>* variant_sig_rows,
                           std::vector<std::string>* cols);
 
 // RUN_DIR/report.html overlaying every run (and a report.html for each reused run without one); returns its path.
 std::string write_compare_report(CompareResults& res, const config::Config& base, const std::vector<Variant>& variants,
                                  const std::string& seeds_text, const std::vector<std::string>& cols,
-                                 const std::vector<std::vector<std::string>>& sig_rows);
+                                 const SigRows& sig_rows, const std::vector<SigRows>& variant_sig_rows);
 
 // What --json says besides the numbers.
 struct CompareJsonInfo {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -152,6 +153,27 @@ RunNumbers evaluate_run(const config::Config& cfg, const std::map<std::string, d
   return out;
 }
 
+// [split][key]: variant b minus variant a, paired by seed (the seeds where both runs have the metric).
+std::map<std::string, std::map<std::string, report::PairedTest>> paired_tests(const CompareResults& res, size_t a,
+                                                                              size_t b) {
+  std::map<std::string, std::map<std::string, report::PairedTest>> out;
+  const auto& numbers = res.numbers;  // [v][s]
+  for (const std::string& split : res.split_names)
+    for (const MetricRow& row : kRows) {
+      if (std::string(row.key) == "decode_seconds") continue;  // a time, not a result
+      std::vector<double> xa, xb;
+      for (size_t s = 0; s < numbers[a].size(); ++s) {
+        const auto ia = numbers[a][s].splits.find(split), ib = numbers[b][s].splits.find(split);
+        if (ia == numbers[a][s].splits.end() || ib == numbers[b][s].splits.end()) continue;
+        if (!ia->second.count(row.key) || !ib->second.count(row.key)) continue;
+        xa.push_back(ia->second.at(row.key));
+        xb.push_back(ib->second.at(row.key));
+      }
+      if (!xa.empty()) out[split][row.key] = report::paired_test(xa, xb);
+    }
+  return out;
+}
+
 }  // namespace
 
 bool CompareResults::present(const MetricRow& row) const {
@@ -200,20 +222,8 @@ CompareResults collect_results(const config::Config& base, const std::vector<Var
         for (const auto& [k, x] : vals) sums[v][split][k].values.push_back(x);
       if (!std::isnan(r.train_frames_per_sec)) fps[v].values.push_back(r.train_frames_per_sec);
     }
-  // tests[split][key]: semi-CRF minus linear CRF, paired by seed (seeds where both runs have the metric)
-  for (const std::string& split : res.split_names)
-    for (const MetricRow& row : kRows) {
-      if (std::string(row.key) == "decode_seconds") continue;  // a time, not a result
-      std::vector<double> lin, semi;
-      for (size_t s = 0; s < num_seeds; ++s) {
-        const auto a0 = numbers[0][s].splits.find(split), a1 = numbers[1][s].splits.find(split);
-        if (a0 == numbers[0][s].splits.end() || a1 == numbers[1][s].splits.end()) continue;
-        if (!a0->second.count(row.key) || !a1->second.count(row.key)) continue;
-        lin.push_back(a0->second.at(row.key));
-        semi.push_back(a1->second.at(row.key));
-      }
-      if (!lin.empty()) res.tests[split][row.key] = report::paired_test(lin, semi);
-    }
+  res.tests = paired_tests(res, 0, 1);  // semi-CRF minus linear CRF
+  for (size_t v = 2; v < variants.size(); ++v) res.variant_tests.push_back(paired_tests(res, 1, v));  // minus the semi-CRF
   return res;
 }
 
@@ -239,15 +249,40 @@ constexpr const char* kSame25Note =
     "not shown";
 constexpr const char* kOneSeedNote =
     "Significance of the semi-CRF minus the linear CRF: needs 2 seeds or more (--seeds N); this compare has 1";
+constexpr const char* kOneSeedVariantsNote = "The same for each variant minus the semi-CRF";
+
+// One significance block of the table: `heading`, the column names, then a
+// row per metric and split shown; the rows also go into *rows (the report's).
+void significance_block(std::ostringstream& os, const std::string& heading,
+                        const std::map<std::string, std::map<std::string, report::PairedTest>>& tests,
+                        const CompareResults& res, int w, const std::function<bool(const MetricRow&)>& present,
+                        SigRows* rows) {
+  char buf[512];
+  os << heading;
+  std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, "metric", "split", "mean diff ± std", "t (df)",
+                "p (t-test)", "p (sign test)");
+  os << buf;
+  for (const MetricRow& row : kRows)
+    for (const std::string& split : res.split_names) {
+      const auto sp = tests.find(split);
+      if (sp == tests.end() || !sp->second.count(row.key) || !present(row)) continue;
+      const report::PairedTest& t = sp->second.at(row.key);
+      const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
+                                              report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
+      std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, cells[0].c_str(), cells[1].c_str(),
+                    cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
+      os << buf;
+      rows->push_back(cells);
+    }
+}
 
 }  // namespace
 
 std::string compare_table(const CompareResults& res, const std::vector<Variant>& variants, size_t num_seeds,
-                          const std::string& title_line, std::vector<std::vector<std::string>>* sig_rows_out,
+                          const std::string& title_line, SigRows* sig_rows_out, std::vector<SigRows>* variant_sig_rows_out,
                           std::vector<std::string>* cols_out) {
   const auto& sums = res.sums;
   const auto& fps = res.fps;
-  const auto& tests = res.tests;
   const bool same25 = align_25_equals_20(res);
   auto present = [&](const MetricRow& row) {
     return res.present(row) && !(same25 && std::string(row.key) == "align_within_25ms");
@@ -294,33 +329,24 @@ std::string compare_table(const CompareResults& res, const std::vector<Variant>&
   if (same25) os << "(" << kSame25Note << ")\n";
   if (num_seeds < 2) {
     os << "\n" << kOneSeedNote << "\n";
+    if (variants.size() > 2) os << kOneSeedVariantsNote << "\n";
     return os.str();
   }
-  os << "\nsemi-CRF minus linear CRF, paired by seed (" << num_seeds << (num_seeds == 1 ? " seed" : " seeds")
-     << "): mean difference ± std of the differences, paired t-test (t, degrees of freedom, two-sided p) and exact "
-        "sign test (two-sided p, seeds where the semi-CRF is higher+/lower-)\n";
-  std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, "metric", "split", "mean diff ± std", "t (df)",
-                "p (t-test)", "p (sign test)");
-  os << buf;
-  std::vector<std::vector<std::string>>& sig_rows = *sig_rows_out;
-  for (const MetricRow& row : kRows)
-    for (const std::string& split : res.split_names) {
-      const auto sp = tests.find(split);
-      if (sp == tests.end() || !sp->second.count(row.key) || !present(row)) continue;
-      const report::PairedTest& t = sp->second.at(row.key);
-      const std::vector<std::string> cells = {row.label, split, report::mean_text(t, row.scale, row.format),
-                                              report::t_text(t), report::p_t_text(t), report::p_sign_text(t)};
-      std::snprintf(buf, sizeof buf, "%-*s %-10s %18s %16s %14s %18s\n", w, cells[0].c_str(), cells[1].c_str(),
-                    cells[2].c_str(), cells[3].c_str(), cells[4].c_str(), cells[5].c_str());
-      os << buf;
-      sig_rows.push_back(cells);
-    }
+  const std::string paired = ", paired by seed (" + std::to_string(num_seeds) + " seeds): mean difference ± std of the "
+                             "differences, paired t-test (t, degrees of freedom, two-sided p) and exact sign test "
+                             "(two-sided p, seeds where ";
+  significance_block(os, "\nsemi-CRF minus linear CRF" + paired + "the semi-CRF is higher+/lower-)\n", res.tests, res, w,
+                     present, sig_rows_out);
+  variant_sig_rows_out->assign(res.variant_tests.size(), {});
+  for (size_t v = 2; v < variants.size(); ++v)
+    significance_block(os, "\n" + variants[v].name + " minus semi-CRF" + paired + variants[v].name + " is higher+/lower-)\n",
+                       res.variant_tests[v - 2], res, w, present, &(*variant_sig_rows_out)[v - 2]);
   return os.str();
 }
 
 std::string write_compare_report(CompareResults& res, const config::Config& base, const std::vector<Variant>& variants,
                                  const std::string& seeds_text, const std::vector<std::string>& cols,
-                                 const std::vector<std::vector<std::string>>& sig_rows) {
+                                 const SigRows& sig_rows, const std::vector<SigRows>& variant_sig_rows) {
   auto& splits = res.splits;
   auto& sums = res.sums;
   report::ReportInput& overlay = res.overlay;
@@ -336,6 +362,7 @@ std::string write_compare_report(CompareResults& res, const config::Config& base
     report::ReportTable means;
     means.id = "compare";
     means.title = "compare: " + variants[0].title + " vs " + variants[1].title;
+    for (size_t v = 2; v < variants.size(); ++v) means.title += (v == 2 ? "; variants: " : "; ") + variants[v].title;
     means.note = std::to_string(base.train_epochs) + " epochs, " + seeds_text +
                  "; each run evaluated with its best checkpoint (the last without a dev split)." +
                  (same25 ? std::string(" ") + kSame25Note + "." : "") +
@@ -367,6 +394,15 @@ std::string write_compare_report(CompareResults& res, const config::Config& base
     sig.rows = sig_rows;
     overlay.tables = {means};
     if (!sig_rows.empty()) overlay.tables.push_back(sig);  // one seed: no test (said in the note above)
+    for (size_t v = 2; v < variants.size() && v - 2 < variant_sig_rows.size(); ++v) {
+      if (variant_sig_rows[v - 2].empty()) continue;
+      report::ReportTable vs = sig;
+      vs.id = "significance-" + variants[v].name;
+      vs.title = "Significance: " + variants[v].name + " minus semi-CRF, paired by seed";
+      vs.note = "As above, for the variant " + variants[v].title + " minus the semi-CRF on the same seed.";
+      vs.rows = variant_sig_rows[v - 2];
+      overlay.tables.push_back(vs);
+    }
     report::write_report(overlay, report_path);
     // a reused run from before compare wrote report.html gets its own too
     for (const report::RunReport& rr : overlay.runs) {
@@ -407,6 +443,7 @@ void write_compare_json(const std::string& path, const CompareResults& res, cons
     nlohmann::json r;
     r["title"] = variants[v].title;
     r["max_duration"] = variants[v].max_duration;
+    if (!variants[v].sets.empty()) r["sets"] = variants[v].sets;  // an extra variant's keys over the base config
     std::vector<std::string> dirs;
     for (size_t s = 0; s < cfgs[v].size(); ++s) dirs.push_back(cfgs[v][s].train_run_dir);
     r["run_dirs"] = dirs;
@@ -420,6 +457,9 @@ void write_compare_json(const std::string& path, const CompareResults& res, cons
   }
   for (const auto& [split, m] : tests)
     for (const auto& [k, t] : m) j["significance"][split][k] = report::to_json(t);
+  for (size_t v = 2; v < variants.size() && v - 2 < res.variant_tests.size(); ++v)  // each variant minus the semi-CRF
+    for (const auto& [split, m] : res.variant_tests[v - 2])
+      for (const auto& [k, t] : m) j["variant_significance"][variants[v].name][split][k] = report::to_json(t);
   write_file_atomic(path, j.dump(2) + "\n");
   spdlog::info("compare: table written to {}", path);
 }

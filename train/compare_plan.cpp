@@ -1,10 +1,12 @@
-// The plan of `timitseg compare` (train/compare_plan.h): the seeds, the two
-// variants, each run's typed config and folder, and what to do with each folder.
+// The plan of `timitseg compare` (train/compare_plan.h): the seeds, the
+// variants (linear, semi-CRF, those of --variant and --ablation), each run's
+// typed config and folder, and what to do with each folder.
 #include "train/compare_plan.h"
 
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <sstream>
 #include <stdexcept>
@@ -50,6 +52,103 @@ std::vector<uint64_t> parse_compare_seeds(const std::string& spec, uint64_t base
       for (uint64_t x : out)
         if (x == s) throw std::invalid_argument("--seeds " + spec + ": seed " + t + " is listed twice");
       out.push_back(s);
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// SECTION.KEY= starts at text[at]: [A-Za-z_][A-Za-z0-9_]* '.' [A-Za-z0-9_]+ '='.
+bool starts_assignment(const std::string& text, size_t at) {
+  auto word_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  size_t i = at;
+  if (i >= text.size() || std::isdigit(static_cast<unsigned char>(text[i])) || !word_char(text[i])) return false;
+  while (i < text.size() && word_char(text[i])) ++i;
+  if (i >= text.size() || text[i] != '.') return false;
+  const size_t key = ++i;
+  while (i < text.size() && word_char(text[i])) ++i;
+  return i > key && i < text.size() && text[i] == '=';
+}
+
+// "a.b=1,c.d=x,y" -> {"a.b=1", "c.d=x,y"}: a ',' splits only before SECTION.KEY=.
+std::vector<std::string> split_assignments(const std::string& body) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  for (size_t i = 0; i < body.size(); ++i)
+    if (body[i] == ',' && starts_assignment(body, i + 1)) {
+      out.push_back(body.substr(start, i - start));
+      start = i + 1;
+    }
+  out.push_back(body.substr(start));
+  return out;
+}
+
+// The names compare gives its own runs, and the keys it sets for each run.
+const char* const kReservedNames[] = {"linear", "semicrf"};
+const char* const kCompareKeys[] = {"train.seed", "train.run_dir", "data.workdir"};
+
+void check_variant_name(const std::string& name, const std::string& origin) {
+  const bool chars_ok = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
+  });
+  if (!chars_ok)
+    throw std::invalid_argument(origin + ": the variant's name '" + name + "' (before ':') must be letters, digits, "
+                                "'-' and '_' (it names the run folder RUN_DIR/NAME)");
+  for (const char* r : kReservedNames)
+    if (name == std::string(r))
+      throw std::invalid_argument(origin + ": '" + name + "' is the name of compare's own " + r +
+                                  " run; choose another name");
+  if (name.rfind("seed-", 0) == 0)
+    throw std::invalid_argument(origin + ": a name starting 'seed-' is taken by the seed folders (RUN_DIR/seed-S)");
+}
+
+}  // namespace
+
+VariantSpec parse_variant_spec(const std::string& text) {
+  VariantSpec v;
+  v.origin = "--variant " + text;
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos)
+    throw std::invalid_argument(v.origin + ": expected NAME:KEY=VALUE[,KEY=VALUE...] (e.g. no-speed:augment.speed=false)");
+  v.name = text.substr(0, colon);
+  check_variant_name(v.name, v.origin);
+  const std::string body = text.substr(colon + 1);
+  if (body.empty()) throw std::invalid_argument(v.origin + ": no KEY=VALUE after '" + v.name + ":'");
+  config::Config probe;  // each key and value checked as --set checks them
+  std::vector<std::string> keys;
+  for (const std::string& a : split_assignments(body)) {
+    probe.set(a, v.origin);
+    const std::string key = a.substr(0, a.find('='));
+    for (const char* k : kCompareKeys)
+      if (key == std::string(k))
+        throw std::invalid_argument(v.origin + ": " + key + " is set by compare for every run; a variant may not "
+                                    "set it (--set sets it for every run)");
+    if (std::find(keys.begin(), keys.end(), key) != keys.end())
+      throw std::invalid_argument(v.origin + ": " + key + " is set twice");
+    keys.push_back(key);
+    v.sets.push_back(a);
+  }
+  if (!probe.bad_words.empty()) probe.validate();  // a word that is none of the key's: the usual message
+  return v;
+}
+
+std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, std::string* note) {
+  std::vector<VariantSpec> out;
+  note->clear();
+  switch (kind) {
+    case AblationKind::augment: {
+      const std::string origin = "--ablation augment";
+      if (base.augment_speed) out.push_back({"no-speed", {"augment.speed=false"}, origin});
+      if (base.augment_noise) out.push_back({"no-noise", {"augment.noise=false"}, origin});
+      if (base.augment_time_masks > 0 && base.augment_time_mask_width > 0)
+        out.push_back({"no-time-masks", {"augment.time_masks=0"}, origin});
+      if (base.augment_freq_masks > 0 && base.augment_freq_mask_width > 0)
+        out.push_back({"no-freq-masks", {"augment.freq_masks=0"}, origin});
+      if (out.empty())
+        *note = "compare --ablation augment: no augmentation part is on in the config (augment.speed and "
+                "augment.noise are false, augment.time_masks and augment.freq_masks 0 or of width 0): no variant added";
+      break;
     }
   }
   return out;
@@ -161,7 +260,8 @@ std::vector<std::vector<config::Config>> ComparePlan::configs() const {
   return out;
 }
 
-ComparePlan plan_compare(const config::Config& base, const std::string& config_path, const std::string& seeds_spec) {
+ComparePlan plan_compare(const config::Config& base, const std::string& config_path, const std::string& seeds_spec,
+                         const std::vector<VariantSpec>& extra) {
   if (base.train_run_dir.empty()) throw std::invalid_argument(config_path + ": train.run_dir is required (the runs go "
                                                                "into RUN_DIR/linear and RUN_DIR/semicrf)");
   if (base.data_workdir.empty()) throw std::invalid_argument(config_path + ": data.workdir is required");
@@ -171,19 +271,40 @@ ComparePlan plan_compare(const config::Config& base, const std::string& config_p
   plan.seed_dirs = !(plan.seeds.size() == 1 && seeds_spec.empty());
   const int K = base.crf_max_duration;
   plan.variants = {{"linear", "linear CRF (K=1)", 1}, {"semicrf", "semi-CRF (K=" + std::to_string(K) + ")", K}};
+  // each extra variant's config without its seed and folder: its keys over the base, checked once
+  std::vector<config::Config> extra_cfgs;
+  std::vector<std::string> origins = {"compare", "compare"};
+  for (const VariantSpec& spec : extra) {
+    for (size_t v = 0; v < plan.variants.size(); ++v)
+      if (plan.variants[v].name == spec.name)
+        throw std::invalid_argument(spec.origin + ": the name '" + spec.name + "' is already used (by " +
+                                    origins[v] + ")");
+    config::Config c = base;
+    for (const std::string& a : spec.sets) c.set(a, spec.origin);
+    c.validate();
+    std::string keys;
+    for (const std::string& a : spec.sets) keys += (keys.empty() ? "" : ", ") + a;
+    plan.variants.push_back({spec.name,
+                             spec.name + ": semi-CRF (K=" + std::to_string(c.crf_max_duration) + ") with " + keys,
+                             c.crf_max_duration, spec.sets});
+    origins.push_back(spec.origin);
+    extra_cfgs.push_back(std::move(c));
+  }
   for (uint64_t seed : plan.seeds)
-    for (const CompareVariant& var : plan.variants) {
+    for (size_t v = 0; v < plan.variants.size(); ++v) {
+      const CompareVariant& var = plan.variants[v];
       const std::string seed_dir = "seed-" + std::to_string(seed);
       const fs::path dir = plan.seed_dirs ? fs::path(base.train_run_dir) / seed_dir / var.name
                                           : fs::path(base.train_run_dir) / var.name;
       CompareJob job;
       job.name = plan.seed_dirs ? seed_dir + "/" + var.name : var.name;
-      job.cfg = base;
+      job.cfg = v < 2 ? base : extra_cfgs[v - 2];
       job.cfg.crf_max_duration = var.max_duration;
       job.cfg.train_seed = seed;
       job.cfg.train_run_dir = dir.string();
       for (const char* key : {"crf.max_duration", "train.seed", "train.run_dir"})
-        job.cfg.origins[key] = "compare (the run " + job.name + ")";
+        if (v < 2 || std::string(key) != "crf.max_duration")  // a variant's K is the base's or its own key's
+          job.cfg.origins[key] = "compare (the run " + job.name + ")";
       job.cfg.validate();
       plan.jobs.push_back(std::move(job));
     }

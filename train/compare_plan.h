@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "common/enum_names.h"
 #include "config/config.h"
 #include "model/encoder.h"  // model::Device
 #include "train/train.h"
@@ -21,12 +22,41 @@
 
 namespace timitseg::train {
 
-// One model of the comparison: the linear CRF or the semi-CRF.
+// One model of the comparison: the linear CRF, the semi-CRF, or a semi-CRF
+// variant (--variant, --ablation) with some keys set on top of the base config.
 struct CompareVariant {
-  std::string name;   // the run folder's name: "linear", "semicrf"
-  std::string title;  // "linear CRF (K=1)", "semi-CRF (K=8)"
+  std::string name;   // the run folder's name: "linear", "semicrf", a variant's NAME
+  std::string title;  // "linear CRF (K=1)", "semi-CRF (K=8)", "no-speed: semi-CRF (K=8) with augment.speed=false"
   int max_duration;   // crf.max_duration of its runs
+  std::vector<std::string> sets = {};  // a variant's "section.key=value" over the base config; empty for linear, semicrf
 };
+
+// A variant's text: --variant NAME:KEY=VALUE[,KEY=VALUE...] (or one that
+// --ablation makes), read by parse_variant_spec.
+struct VariantSpec {
+  std::string name;               // its run folder's name
+  std::vector<std::string> sets;  // "section.key=value", in order
+  std::string origin;             // "--variant TEXT" or "--ablation augment": what its errors and config origins name
+};
+
+// Reads --variant TEXT: NAME (letters, digits, '-', '_', '.'; not linear or
+// semicrf) then ':' then KEY=VALUE assignments separated by ',' (a ',' that
+// is not followed by SECTION.KEY= stays in the value). Each is checked as
+// --set checks it (known key, value of the key's type); compare's own keys
+// (train.seed, train.run_dir, data.workdir) and a key set twice are refused.
+// Throws std::invalid_argument naming "--variant TEXT".
+VariantSpec parse_variant_spec(const std::string& text);
+
+// The kinds of --ablation: augment, one variant per augmentation part that
+// the base config has on (augment.speed, augment.noise, augment.time_masks,
+// augment.freq_masks), each with that part off.
+enum class AblationKind { augment };
+TIMITSEG_ENUM_NAMES(AblationKind, 1, {AblationKind::augment, "augment"});
+
+// The variants of one ablation of `base`, in a fixed order (augment: no-speed,
+// no-noise, no-time-masks, no-freq-masks, those whose part is on). None: an
+// empty list and *note says why (one line); otherwise *note is "".
+std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, std::string* note);
 
 // One run of the comparison and what compare does with its folder.
 struct CompareJob {
@@ -45,7 +75,7 @@ struct ComparePlan {
   config::Config base;                   // the config with every --set (and --device)
   std::vector<uint64_t> seeds;           // in training order
   bool seed_dirs = false;                // runs in RUN_DIR/seed-S/NAME (any --seeds), else RUN_DIR/NAME
-  std::vector<CompareVariant> variants;  // linear, semicrf
+  std::vector<CompareVariant> variants;  // linear, semicrf, then the extra variants in the order given
   std::vector<CompareJob> jobs;          // [s * variants + v]: seed s, variant v (the training order of --jobs 1)
   // The runs' configs by variant: [v][s].
   std::vector<std::vector<config::Config>> configs() const;
@@ -58,8 +88,11 @@ std::vector<uint64_t> parse_compare_seeds(const std::string& spec, uint64_t base
 // The plan of `compare --config CONFIG_PATH --seeds SEEDS_SPEC` from the loaded
 // config `base`: train.run_dir and data.workdir are required (errors name
 // CONFIG_PATH). Each run's config is `base` with the variant's
-// crf.max_duration, its seed and its folder set as values, then validated.
-ComparePlan plan_compare(const config::Config& base, const std::string& config_path, const std::string& seeds_spec);
+// crf.max_duration (an extra variant: its keys set over `base`), its seed and
+// its folder set as values, then validated (errors name the variant's
+// origin). A name used twice is refused, naming both origins.
+ComparePlan plan_compare(const config::Config& base, const std::string& config_path, const std::string& seeds_spec,
+                         const std::vector<VariantSpec>& extra = {});
 
 // Every key (section.key) whose value differs between a run's saved config and
 // the requested one, as "key: old -> new", leaving out the keys that only
