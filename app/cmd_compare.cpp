@@ -3,7 +3,8 @@
 // and schedule, each in its own run folder under train.run_dir, evaluated on
 // dev and core-test, printed as one table with the paired significance of
 // the differences, and overlaid in RUN_DIR/report.html (docs/training.md
-// "Comparing the linear CRF and the semi-CRF"). A folder is reused only when
+// "Comparing the linear CRF and the semi-CRF"); --variant and --ablation add
+// semi-CRF variants, each tested against the semi-CRF. A folder is reused only when
 // its saved config equals the requested one; --force retrains it; --jobs runs
 // several trainings at once in this process.
 #include <spdlog/spdlog.h>
@@ -182,7 +183,8 @@ void add_compare_command(CLI::App& app) {
       "semi-CRF minus linear CRF differences paired by seed with a t-test and a sign test, and "
       "TRAIN.RUN_DIR/report.html overlaying every run. A run folder is reused only when its saved config equals "
       "the requested one (resumed when unfinished); otherwise compare names the keys that differ and stops "
-      "(docs/training.md)");
+      "(docs/training.md). --variant and --ablation add semi-CRF variants (config keys set over the config), "
+      "trained, tabled and tested against the semi-CRF alike");
   c->add_option("--config", a->config, "YAML config file, as for train (train.run_dir is the parent of the runs)")
       ->required();
   c->add_option("--set", a->sets,

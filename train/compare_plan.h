@@ -1,6 +1,7 @@
 // The runs of `timitseg compare` (app/cmd_compare.cpp: its flags and what it
 // prints): the linear CRF (crf.max_duration = 1) and the semi-CRF (K from the
-// config), one run of each per seed, each with its own typed config and run
+// config), and any semi-CRF variants (--variant, --ablation: some keys set
+// over the config), one run of each per seed, each with its own typed config and run
 // folder under train.run_dir (train/compare_plan.cpp: the plan and what to do
 // with each folder); training them, several at once (train/compare_runs.cpp);
 // how many at once by default (train/compare_jobs.cpp). A folder is reused
