@@ -63,7 +63,8 @@ void run_compare(const CompareArgs& a) {
   std::vector<train::VariantSpec> extra = a.variants;
   for (const train::AblationKind kind : a.ablations) {
     std::string note;
-    for (train::VariantSpec& v : train::ablation_variants(kind, base, &note)) extra.push_back(std::move(v));
+    const train::AugmentedCopies copies = train::augmented_copies(base.data_workdir);
+    for (train::VariantSpec& v : train::ablation_variants(kind, base, copies, &note)) extra.push_back(std::move(v));
     if (!note.empty()) spdlog::warn("{}", note);
   }
   train::ComparePlan plan = train::plan_compare(base, a.config, a.seeds, extra);
@@ -163,8 +164,9 @@ void add_variant_options(CLI::App* c, CompareArgs* a) {
        },
        "Add the variants of an ablation (after those of --variant): augment = one per augmentation part the config "
        "has on, each with that part off: no-speed (augment.speed=false), no-noise (augment.noise=false), "
-       "no-time-masks (augment.time_masks=0), no-freq-masks (augment.freq_masks=0; masks count as on when their "
-       "number and width are above 0); with none on, a warning and no variant")
+       "no-time-masks (augment.time_masks=0), no-freq-masks (augment.freq_masks=0); speed and noise count as on "
+       "only where the WORKDIR holds such copies (timitseg augment), masks when their number and width are above "
+       "0; a part left out, or none on, is said in one warning line")
       ->check(enum_words<train::AblationKind>());
 }
 

@@ -13,7 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "data/augment.h"
 #include "data/dataset.h"
+#include "data/split_ids.h"
 #include "model/checkpoint.h"
 #include "model/feature_check.h"
 #include "options/device_choice.h"
@@ -133,24 +135,44 @@ VariantSpec parse_variant_spec(const std::string& text) {
   return v;
 }
 
-std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, std::string* note) {
+AugmentedCopies augmented_copies(const std::string& workdir) {
+  AugmentedCopies c;
+  for (const std::string& id : data::split_utterance_ids(workdir, "train")) {
+    const data::Augmentation kind = data::augmentation_of(id);
+    c.speed = c.speed || kind == data::Augmentation::speed;
+    c.noise = c.noise || kind == data::Augmentation::noise;
+  }
+  return c;
+}
+
+std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, const AugmentedCopies& copies,
+                                           std::string* note) {
   std::vector<VariantSpec> out;
-  note->clear();
+  std::vector<std::string> idle;  // parts on in the config with nothing to act on
   switch (kind) {
     case AblationKind::augment: {
       const std::string origin = "--ablation augment";
-      if (base.augment_speed) out.push_back({"no-speed", {"augment.speed=false"}, origin});
-      if (base.augment_noise) out.push_back({"no-noise", {"augment.noise=false"}, origin});
+      if (base.augment_speed && copies.speed) out.push_back({"no-speed", {"augment.speed=false"}, origin});
+      if (base.augment_speed && !copies.speed) idle.push_back("augment.speed (no speed-perturbed copies)");
+      if (base.augment_noise && copies.noise) out.push_back({"no-noise", {"augment.noise=false"}, origin});
+      if (base.augment_noise && !copies.noise) idle.push_back("augment.noise (no noisy copies)");
       if (base.augment_time_masks > 0 && base.augment_time_mask_width > 0)
         out.push_back({"no-time-masks", {"augment.time_masks=0"}, origin});
       if (base.augment_freq_masks > 0 && base.augment_freq_mask_width > 0)
         out.push_back({"no-freq-masks", {"augment.freq_masks=0"}, origin});
-      if (out.empty())
-        *note = "compare --ablation augment: no augmentation part is on in the config (augment.speed and "
-                "augment.noise are false, augment.time_masks and augment.freq_masks 0 or of width 0): no variant added";
       break;
     }
   }
+  std::string idle_text;
+  for (const std::string& i : idle) idle_text += (idle_text.empty() ? "" : ", ") + i;
+  if (!idle.empty()) idle_text += " in " + base.data_workdir + ": on, but with nothing to act on";
+  note->clear();
+  if (out.empty())
+    *note = "compare --ablation augment: no augmentation part is on (augment.speed and augment.noise with augmented "
+            "copies in the WORKDIR, augment.time_masks or augment.freq_masks with a width above 0)" +
+            (idle.empty() ? "" : "; " + idle_text) + ": no variant added";
+  else if (!idle.empty())
+    *note = "compare --ablation augment: no variant for " + idle_text + " (timitseg augment makes copies)";
   return out;
 }
 

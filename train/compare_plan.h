@@ -54,10 +54,20 @@ VariantSpec parse_variant_spec(const std::string& text);
 enum class AblationKind { augment };
 TIMITSEG_ENUM_NAMES(AblationKind, 1, {AblationKind::augment, "augment"});
 
+// Which augmented copies (`timitseg augment`, data/augment.h) a WORKDIR's
+// train split holds, from its file's header (data/split_ids.h).
+struct AugmentedCopies {
+  bool speed = false, noise = false;
+};
+AugmentedCopies augmented_copies(const std::string& workdir);
+
 // The variants of one ablation of `base`, in a fixed order (augment: no-speed,
-// no-noise, no-time-masks, no-freq-masks, those whose part is on). None: an
-// empty list and *note says why (one line); otherwise *note is "".
-std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, std::string* note);
+// no-noise, no-time-masks, no-freq-masks, those whose part is on: augment.speed
+// and augment.noise only where `copies` has such copies, the masks with a
+// number and a width above 0). *note: one line on what is left out (none
+// added, or a part on in the config with no copies to act on), else "".
+std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, const AugmentedCopies& copies,
+                                           std::string* note);
 
 // One run of the comparison and what compare does with its folder.
 struct CompareJob {

@@ -159,7 +159,7 @@ TEST(ComparePlanVariants, RangeErrorsAndDuplicateNames) {
     EXPECT_TRUE(has(e.what(), "--variant m:augment.time_masks=-1")) << e.what();
   }
   std::string note;
-  const auto ablation = train::ablation_variants(train::AblationKind::augment, base, &note);
+  const auto ablation = train::ablation_variants(train::AblationKind::augment, base, {true, true}, &note);
   try {
     train::plan_compare(base, "c.yaml", "", {train::parse_variant_spec("no-speed:train.lr=0.1"), ablation[0]});
     FAIL() << "a name used twice was accepted";
@@ -169,7 +169,8 @@ TEST(ComparePlanVariants, RangeErrorsAndDuplicateNames) {
   }
 }
 
-// One variant per augmentation part that is on, each with that part off.
+// One variant per augmentation part that is on, each with that part off;
+// augment.speed and augment.noise only where the WORKDIR has such copies.
 TEST(ComparePlanVariants, AugmentAblation) {
   config::Config base = base_config();
   base.augment_noise = false;
@@ -177,8 +178,9 @@ TEST(ComparePlanVariants, AugmentAblation) {
   base.augment_time_mask_width = 5;
   base.augment_freq_masks = 1;
   base.augment_freq_mask_width = 0;  // masks of width 0 change nothing: off
+  const train::AugmentedCopies both{true, true};
   std::string note = "stale";
-  std::vector<train::VariantSpec> v = train::ablation_variants(train::AblationKind::augment, base, &note);
+  std::vector<train::VariantSpec> v = train::ablation_variants(train::AblationKind::augment, base, both, &note);
   EXPECT_EQ(note, "");
   ASSERT_EQ(v.size(), 2u);
   EXPECT_EQ(v[0].name, "no-speed");
@@ -195,17 +197,32 @@ TEST(ComparePlanVariants, AugmentAblation) {
 
   base.augment_freq_mask_width = 3;
   base.augment_noise = true;
-  v = train::ablation_variants(train::AblationKind::augment, base, &note);
+  v = train::ablation_variants(train::AblationKind::augment, base, both, &note);
   ASSERT_EQ(v.size(), 4u);
   EXPECT_EQ(v[1].name, "no-noise");
   EXPECT_EQ(v[3].name, "no-freq-masks");
   EXPECT_EQ(v[3].sets, std::vector<std::string>{"augment.freq_masks=0"});
+  EXPECT_EQ(note, "");
 
-  base.augment_speed = base.augment_noise = false;
+  // a WORKDIR with speed copies only: augment.noise is on but acts on nothing, said in the note
+  v = train::ablation_variants(train::AblationKind::augment, base, {true, false}, &note);
+  ASSERT_EQ(v.size(), 3u);
+  EXPECT_EQ(v[0].name, "no-speed");
+  EXPECT_EQ(v[1].name, "no-time-masks");
+  EXPECT_TRUE(has(note, "augment.noise (no noisy copies)")) << note;
+  EXPECT_FALSE(has(note, "augment.speed")) << note;
+
   base.augment_time_masks = base.augment_freq_masks = 0;
-  v = train::ablation_variants(train::AblationKind::augment, base, &note);
+  v = train::ablation_variants(train::AblationKind::augment, base, {false, false}, &note);
   EXPECT_TRUE(v.empty());
   EXPECT_TRUE(has(note, "no augmentation part is on")) << note;
+  EXPECT_TRUE(has(note, "augment.speed (no speed-perturbed copies), augment.noise (no noisy copies)")) << note;
+
+  base.augment_speed = base.augment_noise = false;
+  v = train::ablation_variants(train::AblationKind::augment, base, both, &note);
+  EXPECT_TRUE(v.empty());
+  EXPECT_TRUE(has(note, "no augmentation part is on")) << note;
+  EXPECT_FALSE(has(note, "no noisy copies")) << note;
 }
 
 namespace {
@@ -224,7 +241,7 @@ class CompareVariantsE2e : public ::testing::Test {
     std::ofstream(path) << "data:\n  workdir: " << (dir_ / "work").string()
                         << "\nmodel:\n  hidden_dim: 8\n  num_layers: 1\n"
                            "crf:\n  max_duration: 6\n"
-                           "augment:\n  noise: false\n"
+                           "augment:\n  noise: false\n  time_masks: 1\n  time_mask_width: 2\n"
                            "train:\n  epochs: 1\n  batch_size: 4\n  lr: 0.01\n  seed: 3\n  threads: 2\n  run_dir: "
                         << run_dir.string() << "\n";
     return path;
@@ -266,38 +283,44 @@ TEST_F(CompareVariantsE2e, FlagErrorsAreUsageErrors) {
 
 // One --variant with two seeds and --ablation augment: the variants' folders
 // and saved configs, their numbers in the JSON, each one's differences from
-// the semi-CRF paired by seed, the table and the overlay report.
+// the semi-CRF paired by seed, the table and the overlay report. The
+// WORKDIR has no augmented copies: augment.speed (on) gets no variant, said.
 TEST_F(CompareVariantsE2e, VariantRunsAreTrainedTestedAndReported) {
   const fs::path runs = dir_ / "runs", json = dir_ / "runs.json";
   Cmd c = run("compare --config " + config("runs", runs) + " --seeds 3,4 --variant lr2:train.lr=0.03 "
               "--ablation augment --json " + json.string());
   ASSERT_EQ(c.rc, 0) << c.output;
-  const char* extra[] = {"lr2", "no-speed"};  // augment.noise is off in the config: no no-noise variant
+  const char* extra[] = {"lr2", "no-time-masks"};  // augment.noise is off, augment.speed has no copies to act on
   for (const char* seed : {"seed-3", "seed-4"}) {
     for (const char* name : extra)
       EXPECT_TRUE(fs::exists(runs / seed / name / "checkpoints" / "epoch-1.safetensors")) << seed << "/" << name;
     EXPECT_FALSE(fs::exists(runs / seed / "no-noise"));
+    EXPECT_FALSE(fs::exists(runs / seed / "no-speed"));
     const config::Config lr2 = config::Config::load((runs / seed / "lr2" / "config.yaml").string(), {});
     EXPECT_DOUBLE_EQ(lr2.train_lr, 0.03);
     EXPECT_EQ(lr2.crf_max_duration, 6);
     EXPECT_TRUE(lr2.augment_speed);
-    const config::Config nosp = config::Config::load((runs / seed / "no-speed" / "config.yaml").string(), {});
-    EXPECT_FALSE(nosp.augment_speed);
-    EXPECT_DOUBLE_EQ(nosp.train_lr, 0.01);
+    const config::Config nomask = config::Config::load((runs / seed / "no-time-masks" / "config.yaml").string(), {});
+    EXPECT_EQ(nomask.augment_time_masks, 0);
+    EXPECT_EQ(nomask.augment_time_mask_width, 2);
+    EXPECT_DOUBLE_EQ(nomask.train_lr, 0.01);
     const config::Config semi = config::Config::load((runs / seed / "semicrf" / "config.yaml").string(), {});
     EXPECT_DOUBLE_EQ(semi.train_lr, 0.01);
-    EXPECT_TRUE(semi.augment_speed);
+    EXPECT_EQ(semi.augment_time_masks, 1);
   }
   EXPECT_TRUE(has(c.output, "lr2 minus semi-CRF, paired by seed (2 seeds)")) << c.output;
-  EXPECT_TRUE(has(c.output, "no-speed minus semi-CRF, paired by seed (2 seeds)")) << c.output;
+  EXPECT_TRUE(has(c.output, "no-time-masks minus semi-CRF, paired by seed (2 seeds)")) << c.output;
+  EXPECT_TRUE(has(c.output, "[warning] compare --ablation augment: no variant for augment.speed (no speed-perturbed copies) in " +
+                                (dir_ / "work").string() + ": on, but with nothing to act on"))
+      << c.output;
   EXPECT_TRUE(has(c.output, "lr2 dev")) << c.output;
-  EXPECT_TRUE(has(c.output, "{linear,semicrf,lr2,no-speed} under seed-S/")) << c.output;
+  EXPECT_TRUE(has(c.output, "{linear,semicrf,lr2,no-time-masks} under seed-S/")) << c.output;
 
   const auto j = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(j["runs"]["lr2"]["sets"], nlohmann::json::array({"train.lr=0.03"}));
   EXPECT_EQ(j["runs"]["lr2"]["max_duration"], 6);
   EXPECT_EQ(j["runs"]["lr2"]["run_dirs"][1], (runs / "seed-4" / "lr2").string());
-  EXPECT_EQ(j["runs"]["no-speed"]["sets"], nlohmann::json::array({"augment.speed=false"}));
+  EXPECT_EQ(j["runs"]["no-time-masks"]["sets"], nlohmann::json::array({"augment.time_masks=0"}));
   EXPECT_FALSE(j["runs"]["semicrf"].contains("sets"));
   for (const char* name : extra)
     for (const char* key : {"per", "boundary_f1_tol1", "segment_f1"}) {
@@ -322,6 +345,33 @@ TEST_F(CompareVariantsE2e, VariantRunsAreTrainedTestedAndReported) {
 
   const std::string html = slurp(runs / "report.html");
   EXPECT_TRUE(has(html, "id=\"significance-lr2\""));
-  EXPECT_TRUE(has(html, "id=\"significance-no-speed\""));
-  EXPECT_TRUE(has(html, (runs / "seed-4" / "no-speed").string()));
+  EXPECT_TRUE(has(html, "id=\"significance-no-time-masks\""));
+  EXPECT_TRUE(has(html, (runs / "seed-4" / "no-time-masks").string()));
+}
+
+// The copies of a WORKDIR's train split, from its header: none in the
+// fixture's; speed copies after `augment --speed` and prepare.
+TEST_F(CompareVariantsE2e, AugmentedCopiesOfAWorkdir) {
+  const train::AugmentedCopies none = train::augmented_copies((dir_ / "work").string());
+  EXPECT_FALSE(none.speed);
+  EXPECT_FALSE(none.noise);
+  const train::AugmentedCopies missing = train::augmented_copies((dir_ / "no-such-workdir").string());
+  EXPECT_FALSE(missing.speed);
+  Cmd a = run("augment --timit " + (dir_ / "synth").string() + " --out " + (dir_ / "synth-sp").string() +
+              " --speed 0.9 --seed 1 --threads 2");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd p = run("prepare --timit " + (dir_ / "synth-sp").string() + " --out " + (dir_ / "work-sp").string());
+  ASSERT_EQ(p.rc, 0) << p.output;
+  const train::AugmentedCopies sp = train::augmented_copies((dir_ / "work-sp").string());
+  EXPECT_TRUE(sp.speed);
+  EXPECT_FALSE(sp.noise);
+  // a file that is not a prepared split: named
+  fs::create_directories(dir_ / "bad");
+  std::ofstream(dir_ / "bad" / "train.safetensors") << "not a safetensors file at all";
+  try {
+    train::augmented_copies((dir_ / "bad").string());
+    FAIL() << "a corrupt train.safetensors was read";
+  } catch (const std::runtime_error& e) {
+    EXPECT_TRUE(has(e.what(), (dir_ / "bad" / "train.safetensors").string())) << e.what();
+  }
 }
