@@ -28,7 +28,6 @@ import checklib
 FOLDERS = ("settings", "common", "crf", "data", "config", "model", "options", "eval", "train", "capi")
 TABLE_FOLDERS = FOLDERS + ("app",)
 EXTENSIONS = (".cpp", ".h", ".cu", ".cuh")
-COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
 TABLE = re.compile(r"TIMITSEG_ENUM_NAMES\(\s*(\w+)\s*,([^;]*)\)\s*;", re.S)
 WORD = re.compile(r'"((?:\\.|[^"\\\n])*)"')
 LITERAL = r'"((?:\\.|[^"\\\n])*)"'
@@ -46,24 +45,11 @@ ALLOWED = {
 }
 
 
-def strip_comments(text):
-    """TEXT with its comments blanked (newlines kept, so line numbers hold); string literals kept."""
-    def keep(m):
-        s = m.group(0)
-        return s if s.startswith('"') else re.sub(r"[^\n]", " ", s)
-    return COMMENT.sub(keep, text)
-
-
-def read(path):
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read()
-
-
 def choice_words(root):
     """{word: enum name} of every TIMITSEG_ENUM_NAMES table below ROOT's product folders."""
     words = {}
     for _, path in checklib.source_files(root, TABLE_FOLDERS, EXTENSIONS):
-        code = strip_comments(read(path))
+        code = checklib.strip_comments(checklib.read(path))
         for m in TABLE.finditer(code):
             if m.group(1) == "E":  # the macro's own definition
                 continue
@@ -77,7 +63,7 @@ def problems(root):
     out = []
     for _, path in checklib.source_files(root, FOLDERS, EXTENSIONS):
         rel = os.path.relpath(path, root).replace(os.sep, "/")
-        code = TABLE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), strip_comments(read(path)))
+        code = TABLE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), checklib.strip_comments(checklib.read(path)))
         for pat in COMPARES:
             for m in pat.finditer(code):  # a compare may span lines: its line is the word's
                 w = m.group(1)

@@ -32,21 +32,7 @@ TABLE = "model/crf_params.cpp"
 PY_FOLDER = "python/timitseg"
 PY_TABLE = "python/timitseg/checkpoint.py"
 PREFIX = "crf."
-COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
 LITERAL = re.compile(r'"((?:\\.|[^"\\\n])*)"')
-
-
-def read(path):
-    with open(path, encoding="utf-8", errors="replace") as fh:
-        return fh.read()
-
-
-def strip_comments(text):
-    """TEXT with its comments blanked (newlines kept, so line numbers hold); string literals kept."""
-    def keep(m):
-        s = m.group(0)
-        return s if s.startswith('"') else re.sub(r"[^\n]", " ", s)
-    return COMMENT.sub(keep, text)
 
 
 def table_names(root):
@@ -54,7 +40,7 @@ def table_names(root):
     path = os.path.join(root, TABLE)
     if not os.path.exists(path):
         return None
-    return {w for w in LITERAL.findall(strip_comments(read(path))) if w.startswith(PREFIX) and w != PREFIX}
+    return {w for w in LITERAL.findall(checklib.strip_comments(checklib.read(path))) if w.startswith(PREFIX) and w != PREFIX}
 
 
 def forbidden(names):
@@ -76,7 +62,7 @@ def cpp_problems(root, bad):
         rel = os.path.relpath(path, root).replace(os.sep, "/")
         if rel == TABLE:
             continue
-        code = strip_comments(read(path))
+        code = checklib.strip_comments(checklib.read(path))
         for m in LITERAL.finditer(code):
             if m.group(1) in bad:
                 n = code.count("\n", 0, m.start()) + 1
@@ -104,7 +90,7 @@ def py_table(root, names):
     path = os.path.join(root, PY_TABLE)
     if not os.path.exists(path):
         return []
-    for node in ast.parse(read(path)).body:
+    for node in ast.parse(checklib.read(path)).body:
         if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "CRF_TENSORS" for t in node.targets):
             table = ast.literal_eval(node.value)
             line = node.lineno

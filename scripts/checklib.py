@@ -7,6 +7,7 @@ there is any problem, 0 otherwise). Python standard library only.
 """
 import argparse
 import os
+import re
 
 
 def arguments(doc):
@@ -33,3 +34,21 @@ def report(problems, failed, passed):
         print(line)
     print(failed if problems else passed)
     return 1 if problems else 0
+
+
+# A C/C++ comment, or a string literal (matched so that a // inside a string is not a comment).
+COMMENT = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"', re.S)
+
+
+def read(path):
+    """The text of a source file (undecodable bytes replaced)."""
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return fh.read()
+
+
+def strip_comments(text):
+    """TEXT with its comments blanked (newlines kept, so line numbers hold); string literals kept."""
+    def keep(m):
+        s = m.group(0)
+        return s if s.startswith('"') else re.sub(r"[^\n]", " ", s)
+    return COMMENT.sub(keep, text)
