@@ -47,6 +47,29 @@ const CrfParamView& CrfParamView::names() {
   return v;
 }
 
+AnchoredHeads CrfParamView::heads() const {
+  struct Head {
+    CrfTensor CrfParamView::*weight;
+    CrfTensor CrfParamView::*bias;
+    Anchor anchor;
+  };
+  static const Head table[] = {{&CrfParamView::onset_weight, &CrfParamView::onset_bias, Anchor::first_frame}};
+  AnchoredHeads h;
+  for (const Head& e : table) {
+    const CrfTensor& w = this->*e.weight;
+    const CrfTensor& b = this->*e.bias;
+    if (!w.present) continue;
+    if (!h.weights.empty() && (w.offset != h.weights.back()->offset + h.weights.back()->size ||
+                               b.offset != h.biases.back()->offset + h.biases.back()->size))
+      throw std::logic_error(std::string("model: ") + w.name + " does not follow the previous head in the layout");
+    h.weights.push_back(&w);
+    h.biases.push_back(&b);
+    h.anchors.push_back(e.anchor);
+  }
+  if (!h.weights.empty()) h.weight = h.weights.front(), h.bias = h.biases.front();
+  return h;
+}
+
 const char* CrfTensor::short_name() const {
   const size_t p = sizeof(kPrefix) - 1;
   return std::strncmp(name, kPrefix, p) == 0 ? name + p : name;

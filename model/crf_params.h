@@ -40,6 +40,23 @@ struct CrfTensor {
   const S* in(const std::vector<S>& v) const { return in(v.data()); }
 };
 
+// The anchored heads (docs/crf.md): per-frame label scores of the encoder output
+// that the CRF reads at a segment's first frame (anchor first_frame: the onset
+// head, crf.onset_features). The present heads' weights lie next to each other
+// in the layout, and so do their biases, so the encoder computes them all as
+// one linear map: weight [A*C][W], bias [A*C] -> heads [B][T][A][C]
+// (model/heads_fold.h turns them into the CRF's inputs).
+enum class Anchor { first_frame };
+struct AnchoredHeads {
+  const CrfTensor* weight = nullptr;  // the first present head's weight [C][W]; A*C rows from there
+  const CrfTensor* bias = nullptr;    // the first present head's bias [C]; A*C entries from there
+  std::vector<const CrfTensor*> weights, biases;  // [A] each present head's tensors, in layout order
+  std::vector<Anchor> anchors;                    // [A]
+  int count() const { return static_cast<int>(anchors.size()); }
+  // True when the CRF's inputs are the heads as they are: no head, or the onset head alone.
+  bool fold_is_identity() const { return anchors.empty() || (anchors.size() == 1 && anchors[0] == Anchor::first_frame); }
+};
+
 struct CrfParamView {
   // The encoder's optimizer group (before ParamLayout::crf_structure_begin()):
   CrfTensor projection_weight;   // crf.projection.weight [C][W]
@@ -53,6 +70,10 @@ struct CrfParamView {
   CrfTensor end;                 // crf.end [C]; may hold -inf
   CrfTensor duration_lognormal;  // crf.duration_lognormal [3][C]: rows mu, log_sigma, offset
                                  // (only with ModelDims::duration_lognormal; duration_bias derived, crf/duration.h)
+
+  // The present anchored heads, in layout order (none: count() == 0). Throws
+  // std::logic_error if their tensors are not adjacent in the layout.
+  AnchoredHeads heads() const;
 
   // The names alone, none present (for files read without a layout).
   static const CrfParamView& names();

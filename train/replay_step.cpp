@@ -217,7 +217,8 @@ ReplayStepResult replay_step(const ReplayStepOptions& o) {
   }
   const int64_t step = meta_int(bf, "step");
   const double lr = std::stod(meta(bf, "lr"));
-  const config::FaultSpec fault = config::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset);
+  const config::FaultSpec fault =
+      config::FaultSpec::parse(meta(bf, "fault"), state.dims.num_layers, state.dims.onset_input());
 
   std::unique_ptr<model::Executor> exec = replay_executor(o, cfg, state, step, dir);
 

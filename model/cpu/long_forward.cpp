@@ -10,6 +10,7 @@
 
 #include "common/progress.h"
 #include "crf/cumsum.h"
+#include "model/heads_fold.h"
 
 namespace timitseg::model {
 
@@ -28,7 +29,9 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
   act.T = in.T;
   act.lengths = in.lengths;
   act.scores.setZero(in.T, C);
-  std::vector<float> onset;
+  std::vector<float> heads;  // [1][T][A][C]
+  const AnchoredHeads head_view = net.layout().crf().heads();
+  const int64_t AC = head_view.count() * C;
   std::unique_ptr<Progress> bar;
   if (T > window) bar = std::make_unique<Progress>("encoder (windows of " + std::to_string(window) + " frames)", T, "frame");
   Activations<float> w;  // one window's activations
@@ -41,18 +44,19 @@ void forward_in_windows(const Network<float>& net, const std::vector<float>& par
     sub.features.assign(in.features.begin() + wa * D, in.features.begin() + wb * D);
     net.forward(params, sub, 0.0, nullptr, w, probe);
     act.scores.middleRows(a, b - a) = w.scores.middleRows(a - wa, b - a);  // B = 1: row t is frame t
-    if (!w.onset.empty()) {
-      onset.resize(static_cast<size_t>(in.T) * C, 0.0f);
-      std::copy(w.onset.begin() + (a - wa) * C, w.onset.begin() + (b - wa) * C, onset.begin() + a * C);
+    if (!w.heads.empty()) {
+      heads.resize(static_cast<size_t>(in.T) * AC, 0.0f);
+      std::copy(w.heads.begin() + (a - wa) * AC, w.heads.begin() + (b - wa) * AC, heads.begin() + a * AC);
     }
     if (bar) bar->advance(b - a);
   }
-  act.onset = std::move(onset);
   std::vector<float> x(static_cast<size_t>(in.T) * C);  // [T][C], as Network::forward hands it to the cumsum
   for (int64_t t = 0; t < T; ++t)
     for (int64_t q = 0; q < C; ++q) x[t * C + q] = act.scores(t, q);
   act.cum.assign(static_cast<size_t>(in.T + 1) * C, 0.0f);
   long_cumsum(in.T, C, x.data(), in.lengths[0], centre_frames, act.cum.data());
+  act.heads = std::move(heads);
+  fold_heads(head_view, 1, in.T, static_cast<int>(C), in.lengths, act.heads, act.cum, act.onset);
   if (T > window)
     spdlog::info("{} frames: encoder in {} window(s) and cumsum in {:.2f} s", T, windows_of(T, window, context).size(),
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -10,7 +10,8 @@
 //                          per (direction, slice): gates = X Wih^T + b, then the
 //                          recurrence over the slice's own frames
 //             per slice: scores = out Wp^T + bp (time-major), cumsum;
-//                        with crf.onset_features onset = out Wo^T + bo ([B][T][C])
+//                        with crf.onset_features heads = out Wo^T + bo ([B][T][A][C]),
+//                        folded into onset (model/heads_fold.h)
 //   backward: per slice: cumsum backward -> dS, partial dWp/dbp
 //             per layer k: per (direction, slice): recurrence backward, partial
 //                          dWih/dWhh/db, dIn_dir = dG Wih; then the partials
@@ -117,7 +118,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
                                          cpu_detail::make_slices(act.lengths, T, kSliceRows), train};
   const Mat dS = cpu_detail::backward_cumsum(c, dcum, dscores);  // [T*B][C] slice-blocked
   Mat dOut = cpu_detail::backward_projection(c, dS);             // d loss / d layer_out[L-1] [T*B][2H]
-  cpu_detail::backward_onset(c, donset, dOut);
+  cpu_detail::backward_heads(c, dcum, donset, dOut);
   // BiLSTM layers, top to bottom. dIn[dir] [T*B][In_k]: d loss / d layer_in[k]
   // through direction dir; the layer below reads the sum dIn[0] + dIn[1].
   Mat dIn[2], dInAbove[2];

@@ -8,6 +8,7 @@
 #include "common/parallel.h"
 #include "crf/cumsum.h"
 #include "model/cpu/network_stages.h"
+#include "model/heads_fold.h"
 
 namespace timitseg::model::cpu_detail {
 
@@ -162,18 +163,21 @@ typename Activations<S>::Mat backward_projection(const BackwardContext<S>& c, co
 }
 
 template <class S>
-void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, typename Activations<S>::Mat& dOut) {
+void backward_heads(const BackwardContext<S>& c, const std::vector<S>& dcum, const std::vector<S>* donset,
+                    typename Activations<S>::Mat& dOut) {
   using Mat = typename BackwardContext<S>::Mat;
   using Vec = typename BackwardContext<S>::Vec;
   const ParamLayout& layout = c.layout;
   const Activations<S>& act = c.act;
-  if (!layout.dims().onset) return;
-  const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
-  if (!donset || donset->size() != static_cast<size_t>(B) * T * C)
+  const AnchoredHeads heads = layout.crf().heads();
+  if (heads.count() == 0) return;
+  const int B = act.B, T = act.T, W = layout.dims().hidden_dim;
+  if (!donset || donset->size() != static_cast<size_t>(B) * T * layout.dims().num_classes)
     throw std::invalid_argument("model: crf.onset_features needs d onset [B][T][C] in the backward pass");
-  const CrfTensor& wi = layout.crf().onset_weight;
-  const CrfTensor& bi = layout.crf().onset_bias;
-  Eigen::Map<const Mat> Wo(c.P(wi), C, W);
+  std::vector<S> dheads;  // [B][T][A][C]
+  fold_heads_backward(heads, B, T, layout.dims().num_classes, act.lengths, dcum, *donset, dheads);
+  const int C = heads.count() * layout.dims().num_classes;  // the heads' rows, A*C
+  Eigen::Map<const Mat> Wo(c.P(*heads.weight), C, W);
   const int NS = static_cast<int>(c.slices.size());
   std::vector<Mat> pW(NS);
   std::vector<Vec> pb(NS);
@@ -183,20 +187,20 @@ void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, t
     for (int j = 0; j < s.nb; ++j) {
       const int b = s.b0 + j;
       for (int t = 0; t < act.lengths[b]; ++t)
-        for (int q = 0; q < C; ++q) dO(int64_t(t) * s.nb + j, q) = (*donset)[(static_cast<size_t>(b) * T + t) * C + q];
+        for (int q = 0; q < C; ++q) dO(int64_t(t) * s.nb + j, q) = dheads[(static_cast<size_t>(b) * T + t) * C + q];
     }
     pW[si].noalias() = dO.transpose() * act.layer_out.back().middleRows(s.row0, s.rows);
     pb[si] = dO.colwise().sum().transpose();
     dOut.middleRows(s.row0, s.rows).noalias() += dO * Wo;
   });
-  Eigen::Map<Mat> gW(c.G(wi), C, W);
-  Eigen::Map<Vec> gb(c.G(bi), C);
+  Eigen::Map<Mat> gW(c.G(*heads.weight), C, W);
+  Eigen::Map<Vec> gb(c.G(*heads.bias), C);
   gW = pW[0];
   gb = pb[0];
   for (int si = 1; si < NS; ++si) gW += pW[si], gb += pb[si];  // slice order
   if (c.pr) {
-    c.tap_grad("onset_projection", wi);
-    c.tap_grad("onset_projection", bi);
+    for (const CrfTensor* w : heads.weights) c.tap_grad("onset_projection", *w);
+    for (const CrfTensor* b : heads.biases) c.tap_grad("onset_projection", *b);
     c.pr->tap_mat("onset_projection", config::Pass::backward, "d_lstm_out", dOut);
   }
 }
@@ -316,7 +320,8 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
   template Activations<S>::Mat backward_cumsum<S>(const BackwardContext<S>&, const std::vector<S>&,                 \
                                                   const std::vector<S>*);                                           \
   template Activations<S>::Mat backward_projection<S>(const BackwardContext<S>&, const Activations<S>::Mat&);       \
-  template void backward_onset<S>(const BackwardContext<S>&, const std::vector<S>*, Activations<S>::Mat&);          \
+  template void backward_heads<S>(const BackwardContext<S>&, const std::vector<S>&, const std::vector<S>*,             \
+                                  Activations<S>::Mat&);                                                             \
   template void backward_lstm_layer<S>(const BackwardContext<S>&, int, const Activations<S>::Mat&,                  \
                                        const Activations<S>::Mat(&)[2], Activations<S>::Mat(&)[2]);                 \
   template void backward_input<S>(const BackwardContext<S>&, const Activations<S>::Mat(&)[2], std::vector<S>*);

@@ -12,25 +12,28 @@
 #include "common/parallel.h"
 #include "crf/cumsum.h"
 #include "model/cpu/network_stages.h"
+#include "model/heads_fold.h"
 
 namespace timitseg::model::cpu_detail {
 
 namespace {
 
-// crf.onset_features: onset scores o = out Wo^T + bo (raw: no centering, no
-// cumsum) into act.onset [B][T][C], padding frames 0. Nothing without onset.
+// The anchored heads (crf.onset_features): o = out Wo^T + bo with the heads'
+// weight [A*C][W] and bias [A*C] (raw: no centering, no cumsum) into act.heads
+// [B][T][A][C], padding frames 0. Nothing without a head.
 template <class S>
-void onset_forward(ForwardContext<S>& c) {
+void heads_forward(ForwardContext<S>& c) {
   using Mat = typename ForwardContext<S>::Mat;
   using Vec = typename ForwardContext<S>::Vec;
   const ParamLayout& layout = c.layout;
   Activations<S>& act = c.act;
-  if (!layout.dims().onset) return;
-  const int B = act.B, T = act.T, C = layout.dims().num_classes, W = layout.dims().hidden_dim;
-  Eigen::Map<const Mat> Wo(c.P(layout.crf().onset_weight), C, W);
-  Eigen::Map<const Vec> bo(c.P(layout.crf().onset_bias), C);
+  const AnchoredHeads heads = layout.crf().heads();
+  if (heads.count() == 0) return;
+  const int B = act.B, T = act.T, C = heads.count() * layout.dims().num_classes, W = layout.dims().hidden_dim;
+  Eigen::Map<const Mat> Wo(c.P(*heads.weight), C, W);
+  Eigen::Map<const Vec> bo(c.P(*heads.bias), C);
   const Mat& out = act.layer_out.back();
-  act.onset.assign(static_cast<size_t>(B) * T * C, S(0));
+  act.heads.assign(static_cast<size_t>(B) * T * C, S(0));
   parallel_for(static_cast<int64_t>(c.slices.size()), c.nthreads, [&](int64_t si, int) {
     const Slice& s = c.slices[si];
     Mat o = out.middleRows(s.row0, s.rows) * Wo.transpose();  // [Ts*nb][C]
@@ -38,10 +41,10 @@ void onset_forward(ForwardContext<S>& c) {
     for (int j = 0; j < s.nb; ++j) {
       const int b = s.b0 + j;
       for (int t = 0; t < c.in.lengths[b]; ++t)
-        for (int q = 0; q < C; ++q) act.onset[(static_cast<size_t>(b) * T + t) * C + q] = o(int64_t(t) * s.nb + j, q);
+        for (int q = 0; q < C; ++q) act.heads[(static_cast<size_t>(b) * T + t) * C + q] = o(int64_t(t) * s.nb + j, q);
     }
   });
-  if (c.pr) c.pr->tap("onset_projection", config::Pass::forward, "onset_scores", act.onset.data(), act.onset.size());
+  if (c.pr) c.pr->tap("onset_projection", config::Pass::forward, "onset_scores", act.heads.data(), act.heads.size());
 }
 
 // The recurrence of one (direction, slice) of layer k: gates = X Wih^T + b,
@@ -119,6 +122,7 @@ void reset_activations(ForwardContext<S>& c) {
   act.B = B;
   act.T = T;
   act.cum.clear();  // filled only when the forward reaches the cumsum
+  act.heads.clear();
   act.onset.clear();
   act.lengths = c.in.lengths;
   act.x0.resize(TB, D);
@@ -258,7 +262,7 @@ void forward_scores(ForwardContext<S>& c) {
     }
   });
   if (c.pr) c.pr->tap_mat("projection", config::Pass::forward, "scores", act.scores);
-  onset_forward(c);
+  heads_forward(c);
   act.cum.resize(static_cast<size_t>(B) * (T + 1) * C);
   parallel_for(NS, c.nthreads, [&](int64_t si, int) {
     const Slice& s = c.slices[si];
@@ -274,6 +278,7 @@ void forward_scores(ForwardContext<S>& c) {
     c.pr->tap("center", config::Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
     c.pr->tap("cumsum", config::Pass::forward, "cum_scores", act.cum.data(), act.cum.size());
   }
+  fold_heads(c.layout.crf().heads(), B, T, C, c.in.lengths, act.heads, act.cum, act.onset);
 }
 
 #define TIMITSEG_FORWARD_STAGES(S)                               \

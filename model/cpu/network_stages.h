@@ -112,7 +112,8 @@ void forward_input(ForwardContext<S>& c);
 // slice; draws drop[k] beside them when another layer follows.
 template <class S>
 void forward_lstm_layer(ForwardContext<S>& c, int k);
-// Projection (time-major scores), onset scores, the zero-centered cumsum.
+// Projection (time-major scores), the anchored heads, the zero-centered cumsum,
+// the heads folded into the CRF's inputs (act.onset, act.cum).
 template <class S>
 void forward_scores(ForwardContext<S>& c);
 
@@ -154,9 +155,11 @@ typename Activations<S>::Mat backward_cumsum(const BackwardContext<S>& c, const 
 // projection backward: d Wp, d bp into grad; returns dOut = d loss / d layer_out[L-1] [T*B][2H].
 template <class S>
 typename Activations<S>::Mat backward_projection(const BackwardContext<S>& c, const typename Activations<S>::Mat& dS);
-// onset projection backward (crf.onset_features): d Wo, d bo into grad, dOut += dO Wo.
+// the anchored heads' backward (crf.onset_features): d heads [B][T][A][C] from
+// d onset and d cum (model/heads_fold.h), then d Wo, d bo into grad, dOut += dO Wo.
 template <class S>
-void backward_onset(const BackwardContext<S>& c, const std::vector<S>* donset, typename Activations<S>::Mat& dOut);
+void backward_heads(const BackwardContext<S>& c, const std::vector<S>& dcum, const std::vector<S>* donset,
+                    typename Activations<S>::Mat& dOut);
 // BiLSTM layer k (from the top): dIn[dir] [T*B][In_k] = d loss / d layer_in[k]
 // through direction dir, from dOut (top layer) or dInAbove (the layer above's dIn).
 template <class S>

@@ -67,6 +67,9 @@ class CudaEncoder : public Encoder {
   // crf.onset_features: onset scores of the last forward (device [B][T][C],
   // padding rows 0, crf.onset_projection's raw output); nullptr without onset.
   virtual const float* onset_scores() const = 0;
+  // The anchored heads' scores of the last forward (device [B][T][A][C], padding
+  // rows 0; model/crf_params.h), before their fold into the onset input; nullptr without.
+  virtual const float* head_scores() const = 0;
   // Per-layer taps (model/numerics.h, model/cuda/numerics_taps.h): forward()
   // taps input .. cumsum, backward() taps cumsum .. input, on this object,
   // which the caller owns and starts per step. nullptr (the default): no taps.

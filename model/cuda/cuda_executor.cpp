@@ -70,7 +70,7 @@ void* Pinned::reserve(size_t bytes) {
 namespace {
 
 // Slots of one step at most: forward 8 + 2L, backward 21 + 9L (model/numerics.h).
-int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers + (d.onset ? 5 : 0); }
+int max_numeric_slots(const ModelDims& d) { return 32 + 12 * d.num_layers + (d.onset_input() ? 5 : 0); }
 
 ExecutorOptions checked(const ExecutorOptions& o) {
   if (o.deterministic && (o.rnn_algo == config::RnnAlgo::persist_static || o.rnn_algo == config::RnnAlgo::persist_dynamic))

@@ -30,7 +30,7 @@ crf::Params CudaExecutor::device_crf_params() {
 
 std::vector<float> CudaExecutor::last_onset() {
   std::vector<float> out;
-  if (!dims_.onset || !have_cum_) return out;
+  if (!dims_.onset_input() || !have_cum_) return out;
   out.resize(static_cast<size_t>(last_B_) * last_T_ * dims_.num_classes);
   cuda::copy_to_host(out.data(), encoder_->onset_scores(), out.size() * sizeof(float), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
@@ -76,7 +76,7 @@ void CudaExecutor::crf_taps(int B, int T, double reg) {
                  {TapTensor::f32("d_cum_scores", dcum_.as<float>(), ncum), TapTensor::grad_of(crf.transition, G),
                   TapTensor::grad_of(crf.duration_bias, G), TapTensor::grad_of(crf.start, G),
                   TapTensor::grad_of(crf.end, G)});
-  if (dims_.onset)  // crf.onset_features: d onset [B][T][C]
+  if (dims_.onset_input())  // crf.onset_features: d onset [B][T][C]
     numerics_->tap("crf", config::Pass::backward,
                    {TapTensor::f32("d_onset", donset_.as<float>(), static_cast<size_t>(B) * T * C)});
 }
@@ -100,7 +100,7 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
     const crf::Params p = device_crf_params();
     lz_.reserve(2 * B * sizeof(double));
     crf::Grads g{dcum_.as<float>(), crf.transition.in(G), crf.duration_bias.in(G), crf.start.in(G), crf.end.in(G)};
-    if (dims_.onset) {
+    if (dims_.onset_input()) {
       donset_.reserve(static_cast<size_t>(B) * T * dims_.num_classes * sizeof(float));
       g.onset = donset_.as<float>();
     }
@@ -154,7 +154,7 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
   put(crf.duration_bias, r.grad_duration_bias);
   put(crf.start, r.grad_start);
   put(crf.end, r.grad_end);
-  if (dims_.onset) donset_.upload(r.grad_onset.data(), r.grad_onset.size() * sizeof(float), stream_);
+  if (dims_.onset_input()) donset_.upload(r.grad_onset.data(), r.grad_onset.size() * sizeof(float), stream_);
   if (numerics_->active()) {
     // log Z and gold to the device for their taps (a fault planted there comes back)
     std::vector<double> both(r.log_z);

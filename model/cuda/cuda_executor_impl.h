@@ -125,14 +125,14 @@ class CudaExecutor final : public Executor {
 
   // A long recording (one utterance over kWindowFrames, model/long_input.h;
   // cuda_executor_long.cpp): long_scores_device runs the encoder in windows and
-  // gathers its scores [1][T][C] (and onset [1][T][C]) into long_x_ (long_onset_)
-  // on the device, lengths_ set to the recording's; long_scores copies them to
-  // the host. align_long centres the cumsum over the whole recording and runs
+  // gathers its scores [1][T][C] (and the heads' [1][T][A][C]) into long_x_
+  // (long_heads_) on the device, lengths_ set to the recording's; long_scores
+  // copies them to the host, where model::fold_heads makes the onset input. align_long centres the cumsum over the whole recording and runs
   // the constrained Viterbi (in a band) on the cpu backend; decode_long runs
   // the cumsum and the Viterbi on the device with the cuda backend (host
   // copies otherwise).
   void long_scores_device(const Batch& batch);
-  void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset);
+  void long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& heads);
   void inference_forward(const Batch& batch);  // a batch that fits (cuda_executor_decode.cpp)
   struct LongHost {
     std::vector<float> cum, onset, hp;
@@ -204,7 +204,9 @@ class CudaExecutor final : public Executor {
   Buffer align_opt_{Memory::device, 0};                                     // align: optional [B][N]
   Buffer align_score_{Memory::device, 0}, align_spans_{Memory::device, 0};  // align: [B], [B][N][2]
   // a long recording: scores and onset [1][T][C], centred cumsum [1][T+1][C] (decode_long)
-  Buffer long_x_{Memory::device, 0}, long_onset_{Memory::device, 0}, long_cum_{Memory::device, 0};
+  Buffer long_x_{Memory::device, 0}, long_cum_{Memory::device, 0};
+  Buffer long_heads_{Memory::device, 0};  // [1][T][A][C] the anchored heads' scores of the windows
+  Buffer long_onset_{Memory::device, 0};  // [1][T][C] the CRF's onset input, where the heads' fold is not the identity
   // crf.frame_ce_weight: d CE / d scores [B][T][C], per-frame CE [B][T], per-utterance sums [B]
   Buffer dce_{Memory::device, 0}, ce_frames_{Memory::device, 0}, ce_utt_{Memory::device, 0};
   double phone_bonus_ = 0.0;                   // ExecutorOptions::phone_bonus

@@ -22,6 +22,8 @@
 #include "crf/cumsum.h"
 #include "crf/posterior.h"
 #include "model/cuda/cuda_executor_impl.h"
+#include "model/cuda/heads_fold.h"
+#include "model/heads_fold.h"
 #include "crf/device_layers.h"
 #include "model/long_input.h"
 
@@ -49,9 +51,11 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
   const size_t tc_bytes = static_cast<size_t>(T) * C * sizeof(float);
   long_x_.reserve(tc_bytes);  // projection output [T][C] (padding rows t >= L: 0)
   long_x_.zero(tc_bytes, stream_);
-  if (dims_.onset) {
-    long_onset_.reserve(tc_bytes);
-    long_onset_.zero(tc_bytes, stream_);
+  const int AC = layout_.crf().heads().count() * C;  // the anchored heads' scores per frame, [A][C]
+  if (AC > 0) {
+    const size_t bytes = static_cast<size_t>(T) * AC * sizeof(float);
+    long_heads_.reserve(bytes);
+    long_heads_.zero(bytes, stream_);
   }
   encoder_->set_training(false);
   ForwardOptions forward_opts;  // dropout 0: evaluation
@@ -82,9 +86,9 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
       const size_t rows = static_cast<size_t>(w.b - w.a) * C;
       cuda::copy_device_to_device(long_x_.as<float>() + w.a * C, encoder_->scores() + off, rows * sizeof(float),
                                   stream_);
-      if (dims_.onset)
-        cuda::copy_device_to_device(long_onset_.as<float>() + w.a * C, encoder_->onset_scores() + off,
-                                    rows * sizeof(float), stream_);
+      if (AC > 0)
+        cuda::copy_device_to_device(long_heads_.as<float>() + w.a * AC, encoder_->head_scores() + off / C * AC,
+                                    rows / C * AC * sizeof(float), stream_);
       bar.advance(w.b - w.a);
     }
     TS_CUDA(cudaStreamSynchronize(stream_));  // `sub`'s staging is reused by the next batch
@@ -97,13 +101,13 @@ void CudaExecutor::long_scores_device(const Batch& batch) {
   spdlog::info("{} frames: encoder in {} window(s), {} a batch, in {:.2f} s", L, ws.size(), per_batch, since(t0));
 }
 
-void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& onset) {
+void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::vector<float>& heads) {
   const int T = batch.input.T, C = dims_.num_classes;
   long_scores_device(batch);
   x.resize(static_cast<size_t>(T) * C);
-  onset.resize(dims_.onset ? static_cast<size_t>(T) * C : 0);
+  heads.resize(static_cast<size_t>(T) * layout_.crf().heads().count() * C);
   long_x_.download(x.data(), x.size() * sizeof(float), stream_);
-  if (dims_.onset) long_onset_.download(onset.data(), onset.size() * sizeof(float), stream_);
+  if (!heads.empty()) long_heads_.download(heads.data(), heads.size() * sizeof(float), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
 }
 
@@ -112,11 +116,12 @@ void CudaExecutor::long_scores(const Batch& batch, std::vector<float>& x, std::v
 // parameters; `p` points into this struct's vectors.
 void CudaExecutor::long_host_inputs(const Batch& batch, LongHost& h) {
   const int T = batch.input.T, C = dims_.num_classes;
-  std::vector<float> x;
-  long_scores(batch, x, h.onset);
+  std::vector<float> x, heads;
+  long_scores(batch, x, heads);
   const auto t0 = Clock::now();
   h.cum.assign(static_cast<size_t>(T + 1) * C, 0.f);
   long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, h.cum.data());
+  fold_heads(layout_.crf().heads(), 1, T, C, batch.input.lengths, heads, h.cum, h.onset);
   host_crf_param_copy(h.hp);
   spdlog::info("{} frames: cumsum on the host in {:.2f} s", batch.input.lengths[0], since(t0));
   h.dims = dims_.crf_dims(1, T);
@@ -184,15 +189,19 @@ std::vector<std::vector<crf::Segment>> CudaExecutor::decode_long(const Batch& ba
     if (nll) labels_.upload(batch.labels.data(), batch.labels.size() * sizeof(int32_t), stream_);
     crf::Params p = device_crf_params();
     p.cum_scores = long_cum_.as<float>();
-    p.onset = dims_.onset ? long_onset_.as<float>() : nullptr;
+    const AnchoredHeads heads = layout_.crf().heads();
+    if (!heads.fold_is_identity()) long_onset_.reserve(static_cast<size_t>(T) * C * sizeof(float));
+    p.onset = gpu::fold_heads(heads, 1, T, C, lengths_.as<int32_t>(), long_heads_.as<float>(), long_cum_.as<float>(),
+                              long_onset_.as<float>(), stream_);
     out[0] = viterbi_on_device(dims, p, nll);
     spdlog::info("{} frames: cumsum and Viterbi on the device in {:.2f} s", batch.input.lengths[0], since(t0));
     return out;
   }
-  std::vector<float> x, onset;
-  long_scores(batch, x, onset);
+  std::vector<float> x, heads, onset;
+  long_scores(batch, x, heads);
   std::vector<float> cum(static_cast<size_t>(T + 1) * C);
   long_cumsum(T, C, x.data(), batch.input.lengths[0], centre_frames_, cum.data());
+  fold_heads(layout_.crf().heads(), 1, T, C, batch.input.lengths, heads, cum, onset);
   if (scores) *scores = std::move(x);
   x = std::vector<float>();
   std::vector<float> hp;

@@ -74,7 +74,7 @@ class CudaExecutor::Stages final : public StepDevice {
   }
   void backward(const Batch&, const StepOptions&) override {
     e_.encoder_->backward_with_onset(e_.params_.as<float>(), e_.dcum_.as<float>(),
-                                     e_.dims_.onset ? e_.donset_.as<float>() : nullptr, e_.grad_.as<float>(),
+                                     e_.dims_.onset_input() ? e_.donset_.as<float>() : nullptr, e_.grad_.as<float>(),
                                      with_ce_ ? e_.dce_.as<float>() : nullptr);
   }
   void penalty(const StepOptions& o) override;

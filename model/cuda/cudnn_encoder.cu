@@ -301,7 +301,12 @@ void CudnnEncoder::reserve_buffers() {
   layer_in_.reserve(static_cast<size_t>(dropout_on_ ? L_ : 1) * BT * W_ * sizeof(float));
   layer_out_.reserve(static_cast<size_t>(L_) * BT * 2 * H_ * sizeof(float));
   scores_.reserve(BT * C_ * sizeof(float));
-  if (dims_.onset) onset_.reserve(BT * C_ * sizeof(float));
+  const AnchoredHeads heads = layout_.crf().heads();
+  if (heads.count() > 0) heads_.reserve(BT * heads.count() * C_ * sizeof(float));
+  if (!heads.fold_is_identity()) {  // the CRF's onset input and the heads' gradient get buffers of their own
+    onset_.reserve(BT * C_ * sizeof(float));
+    dheads_.reserve(BT * heads.count() * C_ * sizeof(float));
+  }
   if (fused_) {
     fused_xg_.reserve(BT * 8 * H_ * sizeof(float));
     fused_gates_.reserve(size_t(L_) * 2 * BT * 4 * H_ * sizeof(float));

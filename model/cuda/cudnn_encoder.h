@@ -96,7 +96,8 @@ class CudnnEncoder final : public CudaEncoder {
                           float* onset) override;
   void backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
                            const float* dscores = nullptr) override;
-  const float* onset_scores() const override { return dims_.onset ? onset_.as<float>() : nullptr; }
+  const float* onset_scores() const override { return onset_input_; }
+  const float* head_scores() const override { return onset_input_ ? heads_.as<float>() : nullptr; }
 
   void set_training(bool training) override { training_ = training; }
   bool training() const override { return training_; }
@@ -178,7 +179,10 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer layer_in_{Memory::device, 0};     // [L][B][T][W] (slots k >= 1 used only with dropout)
   Buffer layer_out_{Memory::device, 0};    // [L][B][T][2H]
   Buffer scores_{Memory::device, 0};       // [B][T][C]
-  Buffer onset_{Memory::device, 0};        // [B][T][C] onset scores (crf.onset_features only)
+  Buffer heads_{Memory::device, 0};        // [B][T][A][C] the anchored heads' scores (crf.onset_features only)
+  Buffer onset_{Memory::device, 0};        // [B][T][C] the CRF's onset input, where the heads' fold is not the identity
+  Buffer dheads_{Memory::device, 0};       // [B][T][A][C] d heads, likewise
+  const float* onset_input_ = nullptr;     // the last forward's onset input: heads_ or onset_; nullptr without heads
   Buffer work_{Memory::device, 0};         // cuDNN workspace
   Buffer reserve_{Memory::device, 0};      // [L] cuDNN reserve spaces
   Buffer dscores_{Memory::device, 0};      // [B][T][C]

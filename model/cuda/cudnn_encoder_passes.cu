@@ -7,6 +7,7 @@
 #include "model/cuda/cudnn_encoder.h"
 #include "crf/device_layers.h"
 #include "model/cuda/frame_ce.h"
+#include "model/cuda/heads_fold.h"
 #include "model/cuda/lstm_fused.h"
 
 #include <algorithm>
@@ -281,8 +282,9 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   have_activations_ = true;
 }
 
-// The forward's head: scores = out[L-1] Wp^T + bp (padding rows 0), the onset
-// scores with crf.onset_features, then the centered cumsum into cum; their taps.
+// The forward's head: scores = out[L-1] Wp^T + bp (padding rows 0), the
+// anchored heads with crf.onset_features, then the centered cumsum into cum and
+// the heads folded into the CRF's inputs (model/cuda/heads_fold.h); their taps.
 void CudnnEncoder::project_and_center(const float* params, const int32_t* len, float* cum) {
   const int64_t BT = int64_t(B_) * T_;
   const CrfParamView& crf = layout_.crf();
@@ -296,16 +298,19 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
                                                                       BT * C_, len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
   if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});
-  if (dims_.onset) {  // crf.onset_features: onset = out[L-1] Wo^T + bo, padding rows 0 (no centering, no cumsum)
-    float* o = onset_.as<float>();
-    gemm_rm(false, true, static_cast<int>(BT), C_, 2 * H_, out(L_ - 1), 2 * H_, crf.onset_weight.in(params), 2 * H_,
-            o, C_);
-    bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(o, crf.onset_bias.in(params), T_, C_,
-                                                                        BT * C_, len);
+  const AnchoredHeads heads = crf.heads();
+  const int AC = heads.count() * C_;
+  if (AC > 0) {  // the heads: out[L-1] Wo^T + bo [B][T][A][C], padding rows 0 (no centering, no cumsum)
+    float* o = heads_.as<float>();
+    gemm_rm(false, true, static_cast<int>(BT), AC, 2 * H_, out(L_ - 1), 2 * H_, heads.weight->in(params), 2 * H_, o,
+            AC);
+    bias_valid_rows_kernel<<<grid_for(BT * AC), kThreads, 0, stream_>>>(o, heads.bias->in(params), T_, AC, BT * AC,
+                                                                        len);
     TS_LAUNCHED("bias_valid_rows_kernel (onset_projection)");
-    if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * C_)});
+    if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * AC)});
   }
   crf::device::centered_cumsum_forward(B_, T_, C_, s, len, cum, stream_);
+  onset_input_ = gpu::fold_heads(heads, B_, T_, C_, len, heads_.as<float>(), cum, onset_.as<float>(), stream_);
   if (taps) {
     // the centered cumsum is one fused operation: both taps see cum (center first)
     const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
@@ -319,8 +324,8 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
 void CudnnEncoder::forward_with_onset(const float* params, const EncoderBatch& batch, const ForwardOptions& opt,
                                       float* cum, float* onset) {
   forward(params, batch, opt, cum);
-  if (onset && dims_.onset)
-    TS_CUDA(cudaMemcpyAsync(onset, onset_.data(), static_cast<size_t>(B_) * T_ * C_ * sizeof(float),
+  if (onset && onset_input_)
+    TS_CUDA(cudaMemcpyAsync(onset, onset_input_, static_cast<size_t>(B_) * T_ * C_ * sizeof(float),
                             cudaMemcpyDeviceToDevice, stream_));
 }
 
@@ -353,18 +358,24 @@ void CudnnEncoder::projection_backward(const float* params, const float* dcum, c
     num_->tap("projection", kB,
               {TapTensor::grad_of(crf.projection_weight, grad), TapTensor::grad_of(crf.projection_bias, grad),
                TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
-  if (dims_.onset) {
-    // onset_projection: dWo [C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
-    // (dO = donset [B][T][C], padding rows 0 as the CRF writes them)
-    gemm_rm(true, false, C_, 2 * H_, static_cast<int>(BT), donset, C_, out(L_ - 1), 2 * H_,
-            crf.onset_weight.in(grad), 2 * H_);
-    column_sums(donset, BT, C_, crf.onset_bias.in(grad));
-    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, C_, donset, C_, crf.onset_weight.in(params), 2 * H_, dy,
-            2 * H_, 1.f);
-    if (taps)
-      num_->tap("onset_projection", kB,
-                {TapTensor::grad_of(crf.onset_weight, grad), TapTensor::grad_of(crf.onset_bias, grad),
-                 TapTensor::f32("d_lstm_out", dy, BT * 2 * H_)});
+  const AnchoredHeads heads = crf.heads();
+  const int AC = heads.count() * C_;
+  if (AC > 0) {
+    // the heads: dWo [A*C][2H] = dO^T Y, dbo = column sums of dO, dY += dO Wo
+    // (dO = d heads [B][T][A][C] from d onset and d cum, padding rows 0 as the CRF writes them)
+    const float* dO = gpu::fold_heads_backward(heads, B_, T_, C_, len, dcum, donset, dheads_.as<float>(), stream_);
+    gemm_rm(true, false, AC, 2 * H_, static_cast<int>(BT), dO, AC, out(L_ - 1), 2 * H_, heads.weight->in(grad),
+            2 * H_);
+    column_sums(dO, BT, AC, heads.bias->in(grad));
+    gemm_rm(false, false, static_cast<int>(BT), 2 * H_, AC, dO, AC, heads.weight->in(params), 2 * H_, dy, 2 * H_,
+            1.f);
+    if (taps) {
+      std::vector<TapTensor> t;
+      for (const CrfTensor* w : heads.weights) t.push_back(TapTensor::grad_of(*w, grad));
+      for (const CrfTensor* b : heads.biases) t.push_back(TapTensor::grad_of(*b, grad));
+      t.push_back(TapTensor::f32("d_lstm_out", dy, BT * 2 * H_));
+      num_->tap("onset_projection", kB, t);
+    }
   }
 }
 
@@ -401,7 +412,7 @@ void CudnnEncoder::backward(const float* params, const float* dcum, float* grad,
 void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, const float* donset, float* grad,
                                        const float* dscores) {
   if (!params || !dcum || !grad) throw std::invalid_argument("cuda encoder: backward needs params, dcum and grad");
-  if (dims_.onset && !donset)
+  if (dims_.onset_input() && !donset)
     throw std::invalid_argument("cuda encoder: crf.onset_features needs d onset [B][T][C] in the backward pass");
   if (!have_activations_)
     throw std::logic_error("cuda encoder: backward() needs a forward() first (and one backward per forward: "

@@ -47,7 +47,7 @@ void DeviceNumerics::begin_step(bool check, const config::FaultSpec& fault, int6
   }
 }
 
-void DeviceNumerics::tap(const std::string& layer, config::Pass pass, std::initializer_list<TapTensor> tensors) {
+void DeviceNumerics::tap(const std::string& layer, config::Pass pass, const std::vector<TapTensor>& tensors) {
   if (!active() || tensors.size() == 0) return;
   cudaStream_t s = static_cast<cudaStream_t>(stream_);
   if (fault_now_ && !planted_ && fault_.layer == layer && fault_.pass == pass) {

@@ -78,7 +78,7 @@ class DeviceNumerics {
   bool plants(const std::string& layer, config::Pass pass) const {
     return fault_now_ && fault_.layer == layer && fault_.pass == pass;
   }
-  void tap(const std::string& layer, config::Pass pass, std::initializer_list<TapTensor> tensors);
+  void tap(const std::string& layer, config::Pass pass, const std::vector<TapTensor>& tensors);
 
   // Stage 2 over the slots tapped since the last read-back and their async
   // copy to the host; valid after the caller synchronizes the stream.
