@@ -378,7 +378,8 @@ TEST(EndScoresFold, ValidationNamesTheProblem) {
   EndFoldShape empty = s;
   empty.T = 0;
   expect_throw(fold(empty, ec.pb.lengths.data()), "dims must be >= 1, got B=2 T=0 C=3");
-  expect_throw([&] { fold_end_scores(s, ec.pb.lengths.data(), ec.pb.cum.data(), nullptr, nullptr, cum.data(), on.data()); },
+  const int32_t* len = ec.pb.lengths.data();
+  expect_throw([&] { fold_end_scores(s, len, ec.pb.cum.data(), nullptr, nullptr, cum.data(), on.data()); },
                "must not be null");
 }
 

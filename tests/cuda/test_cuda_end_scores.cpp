@@ -35,7 +35,8 @@ std::vector<float> download(Buffer& d, size_t n) {
 void expect_bitwise(const std::vector<float>& got, const std::vector<float>& want, const char* what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << what << "[" << i << "]: " << got[i] << " vs " << want[i];
+    ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+        << what << "[" << i << "]: " << got[i] << " vs " << want[i];
 }
 
 void check_case(const Case& k, uint64_t seed) {
@@ -52,7 +53,7 @@ void check_case(const Case& k, uint64_t seed) {
   for (auto* v : {&cum, &onset_t, &end_t, &gc, &go})
     for (float& x : *v) x = normal(rng);
   for (int64_t b = 0; b < B; ++b)  // padding frames: NaN (never read)
-    for (int64_t i = len[b] * stride; i < T * stride; ++i) onset_t[b * T * stride + i] = end_t[b * T * stride + i] = nan;
+    for (int64_t i = b * T * stride + len[b] * stride; i < (b + 1) * T * stride; ++i) onset_t[i] = end_t[i] = nan;
   // one anchored buffer when A > 1: onset head 0, end head A-1
   std::vector<float> anch = end_t;
   if (A > 1)
@@ -82,8 +83,8 @@ void check_case(const Case& k, uint64_t seed) {
   const float* d_end = d_anch.as<float>() + (A - 1) * C;
   device::fold_end_scores(s, d_len.as<int32_t>(), d_cum.as<float>(), k.with_onset ? d_onset : nullptr, d_end,
                           d_cum_out.as<float>(), d_on.as<float>(), nullptr);
-  device::fold_end_scores_backward(s, d_len.as<int32_t>(), d_gc.as<float>(), k.with_g_onset ? d_go.as<float>() : nullptr,
-                                   d_ge.as<float>(), nullptr);
+  const float* d_g_onset = k.with_g_onset ? d_go.as<float>() : nullptr;
+  device::fold_end_scores_backward(s, d_len.as<int32_t>(), d_gc.as<float>(), d_g_onset, d_ge.as<float>(), nullptr);
   expect_bitwise(download(d_cum_out, ncum), want_cum, "cum_out");
   expect_bitwise(download(d_on, nfr), want_on, "onset_out");
   expect_bitwise(download(d_ge, want_ge.size()), want_ge, "g_end");
@@ -96,9 +97,10 @@ void check_case(const Case& k, uint64_t seed) {
 TEST(CudaEndScores, FoldAndBackwardBitwiseTheHost) {
   REQUIRE_GPU();
   uint64_t seed = 1;
-  for (const Case& k : {Case{3, 7, 4, 2, true, true}, Case{3, 7, 4, 2, false, false}, Case{3, 7, 4, 1, true, false},
-                        Case{32, 200, 39, 2, true, true}, Case{32, 200, 39, 3, false, true}, Case{1, 1, 1, 1, true, true},
-                        Case{4, 513, 257, 2, true, true}}) {
+  const std::vector<Case> cases{{3, 7, 4, 2, true, true},     {3, 7, 4, 2, false, false},   {3, 7, 4, 1, true, false},
+                                {32, 200, 39, 2, true, true}, {32, 200, 39, 3, false, true}, {1, 1, 1, 1, true, true},
+                                {4, 513, 257, 2, true, true}};
+  for (const Case& k : cases) {
     SCOPED_TRACE("B=" + std::to_string(k.B) + " T=" + std::to_string(k.T) + " C=" + std::to_string(k.C) +
                  " A=" + std::to_string(k.A) + (k.with_onset ? " onset" : "") + (k.with_g_onset ? " g_onset" : ""));
     check_case(k, seed++);
