@@ -18,6 +18,13 @@ void difference_rows(int, const double*, const double*, void*, bool, void*) { no
 void l2_penalty(double, int, int, const float*, const float*, float*, float*, double*, void*) { no_cuda(); }
 void lognormal_duration_table(int, int, const float*, float*, void*) { no_cuda(); }
 void lognormal_duration_backward(int, int, const float*, float*, float*, void*) { no_cuda(); }
+void fold_end_scores(const EndFoldShape&, const int32_t*, const float*, const float*, const float*, float*, float*,
+                     void*) {
+  no_cuda();
+}
+void fold_end_scores_backward(const EndFoldShape&, const int32_t*, const float*, const float*, float*, void*) {
+  no_cuda();
+}
 #endif
 
 }  // namespace timitseg::crf::device

@@ -1,7 +1,8 @@
 // The CRF's layers around the backend on CUDA device memory: the zero-centered
 // cumsum (crf/cumsum.h semantics, bitwise its host results), the L2 penalty
 // (crf::l2_penalty's value and gradient), the log-normal duration table and
-// its gradient (crf/duration.h's host functions), and per-utterance
+// its gradient (crf/duration.h's host functions), the end-score fold and its
+// backward (crf/end_scores.h's host functions, bitwise), and per-utterance
 // differences. Used by the GPU executor (model/cuda/) and by the C API's
 // zero-copy path (capi/crf_fast.cpp, capi/crf_penalty.cpp). Kernels in
 // crf/cuda/layers.cu; in a build without CUDA every call throws
@@ -13,6 +14,8 @@
 
 #include <cstddef>
 #include <cstdint>
+
+#include "crf/end_scores.h"
 
 namespace timitseg::crf::device {
 
@@ -45,5 +48,17 @@ void l2_penalty(double reg, int C, int K, const float* transition, const float* 
 // (overwritten; per label a sequential sum over k in double), grad_table zeroed.
 void lognormal_duration_table(int K, int C, const float* ln, float* table, void* stream);
 void lognormal_duration_backward(int K, int C, const float* ln, float* grad_table, float* grad_ln, void* stream);
+
+// End scores folded into cum_scores and onset (crf/end_scores.h, the host
+// functions these reproduce bitwise: the same float32 adds). Shapes and
+// strides as there; lengths [B] is DEVICE memory, each read clamped to
+// [0, T] (no access outside the rows; the caller checks the lengths on the
+// host, e.g. with check_end_fold_shape). cum_out may be cum; onset_out may be
+// onset when onset_stride == C. Throws std::invalid_argument for bad dims or
+// strides.
+void fold_end_scores(const EndFoldShape& shape, const int32_t* lengths, const float* cum, const float* onset,
+                     const float* end, float* cum_out, float* onset_out, void* stream);
+void fold_end_scores_backward(const EndFoldShape& shape, const int32_t* lengths, const float* g_cum_out,
+                              const float* g_onset_out, float* g_end, void* stream);
 
 }  // namespace timitseg::crf::device

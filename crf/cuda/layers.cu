@@ -1,6 +1,6 @@
 // The CRF's layers around the backend on the GPU (crf/device_layers.h): the
 // centered cumsum (forward, backward), copy_cumulative, difference_rows, the
-// L2 penalty and the log-normal duration table. The arithmetic follows the host
+// L2 penalty, the log-normal duration table and the end-score fold. The arithmetic follows the host
 // code (crf/cumsum.cpp, crf/duration.cpp) operation by operation; products that
 // the host does not fuse are written with the _rn intrinsics so that nvcc
 // cannot contract them into an FMA (different rounding). No fast-math.
@@ -286,6 +286,40 @@ __global__ void lognormal_backward_kernel(int K, int C, const float* ln, float* 
   grad_ln[C + c] = inside ? static_cast<float>(g_ls) : 0.f;
   grad_ln[2 * C + c] = static_cast<float>(g_off);
 }
+
+// crf::fold_end_scores, one thread per (b, t, c) of cum [B][T+1][C] (also
+// writing onset_out [B][T][C] for t < T): the host's float32 adds.
+__global__ void fold_end_kernel(int64_t B, int64_t T, int64_t C, int64_t os, int64_t es, const int32_t* len,
+                                const float* cum, const float* onset, const float* end, float* cum_out,
+                                float* onset_out) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= B * (T + 1) * C) return;
+  const int64_t c = i % C, t = (i / C) % (T + 1), b = i / ((T + 1) * C);
+  const int64_t L = clamp_length(len[b], static_cast<int>(T));
+  const bool inside = t >= 1 && t <= L;
+  const float q = inside ? end[(b * T + t - 1) * es + c] : 0.0f;
+  const float x = cum[i];
+  cum_out[i] = inside ? x + q : x;
+  if (t == T) return;
+  const float o = onset && t < L ? onset[(b * T + t) * os + c] : 0.0f;
+  onset_out[(b * T + t) * C + c] = t == 0 ? o : (t < L ? o + q : 0.0f);
+}
+
+// crf::fold_end_scores_backward, one thread per (b, t, c) of g_end's [B][T][C] entries.
+__global__ void fold_end_backward_kernel(int64_t B, int64_t T, int64_t C, int64_t es, const int32_t* len,
+                                         const float* __restrict__ g_cum, const float* __restrict__ g_onset,
+                                         float* __restrict__ g_end) {
+  const int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (i >= B * T * C) return;
+  const int64_t c = i % C, t = (i / C) % T, b = i / (T * C);
+  const int64_t L = clamp_length(len[b], static_cast<int>(T));
+  float g = 0.0f;
+  if (t < L) {
+    g = g_cum[(b * (T + 1) + t + 1) * C + c];
+    if (g_onset && t + 1 < L) g = g + g_onset[(b * T + t + 1) * C + c];
+  }
+  g_end[(b * T + t) * es + c] = g;
+}
 }  // namespace
 
 void centered_cumsum_forward(int B, int T, int C, const float* x, const int32_t* lengths, float* cum, void* stream) {
@@ -346,6 +380,26 @@ void lognormal_duration_backward(int K, int C, const float* ln, float* grad_tabl
   if (C < 1 || K < 1) throw std::invalid_argument("crf::device::lognormal_duration_backward: C and K must be >= 1");
   lognormal_backward_kernel<<<(C + 127) / 128, 128, 0, static_cast<cudaStream_t>(stream)>>>(K, C, ln, grad_table, grad_ln);
   TS_LAUNCHED("lognormal_backward_kernel");
+}
+
+void fold_end_scores(const EndFoldShape& s, const int32_t* lengths, const float* cum, const float* onset,
+                     const float* end, float* cum_out, float* onset_out, void* stream) {
+  if (s.B < 1 || s.T < 1 || s.C < 1 || s.onset_stride < s.C || s.end_stride < s.C)
+    throw std::invalid_argument("crf::device::fold_end_scores: dims must be >= 1 and strides >= C");
+  const int64_t n = s.B * (s.T + 1) * s.C;
+  fold_end_kernel<<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      s.B, s.T, s.C, s.onset_stride, s.end_stride, lengths, cum, onset, end, cum_out, onset_out);
+  TS_LAUNCHED("fold_end_kernel");
+}
+
+void fold_end_scores_backward(const EndFoldShape& s, const int32_t* lengths, const float* g_cum_out,
+                              const float* g_onset_out, float* g_end, void* stream) {
+  if (s.B < 1 || s.T < 1 || s.C < 1 || s.end_stride < s.C)
+    throw std::invalid_argument("crf::device::fold_end_scores_backward: dims must be >= 1 and end_stride >= C");
+  const int64_t n = s.B * s.T * s.C;
+  fold_end_backward_kernel<<<grid_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      s.B, s.T, s.C, s.end_stride, lengths, g_cum_out, g_onset_out, g_end);
+  TS_LAUNCHED("fold_end_backward_kernel");
 }
 
 }  // namespace timitseg::crf::device
