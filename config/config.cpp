@@ -59,6 +59,7 @@ const std::vector<Entry>& entries() {
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
       {"crf.decode", &Config::crf_decode},
       {"crf.onset_features", &Config::crf_onset_features},
+      {"crf.end_features", &Config::crf_end_features},
       {"crf.duration_model", &Config::crf_duration_model},
       {"crf.supervision", &Config::crf_supervision},
       {"train.run_dir", &Config::train_run_dir},

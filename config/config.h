@@ -64,6 +64,9 @@ struct Config {
   // crf.onset_features: false | true | auto (true for the semi-CRF, K > 1; false for the linear CRF, K = 1):
   // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.
   OnsetFeatures crf_onset_features = OnsetFeatures::off;
+  // crf.end_features: the same words; crf.end_projection (Linear W -> C) gives end scores, added at each
+  // segment's last frame (docs/crf.md, folded into the CRF's inputs). end_enabled() resolves it.
+  OnsetFeatures crf_end_features = OnsetFeatures::off;
   // crf.duration_model: table (crf.duration_bias [K][C] free) | lognormal (per label mu, log_sigma, offset:
   // crf.duration_lognormal [3][C], the table derived from it; crf/duration.h)
   DurationModel crf_duration_model = DurationModel::table;
@@ -133,13 +136,18 @@ struct Config {
   bool onset_enabled() const {
     return crf_onset_features == OnsetFeatures::on || (crf_onset_features == OnsetFeatures::automatic && crf_max_duration > 1);
   }
+  bool end_enabled() const {
+    return crf_end_features == OnsetFeatures::on || (crf_end_features == OnsetFeatures::automatic && crf_max_duration > 1);
+  }
   // The debug.* strings parsed, each by its one parser (validate() and the train loop read these):
   // debug.inject_nonfinite as {EPOCH, BATCH} ({0, 0} when empty; std::nullopt when it is not
   // EPOCH:BATCH with both >= 1), debug.inject_exit (rank < 0: empty or malformed) and
   // debug.inject_fault (empty: no fault; a malformed one throws FaultSpec::parse's std::invalid_argument).
   std::optional<NonfiniteStep> inject_nonfinite() const;
   InjectExit inject_exit() const { return InjectExit::parse(debug_inject_exit); }
-  FaultSpec inject_fault() const { return FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled()); }
+  FaultSpec inject_fault() const {
+    return FaultSpec::parse(debug_inject_fault, model_num_layers, onset_enabled() || end_enabled());
+  }
   nlohmann::json to_json() const;  // {"data": {...}, ...}
   std::string to_yaml() const;
 

@@ -86,6 +86,7 @@ void Config::validate() const {
         "in " + to_string(limits::kFrameCeWeight) + " (0 = the CRF loss alone)");
   check_words(*this, crf_decode, "crf.decode");
   check_words(*this, crf_onset_features, "crf.onset_features");
+  check_words(*this, crf_end_features, "crf.end_features");
   check_words(*this, crf_duration_model, "crf.duration_model");
   check_words(*this, crf_supervision, "crf.supervision");
   check_words(*this, train_lr_schedule, "train.lr_schedule");

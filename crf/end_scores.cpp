@@ -21,44 +21,46 @@ void check_end_fold_shape(const EndFoldShape& s, const int32_t* lengths, const c
                                   " is outside [1, T=" + std::to_string(s.T) + "]");
 }
 
-void fold_end_scores(const EndFoldShape& s, const int32_t* lengths, const float* cum, const float* onset,
-                     const float* end, float* cum_out, float* onset_out) {
+template <class S>
+void fold_end_scores(const EndFoldShape& s, const int32_t* lengths, const S* cum, const S* onset, const S* end,
+                     S* cum_out, S* onset_out) {
   check_end_fold_shape(s, lengths, "crf::fold_end_scores");
   if (!cum || !end || !cum_out || !onset_out)
     throw std::invalid_argument("crf::fold_end_scores: cum, end, cum_out and onset_out must not be null");
   const int64_t T = s.T, C = s.C;
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t L = lengths[b];
-    const float* cb = cum + b * (T + 1) * C;
-    float* co = cum_out + b * (T + 1) * C;
-    const float* ob = onset ? onset + b * T * s.onset_stride : nullptr;
-    const float* eb = end + b * T * s.end_stride;
-    float* oo = onset_out + b * T * C;
+    const S* cb = cum + b * (T + 1) * C;
+    S* co = cum_out + b * (T + 1) * C;
+    const S* ob = onset ? onset + b * T * s.onset_stride : nullptr;
+    const S* eb = end + b * T * s.end_stride;
+    S* oo = onset_out + b * T * C;
     for (int64_t t = 0; t <= T; ++t)
       for (int64_t c = 0; c < C; ++c) {
-        const float q = t >= 1 && t <= L ? eb[(t - 1) * s.end_stride + c] : 0.0f;
+        const S q = t >= 1 && t <= L ? eb[(t - 1) * s.end_stride + c] : S(0);
         co[t * C + c] = t >= 1 && t <= L ? cb[t * C + c] + q : cb[t * C + c];
         if (t == T) continue;
-        const float o = ob && t < L ? ob[t * s.onset_stride + c] : 0.0f;
-        oo[t * C + c] = t == 0 ? o : (t < L ? o + q : 0.0f);
+        const S o = ob && t < L ? ob[t * s.onset_stride + c] : S(0);
+        oo[t * C + c] = t == 0 ? o : (t < L ? o + q : S(0));
       }
   }
 }
 
-void fold_end_scores_backward(const EndFoldShape& s, const int32_t* lengths, const float* g_cum_out,
-                              const float* g_onset_out, float* g_end) {
+template <class S>
+void fold_end_scores_backward(const EndFoldShape& s, const int32_t* lengths, const S* g_cum_out, const S* g_onset_out,
+                              S* g_end) {
   check_end_fold_shape(s, lengths, "crf::fold_end_scores_backward");
   if (!g_cum_out || !g_end)
     throw std::invalid_argument("crf::fold_end_scores_backward: g_cum_out and g_end must not be null");
   const int64_t T = s.T, C = s.C;
   for (int64_t b = 0; b < s.B; ++b) {
     const int64_t L = lengths[b];
-    const float* gc = g_cum_out + b * (T + 1) * C;
-    const float* go = g_onset_out ? g_onset_out + b * T * C : nullptr;
-    float* ge = g_end + b * T * s.end_stride;
+    const S* gc = g_cum_out + b * (T + 1) * C;
+    const S* go = g_onset_out ? g_onset_out + b * T * C : nullptr;
+    S* ge = g_end + b * T * s.end_stride;
     for (int64_t t = 0; t < T; ++t)
       for (int64_t c = 0; c < C; ++c) {
-        float g = 0.0f;
+        S g = S(0);
         if (t < L) {
           g = gc[(t + 1) * C + c];
           if (go && t + 1 < L) g = g + go[(t + 1) * C + c];
@@ -67,5 +69,12 @@ void fold_end_scores_backward(const EndFoldShape& s, const int32_t* lengths, con
       }
   }
 }
+
+#define TIMITSEG_END_FOLD(S)                                                                                      \
+  template void fold_end_scores<S>(const EndFoldShape&, const int32_t*, const S*, const S*, const S*, S*, S*);      \
+  template void fold_end_scores_backward<S>(const EndFoldShape&, const int32_t*, const S*, const S*, S*);
+TIMITSEG_END_FOLD(float)
+TIMITSEG_END_FOLD(double)
+#undef TIMITSEG_END_FOLD
 
 }  // namespace timitseg::crf

@@ -37,15 +37,18 @@ struct EndFoldShape {
 // read. cum_out may be cum (in place); onset_out may be onset when
 // onset_stride == C. Throws std::invalid_argument for bad dims, strides,
 // lengths or a null pointer that must be set.
-void fold_end_scores(const EndFoldShape& shape, const int32_t* lengths, const float* cum, const float* onset,
-                     const float* end, float* cum_out, float* onset_out);
+// S = float (the model's float32 path) or double (its float64 gradient checks).
+template <class S>
+void fold_end_scores(const EndFoldShape& shape, const int32_t* lengths, const S* cum, const S* onset, const S* end,
+                     S* cum_out, S* onset_out);
 
 // g_cum_out [B][T+1][C], g_onset_out [B][T][C] (nullptr = zeros), lengths
 // [B] in [1, T] (host) -> g_end [B][T][end_stride]: its first C floats per
 // frame overwritten (padding frames t >= lengths[b] written 0), the other
 // floats of each frame left as they are. Throws as fold_end_scores.
-void fold_end_scores_backward(const EndFoldShape& shape, const int32_t* lengths, const float* g_cum_out,
-                              const float* g_onset_out, float* g_end);
+template <class S>
+void fold_end_scores_backward(const EndFoldShape& shape, const int32_t* lengths, const S* g_cum_out,
+                              const S* g_onset_out, S* g_end);
 
 // The checks of both functions (host lengths): B, T, C >= 1, strides >= C,
 // lengths[b] in [1, T]; `who` names the caller in the message.

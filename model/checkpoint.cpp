@@ -85,6 +85,7 @@ std::string dims_json(const ModelDims& d) {
                    {"num_classes", d.num_classes},
                    {"max_duration", d.max_duration}};
   if (d.onset) j["onset_features"] = true;  // absent = false: checkpoints without onset stay as they were
+  if (d.end) j["end_features"] = true;      // likewise
   if (d.duration_lognormal) j["duration_model"] = "lognormal";  // absent = table
   return j.dump();
 }
@@ -264,6 +265,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.num_classes = d.at("num_classes");
     s.dims.max_duration = d.at("max_duration");
     s.dims.onset = d.value("onset_features", false);
+    s.dims.end = d.value("end_features", false);
     const std::string dm = d.value("duration_model", std::string("table"));
     config::DurationModel model = config::DurationModel::table;  // crf.duration_model's words (config/config_enums.h)
     if (!config::parse_enum(dm, &model))

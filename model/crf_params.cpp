@@ -14,6 +14,7 @@ constexpr char kPrefix[] = "crf.";
 
 bool always(const ModelDims&) { return true; }
 bool with_onset(const ModelDims& d) { return d.onset; }
+bool with_end(const ModelDims& d) { return d.end; }
 bool with_lognormal(const ModelDims& d) { return d.duration_lognormal; }
 std::vector<int64_t> c_by_w(const ModelDims& d) { return {d.num_classes, d.hidden_dim}; }
 std::vector<int64_t> c(const ModelDims& d) { return {d.num_classes}; }
@@ -23,12 +24,14 @@ std::vector<int64_t> three_by_c(const ModelDims& d) { return {3, d.num_classes};
 
 }  // namespace
 
-const std::array<CrfTensorEntry, 9>& crf_tensor_table() {
-  static const std::array<CrfTensorEntry, 9> table = {{
+const std::array<CrfTensorEntry, 11>& crf_tensor_table() {
+  static const std::array<CrfTensorEntry, 11> table = {{
       {&CrfParamView::projection_weight, "crf.projection.weight", false, always, c_by_w},
       {&CrfParamView::projection_bias, "crf.projection.bias", false, always, c},
       {&CrfParamView::onset_weight, "crf.onset_projection.weight", false, with_onset, c_by_w},
+      {&CrfParamView::end_weight, "crf.end_projection.weight", false, with_end, c_by_w},  // the heads' weights adjacent
       {&CrfParamView::onset_bias, "crf.onset_projection.bias", false, with_onset, c},
+      {&CrfParamView::end_bias, "crf.end_projection.bias", false, with_end, c},
       {&CrfParamView::transition, "crf.transition", true, always, c_by_c},
       {&CrfParamView::duration_bias, "crf.duration_bias", true, always, k_by_c},
       {&CrfParamView::start, "crf.start", true, always, c},
@@ -53,7 +56,8 @@ AnchoredHeads CrfParamView::heads() const {
     CrfTensor CrfParamView::*bias;
     Anchor anchor;
   };
-  static const Head table[] = {{&CrfParamView::onset_weight, &CrfParamView::onset_bias, Anchor::first_frame}};
+  static const Head table[] = {{&CrfParamView::onset_weight, &CrfParamView::onset_bias, Anchor::first_frame},
+                               {&CrfParamView::end_weight, &CrfParamView::end_bias, Anchor::last_frame}};
   AnchoredHeads h;
   for (const Head& e : table) {
     const CrfTensor& w = this->*e.weight;

@@ -17,7 +17,7 @@ namespace timitseg::model {
 struct ModelDims;
 
 // One CRF tensor of the flat layout: its checkpoint name, where it lies, and
-// whether this model has it (the optional ones: onset_projection.*,
+// whether this model has it (the optional ones: onset_projection.*, end_projection.*,
 // duration_lognormal). in(buf) points into a params, grads or optimizer-moment
 // buffer of the layout (float or double, const or not).
 struct CrfTensor {
@@ -42,11 +42,12 @@ struct CrfTensor {
 
 // The anchored heads (docs/crf.md): per-frame label scores of the encoder output
 // that the CRF reads at a segment's first frame (anchor first_frame: the onset
-// head, crf.onset_features). The present heads' weights lie next to each other
+// head, crf.onset_features) or its last frame (last_frame: the end head,
+// crf.end_features, folded into cum_scores and onset, crf/end_scores.h). The present heads' weights lie next to each other
 // in the layout, and so do their biases, so the encoder computes them all as
 // one linear map: weight [A*C][W], bias [A*C] -> heads [B][T][A][C]
 // (model/heads_fold.h turns them into the CRF's inputs).
-enum class Anchor { first_frame };
+enum class Anchor { first_frame, last_frame };
 struct AnchoredHeads {
   const CrfTensor* weight = nullptr;  // the first present head's weight [C][W]; A*C rows from there
   const CrfTensor* bias = nullptr;    // the first present head's bias [C]; A*C entries from there
@@ -62,7 +63,9 @@ struct CrfParamView {
   CrfTensor projection_weight;   // crf.projection.weight [C][W]
   CrfTensor projection_bias;     // crf.projection.bias [C]
   CrfTensor onset_weight;        // crf.onset_projection.weight [C][W]  (only with ModelDims::onset)
+  CrfTensor end_weight;          // crf.end_projection.weight [C][W]    (only with ModelDims::end)
   CrfTensor onset_bias;          // crf.onset_projection.bias [C]       (only with ModelDims::onset)
+  CrfTensor end_bias;            // crf.end_projection.bias [C]         (only with ModelDims::end)
   // The CRF structure group (crf.lr_scale's), last in the layout:
   CrfTensor transition;          // crf.transition [C][C]     A[from][to]; may hold -inf (forbidden)
   CrfTensor duration_bias;       // crf.duration_bias [K][C]  D[d-1][c]; may hold -inf
@@ -91,6 +94,6 @@ struct CrfTensorEntry {
   bool (*present)(const ModelDims& d);
   std::vector<int64_t> (*shape)(const ModelDims& d);
 };
-const std::array<CrfTensorEntry, 9>& crf_tensor_table();
+const std::array<CrfTensorEntry, 11>& crf_tensor_table();
 
 }  // namespace timitseg::model

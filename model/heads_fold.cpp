@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "crf/end_scores.h"
+
 namespace timitseg::model {
 
 namespace {
@@ -36,6 +38,11 @@ void fold_heads(const AnchoredHeads& h, int B, int T, int C, const std::vector<i
     for (size_t bt = 0; bt < BT; ++bt)
       for (int q = 0; q < C; ++q) onset[bt * C + q] += heads[(bt * A + a) * C + q];
   }
+  const crf::EndFoldShape shape{B, T, C, C, static_cast<int64_t>(A) * C};
+  for (int a = 0; a < A; ++a)  // the end heads, folded into cum and onset in place (crf/end_scores.h)
+    if (h.anchors[a] == Anchor::last_frame)
+      crf::fold_end_scores(shape, lengths.data(), cum.data(), onset.data(), heads.data() + size_t(a) * C, cum.data(),
+                           onset.data());
 }
 
 template <class S>
@@ -53,8 +60,12 @@ void fold_heads_backward(const AnchoredHeads& h, int B, int T, int C, const std:
     return;
   }
   dheads.assign(BT * A * C, S(0));
+  const crf::EndFoldShape shape{B, T, C, C, static_cast<int64_t>(A) * C};
   for (int a = 0; a < A; ++a) {
-    if (h.anchors[a] != Anchor::first_frame) continue;
+    if (h.anchors[a] == Anchor::last_frame) {
+      crf::fold_end_scores_backward(shape, lengths.data(), dcum.data(), donset.data(), dheads.data() + size_t(a) * C);
+      continue;
+    }
     for (size_t bt = 0; bt < BT; ++bt)
       for (int q = 0; q < C; ++q) dheads[(bt * A + a) * C + q] = donset[bt * C + q];
   }

@@ -15,11 +15,12 @@ struct ModelDims {
   int num_classes = 39; // C
   int max_duration = 30;  // K
   bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
+  bool end = false;       // crf.end_features: crf.end_projection.weight [C][W], .bias [C]
   bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
   int per_direction() const { return hidden_dim / 2; }
   // The CRF gets an onset input [B][T][C] (crf::Params::onset), folded from the
   // anchored heads (model/crf_params.h AnchoredHeads, model/heads_fold.h).
-  bool onset_input() const { return onset; }
+  bool onset_input() const { return onset || end; }
   // The CRF's dimensions {B, T, K, C} for a batch of B sequences of T frames.
   crf::Dims crf_dims(int64_t B, int64_t T) const { return crf::Dims{B, T, max_duration, num_classes}; }
 };

@@ -80,7 +80,7 @@ void init_params(const ParamLayout& layout, std::mt19937_64& rng, std::vector<S>
     if (p.name.rfind("encoder.input_proj.", 0) == 0) bound = 1.0 / std::sqrt(double(d.input_dim));
     else if (p.name.rfind("encoder.lstm.", 0) == 0) bound = 1.0 / std::sqrt(double(d.per_direction()));
     else if (is(p, crf.projection_weight) || is(p, crf.projection_bias) || is(p, crf.onset_weight) ||
-             is(p, crf.onset_bias))
+             is(p, crf.onset_bias) || is(p, crf.end_weight) || is(p, crf.end_bias))
       bound = 1.0 / std::sqrt(double(d.hidden_dim));
     else if ((is(p, crf.transition) || is(p, crf.duration_bias)) && crf_init_scale > 0) {
       for (size_t i = 0; i < p.size; ++i) params[p.offset + i] = static_cast<S>(crf_init_scale * standard_normal(rng));

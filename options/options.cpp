@@ -11,6 +11,7 @@ model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_cl
   d.num_classes = num_classes;
   d.max_duration = cfg.crf_max_duration;
   d.onset = cfg.onset_enabled();
+  d.end = cfg.end_enabled();
   d.duration_lognormal = cfg.duration_lognormal();
   return d;
 }

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "common/cuda_check.h"
+#include "crf/device_layers.h"
 
 namespace timitseg::model::gpu {
 namespace {
@@ -49,8 +50,6 @@ unsigned first_frame_mask(const AnchoredHeads& h) {
 
 const float* fold_heads(const AnchoredHeads& h, int B, int T, int C, const int32_t* len, const float* heads,
                         float* cum, float* onset_out, void* stream) {
-  (void)len;
-  (void)cum;
   if (h.count() == 0) return nullptr;
   if (h.fold_is_identity()) return heads;
   const int64_t BT = int64_t(B) * T;
@@ -58,13 +57,15 @@ const float* fold_heads(const AnchoredHeads& h, int B, int T, int C, const int32
   sum_first_frame_heads_kernel<<<blocks_for(BT * C), kThreads, 0, s>>>(BT, h.count(), C, first_frame_mask(h), heads,
                                                                        onset_out);
   TS_LAUNCHED("sum_first_frame_heads_kernel (fold_heads)");
+  const crf::EndFoldShape shape{B, T, C, C, int64_t(h.count()) * C};
+  for (int a = 0; a < h.count(); ++a)  // the end heads, in place (crf/device_layers.h)
+    if (h.anchors[a] == Anchor::last_frame)
+      crf::device::fold_end_scores(shape, len, cum, onset_out, heads + int64_t(a) * C, cum, onset_out, stream);
   return onset_out;
 }
 
 const float* fold_heads_backward(const AnchoredHeads& h, int B, int T, int C, const int32_t* len, const float* dcum,
                                  const float* donset, float* dheads_out, void* stream) {
-  (void)len;
-  (void)dcum;
   if (h.count() == 0) return nullptr;
   if (h.fold_is_identity()) return donset;
   const int64_t BT = int64_t(B) * T;
@@ -72,6 +73,10 @@ const float* fold_heads_backward(const AnchoredHeads& h, int B, int T, int C, co
   first_frame_heads_backward_kernel<<<blocks_for(BT * h.count() * C), kThreads, 0, s>>>(
       BT, h.count(), C, first_frame_mask(h), donset, dheads_out);
   TS_LAUNCHED("first_frame_heads_backward_kernel (fold_heads_backward)");
+  const crf::EndFoldShape shape{B, T, C, C, int64_t(h.count()) * C};
+  for (int a = 0; a < h.count(); ++a)
+    if (h.anchors[a] == Anchor::last_frame)
+      crf::device::fold_end_scores_backward(shape, len, dcum, donset, dheads_out + int64_t(a) * C, stream);
   return dheads_out;
 }
 

@@ -293,7 +293,7 @@ TEST(EndScoresFold, BackwardIsTheAdjointOfTheFold) {
       std::vector<float> gc(B * (T + 1) * C), go(B * T * C), ge(B * T * es, 3.0f);
       for (auto* v : {&q, &gc, &go})
         for (float& x : *v) x = static_cast<float>(n(rng));
-      fold_end_scores(s, lengths.data(), zero.data(), nullptr, q.data(), cum.data(), on.data());
+      fold_end_scores<float>(s, lengths.data(), zero.data(), nullptr, q.data(), cum.data(), on.data());
       fold_end_scores_backward(s, lengths.data(), gc.data(), with_g_onset ? go.data() : nullptr, ge.data());
       double lhs = 0.0, rhs = 0.0, mag = 0.0;
       for (size_t i = 0; i < gc.size(); ++i) lhs += double(gc[i]) * cum[i], mag += std::fabs(double(gc[i]) * cum[i]);
@@ -379,7 +379,7 @@ TEST(EndScoresFold, ValidationNamesTheProblem) {
   empty.T = 0;
   expect_throw(fold(empty, ec.pb.lengths.data()), "dims must be >= 1, got B=2 T=0 C=3");
   const int32_t* len = ec.pb.lengths.data();
-  expect_throw([&] { fold_end_scores(s, len, ec.pb.cum.data(), nullptr, nullptr, cum.data(), on.data()); },
+  expect_throw([&] { fold_end_scores<float>(s, len, ec.pb.cum.data(), nullptr, nullptr, cum.data(), on.data()); },
                "must not be null");
 }
 

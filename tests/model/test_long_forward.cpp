@@ -37,20 +37,26 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
   return m;
 }
 
+// With the onset head, the end head (folded into cum and onset after the
+// windows are stitched) and both.
 TEST(LongForward, WholeContextIsTheForwardBitwise) {
   Progress::set_enabled(false);
-  const ModelDims d = onset_dims();
-  const Network<float> net(d);
-  const std::vector<float> params = testsupport::random_model_params(d, 3, 0.5f);
-  const Batch b = testsupport::random_model_batch(d, 1, 300, 4);
-  Activations<float> whole, win;
-  net.forward(params, b.input, 0.0, nullptr, whole);
-  ASSERT_TRUE(long_input(b.input, 64));
-  EXPECT_FALSE(long_input(b.input, 300));
-  forward_in_windows(net, params, b.input, win, nullptr, 64, 300);
-  EXPECT_EQ(win.cum, whole.cum);
-  EXPECT_EQ(win.onset, whole.onset);
-  ASSERT_FALSE(win.onset.empty());
+  for (int v = 0; v < 3; ++v) {
+    ModelDims d = onset_dims();
+    d.onset = v != 1;
+    d.end = v != 0;
+    const Network<float> net(d);
+    const std::vector<float> params = testsupport::random_model_params(d, 3, 0.5f);
+    const Batch b = testsupport::random_model_batch(d, 1, 300, 4);
+    Activations<float> whole, win;
+    net.forward(params, b.input, 0.0, nullptr, whole);
+    ASSERT_TRUE(long_input(b.input, 64));
+    EXPECT_FALSE(long_input(b.input, 300));
+    forward_in_windows(net, params, b.input, win, nullptr, 64, 300);
+    EXPECT_EQ(win.cum, whole.cum) << "variant " << v;
+    EXPECT_EQ(win.onset, whole.onset) << "variant " << v;
+    ASSERT_FALSE(win.onset.empty());
+  }
   Progress::set_enabled(true);
 }
 
