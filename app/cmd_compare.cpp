@@ -166,7 +166,8 @@ void add_variant_options(CLI::App* c, CompareArgs* a) {
        "has on, each with that part off: no-speed (augment.speed=false), no-noise (augment.noise=false), "
        "no-time-masks (augment.time_masks=0), no-freq-masks (augment.freq_masks=0); speed and noise count as on "
        "only where the WORKDIR holds such copies (timitseg augment), masks when their number and width are above "
-       "0; a part left out, or none on, is said in one warning line")
+       "0; heads = one per anchored head the semi-CRF has on: no-onset (crf.onset_features=false), no-end "
+       "(crf.end_features=false); a part left out, or none on, is said in one warning line")
       ->check(enum_words<train::AblationKind>());
 }
 

@@ -149,9 +149,17 @@ std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Conf
                                            std::string* note) {
   std::vector<VariantSpec> out;
   std::vector<std::string> idle;  // parts on in the config with nothing to act on
+  const std::string origin = std::string("--ablation ") + common::to_string(kind);
   switch (kind) {
+    case AblationKind::heads:
+      if (base.onset_enabled()) out.push_back({"no-onset", {"crf.onset_features=false"}, origin});
+      if (base.end_enabled()) out.push_back({"no-end", {"crf.end_features=false"}, origin});
+      note->clear();
+      if (out.empty())
+        *note = "compare --ablation heads: the semi-CRF has no anchored head on (crf.onset_features, "
+                "crf.end_features): no variant added";
+      return out;
     case AblationKind::augment: {
-      const std::string origin = "--ablation augment";
       if (base.augment_speed && copies.speed) out.push_back({"no-speed", {"augment.speed=false"}, origin});
       if (base.augment_speed && !copies.speed) idle.push_back("augment.speed (no speed-perturbed copies)");
       if (base.augment_noise && copies.noise) out.push_back({"no-noise", {"augment.noise=false"}, origin});

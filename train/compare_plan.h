@@ -50,9 +50,10 @@ VariantSpec parse_variant_spec(const std::string& text);
 
 // The kinds of --ablation: augment, one variant per augmentation part that
 // the base config has on (augment.speed, augment.noise, augment.time_masks,
-// augment.freq_masks), each with that part off.
-enum class AblationKind { augment };
-TIMITSEG_ENUM_NAMES(AblationKind, 1, {AblationKind::augment, "augment"});
+// augment.freq_masks), each with that part off; heads, one per anchored head
+// the semi-CRF has on (crf.onset_features, crf.end_features), each off.
+enum class AblationKind { augment, heads };
+TIMITSEG_ENUM_NAMES(AblationKind, 2, {AblationKind::augment, "augment"}, {AblationKind::heads, "heads"});
 
 // Which augmented copies (`timitseg augment`, data/augment.h) a WORKDIR's
 // train split holds, from its file's header (data/split_ids.h).
@@ -64,7 +65,8 @@ AugmentedCopies augmented_copies(const std::string& workdir);
 // The variants of one ablation of `base`, in a fixed order (augment: no-speed,
 // no-noise, no-time-masks, no-freq-masks, those whose part is on: augment.speed
 // and augment.noise only where `copies` has such copies, the masks with a
-// number and a width above 0). *note: one line on what is left out (none
+// number and a width above 0; heads: no-onset, no-end, those on for base's
+// crf.max_duration). *note: one line on what is left out (none
 // added, or a part on in the config with no copies to act on), else "".
 std::vector<VariantSpec> ablation_variants(AblationKind kind, const config::Config& base, const AugmentedCopies& copies,
                                            std::string* note);

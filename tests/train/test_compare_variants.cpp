@@ -225,6 +225,35 @@ TEST(ComparePlanVariants, AugmentAblation) {
   EXPECT_FALSE(has(note, "no noisy copies")) << note;
 }
 
+// One variant per anchored head the semi-CRF has on, each with that head off.
+TEST(ComparePlanVariants, HeadsAblation) {
+  config::Config base = base_config();
+  base.set("crf.onset_features=auto", "test");
+  base.set("crf.end_features=true", "test");
+  base.set("crf.max_duration=10", "test");
+  std::string note = "stale";
+  std::vector<train::VariantSpec> v = train::ablation_variants(train::AblationKind::heads, base, {}, &note);
+  EXPECT_EQ(note, "");
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0].name, "no-onset");
+  EXPECT_EQ(v[0].sets, std::vector<std::string>{"crf.onset_features=false"});
+  EXPECT_EQ(v[1].name, "no-end");
+  EXPECT_EQ(v[1].sets, std::vector<std::string>{"crf.end_features=false"});
+  const train::ComparePlan p = train::plan_compare(base, "c.yaml", "", v);
+  ASSERT_EQ(p.jobs.size(), 4u);
+  EXPECT_FALSE(p.jobs[2].cfg.onset_enabled());
+  EXPECT_TRUE(p.jobs[2].cfg.end_enabled());
+  EXPECT_TRUE(p.jobs[3].cfg.onset_enabled());
+  EXPECT_FALSE(p.jobs[3].cfg.end_enabled());
+  EXPECT_EQ(p.jobs[3].cfg.origins.at("crf.end_features"), "--ablation heads");
+  EXPECT_FALSE(p.jobs[0].cfg.onset_enabled());  // the linear CRF: auto resolves to off at K = 1
+  base.set("crf.end_features=false", "test");
+  base.set("crf.onset_features=false", "test");
+  v = train::ablation_variants(train::AblationKind::heads, base, {}, &note);
+  EXPECT_TRUE(v.empty());
+  EXPECT_TRUE(has(note, "no anchored head on")) << note;
+}
+
 namespace {
 
 class CompareVariantsE2e : public ::testing::Test {
