@@ -310,13 +310,14 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
     if (taps) num_->tap("onset_projection", kF, {TapTensor::f32("onset_scores", o, BT * AC)});
   }
   crf::device::centered_cumsum_forward(B_, T_, C_, s, len, cum, stream_);
-  onset_input_ = gpu::fold_heads(heads, B_, T_, C_, len, heads_.as<float>(), cum, onset_.as<float>(), stream_);
   if (taps) {
     // the centered cumsum is one fused operation: both taps see cum (center first)
     const size_t ncum = static_cast<size_t>(B_) * (T_ + 1) * C_;
     num_->tap("center", kF, {TapTensor::f32("cum_scores", cum, ncum)});
     num_->tap("cumsum", kF, {TapTensor::f32("cum_scores", cum, ncum)});
   }
+  // after the taps, as on the host: they see the cumsum's output
+  onset_input_ = gpu::fold_heads(heads, B_, T_, C_, len, heads_.as<float>(), cum, onset_.as<float>(), stream_);
 }
 
 // ---- backward -----------------------------------------------------------------------
