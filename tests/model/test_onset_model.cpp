@@ -21,6 +21,7 @@
 #include "model/cpu/network.h"
 #include "model/make_executor.h"
 #include "model/model.h"
+#include "tests/support/heads_oracle.h"
 #include "tests/support/model_problems.h"
 
 using namespace timitseg;
@@ -29,87 +30,14 @@ using namespace timitseg::config;
 
 namespace {
 
-struct Tiny {
-  ModelDims dims;
-  int B = 3, T = 6;
-  std::vector<int32_t> lengths{6, 4, 1};
-  std::vector<int32_t> labels;
-  std::vector<double> features;
-  double reg = 0.05;
-  Tiny() {
-    dims.input_dim = 3;
-    dims.hidden_dim = 4;
-    dims.num_layers = 1;
-    dims.num_classes = 3;
-    dims.max_duration = 3;
-    dims.onset = true;
-    std::mt19937_64 rng(7);
-    features.resize(size_t(B) * T * dims.input_dim);
-    for (double& f : features) f = 2.0 * uniform01(rng) - 1.0;
-    labels = {0, 0, 0, 0, 2, 1,  1, 2, 2, 0, 0, 0,  2, 0, 0, 1, 1, 1};  // run of 4 > K=3 in row 0
-  }
-};
-
-// mean_b NLL_b (float64 reference CRF with onset) + reg (|A|^2 + |D|^2); gradients when asked.
-double total_loss(const Network<double>& net, const std::vector<double>& params, const Tiny& tc,
-                  const std::vector<double>& features, std::vector<double>* grad, std::vector<double>* dfeat) {
-  BatchInput<double> in;
-  in.B = tc.B;
-  in.T = tc.T;
-  in.features = features;
-  in.lengths = tc.lengths;
-  Activations<double> act;
-  net.forward(params, in, 0.0, nullptr, act);
-  EXPECT_EQ(act.onset.size(), size_t(tc.B) * tc.T * tc.dims.num_classes);
-  const ParamLayout& lay = net.layout();
-  const int B = tc.B, T = tc.T, C = tc.dims.num_classes, K = tc.dims.max_duration;
-  auto P = [&](const char* n) { return params.data() + lay.get(n).offset; };
-  crf::reference::ParamsF64 p{act.cum.data(), P("crf.transition"), P("crf.duration_bias"), P("crf.start"),
-                              P("crf.end"),   tc.lengths.data()};
-  p.onset = act.onset.data();
-  std::vector<double> lz(B), gold(B), gc(act.cum.size()), gA(C * C), gD(K * C), gs(C), ge(C), go(act.onset.size());
-  crf::reference::GradsF64 g{gc.data(), gA.data(), gD.data(), gs.data(), ge.data()};
-  g.onset = go.data();
-  crf::reference::backward_f64(crf::Dims{B, T, K, C}, p, tc.labels.data(), 1.0 / B, lz.data(), gold.data(), g);
-  double loss = 0;
-  for (int b = 0; b < B; ++b) loss += (lz[b] - gold[b]) / B;
-  double pen = 0;
-  for (size_t i = 0; i < gA.size(); ++i) pen += P("crf.transition")[i] * P("crf.transition")[i];
-  for (size_t i = 0; i < gD.size(); ++i) pen += P("crf.duration_bias")[i] * P("crf.duration_bias")[i];
-  loss += tc.reg * pen;
-  if (grad) {
-    net.backward(params, act, gc, *grad, dfeat, nullptr, nullptr, &go);
-    auto put = [&](const char* n, const std::vector<double>& gg, bool penalized) {
-      const ParamInfo& i = lay.get(n);
-      for (size_t k = 0; k < i.size; ++k) (*grad)[i.offset + k] = gg[k] + (penalized ? 2 * tc.reg * P(n)[k] : 0.0);
-    };
-    put("crf.transition", gA, true);
-    put("crf.duration_bias", gD, true);
-    put("crf.start", gs, false);
-    put("crf.end", ge, false);
-  }
-  return loss;
-}
-
-std::vector<double> tiny_params(const Network<double>& net) {
-  std::mt19937_64 rng(3);
-  std::vector<double> params;
-  init_params(net.layout(), rng, params);
-  for (const char* n : {"crf.transition", "crf.duration_bias", "crf.start", "crf.end"}) {
-    const ParamInfo& i = net.layout().get(n);
-    for (size_t k = 0; k < i.size; ++k) params[i.offset + k] = 2.0 * uniform01(rng) - 1.0;
-  }
-  for (size_t k = 0; k < net.layout().get("crf.projection.weight").offset; ++k) params[k] *= 2.0;
-  const ParamInfo& ow = net.layout().get("crf.onset_projection.weight");
-  for (size_t k = 0; k < ow.size + net.layout().get("crf.onset_projection.bias").size; ++k)
-    params[ow.offset + k] *= 3.0;  // onset scores of order 1
-  return params;
-}
+using testsupport::Tiny;
+using testsupport::tiny_params;
+using testsupport::total_loss;
 
 }  // namespace
 
 TEST(OnsetModel, FiniteDifferencesWholeNetworkFloat64) {
-  Tiny tc;
+  Tiny tc(true, false);
   Network<double> net(tc.dims);
   const std::vector<double> params = tiny_params(net);
   std::vector<double> grad, dfeat;
@@ -154,38 +82,8 @@ TEST(OnsetModel, FiniteDifferencesWholeNetworkFloat64) {
 }
 
 // The float training step (CPU executor's loss_and_grad, reference and cpu CRF
-// backends) against the float64 oracle above.
-TEST(OnsetModel, TrainingStepMatchesFloat64Oracle) {
-  Tiny tc;
-  Network<double> netd(tc.dims);
-  Network<float> netf(tc.dims);
-  const std::vector<double> pd = tiny_params(netd);
-  const std::vector<float> pf(pd.begin(), pd.end());
-  std::vector<float> ff(tc.features.begin(), tc.features.end());
-  std::vector<double> gd;
-  const double loss_d = total_loss(netd, std::vector<double>(pf.begin(), pf.end()), tc,
-                                   std::vector<double>(ff.begin(), ff.end()), &gd, nullptr);
-  Batch batch;
-  batch.input.B = tc.B;
-  batch.input.T = tc.T;
-  batch.input.features = ff;
-  batch.input.lengths = tc.lengths;
-  batch.labels = tc.labels;
-  batch.ids = {"a", "b", "c"};
-  for (int32_t l : tc.lengths) batch.frames += l;
-  StepOptions o;
-  o.crf_reg = tc.reg;
-  for (const char* name : {"reference", "cpu"}) {
-    auto backend = crf::make_backend(crf::backend_kind(name));
-    std::vector<float> gf;
-    Activations<float> act;
-    const StepResult r = loss_and_grad(netf, pf, batch, *backend, o, gf, act);
-    EXPECT_NEAR(r.loss, loss_d, 1e-5 * std::abs(loss_d)) << name;
-    double num = 0, den = 0;
-    for (size_t i = 0; i < gd.size(); ++i) num += (gf[i] - gd[i]) * (gf[i] - gd[i]), den += gd[i] * gd[i];
-    EXPECT_LT(std::sqrt(num / den), 1e-5) << name << ": relative gradient error";
-  }
-}
+// backends) against the float64 oracle (tests/support/heads_oracle.h).
+TEST(OnsetModel, TrainingStepMatchesFloat64Oracle) { testsupport::expect_float_step_matches_oracle(Tiny(true, false)); }
 
 TEST(OnsetModel, LayoutAddsTheProjectionToTheEncoderGroupOnly) {
   ModelDims off;
@@ -340,7 +238,7 @@ TEST(OnsetModel, NumericTapsNameTheOnsetProjection) {
   EXPECT_EQ(with[4], "projection");
   EXPECT_EQ(with[5], "onset_projection");
   EXPECT_THROW(FaultSpec::parse("layer=onset_projection,pass=forward,step=1,value=nan", 1), std::invalid_argument);
-  Tiny tc;
+  Tiny tc(true, false);
   Network<float> net(tc.dims);
   Network<double> netd(tc.dims);
   const std::vector<double> pd = tiny_params(netd);
