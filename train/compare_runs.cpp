@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -89,7 +90,11 @@ void execute(const CompareJob& job, const TrainData& data, const EpochCallbackMa
 // Runs the jobs that train, `jobs` at a time (one thread each; each run's
 // executor has its own CUDA stream and handles), the others finishing when
 // one fails. Fills job.error / job.interrupted.
-void train_all(std::vector<CompareJob>& all, const TrainData& data, int jobs, const EpochCallbackMaker& after_epoch) {
+// The data of every run to train, one TrainData per train_data_key (a variant
+// such as no-speed, augment.speed=false, trains without the speed copies).
+using DataByKey = std::map<std::string, TrainData>;
+
+void train_all(std::vector<CompareJob>& all, const DataByKey& datas, int jobs, const EpochCallbackMaker& after_epoch) {
   std::vector<CompareJob*> todo;
   for (CompareJob& j : all)
     if (j.action != CompareJob::Action::reuse) todo.push_back(&j);
@@ -101,7 +106,7 @@ void train_all(std::vector<CompareJob>& all, const TrainData& data, int jobs, co
       return;
     }
     try {
-      execute(j, data, after_epoch);
+      execute(j, datas.at(train_data_key(j.cfg)), after_epoch);
     } catch (const Interrupted& e) {
       j.interrupted = true;
       j.interrupt_code = e.exit_code();
@@ -141,13 +146,19 @@ CompareTraining train_compare_runs(ComparePlan& plan, model::Device device, int 
   for (const CompareJob& j : jobs) done.to_train += j.action != CompareJob::Action::reuse;
 
   if (done.to_train > 0) {
-    const TrainData data = load_train_data(base);
+    DataByKey datas;
+    for (const CompareJob& j : jobs) {
+      const std::string key = train_data_key(j.cfg);
+      if (j.action != CompareJob::Action::reuse && !datas.count(key)) datas.emplace(key, load_train_data(j.cfg));
+    }
+    const std::string base_key = train_data_key(base);
+    const TrainData& data = datas.count(base_key) ? datas.at(base_key) : datas.begin()->second;
     done.jobs_used = jobs_arg > 0 ? jobs_arg : default_compare_jobs(device, base, data, done.to_train);
     done.jobs_used = std::max(1, std::min(done.jobs_used, done.to_train));
     spdlog::info("compare: training {} of {} runs, {} at a time on {}{}", done.to_train, jobs.size(), done.jobs_used,
                  model::device_name(device), device == model::Device::cpu && done.jobs_used > 1 ? " (their parallel sections share one thread pool)" : "");
     const auto t0 = std::chrono::steady_clock::now();
-    train_all(jobs, data, done.jobs_used, after_epoch);
+    train_all(jobs, datas, done.jobs_used, after_epoch);
     done.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::vector<std::string> failed;
     int interrupt_code = 0;

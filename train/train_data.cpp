@@ -84,6 +84,17 @@ size_t keep_trainable(const config::Config& cfg, TrainData& data) {
   return left_out;
 }
 
+std::string train_data_key(const config::Config& cfg) {
+  // Every field load_train_data (and keep_chosen_copies, keep_trainable, training_label_set) reads.
+  std::string k = cfg.data_workdir;
+  k += '\n' + std::to_string(cfg.features_cmvn) + ' ' + std::string(config::to_string(cfg.data_cmvn));
+  k += '\n' + std::to_string(cfg.augment_speed) + ' ' + std::to_string(cfg.augment_noise);
+  k += '\n' + std::to_string(cfg.data_max_train_utterances) + ' ' + std::to_string(cfg.data_max_dev_utterances);
+  k += '\n' + std::string(config::to_string(cfg.crf_supervision)) + ' ' + std::to_string(cfg.data_label_set) + ' ' +
+       cfg.data_phone_set;
+  return k;
+}
+
 TrainData load_train_data(const config::Config& cfg) {
   if (cfg.data_workdir.empty()) throw std::invalid_argument("config: data.workdir is required (a prepared WORKDIR)");
   TrainData d;

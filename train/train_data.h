@@ -23,6 +23,11 @@ struct TrainData {
 // crf.supervision left out (keep_trainable). Throws naming the key or the file.
 TrainData load_train_data(const config::Config& cfg);
 
+// The config keys load_train_data reads, as one string: two configs with the
+// same key load the same TrainData (compare loads it once per key, so that a
+// variant with augment.speed=false trains without the speed copies).
+std::string train_data_key(const config::Config& cfg);
+
 // data.cmvn speaker: each speaker's statistics over its utterances in data.train, and in data.dev, added
 // to data.cmvn (Cmvn::with_speakers; nothing otherwise). load_train_data calls it last; data made in
 // memory calls it once its splits are final.

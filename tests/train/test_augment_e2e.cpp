@@ -94,6 +94,40 @@ TEST_F(AugmentE2E, CopiesAreChosenByTheKeysAndNeverInDev) {
   EXPECT_EQ(train::load_train_data(cfg).train.utterances.size(), originals);
 }
 
+// compare loads the data of each variant with its own keys: --ablation augment's
+// no-speed trains without the speed copies (it once trained on the base's data).
+TEST_F(AugmentE2E, CompareAblationTrainsEachVariantOnItsOwnCopies) {
+  config::Config cfg;
+  cfg.data_workdir = (dir_ / "work-aug").string();
+  const std::string key = train::train_data_key(cfg);
+  config::Config other = cfg;
+  other.train_lr = 0.5;
+  other.crf_max_duration = 1;
+  EXPECT_EQ(train::train_data_key(other), key);  // keys load_train_data does not read
+  other.augment_speed = false;
+  EXPECT_NE(train::train_data_key(other), key);
+  const size_t originals = count_kind(train::load_train_data(cfg).train, data::Augmentation::none);
+  ASSERT_GT(originals, 0u);
+
+  const fs::path runs = dir_ / "cmp-ablation";
+  const Cmd c = run("compare --config " + config_ + " --set data.workdir=" + cfg.data_workdir +
+                    " --set train.run_dir=" + runs.string() + " --set train.epochs=1 --device cpu --jobs 1"
+                    " --ablation augment --variant noaug:augment.speed=false,augment.noise=false");
+  ASSERT_EQ(c.rc, 0) << c.output;
+  auto trained_on = [&](const std::string& run_name) -> long {
+    const std::string log = slurp(runs / run_name / "train.log");
+    const size_t at = log.find(" train / ");
+    if (at == std::string::npos) return -1;
+    size_t from = log.rfind(' ', at - 1);
+    return std::stol(log.substr(from + 1, at - from - 1));
+  };
+  EXPECT_EQ(trained_on("semicrf"), static_cast<long>(4 * originals));
+  EXPECT_EQ(trained_on("linear"), static_cast<long>(4 * originals));
+  EXPECT_EQ(trained_on("no-speed"), static_cast<long>(2 * originals));
+  EXPECT_EQ(trained_on("no-noise"), static_cast<long>(3 * originals));
+  EXPECT_EQ(trained_on("noaug"), static_cast<long>(originals));
+}
+
 TEST_F(AugmentE2E, SpecMasksChangeTrainingAndResumeBitwise) {
   const std::string masks =
       "--set augment.time_masks=2 --set augment.time_mask_width=10 --set augment.freq_masks=1 "
