@@ -11,6 +11,10 @@ utterance's phone sequence is its transcript (`transcripts` tensor) where it has
 one, else the maximal runs of its frame labels, which is the sequence
 crf.supervision=transcript trains on (the times themselves are not used).
 The test splits are left out of OUT: score the next model on WORKDIR.
+OUT is a `prepare --corpus` WORKDIR, which train does not read as TIMIT's: from
+a TIMIT-layout WORKDIR (TIMIT, synth --voice flite) train the next model with
+`--set data.phone_set=timit39` (or the label set the checkpoint used), else it
+trains on the 60 phones of timit61 (the script says so).
 
   realign.py --checkpoint CK --workdir WORKDIR --out OUT [--timitseg BIN] [--device auto] [--threads 0]
 
@@ -141,6 +145,9 @@ def main() -> int:
                "--threads", a.threads]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
         print(f"realign: {kept} of {len(rows)} utterances aligned by {a.checkpoint} -> {a.out}", file=sys.stderr)
+        if rep:
+            print(f"realign: {a.out} holds TIMIT's 61 phones and is not read as TIMIT's WORKDIR: train on it with "
+                  "--set data.phone_set=timit39 (or the label set the checkpoint trained on)", file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -82,13 +82,15 @@ class Realign(unittest.TestCase):
                     self.assertEqual(seq2, seq, uid)  # the alignment reads the sequence trained on
                 total += len(a)
             self.assertIn(f"realign: {total} of {total} utterances aligned", r.stderr)
+            self.assertIn("--set data.phone_set=timit39", r.stderr)
             self.assertEqual(man2["splits"]["test"]["utterances"], 0)  # scored on the original WORKDIR
             # not the original times: the model of one epoch misplaces some boundaries
             la, lb = load(d / "prep" / "train.safetensors")[0]["labels"], load(d / "prep2" / "train.safetensors")[0]["labels"]
             self.assertEqual(len(la), len(lb))
             self.assertNotEqual(list(la), list(lb))
-            run(BIN, "train", "--config", cfg, "--set", f"data.workdir={d / 'prep2'}", "--set", f"train.run_dir={d / 'run2'}",
-                "--set", "crf.supervision=segments")
+            t = run(BIN, "train", "--config", cfg, "--set", f"data.workdir={d / 'prep2'}", "--set",
+                    f"train.run_dir={d / 'run2'}", "--set", "crf.supervision=segments", "--set", "data.phone_set=timit39")
+            self.assertIn("39 classes", t.stdout + t.stderr)  # the classes the first model trained on
             self.assertTrue((d / "run2" / "checkpoints" / "best.safetensors").exists())
 
 
