@@ -81,6 +81,16 @@ def main() -> int:
     ap.add_argument("--splits", default="train,dev")
     a = ap.parse_args()
 
+    def fail(msg: str) -> int:
+        print(f"realign: error: {msg}", file=sys.stderr)
+        return 1
+
+    if not os.path.isfile(a.checkpoint):
+        return fail(f"--checkpoint {a.checkpoint}: no such file")
+    if not os.path.isfile(os.path.join(a.workdir, "manifest.json")):
+        return fail(f"--workdir {a.workdir}: not a prepared WORKDIR (no manifest.json)")
+    if os.path.exists(a.out):
+        return fail(f"--out {a.out}: exists; choose a new folder (nothing is overwritten)")
     man = json.load(open(os.path.join(a.workdir, "manifest.json")))
     labels = man["phone_set"]["labels"]
     rate = 16000
@@ -124,6 +134,8 @@ def main() -> int:
             print(f"realign: timitseg align exited with {r.returncode} (some utterances may be left out); its log:",
                   file=sys.stderr)
             sys.stderr.write("".join(l for l in open(os.path.join(work, "align.log")) if "[info]" not in l)[-4000:])
+            if not os.path.isdir(ali) or not os.listdir(ali):
+                return fail(f"no utterance was aligned by {a.checkpoint}; nothing written")
         kept = 0
         with open(os.path.join(work, "manifest.jsonl"), "w") as mf:
             for k, i in key.items():
@@ -143,7 +155,8 @@ def main() -> int:
         cmd = [a.timitseg, "prepare", "--corpus", os.path.join(work, "manifest.jsonl"), "--format", "manifest",
                "--phone-set", os.path.join(a.workdir, "phone_set.yaml"), "--out", a.out, "--no-progress",
                "--threads", a.threads]
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        if subprocess.run(cmd, stdout=subprocess.DEVNULL).returncode != 0:
+            return fail(f"timitseg prepare of the alignments failed (its error above); {a.out} not written")
         print(f"realign: {kept} of {len(rows)} utterances aligned by {a.checkpoint} -> {a.out}", file=sys.stderr)
         if rep:
             print(f"realign: {a.out} holds TIMIT's 61 phones and is not read as TIMIT's WORKDIR: train on it with "

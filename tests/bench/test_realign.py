@@ -93,6 +93,26 @@ class Realign(unittest.TestCase):
             self.assertIn("39 classes", t.stdout + t.stderr)  # the classes the first model trained on
             self.assertTrue((d / "run2" / "checkpoints" / "best.safetensors").exists())
 
+    def test_bad_input_is_one_line_and_writes_nothing(self):
+        with tempfile.TemporaryDirectory(prefix="timitseg_realign_bad_") as d:
+            d = Path(d)
+            (d / "work").mkdir()
+            (d / "work" / "manifest.json").write_text("{}")
+            (d / "ck.safetensors").write_bytes(b"not a checkpoint")
+            (d / "taken").mkdir()
+            cases = [(["--checkpoint", d / "missing.safetensors", "--workdir", d / "work", "--out", d / "o1"],
+                      f"realign: error: --checkpoint {d / 'missing.safetensors'}: no such file"),
+                     (["--checkpoint", d / "ck.safetensors", "--workdir", d / "nowhere", "--out", d / "o2"],
+                      f"realign: error: --workdir {d / 'nowhere'}: not a prepared WORKDIR (no manifest.json)"),
+                     (["--checkpoint", d / "ck.safetensors", "--workdir", d / "work", "--out", d / "taken"],
+                      f"realign: error: --out {d / 'taken'}: exists; choose a new folder (nothing is overwritten)")]
+            for args, line in cases:
+                r = subprocess.run([sys.executable, SCRIPT, "--timitseg", BIN] + [str(x) for x in args],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertEqual(r.stderr.strip(), line)
+            self.assertEqual(sorted(p.name for p in d.iterdir()), ["ck.safetensors", "taken", "work"])
+
 
 if __name__ == "__main__":
     unittest.main()
