@@ -10,6 +10,9 @@
 // utterance's, i.e. -40 dB) and the audio before the first phone are kEspeakSilence;
 // a nameless phoneme that sounds (Spanish ';', palatalization), zero-length events and
 // language-switch markers ("(en)") are dropped: the phone before covers their samples.
+// A stop (plosive or affricate) after a speech phone starts at its closure, not at the
+// release where espeak's event comes: its start moves back over the quiet 5 ms windows
+// before the event (docs/synth.md, "A stop starts at its closure").
 // Every synthesis runs in a forked child process (espeak-ng keeps state between
 // syntheses and voice loads; see espeak_speak in the .cpp).
 //

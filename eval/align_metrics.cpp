@@ -41,7 +41,8 @@ namespace {
 
 const int kTolerancesMs[] = {10, 20, 25, 50};
 
-nlohmann::json summarize(const std::vector<double>& abs_ms) {
+// signed_ms: the same boundaries' aligned - reference (its mean is the bias), or empty.
+nlohmann::json summarize(const std::vector<double>& abs_ms, const std::vector<double>& signed_ms) {
   nlohmann::json j;
   j["boundaries"] = abs_ms.size();
   if (abs_ms.empty()) return j;  // no boundary: the fractions and errors do not exist (never NaN)
@@ -59,10 +60,12 @@ nlohmann::json summarize(const std::vector<double>& abs_ms) {
   std::sort(v.begin(), v.end());
   const size_t m = v.size() / 2;
   j["median_abs_ms"] = v.size() % 2 ? v[m] : 0.5 * (v[m - 1] + v[m]);
+  if (signed_ms.size() == abs_ms.size())
+    j["mean_signed_ms"] = std::accumulate(signed_ms.begin(), signed_ms.end(), 0.0) / static_cast<double>(signed_ms.size());
   return j;
 }
 
-// One table row: "  NAME  B  w10 w20 w25 w50  mean  median".
+// One table row: "  NAME  B  w10 w20 w25 w50  mean  median  bias".
 std::string row(const std::string& name, const nlohmann::json& j) {
   char buf[256];
   if (!j.contains("within_ms")) {
@@ -70,10 +73,11 @@ std::string row(const std::string& name, const nlohmann::json& j) {
     return "  " + pad_right(name, 16) + buf;  // by display width (IPA, CJK labels)
   }
   const nlohmann::json& w = j["within_ms"];
-  std::snprintf(buf, sizeof buf, " %7lld %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f\n",
+  std::snprintf(buf, sizeof buf, " %7lld %7.2f %7.2f %7.2f %7.2f %8.2f %8.2f %+8.2f\n",
                 static_cast<long long>(j["boundaries"].get<int64_t>()), 100 * w["10"].get<double>(),
                 100 * w["20"].get<double>(), 100 * w["25"].get<double>(), 100 * w["50"].get<double>(),
-                j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>());
+                j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>(),
+                j.value("mean_signed_ms", 0.0));
   return "  " + pad_right(name, 16) + buf;
 }
 
@@ -157,8 +161,11 @@ std::string sample_reference(const data::Utterance& u, const model::LabelSet& la
 }
 
 void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms) {
-  for (size_t i = 0; i < ref_ends.size(); ++i)
-    abs_ms.push_back(std::fabs(static_cast<double>(ref_ends[i]) - static_cast<double>(hyp_ends.at(i))) * frame_ms);
+  for (size_t i = 0; i < ref_ends.size(); ++i) {
+    const double e = (static_cast<double>(hyp_ends.at(i)) - static_cast<double>(ref_ends[i])) * frame_ms;
+    abs_ms.push_back(std::fabs(e));
+    signed_ms.push_back(e);
+  }
 }
 
 void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp,
@@ -166,26 +173,30 @@ void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, co
   for (size_t i = 0; i < ref.size(); ++i) {
     const double r = static_cast<double>(ref[i]) / ref_rate, h = static_cast<double>(hyp.at(i)) / hyp_rate;
     samples.abs_ms.push_back(std::fabs(h - r) * 1000.0);
+    samples.signed_ms.push_back((h - r) * 1000.0);
     samples.cls.push_back(cls.at(i));
   }
 }
 
-nlohmann::json BoundaryErrors::summary() const { return summarize(abs_ms); }
+nlohmann::json BoundaryErrors::summary() const { return summarize(abs_ms, signed_ms); }
 
 nlohmann::json BoundaryErrors::by_class() const {
   nlohmann::json j = nlohmann::json::object();
   const std::vector<std::string>& names = class_names;
   for (size_t k = 0; k < names.size(); ++k) {
-    std::vector<double> v;
+    std::vector<double> v, sv;
     for (size_t i = 0; i < abs_ms.size(); ++i)
-      if (cls[i] == static_cast<int>(k)) v.push_back(abs_ms[i]);
-    if (!v.empty()) j[names[k]] = summarize(v);
+      if (cls[i] == static_cast<int>(k)) {
+        v.push_back(abs_ms[i]);
+        if (i < signed_ms.size()) sv.push_back(signed_ms[i]);
+      }
+    if (!v.empty()) j[names[k]] = summarize(v, sv);
   }
   return j;
 }
 
 nlohmann::json AlignMetrics::to_json() const {
-  nlohmann::json j = summarize(abs_ms);
+  nlohmann::json j = summarize(abs_ms, signed_ms);
   j["utterances"] = utterances;
   j["infeasible"] = infeasible;
   j["seconds"] = seconds;
@@ -205,8 +216,8 @@ std::string AlignMetrics::table() const {
   std::snprintf(buf, sizeof buf, "forced alignment (%lld utterances%s, %.2f s)\n", static_cast<long long>(utterances),
                 infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds);
   out += buf;
-  out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median\n";
-  out += row("frame-quantized", summarize(abs_ms));
+  out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median  bias ms\n";
+  out += row("frame-quantized", summarize(abs_ms, signed_ms));
   if (without_phn < utterances) {
     out += row("sample-accurate", samples.summary());
     const nlohmann::json bc = samples.by_class();

@@ -28,12 +28,13 @@ std::vector<std::pair<int32_t, int32_t>> reference_runs(const data::Utterance& u
 // Boundary errors and their summary: within 10/20/25/50 ms, mean and median
 // |error| (a boundary counts as within t ms when its error is at most t).
 struct BoundaryErrors {
-  std::vector<double> abs_ms;  // |aligned - reference| per boundary, ms
+  std::vector<double> abs_ms;     // |aligned - reference| per boundary, ms
+  std::vector<double> signed_ms;  // aligned - reference per boundary, ms (> 0: placed late)
   std::vector<int> cls;        // broad class (index into class_names) of the phone after it; -1 none
   // the phone set's broad classes (PhoneSetSpec::broad_class_names; TIMIT's six by default); empty: none
   std::vector<std::string> class_names = data::broad_class_names();
-  // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m}; no
-  // fractions when N = 0 (never NaN)
+  // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m,
+  // "mean_signed_ms": bias (> 0: boundaries placed late)}; no fractions when N = 0 (never NaN)
   nlohmann::json summary() const;
   // summary() of the boundaries of each broad class, keyed by its name (classes with none left out)
   nlohmann::json by_class() const;
@@ -63,8 +64,9 @@ std::string sample_reference(const data::Utterance& u, const model::LabelSet& la
 // frames) and sample-accurate (samples: against the .PHN times, the aligned
 // boundary in samples as `align` writes it).
 struct AlignMetrics {
-  std::vector<double> abs_ms;  // frame-quantized |aligned - reference| per boundary, ms
-  BoundaryErrors samples;      // sample-accurate
+  std::vector<double> abs_ms;     // frame-quantized |aligned - reference| per boundary, ms
+  std::vector<double> signed_ms;  // frame-quantized aligned - reference per boundary, ms
+  BoundaryErrors samples;         // sample-accurate
   int64_t utterances = 0, infeasible = 0, without_phn = 0;  // without_phn: no readable .PHN beside the audio
   double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
   ConfidenceMetrics confidence;  // the confidences scored (docs/align.md "Confidence")
@@ -75,7 +77,7 @@ struct AlignMetrics {
   void add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp, int hyp_rate,
                    const std::vector<int>& cls);
   // The frame-quantized figures at the top level {"boundaries", "within_ms", "mean_abs_ms",
-  // "median_abs_ms"}, and "samples": {the same, "by_class": {...}, "without_phn": n}
+  // "median_abs_ms", "mean_signed_ms"}, and "samples": {the same, "by_class": {...}, "without_phn": n}
   nlohmann::json to_json() const;
   std::string table() const;
 };

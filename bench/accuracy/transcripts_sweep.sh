@@ -5,7 +5,8 @@
 # phone sequences alone, crf.supervision=transcript) for each seed, pick each
 # run's checkpoint by dev PER (the rule of every run: best.safetensors), score
 # its alignment of the test split against the hidden times (`evaluate --align`,
-# sample-accurate) and print mean and spread over the seeds.
+# sample-accurate; bias: the mean signed error, > 0 late) and print mean and
+# spread over the seeds.
 #
 #   bench/accuracy/transcripts_sweep.sh OUT [SEEDS] [CORPORA]
 #
@@ -91,22 +92,23 @@ def ms(xs, scale=1.0, digits=2):
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     return f"{statistics.mean(xs):.{digits}f} +- {sd:.{digits}f}"
 
-print("| corpus | trained on | seeds | test PER % | within 20 ms % (sample) | mean abs error ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
-print("|---|---|---|---|---|---|---|---|")
+print("| corpus | trained on | seeds | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
+print("|---|---|---|---|---|---|---|---|---|")
 for c in corpora:
     for a in arms:
-        per, w20, mae, w10, w25, w50, sec = [], [], [], [], [], [], []
+        per, w20, mae, bias, w10, w25, w50, sec = [], [], [], [], [], [], [], []
         for s in seeds:
             f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
             if not os.path.exists(f): continue
             j = json.load(open(f)); al = j["align"]["samples"]
             per.append(j["per"]); w20.append(al["within_ms"]["20"]); mae.append(al["mean_abs_ms"])
+            bias.append(al.get("mean_signed_ms", float("nan")))
             w10.append(al["within_ms"]["10"]); w25.append(al["within_ms"]["25"]); w50.append(al["within_ms"]["50"])
             m = [json.loads(l) for l in open(os.path.join(out, c, a, f"seed-{s}", "metrics.jsonl")) if l.strip()]
             sec.append(statistics.mean(x["epoch_seconds"] for x in m))
         if not per:
-            print(f"| {c} | {a} | 0 | (no finished run) | | | | |"); continue
-        print(f"| {c} | {a} | {len(per)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | "
+            print(f"| {c} | {a} | 0 | (no finished run) | | | | | |"); continue
+        print(f"| {c} | {a} | {len(per)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
               f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |")
 PYEOF
 exit $status

@@ -108,6 +108,39 @@ TEST(EspeakTts, SilencesAreQuietAndTheirNeighboursAreNot) {
   EXPECT_GT(loud / n, 55.0);
 }
 
+// A stop's closure is part of the stop (TIMIT's and every aligner's convention), not
+// the end of the vowel before it: espeak's event comes at the release, after ~40 ms of
+// near-silence. Checked on the audio: the stop's first 5 ms are quiet, it holds the
+// closure (5 ms at least 20 dB below the utterance), the last 5 ms of the phone before are not quiet.
+TEST(EspeakTts, StopsStartAtTheirClosure) {
+  REQUIRE_ESPEAK();
+  for (const auto& [lang, text] : std::vector<std::pair<std::string, std::string>>{
+           {"es", "El pato tapa la capa de Paco y toca poco."}, {"de", "Die Katze hat kaum Appetit."}}) {
+    const EspeakOutput o = speak(lang, text);
+    double total = 0;
+    for (int16_t v : o.samples) total += double(v) * v;
+    const double utt_db = 10 * std::log10(total / double(o.samples.size()) + 1.0);
+    const int64_t w = o.sample_rate / 200;  // 5 ms
+    int checked = 0;
+    for (size_t i = 1; i < o.phones.size(); ++i) {
+      const EspeakPhone &p = o.phones[i - 1], &q = o.phones[i];
+      const bool stop = q.label == "p" || q.label == "t" || q.label == "k";
+      if (!stop || p.label == kEspeakSilence || q.end - q.start < 4 * w) continue;
+      const double head = rms_db(o.samples, q.start, q.start + w), tail = rms_db(o.samples, p.end - w, p.end);
+      double closure = 1e9;  // the quietest 5 ms of the stop's first 30 ms
+      for (int64_t a = q.start; a + w <= std::min(q.end, q.start + 6 * w); a += w)
+        closure = std::min(closure, rms_db(o.samples, a, a + w));
+      ++checked;
+      EXPECT_LT(head, utt_db - 15.0 + 0.01) << lang << " " << q.label << " at " << q.start << ": its start is not quiet";
+      EXPECT_GT(tail, utt_db - 15.0) << lang << " " << p.label << " before " << q.label << " at " << q.start
+                                     << ": the phone before ends in the closure";
+      EXPECT_LT(closure, utt_db - 20.0) << lang << " " << q.label << " at " << q.start << ": no closure in it";
+      EXPECT_GE(q.end - q.start, 4 * w) << lang << " " << q.label;
+    }
+    EXPECT_GE(checked, lang == "es" ? 8 : 3) << lang << ": stops after speech";
+  }
+}
+
 // The IPA espeak-ng 1.51's dictionaries give these words (espeak-ng -q --ipa -v LANG WORD,
 // stress marks removed): Spanish b -> β between vowels, German long vowels, French nasals.
 TEST(EspeakG2p, KnownWordsInFourLanguages) {

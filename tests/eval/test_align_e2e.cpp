@@ -242,7 +242,7 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
                " --device cpu");
   ASSERT_EQ(al.rc, 0) << al.output;
   const model::ModelState s = model::load_checkpoint(ckpt_.string());
-  std::vector<double> errors;
+  std::vector<double> errors, signed_errors;
   for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
     const fs::path wav = u.audio_path, phn = fs::path(u.audio_path).replace_extension(".PHN");
     std::vector<data::Problem> problems;
@@ -250,7 +250,10 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
     const std::vector<PhnRow> rows = read_phn((out / fs::relative(wav, test).replace_extension()).string() + ".PHN");
     ASSERT_EQ(rows.size(), ref.size()) << phn;
     for (size_t i = 1; i < ref.size(); ++i)
+    {
       errors.push_back(std::fabs(static_cast<double>(rows[i].b - ref[i].start)) / 16.0);  // 16 samples per ms
+      signed_errors.push_back(static_cast<double>(rows[i].b - ref[i].start) / 16.0);
+    }
   }
   const nlohmann::json& sa = a["samples"];
   EXPECT_EQ(sa["without_phn"].get<int64_t>(), 0);
@@ -262,6 +265,9 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
     within20 += e <= 20.0;
   }
   EXPECT_NEAR(sa["mean_abs_ms"].get<double>(), sum / errors.size(), 1e-9);
+  double signed_sum = 0;
+  for (double e : signed_errors) signed_sum += e;
+  EXPECT_NEAR(sa["mean_signed_ms"].get<double>(), signed_sum / errors.size(), 1e-9);
   EXPECT_NEAR(sa["within_ms"]["20"].get<double>(), static_cast<double>(within20) / errors.size(), 1e-12);
   size_t in_classes = 0;
   for (const auto& [name, c] : sa["by_class"].items()) in_classes += c["boundaries"].get<size_t>();

@@ -89,7 +89,9 @@ TEST(AlignModel, ReferenceRunsAndBoundaryMetrics) {
   EXPECT_DOUBLE_EQ(j["within_ms"]["50"].get<double>(), 1.0);
   EXPECT_DOUBLE_EQ(j["mean_abs_ms"].get<double>(), 17.5);
   EXPECT_DOUBLE_EQ(j["median_abs_ms"].get<double>(), 15.0);
+  EXPECT_DOUBLE_EQ(j["mean_signed_ms"].get<double>(), -2.5);  // (0 + 20 - 40 + 10) / 4: early on balance
   EXPECT_FALSE(eval::AlignMetrics().to_json().contains("mean_abs_ms"));  // no boundary: no NaN
+  EXPECT_FALSE(eval::AlignMetrics().to_json().contains("mean_signed_ms"));
 }
 
 TEST(AlignModel, BroadClassesOfEveryPhoneSet) {
@@ -145,6 +147,9 @@ TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
   EXPECT_NEAR(j["within_ms"]["20"].get<double>(), 1.0, 1e-12);
   EXPECT_NEAR(j["mean_abs_ms"].get<double>(), 16.0 / 3.0, 1e-9);
   EXPECT_NEAR(j["median_abs_ms"].get<double>(), 2.5, 1e-9);
+  EXPECT_NEAR(j["mean_signed_ms"].get<double>(), (1.0 - 2.5 + 12.5) / 3.0, 1e-9);  // aligned - reference
+  EXPECT_NEAR(j["by_class"]["vowels"]["mean_signed_ms"].get<double>(), (1.0 + 12.5) / 2.0, 1e-9);
+  EXPECT_NEAR(j["by_class"]["silence"]["mean_signed_ms"].get<double>(), -2.5, 1e-9);
   EXPECT_EQ(j["by_class"]["vowels"]["boundaries"], 2);
   EXPECT_NEAR(j["by_class"]["vowels"]["mean_abs_ms"].get<double>(), 6.75, 1e-9);
   EXPECT_NEAR(j["by_class"]["vowels"]["within_ms"]["10"].get<double>(), 0.5, 1e-12);
