@@ -170,7 +170,7 @@ def boundary_seconds(frame, fo):
     return 0.0 if frame <= 0 else ((centre(frame - 1) + centre(frame)) // 2) / rate
 
 
-def train(model, data, a, blank):
+def train(model, data, a, blank, device):
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=a.weight_decay)
     sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=a.epochs)
     ctc = torch.nn.CTCLoss(blank=blank, reduction="mean", zero_infinity=True)
@@ -182,9 +182,9 @@ def train(model, data, a, blank):
             part = [data[j] for j in order[i:i + a.batch_size]]
             # batches() pads the features; the frame labels are not used (zeros)
             x, lengths, _ = next(batches([(f, np.zeros(len(f), dtype=np.int64)) for f, _, _ in part], len(part)))
-            targets = torch.tensor([p for _, _, q in part for p in q], dtype=torch.long)
+            targets = torch.tensor([p for _, _, q in part for p in q], dtype=torch.long, device=device)
             target_lengths = torch.tensor([len(q) for _, _, q in part])
-            logp = model(x, lengths)  # [B][T][C+1]
+            logp = model(x.to(device), lengths)  # [B][T][C+1]
             loss = ctc(logp.transpose(0, 1), targets, lengths, target_lengths)
             opt.zero_grad()
             loss.backward()
@@ -210,7 +210,15 @@ def main():
     ap.add_argument("--clip-norm", type=float, default=5.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    ap.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
+                    help="where the encoder trains and runs (auto: cuda when torch sees a GPU); the forced "
+                         "alignment (Viterbi) is numpy on the CPU either way")
     a = ap.parse_args()
+    if a.device == "auto":
+        a.device = "cuda" if torch.cuda.is_available() else "cpu"
+    if a.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: torch sees no GPU (torch.cuda.is_available() is False)")
+    device = torch.device(a.device)
     if a.threads > 0:
         torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
@@ -229,15 +237,16 @@ def main():
     meta, test = read_split(a.workdir, a.split, fold)
     phones_json = json.load(open(os.path.join(a.workdir, "phones.json")))
     test = norm(test)
-    model = Encoder(train_data[0][0].shape[1], a.hidden, a.layers, C, a.dropout)
-    print("train %d utterances, align %d of %s; %d classes + blank" % (len(train_data), len(test), a.split, C))
+    model = Encoder(train_data[0][0].shape[1], a.hidden, a.layers, C, a.dropout).to(device)
+    print("train %d utterances, align %d of %s; %d classes + blank; on %s" % (len(train_data), len(test), a.split, C,
+                                                                             device))
     model.train()
-    train(model, train_data, a, blank=C)
+    train(model, train_data, a, blank=C, device=device)
     model.eval()
     lines, failed = [], 0
     with torch.no_grad():
         for m, (x, _, q) in zip(meta, test):
-            logp = model(torch.from_numpy(x)[None], torch.tensor([len(x)]))[0].numpy().astype(np.float64)
+            logp = model(torch.from_numpy(x)[None].to(device), torch.tensor([len(x)]))[0].cpu().numpy().astype(np.float64)
             phn = phn_sequence(m["audio"], phones_json, fold)
             line = {"utterance_id": m["id"]}
             try:

@@ -11,7 +11,8 @@
 # python with torch and numpy, default python3; PYTHONPATH=python and
 # TIMITSEG_LIBRARY are set from the binary's build folder when unset),
 # CONFIG (default configs/synth.yaml), CTC_THREADS (torch's CPU threads for the
-# example, default 0: torch's default; 1 is faster on a loaded machine). The
+# example, default 0: torch's default; 1 is faster on a loaded machine),
+# CTC_DEVICE (the example's --device: cpu, the default, cuda or auto). The
 # two trainings run one after the other.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -33,7 +34,7 @@ mkdir -p "$OUT"
   --align --no-progress --json "$OUT/transcript_eval.json" > "$OUT/transcript_eval.txt" 2>&1
 
 "$PY" examples/ctc_align.py --workdir "$W" --split "$SPLIT" --out "$OUT/ctc_spans.jsonl" --epochs "$EPOCHS" \
-  --seed "$SEED" --threads "${CTC_THREADS:-0}" > "$OUT/ctc.log" 2>&1
+  --seed "$SEED" --threads "${CTC_THREADS:-0}" --device "${CTC_DEVICE:-cpu}" > "$OUT/ctc.log" 2>&1
 "$BIN" score --spans "$OUT/ctc_spans.jsonl" --workdir "$W" --split "$SPLIT" --json "$OUT/ctc_score.json" \
   > "$OUT/ctc_score.txt" 2>&1
 
