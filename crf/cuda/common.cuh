@@ -353,9 +353,14 @@ TranscriptLayout make_transcript_layout(const Dims& d, int64_t N);
 // two threads write one entry, no atomics), then the outputs of the backward
 // without labels minus scale x the marginals, the parameters reduced over b in
 // order (transcript.cu). log_z_c [B] (may be null); an utterance with
-// log Z_c = -inf reports kTranscript.
-void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params& p, int N, const int32_t* phones,
-                       const int32_t* num_phones, const int32_t* optional, double scale, void* ws, double* log_z_c,
-                       const Grads& grads, cudaStream_t stream);
+// log Z_c = -inf reports kTranscript. In two launches:
+//   launch_transcript_marginals: the tables, log Z_c and the constrained marginals (in ws only; reads
+//                                the inputs alone, so it may run on a stream beside the backward without labels)
+//   launch_transcript_grads:     grads minus scale x those marginals (after the backward wrote grads)
+void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
+                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
+                                 double* log_z_c, cudaStream_t stream);
+void launch_transcript_grads(const Layout& l, const TranscriptLayout& tl, const Params& p, double scale, void* ws,
+                             const Grads& grads, cudaStream_t stream);
 
 }  // namespace timitseg::crf::cuda_impl

@@ -8,6 +8,8 @@
 //   transcript_pairs_kernel      [B][N][2]:   mass of phone n followed by n+1 (or n+2 over an optional n+1)
 //   transcript_cum_kernel        [B][T+1][C]: each label's cum / onset marginal, its phones in order
 //   transcript_marginals_kernel  [B][P]:      each label's A, D, s, e marginal, its phones in order
+//   (launch_transcript_marginals: the six above, reading the inputs only: beside the backward without labels)
+//   transcript_rows_kernel, transcript_params_kernel: the gradients minus the marginals (launch_transcript_grads)
 //
 // Every entry is written by one thread that sums in a fixed order: no atomics,
 // results are deterministic.
@@ -239,11 +241,9 @@ __global__ void transcript_params_kernel(int B, int C, int K, const double* __re
   }
 }
 
-}  // namespace
-
-void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params& p, int N, const int32_t* phones,
-                       const int32_t* num_phones, const int32_t* optional, double scale, void* ws, double* log_z_c,
-                       const Grads& grads, cudaStream_t stream) {
+TranscriptArgs transcript_args(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
+                               const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
+                               double* log_z_c) {
   TranscriptArgs ta{};
   PostArgs& a = ta.post;
   a.T = l.T;
@@ -272,6 +272,15 @@ void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params
   ta.cont = at<double>(ws, tl.cont);
   ta.pairs = at<double>(ws, tl.pairs);
   ta.lz = at<double>(ws, tl.lz);
+  return ta;
+}
+
+}  // namespace
+
+void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
+                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
+                                 double* log_z_c, cudaStream_t stream) {
+  const TranscriptArgs ta = transcript_args(l, tl, p, N, phones, num_phones, optional, ws, log_z_c);
   transcript_pass_kernel<<<l.B, kPassThreads, 0, stream>>>(ta);
   TS_LAUNCHED("transcript_pass_kernel");
   const long long cells = static_cast<long long>(l.B) * (l.T + 1) * N;
@@ -287,18 +296,28 @@ void launch_transcript(const Layout& l, const TranscriptLayout& tl, const Params
   const int P = l.C * l.C + l.K * l.C + 2 * l.C;
   transcript_marginals_kernel<<<grid_for(static_cast<long long>(l.B) * P, 128), 128, 0, stream>>>(ta);
   TS_LAUNCHED("transcript_marginals_kernel");
+}
+
+void launch_transcript_grads(const Layout& l, const TranscriptLayout& tl, const Params& p, double scale, void* ws,
+                             const Grads& grads, cudaStream_t stream) {
+  const double* cum = at<double>(ws, tl.cum);
+  const double* onset = at<double>(ws, tl.onset);
+  const double* params = at<double>(ws, tl.params);
+  const unsigned long long* status = at<unsigned long long>(ws, tl.status);
+  const long long rows = static_cast<long long>(l.B) * (l.T + 1) * l.C;
   if (grads.cum_scores) {
-    transcript_rows_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(l.B, l.T + 1, l.C, 1, p.lengths, ta.cum, scale,
-                                                                      grads.cum_scores, ta.status);
+    transcript_rows_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(l.B, l.T + 1, l.C, 1, p.lengths, cum, scale,
+                                                                      grads.cum_scores, status);
     TS_LAUNCHED("transcript_rows_kernel");
   }
   if (p.onset && grads.onset) {
     const long long frames = static_cast<long long>(l.B) * l.T * l.C;
-    transcript_rows_kernel<<<grid_for(frames, 256), 256, 0, stream>>>(l.B, l.T, l.C, 0, p.lengths, ta.onset, scale,
-                                                                        grads.onset, ta.status);
+    transcript_rows_kernel<<<grid_for(frames, 256), 256, 0, stream>>>(l.B, l.T, l.C, 0, p.lengths, onset, scale,
+                                                                        grads.onset, status);
     TS_LAUNCHED("transcript_rows_kernel");
   }
-  transcript_params_kernel<<<grid_for(P, 128), 128, 0, stream>>>(l.B, l.C, l.K, ta.params, scale, grads, ta.status);
+  const int P = l.C * l.C + l.K * l.C + 2 * l.C;
+  transcript_params_kernel<<<grid_for(P, 128), 128, 0, stream>>>(l.B, l.C, l.K, params, scale, grads, status);
   TS_LAUNCHED("transcript_params_kernel");
 }
 
