@@ -346,21 +346,16 @@ class CudaBackend final : public Backend {
                                   tl.status, tl.zeros, tws, phones, num_phones, optional);
     check_status(l, p, nullptr, tws, phones, num_phones, static_cast<int>(N), optional);
     struct Keep { bool& f; bool v; ~Keep() { f = v; } } keep{defer_, std::exchange(defer_, false)};  // read now
-    // The constrained part reads the inputs only and writes its own workspace: on the side
-    // stream, beside the backward without labels (both are a few blocks per utterance
-    // stepping through the frames); joined before its marginals are subtracted from the
-    // gradients that backward wrote.
+    // The constrained part reads the inputs only: on side_, beside the backward without labels,
+    // joined (however backward leaves) before its marginals are subtracted from backward's gradients.
     record_fork();
     TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
     launch_transcript_marginals(l, tl, p, static_cast<int>(N), phones, num_phones, optional, tws, log_z_c, side_);
     TS_CUDA(cudaEventRecord(join_, side_));
-    try {
+    {
+      struct Join { cudaStream_t s; cudaEvent_t e; ~Join() { (void)cudaStreamWaitEvent(s, e, 0); } } j{stream_, join_};
       backward(dims, p, nullptr, scale, log_z, nullptr, grads, workspace);
-    } catch (...) {
-      (void)cudaStreamWaitEvent(stream_, join_, 0);  // nothing left running on side_ past this call
-      throw;
     }
-    TS_CUDA(cudaStreamWaitEvent(stream_, join_, 0));
     launch_transcript_grads(l, tl, p, scale, tws, grads, stream_);
     check_status(l, p, nullptr, tws);
   }
@@ -426,7 +421,7 @@ class CudaBackend final : public Backend {
   unsigned long long* status_host_ = nullptr;  // pinned: the status word's copy (check_status)
   unsigned long long* deferred_host_ = nullptr;  // pinned: a deferred call's word (mark_deferred_end)
   cudaEvent_t deferred_end_ = nullptr;           // recorded after that copy
-  cudaStream_t side_ = nullptr;  // backward's gold kernel and the transcript's constrained part, forked from / joined to stream_
+  cudaStream_t side_ = nullptr;  // backward's gold kernel, the transcript's constrained part; forked from stream_
   cudaEvent_t fork_ = nullptr, join_ = nullptr;
 
   // Records fork_ after the work queued on stream_ so far, for side_ to wait
