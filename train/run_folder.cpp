@@ -95,6 +95,7 @@ nlohmann::json run_entry(const config::Config& cfg, const options::DeviceChoice&
           {"executor", exec.description()},
           {"config", cfg.to_json()},  // the config of this call, overrides applied (`auto` kept as given)
           {"crf_onset_features", cfg.onset_enabled()},  // resolved (auto: K > 1)
+          {"crf_end_features", cfg.end_enabled()},      // resolved (auto: K > 1)
           {"start_time", iso8601_now()},
           {"resume", resume},
           // several processes (docs/multigpu.md): their number, the launcher and the MPI library

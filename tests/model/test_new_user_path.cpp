@@ -66,6 +66,9 @@ TEST_F(NewUser, ShippedConfigOnTheCpuRecordsTheResolvedChoices) {
   EXPECT_EQ(rj.at("device"), "cpu");
   EXPECT_EQ(rj.at("crf_backend"), "cpu");
   EXPECT_EQ(rj.at("rnn_algo"), "standard");
+  // the segment heads resolved: the shipped config's onset_features auto at K = 60 is on; end_features is not set (off)
+  EXPECT_EQ(rj.at("crf_onset_features"), true);
+  EXPECT_EQ(rj.at("crf_end_features"), false);
   // the config as given (auto kept: a resume on a GPU machine picks the GPU)
   EXPECT_EQ(rj.at("config").at("train").at("device"), "auto");
   EXPECT_EQ(rj.at("config").at("crf").at("backend"), "auto");
