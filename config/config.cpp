@@ -54,6 +54,7 @@ const std::vector<Entry>& entries() {
       {"crf.loss_normalization", &Config::crf_loss_normalization},
       {"crf.init_scale", &Config::crf_init_scale},
       {"crf.duration_init", &Config::crf_duration_init},
+      {"crf.flat_start", &Config::crf_flat_start},
       {"crf.lr_scale", &Config::crf_lr_scale},
       {"crf.phone_bonus", &Config::crf_phone_bonus},
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},

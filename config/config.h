@@ -60,6 +60,10 @@ struct Config {
   LossNormalization crf_loss_normalization = LossNormalization::utterance;  // crf.loss_normalization: utterance | frame
   double crf_init_scale = 0.0;       // crf.init_scale: 0 = transition/duration_bias start at zero; > 0: N(0, scale^2), seeded
   DurationInit crf_duration_init = DurationInit::random;  // crf.duration_init: random (init_scale only) | data (+ log p(d | label) of the train split)
+  // crf.flat_start: with crf.duration_init = data, the utterances that train on their transcript give the
+  // flat start's durations (each one's frames split equally among its required phones) for the labels without
+  // gold segments; false: they give none (such a label keeps the crf.init_scale draw alone).
+  bool crf_flat_start = true;
   double crf_lr_scale = 1.0;         // crf.lr_scale: lr multiplier of crf.transition, duration_bias, start, end
   // crf.onset_features: false | true | auto (true for the semi-CRF, K > 1; false for the linear CRF, K = 1):
   // crf.onset_projection (Linear W -> C) gives the CRF's onset scores. onset_enabled() resolves it.

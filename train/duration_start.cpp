@@ -14,6 +14,7 @@ DurationStart duration_start(const config::Config& cfg, const std::vector<data::
   if (K < 1) throw std::invalid_argument("duration_start: K must be >= 1, got " + std::to_string(K));
   const int C = static_cast<int>(ls.size());
   DurationStart out;
+  out.flat_start = cfg.crf_flat_start;
   std::vector<int64_t> gold_of(static_cast<size_t>(C), 0);  // [C] gold pieces per label
   for (const data::Utterance& u : train) {
     if (trains_on_transcript(cfg, u)) continue;
@@ -31,6 +32,7 @@ DurationStart duration_start(const config::Config& cfg, const std::vector<data::
     const model::PhoneSequence s = model::transcript_of(u, ls);
     if (u.num_frames < s.required()) continue;  // cannot train (keep_trainable leaves it out)
     ++out.transcripts;
+    if (!cfg.crf_flat_start) continue;  // crf.flat_start: false: no durations from the transcripts
     const std::vector<int32_t> y = model::flat_start_labels(s, u.num_frames);
     // transcript_of leaves no two equal required phones side by side: each run is one phone's segment
     for (size_t t = 0; t < y.size();) {
@@ -53,6 +55,9 @@ std::string DurationStart::describe(int K) const {
   std::string s = "the " + std::to_string(segments()) + " segments of the train split (K = " + std::to_string(K) +
                   "): " + std::to_string(gold) + " gold";
   if (transcripts == 0) return s;
+  if (!flat_start)
+    return s + "; the " + std::to_string(transcripts) +
+           " utterances that train on their transcript give none (crf.flat_start: false)";
   s += ", " + std::to_string(flat) + " from an equal split of the transcripts (flat start: each of the " +
        std::to_string(transcripts) + " utterances that train on their transcript divides its frames equally among "
        "its required phones, optional silences none";

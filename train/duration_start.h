@@ -25,13 +25,15 @@ namespace timitseg::train {
 //    label's durations come from its gold segments where the split has any
 //    (the equal split is a guess, every phone of an utterance equally long),
 //    from the flat start where it has none (a transcripts-only corpus: every label).
-// A transcript utterance whose frames cannot hold its required phones gives nothing (keep_trainable leaves it out).
+// A transcript utterance whose frames cannot hold its required phones gives nothing (keep_trainable leaves it out);
+// with crf.flat_start: false none does (its labels without gold segments keep the crf.init_scale draw).
 struct DurationStart {
   std::vector<std::vector<int32_t>> classes;  // one gold utterance's labels, or one flat-start segment, each
   int64_t gold = 0;          // gold pieces (runs split at K)
   int64_t flat = 0;          // flat-start pieces (segments split at K)
   int flat_labels = 0;       // labels whose pieces come from the flat start
   int64_t transcripts = 0;   // utterances that train on their transcript
+  bool flat_start = true;    // crf.flat_start: the transcripts gave the flat start's pieces
   int64_t segments() const { return gold + flat; }
   // "the N segments of the train split (K = k): M gold, P from an equal split of the transcripts (flat start ...)"
   std::string describe(int K) const;

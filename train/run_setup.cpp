@@ -82,7 +82,10 @@ void fresh_state(TrainingRun& r, const TrainData& data) {
     // the train split's durations: gold segments, the flat start of the transcripts (train/duration_start.h)
     const int K = state.dims.max_duration;
     const DurationStart start = duration_start(r.cfg, data.train.utterances, r.ls, K);
-    if (state.dims.duration_lognormal) {  // crf.duration_model = lognormal: each label's log-normal fitted to them
+    if (start.segments() == 0) {  // e.g. a transcripts-only corpus with crf.flat_start: false
+      spdlog::info("crf.duration_init = data: nothing to count in {}: crf.duration_bias keeps the crf.init_scale draw",
+                   start.describe(K));
+    } else if (state.dims.duration_lognormal) {  // crf.duration_model = lognormal: each label's log-normal fitted to them
       const std::vector<float> fit = crf::fit_lognormal_durations(start.classes, K, state.dims.num_classes);
       std::copy(fit.begin(), fit.end(), state.params.begin() + r.layout->crf().duration_lognormal.offset);
       spdlog::info("crf.duration_init = data: crf.duration_lognormal starts at each label's log-normal fit (mean "

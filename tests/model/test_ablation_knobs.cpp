@@ -326,16 +326,20 @@ TEST(AblationKnobs, DurationInitAndLrScaleConfigKeys) {
   const Config d = Config::load(base, {});
   EXPECT_EQ(d.crf_duration_init, DurationInit::random);  // defaults: as before
   EXPECT_EQ(d.crf_lr_scale, 1.0);
-  const Config c = Config::load(base, {"crf.duration_init=data", "crf.lr_scale=30"});
+  EXPECT_TRUE(d.crf_flat_start);
+  const Config c = Config::load(base, {"crf.duration_init=data", "crf.lr_scale=30", "crf.flat_start=false"});
+  EXPECT_FALSE(c.crf_flat_start);
   EXPECT_EQ(c.crf_duration_init, DurationInit::data);
   EXPECT_EQ(c.crf_lr_scale, 30.0);
   const Config y = Config::load(write_yaml("ky", c.to_yaml()), {});
   EXPECT_EQ(y.crf_duration_init, DurationInit::data);
   EXPECT_EQ(y.crf_lr_scale, 30.0);
+  EXPECT_FALSE(y.crf_flat_start);
   const Config j = Config::from_json(c.to_json(), "ckpt");
   EXPECT_EQ(j.crf_duration_init, DurationInit::data);
   EXPECT_EQ(j.crf_lr_scale, 30.0);
-  expect_each_rejected(base, {"crf.duration_init=prior", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"});
+  EXPECT_FALSE(j.crf_flat_start);
+  expect_each_rejected(base, {"crf.duration_init=prior", "crf.flat_start=maybe", "crf.lr_scale=0", "crf.lr_scale=-1", "crf.lr_scale=1001"});
 }
 
 TEST(AblationKnobs, PhoneBonusConfigKey) {

@@ -102,6 +102,27 @@ TEST(DurationStart, TranscriptOnlyGivesTheEqualSplitAndItsLogPrior) {
       << st.describe(K);
 }
 
+// crf.flat_start: false: the transcript utterances give no durations (counted, named in the line);
+// the gold segments of a timed one still do.
+TEST(DurationStart, FlatStartOffGivesNothingFromTranscripts) {
+  config::Config cfg;
+  cfg.crf_flat_start = false;
+  const std::vector<data::Utterance> only = {
+      transcript_utterance("u1", 10, {{"h#", 1}, {"aa", 0}, {"b", 0}, {"iy", 0}, {"h#", 1}})};
+  const DurationStart st = duration_start(cfg, only, ls39(), 12);
+  EXPECT_EQ(st.gold, 0);
+  EXPECT_EQ(st.flat, 0);
+  EXPECT_EQ(st.flat_labels, 0);
+  EXPECT_EQ(st.transcripts, 1);
+  EXPECT_TRUE(st.classes.empty());
+  EXPECT_EQ(st.segments(), 0);
+  EXPECT_EQ(st.describe(12), "the 0 segments of the train split (K = 12): 0 gold; the 1 utterances that train on "
+                             "their transcript give none (crf.flat_start: false)");
+  // negative control: the same utterance with the flat start on gives its 3 pieces
+  config::Config on;
+  EXPECT_EQ(duration_start(on, only, ls39(), 12).flat, 3);
+}
+
 TEST(DurationStart, EqualSplitLongerThanKIsCutAsGoldRunsAre) {
   config::Config cfg;
   // aa iy over 10 frames: 5 each; K = 3 cuts each into 3 + 2, as the loss's gold segmentation cuts a run of 5
