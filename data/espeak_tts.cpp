@@ -177,6 +177,13 @@ bool select_voice_in_child(const std::string& language, const std::string& varia
 
 constexpr int kExitNoVoice = 3;
 
+// Mean square of x[a, b) (0 when empty).
+double mean_square(const std::vector<int16_t>& x, int64_t a, int64_t b) {
+  double e = 0.0;
+  for (int64_t n = a; n < b; ++n) e += static_cast<double>(x[n]) * x[n];
+  return b > a ? e / static_cast<double>(b - a) : 0.0;
+}
+
 // A plosive or affricate: its IPA name starts with a stop symbol (p b t d ʈ ɖ c ɟ k ɡ g q ɢ;
 // affricates tʃ, ts, dʒ, tɕ, aspirated pʰ, ... start with one too).
 bool is_stop_label(const std::string& label) {
@@ -188,9 +195,9 @@ bool is_stop_label(const std::string& label) {
 
 // espeak's event for a stop comes at its release: the closure before it (measured on
 // 825 Spanish stops after a speech phone: 35-40 ms at -25 dB below the vowel) would be
-// the end of the phone before. Phonetic convention (TIMIT's closures, which fold into the
-// stop's segment under a phone set without them; Kaldi's and MFA's phone models) counts
-// the closure as part of the stop: its start moves back over the closure, the run of
+// the end of the phone before. Phonetic convention (TIMIT labels the closure apart, never
+// with the vowel; Kaldi's and MFA's phone models hold it in the stop) counts the closure
+// as part of the stop: its start moves back over the closure, the run of
 // 5 ms windows of mean square <= kClosureLevel of the utterance's (-15 dB) just before the
 // event, at most 150 ms, leaving the phone before at least 5 ms. After silence, or where
 // no window before the release is quiet (a voiced closure, a nasal before b), nothing moves.
@@ -200,11 +207,7 @@ void move_closures_to_stops(const std::vector<int16_t>& x, int sample_rate, doub
   auto& out = *phones;
   const int64_t W = std::max(1, sample_rate / 200);  // 5 ms
   const int64_t max_move = 30 * W;                   // 150 ms
-  auto quiet = [&](int64_t a) {       // window [a, a + W)
-    double e = 0.0;
-    for (int64_t n = a; n < a + W; ++n) e += static_cast<double>(x[n]) * x[n];
-    return e / static_cast<double>(W) <= kClosureLevel * utt_ms;
-  };
+  auto quiet = [&](int64_t a) { return mean_square(x, a, a + W) <= kClosureLevel * utt_ms; };  // [a, a + W)
   for (size_t i = 1; i < out.size(); ++i) {
     if (!is_stop_label(out[i].label) || out[i - 1].label == kEspeakSilence) continue;
     const int64_t release = out[i].start, floor = out[i - 1].start + W;
@@ -220,12 +223,7 @@ void move_closures_to_stops(const std::vector<int16_t>& x, int sample_rate, doub
 std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const std::vector<int16_t>& x,
                                           int sample_rate, const std::vector<int>& starts, int* switches) {
   const int64_t N = static_cast<int64_t>(x.size());
-  auto mean_square = [&](int64_t a, int64_t b) {
-    double e = 0.0;
-    for (int64_t n = a; n < b; ++n) e += static_cast<double>(x[n]) * x[n];
-    return b > a ? e / static_cast<double>(b - a) : 0.0;
-  };
-  const double utt_ms = mean_square(0, N);
+  const double utt_ms = mean_square(x, 0, N);
   std::vector<EspeakPhone> out;
   auto word_of = [&](int pos) {
     int w = -1;
@@ -252,7 +250,7 @@ std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const st
       // No IPA name: a pause (espeak's pauses are digital silence), or a modifier such as
       // Spanish ';' (palatalization) that sounds: that one stays part of the phone before.
       const int64_t end = i + 1 < ev.size() ? std::clamp<int64_t>(ev[i + 1].sample, e.sample, N) : N;
-      if (mean_square(e.sample, end) <= 1e-4 * utt_ms) push(e.sample, kEspeakSilence, -1);
+      if (mean_square(x, e.sample, end) <= 1e-4 * utt_ms) push(e.sample, kEspeakSilence, -1);
       continue;
     }
     push(e.sample, espeak_label(e.name), word_of(e.text_pos));
