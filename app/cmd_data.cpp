@@ -118,8 +118,8 @@ void add_corpus_options(CLI::App* sub, CLI::Option* timit_opt, data::PrepareOpti
   sub->add_option("--dict", corpus.dict,
                   "With --corpus, word transcripts (labels without times): the pronunciation dictionary turning "
                   "words into phones: MFA's format ('word [prob ...] phone phone ...'), CMUdict's or TIMIT's; a "
-                  "word's most probable pronunciation is kept (the number of words with others is recorded in "
-                  "manifest.json). Without --phone-set the phone set is the dictionary's phones plus silence. A word "
+                  "word's several pronunciations are all offered to the training loss (a phone graph, the most "
+                  "probable first; their count is in manifest.json). Without --phone-set the phone set is the dictionary's phones plus silence. A word "
                   "missing from it (and --g2p): one line naming it and its utterance, which is skipped")
       ->needs(corpus_opt);
   add_enum_option<data::DictFormatSetting>(sub, "--dict-format", &corpus.dict_format,

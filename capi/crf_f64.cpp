@@ -158,7 +158,8 @@ void transcript_f64(const timitseg_crf& h, const Batch& b, int64_t N, const std:
     const ref::GradsF64 g{gcum.data(), gA.data(), gD.data(), gs.data(), ge.data(), go.empty() ? nullptr : go.data()};
     on_kept(b, [&] {
       ref::transcript_backward_f64(b.dims, in.p, N, phones.data(), num_phones.data(),
-                                   optional.empty() ? nullptr : optional.data(), scale, lz.data(), lzc.data(), g);
+                                   optional.empty() ? nullptr : optional.data(), nullptr, scale, lz.data(), lzc.data(),
+                                   g);
     });
   }
   std::vector<double> v(b.rows.size());

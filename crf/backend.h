@@ -173,7 +173,9 @@ class Backend {
 
   // Transcript NLL (docs/crf.md "Training from transcripts"): utterance b's
   // phone sequence phones[b][0..num_phones[b]) ([B][N] int32, labels in
-  // [0,C)), optional [B][N] int32 (nullptr = none; the rules of align()).
+  // [0,C)), optional [B][N] int32 (nullptr = none; the rules of align()),
+  // links [B][N] int32 (nullptr = the chain of `optional`; else the phone graph
+  // of crf/phone_graph.h, alternatives included, and optional must be nullptr).
   // Writes log_z [B] and log_z_c [B] (float64, backend memory space) and the
   // gradients (Grads members overwritten; nullptr = not wanted;
   // Grads::frame_scores must be nullptr) of sum_b scale * (log Z_b - log Z_c_b).
@@ -183,8 +185,9 @@ class Backend {
   // Workspace: transcript_workspace_bytes(dims, N).
   virtual size_t transcript_workspace_bytes(const Dims& dims, int64_t N) const = 0;
   virtual void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
-                                   const int32_t* num_phones, const int32_t* optional, double scale,
-                                   double* log_z, double* log_z_c, const Grads& grads, void* workspace) = 0;
+                                   const int32_t* num_phones, const int32_t* optional, const int32_t* links,
+                                   double scale, double* log_z, double* log_z_c, const Grads& grads,
+                                   void* workspace) = 0;
 
   // Posterior probability that a segment ends at frame boundary t, for
   // t = 1..lengths[b]; out: [B][T+1] float64, entry 0 and t > length are 0.

@@ -1,6 +1,7 @@
 // Internal helpers of the crf layer (not part of the public interface).
 #pragma once
 
+#include "crf/phone_graph.h"
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -62,10 +63,16 @@ void for_each_gold_segment(const int32_t* labels, int64_t length, int64_t K, Fn&
 // The transcript loss's error for an utterance whose log Z_c is -inf: too
 // few frames for its non-optional phones (transcript_feasible is false), or
 // -inf entries forbidding every alignment.
+// links (nullptr = the chain of optional): the phone graph (crf/phone_graph.h).
 [[noreturn]] inline void throw_transcript_infeasible(const std::string& who, int64_t b, int64_t length,
-                                                     const int32_t* optional, int64_t n) {
+                                                     const int32_t* optional, int64_t n,
+                                                     const int32_t* links = nullptr) {
   int64_t needed = 0;
   for (int64_t i = 0; i < n; ++i) needed += !(optional && optional[i] == 1);
+  if (links) needed = graph_min_phones(links, static_cast<int32_t>(n));
+  if (needed < 0)
+    throw std::runtime_error(who + ": utterance " + std::to_string(b) + ": its phone graph has no path from a first "
+                             "to a last phone (log Z_c = -inf)");
   if (length < needed)
     throw std::runtime_error(who + ": utterance " + std::to_string(b) + ": its transcript of " + std::to_string(n) +
                              " phones needs at least " + std::to_string(needed) + " frames, it has " +

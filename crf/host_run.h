@@ -75,6 +75,6 @@ struct TranscriptResult {
 };
 TranscriptResult transcript_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
                                  const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
-                                 double scale = 1.0);
+                                 double scale = 1.0, const int32_t* links = nullptr);
 
 }  // namespace timitseg::crf

@@ -14,7 +14,7 @@ Session::Session(Backend& backend, void* stream)
     : backend_(backend), stream_(stream), mem_(backend.on_device() ? Memory::device : Memory::host) {
   backend_.set_stream(stream_);
   for (Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_, &vs_,
-                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &conf_in_, &conf_out_, &bonus_, &trans_ws_})
+                    &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &links_, &conf_in_, &conf_out_, &bonus_, &trans_ws_})
     b->set_memory(mem_);
 }
 
@@ -26,7 +26,7 @@ void* Session::workspace(const Dims& dims) {
 size_t Session::bytes_reserved() const {
   size_t n = 0;
   for (const Buffer* b : {&ws_, &cum_, &A_, &D_, &s_, &e_, &len_, &lab_, &lz_, &gold_, &gc_, &ga_, &gd_, &gs_, &ge_,
-                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &conf_in_, &conf_out_, &bonus_, &trans_ws_})
+                          &vs_, &segs_, &nseg_, &bp_, &on_, &go_, &align_ws_, &ph_, &nph_, &aspans_, &opt_, &links_, &conf_in_, &conf_out_, &bonus_, &trans_ws_})
     n += b->capacity();
   return n;
 }

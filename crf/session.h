@@ -97,11 +97,13 @@ class Session {
   // The transcript NLL (Backend::transcript_backward) with the session's
   // transcript workspace, pointers in the backend's memory space; and the same
   // on host arrays for any backend (copies for cuda; validates first).
+  // links [B][N]: the phone graph (crf/phone_graph.h; nullptr = the chain of optional).
   void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
-                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
-                           double* log_z_c, const Grads& grads);
+                           const int32_t* num_phones, const int32_t* optional, const int32_t* links, double scale,
+                           double* log_z, double* log_z_c, const Grads& grads);
   TranscriptResult transcript_host(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
-                                   const int32_t* num_phones, const int32_t* optional, double scale = 1.0);
+                                   const int32_t* num_phones, const int32_t* optional, double scale = 1.0,
+                                   const int32_t* links = nullptr);
 
   // The workspace for these dims (grown when needed); nullptr when the
   // backend needs none.
@@ -118,7 +120,7 @@ class Session {
   Buffer cum_, A_, D_, s_, e_, len_, lab_;
   Buffer lz_, gold_, gc_, ga_, gd_, gs_, ge_, vs_, segs_, nseg_, bp_;
   Buffer trans_ws_;  // transcript_backward's workspace
-  Buffer align_ws_, ph_, nph_, aspans_, opt_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
+  Buffer align_ws_, ph_, nph_, aspans_, opt_, links_;  // align: workspace, phones [B][N], counts [B], spans [B][N][2], optional [B][N]
   Buffer conf_in_, conf_out_;  // confidence: queries [B][Q][3] or spans [B][N][2]; outputs [B][Q] or [B][N][3]
   Buffer on_, go_;  // onset [B][T][C] and its gradient (when Params::onset is set)
   Buffer bonus_;    // transition [C][C] + phone bonus (viterbi with a bonus on a device backend)

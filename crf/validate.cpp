@@ -1,4 +1,5 @@
 // Host-side checks of a backend's inputs (crf/validate.h).
+#include "crf/phone_graph.h"
 #include "crf/validate.h"
 
 #include <stdexcept>
@@ -84,6 +85,15 @@ bool transcript_feasible(int32_t length, const int32_t* phones, const int32_t* o
   int64_t needed = 0;
   for (int32_t i = 0; i < n; ++i) needed += !(optional && optional[i] == 1);
   return static_cast<int64_t>(length) >= needed;
+}
+
+void validate_transcript_host(const Dims& dims, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                              const int32_t* optional, const int32_t* links) {
+  validate_align_host(dims, N, phones, num_phones, optional);
+  if (!links) return;
+  if (optional)
+    throw std::invalid_argument("crf: transcript: give optional or links, not both (links is the whole graph)");
+  validate_links_host(dims.B, N, num_phones, links);
 }
 
 }  // namespace timitseg::crf

@@ -46,4 +46,10 @@ void validate_span_queries_host(const Dims& dims, int64_t Q, const int32_t* quer
 // loss skips such an utterance with one line naming it).
 bool transcript_feasible(int32_t length, const int32_t* phones, const int32_t* optional, int32_t n);
 
+// validate_align_host's checks of a transcript, and links [B][N] (nullptr =
+// the chain of optional; else optional must be nullptr and every entry passes
+// validate_links_host).
+void validate_transcript_host(const Dims& dims, int64_t N, const int32_t* phones, const int32_t* num_phones,
+                              const int32_t* optional, const int32_t* links);
+
 }  // namespace timitseg::crf

@@ -115,6 +115,9 @@ struct CorpusEntry {
   // phones transcript; filled by pronounce_transcripts.
   std::vector<std::string> phones;
   std::vector<uint8_t> word_start;
+  // [word][k] the other pronunciations of each word (phone names, the dictionary's
+  // variants after the most probable one that `phones` holds); empty when no word has any.
+  std::vector<std::vector<std::vector<std::string>>> alternatives;
   std::vector<Problem> problems;         // found by the scan; an error makes the utterance unusable
   size_t scan_problems = 0;              // prepare: how many of `problems` the scan found (before read_labels)
 };

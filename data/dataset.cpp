@@ -254,7 +254,8 @@ bool read_utterance(const std::string& path, const nlohmann::json& entry, int64_
 }
 
 // The transcripts of a split (tensors "transcripts" [N], "transcript_optional" [N] and
-// "utt_transcript_offsets" [U+1], present when one of its utterances has no times) into
+// "utt_transcript_offsets" [U+1], present when one of its utterances has no times, and
+// "transcript_slots" [N] when a word has several pronunciations) into
 // out's utterances; times[u] says which have times. An utterance without times needs a
 // transcript of phone indices with at least one obligatory phone and no two optional in a
 // row, one with times none.
@@ -275,6 +276,9 @@ void read_transcripts(const std::string& path, const st::File& f, const std::vec
   const auto seq = tt.to<int32_t>();
   const auto opt = f.get("transcript_optional", st::DType::U8, {N}).to<uint8_t>();
   const auto off = f.get("utt_transcript_offsets", st::DType::I64, {U + 1}).to<int64_t>();
+  // present when a word of the split has several pronunciations
+  const auto slot = f.has("transcript_slots") ? f.get("transcript_slots", st::DType::I32, {N}).to<int32_t>()
+                                              : std::vector<int32_t>{};
   if (off[0] != 0 || off[U] != N) throw std::runtime_error(path + ": transcript offsets do not cover the tensor" + rerun_hint());
   for (int64_t u = 0; u < U; ++u) {
     Utterance& x = out.utterances[static_cast<size_t>(u)];
@@ -290,6 +294,18 @@ void read_transcripts(const std::string& path, const st::File& f, const std::vec
     if (off[u + 1] > off[u] && !obligatory) throw bad(u, "has only optional phones");
     x.transcript.assign(seq.begin() + off[u], seq.begin() + off[u + 1]);
     x.transcript_optional.assign(opt.begin() + off[u], opt.begin() + off[u + 1]);
+    if (!slot.empty()) {
+      for (int64_t k = off[u]; k < off[u + 1]; ++k) {
+        const bool first = k == off[u];
+        const int32_t v = slot[k], prev = first ? 0 : slot[k - 1];
+        if (v < 0 || (first ? v >> 8 != 0 : (v >> 8 < prev >> 8 || v >> 8 > (prev >> 8) + 1 ||
+                                                (v >> 8 == prev >> 8 && (v & 255) < (prev & 255)))))
+          throw bad(u, "has a bad slot entry " + std::to_string(v) + " (not (slot << 8) | alternative in order)");
+      }
+      bool several = false;  // a chain (every phone its own slot) stays empty
+      for (int64_t k = off[u]; k < off[u + 1]; ++k) several = several || (slot[k] & 255) != 0;
+      if (several) x.transcript_slot.assign(slot.begin() + off[u], slot.begin() + off[u + 1]);
+    }
   }
 }
 

@@ -55,6 +55,13 @@ struct Utterance {
   // `labels` and `segments` and `reference` are EMPTY and num_frames is still set.
   std::vector<int32_t> transcript;
   std::vector<uint8_t> transcript_optional;
+  // Alternative pronunciations (docs/data.md "Several pronunciations of a word"):
+  // transcript_slot [N] = (slot << 8) | k for the phones of alternative k of
+  // slot `slot` (a word, or an optional silence), the alternatives of a slot laid
+  // one after another, k = 0 the most probable; the training graph is built
+  // from it (crf::PhoneGraphBuilder). Empty: no word has several, every phone is
+  // its own slot (the chain of transcript_optional).
+  std::vector<int32_t> transcript_slot;
   bool has_times() const { return !labels.empty(); }
 };
 

@@ -384,7 +384,8 @@ json transcripts_json(const PrepareOptions& prepare_opts, const TranscriptStats&
             {"g2p", prepare_opts.g2p ? json(std::string(common::to_string(*prepare_opts.g2p)) + " " + prepare_opts.language) : json()},
             {"optional_silence", "the phone set's silence, optional (0 frames), at both ends and between words"},
             {"words_with_alternatives", ts.words_with_alternatives},
-            {"alternatives", "the most probable pronunciation kept; the others are not offered to the loss"}};
+            {"alternatives", "every pronunciation offered to the loss (a phone graph: transcript_slots), the most "
+                             "probable first (the flat start and the PER reference read it)"}};
   if (prepare_opts.g2p) j["g2p_words"] = ts.g2p_words;
   return j;
 }

@@ -108,8 +108,18 @@ std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusE
 // set's silence (optional) at both ends and, for words, between words; silence written
 // in the transcript is the set's silence (obligatory); merged labels left out; runs of
 // equal phones merged. A phone outside the set, or nothing but silence, is one error.
+// With alternatives (e.alternatives: a word with several pronunciations that
+// differ in ps), slot [N] gets Utterance::transcript_slot: each word one slot
+// of its distinct pronunciations (repeated labels merged inside each), the
+// silence between words and at both ends an optional slot of its own; else
+// slot is left empty and seq/opt are the chain above.
 bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vector<int32_t>* seq,
-                        std::vector<uint8_t>* opt, std::vector<Problem>* problems);
+                        std::vector<uint8_t>* opt, std::vector<Problem>* problems,
+                        std::vector<int32_t>* slot = nullptr);
+// The fewest phones a path through the transcript takes (the frames it needs at
+// least): the obligatory phones of a chain (slot empty), else the sum over the
+// obligatory slots of their shortest alternative.
+int64_t transcript_min_phones(const std::vector<uint8_t>& opt, const std::vector<int32_t>& slot);
 // "" when seq (a phones transcript) and the mapped intervals m give the same phones
 // (silence aside, runs merged), else the message naming both.
 std::string transcript_conflict(const std::vector<int32_t>& seq, const std::vector<MappedInterval>& m,

@@ -111,7 +111,8 @@ struct SplitStream {
   int64_t frames = 0, segments = 0, utterances = 0;
   int64_t transcript_only = 0, transcript_phones = 0;  // utterances without times, their phones
   // [N] transcripts, [N] optional flags, [U+1] offsets: opened at the first utterance without times
-  Spill trans, trans_opt, toff;
+  Spill trans, trans_opt, trans_slot, toff;
+  bool slots = false;  // an utterance has several pronunciations of a word (transcript_slots written)
   fs::path stage;
   // [F][dim] features, [F] labels, [S][3] segments, [U] num_samples, [U+1]
   // frame and segment offsets: files of the staging folder, so that memory
@@ -150,6 +151,7 @@ struct SplitStream {
       const std::string base = "." + name + ".";
       trans.open(stage / (base + "transcripts.raw"));
       trans_opt.open(stage / (base + "transcript_optional.raw"));
+      trans_slot.open(stage / (base + "transcript_slots.raw"));
       toff.open(stage / (base + "transcript_offsets.raw"));
       const std::vector<int64_t> zeros(static_cast<size_t>(utterances) + 1, 0);
       toff.append(zeros);
@@ -157,6 +159,11 @@ struct SplitStream {
     transcript_only += !r.transcript.empty();
     trans.append(r.transcript);
     trans_opt.append(r.transcript_optional);
+    std::vector<int32_t> sl = r.transcript_slot;  // every phone its own slot when the utterance has no alternatives
+    if (sl.empty())
+      for (size_t k = 0; k < r.transcript.size(); ++k) sl.push_back(static_cast<int32_t>(k) << 8);
+    slots = slots || !r.transcript_slot.empty();
+    trans_slot.append(sl);
     transcript_phones += static_cast<int64_t>(r.transcript.size());
     toff.append(&transcript_phones, sizeof transcript_phones);
   }
@@ -213,6 +220,7 @@ void write_split_file(SplitStream& s, int dim, const std::string& path, const js
   if (s.transcript_only > 0) {  // a split of utterances with times only has none of these (as before transcripts)
     const int64_t N = s.transcript_phones;
     tensors.push_back(tensor("transcript_optional", st::DType::U8, {N}, s.trans_opt));
+    if (s.slots) tensors.push_back(tensor("transcript_slots", st::DType::I32, {N}, s.trans_slot));
     tensors.push_back(tensor("transcripts", st::DType::I32, {N}, s.trans));
     tensors.push_back(tensor("utt_transcript_offsets", st::DType::I64, {U + 1}, s.toff));
     std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
@@ -282,7 +290,7 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& reader_opts,
   u.seg_start = e.seg_start, u.seg_end = e.seg_end;
   u.problems = e.problems;
   u.transcript_kind = e.transcript_kind, u.transcript_path = e.transcript_path, u.transcript_line = e.transcript_line;
-  u.phones = e.phones, u.word_start = e.word_start;
+  u.phones = e.phones, u.word_start = e.word_start, u.alternatives = e.alternatives;
   auto usable = [&] {
     for (const auto& p : u.problems)
       if (p.error) return false;
@@ -294,15 +302,15 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& reader_opts,
   }
   std::vector<int32_t> seq;
   std::vector<uint8_t> opt;
+  std::vector<int32_t> slot;
   if (usable() && u.transcript_kind != TranscriptKind::none && (u.intervals.empty() || u.transcript_kind == TranscriptKind::phones) &&
-      transcript_indices(u, ps, &seq, &opt, &u.problems) && !u.intervals.empty()) {
+      transcript_indices(u, ps, &seq, &opt, &u.problems, &slot) && !u.intervals.empty()) {
     const std::string conflict = transcript_conflict(seq, out.mapped, ps);  // phones beside times: the same phones
     if (!conflict.empty()) u.problems.push_back({u.transcript_path, u.transcript_line, conflict, true});
   }
   out.r = process_entry(u, out.mapped, feature_opts, ps.silence_index());
   if (out.r.ok && out.r.labels.empty()) {  // labels without times
-    int64_t obligatory = 0;
-    for (uint8_t o : opt) obligatory += !o;
+    const int64_t obligatory = transcript_min_phones(opt, slot);
     if (out.r.num_frames < obligatory) {
       out.r.problems.push_back({e.audio_path, 0, "transcript too long for its audio: " +
                                                      std::to_string(out.r.num_frames) + " frames cannot hold its " +
@@ -313,6 +321,7 @@ CorpusResult process_one(const CorpusEntry& e, const ReaderOptions& reader_opts,
     } else {
       out.r.transcript = std::move(seq);
       out.r.transcript_optional = std::move(opt);
+      out.r.transcript_slot = std::move(slot);
     }
   }
   return out;

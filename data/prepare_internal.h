@@ -29,6 +29,7 @@ struct ProcessedUtterance {
   int32_t num_frames = 0;
   std::vector<int32_t> transcript;
   std::vector<uint8_t> transcript_optional;
+  std::vector<int32_t> transcript_slot;  // as data::Utterance's (empty: every phone its own slot)
 };
 
 // One TIMIT utterance after prepare's processing stage (data/prepare.cpp):

@@ -4,6 +4,7 @@
 // dictionary (data/transcripts.h, words_to_phones) or espeak-ng's G2P
 // (data/espeak_tts.h, espeak_phones); the phone set's silence is offered,
 // optional, between words and at both ends.
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -83,9 +84,17 @@ void pronounce(CorpusEntry& e, Pronouncer& p, TranscriptStats* st) {
                           true});
     return;
   }
-  for (const Word& w : words) {
-    const auto* prons = p.have_dict ? p.dict.pronunciations(w.text) : nullptr;
-    if (prons && prons->size() > 1) ++st->words_with_alternatives;
+  // Each word's other pronunciations (the dictionary's variants), converted as the first
+  // (closures, ARPAbet): offered to the loss as a phone graph (transcript_indices).
+  WordOptions one = p.options;
+  one.max_candidates = 64;
+  for (size_t i = 0; i < words.size(); ++i) {
+    const auto* prons = p.have_dict ? p.dict.pronunciations(words[i].text) : nullptr;
+    if (!prons || prons->size() < 2) continue;
+    ++st->words_with_alternatives;
+    const Transcript tr = words_to_phones({words[i]}, p.dict, where, one);
+    if (e.alternatives.empty()) e.alternatives.resize(words.size());
+    for (const Transcript& alt : tr.alternatives) e.alternatives[i].push_back(alt.phones);
   }
 }
 
@@ -104,7 +113,7 @@ TranscriptStats pronounce_transcripts(std::vector<CorpusEntry>& es, const Prepar
   std::unique_ptr<Pronouncer> p;
   for (auto& e : es) {
     if (e.transcript_kind == TranscriptKind::none || has_error(e.problems)) continue;
-    e.phones.clear(), e.word_start.clear();
+    e.phones.clear(), e.word_start.clear(), e.alternatives.clear();
     if (e.transcript_kind == TranscriptKind::phones) {
       e.phones = e.tokens;
       if (e.tokens.empty())
@@ -136,9 +145,111 @@ std::map<std::string, int64_t> transcript_phone_counts(const std::vector<CorpusE
   return counts;
 }
 
+namespace {
+
+// Phone names -> indices of ps (merged labels left out, equal neighbours merged); false
+// with *bad the first name outside the set.
+bool phone_indices(const PhoneSetSpec& ps, const std::vector<std::string>& names, std::vector<int32_t>* out,
+                   std::string* bad) {
+  out->clear();
+  for (const std::string& name : names) {
+    const LabelResolution r = ps.resolve(name);
+    if (r.kind == LabelKind::phone) {
+      if (out->empty() || out->back() != r.index) out->push_back(r.index);
+    } else if (r.kind != LabelKind::merge) {
+      *bad = name;
+      return false;
+    }
+  }
+  return true;
+}
+
+// The slots of a word transcript whose words have alternatives (transcript_indices);
+// false when no word has two that differ in ps, or a word's first pronunciation has a
+// phone outside ps (the chain is used then, and names it). Another pronunciation with
+// such a phone is not offered: one warning naming it.
+bool transcript_slots(const CorpusEntry& e, const PhoneSetSpec& ps, std::vector<int32_t>* seq,
+                      std::vector<uint8_t>* opt, std::vector<int32_t>* slot, std::vector<Problem>* problems) {
+  const int sil = ps.silence_index();
+  std::vector<std::vector<std::vector<int32_t>>> words;  // [word][k] distinct pronunciations as indices
+  std::vector<Problem> warnings;
+  std::vector<std::string> cur;
+  auto close_word = [&]() {
+    if (cur.empty()) return true;
+    const size_t w = words.size();
+    words.emplace_back();
+    std::vector<std::vector<std::string>> names{cur};
+    if (w < e.alternatives.size()) names.insert(names.end(), e.alternatives[w].begin(), e.alternatives[w].end());
+    for (size_t k = 0; k < names.size(); ++k) {
+      std::vector<int32_t> idx;
+      std::string bad;
+      if (!phone_indices(ps, names[k], &idx, &bad)) {
+        if (k == 0) return false;
+        std::string pron;
+        for (const auto& n : names[k]) pron += (pron.empty() ? "" : " ") + n;
+        warnings.push_back({e.transcript_path, e.transcript_line,
+                            "pronunciation '" + pron + "' (utterance " + e.id + ") has phone '" + bad +
+                                "', which is not in phone set " + ps.name + ": not offered (the word's others are)",
+                            false});
+        continue;
+      }
+      if (!idx.empty() && std::find(words[w].begin(), words[w].end(), idx) == words[w].end()) words[w].push_back(idx);
+    }
+    cur.clear();
+    return !words[w].empty();
+  };
+  for (size_t k = 0; k < e.phones.size(); ++k) {
+    if (k > 0 && k < e.word_start.size() && e.word_start[k] && !close_word()) return false;
+    cur.push_back(e.phones[k]);
+  }
+  if (!close_word()) return false;
+  problems->insert(problems->end(), warnings.begin(), warnings.end());
+  bool several = false;
+  for (const auto& w : words) several = several || w.size() > 1;
+  if (!several) return false;
+  seq->clear(), opt->clear(), slot->clear();
+  int32_t s = 0;
+  auto add_slot = [&](const std::vector<std::vector<int32_t>>& alts, bool optional) {
+    for (size_t k = 0; k < alts.size(); ++k)
+      for (int32_t x : alts[k]) seq->push_back(x), opt->push_back(optional), slot->push_back(s << 8 | static_cast<int32_t>(k));
+    ++s;
+  };
+  for (size_t w = 0; w < words.size(); ++w) {
+    if (sil >= 0) add_slot({{sil}}, true);  // before each word, and after the last below
+    add_slot(words[w], false);
+  }
+  if (sil >= 0) add_slot({{sil}}, true);
+  return true;
+}
+
+}  // namespace
+
+int64_t transcript_min_phones(const std::vector<uint8_t>& opt, const std::vector<int32_t>& slot) {
+  int64_t needed = 0;
+  if (slot.empty()) {
+    for (uint8_t o : opt) needed += !o;
+    return needed;
+  }
+  for (size_t k = 0; k < slot.size();) {  // one slot: its alternatives' lengths
+    size_t end = k;
+    int64_t best = -1, len = 0;
+    for (; end < slot.size() && slot[end] >> 8 == slot[k] >> 8; ++end) {
+      ++len;
+      if (end + 1 == slot.size() || slot[end + 1] != slot[end]) best = best < 0 ? len : std::min(best, len), len = 0;
+    }
+    if (!opt[k]) needed += best;
+    k = end;
+  }
+  return needed;
+}
+
 bool transcript_indices(const CorpusEntry& e, const PhoneSetSpec& ps, std::vector<int32_t>* seq,
-                        std::vector<uint8_t>* opt, std::vector<Problem>* problems) {
+                        std::vector<uint8_t>* opt, std::vector<Problem>* problems, std::vector<int32_t>* slot) {
   seq->clear(), opt->clear();
+  if (slot) slot->clear();
+  if (slot && !e.alternatives.empty() && e.transcript_kind == TranscriptKind::words &&
+      transcript_slots(e, ps, seq, opt, slot, problems))
+    return true;
   const int sil = ps.silence_index();
   auto push = [&](int index, bool optional) {  // consecutive equal phones merged (obligatory when one is)
     if (!seq->empty() && seq->back() == index) opt->back() = opt->back() && optional;

@@ -37,8 +37,11 @@ void add_transcript_metrics(Metrics& metrics, const model::LabelSet& ls, const d
     if (ls.spec.is_silence(c)) silent.at(ls.scoring_index.at(c)) = 1;
   const model::PhoneSequence seq = model::transcript_of(u, ls);
   std::vector<int> ref, pred;
-  for (int32_t c : seq.phones)
-    if (!silent.at(ls.scoring_index.at(c)) && (ref.empty() || ref.back() != ls.scoring_index.at(c))) ref.push_back(ls.scoring_index.at(c));
+  for (size_t i = 0; i < seq.phones.size(); ++i) {  // each word's most probable pronunciation
+    const int32_t c = seq.phones[i];
+    if (seq.on_primary(i) && !silent.at(ls.scoring_index.at(c)) && (ref.empty() || ref.back() != ls.scoring_index.at(c)))
+      ref.push_back(ls.scoring_index.at(c));
+  }
   for (const crf::Segment& s : segs)
     if (!silent.at(ls.scoring_index.at(s.label))) pred.insert(pred.end(), s.duration, ls.scoring_index.at(s.label));
   metrics.add_sequence(ref, pred);

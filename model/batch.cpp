@@ -1,7 +1,10 @@
 #include "model/batch.h"
 
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
+
+#include "crf/phone_graph.h"
 
 namespace timitseg::model {
 namespace {
@@ -42,10 +45,65 @@ void push_phone(PhoneSequence& s, int32_t c, bool optional) {
 }  // namespace
 
 int PhoneSequence::required() const {
+  if (!links.empty()) {
+    const int32_t m = crf::graph_min_phones(links.data(), static_cast<int32_t>(links.size()));
+    return m < 0 ? std::numeric_limits<int>::max() : m;
+  }
   return static_cast<int>(std::count(optional.begin(), optional.end(), 0));
 }
 
+std::vector<int32_t> PhoneSequence::graph() const {
+  if (!links.empty()) return links;
+  return crf::chain_links(optional.data(), static_cast<int32_t>(phones.size()));
+}
+
+namespace {
+
+// The graph of an utterance with alternatives (transcript_slot): each slot's
+// alternatives mapped into classes, added to a crf::PhoneGraphBuilder.
+PhoneSequence graph_of(const data::Utterance& u, const LabelSet& ls) {
+  crf::PhoneGraphBuilder g;
+  const size_t n = u.transcript.size();
+  for (size_t k = 0; k < n;) {
+    std::vector<std::vector<int32_t>> alts;
+    const bool optional = k < u.transcript_optional.size() && u.transcript_optional[k] != 0;
+    size_t e = k;
+    for (; e < n && u.transcript_slot[e] >> 8 == u.transcript_slot[k] >> 8; ++e) {
+      if (e == k || u.transcript_slot[e] != u.transcript_slot[e - 1]) alts.emplace_back();
+      alts.back().push_back(class_of(ls, u, u.transcript[e], "transcript phone", e));
+    }
+    if (!g.add(alts, optional) && !g.add({alts.front()}, optional))
+      throw std::invalid_argument("utterance " + u.id + ": a word's pronunciations put a phone more than " +
+                                  std::to_string(crf::kMaxLinkBack) + " phones after one it follows");
+    k = e;
+  }
+  PhoneSequence s;
+  s.phones = g.labels();
+  s.links = g.links();
+  s.primary = g.primary();
+  s.optional.assign(g.optional().begin(), g.optional().end());
+  return s;
+}
+
+}  // namespace
+
+std::vector<int32_t> Batch::graph_links() const {
+  if (!links.empty() || !transcript()) return links;
+  std::vector<int32_t> out(static_cast<size_t>(num_phones.size()) * N, 0);
+  for (size_t b = 0; b < num_phones.size(); ++b) {
+    const std::vector<int32_t> l =
+        crf::chain_links(optional.empty() ? nullptr : optional.data() + b * N, num_phones[b]);
+    std::copy(l.begin(), l.end(), out.begin() + static_cast<ptrdiff_t>(b * N));
+  }
+  return out;
+}
+
 PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
+  if (!u.transcript_slot.empty() && u.transcript_slot.size() == u.transcript.size()) {
+    bool several = false;
+    for (int32_t v : u.transcript_slot) several = several || (v & 255) != 0;
+    if (several) return graph_of(u, ls);
+  }
   PhoneSequence s;
   if (!u.transcript.empty()) {
     for (size_t i = 0; i < u.transcript.size(); ++i) {
@@ -65,9 +123,11 @@ PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
 }
 
 std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T) {
-  std::vector<int32_t> req;  // the required phones, in order
+  std::vector<int32_t> req;  // the required phones of the primary path, in order
   for (size_t i = 0; i < s.phones.size(); ++i)
-    if (i >= s.optional.size() || s.optional[i] == 0) req.push_back(s.phones[i]);
+    if ((i >= s.optional.size() || s.optional[i] == 0) && s.on_primary(i) &&
+        (req.empty() || req.back() != s.phones[i] || s.primary.empty()))
+      req.push_back(s.phones[i]);
   const int64_t n = static_cast<int64_t>(req.size());
   if (n == 0) throw std::invalid_argument("flat_start_labels: the phone sequence has no required phone");
   if (T < n)
@@ -130,11 +190,14 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
   if (by_transcript) {
     batch.phones.assign(static_cast<size_t>(B) * batch.N, 0);
     batch.optional.assign(static_cast<size_t>(B) * batch.N, 0);
+    batch.links.assign(static_cast<size_t>(B) * batch.N, 0);
     batch.num_phones.assign(B, 0);
     for (int b = 0; b < B; ++b) {
       const PhoneSequence& s = seqs[b];
       std::copy(s.phones.begin(), s.phones.end(), batch.phones.begin() + static_cast<size_t>(b) * batch.N);
       std::copy(s.optional.begin(), s.optional.end(), batch.optional.begin() + static_cast<size_t>(b) * batch.N);
+      const std::vector<int32_t> l = s.graph();
+      std::copy(l.begin(), l.end(), batch.links.begin() + static_cast<size_t>(b) * batch.N);
       batch.num_phones[b] = static_cast<int32_t>(s.phones.size());
     }
   }

@@ -36,10 +36,14 @@ struct Batch {
   BatchInput<float> input;            // features [B][T][D] (normalized), lengths [B]
   std::vector<int32_t> labels;        // [B][T] label-set indices; padding repeats the last label (transcript batches: 0, unread)
   // Transcript batches (N > 0): phones [B][N] class indices, num_phones [B],
-  // optional [B][N] (1: the phone may take 0 frames, an optional silence).
+  // optional [B][N] (1: the phone may take 0 frames, an optional silence),
+  // links [B][N] the phone graph (crf/phone_graph.h) each row trains on: the
+  // chain of its optional flags, or its words' several pronunciations.
   int N = 0;
-  std::vector<int32_t> phones, num_phones, optional;
+  std::vector<int32_t> phones, num_phones, optional, links;
   bool transcript() const { return N > 0; }
+  // links [B][N] (a batch built without them, e.g. by hand: the chain of optional).
+  std::vector<int32_t> graph_links() const;
   std::vector<std::string> ids;       // [B] utterance ids
   std::vector<int32_t> source_frames; // [B] frames before --fixed-length
   int64_t frames = 0;                 // sum of lengths
@@ -63,17 +67,31 @@ Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cm
 // sequence with its times hidden (silences and TIMIT's closures included, as a
 // `phones` transcript made from the same labels gives them). Throws naming the
 // utterance when a label or phone has no class.
+//
+// With several pronunciations of a word (data::Utterance::transcript_slot), the
+// sequence is a phone graph (crf::PhoneGraphBuilder over the slots, each
+// alternative mapped into the classes with its equal neighbours merged, equal
+// alternatives once): phones are its nodes, links its links, primary 1 on the
+// nodes of each slot's first (most probable) alternative; optional then marks the
+// optional silences' nodes. Without alternatives links and primary are empty.
 struct PhoneSequence {
   std::vector<int32_t> phones;
   std::vector<int32_t> optional;
-  // Phones that cannot be skipped: a feasible utterance has at least this many frames.
+  std::vector<int32_t> links;    // the graph; empty = the chain of optional
+  std::vector<uint8_t> primary;  // empty = every phone
+  // The fewest phones of a path (the chain: those that cannot be skipped): a
+  // feasible utterance has at least this many frames.
   int required() const;
+  // links, or the chain's.
+  std::vector<int32_t> graph() const;
+  bool on_primary(size_t i) const { return primary.empty() || primary[i] != 0; }
 };
 PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls);
 
 // The flat start (HTK's uniform segmentation, Kaldi's align-equal): frame
-// labels [T] that divide T frames equally among the required phones of s, in
-// order; an optional phone (an optional silence) gets no frame. With n
+// labels [T] that divide T frames equally among the required phones of s (of
+// its primary path: each word's most probable pronunciation), in order; an
+// optional phone (an optional silence) gets no frame. With n
 // required phones, phone i (0-based) takes frames [floor(i T / n),
 // floor((i + 1) T / n)): every phone floor(T / n) or ceil(T / n) frames, the
 // longer ones spread along the utterance (10 frames, 3 phones: 3, 3, 4).

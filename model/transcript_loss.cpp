@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "crf/phone_graph.h"
 #include "crf/validate.h"
 
 namespace timitseg::model {
@@ -12,13 +13,12 @@ crf::HostResult transcript_crf_host(crf::Session& session, const crf::Dims& dims
   if (!batch.transcript()) throw std::logic_error("transcript_crf_host: the batch has no phone sequences");
   if (session.backend().on_device()) throw std::logic_error("transcript_crf_host: a host backend is needed");
   crf::validate_host(dims, host_params, nullptr);
-  crf::validate_align_host(dims, batch.N, batch.phones.data(), batch.num_phones.data(), batch.optional.data());
+  const std::vector<int32_t> links = batch.graph_links();
+  crf::validate_transcript_host(dims, batch.N, batch.phones.data(), batch.num_phones.data(), nullptr, links.data());
   const size_t B = static_cast<size_t>(dims.B), T = static_cast<size_t>(dims.T), K = static_cast<size_t>(dims.K),
                C = static_cast<size_t>(dims.C);
   for (size_t b = 0; b < B; ++b) {
-    const int32_t* ph = batch.phones.data() + b * batch.N;
-    const int32_t* opt = batch.optional.data() + b * batch.N;
-    if (!crf::transcript_feasible(host_params.lengths[b], ph, opt, batch.num_phones[b]))
+    if (!crf::graph_feasible(host_params.lengths[b], links.data() + b * batch.N, batch.num_phones[b]))
       throw std::runtime_error("batch row " + std::to_string(b) + " (" + batch.ids.at(b) + "): its " +
                                std::to_string(host_params.lengths[b]) + " frames cannot hold its phones");
   }
@@ -36,8 +36,8 @@ crf::HostResult transcript_crf_host(crf::Session& session, const crf::Dims& dims
     r.grad_onset.assign(B * T * C, 0.f);
     g.onset = r.grad_onset.data();
   }
-  session.transcript_backward(dims, host_params, batch.N, batch.phones.data(), batch.num_phones.data(),
-                              batch.optional.data(), scale, r.log_z.data(), r.gold.data(), g);
+  session.transcript_backward(dims, host_params, batch.N, batch.phones.data(), batch.num_phones.data(), nullptr,
+                              links.data(), scale, r.log_z.data(), r.gold.data(), g);
   return r;
 }
 

@@ -127,6 +127,11 @@ void plan_schedule(TrainingRun& r, const TrainData& data) {
     spdlog::info("crf.supervision = {}: {} of {} train utterances train on their phone sequence (the transcript "
                  "NLL), {} on their phone times",
                  config::to_string(cfg.crf_supervision), nt, N, N - nt);
+  int64_t graphs = 0;  // transcripts with several pronunciations of a word (docs/training.md)
+  for (int64_t i = 0; i < N; ++i) graphs += r.by_transcript[i] && !data.train.utterances[i].transcript_slot.empty();
+  if (graphs > 0)
+    spdlog::info("{} of them offer several pronunciations of a word: the loss sums over every path of their phone "
+                 "graph", graphs);
   r.total_steps = r.batches_per_epoch * cfg.train_epochs;
   if (r.inject_epoch > 0 && (r.inject_epoch <= r.state.epoch || r.inject_epoch > cfg.train_epochs ||
                              r.inject_batch > r.batches_per_epoch))

@@ -27,6 +27,9 @@ struct AlignUtterance {
   const float* cum = nullptr;
   const float* onset = nullptr;
   const Params* p = nullptr;
+  // The phone graph [np] (crf/phone_graph.h) of the constrained forward-backward
+  // (ConstrainedPosteriors), nullptr = the chain of opt; the Viterbi paths read opt only.
+  const int32_t* links = nullptr;
 };
 
 // The segment length M that balances the stored rows and the back pointers.

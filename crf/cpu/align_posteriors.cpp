@@ -70,10 +70,12 @@ double ConstrainedPosteriors::phone(int64_t v, int64_t r, int64_t c) const {
 
 double ConstrainedPosteriors::entry(int64_t t, int64_t n) const {
   const int32_t* y = u_.y;
-  if (t == 0) return n == 0 ? st(y[0]) : (n == 1 && opt(0) ? st(y[1]) : kNegInf);
-  const double kept = n >= 1 ? get(F_, t, n - 1) + A(y[n - 1], y[n]) : kNegInf;
-  const double skip = n >= 2 && opt(n - 1) ? get(F_, t, n - 2) + A(y[n - 2], y[n]) : kNegInf;
-  return lse2(kept, skip);
+  const int32_t l = link(n);
+  if (t == 0) return (l & kLinkStart) ? st(y[n]) : kNegInf;
+  double acc = kNegInf;  // each phone that may precede n, ending at t (the nearest first)
+  for (int64_t m = n - 1; m >= 0 && n - 1 - m < kMaxLinkBack; --m)
+    if (l >> (n - 1 - m) & 1) acc = lse2(acc, get(F_, t, m) + A(y[m], y[n]));
+  return acc;
 }
 
 double ConstrainedPosteriors::duration_factors(int64_t c, double* dexp) const {
@@ -170,12 +172,13 @@ void ConstrainedPosteriors::backward_phone(int64_t n) {
   for (int64_t t = 1; t <= L; ++t) {
     if (!in_band(t, n)) continue;
     if (t == L) {
-      G[t] = (n == np - 1 || (n == np - 2 && opt(np - 1))) ? en(c) : kNegInf;
+      G[t] = (link(n) & kLinkEnd) ? en(c) : kNegInf;
       continue;
     }
-    const double next = n + 1 < np ? A(c, y[n + 1]) + get(H_, t, n + 1) : kNegInf;
-    const double skip = n + 2 < np && opt(n + 1) ? A(c, y[n + 2]) + get(H_, t, n + 2) : kNegInf;
-    G[t] = lse2(next, skip);
+    double acc = kNegInf;  // each phone that may follow n, starting at t (the nearest first)
+    for (int64_t m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)
+      if (precedes(n, m)) acc = lse2(acc, A(c, y[m]) + get(H_, t, m));
+    G[t] = acc;
   }
   if (in_band(L, n)) H[L] = kNegInf;
   double* dexp = tmp_;           // [K]
@@ -202,15 +205,18 @@ void ConstrainedPosteriors::backward_phone(int64_t n) {
 double ConstrainedPosteriors::run() {
   const int64_t L = u_.L, np = u_.np;
   const int32_t* y = u_.y;
-  int64_t needed = 0;
-  for (int64_t n = 0; n < np; ++n) needed += !opt(n);
   lz_ = kNegInf;
-  if (needed > L) return lz_;  // infeasible: every phone kept needs a frame
+  if (u_.links ? !graph_feasible(static_cast<int32_t>(L), u_.links, static_cast<int32_t>(np)) : [&] {
+        int64_t needed = 0;
+        for (int64_t n = 0; n < np; ++n) needed += !opt(n);
+        return needed > L;
+      }())
+    return lz_;  // infeasible: every phone on a path needs a frame
   if (lo_) std::fill(S_, S_ + 4 * (L + 1) * np, kNegInf);  // the cells outside the band
   // Forward: S[t][n] (a piece of phone n starts at t), F[t][n] (phones 0..n done at t).
   for (int64_t n = 0; n < np; ++n) forward_phone(n);
-  lz_ = get(F_, L, np - 1) + en(y[np - 1]);
-  if (np >= 2 && opt(np - 1)) lz_ = lse2(lz_, get(F_, L, np - 2) + en(y[np - 2]));
+  for (int64_t n = np - 1; n >= 0; --n)  // each phone that may end the utterance, the last first
+    if (link(n) & kLinkEnd) lz_ = lse2(lz_, get(F_, L, n) + en(y[n]));
   if (!(lz_ > kNegInf)) return lz_ = kNegInf;
   // Backward: G[t][n] (phone n ends at t, everything after), H[t][n] (a piece of phone n starts at t, everything on).
   for (int64_t n = np - 1; n >= 0; --n) backward_phone(n);

@@ -12,6 +12,7 @@
 #include <cstdint>
 
 #include "crf/cpu/align_bounded.h"
+#include "crf/phone_graph.h"
 
 namespace timitseg::crf::cpu {
 
@@ -56,6 +57,11 @@ class ConstrainedPosteriors {
   int64_t hi(int64_t t) const { return hi_ ? hi_[t] : u_.np; }
   bool in_band(int64_t t, int64_t n) const { return !lo_ || (lo_[t] <= n && n < hi_[t]); }
   bool opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
+  // The phone graph (crf/phone_graph.h): u.links, else the chain of u.opt.
+  int32_t link(int64_t n) const { return u_.links ? u_.links[n] : chain_link(n, u_.np, u_.opt); }
+  bool precedes(int64_t m, int64_t n) const {  // phone m may come right before phone n
+    return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);
+  }
   double A(int64_t from, int64_t to) const;
   double st(int64_t c) const;
   double en(int64_t c) const;

@@ -320,13 +320,13 @@ class CpuBackend final : public Backend {
            sizeof(double) * static_cast<size_t>(dims.B) * static_cast<size_t>(param_count(dims));
   }
   void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
-                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
-                           double* log_z_c, const Grads& g, void* ws) override {
+                           const int32_t* num_phones, const int32_t* optional, const int32_t* links, double scale,
+                           double* log_z, double* log_z_c, const Grads& g, void* ws) override {
     if (g.frame_scores)
       throw std::invalid_argument(name() + " backend: transcript_backward does not compute frame_scores gradients "
                                            "(Grads::frame_scores must be nullptr)");
     validate_host(dims, p, nullptr);
-    validate_align_host(dims, N, phones, num_phones, optional);
+    validate_transcript_host(dims, N, phones, num_phones, optional, links);
     const double table = align_posterior_table_bytes(dims.T, N);
     if (table > static_cast<double>(cpu::kAlignPosteriorTableBytes))
       throw std::invalid_argument("cpu backend: transcript_backward: T=" + std::to_string(dims.T) + " frames x N=" +
@@ -345,7 +345,8 @@ class CpuBackend final : public Backend {
       double* tables = reinterpret_cast<double*>(base + static_cast<size_t>(tid) * per_thread);
       const int64_t L = p.lengths[b], np = num_phones[b];
       const AlignUtterance au{L, np, K, C, phones + b * N, optional ? optional + b * N : nullptr,
-                              p.cum_scores + b * (T + 1) * C, p.onset ? p.onset + b * T * C : nullptr, &p};
+                              p.cum_scores + b * (T + 1) * C, p.onset ? p.onset + b * T * C : nullptr, &p,
+                              links ? links + b * N : nullptr};
       double* scratch = tables + 4 * (T + 1) * std::max<int64_t>(N, 1);
       double* gc = scratch + ConstrainedPosteriors::scratch_doubles(K);
       double* go = gc + (T + 1) * C;
@@ -373,7 +374,7 @@ class CpuBackend final : public Backend {
     for (int64_t b = 0; b < dims.B; ++b)
       if (infeasible[b])
         detail::throw_transcript_infeasible(kWho, b, p.lengths[b], optional ? optional + b * N : nullptr,
-                                            num_phones[b]);
+                                            num_phones[b], links ? links + b * N : nullptr);
     auto reduce = [&](float* dst, int64_t offset, int64_t n) {
       if (!dst) return;
       for (int64_t i = 0; i < n; ++i) {

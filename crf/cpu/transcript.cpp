@@ -64,10 +64,10 @@ void ConstrainedPosteriors::add_marginals(double w, double* gc, double* gA, doub
       }
     }
   }
-  // Phone n ends at t and phone m (n+1, or n+2 over a skipped optional n+1) starts there.
+  // Phone n ends at t and phone m (one that may follow it) starts there.
   for (int64_t n = 0; n < np; ++n)
-    for (int64_t m = n + 1; m <= std::min(np - 1, n + 2); ++m) {
-      if (m == n + 2 && !opt(n + 1)) break;
+    for (int64_t m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m) {
+      if (!precedes(n, m)) continue;
       const double a = A(y[n], y[m]) - lz_;
       const double* Fn = F_ + n * (L + 1);
       const double* Hm = H_ + m * (L + 1);
@@ -75,10 +75,10 @@ void ConstrainedPosteriors::add_marginals(double w, double* gc, double* gA, doub
       for (int64_t t = 1; t < L; ++t) sum += std::exp(Fn[t] + a + Hm[t]);
       gA[y[n] * C + y[m]] += w * sum;
     }
-  gs[y[0]] += w * std::exp(st(y[0]) + get(H_, 0, 0) - lz_);
-  if (np >= 2 && opt(0)) gs[y[1]] += w * std::exp(st(y[1]) + get(H_, 0, 1) - lz_);
-  ge[y[np - 1]] += w * std::exp(get(F_, L, np - 1) + en(y[np - 1]) - lz_);
-  if (np >= 2 && opt(np - 1)) ge[y[np - 2]] += w * std::exp(get(F_, L, np - 2) + en(y[np - 2]) - lz_);
+  for (int64_t n = 0; n < np; ++n) {
+    if (link(n) & kLinkStart) gs[y[n]] += w * std::exp(st(y[n]) + get(H_, 0, n) - lz_);
+    if (link(n) & kLinkEnd) ge[y[n]] += w * std::exp(get(F_, L, n) + en(y[n]) - lz_);
+  }
 }
 
 }  // namespace timitseg::crf::cpu

@@ -336,8 +336,8 @@ class CudaBackend final : public Backend {
     return align256(workspace_bytes(dims)) + make_transcript_layout(dims, N).total;
   }
   void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones, const int32_t* num_phones,
-                           const int32_t* optional, double scale, double* log_z, double* log_z_c, const Grads& grads,
-                           void* workspace) override {
+                           const int32_t* optional, const int32_t* links, double scale, double* log_z, double* log_z_c,
+                           const Grads& grads, void* workspace) override {
     if (grads.frame_scores) throw std::invalid_argument("cuda backend: transcript_backward: frame_scores must be null");
     check_dims(dims), check_align_n(dims, N);
     const TranscriptLayout tl = make_transcript_layout(dims, N);
@@ -350,7 +350,7 @@ class CudaBackend final : public Backend {
     // joined (however backward leaves) before its marginals are subtracted from backward's gradients.
     record_fork();
     TS_CUDA(cudaStreamWaitEvent(side_, fork_, 0));
-    launch_transcript_marginals(l, tl, p, static_cast<int>(N), phones, num_phones, optional, tws, log_z_c, side_);
+    launch_transcript_marginals(l, tl, p, static_cast<int>(N), phones, num_phones, optional, links, tws, log_z_c, side_);
     TS_CUDA(cudaEventRecord(join_, side_));
     {
       struct Join { cudaStream_t s; cudaEvent_t e; ~Join() { (void)cudaStreamWaitEvent(s, e, 0); } } j{stream_, join_};

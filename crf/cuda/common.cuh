@@ -357,9 +357,10 @@ TranscriptLayout make_transcript_layout(const Dims& d, int64_t N);
 //   launch_transcript_marginals: the tables, log Z_c and the constrained marginals (in ws only; reads
 //                                the inputs alone, so it may run on a stream beside the backward without labels)
 //   launch_transcript_grads:     grads minus scale x those marginals (after the backward wrote grads)
+// links [B][N] (null = the chain of optional): the phone graph (crf/phone_graph.h).
 void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
-                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
-                                 double* log_z_c, cudaStream_t stream);
+                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
+                                 const int32_t* links, void* ws, double* log_z_c, cudaStream_t stream);
 void launch_transcript_grads(const Layout& l, const TranscriptLayout& tl, const Params& p, double scale, void* ws,
                              const Grads& grads, cudaStream_t stream);
 

@@ -8,6 +8,7 @@
 #pragma once
 
 #include "crf/cuda/common.cuh"
+#include "crf/phone_graph.h"
 
 namespace timitseg::crf::cuda_impl {
 
@@ -63,6 +64,7 @@ struct PostArgs {
   const int32_t* phones;
   const int32_t* num_phones;
   const int32_t* optional;
+  const int32_t* links;  // [B][N] the phone graph or null (the chain of optional)
   const int32_t* spans;
   double *S, *F, *H, *G;  // [B][T+1][N]
   double* log_z_c;        // [B] or null
@@ -78,13 +80,28 @@ struct PostUtt {
   const float *s, *e;
   double *S, *F, *H, *G;
   double lz;
+  const int32_t* lk = nullptr;  // [np] the phone graph (crf/phone_graph.h) or null: the chain of opt
   __device__ bool optional(int n) const { return opt != nullptr && opt[n] == 1; }
+  __device__ int32_t link(int n) const {  // crf::chain_link without lk
+    if (lk) return lk[n];
+    int32_t l = 0;
+    if (n >= 1) l |= 1;
+    if (n >= 2 && optional(n - 1)) l |= 2;
+    if (n == 0 || (n == 1 && optional(0))) l |= kLinkStart;
+    if (n == np - 1 || (n == np - 2 && optional(np - 1))) l |= kLinkEnd;
+    return l;
+  }
+  __device__ bool precedes(int m, int n) const {  // phone m may come right before phone n
+    return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);
+  }
   __device__ double& at(double* tab, int t, int n) const { return tab[static_cast<size_t>(t) * N + n]; }
   __device__ double entry(int t, int n) const {
-    if (t == 0) return n == 0 ? static_cast<double>(s[y[0]]) : (n == 1 && optional(0) ? static_cast<double>(s[y[1]]) : kNegInf);
-    const double kept = n >= 1 ? at(F, t, n - 1) + u.trans(y[n - 1], y[n]) : kNegInf;
-    const double skip = n >= 2 && optional(n - 1) ? at(F, t, n - 2) + u.trans(y[n - 2], y[n]) : kNegInf;
-    return lse2(kept, skip);
+    const int32_t l = link(n);
+    if (t == 0) return (l & kLinkStart) ? static_cast<double>(s[y[n]]) : kNegInf;
+    double acc = kNegInf;  // each phone that may precede n, the nearest first
+    for (int m = n - 1; m >= 0 && n - 1 - m < kMaxLinkBack; --m)
+      if (l >> (n - 1 - m) & 1) acc = lse2(acc, at(F, t, m) + u.trans(y[m], y[n]));
+    return acc;
   }
   __device__ double span(int n, int a, int b) const {
     if (a < 0 || b > u.L || a >= b) return 0.0;
@@ -137,15 +154,16 @@ __device__ inline void constrained_passes(PostUtt& x, double* shared_lz) {
     __syncthreads();
   }
   if (tid == 0) {
-    double lz = x.at(x.F, L, np - 1) + static_cast<double>(x.e[y[np - 1]]);
-    if (np >= 2 && x.optional(np - 1)) lz = lse2(lz, x.at(x.F, L, np - 2) + static_cast<double>(x.e[y[np - 2]]));
+    double lz = kNegInf;
+    for (int n = np - 1; n >= 0; --n)  // each phone that may end the utterance, the last first
+      if (x.link(n) & kLinkEnd) lz = lse2(lz, x.at(x.F, L, n) + static_cast<double>(x.e[y[n]]));
     *shared_lz = lz > kNegInf ? lz : kNegInf;
   }
   __syncthreads();
   x.lz = *shared_lz;
   if (!(x.lz > kNegInf)) return;  // uniform over the block
   for (int n = tid; n < np; n += nt) {
-    x.at(x.G, L, n) = (n == np - 1 || (n == np - 2 && x.optional(np - 1))) ? static_cast<double>(x.e[y[n]]) : kNegInf;
+    x.at(x.G, L, n) = (x.link(n) & kLinkEnd) ? static_cast<double>(x.e[y[n]]) : kNegInf;
     x.at(x.H, L, n) = kNegInf;
   }
   __syncthreads();
@@ -164,9 +182,10 @@ __device__ inline void constrained_passes(PostUtt& x, double* shared_lz) {
         x.at(x.G, 0, n) = kNegInf;
         continue;
       }
-      const double next = n + 1 < np ? x.u.trans(y[n], y[n + 1]) + x.at(x.H, t, n + 1) : kNegInf;
-      const double skip = n + 2 < np && x.optional(n + 1) ? x.u.trans(y[n], y[n + 2]) + x.at(x.H, t, n + 2) : kNegInf;
-      x.at(x.G, t, n) = lse2(next, skip);
+      double acc = kNegInf;  // each phone that may follow n, the nearest first
+      for (int m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)
+        if (x.precedes(n, m)) acc = lse2(acc, x.u.trans(y[n], y[m]) + x.at(x.H, t, m));
+      x.at(x.G, t, n) = acc;
     }
     __syncthreads();
   }

@@ -5,7 +5,7 @@
 //   transcript_pass_kernel       [B] blocks: S/F/H/G and log Z_c (constrained.cuh)
 //   transcript_pieces_kernel     [B][T+1][N]: mass of phone n's pieces ending / starting at t
 //   transcript_durations_kernel  [B][N][K]:   mass of phone n's pieces of duration d (and its continuations)
-//   transcript_pairs_kernel      [B][N][2]:   mass of phone n followed by n+1 (or n+2 over an optional n+1)
+//   transcript_pairs_kernel      [B][N][J]:   mass of phone m - 1 - j followed by phone m (J = kMaxLinkBack)
 //   transcript_cum_kernel        [B][T+1][C]: each label's cum / onset marginal, its phones in order
 //   transcript_marginals_kernel  [B][P]:      each label's A, D, s, e marginal, its phones in order
 //   (launch_transcript_marginals: the six above, reading the inputs only: beside the backward without labels)
@@ -35,7 +35,7 @@ TranscriptLayout make_transcript_layout(const Dims& d, int64_t N) {
   a.starts = ws.take(cells * sizeof(double));
   a.durations = ws.take(B * n * static_cast<size_t>(d.K) * sizeof(double));
   a.cont = ws.take(B * n * sizeof(double));
-  a.pairs = ws.take(B * n * 2 * sizeof(double));
+  a.pairs = ws.take(B * n * kMaxLinkBack * sizeof(double));
   a.lz = ws.take(B * sizeof(double));
   a.total = ws.off;
   return a;
@@ -48,7 +48,7 @@ struct TranscriptArgs {
   unsigned long long* status;
   double *cum, *onset, *params;        // the constrained marginals [B][T+1][C], [B][T][C], [B][P]
   double *ends, *starts;               // [B][T+1][N]
-  double *durations, *cont, *pairs;    // [B][N][K], [B][N], [B][N][2]
+  double *durations, *cont, *pairs;    // [B][N][K], [B][N], [B][N][kMaxLinkBack]
   double* lz;                          // [B] log Z_c
 };
 
@@ -59,7 +59,8 @@ __device__ PostUtt utterance(const PostArgs& a, int b, double lz) {
                          a.p.onset ? a.p.onset + static_cast<size_t>(b) * a.T * a.C : nullptr},
                  a.num_phones[b], a.N, a.phones + static_cast<size_t>(b) * a.N,
                  a.optional ? a.optional + static_cast<size_t>(b) * a.N : nullptr, a.s, a.e,
-                 a.S + base, a.F + base, a.H + base, a.G + base, lz};
+                 a.S + base, a.F + base, a.H + base, a.G + base, lz,
+                 a.links ? a.links + static_cast<size_t>(b) * a.N : nullptr};
 }
 
 // The mass of phone n's final piece [v, v+d) and of its continuing piece [v, v+K) (another piece follows).
@@ -76,8 +77,9 @@ __global__ void transcript_pass_kernel(TranscriptArgs ta) {
   const int b = blockIdx.x;
   if (input_invalid(ta.status)) return;
   PostUtt x = utterance(a, b, kNegInf);
-  int needed = 0;  // uniform over the block
-  for (int n = 0; n < x.np; ++n) needed += !x.optional(n);
+  int needed = 0;  // uniform over the block (a graph: the passes find an infeasible one, log Z_c = -inf)
+  if (!x.lk)
+    for (int n = 0; n < x.np; ++n) needed += !x.optional(n);
   __shared__ double lz;
   if (needed <= x.u.L) constrained_passes(x, &lz);
   if (threadIdx.x != 0) return;
@@ -133,14 +135,14 @@ __global__ void transcript_durations_kernel(TranscriptArgs ta) {
 __global__ void transcript_pairs_kernel(TranscriptArgs ta) {
   const PostArgs& a = ta.post;
   if (input_invalid(ta.status)) return;  // the inputs are not safe to read
-  const long long total = static_cast<long long>(a.B) * a.N * 2;
+  const long long J = kMaxLinkBack, total = static_cast<long long>(a.B) * a.N * J;
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
-    const int b = static_cast<int>(i / (2LL * a.N)), n = static_cast<int>(i / 2 % a.N), j = static_cast<int>(i % 2);
+    const int b = static_cast<int>(i / (J * a.N)), m = static_cast<int>(i / J % a.N), j = static_cast<int>(i % J);
     const PostUtt x = utterance(a, b, ta.lz[b]);
-    const int m = n + 1 + j;
+    const int n = m - 1 - j;
     double sum = 0.0;
-    if (m < x.np && x.lz > kNegInf && (j == 0 || x.optional(n + 1))) {
+    if (m < x.np && n >= 0 && x.lz > kNegInf && (x.link(m) >> j & 1)) {
       const double tr = x.u.trans(x.y[n], x.y[m]);
       for (int t = 1; t < x.u.L; ++t) sum += exp(x.at(x.F, t, n) + tr + x.at(x.H, t, m) - x.lz);
     }
@@ -190,8 +192,8 @@ __global__ void transcript_marginals_kernel(TranscriptArgs ta) {
       for (int n = 0; n < np; ++n) {
         if (y[n] != from) continue;
         if (from == to) sum += ta.cont[bn + n];
-        for (int j = 0; j < 2; ++j)
-          if (n + 1 + j < np && y[n + 1 + j] == to) sum += ta.pairs[(bn + n) * 2 + j];
+        for (int m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)  // the phones that may follow n, nearest first
+          if (y[m] == to && x.precedes(n, m)) sum += ta.pairs[(bn + m) * kMaxLinkBack + (m - 1 - n)];
       }
     } else if (k < C * C + K * C) {  // duration d = (k - C*C) / C + 1 of label (k - C*C) % C
       const int d = (k - C * C) / C, c = (k - C * C) % C;
@@ -199,13 +201,12 @@ __global__ void transcript_marginals_kernel(TranscriptArgs ta) {
         if (y[n] == c) sum += ta.durations[(bn + n) * K + d];
     } else if (k < C * C + K * C + C) {  // start
       const int c = k - C * C - K * C;
-      if (y[0] == c) sum += exp(static_cast<double>(x.s[c]) + x.at(x.H, 0, 0) - x.lz);
-      if (np >= 2 && x.optional(0) && y[1] == c) sum += exp(static_cast<double>(x.s[c]) + x.at(x.H, 0, 1) - x.lz);
+      for (int n = 0; n < np; ++n)
+        if (y[n] == c && (x.link(n) & kLinkStart)) sum += exp(static_cast<double>(x.s[c]) + x.at(x.H, 0, n) - x.lz);
     } else {  // end
       const int c = k - C * C - K * C - C, L = x.u.L;
-      if (y[np - 1] == c) sum += exp(x.at(x.F, L, np - 1) + static_cast<double>(x.e[c]) - x.lz);
-      if (np >= 2 && x.optional(np - 1) && y[np - 2] == c)
-        sum += exp(x.at(x.F, L, np - 2) + static_cast<double>(x.e[c]) - x.lz);
+      for (int n = np - 1; n >= 0; --n)  // the last first
+        if (y[n] == c && (x.link(n) & kLinkEnd)) sum += exp(x.at(x.F, L, n) + static_cast<double>(x.e[c]) - x.lz);
     }
     ta.params[i] = sum;
   }
@@ -242,8 +243,8 @@ __global__ void transcript_params_kernel(int B, int C, int K, const double* __re
 }
 
 TranscriptArgs transcript_args(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
-                               const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
-                               double* log_z_c) {
+                               const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
+                               const int32_t* links, void* ws, double* log_z_c) {
   TranscriptArgs ta{};
   PostArgs& a = ta.post;
   a.T = l.T;
@@ -257,6 +258,7 @@ TranscriptArgs transcript_args(const Layout& l, const TranscriptLayout& tl, cons
   a.phones = phones;
   a.num_phones = num_phones;
   a.optional = optional;
+  a.links = links;
   a.S = at<double>(ws, tl.S);
   a.F = at<double>(ws, tl.F);
   a.H = at<double>(ws, tl.H);
@@ -278,9 +280,9 @@ TranscriptArgs transcript_args(const Layout& l, const TranscriptLayout& tl, cons
 }  // namespace
 
 void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
-                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional, void* ws,
-                                 double* log_z_c, cudaStream_t stream) {
-  const TranscriptArgs ta = transcript_args(l, tl, p, N, phones, num_phones, optional, ws, log_z_c);
+                                 const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
+                                 const int32_t* links, void* ws, double* log_z_c, cudaStream_t stream) {
+  const TranscriptArgs ta = transcript_args(l, tl, p, N, phones, num_phones, optional, links, ws, log_z_c);
   transcript_pass_kernel<<<l.B, kPassThreads, 0, stream>>>(ta);
   TS_LAUNCHED("transcript_pass_kernel");
   const long long cells = static_cast<long long>(l.B) * (l.T + 1) * N;
@@ -288,7 +290,7 @@ void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, co
   TS_LAUNCHED("transcript_pieces_kernel");
   transcript_durations_kernel<<<grid_for(static_cast<long long>(l.B) * N * l.K, 128), 128, 0, stream>>>(ta);
   TS_LAUNCHED("transcript_durations_kernel");
-  transcript_pairs_kernel<<<grid_for(static_cast<long long>(l.B) * N * 2, 128), 128, 0, stream>>>(ta);
+  transcript_pairs_kernel<<<grid_for(static_cast<long long>(l.B) * N * kMaxLinkBack, 128), 128, 0, stream>>>(ta);
   TS_LAUNCHED("transcript_pairs_kernel");
   const long long rows = static_cast<long long>(l.B) * (l.T + 1) * l.C;
   transcript_cum_kernel<<<grid_for(rows, 256), 256, 0, stream>>>(ta);

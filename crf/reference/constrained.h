@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crf/detail.h"
+#include "crf/phone_graph.h"
 #include "crf/reference/reference.h"
 #include "crf/score.h"
 
@@ -32,7 +33,14 @@ struct View {
   const double *cum, *A, *D, *s, *e, *on;
   const int32_t* y;    // [np]
   const int32_t* opt;  // [np] or nullptr
+  const int32_t* lk = nullptr;  // [np] the phone graph (crf/phone_graph.h) or nullptr: the chain of opt
   bool optional(int64_t n) const { return opt != nullptr && opt[n - 1] == 1; }
+  int32_t link(int64_t n) const { return lk ? lk[n - 1] : chain_link(n - 1, np, opt); }
+  bool precedes(int64_t m, int64_t n) const {  // phone m may come right before phone n (1-based)
+    return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);
+  }
+  bool first(int64_t n) const { return (link(n) & kLinkStart) != 0; }
+  bool last(int64_t n) const { return (link(n) & kLinkEnd) != 0; }
   int64_t lab(int64_t n) const { return y[n - 1]; }
   double start(int64_t c) const { return s ? s[c] : 0.0; }
   double end(int64_t c) const { return e ? e[c] : 0.0; }
@@ -56,19 +64,15 @@ struct Tables {
   double lz = kNegInf;
   double fw(int64_t t, int64_t n) const { return Fw[t * W + n]; }
   double bw(int64_t t, int64_t n) const { return Bw[t * W + n]; }
-  // Everything before phone n when it starts at v (its predecessor kept, or
-  // the optional one before it skipped), transition into it included.
+  // Everything before phone n when it starts at v (each phone that may precede
+  // it, ending at v), transition into it included.
   double before(int64_t v, int64_t n) const {
     const int64_t c = x.lab(n);
-    double kept = kNegInf, skipped = kNegInf;
-    if (v == 0) {
-      if (n == 1) kept = x.start(c);
-      if (n == 2 && x.optional(1)) skipped = x.start(c);
-    } else {
-      if (n >= 2) kept = fw(v, n - 1) + x.trans(x.lab(n - 1), c);
-      if (n >= 3 && x.optional(n - 1)) skipped = fw(v, n - 2) + x.trans(x.lab(n - 2), c);
-    }
-    return lse(kept, skipped);
+    if (v == 0) return x.first(n) ? x.start(c) : kNegInf;
+    double acc = kNegInf;
+    for (int64_t m = std::max<int64_t>(1, n - kMaxLinkBack); m < n; ++m)
+      if (x.precedes(m, n)) acc = lse(acc, fw(v, m) + x.trans(x.lab(m), c));
+    return acc;
   }
   // Phone m starting at t and everything after it.
   double from_start(int64_t t, int64_t m) const {
@@ -99,18 +103,16 @@ struct Tables {
         Fw[t * W + n] = acc;
       }
     for (int64_t n = np; n >= 1; --n) {
-      Bw[L * W + n] = (n == np || (n == np - 1 && x.optional(np))) ? x.end(x.lab(n)) : kNegInf;
+      Bw[L * W + n] = x.last(n) ? x.end(x.lab(n)) : kNegInf;
       for (int64_t t = L - 1; t >= 1; --t) {
         double acc = kNegInf;
-        for (int64_t m = n + 1; m <= std::min(np, n + 2); ++m) {
-          if (m == n + 2 && !x.optional(n + 1)) break;
-          acc = lse(acc, x.trans(x.lab(n), x.lab(m)) + from_start(t, m));
-        }
+        for (int64_t m = n + 1; m <= std::min(np, n + kMaxLinkBack); ++m)
+          if (x.precedes(n, m)) acc = lse(acc, x.trans(x.lab(n), x.lab(m)) + from_start(t, m));
         Bw[t * W + n] = acc;
       }
     }
-    lz = fw(L, np) + x.end(x.lab(np));
-    if (x.optional(np)) lz = lse(lz, fw(L, np - 1) + x.end(x.lab(np - 1)));
+    for (int64_t n = 1; n <= np; ++n)
+      if (x.last(n)) lz = lse(lz, fw(L, n) + x.end(x.lab(n)));
   }
 };
 

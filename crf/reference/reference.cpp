@@ -396,14 +396,14 @@ class ReferenceBackend final : public Backend {
   }
   size_t transcript_workspace_bytes(const Dims&, int64_t) const override { return 0; }
   void transcript_backward(const Dims& dims, const Params& p, int64_t N, const int32_t* phones,
-                           const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
-                           double* log_z_c, const Grads& grads, void*) override {
+                           const int32_t* num_phones, const int32_t* optional, const int32_t* links, double scale,
+                           double* log_z, double* log_z_c, const Grads& grads, void*) override {
     if (grads.frame_scores)
       throw std::invalid_argument(name() + " backend: transcript_backward does not compute frame_scores gradients "
                                            "(Grads::frame_scores must be nullptr)");
     Conv cv(dims, p);
     Wide w(dims, p);
-    transcript_backward_f64(dims, cv.params, N, phones, num_phones, optional, scale, log_z, log_z_c, w.g64);
+    transcript_backward_f64(dims, cv.params, N, phones, num_phones, optional, links, scale, log_z, log_z_c, w.g64);
     w.put(grads, p);
   }
   void viterbi(const Dims& dims, const Params& p, double* score, int32_t* segments, int32_t* num_segments,

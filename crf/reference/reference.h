@@ -77,11 +77,12 @@ void align_posteriors_f64(const Dims& dims, const ParamsF64& p, int64_t N, const
 // The transcript NLL (docs/crf.md "Training from transcripts"): log_z [B],
 // log_z_c [B] (each nullptr = not wanted) and the gradients (as backward_f64's)
 // of sum_b scale * (log Z_b - log Z_c_b). phones, num_phones, optional as
-// align_f64. Throws std::runtime_error naming an utterance whose log Z or
+// align_f64, links [B][N] (nullptr = the chain of optional) the phone graph of
+// crf/phone_graph.h. Throws std::runtime_error naming an utterance whose log Z or
 // log Z_c is -inf (nothing written then).
 void transcript_backward_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones,
-                             const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
-                             double* log_z_c, const GradsF64& grads);
+                             const int32_t* num_phones, const int32_t* optional, const int32_t* links,
+                             double scale, double* log_z, double* log_z_c, const GradsF64& grads);
 
 std::unique_ptr<Backend> make_reference_backend();
 

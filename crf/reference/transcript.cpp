@@ -53,31 +53,27 @@ void constrained_marginals(const Tables& tb, double w, Acc acc) {
         }
       }
   }
-  // Phone n ends at t, phone m (n+1, or n+2 over a skipped optional n+1) starts there.
+  // Phone n ends at t, phone m (one that may follow it) starts there.
   for (int64_t n = 1; n <= np; ++n)
-    for (int64_t m = n + 1; m <= std::min(np, n + 2); ++m) {
-      if (m == n + 2 && !x.optional(n + 1)) break;
+    for (int64_t m = n + 1; m <= std::min(np, n + kMaxLinkBack); ++m) {
+      if (!x.precedes(n, m)) continue;
       for (int64_t t = 1; t < L; ++t)
         acc.A[x.lab(n) * x.C + x.lab(m)] +=
             w * std::exp(tb.fw(t, n) + x.trans(x.lab(n), x.lab(m)) + tb.from_start(t, m) - lz);
     }
-  for (int64_t m = 1; m <= std::min<int64_t>(np, 2); ++m) {
-    if (m == 2 && !x.optional(1)) break;
-    acc.s[x.lab(m)] += w * std::exp(x.start(x.lab(m)) + tb.from_start(0, m) - lz);
-  }
-  for (int64_t n = np; n >= std::max<int64_t>(1, np - 1); --n) {
-    if (n == np - 1 && !x.optional(np)) break;
-    acc.e[x.lab(n)] += w * std::exp(tb.fw(L, n) + x.end(x.lab(n)) - lz);
-  }
+  for (int64_t m = 1; m <= np; ++m)
+    if (x.first(m)) acc.s[x.lab(m)] += w * std::exp(x.start(x.lab(m)) + tb.from_start(0, m) - lz);
+  for (int64_t n = 1; n <= np; ++n)
+    if (x.last(n)) acc.e[x.lab(n)] += w * std::exp(tb.fw(L, n) + x.end(x.lab(n)) - lz);
 }
 
 }  // namespace
 
 void transcript_backward_f64(const Dims& dims, const ParamsF64& p, int64_t N, const int32_t* phones,
-                             const int32_t* num_phones, const int32_t* optional, double scale, double* log_z,
-                             double* log_z_c, const GradsF64& g) {
+                             const int32_t* num_phones, const int32_t* optional, const int32_t* links,
+                             double scale, double* log_z, double* log_z_c, const GradsF64& g) {
   validate_f64(dims, p, nullptr);
-  validate_align_host(dims, N, phones, num_phones, optional);
+  validate_transcript_host(dims, N, phones, num_phones, optional, links);
   const int64_t B = dims.B, T = dims.T, K = dims.K, C = dims.C;
   std::vector<double> g_cum(B * (T + 1) * C), g_A(C * C), g_D(K * C), g_s(C), g_e(C), g_o(p.onset ? B * T * C : 0);
   GradsF64 full{g_cum.data(), g_A.data(), g_D.data(), g_s.data(), g_e.data(), p.onset ? g_o.data() : nullptr};
@@ -102,9 +98,11 @@ void transcript_backward_f64(const Dims& dims, const ParamsF64& p, int64_t N, co
                  p.end,
                  p.onset ? p.onset + b * T * C : nullptr,
                  phones + b * N,
-                 optional ? optional + b * N : nullptr};
+                 optional ? optional + b * N : nullptr,
+                 links ? links + b * N : nullptr};
     const Tables tb(x);
-    if (!(tb.lz > kNegInf)) detail::throw_transcript_infeasible(kWho, b, L, optional ? optional + b * N : nullptr, np);
+    if (!(tb.lz > kNegInf))
+      detail::throw_transcript_infeasible(kWho, b, L, optional ? optional + b * N : nullptr, np, links ? links + b * N : nullptr);
     lzc[b] = tb.lz;
     constrained_marginals(tb, -scale,
                           Acc{g_cum.data() + b * (T + 1) * C, g_A.data(), g_D.data(), g_s.data(), g_e.data(),

@@ -108,9 +108,10 @@ void CudaExecutor::crf_backward(const Batch& batch, double scale, std::vector<do
       if (batch.transcript()) {
         const size_t bn = static_cast<size_t>(B) * batch.N * sizeof(int32_t);
         align_phones_.upload(batch.phones.data(), bn, stream_);
-        align_opt_.upload(batch.optional.data(), bn, stream_);
+        const std::vector<int32_t> links = batch.graph_links();  // the phone graph (the chain, or alternatives)
+        align_opt_.upload(links.data(), bn, stream_);
         align_nph_.upload(batch.num_phones.data(), static_cast<size_t>(B) * sizeof(int32_t), stream_);
-        session_->transcript_backward(dims, p, batch.N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(),
+        session_->transcript_backward(dims, p, batch.N, align_phones_.as<int32_t>(), align_nph_.as<int32_t>(), nullptr,
                                       align_opt_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);
       } else {
         session_->backward(dims, p, labels_.as<int32_t>(), scale, lz_.as<double>(), lz_.as<double>() + B, g);

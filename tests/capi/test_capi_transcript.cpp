@@ -52,7 +52,7 @@ TEST(CapiTranscript, Float64IsTheReferenceFunctionBitwise) {
   crf::centered_cumsum_forward<double>(B, T, C, x.data(), len.data(), cum.data());
   const crf::reference::ParamsF64 rp{cum.data(), A.data(), D.data(), s.data(), e.data(), len.data(), nullptr};
   std::vector<double> lz(B), lzc(B), gcum(cum.size()), gA(C * C), gD(K * C), gs(C), ge(C);
-  crf::reference::transcript_backward_f64(crf::Dims{B, T, K, C}, rp, N, phones.data(), nph.data(), opt.data(), 0.5,
+  crf::reference::transcript_backward_f64(crf::Dims{B, T, K, C}, rp, N, phones.data(), nph.data(), opt.data(), nullptr, 0.5,
                                           lz.data(), lzc.data(),
                                           crf::reference::GradsF64{gcum.data(), gA.data(), gD.data(), gs.data(),
                                                                    ge.data(), nullptr});

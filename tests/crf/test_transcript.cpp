@@ -98,14 +98,14 @@ TEST(Transcript, ReferenceGradientsMatchCentralDifferences) {
   auto loss = [&] {
     std::vector<double> lz(B), lzc(B);
     reference::transcript_backward_f64(pb.dims, params(), tr.N, tr.phones.data(), tr.num_phones.data(), tr.opt(),
-                                       scale, lz.data(), lzc.data(), reference::GradsF64{});
+                                       nullptr, scale, lz.data(), lzc.data(), reference::GradsF64{});
     double sum = 0.0;
     for (int64_t b = 0; b < B; ++b) sum += scale * (lz[b] - lzc[b]);
     return sum;
   };
   std::vector<double> gc(cum.size()), gA(A.size()), gD(D.size()), gs(C), ge(C), go(o.size());
   reference::transcript_backward_f64(pb.dims, params(), tr.N, tr.phones.data(), tr.num_phones.data(), tr.opt(),
-                                     scale, nullptr, nullptr,
+                                     nullptr, scale, nullptr, nullptr,
                                      reference::GradsF64{gc.data(), gA.data(), gD.data(), gs.data(), ge.data(),
                                                          go.data()});
   const double h = 1e-5;
@@ -320,7 +320,7 @@ TEST(Transcript, SessionKeepsItsBuffersAndRejectsFrameGrads) {
     auto be = make_backend(kind);
     Session s(*be);
     EXPECT_THROW(s.transcript_backward(pb.dims, pb.params(), tr.N, tr.phones.data(), tr.num_phones.data(), tr.opt(),
-                                       1.0, lz.data(), lzc.data(), g),
+                                       nullptr, 1.0, lz.data(), lzc.data(), g),
                  std::invalid_argument);
   }
 }

@@ -2,7 +2,8 @@
 // transcripts"): log Z, log Z_c and every gradient against brute-force
 // enumeration on tiny problems and against the float64 reference on random
 // ones (onset, K = 1, padding, optional phones, repeated labels), a second
-// run bitwise equal, the infeasible utterance's error. Skips without a GPU.
+// run bitwise equal, the infeasible utterance's error; phone graphs (several
+// pronunciations of a word) alike. Skips without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "crf/host_run.h"
 #include "crf/session.h"
 #include "tests/cuda/cuda_harness.h"
+#include "tests/support/phone_graph_problems.h"
 #include "tests/support/transcript_bruteforce.h"
 
 namespace timitseg::crf::testing {
@@ -114,6 +116,63 @@ TEST(CudaTranscript, InfeasibleUtteranceThrowsNamingIt) {
     ADD_FAILURE() << "no exception";
   } catch (const std::runtime_error& e) {
     EXPECT_NE(std::string(e.what()).find("utterance 1: no alignment of its transcript"), std::string::npos) << e.what();
+  }
+}
+
+// Phone graphs (several pronunciations of a word, docs/crf.md "Alternative
+// pronunciations: the phone graph"): against enumeration of every path and
+// alignment on tiny problems, against the reference on larger ones (phones
+// longer than K, onset, padding), and bitwise repeatable.
+TranscriptResult run_graph(Backend& be, const Problem& pb, const Graph& g, double scale) {
+  return transcript_host(be, pb.dims, pb.params(), g.N, g.phones.data(), g.num_phones.data(), nullptr, scale,
+                         g.links.data());
+}
+
+TEST(CudaTranscript, PhoneGraphAgainstEnumeration) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_backend(BackendKind::cuda);
+  int cases = 0;
+  for (bool onset : {false, true})
+    for (const Problem& pb : tiny_exact_problems({2, 4, 6}, {1, 2, 3}, {1, 2, 7}, 2300 + (onset ? 50 : 0), onset))
+      for (double p_sil : {0.0, 0.6}) {
+        const Graph g = random_graph(pb, 9, 13 * cases + 3, p_sil);
+        const TranscriptExpected ex = transcript_brute_force(pb, g.N, g.phones, g.num_phones, {}, 0.5, g.links);
+        const TranscriptResult r = run_graph(*gpu, pb, g, 0.5);
+        const std::string what = "graph case " + std::to_string(cases);
+        expect_near_all(r.log_z_c, ex.log_z_c, 1e-9, what + " log_z_c");
+        expect_near_all(r.grad_cum_scores, ex.g_cum, 1e-5, what + " grad cum");
+        expect_near_all(r.grad_transition, ex.g_A, 1e-5, what + " grad A");
+        expect_near_all(r.grad_duration_bias, ex.g_D, 1e-5, what + " grad D");
+        expect_near_all(r.grad_start, ex.g_s, 1e-5, what + " grad start");
+        expect_near_all(r.grad_end, ex.g_e, 1e-5, what + " grad end");
+        if (onset) expect_near_all(r.grad_onset, ex.g_o, 1e-5, what + " grad onset");
+        ++cases;
+      }
+  EXPECT_EQ(cases, 2 * 3 * 3 * 3 * 2 * 2);
+}
+
+TEST(CudaTranscript, PhoneGraphAgainstReferenceAndBitwiseRepeatable) {
+  SKIP_WITHOUT_GPU();
+  auto gpu = make_backend(BackendKind::cuda);
+  auto ref = make_backend(BackendKind::reference);
+  for (uint32_t seed : {71u, 72u}) {
+    Problem pb = random_problem(Dims{3, 40, 4, 5}, seed, {40, 33, 19});
+    if (seed == 72) add_onset(pb, seed, 0.5);
+    const Graph g = random_graph(pb, 14, seed + 5, 0.7);
+    const TranscriptResult want = run_graph(*ref, pb, g, 0.25);
+    const TranscriptResult got = run_graph(*gpu, pb, g, 0.25);
+    const std::string what = "graph seed " + std::to_string(seed);
+    expect_near_all(got.log_z_c, want.log_z_c, 1e-10, what + " log_z_c");
+    expect_near_all(got.grad_cum_scores, want.grad_cum_scores, 1e-5, what + " grad cum");
+    expect_near_all(got.grad_transition, want.grad_transition, 1e-5, what + " grad A");
+    expect_near_all(got.grad_duration_bias, want.grad_duration_bias, 1e-5, what + " grad D");
+    expect_near_all(got.grad_start, want.grad_start, 1e-5, what + " grad start");
+    expect_near_all(got.grad_end, want.grad_end, 1e-5, what + " grad end");
+    if (!pb.o.empty()) expect_near_all(got.grad_onset, want.grad_onset, 1e-5, what + " grad onset");
+    const TranscriptResult again = run_graph(*gpu, pb, g, 0.25);
+    EXPECT_EQ(again.grad_cum_scores, got.grad_cum_scores) << what;
+    EXPECT_EQ(again.grad_transition, got.grad_transition) << what;
+    EXPECT_EQ(again.log_z_c, got.log_z_c) << what;
   }
 }
 

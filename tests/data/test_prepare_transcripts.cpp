@@ -105,10 +105,11 @@ Loaded load_all(const std::string& wd) {
   return l;
 }
 
-// The transcript of u as names and flags.
+// The transcript of u as names and flags (with alternatives: each slot's first, the primary path).
 std::pair<std::vector<std::string>, std::vector<int>> named(const Loaded& l, const Utterance& u) {
   std::pair<std::vector<std::string>, std::vector<int>> out;
   for (size_t k = 0; k < u.transcript.size(); ++k) {
+    if (!u.transcript_slot.empty() && (u.transcript_slot.at(k) & 255) != 0) continue;
     out.first.push_back(l.labels.at(static_cast<size_t>(u.transcript[k])));
     out.second.push_back(u.transcript_optional.at(k));
   }
@@ -180,7 +181,7 @@ TEST(PrepareTranscripts, ManifestPhonesColumnLoadsBackAsTheSequence) {
   EXPECT_NE(timitseg::read_file(d.str("wd/train.safetensors")).find("utt_transcript_offsets"), std::string::npos);
 }
 
-TEST(PrepareTranscripts, ManifestTextThroughAnMfaDictionaryGivesTheFirstPronunciations) {
+TEST(PrepareTranscripts, ManifestTextThroughAnMfaDictionaryGivesEveryPronunciation) {
   testutil::TempDir d;
   write_wavs(d.str("m"), "audio/");
   testutil::write_text(d.str("dict.txt"), kDict);
@@ -203,6 +204,22 @@ TEST(PrepareTranscripts, ManifestTextThroughAnMfaDictionaryGivesTheFirstPronunci
     const Utterance& u = l.utts.at("u" + std::to_string(k));
     expect_transcript_only(u);
     EXPECT_EQ(named(l, u), expected_words(kTexts[k]));
+    // 'hello' has two pronunciations: its slot holds both, the more probable first (alternative 0)
+    const bool hello = kTexts[k].rfind("hello", 0) == 0;
+    ASSERT_EQ(u.transcript_slot.empty(), !hello);
+    if (!hello) continue;
+    std::vector<std::string> second;
+    for (size_t i = 0; i < u.transcript.size(); ++i)
+      if ((u.transcript_slot[i] & 255) == 1) {
+        EXPECT_EQ(u.transcript_slot[i] >> 8, 1);  // slot 0: the optional silence before it
+        EXPECT_EQ(u.transcript_optional[i], 0);
+        second.push_back(l.labels.at(static_cast<size_t>(u.transcript[i])));
+      }
+    EXPECT_EQ(second, (std::vector<std::string>{"h", "ɛ", "l", "oʊ"}));
+    EXPECT_EQ(u.transcript_slot.front(), 0);      // the silence: slot 0, alternative 0
+    EXPECT_EQ(u.transcript_slot.at(1), 1 << 8);   // h of the first pronunciation
+    EXPECT_EQ(u.transcript_slot.at(5), 1 << 8 | 1);  // h of the second
+    EXPECT_EQ(u.transcript_slot.at(9), 2 << 8);   // the silence after 'hello'
   }
   // the phone set: the dictionary's phones (ɛ too, though only in an alternative) and sil
   EXPECT_EQ(l.labels.size(), 14u);
@@ -346,6 +363,9 @@ TEST(PrepareTranscripts, BadInputsAreOneLineEachTheRestPreparedStrictWritesNothi
   const PrepareSummary s = prepare_into(d.str("m"), d.str("wd"), d.str("dict.txt"), "", d.str("set.yaml"));
   const std::string mf = d.str("m/manifest.csv");
   const std::vector<std::string> want = {
+      // hello's second pronunciation has a phone the set lacks: a warning, the first offered alone
+      mf + ":3: pronunciation 'h ɛ l oʊ' (utterance s0_u1) has phone 'ɛ', which is not in phone set abc: not "
+           "offered (the word's others are)",
       mf + ":4: empty transcript (utterance s1_u0)",
       mf + ":5: word 'cat' is not in the dictionary " + d.str("dict.txt") + " (utterance s1_u1)",
       mf + ":6: phone 'x' of utterance s2_u0 is not in phone set abc (nearest: h, a, b)",
@@ -358,6 +378,7 @@ TEST(PrepareTranscripts, BadInputsAreOneLineEachTheRestPreparedStrictWritesNothi
                                                 {"phone outside the phone set", 1}, {"times and transcript conflict", 1},
                                                 {"transcript too long for its audio", 1}};
   EXPECT_EQ(s.skipped_by_kind, kinds);
+  EXPECT_EQ(s.warnings, 1);
   const Loaded l = load_all(d.str("wd"));
   ASSERT_EQ(l.utts.size(), 2u);
   EXPECT_EQ(named(l, l.utts.at("s0_u0")), expected_phones("a b c"));
@@ -367,7 +388,7 @@ TEST(PrepareTranscripts, BadInputsAreOneLineEachTheRestPreparedStrictWritesNothi
     prepare_into(d.str("m"), d.str("wd_strict"), d.str("dict.txt"), "", d.str("set.yaml"), true);
     ADD_FAILURE() << "--strict did not stop";
   } catch (const std::exception& e) {
-    EXPECT_EQ(std::string(e.what()), want[0] + " (--strict: nothing written)");
+    EXPECT_EQ(std::string(e.what()), want[1] + " (--strict: nothing written)");
   }
   EXPECT_FALSE(fs::exists(d.str("wd_strict")));
   // words without --dict or --g2p: one line, before any work
@@ -526,6 +547,17 @@ TEST(PrepareTranscripts, LoaderRefusesTranscriptsThatBreakTheContract) {
     f.tensors["utt_transcript_offsets"] = timitseg::st::Tensor::from<int64_t>({static_cast<int64_t>(off.size())}, off);
   });
   EXPECT_NE(e.find("transcript of utterance 1 (s0_u1) is given beside its times"), std::string::npos) << e;
+  // the slots of alternative pronunciations: (slot << 8) | alternative, in order
+  auto with_slots = [&](std::vector<int32_t> v) {
+    return edit_and_load([v](timitseg::st::File& f) {
+      f.tensors["transcript_slots"] = timitseg::st::Tensor::from<int32_t>({static_cast<int64_t>(v.size())}, v);
+    });
+  };
+  EXPECT_EQ(with_slots({0, 1 << 8, 1 << 8 | 1, 2 << 8}), "");  // sil? {a | b} sil?: loads
+  e = with_slots({0, 1 << 8, 1 << 8 | 1, 1 << 8});             // back to alternative 0
+  EXPECT_NE(e.find("transcript of utterance 0 (s0_u0) has a bad slot entry 256"), std::string::npos) << e;
+  e = with_slots({0, 2 << 8, 2 << 8, 3 << 8});  // slot 1 skipped
+  EXPECT_NE(e.find("bad slot entry 512"), std::string::npos) << e;
 }
 
 TEST(PrepareTranscriptsCli, AWordWithoutPronunciationIsOneLineAndHelpNamesTheFlags) {

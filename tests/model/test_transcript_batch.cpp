@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "crf/phone_graph.h"
 #include "data/phones.h"
 #include "model/batch.h"
 #include "model/labels.h"
@@ -70,6 +71,53 @@ TEST(TranscriptOf, SilenceAloneIsRequired) {
   const data::Utterance u = timed_utterance({{"h#", 5}});
   const PhoneSequence s = transcript_of(u, ls);
   EXPECT_EQ(names(ls, s), (std::vector<std::string>{"sil"}));
+}
+
+// Several pronunciations of a word (transcript_slot): the phone graph over
+// the slots, in classes (TIMIT 61 -> 39: equal neighbours inside a
+// pronunciation merged, pronunciations equal after folding kept once); the
+// primary path is each slot's first; the flat start and required() read it.
+TEST(TranscriptOf, SlotsOfAlternativesBecomeAPhoneGraph) {
+  const LabelSet ls = LabelSet::make(39);
+  const auto& ps = data::PhoneSet::timit();
+  data::Utterance u;
+  u.id = "test/alts";
+  u.num_frames = 30;
+  // sil? {t ah m ey t ow | t ah m aa t ow | t ah m aa t ow} sil? {ay} sil?  (slot 1's third equals its second)
+  const std::vector<std::pair<const char*, int32_t>> nodes = {
+      {"h#", 0},      {"t", 1 << 8},  {"ah", 1 << 8},     {"m", 1 << 8},      {"ey", 1 << 8},     {"t", 1 << 8},
+      {"ow", 1 << 8}, {"t", 1 << 8 | 1}, {"ah", 1 << 8 | 1}, {"m", 1 << 8 | 1}, {"aa", 1 << 8 | 1}, {"t", 1 << 8 | 1},
+      {"ow", 1 << 8 | 1}, {"t", 1 << 8 | 2}, {"ah", 1 << 8 | 2}, {"m", 1 << 8 | 2}, {"aa", 1 << 8 | 2},
+      {"t", 1 << 8 | 2}, {"ow", 1 << 8 | 2}, {"pau", 2 << 8}, {"ay", 3 << 8}, {"h#", 4 << 8}};
+  for (const auto& [p, slot] : nodes) {
+    u.transcript.push_back(ps.index61(p));
+    u.transcript_slot.push_back(slot);
+    u.transcript_optional.push_back(slot >> 8 == 0 || slot >> 8 == 2 || slot >> 8 == 4);
+  }
+  const PhoneSequence s = transcript_of(u, ls);
+  EXPECT_EQ(names(ls, s), (std::vector<std::string>{"sil?", "t", "ah", "m", "ey", "t", "ow", "t", "ah", "m", "aa",
+                                                    "t", "ow", "sil?", "ay", "sil?"}));
+  ASSERT_EQ(s.links.size(), 16u);
+  EXPECT_EQ(s.primary, (std::vector<uint8_t>{1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 1}));
+  EXPECT_EQ(s.links[1], crf::kLinkStart | 1);       // the first t: after sil 0, or first
+  EXPECT_EQ(s.links[7], crf::kLinkStart | 1 << 6);  // the second pronunciation's t: after sil 0, or first
+  EXPECT_EQ(s.links[13], 1 << 0 | 1 << 6);          // sil after ow (12) or ow (6)
+  EXPECT_EQ(s.links[14], 1 << 0 | 1 << 1 | 1 << 7 | crf::kLinkEnd);  // ay after sil, ow (12) or ow (6); last
+  EXPECT_EQ(s.links[15], 1 | crf::kLinkEnd);
+  EXPECT_EQ(s.links[14] & crf::kLinkEnd, crf::kLinkEnd);
+  EXPECT_EQ(s.required(), 7);  // t ah m ey t ow ay
+  EXPECT_EQ(s.graph(), s.links);
+  const std::vector<int32_t> flat = flat_start_labels(s, 14);  // 7 primary phones, 2 frames each
+  std::vector<std::string> runs;
+  for (size_t t = 0; t < flat.size(); t += 2) runs.push_back(ls.names.at(flat[t]));
+  EXPECT_EQ(runs, (std::vector<std::string>{"t", "ah", "m", "ey", "t", "ow", "ay"}));
+  const Batch batch = make_batch({&u}, nullptr, ls, 0, BatchSupervision::transcript);
+  EXPECT_EQ(batch.N, 16);
+  EXPECT_EQ(batch.links, s.links);
+  // a chain's batch links are its optional flags' chain
+  const data::Utterance c = timed_utterance({{"h#", 3}, {"b", 2}, {"aa", 4}});
+  const Batch cb = make_batch({&c}, nullptr, ls, 0, BatchSupervision::transcript);
+  EXPECT_EQ(cb.links, (std::vector<int32_t>{crf::kLinkStart, 1, 1 | crf::kLinkEnd}));
 }
 
 TEST(MakeBatch, TranscriptBatchPadsPhonesAndLeavesLabelsUnread) {

@@ -5,13 +5,15 @@
 // resumes bitwise and is scored against its times; segments on a WORKDIR
 // without times stops with one line; crf.duration_init = data starts a
 // transcript-trained run from the flat start (an equal split of each
-// utterance's frames among its phones).
+// utterance's frames among its phones); several pronunciations of a word
+// train as a phone graph.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -180,4 +182,79 @@ TEST_F(TranscriptE2E, DurationInitDataStartsFromTheFlatStart) {
   for (int d = 0; d < K; ++d)
     for (int c = 0; c < C; ++c)
       EXPECT_NEAR(db[d * C + c], std::log((n[d * C + c] + 1) / (per[c] + K)), 1e-6) << "d " << d + 1 << " c " << c;
+}
+
+// Several pronunciations of a word (docs/training.md): the same audio as word
+// transcripts, one word per phone, through an MFA dictionary that gives every
+// vowel's word a second pronunciation (another vowel). prepare writes the
+// slots; train sums over every path of each utterance's phone graph, says how
+// many utterances offer several, and learns (finite losses, the second epoch's
+// below the first); resume is bitwise as for a chain.
+TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
+  fs::create_directories(dir_ / "words");
+  std::ofstream m(dir_ / "words" / "manifest.csv");
+  std::ofstream dict(dir_ / "words" / "dict.txt");
+  m << "audio,speaker,text\n";
+  const std::vector<std::string> vowels = {"aa", "ae", "ah", "ao", "aw", "ax", "ay", "eh", "er", "ey",
+                                           "ih", "iy", "ow", "oy", "uh", "uw"};
+  std::map<std::string, std::string> word_of;  // phone -> its word
+  for (const auto& e : fs::recursive_directory_iterator(dir_ / "synth")) {
+    if (e.path().extension() != ".PHN") continue;
+    std::ifstream in(e.path());
+    std::string line, text;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      long a = 0, b = 0;
+      std::string p;
+      if (!(ls >> a >> b >> p) || p == "h#" || p == "pau" || p == "epi") continue;
+      if (!word_of.count(p)) {
+        const std::string w = "w" + std::to_string(word_of.size());
+        word_of[p] = w;
+        dict << w << "\t" << p << "\n";
+        const auto v = std::find(vowels.begin(), vowels.end(), p);
+        if (v != vowels.end()) dict << w << "\t0.5\t" << vowels[(v - vowels.begin() + 1) % vowels.size()] << "\n";
+      }
+      text += (text.empty() ? "" : " ") + word_of[p];
+    }
+    fs::path wav = e.path();
+    wav.replace_extension(".WAV");
+    m << wav.string() << "," << e.path().parent_path().filename().string() << "," << text << "\n";
+  }
+  m.close(), dict.close();
+  const fs::path wd = dir_ / "work_words";
+  const Cmd p = run("prepare --corpus " + (dir_ / "words" / "manifest.csv").string() + " --dict " +
+                    (dir_ / "words" / "dict.txt").string() + " --phone-set timit61 --out " + wd.string());
+  ASSERT_EQ(p.rc, 0) << p.output;
+  const data::Split train = data::load_split(wd.string(), "train");
+  int64_t graphs = 0;
+  for (const data::Utterance& u : train.utterances) graphs += !u.transcript_slot.empty();
+  ASSERT_GT(graphs, 0);
+  const std::string common = "--config " + config_ + " --set data.workdir=" + wd.string();
+  const fs::path a = dir_ / "run_graph_a", b = dir_ / "run_graph_b";
+  const Cmd t = run("train " + common + " --set train.run_dir=" + a.string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find(std::to_string(graphs) + " of them offer several pronunciations of a word: the loss sums "
+                          "over every path of their phone graph"),
+            std::string::npos)
+      << t.output;
+  const auto lines = metrics_lines(a);
+  ASSERT_EQ(lines.size(), 2u);
+  for (const auto& l : lines) {
+    EXPECT_TRUE(std::isfinite(l["train_loss"].get<double>())) << l.dump();
+    EXPECT_TRUE(std::isfinite(l["dev_per"].get<double>())) << l.dump();
+  }
+  EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>());
+  fs::create_directories(b / "checkpoints");
+  fs::copy_file(a / "checkpoints" / "epoch-1.safetensors", b / "checkpoints" / "epoch-1.safetensors");
+  {
+    std::istringstream in(testsupport::slurp(a / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    std::ofstream(b / "metrics.jsonl") << first << "\n";
+  }
+  const Cmd r = run("train --resume " + b.string());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const st::File fa = st::load((a / "checkpoints" / "epoch-2.safetensors").string());
+  const st::File fb = st::load((b / "checkpoints" / "epoch-2.safetensors").string());
+  for (const auto& [name, x] : fa.tensors) EXPECT_EQ(x.bytes, fb.get(name).bytes) << name;
 }
