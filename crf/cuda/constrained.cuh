@@ -81,8 +81,12 @@ struct PostUtt {
   double *S, *F, *H, *G;
   double lz;
   const int32_t* lk = nullptr;  // [np] the phone graph (crf/phone_graph.h) or null: the chain of opt
+  // [np] each phone's links and its successors (bit j: phone n + 1 + j may follow), cached in shared
+  // memory by constrained_passes (null: computed from lk / opt when asked)
+  const int32_t *pm = nullptr, *sm = nullptr;
   __device__ bool optional(int n) const { return opt != nullptr && opt[n] == 1; }
   __device__ int32_t link(int n) const {  // crf::chain_link without lk
+    if (pm) return pm[n];
     if (lk) return lk[n];
     int32_t l = 0;
     if (n >= 1) l |= 1;
@@ -94,13 +98,22 @@ struct PostUtt {
   __device__ bool precedes(int m, int n) const {  // phone m may come right before phone n
     return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);
   }
+  __device__ int32_t successors(int n) const {
+    if (sm) return sm[n];
+    int32_t f = 0;
+    for (int m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)
+      if (link(m) >> (m - 1 - n) & 1) f |= 1 << (m - 1 - n);
+    return f;
+  }
   __device__ double& at(double* tab, int t, int n) const { return tab[static_cast<size_t>(t) * N + n]; }
   __device__ double entry(int t, int n) const {
     const int32_t l = link(n);
     if (t == 0) return (l & kLinkStart) ? static_cast<double>(s[y[n]]) : kNegInf;
-    double acc = kNegInf;  // each phone that may precede n, the nearest first
-    for (int m = n - 1; m >= 0 && n - 1 - m < kMaxLinkBack; --m)
-      if (l >> (n - 1 - m) & 1) acc = lse2(acc, at(F, t, m) + u.trans(y[m], y[n]));
+    double acc = kNegInf;  // each phone that may precede n, the nearest first (the set bits, lowest first)
+    for (int32_t bits = l & kLinkBackMask; bits != 0; bits &= bits - 1) {
+      const int m = n - __ffs(bits);  // bit j: phone n - 1 - j
+      if (m >= 0) acc = lse2(acc, at(F, t, m) + u.trans(y[m], y[n]));
+    }
     return acc;
   }
   __device__ double span(int n, int a, int b) const {
@@ -119,25 +132,43 @@ struct PostUtt {
   }
 };
 
-// log-sum-exp over d = 1..dmax of term(d), by the calling warp's lanes; lane 0
-// holds the result (-inf when every term is).
+// log-sum-exp over d = 1..dmax of term(d), by the calling warp's lanes in one
+// pass: each lane keeps its terms' running maximum m and sum of exp(x - m)
+// (every term read once), then the warp's maximum and the lanes' sums rescaled
+// to it, reduced by the fixed butterfly; every lane holds the result (-inf
+// when every term is).
 template <class Term>
 __device__ double warp_lse(int lane, int dmax, Term term) {
-  double m = kNegInf;
-  for (int d = 1 + lane; d <= dmax; d += 32) m = fmax(m, term(d));
-  m = __shfl_sync(0xffffffffu, warp_max(m), 0);
-  if (m == kNegInf) return kNegInf;
-  double sum = 0.0;
-  for (int d = 1 + lane; d <= dmax; d += 32) sum += exp(term(d) - m);
-  sum = warp_sum(sum);
-  return m + log(sum);
+  double m = kNegInf, s = 0.0;
+  for (int d = 1 + lane; d <= dmax; d += 32) {
+    const double x = term(d);
+    if (x > m) {
+      s = s * exp(m - x) + 1.0;  // m = -inf: s = 0
+      m = x;
+    } else if (x > kNegInf) {
+      s += exp(x - m);
+    }
+  }
+  const double M = __shfl_sync(0xffffffffu, warp_max(m), 0);
+  if (M == kNegInf) return kNegInf;
+  const double sum = warp_sum(m == kNegInf ? 0.0 : s * exp(m - M));
+  return M + log(sum);
 }
+
+// Phones whose links and successors constrained_passes caches in shared memory (more: read as they are).
+constexpr int kLinkCache = 1024;
 
 // Forward then backward, a barrier per row (blockDim.x a multiple of 32).
 __device__ inline void constrained_passes(PostUtt& x, double* shared_lz) {
   const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, warp = tid >> 5, nw = nt >> 5;
   const int L = x.u.L, K = x.u.K, np = x.np;
   const int32_t* y = x.y;
+  __shared__ int32_t links_cache[kLinkCache], succ_cache[kLinkCache];
+  if (np <= kLinkCache) {
+    for (int n = tid; n < np; n += nt) links_cache[n] = x.link(n), succ_cache[n] = x.successors(n);
+    __syncthreads();
+    x.pm = links_cache, x.sm = succ_cache;
+  }
   for (int n = tid; n < np; n += nt) x.at(x.S, 0, n) = x.entry(0, n), x.at(x.F, 0, n) = kNegInf;
   __syncthreads();
   for (int t = 1; t <= L; ++t) {
@@ -182,9 +213,11 @@ __device__ inline void constrained_passes(PostUtt& x, double* shared_lz) {
         x.at(x.G, 0, n) = kNegInf;
         continue;
       }
-      double acc = kNegInf;  // each phone that may follow n, the nearest first
-      for (int m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)
-        if (x.precedes(n, m)) acc = lse2(acc, x.u.trans(y[n], y[m]) + x.at(x.H, t, m));
+      double acc = kNegInf;  // each phone that may follow n, the nearest first (the set bits, lowest first)
+      for (int32_t bits = x.successors(n); bits != 0; bits &= bits - 1) {
+        const int m = n + __ffs(bits);  // bit j: phone n + 1 + j
+        acc = lse2(acc, x.u.trans(y[n], y[m]) + x.at(x.H, t, m));
+      }
       x.at(x.G, t, n) = acc;
     }
     __syncthreads();

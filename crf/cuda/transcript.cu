@@ -13,6 +13,8 @@
 //
 // Every entry is written by one thread that sums in a fixed order: no atomics,
 // results are deterministic.
+#include <algorithm>
+
 #include "crf/cuda/constrained.cuh"
 
 namespace timitseg::crf::cuda_impl {
@@ -189,11 +191,13 @@ __global__ void transcript_marginals_kernel(TranscriptArgs ta) {
     if (!(x.lz > kNegInf)) {
     } else if (k < C * C) {  // transition from k / C to k % C
       const int from = k / C, to = k % C;
-      for (int n = 0; n < np; ++n) {
-        if (y[n] != from) continue;
-        if (from == to) sum += ta.cont[bn + n];
-        for (int m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)  // the phones that may follow n, nearest first
-          if (y[m] == to && x.precedes(n, m)) sum += ta.pairs[(bn + m) * kMaxLinkBack + (m - 1 - n)];
+      for (int m = 0; m < np; ++m) {  // each phone m of label `to`: its continuations, then each phone before it
+        if (y[m] != to) continue;
+        if (from == to) sum += ta.cont[bn + m];
+        for (int32_t bits = x.link(m) & kLinkBackMask; bits != 0; bits &= bits - 1) {
+          const int j = __ffs(bits) - 1, n = m - 1 - j;
+          if (n >= 0 && y[n] == from) sum += ta.pairs[(bn + m) * kMaxLinkBack + j];
+        }
       }
     } else if (k < C * C + K * C) {  // duration d = (k - C*C) / C + 1 of label (k - C*C) % C
       const int d = (k - C * C) / C, c = (k - C * C) % C;
@@ -277,13 +281,24 @@ TranscriptArgs transcript_args(const Layout& l, const TranscriptLayout& tl, cons
   return ta;
 }
 
+// Threads of the pass kernel: a warp per phone where the kernel's registers allow (at most 1024),
+// at least kPassThreads; the results do not depend on it (each phone's sums stay in one warp, in order).
+int pass_threads(int N) {
+  static const int most = [] {  // the kernel's own limit, read once (thread-safe initialization)
+    cudaFuncAttributes attr{};
+    TS_CUDA(cudaFuncGetAttributes(&attr, transcript_pass_kernel));
+    return std::max(32, attr.maxThreadsPerBlock / 32 * 32);
+  }();
+  return std::min(most, std::max(kPassThreads, std::min(1024, 32 * N)));
+}
+
 }  // namespace
 
 void launch_transcript_marginals(const Layout& l, const TranscriptLayout& tl, const Params& p, int N,
                                  const int32_t* phones, const int32_t* num_phones, const int32_t* optional,
                                  const int32_t* links, void* ws, double* log_z_c, cudaStream_t stream) {
   const TranscriptArgs ta = transcript_args(l, tl, p, N, phones, num_phones, optional, links, ws, log_z_c);
-  transcript_pass_kernel<<<l.B, kPassThreads, 0, stream>>>(ta);
+  transcript_pass_kernel<<<l.B, pass_threads(N), 0, stream>>>(ta);
   TS_LAUNCHED("transcript_pass_kernel");
   const long long cells = static_cast<long long>(l.B) * (l.T + 1) * N;
   transcript_pieces_kernel<<<grid_for(cells, 128), 128, 0, stream>>>(ta);
