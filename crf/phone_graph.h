@@ -24,14 +24,23 @@ constexpr int32_t kLinkBackMask = (1 << 29) - 1;    // bits 0..28
 constexpr int32_t kLinkStart = 1 << 29;
 constexpr int32_t kLinkEnd = 1 << 30;
 
-// Phone i's links in the chain of n phones with optional [n] (nullptr = none).
-inline int32_t chain_link(int64_t i, int64_t n, const int32_t* optional) {
-  auto opt = [&](int64_t k) { return optional != nullptr && optional[k] == 1; };
+#ifdef __CUDACC__
+#define TIMITSEG_HOST_DEVICE __host__ __device__
+#else
+#define TIMITSEG_HOST_DEVICE
+#endif
+
+// Phone i's links in the chain of n phones with optional [n] (nullptr = none);
+// host and device code (crf/cuda/constrained.cuh) share it.
+TIMITSEG_HOST_DEVICE inline int32_t chain_link(int64_t i, int64_t n, const int32_t* optional) {
+  const bool opt_before = i >= 1 && optional != nullptr && optional[i - 1] == 1;
+  const bool opt_first = optional != nullptr && optional[0] == 1;
+  const bool opt_last = n >= 1 && optional != nullptr && optional[n - 1] == 1;
   int32_t l = 0;
   if (i >= 1) l |= 1;
-  if (i >= 2 && opt(i - 1)) l |= 2;
-  if (i == 0 || (i == 1 && opt(0))) l |= kLinkStart;
-  if (i == n - 1 || (i == n - 2 && opt(n - 1))) l |= kLinkEnd;
+  if (i >= 2 && opt_before) l |= 2;
+  if (i == 0 || (i == 1 && opt_first)) l |= kLinkStart;
+  if (i == n - 1 || (i == n - 2 && opt_last)) l |= kLinkEnd;
   return l;
 }
 // links [n] of that chain.

@@ -85,15 +85,9 @@ struct PostUtt {
   // memory by constrained_passes (null: computed from lk / opt when asked)
   const int32_t *pm = nullptr, *sm = nullptr;
   __device__ bool optional(int n) const { return opt != nullptr && opt[n] == 1; }
-  __device__ int32_t link(int n) const {  // crf::chain_link without lk
+  __device__ int32_t link(int n) const {
     if (pm) return pm[n];
-    if (lk) return lk[n];
-    int32_t l = 0;
-    if (n >= 1) l |= 1;
-    if (n >= 2 && optional(n - 1)) l |= 2;
-    if (n == 0 || (n == 1 && optional(0))) l |= kLinkStart;
-    if (n == np - 1 || (n == np - 2 && optional(np - 1))) l |= kLinkEnd;
-    return l;
+    return lk ? lk[n] : chain_link(n, np, opt);
   }
   __device__ bool precedes(int m, int n) const {  // phone m may come right before phone n
     return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);

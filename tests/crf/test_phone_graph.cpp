@@ -30,18 +30,6 @@ TranscriptResult run(BackendKind kind, const Problem& pb, const Graph& g, double
                          g.links.data());
 }
 
-void expect_matches(const TranscriptResult& r, const TranscriptExpected& ex, bool onset, double tol,
-                    const std::string& what) {
-  expect_close(r.log_z, ex.log_z, 1e-9, 1e-9, what + " log_z");
-  expect_close(r.log_z_c, ex.log_z_c, 1e-9, 1e-9, what + " log_z_c");
-  expect_close(r.grad_cum_scores, ex.g_cum, tol, tol, what + " grad cum");
-  expect_close(r.grad_transition, ex.g_A, tol, tol, what + " grad A");
-  expect_close(r.grad_duration_bias, ex.g_D, tol, tol, what + " grad D");
-  expect_close(r.grad_start, ex.g_s, tol, tol, what + " grad start");
-  expect_close(r.grad_end, ex.g_e, tol, tol, what + " grad end");
-  if (onset) expect_close(r.grad_onset, ex.g_o, tol, tol, what + " grad onset");
-}
-
 // K = 1, K < T, K > T; padded batches; graphs with alternatives of one and two
 // phones, optional silences; C = 1..3 makes equal labels on both sides of a link frequent.
 TEST(PhoneGraph, BothBackendsMatchBruteForceOverEveryPath) {

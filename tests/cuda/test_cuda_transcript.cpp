@@ -56,6 +56,35 @@ TranscriptResult run_on(Backend& be, const Problem& pb, const Tr& t, double scal
                          t.opt.empty() ? nullptr : t.opt.data(), scale);
 }
 
+// Every output against the brute-force oracle (log Z, log Z_c within 1e-9, gradients within 1e-5).
+void expect_near_oracle(const TranscriptResult& r, const TranscriptExpected& ex, bool onset, const std::string& what) {
+  expect_near_all(r.log_z, ex.log_z, 1e-9, what + " log_z");
+  expect_near_all(r.log_z_c, ex.log_z_c, 1e-9, what + " log_z_c");
+  expect_near_all(r.grad_cum_scores, ex.g_cum, 1e-5, what + " grad cum");
+  expect_near_all(r.grad_transition, ex.g_A, 1e-5, what + " grad A");
+  expect_near_all(r.grad_duration_bias, ex.g_D, 1e-5, what + " grad D");
+  expect_near_all(r.grad_start, ex.g_s, 1e-5, what + " grad start");
+  expect_near_all(r.grad_end, ex.g_e, 1e-5, what + " grad end");
+  if (onset) expect_near_all(r.grad_onset, ex.g_o, 1e-5, what + " grad onset");
+}
+
+// Every output against the reference backend's (log Z, log Z_c within 1e-9, gradients within tol),
+// then a second cuda run bitwise equal.
+void expect_near_reference(const TranscriptResult& got, const TranscriptResult& want, const TranscriptResult& again,
+                           bool onset, double tol, const std::string& what) {
+  expect_near_all(got.log_z, want.log_z, 1e-9, what + " log_z");
+  expect_near_all(got.log_z_c, want.log_z_c, 1e-9, what + " log_z_c");
+  expect_near_all(got.grad_cum_scores, want.grad_cum_scores, tol, what + " grad cum");
+  expect_near_all(got.grad_transition, want.grad_transition, tol, what + " grad A");
+  expect_near_all(got.grad_duration_bias, want.grad_duration_bias, tol, what + " grad D");
+  expect_near_all(got.grad_start, want.grad_start, tol, what + " grad start");
+  expect_near_all(got.grad_end, want.grad_end, tol, what + " grad end");
+  if (onset) expect_near_all(got.grad_onset, want.grad_onset, tol, what + " grad onset");
+  EXPECT_EQ(again.log_z_c, got.log_z_c) << what;
+  EXPECT_EQ(again.grad_cum_scores, got.grad_cum_scores) << what;
+  EXPECT_EQ(again.grad_transition, got.grad_transition) << what;
+}
+
 TEST(CudaTranscript, AgainstEnumeration) {
   SKIP_WITHOUT_GPU();
   auto gpu = make_backend(BackendKind::cuda);
@@ -65,16 +94,7 @@ TEST(CudaTranscript, AgainstEnumeration) {
       for (double p_opt : {0.0, 0.4}) {
         const Tr t = transcript_for(pb, 3, 11 * cases + 1, p_opt);
         const TranscriptExpected ex = transcript_brute_force(pb, t.N, t.phones, t.nph, t.opt, 0.5);
-        const TranscriptResult r = run_on(*gpu, pb, t, 0.5);
-        const std::string what = "case " + std::to_string(cases);
-        expect_near_all(r.log_z, ex.log_z, 1e-9, what + " log_z");
-        expect_near_all(r.log_z_c, ex.log_z_c, 1e-9, what + " log_z_c");
-        expect_near_all(r.grad_cum_scores, ex.g_cum, 1e-5, what + " grad cum");
-        expect_near_all(r.grad_transition, ex.g_A, 1e-5, what + " grad A");
-        expect_near_all(r.grad_duration_bias, ex.g_D, 1e-5, what + " grad D");
-        expect_near_all(r.grad_start, ex.g_s, 1e-5, what + " grad start");
-        expect_near_all(r.grad_end, ex.g_e, 1e-5, what + " grad end");
-        if (onset) expect_near_all(r.grad_onset, ex.g_o, 1e-5, what + " grad onset");
+        expect_near_oracle(run_on(*gpu, pb, t, 0.5), ex, onset, "case " + std::to_string(cases));
         ++cases;
       }
   EXPECT_EQ(cases, 2 * 3 * 3 * 3 * 2 * 2);
@@ -91,18 +111,7 @@ TEST(CudaTranscript, AgainstReferenceAndBitwiseRepeatable) {
     const Tr t = transcript_for(pb, 14, seed + 7, seed == 24 ? 0.0 : 0.3);
     const TranscriptResult want = run_on(*ref, pb, t, 0.2);
     const TranscriptResult got = run_on(*gpu, pb, t, 0.2);
-    const std::string what = "seed " + std::to_string(seed);
-    expect_near_all(got.log_z, want.log_z, 1e-9, what + " log_z");
-    expect_near_all(got.log_z_c, want.log_z_c, 1e-9, what + " log_z_c");
-    expect_near_all(got.grad_cum_scores, want.grad_cum_scores, 2e-6, what + " grad cum");
-    expect_near_all(got.grad_transition, want.grad_transition, 2e-6, what + " grad A");
-    expect_near_all(got.grad_duration_bias, want.grad_duration_bias, 2e-6, what + " grad D");
-    expect_near_all(got.grad_start, want.grad_start, 2e-6, what + " grad start");
-    expect_near_all(got.grad_end, want.grad_end, 2e-6, what + " grad end");
-    if (!pb.o.empty()) expect_near_all(got.grad_onset, want.grad_onset, 2e-6, what + " grad onset");
-    const TranscriptResult again = run_on(*gpu, pb, t, 0.2);
-    EXPECT_EQ(again.grad_cum_scores, got.grad_cum_scores) << what;
-    EXPECT_EQ(again.grad_transition, got.grad_transition) << what;
+    expect_near_reference(got, want, run_on(*gpu, pb, t, 0.2), !pb.o.empty(), 2e-6, "seed " + std::to_string(seed));
   }
 }
 
@@ -137,15 +146,7 @@ TEST(CudaTranscript, PhoneGraphAgainstEnumeration) {
       for (double p_sil : {0.0, 0.6}) {
         const Graph g = random_graph(pb, 9, 13 * cases + 3, p_sil);
         const TranscriptExpected ex = transcript_brute_force(pb, g.N, g.phones, g.num_phones, {}, 0.5, g.links);
-        const TranscriptResult r = run_graph(*gpu, pb, g, 0.5);
-        const std::string what = "graph case " + std::to_string(cases);
-        expect_near_all(r.log_z_c, ex.log_z_c, 1e-9, what + " log_z_c");
-        expect_near_all(r.grad_cum_scores, ex.g_cum, 1e-5, what + " grad cum");
-        expect_near_all(r.grad_transition, ex.g_A, 1e-5, what + " grad A");
-        expect_near_all(r.grad_duration_bias, ex.g_D, 1e-5, what + " grad D");
-        expect_near_all(r.grad_start, ex.g_s, 1e-5, what + " grad start");
-        expect_near_all(r.grad_end, ex.g_e, 1e-5, what + " grad end");
-        if (onset) expect_near_all(r.grad_onset, ex.g_o, 1e-5, what + " grad onset");
+        expect_near_oracle(run_graph(*gpu, pb, g, 0.5), ex, onset, "graph case " + std::to_string(cases));
         ++cases;
       }
   EXPECT_EQ(cases, 2 * 3 * 3 * 3 * 2 * 2);
@@ -161,18 +162,8 @@ TEST(CudaTranscript, PhoneGraphAgainstReferenceAndBitwiseRepeatable) {
     const Graph g = random_graph(pb, 14, seed + 5, 0.7);
     const TranscriptResult want = run_graph(*ref, pb, g, 0.25);
     const TranscriptResult got = run_graph(*gpu, pb, g, 0.25);
-    const std::string what = "graph seed " + std::to_string(seed);
-    expect_near_all(got.log_z_c, want.log_z_c, 1e-10, what + " log_z_c");
-    expect_near_all(got.grad_cum_scores, want.grad_cum_scores, 1e-5, what + " grad cum");
-    expect_near_all(got.grad_transition, want.grad_transition, 1e-5, what + " grad A");
-    expect_near_all(got.grad_duration_bias, want.grad_duration_bias, 1e-5, what + " grad D");
-    expect_near_all(got.grad_start, want.grad_start, 1e-5, what + " grad start");
-    expect_near_all(got.grad_end, want.grad_end, 1e-5, what + " grad end");
-    if (!pb.o.empty()) expect_near_all(got.grad_onset, want.grad_onset, 1e-5, what + " grad onset");
-    const TranscriptResult again = run_graph(*gpu, pb, g, 0.25);
-    EXPECT_EQ(again.grad_cum_scores, got.grad_cum_scores) << what;
-    EXPECT_EQ(again.grad_transition, got.grad_transition) << what;
-    EXPECT_EQ(again.log_z_c, got.log_z_c) << what;
+    expect_near_reference(got, want, run_graph(*gpu, pb, g, 0.25), !pb.o.empty(), 1e-5,
+                          "graph seed " + std::to_string(seed));
   }
 }
 

@@ -71,6 +71,24 @@ class TranscriptE2E : public ::testing::Test {
 fs::path TranscriptE2E::dir_;
 std::string TranscriptE2E::config_;
 
+// The 2-epoch run in `a` stopped after epoch 1 and resumed in `b`: the same
+// epoch-2 checkpoint bit for bit.
+void expect_resume_bitwise(const fs::path& a, const fs::path& b) {
+  fs::create_directories(b / "checkpoints");
+  fs::copy_file(a / "checkpoints" / "epoch-1.safetensors", b / "checkpoints" / "epoch-1.safetensors");
+  {
+    std::istringstream in(testsupport::slurp(a / "metrics.jsonl"));
+    std::string first;
+    std::getline(in, first);
+    std::ofstream(b / "metrics.jsonl") << first << "\n";
+  }
+  const Cmd r = run("train --resume " + b.string());
+  ASSERT_EQ(r.rc, 0) << r.output;
+  const st::File fa = st::load((a / "checkpoints" / "epoch-2.safetensors").string());
+  const st::File fb = st::load((b / "checkpoints" / "epoch-2.safetensors").string());
+  for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.bytes, fb.get(name).bytes) << name;
+}
+
 }  // namespace
 
 TEST_F(TranscriptE2E, TranscriptsOnlyWorkdirTrainsWithAShippedConfig) {
@@ -117,19 +135,7 @@ TEST_F(TranscriptE2E, TimedWorkdirTrainsOnItsPhoneSequencesResumesBitwiseAndAlig
   ASSERT_EQ(ta.rc, 0) << ta.output;
   EXPECT_NE(ta.output.find("train utterances train on their phone sequence"), std::string::npos) << ta.output;
   // the same run stopped after epoch 1, resumed: the same checkpoint bit for bit
-  fs::create_directories(b / "checkpoints");
-  fs::copy_file(a / "checkpoints" / "epoch-1.safetensors", b / "checkpoints" / "epoch-1.safetensors");
-  {
-    std::istringstream in(testsupport::slurp(a / "metrics.jsonl"));
-    std::string first;
-    std::getline(in, first);
-    std::ofstream(b / "metrics.jsonl") << first << "\n";
-  }
-  const Cmd r = run("train --resume " + b.string());
-  ASSERT_EQ(r.rc, 0) << r.output;
-  const st::File fa = st::load((a / "checkpoints" / "epoch-2.safetensors").string());
-  const st::File fb = st::load((b / "checkpoints" / "epoch-2.safetensors").string());
-  for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.bytes, fb.get(name).bytes) << name;
+  expect_resume_bitwise(a, b);
   // scored against the times it never saw
   const Cmd e = run("evaluate --checkpoint " + (a / "checkpoints" / "best.safetensors").string() + " --workdir " +
                     (dir_ / "work").string() + " --split dev --align --json " + (dir_ / "eval.json").string());
@@ -244,17 +250,5 @@ TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
     EXPECT_TRUE(std::isfinite(l["dev_per"].get<double>())) << l.dump();
   }
   EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>());
-  fs::create_directories(b / "checkpoints");
-  fs::copy_file(a / "checkpoints" / "epoch-1.safetensors", b / "checkpoints" / "epoch-1.safetensors");
-  {
-    std::istringstream in(testsupport::slurp(a / "metrics.jsonl"));
-    std::string first;
-    std::getline(in, first);
-    std::ofstream(b / "metrics.jsonl") << first << "\n";
-  }
-  const Cmd r = run("train --resume " + b.string());
-  ASSERT_EQ(r.rc, 0) << r.output;
-  const st::File fa = st::load((a / "checkpoints" / "epoch-2.safetensors").string());
-  const st::File fb = st::load((b / "checkpoints" / "epoch-2.safetensors").string());
-  for (const auto& [name, x] : fa.tensors) EXPECT_EQ(x.bytes, fb.get(name).bytes) << name;
+  expect_resume_bitwise(a, b);
 }
