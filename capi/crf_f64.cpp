@@ -148,8 +148,9 @@ void nll_f64(const timitseg_crf& h, const Batch& b, const std::vector<int32_t>* 
 }
 
 void transcript_f64(const timitseg_crf& h, const Batch& b, int64_t N, const std::vector<int32_t>& phones,
-                    const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional, double scale,
-                    const timitseg_tensor& out, const timitseg_crf_grads* grads) {
+                    const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                    const std::vector<int32_t>& links, double scale, const timitseg_tensor& out,
+                    const timitseg_crf_grads* grads) {
   const int64_t Bk = b.dims.B, T = b.T, C = b.C, K = b.K;
   std::vector<double> lz(Bk), lzc(Bk), gcum(static_cast<size_t>(Bk * (T + 1) * C), 0.0), gA(C * C, 0.0),
       gD(K * C, 0.0), gs(C, 0.0), ge(C, 0.0), go(b.onset64.empty() ? 0 : static_cast<size_t>(Bk * T * C), 0.0);
@@ -158,8 +159,8 @@ void transcript_f64(const timitseg_crf& h, const Batch& b, int64_t N, const std:
     const ref::GradsF64 g{gcum.data(), gA.data(), gD.data(), gs.data(), ge.data(), go.empty() ? nullptr : go.data()};
     on_kept(b, [&] {
       ref::transcript_backward_f64(b.dims, in.p, N, phones.data(), num_phones.data(),
-                                   optional.empty() ? nullptr : optional.data(), nullptr, scale, lz.data(), lzc.data(),
-                                   g);
+                                   optional.empty() ? nullptr : optional.data(), links.empty() ? nullptr : links.data(),
+                                   scale, lz.data(), lzc.data(), g);
     });
   }
   std::vector<double> v(b.rows.size());

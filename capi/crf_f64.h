@@ -23,11 +23,13 @@ void log_partition_f64(const timitseg_crf& h, const Batch& b, const timitseg_ten
 void nll_f64(const timitseg_crf& h, const Batch& b, const std::vector<int32_t>* labels,
              const std::vector<std::vector<crf::Segment>>* segs, double scale, const timitseg_tensor& out,
              const timitseg_crf_grads* grads);
-// timitseg_crf_transcript_nll in float64 (ref::transcript_backward_f64): phones [B'][N], num_phones [B'],
-// optional [B'][N] or empty, of the kept rows; nll = log Z - log Z_c; the gradients with the penalty.
+// timitseg_crf_transcript_nll / _graph_nll in float64 (ref::transcript_backward_f64): phones [B'][N],
+// num_phones [B'], optional [B'][N] or empty, links [B'][N] or empty (the phone graph), of the kept rows;
+// nll = log Z - log Z_c; the gradients with the penalty.
 void transcript_f64(const timitseg_crf& h, const Batch& b, int64_t N, const std::vector<int32_t>& phones,
-                    const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional, double scale,
-                    const timitseg_tensor& out, const timitseg_crf_grads* grads);
+                    const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
+                    const std::vector<int32_t>& links, double scale, const timitseg_tensor& out,
+                    const timitseg_crf_grads* grads);
 void marginals_f64(const timitseg_crf& h, const Batch& b, const timitseg_tensor* boundaries,
                    const timitseg_tensor* frames);
 // timitseg_crf_marginals_backward (docs/crf.md "Gradient of the marginals"): on every handle, on the

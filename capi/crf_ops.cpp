@@ -10,6 +10,7 @@
 #include "capi/crf_f64.h"
 #include "capi/crf_fast.h"
 #include "crf/cumsum.h"
+#include "crf/phone_graph.h"
 #include "crf/posterior.h"
 #include "crf/score.h"
 #include "crf/duration.h"
@@ -397,20 +398,32 @@ PhoneInputs read_phones(const Batch& b, const timitseg_tensor* phones, const tim
   return x;
 }
 
-// timitseg_crf_transcript_nll (docs/crf.md "Training from transcripts"): the general path.
+// timitseg_crf_transcript_nll and _graph_nll (docs/crf.md "Training from transcripts"): the general path.
+// links (the graph) or optional, at most one present.
 void transcript_nll(timitseg_crf* h, const timitseg_crf_batch* in, const timitseg_tensor* phones,
-                    const timitseg_tensor* num_phones, const timitseg_tensor* optional, double scale,
-                    timitseg_tensor* out, const timitseg_crf_grads* grads) {
+                    const timitseg_tensor* num_phones, const timitseg_tensor* optional, const timitseg_tensor* links,
+                    double scale, timitseg_tensor* out, const timitseg_crf_grads* grads) {
   Batch b = prepare(h, in);
   need(out, "nll");
   check_outputs(*h, b, *out, grads);
   if (!std::isfinite(scale)) throw ApiError(TIMITSEG_ERR_ARGUMENT, "scale must be finite");
   const PhoneInputs x = read_phones(b, phones, num_phones, optional);
-  if (b.f64) return capi::transcript_f64(*h, b, x.N, x.ph, x.np, x.opt, scale, *out, grads);
+  std::vector<int32_t> lk;  // [B'][N] the kept rows' links, or empty
+  if (links) {
+    need(links, "links");
+    capi::check_int(*links, "links");
+    capi::check_shape(*links, "links", {b.B, x.N});
+    capi::check_device(*links, "links", b.device, b.device_index);
+    lk = b.gather_rows(capi::read_i64(*links, b.stream), x.N);
+    crf::validate_links_host(b.dims.B, x.N, x.np.data(), lk.data());
+  }
+  const int32_t* lp = lk.empty() ? nullptr : lk.data();
+  if (b.f64) return capi::transcript_f64(*h, b, x.N, x.ph, x.np, x.opt, lk, scale, *out, grads);
   crf::TranscriptResult t;
   if (b.dims.B > 0)
     t = on_kept(b, [&] {
-      return h->session->transcript_host(b.dims, b.params(*h), x.N, x.ph.data(), x.np.data(), x.optional(), scale);
+      return h->session->transcript_host(b.dims, b.params(*h), x.N, x.ph.data(), x.np.data(), x.optional(), scale,
+                                         lp);
     });
   std::vector<double> v(b.rows.size());
   for (size_t k = 0; k < b.rows.size(); ++k) v[k] = t.log_z[k] - t.log_z_c[k];
@@ -522,7 +535,18 @@ int timitseg_crf_transcript_nll(timitseg_crf* crf, const timitseg_crf_batch* bat
                                 timitseg_tensor* nll, const timitseg_crf_grads* grads) {
   return guard("timitseg_crf_transcript_nll", [&] {
     const capi::OnHandleDevice on(crf);
-    transcript_nll(crf, batch, phones, num_phones, optional, scale, nll, grads);
+    transcript_nll(crf, batch, phones, num_phones, optional, nullptr, scale, nll, grads);
+  });
+}
+
+int timitseg_crf_transcript_graph_nll(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                      const timitseg_tensor* phones, const timitseg_tensor* num_phones,
+                                      const timitseg_tensor* links, double scale, timitseg_tensor* nll,
+                                      const timitseg_crf_grads* grads) {
+  return guard("timitseg_crf_transcript_graph_nll", [&] {
+    const capi::OnHandleDevice on(crf);
+    if (!capi::present(links)) throw ApiError(TIMITSEG_ERR_ARGUMENT, "links is missing (the phone graph [B][N])");
+    transcript_nll(crf, batch, phones, num_phones, nullptr, links, scale, nll, grads);
   });
 }
 

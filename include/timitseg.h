@@ -54,8 +54,9 @@ extern "C" {
 /* The version of this interface: bumped on any incompatible change. A binding
  * checks timitseg_api_version() == the TIMITSEG_API_VERSION it was written for.
  * 2: timitseg_model_params gained device_kind and backend_kind (its size
- * changed; the string fields device and backend still work). */
-#define TIMITSEG_API_VERSION 2
+ * changed; the string fields device and backend still work).
+ * 3: timitseg_crf_transcript_graph_nll (a phone graph: several pronunciations). */
+#define TIMITSEG_API_VERSION 3
 TIMITSEG_API int timitseg_api_version(void);
 /* The library's version and build ("0.1.0 (cuda)" or "0.1.0 (cpu only)"); static storage. */
 TIMITSEG_API const char* timitseg_version_string(void);
@@ -229,6 +230,20 @@ TIMITSEG_API int timitseg_crf_transcript_nll(timitseg_crf* crf, const timitseg_c
                                              const timitseg_tensor* phones, const timitseg_tensor* num_phones,
                                              const timitseg_tensor* optional, double scale, timitseg_tensor* nll,
                                              const timitseg_crf_grads* grads);
+
+/* The same over a phone graph (docs/crf.md "Alternative pronunciations: the
+ * phone graph"): Z_c sums over every path through the graph of utterance b's
+ * phones and every alignment of that path. links [B][N] I32/I64: bit j
+ * (j < 29) of links[b][n] = phone n-1-j may come right before phone n, bit 29
+ * = phone n may be the first, bit 30 = the last (a word's several
+ * pronunciations laid one after another, each one's first phone following
+ * every last phone of the slot before). A bit naming a phone before 0, or any
+ * bit above 30, is TIMITSEG_ERR_ARGUMENT; an utterance without a path of at
+ * most its length in phones is TIMITSEG_ERR_RUNTIME naming it. */
+TIMITSEG_API int timitseg_crf_transcript_graph_nll(timitseg_crf* crf, const timitseg_crf_batch* batch,
+                                                   const timitseg_tensor* phones, const timitseg_tensor* num_phones,
+                                                   const timitseg_tensor* links, double scale, timitseg_tensor* nll,
+                                                   const timitseg_crf_grads* grads);
 
 /* Deferred nll (docs/python.md "Deferred check"): the same call and results
  * (bitwise) as timitseg_crf_nll, but where it takes the cuda zero-copy path

@@ -171,7 +171,7 @@ def test_model_load_reads_device_and_backend_into_the_enum_fields(checkpoint):
     """Model.load passes device and backend as timitseg_model_params' enum fields (API version 2); a word
     they do not know reaches the library as text and is refused there in one line naming the valid ones."""
     d, ckpt, wavs = checkpoint
-    assert timitseg.API_VERSION == 2
+    assert timitseg.API_VERSION == 3
     with pytest.raises(timitseg.TimitsegError, match="device must be cpu, cuda or auto, got 'gpu'"):
         timitseg.Model.load(ckpt, device="gpu")
     with pytest.raises(timitseg.TimitsegError, match="unknown crf backend 'fast'"):

@@ -87,3 +87,33 @@ def test_length_zero_row_and_infeasible_utterance():
     assert nll[0] > 0 and nll[1] == 0
     with pytest.raises(timitseg.TimitsegError, match="utterance 0"):
         crf.transcript_nll(x, np.array([1, 0], dtype=np.int32), phones, np.array([2, 0], dtype=np.int32))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_phone_graph_is_the_sum_over_its_paths(backend):
+    """links (docs/crf.md "Alternative pronunciations: the phone graph"): a word with two pronunciations,
+    {a b | c} then d, is exactly the two transcripts "a b d" and "c d" summed: exp(-nll) adds; each path
+    checked against the Python brute-force oracle; optional and links together are refused."""
+    rng = np.random.default_rng(11)
+    C, K, T = 4, 3, 7
+    crf, p = make_crf(C, K, backend, rng, dtype=np.float64)
+    x = rng.normal(0, 1, (1, T, C))
+    lengths = np.array([T], dtype=np.int32)
+    S, E = 1 << 29, 1 << 30
+    phones = np.array([[0, 1, 2, 3]], dtype=np.int32)  # a b | c, then d
+    links = np.array([[S, 1, S, (1 << 0) | (1 << 1) | E]], dtype=np.int32)  # d follows b (1 back) or c (2 back)
+    nll = crf.transcript_nll(x, lengths, phones, np.array([4]), links=links)[0]
+    paths = [[0, 1, 3], [2, 3]]
+    each = [oracle.transcript_nll(x[0], T, np.array(q), p["transition"], p["duration_bias"], p["start"], p["end"],
+                                  np.zeros(len(q), dtype=np.int32)) for q in paths]
+    want = -np.log(sum(np.exp(-v) for v in each))
+    assert abs(nll - want) <= 1e-9 * (1 + abs(want)), (nll, want, each)
+    for q, v in zip(paths, each):  # the library on each path alone agrees with the oracle too
+        got = crf.transcript_nll(x, lengths, np.array([q + [0] * (4 - len(q))]), np.array([len(q)]))[0]
+        assert abs(got - v) <= 1e-9 * (1 + abs(v)), (q, got, v)
+    with pytest.raises(ValueError):
+        crf.transcript_nll(x, lengths, phones, np.array([4]), links=links, optional=np.zeros((1, 4), np.int32))
+    bad = links.copy()
+    bad[0, 0] |= 1  # phone 0 would follow phone -1
+    with pytest.raises(timitseg.TimitsegError, match="before phone 0"):
+        crf.transcript_nll(x, lengths, phones, np.array([4]), links=bad)

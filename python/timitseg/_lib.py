@@ -9,7 +9,7 @@ import ctypes
 import os
 import struct
 
-API_VERSION = 2
+API_VERSION = 3
 SEGMENT_POSTERIORS_MAX_ENTRIES = 268435456  # TIMITSEG_SEGMENT_POSTERIORS_MAX_ENTRIES
 MAX_DIMS = 4
 
@@ -144,6 +144,8 @@ def _load():
                                                            P(CrfGrads)]),
         "timitseg_crf_transcript_nll": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), dbl,
                                                        P(Tensor), P(CrfGrads)]),
+        "timitseg_crf_transcript_graph_nll": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor),
+                                                             dbl, P(Tensor), P(CrfGrads)]),
         "timitseg_crf_align": (ctypes.c_int, [vp, P(CrfBatch), P(Tensor), P(Tensor), P(Tensor), P(Tensor),
                                               P(Tensor)]),
         "timitseg_model_default_params": (ModelParams, []),

@@ -383,26 +383,33 @@ class CRF:
         return result
 
     def transcript_nll(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False,
-                       grads=False, scale=1.0):
+                       grads=False, scale=1.0, links=None):
         """The transcript NLL [B] (float64) = log Z - log Z_c (docs/crf.md "Training from transcripts"): Z_c
         sums over every alignment of the phones [B][N] (num_phones [B], 0 for a row of length 0; optional
-        [B][N] marks phones that may be skipped, align's rules). With grads, (nll, the gradients of
-        scale * sum(nll) + penalty as nll's dict). An utterance whose frames cannot hold its phones is a
-        TimitsegError naming it (timitseg_crf_transcript_nll)."""
+        [B][N] marks phones that may be skipped, align's rules). links [B][N] instead of optional: the
+        phone graph (docs/crf.md "Alternative pronunciations: the phone graph"; bit j of links[b][n]: phone
+        n-1-j may precede phone n, bit 29: may start, bit 30: may end), Z_c summing over every path through
+        it. With grads, (nll, the gradients of scale * sum(nll) + penalty as nll's dict). An utterance whose
+        frames cannot hold its phones is a TimitsegError naming it (timitseg_crf_transcript_nll,
+        timitseg_crf_transcript_graph_nll)."""
+        if links is not None and optional is not None:
+            raise ValueError("transcript_nll: give optional or links, not both (links is the whole graph)")
         B, _, _ = self._dims(scores, cumulative)
         b, _keep = self._batch(scores, lengths, onset, cumulative)
         out = _empty(scores, (B,), "float64", zeroed=False)
         t = describe(out, "nll")
         tp, tn = describe(phones, "phones"), describe(num_phones, "num_phones")
-        to = describe(optional, "optional") if optional is not None else _lib.absent()
-        if not grads:
-            check(lib.timitseg_crf_transcript_nll(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn),
-                                                  ctypes.byref(to), float(scale), ctypes.byref(t), None))
-            return out
-        g, result, _ = self._grad_outputs(scores, onset, views=True)
-        check(lib.timitseg_crf_transcript_nll(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn),
-                                              ctypes.byref(to), float(scale), ctypes.byref(t), ctypes.byref(g)))
-        return out, result
+        if links is not None:
+            call, to = lib.timitseg_crf_transcript_graph_nll, describe(links, "links")
+        else:
+            call = lib.timitseg_crf_transcript_nll
+            to = describe(optional, "optional") if optional is not None else _lib.absent()
+        g, result = None, None
+        if grads:
+            g, result, _ = self._grad_outputs(scores, onset, views=True)
+        check(call(self._h, ctypes.byref(b), ctypes.byref(tp), ctypes.byref(tn), ctypes.byref(to), float(scale),
+                   ctypes.byref(t), ctypes.byref(g) if grads else None))
+        return (out, result) if grads else out
 
     def align(self, scores, lengths, phones, num_phones, optional=None, onset=None, cumulative=False):
         """Forced alignment of phones [B][N] (num_phones [B]): (score [B] float64, spans [B][N][2] int32)."""

@@ -2,7 +2,7 @@
 // scores bit for bit the reference's float64 transcript_backward_f64 on the
 // double centered cumsum; F32 cumulative scores against brute-force
 // enumeration of the alignments; a row of length 0, the phone checks and an
-// infeasible utterance's error.
+// infeasible utterance's error; timitseg_crf_transcript_graph_nll over a phone graph.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "crf/cumsum.h"
+#include "crf/phone_graph.h"
 #include "crf/reference/reference.h"
 #include "tests/capi/capi_helpers.h"
 #include "tests/support/transcript_bruteforce.h"
@@ -110,6 +111,73 @@ TEST(CapiTranscript, Float32CumulativeMatchesBruteForce) {
         EXPECT_NEAR(gc[bb * (T + 1) * C + i], ex.g_cum[bb * (T + 1) * C + i], 1e-5) << bb << " " << i;
     timitseg_crf_free(h);
   }
+}
+
+// timitseg_crf_transcript_graph_nll: F32 cumulative scores against brute-force
+// enumeration of every path of the graph and every alignment (both host
+// backends); F64 bit for bit the reference's transcript_backward_f64 with the
+// same links; a bit before phone 0 and missing links are argument errors.
+TEST(CapiTranscript, PhoneGraphMatchesBruteForceAndTheReference) {
+  const int64_t B = 2, T = 6, C = 3, K = 2, N = 5;
+  // row 0: {0 | 1 2} then 0 (two pronunciations of a word, then one); row 1: {2 | 1}
+  std::vector<int32_t> phones{0, 1, 2, 0, 0, 2, 1, 0, 0, 0}, nph{4, 2};
+  const int32_t S = crf::kLinkStart, E = crf::kLinkEnd;
+  std::vector<int32_t> links{S, S, 1, 1 << 0 | 1 << 2 | E, 0, S | E, S | E, 0, 0, 0};
+  crf::testing::Problem pb = crf::testing::random_problem(crf::Dims{B, T, K, C}, 41, {6, 4});
+  const crf::testing::TranscriptExpected ex =
+      crf::testing::transcript_brute_force(pb, N, phones, nph, {}, 1.0, links);
+  for (int backend : {TIMITSEG_BACKEND_REFERENCE, TIMITSEG_BACKEND_CPU}) {
+    timitseg_crf* h = make_crf(backend, C, K, pb.A, pb.D, pb.s, pb.e);
+    ASSERT_NE(h, nullptr);
+    timitseg_crf_batch b{};
+    std::vector<float> cum = pb.cum;
+    std::vector<int32_t> len = pb.lengths;
+    b.scores = f32(cum, {B, T + 1, C});
+    b.cumulative = 1;
+    b.lengths = i32(len, {B});
+    std::vector<float> nll(B), gA(C * C);
+    timitseg_tensor tn = f32(nll, {B}), tp = i32(phones, {B, N}), tnp = i32(nph, {B}), tl = i32(links, {B, N});
+    timitseg_crf_grads gr{};
+    gr.transition = f32(gA, {C, C});
+    ASSERT_EQ(timitseg_crf_transcript_graph_nll(h, &b, &tp, &tnp, &tl, 1.0, &tn, &gr), TIMITSEG_OK)
+        << timitseg_last_error();
+    for (int i = 0; i < B; ++i) EXPECT_NEAR(nll[i], ex.log_z[i] - ex.log_z_c[i], 1e-5) << i;
+    for (size_t i = 0; i < gA.size(); ++i) EXPECT_NEAR(gA[i], ex.g_A[i], 1e-5) << i;
+    std::vector<int32_t> bad = links;
+    bad[2] = 1 << 3;  // phone 2 would follow phone -2
+    timitseg_tensor tb = i32(bad, {B, N});
+    EXPECT_EQ(timitseg_crf_transcript_graph_nll(h, &b, &tp, &tnp, &tb, 1.0, &tn, nullptr), TIMITSEG_ERR_ARGUMENT);
+    EXPECT_NE(std::string(timitseg_last_error()).find("before phone 0"), std::string::npos) << timitseg_last_error();
+    EXPECT_EQ(timitseg_crf_transcript_graph_nll(h, &b, &tp, &tnp, nullptr, 1.0, &tn, nullptr), TIMITSEG_ERR_ARGUMENT);
+    timitseg_crf_free(h);
+  }
+  // float64: the reference function with the same links, bit for bit
+  std::mt19937 rng(9);
+  std::normal_distribution<double> n(0.0, 0.7);
+  auto fill = [&](size_t size) {
+    std::vector<double> v(size);
+    for (double& x : v) x = n(rng);
+    return v;
+  };
+  std::vector<double> x = fill(B * T * C), A = fill(C * C), D = fill(K * C), s = fill(C), e = fill(C);
+  std::vector<int32_t> len{6, 4};
+  std::vector<double> cum(B * (T + 1) * C);
+  crf::centered_cumsum_forward<double>(B, T, C, x.data(), len.data(), cum.data());
+  const crf::reference::ParamsF64 rp{cum.data(), A.data(), D.data(), s.data(), e.data(), len.data(), nullptr};
+  std::vector<double> lz(B), lzc(B);
+  crf::reference::transcript_backward_f64(crf::Dims{B, T, K, C}, rp, N, phones.data(), nph.data(), nullptr,
+                                          links.data(), 1.0, lz.data(), lzc.data(), crf::reference::GradsF64{});
+  timitseg_crf* h = handle64(TIMITSEG_BACKEND_REFERENCE, C, K, A, D, s, e);
+  ASSERT_NE(h, nullptr);
+  timitseg_crf_batch b{};
+  b.scores = f64(x, {B, T, C});
+  b.lengths = i32(len, {B});
+  std::vector<double> nll(B);
+  timitseg_tensor tn = f64(nll, {B}), tp = i32(phones, {B, N}), tnp = i32(nph, {B}), tl = i32(links, {B, N});
+  ASSERT_EQ(timitseg_crf_transcript_graph_nll(h, &b, &tp, &tnp, &tl, 1.0, &tn, nullptr), TIMITSEG_OK)
+      << timitseg_last_error();
+  for (int i = 0; i < B; ++i) EXPECT_EQ(nll[i], lz[i] - lzc[i]) << i;
+  timitseg_crf_free(h);
 }
 
 TEST(CapiTranscript, LengthZeroRowsPhoneChecksAndInfeasible) {
