@@ -40,6 +40,14 @@ double lse2(double a, double b) {
 
 ConstrainedPosteriors::ConstrainedPosteriors(const AlignUtterance& u, double* tables, double* tmp)
     : u_(u), tmp_(tmp), lz_(kNegInf) {
+  const size_t np = static_cast<size_t>(u.np);
+  links_.resize(np);
+  succ_.assign(np, 0);
+  for (size_t n = 0; n < np; ++n) {
+    const int32_t l = links_[n] = u.links ? u.links[n] : chain_link(static_cast<int64_t>(n), u.np, u.opt);
+    for (int j = 0; j < kMaxLinkBack && j < static_cast<int>(n); ++j)
+      if (l >> j & 1) succ_[n - 1 - static_cast<size_t>(j)] |= 1 << j;  // phone n follows phone n - 1 - j
+  }
   const int64_t cells = (u.L + 1) * u.np;
   S_ = tables;
   F_ = S_ + cells;
@@ -72,9 +80,11 @@ double ConstrainedPosteriors::entry(int64_t t, int64_t n) const {
   const int32_t* y = u_.y;
   const int32_t l = link(n);
   if (t == 0) return (l & kLinkStart) ? st(y[n]) : kNegInf;
-  double acc = kNegInf;  // each phone that may precede n, ending at t (the nearest first)
-  for (int64_t m = n - 1; m >= 0 && n - 1 - m < kMaxLinkBack; --m)
-    if (l >> (n - 1 - m) & 1) acc = lse2(acc, get(F_, t, m) + A(y[m], y[n]));
+  double acc = kNegInf;  // each phone that may precede n, ending at t (the set bits, nearest first)
+  for (uint32_t bits = static_cast<uint32_t>(l & kLinkBackMask); bits != 0; bits &= bits - 1) {
+    const int64_t m = n - 1 - __builtin_ctz(bits);
+    if (m >= 0) acc = lse2(acc, get(F_, t, m) + A(y[m], y[n]));
+  }
   return acc;
 }
 
@@ -164,7 +174,7 @@ double ConstrainedPosteriors::start_sum(int64_t v, int64_t v0, const double* dex
 
 // Phone n's G and H columns (the H columns of the phones after it done).
 void ConstrainedPosteriors::backward_phone(int64_t n) {
-  const int64_t L = u_.L, K = u_.K, np = u_.np, c = u_.y[n];
+  const int64_t L = u_.L, K = u_.K, c = u_.y[n];
   const int32_t* y = u_.y;
   double* G = G_ + n * (L + 1);
   double* H = H_ + n * (L + 1);
@@ -175,9 +185,11 @@ void ConstrainedPosteriors::backward_phone(int64_t n) {
       G[t] = (link(n) & kLinkEnd) ? en(c) : kNegInf;
       continue;
     }
-    double acc = kNegInf;  // each phone that may follow n, starting at t (the nearest first)
-    for (int64_t m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m)
-      if (precedes(n, m)) acc = lse2(acc, A(c, y[m]) + get(H_, t, m));
+    double acc = kNegInf;  // each phone that may follow n, starting at t (the set bits, nearest first)
+    for (uint32_t bits = static_cast<uint32_t>(succ_[static_cast<size_t>(n)]); bits != 0; bits &= bits - 1) {
+      const int64_t m = n + 1 + __builtin_ctz(bits);
+      acc = lse2(acc, A(c, y[m]) + get(H_, t, m));
+    }
     G[t] = acc;
   }
   if (in_band(L, n)) H[L] = kNegInf;
@@ -206,11 +218,7 @@ double ConstrainedPosteriors::run() {
   const int64_t L = u_.L, np = u_.np;
   const int32_t* y = u_.y;
   lz_ = kNegInf;
-  if (u_.links ? !graph_feasible(static_cast<int32_t>(L), u_.links, static_cast<int32_t>(np)) : [&] {
-        int64_t needed = 0;
-        for (int64_t n = 0; n < np; ++n) needed += !opt(n);
-        return needed > L;
-      }())
+  if (!graph_feasible(static_cast<int32_t>(L), links_.data(), static_cast<int32_t>(np)))
     return lz_;  // infeasible: every phone on a path needs a frame
   if (lo_) std::fill(S_, S_ + 4 * (L + 1) * np, kNegInf);  // the cells outside the band
   // Forward: S[t][n] (a piece of phone n starts at t), F[t][n] (phones 0..n done at t).

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "crf/cpu/align_bounded.h"
 #include "crf/phone_graph.h"
@@ -57,11 +58,10 @@ class ConstrainedPosteriors {
   int64_t hi(int64_t t) const { return hi_ ? hi_[t] : u_.np; }
   bool in_band(int64_t t, int64_t n) const { return !lo_ || (lo_[t] <= n && n < hi_[t]); }
   bool opt(int64_t n) const { return u_.opt != nullptr && u_.opt[n] == 1; }
-  // The phone graph (crf/phone_graph.h): u.links, else the chain of u.opt.
-  int32_t link(int64_t n) const { return u_.links ? u_.links[n] : chain_link(n, u_.np, u_.opt); }
-  bool precedes(int64_t m, int64_t n) const {  // phone m may come right before phone n
-    return m < n && n - 1 - m < kMaxLinkBack && (link(n) >> (n - 1 - m) & 1);
-  }
+  // The phone graph (crf/phone_graph.h: u.links, else the chain of u.opt), read once by the
+  // constructor: each phone's links, and its successors (bit j: phone n + 1 + j may follow it).
+  std::vector<int32_t> links_, succ_;
+  int32_t link(int64_t n) const { return links_[static_cast<size_t>(n)]; }
   double A(int64_t from, int64_t to) const;
   double st(int64_t c) const;
   double en(int64_t c) const;

@@ -66,8 +66,8 @@ void ConstrainedPosteriors::add_marginals(double w, double* gc, double* gA, doub
   }
   // Phone n ends at t and phone m (one that may follow it) starts there.
   for (int64_t n = 0; n < np; ++n)
-    for (int64_t m = n + 1; m < np && m - 1 - n < kMaxLinkBack; ++m) {
-      if (!precedes(n, m)) continue;
+    for (uint32_t bits = static_cast<uint32_t>(succ_[static_cast<size_t>(n)]); bits != 0; bits &= bits - 1) {
+      const int64_t m = n + 1 + __builtin_ctz(bits);  // the set bits, nearest first
       const double a = A(y[n], y[m]) - lz_;
       const double* Fn = F_ + n * (L + 1);
       const double* Hm = H_ + m * (L + 1);
