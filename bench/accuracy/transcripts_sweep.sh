@@ -22,7 +22,8 @@
 # and prepare's workers, default all cores), ARMS (default
 # "times:;transcript:crf.supervision=transcript": NAME:KEY=VALUE,KEY=VALUE;...
 # each arm's --set overrides), SET (--set overrides for every run, e.g.
-# "train.device=cpu"). An existing corpus, WORKDIR or finished run under OUT is
+# "train.device=cpu"), DEV (1: also align the dev split, dev.json, and add its
+# within-20-ms column: the figure a rule decides on; test is only reported). An existing corpus, WORKDIR or finished run under OUT is
 # reused, so a sweep can be resumed or extended by seeds; TABLE_ONLY=1 prints
 # the table of the runs under OUT and runs nothing.
 set -euo pipefail
@@ -69,11 +70,14 @@ for c in $CORPORA_RUN; do
     name=${arm%%:*} over=${arm#*:}
     for s in $SEEDS; do
       run="$OUT/$c/$name/seed-$s"
-      [ -f "$run/eval.json" ] && continue
+      [ -f "$run/eval.json" ] && { [ -z "${DEV:-}" ] || [ -f "$run/dev.json" ]; } && continue
+      dev_eval=
+      [ -n "${DEV:-}" ] && dev_eval=" && $BIN evaluate --checkpoint $run/checkpoints/best.safetensors"\
+" --workdir $prep --split dev --align --no-progress --json $run/dev.json > $run.dev.log 2>&1"
       echo "$BIN train --config $config --set data.workdir=$prep --set train.run_dir=$run --set train.seed=$s" \
         "${EPOCHS:+--set train.epochs=$EPOCHS} $(sets "$over") $(sets "${SET:-}") > $run.train.log 2>&1 &&" \
         "$BIN evaluate --checkpoint $run/checkpoints/best.safetensors --workdir $prep --split $split --align" \
-        "--no-progress --json $run/eval.json > $run.eval.log 2>&1" >> "$jobs_file"
+        "--no-progress --json $run/eval.json > $run.eval.log 2>&1$dev_eval" >> "$jobs_file"
       mkdir -p "$(dirname "$run")"
     done
   done
@@ -92,11 +96,11 @@ def ms(xs, scale=1.0, digits=2):
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     return f"{statistics.mean(xs):.{digits}f} +- {sd:.{digits}f}"
 
-print("| corpus | trained on | seeds | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
-print("|---|---|---|---|---|---|---|---|---|")
+print("| corpus | trained on | seeds | dev within 20 ms % | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 for c in corpora:
     for a in arms:
-        per, w20, mae, bias, w10, w25, w50, sec = [], [], [], [], [], [], [], []
+        per, w20, mae, bias, w10, w25, w50, sec, dev20 = [], [], [], [], [], [], [], [], []
         for s in seeds:
             f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
             if not os.path.exists(f): continue
@@ -106,9 +110,11 @@ for c in corpora:
             w10.append(al["within_ms"]["10"]); w25.append(al["within_ms"]["25"]); w50.append(al["within_ms"]["50"])
             m = [json.loads(l) for l in open(os.path.join(out, c, a, f"seed-{s}", "metrics.jsonl")) if l.strip()]
             sec.append(statistics.mean(x["epoch_seconds"] for x in m))
+            d = os.path.join(out, c, a, f"seed-{s}", "dev.json")
+            if os.path.exists(d): dev20.append(json.load(open(d))["align"]["samples"]["within_ms"]["20"])
         if not per:
-            print(f"| {c} | {a} | 0 | (no finished run) | | | | | |"); continue
-        print(f"| {c} | {a} | {len(per)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
+            print(f"| {c} | {a} | 0 | | (no finished run) | | | | | |"); continue
+        print(f"| {c} | {a} | {len(per)} | {ms(dev20, 100)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
               f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |")
 PYEOF
 exit $status
