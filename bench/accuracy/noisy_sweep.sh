@@ -40,15 +40,7 @@ THREADS=${THREADS:-0}
 ARMS=${ARMS:-shipped:}
 mkdir -p "$OUT"
 
-sets() {  # "k=v,k=v" -> --set k=v --set k=v
-  local IFS=,
-  for kv in $1; do [ -n "$kv" ] && printf -- '--set %s ' "$kv"; done
-  return 0
-}
-
-jobs_file="$OUT/jobs.txt"
-: > "$jobs_file"
-[ -n "${TABLE_ONLY:-}" ] && CORPORA_RUN= || CORPORA_RUN=$CORPORA
+. bench/accuracy/sweep_common.sh  # sets, jobs_file, CORPORA_RUN, run_jobs
 for c in $CORPORA_RUN; do
   X="$OUT/$c"
   mkdir -p "$X"
@@ -86,8 +78,6 @@ for c in $CORPORA_RUN; do
     done
   done
 done
-status=0
-[ -z "${TABLE_ONLY:-}" ] && echo "$(wc -l < "$jobs_file") run(s), $JOBS at once: $jobs_file" >&2
-tr '\n' '\0' < "$jobs_file" | xargs -0 -r -P "$JOBS" -I{} bash -c '{} || echo "failed: {}" >&2' || status=$?
+run_jobs
 python3 bench/accuracy/noisy_table.py "$OUT" --corpora "$CORPORA" --arms "$ARMS" --seeds "$SEEDS"
 exit $status

@@ -39,15 +39,7 @@ THREADS=${THREADS:-0}
 ARMS=${ARMS:-times:;transcript:crf.supervision=transcript}
 mkdir -p "$OUT"
 
-sets() {  # "k=v,k=v" -> --set k=v --set k=v
-  local IFS=,
-  for kv in $1; do [ -n "$kv" ] && printf -- '--set %s ' "$kv"; done
-  return 0
-}
-
-jobs_file="$OUT/jobs.txt"
-: > "$jobs_file"
-[ -n "${TABLE_ONLY:-}" ] && CORPORA_RUN= || CORPORA_RUN=$CORPORA
+. bench/accuracy/sweep_common.sh  # sets, jobs_file, CORPORA_RUN, run_jobs
 for c in $CORPORA_RUN; do
   corpus="$OUT/$c/corpus" prep="$OUT/$c/prep"
   mkdir -p "$OUT/$c"
@@ -82,9 +74,7 @@ for c in $CORPORA_RUN; do
     done
   done
 done
-status=0
-[ -z "${TABLE_ONLY:-}" ] && echo "$(wc -l < "$jobs_file") run(s), $JOBS at once: $jobs_file" >&2
-tr '\n' '\0' < "$jobs_file" | xargs -0 -r -P "$JOBS" -I{} bash -c '{} || echo "failed: {}" >&2' || status=$?
+run_jobs
 
 python3 - "$OUT" "$CORPORA" "$ARMS" "$SEEDS" <<'PYEOF'
 import glob, json, os, statistics, sys
