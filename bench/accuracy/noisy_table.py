@@ -19,8 +19,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from accuracy_io import write_atomic  # noqa: E402
+from targets import fmt, mean_std  # noqa: E402
 
 
 def load_run(run_dir: str) -> dict | None:
@@ -46,8 +50,7 @@ def summarize(runs: list[dict]) -> dict:
     """Mean and sample std (0 for one run) of every figure over the runs."""
     out = {"n": len(runs)}
     for k in runs[0] if runs else []:
-        xs = [r[k] for r in runs]
-        out[k] = (statistics.mean(xs), statistics.stdev(xs) if len(xs) > 1 else 0.0)
+        out[k] = mean_std([r[k] for r in runs])
     return out
 
 
@@ -65,8 +68,7 @@ def choose(rows: dict[str, dict], arms: list[str], seeds: int) -> tuple[str | No
 
 
 def cell(row: dict, key: str, scale: float = 100.0, digits: int = 2) -> str:
-    m, s = row[key]
-    return f"{scale * m:.{digits}f} ± {scale * s:.{digits}f}"
+    return fmt(row[key], scale, digits)
 
 
 def main(argv: list[str]) -> int:
@@ -103,8 +105,7 @@ def main(argv: list[str]) -> int:
                   f"{cell(r, 'test_b10_mean_abs_ms', 1.0)} |")
         print(f"\nchoice ({c}): {why}")
     if a.json:
-        with open(a.json, "w") as fh:
-            json.dump(result, fh, indent=1)
+        write_atomic(Path(a.json), json.dumps(result, indent=1) + "\n")
     return 0
 
 
