@@ -38,6 +38,9 @@ BIN=${TIMITSEG:-build/bin/timitseg}
 JOBS=${JOBS:-1}
 THREADS=${THREADS:-0}
 ARMS=${ARMS:-shipped:}
+for c in $CORPORA; do  # checked before anything is written
+  case $c in demo|large|es) ;; *) echo "noisy_sweep.sh: unknown corpus '$c' (demo, large, es)" >&2; exit 2 ;; esac
+done
 mkdir -p "$OUT"
 
 . bench/accuracy/sweep_common.sh  # sets, jobs_file, CORPORA_RUN, run_jobs
@@ -49,7 +52,6 @@ for c in $CORPORA_RUN; do
     large) synth=(--voice flite --speakers 96 --utterances-per-speaker 10 --seed 11) config=configs/synth.yaml split=core-test ;;
     es) synth=(--voice espeak --language es --format timit --speakers 32 --utterances-per-speaker 8 --noise-db -10 --seed 5)
         config=configs/espeak.yaml split=test ;;
-    *) echo "noisy_sweep.sh: unknown corpus '$c' (demo, large, es)" >&2; exit 2 ;;
   esac
   [ -d "$X/corpus" ] || "$BIN" synth "${synth[@]}" --out "$X/corpus" --threads "$THREADS" > "$X/synth.log" 2>&1
   [ -d "$X/corpus_aug" ] || "$BIN" augment --timit "$X/corpus" --out "$X/corpus_aug" --speed 0.9,1.1 --noise babble \

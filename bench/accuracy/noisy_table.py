@@ -79,6 +79,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--seeds", default="1 2 3")
     ap.add_argument("--json", help="also write the rows and choices here")
     a = ap.parse_args(argv)
+    if not os.path.isdir(a.out):
+        print(f"noisy_table.py: {a.out}: no such folder (the OUT of noisy_sweep.sh)", file=sys.stderr)
+        return 2
     arms = [x.split(":")[0] for x in a.arms.split(";") if x]
     seeds = a.seeds.split()
     result = {}

@@ -87,5 +87,23 @@ class Table(unittest.TestCase):
         self.assertIn("choice (demo): utt: mean S 15.00 against base's 18.00", out)
 
 
+class BadInput(unittest.TestCase):
+    def test_unknown_corpus_writes_nothing(self):
+        with tempfile.TemporaryDirectory() as t:
+            out = Path(t) / "o"
+            r = subprocess.run(["bash", str(REPO / "bench/accuracy/noisy_sweep.sh"), str(out), "1", "demo nope"],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("unknown corpus 'nope'", r.stderr)
+            self.assertFalse(out.exists())
+
+    def test_missing_out_folder(self):
+        with tempfile.TemporaryDirectory() as t:
+            r = subprocess.run([sys.executable, str(REPO / "bench/accuracy/noisy_table.py"), str(Path(t) / "none")],
+                               capture_output=True, text=True)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("none: no such folder", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
