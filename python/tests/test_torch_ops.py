@@ -64,8 +64,13 @@ def test_opcheck_every_operator():
                                                       check, params))
     torch.library.opcheck(_ops.LOG_PARTITION.operator, (m._spec, x, lengths, None, True, params))
     phones, num_phones = torch.tensor([[0, 1], [2, 0], [1, 1]]), torch.tensor([2, 1, 2])
-    torch.library.opcheck(_ops.TRANSCRIPT_NLL.operator, (m._spec, x, lengths, phones, num_phones, None, None, True,
-                                                         params))
+    torch.library.opcheck(_ops.TRANSCRIPT_NLL.operator, (m._spec, x, lengths, phones, num_phones, None, None, None,
+                                                         True, params))
+    S, E = 1 << 29, 1 << 30  # the phone graph (docs/crf.md): {a | b} then c, and two chains
+    graph = torch.tensor([[S, S, 1 | 2 | E], [S, 1 | E, 0], [S, 1 | E, 0]], dtype=torch.int32)
+    torch.library.opcheck(_ops.TRANSCRIPT_NLL.operator, (m._spec, x, lengths, torch.tensor([[0, 1, 2], [2, 0, 0],
+                                                         [1, 1, 0]]), torch.tensor([3, 2, 2]), None, graph, None,
+                                                         True, params))
     fixed = [p.detach() for p in params]  # Viterbi is not differentiable (SemiCRF runs it under no_grad)
     for segments in (False, True):  # the marginals are (their backward: semicrf_marginals_backward)
         torch.library.opcheck(_ops.MARGINALS.operator, (m._spec, x, lengths, None, segments, params))
@@ -397,7 +402,7 @@ def test_torch_before_2_4_runs_every_op_through_the_function_bit_for_bit(monkeyp
                   lambda: _ops.LOG_PARTITION.operator(m._spec, x, lengths, None, True, params)[0]),
         "transcript": (lambda: m(x, lengths, phones=phones, num_phones=num_phones),
                        lambda: _ops.TRANSCRIPT_NLL.operator(m._spec, x, lengths, phones, num_phones, None, None,
-                                                            True, params)[0]),
+                                                            None, True, params)[0]),
         "frames": (lambda: m.marginals(x, lengths)[1].sum(-1).sum(-1),
                    lambda: _ops.MARGINALS.operator(m._spec, x, lengths, None, False, params)[1].sum(-1).sum(-1)),
         "penalty": (lambda: m.penalty().reshape(1).expand(3),

@@ -100,3 +100,84 @@ def test_compiled_fullgraph_matches_eager():
     gc = [xc.grad] + [getattr(m, n).grad.clone() for n in NAMES]
     for a, b in zip(ge, gc):
         torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7)
+
+
+S_, E_ = 1 << 29, 1 << 30  # links' start and end bits (crf/phone_graph.h)
+# {a b | c} then a: the word's two pronunciations as a graph (row 0), and a plain chain (row 1)
+GRAPH_PHONES = torch.tensor([[0, 1, 2, 0], [2, 1, 0, 0]])
+GRAPH_NUM = torch.tensor([4, 2])
+GRAPH_LINKS = torch.tensor([[S_, 1, S_, 1 | 2 | E_], [S_, 1 | E_, 0, 0]], dtype=torch.int32)
+GRAPH_PATHS = ([[0, 1, 0], [2, 0]], [[2, 1]])
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_phone_graph_value_is_the_sum_over_its_paths(backend):
+    """links: exp(-nll) of the graph is the sum of exp(-nll) of its paths, each from the brute-force oracle."""
+    m, x, _, _, _, _ = setup(backend, 3, (7, 5))
+    lengths = torch.tensor([7, 5])
+    nll = m(x, lengths, phones=GRAPH_PHONES, num_phones=GRAPH_NUM, links=GRAPH_LINKS).detach()
+    p = {n: getattr(m, n).detach().numpy() for n in NAMES}
+    for b, paths in enumerate(GRAPH_PATHS):
+        each = [oracle.transcript_nll(x[b].numpy(), int(lengths[b]), torch.tensor(q).numpy(), p["transition"],
+                                      p["duration_bias"], p["start"], p["end"], torch.zeros(len(q)).int().numpy())
+                for q in paths]
+        want = -torch.logsumexp(-torch.tensor(each, dtype=torch.float64), 0).item()
+        assert abs(float(nll[b]) - want) < 1e-9 * (1 + abs(want)), (b, float(nll[b]), want, each)
+    with pytest.raises(ValueError, match="not both"):
+        m(x, lengths, phones=GRAPH_PHONES, num_phones=GRAPH_NUM, links=GRAPH_LINKS,
+          optional=torch.zeros(2, 4, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("K", [1, 3, 9])
+def test_phone_graph_gradcheck_float64(backend, K):
+    """gradcheck of the graph's NLL in the scores and every parameter, with per-utterance weights."""
+    m, x, _, _, _, _ = setup(backend, K, (7, 5))
+    lengths = torch.tensor([7, 5])
+    weights = torch.tensor([1.5, -0.5], dtype=torch.float64)
+    try:
+        from torch.func import functional_call
+    except ImportError:
+        from torch.nn.utils.stateless import functional_call
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.crf = m
+
+        def forward(self, xx):
+            return self.crf(xx, lengths, phones=GRAPH_PHONES, num_phones=GRAPH_NUM, links=GRAPH_LINKS)
+
+    w = Wrap()
+
+    def f(xx, *params):
+        return functional_call(w, {"crf." + n: q for n, q in zip(NAMES, params)}, (xx,)) * weights
+
+    params = [getattr(m, n).detach().clone().requires_grad_(True) for n in NAMES]
+    assert torch.autograd.gradcheck(f, (x.requires_grad_(True), *params))
+
+
+@pytest.mark.skipif(not _ops.AVAILABLE, reason="torch %s has no torch.library.custom_op (torch >= 2.4)"
+                    % torch.__version__)
+def test_phone_graph_compiled_fullgraph_matches_eager():
+    torch.manual_seed(3)
+    m = SemiCRF(C, 3, backend="cpu", init_scale=0.3)
+    x = torch.randn(2, 7, C)
+    lengths = torch.tensor([7, 5])
+
+    def loss(s):
+        nll = m(s, lengths, phones=GRAPH_PHONES, num_phones=GRAPH_NUM, links=GRAPH_LINKS)
+        return (nll * torch.tensor([1.0, 2.0], dtype=torch.float64)).sum()
+
+    torch.compiler.reset()
+    f = torch.compile(loss, fullgraph=True, backend="aot_eager")
+    xe, xc = x.clone().requires_grad_(True), x.clone().requires_grad_(True)
+    want, got = loss(xe), f(xc)
+    torch.testing.assert_close(got, want, rtol=0, atol=0)
+    want.backward()
+    ge = [xe.grad] + [getattr(m, n).grad.clone() for n in NAMES]
+    m.zero_grad()
+    got.backward()
+    gc = [xc.grad] + [getattr(m, n).grad.clone() for n in NAMES]
+    for a, b in zip(ge, gc):
+        torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7)

@@ -264,10 +264,14 @@ def _weighted_forward(inputs, ctx=None):
                                      None if num_segments is None else num_segments[sl], o, False, 1.0, True,
                                      "float64", views=False)
             fb = sess.flat(fb)
-        elif kind == "transcript":  # labels, segments, num_segments carry phones, num_phones, optional
+        elif kind in ("transcript", "transcript_graph"):
+            # labels, segments, num_segments carry phones, num_phones, and optional ("transcript") or the
+            # phone graph's links ("transcript_graph")
+            third = None if num_segments is None else num_segments[sl]
+            graph = kind == "transcript_graph"
             _, gb = sess.crf.transcript_nll(scores[sl], lengths[sl], labels[sl], segments[sl],
-                                            optional=None if num_segments is None else num_segments[sl], onset=o,
-                                            grads=True)
+                                            optional=None if graph else third, links=third if graph else None,
+                                            onset=o, grads=True)
             fb = _flat_of(sess, gb)
         else:
             _, gb = sess.crf.log_partition(scores[sl], lengths[sl], onset=o, grads=True)
@@ -305,14 +309,15 @@ def _lz_forward(inputs, ctx=None):
 def _tr_forward(inputs, ctx=None):
     """(transcript NLL [B] float64 (docs/crf.md "Training from transcripts"), the gradients of its sum as
     _lz_forward's)."""
-    spec, (scores, lengths, phones, num_phones, optional, onset, grads, params) = inputs[0], inputs[1:]
+    spec, (scores, lengths, phones, num_phones, optional, links, onset, grads, params) = inputs[0], inputs[1:]
     sess = session(spec, scores)
     sess.push(params)
     onset, x = _opt(onset), _compute(scores)
     if not grads:
-        nll = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset)
+        nll = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, links=links)
         return (nll,) + _grad_outputs(scores, onset, None, None)
-    nll, g = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, grads=True)
+    nll, g = sess.crf.transcript_nll(x, lengths, phones, num_phones, optional=optional, onset=onset, grads=True,
+                                     links=links)
     return (nll,) + _grad_outputs(scores, onset, g, _flat_of(sess, g))
 
 
@@ -337,13 +342,16 @@ def _rows_backward(ctx, g_rows, _gs=None, _flat=None, _go=None):
     scores, lengths = rest[0], rest[1]
     if ctx.n == 4:  # log Z: scores, lengths, onset
         onset, params, kind, gold = rest[2], rest[3:], "log_z", (None, None, None)
-    else:  # transcript: scores, lengths, phones, num_phones, optional, onset
-        onset, params, kind, gold = rest[5], rest[6:], "transcript", tuple(rest[2:5])
+    else:  # transcript: scores, lengths, phones, num_phones, optional, links, onset
+        optional, links = rest[4], rest[5]
+        onset, params = rest[6], rest[7:]
+        kind = "transcript" if links is None else "transcript_graph"
+        gold = (rest[2], rest[3], optional if links is None else links)
     w = g_rows.reshape(-1, 1, 1)
     pflat = _weighted(scores, ctx.spec, kind, _compute(scores), lengths, *gold, onset, g_rows, flat, list(params))
     d_scores = _scaled(gs, w, ctx.score_dtype)
     d_onset = _scaled(go, w, onset.dtype) if ctx.has_onset else None
-    mid = (None,) * (ctx.n - 3)  # lengths, the transcript's phones, num_phones, optional
+    mid = (None,) * (ctx.n - 3)  # lengths, the transcript's phones, num_phones, optional, links
     return (None, d_scores) + mid + (d_onset, None, _param_grads(pflat, ctx.params))
 
 
@@ -351,8 +359,8 @@ LOG_PARTITION = Op("semicrf_log_partition", "Tensor scores, Tensor lengths, Tens
                    "Tensor[] params) -> (Tensor, Tensor, Tensor, Tensor)", _lz_forward, _rows_fake, _rows_setup,
                    _rows_backward)
 TRANSCRIPT_NLL = Op("semicrf_transcript_nll", "Tensor scores, Tensor lengths, Tensor phones, Tensor num_phones, "
-                    "Tensor? optional, Tensor? onset, bool grads, Tensor[] params) -> (Tensor, Tensor, Tensor, "
-                    "Tensor)", _tr_forward, _rows_fake, _rows_setup, _rows_backward)
+                    "Tensor? optional, Tensor? links, Tensor? onset, bool grads, Tensor[] params) -> (Tensor, "
+                    "Tensor, Tensor, Tensor)", _tr_forward, _rows_fake, _rows_setup, _rows_backward)
 
 
 # ---- marginals ----------------------------------------------------------------------------------------------

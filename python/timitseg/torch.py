@@ -115,7 +115,7 @@ class SemiCRF(torch.nn.Module):
         return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in [scores, onset] + params)
 
     def forward(self, scores, lengths, labels=None, segments=None, num_segments=None, onset=None, reduction="none",
-                phones=None, num_phones=None, optional=None):
+                phones=None, num_phones=None, optional=None, links=None):
         """NLL per utterance [B] of frame scores [B][T][C] (utterance lengths
         [B], 0 allowed) against gold frame labels [B][T] or segments [B][S][3]
         (start, duration, label) with num_segments [B]; reduction "mean" or
@@ -126,12 +126,15 @@ class SemiCRF(torch.nn.Module):
         With phones [B][N] (int32/int64, padded) and num_phones [B] instead of labels: the transcript NLL
         log Z - log Z_c [B] (float64; docs/crf.md "Training from transcripts"), Z_c over every alignment of
         the phones to the frames; optional [B][N] marks phones that may be skipped (an optional silence:
-        never two in a row, never all). A row whose frames cannot hold its phones raises naming it (filter
-        first)."""
+        never two in a row, never all). links [B][N] instead of optional: the phone graph of a transcript
+        with alternatives (docs/crf.md "Alternative pronunciations: the phone graph"; bit j of links[b][n]:
+        phone n-1-j may come right before phone n, bit 29: it may start the utterance, bit 30: end it), Z_c
+        summing over every path through it. A row whose frames cannot hold its phones raises naming it
+        (filter first)."""
         if reduction not in _REDUCTIONS:
             raise ValueError("reduction must be one of %s, got %r" % (", ".join(_REDUCTIONS), reduction))
         if phones is not None:
-            return self._transcript(scores, lengths, phones, num_phones, optional, onset, reduction)
+            return self._transcript(scores, lengths, phones, num_phones, optional, links, onset, reduction)
         self._follow(scores)
         params = self._params()
         # the op timitseg::semicrf_nll (timitseg/_ops.py): one operator under torch.compile and torch.export,
@@ -143,12 +146,14 @@ class SemiCRF(torch.nn.Module):
         self._derived_durations()
         return nll
 
-    def _transcript(self, scores, lengths, phones, num_phones, optional, onset, reduction):
+    def _transcript(self, scores, lengths, phones, num_phones, optional, links, onset, reduction):
         if num_phones is None:
             raise ValueError("phones needs num_phones [B]")
+        if optional is not None and links is not None:
+            raise ValueError("give optional or links, not both (links is the whole phone graph)")
         self._follow(scores)
         params = self._params()
-        nll = _ops.TRANSCRIPT_NLL(scores, self._spec, scores, lengths, phones, num_phones, optional, onset,
+        nll = _ops.TRANSCRIPT_NLL(scores, self._spec, scores, lengths, phones, num_phones, optional, links, onset,
                                   self._grads(scores, onset, params), params)[0]
         self._derived_durations()
         if reduction == "mean":
