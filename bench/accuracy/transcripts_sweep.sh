@@ -22,7 +22,8 @@
 # and prepare's workers, default all cores), ARMS (default
 # "times:;transcript:crf.supervision=transcript": NAME:KEY=VALUE,KEY=VALUE;...
 # each arm's --set overrides), SET (--set overrides for every run, e.g.
-# "train.device=cpu"), DEV (1: also align the dev split, dev.json, and add its
+# "train.device=cpu"), PREPARE_ARGS (extra `prepare` options for every corpus,
+# e.g. "--frame-shift-ms 5"), DEV (1: also align the dev split, dev.json, and add its
 # within-20-ms column: the figure a rule decides on; test is only reported). An existing corpus, WORKDIR or finished run under OUT is
 # reused, so a sweep can be resumed or extended by seeds; TABLE_ONLY=1 prints
 # the table of the runs under OUT and runs nothing.
@@ -37,6 +38,7 @@ SPEAKERS=${SPEAKERS:-48}
 UTTS=${UTTS:-8}
 THREADS=${THREADS:-0}
 ARMS=${ARMS:-times:;transcript:crf.supervision=transcript}
+read -r -a prepare_args <<< "${PREPARE_ARGS:-}"
 mkdir -p "$OUT"
 
 . bench/accuracy/sweep_common.sh  # sets, jobs_file, CORPORA_RUN, run_jobs
@@ -48,14 +50,14 @@ for c in $CORPORA_RUN; do
     [ -d "$corpus" ] || "$BIN" synth --voice flite --out "$corpus" --speakers "$SPEAKERS" \
       --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
     [ -f "$prep/manifest.json" ] || "$BIN" prepare --timit "$corpus" --out "$prep" --threads "$THREADS" \
-      --no-progress > "$OUT/$c/prepare.log" 2>&1
+      ${prepare_args[@]+"${prepare_args[@]}"} --no-progress > "$OUT/$c/prepare.log" 2>&1
   else
     config=configs/espeak.yaml split=test
     [ -d "$corpus" ] || "$BIN" synth --voice espeak --language "$c" --format textgrid --out "$corpus" \
       --speakers "$SPEAKERS" --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
     [ -f "$prep/manifest.json" ] || "$BIN" prepare --corpus "$corpus" --format textgrid \
       --phone-set "$corpus/phone_set.yaml" --split-file "$corpus/splits.txt" --out "$prep" \
-      --threads "$THREADS" --no-progress > "$OUT/$c/prepare.log" 2>&1
+      --threads "$THREADS" ${prepare_args[@]+"${prepare_args[@]}"} --no-progress > "$OUT/$c/prepare.log" 2>&1
   fi
   IFS=';' read -r -a arms <<< "$ARMS"
   for arm in "${arms[@]}"; do
