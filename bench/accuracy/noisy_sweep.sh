@@ -53,14 +53,14 @@ for c in $CORPORA_RUN; do
     es) synth=(--voice espeak --language es --format timit --speakers 32 --utterances-per-speaker 8 --noise-db -10 --seed 5)
         config=configs/espeak.yaml split=test ;;
   esac
-  [ -d "$X/corpus" ] || "$BIN" synth "${synth[@]}" --out "$X/corpus" --threads "$THREADS" > "$X/synth.log" 2>&1
-  [ -d "$X/corpus_aug" ] || "$BIN" augment --timit "$X/corpus" --out "$X/corpus_aug" --speed 0.9,1.1 --noise babble \
-    --snr 0:20 --seed 1 --threads "$THREADS" > "$X/augment.log" 2>&1
-  [ -d "$X/corpus_b10" ] || "$BIN" augment --timit "$X/corpus" --out "$X/corpus_b10" --noisy-test --noise babble \
-    --snr 10 --seed 2 --threads "$THREADS" > "$X/augment_b10.log" 2>&1
+  [ -d "$X/corpus" ] || logged "$X/synth.log" "$BIN" synth "${synth[@]}" --out "$X/corpus" --threads "$THREADS"
+  [ -d "$X/corpus_aug" ] || logged "$X/augment.log" "$BIN" augment --timit "$X/corpus" --out "$X/corpus_aug" \
+    --speed 0.9,1.1 --noise babble --snr 0:20 --seed 1 --threads "$THREADS"
+  [ -d "$X/corpus_b10" ] || logged "$X/augment_b10.log" "$BIN" augment --timit "$X/corpus" --out "$X/corpus_b10" \
+    --noisy-test --noise babble --snr 10 --seed 2 --threads "$THREADS"
   for p in aug b10; do
-    [ -f "$X/prep_$p/manifest.json" ] || "$BIN" prepare --timit "$X/corpus_$p" --out "$X/prep_$p" --threads "$THREADS" \
-      --no-progress > "$X/prepare_$p.log" 2>&1
+    [ -f "$X/prep_$p/manifest.json" ] || logged "$X/prepare_$p.log" "$BIN" prepare --timit "$X/corpus_$p" \
+      --out "$X/prep_$p" --threads "$THREADS" --no-progress
   done
   IFS=';' read -r -a arms <<< "$ARMS"
   for arm in "${arms[@]}"; do

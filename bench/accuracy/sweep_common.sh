@@ -1,8 +1,18 @@
 # Sourced by bench/accuracy/transcripts_sweep.sh and noisy_sweep.sh (bash):
 # the arms' --set lists, the jobs file, and running its lines JOBS at once.
-# Expects OUT, CORPORA, JOBS and (optional) TABLE_ONLY; sets jobs_file,
+# Expects OUT, CORPORA, JOBS and (optional) TABLE_ONLY; defines logged (a
+# corpus step with its log, failing with one line) and sets jobs_file,
 # CORPORA_RUN (empty with TABLE_ONLY: nothing is run) and, after run_jobs,
 # status (xargs's: nonzero when a job failed; each failure is named on stderr).
+
+logged() {  # LOG BIN SUBCOMMAND ARGS...: run it with its output in LOG; on failure one line naming
+  # the step, the log and its last line, then exit with its status (set -e alone would stop silently)
+  local log=$1 rc=0; shift
+  "$@" > "$log" 2>&1 || rc=$?
+  [ "$rc" -eq 0 ] && return 0
+  echo "${0##*/}: $2 failed (exit $rc; $log): $(tail -n 1 "$log")" >&2
+  exit "$rc"
+}
 
 sets() {  # "k=v,k=v" -> --set k=v --set k=v
   local IFS=,

@@ -47,17 +47,17 @@ for c in $CORPORA_RUN; do
   mkdir -p "$OUT/$c"
   if [ "$c" = flite ]; then
     config=configs/synth.yaml split=core-test
-    [ -d "$corpus" ] || "$BIN" synth --voice flite --out "$corpus" --speakers "$SPEAKERS" \
-      --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
-    [ -f "$prep/manifest.json" ] || "$BIN" prepare --timit "$corpus" --out "$prep" --threads "$THREADS" \
-      ${prepare_args[@]+"${prepare_args[@]}"} --no-progress > "$OUT/$c/prepare.log" 2>&1
+    [ -d "$corpus" ] || logged "$OUT/$c/synth.log" "$BIN" synth --voice flite --out "$corpus" --speakers "$SPEAKERS" \
+      --utterances-per-speaker "$UTTS" --threads "$THREADS"
+    [ -f "$prep/manifest.json" ] || logged "$OUT/$c/prepare.log" "$BIN" prepare --timit "$corpus" --out "$prep" \
+      --threads "$THREADS" ${prepare_args[@]+"${prepare_args[@]}"} --no-progress
   else
     config=configs/espeak.yaml split=test
-    [ -d "$corpus" ] || "$BIN" synth --voice espeak --language "$c" --format textgrid --out "$corpus" \
-      --speakers "$SPEAKERS" --utterances-per-speaker "$UTTS" --threads "$THREADS" > "$OUT/$c/synth.log" 2>&1
-    [ -f "$prep/manifest.json" ] || "$BIN" prepare --corpus "$corpus" --format textgrid \
+    [ -d "$corpus" ] || logged "$OUT/$c/synth.log" "$BIN" synth --voice espeak --language "$c" --format textgrid \
+      --out "$corpus" --speakers "$SPEAKERS" --utterances-per-speaker "$UTTS" --threads "$THREADS"
+    [ -f "$prep/manifest.json" ] || logged "$OUT/$c/prepare.log" "$BIN" prepare --corpus "$corpus" --format textgrid \
       --phone-set "$corpus/phone_set.yaml" --split-file "$corpus/splits.txt" --out "$prep" \
-      --threads "$THREADS" ${prepare_args[@]+"${prepare_args[@]}"} --no-progress > "$OUT/$c/prepare.log" 2>&1
+      --threads "$THREADS" ${prepare_args[@]+"${prepare_args[@]}"} --no-progress
   fi
   IFS=';' read -r -a arms <<< "$ARMS"
   for arm in "${arms[@]}"; do
