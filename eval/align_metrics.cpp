@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <map>
+#include <stdexcept>
 
 #include "common/files.h"
 #include "common/text.h"
@@ -79,6 +81,29 @@ std::string row(const std::string& name, const nlohmann::json& j) {
                 j["mean_abs_ms"].get<double>(), j["median_abs_ms"].get<double>(),
                 j.value("mean_signed_ms", 0.0));
   return "  " + pad_right(name, 16) + buf;
+}
+
+// The rows of the phones whose boundaries are furthest off on average: the largest
+// |bias| among those with >= kPhoneRowMinBoundaries boundaries into them, with their
+// mean length error; "" when none has that many.
+std::string phone_rows(const nlohmann::json& by_phone) {
+  std::vector<std::pair<double, std::string>> off;
+  for (const auto& [label, p] : by_phone.items())
+    if (p["boundaries"].get<int64_t>() >= AlignMetrics::kPhoneRowMinBoundaries)
+      off.emplace_back(-std::fabs(p["mean_signed_ms"].get<double>()), label);
+  if (off.empty()) return "";
+  std::sort(off.begin(), off.end());
+  std::string out = "  the phones furthest off (bias of the boundaries into each, >= " +
+                    std::to_string(AlignMetrics::kPhoneRowMinBoundaries) + " of them; length: aligned minus reference):\n";
+  for (size_t k = 0; k < off.size() && k < static_cast<size_t>(AlignMetrics::kPhoneRows); ++k) {
+    const nlohmann::json& p = by_phone[off[k].second];
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "  length %+.2f ms\n", p["mean_length_error_ms"].get<double>());
+    std::string r = row("  into " + off[k].second, p);
+    r.pop_back();  // its newline
+    out += r + buf;
+  }
+  return out;
 }
 
 // The .PHN beside AUDIO (upper or lower case extension), or "".
@@ -169,13 +194,23 @@ void AlignMetrics::add(const std::vector<int32_t>& ref_ends, const std::vector<i
 }
 
 void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp,
-                               int hyp_rate, const std::vector<int>& cls) {
+                               int hyp_rate, const std::vector<int>& cls, const std::vector<std::string>& phones) {
+  if (!phones.empty() && phones.size() != ref.size() + 1)
+    throw std::invalid_argument("add_samples: " + std::to_string(phones.size()) + " phone labels for " +
+                                std::to_string(ref.size()) + " boundaries (expected one more)");
+  double before = 0.0;  // the error of the boundary before phone i (the utterance's start: exact)
   for (size_t i = 0; i < ref.size(); ++i) {
     const double r = static_cast<double>(ref[i]) / ref_rate, h = static_cast<double>(hyp.at(i)) / hyp_rate;
-    samples.abs_ms.push_back(std::fabs(h - r) * 1000.0);
-    samples.signed_ms.push_back((h - r) * 1000.0);
+    const double e = (h - r) * 1000.0;
+    samples.abs_ms.push_back(std::fabs(e));
+    samples.signed_ms.push_back(e);
     samples.cls.push_back(cls.at(i));
+    if (phones.empty()) continue;
+    samples.into.push_back(phones[i + 1]);
+    samples.length_error_ms.emplace_back(phones[i], e - before);  // its end moved by e, its start by `before`
+    before = e;
   }
+  if (!phones.empty()) samples.length_error_ms.emplace_back(phones.back(), -before);  // the end: exact
 }
 
 nlohmann::json BoundaryErrors::summary() const { return summarize(abs_ms, signed_ms); }
@@ -195,6 +230,28 @@ nlohmann::json BoundaryErrors::by_class() const {
   return j;
 }
 
+nlohmann::json BoundaryErrors::by_phone() const {
+  std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> into_errors;  // label -> (abs, signed)
+  for (size_t i = 0; i < into.size() && i < abs_ms.size(); ++i) {
+    into_errors[into[i]].first.push_back(abs_ms[i]);
+    into_errors[into[i]].second.push_back(signed_ms.at(i));
+  }
+  std::map<std::string, std::pair<int64_t, double>> lengths;  // label -> (phones, sum of length errors)
+  for (const auto& [label, e] : length_error_ms) {
+    ++lengths[label].first;
+    lengths[label].second += e;
+  }
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [label, n] : lengths) {
+    const auto it = into_errors.find(label);
+    nlohmann::json p = it == into_errors.end() ? summarize({}, {}) : summarize(it->second.first, it->second.second);
+    p["phones"] = n.first;
+    p["mean_length_error_ms"] = n.second / static_cast<double>(n.first);
+    j[label] = p;
+  }
+  return j;
+}
+
 nlohmann::json AlignMetrics::to_json() const {
   nlohmann::json j = summarize(abs_ms, signed_ms);
   j["utterances"] = utterances;
@@ -202,6 +259,7 @@ nlohmann::json AlignMetrics::to_json() const {
   j["seconds"] = seconds;
   nlohmann::json sj = samples.summary();
   sj["by_class"] = samples.by_class();
+  if (!samples.length_error_ms.empty()) sj["by_phone"] = samples.by_phone();
   if (samples.class_names.empty())
     sj["by_class_note"] = "phone set '" + phone_set + "' names no broad classes: per-class scores omitted";
   sj["without_phn"] = without_phn;
@@ -225,6 +283,7 @@ std::string AlignMetrics::table() const {
       if (bc.contains(name)) out += row("  " + name, bc[name]);
     if (samples.class_names.empty())
       out += "  (phone set '" + phone_set + "' names no broad classes: per-class rows omitted)\n";
+    out += phone_rows(samples.by_phone());
   }
   if (without_phn > 0) {
     std::snprintf(buf, sizeof buf, "  (%lld utterance(s) without a sample-accurate reference (a readable .PHN beside the audio, or one recorded by prepare --corpus): not in the sample-accurate rows)\n",
@@ -372,12 +431,14 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
     const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
     std::vector<int64_t> ref, hyp;
     std::vector<int> cls;
+    std::vector<std::string> names;
     for (size_t i = 0; i < ends.size(); ++i) {
       ref.push_back(phn[b][i + 1].start);
       hyp.push_back(boundary_sample(ends[i], s.features));
       cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
     }
-    m->add_samples(ref, rates[b], hyp, s.features.sample_rate, cls);
+    for (const RefPhone& p : phn[b]) names.push_back(s.labels.names[p.cls]);
+    m->add_samples(ref, rates[b], hyp, s.features.sample_rate, cls, names);
   }
 }
 

@@ -33,11 +33,21 @@ struct BoundaryErrors {
   std::vector<int> cls;        // broad class (index into class_names) of the phone after it; -1 none
   // the phone set's broad classes (PhoneSetSpec::broad_class_names; TIMIT's six by default); empty: none
   std::vector<std::string> class_names = data::broad_class_names();
+  // Per phone (when the callers name the phones; empty otherwise): into[i] the label of the phone
+  // after boundary i (parallel to abs_ms), and per aligned phone its label and its length error,
+  // aligned minus reference length in ms (> 0: aligned longer), the utterance's own start and end
+  // counted as exact.
+  std::vector<std::string> into;
+  std::vector<std::pair<std::string, double>> length_error_ms;
   // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m,
   // "mean_signed_ms": bias (> 0: boundaries placed late)}; no fractions when N = 0 (never NaN)
   nlohmann::json summary() const;
   // summary() of the boundaries of each broad class, keyed by its name (classes with none left out)
   nlohmann::json by_class() const;
+  // Per phone label, keyed by it: summary() of the boundaries into it (its start), "phones" (how
+  // many times it was aligned) and "mean_length_error_ms" (aligned minus reference length); the
+  // per-phone view of a consistent shift (docs/align.md). Empty when the phones were not named.
+  nlohmann::json by_phone() const;
 };
 
 // Reference phones of a .PHN in a label set, in samples of the file: q merged
@@ -73,13 +83,20 @@ struct AlignMetrics {
   std::string phone_set = "timit39";  // name of the checkpoint's phone set (the note when it has no broad classes)
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
-  // aligned in samples at hyp_rate, with the broad class of the phone after each.
+  // aligned in samples at hyp_rate, with the broad class of the phone after each;
+  // phones (empty, or the labels of the utterance's ref.size() + 1 phones in order)
+  // adds the per-phone scores (BoundaryErrors::by_phone).
   void add_samples(const std::vector<int64_t>& ref, int ref_rate, const std::vector<int64_t>& hyp, int hyp_rate,
-                   const std::vector<int>& cls);
+                   const std::vector<int>& cls, const std::vector<std::string>& phones = {});
   // The frame-quantized figures at the top level {"boundaries", "within_ms", "mean_abs_ms",
-  // "median_abs_ms", "mean_signed_ms"}, and "samples": {the same, "by_class": {...}, "without_phn": n}
+  // "median_abs_ms", "mean_signed_ms"}, and "samples": {the same, "by_class": {...},
+  // "by_phone": {...} (when the phones were named), "without_phn": n}
   nlohmann::json to_json() const;
+  // The text table; under the broad classes, the phones whose boundaries are furthest
+  // off on average (the largest |bias| among those with >= kPhoneRowMinBoundaries).
   std::string table() const;
+  static constexpr int kPhoneRowMinBoundaries = 20;
+  static constexpr int kPhoneRows = 6;
 };
 // evaluate --align: aligns each utterance's reference phone sequence
 // (reference_runs) with the executor, batch by batch, and scores the boundaries.

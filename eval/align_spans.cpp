@@ -191,12 +191,14 @@ nlohmann::json score_spans(const ScoreOptions& o) {
     }
     std::vector<int64_t> ref, hyp;
     std::vector<int> cls;
+    std::vector<std::string> names;
     for (size_t i = 0; i + 1 < phn.size(); ++i) {
       ref.push_back(phn[i + 1].start);
       hyp.push_back(s.phn_starts[i + 1]);
       cls.push_back(ls.spec.broad_class(ls.scoring_names[phn[i + 1].cls]));
     }
-    m.add_samples(ref, rate, hyp, feature_opts.sample_rate, cls);
+    for (const RefPhone& p : phn) names.push_back(ls.scoring_names[p.cls]);
+    m.add_samples(ref, rate, hyp, feature_opts.sample_rate, cls, names);
   }
   nlohmann::json j = m.to_json();
   j.erase("confidence");  // spans carry no confidences

@@ -162,6 +162,46 @@ TEST(AlignModel, SampleAccurateMetricsInMsAcrossRates) {
   EXPECT_NE(t.find("vowels"), std::string::npos) << t;
 }
 
+// Per phone: the boundaries into each label and each aligned phone's length error, by hand.
+TEST(AlignModel, PerPhoneBiasAndLengthError) {
+  eval::AlignMetrics m;
+  // utterance 1: a | b | c, reference boundaries 100, 200 ms; aligned 110, 195 ms -> errors +10, -5:
+  // a ends 10 ms late (+10), b starts 10 late and ends 5 early (-15), c starts 5 early (+5)
+  m.add_samples({1600, 3200}, 16000, {1760, 3120}, 16000, {0, 0}, {"a", "b", "c"});
+  // utterance 2: b | a, boundary 50 ms aligned at 40 ms -> -10: b -10, a +10
+  m.add_samples({800}, 16000, {640}, 16000, {0}, {"b", "a"});
+  m.utterances = 2;
+  const nlohmann::json j = m.to_json()["samples"]["by_phone"];
+  ASSERT_EQ(j.size(), 3u) << j.dump();
+  EXPECT_EQ(j["a"]["boundaries"], 1);
+  EXPECT_NEAR(j["a"]["mean_signed_ms"].get<double>(), -10.0, 1e-9);
+  EXPECT_EQ(j["a"]["phones"], 2);
+  EXPECT_NEAR(j["a"]["mean_length_error_ms"].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(j["b"]["mean_signed_ms"].get<double>(), 10.0, 1e-9);
+  EXPECT_NEAR(j["b"]["mean_length_error_ms"].get<double>(), -12.5, 1e-9);
+  EXPECT_NEAR(j["c"]["mean_signed_ms"].get<double>(), -5.0, 1e-9);
+  EXPECT_NEAR(j["c"]["within_ms"]["10"].get<double>(), 1.0, 1e-12);
+  EXPECT_NEAR(j["c"]["mean_length_error_ms"].get<double>(), 5.0, 1e-9);
+  // the lengths add up: each utterance keeps its start and end
+  double total = 0;
+  for (const auto& [label, p] : j.items()) total += p["phones"].get<double>() * p["mean_length_error_ms"].get<double>();
+  EXPECT_NEAR(total, 0.0, 1e-9);
+  // fewer than 20 boundaries into any phone: no phone rows in the table
+  EXPECT_EQ(m.table().find("furthest off"), std::string::npos) << m.table();
+  for (int k = 0; k < 20; ++k) m.add_samples({1600}, 16000, {1280}, 16000, {0}, {"c", "p"});  // into p 20 ms early
+  const std::string t = m.table();
+  EXPECT_NE(t.find("furthest off"), std::string::npos) << t;
+  EXPECT_NE(t.find("into p              20    0.00  100.00  100.00  100.00    20.00    20.00   -20.00  length +20.00 ms"),
+            std::string::npos) << t;
+  EXPECT_EQ(t.find("into a"), std::string::npos) << t;  // one boundary only
+  // a label count that does not fit the boundaries is refused
+  EXPECT_THROW(m.add_samples({1600}, 16000, {1600}, 16000, {0}, {"a"}), std::invalid_argument);
+  // without names, no per-phone scores
+  eval::AlignMetrics n;
+  n.add_samples({1600}, 16000, {1600}, 16000, {0});
+  EXPECT_FALSE(n.to_json()["samples"].contains("by_phone"));
+}
+
 // A phone set without broad classes: the per-class scores are left out, with a note (docs/phone_sets.md);
 // one with its own classes scores by them, a phone through its fold target.
 TEST(AlignModel, BroadClassesComeFromThePhoneSet) {
