@@ -147,6 +147,20 @@ TEST_F(ScoreSpansE2E, SpansShiftedBy30msScore30ms) {
   EXPECT_EQ(s["within_ms"]["50"].get<double>(), 1.0);
   EXPECT_NEAR(s["mean_abs_ms"].get<double>(), 30.0, 1e-6);
   EXPECT_NEAR(s["median_abs_ms"].get<double>(), 30.0, 1e-6);
+  // per phone: every boundary into every phone is 30 ms off the same way, and the
+  // lengths an utterance gains and loses add up to 0 (its own start and end are exact)
+  ASSERT_GT(s["by_phone"].size(), 3u) << s.dump();
+  const double shift = s["mean_signed_ms"].get<double>();
+  EXPECT_NEAR(std::fabs(shift), 30.0, 1e-6);
+  double length_sum = 0.0;
+  int64_t into = 0;
+  for (const auto& [label, p] : s["by_phone"].items()) {
+    if (p["boundaries"].get<int64_t>() > 0) EXPECT_NEAR(p["mean_signed_ms"].get<double>(), shift, 1e-6) << label;
+    into += p["boundaries"].get<int64_t>();
+    length_sum += p["phones"].get<double>() * p["mean_length_error_ms"].get<double>();
+  }
+  EXPECT_EQ(into, s["boundaries"].get<int64_t>());
+  EXPECT_NEAR(length_sum, 0.0, 1e-6);
 
   const nlohmann::json f = score(write_spans("runs30.jsonl", false, 0.030));
   EXPECT_EQ(f["within_ms"]["25"].get<double>(), 0.0);
