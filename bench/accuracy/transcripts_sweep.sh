@@ -6,7 +6,7 @@
 # run's checkpoint by dev PER (the rule of every run: best.safetensors), score
 # its alignment of the test split against the hidden times (`evaluate --align`,
 # sample-accurate; bias: the mean signed error, > 0 late) and print mean and
-# spread over the seeds.
+# spread over the seeds, then the phones whose boundaries miss most (by_phone).
 #
 #   bench/accuracy/transcripts_sweep.sh OUT [SEEDS] [CORPORA]
 #
@@ -108,5 +108,29 @@ for c in corpora:
             print(f"| {c} | {a} | 0 | | (no finished run) | | | | | |"); continue
         print(f"| {c} | {a} | {len(per)} | {ms(dev20, 100)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
               f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |")
+
+# Where the misses are: per corpus and arm, the phones with the most test boundaries off by
+# more than 20 ms (mean over the seeds; `evaluate --align`'s by_phone, docs/align.md).
+rows = []
+for c in corpora:
+    for a in arms:
+        bp = []
+        for s in seeds:
+            f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
+            if os.path.exists(f): bp.append(json.load(open(f))["align"]["samples"].get("by_phone"))
+        if not bp or any(b is None for b in bp): continue
+        miss = {}
+        for p in bp[0]:
+            if bp[0][p]["boundaries"] == 0 or any(p not in b for b in bp): continue
+            m = statistics.mean(b[p]["boundaries"] * (1 - b[p]["within_ms"]["20"]) for b in bp)
+            miss[p] = (m, bp[0][p]["boundaries"], statistics.mean(b[p]["mean_signed_ms"] for b in bp))
+        total = statistics.mean(sum(b[p]["boundaries"] * (1 - b[p]["within_ms"]["20"]) for p in b if b[p]["boundaries"]) for b in bp)
+        top = sorted(miss.items(), key=lambda kv: -kv[1][0])[:5]
+        rows.append(f"| {c} | {a} | {total:.0f} | " + "; ".join(f"{p} {m:.0f} of {n} ({b:+.1f} ms)" for p, (m, n, b) in top) + " |")
+if rows:
+    print()
+    print("| corpus | trained on | test boundaries off > 20 ms (per seed) | the phones with the most: missed of boundaries into it (bias) |")
+    print("|---|---|---|---|")
+    print("\n".join(rows))
 PYEOF
 exit $status
