@@ -205,8 +205,8 @@ void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, co
     samples.abs_ms.push_back(std::fabs(e));
     samples.signed_ms.push_back(e);
     samples.cls.push_back(cls.at(i));
+    samples.into.push_back(phones.empty() ? std::string() : phones[i + 1]);  // "": not named
     if (phones.empty()) continue;
-    samples.into.push_back(phones[i + 1]);
     samples.length_error_ms.emplace_back(phones[i], e - before);  // its end moved by e, its start by `before`
     before = e;
   }
@@ -233,6 +233,7 @@ nlohmann::json BoundaryErrors::by_class() const {
 nlohmann::json BoundaryErrors::by_phone() const {
   std::map<std::string, std::pair<std::vector<double>, std::vector<double>>> into_errors;  // label -> (abs, signed)
   for (size_t i = 0; i < into.size() && i < abs_ms.size(); ++i) {
+    if (into[i].empty()) continue;  // added without names
     into_errors[into[i]].first.push_back(abs_ms[i]);
     into_errors[into[i]].second.push_back(signed_ms.at(i));
   }

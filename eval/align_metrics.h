@@ -33,8 +33,8 @@ struct BoundaryErrors {
   std::vector<int> cls;        // broad class (index into class_names) of the phone after it; -1 none
   // the phone set's broad classes (PhoneSetSpec::broad_class_names; TIMIT's six by default); empty: none
   std::vector<std::string> class_names = data::broad_class_names();
-  // Per phone (when the callers name the phones; empty otherwise): into[i] the label of the phone
-  // after boundary i (parallel to abs_ms), and per aligned phone its label and its length error,
+  // Per phone (where the callers name the phones): into[i] the label of the phone after
+  // boundary i (parallel to abs_ms; "" where not named), and per aligned phone its label and its length error,
   // aligned minus reference length in ms (> 0: aligned longer), the utterance's own start and end
   // counted as exact.
   std::vector<std::string> into;

@@ -196,10 +196,15 @@ TEST(AlignModel, PerPhoneBiasAndLengthError) {
   EXPECT_EQ(t.find("into a"), std::string::npos) << t;  // one boundary only
   // a label count that does not fit the boundaries is refused
   EXPECT_THROW(m.add_samples({1600}, 16000, {1600}, 16000, {0}, {"a"}), std::invalid_argument);
-  // without names, no per-phone scores
+  // without names, no per-phone scores; an unnamed utterance among named ones counts in no phone's row
   eval::AlignMetrics n;
   n.add_samples({1600}, 16000, {1600}, 16000, {0});
   EXPECT_FALSE(n.to_json()["samples"].contains("by_phone"));
+  n.add_samples({1600}, 16000, {1920}, 16000, {0}, {"a", "b"});  // into b 20 ms late
+  const nlohmann::json k = n.to_json()["samples"];
+  EXPECT_EQ(k["boundaries"], 2);
+  EXPECT_EQ(k["by_phone"]["b"]["boundaries"], 1);
+  EXPECT_NEAR(k["by_phone"]["b"]["mean_signed_ms"].get<double>(), 20.0, 1e-9);
 }
 
 // A phone set without broad classes: the per-class scores are left out, with a note (docs/phone_sets.md);
