@@ -6,6 +6,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +16,7 @@
 #include "app/inference_flags.h"
 #include "app/long_flags.h"
 #include "settings/limits.h"
+#include "app/report/phone_bias.h"
 #include "app/report/reliability.h"
 #include "app/report/report.h"
 #include "common/files.h"
@@ -275,14 +277,22 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--reliability-plot", *plot,
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "
                  "observed frequency against mean confidence, ECE in the legend) as an SVG file (docs/align.md)");
+  auto phone_plot = std::make_shared<std::string>();
+  ev->add_option("--phone-plot", *phone_plot,
+                 "With --align: write the per-phone bias plot as an SVG file: one bar per phone, the mean signed error "
+                 "of the boundaries into it (< 0: aligned early), with their number and share within 20 ms "
+                 "(JSON \"by_phone\"; docs/align.md \"Per phone\")");
   add_inference_flags(ev, flags, kThreadsFlag, InferenceUse::decoding);
-  ev->callback([eval_opts, plot] {
-    if (!plot->empty()) {  // before any work: one line naming the option
-      if (!eval_opts->align) throw std::invalid_argument("evaluate: --reliability-plot needs --align");
-      check_output_file("--reliability-plot", *plot, "reliability.svg");
+  ev->callback([eval_opts, plot, phone_plot] {
+    for (const auto& [flag, path, example] : {std::tuple{"--reliability-plot", plot, "reliability.svg"},
+                                              std::tuple{"--phone-plot", phone_plot, "phone_bias.svg"}}) {
+      if (path->empty()) continue;  // before any work: one line naming the option
+      if (!eval_opts->align) throw std::invalid_argument(std::string("evaluate: ") + flag + " needs --align");
+      check_output_file(flag, *path, example);
     }
     const nlohmann::json j = eval::evaluate(*eval_opts);
     if (!plot->empty()) write_file_atomic(*plot, report::reliability_svg(j.at("align").at("confidence")));
+    if (!phone_plot->empty()) write_file_atomic(*phone_plot, report::phone_bias_svg(j.at("align").at("samples")));
   });
 }
 

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/report/phone_bias.h"
 #include "app/report/reliability.h"
 #include "app/report/svg.h"
 
@@ -201,4 +202,40 @@ TEST(ReliabilityPlot, CurvesFromTheBins) {
   EXPECT_NE(svg.find("boundary_confidence (ECE 0.082)"), std::string::npos);
   EXPECT_NE(svg.find("label_confidence (ECE 0.05)"), std::string::npos);
   EXPECT_NE(svg.find("data-points=\"2\""), std::string::npos);  // the boundary curve: the empty bin left out
+}
+
+// The per-phone bias plot of evaluate --align: one bar per phone with boundaries into it,
+// earliest first, left of the zero line when early and right when late; labels escaped.
+TEST(PhoneBiasPlot, BarsFromByPhone) {
+  auto phone = [](int64_t n, double bias, double w20) {
+    nlohmann::json p = {{"boundaries", n}, {"phones", n + 1}, {"mean_length_error_ms", 0.0}};
+    if (n > 0) p["mean_signed_ms"] = bias, p["within_ms"] = {{"20", w20}};
+    return p;
+  };
+  nlohmann::json samples;
+  samples["by_phone"] = {{"late", phone(4, 12.5, 0.75)}, {"<early>", phone(2, -30.0, 0.5)}, {"none", phone(0, 0, 0)}};
+  const std::string svg = timitseg::app::report::phone_bias_svg(samples);
+  EXPECT_EQ(svg.rfind("<?xml", 0), 0u);
+  EXPECT_NE(svg.find("xmlns=\"http://www.w3.org/2000/svg\""), std::string::npos);
+  EXPECT_NE(svg.find("data-rows=\"2\""), std::string::npos) << svg;
+  const size_t early = svg.find("data-phone=\"&lt;early&gt;\" data-bias=\"-30\" data-boundaries=\"2\"");
+  const size_t late = svg.find("data-phone=\"late\" data-bias=\"12.5\" data-boundaries=\"4\"");
+  ASSERT_NE(early, std::string::npos) << svg;
+  ASSERT_NE(late, std::string::npos) << svg;
+  EXPECT_LT(early, late);  // earliest first
+  EXPECT_EQ(svg.find("data-phone=\"none\""), std::string::npos);
+  EXPECT_NE(svg.find("4, 75 %"), std::string::npos) << svg;
+  // the bars' x and width: the early one ends at the zero line, the late one starts there
+  auto attr = [&](size_t at, const std::string& name) {
+    const size_t open = svg.rfind("<rect", at);
+    const size_t k = svg.find(" " + name + "=\"", open) + name.size() + 3;
+    return std::stod(svg.substr(k, svg.find('"', k) - k));
+  };
+  const double early_end = attr(early, "x") + attr(early, "width");
+  EXPECT_NEAR(early_end, attr(late, "x"), 1e-6);
+  EXPECT_NEAR(attr(early, "width") / attr(late, "width"), 30.0 / 12.5, 0.02);
+  // nothing to draw: a plot that says so
+  const std::string empty = timitseg::app::report::phone_bias_svg(nlohmann::json::object());
+  EXPECT_NE(empty.find("data-rows=\"0\""), std::string::npos);
+  EXPECT_NE(empty.find("no phone has boundaries"), std::string::npos);
 }

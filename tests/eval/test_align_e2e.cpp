@@ -470,8 +470,20 @@ TEST_F(AlignE2E, ConfidencesAndPosteriorsSameOnReferenceAndCpu) {
   }
   const fs::path js = dir_ / "eval_conf.json";
   Cmd e = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " + js.string() +
-              " --reliability-plot " + (dir_ / "rel.svg").string());
+              " --reliability-plot " + (dir_ / "rel.svg").string() + " --phone-plot " + (dir_ / "phones.svg").string());
   ASSERT_EQ(e.rc, 0) << e.output;
+  {  // one bar per phone of by_phone with boundaries into it
+    const nlohmann::json bp = nlohmann::json::parse(slurp(js))["align"]["samples"]["by_phone"];
+    int64_t rows = 0;
+    for (const auto& [label, p] : bp.items()) rows += p["boundaries"].get<int64_t>() > 0;
+    ASSERT_GT(rows, 3);
+    EXPECT_NE(slurp(dir_ / "phones.svg").find("data-rows=\"" + std::to_string(rows) + "\""), std::string::npos);
+  }
+  Cmd no_align = run("evaluate --checkpoint " + ckpt_.string() + " --split test --device cpu --phone-plot " +
+                     (dir_ / "never.svg").string());
+  EXPECT_NE(no_align.rc, 0);
+  EXPECT_NE(no_align.output.find("evaluate: --phone-plot needs --align"), std::string::npos) << no_align.output;
+  EXPECT_FALSE(fs::exists(dir_ / "never.svg"));
   EXPECT_NE(e.output.find("label_confidence:    AUROC(replaced)"), std::string::npos) << e.output;
   const nlohmann::json c = nlohmann::json::parse(slurp(js))["align"]["confidence"];
   EXPECT_GT(c["label_confidence"]["replaced"].get<int64_t>(), 0);
