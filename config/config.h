@@ -76,6 +76,9 @@ struct Config {
   DurationModel crf_duration_model = DurationModel::table;
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
+  // crf.gaussian_weight: w > 0 adds w x a per-class diagonal Gaussian log-likelihood of the features to the frame
+  // scores, re-estimated each epoch from the train split's labels and alignments (model/gaussian_head.h); 0 = none
+  double crf_gaussian_weight = 0.0;
   DecodeMode crf_decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
   // crf.supervision: auto (times where an utterance has them, its phone sequence where it has only that) |
   // segments (times only) | transcript (phone sequences only: the transcript NLL, times ignored)

@@ -84,6 +84,8 @@ void Config::validate() const {
         "in " + to_string(limits::kPhoneBonus) + " (log-score per label change; 0 = plain Viterbi)");
   check(*this, limits::kFrameCeWeight.contains(crf_frame_ce_weight), "crf.frame_ce_weight", crf_frame_ce_weight,
         "in " + to_string(limits::kFrameCeWeight) + " (0 = the CRF loss alone)");
+  check(*this, limits::kGaussianWeight.contains(crf_gaussian_weight), "crf.gaussian_weight", crf_gaussian_weight,
+        "in " + to_string(limits::kGaussianWeight) + " (0 = no Gaussian head)");
   check_words(*this, crf_decode, "crf.decode");
   check_words(*this, crf_onset_features, "crf.onset_features");
   check_words(*this, crf_end_features, "crf.end_features");

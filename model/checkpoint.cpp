@@ -86,6 +86,7 @@ std::string dims_json(const ModelDims& d) {
                    {"max_duration", d.max_duration}};
   if (d.onset) j["onset_features"] = true;  // absent = false: checkpoints without onset stay as they were
   if (d.end) j["end_features"] = true;      // likewise
+  if (d.gaussian) j["gaussian_head"] = true;  // likewise (crf.gaussian_weight > 0)
   if (d.duration_lognormal) j["duration_model"] = "lognormal";  // absent = table
   return j.dump();
 }
@@ -266,6 +267,7 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
     s.dims.max_duration = d.at("max_duration");
     s.dims.onset = d.value("onset_features", false);
     s.dims.end = d.value("end_features", false);
+    s.dims.gaussian = d.value("gaussian_head", false);
     const std::string dm = d.value("duration_model", std::string("table"));
     config::DurationModel model = config::DurationModel::table;  // crf.duration_model's words (config/config_enums.h)
     if (!config::parse_enum(dm, &model))

@@ -16,6 +16,8 @@ bool always(const ModelDims&) { return true; }
 bool with_onset(const ModelDims& d) { return d.onset; }
 bool with_end(const ModelDims& d) { return d.end; }
 bool with_lognormal(const ModelDims& d) { return d.duration_lognormal; }
+bool with_gaussian(const ModelDims& d) { return d.gaussian; }
+std::vector<int64_t> c_by_2d(const ModelDims& d) { return {d.num_classes, 2 * static_cast<int64_t>(d.input_dim)}; }
 std::vector<int64_t> c_by_w(const ModelDims& d) { return {d.num_classes, d.hidden_dim}; }
 std::vector<int64_t> c(const ModelDims& d) { return {d.num_classes}; }
 std::vector<int64_t> c_by_c(const ModelDims& d) { return {d.num_classes, d.num_classes}; }
@@ -24,10 +26,13 @@ std::vector<int64_t> three_by_c(const ModelDims& d) { return {3, d.num_classes};
 
 }  // namespace
 
-const std::array<CrfTensorEntry, 11>& crf_tensor_table() {
-  static const std::array<CrfTensorEntry, 11> table = {{
+const std::array<CrfTensorEntry, 13>& crf_tensor_table() {
+  static const std::array<CrfTensorEntry, 13> table = {{
       {&CrfParamView::projection_weight, "crf.projection.weight", false, always, c_by_w},
       {&CrfParamView::projection_bias, "crf.projection.bias", false, always, c},
+      // the Gaussian head right after crf.projection.bias: the two held ranges are one (held_parameters)
+      {&CrfParamView::gaussian_weight, "crf.gaussian_projection.weight", false, with_gaussian, c_by_2d},
+      {&CrfParamView::gaussian_bias, "crf.gaussian_projection.bias", false, with_gaussian, c},
       {&CrfParamView::onset_weight, "crf.onset_projection.weight", false, with_onset, c_by_w},
       {&CrfParamView::end_weight, "crf.end_projection.weight", false, with_end, c_by_w},  // the heads' weights adjacent
       {&CrfParamView::onset_bias, "crf.onset_projection.bias", false, with_onset, c},

@@ -17,7 +17,7 @@ namespace timitseg::model {
 struct ModelDims;
 
 // One CRF tensor of the flat layout: its checkpoint name, where it lies, and
-// whether this model has it (the optional ones: onset_projection.*, end_projection.*,
+// whether this model has it (the optional ones: onset_projection.*, end_projection.*, gaussian_projection.*,
 // duration_lognormal). in(buf) points into a params, grads or optimizer-moment
 // buffer of the layout (float or double, const or not).
 struct CrfTensor {
@@ -66,6 +66,11 @@ struct CrfParamView {
   CrfTensor end_weight;          // crf.end_projection.weight [C][W]    (only with ModelDims::end)
   CrfTensor onset_bias;          // crf.onset_projection.bias [C]       (only with ModelDims::onset)
   CrfTensor end_bias;            // crf.end_projection.bias [C]         (only with ModelDims::end)
+  // The Gaussian head (model/gaussian_head.h; only with ModelDims::gaussian), right after
+  // crf.projection.bias: held by the optimizer (model/step_recipe.h held_parameters), set by the
+  // per-epoch re-estimation.
+  CrfTensor gaussian_weight;     // crf.gaussian_projection.weight [C][2D]: [x^2; x] -> frame scores
+  CrfTensor gaussian_bias;       // crf.gaussian_projection.bias [C]
   // The CRF structure group (crf.lr_scale's), last in the layout:
   CrfTensor transition;          // crf.transition [C][C]     A[from][to]; may hold -inf (forbidden)
   CrfTensor duration_bias;       // crf.duration_bias [K][C]  D[d-1][c]; may hold -inf
@@ -94,6 +99,6 @@ struct CrfTensorEntry {
   bool (*present)(const ModelDims& d);
   std::vector<int64_t> (*shape)(const ModelDims& d);
 };
-const std::array<CrfTensorEntry, 11>& crf_tensor_table();
+const std::array<CrfTensorEntry, 13>& crf_tensor_table();
 
 }  // namespace timitseg::model

@@ -2,6 +2,7 @@
 #include "model/step_recipe.h"
 
 #include <cmath>
+#include <stdexcept>
 #include <string>
 
 namespace timitseg::model {
@@ -47,9 +48,18 @@ void check_gradient_finite(const ParamLayout& layout, const float* grad) {
 }
 
 HeldRange held_parameters(const ParamLayout& layout, const StepOptions& o) {
-  if (o.frame_ce_weight > 0.0) return {};
-  const CrfTensor& bias = layout.crf().projection_bias;
-  return {bias.offset, bias.offset + bias.size};
+  const CrfParamView& crf = layout.crf();
+  const CrfTensor& bias = crf.projection_bias;
+  HeldRange held;
+  if (o.frame_ce_weight <= 0.0) held = {bias.offset, bias.offset + bias.size};
+  if (crf.gaussian_weight.present) {  // right after crf.projection.bias in the layout (model/crf_params.cpp)
+    const size_t end = crf.gaussian_bias.offset + crf.gaussian_bias.size;
+    if (held.empty()) held.begin = crf.gaussian_weight.offset;
+    else if (held.end != crf.gaussian_weight.offset)
+      throw std::logic_error("model: crf.gaussian_projection does not follow crf.projection.bias in the layout");
+    held.end = end;
+  }
+  return held;
 }
 
 std::vector<UpdateRange> step_update_ranges(const ParamLayout& layout, const StepOptions& o) {

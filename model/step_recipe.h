@@ -78,7 +78,9 @@ double step_loss(const StepResult& r, const StepOptions& o, double norm);
 void check_gradient_finite(const ParamLayout& layout, const float* grad);
 
 // Stage 8: the flat range [begin, end) of parameters that a step holds at
-// their value: crf.projection.bias while crf.frame_ce_weight is 0. The
+// their value: the Gaussian head (crf.gaussian_projection.*, set by its
+// re-estimation only: model/gaussian_head.h), and crf.projection.bias, just
+// before it in the layout, while crf.frame_ce_weight is 0. The
 // centered cumsum removes any per-class constant of the scores, so without
 // the frame CE its gradient is zero in exact arithmetic and its float
 // gradient is rounding noise, which AdamW would turn into steps of about lr

@@ -13,6 +13,7 @@ model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_cl
   d.onset = cfg.onset_enabled();
   d.end = cfg.end_enabled();
   d.duration_lognormal = cfg.duration_lognormal();
+  d.gaussian = cfg.crf_gaussian_weight > 0.0;
   return d;
 }
 

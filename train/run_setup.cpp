@@ -50,7 +50,7 @@ void resume_state(TrainingRun& r) {
   if (s.dims.input_dim != state.dims.input_dim || s.dims.hidden_dim != state.dims.hidden_dim ||
       s.dims.num_layers != state.dims.num_layers || s.dims.num_classes != state.dims.num_classes ||
       s.dims.max_duration != state.dims.max_duration || s.dims.onset != state.dims.onset ||
-      s.dims.end != state.dims.end ||
+      s.dims.end != state.dims.end || s.dims.gaussian != state.dims.gaussian ||
       s.dims.duration_lognormal != state.dims.duration_lognormal)
     throw std::runtime_error(path + ": model dimensions differ from the configuration; cannot resume");
   model::check_feature_options(s, path, state.features, r.cfg.data_workdir + "/manifest.json");

@@ -32,6 +32,7 @@
 #include "train/augment_batch.h"
 #include "train/batches.h"
 #include "train/distributed.h"
+#include "train/gaussian_reestimate.h"
 #include "train/interrupt.h"
 #include "train/replay_step.h"
 #include "train/run_folder.h"
@@ -357,6 +358,10 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
     const std::string wall_start = iso8601_now();
     EpochRecord rec;
     rec.epoch = epoch;
+    if (r.state.dims.gaussian) {  // crf.gaussian_weight: the head from the current labels and alignments
+      r.stamp("the Gaussian head's re-estimation");
+      spdlog::info("epoch {}: {}", epoch, reestimate_gaussian_head(r, data).describe());
+    }
     const EpochTotals tot = one_epoch(r, data, epoch, epoch_t0, rec);
     EpochEnd end;  // for after_epoch: the dev segments of this epoch
     const eval::Metrics dev = dev_evaluation(r, rec, after_epoch ? &end : nullptr);

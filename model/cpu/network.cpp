@@ -127,7 +127,7 @@ void Network<S>::backward(const std::vector<S>& params, const Activations<S>& ac
     std::swap(dIn[1], dInAbove[1]);
     cpu_detail::backward_lstm_layer(c, k, dOut, dInAbove, dIn);
   }
-  cpu_detail::backward_input(c, dIn, dfeatures);
+  cpu_detail::backward_input(c, dIn, dfeatures, dS);
 }
 
 template class Network<float>;

@@ -254,7 +254,7 @@ void backward_lstm_layer(const BackwardContext<S>& c, int k, const typename Acti
 
 template <class S>
 void backward_input(const BackwardContext<S>& c, const typename Activations<S>::Mat (&dIn)[2],
-                    std::vector<S>* dfeatures) {
+                    std::vector<S>* dfeatures, const typename Activations<S>::Mat& dS) {
   using Mat = typename BackwardContext<S>::Mat;
   using Vec = typename BackwardContext<S>::Vec;
   const Activations<S>& act = c.act;
@@ -262,6 +262,7 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
   const int64_t TB = int64_t(T) * B;
   const int NS = static_cast<int>(c.slices.size());
   const std::vector<int32_t>& len = act.lengths;
+  const CrfTensor& gw = c.layout.crf().gaussian_weight;  // crf.gaussian_weight: its term of d features
   // dZ = (dIn[0] + dIn[1]) * drop0 = d loss / d (input_proj output)
   Eigen::Map<const Mat> Win(c.P("encoder.input_proj.weight"), W, D);
   std::vector<Mat> pWin(NS);  // [NS] partial [W][D]
@@ -296,6 +297,22 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
           for (int q = 0; q < D; ++q)
             (*dfeatures)[(static_cast<size_t>(b) * T + t) * D + q] = dX(int64_t(t) * s.nb + j, q);
       }
+      if (gw.present) {  // the Gaussian head's own path: d [x^2; x] W^T / d x = 2 x W[:, :D] + W[:, D:]
+        const int C = c.layout.dims().num_classes;
+        const S* Wg = gw.in(c.params);
+        for (int j = 0; j < s.nb; ++j) {
+          const int b = s.b0 + j;
+          for (int t = 0; t < len[b]; ++t) {
+            const int64_t row = s.row0 + int64_t(t) * s.nb + j;
+            for (int q = 0; q < D; ++q) {
+              const S x = act.x0(row, q);
+              S acc = 0;
+              for (int k = 0; k < C; ++k) acc += dS(row, k) * (2 * Wg[size_t(k) * 2 * D + q] * x + Wg[size_t(k) * 2 * D + D + q]);
+              (*dfeatures)[(static_cast<size_t>(b) * T + t) * D + q] += acc;
+            }
+          }
+        }
+      }
     }
   });
   Eigen::Map<Mat> gWin(c.G("encoder.input_proj.weight"), W, D);
@@ -324,7 +341,8 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
                                   Activations<S>::Mat&);                                                             \
   template void backward_lstm_layer<S>(const BackwardContext<S>&, int, const Activations<S>::Mat&,                  \
                                        const Activations<S>::Mat(&)[2], Activations<S>::Mat(&)[2]);                 \
-  template void backward_input<S>(const BackwardContext<S>&, const Activations<S>::Mat(&)[2], std::vector<S>*);
+  template void backward_input<S>(const BackwardContext<S>&, const Activations<S>::Mat(&)[2], std::vector<S>*, \
+                                 const Activations<S>::Mat&);
 TIMITSEG_BACKWARD_STAGES(float)
 TIMITSEG_BACKWARD_STAGES(double)
 #undef TIMITSEG_BACKWARD_STAGES

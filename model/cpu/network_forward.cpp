@@ -12,6 +12,7 @@
 #include "common/parallel.h"
 #include "crf/cumsum.h"
 #include "model/cpu/network_stages.h"
+#include "model/gaussian_head.h"
 #include "model/heads_fold.h"
 
 namespace timitseg::model::cpu_detail {
@@ -245,19 +246,30 @@ void forward_scores(ForwardContext<S>& c) {
   // ---- projection (time-major scores) and the zero-centered cumsum, per slice
   Eigen::Map<const Mat> Wp(c.P(c.layout.crf().projection_weight), C, 2 * H);
   Eigen::Map<const Vec> bp(c.P(c.layout.crf().projection_bias), C);
+  // the Gaussian head (crf.gaussian_weight, model/gaussian_head.h): + weight [x^2; x] + bias per valid frame
+  const CrfTensor& gw = c.layout.crf().gaussian_weight;
+  const S* gaussian_w = gw.present ? c.P(gw) : nullptr;
+  const S* gaussian_b = gw.present ? c.P(c.layout.crf().gaussian_bias) : nullptr;
+  const int D = d.input_dim;
   act.scores.resize(TB, C);
   parallel_for(NS, c.nthreads, [&](int64_t si, int) {
     const Slice& s = c.slices[si];
     Mat sc = act.layer_out[L - 1].middleRows(s.row0, s.rows) * Wp.transpose();  // [Ts*nb][C]
     sc.rowwise() += bp.transpose();
+    Vec row(C);
     for (int j = 0; j < s.nb; ++j) {
       const int b = s.b0 + j, len = c.in.lengths[b];
       for (int t = 0; t < T; ++t) {
         auto dst = act.scores.row(int64_t(t) * B + b);
-        if (t >= len)
+        if (t >= len) {
           dst.setZero();
-        else
+        } else if (gaussian_w) {
+          row = sc.row(int64_t(t) * s.nb + j).transpose();
+          add_gaussian_scores<S>(gaussian_w, gaussian_b, C, D, &c.in.features[(size_t(b) * T + t) * D], row.data());
+          dst = row.transpose();
+        } else {
           dst = sc.row(int64_t(t) * s.nb + j);
+        }
       }
     }
   });

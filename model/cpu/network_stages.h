@@ -165,9 +165,10 @@ void backward_heads(const BackwardContext<S>& c, const std::vector<S>& dcum, con
 template <class S>
 void backward_lstm_layer(const BackwardContext<S>& c, int k, const typename Activations<S>::Mat& dOut,
                          const typename Activations<S>::Mat (&dInAbove)[2], typename Activations<S>::Mat (&dIn)[2]);
-// input projection: d Win, d bin into grad and, with dfeatures, d loss / d features [B][T][D].
+// input projection: d Win, d bin into grad and, with dfeatures, d loss / d features [B][T][D]
+// (with the Gaussian head, crf.gaussian_weight, also its path from dS = d loss / d scores [T*B][C], slice-blocked).
 template <class S>
 void backward_input(const BackwardContext<S>& c, const typename Activations<S>::Mat (&dIn)[2],
-                    std::vector<S>* dfeatures);
+                    std::vector<S>* dfeatures, const typename Activations<S>::Mat& dS);
 
 }  // namespace timitseg::model::cpu_detail

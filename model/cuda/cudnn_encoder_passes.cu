@@ -85,6 +85,24 @@ __global__ void bias_valid_rows_kernel(float* s, const float* bias, int T, int c
   }
 }
 
+// The Gaussian head (model/gaussian_head.h): s[b][t][c] += bias[c] + sum_d (w[c][d] x^2 + w[c][D + d] x) with
+// x = x0[b][t][d], on valid rows (padding rows stay 0). One thread per (row, class), d in increasing order;
+// host twin model::add_gaussian_scores.
+__global__ void gaussian_head_kernel(float* s, const float* x0, const float* w, const float* bias, int T, int C, int D,
+                                     int64_t n, const int32_t* len) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t row = i / C;
+    const int b = static_cast<int>(row / T), t = static_cast<int>(row % T);
+    if (t >= len[b]) continue;
+    const int c = static_cast<int>(i % C);
+    const float* x = x0 + row * D;
+    const float* wc = w + static_cast<int64_t>(c) * 2 * D;
+    float acc = bias[c];
+    for (int d = 0; d < D; ++d) acc += wc[d] * x[d] * x[d] + wc[D + d] * x[d];
+    s[i] += acc;
+  }
+}
+
 // partial[j][c] = sum of x[r][c] for r in chunk j, in increasing r (float64).
 __global__ void colsum_partial_kernel(const float* x, int64_t rows, int cols, double* partial) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
@@ -297,6 +315,11 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
   bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, crf.projection_bias.in(params), T_, C_,
                                                                       BT * C_, len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
+  if (crf.gaussian_weight.present) {  // crf.gaussian_weight: the Gaussian head of the features x0
+    gaussian_head_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(
+        s, x0_.as<float>(), crf.gaussian_weight.in(params), crf.gaussian_bias.in(params), T_, C_, D_, BT * C_, len);
+    TS_LAUNCHED("gaussian_head_kernel");
+  }
   if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});
   const AnchoredHeads heads = crf.heads();
   const int AC = heads.count() * C_;
@@ -436,6 +459,10 @@ void CudnnEncoder::backward_with_onset(const float* params, const float* dcum, c
   float* dx = dB_.as<float>();
   projection_backward(params, dcum, donset, dscores, grad, dy);
   const bool taps = tapping();
+  const CrfParamView& crf = layout_.crf();
+  if (crf.gaussian_weight.present)  // the Gaussian head takes no gradient step (model/gaussian_head.h): its entries 0
+    TS_CUDA(cudaMemsetAsync(crf.gaussian_weight.in(grad), 0,
+                            (crf.gaussian_weight.size + crf.gaussian_bias.size) * sizeof(float), stream_));
 
   // cudnnRNNBackwardWeights_v8 ADDS into the gradient space
   if (!fused_) TS_CUDA(cudaMemsetAsync(dwspace_.data(), 0, ws_total_, stream_));

@@ -252,3 +252,76 @@ TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
   EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>());
   expect_resume_bitwise(a, b);
 }
+
+// crf.gaussian_weight (model/gaussian_head.h) on a timed WORKDIR trained from its phone sequences: before
+// epoch 1 the head comes from the flat start, computed here from the WORKDIR's frames (CMVN applied) and
+// each utterance's runs split at floor(i T / n): every class's mean and population variance, floored at
+// 0.01 times the pooled variance, as w * log N up to a constant; before epoch 2 from the forced
+// alignment (the log says which); resume is bitwise.
+TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise) {
+  const fs::path a = dir_ / "run_gauss_a", b = dir_ / "run_gauss_b";
+  const std::string common = "--config " + config_ + " --set data.workdir=" + (dir_ / "work").string() +
+                             " --set crf.supervision=transcript --set crf.gaussian_weight=0.3";
+  const Cmd t = run("train " + common + " --set train.run_dir=" + a.string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const data::Split train = data::load_split((dir_ / "work").string(), "train");
+  const data::Cmvn cmvn = data::load_cmvn((dir_ / "work").string());
+  const int C = 39, D = train.utterances.at(0).dim;
+  std::vector<double> n(C, 0.0), s1(size_t(C) * D, 0.0), s2(size_t(C) * D, 0.0);
+  int64_t frames = 0;
+  for (const data::Utterance& u : train.utterances) {
+    std::vector<int> phones;
+    for (int32_t l : u.labels) {
+      const int c = data::PhoneSet::timit().map(l, 39);
+      if (phones.empty() || phones.back() != c) phones.push_back(c);
+    }
+    const int64_t T = u.num_frames, N = static_cast<int64_t>(phones.size());
+    for (int64_t i = 0; i < N; ++i)
+      for (int64_t f = i * T / N; f < (i + 1) * T / N; ++f) {
+        n[phones[i]] += 1;
+        for (int d = 0; d < D; ++d) {
+          const double x = (u.features[f * D + d] - cmvn.mean[d]) / std::sqrt(std::max(cmvn.var[d], 1e-10));
+          s1[size_t(phones[i]) * D + d] += x;
+          s2[size_t(phones[i]) * D + d] += x * x;
+        }
+      }
+    frames += T;
+  }
+  EXPECT_NE(t.output.find("epoch 1: the Gaussian head (crf.gaussian_weight) re-estimated from " +
+                          std::to_string(frames) + " frames: 0 utterances by their times, 0 by their forced alignment, " +
+                          std::to_string(train.utterances.size()) + " by the flat start"),
+            std::string::npos)
+      << t.output;
+  EXPECT_NE(t.output.find("epoch 2: the Gaussian head (crf.gaussian_weight) re-estimated from " +
+                          std::to_string(frames) + " frames: 0 utterances by their times, " +
+                          std::to_string(train.utterances.size()) + " by their forced alignment, 0 by the flat start"),
+            std::string::npos)
+      << t.output;
+  std::vector<double> pm(D, 0.0), pv(D, 0.0);
+  for (int d = 0; d < D; ++d) {
+    double a1 = 0, a2 = 0;
+    for (int c = 0; c < C; ++c) a1 += s1[size_t(c) * D + d], a2 += s2[size_t(c) * D + d];
+    pm[d] = a1 / double(frames);
+    pv[d] = a2 / double(frames) - pm[d] * pm[d];
+  }
+  const st::File ck = st::load((a / "checkpoints" / "epoch-1.safetensors").string());
+  const std::vector<float> w = ck.get("crf.gaussian_projection.weight").to<float>();
+  const std::vector<float> bias = ck.get("crf.gaussian_projection.bias").to<float>();
+  ASSERT_EQ(w.size(), size_t(C) * 2 * D);
+  int empty = 0;
+  for (int c = 0; c < C; ++c) {
+    double bc = 0;
+    empty += n[c] == 0;
+    for (int d = 0; d < D; ++d) {
+      const double mu = n[c] > 0 ? s1[size_t(c) * D + d] / n[c] : pm[d];
+      const double var = std::max(n[c] > 0 ? s2[size_t(c) * D + d] / n[c] - mu * mu : pv[d], 0.01 * pv[d]);
+      EXPECT_NEAR(w[size_t(c) * 2 * D + d], -0.15 / var, 1e-3 * (0.15 / var)) << "class " << c << " dim " << d;
+      EXPECT_NEAR(w[size_t(c) * 2 * D + D + d], 0.3 * mu / var, 1e-3 * (1 + std::abs(0.3 * mu / var)));
+      bc += -0.5 * mu * mu / var - 0.5 * std::log(var);
+    }
+    EXPECT_NEAR(bias[c], 0.3 * bc, 1e-3 * (1 + std::abs(0.3 * bc))) << "class " << c;
+  }
+  EXPECT_GT(empty, 0);  // the tiny corpus leaves some of the 39 classes out: the pooled Gaussian
+  EXPECT_LT(empty, C - 5);
+  expect_resume_bitwise(a, b);
+}

@@ -1,0 +1,56 @@
+// The Gaussian head (crf.gaussian_weight, docs/training.md "The Gaussian
+// head"): a diagonal Gaussian of the (normalized) input features per class,
+// whose log-likelihood, times the weight w, is added to the frame scores:
+//
+//   scores[b][t][c] += w * sum_d ( -(x[d] - mu[c][d])^2 / (2 v[c][d]) - log(v[c][d]) / 2 )
+//
+// (the constant -D/2 log(2 pi), the same for every class, is left out: the
+// centered cumsum and the CRF would cancel it). As a linear map of [x^2; x]
+// it is crf.gaussian_projection: weight [C][2D] (row c: -w / (2 v[c][d]) for
+// d < D, w mu[c][d] / v[c][d] for D + d), bias [C] (w * sum_d (-mu^2 / (2 v)
+// - log(v) / 2)). Its parameters take no gradient step: each epoch starts by
+// re-estimating them from the train split's frames and their labels (hard EM,
+// as HTK's and Kaldi's Viterbi training re-estimate a monophone's Gaussian
+// from the current alignment): the gold frame labels of a timed utterance,
+// the forced alignment of a transcript one under the current model (the flat
+// start's equal split before the first epoch). A frame-local score that no
+// context can move: it holds a label to frames that sound like it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace timitseg::model {
+
+// Sufficient statistics of each class's frames: counts [C], sums [C][D] and
+// sums of squares [C][D], in float64.
+struct GaussianStats {
+  int C = 0, D = 0;
+  std::vector<double> n, s1, s2;
+  int64_t frames = 0;
+  GaussianStats(int classes, int dim);
+  // The L frames x [L][D] (row-major) with their classes y [L] (in [0, C); a
+  // class outside throws naming `what`).
+  void add(const float* x, const int32_t* y, int64_t L, const std::string& what);
+  // Adds another accumulator of the same shape (several processes, tests).
+  void merge(const GaussianStats& o);
+};
+
+// The head of `stats` at weight w > 0: weight [C][2D] and bias [C] as above.
+// Each variance is floored at var_floor times the pooled variance of that
+// dimension (over every frame); a class without frames gets the pooled
+// Gaussian (every class's score then differs by what the data says only).
+// Throws on w <= 0, no frames at all, or a var_floor outside (0, 1].
+struct GaussianHead {
+  std::vector<float> weight, bias;
+  int empty_classes = 0;  // classes without frames (given the pooled Gaussian)
+};
+GaussianHead gaussian_head(const GaussianStats& stats, double w, double var_floor = 0.01);
+
+// scores [C] += weight [C][2D] [x^2; x] + bias for one frame x [D] (host;
+// the CPU network's and the tests' one formula for the linear form).
+template <class S>
+void add_gaussian_scores(const S* weight, const S* bias, int C, int D, const S* x, S* scores);
+
+}  // namespace timitseg::model
