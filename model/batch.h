@@ -16,6 +16,10 @@ struct BatchInput {
   int B = 0, T = 0;
   std::vector<S> features;       // [B][T][D] (normalized; padding ignored)
   std::vector<int32_t> lengths;  // [B], each in [1, T]
+  // The features the Gaussian head reads (crf.gaussian_weight, model/gaussian_head.h) when they differ from
+  // `features`: a training batch's before augment.*_masks (a masked frame is no sample of a class's
+  // density); [B][T][D], empty = `features`.
+  std::vector<S> head_features;
   // A rank's share of a global batch (several training processes,
   // train/batches.h shard_of_batch): row b is row share_rows[b] of the global
   // batch of global_B rows padded to global_T frames, and gets that row's

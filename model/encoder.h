@@ -27,6 +27,7 @@ const char* device_name(Device d);
 struct EncoderBatch {
   int B = 0, T = 0;
   const float* features = nullptr;       // [B][T][D], executor memory (padding ignored)
+  const float* head_features = nullptr;  // [B][T][D], executor memory: the Gaussian head's (BatchInput::head_features); nullptr = features
   const int32_t* lengths = nullptr;      // [B] host, each in [1, T]
   const int32_t* lengths_dev = nullptr;  // [B] executor memory (== lengths on the CPU)
   // A rank's share of a global batch (BatchInput::share_rows, model/batch.h):

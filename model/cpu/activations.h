@@ -24,6 +24,7 @@ struct Activations {
   std::vector<Mat> cell[2];      // [L] per direction: [T*B][H] c_t
   std::vector<Mat> tcell[2];     // [L] per direction: [T*B][H] tanh(c_t)
   Mat scores;       // [T*B][C]  projection output (before centering), TIME-MAJOR row t*B + b
+  bool head_reads_features = true;  // the Gaussian head read x0's features (not BatchInput::head_features)
   std::vector<S> cum;            // [B][T+1][C] zero-centered cumulative scores
   std::vector<S> heads;          // [B][T][A][C] the anchored heads' scores (model/crf_params.h; padding 0); empty without
   std::vector<S> onset;          // [B][T][C] crf::Params::onset, folded from heads (model/heads_fold.h); empty without

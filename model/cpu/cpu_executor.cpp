@@ -51,6 +51,10 @@ void CpuEncoder::forward(const float* params, const EncoderBatch& batch, const F
   in_.B = batch.B;
   in_.T = batch.T;
   in_.features.assign(batch.features, batch.features + static_cast<size_t>(batch.B) * batch.T * d.input_dim);
+  in_.head_features.clear();
+  if (batch.head_features)
+    in_.head_features.assign(batch.head_features,
+                             batch.head_features + static_cast<size_t>(batch.B) * batch.T * d.input_dim);
   in_.lengths.assign(batch.lengths, batch.lengths + batch.B);
   net_.forward(params_copy_, in_, opt.dropout, opt.rng, act_, nullptr);
   std::copy(act_.cum.begin(), act_.cum.end(), cum);

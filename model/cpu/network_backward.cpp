@@ -297,7 +297,7 @@ void backward_input(const BackwardContext<S>& c, const typename Activations<S>::
           for (int q = 0; q < D; ++q)
             (*dfeatures)[(static_cast<size_t>(b) * T + t) * D + q] = dX(int64_t(t) * s.nb + j, q);
       }
-      if (gw.present) {  // the Gaussian head's own path: d [x^2; x] W^T / d x = 2 x W[:, :D] + W[:, D:]
+      if (gw.present && act.head_reads_features) {  // the Gaussian head's own path: d [x^2; x] W^T / d x = 2 x W[:, :D] + W[:, D:]
         const int C = c.layout.dims().num_classes;
         const S* Wg = gw.in(c.params);
         for (int j = 0; j < s.nb; ++j) {

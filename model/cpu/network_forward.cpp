@@ -251,6 +251,8 @@ void forward_scores(ForwardContext<S>& c) {
   const S* gaussian_w = gw.present ? c.P(gw) : nullptr;
   const S* gaussian_b = gw.present ? c.P(c.layout.crf().gaussian_bias) : nullptr;
   const int D = d.input_dim;
+  const S* head_x = c.in.head_features.empty() ? c.in.features.data() : c.in.head_features.data();
+  act.head_reads_features = c.in.head_features.empty();
   act.scores.resize(TB, C);
   parallel_for(NS, c.nthreads, [&](int64_t si, int) {
     const Slice& s = c.slices[si];
@@ -265,7 +267,7 @@ void forward_scores(ForwardContext<S>& c) {
           dst.setZero();
         } else if (gaussian_w) {
           row = sc.row(int64_t(t) * s.nb + j).transpose();
-          add_gaussian_scores<S>(gaussian_w, gaussian_b, C, D, &c.in.features[(size_t(b) * T + t) * D], row.data());
+          add_gaussian_scores<S>(gaussian_w, gaussian_b, C, D, head_x + (size_t(b) * T + t) * D, row.data());
           dst = row.transpose();
         } else {
           dst = sc.row(int64_t(t) * s.nb + j);

@@ -206,6 +206,13 @@ void CudaExecutor::stage(const Batch& batch, bool with_labels) {
   lengths_.upload(h + fbytes, lbytes, stream_);
   if (with_labels) labels_.upload(h + fbytes + lbytes, labbytes, stream_);
   lengths_host_ = batch.input.lengths;
+  has_head_features_ = !batch.input.head_features.empty();  // the Gaussian head's unmasked features
+  if (has_head_features_) {
+    if (batch.input.head_features.size() != static_cast<size_t>(B) * T * D)
+      throw std::invalid_argument("cuda executor: head_features does not match [B][T][D]");
+    head_features_.upload(batch.input.head_features.data(), fbytes, stream_);
+    TS_CUDA(cudaStreamSynchronize(stream_));  // from pageable memory: done before the batch may go
+  }
 }
 
 EncoderBatch CudaExecutor::encoder_batch(const Batch& batch) const {
@@ -213,6 +220,7 @@ EncoderBatch CudaExecutor::encoder_batch(const Batch& batch) const {
   eb.B = batch.input.B;
   eb.T = batch.input.T;
   eb.features = features_.as<float>();
+  if (has_head_features_) eb.head_features = head_features_.as<float>();
   eb.lengths = lengths_host_.data();
   eb.lengths_dev = lengths_.as<int32_t>();
   if (!batch.input.share_rows.empty()) {  // a rank's share: the global batch's dropout masks

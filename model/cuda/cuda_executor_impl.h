@@ -196,6 +196,8 @@ class CudaExecutor final : public Executor {
   Buffer params_{Memory::device, 0}, grad_{Memory::device, 0}, m_{Memory::device, 0}, v_{Memory::device, 0};
   Buffer grad_sum_{Memory::device, 0};  // several processes: grad_ summed over the ranks (clip and AdamW use it)
   Buffer features_{Memory::device, 0}, lengths_{Memory::device, 0}, labels_{Memory::device, 0};
+  Buffer head_features_{Memory::device, 0};  // [B][T][D] the Gaussian head's features, when the batch has its own
+  bool has_head_features_ = false;
   Buffer cum_{Memory::device, 0}, dcum_{Memory::device, 0}, lz_{Memory::device, 0};
   Buffer donset_{Memory::device, 0};  // [B][T][C] d loss / d onset (crf.onset_features only)
   Buffer scalars_{Memory::device, 0}, norm_scratch_{Memory::device, 0};

@@ -176,6 +176,7 @@ class CudnnEncoder final : public CudaEncoder {
   Buffer share_rows_dev_{Memory::device, 0};
   int global_T_ = 0;
   Buffer x0_{Memory::device, 0};           // [B][T][D]
+  const float* head_features_ = nullptr;   // [B][T][D] of the last forward's batch: the Gaussian head's (nullptr: x0_)
   Buffer layer_in_{Memory::device, 0};     // [L][B][T][W] (slots k >= 1 used only with dropout)
   Buffer layer_out_{Memory::device, 0};    // [L][B][T][2H]
   Buffer scores_{Memory::device, 0};       // [B][T][C]

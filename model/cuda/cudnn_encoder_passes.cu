@@ -227,6 +227,7 @@ void CudnnEncoder::forward(const float* params, const EncoderBatch& batch, const
   B_ = batch.B;
   T_ = batch.T;
   lengths_.assign(batch.lengths, batch.lengths + B_);
+  head_features_ = batch.head_features;  // the Gaussian head's own features (nullptr: x0)
   fwd_ = opt;
   dropout_on_ = opt.dropout > 0.0;
   fwd_training_ = dropout_on_ || training_;
@@ -317,7 +318,8 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
   if (crf.gaussian_weight.present) {  // crf.gaussian_weight: the Gaussian head of the features x0
     gaussian_head_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(
-        s, x0_.as<float>(), crf.gaussian_weight.in(params), crf.gaussian_bias.in(params), T_, C_, D_, BT * C_, len);
+        s, head_features_ ? head_features_ : x0_.as<float>(), crf.gaussian_weight.in(params),
+        crf.gaussian_bias.in(params), T_, C_, D_, BT * C_, len);
     TS_LAUNCHED("gaussian_head_kernel");
   }
   if (taps) num_->tap("projection", kF, {TapTensor::f32("scores", s, BT * C_)});

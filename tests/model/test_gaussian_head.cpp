@@ -225,6 +225,24 @@ TEST(GaussianModel, ScoresAreTheProjectionPlusTheGaussian) {
         spread = std::max(spread, std::abs(g));
       }
   EXPECT_GT(spread, 0.1);  // the head is not negligible here
+  // BatchInput::head_features (a masked training batch's unmasked features): the head reads them, the
+  // network the features; the scores are the projection of the features plus the head of head_features
+  BatchInput<double> masked = in;
+  masked.head_features = in.features;
+  for (size_t i = 0; i < masked.features.size(); i += 4) masked.features[i] = 0.0;
+  Activations<double> am, an2;
+  nw.forward(pw, masked, 0.0, nullptr, am);
+  BatchInput<double> plain = masked;
+  plain.head_features.clear();
+  no.forward(pn, plain, 0.0, nullptr, an2);
+  for (int b = 0; b < with.B; ++b)
+    for (int t = 0; t < with.lengths[b]; ++t)
+      for (int c = 0; c < C; ++c) {
+        const int64_t row = int64_t(t) * with.B + b;  // the head's share as in the unmasked forward
+        EXPECT_NEAR(am.scores(row, c) - an2.scores(row, c), aw.scores(row, c) - an.scores(row, c), 1e-9);
+      }
+  EXPECT_FALSE(am.head_reads_features);
+  EXPECT_TRUE(aw.head_reads_features);
 }
 
 // Finite differences of the float64 network: every trained parameter and the features (with the head's path);
