@@ -58,6 +58,7 @@ const std::vector<Entry>& entries() {
       {"crf.lr_scale", &Config::crf_lr_scale},
       {"crf.phone_bonus", &Config::crf_phone_bonus},
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
+      {"crf.gaussian_head", &Config::crf_gaussian_head},
       {"crf.gaussian_weight", &Config::crf_gaussian_weight},
       {"crf.decode", &Config::crf_decode},
       {"crf.onset_features", &Config::crf_onset_features},

@@ -76,9 +76,12 @@ struct Config {
   DurationModel crf_duration_model = DurationModel::table;
   double crf_phone_bonus = 0.0;      // crf.phone_bonus: Viterbi only: log-score added at each label change (HTK's insertion log-prob)
   double crf_frame_ce_weight = 0.0;  // crf.frame_ce_weight: w * frame cross-entropy of the projection's scores added to the loss
-  // crf.gaussian_weight: w > 0 adds w x a per-class diagonal Gaussian log-likelihood of the features to the frame
-  // scores, re-estimated each epoch from the train split's labels and alignments (model/gaussian_head.h); 0 = none
-  double crf_gaussian_weight = 0.0;
+  // crf.gaussian_head: false | true | auto (true when any train utterance trains on its transcript): the Gaussian
+  // head, w x a per-class diagonal Gaussian log-likelihood of the features added to the frame scores, re-estimated
+  // each epoch from the train split's labels and alignments (model/gaussian_head.h); crf.gaussian_weight: its w.
+  // gaussian_head_enabled() resolves it.
+  OnsetFeatures crf_gaussian_head = OnsetFeatures::off;
+  double crf_gaussian_weight = 0.1;
   DecodeMode crf_decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
   // crf.supervision: auto (times where an utterance has them, its phone sequence where it has only that) |
   // segments (times only) | transcript (phone sequences only: the transcript NLL, times ignored)
@@ -145,6 +148,10 @@ struct Config {
   }
   bool end_enabled() const {
     return crf_end_features == OnsetFeatures::on || (crf_end_features == OnsetFeatures::automatic && crf_max_duration > 1);
+  }
+  // crf.gaussian_head resolved for a train split in which some utterance trains on its transcript (any_transcript).
+  bool gaussian_head_enabled(bool any_transcript) const {
+    return crf_gaussian_head == OnsetFeatures::on || (crf_gaussian_head == OnsetFeatures::automatic && any_transcript);
   }
   // The debug.* strings parsed, each by its one parser (validate() and the train loop read these):
   // debug.inject_nonfinite as {EPOCH, BATCH} ({0, 0} when empty; std::nullopt when it is not

@@ -85,7 +85,8 @@ void Config::validate() const {
   check(*this, limits::kFrameCeWeight.contains(crf_frame_ce_weight), "crf.frame_ce_weight", crf_frame_ce_weight,
         "in " + to_string(limits::kFrameCeWeight) + " (0 = the CRF loss alone)");
   check(*this, limits::kGaussianWeight.contains(crf_gaussian_weight), "crf.gaussian_weight", crf_gaussian_weight,
-        "in " + to_string(limits::kGaussianWeight) + " (0 = no Gaussian head)");
+        "in " + to_string(limits::kGaussianWeight) + " (the Gaussian head's weight; crf.gaussian_head turns it on)");
+  check_words(*this, crf_gaussian_head, "crf.gaussian_head");
   check_words(*this, crf_decode, "crf.decode");
   check_words(*this, crf_onset_features, "crf.onset_features");
   check_words(*this, crf_end_features, "crf.end_features");

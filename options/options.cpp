@@ -3,7 +3,7 @@
 
 namespace timitseg::options {
 
-model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes) {
+model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes, bool any_transcript) {
   model::ModelDims d;
   d.input_dim = input_dim;
   d.hidden_dim = cfg.model_hidden_dim;
@@ -13,7 +13,7 @@ model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_cl
   d.onset = cfg.onset_enabled();
   d.end = cfg.end_enabled();
   d.duration_lognormal = cfg.duration_lognormal();
-  d.gaussian = cfg.crf_gaussian_weight > 0.0;
+  d.gaussian = cfg.gaussian_head_enabled(any_transcript);
   return d;
 }
 

@@ -23,7 +23,8 @@ namespace timitseg::options {
 // The model of cfg (model.hidden_dim, model.num_layers, crf.max_duration,
 // crf.onset_features, crf.duration_model) on features of input_dim values
 // and num_classes labels.
-model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes);
+// any_transcript: some train utterance trains on its transcript (crf.gaussian_head = auto turns the head on).
+model::ModelDims model_dims(const config::Config& cfg, int input_dim, int num_classes, bool any_transcript = false);
 
 // The executor of a training run (train, replay-step, compare's footprint
 // probe, bench train): choice's CRF backend and recurrence (`auto`

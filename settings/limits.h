@@ -44,7 +44,7 @@ inline constexpr Range<int> kMaxDuration{1, 1000};               // crf.max_dura
 inline constexpr Range<double> kInitScale{0.0, 10.0};            // crf.init_scale (0 = zeros)
 inline constexpr Range<double> kLrScale{0.0, 1000.0, true, false};  // crf.lr_scale
 inline constexpr Range<double> kFrameCeWeight{0.0, 100.0};       // crf.frame_ce_weight
-inline constexpr Range<double> kGaussianWeight{0.0, 100.0};      // crf.gaussian_weight
+inline constexpr Range<double> kGaussianWeight{0.0, 100.0, true, false};  // crf.gaussian_weight (0 excluded)
 inline constexpr Range<double> kAdamBeta{0.0, 1.0, false, true};  // train.beta1, train.beta2
 
 // The hidden units per direction the fused LSTM kernel is built for

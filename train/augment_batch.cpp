@@ -14,7 +14,7 @@ void mask_batch(model::Batch& batch, const std::vector<int>& utts, const config:
   const int B = batch.input.B, T = batch.input.T;
   if (!o.enabled() || B == 0 || T == 0) return;
   if (static_cast<int>(utts.size()) != B) throw std::logic_error("mask_batch: one utterance index per row expected");
-  if (cfg.crf_gaussian_weight > 0.0) batch.input.head_features = batch.input.features;  // the head reads them unmasked
+  if (cfg.crf_gaussian_head != config::OnsetFeatures::off) batch.input.head_features = batch.input.features;  // the head reads them unmasked
   const int64_t D = static_cast<int64_t>(batch.input.features.size()) / (static_cast<int64_t>(B) * T);
   for (int b = 0; b < B; ++b)
     data::spec_mask(batch.input.features.data() + static_cast<int64_t>(b) * T * D, batch.input.lengths[b], D, o,

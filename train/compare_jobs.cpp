@@ -83,7 +83,8 @@ int default_compare_jobs(model::Device device, const config::Config& cfg, const 
   if (device != model::Device::cuda || to_train <= 1) return 1;
   const model::LabelSet ls = model::training_label_set(cfg, data.phone_set, cfg.data_workdir);
   model::ModelDims dims;
-  dims = options::model_dims(cfg, data.train.utterances.at(0).dim, ls.size());  // options/options.h
+  dims = options::model_dims(cfg, data.train.utterances.at(0).dim, ls.size(),  // options/options.h
+                             any_trains_on_transcript(cfg, data.train));
   const int threads = model::set_threads(cfg.train_threads);
   const options::DeviceChoice choice = options::resolve_choices(cfg, /*log=*/false);
   const model::ExecutorOptions executor_opts = options::executor_options(cfg, choice, threads);

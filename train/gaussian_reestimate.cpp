@@ -26,7 +26,7 @@ void add_row(model::GaussianStats& st, const model::Batch& batch, int b, const i
 
 std::string GaussianEstimate::describe() const {
   std::ostringstream os;
-  os << "the Gaussian head (crf.gaussian_weight) re-estimated from " << frames << " frames: " << timed
+  os << "the Gaussian head (crf.gaussian_head) re-estimated from " << frames << " frames: " << timed
      << " utterances by their times, " << aligned << " by their forced alignment, " << flat
      << " by the flat start";
   if (graphs) os << "; " << graphs << " with several pronunciations left out";

@@ -1,4 +1,4 @@
-// The Gaussian head's re-estimation (crf.gaussian_weight, model/gaussian_head.h):
+// The Gaussian head's re-estimation (crf.gaussian_head, crf.gaussian_weight; model/gaussian_head.h):
 // before each epoch, every class's diagonal Gaussian of the normalized features
 // from the train split's frames and their classes, written into the run's
 // parameters (the head takes no gradient step).

@@ -33,7 +33,8 @@ void rng_from_string(std::mt19937_64& rng, const std::string& s, const std::stri
 
 // The model's state before the first epoch: dimensions, labels, features and CMVN from the data.
 void describe_state(const TrainingRun& r, const TrainData& data, model::ModelState& state) {
-  state.dims = options::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size());  // options/options.h
+  state.dims = options::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size(),  // options/options.h
+                                   any_trains_on_transcript(r.cfg, data.train));
   state.labels = r.ls;
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
@@ -214,7 +215,14 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
     spdlog::info("timitseg {} (commit {}, {} build): {} {}", version(), git_commit(), build_type(),
                  resume ? "resuming" : "training", cfg.train_run_dir);
     for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
-    write_run_json(r.run_dir, run_entry(cfg, r.choice, *r.exec, r.threads, resume), resume);
+    if (cfg.crf_gaussian_head == config::OnsetFeatures::automatic && r.state.dims.gaussian)
+      spdlog::info("crf.gaussian_head = auto: on (train utterances train on their transcript), crf.gaussian_weight {}",
+                   cfg.crf_gaussian_weight);
+    else if (cfg.crf_gaussian_head == config::OnsetFeatures::automatic)
+      spdlog::info("crf.gaussian_head = auto: off (every train utterance trains on its times)");
+    nlohmann::json entry = run_entry(cfg, r.choice, *r.exec, r.threads, resume);
+    entry["crf_gaussian_head"] = r.state.dims.gaussian;  // resolved (auto: on when transcripts train)
+    write_run_json(r.run_dir, entry, resume);
   });
   r.rng.seed(cfg.train_seed);
   r.layout.emplace(r.state.dims);

@@ -358,7 +358,7 @@ void run_epochs(TrainingRun& r, const TrainData& data, const AfterEpoch& after_e
     const std::string wall_start = iso8601_now();
     EpochRecord rec;
     rec.epoch = epoch;
-    if (r.state.dims.gaussian) {  // crf.gaussian_weight: the head from the current labels and alignments
+    if (r.state.dims.gaussian) {  // crf.gaussian_head: the head from the current labels and alignments
       r.stamp("the Gaussian head's re-estimation");
       spdlog::info("epoch {}: {}", epoch, reestimate_gaussian_head(r, data).describe());
     }

@@ -41,6 +41,12 @@ bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u) {
          (cfg.crf_supervision == config::Supervision::automatic && !u.has_times());
 }
 
+bool any_trains_on_transcript(const config::Config& cfg, const data::Split& split) {
+  for (const data::Utterance& u : split.utterances)
+    if (trains_on_transcript(cfg, u)) return true;
+  return false;
+}
+
 namespace {
 
 // Why u cannot train, or "" when it can.

@@ -36,6 +36,8 @@ void add_split_speakers(TrainData& data);
 // Whether train utterance u trains on its phone sequence (the transcript
 // NLL): crf.supervision transcript, or auto and u has no times.
 bool trains_on_transcript(const config::Config& cfg, const data::Utterance& u);
+// Whether any utterance of `split` trains on its transcript (crf.gaussian_head = auto).
+bool any_trains_on_transcript(const config::Config& cfg, const data::Split& split);
 
 // Leaves out of data.train, each named in one warning line (the first 10,
 // then a count) and counted in the returned number, the utterances that cannot

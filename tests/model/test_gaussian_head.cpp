@@ -355,9 +355,18 @@ TEST(GaussianModel, CheckpointRoundTripAndConfigKey) {
   EXPECT_TRUE(r.dims.gaussian);
   EXPECT_EQ(r.config.crf_gaussian_weight, 0.3);
   EXPECT_EQ(r.params, s.params);
-  config::Config bad;
-  bad.set("crf.gaussian_weight=-1", "test");
-  EXPECT_THROW(bad.validate(), std::invalid_argument);
+  for (const char* b : {"crf.gaussian_weight=-1", "crf.gaussian_weight=0", "crf.gaussian_head=maybe"}) {
+    config::Config bad;
+    bad.set(b, "test");
+    EXPECT_THROW(bad.validate(), std::invalid_argument) << b;
+  }
   config::Config c;
+  EXPECT_FALSE(c.gaussian_head_enabled(true));  // off by default
+  c.set("crf.gaussian_head=auto", "test");
+  EXPECT_TRUE(c.gaussian_head_enabled(true));
+  EXPECT_FALSE(c.gaussian_head_enabled(false));  // a time-trained run keeps the model without it
+  c.set("crf.gaussian_head=true", "test");
+  EXPECT_TRUE(c.gaussian_head_enabled(false));
   EXPECT_THROW(c.set_on_resume("crf.gaussian_weight=0.5", "o"), std::invalid_argument);
+  EXPECT_THROW(c.set_on_resume("crf.gaussian_head=false", "o"), std::invalid_argument);
 }

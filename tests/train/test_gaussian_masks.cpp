@@ -22,7 +22,8 @@ TEST(GaussianMasks, TheHeadKeepsTheUnmaskedFeatures) {
     cfg.set("augment.time_mask_width=10", "test");
     cfg.set("augment.freq_masks=2", "test");
     cfg.set("augment.freq_mask_width=4", "test");
-    cfg.crf_gaussian_weight = w;
+    cfg.crf_gaussian_head = w > 0 ? config::OnsetFeatures::automatic : config::OnsetFeatures::off;
+    cfg.crf_gaussian_weight = w > 0 ? w : 0.1;
     train::mask_batch(b, {0, 1, 2}, cfg, 1);
     EXPECT_NE(b.input.features, before) << "the masks changed nothing";
     if (w > 0)

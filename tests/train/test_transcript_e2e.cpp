@@ -17,6 +17,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "common/safetensors.h"
 #include "data/dataset.h"
 #include "data/phones.h"
@@ -261,9 +263,14 @@ TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
 TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise) {
   const fs::path a = dir_ / "run_gauss_a", b = dir_ / "run_gauss_b";
   const std::string common = "--config " + config_ + " --set data.workdir=" + (dir_ / "work").string() +
-                             " --set crf.supervision=transcript --set crf.gaussian_weight=0.3";
+                             " --set crf.supervision=transcript --set crf.gaussian_head=auto --set crf.gaussian_weight=0.3";
   const Cmd t = run("train " + common + " --set train.run_dir=" + a.string());
   ASSERT_EQ(t.rc, 0) << t.output;
+  EXPECT_NE(t.output.find("crf.gaussian_head = auto: on (train utterances train on their transcript), "
+                          "crf.gaussian_weight 0.3"),
+            std::string::npos)
+      << t.output;
+  EXPECT_EQ(nlohmann::json::parse(testsupport::slurp(a / "run.json"))["crf_gaussian_head"], true);
   const data::Split train = data::load_split((dir_ / "work").string(), "train");
   const data::Cmvn cmvn = data::load_cmvn((dir_ / "work").string());
   const int C = 39, D = train.utterances.at(0).dim;
@@ -287,12 +294,12 @@ TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise
       }
     frames += T;
   }
-  EXPECT_NE(t.output.find("epoch 1: the Gaussian head (crf.gaussian_weight) re-estimated from " +
+  EXPECT_NE(t.output.find("epoch 1: the Gaussian head (crf.gaussian_head) re-estimated from " +
                           std::to_string(frames) + " frames: 0 utterances by their times, 0 by their forced alignment, " +
                           std::to_string(train.utterances.size()) + " by the flat start"),
             std::string::npos)
       << t.output;
-  EXPECT_NE(t.output.find("epoch 2: the Gaussian head (crf.gaussian_weight) re-estimated from " +
+  EXPECT_NE(t.output.find("epoch 2: the Gaussian head (crf.gaussian_head) re-estimated from " +
                           std::to_string(frames) + " frames: 0 utterances by their times, " +
                           std::to_string(train.utterances.size()) + " by their forced alignment, 0 by the flat start"),
             std::string::npos)
