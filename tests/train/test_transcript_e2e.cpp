@@ -16,6 +16,7 @@
 #include <map>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -91,6 +92,17 @@ void expect_resume_bitwise(const fs::path& a, const fs::path& b) {
   for (const auto& [name, t] : fa.tensors) EXPECT_EQ(t.bytes, fb.get(name).bytes) << name;
 }
 
+// An utterance's phone sequence with its times hidden: the 39 classes of its frame labels, equal
+// neighbours merged (the oracle of the flat start's tests).
+std::vector<int> runs39(const data::Utterance& u) {
+  std::vector<int> phones;
+  for (int32_t l : u.labels) {
+    const int c = data::PhoneSet::timit().map(l, 39);
+    if (phones.empty() || phones.back() != c) phones.push_back(c);
+  }
+  return phones;
+}
+
 }  // namespace
 
 TEST_F(TranscriptE2E, TranscriptsOnlyWorkdirTrainsWithAShippedConfig) {
@@ -164,11 +176,7 @@ TEST_F(TranscriptE2E, DurationInitDataStartsFromTheFlatStart) {
   ASSERT_FALSE(train.utterances.empty());
   int64_t segments = 0;
   for (const data::Utterance& u : train.utterances) {
-    std::vector<int> phones;
-    for (int32_t l : u.labels) {
-      const int c = data::PhoneSet::timit().map(l, 39);
-      if (phones.empty() || phones.back() != c) phones.push_back(c);
-    }
+    const std::vector<int> phones = runs39(u);
     const int64_t T = u.num_frames, N = static_cast<int64_t>(phones.size());
     ASSERT_GE(T, N) << u.id;
     for (int64_t i = 0; i < N; ++i) {
@@ -277,11 +285,7 @@ TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise
   std::vector<double> n(C, 0.0), s1(size_t(C) * D, 0.0), s2(size_t(C) * D, 0.0);
   int64_t frames = 0;
   for (const data::Utterance& u : train.utterances) {
-    std::vector<int> phones;
-    for (int32_t l : u.labels) {
-      const int c = data::PhoneSet::timit().map(l, 39);
-      if (phones.empty() || phones.back() != c) phones.push_back(c);
-    }
+    const std::vector<int> phones = runs39(u);
     const int64_t T = u.num_frames, N = static_cast<int64_t>(phones.size());
     for (int64_t i = 0; i < N; ++i)
       for (int64_t f = i * T / N; f < (i + 1) * T / N; ++f) {
