@@ -16,7 +16,7 @@ struct BatchInput {
   int B = 0, T = 0;
   std::vector<S> features;       // [B][T][D] (normalized; padding ignored)
   std::vector<int32_t> lengths;  // [B], each in [1, T]
-  // The features the Gaussian head reads (crf.gaussian_weight, model/gaussian_head.h) when they differ from
+  // The features the Gaussian head reads (crf.gaussian_head, model/gaussian_head.h) when they differ from
   // `features`: a training batch's before augment.*_masks (a masked frame is no sample of a class's
   // density); [B][T][D], empty = `features`.
   std::vector<S> head_features;

@@ -86,7 +86,7 @@ std::string dims_json(const ModelDims& d) {
                    {"max_duration", d.max_duration}};
   if (d.onset) j["onset_features"] = true;  // absent = false: checkpoints without onset stay as they were
   if (d.end) j["end_features"] = true;      // likewise
-  if (d.gaussian) j["gaussian_head"] = true;  // likewise (crf.gaussian_weight > 0)
+  if (d.gaussian) j["gaussian_head"] = true;  // likewise (crf.gaussian_head resolved on)
   if (d.duration_lognormal) j["duration_model"] = "lognormal";  // absent = table
   return j.dump();
 }

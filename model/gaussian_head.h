@@ -1,6 +1,7 @@
-// The Gaussian head (crf.gaussian_weight, docs/training.md "The Gaussian
-// head"): a diagonal Gaussian of the (normalized) input features per class,
-// whose log-likelihood, times the weight w, is added to the frame scores:
+// The Gaussian head (crf.gaussian_head with crf.gaussian_weight w; docs/training.md
+// "The Gaussian head, decided on dev (rule 8)"): a diagonal Gaussian of the
+// (normalized) input features per class, whose log-likelihood, times w, is
+// added to the frame scores:
 //
 //   scores[b][t][c] += w * sum_d ( -(x[d] - mu[c][d])^2 / (2 v[c][d]) - log(v[c][d]) / 2 )
 //

@@ -17,7 +17,7 @@ struct ModelDims {
   bool onset = false;     // crf.onset_features: crf.onset_projection.weight [C][W], .bias [C]
   bool end = false;       // crf.end_features: crf.end_projection.weight [C][W], .bias [C]
   bool duration_lognormal = false;  // crf.duration_model = lognormal: crf.duration_lognormal [3][C]
-  // crf.gaussian_weight > 0: crf.gaussian_projection.weight [C][2D], .bias [C], the Gaussian head
+  // crf.gaussian_head: crf.gaussian_projection.weight [C][2D], .bias [C], the Gaussian head
   // (model/gaussian_head.h): frame scores += W [x^2; x] + b, re-estimated each epoch, never a gradient step
   bool gaussian = false;
   int per_direction() const { return hidden_dim / 2; }

@@ -246,7 +246,8 @@ void forward_scores(ForwardContext<S>& c) {
   // ---- projection (time-major scores) and the zero-centered cumsum, per slice
   Eigen::Map<const Mat> Wp(c.P(c.layout.crf().projection_weight), C, 2 * H);
   Eigen::Map<const Vec> bp(c.P(c.layout.crf().projection_bias), C);
-  // the Gaussian head (crf.gaussian_weight, model/gaussian_head.h): + weight [x^2; x] + bias per valid frame
+  // the Gaussian head (crf.gaussian_head, model/gaussian_head.h): + weight [x^2; x] + bias per valid frame,
+  // x = the batch's head_features where it has them (a training batch before its spectral masks)
   const CrfTensor& gw = c.layout.crf().gaussian_weight;
   const S* gaussian_w = gw.present ? c.P(gw) : nullptr;
   const S* gaussian_b = gw.present ? c.P(c.layout.crf().gaussian_bias) : nullptr;

@@ -316,7 +316,7 @@ void CudnnEncoder::project_and_center(const float* params, const int32_t* len, f
   bias_valid_rows_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(s, crf.projection_bias.in(params), T_, C_,
                                                                       BT * C_, len);
   TS_LAUNCHED("bias_valid_rows_kernel (projection)");
-  if (crf.gaussian_weight.present) {  // crf.gaussian_weight: the Gaussian head of the features x0
+  if (crf.gaussian_weight.present) {  // crf.gaussian_head: the Gaussian head of the features (head_features_ or x0)
     gaussian_head_kernel<<<grid_for(BT * C_), kThreads, 0, stream_>>>(
         s, head_features_ ? head_features_ : x0_.as<float>(), crf.gaussian_weight.in(params),
         crf.gaussian_bias.in(params), T_, C_, D_, BT * C_, len);
