@@ -40,9 +40,11 @@ void GaussianStats::merge(const GaussianStats& o) {
   frames += o.frames;
 }
 
-GaussianHead gaussian_head(const GaussianStats& st, double w, double var_floor) {
+GaussianHead gaussian_head(const GaussianStats& st, double w, double var_floor, double prior_frames) {
   if (!(w > 0.0) || !std::isfinite(w)) throw std::invalid_argument("gaussian_head: the weight must be > 0");
   if (!(var_floor > 0.0 && var_floor <= 1.0)) throw std::invalid_argument("gaussian_head: var_floor must be in (0, 1]");
+  if (!(prior_frames >= 0.0) || !std::isfinite(prior_frames))
+    throw std::invalid_argument("gaussian_head: prior_frames must be finite and >= 0");
   const int C = st.C, D = st.D;
   double total = 0;
   for (double c : st.n) total += c;
@@ -64,10 +66,13 @@ GaussianHead gaussian_head(const GaussianStats& st, double w, double var_floor) 
     if (nc <= 0) ++h.empty_classes;
     double b = 0;
     for (int d = 0; d < D; ++d) {
+      // MAP with the pooled Gaussian as the prior, worth prior_frames frames: the class's sums plus
+      // prior_frames frames of the pooled mean and second moment (n = 0: the pooled Gaussian itself)
       double mu = pm[d], v = pv[d];
       if (nc > 0) {
-        mu = st.s1[static_cast<size_t>(c) * D + d] / nc;
-        v = st.s2[static_cast<size_t>(c) * D + d] / nc - mu * mu;
+        const double n = nc + prior_frames;
+        mu = (st.s1[static_cast<size_t>(c) * D + d] + prior_frames * pm[d]) / n;
+        v = (st.s2[static_cast<size_t>(c) * D + d] + prior_frames * (pv[d] + pm[d] * pm[d])) / n - mu * mu;
       }
       v = std::max(v, var_floor * pv[d]);
       h.weight[static_cast<size_t>(c) * 2 * D + d] = static_cast<float>(-0.5 * w / v);

@@ -39,15 +39,29 @@ struct GaussianStats {
 };
 
 // The head of `stats` at weight w > 0: weight [C][2D] and bias [C] as above.
-// Each variance is floored at var_floor times the pooled variance of that
-// dimension (over every frame); a class without frames gets the pooled
-// Gaussian (every class's score then differs by what the data says only).
-// Throws on w <= 0, no frames at all, or a var_floor outside (0, 1].
+// Each class's Gaussian is the MAP estimate with the pooled Gaussian (over
+// every frame) as its prior, worth prior_frames frames (below); a class
+// without frames gets the pooled Gaussian itself (every class's score then
+// differs by what the data says only). Each variance is then floored at
+// var_floor times the pooled variance of that dimension.
+// Throws on w <= 0, no frames at all, a var_floor outside (0, 1] or a
+// negative prior_frames.
+//
+// The prior's weight in frames (the relevance factor of Reynolds, Quatieri and
+// Dunn 2000's MAP adaptation of a GMM, which uses 16): a class's mean and
+// second moment are its frames' sums plus prior_frames frames of the pooled
+// Gaussian's, so a class seen in a handful of frames gets nearly the pooled
+// Gaussian instead of a needle (espeak-ng Spanish's `ɡ`, 4 train frames:
+// sum of log variances -109 against -15 for `a`, which made training
+// oscillate), and one seen in thousands its own. 0 is the ML estimate.
+inline constexpr double kGaussianPriorFrames = 16.0;
+
 struct GaussianHead {
   std::vector<float> weight, bias;
   int empty_classes = 0;  // classes without frames (given the pooled Gaussian)
 };
-GaussianHead gaussian_head(const GaussianStats& stats, double w, double var_floor = 0.01);
+GaussianHead gaussian_head(const GaussianStats& stats, double w, double var_floor = 0.01,
+                           double prior_frames = kGaussianPriorFrames);
 
 // scores [C] += weight [C][2D] [x^2; x] + bias for one frame x [D] (host;
 // the CPU network's and the tests' one formula for the linear form).

@@ -2,7 +2,8 @@
 // diagonal Gaussian of the features whose log-likelihood, times w, is added
 // to the frame scores, as the linear map crf.gaussian_projection of [x^2; x].
 // Oracles: the Gaussian log-density written out from two-pass means and
-// variances in float64; the model without the head (a zero head is that
+// variances in float64, each class's moments mixed with the pooled ones by
+// the MAP prior's weight in frames; the model without the head (a zero head is that
 // model bitwise); finite differences of the whole float64 network (the head's
 // own entries take no gradient, the features' gradient includes its path);
 // AdamW::update of the step's gradient (the head is held, its moments stay 0).
@@ -42,9 +43,11 @@ void frames(std::vector<float>& x, std::vector<int32_t>& y) {
   }
 }
 
-// w * log N(z; mu_c, v_c) + w * D/2 log(2 pi) (the constant the head leaves out), from two-pass statistics.
+// w * log N(z; mu_c, v_c) + w * D/2 log(2 pi) (the constant the head leaves out), from two-pass statistics:
+// class c's ML mean m and variance s of its n frames, pooled pm and pv of all; with the prior's r frames,
+// mu_c = (n m + r pm) / (n + r) and v_c = (n (s + m^2) + r (pv + pm^2)) / (n + r) - mu_c^2, then floored.
 std::vector<double> oracle_scores(const std::vector<float>& x, const std::vector<int32_t>& y, double w, double floor,
-                                  const std::vector<double>& z) {
+                                  double r, const std::vector<double>& z) {
   const size_t N = y.size();
   std::vector<double> pm(kD, 0), pv(kD, 0);
   for (size_t i = 0; i < N; ++i)
@@ -64,8 +67,9 @@ std::vector<double> oracle_scores(const std::vector<float>& x, const std::vector
         for (int d = 0; d < kD; ++d) v[d] += (x[i * kD + d] - mu[d]) * (x[i * kD + d] - mu[d]) / n;
     double s = 0;
     for (int d = 0; d < kD; ++d) {
-      const double m = n > 0 ? mu[d] : pm[d];
-      const double var = std::max(n > 0 ? v[d] : pv[d], floor * pv[d]);
+      const double m = n > 0 ? (n * mu[d] + r * pm[d]) / (n + r) : pm[d];
+      const double second = n > 0 ? (n * (v[d] + mu[d] * mu[d]) + r * (pv[d] + pm[d] * pm[d])) / (n + r) : 0.0;
+      const double var = std::max(n > 0 ? second - m * m : pv[d], floor * pv[d]);
       s += -(z[d] - m) * (z[d] - m) / (2 * var) - 0.5 * std::log(var);
     }
     out[c] = w * s;
@@ -83,15 +87,19 @@ TEST(GaussianHead, IsTheWeightedGaussianLogLikelihood) {
   st.add(x.data(), y.data(), static_cast<int64_t>(y.size()), "frames");
   EXPECT_EQ(st.frames, 60);
   const double w = 0.7, floor = 0.01;
-  const GaussianHead h = gaussian_head(st, w, floor);
-  EXPECT_EQ(h.empty_classes, 1);
-  ASSERT_EQ(h.weight.size(), size_t(kC) * 2 * kD);
-  for (const std::vector<double>& z : {std::vector<double>{0.1, -0.4, 1.2}, std::vector<double>{2.5, 3.0, 1.5}}) {
-    const std::vector<double> want = oracle_scores(x, y, w, floor, z);
-    std::vector<float> zf(z.begin(), z.end()), got(kC, 0.f);
-    add_gaussian_scores<float>(h.weight.data(), h.bias.data(), kC, kD, zf.data(), got.data());
-    for (int c = 0; c < kC; ++c) EXPECT_NEAR(got[c], want[c], 1e-4 * (1.0 + std::abs(want[c]))) << "class " << c;
+  for (const double r : {0.0, 5.0, kGaussianPriorFrames}) {  // 0: the ML Gaussians
+    const GaussianHead h = gaussian_head(st, w, floor, r);
+    EXPECT_EQ(h.empty_classes, 1);
+    ASSERT_EQ(h.weight.size(), size_t(kC) * 2 * kD);
+    for (const std::vector<double>& z : {std::vector<double>{0.1, -0.4, 1.2}, std::vector<double>{2.5, 3.0, 1.5}}) {
+      const std::vector<double> want = oracle_scores(x, y, w, floor, r, z);
+      std::vector<float> zf(z.begin(), z.end()), got(kC, 0.f);
+      add_gaussian_scores<float>(h.weight.data(), h.bias.data(), kC, kD, zf.data(), got.data());
+      for (int c = 0; c < kC; ++c)
+        EXPECT_NEAR(got[c], want[c], 1e-4 * (1.0 + std::abs(want[c]))) << "class " << c << ", prior " << r;
+    }
   }
+  const GaussianHead h = gaussian_head(st, w, floor);
   // merge: two halves give the head of the whole
   GaussianStats a(kC, kD), b(kC, kD);
   a.add(x.data(), y.data(), 30, "first half");
@@ -99,6 +107,35 @@ TEST(GaussianHead, IsTheWeightedGaussianLogLikelihood) {
   a.merge(b);
   const GaussianHead hm = gaussian_head(a, w, floor);
   for (size_t i = 0; i < h.weight.size(); ++i) EXPECT_NEAR(hm.weight[i], h.weight[i], 1e-5 * (1 + std::abs(h.weight[i])));
+}
+
+// A class of 2 frames: without the prior a needle (its variance at the floor, its log-likelihood at its own
+// mean far above the pooled Gaussian's); with the prior of 16 frames within a few percent of the pooled Gaussian.
+TEST(GaussianHead, ThePriorTurnsAFewFramesIntoNearlyThePooledGaussian) {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+  frames(x, y);
+  const float rare[2 * kD] = {0.30f, 0.31f, 0.29f, 0.31f, 0.30f, 0.30f};
+  const int32_t two[2] = {2, 2};
+  GaussianStats st(kC, kD);
+  st.add(x.data(), y.data(), static_cast<int64_t>(y.size()), "frames");
+  st.add(rare, two, 2, "rare");
+  GaussianStats pooled(1, kD);  // every frame as one class: the pooled Gaussian
+  const std::vector<int32_t> zeros(y.size(), 0);
+  pooled.add(x.data(), zeros.data(), static_cast<int64_t>(y.size()), "frames");
+  pooled.add(rare, zeros.data(), 2, "rare");
+  const GaussianHead p = gaussian_head(pooled, 1.0, 0.01, 0.0);
+  const float at[kD] = {0.3f, 0.3f, 0.3f};
+  float pooled_score = 0, ml = 0, map = 0;
+  add_gaussian_scores<float>(p.weight.data(), p.bias.data(), 1, kD, at, &pooled_score);
+  std::vector<float> s0(kC, 0.f), s16(kC, 0.f);
+  const GaussianHead h0 = gaussian_head(st, 1.0, 0.01, 0.0), h16 = gaussian_head(st, 1.0);
+  add_gaussian_scores<float>(h0.weight.data(), h0.bias.data(), kC, kD, at, s0.data());
+  add_gaussian_scores<float>(h16.weight.data(), h16.bias.data(), kC, kD, at, s16.data());
+  ml = s0[2], map = s16[2];
+  EXPECT_GT(ml - pooled_score, 5.0) << "the ML Gaussian of 2 frames is a needle at its mean";
+  EXPECT_LT(std::abs(map - pooled_score), 0.6) << "with the prior it is close to the pooled Gaussian";
+  EXPECT_EQ(h16.empty_classes, 0);
 }
 
 TEST(GaussianHead, RefusesWhatItCannotEstimate) {
@@ -117,6 +154,7 @@ TEST(GaussianHead, RefusesWhatItCannotEstimate) {
   st.add(x.data(), &ok, 1, "u");
   EXPECT_THROW(gaussian_head(st, 0.0), std::invalid_argument);
   EXPECT_THROW(gaussian_head(st, 0.5, 0.0), std::invalid_argument);
+  EXPECT_THROW(gaussian_head(st, 0.5, 0.01, -1.0), std::invalid_argument);
   EXPECT_NO_THROW(gaussian_head(st, 0.5));
 }
 
