@@ -114,6 +114,12 @@ TEST_F(TranscriptE2E, TranscriptsOnlyWorkdirTrainsWithAShippedConfig) {
   EXPECT_NE(t.output.find("train utterances train on their phone sequence (the transcript NLL), 0 on their phone times"),
             std::string::npos)
       << t.output;
+  // the shipped config's crf.gaussian_head: auto (rule 9): on for a transcripts run, at its weight 0.1
+  EXPECT_NE(t.output.find("crf.gaussian_head = auto: on (train utterances train on their transcript), "
+                          "crf.gaussian_weight 0.1"),
+            std::string::npos)
+      << t.output;
+  EXPECT_EQ(nlohmann::json::parse(testsupport::slurp(rd / "run.json"))["crf_gaussian_head"], true);
   // the shipped config's crf.flat_start: false: on a transcripts-only WORKDIR nothing to count, the draw alone
   EXPECT_NE(t.output.find("crf.duration_init = data: nothing to count in the 0 segments of the train split (K = 60): "
                           "0 gold; the "),
@@ -265,8 +271,9 @@ TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
 
 // crf.gaussian_weight (model/gaussian_head.h) on a timed WORKDIR trained from its phone sequences: before
 // epoch 1 the head comes from the flat start, computed here from the WORKDIR's frames (CMVN applied) and
-// each utterance's runs split at floor(i T / n): every class's mean and population variance, floored at
-// 0.01 times the pooled variance, as w * log N up to a constant; before epoch 2 from the forced
+// each utterance's runs split at floor(i T / n): every class's mean and second moment with 16 frames of the
+// pooled ones added (the MAP prior, model::kGaussianPriorFrames), its variance floored at 0.01 times the
+// pooled variance, as w * log N up to a constant; before epoch 2 from the forced
 // alignment (the log says which); resume is bitwise.
 TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise) {
   const fs::path a = dir_ / "run_gauss_a", b = dir_ / "run_gauss_b";
@@ -324,8 +331,9 @@ TEST_F(TranscriptE2E, GaussianHeadStartsFromTheFlatStartAlignsThenResumesBitwise
     double bc = 0;
     empty += n[c] == 0;
     for (int d = 0; d < D; ++d) {
-      const double mu = n[c] > 0 ? s1[size_t(c) * D + d] / n[c] : pm[d];
-      const double var = std::max(n[c] > 0 ? s2[size_t(c) * D + d] / n[c] - mu * mu : pv[d], 0.01 * pv[d]);
+      const double r = 16.0, m = n[c] + r;
+      const double mu = (s1[size_t(c) * D + d] + r * pm[d]) / m;  // n = 0: the pooled mean
+      const double var = std::max((s2[size_t(c) * D + d] + r * (pv[d] + pm[d] * pm[d])) / m - mu * mu, 0.01 * pv[d]);
       EXPECT_NEAR(w[size_t(c) * 2 * D + d], -0.15 / var, 1e-3 * (0.15 / var)) << "class " << c << " dim " << d;
       EXPECT_NEAR(w[size_t(c) * 2 * D + D + d], 0.3 * mu / var, 1e-3 * (1 + std::abs(0.3 * mu / var)));
       bc += -0.5 * mu * mu / var - 0.5 * std::log(var);
