@@ -18,6 +18,10 @@ data::SpecMaskOptions spec_mask_options(const config::Config& cfg);
 // train utterance utts[b] (its index in the train split): the masks of row b
 // are drawn from spec_mask_seed(cfg.train_seed, epoch, utts[b]), so they do
 // not depend on the batch, the ranks or a resume. Nothing when the masks are off.
-void mask_batch(model::Batch& batch, const std::vector<int>& utts, const config::Config& cfg, int epoch);
+// keep_unmasked (the run's model has the Gaussian head: crf.gaussian_head
+// resolved on): the batch keeps a copy of its features before the masks in
+// input.head_features, which the head reads.
+void mask_batch(model::Batch& batch, const std::vector<int>& utts, const config::Config& cfg, int epoch,
+                bool keep_unmasked);
 
 }  // namespace timitseg::train

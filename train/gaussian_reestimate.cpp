@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -73,7 +74,8 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
     for (int b = 0; b < batch.input.B; ++b) add_row(st, batch, b, batch.labels.data() + static_cast<size_t>(b) * batch.input.T);
     out.timed += batch.input.B;
   }
-  Progress progress("Gaussian head: aligning", static_cast<int64_t>(to_align.size()), "utt");
+  std::optional<Progress> progress;  // none when nothing is aligned (before the first step)
+  if (!to_align.empty()) progress.emplace("Gaussian head: aligning", static_cast<int64_t>(to_align.size()), "utt");
   for (size_t i = 0; i < to_align.size(); i += kAlignBatch) {
     const std::vector<const data::Utterance*> part(to_align.begin() + i,
                                                    to_align.begin() + std::min(to_align.size(), i + kAlignBatch));
@@ -95,9 +97,9 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
       add_row(st, batch, b, y.data());  // a frame left at -1 (none: the spans tile the utterance) throws naming it
       ++out.aligned;
     }
-    progress.advance(batch.input.B);
+    progress->advance(batch.input.B);
   }
-  progress.finish();
+  if (progress) progress->finish();
   const model::GaussianHead head = model::gaussian_head(st, r.cfg.crf_gaussian_weight);
   std::vector<float> params;
   model::AdamW opt;

@@ -151,7 +151,7 @@ EpochTotals one_epoch(TrainingRun& r, const TrainData& data, int epoch, Clock::t
                                            : model::make_batch(chunk, r.cmvn, r.ls, r.fixed_length,
                                                                by_transcript ? model::BatchSupervision::transcript
                                                                              : model::BatchSupervision::segments);
-        mask_batch(batch, shares[bi].utts, r.cfg, epoch);  // augment.*_masks (off: nothing)
+        mask_batch(batch, shares[bi].utts, r.cfg, epoch, r.state.dims.gaussian);  // augment.*_masks (off: nothing)
         mark_share(batch, shares[bi], *r.world);
         return batch;
       },
