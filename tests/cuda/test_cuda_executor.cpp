@@ -35,14 +35,7 @@ std::vector<float> random_params(const ModelDims& d, uint64_t seed) {
   return testsupport::random_model_params(d, seed, 0.5f);
 }
 
-StepOptions no_dropout() {
-  StepOptions o;
-  o.lr = 1e-3;
-  o.dropout = 0.0;
-  o.clip_norm = 5.0;
-  o.crf_reg = 1e-3;
-  return o;
-}
+StepOptions no_dropout() { return testsupport::no_dropout_step(); }
 
 void expect_gradients_agree(const ModelDims& d, const std::string& gpu_crf, const std::string& algo = "standard") {
   const std::vector<float> params = random_params(d, 11);

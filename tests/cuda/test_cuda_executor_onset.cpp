@@ -36,14 +36,7 @@ std::vector<ModelDims> head_dims() {
 
 std::string variant(const ModelDims& d) { return std::string(d.onset ? "onset" : "") + (d.end ? "+end" : ""); }
 
-StepOptions no_dropout() {
-  StepOptions o;
-  o.lr = 1e-3;
-  o.dropout = 0.0;
-  o.clip_norm = 5.0;
-  o.crf_reg = 1e-3;
-  return o;
-}
+StepOptions no_dropout() { return testsupport::no_dropout_step(); }
 
 }  // namespace
 

@@ -51,14 +51,7 @@ std::vector<float> params_with_head(const ModelDims& d, uint64_t seed) {
   return p;
 }
 
-StepOptions no_dropout() {
-  StepOptions o;
-  o.lr = 1e-3;
-  o.dropout = 0.0;
-  o.clip_norm = 5.0;
-  o.crf_reg = 1e-3;
-  return o;
-}
+StepOptions no_dropout() { return testsupport::no_dropout_step(); }
 
 bool in_head(const ParamLayout& lay, size_t i) {
   const CrfParamView& v = lay.crf();

@@ -150,4 +150,15 @@ inline std::vector<float> random_lognormal_rows(int C, uint64_t seed, int below_
   return ln;
 }
 
+// Step options that make a CPU and a GPU step comparable: no dropout (its
+// masks are drawn per device), lr 1e-3, clip 5, CRF L2 1e-3.
+inline model::StepOptions no_dropout_step() {
+  model::StepOptions o;
+  o.lr = 1e-3;
+  o.dropout = 0.0;
+  o.clip_norm = 5.0;
+  o.crf_reg = 1e-3;
+  return o;
+}
+
 }  // namespace timitseg::testsupport
