@@ -139,6 +139,51 @@ std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T) {
   return y;
 }
 
+std::vector<data::Utterance> pronunciation_chains(const data::Utterance& u, int max_chains) {
+  if (max_chains < 1) throw std::invalid_argument("pronunciation_chains: max_chains must be >= 1");
+  const size_t n = u.transcript.size();
+  bool several = false;
+  if (u.transcript_slot.size() == n)
+    for (int32_t v : u.transcript_slot) several = several || (v & 255) != 0;
+  if (!several) return {u};
+  // slots: [begin, end) of each alternative, per slot in order
+  std::vector<std::vector<std::pair<size_t, size_t>>> slots;
+  for (size_t k = 0; k < n;) {
+    std::vector<std::pair<size_t, size_t>> alts;
+    size_t e = k;
+    for (; e < n && u.transcript_slot[e] >> 8 == u.transcript_slot[k] >> 8; ++e)
+      if (e == k || u.transcript_slot[e] != u.transcript_slot[e - 1]) alts.emplace_back(e, e + 1);
+      else alts.back().second = e + 1;
+    slots.push_back(std::move(alts));
+    k = e;
+  }
+  std::vector<size_t> choices(slots.size(), 1);  // alternatives offered per slot
+  int64_t count = 1;
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (count * static_cast<int64_t>(slots[i].size()) <= max_chains) {
+      choices[i] = slots[i].size();
+      count *= static_cast<int64_t>(slots[i].size());
+    }
+  std::vector<data::Utterance> out;
+  std::vector<size_t> pick(slots.size(), 0);
+  for (int64_t c = 0; c < count; ++c) {
+    int64_t rest = c;  // mixed radix, the last slot fastest
+    for (size_t i = slots.size(); i-- > 0;) {
+      pick[i] = static_cast<size_t>(rest % static_cast<int64_t>(choices[i]));
+      rest /= static_cast<int64_t>(choices[i]);
+    }
+    data::Utterance v = u;
+    v.transcript.clear(), v.transcript_optional.clear(), v.transcript_slot.clear();
+    for (size_t i = 0; i < slots.size(); ++i)
+      for (size_t e = slots[i][pick[i]].first; e < slots[i][pick[i]].second; ++e) {  // transcript_of merges equal neighbours
+        v.transcript.push_back(u.transcript[e]);
+        v.transcript_optional.push_back(e < u.transcript_optional.size() ? u.transcript_optional[e] : 0);
+      }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 Batch make_batch(const std::vector<const data::Utterance*>& utts, const data::Cmvn* cmvn, const LabelSet& ls,
                  int fixed_length, BatchSupervision supervision) {
   if (utts.empty()) throw std::invalid_argument("make_batch: empty batch");

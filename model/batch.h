@@ -102,4 +102,17 @@ PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls);
 // Throws when T < n (a phone would get no frame).
 std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T);
 
+// The pronunciation combinations of an utterance with several pronunciations
+// of a word (data::Utterance::transcript_slot): copies of u whose transcripts
+// are chains, one alternative per slot, so that forced alignment (a chain's
+// constrained Viterbi) can try each and keep the best, as `align --dict` does.
+// The slots in order, each slot's alternatives multiply the count while it
+// stays within max_chains, else the slot keeps its alternative 0 (the most
+// probable); the first chain is the primary path (every slot's alternative 0),
+// the last slot's choice varies fastest. Each copy keeps u's id and features,
+// the chosen phones with their transcript_optional (transcript_of merges equal
+// neighbours as for any chain), and no transcript_slot. An utterance without
+// alternatives gives {u}.
+std::vector<data::Utterance> pronunciation_chains(const data::Utterance& u, int max_chains = 16);
+
 }  // namespace timitseg::model

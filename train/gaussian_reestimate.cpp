@@ -29,9 +29,9 @@ void add_row(model::GaussianStats& st, const model::Batch& batch, int b, const i
 std::string GaussianEstimate::describe() const {
   std::ostringstream os;
   os << "the Gaussian head (crf.gaussian_head) re-estimated from " << frames << " frames: " << timed
-     << " utterances by their times, " << aligned << " by their forced alignment, " << flat
-     << " by the flat start";
-  if (graphs) os << "; " << graphs << " with several pronunciations left out";
+     << " utterances by their times, " << aligned << " by their forced alignment";
+  if (graphs) os << " (" << graphs << " of them the best of their pronunciation combinations)";
+  os << ", " << flat << " by the flat start";
   if (infeasible) os << "; " << infeasible << " without a feasible alignment left out";
   if (empty_classes) os << "; " << empty_classes << " classes without frames take the pooled Gaussian";
   os.setf(std::ios::fixed);
@@ -48,7 +48,7 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
   model::GaussianStats st(d.num_classes, d.input_dim);
   const std::vector<data::Utterance>& utts = data.train.utterances;
   const bool trained = r.state.optimizer.step > 0;
-  std::vector<const data::Utterance*> timed, to_align;
+  std::vector<const data::Utterance*> timed, to_align, graphs;
   for (size_t i = 0; i < utts.size(); ++i) {
     const data::Utterance& u = utts[i];
     if (!r.by_transcript[i]) {
@@ -62,7 +62,7 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
       add_row(st, batch, 0, y.data());
       ++out.flat;
     } else if (!s.links.empty()) {
-      ++out.graphs;
+      graphs.push_back(&u);
     } else {
       to_align.push_back(&u);
     }
@@ -74,30 +74,54 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
     for (int b = 0; b < batch.input.B; ++b) add_row(st, batch, b, batch.labels.data() + static_cast<size_t>(b) * batch.input.T);
     out.timed += batch.input.B;
   }
+  const int64_t work = static_cast<int64_t>(to_align.size() + graphs.size());
   std::optional<Progress> progress;  // none when nothing is aligned (before the first step)
-  if (!to_align.empty()) progress.emplace("Gaussian head: aligning", static_cast<int64_t>(to_align.size()), "utt");
-  for (size_t i = 0; i < to_align.size(); i += kAlignBatch) {
-    const std::vector<const data::Utterance*> part(to_align.begin() + i,
-                                                   to_align.begin() + std::min(to_align.size(), i + kAlignBatch));
-    const model::Batch batch = model::make_batch(part, r.cmvn, r.ls, 0, model::BatchSupervision::transcript);
+  if (work > 0) progress.emplace("Gaussian head: aligning", work, "utt");
+  // rows of `batch` whose alignment is best: one row each (a chain), or the best of one utterance's
+  // pronunciation combinations (all rows, when best_of_all)
+  const auto align_rows = [&](const model::Batch& batch, bool best_of_all) -> bool {  // false: none added
     const crf::AlignResult res = r.exec->align(batch, batch.N, batch.phones, batch.num_phones, batch.optional);
     const int T = batch.input.T;
     std::vector<int32_t> y(static_cast<size_t>(T));
+    int best = -1;
     for (int b = 0; b < batch.input.B; ++b) {
-      if (!std::isfinite(res.score[static_cast<size_t>(b)])) {
+      const double sc = res.score[static_cast<size_t>(b)];
+      if (best_of_all) {
+        if (std::isfinite(sc) && (best < 0 || sc > res.score[static_cast<size_t>(best)])) best = b;
+        if (b + 1 < batch.input.B) continue;
+        if (best < 0) {
+          ++out.infeasible;
+          return false;
+        }
+      } else if (!std::isfinite(sc)) {
         ++out.infeasible;
         continue;
       }
+      const int row = best_of_all ? best : b;
       std::fill(y.begin(), y.end(), -1);
-      for (int n = 0; n < batch.num_phones[static_cast<size_t>(b)]; ++n) {
-        const size_t at = (static_cast<size_t>(b) * batch.N + n) * 2;
+      for (int n = 0; n < batch.num_phones[static_cast<size_t>(row)]; ++n) {
+        const size_t at = (static_cast<size_t>(row) * batch.N + n) * 2;
         const int32_t start = res.spans[at], dur = res.spans[at + 1];
-        for (int32_t t = start; t < start + dur && t < T; ++t) y[static_cast<size_t>(t)] = batch.phones[static_cast<size_t>(b) * batch.N + n];
+        for (int32_t t = start; t < start + dur && t < T; ++t)
+          y[static_cast<size_t>(t)] = batch.phones[static_cast<size_t>(row) * batch.N + n];
       }
-      add_row(st, batch, b, y.data());  // a frame left at -1 (none: the spans tile the utterance) throws naming it
+      add_row(st, batch, row, y.data());  // a frame left at -1 (none: the spans tile the utterance) throws naming it
       ++out.aligned;
     }
-    progress->advance(batch.input.B);
+    return true;
+  };
+  for (size_t i = 0; i < to_align.size(); i += kAlignBatch) {
+    const std::vector<const data::Utterance*> part(to_align.begin() + i,
+                                                   to_align.begin() + std::min(to_align.size(), i + kAlignBatch));
+    align_rows(model::make_batch(part, r.cmvn, r.ls, 0, model::BatchSupervision::transcript), false);
+    progress->advance(static_cast<int64_t>(part.size()));
+  }
+  for (const data::Utterance* u : graphs) {  // the best of its pronunciation combinations, as align --dict
+    const std::vector<data::Utterance> chains = model::pronunciation_chains(*u, kAlignBatch);
+    std::vector<const data::Utterance*> rows;
+    for (const data::Utterance& c : chains) rows.push_back(&c);
+    if (align_rows(model::make_batch(rows, r.cmvn, r.ls, 0, model::BatchSupervision::transcript), true)) ++out.graphs;
+    progress->advance(1);
   }
   if (progress) progress->finish();
   const model::GaussianHead head = model::gaussian_head(st, r.cfg.crf_gaussian_weight);

@@ -120,6 +120,61 @@ TEST(TranscriptOf, SlotsOfAlternativesBecomeAPhoneGraph) {
   EXPECT_EQ(cb.links, (std::vector<int32_t>{crf::kLinkStart, 1, 1 | crf::kLinkEnd}));
 }
 
+// The pronunciation combinations of a transcript with alternatives
+// (pronunciation_chains, which the Gaussian head's re-estimation aligns): one
+// chain per choice of an alternative per slot, the primary path first, the
+// last slot fastest; a slot whose alternatives would pass max_chains keeps its
+// first. Oracle: the chains written out by hand.
+TEST(PronunciationChains, EveryCombinationWithinTheLimitAsAChain) {
+  const LabelSet ls = LabelSet::make(39);
+  const auto& ps = data::PhoneSet::timit();
+  data::Utterance u;
+  u.id = "test/chains";
+  u.num_frames = 30;
+  u.dim = 2;
+  u.features.assign(60, 0.25f);
+  // sil? {t ah | t aa} {m | n | ng} sil? {ay | oy}  (slots 1, 2 and 4 have 2, 3 and 2 alternatives)
+  const std::vector<std::pair<const char*, int32_t>> nodes = {
+      {"h#", 0},          {"t", 1 << 8},     {"ah", 1 << 8},     {"t", 1 << 8 | 1}, {"aa", 1 << 8 | 1},
+      {"m", 2 << 8},      {"n", 2 << 8 | 1}, {"ng", 2 << 8 | 2}, {"pau", 3 << 8},   {"ay", 4 << 8},
+      {"oy", 4 << 8 | 1}};
+  for (const auto& [p, slot] : nodes) {
+    u.transcript.push_back(ps.index61(p));
+    u.transcript_slot.push_back(slot);
+    u.transcript_optional.push_back(slot >> 8 == 0 || slot >> 8 == 3);
+  }
+  const auto read = [&](const std::vector<data::Utterance>& cs) {
+    std::vector<std::string> out;
+    for (const data::Utterance& c : cs) {
+      EXPECT_EQ(c.id, u.id);
+      EXPECT_EQ(c.features, u.features);
+      EXPECT_TRUE(c.transcript_slot.empty());
+      const PhoneSequence s = transcript_of(c, ls);
+      EXPECT_TRUE(s.links.empty()) << "a chain";
+      std::string line;
+      for (const std::string& n : names(ls, s)) line += (line.empty() ? "" : " ") + n;
+      out.push_back(line);
+    }
+    return out;
+  };
+  EXPECT_EQ(read(pronunciation_chains(u)),
+            (std::vector<std::string>{"sil? t ah m sil? ay", "sil? t ah m sil? oy", "sil? t ah n sil? ay",
+                                      "sil? t ah n sil? oy", "sil? t ah ng sil? ay", "sil? t ah ng sil? oy",
+                                      "sil? t aa m sil? ay", "sil? t aa m sil? oy", "sil? t aa n sil? ay",
+                                      "sil? t aa n sil? oy", "sil? t aa ng sil? ay", "sil? t aa ng sil? oy"}));
+  // at most 4: slot 1 (2) and then slot 2 (3 would make 6) keeps m, slot 4 (2) makes 4
+  EXPECT_EQ(read(pronunciation_chains(u, 4)), (std::vector<std::string>{"sil? t ah m sil? ay", "sil? t ah m sil? oy",
+                                                                          "sil? t aa m sil? ay", "sil? t aa m sil? oy"}));
+  EXPECT_EQ(read(pronunciation_chains(u, 1)), (std::vector<std::string>{"sil? t ah m sil? ay"}));
+  EXPECT_THROW(pronunciation_chains(u, 0), std::invalid_argument);
+  // without alternatives: the utterance itself
+  data::Utterance c = u;
+  c.transcript_slot.clear();
+  const std::vector<data::Utterance> one = pronunciation_chains(c);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(one[0].transcript, c.transcript);
+}
+
 TEST(MakeBatch, TranscriptBatchPadsPhonesAndLeavesLabelsUnread) {
   const LabelSet ls = LabelSet::make(39);
   const data::Utterance a = timed_utterance({{"h#", 3}, {"b", 2}, {"aa", 4}, {"h#", 2}});

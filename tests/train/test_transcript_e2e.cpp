@@ -267,6 +267,18 @@ TEST_F(TranscriptE2E, SeveralPronunciationsOfAWordTrainAsAPhoneGraph) {
   }
   EXPECT_LT(lines[1]["train_loss"].get<double>(), lines[0]["train_loss"].get<double>());
   expect_resume_bitwise(a, b);
+  // with the Gaussian head: after the flat start every transcript is aligned, those with several
+  // pronunciations by the best of their combinations (model::pronunciation_chains), none left out
+  const Cmd h = run("train " + common + " --set crf.gaussian_head=true --set train.run_dir=" + (dir_ / "run_graph_h").string());
+  ASSERT_EQ(h.rc, 0) << h.output;
+  EXPECT_NE(h.output.find("epoch 2: the Gaussian head (crf.gaussian_head) re-estimated from "), std::string::npos)
+      << h.output;
+  EXPECT_NE(h.output.find(" 0 utterances by their times, " + std::to_string(train.utterances.size()) +
+                          " by their forced alignment (" + std::to_string(graphs) +
+                          " of them the best of their pronunciation combinations), 0 by the flat start"),
+            std::string::npos)
+      << h.output;
+  EXPECT_EQ(h.output.find("left out"), std::string::npos) << h.output;
 }
 
 // crf.gaussian_weight (model/gaussian_head.h) on a timed WORKDIR trained from its phone sequences: before
