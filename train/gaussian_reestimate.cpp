@@ -77,27 +77,23 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
   const int64_t work = static_cast<int64_t>(to_align.size() + graphs.size());
   std::optional<Progress> progress;  // none when nothing is aligned (before the first step)
   if (work > 0) progress.emplace("Gaussian head: aligning", work, "utt");
-  // rows of `batch` whose alignment is best: one row each (a chain), or the best of one utterance's
-  // pronunciation combinations (all rows, when best_of_all)
-  const auto align_rows = [&](const model::Batch& batch, bool best_of_all) -> bool {  // false: none added
+  // Aligns `batch` and adds the alignment of its feasible rows (best_of_all: of the best-scoring row
+  // only, the rows being one utterance's pronunciation combinations); false when none was feasible.
+  const auto align_rows = [&](const model::Batch& batch, bool best_of_all) -> bool {
     const crf::AlignResult res = r.exec->align(batch, batch.N, batch.phones, batch.num_phones, batch.optional);
-    const int T = batch.input.T;
-    std::vector<int32_t> y(static_cast<size_t>(T));
-    int best = -1;
+    std::vector<int> rows;
     for (int b = 0; b < batch.input.B; ++b) {
       const double sc = res.score[static_cast<size_t>(b)];
-      if (best_of_all) {
-        if (std::isfinite(sc) && (best < 0 || sc > res.score[static_cast<size_t>(best)])) best = b;
-        if (b + 1 < batch.input.B) continue;
-        if (best < 0) {
-          ++out.infeasible;
-          return false;
-        }
-      } else if (!std::isfinite(sc)) {
-        ++out.infeasible;
-        continue;
-      }
-      const int row = best_of_all ? best : b;
+      if (!std::isfinite(sc)) continue;
+      if (!best_of_all)
+        rows.push_back(b);
+      else if (rows.empty() || sc > res.score[static_cast<size_t>(rows[0])])  // ties: the earlier (primary first)
+        rows.assign(1, b);
+    }
+    out.infeasible += best_of_all ? static_cast<int>(rows.empty()) : batch.input.B - static_cast<int>(rows.size());
+    const int T = batch.input.T;
+    std::vector<int32_t> y(static_cast<size_t>(T));
+    for (const int row : rows) {
       std::fill(y.begin(), y.end(), -1);
       for (int n = 0; n < batch.num_phones[static_cast<size_t>(row)]; ++n) {
         const size_t at = (static_cast<size_t>(row) * batch.N + n) * 2;
@@ -108,7 +104,7 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
       add_row(st, batch, row, y.data());  // a frame left at -1 (none: the spans tile the utterance) throws naming it
       ++out.aligned;
     }
-    return true;
+    return !rows.empty();
   };
   for (size_t i = 0; i < to_align.size(); i += kAlignBatch) {
     const std::vector<const data::Utterance*> part(to_align.begin() + i,
