@@ -4,6 +4,7 @@
 // tests/train; here the pieces model/ owns).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,22 @@ std::vector<std::string> names(const LabelSet& ls, const PhoneSequence& s) {
   std::vector<std::string> out;
   for (size_t i = 0; i < s.phones.size(); ++i) out.push_back(ls.names.at(s.phones[i]) + (s.optional[i] ? "?" : ""));
   return out;
+}
+
+// An utterance of 30 frames whose transcript is `nodes`: (TIMIT 61-set phone, transcript_slot) pairs, the
+// phones of the slots in `optional_slots` optional.
+data::Utterance slot_utterance(const std::string& id, const std::vector<std::pair<const char*, int32_t>>& nodes,
+                               const std::vector<int32_t>& optional_slots) {
+  data::Utterance u;
+  u.id = id;
+  u.num_frames = 30;
+  for (const auto& [p, slot] : nodes) {
+    u.transcript.push_back(data::PhoneSet::timit().index61(p));
+    u.transcript_slot.push_back(slot);
+    u.transcript_optional.push_back(
+        std::find(optional_slots.begin(), optional_slots.end(), slot >> 8) != optional_slots.end());
+  }
+  return u;
 }
 
 TEST(TranscriptOf, FrameLabelsReadAsTheirRunsWithTheTimesHidden) {
@@ -79,21 +96,13 @@ TEST(TranscriptOf, SilenceAloneIsRequired) {
 // primary path is each slot's first; the flat start and required() read it.
 TEST(TranscriptOf, SlotsOfAlternativesBecomeAPhoneGraph) {
   const LabelSet ls = LabelSet::make(39);
-  const auto& ps = data::PhoneSet::timit();
-  data::Utterance u;
-  u.id = "test/alts";
-  u.num_frames = 30;
   // sil? {t ah m ey t ow | t ah m aa t ow | t ah m aa t ow} sil? {ay} sil?  (slot 1's third equals its second)
   const std::vector<std::pair<const char*, int32_t>> nodes = {
       {"h#", 0},      {"t", 1 << 8},  {"ah", 1 << 8},     {"m", 1 << 8},      {"ey", 1 << 8},     {"t", 1 << 8},
       {"ow", 1 << 8}, {"t", 1 << 8 | 1}, {"ah", 1 << 8 | 1}, {"m", 1 << 8 | 1}, {"aa", 1 << 8 | 1}, {"t", 1 << 8 | 1},
       {"ow", 1 << 8 | 1}, {"t", 1 << 8 | 2}, {"ah", 1 << 8 | 2}, {"m", 1 << 8 | 2}, {"aa", 1 << 8 | 2},
       {"t", 1 << 8 | 2}, {"ow", 1 << 8 | 2}, {"pau", 2 << 8}, {"ay", 3 << 8}, {"h#", 4 << 8}};
-  for (const auto& [p, slot] : nodes) {
-    u.transcript.push_back(ps.index61(p));
-    u.transcript_slot.push_back(slot);
-    u.transcript_optional.push_back(slot >> 8 == 0 || slot >> 8 == 2 || slot >> 8 == 4);
-  }
+  const data::Utterance u = slot_utterance("test/alts", nodes, {0, 2, 4});
   const PhoneSequence s = transcript_of(u, ls);
   EXPECT_EQ(names(ls, s), (std::vector<std::string>{"sil?", "t", "ah", "m", "ey", "t", "ow", "t", "ah", "m", "aa",
                                                     "t", "ow", "sil?", "ay", "sil?"}));
@@ -127,22 +136,14 @@ TEST(TranscriptOf, SlotsOfAlternativesBecomeAPhoneGraph) {
 // first. Oracle: the chains written out by hand.
 TEST(PronunciationChains, EveryCombinationWithinTheLimitAsAChain) {
   const LabelSet ls = LabelSet::make(39);
-  const auto& ps = data::PhoneSet::timit();
-  data::Utterance u;
-  u.id = "test/chains";
-  u.num_frames = 30;
-  u.dim = 2;
-  u.features.assign(60, 0.25f);
   // sil? {t ah | t aa} {m | n | ng} sil? {ay | oy}  (slots 1, 2 and 4 have 2, 3 and 2 alternatives)
   const std::vector<std::pair<const char*, int32_t>> nodes = {
       {"h#", 0},          {"t", 1 << 8},     {"ah", 1 << 8},     {"t", 1 << 8 | 1}, {"aa", 1 << 8 | 1},
       {"m", 2 << 8},      {"n", 2 << 8 | 1}, {"ng", 2 << 8 | 2}, {"pau", 3 << 8},   {"ay", 4 << 8},
       {"oy", 4 << 8 | 1}};
-  for (const auto& [p, slot] : nodes) {
-    u.transcript.push_back(ps.index61(p));
-    u.transcript_slot.push_back(slot);
-    u.transcript_optional.push_back(slot >> 8 == 0 || slot >> 8 == 3);
-  }
+  data::Utterance u = slot_utterance("test/chains", nodes, {0, 3});
+  u.dim = 2;
+  u.features.assign(60, 0.25f);
   const auto read = [&](const std::vector<data::Utterance>& cs) {
     std::vector<std::string> out;
     for (const data::Utterance& c : cs) {
