@@ -59,23 +59,48 @@ std::vector<int32_t> PhoneSequence::graph() const {
 
 namespace {
 
+// Whether u offers several pronunciations of a word: some transcript_slot names an alternative k > 0.
+bool has_alternatives(const data::Utterance& u) {
+  if (u.transcript_slot.empty() || u.transcript_slot.size() != u.transcript.size()) return false;
+  for (int32_t v : u.transcript_slot)
+    if ((v & 255) != 0) return true;
+  return false;
+}
+
+// Each slot of u (transcript_slot = (slot << 8) | k), in order: its alternatives as [begin, end)
+// ranges of u.transcript, alternative 0 first.
+std::vector<std::vector<std::pair<size_t, size_t>>> slot_alternatives(const data::Utterance& u) {
+  std::vector<std::vector<std::pair<size_t, size_t>>> slots;
+  const size_t n = u.transcript.size();
+  for (size_t k = 0; k < n;) {
+    std::vector<std::pair<size_t, size_t>> alts;
+    size_t e = k;
+    for (; e < n && u.transcript_slot[e] >> 8 == u.transcript_slot[k] >> 8; ++e)
+      if (e == k || u.transcript_slot[e] != u.transcript_slot[e - 1])
+        alts.emplace_back(e, e + 1);
+      else
+        alts.back().second = e + 1;
+    slots.push_back(std::move(alts));
+    k = e;
+  }
+  return slots;
+}
+
 // The graph of an utterance with alternatives (transcript_slot): each slot's
 // alternatives mapped into classes, added to a crf::PhoneGraphBuilder.
 PhoneSequence graph_of(const data::Utterance& u, const LabelSet& ls) {
   crf::PhoneGraphBuilder g;
-  const size_t n = u.transcript.size();
-  for (size_t k = 0; k < n;) {
+  for (const auto& ranges : slot_alternatives(u)) {
     std::vector<std::vector<int32_t>> alts;
+    const size_t k = ranges.front().first;
     const bool optional = k < u.transcript_optional.size() && u.transcript_optional[k] != 0;
-    size_t e = k;
-    for (; e < n && u.transcript_slot[e] >> 8 == u.transcript_slot[k] >> 8; ++e) {
-      if (e == k || u.transcript_slot[e] != u.transcript_slot[e - 1]) alts.emplace_back();
-      alts.back().push_back(class_of(ls, u, u.transcript[e], "transcript phone", e));
+    for (const auto& [b, e] : ranges) {
+      alts.emplace_back();
+      for (size_t i = b; i < e; ++i) alts.back().push_back(class_of(ls, u, u.transcript[i], "transcript phone", i));
     }
     if (!g.add(alts, optional) && !g.add({alts.front()}, optional))
       throw std::invalid_argument("utterance " + u.id + ": a word's pronunciations put a phone more than " +
                                   std::to_string(crf::kMaxLinkBack) + " phones after one it follows");
-    k = e;
   }
   PhoneSequence s;
   s.phones = g.labels();
@@ -99,11 +124,7 @@ std::vector<int32_t> Batch::graph_links() const {
 }
 
 PhoneSequence transcript_of(const data::Utterance& u, const LabelSet& ls) {
-  if (!u.transcript_slot.empty() && u.transcript_slot.size() == u.transcript.size()) {
-    bool several = false;
-    for (int32_t v : u.transcript_slot) several = several || (v & 255) != 0;
-    if (several) return graph_of(u, ls);
-  }
+  if (has_alternatives(u)) return graph_of(u, ls);
   PhoneSequence s;
   if (!u.transcript.empty()) {
     for (size_t i = 0; i < u.transcript.size(); ++i) {
@@ -141,22 +162,8 @@ std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T) {
 
 std::vector<data::Utterance> pronunciation_chains(const data::Utterance& u, int max_chains) {
   if (max_chains < 1) throw std::invalid_argument("pronunciation_chains: max_chains must be >= 1");
-  const size_t n = u.transcript.size();
-  bool several = false;
-  if (u.transcript_slot.size() == n)
-    for (int32_t v : u.transcript_slot) several = several || (v & 255) != 0;
-  if (!several) return {u};
-  // slots: [begin, end) of each alternative, per slot in order
-  std::vector<std::vector<std::pair<size_t, size_t>>> slots;
-  for (size_t k = 0; k < n;) {
-    std::vector<std::pair<size_t, size_t>> alts;
-    size_t e = k;
-    for (; e < n && u.transcript_slot[e] >> 8 == u.transcript_slot[k] >> 8; ++e)
-      if (e == k || u.transcript_slot[e] != u.transcript_slot[e - 1]) alts.emplace_back(e, e + 1);
-      else alts.back().second = e + 1;
-    slots.push_back(std::move(alts));
-    k = e;
-  }
+  if (!has_alternatives(u)) return {u};
+  const std::vector<std::vector<std::pair<size_t, size_t>>> slots = slot_alternatives(u);
   std::vector<size_t> choices(slots.size(), 1);  // alternatives offered per slot
   int64_t count = 1;
   for (size_t i = 0; i < slots.size(); ++i)
