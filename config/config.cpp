@@ -23,7 +23,7 @@ namespace {
 template <class... T>
 using MemberOf = std::variant<T Config::*...>;
 using Member = MemberOf<std::string, int, int64_t, uint64_t, double, bool, CrfBackendSetting, LossNormalization,
-                        DurationInit, OnsetFeatures, DurationModel, GaussianClasses, DecodeMode, Supervision, LrSchedule, DeviceSetting, RnnAlgo,
+                        DurationInit, OnsetFeatures, DurationModel, DecodeMode, Supervision, LrSchedule, DeviceSetting, RnnAlgo,
                         CmvnMode>;
 struct Entry {
   const char* key;
@@ -60,7 +60,6 @@ const std::vector<Entry>& entries() {
       {"crf.frame_ce_weight", &Config::crf_frame_ce_weight},
       {"crf.gaussian_head", &Config::crf_gaussian_head},
       {"crf.gaussian_weight", &Config::crf_gaussian_weight},
-      {"crf.gaussian_classes", &Config::crf_gaussian_classes},
       {"crf.decode", &Config::crf_decode},
       {"crf.onset_features", &Config::crf_onset_features},
       {"crf.end_features", &Config::crf_end_features},

@@ -82,9 +82,6 @@ struct Config {
   // gaussian_head_enabled() resolves it.
   OnsetFeatures crf_gaussian_head = OnsetFeatures::off;
   double crf_gaussian_weight = 0.1;
-  // crf.gaussian_classes: all (each class its own Gaussian) | silence (each silence class of the phone set its
-  // own, every other class one shared speech Gaussian; the rows are silence against speech, zeros elsewhere)
-  GaussianClasses crf_gaussian_classes = GaussianClasses::all;
   DecodeMode crf_decode = DecodeMode::viterbi;  // crf.decode: viterbi | posterior (per-frame argmax of the CRF's label marginals)
   // crf.supervision: auto (times where an utterance has them, its phone sequence where it has only that) |
   // segments (times only) | transcript (phone sequences only: the transcript NLL, times ignored)

@@ -22,8 +22,6 @@ enum class DurationInit { random, data };
 enum class OnsetFeatures { off, on, automatic };
 // crf.duration_model: a free [K][C] table, or per label log-normal parameters.
 enum class DurationModel { table, lognormal };
-// crf.gaussian_classes: a Gaussian per class, or per silence class against one shared speech Gaussian.
-enum class GaussianClasses { all, silence };
 // crf.decode: Viterbi, or the per-frame argmax of the label marginals.
 enum class DecodeMode { viterbi, posterior };
 // crf.supervision: what the loss learns from (docs/training.md "Training from transcripts"): the phone
@@ -49,7 +47,6 @@ TIMITSEG_ENUM_NAMES(DurationInit, 2, {DurationInit::random, "random"}, {Duration
 TIMITSEG_ENUM_NAMES(OnsetFeatures, 3, {OnsetFeatures::off, "false"}, {OnsetFeatures::on, "true"},
                     {OnsetFeatures::automatic, "auto"});
 TIMITSEG_ENUM_NAMES(DurationModel, 2, {DurationModel::table, "table"}, {DurationModel::lognormal, "lognormal"});
-TIMITSEG_ENUM_NAMES(GaussianClasses, 2, {GaussianClasses::all, "all"}, {GaussianClasses::silence, "silence"});
 TIMITSEG_ENUM_NAMES(DecodeMode, 2, {DecodeMode::viterbi, "viterbi"}, {DecodeMode::posterior, "posterior"});
 TIMITSEG_ENUM_NAMES(Supervision, 3, {Supervision::automatic, "auto"}, {Supervision::segments, "segments"},
                     {Supervision::transcript, "transcript"});

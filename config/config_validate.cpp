@@ -87,7 +87,6 @@ void Config::validate() const {
   check(*this, limits::kGaussianWeight.contains(crf_gaussian_weight), "crf.gaussian_weight", crf_gaussian_weight,
         "in " + to_string(limits::kGaussianWeight) + " (the Gaussian head's weight; crf.gaussian_head turns it on)");
   check_words(*this, crf_gaussian_head, "crf.gaussian_head");
-  check_words(*this, crf_gaussian_classes, "crf.gaussian_classes");
   check_words(*this, crf_decode, "crf.decode");
   check_words(*this, crf_onset_features, "crf.onset_features");
   check_words(*this, crf_end_features, "crf.end_features");

@@ -84,44 +84,6 @@ GaussianHead gaussian_head(const GaussianStats& st, double w, double var_floor, 
   return h;
 }
 
-GaussianHead silence_gaussian_head(const GaussianStats& st, const std::vector<int>& silence, double w,
-                                   double var_floor, double prior_frames) {
-  const int C = st.C, D = st.D, S = static_cast<int>(silence.size());
-  if (silence.empty()) throw std::invalid_argument("silence_gaussian_head: no silence class");
-  // group [C]: a silence class's own group 0..S-1, every other class the speech group S
-  std::vector<int> group(static_cast<size_t>(C), S);
-  for (int i = 0; i < S; ++i) {
-    const int c = silence[static_cast<size_t>(i)];
-    if (c < 0 || c >= C || group[static_cast<size_t>(c)] != S)
-      throw std::invalid_argument("silence_gaussian_head: silence class " + std::to_string(c) +
-                                  " is outside [0, " + std::to_string(C) + ") or repeated");
-    group[static_cast<size_t>(c)] = i;
-  }
-  GaussianStats g(S + 1, D);  // the classes' sums added into their groups
-  for (int c = 0; c < C; ++c) {
-    const size_t to = static_cast<size_t>(group[static_cast<size_t>(c)]);
-    g.n[to] += st.n[static_cast<size_t>(c)];
-    for (int d = 0; d < D; ++d) {
-      g.s1[to * D + d] += st.s1[static_cast<size_t>(c) * D + d];
-      g.s2[to * D + d] += st.s2[static_cast<size_t>(c) * D + d];
-    }
-  }
-  g.frames = st.frames;
-  const GaussianHead gh = gaussian_head(g, w, var_floor, prior_frames);
-  GaussianHead h;
-  h.empty_classes = gh.empty_classes;
-  h.weight.assign(static_cast<size_t>(C) * 2 * D, 0.f);
-  h.bias.assign(static_cast<size_t>(C), 0.f);
-  const size_t speech = static_cast<size_t>(S);
-  for (int i = 0; i < S; ++i) {  // the ratio, in float64 from the float rows (each within float's rounding)
-    const size_t c = static_cast<size_t>(silence[static_cast<size_t>(i)]), from = static_cast<size_t>(i);
-    for (int k = 0; k < 2 * D; ++k)
-      h.weight[c * 2 * D + k] = static_cast<float>(double(gh.weight[from * 2 * D + k]) - gh.weight[speech * 2 * D + k]);
-    h.bias[c] = static_cast<float>(double(gh.bias[from]) - gh.bias[speech]);
-  }
-  return h;
-}
-
 template <class S>
 void add_gaussian_scores(const S* weight, const S* bias, int C, int D, const S* x, S* scores) {
   for (int c = 0; c < C; ++c) {

@@ -63,19 +63,6 @@ struct GaussianHead {
 GaussianHead gaussian_head(const GaussianStats& stats, double w, double var_floor = 0.01,
                            double prior_frames = kGaussianPriorFrames);
 
-// The head on the silences alone (crf.gaussian_classes: silence; docs/training.md
-// rule 10): each class of `silence` (distinct indices in [0, C)) keeps its own
-// Gaussian, every other class's frames pool into one speech Gaussian, each as
-// gaussian_head estimates it (the prior and the floor from the pooled Gaussian of
-// every frame); row s of a silence class is w * (log N_s(x) - log N_speech(x)),
-// every other row zero. The same CRF as every speech class holding the speech
-// Gaussian: the difference is a term of each frame that every segmentation
-// holds once. empty_classes counts the silence classes and the speech group
-// without frames. Throws on an empty `silence`, an index outside or repeated,
-// or whatever gaussian_head throws on.
-GaussianHead silence_gaussian_head(const GaussianStats& stats, const std::vector<int>& silence, double w,
-                                   double var_floor = 0.01, double prior_frames = kGaussianPriorFrames);
-
 // scores [C] += weight [C][2D] [x^2; x] + bias for one frame x [D] (host;
 // the CPU network's and the tests' one formula for the linear form).
 template <class S>

@@ -33,13 +33,6 @@ LabelSet LabelSet::make(int set) {
   return make(data::PhoneSetSpec::builtin("timit" + std::to_string(set)), data::PhoneSet::timit().names61());
 }
 
-std::vector<int> LabelSet::silence_classes() const {
-  std::vector<int> out;
-  for (int c = 0; c < size(); ++c)
-    if (spec.is_silence(c)) out.push_back(c);
-  return out;
-}
-
 LabelSet LabelSet::make(const data::PhoneSetSpec& spec, const std::vector<std::string>& label_table) {
   LabelSet ls;
   ls.set = 0;

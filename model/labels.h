@@ -34,7 +34,6 @@ struct LabelSet {
   static LabelSet make(const data::PhoneSetSpec& spec, const std::vector<std::string>& label_table);
   static LabelSet make(const data::PhoneSetSpec& spec) { return make(spec, spec.phones); }
   int class_of_label(int label_index) const;  // class of a WORKDIR label; -1 for a merged one (never in prepared labels)
-  std::vector<int> silence_classes() const;   // the classes the phone set names silence (`silence:`), ascending
   int size() const { return static_cast<int>(names.size()); }
   bool is_timit() const { return set != 0; }
 };

@@ -34,7 +34,6 @@ std::string GaussianEstimate::describe() const {
   os << ", " << flat << " by the flat start";
   if (infeasible) os << "; " << infeasible << " without a feasible alignment left out";
   if (empty_classes) os << "; " << empty_classes << " classes without frames take the pooled Gaussian";
-  if (silence_only) os << "; the silence classes against speech (crf.gaussian_classes = silence)";
   os.setf(std::ios::fixed);
   os.precision(1);
   os << " (" << seconds << " s)";
@@ -121,9 +120,7 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
     progress->advance(1);
   }
   if (progress) progress->finish();
-  const model::GaussianHead head = r.cfg.crf_gaussian_classes == config::GaussianClasses::silence
-                                       ? model::silence_gaussian_head(st, r.ls.silence_classes(), r.cfg.crf_gaussian_weight)
-                                       : model::gaussian_head(st, r.cfg.crf_gaussian_weight);
+  const model::GaussianHead head = model::gaussian_head(st, r.cfg.crf_gaussian_weight);
   std::vector<float> params;
   model::AdamW opt;
   r.exec->get_state(params, opt);
@@ -134,7 +131,6 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
   r.state.params = params;
   out.frames = st.frames;
   out.empty_classes = head.empty_classes;
-  out.silence_only = r.cfg.crf_gaussian_classes == config::GaussianClasses::silence;
   out.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

@@ -19,8 +19,7 @@ struct GaussianEstimate {
   int flat = 0;         // utterances by the flat start's equal split (before any training step)
   int graphs = 0;       // of `aligned`: transcripts with several pronunciations, by their best combination
   int infeasible = 0;   // transcripts the alignment found no path for, left out
-  int empty_classes = 0;  // classes (crf.gaussian_classes = silence: silence classes and the speech group) without frames
-  bool silence_only = false;  // crf.gaussian_classes = silence
+  int empty_classes = 0;
   double seconds = 0;
   std::string describe() const;
 };

@@ -192,10 +192,6 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
   set_up_ranks(r.cfg, data, r.device, *r.world);
   r.threads = model::set_threads(threads_of_rank(cfg.train_threads, r.world->launch()));
   describe_state(r, data, r.state);
-  if (r.state.dims.gaussian && cfg.crf_gaussian_classes == config::GaussianClasses::silence &&
-      r.ls.silence_classes().empty())
-    throw std::invalid_argument("crf.gaussian_classes = silence: phone set '" + r.ls.spec.name +
-                                "' names no silence (its file's `silence:` list); use crf.gaussian_classes=all");
   model::ExecutorOptions executor_opts = options::executor_options(cfg, r.choice, r.threads);  // options/options.h
   if (fault_on_this_rank(cfg, *r.world))
     r.fault = cfg.inject_fault();
@@ -220,9 +216,8 @@ void set_up_run(TrainingRun& r, const config::Config& cfg_in, const TrainData& d
                  resume ? "resuming" : "training", cfg.train_run_dir);
     for (const std::string& pick : r.choice.picks) spdlog::info("{}", pick);  // one line per `auto`, in train.log too
     if (cfg.crf_gaussian_head == config::OnsetFeatures::automatic && r.state.dims.gaussian)
-      spdlog::info("crf.gaussian_head = auto: on (train utterances train on their transcript), crf.gaussian_weight {}, "
-                   "crf.gaussian_classes {}",
-                   cfg.crf_gaussian_weight, config::to_string(cfg.crf_gaussian_classes));
+      spdlog::info("crf.gaussian_head = auto: on (train utterances train on their transcript), crf.gaussian_weight {}",
+                   cfg.crf_gaussian_weight);
     else if (cfg.crf_gaussian_head == config::OnsetFeatures::automatic)
       spdlog::info("crf.gaussian_head = auto: off (every train utterance trains on its times)");
     nlohmann::json entry = run_entry(cfg, r.choice, *r.exec, r.threads, resume);

@@ -11,7 +11,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -137,42 +136,6 @@ TEST(GaussianHead, ThePriorTurnsAFewFramesIntoNearlyThePooledGaussian) {
   EXPECT_GT(ml - pooled_score, 5.0) << "the ML Gaussian of 2 frames is a needle at its mean";
   EXPECT_LT(std::abs(map - pooled_score), 0.6) << "with the prior it is close to the pooled Gaussian";
   EXPECT_EQ(h16.empty_classes, 0);
-}
-
-// crf.gaussian_classes = silence: the silence classes' rows are each one's log-likelihood minus that of one
-// Gaussian of every other class's frames (the oracle: the frames relabelled, speech as one class), the
-// other rows zero; with silence {3} and with two silences {0, 3}, at the prior's 0 and 16 frames.
-TEST(GaussianHead, OnTheSilencesAloneIsTheRatioAgainstOneSpeechGaussian) {
-  std::vector<float> x;
-  std::vector<int32_t> y;
-  frames(x, y);
-  GaussianStats st(kC, kD);
-  st.add(x.data(), y.data(), static_cast<int64_t>(y.size()), "frames");
-  const double w = 0.7, floor = 0.01;
-  for (const std::vector<int>& silence : {std::vector<int>{3}, std::vector<int>{0, 3}}) {
-    const int speech = silence.size() == 1 ? 0 : 1;  // a class of the relabelled frames that is no silence
-    std::vector<int32_t> grouped(y);
-    for (int32_t& c : grouped)
-      if (std::find(silence.begin(), silence.end(), c) == silence.end()) c = speech;
-    for (const double r : {0.0, kGaussianPriorFrames}) {
-      const GaussianHead h = silence_gaussian_head(st, silence, w, floor, r);
-      EXPECT_EQ(h.empty_classes, 0);
-      for (const std::vector<double>& z : {std::vector<double>{0.1, -0.4, 1.2}, std::vector<double>{2.5, 3.0, 1.5}}) {
-        const std::vector<double> g = oracle_scores(x, grouped, w, floor, r, z);
-        std::vector<float> zf(z.begin(), z.end()), got(kC, 0.f);
-        add_gaussian_scores<float>(h.weight.data(), h.bias.data(), kC, kD, zf.data(), got.data());
-        for (int c = 0; c < kC; ++c) {
-          const bool sil = std::find(silence.begin(), silence.end(), c) != silence.end();
-          const double want = sil ? g[c] - g[speech] : 0.0;
-          EXPECT_NEAR(got[c], want, 1e-4 * (1.0 + std::abs(g[c]) + std::abs(g[speech])))
-              << "class " << c << ", " << silence.size() << " silences, prior " << r;
-        }
-      }
-    }
-  }
-  EXPECT_THROW(silence_gaussian_head(st, {}, w), std::invalid_argument);
-  EXPECT_THROW(silence_gaussian_head(st, {kC}, w), std::invalid_argument);
-  EXPECT_THROW(silence_gaussian_head(st, {1, 1}, w), std::invalid_argument);
 }
 
 TEST(GaussianHead, RefusesWhatItCannotEstimate) {
