@@ -159,6 +159,11 @@ class MissingWordsError : public TranscriptError {
 // occurrences): 'a' (3), 'b' (1)" (most frequent first, then by spelling).
 std::string missing_words_line(const std::vector<std::string>& words, const std::string& dict_path);
 
+// How many pronunciation combinations of one utterance forced alignment tries, at most
+// (align --dict through WordOptions::max_candidates; the Gaussian head's re-estimation
+// through model::pronunciation_chains): beyond it a word keeps its most probable one.
+inline constexpr int kMaxPronunciationCombinations = 16;
+
 struct WordOptions {
   bool closures = true;           // stops and affricates get TIMIT's closure: b -> bcl b, ch -> tcl ch, jh -> dcl jh ...
   bool edge_silence = true;       // silence before the first and after the last word (TIMIT utterances have them)
@@ -166,7 +171,7 @@ struct WordOptions {
   bool optional_silence = true;   // those silences may be skipped (0 frames) by the aligner; false: obligatory
   // Pronounces a word missing from the dictionary (align --g2p); unset: a missing word is an error.
   std::function<std::vector<std::string>(const std::string& word)> g2p;
-  int max_candidates = 16;        // pronunciation combinations offered per utterance (see words_to_phones)
+  int max_candidates = kMaxPronunciationCombinations;  // pronunciation combinations offered per utterance (see words_to_phones)
   // The label of the silences above: "" = TIMIT's (h# at the edges, pau between words);
   // else this one for both (a checkpoint's own silence: eval::words_for_labels).
   std::string silence;

@@ -113,6 +113,7 @@ std::vector<int32_t> flat_start_labels(const PhoneSequence& s, int T);
 // the chosen phones with their transcript_optional (transcript_of merges equal
 // neighbours as for any chain), and no transcript_slot. An utterance without
 // alternatives gives {u}.
-std::vector<data::Utterance> pronunciation_chains(const data::Utterance& u, int max_chains = 16);
+std::vector<data::Utterance> pronunciation_chains(const data::Utterance& u,
+                                                 int max_chains = data::kMaxPronunciationCombinations);
 
 }  // namespace timitseg::model

@@ -113,7 +113,7 @@ GaussianEstimate reestimate_gaussian_head(detail::TrainingRun& r, const TrainDat
     progress->advance(static_cast<int64_t>(part.size()));
   }
   for (const data::Utterance* u : graphs) {  // the best of its pronunciation combinations, as align --dict
-    const std::vector<data::Utterance> chains = model::pronunciation_chains(*u, kAlignBatch);
+    const std::vector<data::Utterance> chains = model::pronunciation_chains(*u);
     std::vector<const data::Utterance*> rows;
     for (const data::Utterance& c : chains) rows.push_back(&c);
     if (align_rows(model::make_batch(rows, r.cmvn, r.ls, 0, model::BatchSupervision::transcript), true)) ++out.graphs;
