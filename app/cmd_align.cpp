@@ -216,6 +216,10 @@ void add_align_command(CLI::App& app) {
                 "boundary_confidence,label_confidence), json (NAME.json, the same fields), ctm (NAME.ctm, Kaldi CTM of the phones, and NAME.words.ctm with words); words are in "
                 "each when words were given");
   c->add_option("--dict", o->dict, kDictHelp);
+  c->add_option("--shifts", o->shifts,
+                "Move each aligned boundary by the shift of the phone after it: a JSON file written by `evaluate "
+                "--align --fit-shifts` with this checkpoint (each phone's median boundary error on a split with "
+                "times; docs/align.md \"Calibrating to a labelling convention\"); words follow their phones");
   add_enum_option<data::DictFormatSetting>(c, "--dict-format", &o->dict_format, kDictFormatHelp)
       ->default_str(common::to_string(o->dict_format));
   add_g2p_options(c, o.get());

@@ -273,6 +273,23 @@ void add_evaluate_command(CLI::App& app) {
                "and report the fraction of reference boundaries within 10/20/25/50 ms and the mean and median "
                "absolute boundary error, boundaries matched by index, and the AUROC and calibration of the confidences "
                "(corrupted transcripts for label_confidence) (JSON \"align\"; docs/align.md)");
+  CLI::Option* fit = ev->add_option(
+      "--fit-shifts", eval_opts->fit_shifts,
+      "With --align: write each phone's boundary shift to this JSON file: the median signed error (aligned minus "
+      "reference, sample-accurate) of the boundaries into it on this split, for phones with at least "
+      "--shift-min-boundaries of them. Fit it on a split whose times you trust (dev), apply it with --shifts or "
+      "`align --shifts` (docs/align.md \"Calibrating to a labelling convention\")");
+  CLI::Option* apply = ev->add_option(
+      "--shifts", eval_opts->shifts,
+      "With --align: move each aligned boundary by the shift of the phone after it (a file written by "
+      "--fit-shifts with this checkpoint's phone set) before the sample-accurate scores; the frame-quantized row "
+      "stays the model's own");
+  fit->excludes(apply);
+  apply->excludes(fit);
+  ev->add_option("--shift-min-boundaries", eval_opts->shift_min_boundaries,
+                 "With --fit-shifts: fit a phone only from at least this many boundaries into it (the others get no "
+                 "shift)")
+      ->capture_default_str();
   auto plot = std::make_shared<std::string>();
   ev->add_option("--reliability-plot", *plot,
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "

@@ -14,6 +14,7 @@
 #include <future>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <tuple>
 #include <utility>
@@ -34,6 +35,7 @@
 #include "model/long_input.h"
 #include "eval/align_dictionary.h"
 #include "eval/align_jobs.h"
+#include "eval/boundary_shifts.h"
 #include "eval/formats.h"
 #include "eval/infer.h"
 #include "eval/io.h"
@@ -47,8 +49,10 @@ namespace {
 // The aligned utterance of r from the spans [n][2] (frames) of r; skipped
 // optional phones (0 frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
+// shifts (nullptr: none): `align --shifts`, each boundary moved by the shift of the phone after it
+// (eval/boundary_shifts.h) before the words are placed on the phones.
 Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
-                             const crf::AlignConfidence* conf, size_t at) {
+                             const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
   for (size_t i = 0; i < n; ++i)
@@ -70,12 +74,24 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
     spdlog::info("{}: {} phones, mean boundary_confidence {:.3f}, mean label_confidence {:.3f}", r.audio,
                  uc.phones.size(), uc.mean_boundary, uc.mean_label);
   }
+  std::vector<size_t> kept;
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
+    kept.push_back(i);
     b[i] = r.in.boundary(spans[2 * i], s.features);
     e[i] = i == last ? r.in.n_file : r.in.boundary(spans[2 * i] + spans[2 * i + 1], s.features);
-    out.phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
   }
+  if (shifts && !kept.empty()) {
+    std::vector<int64_t> starts;
+    std::vector<std::string> labels;
+    for (size_t i : kept) starts.push_back(b[i]), labels.push_back(s.labels.names[r.cs.classes[i]]);
+    apply_boundary_shifts(*shifts, labels, r.in.file_rate, e[last], &starts);
+    for (size_t k = 0; k < kept.size(); ++k) {
+      b[kept[k]] = starts[k];
+      if (k + 1 < kept.size()) e[kept[k]] = starts[k + 1];
+    }
+  }
+  for (size_t i : kept) out.phones.emplace_back(b[i], e[i], s.labels.names[r.cs.classes[i]]);
   if (r.cs.words.empty()) return out;
   // Word w spans its first to its last phone; a phone shared by two words
   // (equal labels merged across the boundary) is split at its midpoint.
@@ -106,9 +122,9 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
 
 // Writes OUT/id.<suffix> of every format of r's alignment (eval/formats.h write_outputs).
 void write_alignment(const AlignInput& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
-                     const crf::AlignConfidence* conf, size_t at) {
+                     const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts) {
   const auto t0 = std::chrono::steady_clock::now();
-  write_outputs(aligned_output(r, spans, s, conf, at), o.formats, o.out_dir, r.id);
+  write_outputs(aligned_output(r, spans, s, conf, at, shifts), o.formats, o.out_dir, r.id);
   if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -214,8 +230,9 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
 // the failed inputs (one error line each) and the count of those aligned.
 class AlignRun {
  public:
-  AlignRun(const model::ModelState& s, const AlignOptions& o, LazyExecutor& executor, size_t total)
-      : s_(s), o_(o), executor_(executor), total_(total) {}
+  AlignRun(const model::ModelState& s, const AlignOptions& o, LazyExecutor& executor, size_t total,
+           const BoundaryShifts* shifts)
+      : s_(s), o_(o), executor_(executor), total_(total), shifts_(shifts) {}
 
   // One line per bad input: transcript errors name their file and line
   // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
@@ -288,7 +305,7 @@ class AlignRun {
       else if (conf.windowed[b])
         spdlog::info("{}: confidences {}", src, conf.reason[b]);
       write_alignment(pending_[b], r.spans.data() + b * N * 2, s_, o_, conf.computed[b] ? &conf : nullptr,
-                      static_cast<size_t>(b * N));
+                      static_cast<size_t>(b * N), shifts_);
       ++done_;
     } catch (const std::exception& e) {
       report(src, e.what(), false);
@@ -299,6 +316,7 @@ class AlignRun {
   const AlignOptions& o_;
   LazyExecutor& executor_;
   size_t total_;
+  const BoundaryShifts* shifts_;  // --shifts (nullptr: none)
   std::vector<AlignInput> pending_;
   std::vector<std::string> failed_;
   std::vector<std::string> missing_, missing_inputs_;  // words not in the dictionary (with repeats), their inputs
@@ -313,7 +331,7 @@ Segmentation align_one(model::Executor& exec, AlignInput input, const model::Mod
   int64_t N = 1;
   const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr);
   check_finite(r.score[0], pending[0].audio);
-  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0);
+  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, nullptr);
 }
 
 int align(const AlignOptions& options) {
@@ -326,16 +344,22 @@ int align(const AlignOptions& options) {
   use_file_cmvn(s, "align");
   o.words = words_for_labels(o.words, s.labels);       // the checkpoint's silence; closures for TIMIT's sets only
   const std::shared_ptr<data::Dictionary> dict = load_dictionary(o.dict, o.dict_format, s.labels);
-  InputSet protect;  // never written: the audio, the transcripts, lists, dictionary and checkpoint
+  std::optional<BoundaryShifts> shifts;  // a bad file: one line before any input is read
+  if (!o.shifts.empty()) {
+    shifts = load_boundary_shifts(o.shifts, s.labels);
+    spdlog::info("align: boundaries moved by the per-phone shifts of {} ({} phone(s))", o.shifts, shifts->shift_ms.size());
+  }
+  InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
+  if (!o.shifts.empty()) protect.add(o.shifts);
   std::vector<std::pair<std::string, std::string>> bad;  // inputs that give no audio: failed, the others go on
   const std::vector<AlignJob> jobs = collect_jobs(o, dict, protect, bad);
   const std::vector<fs::path> stems = distinct_stems(jobs);
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);
-  AlignRun run(s, o, executor, jobs.size() + bad.size());
+  AlignRun run(s, o, executor, jobs.size() + bad.size(), shifts ? &*shifts : nullptr);
   for (const auto& [in, problem] : bad) run.report(in, problem, true);
   // Each batch's inputs (audio, features, transcript) are read in parallel
   // (one job per index: the results and the order of the error lines do not

@@ -264,6 +264,11 @@ nlohmann::json AlignMetrics::to_json() const {
   if (samples.class_names.empty())
     sj["by_class_note"] = "phone set '" + phone_set + "' names no broad classes: per-class scores omitted";
   sj["without_phn"] = without_phn;
+  if (!shifts_file.empty()) {
+    nlohmann::json sh = shifted.to_json();
+    sh["file"] = shifts_file;
+    sj["shifts"] = sh;
+  }
   j["samples"] = sj;
   j["confidence"] = confidence.to_json();
   return j;
@@ -278,6 +283,10 @@ std::string AlignMetrics::table() const {
   out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median  bias ms\n";
   out += row("frame-quantized", summarize(abs_ms, signed_ms));
   if (without_phn < utterances) {
+    if (!shifts_file.empty())
+      out += "  (sample-accurate rows: the aligned boundaries moved by the per-phone shifts of " + shifts_file + ": " +
+             std::to_string(shifted.moved) + " of " + std::to_string(shifted.boundaries) + " boundaries, " +
+             std::to_string(shifted.clamped) + " held back to keep every phone >= 1 sample)\n";
     out += row("sample-accurate", samples.summary());
     const nlohmann::json bc = samples.by_class();
     for (const std::string& name : samples.class_names)
@@ -409,7 +418,7 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
                        int64_t N, const crf::AlignConfidence& conf,
                        const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
                        const std::vector<std::vector<RefPhone>>& phn, const std::vector<int>& rates, const Realign& again,
-                       const model::ModelState& s, AlignMetrics* m) {
+                       const model::ModelState& s, const BoundaryShifts* shifts, AlignMetrics* m) {
   int64_t N2 = 1;
   crf::AlignResult r2;
   if (!again.utts.empty()) r2 = align_part(exec, again.utts, again.seqs, s, &N2);
@@ -439,6 +448,14 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
       cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
     }
     for (const RefPhone& p : phn[b]) names.push_back(s.labels.names[p.cls]);
+    if (shifts) {  // the phones' starts: 0, then the boundaries; the end: the audio's (as `align` writes it)
+      std::vector<int64_t> starts{0};
+      starts.insert(starts.end(), hyp.begin(), hyp.end());
+      const int64_t end = std::max(part[b]->num_samples, boundary_sample(part[b]->num_frames, s.features));
+      apply_boundary_shifts(*shifts, names, s.features.sample_rate, std::max(end, starts.back() + 1), &starts,
+                            &m->shifted);
+      hyp.assign(starts.begin() + 1, starts.end());
+    }
     m->add_samples(ref, rates[b], hyp, s.features.sample_rate, cls, names);
   }
 }
@@ -446,7 +463,7 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
 }  // namespace
 
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts_in, const model::ModelState& s,
-                              int batch_size) {
+                              int batch_size, const BoundaryShifts* shifts, const std::string& shifts_file) {
   if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   std::vector<const data::Utterance*> utts = utts_in;
   std::stable_sort(utts.begin(), utts.end(),
@@ -454,6 +471,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
   AlignMetrics m;
   m.samples.class_names = s.labels.spec.broad_class_names();
   m.phone_set = s.labels.spec.name;
+  if (shifts) m.shifts_file = shifts_file;
   for (size_t at = 0; at < utts.size(); at += batch_size) {
     const std::vector<const data::Utterance*> part(utts.begin() + at,
                                                    utts.begin() + std::min(utts.size(), at + batch_size));
@@ -504,7 +522,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
         ++m.confidence.left_out[kLeftOutInfeasible];
       }
     }
-    add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, &m);
+    add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, shifts, &m);
   }
   return m;
 }

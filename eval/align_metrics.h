@@ -14,6 +14,7 @@
 #include "data/dataset.h"
 #include "data/features.h"
 #include "data/phones.h"
+#include "eval/boundary_shifts.h"
 #include "eval/confidence_metrics.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
@@ -81,6 +82,10 @@ struct AlignMetrics {
   double seconds = 0.0;  // wall time of align_utterances (forward + constrained Viterbi, batches collated)
   ConfidenceMetrics confidence;  // the confidences scored (docs/align.md "Confidence")
   std::string phone_set = "timit39";  // name of the checkpoint's phone set (the note when it has no broad classes)
+  // --shifts: the file whose per-phone shifts moved the sample-accurate aligned boundaries before
+  // scoring ("" none; the frame-quantized rows are the model's own), and what they did
+  std::string shifts_file;
+  ShiftCount shifted;
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
   // aligned in samples at hyp_rate, with the broad class of the phone after each;
@@ -100,7 +105,10 @@ struct AlignMetrics {
 };
 // evaluate --align: aligns each utterance's reference phone sequence
 // (reference_runs) with the executor, batch by batch, and scores the boundaries.
+// shifts (evaluate --shifts FILE, eval/boundary_shifts.h): each aligned boundary
+// in samples moved by its phone's shift before the sample-accurate scores;
+// shifts_file names it in the JSON and the table.
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
-                              int batch_size);
+                              int batch_size, const BoundaryShifts* shifts = nullptr, const std::string& shifts_file = "");
 
 }  // namespace timitseg::eval

@@ -33,6 +33,7 @@ struct AlignOptions {
   std::string language;             // --language: espeak-ng's language of --g2p espeak (es, de, cmn, en-us, ...)
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
   std::vector<OutputFormat> formats = {OutputFormat::phn, OutputFormat::textgrid};  // --format: phn textgrid csv json ctm (eval/formats.h)
+  std::string shifts;                // --shifts FILE: per-phone boundary shifts (evaluate --align --fit-shifts; eval/boundary_shifts.h)
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   config::DeviceSetting device = config::DeviceSetting::automatic;  // --device

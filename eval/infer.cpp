@@ -18,6 +18,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -30,6 +31,7 @@
 #include "data/features.h"
 #include "common/safetensors.h"
 #include "eval/align_metrics.h"
+#include "eval/boundary_shifts.h"
 #include "eval/io.h"
 #include "eval/metrics.h"
 #include "model/feature_check.h"
@@ -126,13 +128,17 @@ nlohmann::json empty_split(const EvaluateOptions& o, const model::ModelState& s,
               "durations and frame accuracy are n/a\n",
               o.checkpoint.c_str(), common::to_string(o.split), s.epoch, workdir.c_str(), common::to_string(o.split));
   std::fflush(stdout);
+  if (!o.fit_shifts.empty())
+    spdlog::warn("evaluate --fit-shifts: split '{}' has no utterances: {} not written", common::to_string(o.split),
+                 o.fit_shifts);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   return j;
 }
 
 // The metrics' JSON (with --align's) and their table on stdout (not yet flushed).
 nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState& s, model::Executor& exec,
-                              const std::vector<const data::Utterance*>& utts, const Metrics& metrics) {
+                              const std::vector<const data::Utterance*>& utts, const Metrics& metrics,
+                              const std::string& workdir) {
   nlohmann::json j = metrics.to_json();
   j["checkpoint"] = o.checkpoint;
   j["split"] = common::to_string(o.split);
@@ -146,9 +152,25 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
                                  (bonus == 0.0 || posterior ? "" : ", phone bonus " + config::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
-    const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size);
+    std::optional<BoundaryShifts> shifts;
+    if (!o.shifts.empty()) shifts = load_boundary_shifts(o.shifts, s.labels);
+    const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts);
     j["align"] = am.to_json();
     align_table = am.table();
+    if (!o.fit_shifts.empty()) {
+      BoundaryShifts fit = fit_boundary_shifts(am.samples.into, am.samples.signed_ms, s.labels.spec.name,
+                                               o.shift_min_boundaries);
+      fit.fitted_on = {{"checkpoint", o.checkpoint}, {"workdir", workdir}, {"split", common::to_string(o.split)},
+                       {"epoch", s.epoch}, {"boundaries", am.samples.abs_ms.size()}};
+      save_boundary_shifts(fit, o.fit_shifts);
+      align_table += "  per-phone shifts of " + std::to_string(fit.shift_ms.size()) + " phone(s) (each from >= " +
+                     std::to_string(o.shift_min_boundaries) + " boundaries of this split) written to " + o.fit_shifts +
+                     "\n";
+      if (fit.shift_ms.empty())
+        spdlog::warn("evaluate --fit-shifts: no phone has {} or more boundaries on {}: {} holds no shift",
+                     o.shift_min_boundaries, common::to_string(o.split), o.fit_shifts);
+      j["align"]["fitted_shifts"] = {{"file", o.fit_shifts}, {"phones", fit.shift_ms.size()}};
+    }
   }
   std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), common::to_string(o.split), s.epoch,
               exec.description().c_str(), bonus_note.c_str(), metrics.table().c_str(), align_table.c_str());
@@ -163,8 +185,16 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (o.device == config::DeviceSetting::cuda) model::resolve_device(o.device, kNoGpuHint);  // no GPU: one line before any work
   if (!o.json_out.empty()) check_output_file("--json", o.json_out, "metrics.json");
   if (!o.dump_predictions.empty()) check_output_file("--dump-predictions", o.dump_predictions, "predictions.jsonl");
+  if ((!o.fit_shifts.empty() || !o.shifts.empty()) && !o.align)
+    throw std::invalid_argument(std::string("evaluate: ") + (o.shifts.empty() ? "--fit-shifts" : "--shifts") + " needs --align");
+  if (!o.fit_shifts.empty() && !o.shifts.empty())
+    throw std::invalid_argument("evaluate: give --fit-shifts (fit on this split) or --shifts (apply a fit), not both");
+  if (!o.fit_shifts.empty()) check_output_file("--fit-shifts", o.fit_shifts, "shifts.json");
+  if (o.shift_min_boundaries < 1)
+    throw std::invalid_argument("--shift-min-boundaries must be >= 1, got " + std::to_string(o.shift_min_boundaries));
   model::set_threads(o.threads);
   model::ModelState s = model::load_checkpoint(o.checkpoint);
+  if (!o.shifts.empty()) load_boundary_shifts(o.shifts, s.labels);  // a bad file: one line before any decoding
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
@@ -214,7 +244,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     for (const std::string& line : prediction_lines) text += line + "\n";
     write_file_atomic(o.dump_predictions, text);
   }
-  nlohmann::json j = metrics_report(o, s, *exec, utts, metrics);
+  nlohmann::json j = metrics_report(o, s, *exec, utts, metrics, workdir);
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   made.keep();

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "eval/boundary_shifts.h"
 #include "data/split_name.h"
 #include "eval/formats.h"
 #include "model/model.h"
@@ -34,6 +35,11 @@ struct EvaluateOptions {
   std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align_metrics.h), "align" in the JSON
+  // With --align (eval/boundary_shifts.h): fit_shifts writes each phone's median boundary error on this
+  // split to a file; shifts applies such a file before the sample-accurate scores. "" = none.
+  std::string fit_shifts;
+  std::string shifts;
+  int shift_min_boundaries = kShiftMinBoundaries;  // --shift-min-boundaries: a phone is fitted from at least this many boundaries
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);

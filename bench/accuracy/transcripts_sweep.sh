@@ -24,7 +24,10 @@
 # each arm's --set overrides), SET (--set overrides for every run, e.g.
 # "train.device=cpu"), PREPARE_ARGS (extra `prepare` options for every corpus,
 # e.g. "--frame-shift-ms 5"), DEV (1: also align the dev split, dev.json, and add its
-# within-20-ms column: the figure a rule decides on; test is only reported). An existing corpus, WORKDIR or finished run under OUT is
+# within-20-ms column: the figure a rule decides on; test is only reported), SHIFTS
+# (1: also fit each phone's boundary shift on dev, `evaluate --align --fit-shifts`,
+# and score test with it, eval_shifted.json: the columns "with dev's shifts"; it
+# uses dev's times, docs/align.md "Calibrating to a labelling convention"). An existing corpus, WORKDIR or finished run under OUT is
 # reused, so a sweep can be resumed or extended by seeds; TABLE_ONLY=1 prints
 # the table of the runs under OUT and runs nothing.
 set -euo pipefail
@@ -64,14 +67,20 @@ for c in $CORPORA_RUN; do
     name=${arm%%:*} over=${arm#*:}
     for s in $SEEDS; do
       run="$OUT/$c/$name/seed-$s"
-      [ -f "$run/eval.json" ] && { [ -z "${DEV:-}" ] || [ -f "$run/dev.json" ]; } && continue
-      dev_eval=
-      [ -n "${DEV:-}" ] && dev_eval=" && $BIN evaluate --checkpoint $run/checkpoints/best.safetensors"\
-" --workdir $prep --split dev --align --no-progress --json $run/dev.json > $run.dev.log 2>&1"
-      echo "$BIN train --config $config --set data.workdir=$prep --set train.run_dir=$run --set train.seed=$s" \
-        "${EPOCHS:+--set train.epochs=$EPOCHS} $(sets "$over") $(sets "${SET:-}") > $run.train.log 2>&1 &&" \
-        "$BIN evaluate --checkpoint $run/checkpoints/best.safetensors --workdir $prep --split $split --align" \
-        "--no-progress --json $run/eval.json > $run.eval.log 2>&1$dev_eval" >> "$jobs_file"
+      ck="$run/checkpoints/best.safetensors" steps=()
+      [ -f "$run/eval.json" ] || steps+=("$BIN train --config $config --set data.workdir=$prep --set train.run_dir=$run"\
+" --set train.seed=$s ${EPOCHS:+--set train.epochs=$EPOCHS} $(sets "$over") $(sets "${SET:-}") > $run.train.log 2>&1"
+        "$BIN evaluate --checkpoint $ck --workdir $prep --split $split --align --no-progress --json $run/eval.json"\
+" > $run.eval.log 2>&1")
+      if [ -n "${DEV:-}${SHIFTS:-}" ] && { [ ! -f "$run/dev.json" ] || { [ -n "${SHIFTS:-}" ] && [ ! -f "$run/shifts.json" ]; }; }; then
+        steps+=("$BIN evaluate --checkpoint $ck --workdir $prep --split dev --align --no-progress --json $run/dev.json"\
+"${SHIFTS:+ --fit-shifts $run/shifts.json} > $run.dev.log 2>&1")
+      fi
+      [ -n "${SHIFTS:-}" ] && [ ! -f "$run/eval_shifted.json" ] && steps+=("$BIN evaluate --checkpoint $ck --workdir"\
+" $prep --split $split --align --shifts $run/shifts.json --no-progress --json $run/eval_shifted.json > $run.shifted.log 2>&1")
+      [ ${#steps[@]} -eq 0 ] && continue
+      joined=$(printf ' && %s' "${steps[@]}")
+      echo "${joined# && }" >> "$jobs_file"
       mkdir -p "$(dirname "$run")"
     done
   done
@@ -88,11 +97,13 @@ def ms(xs, scale=1.0, digits=2):
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     return f"{statistics.mean(xs):.{digits}f} +- {sd:.{digits}f}"
 
-print("| corpus | trained on | seeds | dev within 20 ms % | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |")
-print("|---|---|---|---|---|---|---|---|---|---|")
+shifted_cols = any(glob.glob(os.path.join(out, "*", "*", "seed-*", "eval_shifted.json")))
+extra_head = " with dev's shifts: within 20 ms % | mean abs error ms |" if shifted_cols else ""
+print("| corpus | trained on | seeds | dev within 20 ms % | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |" + extra_head)
+print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if shifted_cols else ""))
 for c in corpora:
     for a in arms:
-        per, w20, mae, bias, w10, w25, w50, sec, dev20 = [], [], [], [], [], [], [], [], []
+        per, w20, mae, bias, w10, w25, w50, sec, dev20, sw20, smae = [], [], [], [], [], [], [], [], [], [], []
         for s in seeds:
             f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
             if not os.path.exists(f): continue
@@ -104,10 +115,14 @@ for c in corpora:
             sec.append(statistics.mean(x["epoch_seconds"] for x in m))
             d = os.path.join(out, c, a, f"seed-{s}", "dev.json")
             if os.path.exists(d): dev20.append(json.load(open(d))["align"]["samples"]["within_ms"]["20"])
+            e = os.path.join(out, c, a, f"seed-{s}", "eval_shifted.json")
+            if os.path.exists(e):
+                se = json.load(open(e))["align"]["samples"]; sw20.append(se["within_ms"]["20"]); smae.append(se["mean_abs_ms"])
         if not per:
             print(f"| {c} | {a} | 0 | | (no finished run) | | | | | |"); continue
         print(f"| {c} | {a} | {len(per)} | {ms(dev20, 100)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
-              f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |")
+              f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |" +
+              (f" {ms(sw20, 100)} | {ms(smae)} |" if shifted_cols else ""))
 
 # Where the misses are: per corpus and arm, the phones with the most test boundaries off by
 # more than 20 ms (mean over the seeds; `evaluate --align`'s by_phone, docs/align.md).

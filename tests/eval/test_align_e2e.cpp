@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -274,6 +275,99 @@ TEST_F(AlignE2E, EvaluateAlignJson) {
   EXPECT_EQ(in_classes, errors.size());
   EXPECT_NE(e.output.find("sample-accurate"), std::string::npos) << e.output;
   EXPECT_NE(e.output.find("frame-quantized"), std::string::npos) << e.output;
+}
+
+// Per-phone boundary shifts (eval/boundary_shifts.h, docs/align.md "Calibrating to a
+// labelling convention"): `evaluate --align --fit-shifts` writes each phone's median
+// error, checked here against the boundaries `align` writes and the .PHN; `align
+// --shifts` moves each boundary by its phone's shift in samples (phones kept >= 1
+// sample), and `evaluate --align --shifts` scores exactly those moved boundaries.
+TEST_F(AlignE2E, FitShiftsThenApplyThemInAlignAndEvaluate) {
+  const fs::path test = dir_ / "synth" / "TEST", plain = dir_ / "al_shift0", moved = dir_ / "al_shift1";
+  const fs::path shifts = dir_ / "shifts.json", js = dir_ / "eval_shifted.json";
+  const std::string ev = "evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu ";
+  Cmd f = run(ev + "--fit-shifts " + shifts.string() + " --shift-min-boundaries 2");
+  ASSERT_EQ(f.rc, 0) << f.output;
+  EXPECT_NE(f.output.find("written to " + shifts.string()), std::string::npos) << f.output;
+  Cmd a = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " + plain.string() +
+              " --device cpu");
+  ASSERT_EQ(a.rc, 0) << a.output;
+  Cmd b = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " + moved.string() +
+              " --device cpu --shifts " + shifts.string());
+  ASSERT_EQ(b.rc, 0) << b.output;
+  Cmd e = run(ev + "--shifts " + shifts.string() + " --json " + js.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  const nlohmann::json fit = nlohmann::json::parse(slurp(shifts));
+  EXPECT_EQ(fit["format"], "timitseg-boundary-shifts");
+  EXPECT_EQ(fit["min_boundaries"], 2);
+  EXPECT_EQ(fit["fitted_on"]["split"], "test");
+  const model::ModelState s = model::load_checkpoint(ckpt_.string());
+  std::map<std::string, std::vector<double>> into;  // the independent fit: errors (ms) per phone from the files
+  std::vector<double> moved_signed;                 // the moved boundaries against the .PHN, ms
+  int64_t boundaries = 0, unmoved = 0, clamped = 0;
+  for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
+    const fs::path phn = fs::path(u.audio_path).replace_extension(".PHN");
+    const fs::path rel = fs::relative(u.audio_path, test).replace_extension();
+    std::vector<data::Problem> problems;
+    const auto ref = eval::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
+    const std::vector<PhnRow> r0 = read_phn((plain / rel).string() + ".PHN"), r1 = read_phn((moved / rel).string() + ".PHN");
+    ASSERT_EQ(r0.size(), ref.size()) << phn;
+    ASSERT_EQ(r1.size(), ref.size()) << phn;
+    EXPECT_EQ(r1.back().e, r0.back().e);
+    for (size_t i = 1; i < ref.size(); ++i) {
+      ++boundaries;
+      into[r0[i].name].push_back(static_cast<double>(r0[i].b - ref[i].start) / 16.0);
+      moved_signed.push_back(static_cast<double>(r1[i].b - ref[i].start) / 16.0);
+      EXPECT_GT(r1[i].b, r1[i - 1].b);
+      EXPECT_EQ(r1[i - 1].e, r1[i].b);
+      const double ms = fit["shift_ms"].value(r0[i].name, 0.0);
+      if (ms == 0.0) ++unmoved;
+      const long long want = r0[i].b - std::llround(ms * 16.0);
+      if (r1[i].b != want) ++clamped;
+    }
+  }
+  size_t fitted = 0;
+  for (auto& [name, v] : into) {
+    if (v.size() < 2) {
+      EXPECT_FALSE(fit["shift_ms"].contains(name)) << name;
+      continue;
+    }
+    ++fitted;
+    std::sort(v.begin(), v.end());
+    const double med = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    EXPECT_NEAR(fit["shift_ms"][name].get<double>(), med, 1e-3) << name;
+    EXPECT_EQ(fit["boundaries"][name].get<size_t>(), v.size()) << name;
+  }
+  EXPECT_GT(fitted, 0u);
+  EXPECT_EQ(fit["shift_ms"].size(), fitted);
+  const nlohmann::json sa = nlohmann::json::parse(slurp(js))["align"]["samples"];
+  EXPECT_EQ(sa["shifts"]["file"], shifts.string());
+  EXPECT_EQ(sa["shifts"]["boundaries"].get<int64_t>(), boundaries);
+  EXPECT_EQ(sa["shifts"]["moved"].get<int64_t>(), boundaries - unmoved);
+  EXPECT_EQ(sa["shifts"]["clamped"].get<int64_t>(), clamped);
+  double sum = 0.0;
+  for (double x : moved_signed) sum += x;
+  EXPECT_NEAR(sa["mean_signed_ms"].get<double>(), sum / static_cast<double>(moved_signed.size()), 1e-9);
+  EXPECT_NE(e.output.find("moved by the per-phone shifts of " + shifts.string()), std::string::npos) << e.output;
+  // Refused before any work, one line each: --shifts without --align, both flags, another phone set.
+  Cmd no_align = run("evaluate --checkpoint " + ckpt_.string() + " --split test --device cpu --shifts " + shifts.string());
+  EXPECT_NE(no_align.rc, 0);
+  EXPECT_NE(no_align.output.find("--shifts needs --align"), std::string::npos) << no_align.output;
+  Cmd both = run(ev + "--shifts " + shifts.string() + " --fit-shifts " + (dir_ / "x.json").string());
+  EXPECT_NE(both.rc, 0);
+  EXPECT_FALSE(fs::exists(dir_ / "x.json"));
+  nlohmann::json other = fit;
+  other["phone_set"] = "espeak-de";
+  const fs::path bad = dir_ / "shifts_de.json";
+  std::ofstream(bad) << other.dump();
+  for (const std::string& cmd : {ev + "--shifts " + bad.string(),
+                                 "align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " +
+                                     (dir_ / "al_shift_bad").string() + " --device cpu --shifts " + bad.string()}) {
+    Cmd c = run(cmd);
+    EXPECT_NE(c.rc, 0) << cmd;
+    EXPECT_NE(c.output.find(bad.string() + ": fitted for phone set 'espeak-de'"), std::string::npos) << c.output;
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "al_shift_bad"));
 }
 
 // A WORKDIR prepared through --corpus (a manifest of the same TIMIT-layout corpus,

@@ -1,0 +1,76 @@
+// Per-phone boundary shifts: a labelling convention learned from a few timed
+// utterances (docs/align.md "Calibrating to a labelling convention").
+//
+// A model places the boundary into a phone consistently earlier or later than
+// a given set of reference labels (where a stop's release starts, how long a
+// final fade lasts: conventions a transcript does not carry). `evaluate
+// --align --fit-shifts FILE` fits, for each phone, the median signed error of
+// the boundaries into it (aligned minus reference, sample-accurate) on a split
+// whose times are known; `align --shifts FILE` and `evaluate --align --shifts
+// FILE` subtract it from every boundary into that phone (the boundary-correction
+// idea of Stolcke et al. 2014, reduced to one offset per phone).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "model/labels.h"
+
+namespace timitseg::eval {
+
+struct BoundaryShifts {
+  std::string phone_set;                    // the checkpoint's phone set (PhoneSetSpec::name)
+  int min_boundaries = 10;                  // a phone is fitted only with at least this many boundaries into it
+  std::map<std::string, double> shift_ms;   // label -> median signed error (aligned - reference), ms
+  std::map<std::string, int64_t> boundaries;  // label -> boundaries it was fitted from
+  nlohmann::json fitted_on = nlohmann::json::object();  // provenance: checkpoint, workdir, split
+
+  // The ms to subtract from a boundary into `label`: 0 for a phone without a shift.
+  double shift(const std::string& label) const;
+  nlohmann::json to_json() const;
+};
+
+constexpr int kShiftMinBoundaries = 10;
+
+// The median signed error of the boundaries into each phone, for the phones
+// with at least min_boundaries of them: into[i] the label of the phone after
+// boundary i ("" not named: left out), signed_ms[i] its error, aligned minus
+// reference (BoundaryErrors' fields, eval/align_metrics.h). Throws
+// std::invalid_argument when min_boundaries < 1.
+BoundaryShifts fit_boundary_shifts(const std::vector<std::string>& into, const std::vector<double>& signed_ms,
+                                   const std::string& phone_set, int min_boundaries);
+
+// Writes the shifts as JSON, atomically ({"format": "timitseg-boundary-shifts",
+// "version": 1, "phone_set", "min_boundaries", "shift_ms", "boundaries",
+// "fitted_on"}).
+void save_boundary_shifts(const BoundaryShifts& shifts, const std::string& path);
+
+// Reads a shifts file for a checkpoint's labels. Errors name the file and
+// the problem: unreadable, not JSON, another format or version, another
+// phone set than the checkpoint's, a label outside it, a shift that is not a
+// finite number.
+BoundaryShifts load_boundary_shifts(const std::string& path, const model::LabelSet& labels);
+
+// What apply_boundary_shifts did, summed over calls.
+struct ShiftCount {
+  int64_t boundaries = 0;  // internal boundaries seen
+  int64_t moved = 0;       // of them, into a phone with a nonzero shift
+  int64_t clamped = 0;     // of them, held back so that every phone keeps >= 1 sample
+  nlohmann::json to_json() const;
+};
+
+// Moves the internal boundaries of one utterance's phones. starts [n]: each
+// phone's start in samples at `rate` (non-decreasing by at least one sample),
+// labels [n]: the phones' labels, end: the last phone's end. Boundary i (the
+// start of phone i, i >= 1) moves to starts[i] - round(shift(labels[i]) *
+// rate / 1000); then every phone is kept at least one sample long, first
+// against the phone before (in order), then against the one after (in
+// reverse), so the utterance's start and end never move and the order holds.
+void apply_boundary_shifts(const BoundaryShifts& shifts, const std::vector<std::string>& labels, int rate, int64_t end,
+                           std::vector<int64_t>* starts, ShiftCount* count = nullptr);
+
+}  // namespace timitseg::eval
