@@ -40,6 +40,7 @@ struct timitseg_model {
   model::ModelState state;
   std::unique_ptr<model::Executor> exec;
   std::string phone_set_json;  // timitseg_model_phone_set
+  std::optional<eval::BoundaryShifts> shifts;  // timitseg_model_set_shifts (unset: none)
 };
 
 struct timitseg_segments {
@@ -137,7 +138,8 @@ eval::Segmentation align_transcript(timitseg_model* m, const char* path, const t
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
   eval::Segmentation out = eval::align_one(
-      *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads)), m->state);
+      *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads)), m->state,
+      m->shifts ? &*m->shifts : nullptr);
   spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
@@ -250,6 +252,17 @@ int timitseg_model_decode_samples(timitseg_model* model, const float* samples, i
 
 int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones, timitseg_segments** out) {
   return guard("timitseg_model_align_file", [&] { align(model, path, phones, out); });
+}
+
+int timitseg_model_set_shifts(timitseg_model* model, const char* path) {
+  return guard("timitseg_model_set_shifts", [&] {
+    need(model, "model");
+    if (path == nullptr || *path == '\0') {
+      model->shifts.reset();
+      return;
+    }
+    model->shifts = eval::load_boundary_shifts(path, model->state.labels);  // a bad file: the old shifts stay
+  });
 }
 
 timitseg_align_words_options timitseg_align_words_default_options(void) {

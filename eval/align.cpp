@@ -325,13 +325,13 @@ class AlignRun {
 
 }  // namespace
 
-Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s) {
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s, const BoundaryShifts* shifts) {
   std::vector<AlignInput> pending;
   pending.push_back(std::move(input));
   int64_t N = 1;
   const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr);
   check_finite(r.score[0], pending[0].audio);
-  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, nullptr);
+  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, shifts);
 }
 
 int align(const AlignOptions& options) {

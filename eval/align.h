@@ -7,6 +7,7 @@
 
 #include "eval/align_input.h"
 #include "eval/align_options.h"
+#include "eval/boundary_shifts.h"
 #include "eval/formats.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
@@ -24,6 +25,8 @@ int align(const AlignOptions& o);
 // the phones and, when the transcript had words, the words tier. Throws
 // "AUDIO: no alignment of finite score (...)". The C API's model handle
 // aligns through it.
-Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s);
+// shifts (nullptr: none): each boundary moved by its phone's shift, as `align --shifts`.
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s,
+                       const BoundaryShifts* shifts = nullptr);
 
 }  // namespace timitseg::eval

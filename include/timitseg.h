@@ -442,6 +442,16 @@ TIMITSEG_API int timitseg_model_decode_samples(timitseg_model* model, const floa
 TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* path, const char* phones,
                                            timitseg_segments** out);
 
+/* Per-phone boundary shifts for the alignments of this handle, as `timitseg
+ * align --shifts FILE` (docs/align.md "Calibrating to a labelling
+ * convention"): path a JSON file written by `timitseg evaluate --align
+ * --fit-shifts` with this checkpoint's phone set; from then on
+ * timitseg_model_align_file and timitseg_model_align_words_file move each
+ * boundary by the shift of the phone after it. NULL or "" removes them. A bad
+ * file (unreadable, another phone set, a label outside it) is the error
+ * message, and the handle keeps the shifts it had. */
+TIMITSEG_API int timitseg_model_set_shifts(timitseg_model* model, const char* path);
+
 /* Forced alignment of words through a pronunciation dictionary, as `timitseg
  * align --words LIST --dict DICTIONARY` does (the command's code, in memory on
  * the handle's executor, as timitseg_model_align_file): words space

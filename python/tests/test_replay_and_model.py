@@ -108,6 +108,41 @@ def test_model_decode_equals_the_decode_command(binary, checkpoint):
         timitseg.Model.load(str(d / "missing.safetensors"))
 
 
+def test_model_set_shifts_moves_alignments_as_the_align_command(binary, checkpoint):
+    """Model.set_shifts(path) moves each boundary of align() by its phone's shift in samples, as
+    `timitseg align --shifts` writes it; a bad file raises naming it and keeps the shifts; None removes them."""
+    d, ckpt, wavs = checkpoint
+    m = timitseg.Model.load(ckpt, device="cpu")
+    phones = [n for _, _, n in read_phn(os.path.splitext(wavs[0])[0] + ".PHN")]
+    plain = [tuple(x) for x in m.align(wavs[0], phones)]
+    names = [n for _, _, n in plain]
+    shifted = names[len(names) // 2]  # a phone of this utterance, by its label-set name
+    sh = d / "shifts.json"
+    sh.write_text(json.dumps({"format": "timitseg-boundary-shifts", "version": 1, "phone_set": m.phone_set["name"],
+                              "shift_ms": {shifted: 2.5}}))
+    m.set_shifts(str(sh))
+    moved = [tuple(x) for x in m.align(wavs[0], phones)]
+    want = [b for b, _, _ in plain]
+    for i in range(1, len(want)):  # 2.5 ms = 40 samples earlier, each phone kept >= 1 sample
+        if names[i] == shifted:
+            want[i] = max(want[i] - 40, want[i - 1] + 1)
+    assert [b for b, _, _ in moved] == want and moved != plain
+    assert [e for _, e, _ in moved][:-1] == want[1:] and moved[-1][1] == plain[-1][1]
+    lst = d / "shift_list.txt"
+    lst.write_text(wavs[0] + " " + " ".join(phones) + "\n")
+    run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--shifts", str(sh),
+        "--out", str(d / "al_shift"))
+    assert read_phn(str(d / "al_shift" / (os.path.splitext(os.path.basename(wavs[0]))[0] + ".PHN"))) == moved
+    bad = d / "shifts_bad.json"
+    bad.write_text(json.dumps({"format": "timitseg-boundary-shifts", "version": 1, "phone_set": "other",
+                               "shift_ms": {}}))
+    with pytest.raises(timitseg.TimitsegError, match="shifts_bad.json: fitted for phone set 'other'"):
+        m.set_shifts(str(bad))
+    assert [tuple(x) for x in m.align(wavs[0], phones)] == moved
+    m.set_shifts(None)
+    assert [tuple(x) for x in m.align(wavs[0], phones)] == plain
+
+
 def read_csv_tiers(path):
     """{tier: [(start_sample, end_sample, label)]} of the align command's .csv."""
     import csv

@@ -121,6 +121,14 @@ class Model:
             check(lib.timitseg_model_decode_samples(self._h, ptr, x.size, int(sample_rate), ctypes.byref(out)))
         return _segments(out)
 
+    def set_shifts(self, path=None):
+        """Per-phone boundary shifts for this model's alignments, as `timitseg align --shifts FILE`: path a
+        JSON file written by `timitseg evaluate --align --fit-shifts` with this checkpoint; from then on
+        align() moves each boundary by the shift of the phone after it (docs/align.md "Calibrating to a
+        labelling convention"). None removes them. A bad file raises TimitsegError naming it, and the
+        shifts set before stay."""
+        check(lib.timitseg_model_set_shifts(self._h, os.fsencode(path) if path else None))
+
     def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,
               word_silence=False, obligatory_silence=False, dict_format="auto"):
         """Forced alignment of an audio file, as `timitseg align` does.

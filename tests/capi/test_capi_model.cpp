@@ -5,6 +5,7 @@
 // strings, a disagreeing pair refused; bad inputs are statuses with one line.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -13,6 +14,8 @@
 #include <string>
 #include <tuple>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "common/files.h"
 #include "eval/align.h"
@@ -153,6 +156,61 @@ Rows read_phn_rows(const fs::path& p) {
 }
 
 }  // namespace
+
+// timitseg_model_set_shifts: the handle's alignments move each boundary by its phone's
+// shift in samples (as `align --shifts` writes them, the command's .PHN compared), a bad
+// file is refused naming itself and leaves the shifts in place, NULL removes them.
+TEST_F(CapiModel, SetShiftsMovesAlignmentsAsTheAlignCommand) {
+  const std::string ckpt = (dir_ / "m.safetensors").string(), phones = "h# aa s iy h#";
+  const fs::path shifts = dir_ / "shifts.json", bad = dir_ / "shifts_bad.json";
+  nlohmann::json j = {{"format", "timitseg-boundary-shifts"}, {"version", 1},
+                      {"phone_set", model::load_checkpoint(ckpt).labels.spec.name},
+                      {"shift_ms", {{"s", 10.0}, {"iy", -5.0}}}};
+  std::ofstream(shifts) << j.dump();
+  j["shift_ms"]["zz"] = 1.0;
+  std::ofstream(bad) << j.dump();
+  timitseg_model_params p = timitseg_model_default_params();
+  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+  timitseg_model* m = nullptr;
+  ASSERT_EQ(timitseg_model_load(ckpt.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
+  auto align = [&] {
+    timitseg_segments* s = nullptr;
+    EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
+        << timitseg_last_error();
+    const Rows r = rows_of(s);
+    timitseg_segments_free(s);
+    return r;
+  };
+  const Rows plain = align();
+  ASSERT_EQ(plain.size(), 5u);
+  ASSERT_EQ(timitseg_model_set_shifts(m, shifts.c_str()), TIMITSEG_OK) << timitseg_last_error();
+  const Rows moved = align();
+  ASSERT_EQ(moved.size(), 5u);
+  // s starts 10 ms (160 samples) earlier, iy 5 ms (80 samples) later, where the phones keep a sample
+  Rows want = plain;
+  std::get<0>(want[2]) = std::max(std::get<0>(plain[2]) - 160, std::get<0>(plain[1]) + 1);
+  std::get<0>(want[3]) = std::min(std::get<0>(plain[3]) + 80, std::get<1>(plain[3]) - 1);
+  for (size_t i = 0; i + 1 < want.size(); ++i) std::get<1>(want[i]) = std::get<0>(want[i + 1]);
+  EXPECT_EQ(moved, want);
+  EXPECT_NE(moved, plain);
+  eval::AlignOptions o;  // the command with the same file
+  o.checkpoint = ckpt;
+  o.phones_file = (dir_ / "phones_shift.txt").string();
+  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
+  o.out_dir = (dir_ / "aligned_shift").string();
+  o.device = timitseg::config::DeviceSetting::cpu;
+  o.shifts = shifts.string();
+  ASSERT_EQ(eval::align(o), 1);
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_shift" / "a.PHN"), moved);
+  EXPECT_EQ(timitseg_model_set_shifts(m, bad.c_str()), TIMITSEG_ERR_RUNTIME);
+  EXPECT_NE(std::string(timitseg_last_error()).find(bad.string() + ": phone 'zz' is not in"), std::string::npos)
+      << timitseg_last_error();
+  EXPECT_EQ(align(), moved);  // the shifts set before stay
+  ASSERT_EQ(timitseg_model_set_shifts(m, nullptr), TIMITSEG_OK);
+  EXPECT_EQ(align(), plain);
+  EXPECT_EQ(timitseg_model_set_shifts(nullptr, shifts.c_str()), TIMITSEG_ERR_ARGUMENT);
+  timitseg_model_free(m);
+}
 
 TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
   const std::string phones = "h# aa s iy h#";
