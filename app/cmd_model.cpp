@@ -287,9 +287,13 @@ void add_evaluate_command(CLI::App& app) {
   fit->excludes(apply);
   apply->excludes(fit);
   ev->add_option("--shift-min-boundaries", eval_opts->shift_min_boundaries,
-                 "With --fit-shifts: fit a phone only from at least this many boundaries into it (the others get no "
-                 "shift)")
+                 "With --fit-shifts: fit a phone (or a pair) only from at least this many boundaries (the others get "
+                 "no shift)")
       ->capture_default_str();
+  add_enum_option<eval::ShiftContext>(
+      ev, "--shift-context", &eval_opts->shift_context,
+      "With --fit-shifts: phone (default: one shift per phone after the boundary) or pair (also one per pair of "
+      "phones around it, where the pair has --shift-min-boundaries; the phone's shift elsewhere)");
   auto plot = std::make_shared<std::string>();
   ev->add_option("--reliability-plot", *plot,
                  "With --align: write the reliability plot of boundary_confidence and label_confidence (10 bins, "

@@ -206,6 +206,7 @@ void AlignMetrics::add_samples(const std::vector<int64_t>& ref, int ref_rate, co
     samples.signed_ms.push_back(e);
     samples.cls.push_back(cls.at(i));
     samples.into.push_back(phones.empty() ? std::string() : phones[i + 1]);  // "": not named
+    samples.from.push_back(phones.empty() ? std::string() : phones[i]);
     if (phones.empty()) continue;
     samples.length_error_ms.emplace_back(phones[i], e - before);  // its end moved by e, its start by `before`
     before = e;

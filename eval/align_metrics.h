@@ -39,6 +39,7 @@ struct BoundaryErrors {
   // aligned minus reference length in ms (> 0: aligned longer), the utterance's own start and end
   // counted as exact.
   std::vector<std::string> into;
+  std::vector<std::string> from;  // the label of the phone before boundary i ("" where not named)
   std::vector<std::pair<std::string, double>> length_error_ms;
   // {"boundaries": N, "within_ms": {"10": f, ...}, "mean_abs_ms": m, "median_abs_ms": m,
   // "mean_signed_ms": bias (> 0: boundaries placed late)}; no fractions when N = 0 (never NaN)

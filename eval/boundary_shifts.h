@@ -18,19 +18,33 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/enum_names.h"
 #include "model/labels.h"
 
 namespace timitseg::eval {
 
+// What a shift is keyed by (evaluate --shift-context): the phone after the
+// boundary, or the pair of phones around it with the phone's shift where the
+// pair has too few boundaries (the error of a boundary into `l` after a vowel
+// and after a stop differ).
+enum class ShiftContext { phone, pair };
+
+TIMITSEG_ENUM_NAMES(ShiftContext, 2, {ShiftContext::phone, "phone"}, {ShiftContext::pair, "pair"});
+
 struct BoundaryShifts {
   std::string phone_set;                    // the checkpoint's phone set (PhoneSetSpec::name)
-  int min_boundaries = 10;                  // a phone is fitted only with at least this many boundaries into it
+  int min_boundaries = 10;                  // a phone (pair) is fitted only with at least this many boundaries
+  ShiftContext context = ShiftContext::phone;
   std::map<std::string, double> shift_ms;   // label -> median signed error (aligned - reference), ms
   std::map<std::string, int64_t> boundaries;  // label -> boundaries it was fitted from
+  // context pair: (phone before, phone after) -> median signed error, ms; and its boundaries
+  std::map<std::pair<std::string, std::string>, double> pair_shift_ms;
+  std::map<std::pair<std::string, std::string>, int64_t> pair_boundaries;
   nlohmann::json fitted_on = nlohmann::json::object();  // provenance: checkpoint, workdir, split
 
-  // The ms to subtract from a boundary into `label`: 0 for a phone without a shift.
-  double shift(const std::string& label) const;
+  // The ms to subtract from a boundary from `before` into `label`: the pair's shift, else the
+  // phone's, else 0.
+  double shift(const std::string& before, const std::string& label) const;
   nlohmann::json to_json() const;
 };
 
@@ -39,20 +53,24 @@ constexpr int kShiftMinBoundaries = 10;
 // The median signed error of the boundaries into each phone, for the phones
 // with at least min_boundaries of them: into[i] the label of the phone after
 // boundary i ("" not named: left out), signed_ms[i] its error, aligned minus
-// reference (BoundaryErrors' fields, eval/align_metrics.h). Throws
-// std::invalid_argument when min_boundaries < 1.
-BoundaryShifts fit_boundary_shifts(const std::vector<std::string>& into, const std::vector<double>& signed_ms,
-                                   const std::string& phone_set, int min_boundaries);
+// reference (BoundaryErrors' fields, eval/align_metrics.h). Context pair: also
+// the median of each (from[i], into[i]) pair with at least min_boundaries
+// (from[i]: the phone before boundary i). Throws std::invalid_argument when
+// min_boundaries < 1, or for the pair context when from is not parallel to into.
+BoundaryShifts fit_boundary_shifts(const std::vector<std::string>& from, const std::vector<std::string>& into,
+                                   const std::vector<double>& signed_ms, const std::string& phone_set,
+                                   int min_boundaries, ShiftContext context = ShiftContext::phone);
 
 // Writes the shifts as JSON, atomically ({"format": "timitseg-boundary-shifts",
-// "version": 1, "phone_set", "min_boundaries", "shift_ms", "boundaries",
-// "fitted_on"}).
+// "version": 1, "phone_set", "min_boundaries", "context": "phone" | "pair",
+// "shift_ms", "boundaries", with pairs "pair_shift_ms" and "pair_boundaries"
+// ({"before": {"after": value}}), "fitted_on"}).
 void save_boundary_shifts(const BoundaryShifts& shifts, const std::string& path);
 
 // Reads a shifts file for a checkpoint's labels. Errors name the file and
 // the problem: unreadable, not JSON, another format or version, another
 // phone set than the checkpoint's, a label outside it, a shift that is not a
-// finite number.
+// finite number (in shift_ms or pair_shift_ms).
 BoundaryShifts load_boundary_shifts(const std::string& path, const model::LabelSet& labels);
 
 // What apply_boundary_shifts did, summed over calls.

@@ -158,18 +158,22 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
     j["align"] = am.to_json();
     align_table = am.table();
     if (!o.fit_shifts.empty()) {
-      BoundaryShifts fit = fit_boundary_shifts(am.samples.into, am.samples.signed_ms, s.labels.spec.name,
-                                               o.shift_min_boundaries);
+      BoundaryShifts fit = fit_boundary_shifts(am.samples.from, am.samples.into, am.samples.signed_ms,
+                                               s.labels.spec.name, o.shift_min_boundaries, o.shift_context);
       fit.fitted_on = {{"checkpoint", o.checkpoint}, {"workdir", workdir}, {"split", common::to_string(o.split)},
                        {"epoch", s.epoch}, {"boundaries", am.samples.abs_ms.size()}};
       save_boundary_shifts(fit, o.fit_shifts);
-      align_table += "  per-phone shifts of " + std::to_string(fit.shift_ms.size()) + " phone(s) (each from >= " +
-                     std::to_string(o.shift_min_boundaries) + " boundaries of this split) written to " + o.fit_shifts +
-                     "\n";
+      align_table += "  per-phone shifts of " + std::to_string(fit.shift_ms.size()) + " phone(s)" +
+                     (o.shift_context == ShiftContext::pair
+                          ? " and " + std::to_string(fit.pair_shift_ms.size()) + " phone pair(s)"
+                          : std::string()) +
+                     " (each from >= " + std::to_string(o.shift_min_boundaries) + " boundaries of this split) written to " +
+                     o.fit_shifts + "\n";
       if (fit.shift_ms.empty())
         spdlog::warn("evaluate --fit-shifts: no phone has {} or more boundaries on {}: {} holds no shift",
                      o.shift_min_boundaries, common::to_string(o.split), o.fit_shifts);
-      j["align"]["fitted_shifts"] = {{"file", o.fit_shifts}, {"phones", fit.shift_ms.size()}};
+      j["align"]["fitted_shifts"] = {{"file", o.fit_shifts}, {"phones", fit.shift_ms.size()},
+                                     {"pairs", fit.pair_shift_ms.size()}, {"context", common::to_string(o.shift_context)}};
     }
   }
   std::printf("evaluate %s on %s (epoch %d, %s%s)\n%s%s", o.checkpoint.c_str(), common::to_string(o.split), s.epoch,
@@ -190,6 +194,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (!o.fit_shifts.empty() && !o.shifts.empty())
     throw std::invalid_argument("evaluate: give --fit-shifts (fit on this split) or --shifts (apply a fit), not both");
   if (!o.fit_shifts.empty()) check_output_file("--fit-shifts", o.fit_shifts, "shifts.json");
+  if (o.shift_context != ShiftContext::phone && o.fit_shifts.empty())
+    throw std::invalid_argument("evaluate: --shift-context needs --fit-shifts");
   if (o.shift_min_boundaries < 1)
     throw std::invalid_argument("--shift-min-boundaries must be >= 1, got " + std::to_string(o.shift_min_boundaries));
   model::set_threads(o.threads);

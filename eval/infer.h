@@ -39,6 +39,7 @@ struct EvaluateOptions {
   // split to a file; shifts applies such a file before the sample-accurate scores. "" = none.
   std::string fit_shifts;
   std::string shifts;
+  ShiftContext shift_context = ShiftContext::phone;  // --shift-context: phone | pair (with --fit-shifts)
   int shift_min_boundaries = kShiftMinBoundaries;  // --shift-min-boundaries: a phone is fitted from at least this many boundaries
 };
 // Prints the metrics table on stdout; returns the metrics JSON.

@@ -25,9 +25,10 @@
 # "train.device=cpu"), PREPARE_ARGS (extra `prepare` options for every corpus,
 # e.g. "--frame-shift-ms 5"), DEV (1: also align the dev split, dev.json, and add its
 # within-20-ms column: the figure a rule decides on; test is only reported), SHIFTS
-# (1: also fit each phone's boundary shift on dev, `evaluate --align --fit-shifts`,
-# and score test with it, eval_shifted.json: the columns "with dev's shifts"; it
-# uses dev's times, docs/align.md "Calibrating to a labelling convention"). An existing corpus, WORKDIR or finished run under OUT is
+# (1 or "phone": also fit each phone's boundary shift on dev, `evaluate --align
+# --fit-shifts`, and score test with it, eval_shifted.json: the columns "with dev's
+# shifts"; "pair" or "phone pair": with --shift-context pair too, eval_shifted_pair.json;
+# it uses dev's times, docs/align.md "Calibrating to a labelling convention"). An existing corpus, WORKDIR or finished run under OUT is
 # reused, so a sweep can be resumed or extended by seeds; TABLE_ONLY=1 prints
 # the table of the runs under OUT and runs nothing.
 set -euo pipefail
@@ -44,6 +45,7 @@ ARMS=${ARMS:-times:;transcript:crf.supervision=transcript}
 read -r -a prepare_args <<< "${PREPARE_ARGS:-}"
 mkdir -p "$OUT"
 
+case "${SHIFTS:-}" in "") shift_contexts= ;; 1) shift_contexts=phone ;; *) shift_contexts=$SHIFTS ;; esac
 . bench/accuracy/sweep_common.sh  # sets, jobs_file, CORPORA_RUN, run_jobs
 for c in $CORPORA_RUN; do
   corpus="$OUT/$c/corpus" prep="$OUT/$c/prep"
@@ -72,12 +74,18 @@ for c in $CORPORA_RUN; do
 " --set train.seed=$s ${EPOCHS:+--set train.epochs=$EPOCHS} $(sets "$over") $(sets "${SET:-}") > $run.train.log 2>&1"
         "$BIN evaluate --checkpoint $ck --workdir $prep --split $split --align --no-progress --json $run/eval.json"\
 " > $run.eval.log 2>&1")
-      if [ -n "${DEV:-}${SHIFTS:-}" ] && { [ ! -f "$run/dev.json" ] || { [ -n "${SHIFTS:-}" ] && [ ! -f "$run/shifts.json" ]; }; }; then
+      if [ -n "${DEV:-}${SHIFTS:-}" ] && [ ! -f "$run/dev.json" ]; then
         steps+=("$BIN evaluate --checkpoint $ck --workdir $prep --split dev --align --no-progress --json $run/dev.json"\
-"${SHIFTS:+ --fit-shifts $run/shifts.json} > $run.dev.log 2>&1")
+" > $run.dev.log 2>&1")
       fi
-      [ -n "${SHIFTS:-}" ] && [ ! -f "$run/eval_shifted.json" ] && steps+=("$BIN evaluate --checkpoint $ck --workdir"\
-" $prep --split $split --align --shifts $run/shifts.json --no-progress --json $run/eval_shifted.json > $run.shifted.log 2>&1")
+      for ctx in $shift_contexts; do  # shifts.json / eval_shifted.json (phone), shifts_pair.json / eval_shifted_pair.json
+        sfx=${ctx/#phone/} sfx=${sfx:+_$sfx}
+        [ -f "$run/eval_shifted$sfx.json" ] && continue
+        steps+=("$BIN evaluate --checkpoint $ck --workdir $prep --split dev --align --no-progress --fit-shifts"\
+" $run/shifts$sfx.json --shift-context $ctx > $run.fit$sfx.log 2>&1"
+          "$BIN evaluate --checkpoint $ck --workdir $prep --split $split --align --shifts $run/shifts$sfx.json"\
+" --no-progress --json $run/eval_shifted$sfx.json > $run.shifted$sfx.log 2>&1")
+      done
       [ ${#steps[@]} -eq 0 ] && continue
       joined=$(printf ' && %s' "${steps[@]}")
       echo "${joined# && }" >> "$jobs_file"
@@ -97,13 +105,15 @@ def ms(xs, scale=1.0, digits=2):
     sd = statistics.stdev(xs) if len(xs) > 1 else 0.0
     return f"{statistics.mean(xs):.{digits}f} +- {sd:.{digits}f}"
 
-shifted_cols = any(glob.glob(os.path.join(out, "*", "*", "seed-*", "eval_shifted.json")))
-extra_head = " with dev's shifts: within 20 ms % | mean abs error ms |" if shifted_cols else ""
+shifted = [(sfx, name) for sfx, name in (("", "dev's shifts"), ("_pair", "dev's pair shifts"))
+           if glob.glob(os.path.join(out, "*", "*", "seed-*", f"eval_shifted{sfx}.json"))]
+extra_head = "".join(f" with {name}: within 20 ms % | mean abs error ms |" for _, name in shifted)
 print("| corpus | trained on | seeds | dev within 20 ms % | test PER % | within 20 ms % (sample) | mean abs error ms | bias ms | within 10 / 25 / 50 ms % | s per epoch (mean) |" + extra_head)
-print("|---|---|---|---|---|---|---|---|---|---|" + ("---|---|" if shifted_cols else ""))
+print("|---|---|---|---|---|---|---|---|---|---|" + "---|---|" * len(shifted))
 for c in corpora:
     for a in arms:
-        per, w20, mae, bias, w10, w25, w50, sec, dev20, sw20, smae = [], [], [], [], [], [], [], [], [], [], []
+        per, w20, mae, bias, w10, w25, w50, sec, dev20 = [], [], [], [], [], [], [], [], []
+        sw20 = {sfx: [] for sfx, _ in shifted}; smae = {sfx: [] for sfx, _ in shifted}
         for s in seeds:
             f = os.path.join(out, c, a, f"seed-{s}", "eval.json")
             if not os.path.exists(f): continue
@@ -115,14 +125,16 @@ for c in corpora:
             sec.append(statistics.mean(x["epoch_seconds"] for x in m))
             d = os.path.join(out, c, a, f"seed-{s}", "dev.json")
             if os.path.exists(d): dev20.append(json.load(open(d))["align"]["samples"]["within_ms"]["20"])
-            e = os.path.join(out, c, a, f"seed-{s}", "eval_shifted.json")
-            if os.path.exists(e):
-                se = json.load(open(e))["align"]["samples"]; sw20.append(se["within_ms"]["20"]); smae.append(se["mean_abs_ms"])
+            for sfx, _ in shifted:
+                e = os.path.join(out, c, a, f"seed-{s}", f"eval_shifted{sfx}.json")
+                if os.path.exists(e):
+                    se = json.load(open(e))["align"]["samples"]
+                    sw20[sfx].append(se["within_ms"]["20"]); smae[sfx].append(se["mean_abs_ms"])
         if not per:
             print(f"| {c} | {a} | 0 | | (no finished run) | | | | | |"); continue
         print(f"| {c} | {a} | {len(per)} | {ms(dev20, 100)} | {ms(per, 100)} | {ms(w20, 100)} | {ms(mae)} | {ms(bias)} | "
               f"{ms(w10, 100, 1)} / {ms(w25, 100, 1)} / {ms(w50, 100, 1)} | {statistics.mean(sec):.2f} |" +
-              (f" {ms(sw20, 100)} | {ms(smae)} |" if shifted_cols else ""))
+              "".join(f" {ms(sw20[sfx], 100)} | {ms(smae[sfx])} |" for sfx, _ in shifted))
 
 # Where the misses are: per corpus and arm, the phones with the most test boundaries off by
 # more than 20 ms (mean over the seeds; `evaluate --align`'s by_phone, docs/align.md).

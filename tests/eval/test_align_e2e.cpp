@@ -368,6 +368,57 @@ TEST_F(AlignE2E, FitShiftsThenApplyThemInAlignAndEvaluate) {
     EXPECT_NE(c.output.find(bad.string() + ": fitted for phone set 'espeak-de'"), std::string::npos) << c.output;
   }
   EXPECT_FALSE(fs::exists(dir_ / "al_shift_bad"));
+
+  // --shift-context pair: each pair of phones around a boundary with >= 2 of them gets its own
+  // median (from the same files), the others keep their phone's; align moves by the pair's first.
+  const fs::path pairs = dir_ / "shifts_pair.json", moved2 = dir_ / "al_shift2";
+  Cmd fp = run(ev + "--fit-shifts " + pairs.string() + " --shift-min-boundaries 2 --shift-context pair");
+  ASSERT_EQ(fp.rc, 0) << fp.output;
+  const nlohmann::json pj = nlohmann::json::parse(slurp(pairs));
+  EXPECT_EQ(pj["context"], "pair");
+  EXPECT_EQ(pj["shift_ms"], fit["shift_ms"]);  // the phones' shifts as before
+  Cmd b2 = run("align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --out " + moved2.string() +
+               " --device cpu --shifts " + pairs.string());
+  ASSERT_EQ(b2.rc, 0) << b2.output;
+  std::map<std::pair<std::string, std::string>, std::vector<double>> by_pair;
+  int64_t by_pair_moved = 0, exact = 0, n = 0;
+  double moved2_signed = 0.0;
+  for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
+    const fs::path phn = fs::path(u.audio_path).replace_extension(".PHN");
+    const fs::path rel = fs::relative(u.audio_path, test).replace_extension();
+    std::vector<data::Problem> problems;
+    const auto ref = eval::phn_reference(data::parse_phn(phn.string(), slurp(phn), -1, &problems), s.labels);
+    const std::vector<PhnRow> r0 = read_phn((plain / rel).string() + ".PHN"), r2 = read_phn((moved2 / rel).string() + ".PHN");
+    ASSERT_EQ(r2.size(), r0.size()) << phn;
+    for (size_t i = 1; i < r0.size(); ++i) {
+      by_pair[{r0[i - 1].name, r0[i].name}].push_back(static_cast<double>(r0[i].b - ref[i].start) / 16.0);
+      const nlohmann::json& row = pj["pair_shift_ms"].value(r0[i - 1].name, nlohmann::json::object());
+      const bool paired = row.contains(r0[i].name);
+      const double ms = paired ? row[r0[i].name].get<double>() : fit["shift_ms"].value(r0[i].name, 0.0);
+      by_pair_moved += paired;
+      exact += r2[i].b == r0[i].b - std::llround(ms * 16.0);
+      moved2_signed += static_cast<double>(r2[i].b - ref[i].start) / 16.0;
+      ++n;
+    }
+  }
+  size_t fitted_pairs = 0;
+  for (auto& [key, v] : by_pair) {
+    if (v.size() < 2) continue;
+    ++fitted_pairs;
+    std::sort(v.begin(), v.end());
+    const double med = v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+    EXPECT_NEAR(pj["pair_shift_ms"][key.first][key.second].get<double>(), med, 1e-3) << key.first << " " << key.second;
+  }
+  EXPECT_GT(fitted_pairs, 0u);
+  EXPECT_GT(by_pair_moved, 0);
+  // evaluate --shifts with the pair file scores the same moved boundaries: the ones not at their
+  // shift are exactly those it held back, and its bias is theirs against the .PHN
+  const fs::path js2 = dir_ / "eval_shifted_pair.json";
+  Cmd e2 = run(ev + "--shifts " + pairs.string() + " --json " + js2.string());
+  ASSERT_EQ(e2.rc, 0) << e2.output;
+  const nlohmann::json sa2 = nlohmann::json::parse(slurp(js2))["align"]["samples"];
+  EXPECT_EQ(sa2["shifts"]["clamped"].get<int64_t>(), n - exact);
+  EXPECT_NEAR(sa2["mean_signed_ms"].get<double>(), moved2_signed / static_cast<double>(n), 1e-9);
 }
 
 // A WORKDIR prepared through --corpus (a manifest of the same TIMIT-layout corpus,

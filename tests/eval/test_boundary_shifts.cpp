@@ -24,7 +24,7 @@ TEST(BoundaryShifts, FitIsEachPhonesMedianOfTheBoundariesIntoIt) {
   // "" (not named) left out whatever its error.
   const std::vector<std::string> into = {"a", "b", "a", "c", "b", "", "a", "b", "c", "b", ""};
   const std::vector<double> err = {-10, 4, -30, 7, 1, 99, 5, 3, 8, 2, -99};
-  const eval::BoundaryShifts s = eval::fit_boundary_shifts(into, err, "set", 3);
+  const eval::BoundaryShifts s = eval::fit_boundary_shifts({}, into, err, "set", 3);
   EXPECT_EQ(s.phone_set, "set");
   EXPECT_EQ(s.min_boundaries, 3);
   ASSERT_EQ(s.shift_ms.size(), 2u);
@@ -32,10 +32,35 @@ TEST(BoundaryShifts, FitIsEachPhonesMedianOfTheBoundariesIntoIt) {
   EXPECT_DOUBLE_EQ(s.shift_ms.at("b"), 2.5);
   EXPECT_EQ(s.boundaries.at("a"), 3);
   EXPECT_EQ(s.boundaries.at("b"), 4);
-  EXPECT_EQ(s.shift("c"), 0.0);  // no shift: unmoved
-  const eval::BoundaryShifts s2 = eval::fit_boundary_shifts(into, err, "set", 2);
+  EXPECT_EQ(s.shift("x", "c"), 0.0);  // no shift: unmoved
+  EXPECT_TRUE(s.pair_shift_ms.empty());
+  const eval::BoundaryShifts s2 = eval::fit_boundary_shifts({}, into, err, "set", 2);
   EXPECT_DOUBLE_EQ(s2.shift_ms.at("c"), 7.5);
-  EXPECT_THROW(eval::fit_boundary_shifts(into, err, "set", 0), std::invalid_argument);
+  EXPECT_THROW(eval::fit_boundary_shifts({}, into, err, "set", 0), std::invalid_argument);
+  EXPECT_THROW(eval::fit_boundary_shifts({}, into, err, "set", 2, eval::ShiftContext::pair), std::invalid_argument);
+}
+
+TEST(BoundaryShifts, PairsFitTheirOwnMedianAndBackOffToThePhone) {
+  // into a: after v {-20, -30, -40} -> -30 (a pair of 3); after s {10, 0} -> too few: a's own median
+  // {-20, -30, -40, 10, 0} = -20; into b: after v {5, 7, 9} -> 7, its phone median 7.
+  const std::vector<std::string> from = {"v", "v", "s", "v", "s", "v", "v", "v", ""};
+  const std::vector<std::string> into = {"a", "a", "a", "a", "a", "b", "b", "b", "b"};
+  const std::vector<double> err = {-20, -30, 10, -40, 0, 5, 7, 9, 100};
+  const eval::BoundaryShifts s = eval::fit_boundary_shifts(from, into, err, "set", 3, eval::ShiftContext::pair);
+  EXPECT_EQ(s.context, eval::ShiftContext::pair);
+  EXPECT_DOUBLE_EQ(s.shift_ms.at("a"), -20.0);
+  EXPECT_DOUBLE_EQ(s.shift_ms.at("b"), 8.0);  // {5, 7, 9, 100}: (7 + 9) / 2, the unnamed "before" counts for b
+  ASSERT_EQ(s.pair_shift_ms.size(), 2u);
+  EXPECT_DOUBLE_EQ(s.pair_shift_ms.at({"v", "a"}), -30.0);
+  EXPECT_DOUBLE_EQ(s.pair_shift_ms.at({"v", "b"}), 7.0);
+  EXPECT_EQ(s.pair_boundaries.at({"v", "a"}), 3);
+  EXPECT_DOUBLE_EQ(s.shift("v", "a"), -30.0);  // the pair
+  EXPECT_DOUBLE_EQ(s.shift("s", "a"), -20.0);  // backs off to the phone
+  EXPECT_DOUBLE_EQ(s.shift("s", "c"), 0.0);
+  // Applied: sil -> v -> a moves a by the pair's 30 ms (480 samples later); s -> a by a's 20 ms.
+  std::vector<int64_t> starts = {0, 1000, 2000, 4000, 5000};
+  eval::apply_boundary_shifts(s, {"sil", "v", "a", "s", "a"}, 16000, 9000, &starts);
+  EXPECT_EQ(starts, (std::vector<int64_t>{0, 1000, 2480, 4000, 5320}));
 }
 
 TEST(BoundaryShifts, ApplyMovesByTheRoundedShiftAndKeepsEveryPhone) {
@@ -71,7 +96,8 @@ TEST(BoundaryShifts, ApplyMovesByTheRoundedShiftAndKeepsEveryPhone) {
 TEST(BoundaryShifts, FileRoundTripsAndBadFilesNameThemselves) {
   const fs::path dir = testsupport::fresh_temp_dir("timitseg_boundary_shifts");
   const model::LabelSet ls = model::LabelSet::make(39);
-  eval::BoundaryShifts s = eval::fit_boundary_shifts({"s", "s", "iy"}, {-4.0, -6.0, 3.0}, ls.spec.name, 1);
+  eval::BoundaryShifts s = eval::fit_boundary_shifts({"sil", "sil", "s"}, {"s", "s", "iy"}, {-4.0, -6.0, 3.0},
+                                                     ls.spec.name, 1, eval::ShiftContext::pair);
   s.fitted_on = {{"split", "dev"}};
   const std::string path = (dir / "shifts.json").string();
   eval::save_boundary_shifts(s, path);
@@ -79,6 +105,9 @@ TEST(BoundaryShifts, FileRoundTripsAndBadFilesNameThemselves) {
   EXPECT_EQ(t.shift_ms, (std::map<std::string, double>{{"iy", 3.0}, {"s", -5.0}}));
   EXPECT_EQ(t.boundaries, (std::map<std::string, int64_t>{{"iy", 1}, {"s", 2}}));
   EXPECT_EQ(t.fitted_on["split"], "dev");
+  EXPECT_EQ(t.context, eval::ShiftContext::pair);
+  EXPECT_EQ(t.pair_shift_ms, (std::map<std::pair<std::string, std::string>, double>{{{"sil", "s"}, -5.0}, {{"s", "iy"}, 3.0}}));
+  EXPECT_EQ(t.pair_boundaries.at({"sil", "s"}), 2);
   auto refused = [&](nlohmann::json j, const std::string& why) {
     const std::string p = (dir / "bad.json").string();
     std::ofstream(p) << j.dump();
@@ -100,6 +129,18 @@ TEST(BoundaryShifts, FileRoundTripsAndBadFilesNameThemselves) {
   j = good;
   j["shift_ms"]["s"] = nullptr;
   refused(j, "the shift of phone 's' is null");
+  j = good;
+  j["pair_shift_ms"]["sil"]["qq"] = 2.0;
+  refused(j, "phone 'qq' is not in the checkpoint's phone set");
+  j = good;
+  j["pair_shift_ms"]["sil"]["s"] = "x";
+  refused(j, "the shift of the pair 'sil' -> 's' is \"x\"");
+  j = good;
+  j.erase("pair_shift_ms");
+  refused(j, "\"context\": \"pair\" without a \"pair_shift_ms\" object");
+  j = good;
+  j["context"] = "triple";
+  refused(j, "\"context\": \"triple\"");
   j = good;
   j["version"] = 2;
   refused(j, "version 2");
