@@ -347,7 +347,8 @@ int align(const AlignOptions& options) {
   std::optional<BoundaryShifts> shifts;  // a bad file: one line before any input is read
   if (!o.shifts.empty()) {
     shifts = load_boundary_shifts(o.shifts, s.labels);
-    spdlog::info("align: boundaries moved by the per-phone shifts of {} ({} phone(s))", o.shifts, shifts->shift_ms.size());
+    spdlog::info("align: boundaries moved by the shifts of {} ({} phone(s), {} phone pair(s))", o.shifts,
+                 shifts->shift_ms.size(), shifts->pair_shift_ms.size());
   }
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
