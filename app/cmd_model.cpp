@@ -259,6 +259,10 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_flag("--no-progress", [eval_opts](int64_t) { eval_opts->progress = false; },
                "No progress bar (stderr: a bar on a terminal, else a line at each 10% of the utterances)");
   ev->add_option("--json", eval_opts->json_out, "Also write the metrics as JSON to this file");
+  ev->add_option("--max-utterances", eval_opts->max_utterances,
+                 "Only the first N utterances of the split, in its order (0 = all): a quick look, or a calibration "
+                 "from a few timed utterances with --fit-shifts; the JSON's \"utterances\" says how many were used")
+      ->capture_default_str();
   ev->add_option("--dump-scores", eval_opts->dump_scores_dir,
                  "Write one safetensors per utterance into DIR: features F32 [T,D] (normalized encoder input), scores "
                  "F32 [T,C] (projection output before centering), segments I32 [N,3] (start, duration, label)");

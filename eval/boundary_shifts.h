@@ -49,6 +49,9 @@ struct BoundaryShifts {
 };
 
 constexpr int kShiftMinBoundaries = 10;
+// evaluate --fit-shifts warns below this many speakers in the fitted utterances (docs/align.md:
+// fits from one or two speakers' utterances lowered test accuracy on every corpus measured).
+constexpr size_t kShiftMinSpeakers = 3;
 
 // The median signed error of the boundaries into each phone, for the phones
 // with at least min_boundaries of them: into[i] the label of the phone after

@@ -160,8 +160,16 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
     if (!o.fit_shifts.empty()) {
       BoundaryShifts fit = fit_boundary_shifts(am.samples.from, am.samples.into, am.samples.signed_ms,
                                                s.labels.spec.name, o.shift_min_boundaries, o.shift_context);
+      std::set<std::string> speakers;
+      for (const data::Utterance* u : utts) speakers.insert(u->speaker);
       fit.fitted_on = {{"checkpoint", o.checkpoint}, {"workdir", workdir}, {"split", common::to_string(o.split)},
-                       {"epoch", s.epoch}, {"boundaries", am.samples.abs_ms.size()}};
+                       {"epoch", s.epoch}, {"utterances", utts.size()}, {"speakers", speakers.size()},
+                       {"boundaries", am.samples.abs_ms.size()}};
+      if (speakers.size() < kShiftMinSpeakers)
+        spdlog::warn("evaluate --fit-shifts: fitted from {} speaker(s); a shift may then be one speaker's habit "
+                     "(measured: fits from 1-2 speakers lowered test accuracy, from 3 and more raised it; docs/align.md "
+                     "\"Calibrating to a labelling convention\")",
+                     speakers.size());
       save_boundary_shifts(fit, o.fit_shifts);
       align_table += "  per-phone shifts of " + std::to_string(fit.shift_ms.size()) + " phone(s)" +
                      (o.shift_context == ShiftContext::pair
@@ -196,6 +204,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   if (!o.fit_shifts.empty()) check_output_file("--fit-shifts", o.fit_shifts, "shifts.json");
   if (o.shift_context != ShiftContext::phone && o.fit_shifts.empty())
     throw std::invalid_argument("evaluate: --shift-context needs --fit-shifts");
+  if (o.max_utterances < 0)
+    throw std::invalid_argument("--max-utterances must be >= 0 (0 = all), got " + std::to_string(o.max_utterances));
   if (o.shift_min_boundaries < 1)
     throw std::invalid_argument("--shift-min-boundaries must be >= 1, got " + std::to_string(o.shift_min_boundaries));
   model::set_threads(o.threads);
@@ -212,7 +222,12 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   std::unique_ptr<model::Executor> exec = make_inference_executor(s, o.device, o.backend, o.threads, o.phone_bonus, o.decode);
   std::vector<const data::Utterance*> utts;
   for (const auto& u : split.utterances) utts.push_back(&u);
-  s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of this split's speakers
+  s.cmvn = s.cmvn.with_speakers(utts);  // data.cmvn speaker: the statistics of this split's speakers (all of it)
+  if (o.max_utterances > 0 && static_cast<size_t>(o.max_utterances) < utts.size()) {
+    spdlog::info("evaluate: the first {} of the {} utterances of {} (--max-utterances)", o.max_utterances, utts.size(),
+                 common::to_string(o.split));
+    utts.resize(static_cast<size_t>(o.max_utterances));
+  }
   CreatedFolders made;  // --dump-scores: no folder left behind by a failure before the first write
   if (!o.dump_scores_dir.empty()) made.create(o.dump_scores_dir, "--dump-scores");
   Metrics metrics(s.labels.scoring_names, s.features.frame_shift_ms);  // 20 ms tolerance in the model's frames

@@ -382,6 +382,25 @@ TEST_F(AlignE2E, FitShiftsThenApplyThemInAlignAndEvaluate) {
   }
   EXPECT_FALSE(fs::exists(dir_ / "al_shift_bad"));
 
+  // --max-utterances: a fit from the split's first two utterances (in its order) holds their boundaries only.
+  const fs::path few = dir_ / "shifts_few.json", few_json = dir_ / "eval_few.json";
+  Cmd fw = run(ev + "--max-utterances 2 --fit-shifts " + few.string() + " --shift-min-boundaries 1 --json " +
+               few_json.string());
+  ASSERT_EQ(fw.rc, 0) << fw.output;
+  const std::vector<Rows3> all = test_rows(moved);
+  ASSERT_GT(all.size(), 2u);
+  const nlohmann::json fj = nlohmann::json::parse(slurp(few_json));
+  EXPECT_EQ(fj["utterances"].get<int64_t>(), 2);
+  EXPECT_EQ(fj["align"]["utterances"].get<int64_t>(), 2);
+  const nlohmann::json few_fit = nlohmann::json::parse(slurp(few))["fitted_on"];
+  EXPECT_EQ(few_fit["boundaries"].get<size_t>(), all[0].ref.size() - 1 + all[1].ref.size() - 1);
+  EXPECT_EQ(few_fit["utterances"].get<int64_t>(), 2);
+  EXPECT_EQ(few_fit["speakers"].get<int64_t>(), 1);  // 3 utterances a speaker, in split order
+  EXPECT_NE(fw.output.find("fitted from 1 speaker(s)"), std::string::npos) << fw.output;
+  Cmd neg = run(ev + "--max-utterances -1");
+  EXPECT_NE(neg.rc, 0);
+  EXPECT_NE(neg.output.find("--max-utterances must be >= 0"), std::string::npos) << neg.output;
+
   // --shift-context pair: each pair of phones around a boundary with >= 2 of them gets its own
   // median (from the same files), the others keep their phone's; align moves by the pair's first.
   const fs::path pairs = dir_ / "shifts_pair.json", moved2 = dir_ / "al_shift2";
