@@ -217,7 +217,8 @@ void add_align_command(CLI::App& app) {
                 "each when words were given");
   c->add_option("--dict", o->dict, kDictHelp);
   c->add_option("--shifts", o->shifts,
-                "Move each aligned boundary by the shift of the phone after it: a JSON file written by `evaluate "
+                "Move each aligned boundary by its shift (its phone pair's where the file has one, else the phone's "
+                "after it): a JSON file written by `evaluate "
                 "--align --fit-shifts` with this checkpoint (each phone's median boundary error on a split with "
                 "times; docs/align.md \"Calibrating to a labelling convention\"); words follow their phones");
   add_enum_option<data::DictFormatSetting>(c, "--dict-format", &o->dict_format, kDictFormatHelp)

@@ -285,9 +285,9 @@ void add_evaluate_command(CLI::App& app) {
       "`align --shifts` (docs/align.md \"Calibrating to a labelling convention\")");
   CLI::Option* apply = ev->add_option(
       "--shifts", eval_opts->shifts,
-      "With --align: move each aligned boundary by the shift of the phone after it (a file written by "
-      "--fit-shifts with this checkpoint's phone set) before the sample-accurate scores; the frame-quantized row "
-      "stays the model's own");
+      "With --align: move each aligned boundary by its shift (the phone pair's around it where the file has "
+      "one, else the phone's after it; a file written by --fit-shifts with this checkpoint's phone set) before "
+      "the sample-accurate scores; the frame-quantized row stays the model's own");
   fit->excludes(apply);
   apply->excludes(fit);
   ev->add_option("--shift-min-boundaries", eval_opts->shift_min_boundaries,

@@ -49,7 +49,7 @@ namespace {
 // The aligned utterance of r from the spans [n][2] (frames) of r; skipped
 // optional phones (0 frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
-// shifts (nullptr: none): `align --shifts`, each boundary moved by the shift of the phone after it
+// shifts (nullptr: none): `align --shifts`, each boundary moved by its shift (pair, else phone)
 // (eval/boundary_shifts.h) before the words are placed on the phones.
 Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
                              const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts) {

@@ -447,7 +447,7 @@ TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* pa
  * convention"): path a JSON file written by `timitseg evaluate --align
  * --fit-shifts` with this checkpoint's phone set; from then on
  * timitseg_model_align_file and timitseg_model_align_words_file move each
- * boundary by the shift of the phone after it. NULL or "" removes them. A bad
+ * boundary by its shift (its phone pair's, else the phone's after it). NULL or "" removes them. A bad
  * file (unreadable, another phone set, a label outside it) is the error
  * message, and the handle keeps the shifts it had. */
 TIMITSEG_API int timitseg_model_set_shifts(timitseg_model* model, const char* path);

@@ -124,7 +124,7 @@ class Model:
     def set_shifts(self, path=None):
         """Per-phone boundary shifts for this model's alignments, as `timitseg align --shifts FILE`: path a
         JSON file written by `timitseg evaluate --align --fit-shifts` with this checkpoint; from then on
-        align() moves each boundary by the shift of the phone after it (docs/align.md "Calibrating to a
+        align() moves each boundary by its shift (its phone pair's, else the phone's after it) (docs/align.md "Calibrating to a
         labelling convention"). None removes them. A bad file raises TimitsegError naming it, and the
         shifts set before stay."""
         check(lib.timitseg_model_set_shifts(self._h, os.fsencode(path) if path else None))
