@@ -314,6 +314,7 @@ void add_evaluate_command(CLI::App& app) {
       if (path->empty()) continue;  // before any work: one line naming the option
       if (!eval_opts->align) throw std::invalid_argument(std::string("evaluate: ") + flag + " needs --align");
       check_output_file(flag, *path, example);
+      eval_opts->more_outputs.emplace_back(flag, *path);
     }
     const nlohmann::json j = eval::evaluate(*eval_opts);
     if (!plot->empty()) write_file_atomic(*plot, report::reliability_svg(j.at("align").at("confidence")));

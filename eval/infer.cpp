@@ -28,6 +28,7 @@
 #include "common/atomic_file.h"
 #include "common/interrupt.h"
 #include "common/files.h"
+#include "common/walk.h"
 #include "data/features.h"
 #include "common/safetensors.h"
 #include "eval/align_metrics.h"
@@ -119,6 +120,31 @@ UtteranceHook dump_scores_hook(const std::string& dir, const model::ModelState& 
     f.metadata["label_names"] = nlohmann::json(s.labels.names).dump();
     st::save((fs::path(dir) / (safe_name(u.id) + ".safetensors")).string(), f);
   };
+}
+
+// No output of evaluate is one of its inputs (the checkpoint, --shifts, the WORKDIR and its
+// files), nor another of its outputs, whatever links lie between the names: one line before
+// any decoding (common/walk.h refuse_output).
+void refuse_inputs_as_outputs(const EvaluateOptions& o, const std::string& workdir) {
+  InputSet inputs;
+  inputs.add(o.checkpoint);
+  if (!o.shifts.empty()) inputs.add(o.shifts);
+  inputs.add(workdir);
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(workdir, ec)) inputs.add(e.path());
+  std::vector<std::pair<std::string, std::string>> outputs = {
+      {"--json", o.json_out}, {"--dump-predictions", o.dump_predictions}, {"--fit-shifts", o.fit_shifts},
+      {"--dump-scores", o.dump_scores_dir}};
+  outputs.insert(outputs.end(), o.more_outputs.begin(), o.more_outputs.end());
+  std::map<std::string, std::string> earlier;  // the outputs checked so far, by canonical path: flag
+  for (const auto& [flag, path] : outputs) {
+    if (path.empty()) continue;
+    refuse_output(flag, path, inputs);
+    const std::string c = fs::weakly_canonical(fs::absolute(path), ec).string();
+    const auto [it, fresh] = earlier.emplace(c, flag);
+    if (!fresh)
+      throw std::invalid_argument(flag + " " + path + ": is also the path of " + it->second + "; give another path");
+  }
 }
 
 // A metric of an empty split does not exist: n/a on stdout, left out of the JSON (never NaN).
@@ -214,6 +240,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
+  refuse_inputs_as_outputs(o, workdir);
   model::bind_workdir(s.labels, workdir, o.checkpoint);  // one line when the WORKDIR holds another inventory
   if (o.batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   model::check_workdir_features(s, o.checkpoint, workdir);  // trained on other features: one line, no number

@@ -34,6 +34,9 @@ struct EvaluateOptions {
   std::optional<double> phone_bonus;  // --phone-bonus; unset = the checkpoint's crf.phone_bonus
   std::optional<config::DecodeMode> decode;  // --decode viterbi | posterior; unset = the checkpoint's crf.decode
   bool progress = true;               // a progress bar on stderr (--no-progress: none)
+  // Files the caller writes after evaluate returns ((flag, path): the plots of `timitseg evaluate`),
+  // refused with evaluate's own outputs when one is an input or another output.
+  std::vector<std::pair<std::string, std::string>> more_outputs;
   int64_t max_utterances = 0;         // --max-utterances: the first N of the split in its order (0 = all)
   bool align = false;                 // --align: also forced-align each reference phone sequence (eval/align_metrics.h), "align" in the JSON
   // With --align (eval/boundary_shifts.h): fit_shifts writes each phone's median boundary error on this

@@ -382,6 +382,27 @@ TEST_F(AlignE2E, FitShiftsThenApplyThemInAlignAndEvaluate) {
   }
   EXPECT_FALSE(fs::exists(dir_ / "al_shift_bad"));
 
+  // No output is an input (the checkpoint, also through a link; a WORKDIR file) or another output.
+  const fs::path copy = dir_ / "ck_copy.safetensors", link = dir_ / "ck_link.safetensors";
+  fs::copy_file(ckpt_, copy, fs::copy_options::overwrite_existing);
+  fs::remove(link);
+  fs::create_symlink(copy, link);
+  const std::string before = slurp(copy);
+  const std::string evc = "evaluate --checkpoint " + copy.string() + " --split test --align --device cpu ";
+  for (const auto& [args, line] : std::vector<std::pair<std::string, std::string>>{
+           {"--json " + copy.string(), "--json " + copy.string() + ": is the input " + copy.string()},
+           {"--fit-shifts " + link.string(), "--fit-shifts " + link.string() + ": is the input " + copy.string()},
+           {"--fit-shifts " + (dir_ / "work" / "manifest.json").string(), ": is the input "},
+           {"--phone-plot " + link.string(), "--phone-plot " + link.string() + ": is the input " + copy.string()},
+           {"--json " + (dir_ / "o.json").string() + " --fit-shifts " + (dir_ / "." / "o.json").string(),
+            ": is also the path of --json"}}) {
+    Cmd c = run(evc + args);
+    EXPECT_NE(c.rc, 0) << args;
+    EXPECT_NE(c.output.find(line), std::string::npos) << args << "\n" << c.output;
+  }
+  EXPECT_EQ(slurp(copy), before);
+  EXPECT_FALSE(fs::exists(dir_ / "o.json"));
+
   // --max-utterances: a fit from the split's first two utterances (in its order) holds their boundaries only.
   const fs::path few = dir_ / "shifts_few.json", few_json = dir_ / "eval_few.json";
   Cmd fw = run(ev + "--max-utterances 2 --fit-shifts " + few.string() + " --shift-min-boundaries 1 --json " +
