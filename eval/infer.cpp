@@ -164,7 +164,7 @@ nlohmann::json empty_split(const EvaluateOptions& o, const model::ModelState& s,
 // The metrics' JSON (with --align's) and their table on stdout (not yet flushed).
 nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState& s, model::Executor& exec,
                               const std::vector<const data::Utterance*>& utts, const Metrics& metrics,
-                              const std::string& workdir) {
+                              const std::string& workdir, const std::optional<BoundaryShifts>& shifts) {
   nlohmann::json j = metrics.to_json();
   j["checkpoint"] = o.checkpoint;
   j["split"] = common::to_string(o.split);
@@ -178,8 +178,6 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
                                  (bonus == 0.0 || posterior ? "" : ", phone bonus " + config::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
-    std::optional<BoundaryShifts> shifts;
-    if (!o.shifts.empty()) shifts = load_boundary_shifts(o.shifts, s.labels);
     const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts);
     j["align"] = am.to_json();
     align_table = am.table();
@@ -236,7 +234,8 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     throw std::invalid_argument("--shift-min-boundaries must be >= 1, got " + std::to_string(o.shift_min_boundaries));
   model::set_threads(o.threads);
   model::ModelState s = model::load_checkpoint(o.checkpoint);
-  if (!o.shifts.empty()) load_boundary_shifts(o.shifts, s.labels);  // a bad file: one line before any decoding
+  std::optional<BoundaryShifts> shifts;  // --shifts: a bad file is one line before any decoding
+  if (!o.shifts.empty()) shifts = load_boundary_shifts(o.shifts, s.labels);
   const std::string workdir = o.workdir.empty() ? s.config.data_workdir : o.workdir;
   if (workdir.empty()) throw std::invalid_argument(o.checkpoint + ": no data.workdir in the checkpoint; pass --workdir");
   data::require_workdir(workdir, "--workdir DIR");  // e.g. moved since the run recorded it
@@ -292,7 +291,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     for (const std::string& line : prediction_lines) text += line + "\n";
     write_file_atomic(o.dump_predictions, text);
   }
-  nlohmann::json j = metrics_report(o, s, *exec, utts, metrics, workdir);
+  nlohmann::json j = metrics_report(o, s, *exec, utts, metrics, workdir, shifts);
   std::fflush(stdout);
   if (!o.json_out.empty()) write_file_atomic(o.json_out, j.dump(2) + "\n");
   made.keep();
