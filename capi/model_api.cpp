@@ -41,6 +41,8 @@ struct timitseg_model {
   std::unique_ptr<model::Executor> exec;
   std::string phone_set_json;  // timitseg_model_phone_set
   std::optional<eval::BoundaryShifts> shifts;  // timitseg_model_set_shifts (unset: none)
+  eval::SilenceEdgesSetting silence_edges = eval::SilenceEdgesSetting::automatic;  // timitseg_model_set_silence_edges
+  eval::SilenceEdgeOptions silence_edge_options;
 };
 
 struct timitseg_segments {
@@ -137,9 +139,10 @@ eval::Segmentation align_transcript(timitseg_model* m, const char* path, const t
   const auto t0 = std::chrono::steady_clock::now();
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
+  const bool edges = eval::silence_edges_on(m->silence_edges, m->state.transcript_trained);
   eval::Segmentation out = eval::align_one(
-      *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads)), m->state,
-      m->shifts ? &*m->shifts : nullptr);
+      *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads), edges), m->state,
+      m->shifts ? &*m->shifts : nullptr, edges ? &m->silence_edge_options : nullptr);
   spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
@@ -262,6 +265,27 @@ int timitseg_model_set_shifts(timitseg_model* model, const char* path) {
       return;
     }
     model->shifts = eval::load_boundary_shifts(path, model->state.labels);  // a bad file: the old shifts stay
+  });
+}
+
+int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double margin_db, double max_move_ms) {
+  return guard("timitseg_model_set_silence_edges", [&] {
+    need(model, "model");
+    eval::SilenceEdgesSetting setting;
+    switch (mode) {
+      case TIMITSEG_SILENCE_EDGES_AUTO: setting = eval::SilenceEdgesSetting::automatic; break;
+      case TIMITSEG_SILENCE_EDGES_ON: setting = eval::SilenceEdgesSetting::on; break;
+      case TIMITSEG_SILENCE_EDGES_OFF: setting = eval::SilenceEdgesSetting::off; break;
+      default:
+        throw std::invalid_argument("mode must be TIMITSEG_SILENCE_EDGES_AUTO (0), _ON (1) or _OFF (2), got " +
+                                    std::to_string(mode));
+    }
+    eval::SilenceEdgeOptions o;
+    o.margin_db = margin_db;
+    o.max_move_ms = max_move_ms;
+    eval::check_silence_edge_options(o);  // a bad value: the handle keeps its setting
+    model->silence_edges = setting;
+    model->silence_edge_options = o;
   });
 }
 

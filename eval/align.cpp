@@ -49,10 +49,13 @@ namespace {
 // The aligned utterance of r from the spans [n][2] (frames) of r; skipped
 // optional phones (0 frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
-// shifts (nullptr: none): `align --shifts`, each boundary moved by its shift (pair, else phone)
-// (eval/boundary_shifts.h) before the words are placed on the phones.
+// edges (nullptr: none): the silence edges moved to the energy change (eval/silence_edges.h;
+// r.in.file_samples), counted into *edge_count; then shifts (nullptr: none): `align --shifts`, each
+// boundary moved by its shift (pair, else phone) (eval/boundary_shifts.h); both before the words
+// are placed on the phones.
 Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
-                             const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts) {
+                             const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
+                             const SilenceEdgeOptions* edges = nullptr, SilenceEdgeCount* edge_count = nullptr) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
   for (size_t i = 0; i < n; ++i)
@@ -80,6 +83,19 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
     kept.push_back(i);
     b[i] = r.in.boundary(spans[2 * i], s.features);
     e[i] = i == last ? r.in.n_file : r.in.boundary(spans[2 * i] + spans[2 * i + 1], s.features);
+  }
+  if (edges && !kept.empty()) {
+    if (r.in.file_samples.size() != static_cast<size_t>(r.in.n_file))
+      throw std::logic_error("aligned_output: silence edges need the input's samples (align_input keep_samples)");
+    std::vector<int64_t> starts;
+    std::vector<char> silence;
+    for (size_t i : kept) starts.push_back(b[i]), silence.push_back(s.labels.spec.is_silence(r.cs.classes[i]) ? 1 : 0);
+    refine_silence_edges(r.in.file_samples.data(), r.in.n_file, r.in.file_rate, silence, e[last], *edges, &starts,
+                         edge_count);
+    for (size_t k = 0; k < kept.size(); ++k) {
+      b[kept[k]] = starts[k];
+      if (k + 1 < kept.size()) e[kept[k]] = starts[k + 1];
+    }
   }
   if (shifts && !kept.empty()) {
     std::vector<int64_t> starts;
@@ -122,9 +138,10 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
 
 // Writes OUT/id.<suffix> of every format of r's alignment (eval/formats.h write_outputs).
 void write_alignment(const AlignInput& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
-                     const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts) {
+                     const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
+                     const SilenceEdgeOptions* edges, SilenceEdgeCount* edge_count) {
   const auto t0 = std::chrono::steady_clock::now();
-  write_outputs(aligned_output(r, spans, s, conf, at, shifts), o.formats, o.out_dir, r.id);
+  write_outputs(aligned_output(r, spans, s, conf, at, shifts, edges, edge_count), o.formats, o.out_dir, r.id);
   if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -155,6 +172,7 @@ void check_align_options(const AlignOptions& o) {
   if (!o.wav_scp.empty() && o.phones_file.empty() && o.words_file.empty())
     throw std::invalid_argument("align: --wav-scp needs --phones or --words (lines starting with utterance ids)");
   check_formats(o.formats);  // no format stops the command before any work
+  check_silence_edge_options(o.silence_edge_options);
   if ((o.transcript == TranscriptSource::wrd || o.transcript == TranscriptSource::txt) && o.dict.empty())
     throw std::invalid_argument(std::string("align: --transcript ") + common::to_string(o.transcript) +
                                 " needs --dict FILE");
@@ -231,8 +249,8 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
 class AlignRun {
  public:
   AlignRun(const model::ModelState& s, const AlignOptions& o, LazyExecutor& executor, size_t total,
-           const BoundaryShifts* shifts)
-      : s_(s), o_(o), executor_(executor), total_(total), shifts_(shifts) {}
+           const BoundaryShifts* shifts, const SilenceEdgeOptions* edges)
+      : s_(s), o_(o), executor_(executor), total_(total), shifts_(shifts), edges_(edges) {}
 
   // One line per bad input: transcript errors name their file and line
   // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
@@ -246,6 +264,8 @@ class AlignRun {
     missing_.insert(missing_.end(), missing.begin(), missing.end());
     missing_inputs_.push_back(src);
   }
+
+  const SilenceEdgeCount& edge_count() const { return edge_count_; }
 
   // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
   void check_stop() const {
@@ -305,7 +325,7 @@ class AlignRun {
       else if (conf.windowed[b])
         spdlog::info("{}: confidences {}", src, conf.reason[b]);
       write_alignment(pending_[b], r.spans.data() + b * N * 2, s_, o_, conf.computed[b] ? &conf : nullptr,
-                      static_cast<size_t>(b * N), shifts_);
+                      static_cast<size_t>(b * N), shifts_, edges_, &edge_count_);
       ++done_;
     } catch (const std::exception& e) {
       report(src, e.what(), false);
@@ -317,6 +337,8 @@ class AlignRun {
   LazyExecutor& executor_;
   size_t total_;
   const BoundaryShifts* shifts_;  // --shifts (nullptr: none)
+  const SilenceEdgeOptions* edges_;  // --silence-edges (nullptr: off)
+  SilenceEdgeCount edge_count_;      // what they did
   std::vector<AlignInput> pending_;
   std::vector<std::string> failed_;
   std::vector<std::string> missing_, missing_inputs_;  // words not in the dictionary (with repeats), their inputs
@@ -325,13 +347,14 @@ class AlignRun {
 
 }  // namespace
 
-Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s, const BoundaryShifts* shifts) {
+Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s, const BoundaryShifts* shifts,
+                       const SilenceEdgeOptions* edges) {
   std::vector<AlignInput> pending;
   pending.push_back(std::move(input));
   int64_t N = 1;
   const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr);
   check_finite(r.score[0], pending[0].audio);
-  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, shifts);
+  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, shifts, edges);
 }
 
 int align(const AlignOptions& options) {
@@ -350,6 +373,13 @@ int align(const AlignOptions& options) {
     spdlog::info("align: boundaries moved by the shifts of {} ({} phone(s), {} phone pair(s))", o.shifts,
                  shifts->shift_ms.size(), shifts->pair_shift_ms.size());
   }
+  std::optional<SilenceEdgeOptions> edges;  // --silence-edges (auto: for a checkpoint trained on transcripts)
+  if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
+    edges = o.silence_edge_options;
+    spdlog::info("align: silence edges at the energy change (floor + {} dB, at most {} ms; --silence-edges {}{})",
+                 edges->margin_db, edges->max_move_ms, common::to_string(o.silence_edges),
+                 o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
+  }
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
@@ -360,7 +390,7 @@ int align(const AlignOptions& options) {
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);
-  AlignRun run(s, o, executor, jobs.size() + bad.size(), shifts ? &*shifts : nullptr);
+  AlignRun run(s, o, executor, jobs.size() + bad.size(), shifts ? &*shifts : nullptr, edges ? &*edges : nullptr);
   for (const auto& [in, problem] : bad) run.report(in, problem, true);
   // Each batch's inputs (audio, features, transcript) are read in parallel
   // (one job per index: the results and the order of the error lines do not
@@ -374,7 +404,7 @@ int align(const AlignOptions& options) {
     std::vector<std::string> error(n);
     std::vector<char> names_file(n, 0);
     std::vector<std::vector<std::string>> missing(n);
-    read_jobs(jobs, at, s, threads, ready, error, names_file, missing);
+    read_jobs(jobs, at, s, threads, ready, error, names_file, missing, edges.has_value());
     for (size_t i = 0; i < n; ++i) {
       if (error[i].empty())
         run.add(std::move(ready[i]));
@@ -385,6 +415,12 @@ int align(const AlignOptions& options) {
   }
   run.check_stop();
   executor.wait();  // made even when no input was read (its error, if any, is the command's)
+  if (edges) {
+    const SilenceEdgeCount& c = run.edge_count();
+    spdlog::info("align: silence edges: {} of {} moved (mean move {:+.1f} ms), {} left by a loud silence, {} without a "
+                 "crossing within {} ms",
+                 c.moved, c.edges, c.to_json()["mean_move_ms"].get<double>(), c.loud, c.no_crossing, edges->max_move_ms);
+  }
   run.throw_if_failed();
   made.keep();
   spdlog::info("aligned {} utterance(s) into {} in {:.2f} s", run.done(), o.out_dir, seconds_since(start));

@@ -8,6 +8,7 @@
 #include "eval/align_input.h"
 #include "eval/align_options.h"
 #include "eval/boundary_shifts.h"
+#include "eval/silence_edges.h"
 #include "eval/formats.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
@@ -26,7 +27,9 @@ int align(const AlignOptions& o);
 // "AUDIO: no alignment of finite score (...)". The C API's model handle
 // aligns through it.
 // shifts (nullptr: none): each boundary moved by its phone's shift, as `align --shifts`.
+// edges (nullptr: none): silence edges at the energy change (eval/silence_edges.h), before the
+// shifts; the input must hold its samples (align_input's keep_samples).
 Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s,
-                       const BoundaryShifts* shifts = nullptr);
+                       const BoundaryShifts* shifts = nullptr, const SilenceEdgeOptions* edges = nullptr);
 
 }  // namespace timitseg::eval

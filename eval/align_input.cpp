@@ -81,13 +81,13 @@ Candidates candidates_of(const data::Transcript& tr, const model::LabelSet& ls) 
 }
 
 AlignInput align_input(const std::string& audio, const std::string& id, const data::Transcript& tr,
-                       const model::ModelState& s, int threads) {
+                       const model::ModelState& s, int threads, bool keep_samples) {
   AlignInput r;
   r.audio = audio;
   r.id = id;
   r.cs = to_classes(tr, s.labels);
   r.alternatives = candidates_of(tr, s.labels);
-  r.in = audio_input(data::read_audio(audio), audio, id, s, threads);
+  r.in = audio_input(data::read_audio(audio), audio, id, s, threads, keep_samples);
   const int64_t n = static_cast<int64_t>(std::count(r.cs.optional.begin(), r.cs.optional.end(), 0));
   if (n > r.in.utt.num_frames)
     throw std::runtime_error(audio + ": the transcript has " + std::to_string(n) +

@@ -54,8 +54,9 @@ struct AlignInput {
 // first), then the audio file through the pipeline (audio_input). Throws one
 // line "AUDIO: the transcript has N phones but the audio only F frames (...)"
 // when the obligatory phones outnumber the frames.
+// keep_samples: AudioInput::file_samples kept (silence edges, eval/silence_edges.h).
 AlignInput align_input(const std::string& audio, const std::string& id, const data::Transcript& tr,
-                       const model::ModelState& s, int threads);
+                       const model::ModelState& s, int threads, bool keep_samples = false);
 // Phone names: the label set's own names, else labels its phone set maps into
 // it (TIMIT 61-set names into 48/39); merged labels (q) dropped. Throws data::TranscriptError "SOURCE: phone 'x' is not in the
 // label set (...)" and "SOURCE: empty transcript".

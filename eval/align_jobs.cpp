@@ -34,9 +34,9 @@ std::string sibling(const std::string& audio, const std::string& ext_upper) {
 }
 
 // One job read (its transcript, then its audio through the pipeline).
-AlignInput read_job(const AlignJob& job, const model::ModelState& s, int threads) {
+AlignInput read_job(const AlignJob& job, const model::ModelState& s, int threads, bool keep_samples) {
   const auto t0 = std::chrono::steady_clock::now();
-  AlignInput r = align_input(job.audio, job.stem.string(), job.script(), s, threads);
+  AlignInput r = align_input(job.audio, job.stem.string(), job.script(), s, threads, keep_samples);
   if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: audio and transcript read in {:.2f} s, {} frames of features in {:.2f} s", job.audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - r.in.features_s,
@@ -229,10 +229,10 @@ std::vector<fs::path> distinct_stems(const std::vector<AlignJob>& jobs) {
 
 void read_jobs(const std::vector<AlignJob>& jobs, size_t at, const model::ModelState& s, int threads,
                std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file,
-               std::vector<std::vector<std::string>>& missing) {
+               std::vector<std::vector<std::string>>& missing, bool keep_samples) {
   parallel_for(static_cast<int64_t>(ready.size()), threads, [&](int64_t i, int) {
     try {
-      ready[i] = read_job(jobs[at + i], s, threads);
+      ready[i] = read_job(jobs[at + i], s, threads, keep_samples);
     } catch (const data::MissingWordsError& e) {
       error[i] = e.what();
       names_file[i] = 1;

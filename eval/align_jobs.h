@@ -40,8 +40,9 @@ std::vector<std::filesystem::path> distinct_stems(const std::vector<AlignJob>& j
 // count; each job's features on `threads` workers): ready[i], or error[i]
 // (names_file[i] = 1: a transcript error naming its file and line; missing[i]:
 // the words of its transcript not in the dictionary, when that is its error).
+// keep_samples: each input's samples kept (silence edges, eval/silence_edges.h).
 void read_jobs(const std::vector<AlignJob>& jobs, size_t at, const model::ModelState& s, int threads,
                std::vector<AlignInput>& ready, std::vector<std::string>& error, std::vector<char>& names_file,
-               std::vector<std::vector<std::string>>& missing);
+               std::vector<std::vector<std::string>>& missing, bool keep_samples = false);
 
 }  // namespace timitseg::eval

@@ -270,6 +270,12 @@ nlohmann::json AlignMetrics::to_json() const {
     sh["file"] = shifts_file;
     sj["shifts"] = sh;
   }
+  if (silence_edges) {
+    nlohmann::json se = edge_count.to_json();
+    se["margin_db"] = silence_edges->margin_db;
+    se["max_move_ms"] = silence_edges->max_move_ms;
+    sj["silence_edges"] = se;
+  }
   j["samples"] = sj;
   j["confidence"] = confidence.to_json();
   return j;
@@ -284,6 +290,15 @@ std::string AlignMetrics::table() const {
   out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median  bias ms\n";
   out += row("frame-quantized", summarize(abs_ms, signed_ms));
   if (without_phn < utterances) {
+    if (silence_edges) {
+      std::snprintf(buf, sizeof buf,
+                    "  (sample-accurate rows: silence edges at the energy change, floor + %g dB within %g ms: %lld of %lld "
+                    "moved, %lld left by a loud silence, %lld without a crossing)\n",
+                    silence_edges->margin_db, silence_edges->max_move_ms, static_cast<long long>(edge_count.moved),
+                    static_cast<long long>(edge_count.edges), static_cast<long long>(edge_count.loud),
+                    static_cast<long long>(edge_count.no_crossing));
+      out += buf;
+    }
     if (!shifts_file.empty())
       out += "  (sample-accurate rows: the aligned boundaries moved by the per-phone shifts of " + shifts_file + ": " +
              std::to_string(shifted.moved) + " of " + std::to_string(shifted.boundaries) + " boundaries, " +
@@ -412,6 +427,31 @@ struct Realign {
   std::vector<size_t> index;  // into the batch, increasing
 };
 
+// An utterance's aligned boundaries hyp [n-1] (samples at the model's rate) with their silence edges
+// at the energy change of its audio (eval/silence_edges.h), phones phn [n]. The audio is read again
+// and brought to the model's rate; when it is not the utterance's length (a Kaldi segment of a longer
+// recording) the boundaries stay as aligned and the utterance is counted.
+void refine_edges_of(const data::Utterance& u, const std::vector<RefPhone>& phn, const model::ModelState& s,
+                     const SilenceEdgeOptions& edges, std::vector<int64_t>* hyp, SilenceEdgeCount* count) {
+  data::Audio audio = data::to_rate(data::read_audio(u.audio_path), s.features.sample_rate);
+  const int64_t n = static_cast<int64_t>(audio.samples.size());
+  std::vector<int64_t> starts{0};
+  starts.insert(starts.end(), hyp->begin(), hyp->end());
+  bool fits = n == u.num_samples;
+  for (size_t i = 1; i < starts.size() && fits; ++i) fits = starts[i] > starts[i - 1] && starts[i] < n;
+  if (!fits) {
+    if (count->utterances_without_audio++ == 0)
+      spdlog::warn("evaluate --align: {}: its audio ({} samples at {} Hz) does not hold its aligned phones as "
+                   "prepared ({} samples): silence edges left as aligned (counted in the JSON)",
+                   u.id, n, s.features.sample_rate, u.num_samples);
+    return;
+  }
+  std::vector<char> silence;
+  for (const RefPhone& p : phn) silence.push_back(s.labels.spec.is_silence(p.cls) ? 1 : 0);
+  refine_silence_edges(audio.samples.data(), n, s.features.sample_rate, silence, n, edges, &starts, count);
+  hyp->assign(starts.begin() + 1, starts.end());
+}
+
 // The sample-accurate scores of a batch against each .PHN (phn[b] empty: none
 // to score): from the frame runs' alignment r (N phones a row), or from the
 // realignment of `again`; the boundary confidences of the former.
@@ -419,7 +459,8 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
                        int64_t N, const crf::AlignConfidence& conf,
                        const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
                        const std::vector<std::vector<RefPhone>>& phn, const std::vector<int>& rates, const Realign& again,
-                       const model::ModelState& s, const BoundaryShifts* shifts, AlignMetrics* m) {
+                       const model::ModelState& s, const BoundaryShifts* shifts, const SilenceEdgeOptions* edges,
+                       AlignMetrics* m) {
   int64_t N2 = 1;
   crf::AlignResult r2;
   if (!again.utts.empty()) r2 = align_part(exec, again.utts, again.seqs, s, &N2);
@@ -449,6 +490,7 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
       cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
     }
     for (const RefPhone& p : phn[b]) names.push_back(s.labels.names[p.cls]);
+    if (edges) refine_edges_of(*part[b], phn[b], s, *edges, &hyp, &m->edge_count);
     if (shifts) {  // the phones' starts: 0, then the boundaries; the end: the audio's (as `align` writes it)
       std::vector<int64_t> starts{0};
       starts.insert(starts.end(), hyp.begin(), hyp.end());
@@ -464,7 +506,8 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
 }  // namespace
 
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts_in, const model::ModelState& s,
-                              int batch_size, const BoundaryShifts* shifts, const std::string& shifts_file) {
+                              int batch_size, const BoundaryShifts* shifts, const std::string& shifts_file,
+                              const SilenceEdgeOptions* edges) {
   if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   std::vector<const data::Utterance*> utts = utts_in;
   std::stable_sort(utts.begin(), utts.end(),
@@ -473,6 +516,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
   m.samples.class_names = s.labels.spec.broad_class_names();
   m.phone_set = s.labels.spec.name;
   if (shifts) m.shifts_file = shifts_file;
+  if (edges) m.silence_edges = *edges;
   for (size_t at = 0; at < utts.size(); at += batch_size) {
     const std::vector<const data::Utterance*> part(utts.begin() + at,
                                                    utts.begin() + std::min(utts.size(), at + batch_size));
@@ -523,7 +567,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
         ++m.confidence.left_out[kLeftOutInfeasible];
       }
     }
-    add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, shifts, &m);
+    add_sample_scores(exec, part, r, N, conf, refs, phn, rates, again, s, shifts, edges, &m);
   }
   return m;
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "data/features.h"
 #include "data/phones.h"
 #include "eval/boundary_shifts.h"
+#include "eval/silence_edges.h"
 #include "eval/confidence_metrics.h"
 #include "model/checkpoint.h"
 #include "model/executor.h"
@@ -87,6 +89,10 @@ struct AlignMetrics {
   // scoring ("" none; the frame-quantized rows are the model's own), and what they did
   std::string shifts_file;
   ShiftCount shifted;
+  // --silence-edges: the sample-accurate aligned boundaries' silence edges moved to the energy change
+  // (eval/silence_edges.h) before the shifts; unset: off. And what they did.
+  std::optional<SilenceEdgeOptions> silence_edges;
+  SilenceEdgeCount edge_count;
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
   // aligned in samples at hyp_rate, with the broad class of the phone after each;
@@ -109,7 +115,11 @@ struct AlignMetrics {
 // shifts (evaluate --shifts FILE, eval/boundary_shifts.h): each aligned boundary
 // in samples moved by its phone's shift before the sample-accurate scores;
 // shifts_file names it in the JSON and the table.
+// edges (evaluate --silence-edges; nullptr: off): before the shifts, each utterance's silence edges
+// moved to the energy change of its audio (read again, at the model's rate; an utterance whose audio
+// is not its own length, e.g. a Kaldi segment of a longer recording, is left as aligned and counted).
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
-                              int batch_size, const BoundaryShifts* shifts = nullptr, const std::string& shifts_file = "");
+                              int batch_size, const BoundaryShifts* shifts = nullptr, const std::string& shifts_file = "",
+                              const SilenceEdgeOptions* edges = nullptr);
 
 }  // namespace timitseg::eval

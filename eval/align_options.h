@@ -11,6 +11,7 @@
 #include "crf/backend_kind.h"
 #include "data/transcripts.h"
 #include "eval/formats.h"
+#include "eval/silence_edges.h"
 
 namespace timitseg::eval {
 
@@ -34,6 +35,10 @@ struct AlignOptions {
   std::string wav_scp;               // --wav-scp FILE: "UTTID AUDIO" per line; list lines then start with UTTID (Kaldi)
   std::vector<OutputFormat> formats = {OutputFormat::phn, OutputFormat::textgrid};  // --format: phn textgrid csv json ctm (eval/formats.h)
   std::string shifts;                // --shifts FILE: per-phone boundary shifts (evaluate --align --fit-shifts; eval/boundary_shifts.h)
+  // --silence-edges auto|on|off, --silence-margin-db, --silence-max-move-ms: silence edges at the
+  // energy change (eval/silence_edges.h; auto: on for a checkpoint trained on transcripts)
+  SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
+  SilenceEdgeOptions silence_edge_options;
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   config::DeviceSetting device = config::DeviceSetting::automatic;  // --device

@@ -178,7 +178,16 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
                                  (bonus == 0.0 || posterior ? "" : ", phone bonus " + config::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
-    const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts);
+    std::optional<SilenceEdgeOptions> edges;
+    if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
+      edges = o.silence_edge_options;
+      spdlog::info("evaluate --align: silence edges at the energy change (floor + {} dB, at most {} ms; "
+                   "--silence-edges {}{})",
+                   edges->margin_db, edges->max_move_ms, common::to_string(o.silence_edges),
+                   o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
+    }
+    const AlignMetrics am =
+        align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts, edges ? &*edges : nullptr);
     j["align"] = am.to_json();
     align_table = am.table();
     if (!o.fit_shifts.empty()) {
@@ -230,6 +239,7 @@ nlohmann::json evaluate(const EvaluateOptions& o) {
     throw std::invalid_argument("evaluate: --shift-context needs --fit-shifts");
   if (o.max_utterances < 0)
     throw std::invalid_argument("--max-utterances must be >= 0 (0 = all), got " + std::to_string(o.max_utterances));
+  check_silence_edge_options(o.silence_edge_options);
   if (o.shift_min_boundaries < 1)
     throw std::invalid_argument("--shift-min-boundaries must be >= 1, got " + std::to_string(o.shift_min_boundaries));
   model::set_threads(o.threads);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/boundary_shifts.h"
+#include "eval/silence_edges.h"
 #include "data/split_name.h"
 #include "eval/formats.h"
 #include "model/model.h"
@@ -45,6 +46,10 @@ struct EvaluateOptions {
   std::string shifts;
   ShiftContext shift_context = ShiftContext::phone;  // --shift-context: phone | pair (with --fit-shifts)
   int shift_min_boundaries = kShiftMinBoundaries;  // --shift-min-boundaries: a phone is fitted from at least this many boundaries
+  // With --align: --silence-edges auto|on|off (auto: on for a checkpoint trained on transcripts),
+  // --silence-margin-db, --silence-max-move-ms (eval/silence_edges.h); before the shifts
+  SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
+  SilenceEdgeOptions silence_edge_options;
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);

@@ -38,8 +38,9 @@ void use_file_cmvn(model::ModelState& s, const char* command) {
 }
 
 AudioInput audio_input(data::Audio original, const std::string& src, const std::string& id,
-                       const model::ModelState& s, int threads) {
+                       const model::ModelState& s, int threads, bool keep_samples) {
   AudioInput in;
+  if (keep_samples) in.file_samples = original.samples;
   in.n_file = static_cast<int64_t>(original.samples.size());  // samples and rate of the file as given
   in.file_rate = original.sample_rate;
   std::string converted;

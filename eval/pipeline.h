@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "data/dataset.h"
 #include "data/features.h"
@@ -28,6 +29,9 @@ struct AudioInput {
   int file_rate = 0;    // its rate
   int model_rate = 0;   // the model's (features.sample_rate)
   double features_s = 0.0;  // the wall time of the features (the log of a long recording)
+  // The file's samples as given (mono), kept when asked (keep_samples): align's silence edges
+  // (eval/silence_edges.h) read the energy there. Empty otherwise.
+  std::vector<float> file_samples;
   // A sample at the model's rate -> the sample of the file as given (rounded, at most n_file).
   int64_t to_file(int64_t model_sample) const;
   // The file sample of the boundary before frame `frame` (boundary_sample, then to_file).
@@ -41,7 +45,7 @@ struct AudioInput {
 // feature frame (...)", "SRC: features have D dims, the model expects E", the
 // feature errors prefixed with SRC. id: the utterance's id.
 AudioInput audio_input(data::Audio original, const std::string& src, const std::string& id,
-                       const model::ModelState& s, int threads);
+                       const model::ModelState& s, int threads, bool keep_samples = false);
 
 // decode: the executor's segmentation of one audio (exec.decode: Viterbi or
 // posterior, as the executor was made), adjacent segments of one label merged

@@ -37,6 +37,11 @@ struct ModelState {
   double best_dev_per = std::numeric_limits<double>::infinity();
   int best_epoch = 0;
   double dev_per = std::numeric_limits<double>::quiet_NaN();
+  // Whether any train utterance trained on its transcript (crf.supervision; metadata
+  // "transcript_trained"; a checkpoint written before the key: crf.supervision = transcript).
+  // `align` and `evaluate --align` put silence edges at the energy change by default for such a
+  // model (eval/silence_edges.h).
+  bool transcript_trained = false;
 };
 
 // Atomic (safetensors temp file + rename). with_optimizer adds

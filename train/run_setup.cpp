@@ -36,6 +36,7 @@ void describe_state(const TrainingRun& r, const TrainData& data, model::ModelSta
   state.dims = options::model_dims(r.cfg, data.train.utterances[0].dim, r.ls.size(),  // options/options.h
                                    any_trains_on_transcript(r.cfg, data.train));
   state.labels = r.ls;
+  state.transcript_trained = any_trains_on_transcript(r.cfg, data.train);  // silence edges by default (eval/silence_edges.h)
   state.features = data.features;
   state.has_cmvn = data.has_cmvn;
   state.cmvn = data.cmvn;

@@ -143,6 +143,40 @@ def test_model_set_shifts_moves_alignments_as_the_align_command(binary, checkpoi
     assert [tuple(x) for x in m.align(wavs[0], phones)] == plain
 
 
+def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint):
+    """Model.set_silence_edges("on", margin_db, max_move_ms) gives align() the boundaries `timitseg align
+    --silence-edges on` writes; the checkpoint trained on times gets none by default ("auto"); a bad value raises
+    and keeps the setting; "off" and "auto" give the plain alignment back."""
+    d, ckpt, wavs = checkpoint
+    m = timitseg.Model.load(ckpt, device="cpu")
+    lst = d / "edges_list.txt"
+    rows, stems = {}, set()
+    for w in wavs:  # files of distinct names (align names its outputs by them)
+        stem = os.path.splitext(os.path.basename(w))[0]
+        if stem not in stems:
+            stems.add(stem)
+            rows[w] = [n for _, _, n in read_phn(os.path.splitext(w)[0] + ".PHN")]
+    wavs = list(rows)
+    lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
+    run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--silence-edges", "on",
+        "--silence-margin-db", "10", "--silence-max-move-ms", "30", "--out", str(d / "al_edges"))
+    plain = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    m.set_silence_edges("on", margin_db=10, max_move_ms=30)
+    edged = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    for w in wavs:
+        assert read_phn(str(d / "al_edges" / (os.path.splitext(os.path.basename(w))[0] + ".PHN"))) == edged[w]
+    assert any(edged[w] != plain[w] for w in wavs)  # some silence edge moved
+    with pytest.raises(ValueError, match="mode must be"):
+        m.set_silence_edges("sometimes")
+    with pytest.raises(timitseg.TimitsegError, match="--silence-margin-db must be a number > 0"):
+        m.set_silence_edges("on", margin_db=0)
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == edged  # kept
+    m.set_silence_edges("off")
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+    m.set_silence_edges("auto")  # trained on times: off
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+
+
 def read_csv_tiers(path):
     """{tier: [(start_sample, end_sample, label)]} of the align command's .csv."""
     import csv

@@ -159,6 +159,7 @@ def _load():
         "timitseg_model_decode_samples": (ctypes.c_int, [vp, P(ctypes.c_float), i64, i32, P(vp)]),
         "timitseg_model_align_file": (ctypes.c_int, [vp, cp, cp, P(vp)]),
         "timitseg_model_set_shifts": (ctypes.c_int, [vp, cp]),
+        "timitseg_model_set_silence_edges": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_double, ctypes.c_double]),
         "timitseg_align_words_default_options": (AlignWordsOptions, []),
         "timitseg_model_align_words_file": (ctypes.c_int, [vp, cp, cp, cp, P(AlignWordsOptions), P(vp), P(vp)]),
         "timitseg_segments_count": (i64, [vp]),

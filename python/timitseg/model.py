@@ -129,6 +129,18 @@ class Model:
         shifts set before stay."""
         check(lib.timitseg_model_set_shifts(self._h, os.fsencode(path) if path else None))
 
+    def set_silence_edges(self, mode="auto", margin_db=10.0, max_move_ms=50.0):
+        """Silence edges for this model's alignments, as `timitseg align --silence-edges MODE
+        --silence-margin-db MARGIN --silence-max-move-ms MOVE`: each boundary between a silence and a phone
+        moved to where the audio's energy crosses the utterance's floor + margin_db, within max_move_ms
+        (docs/align.md "Silence edges"). mode "auto" (a new Model's: on for a checkpoint trained on
+        transcripts, off for one trained on times), "on" or "off". A bad value raises ValueError and the
+        setting before stays."""
+        modes = {"auto": 0, "on": 1, "off": 2}
+        if mode not in modes:
+            raise ValueError("set_silence_edges: mode must be 'auto', 'on' or 'off', got %r" % (mode,))
+        check(lib.timitseg_model_set_silence_edges(self._h, modes[mode], float(margin_db), float(max_move_ms)))
+
     def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,
               word_silence=False, obligatory_silence=False, dict_format="auto"):
         """Forced alignment of an audio file, as `timitseg align` does.

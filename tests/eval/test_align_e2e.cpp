@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "data/corpus.h"
 #include "data/dataset.h"
+#include "data/features.h"
 #include "data/transcripts.h"
 #include "eval/align.h"
 #include "eval/align_metrics.h"
@@ -763,4 +764,114 @@ TEST_F(AlignE2E, TranscriptFlagPicksTheFileBesideTheAudio) {
   EXPECT_NE(bad.output.find("--transcript"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("auto,phn,wrd,txt"), std::string::npos) << bad.output;
   EXPECT_FALSE(fs::exists(dir_ / "tr_bad"));
+}
+
+namespace {
+
+// The oracle of a moved silence edge, written out here from docs/align.md "Silence edges": the
+// mean power over a centred window of 2 * 40 + 1 samples (5 ms at 16 kHz, cut at the ends), in dB
+// (+ 1e-10); the floor the nearest-rank 10th percentile of it taken every 16 samples.
+struct Envelope {
+  std::vector<double> db;
+  double floor = 0;
+};
+Envelope envelope_of(const std::vector<float>& x) {
+  Envelope e;
+  const long long n = static_cast<long long>(x.size()), h = 40;
+  for (long long i = 0; i < n; ++i) {
+    double p = 0;
+    const long long a = std::max(0LL, i - h), b = std::min(n, i + h + 1);
+    for (long long k = a; k < b; ++k) p += static_cast<double>(x[k]) * x[k];
+    e.db.push_back(10.0 * std::log10(p / static_cast<double>(b - a) + 1e-10));
+  }
+  std::vector<double> every_ms;
+  for (long long i = 0; i < n; i += 16) every_ms.push_back(e.db[i]);
+  std::sort(every_ms.begin(), every_ms.end());
+  e.floor = every_ms[static_cast<size_t>(std::ceil(0.1 * static_cast<double>(every_ms.size()))) - 1];
+  return e;
+}
+
+}  // namespace
+
+// Silence edges (eval/silence_edges.h): off by default for this time-trained checkpoint; `align
+// --silence-edges on` moves only boundaries between a silence and a phone, each by at most the
+// bound, onto a crossing of floor + 10 dB of the oracle envelope above; `evaluate --align
+// --silence-edges on` counts as many moves as the two `align` outputs differ; a checkpoint trained on
+// transcripts turns them on by default (its metadata says so).
+TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
+  const fs::path test = dir_ / "synth" / "TEST", def = dir_ / "se_default", off = dir_ / "se_off",
+                 on = dir_ / "se_on", js = dir_ / "se_eval.json";
+  const std::string al = "align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --device cpu --out ";
+  for (const auto& [out, flag] : {std::pair{def, std::string()}, std::pair{off, std::string(" --silence-edges off")},
+                                  std::pair{on, std::string(" --silence-edges on --silence-max-move-ms 30")}}) {
+    const Cmd c = run(al + out.string() + flag);
+    ASSERT_EQ(c.rc, 0) << c.output;
+  }
+  const model::ModelState s = model::load_checkpoint(ckpt_.string());
+  EXPECT_FALSE(s.transcript_trained);
+  long long moved = 0, edges = 0;
+  for (const data::Utterance& u : data::load_split((dir_ / "work").string(), "test").utterances) {
+    const fs::path rel = fs::relative(u.audio_path, test).replace_extension();
+    EXPECT_EQ(slurp((def / rel).string() + ".PHN"), slurp((off / rel).string() + ".PHN")) << rel;  // auto: off
+    const std::vector<PhnRow> a = read_phn((off / rel).string() + ".PHN"), b = read_phn((on / rel).string() + ".PHN");
+    ASSERT_EQ(a.size(), b.size()) << rel;
+    const data::Audio audio = data::read_audio(u.audio_path);
+    ASSERT_EQ(audio.sample_rate, 16000);
+    const Envelope env = envelope_of(audio.samples);
+    const double threshold = env.floor + 10.0;
+    auto silence = [&](const std::string& name) {
+      for (size_t c = 0; c < s.labels.names.size(); ++c)
+        if (s.labels.names[c] == name) return s.labels.spec.is_silence(static_cast<int>(c));
+      return false;
+    };
+    for (size_t i = 1; i < a.size(); ++i) {
+      ASSERT_EQ(a[i].name, b[i].name);
+      const bool edge = silence(a[i - 1].name) != silence(a[i].name);
+      edges += edge;
+      if (a[i].b == b[i].b) continue;
+      ++moved;
+      EXPECT_TRUE(edge) << rel << " boundary " << i << " between " << a[i - 1].name << " and " << a[i].name;
+      EXPECT_LE(std::llabs(b[i].b - a[i].b), 480) << rel << " boundary " << i;  // 30 ms
+      EXPECT_GT(b[i].b, b[i - 1].b);
+      // a crossing: the samples on either side of the new boundary lie on either side of the threshold
+      EXPECT_NE(env.db[b[i].b - 1] >= threshold, env.db[b[i].b] >= threshold) << rel << " boundary " << i;
+      // an onset starts in sound, an offset's silence in quiet
+      EXPECT_EQ(env.db[b[i].b] >= threshold, silence(a[i - 1].name)) << rel << " boundary " << i;
+    }
+  }
+  EXPECT_GT(moved, 0) << "no silence edge moved: the test would show nothing";
+  const Cmd e = run("evaluate --checkpoint " + ckpt_.string() +
+                    " --split test --align --device cpu --silence-edges on --silence-max-move-ms 30 --json " + js.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  EXPECT_NE(e.output.find("silence edges at the energy change, floor + 10 dB within 30 ms: " + std::to_string(moved) +
+                          " of " + std::to_string(edges) + " moved"),
+            std::string::npos)
+      << e.output;
+  const nlohmann::json se = nlohmann::json::parse(slurp(js))["align"]["samples"]["silence_edges"];
+  EXPECT_EQ(se["moved"], moved);
+  EXPECT_EQ(se["edges"], edges);
+  EXPECT_EQ(se["max_move_ms"], 30.0);
+  EXPECT_EQ(se["moved"].get<long long>() + se["loud"].get<long long>() + se["no_crossing"].get<long long>() <= edges, true);
+  // refused: one line naming the flag
+  const Cmd bad = run(al + (dir_ / "se_bad").string() + " --silence-margin-db 0");
+  EXPECT_EQ(bad.rc, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--silence-margin-db must be a number > 0"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "se_bad"));
+  // trained on transcripts: the checkpoint says so and evaluate turns silence edges on by itself
+  const Cmd t = run("train --config " + (dir_ / "tiny.yaml").string() + " --set crf.supervision=transcript --set train.run_dir=" +
+                    (dir_ / "run_tr").string());
+  ASSERT_EQ(t.rc, 0) << t.output;
+  const fs::path ck_tr = dir_ / "run_tr" / "checkpoints" / "best.safetensors";
+  EXPECT_TRUE(model::load_checkpoint(ck_tr.string()).transcript_trained);
+  const Cmd ea = run("evaluate --checkpoint " + ck_tr.string() + " --split test --align --device cpu --json " +
+                     (dir_ / "se_tr.json").string());
+  ASSERT_EQ(ea.rc, 0) << ea.output;
+  EXPECT_NE(ea.output.find("--silence-edges auto: the checkpoint trained on transcripts"), std::string::npos) << ea.output;
+  EXPECT_TRUE(nlohmann::json::parse(slurp(dir_ / "se_tr.json"))["align"]["samples"].contains("silence_edges"));
+  // trained on times: auto leaves them off
+  const Cmd eo = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " +
+                     (dir_ / "se_times.json").string());
+  ASSERT_EQ(eo.rc, 0) << eo.output;
+  EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "se_times.json"))["align"]["samples"].contains("silence_edges"));
+  EXPECT_EQ(eo.output.find("silence edges"), std::string::npos) << eo.output;
 }
