@@ -212,6 +212,54 @@ TEST_F(CapiModel, SetShiftsMovesAlignmentsAsTheAlignCommand) {
   timitseg_model_free(m);
 }
 
+// timitseg_model_set_silence_edges: on, the handle's alignment equals `align --silence-edges on` with the
+// same margin and bound; a bad mode or value is refused and the setting kept; off and auto (this
+// checkpoint trained on times) give the plain alignment.
+TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
+  const std::string ckpt = (dir_ / "m.safetensors").string(), phones = "h# aa s iy h#";
+  timitseg_model_params p = timitseg_model_default_params();
+  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+  timitseg_model* m = nullptr;
+  ASSERT_EQ(timitseg_model_load(ckpt.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
+  auto align = [&] {
+    timitseg_segments* s = nullptr;
+    EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
+        << timitseg_last_error();
+    const Rows r = rows_of(s);
+    timitseg_segments_free(s);
+    return r;
+  };
+  const Rows plain = align();
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0), TIMITSEG_OK)
+      << timitseg_last_error();
+  const Rows edged = align();
+  eval::AlignOptions o;  // the command with the same setting
+  o.checkpoint = ckpt;
+  o.phones_file = (dir_ / "phones_edges.txt").string();
+  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
+  o.out_dir = (dir_ / "aligned_edges").string();
+  o.device = timitseg::config::DeviceSetting::cpu;
+  o.silence_edges = eval::SilenceEdgesSetting::on;
+  o.silence_edge_options.margin_db = 6.0;
+  o.silence_edge_options.max_move_ms = 40.0;
+  ASSERT_EQ(eval::align(o), 1);
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_edges" / "a.PHN"), edged);
+  for (size_t i = 1; i < edged.size(); ++i)  // only the silences' edges (h# at both ends) may move
+    if (i != 1 && i + 1 != edged.size()) EXPECT_EQ(std::get<0>(edged[i]), std::get<0>(plain[i])) << i;
+  EXPECT_EQ(timitseg_model_set_silence_edges(m, 7, 6.0, 40.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("mode must be"), std::string::npos) << timitseg_last_error();
+  EXPECT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 0.0, 40.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("--silence-margin-db must be a number > 0"), std::string::npos)
+      << timitseg_last_error();
+  EXPECT_EQ(align(), edged);  // kept
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_OFF, 10.0, 50.0), TIMITSEG_OK);
+  EXPECT_EQ(align(), plain);
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_AUTO, 10.0, 50.0), TIMITSEG_OK);
+  EXPECT_EQ(align(), plain);  // trained on times: auto is off
+  EXPECT_EQ(timitseg_model_set_silence_edges(nullptr, 0, 10.0, 50.0), TIMITSEG_ERR_ARGUMENT);
+  timitseg_model_free(m);
+}
+
 TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
   const std::string phones = "h# aa s iy h#";
   eval::AlignOptions o;
