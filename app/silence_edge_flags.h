@@ -26,6 +26,11 @@ inline void add_silence_edge_flags(CLI::App* cmd, eval::SilenceEdgesSetting* set
   cmd->add_option("--silence-margin-db", opts->margin_db,
                   (which.empty() ? std::string("With") : which + "with") + " silence edges: the threshold, in dB above the utterance's floor")
       ->capture_default_str();
+  cmd->add_option("--silence-min-quiet", opts->min_quiet_pct,
+                  (which.empty() ? std::string("With") : which + "with") +
+                      " silence edges: a silence is moved only when at least this % of it (every 1 ms) is below the "
+                      "threshold (noise, babble, a silence label on speech are left alone)")
+      ->capture_default_str();
   cmd->add_option("--silence-max-move-ms", opts->max_move_ms,
                   (which.empty() ? std::string("With") : which + "with") + " silence edges: the furthest a boundary moves, in ms")
       ->capture_default_str();

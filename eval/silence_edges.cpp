@@ -35,6 +35,9 @@ void check_silence_edge_options(const SilenceEdgeOptions& o) {
                                 std::to_string(o.margin_db));
   if (!(std::isfinite(o.max_move_ms) && o.max_move_ms >= 0))
     throw std::invalid_argument("--silence-max-move-ms must be a number >= 0, not " + std::to_string(o.max_move_ms));
+  if (!(o.min_quiet_pct > 0 && o.min_quiet_pct <= 100))
+    throw std::invalid_argument("--silence-min-quiet must be a percentage in (0, 100], not " +
+                                std::to_string(o.min_quiet_pct));
 }
 
 bool silence_edges_on(SilenceEdgesSetting setting, bool transcript_trained) {
@@ -88,9 +91,9 @@ void refine_silence_edges(const float* x, int64_t n_samples, int rate, const std
     const bool onset = silence[i - 1];  // silence, then the phone
     const size_t q = onset ? i - 1 : i;  // the silence
     const int64_t q_begin = s[q], q_end = q + 1 < m ? s[q + 1] : end;
-    std::vector<float> quiet;
-    for (int64_t t = q_begin; t < q_end; t += step_1ms(rate)) quiet.push_back(env[static_cast<size_t>(t)]);
-    if (percentile_of(quiet, 50.0) >= threshold) {
+    int64_t values = 0, quiet = 0;
+    for (int64_t t = q_begin; t < q_end; t += step_1ms(rate)) ++values, quiet += env[static_cast<size_t>(t)] < threshold;
+    if (quiet < static_cast<int64_t>(std::ceil(o.min_quiet_pct / 100.0 * static_cast<double>(values) - 1e-9))) {
       ++local.loud;
       continue;
     }

@@ -28,17 +28,15 @@ TIMITSEG_ENUM_NAMES(SilenceEdgesSetting, 3, {SilenceEdgesSetting::automatic, "au
                     {SilenceEdgesSetting::off, "off"});
 
 struct SilenceEdgeOptions {
-  double margin_db = 10.0;    // --silence-margin-db: the threshold is the floor + this
-  double max_move_ms = 50.0;  // --silence-max-move-ms: a boundary moves at most this far
+  double margin_db = 6.0;     // --silence-margin-db: the threshold is the floor + this (rule 11)
+  double max_move_ms = 50.0;  // --silence-max-move-ms: a boundary moves at most this far (rule 11)
+  double min_quiet_pct = 50.0;  // --silence-min-quiet: a silence moves only when this % of it is quiet
   // Fixed by rule 11 (not options): the envelope's window and the floor's percentile.
   double window_ms = 5.0;
   double floor_percentile = 10.0;
 };
-constexpr double kSilenceMarginDb = 10.0;
-constexpr double kSilenceMaxMoveMs = 50.0;
-
 // Throws std::invalid_argument naming the flag when margin_db is not a finite
-// number > 0 or max_move_ms not a finite number >= 0.
+// number > 0, max_move_ms not a finite number >= 0, or min_quiet_pct not in (0, 100].
 void check_silence_edge_options(const SilenceEdgeOptions& o);
 
 // Whether a checkpoint's alignments get silence edges: on/off as set; auto:
@@ -49,7 +47,7 @@ bool silence_edges_on(SilenceEdgesSetting setting, bool transcript_trained);
 struct SilenceEdgeCount {
   int64_t edges = 0;      // boundaries between a silence and a non-silence phone
   int64_t moved = 0;      // of them, moved to the energy crossing
-  int64_t loud = 0;       // of them, left: their silence is not quiet (median envelope >= threshold)
+  int64_t loud = 0;       // of them, left: their silence is not quiet (less than min_quiet_pct of it below the threshold)
   int64_t no_crossing = 0;  // of them, left: no crossing within the bound
   int64_t utterances_without_audio = 0;  // evaluate: audio that does not match the utterance (left as aligned)
   double moved_ms_sum = 0.0;  // the moves' signed sum (new - old, ms): its mean is the mean move
@@ -71,8 +69,9 @@ double envelope_floor_db(const std::vector<float>& env, int rate, double percent
 // silence [m]: whether phone i is a silence. For each boundary i (the start of
 // phone i, i >= 1) between a silence and a non-silence phone, in order, with
 // threshold = floor + margin_db:
-//  - left when the silence's median envelope (its samples every 1 ms) is not
-//    below the threshold (loud);
+//  - left when fewer than ceil(min_quiet_pct / 100 * n) of the silence's n
+//    envelope values taken every 1 ms are below the threshold (loud; at 50:
+//    its median is not below it);
 //  - an onset (silence, then phone): the phone starts at the first sample of
 //    the run of samples at or above the threshold that holds the boundary
 //    (moved earlier), or, when the boundary's sample is below it, at the next

@@ -458,7 +458,7 @@ TIMITSEG_API int timitseg_model_set_shifts(timitseg_model* model, const char* pa
  * moved to where the audio's energy crosses the utterance's floor + margin_db,
  * within max_move_ms; before the shifts. A new handle has
  * TIMITSEG_SILENCE_EDGES_AUTO (on for a checkpoint trained on transcripts, off
- * for one trained on times) at 10 dB and 50 ms. A mode outside the enum,
+ * for one trained on times) at 6 dB and 50 ms. A mode outside the enum,
  * margin_db not > 0 or max_move_ms not >= 0 is the error message, and the
  * handle keeps its setting. */
 typedef enum {

@@ -120,6 +120,30 @@ TEST(SilenceEdgesBounds, EveryPhoneKeepsASample) {
   EXPECT_EQ(c.loud, 0);
 }
 
+TEST(SilenceEdges, AMostlyLoudSilenceMovesOnlyWithALowerQuietShare) {
+  // phones: quiet "speech" [0, kOnset - 480), silence [kOnset - 480, kOnset + 960) (30 ms quiet, then 60 ms
+  // of the burst: about 30 % quiet), the burst [kOnset + 960, kOffset), silence to the end
+  const std::vector<float> x = burst();
+  auto go = [&](double min_quiet, eval::SilenceEdgeCount* c) {
+    std::vector<int64_t> starts{0, kOnset - 480, kOnset + 960, kOffset};
+    eval::SilenceEdgeOptions o;
+    o.max_move_ms = 80;
+    o.min_quiet_pct = min_quiet;
+    eval::refine_silence_edges(x.data(), kN, kRate, {0, 1, 0, 1}, kN, o, &starts, c);
+    return starts;
+  };
+  eval::SilenceEdgeCount half, quarter;
+  const std::vector<int64_t> a = go(50, &half), b = go(25, &quarter);
+  EXPECT_EQ(a[2], kOnset + 960);  // the median of the silence is loud: both its edges left
+  EXPECT_EQ(half.loud, 2);
+  EXPECT_GE(b[2], kOnset - kHalf - 1);  // a quarter of it is quiet: moved back to the burst's start
+  EXPECT_LE(b[2], kOnset);
+  EXPECT_EQ(quarter.loud, 0);
+  EXPECT_EQ(a[1], kOnset - 480);  // the quiet "speech" before it has no crossing: left either way
+  EXPECT_EQ(b[1], kOnset - 480);
+  EXPECT_EQ(a[3], b[3]);
+}
+
 TEST(SilenceEdges, LoudSilenceAndSpeechPairsAreLeftAlone) {
   // the burst's phone labelled silence and the silences labelled speech: the "silence" is loud
   eval::SilenceEdgeCount c;
@@ -150,6 +174,13 @@ TEST(SilenceEdges, BadInputAndOptions) {
   EXPECT_THROW(eval::check_silence_edge_options(o), std::invalid_argument);
   o.max_move_ms = NAN;
   EXPECT_THROW(eval::check_silence_edge_options(o), std::invalid_argument);
+  o.max_move_ms = 50;
+  o.min_quiet_pct = 0;
+  EXPECT_THROW(eval::check_silence_edge_options(o), std::invalid_argument);
+  o.min_quiet_pct = 101;
+  EXPECT_THROW(eval::check_silence_edge_options(o), std::invalid_argument);
+  o.min_quiet_pct = 100;
+  EXPECT_NO_THROW(eval::check_silence_edge_options(o));
   EXPECT_TRUE(eval::silence_edges_on(eval::SilenceEdgesSetting::automatic, true));
   EXPECT_FALSE(eval::silence_edges_on(eval::SilenceEdgesSetting::automatic, false));
   EXPECT_TRUE(eval::silence_edges_on(eval::SilenceEdgesSetting::on, false));
