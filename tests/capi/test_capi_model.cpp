@@ -57,6 +57,22 @@ class CapiModel : public ::testing::Test {
  protected:
   static fs::path dir_;
   static std::vector<int16_t> pcm_;
+  // The checkpoint on the CPU (nullptr: the load failed, timitseg_last_error says why).
+  static timitseg_model* load_on_cpu(const std::string& ckpt) {
+    timitseg_model_params p = timitseg_model_default_params();
+    p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
+    timitseg_model* m = nullptr;
+    return timitseg_model_load(ckpt.c_str(), &p, &m) == TIMITSEG_OK ? m : nullptr;
+  }
+  // a.wav aligned on `phones` by the handle, as rows.
+  static Rows align_rows(timitseg_model* m, const std::string& phones) {
+    timitseg_segments* s = nullptr;
+    EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
+        << timitseg_last_error();
+    const Rows r = rows_of(s);
+    timitseg_segments_free(s);
+    return r;
+  }
   static void SetUpTestSuite() {
     dir_ = ::testsupport::fresh_temp_dir("timitseg_capi_model");
     model::ModelState s;
@@ -169,18 +185,9 @@ TEST_F(CapiModel, SetShiftsMovesAlignmentsAsTheAlignCommand) {
   std::ofstream(shifts) << j.dump();
   j["shift_ms"]["zz"] = 1.0;
   std::ofstream(bad) << j.dump();
-  timitseg_model_params p = timitseg_model_default_params();
-  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
-  timitseg_model* m = nullptr;
-  ASSERT_EQ(timitseg_model_load(ckpt.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
-  auto align = [&] {
-    timitseg_segments* s = nullptr;
-    EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
-        << timitseg_last_error();
-    const Rows r = rows_of(s);
-    timitseg_segments_free(s);
-    return r;
-  };
+  timitseg_model* m = load_on_cpu(ckpt);
+  ASSERT_NE(m, nullptr) << timitseg_last_error();
+  auto align = [&] { return align_rows(m, phones); };
   const Rows plain = align();
   ASSERT_EQ(plain.size(), 5u);
   ASSERT_EQ(timitseg_model_set_shifts(m, shifts.c_str()), TIMITSEG_OK) << timitseg_last_error();
@@ -217,18 +224,9 @@ TEST_F(CapiModel, SetShiftsMovesAlignmentsAsTheAlignCommand) {
 // checkpoint trained on times) give the plain alignment.
 TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   const std::string ckpt = (dir_ / "m.safetensors").string(), phones = "h# aa s iy h#";
-  timitseg_model_params p = timitseg_model_default_params();
-  p.device_kind = TIMITSEG_MODEL_DEVICE_CPU;
-  timitseg_model* m = nullptr;
-  ASSERT_EQ(timitseg_model_load(ckpt.c_str(), &p, &m), TIMITSEG_OK) << timitseg_last_error();
-  auto align = [&] {
-    timitseg_segments* s = nullptr;
-    EXPECT_EQ(timitseg_model_align_file(m, (dir_ / "a.wav").c_str(), phones.c_str(), &s), TIMITSEG_OK)
-        << timitseg_last_error();
-    const Rows r = rows_of(s);
-    timitseg_segments_free(s);
-    return r;
-  };
+  timitseg_model* m = load_on_cpu(ckpt);
+  ASSERT_NE(m, nullptr) << timitseg_last_error();
+  auto align = [&] { return align_rows(m, phones); };
   const Rows plain = align();
   ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0), TIMITSEG_OK)
       << timitseg_last_error();
