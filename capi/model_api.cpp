@@ -268,7 +268,8 @@ int timitseg_model_set_shifts(timitseg_model* model, const char* path) {
   });
 }
 
-int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double margin_db, double max_move_ms) {
+int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double margin_db, double max_move_ms,
+                                     double min_quiet_pct) {
   return guard("timitseg_model_set_silence_edges", [&] {
     need(model, "model");
     eval::SilenceEdgesSetting setting;
@@ -283,6 +284,7 @@ int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double mar
     eval::SilenceEdgeOptions o;
     o.margin_db = margin_db;
     o.max_move_ms = max_move_ms;
+    o.min_quiet_pct = min_quiet_pct;
     eval::check_silence_edge_options(o);  // a bad value: the handle keeps its setting
     model->silence_edges = setting;
     model->silence_edge_options = o;

@@ -453,21 +453,22 @@ TIMITSEG_API int timitseg_model_align_file(timitseg_model* model, const char* pa
 TIMITSEG_API int timitseg_model_set_shifts(timitseg_model* model, const char* path);
 
 /* Silence edges for the alignments of this handle, as `timitseg align
- * --silence-edges MODE --silence-margin-db MARGIN --silence-max-move-ms MOVE`
- * (docs/align.md "Silence edges"): each boundary between a silence and a phone
- * moved to where the audio's energy crosses the utterance's floor + margin_db,
- * within max_move_ms; before the shifts. A new handle has
+ * --silence-edges MODE --silence-margin-db MARGIN --silence-max-move-ms MOVE
+ * --silence-min-quiet QUIET` (docs/align.md "Silence edges"): each boundary
+ * between a silence and a phone moved to where the audio's energy crosses the
+ * utterance's floor + margin_db, within max_move_ms, for the silences of which
+ * at least min_quiet_pct % is below that; before the shifts. A new handle has
  * TIMITSEG_SILENCE_EDGES_AUTO (on for a checkpoint trained on transcripts, off
- * for one trained on times) at 6 dB and 50 ms. A mode outside the enum,
- * margin_db not > 0 or max_move_ms not >= 0 is the error message, and the
- * handle keeps its setting. */
+ * for one trained on times) at the commands' defaults. A mode outside the
+ * enum, margin_db not > 0, max_move_ms not >= 0 or min_quiet_pct outside
+ * (0, 100] is the error message, and the handle keeps its setting. */
 typedef enum {
   TIMITSEG_SILENCE_EDGES_AUTO = 0,
   TIMITSEG_SILENCE_EDGES_ON = 1,
   TIMITSEG_SILENCE_EDGES_OFF = 2
 } timitseg_silence_edges;
 TIMITSEG_API int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double margin_db,
-                                                  double max_move_ms);
+                                                  double max_move_ms, double min_quiet_pct);
 
 /* Forced alignment of words through a pronunciation dictionary, as `timitseg
  * align --words LIST --dict DICTIONARY` does (the command's code, in memory on

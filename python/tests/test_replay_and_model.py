@@ -159,9 +159,10 @@ def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint)
     wavs = list(rows)
     lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
     run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--silence-edges", "on",
-        "--silence-margin-db", "10", "--silence-max-move-ms", "30", "--out", str(d / "al_edges"))
+        "--silence-margin-db", "10", "--silence-max-move-ms", "30", "--silence-min-quiet", "25",
+        "--out", str(d / "al_edges"))
     plain = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
-    m.set_silence_edges("on", margin_db=10, max_move_ms=30)
+    m.set_silence_edges("on", margin_db=10, max_move_ms=30, min_quiet_pct=25)
     edged = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
     for w in wavs:
         assert read_phn(str(d / "al_edges" / (os.path.splitext(os.path.basename(w))[0] + ".PHN"))) == edged[w]
@@ -170,11 +171,28 @@ def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint)
         m.set_silence_edges("sometimes")
     with pytest.raises(timitseg.TimitsegError, match="--silence-margin-db must be a number > 0"):
         m.set_silence_edges("on", margin_db=0)
+    with pytest.raises(timitseg.TimitsegError, match="--silence-min-quiet must be a percentage"):
+        m.set_silence_edges("on", min_quiet_pct=0)
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == edged  # kept
     m.set_silence_edges("off")
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
     m.set_silence_edges("auto")  # trained on times: off
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+
+
+def test_set_silence_edges_defaults_are_the_commands(binary):
+    """Model.set_silence_edges's default margin, bound and quiet share are `timitseg align --help`'s."""
+    import inspect
+    import re
+    import subprocess
+    text = subprocess.run([binary, "align", "--help"], capture_output=True, text=True, check=True).stdout
+    flat = " ".join(text.split())
+    got = {p.name: p.default for p in inspect.signature(timitseg.Model.set_silence_edges).parameters.values()}
+    for flag, arg in (("--silence-margin-db", "margin_db"), ("--silence-max-move-ms", "max_move_ms"),
+                      ("--silence-min-quiet", "min_quiet_pct")):
+        m = re.search(re.escape(flag) + r" FLOAT=([0-9.]+)", flat)
+        assert m, flag + " and its default not in align --help"
+        assert float(m.group(1)) == got[arg], flag
 
 
 def read_csv_tiers(path):

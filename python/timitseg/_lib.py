@@ -18,6 +18,7 @@ DEVICE_CPU, DEVICE_CUDA = 0, 1
 BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 DURATION_MODELS = {"table": 0, "lognormal": 1}
 MODEL_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}  # timitseg_model_device
+SILENCE_EDGES = {"auto": 0, "on": 1, "off": 2}  # timitseg_silence_edges
 
 
 class TimitsegError(Exception):
@@ -159,7 +160,8 @@ def _load():
         "timitseg_model_decode_samples": (ctypes.c_int, [vp, P(ctypes.c_float), i64, i32, P(vp)]),
         "timitseg_model_align_file": (ctypes.c_int, [vp, cp, cp, P(vp)]),
         "timitseg_model_set_shifts": (ctypes.c_int, [vp, cp]),
-        "timitseg_model_set_silence_edges": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_double, ctypes.c_double]),
+        "timitseg_model_set_silence_edges": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_double, ctypes.c_double,
+                                             ctypes.c_double]),
         "timitseg_align_words_default_options": (AlignWordsOptions, []),
         "timitseg_model_align_words_file": (ctypes.c_int, [vp, cp, cp, cp, P(AlignWordsOptions), P(vp), P(vp)]),
         "timitseg_segments_count": (i64, [vp]),

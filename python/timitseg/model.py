@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ._lib import BACKENDS, MODEL_DEVICES, check, lib
+from ._lib import BACKENDS, MODEL_DEVICES, SILENCE_EDGES, check, lib
 
 
 class Segment(tuple):
@@ -129,17 +129,18 @@ class Model:
         shifts set before stay."""
         check(lib.timitseg_model_set_shifts(self._h, os.fsencode(path) if path else None))
 
-    def set_silence_edges(self, mode="auto", margin_db=6.0, max_move_ms=50.0):
+    def set_silence_edges(self, mode="auto", margin_db=6.0, max_move_ms=50.0, min_quiet_pct=50.0):
         """Silence edges for this model's alignments, as `timitseg align --silence-edges MODE
-        --silence-margin-db MARGIN --silence-max-move-ms MOVE`: each boundary between a silence and a phone
-        moved to where the audio's energy crosses the utterance's floor + margin_db, within max_move_ms
-        (docs/align.md "Silence edges"). mode "auto" (a new Model's: on for a checkpoint trained on
+        --silence-margin-db MARGIN --silence-max-move-ms MOVE --silence-min-quiet QUIET`: each boundary between
+        a silence and a phone moved to where the audio's energy crosses the utterance's floor + margin_db, within
+        max_move_ms, for the silences of which at least min_quiet_pct % is below that (docs/align.md "Silence
+        edges"); the defaults are the commands'. mode "auto" (a new Model's: on for a checkpoint trained on
         transcripts, off for one trained on times), "on" or "off". A bad value raises ValueError and the
         setting before stays."""
-        modes = {"auto": 0, "on": 1, "off": 2}
-        if mode not in modes:
+        if mode not in SILENCE_EDGES:
             raise ValueError("set_silence_edges: mode must be 'auto', 'on' or 'off', got %r" % (mode,))
-        check(lib.timitseg_model_set_silence_edges(self._h, modes[mode], float(margin_db), float(max_move_ms)))
+        check(lib.timitseg_model_set_silence_edges(self._h, SILENCE_EDGES[mode], float(margin_db), float(max_move_ms),
+                                                   float(min_quiet_pct)))
 
     def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,
               word_silence=False, obligatory_silence=False, dict_format="auto"):

@@ -228,7 +228,7 @@ TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   ASSERT_NE(m, nullptr) << timitseg_last_error();
   auto align = [&] { return align_rows(m, phones); };
   const Rows plain = align();
-  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0), TIMITSEG_OK)
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0, 50.0), TIMITSEG_OK)
       << timitseg_last_error();
   const Rows edged = align();
   eval::AlignOptions o;  // the command with the same setting
@@ -244,17 +244,20 @@ TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   EXPECT_EQ(read_phn_rows(dir_ / "aligned_edges" / "a.PHN"), edged);
   for (size_t i = 1; i < edged.size(); ++i)  // only the silences' edges (h# at both ends) may move
     if (i != 1 && i + 1 != edged.size()) EXPECT_EQ(std::get<0>(edged[i]), std::get<0>(plain[i])) << i;
-  EXPECT_EQ(timitseg_model_set_silence_edges(m, 7, 6.0, 40.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(timitseg_model_set_silence_edges(m, 7, 6.0, 40.0, 50.0), TIMITSEG_ERR_ARGUMENT);
   EXPECT_NE(std::string(timitseg_last_error()).find("mode must be"), std::string::npos) << timitseg_last_error();
-  EXPECT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 0.0, 40.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 0.0, 40.0, 50.0), TIMITSEG_ERR_ARGUMENT);
   EXPECT_NE(std::string(timitseg_last_error()).find("--silence-margin-db must be a number > 0"), std::string::npos)
       << timitseg_last_error();
+  EXPECT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0, 0.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("--silence-min-quiet must be a percentage"), std::string::npos)
+      << timitseg_last_error();
   EXPECT_EQ(align(), edged);  // kept
-  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_OFF, 10.0, 50.0), TIMITSEG_OK);
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_OFF, 6.0, 50.0, 50.0), TIMITSEG_OK);
   EXPECT_EQ(align(), plain);
-  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_AUTO, 10.0, 50.0), TIMITSEG_OK);
+  ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_AUTO, 6.0, 50.0, 50.0), TIMITSEG_OK);
   EXPECT_EQ(align(), plain);  // trained on times: auto is off
-  EXPECT_EQ(timitseg_model_set_silence_edges(nullptr, 0, 10.0, 50.0), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_EQ(timitseg_model_set_silence_edges(nullptr, 0, 6.0, 50.0, 50.0), TIMITSEG_ERR_ARGUMENT);
   timitseg_model_free(m);
 }
 
