@@ -28,9 +28,10 @@ TIMITSEG_ENUM_NAMES(SilenceEdgesSetting, 3, {SilenceEdgesSetting::automatic, "au
                     {SilenceEdgesSetting::off, "off"});
 
 struct SilenceEdgeOptions {
-  double margin_db = 6.0;     // --silence-margin-db: the threshold is the floor + this (rule 11)
-  double max_move_ms = 50.0;  // --silence-max-move-ms: a boundary moves at most this far (rule 11)
-  double min_quiet_pct = 50.0;  // --silence-min-quiet: a silence moves only when this % of it is quiet
+  // The defaults: docs/training.md rules 11 (the margin) and 12 (the bound and the quiet share), decided on dev.
+  double margin_db = 6.0;       // --silence-margin-db: the threshold is the floor + this
+  double max_move_ms = 80.0;    // --silence-max-move-ms: a boundary moves at most this far
+  double min_quiet_pct = 10.0;  // --silence-min-quiet: a silence moves only when this % of it is quiet
   // Fixed by rule 11 (not options): the envelope's window and the floor's percentile.
   double window_ms = 5.0;
   double floor_percentile = 10.0;

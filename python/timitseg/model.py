@@ -129,7 +129,7 @@ class Model:
         shifts set before stay."""
         check(lib.timitseg_model_set_shifts(self._h, os.fsencode(path) if path else None))
 
-    def set_silence_edges(self, mode="auto", margin_db=6.0, max_move_ms=50.0, min_quiet_pct=50.0):
+    def set_silence_edges(self, mode="auto", margin_db=6.0, max_move_ms=80.0, min_quiet_pct=10.0):
         """Silence edges for this model's alignments, as `timitseg align --silence-edges MODE
         --silence-margin-db MARGIN --silence-max-move-ms MOVE --silence-min-quiet QUIET`: each boundary between
         a silence and a phone moved to where the audio's energy crosses the utterance's floor + margin_db, within
