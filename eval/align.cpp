@@ -376,8 +376,9 @@ int align(const AlignOptions& options) {
   std::optional<SilenceEdgeOptions> edges;  // --silence-edges (auto: for a checkpoint trained on transcripts)
   if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
     edges = o.silence_edge_options;
-    spdlog::info("align: silence edges at the energy change (floor + {} dB, at most {} ms; --silence-edges {}{})",
-                 edges->margin_db, edges->max_move_ms, common::to_string(o.silence_edges),
+    spdlog::info("align: silence edges at the energy change (floor + {} dB, at most {} ms, silences >= {} % quiet; "
+                 "--silence-edges {}{})",
+                 edges->margin_db, edges->max_move_ms, edges->min_quiet_pct, common::to_string(o.silence_edges),
                  o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
   }
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts

@@ -274,6 +274,7 @@ nlohmann::json AlignMetrics::to_json() const {
     nlohmann::json se = edge_count.to_json();
     se["margin_db"] = silence_edges->margin_db;
     se["max_move_ms"] = silence_edges->max_move_ms;
+    se["min_quiet_pct"] = silence_edges->min_quiet_pct;
     sj["silence_edges"] = se;
   }
   j["samples"] = sj;
@@ -292,9 +293,10 @@ std::string AlignMetrics::table() const {
   if (without_phn < utterances) {
     if (silence_edges) {
       std::snprintf(buf, sizeof buf,
-                    "  (sample-accurate rows: silence edges at the energy change, floor + %g dB within %g ms: %lld of %lld "
-                    "moved, %lld left by a loud silence, %lld without a crossing)\n",
-                    silence_edges->margin_db, silence_edges->max_move_ms, static_cast<long long>(edge_count.moved),
+                    "  (sample-accurate rows: silence edges at the energy change, floor + %g dB within %g ms, silences "
+                    ">= %g %% quiet: %lld of %lld moved, %lld left by a loud silence, %lld without a crossing)\n",
+                    silence_edges->margin_db, silence_edges->max_move_ms, silence_edges->min_quiet_pct,
+                    static_cast<long long>(edge_count.moved),
                     static_cast<long long>(edge_count.edges), static_cast<long long>(edge_count.loud),
                     static_cast<long long>(edge_count.no_crossing));
       out += buf;

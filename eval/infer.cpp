@@ -181,9 +181,9 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
     std::optional<SilenceEdgeOptions> edges;
     if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
       edges = o.silence_edge_options;
-      spdlog::info("evaluate --align: silence edges at the energy change (floor + {} dB, at most {} ms; "
-                   "--silence-edges {}{})",
-                   edges->margin_db, edges->max_move_ms, common::to_string(o.silence_edges),
+      spdlog::info("evaluate --align: silence edges at the energy change (floor + {} dB, at most {} ms, silences >= {} % "
+                   "quiet; --silence-edges {}{})",
+                   edges->margin_db, edges->max_move_ms, edges->min_quiet_pct, common::to_string(o.silence_edges),
                    o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
     }
     const AlignMetrics am =

@@ -843,7 +843,8 @@ TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
   const Cmd e = run("evaluate --checkpoint " + ckpt_.string() +
                     " --split test --align --device cpu --silence-edges on --silence-max-move-ms 30 --json " + js.string());
   ASSERT_EQ(e.rc, 0) << e.output;
-  EXPECT_NE(e.output.find("silence edges at the energy change, floor + 6 dB within 30 ms: " + std::to_string(moved) +
+  EXPECT_NE(e.output.find("silence edges at the energy change, floor + 6 dB within 30 ms, silences >= 10 % quiet: " +
+                          std::to_string(moved) +
                           " of " + std::to_string(edges) + " moved"),
             std::string::npos)
       << e.output;
@@ -851,6 +852,7 @@ TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
   EXPECT_EQ(se["moved"], moved);
   EXPECT_EQ(se["edges"], edges);
   EXPECT_EQ(se["max_move_ms"], 30.0);
+  EXPECT_EQ(se["min_quiet_pct"], 10.0);
   EXPECT_EQ(se["moved"].get<long long>() + se["loud"].get<long long>() + se["no_crossing"].get<long long>() <= edges, true);
   // refused: one line naming the flag
   const Cmd bad = run(al + (dir_ / "se_bad").string() + " --silence-margin-db 0");
