@@ -373,14 +373,9 @@ int align(const AlignOptions& options) {
     spdlog::info("align: boundaries moved by the shifts of {} ({} phone(s), {} phone pair(s))", o.shifts,
                  shifts->shift_ms.size(), shifts->pair_shift_ms.size());
   }
-  std::optional<SilenceEdgeOptions> edges;  // --silence-edges (auto: for a checkpoint trained on transcripts)
-  if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
-    edges = o.silence_edge_options;
-    spdlog::info("align: silence edges at the energy change (floor + {} dB, at most {} ms, silences >= {} % quiet; "
-                 "--silence-edges {}{})",
-                 edges->margin_db, edges->max_move_ms, edges->min_quiet_pct, common::to_string(o.silence_edges),
-                 o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
-  }
+  // --silence-edges (auto: for a checkpoint trained on transcripts)
+  const std::optional<SilenceEdgeOptions> edges =
+      resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "align");
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);

@@ -178,14 +178,8 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
                                  (bonus == 0.0 || posterior ? "" : ", phone bonus " + config::format_double(bonus));
   std::string align_table;
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
-    std::optional<SilenceEdgeOptions> edges;
-    if (silence_edges_on(o.silence_edges, s.transcript_trained)) {
-      edges = o.silence_edge_options;
-      spdlog::info("evaluate --align: silence edges at the energy change (floor + {} dB, at most {} ms, silences >= {} % "
-                   "quiet; --silence-edges {}{})",
-                   edges->margin_db, edges->max_move_ms, edges->min_quiet_pct, common::to_string(o.silence_edges),
-                   o.silence_edges == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
-    }
+    const std::optional<SilenceEdgeOptions> edges =
+        resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "evaluate --align");
     const AlignMetrics am =
         align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts, edges ? &*edges : nullptr);
     j["align"] = am.to_json();

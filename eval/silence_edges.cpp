@@ -1,5 +1,7 @@
 #include "eval/silence_edges.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -47,6 +49,16 @@ bool silence_edges_on(SilenceEdgesSetting setting, bool transcript_trained) {
     case SilenceEdgesSetting::automatic: break;
   }
   return transcript_trained;
+}
+
+std::optional<SilenceEdgeOptions> resolve_silence_edges(SilenceEdgesSetting setting, const SilenceEdgeOptions& o,
+                                                        bool transcript_trained, const std::string& who) {
+  if (!silence_edges_on(setting, transcript_trained)) return std::nullopt;
+  spdlog::info("{}: silence edges at the energy change (floor + {} dB, at most {} ms, silences >= {} % quiet; "
+               "--silence-edges {}{})",
+               who, o.margin_db, o.max_move_ms, o.min_quiet_pct, common::to_string(setting),
+               setting == SilenceEdgesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
+  return o;
 }
 
 std::vector<float> energy_envelope_db(const float* x, int64_t n, int rate, double window_ms) {

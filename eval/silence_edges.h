@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,11 @@ void check_silence_edge_options(const SilenceEdgeOptions& o);
 // Whether a checkpoint's alignments get silence edges: on/off as set; auto:
 // on iff the checkpoint trained on transcripts.
 bool silence_edges_on(SilenceEdgesSetting setting, bool transcript_trained);
+
+// The options to use (unset: off, as silence_edges_on decides), with one log line
+// "WHO: silence edges at the energy change (...)" when on.
+std::optional<SilenceEdgeOptions> resolve_silence_edges(SilenceEdgesSetting setting, const SilenceEdgeOptions& o,
+                                                        bool transcript_trained, const std::string& who);
 
 // What refine_silence_edges did, summed over calls.
 struct SilenceEdgeCount {
