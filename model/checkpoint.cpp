@@ -153,7 +153,7 @@ void save_checkpoint(const std::string& path, const ModelState& s, bool with_opt
   m["best_dev_per"] = num(s.best_dev_per);
   m["best_epoch"] = std::to_string(s.best_epoch);
   m["dev_per"] = num(s.dev_per);
-  m["transcript_trained"] = s.transcript_trained ? "true" : "false";
+  m["transcript_trained"] = nlohmann::json(s.transcript_trained).dump();  // a JSON boolean
   m["tensor_sha256"] = checkpoint_tensor_sha256(f);
   st::save(path, f);
 }
@@ -284,11 +284,8 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
   parse("best_dev_per", [&](const std::string& t) { s.best_dev_per = to_double(t); });
   parse("best_epoch", [&](const std::string& t) { s.best_epoch = to_int(t); });
   parse("dev_per", [&](const std::string& t) { s.dev_per = to_double(t); });
-  if (auto it = f.metadata.find("transcript_trained"); it != f.metadata.end()) {
-    if (it->second != "true" && it->second != "false")
-      throw std::runtime_error(path + ": bad checkpoint metadata 'transcript_trained': '" + it->second +
-                               "' is not true or false");
-    s.transcript_trained = it->second == "true";
+  if (f.metadata.count("transcript_trained")) {  // a JSON boolean
+    parse("transcript_trained", [&](const std::string& t) { s.transcript_trained = nlohmann::json::parse(t).get<bool>(); });
   } else {  // written before the key: what its configuration says
     s.transcript_trained = s.config.crf_supervision == config::Supervision::transcript;
   }
