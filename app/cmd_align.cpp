@@ -19,6 +19,7 @@
 #include "app/enum_flags.h"
 #include "app/inference_flags.h"
 #include "app/long_flags.h"
+#include "app/boundaries_flag.h"
 #include "app/silence_edge_flags.h"
 #include "settings/limits.h"
 #include "common/buffer.h"
@@ -222,6 +223,7 @@ void add_align_command(CLI::App& app) {
                 "after it): a JSON file written by `evaluate "
                 "--align --fit-shifts` with this checkpoint (each phone's median boundary error on a split with "
                 "times; docs/align.md \"Calibrating to a labelling convention\"); words follow their phones");
+  add_boundaries_flag(c, &o->boundaries, "");
   add_silence_edge_flags(c, &o->silence_edges, &o->silence_edge_options, "");
   add_enum_option<data::DictFormatSetting>(c, "--dict-format", &o->dict_format, kDictFormatHelp)
       ->default_str(common::to_string(o->dict_format));

@@ -15,6 +15,7 @@
 #include "app/enum_flags.h"
 #include "app/inference_flags.h"
 #include "app/long_flags.h"
+#include "app/boundaries_flag.h"
 #include "app/silence_edge_flags.h"
 #include "settings/limits.h"
 #include "app/report/phone_bias.h"
@@ -299,6 +300,7 @@ void add_evaluate_command(CLI::App& app) {
       ev, "--shift-context", &eval_opts->shift_context,
       "With --fit-shifts: phone (default: one shift per phone after the boundary) or pair (also one per pair of "
       "phones around it, where the pair has --shift-min-boundaries; the phone's shift elsewhere)");
+  add_boundaries_flag(ev, &eval_opts->boundaries, "With --align: ");
   add_silence_edge_flags(ev, &eval_opts->silence_edges, &eval_opts->silence_edge_options, "With --align: ");
   auto plot = std::make_shared<std::string>();
   ev->add_option("--reliability-plot", *plot,

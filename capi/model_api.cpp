@@ -43,6 +43,7 @@ struct timitseg_model {
   std::optional<eval::BoundaryShifts> shifts;  // timitseg_model_set_shifts (unset: none)
   eval::SilenceEdgesSetting silence_edges = eval::SilenceEdgesSetting::automatic;  // timitseg_model_set_silence_edges
   eval::SilenceEdgeOptions silence_edge_options;
+  eval::BoundariesSetting boundaries = eval::BoundariesSetting::automatic;  // timitseg_model_set_boundaries
 };
 
 struct timitseg_segments {
@@ -140,9 +141,11 @@ eval::Segmentation align_transcript(timitseg_model* m, const char* path, const t
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
   const bool edges = eval::silence_edges_on(m->silence_edges, m->state.transcript_trained);
+  const bool posterior = eval::posterior_boundaries_on(m->boundaries, m->state.transcript_trained);
   eval::Segmentation out = eval::align_one(
       *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads), edges), m->state,
-      m->shifts ? &*m->shifts : nullptr, edges ? &m->silence_edge_options : nullptr);
+      m->shifts ? &*m->shifts : nullptr, edges ? &m->silence_edge_options : nullptr,
+      posterior ? timitseg::crf::AlignBoundaries::posterior : timitseg::crf::AlignBoundaries::viterbi);
   spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
@@ -288,6 +291,20 @@ int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double mar
     eval::check_silence_edge_options(o);  // a bad value: the handle keeps its setting
     model->silence_edges = setting;
     model->silence_edge_options = o;
+  });
+}
+
+int timitseg_model_set_boundaries(timitseg_model* model, int mode) {
+  return guard("timitseg_model_set_boundaries", [&] {
+    need(model, "model");
+    switch (mode) {
+      case TIMITSEG_BOUNDARIES_AUTO: model->boundaries = eval::BoundariesSetting::automatic; break;
+      case TIMITSEG_BOUNDARIES_VITERBI: model->boundaries = eval::BoundariesSetting::viterbi; break;
+      case TIMITSEG_BOUNDARIES_POSTERIOR: model->boundaries = eval::BoundariesSetting::posterior; break;
+      default:
+        throw std::invalid_argument("mode must be TIMITSEG_BOUNDARIES_AUTO (0), _VITERBI (1) or _POSTERIOR (2), got " +
+                                    std::to_string(mode));
+    }
   });
 }
 

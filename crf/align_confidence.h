@@ -3,7 +3,7 @@
 // windows that score a long utterance piecewise. They drive crf/'s constrained
 // forward-backward (crf::Session, crf/cpu/align_posteriors.h), beside which
 // they live; on a host backend their windows run on WindowLimits::threads (the
-// executors pass the command's --threads, model::align_confidences).
+// executors pass the command's --threads, model::finish_alignment).
 #pragma once
 
 #include <cstdint>

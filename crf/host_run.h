@@ -44,9 +44,20 @@ HostResult run_host(Backend& backend, const Dims& dims, const Params& host_param
                     const HostRunOptions& options = HostRunOptions());
 // Forced alignment on host arrays for any backend (crf/session.h does the
 // same with buffers kept across calls). phones [B][N], num_phones [B].
+// What crf::posterior_boundaries did (crf/posterior_boundaries.h), summed over calls.
+struct PosteriorBoundaryCount {
+  int64_t utterances = 0;  // utterances whose boundaries were decided from the posteriors
+  int64_t boundaries = 0;  // their boundaries (kept phones after the first)
+  int64_t moved = 0;       // of them, at another frame than the constrained Viterbi's
+  int64_t moved_frames = 0;  // the moves' signed sum (posterior - Viterbi, frames)
+  int64_t over_limit = 0;  // utterances left with the Viterbi boundaries: tables over the memory limit
+  int64_t first_over_limit = -1;  // the first such utterance's index in its batch (-1: none)
+  void add(const PosteriorBoundaryCount& o);
+};
 struct AlignResult {
   std::vector<double> score;   // [B], -inf for an infeasible utterance
   std::vector<int32_t> spans;  // [B][N][2] (start, duration) per phone
+  PosteriorBoundaryCount posterior;  // filled when the boundaries came from the posteriors
 };
 AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
                        const int32_t* phones, const int32_t* num_phones, const int32_t* optional = nullptr);

@@ -219,7 +219,7 @@ class LazyExecutor {
 // The phone sequences of the pending utterances [B][N] (N: the longest,
 // written back) aligned in one batch.
 crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pending, const model::ModelState& s, int64_t& N,
-                             crf::AlignConfidence* conf) {
+                             crf::AlignConfidence* conf, crf::AlignBoundaries boundaries) {
   std::vector<const data::Utterance*> utts;
   for (const AlignInput& r : pending) utts.push_back(&r.in.utt);
   for (const AlignInput& r : pending) N = std::max<int64_t>(N, static_cast<int64_t>(r.cs.classes.size()));
@@ -238,7 +238,15 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
     if (pick[b] > 0) pending[b].cs = pending[b].alternatives.alternatives[pick[b] - 1];
   const auto t0 = std::chrono::steady_clock::now();
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
-  crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf);
+  crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf, boundaries);
+  if (r.posterior.over_limit > 0)
+    spdlog::warn("{}: boundaries left at the constrained Viterbi's: the posteriors' tables would need {:.0f} MiB, over "
+                 "the {:.0f} MiB limit",
+                 pending[r.posterior.first_over_limit].audio,
+                 crf::posterior_boundary_bytes(pending[r.posterior.first_over_limit].in.utt.num_frames,
+                                               static_cast<int64_t>(pending[r.posterior.first_over_limit].cs.classes.size())) /
+                     (1024.0 * 1024.0),
+                 crf::kPosteriorBoundaryBytes / (1024.0 * 1024.0));
   if (B == 1 && pending[0].in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].audio, seconds_since(t0));
   return r;
@@ -249,8 +257,8 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
 class AlignRun {
  public:
   AlignRun(const model::ModelState& s, const AlignOptions& o, LazyExecutor& executor, size_t total,
-           const BoundaryShifts* shifts, const SilenceEdgeOptions* edges)
-      : s_(s), o_(o), executor_(executor), total_(total), shifts_(shifts), edges_(edges) {}
+           const BoundaryShifts* shifts, const SilenceEdgeOptions* edges, crf::AlignBoundaries boundaries)
+      : s_(s), o_(o), executor_(executor), total_(total), shifts_(shifts), edges_(edges), boundaries_(boundaries) {}
 
   // One line per bad input: transcript errors name their file and line
   // (the .PHN/.WRD/.TXT beside the audio, or the list file's line); every
@@ -266,6 +274,7 @@ class AlignRun {
   }
 
   const SilenceEdgeCount& edge_count() const { return edge_count_; }
+  const crf::PosteriorBoundaryCount& posterior_count() const { return posterior_count_; }
 
   // SIGINT/SIGTERM: before a batch, before its outputs and at the end, saying how far it got
   void check_stop() const {
@@ -288,7 +297,8 @@ class AlignRun {
     crf::AlignConfidence conf;
     model::Executor& ex = executor_();  // (outside the try: a device error is the command's, not an input's)
     try {
-      r = align_batch(ex, pending_, s_, N, &conf);
+      r = align_batch(ex, pending_, s_, N, &conf, boundaries_);
+      posterior_count_.add(r.posterior);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
       for (const AlignInput& p : pending_) report(p.audio, e.what(), false);
       pending_.clear();
@@ -339,6 +349,8 @@ class AlignRun {
   const BoundaryShifts* shifts_;  // --shifts (nullptr: none)
   const SilenceEdgeOptions* edges_;  // --silence-edges (nullptr: off)
   SilenceEdgeCount edge_count_;      // what they did
+  crf::AlignBoundaries boundaries_;  // --boundaries, resolved
+  crf::PosteriorBoundaryCount posterior_count_;  // what the posteriors moved
   std::vector<AlignInput> pending_;
   std::vector<std::string> failed_;
   std::vector<std::string> missing_, missing_inputs_;  // words not in the dictionary (with repeats), their inputs
@@ -348,11 +360,11 @@ class AlignRun {
 }  // namespace
 
 Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s, const BoundaryShifts* shifts,
-                       const SilenceEdgeOptions* edges) {
+                       const SilenceEdgeOptions* edges, crf::AlignBoundaries boundaries) {
   std::vector<AlignInput> pending;
   pending.push_back(std::move(input));
   int64_t N = 1;
-  const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr);
+  const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr, boundaries);
   check_finite(r.score[0], pending[0].audio);
   return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, shifts, edges);
 }
@@ -376,6 +388,8 @@ int align(const AlignOptions& options) {
   // --silence-edges (auto: for a checkpoint trained on transcripts)
   const std::optional<SilenceEdgeOptions> edges =
       resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "align");
+  // --boundaries (auto: the posteriors' for a checkpoint trained on transcripts)
+  const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, s.transcript_trained, "align");
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);
@@ -386,7 +400,8 @@ int align(const AlignOptions& options) {
   CreatedFolders made;  // a failure before the first write leaves no --out folder
   prepare_out_dir(o.out_dir, stems, protect, &made);
   LazyExecutor executor(s, o, jobs.size(), start);
-  AlignRun run(s, o, executor, jobs.size() + bad.size(), shifts ? &*shifts : nullptr, edges ? &*edges : nullptr);
+  AlignRun run(s, o, executor, jobs.size() + bad.size(), shifts ? &*shifts : nullptr, edges ? &*edges : nullptr,
+               boundaries);
   for (const auto& [in, problem] : bad) run.report(in, problem, true);
   // Each batch's inputs (audio, features, transcript) are read in parallel
   // (one job per index: the results and the order of the error lines do not
@@ -411,6 +426,8 @@ int align(const AlignOptions& options) {
   }
   run.check_stop();
   executor.wait();  // made even when no input was read (its error, if any, is the command's)
+  if (boundaries == crf::AlignBoundaries::posterior)
+    spdlog::info("align: boundaries from the posteriors: {}", posterior_boundaries_line(run.posterior_count()));
   if (edges) {
     const SilenceEdgeCount& c = run.edge_count();
     spdlog::info("align: silence edges: {} of {} moved (mean move {:+.1f} ms), {} left by a loud silence, {} without a "

@@ -29,7 +29,9 @@ int align(const AlignOptions& o);
 // shifts (nullptr: none): each boundary moved by its phone's shift, as `align --shifts`.
 // edges (nullptr: none): silence edges at the energy change (eval/silence_edges.h), before the
 // shifts; the input must hold its samples (align_input's keep_samples).
+// boundaries: the constrained Viterbi's, or the posteriors' (crf/posterior_boundaries.h), before the edges.
 Segmentation align_one(model::Executor& exec, AlignInput input, const model::ModelState& s,
-                       const BoundaryShifts* shifts = nullptr, const SilenceEdgeOptions* edges = nullptr);
+                       const BoundaryShifts* shifts = nullptr, const SilenceEdgeOptions* edges = nullptr,
+                       crf::AlignBoundaries boundaries = crf::AlignBoundaries::viterbi);
 
 }  // namespace timitseg::eval

@@ -259,6 +259,8 @@ nlohmann::json AlignMetrics::to_json() const {
   j["utterances"] = utterances;
   j["infeasible"] = infeasible;
   j["seconds"] = seconds;
+  j["boundary_decoding"] = common::to_string(boundary_decoding);
+  if (boundary_decoding == crf::AlignBoundaries::posterior) j["posterior_boundaries"] = posterior_boundaries_json(posterior);
   nlohmann::json sj = samples.summary();
   sj["by_class"] = samples.by_class();
   if (!samples.length_error_ms.empty()) sj["by_phone"] = samples.by_phone();
@@ -288,6 +290,9 @@ std::string AlignMetrics::table() const {
   std::snprintf(buf, sizeof buf, "forced alignment (%lld utterances%s, %.2f s)\n", static_cast<long long>(utterances),
                 infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds);
   out += buf;
+  if (boundary_decoding == crf::AlignBoundaries::posterior)
+    out += "  (both rows: boundaries from the posteriors under the transcript, " + posterior_boundaries_line(posterior) +
+           ")\n";
   out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median  bias ms\n";
   out += row("frame-quantized", summarize(abs_ms, signed_ms));
   if (without_phn < utterances) {
@@ -333,7 +338,7 @@ std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t 
 // Aligns each utterance of `part` to its class sequence; the result and N.
 crf::AlignResult align_part(model::Executor& exec, const std::vector<const data::Utterance*>& part,
                             const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, int64_t* N_out,
-                            crf::AlignConfidence* conf = nullptr) {
+                            crf::AlignBoundaries boundaries, crf::AlignConfidence* conf = nullptr) {
   const model::Batch batch = model::make_batch(part, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   int64_t N = 1;
   for (const auto& q : seqs) N = std::max<int64_t>(N, static_cast<int64_t>(q.size()));
@@ -344,7 +349,7 @@ crf::AlignResult align_part(model::Executor& exec, const std::vector<const data:
     std::copy(seqs[b].begin(), seqs[b].end(), phones.begin() + b * N);
   }
   *N_out = N;
-  return exec.align(batch, N, phones, nph, {}, conf);
+  return exec.align(batch, N, phones, nph, {}, conf, boundaries);
 }
 
 // The boundary confidences of utterance b (aligned to its frame runs, which
@@ -400,13 +405,14 @@ std::vector<int32_t> corrupt(const std::vector<int32_t>& seq, const std::string&
 // replaced, the reference run's span).
 void score_label_confidence(model::Executor& exec, const std::vector<const data::Utterance*>& part,
                             const std::vector<std::vector<std::pair<int32_t, int32_t>>>& refs,
-                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s, ConfidenceMetrics* cm) {
+                            const std::vector<std::vector<int32_t>>& seqs, const model::ModelState& s,
+                            crf::AlignBoundaries boundaries, ConfidenceMetrics* cm) {
   std::vector<std::vector<int32_t>> bad(part.size());
   std::vector<std::vector<char>> replaced(part.size());
   for (size_t b = 0; b < part.size(); ++b) bad[b] = corrupt(seqs[b], part[b]->id, s.labels.size(), &replaced[b]);
   int64_t N = 1;
   crf::AlignConfidence conf;
-  const crf::AlignResult r = align_part(exec, part, bad, s, &N, &conf);
+  const crf::AlignResult r = align_part(exec, part, bad, s, &N, boundaries, &conf);
   for (size_t b = 0; b < part.size(); ++b) {
     if (!conf.computed[b]) continue;
     int32_t ref_start = 0;
@@ -465,7 +471,7 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
                        AlignMetrics* m) {
   int64_t N2 = 1;
   crf::AlignResult r2;
-  if (!again.utts.empty()) r2 = align_part(exec, again.utts, again.seqs, s, &N2);
+  if (!again.utts.empty()) r2 = align_part(exec, again.utts, again.seqs, s, &N2, m->boundary_decoding);
   for (size_t b = 0, k = 0; b < part.size(); ++b) {
     if (phn[b].empty()) continue;
     const bool other = k < again.index.size() && again.index[k] == b;
@@ -509,7 +515,7 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
 
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts_in, const model::ModelState& s,
                               int batch_size, const BoundaryShifts* shifts, const std::string& shifts_file,
-                              const SilenceEdgeOptions* edges) {
+                              const SilenceEdgeOptions* edges, crf::AlignBoundaries boundaries) {
   if (batch_size < 1) throw std::invalid_argument("--batch-size must be >= 1");
   std::vector<const data::Utterance*> utts = utts_in;
   std::stable_sort(utts.begin(), utts.end(),
@@ -519,6 +525,7 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
   m.phone_set = s.labels.spec.name;
   if (shifts) m.shifts_file = shifts_file;
   if (edges) m.silence_edges = *edges;
+  m.boundary_decoding = boundaries;
   for (size_t at = 0; at < utts.size(); at += batch_size) {
     const std::vector<const data::Utterance*> part(utts.begin() + at,
                                                    utts.begin() + std::min(utts.size(), at + batch_size));
@@ -532,9 +539,14 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
     }
     int64_t N = 1;
     crf::AlignConfidence conf;
-    const crf::AlignResult r = align_part(exec, part, seqs, s, &N, &conf);
+    const crf::AlignResult r = align_part(exec, part, seqs, s, &N, boundaries, &conf);
     m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    score_label_confidence(exec, part, refs, seqs, s, &m.confidence);
+    m.posterior.add(r.posterior);
+    if (r.posterior.over_limit > 0)
+      spdlog::warn("evaluate --align: {}: boundaries left at the constrained Viterbi's (the posteriors' tables are over "
+                   "the {:.0f} MiB limit)",
+                   part[r.posterior.first_over_limit]->id, crf::kPosteriorBoundaryBytes / (1024.0 * 1024.0));
+    score_label_confidence(exec, part, refs, seqs, s, boundaries, &m.confidence);
     // sample-accurate: the .PHN's own phone sequence; realigned when it differs from the frame runs
     std::vector<std::vector<RefPhone>> phn(part.size());
     std::vector<int> rates(part.size(), 0);

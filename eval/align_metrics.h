@@ -16,6 +16,7 @@
 #include "data/features.h"
 #include "data/phones.h"
 #include "eval/boundary_shifts.h"
+#include "eval/posterior_boundaries.h"
 #include "eval/silence_edges.h"
 #include "eval/confidence_metrics.h"
 #include "model/checkpoint.h"
@@ -93,6 +94,10 @@ struct AlignMetrics {
   // (eval/silence_edges.h) before the shifts; unset: off. And what they did.
   std::optional<SilenceEdgeOptions> silence_edges;
   SilenceEdgeCount edge_count;
+  // --boundaries: the constrained Viterbi's, or the posteriors' (both rows; crf/posterior_boundaries.h),
+  // and what the posteriors moved in the alignments of the frame runs
+  crf::AlignBoundaries boundary_decoding = crf::AlignBoundaries::viterbi;
+  crf::PosteriorBoundaryCount posterior;
   void add(const std::vector<int32_t>& ref_ends, const std::vector<int32_t>& hyp_ends, double frame_ms);
   // Sample-accurate boundaries of one utterance: reference in samples at ref_rate,
   // aligned in samples at hyp_rate, with the broad class of the phone after each;
@@ -118,8 +123,10 @@ struct AlignMetrics {
 // edges (evaluate --silence-edges; nullptr: off): before the shifts, each utterance's silence edges
 // moved to the energy change of its audio (read again, at the model's rate; an utterance whose audio
 // is not its own length, e.g. a Kaldi segment of a longer recording, is left as aligned and counted).
+// boundaries: every alignment's boundaries, the constrained Viterbi's or the posteriors' (both rows).
 AlignMetrics align_utterances(model::Executor& exec, const std::vector<const data::Utterance*>& utts, const model::ModelState& s,
                               int batch_size, const BoundaryShifts* shifts = nullptr, const std::string& shifts_file = "",
-                              const SilenceEdgeOptions* edges = nullptr);
+                              const SilenceEdgeOptions* edges = nullptr,
+                              crf::AlignBoundaries boundaries = crf::AlignBoundaries::viterbi);
 
 }  // namespace timitseg::eval

@@ -11,6 +11,7 @@
 #include "crf/backend_kind.h"
 #include "data/transcripts.h"
 #include "eval/formats.h"
+#include "eval/posterior_boundaries.h"
 #include "eval/silence_edges.h"
 
 namespace timitseg::eval {
@@ -39,6 +40,9 @@ struct AlignOptions {
   // energy change (eval/silence_edges.h; auto: on for a checkpoint trained on transcripts)
   SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
   SilenceEdgeOptions silence_edge_options;
+  // --boundaries auto|viterbi|posterior: the constrained Viterbi's boundaries or those of the posteriors
+  // (eval/posterior_boundaries.h; auto: posterior for a checkpoint trained on transcripts)
+  BoundariesSetting boundaries = BoundariesSetting::automatic;
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)
   config::DeviceSetting device = config::DeviceSetting::automatic;  // --device

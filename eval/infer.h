@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "eval/boundary_shifts.h"
+#include "eval/posterior_boundaries.h"
 #include "eval/silence_edges.h"
 #include "data/split_name.h"
 #include "eval/formats.h"
@@ -50,6 +51,9 @@ struct EvaluateOptions {
   // --silence-margin-db, --silence-max-move-ms (eval/silence_edges.h); before the shifts
   SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
   SilenceEdgeOptions silence_edge_options;
+  // With --align: --boundaries auto|viterbi|posterior (eval/posterior_boundaries.h; auto: posterior for a
+  // checkpoint trained on transcripts), before the silence edges
+  BoundariesSetting boundaries = BoundariesSetting::automatic;
 };
 // Prints the metrics table on stdout; returns the metrics JSON.
 nlohmann::json evaluate(const EvaluateOptions& o);

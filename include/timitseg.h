@@ -470,6 +470,22 @@ typedef enum {
 TIMITSEG_API int timitseg_model_set_silence_edges(timitseg_model* model, int mode, double margin_db,
                                                   double max_move_ms, double min_quiet_pct);
 
+/* Where the boundaries of this handle's alignments go, as `timitseg align
+ * --boundaries MODE` (docs/align.md "Boundaries from the posteriors"):
+ * TIMITSEG_BOUNDARIES_VITERBI, the most probable alignment's; _POSTERIOR,
+ * each boundary at its most probable frame under the transcript, jointly
+ * increasing (the phones the alignment skips stay skipped); before the
+ * silence edges and the shifts. A new handle has TIMITSEG_BOUNDARIES_AUTO
+ * (posterior for a checkpoint trained on transcripts, viterbi for one trained
+ * on times). A mode outside the enum is the error message, and the handle
+ * keeps its setting. */
+typedef enum {
+  TIMITSEG_BOUNDARIES_AUTO = 0,
+  TIMITSEG_BOUNDARIES_VITERBI = 1,
+  TIMITSEG_BOUNDARIES_POSTERIOR = 2
+} timitseg_boundaries;
+TIMITSEG_API int timitseg_model_set_boundaries(timitseg_model* model, int mode);
+
 /* Forced alignment of words through a pronunciation dictionary, as `timitseg
  * align --words LIST --dict DICTIONARY` does (the command's code, in memory on
  * the handle's executor, as timitseg_model_align_file): words space

@@ -27,12 +27,17 @@ int set_threads(int threads) {
   return n;
 }
 
-void align_confidences(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
-                       const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
-                       const std::vector<int32_t>& optional, const crf::AlignResult& r, crf::AlignConfidence* out) {
+void finish_alignment(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                      const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                      const std::vector<int32_t>& optional, crf::AlignBoundaries boundaries, crf::AlignResult* r,
+                      crf::AlignConfidence* confidence) {
+  if (boundaries == crf::AlignBoundaries::posterior)
+    crf::posterior_boundaries(dims, host_params, N, phones.data(), num_phones.data(),
+                              optional.empty() ? nullptr : optional.data(), r, default_threads());
+  if (!confidence) return;
   crf::WindowLimits windows;
   windows.threads = default_threads();
-  crf::fill_align_confidence(session, dims, host_params, N, phones, num_phones, optional, r, out,
+  crf::fill_align_confidence(session, dims, host_params, N, phones, num_phones, optional, *r, confidence,
                              crf::kConfidenceBatchBytes, crf::kConfidenceUtteranceBytes, windows);
 }
 

@@ -28,6 +28,7 @@
 #include "crf/backend.h"
 #include "crf/backend_kind.h"
 #include "crf/host_run.h"
+#include "crf/posterior_boundaries.h"
 #include "crf/session.h"
 #include "model/batch.h"
 #include "config/config_enums.h"
@@ -146,9 +147,12 @@ class Executor {
   // for a skipped phone) on the host; the model's own transition (no phone bonus).
   // confidence (nullptr = not wanted): the scores of docs/crf.md "Confidence"
   // for the aligned spans, from the same forward (fill_align_confidence).
+  // boundaries: posterior moves the boundaries to the posteriors' programme
+  // (crf/posterior_boundaries.h; r.posterior counts it) before the confidences.
   virtual crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                  const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                 crf::AlignConfidence* confidence = nullptr) = 0;
+                                 crf::AlignConfidence* confidence = nullptr,
+                                 crf::AlignBoundaries boundaries = crf::AlignBoundaries::viterbi) = 0;
   // Span marginals (crf::Backend::span_marginals, docs/crf.md "Confidence")
   // of queries [B][Q][3] (start, duration, label; num_queries [B]) after one
   // forward without dropout, with the model's own transition (no phone
@@ -172,11 +176,14 @@ Device resolve_device(config::DeviceSetting device, const std::string& hint = ""
 // (model/make_executor.h).
 int set_threads(int threads);
 
-// The confidences of align() (crf::fill_align_confidence) with the default
-// limits, the windows of a host backend on the thread count set_threads set:
-// the one call of every executor's align.
-void align_confidences(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
-                       const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
-                       const std::vector<int32_t>& optional, const crf::AlignResult& r, crf::AlignConfidence* out);
+// The end of every executor's align() on host copies of its forward: the
+// posteriors' boundaries when asked (crf::posterior_boundaries, on the thread
+// count set_threads set), then the confidences of the final spans when
+// confidence is not nullptr (crf::fill_align_confidence with the default
+// limits, the windows of a host backend on the same threads).
+void finish_alignment(crf::Session& session, const crf::Dims& dims, const crf::Params& host_params, int64_t N,
+                      const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
+                      const std::vector<int32_t>& optional, crf::AlignBoundaries boundaries, crf::AlignResult* r,
+                      crf::AlignConfidence* confidence);
 
 }  // namespace timitseg::model

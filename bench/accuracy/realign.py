@@ -127,7 +127,11 @@ def main() -> int:
         ali = os.path.join(work, "ali")
         cmd = [a.timitseg, "align", "--checkpoint", a.checkpoint, "--wav-scp", os.path.join(work, "wav.scp"),
                "--phones", os.path.join(work, "phones.txt"), "--out", ali, "--format", "csv",
-               "--device", a.device, "--threads", a.threads]
+               "--device", a.device, "--threads", a.threads,
+               # the constrained Viterbi's own frames, as the docstring says: `align`'s defaults for a
+               # transcript-trained checkpoint (posterior boundaries, silence edges) would re-estimate from
+               # another decision, and an edge moved into a 1-frame phone leaves it without a frame
+               "--boundaries", "viterbi", "--silence-edges", "off"]
         with open(os.path.join(work, "align.log"), "w") as log:
             r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=log)
         if r.returncode != 0:

@@ -385,7 +385,7 @@ class CpuExecutor final : public Executor {
   }
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                         crf::AlignConfidence* confidence) override {
+                         crf::AlignConfidence* confidence, crf::AlignBoundaries boundaries) override {
     const Network<float>& net = enc_.network();
     Activations<float>& act = enc_.activations();
     inference_forward(net, params_, batch, act, centre_frames_, "align");
@@ -394,7 +394,7 @@ class CpuExecutor final : public Executor {
     const crf::Params hp = crf_params(net.layout(), params_, act.cum, batch, act.onset);
     crf::AlignResult r =
         session_.align_host(cd, hp, N, phones.data(), num_phones.data(), optional.empty() ? nullptr : optional.data());
-    if (confidence) align_confidences(session_, cd, hp, N, phones, num_phones, optional, r, confidence);
+    finish_alignment(session_, cd, hp, N, phones, num_phones, optional, boundaries, &r, confidence);
     return r;
   }
 

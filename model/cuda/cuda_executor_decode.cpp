@@ -152,10 +152,11 @@ constexpr double kDeviceAlignTableBytes = 1024.0 * 1024.0 * 1024.0;  // 1 GiB
 
 crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                      const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                     crf::AlignConfidence* confidence) {
+                                     crf::AlignConfidence* confidence, crf::AlignBoundaries boundaries) {
   const int32_t* host_opt = optional.empty() ? nullptr : optional.data();
   const int B = batch.input.B, T = batch.input.T;
-  if (B == 1 && batch.input.lengths[0] > kWindowFrames) return align_long(batch, N, phones, num_phones, optional, confidence);
+  if (B == 1 && batch.input.lengths[0] > kWindowFrames)
+    return align_long(batch, N, phones, num_phones, optional, confidence, boundaries);
   inference_forward(batch);
   const crf::Dims dims = dims_.crf_dims(B, T);
   // The cuda backend keeps the full table, B (T+1) N x 24 bytes of GPU memory;
@@ -176,7 +177,7 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
     } else {
       r = session_->align_host(dims, host_p, N, phones.data(), num_phones.data(), host_opt);
     }
-    if (confidence) align_confidences(*session_, dims, host_p, N, phones, num_phones, optional, r, confidence);
+    finish_alignment(*session_, dims, host_p, N, phones, num_phones, optional, boundaries, &r, confidence);
     return r;
   }
   crf::validate_align_host(dims, N, phones.data(), num_phones.data(), host_opt);
@@ -194,13 +195,13 @@ crf::AlignResult CudaExecutor::align(const Batch& batch, int64_t N, const std::v
   align_score_.download(r.score.data(), B * sizeof(double), stream_);
   align_spans_.download(r.spans.data(), r.spans.size() * sizeof(int32_t), stream_);
   TS_CUDA(cudaStreamSynchronize(stream_));
-  if (confidence) {  // on host copies of this forward (the session uploads them for the cuda backend)
-    const std::vector<float> cum = last_cum();
+  if (confidence || boundaries != crf::AlignBoundaries::viterbi) {  // on host copies of this forward (the
+    const std::vector<float> cum = last_cum();                        // session uploads them for the cuda backend)
     const std::vector<float> onset = last_onset();
     std::vector<float> hp;
     host_crf_param_copy(hp);
-    align_confidences(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional, r,
-                      confidence);
+    finish_alignment(*session_, dims, host_crf_params(hp, cum, batch, onset), N, phones, num_phones, optional,
+                     boundaries, &r, confidence);
   }
   return r;
 }

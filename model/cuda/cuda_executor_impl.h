@@ -86,7 +86,7 @@ class CudaExecutor final : public Executor {
   // Forced alignment of the phone sequences (cuda_executor_decode.cpp).
   crf::AlignResult align(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                          const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                         crf::AlignConfidence* confidence) override;
+                         crf::AlignConfidence* confidence, crf::AlignBoundaries boundaries) override;
 
   // Span marginals of queries after one forward (cuda_executor_decode.cpp), through host copies.
   std::vector<double> span_marginals(const Batch& batch, int64_t Q, const std::vector<int32_t>& queries,
@@ -144,7 +144,7 @@ class CudaExecutor final : public Executor {
                                           const std::vector<int32_t>& num_queries);
   crf::AlignResult align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                               const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                              crf::AlignConfidence* confidence);
+                              crf::AlignConfidence* confidence, crf::AlignBoundaries boundaries);
   std::vector<std::vector<crf::Segment>> decode_long(const Batch& batch, std::vector<float>* scores,
                                                      std::vector<double>* nll);
   // The cuda backend's Viterbi of device inputs p (cuda_executor_decode.cpp);

@@ -130,17 +130,17 @@ void CudaExecutor::long_host_inputs(const Batch& batch, LongHost& h) {
 
 crf::AlignResult CudaExecutor::align_long(const Batch& batch, int64_t N, const std::vector<int32_t>& phones,
                                           const std::vector<int32_t>& num_phones, const std::vector<int32_t>& optional,
-                                          crf::AlignConfidence* confidence) {
+                                          crf::AlignConfidence* confidence, crf::AlignBoundaries boundaries) {
   LongHost h;
   long_host_inputs(batch, h);
   std::unique_ptr<crf::Backend> cpu = crf::make_backend(crf::BackendKind::cpu, crf::BackendOptions{0, nullptr});
   crf::AlignResult r = crf::align_host(*cpu, h.dims, h.p, N, phones.data(), num_phones.data(),
                                        optional.empty() ? nullptr : optional.data());
-  if (confidence && backend_->on_device()) {  // windows of the transcript as batches on the device (cuda backend)
-    align_confidences(*session_, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
-  } else if (confidence) {  // a host crf backend: windows of the transcript on the host's threads
+  if (backend_->on_device()) {  // confidences: windows of the transcript as batches on the device (cuda backend)
+    finish_alignment(*session_, h.dims, h.p, N, phones, num_phones, optional, boundaries, &r, confidence);
+  } else {  // a host crf backend: windows of the transcript on the host's threads
     crf::Session session(*cpu);
-    align_confidences(session, h.dims, h.p, N, phones, num_phones, optional, r, confidence);
+    finish_alignment(session, h.dims, h.p, N, phones, num_phones, optional, boundaries, &r, confidence);
   }
   return r;
 }

@@ -180,6 +180,38 @@ def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint)
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
 
 
+def test_model_set_boundaries_aligns_as_the_align_command(binary, checkpoint):
+    """Model.set_boundaries("posterior") gives align() the boundaries `timitseg align --boundaries posterior`
+    writes (some of them not the Viterbi's); a bad mode raises and keeps the setting; "viterbi" and "auto"
+    (this checkpoint trained on times) give the plain alignment back."""
+    d, ckpt, wavs = checkpoint
+    m = timitseg.Model.load(ckpt, device="cpu")
+    lst = d / "boundaries_list.txt"
+    rows, stems = {}, set()
+    for w in wavs:  # files of distinct names (align names its outputs by them)
+        stem = os.path.splitext(os.path.basename(w))[0]
+        if stem not in stems:
+            stems.add(stem)
+            rows[w] = [n for _, _, n in read_phn(os.path.splitext(w)[0] + ".PHN")]
+    lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
+    run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--boundaries", "posterior",
+        "--out", str(d / "al_posterior"))
+    plain = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    m.set_boundaries("posterior")
+    moved = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    for w in rows:
+        assert read_phn(str(d / "al_posterior" / (os.path.splitext(os.path.basename(w))[0] + ".PHN"))) == moved[w]
+        assert [x[2] for x in moved[w]] == [x[2] for x in plain[w]]  # the same phones
+    assert any(moved[w] != plain[w] for w in rows)  # some boundary moved
+    with pytest.raises(ValueError, match="mode must be"):
+        m.set_boundaries("sometimes")
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == moved  # kept
+    m.set_boundaries("viterbi")
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+    m.set_boundaries("auto")  # trained on times: viterbi
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+
+
 def test_set_silence_edges_defaults_are_the_commands(binary):
     """Model.set_silence_edges's default margin, bound and quiet share are `timitseg align --help`'s."""
     import inspect

@@ -19,6 +19,7 @@ BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 DURATION_MODELS = {"table": 0, "lognormal": 1}
 MODEL_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}  # timitseg_model_device
 SILENCE_EDGES = {"auto": 0, "on": 1, "off": 2}  # timitseg_silence_edges
+BOUNDARIES = {"auto": 0, "viterbi": 1, "posterior": 2}  # timitseg_boundaries
 
 
 class TimitsegError(Exception):
@@ -162,6 +163,7 @@ def _load():
         "timitseg_model_set_shifts": (ctypes.c_int, [vp, cp]),
         "timitseg_model_set_silence_edges": (ctypes.c_int, [vp, ctypes.c_int, ctypes.c_double, ctypes.c_double,
                                              ctypes.c_double]),
+        "timitseg_model_set_boundaries": (ctypes.c_int, [vp, ctypes.c_int]),
         "timitseg_align_words_default_options": (AlignWordsOptions, []),
         "timitseg_model_align_words_file": (ctypes.c_int, [vp, cp, cp, cp, P(AlignWordsOptions), P(vp), P(vp)]),
         "timitseg_segments_count": (i64, [vp]),

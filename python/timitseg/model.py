@@ -6,7 +6,7 @@ import os
 
 import numpy as np
 
-from ._lib import BACKENDS, MODEL_DEVICES, SILENCE_EDGES, check, lib
+from ._lib import BACKENDS, BOUNDARIES, MODEL_DEVICES, SILENCE_EDGES, check, lib
 
 
 class Segment(tuple):
@@ -141,6 +141,16 @@ class Model:
             raise ValueError("set_silence_edges: mode must be 'auto', 'on' or 'off', got %r" % (mode,))
         check(lib.timitseg_model_set_silence_edges(self._h, SILENCE_EDGES[mode], float(margin_db), float(max_move_ms),
                                                    float(min_quiet_pct)))
+
+    def set_boundaries(self, mode="auto"):
+        """Where this model's alignment boundaries go, as `timitseg align --boundaries MODE` (docs/align.md
+        "Boundaries from the posteriors"): "viterbi" (the most probable alignment's), "posterior" (each
+        boundary at its most probable frame under the transcript, jointly increasing; before the silence
+        edges and the shifts), or "auto" (a new Model's: posterior for a checkpoint trained on transcripts,
+        viterbi for one trained on times). A bad mode raises ValueError and the setting before stays."""
+        if mode not in BOUNDARIES:
+            raise ValueError("set_boundaries: mode must be 'auto', 'viterbi' or 'posterior', got %r" % (mode,))
+        check(lib.timitseg_model_set_boundaries(self._h, BOUNDARIES[mode]))
 
     def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,
               word_silence=False, obligatory_silence=False, dict_format="auto"):

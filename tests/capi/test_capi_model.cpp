@@ -261,6 +261,39 @@ TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   timitseg_model_free(m);
 }
 
+// timitseg_model_set_boundaries: posterior gives the handle's alignment the boundaries of `align
+// --boundaries posterior`; a bad mode is refused and the setting kept; viterbi and auto (this checkpoint
+// trained on times) give the plain alignment.
+TEST_F(CapiModel, SetBoundariesAlignsAsTheAlignCommand) {
+  const std::string ckpt = (dir_ / "m.safetensors").string(), phones = "h# aa s iy h#";
+  timitseg_model* m = load_on_cpu(ckpt);
+  ASSERT_NE(m, nullptr) << timitseg_last_error();
+  auto align = [&] { return align_rows(m, phones); };
+  const Rows plain = align();
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR), TIMITSEG_OK) << timitseg_last_error();
+  const Rows posterior = align();
+  eval::AlignOptions o;  // the command with the same setting
+  o.checkpoint = ckpt;
+  o.phones_file = (dir_ / "phones_boundaries.txt").string();
+  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
+  o.out_dir = (dir_ / "aligned_boundaries").string();
+  o.device = timitseg::config::DeviceSetting::cpu;
+  o.boundaries = eval::BoundariesSetting::posterior;
+  ASSERT_EQ(eval::align(o), 1);
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries" / "a.PHN"), posterior);
+  ASSERT_EQ(posterior.size(), plain.size());
+  EXPECT_EQ(timitseg_model_set_boundaries(m, 7), TIMITSEG_ERR_ARGUMENT);
+  EXPECT_NE(std::string(timitseg_last_error()).find("mode must be TIMITSEG_BOUNDARIES_AUTO"), std::string::npos)
+      << timitseg_last_error();
+  EXPECT_EQ(align(), posterior);  // kept
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_VITERBI), TIMITSEG_OK);
+  EXPECT_EQ(align(), plain);
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_AUTO), TIMITSEG_OK);
+  EXPECT_EQ(align(), plain);  // trained on times: auto is viterbi
+  EXPECT_EQ(timitseg_model_set_boundaries(nullptr, 0), TIMITSEG_ERR_ARGUMENT);
+  timitseg_model_free(m);
+}
+
 TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
   const std::string phones = "h# aa s iy h#";
   eval::AlignOptions o;

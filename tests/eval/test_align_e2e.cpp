@@ -870,10 +870,75 @@ TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
   ASSERT_EQ(ea.rc, 0) << ea.output;
   EXPECT_NE(ea.output.find("--silence-edges auto: the checkpoint trained on transcripts"), std::string::npos) << ea.output;
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir_ / "se_tr.json"))["align"]["samples"].contains("silence_edges"));
+  // ... and the boundaries from the posteriors (eval/posterior_boundaries.h)
+  EXPECT_NE(ea.output.find("--boundaries auto: the checkpoint trained on transcripts"), std::string::npos) << ea.output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "se_tr.json"))["align"]["boundary_decoding"], "posterior");
   // trained on times: auto leaves them off
   const Cmd eo = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --json " +
                      (dir_ / "se_times.json").string());
   ASSERT_EQ(eo.rc, 0) << eo.output;
   EXPECT_FALSE(nlohmann::json::parse(slurp(dir_ / "se_times.json"))["align"]["samples"].contains("silence_edges"));
   EXPECT_EQ(eo.output.find("silence edges"), std::string::npos) << eo.output;
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "se_times.json"))["align"]["boundary_decoding"], "viterbi");
+  EXPECT_EQ(eo.output.find("boundaries from the posteriors"), std::string::npos) << eo.output;
+}
+
+// --boundaries (docs/align.md "Boundaries from the posteriors"; the programme is checked against
+// enumeration in tests/crf/test_posterior_boundaries.cpp): for this checkpoint trained on times the
+// default is the Viterbi's; posterior keeps every phone, in order, tiling the audio, and moves as many
+// boundaries as its log line says; evaluate counts the same boundaries; a bad value is refused.
+TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
+  const fs::path test = dir_ / "synth" / "TEST", def = dir_ / "pb_default", vit = dir_ / "pb_viterbi",
+                 post = dir_ / "pb_posterior";
+  const std::string al = "align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --device cpu --out ";
+  const Cmd a = run(al + def.string());
+  ASSERT_EQ(a.rc, 0) << a.output;
+  EXPECT_EQ(a.output.find("boundaries from the posteriors"), std::string::npos) << a.output;
+  ASSERT_EQ(run(al + vit.string() + " --boundaries viterbi").rc, 0);
+  const Cmd p = run(al + post.string() + " --boundaries posterior");
+  ASSERT_EQ(p.rc, 0) << p.output;
+  long long moved = 0, boundaries = 0;
+  int files = 0;
+  for (const auto& f : fs::recursive_directory_iterator(test)) {
+    if (f.path().extension() != ".WAV") continue;
+    ++files;
+    const fs::path rel = fs::relative(f.path(), test).replace_extension();
+    const std::string phn = rel.string() + ".PHN";
+    EXPECT_EQ(slurp(vit / phn), slurp(def / phn)) << rel;
+    const std::vector<PhnRow> v = read_phn(def / phn), q = read_phn(post / phn);
+    ASSERT_EQ(q.size(), v.size()) << rel;
+    ASSERT_FALSE(q.empty());
+    EXPECT_EQ(q.front().b, 0);
+    EXPECT_EQ(q.back().e, v.back().e);
+    for (size_t i = 0; i < q.size(); ++i) {
+      EXPECT_EQ(q[i].name, v[i].name) << rel << " phone " << i;
+      EXPECT_GT(q[i].e, q[i].b) << rel << " phone " << i;
+      if (i > 0) EXPECT_EQ(q[i].b, q[i - 1].e) << rel << " phone " << i;
+      if (i > 0) ++boundaries, moved += q[i].b != v[i].b;
+    }
+  }
+  ASSERT_GT(files, 0);
+  EXPECT_GT(moved, 0) << "no boundary moved: the test would show nothing";
+  EXPECT_NE(p.output.find("align: boundaries from the posteriors: " + std::to_string(moved) + " of " +
+                          std::to_string(boundaries) + " boundaries moved"),
+            std::string::npos)
+      << p.output;
+  // evaluate --align: the same decision on the reference sequences, counted in the JSON and the table
+  const fs::path js = dir_ / "pb_eval.json";
+  const Cmd e = run("evaluate --checkpoint " + ckpt_.string() + " --split test --align --device cpu --boundaries posterior "
+                    "--json " + js.string());
+  ASSERT_EQ(e.rc, 0) << e.output;
+  const nlohmann::json j = nlohmann::json::parse(slurp(js))["align"];
+  EXPECT_EQ(j["boundary_decoding"], "posterior");
+  EXPECT_EQ(j["posterior_boundaries"]["boundaries"], j["boundaries"]);
+  EXPECT_GT(j["posterior_boundaries"]["moved"].get<long long>(), 0);
+  EXPECT_EQ(j["posterior_boundaries"]["over_limit"], 0);
+  EXPECT_NE(e.output.find("(both rows: boundaries from the posteriors under the transcript, "), std::string::npos)
+      << e.output;
+  // refused: one line naming the flag and its values, nothing written
+  const Cmd bad = run(al + (dir_ / "pb_bad").string() + " --boundaries sometimes");
+  EXPECT_NE(bad.rc, 0) << bad.output;
+  EXPECT_NE(bad.output.find("--boundaries"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("posterior"), std::string::npos) << bad.output;
+  EXPECT_FALSE(fs::exists(dir_ / "pb_bad"));
 }

@@ -1,0 +1,27 @@
+// --boundaries: the same flag on `align` and `evaluate --align`
+// (eval/posterior_boundaries.h).
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "app/enum_flags.h"
+#include "eval/posterior_boundaries.h"
+
+namespace timitseg::app {
+
+// which: "" for align, "With --align: " for evaluate (the flag's help starts with it).
+inline void add_boundaries_flag(CLI::App* cmd, eval::BoundariesSetting* setting, const std::string& which) {
+  add_enum_option<eval::BoundariesSetting>(
+      cmd, "--boundaries", setting,
+      (which.empty() ? std::string("Where") : which + "where") +
+          " the boundaries go: viterbi (the most probable alignment's), posterior (each boundary at its most "
+          "probable frame under the transcript, jointly increasing: the constrained forward-backward's start "
+          "posteriors; the phones an alignment skips stay skipped), or auto (default): posterior for a checkpoint "
+          "trained on transcripts, viterbi for one trained on times (docs/align.md \"Boundaries from the "
+          "posteriors\"). Before the silence edges and shifts")
+      ->default_str("auto");
+}
+
+}  // namespace timitseg::app

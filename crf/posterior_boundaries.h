@@ -1,0 +1,46 @@
+// Boundaries from the posteriors (docs/crf.md "Boundaries from the
+// posteriors"): after forced alignment, each kept phone's start is moved to
+// the frame that maximizes the sum over the boundaries of
+// P_c(phone starts there), under the transcript, jointly increasing. The
+// constrained Viterbi decides which optional phones are there; this step
+// decides where their boundaries lie.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "common/enum_names.h"
+#include "crf/backend.h"
+#include "crf/host_run.h"
+
+namespace timitseg::crf {
+
+// How an alignment's boundaries are placed: the constrained Viterbi's path, or
+// the posteriors' programme above (docs/crf.md).
+enum class AlignBoundaries { viterbi, posterior };
+TIMITSEG_ENUM_NAMES(AlignBoundaries, 2, {AlignBoundaries::viterbi, "viterbi"},
+                    {AlignBoundaries::posterior, "posterior"});
+
+// The programme of docs/crf.md: W [m][L] row-major (W[j-1][u] = the score of
+// boundary j at frame u; column 0 is never read), m >= 1, L >= m + 1.
+// Returns b [m], 0 < b[0] < ... < b[m-1] < L, maximizing sum_j W[j][b[j]];
+// ties to the smallest frame at each step of the traceback's running maximum.
+std::vector<int64_t> increasing_boundaries(const double* W, int64_t m, int64_t L);
+
+// Bytes one utterance of L frames and np phones needs (the constrained tables
+// and the programme's rows); above kPosteriorBoundaryBytes it keeps the
+// Viterbi boundaries.
+double posterior_boundary_bytes(int64_t L, int64_t np);
+constexpr double kPosteriorBoundaryBytes = 512.0 * 1024 * 1024;
+
+// Moves the boundaries of r (an align() of these inputs on host arrays:
+// dims, host_params, phones [B][N], num_phones [B], optional [B][N] or
+// nullptr) to the posteriors' programme, in place, utterances in parallel on
+// `threads` (results do not depend on it). An infeasible utterance, or one
+// with fewer than two kept phones, is left as it is. Adds what it did to
+// r->posterior. limit: bytes allowed per utterance (<= 0: kPosteriorBoundaryBytes).
+void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
+                          const int32_t* num_phones, const int32_t* optional, AlignResult* r, int threads,
+                          double limit = 0.0);
+
+}  // namespace timitseg::crf

@@ -1,0 +1,43 @@
+// --boundaries (eval/posterior_boundaries.h).
+#include "eval/posterior_boundaries.h"
+
+#include <cstdio>
+
+#include <spdlog/spdlog.h>
+
+namespace timitseg::eval {
+
+bool posterior_boundaries_on(BoundariesSetting setting, bool transcript_trained) {
+  return setting == BoundariesSetting::posterior || (setting == BoundariesSetting::automatic && transcript_trained);
+}
+
+crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, bool transcript_trained, const std::string& who) {
+  if (!posterior_boundaries_on(setting, transcript_trained)) return crf::AlignBoundaries::viterbi;
+  spdlog::info("{}: boundaries from the posteriors under the transcript (--boundaries {}{})", who,
+               common::to_string(setting),
+               setting == BoundariesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
+  return crf::AlignBoundaries::posterior;
+}
+
+nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c) {
+  nlohmann::json j = {{"utterances", c.utterances},
+                      {"boundaries", c.boundaries},
+                      {"moved", c.moved},
+                      {"over_limit", c.over_limit}};
+  if (c.moved > 0) j["mean_move_frames"] = static_cast<double>(c.moved_frames) / static_cast<double>(c.moved);
+  return j;
+}
+
+std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "%lld of %lld boundaries moved (mean move %+.2f frames) in %lld utterance(s)",
+                static_cast<long long>(c.moved), static_cast<long long>(c.boundaries),
+                c.moved > 0 ? static_cast<double>(c.moved_frames) / static_cast<double>(c.moved) : 0.0,
+                static_cast<long long>(c.utterances));
+  std::string out = buf;
+  if (c.over_limit > 0)
+    out += ", " + std::to_string(c.over_limit) + " left with the Viterbi's: over the memory limit";
+  return out;
+}
+
+}  // namespace timitseg::eval

@@ -1,0 +1,36 @@
+// --boundaries auto|viterbi|posterior on `align` and `evaluate --align`
+// (docs/align.md "Boundaries from the posteriors"; the programme:
+// crf/posterior_boundaries.h, docs/crf.md): which boundaries an alignment
+// keeps, and the report of what the posteriors moved.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/enum_names.h"
+#include "crf/host_run.h"
+#include "crf/posterior_boundaries.h"
+
+namespace timitseg::eval {
+
+// auto: posterior for a checkpoint trained on transcripts, viterbi for one
+// trained on times (docs/training.md "Boundaries from the posteriors, decided
+// on dev (rule 15)").
+enum class BoundariesSetting { automatic, viterbi, posterior };
+TIMITSEG_ENUM_NAMES(BoundariesSetting, 3, {BoundariesSetting::automatic, "auto"},
+                    {BoundariesSetting::viterbi, "viterbi"}, {BoundariesSetting::posterior, "posterior"});
+
+// Whether a checkpoint's alignments take the posteriors' boundaries: as set;
+// auto: iff the checkpoint trained on transcripts.
+bool posterior_boundaries_on(BoundariesSetting setting, bool transcript_trained);
+// The boundaries a checkpoint's alignments get; one log line "WHO: boundaries
+// from the posteriors (...)" when that is posterior.
+crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, bool transcript_trained, const std::string& who);
+
+// {"utterances", "boundaries", "moved", "mean_move_frames", "over_limit"}.
+nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c);
+// "N of M boundaries moved (mean move +x frames) in U utterances[, K left at the Viterbi's: over the memory limit]".
+std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c);
+
+}  // namespace timitseg::eval
