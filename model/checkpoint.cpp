@@ -285,7 +285,11 @@ ModelState load_checkpoint(const std::string& path, bool check_values) {
   parse("best_epoch", [&](const std::string& t) { s.best_epoch = to_int(t); });
   parse("dev_per", [&](const std::string& t) { s.dev_per = to_double(t); });
   if (f.metadata.count("transcript_trained")) {  // a JSON boolean
-    parse("transcript_trained", [&](const std::string& t) { s.transcript_trained = nlohmann::json::parse(t).get<bool>(); });
+    parse("transcript_trained", [&](const std::string& t) {
+      const nlohmann::json v = nlohmann::json::parse(t, nullptr, /*allow_exceptions=*/false);
+      if (!v.is_boolean()) throw std::invalid_argument("'" + t + "' is not true or false");
+      s.transcript_trained = v.get<bool>();
+    });
   } else {  // written before the key: what its configuration says
     s.transcript_trained = s.config.crf_supervision == config::Supervision::transcript;
   }

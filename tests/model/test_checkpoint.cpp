@@ -38,7 +38,9 @@ TEST(Checkpoint, CorruptMetadataNamesFileAndKey) {
                                          {"best_dev_per", "zz"},
                                          {"label_set", "40"},
                                          {"dims", "{\"input_dim\": 3}"},
-                                         {"feature_options", "[1"}}) {
+                                         {"feature_options", "[1"},
+                                         {"transcript_trained", "yes"},
+                                         {"transcript_trained", "1"}}) {
     st::File f = st::load(good.string());
     f.metadata[c.key] = c.value;
     const fs::path bad = dir / "bad.safetensors";
@@ -49,6 +51,9 @@ TEST(Checkpoint, CorruptMetadataNamesFileAndKey) {
     } catch (const std::runtime_error& e) {
       const std::string msg = e.what();
       EXPECT_EQ(msg.rfind(bad.string() + ": bad checkpoint metadata '" + c.key + "': ", 0), 0u) << msg;
+      if (c.key == "transcript_trained")  // a plain line, not the JSON parser's
+        EXPECT_EQ(msg, bad.string() + ": bad checkpoint metadata 'transcript_trained': '" + c.value +
+                           "' is not true or false");
     }
   }
   fs::remove_all(dir);
