@@ -18,6 +18,7 @@
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"  // the banded constrained pass of a window
 #include "crf/align_confidence.h"
+#include "crf/transcript_windows.h"
 #include "settings/env.h"
 
 namespace timitseg::crf {
@@ -115,18 +116,9 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
               const WindowLimits& wl, const std::function<double(const crf::Dims&, int64_t)>& need) {
   const int64_t C = dims.C, L = hp.lengths[b];
   const int64_t windows = (np + wl.core - 1) / wl.core;
-  auto bounds = [&](int64_t k, int64_t* c0, int64_t* c1, int64_t* p0, int64_t* p1, int64_t* a, int64_t* e) {
-    *c0 = k * wl.core;
-    *c1 = std::min(np, *c0 + wl.core);
-    *p0 = std::max<int64_t>(0, *c0 - wl.margin);
-    *p1 = std::min(np, *c1 + wl.margin);
-    *a = spans[2 * *p0];
-    *e = *p1 == np ? L : spans[2 * *p1];
-  };
   for (int64_t k = 0; k < windows; ++k) {  // every window under the limit before any work
-    int64_t c0, c1, p0, p1, a, e;
-    bounds(k, &c0, &c1, &p0, &p1, &a, &e);
-    if (need(crf::Dims{1, e - a, dims.K, C}, p1 - p0) > wl.limit) return false;
+    const TranscriptWindow w = transcript_window(k, wl.core, wl.margin, np, L, spans);
+    if (need(crf::Dims{1, w.e - w.a, dims.K, C}, w.p1 - w.p0) > wl.limit) return false;
   }
   // Windows in parallel on a host backend (a session each; the backend's own
   // threads then run serially inside), one after another on a device backend.
@@ -143,24 +135,9 @@ bool windowed(crf::Session& session, const crf::Dims& dims, const crf::Params& h
   // Window k of `core` phones: its core [c0, c1), its phones from p0 (n), its
   // frames as one utterance (wd, p: the edge transitions) and its spans in them.
   auto with_window = [&](int64_t core, int64_t k, const auto& f) {
-    const int64_t c0 = k * core, c1 = std::min(np, c0 + core);
-    const int64_t p0 = std::max<int64_t>(0, c0 - wl.margin), p1 = std::min(np, c1 + wl.margin);
-    const int64_t a = spans[2 * p0], e = p1 == np ? L : spans[2 * p1];
-    const int64_t n = p1 - p0;
-    const OneUtt w(dims, hp, b, a, static_cast<int32_t>(e - a));
-    crf::Params p = w.p;
-    std::vector<float> end_col(C);
-    int64_t before = p0 - 1, after = p1;  // the kept phones around the window (a skipped one is passed over)
-    if (before >= 0 && spans[2 * before + 1] == 0) --before;
-    if (after < np && spans[2 * after + 1] == 0) ++after;
-    if (before >= 0) p.start = hp.transition + y[before] * C;
-    if (after < np) {
-      for (int64_t c = 0; c < C; ++c) end_col[c] = hp.transition[c * C + y[after]];
-      p.end = end_col.data();
-    }
-    std::vector<int32_t> sp(spans + 2 * p0, spans + 2 * p1);
-    for (int64_t i = 0; i < n; ++i) sp[2 * i] -= static_cast<int32_t>(a);
-    f(c0, c1, p0, n, w.dims, p, sp.data());
+    const TranscriptWindow w = transcript_window(k, core, wl.margin, np, L, spans);
+    const WindowProblem wp(dims, hp, b, w, y, spans);
+    f(w.c0, w.c1, w.p0, w.p1 - w.p0, wp.dims, wp.p, wp.spans.data());
   };
   const bool banded = host && wl.band > 0;
   parallel_for(windows, threads, [&](int64_t k, int worker) {

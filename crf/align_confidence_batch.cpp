@@ -16,30 +16,12 @@
 #include "common/parallel.h"
 #include "crf/session.h"
 #include "crf/align_confidence.h"
+#include "crf/transcript_windows.h"
 
 namespace timitseg::crf {
 namespace {
 
-// Window k of the transcript: core phones [c0, c1), its phones [p0, p1), its
-// frames [a, e), the kept phones around it (before < 0, after >= np: none).
-struct Win {
-  int64_t c0, c1, p0, p1, a, e, before, after;
-};
-
-Win window_of(int64_t k, int64_t np, int64_t L, const int32_t* spans, const WindowLimits& wl) {
-  Win w{};
-  w.c0 = k * wl.core;
-  w.c1 = std::min(np, w.c0 + wl.core);
-  w.p0 = std::max<int64_t>(0, w.c0 - wl.margin);
-  w.p1 = std::min(np, w.c1 + wl.margin);
-  w.a = spans[2 * w.p0];
-  w.e = w.p1 == np ? L : spans[2 * w.p1];
-  w.before = w.p0 - 1;  // (a skipped phone is passed over, as fill_align_confidence's windows)
-  w.after = w.p1;
-  if (w.before >= 0 && spans[2 * w.before + 1] == 0) --w.before;
-  if (w.after < np && spans[2 * w.after + 1] == 0) ++w.after;
-  return w;
-}
+using Win = TranscriptWindow;  // crf/transcript_windows.h
 
 // One batch of windows ws[i0, i1) as rows of one problem: cum [nb][T+1][C],
 // onset [nb][T][C] (zeros where the model has none), lengths, the phones
@@ -144,7 +126,7 @@ int64_t batched_window_confidence(crf::Session& session, const crf::Dims& dims, 
   const int64_t L = hp.lengths[0], C = dims.C;
   const int64_t windows = (np + wl.core - 1) / wl.core;
   std::vector<Win> ws(windows);
-  for (int64_t k = 0; k < windows; ++k) ws[k] = window_of(k, np, L, spans, wl);
+  for (int64_t k = 0; k < windows; ++k) ws[k] = transcript_window(k, wl.core, wl.margin, np, L, spans);
   // The device tables of a batch (nb windows, T frames, N phones a row) and the unconstrained pass's workspace.
   auto need = [&](int64_t nb, int64_t T, int64_t N) {
     const crf::Dims d{nb, T, dims.K, C};

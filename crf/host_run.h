@@ -50,7 +50,8 @@ struct PosteriorBoundaryCount {
   int64_t boundaries = 0;  // their boundaries (kept phones after the first)
   int64_t moved = 0;       // of them, at another frame than the constrained Viterbi's
   int64_t moved_frames = 0;  // the moves' signed sum (posterior - Viterbi, frames)
-  int64_t over_limit = 0;  // utterances left with the Viterbi boundaries: tables over the memory limit
+  int64_t windowed = 0;    // of the utterances, decided by windows of the transcript (tables over the limit)
+  int64_t over_limit = 0;  // utterances left with the Viterbi boundaries: even a window over the memory limit
   int64_t first_over_limit = -1;  // the first such utterance's index in its batch (-1: none)
   void add(const PosteriorBoundaryCount& o);
 };

@@ -9,6 +9,7 @@
 
 #include "common/parallel.h"
 #include "crf/cpu/align_posteriors.h"
+#include "crf/transcript_windows.h"
 
 namespace timitseg::crf {
 
@@ -17,6 +18,7 @@ void PosteriorBoundaryCount::add(const PosteriorBoundaryCount& o) {
   boundaries += o.boundaries;
   moved += o.moved;
   moved_frames += o.moved_frames;
+  windowed += o.windowed;
   over_limit += o.over_limit;
   if (first_over_limit < 0) first_over_limit = o.first_over_limit;
 }
@@ -52,53 +54,92 @@ double posterior_boundary_bytes(int64_t L, int64_t np) {
 
 namespace {
 
-// Utterance b: fills its count and rewrites its spans [np][2] in place.
-void one_utterance(const Dims& dims, const Params& hp, int64_t N, int64_t b, const int32_t* phones, int64_t np,
-                   const int32_t* opt, int32_t* spans, double limit, PosteriorBoundaryCount* count) {
-  const int64_t L = hp.lengths[b];
+// The programme on one utterance view (d.B = 1, L = d.T frames; np phones y,
+// flags opt or nullptr, its aligned spans [np][2] in its frames): writes the
+// decided start of each kept phone after the first into starts [np] (the
+// others untouched). False when the constrained pass has no finite score.
+bool decide(const Dims& d, const Params& p, int64_t np, const int32_t* y, const int32_t* opt, const int32_t* spans,
+            int64_t* starts) {
+  const int64_t L = d.T;
   std::vector<int64_t> kept;
   for (int64_t n = 0; n < np; ++n)
     if (spans[2 * n + 1] > 0) kept.push_back(n);
   const int64_t m = static_cast<int64_t>(kept.size()) - 1;  // boundaries to place
-  if (m < 1) return;
-  if (posterior_boundary_bytes(L, np) > limit) {
-    count->over_limit = 1;
-    count->first_over_limit = b;
-    return;
-  }
-  Params p = hp;
-  const int32_t length = static_cast<int32_t>(L);
-  p.cum_scores = hp.cum_scores + b * (dims.T + 1) * dims.C;
-  p.onset = hp.onset ? hp.onset + b * dims.T * dims.C : nullptr;
-  p.lengths = &length;
+  if (m < 1) return true;
   std::vector<double> tables(static_cast<size_t>(4 * (L + 1) * np)),
-      tmp(static_cast<size_t>(cpu::ConstrainedPosteriors::scratch_doubles(dims.K)));
-  const cpu::AlignUtterance au{L, np, dims.K, dims.C, phones + b * N, opt, p.cum_scores, p.onset, &p};
+      tmp(static_cast<size_t>(cpu::ConstrainedPosteriors::scratch_doubles(d.K)));
+  const cpu::AlignUtterance au{L, np, d.K, d.C, y, opt, p.cum_scores, p.onset, &p};
   cpu::ConstrainedPosteriors cp(au, tables.data(), tmp.data());
-  if (!(cp.run() > -INFINITY)) return;  // (the path was feasible: only -inf parameters get here)
+  if (!(cp.run() > -INFINITY)) return false;  // (the path was feasible: only -inf parameters get here)
   std::vector<double> W(static_cast<size_t>(m * L), 0.0);
   for (int64_t j = 0; j < m; ++j)
     for (int64_t u = 1; u < L; ++u) W[j * L + u] = cp.starts(kept[j + 1], u);
   const std::vector<int64_t> bnd = increasing_boundaries(W.data(), m, L);
-  count->utterances = 1;
-  count->boundaries = m;
-  for (int64_t j = 0; j < m; ++j) {
-    const int64_t old = spans[2 * kept[j + 1]];
-    count->moved += bnd[j] != old ? 1 : 0;
-    count->moved_frames += bnd[j] - old;
+  for (int64_t j = 0; j < m; ++j) starts[kept[j + 1]] = bnd[j];
+  return true;
+}
+
+// Utterance b: its kept phones' starts from the posteriors (the whole
+// utterance, or windows of its transcript when its tables exceed `limit`),
+// made increasing, written into its spans [np][2]; fills its count.
+void one_utterance(const Dims& dims, const Params& hp, int64_t N, int64_t b, const int32_t* phones, int64_t np,
+                   const int32_t* opt, int32_t* spans, double limit, const PosteriorWindows& pw, int threads,
+                   PosteriorBoundaryCount* count) {
+  const int64_t L = hp.lengths[b];
+  const int32_t* y = phones + b * N;
+  std::vector<int64_t> kept;
+  for (int64_t n = 0; n < np; ++n)
+    if (spans[2 * n + 1] > 0) kept.push_back(n);
+  const int64_t m = static_cast<int64_t>(kept.size()) - 1;
+  if (m < 1) return;
+  std::vector<int64_t> starts(static_cast<size_t>(np), 0);
+  for (int64_t n = 0; n < np; ++n) starts[n] = spans[2 * n];
+  const bool whole = !pw.always && posterior_boundary_bytes(L, np) <= limit;
+  const int64_t core = whole ? np : std::max<int64_t>(1, pw.core), margin = whole ? 0 : pw.margin;
+  const int64_t windows = (np + core - 1) / core;
+  for (int64_t k = 0; k < windows; ++k) {  // every window under the limit before any work
+    const TranscriptWindow w = transcript_window(k, core, margin, np, L, spans);
+    if (posterior_boundary_bytes(w.e - w.a, w.p1 - w.p0) > limit || w.e - w.a < 1) {
+      count->over_limit = 1;
+      count->first_over_limit = b;
+      return;
+    }
   }
-  // Kept phone j occupies [start_j, start_{j+1}); a skipped phone starts where the next kept one does (L after the last).
-  std::vector<int64_t> start(static_cast<size_t>(m + 1));
-  start[0] = 0;
-  for (int64_t j = 0; j < m; ++j) start[j + 1] = bnd[j];
+  std::vector<char> decided(static_cast<size_t>(windows), 0);
+  parallel_for(windows, threads, [&](int64_t k, int) {  // (serial when nested in the utterances' loop)
+    const TranscriptWindow w = transcript_window(k, core, margin, np, L, spans);
+    const WindowProblem wp(dims, hp, b, w, y, spans);
+    std::vector<int64_t> local(static_cast<size_t>(w.p1 - w.p0));
+    for (int64_t i = w.p0; i < w.p1; ++i) local[i - w.p0] = wp.spans[2 * (i - w.p0)];
+    if (!decide(wp.dims, wp.p, w.p1 - w.p0, y + w.p0, opt ? opt + w.p0 : nullptr, wp.spans.data(), local.data()))
+      return;
+    for (int64_t i = w.c0; i < w.c1; ++i) starts[i] = w.a + local[i - w.p0];  // the core's: disjoint between windows
+    decided[k] = 1;
+  });
+  for (char d : decided)
+    if (!d) return;  // (a window of a feasible path: only -inf parameters get here) the Viterbi's stay
+  // Kept phones strictly increasing inside [0, L) (windows decide their cores apart: the seams are clamped).
+  std::vector<int64_t> s(static_cast<size_t>(m + 1));
+  s[0] = 0;
+  for (int64_t j = 1; j <= m; ++j) s[j] = std::max(starts[kept[j]], s[j - 1] + 1);
+  for (int64_t j = m; j >= 1; --j) s[j] = std::min(s[j], (j == m ? L : s[j + 1]) - 1);
+  count->utterances = 1;
+  count->windowed = whole ? 0 : 1;
+  count->boundaries = m;
+  for (int64_t j = 1; j <= m; ++j) {
+    const int64_t old = spans[2 * kept[j]];
+    count->moved += s[j] != old ? 1 : 0;
+    count->moved_frames += s[j] - old;
+  }
+  // Kept phone j occupies [s_j, s_{j+1}); a skipped phone starts where the next kept one does (L after the last).
   for (int64_t n = 0, j = 0; n < np; ++n) {
     if (spans[2 * n + 1] > 0) {
-      const int64_t e = j < m ? start[j + 1] : L;
-      spans[2 * n] = static_cast<int32_t>(start[j]);
-      spans[2 * n + 1] = static_cast<int32_t>(e - start[j]);
+      const int64_t e = j < m ? s[j + 1] : L;
+      spans[2 * n] = static_cast<int32_t>(s[j]);
+      spans[2 * n + 1] = static_cast<int32_t>(e - s[j]);
       ++j;
     } else {
-      spans[2 * n] = static_cast<int32_t>(j <= m ? start[j] : L);
+      spans[2 * n] = static_cast<int32_t>(j <= m ? s[j] : L);
     }
   }
 }
@@ -107,17 +148,21 @@ void one_utterance(const Dims& dims, const Params& hp, int64_t N, int64_t b, con
 
 void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
                           const int32_t* num_phones, const int32_t* optional, AlignResult* r, int threads,
-                          double limit) {
+                          double limit, PosteriorWindows windows) {
   if (limit <= 0) limit = kPosteriorBoundaryBytes;
   const int64_t B = dims.B;
   if (static_cast<int64_t>(r->score.size()) != B || static_cast<int64_t>(r->spans.size()) != B * N * 2)
     throw std::invalid_argument("posterior_boundaries: the alignment's shape is not [B][N][2]");
   std::vector<PosteriorBoundaryCount> counts(static_cast<size_t>(B));
-  parallel_for(B, threads, [&](int64_t b, int) {
+  auto one = [&](int64_t b, int window_threads) {
     if (!(r->score[b] > -INFINITY) || num_phones[b] < 2) return;
     one_utterance(dims, host_params, N, b, phones, num_phones[b], optional ? optional + b * N : nullptr,
-                  r->spans.data() + b * N * 2, limit, &counts[b]);
-  });
+                  r->spans.data() + b * N * 2, limit, windows, window_threads, &counts[b]);
+  };
+  if (B == 1)  // a long recording is a batch of its own: its windows on the threads
+    one(0, threads);
+  else
+    parallel_for(B, threads, [&](int64_t b, int) { one(b, 1); });
   for (const PosteriorBoundaryCount& c : counts) r->posterior.add(c);  // in index order
 }
 

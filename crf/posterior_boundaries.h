@@ -27,20 +27,31 @@ TIMITSEG_ENUM_NAMES(AlignBoundaries, 2, {AlignBoundaries::viterbi, "viterbi"},
 // ties to the smallest frame at each step of the traceback's running maximum.
 std::vector<int64_t> increasing_boundaries(const double* W, int64_t m, int64_t L);
 
-// Bytes one utterance of L frames and np phones needs (the constrained tables
-// and the programme's rows); above kPosteriorBoundaryBytes it keeps the
-// Viterbi boundaries.
+// Bytes one utterance (or window) of L frames and np phones needs (the
+// constrained tables and the programme's rows); an utterance above the limit
+// (kPosteriorBoundaryBytes) is decided by windows of its transcript.
 double posterior_boundary_bytes(int64_t L, int64_t np);
 constexpr double kPosteriorBoundaryBytes = 512.0 * 1024 * 1024;
+
+// The windows of an utterance over the limit (crf/transcript_windows.h): core
+// phones per window and phones of context on each side; each window decides
+// its core phones' starts conditioned on the aligned phones outside it, and
+// the seams are made increasing.
+struct PosteriorWindows {
+  int64_t core = 32, margin = 16;
+  bool always = false;  // by windows even when the whole utterance fits (tests and measurements)
+};
 
 // Moves the boundaries of r (an align() of these inputs on host arrays:
 // dims, host_params, phones [B][N], num_phones [B], optional [B][N] or
 // nullptr) to the posteriors' programme, in place, utterances in parallel on
 // `threads` (results do not depend on it). An infeasible utterance, or one
-// with fewer than two kept phones, is left as it is. Adds what it did to
-// r->posterior. limit: bytes allowed per utterance (<= 0: kPosteriorBoundaryBytes).
+// with fewer than two kept phones, is left as it is; one whose tables exceed
+// `limit` bytes (<= 0: kPosteriorBoundaryBytes) by windows of its transcript,
+// and one of which even a window exceeds it keeps the Viterbi's (counted).
+// Adds what it did to r->posterior.
 void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
                           const int32_t* num_phones, const int32_t* optional, AlignResult* r, int threads,
-                          double limit = 0.0);
+                          double limit = 0.0, PosteriorWindows windows = PosteriorWindows());
 
 }  // namespace timitseg::crf

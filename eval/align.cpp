@@ -240,13 +240,12 @@ crf::AlignResult align_batch(model::Executor& exec, std::vector<AlignInput>& pen
   const model::Batch batch = model::make_batch(utts, s.has_cmvn ? &s.cmvn : nullptr, s.labels, 0);
   crf::AlignResult r = exec.align(batch, N, phones, nph, optional, conf, boundaries);
   if (r.posterior.over_limit > 0)
-    spdlog::warn("{}: boundaries left at the constrained Viterbi's: the posteriors' tables would need {:.0f} MiB, over "
-                 "the {:.0f} MiB limit",
-                 pending[r.posterior.first_over_limit].audio,
-                 crf::posterior_boundary_bytes(pending[r.posterior.first_over_limit].in.utt.num_frames,
-                                               static_cast<int64_t>(pending[r.posterior.first_over_limit].cs.classes.size())) /
-                     (1024.0 * 1024.0),
-                 crf::kPosteriorBoundaryBytes / (1024.0 * 1024.0));
+    spdlog::warn("{}: boundaries left at the constrained Viterbi's: even a window of its transcript is over the "
+                 "posteriors' {:.0f} MiB limit",
+                 pending[r.posterior.first_over_limit].audio, crf::kPosteriorBoundaryBytes / (1024.0 * 1024.0));
+  else if (r.posterior.windowed > 0 && B == 1)
+    spdlog::info("{}: boundaries from the posteriors by windows of {} phones with {} of context on each side",
+                 pending[0].audio, crf::PosteriorWindows().core, crf::PosteriorWindows().margin);
   if (B == 1 && pending[0].in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: encoder, alignment and confidences in {:.2f} s", pending[0].audio, seconds_since(t0));
   return r;

@@ -543,8 +543,8 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
     m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     m.posterior.add(r.posterior);
     if (r.posterior.over_limit > 0)
-      spdlog::warn("evaluate --align: {}: boundaries left at the constrained Viterbi's (the posteriors' tables are over "
-                   "the {:.0f} MiB limit)",
+      spdlog::warn("evaluate --align: {}: boundaries left at the constrained Viterbi's (even a window of its "
+                   "transcript is over the posteriors' {:.0f} MiB limit)",
                    part[r.posterior.first_over_limit]->id, crf::kPosteriorBoundaryBytes / (1024.0 * 1024.0));
     score_label_confidence(exec, part, refs, seqs, s, boundaries, &m.confidence);
     // sample-accurate: the .PHN's own phone sequence; realigned when it differs from the frame runs

@@ -23,6 +23,7 @@ nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c) {
   nlohmann::json j = {{"utterances", c.utterances},
                       {"boundaries", c.boundaries},
                       {"moved", c.moved},
+                      {"windowed", c.windowed},
                       {"over_limit", c.over_limit}};
   if (c.moved > 0) j["mean_move_frames"] = static_cast<double>(c.moved_frames) / static_cast<double>(c.moved);
   return j;
@@ -35,8 +36,10 @@ std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c) {
                 c.moved > 0 ? static_cast<double>(c.moved_frames) / static_cast<double>(c.moved) : 0.0,
                 static_cast<long long>(c.utterances));
   std::string out = buf;
+  if (c.windowed > 0)
+    out += ", " + std::to_string(c.windowed) + " of them by windows of the transcript (over the memory limit whole)";
   if (c.over_limit > 0)
-    out += ", " + std::to_string(c.over_limit) + " left with the Viterbi's: over the memory limit";
+    out += ", " + std::to_string(c.over_limit) + " left with the Viterbi's: even a window over the memory limit";
   return out;
 }
 

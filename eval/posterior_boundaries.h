@@ -28,7 +28,7 @@ bool posterior_boundaries_on(BoundariesSetting setting, bool transcript_trained)
 // from the posteriors (...)" when that is posterior.
 crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, bool transcript_trained, const std::string& who);
 
-// {"utterances", "boundaries", "moved", "mean_move_frames", "over_limit"}.
+// {"utterances", "boundaries", "moved", "mean_move_frames", "windowed", "over_limit"}.
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c);
 // "N of M boundaries moved (mean move +x frames) in U utterances[, K left at the Viterbi's: over the memory limit]".
 std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <random>
 #include <vector>
@@ -162,6 +163,50 @@ TEST(PosteriorBoundaries, OverTheLimitKeepsTheViterbiBoundaries) {
   EXPECT_EQ(one.spans, two.spans);
   EXPECT_EQ(one.posterior.utterances, 3);
   EXPECT_EQ(one.posterior.boundaries, nph[0] + nph[1] + nph[2] - 3);
+}
+
+
+// An utterance over the limit is decided by windows of its transcript: windows whose context covers the
+// whole transcript give the exact decision bitwise; small ones (conditioned on the aligned phones outside
+// them) keep every phone, tile the frames, and agree with the exact decision on most boundaries.
+TEST(PosteriorBoundaries, WindowsOfTheTranscript) {
+  auto cpu = make_backend(BackendKind::cpu, BackendOptions{1, nullptr});
+  Problem pb = testing::random_problem(Dims{2, 90, 6, 5}, 21, {90, 71});
+  testing::add_onset(pb, 22);
+  std::mt19937 rng(23);
+  const int64_t N = 26;
+  std::vector<int32_t> phones, nph;
+  testing::random_phones(rng, 2, N, 5, phones, nph, 20);
+  const std::vector<int32_t> opt = testing::random_optional(rng, 2, N, nph, 0.2);
+  const AlignResult viterbi = align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data());
+  ASSERT_TRUE(viterbi.score[0] > -INFINITY && viterbi.score[1] > -INFINITY);
+  AlignResult exact = viterbi, covering = viterbi, small = viterbi;
+  posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &exact, 1);
+  EXPECT_EQ(exact.posterior.windowed, 0);
+  posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &covering, 1, 0.0,
+                       PosteriorWindows{5, 100, true});
+  EXPECT_EQ(covering.spans, exact.spans);
+  EXPECT_EQ(covering.posterior.windowed, 2);
+  posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &small, 1, 0.0,
+                       PosteriorWindows{6, 3, true});
+  EXPECT_EQ(small.posterior.windowed, 2);
+  EXPECT_EQ(small.posterior.boundaries, exact.posterior.boundaries);
+  int64_t same = 0, total = 0;
+  for (int64_t b = 0; b < 2; ++b) {
+    int64_t t = 0;
+    for (int64_t i = 0; i < nph[b]; ++i) {
+      const int32_t* sp = small.spans.data() + (b * N + i) * 2;
+      const int32_t* ex = exact.spans.data() + (b * N + i) * 2;
+      EXPECT_EQ(sp[0], t) << "utterance " << b << " phone " << i;
+      EXPECT_EQ(sp[1] > 0, viterbi.spans[(b * N + i) * 2 + 1] > 0) << "utterance " << b << " phone " << i;
+      t += sp[1];
+      if (i > 0 && sp[1] > 0) ++total, same += sp[0] == ex[0];
+    }
+    EXPECT_EQ(t, pb.lengths[b]);
+  }
+  std::printf("windows of 6 phones with 3 of context: %lld of %lld boundaries as the exact decision\n",
+              static_cast<long long>(same), static_cast<long long>(total));
+  EXPECT_GE(same * 10, total * 8);
 }
 
 }  // namespace
