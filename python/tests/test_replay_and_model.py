@@ -143,6 +143,17 @@ def test_model_set_shifts_moves_alignments_as_the_align_command(binary, checkpoi
     assert [tuple(x) for x in m.align(wavs[0], phones)] == plain
 
 
+def _phones_of_distinct_files(wavs):
+    """{wav: the phone names of its .PHN} for the files of distinct names (align names its outputs by them)."""
+    rows, stems = {}, set()
+    for w in wavs:
+        stem = os.path.splitext(os.path.basename(w))[0]
+        if stem not in stems:
+            stems.add(stem)
+            rows[w] = [n for _, _, n in read_phn(os.path.splitext(w)[0] + ".PHN")]
+    return rows
+
+
 def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint):
     """Model.set_silence_edges("on", margin_db, max_move_ms) gives align() the boundaries `timitseg align
     --silence-edges on` writes; the checkpoint trained on times gets none by default ("auto"); a bad value raises
@@ -150,12 +161,7 @@ def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint)
     d, ckpt, wavs = checkpoint
     m = timitseg.Model.load(ckpt, device="cpu")
     lst = d / "edges_list.txt"
-    rows, stems = {}, set()
-    for w in wavs:  # files of distinct names (align names its outputs by them)
-        stem = os.path.splitext(os.path.basename(w))[0]
-        if stem not in stems:
-            stems.add(stem)
-            rows[w] = [n for _, _, n in read_phn(os.path.splitext(w)[0] + ".PHN")]
+    rows = _phones_of_distinct_files(wavs)
     wavs = list(rows)
     lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
     run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--silence-edges", "on",
@@ -187,12 +193,7 @@ def test_model_set_boundaries_aligns_as_the_align_command(binary, checkpoint):
     d, ckpt, wavs = checkpoint
     m = timitseg.Model.load(ckpt, device="cpu")
     lst = d / "boundaries_list.txt"
-    rows, stems = {}, set()
-    for w in wavs:  # files of distinct names (align names its outputs by them)
-        stem = os.path.splitext(os.path.basename(w))[0]
-        if stem not in stems:
-            stems.add(stem)
-            rows[w] = [n for _, _, n in read_phn(os.path.splitext(w)[0] + ".PHN")]
+    rows = _phones_of_distinct_files(wavs)
     lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
     run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--boundaries", "posterior",
         "--out", str(d / "al_posterior"))

@@ -73,6 +73,17 @@ class CapiModel : public ::testing::Test {
     timitseg_segments_free(s);
     return r;
   }
+  // `timitseg align --phones` of a.wav on `phones` with this suite's checkpoint on the CPU, into
+  // dir_/aligned_NAME (the caller sets the option under test, then calls eval::align).
+  static eval::AlignOptions align_command(const std::string& name, const std::string& phones) {
+    eval::AlignOptions o;
+    o.checkpoint = (dir_ / "m.safetensors").string();
+    o.phones_file = (dir_ / ("phones_" + name + ".txt")).string();
+    std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
+    o.out_dir = (dir_ / ("aligned_" + name)).string();
+    o.device = timitseg::config::DeviceSetting::cpu;
+    return o;
+  }
   static void SetUpTestSuite() {
     dir_ = ::testsupport::fresh_temp_dir("timitseg_capi_model");
     model::ModelState s;
@@ -200,12 +211,7 @@ TEST_F(CapiModel, SetShiftsMovesAlignmentsAsTheAlignCommand) {
   for (size_t i = 0; i + 1 < want.size(); ++i) std::get<1>(want[i]) = std::get<0>(want[i + 1]);
   EXPECT_EQ(moved, want);
   EXPECT_NE(moved, plain);
-  eval::AlignOptions o;  // the command with the same file
-  o.checkpoint = ckpt;
-  o.phones_file = (dir_ / "phones_shift.txt").string();
-  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
-  o.out_dir = (dir_ / "aligned_shift").string();
-  o.device = timitseg::config::DeviceSetting::cpu;
+  eval::AlignOptions o = align_command("shift", phones);  // the command with the same file
   o.shifts = shifts.string();
   ASSERT_EQ(eval::align(o), 1);
   EXPECT_EQ(read_phn_rows(dir_ / "aligned_shift" / "a.PHN"), moved);
@@ -231,12 +237,7 @@ TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   ASSERT_EQ(timitseg_model_set_silence_edges(m, TIMITSEG_SILENCE_EDGES_ON, 6.0, 40.0, 50.0), TIMITSEG_OK)
       << timitseg_last_error();
   const Rows edged = align();
-  eval::AlignOptions o;  // the command with the same setting
-  o.checkpoint = ckpt;
-  o.phones_file = (dir_ / "phones_edges.txt").string();
-  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
-  o.out_dir = (dir_ / "aligned_edges").string();
-  o.device = timitseg::config::DeviceSetting::cpu;
+  eval::AlignOptions o = align_command("edges", phones);  // the command with the same setting
   o.silence_edges = eval::SilenceEdgesSetting::on;
   o.silence_edge_options.margin_db = 6.0;
   o.silence_edge_options.max_move_ms = 40.0;
@@ -272,12 +273,7 @@ TEST_F(CapiModel, SetBoundariesAlignsAsTheAlignCommand) {
   const Rows plain = align();
   ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR), TIMITSEG_OK) << timitseg_last_error();
   const Rows posterior = align();
-  eval::AlignOptions o;  // the command with the same setting
-  o.checkpoint = ckpt;
-  o.phones_file = (dir_ / "phones_boundaries.txt").string();
-  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
-  o.out_dir = (dir_ / "aligned_boundaries").string();
-  o.device = timitseg::config::DeviceSetting::cpu;
+  eval::AlignOptions o = align_command("boundaries", phones);  // the command with the same setting
   o.boundaries = eval::BoundariesSetting::posterior;
   ASSERT_EQ(eval::align(o), 1);
   EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries" / "a.PHN"), posterior);
@@ -296,14 +292,9 @@ TEST_F(CapiModel, SetBoundariesAlignsAsTheAlignCommand) {
 
 TEST_F(CapiModel, AlignFileEqualsTheAlignCommandsPhn) {
   const std::string phones = "h# aa s iy h#";
-  eval::AlignOptions o;
-  o.checkpoint = (dir_ / "m.safetensors").string();
-  o.phones_file = (dir_ / "phones.txt").string();
-  std::ofstream(o.phones_file) << (dir_ / "a.wav").string() << " " << phones << "\n";
-  o.out_dir = (dir_ / "aligned").string();
-  o.device = timitseg::config::DeviceSetting::cpu;
+  eval::AlignOptions o = align_command("plain", phones);
   ASSERT_EQ(eval::align(o), 1);
-  const Rows want = read_phn_rows(dir_ / "aligned" / "a.PHN");
+  const Rows want = read_phn_rows(dir_ / "aligned_plain" / "a.PHN");
   ASSERT_EQ(want.size(), 5u);
 
   timitseg_model_params p = timitseg_model_default_params();
