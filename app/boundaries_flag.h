@@ -16,10 +16,10 @@ inline void add_boundaries_flag(CLI::App* cmd, eval::BoundariesSetting* setting,
   add_enum_option<eval::BoundariesSetting>(
       cmd, "--boundaries", setting,
       (which.empty() ? std::string("Where") : which + "where") +
-          " the boundaries go: viterbi (the most probable alignment's), posterior (each boundary at its most "
-          "probable frame under the transcript, jointly increasing: the constrained forward-backward's start "
-          "posteriors; the phones an alignment skips stay skipped), or auto (default): posterior for a checkpoint "
-          "trained on transcripts, viterbi for one trained on times (docs/align.md \"Boundaries from the "
+          " the boundaries go: posterior (each boundary at its most probable frame under the transcript, jointly "
+          "increasing: the constrained forward-backward's start posteriors; the phones the most probable alignment "
+          "skips stay skipped), viterbi (the most probable alignment's), or auto (default): posterior, for every "
+          "checkpoint (chosen on dev: docs/training.md rules 15 and 16; docs/align.md \"Boundaries from the "
           "posteriors\"). Before the silence edges and shifts")
       ->default_str("auto");
 }

@@ -141,7 +141,7 @@ eval::Segmentation align_transcript(timitseg_model* m, const char* path, const t
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
   const bool edges = eval::silence_edges_on(m->silence_edges, m->state.transcript_trained);
-  const bool posterior = eval::posterior_boundaries_on(m->boundaries, m->state.transcript_trained);
+  const bool posterior = eval::posterior_boundaries_on(m->boundaries);
   eval::Segmentation out = eval::align_one(
       *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads), edges), m->state,
       m->shifts ? &*m->shifts : nullptr, edges ? &m->silence_edge_options : nullptr,

@@ -388,7 +388,7 @@ int align(const AlignOptions& options) {
   const std::optional<SilenceEdgeOptions> edges =
       resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "align");
   // --boundaries (auto: the posteriors' for a checkpoint trained on transcripts)
-  const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, s.transcript_trained, "align");
+  const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, "align");
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
   if (!o.dict.empty()) protect.add(o.dict);

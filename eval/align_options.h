@@ -41,7 +41,7 @@ struct AlignOptions {
   SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
   SilenceEdgeOptions silence_edge_options;
   // --boundaries auto|viterbi|posterior: the constrained Viterbi's boundaries or those of the posteriors
-  // (eval/posterior_boundaries.h; auto: posterior for a checkpoint trained on transcripts)
+  // (eval/posterior_boundaries.h; auto: posterior, for every checkpoint)
   BoundariesSetting boundaries = BoundariesSetting::automatic;
   std::string out_dir;
   std::optional<crf::BackendKind> backend;  // unset = cuda on the GPU, else the checkpoint's crf.backend (cpu for cuda)

@@ -180,7 +180,7 @@ nlohmann::json metrics_report(const EvaluateOptions& o, const model::ModelState&
   if (o.align) {  // forced alignment of the reference phone sequences (eval/align.h)
     const std::optional<SilenceEdgeOptions> edges =
         resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "evaluate --align");
-    const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, s.transcript_trained, "evaluate --align");
+    const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, "evaluate --align");
     const AlignMetrics am = align_utterances(exec, utts, s, o.batch_size, shifts ? &*shifts : nullptr, o.shifts,
                                              edges ? &*edges : nullptr, boundaries);
     j["align"] = am.to_json();

@@ -51,8 +51,8 @@ struct EvaluateOptions {
   // --silence-margin-db, --silence-max-move-ms (eval/silence_edges.h); before the shifts
   SilenceEdgesSetting silence_edges = SilenceEdgesSetting::automatic;
   SilenceEdgeOptions silence_edge_options;
-  // With --align: --boundaries auto|viterbi|posterior (eval/posterior_boundaries.h; auto: posterior for a
-  // checkpoint trained on transcripts), before the silence edges
+  // With --align: --boundaries auto|viterbi|posterior (eval/posterior_boundaries.h; auto: posterior,
+  // for every checkpoint), before the silence edges
   BoundariesSetting boundaries = BoundariesSetting::automatic;
 };
 // Prints the metrics table on stdout; returns the metrics JSON.

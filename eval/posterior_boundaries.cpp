@@ -7,15 +7,13 @@
 
 namespace timitseg::eval {
 
-bool posterior_boundaries_on(BoundariesSetting setting, bool transcript_trained) {
-  return setting == BoundariesSetting::posterior || (setting == BoundariesSetting::automatic && transcript_trained);
-}
+bool posterior_boundaries_on(BoundariesSetting setting) { return setting != BoundariesSetting::viterbi; }
 
-crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, bool transcript_trained, const std::string& who) {
-  if (!posterior_boundaries_on(setting, transcript_trained)) return crf::AlignBoundaries::viterbi;
-  spdlog::info("{}: boundaries from the posteriors under the transcript (--boundaries {}{})", who,
-               common::to_string(setting),
-               setting == BoundariesSetting::automatic ? ": the checkpoint trained on transcripts" : "");
+crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who) {
+  if (!posterior_boundaries_on(setting)) return crf::AlignBoundaries::viterbi;
+  spdlog::info("{}: boundaries from the posteriors under the transcript (--boundaries {}; --boundaries viterbi: "
+               "the most probable alignment's)",
+               who, common::to_string(setting));
   return crf::AlignBoundaries::posterior;
 }
 

@@ -14,19 +14,19 @@
 
 namespace timitseg::eval {
 
-// auto: posterior for a checkpoint trained on transcripts, viterbi for one
-// trained on times (docs/training.md "Boundaries from the posteriors, decided
-// on dev (rule 15)").
+// auto: posterior, for every checkpoint (docs/training.md "Boundaries from
+// the posteriors, decided on dev": rule 15 for checkpoints trained on
+// transcripts, rule 16 for those trained on times); the word stays so that a
+// script that names the default keeps meaning it.
 enum class BoundariesSetting { automatic, viterbi, posterior };
 TIMITSEG_ENUM_NAMES(BoundariesSetting, 3, {BoundariesSetting::automatic, "auto"},
                     {BoundariesSetting::viterbi, "viterbi"}, {BoundariesSetting::posterior, "posterior"});
 
-// Whether a checkpoint's alignments take the posteriors' boundaries: as set;
-// auto: iff the checkpoint trained on transcripts.
-bool posterior_boundaries_on(BoundariesSetting setting, bool transcript_trained);
-// The boundaries a checkpoint's alignments get; one log line "WHO: boundaries
-// from the posteriors (...)" when that is posterior.
-crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, bool transcript_trained, const std::string& who);
+// Whether alignments take the posteriors' boundaries: all but viterbi.
+bool posterior_boundaries_on(BoundariesSetting setting);
+// The boundaries alignments get; one log line "WHO: boundaries from the
+// posteriors (...)" when that is posterior.
+crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who);
 
 // {"utterances", "boundaries", "moved", "mean_move_frames", "windowed", "over_limit"}.
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c);

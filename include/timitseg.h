@@ -476,8 +476,8 @@ TIMITSEG_API int timitseg_model_set_silence_edges(timitseg_model* model, int mod
  * each boundary at its most probable frame under the transcript, jointly
  * increasing (the phones the alignment skips stay skipped); before the
  * silence edges and the shifts. A new handle has TIMITSEG_BOUNDARIES_AUTO
- * (posterior for a checkpoint trained on transcripts, viterbi for one trained
- * on times). A mode outside the enum is the error message, and the handle
+ * (posterior, for every checkpoint: chosen on dev, docs/training.md rules 15
+ * and 16). A mode outside the enum is the error message, and the handle
  * keeps its setting. */
 typedef enum {
   TIMITSEG_BOUNDARIES_AUTO = 0,

@@ -187,30 +187,33 @@ def test_model_set_silence_edges_aligns_as_the_align_command(binary, checkpoint)
 
 
 def test_model_set_boundaries_aligns_as_the_align_command(binary, checkpoint):
-    """Model.set_boundaries("posterior") gives align() the boundaries `timitseg align --boundaries posterior`
-    writes (some of them not the Viterbi's); a bad mode raises and keeps the setting; "viterbi" and "auto"
-    (this checkpoint trained on times) give the plain alignment back."""
+    """A new Model ("auto") aligns as `timitseg align` does by default, with the posteriors' boundaries;
+    Model.set_boundaries("viterbi") gives the boundaries `timitseg align --boundaries viterbi` writes (some of them
+    not the posteriors'); a bad mode raises and keeps the setting; "posterior" and "auto" give the default back."""
     d, ckpt, wavs = checkpoint
     m = timitseg.Model.load(ckpt, device="cpu")
     lst = d / "boundaries_list.txt"
     rows = _phones_of_distinct_files(wavs)
     lst.write_text("".join(w + " " + " ".join(p) + "\n" for w, p in rows.items()))
-    run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--boundaries", "posterior",
-        "--out", str(d / "al_posterior"))
-    plain = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
-    m.set_boundaries("posterior")
-    moved = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    for mode in ("viterbi", "auto"):
+        run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--boundaries", mode,
+            "--out", str(d / ("al_boundaries_" + mode)))
+    default = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
+    m.set_boundaries("viterbi")
+    viterbi = {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()}
     for w in rows:
-        assert read_phn(str(d / "al_posterior" / (os.path.splitext(os.path.basename(w))[0] + ".PHN"))) == moved[w]
-        assert [x[2] for x in moved[w]] == [x[2] for x in plain[w]]  # the same phones
-    assert any(moved[w] != plain[w] for w in rows)  # some boundary moved
+        stem = os.path.splitext(os.path.basename(w))[0] + ".PHN"
+        assert read_phn(str(d / "al_boundaries_viterbi" / stem)) == viterbi[w]
+        assert read_phn(str(d / "al_boundaries_auto" / stem)) == default[w]
+        assert [x[2] for x in viterbi[w]] == [x[2] for x in default[w]]  # the same phones
+    assert any(viterbi[w] != default[w] for w in rows)  # some boundary moved
     with pytest.raises(ValueError, match="mode must be"):
         m.set_boundaries("sometimes")
-    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == moved  # kept
-    m.set_boundaries("viterbi")
-    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
-    m.set_boundaries("auto")  # trained on times: viterbi
-    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == plain
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == viterbi  # kept
+    m.set_boundaries("posterior")
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == default
+    m.set_boundaries("auto")
+    assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == default
 
 
 def test_set_silence_edges_defaults_are_the_commands(binary):

@@ -146,8 +146,8 @@ class Model:
         """Where this model's alignment boundaries go, as `timitseg align --boundaries MODE` (docs/align.md
         "Boundaries from the posteriors"): "viterbi" (the most probable alignment's), "posterior" (each
         boundary at its most probable frame under the transcript, jointly increasing; before the silence
-        edges and the shifts), or "auto" (a new Model's: posterior for a checkpoint trained on transcripts,
-        viterbi for one trained on times). A bad mode raises ValueError and the setting before stays."""
+        edges and the shifts), or "auto" (a new Model's: posterior, for every checkpoint; chosen on dev,
+        docs/training.md rules 15 and 16). A bad mode raises ValueError and the setting before stays."""
         if mode not in BOUNDARIES:
             raise ValueError("set_boundaries: mode must be 'auto', 'viterbi' or 'posterior', got %r" % (mode,))
         check(lib.timitseg_model_set_boundaries(self._h, BOUNDARIES[mode]))

@@ -262,30 +262,34 @@ TEST_F(CapiModel, SetSilenceEdgesAlignsAsTheAlignCommand) {
   timitseg_model_free(m);
 }
 
-// timitseg_model_set_boundaries: posterior gives the handle's alignment the boundaries of `align
-// --boundaries posterior`; a bad mode is refused and the setting kept; viterbi and auto (this checkpoint
-// trained on times) give the plain alignment.
+// timitseg_model_set_boundaries: a new handle (auto) aligns as `align` does by default, with the
+// posteriors' boundaries; posterior gives the same, viterbi the boundaries of `align --boundaries
+// viterbi`, which differ; a bad mode is refused and the setting kept.
 TEST_F(CapiModel, SetBoundariesAlignsAsTheAlignCommand) {
   const std::string ckpt = (dir_ / "m.safetensors").string(), phones = "h# aa s iy h#";
   timitseg_model* m = load_on_cpu(ckpt);
   ASSERT_NE(m, nullptr) << timitseg_last_error();
   auto align = [&] { return align_rows(m, phones); };
-  const Rows plain = align();
-  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR), TIMITSEG_OK) << timitseg_last_error();
-  const Rows posterior = align();
+  const Rows automatic = align();
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_VITERBI), TIMITSEG_OK) << timitseg_last_error();
+  const Rows viterbi = align();
   eval::AlignOptions o = align_command("boundaries", phones);  // the command with the same setting
-  o.boundaries = eval::BoundariesSetting::posterior;
+  o.boundaries = eval::BoundariesSetting::viterbi;
   ASSERT_EQ(eval::align(o), 1);
-  EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries" / "a.PHN"), posterior);
-  ASSERT_EQ(posterior.size(), plain.size());
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries" / "a.PHN"), viterbi);
+  eval::AlignOptions d = align_command("boundaries_default", phones);  // and with its default
+  ASSERT_EQ(eval::align(d), 1);
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries_default" / "a.PHN"), automatic);
+  ASSERT_EQ(viterbi.size(), automatic.size());
+  EXPECT_NE(viterbi, automatic) << "no boundary moved: the test would show nothing";
   EXPECT_EQ(timitseg_model_set_boundaries(m, 7), TIMITSEG_ERR_ARGUMENT);
   EXPECT_NE(std::string(timitseg_last_error()).find("mode must be TIMITSEG_BOUNDARIES_AUTO"), std::string::npos)
       << timitseg_last_error();
-  EXPECT_EQ(align(), posterior);  // kept
-  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_VITERBI), TIMITSEG_OK);
-  EXPECT_EQ(align(), plain);
+  EXPECT_EQ(align(), viterbi);  // kept
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR), TIMITSEG_OK);
+  EXPECT_EQ(align(), automatic);
   ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_AUTO), TIMITSEG_OK);
-  EXPECT_EQ(align(), plain);  // trained on times: auto is viterbi
+  EXPECT_EQ(align(), automatic);
   EXPECT_EQ(timitseg_model_set_boundaries(nullptr, 0), TIMITSEG_ERR_ARGUMENT);
   timitseg_model_free(m);
 }
