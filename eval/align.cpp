@@ -387,7 +387,7 @@ int align(const AlignOptions& options) {
   // --silence-edges (auto: for a checkpoint trained on transcripts)
   const std::optional<SilenceEdgeOptions> edges =
       resolve_silence_edges(o.silence_edges, o.silence_edge_options, s.transcript_trained, "align");
-  // --boundaries (auto: the posteriors' for a checkpoint trained on transcripts)
+  // --boundaries (auto: the posteriors', for every checkpoint: docs/training.md rules 15 and 16)
   const crf::AlignBoundaries boundaries = resolve_boundaries(o.boundaries, "align");
   InputSet protect;  // never written: the audio, the transcripts, lists, dictionary, checkpoint and shifts
   protect.add(o.checkpoint);
