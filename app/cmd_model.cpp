@@ -312,11 +312,15 @@ void add_evaluate_command(CLI::App& app) {
                  "of the boundaries into it (< 0: aligned early), with their number and share within 20 ms "
                  "(JSON \"by_phone\"; docs/align.md \"Per phone\")");
   add_inference_flags(ev, flags, kThreadsFlag, InferenceUse::decoding);
-  ev->callback([eval_opts, plot, phone_plot] {
+  ev->callback([ev, eval_opts, plot, phone_plot] {
+    // Before any work, one line naming the first option given whose help starts "With --align:"
+    // (--boundaries, --silence-*, the shifts, the plots): without --align it would do nothing.
+    for (const CLI::Option* o : ev->get_options())
+      if (!eval_opts->align && o->count() > 0 && o->get_description().rfind("With --align:", 0) == 0)
+        throw std::invalid_argument("evaluate: " + o->get_name() + " needs --align");
     for (const auto& [flag, path, example] : {std::tuple{"--reliability-plot", plot, "reliability.svg"},
                                               std::tuple{"--phone-plot", phone_plot, "phone_bias.svg"}}) {
-      if (path->empty()) continue;  // before any work: one line naming the option
-      if (!eval_opts->align) throw std::invalid_argument(std::string("evaluate: ") + flag + " needs --align");
+      if (path->empty()) continue;
       check_output_file(flag, *path, example);
       eval_opts->more_outputs.emplace_back(flag, *path);
     }

@@ -942,4 +942,14 @@ TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
   EXPECT_NE(bad.output.find("--boundaries"), std::string::npos) << bad.output;
   EXPECT_NE(bad.output.find("posterior"), std::string::npos) << bad.output;
   EXPECT_FALSE(fs::exists(dir_ / "pb_bad"));
+  // evaluate without --align: an alignment flag would do nothing, so it is refused before any work, naming it
+  for (const std::string flag : {"--boundaries viterbi", "--silence-edges on", "--silence-margin-db 3"}) {
+    const fs::path never = dir_ / "pb_never.json";
+    const Cmd n = run("evaluate --checkpoint " + ckpt_.string() + " --split test --device cpu " + flag + " --json " +
+                      never.string());
+    EXPECT_NE(n.rc, 0) << flag;
+    EXPECT_NE(n.output.find("evaluate: " + flag.substr(0, flag.find(' ')) + " needs --align"), std::string::npos)
+        << n.output;
+    EXPECT_FALSE(fs::exists(never)) << flag;
+  }
 }
