@@ -82,7 +82,8 @@ std::string check_subcommand_words(const CLI::App& app, int argc, const char* co
       if (!opt)
         return "unknown option '" + name + "'" + (cur == &app ? "" : " of " + path.substr(9)) +
                did_you_mean(name, option_names(*cur)) + " (usage: " + path + " --help)";
-      if (opt->get_type_size() > 0 && name == a) ++i;  // its value is the next word
+      // its value is the next word (a flag such as --no-progress has a type size too, but expects none)
+      if (opt->get_expected_min() > 0 && opt->get_type_size() > 0 && name == a) ++i;
       continue;
     }
     const std::vector<const CLI::App*> subs = subcommands_of(*cur);

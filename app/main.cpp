@@ -10,6 +10,7 @@
 #include "app/cli_errors.h"
 #include "app/commands.h"
 #include "common/dist.h"
+#include "common/progress.h"
 #include "common/version.h"
 #include "data/espeak_tts.h"
 #include "data/flite_tts.h"
@@ -42,7 +43,7 @@ static std::string version_text() {
          (archs.empty() ? "without CUDA" : "with CUDA for architectures " + archs) + ")";
 }
 
-// The global options (--version, --log-level) and the logger; the level is
+// The global options (--version, --log-level, --no-progress) and the logger; the level is
 // set from `log_level` (which must outlive `app`) once the line is parsed.
 static void add_global_options(CLI::App& app, std::string& log_level) {
   app.require_subcommand(1);
@@ -61,7 +62,14 @@ static void add_global_options(CLI::App& app, std::string& log_level) {
   auto logger = spdlog::stderr_color_mt("timitseg");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] [%^%l%$] %v");
-  app.parse_complete_callback([&log_level] { spdlog::set_level(spdlog::level::from_str(log_level)); });
+  static bool no_progress = false;
+  app.add_flag("--no-progress", no_progress,
+               "No progress bars (on a terminal a bar redrawn in place, otherwise a plain line at each 10 % of the "
+               "work, on stderr): for logs of batch jobs (before or after the subcommand)");
+  app.parse_complete_callback([&log_level] {
+    spdlog::set_level(spdlog::level::from_str(log_level));
+    if (no_progress) timitseg::Progress::set_enabled(false);
+  });
 }
 
 // Every subcommand, in the order of the main help.

@@ -29,7 +29,8 @@ tmp=$(mktemp)
   echo "processed, and the command exits 1 at the end with a count naming the failed inputs."
   echo "The global \`--log-level\` (trace, debug, info, warn, error, critical, off) comes"
   echo "before or after the subcommand: \`timitseg --log-level debug train ...\` or"
-  echo "\`timitseg evaluate --log-level debug ...\`."
+  echo "\`timitseg evaluate --log-level debug ...\`, and so does \`--no-progress\` (no progress bars: for the"
+  echo "logs of batch jobs, where a bar is otherwise a plain line at each 10 % of the work)."
   echo
   echo "**Output paths.** An option that names an output FILE (\`export --out\`,"
   echo "\`report --out\`, \`features --out\`, \`crf replay --out\`, \`--json\` of evaluate,"

@@ -179,6 +179,25 @@ TEST(CliErrors, LogLevelsCriticalAndOffKeepOnlyTheErrorLine) {
   fs::remove_all(dir);
 }
 
+// --no-progress is global: before or after the subcommand, no bar; the log lines stay.
+TEST(CliErrors, NoProgressBeforeOrAfterTheSubcommand) {
+  const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_progress_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string synth = " synth --speakers 4 --utterances-per-speaker 1 --out ";
+  Proc r = run(synth + (dir / "bars").string());
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("synth tones: 100% 8/8 utt"), std::string::npos) << r.err;  // the bar's last line
+  for (const std::string& line : {"--no-progress" + synth + (dir / "before").string(),
+                                  synth + (dir / "after").string() + " --no-progress"}) {
+    r = run(line);
+    ASSERT_EQ(r.rc, 0) << line << ": " << r.err;
+    EXPECT_EQ(r.err.find("synth tones:"), std::string::npos) << line << ": " << r.err;
+    EXPECT_NE(r.err.find("] [info] "), std::string::npos) << line << ": " << r.err;
+  }
+  EXPECT_NE(run("--help").out.find("--no-progress"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST(CliErrors, FailuresExit1WithOneLine) {
   const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_cfg_" + std::to_string(::getpid()));
   fs::create_directories(dir);
