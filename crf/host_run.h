@@ -53,6 +53,7 @@ struct PosteriorBoundaryCount {
   int64_t windowed = 0;    // of the utterances, decided by windows of the transcript (tables over the limit)
   int64_t over_limit = 0;  // utterances left with the Viterbi boundaries: even a window over the memory limit
   int64_t first_over_limit = -1;  // the first such utterance's index in its batch (-1: none)
+  double seconds = 0.0;    // wall time of the step (summed over the batches)
   void add(const PosteriorBoundaryCount& o);
 };
 struct AlignResult {

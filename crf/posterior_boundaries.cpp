@@ -3,6 +3,7 @@
 // constrained forward-backward, then the increasing programme.
 #include "crf/posterior_boundaries.h"
 
+#include <chrono>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -21,6 +22,7 @@ void PosteriorBoundaryCount::add(const PosteriorBoundaryCount& o) {
   windowed += o.windowed;
   over_limit += o.over_limit;
   if (first_over_limit < 0) first_over_limit = o.first_over_limit;
+  seconds += o.seconds;
 }
 
 std::vector<int64_t> increasing_boundaries(const double* W, int64_t m, int64_t L) {
@@ -149,6 +151,7 @@ void one_utterance(const Dims& dims, const Params& hp, int64_t N, int64_t b, con
 void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
                           const int32_t* num_phones, const int32_t* optional, AlignResult* r, int threads,
                           double limit, PosteriorWindows windows) {
+  const auto start = std::chrono::steady_clock::now();
   if (limit <= 0) limit = kPosteriorBoundaryBytes;
   const int64_t B = dims.B;
   if (static_cast<int64_t>(r->score.size()) != B || static_cast<int64_t>(r->spans.size()) != B * N * 2)
@@ -164,6 +167,7 @@ void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N
   else
     parallel_for(B, threads, [&](int64_t b, int) { one(b, 1); });
   for (const PosteriorBoundaryCount& c : counts) r->posterior.add(c);  // in index order
+  r->posterior.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace timitseg::crf

@@ -22,17 +22,19 @@ nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c) {
                       {"boundaries", c.boundaries},
                       {"moved", c.moved},
                       {"windowed", c.windowed},
-                      {"over_limit", c.over_limit}};
+                      {"over_limit", c.over_limit},
+                      {"seconds", c.seconds}};
   if (c.moved > 0) j["mean_move_frames"] = static_cast<double>(c.moved_frames) / static_cast<double>(c.moved);
   return j;
 }
 
 std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c) {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%lld of %lld boundaries moved (mean move %+.2f frames) in %lld utterance(s)",
+  std::snprintf(buf, sizeof buf,
+                "%lld of %lld boundaries moved (mean move %+.2f frames) in %lld utterance(s), the step %.2f s",
                 static_cast<long long>(c.moved), static_cast<long long>(c.boundaries),
                 c.moved > 0 ? static_cast<double>(c.moved_frames) / static_cast<double>(c.moved) : 0.0,
-                static_cast<long long>(c.utterances));
+                static_cast<long long>(c.utterances), c.seconds);
   std::string out = buf;
   if (c.windowed > 0)
     out += ", " + std::to_string(c.windowed) + " of them by windows of the transcript (over the memory limit whole)";

@@ -28,9 +28,10 @@ bool posterior_boundaries_on(BoundariesSetting setting);
 // posteriors (...)" when that is posterior.
 crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who);
 
-// {"utterances", "boundaries", "moved", "mean_move_frames", "windowed", "over_limit"}.
+// {"utterances", "boundaries", "moved", "mean_move_frames", "windowed", "over_limit", "seconds"}.
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c);
-// "N of M boundaries moved (mean move +x frames) in U utterances[, K left at the Viterbi's: over the memory limit]".
+// "N of M boundaries moved (mean move +x frames) in U utterances, the step S s[, W of them by windows ...][, K left
+// with the Viterbi's: even a window over the memory limit]".
 std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c);
 
 }  // namespace timitseg::eval

@@ -934,6 +934,9 @@ TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
   EXPECT_EQ(j["posterior_boundaries"]["boundaries"], j["boundaries"]);
   EXPECT_GT(j["posterior_boundaries"]["moved"].get<long long>(), 0);
   EXPECT_EQ(j["posterior_boundaries"]["over_limit"], 0);
+  // the step's wall time, a part of the alignment pass's
+  EXPECT_GT(j["posterior_boundaries"]["seconds"].get<double>(), 0.0);
+  EXPECT_LE(j["posterior_boundaries"]["seconds"].get<double>(), j["seconds"].get<double>());
   EXPECT_NE(e.output.find("(both rows: boundaries from the posteriors under the transcript, "), std::string::npos)
       << e.output;
   // refused: one line naming the flag and its values, nothing written
