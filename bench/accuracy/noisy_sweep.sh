@@ -19,7 +19,8 @@
 #            core-test), large (flite, 96 x 10, --seed 11, the same), es (synth
 #            --voice espeak --language es --format timit --speakers 32
 #            --utterances-per-speaker 8 --noise-db -10 --seed 5, configs/espeak.yaml,
-#            scored on test)
+#            scored on test), LANGDB (espeak-ng language LANG, es de fr or cmn, made as es
+#            is but with --noise-db DB, e.g. es-5, de0)
 #
 # Environment: TIMITSEG (the binary, default build/bin/timitseg), JOBS (trainings
 # at once, default 1; several share one GPU well), THREADS (synth's, augment's and
@@ -39,7 +40,8 @@ JOBS=${JOBS:-1}
 THREADS=${THREADS:-0}
 ARMS=${ARMS:-shipped:}
 for c in $CORPORA; do  # checked before anything is written
-  case $c in demo|large|es) ;; *) echo "noisy_sweep.sh: unknown corpus '$c' (demo, large, es)" >&2; exit 2 ;; esac
+  [[ $c =~ ^(demo|large|(es|de|fr|cmn)(-?[0-9]+)?)$ ]] || {
+    echo "noisy_sweep.sh: unknown corpus '$c' (demo, large, es, LANGDB as es-5 or de0)" >&2; exit 2; }
 done
 mkdir -p "$OUT"
 
@@ -50,8 +52,9 @@ for c in $CORPORA_RUN; do
   case $c in
     demo) synth=(--voice flite --speakers 48 --utterances-per-speaker 8 --seed 7) config=configs/synth.yaml split=core-test ;;
     large) synth=(--voice flite --speakers 96 --utterances-per-speaker 10 --seed 11) config=configs/synth.yaml split=core-test ;;
-    es) synth=(--voice espeak --language es --format timit --speakers 32 --utterances-per-speaker 8 --noise-db -10 --seed 5)
-        config=configs/espeak.yaml split=test ;;
+    *) lang=${c%%[-0-9]*} db=${c#"${c%%[-0-9]*}"}  # es-5 -> es, -5; es -> es, (the default -10)
+       synth=(--voice espeak --language "$lang" --format timit --speakers 32 --utterances-per-speaker 8
+         --noise-db "${db:--10}" --seed 5) config=configs/espeak.yaml split=test ;;
   esac
   [ -d "$X/corpus" ] || logged "$X/synth.log" "$BIN" synth "${synth[@]}" --out "$X/corpus" --threads "$THREADS"
   [ -d "$X/corpus_aug" ] || logged "$X/augment.log" "$BIN" augment --timit "$X/corpus" --out "$X/corpus_aug" \

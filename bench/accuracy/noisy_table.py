@@ -29,8 +29,11 @@ from targets import fmt, mean_std  # noqa: E402
 
 def load_run(run_dir: str) -> dict | None:
     """The figures of one finished run (its four evaluate --json files), or None."""
+    def read(name):
+        with open(os.path.join(run_dir, name + ".json")) as f:
+            return json.load(f)
     try:
-        j = {n: json.load(open(os.path.join(run_dir, n + ".json"))) for n in ("dev", "dev_b10", "test", "test_b10")}
+        j = {n: read(n) for n in ("dev", "dev_b10", "test", "test_b10")}
     except (OSError, ValueError):
         return None
     a = j["test_b10"]["align"]["samples"]
@@ -92,7 +95,7 @@ def main(argv: list[str]) -> int:
             rows[arm] = summarize(runs)
         choice, why = choose(rows, arms, len(seeds))
         result[c] = {"rows": rows, "choice": choice, "why": why}
-        print(f"\n{c} (test split: {'test' if c == 'es' else 'core-test'}; %; babble: 10 dB)\n")
+        print(f"\n{c} (test split: {'core-test' if c in ('demo', 'large') else 'test'}; %; babble: 10 dB)\n")
         print("| arm | seeds | S | clean dev PER | babble dev PER | dev boundary F1 0 | test PER | boundary F1 0 / 1 / 2 "
               "| segment F1 | babble test PER | babble align within 20 ms | babble mean error ms |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")

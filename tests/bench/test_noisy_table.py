@@ -86,6 +86,16 @@ class Table(unittest.TestCase):
         self.assertIn("85.00 ± 7.07", out)  # utt's babble alignment within 20 ms
         self.assertIn("choice (demo): utt: mean S 15.00 against base's 18.00", out)
 
+    def test_espeak_corpus_at_a_noise_level(self):
+        # es-5 (espeak-ng Spanish at --noise-db -5) is scored on its test split, as es is
+        write_run(self.root / "es-5/base/seed-1", 0.08, 0.24)
+        env = dict(os.environ, TABLE_ONLY="1", ARMS="base:")
+        out = subprocess.run(["bash", str(REPO / "bench/accuracy/noisy_sweep.sh"), str(self.root), "1", "es-5 demo"],
+                             env=env, capture_output=True, text=True, check=True).stdout
+        self.assertIn("es-5 (test split: test;", out)
+        self.assertIn("demo (test split: core-test;", out)
+        self.assertIn("| base | 1 | 16.00 ± 0.00 | 8.00 ± 0.00 | 24.00 ± 0.00 |", out)
+
 
 class BadInput(unittest.TestCase):
     def test_unknown_corpus_writes_nothing(self):
@@ -96,6 +106,16 @@ class BadInput(unittest.TestCase):
             self.assertEqual(r.returncode, 2)
             self.assertIn("unknown corpus 'nope'", r.stderr)
             self.assertFalse(out.exists())
+
+    def test_unknown_language_or_level_writes_nothing(self):
+        for bad in ("it-5", "es-5x", "es--5", "demo0"):
+            with tempfile.TemporaryDirectory() as t:
+                out = Path(t) / "o"
+                r = subprocess.run(["bash", str(REPO / "bench/accuracy/noisy_sweep.sh"), str(out), "1", bad],
+                                   capture_output=True, text=True)
+                self.assertEqual(r.returncode, 2, bad)
+                self.assertIn(f"unknown corpus '{bad}'", r.stderr)
+                self.assertFalse(out.exists())
 
     def test_missing_out_folder(self):
         with tempfile.TemporaryDirectory() as t:
