@@ -2,6 +2,7 @@
 #include "app/cli_errors.h"
 
 #include <algorithm>
+#include <cctype>
 #include <limits>
 
 #include "common/levenshtein.h"
@@ -115,6 +116,20 @@ std::string usage_error_message(const CLI::App& app, const CLI::ParseError& e) {
     what = where == &app ? "unknown subcommand '" + extra.front() + "'" + did_you_mean(extra.front(), subcommand_names(app))
                          : "unexpected argument '" + extra.front() + "' for " + path.substr(9);
   }
+  // A bad value of a global option (`--no-progress=maybe`, `--log-level loud`, before or after the
+  // subcommand) points at the main help, which explains it, unless the subcommand has its own
+  // option of that name (evaluate's --no-progress).
+  if (where != &app && what == e.what())
+    for (const CLI::Option* o : app.get_options()) {
+      for (const std::string& l : o->get_lnames()) {
+        const std::string flag = "--" + l;
+        const size_t at = what.find(flag);
+        const bool named = at != std::string::npos &&
+                           (at + flag.size() == what.size() || !(std::isalnum(static_cast<unsigned char>(what[at + flag.size()])) ||
+                                                                 what[at + flag.size()] == '-'));
+        if (named && where->get_option_no_throw(flag) == nullptr) return what + " (usage: timitseg --help)";
+      }
+    }
   return what + " (usage: " + path + " --help)";
 }
 

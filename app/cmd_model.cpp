@@ -258,7 +258,8 @@ void add_evaluate_command(CLI::App& app) {
   ev->add_option("--workdir", eval_opts->workdir,
                  "Prepared WORKDIR (default: the checkpoint's data.workdir, an absolute path; give it when that "
                  "folder has moved)");
-  ev->add_flag("--no-progress", [eval_opts](int64_t) { eval_opts->progress = false; },
+  auto no_progress = std::make_shared<bool>(false);  // a bool flag: "--no-progress=maybe" is a usage error, not a crash
+  ev->add_flag("--no-progress", *no_progress,
                "No progress bar (stderr: a bar on a terminal, else a line at each 10% of the utterances)");
   ev->add_option("--json", eval_opts->json_out, "Also write the metrics as JSON to this file");
   ev->add_option("--max-utterances", eval_opts->max_utterances,
@@ -312,7 +313,8 @@ void add_evaluate_command(CLI::App& app) {
                  "of the boundaries into it (< 0: aligned early), with their number and share within 20 ms "
                  "(JSON \"by_phone\"; docs/align.md \"Per phone\")");
   add_inference_flags(ev, flags, kThreadsFlag, InferenceUse::decoding);
-  ev->callback([ev, eval_opts, plot, phone_plot] {
+  ev->callback([ev, eval_opts, no_progress, plot, phone_plot] {
+    if (*no_progress) eval_opts->progress = false;
     // Before any work, one line naming the first option given whose help starts "With --align:"
     // (--boundaries, --silence-*, the shifts, the plots): without --align it would do nothing.
     for (const CLI::Option* o : ev->get_options())

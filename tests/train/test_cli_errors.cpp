@@ -17,6 +17,7 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "config/config.h"
@@ -196,6 +197,29 @@ TEST(CliErrors, NoProgressBeforeOrAfterTheSubcommand) {
   }
   EXPECT_NE(run("--help").out.find("--no-progress"), std::string::npos);
   fs::remove_all(dir);
+}
+
+// A bad value of a global option is a usage error pointing at the main help, before or after the
+// subcommand; evaluate's own --no-progress points at evaluate's (it once crashed with "error: stoll").
+TEST(CliErrors, BadValueOfAGlobalOptionNamesTheMainHelp) {
+  const fs::path dir = fs::temp_directory_path() / ("timitseg_clierr_global_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  const std::string out = " --out " + dir.string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--no-progress=maybe synth" + out, "error: Could not convert: --no-progress = maybe (usage: timitseg --help)"},
+      {"synth" + out + " --no-progress=maybe", "error: Could not convert: --no-progress = maybe (usage: timitseg --help)"},
+      {"synth --log-level loud" + out,
+       "error: --log-level: loud not in {trace,debug,info,warn,error,critical,off} (usage: timitseg --help)"},
+      {"evaluate --checkpoint c.safetensors --no-progress=maybe",
+       "error: Could not convert: --no-progress = maybe (usage: timitseg evaluate --help)"},
+      {"synth --speakers x" + out, "error: --speakers: Value x not in range 4 to 10000 (usage: timitseg synth --help)"}};
+  for (const auto& [line, want] : cases) {
+    const Proc r = run(line);
+    EXPECT_EQ(r.rc, 2) << line << ": " << r.err;
+    ASSERT_EQ(lines_of(r.err).size(), 1u) << line << ": " << r.err;
+    EXPECT_EQ(lines_of(r.err).at(0), want) << line;
+    EXPECT_FALSE(fs::exists(dir)) << line;
+  }
 }
 
 TEST(CliErrors, FailuresExit1WithOneLine) {
