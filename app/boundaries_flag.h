@@ -17,10 +17,12 @@ inline void add_boundaries_flag(CLI::App* cmd, eval::BoundariesSetting* setting,
       cmd, "--boundaries", setting,
       (which.empty() ? std::string("Where") : which + "where") +
           " the boundaries go: posterior (each boundary at its most probable frame under the transcript, jointly "
-          "increasing: the constrained forward-backward's start posteriors; the phones the most probable alignment "
-          "skips stay skipped), viterbi (the most probable alignment's), or auto (default): posterior, for every "
-          "checkpoint (chosen on dev: docs/training.md rules 15 and 16; docs/align.md \"Boundaries from the "
-          "posteriors\"). Before the silence edges and shifts")
+          "increasing: the constrained forward-backward's start posteriors; then moved up to half a frame toward "
+          "the likelier neighbour frame, the vertex of a parabola through the log posteriors; the phones the most "
+          "probable alignment skips stay skipped), posterior-frames (the same on the frames, without that move), "
+          "viterbi (the most probable alignment's), or auto (default): posterior, for every checkpoint (chosen on "
+          "dev: docs/training.md rules 15, 16 and 18; docs/align.md \"Boundaries from the posteriors\"). Before "
+          "the silence edges and shifts")
       ->default_str("auto");
 }
 

@@ -141,11 +141,10 @@ eval::Segmentation align_transcript(timitseg_model* m, const char* path, const t
   const std::string audio = path;
   const std::string id = fs::path(audio).filename().replace_extension().string();
   const bool edges = eval::silence_edges_on(m->silence_edges, m->state.transcript_trained);
-  const bool posterior = eval::posterior_boundaries_on(m->boundaries);
   eval::Segmentation out = eval::align_one(
       *m->exec, eval::align_input(audio, id, tr, m->state, timitseg::resolve_threads(m->threads), edges), m->state,
       m->shifts ? &*m->shifts : nullptr, edges ? &m->silence_edge_options : nullptr,
-      posterior ? timitseg::crf::AlignBoundaries::posterior : timitseg::crf::AlignBoundaries::viterbi);
+      eval::align_boundaries(m->boundaries));
   spdlog::info("aligned 1 utterance(s) ({}) in {:.2f} s", audio,
                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return out;
@@ -301,9 +300,11 @@ int timitseg_model_set_boundaries(timitseg_model* model, int mode) {
       case TIMITSEG_BOUNDARIES_AUTO: model->boundaries = eval::BoundariesSetting::automatic; break;
       case TIMITSEG_BOUNDARIES_VITERBI: model->boundaries = eval::BoundariesSetting::viterbi; break;
       case TIMITSEG_BOUNDARIES_POSTERIOR: model->boundaries = eval::BoundariesSetting::posterior; break;
+      case TIMITSEG_BOUNDARIES_POSTERIOR_FRAMES: model->boundaries = eval::BoundariesSetting::posterior_frames; break;
       default:
-        throw std::invalid_argument("mode must be TIMITSEG_BOUNDARIES_AUTO (0), _VITERBI (1) or _POSTERIOR (2), got " +
-                                    std::to_string(mode));
+        throw std::invalid_argument(
+            "mode must be TIMITSEG_BOUNDARIES_AUTO (0), _VITERBI (1), _POSTERIOR (2) or _POSTERIOR_FRAMES (3), got " +
+            std::to_string(mode));
     }
   });
 }

@@ -54,12 +54,17 @@ struct PosteriorBoundaryCount {
   int64_t over_limit = 0;  // utterances left with the Viterbi boundaries: even a window over the memory limit
   int64_t first_over_limit = -1;  // the first such utterance's index in its batch (-1: none)
   double seconds = 0.0;    // wall time of the step (summed over the batches)
+  int64_t between_frames = 0;  // of the boundaries, placed between two frames (offset != 0; rule 18)
+  double offset_abs_sum = 0.0;  // the offsets' absolute sum (frames): its mean over `boundaries` is the mean |offset|
   void add(const PosteriorBoundaryCount& o);
 };
 struct AlignResult {
   std::vector<double> score;   // [B], -inf for an infeasible utterance
   std::vector<int32_t> spans;  // [B][N][2] (start, duration) per phone
   PosteriorBoundaryCount posterior;  // filled when the boundaries came from the posteriors
+  // [B][N] each phone's start between frames: spans' start + start_offset frames, |offset| <= 1/2
+  // (crf/posterior_boundaries.h, docs/crf.md "Between frames"); empty: on the frames (every offset 0).
+  std::vector<double> start_offset;
 };
 AlignResult align_host(Backend& backend, const Dims& dims, const Params& host_params, int64_t N,
                        const int32_t* phones, const int32_t* num_phones, const int32_t* optional = nullptr);

@@ -16,10 +16,18 @@
 namespace timitseg::crf {
 
 // How an alignment's boundaries are placed: the constrained Viterbi's path, or
-// the posteriors' programme above (docs/crf.md).
-enum class AlignBoundaries { viterbi, posterior };
-TIMITSEG_ENUM_NAMES(AlignBoundaries, 2, {AlignBoundaries::viterbi, "viterbi"},
-                    {AlignBoundaries::posterior, "posterior"});
+// the posteriors' programme above (docs/crf.md), each boundary then placed
+// between frames by its posterior (posterior) or left on its frame
+// (posterior_frames: the decision of rules 15-16, before rule 18).
+enum class AlignBoundaries { viterbi, posterior, posterior_frames };
+TIMITSEG_ENUM_NAMES(AlignBoundaries, 3, {AlignBoundaries::viterbi, "viterbi"},
+                    {AlignBoundaries::posterior, "posterior"}, {AlignBoundaries::posterior_frames, "posterior-frames"});
+
+// The position between frames of a boundary placed at frame b (docs/crf.md "Between
+// frames"): from its start posteriors at b - 1, b, b + 1 (pm, p0, pp), the vertex of the
+// parabola through their logarithms, in [-1/2, 1/2] frames; 0 unless all three are > 0 and
+// the parabola has a maximum (log pm - 2 log p0 + log pp < 0).
+double between_frames_offset(double pm, double p0, double pp);
 
 // The programme of docs/crf.md: W [m][L] row-major (W[j-1][u] = the score of
 // boundary j at frame u; column 0 is never read), m >= 1, L >= m + 1.
@@ -49,9 +57,12 @@ struct PosteriorWindows {
 // with fewer than two kept phones, is left as it is; one whose tables exceed
 // `limit` bytes (<= 0: kPosteriorBoundaryBytes) by windows of its transcript,
 // and one of which even a window exceeds it keeps the Viterbi's (counted).
-// Adds what it did to r->posterior.
+// between_frames: also r->start_offset [B][N] (between_frames_offset of each
+// placed boundary; 0 for the first kept phone, a skipped one, a start the seams
+// moved, and an utterance left as it is). Adds what it did to r->posterior.
 void posterior_boundaries(const Dims& dims, const Params& host_params, int64_t N, const int32_t* phones,
                           const int32_t* num_phones, const int32_t* optional, AlignResult* r, int threads,
-                          double limit = 0.0, PosteriorWindows windows = PosteriorWindows());
+                          double limit = 0.0, PosteriorWindows windows = PosteriorWindows(),
+                          bool between_frames = false);
 
 }  // namespace timitseg::crf

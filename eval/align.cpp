@@ -46,14 +46,16 @@ namespace timitseg::eval {
 
 namespace {
 
-// The aligned utterance of r from the spans [n][2] (frames) of r; skipped
-// optional phones (0 frames) are left out. conf (nullptr: not computed) holds
+// The aligned utterance of r from the spans [n][2] (frames) of r, each kept
+// phone's start moved by its offset between frames (offsets [n], nullptr: none;
+// the starts kept strictly increasing in samples); skipped optional phones (0
+// frames) are left out. conf (nullptr: not computed) holds
 // the confidences of this utterance's phones at `at` ([B][N] arrays).
 // edges (nullptr: none): the silence edges moved to the energy change (eval/silence_edges.h;
 // r.in.file_samples), counted into *edge_count; then shifts (nullptr: none): `align --shifts`, each
 // boundary moved by its shift (pair, else phone) (eval/boundary_shifts.h); both before the words
 // are placed on the phones.
-Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const model::ModelState& s,
+Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const double* offsets, const model::ModelState& s,
                              const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
                              const SilenceEdgeOptions* edges = nullptr, SilenceEdgeCount* edge_count = nullptr) {
   const size_t n = r.cs.classes.size();
@@ -80,10 +82,14 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
   std::vector<size_t> kept;
   for (size_t i = 0; i < n; ++i) {
     if (spans[2 * i + 1] == 0) continue;
+    b[i] = r.in.boundary(spans[2 * i], offsets ? offsets[i] : 0.0, s.features);
+    if (!kept.empty()) {
+      b[i] = std::max(b[i], b[kept.back()] + 1);  // two offsets of half a frame toward each other
+      e[kept.back()] = b[i];
+    }
     kept.push_back(i);
-    b[i] = r.in.boundary(spans[2 * i], s.features);
-    e[i] = i == last ? r.in.n_file : r.in.boundary(spans[2 * i] + spans[2 * i + 1], s.features);
   }
+  if (!kept.empty()) e[last] = r.in.n_file;
   if (edges && !kept.empty()) {
     if (r.in.file_samples.size() != static_cast<size_t>(r.in.n_file))
       throw std::logic_error("aligned_output: silence edges need the input's samples (align_input keep_samples)");
@@ -137,11 +143,11 @@ Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const mod
 }
 
 // Writes OUT/id.<suffix> of every format of r's alignment (eval/formats.h write_outputs).
-void write_alignment(const AlignInput& r, const int32_t* spans, const model::ModelState& s, const AlignOptions& o,
-                     const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
+void write_alignment(const AlignInput& r, const int32_t* spans, const double* offsets, const model::ModelState& s,
+                     const AlignOptions& o, const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
                      const SilenceEdgeOptions* edges, SilenceEdgeCount* edge_count) {
   const auto t0 = std::chrono::steady_clock::now();
-  write_outputs(aligned_output(r, spans, s, conf, at, shifts, edges, edge_count), o.formats, o.out_dir, r.id);
+  write_outputs(aligned_output(r, spans, offsets, s, conf, at, shifts, edges, edge_count), o.formats, o.out_dir, r.id);
   if (r.in.utt.num_frames > model::kWindowFrames)  // a long recording: where the time goes
     spdlog::info("{}: outputs written in {:.2f} s", r.audio,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
@@ -333,7 +339,8 @@ class AlignRun {
         spdlog::warn("{}: confidences not computed: {}", src, conf.reason[b]);
       else if (conf.windowed[b])
         spdlog::info("{}: confidences {}", src, conf.reason[b]);
-      write_alignment(pending_[b], r.spans.data() + b * N * 2, s_, o_, conf.computed[b] ? &conf : nullptr,
+      const double* offsets = r.start_offset.empty() ? nullptr : r.start_offset.data() + b * N;
+      write_alignment(pending_[b], r.spans.data() + b * N * 2, offsets, s_, o_, conf.computed[b] ? &conf : nullptr,
                       static_cast<size_t>(b * N), shifts_, edges_, &edge_count_);
       ++done_;
     } catch (const std::exception& e) {
@@ -365,7 +372,8 @@ Segmentation align_one(model::Executor& exec, AlignInput input, const model::Mod
   int64_t N = 1;
   const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr, boundaries);
   check_finite(r.score[0], pending[0].audio);
-  return aligned_output(pending[0], r.spans.data(), s, nullptr, 0, shifts, edges);
+  return aligned_output(pending[0], r.spans.data(), r.start_offset.empty() ? nullptr : r.start_offset.data(), s, nullptr,
+                        0, shifts, edges);
 }
 
 int align(const AlignOptions& options) {
@@ -425,7 +433,7 @@ int align(const AlignOptions& options) {
   }
   run.check_stop();
   executor.wait();  // made even when no input was read (its error, if any, is the command's)
-  if (boundaries == crf::AlignBoundaries::posterior)
+  if (boundaries != crf::AlignBoundaries::viterbi)
     spdlog::info("align: boundaries from the posteriors: {}", posterior_boundaries_line(run.posterior_count()));
   if (edges) {
     const SilenceEdgeCount& c = run.edge_count();

@@ -260,7 +260,7 @@ nlohmann::json AlignMetrics::to_json() const {
   j["infeasible"] = infeasible;
   j["seconds"] = seconds;
   j["boundary_decoding"] = common::to_string(boundary_decoding);
-  if (boundary_decoding == crf::AlignBoundaries::posterior) j["posterior_boundaries"] = posterior_boundaries_json(posterior);
+  if (boundary_decoding != crf::AlignBoundaries::viterbi) j["posterior_boundaries"] = posterior_boundaries_json(posterior);
   nlohmann::json sj = samples.summary();
   sj["by_class"] = samples.by_class();
   if (!samples.length_error_ms.empty()) sj["by_phone"] = samples.by_phone();
@@ -290,7 +290,7 @@ std::string AlignMetrics::table() const {
   std::snprintf(buf, sizeof buf, "forced alignment (%lld utterances%s, %.2f s)\n", static_cast<long long>(utterances),
                 infeasible ? (", " + std::to_string(infeasible) + " infeasible").c_str() : "", seconds);
   out += buf;
-  if (boundary_decoding == crf::AlignBoundaries::posterior)
+  if (boundary_decoding != crf::AlignBoundaries::viterbi)
     out += "  (both rows: boundaries from the posteriors under the transcript, " + posterior_boundaries_line(posterior) +
            ")\n";
   out += "  reference         bounds  <=10ms  <=20ms  <=25ms  <=50ms  mean ms  median  bias ms\n";
@@ -328,7 +328,7 @@ std::string AlignMetrics::table() const {
 
 namespace {
 
-// The aligned end frames of phones 0..n-2 of utterance b.
+// The aligned end frames of phones 0..n-2 of utterance b (the frame-quantized rows: no offsets).
 std::vector<int32_t> aligned_ends(const crf::AlignResult& r, int64_t b, int64_t N, size_t n) {
   std::vector<int32_t> ends;
   for (size_t i = 0; i + 1 < n; ++i) ends.push_back(r.spans[(b * N + i) * 2] + r.spans[(b * N + i) * 2 + 1]);
@@ -364,13 +364,14 @@ void add_boundary_confidence(const crf::AlignResult& r, const crf::AlignConfiden
     return;
   }
   const size_t n = runs.size();
+  const std::vector<int64_t> ends = aligned_end_samples(r, b, N, n, s.features);  // [n - 1]
   int32_t ref_start = 0;
   for (size_t i = 0; i < n; ++i) {
     const int32_t u = r.spans[(b * N + i) * 2], e = u + r.spans[(b * N + i) * 2 + 1];
     const int32_t ref_end = ref_start + runs[i].second;
     const double ms_per_sample = 1000.0 / rate, ms_model = 1000.0 / s.features.sample_rate;
-    const double err_start = i == 0 ? 0.0 : std::fabs(phn[i].start * ms_per_sample - boundary_sample(u, s.features) * ms_model);
-    const double err_end = i + 1 == n ? 0.0 : std::fabs(phn[i].end * ms_per_sample - boundary_sample(e, s.features) * ms_model);
+    const double err_start = i == 0 ? 0.0 : std::fabs(phn[i].start * ms_per_sample - ends[i - 1] * ms_model);
+    const double err_end = i + 1 == n ? 0.0 : std::fabs(phn[i].end * ms_per_sample - ends[i] * ms_model);
     cm->boundary.push_back(conf.boundary[b * N + i]);
     cm->off_20ms.push_back(err_start > 20.0 || err_end > 20.0);
     cm->within_1.push_back(std::abs(u - ref_start) <= 1 && std::abs(e - ref_end) <= 1);
@@ -488,13 +489,11 @@ void add_sample_scores(model::Executor& exec, const std::vector<const data::Utte
       ++m->confidence.left_out[kLeftOutRealigned];
     else
       add_boundary_confidence(r, conf, static_cast<int64_t>(b), N, refs[b], phn[b], rates[b], s, &m->confidence);
-    const std::vector<int32_t> ends = aligned_ends(res, row_b, other ? N2 : N, phn[b].size());
-    std::vector<int64_t> ref, hyp;
+    std::vector<int64_t> ref, hyp = aligned_end_samples(res, row_b, other ? N2 : N, phn[b].size(), s.features);
     std::vector<int> cls;
     std::vector<std::string> names;
-    for (size_t i = 0; i < ends.size(); ++i) {
+    for (size_t i = 0; i < hyp.size(); ++i) {
       ref.push_back(phn[b][i + 1].start);
-      hyp.push_back(boundary_sample(ends[i], s.features));
       cls.push_back(s.labels.spec.broad_class(s.labels.names[phn[b][i + 1].cls]));
     }
     for (const RefPhone& p : phn[b]) names.push_back(s.labels.names[p.cls]);

@@ -26,8 +26,29 @@ int64_t AudioInput::to_file(int64_t x) const {
   return std::min(y, n_file);
 }
 
+int64_t boundary_sample(int64_t frame, double offset, const data::FeatureOptions& opts) {
+  if (frame <= 0) return 0;
+  return std::max<int64_t>(0, boundary_sample(frame, opts) + std::llround(offset * opts.frame_shift_samples()));
+}
+
+std::vector<int64_t> aligned_end_samples(const crf::AlignResult& r, int64_t b, int64_t N, size_t n,
+                                         const data::FeatureOptions& f) {
+  std::vector<int64_t> ends;
+  for (size_t i = 0; i + 1 < n; ++i) {
+    const size_t at = static_cast<size_t>(b * N) + i;
+    const double offset = r.start_offset.empty() ? 0.0 : r.start_offset[at + 1];
+    const int64_t e = boundary_sample(r.spans[at * 2] + r.spans[at * 2 + 1], offset, f);
+    ends.push_back(ends.empty() ? e : std::max(e, ends.back() + 1));
+  }
+  return ends;
+}
+
 int64_t AudioInput::boundary(int64_t frame, const data::FeatureOptions& opts) const {
   return to_file(boundary_sample(frame, opts));
+}
+
+int64_t AudioInput::boundary(int64_t frame, double offset, const data::FeatureOptions& opts) const {
+  return to_file(boundary_sample(frame, offset, opts));
 }
 
 void use_file_cmvn(model::ModelState& s, const char* command) {

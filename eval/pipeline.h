@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "crf/host_run.h"
 #include "data/dataset.h"
 #include "data/features.h"
 #include "eval/formats.h"
@@ -18,8 +19,17 @@
 namespace timitseg::eval {
 
 // Segment boundary in samples for a boundary before frame `frame`: the midpoint
-// between the centres of frames frame-1 and frame (0 for frame 0).
+// between the centres of frames frame-1 and frame (0 for frame 0); with an offset
+// between frames (crf::AlignResult::start_offset, |offset| <= 1/2), that plus
+// offset frame shifts, rounded (docs/crf.md "Between frames").
 int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts);
+int64_t boundary_sample(int64_t frame, double offset, const data::FeatureOptions& opts);
+
+// The aligned ends of phones 0..n-2 of utterance b of r (N phones a row) in samples at the
+// model's rate: each the next phone's start, between frames when r has offsets
+// (boundary_sample), kept strictly increasing.
+std::vector<int64_t> aligned_end_samples(const crf::AlignResult& r, int64_t b, int64_t N, size_t n,
+                                         const data::FeatureOptions& f);
 
 // One audio read for the model: its utterance (features at the model's rate,
 // labels unused) and what maps the model's samples back to the file's.
@@ -36,6 +46,7 @@ struct AudioInput {
   int64_t to_file(int64_t model_sample) const;
   // The file sample of the boundary before frame `frame` (boundary_sample, then to_file).
   int64_t boundary(int64_t frame, const data::FeatureOptions& opts) const;
+  int64_t boundary(int64_t frame, double offset, const data::FeatureOptions& opts) const;
 };
 
 // Audio at another rate or with several channels is resampled (libsoxr) and

@@ -16,22 +16,28 @@ namespace timitseg::eval {
 
 // auto: posterior, for every checkpoint (docs/training.md "Boundaries from
 // the posteriors, decided on dev": rule 15 for checkpoints trained on
-// transcripts, rule 16 for those trained on times); the word stays so that a
-// script that names the default keeps meaning it.
-enum class BoundariesSetting { automatic, viterbi, posterior };
-TIMITSEG_ENUM_NAMES(BoundariesSetting, 3, {BoundariesSetting::automatic, "auto"},
-                    {BoundariesSetting::viterbi, "viterbi"}, {BoundariesSetting::posterior, "posterior"});
+// transcripts, rule 16 for those trained on times; between frames: rule 18);
+// the word stays so that a script that names the default keeps meaning it.
+// posterior-frames: the posteriors' frames without the offsets between them
+// (the decision of rules 15-16, as evaluated before rule 18).
+enum class BoundariesSetting { automatic, viterbi, posterior, posterior_frames };
+TIMITSEG_ENUM_NAMES(BoundariesSetting, 4, {BoundariesSetting::automatic, "auto"},
+                    {BoundariesSetting::viterbi, "viterbi"}, {BoundariesSetting::posterior, "posterior"},
+                    {BoundariesSetting::posterior_frames, "posterior-frames"});
 
 // Whether alignments take the posteriors' boundaries: all but viterbi.
 bool posterior_boundaries_on(BoundariesSetting setting);
+// The boundaries a setting gives (auto: posterior), without a log line.
+crf::AlignBoundaries align_boundaries(BoundariesSetting setting);
 // The boundaries alignments get; one log line "WHO: boundaries from the
 // posteriors (...)" when that is posterior.
 crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who);
 
-// {"utterances", "boundaries", "moved", "mean_move_frames", "windowed", "over_limit", "seconds"}.
+// {"utterances", "boundaries", "moved", "mean_move_frames", "between_frames", "mean_abs_offset_frames",
+// "windowed", "over_limit", "seconds"}.
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c);
-// "N of M boundaries moved (mean move +x frames) in U utterances, the step S s[, W of them by windows ...][, K left
-// with the Viterbi's: even a window over the memory limit]".
+// "N of M boundaries moved (mean move +x frames)[, P between frames (mean |offset| o frames)] in U utterances, the
+// step S s[, W of them by windows ...][, K left with the Viterbi's: even a window over the memory limit]".
 std::string posterior_boundaries_line(const crf::PosteriorBoundaryCount& c);
 
 }  // namespace timitseg::eval

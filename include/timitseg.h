@@ -474,15 +474,18 @@ TIMITSEG_API int timitseg_model_set_silence_edges(timitseg_model* model, int mod
  * --boundaries MODE` (docs/align.md "Boundaries from the posteriors"):
  * TIMITSEG_BOUNDARIES_VITERBI, the most probable alignment's; _POSTERIOR,
  * each boundary at its most probable frame under the transcript, jointly
- * increasing (the phones the alignment skips stay skipped); before the
+ * increasing (the phones the alignment skips stay skipped), then moved up to
+ * half a frame toward the likelier neighbour frame (docs/crf.md "Between
+ * frames"); _POSTERIOR_FRAMES, the same left on the frames; before the
  * silence edges and the shifts. A new handle has TIMITSEG_BOUNDARIES_AUTO
- * (posterior, for every checkpoint: chosen on dev, docs/training.md rules 15
- * and 16). A mode outside the enum is the error message, and the handle
+ * (posterior, for every checkpoint: chosen on dev, docs/training.md rules 15,
+ * 16 and 18). A mode outside the enum is the error message, and the handle
  * keeps its setting. */
 typedef enum {
   TIMITSEG_BOUNDARIES_AUTO = 0,
   TIMITSEG_BOUNDARIES_VITERBI = 1,
-  TIMITSEG_BOUNDARIES_POSTERIOR = 2
+  TIMITSEG_BOUNDARIES_POSTERIOR = 2,
+  TIMITSEG_BOUNDARIES_POSTERIOR_FRAMES = 3
 } timitseg_boundaries;
 TIMITSEG_API int timitseg_model_set_boundaries(timitseg_model* model, int mode);
 

@@ -31,9 +31,10 @@ void finish_alignment(crf::Session& session, const crf::Dims& dims, const crf::P
                       const std::vector<int32_t>& phones, const std::vector<int32_t>& num_phones,
                       const std::vector<int32_t>& optional, crf::AlignBoundaries boundaries, crf::AlignResult* r,
                       crf::AlignConfidence* confidence) {
-  if (boundaries == crf::AlignBoundaries::posterior)
+  if (boundaries != crf::AlignBoundaries::viterbi)
     crf::posterior_boundaries(dims, host_params, N, phones.data(), num_phones.data(),
-                              optional.empty() ? nullptr : optional.data(), r, default_threads());
+                              optional.empty() ? nullptr : optional.data(), r, default_threads(), 0.0,
+                              crf::PosteriorWindows(), boundaries == crf::AlignBoundaries::posterior);
   if (!confidence) return;
   crf::WindowLimits windows;
   windows.threads = default_threads();

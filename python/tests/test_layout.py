@@ -61,7 +61,8 @@ def test_enum_values_equal_the_headers(layout):
     assert _lib.DURATION_MODELS == {n.lower(): e["TIMITSEG_DURATION_" + n] for n in ("TABLE", "LOGNORMAL")}
     assert _lib.MODEL_DEVICES == {n.lower(): e["TIMITSEG_MODEL_DEVICE_" + n] for n in ("AUTO", "CPU", "CUDA")}
     assert _lib.SILENCE_EDGES == {n.lower(): e["TIMITSEG_SILENCE_EDGES_" + n] for n in ("AUTO", "ON", "OFF")}
-    assert _lib.BOUNDARIES == {n.lower(): e["TIMITSEG_BOUNDARIES_" + n] for n in ("AUTO", "VITERBI", "POSTERIOR")}
+    assert _lib.BOUNDARIES == {n.lower().replace("_", "-"): e["TIMITSEG_BOUNDARIES_" + n]
+                               for n in ("AUTO", "VITERBI", "POSTERIOR", "POSTERIOR_FRAMES")}
     errors = {k: v for k, v in e.items() if k.startswith("TIMITSEG_ERR_")}
     assert sorted(_lib._STATUS) == sorted(errors.values()) and e["TIMITSEG_OK"] == 0
     # each status's exception class is the one its name promises

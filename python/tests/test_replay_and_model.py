@@ -212,6 +212,15 @@ def test_model_set_boundaries_aligns_as_the_align_command(binary, checkpoint):
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == viterbi  # kept
     m.set_boundaries("posterior")
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == default
+    run(binary, "align", "--checkpoint", ckpt, "--device", "cpu", "--phones", str(lst), "--boundaries",
+        "posterior-frames", "--out", str(d / "al_boundaries_frames"))
+    m.set_boundaries("posterior-frames")  # the posteriors' frames: each boundary within half a frame of the default's
+    for w, p in rows.items():
+        on_frames = [tuple(x) for x in m.align(w, p)]
+        stem = os.path.splitext(os.path.basename(w))[0] + ".PHN"
+        assert read_phn(str(d / "al_boundaries_frames" / stem)) == on_frames
+        assert [x[2] for x in on_frames] == [x[2] for x in default[w]]
+        assert all(abs(a[0] - b[0]) <= 81 for a, b in zip(on_frames, default[w]))
     m.set_boundaries("auto")
     assert {w: [tuple(x) for x in m.align(w, p)] for w, p in rows.items()} == default
 

@@ -19,7 +19,7 @@ BACKENDS = {"auto": 0, "reference": 1, "cpu": 2, "cuda": 3}
 DURATION_MODELS = {"table": 0, "lognormal": 1}
 MODEL_DEVICES = {"auto": 0, "cpu": 1, "cuda": 2}  # timitseg_model_device
 SILENCE_EDGES = {"auto": 0, "on": 1, "off": 2}  # timitseg_silence_edges
-BOUNDARIES = {"auto": 0, "viterbi": 1, "posterior": 2}  # timitseg_boundaries
+BOUNDARIES = {"auto": 0, "viterbi": 1, "posterior": 2, "posterior-frames": 3}  # timitseg_boundaries
 
 
 class TimitsegError(Exception):

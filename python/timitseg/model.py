@@ -145,11 +145,14 @@ class Model:
     def set_boundaries(self, mode="auto"):
         """Where this model's alignment boundaries go, as `timitseg align --boundaries MODE` (docs/align.md
         "Boundaries from the posteriors"): "viterbi" (the most probable alignment's), "posterior" (each
-        boundary at its most probable frame under the transcript, jointly increasing; before the silence
-        edges and the shifts), or "auto" (a new Model's: posterior, for every checkpoint; chosen on dev,
-        docs/training.md rules 15 and 16). A bad mode raises ValueError and the setting before stays."""
+        boundary at its most probable frame under the transcript, jointly increasing, then moved up to half
+        a frame toward the likelier neighbour frame; before the silence edges and the shifts),
+        "posterior-frames" (the same left on the frames), or "auto" (a new Model's: posterior, for every
+        checkpoint; chosen on dev, docs/training.md rules 15, 16 and 18). A bad mode raises ValueError and
+        the setting before stays."""
         if mode not in BOUNDARIES:
-            raise ValueError("set_boundaries: mode must be 'auto', 'viterbi' or 'posterior', got %r" % (mode,))
+            raise ValueError("set_boundaries: mode must be 'auto', 'viterbi', 'posterior' or 'posterior-frames', "
+                             "got %r" % (mode,))
         check(lib.timitseg_model_set_boundaries(self._h, BOUNDARIES[mode]))
 
     def align(self, path, phones=None, words=None, dictionary=None, closures=True, edge_silence=True,

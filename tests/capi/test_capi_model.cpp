@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -288,6 +289,18 @@ TEST_F(CapiModel, SetBoundariesAlignsAsTheAlignCommand) {
   EXPECT_EQ(align(), viterbi);  // kept
   ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR), TIMITSEG_OK);
   EXPECT_EQ(align(), automatic);
+  // on the frames: the command's posterior-frames, the same phones, each boundary within half a frame of auto's
+  ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_POSTERIOR_FRAMES), TIMITSEG_OK);
+  const Rows on_frames = align();
+  eval::AlignOptions f = align_command("boundaries_frames", phones);
+  f.boundaries = eval::BoundariesSetting::posterior_frames;
+  ASSERT_EQ(eval::align(f), 1);
+  EXPECT_EQ(read_phn_rows(dir_ / "aligned_boundaries_frames" / "a.PHN"), on_frames);
+  ASSERT_EQ(on_frames.size(), automatic.size());
+  for (size_t i = 0; i < on_frames.size(); ++i) {
+    EXPECT_EQ(std::get<2>(on_frames[i]), std::get<2>(automatic[i]));
+    EXPECT_LE(std::llabs(std::get<0>(on_frames[i]) - std::get<0>(automatic[i])), 81) << "phone " << i;
+  }
   ASSERT_EQ(timitseg_model_set_boundaries(m, TIMITSEG_BOUNDARIES_AUTO), TIMITSEG_OK);
   EXPECT_EQ(align(), automatic);
   EXPECT_EQ(timitseg_model_set_boundaries(nullptr, 0), TIMITSEG_ERR_ARGUMENT);

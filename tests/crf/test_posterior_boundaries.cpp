@@ -143,6 +143,89 @@ TEST(PosteriorBoundaries, AgainstEnumerationOfTheAlignments) {
   EXPECT_GT(moved, 10) << "no boundary moved: the test would show nothing";
 }
 
+// Between frames (docs/crf.md): where the log posterior is a parabola, as a sampled Gaussian's is,
+// the offset is the Gaussian's mean exactly; clamped at half a frame; 0 without a maximum.
+TEST(PosteriorBoundaries, BetweenFramesOffsetIsTheParabolasVertex) {
+  for (double mu : {-0.5, -0.37, -0.1, 0.0, 0.05, 0.25, 0.49}) {
+    for (double sigma : {0.4, 1.0, 3.0}) {
+      auto p = [&](double u) { return 0.2 * std::exp(-(u - mu) * (u - mu) / (2 * sigma * sigma)); };
+      EXPECT_NEAR(between_frames_offset(p(-1), p(0), p(1)), mu, 1e-12) << "mu " << mu << " sigma " << sigma;
+    }
+  }
+  auto g = [](double u) { return std::exp(-(u - 0.8) * (u - 0.8)); };  // a mode past half a frame: clamped
+  EXPECT_EQ(between_frames_offset(g(-1), g(0), g(1)), 0.5);
+  EXPECT_EQ(between_frames_offset(g(1), g(0), g(-1)), -0.5);
+  EXPECT_EQ(between_frames_offset(0.3, 0.3, 0.3), 0.0);   // flat: no maximum
+  EXPECT_EQ(between_frames_offset(0.4, 0.1, 0.4), 0.0);   // a minimum
+  EXPECT_EQ(between_frames_offset(0.0, 0.5, 0.2), 0.0);   // a neighbour of probability 0 (or outside the utterance)
+  EXPECT_EQ(between_frames_offset(0.2, 0.5, 0.0), 0.0);
+  EXPECT_EQ(between_frames_offset(0.2, 0.5, 0.2), 0.0);   // symmetric
+  EXPECT_LT(between_frames_offset(0.3, 0.5, 0.1), 0.0);   // toward the likelier neighbour
+  EXPECT_GT(between_frames_offset(0.1, 0.5, 0.3), 0.0);
+}
+
+// The step with offsets: the same boundaries as without; each placed boundary's offset is
+// between_frames_offset of its enumerated start posteriors at the frames around it; 0 for the
+// first kept phone and the skipped ones; the counts add up.
+TEST(PosteriorBoundaries, OffsetsBetweenFramesAgainstEnumeration) {
+  auto cpu = make_backend(BackendKind::cpu, BackendOptions{2, nullptr});
+  std::mt19937 rng(43);
+  int64_t placed = 0, nonzero = 0;
+  std::vector<Problem> problems = testing::tiny_exact_problems({3, 5, 7}, {2, 3}, {1, 2, 3}, 500, true);
+  for (uint32_t seed = 600; seed < 612; ++seed)  // longer utterances: more boundaries with both neighbours inside
+    problems.push_back(testing::random_problem(Dims{3, 12, 4, 4}, seed, {12, 10, 11}));
+  for (const Problem& pb : problems) {
+    const int64_t N = 4, B = pb.dims.B;
+    std::vector<int32_t> phones, nph;
+    testing::random_phones(rng, B, N, pb.dims.C, phones, nph);
+    const std::vector<int32_t> opt = testing::random_optional(rng, B, N, nph, 0.4);
+    const AlignResult viterbi = align_host(*cpu, pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data());
+    AlignResult frames = viterbi, between = viterbi;
+    posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &frames, 2);
+    posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &between, 2, 0.0,
+                         PosteriorWindows(), /*between_frames=*/true);
+    EXPECT_TRUE(frames.start_offset.empty());
+    ASSERT_EQ(between.start_offset.size(), static_cast<size_t>(B * N));
+    EXPECT_EQ(between.spans, frames.spans);
+    double abs_sum = 0.0;
+    int64_t count = 0;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t L = pb.lengths[b], n = nph[b];
+      const double* off = between.start_offset.data() + b * N;
+      const int32_t* sp = between.spans.data() + b * N * 2;
+      if (!(viterbi.score[b] > -INFINITY)) {
+        for (int64_t i = 0; i < N; ++i) EXPECT_EQ(off[i], 0.0);
+        continue;
+      }
+      const std::vector<int32_t> ph(phones.begin() + b * N, phones.begin() + b * N + n);
+      const std::vector<int32_t> op(opt.begin() + b * N, opt.begin() + b * N + n);
+      const std::vector<double> P = start_posteriors(pb, b, ph, op);
+      bool first = true;
+      for (int64_t i = 0; i < n; ++i) {
+        if (sp[2 * i + 1] == 0 || first || n < 2) {
+          EXPECT_EQ(off[i], 0.0) << "utterance " << b << " phone " << i;
+          first = first && sp[2 * i + 1] == 0;
+          continue;
+        }
+        const int64_t u = sp[2 * i];
+        const double want = between_frames_offset(u - 1 >= 1 ? P[i * L + u - 1] : 0.0, P[i * L + u],
+                                                  u + 1 <= L - 1 ? P[i * L + u + 1] : 0.0);
+        EXPECT_NEAR(off[i], want, 1e-9) << "utterance " << b << " phone " << i << " at " << u << " of " << L;
+        EXPECT_LE(std::fabs(off[i]), 0.5);
+        ++placed;
+        nonzero += off[i] != 0.0;
+        count += off[i] != 0.0;
+        abs_sum += std::fabs(off[i]);
+      }
+    }
+    EXPECT_EQ(between.posterior.between_frames, count);
+    EXPECT_NEAR(between.posterior.offset_abs_sum, abs_sum, 1e-12);
+    EXPECT_EQ(frames.posterior.between_frames, 0);
+  }
+  EXPECT_GT(placed, 100);
+  EXPECT_GT(nonzero, placed / 4) << "few offsets: the test would show little";
+}
+
 TEST(PosteriorBoundaries, OverTheLimitKeepsTheViterbiBoundaries) {
   auto cpu = make_backend(BackendKind::cpu, BackendOptions{1, nullptr});
   const Problem pb = testing::random_problem(Dims{3, 30, 4, 5}, 11, {30, 17, 24});
@@ -187,6 +270,15 @@ TEST(PosteriorBoundaries, WindowsOfTheTranscript) {
                        PosteriorWindows{5, 100, true});
   EXPECT_EQ(covering.spans, exact.spans);
   EXPECT_EQ(covering.posterior.windowed, 2);
+  {  // and the offsets between frames alike, bitwise
+    AlignResult exact_between = viterbi, covering_between = viterbi;
+    posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &exact_between, 1, 0.0,
+                         PosteriorWindows(), true);
+    posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &covering_between, 1, 0.0,
+                         PosteriorWindows{5, 100, true}, true);
+    EXPECT_EQ(covering_between.start_offset, exact_between.start_offset);
+    EXPECT_GT(exact_between.posterior.between_frames, 10);
+  }
   posterior_boundaries(pb.dims, pb.params(), N, phones.data(), nph.data(), opt.data(), &small, 1, 0.0,
                        PosteriorWindows{6, 3, true});
   EXPECT_EQ(small.posterior.windowed, 2);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -871,7 +872,8 @@ TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
   EXPECT_NE(ea.output.find("--silence-edges auto: the checkpoint trained on transcripts"), std::string::npos) << ea.output;
   EXPECT_TRUE(nlohmann::json::parse(slurp(dir_ / "se_tr.json"))["align"]["samples"].contains("silence_edges"));
   // ... and the boundaries from the posteriors (eval/posterior_boundaries.h), as for every checkpoint
-  EXPECT_NE(ea.output.find("boundaries from the posteriors under the transcript (--boundaries auto"), std::string::npos)
+  EXPECT_NE(ea.output.find("boundaries from the posteriors under the transcript, between frames (--boundaries auto"),
+            std::string::npos)
       << ea.output;
   EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "se_tr.json"))["align"]["boundary_decoding"], "posterior");
   // trained on times: auto leaves them off
@@ -883,21 +885,31 @@ TEST_F(AlignE2E, SilenceEdgesMoveOntoTheEnergyCrossing) {
   EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "se_times.json"))["align"]["boundary_decoding"], "posterior");
 }
 
-// --boundaries (docs/align.md "Boundaries from the posteriors"; the programme is checked against
-// enumeration in tests/crf/test_posterior_boundaries.cpp): the default (auto) is the posteriors' for
-// this checkpoint trained on times too; against --boundaries viterbi it keeps every phone, in order,
-// tiling the audio, and moves as many boundaries as its log line says; evaluate counts the same
-// boundaries; a bad value is refused.
+// --boundaries (docs/align.md "Boundaries from the posteriors"; the programme and the offsets between
+// frames are checked against enumeration in tests/crf/test_posterior_boundaries.cpp): the default (auto)
+// is the posteriors' for this checkpoint trained on times too; posterior-frames against --boundaries
+// viterbi keeps every phone, in order, tiling the audio, and moves as many boundaries as its log line
+// says; posterior moves those by at most half a frame, as many as its line says at most; evaluate
+// counts the same boundaries; a bad value is refused.
 TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
   const fs::path test = dir_ / "synth" / "TEST", vit = dir_ / "pb_viterbi", def = dir_ / "pb_default",
-                 post = dir_ / "pb_posterior";
+                 post = dir_ / "pb_posterior", frames = dir_ / "pb_frames";
   const std::string al = "align --checkpoint " + ckpt_.string() + " --timit " + test.string() + " --device cpu --out ";
   const Cmd a = run(al + vit.string() + " --boundaries viterbi");
   ASSERT_EQ(a.rc, 0) << a.output;
   EXPECT_EQ(a.output.find("boundaries from the posteriors"), std::string::npos) << a.output;
   ASSERT_EQ(run(al + def.string()).rc, 0);
-  const Cmd p = run(al + post.string() + " --boundaries posterior");
+  const Cmd p = run(al + frames.string() + " --boundaries posterior-frames");
   ASSERT_EQ(p.rc, 0) << p.output;
+  EXPECT_EQ(p.output.find("between frames ("), std::string::npos) << p.output;
+  const Cmd pb = run(al + post.string() + " --boundaries posterior");
+  ASSERT_EQ(pb.rc, 0) << pb.output;
+  std::smatch m;  // "..., N between frames (mean |offset| x frames) in ..."
+  ASSERT_TRUE(std::regex_search(
+      pb.output, m, std::regex("boundaries moved \\(mean move [-+0-9.]+ frames\\), ([0-9]+) between frames")))
+      << pb.output;
+  const long long between = std::stoll(m[1].str());
+  long long differ = 0;
   long long moved = 0, boundaries = 0;
   int files = 0;
   for (const auto& f : fs::recursive_directory_iterator(test)) {
@@ -906,8 +918,17 @@ TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
     const fs::path rel = fs::relative(f.path(), test).replace_extension();
     const std::string phn = rel.string() + ".PHN";
     EXPECT_EQ(slurp(def / phn), slurp(post / phn)) << rel;  // the default is the posteriors'
-    const std::vector<PhnRow> v = read_phn(vit / phn), q = read_phn(post / phn);
+    const std::vector<PhnRow> v = read_phn(vit / phn), q = read_phn(frames / phn), z = read_phn(post / phn);
     ASSERT_EQ(q.size(), v.size()) << rel;
+    ASSERT_EQ(z.size(), q.size()) << rel;
+    for (size_t i = 0; i < z.size(); ++i) {  // between frames: at most half a frame (80 samples) from its frame
+      EXPECT_EQ(z[i].name, q[i].name) << rel << " phone " << i;
+      EXPECT_GT(z[i].e, z[i].b) << rel << " phone " << i;
+      EXPECT_LE(std::abs(z[i].b - q[i].b), 81) << rel << " phone " << i;  // (one more where two met: kept apart)
+      if (i > 0) EXPECT_EQ(z[i].b, z[i - 1].e) << rel << " phone " << i;
+      differ += z[i].b != q[i].b;
+    }
+    EXPECT_EQ(z.back().e, q.back().e) << rel;
     ASSERT_FALSE(q.empty());
     EXPECT_EQ(q.front().b, 0);
     EXPECT_EQ(q.back().e, v.back().e);
@@ -920,6 +941,8 @@ TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
   }
   ASSERT_GT(files, 0);
   EXPECT_GT(moved, 0) << "no boundary moved: the test would show nothing";
+  EXPECT_GT(differ, boundaries / 4) << "few boundaries between frames: the test would show little";
+  EXPECT_LE(differ, between);  // an offset under half a sample rounds to the frame's sample
   EXPECT_NE(p.output.find("align: boundaries from the posteriors: " + std::to_string(moved) + " of " +
                           std::to_string(boundaries) + " boundaries moved"),
             std::string::npos)
@@ -934,6 +957,9 @@ TEST_F(AlignE2E, PosteriorBoundariesMoveOnlyWhereTheLogSays) {
   EXPECT_EQ(j["posterior_boundaries"]["boundaries"], j["boundaries"]);
   EXPECT_GT(j["posterior_boundaries"]["moved"].get<long long>(), 0);
   EXPECT_EQ(j["posterior_boundaries"]["over_limit"], 0);
+  EXPECT_GT(j["posterior_boundaries"]["between_frames"].get<long long>(), 0);
+  EXPECT_GT(j["posterior_boundaries"]["mean_abs_offset_frames"].get<double>(), 0.0);
+  EXPECT_LE(j["posterior_boundaries"]["mean_abs_offset_frames"].get<double>(), 0.5);
   // the step's wall time, a part of the alignment pass's
   EXPECT_GT(j["posterior_boundaries"]["seconds"].get<double>(), 0.0);
   EXPECT_LE(j["posterior_boundaries"]["seconds"].get<double>(), j["seconds"].get<double>());
