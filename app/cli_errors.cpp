@@ -119,17 +119,16 @@ std::string usage_error_message(const CLI::App& app, const CLI::ParseError& e) {
   // A bad value of a global option (`--no-progress=maybe`, `--log-level loud`, before or after the
   // subcommand) points at the main help, which explains it, unless the subcommand has its own
   // option of that name (evaluate's --no-progress).
+  auto names = [&what](const std::string& flag) {  // "--no-progress" in the message, not "--no-progress-x"
+    const size_t at = what.find(flag), after = at + flag.size();
+    if (at == std::string::npos) return false;
+    return after == what.size() || !(std::isalnum(static_cast<unsigned char>(what[after])) || what[after] == '-');
+  };
   if (where != &app && what == e.what())
-    for (const CLI::Option* o : app.get_options()) {
-      for (const std::string& l : o->get_lnames()) {
-        const std::string flag = "--" + l;
-        const size_t at = what.find(flag);
-        const bool named = at != std::string::npos &&
-                           (at + flag.size() == what.size() || !(std::isalnum(static_cast<unsigned char>(what[at + flag.size()])) ||
-                                                                 what[at + flag.size()] == '-'));
-        if (named && where->get_option_no_throw(flag) == nullptr) return what + " (usage: timitseg --help)";
-      }
-    }
+    for (const CLI::Option* o : app.get_options())
+      for (const std::string& l : o->get_lnames())
+        if (names("--" + l) && where->get_option_no_throw("--" + l) == nullptr)
+          return what + " (usage: timitseg --help)";
   return what + " (usage: " + path + " --help)";
 }
 

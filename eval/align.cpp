@@ -55,8 +55,9 @@ namespace {
 // r.in.file_samples), counted into *edge_count; then shifts (nullptr: none): `align --shifts`, each
 // boundary moved by its shift (pair, else phone) (eval/boundary_shifts.h); both before the words
 // are placed on the phones.
-Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const double* offsets, const model::ModelState& s,
-                             const crf::AlignConfidence* conf, size_t at, const BoundaryShifts* shifts,
+Segmentation aligned_output(const AlignInput& r, const int32_t* spans, const double* offsets,
+                             const model::ModelState& s, const crf::AlignConfidence* conf, size_t at,
+                             const BoundaryShifts* shifts,
                              const SilenceEdgeOptions* edges = nullptr, SilenceEdgeCount* edge_count = nullptr) {
   const size_t n = r.cs.classes.size();
   size_t last = 0;  // the last phone kept
@@ -372,8 +373,8 @@ Segmentation align_one(model::Executor& exec, AlignInput input, const model::Mod
   int64_t N = 1;
   const crf::AlignResult r = align_batch(exec, pending, s, N, nullptr, boundaries);
   check_finite(r.score[0], pending[0].audio);
-  return aligned_output(pending[0], r.spans.data(), r.start_offset.empty() ? nullptr : r.start_offset.data(), s, nullptr,
-                        0, shifts, edges);
+  const double* offsets = r.start_offset.empty() ? nullptr : r.start_offset.data();
+  return aligned_output(pending[0], r.spans.data(), offsets, s, nullptr, 0, shifts, edges);
 }
 
 int align(const AlignOptions& options) {
