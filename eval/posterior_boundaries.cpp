@@ -8,7 +8,9 @@
 
 namespace timitseg::eval {
 
-bool posterior_boundaries_on(BoundariesSetting setting) { return setting != BoundariesSetting::viterbi; }
+bool posterior_boundaries_on(BoundariesSetting setting) {
+  return align_boundaries(setting) != crf::AlignBoundaries::viterbi;
+}
 
 crf::AlignBoundaries align_boundaries(BoundariesSetting setting) {
   switch (setting) {
@@ -21,12 +23,13 @@ crf::AlignBoundaries align_boundaries(BoundariesSetting setting) {
 }
 
 crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who) {
-  if (!posterior_boundaries_on(setting)) return crf::AlignBoundaries::viterbi;
-  const bool frames = setting == BoundariesSetting::posterior_frames;
+  const crf::AlignBoundaries boundaries = align_boundaries(setting);
+  if (boundaries == crf::AlignBoundaries::viterbi) return boundaries;
+  const bool frames = boundaries == crf::AlignBoundaries::posterior_frames;
   spdlog::info("{}: boundaries from the posteriors under the transcript{} (--boundaries {}; --boundaries viterbi: "
                "the most probable alignment's)",
                who, frames ? ", on their frames" : ", between frames", common::to_string(setting));
-  return align_boundaries(setting);
+  return boundaries;
 }
 
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c) {
