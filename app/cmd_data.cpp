@@ -301,7 +301,7 @@ void add_synth_command(CLI::App& app) {
       ->default_str(common::to_string(o->voice));
   sub->add_option("--language", o->language,
                   "--voice espeak: an espeak-ng language code (es, de, cmn, fr, en-us, ... : espeak-ng --voices); "
-                  "word lists are shipped for cmn de en es fr, any other language needs --text");
+                  "word lists are shipped for cmn de en es fr it nl, any other language needs --text");
   sub->add_option("--text", o->text_file,
                   "--voice espeak: a UTF-8 file of sentences in --language, one per line; each utterance speaks a "
                   "line drawn at random (seeded) (default: random 4-10 word sentences of the shipped word list)")

@@ -80,6 +80,43 @@ const std::vector<std::string> k_fr = {
     "par", "depuis", "sur", "sous", "entre", "vers", "et", "mais", "parce", "quand", "garçon", "fille",
     "cuisine", "oiseau", "cheval", "poisson", "bonjour", "merci", "vingt", "huit"};
 
+const std::vector<std::string> k_it = {
+    "il", "la", "lo", "gli", "le", "un", "una", "mio", "tuo", "suo", "nostro", "questo", "quella", "ogni", "casa",
+    "cane", "gatto", "bambino", "bambina", "madre", "padre", "fratello", "sorella", "amico", "amica", "tavolo",
+    "sedia", "porta", "finestra", "libro", "lettera", "carta", "acqua", "latte", "pane", "formaggio", "frutta",
+    "mela", "arancia", "caffè", "vino", "città", "paese", "strada", "cammino", "fiume", "mare", "spiaggia",
+    "montagna", "campo", "albero", "fiore", "giardino", "cielo", "sole", "luna", "stella", "pioggia", "neve",
+    "vento", "notte", "giorno", "mattina", "sera", "settimana", "anno", "ora", "tempo", "lavoro", "scuola",
+    "maestro", "medico", "macchina", "treno", "barca", "aereo", "soldi", "mercato", "negozio", "chiesa",
+    "piazza", "musica", "canzone", "voce", "storia", "domanda", "risposta", "idea", "problema", "mano", "testa",
+    "occhio", "bocca", "cuore", "grande", "piccolo", "vecchio", "nuovo", "buono", "cattivo", "rosso", "azzurro",
+    "verde", "bianco", "nero", "giallo", "caldo", "freddo", "veloce", "lento", "felice", "triste", "forte",
+    "debole", "pulito", "sporco", "dolce", "lungo", "corto", "alto", "basso", "bello", "brutto", "mangia",
+    "beve", "canta", "parla", "scrive", "legge", "guarda", "cerca", "trova", "compra", "vende", "apre",
+    "chiude", "chiama", "aspetta", "vive", "lavora", "gioca", "cammina", "corre", "sale", "scende", "pensa",
+    "vuole", "può", "fa", "dice", "sa", "conosce", "sempre", "mai", "oggi", "ieri", "adesso", "qui", "molto",
+    "anche", "presto", "tardi", "insieme", "con", "senza", "per", "da", "fino", "sopra", "sotto", "tra",
+    "verso", "ma", "perché", "quando", "ragazzo", "ragazza", "cucina", "uccello", "cavallo", "pesce", "grazie",
+    "famiglia", "zucchero", "chitarra", "scarpa", "gnocchi", "ghiaccio"};
+
+const std::vector<std::string> k_nl = {
+    "de", "het", "een", "mijn", "jouw", "zijn", "onze", "deze", "elke", "huis", "hond", "kat", "kind", "moeder",
+    "vader", "broer", "zus", "vriend", "vriendin", "tafel", "stoel", "deur", "raam", "boek", "brief", "papier",
+    "water", "melk", "brood", "kaas", "appel", "koffie", "wijn", "stad", "dorp", "straat", "weg", "rivier",
+    "zee", "strand", "berg", "veld", "boom", "bloem", "tuin", "hemel", "zon", "maan", "ster", "regen",
+    "sneeuw", "wind", "nacht", "dag", "ochtend", "avond", "week", "jaar", "uur", "tijd", "werk", "school",
+    "leraar", "dokter", "auto", "trein", "boot", "vliegtuig", "geld", "markt", "winkel", "kerk", "plein",
+    "muziek", "lied", "stem", "verhaal", "vraag", "antwoord", "idee", "probleem", "hand", "hoofd", "oog",
+    "mond", "hart", "groot", "klein", "oud", "nieuw", "goed", "slecht", "rood", "blauw", "groen", "wit",
+    "zwart", "geel", "warm", "koud", "snel", "langzaam", "blij", "verdrietig", "sterk", "zwak", "schoon",
+    "vies", "zoet", "lang", "kort", "hoog", "laag", "mooi", "lelijk", "eet", "drinkt", "zingt", "spreekt",
+    "schrijft", "leest", "ziet", "zoekt", "vindt", "draagt", "brengt", "koopt", "verkoopt", "opent", "sluit",
+    "roept", "wacht", "woont", "werkt", "speelt", "loopt", "rent", "denkt", "wil", "kan", "heeft", "maakt",
+    "zegt", "kent", "altijd", "nooit", "vandaag", "gisteren", "nu", "hier", "daar", "heel", "ook", "straks",
+    "laat", "samen", "met", "zonder", "voor", "door", "naar", "onder", "tussen", "en", "maar", "omdat",
+    "wanneer", "jongen", "meisje", "keuken", "vogel", "paard", "vis", "fiets", "gracht", "schaap", "ui",
+    "huid", "duin", "reus", "sjaal", "gezicht"};
+
 const std::vector<std::string> k_en = {
     "the", "a", "this", "that", "every", "some", "my", "his", "her", "our", "their", "your", "house", "dog",
     "cat", "child", "mother", "father", "brother", "sister", "friend", "table", "chair", "door", "window",
@@ -113,7 +150,7 @@ std::string lang_of(const std::string& code) {  // "es-419" -> "es"
 }  // namespace
 
 const std::vector<std::string>& espeak_text_languages() {
-  static const std::vector<std::string> v = {"cmn", "de", "en", "es", "fr"};
+  static const std::vector<std::string> v = {"cmn", "de", "en", "es", "fr", "it", "nl"};
   return v;
 }
 
@@ -123,6 +160,8 @@ const std::vector<std::string>* espeak_vocabulary(const std::string& language) {
   if (l == "de") return &k_de;
   if (l == "fr") return &k_fr;
   if (l == "en") return &k_en;
+  if (l == "it") return &k_it;
+  if (l == "nl") return &k_nl;
   if (l == "cmn" || l == "zh") return &k_cmn;
   return nullptr;
 }

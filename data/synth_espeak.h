@@ -14,7 +14,7 @@
 
 namespace timitseg::data {
 
-// The languages with a shipped word list: cmn de en es fr. A code with a region
+// The languages with a shipped word list: cmn de en es fr it nl. A code with a region
 // ("es-419", "en-us", "fr-be") uses its language's list.
 const std::vector<std::string>& espeak_text_languages();
 // The word list for `language`, or nullptr when none is shipped.

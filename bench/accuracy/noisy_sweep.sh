@@ -19,7 +19,7 @@
 #            core-test), large (flite, 96 x 10, --seed 11, the same), es (synth
 #            --voice espeak --language es --format timit --speakers 32
 #            --utterances-per-speaker 8 --noise-db -10 --seed 5, configs/espeak.yaml,
-#            scored on test), LANGDB (espeak-ng language LANG, es de fr or cmn, made as es
+#            scored on test), LANGDB (espeak-ng language LANG, es de fr it nl or cmn, made as es
 #            is but with --noise-db DB, e.g. es-5, de0)
 #
 # Environment: TIMITSEG (the binary, default build/bin/timitseg), JOBS (trainings
@@ -40,7 +40,7 @@ JOBS=${JOBS:-1}
 THREADS=${THREADS:-0}
 ARMS=${ARMS:-shipped:}
 for c in $CORPORA; do  # checked before anything is written
-  [[ $c =~ ^(demo|large|(es|de|fr|cmn)(-?[0-9]+)?)$ ]] || {
+  [[ $c =~ ^(demo|large|(es|de|fr|it|nl|cmn)(-?[0-9]+)?)$ ]] || {
     echo "noisy_sweep.sh: unknown corpus '$c' (demo, large, es, LANGDB as es-5 or de0)" >&2; exit 2; }
 done
 mkdir -p "$OUT"

@@ -108,7 +108,7 @@ class BadInput(unittest.TestCase):
             self.assertFalse(out.exists())
 
     def test_unknown_language_or_level_writes_nothing(self):
-        for bad in ("it-5", "es-5x", "es--5", "demo0"):
+        for bad in ("pt-5", "es-5x", "es--5", "demo0"):
             with tempfile.TemporaryDirectory() as t:
                 out = Path(t) / "o"
                 r = subprocess.run(["bash", str(REPO / "bench/accuracy/noisy_sweep.sh"), str(out), "1", bad],

@@ -74,7 +74,7 @@ TEST(SynthEspeak, WordListsAreSpokenInTheirOwnLanguage) {
     EXPECT_EQ(o.language_switches, 0) << lang;
     EXPECT_EQ(o.words.size(), v->size()) << lang;
   }
-  EXPECT_EQ(espeak_vocabulary("it"), nullptr);
+  EXPECT_EQ(espeak_vocabulary("pt"), nullptr);
   EXPECT_EQ(espeak_vocabulary("es-419"), espeak_vocabulary("es"));
 }
 
@@ -223,16 +223,16 @@ TEST(SynthEspeak, UnknownLanguageIsOneLineAndWritesNothing) {
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 1) << out;
   EXPECT_FALSE(fs::exists(d.path / "c"));
   // a real language without a shipped word list: asks for --text
-  EXPECT_NE(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --voice espeak --language it --out " +
+  EXPECT_NE(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --voice espeak --language pt --out " +
                                       d.str("c"), &out), 0);
   EXPECT_NE(out.find("--text"), std::string::npos) << out;
   EXPECT_FALSE(fs::exists(d.path / "c"));
   // ... which it speaks from --text
-  testutil::write_text(d.str("it.txt"), "Il gatto dorme sul divano.\nOggi piove molto.\n");
-  ASSERT_EQ(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --voice espeak --language it --text " +
-                                      d.str("it.txt") + " --speakers 4 --utterances-per-speaker 1 --format manifest --out " +
+  testutil::write_text(d.str("pt.txt"), "O gato dorme no sofá.\nHoje chove muito.\n");
+  ASSERT_EQ(testutil::run_capture(std::string(TIMITSEG_BINARY) + " synth --voice espeak --language pt --text " +
+                                      d.str("pt.txt") + " --speakers 4 --utterances-per-speaker 1 --format manifest --out " +
                                       d.str("c") + " --log-level warn", &out), 0) << out;
-  EXPECT_NE(timitseg::read_file(d.str("c/manifest.jsonl")).find("gatto"), std::string::npos);
+  EXPECT_NE(timitseg::read_file(d.str("c/manifest.jsonl")).find("gato"), std::string::npos);
 }
 
 // A build without libespeak-ng (cmake -DTIMITSEG_ESPEAK=OFF): --voice espeak and the G2P

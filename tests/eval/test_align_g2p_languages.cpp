@@ -48,6 +48,12 @@ const std::map<std::string, std::vector<std::string>>& sentences() {
        {"It's twelve o'clock, and John isn't here yet.", "We bought 3 apples in New York.",
         "I'd like the book, please!"}},
       {"cmn", {"我是王，我爱唱。", "十五时，我找水！"}},
+      {"it",
+       {"Oggi piove molto a Roma, e l'acqua è fredda.", "Perché non me lo dici? Vivo qui dal 2015.",
+        "La signora Bianchi compra 7 mele."}},
+      {"nl",
+       {"Het huis is groot, en we wonen sinds 1998 in Utrecht.", "Ik heb 't hem gisteren gezegd!",
+        "Mevrouw de Vries koopt 4 appels."}},
   };
   return s;
 }
@@ -86,7 +92,7 @@ TEST(AlignG2pLanguages, EspeakLabelsAreNormalizedOnce) {
 // `sil`, no closure is added.
 TEST(AlignG2pLanguages, G2pPhonesAreInSynthsPhoneSetInEveryShippedLanguage) {
   if (!data::espeak_built_in()) GTEST_SKIP() << data::espeak_missing_message();
-  ASSERT_EQ(data::espeak_text_languages(), (std::vector<std::string>{"cmn", "de", "en", "es", "fr"}));
+  ASSERT_EQ(data::espeak_text_languages(), (std::vector<std::string>{"cmn", "de", "en", "es", "fr", "it", "nl"}));
   const std::vector<data::SynthSpeaker> spks = data::synth_speakers(4, 5);
   for (const std::string& lang : data::espeak_text_languages()) {
     ASSERT_TRUE(sentences().count(lang)) << lang;
