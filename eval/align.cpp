@@ -304,6 +304,7 @@ class AlignRun {
     model::Executor& ex = executor_();  // (outside the try: a device error is the command's, not an input's)
     try {
       r = align_batch(ex, pending_, s_, N, &conf, boundaries_);
+      count_offsets_in_samples(&r, s_.features);
       posterior_count_.add(r.posterior);
     } catch (const std::exception& e) {  // e.g. a long recording over the memory limit: one line per input
       for (const AlignInput& p : pending_) report(p.audio, e.what(), false);

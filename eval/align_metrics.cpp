@@ -538,8 +538,9 @@ AlignMetrics align_utterances(model::Executor& exec, const std::vector<const dat
     }
     int64_t N = 1;
     crf::AlignConfidence conf;
-    const crf::AlignResult r = align_part(exec, part, seqs, s, &N, boundaries, &conf);
+    crf::AlignResult r = align_part(exec, part, seqs, s, &N, boundaries, &conf);
     m.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    count_offsets_in_samples(&r, s.features);
     m.posterior.add(r.posterior);
     if (r.posterior.over_limit > 0)
       spdlog::warn("evaluate --align: {}: boundaries left at the constrained Viterbi's (even a window of its "

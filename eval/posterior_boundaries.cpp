@@ -1,6 +1,7 @@
 // --boundaries (eval/posterior_boundaries.h).
 #include "eval/posterior_boundaries.h"
 
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
@@ -30,6 +31,14 @@ crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::st
                "the most probable alignment's)",
                who, frames ? ", on their frames" : ", between frames", common::to_string(setting));
   return boundaries;
+}
+
+void count_offsets_in_samples(crf::AlignResult* r, const data::FeatureOptions& features) {
+  if (r->start_offset.empty()) return;
+  const double hop = features.frame_shift_samples();
+  int64_t n = 0;
+  for (const double o : r->start_offset) n += std::llround(o * hop) != 0 ? 1 : 0;
+  r->posterior.between_frames = n;
 }
 
 nlohmann::json posterior_boundaries_json(const crf::PosteriorBoundaryCount& c) {
