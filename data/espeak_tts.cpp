@@ -3,6 +3,7 @@
 #include "data/espeak_tts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cctype>
 #include <cerrno>
@@ -10,6 +11,8 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+
+#include "data/features.h"
 
 #ifdef TIMITSEG_HAVE_ESPEAK
 #include <sys/wait.h>
@@ -31,6 +34,100 @@ bool espeak_built_in() {
 std::string espeak_missing_message() {
   return "--voice espeak / --g2p espeak: libespeak-ng is not built in (install Debian libespeak-ng-dev and "
          "espeak-ng-data, scripts/setup.sh, then reconfigure and rebuild with cmake -DTIMITSEG_ESPEAK=AUTO or ON)";
+}
+
+namespace {
+
+// The first code point of UTF-8 text (0 when empty or malformed).
+char32_t first_code_point(const std::string& s) {
+  if (s.empty()) return 0;
+  const auto b = static_cast<unsigned char>(s[0]);
+  const int n = b < 0x80 ? 1 : (b >> 5) == 6 ? 2 : (b >> 4) == 14 ? 3 : (b >> 3) == 30 ? 4 : 0;
+  if (n == 0 || static_cast<int>(s.size()) < n) return 0;
+  char32_t c = n == 1 ? b : b & (0x7F >> n);
+  for (int k = 1; k < n; ++k) c = (c << 6) | (static_cast<unsigned char>(s[k]) & 0x3F);
+  return c;
+}
+
+// Frame t's spectrum, [T][40] row-major.
+double spectral_distance(const std::vector<float>& S, int t, const std::vector<double>& ref) {
+  double d = 0.0;
+  for (size_t k = 0; k < ref.size(); ++k) {
+    const double e = S[static_cast<size_t>(t) * ref.size() + k] - ref[k];
+    d += e * e;
+  }
+  return d;
+}
+
+}  // namespace
+
+bool is_sonorant_label(const std::string& label) {
+  static const std::u32string kFirst =
+      U"aeiouyøœɛɔəɪʊɑæɐɜʏɒʌɤɯɨʉɵɘɞɶɚɝ"  // vowels
+      U"mnɲŋɱɳɴ"                          // nasals
+      U"lɫʎɭʟrɾɹɻʀɺɽ"                     // liquids
+      U"jwɥʋɰ";                           // glides
+  const char32_t c = first_code_point(label);
+  return c != 0 && kFirst.find(c) != std::u32string::npos;
+}
+
+void move_sonorant_boundaries(const std::vector<int16_t>& x, int sample_rate, std::vector<EspeakPhone>* phones) {
+  auto& ph = *phones;
+  if (ph.size() < 2 || sample_rate <= 0) return;
+  FeatureOptions o = FeatureOptions::defaults_for(FeatureType::fbank);
+  o.sample_rate = sample_rate;
+  o.frame_length_ms = 20.0;
+  o.frame_shift_ms = 5.0;
+  o.num_mel_bins = 40;
+  o.window_type = WindowType::hanning;
+  o.preemph_coeff = 0.0;
+  o.remove_dc_offset = true;
+  o.high_freq = std::min(8000.0, sample_rate / 2.0);  // the corpus's band (16 kHz output)
+  Audio audio;
+  audio.sample_rate = sample_rate;
+  audio.samples.assign(x.begin(), x.end());
+  int32_t T = 0;
+  std::vector<float> S = compute_features(audio, o, &T);  // [T][40] log-mel
+  if (T < 2) return;
+  // Bands 60 dB below the utterance's loudest are floored there: espeak's digital near-
+  // silence would otherwise give the distance log energies of rounding noise.
+  const float floor = *std::max_element(S.begin(), S.end()) - static_cast<float>(std::log(1e6));
+  for (float& v : S) v = std::max(v, floor);
+  const int64_t L = o.frame_length_samples(), H = o.frame_shift_samples();
+  const int64_t N = static_cast<int64_t>(x.size()), min_len = sample_rate * 30 / 1000;
+  auto centre = [&](int t) { return static_cast<int64_t>(t) * H + L / 2; };
+  auto frame_at = [&](double sample) {  // the frame whose centre is nearest
+    return static_cast<int>(std::clamp<double>(std::lround((sample - L / 2.0) / H), 0.0, T - 1.0));
+  };
+  const size_t n = ph.size();
+  std::vector<int64_t> start(n + 1);
+  for (size_t i = 0; i < n; ++i) start[i] = ph[i].start;
+  start[n] = N;
+  // The mean spectrum of the frames centred in phone i's middle 20 % (the nearest frame if none).
+  auto middle_spectrum = [&](size_t i) {
+    const double d = static_cast<double>(start[i + 1] - start[i]);
+    std::vector<double> ref(o.num_mel_bins, 0.0);
+    int a = frame_at(start[i] + 0.4 * d), b = frame_at(start[i] + 0.6 * d), count = 0;
+    for (int t = a; t <= b; ++t, ++count)
+      for (int k = 0; k < o.num_mel_bins; ++k) ref[k] += S[static_cast<size_t>(t) * o.num_mel_bins + k];
+    for (double& v : ref) v /= std::max(count, 1);
+    return ref;
+  };
+  std::vector<int64_t> moved(start.begin(), start.end());
+  for (size_t i = 1; i < n; ++i) {
+    if (!is_sonorant_label(ph[i - 1].label) || !is_sonorant_label(ph[i].label)) continue;
+    if (start[i] - start[i - 1] < min_len || start[i + 1] - start[i] < min_len) continue;
+    const std::vector<double> before = middle_spectrum(i - 1), after = middle_spectrum(i);
+    const int from = frame_at(0.5 * (start[i - 1] + start[i])), to = frame_at(0.5 * (start[i] + start[i + 1]));
+    for (int t = from + 1; t <= to; ++t)
+      if (spectral_distance(S, t, after) < spectral_distance(S, t, before)) {
+        moved[i] = std::clamp<int64_t>(centre(t) - H / 2, start[i - 1] + 1, start[i + 1] - 1);
+        break;
+      }
+  }
+  for (size_t i = 1; i < n; ++i)  // each move stays between two middles; a phone emptied keeps its own start
+    if (moved[i] <= moved[i - 1]) moved[i] = start[i];
+  for (size_t i = 1; i < n; ++i) ph[i].start = moved[i];
 }
 
 #ifdef TIMITSEG_HAVE_ESPEAK
@@ -219,7 +316,8 @@ void move_closures_to_stops(const std::vector<int16_t>& x, int sample_rate, doub
 
 // The events -> phones tiling [0, N): zero-length events and language-switch markers
 // dropped, pauses as kEspeakSilence (adjacent ones merged), audio before the first
-// event silence; each phone's word from its text position; stops start at their closure.
+// event silence; each phone's word from its text position; stops start at their closure,
+// a boundary between two sonorants at the middle of its transition.
 std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const std::vector<int16_t>& x,
                                           int sample_rate, const std::vector<int>& starts, int* switches) {
   const int64_t N = static_cast<int64_t>(x.size());
@@ -259,6 +357,7 @@ std::vector<EspeakPhone> events_to_phones(const std::vector<Event>& ev, const st
   if (out.empty() && N > 0) out.push_back({0, 0, kEspeakSilence, -1});
   if (!out.empty()) out.front().start = 0;
   move_closures_to_stops(x, sample_rate, utt_ms, &out);
+  move_sonorant_boundaries(x, sample_rate, &out);
   for (size_t i = 0; i < out.size(); ++i) out[i].end = i + 1 < out.size() ? out[i + 1].start : N;
   return out;
 }

@@ -13,6 +13,8 @@
 // A stop (plosive or affricate) after a speech phone starts at its closure, not at the
 // release where espeak's event comes: its start moves back over the quiet 5 ms windows
 // before the event (docs/synth.md, "A stop starts at its closure").
+// A boundary between two sonorants (vowel, nasal, liquid, glide) moves to the middle of
+// its spectral transition (move_sonorant_boundaries below; docs/synth.md).
 // Every synthesis runs in a forked child process (espeak-ng keeps state between
 // syntheses and voice loads; see espeak_speak in the .cpp).
 //
@@ -82,5 +84,24 @@ EspeakOutput espeak_speak(const EspeakRequest& r);
 // espeak_TextToPhonemes is not used: its output carries stress marks and Mandarin tone
 // digits that the events do not. Thread-safe (serialized). Throws for an unknown language.
 std::vector<std::string> espeak_phones(const std::string& text, const std::string& language);
+
+// A sonorant label: a vowel, nasal, liquid or glide, by its first IPA symbol
+// (a e i o u y ø œ ɛ ɔ ə ɪ ʊ ɑ æ ɐ ɜ ʏ ɒ ʌ ɤ ɯ ɨ ʉ ɵ ɘ ɞ ɶ ɚ ɝ; m n ɲ ŋ ɱ ɳ ɴ;
+// l ɫ ʎ ɭ ʟ r ɾ ɹ ɻ ʀ ɺ ɽ; j w ɥ ʋ ɰ). "aʊ", "ɔ̃", "eː", "ər" are; "ʁ", "sil", "ts", "ʲ" are not.
+bool is_sonorant_label(const std::string& label);
+
+// Every boundary between two sonorant phones of at least 30 ms each moves to the middle of
+// the spectral transition between them: the first 5 ms frame (20 ms Hann window, 40
+// log-mel bands) after the earlier phone's middle whose spectrum is nearer (Euclidean)
+// the later phone's middle spectrum (the mean of the frames centred in its middle 20 %)
+// than the earlier one's; the boundary goes half a frame shift before that frame's
+// centre, so it stays between the two phones' middles (docs/synth.md, "Between two
+// sonorants, the middle of the transition"). espeak's events come after the transition
+// there (measured: 12-25 ms after it into a vowel from a nasal, liquid or glide), where
+// phonetic segmentation puts the boundary at its middle. Other boundaries, and pairs with
+// no frame nearer the later phone, stay. Middles and moves are computed from the tiling
+// as given, then applied, so the order of the boundaries does not matter. `phones` tile
+// [0, x.size()) by their starts (ends are not read or written).
+void move_sonorant_boundaries(const std::vector<int16_t>& x, int sample_rate, std::vector<EspeakPhone>* phones);
 
 }  // namespace timitseg::data
