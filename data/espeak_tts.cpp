@@ -13,6 +13,7 @@
 #include <stdexcept>
 
 #include "data/features.h"
+#include "data/transitions.h"
 
 #ifdef TIMITSEG_HAVE_ESPEAK
 #include <sys/wait.h>
@@ -49,16 +50,6 @@ char32_t first_code_point(const std::string& s) {
   return c;
 }
 
-// Frame t's spectrum, [T][40] row-major.
-double spectral_distance(const std::vector<float>& S, int t, const std::vector<double>& ref) {
-  double d = 0.0;
-  for (size_t k = 0; k < ref.size(); ++k) {
-    const double e = S[static_cast<size_t>(t) * ref.size() + k] - ref[k];
-    d += e * e;
-  }
-  return d;
-}
-
 }  // namespace
 
 bool is_sonorant_label(const std::string& label) {
@@ -73,61 +64,18 @@ bool is_sonorant_label(const std::string& label) {
 
 void move_sonorant_boundaries(const std::vector<int16_t>& x, int sample_rate, std::vector<EspeakPhone>* phones) {
   auto& ph = *phones;
-  if (ph.size() < 2 || sample_rate <= 0) return;
-  FeatureOptions o = FeatureOptions::defaults_for(FeatureType::fbank);
-  o.sample_rate = sample_rate;
-  o.frame_length_ms = 20.0;
-  o.frame_shift_ms = 5.0;
-  o.num_mel_bins = 40;
-  o.window_type = WindowType::hanning;
-  o.preemph_coeff = 0.0;
-  o.remove_dc_offset = true;
-  o.high_freq = std::min(8000.0, sample_rate / 2.0);  // the corpus's band (16 kHz output)
   Audio audio;
   audio.sample_rate = sample_rate;
   audio.samples.assign(x.begin(), x.end());
-  int32_t T = 0;
-  std::vector<float> S = compute_features(audio, o, &T);  // [T][40] log-mel
-  if (T < 2) return;
-  // Bands 60 dB below the utterance's loudest are floored there: espeak's digital near-
-  // silence would otherwise give the distance log energies of rounding noise.
-  const float floor = *std::max_element(S.begin(), S.end()) - static_cast<float>(std::log(1e6));
-  for (float& v : S) v = std::max(v, floor);
-  const int64_t L = o.frame_length_samples(), H = o.frame_shift_samples();
-  const int64_t N = static_cast<int64_t>(x.size()), min_len = sample_rate * 30 / 1000;
-  auto centre = [&](int t) { return static_cast<int64_t>(t) * H + L / 2; };
-  auto frame_at = [&](double sample) {  // the frame whose centre is nearest
-    return static_cast<int>(std::clamp<double>(std::lround((sample - L / 2.0) / H), 0.0, T - 1.0));
-  };
-  const size_t n = ph.size();
-  std::vector<int64_t> start(n + 1);
-  for (size_t i = 0; i < n; ++i) start[i] = ph[i].start;
-  start[n] = N;
-  // The mean spectrum of the frames centred in phone i's middle 20 % (the nearest frame if none).
-  auto middle_spectrum = [&](size_t i) {
-    const double d = static_cast<double>(start[i + 1] - start[i]);
-    std::vector<double> ref(o.num_mel_bins, 0.0);
-    int a = frame_at(start[i] + 0.4 * d), b = frame_at(start[i] + 0.6 * d), count = 0;
-    for (int t = a; t <= b; ++t, ++count)
-      for (int k = 0; k < o.num_mel_bins; ++k) ref[k] += S[static_cast<size_t>(t) * o.num_mel_bins + k];
-    for (double& v : ref) v /= std::max(count, 1);
-    return ref;
-  };
-  std::vector<int64_t> moved(start.begin(), start.end());
-  for (size_t i = 1; i < n; ++i) {
-    if (!is_sonorant_label(ph[i - 1].label) || !is_sonorant_label(ph[i].label)) continue;
-    if (start[i] - start[i - 1] < min_len || start[i + 1] - start[i] < min_len) continue;
-    const std::vector<double> before = middle_spectrum(i - 1), after = middle_spectrum(i);
-    const int from = frame_at(0.5 * (start[i - 1] + start[i])), to = frame_at(0.5 * (start[i] + start[i + 1]));
-    for (int t = from + 1; t <= to; ++t)
-      if (spectral_distance(S, t, after) < spectral_distance(S, t, before)) {
-        moved[i] = std::clamp<int64_t>(centre(t) - H / 2, start[i - 1] + 1, start[i + 1] - 1);
-        break;
-      }
-  }
-  for (size_t i = 1; i < n; ++i)  // each move stays between two middles; a phone emptied keeps its own start
+  std::vector<int64_t> start(ph.size());
+  for (size_t i = 0; i < ph.size(); ++i) start[i] = ph[i].start;
+  const std::vector<int64_t> middle = transition_middles(audio, start);
+  std::vector<int64_t> moved(start);
+  for (size_t i = 1; i < ph.size(); ++i)
+    if (middle[i] >= 0 && is_sonorant_label(ph[i - 1].label) && is_sonorant_label(ph[i].label)) moved[i] = middle[i];
+  for (size_t i = 1; i < ph.size(); ++i)  // each move stays between two middles; a phone emptied keeps its own start
     if (moved[i] <= moved[i - 1]) moved[i] = start[i];
-  for (size_t i = 1; i < n; ++i) ph[i].start = moved[i];
+  for (size_t i = 1; i < ph.size(); ++i) ph[i].start = moved[i];
 }
 
 #ifdef TIMITSEG_HAVE_ESPEAK

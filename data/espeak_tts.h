@@ -91,17 +91,15 @@ std::vector<std::string> espeak_phones(const std::string& text, const std::strin
 bool is_sonorant_label(const std::string& label);
 
 // Every boundary between two sonorant phones of at least 30 ms each moves to the middle of
-// the spectral transition between them: the first 5 ms frame (20 ms Hann window, 40
-// log-mel bands) after the earlier phone's middle whose spectrum is nearer (Euclidean)
-// the later phone's middle spectrum (the mean of the frames centred in its middle 20 %)
-// than the earlier one's; the boundary goes half a frame shift before that frame's
-// centre, so it stays between the two phones' middles (docs/synth.md, "Between two
-// sonorants, the middle of the transition"). espeak's events come after the transition
-// there (measured: 12-25 ms after it into a vowel from a nasal, liquid or glide), where
-// phonetic segmentation puts the boundary at its middle. Other boundaries, and pairs with
-// no frame nearer the later phone, stay. Middles and moves are computed from the tiling
-// as given, then applied, so the order of the boundaries does not matter. `phones` tile
-// [0, x.size()) by their starts (ends are not read or written).
+// the spectral transition between them (data::transition_middles, data/transitions.h:
+// the first 5 ms frame after the earlier phone's middle whose log-mel spectrum is nearer
+// the later phone's middle spectrum than the earlier one's), so it stays between the
+// two phones' middles (docs/synth.md, "Between two sonorants"). espeak's events come
+// after the transition there (into a vowel, medians of 19-21 ms after it from a nasal,
+// 9-24 from a liquid), where phonetic segmentation puts the boundary at its middle.
+// Other boundaries, and pairs with no qualifying frame, stay. Middles are computed from
+// the tiling as given, then applied. `phones` tile [0, x.size()) by their starts (ends
+// are not read or written).
 void move_sonorant_boundaries(const std::vector<int16_t>& x, int sample_rate, std::vector<EspeakPhone>* phones);
 
 }  // namespace timitseg::data

@@ -1,5 +1,6 @@
-// data::move_sonorant_boundaries (data/espeak_tts.h): between two sonorants a boundary
-// goes to the middle of the spectral transition. The oracle is a signal made here: two
+// data::transition_middles (data/transitions.h) and data::move_sonorant_boundaries
+// (data/espeak_tts.h): between two sonorants a boundary goes to the middle of the
+// spectral transition. The oracle is a signal made here: two
 // steady "phones" of known spectra joined by a linear cross-fade, whose middle is known
 // by construction; controls: an obstruent label, a phone under 30 ms, a boundary already
 // at the middle. Needs no libespeak-ng (the function is plain signal processing).
@@ -8,6 +9,7 @@
 #include <cmath>
 
 #include "data/espeak_tts.h"
+#include "data/transitions.h"
 
 using namespace timitseg::data;
 
@@ -102,4 +104,21 @@ TEST(SonorantBoundaries, EachBoundaryMovesAloneAndTheTilingStaysOrdered) {
   auto q = tiling({{0, "a"}, {50, "l"}});
   move_sonorant_boundaries(tiny, kRate, &q);
   EXPECT_EQ(q[1].start, 50);
+}
+
+// transition_middles itself knows no labels: every boundary gets its middle (what
+// bench/boundary_lags measures), -1 before the first phone and where a phone is short.
+TEST(SonorantBoundaries, TransitionMiddlesAtEveryBoundaryOfATiling) {
+  const auto x = two_spectra(ms(120), ms(160), ms(400), ms(250));
+  Audio audio;
+  audio.sample_rate = kRate;
+  audio.samples.assign(x.begin(), x.end());
+  const auto m = transition_middles(audio, {0, ms(160), ms(250)});
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[0], -1);
+  EXPECT_NEAR(double(m[1]), double(ms(140)), double(ms(5)));
+  EXPECT_NEAR(double(m[2]), double(ms(250)), double(ms(5)));
+  const auto short_phone = transition_middles(audio, {0, ms(160), ms(180)});  // [160, 180) ms: 20 ms
+  EXPECT_EQ(short_phone[1], -1);
+  EXPECT_EQ(short_phone[2], -1);
 }
