@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -82,12 +83,32 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s: no audio beside it (%s)\n", e.path().c_str(), wav.filename().c_str());
       return 1;
     }
-    const Audio audio = read_audio(wav.string());
+    Audio audio;
+    try {
+      audio = read_audio(wav.string());
+    } catch (const std::exception& ex) {
+      std::fprintf(stderr, "%s\n", ex.what());  // names the file and the problem
+      return 1;
+    }
     std::vector<Phone> ph;
     std::ifstream in(e.path());
-    Phone p;
-    while (in >> p.start >> p.end >> p.label) ph.push_back(p);
-    if (ph.empty()) continue;
+    std::string line;
+    for (int row = 1; std::getline(in, line); ++row) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      std::istringstream fields(line);
+      Phone p;
+      if (!(fields >> p.start >> p.end >> p.label) || p.start < 0 || p.end <= p.start ||
+          (!ph.empty() && p.start != ph.back().end)) {
+        std::fprintf(stderr, "%s:%d: not 'START END LABEL' following the row before: %s\n", e.path().c_str(), row,
+                     line.c_str());
+        return 1;
+      }
+      ph.push_back(p);
+    }
+    if (ph.empty() || ph.front().start != 0) {
+      std::fprintf(stderr, "%s: %s\n", e.path().c_str(), ph.empty() ? "no phones" : "the first phone does not start at 0");
+      return 1;
+    }
     std::vector<int64_t> starts;
     for (const Phone& q : ph) starts.push_back(q.start);
     const std::vector<int64_t> middle = transition_middles(audio, starts);
@@ -97,10 +118,14 @@ int main(int argc, char** argv) {
         lags[std::string{class_of(ph[i - 1].label), class_of(ph[i].label)}].push_back(
             double(middle[i] - ph[i].start) * 1000.0 / audio.sample_rate);
   }
+  if (files == 0) {
+    std::fprintf(stderr, "%s: no .PHN or .phn file with its audio beside it\n", corpus.c_str());
+    return 1;
+  }
   std::printf("%d utterances of %s\npair  boundaries  median_ms  q25_ms  q75_ms\n", files, corpus.c_str());
   for (const auto& [pair, v] : lags)
     if (static_cast<int>(v.size()) >= min_count)
       std::printf("%-4s  %10zu  %9.1f  %6.1f  %6.1f\n", pair.c_str(), v.size(), percentile(v, 0.5), percentile(v, 0.25),
                   percentile(v, 0.75));
-  return files > 0 ? 0 : 1;
+  return 0;
 }

@@ -3,7 +3,6 @@
 #include "data/espeak_tts.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <cctype>
 #include <cerrno>
