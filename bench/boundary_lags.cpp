@@ -38,19 +38,8 @@ struct Phone {
 
 char class_of(const std::string& label) {
   if (label == "sil" || label == "h#" || label == "pau") return 'S';
-  if (!is_sonorant_label(label)) return 'O';
-  static const std::vector<std::string> nasal = {"m", "n", "ɲ", "ŋ", "ɱ", "ɳ", "ɴ"},
-                                        liquid = {"l", "ɫ", "ʎ", "ɭ", "ʟ", "r", "ɾ", "ɹ", "ɻ", "ʀ", "ɺ", "ɽ"},
-                                        glide = {"j", "w", "ɥ", "ʋ", "ɰ"};
-  auto starts = [&](const std::vector<std::string>& set) {
-    for (const auto& s : set)
-      if (label.compare(0, s.size(), s) == 0) return true;
-    return false;
-  };
-  if (starts(nasal)) return 'N';
-  if (starts(liquid)) return 'L';
-  if (starts(glide)) return 'G';
-  return 'V';
+  const char c = sonorant_class(label);
+  return c != 0 ? c : 'O';
 }
 
 double percentile(std::vector<double> v, double q) {

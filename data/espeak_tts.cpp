@@ -10,6 +10,7 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <utility>
 
 #include "data/features.h"
 #include "data/transitions.h"
@@ -51,15 +52,20 @@ char32_t first_code_point(const std::string& s) {
 
 }  // namespace
 
-bool is_sonorant_label(const std::string& label) {
-  static const std::u32string kFirst =
-      U"aeiouyøœɛɔəɪʊɑæɐɜʏɒʌɤɯɨʉɵɘɞɶɚɝ"  // vowels
-      U"mnɲŋɱɳɴ"                          // nasals
-      U"lɫʎɭʟrɾɹɻʀɺɽ"                     // liquids
-      U"jwɥʋɰ";                           // glides
+char sonorant_class(const std::string& label) {
+  static const std::pair<char, std::u32string> kClasses[] = {
+      {'V', U"aeiouyøœɛɔəɪʊɑæɐɜʏɒʌɤɯɨʉɵɘɞɶɚɝ"},
+      {'N', U"mnɲŋɱɳɴ"},
+      {'L', U"lɫʎɭʟrɾɹɻʀɺɽ"},
+      {'G', U"jwɥʋɰ"}};
   const char32_t c = first_code_point(label);
-  return c != 0 && kFirst.find(c) != std::u32string::npos;
+  if (c != 0)
+    for (const auto& [cls, first] : kClasses)
+      if (first.find(c) != std::u32string::npos) return cls;
+  return 0;
 }
+
+bool is_sonorant_label(const std::string& label) { return sonorant_class(label) != 0; }
 
 void move_sonorant_boundaries(const std::vector<int16_t>& x, int sample_rate, std::vector<EspeakPhone>* phones) {
   auto& ph = *phones;

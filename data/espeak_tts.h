@@ -89,6 +89,8 @@ std::vector<std::string> espeak_phones(const std::string& text, const std::strin
 // (a e i o u y ø œ ɛ ɔ ə ɪ ʊ ɑ æ ɐ ɜ ʏ ɒ ʌ ɤ ɯ ɨ ʉ ɵ ɘ ɞ ɶ ɚ ɝ; m n ɲ ŋ ɱ ɳ ɴ;
 // l ɫ ʎ ɭ ʟ r ɾ ɹ ɻ ʀ ɺ ɽ; j w ɥ ʋ ɰ). "aʊ", "ɔ̃", "eː", "ər" are; "ʁ", "sil", "ts", "ʲ" are not.
 bool is_sonorant_label(const std::string& label);
+// Which of them: 'V' vowel, 'N' nasal, 'L' liquid, 'G' glide; 0 for any other label.
+char sonorant_class(const std::string& label);
 
 // Every boundary between two sonorant phones of at least 30 ms each moves to the middle of
 // the spectral transition between them (data::transition_middles, data/transitions.h:

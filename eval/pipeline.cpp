@@ -26,9 +26,13 @@ int64_t AudioInput::to_file(int64_t x) const {
   return std::min(y, n_file);
 }
 
+int64_t offset_samples(double offset, const data::FeatureOptions& opts) {
+  return std::llround(offset * opts.frame_shift_samples());
+}
+
 int64_t boundary_sample(int64_t frame, double offset, const data::FeatureOptions& opts) {
   if (frame <= 0) return 0;
-  return std::max<int64_t>(0, boundary_sample(frame, opts) + std::llround(offset * opts.frame_shift_samples()));
+  return std::max<int64_t>(0, boundary_sample(frame, opts) + offset_samples(offset, opts));
 }
 
 std::vector<int64_t> aligned_end_samples(const crf::AlignResult& r, int64_t b, int64_t N, size_t n,

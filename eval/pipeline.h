@@ -24,6 +24,9 @@ namespace timitseg::eval {
 // offset frame shifts, rounded (docs/crf.md "Between frames").
 int64_t boundary_sample(int64_t frame, const data::FeatureOptions& opts);
 int64_t boundary_sample(int64_t frame, double offset, const data::FeatureOptions& opts);
+// An offset between frames in samples: offset x the frame shift, rounded (the term
+// boundary_sample adds; 0 for an offset under half a sample).
+int64_t offset_samples(double offset, const data::FeatureOptions& opts);
 
 // The aligned ends of phones 0..n-2 of utterance b of r (N phones a row) in samples at the
 // model's rate: each the next phone's start, between frames when r has offsets

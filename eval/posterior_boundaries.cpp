@@ -1,11 +1,12 @@
 // --boundaries (eval/posterior_boundaries.h).
 #include "eval/posterior_boundaries.h"
 
-#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 
 #include <spdlog/spdlog.h>
+
+#include "eval/pipeline.h"
 
 namespace timitseg::eval {
 
@@ -35,9 +36,8 @@ crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::st
 
 void count_offsets_in_samples(crf::AlignResult* r, const data::FeatureOptions& features) {
   if (r->start_offset.empty()) return;
-  const double hop = features.frame_shift_samples();
   int64_t n = 0;
-  for (const double o : r->start_offset) n += std::llround(o * hop) != 0 ? 1 : 0;
+  for (const double o : r->start_offset) n += offset_samples(o, features) != 0 ? 1 : 0;
   r->posterior.between_frames = n;
 }
 

@@ -35,9 +35,9 @@ crf::AlignBoundaries align_boundaries(BoundariesSetting setting);
 crf::AlignBoundaries resolve_boundaries(BoundariesSetting setting, const std::string& who);
 
 // Sets r->posterior.between_frames to the number of r's offsets that move a boundary off its
-// frame's sample: |offset| x the frame shift in samples rounds, as boundary_sample rounds it,
-// to at least one sample (at the model's rate). The crf step counts every nonzero offset; one
-// under half a sample is written at the frame's own sample, so it is not counted here.
+// frame's sample, i.e. whose offset_samples (eval/pipeline.h, at the model's rate) is not 0.
+// The crf step counts every nonzero offset; one under half a sample is written at the
+// frame's own sample, so it is not counted here.
 void count_offsets_in_samples(crf::AlignResult* r, const data::FeatureOptions& features);
 
 // {"utterances", "boundaries", "moved", "mean_move_frames", "between_frames", "mean_abs_offset_frames",

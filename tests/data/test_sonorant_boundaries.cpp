@@ -48,6 +48,11 @@ TEST(SonorantBoundaries, SonorantLabelsByTheirFirstSymbol) {
     EXPECT_TRUE(is_sonorant_label(s)) << s;
   for (const char* s : {"sil", "s", "t", "ts", "tʃ", "ʁ", "x", "β", "ð", "ʲ", "h", "", "\xC3"})
     EXPECT_FALSE(is_sonorant_label(s)) << s;
+  EXPECT_EQ(sonorant_class("eː"), 'V');
+  EXPECT_EQ(sonorant_class("ŋ"), 'N');
+  EXPECT_EQ(sonorant_class("ʎ"), 'L');
+  EXPECT_EQ(sonorant_class("ʋ"), 'G');
+  EXPECT_EQ(sonorant_class("ʁ"), 0);
 }
 
 // espeak's event after the transition (as measured into a vowel from a nasal or liquid):
