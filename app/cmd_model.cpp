@@ -252,7 +252,7 @@ void add_train_command(CLI::App& app) {
 void add_evaluate_command(CLI::App& app) {
   auto eval_opts = std::make_shared<eval::EvaluateOptions>();
   CLI::App* ev = app.add_subcommand(
-      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER, boundaries, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient (SegFeat/UnsupSeg; docs/metrics.md), segments, ...)");
+      "evaluate", "Viterbi-decode a split with a checkpoint and print 39-phone metrics (PER with its substitutions, deletions and insertions, boundaries, boundary precision/recall/F1/R-value at 20 ms one-to-one and lenient (SegFeat/UnsupSeg; docs/metrics.md), segments, ...)");
   ev->add_option("--checkpoint", eval_opts->checkpoint, "Checkpoint (.safetensors) written by train")->required();
   add_enum_option_of(ev, "--split", &eval_opts->split, kSplitChoices, "Split of the prepared WORKDIR: dev, core-test, test (or train)");
   ev->add_option("--workdir", eval_opts->workdir,

@@ -119,7 +119,7 @@ void Metrics::add_sequence(const std::vector<int>& ref_phones, const std::vector
   ++sequence_only_;
   std::vector<int> pp;
   for (const Run& r : runs_of(pred)) pp.push_back(r.label);
-  edits_ += levenshtein(ref_phones, pp);
+  add_edits(levenshtein_counts(ref_phones, pp));
   ref_phones_ += static_cast<int64_t>(ref_phones.size());
 }
 
@@ -135,7 +135,7 @@ void Metrics::add(const std::vector<int>& ref, const std::vector<int>& pred) {
   std::vector<int> rp, pp, rb, pb;
   for (const Run& r : rr) rp.push_back(r.label);
   for (const Run& r : pr) pp.push_back(r.label);
-  edits_ += levenshtein(rp, pp);
+  add_edits(levenshtein_counts(rp, pp));
   ref_phones_ += static_cast<int64_t>(rp.size());
   for (size_t k = 1; k < rr.size(); ++k) rb.push_back(rr[k].start);
   for (size_t k = 1; k < pr.size(); ++k) pb.push_back(pr[k].start);
@@ -239,6 +239,11 @@ nlohmann::json Metrics::to_json() const {
   j["frames"] = frames_;
   j["per"] = per();
   j["phone_edits"] = edits_;
+  // The error types of the edits (common/levenshtein.h levenshtein_counts: the minimal alignment with the
+  // most substitutions); they sum to phone_edits.
+  j["phone_substitutions"] = substitutions_;
+  j["phone_deletions"] = deletions_;
+  j["phone_insertions"] = insertions_;
   j["reference_phones"] = ref_phones_;
   j["frame_accuracy"] = frame_accuracy();
   json bp = json::object(), br = json::object(), bf = json::object();
@@ -318,6 +323,11 @@ std::string Metrics::table() const {
   os << buf;
   std::snprintf(buf, sizeof buf, "%-24s %8.2f %%  (%lld edits / %lld reference phones)\n", "PER", 100 * per(),
                 (long long)edits_, (long long)ref_phones_);
+  os << buf;
+  const double per_ref = ref_phones_ ? 100.0 / ref_phones_ : 0.0;
+  std::snprintf(buf, sizeof buf, "%-24s %5.2f / %5.2f / %5.2f %%  (%lld / %lld / %lld)\n", "  subst / del / ins",
+                per_ref * substitutions_, per_ref * deletions_, per_ref * insertions_, (long long)substitutions_,
+                (long long)deletions_, (long long)insertions_);
   os << buf;
   std::snprintf(buf, sizeof buf, "%-24s %8.2f %%\n", "frame accuracy", 100 * frame_accuracy());
   os << buf;

@@ -3,7 +3,9 @@
 // computed from frame label sequences (ids in [0, num_classes)) of the reference
 // and the prediction; phone sequences / segments are the maximal runs of equal
 // labels (adjacent predicted segments with the same label are merged).
-//   PER          sum Levenshtein(ref phones, pred phones) / sum len(ref phones)
+//   PER          sum Levenshtein(ref phones, pred phones) / sum len(ref phones), and its
+//                substitutions / deletions / insertions (levenshtein_counts: the minimal
+//                alignment with the most substitutions)
 //   boundaries   internal run boundaries (frame index t where label[t] != label[t-1]);
 //                a predicted boundary matches a reference boundary at most `tol`
 //                frames away, one-to-one: the count is a maximum matching
@@ -113,6 +115,9 @@ class Metrics {
   int64_t sequence_only() const { return sequence_only_; }
 
   double per() const { return ref_phones_ ? double(edits_) / ref_phones_ : 0.0; }
+  int64_t substitutions() const { return substitutions_; }
+  int64_t deletions() const { return deletions_; }
+  int64_t insertions() const { return insertions_; }
   double frame_accuracy() const { return frames_ ? double(correct_frames_) / frames_ : 0.0; }
   const PRF& boundary(int tol) const { return boundary_[tol]; }
   const PRF& segment() const { return segment_; }
@@ -146,6 +151,13 @@ class Metrics {
   double frame_shift_ms_;
   int tol_20ms_frames_;
   int64_t utterances_ = 0, edits_ = 0, ref_phones_ = 0, frames_ = 0, correct_frames_ = 0;
+  int64_t substitutions_ = 0, deletions_ = 0, insertions_ = 0;  // edits_ by type
+  void add_edits(const EditCounts& e) {
+    edits_ += e.total();
+    substitutions_ += e.substitutions;
+    deletions_ += e.deletions;
+    insertions_ += e.insertions;
+  }
   int64_t sequence_only_ = 0;
   PRF boundary_[kMaxTol + 1];
   PRF segment_;

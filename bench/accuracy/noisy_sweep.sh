@@ -10,6 +10,8 @@
 # babble with the forced alignment (test_b10.json). Then it prints
 # bench/accuracy/noisy_table.py's table: S = (clean dev PER + babble dev PER) / 2
 # and the test columns, mean and spread over the seeds, and the arm of lowest S.
+# bench/accuracy/per_errors.py OUT then splits the test PER of two arms by error
+# type and decodes each at the phone bonus its dev split chooses.
 #
 #   bench/accuracy/noisy_sweep.sh OUT [SEEDS] [CORPORA]
 #
