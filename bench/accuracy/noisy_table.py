@@ -27,6 +27,11 @@ from accuracy_io import write_atomic  # noqa: E402
 from targets import fmt, mean_std  # noqa: E402
 
 
+def test_split(corpus: str) -> str:
+    """The split a corpus is scored on: core-test for the flite corpora (demo, large), else test."""
+    return "core-test" if corpus in ("demo", "large") else "test"
+
+
 def load_run(run_dir: str) -> dict | None:
     """The figures of one finished run (its four evaluate --json files), or None."""
     def read(name):
@@ -95,7 +100,7 @@ def main(argv: list[str]) -> int:
             rows[arm] = summarize(runs)
         choice, why = choose(rows, arms, len(seeds))
         result[c] = {"rows": rows, "choice": choice, "why": why}
-        print(f"\n{c} (test split: {'core-test' if c in ('demo', 'large') else 'test'}; %; babble: 10 dB)\n")
+        print(f"\n{c} (test split: {test_split(c)}; %; babble: 10 dB)\n")
         print("| arm | seeds | S | clean dev PER | babble dev PER | dev boundary F1 0 | test PER | boundary F1 0 / 1 / 2 "
               "| segment F1 | babble test PER | babble align within 20 ms | babble mean error ms |")
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")

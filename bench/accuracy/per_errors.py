@@ -42,11 +42,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from accuracy_io import write_atomic  # noqa: E402
+from noisy_table import test_split  # noqa: E402  (the split noisy_sweep.sh scores a corpus on)
 from targets import fmt, mean_std  # noqa: E402
-
-
-def test_split(corpus: str) -> str:
-    return "core-test" if corpus in ("demo", "large") else "test"
 
 
 def bonus_name(b: float) -> str:
